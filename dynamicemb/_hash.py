@@ -1,0 +1,51 @@
+"""The scored hash table's key hash, exposed for tests and tools."""
+
+import torch
+
+from ._load import load_library
+
+
+def hash_keys(keys: torch.Tensor) -> torch.Tensor:
+    """Hashes keys with the table's 64-bit hash (MurmurHash3's fmix64 finalizer) on their device.
+
+    Args:
+        keys: (n,) int64 or uint64 tensor, contiguous, on CPU or CUDA.
+
+    Returns:
+        (n,) tensor of the keys' dtype holding the 64 hash bits of each key (same bits for an int64 key and the
+        uint64 key with the same bit pattern).
+
+    Example:
+        >>> import torch, dynamicemb
+        >>> h = dynamicemb.hash_keys(torch.tensor([0, 1, 2], dtype=torch.int64))
+        >>> h.shape
+        torch.Size([3])
+    """
+    if not isinstance(keys, torch.Tensor):
+        raise TypeError(f"keys: expected a torch.Tensor, got {type(keys).__name__}")
+    if keys.dtype not in (torch.int64, torch.uint64):
+        raise TypeError(f"keys: expected dtype torch.int64 or torch.uint64, got {keys.dtype}")
+    if keys.dim() != 1:
+        raise ValueError(f"keys: expected a 1-d tensor, got shape {tuple(keys.shape)}")
+    if keys.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"keys: expected a cpu or cuda tensor, got device {keys.device}")
+    if not load_library():
+        raise RuntimeError("dynamicemb: the op library _C.so is missing (install the built wheel)")
+    return torch.ops.dynamicemb.hash_keys(keys.contiguous())
+
+
+def hash_keys_reference(keys: torch.Tensor) -> torch.Tensor:
+    """Pure-Python fmix64 (for tests): same result as `hash_keys`, computed with Python ints."""
+    mask = (1 << 64) - 1
+    out = []
+    for k in keys.tolist():
+        k &= mask
+        k ^= k >> 33
+        k = (k * 0xFF51AFD7ED558CCD) & mask
+        k ^= k >> 33
+        k = (k * 0xC4CEB9FE1A85EC53) & mask
+        k ^= k >> 33
+        out.append(k)
+    if keys.dtype == torch.int64:
+        out = [k - (1 << 64) if k >= (1 << 63) else k for k in out]
+    return torch.tensor(out, dtype=keys.dtype)
