@@ -24,7 +24,7 @@ def _instance_impl(ctx):
         use_default_shell_env = True,
         progress_message = "generating %s" % ctx.attr.out,
     )
-    return [DefaultInfo(files = depset([out]))]
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
 _kernel_instance = rule(
     implementation = _instance_impl,

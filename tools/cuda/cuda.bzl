@@ -41,6 +41,10 @@ NVCC_FLAGS = [
 
 def _gencode(arch):
     cc = arch[len("sm_"):]
+    if arch == "sm_80":
+        # SASS runs only on its own major version: also embed compute_80 PTX so an sm80-only build still
+        # runs (JIT-compiled once by the driver) on sm_90 and newer.
+        return "-gencode=arch=compute_80,code=[sm_80,compute_80]"
     return "-gencode=arch=compute_%s,code=sm_%s" % (cc, cc)
 
 def _nvcc_objects_impl(ctx):

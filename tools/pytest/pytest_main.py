@@ -11,7 +11,7 @@ import zipfile
 
 def main(argv):
     wheels = [a.split("=", 1)[1] for a in argv if a.startswith("--wheel=")]
-    rest = [a for a in argv if not a.startswith("--wheel=")]
+    rest = [a for a in argv if not a.startswith("--wheel=") and a != "--no-unpack"]
     tmp = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
     site = os.path.join(tmp, "site")
     os.makedirs(site, exist_ok=True)

@@ -43,6 +43,9 @@ def torch_op_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = 
             "-Wl,--no-as-needed",
             "$(location @local_torch//:libtorch_cpu.so)",
             "-Wl,--exclude-libs,ALL",  # keep the static cudart's symbols out of our dynamic symbol table
+            # No static symbol table: nvcc names each object's FILE symbol after a PID-numbered temp file,
+            # which would make the library (and the wheel) differ from build to build.
+            "-Wl,--strip-all",
         ],
         visibility = visibility,
     )

@@ -41,7 +41,7 @@ def _native_wheel_impl(ctx):
         use_default_shell_env = True,
         progress_message = "wheel %s" % name,
     )
-    return [DefaultInfo(files = depset([out]))]
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
 native_wheel = rule(
     implementation = _native_wheel_impl,

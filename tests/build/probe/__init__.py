@@ -1,0 +1,1 @@
+"""Fixture package of tests/build (never shipped)."""

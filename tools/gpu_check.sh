@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Verifies accelerated_modules on a GPU machine from built wheels, in one call:
+# installs the wheels, runs the doctor, the GPU (and CPU) tests and the quick benchmarks, and prints a short
+# table last.
+#
+#   tools/gpu_check.sh [WHEEL_DIR]      # default: dist/ ; e.g. bazel-bin/ after ./bazelw build //:wheels
+#
+# Needs: python3 with torch (CUDA build) and pytest; no Bazel, no network. Wheels are installed with
+# `pip install --no-deps --target` into a temp dir (nothing is changed in the Python environment).
+# Environment: GPU_CHECK_OUT (default $OUT or /tmp/gpu_check) receives the logs and benchmark tables;
+# GPU_CHECK_BENCH=0 skips the benchmarks; PYTEST_ARGS adds pytest arguments.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+wheels="${1:-$root/dist}"
+out="${GPU_CHECK_OUT:-${OUT:-/tmp/gpu_check}}"
+mkdir -p "$out"
+site="$(mktemp -d)/site"
+py="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+
+ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "gpu_check: no wheels in $wheels" >&2; exit 2; }
+"$py" -m pip install -q --no-deps --no-index --no-compile --target "$site" "$wheels"/*.whl || exit 2
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+
+declare -a names=() results=()
+step() {  # step NAME CMD...: run, log to $out/NAME.log, remember the outcome
+  local name="$1"; shift
+  echo "=== $name: $*"
+  local t0=$(date +%s)
+  "$@" 2>&1 | tee "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  local summary
+  summary="$(grep -E '^=+ .*(passed|failed|error|skipped).* in [0-9.]+s' "$out/$name.log" | tail -1 | tr -d '=' | xargs)"
+  names+=("$name")
+  results+=("$( [ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)" ) | $(( $(date +%s) - t0 )) s | ${summary:-}")
+}
+
+cd "$root"
+step doctor "$py" -m hstu_attn.doctor
+# The same test files CI runs, GPU tests included (the build tests need Bazel and are not run here).
+step tests "$py" -m pytest -q -p no:cacheprovider --import-mode=importlib -rs \
+  tests/hstu tests/dynamicemb tests/build/test_hash_op.py ${PYTEST_ARGS:-}
+if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
+  for b in benchmarks/*.py; do
+    n="$(basename "$b" .py)"
+    step "bench_$n" "$py" "$b" --quick --markdown "$out/bench_$n.md"
+  done
+fi
+
+echo
+echo "## gpu_check on $("$py" -c 'import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")')"
+echo
+echo "| step | result | time | summary |"
+echo "|---|---|---|---|"
+for i in "${!names[@]}"; do echo "| ${names[$i]} | ${results[$i]} |"; done
+for f in "$out"/bench_*.md; do [ -f "$f" ] && { echo; cat "$f"; }; done
