@@ -76,10 +76,16 @@ def main(argv=None):
         r.add("compute capability", cap >= (8, 0), f"{cap[0]}.{cap[1]} (needs >= 8.0)")
         r.add("CUDA runtime (torch)", True, torch.version.cuda)
         try:
-            drv = torch._C._cuda_getDriverVersion()
-            r.add("CUDA driver", True, f"{drv // 1000}.{(drv % 1000) // 10}")
-        except Exception as e:  # older torch
-            r.add("CUDA driver", None, f"unknown ({e})")
+            import ctypes
+
+            v = ctypes.c_int(0)
+            ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+            drv = v.value
+            rt = tuple(int(x) for x in (torch.version.cuda or "0.0").split(".")[:2])
+            ok = (drv // 1000, (drv % 1000) // 10) >= rt
+            r.add("CUDA driver", ok, f"{drv // 1000}.{(drv % 1000) // 10} (supports CUDA runtime up to this)")
+        except OSError as e:
+            r.add("CUDA driver", False, f"libcuda.so.1 not loadable: {e}")
 
     mods = {}
     for name in PACKAGES:

@@ -36,14 +36,15 @@ step() {  # step NAME CMD...: run, log to $out/NAME.log, remember the outcome
 }
 
 cd "$root"
-step doctor "$py" -m hstu_attn.doctor
+# -P: do not put the current directory on sys.path; the source dir dynamicemb/ would shadow the wheel.
+step doctor "$py" -P -m hstu_attn.doctor
 # The same test files CI runs, GPU tests included (the build tests need Bazel and are not run here).
-step tests "$py" -m pytest -q -p no:cacheprovider --import-mode=importlib -rs \
+step tests "$py" -P -m pytest -q -p no:cacheprovider --import-mode=importlib -rs \
   tests/hstu tests/dynamicemb tests/build/test_hash_op.py ${PYTEST_ARGS:-}
 if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   for b in benchmarks/*.py; do
     n="$(basename "$b" .py)"
-    step "bench_$n" "$py" "$b" --quick --markdown "$out/bench_$n.md"
+    step "bench_$n" "$py" -P "$b" --quick --results "$out/bench_$n.md"
   done
 fi
 

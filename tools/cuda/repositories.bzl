@@ -48,7 +48,7 @@ exports_files(["defs.bzl"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**"]),
+    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**", "include/nv/**"]),
     includes = ["include"],
 )
 

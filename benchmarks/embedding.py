@@ -1,0 +1,261 @@
+"""Dynamic embedding benchmark: BatchedDynamicEmbeddingTables vs a fixed-size PyTorch table, in ms per step.
+
+Workload (issue 5): 10 tables, one feature each, D=128, fp32; per step a total of --batch bags (1,048,570 =
+10 features x 104,857 samples), each bag of 1..hotness ids (uniform, hotness 10); ids drawn from a power law
+P(k) ~ k^-1.05 over [1, --id-space] per table, scrambled by a 64-bit multiplicative hash (so hot ids are not
+small integers). Columns, per pooling (none, sum) x optimizer (SGD, Adam):
+    fwd        training forward (dedup, find_or_insert, gather, pooling)
+    bwd+upd    backward fused with the optimizer update of the rows
+    train      fwd + bwd+upd as one step
+    eval       eval-mode forward (find only, nothing inserted)
+    base_*     nn.EmbeddingBag / nn.Embedding (sparse=True) of --base-rows rows per table (ids modulo it),
+               torch.optim.SGD / SparseAdam: the same ids, train step and eval forward.
+Times: CUDA events, median of --reps after --warmup steps, rotating over 4 pre-generated batches; the module is
+called with validate=False (no host-synchronizing checks). Tables hold every id (capacity --capacity per table,
+"all-HBM"), so no eviction happens after the first steps.
+
+Usage:
+    python benchmarks/embedding.py [--quick] [--markdown FILE] [--results benchmarks/RESULTS.md] [--plot out.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+from typing import Dict, List
+
+import torch
+from torch import nn
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables
+from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._options import DynamicEmbTableOptions
+
+
+def power_law_ids(n, id_space, alpha, gen):
+    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    a = 1.0 - alpha
+    k = ((id_space ** a - 1.0) * u + 1.0) ** (1.0 / a)  # inverse CDF of k^-alpha on [1, id_space]
+    k = k.floor().clamp_(1, id_space).to(torch.int64)
+    return (k * -7046029254386353131) & ((1 << 62) - 1)  # odd-multiplier scramble, kept >= 0
+
+
+def make_batch(T, B, hotness, id_space, alpha, gen):
+    lengths = torch.randint(1, hotness + 1, (T * B,), generator=gen)
+    offsets = torch.zeros(T * B + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths, 0)
+    ids = power_law_ids(int(offsets[-1]), id_space, alpha, gen)
+    return ids, offsets
+
+
+def timed(fn, warmup, reps, device):
+    for _ in range(warmup):
+        fn()
+    if device.type != "cuda":
+        import time
+
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(ts)
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    return statistics.median(ts)
+
+
+def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
+    T, D = args.tables, args.dim
+    opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+    tables = [DynamicEmbTableOptions(dim=D, max_capacity=args.capacity, on_refused="zero")] * T
+    m = BatchedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device)
+    dev_batches = [(i.to(device), o.to(device)) for i, o in batches]
+    it = [0]
+
+    def nxt():
+        it[0] = (it[0] + 1) % len(dev_batches)
+        return dev_batches[it[0]]
+
+    def fwd():
+        ids, off = nxt()
+        return m(ids, off, validate=False)
+
+    def train():
+        out = fwd()
+        out.backward(torch.ones_like(out))
+
+    holder = {}
+
+    def fwd_only():
+        holder["out"] = fwd()
+
+    def bwd():
+        out = holder.pop("out")
+        out.backward(torch.ones_like(out))
+
+    r = {}
+    r["train"] = timed(train, args.warmup, args.reps, device)
+    # forward and backward+update separately: forward runs untimed before each timed backward
+    fw, bw = [], []
+    for _ in range(args.reps):
+        fw.append(timed(fwd_only, 0, 1, device))
+        bw.append(timed(bwd, 0, 1, device))
+    r["fwd"], r["bwd+upd"] = statistics.median(fw), statistics.median(bw)
+    m.eval()
+    with torch.no_grad():
+        r["eval"] = timed(lambda: fwd(), args.warmup, args.reps, device)
+    r["sizes"] = sum(m.sizes())
+    del m
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    r.update(baseline(args, pooling, opt_name, dev_batches, device))
+    return r
+
+
+def baseline(args, pooling, opt_name, dev_batches, device):
+    T, D, R = args.tables, args.dim, args.base_rows
+    B = (dev_batches[0][1].numel() - 1) // T
+    sparse_mods = nn.ModuleList(
+        (nn.EmbeddingBag(R, D, mode="sum", sparse=True) if pooling == "sum" else nn.Embedding(R, D, sparse=True))
+        for _ in range(T)).to(device)
+    opt = torch.optim.SGD(sparse_mods.parameters(), lr=0.01) if opt_name == "sgd" else torch.optim.SparseAdam(
+        list(sparse_mods.parameters()), lr=1e-3)
+    # per-table slices computed once on the host (the baseline gets this for free)
+    prepared = []
+    for ids, off in dev_batches:
+        offc = off.cpu()
+        parts = []
+        for t in range(T):
+            lo, hi = int(offc[t * B]), int(offc[(t + 1) * B])
+            parts.append((ids[lo:hi] % R, off[t * B:(t + 1) * B] - lo))
+        prepared.append(parts)
+    it = [0]
+
+    def fwd():
+        it[0] = (it[0] + 1) % len(prepared)
+        outs = [mod(i, o) if pooling == "sum" else mod(i) for mod, (i, o) in zip(sparse_mods, prepared[it[0]])]
+        return torch.cat(outs, dim=1 if pooling == "sum" else 0)
+
+    def train():
+        out = fwd()
+        out.backward(torch.ones_like(out))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    r = {"base_train": timed(train, args.warmup, args.reps, device)}
+    with torch.no_grad():
+        r["base_eval"] = timed(fwd, args.warmup, args.reps, device)
+    del sparse_mods, opt
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return r
+
+
+def git_rev():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        rev = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain"], capture_output=True, text=True).stdout
+        return rev + ("+dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes (smoke test; also runs on CPU)")
+    p.add_argument("--tables", type=int, default=10)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1_048_570, help="total bags per step over all features")
+    p.add_argument("--hotness", type=int, default=10)
+    p.add_argument("--alpha", type=float, default=1.05)
+    p.add_argument("--id-space", type=int, default=100_000_000)
+    p.add_argument("--capacity", type=int, default=1 << 21, help="slots per table (all ids of the 4 batches fit)")
+    p.add_argument("--base-rows", type=int, default=1 << 21, help="rows per table of the fixed-size baseline")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--markdown", help="write the markdown table to this file")
+    p.add_argument("--results", help="append the table (with git commit and command) to this file")
+    p.add_argument("--plot", help="write a PNG bar chart here (needs matplotlib)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.capacity, args.base_rows, args.id_space = 2_000, 1 << 14, 1 << 14, 100_000
+        args.warmup, args.reps = 2, 5
+    device = torch.device(args.device)
+    T = args.tables
+    B = args.batch // T
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, args.hotness, args.id_space, args.alpha, gen) for _ in range(4)]
+    n_ids = sum(int(o[-1]) for _, o in batches) // len(batches)
+    rows: List[tuple] = []
+    for pooling in ("none", "sum"):
+        for opt_name in ("sgd", "adam"):
+            r = run_case(args, pooling, opt_name, batches, device)
+            rows.append((pooling, opt_name, r))
+            print(f"{pooling:5s} {opt_name:5s} " + " ".join(f"{k}={v:.3f}" for k, v in r.items()
+                                                           if isinstance(v, float)), flush=True)
+    hw = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({os.cpu_count()} cores)"
+    lines = [
+        f"### dynamicemb embedding benchmark on {hw}",
+        "",
+        f"{T} tables x D={args.dim} fp32, {B} samples x {T} features = {B * T} bags, hotness 1..{args.hotness}, "
+        f"~{n_ids} ids/step, power law alpha={args.alpha} over {args.id_space} ids, {args.capacity} slots/table; "
+        f"baseline: torch sparse tables of {args.base_rows} rows. Times in ms (median of {args.reps}).",
+        "",
+        "| pooling | optimizer | fwd | bwd+upd | train | eval | base train | base eval | stored ids |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for pooling, opt_name, r in rows:
+        lines.append(f"| {pooling} | {opt_name} | {r['fwd']:.3f} | {r['bwd+upd']:.3f} | {r['train']:.3f} | "
+                     f"{r['eval']:.3f} | {r['base_train']:.3f} | {r['base_eval']:.3f} | {r['sizes']} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table)
+    if args.results:
+        cmd = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
+        with open(args.results, "a") as f:
+            f.write(f"\n{table}\ncommit {git_rev()}, {datetime.date.today().isoformat()}, torch {torch.__version__}"
+                    f", command: `{cmd}`\n")
+    if args.plot:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib not importable: no plot", file=sys.stderr)
+            return
+        labels = [f"{p}/{o}" for p, o, _ in rows]
+        x = range(len(rows))
+        fig, ax = plt.subplots(figsize=(8, 4))
+        w = 0.2
+        for k, (col, name) in enumerate((("train", "dynamicemb train"), ("base_train", "baseline train"),
+                                         ("eval", "dynamicemb eval"), ("base_eval", "baseline eval"))):
+            ax.bar([i + (k - 1.5) * w for i in x], [r[col] for _, _, r in rows], w, label=name)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels)
+        ax.set_ylabel("ms per step")
+        ax.set_title(f"dynamicemb on {hw}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot)
+
+
+if __name__ == "__main__":
+    main()

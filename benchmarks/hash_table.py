@@ -1,0 +1,221 @@
+"""Scored hash table throughput (HierarchicalKV-style grid).
+
+Keys uint64, values fp32 of dim {8, 32, 64}, capacity 64M slots (128-slot buckets), 1M keys per op, load factor
+lambda in {0.5, 0.75, 1.0}, hit rate 0.6, plus a Zipf(1.05) key stream. Reports billion key-values per second and
+the fraction of the measured device-to-device copy bandwidth implied by the bytes each op must move.
+
+    python benchmarks/hash_table.py --quick
+    python benchmarks/hash_table.py --results benchmarks/RESULTS.md
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+# An installed wheel (PYTHONPATH) wins; the source tree is the fallback (it has no _C.so unless built in place).
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from dynamicemb._table import ScoredHashTable  # noqa: E402
+
+OPS = ["find", "find_or_insert", "insert_or_assign", "insert_and_evict", "assign", "export_batch"]
+
+
+def copy_bandwidth(dev):
+    """Measured device-to-device copy bandwidth in bytes/s (read + write)."""
+    n = 1 << 28
+    a = torch.empty(n, dtype=torch.float32, device=dev)
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(10):
+        b.copy_(a)
+    e.record()
+    torch.cuda.synchronize()
+    return 2 * 4 * n * 10 / (s.elapsed_time(e) / 1e3)
+
+
+def op_bytes(op, dim, hit):
+    """Fewest bytes an op moves per key: key in, 128 digests, one key sector, score, row traffic."""
+    row = 4 * dim
+    base = 8 + 128 + 32
+    if op == "find":
+        return base + hit * 2 * row + 1
+    if op == "find_or_insert":
+        return base + 8 + 2 * row + 1 + (1 - hit) * (8 + 1)  # read or init row + write out; score; new key
+    if op in ("insert_or_assign", "assign"):
+        return base + 8 + 2 * row + (1 - hit) * (8 + 1)
+    if op == "insert_and_evict":
+        return base + 8 + 2 * row + (1 - hit) * (8 + 1) + (1 - hit) * (row + 16)
+    if op == "export_batch":
+        return 8 + 8 + (row + 16)  # per slot scanned at lambda; approximate
+    return base
+
+
+class Timer:
+    def __init__(self):
+        self.s, self.e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def __enter__(self):
+        self.s.record()
+
+    def __exit__(self, *a):
+        self.e.record()
+
+    def ms(self):
+        torch.cuda.synchronize()
+        return self.s.elapsed_time(self.e)
+
+
+def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda"):
+    t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
+                        check_keys=False, max_capacity=capacity)
+    n_fill = int(capacity * lam)
+    g = torch.Generator(device=dev).manual_seed(0)
+    stored = torch.randint(1, 1 << 62, (n_fill,), device=dev, generator=g)  # distinct w.h.p.; below 2**63
+    vals = torch.randn(batch, dim, device=dev)
+    for off in range(0, n_fill, batch):
+        k = stored[off : off + batch].view(torch.uint64)
+        t._upsert("insert_or_assign", k, values=vals[: k.numel()])
+    torch.cuda.synchronize()
+    results = {}
+
+    def make_batch(i):
+        nh = int(batch * 0.6)
+        if zipf:
+            import numpy as np
+
+            rng = np.random.default_rng(i)
+            ranks = torch.from_numpy((rng.zipf(1.05, size=nh) - 1) % n_fill).to(dev)
+            hits = stored[ranks]
+        else:
+            hits = stored[torch.randint(0, n_fill, (nh,), device=dev, generator=g)]
+        miss = torch.randint(1 << 62, (1 << 63) - 1, (batch - nh,), device=dev, generator=g)
+        k = torch.cat([hits, miss])
+        return k[torch.randperm(batch, device=dev, generator=g)].view(torch.uint64).contiguous(), miss
+
+    batches = [make_batch(i) for i in range(reps + 1)]
+    values_out = torch.empty(batch, dim, device=dev)
+    found = torch.empty(batch, dtype=torch.bool, device=dev)
+    ek = torch.empty(batch, dtype=torch.uint64, device=dev)
+    ev = torch.empty(batch, dim, device=dev)
+    es = torch.empty(batch, dtype=torch.int64, device=dev)
+    in_vals = torch.randn(batch, dim, device=dev)
+    for op in OPS:
+        times = []
+        for i, (k, miss) in enumerate(batches):
+            snap = None
+            if op == "insert_and_evict" or (lam >= 1.0 and op in ("find_or_insert", "insert_or_assign")):
+                snap = {n: x.clone() for n, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
+            tm = Timer()
+            with tm:
+                if op == "find":
+                    t._lookup(k, values_out, found)
+                elif op == "find_or_insert":
+                    t._upsert("find_or_insert", k, values_out=values_out, found_out=found)
+                elif op == "insert_or_assign":
+                    t._upsert("insert_or_assign", k, values=in_vals)
+                elif op == "insert_and_evict":
+                    t._upsert("insert_and_evict", k, values=in_vals, evicted=(ek, ev, es))
+                elif op == "assign":
+                    t._upsert("assign", k, values=in_vals)
+                elif op == "export_batch":
+                    off = (i * batch) % (capacity - batch)
+                    t.export_batch(off, batch)
+            ms = tm.ms()
+            if i > 0:
+                times.append(ms)
+            # restore the load factor (untimed)
+            if snap is not None:
+                for n, x in snap.items():
+                    getattr(t, n).copy_(x)
+            elif op in ("find_or_insert", "insert_or_assign"):
+                t.erase(miss.view(torch.uint64))
+        times.sort()
+        med = times[len(times) // 2]
+        results[op] = batch / (med / 1e3) / 1e9
+    del t
+    torch.cuda.empty_cache()
+    return results
+
+
+def git_commit():
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], stderr=subprocess.DEVNULL,
+                                       cwd=os.path.dirname(os.path.abspath(__file__))).decode().strip()
+    except Exception:
+        return "unknown"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="dim 32, lambda 0.5 (+ Zipf), fewer repetitions")
+    ap.add_argument("--capacity", type=int, default=64 << 20, help="slots (default 64M)")
+    ap.add_argument("--batch", type=int, default=1 << 20, help="keys per op (default 1M)")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--results", default=None, help="append the table to this markdown file")
+    ap.add_argument("--plot", default=None, help="PNG path (default next to --results, if matplotlib imports)")
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("hash_table benchmark: needs a CUDA device")
+        return 0
+    dims = [32] if a.quick else [8, 32, 64]
+    lams = [0.5] if a.quick else [0.5, 0.75, 1.0]
+    reps = a.reps or (5 if a.quick else 10)
+    bw = copy_bandwidth("cuda")
+    gpu = torch.cuda.get_device_name()
+    rows = []
+    for dim in dims:
+        for lam in lams:
+            r = bench_config(a.capacity, dim, lam, a.batch, reps)
+            rows.append((dim, lam, "uniform", r))
+            print(f"dim {dim} lambda {lam}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
+        r = bench_config(a.capacity, dim, 0.5, a.batch, reps, zipf=True)
+        rows.append((dim, 0.5, "zipf1.05", r))
+    lines = [
+        f"### Scored hash table, {gpu}: keys uint64, values fp32, capacity {a.capacity:,} slots, "
+        f"{a.batch:,} keys/op, hit rate 0.6; billion KV/s (fraction of the measured copy bandwidth "
+        f"{bw / 1e12:.2f} TB/s)",
+        "",
+        "| dim | lambda | keys | " + " | ".join(OPS) + " |",
+        "|---|---|---|" + "---|" * len(OPS),
+    ]
+    for dim, lam, dist, r in rows:
+        cells = [f"{r[op]:.3f} ({r[op] * 1e9 * op_bytes(op, dim, 0.6) / bw:.0%})" for op in OPS]
+        lines.append(f"| {dim} | {lam} | {dist} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    print(text)
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write(f"\n{text}\n\ncommit {git_commit()}, {time.strftime('%Y-%m-%d')}, command: "
+                    f"`python {' '.join(sys.argv)}`\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        png = a.plot or (os.path.splitext(a.results)[0] + "_hash_table.png" if a.results else "hash_table.png")
+        fig, ax = plt.subplots(figsize=(8, 4))
+        uni = [(d, l, r) for d, l, dist, r in rows if dist == "uniform"]
+        width = 0.8 / max(1, len(uni))
+        for j, (d, l, r) in enumerate(uni):
+            ax.bar([i + j * width for i in range(len(OPS))], [r[o] for o in OPS], width, label=f"dim {d}, λ={l}")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(OPS))], OPS, rotation=20)
+        ax.set_ylabel("billion KV/s")
+        ax.set_title(f"Scored hash table on {gpu}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(png, dpi=120)
+        print(f"plot: {png}")
+    except ImportError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""HSTU attention benchmark: TFLOP/s of the hstu_attn CUDA kernels, forward and backward.
+
+Named sweeps (shared defaults: H=4, bf16, causal):
+    dense    B in {16, 128} x S in {1K, 4K, 16K} x D in {128, 256}, all sequences of length S
+    jagged   B=32 Zipf lengths (P(L) ~ 1/L on [1, 4096], seed 0), D=256, 3 context tokens
+    masks    B=16, S=4096, D=128 over the mask kinds (none, causal, local, contexts, targets, groups, ...)
+
+FLOPs (issue 3's definition): forward = sum over sequences of 2*H*D*L^2, halved when the mask is
+causal-like (window right == 0); backward = 2.5 x forward. Times: CUDA events after warm-up, L2 flushed
+before every timed run, median of --reps (>= 20) runs; the ops are called directly (no Python checks).
+The "ref" columns time the dense PyTorch reference (hstu_attn_reference, same dtype); "skip" where it
+would not fit in memory or would take too long.
+
+Usage:
+    python benchmarks/hstu_attention.py [--quick] [--results benchmarks/RESULTS.md] [--plot out.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+import torch
+
+import hstu_attn
+from hstu_attn import hstu_attn_reference
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
+REF_MAX_SCORE_ELEMENTS = 2**31
+
+
+@dataclass
+class Case:
+    sweep: str
+    name: str
+    lengths: List[int]
+    H: int
+    D: int
+    window: Tuple[int, int] = (-1, 0)
+    contexts: int = 0
+    targets: int = 0
+    group: int = 1
+
+    def fwd_flops(self) -> float:
+        f = sum(2.0 * self.H * self.D * L * L for L in self.lengths)
+        return f / 2 if self.window[1] == 0 else f
+
+
+@dataclass
+class Result:
+    case: Case
+    fwd_ms: float
+    bwd_ms: float
+    ref_fwd_ms: Optional[float] = None
+    ref_bwd_ms: Optional[float] = None
+    notes: List[str] = field(default_factory=list)
+
+
+def zipf_lengths(batch: int, max_len: int, seed: int = 0) -> List[int]:
+    gen = torch.Generator().manual_seed(seed)
+    weights = torch.arange(1, max_len + 1, dtype=torch.float64).reciprocal()
+    return (torch.multinomial(weights, batch, replacement=True, generator=gen) + 1).tolist()
+
+
+def build_cases(quick: bool, smoke: bool) -> List[Case]:
+    if smoke:  # tiny shapes: checks the script itself (CPU ok)
+        return [Case("dense", "B2 S64 D32", [64, 64], 2, 32), Case("jagged", "zipf B4", zipf_lengths(4, 64), 2, 32,
+                     contexts=3), Case("masks", "context+target", [64, 64], 2, 32, contexts=3, targets=5, group=2)]
+    cases = []
+    dense_b = [16] if quick else [16, 128]
+    dense_s = [1024, 16384] if quick else [1024, 4096, 16384]
+    dense_d = [128] if quick else [128, 256]
+    for B in dense_b:
+        for S in dense_s:
+            for D in dense_d:
+                cases.append(Case("dense", f"B{B} S{S // 1024}K D{D}", [S] * B, 4, D))
+    cases.append(Case("jagged", "zipf B32 max4K D256 ctx3", zipf_lengths(32, 4096), 4, 256, contexts=3))
+    masks = [
+        ("none", dict(window=(-1, -1))),
+        ("causal", dict()),
+        ("local(256,0)", dict(window=(256, 0))),
+        ("local(128,128)", dict(window=(128, 128))),
+        ("context 64", dict(contexts=64)),
+        ("targets 256", dict(targets=256)),
+        ("targets 256 group 16", dict(targets=256, group=16)),
+        ("ctx 64 + targets 256 g16", dict(contexts=64, targets=256, group=16)),
+        ("local(256,0) + ctx + targets", dict(window=(256, 0), contexts=64, targets=256, group=16)),
+    ]
+    if quick:
+        masks = [masks[0], masks[1], masks[7]]
+    for name, kw in masks:
+        cases.append(Case("masks", name, [4096] * 16, 4, 128, **kw))
+    return cases
+
+
+class Timer:
+    """Median wall time of fn() in ms: CUDA events on GPU (L2 flushed before each run), perf_counter on CPU."""
+
+    def __init__(self, device: torch.device, warmup: int, reps: int):
+        self.device, self.warmup, self.reps = device, warmup, reps
+        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+
+    def __call__(self, fn) -> float:
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.reps):
+            if self.flush is not None:
+                self.flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer, ref_timer: Timer,
+             with_ref: bool) -> Result:
+    B, H, D = len(case.lengths), case.H, case.D
+    total, max_len = sum(case.lengths), max(case.lengths)
+    cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
+    q, k, v, dout = (torch.randn(total, H, D, device=device, dtype=dtype) for _ in range(4))
+    nc = torch.tensor([min(case.contexts, L) for L in case.lengths], dtype=torch.int32, device=device) \
+        if case.contexts else None
+    nt = torch.tensor([min(case.targets, L - min(case.contexts, L)) for L in case.lengths], dtype=torch.int32,
+                      device=device) if case.targets else None
+    scaling = float(max_len)
+    args = (cu, cu, max_len, max_len, nc, nt, case.group, case.window[0], case.window[1], 1.0 / D**0.5, None,
+            scaling, None, None)
+    # One validated call first: the benchmark must not time invalid inputs.
+    hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, max_len, max_len, nc, nt, case.group, case.window,
+                                    1.0 / D**0.5)
+    fwd_ms = timer(lambda: torch.ops.hstu_attn.fwd(q, k, v, *args))
+    bwd_ms = timer(lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False))
+    res = Result(case, fwd_ms, bwd_ms)
+    score_elems = sum(H * L * L for L in case.lengths)
+    if with_ref and score_elems <= REF_MAX_SCORE_ELEMENTS:
+        ref_kw = dict(num_contexts=nc, num_targets=nt, target_group_size=case.group, window_size=case.window,
+                      alpha=1.0 / D**0.5, scaling_seqlen=scaling, upcast=False)
+        try:
+            with torch.no_grad():
+                res.ref_fwd_ms = ref_timer(lambda: hstu_attn_reference(q, k, v, cu, cu, max_len, max_len, **ref_kw))
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            out = hstu_attn_reference(*leaves, cu, cu, max_len, max_len, **ref_kw)
+            res.ref_bwd_ms = ref_timer(lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True))
+            del out
+        except torch.OutOfMemoryError:
+            res.notes.append("ref OOM")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return res
+
+
+def tflops(flops: float, ms: Optional[float]) -> str:
+    return "skip" if ms is None else f"{flops / (ms * 1e-3) / 1e12:.1f}"
+
+
+def ms_str(ms: Optional[float]) -> str:
+    return "skip" if ms is None else f"{ms:.3f}"
+
+
+def markdown_table(results: List[Result]) -> str:
+    lines = [
+        "| sweep | case | B | H | D | max L | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | ref fwd ms | "
+        "ref fwd TFLOP/s | ref bwd ms | ref bwd TFLOP/s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        c = r.case
+        f = c.fwd_flops()
+        lines.append(
+            f"| {c.sweep} | {c.name} | {len(c.lengths)} | {c.H} | {c.D} | {max(c.lengths)} | {r.fwd_ms:.3f} | "
+            f"{tflops(f, r.fwd_ms)} | {r.bwd_ms:.3f} | {tflops(2.5 * f, r.bwd_ms)} | {ms_str(r.ref_fwd_ms)} | "
+            f"{tflops(f, r.ref_fwd_ms)} | {ms_str(r.ref_bwd_ms)} | {tflops(2.5 * f, r.ref_bwd_ms)} |"
+        )
+    return "\n".join(lines)
+
+
+def git_commit() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def header(device: torch.device, dtype_name: str, reps: int) -> str:
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    cmd = " ".join(["python"] + sys.argv)
+    return "\n".join([
+        f"## hstu_attention: {gpu}, {dtype_name}, {datetime.date.today().isoformat()}",
+        "",
+        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
+        "- units: ms (median of "
+        f"{reps} runs, CUDA events, L2 flushed); TFLOP/s with fwd = sum 2*H*D*L^2 (halved for causal-like masks), "
+        "bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
+        f"- command: `{cmd}`",
+    ])
+
+
+def plot(results: List[Result], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not importable: no plot written to {path}")
+        return
+    labels = [f"{r.case.sweep}: {r.case.name}" for r in results]
+    fwd = [r.case.fwd_flops() / (r.fwd_ms * 1e-3) / 1e12 for r in results]
+    bwd = [2.5 * r.case.fwd_flops() / (r.bwd_ms * 1e-3) / 1e12 for r in results]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(results) + 1.5))
+    ys = range(len(results))
+    ax.barh([y - 0.2 for y in ys], fwd, height=0.4, label="forward")
+    ax.barh([y + 0.2 for y in ys], bwd, height=0.4, label="backward")
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("TFLOP/s")
+    ax.set_title("hstu_attn")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a few cases of each sweep")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--reps", type=int, default=20, help="timed runs per measurement (median; >= 20 for results)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--sweep", action="append", choices=["dense", "jagged", "masks"], help="only these sweeps")
+    p.add_argument("--no-ref", action="store_true", help="do not time the PyTorch reference")
+    p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
+    p.add_argument("--plot", help="write a PNG plot here (needs matplotlib)")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes, runs on CPU too: checks the script only")
+    args = p.parse_args(argv)
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif args.smoke:
+        device = torch.device("cpu")
+    else:
+        print("hstu_attention benchmark: no CUDA device (use --smoke to check the script on CPU)")
+        return 1
+    if device.type == "cuda" and not hstu_attn.library_loaded():
+        print("hstu_attention benchmark: the hstu_attn op library is not loaded (source checkout without a build)")
+        return 1
+    dtype = DTYPES[args.dtype]
+    if device.type == "cpu" and dtype == torch.float16:
+        dtype = torch.bfloat16
+    torch.manual_seed(0)
+    timer = Timer(device, args.warmup, args.reps)
+    ref_timer = Timer(device, 1, max(3, args.reps // 4)) if args.smoke else timer
+    results = []
+    for case in build_cases(args.quick, args.smoke):
+        if args.sweep and case.sweep not in args.sweep:
+            continue
+        res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref)
+        results.append(res)
+        print(f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms", flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    text = header(device, args.dtype, args.reps) + "\n\n" + markdown_table(results) + "\n"
+    print()
+    print(text)
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write("\n" + text)
+        print(f"appended to {args.results}")
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

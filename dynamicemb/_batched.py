@@ -1,0 +1,656 @@
+"""Several dynamic embedding tables fused into one module: lookup + pooling forward, fused optimizer backward.
+
+Inputs follow TorchRec/FBGEMM: flat ``ids`` (N,) and ``offsets`` (F * B + 1,) of bags ordered feature-major
+(bag ``f * B + b`` = feature f, sample b); feature f reads table ``feature_table_map[f]``.
+
+One training step, with fixed shapes and no host synchronization (so it can be captured in a CUDA graph):
+  1. per-table dedup: ids are sorted by (table, id) (two stable sorts), equal neighbours share a unique index;
+     the unique buffer has N entries (padding holds a reserved key), plus the inverse map id -> unique;
+  2. per table, the uniques of other tables are masked to a reserved key (the table's kernels skip them as
+     `illegal`), then ``find_or_insert_slots`` (train) / ``find_slots`` (eval) gives each unique its slot;
+  3. rows are gathered from the table's ``values`` (row = [embedding | optimizer state]) into one (N, max dim)
+     buffer, expanded to ids, weighted, and pooled by segment sums (``index_add_``);
+  4. backward (``_LookupFunction.backward``): the output gradient is scattered back to ids, summed per unique,
+     clipped, and the optimizer updates the rows in place; no gradient is returned for the tables.
+Rows that are not stored (not admitted yet, refused, or missing in eval) use fallback values and get no update.
+A key inserted and then evicted by another key of the same batch (full bucket) counts as refused: only a slot's
+final owner is updated, so no two ids ever share a row.
+
+Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
+the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
+is re-linked at the next eager forward. Under CUDA graphs: no growth (use init_capacity == max_capacity), and
+the capture must not span a grow/load; on_refused="error"/"warn" are checked only in eager steps (the device
+counter ``refused_count`` keeps counting inside graphs).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import List, Optional, Sequence
+
+import torch
+from torch import nn
+
+from ._optimizers import SGD, EmbOptimizer
+from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer
+
+__all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
+
+_POOLINGS = ("sum", "mean", "none")
+_EMPTY_KEY = RESERVED_KEYS[0]
+_STAT_REFUSED = 3
+
+
+class RefusedInsertError(RuntimeError):
+    """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error"."""
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _init_rows(init: DynamicEmbInitializer, n: int, d: int, device) -> torch.Tensor:
+    """(n, d) fp32 rows drawn from ``init`` (resolved) with torch's default generator (graph-capturable)."""
+    if init.kind == "constant":
+        return torch.full((n, d), float(init.value), dtype=torch.float32, device=device)
+    if init.kind == "uniform":
+        return torch.empty(n, d, device=device).uniform_(init.low, init.high)
+    if init.kind == "normal":
+        return torch.empty(n, d, device=device).normal_(init.mean, init.std)
+    out = torch.empty(n, d, device=device)
+    return nn.init.trunc_normal_(out, init.mean, init.std, init.low, init.high)
+
+
+class _HostMirror:
+    """Latest value of a small device tensor on the host without blocking (pinned async copy + event)."""
+
+    def __init__(self, n: int):
+        self._n = n
+        self._host = None
+        self._event = None
+        self.value: Optional[List[int]] = None
+
+    def push(self, t: torch.Tensor):
+        if t.device.type != "cuda":
+            self.value = [int(x) for x in t.tolist()]
+            return
+        if self._event is not None and not self._event.query():
+            return  # the previous copy is still in flight
+        if self._host is None:
+            self._host = torch.empty(self._n, dtype=t.dtype, pin_memory=True)
+            self._event = torch.cuda.Event()
+        self.poll()
+        self._host.copy_(t, non_blocking=True)
+        self._event.record()
+        self._pending = True
+
+    def poll(self) -> Optional[List[int]]:
+        if self._event is not None and getattr(self, "_pending", False) and self._event.query():
+            self.value = [int(x) for x in self._host.tolist()]
+            self._pending = False
+        return self.value
+
+
+class _LookupFunction(torch.autograd.Function):
+    """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
+
+    @staticmethod
+    def forward(ctx, anchor, module, ids, offsets, psw):
+        out, saved = module._forward_impl(ids, offsets, psw, train=True)
+        ctx.module = module
+        ctx.saved = saved
+        ctx.psw_requires_grad = psw is not None and psw.requires_grad
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
+        ctx.saved = None
+        return None, None, None, None, grad_psw
+
+
+class BatchedDynamicEmbeddingTables(nn.Module):
+    """Dynamic embedding tables (unbounded ids, scored hash tables) with a fused optimizer, TBE-style.
+
+    Args:
+        tables: one ``DynamicEmbTableOptions`` per table (``dim`` and ``max_capacity`` set).
+        feature_table_map: table index of each feature (default: feature i reads table i).
+        pooling: "sum", "mean" or "none" (sequence: one row per id; all tables must share one dim).
+        optimizer: an ``EmbOptimizer`` (SGD, Adam, Adagrad, RowWiseAdagrad); default ``SGD(lr=0.01)``.
+        table_names: names used in state_dict keys and dumps (default "t0", "t1", ...).
+        key_dtype: dtype of ids: torch.int64 (ids must be >= 0) or torch.uint64 (full range but the three
+            reserved patterns 2**63 + {0, 1, 2}).
+        output_dtype: dtype of the outputs (pooling always accumulates in fp32).
+        device: "cpu" or a CUDA device.
+
+    Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None)``
+        ids (N,) key_dtype; offsets (F * B + 1,) int64 or lengths (F * B,) int64; per_sample_weights (N,) float
+        (sum pooling). Returns (B, sum of the features' dims) for sum/mean, (N, dim) for "none".
+        In training mode (``module.train()``) new ids are inserted and the backward updates rows; in eval,
+        missing ids get the ``eval_initializer`` value and nothing is inserted.
+
+    Example:
+        >>> opts = [DynamicEmbTableOptions(dim=16, max_capacity=1024)] * 2
+        >>> emb = BatchedDynamicEmbeddingTables(opts, feature_table_map=[0, 1, 1], optimizer=Adam(lr=1e-3))
+        >>> out = emb(ids, offsets)             # (B, 48)
+        >>> out.sum().backward()                # updates the rows of the ids seen
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[DynamicEmbTableOptions],
+        feature_table_map: Optional[Sequence[int]] = None,
+        pooling: str = "sum",
+        optimizer: Optional[EmbOptimizer] = None,
+        table_names: Optional[Sequence[str]] = None,
+        key_dtype: torch.dtype = torch.int64,
+        output_dtype: torch.dtype = torch.float32,
+        device=None,
+    ):
+        super().__init__()
+        tables = list(tables)
+        if not tables or not all(isinstance(t, DynamicEmbTableOptions) for t in tables):
+            raise TypeError("tables: expected a non-empty sequence of DynamicEmbTableOptions")
+        self.options = [t.validate() for t in tables]
+        T = len(tables)
+        fmap = list(range(T)) if feature_table_map is None else [int(x) for x in feature_table_map]
+        if not fmap or any(not 0 <= x < T for x in fmap):
+            raise ValueError(f"feature_table_map: expected non-empty indices in [0, {T}), got {fmap}")
+        if pooling not in _POOLINGS:
+            raise ValueError(f"pooling: expected one of {list(_POOLINGS)}, got {pooling!r}")
+        dims = [o.dim for o in self.options]
+        if pooling == "none" and len(set(dims[t] for t in fmap)) != 1:
+            raise ValueError(f"pooling='none': expected one dim for all tables of the features, got dims {dims}")
+        optimizer = SGD(lr=0.01) if optimizer is None else optimizer
+        if not isinstance(optimizer, EmbOptimizer) or type(optimizer) is EmbOptimizer:
+            raise TypeError(f"optimizer: expected SGD, Adam, Adagrad or RowWiseAdagrad, got {optimizer!r}")
+        names = [f"t{i}" for i in range(T)] if table_names is None else list(table_names)
+        if len(names) != T or len(set(names)) != T or not all(isinstance(n, str) and n and "." not in n for n in names):
+            raise ValueError(f"table_names: expected {T} distinct non-empty names without '.', got {names}")
+        if key_dtype not in (torch.int64, torch.uint64):
+            raise TypeError(f"key_dtype: expected torch.int64 or torch.uint64, got {key_dtype}")
+        if output_dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise TypeError(f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
+        dev = torch.device(device if device is not None else "cpu")
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        self.device = dev
+        self.table_names = names
+        self.feature_table_map = fmap
+        self.pooling = pooling
+        self.optimizer = optimizer
+        self.key_dtype = key_dtype
+        self.output_dtype = output_dtype
+        self.dims = dims
+        self.feature_dims = [dims[t] for t in fmap]
+        self.max_dim = max(self.feature_dims)
+        self.state_dims = [optimizer.state_dim(d) for d in dims]
+        self.tables: List[ScoredHashTable] = [self._make_table(i, self.options[i].capacity) for i in range(T)]
+        self.admission_tables: List[Optional[ScoredHashTable]] = [
+            ScoredHashTable(o.admission_slots, 1, torch.float32, key_dtype, o.bucket_capacity, "lfu",
+                            device=dev, check_keys=False)
+            if o.admission_threshold > 1 else None
+            for o in self.options
+        ]
+        self._train_init = [o.initializer.resolved(o.max_capacity) for o in self.options]
+        self._eval_init = [o.eval_initializer.resolved(o.max_capacity) for o in self.options]
+        self.register_buffer("learning_rate", torch.tensor(float(optimizer.lr), dtype=torch.float32, device=dev))
+        self.register_buffer("step", torch.zeros((), dtype=torch.float32, device=dev))
+        self.register_buffer("refused_count", torch.zeros(T, dtype=torch.int64, device=dev))
+        self._feature_table = torch.tensor(fmap, dtype=torch.int64, device=dev)
+        self._anchor = torch.empty(0, device=dev, requires_grad=True)
+        self._sizes = _HostMirror(T)
+        self._refused_seen = _HostMirror(T)
+        self._refused_warned = [0] * T
+        self._link_groups()
+
+    # ------------------------------------------------------------------ construction helpers
+    def _make_table(self, i: int, capacity: int) -> ScoredHashTable:
+        o = self.options[i]
+        init = o.initializer.resolved(o.max_capacity)
+        tinit = TableInitializer(
+            kind=init.kind, value=float(init.value), low=init.low, high=init.high, mean=float(init.mean),
+            std=init.std, seed=init.seed, init_cols=o.dim, fill=self.optimizer.initial_state(),
+        )
+        return ScoredHashTable(
+            capacity, o.dim + self.state_dims[i], o.dtype, self.key_dtype, o.bucket_capacity, o.score_policy,
+            max_capacity=o.max_capacity, initializer=tinit, device=self.device, check_keys=False,
+        )
+
+    def _link_groups(self):
+        """Puts the value rows of the tables that share (row width, dtype) into one buffer (each table's
+        ``values`` becomes a view of it), so a step gathers and updates all of them in one pass. Re-run when a
+        table reallocated its rows (grow, load); never during CUDA-graph capture."""
+        used = sorted(set(self.feature_table_map))
+        keys = []
+        for t in used:
+            k = (self.tables[t].value_dim, self.options[t].dtype)
+            if k not in keys:
+                keys.append(k)
+        self._groups, self._group_of = [], {}
+        for k in keys:
+            members = [t for t in used if (self.tables[t].value_dim, self.options[t].dtype) == k]
+            total = sum(self.tables[t].capacity() for t in members)
+            buf = torch.empty(total, k[0], dtype=k[1], device=self.device)
+            base, off = {}, 0
+            for t in members:
+                tb = self.tables[t]
+                cap = tb.capacity()
+                buf[off:off + cap].copy_(tb.values)
+                tb.values = buf[off:off + cap]
+                base[t] = off
+                off += cap
+            for t in members:
+                self._group_of[t] = len(self._groups)
+            self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members,
+                                 "ptrs": [self.tables[t].values.data_ptr() for t in members]})
+
+    def _check_groups(self):
+        for grp in self._groups:
+            for t, p in zip(grp["tables"], grp["ptrs"]):
+                v = self.tables[t].values
+                if v.data_ptr() != p or v.shape[0] != self.tables[t].capacity():
+                    self._link_groups()
+                    return
+
+    # ------------------------------------------------------------------ public helpers
+    @property
+    def num_features(self) -> int:
+        return len(self.feature_table_map)
+
+    def set_learning_rate(self, lr: float):
+        """Changes the learning rate (a device tensor: also takes effect in captured CUDA graphs)."""
+        if not isinstance(lr, (int, float)) or lr < 0:
+            raise ValueError(f"lr: expected a number >= 0, got {lr!r}")
+        self.learning_rate.fill_(float(lr))
+        self.optimizer.lr = float(lr)
+
+    def get_learning_rate(self) -> float:
+        return float(self.learning_rate)
+
+    def set_epoch(self, epoch: int):
+        """Sets the epoch of tables with an epoch_lru / epoch_lfu policy."""
+        for t in self.tables:
+            t.set_epoch(epoch)
+
+    def sizes(self) -> List[int]:
+        """Stored ids per table (host sync)."""
+        return [t.size() for t in self.tables]
+
+    def capacities(self) -> List[int]:
+        return [t.capacity() for t in self.tables]
+
+    def set_rows(self, table: int, ids: torch.Tensor, weights: torch.Tensor, state: Optional[torch.Tensor] = None):
+        """Inserts/overwrites rows: embedding ``weights`` (n, dim) and optimizer ``state`` (default: initial).
+
+        Example:
+            >>> emb.set_rows(0, torch.arange(10), torch.randn(10, 16))
+        """
+        t = self.tables[table]
+        d, s = self.dims[table], self.state_dims[table]
+        self._check_ids(ids, "ids")
+        if weights.shape != (ids.numel(), d):
+            raise ValueError(f"weights: expected shape ({ids.numel()}, {d}), got {tuple(weights.shape)}")
+        if state is None:
+            state = torch.full((ids.numel(), s), self.optimizer.initial_state(), device=self.device)
+        rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32)], 1)
+        stats = t.insert_or_assign(ids.contiguous(), rows.to(t.value_dtype).contiguous())
+        refused = int(stats[3])
+        if refused:
+            raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table}")
+
+    def get_rows(self, table: int, ids: torch.Tensor):
+        """(weights (n, dim) fp32, state (n, state_dim) fp32, found (n,) bool) of ids; missing rows are 0."""
+        self._check_ids(ids, "ids")
+        r = self.tables[table].find(ids.contiguous())
+        v = r.values.float()
+        d = self.dims[table]
+        return v[:, :d], v[:, d:], r.found
+
+    # ------------------------------------------------------------------ validation
+    def _check_ids(self, ids, arg):
+        if not isinstance(ids, torch.Tensor):
+            raise TypeError(f"{arg}: expected a torch.Tensor, got {type(ids).__name__}")
+        if ids.dtype != self.key_dtype:
+            raise TypeError(f"{arg}: expected dtype {self.key_dtype} (the module's key_dtype), got {ids.dtype}")
+        if ids.dim() != 1:
+            raise ValueError(f"{arg}: expected a 1-d tensor, got shape {tuple(ids.shape)}")
+        if ids.device != self.device:
+            raise ValueError(f"{arg}: expected a tensor on {self.device} (the module's device), got {ids.device}")
+        if ids.numel() and not _capturing():
+            v = ids.view(torch.int64)
+            if self.key_dtype == torch.int64:
+                bad = v < 0
+                if bool(bad.any()):
+                    raise ValueError(f"{arg}: expected ids >= 0, got {int(v[bad][0])}")
+            else:
+                bad = v <= RESERVED_KEYS[-1]
+                if bool(bad.any()):
+                    k = int(v[bad][0]) & ((1 << 64) - 1)
+                    raise ValueError(f"{arg}: got the reserved id {k} (reserved: 2**63 + 0, 1, 2)")
+
+    def _check_inputs(self, ids, offsets, psw, lengths):
+        self._check_ids(ids, "ids")
+        F = self.num_features
+        if offsets is None and lengths is None:
+            raise ValueError("offsets/lengths: expected at least one of them, got neither")
+        for name, t in (("offsets", offsets), ("lengths", lengths)):
+            if t is None:
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.dtype not in (torch.int64, torch.int32):
+                raise TypeError(f"{name}: expected dtype torch.int64 or torch.int32, got {t.dtype}")
+            if t.dim() != 1:
+                raise ValueError(f"{name}: expected a 1-d tensor, got shape {tuple(t.shape)}")
+            if t.device != self.device:
+                raise ValueError(f"{name}: expected a tensor on {self.device}, got {t.device}")
+        nb = offsets.numel() - 1 if offsets is not None else lengths.numel()
+        if nb < 0 or nb % F:
+            arg = "offsets" if offsets is not None else "lengths"
+            what = f"F * B + 1 entries with F={F}" if offsets is not None else f"F * B entries with F={F}"
+            raise ValueError(f"{arg}: expected {arg} of {what}, got {nb + (offsets is not None)} entries")
+        if offsets is not None and lengths is not None and lengths.numel() != nb:
+            raise ValueError(f"lengths: expected {nb} entries (offsets has {nb + 1}), got {lengths.numel()}")
+        if psw is not None:
+            if not isinstance(psw, torch.Tensor) or not psw.is_floating_point():
+                got = getattr(psw, "dtype", type(psw))
+                raise TypeError(f"per_sample_weights: expected a floating-point tensor, got {got}")
+            if tuple(psw.shape) != (ids.numel(),):
+                raise ValueError(
+                    f"per_sample_weights: expected shape ({ids.numel()},) like ids, got {tuple(psw.shape)}")
+            if psw.device != self.device:
+                raise ValueError(f"per_sample_weights: expected a tensor on {self.device}, got {psw.device}")
+            if self.pooling != "sum":
+                raise ValueError(f"per_sample_weights: expected only with pooling='sum', got pooling={self.pooling!r}")
+        if _capturing():
+            return
+        n = ids.numel()
+        if offsets is not None:
+            o = offsets.long()
+            if o.numel() and int(o[0]) != 0:
+                raise ValueError(f"offsets: expected offsets[0] == 0, got {int(o[0])}")
+            if o.numel() > 1 and bool((o[1:] < o[:-1]).any()):
+                i = int(torch.nonzero(o[1:] < o[:-1])[0])
+                raise ValueError(f"offsets: expected non-decreasing values, got offsets[{i}]={int(o[i])} > "
+                                 f"offsets[{i + 1}]={int(o[i + 1])}")
+            if int(o[-1]) != n:
+                raise ValueError(f"offsets: expected offsets[-1] == ids.numel() == {n}, got {int(o[-1])}")
+            if lengths is not None and not torch.equal(o[1:] - o[:-1], lengths.long()):
+                raise ValueError("lengths/offsets: expected lengths == offsets[1:] - offsets[:-1], they differ")
+        else:
+            ln = lengths.long()
+            if bool((ln < 0).any()):
+                raise ValueError(f"lengths: expected values >= 0, got {int(ln.min())}")
+            if int(ln.sum()) != n:
+                raise ValueError(f"lengths: expected sum(lengths) == ids.numel() == {n}, got {int(ln.sum())}")
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
+                per_sample_weights: Optional[torch.Tensor] = None, lengths: Optional[torch.Tensor] = None,
+                validate: bool = True) -> torch.Tensor:
+        """See the class docstring. ``validate=False`` (or CUDA-graph capture) skips the checks that sync."""
+        if validate:
+            self._check_inputs(ids, offsets, per_sample_weights, lengths)
+        if offsets is None:
+            offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
+            torch.cumsum(lengths.long(), 0, out=offsets[1:])
+        offsets = offsets.long()
+        if not _capturing():
+            if self.training and torch.is_grad_enabled():
+                self._before_train_step()
+            self._check_groups()
+        if self.training and torch.is_grad_enabled():
+            return _LookupFunction.apply(self._anchor, self, ids, offsets, per_sample_weights)
+        out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training)
+        return out
+
+    def _before_train_step(self):
+        """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors)."""
+        sizes = self._sizes.poll()
+        if sizes is not None:
+            for i, t in enumerate(self.tables):
+                o = self.options[i]
+                if t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity():
+                    t.grow()
+        refused = self._refused_seen.poll()
+        if refused is not None:
+            for i, r in enumerate(refused):
+                if r > self._refused_warned[i] and self.options[i].on_refused == "warn":
+                    warnings.warn(f"dynamicemb: table {self.table_names[i]!r} refused {r - self._refused_warned[i]}"
+                                  f" inserts (buckets full of higher scores); those ids got initializer values")
+                self._refused_warned[i] = r
+
+    def _dedup(self, ids, offsets):
+        """Fixed-shape per-table dedup. Returns (bag, ukeys, utbl, uidx_counts, inverse)."""
+        dev = ids.device
+        n = ids.numel()
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        pos = torch.arange(n, dtype=torch.int64, device=dev)
+        bag = torch.searchsorted(offsets[1:], pos, right=True)
+        feat = torch.div(bag, max(B, 1), rounding_mode="floor").clamp_(max=F - 1)
+        tbl = self._feature_table[feat]
+        k64 = ids.view(torch.int64)
+        sk, p1 = torch.sort(k64, stable=True)
+        st, p2 = torch.sort(tbl[p1], stable=True)
+        perm = p1[p2]
+        sk = sk[p2]
+        flag = torch.ones(n, dtype=torch.bool, device=dev)
+        if n > 1:
+            flag[1:] = (sk[1:] != sk[:-1]) | (st[1:] != st[:-1])
+        uidx = torch.cumsum(flag, 0) - 1
+        inverse = torch.empty_like(uidx).scatter_(0, perm, uidx)
+        ukeys = torch.full((n,), _EMPTY_KEY, dtype=torch.int64, device=dev).scatter_(0, uidx, sk)
+        utbl = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_(0, uidx, st)
+        return bag, ukeys, utbl, uidx, inverse
+
+    def _forward_impl(self, ids, offsets, psw, train: bool):
+        dev = self.device
+        n = ids.numel()
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        Dm = self.max_dim
+        bag, ukeys, utbl, uidx, inverse = self._dedup(ids, offsets)
+        U = torch.zeros(n, Dm, dtype=torch.float32, device=dev) if len(self._groups) > 1 or any(
+            grp["dim"] != Dm for grp in self._groups) else None
+        acc = [(torch.full((n,), -1, dtype=torch.int64, device=dev), torch.zeros(n, dtype=torch.bool, device=dev), [])
+               for _ in self._groups]
+        per_table = []
+        refused_step = torch.zeros(len(self.tables), dtype=torch.int64, device=dev) if train else None
+        for t, table in enumerate(self.tables):
+            if t not in self.feature_table_map:
+                per_table.append(None)
+                continue
+            o, d = self.options[t], self.dims[t]
+            member = utbl == t
+            keys_t = torch.where(member, ukeys, _EMPTY_KEY)
+            if train:
+                admitted = member
+                at = self.admission_tables[t]
+                if at is not None:
+                    found = table.contains(keys_t.view(self.key_dtype))
+                    cnt = torch.zeros(n, dtype=torch.int64, device=dev).scatter_add_(
+                        0, uidx, torch.ones_like(uidx))
+                    ckeys = torch.where(member & ~found, ukeys, _EMPTY_KEY).view(self.key_dtype)
+                    cs = at.find_or_insert_slots(ckeys, scores=cnt).slots
+                    freq = torch.where(cs >= 0, at.scores[cs.clamp(min=0)], 0)
+                    admitted = member & (found | (freq >= o.admission_threshold))
+                    keys_t = torch.where(admitted, ukeys, _EMPTY_KEY)
+                slots = table.find_or_insert_slots(keys_t.view(self.key_dtype)).slots
+                # a key inserted and then evicted by another key of the same batch shares that key's slot: only
+                # the slot's final owner is valid, the other counts as refused
+                owner = table.keys.view(torch.int64)[slots.clamp(min=0)]
+                valid = (slots >= 0) & (owner == ukeys)
+                slots = torch.where(valid, slots, -1)
+                refused = admitted & ~valid
+                refused_step[t] = refused.sum()
+                fallback_zero = refused if o.on_refused == "zero" else None
+                init = self._train_init[t]
+            else:
+                slots = table.find_slots(keys_t.view(self.key_dtype)).slots
+                valid = slots >= 0
+                fallback_zero = None
+                init = self._eval_init[t]
+            g = self._group_of[t]
+            gidx, gmember, fbs = acc[g]
+            gidx = torch.where(valid, slots + self._groups[g]["base"][t], gidx)
+            gmember = gmember | member
+            if not (train and self.admission_tables[t] is None and o.on_refused == "zero"):
+                # stored rows win; members without a row get the initializer (or 0 for refused, "zero")
+                fb = _init_rows(init, n, d, dev)
+                if fallback_zero is not None:
+                    fb.masked_fill_(fallback_zero[:, None], 0.0)
+                fbs.append((member & ~valid, fb))
+            acc[g] = (gidx, gmember, fbs)
+            per_table.append((slots, valid))
+        per_group = []
+        for g, grp in enumerate(self._groups):
+            gidx, gmember, fbs = acc[g]
+            d = grp["dim"]
+            gvalid = gidx >= 0
+            rows = grp["buf"][gidx.clamp(min=0), :d].float().masked_fill_(~gvalid[:, None], 0.0)
+            for mask, fb in fbs:
+                rows = torch.where(mask[:, None], fb, rows)
+            if len(self._groups) == 1 and d == Dm:
+                U = rows  # non-members of the group are 0 already
+            else:
+                U[:, :d] = torch.where(gmember[:, None], rows, U[:, :d])
+            per_group.append((gidx, gvalid))
+        if train:
+            self.refused_count += refused_step
+            if not _capturing():
+                if any(o.on_refused == "error" for o in self.options):
+                    bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
+                    counts = refused_step[bad].tolist()  # host sync: inherent to raising
+                    for t, c in zip(bad, counts):
+                        if c:
+                            raise RefusedInsertError(
+                                f"table {self.table_names[t]!r}: {c} inserts refused (buckets full of higher "
+                                f"scores); on_refused='error'")
+                self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
+                self._refused_seen.push(self.refused_count)
+        E = U[inverse]
+        if psw is not None:
+            Ew = E * psw.to(torch.float32)[:, None]
+        else:
+            Ew = E
+        lengths = (offsets[1:] - offsets[:-1]).to(torch.float32)
+        if self.pooling == "none":
+            out = Ew.to(self.output_dtype)
+        else:
+            bags = torch.zeros(F * B, Dm, dtype=torch.float32, device=dev).index_add_(0, bag, Ew)
+            if self.pooling == "mean":
+                bags = bags / lengths.clamp(min=1.0)[:, None]
+            bags = bags.view(F, B, Dm)
+            if all(d == Dm for d in self.feature_dims):
+                out = bags.transpose(0, 1).reshape(B, F * Dm)
+            else:
+                out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
+            out = out.to(self.output_dtype)
+        saved = None
+        if train:
+            saved = dict(bag=bag, inverse=inverse, per_group=per_group, utbl=utbl, psw=psw, lengths=lengths,
+                         B=B, n=n, E=E if (psw is not None and psw.requires_grad) else None)
+        return out, saved
+
+    # ------------------------------------------------------------------ backward + optimizer
+    @torch.no_grad()
+    def _backward_impl(self, grad_out, saved, psw_requires_grad):
+        dev = self.device
+        n, B = saved["n"], saved["B"]
+        F, Dm = self.num_features, self.max_dim
+        g = grad_out.to(torch.float32)
+        if self.pooling == "none":
+            gE = g
+        else:
+            if all(d == Dm for d in self.feature_dims):
+                gb = g.reshape(B, F, Dm).transpose(0, 1)
+            else:
+                gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=dev)
+                c = 0
+                for f, d in enumerate(self.feature_dims):
+                    gb[f, :, :d] = g[:, c:c + d]
+                    c += d
+            gb = gb.reshape(F * B, Dm)
+            if self.pooling == "mean":
+                gb = gb / saved["lengths"].clamp(min=1.0)[:, None]
+            gE = gb[saved["bag"]]
+        grad_psw = None
+        psw = saved["psw"]
+        if psw is not None:
+            if psw_requires_grad:
+                grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
+            gE = gE * psw.to(torch.float32)[:, None]
+        gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)
+        opt = self.optimizer
+        if opt.max_grad_value is not None:
+            gU.clamp_(-opt.max_grad_value, opt.max_grad_value)
+        if opt.max_grad_norm is not None:
+            norm = torch.linalg.vector_norm(gU)
+            gU.mul_(torch.clamp(opt.max_grad_norm / (norm + 1e-6), max=1.0))
+        self.step.add_(1.0)
+        lr = self.learning_rate
+        for g, grp in enumerate(self._groups):
+            gidx, valid = saved["per_group"][g]
+            d = grp["dim"]
+            vals = grp["buf"]
+            sc = gidx.clamp(min=0)
+            if type(opt) is SGD and not opt.weight_decay and vals.dtype == torch.float32:
+                # plain fp32 SGD: add -lr * g in place (rows without a slot add 0 to row 0)
+                delta = (gU[:, :d] * -lr).masked_fill_(~valid[:, None], 0.0)
+                vals.index_add_(0, sc, delta)
+                continue
+            orig = vals[sc]
+            cur = orig.float()
+            nw, nst = opt.update(cur[:, :d], cur[:, d:], gU[:, :d], lr, self.step)
+            new = torch.cat([nw, nst], 1).to(vals.dtype) if nst.shape[1] else nw.to(vals.dtype)
+            # Rows without a slot (other groups' uniques, padding, not stored) must not be written: they are
+            # redirected to the first valid unique with its new row (or, if none, to row 0 with its own row), so
+            # every duplicate index writes identical bytes.
+            j = valid.to(torch.uint8).argmax().view(1)  # index_select, not [j]: a 0-d index would sync
+            row_j = torch.where(valid.index_select(0, j)[:, None], new.index_select(0, j), orig.index_select(0, j))
+            slot_fix = torch.where(valid, sc, sc.index_select(0, j))
+            new_fix = torch.where(valid[:, None], new, row_j)
+            vals.index_copy_(0, slot_fix, new_fix)
+        return grad_psw
+
+    # ------------------------------------------------------------------ checkpoints (see _checkpoint.py)
+    def get_extra_state(self):
+        from ._checkpoint import module_meta
+
+        return module_meta(self)
+
+    def set_extra_state(self, state):  # validated and applied by _load_from_state_dict
+        pass
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        from ._checkpoint import save_tables
+
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        save_tables(self, destination, prefix)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        from ._checkpoint import load_tables
+
+        load_tables(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs)
+
+    def dump(self, path: str, score_threshold: Optional[int] = None, chunk_rows: int = 1 << 20):
+        """Writes every table (keys, rows = [embedding | optimizer state] in native dtype, scores) to directory
+        ``path``; with ``score_threshold`` only rows whose score >= threshold (incremental dump)."""
+        from ._checkpoint import dump
+
+        dump(self, path, score_threshold, chunk_rows)
+
+    def load(self, path: str):
+        """Loads a ``dump`` (a full dump replaces the tables, an incremental one is applied on top). A corrupt or
+        mismatched dump raises ``ValueError`` and leaves the module unchanged."""
+        from ._checkpoint import load
+
+        load(self, path)
+
+    def extra_repr(self):
+        return (f"tables={self.table_names}, dims={self.dims}, features={self.num_features}, pooling={self.pooling!r}"
+                f", optimizer={self.optimizer.name}, device={self.device}")

@@ -1,0 +1,183 @@
+"""Optimizers fused into the backward of dynamic embedding tables (the update is applied to the table rows).
+
+A row of a table holds ``[embedding (dim) | optimizer state (state_dim(dim))]`` in the table's dtype; updates
+compute in fp32 and round once when written back. Updates are lazy (sparse): only the rows of the ids of a batch
+change, like ``torch.optim.SparseAdam`` / FBGEMM TBE. The learning rate and the step count live in device tensors
+of the module, so ``set_learning_rate`` works between CUDA-graph replays.
+
+Gradient handling, in order, per row gradient ``g`` (the sum over the batch of the id's gradients):
+``max_grad_value`` clamps every element to ±value; ``max_grad_norm`` scales all row gradients of the batch (all
+tables of the module together) by ``min(1, max_grad_norm / (global L2 norm + 1e-6))`` like
+``torch.nn.utils.clip_grad_norm_``; ``weight_decay`` adds ``weight_decay * w`` (L2, as torch.optim), or with
+``decoupled_weight_decay`` (Adam only, AdamW) multiplies ``w`` by ``1 - lr * weight_decay`` first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+import torch
+
+__all__ = ["SGD", "Adagrad", "RowWiseAdagrad", "Adam", "EmbOptimizer"]
+
+
+@dataclasses.dataclass
+class EmbOptimizer:
+    """Common fields; use a subclass (SGD, Adagrad, RowWiseAdagrad, Adam)."""
+
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    max_grad_norm: Optional[float] = None
+    max_grad_value: Optional[float] = None
+
+    name = "base"
+
+    def __post_init__(self):
+        def num(name, lo=0.0, strict=False, optional=False):
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (
+                v > lo if strict else v >= lo
+            )
+            if not ok:
+                raise ValueError(
+                    f"{type(self).__name__}.{name}: expected a finite number {'>' if strict else '>='} {lo}"
+                    f"{' or None' if optional else ''}, got {v!r}"
+                )
+
+        num("lr")
+        num("weight_decay")
+        num("max_grad_norm", strict=True, optional=True)
+        num("max_grad_value", strict=True, optional=True)
+        self._check()
+
+    def _check(self):
+        pass
+
+    def state_dim(self, dim: int) -> int:
+        """Columns of optimizer state after an embedding row of ``dim``."""
+        raise NotImplementedError
+
+    def initial_state(self) -> float:
+        """Value of every state column of a new row."""
+        return 0.0
+
+    def signature(self) -> dict:
+        """What a checkpoint must match (name and state layout), plus the hyper-parameters for reference."""
+        return {"name": self.name, **dataclasses.asdict(self)}
+
+    def apply_weight_decay(self, w, g, lr):
+        if self.weight_decay:
+            g = g + self.weight_decay * w
+        return g
+
+    def update(self, w: torch.Tensor, state: torch.Tensor, g: torch.Tensor, lr: torch.Tensor,
+               step: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """New (w, state) from fp32 rows ``w`` (n, dim), ``state`` (n, state_dim), gradient ``g`` (n, dim);
+        ``lr`` and ``step`` (already counting this step) are 0-d fp32 device tensors."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class SGD(EmbOptimizer):
+    """w -= lr * (g + weight_decay * w). No state. Example: ``SGD(lr=0.1)``."""
+
+    name = "sgd"
+
+    def state_dim(self, dim):
+        return 0
+
+    def update(self, w, state, g, lr, step):
+        g = self.apply_weight_decay(w, g, lr)
+        return w - lr * g, state
+
+
+@dataclasses.dataclass
+class Adagrad(EmbOptimizer):
+    """torch.optim.Adagrad (lr_decay 0): s += g²; w -= lr * g / (sqrt(s) + eps). State: dim columns."""
+
+    eps: float = 1e-10
+    initial_accumulator_value: float = 0.0
+    name = "adagrad"
+
+    def _check(self):
+        if not (isinstance(self.eps, (int, float)) and self.eps > 0):
+            raise ValueError(f"Adagrad.eps: expected a number > 0, got {self.eps!r}")
+        if not (isinstance(self.initial_accumulator_value, (int, float)) and self.initial_accumulator_value >= 0):
+            raise ValueError(
+                f"Adagrad.initial_accumulator_value: expected a number >= 0, got {self.initial_accumulator_value!r}"
+            )
+
+    def state_dim(self, dim):
+        return dim
+
+    def initial_state(self):
+        return float(self.initial_accumulator_value)
+
+    def update(self, w, state, g, lr, step):
+        g = self.apply_weight_decay(w, g, lr)
+        s = state + g * g
+        return w - lr * g / (s.sqrt() + self.eps), s
+
+
+@dataclasses.dataclass
+class RowWiseAdagrad(Adagrad):
+    """FBGEMM's row-wise Adagrad: s += mean(g²) per row; w -= lr * g / (sqrt(s) + eps). State: 1 column."""
+
+    name = "rowwise_adagrad"
+
+    def state_dim(self, dim):
+        return 1
+
+    def update(self, w, state, g, lr, step):
+        g = self.apply_weight_decay(w, g, lr)
+        s = state + (g * g).mean(dim=1, keepdim=True)
+        return w - lr * g / (s.sqrt() + self.eps), s
+
+
+@dataclasses.dataclass
+class Adam(EmbOptimizer):
+    """Lazy Adam (torch.optim.SparseAdam semantics, one step count per module): m, v updated for the rows seen;
+    w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps) (SparseAdam's form). State: 2 * dim columns
+    [m | v].
+
+    Args:
+        betas, eps: as torch.optim.Adam.
+        decoupled_weight_decay: AdamW-style decay (w *= 1 - lr * weight_decay) instead of L2 on the gradient.
+    """
+
+    betas: Tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    decoupled_weight_decay: bool = False
+    name = "adam"
+
+    def _check(self):
+        b = self.betas
+        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(0.0 <= x < 1.0 for x in b)):
+            raise ValueError(f"Adam.betas: expected two numbers in [0, 1), got {b!r}")
+        self.betas = (float(b[0]), float(b[1]))
+        if not (isinstance(self.eps, (int, float)) and self.eps > 0):
+            raise ValueError(f"Adam.eps: expected a number > 0, got {self.eps!r}")
+
+    def state_dim(self, dim):
+        return 2 * dim
+
+    def update(self, w, state, g, lr, step):
+        b1, b2 = self.betas
+        if self.decoupled_weight_decay:
+            if self.weight_decay:
+                w = w * (1.0 - lr * self.weight_decay)
+        else:
+            g = self.apply_weight_decay(w, g, lr)
+        d = w.shape[1]
+        m0, v0 = state[:, :d], state[:, d:]
+        m = m0 + (g - m0) * (1.0 - b1)
+        v = v0 + (g * g - v0) * (1.0 - b2)
+        t = step.double()  # bias corrections in fp64 like torch.optim (1 - 0.999 in fp32 is 1.3e-5 off)
+        bc1 = 1.0 - torch.pow(b1, t)
+        bc2 = 1.0 - torch.pow(b2, t)
+        step_size = (lr.double() * bc2.sqrt() / bc1).float()
+        return w - step_size * (m / (v.sqrt() + self.eps)), torch.cat([m, v], dim=1)

@@ -1,0 +1,192 @@
+"""Options of one dynamic embedding table: storage, eviction, initialization, admission, refused inserts.
+
+Every field is validated in ``__post_init__`` and used by ``BatchedDynamicEmbeddingTables``:
+
+- ``dim``/``dtype``: the embedding row width and the storage dtype of the table's rows (optimizer state inline
+  after the embedding uses the same dtype).
+- ``max_capacity``/``init_capacity``/``bucket_capacity``: the scored hash table's slots; the table starts at
+  ``init_capacity`` and doubles (eager mode only, never inside a CUDA graph) while its load factor exceeds
+  ``grow_load_factor`` until it reaches ``max_capacity``; then full buckets evict by score.
+- ``score_policy``: "lru", "lfu", "epoch_lru", "epoch_lfu" (eviction order; ``customized`` is not offered here
+  because the lookups supply no scores).
+- ``initializer``/``eval_initializer``: rows of new ids in training / of missing ids in eval.
+- ``admission_threshold``: an id is stored only once it was seen that many times (counted in a second LFU table
+  of ``admission_capacity`` slots); until then it gets the initializer value, and its gradient is dropped.
+- ``on_refused``: a refused insert (a full bucket whose scores are all higher) "error"s, "warn"s (the id gets
+  the initializer value) or yields a "zero" row; in the last two its gradient is dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+import torch
+
+__all__ = ["DynamicEmbInitializer", "DynamicEmbTableOptions"]
+
+_INIT_KINDS = ("uniform", "normal", "truncated_normal", "constant")
+_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu")
+_ON_REFUSED = ("error", "warn", "zero")
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicEmbInitializer:
+    """How rows of new (training) or missing (eval) ids are initialized.
+
+    Args:
+        kind: "uniform" on [low, high), "normal"(mean, std), "truncated_normal"(mean, std) cut to [low, high],
+            or "constant" (``value``).
+        low, high: uniform / truncation bounds; None means ±sqrt(1 / max_capacity) of the table.
+        mean, std: normal parameters; ``std`` None means sqrt(1 / max_capacity).
+        value: the constant.
+        seed: random seed of the table's initializer.
+
+    Example:
+        >>> DynamicEmbInitializer("truncated_normal", std=0.01, low=-0.02, high=0.02)
+    """
+
+    kind: str = "uniform"
+    low: Optional[float] = None
+    high: Optional[float] = None
+    mean: float = 0.0
+    std: Optional[float] = None
+    value: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in _INIT_KINDS:
+            raise ValueError(f"initializer.kind: expected one of {list(_INIT_KINDS)}, got {self.kind!r}")
+        for name in ("low", "high", "std"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise ValueError(f"initializer.{name}: expected a finite number or None, got {v!r}")
+        for name in ("mean", "value"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"initializer.{name}: expected a finite number, got {v!r}")
+        if self.low is not None and self.high is not None and not self.low <= self.high:
+            raise ValueError(f"initializer bounds: expected low <= high, got low={self.low}, high={self.high}")
+        if self.std is not None and self.std < 0:
+            raise ValueError(f"initializer.std: expected >= 0, got {self.std}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"initializer.seed: expected an int, got {self.seed!r}")
+
+    def resolved(self, max_capacity: int) -> "DynamicEmbInitializer":
+        """The same initializer with None bounds/std replaced by the table's defaults."""
+        b = math.sqrt(1.0 / max_capacity)
+        return dataclasses.replace(
+            self,
+            low=-b if self.low is None else float(self.low),
+            high=b if self.high is None else float(self.high),
+            std=b if self.std is None else float(self.std),
+        )
+
+
+@dataclasses.dataclass
+class DynamicEmbTableOptions:
+    """Options of one dynamic embedding table (see the module docstring for how each field is used).
+
+    Args:
+        dim: embedding width (> 0). In a TorchRec config this must equal the config's ``embedding_dim``.
+        dtype: torch.float32, torch.float16 or torch.bfloat16 (storage of rows and optimizer state).
+        max_capacity: most slots (a multiple of ``bucket_capacity``); with TorchRec configs None means the
+            config's ``num_embeddings`` rounded up to a bucket multiple.
+        init_capacity: starting slots (default ``max_capacity``); a multiple of ``bucket_capacity``.
+        bucket_capacity: slots per bucket, a power of two in [16, 256].
+        score_policy: "lru", "lfu", "epoch_lru" or "epoch_lfu".
+        initializer: training initializer (default uniform ±sqrt(1/max_capacity)).
+        eval_initializer: value of ids missing in eval (default constant 0).
+        admission_threshold: 0 or 1 admit every id; k > 1 stores an id once it was seen k times.
+        admission_capacity: slots of the frequency-counting table (default ``max_capacity``).
+        on_refused: "error", "warn" or "zero" (see the module docstring).
+        grow_load_factor: load factor above which an eager training step doubles the table first.
+
+    Example:
+        >>> DynamicEmbTableOptions(dim=64, max_capacity=1 << 20, score_policy="lfu", admission_threshold=2)
+    """
+
+    dim: int = 0
+    dtype: torch.dtype = torch.float32
+    max_capacity: Optional[int] = None
+    init_capacity: Optional[int] = None
+    bucket_capacity: int = 128
+    score_policy: str = "lru"
+    initializer: DynamicEmbInitializer = dataclasses.field(default_factory=DynamicEmbInitializer)
+    eval_initializer: DynamicEmbInitializer = dataclasses.field(
+        default_factory=lambda: DynamicEmbInitializer("constant", value=0.0)
+    )
+    admission_threshold: int = 0
+    admission_capacity: Optional[int] = None
+    on_refused: str = "warn"
+    grow_load_factor: float = 0.75
+
+    def __post_init__(self):
+        self.validate(allow_unset=True)
+
+    def validate(self, allow_unset: bool = False) -> "DynamicEmbTableOptions":
+        """Checks every field; with ``allow_unset`` dim=0 and max_capacity=None are allowed (filled later)."""
+        bad = lambda name, exp: ValueError(f"DynamicEmbTableOptions.{name}: expected {exp}, got {getattr(self, name)!r}")  # noqa: E731
+        if not isinstance(self.dim, int) or isinstance(self.dim, bool) or self.dim < 0 or (
+            self.dim == 0 and not allow_unset
+        ):
+            raise bad("dim", "a positive int")
+        if self.dtype not in _DTYPES:
+            raise bad("dtype", "torch.float32, torch.float16 or torch.bfloat16")
+        bc = self.bucket_capacity
+        if not isinstance(bc, int) or bc < 16 or bc > 256 or bc & (bc - 1):
+            raise bad("bucket_capacity", "a power of two in [16, 256]")
+        if self.max_capacity is None:
+            if not allow_unset:
+                raise bad("max_capacity", f"a positive multiple of bucket_capacity={bc}")
+        elif not isinstance(self.max_capacity, int) or self.max_capacity <= 0 or self.max_capacity % bc:
+            raise bad("max_capacity", f"a positive multiple of bucket_capacity={bc}")
+        if self.init_capacity is not None:
+            if not isinstance(self.init_capacity, int) or self.init_capacity <= 0 or self.init_capacity % bc:
+                raise bad("init_capacity", f"None or a positive multiple of bucket_capacity={bc}")
+            if self.max_capacity is not None and self.init_capacity > self.max_capacity:
+                raise bad("init_capacity", f"<= max_capacity={self.max_capacity}")
+        if self.score_policy not in _POLICIES:
+            raise bad("score_policy", f"one of {list(_POLICIES)}")
+        for name in ("initializer", "eval_initializer"):
+            if not isinstance(getattr(self, name), DynamicEmbInitializer):
+                raise bad(name, "a DynamicEmbInitializer")
+        if not isinstance(self.admission_threshold, int) or self.admission_threshold < 0:
+            raise bad("admission_threshold", "an int >= 0")
+        if self.admission_capacity is not None and (
+            not isinstance(self.admission_capacity, int) or self.admission_capacity <= 0 or self.admission_capacity % bc
+        ):
+            raise bad("admission_capacity", f"None or a positive multiple of bucket_capacity={bc}")
+        if self.on_refused not in _ON_REFUSED:
+            raise bad("on_refused", f"one of {list(_ON_REFUSED)}")
+        if not isinstance(self.grow_load_factor, (int, float)) or not 0.0 < self.grow_load_factor <= 1.0:
+            raise bad("grow_load_factor", "a number in (0, 1]")
+        return self
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def capacity(self) -> int:
+        """Starting number of slots."""
+        return self.init_capacity if self.init_capacity is not None else self.max_capacity
+
+    @property
+    def admission_slots(self) -> int:
+        return self.admission_capacity if self.admission_capacity is not None else self.max_capacity
+
+    def completed(self, dim: Optional[int] = None, num_embeddings: Optional[int] = None) -> "DynamicEmbTableOptions":
+        """A validated copy with ``dim``/``max_capacity`` filled from a config where they were left unset."""
+        o = dataclasses.replace(self)
+        if dim is not None:
+            if o.dim not in (0, dim):
+                raise ValueError(f"DynamicEmbTableOptions.dim: expected the config's embedding_dim={dim}, got {o.dim}")
+            o.dim = dim
+        if o.max_capacity is None and num_embeddings is not None:
+            bc = o.bucket_capacity
+            o.max_capacity = max(bc, -(-int(num_embeddings) // bc) * bc)
+        return o.validate()
+
+    @property
+    def dtype_name(self) -> str:
+        return _DTYPES[self.dtype]

@@ -1,0 +1,330 @@
+// Scored hash table ops (torch stable ABI), CPU (the twin, table_cpu.h) and CUDA (table_kernels.cuh via the 18
+// generated instantiation units). Every op is stateless: the table is the tensors passed in
+// (keys, digests, scores, values, locks, counters; see table_types.h), outputs are caller-allocated and
+// written in place, so the ops are CUDA-graph capturable. Validation with user-facing messages lives in
+// dynamicemb/_table.py; the checks here only keep memory safe.
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <optional>
+#include <type_traits>
+
+#include "common/stable_utils.h"
+#include "dynamicemb/csrc/table/table_cpu.h"
+#include "dynamicemb/csrc/table/table_types.h"
+
+namespace dynamicemb {
+namespace table {
+namespace {
+
+using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;
+using accel::ScalarType;
+
+int key_kind(const Tensor& t) {
+  ACCEL_CHECK(t.scalar_type() == ScalarType::Long || t.scalar_type() == ScalarType::UInt64,
+              "table keys: expected dtype int64 or uint64, got ", accel::dtype_name(t.scalar_type()));
+  return t.scalar_type() == ScalarType::Long ? kKeyInt64 : kKeyUInt64;
+}
+int value_kind(const Tensor& t) {
+  switch (t.scalar_type()) {
+    case ScalarType::Half: return kValueFp16;
+    case ScalarType::BFloat16: return kValueBf16;
+    case ScalarType::Float: return kValueFp32;
+    default:
+      ACCEL_CHECK(false, "table values: expected dtype float16, bfloat16 or float32, got ",
+                  accel::dtype_name(t.scalar_type()));
+  }
+  return 0;
+}
+
+struct Table {
+  TableRef ref;
+  int key_kind, value_kind;
+  bool cuda;
+  int32_t device;
+};
+
+Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores, const Tensor& values,
+                 const Tensor& locks, const Tensor& counters, int64_t bucket_capacity) {
+  Table t{};
+  t.key_kind = key_kind(keys);
+  t.value_kind = value_kind(values);
+  accel::check_dim(keys, "table keys", 1);
+  accel::check_dim(values, "table values", 2);
+  accel::check_dtype(digests, "table digests", ScalarType::Byte);
+  accel::check_dtype(scores, "table scores", ScalarType::Long);
+  accel::check_dtype(locks, "table locks", ScalarType::Int);
+  accel::check_dtype(counters, "table counters", ScalarType::Long);
+  const int64_t cap = keys.numel();
+  ACCEL_CHECK(bucket_capacity >= 16 && bucket_capacity <= 256 && (bucket_capacity & (bucket_capacity - 1)) == 0,
+              "bucket_capacity: expected a power of two in [16, 256], got ", bucket_capacity);
+  ACCEL_CHECK(cap % bucket_capacity == 0, "table capacity: expected a multiple of bucket_capacity ",
+              bucket_capacity, ", got ", cap);
+  ACCEL_CHECK(digests.numel() == cap && scores.numel() == cap && values.size(0) == cap,
+              "table tensors: keys, digests, scores and values must have capacity ", cap, " rows");
+  ACCEL_CHECK(locks.numel() == cap / bucket_capacity, "table locks: expected ", cap / bucket_capacity,
+              " entries, got ", locks.numel());
+  ACCEL_CHECK(counters.numel() >= kNumCounters, "table counters: expected ", kNumCounters, " entries");
+  for (const Tensor* x : {&keys, &digests, &scores, &values, &locks, &counters}) {
+    accel::check_contiguous(*x, "table tensor");
+    accel::check_same_device(*x, "table tensor", keys, "table keys");
+  }
+  t.cuda = keys.is_cuda();
+  t.device = keys.get_device_index();
+  t.ref.keys = keys.data_ptr();
+  t.ref.digests = static_cast<uint8_t*>(digests.data_ptr());
+  t.ref.scores = static_cast<uint64_t*>(scores.data_ptr());
+  t.ref.values = values.data_ptr();
+  t.ref.locks = static_cast<int32_t*>(locks.data_ptr());
+  t.ref.counters = static_cast<int64_t*>(counters.data_ptr());
+  t.ref.capacity = cap;
+  t.ref.bucket_capacity = static_cast<int>(bucket_capacity);
+  t.ref.num_buckets = cap / bucket_capacity;
+  t.ref.dim = values.size(1);
+  return t;
+}
+
+// Checks an argument tensor: on the table's device, contiguous, dtype, numel.
+void* arg_ptr(const Tensor& x, const char* name, const Tensor& table_keys, ScalarType dtype, int64_t numel) {
+  accel::check_dtype(x, name, dtype);
+  accel::check_contiguous(x, name);
+  accel::check_same_device(x, name, table_keys, "table keys");
+  ACCEL_CHECK(x.numel() == numel, name, ": expected ", numel, " elements, got ", x.numel());
+  return x.data_ptr();
+}
+void* opt_ptr(const OptTensor& x, const char* name, const Tensor& table_keys, ScalarType dtype, int64_t numel) {
+  return x.has_value() ? arg_ptr(*x, name, table_keys, dtype, numel) : nullptr;
+}
+
+template <int N> using IC = std::integral_constant<int, N>;
+
+// Calls fn(IC<K>, IC<V>, IC<P>) for the runtime kinds.
+template <typename Fn>
+void dispatch(int k, int v, int p, Fn&& fn) {
+  auto with_p = [&](auto K, auto V) {
+    switch (p) {
+      case kPolicyLru: fn(K, V, IC<kPolicyLru>{}); break;
+      case kPolicyLfu: fn(K, V, IC<kPolicyLfu>{}); break;
+      case kPolicyCustomized: fn(K, V, IC<kPolicyCustomized>{}); break;
+      default: ACCEL_CHECK(false, "policy: expected 0 (lru), 1 (lfu) or 2 (customized), got ", p);
+    }
+  };
+  auto with_v = [&](auto K) {
+    switch (v) {
+      case kValueFp16: with_p(K, IC<kValueFp16>{}); break;
+      case kValueBf16: with_p(K, IC<kValueBf16>{}); break;
+      default: with_p(K, IC<kValueFp32>{}); break;
+    }
+  };
+  if (k == kKeyInt64) with_v(IC<kKeyInt64>{});
+  else with_v(IC<kKeyUInt64>{});
+}
+
+template <typename Fn>
+void dispatch_value(int v, Fn&& fn) {
+  switch (v) {
+    case kValueFp16: fn(IC<kValueFp16>{}); break;
+    case kValueBf16: fn(IC<kValueBf16>{}); break;
+    default: fn(IC<kValueFp32>{}); break;
+  }
+}
+
+void* stream_of(const Table& t) { return accel::current_cuda_stream(t.device); }
+
+// ---------------------------------------------------------------- ops
+void table_lookup(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
+                  int64_t policy, Tensor keys, OptTensor values_out, OptTensor found_out, OptTensor scores_out,
+                  OptTensor slots_out, bool fill_missing, double missing_value) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+  accel::check_dim(keys, "keys", 1);
+  LookupParams p{};
+  p.t = t.ref;
+  p.n = keys.numel();
+  p.keys = arg_ptr(keys, "keys", tk, tk.scalar_type(), p.n);
+  p.values_out = opt_ptr(values_out, "values_out", tk, tv.scalar_type(), p.n * t.ref.dim);
+  p.found_out = static_cast<bool*>(opt_ptr(found_out, "found_out", tk, ScalarType::Bool, p.n));
+  p.scores_out = static_cast<uint64_t*>(opt_ptr(scores_out, "scores_out", tk, ScalarType::Long, p.n));
+  p.slots_out = static_cast<int64_t*>(opt_ptr(slots_out, "slots_out", tk, ScalarType::Long, p.n));
+  p.fill_missing = fill_missing;
+  p.missing_value = static_cast<float>(missing_value);
+  if (t.cuda) {
+    torch::stable::accelerator::DeviceGuard guard(t.device);
+    dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
+             [&](auto K, auto V, auto P) { launch_lookup<K.value, V.value, P.value>(p, stream_of(t)); });
+  } else {
+    dispatch_value(t.value_kind, [&](auto V) { cpu::lookup<V.value>(p); });
+  }
+}
+
+void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
+                  int64_t policy, int64_t mode, Tensor keys, OptTensor values, OptTensor scores,
+                  OptTensor accum_flags, OptTensor values_out, OptTensor found_out, OptTensor slots_out,
+                  Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
+                  bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
+                  double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
+                  int64_t seed) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+  accel::check_dim(keys, "keys", 1);
+  ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
+  UpsertParams p{};
+  p.t = t.ref;
+  p.mode = static_cast<int>(mode);
+  p.n = keys.numel();
+  const int64_t nd = p.n * t.ref.dim;
+  p.keys = arg_ptr(keys, "keys", tk, tk.scalar_type(), p.n);
+  p.values_in = opt_ptr(values, "values", tk, tv.scalar_type(), nd);
+  p.scores_in = static_cast<const uint64_t*>(opt_ptr(scores, "scores", tk, ScalarType::Long, p.n));
+  p.accum_flags = static_cast<const bool*>(opt_ptr(accum_flags, "accum_or_assigns", tk, ScalarType::Bool, p.n));
+  p.values_out = opt_ptr(values_out, "values_out", tk, tv.scalar_type(), nd);
+  p.found_out = static_cast<bool*>(opt_ptr(found_out, "found_out", tk, ScalarType::Bool, p.n));
+  p.slots_out = static_cast<int64_t*>(opt_ptr(slots_out, "slots_out", tk, ScalarType::Long, p.n));
+  p.stats = static_cast<int64_t*>(arg_ptr(stats, "stats", tk, ScalarType::Long, kNumStats));
+  p.evicted_keys = opt_ptr(evicted_keys, "evicted_keys", tk, tk.scalar_type(), p.n);
+  p.evicted_values = opt_ptr(evicted_values, "evicted_values", tk, tv.scalar_type(), nd);
+  p.evicted_scores = static_cast<uint64_t*>(opt_ptr(evicted_scores, "evicted_scores", tk, ScalarType::Long, p.n));
+  const bool needs_values = mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign ||
+                            mode == kAccumOrAssign;
+  ACCEL_CHECK(!needs_values || p.values_in != nullptr, "values: required by this operation");
+  ACCEL_CHECK(mode != kAccumOrAssign || p.accum_flags != nullptr, "accum_or_assigns: required by accum_or_assign");
+  ACCEL_CHECK(policy != kPolicyCustomized || p.scores_in != nullptr || mode == kAssign || mode == kAccumOrAssign ||
+                  mode == kFindOrInsert,
+              "scores: the customized policy needs caller scores for inserts");
+  p.use_epoch = use_epoch;
+  p.epoch = static_cast<uint64_t>(epoch);
+  p.init.kind = static_cast<int>(init_kind);
+  p.init.a = static_cast<float>(init_a);
+  p.init.b = static_cast<float>(init_b);
+  p.init.mean = static_cast<float>(init_mean);
+  p.init.std = static_cast<float>(init_std);
+  p.init.value = static_cast<float>(init_value);
+  p.init.init_cols = init_cols;
+  p.init.fill = static_cast<float>(init_fill);
+  p.init.seed = static_cast<uint64_t>(seed);
+  if (t.cuda) {
+    torch::stable::accelerator::DeviceGuard guard(t.device);
+    dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
+             [&](auto K, auto V, auto P) { launch_upsert<K.value, V.value, P.value>(p, stream_of(t)); });
+  } else {
+    dispatch_value(t.value_kind, [&](auto V) { cpu::upsert<V.value>(p, static_cast<int>(policy)); });
+  }
+}
+
+void table_erase(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
+                 OptTensor keys, int64_t threshold, Tensor stats) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+  EraseParams p{};
+  p.t = t.ref;
+  if (keys.has_value()) {
+    accel::check_dim(*keys, "keys", 1);
+    p.n = keys->numel();
+    p.keys = arg_ptr(*keys, "keys", tk, tk.scalar_type(), p.n);
+  }
+  p.threshold = static_cast<uint64_t>(threshold);
+  p.stats = static_cast<int64_t*>(arg_ptr(stats, "stats", tk, ScalarType::Long, 1));
+  if (t.cuda) {
+    torch::stable::accelerator::DeviceGuard guard(t.device);
+    dispatch(t.key_kind, t.value_kind, kPolicyLru,
+             [&](auto K, auto V, auto P) { launch_erase<K.value, V.value, P.value>(p, stream_of(t)); });
+  } else {
+    cpu::erase(p);
+  }
+}
+
+void table_export(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
+                  int64_t offset, int64_t n, bool use_threshold, int64_t threshold, Tensor keys_out,
+                  OptTensor values_out, OptTensor scores_out, OptTensor slots_out, Tensor count) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+  ACCEL_CHECK(offset >= 0 && n >= 0 && offset + n <= t.ref.capacity, "offset/n: the slot range [", offset, ", ",
+              offset + n, ") is outside [0, ", t.ref.capacity, ")");
+  ExportParams p{};
+  p.t = t.ref;
+  p.offset = offset;
+  p.n = n;
+  p.use_threshold = use_threshold;
+  p.threshold = static_cast<uint64_t>(threshold);
+  p.keys_out = arg_ptr(keys_out, "keys_out", tk, tk.scalar_type(), n);
+  p.values_out = opt_ptr(values_out, "values_out", tk, tv.scalar_type(), n * t.ref.dim);
+  p.scores_out = static_cast<uint64_t*>(opt_ptr(scores_out, "scores_out", tk, ScalarType::Long, n));
+  p.slots_out = static_cast<int64_t*>(opt_ptr(slots_out, "slots_out", tk, ScalarType::Long, n));
+  p.count = static_cast<int64_t*>(arg_ptr(count, "count", tk, ScalarType::Long, 1));
+  if (t.cuda) {
+    torch::stable::accelerator::DeviceGuard guard(t.device);
+    dispatch(t.key_kind, t.value_kind, kPolicyLru,
+             [&](auto K, auto V, auto P) { launch_export<K.value, V.value, P.value>(p, stream_of(t)); });
+  } else {
+    dispatch_value(t.value_kind, [&](auto V) { cpu::export_batch<V.value>(p); });
+  }
+}
+
+void table_rehash(Tensor sk, Tensor sd, Tensor ss, Tensor sv, Tensor sl, Tensor sc, Tensor dk, Tensor dd,
+                  Tensor ds, Tensor dv, Tensor dl, Tensor dc, int64_t bucket_capacity, Tensor stats) {
+  Table s = make_table(sk, sd, ss, sv, sl, sc, bucket_capacity);
+  Table d = make_table(dk, dd, ds, dv, dl, dc, bucket_capacity);
+  ACCEL_CHECK(s.key_kind == d.key_kind && s.value_kind == d.value_kind && s.ref.dim == d.ref.dim,
+              "rehash: source and destination tables differ in key dtype, value dtype or dim");
+  accel::check_same_device(dk, "destination keys", sk, "source keys");
+  RehashParams p{};
+  p.src = s.ref;
+  p.dst = d.ref;
+  p.stats = static_cast<int64_t*>(arg_ptr(stats, "stats", sk, ScalarType::Long, kNumStats));
+  if (s.cuda) {
+    torch::stable::accelerator::DeviceGuard guard(s.device);
+    dispatch(s.key_kind, s.value_kind, kPolicyCustomized,
+             [&](auto K, auto V, auto P) { launch_rehash<K.value, V.value, P.value>(p, stream_of(s)); });
+  } else {
+    dispatch_value(s.value_kind, [&](auto V) { cpu::rehash<V.value>(p); });
+  }
+}
+
+}  // namespace
+}  // namespace table
+}  // namespace dynamicemb
+
+
+STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
+  m.def(
+      "table_lookup(Tensor table_keys, Tensor table_digests, Tensor table_scores, Tensor table_values, "
+      "Tensor table_locks, Tensor table_counters, int bucket_capacity, int policy, Tensor keys, "
+      "Tensor(a!)? values_out, Tensor(b!)? found_out, Tensor(c!)? scores_out, Tensor(d!)? slots_out, "
+      "bool fill_missing, float missing_value) -> ()");
+  m.def(
+      "table_upsert(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor(c!) table_scores, "
+      "Tensor(d!) table_values, Tensor(e!) table_locks, Tensor(f!) table_counters, int bucket_capacity, "
+      "int policy, int mode, Tensor keys, Tensor? values, Tensor? scores, Tensor? accum_flags, "
+      "Tensor(g!)? values_out, Tensor(h!)? found_out, Tensor(i!)? slots_out, Tensor(j!) stats, "
+      "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
+      "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
+      "float init_value, int init_cols, float init_fill, int seed) -> ()");
+  m.def(
+      "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
+      "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "
+      "Tensor(d!) stats) -> ()");
+  m.def(
+      "table_export(Tensor table_keys, Tensor table_digests, Tensor table_scores, Tensor table_values, "
+      "Tensor table_locks, Tensor table_counters, int bucket_capacity, int offset, int n, bool use_threshold, "
+      "int threshold, Tensor(a!) keys_out, Tensor(b!)? values_out, Tensor(c!)? scores_out, "
+      "Tensor(d!)? slots_out, Tensor(e!) count) -> ()");
+  m.def(
+      "table_rehash(Tensor src_keys, Tensor src_digests, Tensor src_scores, Tensor src_values, "
+      "Tensor src_locks, Tensor src_counters, Tensor(a!) dst_keys, Tensor(b!) dst_digests, "
+      "Tensor(c!) dst_scores, Tensor(d!) dst_values, Tensor(e!) dst_locks, Tensor(f!) dst_counters, "
+      "int bucket_capacity, Tensor(g!) stats) -> ()");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
+  m.impl("table_lookup", TORCH_BOX(&dynamicemb::table::table_lookup));
+  m.impl("table_upsert", TORCH_BOX(&dynamicemb::table::table_upsert));
+  m.impl("table_erase", TORCH_BOX(&dynamicemb::table::table_erase));
+  m.impl("table_export", TORCH_BOX(&dynamicemb::table::table_export));
+  m.impl("table_rehash", TORCH_BOX(&dynamicemb::table::table_rehash));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
+  m.impl("table_lookup", TORCH_BOX(&dynamicemb::table::table_lookup));
+  m.impl("table_upsert", TORCH_BOX(&dynamicemb::table::table_upsert));
+  m.impl("table_erase", TORCH_BOX(&dynamicemb::table::table_erase));
+  m.impl("table_export", TORCH_BOX(&dynamicemb::table::table_export));
+  m.impl("table_rehash", TORCH_BOX(&dynamicemb::table::table_rehash));
+}

@@ -1,0 +1,231 @@
+// Scored hash table: layout, sentinels, parameter structs and launcher declarations.
+//
+// Shared by the CUDA kernels (table_kernels.cuh), the CPU twin (table_cpu.h) and the ops (table_ops.cc).
+// No CUDA and no torch headers here: the ops file is plain host C++.
+//
+// Layout (all arrays owned by Python as torch tensors, indexed by slot = bucket * bucket_capacity + i):
+//   keys     (capacity,)        int64/uint64  EMPTY for a free slot
+//   digests  (capacity,)        uint8         8 bits of the key hash; kEmptyDigest for a free slot
+//   scores   (capacity,)        int64         uint64 bit patterns (eviction order is unsigned)
+//   values   (capacity, dim)    fp16/bf16/fp32; a row per slot (the embedding collection stores
+//                                [embedding | optimizer state] here and gathers by slot)
+//   locks    (num_buckets,)     int32         eviction lock per bucket (0 when no kernel runs)
+//   counters (4,)               int64         [clock, size, evicted-output count, spare]
+// A key lives in bucket accel_hash_key(key) fast-ranged onto num_buckets; its probe order inside the bucket is
+// a rotation starting at (hash & (bucket_capacity - 1)).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define TABLE_HD __host__ __device__ __forceinline__
+#else
+#define TABLE_HD inline
+#endif
+
+#include "dynamicemb/csrc/table/hash.cuh"
+
+namespace dynamicemb {
+namespace table {
+
+// Reserved key bit patterns: int64 min, min+1, min+2 (as uint64: 2^63, 2^63+1, 2^63+2).
+constexpr uint64_t kEmptyKey = 0x8000000000000000ull;
+constexpr uint64_t kReclaimedKey = 0x8000000000000001ull;  // reserved for future tombstones
+constexpr uint64_t kLockedKey = 0x8000000000000002ull;
+constexpr int kNumReservedKeys = 3;
+
+TABLE_HD bool is_reserved_key(uint64_t k) { return k - kEmptyKey < uint64_t(kNumReservedKeys); }
+
+TABLE_HD uint8_t digest_of_hash(uint64_t h) { return static_cast<uint8_t>(h >> 32); }
+// Free slots carry the digest of the EMPTY key: an insert finds candidate free slots by a digest compare.
+TABLE_HD uint8_t empty_digest() { return digest_of_hash(accel_hash_key(kEmptyKey)); }
+
+TABLE_HD uint64_t bucket_of_hash(uint64_t h, uint64_t num_buckets) {
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(h, num_buckets);
+#else
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(h) * num_buckets) >> 64);
+#endif
+}
+TABLE_HD int start_of_hash(uint64_t h, int bucket_capacity) { return static_cast<int>(h & (bucket_capacity - 1)); }
+
+enum KeyKind : int { kKeyInt64 = 0, kKeyUInt64 = 1 };
+enum ValueKind : int { kValueFp16 = 0, kValueBf16 = 1, kValueFp32 = 2 };
+// Policy family (the template parameter); the epoch variants are a runtime flag of LRU/LFU.
+enum PolicyKind : int { kPolicyLru = 0, kPolicyLfu = 1, kPolicyCustomized = 2 };
+
+enum UpsertMode : int {
+  kFindOrInsert = 0,    // hit: read row; miss: insert an initialized row
+  kInsertOrAssign = 1,  // hit: write row; miss: insert row
+  kInsertAndEvict = 2,  // insert_or_assign that also reports the evicted (key, row, score)
+  kAssign = 3,          // hit: write row; miss: nothing
+  kAssignScores = 4,    // hit: set score; miss: nothing
+  kAccumOrAssign = 5,   // flag set & hit: row += value; flag clear & miss: insert row; otherwise nothing
+};
+
+enum StatIndex : int { kStatInserted = 0, kStatAssigned = 1, kStatEvicted = 2, kStatRefused = 3, kStatIllegal = 4 };
+constexpr int kNumStats = 5;
+enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1, kCounterOut = 2 };
+constexpr int kNumCounters = 4;
+
+enum InitKind : int { kInitConstant = 0, kInitUniform = 1, kInitNormal = 2, kInitTruncNormal = 3 };
+
+struct Initializer {
+  int kind = kInitConstant;
+  float a = 0.f, b = 0.f;        // uniform bounds / truncation bounds
+  float mean = 0.f, std = 1.f;   // normal
+  float value = 0.f;             // constant
+  int64_t init_cols = -1;        // columns [0, init_cols) drawn from the initializer (-1: all)
+  float fill = 0.f;              // columns [init_cols, dim) set to this
+  uint64_t seed = 0;
+};
+
+struct TableRef {
+  void* keys;
+  uint8_t* digests;
+  uint64_t* scores;
+  void* values;
+  int32_t* locks;
+  int64_t* counters;
+  int64_t capacity;
+  int64_t num_buckets;
+  int bucket_capacity;
+  int64_t dim;
+};
+
+struct LookupParams {
+  TableRef t;
+  const void* keys;   // (n)
+  int64_t n;
+  void* values_out;   // (n, dim) or null
+  bool* found_out;    // (n) or null
+  uint64_t* scores_out;  // (n) or null
+  int64_t* slots_out;    // (n) or null; -1 when missing
+  bool fill_missing;     // write `missing_value` into values_out rows of missing keys
+  float missing_value;
+};
+
+struct UpsertParams {
+  TableRef t;
+  int mode;
+  const void* keys;           // (n)
+  int64_t n;
+  const void* values_in;      // (n, dim) or null
+  const uint64_t* scores_in;  // (n) or null (Customized: scores; LFU: increments)
+  const bool* accum_flags;    // (n) accum_or_assign only
+  void* values_out;           // (n, dim) or null (find_or_insert)
+  bool* found_out;            // (n) or null: key was present before this op
+  int64_t* slots_out;         // (n) or null; -1 when refused/illegal/missing
+  int64_t* stats;             // (kNumStats)
+  void* evicted_keys;         // (n) or null
+  void* evicted_values;       // (n, dim) or null
+  uint64_t* evicted_scores;   // (n) or null
+  bool use_epoch;
+  uint64_t epoch;
+  Initializer init;
+};
+
+struct EraseParams {
+  TableRef t;
+  const void* keys;  // (n) or null: erase_if scans the table
+  int64_t n;
+  uint64_t threshold;  // erase_if: erase slots with score < threshold
+  int64_t* stats;      // [erased]
+};
+
+struct ExportParams {
+  TableRef t;
+  int64_t offset, n;   // slot range
+  bool use_threshold;
+  uint64_t threshold;  // export slots with score >= threshold
+  void* keys_out;      // (n)
+  void* values_out;    // (n, dim) or null
+  uint64_t* scores_out;  // (n) or null
+  int64_t* slots_out;    // (n) or null
+  int64_t* count;        // (1)
+};
+
+struct RehashParams {
+  TableRef src, dst;
+  int64_t* stats;  // (kNumStats) of the inserts into dst
+};
+
+// CUDA launchers, one explicit instantiation per (key, value, policy) in the generated units.
+// `stream` is a cudaStream_t.
+template <int K, int V, int P> void launch_lookup(const LookupParams& p, void* stream);
+template <int K, int V, int P> void launch_upsert(const UpsertParams& p, void* stream);
+template <int K, int V, int P> void launch_erase(const EraseParams& p, void* stream);
+template <int K, int V, int P> void launch_export(const ExportParams& p, void* stream);
+template <int K, int V, int P> void launch_rehash(const RehashParams& p, void* stream);
+// launch_upsert first advances the op clock (counters[kCounterClock]) and zeroes `stats`.
+
+// Deterministic counter-based random numbers shared by GPU and CPU (initial rows depend on seed, op clock,
+// key and column only, so duplicates and thread order do not change them).
+TABLE_HD uint64_t mix64(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+TABLE_HD float uniform01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t ctr) {
+  uint64_t h = mix64(seed ^ mix64(key + 0x9e3779b97f4a7c15ull * (ctr + 1) + mix64(clock + 0x632be59bd9b4e019ull)));
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+}
+
+}  // namespace table
+}  // namespace dynamicemb
+
+// ---- initializer math (shared by GPU and CPU; float math, so values agree to rounding) ----
+#include <cmath>
+namespace dynamicemb {
+namespace table {
+
+TABLE_HD float normal01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t ctr) {
+  float u1 = 1.0f - uniform01(seed, clock, key, 2 * ctr);  // (0, 1]
+  float u2 = uniform01(seed, clock, key, 2 * ctr + 1);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+// Value of column `col` of the initial row of `key` in the op with clock `clock`.
+TABLE_HD float init_value(const Initializer& in, uint64_t clock, uint64_t key, int64_t col) {
+  if (in.init_cols >= 0 && col >= in.init_cols) return in.fill;
+  switch (in.kind) {
+    case kInitUniform:
+      return in.a + (in.b - in.a) * uniform01(in.seed, clock, key, static_cast<uint64_t>(col));
+    case kInitNormal:
+      return in.mean + in.std * normal01(in.seed, clock, key, static_cast<uint64_t>(col));
+    case kInitTruncNormal: {
+      // Rejection sampling on [a, b]; after 32 rejections (a very narrow window) the clamped draw is used.
+      float x = 0.f;
+      for (uint64_t t = 0; t < 32; ++t) {
+        x = in.mean + in.std * normal01(in.seed, clock, key, static_cast<uint64_t>(col) * 32 + t);
+        if (x >= in.a && x <= in.b) return x;
+      }
+      return fminf(fmaxf(x, in.a), in.b);
+    }
+    default:
+      return in.value;
+  }
+}
+
+// New score of a slot under a policy. `hit`: the key was present with score `old`.
+TABLE_HD uint64_t policy_score(int policy, bool use_epoch, uint64_t epoch, uint64_t clock, bool have_in,
+                               uint64_t in, bool hit, uint64_t old) {
+  if (policy == kPolicyLru) {
+    return use_epoch ? ((epoch << 32) | (clock & 0xffffffffull)) : clock;
+  }
+  if (policy == kPolicyLfu) {
+    uint64_t inc = have_in ? in : 1;
+    if (!use_epoch) {
+      uint64_t base = hit ? old : 0;
+      return base + inc < base ? ~0ull : base + inc;  // saturating
+    }
+    uint64_t low = hit ? (old & 0xffffffffull) : 0;
+    low = low + inc > 0xffffffffull || low + inc < low ? 0xffffffffull : low + inc;
+    return (epoch << 32) | low;
+  }
+  return have_in ? in : (hit ? old : 0);  // Customized: a touch without a caller score keeps the score
+}
+
+}  // namespace table
+}  // namespace dynamicemb

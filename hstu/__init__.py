@@ -1,0 +1,25 @@
+"""hstu_attn: HSTU attention (jagged batches, SiLU attention, recommender masks), forward and backward.
+
+Public API:
+    hstu_attn_varlen_func     q, k, v of shape (total, H, D) with cu_seqlens offsets
+    hstu_attn_qkvpacked_func  packed (total, 3, H, D) input
+    hstu_attn_reference       dense PyTorch reference (any dtype/device; the CPU implementation)
+    hstu_mask                 the per-sequence boolean mask: the normative definition of every mask
+    compiled_kernels          what the loaded op library was compiled with
+"""
+
+from ._load import compiled_kernels, library_loaded
+from ._ops import hstu_attn_qkvpacked_func, hstu_attn_varlen_func
+from ._reference import hstu_attn_reference, hstu_mask
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "compiled_kernels",
+    "hstu_attn_qkvpacked_func",
+    "hstu_attn_reference",
+    "hstu_attn_varlen_func",
+    "hstu_mask",
+    "library_loaded",
+]

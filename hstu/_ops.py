@@ -1,0 +1,530 @@
+"""HSTU attention ops in three layers (flash-attention FA3 interface style).
+
+1. torch ops ``hstu_attn::fwd`` / ``hstu_attn::bwd``: schemas and CUDA kernels come from C++ (`_C.so`);
+   here: the CPU kernels (the reference) and the fake/meta implementations (torch.compile, export,
+   CUDA-graph capture). Without `_C.so` (source checkout) the schemas are defined here, identically.
+2. `HstuAttnFunction`, the autograd.Function around them.
+3. The public functions `hstu_attn_varlen_func` and `hstu_attn_qkvpacked_func`, which validate inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+from . import _load
+from ._reference import hstu_attn_reference, hstu_attn_reference_backward
+
+__all__ = ["hstu_attn_varlen_func", "hstu_attn_qkvpacked_func", "HstuAttnFunction", "CUDA_HEAD_DIMS"]
+
+# ----------------------------------------------------------------------------------------------------
+# Layer 1: op registrations
+# ----------------------------------------------------------------------------------------------------
+
+# Keep identical to the C++ STABLE_TORCH_LIBRARY definitions in hstu/csrc.
+FWD_SCHEMA = (
+    "fwd(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+    "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+    "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
+    "Tensor? seqused_k) -> Tensor"
+)
+BWD_SCHEMA = (
+    "bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+    "int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, "
+    "int window_left, int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
+    "Tensor? seqused_k, bool has_drab, bool deterministic) -> (Tensor, Tensor, Tensor, Tensor)"
+)
+
+CUDA_HEAD_DIMS = (32, 64, 128, 256)
+CUDA_DTYPES = (torch.float16, torch.bfloat16)
+CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+_LIBRARY_LOADED = _load.load_library()
+_libs = []  # keep torch.library.Library objects alive
+
+
+def _has_op(name: str) -> bool:
+    return hasattr(torch.ops.hstu_attn, name)
+
+
+def _has_kernel(name: str, key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"hstu_attn::{name}", key)
+
+
+if not _has_op("fwd") or not _has_op("bwd"):
+    _def_lib = torch.library.Library("hstu_attn", "FRAGMENT")
+    _libs.append(_def_lib)
+    if not _has_op("fwd"):
+        _def_lib.define(FWD_SCHEMA)
+    if not _has_op("bwd"):
+        _def_lib.define(BWD_SCHEMA)
+
+
+def _ref_kwargs(
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size,
+    window_left, window_right, alpha, scaling_seqlen, seqused_q, seqused_k,
+):
+    return dict(
+        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+        max_seqlen_k=max_seqlen_k, num_contexts=num_contexts, num_targets=num_targets,
+        target_group_size=target_group_size, window_size=(window_left, window_right), alpha=alpha,
+        scaling_seqlen=scaling_seqlen, seqused_q=seqused_q, seqused_k=seqused_k,
+    )
+
+
+def _fwd_cpu(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+    target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
+):
+    kw = _ref_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+                     target_group_size, window_left, window_right, alpha, scaling_seqlen, seqused_q, seqused_k)
+    with torch.no_grad():
+        return hstu_attn_reference(q, k, v, rab=rab, upcast=True, **kw).contiguous()
+
+
+def _bwd_cpu(
+    dout, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+    target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
+    has_drab, deterministic,
+):
+    kw = _ref_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+                     target_group_size, window_left, window_right, alpha, scaling_seqlen, seqused_q, seqused_k)
+    kw.pop("alpha")
+    dq, dk, dv, drab = hstu_attn_reference_backward(dout, q, k, v, rab, has_drab and rab is not None,
+                                                    alpha=alpha, **kw)
+    if drab is None:
+        drab = q.new_empty((0,))
+    return dq.contiguous(), dk.contiguous(), dv.contiguous(), drab.contiguous()
+
+
+def _fwd_fake(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+    target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
+):
+    # out: (total_q, H, D), contiguous, q's dtype and device.
+    return q.new_empty(q.shape)
+
+
+def _bwd_fake(
+    dout, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+    target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
+    has_drab, deterministic,
+):
+    # dq/dk/dv: contiguous, shapes and dtypes of q/k/v. drab: rab's shape and dtype when has_drab,
+    # else a (0,)-shaped tensor of q's dtype.
+    drab = rab.new_empty(rab.shape) if (has_drab and rab is not None) else q.new_empty((0,))
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), drab
+
+
+for _name, _cpu, _fake in (("fwd", _fwd_cpu, _fwd_fake), ("bwd", _bwd_cpu, _bwd_fake)):
+    if not _has_kernel(_name, "CPU"):
+        torch.library.register_kernel(f"hstu_attn::{_name}", "cpu", _cpu)
+    if not _has_kernel(_name, "Meta"):
+        torch.library.register_fake(f"hstu_attn::{_name}", _fake)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Layer 2: autograd
+# ----------------------------------------------------------------------------------------------------
+
+
+class HstuAttnFunction(torch.autograd.Function):
+    """autograd.Function over ``hstu_attn::fwd`` / ``hstu_attn::bwd``; inputs already validated.
+
+    Called as ``apply(slots, params, *tensors)``: ``tensors`` are the distinct tensors among
+    (q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k) and
+    ``slots`` maps each of those ten to its index in ``tensors`` (-1 for None). Passing each tensor once
+    keeps torch.compile able to trace the common self-attention call (the same cu_seqlens for q and
+    k, or q = k = v); gradients of a tensor used in several slots are summed.
+    ``params`` = (max_seqlen_q, max_seqlen_k, target_group_size, window_left, window_right, alpha,
+    scaling_seqlen, has_drab, deterministic).
+    """
+
+    @staticmethod
+    def forward(ctx, slots, params, *tensors):
+        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
+        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic = params
+        out = torch.ops.hstu_attn.fwd(q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab,
+                                      scaling, su_q, su_k)
+        ctx.save_for_backward(*tensors)
+        ctx.slots, ctx.params = slots, params
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        tensors = ctx.saved_tensors
+        slots = ctx.slots
+        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
+        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic = ctx.params
+        has_drab = bool(has_drab and rab is not None)
+        dq, dk, dv, drab = torch.ops.hstu_attn.bwd(
+            dout.contiguous(), q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling,
+            su_q, su_k, has_drab, deterministic,
+        )
+        grads = [None] * len(tensors)
+        for slot, g in zip(slots[:4], (dq, dk, dv, drab if has_drab else None)):
+            if slot >= 0 and g is not None:
+                grads[slot] = g if grads[slot] is None else grads[slot] + g
+        return (None, None) + tuple(grads)
+
+
+def _apply(q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k, params):
+    uniq = []
+    slots = []
+    for t in (q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k):
+        if t is None:
+            slots.append(-1)
+            continue
+        for n, u in enumerate(uniq):
+            if u is t:
+                slots.append(n)
+                break
+        else:
+            slots.append(len(uniq))
+            uniq.append(t)
+    return HstuAttnFunction.apply(tuple(slots), params, *uniq)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Layer 3: validation and the public API
+# ----------------------------------------------------------------------------------------------------
+
+
+def _err(arg: str, expected: str, got, exc=ValueError):
+    raise exc(f"hstu_attn: {arg}: expected {expected}, got {got}")
+
+
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def _skip_value_checks(*tensors: Optional[torch.Tensor]) -> bool:
+    """True while values cannot (or must not) be read on the host: torch.compile tracing,
+    CUDA-graph capture, fake/meta tensors."""
+    if torch.compiler.is_compiling():
+        return True
+    for t in tensors:
+        if t is None:
+            continue
+        if t.is_meta:
+            return True
+        try:
+            from torch._subclasses.fake_tensor import is_fake
+
+            if is_fake(t):
+                return True
+        except ImportError:  # pragma: no cover
+            pass
+        if t.is_cuda and torch.cuda.is_current_stream_capturing():
+            return True
+    return False
+
+
+def _check_tensor(t, arg: str, ref: torch.Tensor, ref_arg: str):
+    if not isinstance(t, torch.Tensor):
+        _err(arg, "a torch.Tensor", type(t).__name__, TypeError)
+    if t.device != ref.device:
+        _err(arg, f"a tensor on {ref.device} (the device of {ref_arg})", t.device)
+
+
+def _check_batch_vector(t, arg: str, batch: int, q: torch.Tensor):
+    if t is None:
+        return None
+    _check_tensor(t, arg, q, "q")
+    if t.dtype != torch.int32:
+        _err(arg, "dtype torch.int32", t.dtype, TypeError)
+    if tuple(t.shape) != (batch,):
+        _err(arg, f"shape ({batch},) (batch size from cu_seqlens_q)", _shape(t))
+    return t.contiguous()
+
+
+def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+              target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k):
+    """Shape/dtype/device checks (no device reads). Returns normalized (window, tensors...)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            _err(name, "a torch.Tensor", type(t).__name__, TypeError)
+        if t.dim() != 3:
+            _err(name, "a 3-d tensor (total_tokens, num_heads, head_dim)", f"shape {_shape(t)}")
+    if q.is_cuda:
+        if q.dtype not in CUDA_DTYPES:
+            _err("q", "dtype torch.float16 or torch.bfloat16 on CUDA", q.dtype, TypeError)
+        if q.shape[2] not in CUDA_HEAD_DIMS:
+            _err("q", f"head_dim (q.shape[2]) in {CUDA_HEAD_DIMS} on CUDA", q.shape[2])
+        if not _LIBRARY_LOADED:
+            raise RuntimeError(
+                f"hstu_attn: q: CUDA tensors need the compiled op library {_load.library_path()}, which is "
+                "missing (source checkout without a build); build the wheel or use CPU tensors"
+            )
+    elif q.device.type in ("cpu", "meta"):
+        if q.dtype not in CPU_DTYPES:
+            _err("q", f"a floating dtype in {CPU_DTYPES}", q.dtype, TypeError)
+    else:
+        _err("q", "a CUDA or CPU tensor", q.device)
+    for name, t in (("k", k), ("v", v)):
+        if t.device != q.device:
+            _err(name, f"a tensor on {q.device} (the device of q)", t.device)
+        if t.dtype != q.dtype:
+            _err(name, f"dtype {q.dtype} (the dtype of q)", t.dtype, TypeError)
+    for name, t in (("k", k), ("v", v)):
+        if t.shape[1] != q.shape[1]:
+            _err(name, f"num_heads (dim 1) equal to q's {q.shape[1]}", f"shape {_shape(t)}")
+        if t.shape[2] != q.shape[2]:
+            _err(name, f"head_dim (dim 2) equal to q's {q.shape[2]}", f"shape {_shape(t)}")
+    if k.shape[0] != v.shape[0]:
+        _err("v", f"total_k (dim 0) equal to k's {k.shape[0]}", v.shape[0])
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1:
+            _err(name, "a contiguous last dimension (stride(-1) == 1)", f"strides {tuple(t.stride())}")
+
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _check_tensor(t, name, q, "q")
+        if t.dtype != torch.int32:
+            _err(name, "dtype torch.int32", t.dtype, TypeError)
+        if t.dim() != 1 or t.shape[0] < 1:
+            _err(name, "a 1-d tensor of length batch_size + 1", f"shape {_shape(t)}")
+    if cu_seqlens_k.shape[0] != cu_seqlens_q.shape[0]:
+        _err("cu_seqlens_k", f"length {cu_seqlens_q.shape[0]} (that of cu_seqlens_q, batch_size + 1)",
+             cu_seqlens_k.shape[0])
+    batch = cu_seqlens_q.shape[0] - 1
+
+    for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(val, (int, torch.SymInt)) or isinstance(val, bool):
+            _err(name, "an int", type(val).__name__, TypeError)
+        if val < 0:
+            _err(name, "a non-negative int", val)
+    if max_seqlen_q > max_seqlen_k:
+        _err("max_seqlen_q", f"<= max_seqlen_k ({max_seqlen_k}); queries align to the last keys", max_seqlen_q)
+
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
+        _err("window_size", "a (left, right) pair of ints", window_size, TypeError)
+    wl, wr = window_size
+    if not all(isinstance(w, int) and not isinstance(w, bool) for w in (wl, wr)):
+        _err("window_size", "a (left, right) pair of ints", window_size, TypeError)
+    if wl < -1 or wr < -1:
+        _err("window_size", "entries >= -1 (-1 means unlimited)", window_size)
+    if not isinstance(target_group_size, int) or isinstance(target_group_size, bool):
+        _err("target_group_size", "an int", type(target_group_size).__name__, TypeError)
+    if target_group_size < 1:
+        _err("target_group_size", "an int >= 1", target_group_size)
+    if num_contexts is not None and wr != 0:
+        _err("num_contexts", "window_size (-1, 0) (causal) or (left, 0) (causal local) with contexts",
+             f"window_size {tuple(window_size)}")
+    if num_targets is not None and wr != 0:
+        _err("num_targets", "window_size (-1, 0) (causal) or (left, 0) (causal local) with targets",
+             f"window_size {tuple(window_size)}")
+    num_contexts = _check_batch_vector(num_contexts, "num_contexts", batch, q)
+    num_targets = _check_batch_vector(num_targets, "num_targets", batch, q)
+    seqused_q = _check_batch_vector(seqused_q, "seqused_q", batch, q)
+    seqused_k = _check_batch_vector(seqused_k, "seqused_k", batch, q)
+
+    if not isinstance(alpha, (int, float, torch.SymFloat, torch.SymInt)) or isinstance(alpha, bool):
+        _err("alpha", "a float", type(alpha).__name__, TypeError)
+    if rab is not None:
+        _check_tensor(rab, "rab", q, "q")
+        if rab.dtype != q.dtype:
+            _err("rab", f"dtype {q.dtype} (the dtype of q)", rab.dtype, TypeError)
+        if rab.dim() != 4 or rab.shape[0] != batch or rab.shape[1] not in (1, q.shape[1]) or tuple(
+            rab.shape[2:]
+        ) != (max_seqlen_k, max_seqlen_k):
+            _err("rab", f"shape ({batch}, 1 or {q.shape[1]}, {max_seqlen_k}, {max_seqlen_k}) "
+                 "(batch, 1 or num_heads, max_seqlen_k, max_seqlen_k)", _shape(rab))
+        rab = rab.contiguous()
+    if has_drab and rab is None:
+        _err("has_drab", "rab to be given when has_drab=True", "rab=None")
+    if not isinstance(scaling_seqlen, (int, float, torch.SymInt, torch.SymFloat)) or isinstance(
+        scaling_seqlen, bool
+    ):
+        _err("scaling_seqlen", "a number", type(scaling_seqlen).__name__, TypeError)
+    if scaling_seqlen != -1 and not scaling_seqlen > 0:
+        _err("scaling_seqlen", "-1 (use max_seqlen_q) or a positive number", scaling_seqlen)
+    return (int(wl), int(wr)), cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(), num_contexts, \
+        num_targets, rab, seqused_q, seqused_k
+
+
+def _validate_values(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+                     seqused_q, seqused_k):
+    """Checks that read device values (one host synchronization)."""
+    batch = cu_seqlens_q.shape[0] - 1
+    parts = [cu_seqlens_q, cu_seqlens_k]
+    for t in (num_contexts, num_targets, seqused_q, seqused_k):
+        parts.append(t if t is not None else cu_seqlens_q.new_zeros(batch))
+    vals = torch.cat(parts).to("cpu", torch.int64).tolist()
+    cq, ck = vals[: batch + 1], vals[batch + 1 : 2 * batch + 2]
+    rest = vals[2 * batch + 2 :]
+    nc, nt, uq, uk = (rest[i * batch : (i + 1) * batch] for i in range(4))
+    for name, cu, total, mx in (("cu_seqlens_q", cq, q.shape[0], max_seqlen_q),
+                                ("cu_seqlens_k", ck, k.shape[0], max_seqlen_k)):
+        if cu[0] < 0:
+            _err(name, "non-negative offsets", f"{name}[0] = {cu[0]}")
+        for b in range(batch):
+            if cu[b + 1] < cu[b]:
+                _err(name, "non-decreasing offsets", f"{name}[{b}] = {cu[b]} > {name}[{b + 1}] = {cu[b + 1]}")
+        if cu[-1] > total:
+            _err(name, f"offsets <= {total} (tokens in {'q' if name[-1] == 'q' else 'k'})",
+                 f"{name}[{batch}] = {cu[-1]}")
+        for b in range(batch):
+            if cu[b + 1] - cu[b] > mx:
+                _err(name, f"sequence lengths <= max_seqlen_{name[-1]} ({mx})",
+                     f"length {cu[b + 1] - cu[b]} for sequence {b}")
+    for b in range(batch):
+        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        if seqused_q is not None:
+            if not 0 <= uq[b] <= lq:
+                _err("seqused_q", f"0 <= seqused_q[{b}] <= {lq} (its cu_seqlens_q length)", uq[b])
+            lq = uq[b]
+        if seqused_k is not None:
+            if not 0 <= uk[b] <= lk:
+                _err("seqused_k", f"0 <= seqused_k[{b}] <= {lk} (its cu_seqlens_k length)", uk[b])
+            lk = uk[b]
+        if lq > lk:
+            _err("cu_seqlens_q", f"query length <= key length ({lk}) for sequence {b} (delta-q)", lq)
+        if num_targets is not None and not 0 <= nt[b] <= lk:
+            _err("num_targets", f"0 <= num_targets[{b}] <= {lk} (the key length of sequence {b})", nt[b])
+        if num_contexts is not None and not 0 <= nc[b] <= lk - nt[b]:
+            _err("num_contexts", f"0 <= num_contexts[{b}] <= {lk - nt[b]} (key length minus targets of "
+                 f"sequence {b})", nc[b])
+
+
+def hstu_attn_varlen_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    num_contexts: Optional[torch.Tensor] = None,
+    num_targets: Optional[torch.Tensor] = None,
+    target_group_size: int = 1,
+    window_size: Tuple[int, int] = (-1, -1),
+    alpha: float = 1.0,
+    rab: Optional[torch.Tensor] = None,
+    has_drab: bool = False,
+    scaling_seqlen: float = -1,
+    seqused_q: Optional[torch.Tensor] = None,
+    seqused_k: Optional[torch.Tensor] = None,
+    *,
+    deterministic: bool = False,
+    check_values: bool = True,
+) -> torch.Tensor:
+    """HSTU attention over a jagged (variable-length) batch.
+
+    For each sequence b, head h, query row r and key j::
+
+        S = alpha * (q[r] . k[j] + rab[b, h, i, j])        i = r + Lk - Lq (key position of row r)
+        P = SiLU(S) where the mask allows (r, j), else 0
+        out[r] = (sum_j P * v[j]) / scaling_seqlen
+
+    fp32 accumulation; P is rounded to the input dtype before P·V. The masks (causal, local window,
+    contexts, targets with groups, delta-q, and their combinations, including a local window with
+    contexts/targets) are defined precisely in `hstu_attn.hstu_mask`.
+
+    Args:
+        q: (total_q, H, D) float16/bfloat16 on CUDA (float32/float64 too on CPU), last dim contiguous.
+            On CUDA D is 32, 64, 128 or 256.
+        k, v: (total_k, H, D), same dtype/device as q, last dim contiguous.
+        cu_seqlens_q: (B + 1,) int32 offsets of the sequences in q (non-decreasing).
+        cu_seqlens_k: (B + 1,) int32 offsets of the sequences in k and v.
+        max_seqlen_q: int >= every query length; the default scaling_seqlen.
+        max_seqlen_k: int >= every key length; the last two dims of rab. Must be >= max_seqlen_q.
+        num_contexts: optional (B,) int32; the first num_contexts[b] rows see all history keys.
+            Needs window_size[1] == 0 (causal (-1, 0) or causal local (left, 0)).
+        num_targets: optional (B,) int32; the last num_targets[b] keys are targets, seen only by target
+            rows of their own group, causally. Needs window_size[1] == 0.
+        target_group_size: int >= 1, the size of a target group.
+        window_size: (left, right); -1 is unlimited; (-1, -1) no mask, (-1, 0) causal, (l, r) local.
+        alpha: float scale applied to (q·k + rab).
+        rab: optional (B, 1 or H, max_seqlen_k, max_seqlen_k) relative attention bias, q's dtype,
+            indexed by key positions (row r of sequence b reads rab[b, h, r + Lk - Lq, :Lk]).
+        has_drab: compute the gradient of rab in backward (rab must be given).
+        scaling_seqlen: divisor of P·V; -1 means max_seqlen_q.
+        seqused_q, seqused_k: optional (B,) int32; use only the first seqused_*[b] rows of each
+            sequence (other query rows get 0, other keys are ignored).
+        deterministic: ask the CUDA backward for a deterministic reduction order (CPU always is).
+        check_values: in eager mode, also check values that live on the device (offsets
+            non-decreasing, lengths <= max_seqlen, Lq <= Lk, targets/contexts within the sequence,
+            seqused within the sequence); this synchronizes once. Always skipped while torch.compile
+            traces, during CUDA-graph capture, and for fake/meta tensors.
+
+    Returns:
+        out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
+
+    Raises:
+        TypeError / ValueError naming the argument, the expected and the actual value.
+
+    Example:
+        >>> import torch, hstu_attn
+        >>> lengths = torch.tensor([3, 0, 5])
+        >>> cu = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+        >>> q, k, v = (torch.randn(8, 2, 32, requires_grad=True) for _ in range(3))
+        >>> out = hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, 5, 5, window_size=(-1, 0), alpha=0.5)
+        >>> out.shape
+        torch.Size([8, 2, 32])
+        >>> out.sum().backward()
+    """
+    window, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, rab, seqused_q, seqused_k = _validate(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+        target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k,
+    )
+    if check_values and not _skip_value_checks(q, cu_seqlens_q):
+        _validate_values(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                         num_targets, seqused_q, seqused_k)
+    scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
+    params = (max_seqlen_q, max_seqlen_k, target_group_size, window[0], window[1], float(alpha), scaling,
+              bool(has_drab), bool(deterministic))
+    return _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k,
+                  params)
+
+
+def hstu_attn_qkvpacked_func(
+    qkv: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_seqlen: int,
+    num_contexts: Optional[torch.Tensor] = None,
+    num_targets: Optional[torch.Tensor] = None,
+    target_group_size: int = 1,
+    window_size: Tuple[int, int] = (-1, -1),
+    alpha: float = 1.0,
+    rab: Optional[torch.Tensor] = None,
+    has_drab: bool = False,
+    scaling_seqlen: float = -1,
+    seqused: Optional[torch.Tensor] = None,
+    *,
+    deterministic: bool = False,
+    check_values: bool = True,
+) -> torch.Tensor:
+    """HSTU self-attention with q, k and v packed in one tensor (no copies: q, k, v are views).
+
+    Same semantics as `hstu_attn_varlen_func` with cu_seqlens_q = cu_seqlens_k = cu_seqlens,
+    max_seqlen_q = max_seqlen_k = max_seqlen and seqused_q = seqused_k = seqused.
+
+    Args:
+        qkv: (total, 3, H, D); qkv[:, 0] is q, qkv[:, 1] is k, qkv[:, 2] is v. Last dim contiguous.
+        cu_seqlens: (B + 1,) int32 offsets.
+        max_seqlen: int >= every sequence length.
+        num_contexts, num_targets, target_group_size, window_size, alpha, rab, has_drab,
+        scaling_seqlen, deterministic, check_values: as in `hstu_attn_varlen_func`.
+        seqused: optional (B,) int32 used lengths.
+
+    Returns:
+        out: (total, H, D); the gradient flows back to qkv (and rab if has_drab).
+
+    Example:
+        >>> import torch, hstu_attn
+        >>> cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+        >>> qkv = torch.randn(10, 3, 2, 64)
+        >>> hstu_attn.hstu_attn_qkvpacked_func(qkv, cu, 6, window_size=(-1, 0)).shape
+        torch.Size([10, 2, 64])
+    """
+    if not isinstance(qkv, torch.Tensor):
+        _err("qkv", "a torch.Tensor", type(qkv).__name__, TypeError)
+    if qkv.dim() != 4 or qkv.shape[1] != 3:
+        _err("qkv", "a 4-d tensor (total, 3, num_heads, head_dim)", f"shape {_shape(qkv)}")
+    q, k, v = qkv.unbind(1)
+    return hstu_attn_varlen_func(
+        q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, num_contexts, num_targets, target_group_size,
+        window_size, alpha, rab, has_drab, scaling_seqlen, seqused, seqused, deterministic=deterministic,
+        check_values=check_values,
+    )

@@ -1,0 +1,373 @@
+// HSTU attention backward (FlashAttention-2 structure, KV-tile parallel).
+//
+// Forward: S = alpha * (Q K^T + rab), P = SiLU(S) masked, O = P V * inv_scaling. With dP = dO V^T * inv_scaling:
+//   dV = P^T dO * inv_scaling,  dS = dP * SiLU'(S) * alpha (masked),  dK = dS^T Q,  dQ = dS K,  drab = dS.
+// One block per (KV tile of BN rows, batch, head, head-dim chunk of DC columns). Each warp owns 16 KV rows and
+// computes S^T and dP^T for them, so P^T and dS^T are already in the A-operand layout of dV += P^T dO and
+// dK += dS^T Q (no smem round trip); dS^T goes to smem once for dQ = dS K, which is added with fp32 atomics into a
+// workspace and converted afterwards. The query tiles walked are those some key of the tile can be seen from
+// (fully masked tiles are skipped). For D = 256 the dK/dV accumulators do not fit the registers of one pass: the
+// grid splits the output columns in two chunks; each recomputes S and dP over the full D.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "hstu/csrc/hstu_common.cuh"
+
+namespace hstu {
+
+template <int D>
+struct BwdConfig {
+  static constexpr int kBlockM = D >= 128 ? 32 : 64;  // D >= 128: 64-row query tiles spill a few registers
+  static constexpr int kBlockN = D <= 128 ? 128 : 64;
+  static constexpr int kWarps = kBlockN / 16;
+  static constexpr int kChunkD = D <= 128 ? D : 128;
+  // Q / dO double buffer (tile m+1 loads while tile m is computed); D = 256 keeps one stage so that two blocks
+  // still fit an SM (measured: 2 stages, 1 block/SM: 280 ms vs 252 ms).
+  static constexpr int kStages = D == 256 ? 1 : 2;
+  static constexpr int kSmem = (2 * kBlockN * D + kStages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
+};
+
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
+  constexpr int NT = NWARPS * 32;
+  constexpr int NCHUNK = D / DC;
+  constexpr int QTILES = BM / 8;  // n8 tiles of S^T along the query axis
+  constexpr int CTILES = DC / 8;  // n8 tiles of dK / dV along the head dim chunk
+  static_assert(BN == 16 * NWARPS, "one m16 tile of KV rows per warp");
+  using L = SmemLayout<D>;
+  using LS = SmemLayout<BM>;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t sK = smem_u32(smem);
+  const uint32_t sV = sK + BN * D * 2;
+  const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
+  constexpr uint32_t kStageBytes = 2 * BM * D * 2;
+  const uint32_t sdS0 = sQ0 + STAGES * kStageBytes;  // dS^T, 2 buffers: BN rows (keys) x BM columns (queries)
+  constexpr uint32_t kdSBytes = BN * BM * 2;
+
+  const int n_block = blockIdx.x;
+  const int b = blockIdx.y;
+  const int h = blockIdx.z / NCHUNK;
+  const int d0 = (blockIdx.z % NCHUNK) * DC;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const SeqMask& mk = si.mask;
+
+  const T* qg = static_cast<const T*>(p.q) + (int64_t)si.q_start * p.q_row_stride + h * p.q_head_stride;
+  const T* dog = static_cast<const T*>(p.dout) + (int64_t)si.q_start * p.do_row_stride + h * p.do_head_stride;
+  const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
+  const T* vg = static_cast<const T*>(p.v) + (int64_t)(si.k_start + n0) * p.v_row_stride + h * p.v_head_stride;
+  const T* rab = p.rab == nullptr ? nullptr
+                                  : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
+  T* drab = nullptr;
+  float* drab_acc = nullptr;
+  if (p.drab != nullptr && d0 == 0) {
+    if (p.drab_accum != nullptr) {
+      drab_acc = p.drab_accum + b * p.drab_batch_stride;  // shared rab: sum over heads
+    } else {
+      drab = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
+    }
+  }
+
+  const int keys_used = max(0, min(BN, si.lk - n0));
+  int mb_begin = 0, mb_end = 0;
+  if (keys_used > 0 && si.lq > 0) {
+    int rb, re;
+    mk.row_range(n0, n0 + keys_used, rb, re);
+    const int ib = max(0, rb - mk.offset);
+    const int ie = min(si.lq, re - mk.offset);
+    if (ie > ib) {
+      mb_begin = ib / BM;
+      mb_end = (ie + BM - 1) / BM;
+    }
+  }
+
+  float acc_dk[CTILES][4];
+  float acc_dv[CTILES][4];
+#pragma unroll
+  for (int i = 0; i < CTILES; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc_dk[i][e] = 0.f;
+      acc_dv[i][e] = 0.f;
+    }
+
+  const int wrow = warp * 16;  // first KV row of this warp inside the tile
+  const float half_alpha = 0.5f * p.alpha;
+  const float ds_scale = p.inv_scaling * p.alpha;
+  const int64_t dq_row_stride = (int64_t)p.heads * D;
+  float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
+
+  if (mb_end > mb_begin) {
+    load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
+    load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
+    {
+      const int m0 = mb_begin * BM;
+      load_tile_async<BM, D, NT>(sQ0, qg + (int64_t)m0 * p.q_row_stride, p.q_row_stride, si.lq - m0, tid);
+      load_tile_async<BM, D, NT>(sQ0 + BM * D * 2, dog + (int64_t)m0 * p.do_row_stride, p.do_row_stride,
+                                 si.lq - m0, tid);
+    }
+    cp_async_commit();
+
+    // dQ[m0 : m0 + BM, d0 : d0 + DC] += dS K, dS^T read from sdS_t. Runs one tile late (after the next tile's
+    // barrier), so one barrier per query tile suffices with two stages.
+    // dQ[m0 : m0 + BM, d0 : d0 + DC] += dS K, with dS^T read from sdS_t. Runs one tile late (after the next
+    // tile's barrier), so with two stages one barrier per query tile suffices.
+    auto dq_tile = [&](const int m0, const uint32_t sdS_t) {
+      constexpr int WM = BM / 16;       // m16 tiles of queries
+      constexpr int NDG = NWARPS / WM;  // warps per m16 tile, each taking DC / NDG columns
+      static_assert(NWARPS % WM == 0, "bad dq warp layout");
+      constexpr int COLS = DC / NDG;
+      constexpr int PW = COLS < 64 ? COLS : 64;  // columns per pass (bounds the accumulator registers)
+      const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+      const int mtile = warp % WM;
+      const int dg = warp / WM;
+      const uint32_t tS = LS::swz(ln % 8 + (ln / 16) * 8, mtile * 16 + ((ln / 8) % 2) * 8);
+      const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, d0 + dg * COLS + (ln / 16) * 8);
+#pragma unroll
+      for (int piece = 0; piece < COLS / PW; ++piece) {
+        const int c0 = d0 + dg * COLS + piece * PW;
+        float acc_q[PW / 8][4];
+#pragma unroll
+        for (int i = 0; i < PW / 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_q[i][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) {
+          uint32_t a[4];
+          ldsm_x4_t(a, sdS_t + (tS ^ LS::swz(ks * 16, 0)));
+#pragma unroll
+          for (int dp = 0; dp < PW / 16; ++dp) {
+            uint32_t bk[4];
+            ldsm_x4_t(bk, sK + (tK ^ L::swz(ks * 16, piece * PW + dp * 16)));
+            mma_16816<T>(acc_q[2 * dp], a, bk[0], bk[1]);
+            mma_16816<T>(acc_q[2 * dp + 1], a, bk[2], bk[3]);
+          }
+        }
+#pragma unroll
+        for (int dt = 0; dt < PW / 8; ++dt) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int i = m0 + mtile * 16 + lane / 4 + half * 8;
+            const int col = c0 + dt * 8 + (lane % 4) * 2;
+            if (i < si.lq) {
+              atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[dt][2 * half], acc_q[dt][2 * half + 1]);
+            }
+          }
+        }
+      }
+    };
+
+    int stage = 0;
+    for (int mb = mb_begin; mb < mb_end; ++mb, stage ^= (STAGES - 1)) {
+      const int m0 = mb * BM;
+      const int r0 = m0 + mk.offset;
+      float acc_s[QTILES][4];
+      float acc_dp[QTILES][4];
+#pragma unroll
+      for (int i = 0; i < QTILES; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc_s[i][e] = 0.f;
+          acc_dp[i][e] = 0.f;
+        }
+
+      cp_async_wait<0>();
+      __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (other stage, dS^T)
+      if (STAGES == 2 && mb + 1 < mb_end) {
+        const int mn = m0 + BM;
+        const uint32_t ot = opaque(tid);
+        const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
+        load_tile_async<BM, D, NT>(sQn, qg + (int64_t)mn * p.q_row_stride, p.q_row_stride, si.lq - mn, ot);
+        load_tile_async<BM, D, NT>(sQn + BM * D * 2, dog + (int64_t)mn * p.do_row_stride, p.do_row_stride,
+                                   si.lq - mn, ot);
+        cp_async_commit();
+      }
+      const uint32_t sQ = sQ0 + stage * kStageBytes;
+      const uint32_t sdO = sQ + BM * D * 2;
+      const uint32_t sdS = sdS0 + ((mb - mb_begin) & 1) * kdSBytes;
+      if (mb > mb_begin) dq_tile(m0 - BM, sdS0 + ((mb - 1 - mb_begin) & 1) * kdSBytes);
+
+      // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each iteration so they are
+      // not hoisted out of the loop into registers (see opaque()).
+      const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+      const uint32_t tA = L::swz(wrow + ln % 16, (ln / 16) * 8);                    // K, V as A operands
+      const uint32_t tB = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);       // Q, dO as B operands
+      const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, d0 + (ln / 16) * 8);  // dO, Q, K transposed
+
+      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys.
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t ak[4], av[4];
+        ldsm_x4(ak, sK + (tA ^ L::swz(0, ks * 16)));
+        ldsm_x4(av, sV + (tA ^ L::swz(0, ks * 16)));
+#pragma unroll
+        for (int np = 0; np < BM / 16; ++np) {
+          uint32_t bq[4], bo[4];
+          const uint32_t off = tB ^ L::swz(np * 16, ks * 16);
+          ldsm_x4(bq, sQ + off);
+          ldsm_x4(bo, sdO + off);
+          mma_16816<T>(acc_s[2 * np], ak, bq[0], bq[1]);
+          mma_16816<T>(acc_s[2 * np + 1], ak, bq[2], bq[3]);
+          mma_16816<T>(acc_dp[2 * np], av, bo[0], bo[1]);
+          mma_16816<T>(acc_dp[2 * np + 1], av, bo[2], bo[3]);
+        }
+      }
+
+      // Pointwise: P^T and dS^T (with alpha), drab.
+      const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+#pragma unroll
+      for (int nt = 0; nt < QTILES; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = n0 + wrow + lane / 4 + (e / 2) * 8;      // key
+          const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);  // absolute query position
+          const bool in_bounds = r < mk.lk && j < mk.lk;
+          float s = acc_s[nt][e];
+          if (rab != nullptr && in_bounds) s += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+          // h = alpha s / 2, t = tanh(h): sigmoid = (1 + t) / 2, SiLU = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)).
+          const float hh = s * half_alpha;
+          const float t = tanh_approx(hh);
+          const float sig = fmaf(0.5f, t, 0.5f);
+          float pv = fmaf(hh, t, hh);
+          float ds = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
+          if (!full && !mk.allowed(r, j)) {
+            pv = 0.f;
+            ds = 0.f;
+          }
+          acc_s[nt][e] = pv;
+          acc_dp[nt][e] = ds;
+          if (in_bounds) {
+            if (drab != nullptr) {
+              drab[(int64_t)r * p.drab_row_stride + j] = from_float<T>(ds);
+            } else if (drab_acc != nullptr && ds != 0.f) {
+              atomicAdd(drab_acc + (int64_t)r * p.drab_row_stride + j, ds);
+            }
+          }
+        }
+      }
+
+      // dV += P^T dO, dK += dS^T Q (this chunk's columns), and dS^T to smem.
+#pragma unroll
+      for (int ks = 0; ks < BM / 16; ++ks) {
+        uint32_t ap[4], ad[4];
+        ap[0] = pack2<T>(acc_s[2 * ks][0], acc_s[2 * ks][1]);
+        ap[1] = pack2<T>(acc_s[2 * ks][2], acc_s[2 * ks][3]);
+        ap[2] = pack2<T>(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
+        ap[3] = pack2<T>(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
+        ad[0] = pack2<T>(acc_dp[2 * ks][0], acc_dp[2 * ks][1]);
+        ad[1] = pack2<T>(acc_dp[2 * ks][2], acc_dp[2 * ks][3]);
+        ad[2] = pack2<T>(acc_dp[2 * ks + 1][0], acc_dp[2 * ks + 1][1]);
+        ad[3] = pack2<T>(acc_dp[2 * ks + 1][2], acc_dp[2 * ks + 1][3]);
+        // dS^T rows (keys) wrow + lane/4 (+8), query columns ks*16 + 2*(lane%4) (+8)
+        {
+          const uint32_t t = LS::swz(wrow + ln / 4, (ln % 4) * 2);
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16))), "r"(ad[0]));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16))), "r"(ad[1]));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16 + 8))), "r"(ad[2]));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16 + 8))), "r"(ad[3]));
+        }
+#pragma unroll
+        for (int dp = 0; dp < DC / 16; ++dp) {
+          uint32_t bo[4], bq[4];
+          const uint32_t off = tBt ^ L::swz(ks * 16, dp * 16);
+          ldsm_x4_t(bo, sdO + off);
+          ldsm_x4_t(bq, sQ + off);
+          mma_16816<T>(acc_dv[2 * dp], ap, bo[0], bo[1]);
+          mma_16816<T>(acc_dv[2 * dp + 1], ap, bo[2], bo[3]);
+          mma_16816<T>(acc_dk[2 * dp], ad, bq[0], bq[1]);
+          mma_16816<T>(acc_dk[2 * dp + 1], ad, bq[2], bq[3]);
+        }
+      }
+
+      if (STAGES == 1 && mb + 1 < mb_end) {
+        __syncthreads();  // single stage: every warp is done with Q and dO of this tile
+        const int mn = m0 + BM;
+        const uint32_t ot = opaque(tid);
+        load_tile_async<BM, D, NT>(sQ, qg + (int64_t)mn * p.q_row_stride, p.q_row_stride, si.lq - mn, ot);
+        load_tile_async<BM, D, NT>(sdO, dog + (int64_t)mn * p.do_row_stride, p.do_row_stride, si.lq - mn, ot);
+        cp_async_commit();
+      }
+    }
+    __syncthreads();  // dS^T of the last tile complete
+    dq_tile((mb_end - 1) * BM, sdS0 + ((mb_end - 1 - mb_begin) & 1) * kdSBytes);
+  }
+
+  // Epilogue: dK, dV of this chunk (rows past seqused are zeros).
+  const int rows_store = min(BN, si.lk_alloc - n0);
+  T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
+  T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
+#pragma unroll
+  for (int dt = 0; dt < CTILES; ++dt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = wrow + lane / 4 + half * 8;
+      const int col = d0 + dt * 8 + (lane % 4) * 2;
+      if (row < rows_store) {
+        *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
+            pack2<T>(acc_dk[dt][2 * half], acc_dk[dt][2 * half + 1]);
+        *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =
+            pack2<T>(acc_dv[dt][2 * half] * p.inv_scaling, acc_dv[dt][2 * half + 1] * p.inv_scaling);
+      }
+    }
+  }
+}
+
+// dq (total_q, H, D) with arbitrary row/head strides <- the fp32 workspace (total_q, H, D) contiguous.
+template <typename T, int D>
+__global__ void hstu_dq_convert_kernel(const HstuParams p) {
+  const int64_t n = p.total_q * p.heads * D;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    const int d = idx % D;
+    const int64_t rh = idx / D;
+    const int hh = rh % p.heads;
+    const int64_t row = rh / p.heads;
+    static_cast<T*>(p.dq)[row * p.dq_row_stride + hh * p.dq_head_stride + d] = from_float<T>(p.dq_accum[idx]);
+  }
+}
+
+template <typename T>
+__global__ void hstu_drab_convert_kernel(const HstuParams p) {
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.drab_numel;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    static_cast<T*>(p.drab)[idx] = from_float<T>(p.drab_accum[idx]);
+  }
+}
+
+template <typename T, int D>
+cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
+  using C = BwdConfig<D>;
+  if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  if (p.max_seqlen_k > 0) {
+    auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, C::kStages>;
+    if (C::kSmem > 48 * 1024) {
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+      if (err != cudaSuccess) return err;
+    }
+    dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * (D / C::kChunkD));
+    kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  if (p.total_q > 0) {
+    const int64_t n = p.total_q * p.heads * D;
+    const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
+    hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  if (p.drab != nullptr && p.drab_accum != nullptr && p.drab_numel > 0) {
+    const int blocks = static_cast<int>(p.drab_numel / 256 + 1 < 65536 ? p.drab_numel / 256 + 1 : 65536);
+    hstu_drab_convert_kernel<T><<<blocks, 256, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+}  // namespace hstu

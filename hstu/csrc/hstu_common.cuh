@@ -1,0 +1,277 @@
+// Device helpers shared by the HSTU forward and backward kernels: mma.sync / ldmatrix / cp.async wrappers,
+// the swizzled shared-memory tile layout, and the mask (one definition, used per element and per tile).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "hstu/csrc/hstu_params.h"
+
+namespace hstu {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tensor-core and copy primitives (sm80+).
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// 16-byte async copy global -> shared; zero-fills the destination when `pred` is false.
+__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gptr, bool pred) {
+  const int src_size = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Returns x unchanged, but hides it from the optimizer: applied to smem base addresses at the top of a main-loop
+// iteration, it stops loop-invariant code motion from hoisting dozens of per-thread ldmatrix addresses out of the
+// loop into registers (which otherwise spills at D = 128).
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  uint32_t y;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(x);
+  } else {
+    return __bfloat162float(x);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(x);
+  } else {
+    return __float2bfloat16_rn(x);
+  }
+}
+
+// sigmoid with the fast exp and an approximate reciprocal (2 MUFU ops); exact enough for fp16/bf16 outputs.
+__device__ __forceinline__ float fast_sigmoid(float s) { return __fdividef(1.0f, 1.0f + __expf(-s)); }
+
+// tanh on the MUFU pipe: ONE special-function op (sm75+), max relative error ~2^-11.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+// SiLU(s) from h = s / 2: sigmoid(s) = (1 + tanh(h)) / 2, so s * sigmoid(s) = h + h * tanh(h) (1 MUFU + 1 FMA).
+__device__ __forceinline__ float silu_from_half(float h) { return fmaf(h, tanh_approx(h), h); }
+
+// dq_accum[addr .. addr+1] += (x, y): one vector reduction on sm90, two scalar atomics elsewhere.
+__device__ __forceinline__ void atomic_add_f2(float* addr, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+#else
+  atomicAdd(addr, x);
+  atomicAdd(addr + 1, y);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared-memory tile of ROWS x D 16-bit elements, stored in 16-byte chunks with an XOR swizzle so that ldmatrix
+// (8 rows x 16 bytes at the same logical chunk) and cp.async stores hit distinct banks.
+template <int D>
+struct SmemLayout {
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kChunks >= 4, "head dim must be >= 32");
+  // Byte offset of element (r, col) (col a multiple of 8 or inside one chunk). The swizzle XORs the chunk index
+  // with bits of the row, so it is linear over XOR: swz(r1 ^ r2, c1 ^ c2) == swz(r1, c1) ^ swz(r2, c2) when the
+  // parts are disjoint bit fields. Addresses are formed as base + (per_thread ^ compile_time_constant).
+  __host__ __device__ __forceinline__ static constexpr uint32_t swz(int r, int col) {
+    const uint32_t lin = static_cast<uint32_t>(r * D + col);
+    const uint32_t rbits = static_cast<uint32_t>(r);
+    const uint32_t x = kChunks >= 8 ? (rbits & 7u) : ((rbits >> 1) & 3u);
+    return (lin ^ (x << 3)) * 2u;
+  }
+  __device__ __forceinline__ static uint32_t offset(int r, int c) { return swz(r, c * 8); }
+};
+
+// Copy rows [0, ROWS) x D of a (rows, row_stride) global tile into a swizzled smem tile; rows >= valid_rows are
+// zero-filled. All NTHREADS threads take part; thread t copies chunk t % C of rows t / C + i * (NTHREADS / C).
+template <int ROWS, int D, int NTHREADS, typename T>
+__device__ __forceinline__ void load_tile_async(uint32_t smem_base, const T* gbase, int64_t row_stride,
+                                                int valid_rows, uint32_t tid) {
+  constexpr int kChunks = D / 8;
+  static_assert(NTHREADS % kChunks == 0, "threads must cover whole rows");
+  constexpr int kRowsPerIter = NTHREADS / kChunks;
+  static_assert(ROWS % kRowsPerIter == 0, "rows must be a multiple of the rows per iteration");
+  const int r_t = static_cast<int>(tid) / kChunks;
+  const int c_t = static_cast<int>(tid) % kChunks;
+  const uint32_t s_t = SmemLayout<D>::swz(r_t, c_t * 8);
+  const T* g_t = gbase + r_t * row_stride + c_t * 8;
+  const int64_t g_step = kRowsPerIter * row_stride;
+#pragma unroll
+  for (int it = 0; it < ROWS / kRowsPerIter; ++it) {
+    const bool pred = r_t + it * kRowsPerIter < valid_rows;
+    cp_async_16(smem_base + (s_t ^ SmemLayout<D>::swz(it * kRowsPerIter, 0)), pred ? g_t + it * g_step : gbase, pred);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The mask of one sequence, exactly the rules of `hstu_mask` in hstu/_reference.py (the normative definition).
+// Positions are key positions: query row i sits at r = i + (Lk - Lq). With hist = Lk - num_targets, a key position
+// x >= hist is a target of group (x - hist) / g, and its time position is tpos(x) = hist + (x - hist) % g
+// (tpos(x) = x for history). allowed(r, j) = (window(tpos(r), tpos(j)) and (j < hist or r, j in one target
+// group)) or (r < num_contexts and j < hist).
+struct SeqMask {
+  int lk;      // keys used
+  int offset;  // Lk - Lq
+  int hist;    // Lk - num_targets
+  int ctx;     // num_contexts
+  int group;   // target_group_size
+  int wl, wr;  // window, -1 = unlimited
+
+  __device__ __forceinline__ bool allowed(int r, int j) const {
+    if (j >= lk || r >= lk) return false;
+    if (r < ctx && j < hist) return true;
+    const bool jt = j >= hist;
+    const bool rt = r >= hist;
+    if (jt && (!rt || (r - hist) / group != (j - hist) / group)) return false;
+    const int ti = rt ? hist + (r - hist) % group : r;
+    const int tj = jt ? hist + (j - hist) % group : j;
+    return (wl < 0 || tj >= ti - wl) && (wr < 0 || tj <= ti + wr);
+  }
+
+  // Key range [begin, end) that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative).
+  __device__ __forceinline__ void key_range(int r0, int r1, int& begin, int& end) const {
+    // History keys: time positions of the rows lie in [tmin, tmax] (tpos(x) <= x).
+    const int tmin = r0 < hist ? r0 : hist;
+    const int tmax = r1 - 1 < hist ? r1 - 1 : min(r1 - 1, hist + group - 1);
+    int hb = (wl < 0) ? 0 : max(0, tmin - wl);
+    int he = (wr < 0) ? hist : min(hist, tmax + wr + 1);
+    if (r0 < ctx) {
+      hb = 0;
+      he = hist;
+    }
+    // Target keys: the groups of the target rows.
+    int tb = lk, te = hist;
+    if (r1 > hist) {
+      const int rfirst = max(r0, hist);
+      tb = hist + ((rfirst - hist) / group) * group;
+      te = min(lk, hist + ((r1 - 1 - hist) / group + 1) * group);
+    }
+    if (he <= hb) {
+      begin = tb;
+      end = te;
+    } else if (te <= tb) {
+      begin = hb;
+      end = he;
+    } else {
+      begin = min(hb, tb);
+      end = max(he, te);
+    }
+  }
+
+  // Row positions [begin, end) that can possibly see keys [j0, j1) (conservative).
+  __device__ __forceinline__ void row_range(int j0, int j1, int& begin, int& end) const {
+    begin = lk;
+    end = 0;
+    if (j0 < hist) {  // history keys
+      const int jh1 = min(j1, hist);
+      int rb = (wr < 0) ? 0 : max(0, j0 - wr);
+      int re = (wl < 0) ? lk : min(lk, jh1 + wl);
+      if (hist < lk && (wl < 0 || jh1 - 1 + wl >= hist)) re = lk;  // target rows sit at tpos >= hist
+      if (ctx > 0) {
+        rb = 0;
+        re = max(re, min(ctx, lk));
+      }
+      begin = min(begin, rb);
+      end = max(end, re);
+    }
+    if (j1 > hist) {  // target keys: rows of the same groups
+      const int jt0 = max(j0, hist);
+      begin = min(begin, hist + ((jt0 - hist) / group) * group);
+      end = max(end, min(lk, hist + ((j1 - 1 - hist) / group + 1) * group));
+    }
+  }
+
+  // True when every (r, j) with r in [r0, r1), j in [j0, j1) is allowed (then the per-element mask is skipped).
+  __device__ __forceinline__ bool tile_full(int r0, int r1, int j0, int j1) const {
+    if (j1 > hist || r1 > hist) return false;  // targets, or positions past the keys: use the element mask
+    if (r1 <= ctx) return true;
+    if (r0 < ctx) return false;
+    if (wl >= 0 && j0 < r1 - 1 - wl) return false;
+    if (wr >= 0 && j1 - 1 > r0 + wr) return false;
+    return true;
+  }
+};
+
+struct SeqInfo {
+  int q_start, k_start;  // first token of the sequence
+  int lq_alloc, lk_alloc;  // rows present in the tensors (cu_seqlens)
+  int lq, lk;              // rows used (seqused, else cu_seqlens)
+  SeqMask mask;
+};
+
+__device__ __forceinline__ SeqInfo seq_info(const HstuParams& p, int b) {
+  SeqInfo s;
+  s.q_start = p.cu_seqlens_q[b];
+  s.k_start = p.cu_seqlens_k[b];
+  s.lq_alloc = p.cu_seqlens_q[b + 1] - s.q_start;
+  s.lk_alloc = p.cu_seqlens_k[b + 1] - s.k_start;
+  s.lq = p.seqused_q ? min(p.seqused_q[b], s.lq_alloc) : s.lq_alloc;
+  s.lk = p.seqused_k ? min(p.seqused_k[b], s.lk_alloc) : s.lk_alloc;
+  const int nt = p.num_targets ? p.num_targets[b] : 0;
+  s.mask.lk = s.lk;
+  s.mask.offset = s.lk - s.lq;
+  s.mask.hist = s.lk - nt;
+  s.mask.ctx = p.num_contexts ? p.num_contexts[b] : 0;
+  s.mask.group = p.target_group_size > 0 ? p.target_group_size : 1;
+  s.mask.wl = p.window_left;
+  s.mask.wr = p.window_right;
+  return s;
+}
+
+}  // namespace hstu

@@ -1,0 +1,245 @@
+// HSTU attention forward: O = (SiLU(alpha * (Q K^T + rab)) masked) V / scaling_seqlen.
+//
+// FlashAttention-2 structure without the online-softmax bookkeeping (SiLU needs no row normalization): one block
+// per (query tile of BM rows, batch, head); each warp owns MT m16 tiles of rows; the KV tiles are walked from the
+// last one that any row of the tile can see down to the first, fully masked tiles are never loaded. K and V have
+// one smem buffer each and their cp.async loads overlap the other GEMM (K for tile n-1 loads during P V of tile n,
+// V of tile n during Q K^T of tile n). S stays in registers and becomes the A operand of P V directly.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "hstu/csrc/hstu_common.cuh"
+
+namespace hstu {
+
+template <int D>
+struct FwdConfig {
+  static constexpr int kBlockM = D <= 128 ? 128 : 64;
+  // KV tile loaded per pipeline stage (kBlockN keys) and processed in sub-tiles of kSubN keys (bounds the S
+  // registers: D = 128 with 64-key S fragments sits at 255 registers and spills).
+  static constexpr int kBlockN = D <= 128 ? 64 : 32;
+  static constexpr int kSubN = D == 256 ? 32 : 64;
+  static constexpr int kWarps = D <= 128 ? 8 : 4;  // D <= 128: one m16 tile per warp, 2 blocks (16 warps) per SM
+  static constexpr int kMinBlocks = D <= 128 ? 2 : 1;  // __launch_bounds__ min blocks per SM
+  static constexpr int kStages = 2;  // K/V double buffer: tile n-1 loads while tile n is computed
+  static constexpr int kSmem = (kBlockM + kStages * 2 * kBlockN) * D * 2;
+};
+
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
+  constexpr int NT = NWARPS * 32;
+  constexpr int MT = BM / (16 * NWARPS);  // m16 tiles per warp
+  constexpr int NTILES = BNS / 8;         // n8 tiles of S per m16 tile (one sub-tile)
+  constexpr int DTILES = D / 8;           // n8 tiles of O per m16 tile
+  static_assert(MT >= 1 && BM % (16 * NWARPS) == 0, "bad tile config");
+  static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
+  using L = SmemLayout<D>;
+  constexpr uint32_t kTileBytes = BN * D * 2;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t sQ0 = smem_u32(smem);
+
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) tiles first
+  const int b = blockIdx.y;
+  const int h = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= si.lq_alloc) return;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const SeqMask& mk = si.mask;
+
+  const T* qg = static_cast<const T*>(p.q) + (int64_t)(si.q_start + m0) * p.q_row_stride + h * p.q_head_stride;
+  const T* kg = static_cast<const T*>(p.k) + (int64_t)si.k_start * p.k_row_stride + h * p.k_head_stride;
+  const T* vg = static_cast<const T*>(p.v) + (int64_t)si.k_start * p.v_row_stride + h * p.v_head_stride;
+  const T* rab = p.rab == nullptr ? nullptr
+                                  : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
+
+  const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
+  const int rows_used = max(0, min(BM, si.lq - m0));
+  int nb_begin = 0, nb_end = 0;
+  if (rows_used > 0) {
+    int kb, ke;
+    mk.key_range(r0, r0 + rows_used, kb, ke);
+    kb = max(kb, 0);
+    ke = min(ke, si.lk);
+    if (ke > kb) {
+      nb_begin = kb / BN;
+      nb_end = (ke + BN - 1) / BN;
+    }
+  }
+
+  float acc_o[MT][DTILES][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DTILES; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][i][e] = 0.f;
+
+  const int warp_row0 = warp * MT * 16;
+  const float half_alpha = 0.5f * p.alpha;
+
+  if (nb_end > nb_begin) {
+    // smem: Q | stage 0: K, V | stage 1: K, V
+    const uint32_t sKV0 = sQ0 + BM * D * 2;
+    load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
+    {
+      const int n0 = (nb_end - 1) * BN;
+      load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
+      load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride, si.lk - n0,
+                                 tid);
+    }
+    cp_async_commit();
+
+    int stage = 0;
+    for (int nb = nb_end - 1; nb >= nb_begin; --nb) {
+      cp_async_wait<0>();
+      __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage (tile nb + 1)
+      if (nb > nb_begin) {
+        const int nn0 = (nb - 1) * BN;
+        const uint32_t ot = opaque(tid);
+        const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
+        load_tile_async<BN, D, NT>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, si.lk - nn0, ot);
+        load_tile_async<BN, D, NT>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
+                                   si.lk - nn0, ot);
+        cp_async_commit();
+      }
+
+#pragma unroll 1
+      for (int sub = 0; sub < BN / BNS; ++sub) {
+        const int n0 = nb * BN + sub * BNS;
+        const uint32_t sQ = sQ0;
+        const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
+        const uint32_t sV = sK + kTileBytes;
+        // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
+        // not hoisted out of the loop (see opaque()).
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const uint32_t tQ = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);
+        const uint32_t tK = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);
+        const uint32_t tV = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);
+        float acc_s[MT][NTILES][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < NTILES; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
+
+        // S = Q K^T
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          uint32_t a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+          }
+#pragma unroll
+          for (int np = 0; np < BNS / 16; ++np) {
+            uint32_t bb[4];
+            ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
+              mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+            }
+          }
+        }
+
+        // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op).
+        const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BNS);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int nt = 0; nt < NTILES; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+              const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+              float s = acc_s[mt][nt][e];
+              if (rab != nullptr && r < mk.lk && j < mk.lk) s += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+              float pv = silu_from_half(s * half_alpha);
+              if (!full && !mk.allowed(r, j)) pv = 0.f;
+              acc_s[mt][nt][e] = pv;
+            }
+          }
+        }
+
+        // O += P V
+#pragma unroll
+        for (int ks = 0; ks < BNS / 16; ++ks) {
+          uint32_t a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            a[mt][0] = pack2<T>(acc_s[mt][2 * ks][0], acc_s[mt][2 * ks][1]);
+            a[mt][1] = pack2<T>(acc_s[mt][2 * ks][2], acc_s[mt][2 * ks][3]);
+            a[mt][2] = pack2<T>(acc_s[mt][2 * ks + 1][0], acc_s[mt][2 * ks + 1][1]);
+            a[mt][3] = pack2<T>(acc_s[mt][2 * ks + 1][2], acc_s[mt][2 * ks + 1][3]);
+          }
+#pragma unroll
+          for (int dp = 0; dp < D / 16; ++dp) {
+            uint32_t bb[4];
+            ldsm_x4_t(bb, sV + (tV ^ L::swz(ks * 16, dp * 16)));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<T>(acc_o[mt][2 * dp], a[mt], bb[0], bb[1]);
+              mma_16816<T>(acc_o[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
+            }
+          }
+        }
+      }
+      stage ^= 1;
+    }
+  }
+
+  // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
+  __syncthreads();
+  const uint32_t sQ = sQ0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < DTILES; ++dt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_row0 + mt * 16 + lane / 4 + half * 8;
+        const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling, acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
+        const uint32_t addr = sQ + L::offset(row, dt) + (lane % 4) * 4;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
+      }
+    }
+  }
+  __syncthreads();
+  T* og = static_cast<T*>(p.out) + (int64_t)(si.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
+  const int rows_store = min(BM, si.lq_alloc - m0);
+  constexpr int kChunks = D / 8;
+  for (int idx = tid; idx < BM * kChunks; idx += NT) {
+    const int r = idx / kChunks;
+    const int c = idx % kChunks;
+    if (r < rows_store) {
+      uint4 val;
+      asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                   : "r"(sQ + L::offset(r, c)));
+      *reinterpret_cast<uint4*>(og + (int64_t)r * p.o_row_stride + c * 8) = val;
+    }
+  }
+}
+
+template <typename T, int D>
+cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
+  using C = FwdConfig<D>;
+  if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks>;
+  if (C::kSmem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    if (err != cudaSuccess) return err;
+  }
+  dim3 grid((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM, p.batch, p.heads);
+  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace hstu

@@ -1,0 +1,287 @@
+// hstu_attn ops on the torch stable ABI: schema definitions, the CUDA implementations (validation, output
+// allocation, launch on the caller's current stream) and `compiled_kernels` for the doctor.
+//
+// The Python package registers the fake (meta) and CPU implementations of fwd/bwd (hstu/_ops.py).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include "common/stable_utils.h"
+#include "hstu/csrc/hstu_launch.h"
+#include "hstu/csrc/hstu_params.h"
+
+namespace hstu {
+namespace {
+
+using torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+
+void check_qkv(const Tensor& t, const char* arg, const Tensor& q) {
+  ACCEL_CHECK(t.is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(t));
+  accel::check_same_device(t, arg, q, "q");
+  accel::check_dim(t, arg, 3);
+  ACCEL_CHECK(t.scalar_type() == q.scalar_type(), arg, ": expected dtype ", accel::dtype_name(q.scalar_type()),
+              " (the dtype of q), got ", accel::dtype_name(t.scalar_type()));
+  ACCEL_CHECK(t.size(1) == q.size(1) && t.size(2) == q.size(2), arg, ": expected (total, ", q.size(1), ", ",
+              q.size(2), ") like q, got shape ", accel::shape_str(t));
+  ACCEL_CHECK(t.stride(2) == 1, arg, ": expected a contiguous last dim, got stride ", t.stride(2));
+  // The kernels copy 16-byte chunks: rows and heads must start on 16-byte boundaries.
+  const auto addr = reinterpret_cast<uintptr_t>(t.data_ptr());
+  ACCEL_CHECK(addr % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0, arg,
+              ": expected a 16-byte aligned data pointer and row/head strides that are multiples of 8 elements, "
+              "got strides (", t.stride(0), ", ", t.stride(1), ", 1); call .contiguous() first");
+}
+
+void check_int_vec(const std::optional<Tensor>& t, const char* arg, const Tensor& q, int64_t len) {
+  if (!t.has_value()) return;
+  accel::check_same_device(*t, arg, q, "q");
+  accel::check_dtype(*t, arg, ScalarType::Int);
+  accel::check_dim(*t, arg, 1);
+  accel::check_contiguous(*t, arg);
+  ACCEL_CHECK(t->size(0) == len, arg, ": expected shape (", len, ",), got ", accel::shape_str(*t));
+}
+
+const int32_t* int_ptr(const std::optional<Tensor>& t) {
+  return t.has_value() ? static_cast<const int32_t*>(t->data_ptr()) : nullptr;
+}
+
+// Fills everything but the outputs.
+HstuParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens_q,
+                       const Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+                       const std::optional<Tensor>& num_contexts, const std::optional<Tensor>& num_targets,
+                       int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
+                       const std::optional<Tensor>& rab, double scaling_seqlen,
+                       const std::optional<Tensor>& seqused_q, const std::optional<Tensor>& seqused_k) {
+  ACCEL_CHECK(q.is_cuda(), "q: expected a CUDA tensor, got ", accel::device_name(q));
+  ACCEL_CHECK(q.scalar_type() == ScalarType::Half || q.scalar_type() == ScalarType::BFloat16,
+              "q: expected dtype float16 or bfloat16, got ", accel::dtype_name(q.scalar_type()));
+  check_qkv(q, "q", q);
+  check_qkv(k, "k", q);
+  check_qkv(v, "v", q);
+  const int64_t d = q.size(2);
+  ACCEL_CHECK(d == 32 || d == 64 || d == 128 || d == 256, "q: expected head dim in {32, 64, 128, 256}, got ", d);
+  ACCEL_CHECK(k.size(0) == v.size(0), "v: expected ", k.size(0), " tokens like k, got ", v.size(0));
+
+  accel::check_same_device(cu_seqlens_q, "cu_seqlens_q", q, "q");
+  accel::check_same_device(cu_seqlens_k, "cu_seqlens_k", q, "q");
+  accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
+  accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
+  accel::check_dim(cu_seqlens_q, "cu_seqlens_q", 1);
+  accel::check_contiguous(cu_seqlens_q, "cu_seqlens_q");
+  accel::check_contiguous(cu_seqlens_k, "cu_seqlens_k");
+  const int64_t batch = cu_seqlens_q.size(0) - 1;
+  ACCEL_CHECK(batch >= 0, "cu_seqlens_q: expected shape (B + 1,), got ", accel::shape_str(cu_seqlens_q));
+  ACCEL_CHECK(cu_seqlens_k.dim() == 1 && cu_seqlens_k.size(0) == batch + 1, "cu_seqlens_k: expected shape (",
+              batch + 1, ",) like cu_seqlens_q, got ", accel::shape_str(cu_seqlens_k));
+  ACCEL_CHECK(batch < 65536, "cu_seqlens_q: at most 65535 sequences, got ", batch);
+  ACCEL_CHECK(max_seqlen_q >= 0 && max_seqlen_k >= 0 && max_seqlen_q < (1 << 30) && max_seqlen_k < (1 << 30),
+              "max_seqlen_q/max_seqlen_k: expected values in [0, 2^30), got ", max_seqlen_q, ", ", max_seqlen_k);
+  check_int_vec(num_contexts, "num_contexts", q, batch);
+  check_int_vec(num_targets, "num_targets", q, batch);
+  check_int_vec(seqused_q, "seqused_q", q, batch);
+  check_int_vec(seqused_k, "seqused_k", q, batch);
+  ACCEL_CHECK(target_group_size >= 1, "target_group_size: expected >= 1, got ", target_group_size);
+  ACCEL_CHECK(window_left >= -1 && window_right >= -1, "window_size: expected values >= -1, got (", window_left,
+              ", ", window_right, ")");
+
+  HstuParams p{};
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.q_row_stride = q.stride(0);
+  p.q_head_stride = q.stride(1);
+  p.k_row_stride = k.stride(0);
+  p.k_head_stride = k.stride(1);
+  p.v_row_stride = v.stride(0);
+  p.v_head_stride = v.stride(1);
+  p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens_q.data_ptr());
+  p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens_k.data_ptr());
+  p.seqused_q = int_ptr(seqused_q);
+  p.seqused_k = int_ptr(seqused_k);
+  p.num_contexts = int_ptr(num_contexts);
+  p.num_targets = int_ptr(num_targets);
+  p.batch = static_cast<int>(batch);
+  p.heads = static_cast<int>(q.size(1));
+  p.head_dim = static_cast<int>(d);
+  p.max_seqlen_q = static_cast<int>(max_seqlen_q);
+  p.max_seqlen_k = static_cast<int>(max_seqlen_k);
+  p.target_group_size = static_cast<int>(target_group_size);
+  p.window_left = static_cast<int>(window_left);
+  p.window_right = static_cast<int>(window_right);
+  p.alpha = static_cast<float>(alpha);
+  const double scaling = scaling_seqlen > 0 ? scaling_seqlen : static_cast<double>(max_seqlen_q);
+  p.inv_scaling = scaling > 0 ? static_cast<float>(1.0 / scaling) : 1.0f;
+  p.total_q = q.size(0);
+
+  if (rab.has_value()) {
+    const Tensor& r = *rab;
+    ACCEL_CHECK(r.is_cuda(), "rab: expected a CUDA tensor, got ", accel::device_name(r));
+    accel::check_same_device(r, "rab", q, "q");
+    ACCEL_CHECK(r.scalar_type() == q.scalar_type(), "rab: expected dtype ", accel::dtype_name(q.scalar_type()),
+                " (the dtype of q), got ", accel::dtype_name(r.scalar_type()));
+    accel::check_dim(r, "rab", 4);
+    ACCEL_CHECK(r.size(0) == batch && (r.size(1) == 1 || r.size(1) == q.size(1)) && r.size(2) >= max_seqlen_k &&
+                    r.size(3) >= max_seqlen_k,
+                "rab: expected shape (", batch, ", 1 or ", q.size(1), ", ", max_seqlen_k, ", ", max_seqlen_k,
+                "), got ", accel::shape_str(r));
+    ACCEL_CHECK(r.stride(3) == 1, "rab: expected a contiguous last dim, got stride ", r.stride(3));
+    p.rab = r.data_ptr();
+    p.rab_batch_stride = r.stride(0);
+    p.rab_head_stride = r.size(1) == 1 ? 0 : r.stride(1);
+    p.rab_row_stride = r.stride(2);
+  }
+  return p;
+}
+
+cudaStream_t stream_of(const Tensor& q) {
+  return static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(q.get_device())));
+}
+
+template <typename T>
+cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
+  switch (p.head_dim) {
+    case 32: return run_hstu_fwd<T, 32>(p, s);
+    case 64: return run_hstu_fwd<T, 64>(p, s);
+    case 128: return run_hstu_fwd<T, 128>(p, s);
+    default: return run_hstu_fwd<T, 256>(p, s);
+  }
+}
+
+template <typename T>
+cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
+  switch (p.head_dim) {
+    case 32: return run_hstu_bwd<T, 32>(p, s);
+    case 64: return run_hstu_bwd<T, 64>(p, s);
+    case 128: return run_hstu_bwd<T, 128>(p, s);
+    default: return run_hstu_bwd<T, 256>(p, s);
+  }
+}
+
+Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+                int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+                int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
+                std::optional<Tensor> rab, double scaling_seqlen, std::optional<Tensor> seqused_q,
+                std::optional<Tensor> seqused_k) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k);
+  Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
+  p.out = out.data_ptr();
+  p.o_row_stride = out.stride(0);
+  p.o_head_stride = out.stride(1);
+  cudaStream_t s = stream_of(q);
+  const cudaError_t err = q.scalar_type() == ScalarType::Half ? dispatch_fwd<__half>(p, s)
+                                                               : dispatch_fwd<__nv_bfloat16>(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fwd: CUDA error ", cudaGetErrorString(err));
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+    Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+    int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab,
+    double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
+    bool deterministic) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k);
+  ACCEL_CHECK(!deterministic,
+              "hstu_attn::bwd: deterministic=True is not implemented by the CUDA kernels yet (dq is accumulated "
+              "with fp32 atomics)");
+  check_qkv(dout, "dout", q);
+  ACCEL_CHECK(dout.size(0) == q.size(0), "dout: expected shape like q ", accel::shape_str(q), ", got ",
+              accel::shape_str(dout));
+  ACCEL_CHECK(!has_drab || rab.has_value(), "has_drab: needs rab");
+  p.dout = dout.data_ptr();
+  p.do_row_stride = dout.stride(0);
+  p.do_head_stride = dout.stride(1);
+
+  Tensor dq = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
+  Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
+  Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
+  Tensor dq_accum = torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+  p.dq = dq.data_ptr();
+  p.dk = dk.data_ptr();
+  p.dv = dv.data_ptr();
+  p.dq_row_stride = dq.stride(0);
+  p.dq_head_stride = dq.stride(1);
+  p.dk_row_stride = dk.stride(0);
+  p.dk_head_stride = dk.stride(1);
+  p.dv_row_stride = dv.stride(0);
+  p.dv_head_stride = dv.stride(1);
+  p.dq_accum = static_cast<float*>(dq_accum.data_ptr());
+
+  Tensor drab = torch::stable::new_empty(q, {0});
+  std::optional<Tensor> drab_accum;
+  if (has_drab) {
+    const Tensor& r = *rab;
+    drab = torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)});
+    p.drab = drab.data_ptr();
+    p.drab_batch_stride = drab.stride(0);
+    p.drab_head_stride = r.size(1) == 1 ? 0 : drab.stride(1);
+    p.drab_row_stride = drab.stride(2);
+    p.drab_numel = r.size(0) * r.size(1) * r.size(2) * r.size(3);
+    if (r.size(1) == 1 && q.size(1) > 1) {
+      drab_accum = torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)}, ScalarType::Float);
+      p.drab_accum = static_cast<float*>(drab_accum->data_ptr());
+    }
+  }
+  cudaStream_t s = stream_of(q);
+  const cudaError_t err = q.scalar_type() == ScalarType::Half ? dispatch_bwd<__half>(p, s)
+                                                               : dispatch_bwd<__nv_bfloat16>(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(dq, dk, dv, drab);
+}
+
+std::string compiled_kernels() {
+  std::ostringstream os;
+  os << "{\"instances\": [";
+  std::string archs = "unknown";
+  bool first = true;
+  for (const InstanceRecord& r : compiled_instances()) {
+    os << (first ? "" : ", ") << "\"" << r.name << "\"";
+    first = false;
+    archs = r.archs;
+  }
+  os << "], \"archs\": \"" << archs << "\"}";
+  return os.str();
+}
+
+}  // namespace
+}  // namespace hstu
+
+STABLE_TORCH_LIBRARY(hstu_attn, m) {
+  m.def(
+      "fwd(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k) "
+      "-> Tensor");
+  m.def(
+      "bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
+      "bool has_drab, bool deterministic) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("compiled_kernels() -> str");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
+  m.impl("fwd", TORCH_BOX(&hstu::fwd_cuda));
+  m.impl("bwd", TORCH_BOX(&hstu::bwd_cuda));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {
+  m.impl("compiled_kernels", TORCH_BOX(&hstu::compiled_kernels));
+}

@@ -1,0 +1,68 @@
+// Plain parameter struct shared by the HSTU attention kernels and their launchers (no torch headers).
+//
+// Layout conventions: q, k, v, out, dout, dq, dk, dv are (total_tokens, H, D) with the last dim contiguous; the
+// row (token) and head strides are given in elements. cu_seqlens_* are (B + 1) int32 prefix sums. Rows of batch b
+// live in [cu_seqlens[b], cu_seqlens[b + 1]); seqused_* (B), when given, says how many of them take part.
+// rab is (B, 1 or H, max_seqlen_k, max_seqlen_k), indexed by (absolute query position, key position), where the
+// absolute query position of query row i is i + (Lk - Lq) (delta-q: the queries are the last Lq positions).
+#pragma once
+
+#include <cstdint>
+
+namespace hstu {
+
+struct HstuParams {
+  // Inputs.
+  const void* q;  // (total_q, H, D)
+  const void* k;  // (total_k, H, D)
+  const void* v;  // (total_k, H, D)
+  int64_t q_row_stride, q_head_stride;
+  int64_t k_row_stride, k_head_stride;
+  int64_t v_row_stride, v_head_stride;
+
+  const int32_t* cu_seqlens_q;  // (B + 1)
+  const int32_t* cu_seqlens_k;  // (B + 1)
+  const int32_t* seqused_q;     // (B) or nullptr
+  const int32_t* seqused_k;     // (B) or nullptr
+  const int32_t* num_contexts;  // (B) or nullptr
+  const int32_t* num_targets;   // (B) or nullptr
+
+  int batch;
+  int heads;
+  int head_dim;
+  int max_seqlen_q;
+  int max_seqlen_k;
+  int target_group_size;  // >= 1
+  int window_left;        // -1: unlimited
+  int window_right;       // -1: unlimited; causal is (-1, 0)
+  float alpha;
+  float inv_scaling;  // 1 / scaling_seqlen
+
+  const void* rab;  // (B, 1 or H, max_seqlen_k, max_seqlen_k) or nullptr
+  int64_t rab_batch_stride, rab_head_stride, rab_row_stride;  // rab_head_stride == 0: shared by all heads
+
+  // Forward output.
+  void* out;  // (total_q, H, D)
+  int64_t o_row_stride, o_head_stride;
+
+  // Backward.
+  const void* dout;  // (total_q, H, D)
+  int64_t do_row_stride, do_head_stride;
+  void* dq;  // (total_q, H, D)
+  void* dk;  // (total_k, H, D)
+  void* dv;  // (total_k, H, D)
+  int64_t dq_row_stride, dq_head_stride;
+  int64_t dk_row_stride, dk_head_stride;
+  int64_t dv_row_stride, dv_head_stride;
+  float* dq_accum;  // (total_q, H, D) fp32, zero-initialized workspace
+  int64_t total_q;
+
+  // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
+  // a shared rab (one head) is accumulated over heads with fp32 atomics into `drab_accum`, then converted.
+  void* drab;         // (B, 1 or H, max_seqlen_k, max_seqlen_k), zero-initialized, or nullptr
+  float* drab_accum;  // same shape, fp32, zero-initialized; only for a shared rab
+  int64_t drab_batch_stride, drab_head_stride, drab_row_stride;
+  int64_t drab_numel;
+};
+
+}  // namespace hstu

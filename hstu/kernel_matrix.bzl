@@ -1,0 +1,34 @@
+"""The HSTU attention kernel instantiation matrix: the ONE place that lists the generated kernel files.
+
+Read by hstu/BUILD.bazel (cuda_instances) and by tests/hstu/test_generated_matrix.py; valid Starlark and Python.
+Masks, delta-q, seqused and rab are run-time parameters, so the matrix is dtype x head dim x direction only.
+"""
+
+HSTU_ARCH = "sm80"  # mma.sync-class kernels: valid on sm80, sm86, sm89, sm90
+
+HSTU_DTYPES = {
+    "fp16": "__half",
+    "bf16": "__nv_bfloat16",
+}
+
+HSTU_HDIMS = [32, 64, 128, 256]
+
+HSTU_DIRECTIONS = ["fwd", "bwd"]
+
+def hstu_instance_name(direction, arch, dtype, hdim):
+    """File stem of one instantiation; parameters in a fixed order: direction, arch, dtype, head dim."""
+    return "hstu_%s_%s_%s_hdim%d" % (direction, arch, dtype, hdim)
+
+HSTU_INSTANCES = {
+    hstu_instance_name(direction, HSTU_ARCH, dtype, hdim): {
+        "ARCH": HSTU_ARCH,
+        "CTYPE": HSTU_DTYPES[dtype],
+        "DIRECTION": direction,
+        "DTYPE": dtype,
+        "HDIM": str(hdim),
+        "NAME": hstu_instance_name(direction, HSTU_ARCH, dtype, hdim),
+    }
+    for direction in HSTU_DIRECTIONS
+    for dtype in sorted(HSTU_DTYPES.keys())
+    for hdim in HSTU_HDIMS
+}

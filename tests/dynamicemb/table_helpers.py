@@ -1,0 +1,60 @@
+"""Helpers shared by the scored hash table tests: the table's hash and bucket mapping in pure Python."""
+
+import torch
+
+MASK64 = (1 << 64) - 1
+
+
+def fmix64(k: int) -> int:
+    k &= MASK64
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & MASK64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & MASK64
+    k ^= k >> 33
+    return k
+
+
+def bucket_of(key: int, num_buckets: int) -> int:
+    """Bucket of a key (bit pattern as a Python int) in a table of `num_buckets` buckets."""
+    return (fmix64(key) * num_buckets) >> 64
+
+
+def keys_in_bucket(bucket: int, num_buckets: int, count: int, start: int = 1):
+    """The first `count` positive keys >= start that map to `bucket`."""
+    out, k = [], start
+    while len(out) < count:
+        if bucket_of(k, num_buckets) == bucket:
+            out.append(k)
+        k += 1
+    return out
+
+
+def one_per_bucket(keys, num_buckets):
+    """Keeps the first key of each bucket (so a batch has no contention for one bucket)."""
+    seen, out = set(), []
+    for k in keys:
+        b = bucket_of(k & MASK64, num_buckets)
+        if b not in seen:
+            seen.add(b)
+            out.append(k)
+    return out
+
+
+def key_tensor(keys, dtype, device="cpu"):
+    """Python ints (bit patterns for uint64) to a key tensor."""
+    signed = [k - (1 << 64) if k >= 1 << 63 else k for k in (x & MASK64 for x in keys)]
+    return torch.tensor(signed, dtype=torch.int64, device=device).view(dtype)
+
+
+def table_items(table):
+    """{key bits: (row, score)} of everything stored (host)."""
+    k, v, s = table.items()
+    kk = k.view(torch.int64).cpu().tolist()
+    return {key & MASK64: (v[i].float().cpu(), s[i].item()) for i, key in enumerate(kk)}
+
+
+def stats_dict(stats):
+    from dynamicemb._table import STAT_NAMES
+
+    return dict(zip(STAT_NAMES, stats.cpu().tolist()))

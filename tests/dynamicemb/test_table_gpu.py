@@ -1,0 +1,200 @@
+"""Scored hash table on the GPU against the CPU twin, and GPU-only concurrency checks.
+
+Batches that put at most one key into each bucket leave the GPU no choice that the CPU could make differently,
+so there the two tables must agree slot for slot (keys, digests, scores; values to init rounding).
+"""
+
+import os
+import sys
+import zlib
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from table_helpers import MASK64, key_tensor, one_per_bucket, stats_dict, table_items  # noqa: E402
+
+from dynamicemb._load import load_library  # noqa: E402
+from dynamicemb._table import RESERVED_KEYS, ScoredHashTable, TableInitializer  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,  # tests/conftest.py turns it into a skip; the skipif below also covers runs outside the rootdir
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
+]
+
+POLICIES = ["lru", "lfu", "customized", "epoch_lru", "epoch_lfu"]
+
+
+def cu(x):
+    return None if x is None else x.cuda()
+
+
+def pair(**kw):
+    g = ScoredHashTable(device="cuda", **kw)
+    c = ScoredHashTable(device="cpu", **kw)
+    return g, c
+
+
+def assert_same_tables(g, c, vtol):
+    assert torch.equal(g.keys.cpu().view(torch.int64), c.keys.view(torch.int64))
+    assert torch.equal(g.digests.cpu(), c.digests)
+    assert torch.equal(g.scores.cpu(), c.scores)
+    assert torch.equal(g.counters.cpu()[:2], c.counters[:2])
+    torch.testing.assert_close(g.values.cpu().float(), c.values.float(), atol=vtol, rtol=vtol)
+
+
+def assert_same(a, b, vtol=0.0):
+    if a is None:
+        return
+    if a.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        torch.testing.assert_close(a.cpu().float(), b.float(), atol=vtol, rtol=vtol)
+    else:
+        assert torch.equal(a.cpu().view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint64])
+@pytest.mark.parametrize("value_dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_gpu_matches_cpu_twin(key_dtype, value_dtype, policy):
+    nb, bc, dim = 32, 16, 7 if value_dtype == torch.float32 else 8
+    g, c = pair(capacity=nb * bc, value_dim=dim, value_dtype=value_dtype, key_dtype=key_dtype, bucket_capacity=bc,
+                score_policy=policy, initializer=TableInitializer("normal", seed=11, init_cols=dim - 2, fill=0.5))
+    g.set_epoch(5)
+    c.set_epoch(5)
+    vtol = 1e-5 if value_dtype == torch.float32 else 1e-2
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{key_dtype}{value_dtype}{policy}".encode()))
+    pool = torch.randint(1, 1 << 62, (1500,), generator=gen).tolist()
+    if key_dtype == torch.uint64:
+        pool = [(k * 3) & MASK64 | (1 << 63) if i % 2 else k for i, k in enumerate(pool)]
+        pool = [k for k in pool if k - (1 << 63) > 2]
+
+    def batch(n):
+        idx = torch.randint(0, len(pool), (4 * n,), generator=gen).tolist()
+        keys = one_per_bucket([pool[i] for i in idx], nb)[:n]
+        return keys
+
+    for step in range(16):
+        keys = batch(nb)
+        n = len(keys)
+        kc = key_tensor(keys, key_dtype)
+        kg = kc.cuda()
+        sc = torch.randint(0, 1000, (n,), generator=gen)
+        sc_arg = sc if policy in ("customized", "lfu", "epoch_lfu") else None
+        vals = torch.randn(n, dim, generator=gen).to(value_dtype)
+        rg = rc = None
+        op = ["find_or_insert", "insert_or_assign", "insert_and_evict", "find_or_insert_slots", "assign",
+              "accum_or_assign", "assign_scores", "erase"][step % 8]
+        if op == "find_or_insert":
+            rg, rc = g.find_or_insert(kg, cu(sc_arg)), c.find_or_insert(kc, sc_arg)
+            assert_same(rg.values, rc.values, vtol)
+        elif op == "insert_or_assign":
+            rg = g.insert_or_assign(kg, vals.cuda(), cu(sc_arg))
+            rc = c.insert_or_assign(kc, vals, sc_arg)
+            assert_same(rg, rc)
+        elif op == "insert_and_evict":
+            rg = g.insert_and_evict(kg, vals.cuda(), cu(sc_arg))
+            rc = c.insert_and_evict(kc, vals, sc_arg)
+            m = int(rc.num_evicted)
+            assert int(rg.num_evicted) == m
+            og = torch.argsort(rg.evicted_keys[:m].view(torch.int64).cpu())
+            oc = torch.argsort(rc.evicted_keys[:m].view(torch.int64))
+            assert_same(rg.evicted_keys[:m].cpu()[og], rc.evicted_keys[:m][oc])
+            assert_same(rg.evicted_scores[:m].cpu()[og], rc.evicted_scores[:m][oc])
+            assert_same(rg.evicted_values[:m].cpu()[og], rc.evicted_values[:m][oc], vtol)
+        elif op == "find_or_insert_slots":
+            rg, rc = g.find_or_insert_slots(kg, cu(sc_arg)), c.find_or_insert_slots(kc, sc_arg)
+            assert_same(rg.slots, rc.slots)
+        elif op == "assign":
+            assert_same(g.assign(kg, vals.cuda()), c.assign(kc, vals))
+        elif op == "accum_or_assign":
+            flags = torch.rand(n, generator=gen) < 0.5
+            assert_same(g.accum_or_assign(kg, vals.cuda(), flags.cuda(), cu(sc_arg)),
+                        c.accum_or_assign(kc, vals, flags, sc_arg))
+        elif op == "assign_scores":
+            assert_same(g.assign_scores(kg, sc.cuda()), c.assign_scores(kc, sc))
+        else:
+            assert_same(g.erase(kg[: n // 4]), c.erase(kc[: n // 4]))
+        if op != "erase":
+            assert_same(rg.found if hasattr(rg, "found") else None, getattr(rc, "found", None))
+        assert_same_tables(g, c, vtol)
+        fg, fc = g.find(kg, return_scores=True), c.find(kc, return_scores=True)
+        assert_same(fg.found, fc.found)
+        assert_same(fg.values, fc.values, vtol)
+        assert_same(fg.scores[fc.found.cuda()], fc.scores[fc.found])
+    # export and erase_if agree too
+    eg, ec = g.export_batch_if(100, 0, g.capacity()), c.export_batch_if(100, 0, c.capacity())
+    assert int(eg.count) == int(ec.count)
+    assert int(g.erase_if(300)) == int(c.erase_if(300))
+    assert_same_tables(g, c, vtol)
+    # grow: both rehash the same way
+    g.max_capacity = c.max_capacity = 4 * g.capacity()
+    assert_same(g.grow(), c.grow())
+    assert_same_tables(g, c, vtol)
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "customized"])
+def test_gpu_contention_invariants(policy):
+    """Large batches with duplicates onto full buckets: accounting, no duplicate keys, rows never torn."""
+    torch.manual_seed(0)
+    cap, dim = 128 * 64, 16
+    t = ScoredHashTable(cap, dim, device="cuda", score_policy=policy)
+    for step in range(8):
+        n = 20000
+        keys = torch.randint(1, 12000, (n,), device="cuda")
+        keys[:5] = RESERVED_KEYS[2]
+        sc = torch.randint(0, 1 << 20, (n,), device="cuda")
+        # Rows are constant per key so that any winner is checkable: row = key (as float) in every column.
+        rows = keys.float().unsqueeze(1).expand(n, dim).contiguous()
+        t.check_keys = False
+        if step % 2 == 0:
+            stats = t.insert_or_assign(keys, rows, sc)
+        else:
+            r = t.insert_and_evict(keys, rows, sc)
+            stats = r.stats
+            m = int(r.num_evicted)
+            ev = r.evicted_values[:m]
+            assert torch.equal(ev, r.evicted_keys[:m].float().unsqueeze(1).expand(m, dim))
+        s = stats_dict(stats)
+        assert sum(s.values()) == n and s["illegal"] == 5, s
+        k, v, _ = t.items()
+        assert k.numel() == t.size() <= cap
+        assert torch.unique(k).numel() == k.numel(), "a key is stored twice"
+        assert torch.equal(v, k.float().unsqueeze(1).expand_as(v)), "a row is torn or mismatched"
+        res = t.find_or_insert(keys[5:], sc[5:])
+        s = stats_dict(res.stats)
+        assert sum(s.values()) == n - 5
+        slots, found, _ = t.find_slots(keys[5:])
+        ok = found
+        assert torch.equal(res.values[ok & res.found], t.values[slots[ok & res.found]])
+
+
+def test_gpu_below_capacity_nothing_lost_large():
+    torch.manual_seed(1)
+    t = ScoredHashTable(1 << 20, 32, device="cuda", key_dtype=torch.uint64)
+    keys = torch.unique(torch.randint(0, 1 << 62, (400000,), device="cuda")).view(torch.uint64)
+    vals = torch.randn(keys.numel(), 32, device="cuda")
+    stats = t.insert_or_assign(keys, vals)
+    assert stats_dict(stats)["inserted"] == keys.numel()
+    v, f, _ = t.find(keys)
+    assert f.all() and torch.equal(v, vals)
+    st = t.grow() if t.max_capacity > t.capacity() else None
+    assert st is None
+
+
+def test_gpu_cuda_graph_capture():
+    t = ScoredHashTable(1 << 14, 8, device="cuda", initializer=TableInitializer("uniform", seed=3), check_keys=False)
+    ids = torch.randint(1, 1 << 40, (1000,), device="cuda")
+    out = {}
+    t.find_or_insert_slots(ids)  # warm-up
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out["r"] = t.find_or_insert(ids)
+    for _ in range(3):
+        ids.copy_(torch.randint(1, 1 << 40, (1000,), device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        v, f, _ = t.find(ids)
+        assert f.all() and torch.equal(v, out["r"].values)
+    assert t.size() >= 3000

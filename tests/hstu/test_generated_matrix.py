@@ -1,0 +1,56 @@
+"""The HSTU kernel instantiation matrix (hstu/kernel_matrix.bzl) is small, complete and consistently named.
+
+Reads the same .bzl the BUILD file reads (it is valid Python), and checks the template it feeds.
+"""
+
+import os
+import re
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MATRIX = os.path.join(ROOT, "hstu", "kernel_matrix.bzl")
+TEMPLATE = os.path.join(ROOT, "hstu", "csrc", "hstu_instance.cu.tmpl")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MATRIX), reason="hstu/kernel_matrix.bzl is not in this tree")
+
+
+def _matrix():
+    ns = {}
+    with open(MATRIX) as f:
+        exec(compile(f.read(), MATRIX, "exec"), ns)
+    return ns
+
+
+def test_matrix_is_dtype_x_hdim_x_direction():
+    m = _matrix()
+    inst = m["HSTU_INSTANCES"]
+    assert len(inst) == len(m["HSTU_DTYPES"]) * len(m["HSTU_HDIMS"]) * len(m["HSTU_DIRECTIONS"]) == 16
+    for direction in ("fwd", "bwd"):
+        for dtype in ("fp16", "bf16"):
+            for hdim in (32, 64, 128, 256):
+                assert m["hstu_instance_name"](direction, "sm80", dtype, hdim) in inst
+
+
+def test_names_spell_parameters_in_fixed_order():
+    m = _matrix()
+    for stem, params in m["HSTU_INSTANCES"].items():
+        assert re.fullmatch(r"hstu_(fwd|bwd)_sm80_(fp16|bf16)_hdim(32|64|128|256)", stem), stem
+        assert stem == "hstu_%s_%s_%s_hdim%s" % (params["DIRECTION"], params["ARCH"], params["DTYPE"], params["HDIM"])
+        assert params["NAME"] == stem
+        assert params["CTYPE"] == m["HSTU_DTYPES"][params["DTYPE"]]
+        assert all(isinstance(v, str) for v in params.values()), "cuda_instances takes a string_dict"
+
+
+def test_template_uses_exactly_the_matrix_keys():
+    m = _matrix()
+    with open(TEMPLATE) as f:
+        used = set(re.findall(r"\{\{(\w+)\}\}", f.read()))
+    for params in m["HSTU_INSTANCES"].values():
+        assert used == set(params), (sorted(used), sorted(params))
+
+
+def test_masks_are_not_template_parameters():
+    m = _matrix()
+    keys = set().union(*(set(p) for p in m["HSTU_INSTANCES"].values()))
+    assert not keys & {"CAUSAL", "LOCAL", "CONTEXT", "TARGET", "RAB", "DELTA_Q"}

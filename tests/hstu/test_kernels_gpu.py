@@ -1,0 +1,338 @@
+"""CUDA kernels against the reference, with the error-relative rule (FBGEMM HSTU convention):
+
+    max|kernel - ref32| <= 2 * max|torch_same_dtype - ref32| + atol      (forward)
+    max|kernel - ref32| <= 5 * max|torch_same_dtype - ref32| + atol      (gradients)
+
+ref32 is `hstu_attn_reference` on float32 copies of the inputs (TF32 off); torch_same_dtype is the
+reference computed entirely in the input dtype (upcast=False). Outputs are poisoned: before every kernel
+call the CUDA caching allocator is handed a NaN-filled block, so unwritten output elements show up as
+NaN (and rows that must be zero are checked to be exactly zero).
+
+The grid (B up to 32, H in {1,2,4,8}, D in {32,64,128,256}, lengths incl. 0, 1, 27, 99, 256, 1111, 2000,
+every mask and combination, alpha in {1, 0.1}, rab none/shared/per-head, Lq < Lk, bf16/fp16) is sampled:
+every mask meets every D, dtype, rab kind and alpha across the cases, not all products. Plus hypothesis.
+Budget: about 3 minutes on one H100.
+"""
+
+import itertools
+import random
+import zlib
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import hstu_attn_reference, hstu_attn_varlen_func
+
+pytestmark = pytest.mark.gpu
+
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+LENGTHS = [0, 1, 27, 99, 256, 1111, 2000]
+
+# name -> (window, contexts, targets, target_group_size)
+MASKS = {
+    "none": ((-1, -1), False, False, 1),
+    "causal": ((-1, 0), False, False, 1),
+    "local": ((64, 32), False, False, 1),
+    "local_causal": ((100, 0), False, False, 1),
+    "context": ((-1, 0), True, False, 1),
+    "target": ((-1, 0), False, True, 1),
+    "target_group": ((-1, 0), False, True, 3),
+    "context_target": ((-1, 0), True, True, 1),
+    "context_target_group": ((-1, 0), True, True, 4),
+    "local_context_target": ((50, 0), True, True, 2),
+    "local_target": ((17, 0), False, True, 1),
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def poison_allocator(nbytes):
+    """Hand the caching allocator a NaN-filled block so the next allocations start out as NaN."""
+    if nbytes > 0:
+        torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device="cuda")
+    # The tensor is freed right away; its block stays cached and is reused by the op's outputs.
+
+
+def make_case(seed, lens_k, H, D, dtype, mask, rab_heads, delta_q=False, seqused=False):
+    rng = random.Random(seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    window, ctx, tgt, g = MASKS[mask]
+    lens_q = [lk - rng.randint(0, lk) if delta_q else lk for lk in lens_k]
+    dev = "cuda"
+    cu_q = torch.tensor([0] + lens_q, device=dev).cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lens_k, device=dev).cumsum(0).to(torch.int32)
+    total_q, total_k = sum(lens_q), sum(lens_k)
+    q = torch.randn(total_q, H, D, generator=gen, device=dev, dtype=dtype)
+    k = torch.randn(total_k, H, D, generator=gen, device=dev, dtype=dtype)
+    v = torch.randn(total_k, H, D, generator=gen, device=dev, dtype=dtype)
+    max_q, max_k = max(lens_q + [0]), max(lens_k + [0])
+    used_q, used_k = lens_q, lens_k
+    seqused_q = seqused_k = None
+    if seqused:
+        used_k = [rng.randint(0, lk) for lk in lens_k]
+        used_q = [rng.randint(0, min(lq, uk)) for lq, uk in zip(lens_q, used_k)]
+        seqused_q = torch.tensor(used_q, dtype=torch.int32, device=dev)
+        seqused_k = torch.tensor(used_k, dtype=torch.int32, device=dev)
+    nt = [rng.randint(0, min(uk, 3 * g + 1)) for uk in used_k] if tgt else None
+    nc = [rng.randint(0, min(uk - (nt[b] if nt else 0), 5)) for b, uk in enumerate(used_k)] if ctx else None
+    rab = None
+    if rab_heads:
+        rab = torch.randn(len(lens_k), rab_heads if rab_heads == 1 else H, max_k, max_k, generator=gen,
+                          device=dev, dtype=dtype)
+    return dict(
+        q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
+        num_contexts=None if nc is None else torch.tensor(nc, dtype=torch.int32, device=dev),
+        num_targets=None if nt is None else torch.tensor(nt, dtype=torch.int32, device=dev),
+        target_group_size=g, window_size=window, rab=rab, seqused_q=seqused_q, seqused_k=seqused_k,
+    )
+
+
+def _with(case, **tensors):
+    out = dict(case)
+    out.update(tensors)
+    return out
+
+
+def max_err(a, b):
+    return 0.0 if a.numel() == 0 else (a.double() - b.double()).abs().max().item()
+
+
+def check_case(case, alpha, backward=True, has_drab=None):
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    has_drab = rab is not None if has_drab is None else has_drab
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    rab_leaf = None if rab is None else rab.detach().clone().requires_grad_(has_drab)
+    poison_allocator(4 * q.numel() * q.element_size())
+    out = hstu_attn_varlen_func(*leaves, alpha=alpha, rab=rab_leaf, has_drab=has_drab, **args)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert not torch.isnan(out).any(), "NaN in output (unwritten elements?)"
+
+    f32 = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    rab32 = None if rab is None else rab.detach().float().requires_grad_(has_drab)
+    ref = hstu_attn_reference(*f32, alpha=alpha, rab=rab32, **args)
+    lp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    rab_lp = None if rab is None else rab.detach().clone().requires_grad_(has_drab)
+    ref_lp = hstu_attn_reference(*lp, alpha=alpha, rab=rab_lp, upcast=False, **args)
+
+    scale = ref.abs().max().item() if ref.numel() else 0.0
+    atol = 1e-6 + 1e-4 * scale
+    err, err_lp = max_err(out, ref), max_err(ref_lp, ref)
+    assert err <= 2 * err_lp + atol, f"forward: kernel err {err:.3e} > 2 * torch err {err_lp:.3e} + {atol:.1e}"
+    # Rows that no sequence uses are exactly zero.
+    used = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
+    cu = case["cu_seqlens_q"].tolist()
+    su = None if case["seqused_q"] is None else case["seqused_q"].tolist()
+    for b in range(len(cu) - 1):
+        used[cu[b] : cu[b] + (cu[b + 1] - cu[b] if su is None else su[b])] = True
+    assert torch.all(out[~used] == 0)
+    if not backward or q.shape[0] == 0:
+        return
+    dout = torch.randn_like(out)
+    inputs = leaves + ([rab_leaf] if has_drab else [])
+    poison_allocator(8 * q.numel() * q.element_size())
+    grads = torch.autograd.grad(out, inputs, dout, allow_unused=True)
+    grads_ref = torch.autograd.grad(ref, f32 + ([rab32] if has_drab else []), dout.float(), allow_unused=True)
+    grads_lp = torch.autograd.grad(ref_lp, lp + ([rab_lp] if has_drab else []), dout, allow_unused=True)
+    for name, g, gr, gl in zip(("dq", "dk", "dv", "drab"), grads, grads_ref, grads_lp):
+        gr = torch.zeros_like(g, dtype=torch.float32) if gr is None else gr
+        gl = torch.zeros_like(g) if gl is None else gl
+        assert g is not None and g.shape == gr.shape, name
+        assert not torch.isnan(g).any(), f"NaN in {name}"
+        scale = gr.abs().max().item() if gr.numel() else 0.0
+        atol = 1e-6 + 1e-4 * scale
+        err, err_lp = max_err(g, gr), max_err(gl, gr)
+        assert err <= 5 * err_lp + atol, f"{name}: kernel err {err:.3e} > 5 * torch err {err_lp:.3e} + {atol:.1e}"
+
+
+# ------------------------------------------------------------------------------------------------
+# The sampled grid
+# ------------------------------------------------------------------------------------------------
+
+
+def _grid():
+    cases = []
+    dims = itertools.cycle([32, 64, 128, 256])
+    heads = itertools.cycle([1, 2, 4, 8])
+    dtypes = itertools.cycle([torch.bfloat16, torch.float16])
+    rabs = itertools.cycle([0, 1, 2])  # none, shared (1 head), per-head
+    alphas = itertools.cycle([1.0, 0.1])
+    length_sets = itertools.cycle([
+        [27, 0, 99, 1],
+        [256, 1111],
+        [2000],
+        [1, 0, 27, 99, 256, 0, 5, 64],
+        [99] * 32,
+    ])
+    for mask in MASKS:
+        for delta_q in (False, True):
+            for _ in range(2):
+                lens = next(length_sets)
+                D = next(dims)
+                H = next(heads)
+                if max(lens) >= 1111 and D * H > 256:
+                    H = max(1, 256 // D)  # keep the fp32 reference of the long cases cheap
+                cases.append(pytest.param(mask, delta_q, lens, H, D, next(dtypes), next(rabs), next(alphas),
+                                          id=f"{mask}-dq{int(delta_q)}-L{max(lens)}x{len(lens)}-H{H}-D{D}"))
+    return cases
+
+
+@pytest.mark.parametrize("mask,delta_q,lens,H,D,dtype,rab_heads,alpha", _grid())
+def test_kernel_grid(mask, delta_q, lens, H, D, dtype, rab_heads, alpha):
+    seed = zlib.crc32(repr((mask, delta_q, lens, H, D)).encode())
+    case = make_case(seed, lens, H, D, dtype, mask, rab_heads, delta_q=delta_q)
+    check_case(case, alpha)
+
+
+@pytest.mark.parametrize("D", [32, 64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_kernel_every_head_dim_and_dtype(D, dtype):
+    case = make_case(D, [27, 99, 256, 0, 1], 2, D, dtype, "causal", 2)
+    check_case(case, 0.1)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "context_target", "local_context_target"])
+def test_kernel_seqused(mask):
+    case = make_case(3, [99, 27, 0, 256], 4, 64, torch.bfloat16, mask, 1, delta_q=True, seqused=True)
+    check_case(case, 1.0)
+
+
+def test_kernel_rab_without_drab():
+    case = make_case(9, [99, 27], 2, 128, torch.bfloat16, "causal", 2)
+    check_case(case, 0.5, has_drab=False)
+
+
+def test_kernel_deterministic_backward_repeats_exactly():
+    case = make_case(4, [256, 99, 1111], 4, 128, torch.bfloat16, "context_target", 2)
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size")}
+    results = []
+    for _ in range(2):
+        leaves = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "rab")]
+        out = hstu_attn_varlen_func(*leaves[:3], rab=leaves[3], has_drab=True, deterministic=True, **args)
+        results.append(torch.autograd.grad(out, leaves, torch.ones_like(out)))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+if given is not None:
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        seed=st.integers(0, 2**20),
+        lens=st.lists(st.sampled_from(LENGTHS[:5] + [3, 17, 64, 128, 200]), min_size=1, max_size=12),
+        H=st.sampled_from([1, 2, 4, 8]),
+        D=st.sampled_from([32, 64, 128, 256]),
+        dtype=st.sampled_from([torch.bfloat16, torch.float16]),
+        mask=st.sampled_from(sorted(MASKS)),
+        rab_heads=st.sampled_from([0, 1, 2]),
+        alpha=st.sampled_from([1.0, 0.1, 0.37]),
+        delta_q=st.booleans(),
+        seqused=st.booleans(),
+    )
+    def test_kernel_hypothesis(seed, lens, H, D, dtype, mask, rab_heads, alpha, delta_q, seqused):
+        case = make_case(seed, lens, H, D, dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        check_case(case, alpha)
+
+
+# ------------------------------------------------------------------------------------------------
+# Validation that only applies on CUDA
+# ------------------------------------------------------------------------------------------------
+
+
+def test_cuda_rejects_unsupported_head_dim_and_dtype():
+    cu = torch.tensor([0, 4], dtype=torch.int32, device="cuda")
+    x = torch.randn(4, 2, 48, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="q:.*head_dim"):
+        hstu_attn_varlen_func(x, x, x, cu, cu, 4, 4)
+    x = torch.randn(4, 2, 64, device="cuda", dtype=torch.float32)
+    with pytest.raises(TypeError, match="q:.*dtype"):
+        hstu_attn_varlen_func(x, x, x, cu, cu, 4, 4)
+    y = torch.randn(4, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="k:"):
+        hstu_attn_varlen_func(x.bfloat16(), y, y, cu, cu, 4, 4)
+
+
+def test_library_is_loaded_and_reports_kernels():
+    assert hstu_attn.library_loaded()
+    info = hstu_attn.compiled_kernels()
+    assert isinstance(info, dict) and info
+
+
+# ------------------------------------------------------------------------------------------------
+# torch.compile and CUDA graphs
+# ------------------------------------------------------------------------------------------------
+
+
+def _graph_case():
+    return make_case(21, [99, 256, 0, 27], 4, 128, torch.bfloat16, "context_target", 2)
+
+
+def _call_args(case):
+    return {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size", "rab")}
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    case = _graph_case()
+    args = _call_args(case)
+
+    def f(q, k, v):
+        return hstu_attn_varlen_func(q, k, v, alpha=0.5, **args) * 2
+
+    eager_in = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+    comp_in = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+    ref = f(*eager_in)
+    dout = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, eager_in, dout)
+    out = torch.compile(f, fullgraph=True)(*comp_in)
+    grads = torch.autograd.grad(out, comp_in, dout)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-3)  # dq may accumulate in any order
+
+
+def test_cuda_graph_capture_and_replay():
+    case = _graph_case()
+    args = _call_args(case)
+    q, k, v = (case[n].clone() for n in ("q", "k", "v"))
+    dout = torch.randn_like(q)
+    op_args = (case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"], case["max_seqlen_k"],
+               case["num_contexts"], case["num_targets"], case["target_group_size"], -1, 0, 0.5, case["rab"], float(case["max_seqlen_q"]),
+               None, None)
+
+    def step():
+        out = hstu_attn_varlen_func(q, k, v, alpha=0.5, **args)
+        grads = torch.ops.hstu_attn.bwd(dout, q, k, v, *op_args, True, True)
+        return out, grads
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_grads = step()
+    # New input values, same buffers: the replay must see them.
+    for t in (q, k, v, dout):
+        t.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    out, grads = step()
+    torch.testing.assert_close(g_out, out, rtol=0, atol=0)
+    for a, b in zip(g_grads, grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)  # deterministic=True
