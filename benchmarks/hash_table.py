@@ -148,7 +148,12 @@ def git_commit():
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], stderr=subprocess.DEVNULL,
                                        cwd=os.path.dirname(os.path.abspath(__file__))).decode().strip()
     except Exception:
-        return "unknown"
+        try:  # a machine without the checkout's .git: the commit the wheel was built from
+            from dynamicemb import _build_info
+
+            return getattr(_build_info, "GIT_COMMIT", getattr(_build_info, "COMMIT", "unknown"))
+        except Exception:
+            return "unknown"
 
 
 def main(argv=None):

@@ -1,14 +1,42 @@
 """dynamicemb: dynamic embedding tables on a scored GPU hash table.
 
 Public API (everything else is private):
-    hash_keys        the table's key hash as an op (CPU and CUDA)
+    ScoredHashTable, TableInitializer        the scored hash table (GPU kernels + CPU twin)
+    DynamicEmbTableOptions, DynamicEmbInitializer
+    BatchedDynamicEmbeddingTables             fused tables: flat ids + offsets, pooling, fused optimizers
+    DynamicEmbeddingBagCollection, DynamicEmbeddingCollection   TorchRec-shaped modules (TorchRec optional)
+    SGD, Adam, Adagrad, RowWiseAdagrad, EmbOptimizer            optimizers fused into the backward
+    RefusedInsertError
+    hash_keys                                 the table's key hash as an op (CPU and CUDA)
 """
 
-from ._hash import hash_keys
 from ._load import load_library
-
-__version__ = "0.1.0"
 
 load_library()
 
-__all__ = ["hash_keys", "__version__"]
+from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError  # noqa: E402
+from ._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollection  # noqa: E402
+from ._hash import hash_keys  # noqa: E402
+from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad  # noqa: E402
+from ._options import DynamicEmbInitializer, DynamicEmbTableOptions  # noqa: E402
+from ._table import ScoredHashTable, TableInitializer  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Adagrad",
+    "Adam",
+    "BatchedDynamicEmbeddingTables",
+    "DynamicEmbInitializer",
+    "DynamicEmbTableOptions",
+    "DynamicEmbeddingBagCollection",
+    "DynamicEmbeddingCollection",
+    "EmbOptimizer",
+    "RefusedInsertError",
+    "RowWiseAdagrad",
+    "SGD",
+    "ScoredHashTable",
+    "TableInitializer",
+    "__version__",
+    "hash_keys",
+]

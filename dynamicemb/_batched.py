@@ -584,6 +584,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
             gE = gE * psw.to(torch.float32)[:, None]
         gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)
+        del gE
         opt = self.optimizer
         if opt.max_grad_value is not None:
             gU.clamp_(-opt.max_grad_value, opt.max_grad_value)

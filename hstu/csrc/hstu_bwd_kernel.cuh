@@ -16,6 +16,9 @@
 
 namespace hstu {
 
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p);
+
 template <int D>
 struct BwdConfig {
   static constexpr int kBlockM = D >= 128 ? 32 : 64;  // D >= 128: 64-row query tiles spill a few registers
@@ -25,8 +28,26 @@ struct BwdConfig {
   // Q / dO double buffer (tile m+1 loads while tile m is computed); D = 256 keeps one stage so that two blocks
   // still fit an SM (measured: 2 stages, 1 block/SM: 280 ms vs 252 ms).
   static constexpr int kStages = D == 256 ? 1 : 2;
-  static constexpr int kSmem = (2 * kBlockN * D + kStages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
+  static constexpr int smem(int stages) {
+    return (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
+  }
+  static constexpr int kSmem = smem(kStages);
 };
+
+// Launches the dK/dV/dQ kernel with STAGES Q/dO buffers.
+template <typename T, int D, int STAGES>
+cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
+  using C = BwdConfig<D>;
+  constexpr int kSmem = C::smem(STAGES);
+  auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, STAGES>;
+  if (kSmem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+  }
+  dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * (D / C::kChunkD));
+  kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
 
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
@@ -345,14 +366,19 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
   using C = BwdConfig<D>;
   if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   if (p.max_seqlen_k > 0) {
-    auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, C::kStages>;
-    if (C::kSmem > 48 * 1024) {
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    // Two Q/dO stages where the device's per-block shared memory allows it (sm80 / sm90: 163 / 227 KB);
+    // sm86 / sm89 (99 KB) take the single-stage kernel (D = 128: 96 KB instead of 112 KB).
+    cudaError_t err;
+    if constexpr (C::kStages == 2) {
+      int dev = 0, max_smem = 0;
+      err = cudaGetDevice(&dev);
       if (err != cudaSuccess) return err;
+      err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+      if (err != cudaSuccess) return err;
+      err = C::kSmem <= max_smem ? launch_hstu_bwd_main<T, D, 2>(p, stream) : launch_hstu_bwd_main<T, D, 1>(p, stream);
+    } else {
+      err = launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
     }
-    dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * (D / C::kChunkD));
-    kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
-    cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   if (p.total_q > 0) {

@@ -19,7 +19,7 @@ struct FwdConfig {
   // KV tile loaded per pipeline stage (kBlockN keys) and processed in sub-tiles of kSubN keys (bounds the S
   // registers: D = 128 with 64-key S fragments sits at 255 registers and spills).
   static constexpr int kBlockN = D <= 128 ? 64 : 32;
-  static constexpr int kSubN = D == 256 ? 32 : 64;
+  static constexpr int kSubN = (D == 256 || D == 64) ? 32 : 64;
   static constexpr int kWarps = D <= 128 ? 8 : 4;  // D <= 128: one m16 tile per warp, 2 blocks (16 warps) per SM
   static constexpr int kMinBlocks = D <= 128 ? 2 : 1;  // __launch_bounds__ min blocks per SM
   static constexpr int kStages = 2;  // K/V double buffer: tile n-1 loads while tile n is computed
