@@ -10,7 +10,8 @@ from dynamicemb._hash import hash_keys_reference
 def _keys(n, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     k = torch.randint(-(2**63), 2**63 - 1, (n,), generator=g, dtype=torch.int64)
-    k[:4] = torch.tensor([0, 1, -1, -(2**63)])  # edges of the range
+    edges = torch.tensor([0, 1, -1, -(2**63)])  # edges of the range
+    k[: min(n, 4)] = edges[: min(n, 4)]
     return k if dtype == torch.int64 else k.view(torch.uint64)
 
 
