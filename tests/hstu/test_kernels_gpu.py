@@ -215,17 +215,14 @@ def test_kernel_rab_without_drab():
     check_case(case, 0.5, has_drab=False)
 
 
-def test_kernel_deterministic_backward_repeats_exactly():
-    case = make_case(4, [256, 99, 1111], 4, 128, torch.bfloat16, "context_target", 2)
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                                 "num_targets", "target_group_size", "window_size")}
-    results = []
-    for _ in range(2):
-        leaves = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "rab")]
-        out = hstu_attn_varlen_func(*leaves[:3], rab=leaves[3], has_drab=True, deterministic=True, **args)
-        results.append(torch.autograd.grad(out, leaves, torch.ones_like(out)))
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
+def test_kernel_deterministic_backward_is_refused_clearly():
+    """The CUDA backward accumulates dq with fp32 atomics; deterministic=True must fail loudly, not silently."""
+    case = make_case(4, [256, 99], 2, 64, torch.bfloat16, "causal", 2)
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "window_size")}
+    leaves = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+    out = hstu_attn_varlen_func(*leaves, deterministic=True, **args)
+    with pytest.raises(RuntimeError, match="deterministic=True is not implemented"):
+        torch.autograd.grad(out, leaves, torch.ones_like(out))
 
 
 if given is not None:
@@ -316,7 +313,7 @@ def test_cuda_graph_capture_and_replay():
 
     def step():
         out = hstu_attn_varlen_func(q, k, v, alpha=0.5, **args)
-        grads = torch.ops.hstu_attn.bwd(dout, q, k, v, *op_args, True, True)
+        grads = torch.ops.hstu_attn.bwd(dout, q, k, v, *op_args, True, False)
         return out, grads
 
     side = torch.cuda.Stream()
@@ -335,4 +332,4 @@ def test_cuda_graph_capture_and_replay():
     out, grads = step()
     torch.testing.assert_close(g_out, out, rtol=0, atol=0)
     for a, b in zip(g_grads, grads):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)  # deterministic=True
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-3)  # dq/drab atomics may add in any order
