@@ -58,6 +58,8 @@ def _bazel(env, *args, log=None):
     cmd = base + list(args)
     if args[0] == "build":
         cmd += ["--symlink_prefix=/", "--config=sm80"] + extra
+    if args[0] == "clean":
+        cmd += ["--symlink_prefix=/"]  # leave the outer build's bazel-* convenience links alone
     out = subprocess.run(cmd, cwd=env["ws"], env=e, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
     return out
