@@ -151,6 +151,32 @@ def _compute_dtype(dtype: torch.dtype, upcast: bool) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list, target_group_size,
+                     window_size):
+    """Per-sequence pieces shared by the forward and backward references.
+
+    Returns qb (H, lq, D), kb (H, lk, D), vb (H, lk, D) in `cdt`, the pre-activation S = alpha * (q·k + rab)
+    (H, lq, lk) and the boolean mask (lq, lk) of sequence `b`.
+    """
+    qb = q[sq : sq + lq].to(cdt).transpose(0, 1)
+    kb = k[sk : sk + lk].to(cdt).transpose(0, 1)
+    vb = v[sk : sk + lk].to(cdt).transpose(0, 1)
+    s = torch.matmul(qb, kb.transpose(1, 2))
+    if rab is not None:
+        s = s + rab[b, :, lk - lq : lk, :lk].to(cdt)
+    s = s * alpha
+    mask = hstu_mask(
+        lq,
+        lk,
+        num_context=0 if ctx_list is None else ctx_list[b],
+        num_target=0 if tgt_list is None else tgt_list[b],
+        target_group_size=target_group_size,
+        window_size=(int(window_size[0]), int(window_size[1])),
+        device=q.device,
+    )
+    return qb, kb, vb, s, mask
+
+
 def hstu_attn_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -215,22 +241,8 @@ def hstu_attn_reference(
     for b, (sq, lq, sk, lk) in enumerate(resolve_lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
         if lq <= 0 or lk <= 0:
             continue
-        qb = q[sq : sq + lq].to(cdt).transpose(0, 1)  # (H, lq, D)
-        kb = k[sk : sk + lk].to(cdt).transpose(0, 1)  # (H, lk, D)
-        vb = v[sk : sk + lk].to(cdt).transpose(0, 1)  # (H, lk, D)
-        s = torch.matmul(qb, kb.transpose(1, 2))  # (H, lq, lk)
-        if rab is not None:
-            s = s + rab[b, :, lk - lq : lk, :lk].to(cdt)
-        s = s * alpha
-        mask = hstu_mask(
-            lq,
-            lk,
-            num_context=0 if ctx_list is None else ctx_list[b],
-            num_target=0 if tgt_list is None else tgt_list[b],
-            target_group_size=target_group_size,
-            window_size=(int(window_size[0]), int(window_size[1])),
-            device=q.device,
-        )
+        qb, kb, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
+                                               target_group_size, window_size)
         # Scale P before P·V so that a same-dtype (upcast=False) float16 run does not overflow.
         p = torch.where(mask, torch.nn.functional.silu(s), torch.zeros((), dtype=cdt, device=q.device))
         p = p / scaling_seqlen
@@ -284,23 +296,9 @@ def hstu_attn_reference_backward(
     for b, (sq, lq, sk, lk) in enumerate(resolve_lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
         if lq <= 0 or lk <= 0:
             continue
-        qb = q[sq : sq + lq].to(cdt).transpose(0, 1)  # (H, lq, D)
-        kb = k[sk : sk + lk].to(cdt).transpose(0, 1)  # (H, lk, D)
-        vb = v[sk : sk + lk].to(cdt).transpose(0, 1)  # (H, lk, D)
+        qb, kb, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
+                                               target_group_size, window_size)
         dob = dout[sq : sq + lq].to(cdt).transpose(0, 1)  # (H, lq, D)
-        s = torch.matmul(qb, kb.transpose(1, 2))
-        if rab is not None:
-            s = s + rab[b, :, lk - lq : lk, :lk].to(cdt)
-        s = s * alpha
-        mask = hstu_mask(
-            lq,
-            lk,
-            num_context=0 if ctx_list is None else ctx_list[b],
-            num_target=0 if tgt_list is None else tgt_list[b],
-            target_group_size=target_group_size,
-            window_size=(int(window_size[0]), int(window_size[1])),
-            device=q.device,
-        )
         zero = torch.zeros((), dtype=cdt, device=q.device)
         sig = torch.sigmoid(s)
         p = torch.where(mask, s * sig, zero)
