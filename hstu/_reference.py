@@ -250,6 +250,12 @@ def hstu_attn_reference(
             p = p.to(q.dtype).to(cdt)
         o = torch.matmul(p, vb)  # (H, lq, D)
         out[sq : sq + lq] = o.transpose(0, 1)
+    if torch.is_grad_enabled() and not out.requires_grad:
+        # No used row touched the inputs (all sequences empty or unused): still hand autograd a graph so
+        # gradients come back as zeros, like the CUDA op's, instead of an error. Empty sums are exact zeros.
+        links = [t[:0].sum().to(cdt) for t in (q, k, v, rab) if t is not None and t.requires_grad]
+        if links:
+            out = out + sum(links)
     return out.to(q.dtype)
 
 

@@ -214,6 +214,19 @@ def test_reference_all_empty():
     assert out.shape == (0, 2, 4)
 
 
+@pytest.mark.parametrize("used", [(0, 0), (0, 1)])
+def test_reference_no_used_rows_still_differentiable(used):
+    # seqused_q = 0 for every sequence: the output is all zeros, and its gradients are zeros, not an error.
+    q, k, v = (torch.randn(1, 1, 32, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    cu = torch.tensor([0, 1], dtype=torch.int32)
+    sq, sk = (torch.tensor([u], dtype=torch.int32) for u in used)
+    out = hstu_attn_reference(q, k, v, cu, cu, 1, 1, window_size=(-1, 0), seqused_q=sq, seqused_k=sk)
+    assert torch.all(out == 0) and out.requires_grad
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    for g in grads:
+        assert g is not None and torch.all(g == 0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_reference_low_precision_close_to_fp64(dtype):
     cs = make_case(3, [17, 4, 30], False, 2, 16, 2)
