@@ -129,7 +129,15 @@ def main(argv=None):
             fn = getattr(h, "compiled_kernels", None)
             if fn is None:
                 return None, "compiled_kernels() not available"
-            return True, fn()
+            info = fn()
+            if not info.get("instances"):
+                return False, f"no kernel units registered: {info}"
+            names = info["instances"]
+            hopper = [n for n in names if "_sm90_" in n]
+            msg = f"{len(names)} units, sm80-class built for {info.get('archs')}, {len(hopper)} Hopper (sm_90a) units"
+            if cuda and torch.cuda.get_device_capability() == (9, 0) and not hopper:
+                msg += "; this GPU is sm90: a --config=sm90 build adds the faster Hopper forward"
+            return True, msg
         r.run("hstu_attn compiled kernels", _kernels)
 
         def _attn():

@@ -11,6 +11,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MATRIX = os.path.join(ROOT, "hstu", "kernel_matrix.bzl")
 TEMPLATE = os.path.join(ROOT, "hstu", "csrc", "hstu_instance.cu.tmpl")
+TEMPLATE_SM90 = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_sm90_instance.cu.tmpl")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MATRIX), reason="hstu/kernel_matrix.bzl is not in this tree")
 
@@ -54,3 +55,24 @@ def test_masks_are_not_template_parameters():
     m = _matrix()
     keys = set().union(*(set(p) for p in m["HSTU_INSTANCES"].values()))
     assert not keys & {"CAUSAL", "LOCAL", "CONTEXT", "TARGET", "RAB", "DELTA_Q"}
+
+
+def test_sm90_matrix_is_small_and_consistently_named():
+    m = _matrix()
+    inst = m["HSTU_SM90_INSTANCES"]
+    assert len(inst) == len(m["HSTU_DTYPES"]) * len(m["HSTU_SM90_HDIMS"]) * len(m["HSTU_SM90_DIRECTIONS"])
+    assert len(inst) <= 16
+    assert not set(inst) & set(m["HSTU_INSTANCES"]), "sm90 and sm80 units must not share a file name"
+    for stem, params in inst.items():
+        assert re.fullmatch(r"hstu_(fwd|bwd)_sm90_(fp16|bf16)_hdim(32|64|128|256)", stem), stem
+        assert params["ARCH"] == "sm90" and params["NAME"] == stem
+        assert stem == "hstu_%s_%s_%s_hdim%s" % (params["DIRECTION"], params["ARCH"], params["DTYPE"], params["HDIM"])
+        assert not set(params) & {"CAUSAL", "LOCAL", "CONTEXT", "TARGET", "RAB", "DELTA_Q"}
+
+
+def test_sm90_template_uses_exactly_the_matrix_keys():
+    m = _matrix()
+    with open(TEMPLATE_SM90) as f:
+        used = set(re.findall(r"\{\{(\w+)\}\}", f.read()))
+    for params in m["HSTU_SM90_INSTANCES"].values():
+        assert used == set(params), (sorted(used), sorted(params))

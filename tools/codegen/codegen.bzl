@@ -37,7 +37,7 @@ _kernel_instance = rule(
     },
 )
 
-def cuda_instances(name, template, instances, hdrs = [], deps = [], copts = [], visibility = None):
+def cuda_instances(name, template, instances, hdrs = [], deps = [], copts = [], only_archs = [], visibility = None):
     """One generated .cu and one cuda_library per matrix entry, plus `name` aggregating them.
 
     Args:
@@ -47,6 +47,7 @@ def cuda_instances(name, template, instances, hdrs = [], deps = [], copts = [], 
       hdrs: headers the template includes.
       deps: header libraries.
       copts: extra nvcc flags.
+      only_archs: see cuda_library (e.g. ["sm_90a"] for a Hopper-only family).
       visibility: of the aggregate.
     """
     for stem in sorted(instances.keys()):
@@ -62,6 +63,7 @@ def cuda_instances(name, template, instances, hdrs = [], deps = [], copts = [], 
             hdrs = hdrs,
             deps = deps,
             copts = copts,
+            only_archs = only_archs,
         )
     native.cc_library(
         name = name,

@@ -49,6 +49,8 @@ def _gencode(arch):
 
 def _nvcc_objects_impl(ctx):
     archs = ctx.attr._archs[CudaArchsInfo].archs
+    if ctx.attr.only_archs:
+        archs = [a for a in archs if a in ctx.attr.only_archs]
     cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
     headers = depset(ctx.files.hdrs, transitive = [c.compilation_context.headers for c in cc_infos])
     includes = depset(
@@ -69,6 +71,9 @@ def _nvcc_objects_impl(ctx):
         args.add_all(NVCC_FLAGS)
         args.add_all([_gencode(a) for a in archs])
         args.add('-DACCEL_CUDA_ARCHS="%s"' % ",".join(archs))
+        if not archs:
+            # None of the unit's archs is being built: the source compiles its host-side stub only.
+            args.add("-DACCEL_NO_DEVICE_CODE=1")
         args.add_all(includes, format_each = "-I%s")
         args.add_all(defines, format_each = "-D%s")
         args.add_all(ctx.attr.copts)
@@ -82,7 +87,7 @@ def _nvcc_objects_impl(ctx):
             arguments = [log.path, args],
             mnemonic = "NvccCompile",
             use_default_shell_env = True,  # PATH for the host compiler (strict: /bin:/usr/bin:/usr/local/bin)
-            progress_message = "nvcc %s (%s)" % (src.short_path, ",".join(archs)),
+            progress_message = "nvcc %s (%s)" % (src.short_path, ",".join(archs) or "host stub"),
         )
         objs.append(obj)
         logs.append(log)
@@ -99,11 +104,12 @@ _nvcc_objects = rule(
         "hdrs": attr.label_list(allow_files = True),
         "deps": attr.label_list(providers = [CcInfo]),
         "copts": attr.string_list(),
+        "only_archs": attr.string_list(),
         "_archs": attr.label(default = "//tools/cuda:archs"),
     },
 )
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None, **kwargs):
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], only_archs = [], visibility = None, **kwargs):
     """Compiles each .cu of `srcs` in its own nvcc action; usable as a cc dependency.
 
     Args:
@@ -112,6 +118,9 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
       hdrs: headers the sources include (also exported to dependents).
       deps: cc_library targets providing headers (CUTLASS, CUDA and the workspace root are always available).
       copts: extra nvcc flags.
+      only_archs: if set, build device code only for these of the selected archs (e.g. ["sm_90a"] for
+        wgmma kernels); when none of them is selected, the sources are compiled with ACCEL_NO_DEVICE_CODE
+        defined and must then provide host-side stubs.
       visibility: as usual.
       **kwargs: passed to the cc_library (e.g. tags).
     """
@@ -121,6 +130,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         hdrs = hdrs,
         deps = deps + ["@local_cutlass//:cutlass", "@local_cuda//:cuda_headers"],
         copts = copts,
+        only_archs = only_archs,
         visibility = ["//visibility:private"],
     )
     native.cc_library(

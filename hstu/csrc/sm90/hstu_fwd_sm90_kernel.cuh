@@ -1,0 +1,381 @@
+// HSTU attention forward for Hopper (sm_90a): O = (SiLU(alpha * Q K^T) masked) V / scaling_seqlen.
+//
+// Warp-specialized: warpgroup 0 is the producer (one thread issues TMA loads of Q once and of K/V tiles into a
+// 2-stage mbarrier pipeline, setmaxnreg 40), warpgroups 1 and 2 are consumers (64 query rows each, 128 per CTA,
+// setmaxnreg 232). Per KV tile a consumer computes S = Q K^T with wgmma (both operands in smem, 128B-swizzled,
+// K-major), applies SiLU + mask in registers, rounds P to the input dtype and computes O += P V with wgmma (P from
+// registers, V from smem as an MN-major operand). With kOverlap the SiLU of tile i runs while the P V wgmma of
+// tile i-1 is in flight (S of tile i is issued before P V of tile i-1).
+//
+// Jagged sequences: one tensor map over the whole (total_tokens, H, D) tensor, tiles addressed by the sequence's
+// first token + tile offset. Keys past the sequence end (next sequence, or zero-filled past the tensor) are masked
+// to P = 0 by the element mask (select, not multiply), and the V rows past the used keys of the boundary tile are
+// zeroed in smem before P V, so non-finite garbage there (seqused) cannot turn 0 * x into NaN. Fully masked KV
+// tiles are never loaded (SeqMask::key_range); query tiles are launched heaviest (last) first.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "hstu/csrc/hstu_common.cuh"
+#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/sm90_utils.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+template <int D, int STAGES = 2>
+struct FwdSm90Traits {
+  static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
+  static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per KV tile
+  static constexpr int kStages = STAGES;  // K/V pipeline depth (3 fits in smem for D <= 128)
+  static constexpr int kPanels = D / 64;  // 64-element (128-byte) column panels per row (TMA box width)
+  static constexpr int kQPanelBytes = kBlockM * 128;
+  static constexpr int kKVPanelBytes = kBlockN * 128;
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kTileBytes = kBlockN * D * 2;  // one K or one V tile
+  static constexpr int kBarOffset = kQBytes + 2 * kStages * kTileBytes;
+  static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(D % 64 == 0, "head dim must be a multiple of 64");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+};
+
+// kOverlap: SiLU of tile i overlaps the P V wgmma of tile i-1 (else serial). kPingpong: the two consumer
+// warpgroups take turns issuing their wgmmas (named barriers 4/5), so one's SiLU runs under the other's GEMMs.
+// head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
+// K/V in L2; else grid (B * H, m_blocks), the heaviest tiles of all heads first.
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT>
+__global__ void __launch_bounds__(384, 1)
+    hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                         const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major) {
+  static_assert(kOverlap || !kPingpong, "pingpong needs the overlapped pipeline");
+  using C = FwdSm90Traits<D, kStagesT>;
+  constexpr int BM = C::kBlockM;
+  constexpr int BN = C::kBlockN;
+  constexpr int S = C::kStages;
+
+  extern __shared__ char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base;
+  const uint32_t sK = base + C::kQBytes;           // stage s at + s * kTileBytes
+  const uint32_t sV = sK + S * C::kTileBytes;      // stage s at + s * kTileBytes
+  const uint32_t bar = base + C::kBarOffset;
+  const uint32_t bar_q = bar;
+  auto bar_full_k = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_full_v = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
+  auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
+
+  int h, b, m_block;
+  if (head_major) {
+    m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) query tiles of each (b, h) first
+    h = blockIdx.y;
+    b = blockIdx.z;
+  } else {
+    h = blockIdx.x % p.heads;
+    b = blockIdx.x / p.heads;
+    m_block = gridDim.y - 1 - blockIdx.y;  // heaviest (causal) query tiles of all heads first
+  }
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= si.lq_alloc) return;
+  const SeqMask& mk = si.mask;
+  const int r0 = m0 + mk.offset;  // key position of the tile's first row
+  const int rows_used = max(0, min(BM, si.lq - m0));
+  int nb_begin = 0, nb_end = 0;
+  if (rows_used > 0) {
+    int kb, ke;
+    mk.key_range(r0, r0 + rows_used, kb, ke);
+    kb = max(kb, 0);
+    ke = min(ke, si.lk);
+    if (ke > kb) {
+      nb_begin = kb / BN;
+      nb_end = (ke + BN - 1) / BN;
+    }
+  }
+  const int n_tiles = nb_end - nb_begin;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbar_init(bar_q, 1);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full_k(s), 1);
+      mbar_init(bar_full_v(s), 1);
+      mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
+      mbar_init(bar_empty_v(s), 8);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid < 128) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0 && n_tiles > 0) {
+      prefetch_tensormap(&tm_q);
+      prefetch_tensormap(&tm_k);
+      prefetch_tensormap(&tm_v);
+      mbar_arrive_expect_tx(bar_q, C::kQBytes);
+#pragma unroll
+      for (int pn = 0; pn < C::kPanels; ++pn) {
+        tma_load_3d(sQ + pn * C::kQPanelBytes, &tm_q, bar_q, pn * 64, h, si.q_start + m0);
+      }
+      for (int i = 0; i < n_tiles; ++i) {
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        const int row = si.k_start + (nb_end - 1 - i) * BN;
+        mbar_wait(bar_empty_k(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
+#pragma unroll
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(sK + s * C::kTileBytes + pn * C::kKVPanelBytes, &tm_k, bar_full_k(s), pn * 64, h, row);
+        }
+        mbar_wait(bar_empty_v(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+#pragma unroll
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(sV + s * C::kTileBytes + pn * C::kKVPanelBytes, &tm_v, bar_full_v(s), pn * 64, h, row);
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<C::kConsumerRegs>();
+    const int ctid = tid - 128;
+    const int wg = ctid / 128;  // 0 or 1: rows [64 wg, 64 wg + 64) of the tile
+    const int wtid = ctid % 128;
+    const int warp = wtid / 32;
+    const int lane = wtid % 32;
+    const int row_w0 = r0 + 64 * wg;  // key position of this warpgroup's first row
+
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+
+    if (n_tiles > 0) {
+      float acc_s[BN / 2];
+      uint32_t pf[BN / 16][4];
+      const float half_alpha = 0.5f * p.alpha;
+
+      auto issue_qk = [&](int s) {
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          const uint64_t da =
+              make_desc_sw128(sQ + (ks / 4) * C::kQPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+          const uint64_t db = make_desc_sw128(sK + s * C::kTileBytes + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+          wgmma_ss<T, BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+      };
+      auto issue_pv = [&](int s) {
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) {
+          const uint64_t db = make_desc_sw128(sV + s * C::kTileBytes + ks * 16 * 128, C::kKVPanelBytes);
+          wgmma_rs<T, D, 1>(acc_o, pf[ks], db, 1);
+        }
+        wgmma_commit();
+      };
+      // P = SiLU(alpha * S) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
+      auto silu_mask = [&](int nb) {
+        const int n0 = nb * BN;
+        if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) {
+            const float x = acc_s[e] * half_alpha;
+            acc_s[e] = fmaf(x, tanh_fast(x), x);
+          }
+        } else if (mk.hist == mk.lk) {
+          // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
+          const int jj = n0 + 2 * (lane % 4);
+          int lo[2], hi[2];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
+            lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+            hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
+            if (r < mk.ctx) {
+              lo[half] = 0;
+              hi[half] = mk.lk;
+            }
+            if (r >= mk.lk) hi[half] = lo[half];
+          }
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) {
+            const float x = acc_s[e] * half_alpha;
+            const float v = fmaf(x, tanh_fast(x), x);
+            const int half = (e % 4) / 2;
+            const int j = jj + 8 * (e / 4) + (e % 2);
+            acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
+          }
+        } else {
+          // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
+          const int rr = row_w0 + 16 * warp + lane / 4;
+          const int jj = n0 + 2 * (lane % 4);
+          uint32_t bits[BN / 64];
+#pragma unroll
+          for (int w = 0; w < BN / 64; ++w) {
+            uint32_t m = 0;
+#pragma unroll 1
+            for (int e = 0; e < 32; ++e) {
+              const int ee = 32 * w + e;
+              const int r = rr + 8 * ((ee % 4) / 2);
+              const int j = jj + 8 * (ee / 4) + (ee % 2);
+              m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+            }
+            bits[w] = m;
+          }
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) {
+            const float x = acc_s[e] * half_alpha;
+            const float v = fmaf(x, tanh_fast(x), x);
+            acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+          }
+        }
+      };
+      auto pack_p = [&]() {
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) pf[ks][q] = pack_pair<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
+        }
+      };
+      auto release = [&](uint32_t b) {
+        if (lane == 0) mbar_arrive(b);
+      };
+      // The first (highest) KV tile may reach past the used keys: zero those V rows in smem (both consumer
+      // warpgroups split the rows, then sync with each other) so that P = 0 never meets a non-finite V.
+      auto fix_boundary_v = [&](int nb, int s) {
+        const int valid = si.lk - nb * BN;
+        if (valid >= BN) return;  // uniform over both consumer warpgroups
+        const int nrows = BN - valid;
+        const int total = C::kPanels * nrows * 8;
+        for (int idx = ctid; idx < total; idx += 256) {
+          const int chunk = idx % 8;
+          const int rr = (idx / 8) % nrows;
+          const int pn = idx / (8 * nrows);
+          const uint32_t a = sV + s * C::kTileBytes + pn * C::kKVPanelBytes + (valid + rr) * 128 + chunk * 16;
+          asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+        }
+        fence_proxy_async_smem();
+        named_barrier_sync(1, 256);
+      };
+
+      mbar_wait(bar_q, 0);
+      if constexpr (!kOverlap) {
+        for (int i = 0; i < n_tiles; ++i) {
+          const int nb = nb_end - 1 - i;
+          const int s = i % S;
+          const uint32_t ph = (i / S) & 1;
+          mbar_wait(bar_full_k(s), ph);
+          issue_qk(s);
+          wgmma_wait<0>();
+          pin_all(acc_s);
+          release(bar_empty_k(s));
+          silu_mask(nb);
+          pack_p();
+          mbar_wait(bar_full_v(s), ph);
+          if (i == 0) fix_boundary_v(nb, s);
+          issue_pv(s);
+          wgmma_wait<0>();
+          pin_all(pf);
+          release(bar_empty_v(s));
+        }
+      } else {
+        // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
+        // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
+        auto pp_sync = [&]() {
+          if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
+        };
+        auto pp_arrive = [&]() {
+          if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
+        };
+        if (kPingpong && wg == 1) named_barrier_arrive(4, 256);
+        // Tile 0: S, P; zero the V rows past the used keys once V_0 has landed.
+        mbar_wait(bar_full_k(0), 0);
+        pp_sync();
+        issue_qk(0);
+        pp_arrive();
+        wgmma_wait<0>();
+        pin_all(acc_s);
+        release(bar_empty_k(0));
+        silu_mask(nb_end - 1);
+        pack_p();
+        mbar_wait(bar_full_v(0), 0);
+        fix_boundary_v(nb_end - 1, 0);
+        for (int i = 1; i < n_tiles; ++i) {
+          const int nb = nb_end - 1 - i;
+          const int s = i % S;
+          const uint32_t ph = (i / S) & 1;
+          const int sp = (i - 1) % S;
+          const uint32_t php = ((i - 1) / S) & 1;
+          mbar_wait(bar_full_k(s), ph);
+          mbar_wait(bar_full_v(sp), php);
+          pp_sync();
+          issue_qk(s);   // S_i, in flight during the P V below
+          issue_pv(sp);  // O += P_{i-1} V_{i-1}
+          pp_arrive();
+          wgmma_wait<1>();  // S_i done
+          pin_all(acc_s);
+          release(bar_empty_k(s));
+          silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+          wgmma_wait<0>();
+          pin_all(pf);
+          release(bar_empty_v(sp));
+          pack_p();
+        }
+        const int il = n_tiles - 1;
+        const int sl = il % S;
+        mbar_wait(bar_full_v(sl), (il / S) & 1);
+        pp_sync();
+        issue_pv(sl);
+        if (wg == 0) pp_arrive();
+        wgmma_wait<0>();
+        pin_all(pf);
+        release(bar_empty_v(sl));
+      }
+      pin_all(acc_o);
+    }
+
+    // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
+    // then 16-byte coalesced stores. Rows past seqused hold zeros (masked); rows past the sequence are not stored.
+    const float sc = p.inv_scaling;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int rr = 16 * warp + lane / 4 + 8 * half;
+        const uint32_t v = pack_pair<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
+        const uint32_t a =
+            sQ + (j / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+      }
+    }
+    named_barrier_sync(2 + wg, 128);
+    const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
+    T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
+            static_cast<int64_t>(h) * p.o_head_stride;
+    constexpr int kChunks = D / 8;
+#pragma unroll 4
+    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+      const int rr = idx / kChunks;
+      const int c = idx % kChunks;
+      if (rr < rows_store) {
+        uint4 val;
+        const uint32_t a = sQ + (c / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                     : "r"(a));
+        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8) = val;
+      }
+    }
+  }
+}
+
+}  // namespace sm90
+}  // namespace hstu

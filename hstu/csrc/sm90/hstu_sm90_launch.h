@@ -1,0 +1,23 @@
+// Launcher declarations for the Hopper (sm_90a) HSTU kernels (host side; no torch headers).
+//
+// run_hstu_fwd_sm90<T, D> is defined in hstu_fwd_sm90_launch.cuh and explicitly instantiated once per (dtype, head
+// dim) by a .cu file compiled for sm_90a only (see NOTES.md). Same HstuParams as the sm80 kernels, plus the number
+// of key/value rows (total_k, the row extent of the K/V tensor maps), which HstuParams does not carry.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/hstu_params.h"
+
+namespace hstu {
+
+// Forward on the caller's stream. Requirements (validated by the op): q/k/v last dim contiguous, data pointers
+// 16-byte aligned, row/head strides multiples of 8 elements, rab == nullptr (not supported yet), D in {64, 128, 256}
+// (instantiated ones), p.total_q = rows of q. `variant` selects a pipeline configuration for experiments
+// (hstu_fwd_sm90_launch.cuh); -1 = the default.
+template <typename T, int D>
+cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
+
+}  // namespace hstu

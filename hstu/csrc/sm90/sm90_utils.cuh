@@ -1,0 +1,183 @@
+// Hopper (sm_90a) device primitives for the HSTU sm90 kernels: mbarriers, TMA tensor loads, wgmma descriptors and
+// fences, named barriers, setmaxnreg. Hand-written PTX (no CuTe); the wgmma instructions are in wgmma.cuh.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (type only; the launcher encodes maps through the runtime's driver entry point)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "hstu/csrc/sm90/wgmma.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// mbarrier
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrive once and add `bytes` to the transaction count the current phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Blocks until the phase with the given parity has completed. A fresh barrier counts its (virtual) previous phase,
+// parity 1, as completed, so producers wait on parity (use ^ 1) for the first round.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// TMA: 3-D tiled tensor load global -> shared, completing on an mbarrier (transaction bytes). Out-of-tensor
+// elements are zero-filled (and still counted as transferred bytes).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                            int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// wgmma helpers
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Pins a register value in program order relative to the surrounding volatile asm (wgmma issue / wait), so the
+// compiler neither reads an accumulator before its wgmma has completed nor rewrites an A fragment still in flight.
+__device__ __forceinline__ void pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <typename R, int N>
+__device__ __forceinline__ void pin_all(R (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) pin(x[i]);
+}
+template <int N, int M>
+__device__ __forceinline__ void pin_all(uint32_t (&x)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) pin(x[i][j]);
+}
+
+// Shared-memory matrix descriptor for a 128-byte-swizzled tile (the layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes, 16-byte chunk index XOR (row % 8), 1024-byte atoms of 8 rows).
+// K-major operand: LBO unused (1), SBO = 1024 (next 8 rows). MN-major operand: LBO = byte stride between 64-element
+// column panels, SBO = 1024 (next 8 rows of K).
+__device__ __forceinline__ uint64_t make_desc_sw128(uint32_t saddr, uint32_t lbo_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((saddr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
+  d |= static_cast<uint64_t>(1024 >> 4) << 32;
+  d |= static_cast<uint64_t>(1) << 62;  // SWIZZLE_128B
+  return d;
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 64) {
+    if constexpr (kBf16) wgmma_m64n64k16_ss_bf16(d, da, db, scale_d); else wgmma_m64n64k16_ss_f16(d, da, db, scale_d);
+  } else if constexpr (N == 128) {
+    if constexpr (kBf16) wgmma_m64n128k16_ss_bf16(d, da, db, scale_d); else wgmma_m64n128k16_ss_f16(d, da, db, scale_d);
+  } else {
+    static_assert(N == 256, "unsupported wgmma N");
+    if constexpr (kBf16) wgmma_m64n256k16_ss_bf16(d, da, db, scale_d); else wgmma_m64n256k16_ss_f16(d, da, db, scale_d);
+  }
+}
+
+template <typename T, int N, int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 64) {
+    if constexpr (kBf16) wgmma_m64n64k16_rs_bf16<TRANS_B>(d, a, db, scale_d);
+    else wgmma_m64n64k16_rs_f16<TRANS_B>(d, a, db, scale_d);
+  } else if constexpr (N == 128) {
+    if constexpr (kBf16) wgmma_m64n128k16_rs_bf16<TRANS_B>(d, a, db, scale_d);
+    else wgmma_m64n128k16_rs_f16<TRANS_B>(d, a, db, scale_d);
+  } else {
+    static_assert(N == 256, "unsupported wgmma N");
+    if constexpr (kBf16) wgmma_m64n256k16_rs_bf16<TRANS_B>(d, a, db, scale_d);
+    else wgmma_m64n256k16_rs_f16<TRANS_B>(d, a, db, scale_d);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Misc
+
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Generic-proxy shared-memory writes become visible to the async proxy (wgmma, TMA) after this fence + a barrier.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+}  // namespace sm90
+}  // namespace hstu
