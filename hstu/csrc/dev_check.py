@@ -1,7 +1,7 @@
 """Standalone GPU check of the hstu_attn CUDA ops (no wheel needed): correctness against hstu/_reference.py and
 timings. Used on the lent GPU machine with a library built by hand:
 
-    python hstu/csrc/dev_check.py --lib .carry/_C.so [--bench]
+    python hstu/csrc/dev_check.py --lib .carry/_C.so [--bench] [--deterministic]
 
 Correctness rule (FBGEMM HSTU style): max|kernel - gold| <= k * max|torch_same_dtype - gold| (+ a tiny floor),
 k = 2 forward, 5 backward; gold is the reference in fp32 on upcast inputs. Outputs are poisoned by the op itself
@@ -42,7 +42,7 @@ def make_case(B, H, D, dtype, lens_q, lens_k, rab_heads, seed):
 
 
 def run_case(ops, ref, name, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None, group=1, window=(-1, 0),
-             alpha=1.0, rab_heads=0, seqused_q=None, seqused_k=None, seed=0):
+             alpha=1.0, rab_heads=0, seqused_q=None, seqused_k=None, seed=0, deterministic=False):
     dev = "cuda"
     q, k, v, do, cu_q, cu_k, mq, mk, rab = make_case(B, H, D, dtype, lens_q, lens_k, rab_heads, seed)
     t = lambda x: None if x is None else torch.tensor(x, dtype=torch.int32, device=dev)
@@ -53,8 +53,12 @@ def run_case(ops, ref, name, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None,
     has_drab = rab is not None
     args = (cu_q, cu_k, mq, mk, ctx_t, tgt_t, group, window[0], window[1], alpha)
     out = ops.fwd(q, k, v, *args, rab, -1.0, sq_t, sk_t)
-    dq, dk, dv, drab = ops.bwd(do, q, k, v, *args, rab, -1.0, sq_t, sk_t, has_drab, False)
+    dq, dk, dv, drab = ops.bwd(do, q, k, v, *args, rab, -1.0, sq_t, sk_t, has_drab, deterministic)
     torch.cuda.synchronize()
+    repeat_ok = True
+    if deterministic:  # a second run must be bit-identical
+        again = ops.bwd(do, q, k, v, *args, rab, -1.0, sq_t, sk_t, has_drab, deterministic)
+        repeat_ok = all(torch.equal(a, b) for a, b in zip((dq, dk, dv, drab), again))
 
     def reference(dt, upcast):
         leaves = [x.detach().to(dt).requires_grad_(True) for x in (q, k, v)]
@@ -79,11 +83,14 @@ def run_case(ops, ref, name, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None,
         passed = finite and err <= kmul * base + 1e-5
         ok &= passed
         msgs.append(f"{names[i]} {err:.2e}/{base:.2e}{'' if passed else ' FAIL'}")
+    if not repeat_ok:
+        ok = False
+        msgs.append("deterministic rerun differs FAIL")
     print(f"{'PASS' if ok else 'FAIL'} {name}: " + ", ".join(msgs), flush=True)
     return ok
 
 
-def correctness(ops, ref):
+def correctness(ops, ref, deterministic=False):
     cases = []
     lens = [1, 27, 99, 256, 0, 200]
     B = len(lens)
@@ -113,13 +120,13 @@ def correctness(ops, ref):
     n_ok = 0
     for i, (name, kw) in enumerate(cases):
         try:
-            n_ok += run_case(ops, ref, name, seed=i, **kw)
+            n_ok += run_case(ops, ref, name, seed=i, deterministic=deterministic, **kw)
         except Exception as e:  # report and continue
             print(f"ERROR {name}: {type(e).__name__}: {e}", flush=True)
-    print(f"correctness: {n_ok}/{len(cases)} passed", flush=True)
+    print(f"correctness{' (deterministic bwd)' if deterministic else ''}: {n_ok}/{len(cases)} passed", flush=True)
 
 
-def bench(ops, B, S, H, D, causal=True, reps=10):
+def bench(ops, B, S, H, D, causal=True, reps=10, deterministic=False):
     dev = "cuda"
     dt = torch.bfloat16
     cu = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=dev)
@@ -142,10 +149,10 @@ def bench(ops, B, S, H, D, causal=True, reps=10):
         return ts[len(ts) // 2]
 
     tf = timeit(lambda: ops.fwd(q, k, v, *args))
-    tb = timeit(lambda: ops.bwd(do, q, k, v, *args, False, False))
+    tb = timeit(lambda: ops.bwd(do, q, k, v, *args, False, deterministic))
     # Issue-3 convention: fwd = sum 2*H*D*L^2 (halved for causal), bwd = 2.5x fwd. FA convention (4*H*D*L^2) is 2x.
     f = B * 2 * H * D * S * S * (0.5 if causal else 1.0)
-    print(f"bench B={B} S={S} H={H} D={D} causal={causal}: fwd {tf:.3f} ms {f / tf / 1e9:.1f} TFLOP/s "
+    print(f"bench B={B} S={S} H={H} D={D} causal={causal}{' deterministic' if deterministic else ''}: fwd {tf:.3f} ms {f / tf / 1e9:.1f} TFLOP/s "
           f"(FA-conv {2 * f / tf / 1e9:.1f}); bwd {tb:.3f} ms {2.5 * f / tb / 1e9:.1f} TFLOP/s "
           f"(FA-conv {5 * f / tb / 1e9:.1f})", flush=True)
 
@@ -155,6 +162,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--deterministic", action="store_true", help="also check (and bench) deterministic=True")
     a = ap.parse_args()
     torch.ops.load_library(a.lib)
     ops = torch.ops.hstu_attn
@@ -162,10 +170,15 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     if not a.no_check:
         correctness(ops, load_reference())
+        if a.deterministic:
+            correctness(ops, load_reference(), deterministic=True)
     if a.bench:
         bench(ops, 16, 16384, 4, 128)
         bench(ops, 16, 16384, 4, 256)
         bench(ops, 128, 1024, 4, 128)
+        if a.deterministic:
+            bench(ops, 16, 16384, 4, 128, deterministic=True)
+            bench(ops, 128, 1024, 4, 128, deterministic=True)
 
 
 if __name__ == "__main__":

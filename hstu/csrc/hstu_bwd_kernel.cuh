@@ -28,13 +28,16 @@ struct BwdConfig {
   // Q / dO double buffer (tile m+1 loads while tile m is computed); D = 256 keeps one stage so that two blocks
   // still fit an SM (measured: 2 stages, 1 block/SM: 280 ms vs 252 ms).
   static constexpr int kStages = D == 256 ? 1 : 2;
+  // stages = 0 is the compact single-stage layout: dS^T is staged in the Q buffer (extra barriers, no dS^T
+  // buffers), for devices whose per-block opt-in shared memory (sm86 / sm89: 99 KB) the 1-stage layout exceeds.
   static constexpr int smem(int stages) {
-    return (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
+    return stages == 0 ? (2 * kBlockN * D + 2 * kBlockM * D) * 2
+                       : (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
   }
   static constexpr int kSmem = smem(kStages);
 };
 
-// Launches the dK/dV/dQ kernel with STAGES Q/dO buffers.
+// Launches the dK/dV/dQ kernel with STAGES Q/dO buffers (0: compact single stage).
 template <typename T, int D, int STAGES>
 cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
   using C = BwdConfig<D>;
@@ -47,6 +50,17 @@ cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
   dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * (D / C::kChunkD));
   kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Stores one k16 slice of a warp's dS^T A-fragment (keys wrow + lane/4 (+8), queries ks*16 + 2*(lane%4) (+1, +8))
+// into the swizzled BN x BM dS^T tile; t = LS::swz(wrow + lane / 4, (lane % 4) * 2).
+template <int BM>
+__device__ __forceinline__ void store_ds(uint32_t sdS, uint32_t t, int ks, const uint32_t (&ad)[4]) {
+  using LS = SmemLayout<BM>;
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16))), "r"(ad[0]));
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16))), "r"(ad[1]));
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16 + 8))), "r"(ad[2]));
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16 + 8))), "r"(ad[3]));
 }
 
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
@@ -64,7 +78,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
   const uint32_t sV = sK + BN * D * 2;
   const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
   constexpr uint32_t kStageBytes = 2 * BM * D * 2;
-  const uint32_t sdS0 = sQ0 + STAGES * kStageBytes;  // dS^T, 2 buffers: BN rows (keys) x BM columns (queries)
+  // dS^T, 2 buffers: BN rows (keys) x BM columns (queries); the compact layout (STAGES = 0) stages it in sQ.
+  const uint32_t sdS0 = sQ0 + (STAGES > 0 ? STAGES : 1) * kStageBytes;
   constexpr uint32_t kdSBytes = BN * BM * 2;
 
   const int n_block = blockIdx.x;
@@ -88,8 +103,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
                                   : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
   T* drab = nullptr;
   float* drab_acc = nullptr;
+  float* drab_h = nullptr;  // deterministic shared rab: this head's fp32 slice, summed over heads afterwards
   if (p.drab != nullptr && d0 == 0) {
-    if (p.drab_accum != nullptr) {
+    if (p.drab_heads != nullptr) {
+      drab_h = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
+    } else if (p.drab_accum != nullptr) {
       drab_acc = p.drab_accum + b * p.drab_batch_stride;  // shared rab: sum over heads
     } else {
       drab = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
@@ -123,7 +141,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
   const float half_alpha = 0.5f * p.alpha;
   const float ds_scale = p.inv_scaling * p.alpha;
   const int64_t dq_row_stride = (int64_t)p.heads * D;
-  float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
+  // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
+  const bool with_dq = p.dq_accum != nullptr;
+  float* dq_acc = with_dq ? p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D : nullptr;
 
   if (mb_end > mb_begin) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
@@ -136,10 +156,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
     }
     cp_async_commit();
 
-    // dQ[m0 : m0 + BM, d0 : d0 + DC] += dS K, dS^T read from sdS_t. Runs one tile late (after the next tile's
-    // barrier), so one barrier per query tile suffices with two stages.
     // dQ[m0 : m0 + BM, d0 : d0 + DC] += dS K, with dS^T read from sdS_t. Runs one tile late (after the next
-    // tile's barrier), so with two stages one barrier per query tile suffices.
+    // tile's barrier), so with two stages one barrier per query tile suffices (compact layout: right away).
     auto dq_tile = [&](const int m0, const uint32_t sdS_t) {
       constexpr int WM = BM / 16;       // m16 tiles of queries
       constexpr int NDG = NWARPS / WM;  // warps per m16 tile, each taking DC / NDG columns
@@ -162,7 +180,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
 #pragma unroll
         for (int ks = 0; ks < BN / 16; ++ks) {
           uint32_t a[4];
-          ldsm_x4_t(a, sdS_t + (tS ^ LS::swz(ks * 16, 0)));
+          ldsm_x4_t(a, sdS_t + LS::xadd(tS, ks * 16, 0));
 #pragma unroll
           for (int dp = 0; dp < PW / 16; ++dp) {
             uint32_t bk[4];
@@ -177,16 +195,15 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
           for (int half = 0; half < 2; ++half) {
             const int i = m0 + mtile * 16 + lane / 4 + half * 8;
             const int col = c0 + dt * 8 + (lane % 4) * 2;
-            if (i < si.lq) {
-              atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[dt][2 * half], acc_q[dt][2 * half + 1]);
-            }
+            atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[dt][2 * half], acc_q[dt][2 * half + 1],
+                          i < si.lq);
           }
         }
       }
     };
 
     int stage = 0;
-    for (int mb = mb_begin; mb < mb_end; ++mb, stage ^= (STAGES - 1)) {
+    for (int mb = mb_begin; mb < mb_end; ++mb, stage ^= (STAGES == 2 ? 1 : 0)) {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
       float acc_s[QTILES][4];
@@ -213,7 +230,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
       const uint32_t sQ = sQ0 + stage * kStageBytes;
       const uint32_t sdO = sQ + BM * D * 2;
       const uint32_t sdS = sdS0 + ((mb - mb_begin) & 1) * kdSBytes;
-      if (mb > mb_begin) dq_tile(m0 - BM, sdS0 + ((mb - 1 - mb_begin) & 1) * kdSBytes);
+      if (STAGES > 0 && with_dq && mb > mb_begin) dq_tile(m0 - BM, sdS0 + ((mb - 1 - mb_begin) & 1) * kdSBytes);
 
       // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each iteration so they are
       // not hoisted out of the loop into registers (see opaque()).
@@ -226,12 +243,12 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t ak[4], av[4];
-        ldsm_x4(ak, sK + (tA ^ L::swz(0, ks * 16)));
-        ldsm_x4(av, sV + (tA ^ L::swz(0, ks * 16)));
+        ldsm_x4(ak, sK + L::xadd(tA, 0, ks * 16));
+        ldsm_x4(av, sV + L::xadd(tA, 0, ks * 16));
 #pragma unroll
         for (int np = 0; np < BM / 16; ++np) {
           uint32_t bq[4], bo[4];
-          const uint32_t off = tB ^ L::swz(np * 16, ks * 16);
+          const uint32_t off = L::xadd(tB, np * 16, ks * 16);
           ldsm_x4(bq, sQ + off);
           ldsm_x4(bo, sdO + off);
           mma_16816<T>(acc_s[2 * np], ak, bq[0], bq[1]);
@@ -241,43 +258,72 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
         }
       }
 
-      // Pointwise: P^T and dS^T (with alpha), drab.
+      // Pointwise: P^T and dS^T (with alpha), drab. Element (nt, e): key j = n0 + wrow + lane/4 + (e/2)*8,
+      // absolute query position r = r0 + nt*8 + 2*(lane%4) + (e&1). The rab, mask and drab passes are skipped
+      // by uniform branches in the common case (no rab, tile fully visible).
+      // h = alpha s / 2, t = tanh(h): sigmoid = (1 + t) / 2, SiLU = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)).
       const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+      if (rab != nullptr) {
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = n0 + wrow + lane / 4 + (e / 2) * 8;
+            const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+            if (r < mk.lk && j < mk.lk) acc_s[nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+          }
+      }
 #pragma unroll
       for (int nt = 0; nt < QTILES; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int j = n0 + wrow + lane / 4 + (e / 2) * 8;      // key
-          const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);  // absolute query position
-          const bool in_bounds = r < mk.lk && j < mk.lk;
-          float s = acc_s[nt][e];
-          if (rab != nullptr && in_bounds) s += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
-          // h = alpha s / 2, t = tanh(h): sigmoid = (1 + t) / 2, SiLU = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)).
-          const float hh = s * half_alpha;
+          const float hh = acc_s[nt][e] * half_alpha;
           const float t = tanh_approx(hh);
           const float sig = fmaf(0.5f, t, 0.5f);
-          float pv = fmaf(hh, t, hh);
-          float ds = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
-          if (!full && !mk.allowed(r, j)) {
-            pv = 0.f;
-            ds = 0.f;
-          }
-          acc_s[nt][e] = pv;
-          acc_dp[nt][e] = ds;
-          if (in_bounds) {
-            if (drab != nullptr) {
-              drab[(int64_t)r * p.drab_row_stride + j] = from_float<T>(ds);
-            } else if (drab_acc != nullptr && ds != 0.f) {
-              atomicAdd(drab_acc + (int64_t)r * p.drab_row_stride + j, ds);
-            }
-          }
+          acc_s[nt][e] = fmaf(hh, t, hh);
+          acc_dp[nt][e] = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
         }
       }
+      if (!full) {
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = n0 + wrow + lane / 4 + (e / 2) * 8;
+            const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+            if (!mk.allowed(r, j)) {
+              acc_s[nt][e] = 0.f;
+              acc_dp[nt][e] = 0.f;
+            }
+          }
+      }
+      if (drab != nullptr || drab_acc != nullptr || drab_h != nullptr) {
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = n0 + wrow + lane / 4 + (e / 2) * 8;
+            const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+            const float ds = acc_dp[nt][e];
+            if (r < mk.lk && j < mk.lk) {
+              if (drab_h != nullptr) {
+                drab_h[(int64_t)r * p.drab_row_stride + j] = ds;
+              } else if (drab != nullptr) {
+                drab[(int64_t)r * p.drab_row_stride + j] = from_float<T>(ds);
+              } else if (ds != 0.f) {
+                atomicAdd(drab_acc + (int64_t)r * p.drab_row_stride + j, ds);
+              }
+            }
+          }
+      }
 
-      // dV += P^T dO, dK += dS^T Q (this chunk's columns), and dS^T to smem.
+      // dV += P^T dO, dK += dS^T Q (this chunk's columns), and dS^T to smem (compact layout: after a barrier).
+      uint32_t ds_frag[BM / 16][4];
+      const uint32_t tdS = LS::swz(wrow + ln / 4, (ln % 4) * 2);
 #pragma unroll
       for (int ks = 0; ks < BM / 16; ++ks) {
-        uint32_t ap[4], ad[4];
+        uint32_t ap[4];
+        uint32_t (&ad)[4] = ds_frag[ks];
         ap[0] = pack2<T>(acc_s[2 * ks][0], acc_s[2 * ks][1]);
         ap[1] = pack2<T>(acc_s[2 * ks][2], acc_s[2 * ks][3]);
         ap[2] = pack2<T>(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
@@ -286,18 +332,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
         ad[1] = pack2<T>(acc_dp[2 * ks][2], acc_dp[2 * ks][3]);
         ad[2] = pack2<T>(acc_dp[2 * ks + 1][0], acc_dp[2 * ks + 1][1]);
         ad[3] = pack2<T>(acc_dp[2 * ks + 1][2], acc_dp[2 * ks + 1][3]);
-        // dS^T rows (keys) wrow + lane/4 (+8), query columns ks*16 + 2*(lane%4) (+8)
-        {
-          const uint32_t t = LS::swz(wrow + ln / 4, (ln % 4) * 2);
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16))), "r"(ad[0]));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16))), "r"(ad[1]));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(0, ks * 16 + 8))), "r"(ad[2]));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16 + 8))), "r"(ad[3]));
-        }
+        if (STAGES > 0 && with_dq) store_ds<BM>(sdS, tdS, ks, ad);
 #pragma unroll
         for (int dp = 0; dp < DC / 16; ++dp) {
           uint32_t bo[4], bq[4];
-          const uint32_t off = tBt ^ L::swz(ks * 16, dp * 16);
+          const uint32_t off = L::xadd(tBt, ks * 16, dp * 16);
           ldsm_x4_t(bo, sdO + off);
           ldsm_x4_t(bq, sQ + off);
           mma_16816<T>(acc_dv[2 * dp], ap, bo[0], bo[1]);
@@ -307,8 +346,15 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
         }
       }
 
-      if (STAGES == 1 && mb + 1 < mb_end) {
-        __syncthreads();  // single stage: every warp is done with Q and dO of this tile
+      if (STAGES == 0 && with_dq) {
+        __syncthreads();  // every warp is done with Q: stage dS^T there, then dQ of this tile
+#pragma unroll
+        for (int ks = 0; ks < BM / 16; ++ks) store_ds<BM>(sQ, tdS, ks, ds_frag[ks]);
+        __syncthreads();
+        dq_tile(m0, sQ);
+      }
+      if (STAGES <= 1 && mb + 1 < mb_end) {
+        __syncthreads();  // single stage: every warp is done with Q and dO (and dS^T) of this tile
         const int mn = m0 + BM;
         const uint32_t ot = opaque(tid);
         load_tile_async<BM, D, NT>(sQ, qg + (int64_t)mn * p.q_row_stride, p.q_row_stride, si.lq - mn, ot);
@@ -316,8 +362,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
         cp_async_commit();
       }
     }
-    __syncthreads();  // dS^T of the last tile complete
-    dq_tile((mb_end - 1) * BM, sdS0 + ((mb_end - 1 - mb_begin) & 1) * kdSBytes);
+    if (STAGES > 0 && with_dq) {
+      __syncthreads();  // dS^T of the last tile complete
+      dq_tile((mb_end - 1) * BM, sdS0 + ((mb_end - 1 - mb_begin) & 1) * kdSBytes);
+    }
   }
 
   // Epilogue: dK, dV of this chunk (rows past seqused are zeros).
@@ -361,36 +409,266 @@ __global__ void hstu_drab_convert_kernel(const HstuParams p) {
   }
 }
 
-template <typename T, int D>
-cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdConfig<D>;
-  if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  if (p.max_seqlen_k > 0) {
-    // Two Q/dO stages where the device's per-block shared memory allows it (sm80 / sm90: 163 / 227 KB);
-    // sm86 / sm89 (99 KB) take the single-stage kernel (D = 128: 96 KB instead of 112 KB).
-    cudaError_t err;
-    if constexpr (C::kStages == 2) {
-      int dev = 0, max_smem = 0;
-      err = cudaGetDevice(&dev);
-      if (err != cudaSuccess) return err;
-      err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-      if (err != cudaSuccess) return err;
-      err = C::kSmem <= max_smem ? launch_hstu_bwd_main<T, D, 2>(p, stream) : launch_hstu_bwd_main<T, D, 1>(p, stream);
-    } else {
-      err = launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
+// Deterministic mode, shared rab: drab (B, 1, R, C) = sum over heads, in head order, of drab_heads (B, H, R, C).
+template <typename T>
+__global__ void hstu_drab_reduce_kernel(const HstuParams p) {
+  const int64_t per_batch = p.drab_batch_stride;  // R * C (drab is contiguous with one head)
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.drab_numel;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t bb = idx / per_batch;
+    const float* src = p.drab_heads + bb * p.drab_heads_batch_stride + (idx - bb * per_batch);
+    float acc = 0.f;
+    for (int hh = 0; hh < p.heads; ++hh) acc += src[hh * p.drab_heads_head_stride];
+    static_cast<T*>(p.drab)[idx] = from_float<T>(acc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Deterministic dQ (query-tile parallel, no atomics): one block per (query tile of BM = 16 * NWARPS rows, batch,
+// head), each warp owning 16 rows. For every KV tile the block recomputes S = Q K^T and dP = dO V^T, forms
+// dS = dP * SiLU'(alpha (S + rab)) * alpha * inv_scaling (masked) in registers (the A operand of dS K, as P is
+// in the forward) and accumulates dQ += dS K in a fixed order; dQ is written once. Costs 3 GEMMs more per tile
+// pair than the atomic path's 1, so it is only used when deterministic=True.
+template <int D>
+struct BwdDqConfig {
+  static constexpr int kWarps = D == 256 ? 2 : 4;
+  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kBlockN = D == 256 ? 16 : 32;  // D = 256: 32-key S / dP tiles spill (dQ takes 128 registers)
+  static constexpr int kSmem = (2 * kBlockM * D + 2 * 2 * kBlockN * D) * 2;  // Q, dO | 2 stages of K, V
+};
+
+template <typename T, int D, int BM, int BN, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuParams p) {
+  constexpr int NT = NWARPS * 32;
+  constexpr int NTILES = BN / 8;
+  constexpr int DTILES = D / 8;
+  static_assert(BM == 16 * NWARPS, "one m16 tile of query rows per warp");
+  using L = SmemLayout<D>;
+  constexpr uint32_t kTileBytes = BN * D * 2;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t sQ = smem_u32(smem);
+  const uint32_t sdO = sQ + BM * D * 2;
+  const uint32_t sKV0 = sdO + BM * D * 2;  // stage s: K at sKV0 + 2 s kTileBytes, V right after it
+
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) tiles first
+  const int b = blockIdx.y;
+  const int h = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= si.lq_alloc) return;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const SeqMask& mk = si.mask;
+
+  const T* qg = static_cast<const T*>(p.q) + (int64_t)(si.q_start + m0) * p.q_row_stride + h * p.q_head_stride;
+  const T* dog = static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m0) * p.do_row_stride + h * p.do_head_stride;
+  const T* kg = static_cast<const T*>(p.k) + (int64_t)si.k_start * p.k_row_stride + h * p.k_head_stride;
+  const T* vg = static_cast<const T*>(p.v) + (int64_t)si.k_start * p.v_row_stride + h * p.v_head_stride;
+  const T* rab = p.rab == nullptr ? nullptr
+                                  : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
+
+  const int r0 = m0 + mk.offset;
+  const int rows_used = max(0, min(BM, si.lq - m0));
+  int nb_begin = 0, nb_end = 0;
+  if (rows_used > 0) {
+    int kb, ke;
+    mk.key_range(r0, r0 + rows_used, kb, ke);
+    kb = max(kb, 0);
+    ke = min(ke, si.lk);
+    if (ke > kb) {
+      nb_begin = kb / BN;
+      nb_end = (ke + BN - 1) / BN;
     }
+  }
+
+  float acc_dq[DTILES][4];
+#pragma unroll
+  for (int i = 0; i < DTILES; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_dq[i][e] = 0.f;
+
+  const int warp_row0 = warp * 16;
+  const float half_alpha = 0.5f * p.alpha;
+  const float ds_scale = p.inv_scaling * p.alpha;
+
+  if (nb_end > nb_begin) {
+    load_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, rows_used, tid);
+    load_tile_async<BM, D, NT>(sdO, dog, p.do_row_stride, rows_used, tid);
+    {
+      const int n0 = nb_begin * BN;
+      load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
+      load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
+                                 si.lk - n0, tid);
+    }
+    cp_async_commit();
+
+    int stage = 0;
+    for (int nb = nb_begin; nb < nb_end; ++nb, stage ^= 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage
+      if (nb + 1 < nb_end) {
+        const int nn0 = (nb + 1) * BN;
+        const uint32_t ot = opaque(tid);
+        const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
+        load_tile_async<BN, D, NT>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, si.lk - nn0, ot);
+        load_tile_async<BN, D, NT>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
+                                   si.lk - nn0, ot);
+        cp_async_commit();
+      }
+      const int n0 = nb * BN;
+      const uint32_t sK = sKV0 + stage * 2 * kTileBytes;
+      const uint32_t sV = sK + kTileBytes;
+      const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+      const uint32_t tA = L::swz(warp_row0 + ln % 16, (ln / 16) * 8);                // Q, dO as A operands
+      const uint32_t tB = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);        // K, V as B operands
+      const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, (ln / 16) * 8);       // K transposed (dS K)
+
+      float acc_s[NTILES][4], acc_dp[NTILES][4];
+#pragma unroll
+      for (int i = 0; i < NTILES; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc_s[i][e] = 0.f;
+          acc_dp[i][e] = 0.f;
+        }
+      // S = Q K^T, dP = dO V^T for this warp's 16 rows.
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t aq[4], ao[4];
+        ldsm_x4(aq, sQ + (tA ^ L::swz(0, ks * 16)));
+        ldsm_x4(ao, sdO + (tA ^ L::swz(0, ks * 16)));
+#pragma unroll
+        for (int np = 0; np < BN / 16; ++np) {
+          uint32_t bk[4], bv[4];
+          const uint32_t off = tB ^ L::swz(np * 16, ks * 16);
+          ldsm_x4(bk, sK + off);
+          ldsm_x4(bv, sV + off);
+          mma_16816<T>(acc_s[2 * np], aq, bk[0], bk[1]);
+          mma_16816<T>(acc_s[2 * np + 1], aq, bk[2], bk[3]);
+          mma_16816<T>(acc_dp[2 * np], ao, bv[0], bv[1]);
+          mma_16816<T>(acc_dp[2 * np + 1], ao, bv[2], bv[3]);
+        }
+      }
+      // dS (with alpha and 1 / scaling_seqlen), masked.
+      const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+#pragma unroll
+      for (int nt = 0; nt < NTILES; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = r0 + warp_row0 + lane / 4 + (e / 2) * 8;
+          const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+          float sv = acc_s[nt][e];
+          if (rab != nullptr && r < mk.lk && j < mk.lk) sv += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+          const float hh = sv * half_alpha;
+          const float t = tanh_approx(hh);
+          const float sig = fmaf(0.5f, t, 0.5f);
+          float ds = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
+          if (!full && !mk.allowed(r, j)) ds = 0.f;
+          acc_dp[nt][e] = ds;
+        }
+      }
+      // dQ += dS K
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        uint32_t a[4];
+        a[0] = pack2<T>(acc_dp[2 * ks][0], acc_dp[2 * ks][1]);
+        a[1] = pack2<T>(acc_dp[2 * ks][2], acc_dp[2 * ks][3]);
+        a[2] = pack2<T>(acc_dp[2 * ks + 1][0], acc_dp[2 * ks + 1][1]);
+        a[3] = pack2<T>(acc_dp[2 * ks + 1][2], acc_dp[2 * ks + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t bb[4];
+          ldsm_x4_t(bb, sK + (tBt ^ L::swz(ks * 16, dp * 16)));
+          mma_16816<T>(acc_dq[2 * dp], a, bb[0], bb[1]);
+          mma_16816<T>(acc_dq[2 * dp + 1], a, bb[2], bb[3]);
+        }
+      }
+    }
+  }
+
+  // Epilogue: dQ rows of this tile (rows past seqused, or that see no key, are zeros).
+  T* dqg = static_cast<T*>(p.dq) + (int64_t)(si.q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
+  const int rows_store = min(BM, si.lq_alloc - m0);
+#pragma unroll
+  for (int dt = 0; dt < DTILES; ++dt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_row0 + lane / 4 + half * 8;
+      const int col = dt * 8 + (lane % 4) * 2;
+      if (row < rows_store) {
+        *reinterpret_cast<uint32_t*>(dqg + (int64_t)row * p.dq_row_stride + col) =
+            pack2<T>(acc_dq[dt][2 * half], acc_dq[dt][2 * half + 1]);
+      }
+    }
+  }
+}
+
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
+  using C = BwdDqConfig<D>;
+  auto kernel = hstu_bwd_dq_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps>;
+  if (C::kSmem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (err != cudaSuccess) return err;
   }
-  if (p.total_q > 0) {
+  dim3 grid((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM, p.batch, p.heads);
+  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Picks the main-kernel layout that fits the device's per-block opt-in shared memory: the preferred number of
+// Q/dO stages (sm80 / sm90: 163 / 227 KB), else one stage (D = 128 on sm86 / sm89, 99 KB: 96 KB instead of
+// 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
+  using C = BwdConfig<D>;
+  constexpr int kSmallestOptin = 99 * 1024;  // sm86 / sm89
+  if constexpr (C::kSmem <= kSmallestOptin) {
+    return launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
+  } else {
+    int dev = 0, max_smem = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    if (C::kSmem <= max_smem) return launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
+    constexpr int kFallback = (C::kStages == 2 && C::smem(1) <= kSmallestOptin) ? 1 : 0;
+    static_assert(C::smem(kFallback) <= kSmallestOptin, "no backward layout fits 99 KB");
+    return launch_hstu_bwd_main<T, D, kFallback>(p, stream);
+  }
+}
+
+template <typename T, int D>
+cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
+  if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  cudaError_t err;
+  if (p.max_seqlen_k > 0) {
+    err = launch_hstu_bwd_fitting<T, D>(p, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (p.dq_accum == nullptr) {
+    // Deterministic: dQ from its own query-parallel kernel (also writes zero rows for empty key ranges).
+    if (p.max_seqlen_q > 0) {
+      err = launch_hstu_bwd_dq<T, D>(p, stream);
+      if (err != cudaSuccess) return err;
+    }
+  } else if (p.total_q > 0) {
     const int64_t n = p.total_q * p.heads * D;
     const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
     hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
-    cudaError_t err = cudaGetLastError();
+    err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  if (p.drab != nullptr && p.drab_accum != nullptr && p.drab_numel > 0) {
+  if (p.drab != nullptr && p.drab_numel > 0 && (p.drab_accum != nullptr || p.drab_heads != nullptr)) {
     const int blocks = static_cast<int>(p.drab_numel / 256 + 1 < 65536 ? p.drab_numel / 256 + 1 : 65536);
-    hstu_drab_convert_kernel<T><<<blocks, 256, 0, stream>>>(p);
+    if (p.drab_heads != nullptr) {
+      hstu_drab_reduce_kernel<T><<<blocks, 256, 0, stream>>>(p);
+    } else {
+      hstu_drab_convert_kernel<T><<<blocks, 256, 0, stream>>>(p);
+    }
     return cudaGetLastError();
   }
   return cudaSuccess;

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -48,6 +49,9 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gptr, bool pred) {
   const int src_size = pred ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gptr), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gptr) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr), "l"(gptr));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -109,13 +113,20 @@ __device__ __forceinline__ float tanh_approx(float x) {
 // SiLU(s) from h = s / 2: sigmoid(s) = (1 + tanh(h)) / 2, so s * sigmoid(s) = h + h * tanh(h) (1 MUFU + 1 FMA).
 __device__ __forceinline__ float silu_from_half(float h) { return fmaf(h, tanh_approx(h), h); }
 
-// dq_accum[addr .. addr+1] += (x, y): one vector reduction on sm90, two scalar atomics elsewhere.
-__device__ __forceinline__ void atomic_add_f2(float* addr, float x, float y) {
+// if (pred) dq_accum[addr .. addr+1] += (x, y): one vector reduction on sm90, two scalar ones elsewhere; the
+// predicate goes into the instruction (no divergent branch around each reduction).
+__device__ __forceinline__ void atomic_add_f2(float* addr, float x, float y, bool pred) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(addr),
+      "f"(x), "f"(y), "r"(static_cast<int>(pred))
+      : "memory");
 #else
-  atomicAdd(addr, x);
-  atomicAdd(addr + 1, y);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.f32 [%0], %1;\n @p red.global.add.f32 [%0+4], %2;\n}\n" ::"l"(
+          addr),
+      "f"(x), "f"(y), "r"(static_cast<int>(pred))
+      : "memory");
 #endif
 }
 
@@ -136,11 +147,23 @@ struct SmemLayout {
     return (lin ^ (x << 3)) * 2u;
   }
   __device__ __forceinline__ static uint32_t offset(int r, int c) { return swz(r, c * 8); }
+
+  // t ^ swz(r, col) for a compile-time (r, col), written as (t ^ lo) + hi: only the low chunk bits that the
+  // swizzle touches need the XOR, the rest is an add that folds into the ldmatrix immediate offset (one LOP3
+  // per distinct `lo` instead of one per address). Valid when t (a per-thread address from swz) has no bits in
+  // `hi`: r a multiple of 16 above t's row bits, and t's column inside the first 8 chunks (64 elements).
+  static constexpr uint32_t kLoMask = (kChunks >= 8 ? 7u : 3u) << 4;
+  __device__ __forceinline__ static uint32_t xadd(uint32_t t, int r, int col) {
+    const uint32_t c = swz(r, col);
+    return (t ^ (c & kLoMask)) + (c & ~kLoMask);
+  }
 };
 
 // Copy rows [0, ROWS) x D of a (rows, row_stride) global tile into a swizzled smem tile; rows >= valid_rows are
 // zero-filled. All NTHREADS threads take part; thread t copies chunk t % C of rows t / C + i * (NTHREADS / C).
-template <int ROWS, int D, int NTHREADS, typename T>
+// kSplitInterior: interior tiles (valid_rows >= ROWS, uniform) take a copy path without per-row predicates
+// (forward K/V: -4% time at D = 128); off where the extra code path costs registers (backward: spills on sm_80).
+template <int ROWS, int D, int NTHREADS, bool kSplitInterior = false, typename T>
 __device__ __forceinline__ void load_tile_async(uint32_t smem_base, const T* gbase, int64_t row_stride,
                                                 int valid_rows, uint32_t tid) {
   constexpr int kChunks = D / 8;
@@ -152,10 +175,18 @@ __device__ __forceinline__ void load_tile_async(uint32_t smem_base, const T* gba
   const uint32_t s_t = SmemLayout<D>::swz(r_t, c_t * 8);
   const T* g_t = gbase + r_t * row_stride + c_t * 8;
   const int64_t g_step = kRowsPerIter * row_stride;
+  if (kSplitInterior && valid_rows >= ROWS) {  // interior tile (uniform): no per-row predicates
 #pragma unroll
-  for (int it = 0; it < ROWS / kRowsPerIter; ++it) {
-    const bool pred = r_t + it * kRowsPerIter < valid_rows;
-    cp_async_16(smem_base + (s_t ^ SmemLayout<D>::swz(it * kRowsPerIter, 0)), pred ? g_t + it * g_step : gbase, pred);
+    for (int it = 0; it < ROWS / kRowsPerIter; ++it) {
+      cp_async_16(smem_base + (s_t ^ SmemLayout<D>::swz(it * kRowsPerIter, 0)), g_t + it * g_step);
+    }
+  } else {
+#pragma unroll
+    for (int it = 0; it < ROWS / kRowsPerIter; ++it) {
+      const bool pred = r_t + it * kRowsPerIter < valid_rows;
+      cp_async_16(smem_base + (s_t ^ SmemLayout<D>::swz(it * kRowsPerIter, 0)), pred ? g_t + it * g_step : gbase,
+                  pred);
+    }
   }
 }
 
@@ -235,6 +266,22 @@ struct SeqMask {
       begin = min(begin, hist + ((jt0 - hist) / group) * group);
       end = max(end, min(lk, hist + ((j1 - 1 - hist) / group + 1) * group));
     }
+  }
+
+  // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those for which tile_full(r0, r1, j0, j0 + bn) holds
+  // (an empty range is lo > hi): two integers replace the mask fields inside the main loops.
+  __device__ __forceinline__ void full_tiles(int r0, int r1, int bn, int& lo, int& hi) const {
+    lo = 1;
+    hi = 0;
+    if (r1 > hist) return;
+    if (r1 <= ctx) {
+      lo = INT_MIN;
+      hi = hist - bn;
+      return;
+    }
+    if (r0 < ctx) return;
+    lo = wl < 0 ? INT_MIN : r1 - 1 - wl;
+    hi = min(hist - bn, wr < 0 ? INT_MAX : r0 + wr - bn + 1);
   }
 
   // True when every (r, j) with r in [r0, r1), j in [j0, j1) is allowed (then the per-element mask is skipped).

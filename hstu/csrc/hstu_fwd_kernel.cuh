@@ -59,6 +59,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
                                   : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
+  // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the masked and rab
+  // paths re-derive the mask (seq_info of an opaque batch index: not hoisted, cached loads, rarely taken).
+  const int lk = si.lk;
+  int full_lo, full_hi;
+  mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
   const int rows_used = max(0, min(BM, si.lq - m0));
   int nb_begin = 0, nb_end = 0;
   if (rows_used > 0) {
@@ -103,9 +108,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const int nn0 = (nb - 1) * BN;
         const uint32_t ot = opaque(tid);
         const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
-        load_tile_async<BN, D, NT>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, si.lk - nn0, ot);
-        load_tile_async<BN, D, NT>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
-                                   si.lk - nn0, ot);
+        load_tile_async<BN, D, NT, true>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0, ot);
+        load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
+                                         lk - nn0, ot);
         cp_async_commit();
       }
 
@@ -149,23 +154,40 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
         }
 
-        // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op).
-        const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BNS);
+        // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
+        // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
+        // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
+        const bool full = n0 >= full_lo && n0 <= full_hi;
+        if (rab != nullptr) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < NTILES; ++nt) {
+            for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-              float s = acc_s[mt][nt][e];
-              if (rab != nullptr && r < mk.lk && j < mk.lk) s += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
-              float pv = silu_from_half(s * half_alpha);
-              if (!full && !mk.allowed(r, j)) pv = 0.f;
-              acc_s[mt][nt][e] = pv;
-            }
-          }
+              for (int e = 0; e < 4; ++e) {
+                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+              }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
+        if (!full) {
+          const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
+              }
         }
 
         // O += P V
@@ -212,8 +234,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     }
   }
   __syncthreads();
-  T* og = static_cast<T*>(p.out) + (int64_t)(si.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
-  const int rows_store = min(BM, si.lq_alloc - m0);
+  const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
+  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
+  const int rows_store = min(BM, se.lq_alloc - m0);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
     const int r = idx / kChunks;

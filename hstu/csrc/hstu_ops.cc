@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@
 #include "common/stable_utils.h"
 #include "hstu/csrc/hstu_launch.h"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
 namespace {
@@ -158,6 +160,44 @@ cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
   }
 }
 
+// Hopper forward (wgmma/TMA, hstu/csrc/sm90): compute capability 9.0, no rab, D in {64, 128, 256}, grid limits.
+// HSTU_ATTN_DISABLE_SM90=1 keeps the sm80-class kernel (tests compare both on one GPU). In a build without
+// sm_90a the launchers are stubs answering cudaErrorNotSupported, and the caller falls back.
+bool device_is_sm90(int device) {
+  static int8_t cache[64] = {};  // 0 unknown, 1 yes, -1 no
+  if (device < 0 || device >= 64) return false;
+  if (cache[device] == 0) {
+    int major = 0, minor = 0;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
+    cache[device] = ok && major == 9 && minor == 0 ? 1 : -1;
+  }
+  return cache[device] == 1;
+}
+
+bool sm90_disabled_by_env() {
+  const char* env = std::getenv("HSTU_ATTN_DISABLE_SM90");
+  return env != nullptr && env[0] != '\0' && !(env[0] == '0' && env[1] == '\0');
+}
+
+bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
+  if (p.rab != nullptr || total_k <= 0 || p.total_q <= 0) return false;
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
+  if (p.batch > 65535 || p.heads > 65535 || p.total_q >= (int64_t{1} << 31) || total_k >= (int64_t{1} << 31)) {
+    return false;
+  }
+  return !sm90_disabled_by_env() && device_is_sm90(device);
+}
+
+template <typename T>
+cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
+  switch (p.head_dim) {
+    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, -1);
+    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, -1);
+    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, -1);
+  }
+}
+
 template <typename T>
 cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
   switch (p.head_dim) {
@@ -182,8 +222,12 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
   p.o_row_stride = out.stride(0);
   p.o_head_stride = out.stride(1);
   cudaStream_t s = stream_of(q);
-  const cudaError_t err = q.scalar_type() == ScalarType::Half ? dispatch_fwd<__half>(p, s)
-                                                               : dispatch_fwd<__nv_bfloat16>(p, s);
+  const bool half = q.scalar_type() == ScalarType::Half;
+  cudaError_t err = cudaErrorNotSupported;
+  if (use_sm90_fwd(p, k.size(0), q.get_device())) {
+    err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
+  }
+  if (err == cudaErrorNotSupported) err = half ? dispatch_fwd<__half>(p, s) : dispatch_fwd<__nv_bfloat16>(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fwd: CUDA error ", cudaGetErrorString(err));
   return out;
 }
@@ -198,9 +242,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
-  ACCEL_CHECK(!deterministic,
-              "hstu_attn::bwd: deterministic=True is not implemented by the CUDA kernels yet (dq is accumulated "
-              "with fp32 atomics)");
   check_qkv(dout, "dout", q);
   ACCEL_CHECK(dout.size(0) == q.size(0), "dout: expected shape like q ", accel::shape_str(q), ", got ",
               accel::shape_str(dout));
@@ -209,10 +250,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.do_row_stride = dout.stride(0);
   p.do_head_stride = dout.stride(1);
 
-  Tensor dq = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
+  // deterministic: dq comes from a query-parallel kernel that writes every row of every sequence once (rows
+  // outside cu_seqlens_q stay zero), instead of fp32 atomics into a workspace.
+  Tensor dq = deterministic ? torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)})
+                            : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
-  Tensor dq_accum = torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+  std::optional<Tensor> dq_accum;
+  if (!deterministic) {
+    dq_accum = torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+  }
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();
   p.dv = dv.data_ptr();
@@ -222,7 +269,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dk_head_stride = dk.stride(1);
   p.dv_row_stride = dv.stride(0);
   p.dv_head_stride = dv.stride(1);
-  p.dq_accum = static_cast<float*>(dq_accum.data_ptr());
+  p.dq_accum = dq_accum.has_value() ? static_cast<float*>(dq_accum->data_ptr()) : nullptr;
 
   Tensor drab = torch::stable::new_empty(q, {0});
   std::optional<Tensor> drab_accum;
@@ -235,8 +282,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
     p.drab_row_stride = drab.stride(2);
     p.drab_numel = r.size(0) * r.size(1) * r.size(2) * r.size(3);
     if (r.size(1) == 1 && q.size(1) > 1) {
-      drab_accum = torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)}, ScalarType::Float);
-      p.drab_accum = static_cast<float*>(drab_accum->data_ptr());
+      if (deterministic) {  // per-head fp32 slices summed over heads in order (no atomics)
+        drab_accum = torch::stable::new_zeros(r, {r.size(0), q.size(1), r.size(2), r.size(3)}, ScalarType::Float);
+        p.drab_heads = static_cast<float*>(drab_accum->data_ptr());
+        p.drab_heads_batch_stride = drab_accum->stride(0);
+        p.drab_heads_head_stride = drab_accum->stride(1);
+      } else {
+        drab_accum = torch::stable::new_zeros(r, {r.size(0), r.size(1), r.size(2), r.size(3)}, ScalarType::Float);
+        p.drab_accum = static_cast<float*>(drab_accum->data_ptr());
+      }
     }
   }
   cudaStream_t s = stream_of(q);
@@ -246,17 +300,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   return std::make_tuple(dq, dk, dv, drab);
 }
 
+// {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
+// units (name contains "_sm90_") register only in builds that target sm_90a.
 std::string compiled_kernels() {
-  std::ostringstream os;
-  os << "{\"instances\": [";
+  std::ostringstream names, per;
   std::string archs = "unknown";
   bool first = true;
   for (const InstanceRecord& r : compiled_instances()) {
-    os << (first ? "" : ", ") << "\"" << r.name << "\"";
+    names << (first ? "" : ", ") << "\"" << r.name << "\"";
+    per << (first ? "" : ", ") << "\"" << r.name << "\": \"" << r.archs << "\"";
     first = false;
-    archs = r.archs;
+    if (r.name.find("_sm90_") == std::string::npos) archs = r.archs;
   }
-  os << "], \"archs\": \"" << archs << "\"}";
+  std::ostringstream os;
+  os << "{\"instances\": [" << names.str() << "], \"archs\": \"" << archs << "\", \"instance_archs\": {"
+     << per.str() << "}}";
   return os.str();
 }
 

@@ -54,7 +54,7 @@ struct HstuParams {
   int64_t dq_row_stride, dq_head_stride;
   int64_t dk_row_stride, dk_head_stride;
   int64_t dv_row_stride, dv_head_stride;
-  float* dq_accum;  // (total_q, H, D) fp32, zero-initialized workspace
+  float* dq_accum;  // (total_q, H, D) fp32, zero-initialized workspace; nullptr: deterministic (separate dQ kernel)
   int64_t total_q;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
@@ -63,6 +63,10 @@ struct HstuParams {
   float* drab_accum;  // same shape, fp32, zero-initialized; only for a shared rab
   int64_t drab_batch_stride, drab_head_stride, drab_row_stride;
   int64_t drab_numel;
+  // Deterministic mode with a shared rab and H > 1: per-head fp32 slices (B, H, R, C) (row stride
+  // drab_row_stride), zero-initialized, written without atomics and summed over heads in order into drab.
+  float* drab_heads;  // or nullptr
+  int64_t drab_heads_batch_stride, drab_heads_head_stride;
 };
 
 }  // namespace hstu

@@ -109,7 +109,7 @@ def max_err(a, b):
     return 0.0 if a.numel() == 0 else (a.double() - b.double()).abs().max().item()
 
 
-def check_case(case, alpha, backward=True, has_drab=None):
+def check_case(case, alpha, backward=True, has_drab=None, deterministic=False):
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     has_drab = rab is not None if has_drab is None else has_drab
     args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
@@ -117,7 +117,8 @@ def check_case(case, alpha, backward=True, has_drab=None):
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     rab_leaf = None if rab is None else rab.detach().clone().requires_grad_(has_drab)
     poison_allocator(4 * q.numel() * q.element_size())
-    out = hstu_attn_varlen_func(*leaves, alpha=alpha, rab=rab_leaf, has_drab=has_drab, **args)
+    out = hstu_attn_varlen_func(*leaves, alpha=alpha, rab=rab_leaf, has_drab=has_drab, deterministic=deterministic,
+                                **args)
     assert out.shape == q.shape and out.dtype == q.dtype
     assert not torch.isnan(out).any(), "NaN in output (unwritten elements?)"
 
@@ -215,14 +216,28 @@ def test_kernel_rab_without_drab():
     check_case(case, 0.5, has_drab=False)
 
 
-def test_kernel_deterministic_backward_is_refused_clearly():
-    """The CUDA backward accumulates dq with fp32 atomics; deterministic=True must fail loudly, not silently."""
-    case = make_case(4, [256, 99], 2, 64, torch.bfloat16, "causal", 2)
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "window_size")}
-    leaves = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
-    out = hstu_attn_varlen_func(*leaves, deterministic=True, **args)
-    with pytest.raises(RuntimeError, match="deterministic=True is not implemented"):
-        torch.autograd.grad(out, leaves, torch.ones_like(out))
+@pytest.mark.parametrize("D,dtype,mask,rab_heads", [
+    (32, torch.float16, "target_group", 1),
+    (64, torch.bfloat16, "causal", 2),
+    (128, torch.bfloat16, "context_target", 1),
+    (256, torch.float16, "local_context_target", 0),
+])
+def test_kernel_deterministic_backward(D, dtype, mask, rab_heads):
+    """deterministic=True (dq from a query-parallel kernel instead of fp32 atomics; a shared rab's drab summed over
+    heads in a fixed order): as accurate as the default path, and two runs are bit-identical."""
+    case = make_case(40 + D, [256, 99, 1111, 0, 27], 4, D, dtype, mask, rab_heads, delta_q=True)
+    check_case(case, 0.5, deterministic=True)
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size")}
+    dout = torch.randn_like(case["q"])
+    runs = []
+    for _ in range(2):
+        leaves = [case[n].detach().clone().requires_grad_() for n in ("q", "k", "v")]
+        rab = None if case["rab"] is None else case["rab"].detach().clone().requires_grad_()
+        out = hstu_attn_varlen_func(*leaves, rab=rab, has_drab=rab is not None, deterministic=True, **args)
+        runs.append(torch.autograd.grad(out, leaves + ([rab] if rab is not None else []), dout))
+    for name, g0, g1 in zip(("dq", "dk", "dv", "drab"), *runs):
+        assert torch.equal(g0, g1), f"{name} differs between two deterministic runs"
 
 
 if given is not None:
@@ -333,3 +348,37 @@ def test_cuda_graph_capture_and_replay():
     torch.testing.assert_close(g_out, out, rtol=0, atol=0)
     for a, b in zip(g_grads, grads):
         torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-3)  # dq/drab atomics may add in any order
+
+
+# ------------------------------------------------------------------------------------------------
+# Both forward kernel families on a Hopper GPU
+# ------------------------------------------------------------------------------------------------
+
+
+def _is_sm90():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def test_sm90_kernels_present_when_built_for_sm90a():
+    """On an H100/H200 with a wheel built for sm_90a, the Hopper forward units are in the library."""
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    sm90 = {name: archs for name, archs in info.items() if "_sm90_" in name}
+    built_for_90a = any("sm_90a" in archs for archs in info.values())
+    if not built_for_90a:
+        assert not sm90, "sm90 units registered in a build without sm_90a"
+        pytest.skip("this wheel was built without sm_90a")
+    assert sorted(sm90) == sorted(
+        f"hstu_fwd_sm90_{dt}_hdim{d}" for dt in ("bf16", "fp16") for d in (64, 128, 256)
+    ), sorted(sm90)
+
+
+@pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_and_sm90_forward_agree_with_reference(mask, D, monkeypatch):
+    """The sm80-class forward (forced with HSTU_ATTN_DISABLE_SM90=1) and the default one (the Hopper kernel on
+    sm90 when no rab is given) both meet the error rule; on other GPUs both calls run the sm80-class kernel."""
+    case = make_case(zlib.crc32(repr((mask, D)).encode()), [300, 0, 1, 129, 128, 77], 2, D, torch.bfloat16,
+                     mask, 0, delta_q=True)
+    check_case(case, 0.5, backward=False)
+    monkeypatch.setenv("HSTU_ATTN_DISABLE_SM90", "1")
+    check_case(case, 0.5, backward=False)
