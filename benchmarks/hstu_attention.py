@@ -224,6 +224,17 @@ def git_commit() -> str:
         return "unknown"
 
 
+def kernel_description(device: torch.device) -> str:
+    """Which kernel family runs: the Hopper forward is used on sm90 unless HSTU_ATTN_DISABLE_SM90 is set."""
+    if device.type != "cuda":
+        return "CPU reference path"
+    names = hstu_attn.compiled_kernels().get("instances", [])
+    disabled = os.environ.get("HSTU_ATTN_DISABLE_SM90", "") not in ("", "0")
+    if torch.cuda.get_device_capability(device) == (9, 0) and any("_sm90_" in n for n in names) and not disabled:
+        return "forward: Hopper sm90a kernel (D 64/128/256, no rab), else sm80-class; backward: sm80-class"
+    return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
+
+
 def header(device: torch.device, dtype_name: str, reps: int) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = " ".join(["python"] + sys.argv)
@@ -232,6 +243,7 @@ def header(device: torch.device, dtype_name: str, reps: int) -> str:
         "",
         f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
         f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
+        f"- kernels: {kernel_description(device)}",
         "- units: ms (median of "
         f"{reps} runs, CUDA events, L2 flushed); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
         f"masks), bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
