@@ -35,13 +35,16 @@ HSTU_INSTANCES = {
 
 # Hopper (sm_90a: wgmma, TMA, setmaxnreg) kernels, selected at run time on compute capability 9.0. Built only
 # when the build targets sm_90a (`--config=sm90`, or the default of both archs); in an sm80-only build each file
-# compiles to a host stub and the op keeps the sm80-class kernels. Forward only so far (no rab yet: with rab,
-# and for the backward, the sm80-class kernels run); D=32 is left to the sm80-class kernel.
+# compiles to a host stub and the op keeps the sm80-class kernels. No rab yet (with rab the sm80-class kernels
+# run), D=32 is left to the sm80-class kernels, and the backward has no D=256 Hopper kernel yet.
 HSTU_SM90_ARCH = "sm90"
 
-HSTU_SM90_HDIMS = [64, 128, 256]
+HSTU_SM90_HDIMS = {
+    "fwd": [64, 128, 256],
+    "bwd": [64, 128],
+}
 
-HSTU_SM90_DIRECTIONS = ["fwd"]
+HSTU_SM90_DIRECTIONS = ["fwd", "bwd"]
 
 HSTU_SM90_INSTANCES = {
     hstu_instance_name(direction, HSTU_SM90_ARCH, dtype, hdim): {
@@ -54,5 +57,5 @@ HSTU_SM90_INSTANCES = {
     }
     for direction in HSTU_SM90_DIRECTIONS
     for dtype in sorted(HSTU_DTYPES.keys())
-    for hdim in HSTU_SM90_HDIMS
+    for hdim in HSTU_SM90_HDIMS[direction]
 }

@@ -198,6 +198,21 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   }
 }
 
+// Hopper backward: as the forward, but D in {64, 128} and not deterministic (dQ goes through fp32 reductions
+// into p.dq_accum, which the launcher converts into dq itself).
+bool use_sm90_bwd(const HstuParams& p, int64_t total_k, int device) {
+  return p.dq_accum != nullptr && (p.head_dim == 64 || p.head_dim == 128) && use_sm90_fwd(p, total_k, device);
+}
+
+template <typename T>
+cudaError_t dispatch_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
+  switch (p.head_dim) {
+    case 64: return run_hstu_bwd_sm90<T, 64>(p, total_k, s, -1);
+    case 128: return run_hstu_bwd_sm90<T, 128>(p, total_k, s, -1);
+    default: return cudaErrorNotSupported;
+  }
+}
+
 template <typename T>
 cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
   switch (p.head_dim) {
@@ -294,8 +309,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
     }
   }
   cudaStream_t s = stream_of(q);
-  const cudaError_t err = q.scalar_type() == ScalarType::Half ? dispatch_bwd<__half>(p, s)
-                                                               : dispatch_bwd<__nv_bfloat16>(p, s);
+  const bool half = q.scalar_type() == ScalarType::Half;
+  cudaError_t err = cudaErrorNotSupported;
+  if (use_sm90_bwd(p, k.size(0), q.get_device())) {
+    err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
+  }
+  if (err == cudaErrorNotSupported) err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv, drab);
 }

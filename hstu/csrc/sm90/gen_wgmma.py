@@ -5,9 +5,12 @@
 m64nNk16, f32 accumulators, A and B f16 or bf16. SS: A and B from shared-memory descriptors (both K-major).
 RS: A from registers (4 x b32 per thread, the mma.sync m16n8k16 A-fragment layout per warp), B from a
 descriptor, TRANS_B = 1 for an MN-major B (e.g. V stored keys x D with D contiguous).
+SST (backward, N = 64 only): SS with compile-time TRANS_A / TRANS_B (1 = MN-major operand), e.g. dQ = dS K with
+dS^T stored keys x queries (MN-major A) and K stored keys x D (MN-major B).
 """
 
 SHAPES = (64, 128, 256)
+SST_SHAPES = (64,)
 
 
 def regs(n, first):
@@ -24,6 +27,13 @@ def emit(n, kind):
         sc = f"%{nacc + 2}"
         tail = "p, 1, 1, 0, 0"
         ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)'
+    elif kind == "sst":
+        sig = f"float (&d)[{nacc}], uint64_t desc_a, uint64_t desc_b, int scale_d"
+        a_op = f"%{nacc}"
+        b_op = f"%{nacc + 1}"
+        sc = f"%{nacc + 2}"
+        tail = f"p, 1, 1, %{nacc + 3}, %{nacc + 4}"
+        ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B)'
     else:
         sig = f"float (&d)[{nacc}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d"
         a_op = "{" + regs(4, nacc) + "}"
@@ -34,6 +44,8 @@ def emit(n, kind):
     for ty, pty in (("bf16", "bf16"), ("f16", "f16")):
         if kind == "rs":
             lines.append("template <int TRANS_B>")
+        elif kind == "sst":
+            lines.append("template <int TRANS_A, int TRANS_B>")
         lines.append(f"__device__ __forceinline__ void wgmma_m64n{n}k16_{kind}_{ty}({sig}) {{")
         lines.append("  asm volatile(")
         lines.append('      "{\\n.reg .pred p;\\n"')
@@ -54,6 +66,8 @@ def emit(n, kind):
         lines.append("      : " + ",\n        ".join(outs))
         if kind == "rs":
             lines.append(f"      : {ins}, \"n\"(TRANS_B));")
+        elif kind == "sst":
+            lines.append(f"      : {ins});")
         else:
             lines.append(f"      : {ins});")
         lines.append("}")
@@ -76,6 +90,8 @@ def main():
     for n in SHAPES:
         out.append(emit(n, "ss"))
         out.append(emit(n, "rs"))
+    for n in SST_SHAPES:
+        out.append(emit(n, "sst"))
     out += ["}  // namespace sm90", "}  // namespace hstu", ""]
     print("\n".join(out))
 

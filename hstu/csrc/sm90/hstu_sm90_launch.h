@@ -20,4 +20,11 @@ namespace hstu {
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 
+// Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
+// forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 (total_q, H, D) contiguous workspace, zeroed by the caller
+// (the launcher converts it into p.dq for all total_q rows). Returns cudaErrorNotSupported (fall back to the
+// sm80-class backward) when rab is given, when p.dq_accum == nullptr (deterministic mode), or for D != 64 / 128.
+template <typename T, int D>
+cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
+
 }  // namespace hstu

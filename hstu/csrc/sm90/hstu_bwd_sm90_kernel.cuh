@@ -1,0 +1,559 @@
+// HSTU attention backward for Hopper (sm_90a): dQ, dK, dV (no rab / drab; the sm80-class kernel keeps those).
+//
+// Math (hstu/_reference.py, hstu_attn_reference_backward), per sequence and head, S = alpha Q K^T, N = scaling:
+//   P = SiLU(S) masked,  dV = P^T dO / N,  dP = dO V^T / N,  dS = dP SiLU'(S) alpha masked,  dQ = dS K,  dK = dS^T Q
+// (alpha and 1/N are folded into dS once, so dQ/dK need no scaling; dV is scaled in the epilogue).
+//
+// KV-tile parallel (FA3 structure): one CTA per (128-key block, head, batch) walks the query tiles (64 rows) some
+// of its keys can be seen from. Warpgroup 0 is the producer (one thread issues TMA: K and V once, Q and dO per query
+// tile into a 2-stage mbarrier pipeline; setmaxnreg 24); warpgroups 1 and 2 are consumers (setmaxnreg 240), each
+// owning 64 keys of the block with dK/dV accumulators in registers. Per query tile t a consumer warpgroup:
+//   S^T = K_wg Q^T, dP^T = V_wg dO^T       (SS wgmma, both K-major, m64n64)
+//   P^T, dS^T in registers                  (one tanh per element; masked by select, not multiply)
+//   dS^T -> smem (swizzled keys x queries tile), arrive on "my dS^T of tile t ready" (named barrier, no wait)
+//   dV += P^T dO, dK += dS^T Q              (RS wgmma, dO/Q MN-major, m64nD)
+//   dQ of tile t - 1 (one tile late): wait for the other warpgroup's dS^T of t - 1, dQ = dS K (SS wgmma, MN-major
+//   A and B, m64n64; D = 128: warpgroup g takes columns [64 g, 64 g + 64) over all 128 keys; D = 64: its own 64
+//   keys), staged in smem (fp32, 128B swizzle) and added to the fp32 workspace p.dq_accum by bulk tensor
+//   reduce-adds (cp.reduce.async.bulk.tensor, one per warp and 32-column panel; kDqMode selects alternatives).
+// The warpgroups never wait for each other inside a tile, so one's SiLU / dQ staging runs under the other's GEMMs.
+// Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
+// zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
+// operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "hstu/csrc/hstu_common.cuh"
+#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/sm90_utils.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+template <int D, int STAGES = 2>
+struct BwdSm90Traits {
+  static constexpr int kBlockM = 64;   // query rows per tile
+  static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
+  static constexpr int kStages = STAGES;  // Q/dO pipeline depth
+  static constexpr int kPanels = D / 64;  // 64-element (128-byte) column panels (TMA box width)
+  static constexpr int kQPanelBytes = kBlockM * 128;
+  static constexpr int kKVPanelBytes = kBlockN * 128;
+  static constexpr int kQBytes = kBlockM * D * 2;   // one Q or dO tile
+  static constexpr int kKVBytes = kBlockN * D * 2;  // K or V
+  static constexpr int kdSBytes = kBlockN * kBlockM * 2;  // dS^T: 128 keys x 64 queries (128-byte rows)
+  static constexpr int kOffV = kKVBytes;
+  static constexpr int kOffQ = 2 * kKVBytes;
+  static constexpr int kOffdO = kOffQ + kStages * kQBytes;
+  static constexpr int kOffdS = kOffdO + kStages * kQBytes;
+  // dS^T buffers and "dS^T of tile t ready" named barriers per warpgroup: dQ of tile t runs one tile late, and a
+  // warpgroup can be at most kStages tiles ahead of the other (Q/dO pipeline), so kStages + 1 of each suffice.
+  static constexpr int kdSBufs = kStages + 1;
+  static constexpr int kBarIdBase = 6;  // ids 6 .. 6 + 2 kdSBufs - 1 (1, 3, 4, 5: other named barriers)
+  // dQ staging (kDqMode 1, 2): per consumer warpgroup 64 queries x 64 columns fp32 in 32-column (128-byte) panels
+  // in the 128B-swizzled layout of the dq_accum tensor map's box, reduced into dq_accum by bulk tensor ops.
+  static constexpr int kDqPanelBytes = 64 * 128;
+  static constexpr int kDqStageBytes = 2 * kDqPanelBytes;
+  static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;
+  static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
+  static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  // D = 128: the two consumer warpgroups split dQ's columns (each over all 128 keys); D = 64: each its own keys.
+  static constexpr bool kSplitDqCols = D == 128;
+  static_assert(D == 64 || D == 128, "sm90 backward: head dim 64 or 128 (dK + dV accumulators in registers)");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+  static_assert(kSmem <= 232448, "shared memory");
+  static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
+};
+
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    wgmma_m64n64k16_sst_bf16<1, 1>(d, da, db, scale_d);
+  } else {
+    wgmma_m64n64k16_sst_f16<1, 1>(d, da, db, scale_d);
+  }
+}
+
+__device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float c, float d, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(addr),
+      "f"(a), "f"(b), "f"(c), "f"(d), "r"(static_cast<int>(pred))
+      : "memory");
+}
+
+// Bulk tensor reduction shared -> global (dst += src, fp32 add), tracked by the issuing thread's bulk groups.
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// The bulk groups of this thread have finished reading shared memory (the source may be overwritten).
+__device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// ... and are complete.
+__device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void st_shared_zero16(uint32_t a) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+}
+
+// kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
+// tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
+// per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
+// wrong dq): skip the reductions.
+template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false>
+__global__ void __launch_bounds__(384, 1)
+    hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                         const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                         const __grid_constant__ CUtensorMap tm_dq, const HstuParams p) {
+  using C = BwdSm90Traits<D, kStagesT>;
+  constexpr int BM = C::kBlockM;
+  constexpr int BN = C::kBlockN;
+  constexpr int S = C::kStages;
+
+  extern __shared__ char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base;
+  const uint32_t sV = base + C::kOffV;
+  const uint32_t sQ = base + C::kOffQ;    // stage s at + s * kQBytes
+  const uint32_t sdO = base + C::kOffdO;  // stage s at + s * kQBytes
+  const uint32_t sdS = base + C::kOffdS;  // tile t's buffer at + (t % kdSBufs) * kdSBytes
+  const uint32_t sDqStage = base + C::kOffDqStage;  // consumer warpgroup wg at + wg * kDqStageBytes (mode 1, 2)
+  const uint32_t bar = base + C::kBarOffset;
+  const uint32_t bar_kv = bar;
+  auto bar_full_q = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_full_do = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto bar_empty = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
+
+  const int n_block = blockIdx.x;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
+  const SeqMask& mk = si.mask;
+  const int keys_used = max(0, min(BN, si.lk - n0));
+  int mb_begin = 0, mb_end = 0;
+  if (keys_used > 0 && si.lq > 0) {
+    int rb, re;
+    mk.row_range(n0, n0 + keys_used, rb, re);
+    const int ib = max(0, rb - mk.offset);
+    const int ie = min(si.lq, re - mk.offset);
+    if (ie > ib) {
+      mb_begin = ib / BM;
+      mb_end = (ie + BM - 1) / BM;
+    }
+  }
+  const int n_mt = mb_end - mb_begin;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbar_init(bar_kv, 1);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full_q(s), 1);
+      mbar_init(bar_full_do(s), 1);
+      mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid < 128) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0 && n_mt > 0) {
+      prefetch_tensormap(&tm_q);
+      prefetch_tensormap(&tm_k);
+      prefetch_tensormap(&tm_v);
+      prefetch_tensormap(&tm_do);
+      mbar_arrive_expect_tx(bar_kv, 2 * C::kKVBytes);
+#pragma unroll
+      for (int pn = 0; pn < C::kPanels; ++pn) {
+        tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_kv, pn * 64, h, si.k_start + n0);
+        tma_load_3d(sV + pn * C::kKVPanelBytes, &tm_v, bar_kv, pn * 64, h, si.k_start + n0);
+      }
+      for (int i = 0; i < n_mt; ++i) {
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        const int row = si.q_start + (mb_begin + i) * BM;
+        mbar_wait(bar_empty(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_q(s), C::kQBytes);
+#pragma unroll
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(sQ + s * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_full_q(s), pn * 64, h, row);
+        }
+        mbar_arrive_expect_tx(bar_full_do(s), C::kQBytes);
+#pragma unroll
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(sdO + s * C::kQBytes + pn * C::kQPanelBytes, &tm_do, bar_full_do(s), pn * 64, h, row);
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<C::kConsumerRegs>();
+    const int ctid = tid - 128;
+    const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
+    const int wtid = ctid % 128;
+    const int warp = wtid / 32;
+    const int lane = wtid % 32;
+    const int j_w0 = n0 + 64 * wg;  // key position of this warpgroup's first key
+
+    float acc_dk[D / 2];
+    float acc_dv[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) {
+      acc_dk[i] = 0.f;
+      acc_dv[i] = 0.f;
+    }
+
+    if (n_mt > 0) {
+      float acc_s[BM / 2];   // S^T
+      float acc_dp[BM / 2];  // dP^T
+      float acc_dq[32];      // dQ: 64 queries x 64 columns
+      uint32_t pf[BM / 16][4];
+      uint32_t df[BM / 16][4];
+      const float half_alpha = 0.5f * p.alpha;
+      const float ds_scale = p.inv_scaling * p.alpha;
+      const int64_t dq_rs = static_cast<int64_t>(p.heads) * D;
+      float* dq_acc = p.dq_accum + static_cast<int64_t>(si.q_start) * dq_rs + static_cast<int64_t>(h) * D;
+
+      // K and V: zero the rows past the used keys once they have landed (both consumer warpgroups share the rows).
+      mbar_wait(bar_kv, 0);
+      if (keys_used < BN) {
+        const int nrows = BN - keys_used;
+        const int total = 2 * C::kPanels * nrows * 8;
+        for (int idx = ctid; idx < total; idx += 256) {
+          const int chunk = idx % 8;
+          const int rr = (idx / 8) % nrows;
+          const int rest = idx / (8 * nrows);
+          const int pn = rest % C::kPanels;
+          const uint32_t t = rest / C::kPanels == 0 ? sK : sV;
+          st_shared_zero16(t + pn * C::kKVPanelBytes + (keys_used + rr) * 128 + chunk * 16);
+        }
+        fence_proxy_async_smem();
+        named_barrier_sync(1, 256);
+      }
+
+      // dQ[m0 : m0 + 64] += dS K for tile t once its dS^T is in smem (A = dS^T buffer, MN-major; B = K, MN-major),
+      // added to the fp32 workspace; lane pairs swap halves so that each lane owns 4 consecutive columns of a row.
+      auto dq_tile = [&](int t, int m0) {
+        const uint32_t sdSb = sdS + (t % C::kdSBufs) * C::kdSBytes;
+        // kDqMode 1: the previous tile's reduce has read the staging buffer (published by the barrier below).
+        if (kDqMode == 1 && wtid == 0) bulk_wait_read0();
+        wgmma_fence();
+        if constexpr (C::kSplitDqCols) {
+          // the other warpgroup's dS^T of tile t (and, through this barrier, all of this warpgroup's warps')
+          named_barrier_sync(C::kBarIdBase + (wg ^ 1) * C::kdSBufs + t % C::kdSBufs, 256);
+#pragma unroll
+          for (int ks = 0; ks < BN / 16; ++ks) {
+            const uint64_t da = make_desc_sw128(sdSb + ks * 16 * 128, C::kdSBytes);
+            const uint64_t db = make_desc_sw128(sK + wg * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes);
+            wgmma_ss_tt_n64<T>(acc_dq, da, db, ks > 0 ? 1 : 0);
+          }
+        } else {
+          named_barrier_sync(4 + wg, 128);  // this warpgroup's own dS^T rows (all 4 warps)
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            const uint64_t da = make_desc_sw128(sdSb + (64 * wg + ks * 16) * 128, C::kdSBytes);
+            const uint64_t db = make_desc_sw128(sK + (64 * wg + ks * 16) * 128, C::kKVPanelBytes);
+            wgmma_ss_tt_n64<T>(acc_dq, da, db, ks > 0 ? 1 : 0);
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin_all(acc_dq);
+        if constexpr (kDqMode == 2) {
+          // Per warp: rows 16 warp .. + 15 of the tile, two 2 KB panels (16 rows x 128 B) at warp * 4 KB.
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t stg = sDqStage + wg * C::kDqStageBytes + warp * 4096;
+          if (ln == 0) bulk_wait_read0();  // this warp's previous reduce has read the buffer
+          __syncwarp();
+          const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const uint32_t a = rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (ln % 4) / 2) ^ (ln / 4)) << 4);
+              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc_dq[4 * j + 2 * half]),
+                           "f"(acc_dq[4 * j + 2 * half + 1])
+                           : "memory");
+            }
+          }
+          fence_proxy_async_smem();
+          __syncwarp();
+          if (ln == 0 && !kNoDqRed) {
+            const int c0 = C::kSplitDqCols ? 64 * wg : 0;
+#pragma unroll
+            for (int pn = 0; pn < 2; ++pn) {
+              tma_reduce_add_3d(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp);
+            }
+            bulk_commit();
+          }
+          return;
+        }
+        if constexpr (kDqMode == 1) {
+          // Stage: element (row 16 warp + lane/4 + 8 half, column 8 j + 2 (lane % 4) (+1)) -> panel j / 4, 16-byte
+          // chunk 2 (j % 4) + (lane % 4) / 2 XOR (row % 8), 8 bytes at (lane % 4) % 2 (2 wavefronts per store).
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t stg = sDqStage + wg * C::kDqStageBytes;
+          const uint32_t rowa = stg + (16 * warp + ln / 4) * 128 + ((ln % 4) % 2) * 8;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const uint32_t a = rowa + (j / 4) * C::kDqPanelBytes + half * 8 * 128 +
+                                 (((2 * (j % 4) + (ln % 4) / 2) ^ (ln / 4)) << 4);
+              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc_dq[4 * j + 2 * half]),
+                           "f"(acc_dq[4 * j + 2 * half + 1])
+                           : "memory");
+            }
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(4 + wg, 128);
+          // Rows past the used queries hold exact zeros (dS = 0 there), so adding them into the next sequence's rows
+          // changes nothing; rows past the tensor are clipped by TMA.
+          if (wtid == 0 && !kNoDqRed) {
+            const int c0 = C::kSplitDqCols ? 64 * wg : 0;
+#pragma unroll
+            for (int pn = 0; pn < 2; ++pn) {
+              tma_reduce_add_3d(&tm_dq, stg + pn * C::kDqPanelBytes, c0 + 32 * pn, h, si.q_start + m0);
+            }
+            bulk_commit();
+          }
+          return;
+        }
+        const bool odd = lane & 1;
+        const int row = 16 * warp + lane / 4 + (odd ? 8 : 0);
+        const int col0 = (C::kSplitDqCols ? 64 * wg : 0) + 2 * (lane % 4) - (odd ? 2 : 0);
+        const bool in = !kNoDqRed && m0 + row < si.lq;
+        float* rp = dq_acc + static_cast<int64_t>(m0 + row) * dq_rs + col0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float s0 = odd ? acc_dq[4 * j] : acc_dq[4 * j + 2];
+          const float s1 = odd ? acc_dq[4 * j + 1] : acc_dq[4 * j + 3];
+          const float g0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+          const float g1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+          if (odd) {
+            red_add_v4(rp + 8 * j, g0, g1, acc_dq[4 * j + 2], acc_dq[4 * j + 3], in);
+          } else {
+            red_add_v4(rp + 8 * j, acc_dq[4 * j], acc_dq[4 * j + 1], g0, g1, in);
+          }
+        }
+      };
+
+      for (int i = 0; i < n_mt; ++i) {
+        const int m0 = (mb_begin + i) * BM;
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        const uint32_t sQs = sQ + s * C::kQBytes;
+        const uint32_t sdOs = sdO + s * C::kQBytes;
+        const uint32_t sdSb = sdS + (i % C::kdSBufs) * C::kdSBytes;
+        const int r0 = m0 + mk.offset;  // key position of the tile's first query row
+
+        mbar_wait(bar_full_q(s), ph);
+        mbar_wait(bar_full_do(s), ph);
+        const int q_used = si.lq - m0;  // >= 1 (m0 < lq)
+        if (q_used < BM) {  // last query tile: zero the Q / dO rows past the used rows
+          const int nrows = BM - q_used;
+          const int total = 2 * C::kPanels * nrows * 8;
+          for (int idx = ctid; idx < total; idx += 256) {
+            const int chunk = idx % 8;
+            const int rr = (idx / 8) % nrows;
+            const int rest = idx / (8 * nrows);
+            const int pn = rest % C::kPanels;
+            const uint32_t t = rest / C::kPanels == 0 ? sQs : sdOs;
+            st_shared_zero16(t + pn * C::kQPanelBytes + (q_used + rr) * 128 + chunk * 16);
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(1, 256);
+        }
+
+        // Mask bits of this thread's 32 elements, before the GEMMs (no mask temporaries live while they fly).
+        // Element e: key row 16 warp + lane/4 + 8 ((e % 4) / 2), query column 8 (e / 4) + 2 (lane % 4) + (e % 2).
+        uint32_t bits = 0xffffffffu;
+        if (!mk.tile_full(r0, r0 + BM, j_w0, j_w0 + 64)) {
+          const int jr = j_w0 + 16 * warp + lane / 4;
+          const int rc = r0 + 2 * (lane % 4);
+          bits = 0;
+          if (mk.hist == mk.lk) {
+            // No targets: (r < lk, j < lk) and (context row, or inside the window).
+#pragma unroll
+            for (int e = 0; e < BM / 2; ++e) {
+              const int j = jr + 8 * ((e % 4) / 2);
+              const int r = rc + 8 * (e / 4) + (e % 2);
+              const bool ok = r < mk.lk && j < mk.lk &&
+                              (r < mk.ctx || ((mk.wl < 0 || j >= r - mk.wl) && (mk.wr < 0 || j <= r + mk.wr)));
+              bits |= static_cast<uint32_t>(ok) << e;
+            }
+          } else {
+            // Targets: the general rule by a rolled loop (one copy of the code).
+#pragma unroll 1
+            for (int e = 0; e < BM / 2; ++e) {
+              const int j = jr + 8 * ((e % 4) / 2);
+              const int r = rc + 8 * (e / 4) + (e % 2);
+              bits |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+            }
+          }
+        }
+        // S^T = K_wg Q^T and dP^T = V_wg dO^T (64 keys x 64 queries each).
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          const uint64_t da =
+              make_desc_sw128(sK + (ks / 4) * C::kKVPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+          const uint64_t db = make_desc_sw128(sQs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+          wgmma_ss<T, BM>(acc_s, da, db, ks > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          const uint64_t da =
+              make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+          const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+          wgmma_ss<T, BM>(acc_dp, da, db, ks > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin_all(acc_s);
+        pin_all(acc_dp);
+
+        // P^T = SiLU(alpha S^T) and dS^T = dP^T alpha / N SiLU'(alpha S^T), masked (select: a non-finite dP^T of a
+        // masked element cannot leak). h = alpha s / 2, t = tanh(h): SiLU = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)),
+        // sigmoid = (1 + t) / 2. One pass, so S^T / dP^T registers die while P^T / dS^T fragments are packed.
+#pragma unroll
+        for (int e = 0; e < BM / 2; e += 2) {
+          float pv[2], dv[2];
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const float x = acc_s[e + u] * half_alpha;
+            const float t = tanh_fast(x);
+            const bool ok = (bits >> (e + u)) & 1u;
+            pv[u] = ok ? fmaf(x, t, x) : 0.f;
+            dv[u] = ok ? acc_dp[e + u] * ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
+          }
+          pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
+          df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
+        }
+        // dS^T -> smem: word df[ks][q] holds key row 64 wg + 16 warp + lane/4 + 8 (q % 2), query columns
+        // 8 (2 ks + q / 2) + 2 (lane % 4) (+1); 128-byte rows, 16-byte chunk index XOR (row % 8) = lane / 4.
+        {
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));  // keep addresses in the loop
+          const uint32_t rowa = sdSb + (64 * wg + 16 * warp + ln / 4) * 128 + (ln % 4) * 4;
+#pragma unroll
+          for (int ks = 0; ks < BM / 16; ++ks) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint32_t a = rowa + (q % 2) * 8 * 128 + (((2 * ks + q / 2) ^ (ln / 4)) << 4);
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(df[ks][q]) : "memory");
+            }
+          }
+        }
+        fence_proxy_async_smem();
+        if constexpr (C::kSplitDqCols) {
+          named_barrier_arrive(C::kBarIdBase + wg * C::kdSBufs + i % C::kdSBufs, 256);  // my dS^T of tile i ready
+        }
+
+        // dV += P^T dO, dK += dS^T Q (A from registers, dO / Q as MN-major B).
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BM / 16; ++ks) {
+          wgmma_rs<T, D, 1>(acc_dv, pf[ks], make_desc_sw128(sdOs + ks * 16 * 128, C::kQPanelBytes), 1);
+        }
+#pragma unroll
+        for (int ks = 0; ks < BM / 16; ++ks) {
+          wgmma_rs<T, D, 1>(acc_dk, df[ks], make_desc_sw128(sQs + ks * 16 * 128, C::kQPanelBytes), 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();  // before dQ: P^T / dS^T fragments and dQ's accumulators are never in flight together
+        pin_all(acc_dv);
+        pin_all(acc_dk);
+        pin_all(pf);
+        pin_all(df);
+
+        // dQ of the previous tile (one tile late: the warpgroups need not meet on every tile, so one's SiLU can
+        // run under the other's GEMMs).
+        if (i > 0) dq_tile(i - 1, m0 - BM);
+        // Q / dO of stage s no longer read by this warp. Released after dQ of tile i - 1 (which waited for the other
+        // warpgroup's dS^T of tile i - 1): then a warpgroup is never more than kStages tiles ahead of the other's
+        // last dQ, which is what makes kdSBufs = kStages + 1 dS^T buffers and barrier ids safe to reuse.
+        if (lane == 0) mbar_arrive(bar_empty(s));
+      }
+      dq_tile(n_mt - 1, (mb_end - 1) * BM);
+    }
+
+    // Epilogue: dK, dV rounded to T, staged through this warpgroup's rows of sK / sV (same 128B swizzle), then
+    // 16-byte coalesced stores of the rows < cu_seqlens length (rows past seqused hold zeros: fully masked).
+    named_barrier_sync(3, 256);  // both warpgroups are done reading K (dQ) and V
+    const float sc = p.inv_scaling;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int rr = 16 * warp + lane / 4 + 8 * half;
+        const uint32_t a = (j / 8) * C::kKVPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) +
+                           (lane % 4) * 4;
+        const uint32_t vk = pack_pair<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
+        const uint32_t vv = pack_pair<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sK + a), "r"(vk) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sV + a), "r"(vv) : "memory");
+      }
+    }
+    named_barrier_sync(4 + wg, 128);
+    // Sequence bounds reloaded here (not kept live in registers through the main loop).
+    const int k_start = p.cu_seqlens_k[b];
+    const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - 64 * wg);
+    const int64_t krow = k_start + n0 + 64 * wg;
+    T* dkg = static_cast<T*>(p.dk) + krow * p.dk_row_stride + static_cast<int64_t>(h) * p.dk_head_stride;
+    T* dvg = static_cast<T*>(p.dv) + krow * p.dv_row_stride + static_cast<int64_t>(h) * p.dv_head_stride;
+    constexpr int kChunks = D / 8;
+#pragma unroll 4
+    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+      const int rr = idx / kChunks;
+      const int c = idx % kChunks;
+      if (rr < rows_store) {
+        const uint32_t a = (c / 8) * C::kKVPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+        uint4 vk, vv;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)
+                     : "r"(sK + a));
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
+                     : "r"(sV + a));
+        *reinterpret_cast<uint4*>(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8) = vk;
+        *reinterpret_cast<uint4*>(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8) = vv;
+      }
+    }
+    // The dQ reductions are complete before the CTA's shared memory goes away.
+    if ((kDqMode == 1 && wtid == 0) || (kDqMode == 2 && lane == 0)) bulk_wait0();
+  }
+}
+
+// dq (total_q, H, D), any row/head strides (multiples of 4 elements) <- the fp32 workspace (total_q, H, D).
+template <typename T, int D>
+__global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ dq, int64_t rows,
+                                            int heads, int64_t row_stride, int64_t head_stride) {
+  const int64_t n4 = rows * heads * (D / 4);
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n4;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int d4 = static_cast<int>(idx % (D / 4));
+    const int64_t rh = idx / (D / 4);
+    const int hh = static_cast<int>(rh % heads);
+    const int64_t row = rh / heads;
+    const float4 v = reinterpret_cast<const float4*>(acc)[idx];
+    uint2 o;
+    o.x = pack_pair<T>(v.x, v.y);
+    o.y = pack_pair<T>(v.z, v.w);
+    *reinterpret_cast<uint2*>(dq + row * row_stride + hh * head_stride + d4 * 4) = o;
+  }
+}
+
+}  // namespace sm90
+}  // namespace hstu

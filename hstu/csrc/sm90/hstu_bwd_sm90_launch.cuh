@@ -1,0 +1,105 @@
+// Host launcher of the sm90 HSTU backward: TMA tensor maps for Q, K, V, dO, the dK/dV/dQ-accumulate kernel, then
+// the dq_accum (fp32) -> dq conversion.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_bwd_sm90_kernel.cuh"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // make_qkv_map (tensor maps through the driver entry point)
+#include "hstu/csrc/sm90/hstu_sm90_launch.h"
+
+namespace hstu {
+namespace sm90 {
+
+// Tensor map over dq_accum (total_q, H, D) fp32 contiguous: box 32 columns (128 bytes, SWIZZLE_128B) x 1 x box_rows.
+inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows, int heads, int d, int box_rows) {
+  TensorMapEncodeTiledFn enc = tensor_map_encoder();
+  if (enc == nullptr) return cudaErrorNotSupported;
+  cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 4, static_cast<cuuint64_t>(heads) * d * 4};
+  cuuint32_t box[3] = {32, 1, static_cast<cuuint32_t>(box_rows)};
+  cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, ptr, dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false>
+cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+  using C = BwdSm90Traits<D, kStages>;
+  if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
+  if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidConfiguration;
+  CUtensorMap tq, tk, tv, tdo;
+  cudaError_t err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tdo, p.dout, p.total_q, p.heads, D, p.do_row_stride, p.do_head_stride, C::kBlockM);
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tk, p.k, total_k, p.heads, D, p.k_row_stride, p.k_head_stride, C::kBlockN);
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
+  if (err != cudaSuccess) return err;
+  CUtensorMap tdq;
+  err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
+  if (err != cudaSuccess) return err;
+  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
+  kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, p);
+  return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
+  if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
+  const int64_t n4 = p.total_q * p.heads * (D / 4);
+  const int64_t want = (n4 + 255) / 256;
+  const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
+  hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(p.dq_accum, static_cast<T*>(p.dq), p.total_q,
+                                                                  p.heads, p.dq_row_stride, p.dq_head_stride);
+  return cudaGetLastError();
+}
+
+}  // namespace sm90
+
+// Backward on the caller's stream: dk, dv written for every row of every sequence (cu_seqlens_k), dq converted
+// from p.dq_accum (fp32 (total_q, H, D) contiguous, zeroed by the caller) for all total_q rows.
+// cudaErrorNotSupported (the caller falls back to the sm80-class backward): rab given, deterministic mode
+// (dq_accum == nullptr), head dim other than 64 / 128.
+// variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
+// red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 9 = default without the dQ reductions (timing only: dq is
+// wrong).
+template <typename T, int D>
+cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
+  if constexpr (D != 64 && D != 128) {
+    (void)p;
+    (void)total_k;
+    (void)stream;
+    (void)variant;
+    return cudaErrorNotSupported;
+  } else {
+    if (p.rab != nullptr || p.dq_accum == nullptr) return cudaErrorNotSupported;
+    if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+    cudaError_t err;
+#ifdef HSTU_SM90_ALL_VARIANTS
+    switch (variant) {
+      case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;
+      case 1: err = sm90::launch_bwd<T, D, 2, 1>(p, total_k, stream); break;
+      case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
+      default: err = sm90::launch_bwd<T, D, 2, 2>(p, total_k, stream);
+    }
+#else
+    (void)variant;
+    err = sm90::launch_bwd<T, D, 2, 2>(p, total_k, stream);
+#endif
+    if (err != cudaSuccess) return err;
+    return sm90::convert_dq<T, D>(p, stream);
+  }
+}
+
+}  // namespace hstu
