@@ -160,9 +160,9 @@ cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
   }
 }
 
-// Hopper forward (wgmma/TMA, hstu/csrc/sm90): compute capability 9.0, no rab, D in {64, 128, 256}, grid limits.
-// HSTU_ATTN_DISABLE_SM90=1 keeps the sm80-class kernel (tests compare both on one GPU). In a build without
-// sm_90a the launchers are stubs answering cudaErrorNotSupported, and the caller falls back.
+// Hopper forward (wgmma/TMA, hstu/csrc/sm90): compute capability 9.0, D in {64, 128, 256}, grid limits; rab
+// included (any strides). HSTU_ATTN_DISABLE_SM90=1 keeps the sm80-class kernel (tests compare both on one GPU). In
+// a build without sm_90a the launchers are stubs answering cudaErrorNotSupported, and the caller falls back.
 bool device_is_sm90(int device) {
   static int8_t cache[64] = {};  // 0 unknown, 1 yes, -1 no
   if (device < 0 || device >= 64) return false;
@@ -181,7 +181,7 @@ bool sm90_disabled_by_env() {
 }
 
 bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
-  if (p.rab != nullptr || total_k <= 0 || p.total_q <= 0) return false;
+  if (total_k <= 0 || p.total_q <= 0) return false;
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
   if (p.batch > 65535 || p.heads > 65535 || p.total_q >= (int64_t{1} << 31) || total_k >= (int64_t{1} << 31)) {
     return false;
@@ -198,8 +198,9 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   }
 }
 
-// Hopper backward: as the forward, but D in {64, 128} and not deterministic (dQ goes through fp32 reductions
-// into p.dq_accum, which the launcher converts into dq itself).
+// Hopper backward: as the forward (rab and drab included), but D in {64, 128} and not deterministic (dQ goes
+// through fp32 reductions into p.dq_accum, a shared rab's drab through fp32 atomics into p.drab_accum; the
+// launcher converts both itself).
 bool use_sm90_bwd(const HstuParams& p, int64_t total_k, int device) {
   return p.dq_accum != nullptr && (p.head_dim == 64 || p.head_dim == 128) && use_sm90_fwd(p, total_k, device);
 }

@@ -1,7 +1,8 @@
-// HSTU attention backward for Hopper (sm_90a): dQ, dK, dV (no rab / drab; the sm80-class kernel keeps those).
+// HSTU attention backward for Hopper (sm_90a): dQ, dK, dV, and with kRab the rab term and drab.
 //
-// Math (hstu/_reference.py, hstu_attn_reference_backward), per sequence and head, S = alpha Q K^T, N = scaling:
-//   P = SiLU(S) masked,  dV = P^T dO / N,  dP = dO V^T / N,  dS = dP SiLU'(S) alpha masked,  dQ = dS K,  dK = dS^T Q
+// Math (hstu/_reference.py, hstu_attn_reference_backward), per sequence and head, S = alpha (Q K^T + rab), N = scaling:
+//   P = SiLU(S) masked,  dV = P^T dO / N,  dP = dO V^T / N,  dS = dP SiLU'(S) alpha masked,  dQ = dS K,  dK = dS^T Q,
+//   drab = dS (summed over heads for a 1-head rab with H > 1: fp32 atomics into p.drab_accum, converted afterwards)
 // (alpha and 1/N are folded into dS once, so dQ/dK need no scaling; dV is scaled in the epilogue).
 //
 // KV-tile parallel (FA3 structure): one CTA per (128-key block, head, batch) walks the query tiles (64 rows) some
@@ -106,8 +107,10 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
 // kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
 // tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
 // per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
-// wrong dq): skip the reductions.
-template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false>
+// wrong dq): skip the reductions. kRab: S^T += rab^T before the SiLU (each thread loads its 32 elements from global
+// memory right after issuing the S^T / dP^T wgmmas, so the loads fly under them) and drab = dS written from the
+// pointwise pass (direct 16-bit stores, or fp32 atomics for a shared rab); kRab = false is the no-rab kernel.
+template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -220,6 +223,7 @@ __global__ void __launch_bounds__(384, 1)
       float acc_dq[32];      // dQ: 64 queries x 64 columns
       uint32_t pf[BM / 16][4];
       uint32_t df[BM / 16][4];
+      uint32_t rab_v[kRab ? BM / 4 : 1];  // kRab: elements e, e + 1 rab values (16 bits each), 0 outside [0, lk)
       const float half_alpha = 0.5f * p.alpha;
       const float ds_scale = p.inv_scaling * p.alpha;
       const int64_t dq_rs = static_cast<int64_t>(p.heads) * D;
@@ -421,6 +425,33 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_ss<T, BM>(acc_dp, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
+        // rab^T of this thread's elements: element e = key j_w0 + 16 warp + lane/4 + 8 ((e % 4) / 2), query position
+        // r0 + 2 (lane % 4) + 8 (e / 4) + (e % 2), value rab[r][j]; elements e, e + 1 (queries r, r + 1 of one key)
+        // packed in one register.
+        if constexpr (kRab) {
+          const int lk = mk.lk;
+          const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
+                        static_cast<int64_t>(h) * p.rab_head_stride;
+          const int jk = j_w0 + 16 * warp + lane / 4;
+          const int rq = r0 + 2 * (lane % 4);
+          const int64_t rs = p.rab_row_stride;
+          const T* base = rb + static_cast<int64_t>(rq) * rs + jk;
+          if (r0 + BM <= lk && j_w0 + 64 <= lk) {  // interior (uniform per warpgroup): no guards
+#pragma unroll
+            for (int e = 0; e < BM / 2; e += 2) {
+              const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
+              rab_v[e / 2] = ld_nc_2u16(a, a + rs);
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < BM / 2; e += 2) {
+              const int j = jk + 8 * ((e % 4) / 2);
+              const int r = rq + 8 * (e / 4);
+              const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
+              rab_v[e / 2] = ld_nc_2u16_if(a, a + rs, r < lk && j < lk, r + 1 < lk && j < lk);
+            }
+          }
+        }
         wgmma_wait<0>();
         pin_all(acc_s);
         pin_all(acc_dp);
@@ -433,7 +464,9 @@ __global__ void __launch_bounds__(384, 1)
           float pv[2], dv[2];
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
-            const float x = acc_s[e + u] * half_alpha;
+            float sv = acc_s[e + u];
+            if constexpr (kRab) sv += u ? unpack_hi<T>(rab_v[e / 2]) : unpack_lo<T>(rab_v[e / 2]);
+            const float x = sv * half_alpha;
             const float t = tanh_fast(x);
             const bool ok = (bits >> (e + u)) & 1u;
             pv[u] = ok ? fmaf(x, t, x) : 0.f;
@@ -472,6 +505,38 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_rs<T, D, 1>(acc_dk, df[ks], make_desc_sw128(sQs + ks * 16 * 128, C::kQPanelBytes), 1);
         }
         wgmma_commit();
+        // kRab: drab[r][j] = dS while dV / dK fly, read back from this warp's own 16 key rows of the dS^T tile
+        // (T-rounded, as stored: direct 16-bit stores for a per-head rab or H = 1; fp32 atomics into drab_accum for
+        // a shared rab, summed over heads). Lane: key 16 warp + lane % 16, queries lane / 16 + 2 it: 16 adjacent
+        // keys of one rab row per half-warp (32-byte segments). Every (r, j) has one writer.
+        if constexpr (kRab) {
+          if (p.drab != nullptr) {
+            __syncwarp();
+            const int lk = mk.lk;
+            const int kr = 64 * wg + 16 * warp + lane % 16;  // dS^T row
+            const int j = n0 + kr;
+            const int64_t rs = p.drab_row_stride;
+            const int64_t off0 = static_cast<int64_t>(b) * p.drab_batch_stride + static_cast<int64_t>(r0) * rs + j;
+            const uint32_t rowa = sdSb + kr * 128;
+#pragma unroll 4
+            for (int it = 0; it < BM / 2; ++it) {
+              const int c = 2 * it + lane / 16;  // query column of the tile
+              unsigned short raw;
+              asm volatile("ld.shared.u16 %0, [%1];\n"
+                           : "=h"(raw)
+                           : "r"(rowa + ((((c / 8) ^ (kr % 8))) << 4) + (c % 8) * 2));
+              if (j < lk && r0 + c < lk) {
+                const int64_t off = off0 + static_cast<int64_t>(c) * rs;
+                if (p.drab_accum != nullptr) {
+                  const float v = unpack_lo<T>(raw);
+                  if (v != 0.f) atomicAdd(p.drab_accum + off, v);
+                } else {
+                  reinterpret_cast<unsigned short*>(p.drab)[off + static_cast<int64_t>(h) * p.drab_head_stride] = raw;
+                }
+              }
+            }
+          }
+        }
         wgmma_wait<0>();  // before dQ: P^T / dS^T fragments and dQ's accumulators are never in flight together
         pin_all(acc_dv);
         pin_all(acc_dk);
@@ -533,6 +598,15 @@ __global__ void __launch_bounds__(384, 1)
     }
     // The dQ reductions are complete before the CTA's shared memory goes away.
     if ((kDqMode == 1 && wtid == 0) || (kDqMode == 2 && lane == 0)) bulk_wait0();
+  }
+}
+
+// drab (T) <- drab_accum (fp32), both (B, 1, R, C) contiguous: a shared rab's gradient summed over heads.
+template <typename T>
+__global__ void hstu_drab_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ drab, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    drab[idx] = from_float<T>(acc[idx]);
   }
 }
 

@@ -29,7 +29,7 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false>
+template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false>
 cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
   using C = BwdSm90Traits<D, kStages>;
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
@@ -46,7 +46,8 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   CUtensorMap tdq;
   err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed>;
+  if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
+  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
@@ -65,12 +66,24 @@ cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// A shared rab's drab: the fp32 sum over heads -> drab (dtype T).
+template <typename T>
+cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
+  if (p.drab == nullptr || p.drab_accum == nullptr || p.drab_numel <= 0) return cudaSuccess;
+  const int64_t want = (p.drab_numel + 255) / 256;
+  const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
+  hstu_drab_convert_sm90_kernel<T><<<blocks, 256, 0, stream>>>(p.drab_accum, static_cast<T*>(p.drab), p.drab_numel);
+  return cudaGetLastError();
+}
+
 }  // namespace sm90
 
 // Backward on the caller's stream: dk, dv written for every row of every sequence (cu_seqlens_k), dq converted
 // from p.dq_accum (fp32 (total_q, H, D) contiguous, zeroed by the caller) for all total_q rows.
-// cudaErrorNotSupported (the caller falls back to the sm80-class backward): rab given, deterministic mode
-// (dq_accum == nullptr), head dim other than 64 / 128.
+// With rab: drab written when p.drab is set (direct stores for a per-head rab or H = 1; a shared rab with H > 1
+// through p.drab_accum, fp32 (B, 1, R, C) zeroed by the caller, converted here), as the sm80-class backward.
+// cudaErrorNotSupported (the caller falls back to the sm80-class backward): deterministic mode (dq_accum ==
+// nullptr, or p.drab_heads set), head dim other than 64 / 128.
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 9 = default without the dQ reductions (timing only: dq is
 // wrong).
@@ -83,9 +96,16 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     (void)variant;
     return cudaErrorNotSupported;
   } else {
-    if (p.rab != nullptr || p.dq_accum == nullptr) return cudaErrorNotSupported;
+    if (p.dq_accum == nullptr || p.drab_heads != nullptr) return cudaErrorNotSupported;
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
+    if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
+      err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
+      if (err != cudaSuccess) return err;
+      err = sm90::convert_drab<T>(p, stream);
+      if (err != cudaSuccess) return err;
+      return sm90::convert_dq<T, D>(p, stream);
+    }
 #ifdef HSTU_SM90_ALL_VARIANTS
     switch (variant) {
       case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;

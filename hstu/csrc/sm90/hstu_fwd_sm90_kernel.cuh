@@ -1,4 +1,4 @@
-// HSTU attention forward for Hopper (sm_90a): O = (SiLU(alpha * Q K^T) masked) V / scaling_seqlen.
+// HSTU attention forward for Hopper (sm_90a): O = (SiLU(alpha * (Q K^T + rab)) masked) V / scaling_seqlen.
 //
 // Warp-specialized: warpgroup 0 is the producer (one thread issues TMA loads of Q once and of K/V tiles into a
 // 2-stage mbarrier pipeline, setmaxnreg 40), warpgroups 1 and 2 are consumers (64 query rows each, 128 per CTA,
@@ -47,7 +47,11 @@ struct FwdSm90Traits {
 // warpgroups take turns issuing their wgmmas (named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
 // K/V in L2; else grid (B * H, m_blocks), the heaviest tiles of all heads first.
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT>
+// kRab: S += rab before the SiLU. Each consumer thread loads its own accumulator elements of the rab tile from
+// global memory (read-only path, any strides; adjacent key pairs as one 32-bit load where 4-byte aligned), issued
+// right after the S / P V wgmmas of the tile so the loads fly under them. kRab = false is the
+// no-rab kernel, unchanged.
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major) {
@@ -160,7 +164,44 @@ __global__ void __launch_bounds__(384, 1)
       float acc_s[BN / 2];
       uint32_t pf[BN / 16][4];
       const float half_alpha = 0.5f * p.alpha;
-
+      // rab pairs of this thread: pair 2 c + half = row (key position) row_w0 + 16 warp + lane/4 + 8 half, keys
+      // j = n0 + 2 (lane % 4) + 8 c and j + 1, packed 16-bit (= accumulator elements 4 c + 2 half, + 1); 0 outside
+      // [0, lk) (those elements are masked anyway).
+      uint32_t rab_r[kRab ? BN / 4 : 1];
+      auto load_rab = [&](int nb) {
+        if constexpr (kRab) {
+          const int lk = si.lk;
+          const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
+                        static_cast<int64_t>(h) * p.rab_head_stride;
+          const int n0 = nb * BN;
+          // opaque: recompute the row addresses per tile instead of keeping them live (D = 256 spilled them).
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const int j0 = n0 + 2 * (ln % 4);
+          const int rr = row_w0 + 16 * warp + ln / 4;
+          const bool vec = (reinterpret_cast<uintptr_t>(p.rab) & 3u) == 0 &&
+                           ((p.rab_batch_stride | p.rab_head_stride | p.rab_row_stride) & 1) == 0;
+          if (vec && row_w0 + 64 <= lk && n0 + BN <= lk) {  // interior, all pairs aligned (uniform): no guards
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const T* row = rb + static_cast<int64_t>(rr + 8 * half) * p.rab_row_stride + j0;
+#pragma unroll
+              for (int c = 0; c < BN / 8; ++c) rab_r[2 * c + half] = ld_nc_u32(row + 8 * c);
+            }
+          } else {  // boundary tiles or odd strides: predicated loads (branch-free: branches here cost spills)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = rr + 8 * half;
+              const T* row = rb + static_cast<int64_t>(r) * p.rab_row_stride + j0;
+              const bool aligned = (reinterpret_cast<uintptr_t>(row) & 3u) == 0;  // j - j0 is even
+#pragma unroll
+              for (int c = 0; c < BN / 8; ++c) {
+                const int j = j0 + 8 * c;
+                rab_r[2 * c + half] = ld_nc_pair_if(row + 8 * c, r < lk && j < lk, r < lk && j + 1 < lk, aligned);
+              }
+            }
+          }
+        }
+      };
       auto issue_qk = [&](int s) {
         wgmma_fence();
 #pragma unroll
@@ -181,9 +222,15 @@ __global__ void __launch_bounds__(384, 1)
         }
         wgmma_commit();
       };
-      // P = SiLU(alpha * S) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
+      // P = SiLU(alpha * (S + rab)) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
       auto silu_mask = [&](int nb) {
         const int n0 = nb * BN;
+        if constexpr (kRab) {
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) {
+            acc_s[e] += (e % 2) ? unpack_hi<T>(rab_r[e / 2]) : unpack_lo<T>(rab_r[e / 2]);
+          }
+        }
         if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
 #pragma unroll
           for (int e = 0; e < BN / 2; ++e) {
@@ -274,6 +321,7 @@ __global__ void __launch_bounds__(384, 1)
           const uint32_t ph = (i / S) & 1;
           mbar_wait(bar_full_k(s), ph);
           issue_qk(s);
+          load_rab(nb);
           wgmma_wait<0>();
           pin_all(acc_s);
           release(bar_empty_k(s));
@@ -301,6 +349,7 @@ __global__ void __launch_bounds__(384, 1)
         pp_sync();
         issue_qk(0);
         pp_arrive();
+        load_rab(nb_end - 1);
         wgmma_wait<0>();
         pin_all(acc_s);
         release(bar_empty_k(0));
@@ -320,6 +369,7 @@ __global__ void __launch_bounds__(384, 1)
           issue_qk(s);   // S_i, in flight during the P V below
           issue_pv(sp);  // O += P_{i-1} V_{i-1}
           pp_arrive();
+          load_rab(nb);  // kRab: flies under both wgmmas
           wgmma_wait<1>();  // S_i done
           pin_all(acc_s);
           release(bar_empty_k(s));

@@ -52,11 +52,11 @@ cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int he
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStages>
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStages, bool kRab = false>
 cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, bool head_major) {
   using C = FwdSm90Traits<D, kStages>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
-  if (p.rab != nullptr) return cudaErrorNotSupported;
+  if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   if (p.batch > 65535 || p.heads > 65535 || (!head_major && m_blocks > 65535)) return cudaErrorInvalidConfiguration;
   CUtensorMap tq, tk, tv;
@@ -66,7 +66,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages>;
+  auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const dim3 grid = head_major ? dim3(m_blocks, p.heads, p.batch)
@@ -82,9 +82,11 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 // library) `variant` selects an experimental configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage,
 // 1 overlapped 2-stage, 2 overlapped 3-stage, 3 overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage;
 // variant < 0 is the default. Without it (the wheel) only the default is compiled and `variant` is ignored.
+// With rab the default configuration's kRab kernel runs, whatever `variant` says.
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
   constexpr int kDeep = D <= 128 ? 3 : 2;
+  if (p.rab != nullptr) return sm90::launch_fwd<T, D, true, true, kDeep, true>(p, total_k, stream, true);
 #ifdef HSTU_SM90_ALL_VARIANTS
   if (variant >= 0) {
     const bool hm = variant / 10 == 1;

@@ -14,7 +14,7 @@
 namespace hstu {
 
 // Forward on the caller's stream. Requirements (validated by the op): q/k/v last dim contiguous, data pointers
-// 16-byte aligned, row/head strides multiples of 8 elements, rab == nullptr (not supported yet), D in {64, 128, 256}
+// 16-byte aligned, row/head strides multiples of 8 elements, D in {64, 128, 256}
 // (instantiated ones), p.total_q = rows of q. `variant` selects a pipeline configuration for experiments
 // (hstu_fwd_sm90_launch.cuh); -1 = the default.
 template <typename T, int D>
@@ -22,8 +22,10 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
 // forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 (total_q, H, D) contiguous workspace, zeroed by the caller
-// (the launcher converts it into p.dq for all total_q rows). Returns cudaErrorNotSupported (fall back to the
-// sm80-class backward) when rab is given, when p.dq_accum == nullptr (deterministic mode), or for D != 64 / 128.
+// (the launcher converts it into p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with
+// H > 1 through p.drab_accum, fp32, zeroed by the caller, converted by the launcher). Returns
+// cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
+// (deterministic mode), or for D != 64 / 128.
 template <typename T, int D>
 cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 

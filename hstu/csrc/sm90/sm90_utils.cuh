@@ -179,5 +179,67 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   }
 }
 
+// rab (B, 1 or H, R, C) element loads (read-only path; asm volatile so they are issued where written, e.g. right
+// after a wgmma, and their latency hides under it). Two adjacent 16-bit elements as one 32-bit word.
+__device__ __forceinline__ uint32_t ld_nc_u32(const void* ptr) {
+  uint32_t v;
+  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+}
+// rab pair (j, j + 1) packed in one word: element j if ok0, element j + 1 if ok1, else 0; one 32-bit load when
+// both are in range and ptr is 4-byte aligned (`aligned`), else 16-bit loads. One asm, one destination register,
+// no branch (branches here cost the forward spills).
+__device__ __forceinline__ uint32_t ld_nc_pair_if(const void* ptr, bool ok0, bool ok1, bool aligned) {
+  uint32_t v;
+  asm volatile(
+      "{\n .reg .pred pw, pl, ph;\n .reg .b16 lo, hi;\n .reg .b32 t;\n"
+      " setp.ne.b32 pw, %4, 0;\n setp.ne.b32 pl, %2, 0;\n setp.ne.b32 ph, %3, 0;\n"
+      " and.pred pw, pw, ph;\n and.pred pl, pl, !pw;\n and.pred ph, ph, !pw;\n"
+      " mov.b16 lo, 0;\n mov.b16 hi, 0;\n mov.b32 %0, 0;\n"
+      " @pw ld.global.nc.b32 %0, [%1];\n @pl ld.global.nc.b16 lo, [%1];\n @ph ld.global.nc.b16 hi, [%1+2];\n"
+      " mov.b32 t, {lo, hi};\n @!pw mov.b32 %0, t;\n}\n"
+      : "=r"(v)
+      : "l"(ptr), "r"(static_cast<int>(ok0)), "r"(static_cast<int>(ok1)), "r"(static_cast<int>(aligned)));
+  return v;
+}
+// Two 16-bit elements from unrelated addresses packed into one word (lo from pa if pred_a, hi from pb if pred_b,
+// else 0): the backward's transposed rab pairs (queries r, r + 1 of one key) held in one register.
+__device__ __forceinline__ uint32_t ld_nc_2u16_if(const void* pa, const void* pb, bool pred_a, bool pred_b) {
+  uint32_t v;
+  asm volatile(
+      "{\n .reg .pred p, q;\n .reg .b16 lo, hi;\n setp.ne.b32 p, %3, 0;\n setp.ne.b32 q, %4, 0;\n"
+      " mov.b16 lo, 0;\n mov.b16 hi, 0;\n @p ld.global.nc.b16 lo, [%1];\n @q ld.global.nc.b16 hi, [%2];\n"
+      " mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(v)
+      : "l"(pa), "l"(pb), "r"(static_cast<int>(pred_a)), "r"(static_cast<int>(pred_b)));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_nc_2u16(const void* pa, const void* pb) {
+  uint32_t v;
+  asm volatile(
+      "{\n .reg .b16 lo, hi;\n ld.global.nc.b16 lo, [%1];\n ld.global.nc.b16 hi, [%2];\n"
+      " mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(v)
+      : "l"(pa), "l"(pb));
+  return v;
+}
+// Low / high 16-bit half of a packed pair -> float.
+template <typename T>
+__device__ __forceinline__ float unpack_lo(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xffffu)));
+  } else {
+    return __uint_as_float(v << 16);
+  }
+}
+template <typename T>
+__device__ __forceinline__ float unpack_hi(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
+  } else {
+    return __uint_as_float(v & 0xffff0000u);
+  }
+}
+
 }  // namespace sm90
 }  // namespace hstu
