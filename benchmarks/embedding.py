@@ -118,6 +118,7 @@ def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
     with torch.no_grad():
         r["eval"] = timed(lambda: fwd(), args.warmup, args.reps, device)
     r["sizes"] = sum(m.sizes())
+    r["path"] = "fused CUDA kernels (csrc/lookup)" if getattr(m, "use_kernels", False) else "torch ops"
     del m
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -215,7 +216,8 @@ def main(argv=None):
         "",
         f"{T} tables x D={args.dim} fp32, {B} samples x {T} features = {B * T} bags, hotness 1..{args.hotness}, "
         f"~{n_ids} ids/step, power law alpha={args.alpha} over {args.id_space} ids, {args.capacity} slots/table; "
-        f"baseline: torch sparse tables of {args.base_rows} rows. Times in ms (median of {args.reps}).",
+        f"baseline: torch sparse tables of {args.base_rows} rows. Times in ms (median of {args.reps}). "
+        f"dynamicemb path: {rows[0][2]['path']}.",
         "",
         "| pooling | optimizer | fwd | bwd+upd | train | eval | base train | base eval | stored ids |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",

@@ -1,11 +1,18 @@
 """Scored hash table throughput (HierarchicalKV-style grid).
 
-Keys uint64, values fp32 of dim {8, 32, 64}, capacity 64M slots (128-slot buckets), 1M keys per op, load factor
-lambda in {0.5, 0.75, 1.0}, hit rate 0.6, plus a Zipf(1.05) key stream. Reports billion key-values per second and
-the fraction of the measured device-to-device copy bandwidth implied by the bytes each op must move.
+Keys uint64, values fp32 of dim {8, 32, 64}, 1M keys per op, load factor lambda in {0.5, 0.75, 1.0}, hit rate
+0.6, uniform and Zipf(1.05) key streams; capacity 128M slots for dim 8 and 32, 64M for dim 64 (HKV's grid; the
+quick run and --capacity use one capacity). Reports billion key-values per second and the fraction of the
+measured device-to-device copy bandwidth implied by the bytes each op must move.
+
+Timing: CUDA events around one op, median over the repetitions. Before the start event the stream is kept busy
+for ~0.2 ms (torch.cuda._sleep) so that the op's kernels are already queued when the start event fires: the
+numbers are device time of the op, without the Python call's host overhead (which overlaps device work in a
+training step, where ops are queued ahead).
 
     python benchmarks/hash_table.py --quick
-    python benchmarks/hash_table.py --results benchmarks/RESULTS.md
+    python benchmarks/hash_table.py --results benchmarks/RESULTS.md                 # the full grid
+    python benchmarks/hash_table.py --dims 8 32 --dists uniform --results ...      # a slice of it
 """
 
 import argparse
@@ -57,10 +64,17 @@ def op_bytes(op, dim, hit):
 
 
 class Timer:
+    """Events around a region; the stream sleeps first so the region's launches queue up behind the start event."""
+
+    SLEEP_CYCLES = 400_000  # ~0.2 ms at the H100/H200 boost clock, longer than one op's host overhead
+    queue_ahead = True  # False (--no-queue-ahead): start from an idle stream, host overhead included
+
     def __init__(self):
         self.s, self.e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def __enter__(self):
+        if self.queue_ahead:
+            torch.cuda._sleep(self.SLEEP_CYCLES)
         self.s.record()
 
     def __exit__(self, *a):
@@ -156,48 +170,66 @@ def git_commit():
             return "unknown"
 
 
+GRID_DIMS = (8, 32, 64)
+GRID_LAMBDAS = (0.5, 0.75, 1.0)
+GRID_DISTS = ("uniform", "zipf1.05")
+GRID_CAPACITY = {8: 128 << 20, 32: 128 << 20, 64: 64 << 20}  # slots per dim (HKV's benchmark grid)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="dim 32, lambda 0.5 (+ Zipf), fewer repetitions")
-    ap.add_argument("--capacity", type=int, default=64 << 20, help="slots (default 64M)")
+    ap.add_argument("--quick", action="store_true", help="dim 32, lambda 0.5, uniform + Zipf, capacity 64M, 5 reps")
+    ap.add_argument("--dims", type=int, nargs="+", default=None, help=f"value dims (grid: {GRID_DIMS})")
+    ap.add_argument("--lambdas", type=float, nargs="+", default=None, help=f"load factors (grid: {GRID_LAMBDAS})")
+    ap.add_argument("--dists", nargs="+", default=None, choices=GRID_DISTS, help="key streams (grid: both)")
+    ap.add_argument("--capacity", type=int, default=None,
+                    help="slots for every dim (default: 64M with --quick, else 128M for dim 8/32 and 64M for dim 64)")
     ap.add_argument("--batch", type=int, default=1 << 20, help="keys per op (default 1M)")
-    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--reps", type=int, default=None, help="timed repetitions per op (default 5 quick, 10 grid)")
     ap.add_argument("--results", default=None, help="append the table to this markdown file")
     ap.add_argument("--plot", default=None, help="PNG path (default next to --results, if matplotlib imports)")
+    ap.add_argument("--commit", default=None, help="commit to name in the results (default: git, or the wheel's)")
+    ap.add_argument("--no-queue-ahead", action="store_true",
+                    help="time each op from an idle stream (adds the Python call's host overhead; the method of the "
+                         "first RESULTS.md entries)")
     a = ap.parse_args(argv)
+    Timer.queue_ahead = not a.no_queue_ahead
     if not torch.cuda.is_available():
         print("hash_table benchmark: needs a CUDA device")
         return 0
-    dims = [32] if a.quick else [8, 32, 64]
-    lams = [0.5] if a.quick else [0.5, 0.75, 1.0]
+    dims = a.dims or ([32] if a.quick else list(GRID_DIMS))
+    lams = a.lambdas or ([0.5] if a.quick else list(GRID_LAMBDAS))
+    dists = a.dists or list(GRID_DISTS)
     reps = a.reps or (5 if a.quick else 10)
     bw = copy_bandwidth("cuda")
     gpu = torch.cuda.get_device_name()
     rows = []
     for dim in dims:
+        cap = a.capacity or (64 << 20 if a.quick else GRID_CAPACITY.get(dim, 64 << 20))
         for lam in lams:
-            r = bench_config(a.capacity, dim, lam, a.batch, reps)
-            rows.append((dim, lam, "uniform", r))
-            print(f"dim {dim} lambda {lam}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
-        r = bench_config(a.capacity, dim, 0.5, a.batch, reps, zipf=True)
-        rows.append((dim, 0.5, "zipf1.05", r))
+            for dist in dists:
+                t0 = time.time()
+                r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform")
+                rows.append((dim, cap, lam, dist, r))
+                print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s): "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
     lines = [
-        f"### Scored hash table, {gpu}: keys uint64, values fp32, capacity {a.capacity:,} slots, "
-        f"{a.batch:,} keys/op, hit rate 0.6; billion KV/s (fraction of the measured copy bandwidth "
-        f"{bw / 1e12:.2f} TB/s)",
+        f"### Scored hash table, {gpu}: keys uint64, values fp32, {a.batch:,} keys/op, hit rate 0.6; billion KV/s "
+        f"(fraction of the measured copy bandwidth {bw / 1e12:.2f} TB/s implied by the bytes each op must move)"
+        + ("; timed from an idle stream (host overhead included)" if a.no_queue_ahead else ""),
         "",
-        "| dim | lambda | keys | " + " | ".join(OPS) + " |",
-        "|---|---|---|" + "---|" * len(OPS),
+        "| dim | capacity | lambda | keys | " + " | ".join(OPS) + " |",
+        "|---|---|---|---|" + "---|" * len(OPS),
     ]
-    for dim, lam, dist, r in rows:
+    for dim, cap, lam, dist, r in rows:
         cells = [f"{r[op]:.3f} ({r[op] * 1e9 * op_bytes(op, dim, 0.6) / bw:.0%})" for op in OPS]
-        lines.append(f"| {dim} | {lam} | {dist} | " + " | ".join(cells) + " |")
+        lines.append(f"| {dim} | {cap >> 20}M | {lam} | {dist} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
     if a.results:
         with open(a.results, "a") as f:
-            f.write(f"\n{text}\n\ncommit {git_commit()}, {time.strftime('%Y-%m-%d')}, command: "
-                    f"`python {' '.join(sys.argv)}`\n")
+            f.write(f"\n{text}\n\ncommit {a.commit or git_commit()}, {time.strftime('%Y-%m-%d')}, torch "
+                    f"{torch.__version__}, command: `python {' '.join(sys.argv)}`\n")
     try:
         import matplotlib
 
@@ -205,15 +237,15 @@ def main(argv=None):
         import matplotlib.pyplot as plt
 
         png = a.plot or (os.path.splitext(a.results)[0] + "_hash_table.png" if a.results else "hash_table.png")
-        fig, ax = plt.subplots(figsize=(8, 4))
-        uni = [(d, l, r) for d, l, dist, r in rows if dist == "uniform"]
-        width = 0.8 / max(1, len(uni))
-        for j, (d, l, r) in enumerate(uni):
-            ax.bar([i + j * width for i in range(len(OPS))], [r[o] for o in OPS], width, label=f"dim {d}, λ={l}")
+        fig, ax = plt.subplots(figsize=(12, 5))
+        width = 0.8 / max(1, len(rows))
+        for j, (d, c, l, dist, r) in enumerate(rows):
+            ax.bar([i + j * width for i in range(len(OPS))], [r[o] for o in OPS], width,
+                   label=f"dim {d}, λ={l}, {dist}")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(OPS))], OPS, rotation=20)
         ax.set_ylabel("billion KV/s")
         ax.set_title(f"Scored hash table on {gpu}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, ncol=3)
         fig.tight_layout()
         fig.savefig(png, dpi=120)
         print(f"plot: {png}")

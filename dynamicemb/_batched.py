@@ -12,6 +12,16 @@ One training step, with fixed shapes and no host synchronization (so it can be c
      buffer, expanded to ids, weighted, and pooled by segment sums (``index_add_``);
   4. backward (``_LookupFunction.backward``): the output gradient is scattered back to ids, summed per unique,
      clipped, and the optimizer updates the rows in place; no gradient is returned for the tables.
+On CUDA the step runs on the fused kernels of dynamicemb/csrc/lookup (``torch.ops.dynamicemb.lookup_*``): one
+exact (table, id) dedup (a per-step hash set that hands out unique indices; no sort), ONE find_or_insert launch
+for all tables (which also resolves every id's row address), a gather/pool forward that streams the ids of 32
+bags per warp, and a backward that streams the same ids, reads each bag's gradient once and scatter-adds it with
+vector atomics: into the rows themselves for plain fp32 SGD, else into per-unique sums that a warp-per-unique
+pass clips and applies with the optimizer in the row (summation order not deterministic); a row without a slot
+reads zeros / its table's initializer value (counter-based, deterministic per key) in training and the eval
+initializer in eval. The torch code below is the CPU path and the reference, and also serves CUDA modules the kernels do not
+cover (admission counting, tables of mixed dtypes, rows wider than 512 columns, or 128 when a dim is not a
+multiple of 4).
 Rows that are not stored (not admitted yet, refused, or missing in eval) use fallback values and get no update.
 A key inserted and then evicted by another key of the same batch (full bucket) counts as refused: only a slot's
 final owner is updated, so no two ids ever share a row.
@@ -25,13 +35,15 @@ counter ``refused_count`` keeps counting inside graphs).
 
 from __future__ import annotations
 
+import struct
 import warnings
 from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
 
-from ._optimizers import SGD, EmbOptimizer
+from ._load import load_library
+from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer
 
@@ -48,6 +60,65 @@ class RefusedInsertError(RuntimeError):
 
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+# ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
+_VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+_POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
+_INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
+_META_FIELDS = 32  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 32 fields of 8 bytes
+_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "q"
+assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
+
+
+def _kernels_available() -> bool:
+    return load_library() and hasattr(torch.ops.dynamicemb, "lookup_dedup")
+
+
+def _register_lookup_fakes():
+    """Fake (meta) kernels of the lookup ops, so torch.compile/export can trace a step."""
+    if not _kernels_available():
+        return
+
+    def dedup(ids, offsets, feature_table, batch, set_keys, set_tables, set_uidx):
+        n = ids.numel()
+        i32 = lambda k: ids.new_empty(k, dtype=torch.int32)  # noqa: E731
+        return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
+
+    def insert(meta, value_kind, ukeys, utables, count, inverse, train):
+        n = ukeys.numel()
+        i64 = lambda k: ukeys.new_empty(k, dtype=torch.int64)  # noqa: E731
+        return i64(n), i64(meta.numel() // _META_FIELDS), i64(n)
+
+    def forward(meta, value_kind, ids, offsets, bag, rowp, psw, feature_table, feature_col, batch,
+                pooling, train, max_dim, out_cols, out_kind, vec4):
+        rows = ids.numel() if pooling == _POOL_CODE["none"] else batch
+        dtype = {v: k for k, v in _VALUE_KIND.items()}[out_kind]
+        return ids.new_empty(rows, out_cols, dtype=dtype)
+
+    def backward(meta, value_kind, grad, ids, *args):
+        psw_grad = args[-4]
+        return grad.new_empty(ids.numel() if psw_grad else 0, dtype=torch.float32)
+
+    for name, fn in (("lookup_dedup", dedup), ("lookup_insert", insert), ("lookup_forward", forward),
+                     ("lookup_backward", backward)):
+        try:
+            torch.library.register_fake(f"dynamicemb::{name}")(fn)
+        except (RuntimeError, AttributeError):  # already registered, or an older torch
+            pass
+
+
+_register_lookup_fakes()
+
+
+def _opt_code(opt: EmbOptimizer) -> int:
+    if isinstance(opt, Adam):
+        return 3
+    if isinstance(opt, RowWiseAdagrad):
+        return 2
+    if isinstance(opt, Adagrad):
+        return 1
+    return 0
 
 
 def _init_rows(init: DynamicEmbInitializer, n: int, d: int, device) -> torch.Tensor:
@@ -204,6 +275,32 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._refused_seen = _HostMirror(T)
         self._refused_warned = [0] * T
         self._link_groups()
+        used = sorted(set(fmap))
+        self._value_kind = _VALUE_KIND[self.options[used[0]].dtype]
+        self._vec4 = all(dims[t] % 4 == 0 and (dims[t] + self.state_dims[t]) % 4 == 0 for t in used)
+        widest = max(dims[t] for t in used)
+        #: run the fused CUDA kernels (csrc/lookup) where they cover the configuration; tests turn it off to
+        #: compare with the torch path on the same device
+        self.use_kernels = (
+            dev.type == "cuda" and _kernels_available()
+            and all(self.admission_tables[t] is None for t in used)
+            and len(set(self.options[t].dtype for t in used)) == 1
+            and widest <= (512 if self._vec4 else 128)
+        )
+        self._meta = None
+        self._meta_key = None
+        self._set_keys = None
+        self._set_tables = None
+        self._set_uidx = None
+        self._gsum = None
+        #: backward: sum the gradients of repeated rows among 32 consecutive ids in registers before the atomics
+        self.aggregate_grads = True
+        if dev.type == "cuda":
+            self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
+            cols = [0]
+            for d in self.feature_dims[:-1]:
+                cols.append(cols[-1] + d)
+            self._fcol = torch.tensor(cols, dtype=torch.int64, device=dev)
 
     # ------------------------------------------------------------------ construction helpers
     def _make_table(self, i: int, capacity: int) -> ScoredHashTable:
@@ -406,6 +503,128 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training)
         return out
 
+    # ------------------------------------------------------------------ fused CUDA kernels
+    def _kernel_meta(self) -> torch.Tensor:
+        """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
+        (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
+        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch)
+                    for t in self.tables)
+        if self._meta is not None and (key == self._meta_key or _capturing()):
+            return self._meta
+        buf = bytearray()
+        for i, t in enumerate(self.tables):
+            o = self.options[i]
+            kind, a, b, mean, std, value, cols, fill, seed = t.initializer.op_args()
+            ev = self._eval_init[i]
+            eseed = int(ev.seed) & ((1 << 64) - 1)
+            eseed = eseed - (1 << 64) if eseed >= 1 << 63 else eseed
+            buf += struct.pack(
+                _META_FORMAT,
+                t.keys.data_ptr(), t.digests.data_ptr(), t.scores.data_ptr(), t.values.data_ptr(),
+                t.locks.data_ptr(), t.counters.data_ptr(), t.capacity(), t.capacity() // t.bucket_capacity,
+                t.bucket_capacity, t.value_dim, self.dims[i], t._policy, int(t._use_epoch), int(t.epoch),
+                kind, a, b, mean, std, value, cols, fill, seed,
+                int(o.on_refused == "zero"),
+                _INIT_CODE[ev.kind], float(ev.low), float(ev.high), float(ev.mean), float(ev.std), float(ev.value),
+                eseed, 0,
+            )
+        host = torch.frombuffer(buf, dtype=torch.int64).clone()
+        if torch.cuda.is_available():
+            host = host.pin_memory()
+        self._meta_host = host  # keeps the pinned source alive until the copy ran
+        self._meta = host.to(self.device, non_blocking=True)
+        self._meta_key = key
+        return self._meta
+
+    def _dedup_set(self, n: int):
+        cap = 1024
+        while cap < 2 * n:
+            cap *= 2
+        if self._set_keys is None or self._set_keys.numel() < cap:
+            self._set_keys = torch.full((cap,), _EMPTY_KEY, dtype=torch.int64, device=self.device)
+            self._set_tables = torch.zeros(cap, dtype=torch.int32, device=self.device)
+            self._set_uidx = torch.zeros(cap, dtype=torch.int32, device=self.device)
+        return self._set_keys, self._set_tables, self._set_uidx
+
+    def _direct_sgd(self) -> bool:
+        """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows."""
+        opt = self.optimizer
+        return (type(opt) is SGD and not opt.weight_decay and opt.max_grad_value is None
+                and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32])
+
+    def _gsum_buffer(self, n: int) -> torch.Tensor:
+        """(>= n, max dim rounded to 4) fp32 per-unique gradient sums of the backward; zero between steps (the
+        kernels restore the zeros), so it is allocated once per size (eagerly, before any graph capture). Direct
+        SGD needs none (a one-row placeholder)."""
+        w = -(-self.max_dim // 4) * 4
+        if self._direct_sgd():
+            n = 1
+        if self._gsum is None or self._gsum.shape[0] < max(n, 1):
+            self._gsum = torch.zeros(max(n, 1), w, dtype=torch.float32, device=self.device)
+        return self._gsum
+
+    def _forward_kernels(self, ids, offsets, psw, train: bool):
+        ops = torch.ops.dynamicemb
+        n = ids.numel()
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        meta = self._kernel_meta()
+        set_keys, set_tables, set_uidx = self._dedup_set(n)
+        inverse, bag, ukeys, utables, count = ops.lookup_dedup(
+            ids, offsets, self._ftable_i32, max(B, 1), set_keys, set_tables, set_uidx)
+        urow, refused, rowp = ops.lookup_insert(meta, self._value_kind, ukeys, utables, count, inverse, train)
+        if train:
+            self._after_insert(refused)
+            if torch.is_grad_enabled():
+                self._gsum_buffer(n)
+        pw = None if psw is None else psw.to(torch.float32).contiguous()
+        pooled = self.pooling != "none"
+        out_cols = sum(self.feature_dims) if pooled else self.feature_dims[0]
+        out = ops.lookup_forward(meta, self._value_kind, ids, offsets, bag, rowp, pw, self._ftable_i32,
+                                 self._fcol, max(B, 1), _POOL_CODE[self.pooling], train, self.max_dim, out_cols,
+                                 _VALUE_KIND[self.output_dtype], self._vec4)
+        saved = None
+        if train:
+            saved = dict(kernels=True, ids=ids, offsets=offsets, inverse=inverse, bag=bag, rowp=rowp,
+                         count=count, urow=urow, utables=utables, psw=pw, psw_dtype=None if psw is None else psw.dtype,
+                         B=B, meta=meta)
+        return out, saved
+
+    def _after_insert(self, refused_step):
+        self.refused_count += refused_step
+        if not _capturing():
+            if any(o.on_refused == "error" for o in self.options):
+                bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
+                counts = refused_step[bad].tolist()  # host sync: inherent to raising
+                for t, c in zip(bad, counts):
+                    if c:
+                        raise RefusedInsertError(
+                            f"table {self.table_names[t]!r}: {c} inserts refused (buckets full of higher "
+                            f"scores); on_refused='error'")
+            self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
+            self._refused_seen.push(self.refused_count)
+
+    @torch.no_grad()
+    def _backward_kernels(self, grad_out, saved, psw_requires_grad):
+        opt = self.optimizer
+        g = grad_out.to(torch.float32).contiguous()
+        if g.dim() == 1:
+            g = g.view(-1, 1)
+        self.step.add_(1.0)
+        psw = saved["psw"]
+        want_psw = psw is not None and psw_requires_grad
+        betas = getattr(opt, "betas", (0.9, 0.999))
+        grad_psw = torch.ops.dynamicemb.lookup_backward(
+            saved["meta"], self._value_kind, g, saved["ids"], saved["offsets"], saved["inverse"], saved["bag"],
+            saved["rowp"], saved["count"], saved["urow"], saved["utables"], psw, self._ftable_i32,
+            self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], self._vec4, self.max_dim, _opt_code(opt),
+            self.learning_rate, self.step, float(opt.weight_decay), bool(getattr(opt, "decoupled_weight_decay", False)),
+            float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
+            float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
+            float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0, want_psw, self._direct_sgd(),
+            self.aggregate_grads, self._gsum_buffer(saved["ids"].numel()))
+        return grad_psw.to(saved["psw_dtype"]) if want_psw else None
+
     def _before_train_step(self):
         """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors)."""
         sizes = self._sizes.poll()
@@ -447,6 +666,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return bag, ukeys, utbl, uidx, inverse
 
     def _forward_impl(self, ids, offsets, psw, train: bool):
+        if self.use_kernels:
+            return self._forward_kernels(ids, offsets, psw, train)
         dev = self.device
         n = ids.numel()
         F = self.num_features
@@ -558,6 +779,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     # ------------------------------------------------------------------ backward + optimizer
     @torch.no_grad()
     def _backward_impl(self, grad_out, saved, psw_requires_grad):
+        if saved.get("kernels"):
+            return self._backward_kernels(grad_out, saved, psw_requires_grad)
         dev = self.device
         n, B = saved["n"], saved["B"]
         F, Dm = self.num_features, self.max_dim

@@ -24,6 +24,8 @@ pytestmark = [
 ]
 
 POLICIES = ["lru", "lfu", "customized", "epoch_lru", "epoch_lfu"]
+# DYNAMICEMB_TEST_SMALL=1 shrinks the large tests (for runs under compute-sanitizer, which is ~100x slower).
+SMALL = os.environ.get("DYNAMICEMB_TEST_SMALL") == "1"
 
 
 def cu(x):
@@ -139,7 +141,7 @@ def test_gpu_contention_invariants(policy):
     torch.manual_seed(0)
     cap, dim = 128 * 64, 16
     t = ScoredHashTable(cap, dim, device="cuda", score_policy=policy)
-    for step in range(8):
+    for step in range(4 if SMALL else 8):
         n = 20000
         keys = torch.randint(1, 12000, (n,), device="cuda")
         keys[:5] = RESERVED_KEYS[2]
@@ -176,8 +178,9 @@ def whole_rows(v, k):
 
 def test_gpu_below_capacity_nothing_lost_large():
     torch.manual_seed(1)
-    t = ScoredHashTable(1 << 20, 32, device="cuda", key_dtype=torch.uint64)
-    keys = torch.unique(torch.randint(0, 1 << 62, (400000,), device="cuda")).view(torch.uint64)
+    cap, n = (1 << 14, 6000) if SMALL else (1 << 20, 400000)
+    t = ScoredHashTable(cap, 32, device="cuda", key_dtype=torch.uint64)
+    keys = torch.unique(torch.randint(0, 1 << 62, (n,), device="cuda")).view(torch.uint64)
     vals = torch.randn(keys.numel(), 32, device="cuda")
     stats = t.insert_or_assign(keys, vals)
     assert stats_dict(stats)["inserted"] == keys.numel()
@@ -203,3 +206,51 @@ def test_gpu_cuda_graph_capture():
         v, f, _ = t.find(ids)
         assert f.all() and torch.equal(v, out["r"].values)
     assert t.size() >= 3000
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "epoch_lfu"])
+@pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "assign_scores"])
+def test_gpu_duplicates_across_passes_match_cpu_twin(policy, op):
+    """Batches of present and missing keys, each repeated 1-4 times and shuffled (one key per bucket).
+
+    The CUDA upsert serves hits in a first pass and inserts in a second, with duplicates of one key spread over
+    tiles of both passes. Under these policies the result does not depend on which duplicate goes first (LRU:
+    one clock per op; LFU: increments add up; rows are a function of the key), so the tables, the stats and
+    the number of `found` flags must equal the CPU twin's exactly.
+    """
+    nb, bc, dim = 64, 16, 8
+    kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy=policy,
+              initializer=TableInitializer("uniform", seed=5))
+    g, c = pair(**kw)
+    g.set_epoch(9)
+    c.set_epoch(9)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{policy}{op}".encode()))
+    pool = one_per_bucket(torch.randint(1, 1 << 62, (4000,), generator=gen).tolist(), nb)
+    assert len(pool) >= 48
+    present = pool[:24]
+    kc = key_tensor(present, torch.int64)
+    c.insert_or_assign(kc, kc.float().unsqueeze(1).expand(-1, dim).contiguous())
+    g.insert_or_assign(kc.cuda(), kc.float().unsqueeze(1).expand(-1, dim).contiguous().cuda())
+    for step in range(4):
+        picked = present[step * 4: step * 4 + 8] + pool[24 + step * 6: 24 + step * 6 + 6]  # hits and misses
+        reps = torch.randint(1, 5, (len(picked),), generator=gen).tolist()
+        keys = [k for k, r in zip(picked, reps) for _ in range(r)]
+        keys = [keys[i] for i in torch.randperm(len(keys), generator=gen).tolist()]
+        kc = key_tensor(keys, torch.int64)
+        kg = kc.cuda()
+        n = len(keys)
+        # LFU increments add up in any order; assign_scores with caller scores would set them (last one wins).
+        inc = torch.randint(1, 7, (n,), generator=gen) if "lfu" in policy and op != "assign_scores" else None
+        if op == "find_or_insert":
+            rg, rc = g.find_or_insert(kg, cu(inc)), c.find_or_insert(kc, inc)
+            assert_same(rg.values, rc.values, 1e-6)
+            stats_g, stats_c = rg.stats, rc.stats
+            assert int(rg.found.sum()) == int(rc.found.sum())
+        elif op == "insert_or_assign":
+            rows = kc.float().unsqueeze(1).expand(n, dim).contiguous() * (step + 2)
+            stats_g, stats_c = g.insert_or_assign(kg, rows.cuda(), cu(inc)), c.insert_or_assign(kc, rows, inc)
+        else:
+            stats_g, stats_c = g.assign_scores(kg, cu(inc)), c.assign_scores(kc, inc)
+        assert_same(stats_g, stats_c)
+        assert sum(stats_dict(stats_g).values()) == n
+        assert_same_tables(g, c, 1e-6)

@@ -164,7 +164,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
                   bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
-                  int64_t seed) {
+                  int64_t seed, OptTensor pending) {
   Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
   accel::check_dim(keys, "keys", 1);
   ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
@@ -203,6 +203,11 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.fill = static_cast<float>(init_fill);
   p.init.seed = static_cast<uint64_t>(seed);
   if (t.cuda) {
+    // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
+    ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ", 2 * p.n,
+                " elements");
+    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n));
+    ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % 16 == 0, "pending: expected a 16-byte aligned tensor");
     torch::stable::accelerator::DeviceGuard guard(t.device);
     dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
              [&](auto K, auto V, auto P) { launch_upsert<K.value, V.value, P.value>(p, stream_of(t)); });
@@ -296,7 +301,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor(g!)? values_out, Tensor(h!)? found_out, Tensor(i!)? slots_out, Tensor(j!) stats, "
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
-      "float init_value, int init_cols, float init_fill, int seed) -> ()");
+      "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None) -> ()");
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "

@@ -1,0 +1,359 @@
+// find_or_insert (train) / find (eval) of the uniques of ALL tables of a step, in one pass per phase.
+//
+// Works on the scored hash table's documented layout (dynamicemb/csrc/table/table_types.h: buckets of
+// bucket_capacity slots chosen by the key hash, 8-bit digests, probe order a rotation from hash & (B - 1), free
+// slots claimed EMPTY -> LOCKED and published with a release store, eviction of the minimum-score slot (ties:
+// lowest slot) under the bucket lock when the new score is strictly higher, scores by the table's policy, rows
+// initialized by the table's counter-based initializer), with only the helpers of that header, so the table's
+// own kernels may change freely. The uniques are distinct (table, id) pairs (the dedup guarantees it), which
+// keeps this simpler than a general upsert:
+//   1. hit pass: read-only probe of every unique; hits take their new score (a single writer per slot); misses
+//      are left to the insert pass (urow = -2). No key, digest or free slot changes in this pass.
+//   2. insert pass: claim a free slot in probe order, or evict under the bucket lock. Every key touched by this
+//      step has a score >= any new key's score, so an insert never evicts a key of the same step.
+//   3. resolve (train): keep a slot only if it still holds the unique's key (a safety net for 2).
+// One 8-thread tile serves one unique: each lane reads 16 digests (one 16-byte load) of the bucket per round.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
+#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+
+namespace dynamicemb {
+namespace lookup {
+namespace detail {
+
+namespace cg = cooperative_groups;
+constexpr int kTile = 8;
+constexpr int kInsBlock = 256;
+constexpr int kSharedTables = 64;  // tables counted in shared memory; more go straight to global atomics
+constexpr int64_t kPending = -2;
+using Tile = cg::thread_block_tile<kTile, cg::thread_block>;
+
+__device__ __forceinline__ uint64_t ld_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t wait_unlocked(const uint64_t* p) {
+  uint64_t k = ld_acquire(p);
+  while (k == table::kLockedKey) {
+    __nanosleep(32);
+    k = ld_acquire(p);
+  }
+  return k;
+}
+// 16-bit mask of the bytes of `c` equal to the byte replicated in `d4`.
+__device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
+  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t e = __vcmpeq4(w[j], d4);
+    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
+  }
+  return m;
+}
+
+struct Home {
+  int64_t base;  // first slot of the bucket
+  int start;     // probe start inside the bucket
+  uint32_t d4;   // digest x 4
+  int64_t bucket;
+};
+__device__ __forceinline__ Home home_of(const TableMeta& m, uint64_t key) {
+  const uint64_t h = accel_hash_key(key);
+  Home r;
+  r.bucket = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(m.num_buckets)));
+  r.base = r.bucket * m.bucket_capacity;
+  r.start = table::start_of_hash(h, static_cast<int>(m.bucket_capacity));
+  r.d4 = 0x01010101u * table::digest_of_hash(h);
+  return r;
+}
+
+__device__ __forceinline__ uint64_t new_score(const TableMeta& m, uint64_t clock, bool hit, uint64_t old) {
+  return table::policy_score(static_cast<int>(m.policy), m.use_epoch != 0, static_cast<uint64_t>(m.epoch), clock,
+                             false, 0, hit, old);
+}
+
+__global__ void begin_step_kernel(const TableMeta* meta, int num_tables) {
+  for (int t = threadIdx.x; t < num_tables; t += blockDim.x)
+    reinterpret_cast<int64_t*>(meta[t].counters)[table::kCounterClock] += 1;
+}
+
+// Pass 1 (train and eval): probe; train hits take their new score; train misses are marked pending.
+__global__ void __launch_bounds__(kInsBlock) hit_kernel(InsertParams p) {
+  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const int64_t count = *p.count;
+  const int64_t tiles = static_cast<int64_t>(gridDim.x) * (kInsBlock / kTile);
+  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kInsBlock + threadIdx.x) / kTile; u < count; u += tiles) {
+    const uint64_t key = p.ukeys[u];
+    int64_t slot = -1;
+    bool miss = false;
+    if (!table::is_reserved_key(key)) {
+      const TableMeta& m = p.meta[p.utables[u]];
+      const Home h = home_of(m, key);
+      const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys);
+      const uint8_t* digests = reinterpret_cast<const uint8_t*>(m.digests);
+      const int chunks = static_cast<int>(m.bucket_capacity / 16);
+      for (int c0 = 0; c0 < chunks && slot < 0; c0 += kTile) {
+        const int c = c0 + static_cast<int>(tile.thread_rank());
+        int64_t found = -1;
+        if (c < chunks) {
+          uint32_t mk = match16(*reinterpret_cast<const uint4*>(digests + h.base + 16 * c), h.d4);
+          while (mk) {
+            const int i = __ffs(mk) - 1;
+            mk &= mk - 1;
+            const int64_t s = h.base + 16 * c + i;
+            if (keys[s] == key) found = s;
+          }
+        }
+        const uint32_t b = tile.ballot(found >= 0);
+        if (b) slot = tile.shfl(found, __ffs(b) - 1);
+      }
+      if (p.train) {
+        if (slot >= 0) {
+          if (tile.thread_rank() == 0) {
+            uint64_t* scores = reinterpret_cast<uint64_t*>(m.scores);
+            const uint64_t clock = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
+            scores[slot] = new_score(m, clock, true, scores[slot]);
+          }
+        } else {
+          miss = true;
+        }
+      }
+    }
+    if (tile.thread_rank() == 0) p.urow[u] = miss ? kPending : slot;
+  }
+}
+
+// Writes the initial row [embedding from the initializer | optimizer state fill], score and digest of a claimed
+// slot, then publishes the key.
+template <int V>
+__device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, int64_t slot, uint64_t key,
+                                         const Home& h, uint64_t clock, uint64_t score) {
+  using T = typename Val<V>::T;
+  T* row = reinterpret_cast<T*>(m.values) + slot * m.row_stride;
+  const table::Initializer in = train_init(m);
+  for (int64_t j = tile.thread_rank(); j < m.row_stride; j += kTile)
+    row[j] = Val<V>::from_f(table::init_value(in, clock, key, j));
+  if (tile.thread_rank() == 0) {
+    reinterpret_cast<uint64_t*>(m.scores)[slot] = score;
+    reinterpret_cast<uint8_t*>(m.digests)[slot] = static_cast<uint8_t>(h.d4);
+  }
+  tile.sync();
+  if (tile.thread_rank() == 0) st_release(reinterpret_cast<uint64_t*>(m.keys) + slot, key);
+}
+
+// Pass 2 (train): insert the pending uniques.
+template <int V>
+__global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
+  __shared__ unsigned long long s_inserted[kSharedTables];
+  for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_inserted[t] = 0;
+  __syncthreads();
+  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const bool lead = tile.thread_rank() == 0;
+  const int64_t count = *p.count;
+  const int64_t tiles = static_cast<int64_t>(gridDim.x) * (kInsBlock / kTile);
+  const uint32_t e4 = 0x01010101u * table::empty_digest();
+  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kInsBlock + threadIdx.x) / kTile; u < count; u += tiles) {
+    if (p.urow[u] != kPending) continue;  // tile-uniform
+    const uint64_t key = p.ukeys[u];
+    const int t = p.utables[u];
+    const TableMeta& m = p.meta[t];
+    const Home h = home_of(m, key);
+    uint64_t* keys = reinterpret_cast<uint64_t*>(m.keys);
+    const uint8_t* digests = reinterpret_cast<const uint8_t*>(m.digests);
+    const int B = static_cast<int>(m.bucket_capacity);
+    const int chunks = B / 16;
+    const uint64_t clock = static_cast<uint64_t>(__ldcg(reinterpret_cast<const long long*>(m.counters)));
+    const uint64_t score = new_score(m, clock, false, 0);
+    int64_t slot = -1;
+    bool inserted = false;
+    // free-slot candidates (digest == empty digest), claimed in probe order
+    uint32_t free_mask[2] = {0u, 0u};  // rounds of kTile chunks (bucket_capacity <= 256)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int c = r * kTile + static_cast<int>(tile.thread_rank());
+      if (c < chunks) free_mask[r] = match16(__ldcg(reinterpret_cast<const uint4*>(digests + h.base) + c), e4);
+    }
+    while (true) {
+      int best = B, best_r = 0, best_i = 0;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        uint32_t mk = free_mask[r];
+        const int c = r * kTile + static_cast<int>(tile.thread_rank());
+        while (mk) {
+          const int i = __ffs(mk) - 1;
+          mk &= mk - 1;
+          const int dist = (c * 16 + i - h.start) & (B - 1);
+          if (dist < best) { best = dist; best_r = r; best_i = i; }
+        }
+      }
+      const int win = cg::reduce(tile, (best << 8) | static_cast<int>(tile.thread_rank()), cg::less<int>());
+      if ((win >> 8) >= B) break;
+      if ((win & 0xff) == static_cast<int>(tile.thread_rank())) free_mask[best_r] &= ~(1u << best_i);
+      const int64_t cand = h.base + (((win >> 8) + h.start) & (B - 1));
+      uint64_t seen = 0;
+      if (lead) seen = atomicCAS(reinterpret_cast<unsigned long long*>(keys + cand), table::kEmptyKey, table::kLockedKey);
+      seen = tile.shfl(seen, 0);
+      if (seen == table::kEmptyKey) {
+        fill_new<V>(tile, m, cand, key, h, clock, score);
+        slot = cand;
+        inserted = true;
+        break;
+      }
+    }
+    if (slot < 0) {  // full bucket: evict the minimum score under the bucket's lock
+      int32_t* lock = reinterpret_cast<int32_t*>(m.locks) + h.bucket;
+      if (lead) {
+        while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
+        __threadfence();
+      }
+      tile.sync();
+      int64_t free_slot = -1, min_slot = -1;
+      uint64_t min_score = ~0ull;
+      for (int s = tile.thread_rank(); s < B; s += kTile) {
+        const int64_t q = h.base + s;
+        const uint64_t k = wait_unlocked(keys + q);
+        if (k == table::kEmptyKey) {
+          if (free_slot < 0) free_slot = q;
+        } else {
+          const uint64_t sc = __ldcg(reinterpret_cast<const unsigned long long*>(m.scores) + q);
+          if (sc < min_score || (sc == min_score && (min_slot < 0 || q < min_slot))) { min_score = sc; min_slot = q; }
+        }
+      }
+#pragma unroll
+      for (int o = kTile / 2; o > 0; o >>= 1) {
+        const int64_t of = tile.shfl_xor(free_slot, o);
+        if (of >= 0 && (free_slot < 0 || of < free_slot)) free_slot = of;
+        const uint64_t os = tile.shfl_xor(min_score, o);
+        const int64_t ol = tile.shfl_xor(min_slot, o);
+        if (ol >= 0 && (min_slot < 0 || os < min_score || (os == min_score && ol < min_slot))) {
+          min_score = os;
+          min_slot = ol;
+        }
+      }
+      int64_t victim = -1;
+      if (free_slot >= 0) victim = free_slot;
+      else if (min_slot >= 0 && score > min_score) victim = min_slot;
+      if (victim >= 0) {
+        bool claimed = false;
+        if (lead) {
+          const uint64_t expect = ld_acquire(keys + victim);
+          claimed = !table::is_reserved_key(expect) || expect == table::kEmptyKey
+                        ? atomicCAS(reinterpret_cast<unsigned long long*>(keys + victim), expect, table::kLockedKey) ==
+                              expect
+                        : false;
+          if (claimed && expect == table::kEmptyKey) inserted = true;
+        }
+        claimed = tile.shfl(claimed, 0);
+        inserted = tile.shfl(inserted, 0);
+        if (claimed) {
+          fill_new<V>(tile, m, victim, key, h, clock, score);
+          slot = victim;
+        }
+      }
+      tile.sync();
+      if (lead) {
+        __threadfence();
+        atomicExch(lock, 0);
+      }
+    }
+    if (lead) {
+      p.urow[u] = slot;
+      if (inserted) {
+        if (t < kSharedTables) atomicAdd(&s_inserted[t], 1ull);
+        else atomicAdd(reinterpret_cast<unsigned long long*>(m.counters) + table::kCounterSize, 1ull);
+      }
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < kSharedTables && t < p.num_tables; t += blockDim.x)
+    if (s_inserted[t])
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.meta[t].counters) + table::kCounterSize, s_inserted[t]);
+}
+
+// Pass 3 (train): a unique keeps its slot only if the slot holds its key after all inserts; counts refusals.
+__global__ void __launch_bounds__(256) resolve_kernel(InsertParams p) {
+  __shared__ unsigned long long s_refused[kSharedTables];
+  for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_refused[t] = 0;
+  __syncthreads();
+  const int64_t count = *p.count;
+  for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < count;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t key = p.ukeys[u];
+    if (table::is_reserved_key(key)) continue;
+    const int t = p.utables[u];
+    int64_t slot = p.urow[u];
+    if (slot >= 0 && __ldcg(reinterpret_cast<const unsigned long long*>(p.meta[t].keys) + slot) != key) {
+      slot = -1;
+      p.urow[u] = -1;
+    }
+    if (slot < 0) {
+      if (t < kSharedTables) atomicAdd(&s_refused[t], 1ull);
+      else atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, 1ull);
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < kSharedTables && t < p.num_tables; t += blockDim.x)
+    if (s_refused[t]) atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, s_refused[t]);
+}
+
+// Row address of every id (0: reserved id or no row), so the forward and the backward reach a row in one load.
+template <int V>
+__global__ void __launch_bounds__(256) row_address_kernel(InsertParams p) {
+  using T = typename Val<V>::T;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  if (i >= p.n_ids) return;
+  const int32_t u = p.inverse[i];
+  uint64_t a = 0;
+  if (u >= 0) {
+    const int64_t r = p.urow[u];
+    if (r >= 0) {
+      const TableMeta& m = p.meta[p.utables[u]];
+      a = reinterpret_cast<uint64_t>(reinterpret_cast<const T*>(m.values) + r * m.row_stride);
+    }
+  }
+  p.rowp[i] = a;
+}
+
+}  // namespace detail
+
+template <int V>
+void launch_insert(const InsertParams& p, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (p.train) {
+    detail::begin_step_kernel<<<1, 64, 0, st>>>(p.meta, p.num_tables);
+    check_launch("begin step");
+  }
+  if (p.n == 0) return;
+  const int64_t need = (p.n * detail::kTile + detail::kInsBlock - 1) / detail::kInsBlock;
+  const int64_t cap = persistent_blocks(8);
+  const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);
+  detail::hit_kernel<<<grid, detail::kInsBlock, 0, st>>>(p);
+  check_launch("hit pass");
+  const unsigned agrid = blocks_for(p.n_ids, 256);
+  if (!p.train) {
+    if (p.n_ids > 0) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);
+    check_launch("row addresses");
+    return;
+  }
+  detail::insert_kernel<V><<<grid, detail::kInsBlock, 0, st>>>(p);
+  check_launch("insert pass");
+  const int64_t need2 = (p.n + 255) / 256;
+  const int64_t cap2 = persistent_blocks(4);
+  detail::resolve_kernel<<<static_cast<unsigned>(need2 < cap2 ? need2 : cap2), 256, 0, st>>>(p);
+  check_launch("resolve");
+  if (p.n_ids > 0) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);
+  check_launch("row addresses");
+}
+
+template void launch_insert<kFp16>(const InsertParams&, void*);
+template void launch_insert<kBf16>(const InsertParams&, void*);
+template void launch_insert<kFp32>(const InsertParams&, void*);
+
+}  // namespace lookup
+}  // namespace dynamicemb

@@ -1,0 +1,132 @@
+// Device helpers shared by the lookup kernels: value types, 4-wide loads/stores, fallback rows, grids.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "dynamicemb/csrc/lookup/lookup_types.h"
+#include "dynamicemb/csrc/table/table_types.h"
+
+namespace dynamicemb {
+namespace lookup {
+
+template <int V> struct Val;
+template <> struct Val<kFp16> {
+  using T = __half;
+  static __device__ __forceinline__ float to_f(T v) { return __half2float(v); }
+  static __device__ __forceinline__ T from_f(float v) { return __float2half_rn(v); }
+};
+template <> struct Val<kBf16> {
+  using T = __nv_bfloat16;
+  static __device__ __forceinline__ float to_f(T v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ T from_f(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct Val<kFp32> {
+  using T = float;
+  static __device__ __forceinline__ float to_f(T v) { return v; }
+  static __device__ __forceinline__ T from_f(float v) { return v; }
+};
+
+// N consecutive elements (N = 4: one 16-byte (fp32) or 8-byte (16-bit) access; N = 1: scalar).
+template <int V, int N>
+__device__ __forceinline__ void load_n(const typename Val<V>::T* p, float (&x)[N]) {
+  using T = typename Val<V>::T;
+  if constexpr (N == 4 && V == kFp32) {
+    float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else if constexpr (N == 4) {
+    uint2 v = *reinterpret_cast<const uint2*>(p);
+    const T* h = reinterpret_cast<const T*>(&v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = Val<V>::to_f(h[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) x[k] = Val<V>::to_f(p[k]);
+  }
+}
+template <int V, int N>
+__device__ __forceinline__ void store_n(typename Val<V>::T* p, const float (&x)[N]) {
+  using T = typename Val<V>::T;
+  if constexpr (N == 4 && V == kFp32) {
+    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+  } else if constexpr (N == 4) {
+    uint2 v;
+    T* h = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) h[k] = Val<V>::from_f(x[k]);
+    *reinterpret_cast<uint2*>(p) = v;
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) p[k] = Val<V>::from_f(x[k]);
+  }
+}
+
+__device__ __forceinline__ table::Initializer train_init(const TableMeta& m) {
+  table::Initializer in;
+  in.kind = static_cast<int>(m.init_kind);
+  in.a = static_cast<float>(m.init_a);
+  in.b = static_cast<float>(m.init_b);
+  in.mean = static_cast<float>(m.init_mean);
+  in.std = static_cast<float>(m.init_std);
+  in.value = static_cast<float>(m.init_value);
+  in.init_cols = m.init_cols;
+  in.fill = static_cast<float>(m.init_fill);
+  in.seed = static_cast<uint64_t>(m.init_seed);
+  return in;
+}
+__device__ __forceinline__ table::Initializer eval_init(const TableMeta& m) {
+  table::Initializer in;
+  in.kind = static_cast<int>(m.eval_kind);
+  in.a = static_cast<float>(m.eval_a);
+  in.b = static_cast<float>(m.eval_b);
+  in.mean = static_cast<float>(m.eval_mean);
+  in.std = static_cast<float>(m.eval_std);
+  in.value = static_cast<float>(m.eval_value);
+  in.init_cols = -1;
+  in.fill = 0.f;
+  in.seed = static_cast<uint64_t>(m.eval_seed);
+  return in;
+}
+
+// Column `col` of the row read by an id that has no slot (refused / missing / reserved): training reads zeros
+// (on_refused="zero") or its initializer value, eval the eval initializer (counter-based random numbers of the
+// table: deterministic per key and column).
+__device__ __forceinline__ float fallback_value(const TableMeta& m, bool train, uint64_t key, int64_t col) {
+  if (train) {
+    if (m.refused_zero) return 0.f;
+    if (m.init_kind == table::kInitConstant) return static_cast<float>(m.init_value);
+    const uint64_t clock = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
+    return table::init_value(train_init(m), clock, key, col);
+  }
+  if (m.eval_kind == table::kInitConstant) return static_cast<float>(m.eval_value);
+  return table::init_value(eval_init(m), 0, key, col);
+}
+
+inline void check_launch(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Blocks for grid-stride loops bounded by a device-side count: enough to fill every SM.
+inline int persistent_blocks(int per_sm) {
+  static int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 80;
+  }();
+  return sms * per_sm;
+}
+
+inline unsigned blocks_for(int64_t items, int per_block) {
+  int64_t b = (items + per_block - 1) / per_block;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 0x7fffffff ? 0x7fffffff : b));
+}
+
+}  // namespace lookup
+}  // namespace dynamicemb

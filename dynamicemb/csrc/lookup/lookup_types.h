@@ -1,0 +1,164 @@
+// Embedding hot path of BatchedDynamicEmbeddingTables: parameter structs and launcher declarations.
+//
+// Shared by the CUDA kernels (dedup_kernels.cu, insert_kernels.cu, pool_kernels.cu, update_kernels.cu) and the
+// ops (dynamicemb/csrc/ops/lookup_ops.cc). No CUDA and no torch headers here.
+//
+// One training step (fixed shapes, no host synchronization, CUDA-graph capturable):
+//   dedup    bags of the ids (one warp per 32 bags), then an exact (table, id) insert of every id into a per-step
+//            open-addressing set: the id that claims a slot gets the next unique index (one atomic per warp),
+//            then every id reads its unique index (inverse) and the set is cleaned. No sort.
+//   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
+//            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
+//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id.
+//   forward  one warp per 32 consecutive bags (pooled) or ids (sequence) streams the ids' rows in order, eight
+//            row loads in flight per lane; bags are found by a ballot over the lanes' bag ends (no search).
+//   backward the same stream over the ids reads each bag's output gradient once (in id order, coalesced) and
+//            scatter-adds it with 16-byte vector atomics: straight into the rows for plain fp32 SGD (w -= lr g is
+//            a sum), else into per-unique fp32 sums that a warp-per-unique pass clips and applies with the
+//            optimizer to [embedding | state] in place; repeated rows within 32 ids are summed in registers
+//            first (warp sort by target). lr and step are read from device memory. Summation order is not
+//            deterministic (atomics).
+#pragma once
+
+#include <cstdint>
+
+namespace dynamicemb {
+namespace lookup {
+
+// Per-table metadata, packed by Python (dynamicemb/_batched.py, `_TableMeta`) as 32 8-byte fields and kept in
+// device memory; every field is 8 bytes so the layout is the same on both sides.
+struct TableMeta {
+  // scored hash table tensors (device addresses) and shape
+  int64_t keys, digests, scores, values, locks, counters;
+  int64_t capacity, num_buckets, bucket_capacity;
+  int64_t row_stride;  // value_dim: embedding dim + optimizer state columns
+  int64_t dim;         // embedding dim
+  int64_t policy, use_epoch, epoch;
+  // training initializer of new rows (the table's own initializer: init_cols = dim, fill = initial state)
+  int64_t init_kind;
+  double init_a, init_b, init_mean, init_std, init_value;
+  int64_t init_cols;
+  double init_fill;
+  int64_t init_seed;
+  // what a row without a slot reads: train refused -> 0 (on_refused="zero") or the training initializer;
+  // eval missing -> the eval initializer
+  int64_t refused_zero;
+  int64_t eval_kind;
+  double eval_a, eval_b, eval_mean, eval_std, eval_value;
+  int64_t eval_seed;
+  int64_t reserved0;
+};
+static_assert(sizeof(TableMeta) == 32 * 8, "TableMeta: 32 fields of 8 bytes");
+
+enum ValueKind : int { kFp16 = 0, kBf16 = 1, kFp32 = 2 };
+enum Pooling : int { kPoolSum = 0, kPoolMean = 1, kPoolNone = 2 };
+enum OptKind : int { kSgd = 0, kAdagrad = 1, kRowWiseAdagrad = 2, kAdam = 3 };
+
+// ---------------------------------------------------------------- dedup
+struct DedupParams {
+  const uint64_t* ids;       // (n)
+  const int64_t* offsets;    // (num_bags + 1)
+  int64_t n, num_bags, batch;  // batch: samples per feature (bag b belongs to feature b / batch)
+  const int32_t* feature_table;  // (num_features)
+  int num_features;
+  uint64_t* set_keys;        // (set_capacity) all EMPTY between steps (cleaned by the inverse pass)
+  int32_t* set_tables;       // (set_capacity)
+  int32_t* set_uidx;         // (set_capacity) unique index of a claimed slot (scratch of the step)
+  int64_t set_capacity;      // power of two >= 2 n
+  int32_t* bag;              // (n) bag of each id
+  uint32_t* slot;            // (n) scratch: set slot of each id; set_capacity for reserved ids
+  int32_t* inverse;          // (n) unique index of each id; -1 for reserved ids (no unique, no row)
+  uint64_t* ukeys;           // (n) first `count` valid
+  int32_t* utables;          // (n)
+  int32_t* uslot;            // (n) scratch: set slot of each unique
+  int32_t* count;            // (1) number of uniques
+};
+void launch_dedup(const DedupParams& p, void* stream);
+
+// ---------------------------------------------------------------- insert / find
+struct InsertParams {
+  const TableMeta* meta;    // (num_tables) device
+  int num_tables;
+  const uint64_t* ukeys;    // (n)
+  const int32_t* utables;   // (n)
+  const int32_t* count;     // (1) number of valid uniques
+  int64_t n;                // capacity of the unique arrays (grid bound)
+  bool train;               // find_or_insert (train) or find (eval)
+  int64_t* urow;            // (n) slot in the unique's table, -1 without a row
+  int64_t* refused;         // (num_tables) refused inserts of this step (train)
+  const int32_t* inverse;   // (n_ids) unique of each id, -1 none
+  int64_t n_ids;
+  uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row
+};
+template <int V>
+void launch_insert(const InsertParams& p, void* stream);
+
+// ---------------------------------------------------------------- forward
+struct ForwardParams {
+  const TableMeta* meta;
+  const uint64_t* ids;          // (n)
+  const int64_t* offsets;       // (num_bags + 1)
+  const int32_t* bag;           // (n)
+  const uint64_t* rowp;         // (n) row address of each id (0: fallback value)
+  const float* psw;             // (n) or null
+  const int32_t* feature_table; // (num_features)
+  const int64_t* feature_col;   // (num_features) first output column of each feature (pooled)
+  int64_t n, num_bags, batch;
+  int num_features;
+  int pooling;
+  bool train;
+  int max_dim;                  // widest dim of the features
+  int64_t out_stride;           // columns of the output
+  void* out;                    // (batch, out_stride) pooled or (n, dim) sequence, output dtype
+};
+template <int V, int O>
+void launch_forward(const ForwardParams& p, bool vec4, void* stream);
+
+// ---------------------------------------------------------------- backward + optimizer
+struct BackwardParams {
+  const TableMeta* meta;
+  const float* grad;            // like the forward's output, fp32
+  const int64_t* offsets;
+  const int32_t* bag;           // (n)
+  const uint64_t* rowp;         // (n) row address of each id (0: no row)
+  const int32_t* count;         // (1) uniques
+  const int64_t* urow;          // (n) slot of each unique
+  const int32_t* utables;       // (n)
+  const float* psw;             // (n) or null
+  const int32_t* feature_table;
+  const int64_t* feature_col;
+  int64_t n, num_bags, batch;
+  int num_features;
+  int pooling;
+  int max_dim;
+  int64_t out_stride;
+  // optimizer
+  int opt;
+  bool direct;                  // plain fp32 SGD (no weight decay, no clipping): scatter -lr g into the rows
+  bool aggregate;               // sum repeated targets of 32 consecutive ids in registers before the atomics
+  const float* lr;              // () device
+  const float* step;            // () device, already counting this step
+  float weight_decay;
+  bool decoupled_weight_decay;
+  double beta1, beta2;
+  float eps;
+  float max_grad_value;         // <= 0: off
+  float max_grad_norm;          // <= 0: off
+  double* norm_sq;              // (1) scratch (max_grad_norm)
+  // grad of per-sample weights (sum pooling): dot(bag gradient, unweighted row) per id, before the update
+  float* grad_psw;              // (n) or null
+  const uint64_t* ids;          // (n) (fallback rows of grad_psw)
+  const int32_t* inverse;       // (n) unique of each id, -1 none
+  // per-unique gradient sums (not direct): (>= count, max dim) fp32, all zero between steps (the update pass
+  // re-zeroes every row it consumed)
+  float* gsum;
+  int64_t gsum_stride;
+};
+// Rows wider than this many columns (4-wide access) / kMaxScalarDim (scalar access) take the torch path.
+constexpr int kMaxVecDim = 512;
+constexpr int kMaxScalarDim = 128;
+template <int V>
+void launch_backward(const BackwardParams& p, bool vec4, void* stream);
+
+}  // namespace lookup
+}  // namespace dynamicemb

@@ -1,0 +1,236 @@
+// Forward: gather + (weighted) pooling. One warp streams the ids of 32 consecutive bags (sum/mean) or 32
+// consecutive ids (sequence) in order: lane l loads the row address of id base + l (one coalesced load per 32
+// ids), then the warp issues kUnroll row loads at a time (each lane N consecutive columns: N = 4 is one
+// 16-byte fp32 / 8-byte fp16/bf16 access) before summing them in id order; the bag of an id is a ballot over the
+// lanes' bag ends, and a bag is written when the stream passes its end (empty bags write zeros). Rows without a
+// slot (address 0) read their fallback value (cold path).
+#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+
+namespace dynamicemb {
+namespace lookup {
+namespace detail {
+
+constexpr int kFwdBlock = 128;  // ~90 registers (8 rows in flight): 5 blocks per SM
+constexpr int kUnroll = 8;
+
+__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
+
+// Fallback value of one column (see fallback_value); not inlined, so the initializer's code and registers stay
+// off the streaming loop.
+__device__ __noinline__ float fallback_at(const TableMeta* m, bool train, uint64_t key, int64_t col) {
+  return fallback_value(*m, train, key, col);
+}
+
+// Writes bag j (its dim, first output element and end are held by lane j) from `acc`, then starts bag j + 1.
+template <int O, int N>
+__device__ __forceinline__ void emit_bag(typename Val<O>::T* out, int c, bool mean, int bdim, int64_t bout,
+                                         int64_t bend, int& j, int64_t& jlo, float (&acc)[N]) {
+  const int d = __shfl_sync(0xffffffffu, bdim, j);
+  const int64_t o = __shfl_sync(0xffffffffu, bout, j);
+  const int64_t hi = __shfl_sync(0xffffffffu, bend, j);
+  if (c < d) {
+    if (mean) {
+      const float len = static_cast<float>(hi - jlo > 1 ? hi - jlo : 1);
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = acc[e] / len;
+    }
+    store_n<O, N>(out + o + c, acc);
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  jlo = hi > jlo ? hi : jlo;
+  ++j;
+}
+
+template <int V, int O, int N>
+__global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
+  using T = typename Val<V>::T;
+  using OT = typename Val<O>::T;
+  const int lane = threadIdx.x & 31;
+  const int64_t b0 = ((static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x) >> 5) * 32;
+  if (b0 >= p.num_bags) return;
+  const int nb = static_cast<int>(p.num_bags - b0 < 32 ? p.num_bags - b0 : 32);
+  // lane l describes bag b0 + l: end, dim, table and first output element
+  int64_t bend = 0, bout = 0;
+  int bdim = 0, btab = 0;
+  if (lane < nb) {
+    const int64_t b = b0 + lane;
+    bend = clamp_off(p.offsets[b + 1], p.n);
+    int64_t f = b / p.batch;
+    if (f >= p.num_features) f = p.num_features - 1;
+    btab = p.feature_table[f];
+    bdim = static_cast<int>(p.meta[btab].dim);
+    bout = (b - f * p.batch) * p.out_stride + p.feature_col[f];
+  }
+  const int64_t k0 = clamp_off(p.offsets[b0], p.n);
+  int64_t k1 = __shfl_sync(0xffffffffu, bend, nb - 1);
+  if (k1 < k0) k1 = k0;
+  OT* out = reinterpret_cast<OT*>(p.out);
+  const bool mean = p.pooling == kPoolMean;
+  for (int c0 = 0; c0 < p.max_dim; c0 += 32 * N) {
+    const int c = c0 + lane * N;
+    float acc[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = 0.f;
+    int j = 0;         // bag being summed (warp-uniform)
+    int64_t jlo = k0;  // its first id
+    for (int64_t base = k0; base < k1; base += 32) {
+      const int cnt = static_cast<int>(k1 - base < 32 ? k1 - base : 32);
+      uint64_t al = 0;
+      float wl = 1.f;
+      if (lane < cnt) {
+        al = p.rowp[base + lane];
+        if (p.psw) wl = p.psw[base + lane];
+      }
+      if (__ballot_sync(0xffffffffu, lane < cnt && al == 0) != 0) {
+        // cold: a round with ids without a row, one id at a time (keeps the initializer call off the hot loop)
+        for (int q = 0; q < cnt; ++q) {
+          const int jb = __popc(__ballot_sync(0xffffffffu, lane < nb && bend <= base + q));
+          while (j < jb) emit_bag<O, N>(out, c, mean, bdim, bout, bend, j, jlo, acc);
+          const uint64_t a = __shfl_sync(0xffffffffu, al, q);
+          const float wq = __shfl_sync(0xffffffffu, wl, q);
+          const int d = __shfl_sync(0xffffffffu, bdim, jb);
+          const int t = __shfl_sync(0xffffffffu, btab, jb);
+          float x[N];
+#pragma unroll
+          for (int e = 0; e < N; ++e) x[e] = 0.f;
+          if (a != 0) {
+            if (c < d) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x);
+          } else {
+            const uint64_t key = p.ids[base + q];
+            for (int e = 0; e < N; ++e) x[e] = c + e < d ? fallback_at(p.meta + t, p.train, key, c + e) : 0.f;
+          }
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += wq * x[e];
+        }
+        continue;
+      }
+      for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
+        float x[kUnroll][N];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int q = q0 + u;
+          const uint64_t a = __shfl_sync(0xffffffffu, al, q & 31);
+          const int jb = __popc(__ballot_sync(0xffffffffu, lane < nb && bend <= base + q));
+          const int d = __shfl_sync(0xffffffffu, bdim, jb & 31);
+#pragma unroll
+          for (int e = 0; e < N; ++e) x[u][e] = 0.f;
+          if (q < cnt && c < d) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int q = q0 + u;
+          if (q >= cnt) break;
+          const int jb = __popc(__ballot_sync(0xffffffffu, lane < nb && bend <= base + q));
+          while (j < jb) emit_bag<O, N>(out, c, mean, bdim, bout, bend, j, jlo, acc);
+          const float wq = __shfl_sync(0xffffffffu, wl, q);
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += wq * x[u][e];
+        }
+      }
+    }
+    while (j < nb) emit_bag<O, N>(out, c, mean, bdim, bout, bend, j, jlo, acc);
+  }
+}
+
+template <int V, int O, int N>
+__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p) {
+  using T = typename Val<V>::T;
+  using OT = typename Val<O>::T;
+  const int lane = threadIdx.x & 31;
+  const int64_t base = ((static_cast<int64_t>(blockIdx.x) * kFwdBlock + threadIdx.x) >> 5) * 32;
+  if (base >= p.n) return;
+  const int cnt = static_cast<int>(p.n - base < 32 ? p.n - base : 32);
+  const int dim = p.max_dim;
+  uint64_t al = 0;
+  float wl = 1.f;
+  if (lane < cnt) {
+    al = p.rowp[base + lane];
+    if (p.psw) wl = p.psw[base + lane];
+  }
+  OT* out = reinterpret_cast<OT*>(p.out);
+  for (int c0 = 0; c0 < dim; c0 += 32 * N) {
+    const int c = c0 + lane * N;
+    if (__ballot_sync(0xffffffffu, lane < cnt && al == 0) != 0) {  // cold: ids without a row
+      for (int q = 0; q < cnt; ++q) {
+        const int64_t i = base + q;
+        const uint64_t a = __shfl_sync(0xffffffffu, al, q);
+        const float wq = __shfl_sync(0xffffffffu, wl, q);
+        float x[N];
+#pragma unroll
+        for (int e = 0; e < N; ++e) x[e] = 0.f;
+        if (a != 0) {
+          if (c < dim) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x);
+        } else {
+          int64_t f = p.bag[i] / p.batch;
+          f = f < 0 ? 0 : (f >= p.num_features ? p.num_features - 1 : f);
+          const int t = p.feature_table[f];
+          const uint64_t key = p.ids[i];
+          for (int e = 0; e < N; ++e) x[e] = c + e < dim ? fallback_at(p.meta + t, p.train, key, c + e) : 0.f;
+        }
+        if (c < dim) {
+#pragma unroll
+          for (int e = 0; e < N; ++e) x[e] = wq * x[e];
+          store_n<O, N>(out + i * p.out_stride + c, x);
+        }
+      }
+      continue;
+    }
+    for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
+      float x[kUnroll][N];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int q = q0 + u;
+        const uint64_t a = __shfl_sync(0xffffffffu, al, q & 31);
+#pragma unroll
+        for (int e = 0; e < N; ++e) x[u][e] = 0.f;
+        if (q < cnt && c < dim) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int q = q0 + u;
+        if (q >= cnt) break;
+        const float wq = __shfl_sync(0xffffffffu, wl, q);
+        if (c < dim) {
+#pragma unroll
+          for (int e = 0; e < N; ++e) x[u][e] = wq * x[u][e];
+          store_n<O, N>(out + (base + q) * p.out_stride + c, x[u]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+template <int V, int O>
+void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
+  const bool seq = p.pooling == kPoolNone;
+  const int64_t items = seq ? p.n : p.num_bags;
+  if (items == 0) return;
+  const unsigned grid = blocks_for((items + 31) / 32, detail::kFwdBlock / 32);
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (seq) {
+    if (vec4) detail::sequence_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p);
+    else detail::sequence_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p);
+  } else {
+    if (vec4) detail::pooled_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p);
+    else detail::pooled_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p);
+  }
+  check_launch("forward");
+}
+
+#define DYNAMICEMB_LOOKUP_FWD(V, O) template void launch_forward<V, O>(const ForwardParams&, bool, void*);
+DYNAMICEMB_LOOKUP_FWD(kFp32, kFp32)
+DYNAMICEMB_LOOKUP_FWD(kFp32, kFp16)
+DYNAMICEMB_LOOKUP_FWD(kFp32, kBf16)
+DYNAMICEMB_LOOKUP_FWD(kFp16, kFp32)
+DYNAMICEMB_LOOKUP_FWD(kFp16, kFp16)
+DYNAMICEMB_LOOKUP_FWD(kFp16, kBf16)
+DYNAMICEMB_LOOKUP_FWD(kBf16, kFp32)
+DYNAMICEMB_LOOKUP_FWD(kBf16, kFp16)
+DYNAMICEMB_LOOKUP_FWD(kBf16, kBf16)
+#undef DYNAMICEMB_LOOKUP_FWD
+
+}  // namespace lookup
+}  // namespace dynamicemb

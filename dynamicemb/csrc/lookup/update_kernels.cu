@@ -1,0 +1,424 @@
+// Backward fused with the optimizer. A scatter pass streams the ids in order (one warp per 32 bags, or per 32
+// ids for sequences), reads each bag's output gradient once and adds every id's gradient to its target with
+// 16-byte vector atomics: the row itself (-lr g) for plain fp32 SGD, else the unique's fp32 sum, which a
+// warp-per-unique pass then clips and applies with the optimizer to [embedding | state] in place (re-zeroing
+// the sum). With `aggregate`, the 32 ids of a round are sorted by target in registers first, so repeated (hot)
+// ids add once per round. lr and step are read from device memory (CUDA graphs replay with new values).
+#include <cmath>
+
+#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+
+namespace dynamicemb {
+namespace lookup {
+namespace detail {
+
+constexpr int kBwdBlock = 256;
+constexpr int kChunks = 4;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Gradient source row of occurrence i (bag b) and its scale (1 / bag length for mean, times the weight).
+struct Occ {
+  const float* src;
+  float len;      // bag length for mean (>= 1), 0: no mean
+  float w;        // per-sample weight (1 without)
+};
+
+__device__ __forceinline__ Occ occurrence(const BackwardParams& p, int64_t i) {
+  Occ o;
+  const int64_t b = p.bag[i];
+  int64_t f = b / p.batch;
+  if (f >= p.num_features) f = p.num_features - 1;
+  if (p.pooling == kPoolNone) {
+    o.src = p.grad + i * p.out_stride;
+  } else {
+    o.src = p.grad + (b - f * p.batch) * p.out_stride + p.feature_col[f];
+  }
+  o.len = 0.f;
+  if (p.pooling == kPoolMean) {
+    const int64_t len = p.offsets[b + 1] - p.offsets[b];
+    o.len = static_cast<float>(len > 1 ? len : 1);
+  }
+  o.w = p.psw ? p.psw[i] : 1.f;
+  return o;
+}
+
+__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
+
+template <int N>
+__device__ __forceinline__ void red_n(float* dst, const float (&v)[N]) {
+  if constexpr (N == 4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v[0], v[1], v[2], v[3]));
+#else
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+#endif
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+  }
+}
+
+constexpr int kUnroll = 8;
+constexpr int kScatterBlock = 128;  // ~110 registers (8 gradient rows in flight): 4 blocks per SM
+
+// One warp per 32 bags (pooled) or 32 ids (sequence). Per round of up to 32 ids, lane l holds id base + l: its
+// target (row address or gsum row, 0: none), gradient source element, dim, bag length (mean) and weight.
+template <int N>
+__global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kScatterBlock + threadIdx.x) >> 5;
+  const bool pooled = p.pooling != kPoolNone;
+  const bool mean = p.pooling == kPoolMean;
+  int64_t k0, k1;
+  int nb = 0;
+  int64_t bend = 0, bsrc = 0;
+  int bdim = 0;
+  float blen = 0.f;
+  if (pooled) {
+    const int64_t b0 = w * 32;
+    if (b0 >= p.num_bags) return;
+    nb = static_cast<int>(p.num_bags - b0 < 32 ? p.num_bags - b0 : 32);
+    k0 = clamp_off(p.offsets[b0], p.n);
+    if (lane < nb) {
+      const int64_t b = b0 + lane;
+      const int64_t lo = clamp_off(p.offsets[b], p.n);
+      bend = clamp_off(p.offsets[b + 1], p.n);
+      int64_t f = b / p.batch;
+      if (f >= p.num_features) f = p.num_features - 1;
+      bdim = static_cast<int>(p.meta[p.feature_table[f]].dim);
+      bsrc = (b - f * p.batch) * p.out_stride + p.feature_col[f];
+      blen = static_cast<float>(bend - lo > 1 ? bend - lo : 1);
+    }
+    k1 = __shfl_sync(0xffffffffu, bend, nb - 1);
+    if (k1 < k0) k1 = k0;
+  } else {
+    k0 = w * 32;
+    if (k0 >= p.n) return;
+    k1 = k0 + 32 < p.n ? k0 + 32 : p.n;
+  }
+  const float nlr = p.direct ? -*p.lr : 1.f;
+  for (int64_t base = k0; base < k1; base += 32) {
+    const int cnt = static_cast<int>(k1 - base < 32 ? k1 - base : 32);
+    const int64_t i = base + lane;
+    uint64_t tgt = 0;
+    int64_t src = 0;
+    int dim = 0;
+    float len = 0.f, wt = 1.f;
+    if (lane < cnt) {
+      if (p.direct) {
+        tgt = p.rowp[i];
+      } else {
+        const int32_t u = p.inverse[i];
+        if (u >= 0) tgt = reinterpret_cast<uint64_t>(p.gsum + u * p.gsum_stride);
+      }
+      if (p.psw) wt = p.psw[i];
+    }
+    if (pooled) {  // bag of id i: first lane m with bend_m > i
+      int lo = 0, hi = nb - 1;
+#pragma unroll
+      for (int it = 0; it < 5; ++it) {
+        const int mid = (lo + hi) >> 1;
+        const int64_t e = __shfl_sync(0xffffffffu, bend, mid);
+        if (lo < hi) {
+          if (e > i) hi = mid;
+          else lo = mid + 1;
+        }
+      }
+      src = __shfl_sync(0xffffffffu, bsrc, lo);
+      dim = __shfl_sync(0xffffffffu, bdim, lo);
+      len = mean ? __shfl_sync(0xffffffffu, blen, lo) : 0.f;
+    } else {
+      src = i * p.out_stride;
+      dim = p.max_dim;
+    }
+    // sort the round by target (bitonic over the lanes; no target sorts last) so equal targets are adjacent
+    uint64_t key = tgt != 0 ? tgt : ~0ull;
+    int from = lane;
+    if (p.aggregate) {
+#pragma unroll
+      for (int k = 2; k <= 32; k <<= 1) {
+#pragma unroll
+        for (int jx = k >> 1; jx > 0; jx >>= 1) {
+          const uint64_t ok = __shfl_xor_sync(0xffffffffu, key, jx);
+          const int of = __shfl_xor_sync(0xffffffffu, from, jx);
+          const bool up = (lane & k) == 0, low = (lane & jx) == 0;
+          if (low == up ? ok < key : ok > key) {
+            key = ok;
+            from = of;
+          }
+        }
+      }
+    }
+    float sum[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) sum[e] = 0.f;
+    for (int c0 = 0; c0 < p.max_dim; c0 += 32 * N) {
+      const int c = c0 + lane * N;
+      for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
+        float g[kUnroll][N];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int q = q0 + u;
+          const uint64_t kq = __shfl_sync(0xffffffffu, key, q & 31);
+          const int fq = __shfl_sync(0xffffffffu, from, q & 31);
+          const int64_t sq = __shfl_sync(0xffffffffu, src, fq);
+          const int dq = __shfl_sync(0xffffffffu, dim, fq);
+#pragma unroll
+          for (int e = 0; e < N; ++e) g[u][e] = 0.f;
+          if (q < cnt && kq != ~0ull && c < dq) load_n<kFp32, N>(p.grad + sq + c, g[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int q = q0 + u;
+          if (q >= cnt) break;
+          const uint64_t kq = __shfl_sync(0xffffffffu, key, q);
+          const uint64_t kn = __shfl_sync(0xffffffffu, key, (q + 1) & 31);
+          const int fq = __shfl_sync(0xffffffffu, from, q);
+          const float lq = __shfl_sync(0xffffffffu, len, fq);
+          const float wq = __shfl_sync(0xffffffffu, wt, fq);
+          const int dq = __shfl_sync(0xffffffffu, dim, fq);
+          if (kq == ~0ull) continue;  // warp-uniform
+#pragma unroll
+          for (int e = 0; e < N; ++e) {
+            float v = g[u][e];
+            if (lq != 0.f) v = v / lq;
+            if (p.psw) v = v * wq;
+            sum[e] += v;
+          }
+          if (!p.aggregate || q + 1 >= cnt || kn != kq) {
+            if (c < dq) {
+#pragma unroll
+              for (int e = 0; e < N; ++e) sum[e] *= nlr;
+              red_n<N>(reinterpret_cast<float*>(kq) + c, sum);
+            }
+#pragma unroll
+            for (int e = 0; e < N; ++e) sum[e] = 0.f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Per unique (not direct): mode 0: update; 1: add the squared norm to p.norm_sq only; 2: scale + update.
+template <int V, int N>
+__global__ void __launch_bounds__(kBwdBlock, 1) update_kernel(BackwardParams p, int mode) {
+  using T = typename Val<V>::T;
+  const int lane = threadIdx.x & 31;
+  const int64_t count = *p.count;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kBwdBlock / 32);
+  float norm_part = 0.f;
+  float clip_scale = 1.f;
+  if (mode == 2) {
+    const float norm = sqrtf(static_cast<float>(*p.norm_sq));
+    clip_scale = fminf(p.max_grad_norm / (norm + 1e-6f), 1.f);
+  }
+  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5; u < count; u += warps) {
+    const int64_t r = p.urow[u];
+    const TableMeta& m = p.meta[p.utables[u]];
+    const int64_t dim = m.dim;
+    float g[kChunks][N];
+    float* gs = p.gsum + u * p.gsum_stride;
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = ch * 32 * N + lane * N;
+#pragma unroll
+      for (int e = 0; e < N; ++e) g[ch][e] = 0.f;
+      if (c < dim) {
+        load_n<kFp32, N>(gs + c, g[ch]);
+        if (mode != 1) {  // leave the buffer zeroed for the next step (a row may be accumulated atomically)
+          float z[N] = {};
+          store_n<kFp32, N>(gs + c, z);
+        }
+      }
+    }
+    if (mode != 1 && r < 0) continue;  // no row (its gsum row is clean again)
+    float sq = 0.f;
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = ch * 32 * N + lane * N;
+      if (c < dim) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          float v = g[ch][e];
+          if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
+          v *= clip_scale;
+          g[ch][e] = v;
+          sq += v * v;
+        }
+      }
+    }
+    if (mode == 1) {
+      norm_part += sq;
+      continue;
+    }
+    const float lr = *p.lr;
+    T* row = reinterpret_cast<T*>(m.values) + r * m.row_stride;
+    float rowwise_state = 0.f;
+    if (p.opt == kRowWiseAdagrad) {
+      if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
+        sq = 0.f;
+#pragma unroll
+        for (int ch = 0; ch < kChunks; ++ch) {
+          const int64_t c = ch * 32 * N + lane * N;
+          if (c < dim) {
+            float w[N];
+            load_n<V, N>(row + c, w);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              const float gv = g[ch][e] + p.weight_decay * w[e];
+              sq += gv * gv;
+            }
+          }
+        }
+      }
+      const float total = warp_sum(sq);
+      rowwise_state = Val<V>::to_f(row[dim]) + total / static_cast<float>(dim);
+      __syncwarp();
+      if (lane == 0) row[dim] = Val<V>::from_f(rowwise_state);
+    }
+    float step_size = 0.f;
+    if (p.opt == kAdam) {
+      const double t = static_cast<double>(*p.step);
+      const double bc1 = 1.0 - pow(p.beta1, t);
+      const double bc2 = 1.0 - pow(p.beta2, t);
+      step_size = static_cast<float>(static_cast<double>(lr) * sqrt(bc2) / bc1);
+    }
+    const float one_m_b1 = static_cast<float>(1.0 - p.beta1), one_m_b2 = static_cast<float>(1.0 - p.beta2);
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = ch * 32 * N + lane * N;
+      if (c >= dim) continue;
+      float w[N];
+      load_n<V, N>(row + c, w);
+      if (p.opt == kSgd) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          float gv = g[ch][e];
+          if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
+          w[e] = w[e] - lr * gv;
+        }
+      } else if (p.opt == kAdagrad || p.opt == kRowWiseAdagrad) {
+        float s[N];
+        if (p.opt == kAdagrad) load_n<V, N>(row + dim + c, s);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          float gv = g[ch][e];
+          if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
+          float acc;
+          if (p.opt == kAdagrad) {
+            s[e] = s[e] + gv * gv;
+            acc = s[e];
+          } else {
+            acc = rowwise_state;
+          }
+          w[e] = w[e] - lr * gv / (sqrtf(acc) + p.eps);
+        }
+        if (p.opt == kAdagrad) store_n<V, N>(row + dim + c, s);
+      } else {  // Adam
+        float mm[N], vv[N];
+        load_n<V, N>(row + dim + c, mm);
+        load_n<V, N>(row + 2 * dim + c, vv);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          float gv = g[ch][e];
+          if (p.decoupled_weight_decay) {
+            if (p.weight_decay != 0.f) w[e] = w[e] * (1.f - lr * p.weight_decay);
+          } else if (p.weight_decay != 0.f) {
+            gv = gv + p.weight_decay * w[e];
+          }
+          mm[e] = mm[e] + (gv - mm[e]) * one_m_b1;
+          vv[e] = vv[e] + (gv * gv - vv[e]) * one_m_b2;
+          w[e] = w[e] - step_size * (mm[e] / (sqrtf(vv[e]) + p.eps));
+        }
+        store_n<V, N>(row + dim + c, mm);
+        store_n<V, N>(row + 2 * dim + c, vv);
+      }
+      store_n<V, N>(row + c, w);
+    }
+  }
+  if (mode == 1) {
+    norm_part = warp_sum(norm_part);
+    if (lane == 0 && norm_part != 0.f) atomicAdd(p.norm_sq, static_cast<double>(norm_part));
+  }
+}
+
+// d out / d psw[i] = dot(bag gradient, unweighted row of id i), computed before the update changes the rows.
+template <int V, int N>
+__global__ void __launch_bounds__(kBwdBlock, 1) psw_grad_kernel(BackwardParams p, bool train) {
+  using T = typename Val<V>::T;
+  const int lane = threadIdx.x & 31;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5;
+  if (i >= p.n) return;
+  const Occ o = occurrence(p, i);
+  const int64_t b = p.bag[i];
+  int64_t f = b / p.batch;
+  if (f >= p.num_features) f = p.num_features - 1;
+  const TableMeta& m = p.meta[p.feature_table[f]];
+  const uint64_t a = p.rowp[i];
+  const uint64_t key = p.ids[i];
+  float dot = 0.f;
+  for (int64_t c = lane * N; c < m.dim; c += 32 * N) {
+    float x[N], e[N];
+    load_n<kFp32, N>(o.src + c, x);
+    if (a != 0) {
+      load_n<V, N>(reinterpret_cast<const T*>(a) + c, e);
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) e[k] = fallback_value(m, train, key, c + k);
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) dot += x[k] * e[k];
+  }
+  dot = warp_sum(dot);
+  if (lane == 0) p.grad_psw[i] = dot;
+}
+
+__global__ void zero_norm_kernel(double* norm_sq) { *norm_sq = 0.0; }
+
+template <int V, int N>
+void run_backward(const BackwardParams& p, cudaStream_t st) {
+  if (p.grad_psw && p.n > 0) {
+    psw_grad_kernel<V, N><<<blocks_for(p.n, kBwdBlock / 32), kBwdBlock, 0, st>>>(p, true);
+    check_launch("psw grad");
+  }
+  if (p.n == 0) return;
+  const int64_t items = p.pooling == kPoolNone ? p.n : p.num_bags;
+  scatter_kernel<N><<<blocks_for((items + 31) / 32, kScatterBlock / 32), kScatterBlock, 0, st>>>(p);
+  check_launch("gradient scatter");
+  if (p.direct) return;
+  const int64_t need = (p.n + kBwdBlock / 32 - 1) / (kBwdBlock / 32);
+  const int64_t cap = persistent_blocks(8);
+  const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);
+  if (p.max_grad_norm > 0.f) {
+    zero_norm_kernel<<<1, 1, 0, st>>>(p.norm_sq);
+    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 1);
+    check_launch("grad norm");
+    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 2);
+  } else {
+    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 0);
+  }
+  check_launch("update");
+}
+
+}  // namespace detail
+
+template <int V>
+void launch_backward(const BackwardParams& p, bool vec4, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (vec4) detail::run_backward<V, 4>(p, st);
+  else detail::run_backward<V, 1>(p, st);
+}
+
+template void launch_backward<kFp16>(const BackwardParams&, bool, void*);
+template void launch_backward<kBf16>(const BackwardParams&, bool, void*);
+template void launch_backward<kFp32>(const BackwardParams&, bool, void*);
+
+}  // namespace lookup
+}  // namespace dynamicemb

@@ -1,0 +1,309 @@
+// Embedding hot-path ops of BatchedDynamicEmbeddingTables (torch stable ABI, CUDA only; the CPU path is the
+// torch code in dynamicemb/_batched.py). Kernels: dynamicemb/csrc/lookup/. Every op runs on the current stream
+// and never synchronizes with the host, so a whole training step can be captured in a CUDA graph. Outputs are
+// allocated here through torch's allocator (graph-capture aware). Argument checks keep memory safe; the
+// user-facing validation lives in Python.
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+#include "common/stable_utils.h"
+#include "dynamicemb/csrc/lookup/lookup_types.h"
+
+namespace dynamicemb {
+namespace lookup {
+namespace {
+
+using torch::stable::Tensor;
+using accel::ScalarType;
+constexpr int64_t kMetaFields = sizeof(TableMeta) / 8;
+
+void check_cuda(const Tensor& t, const char* name, const Tensor& ref, ScalarType dtype) {
+  accel::check_dtype(t, name, dtype);
+  accel::check_contiguous(t, name);
+  ACCEL_CHECK(t.is_cuda(), name, ": expected a CUDA tensor, got ", accel::device_name(t));
+  accel::check_same_device(t, name, ref, "ids");
+}
+
+int64_t num_tables_of(const Tensor& meta) {
+  ACCEL_CHECK(meta.scalar_type() == ScalarType::Long && meta.is_contiguous() && meta.numel() % kMetaFields == 0,
+              "meta: expected a contiguous int64 tensor of num_tables x ", kMetaFields, " fields");
+  return meta.numel() / kMetaFields;
+}
+
+const TableMeta* meta_ptr(const Tensor& meta) { return static_cast<const TableMeta*>(meta.data_ptr()); }
+
+template <typename Fn>
+void dispatch_value(int64_t v, Fn&& fn) {
+  switch (v) {
+    case kFp16: fn(std::integral_constant<int, kFp16>{}); break;
+    case kBf16: fn(std::integral_constant<int, kBf16>{}); break;
+    case kFp32: fn(std::integral_constant<int, kFp32>{}); break;
+    default: ACCEL_CHECK(false, "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
+  }
+}
+
+ScalarType scalar_of(int64_t v) {
+  switch (v) {
+    case kFp16: return ScalarType::Half;
+    case kBf16: return ScalarType::BFloat16;
+    default: return ScalarType::Float;
+  }
+}
+
+// ---------------------------------------------------------------- dedup
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table,
+                                                                int64_t batch, Tensor set_keys, Tensor set_tables,
+                                                                Tensor set_uidx) {
+  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
+              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
+  accel::check_dim(ids, "ids", 1);
+  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
+  check_cuda(set_keys, "set_keys", ids, ScalarType::Long);
+  check_cuda(set_tables, "set_tables", ids, ScalarType::Int);
+  check_cuda(set_uidx, "set_uidx", ids, ScalarType::Int);
+  const int64_t n = ids.numel();
+  const int64_t cap = set_keys.numel();
+  ACCEL_CHECK(cap > 0 && (cap & (cap - 1)) == 0 && cap >= 2 * n && cap < (int64_t(1) << 30),
+              "set_keys: expected a power-of-two capacity >= 2 * ids.numel() = ", 2 * n, ", got ", cap);
+  ACCEL_CHECK(set_tables.numel() == cap && set_uidx.numel() == cap, "set_tables/set_uidx: expected ", cap,
+              " entries, got ", set_tables.numel(), " and ", set_uidx.numel());
+  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries");
+  ACCEL_CHECK(feature_table.numel() >= 1, "feature_table: expected at least one feature");
+  ACCEL_CHECK(n < (int64_t(1) << 31) - 1, "ids: at most 2^31 - 2 ids per step, got ", n);
+  ACCEL_CHECK(batch > 0, "batch: expected > 0, got ", batch);
+  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
+  void* stream = accel::current_cuda_stream(ids.get_device_index());
+  auto i32 = [&](int64_t k) { return torch::stable::new_empty(ids, {k}, ScalarType::Int); };
+  Tensor slot = i32(n), inverse = i32(n), bag = i32(n), utables = i32(n), uslot = i32(n), count = i32(1);
+  Tensor ukeys = torch::stable::new_empty(ids, {n}, ScalarType::Long);
+  DedupParams p{};
+  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.n = n;
+  p.num_bags = offsets.numel() - 1;
+  p.batch = batch;
+  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+  p.num_features = static_cast<int>(feature_table.numel());
+  p.set_keys = static_cast<uint64_t*>(set_keys.data_ptr());
+  p.set_tables = static_cast<int32_t*>(set_tables.data_ptr());
+  p.set_uidx = static_cast<int32_t*>(set_uidx.data_ptr());
+  p.set_capacity = cap;
+  p.bag = static_cast<int32_t*>(bag.data_ptr());
+  p.slot = static_cast<uint32_t*>(slot.data_ptr());
+  p.inverse = static_cast<int32_t*>(inverse.data_ptr());
+  p.ukeys = static_cast<uint64_t*>(ukeys.data_ptr());
+  p.utables = static_cast<int32_t*>(utables.data_ptr());
+  p.uslot = static_cast<int32_t*>(uslot.data_ptr());
+  p.count = static_cast<int32_t*>(count.data_ptr());
+  launch_dedup(p, stream);
+  return std::make_tuple(inverse, bag, ukeys, utables, count);
+}
+
+// ---------------------------------------------------------------- insert / find
+std::tuple<Tensor, Tensor, Tensor> lookup_insert(Tensor meta, int64_t value_kind, Tensor ukeys, Tensor utables,
+                                                 Tensor count, Tensor inverse, bool train) {
+  const int64_t T = num_tables_of(meta);
+  check_cuda(meta, "meta", ukeys, ScalarType::Long);
+  check_cuda(ukeys, "ukeys", ukeys, ScalarType::Long);
+  check_cuda(utables, "utables", ukeys, ScalarType::Int);
+  check_cuda(count, "count", ukeys, ScalarType::Int);
+  const int64_t n = ukeys.numel();
+  ACCEL_CHECK(utables.numel() == n && count.numel() == 1, "utables/count: expected ", n, " and 1 entries");
+  check_cuda(inverse, "inverse", ukeys, ScalarType::Int);
+  ACCEL_CHECK(inverse.numel() == n, "inverse: expected ", n, " entries (one per id), got ", inverse.numel());
+  torch::stable::accelerator::DeviceGuard guard(ukeys.get_device_index());
+  Tensor urow = torch::stable::new_empty(ukeys, {n}, ScalarType::Long);
+  Tensor rowp = torch::stable::new_empty(ukeys, {n}, ScalarType::Long);
+  Tensor refused = torch::stable::new_zeros(ukeys, {T}, ScalarType::Long);
+  InsertParams p{};
+  p.meta = meta_ptr(meta);
+  p.num_tables = static_cast<int>(T);
+  p.ukeys = static_cast<const uint64_t*>(ukeys.data_ptr());
+  p.utables = static_cast<const int32_t*>(utables.data_ptr());
+  p.count = static_cast<const int32_t*>(count.data_ptr());
+  p.n = n;
+  p.train = train;
+  p.urow = static_cast<int64_t*>(urow.data_ptr());
+  p.refused = static_cast<int64_t*>(refused.data_ptr());
+  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
+  p.n_ids = n;
+  p.rowp = static_cast<uint64_t*>(rowp.data_ptr());
+  void* stream = accel::current_cuda_stream(ukeys.get_device_index());
+  dispatch_value(value_kind, [&](auto V) { launch_insert<V.value>(p, stream); });
+  return std::make_tuple(urow, refused, rowp);
+}
+
+// ---------------------------------------------------------------- forward
+Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp,
+                      std::optional<Tensor> psw, Tensor feature_table, Tensor feature_col, int64_t batch,
+                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4) {
+  num_tables_of(meta);
+  check_cuda(meta, "meta", ids, ScalarType::Long);
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  check_cuda(bag, "bag", ids, ScalarType::Int);
+  check_cuda(rowp, "rowp", ids, ScalarType::Long);
+  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
+  check_cuda(feature_col, "feature_col", ids, ScalarType::Long);
+  const int64_t n = ids.numel();
+  ACCEL_CHECK(bag.numel() == n && rowp.numel() == n, "bag/rowp: expected ", n, " entries");
+  ACCEL_CHECK(feature_col.numel() == feature_table.numel(), "feature_col: expected one entry per feature");
+  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none)");
+  ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= out_cols, "max_dim: expected 1..",
+              kMaxVecDim, " and <= out_cols, got ", max_dim);
+  ACCEL_CHECK(offsets.numel() >= 2 && batch > 0, "offsets/batch: expected >= 2 offsets and batch > 0");
+  if (psw.has_value()) {
+    check_cuda(*psw, "per_sample_weights", ids, ScalarType::Float);
+    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
+  }
+  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
+  const int64_t rows = pooling == kPoolNone ? n : batch;
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
+  ForwardParams p{};
+  p.meta = meta_ptr(meta);
+  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.bag = static_cast<const int32_t*>(bag.data_ptr());
+  p.rowp = static_cast<const uint64_t*>(rowp.data_ptr());
+  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+  p.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
+  p.n = n;
+  p.num_bags = offsets.numel() - 1;
+  p.batch = batch;
+  p.num_features = static_cast<int>(feature_table.numel());
+  p.pooling = static_cast<int>(pooling);
+  p.train = train;
+  p.max_dim = static_cast<int>(max_dim);
+  p.out_stride = out_cols;
+  p.out = out.data_ptr();
+  void* stream = accel::current_cuda_stream(ids.get_device_index());
+  dispatch_value(value_kind, [&](auto V) {
+    dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(p, vec4, stream); });
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- backward + optimizer
+Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse,
+                       Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, std::optional<Tensor> psw,
+                       Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling, bool vec4,
+                       int64_t max_dim, int64_t opt, Tensor lr, Tensor step, double weight_decay,
+                       bool decoupled_weight_decay, double beta1, double beta2, double eps, double max_grad_value,
+                       double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum) {
+  num_tables_of(meta);
+  check_cuda(meta, "meta", ids, ScalarType::Long);
+  check_cuda(grad, "grad", ids, ScalarType::Float);
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  for (const Tensor* t : {&inverse, &bag, &utables}) check_cuda(*t, "index tensor", ids, ScalarType::Int);
+  check_cuda(rowp, "rowp", ids, ScalarType::Long);
+  check_cuda(count, "count", ids, ScalarType::Int);
+  check_cuda(urow, "urow", ids, ScalarType::Long);
+  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
+  check_cuda(feature_col, "feature_col", ids, ScalarType::Long);
+  check_cuda(lr, "lr", ids, ScalarType::Float);
+  check_cuda(step, "step", ids, ScalarType::Float);
+  const int64_t n = ids.numel();
+  ACCEL_CHECK(inverse.numel() == n && bag.numel() == n && rowp.numel() == n && urow.numel() == n &&
+                  utables.numel() == n,
+              "backward index tensors: expected ", n, " entries");
+  ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= grad.size(1), "max_dim: expected 1..", kMaxVecDim,
+              " and <= grad.size(1), got ", max_dim);
+  ACCEL_CHECK(offsets.numel() >= 2 && batch > 0, "offsets/batch: expected >= 2 offsets and batch > 0");
+  ACCEL_CHECK(!direct || (value_kind == kFp32 && opt == kSgd && weight_decay == 0.0 && max_grad_value <= 0.0 &&
+                          max_grad_norm <= 0.0),
+              "direct: only for fp32 SGD without weight decay or clipping");
+  ACCEL_CHECK(opt >= kSgd && opt <= kAdam, "opt: expected 0..3, got ", opt);
+  ACCEL_CHECK(grad.dim() == 2, "grad: expected a 2-d tensor");
+  if (psw.has_value()) {
+    check_cuda(*psw, "per_sample_weights", ids, ScalarType::Float);
+    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
+  }
+  ACCEL_CHECK(!psw_grad || psw.has_value(), "psw_grad: needs per_sample_weights");
+  check_cuda(gsum, "gsum", ids, ScalarType::Float);
+  ACCEL_CHECK(gsum.dim() == 2 && (direct || gsum.size(0) >= n) && gsum.size(1) % 4 == 0 &&
+                  (direct || gsum.size(1) >= max_dim),
+              "gsum: expected a zeroed (>= n, >= max_dim multiple of 4) fp32 buffer, got shape ",
+              accel::shape_str(gsum));
+  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
+  Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
+  Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
+  BackwardParams p{};
+  p.meta = meta_ptr(meta);
+  p.grad = static_cast<const float*>(grad.data_ptr());
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.bag = static_cast<const int32_t*>(bag.data_ptr());
+  p.rowp = static_cast<const uint64_t*>(rowp.data_ptr());
+  p.count = static_cast<const int32_t*>(count.data_ptr());
+  p.urow = static_cast<const int64_t*>(urow.data_ptr());
+  p.utables = static_cast<const int32_t*>(utables.data_ptr());
+  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+  p.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
+  p.n = n;
+  p.num_bags = offsets.numel() - 1;
+  p.batch = batch;
+  p.num_features = static_cast<int>(feature_table.numel());
+  p.pooling = static_cast<int>(pooling);
+  p.out_stride = grad.size(1);
+  p.max_dim = static_cast<int>(max_dim);
+  p.opt = static_cast<int>(opt);
+  p.direct = direct;
+  p.aggregate = aggregate;
+  p.lr = static_cast<const float*>(lr.data_ptr());
+  p.step = static_cast<const float*>(step.data_ptr());
+  p.weight_decay = static_cast<float>(weight_decay);
+  p.decoupled_weight_decay = decoupled_weight_decay;
+  p.beta1 = beta1;
+  p.beta2 = beta2;
+  p.eps = static_cast<float>(eps);
+  p.max_grad_value = static_cast<float>(max_grad_value);
+  p.max_grad_norm = static_cast<float>(max_grad_norm);
+  p.norm_sq = static_cast<double*>(norm.data_ptr());
+  p.grad_psw = psw_grad ? static_cast<float*>(grad_psw.data_ptr()) : nullptr;
+  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
+  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
+  p.gsum = static_cast<float*>(gsum.data_ptr());
+  p.gsum_stride = gsum.size(1);
+  void* stream = accel::current_cuda_stream(ids.get_device_index());
+  dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
+  return grad_psw;
+}
+
+}  // namespace
+}  // namespace lookup
+}  // namespace dynamicemb
+
+STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
+  m.def(
+      "lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor(a!) set_keys, "
+      "Tensor(b!) set_tables, Tensor(c!) set_uidx) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "lookup_insert(Tensor(a!) meta, int value_kind, Tensor ukeys, Tensor utables, Tensor count, Tensor inverse, "
+      "bool train) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "lookup_forward(Tensor meta, int value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp, "
+      "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, bool train, int max_dim, "
+      "int out_cols, int out_kind, bool vec4) -> Tensor");
+  m.def(
+      "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse, "
+      "Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, Tensor? psw, Tensor feature_table, "
+      "Tensor feature_col, int batch, int pooling, bool vec4, int max_dim, int opt, Tensor lr, Tensor step, "
+      "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
+      "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum) "
+      "-> Tensor");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
+  m.impl("lookup_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_dedup));
+  m.impl("lookup_insert", TORCH_BOX(&dynamicemb::lookup::lookup_insert));
+  m.impl("lookup_forward", TORCH_BOX(&dynamicemb::lookup::lookup_forward));
+  m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
+}
