@@ -30,7 +30,7 @@ step() {  # step NAME CMD...: run, log to $out/NAME.log, remember the outcome
   "$@" 2>&1 | tee "$out/$name.log"
   local rc=${PIPESTATUS[0]}
   local summary
-  summary="$(grep -E '^=+ .*(passed|failed|error|skipped).* in [0-9.]+s' "$out/$name.log" | tail -1 | tr -d '=' | xargs)"
+  summary="$(grep -E '^=* ?[0-9]+ (passed|failed|error|skipped).* in [0-9.]+s' "$out/$name.log" | tail -1 | tr -d '=' | xargs)"
   names+=("$name")
   results+=("$( [ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)" ) | $(( $(date +%s) - t0 )) s | ${summary:-}")
 }
