@@ -39,13 +39,18 @@ KOPTS = {
 }
 
 
-@pytest.mark.parametrize("dims", [(16, 8), (16, 16), (6, 3)], ids=["vec4", "vec4_one_dim", "scalar"])
+@pytest.mark.parametrize("dims", [(16, 8), (16, 16), (6, 3), (260, 12), (70, 5)],
+                         ids=["vec4", "vec4_one_dim", "scalar", "vec4_wide", "scalar_wide"])
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(KOPTS))
 def test_kernels_match_cpu_path(opt, pooling, dims):
     """Outputs, per-sample-weight grads, updated rows and optimizer state of the fused kernels equal the CPU
     (torch reference) path to 1e-6 after several steps with repeated ids."""
+    if opt.startswith("rowwise") and dims == (260, 12):
+        pytest.skip("260 + 1 state column: no 4-wide rows, and scalar rows over 128 columns take the torch path")
     gen = torch.Generator().manual_seed(7)
+    # wide rows: per-sample-weight grads and row-wise states are sums over up to 260 columns (order differs)
+    tol = 1e-6 if max(dims) <= 32 else 1e-5
     cpu = make("cpu", KOPTS[opt](), pooling, dims=dims)
     gpu = make("cuda", KOPTS[opt](), pooling, dims=dims)
     for t, d in enumerate(cpu.dims):
@@ -59,18 +64,18 @@ def test_kernels_match_cpu_path(opt, pooling, dims):
         wb = None if w is None else w.cuda().requires_grad_(True)
         a = cpu(ids, offsets, per_sample_weights=wa)
         b = gpu(ids.cuda(), offsets.cuda(), per_sample_weights=wb)
-        torch.testing.assert_close(b.detach().cpu(), a.detach(), atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), atol=tol, rtol=tol)
         R = torch.randn(a.shape, generator=gen)
         (a * R).sum().backward()
         (b * R.cuda()).sum().backward()
         if w is not None:
-            torch.testing.assert_close(wb.grad.cpu(), wa.grad, atol=1e-6, rtol=1e-6)
+            torch.testing.assert_close(wb.grad.cpu(), wa.grad, atol=tol, rtol=tol)
     for t in range(2):
         wa, sa, fa = rows(cpu, t, torch.arange(V))
         wb, sb, fb = rows(gpu, t, torch.arange(V))
         assert torch.equal(fa, fb)
-        torch.testing.assert_close(wb, wa, atol=1e-6, rtol=1e-6)
-        torch.testing.assert_close(sb, sa, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(wb, wa, atol=tol, rtol=tol)
+        torch.testing.assert_close(sb, sa, atol=tol, rtol=tol)
     assert gpu.sizes() == cpu.sizes()
 
 

@@ -207,8 +207,15 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
 }
 
 // Per unique (not direct): mode 0: update; 1: add the squared norm to p.norm_sq only; 2: scale + update.
-template <int V, int N>
-__global__ void __launch_bounds__(kBwdBlock, 1) update_kernel(BackwardParams p, int mode) {
+//
+// The pass is latency bound, not bandwidth bound, unless each warp keeps several independent row accesses in
+// flight: a warp takes a tile of 32 consecutive uniques and reads their row, table and metadata with one
+// coalesced access per lane (instead of three dependent broadcast loads per unique), then walks the tile K
+// uniques at a time, issuing every load of those K uniques (fp32 sums, embedding, optimizer state) before the
+// first use. lr and the Adam step size are read once per thread (the kernel writes neither). C: 128-bit column
+// chunks a lane covers (1 when max_dim <= 32 N, else kChunks); K: uniques in flight per warp.
+template <int V, int N, int C, int K>
+__global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(BackwardParams p, int mode) {
   using T = typename Val<V>::T;
   const int lane = threadIdx.x & 31;
   const int64_t count = *p.count;
@@ -219,128 +226,170 @@ __global__ void __launch_bounds__(kBwdBlock, 1) update_kernel(BackwardParams p, 
     const float norm = sqrtf(static_cast<float>(*p.norm_sq));
     clip_scale = fminf(p.max_grad_norm / (norm + 1e-6f), 1.f);
   }
-  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5; u < count; u += warps) {
-    const int64_t r = p.urow[u];
-    const TableMeta& m = p.meta[p.utables[u]];
-    const int64_t dim = m.dim;
-    float g[kChunks][N];
-    float* gs = p.gsum + u * p.gsum_stride;
+  const float lr = *p.lr;
+  float step_size = 0.f;
+  if (p.opt == kAdam && mode != 1) {
+    const double t = static_cast<double>(*p.step);
+    const double bc1 = 1.0 - pow(p.beta1, t);
+    const double bc2 = 1.0 - pow(p.beta2, t);
+    step_size = static_cast<float>(static_cast<double>(lr) * sqrt(bc2) / bc1);
+  }
+  const float one_m_b1 = static_cast<float>(1.0 - p.beta1), one_m_b2 = static_cast<float>(1.0 - p.beta2);
+  const bool adam = p.opt == kAdam, adagrad = p.opt == kAdagrad, rowwise = p.opt == kRowWiseAdagrad;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5;
+  for (int64_t base = warp * 32; base < count; base += warps * 32) {
+    const int cnt = static_cast<int>(count - base < 32 ? count - base : 32);
+    // lane l: unique base + l (row address, 0 without a row, and dim)
+    uint64_t my_row = 0;
+    int my_dim = 0;
+    if (lane < cnt) {
+      const int64_t r = p.urow[base + lane];
+      const TableMeta& m = p.meta[p.utables[base + lane]];
+      my_dim = static_cast<int>(m.dim);
+      if (r >= 0) my_row = static_cast<uint64_t>(m.values) + static_cast<uint64_t>(r * m.row_stride) * sizeof(T);
+    }
+    for (int j = 0; j < cnt; j += K) {
+      float g[K][C][N], w[K][C][N], s1[K][C][N], s2[K][C][N];
+      float rstate[K];
+      T* row[K];
+      int dim[K];
+      float* gs[K];
+      // ---- every load of the K uniques first
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const int64_t c = ch * 32 * N + lane * N;
-#pragma unroll
-      for (int e = 0; e < N; ++e) g[ch][e] = 0.f;
-      if (c < dim) {
-        load_n<kFp32, N>(gs + c, g[ch]);
-        if (mode != 1) {  // leave the buffer zeroed for the next step (a row may be accumulated atomically)
-          float z[N] = {};
-          store_n<kFp32, N>(gs + c, z);
+      for (int k = 0; k < K; ++k) {
+        const int q = j + k;
+        row[k] = reinterpret_cast<T*>(__shfl_sync(0xffffffffu, my_row, q & 31));
+        dim[k] = __shfl_sync(0xffffffffu, my_dim, q & 31);
+        if (q >= cnt) {  // warp-uniform
+          row[k] = nullptr;
+          dim[k] = 0;
         }
-      }
-    }
-    if (mode != 1 && r < 0) continue;  // no row (its gsum row is clean again)
-    float sq = 0.f;
+        gs[k] = p.gsum + (base + q) * p.gsum_stride;
+        rstate[k] = 0.f;
+        const bool upd = mode != 1 && row[k] != nullptr;
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const int64_t c = ch * 32 * N + lane * N;
-      if (c < dim) {
+        for (int ch = 0; ch < C; ++ch) {
+          const int c = ch * 32 * N + lane * N;
 #pragma unroll
-        for (int e = 0; e < N; ++e) {
-          float v = g[ch][e];
-          if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
-          v *= clip_scale;
-          g[ch][e] = v;
-          sq += v * v;
+          for (int e = 0; e < N; ++e) g[k][ch][e] = w[k][ch][e] = s1[k][ch][e] = s2[k][ch][e] = 0.f;
+          if (c < dim[k]) {
+            load_n<kFp32, N>(gs[k] + c, g[k][ch]);
+            if (upd) {
+              load_n<V, N>(row[k] + c, w[k][ch]);
+              if (adagrad || adam) load_n<V, N>(row[k] + dim[k] + c, s1[k][ch]);
+              if (adam) load_n<V, N>(row[k] + 2 * dim[k] + c, s2[k][ch]);
+            }
+          }
         }
+        if (upd && rowwise) rstate[k] = Val<V>::to_f(row[k][dim[k]]);
       }
-    }
-    if (mode == 1) {
-      norm_part += sq;
-      continue;
-    }
-    const float lr = *p.lr;
-    T* row = reinterpret_cast<T*>(m.values) + r * m.row_stride;
-    float rowwise_state = 0.f;
-    if (p.opt == kRowWiseAdagrad) {
-      if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
-        sq = 0.f;
+      // ---- leave the sums zeroed for the next step (rows without a slot too)
+      if (mode != 1) {
 #pragma unroll
-        for (int ch = 0; ch < kChunks; ++ch) {
-          const int64_t c = ch * 32 * N + lane * N;
-          if (c < dim) {
-            float w[N];
-            load_n<V, N>(row + c, w);
+        for (int k = 0; k < K; ++k) {
 #pragma unroll
-            for (int e = 0; e < N; ++e) {
-              const float gv = g[ch][e] + p.weight_decay * w[e];
-              sq += gv * gv;
+          for (int ch = 0; ch < C; ++ch) {
+            const int c = ch * 32 * N + lane * N;
+            if (c < dim[k]) {
+              float z[N] = {};
+              store_n<kFp32, N>(gs[k] + c, z);
             }
           }
         }
       }
-      const float total = warp_sum(sq);
-      rowwise_state = Val<V>::to_f(row[dim]) + total / static_cast<float>(dim);
-      __syncwarp();
-      if (lane == 0) row[dim] = Val<V>::from_f(rowwise_state);
-    }
-    float step_size = 0.f;
-    if (p.opt == kAdam) {
-      const double t = static_cast<double>(*p.step);
-      const double bc1 = 1.0 - pow(p.beta1, t);
-      const double bc2 = 1.0 - pow(p.beta2, t);
-      step_size = static_cast<float>(static_cast<double>(lr) * sqrt(bc2) / bc1);
-    }
-    const float one_m_b1 = static_cast<float>(1.0 - p.beta1), one_m_b2 = static_cast<float>(1.0 - p.beta2);
+      // ---- clip, then the optimizer
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const int64_t c = ch * 32 * N + lane * N;
-      if (c >= dim) continue;
-      float w[N];
-      load_n<V, N>(row + c, w);
-      if (p.opt == kSgd) {
+      for (int k = 0; k < K; ++k) {
+        if (dim[k] == 0) continue;  // warp-uniform: past the tile
+        float sq = 0.f;
 #pragma unroll
-        for (int e = 0; e < N; ++e) {
-          float gv = g[ch][e];
-          if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
-          w[e] = w[e] - lr * gv;
-        }
-      } else if (p.opt == kAdagrad || p.opt == kRowWiseAdagrad) {
-        float s[N];
-        if (p.opt == kAdagrad) load_n<V, N>(row + dim + c, s);
+        for (int ch = 0; ch < C; ++ch) {
+          const int c = ch * 32 * N + lane * N;
+          if (c < dim[k]) {
 #pragma unroll
-        for (int e = 0; e < N; ++e) {
-          float gv = g[ch][e];
-          if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
-          float acc;
-          if (p.opt == kAdagrad) {
-            s[e] = s[e] + gv * gv;
-            acc = s[e];
-          } else {
-            acc = rowwise_state;
+            for (int e = 0; e < N; ++e) {
+              float v = g[k][ch][e];
+              if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
+              v *= clip_scale;
+              g[k][ch][e] = v;
+              sq += v * v;
+            }
           }
-          w[e] = w[e] - lr * gv / (sqrtf(acc) + p.eps);
         }
-        if (p.opt == kAdagrad) store_n<V, N>(row + dim + c, s);
-      } else {  // Adam
-        float mm[N], vv[N];
-        load_n<V, N>(row + dim + c, mm);
-        load_n<V, N>(row + 2 * dim + c, vv);
+        if (mode == 1) {
+          norm_part += sq;
+          continue;
+        }
+        if (row[k] == nullptr) continue;  // warp-uniform: no row
+        const int d = dim[k];
+        float rowwise_state = 0.f;
+        if (rowwise) {
+          if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
+            sq = 0.f;
 #pragma unroll
-        for (int e = 0; e < N; ++e) {
-          float gv = g[ch][e];
-          if (p.decoupled_weight_decay) {
-            if (p.weight_decay != 0.f) w[e] = w[e] * (1.f - lr * p.weight_decay);
-          } else if (p.weight_decay != 0.f) {
-            gv = gv + p.weight_decay * w[e];
+            for (int ch = 0; ch < C; ++ch) {
+              const int c = ch * 32 * N + lane * N;
+              if (c < d) {
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                  const float gv = g[k][ch][e] + p.weight_decay * w[k][ch][e];
+                  sq += gv * gv;
+                }
+              }
+            }
           }
-          mm[e] = mm[e] + (gv - mm[e]) * one_m_b1;
-          vv[e] = vv[e] + (gv * gv - vv[e]) * one_m_b2;
-          w[e] = w[e] - step_size * (mm[e] / (sqrtf(vv[e]) + p.eps));
+          const float total = warp_sum(sq);
+          rowwise_state = rstate[k] + total / static_cast<float>(d);
+          if (lane == 0) row[k][d] = Val<V>::from_f(rowwise_state);
         }
-        store_n<V, N>(row + dim + c, mm);
-        store_n<V, N>(row + 2 * dim + c, vv);
+#pragma unroll
+        for (int ch = 0; ch < C; ++ch) {
+          const int c = ch * 32 * N + lane * N;
+          if (c >= d) continue;
+          float* wv = w[k][ch];
+          float* sv = s1[k][ch];
+          float* vv = s2[k][ch];
+          if (p.opt == kSgd) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              float gv = g[k][ch][e];
+              if (p.weight_decay != 0.f) gv = gv + p.weight_decay * wv[e];
+              wv[e] = wv[e] - lr * gv;
+            }
+          } else if (adagrad || rowwise) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              float gv = g[k][ch][e];
+              if (p.weight_decay != 0.f) gv = gv + p.weight_decay * wv[e];
+              float acc;
+              if (adagrad) {
+                sv[e] = sv[e] + gv * gv;
+                acc = sv[e];
+              } else {
+                acc = rowwise_state;
+              }
+              wv[e] = wv[e] - lr * gv / (sqrtf(acc) + p.eps);
+            }
+            if (adagrad) store_n<V, N>(row[k] + d + c, s1[k][ch]);
+          } else {  // Adam
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              float gv = g[k][ch][e];
+              if (p.decoupled_weight_decay) {
+                if (p.weight_decay != 0.f) wv[e] = wv[e] * (1.f - lr * p.weight_decay);
+              } else if (p.weight_decay != 0.f) {
+                gv = gv + p.weight_decay * wv[e];
+              }
+              sv[e] = sv[e] + (gv - sv[e]) * one_m_b1;
+              vv[e] = vv[e] + (gv * gv - vv[e]) * one_m_b2;
+              wv[e] = wv[e] - step_size * (sv[e] / (sqrtf(vv[e]) + p.eps));
+            }
+            store_n<V, N>(row[k] + d + c, s1[k][ch]);
+            store_n<V, N>(row[k] + 2 * d + c, s2[k][ch]);
+          }
+          store_n<V, N>(row[k] + c, w[k][ch]);
+        }
       }
-      store_n<V, N>(row + c, w);
     }
   }
   if (mode == 1) {
@@ -382,6 +431,22 @@ __global__ void __launch_bounds__(kBwdBlock, 1) psw_grad_kernel(BackwardParams p
 
 __global__ void zero_norm_kernel(double* norm_sq) { *norm_sq = 0.0; }
 
+template <int V, int N, int C, int K>
+void run_update(const BackwardParams& p, cudaStream_t st) {
+  const int64_t need = (p.n + kBwdBlock - 1) / kBwdBlock;  // 8 tiles of 32 uniques per block at most
+  const int64_t cap = persistent_blocks(C == 1 ? 3 : 2);   // one resident wave (launch bounds)
+  const unsigned grid = static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
+  if (p.max_grad_norm > 0.f) {
+    zero_norm_kernel<<<1, 1, 0, st>>>(p.norm_sq);
+    update_kernel<V, N, C, K><<<grid, kBwdBlock, 0, st>>>(p, 1);
+    check_launch("grad norm");
+    update_kernel<V, N, C, K><<<grid, kBwdBlock, 0, st>>>(p, 2);
+  } else {
+    update_kernel<V, N, C, K><<<grid, kBwdBlock, 0, st>>>(p, 0);
+  }
+  check_launch("update");
+}
+
 template <int V, int N>
 void run_backward(const BackwardParams& p, cudaStream_t st) {
   if (p.grad_psw && p.n > 0) {
@@ -393,18 +458,9 @@ void run_backward(const BackwardParams& p, cudaStream_t st) {
   scatter_kernel<N><<<blocks_for((items + 31) / 32, kScatterBlock / 32), kScatterBlock, 0, st>>>(p);
   check_launch("gradient scatter");
   if (p.direct) return;
-  const int64_t need = (p.n + kBwdBlock / 32 - 1) / (kBwdBlock / 32);
-  const int64_t cap = persistent_blocks(8);
-  const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);
-  if (p.max_grad_norm > 0.f) {
-    zero_norm_kernel<<<1, 1, 0, st>>>(p.norm_sq);
-    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 1);
-    check_launch("grad norm");
-    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 2);
-  } else {
-    update_kernel<V, N><<<grid, kBwdBlock, 0, st>>>(p, 0);
-  }
-  check_launch("update");
+  // C = 1 (one 32 N-column chunk per lane, two uniques in flight per warp) for rows up to 32 N columns
+  if (p.max_dim <= 32 * N) run_update<V, N, 1, 2>(p, st);
+  else run_update<V, N, kChunks, 1>(p, st);
 }
 
 }  // namespace detail
