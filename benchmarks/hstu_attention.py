@@ -231,7 +231,7 @@ def kernel_description(device: torch.device) -> str:
     names = hstu_attn.compiled_kernels().get("instances", [])
     disabled = os.environ.get("HSTU_ATTN_DISABLE_SM90", "") not in ("", "0")
     if torch.cuda.get_device_capability(device) == (9, 0) and any("_sm90_" in n for n in names) and not disabled:
-        return ("Hopper sm90a kernels where eligible (no rab; forward D 64/128/256, backward D 64/128), "
+        return ("Hopper sm90a kernels where eligible (forward D 64/128/256; backward D 64/128 with rab, 256 without), "
                 "sm80-class otherwise")
     return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
 

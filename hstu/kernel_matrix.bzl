@@ -41,7 +41,7 @@ HSTU_SM90_ARCH = "sm90"
 
 HSTU_SM90_HDIMS = {
     "fwd": [64, 128, 256],
-    "bwd": [64, 128],
+    "bwd": [64, 128, 256],
 }
 
 HSTU_SM90_DIRECTIONS = ["fwd", "bwd"]

@@ -198,11 +198,12 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   }
 }
 
-// Hopper backward: as the forward (rab and drab included), but D in {64, 128} and not deterministic (dQ goes
-// through fp32 reductions into p.dq_accum, a shared rab's drab through fp32 atomics into p.drab_accum; the
-// launcher converts both itself).
+// Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
+// rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128} with or
+// without rab (and drab), D = 256 without rab (the split-D kernel has no rab path yet).
 bool use_sm90_bwd(const HstuParams& p, int64_t total_k, int device) {
-  return p.dq_accum != nullptr && (p.head_dim == 64 || p.head_dim == 128) && use_sm90_fwd(p, total_k, device);
+  const bool d_ok = p.head_dim == 64 || p.head_dim == 128 || (p.head_dim == 256 && p.rab == nullptr);
+  return p.dq_accum != nullptr && d_ok && use_sm90_fwd(p, total_k, device);
 }
 
 template <typename T>
@@ -210,6 +211,7 @@ cudaError_t dispatch_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   switch (p.head_dim) {
     case 64: return run_hstu_bwd_sm90<T, 64>(p, total_k, s, -1);
     case 128: return run_hstu_bwd_sm90<T, 128>(p, total_k, s, -1);
+    case 256: return run_hstu_bwd_sm90<T, 256>(p, total_k, s, -1);
     default: return cudaErrorNotSupported;
   }
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the sm90 development library by hand (no Bazel): .carry_sm90/libhstu_sm90_dev.so at the repository root.
-# Forward (D = 64/128/256) and backward (D = 64/128) instantiations + the dev ops (fwd, bwd).
+# Forward and backward (D = 64/128/256) instantiations + the dev ops (fwd, bwd).
 #   bash hstu/csrc/sm90/build_dev.sh [all]      (default: D = 128 only; `all` adds D = 64 and 256)
 # All experimental configurations are compiled (-DHSTU_SM90_ALL_VARIANTS); SM90_VARIANTS= builds the default only.
 set -euo pipefail
@@ -23,12 +23,10 @@ for d in $DIMS; do
     $NVCC $FLAGS --resource-usage -DHSTU_SM90_DTYPE=$ty -DHSTU_SM90_HDIM=$d -c hstu/csrc/sm90/hstu_fwd_sm90_inst.cu \
       -o $o 2>&1 | grep -E "warning|error|registers|spill|stack" || true
     OBJS="$OBJS $o"
-    if [ $d != 256 ]; then  # backward: D = 64, 128
-      o=$OBJ/hstu_bwd_sm90_${t}_hdim$d.o
-      $NVCC $FLAGS --resource-usage -DHSTU_SM90_DTYPE=$ty -DHSTU_SM90_HDIM=$d -c hstu/csrc/sm90/hstu_bwd_sm90_inst.cu \
-        -o $o 2>&1 | grep -E "warning|error|registers|spill|stack|C75" || true
-      OBJS="$OBJS $o"
-    fi
+    o=$OBJ/hstu_bwd_sm90_${t}_hdim$d.o
+    $NVCC $FLAGS --resource-usage -DHSTU_SM90_DTYPE=$ty -DHSTU_SM90_HDIM=$d -c hstu/csrc/sm90/hstu_bwd_sm90_inst.cu \
+      -o $o 2>&1 | grep -E "warning|error|registers|spill|stack|C75" || true
+    OBJS="$OBJS $o"
   done
 done
 g++ -std=c++17 -O2 -fPIC $DEFS -DTORCH_TARGET_VERSION=0x020a000000000000 -I. -I$TORCH/include \

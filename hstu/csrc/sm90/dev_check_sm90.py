@@ -215,9 +215,22 @@ def bwd_cases():
     bf, fp = torch.bfloat16, torch.float16
     out = []
     for dtype in (bf, fp):
-        for D in (64, 128):
+        for D in (64, 128, 256):
             out.append((f"causal {dtype} D{D}", dict(B=B, H=2, D=D, dtype=dtype, lens_q=lens, lens_k=lens)))
     base = dict(B=B, H=2, D=128, dtype=bf, lens_q=lens, lens_k=lens)
+    b256 = dict(base, D=256)
+    out += [  # D = 256: the split-D kernel (64 keys per CTA, the warpgroups split dK / dV / dQ columns)
+        ("D256 full window fp16", dict(b256, dtype=fp, window=(-1, -1), alpha=0.3)),
+        ("D256 local (17,9)", dict(b256, window=(17, 9))),
+        ("D256 ctx+tgt g3", dict(b256, ctx=[1, 3, 5, 10, 0, 7], tgt=[1, 4, 9, 30, 0, 21], group=3)),
+        ("D256 delta-q tgt ctx", dict(b256, lens_q=[1, 10, 99, 100, 0, 33], ctx=[0, 3, 5, 10, 0, 7],
+                                      tgt=[0, 4, 9, 30, 0, 21], group=2)),
+        ("D256 seqused NaN", dict(b256, seqused_q=[1, 20, 99, 200, 0, 150], seqused_k=[1, 20, 99, 200, 0, 150],
+                                  nan_unused=True)),
+        ("D256 jagged tile edges", dict(B=7, H=3, D=256, dtype=bf, lens_q=[64, 65, 127, 128, 129, 191, 1],
+                                        lens_k=[64, 65, 127, 128, 129, 191, 1])),
+        ("D256 long 1111/900 H4", dict(B=2, H=4, D=256, dtype=bf, lens_q=[1111, 900], lens_k=[1111, 900])),
+    ]
     out += [
         ("full window", dict(base, window=(-1, -1))),
         ("full window fp16 alpha 0.3", dict(base, dtype=fp, window=(-1, -1), alpha=0.3)),
@@ -246,7 +259,8 @@ def bwd_cases():
     return out
 
 
-BWD_QUICK = ("jagged tile edges", "ctx+tgt g3", "seqused NaN-poisoned unused rows", "causal torch.float16 D64")
+BWD_QUICK = ("jagged tile edges", "ctx+tgt g3", "seqused NaN-poisoned unused rows", "causal torch.float16 D64",
+             "D256 jagged tile edges", "D256 seqused NaN")
 
 
 def correctness_bwd(ops, ref, variants, dims, quick=False):
@@ -314,11 +328,15 @@ def main():
             print("|---|---|---|---|---|---|---|---|")
             for _ in range(a.repeat):
                 for variant in [int(x) for x in a.bench_variants.split(",")]:
-                    bench_bwd(ops, 16, 16384, 4, 128, variant)
+                    for D in [d for d in (128, 256) if d in dims]:
+                        bench_bwd(ops, 16, 16384, 4, D, variant, reps=10 if D == 128 else 5)
             for variant in variants[:1]:
                 bench_bwd(ops, 16, 16384, 4, 128, variant, dtype=torch.float16, reps=5)
                 if 64 in dims:
                     bench_bwd(ops, 16, 16384, 4, 64, variant, reps=5)
+                if 256 in dims:
+                    bench_bwd(ops, 16, 4096, 4, 256, variant, reps=10)
+                    bench_bwd(ops, 16, 16384, 4, 256, variant, dtype=torch.float16, reps=5)
                 bench_bwd(ops, 128, 1024, 4, 128, variant, reps=20)
                 bench_bwd(ops, 16, 16384, 4, 128, variant, causal=False, reps=3)
         return 0 if ok else 1

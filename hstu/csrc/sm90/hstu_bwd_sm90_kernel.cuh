@@ -21,6 +21,10 @@
 // Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
+// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; both consumer warpgroups take all 64 keys and compute the full
+// S^T / dP^T / P^T / dS^T, warpgroup g owns dK, dV, dQ columns [128 g, 128 g + 128) (dQ of tile t right after its
+// dK / dV, through its own dS^T buffer: the warpgroups never wait for each other); kPingpong orders their S^T /
+// dP^T issues so that one's pointwise pass runs under the other's GEMMs.
 #pragma once
 
 #include <cuda.h>
@@ -35,27 +39,37 @@ namespace sm90 {
 
 template <int D, int STAGES = 2>
 struct BwdSm90Traits {
+  // D = 256 ("split D"): dK + dV of 64 keys x 256 columns would need 256 fp32 registers per thread, so the CTA owns
+  // 64 keys and the two consumer warpgroups split the columns: warpgroup g keeps dK, dV[:, 128 g : 128 g + 128] in
+  // registers (128 per thread, as at D = 128), and both compute the full S^T / dP^T / P^T / dS^T of the 64 keys
+  // (the two 64 x 64 x 256 GEMMs twice per CTA: 7 GEMM units for 5 useful) so that they never wait for each other.
+  static constexpr bool kSplitD = D == 256;
   static constexpr int kBlockM = 64;   // query rows per tile
-  static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
+  static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA: 2 consumer warpgroups x 64 (D = 256: 64)
+  static constexpr int kAccN = kSplitD ? 128 : D;      // dK / dV columns per consumer warpgroup
+  static constexpr int kKeyRows = 64;                  // keys per consumer warpgroup
   static constexpr int kStages = STAGES;  // Q/dO pipeline depth
   static constexpr int kPanels = D / 64;  // 64-element (128-byte) column panels (TMA box width)
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kQBytes = kBlockM * D * 2;   // one Q or dO tile
   static constexpr int kKVBytes = kBlockN * D * 2;  // K or V
-  static constexpr int kdSBytes = kBlockN * kBlockM * 2;  // dS^T: 128 keys x 64 queries (128-byte rows)
+  static constexpr int kdSBytes = kBlockN * kBlockM * 2;  // dS^T: 128 (split D: 64) keys x 64 queries (128-byte rows)
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffQ = 2 * kKVBytes;
   static constexpr int kOffdO = kOffQ + kStages * kQBytes;
   static constexpr int kOffdS = kOffdO + kStages * kQBytes;
   // dS^T buffers and "dS^T of tile t ready" named barriers per warpgroup: dQ of tile t runs one tile late, and a
   // warpgroup can be at most kStages tiles ahead of the other (Q/dO pipeline), so kStages + 1 of each suffice.
-  static constexpr int kdSBufs = kStages + 1;
+  // Split D: one private buffer per warpgroup (its dQ runs in the same tile; buffer index = warpgroup).
+  static constexpr int kdSBufs = kSplitD ? 2 : kStages + 1;
   static constexpr int kBarIdBase = 6;  // ids 6 .. 6 + 2 kdSBufs - 1 (1, 3, 4, 5: other named barriers)
   // dQ staging (kDqMode 1, 2): per consumer warpgroup 64 queries x 64 columns fp32 in 32-column (128-byte) panels
   // in the 128B-swizzled layout of the dq_accum tensor map's box, reduced into dq_accum by bulk tensor ops.
+  // Split D: per warp one 2 KB panel (16 rows x 32 columns) here plus, alternately, its own 16 rows of the
+  // warpgroup's dS^T buffer once dQ has read it (4 panels per warp and tile: 128 columns).
   static constexpr int kDqPanelBytes = 64 * 128;
-  static constexpr int kDqStageBytes = 2 * kDqPanelBytes;
+  static constexpr int kDqStageBytes = kSplitD ? 4 * 2048 : 2 * kDqPanelBytes;
   static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
   static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
@@ -64,7 +78,7 @@ struct BwdSm90Traits {
   static constexpr int kConsumerRegs = 240;
   // D = 128: the two consumer warpgroups split dQ's columns (each over all 128 keys); D = 64: each its own keys.
   static constexpr bool kSplitDqCols = D == 128;
-  static_assert(D == 64 || D == 128, "sm90 backward: head dim 64 or 128 (dK + dV accumulators in registers)");
+  static_assert(D == 64 || D == 128 || D == 256, "sm90 backward: head dim 64, 128 or 256");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
@@ -110,7 +124,11 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
 // wrong dq): skip the reductions. kRab: S^T += rab^T before the SiLU (each thread loads its 32 elements from global
 // memory right after issuing the S^T / dP^T wgmmas, so the loads fly under them) and drab = dS written from the
 // pointwise pass (direct 16-bit stores, or fp32 atomics for a shared rab); kRab = false is the no-rab kernel.
-template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false>
+// kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
+// 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
+// stay in phase).
+template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
+          bool kPingpong = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -119,6 +137,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
+  constexpr bool kSplitD = C::kSplitD;
+  constexpr int NA = C::kAccN;
+  static_assert(!(kSplitD && (kRab || kDqMode != 2)), "split-D backward: default dQ mode, no rab");
+  static_assert(kSplitD || !kPingpong, "pingpong: split-D kernel only");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -203,16 +225,18 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<C::kConsumerRegs>();
     const int ctid = tid - 128;
-    const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
+    const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block (split D: all 64 keys, columns 128 wg..)
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
-    const int j_w0 = n0 + 64 * wg;  // key position of this warpgroup's first key
+    const int kr0 = kSplitD ? 0 : 64 * wg;  // this warpgroup's first key row of the block
+    const int j_w0 = n0 + kr0;              // key position of this warpgroup's first key
+    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV / dQ column of this warpgroup
 
-    float acc_dk[D / 2];
-    float acc_dv[D / 2];
+    float acc_dk[NA / 2];
+    float acc_dv[NA / 2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) {
+    for (int i = 0; i < NA / 2; ++i) {
       acc_dk[i] = 0.f;
       acc_dv[i] = 0.f;
     }
@@ -353,13 +377,16 @@ __global__ void __launch_bounds__(384, 1)
         }
       };
 
+      if constexpr (kPingpong) {
+        if (wg == 1) named_barrier_arrive(6, 256);  // warpgroup 0 issues first
+      }
       for (int i = 0; i < n_mt; ++i) {
         const int m0 = (mb_begin + i) * BM;
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const uint32_t sQs = sQ + s * C::kQBytes;
         const uint32_t sdOs = sdO + s * C::kQBytes;
-        const uint32_t sdSb = sdS + (i % C::kdSBufs) * C::kdSBytes;
+        const uint32_t sdSb = sdS + (kSplitD ? wg : i % C::kdSBufs) * C::kdSBytes;
         const int r0 = m0 + mk.offset;  // key position of the tile's first query row
 
         mbar_wait(bar_full_q(s), ph);
@@ -408,11 +435,14 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         // S^T = K_wg Q^T and dP^T = V_wg dO^T (64 keys x 64 queries each).
+        // kPingpong: wait for the other warpgroup to have issued its S^T / dP^T (warpgroup 1: of the same tile,
+        // warpgroup 0: of the previous tile; warpgroup 1 pre-arrives once before the loop).
+        if constexpr (kPingpong) named_barrier_sync(6 + wg, 256);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
           const uint64_t da =
-              make_desc_sw128(sK + (ks / 4) * C::kKVPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+              make_desc_sw128(sK + (ks / 4) * C::kKVPanelBytes + kr0 * 128 + (ks % 4) * 32, 16);
           const uint64_t db = make_desc_sw128(sQs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
           wgmma_ss<T, BM>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
@@ -420,11 +450,14 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
           const uint64_t da =
-              make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+              make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + kr0 * 128 + (ks % 4) * 32, 16);
           const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
           wgmma_ss<T, BM>(acc_dp, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
+        if constexpr (kPingpong) {
+          if (wg == 0 || i + 1 < n_mt) named_barrier_arrive(6 + (wg ^ 1), 256);  // the other warpgroup's turn
+        }
         // rab^T of this thread's elements: element e = key j_w0 + 16 warp + lane/4 + 8 ((e % 4) / 2), query position
         // r0 + 2 (lane % 4) + 8 (e / 4) + (e % 2), value rab[r][j]; elements e, e + 1 (queries r, r + 1 of one key)
         // packed in one register.
@@ -479,7 +512,13 @@ __global__ void __launch_bounds__(384, 1)
         // 8 (2 ks + q / 2) + 2 (lane % 4) (+1); 128-byte rows, 16-byte chunk index XOR (row % 8) = lane / 4.
         {
           const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));  // keep addresses in the loop
-          const uint32_t rowa = sdSb + (64 * wg + 16 * warp + ln / 4) * 128 + (ln % 4) * 4;
+          if constexpr (kSplitD) {
+            // This warp's 16 rows of the dS^T buffer were its dQ staging panel 1 / 3 of the previous tile (all warps'
+            // dQ wgmma reads of them were done before that, warpgroup barrier in the split-D dQ below).
+            if (ln == 0) bulk_wait_read0();
+            __syncwarp();
+          }
+          const uint32_t rowa = sdSb + (kr0 + 16 * warp + ln / 4) * 128 + (ln % 4) * 4;
 #pragma unroll
           for (int ks = 0; ks < BM / 16; ++ks) {
 #pragma unroll
@@ -498,11 +537,13 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BM / 16; ++ks) {
-          wgmma_rs<T, D, 1>(acc_dv, pf[ks], make_desc_sw128(sdOs + ks * 16 * 128, C::kQPanelBytes), 1);
+          wgmma_rs<T, NA, 1>(acc_dv, pf[ks],
+                             make_desc_sw128(sdOs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes), 1);
         }
 #pragma unroll
         for (int ks = 0; ks < BM / 16; ++ks) {
-          wgmma_rs<T, D, 1>(acc_dk, df[ks], make_desc_sw128(sQs + ks * 16 * 128, C::kQPanelBytes), 1);
+          wgmma_rs<T, NA, 1>(acc_dk, df[ks],
+                             make_desc_sw128(sQs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes), 1);
         }
         wgmma_commit();
         // kRab: drab[r][j] = dS while dV / dK fly, read back from this warp's own 16 key rows of the dS^T tile
@@ -543,6 +584,65 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(pf);
         pin_all(df);
 
+        if constexpr (kSplitD) {
+          // Q / dO of stage s are no longer read (dQ reads K and dS^T only).
+          if (lane == 0) mbar_arrive(bar_empty(s));
+          // dQ[m0 : m0 + 64, c0w : c0w + 128] += dS K[:, c0w : c0w + 128] over the 64 keys, as two m64n64 halves
+          // (A = this warpgroup's dS^T buffer, MN-major; B = K panels 2 wg, 2 wg + 1, MN-major).
+          float acc_q0[32], acc_q1[32];
+          named_barrier_sync(4 + wg, 128);  // all 4 warps' dS^T rows are in smem (fenced)
+          wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            const uint64_t da = make_desc_sw128(sdSb + ks * 16 * 128, C::kdSBytes);
+            wgmma_ss_tt_n64<T>(acc_q0, da,
+                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            const uint64_t da = make_desc_sw128(sdSb + ks * 16 * 128, C::kdSBytes);
+            wgmma_ss_tt_n64<T>(acc_q1, da,
+                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+          wgmma_commit();
+          wgmma_wait<0>();
+          pin_all(acc_q0);
+          pin_all(acc_q1);
+          named_barrier_sync(4 + wg, 128);  // every warp's dQ wgmma has read the dS^T buffer: it may be staging
+          // 4 panels of 32 columns per warp (rows 16 warp .. + 15): even panels in the warp's 2 KB staging buffer, odd
+          // ones in its own 16 rows of the dS^T buffer; one bulk reduce-add each (box 32 x 1 x 16 rows).
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+#pragma unroll
+          for (int pn = 0; pn < 4; ++pn) {
+            const uint32_t stg = (pn % 2 == 0) ? sDqStage + wg * C::kDqStageBytes + warp * 2048 : sdSb + warp * 2048;
+            // The reduce of panel pn - 2 (same buffer) has read it; the previous tile's panels were waited for
+            // before this tile's dS^T store.
+            if (pn >= 2 && ln == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+            __syncwarp();
+            const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
+#pragma unroll
+            for (int j4 = 0; j4 < 4; ++j4) {
+              const int j = 4 * (pn % 2) + j4;  // 8-column group of this m64n64 half
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t a = rowa + half * 8 * 128 + (((2 * j4 + (ln % 4) / 2) ^ (ln / 4)) << 4);
+                const float v0 = pn < 2 ? acc_q0[4 * j + 2 * half] : acc_q1[4 * j + 2 * half];
+                const float v1 = pn < 2 ? acc_q0[4 * j + 2 * half + 1] : acc_q1[4 * j + 2 * half + 1];
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(v0), "f"(v1) : "memory");
+              }
+            }
+            fence_proxy_async_smem();
+            __syncwarp();
+            if (ln == 0 && !kNoDqRed) {
+              tma_reduce_add_3d(&tm_dq, stg, c0w + 32 * pn, h, si.q_start + m0 + 16 * warp);
+            }
+            if (ln == 0) bulk_commit();
+          }
+          continue;
+        }
+
         // dQ of the previous tile (one tile late: the warpgroups need not meet on every tile, so one's SiLU can
         // run under the other's GEMMs).
         if (i > 0) dq_tile(i - 1, m0 - BM);
@@ -551,7 +651,7 @@ __global__ void __launch_bounds__(384, 1)
         // last dQ, which is what makes kdSBufs = kStages + 1 dS^T buffers and barrier ids safe to reuse.
         if (lane == 0) mbar_arrive(bar_empty(s));
       }
-      dq_tile(n_mt - 1, (mb_end - 1) * BM);
+      if constexpr (!kSplitD) dq_tile(n_mt - 1, (mb_end - 1) * BM);
     }
 
     // Epilogue: dK, dV rounded to T, staged through this warpgroup's rows of sK / sV (same 128B swizzle), then
@@ -559,11 +659,11 @@ __global__ void __launch_bounds__(384, 1)
     named_barrier_sync(3, 256);  // both warpgroups are done reading K (dQ) and V
     const float sc = p.inv_scaling;
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
+    for (int j = 0; j < NA / 8; ++j) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int rr = 16 * warp + lane / 4 + 8 * half;
-        const uint32_t a = (j / 8) * C::kKVPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) +
+        const uint32_t a = (c0w / 64 + j / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) +
                            (lane % 4) * 4;
         const uint32_t vk = pack_pair<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
         const uint32_t vv = pack_pair<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
@@ -574,17 +674,17 @@ __global__ void __launch_bounds__(384, 1)
     named_barrier_sync(4 + wg, 128);
     // Sequence bounds reloaded here (not kept live in registers through the main loop).
     const int k_start = p.cu_seqlens_k[b];
-    const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - 64 * wg);
-    const int64_t krow = k_start + n0 + 64 * wg;
+    const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - kr0);
+    const int64_t krow = k_start + n0 + kr0;
     T* dkg = static_cast<T*>(p.dk) + krow * p.dk_row_stride + static_cast<int64_t>(h) * p.dk_head_stride;
     T* dvg = static_cast<T*>(p.dv) + krow * p.dv_row_stride + static_cast<int64_t>(h) * p.dv_head_stride;
-    constexpr int kChunks = D / 8;
+    constexpr int kChunks = NA / 8;  // 16-byte chunks of this warpgroup's columns per row
 #pragma unroll 4
     for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
       const int rr = idx / kChunks;
-      const int c = idx % kChunks;
+      const int c = c0w / 8 + idx % kChunks;
       if (rr < rows_store) {
-        const uint32_t a = (c / 8) * C::kKVPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+        const uint32_t a = (c / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
         uint4 vk, vv;
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)

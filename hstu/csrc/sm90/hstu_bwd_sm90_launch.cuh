@@ -29,7 +29,8 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false>
+template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
+          bool kPingpong = false>
 cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
   using C = BwdSm90Traits<D, kStages>;
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
@@ -47,7 +48,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
   if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
-  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab>;
+  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
@@ -83,13 +84,17 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // With rab: drab written when p.drab is set (direct stores for a per-head rab or H = 1; a shared rab with H > 1
 // through p.drab_accum, fp32 (B, 1, R, C) zeroed by the caller, converted here), as the sm80-class backward.
 // cudaErrorNotSupported (the caller falls back to the sm80-class backward): deterministic mode (dq_accum ==
-// nullptr, or p.drab_heads set), head dim other than 64 / 128.
+// nullptr, or p.drab_heads set), head dim other than 64 / 128 / 256, rab at D = 256.
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 9 = default without the dQ reductions (timing only: dq is
 // wrong).
+// Default configuration: pingpong for the split-D (D = 256) kernel.
+template <int D>
+inline constexpr bool kBwdPingpong = D == 256;
+
 template <typename T, int D>
 cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
-  if constexpr (D != 64 && D != 128) {
+  if constexpr (D != 64 && D != 128 && D != 256) {
     (void)p;
     (void)total_k;
     (void)stream;
@@ -100,22 +105,35 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
     if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
-      err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
-      if (err != cudaSuccess) return err;
-      err = sm90::convert_drab<T>(p, stream);
-      if (err != cudaSuccess) return err;
-      return sm90::convert_dq<T, D>(p, stream);
+      if constexpr (D == 256) {
+        return cudaErrorNotSupported;  // split-D kernel: no rab / drab yet (the caller falls back)
+      } else {
+        err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
+        if (err != cudaSuccess) return err;
+        err = sm90::convert_drab<T>(p, stream);
+        if (err != cudaSuccess) return err;
+        return sm90::convert_dq<T, D>(p, stream);
+      }
     }
 #ifdef HSTU_SM90_ALL_VARIANTS
-    switch (variant) {
-      case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;
-      case 1: err = sm90::launch_bwd<T, D, 2, 1>(p, total_k, stream); break;
-      case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
-      default: err = sm90::launch_bwd<T, D, 2, 2>(p, total_k, stream);
+    if constexpr (D == 256) {  // split-D kernel: default dQ mode only; 2: without pingpong, 9: without the
+                               // reductions (timing only)
+      switch (variant) {
+        case 2: err = sm90::launch_bwd<T, D, 2, 2, false, false, false>(p, total_k, stream); break;
+        case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, kBwdPingpong<D>>(p, total_k, stream); break;
+        default: err = sm90::launch_bwd<T, D, 2, 2, false, false, kBwdPingpong<D>>(p, total_k, stream);
+      }
+    } else {
+      switch (variant) {
+        case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;
+        case 1: err = sm90::launch_bwd<T, D, 2, 1>(p, total_k, stream); break;
+        case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
+        default: err = sm90::launch_bwd<T, D, 2, 2>(p, total_k, stream);
+      }
     }
 #else
     (void)variant;
-    err = sm90::launch_bwd<T, D, 2, 2>(p, total_k, stream);
+    err = sm90::launch_bwd<T, D, 2, 2, false, false, kBwdPingpong<D>>(p, total_k, stream);
 #endif
     if (err != cudaSuccess) return err;
     return sm90::convert_dq<T, D>(p, stream);

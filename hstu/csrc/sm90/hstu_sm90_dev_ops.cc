@@ -178,6 +178,9 @@ cudaError_t dispatch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t s, i
 #ifdef HSTU_SM90_WITH_D64
     case 64: return run_hstu_bwd_sm90<T, 64>(p, total_k, s, variant);
 #endif
+#ifdef HSTU_SM90_WITH_D256
+    case 256: return run_hstu_bwd_sm90<T, 256>(p, total_k, s, variant);
+#endif
     default: return run_hstu_bwd_sm90<T, 128>(p, total_k, s, variant);
   }
 }
@@ -197,6 +200,9 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(Tensor dout, Tensor q, Tensor k, Ten
   ACCEL_CHECK(p.head_dim == 128
 #ifdef HSTU_SM90_WITH_D64
                   || p.head_dim == 64
+#endif
+#ifdef HSTU_SM90_WITH_D256
+                  || p.head_dim == 256
 #endif
               , "q: head dim ", p.head_dim, " has no sm90 backward in this development library");
   check_qkv(dout, "dout", q);
