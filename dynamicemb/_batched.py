@@ -740,18 +740,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 U[:, :d] = torch.where(gmember[:, None], rows, U[:, :d])
             per_group.append((gidx, gvalid))
         if train:
-            self.refused_count += refused_step
-            if not _capturing():
-                if any(o.on_refused == "error" for o in self.options):
-                    bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
-                    counts = refused_step[bad].tolist()  # host sync: inherent to raising
-                    for t, c in zip(bad, counts):
-                        if c:
-                            raise RefusedInsertError(
-                                f"table {self.table_names[t]!r}: {c} inserts refused (buckets full of higher "
-                                f"scores); on_refused='error'")
-                self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
-                self._refused_seen.push(self.refused_count)
+            self._after_insert(refused_step)
         E = U[inverse]
         if psw is not None:
             Ew = E * psw.to(torch.float32)[:, None]

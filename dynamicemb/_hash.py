@@ -34,18 +34,23 @@ def hash_keys(keys: torch.Tensor) -> torch.Tensor:
     return torch.ops.dynamicemb.hash_keys(keys.contiguous())
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def fmix64(k: int) -> int:
+    """The key hash on one Python int (bit pattern taken modulo 2**64): MurmurHash3's fmix64 finalizer."""
+    k &= _MASK64
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & _MASK64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & _MASK64
+    k ^= k >> 33
+    return k
+
+
 def hash_keys_reference(keys: torch.Tensor) -> torch.Tensor:
     """Pure-Python fmix64 (for tests): same result as `hash_keys`, computed with Python ints."""
-    mask = (1 << 64) - 1
-    out = []
-    for k in keys.tolist():
-        k &= mask
-        k ^= k >> 33
-        k = (k * 0xFF51AFD7ED558CCD) & mask
-        k ^= k >> 33
-        k = (k * 0xC4CEB9FE1A85EC53) & mask
-        k ^= k >> 33
-        out.append(k)
+    out = [fmix64(k) for k in keys.tolist()]
     if keys.dtype == torch.int64:
         out = [k - (1 << 64) if k >= (1 << 63) else k for k in out]
     return torch.tensor(out, dtype=keys.dtype)

@@ -22,6 +22,7 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
+from ._hash import fmix64
 from ._load import load_library
 
 __all__ = [
@@ -59,17 +60,7 @@ _KEY_DTYPES = (torch.int64, torch.uint64)
 _NUM_COUNTERS = 4  # [clock, size, spare, pending count of the CUDA upsert]
 
 
-def _fmix64(k: int) -> int:
-    m = (1 << 64) - 1
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & m
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & m
-    k ^= k >> 33
-    return k
-
-
-_EMPTY_DIGEST = (_fmix64(1 << 63) >> 32) & 0xFF
+_EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,17 +2,9 @@
 
 import torch
 
+from dynamicemb._hash import fmix64  # pure Python: an oracle independent of the C++/CUDA hash
+
 MASK64 = (1 << 64) - 1
-
-
-def fmix64(k: int) -> int:
-    k &= MASK64
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & MASK64
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & MASK64
-    k ^= k >> 33
-    return k
 
 
 def bucket_of(key: int, num_buckets: int) -> int:
