@@ -19,15 +19,19 @@ def hstu_instance_name(direction, arch, dtype, hdim):
     """File stem of one instantiation; parameters in a fixed order: direction, arch, dtype, head dim."""
     return "hstu_%s_%s_%s_hdim%d" % (direction, arch, dtype, hdim)
 
-HSTU_INSTANCES = {
-    hstu_instance_name(direction, HSTU_ARCH, dtype, hdim): {
-        "ARCH": HSTU_ARCH,
+def hstu_instance_params(direction, arch, dtype, hdim):
+    """Template parameters of one instantiation (the generated file is named by NAME)."""
+    return {
+        "ARCH": arch,
         "CTYPE": HSTU_DTYPES[dtype],
         "DIRECTION": direction,
         "DTYPE": dtype,
         "HDIM": str(hdim),
-        "NAME": hstu_instance_name(direction, HSTU_ARCH, dtype, hdim),
+        "NAME": hstu_instance_name(direction, arch, dtype, hdim),
     }
+
+HSTU_INSTANCES = {
+    hstu_instance_name(direction, HSTU_ARCH, dtype, hdim): hstu_instance_params(direction, HSTU_ARCH, dtype, hdim)
     for direction in HSTU_DIRECTIONS
     for dtype in sorted(HSTU_DTYPES.keys())
     for hdim in HSTU_HDIMS
@@ -35,8 +39,8 @@ HSTU_INSTANCES = {
 
 # Hopper (sm_90a: wgmma, TMA, setmaxnreg) kernels, selected at run time on compute capability 9.0. Built only
 # when the build targets sm_90a (`--config=sm90`, or the default of both archs); in an sm80-only build each file
-# compiles to a host stub and the op keeps the sm80-class kernels. No rab yet (with rab the sm80-class kernels
-# run), D=32 is left to the sm80-class kernels, and the backward has no D=256 Hopper kernel yet.
+# compiles to a host stub and the op keeps the sm80-class kernels. D=32 and the deterministic backward are left
+# to the sm80-class kernels; rab runs here except in the D=256 backward (see hstu_ops.cc use_sm90_fwd/bwd).
 HSTU_SM90_ARCH = "sm90"
 
 HSTU_SM90_HDIMS = {
@@ -47,14 +51,12 @@ HSTU_SM90_HDIMS = {
 HSTU_SM90_DIRECTIONS = ["fwd", "bwd"]
 
 HSTU_SM90_INSTANCES = {
-    hstu_instance_name(direction, HSTU_SM90_ARCH, dtype, hdim): {
-        "ARCH": HSTU_SM90_ARCH,
-        "CTYPE": HSTU_DTYPES[dtype],
-        "DIRECTION": direction,
-        "DTYPE": dtype,
-        "HDIM": str(hdim),
-        "NAME": hstu_instance_name(direction, HSTU_SM90_ARCH, dtype, hdim),
-    }
+    hstu_instance_name(direction, HSTU_SM90_ARCH, dtype, hdim): hstu_instance_params(
+        direction,
+        HSTU_SM90_ARCH,
+        dtype,
+        hdim,
+    )
     for direction in HSTU_SM90_DIRECTIONS
     for dtype in sorted(HSTU_DTYPES.keys())
     for hdim in HSTU_SM90_HDIMS[direction]
