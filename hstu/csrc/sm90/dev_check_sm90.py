@@ -36,9 +36,10 @@ def poison_allocator(nbytes):
     del x
 
 
-def run_case(ops, ref, name, variant, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None, group=1,
-             window=(-1, 0), alpha=1.0, seqused_q=None, seqused_k=None, nan_unused=False, seed=0):
-    dev = "cuda"
+def make_inputs(B, H, D, dtype, lens_q, lens_k, ctx, tgt, seqused_q, seqused_k, nan_unused, seed, with_do,
+                device="cuda"):
+    """q, k, v (and dO when with_do) drawn on the CPU from `seed`, rows past seqused set to NaN when nan_unused,
+    moved to `device` with the int32 offsets / lengths: (q, k, v, do or None, cu_q, cu_k, ctx, tgt, sq, sk)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
     cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
@@ -46,17 +47,41 @@ def run_case(ops, ref, name, variant, B, H, D, dtype, lens_q, lens_k, ctx=None, 
     q = torch.randn(tq, H, D, generator=g).to(dtype)
     k = torch.randn(tk, H, D, generator=g).to(dtype)
     v = torch.randn(tk, H, D, generator=g).to(dtype)
+    do = torch.randn(tq, H, D, generator=g).to(dtype) if with_do else None
     if nan_unused:
         for b in range(B):
             if seqused_q is not None:
-                q[int(cu_q[b]) + seqused_q[b] : int(cu_q[b + 1])] = float("nan")
+                for x in (q, do) if with_do else (q,):
+                    x[int(cu_q[b]) + seqused_q[b] : int(cu_q[b + 1])] = float("nan")
             if seqused_k is not None:
                 k[int(cu_k[b]) + seqused_k[b] : int(cu_k[b + 1])] = float("nan")
                 v[int(cu_k[b]) + seqused_k[b] : int(cu_k[b + 1])] = float("nan")
-    t = lambda x: None if x is None else torch.tensor(x, dtype=torch.int32, device=dev)
-    ctx_t, tgt_t, sq_t, sk_t = t(ctx), t(tgt), t(seqused_q), t(seqused_k)
-    q, k, v = (x.to(dev) for x in (q, k, v))
-    cu_q, cu_k = cu_q.to(dev), cu_k.to(dev)
+    t = lambda x: None if x is None else torch.tensor(x, dtype=torch.int32, device=device)
+    q, k, v = (x.to(device) for x in (q, k, v))
+    do = None if do is None else do.to(device)
+    return q, k, v, do, cu_q.to(device), cu_k.to(device), t(ctx), t(tgt), t(seqused_q), t(seqused_k)
+
+
+def median_ms(fn, reps, warmup):
+    """Median of `reps` CUDA-event timings of fn() after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def run_case(ops, ref, name, variant, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None, group=1,
+             window=(-1, 0), alpha=1.0, seqused_q=None, seqused_k=None, nan_unused=False, seed=0):
+    q, k, v, _, cu_q, cu_k, ctx_t, tgt_t, sq_t, sk_t = make_inputs(
+        B, H, D, dtype, lens_q, lens_k, ctx, tgt, seqused_q, seqused_k, nan_unused, seed, with_do=False)
     mq, mk = max(lens_q), max(lens_k)
     poison_allocator(q.numel() * 2)
     out = ops.fwd(q, k, v, cu_q, cu_k, mq, mk, ctx_t, tgt_t, group, window[0], window[1], alpha, None, -1.0,
@@ -143,18 +168,7 @@ def bench(ops, B, S, H, D, variant, causal=True, reps=20, dtype=torch.bfloat16):
     q, k, v = (torch.randn(B * S, H, D, dtype=dtype, device=dev) for _ in range(3))
     win = (-1, 0) if causal else (-1, -1)
     fn = lambda: ops.fwd(q, k, v, cu, cu, S, S, None, None, 1, win[0], win[1], 1.0, None, -1.0, None, None, variant)
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    ts.sort()
-    t = ts[len(ts) // 2]
+    t = median_ms(fn, reps, warmup=3)
     fa = 4 * B * H * D * S * S * (0.5 if causal else 1.0)
     print(f"| {B} | {S} | {H} | {D} | {str(dtype)[6:]} {'causal' if causal else 'full'} | v{variant} | {t:.3f} | {fa / t / 1e9:.1f} |",
           flush=True)
@@ -162,27 +176,8 @@ def bench(ops, B, S, H, D, variant, causal=True, reps=20, dtype=torch.bfloat16):
 
 def run_bwd_case(ops, ref, name, variant, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None, group=1,
                  window=(-1, 0), alpha=1.0, seqused_q=None, seqused_k=None, nan_unused=False, seed=0):
-    dev = "cuda"
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
-    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
-    tq, tk = int(cu_q[-1]), int(cu_k[-1])
-    q = torch.randn(tq, H, D, generator=g).to(dtype)
-    k = torch.randn(tk, H, D, generator=g).to(dtype)
-    v = torch.randn(tk, H, D, generator=g).to(dtype)
-    do = torch.randn(tq, H, D, generator=g).to(dtype)
-    if nan_unused:
-        for b in range(B):
-            if seqused_q is not None:
-                q[int(cu_q[b]) + seqused_q[b] : int(cu_q[b + 1])] = float("nan")
-                do[int(cu_q[b]) + seqused_q[b] : int(cu_q[b + 1])] = float("nan")
-            if seqused_k is not None:
-                k[int(cu_k[b]) + seqused_k[b] : int(cu_k[b + 1])] = float("nan")
-                v[int(cu_k[b]) + seqused_k[b] : int(cu_k[b + 1])] = float("nan")
-    t = lambda x: None if x is None else torch.tensor(x, dtype=torch.int32, device=dev)
-    ctx_t, tgt_t, sq_t, sk_t = t(ctx), t(tgt), t(seqused_q), t(seqused_k)
-    q, k, v, do = (x.to(dev) for x in (q, k, v, do))
-    cu_q, cu_k = cu_q.to(dev), cu_k.to(dev)
+    q, k, v, do, cu_q, cu_k, ctx_t, tgt_t, sq_t, sk_t = make_inputs(
+        B, H, D, dtype, lens_q, lens_k, ctx, tgt, seqused_q, seqused_k, nan_unused, seed, with_do=True)
     mq, mk = max(lens_q), max(lens_k)
     poison_allocator(q.numel() * 16)
     dq, dk, dv = ops.bwd(do, q, k, v, cu_q, cu_k, mq, mk, ctx_t, tgt_t, group, window[0], window[1], alpha, None,
@@ -285,18 +280,7 @@ def bench_bwd(ops, B, S, H, D, variant, causal=True, reps=10, dtype=torch.bfloat
     win = (-1, 0) if causal else (-1, -1)
     fn = lambda: ops.bwd(do, q, k, v, cu, cu, S, S, None, None, 1, win[0], win[1], 1.0, None, -1.0, None, None,
                          variant)
-    for _ in range(2):
-        fn()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    ts.sort()
-    t = ts[len(ts) // 2]
+    t = median_ms(fn, reps, warmup=2)
     fa = 2.5 * 4 * B * H * D * S * S * (0.5 if causal else 1.0)
     print(f"| {B} | {S} | {H} | {D} | {str(dtype)[6:]} {'causal' if causal else 'full'} | v{variant} | {t:.3f} | "
           f"{fa / t / 1e9:.1f} |", flush=True)
