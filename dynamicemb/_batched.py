@@ -80,7 +80,7 @@ def _register_lookup_fakes():
     if not _kernels_available():
         return
 
-    def dedup(ids, offsets, feature_table, batch, set_keys, set_tables, set_uidx):
+    def dedup(ids, offsets, feature_table, batch, dedup_set):
         n = ids.numel()
         i32 = lambda k: ids.new_empty(k, dtype=torch.int32)  # noqa: E731
         return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
@@ -97,7 +97,7 @@ def _register_lookup_fakes():
         return ids.new_empty(rows, out_cols, dtype=dtype)
 
     def backward(meta, value_kind, grad, ids, *args):
-        psw_grad = args[-4]
+        psw_grad = args[-6]
         return grad.new_empty(ids.numel() if psw_grad else 0, dtype=torch.float32)
 
     for name, fn in (("lookup_dedup", dedup), ("lookup_insert", insert), ("lookup_forward", forward),
@@ -289,11 +289,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         )
         self._meta = None
         self._meta_key = None
-        self._set_keys = None
-        self._set_tables = None
-        self._set_uidx = None
+        self._set = None
         self._gsum = None
-        #: backward: sum the gradients of repeated rows among 32 consecutive ids in registers before the atomics
+        self._seg = None
+        #: backward: CSR entries (id occurrences sorted by unique) per warp of the segmented reduction; 0 selects
+        #: the atomic scatter (which global-norm clipping and rows wider than one 128 (4-wide) / 32-column chunk
+        #: always take)
+        self.backward_chunk = 128
+        #: atomic scatter: sum the gradients of repeated rows among 32 consecutive ids in registers first
         self.aggregate_grads = True
         if dev.type == "cuda":
             self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
@@ -536,15 +539,18 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._meta_key = key
         return self._meta
 
-    def _dedup_set(self, n: int):
+    def _dedup_set(self, n: int) -> torch.Tensor:
+        """(2 cap) int64 per-step (table, id) set of the dedup kernel: cap 16-byte slots {key, table, uidx} (cap: a
+        power of two >= 2 n), all {EMPTY, -1, *} between steps (the kernels clean what they claimed)."""
         cap = 1024
         while cap < 2 * n:
             cap *= 2
-        if self._set_keys is None or self._set_keys.numel() < cap:
-            self._set_keys = torch.full((cap,), _EMPTY_KEY, dtype=torch.int64, device=self.device)
-            self._set_tables = torch.zeros(cap, dtype=torch.int32, device=self.device)
-            self._set_uidx = torch.zeros(cap, dtype=torch.int32, device=self.device)
-        return self._set_keys, self._set_tables, self._set_uidx
+        if self._set is None or self._set.numel() < 2 * cap:
+            s = torch.empty(cap, 2, dtype=torch.int64, device=self.device)
+            s[:, 0] = _EMPTY_KEY
+            s[:, 1] = 0xFFFFFFFF  # table -1 (low 32 bits), uidx 0
+            self._set = s.view(-1)
+        return self._set
 
     def _direct_sgd(self) -> bool:
         """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows."""
@@ -563,20 +569,27 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             self._gsum = torch.zeros(max(n, 1), w, dtype=torch.float32, device=self.device)
         return self._gsum
 
+    def _seg_buffer(self, n: int) -> torch.Tensor:
+        """(2 (n + 1)) int32 per-unique counters of the segmented backward; zero between steps (the kernels count
+        them back down), so allocated once per size, eagerly (before any graph capture)."""
+        if self._seg is None or self._seg.numel() < 2 * (n + 1):
+            self._seg = torch.zeros(2 * (n + 1), dtype=torch.int32, device=self.device)
+        return self._seg
+
     def _forward_kernels(self, ids, offsets, psw, train: bool):
         ops = torch.ops.dynamicemb
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
         meta = self._kernel_meta()
-        set_keys, set_tables, set_uidx = self._dedup_set(n)
         inverse, bag, ukeys, utables, count = ops.lookup_dedup(
-            ids, offsets, self._ftable_i32, max(B, 1), set_keys, set_tables, set_uidx)
+            ids, offsets, self._ftable_i32, max(B, 1), self._dedup_set(n))
         urow, refused, rowp = ops.lookup_insert(meta, self._value_kind, ukeys, utables, count, inverse, train)
         if train:
             self._after_insert(refused)
             if torch.is_grad_enabled():
                 self._gsum_buffer(n)
+                self._seg_buffer(n)
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         pooled = self.pooling != "none"
         out_cols = sum(self.feature_dims) if pooled else self.feature_dims[0]
@@ -622,7 +635,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
             float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
             float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0, want_psw, self._direct_sgd(),
-            self.aggregate_grads, self._gsum_buffer(saved["ids"].numel()))
+            self.aggregate_grads, self._gsum_buffer(saved["ids"].numel()), self._seg_buffer(saved["ids"].numel()),
+            int(self.backward_chunk))
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 
     def _before_train_step(self):

@@ -1,5 +1,6 @@
 // Per-table id dedup of one step, without a sort: bags of the ids, exact (table, id) set insert that hands out
-// compact unique indices, then the inverse map (and the set is cleaned for the next step).
+// compact unique indices (lock-free: one CAS per new id), then the inverse map (and the set is cleaned for the
+// next step).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 
 namespace dynamicemb {
@@ -8,16 +9,6 @@ namespace detail {
 
 constexpr int kDedupBlock = 256;
 constexpr uint64_t kSetEmpty = table::kEmptyKey;
-constexpr uint64_t kSetLocked = table::kLockedKey;
-
-__device__ __forceinline__ uint64_t ld_acquire(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(uint64_t* p, uint64_t v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
-}
 
 __device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
 
@@ -47,11 +38,32 @@ __global__ void __launch_bounds__(kDedupBlock) bag_kernel(DedupParams p) {
   }
 }
 
-// One thread per id: the set slot of (table, id). A free slot is claimed EMPTY -> LOCKED, the table written,
-// then the id published (release); readers that meet LOCKED wait for the publish (a claimer never waits on
-// anything, so this cannot deadlock). After the probe, the claimers of a warp take consecutive unique indices
-// with one atomic and record their unique (key, table, slot); the inverse pass reads them.
+// One thread per id: the set slot of (table, id). A slot is 16 bytes {key, table, uidx}; between steps every
+// slot is {EMPTY, -1, *}. A free slot is claimed with one 64-bit CAS of its key (EMPTY -> id), then the claimer
+// stores the table; a prober that meets its id with table -1 waits for that store (the claimer never waits on
+// anything, so this cannot deadlock) and goes on probing if the table differs. No fences: each word is written
+// once per step with its final value. After the probe, the block's claimers take consecutive unique indices with
+// one global atomic per block (unique indices follow the id order block by block, which the segmented backward
+// uses for locality) and record their unique (key, table, slot); the inverse pass reads them.
+__device__ __forceinline__ void ld_slot(const SetSlot* s, uint64_t& key, int32_t& table) {
+  uint64_t k, w;
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(k), "=l"(w) : "l"(s) : "memory");
+  key = k;
+  table = static_cast<int32_t>(static_cast<uint32_t>(w));
+}
+__device__ __forceinline__ int32_t ld_table(const SetSlot* s) {
+  int32_t v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(&s->table) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_table(SetSlot* s, int32_t v) {
+  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" : : "l"(&s->table), "r"(v) : "memory");
+}
+
 __global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) {
+  __shared__ int32_t block_count, block_base;
+  if (threadIdx.x == 0) block_count = 0;
   const uint64_t mask = static_cast<uint64_t>(p.set_capacity) - 1;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
   bool claimed = false;
@@ -67,46 +79,60 @@ __global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) 
     } else {
       s = table::mix64(key ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t + 1))) & mask;
       while (true) {
-        uint64_t k = ld_acquire(p.set_keys + s);
+        uint64_t k;
+        int32_t kt;
+        ld_slot(p.set + s, k, kt);
         if (k == kSetEmpty) {
-          k = atomicCAS(reinterpret_cast<unsigned long long*>(p.set_keys + s), kSetEmpty, kSetLocked);
+          k = atomicCAS(reinterpret_cast<unsigned long long*>(&p.set[s].key), kSetEmpty, key);
           if (k == kSetEmpty) {
-            p.set_tables[s] = t;
-            st_release(p.set_keys + s, key);
+            st_table(p.set + s, t);
             claimed = true;
             break;
           }
+          kt = -1;
         }
-        while (k == kSetLocked) k = ld_acquire(p.set_keys + s);
-        if (k == key && *reinterpret_cast<volatile const int32_t*>(p.set_tables + s) == t) break;
+        if (k == key) {
+          while (kt == -1) kt = ld_table(p.set + s);
+          if (kt == t) break;
+        }
         s = (s + 1) & mask;
       }
     }
     p.slot[i] = static_cast<uint32_t>(s);
   }
-  const unsigned who = __ballot_sync(0xffffffffu, claimed);
-  if (who == 0) return;
+  __syncthreads();
   const int lane = threadIdx.x & 31;
-  int32_t base = 0;
-  if (lane == __ffs(who) - 1) base = atomicAdd(p.count, __popc(who));
-  base = __shfl_sync(0xffffffffu, base, __ffs(who) - 1);
+  const unsigned who = __ballot_sync(0xffffffffu, claimed);
+  int32_t warp_off = 0;
+  if (who != 0 && lane == __ffs(who) - 1) warp_off = atomicAdd(&block_count, __popc(who));
+  __syncthreads();
+  if (threadIdx.x == 0 && block_count > 0) block_base = atomicAdd(p.count, block_count);
+  __syncthreads();
+  if (who == 0) return;
+  warp_off = __shfl_sync(0xffffffffu, warp_off, __ffs(who) - 1);
   if (claimed) {
-    const int32_t u = base + __popc(who & ((1u << lane) - 1u));
-    p.set_uidx[s] = u;
+    const int32_t u = block_base + warp_off + __popc(who & ((1u << lane) - 1u));
+    p.set[s].uidx = u;
     p.ukeys[u] = key;
     p.utables[u] = t;
     p.uslot[u] = static_cast<int32_t>(s);
   }
 }
 
-// inverse[i] = unique of id i (-1: reserved id); thread u < count also cleans its unique's set slot (nothing
-// reads set_keys in this pass).
+// inverse[i] = unique of id i (-1: reserved id); thread u < count also cleans its unique's set slot back to
+// {EMPTY, -1} (its uidx stays u: this pass reads only uidx).
 __global__ void __launch_bounds__(kDedupBlock) inverse_kernel(DedupParams p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
   if (i >= p.n) return;
   const uint32_t s = p.slot[i];
-  p.inverse[i] = s < static_cast<uint64_t>(p.set_capacity) ? p.set_uidx[s] : -1;
-  if (i < *p.count) p.set_keys[p.uslot[i]] = kSetEmpty;
+  p.inverse[i] = s < static_cast<uint64_t>(p.set_capacity) ? p.set[s].uidx : -1;
+  if (i < *p.count) {
+    SetSlot e;
+    e.key = kSetEmpty;
+    e.table = -1;
+    e.uidx = static_cast<int32_t>(i);
+    p.set[p.uslot[i]] = e;
+  }
 }
 
 }  // namespace detail

@@ -20,6 +20,7 @@
 //            deterministic (atomics).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dynamicemb {
@@ -50,20 +51,31 @@ struct TableMeta {
 };
 static_assert(sizeof(TableMeta) == 32 * 8, "TableMeta: 32 fields of 8 bytes");
 
+// (unique, gradient row) of the segmented backward; layout of CUDA's int2 without its header.
+struct alignas(8) int2_t {
+  int32_t x, y;
+};
+
 enum ValueKind : int { kFp16 = 0, kBf16 = 1, kFp32 = 2 };
 enum Pooling : int { kPoolSum = 0, kPoolMean = 1, kPoolNone = 2 };
 enum OptKind : int { kSgd = 0, kAdagrad = 1, kRowWiseAdagrad = 2, kAdam = 3 };
 
 // ---------------------------------------------------------------- dedup
+// One slot of the per-step (table, id) set: 16 bytes, so one load sees key and table.
+struct alignas(16) SetSlot {
+  uint64_t key;    // EMPTY (table::kEmptyKey) or the id
+  int32_t table;   // -1 until the claimer stored it
+  int32_t uidx;    // unique index of a claimed slot (scratch of the step)
+};
+static_assert(sizeof(SetSlot) == 16, "SetSlot: 16 bytes");
+
 struct DedupParams {
   const uint64_t* ids;       // (n)
   const int64_t* offsets;    // (num_bags + 1)
   int64_t n, num_bags, batch;  // batch: samples per feature (bag b belongs to feature b / batch)
   const int32_t* feature_table;  // (num_features)
   int num_features;
-  uint64_t* set_keys;        // (set_capacity) all EMPTY between steps (cleaned by the inverse pass)
-  int32_t* set_tables;       // (set_capacity)
-  int32_t* set_uidx;         // (set_capacity) unique index of a claimed slot (scratch of the step)
+  SetSlot* set;              // (set_capacity) all {EMPTY, -1, *} between steps (cleaned by the inverse pass)
   int64_t set_capacity;      // power of two >= 2 n
   int32_t* bag;              // (n) bag of each id
   uint32_t* slot;            // (n) scratch: set slot of each id; set_capacity for reserved ids
@@ -153,12 +165,25 @@ struct BackwardParams {
   // re-zeroes every row it consumed)
   float* gsum;
   int64_t gsum_stride;
+  // segmented reduction (segment_kernels.cu; seg_chunk > 0), else the atomic scatter above
+  int seg_chunk;                // CSR entries per warp
+  int32_t* seg_cnt;             // (n + 1) occurrences per unique, all zero between steps (counted back down)
+  int32_t* seg_done;            // (n + 1) summed occurrences of a cut segment, all zero between steps
+  int32_t* seg_start;           // (n + 1) segment starts (exclusive scan of seg_cnt); [n] = occurrences in total
+  int2_t* seg_occ;              // (n) CSR entries: (unique, gradient row: bag (pooled) or id (sequence))
+  float* seg_scale;             // (n) per-entry gradient scale (per-sample weight / mean bag length) or null
+  void* scan_temp;              // scan scratch of segment_scan_bytes(n) bytes
+  size_t scan_temp_bytes;
 };
 // Rows wider than this many columns (4-wide access) / kMaxScalarDim (scalar access) take the torch path.
 constexpr int kMaxVecDim = 512;
 constexpr int kMaxScalarDim = 128;
 template <int V>
 void launch_backward(const BackwardParams& p, bool vec4, void* stream);
+// The segmented path: rows up to 32 x 4 (vec4) / 32 columns, no clipping by the global gradient norm.
+template <int V>
+void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream);
+size_t segment_scan_bytes(int64_t n);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -454,6 +454,10 @@ void run_backward(const BackwardParams& p, cudaStream_t st) {
     check_launch("psw grad");
   }
   if (p.n == 0) return;
+  if (p.seg_chunk > 0) {
+    launch_segmented_backward<V>(p, N == 4, st);
+    return;
+  }
   const int64_t items = p.pooling == kPoolNone ? p.n : p.num_bags;
   scatter_kernel<N><<<blocks_for((items + 31) / 32, kScatterBlock / 32), kScatterBlock, 0, st>>>(p);
   check_launch("gradient scatter");

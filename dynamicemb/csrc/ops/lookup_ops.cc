@@ -58,23 +58,19 @@ ScalarType scalar_of(int64_t v) {
 
 // ---------------------------------------------------------------- dedup
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table,
-                                                                int64_t batch, Tensor set_keys, Tensor set_tables,
-                                                                Tensor set_uidx) {
+                                                                int64_t batch, Tensor set) {
   ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
               "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
   accel::check_dim(ids, "ids", 1);
   check_cuda(ids, "ids", ids, ids.scalar_type());
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
   check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
-  check_cuda(set_keys, "set_keys", ids, ScalarType::Long);
-  check_cuda(set_tables, "set_tables", ids, ScalarType::Int);
-  check_cuda(set_uidx, "set_uidx", ids, ScalarType::Int);
+  check_cuda(set, "set", ids, ScalarType::Long);
   const int64_t n = ids.numel();
-  const int64_t cap = set_keys.numel();
-  ACCEL_CHECK(cap > 0 && (cap & (cap - 1)) == 0 && cap >= 2 * n && cap < (int64_t(1) << 30),
-              "set_keys: expected a power-of-two capacity >= 2 * ids.numel() = ", 2 * n, ", got ", cap);
-  ACCEL_CHECK(set_tables.numel() == cap && set_uidx.numel() == cap, "set_tables/set_uidx: expected ", cap,
-              " entries, got ", set_tables.numel(), " and ", set_uidx.numel());
+  const int64_t cap = set.numel() / 2;  // 16-byte slots {key, table, uidx}
+  ACCEL_CHECK(set.numel() % 2 == 0 && cap > 0 && (cap & (cap - 1)) == 0 && cap >= 2 * n && cap < (int64_t(1) << 30),
+              "set: expected 2 x a power-of-two capacity >= 2 * ids.numel() = ", 2 * n, " int64 entries, got ",
+              set.numel());
   ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries");
   ACCEL_CHECK(feature_table.numel() >= 1, "feature_table: expected at least one feature");
   ACCEL_CHECK(n < (int64_t(1) << 31) - 1, "ids: at most 2^31 - 2 ids per step, got ", n);
@@ -92,9 +88,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   p.batch = batch;
   p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
   p.num_features = static_cast<int>(feature_table.numel());
-  p.set_keys = static_cast<uint64_t*>(set_keys.data_ptr());
-  p.set_tables = static_cast<int32_t*>(set_tables.data_ptr());
-  p.set_uidx = static_cast<int32_t*>(set_uidx.data_ptr());
+  p.set = static_cast<SetSlot*>(set.data_ptr());
   p.set_capacity = cap;
   p.bag = static_cast<int32_t*>(bag.data_ptr());
   p.slot = static_cast<uint32_t*>(slot.data_ptr());
@@ -197,7 +191,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling, bool vec4,
                        int64_t max_dim, int64_t opt, Tensor lr, Tensor step, double weight_decay,
                        bool decoupled_weight_decay, double beta1, double beta2, double eps, double max_grad_value,
-                       double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum) {
+                       double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum, Tensor seg,
+                       int64_t seg_chunk) {
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(grad, "grad", ids, ScalarType::Float);
@@ -232,6 +227,15 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
                   (direct || gsum.size(1) >= max_dim),
               "gsum: expected a zeroed (>= n, >= max_dim multiple of 4) fp32 buffer, got shape ",
               accel::shape_str(gsum));
+  // the segmented reduction (rows of one 32 x 4 / 32-column chunk, no global-norm clipping), else the scatter
+  const bool segmented = seg_chunk > 0 && max_grad_norm <= 0.0 && max_dim <= (vec4 ? 128 : 32);
+  if (segmented) {
+    check_cuda(seg, "seg", ids, ScalarType::Int);
+    ACCEL_CHECK(seg.numel() >= 2 * (n + 1), "seg: expected a zeroed int32 buffer of >= 2 * (ids.numel() + 1) = ",
+                2 * (n + 1), " entries, got ", seg.numel());
+    ACCEL_CHECK(seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 1..2^20, got ", seg_chunk);
+    ACCEL_CHECK(direct || gsum.size(0) >= n, "gsum: the segmented path needs >= ", n, " rows");
+  }
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
   Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
@@ -272,6 +276,25 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
   p.gsum = static_cast<float*>(gsum.data_ptr());
   p.gsum_stride = gsum.size(1);
+  // per-step CSR of the segmented path (allocated from the caching allocator / the graph's pool)
+  Tensor seg_start, seg_occ, seg_scale, scan_temp;
+  if (segmented && n > 0) {
+    const bool scaled = psw.has_value() || pooling == kPoolMean;
+    seg_start = torch::stable::new_empty(ids, {n + 1}, ScalarType::Int);
+    seg_occ = torch::stable::new_empty(ids, {n}, ScalarType::Long);
+    seg_scale = torch::stable::new_empty(ids, {scaled ? n : 0}, ScalarType::Float);
+    const size_t bytes = segment_scan_bytes(n);
+    scan_temp = torch::stable::new_empty(ids, {static_cast<int64_t>(bytes > 0 ? bytes : 1)}, ScalarType::Byte);
+    p.seg_chunk = static_cast<int>(seg_chunk);
+    int32_t* sb = static_cast<int32_t*>(seg.data_ptr());
+    p.seg_cnt = sb;
+    p.seg_done = sb + (n + 1);
+    p.seg_start = static_cast<int32_t*>(seg_start.data_ptr());
+    p.seg_occ = static_cast<int2_t*>(seg_occ.data_ptr());
+    p.seg_scale = scaled ? static_cast<float*>(seg_scale.data_ptr()) : nullptr;
+    p.scan_temp = scan_temp.data_ptr();
+    p.scan_temp_bytes = bytes;
+  }
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
   return grad_psw;
@@ -283,8 +306,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
 
 STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
-      "lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor(a!) set_keys, "
-      "Tensor(b!) set_tables, Tensor(c!) set_uidx) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor(a!) set) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "lookup_insert(Tensor(a!) meta, int value_kind, Tensor ukeys, Tensor utables, Tensor count, Tensor inverse, "
       "bool train) -> (Tensor, Tensor, Tensor)");
@@ -297,8 +320,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, Tensor? psw, Tensor feature_table, "
       "Tensor feature_col, int batch, int pooling, bool vec4, int max_dim, int opt, Tensor lr, Tensor step, "
       "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
-      "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum) "
-      "-> Tensor");
+      "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum, "
+      "Tensor(c!) seg, int seg_chunk) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {

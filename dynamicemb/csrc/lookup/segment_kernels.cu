@@ -1,0 +1,380 @@
+// Backward fused with the optimizer as a segmented reduction (no atomics on the hot path).
+//
+// The dedup gave every id occurrence its unique index (inverse). A counting sort by unique builds the CSR
+// unique -> occurrences on the device (capture-safe, no host sync):
+//   count    cnt[u] = occurrences of u (one atomic per run of equal uniques in a warp, __match_any_sync)
+//   scan     start = exclusive prefix sum of cnt (n + 1 entries; start[n] = occurrences in total)
+//   place    every occurrence takes a position in its unique's segment, stored as (unique, gradient row) and,
+//            with per-sample weights or mean pooling, its scale; cnt is counted back down to zero, so the
+//            buffer is zero again for the next step
+// Then one warp reduces C consecutive CSR entries (a fixed share of the work, whatever the segment lengths):
+// it gathers the bag gradient of every entry (K rows in flight per lane, the rows of the run ends loaded
+// alongside) and sums a run of equal uniques in registers. A run that is its unique's whole segment (every
+// segment that does not cross a warp's boundary: all but at most two per warp) applies the optimizer to
+// [embedding | state] once, with plain loads and stores. A segment cut by warp boundaries (hot ids) is summed
+// in pieces: plain fp32 SGD adds -lr * piece straight into the row (16-byte vector atomics, a few per hot row),
+// other optimizers add the piece into the unique's fp32 sum, and the piece that completes the segment (a
+// per-unique counter of summed occurrences) applies the optimizer and re-zeroes the sum and the counter.
+// The CSR is in unique order, and the dedup numbers uniques in (roughly) the order of their first occurrence,
+// so concurrent warps read the bag gradients of nearby bags (L2 reuse; singletons read them in stream order).
+// Summation order inside a segment follows the placement (atomic), so results are not bitwise deterministic.
+#include <cub/device/device_scan.cuh>
+
+#include <cmath>
+
+#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+
+namespace dynamicemb {
+namespace lookup {
+namespace detail {
+
+constexpr int kSegBlock = 256;
+
+__device__ __forceinline__ int64_t seg_clamp(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
+
+// The unique of occurrence i, or -1 when it contributes nothing (reserved id; pooled: outside every bag).
+__device__ __forceinline__ int32_t seg_unique(const BackwardParams& p, int64_t i, int64_t lo, int64_t hi) {
+  if (i >= p.n) return -1;
+  if (p.pooling != kPoolNone && (i < lo || i >= hi)) return -1;
+  return p.inverse[i];
+}
+
+__global__ void __launch_bounds__(kSegBlock) seg_count_kernel(BackwardParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
+  const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
+  const int32_t u = seg_unique(p, i, lo, hi);
+  const unsigned active = __ballot_sync(0xffffffffu, u >= 0);
+  if (u < 0) return;
+  const unsigned peers = __match_any_sync(active, u);
+  if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(p.seg_cnt + u, __popc(peers));
+}
+
+__global__ void __launch_bounds__(kSegBlock) seg_place_kernel(BackwardParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
+  const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
+  const int32_t u = seg_unique(p, i, lo, hi);
+  const unsigned active = __ballot_sync(0xffffffffu, u >= 0);
+  if (u < 0) return;
+  const int lane = threadIdx.x & 31;
+  const unsigned peers = __match_any_sync(active, u);
+  const int leader = __ffs(peers) - 1, k = __popc(peers);
+  int32_t old = 0;
+  if (lane == leader) old = atomicSub(p.seg_cnt + u, k);
+  old = __shfl_sync(active, old, leader);
+  const int32_t pos = p.seg_start[u] + old - k + __popc(peers & ((1u << lane) - 1u));
+  const int32_t b = p.bag[i];
+  reinterpret_cast<int2*>(p.seg_occ)[pos] = make_int2(u, p.pooling == kPoolNone ? static_cast<int32_t>(i) : b);
+  if (p.seg_scale != nullptr) {
+    float s = p.psw ? p.psw[i] : 1.f;
+    if (p.pooling == kPoolMean) {
+      const int64_t len = seg_clamp(p.offsets[b + 1], p.n) - seg_clamp(p.offsets[b], p.n);
+      s = s / static_cast<float>(len > 1 ? len : 1);
+    }
+    p.seg_scale[pos] = s;
+  }
+}
+
+// Optimizer constants of a step (read once per thread: the kernels write neither lr nor step).
+struct OptConst {
+  float lr, step_size, one_m_b1, one_m_b2;
+};
+
+__device__ __forceinline__ OptConst opt_const(const BackwardParams& p) {
+  OptConst o;
+  o.lr = *p.lr;
+  o.step_size = 0.f;
+  if (p.opt == kAdam) {
+    const double t = static_cast<double>(*p.step);
+    const double bc1 = 1.0 - pow(p.beta1, t);
+    const double bc2 = 1.0 - pow(p.beta2, t);
+    o.step_size = static_cast<float>(static_cast<double>(o.lr) * sqrt(bc2) / bc1);
+  }
+  o.one_m_b1 = static_cast<float>(1.0 - p.beta1);
+  o.one_m_b2 = static_cast<float>(1.0 - p.beta2);
+  return o;
+}
+
+__device__ __forceinline__ float seg_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d; RowWiseAdagrad: one scalar).
+template <int V, int N, int OPT>
+__device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, int c, float (&w)[N],
+                                         float (&s1)[N], float (&s2)[N], float& rs) {
+  if (c < d) {
+    load_n<V, N>(row + c, w);
+    if constexpr (OPT == kAdagrad || OPT == kAdam) load_n<V, N>(row + d + c, s1);
+    if constexpr (OPT == kAdam) load_n<V, N>(row + 2 * d + c, s2);
+  }
+  if constexpr (OPT == kRowWiseAdagrad) rs = Val<V>::to_f(row[d]);
+}
+
+// Clip and apply the optimizer to one row (the unique's summed gradient g; the same arithmetic as the
+// per-unique update pass of update_kernels.cu), then store [embedding | state]. Whole warp (row-wise: a
+// warp sum).
+template <int V, int N, int OPT>
+__device__ __forceinline__ void apply_row(const BackwardParams& p, const OptConst& oc, typename Val<V>::T* row,
+                                          int d, int c, float (&g)[N], float (&w)[N], float (&s1)[N],
+                                          float (&s2)[N], float rs) {
+  const bool on = c < d;
+  float sq = 0.f;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    float v = g[e];
+    if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
+    g[e] = v;
+    if (on) sq += v * v;
+  }
+  const float lr = oc.lr;
+  if constexpr (OPT == kSgd) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      float gv = g[e];
+      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
+      w[e] = w[e] - lr * gv;
+    }
+  } else if constexpr (OPT == kAdagrad) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      float gv = g[e];
+      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
+      s1[e] = s1[e] + gv * gv;
+      w[e] = w[e] - lr * gv / (sqrtf(s1[e]) + p.eps);
+    }
+    if (on) store_n<V, N>(row + d + c, s1);
+  } else if constexpr (OPT == kRowWiseAdagrad) {
+    if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
+      sq = 0.f;
+      if (on) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          const float gv = g[e] + p.weight_decay * w[e];
+          sq += gv * gv;
+        }
+      }
+    }
+    const float state = rs + seg_warp_sum(sq) / static_cast<float>(d);
+    if ((threadIdx.x & 31) == 0) row[d] = Val<V>::from_f(state);
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      float gv = g[e];
+      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
+      w[e] = w[e] - lr * gv / (sqrtf(state) + p.eps);
+    }
+  } else {  // Adam
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      float gv = g[e];
+      if (p.decoupled_weight_decay) {
+        if (p.weight_decay != 0.f) w[e] = w[e] * (1.f - lr * p.weight_decay);
+      } else if (p.weight_decay != 0.f) {
+        gv = gv + p.weight_decay * w[e];
+      }
+      s1[e] = s1[e] + (gv - s1[e]) * oc.one_m_b1;
+      s2[e] = s2[e] + (gv * gv - s2[e]) * oc.one_m_b2;
+      w[e] = w[e] - oc.step_size * (s1[e] / (sqrtf(s2[e]) + p.eps));
+    }
+    if (on) {
+      store_n<V, N>(row + d + c, s1);
+      store_n<V, N>(row + 2 * d + c, s2);
+    }
+  }
+  if (on) store_n<V, N>(row + c, w);
+}
+
+template <int N>
+__device__ __forceinline__ void seg_red(float* dst, const float (&v)[N]) {
+  if constexpr (N == 4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v[0], v[1], v[2], v[3]));
+#else
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+#endif
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+  }
+}
+
+// A piece of a segment cut by warp boundaries (warp-uniform call). Plain fp32 SGD: row += -lr * piece
+// (atomic). Else the piece goes into the unique's fp32 sum; the piece that completes the segment applies the
+// optimizer from the sum and re-zeroes the sum and the counter.
+template <int V, int N, int OPT>
+__device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptConst& oc, int32_t u,
+                                          typename Val<V>::T* row, int d, int c, int piece, float (&acc)[N]) {
+  if (p.direct) {
+    if (c < d) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];
+      seg_red<N>(reinterpret_cast<float*>(row) + c, acc);
+    }
+    return;
+  }
+  float* gs = p.gsum + static_cast<int64_t>(u) * p.gsum_stride;
+  if (c < d) seg_red<N>(gs + c, acc);
+  __threadfence();
+  __syncwarp();
+  int32_t old = 0;
+  if ((threadIdx.x & 31) == 0) old = atomicAdd(p.seg_done + u, piece);
+  old = __shfl_sync(0xffffffffu, old, 0);
+  if (old + piece != p.seg_start[u + 1] - p.seg_start[u]) return;
+  __threadfence();  // the last piece: every other piece's sum is in L2
+  float g[N], w[N], s1[N], s2[N], rs = 0.f;
+#pragma unroll
+  for (int e = 0; e < N; ++e) g[e] = w[e] = s1[e] = s2[e] = 0.f;
+  if (c < d) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      g[e] = __ldcg(gs + c + e);
+      __stcg(gs + c + e, 0.f);
+    }
+  }
+  if ((threadIdx.x & 31) == 0) p.seg_done[u] = 0;
+  load_row<V, N, OPT>(row, d, c, w, s1, s2, rs);
+  apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
+}
+
+// One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
+// element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
+// entries' run ends are loaded before the first use.
+template <int V, int N, int OPT, int K>
+__global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams p) {
+  using T = typename Val<V>::T;
+  const int lane = threadIdx.x & 31;
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
+  const int64_t total = p.seg_start[p.n];
+  const int64_t w0 = w * p.seg_chunk;
+  if (w0 >= total) return;
+  const int64_t w1 = w0 + p.seg_chunk < total ? w0 + p.seg_chunk : total;
+  const int32_t u_first = p.seg_occ[w0].x, u_last = p.seg_occ[w1 - 1].x;
+  const bool first_cut = p.seg_start[u_first] < w0;
+  const bool last_cut = p.seg_start[u_last + 1] > w1;
+  const OptConst oc = opt_const(p);
+  const int c = lane * N;
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  int piece = 0;  // entries summed into acc (warp-uniform)
+  for (int64_t base = w0; base < w1; base += 32) {
+    const int cnt = static_cast<int>(w1 - base < 32 ? w1 - base : 32);
+    int32_t u = -1, un = -1;
+    int64_t goff = 0;
+    float sc = 1.f;
+    int dim = 0;
+    uint64_t rowa = 0;
+    if (lane < cnt) {
+      const int2 e = reinterpret_cast<const int2*>(p.seg_occ)[base + lane];
+      u = e.x;
+      if (p.seg_scale != nullptr) sc = p.seg_scale[base + lane];
+      if (p.pooling == kPoolNone) {
+        goff = static_cast<int64_t>(e.y) * p.out_stride;
+      } else {
+        int64_t f = e.y / p.batch;
+        if (f >= p.num_features) f = p.num_features - 1;
+        goff = (e.y - f * p.batch) * p.out_stride + p.feature_col[f];
+      }
+      const TableMeta& m = p.meta[p.utables[u]];
+      dim = static_cast<int>(m.dim);
+      const int64_t r = p.urow[u];
+      if (r >= 0) rowa = static_cast<uint64_t>(m.values) + static_cast<uint64_t>(r * m.row_stride) * sizeof(T);
+    }
+    un = __shfl_down_sync(0xffffffffu, u, 1);
+    if (lane == cnt - 1) un = base + cnt < w1 ? p.seg_occ[base + cnt].x : -1;
+    const unsigned ends = __ballot_sync(0xffffffffu, lane < cnt && un != u);
+    const bool cut = (u == u_first && first_cut) || (u == u_last && last_cut);
+    // run ends whose row is updated here with plain loads and stores
+    const unsigned owned = __ballot_sync(0xffffffffu, lane < cnt && un != u && !cut && rowa != 0);
+    for (int q0 = 0; q0 < cnt; q0 += K) {
+      float g[K][N], wv[K][N], s1[K][N], s2[K][N], rs[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int q = q0 + k;
+        const int64_t gq = __shfl_sync(0xffffffffu, goff, q & 31);
+        const int dq = __shfl_sync(0xffffffffu, dim, q & 31);
+        const T* rq = reinterpret_cast<const T*>(__shfl_sync(0xffffffffu, rowa, q & 31));
+        rs[k] = 0.f;
+#pragma unroll
+        for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
+        if (q < cnt && c < dq) load_n<kFp32, N>(p.grad + gq + c, g[k]);
+        if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int q = q0 + k;
+        if (q >= cnt) break;
+        const float sq = __shfl_sync(0xffffffffu, sc, q);
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] += g[k][e] * sq;
+        ++piece;
+        if (((ends >> q) & 1u) == 0) continue;
+        if ((owned >> q) & 1u) {
+          T* rq = reinterpret_cast<T*>(__shfl_sync(0xffffffffu, rowa, q));
+          const int dq = __shfl_sync(0xffffffffu, dim, q);
+          apply_row<V, N, OPT>(p, oc, rq, dq, c, acc, wv[k], s1[k], s2[k], rs[k]);
+        } else {
+          const int32_t uq = __shfl_sync(0xffffffffu, u, q);
+          const uint64_t rq = __shfl_sync(0xffffffffu, rowa, q);
+          const int dq = __shfl_sync(0xffffffffu, dim, q);
+          if (rq != 0)  // warp-uniform; a unique without a row has nothing to update
+            cut_piece<V, N, OPT>(p, oc, uq, reinterpret_cast<T*>(rq), dq, c, piece, acc);
+        }
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] = 0.f;
+        piece = 0;
+      }
+    }
+  }
+}
+
+template <int V, int N, int OPT>
+void run_segmented(const BackwardParams& p, cudaStream_t st) {
+  constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
+  const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
+  seg_apply_kernel<V, N, OPT, K><<<blocks_for(warps, kSegBlock / 32), kSegBlock, 0, st>>>(p);
+  check_launch("segmented update");
+}
+
+}  // namespace detail
+
+size_t segment_scan_bytes(int64_t n) {
+  size_t bytes = 0;
+  cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                static_cast<int>(n + 1));
+  return bytes;
+}
+
+template <int V>
+void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (p.n == 0) return;
+  const unsigned grid = blocks_for(p.n, detail::kSegBlock);
+  detail::seg_count_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+  check_launch("segment count");
+  size_t bytes = p.scan_temp_bytes;
+  cudaError_t e = cub::DeviceScan::ExclusiveSum(p.scan_temp, bytes, p.seg_cnt, p.seg_start, static_cast<int>(p.n + 1), st);
+  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: segment scan: ") + cudaGetErrorString(e));
+  detail::seg_place_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+  check_launch("segment place");
+  auto go = [&](auto n_tag) {
+    constexpr int N = decltype(n_tag)::value;
+    switch (p.opt) {
+      case kSgd: detail::run_segmented<V, N, kSgd>(p, st); break;
+      case kAdagrad: detail::run_segmented<V, N, kAdagrad>(p, st); break;
+      case kRowWiseAdagrad: detail::run_segmented<V, N, kRowWiseAdagrad>(p, st); break;
+      default: detail::run_segmented<V, N, kAdam>(p, st); break;
+    }
+  };
+  if (vec4) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 1>{});
+}
+
+template void launch_segmented_backward<kFp16>(const BackwardParams&, bool, void*);
+template void launch_segmented_backward<kBf16>(const BackwardParams&, bool, void*);
+template void launch_segmented_backward<kFp32>(const BackwardParams&, bool, void*);
+
+}  // namespace lookup
+}  // namespace dynamicemb
