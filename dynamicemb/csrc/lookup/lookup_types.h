@@ -122,6 +122,7 @@ struct ForwardParams {
   int max_dim;                  // widest dim of the features
   int64_t out_stride;           // columns of the output
   void* out;                    // (batch, out_stride) pooled or (n, dim) sequence, output dtype
+  bool prefetch;                // ask L2 for a round's 32 rows before loading them 8 at a time
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);
@@ -167,12 +168,14 @@ struct BackwardParams {
   int64_t gsum_stride;
   // segmented reduction (segment_kernels.cu; seg_chunk > 0), else the atomic scatter above
   int seg_chunk;                // CSR entries per warp
-  int32_t* seg_cnt;             // (n + 1) occurrences per unique, all zero between steps (counted back down)
-  int32_t* seg_done;            // (n + 1) summed occurrences of a cut segment, all zero between steps
-  int32_t* seg_start;           // (n + 1) segment starts (exclusive scan of seg_cnt); [n] = occurrences in total
+  int32_t* seg_done;            // (n) summed occurrences of a cut segment, all zero between steps
+  int32_t* seg_keys;            // (2 n) sort keys (unique, or n: none), then sorted
+  int32_t* seg_vals;            // (2 n) sort values (id index), then sorted
+  int32_t* seg_start;           // (n + 1) first CSR entry of each unique; [n] = valid entries in total
+  int32_t* seg_end;             // (n) one past the last CSR entry of each unique
   int2_t* seg_occ;              // (n) CSR entries: (unique, gradient row: bag (pooled) or id (sequence))
   float* seg_scale;             // (n) per-entry gradient scale (per-sample weight / mean bag length) or null
-  void* scan_temp;              // scan scratch of segment_scan_bytes(n) bytes
+  void* scan_temp;              // sort scratch of segment_scan_bytes(n) bytes
   size_t scan_temp_bytes;
 };
 // Rows wider than this many columns (4-wide access) / kMaxScalarDim (scalar access) take the torch path.

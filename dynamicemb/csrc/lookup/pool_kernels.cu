@@ -2,7 +2,9 @@
 // consecutive ids (sequence) in order: lane l loads the row address of id base + l (one coalesced load per 32
 // ids), then the warp issues kUnroll row loads at a time (each lane N consecutive columns: N = 4 is one
 // 16-byte fp32 / 8-byte fp16/bf16 access) before summing them in id order; the bag of an id is a ballot over the
-// lanes' bag ends, and a bag is written when the stream passes its end (empty bags write zeros). Rows without a
+// lanes' bag ends (each lane finds its id's bag once per round), and a bag is written when the stream passes its
+// end (empty bags write zeros). With `prefetch`, each lane first asks L2 for its id's row (prefetch.global.L2,
+// no registers held), so a warp has all 32 rows of a round in flight, not just the 8 of a batch. Rows without a
 // slot (address 0) read their fallback value (cold path).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 
@@ -105,14 +107,37 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
         }
         continue;
       }
+      // bag (among the warp's nb) of this lane's id: the first with end > its position (binary search over
+      // the lanes' ends; offsets are monotone), and that bag's dim; the loops below only shuffle them
+      int myjb = 0;
+      {
+        const int64_t pos = base + lane;
+        int lo = 0, hi = nb - 1;
+#pragma unroll
+        for (int it = 0; it < 5; ++it) {
+          const int mid = (lo + hi) >> 1;
+          const int64_t e = __shfl_sync(0xffffffffu, bend, mid);
+          if (lo < hi) {
+            if (e > pos) hi = mid;
+            else lo = mid + 1;
+          }
+        }
+        myjb = lo;
+      }
+      const int myd = __shfl_sync(0xffffffffu, bdim, myjb);
+      if (p.prefetch && c0 == 0 && lane < cnt) {
+        // every row of the round into L2 now (no registers held): the 8-row batches below then find them there
+        const uint64_t end = al + static_cast<uint64_t>(myd) * sizeof(T);
+        for (uint64_t l = al & ~uint64_t(127); l < end; l += 128)
+          asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
+      }
       for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
         float x[kUnroll][N];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int q = q0 + u;
           const uint64_t a = __shfl_sync(0xffffffffu, al, q & 31);
-          const int jb = __popc(__ballot_sync(0xffffffffu, lane < nb && bend <= base + q));
-          const int d = __shfl_sync(0xffffffffu, bdim, jb & 31);
+          const int d = __shfl_sync(0xffffffffu, myd, q & 31);
 #pragma unroll
           for (int e = 0; e < N; ++e) x[u][e] = 0.f;
           if (q < cnt && c < d) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x[u]);
@@ -121,9 +146,9 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
         for (int u = 0; u < kUnroll; ++u) {
           const int q = q0 + u;
           if (q >= cnt) break;
-          const int jb = __popc(__ballot_sync(0xffffffffu, lane < nb && bend <= base + q));
+          const int jb = __shfl_sync(0xffffffffu, myjb, q);
           while (j < jb) emit_bag<O, N>(out, c, mean, bdim, bout, bend, j, jlo, acc);
-          const float wq = __shfl_sync(0xffffffffu, wl, q);
+          const float wq = p.psw ? __shfl_sync(0xffffffffu, wl, q) : 1.f;
 #pragma unroll
           for (int e = 0; e < N; ++e) acc[e] += wq * x[u][e];
         }
@@ -149,6 +174,10 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
     if (p.psw) wl = p.psw[base + lane];
   }
   OT* out = reinterpret_cast<OT*>(p.out);
+  if (p.prefetch && lane < cnt && al != 0) {  // the warp's 32 rows into L2 now; the 8-row batches find them there
+    const uint64_t end = al + static_cast<uint64_t>(dim) * sizeof(T);
+    for (uint64_t l = al & ~uint64_t(127); l < end; l += 128) asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
+  }
   for (int c0 = 0; c0 < dim; c0 += 32 * N) {
     const int c = c0 + lane * N;
     if (__ballot_sync(0xffffffffu, lane < cnt && al == 0) != 0) {  // cold: ids without a row

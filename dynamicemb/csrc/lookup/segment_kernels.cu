@@ -1,12 +1,14 @@
 // Backward fused with the optimizer as a segmented reduction (no atomics on the hot path).
 //
-// The dedup gave every id occurrence its unique index (inverse). A counting sort by unique builds the CSR
-// unique -> occurrences on the device (capture-safe, no host sync):
-//   count    cnt[u] = occurrences of u (one atomic per run of equal uniques in a warp, __match_any_sync)
-//   scan     start = exclusive prefix sum of cnt (n + 1 entries; start[n] = occurrences in total)
-//   place    every occurrence takes a position in its unique's segment, stored as (unique, gradient row) and,
-//            with per-sample weights or mean pooling, its scale; cnt is counted back down to zero, so the
-//            buffer is zero again for the next step
+// The dedup gave every id occurrence its unique index (inverse). A stable sort by unique builds the CSR
+// unique -> occurrences on the device (capture-safe, no host sync, no atomics: hot ids would serialize a
+// counting sort's per-unique atomics):
+//   keys     key = unique of each occurrence (or n: reserved id; pooled: outside every bag), value = its index
+//   sort     cub radix sort of (key, index) pairs over the bits of n (stable: a segment lists its occurrences in
+//            id order, so the sums below do not depend on scheduling)
+//   bounds   start[u] / end[u] where the sorted keys change, the number of valid entries, and per entry
+//            (unique, gradient row: bag (pooled) or id (sequence)) and, with per-sample weights or mean
+//            pooling, its scale
 // Then one warp reduces C consecutive CSR entries (a fixed share of the work, whatever the segment lengths):
 // it gathers the bag gradient of every entry (K rows in flight per lane, the rows of the run ends loaded
 // alongside) and sums a run of equal uniques in registers. A run that is its unique's whole segment (every
@@ -17,8 +19,9 @@
 // per-unique counter of summed occurrences) applies the optimizer and re-zeroes the sum and the counter.
 // The CSR is in unique order, and the dedup numbers uniques in (roughly) the order of their first occurrence,
 // so concurrent warps read the bag gradients of nearby bags (L2 reuse; singletons read them in stream order).
-// Summation order inside a segment follows the placement (atomic), so results are not bitwise deterministic.
-#include <cub/device/device_scan.cuh>
+// Results are deterministic except for the rows of segments cut by warp boundaries (their pieces add in
+// arrival order).
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 
@@ -32,45 +35,41 @@ constexpr int kSegBlock = 256;
 
 __device__ __forceinline__ int64_t seg_clamp(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
 
-// The unique of occurrence i, or -1 when it contributes nothing (reserved id; pooled: outside every bag).
-__device__ __forceinline__ int32_t seg_unique(const BackwardParams& p, int64_t i, int64_t lo, int64_t hi) {
-  if (i >= p.n) return -1;
-  if (p.pooling != kPoolNone && (i < lo || i >= hi)) return -1;
-  return p.inverse[i];
+// Sort keys: the unique of occurrence i, or n when it contributes nothing (reserved id; pooled: outside every
+// bag), so the valid entries sort first.
+__global__ void __launch_bounds__(kSegBlock) seg_keys_kernel(BackwardParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
+  if (i >= p.n) return;
+  int32_t u = p.inverse[i];
+  if (p.pooling != kPoolNone) {
+    const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
+    if (i < lo || i >= hi) u = -1;
+  }
+  p.seg_keys[i] = u >= 0 ? u : static_cast<int32_t>(p.n);
+  p.seg_vals[i] = static_cast<int32_t>(i);
 }
 
-__global__ void __launch_bounds__(kSegBlock) seg_count_kernel(BackwardParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
-  const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
-  const int32_t u = seg_unique(p, i, lo, hi);
-  const unsigned active = __ballot_sync(0xffffffffu, u >= 0);
-  if (u < 0) return;
-  const unsigned peers = __match_any_sync(active, u);
-  if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(p.seg_cnt + u, __popc(peers));
-}
-
-__global__ void __launch_bounds__(kSegBlock) seg_place_kernel(BackwardParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
-  const int64_t lo = seg_clamp(p.offsets[0], p.n), hi = seg_clamp(p.offsets[p.num_bags], p.n);
-  const int32_t u = seg_unique(p, i, lo, hi);
-  const unsigned active = __ballot_sync(0xffffffffu, u >= 0);
-  if (u < 0) return;
-  const int lane = threadIdx.x & 31;
-  const unsigned peers = __match_any_sync(active, u);
-  const int leader = __ffs(peers) - 1, k = __popc(peers);
-  int32_t old = 0;
-  if (lane == leader) old = atomicSub(p.seg_cnt + u, k);
-  old = __shfl_sync(active, old, leader);
-  const int32_t pos = p.seg_start[u] + old - k + __popc(peers & ((1u << lane) - 1u));
+// One thread per sorted entry r: segment bounds where the key changes, the total, and the CSR entry.
+__global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
+  if (r >= p.n) return;
+  const int32_t* keys = p.seg_keys + p.n;  // sorted
+  const int32_t u = keys[r];
+  if (u >= p.n) return;
+  const int32_t nx = r + 1 < p.n ? keys[r + 1] : static_cast<int32_t>(p.n);
+  if (r == 0 || keys[r - 1] != u) p.seg_start[u] = static_cast<int32_t>(r);
+  if (nx != u) p.seg_end[u] = static_cast<int32_t>(r + 1);
+  if (nx >= p.n) p.seg_start[p.n] = static_cast<int32_t>(r + 1);  // valid entries in total
+  const int32_t i = p.seg_vals[p.n + r];
   const int32_t b = p.bag[i];
-  reinterpret_cast<int2*>(p.seg_occ)[pos] = make_int2(u, p.pooling == kPoolNone ? static_cast<int32_t>(i) : b);
+  reinterpret_cast<int2*>(p.seg_occ)[r] = make_int2(u, p.pooling == kPoolNone ? i : b);
   if (p.seg_scale != nullptr) {
-    float s = p.psw ? p.psw[i] : 1.f;
+    float sc = p.psw ? p.psw[i] : 1.f;
     if (p.pooling == kPoolMean) {
       const int64_t len = seg_clamp(p.offsets[b + 1], p.n) - seg_clamp(p.offsets[b], p.n);
-      s = s / static_cast<float>(len > 1 ? len : 1);
+      sc = sc / static_cast<float>(len > 1 ? len : 1);
     }
-    p.seg_scale[pos] = s;
+    p.seg_scale[r] = sc;
   }
 }
 
@@ -221,7 +220,7 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
   int32_t old = 0;
   if ((threadIdx.x & 31) == 0) old = atomicAdd(p.seg_done + u, piece);
   old = __shfl_sync(0xffffffffu, old, 0);
-  if (old + piece != p.seg_start[u + 1] - p.seg_start[u]) return;
+  if (old + piece != p.seg_end[u] - p.seg_start[u]) return;
   __threadfence();  // the last piece: every other piece's sum is in L2
   float g[N], w[N], s1[N], s2[N], rs = 0.f;
 #pragma unroll
@@ -252,7 +251,7 @@ __global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams 
   const int64_t w1 = w0 + p.seg_chunk < total ? w0 + p.seg_chunk : total;
   const int32_t u_first = p.seg_occ[w0].x, u_last = p.seg_occ[w1 - 1].x;
   const bool first_cut = p.seg_start[u_first] < w0;
-  const bool last_cut = p.seg_start[u_last + 1] > w1;
+  const bool last_cut = p.seg_end[u_last] > w1;
   const OptConst oc = opt_const(p);
   const int c = lane * N;
   float acc[N];
@@ -340,10 +339,17 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 
 }  // namespace detail
 
+int segment_sort_bits(int64_t n) {
+  int bits = 1;
+  while ((int64_t(1) << bits) <= n) ++bits;  // keys 0..n
+  return bits;
+}
+
 size_t segment_scan_bytes(int64_t n) {
   size_t bytes = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                static_cast<int>(n + 1));
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                  static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                  static_cast<int>(n), 0, segment_sort_bits(n));
   return bytes;
 }
 
@@ -351,14 +357,19 @@ template <int V>
 void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (p.n == 0) return;
+  auto fail = [](const char* what, cudaError_t e) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
+  };
+  fail("segment total", cudaMemsetAsync(p.seg_start + p.n, 0, sizeof(int32_t), st));
   const unsigned grid = blocks_for(p.n, detail::kSegBlock);
-  detail::seg_count_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
-  check_launch("segment count");
+  detail::seg_keys_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+  check_launch("segment keys");
   size_t bytes = p.scan_temp_bytes;
-  cudaError_t e = cub::DeviceScan::ExclusiveSum(p.scan_temp, bytes, p.seg_cnt, p.seg_start, static_cast<int>(p.n + 1), st);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: segment scan: ") + cudaGetErrorString(e));
-  detail::seg_place_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
-  check_launch("segment place");
+  fail("segment sort", cub::DeviceRadixSort::SortPairs(p.scan_temp, bytes, p.seg_keys, p.seg_keys + p.n, p.seg_vals,
+                                                       p.seg_vals + p.n, static_cast<int>(p.n), 0,
+                                                       segment_sort_bits(p.n), st));
+  detail::seg_bounds_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+  check_launch("segment bounds");
   auto go = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     switch (p.opt) {

@@ -138,7 +138,8 @@ std::tuple<Tensor, Tensor, Tensor> lookup_insert(Tensor meta, int64_t value_kind
 // ---------------------------------------------------------------- forward
 Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp,
                       std::optional<Tensor> psw, Tensor feature_table, Tensor feature_col, int64_t batch,
-                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4) {
+                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4,
+                      bool prefetch) {
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
@@ -178,6 +179,7 @@ Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offset
   p.max_dim = static_cast<int>(max_dim);
   p.out_stride = out_cols;
   p.out = out.data_ptr();
+  p.prefetch = prefetch;
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   dispatch_value(value_kind, [&](auto V) {
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(p, vec4, stream); });
@@ -231,8 +233,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   const bool segmented = seg_chunk > 0 && max_grad_norm <= 0.0 && max_dim <= (vec4 ? 128 : 32);
   if (segmented) {
     check_cuda(seg, "seg", ids, ScalarType::Int);
-    ACCEL_CHECK(seg.numel() >= 2 * (n + 1), "seg: expected a zeroed int32 buffer of >= 2 * (ids.numel() + 1) = ",
-                2 * (n + 1), " entries, got ", seg.numel());
+    ACCEL_CHECK(seg.numel() >= n + 1, "seg: expected a zeroed int32 buffer of >= ids.numel() + 1 = ", n + 1,
+                " entries, got ", seg.numel());
     ACCEL_CHECK(seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 1..2^20, got ", seg_chunk);
     ACCEL_CHECK(direct || gsum.size(0) >= n, "gsum: the segmented path needs >= ", n, " rows");
   }
@@ -277,19 +279,22 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.gsum = static_cast<float*>(gsum.data_ptr());
   p.gsum_stride = gsum.size(1);
   // per-step CSR of the segmented path (allocated from the caching allocator / the graph's pool)
-  Tensor seg_start, seg_occ, seg_scale, scan_temp;
+  Tensor seg_sort, seg_start, seg_occ, seg_scale, scan_temp;
   if (segmented && n > 0) {
     const bool scaled = psw.has_value() || pooling == kPoolMean;
-    seg_start = torch::stable::new_empty(ids, {n + 1}, ScalarType::Int);
+    seg_sort = torch::stable::new_empty(ids, {4 * n}, ScalarType::Int);
+    seg_start = torch::stable::new_empty(ids, {2 * n + 1}, ScalarType::Int);
     seg_occ = torch::stable::new_empty(ids, {n}, ScalarType::Long);
     seg_scale = torch::stable::new_empty(ids, {scaled ? n : 0}, ScalarType::Float);
     const size_t bytes = segment_scan_bytes(n);
     scan_temp = torch::stable::new_empty(ids, {static_cast<int64_t>(bytes > 0 ? bytes : 1)}, ScalarType::Byte);
     p.seg_chunk = static_cast<int>(seg_chunk);
-    int32_t* sb = static_cast<int32_t*>(seg.data_ptr());
-    p.seg_cnt = sb;
-    p.seg_done = sb + (n + 1);
+    p.seg_done = static_cast<int32_t*>(seg.data_ptr());
+    int32_t* sb = static_cast<int32_t*>(seg_sort.data_ptr());
+    p.seg_keys = sb;
+    p.seg_vals = sb + 2 * n;
     p.seg_start = static_cast<int32_t*>(seg_start.data_ptr());
+    p.seg_end = p.seg_start + (n + 1);
     p.seg_occ = static_cast<int2_t*>(seg_occ.data_ptr());
     p.seg_scale = scaled ? static_cast<float*>(seg_scale.data_ptr()) : nullptr;
     p.scan_temp = scan_temp.data_ptr();
@@ -314,7 +319,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "lookup_forward(Tensor meta, int value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, bool train, int max_dim, "
-      "int out_cols, int out_kind, bool vec4) -> Tensor");
+      "int out_cols, int out_kind, bool vec4, bool prefetch=True) -> Tensor");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse, "
       "Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, Tensor? psw, Tensor feature_table, "
