@@ -91,7 +91,7 @@ def _register_lookup_fakes():
         return i64(n), i64(meta.numel() // _META_FIELDS), i64(n)
 
     def forward(meta, value_kind, ids, offsets, bag, rowp, psw, feature_table, feature_col, batch,
-                pooling, train, max_dim, out_cols, out_kind, vec4, prefetch=True):
+                pooling, train, max_dim, out_cols, out_kind, vec4):
         rows = ids.numel() if pooling == _POOL_CODE["none"] else batch
         dtype = {v: k for k, v in _VALUE_KIND.items()}[out_kind]
         return ids.new_empty(rows, out_cols, dtype=dtype)
@@ -296,8 +296,6 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         #: the atomic scatter (which global-norm clipping and rows wider than one 128 (4-wide) / 32-column chunk
         #: always take)
         self.backward_chunk = 128
-        #: forward: ask L2 for a warp's 32 rows at once before loading them (prefetch.global.L2)
-        self.forward_prefetch = True
         #: atomic scatter: sum the gradients of repeated rows among 32 consecutive ids in registers first
         self.aggregate_grads = True
         if dev.type == "cuda":
@@ -598,7 +596,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         out_cols = sum(self.feature_dims) if pooled else self.feature_dims[0]
         out = ops.lookup_forward(meta, self._value_kind, ids, offsets, bag, rowp, pw, self._ftable_i32,
                                  self._fcol, max(B, 1), _POOL_CODE[self.pooling], train, self.max_dim, out_cols,
-                                 _VALUE_KIND[self.output_dtype], self._vec4, self.forward_prefetch)
+                                 _VALUE_KIND[self.output_dtype], self._vec4)
         saved = None
         if train:
             saved = dict(kernels=True, ids=ids, offsets=offsets, inverse=inverse, bag=bag, rowp=rowp,

@@ -9,6 +9,7 @@ namespace detail {
 
 constexpr int kDedupBlock = 256;
 constexpr uint64_t kSetEmpty = table::kEmptyKey;
+constexpr uint32_t kClaimedBit = 0x80000000u;  // in slot[i]: id i claimed its slot (and wrote its inverse)
 
 __device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
 
@@ -98,7 +99,6 @@ __global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) 
         s = (s + 1) & mask;
       }
     }
-    p.slot[i] = static_cast<uint32_t>(s);
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
@@ -108,24 +108,26 @@ __global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) 
   __syncthreads();
   if (threadIdx.x == 0 && block_count > 0) block_base = atomicAdd(p.count, block_count);
   __syncthreads();
+  if (i < p.n) p.slot[i] = static_cast<uint32_t>(s) | (claimed ? kClaimedBit : 0u);
   if (who == 0) return;
   warp_off = __shfl_sync(0xffffffffu, warp_off, __ffs(who) - 1);
-  if (claimed) {
+  if (claimed) {  // a claimer knows its unique: the inverse pass reads the set only for the other ids
     const int32_t u = block_base + warp_off + __popc(who & ((1u << lane) - 1u));
     p.set[s].uidx = u;
+    p.inverse[i] = u;
     p.ukeys[u] = key;
     p.utables[u] = t;
     p.uslot[u] = static_cast<int32_t>(s);
   }
 }
 
-// inverse[i] = unique of id i (-1: reserved id); thread u < count also cleans its unique's set slot back to
+// inverse[i] = unique of id i (-1: reserved id) for the ids that did not claim their slot; thread u < count also cleans its unique's set slot back to
 // {EMPTY, -1} (its uidx stays u: this pass reads only uidx).
 __global__ void __launch_bounds__(kDedupBlock) inverse_kernel(DedupParams p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
   if (i >= p.n) return;
   const uint32_t s = p.slot[i];
-  p.inverse[i] = s < static_cast<uint64_t>(p.set_capacity) ? p.set[s].uidx : -1;
+  if ((s & kClaimedBit) == 0) p.inverse[i] = s < static_cast<uint64_t>(p.set_capacity) ? p.set[s].uidx : -1;
   if (i < *p.count) {
     SetSlot e;
     e.key = kSetEmpty;

@@ -330,9 +330,13 @@ void launch_insert(const InsertParams& p, void* stream) {
     check_launch("begin step");
   }
   if (p.n == 0) return;
+  // grid-stride passes: one resident wave (a second, partial wave of equal-work blocks would double the time)
   const int64_t need = (p.n * detail::kTile + detail::kInsBlock - 1) / detail::kInsBlock;
-  const int64_t cap = persistent_blocks(8);
+  static const int hit_per_sm = resident_per_sm(detail::hit_kernel, detail::kInsBlock);
+  static const int ins_per_sm = resident_per_sm(detail::insert_kernel<V>, detail::kInsBlock);
+  const int64_t cap = persistent_blocks(hit_per_sm), cap_ins = persistent_blocks(ins_per_sm);
   const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);
+  const unsigned grid_ins = static_cast<unsigned>(need < cap_ins ? need : cap_ins);
   detail::hit_kernel<<<grid, detail::kInsBlock, 0, st>>>(p);
   check_launch("hit pass");
   const unsigned agrid = blocks_for(p.n_ids, 256);
@@ -341,7 +345,7 @@ void launch_insert(const InsertParams& p, void* stream) {
     check_launch("row addresses");
     return;
   }
-  detail::insert_kernel<V><<<grid, detail::kInsBlock, 0, st>>>(p);
+  detail::insert_kernel<V><<<grid_ins, detail::kInsBlock, 0, st>>>(p);
   check_launch("insert pass");
   const int64_t need2 = (p.n + 255) / 256;
   const int64_t cap2 = persistent_blocks(4);

@@ -123,6 +123,17 @@ inline int persistent_blocks(int per_sm) {
   return sms * per_sm;
 }
 
+// Blocks of `kernel` (block threads, no dynamic shared memory) resident on one SM at once (>= 1).
+template <typename K>
+inline int resident_per_sm(K kernel, int block) {
+  int b = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, block, 0) != cudaSuccess) {
+    cudaGetLastError();
+    b = 1;
+  }
+  return b > 0 ? b : 1;
+}
+
 inline unsigned blocks_for(int64_t items, int per_block) {
   int64_t b = (items + per_block - 1) / per_block;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 0x7fffffff ? 0x7fffffff : b));

@@ -78,7 +78,7 @@ struct DedupParams {
   SetSlot* set;              // (set_capacity) all {EMPTY, -1, *} between steps (cleaned by the inverse pass)
   int64_t set_capacity;      // power of two >= 2 n
   int32_t* bag;              // (n) bag of each id
-  uint32_t* slot;            // (n) scratch: set slot of each id; set_capacity for reserved ids
+  uint32_t* slot;            // (n) scratch: set slot of each id (| 1 << 31: it claimed it); set_capacity for reserved ids
   int32_t* inverse;          // (n) unique index of each id; -1 for reserved ids (no unique, no row)
   uint64_t* ukeys;           // (n) first `count` valid
   int32_t* utables;          // (n)
@@ -122,7 +122,6 @@ struct ForwardParams {
   int max_dim;                  // widest dim of the features
   int64_t out_stride;           // columns of the output
   void* out;                    // (batch, out_stride) pooled or (n, dim) sequence, output dtype
-  bool prefetch;                // ask L2 for a round's 32 rows before loading them 8 at a time
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);

@@ -3,9 +3,7 @@
 // ids), then the warp issues kUnroll row loads at a time (each lane N consecutive columns: N = 4 is one
 // 16-byte fp32 / 8-byte fp16/bf16 access) before summing them in id order; the bag of an id is a ballot over the
 // lanes' bag ends (each lane finds its id's bag once per round), and a bag is written when the stream passes its
-// end (empty bags write zeros). With `prefetch`, each lane first asks L2 for its id's row (prefetch.global.L2,
-// no registers held), so a warp has all 32 rows of a round in flight, not just the 8 of a batch. Rows without a
-// slot (address 0) read their fallback value (cold path).
+// end (empty bags write zeros). Rows without a slot (address 0) read their fallback value (cold path).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 
 namespace dynamicemb {
@@ -125,12 +123,6 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
         myjb = lo;
       }
       const int myd = __shfl_sync(0xffffffffu, bdim, myjb);
-      if (p.prefetch && c0 == 0 && lane < cnt) {
-        // every row of the round into L2 now (no registers held): the 8-row batches below then find them there
-        const uint64_t end = al + static_cast<uint64_t>(myd) * sizeof(T);
-        for (uint64_t l = al & ~uint64_t(127); l < end; l += 128)
-          asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
-      }
       for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
         float x[kUnroll][N];
 #pragma unroll
@@ -174,10 +166,6 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
     if (p.psw) wl = p.psw[base + lane];
   }
   OT* out = reinterpret_cast<OT*>(p.out);
-  if (p.prefetch && lane < cnt && al != 0) {  // the warp's 32 rows into L2 now; the 8-row batches find them there
-    const uint64_t end = al + static_cast<uint64_t>(dim) * sizeof(T);
-    for (uint64_t l = al & ~uint64_t(127); l < end; l += 128) asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
-  }
   for (int c0 = 0; c0 < dim; c0 += 32 * N) {
     const int c = c0 + lane * N;
     if (__ballot_sync(0xffffffffu, lane < cnt && al == 0) != 0) {  // cold: ids without a row

@@ -99,14 +99,26 @@ __device__ __forceinline__ float seg_warp_sum(float v) {
   return v;
 }
 
+// N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
+// do not evict the bag gradients that neighbouring entries read again.
+template <int V, int N>
+__device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x)[N]) {
+  if constexpr (V == kFp32 && N == 4) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else {
+    load_n<V, N>(p, x);
+  }
+}
+
 // The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d; RowWiseAdagrad: one scalar).
 template <int V, int N, int OPT>
 __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, int c, float (&w)[N],
                                          float (&s1)[N], float (&s2)[N], float& rs) {
   if (c < d) {
-    load_n<V, N>(row + c, w);
-    if constexpr (OPT == kAdagrad || OPT == kAdam) load_n<V, N>(row + d + c, s1);
-    if constexpr (OPT == kAdam) load_n<V, N>(row + 2 * d + c, s2);
+    load_once<V, N>(row + c, w);
+    if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N>(row + d + c, s1);
+    if constexpr (OPT == kAdam) load_once<V, N>(row + 2 * d + c, s2);
   }
   if constexpr (OPT == kRowWiseAdagrad) rs = Val<V>::to_f(row[d]);
 }

@@ -138,8 +138,7 @@ std::tuple<Tensor, Tensor, Tensor> lookup_insert(Tensor meta, int64_t value_kind
 // ---------------------------------------------------------------- forward
 Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp,
                       std::optional<Tensor> psw, Tensor feature_table, Tensor feature_col, int64_t batch,
-                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4,
-                      bool prefetch) {
+                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4) {
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
@@ -179,7 +178,6 @@ Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offset
   p.max_dim = static_cast<int>(max_dim);
   p.out_stride = out_cols;
   p.out = out.data_ptr();
-  p.prefetch = prefetch;
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   dispatch_value(value_kind, [&](auto V) {
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(p, vec4, stream); });
@@ -319,7 +317,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "lookup_forward(Tensor meta, int value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, bool train, int max_dim, "
-      "int out_cols, int out_kind, bool vec4, bool prefetch=True) -> Tensor");
+      "int out_cols, int out_kind, bool vec4) -> Tensor");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse, "
       "Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, Tensor? psw, Tensor feature_table, "
