@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) 
   }
 }
 
-// inverse[i] = unique of id i (-1: reserved id) for the ids that did not claim their slot; thread u < count also cleans its unique's set slot back to
-// {EMPTY, -1} (its uidx stays u: this pass reads only uidx).
+// inverse[i] = unique of id i (-1: reserved id) for the ids that did not claim their slot; thread u < count
+// also cleans its unique's set slot back to {EMPTY, -1} (its uidx stays u: this pass reads only uidx).
 __global__ void __launch_bounds__(kDedupBlock) inverse_kernel(DedupParams p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
   if (i >= p.n) return;

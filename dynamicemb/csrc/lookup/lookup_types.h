@@ -1,23 +1,29 @@
 // Embedding hot path of BatchedDynamicEmbeddingTables: parameter structs and launcher declarations.
 //
-// Shared by the CUDA kernels (dedup_kernels.cu, insert_kernels.cu, pool_kernels.cu, update_kernels.cu) and the
-// ops (dynamicemb/csrc/ops/lookup_ops.cc). No CUDA and no torch headers here.
+// Shared by the CUDA kernels (dedup_kernels.cu, insert_kernels.cu, pool_kernels.cu, segment_kernels.cu,
+// update_kernels.cu) and the ops (dynamicemb/csrc/ops/lookup_ops.cc). No CUDA and no torch headers here.
 //
 // One training step (fixed shapes, no host synchronization, CUDA-graph capturable):
 //   dedup    bags of the ids (one warp per 32 bags), then an exact (table, id) insert of every id into a per-step
-//            open-addressing set: the id that claims a slot gets the next unique index (one atomic per warp),
-//            then every id reads its unique index (inverse) and the set is cleaned. No sort.
+//            open-addressing set of 16-byte slots {key, table, uidx}: a new id claims a slot with one CAS, the
+//            claimers of a block take consecutive unique indices with one atomic (so uniques follow the id
+//            order) and write their own inverse; the other ids read theirs from the set, which is then cleaned.
+//            No sort.
 //   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
 //            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
 //            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id.
 //   forward  one warp per 32 consecutive bags (pooled) or ids (sequence) streams the ids' rows in order, eight
-//            row loads in flight per lane; bags are found by a ballot over the lanes' bag ends (no search).
-//   backward the same stream over the ids reads each bag's output gradient once (in id order, coalesced) and
-//            scatter-adds it with 16-byte vector atomics: straight into the rows for plain fp32 SGD (w -= lr g is
-//            a sum), else into per-unique fp32 sums that a warp-per-unique pass clips and applies with the
-//            optimizer to [embedding | state] in place; repeated rows within 32 ids are summed in registers
-//            first (warp sort by target). lr and step are read from device memory. Summation order is not
-//            deterministic (atomics).
+//            row loads in flight per lane; each lane finds its id's bag once per round (binary search over the
+//            lanes' bag ends).
+//   backward segmented reduction (segment_kernels.cu): a stable radix sort of the occurrences by unique gives the
+//            CSR unique -> occurrences; one warp sums 128 consecutive CSR entries' bag gradients in registers
+//            and applies the optimizer to [embedding | state] once per whole segment (plain loads and stores);
+//            segments cut by warp boundaries (hot ids) add their pieces atomically (fp32 SGD: into the row;
+//            else into a per-unique fp32 sum that the completing piece applies). Clipping by the global norm
+//            and rows wider than one 32 x 4 (4-wide) / 32-column chunk take the atomic scatter instead: the
+//            stream over the ids scatter-adds each bag gradient with 16-byte vector atomics into the rows
+//            (plain fp32 SGD) or per-unique fp32 sums that a warp-per-unique pass applies. lr and step are read
+//            from device memory.
 #pragma once
 
 #include <cstddef>
@@ -78,7 +84,7 @@ struct DedupParams {
   SetSlot* set;              // (set_capacity) all {EMPTY, -1, *} between steps (cleaned by the inverse pass)
   int64_t set_capacity;      // power of two >= 2 n
   int32_t* bag;              // (n) bag of each id
-  uint32_t* slot;            // (n) scratch: set slot of each id (| 1 << 31: it claimed it); set_capacity for reserved ids
+  uint32_t* slot;            // (n) scratch: set slot of each id (| 1 << 31: claimed it); set_capacity: reserved
   int32_t* inverse;          // (n) unique index of each id; -1 for reserved ids (no unique, no row)
   uint64_t* ukeys;           // (n) first `count` valid
   int32_t* utables;          // (n)

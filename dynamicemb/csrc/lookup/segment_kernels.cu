@@ -370,7 +370,8 @@ void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream)
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (p.n == 0) return;
   auto fail = [](const char* what, cudaError_t e) {
-    if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
   };
   fail("segment total", cudaMemsetAsync(p.seg_start + p.n, 0, sizeof(int32_t), st));
   const unsigned grid = blocks_for(p.n, detail::kSegBlock);

@@ -1,9 +1,12 @@
-// Backward fused with the optimizer. A scatter pass streams the ids in order (one warp per 32 bags, or per 32
-// ids for sequences), reads each bag's output gradient once and adds every id's gradient to its target with
-// 16-byte vector atomics: the row itself (-lr g) for plain fp32 SGD, else the unique's fp32 sum, which a
-// warp-per-unique pass then clips and applies with the optimizer to [embedding | state] in place (re-zeroing
-// the sum). With `aggregate`, the 32 ids of a round are sorted by target in registers first, so repeated (hot)
-// ids add once per round. lr and step are read from device memory (CUDA graphs replay with new values).
+// Backward fused with the optimizer. launch_backward runs the per-sample-weight gradient, then the segmented
+// reduction of segment_kernels.cu when the op chose it (seg_chunk > 0); otherwise the atomic scatter below
+// (global-norm clipping, rows wider than one 32 x N chunk). A scatter pass streams the ids in order (one warp
+// per 32 bags, or per 32 ids for sequences), reads each bag's output gradient once and adds every id's gradient
+// to its target with 16-byte vector atomics: the row itself (-lr g) for plain fp32 SGD, else the unique's fp32
+// sum, which a warp-per-unique pass then clips and applies with the optimizer to [embedding | state] in place
+// (re-zeroing the sum). With `aggregate`, the 32 ids of a round are sorted by target in registers first, so
+// repeated (hot) ids add once per round. lr and step are read from device memory (CUDA graphs replay with new
+// values).
 #include <cmath>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
