@@ -128,7 +128,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
 // stay in phase).
 template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false>
+          bool kPingpong = false, bool kSkipWg = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -141,6 +141,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int NA = C::kAccN;
   static_assert(!(kSplitD && (kRab || kDqMode != 2)), "split-D backward: default dQ mode, no rab");
   static_assert(kSplitD || !kPingpong, "pingpong: split-D kernel only");
+  // kSkipWg (D = 64 / 128 without rab): a query tile that none of a warpgroup's 64 keys can see (causal: the first
+  // tile of the block for warpgroup 1; keys past the sequence) costs that warpgroup no GEMM: it only writes zeros
+  // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
+  static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -380,6 +384,24 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kPingpong) {
         if (wg == 1) named_barrier_arrive(6, 256);  // warpgroup 0 issues first
       }
+      // kSkipWg: tiles i in [lo, hi) (of this work) hold query rows this warpgroup's keys can see; packed lo | hi << 16
+      // (query tiles per work < 2^16).
+      uint32_t wt_range = 0;
+      if constexpr (kSkipWg) {
+        const int wkeys = min(64, keys_used - kr0);
+        if (wkeys > 0) {
+          int rb, re;
+          mk.row_range(j_w0, j_w0 + wkeys, rb, re);
+          const int ib = max(0, rb - mk.offset);
+          const int ie = min(si.lq, re - mk.offset);
+          if (ie > ib) {
+            const int lo = min(n_mt, max(0, ib / BM - mb_begin));
+            const int hi = min(n_mt, max(lo, (ie + BM - 1) / BM - mb_begin));
+            wt_range = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+          }
+        }
+        wt_range = __shfl_sync(0xffffffffu, wt_range, 0);  // warp-uniform (lets ptxas keep the loop uniform)
+      }
       for (int i = 0; i < n_mt; ++i) {
         const int m0 = (mb_begin + i) * BM;
         const int s = i % S;
@@ -407,6 +429,22 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(1, 256);
         }
 
+        if constexpr (kSkipWg) {
+          // Tiles outside [lo, hi): none of this warpgroup's keys are visible from their rows.
+          if (__builtin_expect(i < (wt_range & 0xffff) || i >= (wt_range >> 16), 0)) {
+            // This warpgroup's 64 rows of the dS^T tile are zeros (8 KB: 64 bytes per thread); no GEMMs.
+            const uint32_t za = sdSb + kr0 * 128 + wtid * 64;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) st_shared_zero16(za + 16 * c);
+            fence_proxy_async_smem();
+            if constexpr (C::kSplitDqCols) {
+              named_barrier_arrive(C::kBarIdBase + wg * C::kdSBufs + i % C::kdSBufs, 256);  // my dS^T of tile i
+            }
+            if (i > 0) dq_tile(i - 1, m0 - BM);
+            if (lane == 0) mbar_arrive(bar_empty(s));
+            continue;
+          }
+        }
         // Mask bits of this thread's 32 elements, before the GEMMs (no mask temporaries live while they fly).
         // Element e: key row 16 warp + lane/4 + 8 ((e % 4) / 2), query column 8 (e / 4) + 2 (lane % 4) + (e % 2).
         uint32_t bits = 0xffffffffu;
