@@ -2,7 +2,8 @@
 
 Named sweeps (shared defaults: H=4, bf16, causal):
     dense    B in {16, 128} x S in {1K, 4K, 16K} x D in {128, 256}, all sequences of length S
-    jagged   B=32 Zipf lengths (P(L) ~ 1/L on [1, 4096], seed 0), D=256, 3 context tokens
+    jagged   B=32 Zipf lengths (P(L) ~ 1/L on [1, 4096], seed 0), D=256, 3 context tokens, and two dense batches
+             with the same total tokens (B=32 equal lengths; B=3 of about the max length): ratios printed
     masks    B=16, S=4096, D=128 over the mask kinds (none, causal, local, contexts, targets, groups, ...)
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
@@ -45,6 +46,9 @@ FLOPS_PER_SCORE = CONVENTIONS["fa"]
 # Issue 3's floor for the sm80-class kernel (FA convention): (fwd, bwd) TFLOP/s at D=128, B=16, S=16K, causal.
 FLOOR_CASE = ("dense", "B16 S16K D128")
 FLOOR_TFLOPS = (300.0, 200.0)
+# Issue 6: the jagged case's TFLOP/s should reach 85% of dense at the same total tokens (ratios printed).
+JAGGED_CASE = "zipf B32 max4K D256 ctx3"
+JAGGED_TARGET = 0.85
 
 
 @dataclass
@@ -92,7 +96,17 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
         for S in dense_s:
             for D in dense_d:
                 cases.append(Case("dense", f"B{B} S{S // 1024}K D{D}", [S] * B, 4, D))
-    cases.append(Case("jagged", "zipf B32 max4K D256 ctx3", zipf_lengths(32, 4096), 4, 256, contexts=3))
+    jag = zipf_lengths(32, 4096)
+    cases.append(Case("jagged", JAGGED_CASE, jag, 4, 256, contexts=3))
+    # Issue 6's comparison: dense at the same total tokens (32 equal lengths, rounded to a whole length so the
+    # batch is dense), and, stricter, as few sequences of about the jagged case's max length as hold those tokens.
+    tokens = sum(jag)
+    s_eq = round(tokens / 32)
+    cases.append(Case("jagged", f"dense B32 S{s_eq} D256 ctx3 (same tokens)", [s_eq] * 32, 4, 256, contexts=3))
+    b_long = max(1, round(tokens / max(jag)))
+    s_long = round(tokens / b_long)
+    cases.append(Case("jagged", f"dense B{b_long} S{s_long} D256 ctx3 (same tokens)", [s_long] * b_long, 4, 256,
+                      contexts=3))
     masks = [
         ("none", dict(window=(-1, -1))),
         ("causal", dict()),
@@ -212,6 +226,25 @@ def floor_line(results: List[Result]) -> str:
     return ""
 
 
+def jagged_ratio_lines(results: List[Result]) -> str:
+    """Issue 6's jagged target: jagged TFLOP/s over each dense same-tokens row's TFLOP/s (forward, backward)."""
+    jag = next((r for r in results if (r.case.sweep, r.case.name) == ("jagged", JAGGED_CASE)), None)
+    if jag is None:
+        return ""
+    lines = []
+    f = jag.case.fwd_flops()
+    for r in results:
+        if r.case.sweep != "jagged" or "same tokens" not in r.case.name:
+            continue
+        fd = r.case.fwd_flops()
+        rf = (f / jag.fwd_ms) / (fd / r.fwd_ms)
+        rb = (f / jag.bwd_ms) / (fd / r.bwd_ms)
+        lines.append(f"jagged ({JAGGED_CASE}, {sum(jag.case.lengths)} tokens) vs {r.case.name} "
+                     f"({sum(r.case.lengths)} tokens): fwd {100 * rf:.0f}%, bwd {100 * rb:.0f}% of the dense "
+                     f"TFLOP/s (target {100 * JAGGED_TARGET:.0f}%)")
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
 def git_commit() -> str:
     try:
         here = os.path.dirname(os.path.abspath(__file__))
@@ -321,7 +354,8 @@ def main(argv=None) -> int:
         print(f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms", flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = header(device, args.dtype, args.reps) + "\n\n" + markdown_table(results) + "\n" + floor_line(results)
+    text = (header(device, args.dtype, args.reps) + "\n\n" + markdown_table(results) + "\n" + floor_line(results)
+            + jagged_ratio_lines(results))
     print()
     print(text)
     if args.results:

@@ -180,6 +180,12 @@ bool sm90_disabled_by_env() {
   return env != nullptr && env[0] != '\0' && !(env[0] == '0' && env[1] == '\0');
 }
 
+// HSTU_ATTN_SM90_FWD_SCHED=0: the Hopper forward keeps its grid order for jagged lengths too (comparisons).
+bool sm90_fwd_sched_disabled_by_env() {
+  const char* env = std::getenv("HSTU_ATTN_SM90_FWD_SCHED");
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
   if (total_k <= 0 || p.total_q <= 0) return false;
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
@@ -243,6 +249,14 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
   const bool half = q.scalar_type() == ScalarType::Half;
   cudaError_t err = cudaErrorNotSupported;
   if (use_sm90_fwd(p, k.size(0), q.get_device())) {
+    // Jagged lengths: workspace of the longest-first work list with split KV ranges (sm90/NOTES.md).
+    std::optional<Tensor> sched;
+    const int64_t sched_bytes = sm90_fwd_sched_disabled_by_env() ? 0 : hstu_fwd_sm90_sched_layout(p, k.size(0)).bytes;
+    if (sched_bytes > 0) {
+      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
+      p.fwd_sched = sched->data_ptr();
+      p.fwd_sched_bytes = sched_bytes;
+    }
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   }
   if (err == cudaErrorNotSupported) err = half ? dispatch_fwd<__half>(p, s) : dispatch_fwd<__nv_bfloat16>(p, s);

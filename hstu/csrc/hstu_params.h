@@ -44,6 +44,10 @@ struct HstuParams {
   // Forward output.
   void* out;  // (total_q, H, D)
   int64_t o_row_stride, o_head_stride;
+  // Hopper forward only: workspace of the jagged work list (hstu_fwd_sm90_sched_layout in
+  // sm90/hstu_sm90_launch.h; any contents, the forward initializes what it uses), or nullptr: grid order.
+  void* fwd_sched;
+  int64_t fwd_sched_bytes;
 
   // Backward.
   const void* dout;  // (total_q, H, D)

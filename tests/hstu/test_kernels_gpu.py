@@ -372,6 +372,33 @@ def test_sm90_kernels_present_when_built_for_sm90a():
     assert sorted(sm90) == sorted(expected), sorted(sm90)
 
 
+@pytest.mark.parametrize("mask,D,delta_q,seqused,rab_heads,long", [
+    ("causal", 256, False, False, 0, 3000),
+    ("context", 256, True, False, 0, 3000),
+    ("context_target_group", 128, False, True, 0, 3000),
+    ("local_context_target", 64, True, False, 0, 3000),
+    ("none", 128, False, False, 1, 1500),
+    ("target_group", 256, True, True, 2, 1500),
+])
+def test_jagged_work_list_forward(mask, D, delta_q, seqused, rab_heads, long, monkeypatch):
+    """Jagged lengths with one long sequence. On sm90 the forward runs its longest-first work list and splits the
+    long query tiles' KV ranges into chunks (fp32 partials summed in chunk order by the last chunk): it meets the
+    error rule, is bitwise repeatable, and so does the grid order (HSTU_ATTN_SM90_FWD_SCHED=0). Elsewhere both
+    calls run the same kernel."""
+    lens = [long, 1, 27, 0, 99, 256, 5, 700, 1111, 2, 64, 129]
+    case = make_case(zlib.crc32(repr((mask, D, long)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads,
+                     delta_q=delta_q, seqused=seqused)
+    check_case(case, 0.5, backward=False)
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+    with torch.no_grad():
+        o1 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"], **args)
+        o2 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"], **args)
+    assert torch.equal(o1, o2), "forward differs between two calls"
+    monkeypatch.setenv("HSTU_ATTN_SM90_FWD_SCHED", "0")
+    check_case(case, 0.5, backward=False)
+
+
 @pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, monkeypatch):

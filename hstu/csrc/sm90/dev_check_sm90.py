@@ -174,6 +174,46 @@ def bench(ops, B, S, H, D, variant, causal=True, reps=20, dtype=torch.bfloat16):
           flush=True)
 
 
+def bench_jagged(ops, variants, reps=30, D=256, H=4, B=32, max_len=4096, ctx=3, seed=0):
+    """The benchmark's jagged case (benchmarks/hstu_attention.py: Zipf lengths, seed 0, 3 contexts), forward only,
+    L2 flushed before each timed call; the max difference of each variant's output from the first one's."""
+    dev = "cuda"
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.arange(1, max_len + 1, dtype=torch.float64).reciprocal()
+    lens = (torch.multinomial(w, B, replacement=True, generator=gen) + 1).tolist()
+    cu = torch.tensor([0] + lens, device=dev).cumsum(0).to(torch.int32)
+    tot, mx = sum(lens), max(lens)
+    q, k, v = (torch.randn(tot, H, D, dtype=torch.bfloat16, device=dev) for _ in range(3))
+    nc = torch.tensor([min(ctx, L) for L in lens], dtype=torch.int32, device=dev)
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+    fa = sum(4 * H * D * L * L for L in lens) / 2
+    first = None
+    for variant in variants:
+        fn = lambda: ops.fwd(q, k, v, cu, cu, mx, mx, nc, None, 1, -1, 0, D ** -0.5, None, float(mx), None, None,
+                             variant)
+        out = fn()
+        diff = "-"
+        if variant // 100 != 3:
+            if first is None:
+                first = out.float()
+            else:
+                diff = f"{(out.float() - first).abs().max().item():.2e}"
+        for _ in range(3):
+            fn()
+        ts = []
+        for _ in range(reps):
+            flush.zero_()
+            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record()
+            fn()
+            e0.record()
+            e0.synchronize()
+            ts.append(s0.elapsed_time(e0))
+        t = sorted(ts)[len(ts) // 2]
+        print(f"| jagged zipf B{B} max{max_len} ({tot} tokens, max {mx}) D{D} ctx{ctx} | v{variant} | {t:.4f} | "
+              f"{fa / t / 1e9:.1f} | {diff} |", flush=True)
+
+
 def run_bwd_case(ops, ref, name, variant, B, H, D, dtype, lens_q, lens_k, ctx=None, tgt=None, group=1,
                  window=(-1, 0), alpha=1.0, seqused_q=None, seqused_k=None, nan_unused=False, seed=0):
     q, k, v, do, cu_q, cu_k, ctx_t, tgt_t, sq_t, sk_t = make_inputs(
@@ -297,6 +337,8 @@ def main():
     ap.add_argument("--bench-variants", default="0,1,2,3,4,10,11,12,13,14")
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--bwd", action="store_true", help="check / time the backward instead of the forward")
+    ap.add_argument("--jagged", default="", help="time the benchmark's jagged forward with these variants "
+                    "(e.g. 14,114,214,314: grid order, work list, work list without splits, planner alone)")
     a = ap.parse_args()
     torch.ops.load_library(a.lib)
     ops = torch.ops.hstu_attn_sm90_dev
@@ -326,6 +368,11 @@ def main():
         return 0 if ok else 1
     if not a.no_check:
         correctness(ops, load_reference(), variants, dims, a.quick)
+    if a.jagged:
+        print("| case | variant | fwd ms | TFLOP/s | max diff vs first |")
+        print("|---|---|---|---|---|")
+        for _ in range(a.repeat):
+            bench_jagged(ops, [int(x) for x in a.jagged.split(",")])
     if a.bench:
         print("| B | S | H | D | mask | variant | fwd ms | TFLOP/s (FA convention 4BHDS^2, /2 causal) |")
         print("|---|---|---|---|---|---|---|---|")

@@ -41,7 +41,216 @@ struct FwdSm90Traits {
   static constexpr int kConsumerRegs = 232;
   static_assert(D % 64 == 0, "head dim must be a multiple of 64");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+  static_assert(8 + 32 * kStages <= 112, "barrier offsets 112-123 (parked counts, split flag) must stay free");
 };
+
+// KV tiles [nb_begin, nb_end) (of BN keys) that query tile m0 (BM rows) of a sequence must visit; empty (0, 0)
+// when no row is used or every key is masked. Shared by the kernel's grid order and the work-list planner.
+template <int BM, int BN>
+__device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end) {
+  nb_begin = 0;
+  nb_end = 0;
+  const int rows_used = max(0, min(BM, si.lq - m0));
+  if (rows_used > 0) {
+    const int r0 = m0 + si.mask.offset;
+    int kb, ke;
+    si.mask.key_range(r0, r0 + rows_used, kb, ke);
+    kb = max(kb, 0);
+    ke = min(ke, si.lk);
+    if (ke > kb) {
+      nb_begin = kb / BN;
+      nb_end = (ke + BN - 1) / BN;
+    }
+  }
+}
+
+// Jagged work list (p.fwd_sched, layout hstu_fwd_sm90_sched_layout): written by hstu_fwd_sm90_plan_kernel, read by
+// the forward. Item i = two int4: {b, m_block, nb_begin, nb_end}, {split id or -1, chunk, chunks, first part}.
+// CTA x runs item x / H of head x % H (items sorted by decreasing KV tile count, so the hardware's in-order
+// dispatch is a longest-first list schedule). A query tile with more KV tiles than the planner's cap C is split
+// into k balanced KV chunks: each chunk writes its fp32 O partial (in the accumulator register layout) to parts
+// [(first part + chunk) * H + h], then counts itself on counters[split id * H + h]; the last of the k sums all k
+// partials in chunk order (deterministic) and runs the normal epilogue (one rounding).
+struct FwdSchedArgs {
+  int* count;  // number of items (header word 0)
+  int4* items;
+  int* counters;
+  float* parts;
+  int capacity;
+  int max_parts;
+};
+
+constexpr int kPlanThreads = 1024;
+constexpr int kPlanBuckets = 4096;  // 4 per thread (block scan)
+
+// One CTA of 1024 threads (a warp per sequence, a lane per query tile). Work of a query tile = its KV tiles n;
+// W = H * sum over tiles of (n + 1). Cap C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no
+// splits), grown by 1.5x until the split tiles' partials fit in max_parts. A tile with n > C becomes
+// k = ceil(n / C) chunks of n / k or n / k + 1 KV tiles. Items are counting-sorted by chunk size (descending).
+// Two passes over the tiles: (1) the histogram of n (everything up to the bucket offsets follows from it when
+// n < 4096), (2) the scatter (split tiles numbered, their counters zeroed).
+template <int BM, int BN>
+__global__ void __launch_bounds__(kPlanThreads, 1)
+    hstu_fwd_sm90_plan_kernel(const HstuParams p, const FwdSchedArgs a, const int num_sms, const int split_pct) {
+  // The forward (launched with programmatic stream serialization) may start its CTAs now; they wait for this
+  // grid's completion (griddepcontrol.wait) before reading the list.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  __shared__ int s_key[kPlanBuckets];   // chunk-size buckets (key = largest size - size), then their offsets
+  __shared__ int s_hist[kPlanBuckets];  // query tiles with n KV tiles (n >= kPlanBuckets - 1 in the last)
+  __shared__ int s_warp[32];
+  __shared__ unsigned long long s_work;
+  __shared__ int s_maxn, s_parts, s_split, s_part_next;
+  const int tid = threadIdx.x;
+  const int H = p.heads;
+  const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+  if (tid == 0) {
+    s_work = 0;
+    s_maxn = 0;
+    s_split = 0;
+    s_part_next = 0;
+  }
+  for (int i = tid; i < kPlanBuckets; i += kPlanThreads) {
+    s_key[i] = 0;
+    s_hist[i] = 0;
+  }
+  __syncthreads();
+  // Visits every query tile (b, m) of the grid order: f(b, m, nb_begin, nb_end).
+  auto for_tiles = [&](auto&& f) {
+    for (int b = tid / 32; b < p.batch; b += kPlanThreads / 32) {
+      const SeqInfo si = seq_info(p, b);
+      const int nm = min(m_blocks, (si.lq_alloc + BM - 1) / BM);
+      for (int m = tid % 32; m < nm; m += 32) {
+        int kb, ke;
+        fwd_kv_tiles<BM, BN>(si, m * BM, kb, ke);
+        f(b, m, kb, ke);
+      }
+    }
+  };
+  {
+    unsigned long long w = 0;
+    int maxn = 0;
+    for_tiles([&](int, int, int kb, int ke) {
+      const int n = ke - kb;
+      w += static_cast<unsigned long long>(n + 1);
+      maxn = max(maxn, n);
+      atomicAdd(&s_hist[min(n, kPlanBuckets - 1)], 1);
+    });
+    // One shared atomic per warp (1024 same-address atomics, the 64-bit one a CAS loop, cost microseconds).
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      w += __shfl_xor_sync(0xffffffffu, w, off);
+      maxn = max(maxn, __shfl_xor_sync(0xffffffffu, maxn, off));
+    }
+    if (tid % 32 == 0 && w > 0) {
+      atomicAdd(&s_work, w);
+      atomicMax(&s_maxn, maxn);
+    }
+  }
+  __syncthreads();
+  const int maxn = s_maxn;
+  const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
+  const unsigned long long wt = s_work * static_cast<unsigned long long>(H);
+  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
+                                (100ull * num_sms);
+  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  while (cap < maxn) {  // uniform: every thread sees the same s_parts
+    if (tid == 0) s_parts = 0;
+    __syncthreads();
+    int parts = 0;
+    for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n < kPlanBuckets; n += kPlanThreads) {
+      // The last bucket (inexact) counts ceil(maxn / cap) chunks per tile: an upper bound.
+      const int nn = n == kPlanBuckets - 1 ? max(n, maxn) : n;
+      parts += s_hist[n] * ((nn + cap - 1) / cap);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) parts += __shfl_xor_sync(0xffffffffu, parts, off);
+    if (tid % 32 == 0 && parts > 0) atomicAdd(&s_parts, parts);
+    __syncthreads();
+    const long long need = static_cast<long long>(s_parts) * H;
+    __syncthreads();
+    if (need <= a.max_parts) break;
+    cap += cap / 2 + 1;
+  }
+  const int top = min(cap, maxn);  // largest chunk size
+  auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
+  auto add_chunks = [&](int n, int count) {  // count tiles of n KV tiles
+    const int k = n > cap ? (n + cap - 1) / cap : 1;
+    const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
+    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r * count);
+    atomicAdd(&s_key[key_of(q)], (k - r) * count);
+  };
+  if (exact) {
+    for (int n = tid; n <= maxn; n += kPlanThreads) {
+      if (s_hist[n] > 0) add_chunks(n, s_hist[n]);
+    }
+  } else {
+    for_tiles([&](int, int, int kb, int ke) { add_chunks(ke - kb, 1); });
+  }
+  __syncthreads();
+  // Exclusive scan of the bucket counts (4 per thread).
+  {
+    const int lane = tid % 32, warp = tid / 32;
+    int v[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = s_key[4 * tid + j];
+      sum += v[j];
+    }
+    int x = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, x, off);
+      if (lane >= off) x += y;
+    }
+    if (lane == 31) s_warp[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      int t = s_warp[lane];
+#pragma unroll
+      for (int off = 1; off < 32; off *= 2) {
+        const int y = __shfl_up_sync(0xffffffffu, t, off);
+        if (lane >= off) t += y;
+      }
+      s_warp[lane] = t;
+    }
+    __syncthreads();
+    int base = x - sum + (warp > 0 ? s_warp[warp - 1] : 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s_key[4 * tid + j] = base;
+      base += v[j];
+    }
+    if (tid == 0) a.count[0] = min(s_warp[31], a.capacity);
+  }
+  __syncthreads();
+  int4* items = a.items;
+  for_tiles([&](int b, int m, int kb, int ke) {
+    const int n = ke - kb;
+    if (n <= cap) {
+      const int pos = atomicAdd(&s_key[key_of(n)], 1);
+      if (pos < a.capacity) {
+        items[2 * pos] = make_int4(b, m, kb, ke);
+        items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
+      }
+      return;
+    }
+    const int k = (n + cap - 1) / cap;
+    const int q = n / k, r = n % k;
+    const int sid = atomicAdd(&s_split, 1);
+    const int first = atomicAdd(&s_part_next, k);
+    for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
+    int lo = kb;
+    for (int c = 0; c < k; ++c) {
+      const int size = q + (c < r ? 1 : 0);
+      const int pos = atomicAdd(&s_key[key_of(size)], 1);
+      if (pos < a.capacity) {
+        items[2 * pos] = make_int4(b, m, lo, lo + size);
+        items[2 * pos + 1] = make_int4(sid, c, k, first);
+      }
+      lo += size;
+    }
+  });
+}
 
 // kOverlap: SiLU of tile i overlaps the P V wgmma of tile i-1 (else serial). kPingpong: the two consumer
 // warpgroups take turns issuing their wgmmas (named barriers 4/5), so one's SiLU runs under the other's GEMMs.
@@ -51,12 +260,16 @@ struct FwdSm90Traits {
 // global memory (read-only path, any strides; adjacent key pairs as one 32-bit load where 4-byte aligned), issued
 // right after the S / P V wgmmas of the tile so the loads fly under them. kRab = false is the
 // no-rab kernel, unchanged.
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false>
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false, bool kSched = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                         const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major) {
+                         const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
+                         const FwdSchedArgs sched) {
   static_assert(kOverlap || !kPingpong, "pingpong needs the overlapped pipeline");
   using C = FwdSm90Traits<D, kStagesT>;
+  // Per-warpgroup KV ranges (skip the tiles that are P = 0 for all 64 rows of a warpgroup): work-list kernel only
+  // (the grid-order kernel's code stays as measured for dense lengths).
+  constexpr bool kWgSkip = kSched;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -73,8 +286,18 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
 
-  int h, b, m_block;
-  if (head_major) {
+  int h, b, m_block, nb_begin, nb_end;
+  if constexpr (kSched) {  // work list (jagged): item blockIdx.x / H, head blockIdx.x % H
+    const int idx = blockIdx.x / p.heads;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
+    if (idx >= *sched.count) return;
+    h = blockIdx.x - idx * p.heads;
+    const int4 it = sched.items[2 * idx];
+    b = it.x;
+    m_block = it.y;
+    nb_begin = it.z;  // this chunk's KV tiles
+    nb_end = it.w;
+  } else if (head_major) {
     m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) query tiles of each (b, h) first
     h = blockIdx.y;
     b = blockIdx.z;
@@ -88,18 +311,7 @@ __global__ void __launch_bounds__(384, 1)
   if (m0 >= si.lq_alloc) return;
   const SeqMask& mk = si.mask;
   const int r0 = m0 + mk.offset;  // key position of the tile's first row
-  const int rows_used = max(0, min(BM, si.lq - m0));
-  int nb_begin = 0, nb_end = 0;
-  if (rows_used > 0) {
-    int kb, ke;
-    mk.key_range(r0, r0 + rows_used, kb, ke);
-    kb = max(kb, 0);
-    ke = min(ke, si.lk);
-    if (ke > kb) {
-      nb_begin = kb / BN;
-      nb_end = (ke + BN - 1) / BN;
-    }
-  }
+  if constexpr (!kSched) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end);
   const int n_tiles = nb_end - nb_begin;
 
   const int tid = threadIdx.x;
@@ -159,6 +371,22 @@ __global__ void __launch_bounds__(384, 1)
     float acc_o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+    // KV tiles this warpgroup's 64 rows can see, [wg_lo, wg_hi) (the CTA's range is that of all 128 rows).
+    int wg_lo = 0, wg_hi = 0;
+    if constexpr (kWgSkip) {
+      const int mw = m0 + 64 * wg;
+      const int rows_w = max(0, min(64, si.lq - mw));
+      if (rows_w > 0) {
+        int kb, ke;
+        mk.key_range(row_w0, row_w0 + rows_w, kb, ke);
+        kb = max(kb, 0);
+        ke = min(ke, si.lk);
+        if (ke > kb) {
+          wg_lo = kb / BN;
+          wg_hi = (ke + BN - 1) / BN;
+        }
+      }
+    }
 
     if (n_tiles > 0) {
       float acc_s[BN / 2];
@@ -204,10 +432,12 @@ __global__ void __launch_bounds__(384, 1)
       };
       auto issue_qk = [&](int s) {
         wgmma_fence();
+        // Work-list kernel, D >= 128: the Q descriptors are rebuilt per tile from one address (opaque), else they
+        // were kept in registers and spilled inside the main loop (ptxas).
+        const uint32_t q_wg = kSched && D >= 128 ? opaque(sQ + wg * 64 * 128) : sQ + wg * 64 * 128;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
-          const uint64_t da =
-              make_desc_sw128(sQ + (ks / 4) * C::kQPanelBytes + wg * 64 * 128 + (ks % 4) * 32, 16);
+          const uint64_t da = make_desc_sw128(q_wg + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
           const uint64_t db = make_desc_sw128(sK + s * C::kTileBytes + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
           wgmma_ss<T, BN>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
@@ -344,52 +574,154 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
         };
         if (kPingpong && wg == 1) named_barrier_arrive(4, 256);
-        // Tile 0: S, P; zero the V rows past the used keys once V_0 has landed.
-        mbar_wait(bar_full_k(0), 0);
-        pp_sync();
-        issue_qk(0);
-        pp_arrive();
-        load_rab(nb_end - 1);
-        wgmma_wait<0>();
-        pin_all(acc_s);
-        release(bar_empty_k(0));
-        silu_mask(nb_end - 1);
-        pack_p();
-        mbar_wait(bar_full_v(0), 0);
-        fix_boundary_v(nb_end - 1, 0);
-        for (int i = 1; i < n_tiles; ++i) {
-          const int nb = nb_end - 1 - i;
+        // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
+        // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
+        // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
+        // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
+        int ia = 0, ib = n_tiles;  // without kWgSkip the whole range: the code as before
+        if constexpr (kWgSkip) {
+          ia = n_tiles;
+          const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
+          if (hi > lo) {
+            ia = nb_end - hi;
+            ib = nb_end - lo;
+          }
+        }
+        auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
+          pp_sync();
+          if (wg == 0 || slot < n) pp_arrive();
+        };
+        auto skip_tile = [&](int i) {
           const int s = i % S;
           const uint32_t ph = (i / S) & 1;
-          const int sp = (i - 1) % S;
-          const uint32_t php = ((i - 1) / S) & 1;
           mbar_wait(bar_full_k(s), ph);
-          mbar_wait(bar_full_v(sp), php);
-          pp_sync();
-          issue_qk(s);   // S_i, in flight during the P V below
-          issue_pv(sp);  // O += P_{i-1} V_{i-1}
-          pp_arrive();
-          load_rab(nb);  // kRab: flies under both wgmmas
-          wgmma_wait<1>();  // S_i done
-          pin_all(acc_s);
           release(bar_empty_k(s));
-          silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+          mbar_wait(bar_full_v(s), ph);
+          if (i == 0) fix_boundary_v(nb_end - 1, 0);
+          release(bar_empty_v(s));
+        };
+        if constexpr (kWgSkip) {
+          for (int i = 0; i < ia; ++i) {
+            pp_turn(i, n_tiles);
+            skip_tile(i);
+          }
+          // n_tiles is parked in shared memory while the section runs (one register less in the loop: D = 256
+          // spilled inside it otherwise).
+          st_shared_u32(bar + 112u + 4u * wg, static_cast<uint32_t>(n_tiles));
+          if (ia == n_tiles) pp_turn(n_tiles, n_tiles);  // no tile of this warpgroup: the last turn
+        }
+        if (ia < n_tiles) {
+          // First tile of the section: S, P; zero the V rows past the used keys once V_0 has landed.
+          {
+            const int s0 = ia % S;
+            const uint32_t ph0 = (ia / S) & 1;
+            mbar_wait(bar_full_k(s0), ph0);
+            pp_sync();
+            issue_qk(s0);
+            pp_arrive();
+            load_rab(nb_end - 1 - ia);
+            wgmma_wait<0>();
+            pin_all(acc_s);
+            release(bar_empty_k(s0));
+            silu_mask(nb_end - 1 - ia);
+            pack_p();
+            mbar_wait(bar_full_v(s0), ph0);
+            if (ia == 0) fix_boundary_v(nb_end - 1, 0);
+          }
+          for (int i = ia + 1; i < ib; ++i) {
+            const int nb = nb_end - 1 - i;
+            const int s = i % S;
+            const uint32_t ph = (i / S) & 1;
+            const int sp = (i - 1) % S;
+            const uint32_t php = ((i - 1) / S) & 1;
+            mbar_wait(bar_full_k(s), ph);
+            mbar_wait(bar_full_v(sp), php);
+            pp_sync();
+            issue_qk(s);   // S_i, in flight during the P V below
+            issue_pv(sp);  // O += P_{i-1} V_{i-1}
+            pp_arrive();
+            load_rab(nb);  // kRab: flies under both wgmmas
+            wgmma_wait<1>();  // S_i done
+            pin_all(acc_s);
+            release(bar_empty_k(s));
+            silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+            wgmma_wait<0>();
+            pin_all(pf);
+            release(bar_empty_v(sp));
+            pack_p();
+          }
+          const int il = ib - 1;
+          const int sl = il % S;
+          mbar_wait(bar_full_v(sl), (il / S) & 1);
+          pp_sync();
+          issue_pv(sl);
+          int n_all = n_tiles;
+          if constexpr (kWgSkip) {
+            n_all = static_cast<int>(ld_shared_u32(bar + 112u + 4u * (opaque(static_cast<uint32_t>(ctid)) / 128u)));
+          }
+          if (wg == 0 || ib < n_all) pp_arrive();
           wgmma_wait<0>();
           pin_all(pf);
-          release(bar_empty_v(sp));
-          pack_p();
+          release(bar_empty_v(sl));
+          for (int i = ib; i < n_all; ++i) {
+            skip_tile(i);
+            pp_turn(i + 1, n_all);
+          }
         }
-        const int il = n_tiles - 1;
-        const int sl = il % S;
-        mbar_wait(bar_full_v(sl), (il / S) & 1);
-        pp_sync();
-        issue_pv(sl);
-        if (wg == 0) pp_arrive();
-        wgmma_wait<0>();
-        pin_all(pf);
-        release(bar_empty_v(sl));
       }
       pin_all(acc_o);
+    }
+
+    // Split tile (work list): store this chunk's partial, count it; the last chunk sums all partials in chunk
+    // order and goes on to the epilogue, the others are done. The item is re-read here (nothing kept live).
+    if constexpr (kSched) {
+      const int idx = blockIdx.x / p.heads;
+      const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
+      if (sp.x >= 0) {
+        constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
+        float4* parts = reinterpret_cast<float4*>(sched.parts);
+        float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          __stcg(own + j * 256 + ctid,
+                 make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
+        }
+        __threadfence();
+        named_barrier_sync(6, 256);
+        const uint32_t flag = bar + 120u;  // a free word after the mbarriers
+        if (ctid == 0) {
+          const int old = atomicAdd(sched.counters + sp.x * p.heads + h, 1);
+          st_shared_u32(flag, old == sp.z - 1 ? 1u : 0u);
+        }
+        named_barrier_sync(6, 256);
+        if (ld_shared_u32(flag) == 0) return;
+        __threadfence();
+        constexpr int G = 8;  // float4 groups in flight per partial
+#pragma unroll
+        for (int j0 = 0; j0 < D / 8; j0 += G) {
+          float4 sum[G];
+#pragma unroll
+          for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+          for (int c = 0; c < sp.z; ++c) {
+            const float4* src = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4 + ctid;
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+              const float4 v = __ldcg(src + (j0 + g) * 256);
+              sum[g].x += v.x;
+              sum[g].y += v.y;
+              sum[g].z += v.z;
+              sum[g].w += v.w;
+            }
+          }
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            acc_o[4 * (j0 + g)] = sum[g].x;
+            acc_o[4 * (j0 + g) + 1] = sum[g].y;
+            acc_o[4 * (j0 + g) + 2] = sum[g].z;
+            acc_o[4 * (j0 + g) + 3] = sum[g].w;
+          }
+        }
+      }
     }
 
     // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),

@@ -52,13 +52,48 @@ cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int he
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+inline int sm_count() {
+  static int cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (cache[dev] == 0) {
+    int n = 0;
+    cache[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  return cache[dev];
+}
+
+// sched: use the jagged work list in p.fwd_sched when the op provided a large enough workspace.
+// Split cap of the work list in percent of the average work per SM (hstu_fwd_sm90_plan_kernel).
+constexpr int kFwdSplitPct = 120;
+
+// sched_mode (dev variants only): 1 = with split KV ranges (the default), 2 = work list without splits,
+// 3 = the planner alone (timing; no output written), 4 / 5 = split cap 85 / 200 % of the average.
 template <typename T, int D, bool kOverlap, bool kPingpong, int kStages, bool kRab = false>
-cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, bool head_major) {
+cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, bool head_major, bool sched = true,
+                       int sched_mode = 1) {
   using C = FwdSm90Traits<D, kStages>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   if (p.batch > 65535 || p.heads > 65535 || (!head_major && m_blocks > 65535)) return cudaErrorInvalidConfiguration;
+  FwdSchedArgs sa{};
+  int64_t sched_ctas = 0;
+  // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see NOTES.md.
+  constexpr bool kSchedOk = !(kRab && D == 128);
+  if (kSchedOk && sched && p.fwd_sched != nullptr) {
+    const FwdSm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
+    if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
+      char* ws = static_cast<char*>(p.fwd_sched);
+      sa.count = reinterpret_cast<int*>(ws);
+      sa.items = reinterpret_cast<int4*>(ws + l.items);
+      sa.counters = reinterpret_cast<int*>(ws + l.counters);
+      sa.parts = reinterpret_cast<float*>(ws + l.parts);
+      sa.capacity = static_cast<int>(l.capacity);
+      sa.max_parts = static_cast<int>(l.max_parts);
+      sched_ctas = l.capacity * p.heads;
+    }
+  }
   CUtensorMap tq, tk, tv;
   cudaError_t err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
   if (err != cudaSuccess) return err;
@@ -66,13 +101,39 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab>;
+  if (sa.items == nullptr) {  // grid order: the kSched = false kernel (no work list code at all)
+    auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, false>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid = head_major ? dim3(m_blocks, p.heads, p.batch)
+                                 : dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(p.heads), m_blocks);
+    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, head_major ? 1 : 0, sa);
+    return cudaGetLastError();
+  }
+  if constexpr (!kSchedOk) {
+    return cudaErrorNotSupported;  // not reached (sa.items stays null)
+  } else {
+  auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, true>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
-  const dim3 grid = head_major ? dim3(m_blocks, p.heads, p.batch)
-                               : dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(p.heads), m_blocks);
-  kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, head_major ? 1 : 0);
-  return cudaGetLastError();
+  const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
+  hstu_fwd_sm90_plan_kernel<C::kBlockM, C::kBlockN><<<1, kPlanThreads, 0, stream>>>(p, sa, sm_count(), split_pct);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || sched_mode == 3) return err;
+  // Programmatic dependent launch: the forward's CTAs start while the planner runs and wait for it in-kernel.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(sched_ctas));
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const int hm = head_major ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, p, hm, sa);
+  }
 }
 
 }  // namespace sm90
@@ -81,7 +142,9 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 // warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid. With HSTU_SM90_ALL_VARIANTS (the dev
 // library) `variant` selects an experimental configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage,
 // 1 overlapped 2-stage, 2 overlapped 3-stage, 3 overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage;
-// variant < 0 is the default. Without it (the wheel) only the default is compiled and `variant` is ignored.
+// + 100: with the jagged work list (p.fwd_sched) where the op gave one (+ 200: without KV splits, + 300: the
+// planner alone, for timing, + 400 / 500: split cap 85 / 200 %); variant < 0 is the default (work list on).
+// Without it (the wheel) only the default is compiled and `variant` is ignored.
 // With rab the default configuration's kRab kernel runs, whatever `variant` says.
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
@@ -89,13 +152,15 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   if (p.rab != nullptr) return sm90::launch_fwd<T, D, true, true, kDeep, true>(p, total_k, stream, true);
 #ifdef HSTU_SM90_ALL_VARIANTS
   if (variant >= 0) {
-    const bool hm = variant / 10 == 1;
+    const bool hm = variant % 100 / 10 == 1;
+    const bool sched = variant >= 100;  // + 100: the jagged work list (when p.fwd_sched is set)
+    const int sm = variant / 100;       // 1 split KV ranges, 2 no splits, 3 planner only, 4/5 other caps
     switch (variant % 10) {
-      case 0: return sm90::launch_fwd<T, D, false, false, 2>(p, total_k, stream, hm);
-      case 1: return sm90::launch_fwd<T, D, true, false, 2>(p, total_k, stream, hm);
-      case 2: return sm90::launch_fwd<T, D, true, false, kDeep>(p, total_k, stream, hm);
-      case 3: return sm90::launch_fwd<T, D, true, true, 2>(p, total_k, stream, hm);
-      default: return sm90::launch_fwd<T, D, true, true, kDeep>(p, total_k, stream, hm);
+      case 0: return sm90::launch_fwd<T, D, false, false, 2>(p, total_k, stream, hm, sched, sm);
+      case 1: return sm90::launch_fwd<T, D, true, false, 2>(p, total_k, stream, hm, sched, sm);
+      case 2: return sm90::launch_fwd<T, D, true, false, kDeep>(p, total_k, stream, hm, sched, sm);
+      case 3: return sm90::launch_fwd<T, D, true, true, 2>(p, total_k, stream, hm, sched, sm);
+      default: return sm90::launch_fwd<T, D, true, true, kDeep>(p, total_k, stream, hm, sched, sm);
     }
   }
 #else

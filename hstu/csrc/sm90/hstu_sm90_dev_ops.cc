@@ -166,6 +166,14 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
   cudaStream_t s =
       static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(q.get_device())));
   const int var = static_cast<int>(variant);
+  // Jagged work list workspace (used by variant -1 and variants >= 100).
+  std::optional<Tensor> sched;
+  const int64_t sched_bytes = hstu_fwd_sm90_sched_layout(p, k.size(0)).bytes;
+  if (sched_bytes > 0) {
+    sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
+    p.fwd_sched = sched->data_ptr();
+    p.fwd_sched_bytes = sched_bytes;
+  }
   const cudaError_t err = q.scalar_type() == ScalarType::Half ? dispatch<__half>(p, k.size(0), s, var)
                                                                : dispatch<__nv_bfloat16>(p, k.size(0), s, var);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn_sm90_dev::fwd: CUDA error ", cudaGetErrorString(err));

@@ -241,5 +241,15 @@ __device__ __forceinline__ float unpack_hi(uint32_t v) {
   }
 }
 
+// 32-bit shared memory word by address (volatile: the value is really stored / re-read).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 }  // namespace sm90
 }  // namespace hstu
