@@ -269,7 +269,7 @@ def kernel_description(device: torch.device) -> str:
     return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
 
 
-def header(device: torch.device, dtype_name: str, reps: int) -> str:
+def header(device: torch.device, dtype_name: str, reps: int, cooldown: float) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = " ".join(["python"] + sys.argv)
     return "\n".join([
@@ -281,6 +281,8 @@ def header(device: torch.device, dtype_name: str, reps: int) -> str:
         "- units: ms (median of "
         f"{reps} runs, CUDA events, L2 flushed); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
         f"masks), bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
+        f"- cases run one after another with {cooldown:g} s of idle GPU before each (--cooldown), so that a case does not "
+        "inherit the power-limit clock drop of the long case before it",
         f"- command: `{cmd}`",
     ])
 
@@ -323,6 +325,11 @@ def main(argv=None) -> int:
     p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
     p.add_argument("--plot", help="write a PNG plot here (needs matplotlib)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes, runs on CPU too: checks the script only")
+    p.add_argument("--cooldown", type=float, default=2.0,
+                   help="seconds of idle GPU before each case (0: none). A long case drives the board to its power "
+                        "limit and lowers the clock for the next seconds; without a pause the next case is timed at "
+                        "that lower clock (measured on the H200: B128 S1K bwd 276-281 TFLOP/s right after S16K vs "
+                        "292-301 rested)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -349,12 +356,15 @@ def main(argv=None) -> int:
     for case in build_cases(args.quick, args.smoke):
         if args.sweep and case.sweep not in args.sweep:
             continue
+        if device.type == "cuda" and results and args.cooldown > 0:
+            torch.cuda.synchronize()
+            time.sleep(args.cooldown)
         res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref)
         results.append(res)
         print(f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms", flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = (header(device, args.dtype, args.reps) + "\n\n" + markdown_table(results) + "\n" + floor_line(results)
+    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0) + "\n\n" + markdown_table(results) + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()
     print(text)
