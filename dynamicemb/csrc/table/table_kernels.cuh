@@ -8,9 +8,9 @@
 //   1. the hit pass (upsert_hit_kernel): every key is probed read-only, like find. Hits are served there
 //      (find_or_insert / assign_scores touch the score lock-free; row writers lock the slot, see below); keys
 //      that are missing and may be inserted, or whose matching slot a duplicate of this batch holds locked, are
-//      appended to a pending list of (key, index) pairs (one global atomic per block, count in
-//      counters[kCounterPending]). No key, digest or free slot changes in this pass, so its probes need no waiting
-//      and no acquire loads. LRU row writers that find their slot locked by a duplicate yield (see below).
+//      appended to a pending list of (key, index) pairs (one global atomic per block; the count lives in the
+//      pending scratch, pending_count(p), not in the table's counters line, see the performance notes). No key,
+//      digest or free slot changes in this pass, so its probes need no waiting and no acquire loads. LRU row writers that find their slot locked by a duplicate yield (see below).
 //   2. the insert pass (upsert_insert_kernel): one tile per pending key runs the general concurrent algorithm
 //      (upsert_one). Its warps hold only pending keys, so they do not diverge between hit and insert paths.
 //   Every hit of a batch is thus served before any insert of the same batch evicts: a key touched by the batch
@@ -35,8 +35,20 @@
 // take ~2x what their bytes and the lookup kernel's rate predict, and halving the lanes per key (doubling the keys
 // in flight) did not change that. Fixed on the way: one global atomic per warp on the pending count (now one per
 // block) and every warp reading the op clock from one L2 line (now through the read-only path) cost ~300 us each
-// pass. Leads not yet tried: the hit pass's block barriers (stats and queue) against lookup's barrier-free warps,
-// the release fence per insert, partial-sector score writes.
+// pass. Profiled (ncu, H200, this layout before the change below): neither pass is bandwidth bound (DRAM 12-18%
+// of peak, L2 29-47%); the hit pass executes ~2x lookup's instructions per key (26M branch instructions against
+// 8.5M) with 31% of its stall cycles at block barriers; the insert pass runs at 3 blocks/SM (80 registers, 36%
+// achieved occupancy), issues an instruction every 15 cycles per warp and has 25% excess shared-memory
+// wavefronts. Changed on that evidence, NOT YET MEASURED on the device (no device time was left): the op clock
+// (and the insert pass's count) is read once per block into shared memory instead of once per warp; the pending
+// count moved out of the 32-byte counters line that holds the clock and the size counter (hypothesis: its
+// per-block atomics made the per-warp clock reads contend on one L2 line); block stats are 32-bit shared counters
+// (a 64-bit shared atomicAdd is an ATOMS.CAST.SPIN.64 retry loop in sm_90a SASS, the 32-bit increment one
+// warp-aggregated ATOMS.POPC.INC.32; hypothesis: the loop is the excess wavefronts); next_free_candidate
+// takes one ffs per digest chunk instead of looping over every free slot (same choice, checked exhaustively
+// against the loop on the host). Leads not yet tried: the insert pass's occupancy (4 blocks/SM builds with 64
+// registers and 20 bytes of spills; an earlier measurement said ~15% faster), the release fence per insert,
+// partial-sector score writes.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -207,6 +219,12 @@ __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
   return reinterpret_cast<T*>(values) + slot * dim;
 }
 
+// The pending count of an upsert: a word of the pending scratch past its 2n entries, in its own 64-byte span
+// (see kPendingExtra), so its atomics do not contend with the reads of the op clock in the counters line.
+__device__ __forceinline__ unsigned long long* pending_count(const UpsertParams& p) {
+  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
+}
+
 struct KeyHome {
   int64_t base;  // first slot of the bucket
   int start;     // probe start inside the bucket
@@ -277,18 +295,21 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
                                                        uint32_t (&free_mask)[kMaxRounds]) {
   const int B = t.bucket_capacity;
+  const int start_chunk = h.start >> 4;
+  const uint32_t from_start = 0xffffu << (h.start & 15);
   int best = B;  // rotated distance
   int best_r = 0, best_i = 0;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
-    uint32_t m = free_mask[r];
-    int c = r * kTile + static_cast<int>(tile.thread_rank());
-    while (m) {
-      int i = __ffs(m) - 1;
-      m &= m - 1;
-      int dist = (c * 16 + i - h.start) & (B - 1);
-      if (dist < best) { best = dist; best_r = r; best_i = i; }
-    }
+    const uint32_t m = free_mask[r];
+    if (m == 0) continue;
+    const int c = r * kTile + static_cast<int>(tile.thread_rank());
+    // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
+    // after the start come first (one ffs per chunk instead of a loop over its free slots).
+    const uint32_t after = c == start_chunk ? (m & from_start) : 0u;
+    const int i = __ffs(after ? after : m) - 1;
+    const int dist = (c * 16 + i - h.start) & (B - 1);
+    if (dist < best) { best = dist; best_r = r; best_i = i; }
   }
   int key = (best << 8) | static_cast<int>(tile.thread_rank());
   int win = cg::reduce(tile, key, cg::less<int>());
@@ -708,12 +729,15 @@ __device__ __forceinline__ int64_t probe_hit_pass(const Tile& tile, const TableR
 }
 
 // Adds a block's stats to the op's (and inserts to the table size). All threads of the block call it.
-__device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned long long* s_stats) {
+// Block stats are 32-bit shared counters (a block serves at most kBlock / kTile keys): 32-bit shared atomics are
+// native, 64-bit ones are a CAS loop.
+__device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_stats) {
   __syncthreads();
   if (threadIdx.x < kNumStats && s_stats[threadIdx.x]) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + threadIdx.x, s_stats[threadIdx.x]);
+    const unsigned long long v = s_stats[threadIdx.x];
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + threadIdx.x, v);
     if (threadIdx.x == kStatInserted)
-      atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, s_stats[threadIdx.x]);
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
   }
 }
 
@@ -722,11 +746,17 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
-  __shared__ unsigned long long s_stats[kNumStats];
+  __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned long long s_clock;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  if (threadIdx.x == 0) s_queued = 0;
+  if (threadIdx.x == 0) {
+    s_queued = 0;
+    // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
+    // counters line is also the target of the size counter's atomics.
+    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+  }
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
@@ -737,9 +767,7 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
     const int64_t dim = t.dim;
     const int mode = p.mode;
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-    // The op clock was written by begin_op_kernel: read-only here, and every warp reads this one word, so read
-    // it through the L1/read-only path rather than from its L2 slice each time.
-    const uint64_t clock = static_cast<uint64_t>(__ldg(t.counters + kCounterClock));
+    const uint64_t clock = static_cast<uint64_t>(s_clock);
     int64_t slot = -1;
     int stat = -1;
     if (is_reserved_key(key)) {
@@ -796,7 +824,7 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
       if (lead) {
         if (p.slots_out) p.slots_out[i] = slot;
         if (p.found_out) p.found_out[i] = slot >= 0;
-        if (stat >= 0) atomicAdd(&s_stats[stat], 1ull);
+        if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
       }
     }
   }
@@ -812,8 +840,7 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
   warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
   __syncthreads();
   if (threadIdx.x == 0 && s_queued)
-    s_queue_base = atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterPending,
-                             static_cast<unsigned long long>(s_queued));
+    s_queue_base = atomicAdd(pending_count(p), static_cast<unsigned long long>(s_queued));
   __syncthreads();
   if (want) {
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
@@ -831,16 +858,23 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
-  // Written by earlier kernels, read-only here (see the hit pass).
-  const int64_t count = __ldg(p.t.counters + kCounterPending);
+  // Written by earlier kernels, read-only here; one read per block (see the hit pass).
+  __shared__ long long s_count;
+  __shared__ unsigned long long s_clock;
+  if (threadIdx.x == 0) {
+    s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
+    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+  }
+  __syncthreads();
+  const int64_t count = s_count;
   if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
-  __shared__ unsigned long long s_stats[kNumStats];
+  __shared__ unsigned s_stats[kNumStats];
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   if (threadIdx.x == 0) s_p = p;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const uint64_t clock = static_cast<uint64_t>(__ldg(p.t.counters + kCounterClock));
+  const uint64_t clock = static_cast<uint64_t>(s_clock);
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   if (j < count) {
     KeyArgs a;
@@ -859,7 +893,7 @@ __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p
       if (p.slots_out) p.slots_out[a.i] = o.slot;
       if (p.found_out) p.found_out[a.i] = o.hit;
       if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
-        atomicAdd(&s_stats[o.stat], 1ull);
+        atomicAdd(&s_stats[o.stat], 1u);
     }
   }
   flush_stats(p, s_stats);
@@ -984,10 +1018,10 @@ namespace detail {
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
-__global__ void begin_op_kernel(int64_t* counters, int64_t* stats) {
+__global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count) {
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
-    counters[kCounterPending] = 0;
+    if (pending_count) *pending_count = 0;
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
 }
@@ -1006,11 +1040,13 @@ void launch_lookup(const LookupParams& p, void* stream) {
 template <int K, int V, int P>
 void launch_upsert(const UpsertParams& p, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(p.t.counters, p.stats);
+  if (p.n > 0 && p.pending == nullptr)
+    throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
+  detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
+      p.t.counters, p.stats,
+      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
   check_launch("begin_op");
   if (p.n == 0) return;
-  if (p.pending == nullptr)
-    throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of (n, 2) int64");
   upsert_hit_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert hit pass");
   upsert_insert_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
