@@ -382,8 +382,9 @@ class ScoredHashTable:
                 slots_out=None, evicted=(None, None, None), initializer=None):
         stats = self._empty(len(STAT_NAMES), dtype=torch.int64)
         init = (initializer or self.initializer).op_args()
-        # CUDA upserts run a hit pass and an insert pass; the first queues the keys the second handles here
-        # (2n words of (key, index) pairs, then kPendingExtra = 16 words holding the pending count).
+        # CUDA upserts run a first pass (hits and inserts into free slots) and an insert pass; the first queues
+        # the keys the second handles (evictions, duplicates) here: 2n words of (key, index) pairs, then
+        # kPendingExtra = 16 words holding the pending count.
         pending = self._empty(2 * keys.numel() + 16, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,

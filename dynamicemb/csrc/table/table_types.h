@@ -190,7 +190,13 @@ namespace table {
 TABLE_HD float normal01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t ctr) {
   float u1 = 1.0f - uniform01(seed, clock, key, 2 * ctr);  // (0, 1]
   float u2 = uniform01(seed, clock, key, 2 * ctr + 1);
+#if defined(__CUDA_ARCH__)
+  // cos(2 pi u2) as cospif: its range reduction needs no local memory (keeps the upsert's first pass, which
+  // inlines the initializer, spill-free); equal to the host's cosf form to rounding.
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+#else
   return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+#endif
 }
 
 // Value of column `col` of the initial row of `key` in the op with clock `clock`.
