@@ -44,7 +44,8 @@
 //   - the first pass per family of modes with its occupancy (5 or 6 blocks/SM, see upsert_main_kernel); the
 //     normal initializer's cosine is cospif on the device (no local-memory range reduction; agrees with the
 //     CPU twin's cosf to rounding), which keeps the inlined initializer spill-free.
-//   Result: find_or_insert 3 + ~470 + 15 us, insert_or_assign 3 + ~485 + 15 us (RESULTS.md has the runs).
+//   NOT YET RUN ON THE DEVICE AS A WHOLE (GPU tests, benchmark): expected from the variants measured (RESULTS.md,
+//   s3/hash): find_or_insert first pass ~465 us, insert_or_assign ~485 us, lookup ~131 us.
 // Measured and not kept: one acquire load instead of relaxed-then-acquire for digest matches (-2%); locking a
 // hit and claiming a miss with the same CAS instruction and prefetching find_or_insert hits' rows into L2 before
 // the claims (within noise). Attribution (not correct code, measured once): dropping the release fence of the
