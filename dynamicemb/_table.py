@@ -57,7 +57,7 @@ _MODE = {"find_or_insert": 0, "insert_or_assign": 1, "insert_and_evict": 2, "ass
 _INIT_KINDS = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
 _VALUE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KEY_DTYPES = (torch.int64, torch.uint64)
-_NUM_COUNTERS = 4  # [clock, size, spare, pending count of the CUDA upsert]
+_NUM_COUNTERS = 4  # [clock, size, spare, spare]
 
 
 _EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF
@@ -382,8 +382,10 @@ class ScoredHashTable:
                 slots_out=None, evicted=(None, None, None), initializer=None):
         stats = self._empty(len(STAT_NAMES), dtype=torch.int64)
         init = (initializer or self.initializer).op_args()
-        # CUDA upserts run a hit pass and an insert pass; the first queues the keys the second handles here.
-        pending = self._empty(keys.numel(), 2, dtype=torch.int64) if self.device.type == "cuda" else None
+        # CUDA upserts run a first pass (hits and inserts into free slots) and an insert pass; the first queues
+        # the keys the second handles (evictions, duplicates) here: 2n words of (key, index) pairs, then
+        # kPendingExtra = 16 words holding the pending count.
+        pending = self._empty(2 * keys.numel() + 16, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,

@@ -204,9 +204,9 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.seed = static_cast<uint64_t>(seed);
   if (t.cuda) {
     // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
-    ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ", 2 * p.n,
-                " elements");
-    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n));
+    ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",
+                2 * p.n + kPendingExtra, " elements");
+    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n + kPendingExtra));
     ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % 16 == 0, "pending: expected a 16-byte aligned tensor");
     torch::stable::accelerator::DeviceGuard guard(t.device);
     dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),

@@ -5,14 +5,15 @@
 // lane for 128-slot buckets), compared with the key's digest, and only matching slots' keys are read.
 //
 // An upsert is two kernels (after begin_op_kernel):
-//   1. the hit pass (upsert_hit_kernel): every key is probed read-only, like find. Hits are served there
-//      (find_or_insert / assign_scores touch the score lock-free; row writers lock the slot, see below); keys
-//      that are missing and may be inserted, or whose matching slot a duplicate of this batch holds locked, are
-//      appended to a pending list of (key, index) pairs (one global atomic per block, count in
-//      counters[kCounterPending]). No key, digest or free slot changes in this pass, so its probes need no waiting
-//      and no acquire loads. LRU row writers that find their slot locked by a duplicate yield (see below).
+//   1. the first pass (upsert_main_kernel): every key is probed. Hits are served there (find_or_insert /
+//      assign_scores touch the score lock-free; row writers lock the slot, see below). A missing key that may be
+//      inserted claims a free slot of its bucket in probe order and is inserted right there (no bucket lock: a
+//      single CAS on the key word). Left to the second pass, through a pending list of (key, index) pairs (one
+//      global atomic per block; the count lives in the pending scratch, pending_count(p)): keys whose bucket has
+//      no free slot (eviction), keys a duplicate of this batch inserted first, and row writers whose slot a
+//      duplicate holds locked (LRU row writers yield instead, see below). Nothing is evicted in this pass.
 //   2. the insert pass (upsert_insert_kernel): one tile per pending key runs the general concurrent algorithm
-//      (upsert_one). Its warps hold only pending keys, so they do not diverge between hit and insert paths.
+//      (upsert_one), eviction under the bucket lock included. Below full load almost no key gets here.
 //   Every hit of a batch is thus served before any insert of the same batch evicts: a key touched by the batch
 //   (LRU: score = this op's clock) is never evicted by the batch's own inserts under LRU.
 //
@@ -30,13 +31,27 @@
 //     remaining changes of that bucket.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
-// Performance notes (H200, dim 32, 64M slots, load factor 0.5, 1M keys of which 60% hits; CUPTI kernel times):
-// lookup 170 us; find_or_insert hit pass 355 us + insert pass 334 us; insert_or_assign 402 + 341 us. Both passes
-// take ~2x what their bytes and the lookup kernel's rate predict, and halving the lanes per key (doubling the keys
-// in flight) did not change that. Fixed on the way: one global atomic per warp on the pending count (now one per
-// block) and every warp reading the op clock from one L2 line (now through the read-only path) cost ~300 us each
-// pass. Leads not yet tried: the hit pass's block barriers (stats and queue) against lookup's barrier-free warps,
-// the release fence per insert, partial-sector score writes.
+// Performance notes (H200, dim 32, 64M slots, load factor 0.5, 1M keys of which 60% hits; per-kernel CUDA event
+// times from benchmarks/table_kernel_timing.cu). Before this layout the upsert was a read-only hit pass that
+// queued every miss and an insert pass that probed the misses again: find_or_insert 341 + 298 us, insert_or_assign
+// 392 + 302 us (419K of the 1M keys reached the insert pass), lookup 168 us. Changed, each measured:
+//   - misses claim a free slot in the first pass (one CAS on the key word, no bucket lock); the insert pass gets
+//     only evictions and duplicates (0 keys at load factor 0.5 and 0.75, ~45K of 1M at 1.0) and costs ~15 us
+//     (its grid is still sized by n: only the device knows the count; a grid-strided version spills);
+//   - a lane's two digest chunks are loaded before either is used (they were one memory latency apart): lookup
+//     168 -> 151 us;
+//   - row copies unrolled twice (lookup 40 -> 32 registers, 8 blocks/SM): lookup 151 -> 131 us;
+//   - the first pass per family of modes with its occupancy (5 or 6 blocks/SM, see upsert_main_kernel); the
+//     normal initializer's cosine is cospif on the device (no local-memory range reduction; agrees with the
+//     CPU twin's cosf to rounding), which keeps the inlined initializer spill-free.
+//   NOT YET RUN ON THE DEVICE AS A WHOLE (GPU tests, benchmark): expected from the variants measured (RESULTS.md,
+//   s3/hash): find_or_insert first pass ~465 us, insert_or_assign ~485 us, lookup ~131 us.
+// Measured and not kept: one acquire load instead of relaxed-then-acquire for digest matches (-2%); locking a
+// hit and claiming a miss with the same CAS instruction and prefetching find_or_insert hits' rows into L2 before
+// the claims (within noise). Attribution (not correct code, measured once): dropping the release fence of the
+// publish store -6%; dropping the hits' score store -6% (a partial-sector write). The first pass is latency
+// bound (each extra block/SM helps; DRAM well under peak): leads are fewer registers and more keys in flight
+// per warp.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -142,6 +157,30 @@ __device__ __forceinline__ uint4 load_digests(const uint8_t* digests, int64_t ba
   return coherent ? __ldcg(p) : __ldg(p);
 }
 
+// The lane's digest chunks of rounds g and g + 1 of a bucket (the lane's chunks are round * kTile + lane),
+// loaded before either is used so that both loads are in flight together (one memory latency per pair instead
+// of one per round); chunks past the bucket read as zero with `valid` clear.
+struct ChunkPair {
+  uint4 d[2];
+  bool valid[2];
+};
+__device__ __forceinline__ ChunkPair load_chunk_pair(const Tile& tile, const uint8_t* digests, int64_t base,
+                                                     int chunks, int g, bool coherent) {
+  ChunkPair r;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int c = (g + e) * kTile + static_cast<int>(tile.thread_rank());
+    r.valid[e] = c < chunks;
+    r.d[e] = make_uint4(0, 0, 0, 0);
+    if (r.valid[e]) r.d[e] = load_digests(digests, base, c, coherent);
+  }
+  return r;
+}
+
+// Unrolling of the row copies (16-byte accesses; loads of one iteration are in flight together): 2 keeps lookup
+// at 32 registers (8 blocks/SM; measured on H200, dim 32: find 151 -> 131 us per 1M keys against the compiler's
+// default unrolling at 40 registers).
+constexpr int kCopyUnroll = 2;
 // Row helpers: the tile's lanes stride over the row; 16-byte accesses when the row allows.
 template <typename T>
 __device__ __forceinline__ bool row_vec16(const void* a, const void* b, int64_t dim) {
@@ -159,12 +198,22 @@ __device__ __forceinline__ void copy_row(const Tile& tile, T* dst, const T* src,
 #pragma unroll 1
       for (int64_t j = tile.thread_rank(); j < nv; j += kTile) d[j] = coherent ? __ldcg(s + j) : s[j];
     } else {
+#pragma unroll(kCopyUnroll)
       for (int64_t j = tile.thread_rank(); j < nv; j += kTile) d[j] = coherent ? __ldcg(s + j) : s[j];
     }
   } else {
 #pragma unroll 1
     for (int64_t j = tile.thread_rank(); j < dim; j += kTile) dst[j] = src[j];
   }
+}
+// Starts moving a row into L2 without waiting for it (no registers held): the tile's lanes touch every 32-byte
+// sector once.
+template <typename T>
+__device__ __forceinline__ void prefetch_row_l2(const Tile& tile, const T* row, int64_t dim) {
+  const char* b = reinterpret_cast<const char*>(row);
+  const int64_t bytes = dim * static_cast<int64_t>(sizeof(T));
+  for (int64_t off = static_cast<int64_t>(tile.thread_rank()) * 32; off < bytes; off += kTile * 32)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(b + off));
 }
 template <int V>
 __device__ __forceinline__ void fill_row(const Tile& tile, typename ValT<V>::T* dst, int64_t dim, float v) {
@@ -207,6 +256,40 @@ __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
   return reinterpret_cast<T*>(values) + slot * dim;
 }
 
+// The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
+// output row (`pp`: the parameters in shared memory). Inline: an out-of-line call's ABI spills registers at the
+// first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
+template <int V>
+__device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
+                                          uint64_t clock) {
+  using T = typename ValT<V>::T;
+  const UpsertParams& p = *pp;
+  const int64_t dim = p.t.dim;
+  T* dst = row_ptr<T>(p.t.values, slot, dim);
+  T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
+  const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
+  const Initializer& in = p.init;
+  if (in.kind == kInitConstant && in.init_cols < 0) {
+    const T v = ValT<V>::from_f(in.value);
+    for (int64_t j = lane; j < dim; j += kTile) {
+      dst[j] = v;
+      if (dst2) dst2[j] = v;
+    }
+    return;
+  }
+  for (int64_t j = lane; j < dim; j += kTile) {
+    const T v = ValT<V>::from_f(init_value(in, clock, key, j));
+    dst[j] = v;
+    if (dst2) dst2[j] = v;
+  }
+}
+
+// The pending count of an upsert: a word of the pending scratch past its 2n entries, in its own 64-byte span
+// (see kPendingExtra), so its atomics do not contend with the reads of the op clock in the counters line.
+__device__ __forceinline__ unsigned long long* pending_count(const UpsertParams& p) {
+  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
+}
+
 struct KeyHome {
   int64_t base;  // first slot of the bucket
   int start;     // probe start inside the bucket
@@ -225,51 +308,64 @@ __device__ __forceinline__ KeyHome home_of(const TableRef& t, uint64_t key) {
 __device__ __forceinline__ int64_t probe_readonly(const Tile& tile, const TableRef& t, uint64_t key,
                                                   const KeyHome& h) {
   const int chunks = t.bucket_capacity / 16;
-  for (int c0 = 0; c0 < chunks; c0 += kTile) {
-    int c = c0 + static_cast<int>(tile.thread_rank());
+#pragma unroll
+  for (int g = 0; g < kMaxRounds; g += 2) {
+    if (g * kTile >= chunks) break;
+    const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, false);
     int64_t found = -1;
-    if (c < chunks) {
-      uint32_t m = match16(load_digests(t.digests, h.base, c, false), h.d4);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      uint32_t m = cp.valid[e] ? match16(cp.d[e], h.d4) : 0u;
+      const int c = (g + e) * kTile + static_cast<int>(tile.thread_rank());
       while (m) {
-        int i = __ffs(m) - 1;
+        const int i = __ffs(m) - 1;
         m &= m - 1;
-        int64_t slot = h.base + c * 16 + i;
+        const int64_t slot = h.base + c * 16 + i;
         if (static_cast<uint64_t>(reinterpret_cast<const int64_t*>(t.keys)[slot]) == key) found = slot;
       }
     }
-    uint32_t b = tile.ballot(found >= 0);
+    const uint32_t b = tile.ballot(found >= 0);
     if (b) return tile.shfl(found, __ffs(b) - 1);
   }
   return -1;
 }
 
-// Concurrent probe (insert kernels): slot holding `key` (seen after LOCKED cleared) or -1, and each lane's
-// masks of candidate free slots (digest == empty digest), one 16-bit mask per round.
+// Concurrent probe (upsert kernels): slot holding `key` (seen after LOCKED cleared, acquired) or -1, and each
+// lane's masks of candidate free slots (digest == empty digest), one 16-bit mask per round. All digest chunks are
+// loaded before any key is read (independent loads in flight together).
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, uint32_t (&free_mask)[kMaxRounds]) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
+  uint32_t match[kMaxRounds];
+#pragma unroll
+  for (int g = 0; g < kMaxRounds; g += 2) {
+    free_mask[g] = free_mask[g + 1] = match[g] = match[g + 1] = 0;
+    if (g * kTile >= chunks) continue;
+    const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, true);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (!cp.valid[e]) continue;
+      free_mask[g + e] = match16(cp.d[e], e4);
+      match[g + e] = match16(cp.d[e], h.d4);
+    }
+  }
   int64_t found = -1;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
-    free_mask[r] = 0;
-    int c = r * kTile + static_cast<int>(tile.thread_rank());
-    if (r * kTile < chunks && c < chunks) {
-      uint4 dg = load_digests(t.digests, h.base, c, true);
-      free_mask[r] = match16(dg, e4);
-      uint32_t m = match16(dg, h.d4);
-      while (m) {
-        int i = __ffs(m) - 1;
-        m &= m - 1;
-        int64_t slot = h.base + c * 16 + i;
-        // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
-        // every free slot); only our key or a LOCKED slot needs the acquire wait.
-        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-        if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
-      }
+    uint32_t m = match[r];
+    const int c = r * kTile + static_cast<int>(tile.thread_rank());
+    while (m) {
+      const int i = __ffs(m) - 1;
+      m &= m - 1;
+      const int64_t slot = h.base + c * 16 + i;
+      // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
+      // every free slot); only our key or a LOCKED slot needs the acquire wait.
+      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+      if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
     }
   }
-  uint32_t b = tile.ballot(found >= 0);
+  const uint32_t b = tile.ballot(found >= 0);
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
@@ -277,18 +373,21 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
                                                        uint32_t (&free_mask)[kMaxRounds]) {
   const int B = t.bucket_capacity;
+  const int start_chunk = h.start >> 4;
+  const uint32_t from_start = 0xffffu << (h.start & 15);
   int best = B;  // rotated distance
   int best_r = 0, best_i = 0;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
-    uint32_t m = free_mask[r];
-    int c = r * kTile + static_cast<int>(tile.thread_rank());
-    while (m) {
-      int i = __ffs(m) - 1;
-      m &= m - 1;
-      int dist = (c * 16 + i - h.start) & (B - 1);
-      if (dist < best) { best = dist; best_r = r; best_i = i; }
-    }
+    const uint32_t m = free_mask[r];
+    if (m == 0) continue;
+    const int c = r * kTile + static_cast<int>(tile.thread_rank());
+    // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
+    // after the start come first (one ffs per chunk instead of a loop over its free slots).
+    const uint32_t after = c == start_chunk ? (m & from_start) : 0u;
+    const int i = __ffs(after ? after : m) - 1;
+    const int dist = (c * 16 + i - h.start) & (B - 1);
+    if (dist < best) { best = dist; best_r = r; best_i = i; }
   }
   int key = (best << 8) | static_cast<int>(tile.thread_rank());
   int win = cg::reduce(tile, key, cg::less<int>());
@@ -299,6 +398,31 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
       if (r == best_r) free_mask[r] &= ~(1u << best_i);
   }
   return h.base + (((win >> 8) + h.start) & (B - 1));
+}
+
+// Claims the first free slot of `key`'s bucket in probe order (EMPTY -> LOCKED) from the probe's free masks.
+// Returns the claimed slot; -1 when the bucket has no free slot left; or, when a duplicate of this batch got
+// there first, the slot holding `key` with `dup` set. Two inserters of one key walk the same order, so the
+// second meets the first's slot (LOCKED -> wait -> the key); slots never become free during an upsert.
+__device__ __forceinline__ int64_t claim_in_probe_order(const Tile& tile, const TableRef& t, const KeyHome& h,
+                                                        uint32_t (&free_mask)[kMaxRounds], uint64_t key,
+                                                        bool& dup) {
+  dup = false;
+  while (true) {
+    const int64_t cand = next_free_candidate(tile, t, h, free_mask);
+    if (cand < 0) return -1;
+    uint64_t seen = 0;
+    if (tile.thread_rank() == 0) {
+      seen = claim_free(t.keys, cand);
+      if (seen == kLockedKey) seen = wait_unlocked(t.keys, cand);
+    }
+    seen = tile.shfl(seen, 0);
+    if (seen == kEmptyKey) return cand;
+    if (seen == key) {
+      dup = true;
+      return cand;
+    }
+  }
 }
 
 // Locks a slot seen holding `key` for a hit. Returns false if the key left the slot (evicted): re-probe.
@@ -621,28 +745,17 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0);
 
     // Claim a free slot in probe order.
-    bool restart = false;
-    while (true) {
-      const int64_t cand = next_free_candidate(tile, t, h, free_mask);
-      if (cand < 0) break;
-      uint64_t seen = 0;
-      if (lead) {
-        seen = claim_free(t.keys, cand);
-        if (seen == kLockedKey) seen = wait_unlocked(t.keys, cand);
-      }
-      seen = tile.shfl(seen, 0);
-      if (seen == kEmptyKey) {
-        fill_new<V>(tile, p, a, row_in, static_cast<uint8_t>(h.d4), cand, new_score);
-        return Outcome{cand, kStatInserted, false};
-      }
-      if (seen == a.key) {  // a duplicate of this batch got here first
-        Outcome o;
-        if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
-        restart = true;
-        break;
-      }
+    bool dup = false;
+    const int64_t cand = claim_in_probe_order(tile, t, h, free_mask, a.key, dup);
+    if (cand >= 0 && !dup) {
+      fill_new<V>(tile, p, a, row_in, static_cast<uint8_t>(h.d4), cand, new_score);
+      return Outcome{cand, kStatInserted, false};
     }
-    if (restart) continue;
+    if (dup) {  // a duplicate of this batch got here first
+      Outcome o;
+      if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
+      continue;
+    }
     return evict_insert<K, V, P>(p_cold, a, row_in, h.base, static_cast<uint8_t>(h.d4), new_score);
   }
 }
@@ -676,57 +789,50 @@ __device__ __forceinline__ void touch_score(const UpsertParams& p, int64_t slot,
   }
 }
 
-// Read-only probe of the hit pass: slot of `key` or -1. No digest changes during the hit pass (digests are read
-// through the non-coherent path) and keys change only by hit locks of row writers; `uncertain` is set when a
-// digest-matching slot was seen LOCKED, which the insert pass must then resolve.
-__device__ __forceinline__ int64_t probe_hit_pass(const Tile& tile, const TableRef& t, uint64_t key,
-                                                  const KeyHome& h, bool& uncertain) {
-  const int chunks = t.bucket_capacity / 16;
-  bool locked = false;
-  for (int c0 = 0; c0 < chunks; c0 += kTile) {
-    const int c = c0 + static_cast<int>(tile.thread_rank());
-    int64_t found = -1;
-    if (c < chunks) {
-      uint32_t m = match16(load_digests(t.digests, h.base, c, false), h.d4);
-      while (m) {
-        const int j = __ffs(m) - 1;
-        m &= m - 1;
-        const int64_t slot = h.base + c * 16 + j;
-        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-        if (k == key) found = slot;
-        else if (k == kLockedKey) locked = true;
-      }
-    }
-    const uint32_t b = tile.ballot(found >= 0);
-    if (b) {
-      uncertain = false;
-      return tile.shfl(found, __ffs(b) - 1);
-    }
-  }
-  uncertain = tile.any(locked);
-  return -1;
-}
-
 // Adds a block's stats to the op's (and inserts to the table size). All threads of the block call it.
-__device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned long long* s_stats) {
+// Block stats are 32-bit shared counters (a block serves at most kBlock / kTile keys): 32-bit shared atomics are
+// native, 64-bit ones are a CAS loop.
+__device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_stats) {
   __syncthreads();
   if (threadIdx.x < kNumStats && s_stats[threadIdx.x]) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + threadIdx.x, s_stats[threadIdx.x]);
+    const unsigned long long v = s_stats[threadIdx.x];
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + threadIdx.x, v);
     if (threadIdx.x == kStatInserted)
-      atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, s_stats[threadIdx.x]);
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterSize, v);
   }
 }
 
-// Pass 1 of an upsert: serves the hits, queues the rest (see the top of this file).
-template <int K, int V, int P>
-__global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_kernel(UpsertParams p) {
+// Pass 1 of an upsert: serves the hits and inserts into free slots; queues the rest (see the top of this file).
+// The first pass is instantiated per family of modes, so that each instance gets the occupancy its own
+// registers allow without spills: find_or_insert (the initializer's math), the row copiers (insert_or_assign,
+// insert_and_evict, assign) and the rest (accum_or_assign, assign_scores).
+enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2 };
+TABLE_HD int main_family(int mode) {
+  return mode == kFindOrInsert ? kFamilyInit
+         : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
+                                                                                   : kFamilyOther;
+}
+// Blocks per SM: 6 for the copiers (40 registers), 5 for the others (48 registers). Measured on H200, dim 32, 1M
+// keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first pass 537 -> 468 us, 5 -> 6 (with spills)
+// insert_or_assign's 521 -> 485 us.
+template <int K, int V, int P, int F>
+__global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
+    upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
-  __shared__ unsigned long long s_stats[kNumStats];
+  __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
+  __shared__ unsigned long long s_clock;
+  __shared__ UpsertParams s_p;  // for the out-of-line initializer
+  if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  if (threadIdx.x == 0) s_queued = 0;
+  if (threadIdx.x == 0) {
+    s_queued = 0;
+    // The op clock was written by begin_op_kernel: read-only here. One read per block (not per warp): the
+    // counters line is also the target of the size counter's atomics.
+    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+  }
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
@@ -735,59 +841,90 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
   if (i < p.n) {
     const TableRef& t = p.t;
     const int64_t dim = t.dim;
-    const int mode = p.mode;
+    // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
+    // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
+    const int mode = F == kFamilyInit   ? static_cast<int>(kFindOrInsert)
+                     : F == kFamilyCopy ? (p.mode == kAssign ? static_cast<int>(kAssign)
+                                                             : static_cast<int>(kInsertOrAssign))
+                                        : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
+                                                                    : static_cast<int>(kAssignScores));
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-    // The op clock was written by begin_op_kernel: read-only here, and every warp reads this one word, so read
-    // it through the L1/read-only path rather than from its L2 slice each time.
-    const uint64_t clock = static_cast<uint64_t>(__ldg(t.counters + kCounterClock));
+    const uint64_t clock = static_cast<uint64_t>(s_clock);
     int64_t slot = -1;
     int stat = -1;
+    bool hit = false;
     if (is_reserved_key(key)) {
       stat = kStatIllegal;
     } else {
       const bool given = p.scores_in != nullptr;
       const uint64_t score_in = given ? p.scores_in[i] : 0;
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
-      bool uncertain = false;
-      slot = probe_hit_pass(tile, t, key, home_of(t, key), uncertain);
-      if (slot >= 0) {
-        if (mode == kFindOrInsert || mode == kAssignScores) {
-          // Nobody writes rows in these modes' hit pass: copy without a lock.
-          if (mode == kFindOrInsert && p.values_out)
-            copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t.values, slot, dim), dim, false);
-          if (lead) touch_score<P>(p, slot, clock, given, score_in);
-          stat = kStatAssigned;
-        } else if (mode == kAccumOrAssign && !flag) {
-          // present: nothing to do (found, no stat)
-        } else {
-          // Row writers lock the slot; one that a duplicate of this batch holds goes to the insert pass.
-          uint64_t old = 0;
-          if (lead) old = cas_key(t.keys, slot, key, kLockedKey);
-          old = tile.shfl(old, 0);
-          if (old == key) {
-            T* row = row_ptr<T>(t.values, slot, dim);
-            const T* row_in = reinterpret_cast<const T*>(p.values_in) + i * dim;
-            if (mode == kAccumOrAssign) accum_row<V>(tile, row, row_in, dim);
-            else copy_row(tile, row, row_in, dim, false);
-            if (lead) {
-              const uint64_t prev = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot);
-              t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock, given, score_in, true, prev);
-            }
-            tile.sync();
-            if (lead) publish_key(t.keys, slot, key);
-            stat = kStatAssigned;
-          } else if (P == kPolicyLru && mode != kAccumOrAssign && old == kLockedKey) {
-            // A duplicate of this batch holds the slot and writes the same LRU score: yield, as if this write
-            // came first and was overwritten (the insert pass's LRU hit path does the same).
-            stat = kStatAssigned;
-          } else {
-            defer = true;
+      const KeyHome h = home_of(t, key);
+      uint32_t free_mask[kMaxRounds];
+      slot = probe_concurrent(tile, t, key, h, free_mask);
+      hit = slot >= 0;
+      const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
+      const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
+      const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
+      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
+      if (hit && mode == kFindOrInsert && p.values_out) prefetch_row_l2(tile, row_ptr<T>(t.values, slot, dim), dim);
+      // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
+      // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
+      // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
+      bool owner = false;
+      if (locking || inserting) {
+        int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+        while (target >= 0) {
+          uint64_t seen = 0;
+          if (lead) {
+            seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+            if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
           }
+          seen = tile.shfl(seen, 0);
+          if (locking) {
+            owner = seen == key;
+            // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
+            // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
+            // same); other policies leave the key to the insert pass.
+            if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
+            break;
+          }
+          if (seen == kEmptyKey) {
+            owner = true;
+            slot = target;
+            break;
+          }
+          if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
+          target = next_free_candidate(tile, t, h, free_mask);
         }
-      } else {
-        const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
-                                (mode == kAccumOrAssign && !flag);
-        defer = uncertain || may_insert;
+        // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
+        defer = !owner && stat < 0;
+      }
+      if (owner) {
+        // Score and digest first: fewer values stay live across the out-of-line initializer call.
+        if (lead) {
+          const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
+          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock, given, score_in, hit, prev);
+          if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
+        }
+        T* row = row_ptr<T>(t.values, slot, dim);
+        const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
+        if (mode == kFindOrInsert)
+          init_new_row<V>(&s_p, slot, i, key, clock);
+        else if (hit && mode == kAccumOrAssign)
+          accum_row<V>(tile, row, row_in, dim);
+        else
+          copy_row(tile, row, row_in, dim, false);
+        tile.sync();
+        if (lead) publish_key(t.keys, slot, key);
+        stat = hit ? kStatAssigned : kStatInserted;
+      } else if (hit && reads_only) {
+        // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
+        // prefetched into L2 before the inserts' claims above).
+        if (mode == kFindOrInsert && p.values_out)
+          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t.values, slot, dim), dim, false);
+        if (lead) touch_score<P>(p, slot, clock, given, score_in);
+        stat = kStatAssigned;
       }
     }
     if (!defer) {
@@ -795,8 +932,8 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
         init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock, key);
       if (lead) {
         if (p.slots_out) p.slots_out[i] = slot;
-        if (p.found_out) p.found_out[i] = slot >= 0;
-        if (stat >= 0) atomicAdd(&s_stats[stat], 1ull);
+        if (p.found_out) p.found_out[i] = hit;
+        if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
       }
     }
   }
@@ -812,8 +949,7 @@ __global__ void __launch_bounds__(kBlock, P == kPolicyLru ? 5 : 4) upsert_hit_ke
   warp_off = __shfl_sync(0xffffffffu, warp_off, leader);
   __syncthreads();
   if (threadIdx.x == 0 && s_queued)
-    s_queue_base = atomicAdd(reinterpret_cast<unsigned long long*>(p.t.counters) + kCounterPending,
-                             static_cast<unsigned long long>(s_queued));
+    s_queue_base = atomicAdd(pending_count(p), static_cast<unsigned long long>(s_queued));
   __syncthreads();
   if (want) {
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
@@ -831,16 +967,23 @@ template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
-  // Written by earlier kernels, read-only here (see the hit pass).
-  const int64_t count = __ldg(p.t.counters + kCounterPending);
+  // Written by earlier kernels, read-only here; one read per block (see the hit pass).
+  __shared__ long long s_count;
+  __shared__ unsigned long long s_clock;
+  if (threadIdx.x == 0) {
+    s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
+    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
+  }
+  __syncthreads();
+  const int64_t count = s_count;
   if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
-  __shared__ unsigned long long s_stats[kNumStats];
+  __shared__ unsigned s_stats[kNumStats];
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   if (threadIdx.x == 0) s_p = p;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const uint64_t clock = static_cast<uint64_t>(__ldg(p.t.counters + kCounterClock));
+  const uint64_t clock = static_cast<uint64_t>(s_clock);
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   if (j < count) {
     KeyArgs a;
@@ -859,7 +1002,7 @@ __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p
       if (p.slots_out) p.slots_out[a.i] = o.slot;
       if (p.found_out) p.found_out[a.i] = o.hit;
       if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
-        atomicAdd(&s_stats[o.stat], 1ull);
+        atomicAdd(&s_stats[o.stat], 1u);
     }
   }
   flush_stats(p, s_stats);
@@ -979,15 +1122,23 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
   }
 }
 
+#ifndef DYNAMICEMB_TABLE_PHASE_HOOK
+// Called with the stream after each kernel launch of an upsert; benchmarks/table_kernel_timing.cu defines it to
+// record CUDA events (per-kernel times). Empty otherwise.
+#define DYNAMICEMB_TABLE_PHASE_HOOK(stream) \
+  do {                                      \
+  } while (0)
+#endif
+
 namespace detail {
 // Advances the op clock and zeroes the op's stats and pending count; runs before every upsert (stream-ordered).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
-__global__ void begin_op_kernel(int64_t* counters, int64_t* stats) {
+__global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count) {
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
-    counters[kCounterPending] = 0;
+    if (pending_count) *pending_count = 0;
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
 }
@@ -1006,15 +1157,26 @@ void launch_lookup(const LookupParams& p, void* stream) {
 template <int K, int V, int P>
 void launch_upsert(const UpsertParams& p, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(p.t.counters, p.stats);
+  if (p.n > 0 && p.pending == nullptr)
+    throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
+  detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
+      p.t.counters, p.stats,
+      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
   check_launch("begin_op");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
-  if (p.pending == nullptr)
-    throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of (n, 2) int64");
-  upsert_hit_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
-  check_launch("upsert hit pass");
+  const int family = main_family(p.mode);
+  if (family == kFamilyInit)
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  else if (family == kFamilyCopy)
+    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  else
+    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  check_launch("upsert first pass");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
   upsert_insert_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
 template <int K, int V, int P>
 void launch_erase(const EraseParams& p, void* stream) {

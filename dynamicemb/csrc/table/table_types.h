@@ -10,8 +10,8 @@
 //   values   (capacity, dim)    fp16/bf16/fp32; a row per slot (the embedding collection stores
 //                                [embedding | optimizer state] here and gathers by slot)
 //   locks    (num_buckets,)     int32         eviction lock per bucket (0 when no kernel runs)
-//   counters (4,)               int64         [clock, size, spare, pending] (pending: keys the hit pass of an
-//                                             upsert left to its insert pass; zeroed per op)
+//   counters (4,)               int64         [clock, size, spare, spare] (the CUDA upsert's pending count lives
+//                                             in its pending scratch, see UpsertParams::pending)
 // A key lives in bucket accel_hash_key(key) fast-ranged onto num_buckets; its probe order inside the bucket is
 // a rotation starting at (hash & (bucket_capacity - 1)).
 #pragma once
@@ -66,7 +66,10 @@ enum UpsertMode : int {
 
 enum StatIndex : int { kStatInserted = 0, kStatAssigned = 1, kStatEvicted = 2, kStatRefused = 3, kStatIllegal = 4 };
 constexpr int kNumStats = 5;
-enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1, kCounterPending = 3 };
+enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
+// int64 words of the CUDA upsert's pending scratch past its 2n entries; the pending count is word 2n + 8, at
+// least 64 bytes past the last entry.
+constexpr int64_t kPendingExtra = 16;
 constexpr int kNumCounters = 4;
 
 enum InitKind : int { kInitConstant = 0, kInitUniform = 1, kInitNormal = 2, kInitTruncNormal = 3 };
@@ -124,7 +127,8 @@ struct UpsertParams {
   bool use_epoch;
   uint64_t epoch;
   Initializer init;
-  int64_t* pending;           // (n, 2) CUDA scratch: (key, index) of the keys the hit pass leaves to the insert pass
+  int64_t* pending;           // (2n + kPendingExtra) CUDA scratch: (key, index) of the keys the hit pass leaves to
+                              // the insert pass, then the pending count (word 2n + kPendingExtra / 2)
 };
 
 struct EraseParams {
@@ -160,7 +164,7 @@ template <int K, int V, int P> void launch_erase(const EraseParams& p, void* str
 template <int K, int V, int P> void launch_export(const ExportParams& p, void* stream);
 template <int K, int V, int P> void launch_rehash(const RehashParams& p, void* stream);
 // launch_upsert first advances the op clock (counters[kCounterClock]) and zeroes `stats`; it needs
-// `p.pending` (n x 2 int64, 16-byte aligned) when p.n > 0.
+// `p.pending` (2n + kPendingExtra int64, 16-byte aligned) when p.n > 0.
 
 // Deterministic counter-based random numbers shared by GPU and CPU (initial rows depend on seed, op clock,
 // key and column only, so duplicates and thread order do not change them).
@@ -186,7 +190,13 @@ namespace table {
 TABLE_HD float normal01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t ctr) {
   float u1 = 1.0f - uniform01(seed, clock, key, 2 * ctr);  // (0, 1]
   float u2 = uniform01(seed, clock, key, 2 * ctr + 1);
+#if defined(__CUDA_ARCH__)
+  // cos(2 pi u2) as cospif: its range reduction needs no local memory (keeps the upsert's first pass, which
+  // inlines the initializer, spill-free); equal to the host's cosf form to rounding.
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+#else
   return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+#endif
 }
 
 // Value of column `col` of the initial row of `key` in the op with clock `clock`.
