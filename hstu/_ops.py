@@ -455,7 +455,12 @@ def hstu_attn_varlen_func(
     Kernels: on compute capability 9.0 with a wheel built for sm_90a, the Hopper (wgmma/TMA) kernels run where
     they apply (forward: D 64/128/256; backward: D 64/128, and 256 without rab; not deterministic); otherwise,
     and on every other GPU from sm80, the portable mma.sync kernels. Set HSTU_ATTN_DISABLE_SM90=1 to force the
-    portable ones. `hstu_attn.compiled_kernels()` lists what the library holds.
+    portable ones. For jagged batches (lengths not all equal to the max, or seqused given) the Hopper forward
+    orders its query tiles longest-first from a work list built on the device (no host sync) and splits the
+    longest tiles' key ranges into chunks whose fp32 partial sums are added in a fixed order (bitwise
+    repeatable); its workspace holds at most 16 MB of partial sums plus the list (32 bytes per query tile).
+    HSTU_ATTN_SM90_FWD_SCHED=0 keeps the plain grid order.
+    `hstu_attn.compiled_kernels()` lists what the library holds.
 
     Raises:
         TypeError / ValueError naming the argument, the expected and the actual value.
