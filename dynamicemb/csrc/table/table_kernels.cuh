@@ -36,22 +36,33 @@
 // queued every miss and an insert pass that probed the misses again: find_or_insert 341 + 298 us, insert_or_assign
 // 392 + 302 us (419K of the 1M keys reached the insert pass), lookup 168 us. Changed, each measured:
 //   - misses claim a free slot in the first pass (one CAS on the key word, no bucket lock); the insert pass gets
-//     only evictions and duplicates (0 keys at load factor 0.5 and 0.75, ~45K of 1M at 1.0) and costs ~15 us
-//     (its grid is still sized by n: only the device knows the count; a grid-strided version spills);
+//     only evictions and duplicates (0 keys at load factor 0.5, ~100 at 0.75, ~45K of 1M at 1.0);
 //   - a lane's two digest chunks are loaded before either is used (they were one memory latency apart): lookup
 //     168 -> 151 us;
 //   - row copies unrolled twice (lookup 40 -> 32 registers, 8 blocks/SM): lookup 151 -> 131 us;
 //   - the first pass per family of modes with its occupancy (5 or 6 blocks/SM, see upsert_main_kernel); the
 //     normal initializer's cosine is cospif on the device (no local-memory range reduction; agrees with the
 //     CPU twin's cosf to rounding), which keeps the inlined initializer spill-free.
-//   NOT YET RUN ON THE DEVICE AS A WHOLE (GPU tests, benchmark): expected from the variants measured (RESULTS.md,
-//   s3/hash): find_or_insert first pass ~465 us, insert_or_assign ~485 us, lookup ~131 us.
+//   - the insert pass on a grid of at most kInsertGrid blocks looping over blocks of pending keys (it had one
+//     block per 64 keys of the batch, nearly all exiting at once): 14.8 -> 3.9 us when no key is pending (load
+//     factor 0.5); at load factor 1.0 (45K pending keys) 189 -> 226 us (2 blocks/SM instead of 3);
+//   - find_or_insert with a constant initializer (the default) has its own first-pass instance without the
+//     drawing code, at 6 blocks/SM (40 registers; the op clock and the caller's score are read where used and
+//     the free-slot masks are packed two rounds a word, which took the spills of 6 blocks/SM away): first pass
+//     437.6 -> 391.0 us. The drawing initializers keep 5 blocks/SM.
+//   Per kernel at f42f742 (load factor 0.5): find_or_insert 3.3 + 391.0 + 3.9 us, insert_or_assign
+//   3.3 + 433.1 + 3.8 us, lookup 132 us.
 // Measured and not kept: one acquire load instead of relaxed-then-acquire for digest matches (-2%); locking a
 // hit and claiming a miss with the same CAS instruction and prefetching find_or_insert hits' rows into L2 before
 // the claims (within noise). Attribution (not correct code, measured once): dropping the release fence of the
 // publish store -6%; dropping the hits' score store -6% (a partial-sector write). The first pass is latency
 // bound (each extra block/SM helps; DRAM well under peak): leads are fewer registers and more keys in flight
-// per warp.
+// per warp. Also measured and not kept (branch s3/hash2-defer): leaving the first pass's claimed and locked slots
+// LOCKED until the end of their block and publishing them there after one release fence per block (no LOCKED
+// waits in the first pass): first pass -1% (436.4 us), but ~200-570 keys per op (LOCKED digest matches,
+// claims racing an unpublished slot) then go to the insert pass (+15 us), and Zipf insert_or_assign / assign
+// were 3% / 12% below main's last quick run (hot duplicates deferred). A constant row written with 16-byte
+// stores: within noise.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -823,9 +834,10 @@ TABLE_HD int main_family(int mode) {
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
                                                                                    : kFamilyOther;
 }
-// Blocks per SM: 6 for the copiers (40 registers), 5 for the others (48 registers). Measured on H200, dim 32, 1M
-// keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first pass 537 -> 468 us, 5 -> 6 (with spills)
-// insert_or_assign's 521 -> 485 us.
+// Blocks per SM: 6 for the copiers and constant-initializer find_or_insert (40 registers), 5 for the others (48
+// registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
+// pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6 (spill-free)
+// find_or_insert's 437.6 -> 391.0 us.
 template <int K, int V, int P, int F>
 __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitConst ? 6 : 5)
     upsert_main_kernel(UpsertParams p) {
@@ -975,10 +987,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
   flush_stats(p, s_stats);
 }
 
-// Pass 2 of an upsert: one tile per pending key. The grid covers all n keys (only the device knows the pending
-// count); blocks past the count exit at once. 3 blocks/SM: the path needs 80 registers without spills (measured on
-// H200, dim 32: 4 blocks/SM with 64 registers spills 20-40 bytes and ran this pass ~15% faster; a grid-strided
-// loop instead costs ~25 more registers).
+// Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
+// kInsertGrid blocks, each looping over blocks of 64 pending keys (blocks past the count exit at once). 2 blocks/SM:
+// the loop needs 98 registers without spills (at 3 blocks/SM, 80 registers, it spills 12 bytes). Measured on
+// H200, dim 32, 1M keys: 14.8 -> 3.9 us with nothing pending; 189 -> 226 us with 45K keys pending (load factor 1).
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
