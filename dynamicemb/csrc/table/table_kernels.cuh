@@ -36,22 +36,33 @@
 // queued every miss and an insert pass that probed the misses again: find_or_insert 341 + 298 us, insert_or_assign
 // 392 + 302 us (419K of the 1M keys reached the insert pass), lookup 168 us. Changed, each measured:
 //   - misses claim a free slot in the first pass (one CAS on the key word, no bucket lock); the insert pass gets
-//     only evictions and duplicates (0 keys at load factor 0.5 and 0.75, ~45K of 1M at 1.0) and costs ~15 us
-//     (its grid is still sized by n: only the device knows the count; a grid-strided version spills);
+//     only evictions and duplicates (0 keys at load factor 0.5, ~100 at 0.75, ~45K of 1M at 1.0);
 //   - a lane's two digest chunks are loaded before either is used (they were one memory latency apart): lookup
 //     168 -> 151 us;
 //   - row copies unrolled twice (lookup 40 -> 32 registers, 8 blocks/SM): lookup 151 -> 131 us;
 //   - the first pass per family of modes with its occupancy (5 or 6 blocks/SM, see upsert_main_kernel); the
 //     normal initializer's cosine is cospif on the device (no local-memory range reduction; agrees with the
 //     CPU twin's cosf to rounding), which keeps the inlined initializer spill-free.
-//   NOT YET RUN ON THE DEVICE AS A WHOLE (GPU tests, benchmark): expected from the variants measured (RESULTS.md,
-//   s3/hash): find_or_insert first pass ~465 us, insert_or_assign ~485 us, lookup ~131 us.
+//   - the insert pass on a grid of at most kInsertGrid blocks looping over blocks of pending keys (it had one
+//     block per 64 keys of the batch, nearly all exiting at once): 14.8 -> 3.9 us when no key is pending (load
+//     factor 0.5); at load factor 1.0 (45K pending keys) 189 -> 226 us (2 blocks/SM instead of 3);
+//   - find_or_insert with a constant initializer (the default) has its own first-pass instance without the
+//     drawing code, at 6 blocks/SM (40 registers; the op clock and the caller's score are read where used and
+//     the free-slot masks are packed two rounds a word, which took the spills of 6 blocks/SM away): first pass
+//     437.6 -> 391.0 us. The drawing initializers keep 5 blocks/SM.
+//   Per kernel at f42f742 (load factor 0.5): find_or_insert 3.3 + 391.0 + 3.9 us, insert_or_assign
+//   3.3 + 433.1 + 3.8 us, lookup 132 us.
 // Measured and not kept: one acquire load instead of relaxed-then-acquire for digest matches (-2%); locking a
 // hit and claiming a miss with the same CAS instruction and prefetching find_or_insert hits' rows into L2 before
 // the claims (within noise). Attribution (not correct code, measured once): dropping the release fence of the
 // publish store -6%; dropping the hits' score store -6% (a partial-sector write). The first pass is latency
 // bound (each extra block/SM helps; DRAM well under peak): leads are fewer registers and more keys in flight
-// per warp.
+// per warp. Also measured and not kept (branch s3/hash2-defer): leaving the first pass's claimed and locked slots
+// LOCKED until the end of their block and publishing them there after one release fence per block (no LOCKED
+// waits in the first pass): first pass -1% (436.4 us), but ~200-570 keys per op (LOCKED digest matches,
+// claims racing an unpublished slot) then go to the insert pass (+15 us), and Zipf insert_or_assign / assign
+// were 3% / 12% below main's last quick run (hot duplicates deferred). A constant row written with 16-byte
+// stores: within noise.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -259,7 +270,8 @@ __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
 // The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
 // output row (`pp`: the parameters in shared memory). Inline: an out-of-line call's ABI spills registers at the
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
-template <int V>
+// kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
+template <int V, bool kConstOnly>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock) {
   using T = typename ValT<V>::T;
@@ -269,7 +281,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
-  if (in.kind == kInitConstant && in.init_cols < 0) {
+  if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = ValT<V>::from_f(in.value);
     for (int64_t j = lane; j < dim; j += kTile) {
       dst[j] = v;
@@ -330,23 +342,31 @@ __device__ __forceinline__ int64_t probe_readonly(const Tile& tile, const TableR
   return -1;
 }
 
+// Candidate free slots of a bucket (digest == empty digest): round r's 16-bit mask in half r % 2 of word r / 2
+// (packed: fewer registers live across the first pass's claims).
+struct FreeMasks {
+  uint32_t w[kMaxRounds / 2];
+  __device__ __forceinline__ uint32_t get(int r) const { return (w[r / 2] >> (16 * (r & 1))) & 0xffffu; }
+};
+
 // Concurrent probe (upsert kernels): slot holding `key` (seen after LOCKED cleared, acquired) or -1, and each
 // lane's masks of candidate free slots (digest == empty digest), one 16-bit mask per round. All digest chunks are
 // loaded before any key is read (independent loads in flight together).
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
-                                                    const KeyHome& h, uint32_t (&free_mask)[kMaxRounds]) {
+                                                    const KeyHome& h, FreeMasks& free_mask) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
   uint32_t match[kMaxRounds];
 #pragma unroll
   for (int g = 0; g < kMaxRounds; g += 2) {
-    free_mask[g] = free_mask[g + 1] = match[g] = match[g + 1] = 0;
+    free_mask.w[g / 2] = 0;
+    match[g] = match[g + 1] = 0;
     if (g * kTile >= chunks) continue;
     const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, true);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       if (!cp.valid[e]) continue;
-      free_mask[g + e] = match16(cp.d[e], e4);
+      free_mask.w[g / 2] |= match16(cp.d[e], e4) << (16 * e);
       match[g + e] = match16(cp.d[e], h.d4);
     }
   }
@@ -371,7 +391,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 
 // Next free-slot candidate in probe order (rotated distance from start), removing it from the masks; -1 if none.
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
-                                                       uint32_t (&free_mask)[kMaxRounds]) {
+                                                       FreeMasks& free_mask) {
   const int B = t.bucket_capacity;
   const int start_chunk = h.start >> 4;
   const uint32_t from_start = 0xffffu << (h.start & 15);
@@ -379,7 +399,7 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
   int best_r = 0, best_i = 0;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
-    const uint32_t m = free_mask[r];
+    const uint32_t m = free_mask.get(r);
     if (m == 0) continue;
     const int c = r * kTile + static_cast<int>(tile.thread_rank());
     // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
@@ -395,7 +415,7 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
   if ((win & 0xff) == static_cast<int>(tile.thread_rank())) {
 #pragma unroll
     for (int r = 0; r < kMaxRounds; ++r)
-      if (r == best_r) free_mask[r] &= ~(1u << best_i);
+      if (r == best_r) free_mask.w[r / 2] &= ~(1u << (best_i + 16 * (r & 1)));
   }
   return h.base + (((win >> 8) + h.start) & (B - 1));
 }
@@ -405,7 +425,7 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
 // there first, the slot holding `key` with `dup` set. Two inserters of one key walk the same order, so the
 // second meets the first's slot (LOCKED -> wait -> the key); slots never become free during an upsert.
 __device__ __forceinline__ int64_t claim_in_probe_order(const Tile& tile, const TableRef& t, const KeyHome& h,
-                                                        uint32_t (&free_mask)[kMaxRounds], uint64_t key,
+                                                        FreeMasks& free_mask, uint64_t key,
                                                         bool& dup) {
   dup = false;
   while (true) {
@@ -728,7 +748,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const KeyHome h = home_of(t, a.key);
   const int mode = p.mode;
   const bool lead = tile.thread_rank() == 0;
-  uint32_t free_mask[kMaxRounds];
+  FreeMasks free_mask;
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
 
@@ -806,17 +826,20 @@ __device__ __forceinline__ void flush_stats(const UpsertParams& p, unsigned* s_s
 // The first pass is instantiated per family of modes, so that each instance gets the occupancy its own
 // registers allow without spills: find_or_insert (the initializer's math), the row copiers (insert_or_assign,
 // insert_and_evict, assign) and the rest (accum_or_assign, assign_scores).
-enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2 };
+// find_or_insert has two: kFamilyInitConst when the initializer is one constant for every column (the default;
+// no drawing code, which needs the registers of 5 blocks/SM), kFamilyInit otherwise.
+enum MainFamily : int { kFamilyInit = 0, kFamilyCopy = 1, kFamilyOther = 2, kFamilyInitConst = 3 };
 TABLE_HD int main_family(int mode) {
   return mode == kFindOrInsert ? kFamilyInit
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
                                                                                    : kFamilyOther;
 }
-// Blocks per SM: 6 for the copiers (40 registers), 5 for the others (48 registers). Measured on H200, dim 32, 1M
-// keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first pass 537 -> 468 us, 5 -> 6 (with spills)
-// insert_or_assign's 521 -> 485 us.
+// Blocks per SM: 6 for the copiers and constant-initializer find_or_insert (40 registers), 5 for the others (48
+// registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
+// pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6 (spill-free)
+// find_or_insert's 437.6 -> 391.0 us.
 template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
+__global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitConst ? 6 : 5)
     upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
@@ -843,13 +866,14 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
     const int64_t dim = t.dim;
     // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
     // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
-    const int mode = F == kFamilyInit   ? static_cast<int>(kFindOrInsert)
+    const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
                      : F == kFamilyCopy ? (p.mode == kAssign ? static_cast<int>(kAssign)
                                                              : static_cast<int>(kInsertOrAssign))
                                         : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
                                                                     : static_cast<int>(kAssignScores));
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-    const uint64_t clock = static_cast<uint64_t>(s_clock);
+    // The op clock and the caller's score are read where used (fewer registers live across the probe).
+    const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
     int64_t slot = -1;
     int stat = -1;
     bool hit = false;
@@ -857,10 +881,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
       stat = kStatIllegal;
     } else {
       const bool given = p.scores_in != nullptr;
-      const uint64_t score_in = given ? p.scores_in[i] : 0;
+      const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
       const KeyHome h = home_of(t, key);
-      uint32_t free_mask[kMaxRounds];
+      FreeMasks free_mask;
       slot = probe_concurrent(tile, t, key, h, free_mask);
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
@@ -904,13 +928,13 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
         // Score and digest first: fewer values stay live across the out-of-line initializer call.
         if (lead) {
           const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
-          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock, given, score_in, hit, prev);
+          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
           if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
         }
         T* row = row_ptr<T>(t.values, slot, dim);
         const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
         if (mode == kFindOrInsert)
-          init_new_row<V>(&s_p, slot, i, key, clock);
+          init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock());
         else if (hit && mode == kAccumOrAssign)
           accum_row<V>(tile, row, row_in, dim);
         else
@@ -923,13 +947,17 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
         // prefetched into L2 before the inserts' claims above).
         if (mode == kFindOrInsert && p.values_out)
           copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t.values, slot, dim), dim, false);
-        if (lead) touch_score<P>(p, slot, clock, given, score_in);
+        if (lead) touch_score<P>(p, slot, clock(), given, score_in());
         stat = kStatAssigned;
       }
     }
     if (!defer) {
-      if (mode == kFindOrInsert && slot < 0 && p.values_out)  // illegal key: the initial row
-        init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock, key);
+      if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
+        if (F == kFamilyInitConst)
+          fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
+        else
+          init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
+      }
       if (lead) {
         if (p.slots_out) p.slots_out[i] = slot;
         if (p.found_out) p.found_out[i] = hit;
@@ -959,12 +987,12 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy ? 6 : 5)
   flush_stats(p, s_stats);
 }
 
-// Pass 2 of an upsert: one tile per pending key. The grid covers all n keys (only the device knows the pending
-// count); blocks past the count exit at once. 3 blocks/SM: the path needs 80 registers without spills (measured on
-// H200, dim 32: 4 blocks/SM with 64 registers spills 20-40 bytes and ran this pass ~15% faster; a grid-strided
-// loop instead costs ~25 more registers).
+// Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
+// kInsertGrid blocks, each looping over blocks of 64 pending keys (blocks past the count exit at once). 2 blocks/SM:
+// the loop needs 98 registers without spills (at 3 blocks/SM, 80 registers, it spills 12 bytes). Measured on
+// H200, dim 32, 1M keys: 14.8 -> 3.9 us with nothing pending; 189 -> 226 us with 45K keys pending (load factor 1).
 template <int K, int V, int P>
-__global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p) {
+__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename ValT<V>::T;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
@@ -979,12 +1007,15 @@ __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p
   if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
   __shared__ unsigned s_stats[kNumStats];
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
-  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   if (threadIdx.x == 0) s_p = p;
-  __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
-  const int64_t j = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
+  // Blocks of 64 pending keys: blockIdx.x, + gridDim.x, ...
+#pragma unroll 1
+  for (int64_t blk = blockIdx.x; blk * (kBlock / kTile) < count; blk += gridDim.x) {
+  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
+  __syncthreads();
+  const int64_t j = (blk * kBlock + threadIdx.x) / kTile;
   if (j < count) {
     KeyArgs a;
     const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
@@ -1005,7 +1036,8 @@ __global__ void __launch_bounds__(kBlock, 3) upsert_insert_kernel(UpsertParams p
         atomicAdd(&s_stats[o.stat], 1u);
     }
   }
-  flush_stats(p, s_stats);
+  flush_stats(p, s_stats);  // (its readers of s_stats are the threads that zero it for the next block of keys)
+  }
 }
 
 template <int K, int V, int P>
@@ -1144,6 +1176,8 @@ __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long
 }
 }  // namespace detail
 
+// The insert pass's grid: at most this many blocks (2 per SM fit), each looping over blocks of pending keys.
+constexpr unsigned kInsertGrid = 512;
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -1166,7 +1200,9 @@ void launch_upsert(const UpsertParams& p, void* stream) {
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
   const int family = main_family(p.mode);
-  if (family == kFamilyInit)
+  if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  else if (family == kFamilyInit)
     upsert_main_kernel<K, V, P, kFamilyInit><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else if (family == kFamilyCopy)
     upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
@@ -1174,7 +1210,7 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
-  upsert_insert_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), kInsertGrid), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
