@@ -25,7 +25,7 @@ import torch
 
 # An installed wheel (PYTHONPATH) wins; the source tree is the fallback (it has no _C.so unless built in place).
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from dynamicemb._table import ScoredHashTable  # noqa: E402
+from dynamicemb._table import ScoredHashTable, TableInitializer  # noqa: E402
 
 OPS = ["find", "find_or_insert", "insert_or_assign", "insert_and_evict", "assign", "export_batch"]
 
@@ -85,9 +85,9 @@ class Timer:
         return self.s.elapsed_time(self.e)
 
 
-def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda"):
+def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant"):
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
-                        check_keys=False, max_capacity=capacity)
+                        check_keys=False, max_capacity=capacity, initializer=TableInitializer(initializer))
     n_fill = int(capacity * lam)
     g = torch.Generator(device=dev).manual_seed(0)
     stored = torch.randint(1, 1 << 62, (n_fill,), device=dev, generator=g)  # distinct w.h.p.; below 2**63
@@ -189,6 +189,9 @@ def main(argv=None):
     ap.add_argument("--results", default=None, help="append the table to this markdown file")
     ap.add_argument("--plot", default=None, help="PNG path (default next to --results, if matplotlib imports)")
     ap.add_argument("--commit", default=None, help="commit to name in the results (default: git, or the wheel's)")
+    ap.add_argument("--initializer", default="constant", choices=["constant", "uniform", "normal", "truncated_normal"],
+                    help="how find_or_insert fills new rows (default: constant, the table's default; the random kinds "
+                         "draw per element)")
     ap.add_argument("--no-queue-ahead", action="store_true",
                     help="time each op from an idle stream (adds the Python call's host overhead; the method of the "
                          "first RESULTS.md entries)")
@@ -209,13 +212,14 @@ def main(argv=None):
         for lam in lams:
             for dist in dists:
                 t0 = time.time()
-                r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform")
+                r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform", initializer=a.initializer)
                 rows.append((dim, cap, lam, dist, r))
                 print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s): "
                       + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
     lines = [
         f"### Scored hash table, {gpu}: keys uint64, values fp32, {a.batch:,} keys/op, hit rate 0.6; billion KV/s "
         f"(fraction of the measured copy bandwidth {bw / 1e12:.2f} TB/s implied by the bytes each op must move)"
+        + f"; new rows of find_or_insert: {a.initializer} initializer"
         + ("; timed from an idle stream (host overhead included)" if a.no_queue_ahead else ""),
         "",
         "| dim | capacity | lambda | keys | " + " | ".join(OPS) + " |",
