@@ -45,7 +45,7 @@ from torch import nn
 from ._load import load_library
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
-from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer
+from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
 
 __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 
@@ -410,14 +410,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     # ------------------------------------------------------------------ validation
     def _check_ids(self, ids, arg):
-        if not isinstance(ids, torch.Tensor):
-            raise TypeError(f"{arg}: expected a torch.Tensor, got {type(ids).__name__}")
-        if ids.dtype != self.key_dtype:
-            raise TypeError(f"{arg}: expected dtype {self.key_dtype} (the module's key_dtype), got {ids.dtype}")
-        if ids.dim() != 1:
-            raise ValueError(f"{arg}: expected a 1-d tensor, got shape {tuple(ids.shape)}")
-        if ids.device != self.device:
-            raise ValueError(f"{arg}: expected a tensor on {self.device} (the module's device), got {ids.device}")
+        _check_key_tensor(ids, arg, self.key_dtype, self.device, "the module")
         if ids.numel() and not _capturing():
             v = ids.view(torch.int64)
             if self.key_dtype == torch.int64:

@@ -168,6 +168,19 @@ def _register_fakes():
 _register_fakes()
 
 
+def _check_key_tensor(t, arg: str, key_dtype: torch.dtype, device: torch.device, owner: str) -> None:
+    """Type, dtype, rank and device checks shared by the table's keys and the embedding modules' ids (each caller
+    adds its own value checks). ``owner`` names whose key_dtype/device the tensor must match in the message."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{arg}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != key_dtype:
+        raise TypeError(f"{arg}: expected dtype {key_dtype} ({owner}'s key_dtype), got {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(f"{arg}: expected a 1-d tensor, got shape {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{arg}: expected a tensor on {device} ({owner}'s device), got {t.device}")
+
+
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -326,14 +339,7 @@ class ScoredHashTable:
 
     # ------------------------------------------------------------------ validation
     def _check_keys(self, keys, arg="keys"):
-        if not isinstance(keys, torch.Tensor):
-            raise TypeError(f"{arg}: expected a torch.Tensor, got {type(keys).__name__}")
-        if keys.dtype != self.key_dtype:
-            raise TypeError(f"{arg}: expected dtype {self.key_dtype} (the table's key_dtype), got {keys.dtype}")
-        if keys.dim() != 1:
-            raise ValueError(f"{arg}: expected a 1-d tensor, got shape {tuple(keys.shape)}")
-        if keys.device != self.device:
-            raise ValueError(f"{arg}: expected a tensor on {self.device} (the table's device), got {keys.device}")
+        _check_key_tensor(keys, arg, self.key_dtype, self.device, "the table")
         if not keys.is_contiguous():
             raise ValueError(f"{arg}: expected a contiguous tensor")
         if self.check_keys and keys.numel() and not _capturing():
