@@ -11,8 +11,6 @@ constexpr int kDedupBlock = 256;
 constexpr uint64_t kSetEmpty = table::kEmptyKey;
 constexpr uint32_t kClaimedBit = 0x80000000u;  // in slot[i]: id i claimed its slot (and wrote its inverse)
 
-__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
-
 // One warp per 32 bags: bag[i] for every id of them (lanes stride over each bag's ids). Ids before the first
 // offset belong to bag 0 and ids after the last to the last bag (as a search in offsets would say).
 __global__ void __launch_bounds__(kDedupBlock) bag_kernel(DedupParams p) {

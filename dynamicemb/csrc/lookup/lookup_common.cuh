@@ -139,5 +139,40 @@ inline unsigned blocks_for(int64_t items, int per_block) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 0x7fffffff ? 0x7fffffff : b));
 }
 
+// v clamped to [0, n] (offsets from the caller may be out of range; validated on the host only when asked).
+__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
+
+// dst[0, N) += v atomically (N = 4 on sm90+: one 16-byte vector atomic).
+template <int N>
+__device__ __forceinline__ void red_n(float* dst, const float (&v)[N]) {
+  if constexpr (N == 4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v[0], v[1], v[2], v[3]));
+#else
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+#endif
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
+  }
+}
+
+// Warp-uniform: the bag (among the warp's nb <= 32, lane m holding bag m's end offset `bend`) that position pos
+// falls in: the first m with bend_m > pos (offsets are monotone). Binary search by shuffles.
+__device__ __forceinline__ int warp_bag_of(int64_t bend, int nb, int64_t pos) {
+  int lo = 0, hi = nb - 1;
+#pragma unroll
+  for (int it = 0; it < 5; ++it) {
+    const int mid = (lo + hi) >> 1;
+    const int64_t e = __shfl_sync(0xffffffffu, bend, mid);
+    if (lo < hi) {
+      if (e > pos) hi = mid;
+      else lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -13,8 +13,6 @@ namespace detail {
 constexpr int kFwdBlock = 128;  // ~90 registers (8 rows in flight): 5 blocks per SM
 constexpr int kUnroll = 8;
 
-__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
-
 // Fallback value of one column (see fallback_value); not inlined, so the initializer's code and registers stay
 // off the streaming loop.
 __device__ __noinline__ float fallback_at(const TableMeta* m, bool train, uint64_t key, int64_t col) {
@@ -107,21 +105,7 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
       }
       // bag (among the warp's nb) of this lane's id: the first with end > its position (binary search over
       // the lanes' ends; offsets are monotone), and that bag's dim; the loops below only shuffle them
-      int myjb = 0;
-      {
-        const int64_t pos = base + lane;
-        int lo = 0, hi = nb - 1;
-#pragma unroll
-        for (int it = 0; it < 5; ++it) {
-          const int mid = (lo + hi) >> 1;
-          const int64_t e = __shfl_sync(0xffffffffu, bend, mid);
-          if (lo < hi) {
-            if (e > pos) hi = mid;
-            else lo = mid + 1;
-          }
-        }
-        myjb = lo;
-      }
+      const int myjb = warp_bag_of(bend, nb, base + lane);
       const int myd = __shfl_sync(0xffffffffu, bdim, myjb);
       for (int q0 = 0; q0 < cnt; q0 += kUnroll) {
         float x[kUnroll][N];

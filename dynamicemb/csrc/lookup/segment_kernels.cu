@@ -196,21 +196,6 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
   if (on) store_n<V, N>(row + c, w);
 }
 
-template <int N>
-__device__ __forceinline__ void seg_red(float* dst, const float (&v)[N]) {
-  if constexpr (N == 4) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v[0], v[1], v[2], v[3]));
-#else
-#pragma unroll
-    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
-#endif
-  } else {
-#pragma unroll
-    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
-  }
-}
-
 // A piece of a segment cut by warp boundaries (warp-uniform call). Plain fp32 SGD: row += -lr * piece
 // (atomic). Else the piece goes into the unique's fp32 sum; the piece that completes the segment applies the
 // optimizer from the sum and re-zeroes the sum and the counter.
@@ -221,12 +206,12 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
     if (c < d) {
 #pragma unroll
       for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];
-      seg_red<N>(reinterpret_cast<float*>(row) + c, acc);
+      red_n<N>(reinterpret_cast<float*>(row) + c, acc);
     }
     return;
   }
   float* gs = p.gsum + static_cast<int64_t>(u) * p.gsum_stride;
-  if (c < d) seg_red<N>(gs + c, acc);
+  if (c < d) red_n<N>(gs + c, acc);
   __threadfence();
   __syncwarp();
   int32_t old = 0;

@@ -50,23 +50,6 @@ __device__ __forceinline__ Occ occurrence(const BackwardParams& p, int64_t i) {
   return o;
 }
 
-__device__ __forceinline__ int64_t clamp_off(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
-
-template <int N>
-__device__ __forceinline__ void red_n(float* dst, const float (&v)[N]) {
-  if constexpr (N == 4) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(dst), make_float4(v[0], v[1], v[2], v[3]));
-#else
-#pragma unroll
-    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
-#endif
-  } else {
-#pragma unroll
-    for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
-  }
-}
-
 constexpr int kUnroll = 8;
 constexpr int kScatterBlock = 128;  // ~110 registers (8 gradient rows in flight): 4 blocks per SM
 
@@ -123,16 +106,7 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
       if (p.psw) wt = p.psw[i];
     }
     if (pooled) {  // bag of id i: first lane m with bend_m > i
-      int lo = 0, hi = nb - 1;
-#pragma unroll
-      for (int it = 0; it < 5; ++it) {
-        const int mid = (lo + hi) >> 1;
-        const int64_t e = __shfl_sync(0xffffffffu, bend, mid);
-        if (lo < hi) {
-          if (e > i) hi = mid;
-          else lo = mid + 1;
-        }
-      }
+      const int lo = warp_bag_of(bend, nb, i);
       src = __shfl_sync(0xffffffffu, bsrc, lo);
       dim = __shfl_sync(0xffffffffu, bdim, lo);
       len = mean ? __shfl_sync(0xffffffffu, blen, lo) : 0.f;
