@@ -62,12 +62,15 @@ def make_inputs(B, H, D, dtype, lens_q, lens_k, ctx, tgt, seqused_q, seqused_k, 
     return q, k, v, do, cu_q.to(device), cu_k.to(device), t(ctx), t(tgt), t(seqused_q), t(seqused_k)
 
 
-def median_ms(fn, reps, warmup):
-    """Median of `reps` CUDA-event timings of fn() after `warmup` calls."""
+def median_ms(fn, reps, warmup, flush=None):
+    """Median of `reps` CUDA-event timings of fn() after `warmup` calls; `flush` (a large tensor) is zeroed before
+    each timed call so that L2 starts cold."""
     for _ in range(warmup):
         fn()
     ts = []
     for _ in range(reps):
+        if flush is not None:
+            flush.zero_()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -198,18 +201,7 @@ def bench_jagged(ops, variants, reps=30, D=256, H=4, B=32, max_len=4096, ctx=3, 
                 first = out.float()
             else:
                 diff = f"{(out.float() - first).abs().max().item():.2e}"
-        for _ in range(3):
-            fn()
-        ts = []
-        for _ in range(reps):
-            flush.zero_()
-            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s0.record()
-            fn()
-            e0.record()
-            e0.synchronize()
-            ts.append(s0.elapsed_time(e0))
-        t = sorted(ts)[len(ts) // 2]
+        t = median_ms(fn, reps, warmup=3, flush=flush)
         print(f"| jagged zipf B{B} max{max_len} ({tot} tokens, max {mx}) D{D} ctx{ctx} | v{variant} | {t:.4f} | "
               f"{fa / t / 1e9:.1f} | {diff} |", flush=True)
 
