@@ -544,16 +544,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self._meta
 
     def _dedup_set(self, n: int) -> torch.Tensor:
-        """(2 cap) int64 per-step (table, id) set of the dedup kernel: cap 16-byte slots {key, table, uidx} (cap: a
-        power of two >= 2 n), all {EMPTY, -1, *} between steps (the kernels clean what they claimed)."""
-        cap = 1024
-        while cap < 2 * n:
-            cap *= 2
-        if self._set is None or self._set.numel() < 2 * cap:
-            s = torch.empty(cap, 2, dtype=torch.int64, device=self.device)
-            s[:, 0] = _EMPTY_KEY
-            s[:, 1] = 0xFFFFFFFF  # table -1 (low 32 bits), uidx 0
-            self._set = s.view(-1)
+        """(n + n // 4 + 1024) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
+        position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
+        per size (eagerly, before any graph capture) and never initialized here."""
+        cap = n + n // 4 + 1024
+        if self._set is None or self._set.numel() < cap:
+            self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._set
 
     def _direct_sgd(self) -> bool:

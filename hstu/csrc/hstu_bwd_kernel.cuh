@@ -472,17 +472,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
 
   const int r0 = m0 + mk.offset;
   const int rows_used = max(0, min(BM, si.lq - m0));
-  int nb_begin = 0, nb_end = 0;
-  if (rows_used > 0) {
-    int kb, ke;
-    mk.key_range(r0, r0 + rows_used, kb, ke);
-    kb = max(kb, 0);
-    ke = min(ke, si.lk);
-    if (ke > kb) {
-      nb_begin = kb / BN;
-      nb_end = (ke + BN - 1) / BN;
-    }
-  }
+  int nb_begin, nb_end;
+  mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end);
 
   float acc_dq[DTILES][4];
 #pragma unroll

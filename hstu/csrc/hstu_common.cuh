@@ -245,6 +245,22 @@ struct SeqMask {
     }
   }
 
+  // Key tiles [nb_begin, nb_end) of bn keys that `rows` rows starting at position r0 must visit: key_range clipped
+  // to the used keys [0, lk); (0, 0) when rows <= 0 or every key is masked.
+  __device__ __forceinline__ void key_tiles(int r0, int rows, int bn, int& nb_begin, int& nb_end) const {
+    nb_begin = 0;
+    nb_end = 0;
+    if (rows <= 0) return;
+    int kb, ke;
+    key_range(r0, r0 + rows, kb, ke);
+    kb = max(kb, 0);
+    ke = min(ke, lk);
+    if (ke > kb) {
+      nb_begin = kb / bn;
+      nb_end = (ke + bn - 1) / bn;
+    }
+  }
+
   // Row positions [begin, end) that can possibly see keys [j0, j1) (conservative).
   __device__ __forceinline__ void row_range(int j0, int j1, int& begin, int& end) const {
     begin = lk;

@@ -1,137 +1,298 @@
-// Per-table id dedup of one step, without a sort: bags of the ids, exact (table, id) set insert that hands out
-// compact unique indices (lock-free: one CAS per new id), then the inverse map (and the set is cleaned for the
-// next step).
+// Per-table id dedup of one step, without a sort, in three passes over the ids:
+//   clear    fills the per-step set with FREE (so the set is in L2 when the insert starts), zeroes the unique
+//            count, and writes the bag of the first id of every chunk of kChunk ids (a thread per bag);
+//   insert   exact (table, id) insert of every id into the set; a slot holds the POSITION of the id that claimed
+//            it (4 bytes: an 8M-slot set is 32 MB and lives in L2), and a prober compares its key with ids[pos]
+//            and its table with the table of pos (from the feature boundaries in offsets). Claimers take compact
+//            unique indices (one atomic per block, so uniques follow the id order) and write their inverse;
+//            the other ids write -(pos + 2) of their claimer;
+//   resolve  inverse[i] = inverse[pos] for those, and bag[i] of every id (binary search over the bag ends of
+//            its chunk, starting at the chunk's first bag).
+// Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
+// leaves nothing to clean up.
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 
 namespace dynamicemb {
 namespace lookup {
 namespace detail {
 
-constexpr int kDedupBlock = 256;
-constexpr uint64_t kSetEmpty = table::kEmptyKey;
-constexpr uint32_t kClaimedBit = 0x80000000u;  // in slot[i]: id i claimed its slot (and wrote its inverse)
+constexpr int kClearBlock = 256;
+constexpr int kInsertBlock = 256;
+constexpr int kResolveBlock = 256;
+constexpr int kChunk = 1024;       // ids per block of the resolve pass (4 per thread)
+constexpr int kBagWindow = 256;    // bag ends a resolve block keeps in shared memory
+constexpr uint32_t kFree = 0xffffffffu;
 
-// One warp per 32 bags: bag[i] for every id of them (lanes stride over each bag's ids). Ids before the first
-// offset belong to bag 0 and ids after the last to the last bag (as a search in offsets would say).
-__global__ void __launch_bounds__(kDedupBlock) bag_kernel(DedupParams p) {
-  const int lane = threadIdx.x & 31;
-  const int64_t b0 = ((static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x) >> 5) * 32;
-  if (b0 >= p.num_bags) return;
-  const int nb = static_cast<int>(p.num_bags - b0 < 32 ? p.num_bags - b0 : 32);
-  int64_t lo = 0, hi = 0;
-  if (lane < nb) {
-    lo = clamp_off(p.offsets[b0 + lane], p.n);
-    hi = clamp_off(p.offsets[b0 + lane + 1], p.n);
-  }
-  for (int j = 0; j < nb; ++j) {
-    const int64_t l = __shfl_sync(0xffffffffu, lo, j), h = __shfl_sync(0xffffffffu, hi, j);
-    for (int64_t i = l + lane; i < h; i += 32) p.bag[i] = static_cast<int32_t>(b0 + j);
-  }
-  if (b0 == 0) {
-    const int64_t first = clamp_off(p.offsets[0], p.n);
-    for (int64_t i = lane; i < first; i += 32) p.bag[i] = 0;
-  }
-  if (b0 + nb == p.num_bags) {
-    const int64_t last = clamp_off(p.offsets[p.num_bags], p.n);
-    for (int64_t i = last + lane; i < p.n; i += 32) p.bag[i] = static_cast<int32_t>(p.num_bags - 1);
-  }
-}
+static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 
-// One thread per id: the set slot of (table, id). A slot is 16 bytes {key, table, uidx}; between steps every
-// slot is {EMPTY, -1, *}. A free slot is claimed with one 64-bit CAS of its key (EMPTY -> id), then the claimer
-// stores the table; a prober that meets its id with table -1 waits for that store (the claimer never waits on
-// anything, so this cannot deadlock) and goes on probing if the table differs. No fences: each word is written
-// once per step with its final value. After the probe, the block's claimers take consecutive unique indices with
-// one global atomic per block (unique indices follow the id order block by block, which the segmented backward
-// uses for locality) and record their unique (key, table, slot); the inverse pass reads them.
-__device__ __forceinline__ void ld_slot(const SetSlot* s, uint64_t& key, int32_t& table) {
-  uint64_t k, w;
-  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(k), "=l"(w) : "l"(s) : "memory");
-  key = k;
-  table = static_cast<int32_t>(static_cast<uint32_t>(w));
-}
-__device__ __forceinline__ int32_t ld_table(const SetSlot* s) {
-  int32_t v;
-  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(&s->table) : "memory");
+// Bag b covers positions [start(b), start(b + 1)) with start(b) = offsets[b] clamped to [0, n]; ids before the
+// first offset belong to bag 0 and ids after the last to the last bag, so the bag of position i is the last b in
+// [0, num_bags) with start(b) <= i (0 if none).
+__device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { return clamp_off(__ldg(p.offsets + b), p.n); }
+
+__device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
   return v;
 }
 
-__device__ __forceinline__ void st_table(SetSlot* s, int32_t v) {
-  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" : : "l"(&s->table), "r"(v) : "memory");
+// ---------------------------------------------------------------- clear
+// Grid-stride over max(set words / 4, bags): set[...] = FREE (16-byte stores; the set is 16-byte aligned), and
+// for bag b every chunk start c * kChunk inside [lo, hi) gets bag[c * kChunk] = b, where [lo, hi) is the range of
+// positions whose bag is b (bag 0 from 0, the last bag to n; empty bags own none). With monotone offsets the
+// ranges partition [0, n) and every chunk start is written once; otherwise the resolve pass clamps what it reads.
+__global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kClearBlock;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kClearBlock + threadIdx.x;
+  if (t0 == 0) *p.count = 0;
+  const int64_t q = p.set_capacity >> 2;
+  uint4* s4 = reinterpret_cast<uint4*>(p.set);
+  const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
+  for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
+  if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+  for (int64_t b = t0; b < p.num_bags; b += stride) {
+    const int64_t lo = b == 0 ? 0 : start_of(p, b);
+    const int64_t hi = b == p.num_bags - 1 ? p.n : start_of(p, b + 1);
+    for (int64_t c = (lo + kChunk - 1) / kChunk * kChunk; c < hi; c += kChunk) p.bag[c] = static_cast<int32_t>(b);
+  }
 }
 
-__global__ void __launch_bounds__(kDedupBlock) set_insert_kernel(DedupParams p) {
-  __shared__ int32_t block_count, block_base;
-  if (threadIdx.x == 0) block_count = 0;
-  const uint64_t mask = static_cast<uint64_t>(p.set_capacity) - 1;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
-  bool claimed = false;
-  uint64_t key = 0, s = 0;
-  int32_t t = 0;
-  if (i < p.n) {
-    int64_t f = p.bag[i] / p.batch;
-    f = f < 0 ? 0 : (f >= p.num_features ? p.num_features - 1 : f);
-    t = __ldg(p.feature_table + f);
-    key = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i);
-    if (table::is_reserved_key(key)) {
-      s = static_cast<uint64_t>(p.set_capacity);
-    } else {
-      s = table::mix64(key ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t + 1))) & mask;
-      while (true) {
-        uint64_t k;
-        int32_t kt;
-        ld_slot(p.set + s, k, kt);
-        if (k == kSetEmpty) {
-          k = atomicCAS(reinterpret_cast<unsigned long long*>(&p.set[s].key), kSetEmpty, key);
-          if (k == kSetEmpty) {
-            st_table(p.set + s, t);
-            claimed = true;
-            break;
-          }
-          kt = -1;
-        }
-        if (k == key) {
-          while (kt == -1) kt = ld_table(p.set + s);
-          if (kt == t) break;
-        }
-        s = (s + 1) & mask;
+// ---------------------------------------------------------------- insert
+// Feature of position i: the feature of its bag (bag / batch, clamped to the last feature), found without the
+// bag: the largest f in [0, num_features) with bound(f) <= i, where bound(0) = 0 and bound(f) = start(f * batch)
+// (infinite when f * batch >= num_bags). For monotone offsets this is the bag's feature; for any offsets it is a
+// function of i alone, which is all the set needs (a prober's table and the table it compares are computed by
+// the same function). K positions at once, the bounds of each search step loaded before any is used.
+// Positions and bounds are int32 (n < 2^31 - 1); INT32_MAX is the infinite bound.
+__device__ __forceinline__ int32_t feature_bound(const DedupParams& p, int f) {
+  const int64_t b = static_cast<int64_t>(f) * p.batch;
+  const int64_t raw = __ldg(p.offsets + (b < p.num_bags ? b : p.num_bags));  // a valid address for every f
+  return f == 0 ? 0 : (b < p.num_bags ? static_cast<int32_t>(clamp_off(raw, p.n)) : INT32_MAX);
+}
+
+template <int K, typename Bound>
+__device__ __forceinline__ void features_of(int num_features, Bound bound, const int32_t (&pos)[K],
+                                            const bool (&act)[K], int (&f)[K]) {
+  int hi[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    f[r] = 0;
+    hi[r] = act[r] ? num_features - 1 : 0;
+  }
+  const int steps = num_features > 1 ? 32 - __clz(num_features - 1) : 0;  // ceil(log2(num_features))
+  for (int it = 0; it < steps; ++it) {
+    int mid[K];
+    int32_t bv[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      mid[r] = (f[r] + hi[r] + 1) >> 1;
+      bv[r] = bound(mid[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const bool open = f[r] < hi[r], ge = bv[r] <= pos[r];
+      f[r] = open && ge ? mid[r] : f[r];
+      hi[r] = open && !ge ? mid[r] - 1 : hi[r];
+    }
+  }
+}
+
+// kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
+// that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
+// 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is claimed with one CAS (FREE ->
+// position); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table. A slot
+// is written once per step, so a prober needs no fence: what it reads of the ids is the kernel's input, and a
+// slot it saw occupied never changes. The set has at least n slots and at most n - 1 are claimed while a thread
+// still probes, so every probe ends. Claimers then take unique indices in id order within the block (one
+// atomic per block) and write ukeys / utables; every id writes inverse (unique, -1 reserved, or -(pos + 2)).
+// kSmem (at most kSmemFeatures features): the bounds live in shared memory, and when they are monotone (valid
+// offsets) a key match at a position inside the prober's own feature needs no search. Else every search reads
+// the bounds from offsets (the same function either way).
+constexpr int kPerThread = 4;
+constexpr int kInsertWarps = kInsertBlock / 32;
+constexpr int kSmemFeatures = 256;
+static_assert(kPerThread * kInsertWarps == 32, "insert: one lane per (round, warp) in the block's scan");
+
+template <bool kSmem>
+__global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers
+  __shared__ int32_t sbound[kSmemFeatures + 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int F = p.num_features;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
+  const uint32_t cap = static_cast<uint32_t>(p.set_capacity);
+  const unsigned long long* ids = reinterpret_cast<const unsigned long long*>(p.ids);
+  int32_t idx[K], t[K], inv[K];  // idx: position (valid where base + r * kInsertBlock < n)
+  uint64_t key[K];
+  uint32_t s[K];
+  bool todo[K], claimed[K], live[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    live[r] = base + r * kInsertBlock < p.n;
+    idx[r] = live[r] ? static_cast<int32_t>(base + r * kInsertBlock) : 0;
+    key[r] = live[r] ? __ldg(ids + idx[r]) : 0;
+  }
+  bool mono = false;
+  if constexpr (kSmem) {
+    for (int f = threadIdx.x; f <= F; f += kInsertBlock) sbound[f] = f < F ? feature_bound(p, f) : INT32_MAX;
+    __syncthreads();
+    mono = __syncthreads_and(threadIdx.x >= F || sbound[threadIdx.x] <= sbound[threadIdx.x + 1]);
+  }
+  auto bound = [&](int g) {
+    if constexpr (kSmem) return sbound[g];
+    else return feature_bound(p, g);
+  };
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    todo[r] = live[r] && !table::is_reserved_key(key[r]);
+    claimed[r] = false;
+    inv[r] = -1;
+  }
+  int f[K];
+  features_of<K>(F, bound, idx, todo, f);
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    t[r] = todo[r] ? __ldg(p.feature_table + f[r]) : 0;
+    s[r] = static_cast<uint32_t>(
+        __umul64hi(table::mix64(key[r] ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t[r] + 1))), cap));
+  }
+  while (true) {
+    bool any = false;
+#pragma unroll
+    for (int r = 0; r < K; ++r) any |= todo[r];
+    if (!any) break;
+    uint32_t v[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+      if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
+    uint64_t k2[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (todo[r] && v[r] == kFree) {  // the CAS took it
+        claimed[r] = true;
+        todo[r] = false;
+      }
+      k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
+    }
+    bool m[K], need[K], any_need = false;
+    int32_t vp[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      m[r] = todo[r] && k2[r] == key[r];
+      vp[r] = static_cast<int32_t>(v[r]);
+      // same feature as the prober: same table (only when the bounds are in shared memory and monotone)
+      need[r] = m[r] && !(mono && sbound[f[r]] <= vp[r] && vp[r] < sbound[f[r] + 1]);
+      any_need |= need[r];
+    }
+    if (any_need) {  // a key match in another feature: compare that feature's table
+      int fv[K];
+      features_of<K>(F, bound, vp, need, fv);
+#pragma unroll
+      for (int r = 0; r < K; ++r)
+        if (need[r]) m[r] = __ldg(p.feature_table + fv[r]) == t[r];
+    }
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (m[r]) {
+        inv[r] = -static_cast<int32_t>(v[r]) - 2;
+        todo[r] = false;
+      } else if (todo[r]) {
+        s[r] = s[r] + 1 == cap ? 0 : s[r] + 1;
       }
     }
   }
+  unsigned ball[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) ball[r] = __ballot_sync(0xffffffffu, claimed[r]);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < K; ++r) wbase[r * kInsertWarps + warp] = __popc(ball[r]);
+  }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const unsigned who = __ballot_sync(0xffffffffu, claimed);
-  int32_t warp_off = 0;
-  if (who != 0 && lane == __ffs(who) - 1) warp_off = atomicAdd(&block_count, __popc(who));
+  if (warp == 0) {  // exclusive scan of the 32 (round, warp) counts in id order, one atomic for the block
+    const int c = wbase[lane];
+    int incl = c;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += y;
+    }
+    const int total = __shfl_sync(0xffffffffu, incl, 31);
+    int b = 0;
+    if (lane == 0 && total > 0) b = atomicAdd(p.count, total);
+    wbase[lane] = __shfl_sync(0xffffffffu, b, 0) + incl - c;
+  }
   __syncthreads();
-  if (threadIdx.x == 0 && block_count > 0) block_base = atomicAdd(p.count, block_count);
-  __syncthreads();
-  if (i < p.n) p.slot[i] = static_cast<uint32_t>(s) | (claimed ? kClaimedBit : 0u);
-  if (who == 0) return;
-  warp_off = __shfl_sync(0xffffffffu, warp_off, __ffs(who) - 1);
-  if (claimed) {  // a claimer knows its unique: the inverse pass reads the set only for the other ids
-    const int32_t u = block_base + warp_off + __popc(who & ((1u << lane) - 1u));
-    p.set[s].uidx = u;
-    p.inverse[i] = u;
-    p.ukeys[u] = key;
-    p.utables[u] = t;
-    p.uslot[u] = static_cast<int32_t>(s);
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (claimed[r]) {
+      inv[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
+      p.ukeys[inv[r]] = key[r];
+      p.utables[inv[r]] = t[r];
+    }
+    if (live[r]) p.inverse[idx[r]] = inv[r];
   }
 }
 
-// inverse[i] = unique of id i (-1: reserved id) for the ids that did not claim their slot; thread u < count
-// also cleans its unique's set slot back to {EMPTY, -1} (its uidx stays u: this pass reads only uidx).
-__global__ void __launch_bounds__(kDedupBlock) inverse_kernel(DedupParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kDedupBlock + threadIdx.x;
-  if (i >= p.n) return;
-  const uint32_t s = p.slot[i];
-  if ((s & kClaimedBit) == 0) p.inverse[i] = s < static_cast<uint64_t>(p.set_capacity) ? p.set[s].uidx : -1;
-  if (i < *p.count) {
-    SetSlot e;
-    e.key = kSetEmpty;
-    e.table = -1;
-    e.uidx = static_cast<int32_t>(i);
-    p.set[p.uslot[i]] = e;
+// ---------------------------------------------------------------- resolve
+// Block c: ids [c * kChunk, (c + 1) * kChunk). inverse[i] <= -2 (repeat of the id at -inverse[i] - 2, which
+// claimed and so holds its unique) becomes that unique. bag[i]: the first bag b >= b0 (the chunk's first bag,
+// from the clear pass) whose end (start(b + 1), or "infinity" for the last bag) is past i, by binary search over
+// kBagWindow ends in shared memory, or over offsets for ids past the window (many empty bags). All loads of a
+// thread's ids are issued before its stores.
+__global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParams p) {
+  constexpr int R = kChunk / kResolveBlock;
+  __shared__ int64_t ends[kBagWindow];
+  __shared__ int64_t first_bag;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  const int64_t last = p.num_bags - 1;
+  int32_t x[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
+    x[r] = i < p.n ? p.inverse[i] : -1;
+  }
+  if (threadIdx.x == 0) {
+    const int64_t b = p.bag[c0];
+    first_bag = b < 0 ? 0 : (b > last ? last : b);
+  }
+  __syncthreads();
+  const int64_t b0 = first_bag;
+  for (int k = threadIdx.x; k < kBagWindow; k += kResolveBlock)
+    ends[k] = b0 + k < last ? start_of(p, b0 + k + 1) : INT64_MAX;
+  int32_t y[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) y[r] = x[r] <= -2 ? p.inverse[-static_cast<int64_t>(x[r]) - 2] : x[r];
+  __syncthreads();
+  const int64_t wend = ends[kBagWindow - 1];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
+    if (i >= p.n) break;
+    int64_t b;
+    if (i < wend) {
+      int lo = 0, hi = kBagWindow - 1;  // first k with ends[k] > i
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (ends[mid] > i) hi = mid;
+        else lo = mid + 1;
+      }
+      b = b0 + lo;
+    } else {
+      int64_t lo = b0 + kBagWindow, hi = last;  // first b in [lo, last] with end(b) > i (end(last) = infinity)
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (start_of(p, mid + 1) > i) hi = mid;
+        else lo = mid + 1;
+      }
+      b = lo;
+    }
+    if (x[r] <= -2) p.inverse[i] = y[r];
+    p.bag[i] = static_cast<int32_t>(b);
   }
 }
 
@@ -139,17 +300,24 @@ __global__ void __launch_bounds__(kDedupBlock) inverse_kernel(DedupParams p) {
 
 void launch_dedup(const DedupParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  cudaError_t e = cudaMemsetAsync(p.count, 0, sizeof(int32_t), st);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + cudaGetErrorString(e));
-  if (p.n == 0) return;
-  const int64_t bag_warps = (p.num_bags + 31) / 32;
-  detail::bag_kernel<<<blocks_for(bag_warps, detail::kDedupBlock / 32), detail::kDedupBlock, 0, st>>>(p);
-  check_launch("dedup bags");
-  const unsigned grid = blocks_for(p.n, detail::kDedupBlock);
-  detail::set_insert_kernel<<<grid, detail::kDedupBlock, 0, st>>>(p);
+  if (p.n == 0) {
+    cudaError_t e = cudaMemsetAsync(p.count, 0, sizeof(int32_t), st);
+    if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + cudaGetErrorString(e));
+    return;
+  }
+  const int64_t clear_items = (p.set_capacity >> 2) > p.num_bags ? (p.set_capacity >> 2) : p.num_bags;
+  const unsigned clear_grid = blocks_for(clear_items, detail::kClearBlock);
+  const unsigned cap_grid = static_cast<unsigned>(persistent_blocks(2048 / detail::kClearBlock));
+  detail::dedup_clear_kernel<<<clear_grid < cap_grid ? clear_grid : cap_grid, detail::kClearBlock, 0, st>>>(p);
+  check_launch("dedup clear");
+  const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
+  if (p.num_features <= detail::kSmemFeatures)
+    detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  else
+    detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   check_launch("dedup insert");
-  detail::inverse_kernel<<<grid, detail::kDedupBlock, 0, st>>>(p);
-  check_launch("dedup inverse");
+  detail::dedup_resolve_kernel<<<blocks_for(p.n, detail::kChunk), detail::kResolveBlock, 0, st>>>(p);
+  check_launch("dedup resolve");
 }
 
 }  // namespace lookup

@@ -4,11 +4,12 @@
 // update_kernels.cu) and the ops (dynamicemb/csrc/ops/lookup_ops.cc). No CUDA and no torch headers here.
 //
 // One training step (fixed shapes, no host synchronization, CUDA-graph capturable):
-//   dedup    bags of the ids (one warp per 32 bags), then an exact (table, id) insert of every id into a per-step
-//            open-addressing set of 16-byte slots {key, table, uidx}: a new id claims a slot with one CAS, the
-//            claimers of a block take consecutive unique indices with one atomic (so uniques follow the id
-//            order) and write their own inverse; the other ids read theirs from the set, which is then cleaned.
-//            No sort.
+//   dedup    three passes (dedup_kernels.cu): a clear pass fills the per-step open-addressing (table, id) set with
+//            FREE and writes the bag of every chunk's first id; an insert pass claims a 4-byte slot per new id
+//            with one CAS (the slot holds the claimer's position: keys are compared through ids[pos] and the
+//            table of pos), the claimers of a block take consecutive unique indices with one atomic (so
+//            uniques follow the id order) and write their own inverse; a resolve pass gives the other ids the
+//            unique of their claimer and writes every id's bag. No sort.
 //   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
 //            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
 //            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id.
@@ -68,28 +69,19 @@ enum Pooling : int { kPoolSum = 0, kPoolMean = 1, kPoolNone = 2 };
 enum OptKind : int { kSgd = 0, kAdagrad = 1, kRowWiseAdagrad = 2, kAdam = 3 };
 
 // ---------------------------------------------------------------- dedup
-// One slot of the per-step (table, id) set: 16 bytes, so one load sees key and table.
-struct alignas(16) SetSlot {
-  uint64_t key;    // EMPTY (table::kEmptyKey) or the id
-  int32_t table;   // -1 until the claimer stored it
-  int32_t uidx;    // unique index of a claimed slot (scratch of the step)
-};
-static_assert(sizeof(SetSlot) == 16, "SetSlot: 16 bytes");
-
 struct DedupParams {
   const uint64_t* ids;       // (n)
   const int64_t* offsets;    // (num_bags + 1)
   int64_t n, num_bags, batch;  // batch: samples per feature (bag b belongs to feature b / batch)
   const int32_t* feature_table;  // (num_features)
   int num_features;
-  SetSlot* set;              // (set_capacity) all {EMPTY, -1, *} between steps (cleaned by the inverse pass)
-  int64_t set_capacity;      // power of two >= 2 n
+  uint32_t* set;             // (set_capacity) per-step scratch, 16-byte aligned: claimer position or FREE (the
+                             // dedup fills it first; nothing is kept between steps)
+  int64_t set_capacity;      // >= n
   int32_t* bag;              // (n) bag of each id
-  uint32_t* slot;            // (n) scratch: set slot of each id (| 1 << 31: claimed it); set_capacity: reserved
   int32_t* inverse;          // (n) unique index of each id; -1 for reserved ids (no unique, no row)
   uint64_t* ukeys;           // (n) first `count` valid
   int32_t* utables;          // (n)
-  int32_t* uslot;            // (n) scratch: set slot of each unique
   int32_t* count;            // (1) number of uniques
 };
 void launch_dedup(const DedupParams& p, void* stream);

@@ -8,6 +8,7 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -65,12 +66,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   check_cuda(ids, "ids", ids, ids.scalar_type());
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
   check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
-  check_cuda(set, "set", ids, ScalarType::Long);
+  check_cuda(set, "set", ids, ScalarType::Int);
   const int64_t n = ids.numel();
-  const int64_t cap = set.numel() / 2;  // 16-byte slots {key, table, uidx}
-  ACCEL_CHECK(set.numel() % 2 == 0 && cap > 0 && (cap & (cap - 1)) == 0 && cap >= 2 * n && cap < (int64_t(1) << 30),
-              "set: expected 2 x a power-of-two capacity >= 2 * ids.numel() = ", 2 * n, " int64 entries, got ",
-              set.numel());
+  // the set's first n + n / 4 + 1024 entries (at most 80% full): 4-byte slots, refilled by every call
+  const int64_t cap = std::min<int64_t>(set.numel(), n + n / 4 + 1024);
+  ACCEL_CHECK(set.is_contiguous() && cap >= n && reinterpret_cast<uintptr_t>(set.data_ptr()) % 16 == 0,
+              "set: expected a contiguous 16-byte aligned int32 tensor of at least ids.numel() = ", n,
+              " entries, got ", set.numel());
   ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries");
   ACCEL_CHECK(feature_table.numel() >= 1, "feature_table: expected at least one feature");
   ACCEL_CHECK(n < (int64_t(1) << 31) - 1, "ids: at most 2^31 - 2 ids per step, got ", n);
@@ -78,7 +80,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   auto i32 = [&](int64_t k) { return torch::stable::new_empty(ids, {k}, ScalarType::Int); };
-  Tensor slot = i32(n), inverse = i32(n), bag = i32(n), utables = i32(n), uslot = i32(n), count = i32(1);
+  Tensor inverse = i32(n), bag = i32(n), utables = i32(n), count = i32(1);
   Tensor ukeys = torch::stable::new_empty(ids, {n}, ScalarType::Long);
   DedupParams p{};
   p.ids = static_cast<const uint64_t*>(ids.data_ptr());
@@ -88,14 +90,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   p.batch = batch;
   p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
   p.num_features = static_cast<int>(feature_table.numel());
-  p.set = static_cast<SetSlot*>(set.data_ptr());
+  p.set = static_cast<uint32_t*>(set.data_ptr());
   p.set_capacity = cap;
   p.bag = static_cast<int32_t*>(bag.data_ptr());
-  p.slot = static_cast<uint32_t*>(slot.data_ptr());
   p.inverse = static_cast<int32_t*>(inverse.data_ptr());
   p.ukeys = static_cast<uint64_t*>(ukeys.data_ptr());
   p.utables = static_cast<int32_t*>(utables.data_ptr());
-  p.uslot = static_cast<int32_t*>(uslot.data_ptr());
   p.count = static_cast<int32_t*>(count.data_ptr());
   launch_dedup(p, stream);
   return std::make_tuple(inverse, bag, ukeys, utables, count);

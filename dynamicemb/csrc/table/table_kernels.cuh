@@ -289,10 +289,12 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
     }
     return;
   }
-  for (int64_t j = lane; j < dim; j += kTile) {
-    const T v = ValT<V>::from_f(init_value(in, clock, key, j));
-    dst[j] = v;
-    if (dst2) dst2[j] = v;
+  if constexpr (!kConstOnly) {
+    for (int64_t j = lane; j < dim; j += kTile) {
+      const T v = ValT<V>::from_f(init_value(in, clock, key, j));
+      dst[j] = v;
+      if (dst2) dst2[j] = v;
+    }
   }
 }
 

@@ -48,20 +48,7 @@ struct FwdSm90Traits {
 // when no row is used or every key is masked. Shared by the kernel's grid order and the work-list planner.
 template <int BM, int BN>
 __device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end) {
-  nb_begin = 0;
-  nb_end = 0;
-  const int rows_used = max(0, min(BM, si.lq - m0));
-  if (rows_used > 0) {
-    const int r0 = m0 + si.mask.offset;
-    int kb, ke;
-    si.mask.key_range(r0, r0 + rows_used, kb, ke);
-    kb = max(kb, 0);
-    ke = min(ke, si.lk);
-    if (ke > kb) {
-      nb_begin = kb / BN;
-      nb_end = (ke + BN - 1) / BN;
-    }
-  }
+  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
 }
 
 // Jagged work list (p.fwd_sched, layout hstu_fwd_sm90_sched_layout): written by hstu_fwd_sm90_plan_kernel, read by
@@ -374,18 +361,7 @@ __global__ void __launch_bounds__(384, 1)
     // KV tiles this warpgroup's 64 rows can see, [wg_lo, wg_hi) (the CTA's range is that of all 128 rows).
     int wg_lo = 0, wg_hi = 0;
     if constexpr (kWgSkip) {
-      const int mw = m0 + 64 * wg;
-      const int rows_w = max(0, min(64, si.lq - mw));
-      if (rows_w > 0) {
-        int kb, ke;
-        mk.key_range(row_w0, row_w0 + rows_w, kb, ke);
-        kb = max(kb, 0);
-        ke = min(ke, si.lk);
-        if (ke > kb) {
-          wg_lo = kb / BN;
-          wg_hi = (ke + BN - 1) / BN;
-        }
-      }
+      mk.key_tiles(row_w0, max(0, min(64, si.lq - (m0 + 64 * wg))), BN, wg_lo, wg_hi);
     }
 
     if (n_tiles > 0) {
