@@ -501,7 +501,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
         offsets = offsets.long()
-        if not _capturing():
+        if not self.use_kernels and not _capturing():  # the kernel path runs these after launching the dedup
             if self.training and torch.is_grad_enabled():
                 self._before_train_step()
             self._check_groups()
@@ -596,9 +596,15 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
-        meta = self._kernel_meta()
         inverse, bag, ukeys, utables, count = ops.lookup_dedup(
             ids, offsets, self._ftable_i32, max(B, 1), self._dedup_set(n))
+        # the host work of an eager step (grow tables, report refusals, re-link groups, table metadata) runs while
+        # the GPU dedups: the dedup reads no table
+        if not _capturing():
+            if backward:
+                self._before_train_step()
+            self._check_groups()
+        meta = self._kernel_meta()
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         csr, side = None, None
         if backward and n > 0 and self.overlap_csr and self._segmented():
