@@ -17,7 +17,8 @@
 //            row loads in flight per lane; each lane finds its id's bag once per round (binary search over the
 //            lanes' bag ends).
 //   backward segmented reduction (segment_kernels.cu): a stable radix sort of the occurrences by unique gives the
-//            CSR unique -> occurrences; one warp sums 128 consecutive CSR entries' bag gradients in registers
+//            CSR unique -> occurrences (lookup_csr: the training forward builds it on a side stream while the
+//            insert runs); one warp sums 128 consecutive CSR entries' bag gradients in registers
 //            and applies the optimizer to [embedding | state] once per whole segment (plain loads and stores);
 //            segments cut by warp boundaries (hot ids) add their pieces atomically (fp32 SGD: into the row;
 //            else into a per-unique fp32 sum that the completing piece applies). Clipping by the global norm
@@ -181,6 +182,10 @@ constexpr int kMaxScalarDim = 128;
 template <int V>
 void launch_backward(const BackwardParams& p, bool vec4, void* stream);
 // The segmented path: rows up to 32 x 4 (vec4) / 32 columns, no clipping by the global gradient norm.
+// launch_segment_csr builds the CSR (reads n, inverse, bag, offsets, num_bags, pooling, psw; writes seg_keys,
+// seg_vals, seg_start, seg_end, seg_occ, seg_scale); it needs nothing of the insert, so the training forward
+// runs it on a side stream; launch_segmented_backward applies the optimizer from a built CSR.
+void launch_segment_csr(const BackwardParams& p, void* stream);
 template <int V>
 void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream);
 size_t segment_scan_bytes(int64_t n);

@@ -20,7 +20,12 @@
 // The CSR is in unique order, and the dedup numbers uniques in (roughly) the order of their first occurrence,
 // so concurrent warps read the bag gradients of nearby bags (L2 reuse; singletons read them in stream order).
 // Results are deterministic except for the rows of segments cut by warp boundaries (their pieces add in
-// arrival order).
+// arrival order). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
+// runs it on a side stream (op lookup_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
+// (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
+// are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
+// with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
+// H200 (benchmarks/RESULTS.md).
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
@@ -101,24 +106,35 @@ __device__ __forceinline__ float seg_warp_sum(float v) {
 
 // N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
 // do not evict the bag gradients that neighbouring entries read again.
-template <int V, int N>
+// H != 0: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
+// (each row read and written once) does not displace the bag gradients that other CSR entries gather again.
+template <int V, int N, int H = 0>
 __device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x)[N]) {
   if constexpr (V == kFp32 && N == 4) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 v = H ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
     x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
   } else {
     load_n<V, N>(p, x);
   }
 }
 
+template <int V, int N, int H = 0>
+__device__ __forceinline__ void store_row_n(typename Val<V>::T* p, const float (&x)[N]) {
+  if constexpr (V == kFp32 && N == 4 && H != 0) {
+    __stcs(reinterpret_cast<float4*>(p), make_float4(x[0], x[1], x[2], x[3]));
+  } else {
+    store_n<V, N>(p, x);
+  }
+}
+
 // The row's state columns the optimizer reads (Adagrad: d, Adam: 2 d; RowWiseAdagrad: one scalar).
-template <int V, int N, int OPT>
+template <int V, int N, int OPT, int H = 0>
 __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, int c, float (&w)[N],
                                          float (&s1)[N], float (&s2)[N], float& rs) {
   if (c < d) {
-    load_once<V, N>(row + c, w);
-    if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N>(row + d + c, s1);
-    if constexpr (OPT == kAdam) load_once<V, N>(row + 2 * d + c, s2);
+    load_once<V, N, H>(row + c, w);
+    if constexpr (OPT == kAdagrad || OPT == kAdam) load_once<V, N, H>(row + d + c, s1);
+    if constexpr (OPT == kAdam) load_once<V, N, H>(row + 2 * d + c, s2);
   }
   if constexpr (OPT == kRowWiseAdagrad) rs = Val<V>::to_f(row[d]);
 }
@@ -126,7 +142,7 @@ __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, i
 // Clip and apply the optimizer to one row (the unique's summed gradient g; the same arithmetic as the
 // per-unique update pass of update_kernels.cu), then store [embedding | state]. Whole warp (row-wise: a
 // warp sum).
-template <int V, int N, int OPT>
+template <int V, int N, int OPT, int H = 0>
 __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptConst& oc, typename Val<V>::T* row,
                                           int d, int c, float (&g)[N], float (&w)[N], float (&s1)[N],
                                           float (&s2)[N], float rs) {
@@ -155,7 +171,7 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
       s1[e] = s1[e] + gv * gv;
       w[e] = w[e] - lr * gv / (sqrtf(s1[e]) + p.eps);
     }
-    if (on) store_n<V, N>(row + d + c, s1);
+    if (on) store_row_n<V, N, H>(row + d + c, s1);
   } else if constexpr (OPT == kRowWiseAdagrad) {
     if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
       sq = 0.f;
@@ -189,11 +205,11 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
       w[e] = w[e] - oc.step_size * (s1[e] / (sqrtf(s2[e]) + p.eps));
     }
     if (on) {
-      store_n<V, N>(row + d + c, s1);
-      store_n<V, N>(row + 2 * d + c, s2);
+      store_row_n<V, N, H>(row + d + c, s1);
+      store_row_n<V, N, H>(row + 2 * d + c, s2);
     }
   }
-  if (on) store_n<V, N>(row + c, w);
+  if (on) store_row_n<V, N, H>(row + c, w);
 }
 
 // A piece of a segment cut by warp boundaries (warp-uniform call). Plain fp32 SGD: row += -lr * piece
@@ -236,9 +252,12 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 
 // One warp per C consecutive CSR entries; rounds of 32 entries (lane l holds entry base + l: unique, gradient
 // element offset, scale, dim, row address), K entries at a time: the K gradient rows and the rows of the K
-// entries' run ends are loaded before the first use.
-template <int V, int N, int OPT, int K>
-__global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams p) {
+// entries' run ends are loaded before the first use. H: 0 rows past L1 (ld.global.cg); 1 fp32 rows evict-first
+// in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
+// segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
+// one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
   const int lane = threadIdx.x & 31;
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
@@ -296,7 +315,9 @@ __global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams 
 #pragma unroll
         for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
         if (q < cnt && c < dq) load_n<kFp32, N>(p.grad + gq + c, g[k]);
-        if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
+        if constexpr (R == 0) {
+          if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
+        }
       }
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -310,7 +331,15 @@ __global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams 
         if ((owned >> q) & 1u) {
           T* rq = reinterpret_cast<T*>(__shfl_sync(0xffffffffu, rowa, q));
           const int dq = __shfl_sync(0xffffffffu, dim, q);
-          apply_row<V, N, OPT>(p, oc, rq, dq, c, acc, wv[k], s1[k], s2[k], rs[k]);
+          if constexpr (R != 0) {
+            if (c < dq) {
+#pragma unroll
+              for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];
+              red_n<N>(reinterpret_cast<float*>(rq) + c, acc);
+            }
+          } else {
+            apply_row<V, N, OPT, H>(p, oc, rq, dq, c, acc, wv[k], s1[k], s2[k], rs[k]);
+          }
         } else {
           const int32_t uq = __shfl_sync(0xffffffffu, u, q);
           const uint64_t rq = __shfl_sync(0xffffffffu, rowa, q);
@@ -326,11 +355,26 @@ __global__ void __launch_bounds__(kSegBlock, 2) seg_apply_kernel(BackwardParams 
   }
 }
 
+// Variants of the fp32 4-wide kernel, picked by A/B on an H200 (benchmark workload; benchmarks/RESULTS.md): plain
+// SGD adds whole segments with reductions at 3 blocks per SM, Adam and Adagrad take 2 entries at a time at 4 blocks
+// per SM; all read and write rows evict-first. Other value types keep the 2-block kernel, rows loaded past L1.
 template <int V, int N, int OPT>
 void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
   const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
-  seg_apply_kernel<V, N, OPT, K><<<blocks_for(warps, kSegBlock / 32), kSegBlock, 0, st>>>(p);
+  const unsigned grid = blocks_for(warps, kSegBlock / 32);
+  if constexpr (V == kFp32 && N == 4) {
+    if constexpr (OPT == kSgd) {
+      if (p.direct) seg_apply_kernel<V, N, OPT, 8, 1, 3, 1><<<grid, kSegBlock, 0, st>>>(p);
+      else seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
+    } else if constexpr (OPT == kRowWiseAdagrad) {
+      seg_apply_kernel<V, N, OPT, K, 1, 2><<<grid, kSegBlock, 0, st>>>(p);
+    } else {
+      seg_apply_kernel<V, N, OPT, 2, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
+    }
+  } else {
+    seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p);
+  }
   check_launch("segmented update");
 }
 
@@ -350,8 +394,7 @@ size_t segment_scan_bytes(int64_t n) {
   return bytes;
 }
 
-template <int V>
-void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream) {
+void launch_segment_csr(const BackwardParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (p.n == 0) return;
   auto fail = [](const char* what, cudaError_t e) {
@@ -368,6 +411,12 @@ void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream)
                                                        segment_sort_bits(p.n), st));
   detail::seg_bounds_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
   check_launch("segment bounds");
+}
+
+template <int V>
+void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (p.n == 0) return;
   auto go = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     switch (p.opt) {

@@ -185,6 +185,82 @@ Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offset
   return out;
 }
 
+// ---------------------------------------------------------------- CSR of the segmented backward
+// One int64 workspace per step holds the CSR (sort keys and values, segment bounds, entries, scales) and the sort's
+// scratch; byte offsets of its parts (256-aligned).
+struct CsrLayout {
+  int64_t keys, vals, start, occ, scale, temp, temp_bytes, total;
+};
+
+CsrLayout csr_layout(int64_t n, bool scaled) {
+  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
+  CsrLayout l{};
+  int64_t off = 0;
+  l.keys = off; off += up(2 * n * 4);
+  l.vals = off; off += up(2 * n * 4);
+  l.start = off; off += up((2 * n + 1) * 4);
+  l.occ = off; off += up(n * 8);
+  l.scale = off; off += up(scaled ? n * 4 : 0);
+  l.temp_bytes = static_cast<int64_t>(segment_scan_bytes(n));
+  l.temp = off; off += up(l.temp_bytes > 0 ? l.temp_bytes : 1);
+  l.total = off;
+  return l;
+}
+
+void bind_csr(BackwardParams& p, const Tensor& ws, int64_t n, bool scaled) {
+  const CsrLayout l = csr_layout(n, scaled);
+  ACCEL_CHECK(ws.scalar_type() == ScalarType::Long && ws.is_contiguous() && ws.numel() * 8 >= l.total,
+              "csr: expected a contiguous int64 workspace of >= ", l.total / 8, " entries (lookup_csr_size), got ",
+              ws.numel());
+  char* b = static_cast<char*>(ws.data_ptr());
+  p.seg_keys = reinterpret_cast<int32_t*>(b + l.keys);
+  p.seg_vals = reinterpret_cast<int32_t*>(b + l.vals);
+  p.seg_start = reinterpret_cast<int32_t*>(b + l.start);
+  p.seg_end = p.seg_start + (n + 1);
+  p.seg_occ = reinterpret_cast<int2_t*>(b + l.occ);
+  p.seg_scale = scaled ? reinterpret_cast<float*>(b + l.scale) : nullptr;
+  p.scan_temp = b + l.temp;
+  p.scan_temp_bytes = static_cast<size_t>(l.temp_bytes);
+}
+
+int64_t csr_size(int64_t n, bool scaled) { return (csr_layout(n, scaled).total + 7) / 8; }
+
+// int64 entries of the CSR workspace of the ids' inverse map (the ids' count is all that matters).
+int64_t lookup_csr_size(Tensor inverse, bool scaled) {
+  ACCEL_CHECK(inverse.numel() < (int64_t(1) << 31) - 1, "inverse: at most 2^31 - 2 ids per step");
+  return csr_size(inverse.numel(), scaled);
+}
+
+// Builds the CSR unique -> occurrences of the segmented backward into `csr` (int64, lookup_csr_size(n, scaled)
+// entries; scaled: per-sample weights or mean pooling) from the dedup's inverse and bags alone, so the training
+// forward can run it on a side stream while the insert and the pooling run.
+void lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, std::optional<Tensor> psw, int64_t pooling, Tensor csr) {
+  check_cuda(inverse, "inverse", inverse, ScalarType::Int);
+  check_cuda(bag, "bag", inverse, ScalarType::Int);
+  check_cuda(offsets, "offsets", inverse, ScalarType::Long);
+  check_cuda(csr, "csr", inverse, ScalarType::Long);
+  const int64_t n = inverse.numel();
+  ACCEL_CHECK(bag.numel() == n, "bag: expected ", n, " entries");
+  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries");
+  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none)");
+  if (psw.has_value()) {
+    check_cuda(*psw, "per_sample_weights", inverse, ScalarType::Float);
+    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
+  }
+  if (n == 0) return;
+  torch::stable::accelerator::DeviceGuard guard(inverse.get_device_index());
+  BackwardParams p{};
+  p.n = n;
+  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
+  p.bag = static_cast<const int32_t*>(bag.data_ptr());
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.num_bags = offsets.numel() - 1;
+  p.pooling = static_cast<int>(pooling);
+  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  bind_csr(p, csr, n, psw.has_value() || pooling == kPoolMean);
+  launch_segment_csr(p, accel::current_cuda_stream(inverse.get_device_index()));
+}
+
 // ---------------------------------------------------------------- backward + optimizer
 Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse,
                        Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, std::optional<Tensor> psw,
@@ -192,7 +268,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
                        int64_t max_dim, int64_t opt, Tensor lr, Tensor step, double weight_decay,
                        bool decoupled_weight_decay, double beta1, double beta2, double eps, double max_grad_value,
                        double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum, Tensor seg,
-                       int64_t seg_chunk) {
+                       int64_t seg_chunk, std::optional<Tensor> csr) {
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(grad, "grad", ids, ScalarType::Float);
@@ -276,29 +352,19 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
   p.gsum = static_cast<float*>(gsum.data_ptr());
   p.gsum_stride = gsum.size(1);
-  // per-step CSR of the segmented path (allocated from the caching allocator / the graph's pool)
-  Tensor seg_sort, seg_start, seg_occ, seg_scale, scan_temp;
+  // the CSR of the segmented path: built by lookup_csr (the forward's side stream) when `csr` is given, else here
+  // into a per-step workspace (the caching allocator / the graph's pool)
+  Tensor csr_ws;
+  void* stream = accel::current_cuda_stream(ids.get_device_index());
   if (segmented && n > 0) {
     const bool scaled = psw.has_value() || pooling == kPoolMean;
-    seg_sort = torch::stable::new_empty(ids, {4 * n}, ScalarType::Int);
-    seg_start = torch::stable::new_empty(ids, {2 * n + 1}, ScalarType::Int);
-    seg_occ = torch::stable::new_empty(ids, {n}, ScalarType::Long);
-    seg_scale = torch::stable::new_empty(ids, {scaled ? n : 0}, ScalarType::Float);
-    const size_t bytes = segment_scan_bytes(n);
-    scan_temp = torch::stable::new_empty(ids, {static_cast<int64_t>(bytes > 0 ? bytes : 1)}, ScalarType::Byte);
+    csr_ws = csr.has_value() ? *csr : torch::stable::new_empty(ids, {csr_size(n, scaled)}, ScalarType::Long);
+    if (csr.has_value()) check_cuda(*csr, "csr", ids, ScalarType::Long);
     p.seg_chunk = static_cast<int>(seg_chunk);
     p.seg_done = static_cast<int32_t*>(seg.data_ptr());
-    int32_t* sb = static_cast<int32_t*>(seg_sort.data_ptr());
-    p.seg_keys = sb;
-    p.seg_vals = sb + 2 * n;
-    p.seg_start = static_cast<int32_t*>(seg_start.data_ptr());
-    p.seg_end = p.seg_start + (n + 1);
-    p.seg_occ = static_cast<int2_t*>(seg_occ.data_ptr());
-    p.seg_scale = scaled ? static_cast<float*>(seg_scale.data_ptr()) : nullptr;
-    p.scan_temp = scan_temp.data_ptr();
-    p.scan_temp_bytes = bytes;
+    bind_csr(p, csr_ws, n, scaled);
+    if (!csr.has_value()) launch_segment_csr(p, stream);
   }
-  void* stream = accel::current_cuda_stream(ids.get_device_index());
   dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
   return grad_psw;
 }
@@ -324,7 +390,9 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor feature_col, int batch, int pooling, bool vec4, int max_dim, int opt, Tensor lr, Tensor step, "
       "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
       "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum, "
-      "Tensor(c!) seg, int seg_chunk) -> Tensor");
+      "Tensor(c!) seg, int seg_chunk, Tensor? csr=None) -> Tensor");
+  m.def("lookup_csr_size(Tensor inverse, bool scaled) -> int");
+  m.def("lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, Tensor? psw, int pooling, Tensor(a!) csr) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -332,4 +400,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("lookup_insert", TORCH_BOX(&dynamicemb::lookup::lookup_insert));
   m.impl("lookup_forward", TORCH_BOX(&dynamicemb::lookup::lookup_forward));
   m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
+  m.impl("lookup_csr", TORCH_BOX(&dynamicemb::lookup::lookup_csr));
+  m.impl("lookup_csr_size", TORCH_BOX(&dynamicemb::lookup::lookup_csr_size));
 }

@@ -1,0 +1,234 @@
+"""Profile of one dynamicemb training step of the embedding benchmark's workload (issue 5): per-kernel device
+time, GPU idle gaps inside the step, CUDA-event step time eager vs as a replayed CUDA graph.
+
+Same workload and module as benchmarks/embedding.py (10 tables x D=128 fp32, 1,048,570 bags, power law 1.05,
+1M slots per table, on_refused="zero"); the gradient of the output is a fixed tensor of ones made once (the
+benchmark's ``torch.ones_like(out)`` fill is timed separately). Run (GPU):
+    python3 -P benchmarks/embedding_step_profile.py [--pooling sum] [--opt sgd] [--steps 4] [--trace out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from embedding import make_batch  # noqa: E402
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
+
+
+def event_ms(fn, reps, pre=None):
+    ts = []
+    for _ in range(reps):
+        if pre is not None:
+            pre()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    return statistics.median(ts)
+
+
+def short(name, n=70):
+    name = name.replace("void ", "")
+    if name.startswith("dynamicemb::lookup::detail::"):
+        name = name[len("dynamicemb::lookup::detail::"):]
+    return name if len(name) <= n else name[: n - 3] + "..."
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--pooling", default="sum")
+    p.add_argument("--opt", default="sgd")
+    p.add_argument("--batch", type=int, default=1_048_570)
+    p.add_argument("--tables", type=int, default=10)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--trace", help="also write the chrome trace here")
+    p.add_argument("--no-graph", action="store_true")
+    p.add_argument("--label", default="")
+    p.add_argument("--chunks", default="", help="comma list: also time the step with these backward_chunk values")
+    p.add_argument("--variants", default="", help="';'-separated variants to time in this process, each a ','-list "
+                   "of side=0/1 (module.overlap_csr), chunk=C (module.backward_chunk)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds over --variants")
+    p.add_argument("--no-profile", action="store_true")
+    args = p.parse_args()
+    dev = torch.device("cuda")
+    T, D = args.tables, args.dim
+    B = args.batch // T
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, 10, 100_000_000, 1.05, gen) for _ in range(4)]
+    batches = [(i.to(dev), o.to(dev)) for i, o in batches]
+    from dynamicemb._optimizers import Adagrad, RowWiseAdagrad
+
+    opt = {"sgd": lambda: SGD(lr=0.01), "adam": lambda: Adam(lr=1e-3), "adagrad": lambda: Adagrad(lr=0.01),
+           "rowwise_adagrad": lambda: RowWiseAdagrad(lr=0.01)}[args.opt]()
+    tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
+    m = BatchedDynamicEmbeddingTables(tables, pooling=args.pooling, optimizer=opt, device=dev)
+    it = [0]
+    grads = {}
+
+    def nxt():
+        it[0] = (it[0] + 1) % len(batches)
+        return batches[it[0]]
+
+    def gones(out):
+        g = grads.get(out.shape)
+        if g is None:
+            g = grads[out.shape] = torch.ones_like(out)
+        return g
+
+    def train():
+        ids, off = nxt()
+        out = m(ids, off, validate=False)
+        out.backward(gones(out))
+
+    def train_bench():  # as benchmarks/embedding.py: a fresh ones_like each step
+        ids, off = nxt()
+        out = m(ids, off, validate=False)
+        out.backward(torch.ones_like(out))
+
+    for _ in range(6):
+        train()
+    torch.cuda.synchronize()
+    tag = f"[{args.label}] " if args.label else ""
+    t_fixed = event_ms(train, args.reps)
+    t_bench = event_ms(train_bench, args.reps)
+    print(f"{tag}{args.pooling}/{args.opt}: step (CUDA events, median of {args.reps}): fixed grad {t_fixed:.3f} ms, "
+          f"benchmark-style ones_like {t_bench:.3f} ms")
+
+    variants = [v for v in args.variants.split(";") if v]
+    if variants:
+        res = defaultdict(list)
+        for _ in range(args.rounds):
+            for v in variants:
+                kv = dict(x.split("=") for x in v.split(","))
+                m.overlap_csr = kv.get("side", "1") == "1"
+                m.backward_chunk = int(kv.get("chunk", "128"))
+                for _ in range(3):
+                    train()
+                res[v].append(event_ms(train, args.reps))
+        for v in variants:
+            print(f"{tag}variant {v:24s}: step {statistics.median(res[v]):.3f} ms (rounds: "
+                  + ", ".join(f"{x:.3f}" for x in res[v]) + ")")
+        m.overlap_csr = True
+        m.backward_chunk = 128
+
+    for c in [int(x) for x in args.chunks.split(",") if x]:
+        old = m.backward_chunk
+        m.backward_chunk = c
+        train()
+        print(f"{tag}backward_chunk={c}: step {event_ms(train, args.reps):.3f} ms")
+        m.backward_chunk = old
+
+    # ---- the step as a CUDA graph (batch 0's shape, ids copied into static buffers)
+    if not args.no_graph:
+        try:
+            sids, soff = batches[0][0].clone(), batches[0][1].clone()
+
+            def step0():  # as the benchmark: a fresh ones_like each step
+                out = m(sids, soff, validate=False)
+                out.backward(torch.ones_like(out))
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    step0()
+            torch.cuda.current_stream().wait_stream(s)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step0()
+            torch.cuda.synchronize()
+            t_graph = event_ms(graph.replay, args.reps)
+            t_eager0 = event_ms(step0, args.reps)
+            print(f"{tag}batch 0 repeated: eager {t_eager0:.3f} ms, CUDA graph replay {t_graph:.3f} ms "
+                  f"(host/launch overhead in the eager step ~ {t_eager0 - t_graph:.3f} ms)")
+        except Exception as ex:  # noqa: BLE001
+            import traceback
+
+            traceback.print_exc()
+            print(f"{tag}CUDA graph capture failed: {type(ex).__name__}: {ex}")
+
+    if not args.no_profile:
+        # ---- torch.profiler: kernels per step and the idle gaps between them
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.steps):
+                train()
+                torch.cuda.synchronize()
+                torch.cuda._sleep(2_000_000)  # ~1 ms of GPU spin between steps: steps separate in the trace
+                torch.cuda.synchronize()
+        path = args.trace or os.path.join(tempfile.mkdtemp(), "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            tr = json.load(f)
+        evs = [e for e in tr["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memset",
+                                                                                          "gpu_memcpy")]
+        evs.sort(key=lambda e: e["ts"])
+        steps, cur = [], []  # a step: the kernels between two spin kernels
+        for e in evs:
+            if "spin" in e["name"].lower() or "sleep" in e["name"].lower():
+                if cur:
+                    steps.append(cur)
+                cur = []
+                continue
+            cur.append(e)
+        if cur:
+            steps.append(cur)
+        per = defaultdict(list)
+        spans, busys = [], []
+        gap_hist = defaultdict(float)
+        for st in steps:
+            t0 = st[0]["ts"]
+            t1 = max(e["ts"] + e["dur"] for e in st)
+            spans.append((t1 - t0) / 1e3)
+            # union of busy intervals (kernels of several streams may overlap)
+            busy, end = 0.0, t0
+            prev_name = "<start>"
+            for e in st:
+                s, d = e["ts"], e["dur"]
+                if s > end:
+                    gap_hist[f"{short(prev_name, 40)} -> {short(e['name'], 40)}"] += (s - end) / 1e3 / len(steps)
+                busy += max(0.0, s + d - max(s, end))
+                if s + d > end:
+                    end = s + d
+                    prev_name = e["name"]
+                per[short(e["name"])].append(d / 1e3)
+            busys.append(busy / 1e3)
+        ns = len(steps)
+        print(f"{tag}profiled {ns} steps: GPU span first kernel start -> last kernel end {statistics.mean(spans):.3f} ms, "
+              f"busy {statistics.mean(busys):.3f} ms, idle inside {statistics.mean(spans) - statistics.mean(busys):.3f} ms")
+        rows = sorted(per.items(), key=lambda kv: -sum(kv[1]))
+        tot = 0.0
+        print(f"{tag}{'kernel':72s} {'calls/step':>10s} {'ms/step':>8s}")
+        for name, ds in rows:
+            tot += sum(ds) / ns
+            print(f"{tag}{name:72s} {len(ds) / ns:10.1f} {sum(ds) / ns:8.3f}")
+        print(f"{tag}kernel sum {tot:.3f} ms/step")
+        print(f"{tag}largest idle gaps inside a step (ms/step):")
+        for k, v in sorted(gap_hist.items(), key=lambda kv: -kv[1])[:10]:
+            print(f"{tag}  {v:.4f}  {k}")
+        # host side: CPU time of the step's Python (forward, backward) per step
+        ka = prof.key_averages()
+        for k in ka:
+            if k.key in ("autograd::engine::evaluate_function: _LookupFunctionBackward", "_LookupFunction"):
+                print(f"{tag}host {k.key}: cpu total {k.cpu_time_total / 1e3 / ns:.3f} ms/step")
+
+
+if __name__ == "__main__":
+    main()
