@@ -5,12 +5,12 @@
 m64nNk16, f32 accumulators, A and B f16 or bf16. SS: A and B from shared-memory descriptors (both K-major).
 RS: A from registers (4 x b32 per thread, the mma.sync m16n8k16 A-fragment layout per warp), B from a
 descriptor, TRANS_B = 1 for an MN-major B (e.g. V stored keys x D with D contiguous).
-SST (backward, N = 64 only): SS with compile-time TRANS_A / TRANS_B (1 = MN-major operand), e.g. dQ = dS K with
+SST (backward, N = 64 and 128): SS with compile-time TRANS_A / TRANS_B (1 = MN-major operand), e.g. dQ = dS K with
 dS^T stored keys x queries (MN-major A) and K stored keys x D (MN-major B).
 """
 
 SHAPES = (64, 128, 256)
-SST_SHAPES = (64,)
+SST_SHAPES = (64, 128)
 
 
 def regs(n, first):

@@ -21,10 +21,12 @@
 // Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
-// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; both consumer warpgroups take all 64 keys and compute the full
-// S^T / dP^T / P^T / dS^T, warpgroup g owns dK, dV, dQ columns [128 g, 128 g + 128) (dQ of tile t right after its
-// dK / dV, through its own dS^T buffer: the warpgroups never wait for each other); kPingpong orders their S^T /
-// dP^T issues so that one's pointwise pass runs under the other's GEMMs.
+// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV, dQ columns [128 g, 128 g + 128).
+// Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
+// to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
+// with named barriers; dV / dK with the other warpgroup's operand from smem (SS). Previous kernel (kSplitSP = 0,
+// dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
+// cross-warpgroup waits; kPingpong orders their S^T / dP^T issues).
 #pragma once
 
 #include <cuda.h>
@@ -84,6 +86,16 @@ struct BwdSm90Traits {
   static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
 };
 
+// m64n128k16 SS with a K-major A and an MN-major B (split-S/dP D = 256: dV += P^T dO, dK += dS^T Q, A from smem).
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_tb_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    wgmma_m64n128k16_sst_bf16<0, 1>(d, da, db, scale_d);
+  } else {
+    wgmma_m64n128k16_sst_f16<0, 1>(d, da, db, scale_d);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -114,6 +126,27 @@ __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.
 // ... and are complete.
 __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// Predicated forms (no branch: ptxas waits for in-flight wgmmas at divergent branches).
+__device__ __forceinline__ void bulk_wait_read1_if(bool pred) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.wait_group.read 1;\n}\n" ::"r"(
+                   static_cast<int>(pred))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_if(bool pred) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.commit_group;\n}\n" ::"r"(
+                   static_cast<int>(pred))
+               : "memory");
+}
+__device__ __forceinline__ void tma_reduce_add_3d_if(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
+                                                     bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " @p cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n}\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(static_cast<int>(pred))
+      : "memory");
+}
+
 __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
 }
@@ -128,7 +161,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
 // stay in phase).
 template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false>
+          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -145,6 +178,9 @@ __global__ void __launch_bounds__(384, 1)
   // tile of the block for warpgroup 1; keys past the sequence) costs that warpgroup no GEMM: it only writes zeros
   // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
+  // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
+  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md; 1 = on, the only mode).
+  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong), "split S^T / dP^T: split-D kernel without pingpong");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -274,6 +310,311 @@ __global__ void __launch_bounds__(384, 1)
         named_barrier_sync(1, 256);
       }
 
+      if constexpr (kSplitSP != 0) {
+        // ------------------------------------------------ split S^T / dP^T (D = 256): each computed once per tile.
+        // Warpgroup 0: S^T = K Q^T, P^T = SiLU (T) -> sP, SiLU' (fp16, 0 where masked) -> sX, dV += P^T dO (RS),
+        //   dK += dS^T Q (SS, A = sX once warpgroup 1 has turned SiLU' into dS^T), dQ (SS, A = sX).
+        // Warpgroup 1: dP^T = V dO^T, dS^T = dP^T alpha / N SiLU' (read from sX, written back in place, same thread
+        //   and address), dK += dS^T Q (RS), dV += P^T dO (SS, A = sP), dQ (SS, A = sX).
+        // Named barriers (256 threads: one warpgroup arrives, the other syncs (E: both sync); each used once per
+        // tile, and neither warpgroup can arrive twice on one before the other has synced on it, see NOTES.md):
+        //   A (0 -> 1) P^T, SiLU' of tile i in smem; B (1 -> 0) dS^T of tile i in sX;
+        //   D (1 -> 0) warpgroup 1's dQ of tile i has read sX (warpgroup 0 may stage dQ panels there);
+        //   E (1 -> 0) warpgroup 1's dV wgmma and dQ staging of tile i have read sP (warpgroup 0 may write P^T of i + 1).
+        // dQ staging per warp: even panels in its 2 KB staging buffer, odd ones in its own 16 rows of sX
+        // (warpgroup 0) or sP (warpgroup 1).
+        constexpr uint32_t kBarA = 10, kBarB = 11, kBarD = 12, kBarE = 13;
+        const uint32_t sP = sdS;
+        const uint32_t sX = sdS + C::kdSBytes;
+        // Q / dO of tile i have landed; the last tile's rows past the used rows are zeroed by both warpgroups.
+        auto wait_tile = [&](int i) {
+          const int s = i % S;
+          const uint32_t ph = (i / S) & 1;
+          mbar_wait(bar_full_q(s), ph);
+          mbar_wait(bar_full_do(s), ph);
+          const int m0 = (mb_begin + i) * BM;
+          const int q_used = si.lq - m0;
+          if (q_used < BM) {
+            const int nrows = BM - q_used;
+            const int total = 2 * C::kPanels * nrows * 8;
+            for (int idx = ctid; idx < total; idx += 256) {
+              const int chunk = idx % 8;
+              const int rr = (idx / 8) % nrows;
+              const int rest = idx / (8 * nrows);
+              const int pn = rest % C::kPanels;
+              const uint32_t t = (rest / C::kPanels == 0 ? sQ : sdO) + s * C::kQBytes;
+              st_shared_zero16(t + pn * C::kQPanelBytes + (q_used + rr) * 128 + chunk * 16);
+            }
+            fence_proxy_async_smem();
+            named_barrier_sync(1, 256);
+          }
+        };
+        // dQ[m0 : m0 + 64, c0w : c0w + 128] += dS K[:, c0w : c0w + 128] (A = dS^T in sX, MN-major; B = K panels).
+        auto dq_issue = [&](float (&q0)[32], float (&q1)[32]) {
+          wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            wgmma_ss_tt_n64<T>(q0, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
+                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            wgmma_ss_tt_n64<T>(q1, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
+                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+          wgmma_commit();
+        };
+        // 4 panels of 32 columns per warp (rows 16 warp .. + 15), one bulk reduce-add each.
+        auto dq_stage = [&](const float (&q0)[32], const float (&q1)[32], uint32_t odd_buf, int m0, int pn0, int pn1) {
+          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+#pragma unroll
+          for (int pn = pn0; pn < pn1; ++pn) {
+            const uint32_t stg = (pn % 2 == 0) ? sDqStage + wg * C::kDqStageBytes + warp * 2048 : odd_buf + warp * 2048;
+            if (pn >= 2) bulk_wait_read1_if(ln == 0);
+            __syncwarp();
+            const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
+#pragma unroll
+            for (int j4 = 0; j4 < 4; ++j4) {
+              const int j = 4 * (pn % 2) + j4;
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t a = rowa + half * 8 * 128 + (((2 * j4 + (ln % 4) / 2) ^ (ln / 4)) << 4);
+                const float v0 = pn < 2 ? q0[4 * j + 2 * half] : q1[4 * j + 2 * half];
+                const float v1 = pn < 2 ? q0[4 * j + 2 * half + 1] : q1[4 * j + 2 * half + 1];
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(v0), "f"(v1) : "memory");
+              }
+            }
+            fence_proxy_async_smem();
+            __syncwarp();
+            if constexpr (!kNoDqRed) {
+              // head re-read (not kept live through the loop)
+              uint32_t hy;
+              asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
+              tma_reduce_add_3d_if(&tm_dq, stg, c0w + 32 * pn, static_cast<int>(hy), si.q_start + m0 + 16 * warp,
+                                   ln == 0);
+            }
+            bulk_commit_if(ln == 0);
+          }
+        };
+        // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
+        // 8 (2 ks + q / 2) + 2 (lane % 4) (+1), elements e = 8 ks + 2 q, e + 1; 128-byte rows, 16-byte chunk
+        // index XOR (row % 8) = lane / 4 (conflict-free 4-byte accesses).
+        auto word_addr = [&](uint32_t buf, int ln, int ks, int q) {
+          return buf + (16 * warp + ln / 4) * 128 + (ln % 4) * 4 + (q % 2) * 8 * 128 +
+                 (((2 * ks + q / 2) ^ (ln / 4)) << 4);
+        };
+        // warp-uniform for ptxas (the two roles hold wgmmas: a branch it cannot prove uniform serializes them)
+        if (__shfl_sync(0xffffffffu, wg, 0) == 0) {
+          float acc_s0[BM / 2];
+          uint32_t pf0[BM / 16][4];
+          uint32_t xf0[BM / 16][4];
+          auto mask_bits = [&](int r0) {
+            uint32_t cx;  // n0 re-read (not kept live through the loop)
+            asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
+            const int n0 = static_cast<int>(cx) * BN;
+            uint32_t bits = 0xffffffffu;
+            if (!mk.tile_full(r0, r0 + BM, n0, n0 + 64)) {
+              const int jr = n0 + 16 * warp + lane / 4;
+              const int rc = r0 + 2 * (lane % 4);
+              bits = 0;
+              if (mk.hist == mk.lk) {
+#pragma unroll
+                for (int e = 0; e < BM / 2; ++e) {
+                  const int j = jr + 8 * ((e % 4) / 2);
+                  const int r = rc + 8 * (e / 4) + (e % 2);
+                  const bool ok = r < mk.lk && j < mk.lk &&
+                                  (r < mk.ctx || ((mk.wl < 0 || j >= r - mk.wl) && (mk.wr < 0 || j <= r + mk.wr)));
+                  bits |= static_cast<uint32_t>(ok) << e;
+                }
+              } else {
+#pragma unroll 1
+                for (int e = 0; e < BM / 2; ++e) {
+                  const int j = jr + 8 * ((e % 4) / 2);
+                  const int r = rc + 8 * (e / 4) + (e % 2);
+                  bits |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+                }
+              }
+            }
+            return bits;
+          };
+          auto issue_s = [&](int i) {
+            const uint32_t sQs = sQ + (i % S) * C::kQBytes;
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks) {
+              const uint64_t da = make_desc_sw128(sK + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+              const uint64_t db = make_desc_sw128(sQs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+              wgmma_ss<T, BM>(acc_s0, da, db, ks > 0 ? 1 : 0);
+            }
+            wgmma_commit();
+          };
+          wait_tile(0);
+          issue_s(0);
+          for (int i = 0; i < n_mt; ++i) {
+            const int m0 = (mb_begin + i) * BM;
+            const int s = i % S;
+            const uint32_t sQs = sQ + s * C::kQBytes;
+            const uint32_t sdOs = sdO + s * C::kQBytes;
+            const uint32_t bits = mask_bits(m0 + mk.offset);  // while S^T of tile i flies
+            wgmma_wait<0>();
+            pin_all(acc_s0);
+            // P^T = SiLU(alpha S^T), SiLU'(alpha S^T) = sigmoid (1 + h (1 - t)) (h = alpha s / 2, t = tanh h),
+            // both 0 where masked (select).
+#pragma unroll
+            for (int e = 0; e < BM / 2; e += 2) {
+              float pv[2], xv[2];
+#pragma unroll
+              for (int u = 0; u < 2; ++u) {
+                const float x = acc_s0[e + u] * half_alpha;
+                const float t = tanh_fast(x);
+                const bool ok = (bits >> (e + u)) & 1u;
+                pv[u] = ok ? fmaf(x, t, x) : 0.f;
+                xv[u] = ok ? fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
+              }
+              pf0[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
+              xf0[e / 8][(e % 8) / 2] = pack_pair<__half>(xv[0], xv[1]);
+            }
+            if (i > 0) named_barrier_sync(kBarE, 256);  // warpgroup 1 is done reading sP (tile i - 1)
+            {
+              const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+              if (ln == 0) bulk_wait_read0();  // this warp's dQ staging in sX (and its staging buffer) was read
+              __syncwarp();
+#pragma unroll
+              for (int ks = 0; ks < BM / 16; ++ks) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(word_addr(sP, ln, ks, q)), "r"(pf0[ks][q]) : "memory");
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(word_addr(sX, ln, ks, q)), "r"(xf0[ks][q]) : "memory");
+                }
+              }
+            }
+            fence_proxy_async_smem();
+            named_barrier_arrive(kBarA, 256);
+            // dV += P^T dO[:, c0w ..] (A from registers).
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks) {
+              wgmma_rs<T, NA, 1>(acc_dv, pf0[ks],
+                                 make_desc_sw128(sdOs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes),
+                                 1);
+            }
+            wgmma_commit();
+            named_barrier_sync(kBarB, 256);  // dS^T of tile i in sX
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks) {
+              wgmma_ss_tb_n128<T>(acc_dk, make_desc_sw128(sX + ks * 32, 16),
+                                  make_desc_sw128(sQs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes),
+                                  1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();  // dV, dK: P^T fragments and dQ accumulators are never in flight together
+            pin_all(acc_dv);
+            pin_all(acc_dk);
+            pin_all(pf0);
+            if (lane == 0) mbar_arrive(bar_empty(s));  // Q / dO of stage s no longer read by this warp
+            float acc_q0[32], acc_q1[32];
+            dq_issue(acc_q0, acc_q1);
+            wgmma_wait<0>();
+            pin_all(acc_q0);
+            pin_all(acc_q1);
+            named_barrier_sync(kBarD, 256);  // warpgroup 1's dQ and all of ours have read sX
+            // S^T of tile i + 1 is issued after the dQ staging (dK, dV, 64 dQ and 32 S^T accumulators would not
+            // fit; issued in the middle of the staging, ptxas waits for it at the staging's bulk waits).
+            dq_stage(acc_q0, acc_q1, sX, m0, 0, 4);
+            // Unconditional issue (a conditional one makes ptxas wait for it at the join): after the last tile it
+            // multiplies whatever stage n_mt % S holds (valid smem, result unused), one wasted S^T per CTA.
+            if (i + 1 < n_mt) wait_tile(i + 1);
+            issue_s(i + 1);
+          }
+          wgmma_wait<0>();  // the unused S^T after the last tile reads sK, which the epilogue overwrites
+          pin_all(acc_s0);
+        } else {
+          float acc_dp1[BM / 2];
+          uint32_t df1[BM / 16][4];
+          for (int i = 0; i < n_mt; ++i) {
+            const int m0 = (mb_begin + i) * BM;
+            const int s = i % S;
+            const uint32_t sQs = sQ + s * C::kQBytes;
+            const uint32_t sdOs = sdO + s * C::kQBytes;
+            wait_tile(i);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks) {
+              const uint64_t da = make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+              const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+              wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
+            }
+            wgmma_commit();
+            if (i > 0) {
+              // This warp's dQ staging of tile i - 1 in sP has been read (and the warpgroup's dV of i - 1 is done).
+              // A full sync, not an arrive: warpgroup 0 reaches its side just before its P^T stores, and this
+              // warpgroup waits for those (barrier A) right after anyway.
+              if (lane == 0) bulk_wait_read0();
+              __syncwarp();
+              named_barrier_sync(kBarE, 256);
+            }
+            wgmma_wait<0>();
+            pin_all(acc_dp1);
+            named_barrier_sync(kBarA, 256);  // P^T, SiLU' of tile i in smem
+            {
+              // dS^T = dP^T alpha / N SiLU' (0 where masked), read from sX and written back in place.
+              const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+              uint32_t xw[BM / 16][4];
+#pragma unroll
+              for (int ks = 0; ks < BM / 16; ++ks) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(xw[ks][q]) : "r"(word_addr(sX, ln, ks, q)) : "memory");
+                }
+              }
+#pragma unroll
+              for (int ks = 0; ks < BM / 16; ++ks) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  const int e = 8 * ks + 2 * q;
+                  df1[ks][q] = pack_pair<T>(acc_dp1[e] * ds_scale * unpack_lo<__half>(xw[ks][q]),
+                                            acc_dp1[e + 1] * ds_scale * unpack_hi<__half>(xw[ks][q]));
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(word_addr(sX, ln, ks, q)), "r"(df1[ks][q]) : "memory");
+                }
+              }
+            }
+            fence_proxy_async_smem();
+            named_barrier_arrive(kBarB, 256);
+            // dK += dS^T Q[:, c0w ..] (A from registers), dV += P^T dO[:, c0w ..] (A = sP).
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks) {
+              wgmma_rs<T, NA, 1>(acc_dk, df1[ks],
+                                 make_desc_sw128(sQs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes),
+                                 1);
+            }
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks) {
+              wgmma_ss_tb_n128<T>(acc_dv, make_desc_sw128(sP + ks * 32, 16),
+                                  make_desc_sw128(sdOs + (c0w / 64) * C::kQPanelBytes + ks * 16 * 128, C::kQPanelBytes),
+                                  1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin_all(acc_dk);
+            pin_all(acc_dv);
+            pin_all(df1);
+            if (lane == 0) mbar_arrive(bar_empty(s));
+            named_barrier_sync(5, 128);  // all 4 warps' dS^T rows are in sX (fenced)
+            float acc_q0[32], acc_q1[32];
+            dq_issue(acc_q0, acc_q1);
+            wgmma_wait<0>();
+            pin_all(acc_q0);
+            pin_all(acc_q1);
+            named_barrier_arrive(kBarD, 256);
+            named_barrier_sync(5, 128);  // every warp's dQ / dV wgmmas are done: sP may hold staging
+            dq_stage(acc_q0, acc_q1, sP, m0, 0, 4);
+          }
+        }
+      } else {
       // dQ[m0 : m0 + 64] += dS K for tile t once its dS^T is in smem (A = dS^T buffer, MN-major; B = K, MN-major),
       // added to the fp32 workspace; lane pairs swap halves so that each lane owns 4 consecutive columns of a row.
       auto dq_tile = [&](int t, int m0) {
@@ -690,6 +1031,7 @@ __global__ void __launch_bounds__(384, 1)
         if (lane == 0) mbar_arrive(bar_empty(s));
       }
       if constexpr (!kSplitD) dq_tile(n_mt - 1, (mb_end - 1) * BM);
+      }
     }
 
     // Epilogue: dK, dV rounded to T, staged through this warpgroup's rows of sK / sV (same 128B swizzle), then

@@ -30,7 +30,7 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
 }
 
 template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false>
+          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
 cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
   using C = BwdSm90Traits<D, kStages>;
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
@@ -48,7 +48,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
   if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
-  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg>;
+  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
@@ -88,10 +88,12 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 7 / 8 = warpgroup tile skip off / on (D = 64 / 128),
 // 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong).
-// Default configuration: pingpong for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
+// Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
+// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP 1; measured faster than the
+// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T").
 template <int D>
-inline constexpr bool kBwdPingpong = D == 256;
+inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
 // local), where some warpgroup tiles see no key; full windows keep the kernel without it (measured 2-3 % slower
 // with it at S = 16K), and D = 64 too (5-10 % slower at S = 16K).
@@ -123,12 +125,16 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
       }
     }
 #ifdef HSTU_SM90_ALL_VARIANTS
-    if constexpr (D == 256) {  // split-D kernel: default dQ mode only; 2: without pingpong, 9: without the
-                               // reductions (timing only)
+    if constexpr (D == 256) {  // split-D kernel, default dQ mode only. Default: split S^T / dP^T (kBwdSplitSP);
+                               // 6: the previous default (S^T / dP^T by both warpgroups, pingpong), 2: the same
+                               // without pingpong; 9 / 5: default / previous default without the dQ reductions
+                               // (timing only)
       switch (variant) {
         case 2: err = sm90::launch_bwd<T, D, 2, 2, false, false, false>(p, total_k, stream); break;
-        case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, kBwdPingpong<D>>(p, total_k, stream); break;
-        default: err = sm90::launch_bwd<T, D, 2, 2, false, false, kBwdPingpong<D>>(p, total_k, stream);
+        case 5: err = sm90::launch_bwd<T, D, 2, 2, true, false, true>(p, total_k, stream); break;
+        case 6: err = sm90::launch_bwd<T, D, 2, 2, false, false, true>(p, total_k, stream); break;
+        case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, false, false, kBwdSplitSP<D>>(p, total_k, stream); break;
+        default: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream);
       }
     } else {
       switch (variant) {
@@ -145,9 +151,13 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     }
 #else
     (void)variant;
-    err = kBwdSkipWg<D> && bwd_skip_wg(p)
-              ? sm90::launch_bwd<T, D, 2, 2, false, false, kBwdPingpong<D>, kBwdSkipWg<D>>(p, total_k, stream)
-              : sm90::launch_bwd<T, D, 2, 2, false, false, kBwdPingpong<D>, false>(p, total_k, stream);
+    if constexpr (kBwdSplitSP<D> != 0) {
+      err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream);
+    } else {
+      err = kBwdSkipWg<D> && bwd_skip_wg(p)
+                ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream)
+                : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream);
+    }
 #endif
     if (err != cudaSuccess) return err;
     return sm90::convert_dq<T, D>(p, stream);
