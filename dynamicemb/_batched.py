@@ -264,6 +264,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.feature_dims = [dims[t] for t in fmap]
         self.max_dim = max(self.feature_dims)
         self.state_dims = [optimizer.state_dim(d) for d in dims]
+        self.row_widths = [optimizer.row_width(d) for d in dims]
         self.tables: List[ScoredHashTable] = [self._make_table(i, self.options[i].capacity) for i in range(T)]
         self.admission_tables: List[Optional[ScoredHashTable]] = [
             ScoredHashTable(o.admission_slots, 1, torch.float32, key_dtype, o.bucket_capacity, "lfu",
@@ -284,7 +285,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._link_groups()
         used = sorted(set(fmap))
         self._value_kind = _VALUE_KIND[self.options[used[0]].dtype]
-        self._vec4 = all(dims[t] % 4 == 0 and (dims[t] + self.state_dims[t]) % 4 == 0 for t in used)
+        self._vec4 = all(dims[t] % 4 == 0 and self.row_widths[t] % 4 == 0 for t in used)
         widest = max(dims[t] for t in used)
         #: run the fused CUDA kernels (csrc/lookup) where they cover the configuration; tests turn it off to
         #: compare with the torch path on the same device
@@ -325,7 +326,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             std=init.std, seed=init.seed, init_cols=o.dim, fill=self.optimizer.initial_state(),
         )
         return ScoredHashTable(
-            capacity, o.dim + self.state_dims[i], o.dtype, self.key_dtype, o.bucket_capacity, o.score_policy,
+            capacity, self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity, o.score_policy,
             max_capacity=o.max_capacity, initializer=tinit, device=self.device, check_keys=False,
         )
 
@@ -405,7 +406,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             raise ValueError(f"weights: expected shape ({ids.numel()}, {d}), got {tuple(weights.shape)}")
         if state is None:
             state = torch.full((ids.numel(), s), self.optimizer.initial_state(), device=self.device)
-        rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32)], 1)
+        if state.shape != (ids.numel(), s):
+            raise ValueError(f"state: expected shape ({ids.numel()}, {s}), got {tuple(state.shape)}")
+        pad = torch.full((ids.numel(), self.row_widths[table] - d - s), self.optimizer.initial_state(),
+                         device=self.device)
+        rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32), pad], 1)
         stats = t.insert_or_assign(ids.contiguous(), rows.to(t.value_dtype).contiguous())
         refused = int(stats[3])
         if refused:
@@ -417,7 +422,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         r = self.tables[table].find(ids.contiguous())
         v = r.values.float()
         d = self.dims[table]
-        return v[:, :d], v[:, d:], r.found
+        return v[:, :d], v[:, d:d + self.state_dims[table]], r.found
 
     # ------------------------------------------------------------------ validation
     def _check_ids(self, ids, arg):
@@ -867,8 +872,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 continue
             orig = vals[sc]
             cur = orig.float()
-            nw, nst = opt.update(cur[:, :d], cur[:, d:], gU[:, :d], lr, self.step)
-            new = torch.cat([nw, nst], 1).to(vals.dtype) if nst.shape[1] else nw.to(vals.dtype)
+            s = opt.state_dim(d)
+            nw, nst = opt.update(cur[:, :d], cur[:, d:d + s], gU[:, :d], lr, self.step)
+            new = torch.cat([nw, nst, cur[:, d + s:]], 1).to(vals.dtype) if cur.shape[1] > d else nw.to(vals.dtype)
             # Rows without a slot (other groups' uniques, padding, not stored) must not be written: they are
             # redirected to the first valid unique with its new row (or, if none, to row 0 with its own row), so
             # every duplicate index writes identical bytes.

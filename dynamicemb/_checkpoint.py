@@ -48,6 +48,7 @@ def module_meta(m) -> dict:
             name: {
                 "dim": m.dims[i],
                 "state_dim": m.state_dims[i],
+                "row_width": m.row_widths[i],
                 "dtype": _DTYPE_NAMES[m.options[i].dtype],
                 "score_policy": m.options[i].score_policy,
                 "bucket_capacity": m.options[i].bucket_capacity,
@@ -78,7 +79,9 @@ def _layout_errors(mine: dict, theirs) -> list:
         got = tt.get(name)
         if not isinstance(got, dict):
             continue
-        for k in ("dim", "state_dim", "dtype", "score_policy", "bucket_capacity"):
+        # row_width: absent before RowWiseAdagrad rows were padded to 4 columns (then it was dim + state_dim)
+        got = {**got, "row_width": got.get("row_width", (got.get("dim") or 0) + (got.get("state_dim") or 0))}
+        for k in ("dim", "state_dim", "row_width", "dtype", "score_policy", "bucket_capacity"):
             if got.get(k) != want[k]:
                 errs.append(f"table {name!r} {k}: expected {want[k]!r}, got {got.get(k)!r}")
     return errs

@@ -1,6 +1,9 @@
 """Optimizers fused into the backward of dynamic embedding tables (the update is applied to the table rows).
 
-A row of a table holds ``[embedding (dim) | optimizer state (state_dim(dim))]`` in the table's dtype; updates
+A row of a table holds ``[embedding (dim) | optimizer state (state_dim(dim)) | padding]`` in the table's dtype,
+``row_width(dim)`` columns: when dim is a multiple of 4 the width is too (RowWiseAdagrad's one state column gets 3
+padding columns), so rows stay 4-element aligned for the vectorized kernels; padding holds the initial state
+value and is never read. Updates
 compute in fp32 and round once when written back. Updates are lazy (sparse): only the rows of the ids of a batch
 change, like ``torch.optim.SparseAdam`` / FBGEMM TBE. The learning rate and the step count live in device tensors
 of the module, so ``set_learning_rate`` works between CUDA-graph replays.
@@ -60,6 +63,11 @@ class EmbOptimizer:
     def state_dim(self, dim: int) -> int:
         """Columns of optimizer state after an embedding row of ``dim``."""
         raise NotImplementedError
+
+    def row_width(self, dim: int) -> int:
+        """Columns of a table row: ``dim + state_dim(dim)``, rounded up to a multiple of 4 when ``dim`` is one."""
+        w = dim + self.state_dim(dim)
+        return (w + 3) // 4 * 4 if dim % 4 == 0 else w
 
     def initial_state(self) -> float:
         """Value of every state column of a new row."""

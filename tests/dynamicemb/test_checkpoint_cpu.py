@@ -8,7 +8,7 @@ import torch
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
 from dynamicemb._options import DynamicEmbTableOptions
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
@@ -86,6 +86,25 @@ def test_state_dict_mismatch_refused(kw, match):
     with pytest.raises(RuntimeError, match=match):
         dst.load_state_dict(src.state_dict())
     assert unchanged(dst, snap)
+
+
+def test_rowwise_adagrad_round_trip_and_unpadded_layout_refused():
+    """RowWiseAdagrad rows are [emb | state | 3 padding] (row_width 8 at dim 4): the checkpoint records it, round
+    trips bit-exact, and a checkpoint of unpadded rows (no row_width: dim + state_dim = 5) is refused unchanged."""
+    src = make(opt=RowWiseAdagrad(lr=0.1))
+    train(src, 3)
+    dst = make(opt=RowWiseAdagrad(lr=0.1))
+    dst.load_state_dict(src.state_dict())
+    assert same_tables(src, dst) and src.tables[0].value_dim == 8
+    sd = dict(src.state_dict())
+    meta = {**sd["_extra_state"], "tables": {k: dict(v) for k, v in sd["_extra_state"]["tables"].items()}}
+    del meta["tables"]["user"]["row_width"]
+    sd["_extra_state"] = meta
+    other = make(opt=RowWiseAdagrad(lr=0.1))
+    snap = snapshot(other)
+    with pytest.raises(RuntimeError, match=r"table 'user' row_width: expected 8, got 5"):
+        other.load_state_dict(sd)
+    assert unchanged(other, snap)
 
 
 def test_state_dict_missing_entry_refused():

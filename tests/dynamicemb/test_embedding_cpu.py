@@ -163,6 +163,29 @@ def test_adam_state_inline_and_lr_change():
     assert m.get_learning_rate() == 0.0 and float(m.step) == 2.0
 
 
+def test_rowwise_adagrad_rows_padded_to_4_columns():
+    """RowWiseAdagrad's one state column is padded to a 4-aligned row (4-wide kernels); the padding is never read,
+    keeps the initial state value through updates, and is invisible through get_rows / set_rows."""
+    gen = torch.Generator().manual_seed(5)
+    m, w0 = build([16, 6], [0, 1], "sum", RowWiseAdagrad(lr=0.2, eps=1e-8), gen)
+    assert m.row_widths == [20, 7] and m.tables[0].value_dim == 20 and m.tables[1].value_dim == 7
+    ids = torch.tensor([1, 2, 2, 3])
+    offsets = torch.tensor([0, 1, 3, 3, 4])
+    m(ids, offsets).sum().backward()
+    w, st, _ = m.get_rows(0, torch.tensor([1, 2, 5]))
+    assert st.shape == (3, 1)
+    g = torch.tensor([1.0, 2.0, 0.0])  # bag sums of 1.0 per occurrence, all 16 columns
+    torch.testing.assert_close(st[:, 0], g * g)
+    torch.testing.assert_close(w, w0[0][[1, 2, 5]] - 0.2 * (g / (g + 1e-8))[:, None].expand(3, 16))
+    rows = m.tables[0].find(torch.tensor([1, 2, 5])).values
+    assert torch.equal(rows[:, 17:], torch.zeros(3, 3))  # padding: initial state value
+    m.set_rows(0, torch.tensor([7]), torch.ones(1, 16), torch.full((1, 1), 0.5))
+    w, st, _ = m.get_rows(0, torch.tensor([7]))
+    assert torch.equal(w, torch.ones(1, 16)) and torch.equal(st, torch.full((1, 1), 0.5))
+    with pytest.raises(ValueError, match=r"state: expected shape \(1, 1\), got \(1, 4\)"):
+        m.set_rows(0, torch.tensor([7]), torch.ones(1, 16), torch.zeros(1, 4))
+
+
 def test_eval_does_not_insert_and_uses_eval_initializer():
     opts = DynamicEmbTableOptions(dim=4, max_capacity=256, eval_initializer=DynamicEmbInitializer("constant", value=0.25))
     m = BatchedDynamicEmbeddingTables([opts], pooling="none")
