@@ -44,6 +44,7 @@ step tests "$py" -P -m pytest -q -p no:cacheprovider --import-mode=importlib -rs
 if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   for b in benchmarks/*.py; do
     n="$(basename "$b" .py)"
+    case "$n" in *_profile) continue ;; esac  # diagnostic profilers (no --quick table), run by hand
     step "bench_$n" "$py" -P "$b" --quick --results "$out/bench_$n.md"
   done
   # On a Hopper GPU the default forward is the sm90 kernel: also time the portable sm80-class kernels.
