@@ -20,25 +20,16 @@ from collections import defaultdict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from embedding import make_batch  # noqa: E402
+from embedding import make_batch, timed  # noqa: E402
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
 from dynamicemb._optimizers import SGD, Adam  # noqa: E402
 from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 
-def event_ms(fn, reps, pre=None):
-    ts = []
-    for _ in range(reps):
-        if pre is not None:
-            pre()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
+def event_ms(fn, reps):
+    """Median CUDA-event time of ``fn`` in ms (the benchmark's timer, no warm-up: callers warm up)."""
+    return timed(fn, 0, reps, torch.device("cuda"))
 
 
 def short(name, n=70):
