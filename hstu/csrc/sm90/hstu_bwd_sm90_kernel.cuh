@@ -132,6 +132,11 @@ __device__ __forceinline__ void bulk_wait_read1_if(bool pred) {
                    static_cast<int>(pred))
                : "memory");
 }
+__device__ __forceinline__ void bulk_wait_read0_if(bool pred) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.wait_group.read 0;\n}\n" ::"r"(
+                   static_cast<int>(pred))
+               : "memory");
+}
 __device__ __forceinline__ void bulk_commit_if(bool pred) {
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.commit_group;\n}\n" ::"r"(
                    static_cast<int>(pred))
@@ -179,8 +184,13 @@ __global__ void __launch_bounds__(384, 1)
   // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
-  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md; 1 = on, the only mode).
-  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong), "split S^T / dP^T: split-D kernel without pingpong");
+  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md). Bit 1 = on; bit 2 (the default, 3): warpgroup
+  // 1 stages all four dQ panels of a warp in its own 2 KB staging buffer (one bulk read-wait per panel); without it
+  // (1, dev variant 20) panels 1 and 3 go through the warp's rows of sP, which compute-sanitizer racecheck flags
+  // against warpgroup 0's P^T stores of the next tile (NOTES.md "Staging without sP").
+  constexpr bool kWg1OwnStage = (kSplitSP & 2) != 0;
+  static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 3) && kSplitD && !kPingpong),
+                "split S^T / dP^T: split-D kernel without pingpong");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -366,13 +376,20 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
-        // 4 panels of 32 columns per warp (rows 16 warp .. + 15), one bulk reduce-add each.
-        auto dq_stage = [&](const float (&q0)[32], const float (&q1)[32], uint32_t odd_buf, int m0, int pn0, int pn1) {
+        // 4 panels of 32 columns per warp (rows 16 warp .. + 15), one bulk reduce-add each. Even panels go through the
+        // warp's own 2 KB staging buffer, odd ones through odd_buf; with one_buf (odd_buf is the staging buffer itself)
+        // every panel after the first waits until the previous panel's reduce has read the buffer.
+        auto dq_stage = [&](const float (&q0)[32], const float (&q1)[32], uint32_t odd_buf, int m0, int pn0, int pn1,
+                            bool one_buf = false) {
           const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
 #pragma unroll
           for (int pn = pn0; pn < pn1; ++pn) {
             const uint32_t stg = (pn % 2 == 0) ? sDqStage + wg * C::kDqStageBytes + warp * 2048 : odd_buf + warp * 2048;
-            if (pn >= 2) bulk_wait_read1_if(ln == 0);
+            if (one_buf) {
+              if (pn > pn0) bulk_wait_read0_if(ln == 0);
+            } else if (pn >= 2) {
+              bulk_wait_read1_if(ln == 0);
+            }
             __syncwarp();
             const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
 #pragma unroll
@@ -611,7 +628,11 @@ __global__ void __launch_bounds__(384, 1)
             pin_all(acc_q1);
             named_barrier_arrive(kBarD, 256);
             named_barrier_sync(5, 128);  // every warp's dQ / dV wgmmas are done: sP may hold staging
-            dq_stage(acc_q0, acc_q1, sP, m0, 0, 4);
+            if constexpr (kWg1OwnStage) {
+              dq_stage(acc_q0, acc_q1, sDqStage + wg * C::kDqStageBytes, m0, 0, 4, true);
+            } else {
+              dq_stage(acc_q0, acc_q1, sP, m0, 0, 4);
+            }
           }
         }
       } else {

@@ -31,7 +31,7 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
 
 template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
           bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
-cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, int cluster_x = 1) {
   using C = BwdSm90Traits<D, kStages>;
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidConfiguration;
@@ -51,8 +51,28 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
-  kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, p);
+  const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+  if (cluster_x <= 1) {
+    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, p);
+    return cudaGetLastError();
+  }
+  // Clusters of cluster_x adjacent key blocks of one (batch, head): the kernel is the same (no cluster code); the
+  // hardware co-schedules the blocks of a cluster on SMs of one GPC, so neighbours walk the same Q / dO tiles at
+  // the same time (measured faster at D = 256, NOTES.md "Cluster launch"). Blocks past the keys exit at once.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>((nblk + cluster_x - 1) / cluster_x * cluster_x), p.heads, p.batch);
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, p);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
@@ -87,13 +107,15 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // nullptr, or p.drab_heads set), head dim other than 64 / 128 / 256, rab at D = 256.
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 7 / 8 = warpgroup tile skip off / on (D = 64 / 128),
-// 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong).
+// 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong), 11 = the default
+// kernel launched as 2-CTA clusters; D = 256: 2, 5, 6, 9 and 20 below.
 // Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
-// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP 1; measured faster than the
-// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T").
+// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP bit 1; measured faster than the
+// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"), warpgroup 1's dQ
+// staged outside sP (bit 2, NOTES.md "Staging without sP").
 template <int D>
-inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
+inline constexpr int kBwdSplitSP = D == 256 ? 3 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
 // local), where some warpgroup tiles see no key; full windows keep the kernel without it (measured 2-3 % slower
 // with it at S = 16K), and D = 64 too (5-10 % slower at S = 16K).
@@ -113,6 +135,12 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (p.dq_accum == nullptr || p.drab_heads != nullptr) return cudaErrorNotSupported;
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
+    // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
+    // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts.
+    int cx = 1;
+#ifdef HSTU_SM90_ALL_VARIANTS
+    if (variant == 11) cx = 2;
+#endif
     if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
       if constexpr (D == 256) {
         return cudaErrorNotSupported;  // split-D kernel: no rab / drab yet (the caller falls back)
@@ -134,7 +162,10 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
         case 5: err = sm90::launch_bwd<T, D, 2, 2, true, false, true>(p, total_k, stream); break;
         case 6: err = sm90::launch_bwd<T, D, 2, 2, false, false, true>(p, total_k, stream); break;
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, false, false, kBwdSplitSP<D>>(p, total_k, stream); break;
-        default: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream);
+        // 20: the split kernel with warpgroup 1's odd dQ panels staged in sP (the default until 2026-11-21, session 5)
+        case 20: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, 1>(p, total_k, stream); break;
+        default:
+          err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
       }
     } else {
       switch (variant) {
@@ -145,18 +176,18 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
         default:
           err = kBwdSkipWg<D> && bwd_skip_wg(p)
-                    ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream)
-                    : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream);
+                    ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
+                    : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
       }
     }
 #else
     (void)variant;
     if constexpr (kBwdSplitSP<D> != 0) {
-      err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream);
+      err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
     } else {
       err = kBwdSkipWg<D> && bwd_skip_wg(p)
-                ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream)
-                : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream);
+                ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
+                : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
     }
 #endif
     if (err != cudaSuccess) return err;
