@@ -38,6 +38,7 @@ counter ``refused_count`` keeps counting inside graphs).
 
 from __future__ import annotations
 
+import functools
 import struct
 import warnings
 from typing import List, Optional, Sequence
@@ -77,6 +78,13 @@ assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
 
 def _kernels_available() -> bool:
     return load_library() and hasattr(torch.ops.dynamicemb, "lookup_dedup")
+
+
+@functools.lru_cache(maxsize=64)
+def _dedup_set_size(n: int) -> int:
+    """Entries of the dedup's per-step set for n ids: the op's own rule (lookup_dedup_set_size), asked once per n
+    (a host-side dispatcher call, kept off the eager step's latency)."""
+    return torch.ops.dynamicemb.lookup_dedup_set_size(n)
 
 
 def _register_lookup_fakes():
@@ -549,10 +557,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self._meta
 
     def _dedup_set(self, n: int) -> torch.Tensor:
-        """(n + n // 4 + 1024) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
+        """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
         per size (eagerly, before any graph capture) and never initialized here."""
-        cap = n + n // 4 + 1024
+        cap = _dedup_set_size(n)
         if self._set is None or self._set.numel() < cap:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._set
@@ -583,7 +591,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self._seg
 
     def _segmented(self) -> bool:
-        """The backward takes the segmented reduction (else the atomic scatter); mirrors lookup_backward's test."""
+        """The backward takes the segmented reduction (else the atomic scatter). The one place deciding it:
+        lookup_backward gets seg_chunk = backward_chunk only when this holds (else 0) and refuses a segmented
+        request its kernels cannot serve (global-norm clipping, rows wider than one 128 (4-wide) / 32-column
+        chunk)."""
         mgn = self.optimizer.max_grad_norm
         return self.backward_chunk > 0 and not (mgn is not None and mgn > 0) and self.max_dim <= (
             128 if self._vec4 else 32)
@@ -616,8 +627,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             # The backward's CSR (unique -> occurrences) needs only the dedup: build it on a side stream while
             # this stream runs the insert. Every tensor it touches is allocated on this stream and outlives the
             # join at the end of this forward.
-            csr = torch.empty(ops.lookup_csr_size(inverse, pw is not None or self.pooling == "mean"),
-                              dtype=torch.int64, device=self.device)
+            csr = torch.empty(ops.lookup_csr_size(inverse, pw, _POOL_CODE[self.pooling]), dtype=torch.int64,
+                              device=self.device)
             side = self._side_stream()
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
@@ -666,6 +677,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
         betas = getattr(opt, "betas", (0.9, 0.999))
+        # seg_chunk > 0 selects the segmented reduction; the forward's CSR goes with it only
+        seg_chunk = int(self.backward_chunk) if self._segmented() else 0
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, saved["ids"], saved["offsets"], saved["inverse"], saved["bag"],
             saved["rowp"], saved["count"], saved["urow"], saved["utables"], psw, self._ftable_i32,
@@ -675,7 +688,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
             float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0, want_psw, self._direct_sgd(),
             self.aggregate_grads, self._gsum_buffer(saved["ids"].numel()), self._seg_buffer(saved["ids"].numel()),
-            int(self.backward_chunk), saved["csr"])
+            seg_chunk, saved["csr"] if seg_chunk > 0 else None)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 
     def _before_train_step(self):

@@ -29,7 +29,8 @@ def reference(ids, offsets, ftable, batch):
 def dedup(ids, offsets, ftable, batch, set_entries=None, set_tensor=None):
     n = ids.numel()
     if set_tensor is None:
-        set_tensor = torch.randint(-(2**31), 2**31 - 1, (set_entries or n + n // 4 + 1024,), dtype=torch.int32,
+        entries = set_entries or torch.ops.dynamicemb.lookup_dedup_set_size(n)
+        set_tensor = torch.randint(-(2**31), 2**31 - 1, (entries,), dtype=torch.int32,
                                    device="cuda")  # garbage: the op must not depend on the set's content
     out = torch.ops.dynamicemb.lookup_dedup(ids.cuda(), offsets.cuda(), ftable.cuda(), batch, set_tensor)
     return [t.cpu() for t in out]

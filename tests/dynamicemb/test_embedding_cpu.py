@@ -404,3 +404,29 @@ def test_rows_consistent_under_in_batch_eviction():
     assert int(found.sum()) == m.sizes()[0] == 16
     expect = (0.5 - counts.float())[:, None].expand(30, 2)
     assert torch.equal(w[found], expect[found])
+
+
+def test_dedup_set_size_rule():
+    """The dedup's per-step set size comes from the op alone (lookup_dedup_set_size: n + n // 4 + 1024); it has no
+    tensor argument, so it runs without a GPU."""
+    for n in (0, 1, 1000, 5_770_000):
+        assert torch.ops.dynamicemb.lookup_dedup_set_size(n) == n + n // 4 + 1024
+    with pytest.raises(RuntimeError, match=r"n: expected >= 0 ids, got -1"):
+        torch.ops.dynamicemb.lookup_dedup_set_size(-1)
+
+
+@pytest.mark.parametrize("dims, opt_kw, chunk, want", [
+    ((16, 8), {}, 128, True),                         # 4-wide rows of at most 128 columns
+    ((16, 8), dict(max_grad_norm=1.0), 128, False),   # clipping by the global norm: the atomic scatter
+    ((16, 8), {}, 0, False),                          # backward_chunk = 0 turns it off
+    ((160, 8), {}, 128, False),                       # 4-wide rows wider than 128 columns
+    ((6, 3), {}, 128, True),                          # scalar rows of at most 32 columns
+    ((40, 3), {}, 128, False),                        # scalar rows wider than 32 columns
+])
+def test_segmented_decision(dims, opt_kw, chunk, want):
+    """_segmented() is the one place deciding the segmented backward (lookup_backward gets seg_chunk = 0
+    otherwise); its rule, for every reason to fall back to the atomic scatter."""
+    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=d, max_capacity=128) for d in dims], [0, 1],
+                                      optimizer=SGD(lr=0.1, **opt_kw))
+    m.backward_chunk = chunk
+    assert m._segmented() is want

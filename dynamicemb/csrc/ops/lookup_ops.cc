@@ -24,11 +24,19 @@ using torch::stable::Tensor;
 using accel::ScalarType;
 constexpr int64_t kMetaFields = sizeof(TableMeta) / 8;
 
-void check_cuda(const Tensor& t, const char* name, const Tensor& ref, ScalarType dtype) {
+void check_cuda(const Tensor& t, const char* name, const Tensor& ref, ScalarType dtype, const char* ref_name = "ids") {
   accel::check_dtype(t, name, dtype);
   accel::check_contiguous(t, name);
   ACCEL_CHECK(t.is_cuda(), name, ": expected a CUDA tensor, got ", accel::device_name(t));
-  accel::check_same_device(t, name, ref, "ids");
+  accel::check_same_device(t, name, ref, ref_name);
+}
+
+// per-sample weights: none, or one fp32 weight per id
+void check_psw(const std::optional<Tensor>& psw, int64_t n, const Tensor& ref, const char* ref_name = "ids") {
+  if (!psw.has_value()) return;
+  check_cuda(*psw, "per_sample_weights", ref, ScalarType::Float, ref_name);
+  ACCEL_CHECK(psw->dim() == 1 && psw->numel() == n, "per_sample_weights: expected shape (", n,
+              ",) (one weight per id), got ", accel::shape_str(*psw));
 }
 
 int64_t num_tables_of(const Tensor& meta) {
@@ -58,6 +66,15 @@ ScalarType scalar_of(int64_t v) {
 }
 
 // ---------------------------------------------------------------- dedup
+// Entries of the per-step (table, id) set that the dedup uses for n ids (at most 80% full); the caller allocates
+// at least this many (op lookup_dedup_set_size), the dedup uses no more.
+int64_t dedup_set_size(int64_t n) { return n + n / 4 + 1024; }
+
+int64_t lookup_dedup_set_size(int64_t n) {
+  ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
+  return dedup_set_size(n);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table,
                                                                 int64_t batch, Tensor set) {
   ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
@@ -68,8 +85,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
   check_cuda(set, "set", ids, ScalarType::Int);
   const int64_t n = ids.numel();
-  // the set's first n + n / 4 + 1024 entries (at most 80% full): 4-byte slots, refilled by every call
-  const int64_t cap = std::min<int64_t>(set.numel(), n + n / 4 + 1024);
+  // the set's first dedup_set_size(n) entries: 4-byte slots, refilled by every call
+  const int64_t cap = std::min<int64_t>(set.numel(), dedup_set_size(n));
   ACCEL_CHECK(set.is_contiguous() && cap >= n && reinterpret_cast<uintptr_t>(set.data_ptr()) % 16 == 0,
               "set: expected a contiguous 16-byte aligned int32 tensor of at least ids.numel() = ", n,
               " entries, got ", set.numel());
@@ -105,13 +122,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 std::tuple<Tensor, Tensor, Tensor> lookup_insert(Tensor meta, int64_t value_kind, Tensor ukeys, Tensor utables,
                                                  Tensor count, Tensor inverse, bool train) {
   const int64_t T = num_tables_of(meta);
-  check_cuda(meta, "meta", ukeys, ScalarType::Long);
-  check_cuda(ukeys, "ukeys", ukeys, ScalarType::Long);
-  check_cuda(utables, "utables", ukeys, ScalarType::Int);
-  check_cuda(count, "count", ukeys, ScalarType::Int);
+  check_cuda(meta, "meta", ukeys, ScalarType::Long, "ukeys");
+  check_cuda(ukeys, "ukeys", ukeys, ScalarType::Long, "ukeys");
+  check_cuda(utables, "utables", ukeys, ScalarType::Int, "ukeys");
+  check_cuda(count, "count", ukeys, ScalarType::Int, "ukeys");
   const int64_t n = ukeys.numel();
   ACCEL_CHECK(utables.numel() == n && count.numel() == 1, "utables/count: expected ", n, " and 1 entries");
-  check_cuda(inverse, "inverse", ukeys, ScalarType::Int);
+  check_cuda(inverse, "inverse", ukeys, ScalarType::Int, "ukeys");
   ACCEL_CHECK(inverse.numel() == n, "inverse: expected ", n, " entries (one per id), got ", inverse.numel());
   torch::stable::accelerator::DeviceGuard guard(ukeys.get_device_index());
   Tensor urow = torch::stable::new_empty(ukeys, {n}, ScalarType::Long);
@@ -153,10 +170,7 @@ Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offset
   ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= out_cols, "max_dim: expected 1..",
               kMaxVecDim, " and <= out_cols, got ", max_dim);
   ACCEL_CHECK(offsets.numel() >= 2 && batch > 0, "offsets/batch: expected >= 2 offsets and batch > 0");
-  if (psw.has_value()) {
-    check_cuda(*psw, "per_sample_weights", ids, ScalarType::Float);
-    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
-  }
+  check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   const int64_t rows = pooling == kPoolNone ? n : batch;
   Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
@@ -192,6 +206,11 @@ struct CsrLayout {
   int64_t keys, vals, start, occ, scale, temp, temp_bytes, total;
 };
 
+// Whether the CSR carries a per-entry gradient scale (per-sample weights or mean pooling). The one place that
+// decides it: the workspace size (lookup_csr_size), the build (lookup_csr, or lookup_backward's inline build) and
+// the backward's use of the CSR all derive it from the same (psw, pooling) arguments here.
+bool csr_scaled(const std::optional<Tensor>& psw, int64_t pooling) { return psw.has_value() || pooling == kPoolMean; }
+
 CsrLayout csr_layout(int64_t n, bool scaled) {
   auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
   CsrLayout l{};
@@ -207,11 +226,21 @@ CsrLayout csr_layout(int64_t n, bool scaled) {
   return l;
 }
 
+int64_t csr_size(int64_t n, bool scaled) { return (csr_layout(n, scaled).total + 7) / 8; }
+
+// Binds the workspace of n > 0 ids. Its size must be exactly csr_size(n, scaled): for n > 0 the scaled layout is
+// at least 32 entries larger than the unscaled one, so a CSR built by lookup_csr with other (psw, pooling) than the
+// backward's is refused here instead of read with the wrong layout.
 void bind_csr(BackwardParams& p, const Tensor& ws, int64_t n, bool scaled) {
   const CsrLayout l = csr_layout(n, scaled);
-  ACCEL_CHECK(ws.scalar_type() == ScalarType::Long && ws.is_contiguous() && ws.numel() * 8 >= l.total,
-              "csr: expected a contiguous int64 workspace of >= ", l.total / 8, " entries (lookup_csr_size), got ",
-              ws.numel());
+  const int64_t want = (l.total + 7) / 8;
+  ACCEL_CHECK(ws.numel() != csr_size(n, !scaled), "csr: expected ", want, " int64 entries (lookup_csr_size of ",
+              n, " ids, ", scaled ? "scaled" : "unscaled", "), got ", ws.numel(), ": the size of a CSR ",
+              scaled ? "without" : "with", " per-entry scales; psw/pooling must be the same in lookup_csr_size, ",
+              "lookup_csr and lookup_backward (scaled: per-sample weights or mean pooling)");
+  ACCEL_CHECK(ws.scalar_type() == ScalarType::Long && ws.is_contiguous() && ws.numel() == want,
+              "csr: expected a contiguous int64 workspace of exactly lookup_csr_size = ", want, " entries (", n,
+              " ids), got ", ws.numel());
   char* b = static_cast<char*>(ws.data_ptr());
   p.seg_keys = reinterpret_cast<int32_t*>(b + l.keys);
   p.seg_vals = reinterpret_cast<int32_t*>(b + l.vals);
@@ -223,45 +252,60 @@ void bind_csr(BackwardParams& p, const Tensor& ws, int64_t n, bool scaled) {
   p.scan_temp_bytes = static_cast<size_t>(l.temp_bytes);
 }
 
-int64_t csr_size(int64_t n, bool scaled) { return (csr_layout(n, scaled).total + 7) / 8; }
-
-// int64 entries of the CSR workspace of the ids' inverse map (the ids' count is all that matters).
-int64_t lookup_csr_size(Tensor inverse, bool scaled) {
-  ACCEL_CHECK(inverse.numel() < (int64_t(1) << 31) - 1, "inverse: at most 2^31 - 2 ids per step");
-  return csr_size(inverse.numel(), scaled);
+// The inputs of the CSR build (what launch_segment_csr reads), checked and bound by one function for lookup_csr
+// and for lookup_backward (whose inline build and whose apply read the same fields). `ref` names the device.
+void check_csr_inputs(const Tensor& inverse, const Tensor& bag, const Tensor& offsets,
+                      const std::optional<Tensor>& psw, int64_t pooling, const Tensor& ref, const char* ref_name) {
+  check_cuda(inverse, "inverse", ref, ScalarType::Int, ref_name);
+  check_cuda(bag, "bag", ref, ScalarType::Int, ref_name);
+  check_cuda(offsets, "offsets", ref, ScalarType::Long, ref_name);
+  const int64_t n = inverse.numel();
+  ACCEL_CHECK(bag.numel() == n, "bag: expected ", n, " entries (one per id, like inverse), got ", bag.numel());
+  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries, got ", offsets.numel());
+  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none), got ",
+              pooling);
+  check_psw(psw, n, ref, ref_name);
 }
 
-// Builds the CSR unique -> occurrences of the segmented backward into `csr` (int64, lookup_csr_size(n, scaled)
-// entries; scaled: per-sample weights or mean pooling) from the dedup's inverse and bags alone, so the training
-// forward can run it on a side stream while the insert and the pooling run.
-void lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, std::optional<Tensor> psw, int64_t pooling, Tensor csr) {
-  check_cuda(inverse, "inverse", inverse, ScalarType::Int);
-  check_cuda(bag, "bag", inverse, ScalarType::Int);
-  check_cuda(offsets, "offsets", inverse, ScalarType::Long);
-  check_cuda(csr, "csr", inverse, ScalarType::Long);
-  const int64_t n = inverse.numel();
-  ACCEL_CHECK(bag.numel() == n, "bag: expected ", n, " entries");
-  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries");
-  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none)");
-  if (psw.has_value()) {
-    check_cuda(*psw, "per_sample_weights", inverse, ScalarType::Float);
-    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
-  }
-  if (n == 0) return;
-  torch::stable::accelerator::DeviceGuard guard(inverse.get_device_index());
-  BackwardParams p{};
-  p.n = n;
+void bind_csr_inputs(BackwardParams& p, const Tensor& inverse, const Tensor& bag, const Tensor& offsets,
+                     const std::optional<Tensor>& psw, int64_t pooling) {
+  p.n = inverse.numel();
   p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
   p.bag = static_cast<const int32_t*>(bag.data_ptr());
   p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
   p.num_bags = offsets.numel() - 1;
   p.pooling = static_cast<int>(pooling);
   p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
-  bind_csr(p, csr, n, psw.has_value() || pooling == kPoolMean);
+}
+
+// int64 entries of the CSR workspace for the ids of `inverse` (only their count matters) and the scaling that
+// (psw, pooling) imply; pass the same psw and pooling to lookup_csr and lookup_backward.
+int64_t lookup_csr_size(Tensor inverse, std::optional<Tensor> psw, int64_t pooling) {
+  ACCEL_CHECK(inverse.numel() < (int64_t(1) << 31) - 1, "inverse: at most 2^31 - 2 ids per step, got ",
+              inverse.numel());
+  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none), got ",
+              pooling);
+  return csr_size(inverse.numel(), csr_scaled(psw, pooling));
+}
+
+// Builds the CSR unique -> occurrences of the segmented backward into `csr` (int64, lookup_csr_size(inverse, psw,
+// pooling) entries) from the dedup's inverse and bags alone, so the training forward can run it on a side stream
+// while the insert and the pooling run.
+void lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, std::optional<Tensor> psw, int64_t pooling, Tensor csr) {
+  check_csr_inputs(inverse, bag, offsets, psw, pooling, inverse, "inverse");
+  check_cuda(csr, "csr", inverse, ScalarType::Long, "inverse");
+  const int64_t n = inverse.numel();
+  if (n == 0) return;
+  torch::stable::accelerator::DeviceGuard guard(inverse.get_device_index());
+  BackwardParams p{};
+  bind_csr_inputs(p, inverse, bag, offsets, psw, pooling);
+  bind_csr(p, csr, n, csr_scaled(psw, pooling));
   launch_segment_csr(p, accel::current_cuda_stream(inverse.get_device_index()));
 }
 
 // ---------------------------------------------------------------- backward + optimizer
+// seg_chunk > 0 asks for the segmented reduction (CSR entries per warp), 0 for the atomic scatter. The caller
+// decides (_batched.py::_segmented); this op only refuses a request its kernels cannot serve.
 Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse,
                        Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, std::optional<Tensor> psw,
                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling, bool vec4,
@@ -272,8 +316,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(grad, "grad", ids, ScalarType::Float);
-  check_cuda(offsets, "offsets", ids, ScalarType::Long);
-  for (const Tensor* t : {&inverse, &bag, &utables}) check_cuda(*t, "index tensor", ids, ScalarType::Int);
+  check_csr_inputs(inverse, bag, offsets, psw, pooling, ids, "ids");
+  check_cuda(utables, "utables", ids, ScalarType::Int);
   check_cuda(rowp, "rowp", ids, ScalarType::Long);
   check_cuda(count, "count", ids, ScalarType::Int);
   check_cuda(urow, "urow", ids, ScalarType::Long);
@@ -285,53 +329,54 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   ACCEL_CHECK(inverse.numel() == n && bag.numel() == n && rowp.numel() == n && urow.numel() == n &&
                   utables.numel() == n,
               "backward index tensors: expected ", n, " entries");
+  ACCEL_CHECK(grad.dim() == 2, "grad: expected a 2-d tensor, got shape ", accel::shape_str(grad));
   ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= grad.size(1), "max_dim: expected 1..", kMaxVecDim,
               " and <= grad.size(1), got ", max_dim);
-  ACCEL_CHECK(offsets.numel() >= 2 && batch > 0, "offsets/batch: expected >= 2 offsets and batch > 0");
+  ACCEL_CHECK(batch > 0, "batch: expected > 0, got ", batch);
   ACCEL_CHECK(!direct || (value_kind == kFp32 && opt == kSgd && weight_decay == 0.0 && max_grad_value <= 0.0 &&
                           max_grad_norm <= 0.0),
               "direct: only for fp32 SGD without weight decay or clipping");
   ACCEL_CHECK(opt >= kSgd && opt <= kAdam, "opt: expected 0..3, got ", opt);
-  ACCEL_CHECK(grad.dim() == 2, "grad: expected a 2-d tensor");
-  if (psw.has_value()) {
-    check_cuda(*psw, "per_sample_weights", ids, ScalarType::Float);
-    ACCEL_CHECK(psw->numel() == n, "per_sample_weights: expected ", n, " entries");
-  }
   ACCEL_CHECK(!psw_grad || psw.has_value(), "psw_grad: needs per_sample_weights");
   check_cuda(gsum, "gsum", ids, ScalarType::Float);
   ACCEL_CHECK(gsum.dim() == 2 && (direct || gsum.size(0) >= n) && gsum.size(1) % 4 == 0 &&
                   (direct || gsum.size(1) >= max_dim),
               "gsum: expected a zeroed (>= n, >= max_dim multiple of 4) fp32 buffer, got shape ",
               accel::shape_str(gsum));
-  // the segmented reduction (rows of one 32 x 4 / 32-column chunk, no global-norm clipping), else the scatter
-  const bool segmented = seg_chunk > 0 && max_grad_norm <= 0.0 && max_dim <= (vec4 ? 128 : 32);
+  ACCEL_CHECK(seg_chunk >= 0 && seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 0 (atomic scatter) or ",
+              "1..2^20 (segmented), got ", seg_chunk);
+  const bool segmented = seg_chunk > 0;
+  const int64_t seg_max_dim = vec4 ? 128 : 32;  // one 32 x 4 (vec4) / 32-column chunk per row
   if (segmented) {
+    ACCEL_CHECK(max_grad_norm <= 0.0, "seg_chunk: expected 0 (the atomic scatter) with max_grad_norm > 0 (the ",
+                "segmented backward has no clipping by the global norm), got seg_chunk = ", seg_chunk,
+                " with max_grad_norm = ", max_grad_norm);
+    ACCEL_CHECK(max_dim <= seg_max_dim, "seg_chunk: expected 0 (the atomic scatter) for max_dim > ", seg_max_dim,
+                " (", vec4 ? "vec4" : "scalar", " rows of the segmented backward), got seg_chunk = ", seg_chunk,
+                " with max_dim = ", max_dim);
     check_cuda(seg, "seg", ids, ScalarType::Int);
     ACCEL_CHECK(seg.numel() >= n + 1, "seg: expected a zeroed int32 buffer of >= ids.numel() + 1 = ", n + 1,
                 " entries, got ", seg.numel());
-    ACCEL_CHECK(seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 1..2^20, got ", seg_chunk);
-    ACCEL_CHECK(direct || gsum.size(0) >= n, "gsum: the segmented path needs >= ", n, " rows");
+  } else {
+    ACCEL_CHECK(!csr.has_value(), "csr: expected None with seg_chunk = 0 (the atomic scatter builds no CSR), got ",
+                "a workspace");
   }
+  if (csr.has_value()) check_cuda(*csr, "csr", ids, ScalarType::Long);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
   Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
   BackwardParams p{};
+  bind_csr_inputs(p, inverse, bag, offsets, psw, pooling);
   p.meta = meta_ptr(meta);
   p.grad = static_cast<const float*>(grad.data_ptr());
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.bag = static_cast<const int32_t*>(bag.data_ptr());
   p.rowp = static_cast<const uint64_t*>(rowp.data_ptr());
   p.count = static_cast<const int32_t*>(count.data_ptr());
   p.urow = static_cast<const int64_t*>(urow.data_ptr());
   p.utables = static_cast<const int32_t*>(utables.data_ptr());
-  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
   p.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
-  p.n = n;
-  p.num_bags = offsets.numel() - 1;
   p.batch = batch;
   p.num_features = static_cast<int>(feature_table.numel());
-  p.pooling = static_cast<int>(pooling);
   p.out_stride = grad.size(1);
   p.max_dim = static_cast<int>(max_dim);
   p.opt = static_cast<int>(opt);
@@ -349,7 +394,6 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.norm_sq = static_cast<double*>(norm.data_ptr());
   p.grad_psw = psw_grad ? static_cast<float*>(grad_psw.data_ptr()) : nullptr;
   p.ids = static_cast<const uint64_t*>(ids.data_ptr());
-  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
   p.gsum = static_cast<float*>(gsum.data_ptr());
   p.gsum_stride = gsum.size(1);
   // the CSR of the segmented path: built by lookup_csr (the forward's side stream) when `csr` is given, else here
@@ -357,9 +401,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   Tensor csr_ws;
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   if (segmented && n > 0) {
-    const bool scaled = psw.has_value() || pooling == kPoolMean;
+    const bool scaled = csr_scaled(psw, pooling);
     csr_ws = csr.has_value() ? *csr : torch::stable::new_empty(ids, {csr_size(n, scaled)}, ScalarType::Long);
-    if (csr.has_value()) check_cuda(*csr, "csr", ids, ScalarType::Long);
     p.seg_chunk = static_cast<int>(seg_chunk);
     p.seg_done = static_cast<int32_t*>(seg.data_ptr());
     bind_csr(p, csr_ws, n, scaled);
@@ -391,7 +434,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
       "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum, "
       "Tensor(c!) seg, int seg_chunk, Tensor? csr=None) -> Tensor");
-  m.def("lookup_csr_size(Tensor inverse, bool scaled) -> int");
+  m.def("lookup_csr_size(Tensor inverse, Tensor? psw, int pooling) -> int");
+  m.def("lookup_dedup_set_size(int n) -> int");
   m.def("lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, Tensor? psw, int pooling, Tensor(a!) csr) -> ()");
 }
 
@@ -402,4 +446,9 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
   m.impl("lookup_csr", TORCH_BOX(&dynamicemb::lookup::lookup_csr));
   m.impl("lookup_csr_size", TORCH_BOX(&dynamicemb::lookup::lookup_csr_size));
+}
+
+// No tensor argument to dispatch on: CompositeExplicitAutograd serves every backend (and CPU-only torch).
+STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
+  m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
 }
