@@ -453,7 +453,7 @@ def hstu_attn_varlen_func(
         out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
 
     Kernels: on compute capability 9.0 with a wheel built for sm_90a, the Hopper (wgmma/TMA) kernels run where
-    they apply (forward: D 64/128/256; backward: D 64/128, and 256 without rab; not deterministic); otherwise,
+    they apply (forward and backward: D 64/128/256, with or without rab; backward not deterministic); otherwise,
     and on every other GPU from sm80, the portable mma.sync kernels. Set HSTU_ATTN_DISABLE_SM90=1 to force the
     portable ones. For jagged batches (lengths not all equal to the max, or seqused given) the Hopper forward
     orders its query tiles longest-first from a work list built on the device (no host sync) and splits the

@@ -205,11 +205,10 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 }
 
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
-// rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128} with or
-// without rab (and drab), D = 256 without rab (the split-D kernel has no rab path yet).
+// rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128, 256} with or
+// without rab (and drab).
 bool use_sm90_bwd(const HstuParams& p, int64_t total_k, int device) {
-  const bool d_ok = p.head_dim == 64 || p.head_dim == 128 || (p.head_dim == 256 && p.rab == nullptr);
-  return p.dq_accum != nullptr && d_ok && use_sm90_fwd(p, total_k, device);
+  return p.dq_accum != nullptr && use_sm90_fwd(p, total_k, device);
 }
 
 template <typename T>

@@ -403,10 +403,34 @@ def test_jagged_work_list_forward(mask, D, delta_q, seqused, rab_heads, long, mo
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, monkeypatch):
     """The sm80-class kernels (forced with HSTU_ATTN_DISABLE_SM90=1) and the default ones (the Hopper kernels on
-    sm90; backward not deterministic, rab only at D 64/128) both meet the error rule, forward and backward; on other
+    sm90; backward not deterministic) both meet the error rule, forward and backward; on other
     GPUs both calls run the sm80-class kernels."""
     case = make_case(zlib.crc32(repr((mask, D)).encode()), [300, 0, 1, 129, 128, 77], 2, D, torch.bfloat16,
                      mask, 0, delta_q=True)
     check_case(case, 0.5)
     monkeypatch.setenv("HSTU_ATTN_DISABLE_SM90", "1")
     check_case(case, 0.5)
+
+
+@pytest.mark.parametrize("rab_heads", [1, 2])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm90_backward_with_rab_runs_the_hopper_kernel(D, rab_heads):
+    """On sm90 with an sm_90a wheel, the backward with rab and drab (shared rab with H > 1: drab through fp32
+    atomics; per-head: direct stores) runs the Hopper kernel's rab instantiation at every head dim (D = 256: the
+    split-D kernel), not the sm80-class fallback, and meets the error rule."""
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    if not _is_sm90() or not any("sm_90a" in archs for archs in info.values()):
+        pytest.skip("needs an sm90 GPU and a wheel built for sm_90a")
+    case = make_case(zlib.crc32(repr(("rab_dispatch", D, rab_heads)).encode()), [257, 1, 0, 130], 2, D,
+                     torch.bfloat16, "causal", rab_heads, delta_q=True)
+    check_case(case, 0.5)
+    do = torch.randn_like(case["q"])
+    args = (do, case["q"], case["k"], case["v"], case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
+            case["max_seqlen_k"], None, None, 1, -1, 0, 0.5, case["rab"], -1.0, None, None, True, False)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.ops.hstu_attn.bwd(*args)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "hstu_bwd_sm90_kernel" in e.name]
+    # demangled "hstu_bwd_sm90_kernel<__nv_bfloat16, 256, 2, 2, false, true, ..." (D, stages, dQ mode, -, kRab)
+    want = f", {D}, 2, 2, false, true"
+    assert any(want in n or f"Li{D}ELi2ELi2ELb0ELb1E" in n for n in names), sorted(set(names))

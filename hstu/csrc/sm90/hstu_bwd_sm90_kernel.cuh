@@ -156,12 +156,71 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
 }
 
+// kRab: rab^T of one thread's 64 x 64 (keys x queries) S^T fragment. Element e = key j_w0 + 16 warp + lane/4 +
+// 8 ((e % 4) / 2), query position r0 + 2 (lane % 4) + 8 (e / 4) + (e % 2), value rab[b, h][r][j]; elements e, e + 1
+// (queries r, r + 1 of one key) packed in one register (two 16-bit loads), 0 outside [0, lk) x [0, lk).
+template <typename T, int BM>
+__device__ __forceinline__ void bwd_load_rab_t(uint32_t (&rab_v)[BM / 4], const HstuParams& p, int b, int h, int r0,
+                                               int j_w0, int lk, int warp, int lane) {
+  const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
+                static_cast<int64_t>(h) * p.rab_head_stride;
+  const int jk = j_w0 + 16 * warp + lane / 4;
+  const int rq = r0 + 2 * (lane % 4);
+  const int64_t rs = p.rab_row_stride;
+  const T* base = rb + static_cast<int64_t>(rq) * rs + jk;
+  if (r0 + BM <= lk && j_w0 + 64 <= lk) {  // interior (uniform per warpgroup): no guards
+#pragma unroll
+    for (int e = 0; e < BM / 2; e += 2) {
+      const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
+      rab_v[e / 2] = ld_nc_2u16(a, a + rs);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < BM / 2; e += 2) {
+      const int j = jk + 8 * ((e % 4) / 2);
+      const int r = rq + 8 * (e / 4);
+      const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
+      rab_v[e / 2] = ld_nc_2u16_if(a, a + rs, r < lk && j < lk, r + 1 < lk && j < lk);
+    }
+  }
+}
+
+// kRab: drab[r][j] = dS from one 64-key x 64-query dS^T tile in smem (128-byte rows, 16-byte chunk index XOR
+// (row % 8), T-rounded as the GEMMs use it): the calling lane takes tile row kr (key j = n0 + kr) and query columns
+// lane / 16 + 2 it, so each half-warp covers 16 adjacent keys of one rab row (32-byte segments). Direct 16-bit
+// stores (per-head rab or H = 1) or fp32 atomics into p.drab_accum (shared rab with H > 1, 0 skipped). The caller
+// has made the tile's rows visible to this warp; every (r, j) of the tile must have exactly one calling lane.
+template <typename T, int BM>
+__device__ __forceinline__ void bwd_store_drab_rows(const HstuParams& p, uint32_t tile, int kr, int n0, int r0, int lk,
+                                                    int b, int h, int lane) {
+  const int j = n0 + kr;
+  const int64_t rs = p.drab_row_stride;
+  const int64_t off0 = static_cast<int64_t>(b) * p.drab_batch_stride + static_cast<int64_t>(r0) * rs + j;
+  const uint32_t rowa = tile + kr * 128;
+#pragma unroll 4
+  for (int it = 0; it < BM / 2; ++it) {
+    const int c = 2 * it + lane / 16;  // query column of the tile
+    unsigned short raw;
+    asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(raw) : "r"(rowa + ((((c / 8) ^ (kr % 8))) << 4) + (c % 8) * 2));
+    if (j < lk && r0 + c < lk) {
+      const int64_t off = off0 + static_cast<int64_t>(c) * rs;
+      if (p.drab_accum != nullptr) {
+        const float v = unpack_lo<T>(raw);
+        if (v != 0.f) atomicAdd(p.drab_accum + off, v);
+      } else {
+        reinterpret_cast<unsigned short*>(p.drab)[off + static_cast<int64_t>(h) * p.drab_head_stride] = raw;
+      }
+    }
+  }
+}
+
 // kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
 // tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
 // per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
 // wrong dq): skip the reductions. kRab: S^T += rab^T before the SiLU (each thread loads its 32 elements from global
 // memory right after issuing the S^T / dP^T wgmmas, so the loads fly under them) and drab = dS written from the
 // pointwise pass (direct 16-bit stores, or fp32 atomics for a shared rab); kRab = false is the no-rab kernel.
+// Split D (kSplitSP != 0): warpgroup 0 loads rab^T (under its S^T) and writes drab from the dS^T tile in sX.
 // kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
 // stay in phase).
@@ -177,7 +236,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int S = C::kStages;
   constexpr bool kSplitD = C::kSplitD;
   constexpr int NA = C::kAccN;
-  static_assert(!(kSplitD && (kRab || kDqMode != 2)), "split-D backward: default dQ mode, no rab");
+  static_assert(!(kSplitD && (kDqMode != 2 || (kRab && kSplitSP == 0))),
+                "split-D backward: default dQ mode; rab with split S^T / dP^T only");
   static_assert(kSplitD || !kPingpong, "pingpong: split-D kernel only");
   // kSkipWg (D = 64 / 128 without rab): a query tile that none of a warpgroup's 64 keys can see (causal: the first
   // tile of the block for warpgroup 1; keys past the sequence) costs that warpgroup no GEMM: it only writes zeros
@@ -427,6 +487,7 @@ __global__ void __launch_bounds__(384, 1)
           float acc_s0[BM / 2];
           uint32_t pf0[BM / 16][4];
           uint32_t xf0[BM / 16][4];
+          uint32_t rab0[kRab ? BM / 4 : 1];  // kRab: rab^T of this thread's S^T elements (bwd_load_rab_t)
           auto mask_bits = [&](int r0) {
             uint32_t cx;  // n0 re-read (not kept live through the loop)
             asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
@@ -474,17 +535,29 @@ __global__ void __launch_bounds__(384, 1)
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
+            if constexpr (kRab) {
+              // rab^T of tile i: the loads fly under S^T of tile i (issued at the end of the previous iteration).
+              uint32_t cx, hy, bz;  // n0, h, b re-read (not kept live through the loop)
+              asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
+              asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
+              asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+              bwd_load_rab_t<T, BM>(rab0, p, static_cast<int>(bz), static_cast<int>(hy), m0 + mk.offset,
+                                    static_cast<int>(cx) * BN, mk.lk, warp,
+                                    static_cast<int>(opaque(static_cast<uint32_t>(lane))));
+            }
             const uint32_t bits = mask_bits(m0 + mk.offset);  // while S^T of tile i flies
             wgmma_wait<0>();
             pin_all(acc_s0);
             // P^T = SiLU(alpha S^T), SiLU'(alpha S^T) = sigmoid (1 + h (1 - t)) (h = alpha s / 2, t = tanh h),
-            // both 0 where masked (select).
+            // both 0 where masked (select). kRab: S^T + rab^T.
 #pragma unroll
             for (int e = 0; e < BM / 2; e += 2) {
               float pv[2], xv[2];
 #pragma unroll
               for (int u = 0; u < 2; ++u) {
-                const float x = acc_s0[e + u] * half_alpha;
+                float sv = acc_s0[e + u];
+                if constexpr (kRab) sv += u ? unpack_hi<T>(rab0[e / 2]) : unpack_lo<T>(rab0[e / 2]);
+                const float x = sv * half_alpha;
                 const float t = tanh_fast(x);
                 const bool ok = (bits >> (e + u)) & 1u;
                 pv[u] = ok ? fmaf(x, t, x) : 0.f;
@@ -527,6 +600,26 @@ __global__ void __launch_bounds__(384, 1)
                                   1);
             }
             wgmma_commit();
+            // kRab: drab from dS^T of tile i in sX while dK / dV fly. Each warp reads back its own 16 key rows
+            // (16 warp .. + 15, the rows its SiLU' stores and odd dQ staging panels use). Ordering of these reads:
+            // - after warpgroup 1's dS^T stores of tile i (all of warpgroup 1 arrives on B after them, fenced);
+            // - before every later write to these rows: this warp's own dQ staging of tile i and SiLU' of tile
+            //   i + 1 follow in program order (dq_stage does __syncwarp before its stores); warpgroup 1 writes
+            //   sX again (dS^T of tile i + 1) only after barrier A of tile i + 1, on which this warpgroup arrives
+            //   after its SiLU' stores of tile i + 1, i.e. after these reads.
+            // Warpgroup 0 does it (not 1): between B and D it has 2 GEMM units less to issue than warpgroup 1 and
+            // waits for it at D anyway.
+            if constexpr (kRab) {
+              if (p.drab != nullptr) {
+                uint32_t cx, hy, bz;
+                asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
+                asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
+                asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+                const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+                bwd_store_drab_rows<T, BM>(p, sX, 16 * warp + ln % 16, static_cast<int>(cx) * BN, m0 + mk.offset,
+                                           mk.lk, static_cast<int>(bz), static_cast<int>(hy), ln);
+              }
+            }
             wgmma_wait<0>();  // dV, dK: P^T fragments and dQ accumulators are never in flight together
             pin_all(acc_dv);
             pin_all(acc_dk);
@@ -861,30 +954,7 @@ __global__ void __launch_bounds__(384, 1)
         // rab^T of this thread's elements: element e = key j_w0 + 16 warp + lane/4 + 8 ((e % 4) / 2), query position
         // r0 + 2 (lane % 4) + 8 (e / 4) + (e % 2), value rab[r][j]; elements e, e + 1 (queries r, r + 1 of one key)
         // packed in one register.
-        if constexpr (kRab) {
-          const int lk = mk.lk;
-          const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
-                        static_cast<int64_t>(h) * p.rab_head_stride;
-          const int jk = j_w0 + 16 * warp + lane / 4;
-          const int rq = r0 + 2 * (lane % 4);
-          const int64_t rs = p.rab_row_stride;
-          const T* base = rb + static_cast<int64_t>(rq) * rs + jk;
-          if (r0 + BM <= lk && j_w0 + 64 <= lk) {  // interior (uniform per warpgroup): no guards
-#pragma unroll
-            for (int e = 0; e < BM / 2; e += 2) {
-              const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
-              rab_v[e / 2] = ld_nc_2u16(a, a + rs);
-            }
-          } else {
-#pragma unroll
-            for (int e = 0; e < BM / 2; e += 2) {
-              const int j = jk + 8 * ((e % 4) / 2);
-              const int r = rq + 8 * (e / 4);
-              const T* a = base + static_cast<int64_t>(8 * (e / 4)) * rs + 8 * ((e % 4) / 2);
-              rab_v[e / 2] = ld_nc_2u16_if(a, a + rs, r < lk && j < lk, r + 1 < lk && j < lk);
-            }
-          }
-        }
+        if constexpr (kRab) bwd_load_rab_t<T, BM>(rab_v, p, b, h, r0, j_w0, mk.lk, warp, lane);
         wgmma_wait<0>();
         pin_all(acc_s);
         pin_all(acc_dp);
@@ -953,29 +1023,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kRab) {
           if (p.drab != nullptr) {
             __syncwarp();
-            const int lk = mk.lk;
-            const int kr = 64 * wg + 16 * warp + lane % 16;  // dS^T row
-            const int j = n0 + kr;
-            const int64_t rs = p.drab_row_stride;
-            const int64_t off0 = static_cast<int64_t>(b) * p.drab_batch_stride + static_cast<int64_t>(r0) * rs + j;
-            const uint32_t rowa = sdSb + kr * 128;
-#pragma unroll 4
-            for (int it = 0; it < BM / 2; ++it) {
-              const int c = 2 * it + lane / 16;  // query column of the tile
-              unsigned short raw;
-              asm volatile("ld.shared.u16 %0, [%1];\n"
-                           : "=h"(raw)
-                           : "r"(rowa + ((((c / 8) ^ (kr % 8))) << 4) + (c % 8) * 2));
-              if (j < lk && r0 + c < lk) {
-                const int64_t off = off0 + static_cast<int64_t>(c) * rs;
-                if (p.drab_accum != nullptr) {
-                  const float v = unpack_lo<T>(raw);
-                  if (v != 0.f) atomicAdd(p.drab_accum + off, v);
-                } else {
-                  reinterpret_cast<unsigned short*>(p.drab)[off + static_cast<int64_t>(h) * p.drab_head_stride] = raw;
-                }
-              }
-            }
+            bwd_store_drab_rows<T, BM>(p, sdSb, 64 * wg + 16 * warp + lane % 16, n0, r0, mk.lk, b, h, lane);
           }
         }
         wgmma_wait<0>();  // before dQ: P^T / dS^T fragments and dQ's accumulators are never in flight together

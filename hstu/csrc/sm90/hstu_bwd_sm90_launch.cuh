@@ -104,7 +104,7 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // With rab: drab written when p.drab is set (direct stores for a per-head rab or H = 1; a shared rab with H > 1
 // through p.drab_accum, fp32 (B, 1, R, C) zeroed by the caller, converted here), as the sm80-class backward.
 // cudaErrorNotSupported (the caller falls back to the sm80-class backward): deterministic mode (dq_accum ==
-// nullptr, or p.drab_heads set), head dim other than 64 / 128 / 256, rab at D = 256.
+// nullptr, or p.drab_heads set), head dim other than 64 / 128 / 256.
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 7 / 8 = warpgroup tile skip off / on (D = 64 / 128),
 // 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong), 11 = the default
@@ -142,15 +142,15 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (variant == 11) cx = 2;
 #endif
     if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
-      if constexpr (D == 256) {
-        return cudaErrorNotSupported;  // split-D kernel: no rab / drab yet (the caller falls back)
+      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it)
+        err = sm90::launch_bwd<T, D, 2, 2, false, true, false, false, kBwdSplitSP<D>>(p, total_k, stream);
       } else {
         err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
-        if (err != cudaSuccess) return err;
-        err = sm90::convert_drab<T>(p, stream);
-        if (err != cudaSuccess) return err;
-        return sm90::convert_dq<T, D>(p, stream);
       }
+      if (err != cudaSuccess) return err;
+      err = sm90::convert_drab<T>(p, stream);
+      if (err != cudaSuccess) return err;
+      return sm90::convert_dq<T, D>(p, stream);
     }
 #ifdef HSTU_SM90_ALL_VARIANTS
     if constexpr (D == 256) {  // split-D kernel, default dQ mode only. Default: split S^T / dP^T (kBwdSplitSP);

@@ -57,7 +57,7 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 // (the launcher converts it into p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with
 // H > 1 through p.drab_accum, fp32, zeroed by the caller, converted by the launcher). Returns
 // cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
-// (deterministic mode), for D not in {64, 128, 256}, or with rab at D = 256.
+// (deterministic mode), or for D not in {64, 128, 256}.
 template <typename T, int D>
 cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 

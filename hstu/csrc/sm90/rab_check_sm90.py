@@ -6,7 +6,7 @@ aligned and unaligned rab rows), shared and per-head rab, has_drab True / False.
 the public op (hstu_attn::fwd / bwd) with and without rab, sm90 vs the sm80-class kernels
 (HSTU_ATTN_DISABLE_SM90=1, read by the op on every call).
 
-    PYTHONPATH=/tmp/site python3 -P hstu/csrc/sm90/rab_check_sm90.py [--no-check] [--no-bench]
+    PYTHONPATH=/tmp/site python3 -P hstu/csrc/sm90/rab_check_sm90.py [--no-check] [--no-bench] [--bench-d256]
 """
 import argparse
 import os
@@ -32,11 +32,23 @@ def correctness():
         ([1111, 77], 2, 256, torch.float16, "context", 2, True, True),
         ([1000, 300], 4, 128, torch.bfloat16, "causal", 1, False, False),
         ([999, 64], 2, 64, torch.float16, "target", 2, False, False),
+        # D = 256 backward (split-D kernel with rab): shared rab with H > 1 (drab through fp32 atomics), per-head,
+        # H = 1 (direct stores), has_drab False; odd max_seqlen_k; zero-length and length-1 sequences; every mask.
+        ([1111, 0, 1, 300], 2, 256, torch.bfloat16, "causal", 1, False, True),
+        ([999, 64, 1], 2, 256, torch.float16, "none", 2, False, True),
+        ([700, 129, 0], 4, 256, torch.bfloat16, "local", 1, True, True),
+        ([900, 383], 1, 256, torch.float16, "local_context_target", 1, False, True),
+        ([1001, 257, 1], 2, 256, torch.bfloat16, "context_target_group", 2, True, True),
+        ([640, 65], 2, 256, torch.bfloat16, "target_group", 1, False, False),
+        ([513, 1, 0], 4, 256, torch.float16, "context", 4, False, False),
+        ([777, 0, 130], 2, 256, torch.bfloat16, "local_causal", 2, True, True),
+        ([1025, 63], 1, 256, torch.bfloat16, "none", 1, True, True),
+        ([600, 333, 1], 2, 256, torch.bfloat16, "context_target", 1, False, True, True),  # seqused
     ]
     ok = 0
-    for i, (lens, H, D, dt, mask, rh, dq, drab) in enumerate(cases):
-        case = T.make_case(1000 + i, lens, H, D, dt, mask, rh, delta_q=dq)
-        name = f"L{lens} H{H} D{D} {str(dt)[6:]} {mask} rab{rh} dq{int(dq)} drab{int(drab)}"
+    for i, (lens, H, D, dt, mask, rh, dq, drab, *su) in enumerate(cases):
+        case = T.make_case(1000 + i, lens, H, D, dt, mask, rh, delta_q=dq, seqused=bool(su and su[0]))
+        name = f"L{lens} H{H} D{D} {str(dt)[6:]} {mask} rab{rh} dq{int(dq)} drab{int(drab)} su{int(bool(su))}"
         try:
             T.check_case(case, 0.5 if i % 2 else 1.0, has_drab=drab)
             ok += 1
@@ -45,6 +57,32 @@ def correctness():
             print("FAIL", name, e, flush=True)
     print(f"rab correctness: {ok}/{len(cases)}", flush=True)
     return ok == len(cases)
+
+
+def dispatch():
+    """The D = 256 backward with rab runs the Hopper kernel (kRab instantiation), not the sm80-class fallback."""
+    import re
+
+    ok = True
+    for rh in (1, 2):
+        case = T.make_case(7 + rh, [300, 65], 2, 256, torch.bfloat16, "causal", rh)
+        op = torch.ops.hstu_attn
+        do = torch.randn_like(case["q"])
+        args = (do, case["q"], case["k"], case["v"], case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
+                case["max_seqlen_k"], None, None, 1, -1, 0, 1.0, case["rab"], -1.0, None, None, True, False)
+        op.bwd(*args)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            op.bwd(*args)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if "hstu" in e.name]
+        # demangled: hstu_bwd_sm90_kernel<__nv_bfloat16, 256, 2, 2, false, true, ...>; mangled: ...Li256E...Lb0ELb1E
+        hit = [n for n in names if re.search(r"hstu_bwd_sm90_kernel<[^,]+, 256, \d+, \d+, false, true", n) or
+               re.search(r"hstu_bwd_sm90_kernel.*Li256ELi2ELi2ELb0ELb1E", n)]
+        print(f"dispatch rab{rh} D256 bwd: {'sm90 kRab kernel' if hit else 'NOT sm90'}; kernels: "
+              f"{sorted(set(n[:80] for n in names))}", flush=True)
+        ok = ok and bool(hit)
+    return ok
 
 
 def timed(fn, reps):
@@ -90,11 +128,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--bench-d256", action="store_true", help="only the D = 256 rows (rab backward on sm90)")
     a = ap.parse_args()
     ok = True
     if not a.no_check:
         ok = correctness()
-    if not a.no_bench:
+        ok = dispatch() and ok
+    if not a.no_bench and a.bench_d256:
+        print(f"GPU: {torch.cuda.get_device_name()}, bf16, causal, H = 4 (TFLOP/s: FA convention, bwd 2.5x fwd)")
+        print("| B | S | D | rab | kernels | fwd ms | fwd TFLOP/s | bwd ms (incl. drab) | bwd TFLOP/s |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for _ in range(2):  # alternated twice
+            bench(16, 4096, 256, 0)
+            bench(16, 4096, 256, 1)
+            bench(16, 4096, 256, 4)
+            bench(16, 4096, 256, 1, sm80=True)
+            bench(16, 4096, 256, 4, sm80=True)
+    elif not a.no_bench:
         print(f"GPU: {torch.cuda.get_device_name()}, bf16, causal, H = 4 (TFLOP/s: FA convention, bwd 2.5x fwd)")
         print("| B | S | D | rab | kernels | fwd ms | fwd TFLOP/s | bwd ms (incl. drab) | bwd TFLOP/s |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -107,6 +157,7 @@ def main():
             bench(16, 4096, D, 1, sm80=True)
         bench(16, 4096, 256, 0)
         bench(16, 4096, 256, 1)
+        bench(16, 4096, 256, 4)
         bench(16, 4096, 256, 1, sm80=True)
     sys.exit(0 if ok else 1)
 
