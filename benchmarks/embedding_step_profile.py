@@ -2,8 +2,8 @@
 time, GPU idle gaps inside the step, CUDA-event step time eager vs as a replayed CUDA graph.
 
 Same workload and module as benchmarks/embedding.py (10 tables x D=128 fp32, 1,048,570 bags, power law 1.05,
-1M slots per table, on_refused="zero"); the gradient of the output is a fixed tensor of ones made once (the
-benchmark's ``torch.ones_like(out)`` fill is timed separately). Run (GPU):
+1M slots per table, on_refused="zero"); the gradient of the output is a fixed tensor of ones made once, as in the
+benchmark (a fresh ``torch.ones_like(out)`` per step, what the benchmark timed before 2026-11-21, is timed separately). Run (GPU):
     python3 -P benchmarks/embedding_step_profile.py [--pooling sum] [--opt sgd] [--steps 4] [--trace out.json]
 """
 
@@ -87,7 +87,7 @@ def main():
         out = m(ids, off, validate=False)
         out.backward(gones(out))
 
-    def train_bench():  # as benchmarks/embedding.py: a fresh ones_like each step
+    def train_bench():  # a fresh ones_like each step (the benchmark's step before 2026-11-21)
         ids, off = nxt()
         out = m(ids, off, validate=False)
         out.backward(torch.ones_like(out))
@@ -130,7 +130,7 @@ def main():
         try:
             sids, soff = batches[0][0].clone(), batches[0][1].clone()
 
-            def step0():  # as the benchmark: a fresh ones_like each step
+            def step0():  # a fresh ones_like each step (the benchmark's step before 2026-11-21)
                 out = m(sids, soff, validate=False)
                 out.backward(torch.ones_like(out))
 
