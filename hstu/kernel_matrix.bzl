@@ -40,7 +40,7 @@ HSTU_INSTANCES = {
 # Hopper (sm_90a: wgmma, TMA, setmaxnreg) kernels, selected at run time on compute capability 9.0. Built only
 # when the build targets sm_90a (`--config=sm90`, or the default of both archs); in an sm80-only build each file
 # compiles to a host stub and the op keeps the sm80-class kernels. D=32 and the deterministic backward are left
-# to the sm80-class kernels; rab runs here except in the D=256 backward (see hstu_ops.cc use_sm90_fwd/bwd).
+# to the sm80-class kernels; rab / drab run here at every head dim (see hstu_ops.cc use_sm90_fwd/bwd).
 HSTU_SM90_ARCH = "sm90"
 
 HSTU_SM90_HDIMS = {
