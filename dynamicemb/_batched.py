@@ -351,16 +351,22 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._groups, self._group_of = [], {}
         for k in keys:
             members = [t for t in used if (self.tables[t].value_dim, self.options[t].dtype) == k]
-            total = sum(self.tables[t].capacity() for t in members)
-            buf = torch.empty(total, k[0], dtype=k[1], device=self.device)
             base, off = {}, 0
-            for t in members:
-                tb = self.tables[t]
-                cap = tb.capacity()
-                buf[off:off + cap].copy_(tb.values)
-                tb.values = buf[off:off + cap]
-                base[t] = off
-                off += cap
+            if len(members) == 1:  # a group of one is its table's own rows: no copy, no second buffer
+                buf = self.tables[members[0]].values
+                base[members[0]] = 0
+            else:
+                # Peak memory: the group plus the largest member (each member's old rows are released as soon
+                # as they are copied), not twice the group.
+                total = sum(self.tables[t].capacity() for t in members)
+                buf = torch.empty(total, k[0], dtype=k[1], device=self.device)
+                for t in members:
+                    tb = self.tables[t]
+                    cap = tb.capacity()
+                    buf[off:off + cap].copy_(tb.values)
+                    tb.values = buf[off:off + cap]
+                    base[t] = off
+                    off += cap
             for t in members:
                 self._group_of[t] = len(self._groups)
             self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members,
