@@ -1,38 +1,49 @@
 """Checkpoints of ``BatchedDynamicEmbeddingTables``: state_dict entries and directory dumps.
 
-state_dict: per table ``{prefix}{name}.{keys,digests,scores,values,counters}`` (the scored hash table's own
-tensors in slot order, so a round trip is bit-exact, evictions included), per admission table
-``{prefix}{name}.admission.*``, the buffers ``learning_rate``/``step``/``refused_count``, and ``_extra_state``: the
-layout every entry must match (dims, dtypes, key dtype, optimizer and its state width, score policy).
+state_dict: per table ``{prefix}{name}.{keys,digests,scores,values,counters,epoch}`` (the scored hash table's own
+tensors in slot order, so a round trip is bit-exact, evictions included; ``epoch`` is the 0-d int64 epoch of the
+epoch_lru / epoch_lfu policies), the same per admission table under ``{prefix}{name}.admission.``, the buffers
+``learning_rate``/``step``/``refused_count``, and ``_extra_state``: the layout every entry must match (dims, dtypes,
+key dtype, optimizer and its state width, score policy). ``epoch`` may be absent (checkpoints written before it was
+saved): the epoch is then left as it is.
 
 dump(dir): ``meta.json`` plus per table ``{name}.keys.bin`` (key dtype), ``{name}.values.bin`` (rows
 [embedding | optimizer state] in the table's dtype) and ``{name}.scores.bin`` (uint64 scores as int64 bits), raw
 little-endian bytes written in chunks of ``chunk_rows`` slots (so a table never needs a second full copy), each
-file's byte count and CRC32 in the meta. ``score_threshold`` dumps only rows scored >= threshold (incremental).
+file's byte count and CRC32 in the meta with the table's row count, capacity, op clock and epoch.
+``score_threshold`` dumps only rows scored >= threshold (incremental). A table with admission also writes its
+frequency counts (the admission table) as ``{name}.admission.{keys,values,scores}.bin``, always whole: an
+incremental dump carries the current counts, and loading it replaces the counts.
 
-Loading validates everything (layout, file sizes, CRCs, capacities) before anything changes; a failure raises
-``ValueError`` (state_dict: torch's RuntimeError listing our messages) and leaves the module unchanged.
+Loading validates everything (layout, every meta field, file sizes, CRCs, capacities, tensor dtypes and shapes)
+before anything changes; a failure raises ``ValueError`` (state_dict: torch's RuntimeError listing our messages)
+and leaves the module unchanged.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import zlib
-from typing import Dict
+from typing import Dict, List, Optional
 
 import torch
 
-from ._table import ScoredHashTable
+from ._table import _NUM_COUNTERS, ScoredHashTable
 
 __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_VERSION = 1
-_TABLE_ENTRIES = ("keys", "digests", "scores", "values", "counters")
+_TABLE_ENTRIES = ("keys", "digests", "scores", "values", "counters")  # required; "epoch" is optional
+_BUFFERS = ("learning_rate", "step", "refused_count")
+_DUMP_FILES = ("keys", "values", "scores")
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
                 torch.int64: "int64", torch.uint64: "uint64"}
 _DTYPES = {v: k for k, v in _DTYPE_NAMES.items()}
+_EPOCH_END = 2**32  # epochs are the high 32 bits of epoch_* scores
+_CLOCK_END = 2**63
 
 
 def module_meta(m) -> dict:
@@ -69,18 +80,26 @@ def _layout_errors(mine: dict, theirs) -> list:
         errs.append(f"version: expected {CHECKPOINT_VERSION}, got {theirs.get('version')!r}")
     if theirs.get("key_dtype") != mine["key_dtype"]:
         errs.append(f"key_dtype: expected {mine['key_dtype']}, got {theirs.get('key_dtype')!r}")
-    to = theirs.get("optimizer") or {}
-    if to.get("name") != mine["optimizer"]["name"]:
-        errs.append(f"optimizer: expected {mine['optimizer']['name']!r}, got {to.get('name')!r}")
-    tt = theirs.get("tables") or {}
+    to = theirs.get("optimizer")
+    got_opt = to.get("name") if isinstance(to, dict) else None
+    if got_opt != mine["optimizer"]["name"]:
+        errs.append(f"optimizer: expected {mine['optimizer']['name']!r}, got "
+                    f"{got_opt if isinstance(to, dict) else to!r}")
+    tt = theirs.get("tables")
+    if not isinstance(tt, dict):
+        return errs + [f"tables: expected a mapping of table name to layout, got {str(tt)[:80]!r}"]
     if set(tt) != set(mine["tables"]):
-        errs.append(f"tables: expected {sorted(mine['tables'])}, got {sorted(tt)}")
+        errs.append(f"tables: expected {sorted(mine['tables'])}, got {sorted(map(str, tt))}")
     for name, want in mine["tables"].items():
         got = tt.get(name)
+        if got is None:
+            continue
         if not isinstance(got, dict):
+            errs.append(f"table {name!r}: expected a mapping of its layout, got {str(got)[:80]!r}")
             continue
         # row_width: absent before RowWiseAdagrad rows were padded to 4 columns (then it was dim + state_dim)
-        got = {**got, "row_width": got.get("row_width", (got.get("dim") or 0) + (got.get("state_dim") or 0))}
+        if "row_width" not in got and isinstance(got.get("dim"), int) and isinstance(got.get("state_dim"), int):
+            got = {**got, "row_width": got["dim"] + got["state_dim"]}
         for k in ("dim", "state_dim", "row_width", "dtype", "score_policy", "bucket_capacity"):
             if got.get(k) != want[k]:
                 errs.append(f"table {name!r} {k}: expected {want[k]!r}, got {got.get(k)!r}")
@@ -88,21 +107,35 @@ def _layout_errors(mine: dict, theirs) -> list:
 
 
 def _all_tables(m):
+    """(state_dict prefix, owning list, index) of every table and admission table of ``m``."""
     for i, name in enumerate(m.table_names):
-        yield f"{name}.", m.tables[i]
+        yield f"{name}.", m.tables, i
         if m.admission_tables[i] is not None:
-            yield f"{name}.admission.", m.admission_tables[i]
+            yield f"{name}.admission.", m.admission_tables, i
+
+
+def _blank_like(table: ScoredHashTable, capacity: int) -> ScoredHashTable:
+    """An empty table configured like ``table`` (built aside, swapped in once a load has fully succeeded)."""
+    return ScoredHashTable(capacity, table.value_dim, table.value_dtype, table.key_dtype, table.bucket_capacity,
+                           table.score_policy, max_capacity=table.max_capacity, initializer=table.initializer,
+                           device=table.device, check_keys=table.check_keys)
 
 
 # ---------------------------------------------------------------------- state_dict
 def save_tables(m, destination: Dict, prefix: str):
-    for sub, table in _all_tables(m):
+    for sub, owner, i in _all_tables(m):
+        table = owner[i]
         sd = table.state_dict()
         for k in _TABLE_ENTRIES:
             destination[prefix + sub + k] = sd[k]
+        destination[prefix + sub + "epoch"] = torch.tensor(table.epoch, dtype=torch.int64)
 
 
 def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs):
+    """Validates every entry of ``m`` first and applies them only if all are valid: the module loads whole or not
+    at all. torch calls every module's ``_load_from_state_dict`` with strict=True and raises for missing or
+    unexpected keys only after all of them returned, so a missing or unexpected entry is an error here even under
+    ``load_state_dict(strict=False)`` (else a refused strict load would have changed the module)."""
     errs = []
     meta_key = prefix + "_extra_state"
     if meta_key not in state_dict:
@@ -111,43 +144,56 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
     else:
         errs += _layout_errors(module_meta(m), state_dict[meta_key])
     expected = {meta_key}
-    for b in ("learning_rate", "step", "refused_count"):
+    for b in _BUFFERS:
         key = prefix + b
         expected.add(key)
         own = getattr(m, b)
         if key not in state_dict:
             missing_keys.append(key)
+            errs.append(f"missing entry {b!r}")
             continue
         v = state_dict[key]
         if not isinstance(v, torch.Tensor) or v.shape != own.shape:
             errs.append(f"{b}: expected a tensor of shape {tuple(own.shape)}, got {getattr(v, 'shape', type(v))}")
     staged = []
-    for sub, table in _all_tables(m):
+    for sub, owner, i in _all_tables(m):
+        table = owner[i]
         entry = {}
-        for k in _TABLE_ENTRIES:
+        for k in _TABLE_ENTRIES + ("epoch",):
             key = prefix + sub + k
             expected.add(key)
-            if key not in state_dict:
+            if key in state_dict:
+                entry[k] = state_dict[key]
+            elif k != "epoch":
                 missing_keys.append(key)
                 errs.append(f"missing entry {sub + k!r}")
-            else:
-                entry[k] = state_dict[key]
-        if len(entry) != len(_TABLE_ENTRIES):
+        if not all(k in entry for k in _TABLE_ENTRIES):
             continue
-        errs += [f"{sub[:-1]}: {e}" for e in _table_state_errors(table, entry)]
-        staged.append((table, entry))
-    if strict:
-        for key in state_dict:
-            if key.startswith(prefix) and key not in expected and _belongs_to(m, key[len(prefix):]):
-                unexpected_keys.append(key)
+        table_errs = _table_state_errors(table, entry)
+        errs += [f"{sub[:-1]}: {e}" for e in table_errs]
+        if not table_errs:
+            staged.append((owner, i, entry))
+    for key in state_dict:
+        if key.startswith(prefix) and key not in expected and _belongs_to(m, key[len(prefix):]):
+            unexpected_keys.append(key)
+            errs.append(f"unexpected entry {key[len(prefix):]!r} (a table, admission table or entry this module "
+                        f"does not have)")
     if errs:
         error_msgs.extend(errs)
         return
-    # Everything checked: apply (the table's own load copies into fresh tensors).
-    for table, entry in staged:
-        table.load_state_dict(entry)
+    # Everything checked: build the new tables aside (allocations may fail), then swap them in.
+    built = []
+    for owner, i, entry in staged:
+        e = dict(entry, scores=entry["scores"].view(torch.int64))
+        if "epoch" in e:
+            e["epoch"] = int(e["epoch"])
+        t = _blank_like(owner[i], owner[i].bucket_capacity)
+        t.load_state_dict(e)
+        built.append((owner, i, t))
+    for owner, i, t in built:
+        owner[i] = t
     with torch.no_grad():
-        for b in ("learning_rate", "step", "refused_count"):
+        for b in _BUFFERS:
             if prefix + b in state_dict:
                 getattr(m, b).copy_(state_dict[prefix + b])
     m.optimizer.lr = float(m.learning_rate)
@@ -155,17 +201,19 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
 
 def _belongs_to(m, rest: str) -> bool:
     head = rest.split(".", 1)[0]
-    return head in m.table_names or head in ("learning_rate", "step", "refused_count", "_extra_state")
+    return head in m.table_names or head in _BUFFERS + ("_extra_state",)
 
 
 def _table_state_errors(table: ScoredHashTable, s) -> list:
+    if not all(isinstance(v, torch.Tensor) for v in s.values()):
+        return [f"entries must be tensors, got {', '.join(f'{k}: {type(v).__name__}' for k, v in s.items())}"]
     errs = []
-    keys, values = s["keys"], s["values"]
-    if not all(isinstance(s[k], torch.Tensor) for k in _TABLE_ENTRIES):
-        return ["entries must be tensors"]
+    keys, values, counters = s["keys"], s["values"], s["counters"]
     cap = keys.numel()
     if keys.dtype != table.key_dtype:
         errs.append(f"keys: expected dtype {table.key_dtype}, got {keys.dtype}")
+    if keys.dim() != 1:
+        errs.append(f"keys: expected a 1-d tensor, got shape {tuple(keys.shape)}")
     if values.dtype != table.value_dtype:
         errs.append(f"values: expected dtype {table.value_dtype}, got {values.dtype}")
     if values.dim() != 2 or values.shape[1] != table.value_dim:
@@ -176,10 +224,26 @@ def _table_state_errors(table: ScoredHashTable, s) -> list:
     if cap == 0 or cap % table.bucket_capacity or cap > table.max_capacity:
         errs.append(f"keys: expected a capacity that is a multiple of {table.bucket_capacity} and <= max_capacity="
                     f"{table.max_capacity}, got {cap}")
-    if s["scores"].numel() != cap or s["scores"].dtype not in (torch.int64, torch.uint64):
-        errs.append(f"scores: expected {cap} int64 entries, got {s['scores'].numel()} {s['scores'].dtype}")
-    if s["digests"].numel() != cap or s["digests"].dtype != torch.uint8:
-        errs.append(f"digests: expected {cap} uint8 entries, got {s['digests'].numel()} {s['digests'].dtype}")
+    for k, dtypes, what in (("scores", (torch.int64, torch.uint64), "int64"), ("digests", (torch.uint8,), "uint8")):
+        t = s[k]
+        if t.dim() != 1 or t.numel() != cap or t.dtype not in dtypes:
+            errs.append(f"{k}: expected a 1-d tensor of {cap} {what} entries, got shape {tuple(t.shape)} {t.dtype}")
+    # counters: [clock, size, spare, spare]; older tables may have fewer
+    if counters.dtype != torch.int64 or counters.dim() != 1 or not 1 <= counters.numel() <= _NUM_COUNTERS:
+        errs.append(f"counters: expected a 1-d int64 tensor of 1..{_NUM_COUNTERS} entries ([clock, size, ...]), got "
+                    f"shape {tuple(counters.shape)} {counters.dtype}")
+    else:
+        c = counters.tolist()
+        if c[0] < 0:
+            errs.append(f"counters: expected a clock (entry 0) >= 0, got {c[0]}")
+        if len(c) > 1 and not 0 <= c[1] <= cap:
+            errs.append(f"counters: expected a size (entry 1) in [0, {cap}], got {c[1]}")
+    if "epoch" in s:
+        e = s["epoch"]
+        if e.numel() != 1 or e.dtype.is_floating_point or e.dtype.is_complex or e.dtype == torch.bool or not (
+            0 <= int(e) < _EPOCH_END
+        ):
+            errs.append(f"epoch: expected one integer in [0, 2**32), got {e.tolist()!r} ({e.dtype})")
     return errs
 
 
@@ -189,11 +253,48 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
     return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
 
 
-def _row_bytes(table: ScoredHashTable) -> int:
-    return table.value_dim * torch.empty((), dtype=table.value_dtype).element_size()
+def _elem_bytes(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _dump_table(path: str, stem: str, table: ScoredHashTable, threshold: Optional[int], chunk_rows: int) -> dict:
+    """Writes ``{stem}.{keys,values,scores}.bin``; returns the table's meta block."""
+    files = {k: open(os.path.join(path, f"{stem}.{k}.bin"), "wb") for k in _DUMP_FILES}
+    crcs = {k: 0 for k in files}
+    sizes = {k: 0 for k in files}
+    count = 0
+    try:
+        cap = table.capacity()
+        for off in range(0, cap, chunk_rows):
+            r = table.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
+            c = int(r.count.item())
+            count += c
+            for k, t in (("keys", r.keys[:c]), ("values", r.values[:c]), ("scores", r.scores[:c])):
+                b = _tensor_bytes(t)
+                files[k].write(b)
+                crcs[k] = zlib.crc32(b, crcs[k])
+                sizes[k] += len(b)
+    finally:
+        for f in files.values():
+            f.close()
+    return dict(count=count, capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch,
+                files={k: {"bytes": sizes[k], "crc32": crcs[k]} for k in files})
 
 
 def dump(m, path: str, score_threshold=None, chunk_rows: int = 1 << 20):
+    """Writes ``m`` to directory ``path`` (see the module docstring for the format).
+
+    Args:
+        m: a BatchedDynamicEmbeddingTables.
+        path: directory, created if needed; meta.json is written last (atomically), so a dump interrupted midway
+            leaves the previous meta.json, whose CRCs then refuse the partly rewritten files.
+        score_threshold: dump only rows whose score (unsigned) is >= it (incremental dump); admission tables
+            (id frequency counts) are always dumped whole.
+        chunk_rows: slots exported per step.
+
+    Example:
+        >>> dump(m, "/ckpt/step1000"); dump(m, "/ckpt/step1100.inc", score_threshold=last_clock)
+    """
     if not isinstance(chunk_rows, int) or chunk_rows <= 0:
         raise ValueError(f"chunk_rows: expected a positive int, got {chunk_rows!r}")
     os.makedirs(path, exist_ok=True)
@@ -203,101 +304,168 @@ def dump(m, path: str, score_threshold=None, chunk_rows: int = 1 << 20):
     meta["learning_rate"] = float(m.learning_rate)
     meta["step"] = float(m.step)
     for i, name in enumerate(m.table_names):
-        table = m.tables[i]
-        files = {k: open(os.path.join(path, f"{name}.{k}.bin"), "wb") for k in ("keys", "values", "scores")}
-        crcs = {k: 0 for k in files}
-        sizes = {k: 0 for k in files}
-        count = 0
-        try:
-            cap = table.capacity()
-            for off in range(0, cap, chunk_rows):
-                r = table.export_batch(off, min(chunk_rows, cap - off), threshold=score_threshold)
-                c = int(r.count.item())
-                count += c
-                for k, t in (("keys", r.keys[:c]), ("values", r.values[:c]), ("scores", r.scores[:c])):
-                    b = _tensor_bytes(t)
-                    files[k].write(b)
-                    crcs[k] = zlib.crc32(b, crcs[k])
-                    sizes[k] += len(b)
-        finally:
-            for f in files.values():
-                f.close()
-        meta["tables"][name].update(
-            count=count, capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch,
-            files={k: {"bytes": sizes[k], "crc32": crcs[k]} for k in files},
-        )
+        meta["tables"][name].update(_dump_table(path, name, m.tables[i], score_threshold, chunk_rows))
+        at = m.admission_tables[i]
+        meta["tables"][name]["admission_table"] = (
+            None if at is None else _dump_table(path, f"{name}.admission", at, None, chunk_rows))
     with open(os.path.join(path, "meta.json.tmp"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
     os.replace(os.path.join(path, "meta.json.tmp"), os.path.join(path, "meta.json"))
 
 
-def _read(path, name, k, info):
-    fn = os.path.join(path, f"{name}.{k}.bin")
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_field(errs: List[str], where: str, d: dict, k: str, lo: int, hi: Optional[int] = None) -> Optional[int]:
+    """d[k] if it is an int in [lo, hi) (hi None: unbounded); else records an error naming the field."""
+    rng = f">= {lo}" if hi is None else f"in [{lo}, {hi})"
+    if k not in d:
+        errs.append(f"{where}{k}: missing (expected an int {rng})")
+        return None
+    v = d[k]
+    if not _is_int(v) or v < lo or (hi is not None and v >= hi):
+        errs.append(f"{where}{k}: expected an int {rng}, got {v!r}")
+        return None
+    return v
+
+
+def _block_errors(where: str, info, table: ScoredHashTable, key_dtype: torch.dtype) -> list:
+    """Checks one table's meta block (count, capacity, clock, epoch, files) against ``table``."""
+    if not isinstance(info, dict):
+        return [f"{where[:-1]}: expected a mapping, got {str(info)[:80]!r}"]
+    errs = []
+    count = _int_field(errs, where, info, "count", 0)
+    cap = _int_field(errs, where, info, "capacity", 1)
+    _int_field(errs, where, info, "clock", 0, _CLOCK_END)
+    _int_field(errs, where, info, "epoch", 0, _EPOCH_END)
+    if cap is not None and cap % table.bucket_capacity:
+        errs.append(f"{where}capacity: expected a multiple of bucket_capacity={table.bucket_capacity}, got {cap}")
+    if count is not None and cap is not None and count > cap:
+        errs.append(f"{where}count: expected <= capacity={cap}, got {count}")
+    files = info.get("files")
+    if not isinstance(files, dict):
+        return errs + [f"{where}files: expected a mapping of {list(_DUMP_FILES)} to {{bytes, crc32}}, got "
+                       f"{str(files)[:80]!r}"]
+    row = {"keys": _elem_bytes(key_dtype), "values": table.value_dim * _elem_bytes(table.value_dtype),
+           "scores": 8}
+    for k in _DUMP_FILES:
+        f = files.get(k)
+        if not isinstance(f, dict):
+            errs.append(f"{where}files.{k}: expected a mapping {{bytes, crc32}}, got {str(f)[:80]!r}")
+            continue
+        nbytes = _int_field(errs, f"{where}files.{k}.", f, "bytes", 0)
+        _int_field(errs, f"{where}files.{k}.", f, "crc32", 0, 2**32)
+        if nbytes is not None and count is not None and nbytes != row[k] * count:
+            errs.append(f"{where}files.{k}.bytes: expected {row[k]} * count={count} = {row[k] * count}, got "
+                        f"{nbytes}")
+    return errs
+
+
+def _meta_errors(m, meta: dict) -> list:
+    """Every field ``load`` reads, checked before anything is read or applied."""
+    errs = _layout_errors(module_meta(m), meta)
+    if errs:
+        return errs
+    if not isinstance(meta.get("incremental"), bool):
+        errs.append(f"incremental: expected true or false, got {meta.get('incremental')!r}")
+    for k in ("learning_rate", "step"):
+        v = meta.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+            errs.append(f"{k}: expected a finite number >= 0, got {v!r}")
+    for i, name in enumerate(m.table_names):
+        info = meta["tables"][name]
+        errs += _block_errors(f"table {name!r} ", info, m.tables[i], m.key_dtype)
+        if "admission_table" not in info:
+            errs.append(f"table {name!r} admission_table: missing (expected null or a mapping)")
+        elif info["admission_table"] is not None and m.admission_tables[i] is not None:
+            errs += _block_errors(f"table {name!r} admission_table.", info["admission_table"],
+                                  m.admission_tables[i], m.key_dtype)
+    return errs
+
+
+def _read(path, stem, k, want, dtype):
+    fn = os.path.join(path, f"{stem}.{k}.bin")
     if not os.path.exists(fn):
         raise ValueError(f"load({path!r}): missing file {fn}")
     with open(fn, "rb") as f:
         b = f.read()
-    want = info["files"][k]
     if len(b) != want["bytes"]:
         raise ValueError(f"load({path!r}): {fn}: expected {want['bytes']} bytes, got {len(b)} (truncated or corrupt)")
     if zlib.crc32(b) != want["crc32"]:
         raise ValueError(f"load({path!r}): {fn}: CRC32 mismatch (corrupt file)")
-    return bytearray(b)
+    return torch.frombuffer(bytearray(b), dtype=dtype) if b else torch.empty(0, dtype=dtype)
+
+
+def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: bool) -> ScoredHashTable:
+    """A new table holding the dumped rows (on top of a copy of ``old`` when ``incremental``)."""
+    count = info["count"]
+    keys = _read(path, stem, "keys", info["files"]["keys"], old.key_dtype)
+    values = _read(path, stem, "values", info["files"]["values"], old.value_dtype).view(count, old.value_dim)
+    scores = _read(path, stem, "scores", info["files"]["scores"], torch.int64)
+    cap = min(max(old.capacity(), info["capacity"]), old.max_capacity)
+    t = _blank_like(old, cap)
+    if incremental:
+        t.load_state_dict({k: v.clone() for k, v in old.state_dict().items()})
+    t.set_epoch(info["epoch"])
+    dev = old.device
+    chunk = 1 << 20
+    for off in range(0, count, chunk):
+        k = keys[off:off + chunk].to(dev)
+        stats = t.insert_or_assign(k, values[off:off + chunk].to(dev))
+        t.assign_scores(k, scores[off:off + chunk].to(dev))
+        if int(stats[3]) or int(stats[4]):
+            raise ValueError(
+                f"load({path!r}): {stem}: {int(stats[3])} rows refused / {int(stats[4])} illegal keys when "
+                f"inserting (capacity {t.capacity()} too small or corrupt keys); module unchanged")
+    # The inserts above advanced the op clock; the dumped one continues the source's (LRU scores and the rows
+    # drawn for new keys depend on it). On top of a newer table (incremental), the clock never goes back.
+    t.counters[0] = max(info["clock"], int(old.counters[0])) if incremental else info["clock"]
+    return t
 
 
 def load(m, path: str):
+    """Loads a ``dump`` of a module with the same layout into ``m``.
+
+    A full dump replaces every table (and admission table); an incremental one is applied on top of the current
+    tables, its admission tables replace the current ones. The learning rate and step come from the dump.
+
+    Raises:
+        ValueError: no or corrupt meta.json, a missing or ill-typed meta field, a layout mismatch (dims, dtypes,
+            key dtype, optimizer, score policy), a missing, truncated or corrupt file; ``m`` is unchanged.
+
+    Example:
+        >>> load(m, "/ckpt/step1000"); load(m, "/ckpt/step1100.inc")
+    """
     mf = os.path.join(path, "meta.json")
     if not os.path.exists(mf):
         raise ValueError(f"load({path!r}): no meta.json (not a dynamicemb dump)")
     try:
         with open(mf) as f:
             meta = json.load(f)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"load({path!r}): meta.json is corrupt: {e}") from None
-    errs = _layout_errors(module_meta(m), meta)
+    errs = _meta_errors(m, meta)
     if errs:
-        raise ValueError(f"load({path!r}): checkpoint does not match the module: " + "; ".join(errs))
-    incremental = bool(meta.get("incremental"))
-    new_tables = []
+        raise ValueError(f"load({path!r}): checkpoint does not match the module or its meta.json is invalid: "
+                         + "; ".join(errs))
+    incremental = meta["incremental"]
+    # Build every new table aside (reads, CRCs and inserts may fail), then swap them all in.
+    new_tables, new_admission = [], []
     for i, name in enumerate(m.table_names):
         info = meta["tables"][name]
-        old = m.tables[i]
-        count = int(info["count"])
-        rb = _row_bytes(old)
-        if info["files"]["keys"]["bytes"] != 8 * count or info["files"]["scores"]["bytes"] != 8 * count or (
-            info["files"]["values"]["bytes"] != rb * count
-        ):
-            raise ValueError(f"load({path!r}): table {name!r}: file sizes do not match count={count}")
-        keys = torch.frombuffer(_read(path, name, "keys", info), dtype=m.key_dtype) if count else torch.empty(
-            0, dtype=m.key_dtype)
-        values = torch.frombuffer(_read(path, name, "values", info), dtype=old.value_dtype) if count else torch.empty(
-            0, dtype=old.value_dtype)
-        scores = torch.frombuffer(_read(path, name, "scores", info), dtype=torch.int64) if count else torch.empty(
-            0, dtype=torch.int64)
-        values = values.view(count, old.value_dim)
-        # Build the new table aside (a copy of the current one for an incremental dump), swap in at the end.
-        cap = max(old.capacity(), int(info.get("capacity", 0)))
-        cap = min(cap, old.max_capacity)
-        t = m._make_table(i, cap)
-        if incremental:
-            t.load_state_dict({k: v.clone() for k, v in old.state_dict().items()})
-        else:
-            t.counters[0] = max(int(info.get("clock", 0)), int(old.counters[0]))
-        t.set_epoch(int(info.get("epoch", 0)))
-        dev = old.device
-        chunk = 1 << 20
-        for off in range(0, count, chunk):
-            k = keys[off:off + chunk].to(dev)
-            stats = t.insert_or_assign(k, values[off:off + chunk].to(dev))
-            t.assign_scores(k, scores[off:off + chunk].to(dev))
-            if int(stats[3]) or int(stats[4]):
-                raise ValueError(
-                    f"load({path!r}): table {name!r}: {int(stats[3])} rows refused / {int(stats[4])} illegal keys "
-                    f"when inserting (capacity {t.capacity()} too small or corrupt keys); module unchanged")
-        new_tables.append(t)
-    for i, t in enumerate(new_tables):
-        m.tables[i] = t
+        new_tables.append(_build(path, name, info, m.tables[i], incremental))
+        at, ainfo = m.admission_tables[i], info["admission_table"]
+        if at is None:
+            new_admission.append(None)
+        elif ainfo is not None:
+            new_admission.append(_build(path, f"{name}.admission", ainfo, at, False))
+        else:  # a dump without admission counts: a full load starts counting afresh, an incremental one keeps them
+            new_admission.append(at if incremental else _blank_like(at, at.capacity()))
+    for i in range(len(m.table_names)):
+        m.tables[i] = new_tables[i]
+        m.admission_tables[i] = new_admission[i]
     with torch.no_grad():
-        m.learning_rate.fill_(float(meta.get("learning_rate", float(m.learning_rate))))
-        m.step.fill_(float(meta.get("step", 0.0)))
+        m.learning_rate.fill_(float(meta["learning_rate"]))
+        m.step.fill_(float(meta["step"]))
     m.optimizer.lr = float(m.learning_rate)
