@@ -394,10 +394,32 @@ def test_bad_input_reserved_uint64_and_device():
     (dict(dim=4, max_capacity=128, on_refused="drop"), r"on_refused: expected one of"),
     (dict(dim=4, max_capacity=128, admission_threshold=-1), r"admission_threshold: expected an int >= 0"),
     (dict(dim=4, max_capacity=128, grow_load_factor=0.0), r"grow_load_factor: expected a number in \(0, 1\]"),
+    # bool is an int subclass; True is no threshold or load factor anyone means
+    (dict(dim=4, max_capacity=128, admission_threshold=True), r"admission_threshold: expected an int >= 0, got True"),
+    (dict(dim=4, max_capacity=128, grow_load_factor=True), r"grow_load_factor: expected a number in \(0, 1\], got True"),
+    # one bound given, out of order with the other's default ±sqrt(1 / max_capacity) = ±1/16
+    (dict(dim=4, max_capacity=256, initializer=DynamicEmbInitializer(low=0.5)),
+     r"DynamicEmbTableOptions.initializer bounds: expected low <= high .* = ±0.0625 \(max_capacity=256\), "
+     r"got low=0.5, high=0.0625"),
+    (dict(dim=4, max_capacity=256, initializer=DynamicEmbInitializer("truncated_normal", high=-0.5)),
+     r"DynamicEmbTableOptions.initializer bounds: expected low <= high .*got low=-0.0625, high=-0.5"),
+    (dict(dim=4, max_capacity=256, eval_initializer=DynamicEmbInitializer("uniform", high=-1.0)),
+     r"DynamicEmbTableOptions.eval_initializer bounds: expected low <= high"),
 ])
 def test_bad_options(kw, match):
     with pytest.raises(ValueError, match=match):
         BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(**kw)])
+
+
+def test_one_sided_initializer_bounds():
+    """Bounds are checked once defaults fill them: in order they pass (here [0.01, 1/16)), and with max_capacity
+    left for a TorchRec config to fill the check waits for it."""
+    o = DynamicEmbTableOptions(dim=4, max_capacity=256, initializer=DynamicEmbInitializer(low=0.01))
+    out = BatchedDynamicEmbeddingTables([o], pooling="none")(torch.arange(64), torch.tensor([0, 64]))
+    assert out.min() >= 0.01 and out.max() < 0.0625
+    late = DynamicEmbTableOptions(initializer=DynamicEmbInitializer(low=0.5))  # max_capacity unset: no error yet
+    with pytest.raises(ValueError, match=r"DynamicEmbTableOptions.initializer bounds"):
+        late.completed(dim=4, num_embeddings=256)
 
 
 def test_bad_optimizer_and_initializer():
@@ -409,6 +431,10 @@ def test_bad_optimizer_and_initializer():
         DynamicEmbInitializer("xavier")
     with pytest.raises(ValueError, match=r"initializer bounds: expected low <= high"):
         DynamicEmbInitializer("uniform", low=1.0, high=0.0)
+    with pytest.raises(ValueError, match=r"initializer.value: expected a finite number, got True"):
+        DynamicEmbInitializer("constant", value=True)
+    with pytest.raises(ValueError, match=r"initializer.low: expected a finite number or None, got False"):
+        DynamicEmbInitializer(low=False)
 
 
 def test_rows_consistent_under_in_batch_eviction():
