@@ -185,8 +185,9 @@ class DynamicEmbeddingBagCollection(_CollectionBase):
         self._is_weighted = is_weighted
         self._output_dtype = output_dtype
         mixed = len(set(pool)) > 1
-        self.embedding_bags = self._setup(tables, table_options, optimizer, "sum" if mixed or not pool else pool[0].lower(),
-                                          device, key_dtype, torch.float32 if mixed else output_dtype)
+        pooling = "sum" if mixed or not pool else pool[0].lower()
+        self.embedding_bags = self._setup(tables, table_options, optimizer, pooling, device, key_dtype,
+                                          torch.float32 if mixed else output_dtype)
         self._mean_columns = None
         if mixed:
             # per output column, the index of its feature; per feature, whether it is MEAN-pooled

@@ -396,7 +396,8 @@ def test_bad_input_reserved_uint64_and_device():
     (dict(dim=4, max_capacity=128, grow_load_factor=0.0), r"grow_load_factor: expected a number in \(0, 1\]"),
     # bool is an int subclass; True is no threshold or load factor anyone means
     (dict(dim=4, max_capacity=128, admission_threshold=True), r"admission_threshold: expected an int >= 0, got True"),
-    (dict(dim=4, max_capacity=128, grow_load_factor=True), r"grow_load_factor: expected a number in \(0, 1\], got True"),
+    (dict(dim=4, max_capacity=128, grow_load_factor=True),
+     r"grow_load_factor: expected a number in \(0, 1\], got True"),
     # one bound given, out of order with the other's default ±sqrt(1 / max_capacity) = ±1/16
     (dict(dim=4, max_capacity=256, initializer=DynamicEmbInitializer(low=0.5)),
      r"DynamicEmbTableOptions.initializer bounds: expected low <= high .* = ±0.0625 \(max_capacity=256\), "
@@ -427,6 +428,14 @@ def test_bad_optimizer_and_initializer():
         SGD(lr=-1.0)
     with pytest.raises(ValueError, match=r"Adam.betas"):
         Adam(betas=(0.9, 1.5))
+    with pytest.raises(ValueError, match=r"Adam.betas: expected two numbers in \[0, 1\), got \(False, 0.9\)"):
+        Adam(betas=(False, 0.9))
+    with pytest.raises(ValueError, match=r"Adam.decoupled_weight_decay: expected a bool, got 'yes'"):
+        Adam(decoupled_weight_decay="yes")
+    with pytest.raises(ValueError, match=r"RowWiseAdagrad.eps: expected a number > 0, got True"):
+        RowWiseAdagrad(eps=True)
+    with pytest.raises(ValueError, match=r"Adagrad.initial_accumulator_value: expected a number >= 0, got True"):
+        Adagrad(initial_accumulator_value=True)
     with pytest.raises(ValueError, match=r"initializer.kind"):
         DynamicEmbInitializer("xavier")
     with pytest.raises(ValueError, match=r"initializer bounds: expected low <= high"):
@@ -435,6 +444,16 @@ def test_bad_optimizer_and_initializer():
         DynamicEmbInitializer("constant", value=True)
     with pytest.raises(ValueError, match=r"initializer.low: expected a finite number or None, got False"):
         DynamicEmbInitializer(low=False)
+
+
+def test_optimizer_examples_run():
+    """The Example blocks of the optimizers' docstrings run and print what they show."""
+    import doctest
+
+    from dynamicemb import _optimizers
+
+    res = doctest.testmod(_optimizers, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 20 and res.failed == 0, res
 
 
 def test_rows_consistent_under_in_batch_eviction():
