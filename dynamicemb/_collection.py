@@ -150,11 +150,13 @@ class DynamicEmbeddingBagCollection(_CollectionBase):
     """Pooled dynamic embeddings, shaped like ``torchrec.EmbeddingBagCollection``.
 
     Args:
-        tables: ``torchrec.EmbeddingBagConfig`` list (one pooling type, SUM or MEAN, for all).
+        tables: ``torchrec.EmbeddingBagConfig`` list; each table's pooling is SUM or MEAN. Tables of both kinds
+            may be mixed, as in TorchRec: the fused tables then pool by sum (output in fp32) and the MEAN
+            features' columns are divided by their bag lengths (at least 1) before the cast to ``output_dtype``.
         table_options: one ``DynamicEmbTableOptions`` for all tables or a dict by table name; ``dim`` and
             ``max_capacity`` left unset come from the config (num_embeddings rounded up to a bucket multiple).
         optimizer: the fused optimizer (SGD, Adam, Adagrad, RowWiseAdagrad).
-        is_weighted: use the KJT's weights as per-sample weights.
+        is_weighted: use the KJT's weights as per-sample weights (SUM tables only, as torch's embedding_bag).
         device, key_dtype, output_dtype: see ``BatchedDynamicEmbeddingTables``.
 
     Forward: ``KeyedJaggedTensor`` -> ``KeyedTensor`` with the config's feature names, in config order.
@@ -171,12 +173,29 @@ class DynamicEmbeddingBagCollection(_CollectionBase):
                  key_dtype: torch.dtype = torch.int64, output_dtype: torch.dtype = torch.float32):
         super().__init__()
         _torchrec()
-        poolings = {getattr(getattr(t, "pooling", None), "name", "SUM") for t in tables}
-        if len(poolings) != 1 or not poolings <= {"SUM", "MEAN"}:
-            raise ValueError(f"tables pooling: expected one of SUM or MEAN for all tables, got {sorted(poolings)}")
+        tables = list(tables)
+        pool = [getattr(getattr(t, "pooling", None), "name", "SUM") for t in tables]
+        bad = sorted({p for p in pool if p not in ("SUM", "MEAN")})
+        if bad:
+            raise ValueError(f"tables pooling: expected SUM or MEAN for every table, got {bad}")
+        if is_weighted and "MEAN" in pool:
+            mean = [t.name for t, p in zip(tables, pool) if p == "MEAN"]
+            raise ValueError(f"is_weighted: expected only SUM tables (per-sample weights need sum pooling), got "
+                             f"MEAN tables {mean}")
         self._is_weighted = is_weighted
-        self.embedding_bags = self._setup(tables, table_options, optimizer, poolings.pop().lower(), device,
-                                          key_dtype, output_dtype)
+        self._output_dtype = output_dtype
+        mixed = len(set(pool)) > 1
+        pooling = "sum" if mixed or not pool else pool[0].lower()
+        self.embedding_bags = self._setup(tables, table_options, optimizer, pooling, device, key_dtype,
+                                          torch.float32 if mixed else output_dtype)
+        self._mean_columns = None
+        if mixed:
+            # per output column, the index of its feature; per feature, whether it is MEAN-pooled
+            t_of = {f: i for i, t in enumerate(tables) for f in t.feature_names}
+            dev = self.embedding_bags.device
+            is_mean = [pool[t_of[f]] == "MEAN" for f in self._feature_names]
+            col = [f for f, d in enumerate(self.embedding_bags.feature_dims) for _ in range(d)]
+            self._mean_columns = (torch.tensor(is_mean, device=dev), torch.tensor(col, dtype=torch.int64, device=dev))
 
     @property
     def tables(self) -> BatchedDynamicEmbeddingTables:
@@ -187,8 +206,13 @@ class DynamicEmbeddingBagCollection(_CollectionBase):
 
     def forward(self, features):
         _, _, KeyedTensor = _torchrec()
-        ids, offsets, w, _, _ = self._flatten(features, self._is_weighted)
+        ids, offsets, w, lengths, B = self._flatten(features, self._is_weighted)
         out = self.embedding_bags(ids, offsets, per_sample_weights=w)
+        if self._mean_columns is not None:  # SUM and MEAN tables mixed: sums in fp32 -> means of MEAN features
+            is_mean, col = self._mean_columns
+            L = lengths.view(len(self._feature_names), B).to(torch.float32).clamp(min=1.0)
+            div = torch.where(is_mean[:, None], L, torch.ones_like(L))  # (F, B)
+            out = (out / div.t().index_select(1, col)).to(self._output_dtype)
         return KeyedTensor(keys=list(self._feature_names), length_per_key=list(self.embedding_bags.feature_dims),
                            values=out, key_dim=1)
 

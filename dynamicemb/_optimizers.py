@@ -26,9 +26,29 @@ import torch
 __all__ = ["SGD", "Adagrad", "RowWiseAdagrad", "Adam", "EmbOptimizer"]
 
 
+def _is_number(v) -> bool:
+    """A finite int or float; bool excluded (an int subclass, but True is no hyper-parameter anyone means)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 @dataclasses.dataclass
 class EmbOptimizer:
-    """Common fields; use a subclass (SGD, Adagrad, RowWiseAdagrad, Adam)."""
+    """Fields every fused optimizer has; build a subclass (SGD, Adagrad, RowWiseAdagrad, Adam), not this class.
+
+    Args:
+        lr: learning rate (>= 0); change it later with the module's ``set_learning_rate``.
+        weight_decay: L2 decay (>= 0) of the rows a step updates, fused in their update (see the module docstring).
+        max_grad_value: clamp every row-gradient element to ±value (> 0), or None.
+        max_grad_norm: scale the step's row gradients (all tables together) to at most this global L2 norm (> 0),
+            or None.
+
+    A table row holds the embedding, then ``state_dim(dim)`` state columns, padded to ``row_width(dim)``.
+
+    Example:
+        >>> opt = RowWiseAdagrad(lr=0.1, weight_decay=1e-5, max_grad_norm=1.0)
+        >>> isinstance(opt, EmbOptimizer), opt.state_dim(16), opt.row_width(16)  # 1 state column, padded to 4
+        (True, 1, 20)
+    """
 
     lr: float = 0.01
     weight_decay: float = 0.0
@@ -91,7 +111,17 @@ class EmbOptimizer:
 
 @dataclasses.dataclass
 class SGD(EmbOptimizer):
-    """w -= lr * (g + weight_decay * w). No state. Example: ``SGD(lr=0.1)``."""
+    """w -= lr * (g + weight_decay * w). No state.
+
+    Example:
+        >>> from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
+        >>> emb = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)],
+        ...                                     optimizer=SGD(lr=0.5))
+        >>> emb.set_rows(0, torch.tensor([7]), torch.ones(1, 4))
+        >>> emb(torch.tensor([7, 7]), torch.tensor([0, 2])).sum().backward()  # one bag holding id 7 twice: g = 2
+        >>> emb.get_rows(0, torch.tensor([7]))[0]  # 1 - 0.5 * 2
+        tensor([[0., 0., 0., 0.]])
+    """
 
     name = "sgd"
 
@@ -105,18 +135,34 @@ class SGD(EmbOptimizer):
 
 @dataclasses.dataclass
 class Adagrad(EmbOptimizer):
-    """torch.optim.Adagrad (lr_decay 0): s += g²; w -= lr * g / (sqrt(s) + eps). State: dim columns."""
+    """torch.optim.Adagrad (lr_decay 0), lazy: s += g²; w -= lr * g / (sqrt(s) + eps). State: dim columns.
+
+    Args:
+        eps: added to sqrt(s) (> 0).
+        initial_accumulator_value: s of a new row (>= 0).
+
+    Example:
+        >>> from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
+        >>> emb = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)],
+        ...                                     optimizer=Adagrad(lr=0.1, weight_decay=0.5))
+        >>> emb.set_rows(0, torch.tensor([7]), torch.ones(1, 4))
+        >>> emb(torch.tensor([7]), torch.tensor([0, 1])).sum().backward()  # g = 1 + 0.5 * w = 1.5
+        >>> w, s, found = emb.get_rows(0, torch.tensor([7]))
+        >>> w, s  # s = 1.5², w = 1 - 0.1 * 1.5 / 1.5
+        (tensor([[0.9000, 0.9000, 0.9000, 0.9000]]), tensor([[2.2500, 2.2500, 2.2500, 2.2500]]))
+    """
 
     eps: float = 1e-10
     initial_accumulator_value: float = 0.0
     name = "adagrad"
 
     def _check(self):
-        if not (isinstance(self.eps, (int, float)) and self.eps > 0):
-            raise ValueError(f"Adagrad.eps: expected a number > 0, got {self.eps!r}")
-        if not (isinstance(self.initial_accumulator_value, (int, float)) and self.initial_accumulator_value >= 0):
+        if not (_is_number(self.eps) and self.eps > 0):
+            raise ValueError(f"{type(self).__name__}.eps: expected a number > 0, got {self.eps!r}")
+        if not (_is_number(self.initial_accumulator_value) and self.initial_accumulator_value >= 0):
             raise ValueError(
-                f"Adagrad.initial_accumulator_value: expected a number >= 0, got {self.initial_accumulator_value!r}"
+                f"{type(self).__name__}.initial_accumulator_value: expected a number >= 0, got "
+                f"{self.initial_accumulator_value!r}"
             )
 
     def state_dim(self, dim):
@@ -133,7 +179,19 @@ class Adagrad(EmbOptimizer):
 
 @dataclasses.dataclass
 class RowWiseAdagrad(Adagrad):
-    """FBGEMM's row-wise Adagrad: s += mean(g²) per row; w -= lr * g / (sqrt(s) + eps). State: 1 column."""
+    """FBGEMM's row-wise Adagrad, lazy: s += mean(g²) per row; w -= lr * g / (sqrt(s) + eps). State: 1 column
+    (padded to a multiple of 4 columns when dim is one). Args as ``Adagrad``.
+
+    Example:
+        >>> from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
+        >>> emb = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)],
+        ...                                     optimizer=RowWiseAdagrad(lr=0.1))
+        >>> emb.set_rows(0, torch.tensor([7]), torch.ones(1, 4))
+        >>> (emb(torch.tensor([7]), torch.tensor([0, 1])) * torch.tensor([1.0, 1.0, 3.0, 3.0])).sum().backward()
+        >>> w, s, found = emb.get_rows(0, torch.tensor([7]))
+        >>> w, s  # s = mean(1, 1, 9, 9) = 5 for the row; w = 1 - 0.1 * g / sqrt(5)
+        (tensor([[0.9553, 0.9553, 0.8658, 0.8658]]), tensor([[5.]]))
+    """
 
     name = "rowwise_adagrad"
 
@@ -155,6 +213,18 @@ class Adam(EmbOptimizer):
     Args:
         betas, eps: as torch.optim.Adam.
         decoupled_weight_decay: AdamW-style decay (w *= 1 - lr * weight_decay) instead of L2 on the gradient.
+
+    Example:
+        >>> from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions
+        >>> emb = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)],
+        ...                                     optimizer=Adam(lr=0.1, weight_decay=0.5, decoupled_weight_decay=True))
+        >>> emb.set_rows(0, torch.tensor([7]), torch.ones(1, 4))
+        >>> emb(torch.tensor([7]), torch.tensor([0, 1])).sum().backward()  # g = 1
+        >>> w, mv, found = emb.get_rows(0, torch.tensor([7]))
+        >>> w  # AdamW: 1 * (1 - 0.1 * 0.5), then the first Adam step moves by lr
+        tensor([[0.8500, 0.8500, 0.8500, 0.8500]])
+        >>> mv  # [m | v] = [(1 - b1) g | (1 - b2) g²]
+        tensor([[0.1000, 0.1000, 0.1000, 0.1000, 0.0010, 0.0010, 0.0010, 0.0010]])
     """
 
     betas: Tuple[float, float] = (0.9, 0.999)
@@ -164,11 +234,13 @@ class Adam(EmbOptimizer):
 
     def _check(self):
         b = self.betas
-        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(0.0 <= x < 1.0 for x in b)):
+        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_is_number(x) and 0.0 <= x < 1.0 for x in b)):
             raise ValueError(f"Adam.betas: expected two numbers in [0, 1), got {b!r}")
         self.betas = (float(b[0]), float(b[1]))
-        if not (isinstance(self.eps, (int, float)) and self.eps > 0):
+        if not (_is_number(self.eps) and self.eps > 0):
             raise ValueError(f"Adam.eps: expected a number > 0, got {self.eps!r}")
+        if not isinstance(self.decoupled_weight_decay, bool):
+            raise ValueError(f"Adam.decoupled_weight_decay: expected a bool, got {self.decoupled_weight_decay!r}")
 
     def state_dim(self, dim):
         return 2 * dim

@@ -32,6 +32,11 @@ _POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu")
 _ON_REFUSED = ("error", "warn", "zero")
 
 
+def _is_finite_number(v) -> bool:
+    """An int or float (bool excluded: it is an int subclass, but True is no number a user means) and finite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 @dataclasses.dataclass(frozen=True)
 class DynamicEmbInitializer:
     """How rows of new (training) or missing (eval) ids are initialized.
@@ -61,11 +66,11 @@ class DynamicEmbInitializer:
             raise ValueError(f"initializer.kind: expected one of {list(_INIT_KINDS)}, got {self.kind!r}")
         for name in ("low", "high", "std"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)):
+            if v is not None and not _is_finite_number(v):
                 raise ValueError(f"initializer.{name}: expected a finite number or None, got {v!r}")
         for name in ("mean", "value"):
             v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not _is_finite_number(v):
                 raise ValueError(f"initializer.{name}: expected a finite number, got {v!r}")
         if self.low is not None and self.high is not None and not self.low <= self.high:
             raise ValueError(f"initializer bounds: expected low <= high, got low={self.low}, high={self.high}")
@@ -74,15 +79,18 @@ class DynamicEmbInitializer:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"initializer.seed: expected an int, got {self.seed!r}")
 
-    def resolved(self, max_capacity: int) -> "DynamicEmbInitializer":
-        """The same initializer with None bounds/std replaced by the table's defaults."""
+    def resolved(self, max_capacity: int, name: str = "initializer") -> "DynamicEmbInitializer":
+        """The same initializer with None bounds/std replaced by the table's defaults (±sqrt(1 / max_capacity));
+        raises ValueError (naming the option ``name``) when the bounds are then out of order, e.g. only ``low``
+        given, above the default ``high``."""
         b = math.sqrt(1.0 / max_capacity)
-        return dataclasses.replace(
-            self,
-            low=-b if self.low is None else float(self.low),
-            high=b if self.high is None else float(self.high),
-            std=b if self.std is None else float(self.std),
-        )
+        low = -b if self.low is None else float(self.low)
+        high = b if self.high is None else float(self.high)
+        if not low <= high:
+            raise ValueError(
+                f"{name} bounds: expected low <= high once unset bounds take their default ±sqrt(1 / max_capacity)"
+                f" = ±{b:.6g} (max_capacity={max_capacity}), got low={low:.6g}, high={high:.6g}; set both")
+        return dataclasses.replace(self, low=low, high=high, std=b if self.std is None else float(self.std))
 
 
 @dataclasses.dataclass
@@ -153,7 +161,10 @@ class DynamicEmbTableOptions:
         for name in ("initializer", "eval_initializer"):
             if not isinstance(getattr(self, name), DynamicEmbInitializer):
                 raise bad(name, "a DynamicEmbInitializer")
-        if not isinstance(self.admission_threshold, int) or self.admission_threshold < 0:
+            if self.max_capacity is not None:
+                getattr(self, name).resolved(self.max_capacity, f"DynamicEmbTableOptions.{name}")
+        at = self.admission_threshold
+        if not isinstance(at, int) or isinstance(at, bool) or at < 0:
             raise bad("admission_threshold", "an int >= 0")
         if self.admission_capacity is not None and (
             not isinstance(self.admission_capacity, int) or self.admission_capacity <= 0 or self.admission_capacity % bc
@@ -161,7 +172,7 @@ class DynamicEmbTableOptions:
             raise bad("admission_capacity", f"None or a positive multiple of bucket_capacity={bc}")
         if self.on_refused not in _ON_REFUSED:
             raise bad("on_refused", f"one of {list(_ON_REFUSED)}")
-        if not isinstance(self.grow_load_factor, (int, float)) or not 0.0 < self.grow_load_factor <= 1.0:
+        if not _is_finite_number(self.grow_load_factor) or not 0.0 < self.grow_load_factor <= 1.0:
             raise bad("grow_load_factor", "a number in (0, 1]")
         return self
 

@@ -1,40 +1,27 @@
-"""TorchRec interop on CPU: DynamicEmbeddingBagCollection / DynamicEmbeddingCollection give the same outputs as
-TorchRec's EmbeddingBagCollection / EmbeddingCollection when given the same weights for the ids seen."""
+"""TorchRec interop on CPU: DynamicEmbeddingBagCollection / DynamicEmbeddingCollection give the same outputs and
+the same SGD updates as TorchRec's EmbeddingBagCollection / EmbeddingCollection when given the same weights for
+the ids seen; without TorchRec the core still works and the collections say what is missing."""
 
 import importlib.util
+import os
+import subprocess
 import sys
-import types
+import textwrap
 
 import pytest
 import torch
 
+import dynamicemb
 from dynamicemb._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollection
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD
 from dynamicemb._options import DynamicEmbTableOptions
 
+HAVE_TORCHREC = importlib.util.find_spec("torchrec") is not None
+pytestmark = pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built")
+needs_torchrec = pytest.mark.skipif(not HAVE_TORCHREC, reason="torchrec not installed")
 
-def _import_torchrec():
-    """torchrec 1.9.2's package __init__ imports tensordict and pyre_extensions, which our pinned venv lacks
-    (torchrec is installed --no-deps); stand-ins for exactly those two let the data types we test import."""
-    if importlib.util.find_spec("torchrec") is None:
-        return None
-    for name, attrs in (("tensordict", {"TensorDict": type("TensorDict", (), {})}),
-                        ("pyre_extensions", {"none_throws": lambda x, *a: x})):
-        if importlib.util.find_spec(name) is None and name not in sys.modules:
-            mod = types.ModuleType(name)
-            mod.__dict__.update(attrs)
-            sys.modules[name] = mod
-    import torchrec  # noqa: F401
-
-    return torchrec
-
-
-trc = _import_torchrec()
-pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
-              pytest.mark.skipif(trc is None, reason="torchrec not installed")]
-
-if trc is not None:
+if HAVE_TORCHREC:  # imported as users get it: an installed but broken torchrec fails here, loudly
     from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
     from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
@@ -42,11 +29,12 @@ if trc is not None:
 N_EMB = 50
 
 
-def configs(cls, pooling=None):
-    kw = {} if pooling is None else {"pooling": pooling}
-    return [cls(num_embeddings=N_EMB, embedding_dim=8, name="t0", feature_names=["f0", "f1"], **kw),
+def configs(cls, poolings=None):
+    """Two tables: t0 (features f0, f1, dim 8) and t1 (feature f2, dim 4 for bags); ``poolings`` one per table."""
+    kw = [{}, {}] if poolings is None else [{"pooling": getattr(PoolingType, p)} for p in poolings]
+    return [cls(num_embeddings=N_EMB, embedding_dim=8, name="t0", feature_names=["f0", "f1"], **kw[0]),
             cls(num_embeddings=N_EMB, embedding_dim=8 if cls is EmbeddingConfig else 4, name="t1",
-                feature_names=["f2"], **kw)]
+                feature_names=["f2"], **kw[1])]
 
 
 def kjt(gen, keys=("f0", "f1", "f2"), B=4, weighted=False):
@@ -61,18 +49,37 @@ def copy_weights(torchrec_module, ours, attr):
         ours.tables.set_rows(i, torch.arange(N_EMB), mod.weight.detach())
 
 
-@pytest.mark.parametrize("pooling", ["SUM", "MEAN"])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_ebc_matches_torchrec(pooling, weighted):
-    if weighted and pooling == "MEAN":
-        pytest.skip("weighted pooling is SUM only")
+def assert_same_rows(torchrec_module, ours, attr, before):
+    """Every row of every table equals TorchRec's; some rows moved since ``before`` (training did something)."""
+    moved = False
+    for i, (name, mod) in enumerate(getattr(torchrec_module, attr).items()):
+        w, _, found = ours.tables.get_rows(i, torch.arange(N_EMB))
+        assert bool(found.all())
+        torch.testing.assert_close(w, mod.weight.detach(), atol=1e-6, rtol=1e-6)
+        moved |= not torch.equal(w, before[i])
+    assert moved
+
+
+STEPS = (("f0", "f1", "f2"), ("f2", "f0", "f1"), ("f1", "f2", "f0"))  # any key order of the KJT
+
+
+@needs_torchrec
+@pytest.mark.parametrize("poolings, weighted", [
+    (("SUM", "SUM"), False), (("SUM", "SUM"), True), (("MEAN", "MEAN"), False),
+    (("SUM", "MEAN"), False), (("MEAN", "SUM"), False),  # mixed pooling, as TorchRec allows
+], ids=["sum", "sum-weighted", "mean", "sum+mean", "mean+sum"])
+def test_ebc_matches_torchrec(poolings, weighted):
+    """Same outputs, then the same rows after each SGD step (TorchRec's dense weights with torch.optim.SGD)."""
     gen = torch.Generator().manual_seed(0)
-    cfg = configs(EmbeddingBagConfig, getattr(PoolingType, pooling))
+    cfg = configs(EmbeddingBagConfig, poolings)
     ref = EmbeddingBagCollection(cfg, is_weighted=weighted)
-    ours = DynamicEmbeddingBagCollection(cfg, DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256), optimizer=SGD(lr=0.1),
-                                         is_weighted=weighted)
+    lr = 0.1
+    ours = DynamicEmbeddingBagCollection(cfg, DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256),
+                                         optimizer=SGD(lr=lr), is_weighted=weighted)
+    topt = torch.optim.SGD(ref.parameters(), lr=lr)
     copy_weights(ref, ours, "embedding_bags")
-    for keys in (("f0", "f1", "f2"), ("f2", "f0", "f1")):  # any key order of the KJT
+    for keys in STEPS:
+        before = [m.weight.detach().clone() for m in ref.embedding_bags.values()]
         feats = kjt(gen, keys, weighted=weighted)
         a, b = ref(feats), ours(feats)
         assert isinstance(b, KeyedTensor)
@@ -80,29 +87,117 @@ def test_ebc_matches_torchrec(pooling, weighted):
         torch.testing.assert_close(b.values(), a.values(), atol=1e-6, rtol=1e-6)
         for k in a.keys():
             torch.testing.assert_close(b[k], a[k], atol=1e-6, rtol=1e-6)
-    # trains like SGD on the reference
-    feats = kjt(gen, weighted=weighted)
-    out = ours(feats).values()
-    (out.sum()).backward()
-    assert ours.tables.step.item() == 1.0
+        R = torch.randn(a.values().shape, generator=gen)
+        (a.values() * R).sum().backward()
+        (b.values() * R).sum().backward()
+        topt.step()
+        topt.zero_grad()
+        assert_same_rows(ref, ours, "embedding_bags", before)
+    assert ours.tables.step.item() == len(STEPS)
 
 
+@needs_torchrec
 def test_ec_matches_torchrec():
+    """Same sequence outputs, then the same rows after each SGD step."""
     gen = torch.Generator().manual_seed(1)
     cfg = configs(EmbeddingConfig)
     ref = EmbeddingCollection(cfg)
+    lr = 0.1
     ours = DynamicEmbeddingCollection(cfg, {"t0": DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256),
-                                            "t1": DynamicEmbTableOptions(score_policy="lfu", bucket_capacity=16, max_capacity=256)})
+                                            "t1": DynamicEmbTableOptions(score_policy="lfu", bucket_capacity=16,
+                                                                         max_capacity=256)},
+                                      optimizer=SGD(lr=lr))
+    topt = torch.optim.SGD(ref.parameters(), lr=lr)
     copy_weights(ref, ours, "embeddings")
-    for keys in (("f0", "f1", "f2"), ("f1", "f2", "f0")):
+    for keys in STEPS:
+        before = [m.weight.detach().clone() for m in ref.embeddings.values()]
         feats = kjt(gen, keys)
         a, b = ref(feats), ours(feats)
         assert set(a) == set(b)
-        for k in a:
+        loss_a, loss_b = 0.0, 0.0
+        for k in sorted(a):
             torch.testing.assert_close(b[k].values(), a[k].values(), atol=1e-6, rtol=1e-6)
             assert torch.equal(b[k].lengths(), a[k].lengths())
+            R = torch.randn(a[k].values().shape, generator=gen)
+            loss_a = loss_a + (a[k].values() * R).sum()
+            loss_b = loss_b + (b[k].values() * R).sum()
+        loss_a.backward()
+        loss_b.backward()
+        topt.step()
+        topt.zero_grad()
+        assert_same_rows(ref, ours, "embeddings", before)
+    assert ours.tables.step.item() == len(STEPS)
 
 
+@needs_torchrec
+def test_ebc_mixed_pooling_output_dtype_and_weighted_mean():
+    """Mixed SUM/MEAN with a bf16 output: the fp32 result rounded once. Per-sample weights with a MEAN table are
+    refused at construction (torch's embedding_bag takes them only for sum)."""
+    gen = torch.Generator().manual_seed(3)
+    cfg = configs(EmbeddingBagConfig, ("MEAN", "SUM"))
+    opts = DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256)
+    m32 = DynamicEmbeddingBagCollection(cfg, opts)
+    m16 = DynamicEmbeddingBagCollection(cfg, opts, output_dtype=torch.bfloat16)
+    w = torch.randn(N_EMB, 8, generator=gen), torch.randn(N_EMB, 4, generator=gen)
+    for m in (m32, m16):
+        for i in range(2):
+            m.tables.set_rows(i, torch.arange(N_EMB), w[i])
+    feats = kjt(gen)
+    m32.eval(), m16.eval()
+    out16 = m16(feats).values()
+    assert out16.dtype == torch.bfloat16
+    assert torch.equal(out16, m32(feats).values().to(torch.bfloat16))
+    with pytest.raises(ValueError, match=r"is_weighted: expected only SUM tables .*got MEAN tables \['t0'\]"):
+        DynamicEmbeddingBagCollection(cfg, opts, is_weighted=True)
+    with pytest.raises(ValueError, match=r"tables pooling: expected SUM or MEAN for every table, got \['NONE'\]"):
+        DynamicEmbeddingBagCollection(configs(EmbeddingBagConfig, ("SUM", "NONE")), opts)
+
+
+_NO_TORCHREC = textwrap.dedent("""
+    import sys
+    sys.modules["torchrec"] = None  # "import torchrec" now raises ImportError, as if it were not installed
+    import torch
+    import dynamicemb
+    from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, SGD
+
+    emb = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)] * 2,
+                                        optimizer=SGD(lr=0.5))
+    ids, offsets = torch.tensor([3, 5, 5, 7]), torch.tensor([0, 1, 3, 3, 4])
+    emb.set_rows(0, torch.tensor([3, 5]), torch.ones(2, 4))
+    out = emb(ids, offsets)
+    assert out.shape == (2, 8)
+    assert torch.equal(out[:, :4], torch.tensor([[1.0] * 4, [2.0] * 4]))
+    out[:, :4].sum().backward()
+    w, _, found = emb.get_rows(0, torch.tensor([3, 5]))
+    assert bool(found.all()) and torch.equal(w, torch.tensor([[0.5] * 4, [0.0] * 4]))  # 1 - 0.5 * (1, 2)
+    for cls in (dynamicemb.DynamicEmbeddingBagCollection, dynamicemb.DynamicEmbeddingCollection):
+        try:
+            cls([])
+        except ImportError as e:
+            print(cls.__name__, "ImportError:", e)
+        else:
+            raise AssertionError(cls.__name__ + " built without torchrec")
+    assert "torchrec" not in {m.split(".")[0] for m, v in sys.modules.items() if v is not None}
+""")
+
+
+def test_core_works_without_torchrec(tmp_path):
+    """A fresh interpreter where torchrec cannot be imported: the plain-tensor API trains; the TorchRec-shaped
+    collections raise ImportError naming torchrec and the API that works without it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dynamicemb.__file__)))  # the dynamicemb under test
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    r = subprocess.run([sys.executable, "-c", _NO_TORCHREC], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2
+    for line, name in zip(lines, ("DynamicEmbeddingBagCollection", "DynamicEmbeddingCollection")):
+        assert line.startswith(f"{name} ImportError: dynamicemb: the TorchRec-shaped collections need torchrec")
+        assert "BatchedDynamicEmbeddingTables works without it" in line
+
+
+@needs_torchrec
 def test_state_dict_keys_and_bad_features():
     cfg = configs(EmbeddingBagConfig)
     ours = DynamicEmbeddingBagCollection(cfg, DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256))

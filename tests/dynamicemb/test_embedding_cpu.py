@@ -1,7 +1,9 @@
 """BatchedDynamicEmbeddingTables on CPU: parity with dense PyTorch references, eviction, admission, refused
 inserts, train/eval, bad input. Runs in CI (needs the op library's CPU twin)."""
 
+import math
 import warnings
+import zlib
 
 import pytest
 import torch
@@ -52,15 +54,31 @@ def build(dims, fmap, pooling, opt, gen, **opt_kw):
     return m, w0
 
 
-def manual_update(name, W, state, g, rows, lr, hp, step):
-    """Sparse reference updates for what torch.optim has no exact twin of."""
+def lazy_update(opt, W, state, g, rows, step):
+    """Hand-written lazy reference: only ``rows`` (the ids of the step) change, weight decay included (fused in
+    the row update); ``state`` holds what the optimizer keeps per row. torch.optim has no lazy twin of these."""
+    lr, wd = opt.lr, opt.weight_decay
     for r in rows:
-        gr = g[r] + hp.get("weight_decay", 0.0) * W[r]
-        if name == "sgd":
+        gr = g[r].clone()
+        if isinstance(opt, Adam) and opt.decoupled_weight_decay:
+            W[r] *= 1.0 - lr * wd  # AdamW: decay the weight, not the gradient
+        else:
+            gr += wd * W[r]
+        if isinstance(opt, Adam):
+            b1, b2 = opt.betas
+            m, v = state["m"][r], state["v"][r]
+            m.mul_(b1).add_((1.0 - b1) * gr)
+            v.mul_(b2).add_((1.0 - b2) * gr * gr)
+            step_size = lr * math.sqrt(1.0 - b2 ** step) / (1.0 - b1 ** step)  # SparseAdam's form
+            W[r] -= step_size * m / (v.sqrt() + opt.eps)
+        elif isinstance(opt, RowWiseAdagrad):
+            state["s"][r] += (gr * gr).mean()
+            W[r] -= lr * gr / (state["s"][r].sqrt() + opt.eps)
+        elif isinstance(opt, Adagrad):
+            state["s"][r] += gr * gr
+            W[r] -= lr * gr / (state["s"][r].sqrt() + opt.eps)
+        else:
             W[r] -= lr * gr
-        elif name == "rowwise_adagrad":
-            state[r] += (gr * gr).mean()
-            W[r] -= lr * gr / (state[r].sqrt() + hp["eps"])
 
 
 OPTIMIZERS = {
@@ -69,15 +87,21 @@ OPTIMIZERS = {
     "rowwise_adagrad": lambda: RowWiseAdagrad(lr=0.2, eps=1e-8),
     "adam": lambda: Adam(lr=0.05),
     "sgd_wd": lambda: SGD(lr=0.3, weight_decay=0.1),
+    "adagrad_wd": lambda: Adagrad(lr=0.2, weight_decay=0.1),
+    "rowwise_adagrad_wd": lambda: RowWiseAdagrad(lr=0.2, eps=1e-8, weight_decay=0.1),
+    "adam_wd": lambda: Adam(lr=0.05, weight_decay=0.1),
+    "adamw": lambda: Adam(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True),
     "sgd_clip_norm": lambda: SGD(lr=0.3, max_grad_norm=0.5),
     "sgd_clip_value": lambda: SGD(lr=0.3, max_grad_value=0.05),
 }
+# checked against torch.optim on dense weights (SparseAdam on sparse ones); the others against lazy_update
+TORCH_OPTIM = {"sgd", "adagrad", "adam", "sgd_clip_norm", "sgd_clip_value"}
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 def test_parity_with_dense_reference(pooling, opt_name):
-    gen = torch.Generator().manual_seed(hash((pooling, opt_name)) % 1000)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{pooling}/{opt_name}".encode()))  # same in every process
     dims = [8, 8] if pooling == "none" else [8, 4]
     fmap = [0, 1, 1]
     F = len(fmap)
@@ -85,15 +109,16 @@ def test_parity_with_dense_reference(pooling, opt_name):
     m, w0 = build(dims, fmap, pooling, opt, gen)
     sparse = opt_name == "adam"
     ref = [w.clone().requires_grad_(True) for w in w0]
+    topt = None
     if opt_name in ("sgd", "sgd_clip_norm", "sgd_clip_value"):
         topt = torch.optim.SGD(ref, lr=opt.lr)
     elif opt_name == "adagrad":
         topt = torch.optim.Adagrad(ref, lr=opt.lr)
     elif opt_name == "adam":
         topt = torch.optim.SparseAdam(ref, lr=opt.lr)
-    else:
-        topt = None
-    state = [torch.zeros(V, 1) for _ in dims]
+    assert (topt is not None) == (opt_name in TORCH_OPTIM)
+    state = [{"s": torch.zeros(V, 1 if isinstance(opt, RowWiseAdagrad) else d), "m": torch.zeros(V, d),
+              "v": torch.zeros(V, d)} for d in dims]
     for step in range(3):
         ids, offsets, psw = make_batch(gen, F, weighted=pooling == "sum" and step % 2 == 0)
         out = m(ids, offsets, per_sample_weights=psw)
@@ -124,9 +149,7 @@ def test_parity_with_dense_reference(pooling, opt_name):
                 topt.step()
             else:
                 for t, f_ids in enumerate(_ids_per_table(ids, offsets, fmap, B, len(dims))):
-                    name = "sgd" if opt_name == "sgd_wd" else opt_name
-                    manual_update(name, ref[t], state[t], ref[t].grad, f_ids, opt.lr,
-                                  {"weight_decay": opt.weight_decay, "eps": getattr(opt, "eps", 0.0)}, step + 1)
+                    lazy_update(opt, ref[t], state[t], ref[t].grad, f_ids, step + 1)
         for r in ref:
             r.grad = None
     for t in range(len(dims)):
@@ -371,10 +394,33 @@ def test_bad_input_reserved_uint64_and_device():
     (dict(dim=4, max_capacity=128, on_refused="drop"), r"on_refused: expected one of"),
     (dict(dim=4, max_capacity=128, admission_threshold=-1), r"admission_threshold: expected an int >= 0"),
     (dict(dim=4, max_capacity=128, grow_load_factor=0.0), r"grow_load_factor: expected a number in \(0, 1\]"),
+    # bool is an int subclass; True is no threshold or load factor anyone means
+    (dict(dim=4, max_capacity=128, admission_threshold=True), r"admission_threshold: expected an int >= 0, got True"),
+    (dict(dim=4, max_capacity=128, grow_load_factor=True),
+     r"grow_load_factor: expected a number in \(0, 1\], got True"),
+    # one bound given, out of order with the other's default ±sqrt(1 / max_capacity) = ±1/16
+    (dict(dim=4, max_capacity=256, initializer=DynamicEmbInitializer(low=0.5)),
+     r"DynamicEmbTableOptions.initializer bounds: expected low <= high .* = ±0.0625 \(max_capacity=256\), "
+     r"got low=0.5, high=0.0625"),
+    (dict(dim=4, max_capacity=256, initializer=DynamicEmbInitializer("truncated_normal", high=-0.5)),
+     r"DynamicEmbTableOptions.initializer bounds: expected low <= high .*got low=-0.0625, high=-0.5"),
+    (dict(dim=4, max_capacity=256, eval_initializer=DynamicEmbInitializer("uniform", high=-1.0)),
+     r"DynamicEmbTableOptions.eval_initializer bounds: expected low <= high"),
 ])
 def test_bad_options(kw, match):
     with pytest.raises(ValueError, match=match):
         BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(**kw)])
+
+
+def test_one_sided_initializer_bounds():
+    """Bounds are checked once defaults fill them: in order they pass (here [0.01, 1/16)), and with max_capacity
+    left for a TorchRec config to fill the check waits for it."""
+    o = DynamicEmbTableOptions(dim=4, max_capacity=256, initializer=DynamicEmbInitializer(low=0.01))
+    out = BatchedDynamicEmbeddingTables([o], pooling="none")(torch.arange(64), torch.tensor([0, 64]))
+    assert out.min() >= 0.01 and out.max() < 0.0625
+    late = DynamicEmbTableOptions(initializer=DynamicEmbInitializer(low=0.5))  # max_capacity unset: no error yet
+    with pytest.raises(ValueError, match=r"DynamicEmbTableOptions.initializer bounds"):
+        late.completed(dim=4, num_embeddings=256)
 
 
 def test_bad_optimizer_and_initializer():
@@ -382,10 +428,32 @@ def test_bad_optimizer_and_initializer():
         SGD(lr=-1.0)
     with pytest.raises(ValueError, match=r"Adam.betas"):
         Adam(betas=(0.9, 1.5))
+    with pytest.raises(ValueError, match=r"Adam.betas: expected two numbers in \[0, 1\), got \(False, 0.9\)"):
+        Adam(betas=(False, 0.9))
+    with pytest.raises(ValueError, match=r"Adam.decoupled_weight_decay: expected a bool, got 'yes'"):
+        Adam(decoupled_weight_decay="yes")
+    with pytest.raises(ValueError, match=r"RowWiseAdagrad.eps: expected a number > 0, got True"):
+        RowWiseAdagrad(eps=True)
+    with pytest.raises(ValueError, match=r"Adagrad.initial_accumulator_value: expected a number >= 0, got True"):
+        Adagrad(initial_accumulator_value=True)
     with pytest.raises(ValueError, match=r"initializer.kind"):
         DynamicEmbInitializer("xavier")
     with pytest.raises(ValueError, match=r"initializer bounds: expected low <= high"):
         DynamicEmbInitializer("uniform", low=1.0, high=0.0)
+    with pytest.raises(ValueError, match=r"initializer.value: expected a finite number, got True"):
+        DynamicEmbInitializer("constant", value=True)
+    with pytest.raises(ValueError, match=r"initializer.low: expected a finite number or None, got False"):
+        DynamicEmbInitializer(low=False)
+
+
+def test_optimizer_examples_run():
+    """The Example blocks of the optimizers' docstrings run and print what they show."""
+    import doctest
+
+    from dynamicemb import _optimizers
+
+    res = doctest.testmod(_optimizers, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 20 and res.failed == 0, res
 
 
 def test_rows_consistent_under_in_batch_eviction():
