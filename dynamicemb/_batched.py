@@ -21,10 +21,12 @@ sum a run of occurrences' bag gradients in registers and apply the optimizer onc
 norm clipping and wide rows take an atomic scatter instead: it streams the same ids, reads each bag's gradient once
 and scatter-adds it with vector atomics: into the rows themselves for plain fp32 SGD, else into per-unique sums
 that a warp-per-unique pass clips and applies with the optimizer in the row (summation order not deterministic); a
-row without a slot reads zeros / its table's initializer value (counter-based, deterministic per key) in training
-and the eval initializer in eval. The torch code below is the CPU path and the reference, and also serves CUDA modules the kernels do not
-cover (admission counting, tables of mixed dtypes, rows wider than 512 columns, or 128 when a dim is not a
-multiple of 4).
+row without a slot reads zeros / its table's initializer value (counter-based: a function of the seed, the
+table's op clock of the step, the key and the column, the value a new row of that key gets in that step) in
+training, and the eval initializer (clock 0) in eval; the torch path gives the same values (``_init_rows``).
+The torch code below is the CPU path and the reference, and also serves CUDA modules the kernels do not cover
+(admission counting, tables of mixed dtypes, rows wider than 512 columns, or 128 when a dim is not a multiple of
+4).
 Rows that are not stored (not admitted yet, refused, or missing in eval) use fallback values and get no update.
 A key inserted and then evicted by another key of the same batch (full bucket) counts as refused: only a slot's
 final owner is updated, so no two ids ever share a row.
@@ -38,6 +40,7 @@ counter ``refused_count`` keeps counting inside graphs).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 import warnings
@@ -136,16 +139,71 @@ def _opt_code(opt: EmbOptimizer) -> int:
     return 0
 
 
-def _init_rows(init: DynamicEmbInitializer, n: int, d: int, device) -> torch.Tensor:
-    """(n, d) fp32 rows drawn from ``init`` (resolved) with torch's default generator (graph-capturable)."""
+_M64 = (1 << 64) - 1
+
+
+def _i64(x: int) -> int:
+    """A 64-bit pattern as the signed int64 Python int that torch stores."""
+    x &= _M64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _mix64(x: torch.Tensor) -> torch.Tensor:
+    """table::mix64 (csrc/table/table_types.h) on int64 tensors holding uint64 bits: wrapping multiplies, logical
+    shifts (an arithmetic ``>>`` masked to the bits a logical shift keeps)."""
+    x = x ^ ((x >> 33) & ((1 << 31) - 1))
+    x = x * _i64(0xFF51AFD7ED558CCD)
+    x = x ^ ((x >> 33) & ((1 << 31) - 1))
+    x = x * _i64(0xC4CEB9FE1A85EC53)
+    return x ^ ((x >> 33) & ((1 << 31) - 1))
+
+
+def _uniform01(seed: int, clock: torch.Tensor, keys: torch.Tensor, ctr: torch.Tensor) -> torch.Tensor:
+    """table::uniform01: (m, c) fp32 in [0, 1) from keys (m, 1), counters ctr (1, c) and the op clock (0-d)."""
+    ck = _mix64(clock + _i64(0x632BE59BD9B4E019))
+    h = _mix64(_i64(seed) ^ _mix64(keys + (ctr + 1) * _i64(0x9E3779B97F4A7C15) + ck))
+    return ((h >> 40) & ((1 << 24) - 1)).to(torch.float32) * (1.0 / 16777216.0)
+
+
+def _normal01(seed, clock, keys, ctr):
+    """table::normal01 (Box-Muller on the counters 2 ctr, 2 ctr + 1), fp32."""
+    u1 = 1.0 - _uniform01(seed, clock, keys, 2 * ctr)
+    u2 = _uniform01(seed, clock, keys, 2 * ctr + 1)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(6.28318530717958647692 * u2)
+
+
+def _init_rows(init: DynamicEmbInitializer, keys: torch.Tensor, clock, d: int) -> torch.Tensor:
+    """(m, d) fp32 rows of ``keys`` (m,) from ``init`` (resolved): the table's counter-based initializer
+    (table::init_value), so a value depends only on (seed, op clock, key, column) and never on torch's RNG.
+
+    The fused kernels give a row without a slot the same value (lookup_common.cuh fallback_value: training reads
+    the table's clock after the step's insert, eval clock 0), equal to the initial row the key would have got had
+    it been inserted in that op; normal kinds agree to float rounding of log/cos (the kernels use cospif).
+    ``clock`` is an int64 0-d tensor on the keys' device or an int; graph-capturable (no host sync)."""
+    m, dev = keys.numel(), keys.device
     if init.kind == "constant":
-        return torch.full((n, d), float(init.value), dtype=torch.float32, device=device)
+        return torch.full((m, d), float(init.value), dtype=torch.float32, device=dev)
+    k = keys.view(torch.int64).reshape(m, 1)
+    ctr = torch.arange(d, dtype=torch.int64, device=dev).reshape(1, d)
+    if not isinstance(clock, torch.Tensor):
+        clock = torch.tensor(_i64(int(clock)), dtype=torch.int64, device=dev)
+    f32 = lambda x: torch.tensor(float(x), dtype=torch.float32, device=dev)  # noqa: E731  the kernels' float fields
     if init.kind == "uniform":
-        return torch.empty(n, d, device=device).uniform_(init.low, init.high)
+        a, b = f32(init.low), f32(init.high)
+        return a + (b - a) * _uniform01(init.seed, clock, k, ctr)
+    mean, std = f32(init.mean), f32(init.std)
     if init.kind == "normal":
-        return torch.empty(n, d, device=device).normal_(init.mean, init.std)
-    out = torch.empty(n, d, device=device)
-    return nn.init.trunc_normal_(out, init.mean, init.std, init.low, init.high)
+        return mean + std * _normal01(init.seed, clock, k, ctr)
+    # truncated normal: the first of 32 draws (counters 32 col + t) inside [low, high], else the last one clamped
+    a, b = f32(init.low), f32(init.high)
+    out = torch.zeros(m, d, dtype=torch.float32, device=dev)
+    done = torch.zeros(m, d, dtype=torch.bool, device=dev)
+    for t in range(32):
+        x = mean + std * _normal01(init.seed, clock, k, ctr * 32 + t)
+        ok = (x >= a) & (x <= b) & ~done
+        out = torch.where(ok, x, out)
+        done = done | ok
+    return torch.where(done, out, torch.minimum(torch.maximum(x, a), b))
 
 
 class _HostMirror:
@@ -238,7 +296,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         tables = list(tables)
         if not tables or not all(isinstance(t, DynamicEmbTableOptions) for t in tables):
             raise TypeError("tables: expected a non-empty sequence of DynamicEmbTableOptions")
-        self.options = [t.validate() for t in tables]
+        # copies: a caller mutating its options objects afterwards must not change the module
+        self.options = [dataclasses.replace(t).validate() for t in tables]
         T = len(tables)
         fmap = list(range(T)) if feature_table_map is None else [int(x) for x in feature_table_map]
         if not fmap or any(not 0 <= x < T for x in fmap):
@@ -431,7 +490,19 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table}")
 
     def get_rows(self, table: int, ids: torch.Tensor):
-        """(weights (n, dim) fp32, state (n, state_dim) fp32, found (n,) bool) of ids; missing rows are 0."""
+        """Reads the stored rows of ``ids`` in table ``table``; changes nothing (no insert, no score update).
+
+        Args:
+            table: table index.
+            ids: (n,) key_dtype on the module's device.
+
+        Returns:
+            (weights (n, dim) fp32, state (n, state_dim) fp32, found (n,) bool); rows of ids not stored are 0.
+
+        Example:
+            >>> w, state, found = emb.get_rows(0, torch.arange(10))
+            >>> w[found]                            # the embeddings of the ids that are stored
+        """
         self._check_ids(ids, "ids")
         r = self.tables[table].find(ids.contiguous())
         v = r.values.float()
@@ -641,7 +712,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 ops.lookup_csr(inverse, bag, offsets, pw, _POOL_CODE[self.pooling], csr)
         urow, refused, rowp = ops.lookup_insert(meta, self._value_kind, ukeys, utables, count, inverse, train)
         if train:
-            self._after_insert(refused)
+            try:
+                self._after_insert(refused)
+            except RefusedInsertError:
+                if side is not None:  # join the CSR build first: its tensors are freed on this stream
+                    torch.cuda.current_stream(self.device).wait_stream(side)
+                raise
             if backward:
                 self._gsum_buffer(n)
                 self._seg_buffer(n)
@@ -793,8 +869,15 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             gidx = torch.where(valid, slots + self._groups[g]["base"][t], gidx)
             gmember = gmember | member
             if not (train and self.admission_tables[t] is None and o.on_refused == "zero"):
-                # stored rows win; members without a row get the initializer (or 0 for refused, "zero")
-                fb = _init_rows(init, n, d, dev)
+                # stored rows win; members without a row get the initializer (or 0 for refused, "zero"): the value
+                # the kernels give them, a function of (seed, the table's op clock of this step, key, column)
+                clock = table.counters[0] if train else 0
+                if dev.type == "cpu":  # draw only the rows that need one (nothing is captured on CPU)
+                    need = (member & ~valid).nonzero().squeeze(1)
+                    fb = torch.zeros(n, d, dtype=torch.float32, device=dev)
+                    fb[need] = _init_rows(init, ukeys[need], clock, d)
+                else:
+                    fb = _init_rows(init, ukeys, clock, d)
                 if fallback_zero is not None:
                     fb.masked_fill_(fallback_zero[:, None], 0.0)
                 fbs.append((member & ~valid, fb))
@@ -927,14 +1010,33 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def dump(self, path: str, score_threshold: Optional[int] = None, chunk_rows: int = 1 << 20):
         """Writes every table (keys, rows = [embedding | optimizer state] in native dtype, scores) to directory
-        ``path``; with ``score_threshold`` only rows whose score >= threshold (incremental dump)."""
+        ``path``; with ``score_threshold`` only rows whose score >= threshold (incremental dump).
+
+        Args:
+            path: directory to write (created if missing).
+            score_threshold: None for a full dump, else only rows whose score (unsigned) is >= it.
+            chunk_rows: table slots exported per chunk (bounds the extra device memory of the dump).
+
+        Example:
+            >>> emb.dump("/tmp/emb_full")                          # every stored row
+            >>> emb.dump("/tmp/emb_delta", score_threshold=1000)   # LRU: rows touched at op clock >= 1000
+        """
         from ._checkpoint import dump
 
         dump(self, path, score_threshold, chunk_rows)
 
     def load(self, path: str):
         """Loads a ``dump`` (a full dump replaces the tables, an incremental one is applied on top). A corrupt or
-        mismatched dump raises ``ValueError`` and leaves the module unchanged."""
+        mismatched dump raises ``ValueError`` and leaves the module unchanged.
+
+        Args:
+            path: a directory written by ``dump`` of a module of the same layout (table names, dims, dtypes,
+                key dtype, optimizer and its state width, score policy, bucket and max capacity).
+
+        Example:
+            >>> emb.load("/tmp/emb_full")      # the tables now hold exactly the dumped rows
+            >>> emb.load("/tmp/emb_delta")     # then the incremental rows on top
+        """
         from ._checkpoint import load
 
         load(self, path)

@@ -1,14 +1,22 @@
 """BatchedDynamicEmbeddingTables on a CUDA device: the fused kernels (csrc/lookup) against the CPU module (the torch
-reference path) for every optimizer and pooling mode, no host sync in a training step, and forward + backward +
-fused update captured in one CUDA graph and replayed with fresh ids (vs eager)."""
+reference path) for every optimizer and pooling mode and under capacity pressure (eviction, refused inserts,
+growth), no host sync in a training step, and forward + backward + fused update captured in one CUDA graph and
+replayed with fresh ids (vs eager)."""
+
+import os
+import sys
+import warnings
 
 import pytest
 import torch
 
-from dynamicemb._batched import BatchedDynamicEmbeddingTables
-from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
-from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
+sys.path.insert(0, os.path.dirname(__file__))
+from table_helpers import keys_in_bucket  # noqa: E402
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables, RefusedInsertError  # noqa: E402
+from dynamicemb._load import load_library  # noqa: E402
+from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad  # noqa: E402
+from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built")]
 
@@ -149,6 +157,115 @@ def test_kernels_new_ids_eval_and_uint64():
     assert gpu.sizes() == cpu.sizes()
 
 
+# ---------------------------------------------------------------------- capacity pressure
+def _pressure_schedule(policy, grow):
+    """Steps of a capacity-pressure run: per step (keys of the batch, stored keys after it, refused inserts).
+
+    The CPU twin of the table processes a batch's uniques in sorted key order, hits and inserts interleaved; the
+    kernels touch every hit first, then insert the new keys concurrently, so where several new keys compete for
+    fewer slots, or one victim is chosen among equal scores (ties go to the lowest slot, and slot positions depend
+    on thread order), the two legitimately store different keys. The schedule keeps every outcome independent of
+    that order, so everything can be compared exactly: the new keys of a step are larger than its hits (the CPU
+    touches the hits before any insert), an eviction takes a whole group of keys of one score, and a full bucket
+    whose slots all carry a score >= the newcomers' refuses all of them (LRU: all touched in this step; LFU: new
+    keys score 1, stored keys >= 1, and only a strictly higher score evicts, so LFU never evicts here).
+    """
+    if grow:  # 16 slots (one bucket) grow to 32 (two buckets) before step 1 (12 stored > 0.5 * 16)
+        a0, a1 = keys_in_bucket(0, 2, 20), keys_in_bucket(1, 2, 10)
+        s0 = set(a0[:6] + a1[:6])
+        s1 = s0 | set(a0[6:16])
+        s2 = s1 | set(a1[6:10])
+        return [(a0[:6] + a1[:6], s0, 0),
+                (a0[:16], s1, 0),                       # bucket 0 fills
+                (a0[:20] + a1[6:10], s2, 4),            # bucket 0 full of this step's keys: a0[16:20] refused
+                (a0[:20] + a1[:10], s2, 4)]
+    g = {k: list(range(100 * k, 100 * k + 8)) for k in (1, 2, 3)}
+    if policy == "lru":
+        g0, g1, g2, g3 = g[3], g[1], g[2], list(range(400, 404))  # key order g1 < g2 < g0 < g3
+        return [(g0, set(g0), 0),
+                (g1, set(g0 + g1), 0),                  # fills the bucket
+                (g1 + g2, set(g1 + g2), 0),             # g2 evicts g0 (the lowest scores)
+                (g1 + g2 + g3, set(g1 + g2), 4),        # every slot touched in this step: g3 refused
+                (g2 + g0, set(g2 + g0), 0)]             # g0 re-enters (fresh initial rows), evicting g1
+    g0, g1, g2 = g[1], g[2], list(range(300, 304))
+    return [(g0, set(g0), 0),
+            (g0 + g1, set(g0 + g1), 0),                 # fills the bucket
+            (g1 + g2, set(g0 + g1), 4),                 # full bucket: g2 refused
+            (g0 + g2, set(g0 + g1), 4),
+            (g0 + g1, set(g0 + g1), 0)]
+
+
+def _pressure_module(device, policy, on_refused, pooling, grow):
+    init = DynamicEmbInitializer("uniform", low=-0.5, high=0.5, seed=17)  # refused ids read non-constant rows
+    o = DynamicEmbTableOptions(dim=8, max_capacity=32 if grow else 16, init_capacity=16, bucket_capacity=16,
+                               score_policy=policy, on_refused=on_refused, initializer=init, grow_load_factor=0.5)
+    m = BatchedDynamicEmbeddingTables([o], [0, 0], pooling=pooling, optimizer=Adam(lr=0.05), device=device)
+    if torch.device(device).type == "cuda":
+        assert m.use_kernels, "the CUDA module should run the fused kernels"
+    return m
+
+
+def _pressure_run(policy, on_refused, pooling, grow, devices=("cpu", "cuda")):
+    gen = torch.Generator().manual_seed(13)
+    mods = [_pressure_module(d, policy, on_refused, pooling, grow) for d in devices]
+    schedule = _pressure_schedule(policy, grow)
+    every = torch.tensor(sorted(set(k for keys, _, _ in schedule for k in keys)))
+    F, nb, n = 2, 8, 240
+    caught = [[] for _ in mods]
+    refused_total = 0
+    for step, (keys, stored, refused) in enumerate(schedule):
+        keys = torch.tensor(keys)
+        ids = torch.cat([keys, keys[torch.randint(0, keys.numel(), (n - keys.numel(),), generator=gen)]])
+        ids = ids[torch.randperm(n, generator=gen)]  # a few hundred ids, every key of the step repeated
+        cuts = torch.sort(torch.randint(0, n + 1, (F * nb - 1,), generator=gen)).values
+        offsets = torch.cat([torch.tensor([0]), cuts, torch.tensor([n])])
+        R = torch.randn(n if pooling == "none" else nb, 8 if pooling == "none" else 16, generator=gen)
+        if refused and on_refused == "error":
+            for m in mods:
+                with pytest.raises(RefusedInsertError, match="refused"):
+                    m(ids.to(m.device), offsets.to(m.device))
+        else:
+            outs = []
+            for i, m in enumerate(mods):
+                with warnings.catch_warnings(record=True) as rec:
+                    warnings.simplefilter("always")
+                    out = m(ids.to(m.device), offsets.to(m.device))
+                caught[i] += [str(r.message) for r in rec if "refused" in str(r.message)]
+                (out * R.to(m.device)).sum().backward()
+                outs.append(out.detach().cpu())
+            # refused rows: 0 ("zero") or the table's initializer at (seed, op clock, key) on both paths
+            torch.testing.assert_close(outs[1], outs[0], atol=1e-6, rtol=1e-6)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the next step's grow decision reads this step's sizes on both modules
+        refused_total += refused
+        for m in mods:
+            assert m.sizes() == [len(stored)], f"step {step}"
+            assert m.capacities() == [32 if grow and step > 0 else 16], f"step {step}"
+            assert m.refused_count.cpu().tolist() == [refused_total], f"step {step}"
+        (wa, sa, fa), (wb, sb, fb) = [rows(m, 0, every) for m in mods]
+        assert fa.tolist() == [k in stored for k in every.tolist()], f"step {step}"
+        assert torch.equal(fb, fa), f"step {step}"
+        torch.testing.assert_close(wb, wa, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(sb, sa, atol=1e-5, rtol=1e-5)
+        if refused and on_refused == "error":
+            return  # the error case stops at the first refusal (the tables keep that step's inserts)
+    for c in caught:  # a step's refusals are reported by the next eager step
+        assert bool(c) == (on_refused == "warn" and refused_total > 0)
+
+
+@pytest.mark.parametrize("grow", [False, True], ids=["one_bucket", "grow"])
+@pytest.mark.parametrize("pooling", ["sum", "none"])
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+@pytest.mark.parametrize("on_refused", ["zero", "warn", "error"])
+def test_kernels_capacity_pressure_matches_cpu(on_refused, policy, pooling, grow):
+    """A 16-slot table (one bucket; "grow": 16 slots growing to 32 on the first steps) under a few hundred ids per
+    step: the fused kernels and the CPU path give the same outputs (refused ids: zeros or the initializer value),
+    sizes, capacities, refused counts, stored keys with their rows and optimizer state, and both raise
+    RefusedInsertError for on_refused="error"; LRU evicts a whole group and lets it re-enter with fresh initial
+    rows (see _pressure_schedule for why the schedule keeps the outcome independent of in-batch order)."""
+    _pressure_run(policy, on_refused, pooling, grow)
+
+
 def batch(gen, device, F=3, max_len=4, weighted=False):
     lengths = torch.randint(0, max_len + 1, (F * B,), generator=gen)
     ids = torch.randint(0, V, (int(lengths.sum()),), generator=gen)
@@ -219,10 +336,14 @@ def test_training_step_has_no_host_sync():
     torch.cuda.synchronize()
 
 
-@pytest.mark.parametrize("opt", ["sgd", "adam", "rowwise_adagrad"])
-@pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
+@pytest.mark.parametrize("opt", ["sgd", "adam", "adagrad", "rowwise_adagrad"])
+@pytest.mark.parametrize("pooling", ["sum", "mean", "none", "weighted_sum"])
 def test_cuda_graph_train_step_matches_eager(opt, pooling):
+    """A training step captured in one CUDA graph and replayed with fresh ids (and fresh per-sample weights for
+    "weighted_sum": sum pooling with weights in a static buffer) matches eager steps: outputs, rows, state."""
     gen = torch.Generator().manual_seed(3)
+    weighted = pooling == "weighted_sum"
+    pooling = "sum" if weighted else pooling
     eager, graphed = make("cuda", OPTS[opt](), pooling), make("cuda", OPTS[opt](), pooling)
     F = 3
     n = F * B * 2  # fixed ids per step: every bag has 2 ids
@@ -232,12 +353,13 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
     def new_batch():
         ids = torch.randint(0, V, (n,), generator=gen).cuda()
         R = torch.randn(n if pooling == "none" else B, width, generator=gen).cuda()
-        return ids, R
+        w = (torch.rand(n, generator=gen) + 0.5).cuda() if weighted else None
+        return ids, R, w
 
-    static_ids, static_R = new_batch()
+    static_ids, static_R, static_w = new_batch()
 
-    def step(module, ids, R):
-        out = module(ids, offsets, validate=False)
+    def step(module, ids, R, w):
+        out = module(ids, offsets, per_sample_weights=w, validate=False)
         (out * R).sum().backward()
         return out
 
@@ -245,23 +367,25 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for ids, R in warm:
-            step(graphed, ids, R)
+        for ids, R, w in warm:
+            step(graphed, ids, R, w)
     torch.cuda.current_stream().wait_stream(s)
-    for ids, R in warm:
-        step(eager, ids, R)
+    for ids, R, w in warm:
+        step(eager, ids, R, w)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        static_out = step(graphed, static_ids, static_R)
+        static_out = step(graphed, static_ids, static_R, static_w)
     for it in range(4):
-        ids, R = new_batch()
+        ids, R, w = new_batch()
         if it == 2:
             graphed.set_learning_rate(0.05)  # a device tensor: the replay picks it up
             eager.set_learning_rate(0.05)
         static_ids.copy_(ids)
         static_R.copy_(R)
+        if weighted:
+            static_w.copy_(w)
         g.replay()
-        ref = step(eager, ids, R)
+        ref = step(eager, ids, R, w)
         torch.testing.assert_close(static_out, ref, atol=1e-5, rtol=1e-5)
     torch.cuda.synchronize()
     assert graphed.sizes() == eager.sizes()
