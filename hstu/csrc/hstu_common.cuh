@@ -284,6 +284,15 @@ struct SeqMask {
     }
   }
 
+  // tile_full, and also true for target rows inside the used keys and history keys when no left window can hide
+  // one (target rows' time positions are >= hist, so a right window never does): with targets, the tiles of the
+  // target rows against the history would otherwise take the per-element group rule. Used where registers allow
+  // (the Hopper kernels at D <= 128; at D = 256 the extra live fields spill).
+  __device__ __forceinline__ bool tile_full_targets(int r0, int r1, int j0, int j1) const {
+    if (j1 <= hist && r1 > hist) return r0 >= hist && r1 <= lk && wl < 0;
+    return tile_full(r0, r1, j0, j1);
+  }
+
   // Tiles [j0, j0 + bn) with lo <= j0 <= hi are exactly those for which tile_full(r0, r1, j0, j0 + bn) holds
   // (an empty range is lo > hi): two integers replace the mask fields inside the main loops.
   __device__ __forceinline__ void full_tiles(int r0, int r1, int bn, int& lo, int& hi) const {

@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(384, 1)
         // Mask bits of this thread's 32 elements, before the GEMMs (no mask temporaries live while they fly).
         // Element e: key row 16 warp + lane/4 + 8 ((e % 4) / 2), query column 8 (e / 4) + 2 (lane % 4) + (e % 2).
         uint32_t bits = 0xffffffffu;
-        if (!mk.tile_full(r0, r0 + BM, j_w0, j_w0 + 64)) {
+        if (!mk.tile_full_targets(r0, r0 + BM, j_w0, j_w0 + 64)) {  // D = 64 / 128 (split D: mask_bits above)
           const int jr = j_w0 + 16 * warp + lane / 4;
           const int rc = r0 + 2 * (lane % 4);
           bits = 0;

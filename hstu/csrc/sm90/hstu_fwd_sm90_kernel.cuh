@@ -437,7 +437,8 @@ __global__ void __launch_bounds__(384, 1)
             acc_s[e] += (e % 2) ? unpack_hi<T>(rab_r[e / 2]) : unpack_lo<T>(rab_r[e / 2]);
           }
         }
-        if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+        if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                     : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
 #pragma unroll
           for (int e = 0; e < BN / 2; ++e) {
             const float x = acc_s[e] * half_alpha;
