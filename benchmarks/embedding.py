@@ -91,6 +91,16 @@ def timed(fn, warmup, reps, device):
     return statistics.median(ts)
 
 
+def timed_apart(fwd, backward, reps, device):
+    """(forward ms, backward+update ms), medians of reps: each timed backward(out) takes the output of the forward
+    timed just before it."""
+    fw, bw, holder = [], [], {}
+    for _ in range(reps):
+        fw.append(timed(lambda: holder.__setitem__("out", fwd()), 0, 1, device))
+        bw.append(timed(lambda: backward(holder.pop("out")), 0, 1, device))
+    return statistics.median(fw), statistics.median(bw)
+
+
 class UpstreamGrad:
     """Ones shaped like an output, as views of one buffer made once (grown when a larger output comes)."""
 
@@ -122,27 +132,11 @@ def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
         ids, off = nxt()
         return m(ids, off, validate=False)
 
-    def train():
-        out = fwd()
+    def backward(out):
         out.backward(grad(out))
 
-    holder = {}
-
-    def fwd_only():
-        holder["out"] = fwd()
-
-    def bwd():
-        out = holder.pop("out")
-        out.backward(grad(out))
-
-    r = {}
-    r["train"] = timed(train, args.warmup, args.reps, device)
-    # forward and backward+update separately: forward runs untimed before each timed backward
-    fw, bw = [], []
-    for _ in range(args.reps):
-        fw.append(timed(fwd_only, 0, 1, device))
-        bw.append(timed(bwd, 0, 1, device))
-    r["fwd"], r["bwd+upd"] = statistics.median(fw), statistics.median(bw)
+    r = {"train": timed(lambda: backward(fwd()), args.warmup, args.reps, device)}
+    r["fwd"], r["bwd+upd"] = timed_apart(fwd, backward, args.reps, device)
     m.eval()
     with torch.no_grad():
         r["eval"] = timed(lambda: fwd(), args.warmup, args.reps, device)
@@ -207,29 +201,13 @@ def baseline(args, pooling, opt_name, dev_batches, device):
         outs = [mod(i, o) if pooling == "sum" else mod(i) for mod, (i, o) in zip(sparse_mods, prepared[it[0]])]
         return torch.cat(outs, dim=1 if pooling == "sum" else 0)
 
-    def train():
-        out = fwd()
+    def backward(out):
         out.backward(grad(out))
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    r = {"base_train": timed(train, args.warmup, args.reps, device)}
-    holder = {}
-
-    def fwd_only():
-        holder["out"] = fwd()
-
-    def bwd():
-        out = holder.pop("out")
-        out.backward(grad(out))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    fw, bw = [], []
-    for _ in range(args.reps):
-        fw.append(timed(fwd_only, 0, 1, device))
-        bw.append(timed(bwd, 0, 1, device))
-    r["base_fwd"], r["base_bwd+upd"] = statistics.median(fw), statistics.median(bw)
+    r = {"base_train": timed(lambda: backward(fwd()), args.warmup, args.reps, device)}
+    r["base_fwd"], r["base_bwd+upd"] = timed_apart(fwd, backward, args.reps, device)
     with torch.no_grad():
         r["base_eval"] = timed(fwd, args.warmup, args.reps, device)
     del sparse_mods, opt
