@@ -285,7 +285,29 @@ __global__ void __launch_bounds__(384, 1)
       mb_end = (ie + BM - 1) / BM;
     }
   }
-  const int n_mt = mb_end - mb_begin;
+  // Contexts (D = 64 / 128): context rows see every history key, so row_range starts at the first query tile for
+  // every history key block, and the tiles between the context rows and the rows the keys reach without them are
+  // fully masked. They are skipped: the work's tiles are [mb_begin, a_end) then [a_end + gap, mb_end).
+  int a_end = mb_end, gap = 0;
+  if constexpr (!kSplitD) {
+    if (mk.ctx > 0 && mb_end > mb_begin) {
+      SeqMask nc = mk;
+      nc.ctx = 0;
+      int rb, re;
+      nc.row_range(n0, n0 + keys_used, rb, re);
+      const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
+      const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
+      const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;
+      if (t_ctx > mb_begin && t_b > t_ctx) {
+        a_end = t_ctx;
+        gap = t_b - t_ctx;
+      }
+    }
+  }
+  const int n_mt = mb_end - mb_begin - gap;
+  const int n_a = a_end - mb_begin;
+  // Query tile of the work's i-th tile (i in [0, n_mt)).
+  auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -317,7 +339,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < n_mt; ++i) {
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
-        const int row = si.q_start + (mb_begin + i) * BM;
+        const int row = si.q_start + tile_of(i) * BM;
         mbar_wait(bar_empty(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_q(s), C::kQBytes);
 #pragma unroll
@@ -402,7 +424,7 @@ __global__ void __launch_bounds__(384, 1)
           const uint32_t ph = (i / S) & 1;
           mbar_wait(bar_full_q(s), ph);
           mbar_wait(bar_full_do(s), ph);
-          const int m0 = (mb_begin + i) * BM;
+          const int m0 = tile_of(i) * BM;
           const int q_used = si.lq - m0;
           if (q_used < BM) {
             const int nrows = BM - q_used;
@@ -531,7 +553,7 @@ __global__ void __launch_bounds__(384, 1)
           wait_tile(0);
           issue_s(0);
           for (int i = 0; i < n_mt; ++i) {
-            const int m0 = (mb_begin + i) * BM;
+            const int m0 = tile_of(i) * BM;
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
@@ -645,7 +667,7 @@ __global__ void __launch_bounds__(384, 1)
           float acc_dp1[BM / 2];
           uint32_t df1[BM / 16][4];
           for (int i = 0; i < n_mt; ++i) {
-            const int m0 = (mb_begin + i) * BM;
+            const int m0 = tile_of(i) * BM;
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
@@ -850,15 +872,17 @@ __global__ void __launch_bounds__(384, 1)
           const int ib = max(0, rb - mk.offset);
           const int ie = min(si.lq, re - mk.offset);
           if (ie > ib) {
-            const int lo = min(n_mt, max(0, ib / BM - mb_begin));
-            const int hi = min(n_mt, max(lo, (ie + BM - 1) / BM - mb_begin));
+            // work index of query tile t (tiles in the skipped gap map to the first tile after it)
+            auto iter_of = [&](int t) { return t < a_end ? t - mb_begin : max(n_a, t - mb_begin - gap); };
+            const int lo = min(n_mt, max(0, iter_of(ib / BM)));
+            const int hi = min(n_mt, max(lo, iter_of((ie + BM - 1) / BM)));
             wt_range = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
           }
         }
         wt_range = __shfl_sync(0xffffffffu, wt_range, 0);  // warp-uniform (lets ptxas keep the loop uniform)
       }
       for (int i = 0; i < n_mt; ++i) {
-        const int m0 = (mb_begin + i) * BM;
+        const int m0 = tile_of(i) * BM;
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const uint32_t sQs = sQ + s * C::kQBytes;
@@ -895,7 +919,7 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (C::kSplitDqCols) {
               named_barrier_arrive(C::kBarIdBase + wg * C::kdSBufs + i % C::kdSBufs, 256);  // my dS^T of tile i
             }
-            if (i > 0) dq_tile(i - 1, m0 - BM);
+            if (i > 0) dq_tile(i - 1, tile_of(i - 1) * BM);
             if (lane == 0) mbar_arrive(bar_empty(s));
             continue;
           }
@@ -1093,13 +1117,13 @@ __global__ void __launch_bounds__(384, 1)
 
         // dQ of the previous tile (one tile late: the warpgroups need not meet on every tile, so one's SiLU can
         // run under the other's GEMMs).
-        if (i > 0) dq_tile(i - 1, m0 - BM);
+        if (i > 0) dq_tile(i - 1, tile_of(i - 1) * BM);
         // Q / dO of stage s no longer read by this warp. Released after dQ of tile i - 1 (which waited for the other
         // warpgroup's dS^T of tile i - 1): then a warpgroup is never more than kStages tiles ahead of the other's
         // last dQ, which is what makes kdSBufs = kStages + 1 dS^T buffers and barrier ids safe to reuse.
         if (lane == 0) mbar_arrive(bar_empty(s));
       }
-      if constexpr (!kSplitD) dq_tile(n_mt - 1, (mb_end - 1) * BM);
+      if constexpr (!kSplitD) dq_tile(n_mt - 1, tile_of(n_mt - 1) * BM);
       }
     }
 
