@@ -434,3 +434,20 @@ def test_sm90_backward_with_rab_runs_the_hopper_kernel(D, rab_heads):
     # demangled "hstu_bwd_sm90_kernel<__nv_bfloat16, 256, 2, 2, false, true, ..." (D, stages, dQ mode, -, kRab)
     want = f", {D}, 2, 2, false, true"
     assert any(want in n or f"Li{D}ELi2ELi2ELb0ELb1E" in n for n in names), sorted(set(names))
+
+
+@pytest.mark.parametrize("mask", ["context", "context_target_group", "local_context_target"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("delta_q", [False, True])
+def test_backward_with_long_contexts(mask, D, delta_q):
+    """Contexts longer than a query tile (and the tiles a key block skips between its context rows and its causal
+    rows on the Hopper backward): the error rule holds for contexts of 0, 1, 63, 64, 65 and 200 rows over lengths
+    around the tile edges, with targets and a local window where the mask has them."""
+    lens = [700, 129, 64, 1, 330, 257]
+    case = make_case(zlib.crc32(repr(("long_ctx", mask, D, delta_q)).encode()), lens, 2, D, torch.bfloat16, mask,
+                     0, delta_q=delta_q)
+    nt = case["num_targets"].tolist() if case["num_targets"] is not None else [0] * len(lens)
+    want = [200, 65, 63, 1, 64, 0]
+    nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+    case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
+    check_case(case, 0.5)
