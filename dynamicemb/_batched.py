@@ -49,6 +49,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
+from ._hash import _to_i64, fmix64_tensor
 from ._load import load_library
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
@@ -139,29 +140,10 @@ def _opt_code(opt: EmbOptimizer) -> int:
     return 0
 
 
-_M64 = (1 << 64) - 1
-
-
-def _i64(x: int) -> int:
-    """A 64-bit pattern as the signed int64 Python int that torch stores."""
-    x &= _M64
-    return x - (1 << 64) if x >= 1 << 63 else x
-
-
-def _mix64(x: torch.Tensor) -> torch.Tensor:
-    """table::mix64 (csrc/table/table_types.h) on int64 tensors holding uint64 bits: wrapping multiplies, logical
-    shifts (an arithmetic ``>>`` masked to the bits a logical shift keeps)."""
-    x = x ^ ((x >> 33) & ((1 << 31) - 1))
-    x = x * _i64(0xFF51AFD7ED558CCD)
-    x = x ^ ((x >> 33) & ((1 << 31) - 1))
-    x = x * _i64(0xC4CEB9FE1A85EC53)
-    return x ^ ((x >> 33) & ((1 << 31) - 1))
-
-
 def _uniform01(seed: int, clock: torch.Tensor, keys: torch.Tensor, ctr: torch.Tensor) -> torch.Tensor:
     """table::uniform01: (m, c) fp32 in [0, 1) from keys (m, 1), counters ctr (1, c) and the op clock (0-d)."""
-    ck = _mix64(clock + _i64(0x632BE59BD9B4E019))
-    h = _mix64(_i64(seed) ^ _mix64(keys + (ctr + 1) * _i64(0x9E3779B97F4A7C15) + ck))
+    ck = fmix64_tensor(clock + _to_i64(0x632BE59BD9B4E019))
+    h = fmix64_tensor(_to_i64(seed) ^ fmix64_tensor(keys + (ctr + 1) * _to_i64(0x9E3779B97F4A7C15) + ck))
     return ((h >> 40) & ((1 << 24) - 1)).to(torch.float32) * (1.0 / 16777216.0)
 
 
@@ -186,7 +168,7 @@ def _init_rows(init: DynamicEmbInitializer, keys: torch.Tensor, clock, d: int) -
     k = keys.view(torch.int64).reshape(m, 1)
     ctr = torch.arange(d, dtype=torch.int64, device=dev).reshape(1, d)
     if not isinstance(clock, torch.Tensor):
-        clock = torch.tensor(_i64(int(clock)), dtype=torch.int64, device=dev)
+        clock = torch.tensor(_to_i64(clock), dtype=torch.int64, device=dev)
     f32 = lambda x: torch.tensor(float(x), dtype=torch.float32, device=dev)  # noqa: E731  the kernels' float fields
     if init.kind == "uniform":
         a, b = f32(init.low), f32(init.high)

@@ -48,9 +48,25 @@ def fmix64(k: int) -> int:
     return k
 
 
+def fmix64_tensor(x: torch.Tensor) -> torch.Tensor:
+    """``fmix64`` elementwise on an int64 tensor holding uint64 bit patterns (wrapping multiplies; each ``>> 33``
+    is an arithmetic shift masked to the bits a logical shift keeps). The kernels' ``table::mix64``."""
+    x = x ^ ((x >> 33) & ((1 << 31) - 1))
+    x = x * _to_i64(0xFF51AFD7ED558CCD)
+    x = x ^ ((x >> 33) & ((1 << 31) - 1))
+    x = x * _to_i64(0xC4CEB9FE1A85EC53)
+    return x ^ ((x >> 33) & ((1 << 31) - 1))
+
+
+def _to_i64(x: int) -> int:
+    """A 64-bit pattern (taken modulo 2**64) as the signed int64 Python int that torch stores."""
+    x = int(x) & _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
 def hash_keys_reference(keys: torch.Tensor) -> torch.Tensor:
     """Pure-Python fmix64 (for tests): same result as `hash_keys`, computed with Python ints."""
     out = [fmix64(k) for k in keys.tolist()]
     if keys.dtype == torch.int64:
-        out = [k - (1 << 64) if k >= (1 << 63) else k for k in out]
+        out = [_to_i64(k) for k in out]
     return torch.tensor(out, dtype=keys.dtype)

@@ -22,7 +22,7 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
-from ._hash import fmix64
+from ._hash import _to_i64, fmix64
 from ._load import load_library
 
 __all__ = [
@@ -688,8 +688,3 @@ class ScoredHashTable:
             f", key_dtype={self.key_dtype}, bucket_capacity={self.bucket_capacity}, score_policy="
             f"{self.score_policy!r}, device={self.device})"
         )
-
-
-def _to_i64(x: int) -> int:
-    x = int(x) & ((1 << 64) - 1)
-    return x - (1 << 64) if x >= 1 << 63 else x
