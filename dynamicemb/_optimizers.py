@@ -18,17 +18,13 @@ tables of the module together) by ``min(1, max_grad_norm / (global L2 norm + 1e-
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Optional, Tuple
 
 import torch
 
+from ._options import _is_finite_number
+
 __all__ = ["SGD", "Adagrad", "RowWiseAdagrad", "Adam", "EmbOptimizer"]
-
-
-def _is_number(v) -> bool:
-    """A finite int or float; bool excluded (an int subclass, but True is no hyper-parameter anyone means)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclasses.dataclass
@@ -62,7 +58,7 @@ class EmbOptimizer:
             v = getattr(self, name)
             if v is None and optional:
                 return
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (
+            ok = _is_finite_number(v) and (
                 v > lo if strict else v >= lo
             )
             if not ok:
@@ -157,9 +153,9 @@ class Adagrad(EmbOptimizer):
     name = "adagrad"
 
     def _check(self):
-        if not (_is_number(self.eps) and self.eps > 0):
+        if not (_is_finite_number(self.eps) and self.eps > 0):
             raise ValueError(f"{type(self).__name__}.eps: expected a number > 0, got {self.eps!r}")
-        if not (_is_number(self.initial_accumulator_value) and self.initial_accumulator_value >= 0):
+        if not (_is_finite_number(self.initial_accumulator_value) and self.initial_accumulator_value >= 0):
             raise ValueError(
                 f"{type(self).__name__}.initial_accumulator_value: expected a number >= 0, got "
                 f"{self.initial_accumulator_value!r}"
@@ -234,10 +230,11 @@ class Adam(EmbOptimizer):
 
     def _check(self):
         b = self.betas
-        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_is_number(x) and 0.0 <= x < 1.0 for x in b)):
+        if not (isinstance(b, (tuple, list)) and len(b) == 2
+                and all(_is_finite_number(x) and 0.0 <= x < 1.0 for x in b)):
             raise ValueError(f"Adam.betas: expected two numbers in [0, 1), got {b!r}")
         self.betas = (float(b[0]), float(b[1]))
-        if not (_is_number(self.eps) and self.eps > 0):
+        if not (_is_finite_number(self.eps) and self.eps > 0):
             raise ValueError(f"Adam.eps: expected a number > 0, got {self.eps!r}")
         if not isinstance(self.decoupled_weight_decay, bool):
             raise ValueError(f"Adam.decoupled_weight_decay: expected a bool, got {self.decoupled_weight_decay!r}")
