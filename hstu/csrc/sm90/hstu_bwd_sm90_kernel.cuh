@@ -1165,8 +1165,8 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
                      : "r"(sV + a));
-        *reinterpret_cast<uint4*>(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8) = vk;
-        *reinterpret_cast<uint4*>(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8) = vv;
+        st_global_v4(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8, vk);
+        st_global_v4(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8, vv);
       }
     }
     // The dQ reductions are complete before the CTA's shared memory goes away.
@@ -1195,10 +1195,7 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
     const int hh = static_cast<int>(rh % heads);
     const int64_t row = rh / heads;
     const float4 v = reinterpret_cast<const float4*>(acc)[idx];
-    uint2 o;
-    o.x = pack_pair<T>(v.x, v.y);
-    o.y = pack_pair<T>(v.z, v.w);
-    *reinterpret_cast<uint2*>(dq + row * row_stride + hh * head_stride + d4 * 4) = o;
+    st_global_v2(dq + row * row_stride + hh * head_stride + d4 * 4, pack_pair<T>(v.x, v.y), pack_pair<T>(v.z, v.w));
   }
 }
 

@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
                      : "r"(a));
-        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8) = val;
+        st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
       }
     }
   }
