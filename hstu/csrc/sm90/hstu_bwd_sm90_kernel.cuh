@@ -74,6 +74,7 @@ struct BwdSm90Traits {
   static constexpr int kDqStageBytes = kSplitD ? 4 * 2048 : 2 * kDqPanelBytes;
   static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
+  static constexpr int kTileMapOffset = 120;  // split D: the work's tile map (2 words) behind the mbarriers
   static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
@@ -285,11 +286,11 @@ __global__ void __launch_bounds__(384, 1)
       mb_end = (ie + BM - 1) / BM;
     }
   }
-  // Contexts (D = 64 / 128): context rows see every history key, so row_range starts at the first query tile for
-  // every history key block, and the tiles between the context rows and the rows the keys reach without them are
-  // fully masked. They are skipped: the work's tiles are [mb_begin, a_end) then [a_end + gap, mb_end).
+  // Contexts: context rows see every history key, so row_range starts at the first query tile for every history
+  // key block, and the tiles between the context rows and the rows the keys reach without them are fully masked.
+  // They are skipped: the work's tiles are [mb_begin, a_end) then [a_end + gap, mb_end). Not for D = 256 with rab.
   int a_end = mb_end, gap = 0;
-  if constexpr (!kSplitD) {
+  if constexpr (!(kSplitD && kRab)) {  // D = 256 with rab: walks the gap (the skip made it spill more)
     if (mk.ctx > 0 && mb_end > mb_begin) {
       SeqMask nc = mk;
       nc.ctx = 0;
@@ -306,8 +307,20 @@ __global__ void __launch_bounds__(384, 1)
   }
   const int n_mt = mb_end - mb_begin - gap;
   const int n_a = a_end - mb_begin;
-  // Query tile of the work's i-th tile (i in [0, n_mt)).
-  auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
+  // Query tile of the work's i-th tile (i in [0, n_mt)). Split D: mb_begin, n_a and gap are parked in shared memory
+  // (behind the mbarriers) and re-read on each use, because three more live registers made its loops spill.
+  const uint32_t sTileMap = bar + C::kTileMapOffset;
+  auto tile_of = [&](int i) {
+    if constexpr (kSplitD && kRab) {
+      return mb_begin + i;  // gap == 0
+    } else if constexpr (kSplitD) {
+      const uint32_t w0 = ld_shared_u32(sTileMap);      // mb_begin
+      const uint32_t w1 = ld_shared_u32(sTileMap + 4);  // n_a | gap << 16
+      return static_cast<int>(w0) + i + (i >= static_cast<int>(w1 & 0xffffu) ? static_cast<int>(w1 >> 16) : 0);
+    } else {
+      return mb_begin + i + (i >= n_a ? gap : 0);
+    }
+  };
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -319,6 +332,10 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
     }
     fence_barrier_init();
+    if constexpr (kSplitD && !kRab) {
+      st_shared_u32(sTileMap, static_cast<uint32_t>(mb_begin));
+      st_shared_u32(sTileMap + 4, static_cast<uint32_t>(n_a) | (static_cast<uint32_t>(gap) << 16));
+    }
   }
   __syncthreads();
 
