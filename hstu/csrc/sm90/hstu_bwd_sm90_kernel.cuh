@@ -230,7 +230,8 @@ template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, b
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                         const __grid_constant__ CUtensorMap tm_dq, const HstuParams p) {
+                         const __grid_constant__ CUtensorMap tm_dq, const __grid_constant__ CUtensorMap tm_dk,
+                         const __grid_constant__ CUtensorMap tm_dv, const HstuParams p) {
   using C = BwdSm90Traits<D, kStagesT>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -1161,33 +1162,51 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sV + a), "r"(vv) : "memory");
       }
     }
-    named_barrier_sync(4 + wg, 128);
     // Sequence bounds reloaded here (not kept live in registers through the main loop).
     const int k_start = p.cu_seqlens_k[b];
     const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - kr0);
     const int64_t krow = k_start + n0 + kr0;
-    T* dkg = static_cast<T*>(p.dk) + krow * p.dk_row_stride + static_cast<int64_t>(h) * p.dk_head_stride;
-    T* dvg = static_cast<T*>(p.dv) + krow * p.dv_row_stride + static_cast<int64_t>(h) * p.dv_head_stride;
-    constexpr int kChunks = NA / 8;  // 16-byte chunks of this warpgroup's columns per row
+    if (rows_store == 64) {
+      // All 64 rows of this warpgroup are keys of the sequence: one bulk tensor store per 64-column panel of dK and
+      // dV (the staging has the tensor maps' 128B-swizzled box layout); the issuing thread's final bulk wait keeps
+      // the shared memory alive until they are done.
+      fence_proxy_async_smem();
+      named_barrier_sync(4 + wg, 128);
+      if (wtid == 0) {
+#pragma unroll
+        for (int pn = 0; pn < NA / 64; ++pn) {
+          const int c = c0w + 64 * pn;
+          const uint32_t off = (c / 64) * C::kKVPanelBytes + kr0 * 128;
+          tma_store_3d(&tm_dk, sK + off, c, h, static_cast<int>(krow));
+          tma_store_3d(&tm_dv, sV + off, c, h, static_cast<int>(krow));
+        }
+        bulk_commit();
+      }
+    } else {
+      named_barrier_sync(4 + wg, 128);
+      T* dkg = static_cast<T*>(p.dk) + krow * p.dk_row_stride + static_cast<int64_t>(h) * p.dk_head_stride;
+      T* dvg = static_cast<T*>(p.dv) + krow * p.dv_row_stride + static_cast<int64_t>(h) * p.dv_head_stride;
+      constexpr int kChunks = NA / 8;  // 16-byte chunks of this warpgroup's columns per row
 #pragma unroll 4
-    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
-      const int rr = idx / kChunks;
-      const int c = c0w / 8 + idx % kChunks;
-      if (rr < rows_store) {
-        const uint32_t a = (c / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-        uint4 vk, vv;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)
-                     : "r"(sK + a));
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
-                     : "r"(sV + a));
-        st_global_v4(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8, vk);
-        st_global_v4(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8, vv);
+      for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+        const int rr = idx / kChunks;
+        const int c = c0w / 8 + idx % kChunks;
+        if (rr < rows_store) {
+          const uint32_t a = (c / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+          uint4 vk, vv;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)
+                       : "r"(sK + a));
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
+                       : "r"(sV + a));
+          st_global_v4(dkg + static_cast<int64_t>(rr) * p.dk_row_stride + c * 8, vk);
+          st_global_v4(dvg + static_cast<int64_t>(rr) * p.dv_row_stride + c * 8, vv);
+        }
       }
     }
-    // The dQ reductions are complete before the CTA's shared memory goes away.
-    if ((kDqMode == 1 && wtid == 0) || (kDqMode == 2 && lane == 0)) bulk_wait0();
+    // The dQ reductions and the dK / dV stores are complete before the CTA's shared memory goes away.
+    if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait0();
   }
 }
 

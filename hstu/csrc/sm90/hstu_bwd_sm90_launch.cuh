@@ -47,13 +47,19 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   CUtensorMap tdq;
   err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
   if (err != cudaSuccess) return err;
+  // dK / dV stores of whole 64-key warpgroup blocks (box 64 columns x 64 rows, the staging's layout).
+  CUtensorMap tdk, tdv;
+  err = make_qkv_map<T>(&tdk, p.dk, total_k, p.heads, D, p.dk_row_stride, p.dk_head_stride, 64);
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tdv, p.dv, total_k, p.heads, D, p.dv_row_stride, p.dv_head_stride, 64);
+  if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (cluster_x <= 1) {
-    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, p);
+    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();
   }
   // Clusters of cluster_x adjacent key blocks of one (batch, head): the kernel is the same (no cluster code); the
@@ -71,7 +77,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, p);
+  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, tdk, tdv, p);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
