@@ -76,7 +76,8 @@ struct BwdSm90Traits {
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
   static constexpr int kTileMapOffset = 120;  // split D: the work's tile map (2 words) behind the mbarriers
   static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
-  static constexpr int kLptPairs = 16;  // D = 64 / 128: (batch, head) pairs per group of the 1-D grid
+  static constexpr int kLptPairs = 16;  // D = 64 / 128: at most this many (batch, head) pairs per group of the 1-D
+  static constexpr int kLptCtas = 128;  // grid, and about this many CTAs
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -269,7 +270,7 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_full_do = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
 
-  // D = 64 / 128: a 1-D grid in groups of kLptPairs (batch, head) pairs, and inside a group key block 0 of every pair
+  // D = 64 / 128: a 1-D grid in groups of (batch, head) pairs, and inside a group key block 0 of every pair
   // first, then block 1, ...: under a causal mask the longest works start first, so the grid's last wave holds the
   // shortest ones (a shorter tail). Split D and rab keep the (key block, head, batch) grid.
   constexpr bool kLpt = !kSplitD && !kRab;  // (with rab the decoded indices made its loop spill)
@@ -277,10 +278,12 @@ __global__ void __launch_bounds__(384, 1)
   if constexpr (kLpt) {
     const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
     const int lin = static_cast<int>(blockIdx.x);
-    const int g = lin / (C::kLptPairs * nblk_k);
-    const int gpairs = min(C::kLptPairs, p.batch * p.heads - g * C::kLptPairs);
-    const int r = lin - g * C::kLptPairs * nblk_k;
-    const int pair = g * C::kLptPairs + r % gpairs;
+    // about one wave of CTAs per group (so that the group's Q / dO stay in L2): 16 pairs at S = 1K, 1 at S >= 16K
+    const int gp = max(1, min(C::kLptPairs, C::kLptCtas / nblk_k));
+    const int g = lin / (gp * nblk_k);
+    const int gpairs = min(gp, p.batch * p.heads - g * gp);
+    const int r = lin - g * gp * nblk_k;
+    const int pair = g * gp + r % gpairs;
     n_block = r / gpairs;
     h = pair % p.heads;
     b = pair / p.heads;
