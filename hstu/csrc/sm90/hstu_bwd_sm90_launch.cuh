@@ -148,7 +148,8 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
     // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
-    // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts.
+    // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts (split D and
+    // rab only: the D = 64 / 128 kernels without rab run on a 1-D grid).
     int cx = 1;
 #ifdef HSTU_SM90_ALL_VARIANTS
     if (variant == 11) cx = 2;
