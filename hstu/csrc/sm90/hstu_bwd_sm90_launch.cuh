@@ -58,7 +58,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-  if (!C::kSplitD && !kRab) {  // 1-D grid (the kernel decodes key block, head, batch; kLpt)
+  if (kSkipWg) {  // 1-D grid (the kernel decodes key block, head, batch; kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
@@ -148,8 +148,8 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
     // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
-    // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts (split D and
-    // rab only: the D = 64 / 128 kernels without rab run on a 1-D grid).
+    // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts (not for the
+    // kSkipWg kernel: it runs on a 1-D grid).
     int cx = 1;
 #ifdef HSTU_SM90_ALL_VARIANTS
     if (variant == 11) cx = 2;
