@@ -58,9 +58,7 @@ class EmbOptimizer:
             v = getattr(self, name)
             if v is None and optional:
                 return
-            ok = _is_finite_number(v) and (
-                v > lo if strict else v >= lo
-            )
+            ok = _is_finite_number(v) and (v > lo if strict else v >= lo)
             if not ok:
                 raise ValueError(
                     f"{type(self).__name__}.{name}: expected a finite number {'>' if strict else '>='} {lo}"

@@ -76,8 +76,8 @@ struct BwdSm90Traits {
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
   static constexpr int kTileMapOffset = 120;  // split D: the work's tile map (2 words) behind the mbarriers
   static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
-  static constexpr int kLptPairs = 16;  // D = 64 / 128: at most this many (batch, head) pairs per group of the 1-D
-  static constexpr int kLptCtas = 128;  // grid, and about this many CTAs
+  static constexpr int kLptPairs = 16;  // kSkipWg kernel's 1-D grid: at most this many (batch, head) pairs per
+  static constexpr int kLptCtas = 128;  // group, and about this many CTAs
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -272,8 +272,9 @@ __global__ void __launch_bounds__(384, 1)
 
   // D = 128 with a right window (causal, local: the kSkipWg kernel): a 1-D grid in groups of (batch, head) pairs,
   // and inside a group key block 0 of every pair first, then block 1, ...: under a causal mask the longest works
-  // start first, so the grid's last wave holds the shortest ones (a shorter tail). The other kernels keep the (key block, head, batch) grid: full windows (all
-  // blocks equal) measured 2-4 % slower in this order, D = 64 no faster, with rab the decoded indices spilled.
+  // start first, so the grid's last wave holds the shortest ones (a shorter tail). The other kernels keep the
+  // (key block, head, batch) grid: full windows (all blocks equal) measured 2-4 % slower in this order, D = 64 no
+  // faster, with rab the decoded indices spilled. launch_bwd picks the grid by the same rule.
   constexpr bool kLpt = kSkipWg;
   int n_block, h, b;
   if constexpr (kLpt) {

@@ -58,7 +58,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-  if (kSkipWg) {  // 1-D grid (the kernel decodes key block, head, batch; kLpt)
+  if constexpr (kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);

@@ -249,7 +249,6 @@ __device__ __forceinline__ float unpack_hi(uint32_t v) {
   }
 }
 
-// 32-bit shared memory word by address (volatile: the value is really stored / re-read).
 // 16-byte global store (ptr 16-byte aligned). Written out because nvcc split plain uint4 stores in the unrolled
 // epilogue loops into four 4-byte STGs (D = 128 backward: 3 of 4 unrolled copies).
 __device__ __forceinline__ void st_global_v4(void* ptr, const uint4& v) {
@@ -260,6 +259,7 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const uint4& v) {
 __device__ __forceinline__ void st_global_v2(void* ptr, uint32_t x, uint32_t y) {
   asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(ptr), "r"(x), "r"(y) : "memory");
 }
+// 32-bit shared memory word by address (volatile: the value is really stored / re-read).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
