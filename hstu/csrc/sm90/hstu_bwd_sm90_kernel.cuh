@@ -1242,19 +1242,28 @@ __global__ void hstu_drab_convert_sm90_kernel(const float* __restrict__ acc, T* 
   }
 }
 
-// dq (total_q, H, D), any row/head strides (multiples of 4 elements) <- the fp32 workspace (total_q, H, D).
+// dq (total_q, H, D), any row/head strides (multiples of 8 elements) <- the fp32 workspace (total_q, H, D): 8
+// elements per thread and step (two streaming 16-byte loads, one 16-byte store), 32-bit index math (the caller
+// checks rows * heads * D / 8 < 2^31; 64-bit divisions made the kernel instruction-bound).
 template <typename T, int D>
-__global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ dq, int64_t rows,
-                                            int heads, int64_t row_stride, int64_t head_stride) {
-  const int64_t n4 = rows * heads * (D / 4);
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n4;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int d4 = static_cast<int>(idx % (D / 4));
-    const int64_t rh = idx / (D / 4);
-    const int hh = static_cast<int>(rh % heads);
-    const int64_t row = rh / heads;
-    const float4 v = reinterpret_cast<const float4*>(acc)[idx];
-    st_global_v2(dq + row * row_stride + hh * head_stride + d4 * 4, pack_pair<T>(v.x, v.y), pack_pair<T>(v.z, v.w));
+__global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ dq, int rows, int heads,
+                                            int64_t row_stride, int64_t head_stride) {
+  const int n8 = rows * heads * (D / 8);
+  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n8; idx += gridDim.x * blockDim.x) {
+    const int d8 = idx % (D / 8);
+    const int rh = idx / (D / 8);
+    const int hh = rh % heads;
+    const int row = rh / heads;
+    float4 a, c;
+    const float* src = acc + static_cast<int64_t>(idx) * 8;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
+                 : "l"(src));
+    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(c.x), "=f"(c.y), "=f"(c.z), "=f"(c.w)
+                 : "l"(src + 4));
+    const uint4 v = {pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(c.x, c.y), pack_pair<T>(c.z, c.w)};
+    st_global_v4(dq + row * row_stride + hh * head_stride + d8 * 8, v);
   }
 }
 

@@ -91,11 +91,13 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 template <typename T, int D>
 cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
-  const int64_t n4 = p.total_q * p.heads * (D / 4);
-  const int64_t want = (n4 + 255) / 256;
+  const int64_t n8 = p.total_q * p.heads * (D / 8);
+  if (n8 >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  const int64_t want = (n8 + 255) / 256;
   const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
-  hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(p.dq_accum, static_cast<T*>(p.dq), p.total_q,
-                                                                  p.heads, p.dq_row_stride, p.dq_head_stride);
+  hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(p.dq_accum, static_cast<T*>(p.dq),
+                                                                  static_cast<int>(p.total_q), p.heads,
+                                                                  p.dq_row_stride, p.dq_head_stride);
   return cudaGetLastError();
 }
 
