@@ -1244,7 +1244,7 @@ __global__ void hstu_drab_convert_sm90_kernel(const float* __restrict__ acc, T* 
 
 // dq (total_q, H, D), any row/head strides (multiples of 8 elements) <- the fp32 workspace (total_q, H, D): 8
 // elements per thread and step (two streaming 16-byte loads, one 16-byte store), 32-bit index math (the caller
-// checks rows * heads * D / 8 < 2^31; 64-bit divisions made the kernel instruction-bound).
+// launches it over row ranges of at most 2^30 groups of 8; 64-bit divisions made it instruction-bound).
 template <typename T, int D>
 __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ dq, int rows, int heads,
                                             int64_t row_stride, int64_t head_stride) {
