@@ -204,6 +204,13 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   }
 }
 
+// HSTU_ATTN_SM90_DQ_SELF_ZERO=0: the Hopper backward gets a zeroed dq workspace, as every other kernel does
+// (comparisons; hstu_bwd_sm90_dq_zero_words says when it zeroes the workspace itself).
+bool sm90_dq_self_zero_disabled_by_env() {
+  const char* env = std::getenv("HSTU_ATTN_SM90_DQ_SELF_ZERO");
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
 // rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128, 256} with or
 // without rab (and drab).
@@ -287,9 +294,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
                             : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
+  // dq_accum: fp32 (total_q, H, D), zeroed; or, for the Hopper kernel that zeroes it itself, uninitialized with its
+  // zeroing flags behind the floats (hstu_bwd_sm90_dq_zero_words).
   std::optional<Tensor> dq_accum;
+  const int64_t dq_floats = q.size(0) * q.size(1) * q.size(2);
+  int64_t zero_words = 0;
   if (!deterministic) {
-    dq_accum = torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+    if (use_sm90_fwd(p, k.size(0), q.get_device()) && !sm90_dq_self_zero_disabled_by_env()) {  // use_sm90_bwd
+      zero_words = hstu_bwd_sm90_dq_zero_words(p);
+    }
+    dq_accum = zero_words > 0 ? torch::stable::new_empty(q, {dq_floats + zero_words}, ScalarType::Float)
+                              : torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
   }
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();
@@ -301,6 +316,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dv_row_stride = dv.stride(0);
   p.dv_head_stride = dv.stride(1);
   p.dq_accum = dq_accum.has_value() ? static_cast<float*>(dq_accum->data_ptr()) : nullptr;
+  if (zero_words > 0) p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + dq_floats);
 
   Tensor drab = torch::stable::new_empty(q, {0});
   std::optional<Tensor> drab_accum;
@@ -329,6 +345,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   cudaError_t err = cudaErrorNotSupported;
   if (use_sm90_bwd(p, k.size(0), q.get_device())) {
     err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
+  }
+  if (err == cudaErrorNotSupported && p.dq_zero_flags != nullptr) {  // the fallback needs a zeroed workspace
+    err = cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(dq_floats) * sizeof(float), s);
+    p.dq_zero_flags = nullptr;
+    if (err == cudaSuccess) err = cudaErrorNotSupported;
   }
   if (err == cudaErrorNotSupported) err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));

@@ -451,3 +451,82 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
     case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
     check_case(case, 0.5)
+
+
+@pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H", [
+    ("causal", False, False, (60, 200), 4),
+    ("context_target_group", True, False, (60, 200), 4),
+    ("local_causal", False, True, (60, 200), 4),
+    ("causal", True, True, (100, 700), 2),
+])
+def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, monkeypatch):
+    """The Hopper D = 128 causal / local backward zeroes its own fp32 dq workspace (the launcher the first group of
+    (batch, head) pairs and the rows outside the sequences, each CTA its share of the pairs a group later, flagged
+    per 128-row chunk) when there is more than one group: here 24-40 sequences over several groups, an empty
+    sequence, a one-row one, unused rows before and after the sequences in q, the workspace poisoned with NaN. It
+    meets the error rule and agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction
+    order; rows outside every sequence are exactly zero. Elsewhere both calls run the same kernels."""
+    seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range)).encode())
+    rng = random.Random(seed)
+    lens = [rng.randint(*lens_range) for _ in range(40 if H == 4 else 24)]
+    lens[7] = 0
+    lens[13] = 1
+    case = make_case(seed, lens, H, 128, torch.bfloat16, mask, 0, delta_q=delta_q, seqused=seqused)
+    check_case(case, 0.5)
+    pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
+    q, k, v = (pad(case[n]) for n in ("q", "k", "v"))
+    cu_q, cu_k = case["cu_seqlens_q"] + 5, case["cu_seqlens_k"] + 5
+    do = torch.randn_like(q)
+    window = MASKS[mask][0]
+    args = (do, q, k, v, cu_q, cu_k, case["max_seqlen_q"], case["max_seqlen_k"], case["num_contexts"],
+            case["num_targets"], case["target_group_size"], window[0], window[1], 0.5, None, -1.0,
+            case["seqused_q"], case["seqused_k"], False, False)
+    grads = {}
+    for mode in ("0", None):
+        if mode is None:
+            monkeypatch.delenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", raising=False)
+        else:
+            monkeypatch.setenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", mode)
+        poison_allocator(8 * q.numel() * 4)
+        grads[mode] = torch.ops.hstu_attn.bwd(*args)[:3]
+    inner = slice(5, q.shape[0] - 7)
+    for mode, (dq, dk, dv) in grads.items():
+        assert not torch.isnan(dq).any(), f"NaN in dq (self-zero={mode})"
+        assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), f"rows outside the sequences (self-zero={mode})"
+        for name, g, g0 in zip(("dq", "dk", "dv"), (dq, dk, dv), grads["0"]):
+            scale = g0[inner].abs().max().item()
+            err = max_err(g[inner], g0[inner])
+            assert err <= 1e-2 * scale + 1e-6, f"{name} (self-zero={mode}) vs zeroed workspace: {err:.3e}"
+
+
+def test_ops_from_a_fresh_thread():
+    """The ops work on a thread whose first CUDA call they are (as the autograd engine's thread can be): the Hopper
+    launchers encode tensor maps through the driver, which needs the device's context current on that thread
+    (the backward below allocates its workspace without a kernel when it zeroes it itself)."""
+    import threading
+
+    lens = [150, 90, 200, 64] * 10
+    case = make_case(zlib.crc32(b"fresh_thread"), lens, 4, 128, torch.bfloat16, "causal", 0)
+    do = torch.randn_like(case["q"])
+    fwd_args = (case["q"], case["k"], case["v"], case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
+                case["max_seqlen_k"], None, None, 1, -1, 0, 0.5, None, -1.0, None, None)
+    bwd_args = (do,) + fwd_args[:14] + (-1.0, None, None, False, False)
+    want = [torch.ops.hstu_attn.fwd(*fwd_args)] + list(torch.ops.hstu_attn.bwd(*bwd_args)[:3])
+    torch.cuda.synchronize()
+    got, errors = [], []
+
+    def run():
+        try:
+            got.append(torch.ops.hstu_attn.fwd(*fwd_args))
+            got.extend(torch.ops.hstu_attn.bwd(*bwd_args)[:3])
+            torch.cuda.synchronize()
+        except Exception as e:  # re-raised on the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert not errors, errors
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        scale = w.abs().max().item()
+        assert max_err(g, w) <= 1e-2 * scale + 1e-6, name

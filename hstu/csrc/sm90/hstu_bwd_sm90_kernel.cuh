@@ -217,6 +217,90 @@ __device__ __forceinline__ void bwd_store_drab_rows(const HstuParams& p, uint32_
   }
 }
 
+// Self-zeroing dq workspace (p.dq_zero_flags: the kSkipWg kernel, hstu_bwd_sm90_dq_zero_words). The workspace is
+// cut into chunks of 128 query rows x D columns of one (batch, head) pair; pair P's chunks are zeroed by the CTAs of
+// pair P - gp (a group earlier in the longest-first order; the launcher zeroes the first group's) and flagged:
+// 0 untouched, 1 claimed (being zeroed), 2 zero. Whoever needs a chunk and finds it untouched claims and zeroes it
+// itself, so no CTA ever waits for one that has not started (deadlock-free in any dispatch order).
+// Flag of chunk qb of pair P (>= gp): dq_zero_flags[(P - gp) * ceil(max_seqlen_q / 128) + qb].
+__device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_u32(uint32_t* ptr, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+// 0 -> 1 (claim); returns the old value.
+__device__ __forceinline__ uint32_t atom_claim_u32(uint32_t* ptr) {
+  uint32_t old;
+  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], 0, 1;\n" : "=r"(old) : "l"(ptr) : "memory");
+  return old;
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+// Chunk qb of pair (b, h): rows [128 qb, min(128 qb + 128, the sequence's rows)), 16-byte zero stores by n threads
+// (this one is t of them); then the caller's proxy fence and the flag's release.
+template <int D>
+__device__ __forceinline__ void bwd_dq_zero_chunk(float* acc, int heads, int q_start, int lq_alloc, int h, int qb,
+                                                  int t, int n) {
+  constexpr int kC4 = D / 4;  // float4 columns per row; n is 1 or a multiple of kC4
+  const int rows = min(128, lq_alloc - 128 * qb);
+  const int rstep = n < kC4 ? 1 : n / kC4;
+  const int cstep = n < kC4 ? n : kC4;
+  const int64_t rs = static_cast<int64_t>(heads) * D;
+  float* ptr = acc + (static_cast<int64_t>(q_start) + 128 * qb + t / kC4) * rs + static_cast<int64_t>(h) * D;
+#pragma unroll 1
+  for (int r = t / kC4; r < rows; r += rstep, ptr += rstep * rs) {
+#pragma unroll 1
+    for (int c = t % kC4; c < kC4; c += cstep) st_global_v4(ptr + 4 * c, make_uint4(0u, 0u, 0u, 0u));
+  }
+}
+// The zeroing share of CTA blockIdx.x of the kSkipWg kernel's 1-D grid (pair P, key block n, decoded again here so
+// that nothing is live into the 24-register producer): chunks qb = n, n + nblk_k, ... of pair P + gp, by one warp,
+// each claimed (skipped if someone else has), zeroed and released.
+template <int D, int BN, int kLptPairs, int kLptCtas>
+__device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane) {
+  const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+  const int gp = max(1, min(kLptPairs, kLptCtas / nblk_k));
+  const int lin = static_cast<int>(blockIdx.x);
+  const int g = lin / (gp * nblk_k);
+  const int gpairs = min(gp, p.batch * p.heads - g * gp);
+  const int r = lin - g * gp * nblk_k;
+  const int pair = g * gp + r % gpairs;
+  const int target = pair + gp;
+  if (target >= p.batch * p.heads) return;
+  const int b = target / p.heads;
+  const int q_start = p.cu_seqlens_q[b];
+  const int lq_alloc = p.cu_seqlens_q[b + 1] - q_start;
+  uint32_t* flags = p.dq_zero_flags + static_cast<int64_t>(pair) * ((p.max_seqlen_q + 127) / 128);
+  for (int qb = r / gpairs; 128 * qb < lq_alloc; qb += nblk_k) {
+    uint32_t old = 0;
+    if (lane == 0) old = atom_claim_u32(flags + qb);
+    old = __shfl_sync(0xffffffffu, old, 0);
+    if (old != 0) continue;
+    bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, q_start, lq_alloc, target - b * p.heads, qb, lane, 32);
+    fence_proxy_async_global();
+    fence_acq_rel_gpu();
+    __syncwarp();
+    if (lane == 0) st_release_u32(flags + qb, 2u);
+  }
+}
+// Before the first reduce-add into chunk qb (flag f) of the pair (rows from q_start, head h): wait until it is zero,
+// zeroing it alone if nobody has claimed it.
+template <int D>
+__device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* f, int q_start, int lq_alloc, int h,
+                                                 int qb) {
+  uint32_t v = ld_acquire_u32(f);
+  if (v == 0 && atom_claim_u32(f) == 0u) {
+    bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, q_start, lq_alloc, h, qb, 0, 1);
+    fence_proxy_async_global();
+    st_release_u32(f, 2u);
+    v = 2;
+  }
+  while (v != 2) v = ld_acquire_u32(f);
+  fence_proxy_async_global();  // the zeros (generic proxy) before this CTA's bulk reduce-adds (async proxy)
+}
+
 // kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
 // tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
 // per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
@@ -294,9 +378,21 @@ __global__ void __launch_bounds__(384, 1)
     h = blockIdx.y;
     b = blockIdx.z;
   }
+  // Self-zeroing workspace: producer warp 1 zeroes this CTA's share of the chunks of the pair a group later (also
+  // when the CTA has no keys).
+  auto zero_ahead = [&]() {
+    if constexpr (kLpt) {
+      if (p.dq_zero_flags != nullptr && threadIdx.x >= 32 && threadIdx.x < 64) {
+        bwd_dq_zero_ahead<D, BN, C::kLptPairs, C::kLptCtas>(p, threadIdx.x - 32);
+      }
+    }
+  };
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) return;
+  if (n0 >= si.lk_alloc) {
+    zero_ahead();
+    return;
+  }
   const SeqMask& mk = si.mask;
   const int keys_used = max(0, min(BN, si.lk - n0));
   int mb_begin = 0, mb_end = 0;
@@ -349,9 +445,18 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0) {
     mbar_init(bar_kv, 1);
+    // Self-zeroing workspace, pairs after the first group: the producer arrives once more on tile i's Q barrier
+    // when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight).
+    uint32_t q_arrivals = 1;
+    if constexpr (kLpt) {
+      const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+      if (p.dq_zero_flags != nullptr && b * p.heads + h >= max(1, min(C::kLptPairs, C::kLptCtas / nblk_k))) {
+        q_arrivals = 2;
+      }
+    }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_q(s), 1);
+      mbar_init(bar_full_q(s), q_arrivals);
       mbar_init(bar_full_do(s), 1);
       mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
     }
@@ -366,7 +471,12 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0 && n_mt > 0) {
+    if (tid >= 32) {
+      // In its own branch (thread 0's values are not live through its loop: 24 registers), once K and V have
+      // landed (the stores do not compete with the CTA's first loads).
+      if (n_mt > 0) mbar_wait(bar_kv, 0);
+      zero_ahead();
+    } else if (tid == 0 && n_mt > 0) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_v);
@@ -377,6 +487,16 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_kv, pn * 64, h, si.k_start + n0);
         tma_load_3d(sV + pn * C::kKVPanelBytes, &tm_v, bar_kv, pn * 64, h, si.k_start + n0);
       }
+      // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase (none for the first group: zeroed
+      // by the launcher).
+      int zbase = -1;
+      if constexpr (kLpt) {
+        const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+        const int gp = max(1, min(C::kLptPairs, C::kLptCtas / nblk_k));
+        const int pair = b * p.heads + h;
+        if (p.dq_zero_flags != nullptr && pair >= gp) zbase = (pair - gp) * ((p.max_seqlen_q + 127) / 128);
+      }
+      int zq = -1;  // chunk last waited for
       for (int i = 0; i < n_mt; ++i) {
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
@@ -391,6 +511,18 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int pn = 0; pn < C::kPanels; ++pn) {
           tma_load_3d(sdO + s * C::kQBytes + pn * C::kQPanelBytes, &tm_do, bar_full_do(s), pn * 64, h, row);
+        }
+        if constexpr (kLpt) {
+          // Tile i's chunk is zero (polled while the loads fly) before the consumers see tile i's Q, so before any
+          // of this CTA's reduce-adds into it.
+          if (zbase >= 0) {
+            const int qb = tile_of(i) * BM / 128;
+            if (qb != zq) {
+              bwd_dq_zero_wait<D>(p, p.dq_zero_flags + zbase + qb, si.q_start, si.lq_alloc, h, qb);
+              zq = qb;
+            }
+            mbar_arrive(bar_full_q(s));
+          }
         }
       }
     }
@@ -1230,6 +1362,32 @@ __global__ void __launch_bounds__(384, 1)
     }
     // The dQ reductions and the dK / dV stores are complete before the CTA's shared memory goes away.
     if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait0();
+  }
+}
+
+// Self-zeroing workspace (p.dq_zero_flags), before the backward kernel: what no CTA zeroes. blockIdx.y < gp: the
+// rows of pair blockIdx.y (the first group); gp: the rows before cu_seqlens_q[0] and from cu_seqlens_q[B] on (all
+// heads); gp + 1: the flag words.
+template <int D>
+__global__ void hstu_dq_zero_first_sm90_kernel(const HstuParams p, int gp, int64_t nflags) {
+  const int y = blockIdx.y;
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int n = gridDim.x * blockDim.x;
+  if (y < gp) {
+    const int b = y / p.heads;
+    const int rows = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    for (int qb = 0; 128 * qb < rows; ++qb) {
+      bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, p.cu_seqlens_q[b], rows, y % p.heads, qb, t, n);
+    }
+  } else if (y == gp) {
+    const int64_t rs4 = static_cast<int64_t>(p.heads) * D / 4;
+    const int64_t head4 = p.cu_seqlens_q[0] * rs4;
+    const int64_t tail4 = p.cu_seqlens_q[p.batch] * rs4;
+    const int64_t end4 = p.total_q * rs4;
+    for (int64_t e = t; e < head4; e += n) st_global_v4(p.dq_accum + 4 * e, make_uint4(0u, 0u, 0u, 0u));
+    for (int64_t e = tail4 + t; e < end4; e += n) st_global_v4(p.dq_accum + 4 * e, make_uint4(0u, 0u, 0u, 0u));
+  } else {
+    for (int64_t e = t; e < nflags; e += n) p.dq_zero_flags[e] = 0u;
   }
 }
 

@@ -16,6 +16,10 @@
 namespace hstu {
 namespace sm90 {
 
+static_assert(BwdSm90Traits<128>::kLptPairs == kBwdSm90LptPairs && BwdSm90Traits<128>::kLptCtas == kBwdSm90LptCtas &&
+                  BwdSm90Traits<128>::kBlockN == 128 && BwdSm90Traits<128>::kBlockM == 64,
+              "hstu_bwd_sm90_dq_zero_words mirrors the kernel's groups and tiles");
+
 // Tensor map over dq_accum (total_q, H, D) fp32 contiguous: box 32 columns (128 bytes, SWIZZLE_128B) x 1 x box_rows.
 inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows, int heads, int d, int box_rows) {
   TensorMapEncodeTiledFn enc = tensor_map_encoder();
@@ -37,7 +41,9 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidConfiguration;
   CUtensorMap tq, tk, tv, tdo;
-  cudaError_t err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
+  cudaError_t err = bind_device_context();
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tdo, p.dout, p.total_q, p.heads, D, p.do_row_stride, p.do_head_stride, C::kBlockM);
   if (err != cudaSuccess) return err;
@@ -62,9 +68,18 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if constexpr (kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    if (p.dq_zero_flags != nullptr) {  // the workspace is not zeroed: the first group's rows, the rest, the flags
+      const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
+      const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k);
+      if (words <= 0 || D != 128) return cudaErrorInvalidValue;
+      hstu_dq_zero_first_sm90_kernel<D><<<dim3(32, gp + 2), 256, 0, stream>>>(p, gp, words);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();
   }
+  if (p.dq_zero_flags != nullptr) return cudaErrorInvalidValue;  // only the kSkipWg kernel zeroes its workspace
   if (cluster_x <= 1) {
     kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();

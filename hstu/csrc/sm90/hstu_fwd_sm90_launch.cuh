@@ -33,6 +33,15 @@ inline TensorMapEncodeTiledFn tensor_map_encoder() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled needs the device's context current on the calling thread, and a thread whose first CUDA
+// call this is has none (e.g. the autograd engine's thread when the op allocated its outputs without a kernel:
+// CUDA_ERROR_INVALID_CONTEXT). cudaSetDevice makes the current device's primary context current (CUDA >= 12).
+inline cudaError_t bind_device_context() {
+  int dev = 0;
+  const cudaError_t err = cudaGetDevice(&dev);
+  return err != cudaSuccess ? err : cudaSetDevice(dev);
+}
+
 // Tensor map over a (rows, heads, D) 16-bit tensor, box = 64 columns (128 bytes, SWIZZLE_128B) x 1 head x box_rows.
 template <typename T>
 cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int heads, int d, int64_t row_stride,
@@ -95,7 +104,9 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     }
   }
   CUtensorMap tq, tk, tv;
-  cudaError_t err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
+  cudaError_t err = bind_device_context();
+  if (err != cudaSuccess) return err;
+  err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tk, p.k, total_k, p.heads, D, p.k_row_stride, p.k_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;

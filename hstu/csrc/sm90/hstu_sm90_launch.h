@@ -52,6 +52,30 @@ inline FwdSm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 
+// The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
+// groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt). It can zero its own dq workspace: the launcher
+// zeroes the first group's rows (and the rows outside the sequences), and every CTA of pair P zeroes its share of
+// the 128-row chunks of pair P + gp (a group later, so in L2 by the time they are reduced into) with its idle
+// producer warps, then flags them; a CTA waits for a chunk's flag before its first reduce-add into it. Instead of a
+// fill of the whole workspace through HBM. Returns the number of flag words the op appends to dq_accum (then
+// allocated uninitialized, p.dq_zero_flags pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
+constexpr int kBwdSm90LptPairs = 16;  // BwdSm90Traits<D>::kLptPairs / kLptCtas (asserted in the launcher)
+constexpr int kBwdSm90LptCtas = 128;
+inline int hstu_bwd_sm90_lpt_pairs(int max_seqlen_k) {
+  const int nblk_k = (max_seqlen_k + 127) / 128;
+  return std::max(1, std::min(kBwdSm90LptPairs, kBwdSm90LptCtas / nblk_k));
+}
+inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
+  if (p.head_dim != 128 || p.window_right < 0 || p.rab != nullptr || p.batch <= 0 || p.heads <= 0 ||
+      p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0 || p.total_q <= 0) {
+    return 0;
+  }
+  const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
+  const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k);
+  if (pairs <= gp) return 0;  // one group: the launcher's zeroing would be the whole fill anyway
+  return (pairs - gp) * ((p.max_seqlen_q + 127) / 128);
+}
+
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
 // forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 (total_q, H, D) contiguous workspace, zeroed by the caller
 // (the launcher converts it into p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with

@@ -259,6 +259,10 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const uint4& v) {
 __device__ __forceinline__ void st_global_v2(void* ptr, uint32_t x, uint32_t y) {
   asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(ptr), "r"(x), "r"(y) : "memory");
 }
+// Global writes of the generic proxy ordered with async-proxy (bulk tensor) operations on global memory around them.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
 // 32-bit shared memory word by address (volatile: the value is really stored / re-read).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
