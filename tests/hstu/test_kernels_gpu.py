@@ -458,14 +458,16 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     ("context_target_group", True, False, (60, 200), 4),
     ("local_causal", False, True, (60, 200), 4),
     ("causal", True, True, (100, 700), 2),
+    ("local", False, False, (1, 300), 2),
 ])
 def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, monkeypatch):
-    """The Hopper D = 128 causal / local backward zeroes its own fp32 dq workspace (the launcher the first group of
-    (batch, head) pairs and the rows outside the sequences, each CTA its share of the pairs a group later, flagged
-    per 128-row chunk) when there is more than one group: here 24-40 sequences over several groups, an empty
-    sequence, a one-row one, unused rows before and after the sequences in q, the workspace poisoned with NaN. It
-    meets the error rule and agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction
-    order; rows outside every sequence are exactly zero. Elsewhere both calls run the same kernels."""
+    """The Hopper D = 128 causal / local backward zeroes its own fp32 dq workspace when there is more than one group
+    of (batch, head) pairs (the launcher the first group's rows and the rows outside the sequences, each CTA its
+    share of the 128-row chunks of the pairs a group later, flagged per chunk and waited for by the CTAs that add into
+    them). Here 24-40 sequences over several groups (lengths cut inside 16-row boxes, an empty one, a one-row one),
+    unused rows before and after the sequences in q, the workspace poisoned with NaN: the error rule holds, and the
+    result agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside
+    every sequence are exactly zero. Elsewhere both calls run the same kernels."""
     seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range)).encode())
     rng = random.Random(seed)
     lens = [rng.randint(*lens_range) for _ in range(40 if H == 4 else 24)]
@@ -502,7 +504,7 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
 def test_ops_from_a_fresh_thread():
     """The ops work on a thread whose first CUDA call they are (as the autograd engine's thread can be): the Hopper
     launchers encode tensor maps through the driver, which needs the device's context current on that thread
-    (the backward below allocates its workspace without a kernel when it zeroes it itself)."""
+    (the backward below allocates its workspace without a kernel when it zeroes the workspace itself)."""
     import threading
 
     lens = [150, 90, 200, 64] * 10

@@ -472,10 +472,12 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
     if (tid >= 32) {
-      // In its own branch (thread 0's values are not live through its loop: 24 registers), once K and V have
-      // landed (the stores do not compete with the CTA's first loads).
-      if (n_mt > 0) mbar_wait(bar_kv, 0);
-      zero_ahead();
+      // Warp 1 zeroes its share in its own branch (thread 0's values are not live through its loop: 24 registers),
+      // once K and V have landed (its stores do not compete with the CTA's first loads).
+      if (kLpt && p.dq_zero_flags != nullptr && tid < 64) {
+        if (n_mt > 0) mbar_wait(bar_kv, 0);
+        zero_ahead();
+      }
     } else if (tid == 0 && n_mt > 0) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);

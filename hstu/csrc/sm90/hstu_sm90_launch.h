@@ -73,7 +73,11 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k);
   if (pairs <= gp) return 0;  // one group: the launcher's zeroing would be the whole fill anyway
-  return (pairs - gp) * ((p.max_seqlen_q + 127) / 128);
+  const int64_t words = (pairs - gp) * ((p.max_seqlen_q + 127) / 128);
+  // Flags per 128 rows of the longest sequence, for every pair: for very uneven lengths (many short sequences and
+  // a long one) they could outgrow the workspace; then a zeroed workspace (kernel indices are 32-bit too).
+  if (words * 64 > p.total_q * p.heads * p.head_dim || words >= (int64_t{1} << 31)) return 0;
+  return words;
 }
 
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
