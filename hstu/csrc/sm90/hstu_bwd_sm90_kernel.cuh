@@ -272,8 +272,10 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
   const int b = target / p.heads;
   const int q_start = p.cu_seqlens_q[b];
   const int lq_alloc = p.cu_seqlens_q[b + 1] - q_start;
-  uint32_t* flags = p.dq_zero_flags + static_cast<int64_t>(pair) * ((p.max_seqlen_q + 127) / 128);
-  for (int qb = r / gpairs; 128 * qb < lq_alloc; qb += nblk_k) {
+  const int nq = (p.max_seqlen_q + 127) / 128;  // chunks per pair (a longer sequence breaks the op's contract:
+                                                  // its extra rows are left alone rather than flags overrun)
+  uint32_t* flags = p.dq_zero_flags + static_cast<int64_t>(pair) * nq;
+  for (int qb = r / gpairs; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
     uint32_t old = 0;
     if (lane == 0) old = atom_claim_u32(flags + qb);
     old = __shfl_sync(0xffffffffu, old, 0);
@@ -519,7 +521,7 @@ __global__ void __launch_bounds__(384, 1)
           // of this CTA's reduce-adds into it.
           if (zbase >= 0) {
             const int qb = tile_of(i) * BM / 128;
-            if (qb != zq) {
+            if (qb != zq && 128 * qb < p.max_seqlen_q) {  // (no flag past max_seqlen_q: see bwd_dq_zero_ahead)
               bwd_dq_zero_wait<D>(p, p.dq_zero_flags + zbase + qb, si.q_start, si.lq_alloc, h, qb);
               zq = qb;
             }
