@@ -55,9 +55,9 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 // The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
 // groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt). It can zero its own dq workspace: the launcher
 // zeroes the first group's rows (and the rows outside the sequences), and every CTA of pair P zeroes its share of
-// the 128-row chunks of pair P + gp (a group later, so in L2 by the time they are reduced into) with its idle
-// producer warps, then flags them; a CTA waits for a chunk's flag before its first reduce-add into it. Instead of a
-// fill of the whole workspace through HBM. Returns the number of flag words the op appends to dq_accum (then
+// the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced into) with its otherwise idle
+// producer warp 1, then flags them; a CTA waits for a chunk's flag before its first reduce-add into it. Instead of a
+// fill of the whole workspace through HBM (sm90/NOTES.md "Session 10"). Returns the number of flag words the op appends to dq_accum (then
 // allocated uninitialized, p.dq_zero_flags pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
 constexpr int kBwdSm90LptPairs = 16;  // BwdSm90Traits<D>::kLptPairs / kLptCtas (asserted in the launcher)
 constexpr int kBwdSm90LptCtas = 128;
@@ -82,7 +82,8 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
 
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
 // forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 (total_q, H, D) contiguous workspace, zeroed by the caller
-// (the launcher converts it into p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with
+// unless p.dq_zero_flags is set as hstu_bwd_sm90_dq_zero_words says (the launcher converts it into p.dq for all
+// total_q rows); with rab, drab into p.drab when set (a shared rab with
 // H > 1 through p.drab_accum, fp32, zeroed by the caller, converted by the launcher). Returns
 // cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
 // (deterministic mode), or for D not in {64, 128, 256}.
