@@ -217,6 +217,25 @@ __device__ __forceinline__ void bwd_store_drab_rows(const HstuParams& p, uint32_
   }
 }
 
+// The kSkipWg kernel's 1-D grid (kLpt): groups of gp (batch, head) pairs, about one wave of CTAs each (so that a
+// group's Q / dO stay in L2: 16 pairs at S = 1K, 1 at S >= 16K); inside a group key block 0 of every pair, then
+// block 1, ... (host twin: hstu_bwd_sm90_lpt_pairs).
+template <int BN, int kLptPairs, int kLptCtas>
+__device__ __forceinline__ int bwd_lpt_group_pairs(const HstuParams& p) {
+  return max(1, min(kLptPairs, kLptCtas / ((p.max_seqlen_k + BN - 1) / BN)));
+}
+// CTA lin of that grid -> its (batch, head) pair (b * H + h) and key block.
+template <int BN, int kLptPairs, int kLptCtas>
+__device__ __forceinline__ void bwd_lpt_decode(const HstuParams& p, int lin, int& pair, int& n_block) {
+  const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+  const int gp = bwd_lpt_group_pairs<BN, kLptPairs, kLptCtas>(p);
+  const int g = lin / (gp * nblk_k);
+  const int gpairs = min(gp, p.batch * p.heads - g * gp);
+  const int r = lin - g * gp * nblk_k;
+  pair = g * gp + r % gpairs;
+  n_block = r / gpairs;
+}
+
 // Self-zeroing dq workspace (p.dq_zero_flags: the kSkipWg kernel, hstu_bwd_sm90_dq_zero_words). The workspace is
 // cut into chunks of 128 query rows x D columns of one (batch, head) pair; pair P's chunks are zeroed by the CTAs of
 // pair P - gp (a group earlier in the longest-first order; the launcher zeroes the first group's) and flagged:
@@ -261,12 +280,9 @@ __device__ __forceinline__ void bwd_dq_zero_chunk(float* acc, int heads, int q_s
 template <int D, int BN, int kLptPairs, int kLptCtas>
 __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane) {
   const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
-  const int gp = max(1, min(kLptPairs, kLptCtas / nblk_k));
-  const int lin = static_cast<int>(blockIdx.x);
-  const int g = lin / (gp * nblk_k);
-  const int gpairs = min(gp, p.batch * p.heads - g * gp);
-  const int r = lin - g * gp * nblk_k;
-  const int pair = g * gp + r % gpairs;
+  const int gp = bwd_lpt_group_pairs<BN, kLptPairs, kLptCtas>(p);
+  int pair, n_block;
+  bwd_lpt_decode<BN, kLptPairs, kLptCtas>(p, static_cast<int>(blockIdx.x), pair, n_block);
   const int target = pair + gp;
   if (target >= p.batch * p.heads) return;
   const int b = target / p.heads;
@@ -275,7 +291,7 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
   const int nq = (p.max_seqlen_q + 127) / 128;  // chunks per pair (a longer sequence breaks the op's contract:
                                                   // its extra rows are left alone rather than flags overrun)
   uint32_t* flags = p.dq_zero_flags + static_cast<int64_t>(pair) * nq;
-  for (int qb = r / gpairs; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
+  for (int qb = n_block; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
     uint32_t old = 0;
     if (lane == 0) old = atom_claim_u32(flags + qb);
     old = __shfl_sync(0xffffffffu, old, 0);
@@ -364,15 +380,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLpt = kSkipWg;
   int n_block, h, b;
   if constexpr (kLpt) {
-    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
-    const int lin = static_cast<int>(blockIdx.x);
-    // about one wave of CTAs per group (so that the group's Q / dO stay in L2): 16 pairs at S = 1K, 1 at S >= 16K
-    const int gp = max(1, min(C::kLptPairs, C::kLptCtas / nblk_k));
-    const int g = lin / (gp * nblk_k);
-    const int gpairs = min(gp, p.batch * p.heads - g * gp);
-    const int r = lin - g * gp * nblk_k;
-    const int pair = g * gp + r % gpairs;
-    n_block = r / gpairs;
+    int pair;
+    bwd_lpt_decode<BN, C::kLptPairs, C::kLptCtas>(p, static_cast<int>(blockIdx.x), pair, n_block);
     h = pair % p.heads;
     b = pair / p.heads;
   } else {
@@ -451,8 +460,7 @@ __global__ void __launch_bounds__(384, 1)
     // when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight).
     uint32_t q_arrivals = 1;
     if constexpr (kLpt) {
-      const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
-      if (p.dq_zero_flags != nullptr && b * p.heads + h >= max(1, min(C::kLptPairs, C::kLptCtas / nblk_k))) {
+      if (p.dq_zero_flags != nullptr && b * p.heads + h >= bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p)) {
         q_arrivals = 2;
       }
     }
@@ -495,8 +503,7 @@ __global__ void __launch_bounds__(384, 1)
       // by the launcher).
       int zbase = -1;
       if constexpr (kLpt) {
-        const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
-        const int gp = max(1, min(C::kLptPairs, C::kLptCtas / nblk_k));
+        const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
         const int pair = b * p.heads + h;
         if (p.dq_zero_flags != nullptr && pair >= gp) zbase = (pair - gp) * ((p.max_seqlen_q + 127) / 128);
       }
