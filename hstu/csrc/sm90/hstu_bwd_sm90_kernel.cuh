@@ -123,6 +123,15 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32
       "r"(src), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// The same with an L2 cache policy (createpolicy) for the reduced lines.
+__device__ __forceinline__ void tma_reduce_add_3d_hint(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
+                                                       uint64_t policy) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group.L2::cache_hint"
+      " [%0, {%2, %3, %4}], [%1], %5;\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
+      : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // The bulk groups of this thread have finished reading shared memory (the source may be overwritten).
 __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
@@ -984,9 +993,20 @@ __global__ void __launch_bounds__(384, 1)
           __syncwarp();
           if (ln == 0 && !kNoDqRed) {
             const int c0 = C::kSplitDqCols ? 64 * wg : 0;
+            if constexpr (kLpt) {
+              // evict_last: more of the workspace is still in L2 when the conversion reads it (B128 S1K: conversion
+              // 140 -> 133 us, main kernel +0-3 us; NOTES.md "Session 11").
+              uint64_t pol;
+              asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
 #pragma unroll
-            for (int pn = 0; pn < 2; ++pn) {
-              tma_reduce_add_3d(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp);
+              for (int pn = 0; pn < 2; ++pn) {
+                tma_reduce_add_3d_hint(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp, pol);
+              }
+            } else {
+#pragma unroll
+              for (int pn = 0; pn < 2; ++pn) {
+                tma_reduce_add_3d(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp);
+              }
             }
             bulk_commit();
           }
@@ -1417,6 +1437,10 @@ __global__ void hstu_drab_convert_sm90_kernel(const float* __restrict__ acc, T* 
 template <typename T, int D>
 __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __restrict__ dq, int rows, int heads,
                                             int64_t row_stride, int64_t head_stride) {
+  // Read once: evict_first, which also takes back the evict_last priority of the lines the D = 128 causal / local
+  // backward reduced into (the workspace does not stay favoured in L2 after its conversion).
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   const int n8 = rows * heads * (D / 8);
   for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n8; idx += gridDim.x * blockDim.x) {
     const int d8 = idx % (D / 8);
@@ -1425,12 +1449,12 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
     const int row = rh / heads;
     float4 a, c;
     const float* src = acc + static_cast<int64_t>(idx) * 8;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
-                 : "l"(src));
-    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "l"(src), "l"(pol));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=f"(c.x), "=f"(c.y), "=f"(c.z), "=f"(c.w)
-                 : "l"(src + 4));
+                 : "l"(src + 4), "l"(pol));
     const uint4 v = {pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(c.x, c.y), pack_pair<T>(c.z, c.w)};
     st_global_v4(dq + row * row_stride + hh * head_stride + d8 * 8, v);
   }
