@@ -453,27 +453,33 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     check_case(case, 0.5)
 
 
-@pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H", [
-    ("causal", False, False, (60, 200), 4),
-    ("context_target_group", True, False, (60, 200), 4),
-    ("local_causal", False, True, (60, 200), 4),
-    ("causal", True, True, (100, 700), 2),
-    ("local", False, False, (1, 300), 2),
+@pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H,D", [
+    ("causal", False, False, (60, 200), 4, 128),
+    ("context_target_group", True, False, (60, 200), 4, 128),
+    ("local_causal", False, True, (60, 200), 4, 128),
+    ("causal", True, True, (100, 700), 2, 128),
+    ("local", False, False, (1, 300), 2, 128),
+    ("none", False, False, (60, 200), 4, 128),
+    ("causal", False, True, (60, 200), 4, 64),
+    ("none", True, False, (1, 300), 2, 64),
+    ("local_context_target", True, True, (100, 700), 2, 64),
 ])
-def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, monkeypatch):
-    """The Hopper D = 128 causal / local backward zeroes its own fp32 dq workspace when there is more than one group
-    of (batch, head) pairs (the launcher the first group's rows and the rows outside the sequences, each CTA its
-    share of the 128-row chunks of the pairs a group later, flagged per chunk and waited for by the CTAs that add into
-    them). Here 24-40 sequences over several groups (lengths cut inside 16-row boxes, an empty one, a one-row one),
-    unused rows before and after the sequences in q, the workspace poisoned with NaN: the error rule holds, and the
-    result agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside
-    every sequence are exactly zero. Elsewhere both calls run the same kernels."""
-    seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range)).encode())
+def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, D, monkeypatch):
+    """The Hopper D = 64 / 128 backward without rab zeroes its own fp32 dq workspace when there is more than one
+    group of (batch, head) pairs (the launcher the first group's rows and the rows outside the sequences, each CTA
+    its share of the 128-row chunks of the pairs a group later in its grid's order, flagged per chunk and waited for
+    by the CTAs that add into them): the D = 128 causal / local kernel's longest-first grid and the (key block, head,
+    batch) grid of the others (D = 64, full windows). Here 24-40 sequences over several groups (lengths cut inside
+    16-row boxes, an empty one, a one-row one), unused rows before and after the sequences in q, the workspace
+    poisoned with NaN: the error rule holds, and the result agrees with a zeroed workspace
+    (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside every sequence are exactly zero.
+    Elsewhere both calls run the same kernels."""
+    seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range) + ((D,) if D != 128 else ())).encode())
     rng = random.Random(seed)
     lens = [rng.randint(*lens_range) for _ in range(40 if H == 4 else 24)]
     lens[7] = 0
     lens[13] = 1
-    case = make_case(seed, lens, H, 128, torch.bfloat16, mask, 0, delta_q=delta_q, seqused=seqused)
+    case = make_case(seed, lens, H, D, torch.bfloat16, mask, 0, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)
     pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
     q, k, v = (pad(case[n]) for n in ("q", "k", "v"))

@@ -245,9 +245,9 @@ __device__ __forceinline__ void bwd_lpt_decode(const HstuParams& p, int lin, int
   n_block = r / gpairs;
 }
 
-// Self-zeroing dq workspace (p.dq_zero_flags: the kSkipWg kernel, hstu_bwd_sm90_dq_zero_words). The workspace is
+// Self-zeroing dq workspace (p.dq_zero_flags: D = 64 / 128 without rab, hstu_bwd_sm90_dq_zero_words). The workspace is
 // cut into chunks of 128 query rows x D columns of one (batch, head) pair; pair P's chunks are zeroed by the CTAs of
-// pair P - gp (a group earlier in the longest-first order; the launcher zeroes the first group's) and flagged:
+// pair P - gp (a group earlier in the grid's order; the launcher zeroes the first group's) and flagged:
 // 0 untouched, 1 claimed (being zeroed), 2 zero. Whoever needs a chunk and finds it untouched claims and zeroes it
 // itself, so no CTA ever waits for one that has not started (deadlock-free in any dispatch order).
 // Flag of chunk qb of pair P (>= gp): dq_zero_flags[(P - gp) * ceil(max_seqlen_q / 128) + qb].
@@ -283,15 +283,36 @@ __device__ __forceinline__ void bwd_dq_zero_chunk(float* acc, int heads, int q_s
     for (int c = t % kC4; c < kC4; c += cstep) st_global_v4(ptr + 4 * c, make_uint4(0u, 0u, 0u, 0u));
   }
 }
+// The same by one warp (lane of 32), flat over the chunk's rows x float4 columns with 32-bit offsets (few live
+// registers: it runs in the 24-register producer warpgroup).
+template <int D>
+__device__ __forceinline__ void bwd_dq_zero_chunk_warp(float* acc, int heads, int q_start, int lq_alloc, int h, int qb,
+                                                       int lane) {
+  constexpr int kC4 = D / 4;  // float4 columns per row (a power of 2)
+  const int n = min(128, lq_alloc - 128 * qb) * kC4;
+  const uint32_t rs4 = static_cast<uint32_t>(heads) * kC4;  // < 2^22: offsets below 128 rows stay under 2^31
+  float4* base = reinterpret_cast<float4*>(acc + (static_cast<int64_t>(q_start) + 128 * qb) * heads * D +
+                                           static_cast<int64_t>(h) * D);
+#pragma unroll 1
+  for (int e = lane; e < n; e += 32) {
+    st_global_v4(base + (static_cast<uint32_t>(e) / kC4) * rs4 + (static_cast<uint32_t>(e) % kC4),
+                 make_uint4(0u, 0u, 0u, 0u));
+  }
+}
 // The zeroing share of CTA blockIdx.x of the kSkipWg kernel's 1-D grid (pair P, key block n, decoded again here so
 // that nothing is live into the 24-register producer): chunks qb = n, n + nblk_k, ... of pair P + gp, by one warp,
 // each claimed (skipped if someone else has), zeroed and released.
-template <int D, int BN, int kLptPairs, int kLptCtas>
+template <int D, int BN, int kLptPairs, int kLptCtas, bool kLpt>
 __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane) {
   const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
   const int gp = bwd_lpt_group_pairs<BN, kLptPairs, kLptCtas>(p);
   int pair, n_block;
-  bwd_lpt_decode<BN, kLptPairs, kLptCtas>(p, static_cast<int>(blockIdx.x), pair, n_block);
+  if constexpr (kLpt) {
+    bwd_lpt_decode<BN, kLptPairs, kLptCtas>(p, static_cast<int>(blockIdx.x), pair, n_block);
+  } else {  // the (key block, head, batch) grid: CTAs dispatched in the order of n_block + nblk_k * pair
+    pair = static_cast<int>(blockIdx.z) * p.heads + static_cast<int>(blockIdx.y);
+    n_block = static_cast<int>(blockIdx.x);
+  }
   const int target = pair + gp;
   if (target >= p.batch * p.heads) return;
   const int b = target / p.heads;
@@ -305,7 +326,7 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
     if (lane == 0) old = atom_claim_u32(flags + qb);
     old = __shfl_sync(0xffffffffu, old, 0);
     if (old != 0) continue;
-    bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, q_start, lq_alloc, target - b * p.heads, qb, lane, 32);
+    bwd_dq_zero_chunk_warp<D>(p.dq_accum, p.heads, q_start, lq_alloc, target - b * p.heads, qb, lane);
     fence_proxy_async_global();
     fence_acq_rel_gpu();
     __syncwarp();
@@ -387,6 +408,11 @@ __global__ void __launch_bounds__(384, 1)
   // (key block, head, batch) grid: full windows (all blocks equal) measured 2-4 % slower in this order, D = 64 no
   // faster, with rab the decoded indices spilled. launch_bwd picks the grid by the same rule.
   constexpr bool kLpt = kSkipWg;
+  // Self-zeroing workspace (p.dq_zero_flags, hstu_bwd_sm90_dq_zero_words): the D = 64 / 128 kernels without rab.
+  // The pairs zeroed a group ahead follow the grid's order: the longest-first groups (kLpt), else gp pairs = about
+  // gp * nblk CTAs later in the (key block, head, batch) order. Not the split-D kernel (D = 256): with the zeroing
+  // warp, the polls and the second Q-barrier arrival it spilled 8 / 36-40 B into its consumer loops.
+  constexpr bool kSelfZero = !kRab && !kSplitD;
   int n_block, h, b;
   if constexpr (kLpt) {
     int pair;
@@ -401,9 +427,9 @@ __global__ void __launch_bounds__(384, 1)
   // Self-zeroing workspace: producer warp 1 zeroes this CTA's share of the chunks of the pair a group later (also
   // when the CTA has no keys).
   auto zero_ahead = [&]() {
-    if constexpr (kLpt) {
+    if constexpr (kSelfZero) {
       if (p.dq_zero_flags != nullptr && threadIdx.x >= 32 && threadIdx.x < 64) {
-        bwd_dq_zero_ahead<D, BN, C::kLptPairs, C::kLptCtas>(p, threadIdx.x - 32);
+        bwd_dq_zero_ahead<D, BN, C::kLptPairs, C::kLptCtas, kLpt>(p, threadIdx.x - 32);
       }
     }
   };
@@ -465,14 +491,10 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0) {
     mbar_init(bar_kv, 1);
-    // Self-zeroing workspace, pairs after the first group: the producer arrives once more on tile i's Q barrier
-    // when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight).
-    uint32_t q_arrivals = 1;
-    if constexpr (kLpt) {
-      if (p.dq_zero_flags != nullptr && b * p.heads + h >= bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p)) {
-        q_arrivals = 2;
-      }
-    }
+    // Self-zeroing workspace: the producer arrives once more on tile i's Q barrier, for pairs after the first
+    // group when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight). (Every
+    // pair: deciding it here needs the group size, a division that made the D = 256 kernel spill.)
+    const uint32_t q_arrivals = kSelfZero && p.dq_zero_flags != nullptr ? 2 : 1;
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       mbar_init(bar_full_q(s), q_arrivals);
@@ -493,7 +515,7 @@ __global__ void __launch_bounds__(384, 1)
     if (tid >= 32) {
       // Warp 1 zeroes its share in its own branch (thread 0's values are not live through its loop: 24 registers),
       // once K and V have landed (its stores do not compete with the CTA's first loads).
-      if (kLpt && p.dq_zero_flags != nullptr && tid < 64) {
+      if (kSelfZero && p.dq_zero_flags != nullptr && tid < 64) {
         if (n_mt > 0) mbar_wait(bar_kv, 0);
         zero_ahead();
       }
@@ -508,13 +530,13 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_kv, pn * 64, h, si.k_start + n0);
         tma_load_3d(sV + pn * C::kKVPanelBytes, &tm_v, bar_kv, pn * 64, h, si.k_start + n0);
       }
-      // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase (none for the first group: zeroed
-      // by the launcher).
-      int zbase = -1;
-      if constexpr (kLpt) {
+      // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase; -1: the first group (zeroed by
+      // the launcher, nothing to wait for); -2: a zeroed workspace.
+      int zbase = -2;
+      if constexpr (kSelfZero) {
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
         const int pair = b * p.heads + h;
-        if (p.dq_zero_flags != nullptr && pair >= gp) zbase = (pair - gp) * ((p.max_seqlen_q + 127) / 128);
+        if (p.dq_zero_flags != nullptr) zbase = pair >= gp ? (pair - gp) * ((p.max_seqlen_q + 127) / 128) : -1;
       }
       int zq = -1;  // chunk last waited for
       for (int i = 0; i < n_mt; ++i) {
@@ -532,12 +554,13 @@ __global__ void __launch_bounds__(384, 1)
         for (int pn = 0; pn < C::kPanels; ++pn) {
           tma_load_3d(sdO + s * C::kQBytes + pn * C::kQPanelBytes, &tm_do, bar_full_do(s), pn * 64, h, row);
         }
-        if constexpr (kLpt) {
+        if constexpr (kSelfZero) {
           // Tile i's chunk is zero (polled while the loads fly) before the consumers see tile i's Q, so before any
           // of this CTA's reduce-adds into it.
-          if (zbase >= 0) {
+          if (zbase >= -1) {
             const int qb = tile_of(i) * BM / 128;
-            if (qb != zq && 128 * qb < p.max_seqlen_q) {  // (no flag past max_seqlen_q: see bwd_dq_zero_ahead)
+            if (zbase >= 0 && qb != zq && 128 * qb < p.max_seqlen_q) {  // (no flag past max_seqlen_q: see
+                                                                        // bwd_dq_zero_ahead)
               bwd_dq_zero_wait<D>(p, p.dq_zero_flags + zbase + qb, si.q_start, si.lq_alloc, h, qb);
               zq = qb;
             }

@@ -17,8 +17,12 @@ namespace hstu {
 namespace sm90 {
 
 static_assert(BwdSm90Traits<128>::kLptPairs == kBwdSm90LptPairs && BwdSm90Traits<128>::kLptCtas == kBwdSm90LptCtas &&
-                  BwdSm90Traits<128>::kBlockN == 128 && BwdSm90Traits<128>::kBlockM == 64,
-              "hstu_bwd_sm90_dq_zero_words mirrors the kernel's groups and tiles");
+                  BwdSm90Traits<64>::kLptPairs == kBwdSm90LptPairs && BwdSm90Traits<64>::kLptCtas == kBwdSm90LptCtas &&
+                  BwdSm90Traits<256>::kLptPairs == kBwdSm90LptPairs &&
+                  BwdSm90Traits<256>::kLptCtas == kBwdSm90LptCtas && BwdSm90Traits<64>::kBlockN == 128 &&
+                  BwdSm90Traits<128>::kBlockN == 128 && BwdSm90Traits<256>::kBlockN == 64 &&
+                  BwdSm90Traits<128>::kBlockM == 64,
+              "hstu_bwd_sm90_dq_zero_words mirrors the kernels' groups and tiles");
 
 // Tensor map over dq_accum (total_q, H, D) fp32 contiguous: box 32 columns (128 bytes, SWIZZLE_128B) x 1 x box_rows.
 inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows, int heads, int d, int box_rows) {
@@ -65,21 +69,20 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+  if (p.dq_zero_flags != nullptr) {  // the workspace is not zeroed: the first group's rows, the rest, the flags
+    const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
+    const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, C::kBlockN);
+    if (words <= 0 || kRab || C::kBlockN != hstu_bwd_sm90_block_n(D)) return cudaErrorInvalidValue;
+    hstu_dq_zero_first_sm90_kernel<D><<<dim3(32, gp + 2), 256, 0, stream>>>(p, gp, words);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
   if constexpr (kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    if (p.dq_zero_flags != nullptr) {  // the workspace is not zeroed: the first group's rows, the rest, the flags
-      const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
-      const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k);
-      if (words <= 0 || D != 128) return cudaErrorInvalidValue;
-      hstu_dq_zero_first_sm90_kernel<D><<<dim3(32, gp + 2), 256, 0, stream>>>(p, gp, words);
-      err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-    }
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();
   }
-  if (p.dq_zero_flags != nullptr) return cudaErrorInvalidValue;  // only the kSkipWg kernel zeroes its workspace
   if (cluster_x <= 1) {
     kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();

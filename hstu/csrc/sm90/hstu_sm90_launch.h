@@ -53,25 +53,29 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 
 // The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
-// groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt). It can zero its own dq workspace: the launcher
-// zeroes the first group's rows (and the rows outside the sequences), and every CTA of pair P zeroes its share of
-// the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced into) with its otherwise idle
-// producer warp 1, then flags them; a CTA waits for a chunk's flag before its first reduce-add into it. Instead of a
-// fill of the whole workspace through HBM (sm90/NOTES.md "Session 10"). Returns the number of flag words the op appends to dq_accum (then
-// allocated uninitialized, p.dq_zero_flags pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
+// groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt); the other kernels in the (key block, head,
+// batch) grid, where gp pairs are about as many CTAs. The D = 64 / 128 kernels without rab zero their own dq
+// workspace: the launcher zeroes the first gp pairs' rows (and the rows outside the sequences), and every CTA of
+// pair P zeroes its share of the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced
+// into) with its otherwise idle producer warp 1, then flags them; a CTA waits for a chunk's flag before its first
+// reduce-add into it. Instead of a fill of the whole workspace through HBM (sm90/NOTES.md "Session 10", "Session
+// 11"). Returns the number of flag words the op appends to dq_accum (then allocated uninitialized, p.dq_zero_flags
+// pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
 constexpr int kBwdSm90LptPairs = 16;  // BwdSm90Traits<D>::kLptPairs / kLptCtas (asserted in the launcher)
 constexpr int kBwdSm90LptCtas = 128;
-inline int hstu_bwd_sm90_lpt_pairs(int max_seqlen_k) {
-  const int nblk_k = (max_seqlen_k + 127) / 128;
+// Keys per CTA of the backward (BwdSm90Traits<D>::kBlockN): 64 for the split-D kernel (D = 256), else 128.
+inline int hstu_bwd_sm90_block_n(int head_dim) { return head_dim == 256 ? 64 : 128; }
+inline int hstu_bwd_sm90_lpt_pairs(int max_seqlen_k, int block_n) {
+  const int nblk_k = (max_seqlen_k + block_n - 1) / block_n;
   return std::max(1, std::min(kBwdSm90LptPairs, kBwdSm90LptCtas / nblk_k));
 }
 inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
-  if (p.head_dim != 128 || p.window_right < 0 || p.rab != nullptr || p.batch <= 0 || p.heads <= 0 ||
-      p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0 || p.total_q <= 0) {
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.rab != nullptr || p.batch <= 0 ||
+      p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0 || p.total_q <= 0) {
     return 0;
   }
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
-  const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k);
+  const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, hstu_bwd_sm90_block_n(p.head_dim));
   if (pairs <= gp) return 0;  // one group: the launcher's zeroing would be the whole fill anyway
   const int64_t words = (pairs - gp) * ((p.max_seqlen_q + 127) / 128);
   // Flags per 128 rows of the longest sequence, for every pair: for very uneven lengths (many short sequences and
