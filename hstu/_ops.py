@@ -459,8 +459,8 @@ def hstu_attn_varlen_func(
     orders its query tiles longest-first from a work list built on the device (no host sync) and splits the
     longest tiles' key ranges into chunks whose fp32 partial sums are added in a fixed order (bitwise
     repeatable); its workspace holds at most 16 MB of partial sums plus the list (32 bytes per query tile).
-    HSTU_ATTN_SM90_FWD_SCHED=0 keeps the plain grid order. The Hopper backward at D = 64 / 128 without rab
-    zeroes its own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
+    HSTU_ATTN_SM90_FWD_SCHED=0 keeps the plain grid order. The Hopper backward at D = 64 / 128 zeroes its
+    own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
     instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair);
     HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead.
     `hstu_attn.compiled_kernels()` lists what the library holds.

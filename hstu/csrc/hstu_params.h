@@ -59,7 +59,7 @@ struct HstuParams {
   int64_t dk_row_stride, dk_head_stride;
   int64_t dv_row_stride, dv_head_stride;
   float* dq_accum;  // (total_q, H, D) fp32, zero-initialized workspace; nullptr: deterministic (separate dQ kernel)
-  // Hopper D = 64 / 128 backward without rab only (hstu_bwd_sm90_dq_zero_words in sm90/hstu_sm90_launch.h): when set,
+  // Hopper D = 64 / 128 backward only (hstu_bwd_sm90_dq_zero_words in sm90/hstu_sm90_launch.h): when set,
   // dq_accum is NOT zeroed by the caller; these (uninitialized) words are the zeroing flags of its 128-row chunks,
   // and the backward zeroes the workspace itself (the launcher the first group's rows, every CTA later ones).
   uint32_t* dq_zero_flags;

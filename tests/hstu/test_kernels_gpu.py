@@ -453,33 +453,38 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     check_case(case, 0.5)
 
 
-@pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H,D", [
-    ("causal", False, False, (60, 200), 4, 128),
-    ("context_target_group", True, False, (60, 200), 4, 128),
-    ("local_causal", False, True, (60, 200), 4, 128),
-    ("causal", True, True, (100, 700), 2, 128),
-    ("local", False, False, (1, 300), 2, 128),
-    ("none", False, False, (60, 200), 4, 128),
-    ("causal", False, True, (60, 200), 4, 64),
-    ("none", True, False, (1, 300), 2, 64),
-    ("local_context_target", True, True, (100, 700), 2, 64),
+@pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H,D,rab_heads", [
+    ("causal", False, False, (60, 200), 4, 128, 0),
+    ("context_target_group", True, False, (60, 200), 4, 128, 0),
+    ("local_causal", False, True, (60, 200), 4, 128, 0),
+    ("causal", True, True, (100, 700), 2, 128, 0),
+    ("local", False, False, (1, 300), 2, 128, 0),
+    ("none", False, False, (60, 200), 4, 128, 0),
+    ("causal", False, True, (60, 200), 4, 64, 0),
+    ("none", True, False, (1, 300), 2, 64, 0),
+    ("local_context_target", True, True, (100, 700), 2, 64, 0),
+    ("causal", False, False, (60, 200), 4, 128, 1),
+    ("context_target", True, True, (60, 200), 2, 128, 2),
+    ("local", False, False, (1, 300), 4, 64, 4),
 ])
-def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, D, monkeypatch):
-    """The Hopper D = 64 / 128 backward without rab zeroes its own fp32 dq workspace when there is more than one
-    group of (batch, head) pairs (the launcher the first group's rows and the rows outside the sequences, each CTA
-    its share of the 128-row chunks of the pairs a group later in its grid's order, flagged per chunk and waited for
-    by the CTAs that add into them): the D = 128 causal / local kernel's longest-first grid and the (key block, head,
-    batch) grid of the others (D = 64, full windows). Here 24-40 sequences over several groups (lengths cut inside
-    16-row boxes, an empty one, a one-row one), unused rows before and after the sequences in q, the workspace
-    poisoned with NaN: the error rule holds, and the result agrees with a zeroed workspace
-    (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside every sequence are exactly zero.
-    Elsewhere both calls run the same kernels."""
-    seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range) + ((D,) if D != 128 else ())).encode())
+def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, lens_range, H, D, rab_heads,
+                                                        monkeypatch):
+    """The Hopper D = 64 / 128 backward (with or without rab) zeroes its own fp32 dq workspace when there is more
+    than one group of (batch, head) pairs (the launcher the first group's rows and the rows outside the sequences,
+    each CTA its share of the 128-row chunks of the pairs a group later in its grid's order, flagged per chunk and
+    waited for by the CTAs that add into them): the D = 128 causal / local kernel's longest-first grid and the (key
+    block, head, batch) grid of the others (D = 64, full windows, rab: shared, per-head, with drab). Here 24-40
+    sequences over several groups (lengths cut inside 16-row boxes, an empty one, a one-row one), unused rows before
+    and after the sequences in q, the workspace poisoned with NaN: the error rule holds, and the result (drab too)
+    agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside every
+    sequence are exactly zero. Elsewhere both calls run the same kernels."""
+    extra = ((D,) if D != 128 else ()) + ((rab_heads,) if rab_heads else ())
+    seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range) + extra).encode())
     rng = random.Random(seed)
     lens = [rng.randint(*lens_range) for _ in range(40 if H == 4 else 24)]
     lens[7] = 0
     lens[13] = 1
-    case = make_case(seed, lens, H, D, torch.bfloat16, mask, 0, delta_q=delta_q, seqused=seqused)
+    case = make_case(seed, lens, H, D, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)
     pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
     q, k, v = (pad(case[n]) for n in ("q", "k", "v"))
@@ -487,8 +492,8 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     do = torch.randn_like(q)
     window = MASKS[mask][0]
     args = (do, q, k, v, cu_q, cu_k, case["max_seqlen_q"], case["max_seqlen_k"], case["num_contexts"],
-            case["num_targets"], case["target_group_size"], window[0], window[1], 0.5, None, -1.0,
-            case["seqused_q"], case["seqused_k"], False, False)
+            case["num_targets"], case["target_group_size"], window[0], window[1], 0.5, case["rab"], -1.0,
+            case["seqused_q"], case["seqused_k"], case["rab"] is not None, False)
     grads = {}
     for mode in ("0", None):
         if mode is None:
@@ -496,14 +501,18 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
         else:
             monkeypatch.setenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", mode)
         poison_allocator(8 * q.numel() * 4)
-        grads[mode] = torch.ops.hstu_attn.bwd(*args)[:3]
+        grads[mode] = torch.ops.hstu_attn.bwd(*args)
     inner = slice(5, q.shape[0] - 7)
-    for mode, (dq, dk, dv) in grads.items():
+    for mode, (dq, dk, dv, drab) in grads.items():
         assert not torch.isnan(dq).any(), f"NaN in dq (self-zero={mode})"
         assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), f"rows outside the sequences (self-zero={mode})"
-        for name, g, g0 in zip(("dq", "dk", "dv"), (dq, dk, dv), grads["0"]):
-            scale = g0[inner].abs().max().item()
-            err = max_err(g[inner], g0[inner])
+        named = [("dq", dq[inner], grads["0"][0][inner]), ("dk", dk[inner], grads["0"][1][inner]),
+                 ("dv", dv[inner], grads["0"][2][inner])]
+        if rab_heads:
+            named.append(("drab", drab, grads["0"][3]))
+        for name, g, g0 in named:
+            scale = g0.abs().max().item()
+            err = max_err(g, g0)
             assert err <= 1e-2 * scale + 1e-6, f"{name} (self-zero={mode}) vs zeroed workspace: {err:.3e}"
 
 

@@ -82,8 +82,14 @@ def _nvcc_objects_impl(ctx):
         ctx.actions.run_shell(
             inputs = depset([src], transitive = [headers]),
             outputs = [obj, log],
-            # The resource report goes to a file; on failure the whole compiler output is shown.
-            command = 'log="$1"; shift; "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }',
+            # The resource report goes to a file; on failure the whole compiler output is shown. nvcc's temporary
+            # files get a directory of their own: their names derive from the process id, which is the same (3) for
+            # every action in linux-sandbox's PID namespace while /tmp is shared, so two nvcc actions running at once
+            # could delete each other's files ("ptxas fatal: Input file '/tmp/tmpxft_00000003_...' could not be
+            # opened").
+            command = ('log="$1"; shift; t="$(mktemp -d "${TMPDIR:-/tmp}/nvcc.XXXXXXXX")" || exit 1; ' +
+                       'TMPDIR="$t" "$@" >"$log" 2>&1; rc=$?; rm -rf "$t"; ' +
+                       '[ "$rc" -eq 0 ] || { cat "$log" >&2; exit 1; }'),
             arguments = [log.path, args],
             mnemonic = "NvccCompile",
             use_default_shell_env = True,  # PATH for the host compiler (strict: /bin:/usr/bin:/usr/local/bin)

@@ -408,11 +408,11 @@ __global__ void __launch_bounds__(384, 1)
   // (key block, head, batch) grid: full windows (all blocks equal) measured 2-4 % slower in this order, D = 64 no
   // faster, with rab the decoded indices spilled. launch_bwd picks the grid by the same rule.
   constexpr bool kLpt = kSkipWg;
-  // Self-zeroing workspace (p.dq_zero_flags, hstu_bwd_sm90_dq_zero_words): the D = 64 / 128 kernels without rab.
-  // The pairs zeroed a group ahead follow the grid's order: the longest-first groups (kLpt), else gp pairs = about
-  // gp * nblk CTAs later in the (key block, head, batch) order. Not the split-D kernel (D = 256): with the zeroing
-  // warp, the polls and the second Q-barrier arrival it spilled 8 / 36-40 B into its consumer loops.
-  constexpr bool kSelfZero = !kRab && !kSplitD;
+  // Self-zeroing workspace (p.dq_zero_flags, hstu_bwd_sm90_dq_zero_words): the D = 64 / 128 kernels, with or
+  // without rab. The pairs zeroed a group ahead follow the grid's order: the longest-first groups (kLpt), else gp
+  // pairs = about gp * nblk CTAs later in the (key block, head, batch) order. Not the split-D kernel (D = 256): with
+  // the zeroing warp, the polls and the second Q-barrier arrival it spilled 8 / 28-40 B into its consumer loops.
+  constexpr bool kSelfZero = !kSplitD;
   int n_block, h, b;
   if constexpr (kLpt) {
     int pair;

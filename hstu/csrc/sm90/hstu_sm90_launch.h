@@ -54,7 +54,7 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 
 // The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
 // groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt); the other kernels in the (key block, head,
-// batch) grid, where gp pairs are about as many CTAs. The D = 64 / 128 kernels without rab zero their own dq
+// batch) grid, where gp pairs are about as many CTAs. The D = 64 / 128 kernels (with or without rab) zero their own dq
 // workspace: the launcher zeroes the first gp pairs' rows (and the rows outside the sequences), and every CTA of
 // pair P zeroes its share of the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced
 // into) with its otherwise idle producer warp 1, then flags them; a CTA waits for a chunk's flag before its first
@@ -70,7 +70,7 @@ inline int hstu_bwd_sm90_lpt_pairs(int max_seqlen_k, int block_n) {
   return std::max(1, std::min(kBwdSm90LptPairs, kBwdSm90LptCtas / nblk_k));
 }
 inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
-  if ((p.head_dim != 64 && p.head_dim != 128) || p.rab != nullptr || p.batch <= 0 ||
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.batch <= 0 ||
       p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0 || p.total_q <= 0) {
     return 0;
   }
