@@ -245,7 +245,7 @@ __device__ __forceinline__ void bwd_lpt_decode(const HstuParams& p, int lin, int
   n_block = r / gpairs;
 }
 
-// Self-zeroing dq workspace (p.dq_zero_flags: D = 64 / 128 without rab, hstu_bwd_sm90_dq_zero_words). The workspace is
+// Self-zeroing dq workspace (p.dq_zero_flags: the D = 64 / 128 kernels, hstu_bwd_sm90_dq_zero_words). The workspace is
 // cut into chunks of 128 query rows x D columns of one (batch, head) pair; pair P's chunks are zeroed by the CTAs of
 // pair P - gp (a group earlier in the grid's order; the launcher zeroes the first group's) and flagged:
 // 0 untouched, 1 claimed (being zeroed), 2 zero. Whoever needs a chunk and finds it untouched claims and zeroes it
@@ -267,41 +267,26 @@ __device__ __forceinline__ uint32_t atom_claim_u32(uint32_t* ptr) {
 }
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 // Chunk qb of pair (b, h): rows [128 qb, min(128 qb + 128, the sequence's rows)), 16-byte zero stores by n threads
-// (this one is t of them); then the caller's proxy fence and the flag's release.
+// (this one is t of them), flat over the chunk's rows x float4 columns with 32-bit offsets (few live registers: a
+// producer warp runs it with 24); then the caller's proxy fence and the flag's release.
 template <int D>
 __device__ __forceinline__ void bwd_dq_zero_chunk(float* acc, int heads, int q_start, int lq_alloc, int h, int qb,
                                                   int t, int n) {
-  constexpr int kC4 = D / 4;  // float4 columns per row; n is 1 or a multiple of kC4
-  const int rows = min(128, lq_alloc - 128 * qb);
-  const int rstep = n < kC4 ? 1 : n / kC4;
-  const int cstep = n < kC4 ? n : kC4;
-  const int64_t rs = static_cast<int64_t>(heads) * D;
-  float* ptr = acc + (static_cast<int64_t>(q_start) + 128 * qb + t / kC4) * rs + static_cast<int64_t>(h) * D;
-#pragma unroll 1
-  for (int r = t / kC4; r < rows; r += rstep, ptr += rstep * rs) {
-#pragma unroll 1
-    for (int c = t % kC4; c < kC4; c += cstep) st_global_v4(ptr + 4 * c, make_uint4(0u, 0u, 0u, 0u));
-  }
-}
-// The same by one warp (lane of 32), flat over the chunk's rows x float4 columns with 32-bit offsets (few live
-// registers: it runs in the 24-register producer warpgroup).
-template <int D>
-__device__ __forceinline__ void bwd_dq_zero_chunk_warp(float* acc, int heads, int q_start, int lq_alloc, int h, int qb,
-                                                       int lane) {
   constexpr int kC4 = D / 4;  // float4 columns per row (a power of 2)
-  const int n = min(128, lq_alloc - 128 * qb) * kC4;
+  const int end = min(128, lq_alloc - 128 * qb) * kC4;
   const uint32_t rs4 = static_cast<uint32_t>(heads) * kC4;  // < 2^22: offsets below 128 rows stay under 2^31
   float4* base = reinterpret_cast<float4*>(acc + (static_cast<int64_t>(q_start) + 128 * qb) * heads * D +
                                            static_cast<int64_t>(h) * D);
 #pragma unroll 1
-  for (int e = lane; e < n; e += 32) {
+  for (int e = t; e < end; e += n) {
     st_global_v4(base + (static_cast<uint32_t>(e) / kC4) * rs4 + (static_cast<uint32_t>(e) % kC4),
                  make_uint4(0u, 0u, 0u, 0u));
   }
 }
-// The zeroing share of CTA blockIdx.x of the kSkipWg kernel's 1-D grid (pair P, key block n, decoded again here so
-// that nothing is live into the 24-register producer): chunks qb = n, n + nblk_k, ... of pair P + gp, by one warp,
-// each claimed (skipped if someone else has), zeroed and released.
+// The zeroing share of CTA (pair P, key block n) of either grid (the kSkipWg kernel's 1-D longest-first one or the
+// (key block, head, batch) one; decoded again here so that nothing is live into the 24-register producer): chunks
+// qb = n, n + nblk_k, ... of pair P + gp, by one warp, each claimed (skipped if someone else has), zeroed and
+// released.
 template <int D, int BN, int kLptPairs, int kLptCtas, bool kLpt>
 __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane) {
   const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
@@ -326,7 +311,7 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
     if (lane == 0) old = atom_claim_u32(flags + qb);
     old = __shfl_sync(0xffffffffu, old, 0);
     if (old != 0) continue;
-    bwd_dq_zero_chunk_warp<D>(p.dq_accum, p.heads, q_start, lq_alloc, target - b * p.heads, qb, lane);
+    bwd_dq_zero_chunk<D>(p.dq_accum, p.heads, q_start, lq_alloc, target - b * p.heads, qb, lane, 32);
     fence_proxy_async_global();
     fence_acq_rel_gpu();
     __syncwarp();

@@ -72,7 +72,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (p.dq_zero_flags != nullptr) {  // the workspace is not zeroed: the first group's rows, the rest, the flags
     const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
     const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, C::kBlockN);
-    if (words <= 0 || C::kSplitD || C::kBlockN != hstu_bwd_sm90_block_n(D)) return cudaErrorInvalidValue;
+    if (words <= 0 || C::kSplitD) return cudaErrorInvalidValue;  // (kBlockN: static_assert above)
     hstu_dq_zero_first_sm90_kernel<D><<<dim3(32, gp + 2), 256, 0, stream>>>(p, gp, words);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
