@@ -294,17 +294,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
                             : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
-  // dq_accum: fp32 (total_q, H, D), zeroed; or, for the Hopper kernel that zeroes it itself, uninitialized with its
-  // zeroing flags behind the floats (hstu_bwd_sm90_dq_zero_words).
+  // dq_accum: fp32 (total_q, H, D) (the Hopper kernel: hstu_bwd_sm90_dq_accum_floats, tiled at D = 256), zeroed;
+  // or, for the Hopper kernel that zeroes it itself, uninitialized with its zeroing flags behind the floats
+  // (hstu_bwd_sm90_dq_zero_words).
   std::optional<Tensor> dq_accum;
-  const int64_t dq_floats = q.size(0) * q.size(1) * q.size(2);
+  int64_t dq_floats = q.size(0) * q.size(1) * q.size(2);
   int64_t zero_words = 0;
   if (!deterministic) {
-    if (use_sm90_fwd(p, k.size(0), q.get_device()) && !sm90_dq_self_zero_disabled_by_env()) {  // use_sm90_bwd
-      zero_words = hstu_bwd_sm90_dq_zero_words(p);
+    if (use_sm90_fwd(p, k.size(0), q.get_device())) {  // use_sm90_bwd
+      dq_floats = hstu_bwd_sm90_dq_accum_floats(p);
+      if (!sm90_dq_self_zero_disabled_by_env()) zero_words = hstu_bwd_sm90_dq_zero_words(p);
     }
     dq_accum = zero_words > 0 ? torch::stable::new_empty(q, {dq_floats + zero_words}, ScalarType::Float)
-                              : torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+                              : torch::stable::new_zeros(q, {dq_floats}, ScalarType::Float);
   }
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();

@@ -115,6 +115,34 @@ __device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float 
       : "memory");
 }
 
+// D = 256: the fp32 dq workspace in tiles (hstu_bwd_sm90_dq_accum_floats): query tile m (64 rows) of sequence b is
+// workspace tile (cu_seqlens_q[b] + 64 b) / 64 + m (the padding keeps every sequence's tiles its own), and a tile of
+// head h holds 4 blocks of 64 columns, each in the register order of an m64n64 fp32 wgmma accumulator: float4 j of
+// thread t of the warpgroup (its accumulator registers 4 j .. 4 j + 3: rows 16 (t / 32) + (t % 32) / 4 and 8 below,
+// columns 8 j + 2 (t % 4), + 1) at float4 index 128 j + t. Each warp's red.global.add.v4.f32 then covers 512
+// contiguous bytes, with no staging in shared memory; hstu_dq_convert_tiled_sm90_kernel puts the rows back.
+constexpr int kDqTileFloats = 64 * 256;
+__device__ __forceinline__ int64_t dq_tile_index(int q_start, int b, int m0) {
+  return ((static_cast<int64_t>(q_start) + 64 * static_cast<int64_t>(b)) >> 6) + (m0 >> 6);
+}
+// Adds a warpgroup's two m64n64 dQ halves (columns 64 blk, 64 blk + 64 of the tile) for thread wtid.
+__device__ __forceinline__ void dq_red_tiled(float* acc, int64_t tile, int heads, int h, int blk, int wtid,
+                                             const float (&q0)[32], const float (&q1)[32]) {
+  float* a = acc + ((tile * heads + h) * 4 + blk) * 4096 + 4 * wtid;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 512 * j), "f"(q0[4 * j]),
+                 "f"(q0[4 * j + 1]), "f"(q0[4 * j + 2]), "f"(q0[4 * j + 3])
+                 : "memory");
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 4096 + 512 * j), "f"(q1[4 * j]),
+                 "f"(q1[4 * j + 1]), "f"(q1[4 * j + 2]), "f"(q1[4 * j + 3])
+                 : "memory");
+  }
+}
+
 // Bulk tensor reduction shared -> global (dst += src, fp32 add), tracked by the issuing thread's bulk groups.
 __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
   asm volatile(
@@ -369,7 +397,6 @@ __global__ void __launch_bounds__(384, 1)
   // 1 stages all four dQ panels of a warp in its own 2 KB staging buffer (one bulk read-wait per panel); without it
   // (1, dev variant 20) panels 1 and 3 go through the warp's rows of sP, which compute-sanitizer racecheck flags
   // against warpgroup 0's P^T stores of the next tile (NOTES.md "Staging without sP").
-  constexpr bool kWg1OwnStage = (kSplitSP & 2) != 0;
   static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 3) && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
 
@@ -616,7 +643,7 @@ __global__ void __launch_bounds__(384, 1)
         //   E (1 -> 0) warpgroup 1's dV wgmma and dQ staging of tile i have read sP (warpgroup 0 may write P^T of i + 1).
         // dQ staging per warp: even panels in its 2 KB staging buffer, odd ones in its own 16 rows of sX
         // (warpgroup 0) or sP (warpgroup 1).
-        constexpr uint32_t kBarA = 10, kBarB = 11, kBarD = 12, kBarE = 13;
+        constexpr uint32_t kBarA = 10, kBarB = 11, kBarE = 13;
         const uint32_t sP = sdS;
         const uint32_t sX = sdS + C::kdSBytes;
         // Q / dO of tile i have landed; the last tile's rows past the used rows are zeroed by both warpgroups.
@@ -659,43 +686,14 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
-        // 4 panels of 32 columns per warp (rows 16 warp .. + 15), one bulk reduce-add each. Even panels go through the
-        // warp's own 2 KB staging buffer, odd ones through odd_buf; with one_buf (odd_buf is the staging buffer itself)
-        // every panel after the first waits until the previous panel's reduce has read the buffer.
-        auto dq_stage = [&](const float (&q0)[32], const float (&q1)[32], uint32_t odd_buf, int m0, int pn0, int pn1,
-                            bool one_buf = false) {
-          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-#pragma unroll
-          for (int pn = pn0; pn < pn1; ++pn) {
-            const uint32_t stg = (pn % 2 == 0) ? sDqStage + wg * C::kDqStageBytes + warp * 2048 : odd_buf + warp * 2048;
-            if (one_buf) {
-              if (pn > pn0) bulk_wait_read0_if(ln == 0);
-            } else if (pn >= 2) {
-              bulk_wait_read1_if(ln == 0);
-            }
-            __syncwarp();
-            const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
-#pragma unroll
-            for (int j4 = 0; j4 < 4; ++j4) {
-              const int j = 4 * (pn % 2) + j4;
-#pragma unroll
-              for (int half = 0; half < 2; ++half) {
-                const uint32_t a = rowa + half * 8 * 128 + (((2 * j4 + (ln % 4) / 2) ^ (ln / 4)) << 4);
-                const float v0 = pn < 2 ? q0[4 * j + 2 * half] : q1[4 * j + 2 * half];
-                const float v1 = pn < 2 ? q0[4 * j + 2 * half + 1] : q1[4 * j + 2 * half + 1];
-                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(v0), "f"(v1) : "memory");
-              }
-            }
-            fence_proxy_async_smem();
-            __syncwarp();
-            if constexpr (!kNoDqRed) {
-              // head re-read (not kept live through the loop)
-              uint32_t hy;
-              asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
-              tma_reduce_add_3d_if(&tm_dq, stg, c0w + 32 * pn, static_cast<int>(hy), si.q_start + m0 + 16 * warp,
-                                   ln == 0);
-            }
-            bulk_commit_if(ln == 0);
+        // This warpgroup's dQ tile (query rows m0 .., columns c0w ..) into the tiled workspace (dq_red_tiled).
+        auto dq_red = [&](const float (&q0)[32], const float (&q1)[32], int m0) {
+          if constexpr (!kNoDqRed) {
+            uint32_t hy, bz;  // head, batch re-read (not kept live through the loop)
+            asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
+            asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+            dq_red_tiled(p.dq_accum, dq_tile_index(si.q_start, static_cast<int>(bz), m0), p.heads,
+                         static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
@@ -789,11 +787,11 @@ __global__ void __launch_bounds__(384, 1)
               pf0[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
               xf0[e / 8][(e % 8) / 2] = pack_pair<__half>(xv[0], xv[1]);
             }
-            if (i > 0) named_barrier_sync(kBarE, 256);  // warpgroup 1 is done reading sP (tile i - 1)
+            // Warpgroup 1 is done reading sP (its dV of tile i - 1) and both warpgroups' dQ wgmmas of tile i - 1 have
+            // read sX.
+            if (i > 0) named_barrier_sync(kBarE, 256);
             {
               const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-              if (ln == 0) bulk_wait_read0();  // this warp's dQ staging in sX (and its staging buffer) was read
-              __syncwarp();
 #pragma unroll
               for (int ks = 0; ks < BM / 16; ++ks) {
 #pragma unroll
@@ -853,10 +851,9 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_wait<0>();
             pin_all(acc_q0);
             pin_all(acc_q1);
-            named_barrier_sync(kBarD, 256);  // warpgroup 1's dQ and all of ours have read sX
-            // S^T of tile i + 1 is issued after the dQ staging (dK, dV, 64 dQ and 32 S^T accumulators would not
-            // fit; issued in the middle of the staging, ptxas waits for it at the staging's bulk waits).
-            dq_stage(acc_q0, acc_q1, sX, m0, 0, 4);
+            // S^T of tile i + 1 is issued after the dQ reductions (dK, dV, 64 dQ and 32 S^T accumulators would not
+            // fit).
+            dq_red(acc_q0, acc_q1, m0);
             // Unconditional issue (a conditional one makes ptxas wait for it at the join): after the last tile it
             // multiplies whatever stage n_mt % S holds (valid smem, result unused), one wasted S^T per CTA.
             if (i + 1 < n_mt) wait_tile(i + 1);
@@ -882,11 +879,9 @@ __global__ void __launch_bounds__(384, 1)
             }
             wgmma_commit();
             if (i > 0) {
-              // This warp's dQ staging of tile i - 1 in sP has been read (and the warpgroup's dV of i - 1 is done).
-              // A full sync, not an arrive: warpgroup 0 reaches its side just before its P^T stores, and this
-              // warpgroup waits for those (barrier A) right after anyway.
-              if (lane == 0) bulk_wait_read0();
-              __syncwarp();
+              // This warpgroup's dV (reads sP) and dQ (reads sX) of tile i - 1 are done. A full sync, not an arrive:
+              // warpgroup 0 reaches its side just before its P^T stores, and this warpgroup waits for those (barrier
+              // A) right after anyway.
               named_barrier_sync(kBarE, 256);
             }
             wgmma_wait<0>();
@@ -942,13 +937,7 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_wait<0>();
             pin_all(acc_q0);
             pin_all(acc_q1);
-            named_barrier_arrive(kBarD, 256);
-            named_barrier_sync(5, 128);  // every warp's dQ / dV wgmmas are done: sP may hold staging
-            if constexpr (kWg1OwnStage) {
-              dq_stage(acc_q0, acc_q1, sDqStage + wg * C::kDqStageBytes, m0, 0, 4, true);
-            } else {
-              dq_stage(acc_q0, acc_q1, sP, m0, 0, 4);
-            }
+            dq_red(acc_q0, acc_q1, m0);
           }
         }
       } else {
@@ -1218,12 +1207,6 @@ __global__ void __launch_bounds__(384, 1)
         // 8 (2 ks + q / 2) + 2 (lane % 4) (+1); 128-byte rows, 16-byte chunk index XOR (row % 8) = lane / 4.
         {
           const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));  // keep addresses in the loop
-          if constexpr (kSplitD) {
-            // This warp's 16 rows of the dS^T buffer were its dQ staging panel 1 / 3 of the previous tile (all warps'
-            // dQ wgmma reads of them were done before that, warpgroup barrier in the split-D dQ below).
-            if (ln == 0) bulk_wait_read0();
-            __syncwarp();
-          }
           const uint32_t rowa = sdSb + (kr0 + 16 * warp + ln / 4) * 128 + (ln % 4) * 4;
 #pragma unroll
           for (int ks = 0; ks < BM / 16; ++ks) {
@@ -1294,36 +1277,10 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_wait<0>();
           pin_all(acc_q0);
           pin_all(acc_q1);
-          named_barrier_sync(4 + wg, 128);  // every warp's dQ wgmma has read the dS^T buffer: it may be staging
-          // 4 panels of 32 columns per warp (rows 16 warp .. + 15): even panels in the warp's 2 KB staging buffer, odd
-          // ones in its own 16 rows of the dS^T buffer; one bulk reduce-add each (box 32 x 1 x 16 rows).
-          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-#pragma unroll
-          for (int pn = 0; pn < 4; ++pn) {
-            const uint32_t stg = (pn % 2 == 0) ? sDqStage + wg * C::kDqStageBytes + warp * 2048 : sdSb + warp * 2048;
-            // The reduce of panel pn - 2 (same buffer) has read it; the previous tile's panels were waited for
-            // before this tile's dS^T store.
-            if (pn >= 2 && ln == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
-            __syncwarp();
-            const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
-#pragma unroll
-            for (int j4 = 0; j4 < 4; ++j4) {
-              const int j = 4 * (pn % 2) + j4;  // 8-column group of this m64n64 half
-#pragma unroll
-              for (int half = 0; half < 2; ++half) {
-                const uint32_t a = rowa + half * 8 * 128 + (((2 * j4 + (ln % 4) / 2) ^ (ln / 4)) << 4);
-                const float v0 = pn < 2 ? acc_q0[4 * j + 2 * half] : acc_q1[4 * j + 2 * half];
-                const float v1 = pn < 2 ? acc_q0[4 * j + 2 * half + 1] : acc_q1[4 * j + 2 * half + 1];
-                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(v0), "f"(v1) : "memory");
-              }
-            }
-            fence_proxy_async_smem();
-            __syncwarp();
-            if (ln == 0 && !kNoDqRed) {
-              tma_reduce_add_3d(&tm_dq, stg, c0w + 32 * pn, h, si.q_start + m0 + 16 * warp);
-            }
-            if (ln == 0) bulk_commit();
-          }
+          // every warp's dQ wgmma has read the dS^T buffer (the next tile's dS^T stores overwrite it)
+          named_barrier_sync(4 + wg, 128);
+          if constexpr (!kNoDqRed) dq_red_tiled(p.dq_accum, dq_tile_index(si.q_start, b, m0), p.heads, h, 2 * wg, wtid,
+                                                acc_q0, acc_q1);
           continue;
         }
 
@@ -1465,6 +1422,67 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
                  : "l"(src + 4), "l"(pol));
     const uint4 v = {pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(c.x, c.y), pack_pair<T>(c.z, c.w)};
     st_global_v4(dq + row * row_stride + hh * head_stride + d8 * 8, v);
+  }
+}
+
+// D = 256: dq (total_q, H, 256), any row / head strides (multiples of 8 elements) <- the tiled fp32 workspace
+// (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b (rows past the sequence's cu_seqlens length are
+// not written): 16 coalesced float4 loads per thread, rounded to T into a padded shared tile (rows of 132 words:
+// the 8 rows a warp's stores touch land in 8 different bank groups), then 16-byte row stores. With outside set,
+// CTA (x, h) writes zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from
+// cu_seqlens_q[B] on) instead.
+template <typename T>
+__global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const float* __restrict__ acc,
+                                                                         T* __restrict__ dq, const int* cu_seqlens_q,
+                                                                         int batch, int heads, int64_t total_q,
+                                                                         int64_t row_stride, int64_t head_stride,
+                                                                         bool outside) {
+  constexpr int kRowWords = 132;
+  __shared__ __align__(16) uint32_t tile[64 * kRowWords];
+  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int t = threadIdx.x;
+  if (outside) {
+    const int64_t lo = cu_seqlens_q[0], hi = cu_seqlens_q[batch];
+    const int64_t n_out = lo + (total_q - hi);
+    for (int64_t e = static_cast<int64_t>(m) * 256 + t; e < n_out * 32; e += static_cast<int64_t>(gridDim.x) * 256) {
+      const int64_t r = e / 32;
+      const int64_t row = r < lo ? r : hi + (r - lo);
+      st_global_v4(dq + row * row_stride + h * head_stride + (e % 32) * 8, make_uint4(0u, 0u, 0u, 0u));
+    }
+    return;
+  }
+  const int q_start = cu_seqlens_q[b];
+  const int rows = min(64, cu_seqlens_q[b + 1] - q_start - 64 * m);
+  if (rows <= 0) return;
+  uint64_t pol;  // read once
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  const float* src = acc + (dq_tile_index(q_start, b, 64 * m) * heads + h) * kDqTileFloats;
+#pragma unroll 4
+  for (int k = 0; k < 16; ++k) {
+    const int f = 256 * k + t;  // float4 index in the tile: block f / 1024, j = (f / 128) % 8, thread f % 128
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(src + 4 * f), "l"(pol));
+    const int wt = f % 128;
+    const int r = 16 * (wt / 32) + (wt % 32) / 4;
+    const int w = 32 * (f / 1024) + 4 * ((f / 128) % 8) + wt % 4;  // word (column pair) in the row
+    tile[r * kRowWords + w] = pack_pair<T>(v.x, v.y);
+    tile[(r + 8) * kRowWords + w] = pack_pair<T>(v.z, v.w);
+  }
+  __syncthreads();
+  T* out = dq + (static_cast<int64_t>(q_start) + 64 * m) * row_stride + h * head_stride;
+#pragma unroll 4
+  for (int k = 0; k < 8; ++k) {
+    const int e = 256 * k + t;  // 16-byte chunk e % 32 of row e / 32
+    const int r = e / 32;
+    if (r < rows) {
+      uint4 v;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(smem_addr(tile + r * kRowWords + 4 * (e % 32))));
+      st_global_v4(out + r * row_stride + (e % 32) * 8, v);
+    }
   }
 }
 

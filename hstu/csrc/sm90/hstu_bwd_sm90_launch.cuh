@@ -110,6 +110,19 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 template <typename T, int D>
 cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
+  if constexpr (D == 256) {  // the tiled workspace (dq_red_tiled): one CTA per (query tile, head, batch)
+    if (p.max_seqlen_q > 0) {
+      hstu_dq_convert_tiled_sm90_kernel<T><<<dim3((p.max_seqlen_q + 63) / 64, p.heads, p.batch), 256, 0, stream>>>(
+          p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
+          p.dq_head_stride, false);
+      const cudaError_t err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
+    hstu_dq_convert_tiled_sm90_kernel<T><<<dim3(16, p.heads), 256, 0, stream>>>(
+        p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
+        p.dq_head_stride, true);
+    return cudaGetLastError();
+  }
   // The kernel indexes with 32-bit math: launches over row ranges of at most 2^30 groups of 8 elements.
   const int64_t per_row = static_cast<int64_t>(p.heads) * (D / 8);
   const int64_t rows_per_launch = std::max<int64_t>(1, (int64_t{1} << 30) / per_row);

@@ -222,7 +222,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(Tensor dout, Tensor q, Tensor k, Ten
   Tensor dq = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
-  Tensor dq_accum = torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)}, ScalarType::Float);
+  Tensor dq_accum = torch::stable::new_zeros(q, {hstu_bwd_sm90_dq_accum_floats(p)}, ScalarType::Float);
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();
   p.dv = dv.data_ptr();

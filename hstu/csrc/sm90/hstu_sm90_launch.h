@@ -84,11 +84,20 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
   return words;
 }
 
+// Floats of the fp32 dq workspace the Hopper backward needs: (total_q, H, D) for D = 64 / 128; for D = 256 the
+// tiled layout of hstu_bwd_sm90_kernel.cuh (dq_red_tiled: 64-row query tiles padded per sequence, at most
+// total_q / 64 + B + 1 tiles of H x 64 x 256), which is never smaller, so a zeroed workspace of this size also
+// serves the sm80-class fallback. The zeroing flags (hstu_bwd_sm90_dq_zero_words) go behind these floats.
+inline int64_t hstu_bwd_sm90_dq_accum_floats(const HstuParams& p) {
+  const int64_t rows = p.head_dim == 256 ? (p.total_q / 64 + p.batch + 1) * 64 : p.total_q;
+  return rows * p.heads * p.head_dim;
+}
+
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
-// forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 (total_q, H, D) contiguous workspace, zeroed by the caller
-// unless p.dq_zero_flags is set as hstu_bwd_sm90_dq_zero_words says (the launcher converts it into p.dq for all
-// total_q rows); with rab, drab into p.drab when set (a shared rab with
-// H > 1 through p.drab_accum, fp32, zeroed by the caller, converted by the launcher). Returns
+// forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 workspace of hstu_bwd_sm90_dq_accum_floats floats, zeroed
+// by the caller unless p.dq_zero_flags is set as hstu_bwd_sm90_dq_zero_words says (the launcher converts it into
+// p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with H > 1 through p.drab_accum,
+// fp32, zeroed by the caller, converted by the launcher). Returns
 // cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
 // (deterministic mode), or for D not in {64, 128, 256}.
 template <typename T, int D>
