@@ -58,7 +58,9 @@ struct HstuParams {
   int64_t dq_row_stride, dq_head_stride;
   int64_t dk_row_stride, dk_head_stride;
   int64_t dv_row_stride, dv_head_stride;
-  float* dq_accum;  // (total_q, H, D) fp32, zero-initialized workspace; nullptr: deterministic (separate dQ kernel)
+  // (total_q, H, D) fp32, zero-initialized workspace; nullptr: deterministic (separate dQ kernel). The Hopper
+  // backward's size and layout: hstu_bwd_sm90_dq_accum_floats (sm90/hstu_sm90_launch.h; tiled at D = 256).
+  float* dq_accum;
   // Hopper D = 64 / 128 backward only (hstu_bwd_sm90_dq_zero_words in sm90/hstu_sm90_launch.h): when set,
   // dq_accum is NOT zeroed by the caller; these (uninitialized) words are the zeroing flags of its 128-row chunks,
   // and the backward zeroes the workspace itself (the launcher the first group's rows, every CTA later ones).

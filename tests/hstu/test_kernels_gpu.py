@@ -516,6 +516,50 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
             assert err <= 1e-2 * scale + 1e-6, f"{name} (self-zero={mode}) vs zeroed workspace: {err:.3e}"
 
 
+@pytest.mark.parametrize("mask,delta_q,seqused,rab_heads", [
+    ("causal", False, False, 0),
+    ("context_target_group", True, True, 0),
+    ("local_context_target", False, True, 2),
+    ("none", True, False, 1),
+])
+def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
+    """The Hopper D = 256 backward adds dQ into a tiled fp32 workspace (64-row query tiles, every sequence padded to
+    tiles of its own, each tile in the wgmma accumulators' register order) that a conversion kernel puts back into
+    rows; elsewhere the same checks run the sm80-class kernel. Lengths at the tile edges (0, 1, 63, 64, 65, 127,
+    128, 129, 191) among random ones, with unused rows before and after the sequences in q: the error rule holds,
+    the padded call's rows agree with the unpadded call's to the fp32 reduction order, and the rows outside every
+    sequence are exactly zero (dq starts out as NaN)."""
+    seed = zlib.crc32(repr(("d256_tiled", mask, delta_q, seqused, rab_heads)).encode())
+    rng = random.Random(seed)
+    lens = [0, 1, 63, 64, 65, 127, 128, 129, 191] + [rng.randint(1, 300) for _ in range(9)]
+    rng.shuffle(lens)
+    case = make_case(seed, lens, 2, 256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    check_case(case, 0.5)
+    pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
+    q, k, v = (pad(case[n]) for n in ("q", "k", "v"))
+    window = MASKS[mask][0]
+
+    def bwd(q, k, v, do, shift):
+        poison_allocator(8 * q.numel() * 4)
+        return torch.ops.hstu_attn.bwd(
+            do, q, k, v, case["cu_seqlens_q"] + shift, case["cu_seqlens_k"] + shift, case["max_seqlen_q"],
+            case["max_seqlen_k"], case["num_contexts"], case["num_targets"], case["target_group_size"], window[0],
+            window[1], 0.5, case["rab"], -1.0, case["seqused_q"], case["seqused_k"], case["rab"] is not None, False)
+
+    do = torch.randn_like(q)
+    inner = slice(5, q.shape[0] - 7)
+    padded = bwd(q, k, v, do, 5)
+    plain = bwd(case["q"], case["k"], case["v"], do[inner].contiguous(), 0)
+    dq = padded[0]
+    assert not torch.isnan(dq).any(), "NaN in dq (unwritten rows?)"
+    assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), "rows outside the sequences"
+    names = ["dq", "dk", "dv"] + (["drab"] if rab_heads else [])
+    for name, g, g0 in zip(names, (dq[inner], padded[1][inner], padded[2][inner], padded[3]), plain):
+        scale = g0.abs().max().item()
+        err = max_err(g, g0)
+        assert err <= 1e-2 * scale + 1e-6, f"{name}: padded vs unpadded call {err:.3e}"
+
+
 def test_ops_from_a_fresh_thread():
     """The ops work on a thread whose first CUDA call they are (as the autograd engine's thread can be): the Hopper
     launchers encode tensor maps through the driver, which needs the device's context current on that thread

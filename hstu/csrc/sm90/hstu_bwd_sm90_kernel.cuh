@@ -22,6 +22,8 @@
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
 // D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV, dQ columns [128 g, 128 g + 128).
+// Its dQ tiles go straight from the accumulator registers into a tiled workspace (red.global.add.v4.f32, 512
+// contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
 // Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
 // with named barriers; dV / dK with the other warpgroup's operand from smem (SS). Previous kernel (kSplitSP = 0,
@@ -68,10 +70,9 @@ struct BwdSm90Traits {
   static constexpr int kBarIdBase = 6;  // ids 6 .. 6 + 2 kdSBufs - 1 (1, 3, 4, 5: other named barriers)
   // dQ staging (kDqMode 1, 2): per consumer warpgroup 64 queries x 64 columns fp32 in 32-column (128-byte) panels
   // in the 128B-swizzled layout of the dq_accum tensor map's box, reduced into dq_accum by bulk tensor ops.
-  // Split D: per warp one 2 KB panel (16 rows x 32 columns) here plus, alternately, its own 16 rows of the
-  // warpgroup's dS^T buffer once dQ has read it (4 panels per warp and tile: 128 columns).
+  // Split D: none (dQ goes from registers into the tiled workspace, dq_red_tiled).
   static constexpr int kDqPanelBytes = 64 * 128;
-  static constexpr int kDqStageBytes = kSplitD ? 4 * 2048 : 2 * kDqPanelBytes;
+  static constexpr int kDqStageBytes = kSplitD ? 0 : 2 * kDqPanelBytes;
   static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
   static constexpr int kTileMapOffset = 120;  // split D: the work's tile map (2 words) behind the mbarriers
@@ -393,11 +394,8 @@ __global__ void __launch_bounds__(384, 1)
   // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
-  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md). Bit 1 = on; bit 2 (the default, 3): warpgroup
-  // 1 stages all four dQ panels of a warp in its own 2 KB staging buffer (one bulk read-wait per panel); without it
-  // (1, dev variant 20) panels 1 and 3 go through the warp's rows of sP, which compute-sanitizer racecheck flags
-  // against warpgroup 0's P^T stores of the next tile (NOTES.md "Staging without sP").
-  static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 3) && kSplitD && !kPingpong),
+  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
+  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
 
   extern __shared__ char smem_raw[];

@@ -160,14 +160,13 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
 // red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 7 / 8 = warpgroup tile skip off / on (D = 64 / 128),
 // 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong), 11 = the default
-// kernel launched as 2-CTA clusters; D = 256: 2, 5, 6, 9 and 20 below.
+// kernel launched as 2-CTA clusters; D = 256: 2, 5, 6 and 9 below.
 // Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
-// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP bit 1; measured faster than the
-// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"), warpgroup 1's dQ
-// staged outside sP (bit 2, NOTES.md "Staging without sP").
+// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
+// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T").
 template <int D>
-inline constexpr int kBwdSplitSP = D == 256 ? 3 : 0;
+inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
 // local), where some warpgroup tiles see no key; full windows keep the kernel without it (measured 2-3 % slower
 // with it at S = 16K), and D = 64 too (5-10 % slower at S = 16K).
@@ -215,8 +214,6 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
         case 5: err = sm90::launch_bwd<T, D, 2, 2, true, false, true>(p, total_k, stream); break;
         case 6: err = sm90::launch_bwd<T, D, 2, 2, false, false, true>(p, total_k, stream); break;
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, false, false, kBwdSplitSP<D>>(p, total_k, stream); break;
-        // 20: the split kernel with warpgroup 1's odd dQ panels staged in sP (the default until 2026-11-21, session 5)
-        case 20: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, 1>(p, total_k, stream); break;
         default:
           err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
       }
