@@ -690,7 +690,7 @@ __global__ void __launch_bounds__(384, 1)
             uint32_t hy, bz;  // head, batch re-read (not kept live through the loop)
             asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
             asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
-            dq_red_tiled(p.dq_accum, dq_tile_index(si.q_start, static_cast<int>(bz), m0), p.heads,
+            dq_red_tiled(p.dq_accum, dq_tile_index(__ldg(p.cu_seqlens_q + bz), static_cast<int>(bz), m0), p.heads,
                          static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };

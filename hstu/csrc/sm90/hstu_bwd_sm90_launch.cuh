@@ -122,21 +122,22 @@ cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
         p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
         p.dq_head_stride, true);
     return cudaGetLastError();
+  } else {
+    // The kernel indexes with 32-bit math: launches over row ranges of at most 2^30 groups of 8 elements.
+    const int64_t per_row = static_cast<int64_t>(p.heads) * (D / 8);
+    const int64_t rows_per_launch = std::max<int64_t>(1, (int64_t{1} << 30) / per_row);
+    for (int64_t r0 = 0; r0 < p.total_q; r0 += rows_per_launch) {
+      const int64_t rows = std::min(rows_per_launch, p.total_q - r0);
+      const int64_t want = (rows * per_row + 255) / 256;
+      const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
+      hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(
+          p.dq_accum + r0 * per_row * 8, static_cast<T*>(p.dq) + r0 * p.dq_row_stride, static_cast<int>(rows),
+          p.heads, p.dq_row_stride, p.dq_head_stride);
+      const cudaError_t err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
   }
-  // The kernel indexes with 32-bit math: launches over row ranges of at most 2^30 groups of 8 elements.
-  const int64_t per_row = static_cast<int64_t>(p.heads) * (D / 8);
-  const int64_t rows_per_launch = std::max<int64_t>(1, (int64_t{1} << 30) / per_row);
-  for (int64_t r0 = 0; r0 < p.total_q; r0 += rows_per_launch) {
-    const int64_t rows = std::min(rows_per_launch, p.total_q - r0);
-    const int64_t want = (rows * per_row + 255) / 256;
-    const int blocks = static_cast<int>(want < 132 * 16 ? want : 132 * 16);
-    hstu_dq_convert_sm90_kernel<T, D><<<blocks, 256, 0, stream>>>(
-        p.dq_accum + r0 * per_row * 8, static_cast<T*>(p.dq) + r0 * p.dq_row_stride, static_cast<int>(rows), p.heads,
-        p.dq_row_stride, p.dq_head_stride);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
 }
 
 // A shared rab's drab: the fp32 sum over heads -> drab (dtype T).
