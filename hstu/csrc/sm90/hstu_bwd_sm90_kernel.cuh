@@ -690,8 +690,11 @@ __global__ void __launch_bounds__(384, 1)
             uint32_t hy, bz;  // head, batch re-read (not kept live through the loop)
             asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
             asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
-            dq_red_tiled(p.dq_accum, dq_tile_index(__ldg(p.cu_seqlens_q + bz), static_cast<int>(bz), m0), p.heads,
-                         static_cast<int>(hy), 2 * wg, wtid, q0, q1);
+            // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill 8 / 28 B); the
+            // kernel without rab keeps it (the load on its reduction path cost it 3 %).
+            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
+            dq_red_tiled(p.dq_accum, dq_tile_index(qs, static_cast<int>(bz), m0), p.heads, static_cast<int>(hy), 2 * wg,
+                         wtid, q0, q1);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
