@@ -637,10 +637,9 @@ __global__ void __launch_bounds__(384, 1)
         // Named barriers (256 threads: one warpgroup arrives, the other syncs (E: both sync); each used once per
         // tile, and neither warpgroup can arrive twice on one before the other has synced on it, see NOTES.md):
         //   A (0 -> 1) P^T, SiLU' of tile i in smem; B (1 -> 0) dS^T of tile i in sX;
-        //   D (1 -> 0) warpgroup 1's dQ of tile i has read sX (warpgroup 0 may stage dQ panels there);
-        //   E (1 -> 0) warpgroup 1's dV wgmma and dQ staging of tile i have read sP (warpgroup 0 may write P^T of i + 1).
-        // dQ staging per warp: even panels in its 2 KB staging buffer, odd ones in its own 16 rows of sX
-        // (warpgroup 0) or sP (warpgroup 1).
+        //   E (both) the dV (sP) and dQ (sX) wgmmas of tile i of both warpgroups are done (warpgroup 0 may write
+        //   P^T, SiLU' of tile i + 1).
+        // dQ goes from the accumulators into the tiled workspace (dq_red: no smem).
         constexpr uint32_t kBarA = 10, kBarB = 11, kBarE = 13;
         const uint32_t sP = sdS;
         const uint32_t sX = sdS + C::kdSBytes;
@@ -823,14 +822,12 @@ __global__ void __launch_bounds__(384, 1)
             }
             wgmma_commit();
             // kRab: drab from dS^T of tile i in sX while dK / dV fly. Each warp reads back its own 16 key rows
-            // (16 warp .. + 15, the rows its SiLU' stores and odd dQ staging panels use). Ordering of these reads:
+            // (16 warp .. + 15, the rows its SiLU' stores use). Ordering of these reads:
             // - after warpgroup 1's dS^T stores of tile i (all of warpgroup 1 arrives on B after them, fenced);
-            // - before every later write to these rows: this warp's own dQ staging of tile i and SiLU' of tile
-            //   i + 1 follow in program order (dq_stage does __syncwarp before its stores); warpgroup 1 writes
-            //   sX again (dS^T of tile i + 1) only after barrier A of tile i + 1, on which this warpgroup arrives
-            //   after its SiLU' stores of tile i + 1, i.e. after these reads.
-            // Warpgroup 0 does it (not 1): between B and D it has 2 GEMM units less to issue than warpgroup 1 and
-            // waits for it at D anyway.
+            // - before every later write to these rows: this warpgroup's SiLU' stores of tile i + 1 come after
+            //   barrier E of tile i + 1; warpgroup 1 writes sX again (dS^T of tile i + 1) only after barrier A of
+            //   tile i + 1, on which this warpgroup arrives after those stores.
+            // Warpgroup 0 does it (not 1): between B and its dQ it has 2 GEMM units less to issue than warpgroup 1.
             if constexpr (kRab) {
               if (p.drab != nullptr) {
                 uint32_t cx, hy, bz;
