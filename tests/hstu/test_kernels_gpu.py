@@ -523,15 +523,16 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     ("none", True, False, 1),
 ])
 def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
-    """The Hopper D = 256 backward adds dQ into a tiled fp32 workspace (64-row query tiles, every sequence padded to
-    tiles of its own, each tile in the wgmma accumulators' register order) that a conversion kernel puts back into
-    rows; elsewhere the same checks run the sm80-class kernel. Lengths at the tile edges (0, 1, 63, 64, 65, 127,
-    128, 129, 191) among random ones, with unused rows before and after the sequences in q: the error rule holds,
+    """The Hopper D = 256 backward adds dQ into a tiled fp32 workspace (16-row groups, every sequence padded to
+    groups of its own, each in a warp's wgmma accumulator register order) that a conversion kernel puts back into
+    rows; elsewhere the same checks run the sm80-class kernel. Lengths at the group and tile edges (0, 1, 15, 16,
+    17, 63, 64, 65, 127, 128, 129, 191) among random ones, with unused rows before and after the sequences in q (the
+    last tile's warps past a sequence add zeros into the next one's groups): the error rule holds,
     the padded call's rows agree with the unpadded call's to the fp32 reduction order, and the rows outside every
     sequence are exactly zero (dq starts out as NaN)."""
     seed = zlib.crc32(repr(("d256_tiled", mask, delta_q, seqused, rab_heads)).encode())
     rng = random.Random(seed)
-    lens = [0, 1, 63, 64, 65, 127, 128, 129, 191] + [rng.randint(1, 300) for _ in range(9)]
+    lens = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 191] + [rng.randint(1, 300) for _ in range(9)]
     rng.shuffle(lens)
     case = make_case(seed, lens, 2, 256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)

@@ -116,29 +116,31 @@ __device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float 
       : "memory");
 }
 
-// D = 256: the fp32 dq workspace in tiles (hstu_bwd_sm90_dq_accum_floats): query tile m (64 rows) of sequence b is
-// workspace tile (cu_seqlens_q[b] + 64 b) / 64 + m (the padding keeps every sequence's tiles its own), and a tile of
-// head h holds 4 blocks of 64 columns, each in the register order of an m64n64 fp32 wgmma accumulator: float4 j of
-// thread t of the warpgroup (its accumulator registers 4 j .. 4 j + 3: rows 16 (t / 32) + (t % 32) / 4 and 8 below,
-// columns 8 j + 2 (t % 4), + 1) at float4 index 128 j + t. Each warp's red.global.add.v4.f32 then covers 512
-// contiguous bytes, with no staging in shared memory; hstu_dq_convert_tiled_sm90_kernel puts the rows back.
-constexpr int kDqTileFloats = 64 * 256;
-__device__ __forceinline__ int64_t dq_tile_index(int q_start, int b, int m0) {
-  return ((static_cast<int64_t>(q_start) + 64 * static_cast<int64_t>(b)) >> 6) + (m0 >> 6);
+// D = 256: the fp32 dq workspace in 16-row groups (hstu_bwd_sm90_dq_accum_floats), one per warp of a 64-row query
+// tile: rows 16 g' .. 16 g' + 15 of sequence b are group (cu_seqlens_q[b] + 16 b) / 16 + g' (the padding keeps every
+// sequence's groups its own: at most total_q / 16 + B + 1 groups). A group of head h holds 4 blocks of 64 columns,
+// each in the register order of a warp's part of an m64n64 fp32 wgmma accumulator: float4 j of lane l (its
+// registers 4 j .. 4 j + 3: rows l / 4 and l / 4 + 8 of the group, columns 8 j + 2 (l % 4), + 1) at float4 index
+// 32 j + l. Each warp's red.global.add.v4.f32 then covers 512 contiguous bytes, with no staging in shared memory;
+// hstu_dq_convert_tiled_sm90_kernel puts the rows back. The last query tile's warps past the sequence's rows add
+// exact zeros (their Q / dO rows are zeroed in smem, so dS = 0) into the next groups, which changes nothing.
+__device__ __forceinline__ int64_t dq_group_index(int q_start, int b, int row0) {
+  return ((static_cast<int64_t>(q_start) + 16 * static_cast<int64_t>(b)) >> 4) + (row0 >> 4);
 }
-// Adds a warpgroup's two m64n64 dQ halves (columns 64 blk, 64 blk + 64 of the tile) for thread wtid.
-__device__ __forceinline__ void dq_red_tiled(float* acc, int64_t tile, int heads, int h, int blk, int wtid,
-                                             const float (&q0)[32], const float (&q1)[32]) {
-  float* a = acc + ((tile * heads + h) * 4 + blk) * 4096 + 4 * wtid;
+// Adds a warpgroup's two m64n64 dQ halves (columns 64 blk, 64 blk + 64) of query rows m0 .. m0 + 63 for thread wtid.
+__device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
+                                             int wtid, const float (&q0)[32], const float (&q1)[32]) {
+  const int64_t g = dq_group_index(q_start, b, m0) + wtid / 32;
+  float* a = acc + ((g * heads + h) * 4 + blk) * 1024 + 4 * (wtid % 32);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 512 * j), "f"(q0[4 * j]),
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(q0[4 * j]),
                  "f"(q0[4 * j + 1]), "f"(q0[4 * j + 2]), "f"(q0[4 * j + 3])
                  : "memory");
   }
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 4096 + 512 * j), "f"(q1[4 * j]),
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 1024 + 128 * j), "f"(q1[4 * j]),
                  "f"(q1[4 * j + 1]), "f"(q1[4 * j + 2]), "f"(q1[4 * j + 3])
                  : "memory");
   }
@@ -692,8 +694,7 @@ __global__ void __launch_bounds__(384, 1)
             // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill 8 / 28 B); the
             // kernel without rab keeps it (the load on its reduction path cost it 3 %).
             const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
-            dq_red_tiled(p.dq_accum, dq_tile_index(qs, static_cast<int>(bz), m0), p.heads, static_cast<int>(hy), 2 * wg,
-                         wtid, q0, q1);
+            dq_red_tiled(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
@@ -1277,8 +1278,7 @@ __global__ void __launch_bounds__(384, 1)
           pin_all(acc_q1);
           // every warp's dQ wgmma has read the dS^T buffer (the next tile's dS^T stores overwrite it)
           named_barrier_sync(4 + wg, 128);
-          if constexpr (!kNoDqRed) dq_red_tiled(p.dq_accum, dq_tile_index(si.q_start, b, m0), p.heads, h, 2 * wg, wtid,
-                                                acc_q0, acc_q1);
+          if constexpr (!kNoDqRed) dq_red_tiled(p.dq_accum, si.q_start, b, m0, p.heads, h, 2 * wg, wtid, acc_q0, acc_q1);
           continue;
         }
 
@@ -1424,9 +1424,10 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
 }
 
 // D = 256: dq (total_q, H, 256), any row / head strides (multiples of 8 elements) <- the tiled fp32 workspace
-// (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b (rows past the sequence's cu_seqlens length are
-// not written): 16 coalesced float4 loads per thread, rounded to T into a padded shared tile (rows of 132 words:
-// the 8 rows a warp's stores touch land in 8 different bank groups), then 16-byte row stores. With outside set,
+// (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b, its 4 row groups (rows past the sequence's
+// cu_seqlens length are neither read nor written): up to 16 coalesced float4 loads per thread, rounded to T into a
+// padded shared tile (rows of 132 words: the 8 rows a warp's stores touch land in 8 different bank groups), then
+// 16-byte row stores. With outside set,
 // CTA (x, h) writes zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from
 // cu_seqlens_q[B] on) instead.
 template <typename T>
@@ -1454,17 +1455,21 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const f
   if (rows <= 0) return;
   uint64_t pol;  // read once
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  const float* src = acc + (dq_tile_index(q_start, b, 64 * m) * heads + h) * kDqTileFloats;
+  const float* src = acc + (dq_group_index(q_start, b, 64 * m) * heads + h) * 4096;
+  const int64_t group_floats = static_cast<int64_t>(heads) * 4096;
 #pragma unroll 4
   for (int k = 0; k < 16; ++k) {
-    const int f = 256 * k + t;  // float4 index in the tile: block f / 1024, j = (f / 128) % 8, thread f % 128
+    // float4 f of the tile: group f / 1024 (rows 16 (f / 1024) ..), block (f / 256) % 4, j = (f / 32) % 8, lane f % 32
+    const int f = 256 * k + t;
+    const int gr = f / 1024;
+    if (16 * gr >= rows) break;  // (uniform per k: 1024 float4 per group)
     float4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(src + 4 * f), "l"(pol));
-    const int wt = f % 128;
-    const int r = 16 * (wt / 32) + (wt % 32) / 4;
-    const int w = 32 * (f / 1024) + 4 * ((f / 128) % 8) + wt % 4;  // word (column pair) in the row
+                 : "l"(src + gr * group_floats + 4 * (f % 1024)), "l"(pol));
+    const int ln = f % 32;
+    const int r = 16 * gr + ln / 4;
+    const int w = 32 * ((f / 256) % 4) + 4 * ((f / 32) % 8) + ln % 4;  // word (column pair) in the row
     tile[r * kRowWords + w] = pack_pair<T>(v.x, v.y);
     tile[(r + 8) * kRowWords + w] = pack_pair<T>(v.z, v.w);
   }

@@ -85,11 +85,12 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
 }
 
 // Floats of the fp32 dq workspace the Hopper backward needs: (total_q, H, D) for D = 64 / 128; for D = 256 the
-// tiled layout of hstu_bwd_sm90_kernel.cuh (dq_red_tiled: 64-row query tiles padded per sequence, at most
-// total_q / 64 + B + 1 tiles of H x 64 x 256), which is never smaller, so a zeroed workspace of this size also
-// serves the sm80-class fallback. The zeroing flags (hstu_bwd_sm90_dq_zero_words) go behind these floats.
+// 16-row groups of hstu_bwd_sm90_kernel.cuh (dq_red_tiled: every sequence padded to whole groups, at most
+// total_q / 16 + B + 1 groups, + 3 for the last tile's warps past the last sequence), never smaller than
+// (total_q, H, D), so a zeroed workspace of this size also serves the sm80-class fallback. The zeroing flags
+// (hstu_bwd_sm90_dq_zero_words) go behind these floats.
 inline int64_t hstu_bwd_sm90_dq_accum_floats(const HstuParams& p) {
-  const int64_t rows = p.head_dim == 256 ? (p.total_q / 64 + p.batch + 1) * 64 : p.total_q;
+  const int64_t rows = p.head_dim == 256 ? (p.total_q / 16 + p.batch + 4) * 16 : p.total_q;
   return rows * p.heads * p.head_dim;
 }
 
