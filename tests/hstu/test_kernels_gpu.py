@@ -533,6 +533,7 @@ def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
     seed = zlib.crc32(repr(("d256_tiled", mask, delta_q, seqused, rab_heads)).encode())
     rng = random.Random(seed)
     lens = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 191] + [rng.randint(1, 300) for _ in range(9)]
+    lens += [rng.randint(1, 20) for _ in range(12)]
     rng.shuffle(lens)
     case = make_case(seed, lens, 2, 256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)
