@@ -462,7 +462,9 @@ def hstu_attn_varlen_func(
     HSTU_ATTN_SM90_FWD_SCHED=0 keeps the plain grid order. The Hopper backward at D = 64 / 128 zeroes its
     own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
     instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair);
-    HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead.
+    HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead. At D = 256 it adds dQ straight from its
+    registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
+    most (total_q + 16 (B + 4)) x H x D floats, vs total_q x H x D for the other kernels).
     `hstu_attn.compiled_kernels()` lists what the library holds.
 
     Raises:
