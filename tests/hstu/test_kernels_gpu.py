@@ -453,6 +453,22 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     check_case(case, 0.5)
 
 
+def _pad_rows(t):
+    """t with 5 random rows before and 7 after (rows outside every sequence once cu_seqlens is shifted by 5)."""
+    return torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
+
+
+def _bwd_op(case, do, q, k, v, shift):
+    """torch.ops.hstu_attn.bwd on case's masks and rab (drab with it), cu_seqlens shifted by `shift` rows, after
+    handing the allocator a NaN-filled block (unwritten outputs show up as NaN)."""
+    window = case["window_size"]
+    poison_allocator(8 * q.numel() * 4)
+    return torch.ops.hstu_attn.bwd(
+        do, q, k, v, case["cu_seqlens_q"] + shift, case["cu_seqlens_k"] + shift, case["max_seqlen_q"],
+        case["max_seqlen_k"], case["num_contexts"], case["num_targets"], case["target_group_size"], window[0],
+        window[1], 0.5, case["rab"], -1.0, case["seqused_q"], case["seqused_k"], case["rab"] is not None, False)
+
+
 @pytest.mark.parametrize("mask,delta_q,seqused,lens_range,H,D,rab_heads", [
     ("causal", False, False, (60, 200), 4, 128, 0),
     ("context_target_group", True, False, (60, 200), 4, 128, 0),
@@ -486,28 +502,21 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     lens[13] = 1
     case = make_case(seed, lens, H, D, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)
-    pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
-    q, k, v = (pad(case[n]) for n in ("q", "k", "v"))
-    cu_q, cu_k = case["cu_seqlens_q"] + 5, case["cu_seqlens_k"] + 5
+    q, k, v = (_pad_rows(case[n]) for n in ("q", "k", "v"))
     do = torch.randn_like(q)
-    window = MASKS[mask][0]
-    args = (do, q, k, v, cu_q, cu_k, case["max_seqlen_q"], case["max_seqlen_k"], case["num_contexts"],
-            case["num_targets"], case["target_group_size"], window[0], window[1], 0.5, case["rab"], -1.0,
-            case["seqused_q"], case["seqused_k"], case["rab"] is not None, False)
     grads = {}
     for mode in ("0", None):
         if mode is None:
             monkeypatch.delenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", raising=False)
         else:
             monkeypatch.setenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", mode)
-        poison_allocator(8 * q.numel() * 4)
-        grads[mode] = torch.ops.hstu_attn.bwd(*args)
-    inner = slice(5, q.shape[0] - 7)
+        grads[mode] = _bwd_op(case, do, q, k, v, 5)
+    inner_q, inner_k = slice(5, q.shape[0] - 7), slice(5, k.shape[0] - 7)
     for mode, (dq, dk, dv, drab) in grads.items():
         assert not torch.isnan(dq).any(), f"NaN in dq (self-zero={mode})"
         assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), f"rows outside the sequences (self-zero={mode})"
-        named = [("dq", dq[inner], grads["0"][0][inner]), ("dk", dk[inner], grads["0"][1][inner]),
-                 ("dv", dv[inner], grads["0"][2][inner])]
+        named = [("dq", dq[inner_q], grads["0"][0][inner_q]), ("dk", dk[inner_k], grads["0"][1][inner_k]),
+                 ("dv", dv[inner_k], grads["0"][2][inner_k])]
         if rab_heads:
             named.append(("drab", drab, grads["0"][3]))
         for name, g, g0 in named:
@@ -537,21 +546,11 @@ def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
     rng.shuffle(lens)
     case = make_case(seed, lens, 2, 256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5)
-    pad = lambda t: torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
-    q, k, v = (pad(case[n]) for n in ("q", "k", "v"))
-    window = MASKS[mask][0]
-
-    def bwd(q, k, v, do, shift):
-        poison_allocator(8 * q.numel() * 4)
-        return torch.ops.hstu_attn.bwd(
-            do, q, k, v, case["cu_seqlens_q"] + shift, case["cu_seqlens_k"] + shift, case["max_seqlen_q"],
-            case["max_seqlen_k"], case["num_contexts"], case["num_targets"], case["target_group_size"], window[0],
-            window[1], 0.5, case["rab"], -1.0, case["seqused_q"], case["seqused_k"], case["rab"] is not None, False)
-
+    q, k, v = (_pad_rows(case[n]) for n in ("q", "k", "v"))
     do = torch.randn_like(q)
     inner_q, inner_k = slice(5, q.shape[0] - 7), slice(5, k.shape[0] - 7)
-    padded = bwd(q, k, v, do, 5)
-    plain = bwd(case["q"], case["k"], case["v"], do[inner_q].contiguous(), 0)
+    padded = _bwd_op(case, do, q, k, v, 5)
+    plain = _bwd_op(case, do[inner_q].contiguous(), case["q"], case["k"], case["v"], 0)
     dq = padded[0]
     assert not torch.isnan(dq).any(), "NaN in dq (unwritten rows?)"
     assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), "rows outside the sequences"

@@ -1427,9 +1427,8 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
 // (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b, its 4 row groups (rows past the sequence's
 // cu_seqlens length are neither read nor written): up to 16 coalesced float4 loads per thread, rounded to T into a
 // padded shared tile (rows of 132 words: the 8 rows a warp's stores touch land in 8 different bank groups), then
-// 16-byte row stores. With outside set,
-// CTA (x, h) writes zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from
-// cu_seqlens_q[B] on) instead.
+// 16-byte row stores. With outside set, CTA (x, h) writes zeros into head h of the rows outside every sequence
+// (before cu_seqlens_q[0], from cu_seqlens_q[B] on) instead.
 template <typename T>
 __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const float* __restrict__ acc,
                                                                          T* __restrict__ dq, const int* cu_seqlens_q,

@@ -55,9 +55,11 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  CUtensorMap tdq;
-  err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
-  if (err != cudaSuccess) return err;
+  CUtensorMap tdq{};  // dq_accum's bulk reduce-adds; the split-D kernel adds dQ without it (dq_red_tiled)
+  if constexpr (!C::kSplitD) {
+    err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
+    if (err != cudaSuccess) return err;
+  }
   // dK / dV stores of whole 64-key warpgroup blocks (box 64 columns x 64 rows, the staging's layout).
   CUtensorMap tdk, tdv;
   err = make_qkv_map<T>(&tdk, p.dk, total_k, p.heads, D, p.dk_row_stride, p.dk_head_stride, 64);
