@@ -1427,22 +1427,24 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
 // (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b, its 4 row groups (rows past the sequence's
 // cu_seqlens length are neither read nor written): up to 16 coalesced float4 loads per thread, rounded to T into a
 // padded shared tile (rows of 132 words: the 8 rows a warp's stores touch land in 8 different bank groups), then
-// 16-byte row stores. With outside set, CTA (x, h) writes zeros into head h of the rows outside every sequence
-// (before cu_seqlens_q[0], from cu_seqlens_q[B] on) instead.
+// 16-byte row stores. The CTAs past the query tiles (blockIdx.x >= tiles, (gridDim.x - tiles) x B of them per head)
+// write zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[B] on), so
+// one launch writes all of dq (a second launch for those rows cost ~3 us of a 64 us backward at B32 S114).
 template <typename T>
 __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const float* __restrict__ acc,
                                                                          T* __restrict__ dq, const int* cu_seqlens_q,
                                                                          int batch, int heads, int64_t total_q,
                                                                          int64_t row_stride, int64_t head_stride,
-                                                                         bool outside) {
+                                                                         int tiles) {
   constexpr int kRowWords = 132;
   __shared__ __align__(16) uint32_t tile[64 * kRowWords];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t = threadIdx.x;
-  if (outside) {
+  if (m >= tiles) {
     const int64_t lo = cu_seqlens_q[0], hi = cu_seqlens_q[batch];
     const int64_t n_out = lo + (total_q - hi);
-    for (int64_t e = static_cast<int64_t>(m) * 256 + t; e < n_out * 32; e += static_cast<int64_t>(gridDim.x) * 256) {
+    const int64_t ctas = static_cast<int64_t>(gridDim.x - tiles) * gridDim.z;
+    for (int64_t e = (static_cast<int64_t>(m - tiles) * gridDim.z + b) * 256 + t; e < n_out * 32; e += ctas * 256) {
       const int64_t r = e / 32;
       const int64_t row = r < lo ? r : hi + (r - lo);
       st_global_v4(dq + row * row_stride + h * head_stride + (e % 32) * 8, make_uint4(0u, 0u, 0u, 0u));

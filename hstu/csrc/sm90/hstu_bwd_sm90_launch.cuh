@@ -113,16 +113,14 @@ template <typename T, int D>
 cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
   if constexpr (D == 256) {  // the tiled workspace (dq_red_tiled): one CTA per (query tile, head, batch)
-    if (p.max_seqlen_q > 0) {
-      hstu_dq_convert_tiled_sm90_kernel<T><<<dim3((p.max_seqlen_q + 63) / 64, p.heads, p.batch), 256, 0, stream>>>(
-          p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
-          p.dq_head_stride, false);
-      const cudaError_t err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-    }
-    hstu_dq_convert_tiled_sm90_kernel<T><<<dim3(16, p.heads), 256, 0, stream>>>(
+    // and, past the tiles, at least 16 CTAs per head for the rows outside the sequences (none in the usual call:
+    // those CTAs then exit at once)
+    const int tiles = p.max_seqlen_q > 0 && p.batch > 0 ? (p.max_seqlen_q + 63) / 64 : 0;
+    const int batch = std::max(p.batch, 1);
+    const int out_x = (16 + batch - 1) / batch;
+    hstu_dq_convert_tiled_sm90_kernel<T><<<dim3(tiles + out_x, p.heads, batch), 256, 0, stream>>>(
         p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
-        p.dq_head_stride, true);
+        p.dq_head_stride, tiles);
     return cudaGetLastError();
   } else {
     // The kernel indexes with 32-bit math: launches over row ranges of at most 2^30 groups of 8 elements.
