@@ -17,6 +17,13 @@ before every timed run, median of --reps (>= 20) runs; the ops are called direct
 The "ref" columns time the dense PyTorch reference (hstu_attn_reference, same dtype); "skip" where it
 would not fit in memory or would take too long.
 
+--peer times a peer implementation beside ours on the same inputs, their runs alternating (ours, peer, ours, ...;
+the medians of each), and prints the ratios: `fbgemm` = FBGEMM's HSTU attention (NVIDIA's CUTLASS Hopper kernels, the source of
+issue 6's published numbers; Python module `hstu` of the fbgemm_gpu_hstu package, built from FBGEMM's
+fbgemm_gpu/experimental/hstu), called through its raw sm90 ops as ours are. Before timing, each case checks that the
+peer computes the same function: the largest |ours - peer| of out, dq, dk and dv relative to the largest |ours|
+is printed ("diff"); a cell the peer's build does not cover prints "n/a".
+
 Usage:
     python benchmarks/hstu_attention.py [--quick] [--results benchmarks/RESULTS.md] [--plot out.png]
 """
@@ -83,6 +90,9 @@ class Result:
     bwd_ms: float
     ref_fwd_ms: Optional[float] = None
     ref_bwd_ms: Optional[float] = None
+    peer_fwd_ms: Optional[float] = None
+    peer_bwd_ms: Optional[float] = None
+    peer_diff: Optional[float] = None
     notes: List[str] = field(default_factory=list)
 
 
@@ -146,27 +156,90 @@ class Timer:
         self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
 
     def __call__(self, fn) -> float:
-        for _ in range(self.warmup):
-            fn()
-        times = []
+        return self.interleaved(fn)[0]
+
+    def interleaved(self, *fns) -> List[float]:
+        """median ms of each fn, their runs alternating (a b a b ...) so that all see the same clocks and power"""
+        for fn in fns:
+            for _ in range(self.warmup):
+                fn()
+        times = [[] for _ in fns]
         for _ in range(self.reps):
-            if self.flush is not None:
-                self.flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+            for fn, ts in zip(fns, times):
+                ts.append(self._once(fn))
+        return [statistics.median(ts) for ts in times]
+
+    def _once(self, fn) -> float:
+        if self.flush is None:
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+        self.flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+
+class FbgemmPeer:
+    """FBGEMM's HSTU attention through its raw sm90 ops (torch.ops.fbgemm.hstu_varlen_{fwd,bwd}_90)."""
+
+    name = "fbgemm_gpu_hstu"
+
+    def __init__(self, device: torch.device):
+        if device.type != "cuda" or torch.cuda.get_device_capability(device) != (9, 0):
+            raise SystemExit("--peer fbgemm: the peer's Hopper ops need a compute capability 9.0 GPU")
+        try:
+            import hstu  # noqa: F401  (FBGEMM's package: loading it registers the ops)
+        except ImportError as e:
+            raise SystemExit(f"--peer fbgemm: the peer is not importable ({e}); install fbgemm_gpu_hstu (FBGEMM's "
+                             "fbgemm_gpu/experimental/hstu) or put its built package on PYTHONPATH") from e
+        self.module = hstu
+        if not hasattr(torch.ops.fbgemm, "hstu_varlen_fwd_90"):  # e.g. this repository's hstu/ source folder
+            raise SystemExit(f"--peer fbgemm: module hstu from {os.path.dirname(hstu.__file__)} registered no "
+                             "fbgemm.hstu_varlen_fwd_90 op (run with python -P from the repository root so that its "
+                             "hstu/ source folder does not shadow the peer)")
+        self.fwd_op = torch.ops.fbgemm.hstu_varlen_fwd_90
+        self.bwd_op = torch.ops.fbgemm.hstu_varlen_bwd_90
+
+    def version(self) -> str:
+        try:
+            from importlib.metadata import version
+
+            return f"{self.name} {version(self.name)}"
+        except Exception:  # built in place, not installed: name where it was loaded from
+            return f"module hstu from {os.path.dirname(self.module.__file__)}"
+
+    def calls(self, q, k, v, dout, cu, max_len: int, nc, nt, case: Case, alpha: float, scaling: int):
+        out_dtype = 0 if q.dtype == torch.bfloat16 else 1
+        wl, wr = case.window
+        mask = (nc, nt, case.group, wl, wr, alpha)
+
+        def fwd():
+            return self.fwd_op(q, k, v, cu, cu, None, None, max_len, max_len, scaling, *mask,
+                               output_dtype=out_dtype)[0]
+
+        def bwd():
+            return self.bwd_op(dout, None, q, None, k, None, v, cu, cu, None, None, max_len, max_len, scaling,
+                               None, None, None, *mask, output_dtype=out_dtype)[:3]
+
+        return fwd, bwd
+
+
+PEERS = {"fbgemm": FbgemmPeer}
+
+
+def max_rel_diff(ours, theirs) -> float:
+    """largest |ours - theirs| over the largest |ours|, across the pairs of tensors"""
+    num = max((a.float() - b.float()).abs().max().item() for a, b in zip(ours, theirs))
+    den = max(a.float().abs().max().item() for a in ours)
+    return num / max(den, 1e-30)
 
 
 def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer, ref_timer: Timer,
-             with_ref: bool) -> Result:
+             with_ref: bool, peer=None) -> Result:
     B, H, D = len(case.lengths), case.H, case.D
     total, max_len = sum(case.lengths), max(case.lengths)
     cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
@@ -181,9 +254,23 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
     # One validated call first: the benchmark must not time invalid inputs.
     hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, max_len, max_len, nc, nt, case.group, case.window,
                                     1.0 / D**0.5)
-    fwd_ms = timer(lambda: torch.ops.hstu_attn.fwd(q, k, v, *args))
-    bwd_ms = timer(lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False))
-    res = Result(case, fwd_ms, bwd_ms)
+    fwd = lambda: torch.ops.hstu_attn.fwd(q, k, v, *args)  # noqa: E731
+    bwd = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False)  # noqa: E731
+    pfwd = pbwd = None
+    if peer is not None:
+        pfwd, pbwd = peer.calls(q, k, v, dout, cu, max_len, nc, nt, case, 1.0 / D**0.5, max_len)
+        try:
+            diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
+        except RuntimeError as e:  # a head dim / mask / dtype the peer's build does not hold
+            pfwd = pbwd = None
+            note = f"peer: {str(e).splitlines()[0][:80]}"
+    if pfwd is None:
+        res = Result(case, timer(fwd), timer(bwd))
+    else:
+        (fwd_ms, pfwd_ms), (bwd_ms, pbwd_ms) = timer.interleaved(fwd, pfwd), timer.interleaved(bwd, pbwd)
+        res = Result(case, fwd_ms, bwd_ms, peer_fwd_ms=pfwd_ms, peer_bwd_ms=pbwd_ms, peer_diff=diff)
+    if peer is not None and pfwd is None:
+        res.notes.append(note)
     score_elems = sum(H * L * L for L in case.lengths)
     if with_ref and score_elems <= REF_MAX_SCORE_ELEMENTS:
         ref_kw = dict(num_contexts=nc, num_targets=nt, target_group_size=case.group, window_size=case.window,
@@ -210,21 +297,39 @@ def ms_str(ms: Optional[float]) -> str:
     return "skip" if ms is None else f"{ms:.3f}"
 
 
-def markdown_table(results: List[Result]) -> str:
-    lines = [
-        "| sweep | case | B | H | D | max L | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | ref fwd ms | "
-        "ref fwd TFLOP/s | ref bwd ms | ref bwd TFLOP/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+def ratio_str(ours_ms: float, peer_ms: Optional[float]) -> str:
+    """speed of ours over the peer's (> 1: ours is faster)"""
+    return "n/a" if peer_ms is None else f"{peer_ms / ours_ms:.2f}x"
+
+
+def markdown_table(results: List[Result], peer_name: Optional[str] = None) -> str:
+    head = ("| sweep | case | B | H | D | max L | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | ref fwd ms | "
+            "ref fwd TFLOP/s | ref bwd ms | ref bwd TFLOP/s |")
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    if peer_name:
+        head += (f" {peer_name} fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | fwd ours/peer | bwd ours/peer | "
+                 "diff |")
+        rule += "---:|---:|---:|---:|---:|---:|---:|"
+    lines = [head, rule]
     for r in results:
         c = r.case
         f = c.fwd_flops()
-        lines.append(
+        line = (
             f"| {c.sweep} | {c.name} | {len(c.lengths)} | {c.H} | {c.D} | {max(c.lengths)} | {r.fwd_ms:.3f} | "
             f"{tflops(f, r.fwd_ms)} | {r.bwd_ms:.3f} | {tflops(2.5 * f, r.bwd_ms)} | {ms_str(r.ref_fwd_ms)} | "
             f"{tflops(f, r.ref_fwd_ms)} | {ms_str(r.ref_bwd_ms)} | {tflops(2.5 * f, r.ref_bwd_ms)} |"
         )
-    return "\n".join(lines)
+        if peer_name:
+            na = r.peer_fwd_ms is None
+            line += (
+                f" {'n/a' if na else ms_str(r.peer_fwd_ms)} | {'n/a' if na else tflops(f, r.peer_fwd_ms)} |"
+                f" {'n/a' if na else ms_str(r.peer_bwd_ms)} | {'n/a' if na else tflops(2.5 * f, r.peer_bwd_ms)} |"
+                f" {ratio_str(r.fwd_ms, r.peer_fwd_ms)} | {ratio_str(r.bwd_ms, r.peer_bwd_ms)} |"
+                f" {'n/a' if r.peer_diff is None else f'{r.peer_diff:.1e}'} |"
+            )
+        lines.append(line)
+    notes = [f"- {r.case.sweep} {r.case.name}: {n}" for r in results for n in r.notes]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def floor_line(results: List[Result]) -> str:
@@ -282,7 +387,7 @@ def kernel_description(device: torch.device) -> str:
     return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
 
 
-def header(device: torch.device, dtype_name: str, reps: int, cooldown: float) -> str:
+def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = " ".join(["python"] + sys.argv)
     return "\n".join([
@@ -297,7 +402,9 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float) ->
         f"- cases run one after another with {cooldown:g} s of idle GPU before each (--cooldown), so that a case does not "
         "inherit the power-limit clock drop of the long case before it",
         f"- command: `{cmd}`",
-    ])
+    ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same warm-up, reps, L2 flush); "
+          "ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / max |ours| over out, dq, "
+          "dk, dv"] if peer else []))
 
 
 def plot(results: List[Result], path: str) -> None:
@@ -343,6 +450,9 @@ def main(argv=None) -> int:
                         "limit and lowers the clock for the next seconds; without a pause the next case is timed at "
                         "that lower clock (measured on the H200: B128 S1K bwd 276-281 TFLOP/s right after S16K vs "
                         "292-301 rested)")
+    p.add_argument("--peer", choices=sorted(PEERS),
+                   help="time this peer implementation beside ours on the same inputs and print the ratios "
+                        "(fbgemm: FBGEMM's HSTU attention, module `hstu`; sm90 only)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -365,6 +475,7 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     timer = Timer(device, args.warmup, args.reps)
     ref_timer = Timer(device, 1, max(3, args.reps // 4)) if args.smoke else timer
+    peer = PEERS[args.peer](device) if args.peer else None
     results = []
     for case in build_cases(args.quick, args.smoke):
         if args.sweep and case.sweep not in args.sweep:
@@ -372,12 +483,16 @@ def main(argv=None) -> int:
         if device.type == "cuda" and results and args.cooldown > 0:
             torch.cuda.synchronize()
             time.sleep(args.cooldown)
-        res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref)
+        res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref, peer=peer)
         results.append(res)
-        print(f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms", flush=True)
+        line = f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms"
+        if peer is not None:
+            line += (f"   peer fwd {ms_str(res.peer_fwd_ms)} bwd {ms_str(res.peer_bwd_ms)}"
+                     f"  ours/peer {ratio_str(res.fwd_ms, res.peer_fwd_ms)} {ratio_str(res.bwd_ms, res.peer_bwd_ms)}")
+        print(line, flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0) + "\n\n" + markdown_table(results) + "\n" + floor_line(results)
+    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer) + "\n\n" + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()
     print(text)
