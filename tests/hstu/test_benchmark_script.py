@@ -1,0 +1,75 @@
+"""benchmarks/hstu_attention.py: the table, the peer columns and the alternating timer (CPU; the GPU run is the
+benchmark itself)."""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPT = os.path.join(ROOT, "benchmarks", "hstu_attention.py")
+pytestmark = pytest.mark.skipif(not os.path.exists(SCRIPT), reason="benchmarks/hstu_attention.py is not in this tree")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("hstu_attention_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the script runs
+    spec.loader.exec_module(mod)
+    yield mod
+    del sys.modules[spec.name]
+
+
+def test_smoke_run_prints_the_table(bench, capsys):
+    assert bench.main(["--smoke", "--reps", "2", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| sweep | case |" in out
+    assert "| dense | B2 S64 D32 |" in out
+    assert "fbgemm" not in out  # no peer columns without --peer
+
+
+def test_interleaved_timer_alternates_and_returns_one_median_each(bench):
+    calls = []
+    timer = bench.Timer(torch.device("cpu"), warmup=2, reps=3)
+    medians = timer.interleaved(lambda: calls.append("a"), lambda: calls.append("b"))
+    assert len(medians) == 2 and all(m >= 0 for m in medians)
+    # warm-up of each first, then the timed runs alternate
+    assert calls == ["a", "a", "b", "b"] + ["a", "b"] * 3
+    assert timer(lambda: calls.append("c")) >= 0 and calls[-1] == "c"
+
+
+def test_peer_columns_ratios_and_notes(bench):
+    case = bench.Case("dense", "B16 S16K D128", [16384] * 16, 4, 128)
+    with_peer = bench.Result(case, fwd_ms=1.0, bwd_ms=4.0, peer_fwd_ms=2.0, peer_bwd_ms=3.0, peer_diff=1.5e-3)
+    no_peer = bench.Result(bench.Case("jagged", "zipf B2", [100, 28], 2, 64), fwd_ms=1.0, bwd_ms=2.0,
+                           notes=["peer: not built for this head dim"])
+    table = bench.markdown_table([with_peer, no_peer], "fbgemm_gpu_hstu")
+    lines = table.splitlines()
+    assert "fbgemm_gpu_hstu fwd ms" in lines[0] and lines[0].endswith("| fwd ours/peer | bwd ours/peer | diff |")
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == lines[3].count("|")
+    row = lines[2].split("|")
+    # peer ms / our ms: 2.0 / 1.0 forward, 3.0 / 4.0 backward (the peer is faster there)
+    assert row[-4].strip() == "2.00x" and row[-3].strip() == "0.75x" and row[-2].strip() == "1.5e-03"
+    assert lines[3].split("|")[-4].strip() == "n/a" and lines[3].split("|")[-2].strip() == "n/a"
+    assert lines[-1] == "- jagged zipf B2: peer: not built for this head dim"
+    # peer ms and TFLOP/s from the same FLOP count as ours (4.4e12 forward FLOPs: 2199 TFLOP/s at 2 ms)
+    f = case.fwd_flops()
+    assert [c.strip() for c in row[-8:-4]] == ["2.000", "2199.0", "3.000", "3665.0"]
+    assert row[-7].strip() == bench.tflops(f, 2.0) and row[-5].strip() == bench.tflops(2.5 * f, 3.0)
+
+
+def test_max_rel_diff(bench):
+    a = [torch.tensor([1.0, -4.0]), torch.tensor([2.0])]
+    b = [torch.tensor([1.0, -3.0]), torch.tensor([2.5])]
+    assert bench.max_rel_diff(a, b) == pytest.approx(1.0 / 4.0)
+    assert bench.max_rel_diff(a, a) == 0.0
+
+
+def test_peer_needs_a_hopper_gpu(bench):
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("this machine has the peer's GPU")
+    with pytest.raises(SystemExit, match="compute capability 9.0"):
+        bench.main(["--smoke", "--peer", "fbgemm"])
