@@ -8,7 +8,9 @@
 # Needs: python3 with torch (CUDA build) and pytest; no Bazel, no network. Wheels are installed with
 # `pip install --no-deps --target` into a temp dir (nothing is changed in the Python environment).
 # Environment: GPU_CHECK_OUT (default $OUT or /tmp/gpu_check) receives the logs and benchmark tables;
-# GPU_CHECK_BENCH=0 skips the benchmarks; PYTEST_ARGS adds pytest arguments.
+# GPU_CHECK_BENCH=0 skips the benchmarks; PYTEST_ARGS adds pytest arguments; GPU_CHECK_PEER=DIR (a folder holding
+# the peer's `hstu` package, as tools/peer/build_fbgemm_hstu.sh builds it) adds the quick HSTU benchmark side by side
+# with FBGEMM's HSTU attention (--peer fbgemm; Hopper GPUs only).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 wheels="${1:-$root/dist}"
@@ -51,6 +53,10 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   if "$py" -P -c 'import sys, torch, hstu_attn; sys.exit(0 if torch.cuda.get_device_capability() == (9, 0) and any("_sm90_" in n for n in hstu_attn.compiled_kernels().get("instances", [])) else 1)' 2>/dev/null; then
     step bench_hstu_attention_sm80 env HSTU_ATTN_DISABLE_SM90=1 "$py" -P benchmarks/hstu_attention.py --quick \
       --results "$out/bench_hstu_attention_sm80.md"
+    if [ -n "${GPU_CHECK_PEER:-}" ]; then
+      step bench_hstu_attention_peer env PYTHONPATH="$GPU_CHECK_PEER:$PYTHONPATH" "$py" -P benchmarks/hstu_attention.py \
+        --quick --sweep dense --sweep jagged --no-ref --peer fbgemm --results "$out/bench_hstu_attention_peer.md"
+    fi
   fi
 fi
 
