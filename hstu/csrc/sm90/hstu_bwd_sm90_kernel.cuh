@@ -169,32 +169,6 @@ __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.
 // ... and are complete.
 __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-// Predicated forms (no branch: ptxas waits for in-flight wgmmas at divergent branches).
-__device__ __forceinline__ void bulk_wait_read1_if(bool pred) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.wait_group.read 1;\n}\n" ::"r"(
-                   static_cast<int>(pred))
-               : "memory");
-}
-__device__ __forceinline__ void bulk_wait_read0_if(bool pred) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.wait_group.read 0;\n}\n" ::"r"(
-                   static_cast<int>(pred))
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit_if(bool pred) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.commit_group;\n}\n" ::"r"(
-                   static_cast<int>(pred))
-               : "memory");
-}
-__device__ __forceinline__ void tma_reduce_add_3d_if(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
-                                                     bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " @p cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n}\n" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(static_cast<int>(pred))
-      : "memory");
-}
-
 __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
 }
