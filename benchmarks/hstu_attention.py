@@ -18,8 +18,8 @@ The "ref" columns time the dense PyTorch reference (hstu_attn_reference, same dt
 would not fit in memory or would take too long.
 
 --peer times a peer implementation beside ours on the same inputs, their runs alternating (ours, peer, ours, ...;
-the medians of each), and prints the ratios: `fbgemm` = FBGEMM's HSTU attention (NVIDIA's CUTLASS Hopper kernels, the source of
-issue 6's published numbers; Python module `hstu` of the fbgemm_gpu_hstu package, built from FBGEMM's
+the medians of each), and prints the ratios: `fbgemm` = FBGEMM's HSTU attention (NVIDIA's CUTLASS Hopper kernels,
+the source of issue 6's published numbers; Python module `hstu` of the fbgemm_gpu_hstu package, built from FBGEMM's
 fbgemm_gpu/experimental/hstu), called through its raw sm90 ops as ours are. Before timing, each case checks that the
 peer computes the same function: the largest |ours - peer| of out, dq, dk and dv relative to the largest |ours|
 is printed ("diff"); a cell the peer's build does not cover prints "n/a".
@@ -256,21 +256,18 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
                                     1.0 / D**0.5)
     fwd = lambda: torch.ops.hstu_attn.fwd(q, k, v, *args)  # noqa: E731
     bwd = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False)  # noqa: E731
-    pfwd = pbwd = None
+    peer_note = None
     if peer is not None:
         pfwd, pbwd = peer.calls(q, k, v, dout, cu, max_len, nc, nt, case, 1.0 / D**0.5, max_len)
         try:
             diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
         except RuntimeError as e:  # a head dim / mask / dtype the peer's build does not hold
-            pfwd = pbwd = None
-            note = f"peer: {str(e).splitlines()[0][:80]}"
-    if pfwd is None:
-        res = Result(case, timer(fwd), timer(bwd))
+            peer_note = f"peer: {str(e).splitlines()[0][:80]}"
+    if peer is None or peer_note is not None:
+        res = Result(case, timer(fwd), timer(bwd), notes=[peer_note] if peer_note else [])
     else:
         (fwd_ms, pfwd_ms), (bwd_ms, pbwd_ms) = timer.interleaved(fwd, pfwd), timer.interleaved(bwd, pbwd)
         res = Result(case, fwd_ms, bwd_ms, peer_fwd_ms=pfwd_ms, peer_bwd_ms=pbwd_ms, peer_diff=diff)
-    if peer is not None and pfwd is None:
-        res.notes.append(note)
     score_elems = sum(H * L * L for L in case.lengths)
     if with_ref and score_elems <= REF_MAX_SCORE_ELEMENTS:
         ref_kw = dict(num_contexts=nc, num_targets=nt, target_group_size=case.group, window_size=case.window,
@@ -402,9 +399,9 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         f"- cases run one after another with {cooldown:g} s of idle GPU before each (--cooldown), so that a case does not "
         "inherit the power-limit clock drop of the long case before it",
         f"- command: `{cmd}`",
-    ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same warm-up, reps, L2 flush); "
-          "ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / max |ours| over out, dq, "
-          "dk, dv"] if peer else []))
+    ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same "
+          "warm-up, reps, L2 flush); ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / "
+          "max |ours| over out, dq, dk, dv"] if peer else []))
 
 
 def plot(results: List[Result], path: str) -> None:
@@ -492,7 +489,8 @@ def main(argv=None) -> int:
         print(line, flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer) + "\n\n" + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
+    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer) + "\n\n"
+            + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()
     print(text)

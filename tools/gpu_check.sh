@@ -54,8 +54,9 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     step bench_hstu_attention_sm80 env HSTU_ATTN_DISABLE_SM90=1 "$py" -P benchmarks/hstu_attention.py --quick \
       --results "$out/bench_hstu_attention_sm80.md"
     if [ -n "${GPU_CHECK_PEER:-}" ]; then
-      step bench_hstu_attention_peer env PYTHONPATH="$GPU_CHECK_PEER:$PYTHONPATH" "$py" -P benchmarks/hstu_attention.py \
-        --quick --sweep dense --sweep jagged --no-ref --peer fbgemm --results "$out/bench_hstu_attention_peer.md"
+      step bench_hstu_attention_peer env PYTHONPATH="$GPU_CHECK_PEER:$PYTHONPATH" "$py" -P \
+        benchmarks/hstu_attention.py --quick --sweep dense --sweep jagged --no-ref --peer fbgemm \
+        --results "$out/bench_hstu_attention_peer.md"
     fi
   fi
 fi

@@ -73,3 +73,37 @@ def test_peer_needs_a_hopper_gpu(bench):
         pytest.skip("this machine has the peer's GPU")
     with pytest.raises(SystemExit, match="compute capability 9.0"):
         bench.main(["--smoke", "--peer", "fbgemm"])
+
+
+class _FakePeer:
+    """A peer on CPU: `same` runs hstu_attn's own ops (so the diff is 0), otherwise its calls raise like a peer
+    build without the case's head dim."""
+
+    name = "fake"
+
+    def __init__(self, same):
+        self.same = same
+
+    def calls(self, q, k, v, dout, cu, max_len, nc, nt, case, alpha, scaling):
+        if self.same:
+            args = (cu, cu, max_len, max_len, nc, nt, case.group, case.window[0], case.window[1], alpha, None,
+                    float(scaling), None, None)
+            return (lambda: torch.ops.hstu_attn.fwd(q, k, v, *args),
+                    lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False)[:3])
+
+        def missing():
+            raise RuntimeError("no kernel for this head dim\nmore detail")
+
+        return missing, missing
+
+
+def test_run_case_with_a_peer(bench):
+    case = bench.Case("dense", "B2 S64 D32", [64, 64], 2, 32)
+    timer = bench.Timer(torch.device("cpu"), warmup=1, reps=2)
+    res = bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False,
+                         peer=_FakePeer(same=True))
+    assert res.peer_diff == 0.0 and res.peer_fwd_ms is not None and res.peer_bwd_ms is not None and not res.notes
+    res = bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False,
+                         peer=_FakePeer(same=False))
+    assert res.peer_fwd_ms is None and res.peer_diff is None and res.fwd_ms >= 0
+    assert res.notes == ["peer: no kernel for this head dim"]

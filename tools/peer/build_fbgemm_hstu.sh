@@ -30,13 +30,13 @@ cuda_home=$(dirname "$(dirname "$(command -v "$nvcc")")")
 torch_dir=${TORCH_DIR:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
 jobs=${JOBS:-2}
 
-# The instantiation files: the peer's own generator, with everything but the benchmark's cells switched off.
-export HSTU_DISABLE_FP16=TRUE HSTU_DISABLE_FP8=TRUE HSTU_DISABLE_HDIM32=TRUE HSTU_DISABLE_HDIM64=TRUE \
-    HSTU_DISABLE_LOCAL=TRUE HSTU_DISABLE_TARGET=TRUE HSTU_DISABLE_ARBITRARY=TRUE HSTU_DISABLE_RAB=TRUE \
-    HSTU_DISABLE_DRAB=TRUE HSTU_DISABLE_DETERMINISTIC=TRUE HSTU_DISABLE_86OR89=TRUE
-features="-DHSTU_DISABLE_FP16 -DHSTU_DISABLE_FP8 -DHSTU_DISABLE_HDIM32 -DHSTU_DISABLE_HDIM64 -DHSTU_DISABLE_LOCAL
-  -DHSTU_DISABLE_TARGET -DHSTU_DISABLE_ARBITRARY -DHSTU_ARBITRARY_NFUNC=1 -DHSTU_DISABLE_RAB -DHSTU_DISABLE_DRAB
-  -DHSTU_DISABLE_DETERMINISTIC -DHSTU_DISABLE_86OR89"
+# Everything but the benchmark's cells switched off, once for the peer's own instantiation generator (environment)
+# and once for the compiler (macros).
+features="-DHSTU_ARBITRARY_NFUNC=1"
+for x in FP16 FP8 HDIM32 HDIM64 LOCAL TARGET ARBITRARY RAB DRAB DETERMINISTIC 86OR89; do
+    export "HSTU_DISABLE_$x=TRUE"
+    features="$features -DHSTU_DISABLE_$x"
+done
 gen="$out/instantiations"
 obj="$out/obj"
 mkdir -p "$gen" "$obj" "$out/hstu"
