@@ -3,6 +3,7 @@
 import csv
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -44,3 +45,50 @@ def test_fail_on_spill(tmp_path):
     assert bad.returncode == 1 and "spills 16/" in bad.stderr
     other = subprocess.run(base + ["--fail-on-spill", "nothing::*", str(spilled)], capture_output=True, text=True)
     assert other.returncode == 0
+
+
+# ptxas's wgmma performance diagnostics, as --resource-usage prints them (before the function's "Compiling entry").
+_C7514 = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non "
+          "wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage "
+          "in the function '{}'\n")
+_C7519 = ("ptxas info    : (C7519) warpgroup.arrive is injected in around line 11626 by compiler to allow use of "
+          "registers in GMMA in function '{}'\n")
+
+
+def _with_wgmma_diagnostics(text):
+    """The real probe log with both diagnostics added for the first kernel it compiles (mangled name)."""
+    name = re.search(r"Compiling entry function '([^']+)'", text).group(1)
+    return _C7514.format(name) + _C7519.format(name) + text, name
+
+
+def test_wgmma_diagnostics_reported_and_gated(tmp_path):
+    log = _one("**/probe_kernel.ptxas.txt")
+    tool = _one("**/ptxas_report.py")
+    text, mangled = _with_wgmma_diagnostics(open(log).read())
+    diag = tmp_path / "diag.ptxas.txt"
+    diag.write_text(text)
+    out_csv, out_md = tmp_path / "r.csv", tmp_path / "r.md"
+    base = [sys.executable, tool, "--csv", str(out_csv), "--md", str(out_md)]
+
+    # Reported (no gate): the kernel's row carries both, the other kernels none; the table lists them.
+    ok = subprocess.run(base + [str(diag)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    rows = list(csv.DictReader(open(out_csv)))
+    hit = [r for r in rows if r["wgmma"]]
+    assert len({r["kernel"] for r in hit}) == 1, rows
+    assert hit[0]["wgmma"].startswith("C7514 wgmma.mma_async instructions are serialized due to non wgmma")
+    assert "; C7519 warpgroup.arrive is injected" in hit[0]["wgmma"]
+    assert "Potential Performance Loss" not in hit[0]["wgmma"] and mangled not in hit[0]["wgmma"]
+    assert all(r["wgmma"] == "" for r in rows if r["kernel"] != hit[0]["kernel"])
+    md = open(out_md).read()
+    assert "| C7514 C7519 |" in md and "1 with wgmma diagnostics" in md and "wgmma diagnostics (ptxas):" in md
+
+    # Gated: a matching glob fails the run and names the kernel and the codes; another glob, or the spill gate, not.
+    bad = subprocess.run(base + ["--fail-on-wgmma", "*probe*", str(diag)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "wgmma: C7514" in bad.stderr and hit[0]["kernel"] in bad.stderr
+    other = subprocess.run(base + ["--fail-on-wgmma", "nothing::*", "--fail-on-spill", "*probe*", str(diag)],
+                           capture_output=True, text=True)
+    assert other.returncode == 0, other.stderr
+    # The real log (no diagnostics) passes the same gate.
+    clean = subprocess.run(base + ["--fail-on-wgmma", "*probe*", log], capture_output=True, text=True)
+    assert clean.returncode == 0 and "0 with wgmma diagnostics" in open(out_md).read()

@@ -5,6 +5,8 @@
 An aspect walks `deps`/`srcs` down to the nvcc actions of //tools/cuda:cuda.bzl and collects their
 `--resource-usage` logs; tools/ptxas_report/ptxas_report.py turns them into the two tables.
 `fail_on_spill` lists kernel-name globs (demangled) that must not spill: the build fails if one does.
+`fail_on_wgmma` lists kernel-name globs that must have no ptxas wgmma diagnostic (`(C75nn)`: wgmma instructions
+serialized, warpgroup.arrive / warpgroup.wait injected by the compiler): the build fails if one has.
 """
 
 load("//tools/cuda:cuda.bzl", "PtxasInfo")
@@ -31,6 +33,8 @@ def _ptxas_report_impl(ctx):
     args.add("--md", md)
     for g in ctx.attr.fail_on_spill:
         args.add("--fail-on-spill", g)
+    for g in ctx.attr.fail_on_wgmma:
+        args.add("--fail-on-wgmma", g)
     args.add_all(logs)
     ctx.actions.run(
         executable = ctx.executable._python,
@@ -47,6 +51,7 @@ ptxas_report = rule(
     attrs = {
         "deps": attr.label_list(aspects = [_collect]),
         "fail_on_spill": attr.string_list(),
+        "fail_on_wgmma": attr.string_list(),
         "_tool": attr.label(default = "//tools/ptxas_report:ptxas_report.py", allow_single_file = True),
         "_python": attr.label(default = "@local_python//:python3", executable = True, cfg = "host", allow_single_file = True),
     },
