@@ -166,8 +166,6 @@ __device__ __forceinline__ void tma_reduce_add_3d_hint(const CUtensorMap* map, u
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // The bulk groups of this thread have finished reading shared memory (the source may be overwritten).
 __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-// ... and are complete.
-__device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
@@ -1328,8 +1326,10 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
     }
-    // The dQ reductions and the dK / dV stores are complete before the CTA's shared memory goes away.
-    if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait0();
+    // The dQ reductions and the dK / dV stores have read their shared-memory sources before it goes away. (Only the
+    // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
+    // reads those addresses again. Waiting for the writes too kept the SM from its next CTA for their round trip.)
+    if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait_read0();
   }
 }
 
