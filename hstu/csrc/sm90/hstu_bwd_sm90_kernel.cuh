@@ -37,6 +37,7 @@
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/sm90_utils.cuh"
+#define HSTU_EPI_STG 1  // experiment: dK / dV stored by the threads (no bulk tensor stores)
 
 namespace hstu {
 namespace sm90 {
@@ -87,6 +88,7 @@ struct BwdSm90Traits {
   static_assert(D == 64 || D == 128 || D == 256, "sm90 backward: head dim 64, 128 or 256");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
   static_assert(kSmem <= 232448, "shared memory");
+  static_assert(8 + 8 * (3 * kStages + 1) <= kTileMapOffset, "mbarriers (bar_kv, full_q, full_do, empty, bar_v)");
   static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
 };
 
@@ -381,10 +383,11 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t sdS = base + C::kOffdS;  // tile t's buffer at + (t % kdSBufs) * kdSBytes
   const uint32_t sDqStage = base + C::kOffDqStage;  // consumer warpgroup wg at + wg * kDqStageBytes (mode 1, 2)
   const uint32_t bar = base + C::kBarOffset;
-  const uint32_t bar_kv = bar;
+  const uint32_t bar_kv = bar;  // K (V: bar_v, its own barrier, so that S^T need not wait for V)
   auto bar_full_q = [&](int s) { return bar + 8u + 8u * s; };
   auto bar_full_do = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
+  const uint32_t bar_v = bar + 8u + 8u * (3 * S);
 
   // D = 128 with a right window (causal, local: the kSkipWg kernel): a 1-D grid in groups of (batch, head) pairs,
   // and inside a group key block 0 of every pair first, then block 1, ...: under a causal mask the longest works
@@ -475,6 +478,7 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0) {
     mbar_init(bar_kv, 1);
+    mbar_init(bar_v, 1);
     // Self-zeroing workspace: the producer arrives once more on tile i's Q barrier, for pairs after the first
     // group when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight). (Every
     // pair: deciding it here needs the group size, a division that made the D = 256 kernel spill.)
@@ -498,9 +502,9 @@ __global__ void __launch_bounds__(384, 1)
     setmaxnreg_dec<C::kProducerRegs>();
     if (tid >= 32) {
       // Warp 1 zeroes its share in its own branch (thread 0's values are not live through its loop: 24 registers),
-      // once K and V have landed (its stores do not compete with the CTA's first loads).
+      // once V (the last of the CTA's first loads) has landed (its stores do not compete with them).
       if (kSelfZero && p.dq_zero_flags != nullptr && tid < 64) {
-        if (n_mt > 0) mbar_wait(bar_kv, 0);
+        if (n_mt > 0) mbar_wait(bar_v, 0);
         zero_ahead();
       }
     } else if (tid == 0 && n_mt > 0) {
@@ -508,11 +512,11 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_v);
       prefetch_tensormap(&tm_do);
-      mbar_arrive_expect_tx(bar_kv, 2 * C::kKVBytes);
+      // K first, then Q of tile 0, V, dO of tile 0 (the loop below): the first S^T needs K and Q only.
+      mbar_arrive_expect_tx(bar_kv, C::kKVBytes);
 #pragma unroll
       for (int pn = 0; pn < C::kPanels; ++pn) {
         tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_kv, pn * 64, h, si.k_start + n0);
-        tma_load_3d(sV + pn * C::kKVPanelBytes, &tm_v, bar_kv, pn * 64, h, si.k_start + n0);
       }
       // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase; -1: the first group (zeroed by
       // the launcher, nothing to wait for); -2: a zeroed workspace.
@@ -532,6 +536,13 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int pn = 0; pn < C::kPanels; ++pn) {
           tma_load_3d(sQ + s * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_full_q(s), pn * 64, h, row);
+        }
+        if (i == 0) {
+          mbar_arrive_expect_tx(bar_v, C::kKVBytes);
+#pragma unroll
+          for (int pn = 0; pn < C::kPanels; ++pn) {
+            tma_load_3d(sV + pn * C::kKVPanelBytes, &tm_v, bar_v, pn * 64, h, si.k_start + n0);
+          }
         }
         mbar_arrive_expect_tx(bar_full_do(s), C::kQBytes);
 #pragma unroll
@@ -585,9 +596,11 @@ __global__ void __launch_bounds__(384, 1)
       const int64_t dq_rs = static_cast<int64_t>(p.heads) * D;
       float* dq_acc = p.dq_accum + static_cast<int64_t>(si.q_start) * dq_rs + static_cast<int64_t>(h) * D;
 
-      // K and V: zero the rows past the used keys once they have landed (both consumer warpgroups share the rows).
+      // K (and V, waited for before the first dP^T): zero the rows past the used keys once they have landed (both
+      // consumer warpgroups share the rows; then both wait for V here).
       mbar_wait(bar_kv, 0);
       if (keys_used < BN) {
+        mbar_wait(bar_v, 0);
         const int nrows = BN - keys_used;
         const int total = 2 * C::kPanels * nrows * 8;
         for (int idx = ctid; idx < total; idx += 256) {
@@ -618,14 +631,17 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t sP = sdS;
         const uint32_t sX = sdS + C::kdSBytes;
         // Q / dO of tile i have landed; the last tile's rows past the used rows are zeroed by both warpgroups.
-        auto wait_tile = [&](int i) {
+        // kDo: dO too (warpgroup 0 waits for it before its dV; the last tile's zeroing needs both).
+        auto wait_tile = [&](int i, auto do_tag) {
+          constexpr bool kDo = decltype(do_tag)::value;
           const int s = i % S;
           const uint32_t ph = (i / S) & 1;
           mbar_wait(bar_full_q(s), ph);
-          mbar_wait(bar_full_do(s), ph);
+          if constexpr (kDo) mbar_wait(bar_full_do(s), ph);
           const int m0 = tile_of(i) * BM;
           const int q_used = si.lq - m0;
           if (q_used < BM) {
+            if constexpr (!kDo) mbar_wait(bar_full_do(s), ph);
             const int nrows = BM - q_used;
             const int total = 2 * C::kPanels * nrows * 8;
             for (int idx = ctid; idx < total; idx += 256) {
@@ -722,7 +738,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             wgmma_commit();
           };
-          wait_tile(0);
+          wait_tile(0, std::false_type{});
           issue_s(0);
           for (int i = 0; i < n_mt; ++i) {
             const int m0 = tile_of(i) * BM;
@@ -776,6 +792,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             fence_proxy_async_smem();
             named_barrier_arrive(kBarA, 256);
+            mbar_wait(bar_full_do(s), (i / S) & 1);  // (wait_tile waited for Q only)
             // dV += P^T dO[:, c0w ..] (A from registers).
             wgmma_fence();
 #pragma unroll
@@ -827,7 +844,7 @@ __global__ void __launch_bounds__(384, 1)
             dq_red(acc_q0, acc_q1, m0);
             // Unconditional issue (a conditional one makes ptxas wait for it at the join): after the last tile it
             // multiplies whatever stage n_mt % S holds (valid smem, result unused), one wasted S^T per CTA.
-            if (i + 1 < n_mt) wait_tile(i + 1);
+            if (i + 1 < n_mt) wait_tile(i + 1, std::false_type{});
             issue_s(i + 1);
           }
           wgmma_wait<0>();  // the unused S^T after the last tile reads sK, which the epilogue overwrites
@@ -840,7 +857,8 @@ __global__ void __launch_bounds__(384, 1)
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
-            wait_tile(i);
+            wait_tile(i, std::true_type{});
+            if (i == 0) mbar_wait(bar_v, 0);
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < D / 16; ++ks) {
@@ -1062,10 +1080,15 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t sdSb = sdS + (kSplitD ? wg : i % C::kdSBufs) * C::kdSBytes;
         const int r0 = m0 + mk.offset;  // key position of the tile's first query row
 
+        // dO (and V): waited for below, after the S^T issue (kRab: here; the late waits made it spill 24 B).
         mbar_wait(bar_full_q(s), ph);
-        mbar_wait(bar_full_do(s), ph);
+        if constexpr (kRab) {
+          mbar_wait(bar_v, 0);
+          mbar_wait(bar_full_do(s), ph);
+        }
         const int q_used = si.lq - m0;  // >= 1 (m0 < lq)
         if (q_used < BM) {  // last query tile: zero the Q / dO rows past the used rows
+          mbar_wait(bar_full_do(s), ph);
           const int nrows = BM - q_used;
           const int total = 2 * C::kPanels * nrows * 8;
           for (int idx = ctid; idx < total; idx += 256) {
@@ -1083,7 +1106,9 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kSkipWg) {
           // Tiles outside [lo, hi): none of this warpgroup's keys are visible from their rows.
           if (__builtin_expect(i < (wt_range & 0xffff) || i >= (wt_range >> 16), 0)) {
-            // This warpgroup's 64 rows of the dS^T tile are zeros (8 KB: 64 bytes per thread); no GEMMs.
+            // This warpgroup's 64 rows of the dS^T tile are zeros (8 KB: 64 bytes per thread); no GEMMs. (dO is
+            // waited for: the stage is released below, and its loads must have landed before it is reused.)
+            mbar_wait(bar_full_do(s), ph);
             const uint32_t za = sdSb + kr0 * 128 + wtid * 64;
 #pragma unroll
             for (int c = 0; c < 4; ++c) st_shared_zero16(za + 16 * c);
@@ -1136,6 +1161,12 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_ss<T, BM>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
+        // dP^T needs V (its own barrier: it lands after K and Q of tile 0) and dO of this tile.
+        if constexpr (!kRab) {
+          mbar_wait(bar_v, 0);
+          mbar_wait(bar_full_do(s), ph);
+          wgmma_fence();  // (the waits' loops end the previous fence's reach: ptxas would inject one)
+        }
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
           const uint64_t da =
@@ -1269,6 +1300,8 @@ __global__ void __launch_bounds__(384, 1)
     // Epilogue: dK, dV rounded to T, staged through this warpgroup's rows of sK / sV (same 128B swizzle), then
     // 16-byte coalesced stores of the rows < cu_seqlens length (rows past seqused hold zeros: fully masked).
     named_barrier_sync(3, 256);  // both warpgroups are done reading K (dQ) and V
+    // V has landed before its rows are overwritten (a warpgroup whose tiles were all skipped never waited for it).
+    if (n_mt > 0) mbar_wait(bar_v, 0);
     const float sc = p.inv_scaling;
 #pragma unroll
     for (int j = 0; j < NA / 8; ++j) {
@@ -1286,8 +1319,13 @@ __global__ void __launch_bounds__(384, 1)
     // Sequence bounds reloaded here (not kept live in registers through the main loop).
     const int k_start = p.cu_seqlens_k[b];
     const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - kr0);
+#ifdef HSTU_EPI_STG
+    constexpr bool kEpiStg = true;
+#else
+    constexpr bool kEpiStg = false;
+#endif
     const int64_t krow = k_start + n0 + kr0;
-    if (rows_store == 64) {
+    if (rows_store == 64 && !kEpiStg) {
       // All 64 rows of this warpgroup are keys of the sequence: one bulk tensor store per 64-column panel of dK and
       // dV (the staging has the tensor maps' 128B-swizzled box layout); the issuing thread's final bulk wait keeps
       // the shared memory alive until they are done.
