@@ -6,8 +6,9 @@
 // (alpha and 1/N are folded into dS once, so dQ/dK need no scaling; dV is scaled in the epilogue).
 //
 // KV-tile parallel (FA3 structure): one CTA per (128-key block, head, batch) walks the query tiles (64 rows) some
-// of its keys can be seen from. Warpgroup 0 is the producer (one thread issues TMA: K and V once, Q and dO per query
-// tile into a 2-stage mbarrier pipeline; setmaxnreg 24); warpgroups 1 and 2 are consumers (setmaxnreg 240), each
+// of its keys can be seen from. Warpgroup 0 is the producer (one thread issues TMA: K and V once, on two mbarriers,
+// Q and dO per query tile into a 2-stage mbarrier pipeline, in the order K, Q, V, dO, Q, dO, ... so that the first
+// S^T waits for K and Q only; setmaxnreg 24); warpgroups 1 and 2 are consumers (setmaxnreg 240), each
 // owning 64 keys of the block with dK/dV accumulators in registers. Per query tile t a consumer warpgroup:
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T       (SS wgmma, both K-major, m64n64)
 //   P^T, dS^T in registers                  (one tanh per element; masked by select, not multiply)
