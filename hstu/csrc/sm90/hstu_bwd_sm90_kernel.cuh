@@ -38,7 +38,6 @@
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/sm90_utils.cuh"
-#define HSTU_EPI_STG 1  // experiment: dK / dV stored by the threads (no bulk tensor stores)
 
 namespace hstu {
 namespace sm90 {
@@ -1320,13 +1319,8 @@ __global__ void __launch_bounds__(384, 1)
     // Sequence bounds reloaded here (not kept live in registers through the main loop).
     const int k_start = p.cu_seqlens_k[b];
     const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - kr0);
-#ifdef HSTU_EPI_STG
-    constexpr bool kEpiStg = true;
-#else
-    constexpr bool kEpiStg = false;
-#endif
     const int64_t krow = k_start + n0 + kr0;
-    if (rows_store == 64 && !kEpiStg) {
+    if (rows_store == 64) {
       // All 64 rows of this warpgroup are keys of the sequence: one bulk tensor store per 64-column panel of dK and
       // dV (the staging has the tensor maps' 128B-swizzled box layout); the issuing thread's final bulk wait keeps
       // the shared memory alive until they are done.
