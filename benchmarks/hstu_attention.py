@@ -149,11 +149,29 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
 
 
 class Timer:
-    """Median wall time of fn() in ms: CUDA events on GPU (L2 flushed before each run), perf_counter on CPU."""
+    """Median wall time of fn() in ms: CUDA events on GPU (L2 flushed before each run), perf_counter on CPU.
 
-    def __init__(self, device: torch.device, warmup: int, reps: int):
+    Warm-up: each fn runs `warmup` times, and on a GPU until it has kept the GPU busy for `warmup_ms` as well (at
+    most 10000 calls): five calls of a 50 us kernel leave a GPU that idled through --cooldown at its low clock, and
+    the first timed runs then read several times slower (measured on an H100: the first case of a sweep at 0.30 ms
+    instead of 0.055 ms).
+    """
+
+    def __init__(self, device: torch.device, warmup: int, reps: int, warmup_ms: float = 0.0):
         self.device, self.warmup, self.reps = device, warmup, reps
+        self.warmup_ms = warmup_ms if device.type == "cuda" else 0.0
         self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+
+    def _warm(self, fn) -> int:
+        """runs fn `warmup` times, then on until `warmup_ms` of wall time have passed (synchronizing every 8 calls,
+        so that wall time follows GPU time); returns the number of calls"""
+        t0, n = time.perf_counter(), 0
+        while n < self.warmup or ((time.perf_counter() - t0) * 1e3 < self.warmup_ms and n < 10000):
+            fn()
+            n += 1
+            if self.warmup_ms > 0 and self.device.type == "cuda" and n % 8 == 0:
+                torch.cuda.synchronize(self.device)
+        return n
 
     def __call__(self, fn) -> float:
         return self.interleaved(fn)[0]
@@ -161,8 +179,7 @@ class Timer:
     def interleaved(self, *fns) -> List[float]:
         """median ms of each fn, their runs alternating (a b a b ...) so that all see the same clocks and power"""
         for fn in fns:
-            for _ in range(self.warmup):
-                fn()
+            self._warm(fn)
         times = [[] for _ in fns]
         for _ in range(self.reps):
             for fn, ts in zip(fns, times):
@@ -384,7 +401,8 @@ def kernel_description(device: torch.device) -> str:
     return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
 
 
-def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None) -> str:
+def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None, warmup: int = 5,
+           warmup_ms: float = 0.0) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = " ".join(["python"] + sys.argv)
     return "\n".join([
@@ -394,7 +412,8 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
         f"- kernels: {kernel_description(device)}",
         "- units: ms (median of "
-        f"{reps} runs, CUDA events, L2 flushed); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
+        f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
+        f"events, L2 flushed); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
         f"masks), bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
         f"- cases run one after another with {cooldown:g} s of idle GPU before each (--cooldown), so that a case does not "
         "inherit the power-limit clock drop of the long case before it",
@@ -436,7 +455,10 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="a few cases of each sweep")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement (median; >= 20 for results)")
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=5, help="warm-up calls per measurement (at least)")
+    p.add_argument("--warmup-ms", type=float, default=200.0,
+                   help="GPU: also warm up until this much time has passed (a short kernel's few warm-up calls do "
+                        "not lift an idle GPU's clock)")
     p.add_argument("--sweep", action="append", choices=["dense", "jagged", "masks"], help="only these sweeps")
     p.add_argument("--no-ref", action="store_true", help="do not time the PyTorch reference")
     p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
@@ -470,7 +492,7 @@ def main(argv=None) -> int:
     if device.type == "cpu" and dtype == torch.float16:
         dtype = torch.bfloat16
     torch.manual_seed(0)
-    timer = Timer(device, args.warmup, args.reps)
+    timer = Timer(device, args.warmup, args.reps, args.warmup_ms)
     ref_timer = Timer(device, 1, max(3, args.reps // 4)) if args.smoke else timer
     peer = PEERS[args.peer](device) if args.peer else None
     results = []
@@ -489,7 +511,8 @@ def main(argv=None) -> int:
         print(line, flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer) + "\n\n"
+    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
+                   timer.warmup_ms) + "\n\n"
             + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()

@@ -4,6 +4,7 @@ benchmark itself)."""
 import importlib.util
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -107,3 +108,16 @@ def test_run_case_with_a_peer(bench):
                          peer=_FakePeer(same=False))
     assert res.peer_fwd_ms is None and res.peer_diff is None and res.fwd_ms >= 0
     assert res.notes == ["peer: no kernel for this head dim"]
+
+
+def test_timer_warms_up_for_a_minimum_time(bench):
+    # On a GPU the warm-up also lasts --warmup-ms (an idle GPU's clock needs more than a few short calls); forced on
+    # here with a 1 ms "kernel": at least the calls that fill 30 ms, and never fewer than `warmup`.
+    timer = bench.Timer(torch.device("cpu"), warmup=3, reps=2, warmup_ms=500.0)
+    assert timer.warmup_ms == 0.0  # CPU timings: count-based warm-up only
+    calls = []
+    assert timer._warm(lambda: calls.append(1)) == 3 and len(calls) == 3
+    timer.warmup_ms = 30.0
+    t0 = time.perf_counter()
+    n = timer._warm(lambda: time.sleep(0.001))
+    assert (time.perf_counter() - t0) * 1e3 >= 30.0 and 3 <= n <= 31
