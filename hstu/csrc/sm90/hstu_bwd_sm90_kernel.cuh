@@ -1361,7 +1361,8 @@ __global__ void __launch_bounds__(384, 1)
     }
     // The dQ reductions and the dK / dV stores have read their shared-memory sources before it goes away. (Only the
     // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
-    // reads those addresses again. Waiting for the writes too kept the SM from its next CTA for their round trip.)
+    // reads those addresses again. The warps' EXIT still waits for the writes; ncu: that wait does not delay the
+    // SM's next CTA, NOTES.md "Session 14".)
     if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait_read0();
   }
 }
