@@ -88,7 +88,7 @@ struct BwdSm90Traits {
   static_assert(D == 64 || D == 128 || D == 256, "sm90 backward: head dim 64, 128 or 256");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
   static_assert(kSmem <= 232448, "shared memory");
-  static_assert(8 + 8 * (3 * kStages + 1) <= kTileMapOffset, "mbarriers (bar_kv, full_q, full_do, empty, bar_v)");
+  static_assert(8 + 8 * (3 * kStages + 1) <= kTileMapOffset, "mbarriers (bar_k, full_q, full_do, empty, bar_v)");
   static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
 };
 
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t sdS = base + C::kOffdS;  // tile t's buffer at + (t % kdSBufs) * kdSBytes
   const uint32_t sDqStage = base + C::kOffDqStage;  // consumer warpgroup wg at + wg * kDqStageBytes (mode 1, 2)
   const uint32_t bar = base + C::kBarOffset;
-  const uint32_t bar_kv = bar;  // K (V: bar_v, its own barrier, so that S^T need not wait for V)
+  const uint32_t bar_k = bar;  // K (V has its own, bar_v, so that S^T need not wait for V)
   auto bar_full_q = [&](int s) { return bar + 8u + 8u * s; };
   auto bar_full_do = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
@@ -477,7 +477,7 @@ __global__ void __launch_bounds__(384, 1)
 
   const int tid = threadIdx.x;
   if (tid == 0) {
-    mbar_init(bar_kv, 1);
+    mbar_init(bar_k, 1);
     mbar_init(bar_v, 1);
     // Self-zeroing workspace: the producer arrives once more on tile i's Q barrier, for pairs after the first
     // group when it has seen tile i's chunk zeroed (it polls the flag while the tile's loads are in flight). (Every
@@ -513,10 +513,10 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_v);
       prefetch_tensormap(&tm_do);
       // K first, then Q of tile 0, V, dO of tile 0 (the loop below): the first S^T needs K and Q only.
-      mbar_arrive_expect_tx(bar_kv, C::kKVBytes);
+      mbar_arrive_expect_tx(bar_k, C::kKVBytes);
 #pragma unroll
       for (int pn = 0; pn < C::kPanels; ++pn) {
-        tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_kv, pn * 64, h, si.k_start + n0);
+        tma_load_3d(sK + pn * C::kKVPanelBytes, &tm_k, bar_k, pn * 64, h, si.k_start + n0);
       }
       // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase; -1: the first group (zeroed by
       // the launcher, nothing to wait for); -2: a zeroed workspace.
@@ -598,7 +598,7 @@ __global__ void __launch_bounds__(384, 1)
 
       // K (and V, waited for before the first dP^T): zero the rows past the used keys once they have landed (both
       // consumer warpgroups share the rows; then both wait for V here).
-      mbar_wait(bar_kv, 0);
+      mbar_wait(bar_k, 0);
       if (keys_used < BN) {
         mbar_wait(bar_v, 0);
         const int nrows = BN - keys_used;
