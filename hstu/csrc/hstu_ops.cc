@@ -211,6 +211,14 @@ bool sm90_dq_self_zero_disabled_by_env() {
   return env != nullptr && env[0] == '0' && env[1] == '\0';
 }
 
+// HSTU_ATTN_SM90_BWD_GRID=1 / 2: the Hopper D = 256 backward's grid order (key block, head, batch) / (head, key
+// block, batch) whatever hstu_bwd_sm90_heads_first would pick (comparisons); 0 when unset or anything else.
+int sm90_bwd_grid_from_env() {
+  const char* env = std::getenv("HSTU_ATTN_SM90_BWD_GRID");
+  if (env == nullptr || env[0] == '\0' || env[1] != '\0') return 0;
+  return env[0] == '1' ? 1 : env[0] == '2' ? 2 : 0;
+}
+
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
 // rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128, 256} with or
 // without rab (and drab).
@@ -287,6 +295,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dout = dout.data_ptr();
   p.do_row_stride = dout.stride(0);
   p.do_head_stride = dout.stride(1);
+  p.bwd_grid = sm90_bwd_grid_from_env();
 
   // deterministic: dq comes from a query-parallel kernel that writes every row of every sequence once (rows
   // outside cu_seqlens_q stay zero), instead of fp32 atomics into a workspace.

@@ -66,6 +66,10 @@ struct HstuParams {
   // and the backward zeroes the workspace itself (the launcher the first group's rows, every CTA later ones).
   uint32_t* dq_zero_flags;
   int64_t total_q;
+  // Grid of the Hopper D = 256 backward: 0 = its launcher decides (hstu_bwd_sm90_heads_first),
+  // 1 = (key block, head, batch), 2 = (head, key block, batch): each batch's key block 0 of every head first, then
+  // block 1, ... (under a causal mask the longest works first).
+  int bwd_grid;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
   // a shared rab (one head) is accumulated over heads with fp32 atomics into `drab_accum`, then converted.

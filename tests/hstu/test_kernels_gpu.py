@@ -561,6 +561,34 @@ def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
         assert err <= 1e-2 * scale + 1e-6, f"{name}: padded vs unpadded call {err:.3e}"
 
 
+@pytest.mark.parametrize("mask,delta_q,seqused,rab_heads", [
+    ("causal", False, False, 0),
+    ("none", True, False, 0),
+    ("context_target_group", False, True, 0),
+    ("local_context_target", True, False, 0),
+    ("causal", True, False, 1),
+    ("context_target_group", False, True, 3),
+])
+def test_backward_d256_grid_orders(mask, delta_q, seqused, rab_heads, monkeypatch):
+    """The Hopper D = 256 backward runs on a (key block, head, batch) grid or, where its launcher picks it (masks
+    that bound the keys on the right, batches whose Q / dO fit in L2), on a (head, key block, batch) grid with its
+    own kernel. Forced either way (HSTU_ATTN_SM90_BWD_GRID=1 / 2; other GPUs run the sm80-class kernel both times),
+    each meets the error rule and the two agree to the fp32 reduction order."""
+    seed = zlib.crc32(repr(("d256_grid", mask, delta_q, seqused, rab_heads)).encode())
+    rng = random.Random(seed)
+    lens = [0, 1, 64, 65, 700] + [rng.randint(1, 400) for _ in range(6)]
+    case = make_case(seed, lens, 3, 256, torch.bfloat16, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    do = torch.randn_like(case["q"])
+    grads = []
+    for order in ("1", "2"):
+        monkeypatch.setenv("HSTU_ATTN_SM90_BWD_GRID", order)
+        check_case(case, 0.5)
+        grads.append(_bwd_op(case, do, case["q"], case["k"], case["v"], 0))
+    for name, g1, g2 in zip(("dq", "dk", "dv", "drab"), grads[0], grads[1]):
+        scale = g1.abs().max().item()
+        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: grid orders disagree"
+
+
 def test_ops_from_a_fresh_thread():
     """The ops work on a thread whose first CUDA call they are (as the autograd engine's thread can be): the Hopper
     launchers encode tensor maps through the driver, which needs the device's context current on that thread

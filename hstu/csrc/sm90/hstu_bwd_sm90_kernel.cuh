@@ -349,8 +349,37 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 // kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
 // stay in phase).
+// Key block, head and batch of a CTA of the (key block, head, batch) grid, or of the (head, key block, batch) grid
+// (kHeadsFirst: split D, hstu_bwd_sm90_heads_first). The split-D kernel re-reads them where it uses them (not kept
+// live through its loops).
+template <bool kHeadsFirst>
+__device__ __forceinline__ uint32_t bwd_cta_key_block() {
+  uint32_t v;
+  if constexpr (kHeadsFirst) {
+    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  } else {
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  }
+  return v;
+}
+template <bool kHeadsFirst>
+__device__ __forceinline__ uint32_t bwd_cta_head() {
+  uint32_t v;
+  if constexpr (kHeadsFirst) {
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  } else {
+    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  }
+  return v;
+}
+__device__ __forceinline__ uint32_t bwd_cta_batch() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(v));
+  return v;
+}
+
 template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
+          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0, bool kHeadsFirst = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -407,8 +436,8 @@ __global__ void __launch_bounds__(384, 1)
     h = pair % p.heads;
     b = pair / p.heads;
   } else {
-    n_block = blockIdx.x;
-    h = blockIdx.y;
+    n_block = kHeadsFirst ? blockIdx.y : blockIdx.x;
+    h = kHeadsFirst ? blockIdx.x : blockIdx.y;
     b = blockIdx.z;
   }
   // Self-zeroing workspace: producer warp 1 zeroes this CTA's share of the chunks of the pair a group later (also
@@ -676,9 +705,9 @@ __global__ void __launch_bounds__(384, 1)
         // This warpgroup's dQ tile (query rows m0 .., columns c0w ..) into the tiled workspace (dq_red_tiled).
         auto dq_red = [&](const float (&q0)[32], const float (&q1)[32], int m0) {
           if constexpr (!kNoDqRed) {
-            uint32_t hy, bz;  // head, batch re-read (not kept live through the loop)
-            asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
-            asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+            // head, batch re-read (not kept live through the loop)
+            const uint32_t hy = bwd_cta_head<kHeadsFirst>();
+            const uint32_t bz = bwd_cta_batch();
             // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill 8 / 28 B); the
             // kernel without rab keeps it (the load on its reduction path cost it 3 %).
             const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
@@ -699,8 +728,7 @@ __global__ void __launch_bounds__(384, 1)
           uint32_t xf0[BM / 16][4];
           uint32_t rab0[kRab ? BM / 4 : 1];  // kRab: rab^T of this thread's S^T elements (bwd_load_rab_t)
           auto mask_bits = [&](int r0) {
-            uint32_t cx;  // n0 re-read (not kept live through the loop)
-            asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
+            const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();  // n0 re-read (not kept live through the loop)
             const int n0 = static_cast<int>(cx) * BN;
             uint32_t bits = 0xffffffffu;
             if (!mk.tile_full(r0, r0 + BM, n0, n0 + 64)) {
@@ -747,10 +775,10 @@ __global__ void __launch_bounds__(384, 1)
             const uint32_t sdOs = sdO + s * C::kQBytes;
             if constexpr (kRab) {
               // rab^T of tile i: the loads fly under S^T of tile i (issued at the end of the previous iteration).
-              uint32_t cx, hy, bz;  // n0, h, b re-read (not kept live through the loop)
-              asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
-              asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
-              asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+              // n0, h, b re-read (not kept live through the loop)
+              const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();
+              const uint32_t hy = bwd_cta_head<kHeadsFirst>();
+              const uint32_t bz = bwd_cta_batch();
               bwd_load_rab_t<T, BM>(rab0, p, static_cast<int>(bz), static_cast<int>(hy), m0 + mk.offset,
                                     static_cast<int>(cx) * BN, mk.lk, warp,
                                     static_cast<int>(opaque(static_cast<uint32_t>(lane))));
@@ -820,10 +848,9 @@ __global__ void __launch_bounds__(384, 1)
             // Warpgroup 0 does it (not 1): between B and its dQ it has 2 GEMM units less to issue than warpgroup 1.
             if constexpr (kRab) {
               if (p.drab != nullptr) {
-                uint32_t cx, hy, bz;
-                asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cx));
-                asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(hy));
-                asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(bz));
+                const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();
+                const uint32_t hy = bwd_cta_head<kHeadsFirst>();
+                const uint32_t bz = bwd_cta_batch();
                 const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
                 bwd_store_drab_rows<T, BM>(p, sX, 16 * warp + ln % 16, static_cast<int>(cx) * BN, m0 + mk.offset,
                                            mk.lk, static_cast<int>(bz), static_cast<int>(hy), ln);

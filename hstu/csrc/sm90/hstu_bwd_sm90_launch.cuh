@@ -85,6 +85,17 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();
   }
+  // Split D: the (head, key block, batch) grid where hstu_bwd_sm90_heads_first says so (its own kernel: the grid
+  // order is a template flag, a run-time one made the kernel spill).
+  if constexpr (C::kSplitD) {
+    if (cluster_x <= 1 && hstu_bwd_sm90_heads_first(p)) {
+      auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP, true>;
+      err = cudaFuncSetAttribute(hf, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+      if (err != cudaSuccess) return err;
+      hf<<<dim3(p.heads, nblk, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
+      return cudaGetLastError();
+    }
+  }
   if (cluster_x <= 1) {
     kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
     return cudaGetLastError();

@@ -84,6 +84,18 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
   return words;
 }
 
+// Grid order of the D = 256 backward (p.bwd_grid; 0 resolves here): (head, key block, batch) when the mask bounds
+// the keys on the right (causal, local: key block 0 has the most query tiles) and one batch's Q and dO (heads x
+// max_seqlen_q x D x 4 bytes, read by all its CTAs) fit in kBwdSm90HeadsFirstBytes of L2; else (key block, head,
+// batch), which keeps one head's CTAs together (sm90/NOTES.md "Session 15").
+constexpr int64_t kBwdSm90HeadsFirstBytes = int64_t{24} << 20;
+inline bool hstu_bwd_sm90_heads_first(const HstuParams& p) {
+  if (p.head_dim != 256 || (p.max_seqlen_k + 63) / 64 > 65535) return false;
+  if (p.bwd_grid != 0) return p.bwd_grid == 2;
+  return p.window_right >= 0 &&
+         static_cast<int64_t>(p.heads) * p.max_seqlen_q * p.head_dim * 4 <= kBwdSm90HeadsFirstBytes;
+}
+
 // Floats of the fp32 dq workspace the Hopper backward needs: (total_q, H, D) for D = 64 / 128; for D = 256 the
 // 16-row groups of hstu_bwd_sm90_kernel.cuh (dq_red_tiled: every sequence padded to whole groups, at most
 // total_q / 16 + B + 1 groups, + 3 for the last tile's warps past the last sequence), never smaller than
