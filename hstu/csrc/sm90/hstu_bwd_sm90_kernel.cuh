@@ -339,6 +339,27 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
   fence_proxy_async_global();  // the zeros (generic proxy) before this CTA's bulk reduce-adds (async proxy)
 }
 
+// Key block, head and batch of a CTA of the (key block, head, batch) grid, or of the (head, key block, batch) grid
+// (kHeadsFirst: split D, hstu_bwd_sm90_heads_first). The split-D kernel re-reads them where it uses them (not kept
+// live through its loops).
+template <int kAxis>  // %ctaid.x / y / z
+__device__ __forceinline__ uint32_t ctaid_reg() {
+  uint32_t v;
+  if constexpr (kAxis == 0) {
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  } else if constexpr (kAxis == 1) {
+    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  } else {
+    asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(v));
+  }
+  return v;
+}
+template <bool kHeadsFirst>
+__device__ __forceinline__ uint32_t bwd_cta_key_block() { return ctaid_reg<kHeadsFirst ? 1 : 0>(); }
+template <bool kHeadsFirst>
+__device__ __forceinline__ uint32_t bwd_cta_head() { return ctaid_reg<kHeadsFirst ? 0 : 1>(); }
+__device__ __forceinline__ uint32_t bwd_cta_batch() { return ctaid_reg<2>(); }
+
 // kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
 // tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
 // per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
@@ -348,36 +369,7 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 // Split D (kSplitSP != 0): warpgroup 0 loads rab^T (under its S^T) and writes drab from the dS^T tile in sX.
 // kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
-// stay in phase).
-// Key block, head and batch of a CTA of the (key block, head, batch) grid, or of the (head, key block, batch) grid
-// (kHeadsFirst: split D, hstu_bwd_sm90_heads_first). The split-D kernel re-reads them where it uses them (not kept
-// live through its loops).
-template <bool kHeadsFirst>
-__device__ __forceinline__ uint32_t bwd_cta_key_block() {
-  uint32_t v;
-  if constexpr (kHeadsFirst) {
-    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
-  } else {
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
-  }
-  return v;
-}
-template <bool kHeadsFirst>
-__device__ __forceinline__ uint32_t bwd_cta_head() {
-  uint32_t v;
-  if constexpr (kHeadsFirst) {
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
-  } else {
-    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
-  }
-  return v;
-}
-__device__ __forceinline__ uint32_t bwd_cta_batch() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.z;\n" : "=r"(v));
-  return v;
-}
-
+// stay in phase). kHeadsFirst (split D only): the (head, key block, batch) grid (bwd_cta_key_block).
 template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
           bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0, bool kHeadsFirst = false>
 __global__ void __launch_bounds__(384, 1)
@@ -402,6 +394,7 @@ __global__ void __launch_bounds__(384, 1)
   // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
   static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
+  static_assert(!kHeadsFirst || kSplitD, "(head, key block, batch) grid: split-D kernel only");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
