@@ -465,9 +465,9 @@ def hstu_attn_varlen_func(
     HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead. At D = 256 it adds dQ straight from its
     registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
     most (total_q + 16 (B + 4)) x H x D floats, vs total_q x H x D for the other kernels); for causal / local
-    masks and batches whose Q and dO fit in L2 its grid starts each batch's first key block of every head first
-    (the longest works under those masks); HSTU_ATTN_SM90_BWD_GRID=1 / 2 forces the (key block, head, batch) /
-    (head, key block, batch) order (comparisons).
+    masks, when a batch's Q and dO fit in L2 or the grid is short (about 24 waves), its grid starts each batch's
+    first key block of every head first (the longest works under those masks); HSTU_ATTN_SM90_BWD_GRID=1 / 2
+    forces the (key block, head, batch) / (head, key block, batch) order (comparisons).
     `hstu_attn.compiled_kernels()` lists what the library holds.
 
     Raises:

@@ -85,15 +85,19 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
 }
 
 // Grid order of the D = 256 backward (p.bwd_grid; 0 resolves here): (head, key block, batch) when the mask bounds
-// the keys on the right (causal, local: key block 0 has the most query tiles) and one batch's Q and dO (heads x
-// max_seqlen_q x D x 4 bytes, read by all its CTAs) fit in kBwdSm90HeadsFirstBytes of L2; else (key block, head,
-// batch), which keeps one head's CTAs together (sm90/NOTES.md "Session 15").
+// the keys on the right (causal, local: key block 0 has the most query tiles) and either one batch's Q and dO
+// (heads x max_seqlen_q x D x 4 bytes, read by all its CTAs) fit in kBwdSm90HeadsFirstBytes of L2 or the grid is
+// at most kBwdSm90HeadsFirstCtas CTAs (about 24 waves: there the tail the order shortens outweighs the L2 locality);
+// else (key block, head, batch), which keeps one head's CTAs together (sm90/NOTES.md "Session 15").
 constexpr int64_t kBwdSm90HeadsFirstBytes = int64_t{24} << 20;
+constexpr int64_t kBwdSm90HeadsFirstCtas = 3072;
 inline bool hstu_bwd_sm90_heads_first(const HstuParams& p) {
-  if (p.head_dim != 256 || (p.max_seqlen_k + 63) / 64 > 65535) return false;
+  const int64_t nblk = (p.max_seqlen_k + 63) / 64;
+  if (p.head_dim != 256 || nblk > 65535) return false;
   if (p.bwd_grid != 0) return p.bwd_grid == 2;
   return p.window_right >= 0 &&
-         static_cast<int64_t>(p.heads) * p.max_seqlen_q * p.head_dim * 4 <= kBwdSm90HeadsFirstBytes;
+         (static_cast<int64_t>(p.heads) * p.max_seqlen_q * p.head_dim * 4 <= kBwdSm90HeadsFirstBytes ||
+          nblk * p.heads * p.batch <= kBwdSm90HeadsFirstCtas);
 }
 
 // Floats of the fp32 dq workspace the Hopper backward needs: (total_q, H, D) for D = 64 / 128; for D = 256 the
