@@ -219,6 +219,13 @@ int sm90_bwd_grid_from_env() {
   return env[0] == '1' ? 1 : env[0] == '2' ? 2 : 0;
 }
 
+// HSTU_ATTN_SM90_BWD_SCHED=0: the Hopper D = 256 backward keeps its grid for jagged lengths too (comparisons); a grid
+// forced by HSTU_ATTN_SM90_BWD_GRID does as well.
+bool sm90_bwd_sched_disabled_by_env() {
+  const char* env = std::getenv("HSTU_ATTN_SM90_BWD_SCHED");
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
 // rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128, 256} with or
 // without rab (and drab).
@@ -355,6 +362,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   const bool half = q.scalar_type() == ScalarType::Half;
   cudaError_t err = cudaErrorNotSupported;
   if (use_sm90_bwd(p, k.size(0), q.get_device())) {
+    // Jagged lengths at D = 256 (no rab): workspace of the longest-first work list with split key blocks.
+    std::optional<Tensor> sched;
+    const int64_t sched_bytes = deterministic || p.bwd_grid != 0 || sm90_bwd_sched_disabled_by_env()
+                                    ? 0
+                                    : hstu_bwd_sm90_sched_layout(p, k.size(0)).bytes;
+    if (sched_bytes > 0) {
+      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
+      p.bwd_sched = sched->data_ptr();
+      p.bwd_sched_bytes = sched_bytes;
+    }
     err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   }
   if (err == cudaErrorNotSupported && p.dq_zero_flags != nullptr) {  // the fallback needs a zeroed workspace

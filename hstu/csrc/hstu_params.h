@@ -68,7 +68,8 @@ struct HstuParams {
   int64_t total_q;
   // Grid of the Hopper D = 256 backward: 0 = its launcher decides (hstu_bwd_sm90_heads_first),
   // 1 = (key block, head, batch), 2 = (head, key block, batch): each batch's key block 0 of every head first, then
-  // block 1, ... (under a causal mask the longest works first).
+  // block 1, ... (under a causal mask the longest works first). Jagged lengths (no rab) run on a work list instead
+  // when the op gives bwd_sched (at the end of the struct).
   int bwd_grid;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
@@ -81,6 +82,11 @@ struct HstuParams {
   // drab_row_stride), zero-initialized, written without atomics and summed over heads in order into drab.
   float* drab_heads;  // or nullptr
   int64_t drab_heads_batch_stride, drab_heads_head_stride;
+
+  // Hopper D = 256 backward only: workspace of the jagged work list (hstu_bwd_sm90_sched_layout in
+  // sm90/hstu_sm90_launch.h; any contents, the planner initializes what it uses), or nullptr: the grid.
+  void* bwd_sched;
+  int64_t bwd_sched_bytes;
 };
 
 }  // namespace hstu

@@ -37,6 +37,7 @@
 
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
 #include "hstu/csrc/sm90/sm90_utils.cuh"
 
 namespace hstu {
@@ -76,6 +77,7 @@ struct BwdSm90Traits {
   static constexpr int kDqStageBytes = kSplitD ? 0 : 2 * kDqPanelBytes;
   static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;
   static constexpr int kBarOffset = kOffDqStage + 2 * kDqStageBytes;
+  static constexpr int kParkOffset = 96;      // split D, work list: key block, head, batch; the last chunk's flag
   static constexpr int kTileMapOffset = 120;  // split D: the work's tile map (2 words) behind the mbarriers
   static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
   static constexpr int kLptPairs = 16;  // kSkipWg kernel's 1-D grid: at most this many (batch, head) pairs per
@@ -88,7 +90,8 @@ struct BwdSm90Traits {
   static_assert(D == 64 || D == 128 || D == 256, "sm90 backward: head dim 64, 128 or 256");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
   static_assert(kSmem <= 232448, "shared memory");
-  static_assert(8 + 8 * (3 * kStages + 1) <= kTileMapOffset, "mbarriers (bar_k, full_q, full_do, empty, bar_v)");
+  static_assert(8 + 8 * (3 * kStages + 1) <= kParkOffset && kParkOffset + 16 <= kTileMapOffset,
+                "mbarriers (bar_k, full_q, full_do, empty, bar_v), parked words, tile map");
   static_assert(kBarIdBase + 2 * kdSBufs <= 16, "named barrier ids");
 };
 
@@ -166,6 +169,19 @@ __device__ __forceinline__ void tma_reduce_add_3d_hint(const CUtensorMap* map, u
       : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk groups are complete (their writes performed).
+__device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// dst (global) <- src (shared), `bytes` contiguous (non-tensor bulk copy, this thread's bulk group).
+__device__ __forceinline__ void bulk_store(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+// dst (shared) <- src (global), `bytes` contiguous, completing `bytes` of transactions on mbarrier bar.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const float* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
 // The bulk groups of this thread have finished reading shared memory (the source may be overwritten).
 __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 
@@ -339,9 +355,14 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
   fence_proxy_async_global();  // the zeros (generic proxy) before this CTA's bulk reduce-adds (async proxy)
 }
 
-// Key block, head and batch of a CTA of the (key block, head, batch) grid, or of the (head, key block, batch) grid
-// (kHeadsFirst: split D, hstu_bwd_sm90_heads_first). The split-D kernel re-reads them where it uses them (not kept
-// live through its loops).
+// The split-D kernel's grids (kGrid): the (key block, head, batch) grid, the (head, key block, batch) one
+// (hstu_bwd_sm90_heads_first), or the jagged work list (hstu_sm90_plan.cuh, BwdPlanUnits: CTA x runs item x / H of
+// head x % H).
+constexpr int kBwdGridKHB = 0;
+constexpr int kBwdGridHKB = 1;
+constexpr int kBwdGridList = 2;
+// Key block, head and batch of the CTA. The split-D kernel re-reads them where it uses them (not kept live through
+// its loops): from %ctaid, or (work list) from the words its prologue parked in shared memory at `park`.
 template <int kAxis>  // %ctaid.x / y / z
 __device__ __forceinline__ uint32_t ctaid_reg() {
   uint32_t v;
@@ -354,11 +375,78 @@ __device__ __forceinline__ uint32_t ctaid_reg() {
   }
   return v;
 }
-template <bool kHeadsFirst>
-__device__ __forceinline__ uint32_t bwd_cta_key_block() { return ctaid_reg<kHeadsFirst ? 1 : 0>(); }
-template <bool kHeadsFirst>
-__device__ __forceinline__ uint32_t bwd_cta_head() { return ctaid_reg<kHeadsFirst ? 0 : 1>(); }
-__device__ __forceinline__ uint32_t bwd_cta_batch() { return ctaid_reg<2>(); }
+template <int kGrid>
+__device__ __forceinline__ uint32_t bwd_cta_key_block(uint32_t park) {
+  if constexpr (kGrid == kBwdGridList) return ld_shared_u32(park);
+  return ctaid_reg<kGrid == kBwdGridHKB ? 1 : 0>();
+}
+template <int kGrid>
+__device__ __forceinline__ uint32_t bwd_cta_head(uint32_t park) {
+  if constexpr (kGrid == kBwdGridList) return ld_shared_u32(park + 4);
+  return ctaid_reg<kGrid == kBwdGridHKB ? 0 : 1>();
+}
+template <int kGrid>
+__device__ __forceinline__ uint32_t bwd_cta_batch(uint32_t park) {
+  if constexpr (kGrid == kBwdGridList) return ld_shared_u32(park + 8);
+  return ctaid_reg<2>();
+}
+
+// Query tiles of the work of key block n0 (BN keys from n0) of sequence si: [mb_begin, mb_begin + n_a) then
+// [mb_begin + n_a + gap, ...), n_mt tiles in all (0: no query sees the keys). Contexts: context rows see every
+// history key, so row_range starts at the first query tile for every history key block, and the tiles between the
+// context rows and the rows the keys reach without them are fully masked: they are skipped (kSkipGap; not for
+// D = 256 with rab, where the skip made the kernel spill more: it walks them). Shared by the kernel and the work
+// list's planner (BwdPlanUnits).
+template <int BM, int BN, bool kSkipGap>
+__device__ __forceinline__ void bwd_work_tiles(const SeqInfo& si, int n0, int& mb_begin, int& n_a, int& gap,
+                                               int& n_mt) {
+  const SeqMask& mk = si.mask;
+  const int keys_used = max(0, min(BN, si.lk - n0));
+  mb_begin = 0;
+  int mb_end = 0;
+  if (keys_used > 0 && si.lq > 0) {
+    int rb, re;
+    mk.row_range(n0, n0 + keys_used, rb, re);
+    const int ib = max(0, rb - mk.offset);
+    const int ie = min(si.lq, re - mk.offset);
+    if (ie > ib) {
+      mb_begin = ib / BM;
+      mb_end = (ie + BM - 1) / BM;
+    }
+  }
+  int a_end = mb_end;
+  gap = 0;
+  if constexpr (kSkipGap) {
+    if (mk.ctx > 0 && mb_end > mb_begin) {
+      SeqMask nc = mk;
+      nc.ctx = 0;
+      int rb, re;
+      nc.row_range(n0, n0 + keys_used, rb, re);
+      const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
+      const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
+      const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;
+      if (t_ctx > mb_begin && t_b > t_ctx) {
+        a_end = t_ctx;
+        gap = t_b - t_ctx;
+      }
+    }
+  }
+  n_mt = mb_end - mb_begin - gap;
+  n_a = a_end - mb_begin;
+}
+
+// The D = 256 backward's work-list units (hstu_sm90_plan.cuh): key blocks of 64 keys, their work's query tiles (the
+// no-rab kernel's, gaps skipped).
+struct BwdPlanUnits {
+  static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
+    return min((p.max_seqlen_k + 63) / 64, (si.lk_alloc + 63) / 64);
+  }
+  static __device__ __forceinline__ void range(const SeqInfo& si, int u, int& lo, int& hi) {
+    int mb_begin, n_a, gap;
+    lo = 0;
+    bwd_work_tiles<64, 64, true>(si, u * 64, mb_begin, n_a, gap, hi);
+  }
+};
 
 // kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
 // tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
@@ -369,14 +457,15 @@ __device__ __forceinline__ uint32_t bwd_cta_batch() { return ctaid_reg<2>(); }
 // Split D (kSplitSP != 0): warpgroup 0 loads rab^T (under its S^T) and writes drab from the dS^T tile in sX.
 // kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
 // 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
-// stay in phase). kHeadsFirst (split D only): the (head, key block, batch) grid (bwd_cta_key_block).
+// stay in phase). kGrid (split D only): the grid order or the work list (`sched`, kBwdGridList: no rab; launched
+// behind its planner, programmatic dependent launch), bwd_cta_key_block.
 template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0, bool kHeadsFirst = false>
+          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0, int kGrid = kBwdGridKHB>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                          const __grid_constant__ CUtensorMap tm_dq, const __grid_constant__ CUtensorMap tm_dk,
-                         const __grid_constant__ CUtensorMap tm_dv, const HstuParams p) {
+                         const __grid_constant__ CUtensorMap tm_dv, const HstuParams p, const SchedArgs sched) {
   using C = BwdSm90Traits<D, kStagesT>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -394,7 +483,8 @@ __global__ void __launch_bounds__(384, 1)
   // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
   static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
-  static_assert(!kHeadsFirst || kSplitD, "(head, key block, batch) grid: split-D kernel only");
+  static_assert(kGrid == kBwdGridKHB || kSplitD, "other grids: split-D kernel only");
+  static_assert(kGrid != kBwdGridList || !kRab, "work list: no rab");
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -423,16 +513,27 @@ __global__ void __launch_bounds__(384, 1)
   // the zeroing warp, the polls and the second Q-barrier arrival it spilled 8 / 28-40 B into its consumer loops.
   constexpr bool kSelfZero = !kSplitD;
   int n_block, h, b;
+  int t_lo = 0, t_hi = 0;  // work list: the item's tiles of its key block's work
   if constexpr (kLpt) {
     int pair;
     bwd_lpt_decode<BN, C::kLptPairs, C::kLptCtas>(p, static_cast<int>(blockIdx.x), pair, n_block);
     h = pair % p.heads;
     b = pair / p.heads;
+  } else if constexpr (kGrid == kBwdGridList) {
+    const int idx = static_cast<int>(blockIdx.x) / p.heads;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
+    if (idx >= *sched.count) return;
+    const int4 it = sched.items[2 * idx];
+    b = it.x;
+    n_block = it.y;
+    t_lo = it.z;
+    t_hi = it.w;
+    h = static_cast<int>(blockIdx.x) - idx * p.heads;
   } else {
     // The mapping of bwd_cta_key_block / bwd_cta_head / bwd_cta_batch, through the builtins here: the helpers' volatile
     // reads in this place made the D = 64 / 128 / 256 kernels spill (up to 40 / 64 B).
-    n_block = kHeadsFirst ? blockIdx.y : blockIdx.x;
-    h = kHeadsFirst ? blockIdx.x : blockIdx.y;
+    n_block = kGrid == kBwdGridHKB ? blockIdx.y : blockIdx.x;
+    h = kGrid == kBwdGridHKB ? blockIdx.x : blockIdx.y;
     b = blockIdx.z;
   }
   // Self-zeroing workspace: producer warp 1 zeroes this CTA's share of the chunks of the pair a group later (also
@@ -452,41 +553,18 @@ __global__ void __launch_bounds__(384, 1)
   }
   const SeqMask& mk = si.mask;
   const int keys_used = max(0, min(BN, si.lk - n0));
-  int mb_begin = 0, mb_end = 0;
-  if (keys_used > 0 && si.lq > 0) {
-    int rb, re;
-    mk.row_range(n0, n0 + keys_used, rb, re);
-    const int ib = max(0, rb - mk.offset);
-    const int ie = min(si.lq, re - mk.offset);
-    if (ie > ib) {
-      mb_begin = ib / BM;
-      mb_end = (ie + BM - 1) / BM;
-    }
+  // The work's query tiles (bwd_work_tiles; D = 256 with rab walks the context gap).
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, !(kSplitD && kRab)>(si, n0, mb_begin, n_a, gap, n_mt);
+  if constexpr (kGrid == kBwdGridList) {  // the item's tiles [t_lo, t_hi) of the work (a chunk of a split block)
+    mb_begin += t_lo;
+    n_a = max(0, n_a - t_lo);
+    n_mt = t_hi - t_lo;
   }
-  // Contexts: context rows see every history key, so row_range starts at the first query tile for every history
-  // key block, and the tiles between the context rows and the rows the keys reach without them are fully masked.
-  // They are skipped: the work's tiles are [mb_begin, a_end) then [a_end + gap, mb_end). Not for D = 256 with rab.
-  int a_end = mb_end, gap = 0;
-  if constexpr (!(kSplitD && kRab)) {  // D = 256 with rab: walks the gap (the skip made it spill more)
-    if (mk.ctx > 0 && mb_end > mb_begin) {
-      SeqMask nc = mk;
-      nc.ctx = 0;
-      int rb, re;
-      nc.row_range(n0, n0 + keys_used, rb, re);
-      const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
-      const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
-      const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;
-      if (t_ctx > mb_begin && t_b > t_ctx) {
-        a_end = t_ctx;
-        gap = t_b - t_ctx;
-      }
-    }
-  }
-  const int n_mt = mb_end - mb_begin - gap;
-  const int n_a = a_end - mb_begin;
   // Query tile of the work's i-th tile (i in [0, n_mt)). Split D: mb_begin, n_a and gap are parked in shared memory
   // (behind the mbarriers) and re-read on each use, because three more live registers made its loops spill.
   const uint32_t sTileMap = bar + C::kTileMapOffset;
+  const uint32_t park = bar + C::kParkOffset;  // work list: key block, head, batch (bwd_cta_key_block)
   auto tile_of = [&](int i) {
     if constexpr (kSplitD && kRab) {
       return mb_begin + i;  // gap == 0
@@ -514,6 +592,11 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
     }
     fence_barrier_init();
+    if constexpr (kGrid == kBwdGridList) {
+      st_shared_u32(park, static_cast<uint32_t>(n_block));
+      st_shared_u32(park + 4, static_cast<uint32_t>(h));
+      st_shared_u32(park + 8, static_cast<uint32_t>(b));
+    }
     if constexpr (kSplitD && !kRab) {
       st_shared_u32(sTileMap, static_cast<uint32_t>(mb_begin));
       st_shared_u32(sTileMap + 4, static_cast<uint32_t>(n_a) | (static_cast<uint32_t>(gap) << 16));
@@ -701,8 +784,8 @@ __global__ void __launch_bounds__(384, 1)
         auto dq_red = [&](const float (&q0)[32], const float (&q1)[32], int m0) {
           if constexpr (!kNoDqRed) {
             // head, batch re-read (not kept live through the loop)
-            const uint32_t hy = bwd_cta_head<kHeadsFirst>();
-            const uint32_t bz = bwd_cta_batch();
+            const uint32_t hy = bwd_cta_head<kGrid>(park);
+            const uint32_t bz = bwd_cta_batch<kGrid>(park);
             // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill 8 / 28 B); the
             // kernel without rab keeps it (the load on its reduction path cost it 3 %).
             const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
@@ -723,7 +806,7 @@ __global__ void __launch_bounds__(384, 1)
           uint32_t xf0[BM / 16][4];
           uint32_t rab0[kRab ? BM / 4 : 1];  // kRab: rab^T of this thread's S^T elements (bwd_load_rab_t)
           auto mask_bits = [&](int r0) {
-            const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();  // n0 re-read (not kept live through the loop)
+            const uint32_t cx = bwd_cta_key_block<kGrid>(park);  // n0 re-read (not kept live through the loop)
             const int n0 = static_cast<int>(cx) * BN;
             uint32_t bits = 0xffffffffu;
             if (!mk.tile_full(r0, r0 + BM, n0, n0 + 64)) {
@@ -771,9 +854,9 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (kRab) {
               // rab^T of tile i: the loads fly under S^T of tile i (issued at the end of the previous iteration).
               // n0, h, b re-read (not kept live through the loop)
-              const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();
-              const uint32_t hy = bwd_cta_head<kHeadsFirst>();
-              const uint32_t bz = bwd_cta_batch();
+              const uint32_t cx = bwd_cta_key_block<kGrid>(park);
+              const uint32_t hy = bwd_cta_head<kGrid>(park);
+              const uint32_t bz = bwd_cta_batch<kGrid>(park);
               bwd_load_rab_t<T, BM>(rab0, p, static_cast<int>(bz), static_cast<int>(hy), m0 + mk.offset,
                                     static_cast<int>(cx) * BN, mk.lk, warp,
                                     static_cast<int>(opaque(static_cast<uint32_t>(lane))));
@@ -843,9 +926,9 @@ __global__ void __launch_bounds__(384, 1)
             // Warpgroup 0 does it (not 1): between B and its dQ it has 2 GEMM units less to issue than warpgroup 1.
             if constexpr (kRab) {
               if (p.drab != nullptr) {
-                const uint32_t cx = bwd_cta_key_block<kHeadsFirst>();
-                const uint32_t hy = bwd_cta_head<kHeadsFirst>();
-                const uint32_t bz = bwd_cta_batch();
+                const uint32_t cx = bwd_cta_key_block<kGrid>(park);
+                const uint32_t hy = bwd_cta_head<kGrid>(park);
+                const uint32_t bz = bwd_cta_batch<kGrid>(park);
                 const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
                 bwd_store_drab_rows<T, BM>(p, sX, 16 * warp + ln % 16, static_cast<int>(cx) * BN, m0 + mk.offset,
                                            mk.lk, static_cast<int>(bz), static_cast<int>(hy), ln);
@@ -1085,6 +1168,7 @@ __global__ void __launch_bounds__(384, 1)
           const int ie = min(si.lq, re - mk.offset);
           if (ie > ib) {
             // work index of query tile t (tiles in the skipped gap map to the first tile after it)
+            const int a_end = mb_begin + n_a;
             auto iter_of = [&](int t) { return t < a_end ? t - mb_begin : max(n_a, t - mb_begin - gap); };
             const int lo = min(n_mt, max(0, iter_of(ib / BM)));
             const int hi = min(n_mt, max(lo, iter_of((ie + BM - 1) / BM)));
@@ -1319,6 +1403,87 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
 
+    // Work list, a chunk of a split key block ({split id, chunk, chunks, first part}, re-read: not kept live): the
+    // chunks count their arrivals (low 16 bits of the split's counter) and completions (high bits). The last to
+    // arrive keeps its dK / dV in registers; the others leave theirs (fp32, in the accumulators' register order,
+    // 128 KB) in their part (staged through the Q / dO stages, which no tile reads any more, and one bulk copy) and
+    // are done. The last waits for the others' completions, brings each part into the stages (one bulk load) and
+    // adds it, then runs the epilogue (one rounding).
+    if constexpr (kGrid == kBwdGridList) {
+      const int4 sp = sched.items[2 * (static_cast<int>(blockIdx.x) / p.heads) + 1];
+      if (sp.x >= 0) {
+        const int hy = static_cast<int>(bwd_cta_head<kGrid>(park));
+        int* counter = sched.counters + sp.x * p.heads + hy;
+        const uint32_t last_flag = park + 12;
+        const uint32_t stg = sQ + ((ctid / 128) * 4096 + ctid % 128) * 16;  // (NA / 4) float4 per thread
+        static_assert(C::kOffdO == C::kOffQ + 2 * C::kQBytes && 4 * C::kQBytes == 256 * NA * 4 && C::kStages == 2,
+                      "the dK / dV partials (256 threads x NA x 2 floats) fill the Q / dO stages");
+        named_barrier_sync(3, 256);  // both warpgroups are done with the Q / dO stages
+        if (ctid == 0) {
+          const int old = atomicAdd(counter, 1);
+          st_shared_u32(last_flag, (old & 0xffff) == sp.z - 1 ? 1u : 0u);
+        }
+        named_barrier_sync(3, 256);
+        if (ld_shared_u32(last_flag) == 0) {
+#pragma unroll
+          for (int j = 0; j < NA / 8; ++j) {
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(stg + 2048 * j), "f"(acc_dk[4 * j]),
+                         "f"(acc_dk[4 * j + 1]), "f"(acc_dk[4 * j + 2]), "f"(acc_dk[4 * j + 3])
+                         : "memory");
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(stg + 2048 * (NA / 8 + j)),
+                         "f"(acc_dv[4 * j]), "f"(acc_dv[4 * j + 1]), "f"(acc_dv[4 * j + 2]), "f"(acc_dv[4 * j + 3])
+                         : "memory");
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(3, 256);
+          if (ctid == 0) {
+            bulk_store(sched.parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + hy) * (64 * D * 2), sQ,
+                       4 * C::kQBytes);
+            bulk_commit();
+            bulk_wait0();
+            fence_proxy_async_global();
+            __threadfence();
+            atomicAdd(counter, 1 << 16);
+          }
+          return;
+        }
+        if (ctid == 0) {
+          while ((static_cast<int>(ld_acquire_u32(reinterpret_cast<const uint32_t*>(counter))) >> 16) != sp.z - 1) {
+          }
+          fence_proxy_async_global();
+        }
+        uint32_t ph = 1;  // bar_k's next phase (phase 0: K)
+        for (int c = 0; c < sp.z; ++c) {
+          if (c == sp.y) continue;
+          if (ctid == 0) {
+            mbar_arrive_expect_tx(bar_k, 4 * C::kQBytes);
+            bulk_load(sQ, sched.parts + static_cast<int64_t>((sp.w + c) * p.heads + hy) * (64 * D * 2),
+                      4 * C::kQBytes, bar_k);
+          }
+          mbar_wait(bar_k, ph);
+          ph ^= 1;
+#pragma unroll
+          for (int j = 0; j < NA / 8; ++j) {
+            float4 a, v;
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
+                         : "r"(stg + 2048 * j));
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                         : "r"(stg + 2048 * (NA / 8 + j)));
+            acc_dk[4 * j] += a.x;
+            acc_dk[4 * j + 1] += a.y;
+            acc_dk[4 * j + 2] += a.z;
+            acc_dk[4 * j + 3] += a.w;
+            acc_dv[4 * j] += v.x;
+            acc_dv[4 * j + 1] += v.y;
+            acc_dv[4 * j + 2] += v.z;
+            acc_dv[4 * j + 3] += v.w;
+          }
+          named_barrier_sync(3, 256);  // every thread has read the stages before the next part lands there
+        }
+      }
+    }
     // Epilogue: dK, dV rounded to T, staged through this warpgroup's rows of sK / sV (same 128B swizzle), then
     // 16-byte coalesced stores of the rows < cu_seqlens length (rows past seqused hold zeros: fully masked).
     named_barrier_sync(3, 256);  // both warpgroups are done reading K (dQ) and V
@@ -1338,10 +1503,16 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sV + a), "r"(vv) : "memory");
       }
     }
-    // Sequence bounds reloaded here (not kept live in registers through the main loop).
+    // Sequence bounds reloaded here (not kept live in registers through the main loop; the work list's batch,
+    // key block and head too).
+    if constexpr (kGrid == kBwdGridList) {
+      b = static_cast<int>(bwd_cta_batch<kGrid>(park));
+      h = static_cast<int>(bwd_cta_head<kGrid>(park));
+    }
+    const int n0e = kGrid == kBwdGridList ? static_cast<int>(bwd_cta_key_block<kGrid>(park)) * BN : n0;
     const int k_start = p.cu_seqlens_k[b];
-    const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0 - kr0);
-    const int64_t krow = k_start + n0 + kr0;
+    const int rows_store = min(64, p.cu_seqlens_k[b + 1] - k_start - n0e - kr0);
+    const int64_t krow = k_start + n0e + kr0;
     if (rows_store == 64) {
       // All 64 rows of this warpgroup are keys of the sequence: one bulk tensor store per 64-column panel of dK and
       // dV (the staging has the tensor maps' 128B-swizzled box layout); the issuing thread's final bulk wait keeps

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_kernel.cuh"
@@ -38,6 +39,9 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Split cap of the D = 256 backward's work list in percent of the average work per SM (hstu_sm90_plan_kernel).
+constexpr int kBwdSplitPct = 100;
+
 template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
           bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
 cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, int cluster_x = 1) {
@@ -67,6 +71,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = make_qkv_map<T>(&tdv, p.dv, total_k, p.heads, D, p.dv_row_stride, p.dv_head_stride, 64);
   if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
+  const SchedArgs sa{};  // (the grids' kernels take no work list)
   auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
@@ -82,22 +87,58 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if constexpr (kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
+    kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
     return cudaGetLastError();
+  }
+  // Split D without rab, jagged lengths: the longest-first work list with split key blocks (hstu_sm90_plan.cuh)
+  // when the op gave its workspace; the kernel starts behind the planner (programmatic dependent launch).
+  if constexpr (C::kSplitD && !kRab) {
+    const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
+    if (cluster_x <= 1 && p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
+      char* ws = static_cast<char*>(p.bwd_sched);
+      SchedArgs la{};
+      la.count = reinterpret_cast<int*>(ws);
+      la.items = reinterpret_cast<int4*>(ws + l.items);
+      la.counters = reinterpret_cast<int*>(ws + l.counters);
+      la.parts = reinterpret_cast<float*>(ws + l.parts);
+      la.capacity = static_cast<int>(l.capacity);
+      la.max_parts = static_cast<int>(l.max_parts);
+      int pct = kBwdSplitPct;  // TUNING ONLY (remove before merge)
+      if (const char* e = std::getenv("HSTU_DEV_BWD_SPLIT_PCT")) pct = std::atoi(e);
+      hstu_sm90_plan_kernel<BwdPlanUnits><<<1, kPlanThreads, 0, stream>>>(p, la, sm_count(), pct);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+      auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
+                                     kBwdGridList>;
+      err = cudaFuncSetAttribute(lk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+      if (err != cudaSuccess) return err;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(static_cast<unsigned>(l.capacity * p.heads));
+      cfg.blockDim = dim3(C::kThreads);
+      cfg.dynamicSmemBytes = C::kSmem;
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      return cudaLaunchKernelEx(&cfg, lk, tq, tk, tv, tdo, tdq, tdk, tdv, p, la);
+    }
   }
   // Split D: the (head, key block, batch) grid where hstu_bwd_sm90_heads_first says so (its own kernel: the grid
   // order is a template flag, a run-time one made the kernel spill).
   if constexpr (C::kSplitD) {
     if (cluster_x <= 1 && hstu_bwd_sm90_heads_first(p)) {
-      auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP, true>;
+      auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
+                                     kBwdGridHKB>;
       err = cudaFuncSetAttribute(hf, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
       if (err != cudaSuccess) return err;
-      hf<<<dim3(p.heads, nblk, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
+      hf<<<dim3(p.heads, nblk, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
       return cudaGetLastError();
     }
   }
   if (cluster_x <= 1) {
-    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p);
+    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
     return cudaGetLastError();
   }
   // Clusters of cluster_x adjacent key blocks of one (batch, head): the kernel is the same (no cluster code); the
@@ -115,7 +156,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, tdk, tdv, p);
+  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -19,6 +19,7 @@
 
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
 #include "hstu/csrc/sm90/sm90_utils.cuh"
 
 namespace hstu {
@@ -51,193 +52,16 @@ __device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_
   si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
 }
 
-// Jagged work list (p.fwd_sched, layout hstu_fwd_sm90_sched_layout): written by hstu_fwd_sm90_plan_kernel, read by
-// the forward. Item i = two int4: {b, m_block, nb_begin, nb_end}, {split id or -1, chunk, chunks, first part}.
-// CTA x runs item x / H of head x % H (items sorted by decreasing KV tile count, so the hardware's in-order
-// dispatch is a longest-first list schedule). A query tile with more KV tiles than the planner's cap C is split
-// into k balanced KV chunks: each chunk writes its fp32 O partial (in the accumulator register layout) to parts
-// [(first part + chunk) * H + h], then counts itself on counters[split id * H + h]; the last of the k sums all k
-// partials in chunk order (deterministic) and runs the normal epilogue (one rounding).
-struct FwdSchedArgs {
-  int* count;  // number of items (header word 0)
-  int4* items;
-  int* counters;
-  float* parts;
-  int capacity;
-  int max_parts;
-};
-
-constexpr int kPlanThreads = 1024;
-constexpr int kPlanBuckets = 4096;  // 4 per thread (block scan)
-
-// One CTA of 1024 threads (a warp per sequence, a lane per query tile). Work of a query tile = its KV tiles n;
-// W = H * sum over tiles of (n + 1). Cap C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no
-// splits), grown by 1.5x until the split tiles' partials fit in max_parts. A tile with n > C becomes
-// k = ceil(n / C) chunks of n / k or n / k + 1 KV tiles. Items are counting-sorted by chunk size (descending).
-// Two passes over the tiles: (1) the histogram of n (everything up to the bucket offsets follows from it when
-// n < 4096), (2) the scatter (split tiles numbered, their counters zeroed).
+// The forward's work-list units (hstu_sm90_plan.cuh): query tiles of BM rows, their KV tiles of BN keys.
 template <int BM, int BN>
-__global__ void __launch_bounds__(kPlanThreads, 1)
-    hstu_fwd_sm90_plan_kernel(const HstuParams p, const FwdSchedArgs a, const int num_sms, const int split_pct) {
-  // The forward (launched with programmatic stream serialization) may start its CTAs now; they wait for this
-  // grid's completion (griddepcontrol.wait) before reading the list.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  __shared__ int s_key[kPlanBuckets];   // chunk-size buckets (key = largest size - size), then their offsets
-  __shared__ int s_hist[kPlanBuckets];  // query tiles with n KV tiles (n >= kPlanBuckets - 1 in the last)
-  __shared__ int s_warp[32];
-  __shared__ unsigned long long s_work;
-  __shared__ int s_maxn, s_parts, s_split, s_part_next;
-  const int tid = threadIdx.x;
-  const int H = p.heads;
-  const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
-  if (tid == 0) {
-    s_work = 0;
-    s_maxn = 0;
-    s_split = 0;
-    s_part_next = 0;
+struct FwdPlanUnits {
+  static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
+    return min((p.max_seqlen_q + BM - 1) / BM, (si.lq_alloc + BM - 1) / BM);
   }
-  for (int i = tid; i < kPlanBuckets; i += kPlanThreads) {
-    s_key[i] = 0;
-    s_hist[i] = 0;
+  static __device__ __forceinline__ void range(const SeqInfo& si, int u, int& lo, int& hi) {
+    fwd_kv_tiles<BM, BN>(si, u * BM, lo, hi);
   }
-  __syncthreads();
-  // Visits every query tile (b, m) of the grid order: f(b, m, nb_begin, nb_end).
-  auto for_tiles = [&](auto&& f) {
-    for (int b = tid / 32; b < p.batch; b += kPlanThreads / 32) {
-      const SeqInfo si = seq_info(p, b);
-      const int nm = min(m_blocks, (si.lq_alloc + BM - 1) / BM);
-      for (int m = tid % 32; m < nm; m += 32) {
-        int kb, ke;
-        fwd_kv_tiles<BM, BN>(si, m * BM, kb, ke);
-        f(b, m, kb, ke);
-      }
-    }
-  };
-  {
-    unsigned long long w = 0;
-    int maxn = 0;
-    for_tiles([&](int, int, int kb, int ke) {
-      const int n = ke - kb;
-      w += static_cast<unsigned long long>(n + 1);
-      maxn = max(maxn, n);
-      atomicAdd(&s_hist[min(n, kPlanBuckets - 1)], 1);
-    });
-    // One shared atomic per warp (1024 same-address atomics, the 64-bit one a CAS loop, cost microseconds).
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-      w += __shfl_xor_sync(0xffffffffu, w, off);
-      maxn = max(maxn, __shfl_xor_sync(0xffffffffu, maxn, off));
-    }
-    if (tid % 32 == 0 && w > 0) {
-      atomicAdd(&s_work, w);
-      atomicMax(&s_maxn, maxn);
-    }
-  }
-  __syncthreads();
-  const int maxn = s_maxn;
-  const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
-  const unsigned long long wt = s_work * static_cast<unsigned long long>(H);
-  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
-                                (100ull * num_sms);
-  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
-  while (cap < maxn) {  // uniform: every thread sees the same s_parts
-    if (tid == 0) s_parts = 0;
-    __syncthreads();
-    int parts = 0;
-    for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n < kPlanBuckets; n += kPlanThreads) {
-      // The last bucket (inexact) counts ceil(maxn / cap) chunks per tile: an upper bound.
-      const int nn = n == kPlanBuckets - 1 ? max(n, maxn) : n;
-      parts += s_hist[n] * ((nn + cap - 1) / cap);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) parts += __shfl_xor_sync(0xffffffffu, parts, off);
-    if (tid % 32 == 0 && parts > 0) atomicAdd(&s_parts, parts);
-    __syncthreads();
-    const long long need = static_cast<long long>(s_parts) * H;
-    __syncthreads();
-    if (need <= a.max_parts) break;
-    cap += cap / 2 + 1;
-  }
-  const int top = min(cap, maxn);  // largest chunk size
-  auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
-  auto add_chunks = [&](int n, int count) {  // count tiles of n KV tiles
-    const int k = n > cap ? (n + cap - 1) / cap : 1;
-    const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
-    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r * count);
-    atomicAdd(&s_key[key_of(q)], (k - r) * count);
-  };
-  if (exact) {
-    for (int n = tid; n <= maxn; n += kPlanThreads) {
-      if (s_hist[n] > 0) add_chunks(n, s_hist[n]);
-    }
-  } else {
-    for_tiles([&](int, int, int kb, int ke) { add_chunks(ke - kb, 1); });
-  }
-  __syncthreads();
-  // Exclusive scan of the bucket counts (4 per thread).
-  {
-    const int lane = tid % 32, warp = tid / 32;
-    int v[4], sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[j] = s_key[4 * tid + j];
-      sum += v[j];
-    }
-    int x = sum;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, x, off);
-      if (lane >= off) x += y;
-    }
-    if (lane == 31) s_warp[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-      int t = s_warp[lane];
-#pragma unroll
-      for (int off = 1; off < 32; off *= 2) {
-        const int y = __shfl_up_sync(0xffffffffu, t, off);
-        if (lane >= off) t += y;
-      }
-      s_warp[lane] = t;
-    }
-    __syncthreads();
-    int base = x - sum + (warp > 0 ? s_warp[warp - 1] : 0);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      s_key[4 * tid + j] = base;
-      base += v[j];
-    }
-    if (tid == 0) a.count[0] = min(s_warp[31], a.capacity);
-  }
-  __syncthreads();
-  int4* items = a.items;
-  for_tiles([&](int b, int m, int kb, int ke) {
-    const int n = ke - kb;
-    if (n <= cap) {
-      const int pos = atomicAdd(&s_key[key_of(n)], 1);
-      if (pos < a.capacity) {
-        items[2 * pos] = make_int4(b, m, kb, ke);
-        items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
-      }
-      return;
-    }
-    const int k = (n + cap - 1) / cap;
-    const int q = n / k, r = n % k;
-    const int sid = atomicAdd(&s_split, 1);
-    const int first = atomicAdd(&s_part_next, k);
-    for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
-    int lo = kb;
-    for (int c = 0; c < k; ++c) {
-      const int size = q + (c < r ? 1 : 0);
-      const int pos = atomicAdd(&s_key[key_of(size)], 1);
-      if (pos < a.capacity) {
-        items[2 * pos] = make_int4(b, m, lo, lo + size);
-        items[2 * pos + 1] = make_int4(sid, c, k, first);
-      }
-      lo += size;
-    }
-  });
-}
+};
 
 // kOverlap: SiLU of tile i overlaps the P V wgmma of tile i-1 (else serial). kPingpong: the two consumer
 // warpgroups take turns issuing their wgmmas (named barriers 4/5), so one's SiLU runs under the other's GEMMs.
@@ -251,7 +75,7 @@ template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool k
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
-                         const FwdSchedArgs sched) {
+                         const SchedArgs sched) {
   static_assert(kOverlap || !kPingpong, "pingpong needs the overlapped pipeline");
   using C = FwdSm90Traits<D, kStagesT>;
   // Per-warpgroup KV ranges (skip the tiles that are P = 0 for all 64 rows of a warpgroup): work-list kernel only

@@ -73,7 +73,7 @@ inline int sm_count() {
 }
 
 // sched: use the jagged work list in p.fwd_sched when the op provided a large enough workspace.
-// Split cap of the work list in percent of the average work per SM (hstu_fwd_sm90_plan_kernel).
+// Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
 
 // sched_mode (dev variants only): 1 = with split KV ranges (the default), 2 = work list without splits,
@@ -86,12 +86,12 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   if (p.batch > 65535 || p.heads > 65535 || (!head_major && m_blocks > 65535)) return cudaErrorInvalidConfiguration;
-  FwdSchedArgs sa{};
+  SchedArgs sa{};
   int64_t sched_ctas = 0;
   // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see NOTES.md.
   constexpr bool kSchedOk = !(kRab && D == 128);
   if (kSchedOk && sched && p.fwd_sched != nullptr) {
-    const FwdSm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
+    const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
     if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
       char* ws = static_cast<char*>(p.fwd_sched);
       sa.count = reinterpret_cast<int*>(ws);
@@ -128,7 +128,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
-  hstu_fwd_sm90_plan_kernel<C::kBlockM, C::kBlockN><<<1, kPlanThreads, 0, stream>>>(p, sa, sm_count(), split_pct);
+  hstu_sm90_plan_kernel<FwdPlanUnits<C::kBlockM, C::kBlockN>><<<1, kPlanThreads, 0, stream>>>(p, sa, sm_count(),
+                                                                                        split_pct);
   err = cudaGetLastError();
   if (err != cudaSuccess || sched_mode == 3) return err;
   // Programmatic dependent launch: the forward's CTAs start while the planner runs and wait for it in-kernel.

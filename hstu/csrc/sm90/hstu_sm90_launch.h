@@ -14,35 +14,52 @@
 
 namespace hstu {
 
-// Jagged forward work list (hstu_fwd_sm90_kernel.cuh, NOTES.md "Jagged forward"): layout of the workspace
-// p.fwd_sched. The op allocates `bytes` (uninitialized) when `bytes > 0`; 0 means the grid order is kept (dense
-// lengths: every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused). Host arithmetic only.
-struct FwdSm90SchedLayout {
-  int64_t capacity = 0;   // work items (query tiles + extra KV chunks); the grid is capacity * H CTAs
-  int64_t max_parts = 0;  // fp32 partial O tiles (128 x D each) over all split tiles, chunks and heads
+// Jagged work lists (hstu_sm90_plan.cuh; NOTES.md "Jagged forward", "Session 16"): layout of the workspace the op
+// allocates (uninitialized) when `bytes > 0`; 0 means the kernel keeps its grid order. Host arithmetic only.
+struct Sm90SchedLayout {
+  int64_t capacity = 0;   // work items (units + extra chunks); the grid is capacity * H CTAs
+  int64_t max_parts = 0;  // fp32 partials (part_bytes each) over all split units, chunks and heads
   int64_t items = 0, counters = 0, parts = 0;  // byte offsets (a 16-byte header with the item count is at 0)
   int64_t bytes = 0;
 };
 
-inline FwdSm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
-  FwdSm90SchedLayout l;
-  const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
-  if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return l;
-  const bool dense = p.seqused_q == nullptr && p.seqused_k == nullptr && p.total_q == B * p.max_seqlen_q &&
-                     total_k == B * p.max_seqlen_k;
-  if (dense) return l;
-  // Query tiles: sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most B * m_blocks (the grid's).
-  const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
-  const int64_t tiles = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
-  const int64_t part_bytes = BM * D * 4;
-  l.max_parts = (int64_t{16} << 20) / part_bytes;  // 16 MB of partial tiles at most (128 at D = 256)
-  l.capacity = tiles + l.max_parts / H;             // each split tile of k chunks adds k - 1 items, k * H parts
-  if (l.capacity * H >= (int64_t{1} << 31)) return FwdSm90SchedLayout{};
+// `units`: an upper bound of the units over all sequences; partials of part_bytes, 16 MB of them at most.
+inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int64_t part_bytes) {
+  Sm90SchedLayout l;
+  l.max_parts = (int64_t{16} << 20) / part_bytes;  // (128 at D = 256)
+  l.capacity = units + l.max_parts / heads;         // each split unit of k chunks adds k - 1 items, k * H parts
+  if (l.capacity * heads >= (int64_t{1} << 31)) return Sm90SchedLayout{};
   l.items = 16;
   l.counters = l.items + 32 * l.capacity;
   l.parts = (l.counters + 4 * l.max_parts + 255) / 256 * 256;
   l.bytes = l.parts + l.max_parts * part_bytes;
   return l;
+}
+
+// Dense lengths (every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused) keep the grid order.
+inline bool hstu_sm90_dense(const HstuParams& p, int64_t total_k) {
+  return p.seqused_q == nullptr && p.seqused_k == nullptr && p.total_q == int64_t{p.batch} * p.max_seqlen_q &&
+         total_k == int64_t{p.batch} * p.max_seqlen_k;
+}
+
+// The forward's: units = query tiles of 128 rows (sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most
+// B * m_blocks, the grid's), partials 128 x D fp32.
+inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
+  const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
+  if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
+  if (hstu_sm90_dense(p, total_k)) return {};
+  const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+  return hstu_sm90_sched_layout(std::min((p.total_q + BM - 1) / BM + B, B * m_blocks), H, BM * D * 4);
+}
+
+// The D = 256 backward's (no rab): units = key blocks of 64 keys (at most total_k / 64 + B, and B * nblk),
+// partials fp32 dK and dV of 64 keys x 256 columns (128 KB).
+inline Sm90SchedLayout hstu_bwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
+  const int64_t B = p.batch, H = p.heads, BN = 64;
+  if (p.head_dim != 256 || p.rab != nullptr || B <= 0 || H <= 0 || p.max_seqlen_k <= 0 || total_k <= 0) return {};
+  if (hstu_sm90_dense(p, total_k)) return {};
+  const int64_t nblk = (p.max_seqlen_k + BN - 1) / BN;
+  return hstu_sm90_sched_layout(std::min(total_k / BN + B, B * nblk), H, BN * 256 * 2 * 4);
 }
 
 // Forward on the caller's stream. Requirements (validated by the op): q/k/v last dim contiguous, data pointers

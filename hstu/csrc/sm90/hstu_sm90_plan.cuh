@@ -1,0 +1,202 @@
+// Longest-first work lists of the jagged Hopper kernels (the forward's query tiles, the D = 256 backward's key
+// blocks), written by hstu_sm90_plan_kernel into a workspace the op allocates (layout hstu_sm90_sched_layout) and
+// read by the kernel launched behind it. A unit is a (sequence b, block u) pair with a range [lo, hi) of n = hi - lo
+// inner tiles (the forward: KV tiles of query tile u; the backward: the query tiles of key block u's work). Item i =
+// two int4: {b, u, lo, hi}, {split id or -1, chunk, chunks, first part}. CTA x runs item x / H of head x % H (items
+// sorted by decreasing tile count, so the hardware's in-order dispatch is a longest-first list schedule). A unit
+// with more tiles than the planner's cap C is split into k balanced chunks of its range: each chunk leaves its fp32
+// partial (the forward's O, the backward's dK / dV) in parts [(first part + chunk) * H + h] and counts itself on
+// counters[split id * H + h]; the last of the k adds the others' and runs the normal epilogue (one rounding).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "hstu/csrc/hstu_common.cuh"
+#include "hstu/csrc/hstu_params.h"
+
+namespace hstu {
+namespace sm90 {
+
+struct SchedArgs {
+  int* count;  // number of items (header word 0)
+  int4* items;
+  int* counters;
+  float* parts;
+  int capacity;
+  int max_parts;
+};
+
+constexpr int kPlanThreads = 1024;
+constexpr int kPlanBuckets = 4096;  // 4 per thread (block scan)
+
+// One CTA of 1024 threads (a warp per sequence, a lane per unit). Units: count(p, si) units of sequence si,
+// range(si, u, lo, hi) the tiles of unit u. Work of a unit = its tiles n; W = H * sum over units of (n + 1). Cap
+// C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no splits), grown by 1.5x until the split
+// units' partials fit in max_parts. A unit with n > C becomes k = ceil(n / C) chunks of n / k or n / k + 1 tiles.
+// Items are counting-sorted by chunk size (descending). Two passes over the units: (1) the histogram of n
+// (everything up to the bucket offsets follows from it when n < 4096), (2) the scatter (split units numbered, their
+// counters zeroed).
+template <class Units>
+__global__ void __launch_bounds__(kPlanThreads, 1)
+    hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
+  // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
+  // this grid's completion (griddepcontrol.wait) before reading the list.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  __shared__ int s_key[kPlanBuckets];   // chunk-size buckets (key = largest size - size), then their offsets
+  __shared__ int s_hist[kPlanBuckets];  // units with n tiles (n >= kPlanBuckets - 1 in the last)
+  __shared__ int s_warp[32];
+  __shared__ unsigned long long s_work;
+  __shared__ int s_maxn, s_parts, s_split, s_part_next;
+  const int tid = threadIdx.x;
+  const int H = p.heads;
+  if (tid == 0) {
+    s_work = 0;
+    s_maxn = 0;
+    s_split = 0;
+    s_part_next = 0;
+  }
+  for (int i = tid; i < kPlanBuckets; i += kPlanThreads) {
+    s_key[i] = 0;
+    s_hist[i] = 0;
+  }
+  __syncthreads();
+  // Visits every unit (b, u) of the grid order: f(b, u, lo, hi).
+  auto for_units = [&](auto&& f) {
+    for (int b = tid / 32; b < p.batch; b += kPlanThreads / 32) {
+      const SeqInfo si = seq_info(p, b);
+      const int nu = Units::count(p, si);
+      for (int u = tid % 32; u < nu; u += 32) {
+        int lo, hi;
+        Units::range(si, u, lo, hi);
+        f(b, u, lo, hi);
+      }
+    }
+  };
+  {
+    unsigned long long w = 0;
+    int maxn = 0;
+    for_units([&](int, int, int lo, int hi) {
+      const int n = hi - lo;
+      w += static_cast<unsigned long long>(n + 1);
+      maxn = max(maxn, n);
+      atomicAdd(&s_hist[min(n, kPlanBuckets - 1)], 1);
+    });
+    // One shared atomic per warp (1024 same-address atomics, the 64-bit one a CAS loop, cost microseconds).
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      w += __shfl_xor_sync(0xffffffffu, w, off);
+      maxn = max(maxn, __shfl_xor_sync(0xffffffffu, maxn, off));
+    }
+    if (tid % 32 == 0 && w > 0) {
+      atomicAdd(&s_work, w);
+      atomicMax(&s_maxn, maxn);
+    }
+  }
+  __syncthreads();
+  const int maxn = s_maxn;
+  const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
+  const unsigned long long wt = s_work * static_cast<unsigned long long>(H);
+  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
+                                (100ull * num_sms);
+  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  while (cap < maxn) {  // uniform: every thread sees the same s_parts
+    if (tid == 0) s_parts = 0;
+    __syncthreads();
+    int parts = 0;
+    for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n < kPlanBuckets; n += kPlanThreads) {
+      // The last bucket (inexact) counts ceil(maxn / cap) chunks per unit: an upper bound.
+      const int nn = n == kPlanBuckets - 1 ? max(n, maxn) : n;
+      parts += s_hist[n] * ((nn + cap - 1) / cap);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) parts += __shfl_xor_sync(0xffffffffu, parts, off);
+    if (tid % 32 == 0 && parts > 0) atomicAdd(&s_parts, parts);
+    __syncthreads();
+    const long long need = static_cast<long long>(s_parts) * H;
+    __syncthreads();
+    if (need <= a.max_parts) break;
+    cap += cap / 2 + 1;
+  }
+  const int top = min(cap, maxn);  // largest chunk size
+  auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
+  auto add_chunks = [&](int n, int count) {  // count units of n tiles
+    const int k = n > cap ? (n + cap - 1) / cap : 1;
+    const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
+    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r * count);
+    atomicAdd(&s_key[key_of(q)], (k - r) * count);
+  };
+  if (exact) {
+    for (int n = tid; n <= maxn; n += kPlanThreads) {
+      if (s_hist[n] > 0) add_chunks(n, s_hist[n]);
+    }
+  } else {
+    for_units([&](int, int, int lo, int hi) { add_chunks(hi - lo, 1); });
+  }
+  __syncthreads();
+  // Exclusive scan of the bucket counts (4 per thread).
+  {
+    const int lane = tid % 32, warp = tid / 32;
+    int v[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = s_key[4 * tid + j];
+      sum += v[j];
+    }
+    int x = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, x, off);
+      if (lane >= off) x += y;
+    }
+    if (lane == 31) s_warp[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      int t = s_warp[lane];
+#pragma unroll
+      for (int off = 1; off < 32; off *= 2) {
+        const int y = __shfl_up_sync(0xffffffffu, t, off);
+        if (lane >= off) t += y;
+      }
+      s_warp[lane] = t;
+    }
+    __syncthreads();
+    int base = x - sum + (warp > 0 ? s_warp[warp - 1] : 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s_key[4 * tid + j] = base;
+      base += v[j];
+    }
+    if (tid == 0) a.count[0] = min(s_warp[31], a.capacity);
+  }
+  __syncthreads();
+  int4* items = a.items;
+  for_units([&](int b, int u, int lo, int hi) {
+    const int n = hi - lo;
+    if (n <= cap) {
+      const int pos = atomicAdd(&s_key[key_of(n)], 1);
+      if (pos < a.capacity) {
+        items[2 * pos] = make_int4(b, u, lo, hi);
+        items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
+      }
+      return;
+    }
+    const int k = (n + cap - 1) / cap;
+    const int q = n / k, r = n % k;
+    const int sid = atomicAdd(&s_split, 1);
+    const int first = atomicAdd(&s_part_next, k);
+    for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
+    int c_lo = lo;
+    for (int c = 0; c < k; ++c) {
+      const int size = q + (c < r ? 1 : 0);
+      const int pos = atomicAdd(&s_key[key_of(size)], 1);
+      if (pos < a.capacity) {
+        items[2 * pos] = make_int4(b, u, c_lo, c_lo + size);
+        items[2 * pos + 1] = make_int4(sid, c, k, first);
+      }
+      c_lo += size;
+    }
+  });
+}
+
+}  // namespace sm90
+}  // namespace hstu
