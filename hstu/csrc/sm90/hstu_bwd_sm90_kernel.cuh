@@ -438,6 +438,7 @@ __device__ __forceinline__ void bwd_work_tiles(const SeqInfo& si, int n0, int& m
 // The D = 256 backward's work-list units (hstu_sm90_plan.cuh): key blocks of 64 keys, their work's query tiles (the
 // no-rab kernel's, gaps skipped).
 struct BwdPlanUnits {
+  static constexpr bool kHeavyLast = false;  // (causal: key block 0 sees the most queries)
   static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
     return min((p.max_seqlen_k + 63) / 64, (si.lk_alloc + 63) / 64);
   }
@@ -520,15 +521,14 @@ __global__ void __launch_bounds__(384, 1)
     h = pair % p.heads;
     b = pair / p.heads;
   } else if constexpr (kGrid == kBwdGridList) {
-    const int idx = static_cast<int>(blockIdx.x) / p.heads;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
-    if (idx >= *sched.count) return;
+    int idx;
+    if (!sched_cta_item(sched, p.heads, idx, h)) return;
     const int4 it = sched.items[2 * idx];
     b = it.x;
     n_block = it.y;
     t_lo = it.z;
     t_hi = it.w;
-    h = static_cast<int>(blockIdx.x) - idx * p.heads;
   } else {
     // The mapping of bwd_cta_key_block / bwd_cta_head / bwd_cta_batch, through the builtins here: the helpers' volatile
     // reads in this place made the D = 64 / 128 / 256 kernels spill (up to 40 / 64 B).
@@ -1410,9 +1410,11 @@ __global__ void __launch_bounds__(384, 1)
     // are done. The last waits for the others' completions, brings each part into the stages (one bulk load) and
     // adds it, then runs the epilogue (one rounding).
     if constexpr (kGrid == kBwdGridList) {
-      const int4 sp = sched.items[2 * (static_cast<int>(blockIdx.x) / p.heads) + 1];
+      int idx, hh;
+      sched_cta_item(sched, p.heads, idx, hh);
+      const int4 sp = sched.items[2 * idx + 1];
       if (sp.x >= 0) {
-        const int hy = static_cast<int>(bwd_cta_head<kGrid>(park));
+        const int hy = hh;
         int* counter = sched.counters + sp.x * p.heads + hy;
         const uint32_t last_flag = park + 12;
         const uint32_t stg = sQ + ((ctid / 128) * 4096 + ctid % 128) * 16;  // (NA / 4) float4 per thread

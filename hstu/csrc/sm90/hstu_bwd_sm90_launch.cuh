@@ -103,10 +103,12 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       la.parts = reinterpret_cast<float*>(ws + l.parts);
       la.capacity = static_cast<int>(l.capacity);
       la.max_parts = static_cast<int>(l.max_parts);
+      la.lpt_ctas = 8 * sm_count();  // TUNING
+      la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;
+      if (const char* e = std::getenv("HSTU_DEV_LPT_CTAS")) la.lpt_ctas = std::atoi(e);
       int pct = kBwdSplitPct;  // TUNING ONLY (remove before merge)
       if (const char* e = std::getenv("HSTU_DEV_BWD_SPLIT_PCT")) pct = std::atoi(e);
-      hstu_sm90_plan_kernel<BwdPlanUnits><<<1, kPlanThreads, 0, stream>>>(p, la, sm_count(), pct);
-      err = cudaGetLastError();
+      err = launch_plan<BwdPlanUnits>(p, la, sm_count(), pct, stream);
       if (err != cudaSuccess) return err;
       auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
                                      kBwdGridList>;

@@ -55,6 +55,7 @@ __device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_
 // The forward's work-list units (hstu_sm90_plan.cuh): query tiles of BM rows, their KV tiles of BN keys.
 template <int BM, int BN>
 struct FwdPlanUnits {
+  static constexpr bool kHeavyLast = true;  // (causal: the last query tiles see the most keys)
   static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
     return min((p.max_seqlen_q + BM - 1) / BM, (si.lq_alloc + BM - 1) / BM);
   }
@@ -98,11 +99,10 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
 
   int h, b, m_block, nb_begin, nb_end;
-  if constexpr (kSched) {  // work list (jagged): item blockIdx.x / H, head blockIdx.x % H
-    const int idx = blockIdx.x / p.heads;
+  if constexpr (kSched) {  // work list (jagged): sched_cta_item
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
-    if (idx >= *sched.count) return;
-    h = blockIdx.x - idx * p.heads;
+    int idx;
+    if (!sched_cta_item(sched, p.heads, idx, h)) return;
     const int4 it = sched.items[2 * idx];
     b = it.x;
     m_block = it.y;
@@ -476,7 +476,8 @@ __global__ void __launch_bounds__(384, 1)
     // Split tile (work list): store this chunk's partial, count it; the last chunk sums all partials in chunk
     // order and goes on to the epilogue, the others are done. The item is re-read here (nothing kept live).
     if constexpr (kSched) {
-      const int idx = blockIdx.x / p.heads;
+      int idx, hh;
+      sched_cta_item(sched, p.heads, idx, hh);
       const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
       if (sp.x >= 0) {
         constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads

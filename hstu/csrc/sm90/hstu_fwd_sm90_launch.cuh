@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
@@ -100,6 +101,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       sa.parts = reinterpret_cast<float*>(ws + l.parts);
       sa.capacity = static_cast<int>(l.capacity);
       sa.max_parts = static_cast<int>(l.max_parts);
+      sa.lpt_ctas = 8 * sm_count();  // TUNING
+      if (const char* e = std::getenv("HSTU_DEV_FWD_LPT_CTAS")) sa.lpt_ctas = std::atoi(e);
       sched_ctas = l.capacity * p.heads;
     }
   }
@@ -128,9 +131,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (err != cudaSuccess) return err;
   const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
-  hstu_sm90_plan_kernel<FwdPlanUnits<C::kBlockM, C::kBlockN>><<<1, kPlanThreads, 0, stream>>>(p, sa, sm_count(),
-                                                                                        split_pct);
-  err = cudaGetLastError();
+  err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), split_pct, stream);
   if (err != cudaSuccess || sched_mode == 3) return err;
   // Programmatic dependent launch: the forward's CTAs start while the planner runs and wait for it in-kernel.
   cudaLaunchConfig_t cfg = {};

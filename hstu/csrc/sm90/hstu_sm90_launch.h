@@ -30,16 +30,20 @@ inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int6
   l.capacity = units + l.max_parts / heads;         // each split unit of k chunks adds k - 1 items, k * H parts
   if (l.capacity * heads >= (int64_t{1} << 31)) return Sm90SchedLayout{};
   l.items = 16;
-  l.counters = l.items + 32 * l.capacity;
+  l.counters = l.items + 32 * l.capacity * heads;  // (grid-order lists: an item per unit and head)
   l.parts = (l.counters + 4 * l.max_parts + 255) / 256 * 256;
   l.bytes = l.parts + l.max_parts * part_bytes;
   return l;
 }
 
-// Dense lengths (every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused) keep the grid order.
-inline bool hstu_sm90_dense(const HstuParams& p, int64_t total_k) {
-  return p.seqused_q == nullptr && p.seqused_k == nullptr && p.total_q == int64_t{p.batch} * p.max_seqlen_q &&
-         total_k == int64_t{p.batch} * p.max_seqlen_k;
+// The kernels keep their grid order for dense lengths (every sequence has max_seqlen_q queries and max_seqlen_k
+// keys, no seqused), and for grids of at most one wave (kSm90ListMinCtas, an H100's SMs: nothing to order, and the
+// planner would cost more than it saves).
+constexpr int64_t kSm90ListMinCtas = 132;
+inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t grid_ctas) {
+  return grid_ctas <= kSm90ListMinCtas ||
+         (p.seqused_q == nullptr && p.seqused_k == nullptr && p.total_q == int64_t{p.batch} * p.max_seqlen_q &&
+          total_k == int64_t{p.batch} * p.max_seqlen_k);
 }
 
 // The forward's: units = query tiles of 128 rows (sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most
@@ -47,8 +51,8 @@ inline bool hstu_sm90_dense(const HstuParams& p, int64_t total_k) {
 inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
   const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
   if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
-  if (hstu_sm90_dense(p, total_k)) return {};
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+  if (hstu_sm90_keep_grid(p, total_k, B * H * m_blocks)) return {};
   return hstu_sm90_sched_layout(std::min((p.total_q + BM - 1) / BM + B, B * m_blocks), H, BM * D * 4);
 }
 
@@ -57,8 +61,8 @@ inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t t
 inline Sm90SchedLayout hstu_bwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
   const int64_t B = p.batch, H = p.heads, BN = 64;
   if (p.head_dim != 256 || p.rab != nullptr || B <= 0 || H <= 0 || p.max_seqlen_k <= 0 || total_k <= 0) return {};
-  if (hstu_sm90_dense(p, total_k)) return {};
   const int64_t nblk = (p.max_seqlen_k + BN - 1) / BN;
+  if (hstu_sm90_keep_grid(p, total_k, B * H * nblk)) return {};
   return hstu_sm90_sched_layout(std::min(total_k / BN + B, B * nblk), H, BN * 256 * 2 * 4);
 }
 

@@ -18,24 +18,76 @@ namespace hstu {
 namespace sm90 {
 
 struct SchedArgs {
-  int* count;  // number of items (header word 0)
-  int4* items;
+  int* count;  // header: number of items, their kind (sched_cta_item)
+  int4* items;  // capacity x H items at most
   int* counters;
   float* parts;
-  int capacity;
+  int capacity;  // units + chunks; the grid has capacity x H CTAs
   int max_parts;
+  int lpt_ctas;     // longest-first order only up to this many CTAs (units x H), or when a unit is split
+  int heads_inner;  // grid order: the heads of a unit side by side (else each head's units of a sequence in a row)
 };
+
+// The item and head of this CTA of a work-list kernel (after its griddepcontrol.wait); false: none. Header word 1
+// = 0: CTA x runs item x / H of head x % H (longest-first lists; grid order with the heads side by side); 1: item x,
+// its head in the item's word 7 (grid order, a sequence's units of head 0, then of head 1, ...).
+__device__ __forceinline__ bool sched_cta_item(const SchedArgs& s, int heads, int& idx, int& h) {
+  const int2 hdr = *reinterpret_cast<const int2*>(s.count);
+  const int x = static_cast<int>(blockIdx.x);
+  if (hdr.y == 0) {
+    idx = x / heads;
+    h = x - idx * heads;
+    return idx < hdr.x;
+  }
+  idx = x;
+  if (x >= hdr.x) return false;
+  h = s.items[2 * x + 1].w;
+  return true;
+}
 
 constexpr int kPlanThreads = 1024;
 constexpr int kPlanBuckets = 4096;  // 4 per thread (block scan)
+static_assert(kPlanBuckets == 4 * kPlanThreads, "the bucket scan takes 4 buckets per thread");
+// Dynamic shared memory of the planner: the sequences of a round (a thread per sequence) and their units' prefix.
+constexpr int kPlanSmem = kPlanThreads * static_cast<int>(sizeof(SeqInfo)) + (kPlanThreads + 1) * 4;
 
-// One CTA of 1024 threads (a warp per sequence, a lane per unit). Units: count(p, si) units of sequence si,
+// Exclusive prefix sum of v over the CTA's kPlanThreads threads (all must call it); *total: the sum. Uses s_warp
+// (32 ints) and two block barriers.
+__device__ __forceinline__ int plan_block_scan(int v, int* s_warp, int* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int x = v;
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, x, off);
+    if (lane >= off) x += y;
+  }
+  if (lane == 31) s_warp[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int t = s_warp[lane];
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, t, off);
+      if (lane >= off) t += y;
+    }
+    s_warp[lane] = t;
+  }
+  __syncthreads();
+  *total = s_warp[31];
+  return x - v + (warp > 0 ? s_warp[warp - 1] : 0);
+}
+
+// One CTA of 1024 threads. The units are visited in rounds of up to 1024 sequences: a thread per sequence loads
+// its lengths into shared memory and counts its units, then the round's units are spread evenly over the threads
+// (unit f of the round belongs to the sequence whose units' prefix holds f: a binary search). Units: count(p, si) units of sequence si,
 // range(si, u, lo, hi) the tiles of unit u. Work of a unit = its tiles n; W = H * sum over units of (n + 1). Cap
 // C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no splits), grown by 1.5x until the split
 // units' partials fit in max_parts. A unit with n > C becomes k = ceil(n / C) chunks of n / k or n / k + 1 tiles.
 // Items are counting-sorted by chunk size (descending). Two passes over the units: (1) the histogram of n
 // (everything up to the bucket offsets follows from it when n < 4096), (2) the scatter (split units numbered, their
-// counters zeroed).
+// counters zeroed). Many units and none split (more than a.lpt_ctas CTAs: many waves, where the L2 locality of a
+// sequence's tiles matters more than the tail): the kernel's grid order instead, less its empty CTAs (sequences in
+// order, each one's units heaviest first: Units::kHeavyLast reverses u), no sort.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
@@ -45,6 +97,9 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   __shared__ int s_key[kPlanBuckets];   // chunk-size buckets (key = largest size - size), then their offsets
   __shared__ int s_hist[kPlanBuckets];  // units with n tiles (n >= kPlanBuckets - 1 in the last)
   __shared__ int s_warp[32];
+  extern __shared__ int4 plan_smem[];  // kPlanSmem bytes
+  SeqInfo* s_seq = reinterpret_cast<SeqInfo*>(plan_smem);
+  int* s_pre = reinterpret_cast<int*>(s_seq + kPlanThreads);
   __shared__ unsigned long long s_work;
   __shared__ int s_maxn, s_parts, s_split, s_part_next;
   const int tid = threadIdx.x;
@@ -60,22 +115,47 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     s_hist[i] = 0;
   }
   __syncthreads();
-  // Visits every unit (b, u) of the grid order: f(b, u, lo, hi).
+  // Visits every unit (b, u): f(b, u, lo, hi, index of (b, u) in the sequence-major order, units of b); returns the
+  // number of units. Called by all threads (block barriers inside).
   auto for_units = [&](auto&& f) {
-    for (int b = tid / 32; b < p.batch; b += kPlanThreads / 32) {
-      const SeqInfo si = seq_info(p, b);
-      const int nu = Units::count(p, si);
-      for (int u = tid % 32; u < nu; u += 32) {
-        int lo, hi;
-        Units::range(si, u, lo, hi);
-        f(b, u, lo, hi);
+    int base = 0;
+    for (int b0 = 0; b0 < p.batch; b0 += kPlanThreads) {
+      const int nb = min(kPlanThreads, p.batch - b0);
+      int nu = 0;
+      if (tid < nb) {
+        const SeqInfo si = seq_info(p, b0 + tid);
+        s_seq[tid] = si;
+        nu = Units::count(p, si);
       }
+      int total;
+      const int pre = plan_block_scan(nu, s_warp, &total);  // (its barriers also publish s_seq)
+      if (tid < nb) s_pre[tid] = pre;
+      __syncthreads();
+      for (int f0 = tid; f0 < total; f0 += kPlanThreads) {
+        int lo = 0, hi = nb - 1;  // the last sequence whose prefix is <= f0 (it has units)
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          if (s_pre[mid] <= f0) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        const int u = f0 - s_pre[lo];
+        int r0, r1;
+        Units::range(s_seq[lo], u, r0, r1);
+        f(b0 + lo, u, r0, r1, base + f0, (lo + 1 < nb ? s_pre[lo + 1] : total) - s_pre[lo]);
+      }
+      base += total;
+      __syncthreads();  // s_seq, s_pre, s_warp are reused by the next round
     }
+    return base;
   };
+  int units;
   {
     unsigned long long w = 0;
     int maxn = 0;
-    for_units([&](int, int, int lo, int hi) {
+    units = for_units([&](int, int, int lo, int hi, int, int) {
       const int n = hi - lo;
       w += static_cast<unsigned long long>(n + 1);
       maxn = max(maxn, n);
@@ -99,11 +179,36 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
                                 (100ull * num_sms);
   int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  if (cap >= maxn && static_cast<long long>(units) * H > a.lpt_ctas) {  // grid order
+    const bool inner = a.heads_inner != 0;
+    const int units_c = min(units, a.capacity);
+    if (tid == 0) {
+      a.count[0] = inner ? units_c : units_c * H;
+      a.count[1] = inner ? 0 : 1;
+    }
+    for_units([&](int b, int u, int lo, int hi, int pos, int nu) {
+      const int first = pos - u;  // the sequence's first unit
+      const int uu = Units::kHeavyLast ? nu - 1 - u : u;
+      if (first + nu > units_c) return;
+      if (inner) {
+        a.items[2 * (first + uu)] = make_int4(b, u, lo, hi);
+        a.items[2 * (first + uu) + 1] = make_int4(-1, 0, 1, 0);
+      } else {
+        for (int hh = 0; hh < H; ++hh) {
+          const int i = first * H + hh * nu + uu;
+          a.items[2 * i] = make_int4(b, u, lo, hi);
+          a.items[2 * i + 1] = make_int4(-1, 0, 1, hh);
+        }
+      }
+    });
+    return;
+  }
   while (cap < maxn) {  // uniform: every thread sees the same s_parts
     if (tid == 0) s_parts = 0;
     __syncthreads();
     int parts = 0;
-    for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n < kPlanBuckets; n += kPlanThreads) {
+    const int n_last = exact ? maxn : kPlanBuckets - 1;  // (the buckets past maxn are empty)
+    for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n <= n_last; n += kPlanThreads) {
       // The last bucket (inexact) counts ceil(maxn / cap) chunks per unit: an upper bound.
       const int nn = n == kPlanBuckets - 1 ? max(n, maxn) : n;
       parts += s_hist[n] * ((nn + cap - 1) / cap);
@@ -130,47 +235,32 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       if (s_hist[n] > 0) add_chunks(n, s_hist[n]);
     }
   } else {
-    for_units([&](int, int, int lo, int hi) { add_chunks(hi - lo, 1); });
+    for_units([&](int, int, int lo, int hi, int, int) { add_chunks(hi - lo, 1); });
   }
   __syncthreads();
   // Exclusive scan of the bucket counts (4 per thread).
   {
-    const int lane = tid % 32, warp = tid / 32;
     int v[4], sum = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       v[j] = s_key[4 * tid + j];
       sum += v[j];
     }
-    int x = sum;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, x, off);
-      if (lane >= off) x += y;
-    }
-    if (lane == 31) s_warp[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-      int t = s_warp[lane];
-#pragma unroll
-      for (int off = 1; off < 32; off *= 2) {
-        const int y = __shfl_up_sync(0xffffffffu, t, off);
-        if (lane >= off) t += y;
-      }
-      s_warp[lane] = t;
-    }
-    __syncthreads();
-    int base = x - sum + (warp > 0 ? s_warp[warp - 1] : 0);
+    int total;
+    int base = plan_block_scan(sum, s_warp, &total);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       s_key[4 * tid + j] = base;
       base += v[j];
     }
-    if (tid == 0) a.count[0] = min(s_warp[31], a.capacity);
+    if (tid == 0) {
+      a.count[0] = min(total, a.capacity);
+      a.count[1] = 0;
+    }
   }
   __syncthreads();
   int4* items = a.items;
-  for_units([&](int b, int u, int lo, int hi) {
+  for_units([&](int b, int u, int lo, int hi, int, int) {
     const int n = hi - lo;
     if (n <= cap) {
       const int pos = atomicAdd(&s_key[key_of(n)], 1);
@@ -196,6 +286,16 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       c_lo += size;
     }
   });
+}
+
+// Launches the planner on `stream` (one CTA with kPlanSmem bytes of dynamic shared memory).
+template <class Units>
+cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream) {
+  auto kernel = hstu_sm90_plan_kernel<Units>;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPlanSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<1, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct);
+  return cudaGetLastError();
 }
 
 }  // namespace sm90
