@@ -130,6 +130,11 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
         s_long = round(tokens / b_long)
         cases.append(Case("jagged", f"dense B{b_long} S{s_long} D256 ctx3 (same tokens as {tag.split()[0]})",
                           [s_long] * b_long, 4, 256, contexts=3))
+    if not quick:
+        # A training-size jagged batch (512 sequences, ~100K tokens): many waves, where the Hopper work lists keep
+        # the grids' order less their empty tiles (not a "zipf..." name: no same-tokens comparison rows).
+        cases.append(Case("jagged", "B512 zipf1.2 max4K D256 ctx3", zipf_lengths(512, 4096, seed=3), 4, 256,
+                          contexts=3))
     masks = [
         ("none", dict(window=(-1, -1))),
         ("causal", dict()),

@@ -455,11 +455,14 @@ def hstu_attn_varlen_func(
     Kernels: on compute capability 9.0 with a wheel built for sm_90a, the Hopper (wgmma/TMA) kernels run where
     they apply (forward and backward: D 64/128/256, with or without rab; backward not deterministic); otherwise,
     and on every other GPU from sm80, the portable mma.sync kernels. Set HSTU_ATTN_DISABLE_SM90=1 to force the
-    portable ones. For jagged batches (lengths not all equal to the max, or seqused given) the Hopper forward
-    orders its query tiles longest-first from a work list built on the device (no host sync) and splits the
-    longest tiles' key ranges into chunks whose fp32 partial sums are added in a fixed order (bitwise
-    repeatable); its workspace holds at most 16 MB of partial sums plus the list (32 bytes per query tile).
-    HSTU_ATTN_SM90_FWD_SCHED=0 keeps the plain grid order. The Hopper backward at D = 64 / 128 zeroes its
+    portable ones. For jagged batches (lengths not all equal to the max, or seqused given) whose grid would be
+    mostly empty (at least twice as many tiles as exist, and more than one wave of an H100), the Hopper
+    forward and the Hopper backward at D = 256 (without rab) run from a work list built on the device (no host
+    sync): up to 8 waves of CTAs, longest work first, with the longest tiles split into chunks whose fp32
+    partials are added by the last chunk (the forward in a fixed order, bitwise repeatable); past that, the
+    grid's own order without its empty tiles. The workspace holds at most 16 MB of partials plus the list (32
+    bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 / HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids
+    (comparisons). The Hopper backward at D = 64 / 128 zeroes its
     own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
     instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair);
     HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead. At D = 256 it adds dQ straight from its

@@ -312,17 +312,27 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   // dq_accum: fp32 (total_q, H, D) (the Hopper kernel: hstu_bwd_sm90_dq_accum_floats, tiled at D = 256), zeroed;
   // or, for the Hopper kernel that zeroes it itself, uninitialized with its zeroing flags behind the floats
-  // (hstu_bwd_sm90_dq_zero_words).
-  std::optional<Tensor> dq_accum;
+  // (hstu_bwd_sm90_dq_zero_words), or uninitialized for the D = 256 work list (jagged lengths: its planner zeroes
+  // it; the list's workspace in `sched`).
+  std::optional<Tensor> dq_accum, sched;
   int64_t dq_floats = q.size(0) * q.size(1) * q.size(2);
-  int64_t zero_words = 0;
+  int64_t zero_words = 0, sched_bytes = 0;
   if (!deterministic) {
     if (use_sm90_fwd(p, k.size(0), q.get_device())) {  // use_sm90_bwd
       dq_floats = hstu_bwd_sm90_dq_accum_floats(p);
       if (!sm90_dq_self_zero_disabled_by_env()) zero_words = hstu_bwd_sm90_dq_zero_words(p);
+      if (p.bwd_grid == 0 && !sm90_bwd_sched_disabled_by_env()) {
+        sched_bytes = hstu_bwd_sm90_sched_layout(p, k.size(0)).bytes;
+      }
     }
-    dq_accum = zero_words > 0 ? torch::stable::new_empty(q, {dq_floats + zero_words}, ScalarType::Float)
-                              : torch::stable::new_zeros(q, {dq_floats}, ScalarType::Float);
+    dq_accum = zero_words > 0 || sched_bytes > 0
+                   ? torch::stable::new_empty(q, {dq_floats + zero_words}, ScalarType::Float)
+                   : torch::stable::new_zeros(q, {dq_floats}, ScalarType::Float);
+    if (sched_bytes > 0) {
+      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
+      p.bwd_sched = sched->data_ptr();
+      p.bwd_sched_bytes = sched_bytes;
+    }
   }
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();
@@ -362,21 +372,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   const bool half = q.scalar_type() == ScalarType::Half;
   cudaError_t err = cudaErrorNotSupported;
   if (use_sm90_bwd(p, k.size(0), q.get_device())) {
-    // Jagged lengths at D = 256 (no rab): workspace of the longest-first work list with split key blocks.
-    std::optional<Tensor> sched;
-    const int64_t sched_bytes = deterministic || p.bwd_grid != 0 || sm90_bwd_sched_disabled_by_env()
-                                    ? 0
-                                    : hstu_bwd_sm90_sched_layout(p, k.size(0)).bytes;
-    if (sched_bytes > 0) {
-      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
-      p.bwd_sched = sched->data_ptr();
-      p.bwd_sched_bytes = sched_bytes;
-    }
     err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   }
-  if (err == cudaErrorNotSupported && p.dq_zero_flags != nullptr) {  // the fallback needs a zeroed workspace
+  if (err == cudaErrorNotSupported && (p.dq_zero_flags != nullptr || p.bwd_sched != nullptr)) {
+    // the fallback needs a zeroed workspace
     err = cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(dq_floats) * sizeof(float), s);
     p.dq_zero_flags = nullptr;
+    p.bwd_sched = nullptr;
     if (err == cudaSuccess) err = cudaErrorNotSupported;
   }
   if (err == cudaErrorNotSupported) err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);

@@ -84,7 +84,8 @@ struct HstuParams {
   int64_t drab_heads_batch_stride, drab_heads_head_stride;
 
   // Hopper D = 256 backward only: workspace of the jagged work list (hstu_bwd_sm90_sched_layout in
-  // sm90/hstu_sm90_launch.h; any contents, the planner initializes what it uses), or nullptr: the grid.
+  // sm90/hstu_sm90_launch.h; any contents, the planner initializes what it uses), or nullptr: the grid. When set,
+  // dq_accum is uninitialized (the launcher zeroes it).
   void* bwd_sched;
   int64_t bwd_sched_bytes;
 };

@@ -439,14 +439,15 @@ def test_jagged_work_list_backward_d256(mask, delta_q, seqused, long, monkeypatc
     (64, 3000, "local_context_target"),
 ])
 def test_jagged_work_list_large_batches(D, long, mask, monkeypatch):
-    """Many jagged sequences (more than 8 waves of CTAs, nothing to split): on sm90 the work lists keep the kernels'
-    grid orders less their empty CTAs (each sequence's units in a row; the forward and, with one long sequence, the
-    D = 256 backward: one head's units of a sequence, then the next head's; the D = 256 backward of short sequences:
-    the heads of a unit side by side). Forward and backward meet the error rule and agree with the grids
-    (HSTU_ATTN_SM90_FWD_SCHED=0, HSTU_ATTN_SM90_BWD_SCHED=0) to the fp32 reduction order."""
+    """Many uneven jagged sequences (more than 8 waves of CTAs, nothing to split): on sm90 the work lists keep the
+    kernels' grid orders less their empty CTAs (each sequence's units in a row; the forward and, with one long
+    sequence, the D = 256 backward: one head's units of a sequence, then the next head's; the D = 256 backward of
+    short sequences: the heads of a unit side by side). Forward and backward meet the error rule and agree with the
+    grids (HSTU_ATTN_SM90_FWD_SCHED=0, HSTU_ATTN_SM90_BWD_SCHED=0) to the fp32 reduction order."""
     seed = zlib.crc32(repr(("list_large", D, long, mask)).encode())
     rng = random.Random(seed)
-    lens = ([long] if long else []) + [rng.randint(1, 700) for _ in range(80)] + [0, 1, 64, 128]
+    lens = [long] if long else []
+    lens += [rng.randint(1, 100) for _ in range(120)] + [rng.randint(100, 700) for _ in range(30)] + [0, 1, 64, 128]
     rng.shuffle(lens)
     case = make_case(seed, lens, 4, D, torch.bfloat16, mask, 0)
     check_case(case, 0.5)

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_kernel.cuh"
@@ -39,7 +38,8 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// Split cap of the D = 256 backward's work list in percent of the average work per SM (hstu_sm90_plan_kernel).
+// Split cap of the D = 256 backward's work list in percent of the average work per SM (hstu_sm90_plan_kernel;
+// measured on the Zipf(1.2) batch's main kernel: 60 % 124 us, 100 % 122.7 us, 200 % 135.3 us, no split 137 us).
 constexpr int kBwdSplitPct = 100;
 
 template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
@@ -90,42 +90,29 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
     return cudaGetLastError();
   }
-  // Split D without rab, jagged lengths: the longest-first work list with split key blocks (hstu_sm90_plan.cuh)
-  // when the op gave its workspace; the kernel starts behind the planner (programmatic dependent launch).
+  // Split D without rab, jagged lengths: the work list (hstu_sm90_plan.cuh: longest first with split key blocks, or
+  // the grid's order less its empty CTAs) when the op gave its workspace; the kernel starts behind the planner
+  // (programmatic dependent launch), whose other CTAs zero the dq workspace meanwhile (then uninitialized).
   if constexpr (C::kSplitD && !kRab) {
     const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
     if (cluster_x <= 1 && p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
-      char* ws = static_cast<char*>(p.bwd_sched);
-      SchedArgs la{};
-      la.count = reinterpret_cast<int*>(ws);
-      la.items = reinterpret_cast<int4*>(ws + l.items);
-      la.counters = reinterpret_cast<int*>(ws + l.counters);
-      la.parts = reinterpret_cast<float*>(ws + l.parts);
-      la.capacity = static_cast<int>(l.capacity);
-      la.max_parts = static_cast<int>(l.max_parts);
-      la.lpt_ctas = 8 * sm_count();  // TUNING
-      la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;
-      if (const char* e = std::getenv("HSTU_DEV_LPT_CTAS")) la.lpt_ctas = std::atoi(e);
-      int pct = kBwdSplitPct;  // TUNING ONLY (remove before merge)
-      if (const char* e = std::getenv("HSTU_DEV_BWD_SPLIT_PCT")) pct = std::atoi(e);
-      err = launch_plan<BwdPlanUnits>(p, la, sm_count(), pct, stream);
+      SchedArgs la = sched_args(p.bwd_sched, l, sm_count());
+      la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;  // (the grid's order, where the list keeps it)
+      la.zero = reinterpret_cast<float4*>(p.dq_accum);        // (uninitialized: the op gave the list's workspace)
+      la.zero_n4 = hstu_bwd_sm90_dq_accum_floats(p) / 4;
+      err = launch_plan<BwdPlanUnits>(p, la, sm_count(), kBwdSplitPct, stream);
       if (err != cudaSuccess) return err;
       auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
                                      kBwdGridList>;
       err = cudaFuncSetAttribute(lk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
       if (err != cudaSuccess) return err;
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(static_cast<unsigned>(l.capacity * p.heads));
-      cfg.blockDim = dim3(C::kThreads);
-      cfg.dynamicSmemBytes = C::kSmem;
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      return cudaLaunchKernelEx(&cfg, lk, tq, tk, tv, tdo, tdq, tdk, tdv, p, la);
+      return launch_behind_plan(lk, l.capacity * p.heads, C::kThreads, C::kSmem, stream, tq, tk, tv, tdo, tdq, tdk,
+                                tdv, p, la);
     }
+  }
+  if (p.bwd_sched != nullptr) {  // (not reached from the op) the list's uninitialized dq workspace, for the grid
+    err = cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(hstu_bwd_sm90_dq_accum_floats(p)) * sizeof(float), stream);
+    if (err != cudaSuccess) return err;
   }
   // Split D: the (head, key block, batch) grid where hstu_bwd_sm90_heads_first says so (its own kernel: the grid
   // order is a template flag, a run-time one made the kernel spill).

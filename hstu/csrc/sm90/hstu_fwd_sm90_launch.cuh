@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
@@ -94,15 +93,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (kSchedOk && sched && p.fwd_sched != nullptr) {
     const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
     if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
-      char* ws = static_cast<char*>(p.fwd_sched);
-      sa.count = reinterpret_cast<int*>(ws);
-      sa.items = reinterpret_cast<int4*>(ws + l.items);
-      sa.counters = reinterpret_cast<int*>(ws + l.counters);
-      sa.parts = reinterpret_cast<float*>(ws + l.parts);
-      sa.capacity = static_cast<int>(l.capacity);
-      sa.max_parts = static_cast<int>(l.max_parts);
-      sa.lpt_ctas = 8 * sm_count();  // TUNING
-      if (const char* e = std::getenv("HSTU_DEV_FWD_LPT_CTAS")) sa.lpt_ctas = std::atoi(e);
+      sa = sched_args(p.fwd_sched, l, sm_count());
       sched_ctas = l.capacity * p.heads;
     }
   }
@@ -133,19 +124,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
   err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), split_pct, stream);
   if (err != cudaSuccess || sched_mode == 3) return err;
-  // Programmatic dependent launch: the forward's CTAs start while the planner runs and wait for it in-kernel.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(sched_ctas));
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   const int hm = head_major ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, p, hm, sa);
+  return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, hm, sa);
   }
 }
 

@@ -36,12 +36,14 @@ inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int6
   return l;
 }
 
-// The kernels keep their grid order for dense lengths (every sequence has max_seqlen_q queries and max_seqlen_k
-// keys, no seqused), and for grids of at most one wave (kSm90ListMinCtas, an H100's SMs: nothing to order, and the
-// planner would cost more than it saves).
+// The kernels keep their grid (blocks x H x B CTAs) where a list would not pay for its planner: dense lengths
+// (every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused), at most one wave (kSm90ListMinCtas,
+// an H100's SMs: nothing to order), or at least half of the grid's CTAs have work (`units`, an upper bound of the
+// units; measured: lengths 1K-4K, B16, the lists 3-8 % slower than the grids, NOTES.md "Session 16").
 constexpr int64_t kSm90ListMinCtas = 132;
-inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t grid_ctas) {
-  return grid_ctas <= kSm90ListMinCtas ||
+inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t blocks, int64_t units) {
+  const int64_t grid = blocks * p.batch;
+  return grid * p.heads <= kSm90ListMinCtas || 2 * units > grid ||
          (p.seqused_q == nullptr && p.seqused_k == nullptr && p.total_q == int64_t{p.batch} * p.max_seqlen_q &&
           total_k == int64_t{p.batch} * p.max_seqlen_k);
 }
@@ -52,8 +54,9 @@ inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t t
   const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
   if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
-  if (hstu_sm90_keep_grid(p, total_k, B * H * m_blocks)) return {};
-  return hstu_sm90_sched_layout(std::min((p.total_q + BM - 1) / BM + B, B * m_blocks), H, BM * D * 4);
+  const int64_t units = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
+  if (hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
+  return hstu_sm90_sched_layout(units, H, BM * D * 4);
 }
 
 // The D = 256 backward's (no rab): units = key blocks of 64 keys (at most total_k / 64 + B, and B * nblk),
@@ -62,8 +65,9 @@ inline Sm90SchedLayout hstu_bwd_sm90_sched_layout(const HstuParams& p, int64_t t
   const int64_t B = p.batch, H = p.heads, BN = 64;
   if (p.head_dim != 256 || p.rab != nullptr || B <= 0 || H <= 0 || p.max_seqlen_k <= 0 || total_k <= 0) return {};
   const int64_t nblk = (p.max_seqlen_k + BN - 1) / BN;
-  if (hstu_sm90_keep_grid(p, total_k, B * H * nblk)) return {};
-  return hstu_sm90_sched_layout(std::min(total_k / BN + B, B * nblk), H, BN * 256 * 2 * 4);
+  const int64_t units = std::min(total_k / BN + B, B * nblk);
+  if (hstu_sm90_keep_grid(p, total_k, nblk, units)) return {};
+  return hstu_sm90_sched_layout(units, H, BN * 256 * 2 * 4);
 }
 
 // Forward on the caller's stream. Requirements (validated by the op): q/k/v last dim contiguous, data pointers
@@ -133,9 +137,10 @@ inline int64_t hstu_bwd_sm90_dq_accum_floats(const HstuParams& p) {
 
 // Backward (dq, dk, dv) on the caller's stream, defined in hstu_bwd_sm90_launch.cuh. Same requirements as the
 // forward plus dout/dq/dk/dv set in p; p.dq_accum: fp32 workspace of hstu_bwd_sm90_dq_accum_floats floats, zeroed
-// by the caller unless p.dq_zero_flags is set as hstu_bwd_sm90_dq_zero_words says (the launcher converts it into
-// p.dq for all total_q rows); with rab, drab into p.drab when set (a shared rab with H > 1 through p.drab_accum,
-// fp32, zeroed by the caller, converted by the launcher). Returns
+// by the caller unless p.dq_zero_flags is set as hstu_bwd_sm90_dq_zero_words says or p.bwd_sched is set
+// (hstu_bwd_sm90_sched_layout; the launcher zeroes it) (the launcher converts it into p.dq for all total_q rows);
+// with rab, drab into p.drab when set (a shared rab with H > 1 through p.drab_accum, fp32, zeroed by the caller,
+// converted by the launcher). Returns
 // cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
 // (deterministic mode), or for D not in {64, 128, 256}.
 template <typename T, int D>

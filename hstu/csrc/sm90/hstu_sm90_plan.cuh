@@ -11,8 +11,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
 namespace sm90 {
@@ -26,6 +31,8 @@ struct SchedArgs {
   int max_parts;
   int lpt_ctas;     // longest-first order only up to this many CTAs (units x H), or when a unit is split
   int heads_inner;  // grid order: the heads of a unit side by side (else each head's units of a sequence in a row)
+  float4* zero;     // zeroed by the planner's other CTAs while it plans (the backward's dq workspace), or nullptr
+  int64_t zero_n4;
 };
 
 // The item and head of this CTA of a work-list kernel (after its griddepcontrol.wait); false: none. Header word 1
@@ -79,21 +86,28 @@ __device__ __forceinline__ int plan_block_scan(int v, int* s_warp, int* total) {
 
 // One CTA of 1024 threads. The units are visited in rounds of up to 1024 sequences: a thread per sequence loads
 // its lengths into shared memory and counts its units, then the round's units are spread evenly over the threads
-// (unit f of the round belongs to the sequence whose units' prefix holds f: a binary search). Units: count(p, si) units of sequence si,
-// range(si, u, lo, hi) the tiles of unit u. Work of a unit = its tiles n; W = H * sum over units of (n + 1). Cap
-// C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no splits), grown by 1.5x until the split
-// units' partials fit in max_parts. A unit with n > C becomes k = ceil(n / C) chunks of n / k or n / k + 1 tiles.
-// Items are counting-sorted by chunk size (descending). Two passes over the units: (1) the histogram of n
-// (everything up to the bucket offsets follows from it when n < 4096), (2) the scatter (split units numbered, their
-// counters zeroed). Many units and none split (more than a.lpt_ctas CTAs: many waves, where the L2 locality of a
-// sequence's tiles matters more than the tail): the kernel's grid order instead, less its empty CTAs (sequences in
-// order, each one's units heaviest first: Units::kHeavyLast reverses u), no sort.
+// (unit f of the round belongs to the sequence whose units' prefix holds f: a binary search). Units: count(p, si)
+// units of sequence si, range(si, u, lo, hi) the tiles of unit u. Work of a unit = its tiles n; W = H * sum over
+// units of (n + 1). Cap C = ceil(split_pct / 100 * W / num_sms) (at least 4; split_pct = 0: no splits), grown by
+// 1.5x until the split units' partials fit in max_parts. A unit with n > C becomes k = ceil(n / C) chunks of n / k
+// or n / k + 1 tiles. Items are counting-sorted by chunk size (descending). Two passes over the units: (1) the
+// histogram of n (everything up to the bucket offsets follows from it when n < 4096), (2) the scatter (split units
+// numbered, their counters zeroed). Many units and none split (more than a.lpt_ctas CTAs: many waves, where the L2
+// locality of a sequence's tiles matters more than the tail): the kernel's grid order instead, less its empty CTAs
+// (sequences in order, each one's units heaviest first: Units::kHeavyLast reverses u), no sort.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
   // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
   // this grid's completion (griddepcontrol.wait) before reading the list.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (blockIdx.x > 0) {  // a zeroing CTA (launch_plan)
+    const int64_t step = static_cast<int64_t>(gridDim.x - 1) * kPlanThreads;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x - 1) * kPlanThreads + threadIdx.x; i < a.zero_n4; i += step) {
+      a.zero[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    return;
+  }
   __shared__ int s_key[kPlanBuckets];   // chunk-size buckets (key = largest size - size), then their offsets
   __shared__ int s_hist[kPlanBuckets];  // units with n tiles (n >= kPlanBuckets - 1 in the last)
   __shared__ int s_warp[32];
@@ -288,13 +302,53 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   });
 }
 
-// Launches the planner on `stream` (one CTA with kPlanSmem bytes of dynamic shared memory).
+// Longest-first lists up to this many waves of CTAs (unless a unit is split): the B32 Zipf batches (3-5 waves)
+// gain from the order, batches of B64-B512 (8 waves and more) lost 20-45 % to it (the L2 locality of a sequence's
+// tiles; NOTES.md "Session 16").
+constexpr int kListLptWaves = 8;
+
+// The work-list arguments over the op's workspace `ws` (layout l).
+inline SchedArgs sched_args(void* ws, const Sm90SchedLayout& l, int num_sms) {
+  char* w = static_cast<char*>(ws);
+  SchedArgs a{};
+  a.count = reinterpret_cast<int*>(w);
+  a.items = reinterpret_cast<int4*>(w + l.items);
+  a.counters = reinterpret_cast<int*>(w + l.counters);
+  a.parts = reinterpret_cast<float*>(w + l.parts);
+  a.capacity = static_cast<int>(l.capacity);
+  a.max_parts = static_cast<int>(l.max_parts);
+  a.lpt_ctas = kListLptWaves * num_sms;
+  return a;
+}
+
+// Launches a work-list kernel (ctas = capacity x H) behind the planner: with programmatic stream serialization
+// its CTAs start while the planner runs and wait for it in-kernel (griddepcontrol.wait).
+template <typename... Params, typename... Args>
+cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int threads, int smem, cudaStream_t stream,
+                               Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Launches the planner on `stream` (a CTA with kPlanSmem bytes of dynamic shared memory; with a.zero, up to
+// num_sms - 1 more that zero a.zero meanwhile, 16 float4 per thread or more).
 template <class Units>
 cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream) {
   auto kernel = hstu_sm90_plan_kernel<Units>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPlanSmem);
   if (err != cudaSuccess) return err;
-  kernel<<<1, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct);
+  const int64_t want = a.zero != nullptr ? (a.zero_n4 + 16 * kPlanThreads - 1) / (16 * kPlanThreads) : 0;
+  const int zero_ctas = static_cast<int>(std::min<int64_t>(want, std::max(1, num_sms - 1)));
+  kernel<<<1 + zero_ctas, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct);
   return cudaGetLastError();
 }
 
