@@ -356,8 +356,8 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 }
 
 // The split-D kernel's grids (kGrid): the (key block, head, batch) grid, the (head, key block, batch) one
-// (hstu_bwd_sm90_heads_first), or the jagged work list (hstu_sm90_plan.cuh, BwdPlanUnits: CTA x runs item x / H of
-// head x % H).
+// (hstu_bwd_sm90_heads_first), or the jagged work list (hstu_sm90_plan.cuh, BwdPlanUnits; the CTA's item and head:
+// sched_cta_item).
 constexpr int kBwdGridKHB = 0;
 constexpr int kBwdGridHKB = 1;
 constexpr int kBwdGridList = 2;

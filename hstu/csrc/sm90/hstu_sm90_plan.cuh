@@ -1,12 +1,14 @@
-// Longest-first work lists of the jagged Hopper kernels (the forward's query tiles, the D = 256 backward's key
-// blocks), written by hstu_sm90_plan_kernel into a workspace the op allocates (layout hstu_sm90_sched_layout) and
-// read by the kernel launched behind it. A unit is a (sequence b, block u) pair with a range [lo, hi) of n = hi - lo
-// inner tiles (the forward: KV tiles of query tile u; the backward: the query tiles of key block u's work). Item i =
-// two int4: {b, u, lo, hi}, {split id or -1, chunk, chunks, first part}. CTA x runs item x / H of head x % H (items
-// sorted by decreasing tile count, so the hardware's in-order dispatch is a longest-first list schedule). A unit
-// with more tiles than the planner's cap C is split into k balanced chunks of its range: each chunk leaves its fp32
-// partial (the forward's O, the backward's dK / dV) in parts [(first part + chunk) * H + h] and counts itself on
-// counters[split id * H + h]; the last of the k adds the others' and runs the normal epilogue (one rounding).
+// Work lists of the jagged Hopper kernels (the forward's query tiles, the D = 256 backward's key blocks), written
+// by hstu_sm90_plan_kernel into a workspace the op allocates (layout hstu_sm90_sched_layout) and read by the kernel
+// launched behind it. A unit is a (sequence b, block u) pair with a range [lo, hi) of n = hi - lo inner tiles (the
+// forward: KV tiles of query tile u; the backward: the query tiles of key block u's work). Item = two int4: {b, u,
+// lo, hi}, {split id or -1, chunk, chunks, first part (grid order, header word 1 = 1: the head)}. Up to a few waves
+// the items are sorted by decreasing tile count, CTA x running item x / H of head x % H, so the hardware's in-order
+// dispatch is a longest-first list schedule; a unit with more tiles than the planner's cap C is split into k
+// balanced chunks of its range: each chunk leaves its fp32 partial (the forward's O, the backward's dK / dV) in parts
+// [(first part + chunk) * H + h] and counts itself on counters[split id * H + h]; the last of the k adds the
+// others' and runs the normal epilogue (one rounding). Past that, the units keep the kernel's grid order
+// (sched_cta_item).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -303,8 +305,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 }
 
 // Longest-first lists up to this many waves of CTAs (unless a unit is split): the B32 Zipf batches (3-5 waves)
-// gain from the order, batches of B64-B512 (8 waves and more) lost 20-45 % to it (the L2 locality of a sequence's
-// tiles; NOTES.md "Session 16").
+// gain from the order, batches of B64-B512 (8 waves and more) lost 2-45 % (forward) and 30-120 % (backward) to it
+// (the L2 locality of a sequence's tiles; NOTES.md "Session 16").
 constexpr int kListLptWaves = 8;
 
 // The work-list arguments over the op's workspace `ws` (layout l).
