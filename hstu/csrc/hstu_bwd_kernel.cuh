@@ -115,17 +115,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
   }
 
   const int keys_used = max(0, min(BN, si.lk - n0));
-  int mb_begin = 0, mb_end = 0;
-  if (keys_used > 0 && si.lq > 0) {
-    int rb, re;
-    mk.row_range(n0, n0 + keys_used, rb, re);
-    const int ib = max(0, rb - mk.offset);
-    const int ie = min(si.lq, re - mk.offset);
-    if (ie > ib) {
-      mb_begin = ib / BM;
-      mb_end = (ie + BM - 1) / BM;
-    }
-  }
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
+  const int mb_end = mb_begin + n_mt;
 
   float acc_dk[CTILES][4];
   float acc_dv[CTILES][4];

@@ -346,4 +346,48 @@ __device__ __forceinline__ SeqInfo seq_info(const HstuParams& p, int b) {
   return s;
 }
 
+// Query tiles of the work of key block n0 (BN keys from n0) of sequence si: [mb_begin, mb_begin + n_a) then
+// [mb_begin + n_a + gap, ...), n_mt tiles in all (0: no query sees the keys). Contexts: context rows see every
+// history key, so row_range starts at the first query tile for every history key block, and the tiles between the
+// context rows and the rows the keys reach without them are fully masked: they are skipped with kSkipGap (the
+// Hopper backward but for D = 256 with rab, where the skip made the kernel spill more: it walks them). Shared by
+// the backward kernels and the Hopper work list's planner (BwdPlanUnits).
+template <int BM, int BN, bool kSkipGap>
+__device__ __forceinline__ void bwd_work_tiles(const SeqInfo& si, int n0, int& mb_begin, int& n_a, int& gap,
+                                               int& n_mt) {
+  const SeqMask& mk = si.mask;
+  const int keys_used = max(0, min(BN, si.lk - n0));
+  mb_begin = 0;
+  int mb_end = 0;
+  if (keys_used > 0 && si.lq > 0) {
+    int rb, re;
+    mk.row_range(n0, n0 + keys_used, rb, re);
+    const int ib = max(0, rb - mk.offset);
+    const int ie = min(si.lq, re - mk.offset);
+    if (ie > ib) {
+      mb_begin = ib / BM;
+      mb_end = (ie + BM - 1) / BM;
+    }
+  }
+  int a_end = mb_end;
+  gap = 0;
+  if constexpr (kSkipGap) {
+    if (mk.ctx > 0 && mb_end > mb_begin) {
+      SeqMask nc = mk;
+      nc.ctx = 0;
+      int rb, re;
+      nc.row_range(n0, n0 + keys_used, rb, re);
+      const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
+      const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
+      const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;
+      if (t_ctx > mb_begin && t_b > t_ctx) {
+        a_end = t_ctx;
+        gap = t_b - t_ctx;
+      }
+    }
+  }
+  n_mt = mb_end - mb_begin - gap;
+  n_a = a_end - mb_begin;
+}
+
 }  // namespace hstu

@@ -391,50 +391,6 @@ __device__ __forceinline__ uint32_t bwd_cta_batch(uint32_t park) {
   return ctaid_reg<2>();
 }
 
-// Query tiles of the work of key block n0 (BN keys from n0) of sequence si: [mb_begin, mb_begin + n_a) then
-// [mb_begin + n_a + gap, ...), n_mt tiles in all (0: no query sees the keys). Contexts: context rows see every
-// history key, so row_range starts at the first query tile for every history key block, and the tiles between the
-// context rows and the rows the keys reach without them are fully masked: they are skipped (kSkipGap; not for
-// D = 256 with rab, where the skip made the kernel spill more: it walks them). Shared by the kernel and the work
-// list's planner (BwdPlanUnits).
-template <int BM, int BN, bool kSkipGap>
-__device__ __forceinline__ void bwd_work_tiles(const SeqInfo& si, int n0, int& mb_begin, int& n_a, int& gap,
-                                               int& n_mt) {
-  const SeqMask& mk = si.mask;
-  const int keys_used = max(0, min(BN, si.lk - n0));
-  mb_begin = 0;
-  int mb_end = 0;
-  if (keys_used > 0 && si.lq > 0) {
-    int rb, re;
-    mk.row_range(n0, n0 + keys_used, rb, re);
-    const int ib = max(0, rb - mk.offset);
-    const int ie = min(si.lq, re - mk.offset);
-    if (ie > ib) {
-      mb_begin = ib / BM;
-      mb_end = (ie + BM - 1) / BM;
-    }
-  }
-  int a_end = mb_end;
-  gap = 0;
-  if constexpr (kSkipGap) {
-    if (mk.ctx > 0 && mb_end > mb_begin) {
-      SeqMask nc = mk;
-      nc.ctx = 0;
-      int rb, re;
-      nc.row_range(n0, n0 + keys_used, rb, re);
-      const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
-      const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
-      const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;
-      if (t_ctx > mb_begin && t_b > t_ctx) {
-        a_end = t_ctx;
-        gap = t_b - t_ctx;
-      }
-    }
-  }
-  n_mt = mb_end - mb_begin - gap;
-  n_a = a_end - mb_begin;
-}
-
 // The D = 256 backward's work-list units (hstu_sm90_plan.cuh): key blocks of 64 keys, their work's query tiles (the
 // no-rab kernel's, gaps skipped).
 struct BwdPlanUnits {
@@ -521,10 +477,8 @@ __global__ void __launch_bounds__(384, 1)
     h = pair % p.heads;
     b = pair / p.heads;
   } else if constexpr (kGrid == kBwdGridList) {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
-    int idx;
-    if (!sched_cta_item(sched, p.heads, idx, h)) return;
-    const int4 it = sched.items[2 * idx];
+    int4 it;
+    if (!sched_cta_work(sched, p.heads, it, h)) return;
     b = it.x;
     n_block = it.y;
     t_lo = it.z;

@@ -99,11 +99,9 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
 
   int h, b, m_block, nb_begin, nb_end;
-  if constexpr (kSched) {  // work list (jagged): sched_cta_item
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the planner's list is complete and visible
-    int idx;
-    if (!sched_cta_item(sched, p.heads, idx, h)) return;
-    const int4 it = sched.items[2 * idx];
+  if constexpr (kSched) {  // work list (jagged)
+    int4 it;
+    if (!sched_cta_work(sched, p.heads, it, h)) return;
     b = it.x;
     m_block = it.y;
     nb_begin = it.z;  // this chunk's KV tiles

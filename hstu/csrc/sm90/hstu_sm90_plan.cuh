@@ -54,6 +54,16 @@ __device__ __forceinline__ bool sched_cta_item(const SchedArgs& s, int heads, in
   return true;
 }
 
+// The CTA's item {b, u, lo, hi} and head, once the planner's list is complete and visible (griddepcontrol.wait:
+// the kernel runs behind the planner); false: none.
+__device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  int idx;
+  if (!sched_cta_item(s, heads, idx, h)) return false;
+  item = s.items[2 * idx];
+  return true;
+}
+
 constexpr int kPlanThreads = 1024;
 constexpr int kPlanBuckets = 4096;  // 4 per thread (block scan)
 static_assert(kPlanBuckets == 4 * kPlanThreads, "the bucket scan takes 4 buckets per thread");
