@@ -469,6 +469,45 @@ def test_jagged_work_list_large_batches(D, long, mask, monkeypatch):
         assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: work list and grid disagree"
 
 
+@pytest.mark.parametrize("D,mask", [(256, "causal"), (256, "context_target_group"), (128, "causal")])
+def test_jagged_work_list_many_sequences(D, mask, monkeypatch):
+    """More sequences than the planner's threads (1,101: it walks them in two rounds), one long and the rest short
+    (some empty): on sm90 the forward's and the D = 256 backward's work lists run (the planner kernel shows in the
+    profile) and agree with the grids (HSTU_ATTN_SM90_FWD_SCHED=0, HSTU_ATTN_SM90_BWD_SCHED=0) to the fp32
+    reduction order, with no NaN; elsewhere both calls run the same kernels."""
+    seed = zlib.crc32(repr(("list_many", D, mask)).encode())
+    rng = random.Random(seed)
+    lens = [2000] + [rng.randint(0, 40) for _ in range(1100)]
+    rng.shuffle(lens)
+    case = make_case(seed, lens, 2, D, torch.bfloat16, mask, 0)
+    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+    do = torch.randn_like(case["q"])
+
+    def run():
+        poison_allocator(4 * case["q"].numel() * 2)
+        with torch.no_grad():
+            out = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+        return [out] + list(_bwd_op(case, do, case["q"], case["k"], case["v"], 0)[:3])
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        listed = run()
+        torch.cuda.synchronize()
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    if _is_sm90() and any("sm_90a" in archs for archs in info.values()):
+        names = [e.name for e in prof.events()]
+        assert any("hstu_sm90_plan_kernel" in n and "FwdPlanUnits" in n for n in names), sorted(set(names))
+        if D == 256:
+            assert any("hstu_sm90_plan_kernel" in n and "BwdPlanUnits" in n for n in names), sorted(set(names))
+    monkeypatch.setenv("HSTU_ATTN_SM90_FWD_SCHED", "0")
+    monkeypatch.setenv("HSTU_ATTN_SM90_BWD_SCHED", "0")
+    grid = run()
+    for name, g1, g2 in zip(("out", "dq", "dk", "dv"), grid, listed):
+        assert not torch.isnan(g2).any(), f"NaN in {name}"
+        scale = g1.abs().max().item()
+        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: work list and grid disagree"
+
+
 @pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, monkeypatch):
