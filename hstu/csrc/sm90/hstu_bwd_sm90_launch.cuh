@@ -72,8 +72,8 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const SchedArgs sa{};  // (the grids' kernels take no work list)
-  auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  constexpr auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
+  err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (p.dq_zero_flags != nullptr) {  // the workspace is not zeroed: the first group's rows, the rest, the flags
@@ -102,9 +102,9 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       la.zero_n4 = hstu_bwd_sm90_dq_accum_floats(p) / 4;
       err = launch_plan<BwdPlanUnits>(p, la, sm_count(), kBwdSplitPct, stream);
       if (err != cudaSuccess) return err;
-      auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
-                                     kBwdGridList>;
-      err = cudaFuncSetAttribute(lk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+      constexpr auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
+                                               kBwdGridList>;
+      err = set_max_dynamic_smem<lk>(C::kSmem);
       if (err != cudaSuccess) return err;
       return launch_behind_plan(lk, l.capacity * p.heads, C::kThreads, C::kSmem, stream, tq, tk, tv, tdo, tdq, tdk,
                                 tdv, p, la);
@@ -118,9 +118,9 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   // order is a template flag, a run-time one made the kernel spill).
   if constexpr (C::kSplitD) {
     if (cluster_x <= 1 && hstu_bwd_sm90_heads_first(p)) {
-      auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
-                                     kBwdGridHKB>;
-      err = cudaFuncSetAttribute(hf, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+      constexpr auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
+                                               kBwdGridHKB>;
+      err = set_max_dynamic_smem<hf>(C::kSmem);
       if (err != cudaSuccess) return err;
       hf<<<dim3(p.heads, nblk, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
       return cudaGetLastError();

@@ -107,8 +107,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
   if (sa.items == nullptr) {  // grid order: the kSched = false kernel (no work list code at all)
-    auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, false>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, false>;
+    err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = head_major ? dim3(m_blocks, p.heads, p.batch)
                                  : dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(p.heads), m_blocks);
@@ -118,8 +118,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if constexpr (!kSchedOk) {
     return cudaErrorNotSupported;  // not reached (sa.items stays null)
   } else {
-  auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, true>;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, true>;
+  err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
   err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), split_pct, stream);

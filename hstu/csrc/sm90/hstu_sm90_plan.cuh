@@ -20,6 +20,7 @@
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
+#include "hstu/csrc/sm90/sm90_utils.cuh"
 
 namespace hstu {
 namespace sm90 {
@@ -355,8 +356,8 @@ cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int thre
 // num_sms - 1 more that zero a.zero meanwhile, 16 float4 per thread or more).
 template <class Units>
 cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream) {
-  auto kernel = hstu_sm90_plan_kernel<Units>;
-  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPlanSmem);
+  constexpr auto kernel = hstu_sm90_plan_kernel<Units>;
+  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   const int64_t want = a.zero != nullptr ? (a.zero_n4 + 16 * kPlanThreads - 1) / (16 * kPlanThreads) : 0;
   const int zero_ctas = static_cast<int>(std::min<int64_t>(want, std::max(1, num_sms - 1)));
