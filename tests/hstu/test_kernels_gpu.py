@@ -109,11 +109,24 @@ def max_err(a, b):
     return 0.0 if a.numel() == 0 else (a.double() - b.double()).abs().max().item()
 
 
+def assert_agree(names, got, want, what):
+    """Each got tensor agrees with its want to the fp32 reduction order: max |got - want| <= 1e-2 max |want| + 1e-6."""
+    for name, g, w in zip(names, got, want):
+        scale = w.abs().max().item()
+        err = max_err(g, w)
+        assert err <= 1e-2 * scale + 1e-6, f"{name}: {what} {err:.3e}"
+
+
+def _varlen_kwargs(case):
+    """hstu_attn_varlen_func's length and mask arguments of a make_case case (rab and alpha apart)."""
+    return {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+
+
 def check_case(case, alpha, backward=True, has_drab=None, deterministic=False):
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     has_drab = rab is not None if has_drab is None else has_drab
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+    args = _varlen_kwargs(case)
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     rab_leaf = None if rab is None else rab.detach().clone().requires_grad_(has_drab)
     poison_allocator(4 * q.numel() * q.element_size())
@@ -389,8 +402,7 @@ def test_jagged_work_list_forward(mask, D, delta_q, seqused, rab_heads, long, mo
     case = make_case(zlib.crc32(repr((mask, D, long)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads,
                      delta_q=delta_q, seqused=seqused)
     check_case(case, 0.5, backward=False)
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
+    args = _varlen_kwargs(case)
     with torch.no_grad():
         o1 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"], **args)
         o2 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"], **args)
@@ -427,9 +439,7 @@ def test_jagged_work_list_backward_d256(mask, delta_q, seqused, long, monkeypatc
     monkeypatch.setenv("HSTU_ATTN_SM90_BWD_SCHED", "0")
     check_case(case, 0.5)
     grid = _bwd_op(case, do, case["q"], case["k"], case["v"], 0)
-    for name, g1, g2 in zip(("dq", "dk", "dv"), grid, listed):
-        scale = g1.abs().max().item()
-        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: work list and grid disagree"
+    assert_agree(("dq", "dk", "dv"), listed[:3], grid[:3], "work list vs grid")
 
 
 @pytest.mark.parametrize("D,long,mask", [
@@ -451,22 +461,12 @@ def test_jagged_work_list_large_batches(D, long, mask, monkeypatch):
     rng.shuffle(lens)
     case = make_case(seed, lens, 4, D, torch.bfloat16, mask, 0)
     check_case(case, 0.5)
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
     do = torch.randn_like(case["q"])
-
-    def run():
-        with torch.no_grad():
-            out = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
-        return [out] + list(_bwd_op(case, do, case["q"], case["k"], case["v"], 0)[:3])
-
-    listed = run()
+    listed = _fwd_bwd_ops(case, do)
     monkeypatch.setenv("HSTU_ATTN_SM90_FWD_SCHED", "0")
     monkeypatch.setenv("HSTU_ATTN_SM90_BWD_SCHED", "0")
-    grid = run()
-    for name, g1, g2 in zip(("out", "dq", "dk", "dv"), grid, listed):
-        scale = g1.abs().max().item()
-        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: work list and grid disagree"
+    grid = _fwd_bwd_ops(case, do)
+    assert_agree(("out", "dq", "dk", "dv"), listed, grid, "work list vs grid")
 
 
 @pytest.mark.parametrize("D,mask", [(256, "causal"), (256, "context_target_group"), (128, "causal")])
@@ -480,18 +480,9 @@ def test_jagged_work_list_many_sequences(D, mask, monkeypatch):
     lens = [2000] + [rng.randint(0, 40) for _ in range(1100)]
     rng.shuffle(lens)
     case = make_case(seed, lens, 2, D, torch.bfloat16, mask, 0)
-    args = {n: case[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                                 "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
     do = torch.randn_like(case["q"])
-
-    def run():
-        poison_allocator(4 * case["q"].numel() * 2)
-        with torch.no_grad():
-            out = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
-        return [out] + list(_bwd_op(case, do, case["q"], case["k"], case["v"], 0)[:3])
-
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        listed = run()
+        listed = _fwd_bwd_ops(case, do)
         torch.cuda.synchronize()
     info = hstu_attn.compiled_kernels()["instance_archs"]
     if _is_sm90() and any("sm_90a" in archs for archs in info.values()):
@@ -501,11 +492,10 @@ def test_jagged_work_list_many_sequences(D, mask, monkeypatch):
             assert any("hstu_sm90_plan_kernel" in n and "BwdPlanUnits" in n for n in names), sorted(set(names))
     monkeypatch.setenv("HSTU_ATTN_SM90_FWD_SCHED", "0")
     monkeypatch.setenv("HSTU_ATTN_SM90_BWD_SCHED", "0")
-    grid = run()
-    for name, g1, g2 in zip(("out", "dq", "dk", "dv"), grid, listed):
-        assert not torch.isnan(g2).any(), f"NaN in {name}"
-        scale = g1.abs().max().item()
-        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: work list and grid disagree"
+    grid = _fwd_bwd_ops(case, do)
+    for name, g in zip(("out", "dq", "dk", "dv"), listed):
+        assert not torch.isnan(g).any(), f"NaN in {name}"
+    assert_agree(("out", "dq", "dk", "dv"), listed, grid, "work list vs grid")
 
 
 @pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])
@@ -567,6 +557,15 @@ def _pad_rows(t):
     return torch.cat([torch.randn_like(t[:5]), t, torch.randn_like(t[:7])])
 
 
+def _fwd_bwd_ops(case, do):
+    """[out, dq, dk, dv] of case (no rab) from the forward op and the backward op, each after handing the allocator a
+    NaN-filled block (unwritten outputs show up as NaN)."""
+    poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+    with torch.no_grad():
+        out = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **_varlen_kwargs(case))
+    return [out] + list(_bwd_op(case, do, case["q"], case["k"], case["v"], 0)[:3])
+
+
 def _bwd_op(case, do, q, k, v, shift):
     """torch.ops.hstu_attn.bwd on case's masks and rab (drab with it), cu_seqlens shifted by `shift` rows, after
     handing the allocator a NaN-filled block (unwritten outputs show up as NaN)."""
@@ -624,14 +623,11 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     for mode, (dq, dk, dv, drab) in grads.items():
         assert not torch.isnan(dq).any(), f"NaN in dq (self-zero={mode})"
         assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), f"rows outside the sequences (self-zero={mode})"
-        named = [("dq", dq[inner_q], grads["0"][0][inner_q]), ("dk", dk[inner_k], grads["0"][1][inner_k]),
-                 ("dv", dv[inner_k], grads["0"][2][inner_k])]
-        if rab_heads:
-            named.append(("drab", drab, grads["0"][3]))
-        for name, g, g0 in named:
-            scale = g0.abs().max().item()
-            err = max_err(g, g0)
-            assert err <= 1e-2 * scale + 1e-6, f"{name} (self-zero={mode}) vs zeroed workspace: {err:.3e}"
+        zeroed = grads["0"]
+        assert_agree(["dq", "dk", "dv"] + (["drab"] if rab_heads else []),
+                     (dq[inner_q], dk[inner_k], dv[inner_k], drab),
+                     (zeroed[0][inner_q], zeroed[1][inner_k], zeroed[2][inner_k], zeroed[3]),
+                     f"(self-zero={mode}) vs zeroed workspace")
 
 
 @pytest.mark.parametrize("mask,delta_q,seqused,rab_heads", [
@@ -664,10 +660,8 @@ def test_backward_d256_tiled_dq_workspace(mask, delta_q, seqused, rab_heads):
     assert not torch.isnan(dq).any(), "NaN in dq (unwritten rows?)"
     assert torch.all(dq[:5] == 0) and torch.all(dq[-7:] == 0), "rows outside the sequences"
     names = ["dq", "dk", "dv"] + (["drab"] if rab_heads else [])
-    for name, g, g0 in zip(names, (dq[inner_q], padded[1][inner_k], padded[2][inner_k], padded[3]), plain):
-        scale = g0.abs().max().item()
-        err = max_err(g, g0)
-        assert err <= 1e-2 * scale + 1e-6, f"{name}: padded vs unpadded call {err:.3e}"
+    assert_agree(names, (dq[inner_q], padded[1][inner_k], padded[2][inner_k], padded[3]), plain,
+                 "padded vs unpadded call")
 
 
 @pytest.mark.parametrize("mask,delta_q,seqused,rab_heads", [
@@ -694,9 +688,7 @@ def test_backward_d256_grid_orders(mask, delta_q, seqused, rab_heads, monkeypatc
         check_case(case, 0.5)
         grads.append(_bwd_op(case, do, case["q"], case["k"], case["v"], 0))
     names = ["dq", "dk", "dv"] + (["drab"] if rab_heads else [])
-    for name, g1, g2 in zip(names, grads[0], grads[1]):
-        scale = g1.abs().max().item()
-        assert max_err(g2, g1) <= 1e-2 * scale + 1e-6, f"{name}: grid orders disagree"
+    assert_agree(names, grads[1], grads[0], "grid orders (head first vs key block first)")
 
 
 def test_ops_from_a_fresh_thread():
@@ -727,6 +719,4 @@ def test_ops_from_a_fresh_thread():
     t.start()
     t.join()
     assert not errors, errors
-    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
-        scale = w.abs().max().item()
-        assert max_err(g, w) <= 1e-2 * scale + 1e-6, name
+    assert_agree(("out", "dq", "dk", "dv"), got, want, "fresh thread vs main thread")
