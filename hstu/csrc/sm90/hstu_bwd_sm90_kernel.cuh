@@ -1580,69 +1580,109 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
   }
 }
 
+// The sequence that owns workspace group g (dq_red_tiled's layout) and the group's first row in it, or b = -1 when
+// g is a padding group or lies before the first sequence. Called by a whole warp (same g): the groups' first
+// indices G_b = (cu_seqlens_q[b] + 16 b) / 16 rise strictly with b, and the warp narrows [lo, hi) 32 ways per round
+// (one round up to B = 32, two up to 1024), so a CTA pays one or two dependent loads instead of log2(B).
+__device__ __forceinline__ void dq_group_owner(const int* cu_seqlens_q, int batch, int64_t g, int& b, int& row0) {
+  const int lane = threadIdx.x % 32;
+  auto first_group = [&](int i) { return (static_cast<int64_t>(cu_seqlens_q[i]) + 16 * static_cast<int64_t>(i)) >> 4; };
+  int lo = 0, hi = batch;  // the owner is the last i in [lo, hi) with G_i <= g
+  b = -1;
+  while (hi - lo > 0) {
+    const int step = (hi - lo + 31) / 32;
+    const int i = lo + lane * step;
+    const unsigned below = __ballot_sync(0xffffffffu, i < hi && first_group(i) <= g);
+    if (below == 0) break;  // (first round only: g before G_0)
+    const int k = 31 - __clz(below);
+    lo += k * step;
+    if (step == 1) {
+      b = lo;
+      break;
+    }
+    hi = min(lo + step, hi);
+  }
+  if (b < 0) return;
+  row0 = 16 * static_cast<int>(g - first_group(b));
+  if (row0 >= cu_seqlens_q[b + 1] - cu_seqlens_q[b]) b = -1;  // a padding group behind sequence b
+}
+
 // D = 256: dq (total_q, H, 256), any row / head strides (multiples of 8 elements) <- the tiled fp32 workspace
-// (dq_red_tiled). CTA (m, h, b) converts query tile m of sequence b, its 4 row groups (rows past the sequence's
-// cu_seqlens length are neither read nor written): up to 16 coalesced float4 loads per thread, rounded to T into a
+// (dq_red_tiled). CTA (x, h) converts workspace groups 4 x .. 4 x + 3 of head h: the grid covers the groups that
+// can exist (total_q / 16 + B + 1), not B x the longest sequence's tiles, which for a jagged batch were mostly empty
+// CTAs. Each thread issues its 16 coalesced float4 loads first (padding groups are read too, and dropped), and warp
+// w < 4 finds the owner of group 4 x + w (dq_group_owner) under their latency; the values are rounded to T into a
 // padded shared tile (rows of 132 words: the 8 rows a warp's stores touch land in 8 different bank groups), then
-// 16-byte row stores. The CTAs past the query tiles (blockIdx.x >= tiles, (gridDim.x - tiles) x B of them per head)
-// write zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[B] on), so
-// one launch writes all of dq (a second launch for those rows cost ~3 us of a 64 us backward at B32 S114).
+// stored as 16-byte row pieces, rows past a sequence's cu_seqlens length skipped. The CTAs past the groups (x >=
+// quads) write zeros into head h of the rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[B]
+// on), so one launch writes all of dq.
 template <typename T>
 __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const float* __restrict__ acc,
                                                                          T* __restrict__ dq, const int* cu_seqlens_q,
                                                                          int batch, int heads, int64_t total_q,
                                                                          int64_t row_stride, int64_t head_stride,
-                                                                         int tiles) {
+                                                                         int quads) {
   constexpr int kRowWords = 132;
   __shared__ __align__(16) uint32_t tile[64 * kRowWords];
-  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int t = threadIdx.x;
-  if (m >= tiles) {
+  __shared__ int64_t s_row[4];  // output row of each group's first row, or -1
+  __shared__ int s_rows[4];     // rows of the group inside its sequence (0: skip)
+  const int x = blockIdx.x, h = blockIdx.y;
+  const int t = threadIdx.x, warp = t / 32;
+  if (x >= quads) {
     const int64_t lo = cu_seqlens_q[0], hi = cu_seqlens_q[batch];
     const int64_t n_out = lo + (total_q - hi);
-    const int64_t ctas = static_cast<int64_t>(gridDim.x - tiles) * gridDim.z;
-    for (int64_t e = (static_cast<int64_t>(m - tiles) * gridDim.z + b) * 256 + t; e < n_out * 32; e += ctas * 256) {
+    const int64_t ctas = static_cast<int64_t>(gridDim.x - quads);
+    for (int64_t e = static_cast<int64_t>(x - quads) * 256 + t; e < n_out * 32; e += ctas * 256) {
       const int64_t r = e / 32;
       const int64_t row = r < lo ? r : hi + (r - lo);
       st_global_v4(dq + row * row_stride + h * head_stride + (e % 32) * 8, make_uint4(0u, 0u, 0u, 0u));
     }
     return;
   }
-  const int q_start = cu_seqlens_q[b];
-  const int rows = min(64, cu_seqlens_q[b + 1] - q_start - 64 * m);
-  if (rows <= 0) return;
+  const int64_t g0 = 4 * static_cast<int64_t>(x);
+  // All 16 loads first (every group < 4 quads lies inside the workspace, padding groups too), so that their
+  // latency covers the owner search.
   uint64_t pol;  // read once
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  const float* src = acc + (dq_group_index(q_start, b, 64 * m) * heads + h) * 4096;
+  const float* src = acc + (g0 * heads + h) * 4096 + 4 * t;
   const int64_t group_floats = static_cast<int64_t>(heads) * 4096;
-#pragma unroll 4
-  for (int k = 0; k < 16; ++k) {
-    // float4 f of the tile: group f / 1024 (rows 16 (f / 1024) ..), block (f / 256) % 4, j = (f / 32) % 8, lane f % 32
-    const int f = 256 * k + t;
-    const int gr = f / 1024;
-    if (16 * gr >= rows) break;  // (uniform per k: 1024 float4 per group)
-    float4 v;
+  float4 v[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {  // float4 f = 256 k + t of the 4 groups: group k / 4, float4 f % 1024 of it
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(src + gr * group_floats + 4 * (f % 1024)), "l"(pol));
-    const int ln = f % 32;
-    const int r = 16 * gr + ln / 4;
-    const int w = 32 * ((f / 256) % 4) + 4 * ((f / 32) % 8) + ln % 4;  // word (column pair) in the row
-    tile[r * kRowWords + w] = pack_pair<T>(v.x, v.y);
-    tile[(r + 8) * kRowWords + w] = pack_pair<T>(v.z, v.w);
+                 : "=f"(v[k].x), "=f"(v[k].y), "=f"(v[k].z), "=f"(v[k].w)
+                 : "l"(src + (k / 4) * group_floats + 1024 * (k % 4)), "l"(pol));
+  }
+  if (warp < 4) {
+    int b, row0 = 0;
+    dq_group_owner(cu_seqlens_q, batch, g0 + warp, b, row0);
+    if (t % 32 == 0) {
+      s_rows[warp] = b < 0 ? 0 : min(16, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - row0);
+      s_row[warp] = b < 0 ? -1 : static_cast<int64_t>(cu_seqlens_q[b]) + row0;
+    }
+  }
+  // float4 f: block (f / 256) % 4, j = (f / 32) % 8, lane f % 32 (rows ln / 4 and ln / 4 + 8 of the group)
+  const int ln = t % 32;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const int r = 16 * (k / 4) + ln / 4;
+    const int w = 32 * (k % 4) + 4 * (t / 32) + ln % 4;  // word (column pair) in the row
+    tile[r * kRowWords + w] = pack_pair<T>(v[k].x, v[k].y);
+    tile[(r + 8) * kRowWords + w] = pack_pair<T>(v[k].z, v[k].w);
   }
   __syncthreads();
-  T* out = dq + (static_cast<int64_t>(q_start) + 64 * m) * row_stride + h * head_stride;
+  T* out = dq + h * head_stride;
 #pragma unroll 4
   for (int k = 0; k < 8; ++k) {
     const int e = 256 * k + t;  // 16-byte chunk e % 32 of row e / 32
     const int r = e / 32;
-    if (r < rows) {
-      uint4 v;
+    const int gr = r / 16;
+    if (r % 16 < s_rows[gr]) {
+      uint4 o;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w)
                    : "r"(smem_addr(tile + r * kRowWords + 4 * (e % 32))));
-      st_global_v4(out + r * row_stride + (e % 32) * 8, v);
+      st_global_v4(out + (s_row[gr] + r % 16) * row_stride + (e % 32) * 8, o);
     }
   }
 }

@@ -153,15 +153,14 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 template <typename T, int D>
 cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
-  if constexpr (D == 256) {  // the tiled workspace (dq_red_tiled): one CTA per (query tile, head, batch)
-    // and, past the tiles, at least 16 CTAs per head for the rows outside the sequences (none in the usual call:
-    // those CTAs then exit at once)
-    const int tiles = p.max_seqlen_q > 0 && p.batch > 0 ? (p.max_seqlen_q + 63) / 64 : 0;
-    const int batch = std::max(p.batch, 1);
-    const int out_x = (16 + batch - 1) / batch;
-    hstu_dq_convert_tiled_sm90_kernel<T><<<dim3(tiles + out_x, p.heads, batch), 256, 0, stream>>>(
+  if constexpr (D == 256) {  // the tiled workspace (dq_red_tiled): one CTA per 4 groups of 16 rows and head,
+    // and past them 16 CTAs per head for the rows outside the sequences (none in the usual call: they exit at once)
+    const int64_t groups = p.total_q / 16 + std::max(p.batch, 0) + 1;  // (hstu_bwd_sm90_dq_accum_floats' bound)
+    const int64_t quads = p.batch > 0 ? (groups + 3) / 4 : 0;
+    if (quads + 16 > 0x7fffffff || p.heads > 65535) return cudaErrorInvalidConfiguration;
+    hstu_dq_convert_tiled_sm90_kernel<T><<<dim3(static_cast<unsigned>(quads + 16), p.heads), 256, 0, stream>>>(
         p.dq_accum, static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.heads, p.total_q, p.dq_row_stride,
-        p.dq_head_stride, tiles);
+        p.dq_head_stride, static_cast<int>(quads));
     return cudaGetLastError();
   } else {
     // The kernel indexes with 32-bit math: launches over row ranges of at most 2^30 groups of 8 elements.
