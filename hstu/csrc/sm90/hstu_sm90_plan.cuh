@@ -97,6 +97,158 @@ __device__ __forceinline__ int plan_block_scan(int v, int* s_warp, int* total) {
   return x - v + (warp > 0 ? s_warp[warp - 1] : 0);
 }
 
+// Sum (64-bit) and max over the CTA's kPlanThreads threads (all must call it); s_slot: 32 slots. Two barriers.
+__device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m, unsigned long long* s_slot,
+                                                   int* s_mslot) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    w += __shfl_xor_sync(0xffffffffu, w, off);
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  }
+  if (lane == 0) {
+    s_slot[warp] = w;
+    s_mslot[warp] = m;
+  }
+  __syncthreads();
+  w = s_slot[lane];
+  m = s_mslot[lane];
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    w += __shfl_xor_sync(0xffffffffu, w, off);
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  }
+  __syncthreads();  // (the slots are reused)
+}
+
+// The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel): s_seq holds the
+// batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units. Same cap, splits,
+// chunk ranges and order as the two-pass path (ties among equal chunk sizes in another order).
+template <class Units>
+__device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, const SchedArgs& a, int num_sms,
+                                                        int split_pct, const SeqInfo* s_seq, int* s_pre, int* s_key,
+                                                        int* s_warp, int pre, int total) {
+  __shared__ unsigned long long s_slot[32];
+  __shared__ int s_mslot[32];
+  __shared__ int s_split, s_part_next;
+  const int tid = threadIdx.x;
+  const int H = p.heads, nb = p.batch;
+  if (tid < nb) s_pre[tid] = pre;
+  if (tid == 0) {
+    s_split = 0;
+    s_part_next = 0;
+  }
+  __syncthreads();
+  int4 t = make_int4(0, 0, 0, 0);  // this thread's unit {b, u, lo, hi} (tid < total)
+  int n = 0, nu_b = 0;
+  if (tid < total) {
+    int lo = 0, hi = nb - 1;  // the last sequence whose prefix is <= tid (it has units)
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (s_pre[mid] <= tid) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const int u = tid - s_pre[lo];
+    int r0, r1;
+    Units::range(s_seq[lo], u, r0, r1);
+    t = make_int4(lo, u, r0, r1);
+    n = r1 - r0;
+    nu_b = (lo + 1 < nb ? s_pre[lo + 1] : total) - s_pre[lo];
+  }
+  unsigned long long w = tid < total ? static_cast<unsigned long long>(n + 1) : 0ull;
+  int maxn = n;
+  plan_block_sum_max(w, maxn, s_slot, s_mslot);
+  const unsigned long long wt = w * static_cast<unsigned long long>(H);
+  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
+                                (100ull * num_sms);
+  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
+    const bool inner = a.heads_inner != 0;
+    const int units_c = min(total, a.capacity);
+    if (tid == 0) {
+      a.count[0] = inner ? units_c : units_c * H;
+      a.count[1] = inner ? 0 : 1;
+    }
+    const int first = tid - t.y;  // the sequence's first unit
+    const int uu = Units::kHeavyLast ? nu_b - 1 - t.y : t.y;
+    if (tid < total && first + nu_b <= units_c) {
+      if (inner) {
+        a.items[2 * (first + uu)] = t;
+        a.items[2 * (first + uu) + 1] = make_int4(-1, 0, 1, 0);
+      } else {
+        for (int hh = 0; hh < H; ++hh) {
+          const int i = first * H + hh * nu_b + uu;
+          a.items[2 * i] = t;
+          a.items[2 * i + 1] = make_int4(-1, 0, 1, hh);
+        }
+      }
+    }
+    return;
+  }
+  while (cap < maxn) {  // uniform: every thread sees the same sums
+    unsigned long long parts = tid < total && n > cap ? static_cast<unsigned long long>((n + cap - 1) / cap) : 0ull;
+    int unused = 0;
+    plan_block_sum_max(parts, unused, s_slot, s_mslot);
+    if (static_cast<long long>(parts) * H <= a.max_parts) break;
+    cap += cap / 2 + 1;
+  }
+  const int top = min(cap, maxn);  // largest chunk size
+  const int nkeys = min(top, kPlanBuckets - 1) + 1;
+  auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
+  const int k = n > cap ? (n + cap - 1) / cap : 1;
+  const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
+  if (tid < total) {  // (s_key was zeroed by the kernel)
+    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r);
+    atomicAdd(&s_key[key_of(q)], k - r);
+  }
+  __syncthreads();
+  {  // exclusive scan of the used buckets, 4 per thread
+    int v[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = 4 * tid + j < nkeys ? s_key[4 * tid + j] : 0;
+      sum += v[j];
+    }
+    int all;
+    int base = plan_block_scan(sum, s_warp, &all);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (4 * tid + j < nkeys) s_key[4 * tid + j] = base;
+      base += v[j];
+    }
+    if (tid == 0) {
+      a.count[0] = min(all, a.capacity);
+      a.count[1] = 0;
+    }
+  }
+  __syncthreads();
+  if (tid >= total) return;
+  if (n <= cap) {
+    const int pos = atomicAdd(&s_key[key_of(n)], 1);
+    if (pos < a.capacity) {
+      a.items[2 * pos] = t;
+      a.items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
+    }
+    return;
+  }
+  const int sid = atomicAdd(&s_split, 1);
+  const int first = atomicAdd(&s_part_next, k);
+  for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
+  int c_lo = t.z;
+  for (int c = 0; c < k; ++c) {
+    const int size = q + (c < r ? 1 : 0);
+    const int pos = atomicAdd(&s_key[key_of(size)], 1);
+    if (pos < a.capacity) {
+      a.items[2 * pos] = make_int4(t.x, t.y, c_lo, c_lo + size);
+      a.items[2 * pos + 1] = make_int4(sid, c, k, first);
+    }
+    c_lo += size;
+  }
+}
+
 // One CTA of 1024 threads. The units are visited in rounds of up to 1024 sequences: a thread per sequence loads
 // its lengths into shared memory and counts its units, then the round's units are spread evenly over the threads
 // (unit f of the round belongs to the sequence whose units' prefix holds f: a binary search). Units: count(p, si)
@@ -108,6 +260,7 @@ __device__ __forceinline__ int plan_block_scan(int v, int* s_warp, int* total) {
 // numbered, their counters zeroed). Many units and none split (more than a.lpt_ctas CTAs: many waves, where the L2
 // locality of a sequence's tiles matters more than the tail): the kernel's grid order instead, less its empty CTAs
 // (sequences in order, each one's units heaviest first: Units::kHeavyLast reverses u), no sort.
+// Batches of at most kPlanThreads units take the one-pass path (hstu_sm90_plan_one_pass) instead of the two visits.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
@@ -131,6 +284,14 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   __shared__ int s_maxn, s_parts, s_split, s_part_next;
   const int tid = threadIdx.x;
   const int H = p.heads;
+  // The one-pass path's sequence loads go out before the shared-memory setup below.
+  const bool one_round = p.batch <= kPlanThreads;
+  SeqInfo si0{};
+  int nu0 = 0;
+  if (one_round && tid < p.batch) {
+    si0 = seq_info(p, tid);
+    nu0 = Units::count(p, si0);
+  }
   if (tid == 0) {
     s_work = 0;
     s_maxn = 0;
@@ -178,6 +339,20 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     }
     return base;
   };
+  // One pass for batches of at most kPlanThreads units (one round): thread f keeps unit f in registers from the
+  // first visit to its scatter, so the sequences are loaded, scanned and searched once, the work sum takes per-warp
+  // slots, and the bucket scan covers the used chunk sizes only (Zipf(1.2) B32 forward: 6.7 -> 5.5 us on the H200;
+  // NOTES.md "Session 17").
+  if (one_round) {
+    if (tid < p.batch) s_seq[tid] = si0;
+    int total;
+    const int pre = plan_block_scan(nu0, s_warp, &total);  // (its barriers also publish s_seq)
+    if (total <= kPlanThreads) {
+      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, s_seq, s_pre, s_key, s_warp, pre, total);
+      return;
+    }
+    __syncthreads();  // (s_warp is reused)
+  }
   int units;
   {
     unsigned long long w = 0;
