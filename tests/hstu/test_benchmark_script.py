@@ -42,6 +42,25 @@ def test_interleaved_timer_alternates_and_returns_one_median_each(bench):
     assert timer(lambda: calls.append("c")) >= 0 and calls[-1] == "c"
 
 
+def test_timer_blocks_keep_the_smallest_median_of_short_measurements(bench):
+    # A short measurement runs up to `blocks` blocks of reps and keeps the smallest block median (a row slowed as a
+    # whole is outvoted); one whose medians reach block_ms stops after its first block.
+    delays = iter([0.0] + [0.006] * 3 + [0.001] * 3 + [0.003] * 3)
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(next(delays))
+
+    timer = bench.Timer(torch.device("cpu"), warmup=1, reps=3, blocks=3, block_ms=100.0)
+    ms = timer(fn)
+    assert len(calls) == 1 + 9 and 1.0 <= ms < 3.0
+    delays = iter([0.0] + [0.006] * 3 + [0.001] * 3)
+    calls.clear()
+    timer.block_ms = 2.0
+    assert timer(fn) >= 6.0 and len(calls) == 1 + 3
+
+
 def test_peer_columns_ratios_and_notes(bench):
     case = bench.Case("dense", "B16 S16K D128", [16384] * 16, 4, 128)
     with_peer = bench.Result(case, fwd_ms=1.0, bwd_ms=4.0, peer_fwd_ms=2.0, peer_bwd_ms=3.0, peer_diff=1.5e-3)
