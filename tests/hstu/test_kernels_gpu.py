@@ -498,6 +498,35 @@ def test_jagged_work_list_many_sequences(D, mask, monkeypatch):
     assert_agree(("out", "dq", "dk", "dv"), listed, grid, "work list vs grid")
 
 
+@pytest.mark.parametrize("D,mask,lens", [
+    (256, "causal", [2100]),
+    (128, "local_context_target", [2048, 2048]),
+    (64, "context", [3000]),
+])
+def test_short_causal_grid_forward_work_list(D, mask, lens, monkeypatch):
+    """Dense lengths, a short grid of long sequences (at most 264 CTAs, at least 16 query tiles) under a mask that
+    bounds the keys on the right: on sm90 the forward runs its work list (the planner shows in the profile) and
+    splits the last query tiles' KV ranges; it meets the error rule, is bitwise repeatable and agrees with the grid
+    (HSTU_ATTN_SM90_FWD_SCHED=0) to the fp32 reduction order. Elsewhere all calls run the same kernel."""
+    case = make_case(zlib.crc32(repr(("short_grid", D, mask, lens)).encode()), lens, 2, D, torch.bfloat16, mask, 0)
+    check_case(case, 0.5, backward=False)
+    args = _varlen_kwargs(case)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        o1 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+        torch.cuda.synchronize()
+    with torch.no_grad():
+        o2 = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+    assert torch.equal(o1, o2), "forward differs between two calls"
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    if _is_sm90() and any("sm_90a" in archs for archs in info.values()):
+        names = [e.name for e in prof.events()]
+        assert any("hstu_sm90_plan_kernel" in n and "FwdPlanUnits" in n for n in names), sorted(set(names))
+    monkeypatch.setenv("HSTU_ATTN_SM90_FWD_SCHED", "0")
+    with torch.no_grad():
+        grid = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+    assert_agree(("out",), [o1], [grid], "work list vs grid")
+
+
 @pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, monkeypatch):
