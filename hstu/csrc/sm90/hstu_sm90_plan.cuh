@@ -97,6 +97,21 @@ __device__ __forceinline__ int plan_block_scan(int v, int* s_warp, int* total) {
   return x - v + (warp > 0 ? s_warp[warp - 1] : 0);
 }
 
+// The sequence of a round's unit f: the last of its nb sequences whose units' prefix s_pre is <= f (one with units
+// when f is below the round's total).
+__device__ __forceinline__ int plan_unit_seq(const int* s_pre, int nb, int f) {
+  int lo = 0, hi = nb - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (s_pre[mid] <= f) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // Sum (64-bit) and max over the CTA's kPlanThreads threads (all must call it); s_slot: 32 slots. Two barriers.
 __device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m, unsigned long long* s_slot,
                                                    int* s_mslot) {
@@ -121,6 +136,81 @@ __device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m
   __syncthreads();  // (the slots are reused)
 }
 
+// Initial split cap: ceil(split_pct / 100 * W * H / num_sms) for a work sum w, at least 4 (split_pct = 0: no splits).
+__device__ __forceinline__ int plan_initial_cap(unsigned long long w, int heads, int num_sms, int split_pct) {
+  const unsigned long long wt = w * static_cast<unsigned long long>(heads);
+  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
+                                (100ull * num_sms);
+  return split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+}
+
+// Grid order's header (sched_cta_item: the item count and kind), written by thread 0; returns the units listed.
+__device__ __forceinline__ int plan_grid_header(const SchedArgs& a, int heads, int units) {
+  const bool inner = a.heads_inner != 0;
+  const int units_c = min(units, a.capacity);
+  if (threadIdx.x == 0) {
+    a.count[0] = inner ? units_c : units_c * heads;
+    a.count[1] = inner ? 0 : 1;
+  }
+  return units_c;
+}
+
+// Grid order: unit t = {b, u, lo, hi} at position uu of its sequence's nu units, the first of which is unit `first`
+// (the heads of a unit side by side, or one head's units of the sequence after the other: sched_cta_item).
+__device__ __forceinline__ void plan_grid_item(const SchedArgs& a, int heads, int first, int uu, int nu, int4 t) {
+  if (a.heads_inner != 0) {
+    a.items[2 * (first + uu)] = t;
+    a.items[2 * (first + uu) + 1] = make_int4(-1, 0, 1, 0);
+    return;
+  }
+  for (int hh = 0; hh < heads; ++hh) {
+    const int i = first * heads + hh * nu + uu;
+    a.items[2 * i] = t;
+    a.items[2 * i + 1] = make_int4(-1, 0, 1, hh);
+  }
+}
+
+// Counts the k = ceil(n / cap) chunks (1 when n <= cap) of `count` units of n tiles into their sizes' buckets.
+template <class KeyOf>
+__device__ __forceinline__ void plan_count_chunks(int* s_key, KeyOf key_of, int cap, int n, int count) {
+  const int k = n > cap ? (n + cap - 1) / cap : 1;
+  const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
+  if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r * count);
+  atomicAdd(&s_key[key_of(q)], (k - r) * count);
+}
+
+// Longest first: unit t = {b, u, lo, hi} of n = hi - lo tiles as one item (n <= cap) or k = ceil(n / cap) chunks,
+// each at the next offset of its size's bucket (s_key, key_of); a split unit takes the next split id (*s_split, its
+// counters zeroed) and k partials from *s_part_next.
+template <class KeyOf>
+__device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads, int cap, int4 t, int* s_key,
+                                                  KeyOf key_of, int* s_split, int* s_part_next) {
+  const int n = t.w - t.z;
+  if (n <= cap) {
+    const int pos = atomicAdd(&s_key[key_of(n)], 1);
+    if (pos < a.capacity) {
+      a.items[2 * pos] = t;
+      a.items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
+    }
+    return;
+  }
+  const int k = (n + cap - 1) / cap;
+  const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
+  const int sid = atomicAdd(s_split, 1);
+  const int first = atomicAdd(s_part_next, k);
+  for (int hh = 0; hh < heads; ++hh) a.counters[sid * heads + hh] = 0;
+  int c_lo = t.z;
+  for (int c = 0; c < k; ++c) {
+    const int size = q + (c < r ? 1 : 0);
+    const int pos = atomicAdd(&s_key[key_of(size)], 1);
+    if (pos < a.capacity) {
+      a.items[2 * pos] = make_int4(t.x, t.y, c_lo, c_lo + size);
+      a.items[2 * pos + 1] = make_int4(sid, c, k, first);
+    }
+    c_lo += size;
+  }
+}
+
 // The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel): s_seq holds the
 // batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units. Same cap, splits,
 // chunk ranges and order as the two-pass path (ties among equal chunk sizes in another order).
@@ -142,15 +232,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   int4 t = make_int4(0, 0, 0, 0);  // this thread's unit {b, u, lo, hi} (tid < total)
   int n = 0, nu_b = 0;
   if (tid < total) {
-    int lo = 0, hi = nb - 1;  // the last sequence whose prefix is <= tid (it has units)
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (s_pre[mid] <= tid) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    const int lo = plan_unit_seq(s_pre, nb, tid);
     const int u = tid - s_pre[lo];
     int r0, r1;
     Units::range(s_seq[lo], u, r0, r1);
@@ -161,30 +243,12 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   unsigned long long w = tid < total ? static_cast<unsigned long long>(n + 1) : 0ull;
   int maxn = n;
   plan_block_sum_max(w, maxn, s_slot, s_mslot);
-  const unsigned long long wt = w * static_cast<unsigned long long>(H);
-  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
-                                (100ull * num_sms);
-  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct);
   if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
-    const bool inner = a.heads_inner != 0;
-    const int units_c = min(total, a.capacity);
-    if (tid == 0) {
-      a.count[0] = inner ? units_c : units_c * H;
-      a.count[1] = inner ? 0 : 1;
-    }
+    const int units_c = plan_grid_header(a, H, total);
     const int first = tid - t.y;  // the sequence's first unit
-    const int uu = Units::kHeavyLast ? nu_b - 1 - t.y : t.y;
     if (tid < total && first + nu_b <= units_c) {
-      if (inner) {
-        a.items[2 * (first + uu)] = t;
-        a.items[2 * (first + uu) + 1] = make_int4(-1, 0, 1, 0);
-      } else {
-        for (int hh = 0; hh < H; ++hh) {
-          const int i = first * H + hh * nu_b + uu;
-          a.items[2 * i] = t;
-          a.items[2 * i + 1] = make_int4(-1, 0, 1, hh);
-        }
-      }
+      plan_grid_item(a, H, first, Units::kHeavyLast ? nu_b - 1 - t.y : t.y, nu_b, t);
     }
     return;
   }
@@ -198,12 +262,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   const int top = min(cap, maxn);  // largest chunk size
   const int nkeys = min(top, kPlanBuckets - 1) + 1;
   auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
-  const int k = n > cap ? (n + cap - 1) / cap : 1;
-  const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
-  if (tid < total) {  // (s_key was zeroed by the kernel)
-    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r);
-    atomicAdd(&s_key[key_of(q)], k - r);
-  }
+  if (tid < total) plan_count_chunks(s_key, key_of, cap, n, 1);  // (s_key was zeroed by the kernel)
   __syncthreads();
   {  // exclusive scan of the used buckets, 4 per thread
     int v[4], sum = 0;
@@ -225,28 +284,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
     }
   }
   __syncthreads();
-  if (tid >= total) return;
-  if (n <= cap) {
-    const int pos = atomicAdd(&s_key[key_of(n)], 1);
-    if (pos < a.capacity) {
-      a.items[2 * pos] = t;
-      a.items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
-    }
-    return;
-  }
-  const int sid = atomicAdd(&s_split, 1);
-  const int first = atomicAdd(&s_part_next, k);
-  for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
-  int c_lo = t.z;
-  for (int c = 0; c < k; ++c) {
-    const int size = q + (c < r ? 1 : 0);
-    const int pos = atomicAdd(&s_key[key_of(size)], 1);
-    if (pos < a.capacity) {
-      a.items[2 * pos] = make_int4(t.x, t.y, c_lo, c_lo + size);
-      a.items[2 * pos + 1] = make_int4(sid, c, k, first);
-    }
-    c_lo += size;
-  }
+  if (tid < total) plan_scatter_unit(a, H, cap, t, s_key, key_of, &s_split, &s_part_next);
 }
 
 // One CTA of 1024 threads. The units are visited in rounds of up to 1024 sequences: a thread per sequence loads
@@ -320,15 +358,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       if (tid < nb) s_pre[tid] = pre;
       __syncthreads();
       for (int f0 = tid; f0 < total; f0 += kPlanThreads) {
-        int lo = 0, hi = nb - 1;  // the last sequence whose prefix is <= f0 (it has units)
-        while (lo < hi) {
-          const int mid = (lo + hi + 1) / 2;
-          if (s_pre[mid] <= f0) {
-            lo = mid;
-          } else {
-            hi = mid - 1;
-          }
-        }
+        const int lo = plan_unit_seq(s_pre, nb, f0);
         const int u = f0 - s_pre[lo];
         int r0, r1;
         Units::range(s_seq[lo], u, r0, r1);
@@ -377,31 +407,13 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   __syncthreads();
   const int maxn = s_maxn;
   const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
-  const unsigned long long wt = s_work * static_cast<unsigned long long>(H);
-  const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
-                                (100ull * num_sms);
-  int cap = split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+  int cap = plan_initial_cap(s_work, H, num_sms, split_pct);
   if (cap >= maxn && static_cast<long long>(units) * H > a.lpt_ctas) {  // grid order
-    const bool inner = a.heads_inner != 0;
-    const int units_c = min(units, a.capacity);
-    if (tid == 0) {
-      a.count[0] = inner ? units_c : units_c * H;
-      a.count[1] = inner ? 0 : 1;
-    }
+    const int units_c = plan_grid_header(a, H, units);
     for_units([&](int b, int u, int lo, int hi, int pos, int nu) {
       const int first = pos - u;  // the sequence's first unit
-      const int uu = Units::kHeavyLast ? nu - 1 - u : u;
       if (first + nu > units_c) return;
-      if (inner) {
-        a.items[2 * (first + uu)] = make_int4(b, u, lo, hi);
-        a.items[2 * (first + uu) + 1] = make_int4(-1, 0, 1, 0);
-      } else {
-        for (int hh = 0; hh < H; ++hh) {
-          const int i = first * H + hh * nu + uu;
-          a.items[2 * i] = make_int4(b, u, lo, hi);
-          a.items[2 * i + 1] = make_int4(-1, 0, 1, hh);
-        }
-      }
+      plan_grid_item(a, H, first, Units::kHeavyLast ? nu - 1 - u : u, nu, make_int4(b, u, lo, hi));
     });
     return;
   }
@@ -426,12 +438,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   const int top = min(cap, maxn);  // largest chunk size
   auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
-  auto add_chunks = [&](int n, int count) {  // count units of n tiles
-    const int k = n > cap ? (n + cap - 1) / cap : 1;
-    const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
-    if (r > 0) atomicAdd(&s_key[key_of(q + 1)], r * count);
-    atomicAdd(&s_key[key_of(q)], (k - r) * count);
-  };
+  auto add_chunks = [&](int n, int count) { plan_count_chunks(s_key, key_of, cap, n, count); };
   if (exact) {
     for (int n = tid; n <= maxn; n += kPlanThreads) {
       if (s_hist[n] > 0) add_chunks(n, s_hist[n]);
@@ -461,32 +468,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     }
   }
   __syncthreads();
-  int4* items = a.items;
   for_units([&](int b, int u, int lo, int hi, int, int) {
-    const int n = hi - lo;
-    if (n <= cap) {
-      const int pos = atomicAdd(&s_key[key_of(n)], 1);
-      if (pos < a.capacity) {
-        items[2 * pos] = make_int4(b, u, lo, hi);
-        items[2 * pos + 1] = make_int4(-1, 0, 1, 0);
-      }
-      return;
-    }
-    const int k = (n + cap - 1) / cap;
-    const int q = n / k, r = n % k;
-    const int sid = atomicAdd(&s_split, 1);
-    const int first = atomicAdd(&s_part_next, k);
-    for (int hh = 0; hh < H; ++hh) a.counters[sid * H + hh] = 0;
-    int c_lo = lo;
-    for (int c = 0; c < k; ++c) {
-      const int size = q + (c < r ? 1 : 0);
-      const int pos = atomicAdd(&s_key[key_of(size)], 1);
-      if (pos < a.capacity) {
-        items[2 * pos] = make_int4(b, u, c_lo, c_lo + size);
-        items[2 * pos + 1] = make_int4(sid, c, k, first);
-      }
-      c_lo += size;
-    }
+    plan_scatter_unit(a, H, cap, make_int4(b, u, lo, hi), s_key, key_of, &s_split, &s_part_next);
   });
 }
 
