@@ -500,14 +500,15 @@ def test_jagged_work_list_many_sequences(D, mask, monkeypatch):
 
 @pytest.mark.parametrize("D,mask,lens", [
     (256, "causal", [2100]),
-    (128, "local_context_target", [2048, 2048]),
+    (128, "context_target_group", [2048, 2048]),
     (64, "context", [3000]),
 ])
 def test_short_causal_grid_forward_work_list(D, mask, lens, monkeypatch):
-    """Dense lengths, a short grid of long sequences (at most 264 CTAs, at least 16 query tiles) under a mask that
-    bounds the keys on the right: on sm90 the forward runs its work list (the planner shows in the profile) and
+    """Dense lengths, a short grid of long sequences (at most 264 CTAs, at least 16 query tiles) under a causal mask
+    (contexts and targets allowed): on sm90 the forward runs its work list (the planner shows in the profile) and
     splits the last query tiles' KV ranges; it meets the error rule, is bitwise repeatable and agrees with the grid
-    (HSTU_ATTN_SM90_FWD_SCHED=0) to the fp32 reduction order. Elsewhere all calls run the same kernel."""
+    (HSTU_ATTN_SM90_FWD_SCHED=0) to the fp32 reduction order. Elsewhere all calls run the same kernel. A left window
+    (local masks) keeps the grid."""
     case = make_case(zlib.crc32(repr(("short_grid", D, mask, lens)).encode()), lens, 2, D, torch.bfloat16, mask, 0)
     check_case(case, 0.5, backward=False)
     args = _varlen_kwargs(case)
@@ -525,6 +526,18 @@ def test_short_causal_grid_forward_work_list(D, mask, lens, monkeypatch):
     with torch.no_grad():
         grid = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
     assert_agree(("out",), [o1], [grid], "work list vs grid")
+
+
+def test_short_local_grid_forward_keeps_the_grid():
+    """The same short dense grid under a left window (every KV range bounded: nothing to split): the forward keeps
+    its grid on sm90 (no planner in the profile) and meets the error rule."""
+    case = make_case(zlib.crc32(b"short_grid_local"), [2048], 2, 128, torch.bfloat16, "local_causal", 0)
+    check_case(case, 0.5, backward=False)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **_varlen_kwargs(case))
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert not any("hstu_sm90_plan_kernel" in n for n in names), sorted(set(names))
 
 
 @pytest.mark.parametrize("mask", ["causal", "none", "local", "context_target_group", "local_context_target"])

@@ -49,10 +49,11 @@ inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t bl
 }
 
 // The forward's: units = query tiles of 128 rows (sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most
-// B * m_blocks, the grid's), partials 128 x D fp32. Short grids of long sequences under a mask that bounds the keys
-// on the right (causal, local: at most kSm90FwdShortGridCtas CTAs, at least kSm90FwdShortGridBlocks query tiles)
-// take the list for dense lengths too: the last query tiles' KV ranges (about twice the average) set the grid's
-// time, and the list splits them. Measured on the H100 (D = 256 / 128, us, grid -> list): B1 S2K 48.7 -> 41.0, B2
+// B * m_blocks, the grid's), partials 128 x D fp32. Short grids of long sequences under a causal mask (keys bounded
+// on the right only, contexts and targets allowed; at most kSm90FwdShortGridCtas CTAs, at least
+// kSm90FwdShortGridBlocks query tiles) take the list for dense lengths too: the last query tiles' KV ranges (about
+// twice the average) set the grid's time, and the list splits them (a left window bounds every range: nothing to
+// split, only the planner to pay). Measured on the H100 (D = 256 / 128, us, grid -> list): B1 S2K 48.7 -> 41.0, B2
 // S4K 147 -> 126 / 83.4 -> 74.0, B1 S8K 253 -> 215 / 142 -> 120; B1 S4K D256 a tie; shorter sequences (B2 S1820,
 // B4 S1K, S512) 15-50 % slower (the planner and more CTAs for little work), hence the 16 tiles (NOTES.md "Session 17").
 constexpr int64_t kSm90FwdShortGridCtas = 264;
@@ -62,7 +63,7 @@ inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t t
   if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
   const int64_t units = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
-  const bool short_grid = p.window_right >= 0 && m_blocks >= kSm90FwdShortGridBlocks &&
+  const bool short_grid = p.window_right >= 0 && p.window_left < 0 && m_blocks >= kSm90FwdShortGridBlocks &&
                           m_blocks * B * H <= kSm90FwdShortGridCtas;
   if (!short_grid && hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
   return hstu_sm90_sched_layout(units, H, BM * D * 4);
