@@ -462,9 +462,9 @@ def hstu_attn_varlen_func(
     partials are added by the last chunk (the forward in a fixed order, bitwise repeatable); past that, the
     grid's own order without its empty tiles. The Hopper forward also runs from the list for dense lengths when its
     grid is short (at most 264 CTAs) and the sequences long (at least 16 query tiles of 128 rows) under a causal
-    mask (no left window): the longest query tiles' KV ranges are split there. The workspace holds at most 16 MB of partials plus the list (32
-    bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 / HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids
-    (comparisons). The Hopper backward at D = 64 / 128 zeroes its
+    mask (no left window): the longest query tiles' KV ranges are split there. The workspace holds at most 16 MB
+    of partials plus the list (32 bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 /
+    HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids (comparisons). The Hopper backward at D = 64 / 128 zeroes its
     own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
     instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair);
     HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead. At D = 256 it adds dQ straight from its

@@ -39,7 +39,8 @@ inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int6
 // The kernels keep their grid (blocks x H x B CTAs) where a list would not pay for its planner: dense lengths
 // (every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused), at most one wave (kSm90ListMinCtas,
 // an H100's SMs: nothing to order), or at least half of the grid's CTAs have work (`units`, an upper bound of the
-// units; measured: lengths 1K-4K, B16, the lists 3-8 % slower than the grids, NOTES.md "Session 16").
+// units; measured: lengths 1K-4K, B16, the lists 3-8 % slower than the grids, NOTES.md "Session 16"). The forward
+// makes one exception, short causal grids of long sequences (hstu_fwd_sm90_sched_layout).
 constexpr int64_t kSm90ListMinCtas = 132;
 inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t blocks, int64_t units) {
   const int64_t grid = blocks * p.batch;

@@ -112,9 +112,10 @@ __device__ __forceinline__ int plan_unit_seq(const int* s_pre, int nb, int f) {
   return lo;
 }
 
-// Sum (64-bit) and max over the CTA's kPlanThreads threads (all must call it); s_slot: 32 slots. Two barriers.
-__device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m, unsigned long long* s_slot,
-                                                   int* s_mslot) {
+// Sum (64-bit) and max over the CTA's kPlanThreads threads (all must call it; every thread gets both). Two barriers.
+__device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m) {
+  __shared__ unsigned long long s_slot[32];
+  __shared__ int s_mslot[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) {
@@ -179,6 +180,30 @@ __device__ __forceinline__ void plan_count_chunks(int* s_key, KeyOf key_of, int 
   atomicAdd(&s_key[key_of(q)], (k - r) * count);
 }
 
+// Exclusive scan of the first nkeys chunk-size buckets into their offsets (4 per thread; all threads call it), and
+// the list's header (the chunk count, longest-first kind). Ends with a barrier: the offsets are visible.
+__device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int* s_key, int nkeys, int* s_warp) {
+  const int tid = threadIdx.x;
+  int v[4], sum = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[j] = 4 * tid + j < nkeys ? s_key[4 * tid + j] : 0;
+    sum += v[j];
+  }
+  int all;
+  int base = plan_block_scan(sum, s_warp, &all);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (4 * tid + j < nkeys) s_key[4 * tid + j] = base;
+    base += v[j];
+  }
+  if (tid == 0) {
+    a.count[0] = min(all, a.capacity);
+    a.count[1] = 0;
+  }
+  __syncthreads();
+}
+
 // Longest first: unit t = {b, u, lo, hi} of n = hi - lo tiles as one item (n <= cap) or k = ceil(n / cap) chunks,
 // each at the next offset of its size's bucket (s_key, key_of); a split unit takes the next split id (*s_split, its
 // counters zeroed) and k partials from *s_part_next.
@@ -212,22 +237,17 @@ __device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads,
 }
 
 // The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel): s_seq holds the
-// batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units. Same cap, splits,
-// chunk ranges and order as the two-pass path (ties among equal chunk sizes in another order).
+// batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units; s_key, *s_split and
+// *s_part_next are zeroed. Same cap, splits, chunk ranges and order as the two-pass path (ties among equal chunk
+// sizes in another order).
 template <class Units>
 __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, const SchedArgs& a, int num_sms,
                                                         int split_pct, const SeqInfo* s_seq, int* s_pre, int* s_key,
-                                                        int* s_warp, int pre, int total) {
-  __shared__ unsigned long long s_slot[32];
-  __shared__ int s_mslot[32];
-  __shared__ int s_split, s_part_next;
+                                                        int* s_warp, int* s_split, int* s_part_next, int pre,
+                                                        int total) {
   const int tid = threadIdx.x;
   const int H = p.heads, nb = p.batch;
   if (tid < nb) s_pre[tid] = pre;
-  if (tid == 0) {
-    s_split = 0;
-    s_part_next = 0;
-  }
   __syncthreads();
   int4 t = make_int4(0, 0, 0, 0);  // this thread's unit {b, u, lo, hi} (tid < total)
   int n = 0, nu_b = 0;
@@ -242,7 +262,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   }
   unsigned long long w = tid < total ? static_cast<unsigned long long>(n + 1) : 0ull;
   int maxn = n;
-  plan_block_sum_max(w, maxn, s_slot, s_mslot);
+  plan_block_sum_max(w, maxn);
   int cap = plan_initial_cap(w, H, num_sms, split_pct);
   if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, total);
@@ -255,36 +275,17 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   while (cap < maxn) {  // uniform: every thread sees the same sums
     unsigned long long parts = tid < total && n > cap ? static_cast<unsigned long long>((n + cap - 1) / cap) : 0ull;
     int unused = 0;
-    plan_block_sum_max(parts, unused, s_slot, s_mslot);
+    plan_block_sum_max(parts, unused);
     if (static_cast<long long>(parts) * H <= a.max_parts) break;
     cap += cap / 2 + 1;
   }
   const int top = min(cap, maxn);  // largest chunk size
   const int nkeys = min(top, kPlanBuckets - 1) + 1;
   auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
-  if (tid < total) plan_count_chunks(s_key, key_of, cap, n, 1);  // (s_key was zeroed by the kernel)
+  if (tid < total) plan_count_chunks(s_key, key_of, cap, n, 1);
   __syncthreads();
-  {  // exclusive scan of the used buckets, 4 per thread
-    int v[4], sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[j] = 4 * tid + j < nkeys ? s_key[4 * tid + j] : 0;
-      sum += v[j];
-    }
-    int all;
-    int base = plan_block_scan(sum, s_warp, &all);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (4 * tid + j < nkeys) s_key[4 * tid + j] = base;
-      base += v[j];
-    }
-    if (tid == 0) {
-      a.count[0] = min(all, a.capacity);
-      a.count[1] = 0;
-    }
-  }
-  __syncthreads();
-  if (tid < total) plan_scatter_unit(a, H, cap, t, s_key, key_of, &s_split, &s_part_next);
+  plan_bucket_offsets(a, s_key, nkeys, s_warp);
+  if (tid < total) plan_scatter_unit(a, H, cap, t, s_key, key_of, s_split, s_part_next);
 }
 
 // One CTA of 1024 threads. The units are visited in rounds of up to 1024 sequences: a thread per sequence loads
@@ -318,8 +319,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   extern __shared__ int4 plan_smem[];  // kPlanSmem bytes
   SeqInfo* s_seq = reinterpret_cast<SeqInfo*>(plan_smem);
   int* s_pre = reinterpret_cast<int*>(s_seq + kPlanThreads);
-  __shared__ unsigned long long s_work;
-  __shared__ int s_maxn, s_parts, s_split, s_part_next;
+  __shared__ int s_split, s_part_next;
   const int tid = threadIdx.x;
   const int H = p.heads;
   // The one-pass path's sequence loads go out before the shared-memory setup below.
@@ -331,8 +331,6 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     nu0 = Units::count(p, si0);
   }
   if (tid == 0) {
-    s_work = 0;
-    s_maxn = 0;
     s_split = 0;
     s_part_next = 0;
   }
@@ -378,36 +376,23 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     int total;
     const int pre = plan_block_scan(nu0, s_warp, &total);  // (its barriers also publish s_seq)
     if (total <= kPlanThreads) {
-      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, s_seq, s_pre, s_key, s_warp, pre, total);
+      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, s_seq, s_pre, s_key, s_warp, &s_split, &s_part_next,
+                                     pre, total);
       return;
     }
     __syncthreads();  // (s_warp is reused)
   }
-  int units;
-  {
-    unsigned long long w = 0;
-    int maxn = 0;
-    units = for_units([&](int, int, int lo, int hi, int, int) {
-      const int n = hi - lo;
-      w += static_cast<unsigned long long>(n + 1);
-      maxn = max(maxn, n);
-      atomicAdd(&s_hist[min(n, kPlanBuckets - 1)], 1);
-    });
-    // One shared atomic per warp (1024 same-address atomics, the 64-bit one a CAS loop, cost microseconds).
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-      w += __shfl_xor_sync(0xffffffffu, w, off);
-      maxn = max(maxn, __shfl_xor_sync(0xffffffffu, maxn, off));
-    }
-    if (tid % 32 == 0 && w > 0) {
-      atomicAdd(&s_work, w);
-      atomicMax(&s_maxn, maxn);
-    }
-  }
-  __syncthreads();
-  const int maxn = s_maxn;
+  unsigned long long w = 0;
+  int maxn = 0;
+  const int units = for_units([&](int, int, int lo, int hi, int, int) {
+    const int n = hi - lo;
+    w += static_cast<unsigned long long>(n + 1);
+    maxn = max(maxn, n);
+    atomicAdd(&s_hist[min(n, kPlanBuckets - 1)], 1);
+  });
+  plan_block_sum_max(w, maxn);  // (its barriers also publish s_hist)
   const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
-  int cap = plan_initial_cap(s_work, H, num_sms, split_pct);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct);
   if (cap >= maxn && static_cast<long long>(units) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, units);
     for_units([&](int b, int u, int lo, int hi, int pos, int nu) {
@@ -417,23 +402,17 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     });
     return;
   }
-  while (cap < maxn) {  // uniform: every thread sees the same s_parts
-    if (tid == 0) s_parts = 0;
-    __syncthreads();
-    int parts = 0;
+  while (cap < maxn) {  // uniform: every thread sees the same sum
+    unsigned long long parts = 0;
     const int n_last = exact ? maxn : kPlanBuckets - 1;  // (the buckets past maxn are empty)
     for (int n = min(cap + 1, kPlanBuckets - 1) + tid; n <= n_last; n += kPlanThreads) {
       // The last bucket (inexact) counts ceil(maxn / cap) chunks per unit: an upper bound.
       const int nn = n == kPlanBuckets - 1 ? max(n, maxn) : n;
-      parts += s_hist[n] * ((nn + cap - 1) / cap);
+      parts += static_cast<unsigned long long>(s_hist[n]) * ((nn + cap - 1) / cap);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) parts += __shfl_xor_sync(0xffffffffu, parts, off);
-    if (tid % 32 == 0 && parts > 0) atomicAdd(&s_parts, parts);
-    __syncthreads();
-    const long long need = static_cast<long long>(s_parts) * H;
-    __syncthreads();
-    if (need <= a.max_parts) break;
+    int unused = 0;
+    plan_block_sum_max(parts, unused);
+    if (static_cast<long long>(parts) * H <= a.max_parts) break;
     cap += cap / 2 + 1;
   }
   const int top = min(cap, maxn);  // largest chunk size
@@ -447,27 +426,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     for_units([&](int, int, int lo, int hi, int, int) { add_chunks(hi - lo, 1); });
   }
   __syncthreads();
-  // Exclusive scan of the bucket counts (4 per thread).
-  {
-    int v[4], sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[j] = s_key[4 * tid + j];
-      sum += v[j];
-    }
-    int total;
-    int base = plan_block_scan(sum, s_warp, &total);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      s_key[4 * tid + j] = base;
-      base += v[j];
-    }
-    if (tid == 0) {
-      a.count[0] = min(total, a.capacity);
-      a.count[1] = 0;
-    }
-  }
-  __syncthreads();
+  plan_bucket_offsets(a, s_key, kPlanBuckets, s_warp);
   for_units([&](int b, int u, int lo, int hi, int, int) {
     plan_scatter_unit(a, H, cap, make_int4(b, u, lo, hi), s_key, key_of, &s_split, &s_part_next);
   });
