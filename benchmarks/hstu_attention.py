@@ -499,6 +499,8 @@ def main(argv=None) -> int:
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
+    if args.blocks < 1:
+        p.error(f"--blocks: expected at least 1, got {args.blocks}")
     global FLOPS_PER_SCORE
     FLOPS_PER_SCORE = CONVENTIONS[args.convention]
 

@@ -61,6 +61,12 @@ def test_timer_blocks_keep_the_smallest_median_of_short_measurements(bench):
     assert timer(fn) >= 6.0 and len(calls) == 1 + 3
 
 
+def test_blocks_below_one_is_refused_naming_the_option(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--smoke", "--blocks", "0"])
+    assert "--blocks: expected at least 1, got 0" in capsys.readouterr().err
+
+
 def test_peer_columns_ratios_and_notes(bench):
     case = bench.Case("dense", "B16 S16K D128", [16384] * 16, 4, 128)
     with_peer = bench.Result(case, fwd_ms=1.0, bwd_ms=4.0, peer_fwd_ms=2.0, peer_bwd_ms=3.0, peer_diff=1.5e-3)
