@@ -27,7 +27,8 @@
 // contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
 // Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
-// with named barriers; dV / dK with the other warpgroup's operand from smem (SS). Previous kernel (kSplitSP = 0,
+// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); on the grids (kSplitSP 2) warpgroup
+// 1 issues the next tile's dP^T between its two dQ blocks' reductions. Previous kernel (kSplitSP = 0,
 // dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
 // cross-warpgroup waits; kPingpong orders their S^T / dP^T issues).
 #pragma once
@@ -147,6 +148,21 @@ __device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int
   for (int j = 0; j < 8; ++j) {
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 1024 + 128 * j), "f"(q1[4 * j]),
                  "f"(q1[4 * j + 1]), "f"(q1[4 * j + 2]), "f"(q1[4 * j + 3])
+                 : "memory");
+  }
+}
+
+// Float4s [J0, J1) of the same (0 .. 7: block blk from q0, 8 .. 15: block blk + 1 from q1), in that order.
+template <int J0, int J1>
+__device__ __forceinline__ void dq_red_tiled_range(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
+                                                   int wtid, const float (&q0)[32], const float (&q1)[32]) {
+  const int64_t g = dq_group_index(q_start, b, m0) + wtid / 32;
+  float* a = acc + ((g * heads + h) * 4 + blk) * 1024 + 4 * (wtid % 32);
+#pragma unroll
+  for (int j = J0; j < J1; ++j) {
+    const float* q = j < 8 ? q0 : q1;
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + (j / 8) * 1024 + 128 * (j % 8)),
+                 "f"(q[4 * (j % 8)]), "f"(q[4 * (j % 8) + 1]), "f"(q[4 * (j % 8) + 2]), "f"(q[4 * (j % 8) + 3])
                  : "memory");
   }
 }
@@ -438,7 +454,8 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
   // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
-  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
+  // kSplitSP 2: the same, warpgroup 1 issuing the next tile's dP^T inside the tile (between its dQ reductions).
+  static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 2) && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
   static_assert(kGrid == kBwdGridKHB || kSplitD, "other grids: split-D kernel only");
   static_assert(kGrid != kBwdGridList || !kRab, "work list: no rab");
@@ -734,6 +751,24 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
+        // kSplitSP 2 (warpgroup 1): the same in two commit groups, one per 64-column block.
+        auto dq_issue_blocks = [&](float (&q0)[32], float (&q1)[32]) {
+          wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            wgmma_ss_tt_n64<T>(q0, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
+                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+          wgmma_commit();
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks) {
+            wgmma_ss_tt_n64<T>(q1, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
+                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+                               ks > 0 ? 1 : 0);
+          }
+          wgmma_commit();
+        };
         // This warpgroup's dQ tile (query rows m0 .., columns c0w ..) into the tiled workspace (dq_red_tiled).
         auto dq_red = [&](const float (&q0)[32], const float (&q1)[32], int m0) {
           if constexpr (!kNoDqRed) {
@@ -744,6 +779,16 @@ __global__ void __launch_bounds__(384, 1)
             // kernel without rab keeps it (the load on its reduction path cost it 3 %).
             const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
             dq_red_tiled(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
+          }
+        };
+        // Its float4s [J0, J1) (dq_red_tiled_range; kSplitSP 2).
+        auto dq_red_part = [&](const float (&q0)[32], const float (&q1)[32], int m0, auto j0, auto j1) {
+          if constexpr (!kNoDqRed) {
+            const uint32_t hy = bwd_cta_head<kGrid>(park);
+            const uint32_t bz = bwd_cta_batch<kGrid>(park);
+            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
+            dq_red_tiled_range<decltype(j0)::value, decltype(j1)::value>(
+                p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
@@ -911,21 +956,44 @@ __global__ void __launch_bounds__(384, 1)
         } else {
           float acc_dp1[BM / 2];
           uint32_t df1[BM / 16][4];
+          // kSplitSP 2: dP^T of tile t, issued before the loop (t = 0) and inside tile t - 1 (below); unconditional as
+          // warpgroup 0's S^T (after the last tile: a wasted dP^T on valid smem, waited for after the loop). The
+          // descriptors' bases go through opaque(): hoisted out of the loop, they made the kernel spill.
+          const uint32_t sV0 = sV;
+          auto issue_dp = [&](int t) {
+            const uint32_t sVo = opaque(sV0);
+            const uint32_t sdOt = opaque(sdO + (t % S) * C::kQBytes);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks) {
+              const uint64_t da = make_desc_sw128(sVo + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+              const uint64_t db = make_desc_sw128(sdOt + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+              wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
+            }
+            wgmma_commit();
+          };
+          if constexpr (kSplitSP == 2) {
+            wait_tile(0, std::true_type{});
+            mbar_wait(bar_v, 0);
+            issue_dp(0);
+          }
           for (int i = 0; i < n_mt; ++i) {
             const int m0 = tile_of(i) * BM;
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
-            wait_tile(i, std::true_type{});
-            if (i == 0) mbar_wait(bar_v, 0);
-            wgmma_fence();
+            if constexpr (kSplitSP != 2) {
+              wait_tile(i, std::true_type{});
+              if (i == 0) mbar_wait(bar_v, 0);
+              wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < D / 16; ++ks) {
-              const uint64_t da = make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
-              const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
-              wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
+              for (int ks = 0; ks < D / 16; ++ks) {
+                const uint64_t da = make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+                const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+                wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
+              }
+              wgmma_commit();
             }
-            wgmma_commit();
             if (i > 0) {
               // This warpgroup's dV (reads sP) and dQ (reads sX) of tile i - 1 are done. A full sync, not an arrive:
               // warpgroup 0 reaches its side just before its P^T stores, and this warpgroup waits for those (barrier
@@ -981,11 +1049,30 @@ __global__ void __launch_bounds__(384, 1)
             if (lane == 0) mbar_arrive(bar_empty(s));
             named_barrier_sync(5, 128);  // all 4 warps' dS^T rows are in sX (fenced)
             float acc_q0[32], acc_q1[32];
-            dq_issue(acc_q0, acc_q1);
-            wgmma_wait<0>();
-            pin_all(acc_q0);
-            pin_all(acc_q1);
-            dq_red(acc_q0, acc_q1, m0);
+            if constexpr (kSplitSP == 2) {
+              // The first block's reductions under the second block's wgmmas, then dP^T of tile i + 1 (its
+              // accumulators take the first block's registers), then the second block's reductions: this
+              // warpgroup's next dP^T no longer waits for its 16 reductions (2-4 % at S >= 1K, NOTES.md).
+              dq_issue_blocks(acc_q0, acc_q1);
+              wgmma_wait<1>();
+              pin_all(acc_q0);
+              dq_red_part(acc_q0, acc_q1, m0, std::integral_constant<int, 0>{}, std::integral_constant<int, 8>{});
+              wgmma_wait<0>();
+              pin_all(acc_q1);
+              if (i + 1 < n_mt) wait_tile(i + 1, std::true_type{});
+              issue_dp(i + 1);
+              dq_red_part(acc_q0, acc_q1, m0, std::integral_constant<int, 8>{}, std::integral_constant<int, 16>{});
+            } else {
+              dq_issue(acc_q0, acc_q1);
+              wgmma_wait<0>();
+              pin_all(acc_q0);
+              pin_all(acc_q1);
+              dq_red(acc_q0, acc_q1, m0);
+            }
+          }
+          if constexpr (kSplitSP == 2) {
+            wgmma_wait<0>();  // the unused dP^T after the last tile (it reads sV, which the epilogue overwrites)
+            pin_all(acc_dp1);
           }
         }
       } else {
