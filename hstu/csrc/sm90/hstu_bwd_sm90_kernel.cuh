@@ -22,13 +22,15 @@
 // Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
-// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV, dQ columns [128 g, 128 g + 128).
+// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV columns [128 g, 128 g + 128) and (kSplitSP
+// 1) the same dQ columns (kSplitSP 2: warpgroup 0 dQ columns 0 .. 63, warpgroup 1 64 .. 255).
 // Its dQ tiles go straight from the accumulator registers into a tiled workspace (red.global.add.v4.f32, 512
 // contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
 // Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
-// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); on the grids (kSplitSP 2) warpgroup
-// 1 issues the next tile's dP^T between its two dQ blocks' reductions. Previous kernel (kSplitSP = 0,
+// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); without rab (kSplitSP 2) dQ's four
+// 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0 also runs the SiLU pass) and warpgroup 1
+// issues the next tile's dP^T between its dQ reductions. Previous kernel (kSplitSP = 0,
 // dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
 // cross-warpgroup waits; kPingpong orders their S^T / dP^T issues).
 #pragma once
@@ -152,17 +154,15 @@ __device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int
   }
 }
 
-// Float4s [J0, J1) of the same (0 .. 7: block blk from q0, 8 .. 15: block blk + 1 from q1), in that order.
-template <int J0, int J1>
-__device__ __forceinline__ void dq_red_tiled_range(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
-                                                   int wtid, const float (&q0)[32], const float (&q1)[32]) {
+// One m64n64 block of the same: columns 64 blk .. 64 blk + 63 from q (kSplitSP 2: the warpgroups' blocks 0 | 1-3).
+__device__ __forceinline__ void dq_red_tiled_block(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
+                                                   int wtid, const float (&q)[32]) {
   const int64_t g = dq_group_index(q_start, b, m0) + wtid / 32;
   float* a = acc + ((g * heads + h) * 4 + blk) * 1024 + 4 * (wtid % 32);
 #pragma unroll
-  for (int j = J0; j < J1; ++j) {
-    const float* q = j < 8 ? q0 : q1;
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + (j / 8) * 1024 + 128 * (j % 8)),
-                 "f"(q[4 * (j % 8)]), "f"(q[4 * (j % 8) + 1]), "f"(q[4 * (j % 8) + 2]), "f"(q[4 * (j % 8) + 3])
+  for (int j = 0; j < 8; ++j) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(q[4 * j]), "f"(q[4 * j + 1]),
+                 "f"(q[4 * j + 2]), "f"(q[4 * j + 3])
                  : "memory");
   }
 }
@@ -454,7 +454,8 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
   // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
-  // kSplitSP 2: the same, warpgroup 1 issuing the next tile's dP^T inside the tile (between its dQ reductions).
+  // kSplitSP 2: the same, dQ's 64-column blocks split 1 | 3 between the warpgroups (warpgroup 0: block 0, warpgroup
+  // 1: blocks 1-3) and warpgroup 1 issuing the next tile's dP^T inside the tile, between its dQ reductions.
   static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 2) && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
   static_assert(kGrid == kBwdGridKHB || kSplitD, "other grids: split-D kernel only");
@@ -652,7 +653,7 @@ __global__ void __launch_bounds__(384, 1)
     const int lane = wtid % 32;
     const int kr0 = kSplitD ? 0 : 64 * wg;  // this warpgroup's first key row of the block
     const int j_w0 = n0 + kr0;              // key position of this warpgroup's first key
-    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV / dQ column of this warpgroup
+    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV (kSplitSP 1: dQ) column of this warpgroup
 
     float acc_dk[NA / 2];
     float acc_dv[NA / 2];
@@ -751,20 +752,16 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
-        // kSplitSP 2 (warpgroup 1): the same in two commit groups, one per 64-column block.
-        auto dq_issue_blocks = [&](float (&q0)[32], float (&q1)[32]) {
+        // kSplitSP 2: dQ block b (columns 64 b .., B = K panel b) into q, one commit group. The descriptors' bases
+        // through opaque() (hoisted out of the loop, they cost registers across it).
+        auto dq_block = [&](float (&q)[32], int b) {
+          const uint32_t sXo = opaque(sX);
+          const uint32_t sKo = opaque(sK);
           wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks) {
-            wgmma_ss_tt_n64<T>(q0, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
-                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
-                               ks > 0 ? 1 : 0);
-          }
-          wgmma_commit();
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks) {
-            wgmma_ss_tt_n64<T>(q1, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
-                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
+            wgmma_ss_tt_n64<T>(q, make_desc_sw128(sXo + ks * 16 * 128, C::kdSBytes),
+                               make_desc_sw128(sKo + b * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
                                ks > 0 ? 1 : 0);
           }
           wgmma_commit();
@@ -781,14 +778,13 @@ __global__ void __launch_bounds__(384, 1)
             dq_red_tiled(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };
-        // Its float4s [J0, J1) (dq_red_tiled_range; kSplitSP 2).
-        auto dq_red_part = [&](const float (&q0)[32], const float (&q1)[32], int m0, auto j0, auto j1) {
+        // Block b of the dQ tile into the workspace (kSplitSP 2; the kernel has no rab).
+        auto dq_red_blk = [&](const float (&q)[32], int m0, int b) {
           if constexpr (!kNoDqRed) {
             const uint32_t hy = bwd_cta_head<kGrid>(park);
             const uint32_t bz = bwd_cta_batch<kGrid>(park);
-            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
-            dq_red_tiled_range<decltype(j0)::value, decltype(j1)::value>(
-                p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
+            dq_red_tiled_block(p.dq_accum, si.q_start, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid,
+                               q);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
@@ -938,6 +934,18 @@ __global__ void __launch_bounds__(384, 1)
             pin_all(acc_dk);
             pin_all(pf0);
             if (lane == 0) mbar_arrive(bar_empty(s));  // Q / dO of stage s no longer read by this warp
+            if constexpr (kSplitSP == 2) {
+              // dQ block 0 only (warpgroup 1 has blocks 1-3: this warpgroup's chain S^T -> SiLU -> ... -> S^T of the
+              // next tile is the longer one), then S^T of tile i + 1.
+              float qa[32];
+              dq_block(qa, 0);
+              wgmma_wait<0>();
+              pin_all(qa);
+              dq_red_blk(qa, m0, 0);
+              if (i + 1 < n_mt) wait_tile(i + 1, std::false_type{});
+              issue_s(i + 1);
+              continue;
+            }
             float acc_q0[32], acc_q1[32];
             dq_issue(acc_q0, acc_q1);
             wgmma_wait<0>();
@@ -1048,27 +1056,35 @@ __global__ void __launch_bounds__(384, 1)
             pin_all(df1);
             if (lane == 0) mbar_arrive(bar_empty(s));
             named_barrier_sync(5, 128);  // all 4 warps' dS^T rows are in sX (fenced)
-            float acc_q0[32], acc_q1[32];
             if constexpr (kSplitSP == 2) {
-              // The first block's reductions under the second block's wgmmas, then dP^T of tile i + 1 (its
-              // accumulators take the first block's registers), then the second block's reductions: this
-              // warpgroup's next dP^T no longer waits for its 16 reductions (2-4 % at S >= 1K, NOTES.md).
-              dq_issue_blocks(acc_q0, acc_q1);
+              // dQ blocks 1-3 (warpgroup 0 has block 0). Blocks 1 and 2 in two commit groups, block 1's reductions
+              // under block 2's wgmmas; then dP^T of tile i + 1 (this warpgroup's next dP^T no longer waits for all of
+              // its reductions); block 2's reductions; block 3 into block 2's registers (an array that a scale-d 0
+              // wgmma writes is its operand from the declaration on: a third array would be live across the dP^T
+              // issue, and ptxas serializes the wgmmas), its reductions.
+              float qa[32], qb[32];
+              dq_block(qa, 1);
+              dq_block(qb, 2);
               wgmma_wait<1>();
-              pin_all(acc_q0);
-              dq_red_part(acc_q0, acc_q1, m0, std::integral_constant<int, 0>{}, std::integral_constant<int, 8>{});
+              pin_all(qa);
+              dq_red_blk(qa, m0, 1);
               wgmma_wait<0>();
-              pin_all(acc_q1);
+              pin_all(qb);
               if (i + 1 < n_mt) wait_tile(i + 1, std::true_type{});
               issue_dp(i + 1);
-              dq_red_part(acc_q0, acc_q1, m0, std::integral_constant<int, 8>{}, std::integral_constant<int, 16>{});
-            } else {
-              dq_issue(acc_q0, acc_q1);
+              dq_red_blk(qb, m0, 2);
+              dq_block(qb, 3);
               wgmma_wait<0>();
-              pin_all(acc_q0);
-              pin_all(acc_q1);
-              dq_red(acc_q0, acc_q1, m0);
+              pin_all(qb);
+              dq_red_blk(qb, m0, 3);
+              continue;
             }
+            float acc_q0[32], acc_q1[32];
+            dq_issue(acc_q0, acc_q1);
+            wgmma_wait<0>();
+            pin_all(acc_q0);
+            pin_all(acc_q1);
+            dq_red(acc_q0, acc_q1, m0);
           }
           if constexpr (kSplitSP == 2) {
             wgmma_wait<0>();  // the unused dP^T after the last tile (it reads sV, which the epilogue overwrites)

@@ -102,9 +102,8 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       la.zero_n4 = hstu_bwd_sm90_dq_accum_floats(p) / 4;
       err = launch_plan<BwdPlanUnits>(p, la, sm_count(), kBwdSplitPct, stream);
       if (err != cudaSuccess) return err;
-      // (kSplitSP 2's early dP^T measured no faster on the list: Zipf(1.2) B32 1-3 % slower; it keeps 1)
-      constexpr auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg,
-                                               kSplitSP == 2 ? 1 : kSplitSP, kBwdGridList>;
+      constexpr auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
+                                               kBwdGridList>;
       err = set_max_dynamic_smem<lk>(C::kSmem);
       if (err != cudaSuccess) return err;
       return launch_behind_plan(lk, l.capacity * p.heads, C::kThreads, C::kSmem, stream, tq, tk, tv, tdo, tdq, tdk,
@@ -206,8 +205,9 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
 // D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
-// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"); 2: warpgroup 1
-// issues the next tile's dP^T between its dQ reductions (the grids; the work list and rab keep 1).
+// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"); 2: dQ's column
+// blocks split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions (without
+// rab; the rab kernel keeps 1).
 template <int D>
 inline constexpr int kBwdSplitSP = D == 256 ? 2 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
@@ -237,8 +237,8 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (variant == 11) cx = 2;
 #endif
     if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
-      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it; without
-                                 // kSplitSP 2's early dP^T, with which this kernel spilled 4 B)
+      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it; kSplitSP
+                                 // 1: with 2's dQ split and early dP^T this kernel spilled 12 / 52 B)
         err = sm90::launch_bwd<T, D, 2, 2, false, true, false, false, 1>(p, total_k, stream);
       } else {
         err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
