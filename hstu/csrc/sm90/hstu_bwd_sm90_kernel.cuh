@@ -117,6 +117,20 @@ __device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[32], uint64_t da, uin
   }
 }
 
+// Split D: acc = A B^T, 64 keys x 64 queries over D (S^T = K Q^T, dP^T = V dO^T): A the 64-key tile at a, B the
+// query tile at b, both in kPanels 128-byte-swizzled 64-column panels; one commit group.
+template <typename T, typename C, int BM, int D>
+__device__ __forceinline__ void wgmma_keys_queries_t(float (&acc)[BM / 2], uint32_t a, uint32_t b) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint64_t da = make_desc_sw128(a + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+    const uint64_t db = make_desc_sw128(b + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+    wgmma_ss<T, BM>(acc, da, db, ks > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
 __device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float c, float d, bool pred) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(addr),
@@ -828,17 +842,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             return bits;
           };
-          auto issue_s = [&](int i) {
-            const uint32_t sQs = sQ + (i % S) * C::kQBytes;
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ++ks) {
-              const uint64_t da = make_desc_sw128(sK + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
-              const uint64_t db = make_desc_sw128(sQs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
-              wgmma_ss<T, BM>(acc_s0, da, db, ks > 0 ? 1 : 0);
-            }
-            wgmma_commit();
-          };
+          auto issue_s = [&](int i) { wgmma_keys_queries_t<T, C, BM, D>(acc_s0, sK, sQ + (i % S) * C::kQBytes); };
           wait_tile(0, std::false_type{});
           issue_s(0);
           for (int i = 0; i < n_mt; ++i) {
@@ -969,16 +973,7 @@ __global__ void __launch_bounds__(384, 1)
           // descriptors' bases go through opaque(): hoisted out of the loop, they made the kernel spill.
           const uint32_t sV0 = sV;
           auto issue_dp = [&](int t) {
-            const uint32_t sVo = opaque(sV0);
-            const uint32_t sdOt = opaque(sdO + (t % S) * C::kQBytes);
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ++ks) {
-              const uint64_t da = make_desc_sw128(sVo + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
-              const uint64_t db = make_desc_sw128(sdOt + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
-              wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
-            }
-            wgmma_commit();
+            wgmma_keys_queries_t<T, C, BM, D>(acc_dp1, opaque(sV0), opaque(sdO + (t % S) * C::kQBytes));
           };
           if constexpr (kSplitSP == 2) {
             wait_tile(0, std::true_type{});
@@ -993,14 +988,7 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (kSplitSP != 2) {
               wait_tile(i, std::true_type{});
               if (i == 0) mbar_wait(bar_v, 0);
-              wgmma_fence();
-#pragma unroll
-              for (int ks = 0; ks < D / 16; ++ks) {
-                const uint64_t da = make_desc_sw128(sV + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
-                const uint64_t db = make_desc_sw128(sdOs + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
-                wgmma_ss<T, BM>(acc_dp1, da, db, ks > 0 ? 1 : 0);
-              }
-              wgmma_commit();
+              wgmma_keys_queries_t<T, C, BM, D>(acc_dp1, sV, sdOs);
             }
             if (i > 0) {
               // This warpgroup's dV (reads sP) and dQ (reads sX) of tile i - 1 are done. A full sync, not an arrive:
