@@ -28,7 +28,7 @@
 // contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
 // Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
-// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); without rab (kSplitSP 2) dQ's four
+// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); with kSplitSP 2 (default) dQ's four
 // 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0 also runs the SiLU pass) and warpgroup 1
 // issues the next tile's dP^T between its dQ reductions. Previous kernel (kSplitSP = 0,
 // dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
@@ -792,13 +792,13 @@ __global__ void __launch_bounds__(384, 1)
             dq_red_tiled(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
           }
         };
-        // Block b of the dQ tile into the workspace (kSplitSP 2; the kernel has no rab).
+        // Block b of the dQ tile into the workspace (kSplitSP 2; kRab: the sequence's first row re-read, as dq_red).
         auto dq_red_blk = [&](const float (&q)[32], int m0, int b) {
           if constexpr (!kNoDqRed) {
             const uint32_t hy = bwd_cta_head<kGrid>(park);
             const uint32_t bz = bwd_cta_batch<kGrid>(park);
-            dq_red_tiled_block(p.dq_accum, si.q_start, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid,
-                               q);
+            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
+            dq_red_tiled_block(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid, q);
           }
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
@@ -822,7 +822,8 @@ __global__ void __launch_bounds__(384, 1)
               const int jr = n0 + 16 * warp + lane / 4;
               const int rc = r0 + 2 * (lane % 4);
               bits = 0;
-              if (mk.hist == mk.lk) {
+              // kRab: mk.hist re-read through opaque() (the comparison hoisted out of the loop spilled 4 B)
+              if ((kRab ? static_cast<int>(opaque(static_cast<uint32_t>(mk.hist))) : mk.hist) == mk.lk) {
 #pragma unroll
                 for (int e = 0; e < BM / 2; ++e) {
                   const int j = jr + 8 * ((e % 4) / 2);

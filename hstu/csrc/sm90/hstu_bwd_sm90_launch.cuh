@@ -206,8 +206,8 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // window_right >= 0 (bwd_skip_wg).
 // D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
 // previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"); 2: dQ's column
-// blocks split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions (without
-// rab; the rab kernel keeps 1).
+// blocks split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions (with and
+// without rab).
 template <int D>
 inline constexpr int kBwdSplitSP = D == 256 ? 2 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
@@ -237,9 +237,8 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (variant == 11) cx = 2;
 #endif
     if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
-      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it; kSplitSP
-                                 // 1: with 2's dQ split and early dP^T this kernel spilled 12 / 52 B)
-        err = sm90::launch_bwd<T, D, 2, 2, false, true, false, false, 1>(p, total_k, stream);
+      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it)
+        err = sm90::launch_bwd<T, D, 2, 2, false, true, false, false, kBwdSplitSP<D>>(p, total_k, stream);
       } else {
         err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
       }
