@@ -22,13 +22,13 @@
 // Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
-// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV columns [128 g, 128 g + 128) and (kSplitSP
-// 1) the same dQ columns (kSplitSP 2: warpgroup 0 dQ columns 0 .. 63, warpgroup 1 64 .. 255).
+// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV columns [128 g, 128 g + 128) (and, in
+// the kSplitSP 0 kernel, the same dQ columns; kSplitSP 1: warpgroup 0 dQ columns 0 .. 63, warpgroup 1 64 .. 255).
 // Its dQ tiles go straight from the accumulator registers into a tiled workspace (red.global.add.v4.f32, 512
 // contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
 // Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
-// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); with kSplitSP 2 (default) dQ's four
+// with named barriers; dV / dK with the other warpgroup's operand from smem (SS); dQ's four
 // 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0 also runs the SiLU pass) and warpgroup 1
 // issues the next tile's dP^T between its dQ reductions. Previous kernel (kSplitSP = 0,
 // dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
@@ -149,26 +149,7 @@ __device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float 
 __device__ __forceinline__ int64_t dq_group_index(int q_start, int b, int row0) {
   return ((static_cast<int64_t>(q_start) + 16 * static_cast<int64_t>(b)) >> 4) + (row0 >> 4);
 }
-// Adds a warpgroup's two m64n64 dQ halves (columns 64 blk, 64 blk + 64) of query rows m0 .. m0 + 63 for thread wtid.
-__device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
-                                             int wtid, const float (&q0)[32], const float (&q1)[32]) {
-  const int64_t g = dq_group_index(q_start, b, m0) + wtid / 32;
-  float* a = acc + ((g * heads + h) * 4 + blk) * 1024 + 4 * (wtid % 32);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(q0[4 * j]),
-                 "f"(q0[4 * j + 1]), "f"(q0[4 * j + 2]), "f"(q0[4 * j + 3])
-                 : "memory");
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 1024 + 128 * j), "f"(q1[4 * j]),
-                 "f"(q1[4 * j + 1]), "f"(q1[4 * j + 2]), "f"(q1[4 * j + 3])
-                 : "memory");
-  }
-}
-
-// One m64n64 block of the same: columns 64 blk .. 64 blk + 63 from q (kSplitSP 2: the warpgroups' blocks 0 | 1-3).
+// One m64n64 block of a warpgroup's dQ tile (query rows m0 .. m0 + 63, columns 64 blk .. 64 blk + 63) for thread wtid.
 __device__ __forceinline__ void dq_red_tiled_block(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
                                                    int wtid, const float (&q)[32]) {
   const int64_t g = dq_group_index(q_start, b, m0) + wtid / 32;
@@ -179,6 +160,12 @@ __device__ __forceinline__ void dq_red_tiled_block(float* acc, int q_start, int 
                  "f"(q[4 * j + 2]), "f"(q[4 * j + 3])
                  : "memory");
   }
+}
+// Its two halves (columns 64 blk, 64 blk + 64: the kSplitSP 0 kernel's warpgroup tile).
+__device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
+                                             int wtid, const float (&q0)[32], const float (&q1)[32]) {
+  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk, wtid, q0);
+  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk + 1, wtid, q1);
 }
 
 // Bulk tensor reduction shared -> global (dst += src, fp32 add), tracked by the issuing thread's bulk groups.
@@ -468,9 +455,9 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
   // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
-  // kSplitSP 2: the same, dQ's 64-column blocks split 1 | 3 between the warpgroups (warpgroup 0: block 0, warpgroup
-  // 1: blocks 1-3) and warpgroup 1 issuing the next tile's dP^T inside the tile, between its dQ reductions.
-  static_assert(kSplitSP == 0 || ((kSplitSP == 1 || kSplitSP == 2) && kSplitD && !kPingpong),
+  // dQ's 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0: block 0, warpgroup 1: blocks 1-3), and
+  // warpgroup 1 issues the next tile's dP^T inside the tile, between its dQ reductions.
+  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
                 "split S^T / dP^T: split-D kernel without pingpong");
   static_assert(kGrid == kBwdGridKHB || kSplitD, "other grids: split-D kernel only");
   static_assert(kGrid != kBwdGridList || !kRab, "work list: no rab");
@@ -667,7 +654,7 @@ __global__ void __launch_bounds__(384, 1)
     const int lane = wtid % 32;
     const int kr0 = kSplitD ? 0 : 64 * wg;  // this warpgroup's first key row of the block
     const int j_w0 = n0 + kr0;              // key position of this warpgroup's first key
-    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV (kSplitSP 1: dQ) column of this warpgroup
+    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV (kSplitSP 0: dQ) column of this warpgroup
 
     float acc_dk[NA / 2];
     float acc_dv[NA / 2];
@@ -749,24 +736,8 @@ __global__ void __launch_bounds__(384, 1)
             named_barrier_sync(1, 256);
           }
         };
-        // dQ[m0 : m0 + 64, c0w : c0w + 128] += dS K[:, c0w : c0w + 128] (A = dS^T in sX, MN-major; B = K panels).
-        auto dq_issue = [&](float (&q0)[32], float (&q1)[32]) {
-          wgmma_fence();
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks) {
-            wgmma_ss_tt_n64<T>(q0, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
-                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
-                               ks > 0 ? 1 : 0);
-          }
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks) {
-            wgmma_ss_tt_n64<T>(q1, make_desc_sw128(sX + ks * 16 * 128, C::kdSBytes),
-                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
-                               ks > 0 ? 1 : 0);
-          }
-          wgmma_commit();
-        };
-        // kSplitSP 2: dQ block b (columns 64 b .., B = K panel b) into q, one commit group. The descriptors' bases
+        // dQ[m0 : m0 + 64, 64 b : 64 b + 64] += dS K[:, 64 b ..] into q (A = dS^T in sX, MN-major; B = K panel b,
+        // MN-major), one commit group. The descriptors' bases
         // through opaque() (hoisted out of the loop, they cost registers across it).
         auto dq_block = [&](float (&q)[32], int b) {
           const uint32_t sXo = opaque(sX);
@@ -780,23 +751,14 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
-        // This warpgroup's dQ tile (query rows m0 .., columns c0w ..) into the tiled workspace (dq_red_tiled).
-        auto dq_red = [&](const float (&q0)[32], const float (&q1)[32], int m0) {
+        // That block into the tiled workspace (dq_red_tiled_block).
+        auto dq_red_blk = [&](const float (&q)[32], int m0, int b) {
           if constexpr (!kNoDqRed) {
             // head, batch re-read (not kept live through the loop)
             const uint32_t hy = bwd_cta_head<kGrid>(park);
             const uint32_t bz = bwd_cta_batch<kGrid>(park);
-            // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill 8 / 28 B); the
-            // kernel without rab keeps it (the load on its reduction path cost it 3 %).
-            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
-            dq_red_tiled(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), 2 * wg, wtid, q0, q1);
-          }
-        };
-        // Block b of the dQ tile into the workspace (kSplitSP 2; kRab: the sequence's first row re-read, as dq_red).
-        auto dq_red_blk = [&](const float (&q)[32], int m0, int b) {
-          if constexpr (!kNoDqRed) {
-            const uint32_t hy = bwd_cta_head<kGrid>(park);
-            const uint32_t bz = bwd_cta_batch<kGrid>(park);
+            // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill); the kernel
+            // without rab keeps it (the load on its reduction path cost it 3 %).
             const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
             dq_red_tiled_block(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid, q);
           }
@@ -939,26 +901,14 @@ __global__ void __launch_bounds__(384, 1)
             pin_all(acc_dk);
             pin_all(pf0);
             if (lane == 0) mbar_arrive(bar_empty(s));  // Q / dO of stage s no longer read by this warp
-            if constexpr (kSplitSP == 2) {
-              // dQ block 0 only (warpgroup 1 has blocks 1-3: this warpgroup's chain S^T -> SiLU -> ... -> S^T of the
-              // next tile is the longer one), then S^T of tile i + 1.
-              float qa[32];
-              dq_block(qa, 0);
-              wgmma_wait<0>();
-              pin_all(qa);
-              dq_red_blk(qa, m0, 0);
-              if (i + 1 < n_mt) wait_tile(i + 1, std::false_type{});
-              issue_s(i + 1);
-              continue;
-            }
-            float acc_q0[32], acc_q1[32];
-            dq_issue(acc_q0, acc_q1);
+            // dQ block 0 only (warpgroup 1 has blocks 1-3: this warpgroup's chain S^T -> SiLU -> ... -> S^T of the next
+            // tile is the longer one), then S^T of tile i + 1 (after the reductions: dK, dV, dQ and S^T accumulators
+            // would not fit).
+            float qa[32];
+            dq_block(qa, 0);
             wgmma_wait<0>();
-            pin_all(acc_q0);
-            pin_all(acc_q1);
-            // S^T of tile i + 1 is issued after the dQ reductions (dK, dV, 64 dQ and 32 S^T accumulators would not
-            // fit).
-            dq_red(acc_q0, acc_q1, m0);
+            pin_all(qa);
+            dq_red_blk(qa, m0, 0);
             // Unconditional issue (a conditional one makes ptxas wait for it at the join): after the last tile it
             // multiplies whatever stage n_mt % S holds (valid smem, result unused), one wasted S^T per CTA.
             if (i + 1 < n_mt) wait_tile(i + 1, std::false_type{});
@@ -969,28 +919,21 @@ __global__ void __launch_bounds__(384, 1)
         } else {
           float acc_dp1[BM / 2];
           uint32_t df1[BM / 16][4];
-          // kSplitSP 2: dP^T of tile t, issued before the loop (t = 0) and inside tile t - 1 (below); unconditional as
+          // dP^T of tile t, issued before the loop (t = 0) and inside tile t - 1 (below); unconditional as
           // warpgroup 0's S^T (after the last tile: a wasted dP^T on valid smem, waited for after the loop). The
           // descriptors' bases go through opaque(): hoisted out of the loop, they made the kernel spill.
           const uint32_t sV0 = sV;
           auto issue_dp = [&](int t) {
             wgmma_keys_queries_t<T, C, BM, D>(acc_dp1, opaque(sV0), opaque(sdO + (t % S) * C::kQBytes));
           };
-          if constexpr (kSplitSP == 2) {
-            wait_tile(0, std::true_type{});
-            mbar_wait(bar_v, 0);
-            issue_dp(0);
-          }
+          wait_tile(0, std::true_type{});
+          mbar_wait(bar_v, 0);
+          issue_dp(0);
           for (int i = 0; i < n_mt; ++i) {
             const int m0 = tile_of(i) * BM;
             const int s = i % S;
             const uint32_t sQs = sQ + s * C::kQBytes;
             const uint32_t sdOs = sdO + s * C::kQBytes;
-            if constexpr (kSplitSP != 2) {
-              wait_tile(i, std::true_type{});
-              if (i == 0) mbar_wait(bar_v, 0);
-              wgmma_keys_queries_t<T, C, BM, D>(acc_dp1, sV, sdOs);
-            }
             if (i > 0) {
               // This warpgroup's dV (reads sP) and dQ (reads sX) of tile i - 1 are done. A full sync, not an arrive:
               // warpgroup 0 reaches its side just before its P^T stores, and this warpgroup waits for those (barrier
@@ -1045,7 +988,7 @@ __global__ void __launch_bounds__(384, 1)
             pin_all(df1);
             if (lane == 0) mbar_arrive(bar_empty(s));
             named_barrier_sync(5, 128);  // all 4 warps' dS^T rows are in sX (fenced)
-            if constexpr (kSplitSP == 2) {
+            {
               // dQ blocks 1-3 (warpgroup 0 has block 0). Blocks 1 and 2 in two commit groups, block 1's reductions
               // under block 2's wgmmas; then dP^T of tile i + 1 (this warpgroup's next dP^T no longer waits for all of
               // its reductions); block 2's reductions; block 3 into block 2's registers (an array that a scale-d 0
@@ -1066,19 +1009,10 @@ __global__ void __launch_bounds__(384, 1)
               wgmma_wait<0>();
               pin_all(qb);
               dq_red_blk(qb, m0, 3);
-              continue;
             }
-            float acc_q0[32], acc_q1[32];
-            dq_issue(acc_q0, acc_q1);
-            wgmma_wait<0>();
-            pin_all(acc_q0);
-            pin_all(acc_q1);
-            dq_red(acc_q0, acc_q1, m0);
           }
-          if constexpr (kSplitSP == 2) {
-            wgmma_wait<0>();  // the unused dP^T after the last tile (it reads sV, which the epilogue overwrites)
-            pin_all(acc_dp1);
-          }
+          wgmma_wait<0>();  // the unused dP^T after the last tile (it reads sV, which the epilogue overwrites)
+          pin_all(acc_dp1);
         }
       } else {
       // dQ[m0 : m0 + 64] += dS K for tile t once its dS^T is in smem (A = dS^T buffer, MN-major; B = K, MN-major),

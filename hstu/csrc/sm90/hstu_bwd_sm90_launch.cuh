@@ -205,11 +205,10 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
 // D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
-// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"); 2: dQ's column
-// blocks split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions (with and
-// without rab).
+// previous default, both warpgroups computing both with pingpong, NOTES.md "split S^T / dP^T"), dQ's column blocks
+// split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions.
 template <int D>
-inline constexpr int kBwdSplitSP = D == 256 ? 2 : 0;
+inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
 // Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
 // local), where some warpgroup tiles see no key; full windows keep the kernel without it (measured 2-3 % slower
 // with it at S = 16K), and D = 64 too (5-10 % slower at S = 16K).
