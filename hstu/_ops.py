@@ -466,8 +466,11 @@ def hstu_attn_varlen_func(
     of partials plus the list (32 bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 /
     HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids (comparisons). The Hopper backward at D = 64 / 128 zeroes its
     own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
-    instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair);
-    HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a zeroed workspace instead. At D = 256 it adds dQ straight from its
+    instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair, and at
+    D = 128 under a causal / local mask 32 more for the conversion below); HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a
+    zeroed workspace instead. At D = 128 under a causal / local mask the kernel also converts the workspace into dq
+    itself, two groups of pairs behind (while those rows are still in L2), and a short pass afterwards converts
+    the rest; HSTU_ATTN_SM90_DQ_CONV_BEHIND=0 converts all of it in a separate pass instead (comparisons). At D = 256 it adds dQ straight from its
     registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
     most (total_q + 16 (B + 4)) x H x D floats, vs total_q x H x D for the other kernels); for causal / local
     masks, when a batch's Q and dO fit in L2 or the grid is short (about 24 waves), its grid starts each batch's

@@ -204,6 +204,13 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   }
 }
 
+// HSTU_ATTN_SM90_DQ_CONV_BEHIND=0: the Hopper D = 128 causal / local backward converts its self-zeroed workspace
+// in a separate pass afterwards instead of two groups behind inside the kernel (comparisons).
+bool sm90_dq_conv_behind_disabled_by_env() {
+  const char* env = std::getenv("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 // HSTU_ATTN_SM90_DQ_SELF_ZERO=0: the Hopper backward gets a zeroed dq workspace, as every other kernel does
 // (comparisons; hstu_bwd_sm90_dq_zero_words says when it zeroes the workspace itself).
 bool sm90_dq_self_zero_disabled_by_env() {
@@ -344,7 +351,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dv_row_stride = dv.stride(0);
   p.dv_head_stride = dv.stride(1);
   p.dq_accum = dq_accum.has_value() ? static_cast<float*>(dq_accum->data_ptr()) : nullptr;
-  if (zero_words > 0) p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + dq_floats);
+  if (zero_words > 0) {
+    p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + dq_floats);
+    // (its converters address 16 rows of dq and of the workspace with 32-bit offsets)
+    p.dq_conv_behind = sm90_dq_conv_behind_disabled_by_env() || dq.stride(0) >= (int64_t{1} << 26) ||
+                               q.size(1) * q.size(2) >= (int64_t{1} << 26)
+                           ? 0
+                           : 1;
+  }
 
   Tensor drab = torch::stable::new_empty(q, {0});
   std::optional<Tensor> drab_accum;
@@ -378,6 +392,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
     // the fallback needs a zeroed workspace
     err = cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(dq_floats) * sizeof(float), s);
     p.dq_zero_flags = nullptr;
+    p.dq_conv_behind = 0;
     p.bwd_sched = nullptr;
     if (err == cudaSuccess) err = cudaErrorNotSupported;
   }

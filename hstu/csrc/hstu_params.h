@@ -65,6 +65,9 @@ struct HstuParams {
   // dq_accum is NOT zeroed by the caller; these (uninitialized) words are the zeroing flags of its 128-row chunks,
   // and the backward zeroes the workspace itself (the launcher the first group's rows, every CTA later ones).
   uint32_t* dq_zero_flags;
+  // With dq_zero_flags, the Hopper D = 128 causal / local backward: 1 = its CTAs convert the workspace into dq two
+  // groups behind (hstu_bwd_sm90_kernel.cuh, bwd_dq_convert_behind), 0 = a separate conversion pass afterwards.
+  int dq_conv_behind;
   int64_t total_q;
   // Grid of the Hopper D = 256 backward: 0 = its launcher decides (hstu_bwd_sm90_heads_first),
   // 1 = (key block, head, batch), 2 = (head, key block, batch): each batch's key block 0 of every head first, then

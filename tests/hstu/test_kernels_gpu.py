@@ -643,7 +643,10 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     sequences over several groups (lengths cut inside 16-row boxes, an empty one, a one-row one), unused rows before
     and after the sequences in q, the workspace poisoned with NaN: the error rule holds, and the result (drab too)
     agrees with a zeroed workspace (HSTU_ATTN_SM90_DQ_SELF_ZERO=0) to the fp32 reduction order; rows outside every
-    sequence are exactly zero. Elsewhere both calls run the same kernels."""
+    sequence are exactly zero. The D = 128 causal / local kernel converts most of dq itself two groups behind (its
+    CTAs' idle warps; the rest, the rows outside the sequences and what they listed, by a pass afterwards): also
+    with that off (HSTU_ATTN_SM90_DQ_CONV_BEHIND=0, the separate pass over all rows). Elsewhere the calls run the
+    same kernels."""
     extra = ((D,) if D != 128 else ()) + ((rab_heads,) if rab_heads else ())
     seed = zlib.crc32(repr(("self_zero", mask, delta_q, seqused, lens_range) + extra).encode())
     rng = random.Random(seed)
@@ -655,11 +658,13 @@ def test_backward_self_zeroing_workspace_matches_zeroed(mask, delta_q, seqused, 
     q, k, v = (_pad_rows(case[n]) for n in ("q", "k", "v"))
     do = torch.randn_like(q)
     grads = {}
-    for mode in ("0", None):
-        if mode is None:
-            monkeypatch.delenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", raising=False)
-        else:
-            monkeypatch.setenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", mode)
+    for mode in ("0", None, "conv_behind=0"):
+        monkeypatch.delenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", raising=False)
+        monkeypatch.delenv("HSTU_ATTN_SM90_DQ_CONV_BEHIND", raising=False)
+        if mode == "0":
+            monkeypatch.setenv("HSTU_ATTN_SM90_DQ_SELF_ZERO", "0")
+        elif mode is not None:
+            monkeypatch.setenv("HSTU_ATTN_SM90_DQ_CONV_BEHIND", "0")
         grads[mode] = _bwd_op(case, do, q, k, v, 5)
     inner_q, inner_k = slice(5, q.shape[0] - 7), slice(5, k.shape[0] - 7)
     for mode, (dq, dk, dv, drab) in grads.items():

@@ -188,6 +188,11 @@ __device__ __forceinline__ void tma_reduce_add_3d_hint(const CUtensorMap* map, u
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // This thread's bulk groups are complete (their writes performed).
 __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// All but this thread's newest N bulk groups are complete.
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 // dst (global) <- src (shared), `bytes` contiguous (non-tensor bulk copy, this thread's bulk group).
 __device__ __forceinline__ void bulk_store(float* dst, uint32_t src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
@@ -294,6 +299,11 @@ __device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t* ptr) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
   return v;
 }
+__device__ __forceinline__ uint32_t ld_relaxed_u32(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
 __device__ __forceinline__ void st_release_u32(uint32_t* ptr, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
 }
@@ -370,6 +380,223 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
   }
   while (v != 2) v = ld_acquire_u32(f);
   fence_proxy_async_global();  // the zeros (generic proxy) before this CTA's bulk reduce-adds (async proxy)
+}
+
+// dq converted behind (the kLpt kernel with the self-zeroing workspace): pair P's workspace rows are converted to dq
+// by the CTAs of pair P + 2 gp, two groups later in the grid (CTA (P + 2 gp, n): chunk n of pair P), while they are
+// still in L2, by their otherwise idle producer warps 2 and 3 (one 64-row half each), and then dropped from L2
+// (`discard.global.L2`: converted lines are never written back to HBM). Two groups, not one: a group later the pair
+// is often not finished yet, and the converters' wait for it cost more than it saved (NOTES.md "Session 19").
+// What they do not convert goes to the launcher's pass (hstu_dq_convert_rest_sm90_kernel): the last 2 gp pairs (no
+// CTA two groups later), and the rows the main kernel lists (the rest of a 64-row half from a multiple of 16 rows
+// on): those of a converter that stopped (its CTA's consumers finished first), of chunks nblk_k, ...
+// (max_seqlen_q > max_seqlen_k), and of CTAs that exit at once (keys past their sequence). Words behind the zero
+// flags ((pairs - gp) x nq): done[pairs], each pair's arrivals (one per consumer warp once its reduce-adds are
+// complete: 8 x nblk_k when the pair is done), then the list: its length, then (pairs - gp) x nq x 8 entries
+// (pair P x 8 nq + row / 16).
+constexpr int kBwdConvBehindGroups = 2;
+__device__ __forceinline__ uint32_t* bwd_dq_done_words(const HstuParams& p, int gp, int nq) {
+  return p.dq_zero_flags + static_cast<int64_t>(p.batch * p.heads - gp) * nq;
+}
+__device__ __forceinline__ uint32_t* bwd_dq_list_words(const HstuParams& p, int gp, int nq) {
+  return bwd_dq_done_words(p, gp, nq) + p.batch * p.heads;
+}
+// Lists rows [r, end of r's 64-row half) of pair src (r a multiple of 16) for the launcher's pass: one entry,
+// pair x 8 nq + r / 16.
+__device__ __forceinline__ void bwd_dq_list_rows(const HstuParams& p, int gp, int nq, int src, int r) {
+  // (a cold path inside the converters' loops: its address is not hoisted out of them, opaque())
+  uint32_t* list = bwd_dq_list_words(p, static_cast<int>(opaque(static_cast<uint32_t>(gp))), nq);
+  const uint32_t i = atomicAdd(list, 1u);
+  list[1 + i] = static_cast<uint32_t>(src) * 8u * nq + r / 16;
+}
+__device__ __forceinline__ void red_release_add_u32(uint32_t* ptr, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+// The converters' shared memory (kConvBehind kernels only: a static __shared__ object, so that its addresses are
+// constants and cost the 24-register warps no register): the consumers' mbarrier (one arrive per consumer warp at
+// its end), each converter warp's buffer (16 rows of fp32, 128B-swizzled bulk tensor loads: 1024-byte aligned), its
+// mbarrier and its parked words.
+template <int D>
+struct alignas(1024) BwdConvSmem {
+  float buf[2][16 * D];
+  uint64_t cdone;
+  uint64_t bar[2];
+  uint32_t park[2][8];
+};
+template <int D>
+__device__ __forceinline__ BwdConvSmem<D>& bwd_conv_smem() {
+  __shared__ BwdConvSmem<D> s;
+  return s;
+}
+// Non-blocking: has the phase with this parity completed?
+__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+// Rows [r0, r0 + rows) of head h from the sequence's first row q_start: dq (T) <- the fp32 workspace, thread t of
+// N, 8 elements per step (two 16-byte L2 loads, one 16-byte store).
+template <typename T, int D, int N>
+__device__ __forceinline__ void bwd_dq_convert_rows(const HstuParams& p, int q_start, int h, int r0, int rows, int t) {
+  constexpr int kC8 = D / 8;       // 8-element groups per row (a power of 2, <= N)
+  constexpr int kRows = N / kC8;   // rows per step
+  static_assert(N % kC8 == 0, "whole rows per step");
+  const int64_t row0 = static_cast<int64_t>(q_start) + r0 + t / kC8;
+  const int c = t % kC8;
+  const float* src = p.dq_accum + (row0 * p.heads + h) * D + c * 8;
+  T* dst = static_cast<T*>(p.dq) + row0 * p.dq_row_stride + static_cast<int64_t>(h) * p.dq_head_stride + c * 8;
+#pragma unroll 1
+  for (int r = t / kC8; r < rows; r += kRows) {
+    float4 a, b;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
+                 : "l"(src));
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w)
+                 : "l"(src + 4));
+    st_global_v4(dst, make_uint4(pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(b.x, b.y),
+                                 pack_pair<T>(b.z, b.w)));
+    src += static_cast<int64_t>(kRows) * p.heads * D;
+    dst += kRows * p.dq_row_stride;
+  }
+}
+// mbarrier.try_wait with a suspend-time hint (ns): true once the phase with this parity has completed; false after
+// about the hint.
+__device__ __forceinline__ bool mbar_try_wait_ns(uint32_t bar, uint32_t parity, uint32_t ns) {
+  uint32_t ok;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity), "r"(ns)
+      : "memory");
+  return ok != 0;
+}
+// Producer warp 2 + half of CTA (pair P, key block n) of the kLpt grid: half `half` (64 rows) of chunk n of pair
+// P - 2 gp, once all of that pair's reduce-adds are complete (and the chunk is zeroed: one no CTA of the pair added
+// into may still wait for its zeroing CTA; then it is listed). Stops, listing what is left for the launcher's pass,
+// as soon as this CTA's consumers are done (mbarrier cdone), so that no CTA waits on one that may not have started
+// and none outlives its consumers by more than a round. Lists chunks n + nblk_k, ... too. Rounds of 16 rows: D / 32
+// bulk tensor loads through the dq workspace's map (16 rows x 32 columns, 128B-swizzled) into the warp's buffer
+// (mbarrier bar[half]), the lines dropped from L2 once copied, then rounded stores to dq. The warp runs with 24
+// registers: the pair, block and sizes are parked in shared memory and re-read where used, and `half` is a template
+// argument (the addresses it selects are constants).
+template <typename T, int D, int BN, int kLptPairs, int kLptCtas, int half>
+__device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const CUtensorMap* tm_dq, int lane) {
+  BwdConvSmem<D>& cs = bwd_conv_smem<D>();
+  const uint32_t bar_cdone = smem_addr(&cs.cdone);
+  const uint32_t park = smem_addr(&cs.park[half][0]);
+  {
+    const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
+    const int gp = bwd_lpt_group_pairs<BN, kLptPairs, kLptCtas>(p);
+    const int nq = (p.max_seqlen_q + 127) / 128;
+    int src, n;
+    bwd_lpt_decode<BN, kLptPairs, kLptCtas>(p, static_cast<int>(blockIdx.x), src, n);
+    src -= kBwdConvBehindGroups * gp;
+    if (src < 0) return;
+    if (lane == 0) {
+      st_shared_u32(park, static_cast<uint32_t>(src));
+      st_shared_u32(park + 4, static_cast<uint32_t>(n));
+      st_shared_u32(park + 8, static_cast<uint32_t>(gp));
+      st_shared_u32(park + 12, static_cast<uint32_t>(nq));
+#pragma unroll 1
+      for (int q2 = n + nblk_k; q2 < nq; q2 += nblk_k) bwd_dq_list_rows(p, gp, nq, src, 128 * q2 + 64 * half);
+    }
+    __syncwarp();
+    if (n >= nq) return;
+  }
+  // (from here on the pair, block and sizes are re-read from `park` where used)
+  auto src_p = [&]() { return static_cast<int>(ld_shared_u32(park)); };
+  auto qb_p = [&]() { return static_cast<int>(ld_shared_u32(park + 4)); };
+  auto gp_p = [&]() { return static_cast<int>(ld_shared_u32(park + 8)); };
+  auto nq_p = [&]() { return static_cast<int>(ld_shared_u32(park + 12)); };
+  {
+    const uint32_t* done = bwd_dq_done_words(p, gp_p(), nq_p()) + src_p();
+    const uint32_t want = 8u * static_cast<uint32_t>((p.max_seqlen_k + BN - 1) / BN);
+    bool stop = false;
+    while (true) {
+      const uint32_t v = ld_relaxed_u32(done);  // (in flight during the timed wait on the consumers)
+      stop = mbar_try_wait_ns(bar_cdone, 0, 2000u);
+      if (v >= want || stop) break;
+    }
+    if (stop) {
+      if (lane == 0) bwd_dq_list_rows(p, gp_p(), nq_p(), src_p(), 128 * qb_p() + 64 * half);
+      return;
+    }
+  }
+  fence_acq_rel_gpu();
+  // Round it: rows 16 it of this warp's half. Lane: 4-element group c = lane % (D / 4) (16-byte chunk c % 8 of panel
+  // c / 8) of rows lane / (D / 4) + k 128 / D.
+  constexpr int kC4 = D / 4;
+  constexpr int kStep = 32 / kC4;  // rows per step
+#pragma unroll 1
+  for (int it = 0; it < 4; ++it) {
+    // (opaque: loop invariants hoisted out of this loop cost registers across it)
+    const int heads = static_cast<int>(opaque(static_cast<uint32_t>(p.heads)));
+    const int sp = src_p();
+    const int qb = qb_p();
+    const int b = sp / heads;
+    const int q_start = p.cu_seqlens_q[b];
+    const int rows = p.cu_seqlens_q[b + 1] - q_start;
+    const int r = 128 * qb + 64 * half + 16 * it;
+    if (r >= rows) break;
+    // (the launcher zeroes the first group's chunks; later ones may still wait for their zeroing CTA: listed)
+    if (it == 0 && sp >= gp_p() &&
+        ld_relaxed_u32(p.dq_zero_flags + static_cast<int64_t>(sp - gp_p()) * nq_p() + qb) != 2u) {
+      if (lane == 0) bwd_dq_list_rows(p, gp_p(), nq_p(), sp, r);
+      break;
+    }
+    if (mbar_test(bar_cdone, 0)) {  // the consumers are done: the rest is the launcher's
+      if (lane == 0) bwd_dq_list_rows(p, gp_p(), nq_p(), sp, r);
+      break;
+    }
+    const int h = sp - b * heads;
+    if (it == 0) {
+      fence_acq_rel_gpu();
+      fence_proxy_async_global();  // (the bulk loads below read what the pair's reduce-adds wrote)
+    }
+    const uint32_t buf = smem_addr(&cs.buf[half][0]);
+    const uint32_t bar_buf = smem_addr(&cs.bar[half]);
+    if (lane == 0) {
+      mbar_arrive_expect_tx(bar_buf, 16 * D * 4);  // whole boxes (rows past the tensor: zero-filled, counted)
+#pragma unroll
+      for (int pn = 0; pn < D / 32; ++pn) tma_load_3d(buf + pn * 2048, tm_dq, bar_buf, 32 * pn, h, q_start + r);
+    }
+    mbar_wait(bar_buf, it & 1);
+    const int nr = min(16, rows - r);
+    const int c = lane % kC4;
+    const int64_t row = static_cast<int64_t>(q_start) + r;
+    T* out = static_cast<T*>(p.dq) + row * p.dq_row_stride + static_cast<int64_t>(h) * p.dq_head_stride + c * 4;
+    const float* ws = p.dq_accum + (row * heads + h) * D + c * 4;
+    const uint32_t pa = buf + (c / 8) * 2048;  // panel: row j's chunk k at j * 128 + ((k ^ j % 8) << 4)
+    // 32-bit offsets of row j (the launcher keeps 16 dq rows under 2^31 elements)
+#pragma unroll 1
+    for (int j = lane / kC4; j < nr; j += kStep) {
+      // copied: the lane holding a line's first 16 bytes drops it from L2 (never written back; measured: no cost)
+      if (c % 8 == 0) {
+        asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(ws + static_cast<uint32_t>(j * heads * D)) : "memory");
+      }
+      float4 x;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+                   : "r"(pa + j * 128 + (((c % 8) ^ (j % 8)) << 4)));
+      st_global_v2(out + static_cast<uint32_t>(j * static_cast<int>(p.dq_row_stride)), pack_pair<T>(x.x, x.y),
+                   pack_pair<T>(x.z, x.w));
+    }
+    __syncwarp();  // every lane has read the buffer before the next round's loads overwrite it
+    fence_proxy_async_smem();
+  }
 }
 
 // The split-D kernel's grids (kGrid): the (key block, head, batch) grid, the (head, key block, batch) one
@@ -488,6 +715,9 @@ __global__ void __launch_bounds__(384, 1)
   // pairs = about gp * nblk CTAs later in the (key block, head, batch) order. Not the split-D kernel (D = 256): with
   // the zeroing warp, the polls and the second Q-barrier arrival it spilled 8 / 28-40 B into its consumer loops.
   constexpr bool kSelfZero = !kSplitD;
+  // dq converted behind (bwd_dq_convert_behind): the kLpt kernel with the self-zeroing workspace (the default dQ
+  // mode: the converters read through tm_dq's 16-row boxes).
+  constexpr bool kConvBehind = kSelfZero && kLpt && kDqMode == 2;
   int n_block, h, b;
   int t_lo = 0, t_hi = 0;  // work list: the item's tiles of its key block's work
   if constexpr (kLpt) {
@@ -521,6 +751,20 @@ __global__ void __launch_bounds__(384, 1)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) {
+    if constexpr (kConvBehind) {  // no reduce-adds: the consumer warps' 8 arrivals at once; no conversion
+      if (p.dq_zero_flags != nullptr && p.dq_conv_behind != 0 && threadIdx.x == 0) {
+        const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
+        const int nq = (p.max_seqlen_q + 127) / 128;
+        red_release_add_u32(bwd_dq_done_words(p, gp, nq) + b * p.heads + h, 8u);
+        const int src = b * p.heads + h - kBwdConvBehindGroups * gp;
+        if (src >= 0) {
+          for (int qb = n_block; qb < nq; qb += (p.max_seqlen_k + BN - 1) / BN) {
+            bwd_dq_list_rows(p, gp, nq, src, 128 * qb);
+            bwd_dq_list_rows(p, gp, nq, src, 128 * qb + 64);
+          }
+        }
+      }
+    }
     zero_ahead();
     return;
   }
@@ -564,6 +808,12 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_full_do(s), 1);
       mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
     }
+    if constexpr (kConvBehind) {
+      BwdConvSmem<D>& cs = bwd_conv_smem<D>();
+      mbar_init(smem_addr(&cs.cdone), 8);  // one arrive per consumer warp, at its end
+      mbar_init(smem_addr(&cs.bar[0]), 1);  // producer warps 2, 3: their conversion buffers
+      mbar_init(smem_addr(&cs.bar[1]), 1);
+    }
     fence_barrier_init();
     if constexpr (kGrid == kBwdGridList) {
       st_shared_u32(park, static_cast<uint32_t>(n_block));
@@ -586,6 +836,14 @@ __global__ void __launch_bounds__(384, 1)
       if (kSelfZero && p.dq_zero_flags != nullptr && tid < 64) {
         if (n_mt > 0) mbar_wait(bar_v, 0);
         zero_ahead();
+      } else if (kConvBehind && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0 && tid >= 64) {
+        if constexpr (kConvBehind) {
+          if (tid < 96) {  // (the half a template argument: no register for the addresses it selects)
+            bwd_dq_convert_behind<T, D, BN, C::kLptPairs, C::kLptCtas, 0>(p, &tm_dq, tid % 32);
+          } else {
+            bwd_dq_convert_behind<T, D, BN, C::kLptPairs, C::kLptCtas, 1>(p, &tm_dq, tid % 32);
+          }
+        }
       }
     } else if (tid == 0 && n_mt > 0) {
       prefetch_tensormap(&tm_q);
@@ -1538,7 +1796,24 @@ __global__ void __launch_bounds__(384, 1)
     // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
     // reads those addresses again. The warps' EXIT still waits for the writes; ncu: that wait does not delay the
     // SM's next CTA, NOTES.md "Session 14".)
-    if (kDqMode == 2 ? lane == 0 : wtid == 0) bulk_wait_read0();
+    if (kConvBehind && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0) {
+      // This warp's reduce-adds are complete (their writes performed) before it counts for its pair (the dK / dV
+      // stores just issued, the newest group of lane 0 of warp 0, need not be).
+      if (lane == 0) {
+        if (wtid == 0 && rows_store == 64) {
+          bulk_wait<1>();
+        } else {
+          bulk_wait0();
+        }
+        fence_proxy_async_global();
+        const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
+        red_release_add_u32(bwd_dq_done_words(p, gp, (p.max_seqlen_q + 127) / 128) + b * p.heads + h, 1u);
+        if constexpr (kConvBehind) mbar_arrive(smem_addr(&bwd_conv_smem<D>().cdone));
+        bulk_wait_read0();
+      }
+    } else if (kDqMode == 2 ? lane == 0 : wtid == 0) {
+      bulk_wait_read0();
+    }
   }
 }
 
@@ -1565,6 +1840,46 @@ __global__ void hstu_dq_zero_first_sm90_kernel(const HstuParams p, int gp, int64
     for (int64_t e = tail4 + t; e < end4; e += n) st_global_v4(p.dq_accum + 4 * e, make_uint4(0u, 0u, 0u, 0u));
   } else {
     for (int64_t e = t; e < nflags; e += n) p.dq_zero_flags[e] = 0u;
+  }
+}
+
+// After the kLpt kernel with dq converted behind: what it did not convert: the 64-row halves of the last 2 gp pairs,
+// then its list (the rest of a half from a multiple of 16 rows on), by 16-row granules: CTA x takes units x,
+// x + gridDim.x, ... (one 8-element group per thread at D = 128; the grid is about all resident at once); then
+// the grid writes zeros into the dq rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[B] on),
+// all heads.
+template <typename T, int D>
+__global__ void __launch_bounds__(256) hstu_dq_convert_rest_sm90_kernel(const HstuParams p, int gp) {
+  const int pairs = p.batch * p.heads;
+  const int nq = (p.max_seqlen_q + 127) / 128;
+  const int first = max(0, pairs - kBwdConvBehindGroups * gp);
+  const int n_last = (pairs - first) * 2 * nq;
+  const uint32_t* list = bwd_dq_list_words(p, gp, nq);
+  const int n_items = n_last + static_cast<int>(*list);
+  // unit u: 16-row granule u % 4 of item u / 4 (granules before the item's first row, or past its half, are empty)
+  for (int u = blockIdx.x; u < 4 * n_items; u += gridDim.x) {
+    const int i = u / 4;
+    const uint32_t w = i < n_last ? static_cast<uint32_t>(first * 8 * nq + 4 * i) : list[1 + i - n_last];
+    const int pair = static_cast<int>(w / (8u * nq));
+    const int g0 = static_cast<int>(w % (8u * nq));  // the item's first granule
+    const int g = (g0 & ~3) + u % 4;                  // this unit's granule of the item's half
+    if (g < g0) continue;
+    const int b = pair / p.heads;
+    const int q_start = p.cu_seqlens_q[b];
+    const int rows = min(16, p.cu_seqlens_q[b + 1] - q_start - 16 * g);
+    if (rows > 0) bwd_dq_convert_rows<T, D, 256>(p, q_start, pair - b * p.heads, 16 * g, rows, threadIdx.x);
+  }
+  const int64_t lo = p.cu_seqlens_q[0], hi = p.cu_seqlens_q[p.batch];
+  const int64_t n_out = lo + (p.total_q - hi);
+  constexpr int kC8 = D / 8;
+  const int64_t per_row = static_cast<int64_t>(p.heads) * kC8;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; e < n_out * per_row;
+       e += static_cast<int64_t>(gridDim.x) * 256) {
+    const int64_t r = e / per_row;
+    const int64_t row = r < lo ? r : hi + (r - lo);
+    const int hh = static_cast<int>((e % per_row) / kC8);
+    st_global_v4(static_cast<T*>(p.dq) + row * p.dq_row_stride + hh * p.dq_head_stride + (e % kC8) * 8,
+                 make_uint4(0u, 0u, 0u, 0u));
   }
 }
 

@@ -150,6 +150,16 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   return cudaGetLastError();
 }
 
+// After the kLpt kernel with the self-zeroing workspace (dq converted behind, hstu_bwd_sm90_kernel.cuh): the rows it
+// did not convert, and zeros in the rows outside the sequences.
+template <typename T, int D>
+cudaError_t convert_dq_rest(const HstuParams& p, cudaStream_t stream) {
+  if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
+  const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, BwdSm90Traits<D>::kBlockN);
+  hstu_dq_convert_rest_sm90_kernel<T, D><<<8 * sm_count(), 256, 0, stream>>>(p, gp);
+  return cudaGetLastError();
+}
+
 template <typename T, int D>
 cudaError_t convert_dq(const HstuParams& p, cudaStream_t stream) {
   if (p.total_q <= 0 || p.heads <= 0) return cudaSuccess;
@@ -228,6 +238,8 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if (p.dq_accum == nullptr || p.drab_heads != nullptr) return cudaErrorNotSupported;
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
+    // The kSkipWg kernel (1-D longest-first grid) with the self-zeroing workspace converts most of dq itself.
+    bool rest = false;
     // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
     // key blocks: measured no faster (NOTES.md "Cluster launch"), kept for re-measuring on other parts (not for the
     // kSkipWg kernel: it runs on a 1-D grid).
@@ -264,9 +276,13 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
         case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;
         case 1: err = sm90::launch_bwd<T, D, 2, 1>(p, total_k, stream); break;
         case 7: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream); break;
-        case 8: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, true>(p, total_k, stream); break;
+        case 8:
+          err = sm90::launch_bwd<T, D, 2, 2, false, false, false, true>(p, total_k, stream);
+          rest = p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
+          break;
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
         default:
+          rest = kBwdSkipWg<D> && bwd_skip_wg(p) && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
           err = kBwdSkipWg<D> && bwd_skip_wg(p)
                     ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
                     : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
@@ -277,13 +293,14 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if constexpr (kBwdSplitSP<D> != 0) {
       err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
     } else {
+      rest = kBwdSkipWg<D> && bwd_skip_wg(p) && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
       err = kBwdSkipWg<D> && bwd_skip_wg(p)
                 ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
                 : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
     }
 #endif
     if (err != cudaSuccess) return err;
-    return sm90::convert_dq<T, D>(p, stream);
+    return rest ? sm90::convert_dq_rest<T, D>(p, stream) : sm90::convert_dq<T, D>(p, stream);
   }
 }
 

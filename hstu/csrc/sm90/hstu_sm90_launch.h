@@ -95,8 +95,9 @@ cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 // pair P zeroes its share of the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced
 // into) with its otherwise idle producer warp 1, then flags them; a CTA waits for a chunk's flag before its first
 // reduce-add into it. Instead of a fill of the whole workspace through HBM (sm90/NOTES.md "Session 10", "Session
-// 11"). Returns the number of flag words the op appends to dq_accum (then allocated uninitialized, p.dq_zero_flags
-// pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
+// 11"). The D = 128 kernel with a right window also converts pair P's rows into dq in the CTAs of pair P + 2 gp
+// (p.dq_conv_behind; its words follow the flags). Returns the number of words the op appends to dq_accum (then
+// allocated uninitialized, p.dq_zero_flags pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
 constexpr int kBwdSm90LptPairs = 16;  // BwdSm90Traits<D>::kLptPairs / kLptCtas (asserted in the launcher)
 constexpr int kBwdSm90LptCtas = 128;
 // Keys per CTA of the backward (BwdSm90Traits<D>::kBlockN): 64 for the split-D kernel (D = 256), else 128.
@@ -113,7 +114,9 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
   const int64_t pairs = static_cast<int64_t>(p.batch) * p.heads;
   const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, hstu_bwd_sm90_block_n(p.head_dim));
   if (pairs <= gp) return 0;  // one group: the launcher's zeroing would be the whole fill anyway
-  const int64_t words = (pairs - gp) * ((p.max_seqlen_q + 127) / 128);
+  // zero flags (pairs - gp) x nq, then the converted-behind words (hstu_bwd_sm90_kernel.cuh: bwd_dq_done_words,
+  // bwd_dq_list_words): pairs + 1 + (pairs - gp) x nq x 8
+  const int64_t words = (pairs - gp) * ((p.max_seqlen_q + 127) / 128) * 9 + pairs + 1;
   // Flags per 128 rows of the longest sequence, for every pair: for very uneven lengths (many short sequences and
   // a long one) they could outgrow the workspace; then a zeroed workspace (kernel indices are 32-bit too).
   if (words * 64 > p.total_q * p.heads * p.head_dim || words >= (int64_t{1} << 31)) return 0;
