@@ -580,7 +580,7 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
     T* out = static_cast<T*>(p.dq) + row * p.dq_row_stride + static_cast<int64_t>(h) * p.dq_head_stride + c * 4;
     const float* ws = p.dq_accum + (row * heads + h) * D + c * 4;
     const uint32_t pa = buf + (c / 8) * 2048;  // panel: row j's chunk k at j * 128 + ((k ^ j % 8) << 4)
-    // 32-bit offsets of row j (the launcher keeps 16 dq rows under 2^31 elements)
+    // 32-bit offsets of row j (the op turns the conversion off where 16 rows could pass 2^31 elements)
 #pragma unroll 1
     for (int j = lane / kC4; j < nr; j += kStep) {
       // copied: the lane holding a line's first 16 bytes drops it from L2 (never written back; measured: no cost)
