@@ -470,8 +470,8 @@ def hstu_attn_varlen_func(
     D = 128 under a causal / local mask 32 more for the conversion below); HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a
     zeroed workspace instead. At D = 128 under a causal / local mask the kernel also converts the workspace into dq
     itself, two groups of pairs behind (while those rows are still in L2), and a short pass afterwards converts
-    the rest; HSTU_ATTN_SM90_DQ_CONV_BEHIND=0 converts all of it in a separate pass instead (comparisons). At D = 256 it adds dQ straight from its
-    registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
+    the rest; HSTU_ATTN_SM90_DQ_CONV_BEHIND=0 converts all of it in a separate pass instead (comparisons). At
+    D = 256 it adds dQ straight from its registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
     most (total_q + 16 (B + 4)) x H x D floats, vs total_q x H x D for the other kernels); for causal / local
     masks, when a batch's Q and dO fit in L2 or the grid is short (about 24 waves), its grid starts each batch's
     first key block of every head first (the longest works under those masks); HSTU_ATTN_SM90_BWD_GRID=1 / 2

@@ -428,20 +428,6 @@ __device__ __forceinline__ BwdConvSmem<D>& bwd_conv_smem() {
   __shared__ BwdConvSmem<D> s;
   return s;
 }
-// Non-blocking: has the phase with this parity completed?
-__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(ok)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
 // Rows [r0, r0 + rows) of head h from the sequence's first row q_start: dq (T) <- the fp32 workspace, thread t of
 // N, 8 elements per step (two 16-byte L2 loads, one 16-byte store).
 template <typename T, int D, int N>
@@ -467,21 +453,6 @@ __device__ __forceinline__ void bwd_dq_convert_rows(const HstuParams& p, int q_s
     src += static_cast<int64_t>(kRows) * p.heads * D;
     dst += kRows * p.dq_row_stride;
   }
-}
-// mbarrier.try_wait with a suspend-time hint (ns): true once the phase with this parity has completed; false after
-// about the hint.
-__device__ __forceinline__ bool mbar_try_wait_ns(uint32_t bar, uint32_t parity, uint32_t ns) {
-  uint32_t ok;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(ok)
-      : "r"(bar), "r"(parity), "r"(ns)
-      : "memory");
-  return ok != 0;
 }
 // Producer warp 2 + half of CTA (pair P, key block n) of the kLpt grid: half `half` (64 rows) of chunk n of pair
 // P - 2 gp, once all of that pair's reduce-adds are complete (and the chunk is zeroed: one no CTA of the pair added
