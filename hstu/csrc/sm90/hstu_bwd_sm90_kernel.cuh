@@ -11,7 +11,8 @@
 // S^T waits for K and Q only; setmaxnreg 24); warpgroups 1 and 2 are consumers (setmaxnreg 240), each
 // owning 64 keys of the block with dK/dV accumulators in registers. Per query tile t a consumer warpgroup:
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T       (SS wgmma, both K-major, m64n64)
-//   P^T, dS^T in registers                  (one tanh per element; masked by select, not multiply)
+//   P^T, dS^T in registers                  (one tanh per element; masked by select, not multiply; D = 128: the
+//                                            P^T part while dP^T still runs, selects only on partly masked tiles)
 //   dS^T -> smem (swizzled keys x queries tile), arrive on "my dS^T of tile t ready" (named barrier, no wait)
 //   dV += P^T dO, dK += dS^T Q              (RS wgmma, dO/Q MN-major, m64nD)
 //   dQ of tile t - 1 (one tile late): wait for the other warpgroup's dS^T of t - 1, dQ = dS K (SS wgmma, MN-major
@@ -689,12 +690,11 @@ __global__ void __launch_bounds__(384, 1)
   // dq converted behind (bwd_dq_convert_behind): the kLpt kernel with the self-zeroing workspace (the default dQ
   // mode: the converters read through tm_dq's 16-row boxes).
   constexpr bool kConvBehind = kSelfZero && kLpt && kDqMode == 2;
-  // The SiLU pass in two parts, the first under this warpgroup's dP^T (D = 128; at D = 64, whose S^T / dP^T take half
-  // as long, it measured 0-3 % slower).
+  // D = 64 / 128: the SiLU pass in two parts, the first under this warpgroup's dP^T (D = 128; at D = 64, whose
+  // S^T / dP^T take half as long, it measured 0-3 % slower), each without mask selects on tiles that every thread
+  // sees in full (no rab: with both copies the rab kernel spilled 24 B).
   constexpr bool kSplitPw = D == 128;
-#ifndef HSTU_FULLPATH
-#define HSTU_FULLPATH 1
-#endif
+  constexpr bool kFullPw = kSplitPw && !kRab;
   int n_block, h, b;
   int t_lo = 0, t_hi = 0;  // work list: the item's tiles of its key block's work
   if constexpr (kLpt) {
@@ -1540,34 +1540,32 @@ __global__ void __launch_bounds__(384, 1)
               df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
             }
           };
-          if (HSTU_FULLPATH && !kRab && bits == 0xffffffffu) pass_s(std::true_type{}); else pass_s(std::false_type{});
+          const bool full = kFullPw && bits == 0xffffffffu;
+          if (full) pass_s(std::true_type{}); else pass_s(std::false_type{});
           wgmma_wait<0>();
           pin_all(acc_dp);
-          if (HSTU_FULLPATH && !kRab && bits == 0xffffffffu) pass_dp(std::true_type{}); else pass_dp(std::false_type{});
+          if (full) pass_dp(std::true_type{}); else pass_dp(std::false_type{});
         } else {
-        wgmma_wait<0>();
-        pin_all(acc_s);
-        pin_all(acc_dp);
-
-        // P^T = SiLU(alpha S^T) and dS^T = dP^T alpha / N SiLU'(alpha S^T), masked (select: a non-finite dP^T of a
-        // masked element cannot leak). h = alpha s / 2, t = tanh(h): SiLU = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)),
-        // sigmoid = (1 + t) / 2. One pass, so S^T / dP^T registers die while P^T / dS^T fragments are packed.
+          wgmma_wait<0>();
+          pin_all(acc_s);
+          pin_all(acc_dp);
+          // One pass, so S^T / dP^T registers die while P^T / dS^T fragments are packed.
 #pragma unroll
-        for (int e = 0; e < BM / 2; e += 2) {
-          float pv[2], dv[2];
+          for (int e = 0; e < BM / 2; e += 2) {
+            float pv[2], dv[2];
 #pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            float sv = acc_s[e + u];
-            if constexpr (kRab) sv += u ? unpack_hi<T>(rab_v[e / 2]) : unpack_lo<T>(rab_v[e / 2]);
-            const float x = sv * half_alpha;
-            const float t = tanh_fast(x);
-            const bool ok = (bits >> (e + u)) & 1u;
-            pv[u] = ok ? fmaf(x, t, x) : 0.f;
-            dv[u] = ok ? acc_dp[e + u] * ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
+            for (int u = 0; u < 2; ++u) {
+              float sv = acc_s[e + u];
+              if constexpr (kRab) sv += u ? unpack_hi<T>(rab_v[e / 2]) : unpack_lo<T>(rab_v[e / 2]);
+              const float x = sv * half_alpha;
+              const float t = tanh_fast(x);
+              const bool ok = (bits >> (e + u)) & 1u;
+              pv[u] = ok ? fmaf(x, t, x) : 0.f;
+              dv[u] = ok ? acc_dp[e + u] * ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
+            }
+            pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
+            df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
           }
-          pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
-          df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
-        }
         }
         // dS^T -> smem: word df[ks][q] holds key row 64 wg + 16 warp + lane/4 + 8 (q % 2), query columns
         // 8 (2 ks + q / 2) + 2 (lane % 4) (+1); 128-byte rows, 16-byte chunk index XOR (row % 8) = lane / 4.
