@@ -396,6 +396,10 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 // complete: 8 x nblk_k when the pair is done), then the list: its length, then (pairs - gp) x nq x 8 entries
 // (pair P x 8 nq + row / 16).
 constexpr int kBwdConvBehindGroups = 2;
+// The op asked for it (the kernel converts only where kConvBehind; the launcher runs the rest pass after it).
+__host__ __device__ __forceinline__ bool bwd_dq_conv_behind(const HstuParams& p) {
+  return p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
+}
 __device__ __forceinline__ uint32_t* bwd_dq_done_words(const HstuParams& p, int gp, int nq) {
   return p.dq_zero_flags + static_cast<int64_t>(p.batch * p.heads - gp) * nq;
 }
@@ -507,7 +511,7 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
       return;
     }
   }
-  fence_acq_rel_gpu();
+  // (the fence before the first round's loads orders them after both relaxed reads: the count and the zero flag)
   // Round it: rows 16 it of this warp's half. Lane: 4-element group c = lane % (D / 4) (16-byte chunk c % 8 of panel
   // c / 8) of rows lane / (D / 4) + k 128 / D.
   constexpr int kC4 = D / 4;
@@ -729,7 +733,7 @@ __global__ void __launch_bounds__(384, 1)
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) {
     if constexpr (kConvBehind) {  // no reduce-adds: the consumer warps' 8 arrivals at once; no conversion
-      if (p.dq_zero_flags != nullptr && p.dq_conv_behind != 0 && threadIdx.x == 0) {
+      if (bwd_dq_conv_behind(p) && threadIdx.x == 0) {
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
         const int nq = (p.max_seqlen_q + 127) / 128;
         red_release_add_u32(bwd_dq_done_words(p, gp, nq) + b * p.heads + h, 8u);
@@ -813,7 +817,7 @@ __global__ void __launch_bounds__(384, 1)
       if (kSelfZero && p.dq_zero_flags != nullptr && tid < 64) {
         if (n_mt > 0) mbar_wait(bar_v, 0);
         zero_ahead();
-      } else if (kConvBehind && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0 && tid >= 64) {
+      } else if (kConvBehind && bwd_dq_conv_behind(p) && tid >= 64) {
         if constexpr (kConvBehind) {
           if (tid < 96) {  // (the half a template argument: no register for the addresses it selects)
             bwd_dq_convert_behind<T, D, BN, C::kLptPairs, C::kLptCtas, 0>(p, &tm_dq, tid % 32);
@@ -1814,7 +1818,7 @@ __global__ void __launch_bounds__(384, 1)
     // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
     // reads those addresses again. The warps' EXIT still waits for the writes; ncu: that wait does not delay the
     // SM's next CTA, NOTES.md "Session 14".)
-    if (kConvBehind && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0) {
+    if (kConvBehind && bwd_dq_conv_behind(p)) {
       // This warp's reduce-adds are complete (their writes performed) before it counts for its pair (the dK / dV
       // stores just issued, the newest group of lane 0 of warp 0, need not be).
       if (lane == 0) {

@@ -278,11 +278,11 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
         case 7: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream); break;
         case 8:
           err = sm90::launch_bwd<T, D, 2, 2, false, false, false, true>(p, total_k, stream);
-          rest = p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
+          rest = sm90::bwd_dq_conv_behind(p);
           break;
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
         default:
-          rest = kBwdSkipWg<D> && bwd_skip_wg(p) && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
+          rest = kBwdSkipWg<D> && bwd_skip_wg(p) && sm90::bwd_dq_conv_behind(p);
           err = kBwdSkipWg<D> && bwd_skip_wg(p)
                     ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
                     : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
@@ -293,7 +293,7 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if constexpr (kBwdSplitSP<D> != 0) {
       err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
     } else {
-      rest = kBwdSkipWg<D> && bwd_skip_wg(p) && p.dq_zero_flags != nullptr && p.dq_conv_behind != 0;
+      rest = kBwdSkipWg<D> && bwd_skip_wg(p) && sm90::bwd_dq_conv_behind(p);
       err = kBwdSkipWg<D> && bwd_skip_wg(p)
                 ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
                 : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
