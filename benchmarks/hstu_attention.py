@@ -274,7 +274,7 @@ def max_rel_diff(ours, theirs) -> float:
 
 
 def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer, ref_timer: Timer,
-             with_ref: bool, peer=None) -> Result:
+             with_ref: bool, peer=None, cooldown: float = 0.0) -> Result:
     B, H, D = len(case.lengths), case.H, case.D
     total, max_len = sum(case.lengths), max(case.lengths)
     cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
@@ -298,10 +298,20 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
             diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
         except RuntimeError as e:  # a head dim / mask / dtype the peer's build does not hold
             peer_note = f"peer: {str(e).splitlines()[0][:80]}"
+    def rest():  # the backward is timed from a rested GPU too, as every case is (--cooldown)
+        if cooldown > 0:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            time.sleep(cooldown)
+
     if peer is None or peer_note is not None:
-        res = Result(case, timer(fwd), timer(bwd), notes=[peer_note] if peer_note else [])
+        fwd_ms = timer(fwd)
+        rest()
+        res = Result(case, fwd_ms, timer(bwd), notes=[peer_note] if peer_note else [])
     else:
-        (fwd_ms, pfwd_ms), (bwd_ms, pbwd_ms) = timer.interleaved(fwd, pfwd), timer.interleaved(bwd, pbwd)
+        fwd_ms, pfwd_ms = timer.interleaved(fwd, pfwd)
+        rest()
+        bwd_ms, pbwd_ms = timer.interleaved(bwd, pbwd)
         res = Result(case, fwd_ms, bwd_ms, peer_fwd_ms=pfwd_ms, peer_bwd_ms=pbwd_ms, peer_diff=diff)
     score_elems = sum(H * L * L for L in case.lengths)
     if with_ref and score_elems <= REF_MAX_SCORE_ELEMENTS:
@@ -435,8 +445,8 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
         f"events, L2 flushed{blocks_text}); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
         f"masks), bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
-        f"- cases run one after another with {cooldown:g} s of idle GPU before each (--cooldown), so that a case does not "
-        "inherit the power-limit clock drop of the long case before it",
+        f"- cases run one after another with {cooldown:g} s of idle GPU before each and between a case's forward and "
+        "backward timings (--cooldown), so that neither inherits the power-limit clock drop of the long timing before it",
         f"- command: `{cmd}`",
     ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same "
           "warm-up, reps, L2 flush); ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / "
@@ -489,10 +499,11 @@ def main(argv=None) -> int:
     p.add_argument("--plot", help="write a PNG plot here (needs matplotlib)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes, runs on CPU too: checks the script only")
     p.add_argument("--cooldown", type=float, default=2.0,
-                   help="seconds of idle GPU before each case (0: none). A long case drives the board to its power "
-                        "limit and lowers the clock for the next seconds; without a pause the next case is timed at "
-                        "that lower clock (measured on the H200: B128 S1K bwd 276-281 TFLOP/s right after S16K vs "
-                        "292-301 rested)")
+                   help="seconds of idle GPU before each case and between its forward and backward timings (0: "
+                        "none). A long case drives the board to its power limit and lowers the clock for the next "
+                        "seconds; without a pause the next case is timed at that lower clock (measured on the H200: "
+                        "B128 S1K bwd 276-281 TFLOP/s right after S16K vs 292-301 rested; on an H100: B16 S16K D128 "
+                        "bwd 472-487 right after its forward's timing vs 518-535 after 2 s)")
     p.add_argument("--peer", choices=sorted(PEERS),
                    help="time this peer implementation beside ours on the same inputs and print the ratios "
                         "(fbgemm: FBGEMM's HSTU attention, module `hstu`; sm90 only)")
@@ -528,7 +539,8 @@ def main(argv=None) -> int:
         if device.type == "cuda" and results and args.cooldown > 0:
             torch.cuda.synchronize()
             time.sleep(args.cooldown)
-        res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref, peer=peer)
+        res = run_case(case, dtype, device, timer, ref_timer, with_ref=not args.no_ref, peer=peer,
+                       cooldown=args.cooldown if device.type == "cuda" else 0.0)
         results.append(res)
         line = f"{case.sweep:7s} {case.name:34s} fwd {res.fwd_ms:9.3f} ms  bwd {res.bwd_ms:9.3f} ms"
         if peer is not None:

@@ -135,6 +135,26 @@ def test_run_case_with_a_peer(bench):
     assert res.notes == ["peer: no kernel for this head dim"]
 
 
+def test_run_case_rests_between_forward_and_backward(bench, monkeypatch):
+    # --cooldown: the backward's timing starts from a rested GPU, as each case's does (the forward's long timing
+    # would otherwise leave it at a power-limited clock); no pause with cooldown 0 (what main passes on CPU).
+    events = []
+
+    class Recorder(bench.Timer):
+        def __call__(self, fn):
+            events.append("timed")
+            return super().__call__(fn)
+
+    monkeypatch.setattr(bench.time, "sleep", lambda s: events.append(("sleep", s)))
+    case = bench.Case("dense", "B2 S64 D32", [64, 64], 2, 32)
+    timer = Recorder(torch.device("cpu"), warmup=1, reps=2)
+    res = bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False, cooldown=0.25)
+    assert events == ["timed", ("sleep", 0.25), "timed"] and res.fwd_ms >= 0 and res.bwd_ms >= 0
+    events.clear()
+    bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False)
+    assert events == ["timed", "timed"]
+
+
 def test_timer_warms_up_for_a_minimum_time(bench):
     # On a GPU the warm-up also lasts --warmup-ms (an idle GPU's clock needs more than a few short calls); forced on
     # here with a 1 ms "kernel": at least the calls that fill 30 ms, and never fewer than `warmup`.
