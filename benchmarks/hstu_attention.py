@@ -298,6 +298,7 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
             diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
         except RuntimeError as e:  # a head dim / mask / dtype the peer's build does not hold
             peer_note = f"peer: {str(e).splitlines()[0][:80]}"
+
     def rest():  # the backward is timed from a rested GPU too, as every case is (--cooldown)
         if cooldown > 0:
             if device.type == "cuda":
@@ -445,8 +446,9 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
         f"events, L2 flushed{blocks_text}); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
         f"masks), bwd = 2.5 x fwd; ref = dense PyTorch reference in the same dtype",
-        f"- cases run one after another with {cooldown:g} s of idle GPU before each and between a case's forward and "
-        "backward timings (--cooldown), so that neither inherits the power-limit clock drop of the long timing before it",
+        f"- cases run one after another with {cooldown:g} s of idle GPU before each and between a case's forward "
+        "and backward timings (--cooldown), so that neither inherits the power-limit clock drop of the long timing "
+        "before it",
         f"- command: `{cmd}`",
     ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same "
           "warm-up, reps, L2 flush); ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / "

@@ -694,9 +694,9 @@ __global__ void __launch_bounds__(384, 1)
   // dq converted behind (bwd_dq_convert_behind): the kLpt kernel with the self-zeroing workspace (the default dQ
   // mode: the converters read through tm_dq's 16-row boxes).
   constexpr bool kConvBehind = kSelfZero && kLpt && kDqMode == 2;
-  // D = 64 / 128: the SiLU pass in two parts, the first under this warpgroup's dP^T (D = 128; at D = 64, whose
-  // S^T / dP^T take half as long, it measured 0-3 % slower), each without mask selects on tiles that every thread
-  // sees in full (no rab: with both copies the rab kernel spilled 24 B).
+  // kSplitPw (D = 128): the SiLU pass in two parts, the first under this warpgroup's dP^T (at D = 64, whose S^T / dP^T
+  // take half as long, it measured 0-3 % slower); kFullPw: each part also in a copy without mask selects, for tiles
+  // that every thread sees in full (not with rab: with both copies the rab kernel spilled 24 B).
   constexpr bool kSplitPw = D == 128;
   constexpr bool kFullPw = kSplitPw && !kRab;
   int n_block, h, b;
