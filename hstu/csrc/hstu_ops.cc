@@ -175,6 +175,12 @@ bool device_is_sm90(int device) {
   return cache[device] == 1;
 }
 
+// The environment variable `name` is set to exactly "0" (the comparison switches below).
+bool env_is_zero(const char* name) {
+  const char* env = std::getenv(name);
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 bool sm90_disabled_by_env() {
   const char* env = std::getenv("HSTU_ATTN_DISABLE_SM90");
   return env != nullptr && env[0] != '\0' && !(env[0] == '0' && env[1] == '\0');
@@ -182,8 +188,7 @@ bool sm90_disabled_by_env() {
 
 // HSTU_ATTN_SM90_FWD_SCHED=0: the Hopper forward keeps its grid order for jagged lengths too (comparisons).
 bool sm90_fwd_sched_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_FWD_SCHED");
-  return env != nullptr && env[0] == '0' && env[1] == '\0';
+  return env_is_zero("HSTU_ATTN_SM90_FWD_SCHED");
 }
 
 bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
@@ -207,15 +212,13 @@ cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
 // HSTU_ATTN_SM90_DQ_CONV_BEHIND=0: the Hopper D = 128 causal / local backward converts its self-zeroed workspace
 // in a separate pass afterwards instead of two groups behind inside the kernel (comparisons).
 bool sm90_dq_conv_behind_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
-  return env != nullptr && env[0] == '0' && env[1] == '\0';
+  return env_is_zero("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
 }
 
 // HSTU_ATTN_SM90_DQ_SELF_ZERO=0: the Hopper backward gets a zeroed dq workspace, as every other kernel does
 // (comparisons; hstu_bwd_sm90_dq_zero_words says when it zeroes the workspace itself).
 bool sm90_dq_self_zero_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_DQ_SELF_ZERO");
-  return env != nullptr && env[0] == '0' && env[1] == '\0';
+  return env_is_zero("HSTU_ATTN_SM90_DQ_SELF_ZERO");
 }
 
 // HSTU_ATTN_SM90_BWD_GRID=1 / 2: the Hopper D = 256 backward's grid order (key block, head, batch) / (head, key
@@ -229,8 +232,7 @@ int sm90_bwd_grid_from_env() {
 // HSTU_ATTN_SM90_BWD_SCHED=0: the Hopper D = 256 backward keeps its grid for jagged lengths too (comparisons); a grid
 // forced by HSTU_ATTN_SM90_BWD_GRID does as well.
 bool sm90_bwd_sched_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_BWD_SCHED");
-  return env != nullptr && env[0] == '0' && env[1] == '\0';
+  return env_is_zero("HSTU_ATTN_SM90_BWD_SCHED");
 }
 
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared

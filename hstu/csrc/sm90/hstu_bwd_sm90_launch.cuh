@@ -226,6 +226,16 @@ template <int D>
 inline constexpr bool kBwdSkipWg = D == 128;
 inline bool bwd_skip_wg(const HstuParams& p) { return p.window_right >= 0; }
 
+// The default D = 64 / 128 kernel: the kSkipWg one under a right window, else the plain one. `rest`: it converts most
+// of dq itself (the launcher's pass then converts only the rest).
+template <typename T, int D>
+cudaError_t launch_bwd_default_d64_128(const HstuParams& p, int64_t total_k, cudaStream_t stream, int cx, bool& rest) {
+  const bool skip = kBwdSkipWg<D> && bwd_skip_wg(p);
+  rest = skip && sm90::bwd_dq_conv_behind(p);
+  return skip ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
+              : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
+}
+
 template <typename T, int D>
 cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
   if constexpr (D != 64 && D != 128 && D != 256) {
@@ -281,11 +291,7 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
           rest = sm90::bwd_dq_conv_behind(p);
           break;
         case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
-        default:
-          rest = kBwdSkipWg<D> && bwd_skip_wg(p) && sm90::bwd_dq_conv_behind(p);
-          err = kBwdSkipWg<D> && bwd_skip_wg(p)
-                    ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
-                    : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
+        default: err = launch_bwd_default_d64_128<T, D>(p, total_k, stream, cx, rest);
       }
     }
 #else
@@ -293,10 +299,7 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     if constexpr (kBwdSplitSP<D> != 0) {
       err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
     } else {
-      rest = kBwdSkipWg<D> && bwd_skip_wg(p) && sm90::bwd_dq_conv_behind(p);
-      err = kBwdSkipWg<D> && bwd_skip_wg(p)
-                ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
-                : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
+      err = launch_bwd_default_d64_128<T, D>(p, total_k, stream, cx, rest);
     }
 #endif
     if (err != cudaSuccess) return err;
