@@ -294,7 +294,10 @@ __device__ __forceinline__ void bwd_lpt_decode(const HstuParams& p, int lin, int
 // pair P - gp (a group earlier in the grid's order; the launcher zeroes the first group's) and flagged:
 // 0 untouched, 1 claimed (being zeroed), 2 zero. Whoever needs a chunk and finds it untouched claims and zeroes it
 // itself, so no CTA ever waits for one that has not started (deadlock-free in any dispatch order).
-// Flag of chunk qb of pair P (>= gp): dq_zero_flags[(P - gp) * ceil(max_seqlen_q / 128) + qb].
+// Flag of chunk qb of pair P (>= gp): dq_zero_flags[(P - gp) * bwd_dq_chunks(p) + qb].
+// Chunks per pair (a longer sequence than max_seqlen_q breaks the op's contract: its extra rows are left alone rather
+// than flags overrun).
+__device__ __forceinline__ int bwd_dq_chunks(const HstuParams& p) { return (p.max_seqlen_q + 127) / 128; }
 __device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t* ptr) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
@@ -352,8 +355,7 @@ __device__ __forceinline__ void bwd_dq_zero_ahead(const HstuParams& p, int lane)
   const int b = target / p.heads;
   const int q_start = p.cu_seqlens_q[b];
   const int lq_alloc = p.cu_seqlens_q[b + 1] - q_start;
-  const int nq = (p.max_seqlen_q + 127) / 128;  // chunks per pair (a longer sequence breaks the op's contract:
-                                                  // its extra rows are left alone rather than flags overrun)
+  const int nq = bwd_dq_chunks(p);
   uint32_t* flags = p.dq_zero_flags + static_cast<int64_t>(pair) * nq;
   for (int qb = n_block; 128 * qb < lq_alloc && qb < nq; qb += nblk_k) {
     uint32_t old = 0;
@@ -476,7 +478,7 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
   {
     const int nblk_k = (p.max_seqlen_k + BN - 1) / BN;
     const int gp = bwd_lpt_group_pairs<BN, kLptPairs, kLptCtas>(p);
-    const int nq = (p.max_seqlen_q + 127) / 128;
+    const int nq = bwd_dq_chunks(p);
     int src, n;
     bwd_lpt_decode<BN, kLptPairs, kLptCtas>(p, static_cast<int>(blockIdx.x), src, n);
     src -= kBwdConvBehindGroups * gp;
@@ -735,7 +737,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kConvBehind) {  // no reduce-adds: the consumer warps' 8 arrivals at once; no conversion
       if (bwd_dq_conv_behind(p) && threadIdx.x == 0) {
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
-        const int nq = (p.max_seqlen_q + 127) / 128;
+        const int nq = bwd_dq_chunks(p);
         red_release_add_u32(bwd_dq_done_words(p, gp, nq) + b * p.heads + h, 8u);
         const int src = b * p.heads + h - kBwdConvBehindGroups * gp;
         if (src >= 0) {
@@ -843,7 +845,7 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kSelfZero) {
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
         const int pair = b * p.heads + h;
-        if (p.dq_zero_flags != nullptr) zbase = pair >= gp ? (pair - gp) * ((p.max_seqlen_q + 127) / 128) : -1;
+        if (p.dq_zero_flags != nullptr) zbase = pair >= gp ? (pair - gp) * bwd_dq_chunks(p) : -1;
       }
       int zq = -1;  // chunk last waited for
       for (int i = 0; i < n_mt; ++i) {
@@ -1829,7 +1831,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         fence_proxy_async_global();
         const int gp = bwd_lpt_group_pairs<BN, C::kLptPairs, C::kLptCtas>(p);
-        red_release_add_u32(bwd_dq_done_words(p, gp, (p.max_seqlen_q + 127) / 128) + b * p.heads + h, 1u);
+        red_release_add_u32(bwd_dq_done_words(p, gp, bwd_dq_chunks(p)) + b * p.heads + h, 1u);
         if constexpr (kConvBehind) mbar_arrive(smem_addr(&bwd_conv_smem<D>().cdone));
         bulk_wait_read0();
       }
@@ -1865,6 +1867,25 @@ __global__ void hstu_dq_zero_first_sm90_kernel(const HstuParams p, int gp, int64
   }
 }
 
+// Zeros into the dq rows outside every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on), heads
+// [h0, h0 + nh), by 16-byte stores: this thread takes elements (outside row, head, 8-column group) first, first + step,
+// ... (the conversion kernels' last duty, so that one launch writes all of dq).
+template <typename T, int D>
+__device__ __forceinline__ void dq_zero_outside_rows(T* dq, const int* cu_seqlens_q, int batch, int64_t total_q,
+                                                     int64_t row_stride, int64_t head_stride, int h0, int nh,
+                                                     int64_t first, int64_t step) {
+  constexpr int kC8 = D / 8;
+  const int64_t lo = cu_seqlens_q[0], hi = cu_seqlens_q[batch];
+  const int64_t n_out = lo + (total_q - hi);
+  const int64_t per_row = static_cast<int64_t>(nh) * kC8;
+  for (int64_t e = first; e < n_out * per_row; e += step) {
+    const int64_t r = e / per_row;
+    const int64_t row = r < lo ? r : hi + (r - lo);
+    const int hh = h0 + static_cast<int>((e % per_row) / kC8);
+    st_global_v4(dq + row * row_stride + hh * head_stride + (e % kC8) * 8, make_uint4(0u, 0u, 0u, 0u));
+  }
+}
+
 // After the kLpt kernel with dq converted behind: what it did not convert: the 64-row halves of the last 2 gp pairs,
 // then its list (the rest of a half from a multiple of 16 rows on), by 16-row granules: CTA x takes units x,
 // x + gridDim.x, ... (one 8-element group per thread at D = 128; the grid is about all resident at once); then
@@ -1873,7 +1894,7 @@ __global__ void hstu_dq_zero_first_sm90_kernel(const HstuParams p, int gp, int64
 template <typename T, int D>
 __global__ void __launch_bounds__(256) hstu_dq_convert_rest_sm90_kernel(const HstuParams p, int gp) {
   const int pairs = p.batch * p.heads;
-  const int nq = (p.max_seqlen_q + 127) / 128;
+  const int nq = bwd_dq_chunks(p);
   const int first = max(0, pairs - kBwdConvBehindGroups * gp);
   const int n_last = (pairs - first) * 2 * nq;
   const uint32_t* list = bwd_dq_list_words(p, gp, nq);
@@ -1891,18 +1912,9 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_rest_sm90_kernel(const Hs
     const int rows = min(16, p.cu_seqlens_q[b + 1] - q_start - 16 * g);
     if (rows > 0) bwd_dq_convert_rows<T, D, 256>(p, q_start, pair - b * p.heads, 16 * g, rows, threadIdx.x);
   }
-  const int64_t lo = p.cu_seqlens_q[0], hi = p.cu_seqlens_q[p.batch];
-  const int64_t n_out = lo + (p.total_q - hi);
-  constexpr int kC8 = D / 8;
-  const int64_t per_row = static_cast<int64_t>(p.heads) * kC8;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; e < n_out * per_row;
-       e += static_cast<int64_t>(gridDim.x) * 256) {
-    const int64_t r = e / per_row;
-    const int64_t row = r < lo ? r : hi + (r - lo);
-    const int hh = static_cast<int>((e % per_row) / kC8);
-    st_global_v4(static_cast<T*>(p.dq) + row * p.dq_row_stride + hh * p.dq_head_stride + (e % kC8) * 8,
-                 make_uint4(0u, 0u, 0u, 0u));
-  }
+  dq_zero_outside_rows<T, D>(static_cast<T*>(p.dq), p.cu_seqlens_q, p.batch, p.total_q, p.dq_row_stride,
+                             p.dq_head_stride, 0, p.heads, static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x,
+                             static_cast<int64_t>(gridDim.x) * 256);
 }
 
 // drab (T) <- drab_accum (fp32), both (B, 1, R, C) contiguous: a shared rab's gradient summed over heads.
@@ -1992,14 +2004,9 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const f
   const int x = blockIdx.x, h = blockIdx.y;
   const int t = threadIdx.x, warp = t / 32;
   if (x >= quads) {
-    const int64_t lo = cu_seqlens_q[0], hi = cu_seqlens_q[batch];
-    const int64_t n_out = lo + (total_q - hi);
-    const int64_t ctas = static_cast<int64_t>(gridDim.x - quads);
-    for (int64_t e = static_cast<int64_t>(x - quads) * 256 + t; e < n_out * 32; e += ctas * 256) {
-      const int64_t r = e / 32;
-      const int64_t row = r < lo ? r : hi + (r - lo);
-      st_global_v4(dq + row * row_stride + h * head_stride + (e % 32) * 8, make_uint4(0u, 0u, 0u, 0u));
-    }
+    dq_zero_outside_rows<T, 256>(dq, cu_seqlens_q, batch, total_q, row_stride, head_stride, h, 1,
+                                 static_cast<int64_t>(x - quads) * 256 + t,
+                                 static_cast<int64_t>(gridDim.x - quads) * 256);
     return;
   }
   const int64_t g0 = 4 * static_cast<int64_t>(x);
