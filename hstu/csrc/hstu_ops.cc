@@ -200,12 +200,19 @@ bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
   return !sm90_disabled_by_env() && device_is_sm90(device);
 }
 
+// HSTU_ATTN_SM90_FWD_PERSIST=0: the Hopper forward runs one CTA per query tile where it would run persistent CTAs
+// (D <= 128, grids of more than one wave; comparisons).
+int sm90_fwd_variant_from_env() {
+  return env_is_zero("HSTU_ATTN_SM90_FWD_PERSIST") ? -2 : -1;
+}
+
 template <typename T>
 cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
+  const int v = sm90_fwd_variant_from_env();
   switch (p.head_dim) {
-    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, -1);
-    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, -1);
-    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, -1);
+    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, v);
+    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, v);
+    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, v);
   }
 }
 
@@ -286,6 +293,12 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
       sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
       p.fwd_sched = sched->data_ptr();
       p.fwd_sched_bytes = sched_bytes;
+    }
+    // D <= 128 without rab: the persistent grid-order kernel's tile counter (the launcher zeroes it).
+    std::optional<Tensor> counter;
+    if (p.rab == nullptr && p.head_dim <= 128) {
+      counter = torch::stable::new_empty(q, {1}, ScalarType::Int);
+      p.fwd_tile_counter = static_cast<int*>(counter->data_ptr());
     }
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   }

@@ -48,6 +48,9 @@ struct HstuParams {
   // sm90/hstu_sm90_launch.h; any contents, the forward initializes what it uses), or nullptr: grid order.
   void* fwd_sched;
   int64_t fwd_sched_bytes;
+  // Hopper forward only: one int of any contents (the launcher zeroes it), the tile counter of the persistent
+  // grid-order kernel (sm90/hstu_fwd_sm90_kernel.cuh), or nullptr: one CTA per query tile.
+  int* fwd_tile_counter;
 
   // Backward.
   const void* dout;  // (total_q, H, D)

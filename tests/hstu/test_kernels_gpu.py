@@ -411,6 +411,37 @@ def test_jagged_work_list_forward(mask, D, delta_q, seqused, rab_heads, long, mo
     check_case(case, 0.5, backward=False)
 
 
+@pytest.mark.parametrize("mask,D,delta_q,seqused", [
+    ("causal", 128, False, False),
+    ("context_target_group", 128, True, True),
+    ("local", 64, False, True),
+    ("none", 64, True, False),
+    ("local_context_target", 128, False, False),
+])
+def test_persistent_forward_matches_grid(mask, D, delta_q, seqused, monkeypatch):
+    """Grids of more than one wave (here 48 sequences x 2 heads x 3 query tiles, most of them with work, so no work
+    list) run on sm90 at D = 64 / 128 as persistent CTAs that take their query tiles from a counter: past-the-end
+    tiles are skipped, tiles without keys (seqused) still write their zeros. The output meets the error rule and is
+    bitwise the grid order's (HSTU_ATTN_SM90_FWD_PERSIST=0, one CTA per query tile: the same arithmetic per tile)."""
+    rng = random.Random(zlib.crc32(repr(("persist", mask, D)).encode()))
+    lens = [rng.randint(200, 384) for _ in range(42)] + [0, 1, 128, 129, 256, 383]
+    case = make_case(zlib.crc32(repr((mask, D, "persist")).encode()), lens, 2, D, torch.bfloat16, mask, 0,
+                     delta_q=delta_q, seqused=seqused)
+    check_case(case, 0.5, backward=False)
+    args = _varlen_kwargs(case)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        persistent = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+        torch.cuda.synchronize()
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    if _is_sm90() and any("sm_90a" in archs for archs in info.values()):
+        names = [e.name for e in prof.events() if "hstu_fwd_sm90_kernel" in e.name]
+        assert names and all(n.split("(")[0].endswith(", 2>") for n in names), sorted(set(names))
+    monkeypatch.setenv("HSTU_ATTN_SM90_FWD_PERSIST", "0")
+    with torch.no_grad():
+        grid = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **args)
+    assert torch.equal(persistent, grid), "persistent CTAs and the grid order differ"
+
+
 @pytest.mark.parametrize("mask,delta_q,seqused,long", [
     ("causal", False, False, 3000),
     ("context", True, False, 3000),

@@ -12,10 +12,15 @@
 // to P = 0 by the element mask (select, not multiply), and the V rows past the used keys of the boundary tile are
 // zeroed in smem before P V, so non-finite garbage there (seqused) cannot turn 0 * x into NaN. Fully masked KV
 // tiles are never loaded (SeqMask::key_range); query tiles are launched heaviest (last) first.
+//
+// Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
+// in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "hstu/csrc/hstu_common.cuh"
 #include "hstu/csrc/hstu_params.h"
@@ -25,24 +30,31 @@
 namespace hstu {
 namespace sm90 {
 
-template <int D, int STAGES = 2>
+// QBUFS: 0 = one query tile per CTA (grid order or work list), 2 = persistent CTAs with two Q buffers (the next
+// tile's Q loads under the current tile; the epilogue stages O in the current one).
+template <int D, int STAGES = 2, int QBUFS = 0>
 struct FwdSm90Traits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = STAGES;  // K/V pipeline depth (3 fits in smem for D <= 128)
+  static constexpr int kQBufs = QBUFS > 0 ? QBUFS : 1;
   static constexpr int kPanels = D / 64;  // 64-element (128-byte) column panels per row (TMA box width)
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKVPanelBytes = kBlockN * 128;
-  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;  // one Q buffer
   static constexpr int kTileBytes = kBlockN * D * 2;  // one K or one V tile
-  static constexpr int kBarOffset = kQBytes + 2 * kStages * kTileBytes;
-  static constexpr int kSmem = kBarOffset + 128 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
+  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes;
+  // Persistent: 3 more mbarriers at 128-151 (Q full 1, Q empty 0 / 1), then one FwdTile per Q buffer.
+  static constexpr int kSlotOffset = 160;
+  // + mbarriers (+ persistent slots) + slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + (QBUFS > 0 ? kSlotOffset + QBUFS * 128 : 128) + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static_assert(D % 64 == 0, "head dim must be a multiple of 64");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
   static_assert(8 + 32 * kStages <= 112, "barrier offsets 112-123 (parked counts, split flag) must stay free");
+  static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
 
 // KV tiles [nb_begin, nb_end) (of BN keys) that query tile m0 (BM rows) of a sequence must visit; empty (0, 0)
@@ -51,6 +63,13 @@ template <int BM, int BN>
 __device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end) {
   si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
 }
+
+// A persistent CTA's query tile, published by its producer in shared memory (h = -1: no more tiles).
+struct FwdTile {
+  SeqInfo si;
+  int h, b, m_block, nb_begin, nb_end;
+};
+static_assert(sizeof(FwdTile) <= 128, "FwdSm90Traits reserves 128 bytes per slot");
 
 // The forward's work-list units (hstu_sm90_plan.cuh): query tiles of BM rows, their KV tiles of BN keys.
 template <int BM, int BN>
@@ -72,13 +91,23 @@ struct FwdPlanUnits {
 // global memory (read-only path, any strides; adjacent key pairs as one 32-bit load where 4-byte aligned), issued
 // right after the S / P V wgmmas of the tile so the loads fly under them. kRab = false is the
 // no-rab kernel, unchanged.
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false, bool kSched = false>
+// kQB > 0 (grid order, dense-style grids): persistent CTAs (one per SM at most). The producer thread takes query
+// tiles of the head-major order (m_block reversed, h, b) from a global counter (p.fwd_tile_counter, zeroed by the
+// launcher; CTA x starts with tile x), so the tiles run in the grid's order and a CTA that drew a heavy causal tile
+// draws its next one later. It publishes each tile (its sequence, KV range) in a shared-memory slot beside one of
+// the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
+// pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
+// and epilogue (which stages O in its own Q buffer and then frees it).
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false, bool kSched = false,
+          int kQB = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
                          const SchedArgs sched) {
   static_assert(kOverlap || !kPingpong, "pingpong needs the overlapped pipeline");
-  using C = FwdSm90Traits<D, kStagesT>;
+  static_assert(kQB == 0 || (!kSched && kQB == 2), "persistent CTAs: grid order, two Q buffers");
+  using C = FwdSm90Traits<D, kStagesT, kQB>;
+  constexpr bool kPersist = kQB > 0;
   // Per-warpgroup KV ranges (skip the tiles that are P = 0 for all 64 rows of a warpgroup): work-list kernel only
   // (the grid-order kernel's code stays as measured for dense lengths).
   constexpr bool kWgSkip = kSched;
@@ -88,17 +117,23 @@ __global__ void __launch_bounds__(384, 1)
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sQ = base;
-  const uint32_t sK = base + C::kQBytes;           // stage s at + s * kTileBytes
-  const uint32_t sV = sK + S * C::kTileBytes;      // stage s at + s * kTileBytes
+  // Q buffer qb at base + qb * kQBytes, then the K and V stages (stage s at + s * kTileBytes)
+  const uint32_t sK = base + C::kQBufs * C::kQBytes;
+  const uint32_t sV = sK + S * C::kTileBytes;
   const uint32_t bar = base + C::kBarOffset;
-  const uint32_t bar_q = bar;
+  auto bar_q = [&](int qb) { return qb == 0 ? bar : bar + 128u; };
+  auto bar_q_empty = [&](int qb) { return bar + 136u + 8u * qb; };  // persistent: one arrive per consumer warp
   auto bar_full_k = [&](int s) { return bar + 8u + 8u * s; };
   auto bar_full_v = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
+  // Persistent: the tile published with Q buffer qb.
+  auto slot_addr = [&](int qb) { return bar + C::kSlotOffset + qb * static_cast<uint32_t>(sizeof(FwdTile)); };
+  auto tile_slot = [&](int qb) {
+    return reinterpret_cast<FwdTile*>(smem_raw + (slot_addr(qb) - smem_addr(smem_raw)));
+  };
 
-  int h, b, m_block, nb_begin, nb_end;
+  int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
     if (!sched_cta_work(sched, p.heads, it, h)) return;
@@ -106,6 +141,8 @@ __global__ void __launch_bounds__(384, 1)
     m_block = it.y;
     nb_begin = it.z;  // this chunk's KV tiles
     nb_end = it.w;
+  } else if (kPersist) {
+    // (the producer takes the tiles, the consumers read them from shared memory)
   } else if (head_major) {
     m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) query tiles of each (b, h) first
     h = blockIdx.y;
@@ -115,17 +152,20 @@ __global__ void __launch_bounds__(384, 1)
     b = blockIdx.x / p.heads;
     m_block = gridDim.y - 1 - blockIdx.y;  // heaviest (causal) query tiles of all heads first
   }
-  const SeqInfo si = seq_info(p, b);
-  const int m0 = m_block * BM;
-  if (m0 >= si.lq_alloc) return;
-  const SeqMask& mk = si.mask;
-  const int r0 = m0 + mk.offset;  // key position of the tile's first row
+  SeqInfo si = seq_info(p, b);
+  int m0 = m_block * BM;
+  if (!kPersist && m0 >= si.lq_alloc) return;
   if constexpr (!kSched) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end);
-  const int n_tiles = nb_end - nb_begin;
+  int n_tiles = nb_end - nb_begin;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
-    mbar_init(bar_q, 1);
+    mbar_init(bar_q(0), 1);
+    if constexpr (kPersist) {
+      mbar_init(bar_q(1), 1);
+      mbar_init(bar_q_empty(0), 8);
+      mbar_init(bar_q_empty(1), 8);
+    }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       mbar_init(bar_full_k(s), 1);
@@ -140,19 +180,21 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0 && n_tiles > 0) {
+    if (tid == 0 && (kPersist || n_tiles > 0)) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_v);
-      mbar_arrive_expect_tx(bar_q, C::kQBytes);
+      auto load_q = [&](int qb) {
+        mbar_arrive_expect_tx(bar_q(qb), C::kQBytes);
 #pragma unroll
-      for (int pn = 0; pn < C::kPanels; ++pn) {
-        tma_load_3d(sQ + pn * C::kQPanelBytes, &tm_q, bar_q, pn * 64, h, si.q_start + m0);
-      }
-      for (int i = 0; i < n_tiles; ++i) {
-        const int s = i % S;
-        const uint32_t ph = (i / S) & 1;
-        const int row = si.k_start + (nb_end - 1 - i) * BN;
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(base + qb * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_q(qb), pn * 64, h,
+                      si.q_start + m0);
+        }
+      };
+      auto load_kv = [&](int it, int row) {  // it: K / V tiles loaded before this one
+        const int s = it % S;
+        const uint32_t ph = (it / S) & 1;
         mbar_wait(bar_empty_k(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
 #pragma unroll
@@ -165,6 +207,55 @@ __global__ void __launch_bounds__(384, 1)
         for (int pn = 0; pn < C::kPanels; ++pn) {
           tma_load_3d(sV + s * C::kTileBytes + pn * C::kKVPanelBytes, &tm_v, bar_full_v(s), pn * 64, h, row);
         }
+      };
+      if constexpr (!kPersist) {
+        load_q(0);
+        for (int i = 0; i < n_tiles; ++i) load_kv(i, si.k_start + (nb_end - 1 - i) * BN);
+      } else {
+        const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+        const int n_work = m_blocks * p.heads * p.batch;
+        int kv_it = 0, q_it = 0;
+        for (int tile = blockIdx.x; ;) {
+          const int qb = q_it % C::kQBufs;
+          const uint32_t qph = (q_it / C::kQBufs) & 1;
+          if (tile >= n_work) {  // the end: a tile of h = -1
+            mbar_wait(bar_q_empty(qb), qph ^ 1);
+            tile_slot(qb)->h = -1;
+            mbar_arrive(bar_q(qb));
+            break;
+          }
+          m_block = m_blocks - 1 - tile % m_blocks;
+          h = tile / m_blocks % p.heads;
+          b = tile / m_blocks / p.heads;
+          si = seq_info(p, b);
+          m0 = m_block * BM;
+          // The next tile is taken once this one's loads are issued (a few K / V tiles before the consumers need
+          // it): taken earlier, a CTA would hold a tile it cannot start while others run out of work at the end.
+          auto take_next = [&]() { tile = atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x); };
+          if (m0 >= si.lq_alloc) {  // past the sequence: nothing to publish
+            take_next();
+            continue;
+          }
+          fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end);
+          n_tiles = nb_end - nb_begin;
+          ++q_it;
+          mbar_wait(bar_q_empty(qb), qph ^ 1);
+          FwdTile* slot = tile_slot(qb);
+          slot->si = si;
+          slot->h = h;
+          slot->b = b;
+          slot->m_block = m_block;
+          slot->nb_begin = nb_begin;
+          slot->nb_end = nb_end;
+          if (n_tiles > 0) {
+            load_q(qb);  // (its arrive releases the slot's stores to the consumers)
+          } else {
+            mbar_arrive(bar_q(qb));  // no keys: the slot turns all the same (zeros are staged there)
+          }
+          for (int i = 0; i < n_tiles; ++i) load_kv(kv_it + i, si.k_start + (nb_end - 1 - i) * BN);
+          kv_it += n_tiles;
+          take_next();
+        }
       }
     }
   } else {
@@ -175,387 +266,429 @@ __global__ void __launch_bounds__(384, 1)
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
-    const int row_w0 = r0 + 64 * wg;  // key position of this warpgroup's first row
+    int kv0 = 0, q_it = 0;  // K / V tiles and Q tiles consumed before this tile (persistent)
+    for (;;) {
+      const int qb = q_it % C::kQBufs;
+      const uint32_t qph = (q_it / C::kQBufs) & 1;
+      if constexpr (kPersist) {
+        ++q_it;
+        mbar_wait(bar_q(qb), qph);
+        const FwdTile* slot = tile_slot(qb);
+        h = slot->h;
+        if (h < 0) break;
+        b = slot->b;
+        m_block = slot->m_block;
+        nb_begin = slot->nb_begin;
+        nb_end = slot->nb_end;
+        si = slot->si;
+        m0 = m_block * BM;
+        n_tiles = nb_end - nb_begin;
+      }
+      const uint32_t sQ = base + qb * C::kQBytes;
+      const SeqMask& mk = si.mask;
+      const int r0 = m0 + mk.offset;    // key position of the tile's first row
+      const int row_w0 = r0 + 64 * wg;  // key position of this warpgroup's first row
+      auto stage = [&](int i) { return (kv0 + i) % S; };
+      auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
 
-    float acc_o[D / 2];
+      float acc_o[D / 2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
-    // KV tiles this warpgroup's 64 rows can see, [wg_lo, wg_hi) (the CTA's range is that of all 128 rows).
-    int wg_lo = 0, wg_hi = 0;
-    if constexpr (kWgSkip) {
-      mk.key_tiles(row_w0, max(0, min(64, si.lq - (m0 + 64 * wg))), BN, wg_lo, wg_hi);
-    }
+      for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+      // KV tiles this warpgroup's 64 rows can see, [wg_lo, wg_hi) (the CTA's range is that of all 128 rows).
+      int wg_lo = 0, wg_hi = 0;
+      if constexpr (kWgSkip) {
+        mk.key_tiles(row_w0, max(0, min(64, si.lq - (m0 + 64 * wg))), BN, wg_lo, wg_hi);
+      }
 
-    if (n_tiles > 0) {
-      float acc_s[BN / 2];
-      uint32_t pf[BN / 16][4];
-      const float half_alpha = 0.5f * p.alpha;
-      // rab pairs of this thread: pair 2 c + half = row (key position) row_w0 + 16 warp + lane/4 + 8 half, keys
-      // j = n0 + 2 (lane % 4) + 8 c and j + 1, packed 16-bit (= accumulator elements 4 c + 2 half, + 1); 0 outside
-      // [0, lk) (those elements are masked anyway).
-      uint32_t rab_r[kRab ? BN / 4 : 1];
-      auto load_rab = [&](int nb) {
-        if constexpr (kRab) {
-          const int lk = si.lk;
-          const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
-                        static_cast<int64_t>(h) * p.rab_head_stride;
-          const int n0 = nb * BN;
-          // opaque: recompute the row addresses per tile instead of keeping them live (D = 256 spilled them).
-          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const int j0 = n0 + 2 * (ln % 4);
-          const int rr = row_w0 + 16 * warp + ln / 4;
-          const bool vec = (reinterpret_cast<uintptr_t>(p.rab) & 3u) == 0 &&
-                           ((p.rab_batch_stride | p.rab_head_stride | p.rab_row_stride) & 1) == 0;
-          if (vec && row_w0 + 64 <= lk && n0 + BN <= lk) {  // interior, all pairs aligned (uniform): no guards
+      if (n_tiles > 0) {
+        float acc_s[BN / 2];
+        uint32_t pf[BN / 16][4];
+        const float half_alpha = 0.5f * p.alpha;
+        // rab pairs of this thread: pair 2 c + half = row (key position) row_w0 + 16 warp + lane/4 + 8 half, keys
+        // j = n0 + 2 (lane % 4) + 8 c and j + 1, packed 16-bit (= accumulator elements 4 c + 2 half, + 1); 0 outside
+        // [0, lk) (those elements are masked anyway).
+        uint32_t rab_r[kRab ? BN / 4 : 1];
+        auto load_rab = [&](int nb) {
+          if constexpr (kRab) {
+            const int lk = si.lk;
+            const T* rb = static_cast<const T*>(p.rab) + static_cast<int64_t>(b) * p.rab_batch_stride +
+                          static_cast<int64_t>(h) * p.rab_head_stride;
+            const int n0 = nb * BN;
+            // opaque: recompute the row addresses per tile instead of keeping them live (D = 256 spilled them).
+            const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+            const int j0 = n0 + 2 * (ln % 4);
+            const int rr = row_w0 + 16 * warp + ln / 4;
+            const bool vec = (reinterpret_cast<uintptr_t>(p.rab) & 3u) == 0 &&
+                             ((p.rab_batch_stride | p.rab_head_stride | p.rab_row_stride) & 1) == 0;
+            if (vec && row_w0 + 64 <= lk && n0 + BN <= lk) {  // interior, all pairs aligned (uniform): no guards
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const T* row = rb + static_cast<int64_t>(rr + 8 * half) * p.rab_row_stride + j0;
+              for (int half = 0; half < 2; ++half) {
+                const T* row = rb + static_cast<int64_t>(rr + 8 * half) * p.rab_row_stride + j0;
 #pragma unroll
-              for (int c = 0; c < BN / 8; ++c) rab_r[2 * c + half] = ld_nc_u32(row + 8 * c);
-            }
-          } else {  // boundary tiles or odd strides: predicated loads (branch-free: branches here cost spills)
+                for (int c = 0; c < BN / 8; ++c) rab_r[2 * c + half] = ld_nc_u32(row + 8 * c);
+              }
+            } else {  // boundary tiles or odd strides: predicated loads (branch-free: branches here cost spills)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int r = rr + 8 * half;
-              const T* row = rb + static_cast<int64_t>(r) * p.rab_row_stride + j0;
-              const bool aligned = (reinterpret_cast<uintptr_t>(row) & 3u) == 0;  // j - j0 is even
+              for (int half = 0; half < 2; ++half) {
+                const int r = rr + 8 * half;
+                const T* row = rb + static_cast<int64_t>(r) * p.rab_row_stride + j0;
+                const bool aligned = (reinterpret_cast<uintptr_t>(row) & 3u) == 0;  // j - j0 is even
 #pragma unroll
-              for (int c = 0; c < BN / 8; ++c) {
-                const int j = j0 + 8 * c;
-                rab_r[2 * c + half] = ld_nc_pair_if(row + 8 * c, r < lk && j < lk, r < lk && j + 1 < lk, aligned);
+                for (int c = 0; c < BN / 8; ++c) {
+                  const int j = j0 + 8 * c;
+                  rab_r[2 * c + half] = ld_nc_pair_if(row + 8 * c, r < lk && j < lk, r < lk && j + 1 < lk, aligned);
+                }
               }
             }
           }
-        }
-      };
-      auto issue_qk = [&](int s) {
-        wgmma_fence();
-        // Work-list kernel, D >= 128: the Q descriptors are rebuilt per tile from one address (opaque), else they
-        // were kept in registers and spilled inside the main loop (ptxas).
-        const uint32_t q_wg = kSched && D >= 128 ? opaque(sQ + wg * 64 * 128) : sQ + wg * 64 * 128;
+        };
+        auto issue_qk = [&](int s) {
+          wgmma_fence();
+          // Work-list kernel, D >= 128: the Q descriptors are rebuilt per tile from one address (opaque), else they
+          // were kept in registers and spilled inside the main loop (ptxas).
+          const uint32_t q_wg = kSched && D >= 128 ? opaque(sQ + wg * 64 * 128) : sQ + wg * 64 * 128;
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ++ks) {
-          const uint64_t da = make_desc_sw128(q_wg + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
-          const uint64_t db = make_desc_sw128(sK + s * C::kTileBytes + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
-          wgmma_ss<T, BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-        }
-        wgmma_commit();
-      };
-      auto issue_pv = [&](int s) {
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks) {
-          const uint64_t db = make_desc_sw128(sV + s * C::kTileBytes + ks * 16 * 128, C::kKVPanelBytes);
-          wgmma_rs<T, D, 1>(acc_o, pf[ks], db, 1);
-        }
-        wgmma_commit();
-      };
-      // P = SiLU(alpha * (S + rab)) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
-      auto silu_mask = [&](int nb) {
-        const int n0 = nb * BN;
-        if constexpr (kRab) {
-#pragma unroll
-          for (int e = 0; e < BN / 2; ++e) {
-            acc_s[e] += (e % 2) ? unpack_hi<T>(rab_r[e / 2]) : unpack_lo<T>(rab_r[e / 2]);
+          for (int ks = 0; ks < D / 16; ++ks) {
+            const uint64_t da = make_desc_sw128(q_wg + (ks / 4) * C::kQPanelBytes + (ks % 4) * 32, 16);
+            const uint64_t db =
+                make_desc_sw128(sK + s * C::kTileBytes + (ks / 4) * C::kKVPanelBytes + (ks % 4) * 32, 16);
+            wgmma_ss<T, BN>(acc_s, da, db, ks > 0 ? 1 : 0);
           }
-        }
-        if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                     : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+          wgmma_commit();
+        };
+        auto issue_pv = [&](int s) {
+          wgmma_fence();
 #pragma unroll
-          for (int e = 0; e < BN / 2; ++e) {
-            const float x = acc_s[e] * half_alpha;
-            acc_s[e] = fmaf(x, tanh_fast(x), x);
+          for (int ks = 0; ks < BN / 16; ++ks) {
+            const uint64_t db = make_desc_sw128(sV + s * C::kTileBytes + ks * 16 * 128, C::kKVPanelBytes);
+            wgmma_rs<T, D, 1>(acc_o, pf[ks], db, 1);
           }
-        } else if (mk.hist == mk.lk) {
-          // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
-          const int jj = n0 + 2 * (lane % 4);
-          int lo[2], hi[2];
+          wgmma_commit();
+        };
+        // P = SiLU(alpha * (S + rab)) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
+        auto silu_mask = [&](int nb) {
+          const int n0 = nb * BN;
+          if constexpr (kRab) {
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
-            lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
-            hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
-            if (r < mk.ctx) {
-              lo[half] = 0;
-              hi[half] = mk.lk;
+            for (int e = 0; e < BN / 2; ++e) {
+              acc_s[e] += (e % 2) ? unpack_hi<T>(rab_r[e / 2]) : unpack_lo<T>(rab_r[e / 2]);
             }
-            if (r >= mk.lk) hi[half] = lo[half];
           }
+          if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                       : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
 #pragma unroll
-          for (int e = 0; e < BN / 2; ++e) {
-            const float x = acc_s[e] * half_alpha;
-            const float v = fmaf(x, tanh_fast(x), x);
-            const int half = (e % 4) / 2;
-            const int j = jj + 8 * (e / 4) + (e % 2);
-            acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
-          }
-        } else {
-          // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
-          const int rr = row_w0 + 16 * warp + lane / 4;
-          const int jj = n0 + 2 * (lane % 4);
-          uint32_t bits[BN / 64];
+            for (int e = 0; e < BN / 2; ++e) {
+              const float x = acc_s[e] * half_alpha;
+              acc_s[e] = fmaf(x, tanh_fast(x), x);
+            }
+          } else if (mk.hist == mk.lk) {
+            // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
+            const int jj = n0 + 2 * (lane % 4);
+            int lo[2], hi[2];
 #pragma unroll
-          for (int w = 0; w < BN / 64; ++w) {
-            uint32_t m = 0;
+            for (int half = 0; half < 2; ++half) {
+              const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
+              lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+              hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
+              if (r < mk.ctx) {
+                lo[half] = 0;
+                hi[half] = mk.lk;
+              }
+              if (r >= mk.lk) hi[half] = lo[half];
+            }
+#pragma unroll
+            for (int e = 0; e < BN / 2; ++e) {
+              const float x = acc_s[e] * half_alpha;
+              const float v = fmaf(x, tanh_fast(x), x);
+              const int half = (e % 4) / 2;
+              const int j = jj + 8 * (e / 4) + (e % 2);
+              acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
+            }
+          } else {
+            // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
+            const int rr = row_w0 + 16 * warp + lane / 4;
+            const int jj = n0 + 2 * (lane % 4);
+            uint32_t bits[BN / 64];
+#pragma unroll
+            for (int w = 0; w < BN / 64; ++w) {
+              uint32_t m = 0;
 #pragma unroll 1
-            for (int e = 0; e < 32; ++e) {
-              const int ee = 32 * w + e;
-              const int r = rr + 8 * ((ee % 4) / 2);
-              const int j = jj + 8 * (ee / 4) + (ee % 2);
-              m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+              for (int e = 0; e < 32; ++e) {
+                const int ee = 32 * w + e;
+                const int r = rr + 8 * ((ee % 4) / 2);
+                const int j = jj + 8 * (ee / 4) + (ee % 2);
+                m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+              }
+              bits[w] = m;
             }
-            bits[w] = m;
+#pragma unroll
+            for (int e = 0; e < BN / 2; ++e) {
+              const float x = acc_s[e] * half_alpha;
+              const float v = fmaf(x, tanh_fast(x), x);
+              acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+            }
           }
+        };
+        auto pack_p = [&]() {
 #pragma unroll
-          for (int e = 0; e < BN / 2; ++e) {
-            const float x = acc_s[e] * half_alpha;
-            const float v = fmaf(x, tanh_fast(x), x);
-            acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+          for (int ks = 0; ks < BN / 16; ++ks) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) pf[ks][q] = pack_pair<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
           }
-        }
-      };
-      auto pack_p = [&]() {
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) pf[ks][q] = pack_pair<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
-        }
-      };
-      auto release = [&](uint32_t b) {
-        if (lane == 0) mbar_arrive(b);
-      };
-      // The first (highest) KV tile may reach past the used keys: zero those V rows in smem (both consumer
-      // warpgroups split the rows, then sync with each other) so that P = 0 never meets a non-finite V.
-      auto fix_boundary_v = [&](int nb, int s) {
-        const int valid = si.lk - nb * BN;
-        if (valid >= BN) return;  // uniform over both consumer warpgroups
-        const int nrows = BN - valid;
-        const int total = C::kPanels * nrows * 8;
-        for (int idx = ctid; idx < total; idx += 256) {
-          const int chunk = idx % 8;
-          const int rr = (idx / 8) % nrows;
-          const int pn = idx / (8 * nrows);
-          const uint32_t a = sV + s * C::kTileBytes + pn * C::kKVPanelBytes + (valid + rr) * 128 + chunk * 16;
-          asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
-        }
-        fence_proxy_async_smem();
-        named_barrier_sync(1, 256);
-      };
+        };
+        auto release = [&](uint32_t b) {
+          if (lane == 0) mbar_arrive(b);
+        };
+        // The first (highest) KV tile may reach past the used keys: zero those V rows in smem (both consumer
+        // warpgroups split the rows, then sync with each other) so that P = 0 never meets a non-finite V.
+        auto fix_boundary_v = [&](int nb, int s) {
+          const int valid = si.lk - nb * BN;
+          if (valid >= BN) return;  // uniform over both consumer warpgroups
+          const int nrows = BN - valid;
+          const int total = C::kPanels * nrows * 8;
+          for (int idx = ctid; idx < total; idx += 256) {
+            const int chunk = idx % 8;
+            const int rr = (idx / 8) % nrows;
+            const int pn = idx / (8 * nrows);
+            const uint32_t a = sV + s * C::kTileBytes + pn * C::kKVPanelBytes + (valid + rr) * 128 + chunk * 16;
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(1, 256);
+        };
 
-      mbar_wait(bar_q, 0);
-      if constexpr (!kOverlap) {
-        for (int i = 0; i < n_tiles; ++i) {
-          const int nb = nb_end - 1 - i;
-          const int s = i % S;
-          const uint32_t ph = (i / S) & 1;
-          mbar_wait(bar_full_k(s), ph);
-          issue_qk(s);
-          load_rab(nb);
-          wgmma_wait<0>();
-          pin_all(acc_s);
-          release(bar_empty_k(s));
-          silu_mask(nb);
-          pack_p();
-          mbar_wait(bar_full_v(s), ph);
-          if (i == 0) fix_boundary_v(nb, s);
-          issue_pv(s);
-          wgmma_wait<0>();
-          pin_all(pf);
-          release(bar_empty_v(s));
-        }
-      } else {
-        // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
-        // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
-        auto pp_sync = [&]() {
-          if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
-        };
-        auto pp_arrive = [&]() {
-          if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
-        };
-        if (kPingpong && wg == 1) named_barrier_arrive(4, 256);
-        // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
-        // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
-        // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
-        // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
-        int ia = 0, ib = n_tiles;  // without kWgSkip the whole range: the code as before
-        if constexpr (kWgSkip) {
-          ia = n_tiles;
-          const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
-          if (hi > lo) {
-            ia = nb_end - hi;
-            ib = nb_end - lo;
-          }
-        }
-        auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
-          pp_sync();
-          if (wg == 0 || slot < n) pp_arrive();
-        };
-        auto skip_tile = [&](int i) {
-          const int s = i % S;
-          const uint32_t ph = (i / S) & 1;
-          mbar_wait(bar_full_k(s), ph);
-          release(bar_empty_k(s));
-          mbar_wait(bar_full_v(s), ph);
-          if (i == 0) fix_boundary_v(nb_end - 1, 0);
-          release(bar_empty_v(s));
-        };
-        if constexpr (kWgSkip) {
-          for (int i = 0; i < ia; ++i) {
-            pp_turn(i, n_tiles);
-            skip_tile(i);
-          }
-          // n_tiles is parked in shared memory while the section runs (one register less in the loop: D = 256
-          // spilled inside it otherwise).
-          st_shared_u32(bar + 112u + 4u * wg, static_cast<uint32_t>(n_tiles));
-          if (ia == n_tiles) pp_turn(n_tiles, n_tiles);  // no tile of this warpgroup: the last turn
-        }
-        if (ia < n_tiles) {
-          // First tile of the section: S, P; zero the V rows past the used keys once V_0 has landed.
-          {
-            const int s0 = ia % S;
-            const uint32_t ph0 = (ia / S) & 1;
-            mbar_wait(bar_full_k(s0), ph0);
-            pp_sync();
-            issue_qk(s0);
-            pp_arrive();
-            load_rab(nb_end - 1 - ia);
-            wgmma_wait<0>();
-            pin_all(acc_s);
-            release(bar_empty_k(s0));
-            silu_mask(nb_end - 1 - ia);
-            pack_p();
-            mbar_wait(bar_full_v(s0), ph0);
-            if (ia == 0) fix_boundary_v(nb_end - 1, 0);
-          }
-          for (int i = ia + 1; i < ib; ++i) {
+        if constexpr (!kPersist) mbar_wait(bar_q(qb), qph);
+        if constexpr (!kOverlap) {
+          for (int i = 0; i < n_tiles; ++i) {
             const int nb = nb_end - 1 - i;
-            const int s = i % S;
-            const uint32_t ph = (i / S) & 1;
-            const int sp = (i - 1) % S;
-            const uint32_t php = ((i - 1) / S) & 1;
+            const int s = stage(i);
+            const uint32_t ph = phase(i);
             mbar_wait(bar_full_k(s), ph);
-            mbar_wait(bar_full_v(sp), php);
-            pp_sync();
-            issue_qk(s);   // S_i, in flight during the P V below
-            issue_pv(sp);  // O += P_{i-1} V_{i-1}
-            pp_arrive();
-            load_rab(nb);  // kRab: flies under both wgmmas
-            wgmma_wait<1>();  // S_i done
+            issue_qk(s);
+            load_rab(nb);
+            wgmma_wait<0>();
             pin_all(acc_s);
             release(bar_empty_k(s));
-            silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+            silu_mask(nb);
+            pack_p();
+            mbar_wait(bar_full_v(s), ph);
+            if (i == 0) fix_boundary_v(nb, s);
+            issue_pv(s);
             wgmma_wait<0>();
             pin_all(pf);
-            release(bar_empty_v(sp));
-            pack_p();
+            release(bar_empty_v(s));
           }
-          const int il = ib - 1;
-          const int sl = il % S;
-          mbar_wait(bar_full_v(sl), (il / S) & 1);
-          pp_sync();
-          issue_pv(sl);
-          int n_all = n_tiles;
+        } else {
+          // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
+          // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
+          auto pp_sync = [&]() {
+            if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
+          };
+          auto pp_arrive = [&]() {
+            if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
+          };
+          if (kPingpong && wg == 1) named_barrier_arrive(4, 256);
+          // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
+          // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
+          // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
+          // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
+          int ia = 0, ib = n_tiles;  // without kWgSkip the whole range: the code as before
           if constexpr (kWgSkip) {
-            n_all = static_cast<int>(ld_shared_u32(bar + 112u + 4u * (opaque(static_cast<uint32_t>(ctid)) / 128u)));
-          }
-          if (wg == 0 || ib < n_all) pp_arrive();
-          wgmma_wait<0>();
-          pin_all(pf);
-          release(bar_empty_v(sl));
-          for (int i = ib; i < n_all; ++i) {
-            skip_tile(i);
-            pp_turn(i + 1, n_all);
-          }
-        }
-      }
-      pin_all(acc_o);
-    }
-
-    // Split tile (work list): store this chunk's partial, count it; the last chunk sums all partials in chunk
-    // order and goes on to the epilogue, the others are done. The item is re-read here (nothing kept live).
-    if constexpr (kSched) {
-      int idx, hh;
-      sched_cta_item(sched, p.heads, idx, hh);
-      const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
-      if (sp.x >= 0) {
-        constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
-        float4* parts = reinterpret_cast<float4*>(sched.parts);
-        float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          __stcg(own + j * 256 + ctid,
-                 make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
-        }
-        __threadfence();
-        named_barrier_sync(6, 256);
-        const uint32_t flag = bar + 120u;  // a free word after the mbarriers
-        if (ctid == 0) {
-          const int old = atomicAdd(sched.counters + sp.x * p.heads + h, 1);
-          st_shared_u32(flag, old == sp.z - 1 ? 1u : 0u);
-        }
-        named_barrier_sync(6, 256);
-        if (ld_shared_u32(flag) == 0) return;
-        __threadfence();
-        constexpr int G = 8;  // float4 groups in flight per partial
-#pragma unroll
-        for (int j0 = 0; j0 < D / 8; j0 += G) {
-          float4 sum[G];
-#pragma unroll
-          for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
-          for (int c = 0; c < sp.z; ++c) {
-            const float4* src = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4 + ctid;
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-              const float4 v = __ldcg(src + (j0 + g) * 256);
-              sum[g].x += v.x;
-              sum[g].y += v.y;
-              sum[g].z += v.z;
-              sum[g].w += v.w;
+            ia = n_tiles;
+            const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
+            if (hi > lo) {
+              ia = nb_end - hi;
+              ib = nb_end - lo;
             }
           }
+          auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
+            pp_sync();
+            if (wg == 0 || slot < n) pp_arrive();
+          };
+          auto skip_tile = [&](int i) {
+            const int s = stage(i);
+            const uint32_t ph = phase(i);
+            mbar_wait(bar_full_k(s), ph);
+            release(bar_empty_k(s));
+            mbar_wait(bar_full_v(s), ph);
+            if (i == 0) fix_boundary_v(nb_end - 1, stage(0));
+            release(bar_empty_v(s));
+          };
+          if constexpr (kWgSkip) {
+            for (int i = 0; i < ia; ++i) {
+              pp_turn(i, n_tiles);
+              skip_tile(i);
+            }
+            // n_tiles is parked in shared memory while the section runs (one register less in the loop: D = 256
+            // spilled inside it otherwise).
+            st_shared_u32(bar + 112u + 4u * wg, static_cast<uint32_t>(n_tiles));
+            if (ia == n_tiles) pp_turn(n_tiles, n_tiles);  // no tile of this warpgroup: the last turn
+          }
+          if (ia < n_tiles) {
+            // First tile of the section: S, P; zero the V rows past the used keys once V_0 has landed.
+            {
+              const int s0 = stage(ia);
+              const uint32_t ph0 = phase(ia);
+              mbar_wait(bar_full_k(s0), ph0);
+              pp_sync();
+              issue_qk(s0);
+              pp_arrive();
+              load_rab(nb_end - 1 - ia);
+              wgmma_wait<0>();
+              pin_all(acc_s);
+              release(bar_empty_k(s0));
+              silu_mask(nb_end - 1 - ia);
+              pack_p();
+              mbar_wait(bar_full_v(s0), ph0);
+              if (ia == 0) fix_boundary_v(nb_end - 1, s0);
+            }
+            for (int i = ia + 1; i < ib; ++i) {
+              const int nb = nb_end - 1 - i;
+              const int s = stage(i);
+              const uint32_t ph = phase(i);
+              const int sp = stage(i - 1);
+              const uint32_t php = phase(i - 1);
+              mbar_wait(bar_full_k(s), ph);
+              mbar_wait(bar_full_v(sp), php);
+              pp_sync();
+              issue_qk(s);   // S_i, in flight during the P V below
+              issue_pv(sp);  // O += P_{i-1} V_{i-1}
+              pp_arrive();
+              load_rab(nb);  // kRab: flies under both wgmmas
+              wgmma_wait<1>();  // S_i done
+              pin_all(acc_s);
+              release(bar_empty_k(s));
+              silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+              wgmma_wait<0>();
+              pin_all(pf);
+              release(bar_empty_v(sp));
+              pack_p();
+            }
+            const int il = ib - 1;
+            const int sl = stage(il);
+            mbar_wait(bar_full_v(sl), phase(il));
+            pp_sync();
+            issue_pv(sl);
+            int n_all = n_tiles;
+            if constexpr (kWgSkip) {
+              n_all = static_cast<int>(ld_shared_u32(bar + 112u + 4u * (opaque(static_cast<uint32_t>(ctid)) / 128u)));
+            }
+            if (wg == 0 || ib < n_all) pp_arrive();
+            wgmma_wait<0>();
+            pin_all(pf);
+            release(bar_empty_v(sl));
+            for (int i = ib; i < n_all; ++i) {
+              skip_tile(i);
+              pp_turn(i + 1, n_all);
+            }
+          }
+        }
+        pin_all(acc_o);
+      }
+
+      // Split tile (work list): store this chunk's partial, count it; the last chunk sums all partials in chunk
+      // order and goes on to the epilogue, the others are done. The item is re-read here (nothing kept live).
+      if constexpr (kSched) {
+        int idx, hh;
+        sched_cta_item(sched, p.heads, idx, hh);
+        const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
+        if (sp.x >= 0) {
+          constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
+          float4* parts = reinterpret_cast<float4*>(sched.parts);
+          float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
 #pragma unroll
-          for (int g = 0; g < G; ++g) {
-            acc_o[4 * (j0 + g)] = sum[g].x;
-            acc_o[4 * (j0 + g) + 1] = sum[g].y;
-            acc_o[4 * (j0 + g) + 2] = sum[g].z;
-            acc_o[4 * (j0 + g) + 3] = sum[g].w;
+          for (int j = 0; j < D / 8; ++j) {
+            __stcg(own + j * 256 + ctid,
+                   make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
+          }
+          __threadfence();
+          named_barrier_sync(6, 256);
+          const uint32_t flag = bar + 120u;  // a free word after the mbarriers
+          if (ctid == 0) {
+            const int old = atomicAdd(sched.counters + sp.x * p.heads + h, 1);
+            st_shared_u32(flag, old == sp.z - 1 ? 1u : 0u);
+          }
+          named_barrier_sync(6, 256);
+          if (ld_shared_u32(flag) == 0) return;
+          __threadfence();
+          constexpr int G = 8;  // float4 groups in flight per partial
+#pragma unroll
+          for (int j0 = 0; j0 < D / 8; j0 += G) {
+            float4 sum[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int c = 0; c < sp.z; ++c) {
+              const float4* src = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4 + ctid;
+#pragma unroll
+              for (int g = 0; g < G; ++g) {
+                const float4 v = __ldcg(src + (j0 + g) * 256);
+                sum[g].x += v.x;
+                sum[g].y += v.y;
+                sum[g].z += v.z;
+                sum[g].w += v.w;
+              }
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+              acc_o[4 * (j0 + g)] = sum[g].x;
+              acc_o[4 * (j0 + g) + 1] = sum[g].y;
+              acc_o[4 * (j0 + g) + 2] = sum[g].z;
+              acc_o[4 * (j0 + g) + 3] = sum[g].w;
+            }
           }
         }
       }
-    }
 
-    // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
-    // then 16-byte coalesced stores. Rows past seqused hold zeros (masked); rows past the sequence are not stored.
-    const float sc = p.inv_scaling;
+      // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
+      // then 16-byte coalesced stores. Rows past seqused hold zeros (masked); rows past the sequence are not stored.
+      const float sc = p.inv_scaling;
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
+      for (int j = 0; j < D / 8; ++j) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int rr = 16 * warp + lane / 4 + 8 * half;
-        const uint32_t v = pack_pair<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
-        const uint32_t a =
-            sQ + (j / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+        for (int half = 0; half < 2; ++half) {
+          const int rr = 16 * warp + lane / 4 + 8 * half;
+          const uint32_t v = pack_pair<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
+          const uint32_t a =
+              sQ + (j / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+        }
       }
-    }
-    named_barrier_sync(2 + wg, 128);
-    const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
-    T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
-            static_cast<int64_t>(h) * p.o_head_stride;
-    constexpr int kChunks = D / 8;
+      named_barrier_sync(2 + wg, 128);
+      int e_lq_alloc = si.lq_alloc, e_q_start = si.q_start, e_m0 = m0, e_h = h;
+      if constexpr (kPersist) {  // re-read from the slot (kept live through the tile, they spilled)
+        const uint32_t sl = slot_addr(qb);
+        e_lq_alloc = static_cast<int>(ld_shared_u32(sl + offsetof(FwdTile, si) + offsetof(SeqInfo, lq_alloc)));
+        e_q_start = static_cast<int>(ld_shared_u32(sl + offsetof(FwdTile, si) + offsetof(SeqInfo, q_start)));
+        e_m0 = static_cast<int>(ld_shared_u32(sl + offsetof(FwdTile, m_block))) * BM;
+        e_h = static_cast<int>(ld_shared_u32(sl + offsetof(FwdTile, h)));
+      }
+      const int rows_store = min(64, e_lq_alloc - e_m0 - 64 * wg);
+      T* og = static_cast<T*>(p.out) + static_cast<int64_t>(e_q_start + e_m0 + 64 * wg) * p.o_row_stride +
+              static_cast<int64_t>(e_h) * p.o_head_stride;
+      constexpr int kChunks = D / 8;
 #pragma unroll 4
-    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
-      const int rr = idx / kChunks;
-      const int c = idx % kChunks;
-      if (rr < rows_store) {
-        uint4 val;
-        const uint32_t a = sQ + (c / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                     : "r"(a));
-        st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+      for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+        const int rr = idx / kChunks;
+        const int c = idx % kChunks;
+        if (rr < rows_store) {
+          uint4 val;
+          const uint32_t a = sQ + (c / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                       : "r"(a));
+          st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+        }
       }
-    }
+      if constexpr (kPersist) {
+        // This warp has read its part of the staging: the buffer may take a later tile's Q (its generic stores are
+        // ordered before the TMA's writes by the proxy fence).
+        fence_proxy_async_smem();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar_q_empty(qb));
+      }
+      kv0 += n_tiles;
+      if constexpr (!kPersist) break;
+    }  // query tiles
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "hstu/csrc/hstu_params.h"
@@ -78,7 +79,9 @@ constexpr int kFwdSplitPct = 120;
 
 // sched_mode (dev variants only): 1 = with split KV ranges (the default), 2 = work list without splits,
 // 3 = the planner alone (timing; no output written), 4 / 5 = split cap 85 / 200 % of the average.
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStages, bool kRab = false>
+// kPersistStages > 0: grids of more than one wave (head-major order, no work list) run as persistent CTAs, one per
+// SM, with two Q buffers and this many K / V stages (p.fwd_tile_counter must be set).
+template <typename T, int D, bool kOverlap, bool kPingpong, int kStages, bool kRab = false, int kPersistStages = 0>
 cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, bool head_major, bool sched = true,
                        int sched_mode = 1) {
   using C = FwdSm90Traits<D, kStages>;
@@ -106,6 +109,20 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
+  const int64_t tiles = int64_t{m_blocks} * p.heads * p.batch;
+  if constexpr (kPersistStages > 0) {
+    if (sa.items == nullptr && head_major && p.fwd_tile_counter != nullptr && tiles > sm_count() &&
+        tiles < (int64_t{1} << 30)) {  // grid order, persistent CTAs
+      using CP = FwdSm90Traits<D, kPersistStages, 2>;
+      constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kPersistStages, kRab, false, 2>;
+      err = set_max_dynamic_smem<kernel>(CP::kSmem);
+      if (err != cudaSuccess) return err;
+      err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+      if (err != cudaSuccess) return err;
+      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa);
+      return cudaGetLastError();
+    }
+  }
   if (sa.items == nullptr) {  // grid order: the kSched = false kernel (no work list code at all)
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, false>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
@@ -132,17 +149,22 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 }  // namespace sm90
 
 // The default configuration (measured best on an H200, NOTES.md): overlapped SiLU / P V, pingpong consumer
-// warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid. With HSTU_SM90_ALL_VARIANTS (the dev
-// library) `variant` selects an experimental configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage,
+// warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid; at D <= 128 grids of more than one
+// wave run as persistent CTAs with 2 Q buffers and 2 K/V stages (NOTES.md "Session 21"; variant -2: one CTA per
+// query tile, for comparisons). With HSTU_SM90_ALL_VARIANTS (the dev library) `variant` selects an experimental
+// configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage,
 // 1 overlapped 2-stage, 2 overlapped 3-stage, 3 overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage;
 // + 100: with the jagged work list (p.fwd_sched) where the op gave one (+ 200: without KV splits, + 300: the
 // planner alone, for timing, + 400 / 500: split cap 85 / 200 %); variant < 0 is the default (work list on).
-// Without it (the wheel) only the default is compiled and `variant` is ignored.
-// With rab the default configuration's kRab kernel runs, whatever `variant` says.
+// Without it (the wheel) only the default is compiled and `variant` is ignored but for -2.
+// With rab the default configuration's kRab kernel runs in grid order, whatever `variant` says.
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
   constexpr int kDeep = D <= 128 ? 3 : 2;
   if (p.rab != nullptr) return sm90::launch_fwd<T, D, true, true, kDeep, true>(p, total_k, stream, true);
+  if constexpr (D <= 128) {
+    if (variant == -1) return sm90::launch_fwd<T, D, true, true, kDeep, false, 2>(p, total_k, stream, true);
+  }
 #ifdef HSTU_SM90_ALL_VARIANTS
   if (variant >= 0) {
     const bool hm = variant % 100 / 10 == 1;
