@@ -464,7 +464,11 @@ def hstu_attn_varlen_func(
     grid is short (at most 264 CTAs) and the sequences long (at least 16 query tiles of 128 rows) under a causal
     mask (no left window): the longest query tiles' KV ranges are split there. The workspace holds at most 16 MB
     of partials plus the list (32 bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 /
-    HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids (comparisons). The Hopper backward at D = 64 / 128 zeroes its
+    HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids (comparisons). Where the Hopper forward keeps its grid at
+    D = 64 / 128 without rab and the grid is longer than one wave, it runs as persistent CTAs (one per SM) that
+    take the query tiles in the grid's order from a counter (4 bytes, zeroed by the call) and load the next
+    tile under the current one; the output is bitwise the grid's, and HSTU_ATTN_SM90_FWD_PERSIST=0 runs one
+    CTA per tile instead (comparisons). The Hopper backward at D = 64 / 128 zeroes its
     own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
     instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair, and at
     D = 128 under a causal / local mask 32 more for the conversion below); HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a
