@@ -294,9 +294,10 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
       p.fwd_sched = sched->data_ptr();
       p.fwd_sched_bytes = sched_bytes;
     }
-    // D <= 128 without rab: the persistent grid-order kernel's tile counter (the launcher zeroes it).
+    // D <= 128 without rab and without the work list: the persistent grid-order kernel's tile counter (the
+    // launcher zeroes it; the work list's kernel never reads it).
     std::optional<Tensor> counter;
-    if (p.rab == nullptr && p.head_dim <= 128) {
+    if (p.rab == nullptr && p.head_dim <= 128 && p.fwd_sched == nullptr) {
       counter = torch::stable::new_empty(q, {1}, ScalarType::Int);
       p.fwd_tile_counter = static_cast<int*>(counter->data_ptr());
     }
