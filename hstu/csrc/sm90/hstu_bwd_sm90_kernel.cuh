@@ -389,7 +389,7 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 // by the CTAs of pair P + 2 gp, two groups later in the grid (CTA (P + 2 gp, n): chunk n of pair P), while they are
 // still in L2, by their otherwise idle producer warps 2 and 3 (one 64-row half each), and then dropped from L2
 // (`discard.global.L2`: converted lines are never written back to HBM). Two groups, not one: a group later the pair
-// is often not finished yet, and the converters' wait for it cost more than it saved (NOTES.md "Session 19").
+// is often not finished yet, and the converters' wait for it cost more than it saved (docs/archive/hstu_sm90_log.md "Session 19").
 // What they do not convert goes to the launcher's pass (hstu_dq_convert_rest_sm90_kernel): the last 2 gp pairs (no
 // CTA two groups later), and the rows the main kernel lists (the rest of a 64-row half from a multiple of 16 rows
 // on): those of a converter that stopped (its CTA's consumers finished first), of chunks nblk_k, ...
@@ -659,7 +659,7 @@ __global__ void __launch_bounds__(384, 1)
   // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
   // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
-  // and exchanged through smem (section "split S^T / dP^T" in NOTES.md).
+  // and exchanged through smem (section "split S^T / dP^T" in docs/archive/hstu_sm90_log.md).
   // dQ's 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0: block 0, warpgroup 1: blocks 1-3), and
   // warpgroup 1 issues the next tile's dP^T inside the tile, between its dQ reductions.
   static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
@@ -943,7 +943,7 @@ __global__ void __launch_bounds__(384, 1)
         // Warpgroup 1: dP^T = V dO^T, dS^T = dP^T alpha / N SiLU' (read from sX, written back in place, same thread
         //   and address), dK += dS^T Q (RS), dV += P^T dO (SS, A = sP), dQ (SS, A = sX).
         // Named barriers (256 threads: one warpgroup arrives, the other syncs (E: both sync); each used once per
-        // tile, and neither warpgroup can arrive twice on one before the other has synced on it, see NOTES.md):
+        // tile, and neither warpgroup can arrive twice on one before the other has synced on it, see docs/archive/hstu_sm90_log.md):
         //   A (0 -> 1) P^T, SiLU' of tile i in smem; B (1 -> 0) dS^T of tile i in sX;
         //   E (both) the dV (sP) and dQ (sX) wgmmas of tile i of both warpgroups are done (warpgroup 0 may write
         //   P^T, SiLU' of tile i + 1).
@@ -1307,7 +1307,7 @@ __global__ void __launch_bounds__(384, 1)
             const int c0 = C::kSplitDqCols ? 64 * wg : 0;
             if constexpr (kLpt) {
               // evict_last: more of the workspace is still in L2 when the conversion reads it (B128 S1K: conversion
-              // 140 -> 133 us, main kernel +0-3 us; NOTES.md "Session 11").
+              // 140 -> 133 us, main kernel +0-3 us; docs/archive/hstu_sm90_log.md "Session 11").
               uint64_t pol;
               asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
 #pragma unroll
@@ -1819,7 +1819,7 @@ __global__ void __launch_bounds__(384, 1)
     // The dQ reductions and the dK / dV stores have read their shared-memory sources before it goes away. (Only the
     // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
     // reads those addresses again. The warps' EXIT still waits for the writes; ncu: that wait does not delay the
-    // SM's next CTA, NOTES.md "Session 14".)
+    // SM's next CTA, docs/archive/hstu_sm90_log.md "Session 14".)
     if (kConvBehind && bwd_dq_conv_behind(p)) {
       // This warp's reduce-adds are complete (their writes performed) before it counts for its pair (the dK / dV
       // stores just issued, the newest group of lane 0 of warp 0, need not be).

@@ -1,8 +1,8 @@
 """GPU check of the Hopper (sm90a) HSTU dev library (forward and backward): correctness against
 hstu/_reference.py and timings.
 
-    python3 hstu/csrc/sm90/dev_check_sm90.py --lib .carry_sm90/libhstu_sm90_dev.so [--bench] [--variants -1,4]
-    python3 hstu/csrc/sm90/dev_check_sm90.py --lib .carry_sm90/libhstu_sm90_dev.so --bwd [--bench] [--quick]
+    python3 tools/hstu_dev/dev_check_sm90.py --lib .carry_sm90/libhstu_sm90_dev.so [--bench] [--variants -1,4]
+    python3 tools/hstu_dev/dev_check_sm90.py --lib .carry_sm90/libhstu_sm90_dev.so --bwd [--bench] [--quick]
 
 Backward rule: max|kernel - gold| <= 5 * max|torch_same_dtype - gold| + 1e-5 for each of dq, dk, dv, gold = the
 analytic fp32 backward (hstu_attn_reference_backward) on upcast inputs, torch_same_dtype = autograd of the
@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("hstu_reference", os.path.join(HERE, "..", "..", "_reference.py"))
+    spec = importlib.util.spec_from_file_location("hstu_reference", os.path.join(HERE, "..", "..", "hstu", "_reference.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -2,7 +2,7 @@
 // `int variant` (-1: default; see run_hstu_fwd_sm90 for the experimental configurations), and
 // `hstu_attn_sm90_dev::bwd` -> (dq, dk, dv) (no rab/drab, non-deterministic dq_accum path; variant: see
 // run_hstu_bwd_sm90). Torch stable ABI, its own shared library, so the
-// sm90 kernel can be built and checked by hand without touching the wheel's hstu_attn::fwd (see NOTES.md).
+// sm90 kernel can be built and checked by hand without touching the wheel's hstu_attn::fwd (see docs/archive/hstu_sm90_log.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>

@@ -1,6 +1,6 @@
 // Does compute-sanitizer racecheck model the ordering that named barriers give between warpgroups?
 // (Background: the sm90 backward hands shared-memory tiles between warpgroups with bar.arrive on one side and
-// bar.sync on the other; NOTES.md "racecheck and named barriers".)
+// bar.sync on the other; docs/archive/hstu_sm90_log.md "racecheck and named barriers".)
 // A producer group of 4 warps and a consumer group of 4 warps share 128 ints of shared memory; barrier 1 / 2 have
 // 256 participants. Modes (one per process: racecheck reports carry no mode):
 //   0  RAW: producer (warps 0-3) writes, bar.arrive 1; consumer (warps 4-7) bar.sync 1, reads
@@ -16,7 +16,7 @@
 // about the tool's model: PTX says bar.arrive and bar.sync both make the thread's prior memory accesses (reads
 // included) "performed" relative to the participants when the barrier completes.
 // Build and run on a Hopper machine (sm_90a; any CUDA 12.x / 13.x):
-//   nvcc -O2 -gencode=arch=compute_90a,code=sm_90a -o /tmp/rcnb hstu/csrc/sm90/racecheck_named_barrier.cu
+//   nvcc -O2 -gencode=arch=compute_90a,code=sm_90a -o /tmp/rcnb tools/hstu_dev/racecheck_named_barrier.cu
 //   for m in 0 1 2 3 4 5 6 7 8; do compute-sanitizer --tool racecheck /tmp/rcnb $m | grep -E "mode|SUMMARY"; done
 #include <cstdio>
 #include <cstdlib>

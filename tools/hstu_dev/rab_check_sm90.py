@@ -6,7 +6,7 @@ aligned and unaligned rab rows), shared and per-head rab, has_drab True / False.
 the public op (hstu_attn::fwd / bwd) with and without rab, sm90 vs the sm80-class kernels
 (HSTU_ATTN_DISABLE_SM90=1, read by the op on every call).
 
-    PYTHONPATH=/tmp/site python3 -P hstu/csrc/sm90/rab_check_sm90.py [--no-check] [--no-bench] [--bench-d256]
+    PYTHONPATH=/tmp/site python3 -P tools/hstu_dev/rab_check_sm90.py [--no-check] [--no-bench] [--bench-d256]
 """
 import argparse
 import os
@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../../tests/hstu"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../tests/hstu"))
 import test_kernels_gpu as T  # noqa: E402  (make_case, check_case)
 
 torch.backends.cuda.matmul.allow_tf32 = False

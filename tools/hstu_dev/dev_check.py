@@ -1,7 +1,7 @@
 """Standalone GPU check of the hstu_attn CUDA ops (no wheel needed): correctness against hstu/_reference.py and
 timings. Used on the lent GPU machine with a library built by hand:
 
-    python hstu/csrc/dev_check.py --lib .carry/_C.so [--bench] [--deterministic]
+    python tools/hstu_dev/dev_check.py --lib .carry/_C.so [--bench] [--deterministic]
 
 Correctness rule (FBGEMM HSTU style): max|kernel - gold| <= k * max|torch_same_dtype - gold| (+ a tiny floor),
 k = 2 forward, 5 backward; gold is the reference in fp32 on upcast inputs. Outputs are poisoned by the op itself
@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("hstu_reference", os.path.join(HERE, "..", "_reference.py"))
+    spec = importlib.util.spec_from_file_location("hstu_reference", os.path.join(HERE, "..", "..", "hstu", "_reference.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
