@@ -32,6 +32,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import statistics
@@ -418,20 +419,19 @@ def git_commit() -> str:
         return "unknown"
 
 
-def kernel_description(device: torch.device) -> str:
-    """Which kernel family runs: the Hopper forward is used on sm90 unless HSTU_ATTN_DISABLE_SM90 is set."""
+def kernel_description(device: torch.device, portable: bool = False) -> str:
+    """Which kernel family runs: the Hopper kernels on sm90 unless --kernels portable."""
     if device.type != "cuda":
         return "CPU reference path"
     names = hstu_attn.compiled_kernels().get("instances", [])
-    disabled = os.environ.get("HSTU_ATTN_DISABLE_SM90", "") not in ("", "0")
-    if torch.cuda.get_device_capability(device) == (9, 0) and any("_sm90_" in n for n in names) and not disabled:
+    if torch.cuda.get_device_capability(device) == (9, 0) and any("_sm90_" in n for n in names) and not portable:
         return ("Hopper sm90a kernels where eligible (forward and backward D 64/128/256, rab included; the "
                 "deterministic backward is sm80-class), sm80-class otherwise")
-    return "sm80-class (mma.sync) forward and backward" + (" (HSTU_ATTN_DISABLE_SM90=1)" if disabled else "")
+    return "sm80-class (mma.sync) forward and backward" + (" (--kernels portable)" if portable else "")
 
 
 def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None, warmup: int = 5,
-           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0) -> str:
+           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = " ".join(["python"] + sys.argv)
     blocks_text = (f"; a measurement under {block_ms:g} ms is repeated up to {blocks} times and keeps its smallest "
@@ -441,7 +441,7 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         "",
         f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
         f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
-        f"- kernels: {kernel_description(device)}",
+        f"- kernels: {kernel_description(device, portable)}",
         "- units: ms (median of "
         f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
         f"events, L2 flushed{blocks_text}); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
@@ -509,6 +509,9 @@ def main(argv=None) -> int:
     p.add_argument("--peer", choices=sorted(PEERS),
                    help="time this peer implementation beside ours on the same inputs and print the ratios "
                         "(fbgemm: FBGEMM's HSTU attention, module `hstu`; sm90 only)")
+    p.add_argument("--kernels", choices=["default", "portable"], default="default",
+                   help="portable: the sm80-class (mma.sync) kernels even on a Hopper GPU (A100 / Ada-class code, "
+                        "timed on the GPU at hand)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -535,6 +538,26 @@ def main(argv=None) -> int:
     ref_timer = Timer(device, 1, max(3, args.reps // 4)) if args.smoke else timer
     peer = PEERS[args.peer](device) if args.peer else None
     results = []
+    portable = args.kernels == "portable"
+    options = hstu_attn._ops.kernel_options(sm90=False) if portable else contextlib.nullcontext()
+    with options:
+        run_all(args, device, dtype, timer, ref_timer, peer, results)
+    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
+                   timer.warmup_ms, timer.blocks, timer.block_ms, portable) + "\n\n"
+            + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
+            + jagged_ratio_lines(results))
+    print()
+    print(text)
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write("\n" + text)
+        print(f"appended to {args.results}")
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+def run_all(args, device, dtype, timer, ref_timer, peer, results) -> None:
     for case in build_cases(args.quick, args.smoke):
         if args.sweep and case.sweep not in args.sweep:
             continue
@@ -551,19 +574,6 @@ def main(argv=None) -> int:
         print(line, flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
-                   timer.warmup_ms, timer.blocks, timer.block_ms) + "\n\n"
-            + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
-            + jagged_ratio_lines(results))
-    print()
-    print(text)
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write("\n" + text)
-        print(f"appended to {args.results}")
-    if args.plot:
-        plot(results, args.plot)
-    return 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+import contextlib
+import threading
+from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
 
@@ -36,6 +38,11 @@ BWD_SCHEMA = (
     "Tensor? seqused_k, bool has_drab, bool deterministic) -> (Tensor, Tensor, Tensor, Tensor)"
 )
 
+# Private: the same ops with the kernels' comparison switches (`kernel_options`).
+FWD_OPTIONS_SCHEMA = FWD_SCHEMA.replace("fwd(", "fwd_with_options(").replace(") -> Tensor", ", int options) -> Tensor")
+BWD_OPTIONS_SCHEMA = BWD_SCHEMA.replace("bwd(", "bwd_with_options(").replace(
+    "bool deterministic)", "bool deterministic, int options)")
+
 CUDA_HEAD_DIMS = (32, 64, 128, 256)
 CUDA_DTYPES = (torch.float16, torch.bfloat16)
 CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -52,13 +59,14 @@ def _has_kernel(name: str, key: str) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(f"hstu_attn::{name}", key)
 
 
-if not _has_op("fwd") or not _has_op("bwd"):
+_SCHEMAS = {"fwd": FWD_SCHEMA, "bwd": BWD_SCHEMA, "fwd_with_options": FWD_OPTIONS_SCHEMA,
+            "bwd_with_options": BWD_OPTIONS_SCHEMA}
+if not all(_has_op(n) for n in _SCHEMAS):
     _def_lib = torch.library.Library("hstu_attn", "FRAGMENT")
     _libs.append(_def_lib)
-    if not _has_op("fwd"):
-        _def_lib.define(FWD_SCHEMA)
-    if not _has_op("bwd"):
-        _def_lib.define(BWD_SCHEMA)
+    for _n, _schema in _SCHEMAS.items():
+        if not _has_op(_n):
+            _def_lib.define(_schema)
 
 
 def _ref_kwargs(
@@ -117,11 +125,69 @@ def _bwd_fake(
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), drab
 
 
-for _name, _cpu, _fake in (("fwd", _fwd_cpu, _fwd_fake), ("bwd", _bwd_cpu, _bwd_fake)):
+def _ignore_options(fn):
+    def wrapped(*args):  # the CPU path and the fake have no kernel choice: `options` (last) changes nothing
+        return fn(*args[:-1])
+
+    return wrapped
+
+
+for _name, _cpu, _fake in (("fwd", _fwd_cpu, _fwd_fake), ("bwd", _bwd_cpu, _bwd_fake),
+                           ("fwd_with_options", _ignore_options(_fwd_cpu), _ignore_options(_fwd_fake)),
+                           ("bwd_with_options", _ignore_options(_bwd_cpu), _ignore_options(_bwd_fake))):
     if not _has_kernel(_name, "CPU"):
         torch.library.register_kernel(f"hstu_attn::{_name}", "cpu", _cpu)
     if not _has_kernel(_name, "Meta"):
         torch.library.register_fake(f"hstu_attn::{_name}", _fake)
+
+
+# Comparison switches of the CUDA kernels, packed as hstu/csrc/hstu_plan.h HstuOptionBits (0: the product's
+# choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
+OPTION_BITS = {
+    "sm90": 1 << 0,            # cleared: the sm80-class kernels even where the Hopper ones apply
+    "fwd_work_list": 1 << 1,   # cleared: Hopper forward in grid order for jagged batches too
+    "fwd_persist": 1 << 2,     # cleared: Hopper forward D <= 128 with one CTA per query tile
+    "bwd_work_list": 1 << 3,   # cleared: Hopper backward D = 256 in grid order for jagged batches too
+    "dq_self_zero": 1 << 4,    # cleared: Hopper backward D = 64 / 128 with a zeroed dq workspace
+    "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion
+}
+BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
+_options_state = threading.local()
+
+
+def _current_options() -> int:
+    return getattr(_options_state, "bits", 0)
+
+
+@contextlib.contextmanager
+def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist: bool = True,
+                   bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
+                   bwd_grid: int = 0) -> Iterator[None]:
+    """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
+
+    Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
+    Hopper GPU, the others select the Hopper kernels' variants (see OPTION_BITS). ``bwd_grid``: the D = 256 Hopper
+    backward's grid order, 0 automatic, 1 (key block, head, batch), 2 (head, key block, batch). A call records its
+    options in the forward, so its backward runs under the same ones.
+
+    Example:
+        >>> with hstu_attn._ops.kernel_options(sm90=False):
+        ...     out = hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, 128, 128)  # doctest: +SKIP
+    """
+    if bwd_grid not in (0, 1, 2):
+        _err("bwd_grid", "0, 1 or 2", bwd_grid)
+    bits = bwd_grid << BWD_GRID_SHIFT
+    for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
+                     ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
+                     ("dq_conv_behind", dq_conv_behind)):
+        if not on:
+            bits |= OPTION_BITS[name]
+    old = _current_options()
+    _options_state.bits = bits
+    try:
+        yield
+    finally:
+        _options_state.bits = old
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -138,15 +204,15 @@ class HstuAttnFunction(torch.autograd.Function):
     keeps torch.compile able to trace the common self-attention call (the same cu_seqlens for q and
     k, or q = k = v); gradients of a tensor used in several slots are summed.
     ``params`` = (max_seqlen_q, max_seqlen_k, target_group_size, window_left, window_right, alpha,
-    scaling_seqlen, has_drab, deterministic).
+    scaling_seqlen, has_drab, deterministic, options) (options: `kernel_options` bits, 0 for the product's kernels).
     """
 
     @staticmethod
     def forward(ctx, slots, params, *tensors):
         q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
-        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic = params
-        out = torch.ops.hstu_attn.fwd(q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab,
-                                      scaling, su_q, su_k)
+        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic, options = params
+        args = (q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
+        out = torch.ops.hstu_attn.fwd_with_options(*args, options) if options else torch.ops.hstu_attn.fwd(*args)
         ctx.save_for_backward(*tensors)
         ctx.slots, ctx.params = slots, params
         return out
@@ -156,12 +222,12 @@ class HstuAttnFunction(torch.autograd.Function):
         tensors = ctx.saved_tensors
         slots = ctx.slots
         q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
-        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic = ctx.params
+        max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic, options = ctx.params
         has_drab = bool(has_drab and rab is not None)
-        dq, dk, dv, drab = torch.ops.hstu_attn.bwd(
-            dout.contiguous(), q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling,
-            su_q, su_k, has_drab, deterministic,
-        )
+        args = (dout.contiguous(), q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling,
+                su_q, su_k, has_drab, deterministic)
+        dq, dk, dv, drab = (torch.ops.hstu_attn.bwd_with_options(*args, options) if options
+                            else torch.ops.hstu_attn.bwd(*args))
         grads = [None] * len(tensors)
         for slot, g in zip(slots[:4], (dq, dk, dv, drab if has_drab else None)):
             if slot >= 0 and g is not None:
@@ -453,33 +519,9 @@ def hstu_attn_varlen_func(
         out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
 
     Kernels: on compute capability 9.0 with a wheel built for sm_90a, the Hopper (wgmma/TMA) kernels run where
-    they apply (forward and backward: D 64/128/256, with or without rab; backward not deterministic); otherwise,
-    and on every other GPU from sm80, the portable mma.sync kernels. Set HSTU_ATTN_DISABLE_SM90=1 to force the
-    portable ones. For jagged batches (lengths not all equal to the max, or seqused given) whose grid would be
-    mostly empty (at least twice as many tiles as exist, and more than one wave of an H100), the Hopper
-    forward and the Hopper backward at D = 256 (without rab) run from a work list built on the device (no host
-    sync): up to 8 waves of CTAs, longest work first, with the longest tiles split into chunks whose fp32
-    partials are added by the last chunk (the forward in a fixed order, bitwise repeatable); past that, the
-    grid's own order without its empty tiles. The Hopper forward also runs from the list for dense lengths when its
-    grid is short (at most 264 CTAs) and the sequences long (at least 16 query tiles of 128 rows) under a causal
-    mask (no left window): the longest query tiles' KV ranges are split there. The workspace holds at most 16 MB
-    of partials plus the list (32 bytes per tile and head). HSTU_ATTN_SM90_FWD_SCHED=0 /
-    HSTU_ATTN_SM90_BWD_SCHED=0 keep the plain grids (comparisons). Where the Hopper forward keeps its grid at
-    D = 64 / 128 without rab and the grid is longer than one wave, it runs as persistent CTAs (one per SM) that
-    take the query tiles in the grid's order from a counter (4 bytes, zeroed by the call) and load the next
-    tile under the current one; the output is bitwise the grid's, and HSTU_ATTN_SM90_FWD_PERSIST=0 runs one
-    CTA per tile instead (comparisons). The Hopper backward at D = 64 / 128 zeroes its
-    own fp32 dq workspace (each group of (batch, head) pairs a group ahead, flagged per 128-row chunk,
-    instead of a fill of the whole workspace; the flags take 4 bytes per 128 rows of max_seqlen_q per pair, and at
-    D = 128 under a causal / local mask 32 more for the conversion below); HSTU_ATTN_SM90_DQ_SELF_ZERO=0 gives it a
-    zeroed workspace instead. At D = 128 under a causal / local mask the kernel also converts the workspace into dq
-    itself, two groups of pairs behind (while those rows are still in L2), and a short pass afterwards converts
-    the rest; HSTU_ATTN_SM90_DQ_CONV_BEHIND=0 converts all of it in a separate pass instead (comparisons). At
-    D = 256 it adds dQ straight from its registers into a zeroed fp32 workspace laid out in 16-row groups (each sequence padded to whole groups: at
-    most (total_q + 16 (B + 4)) x H x D floats, vs total_q x H x D for the other kernels); for causal / local
-    masks, when a batch's Q and dO fit in L2 or the grid is short (about 24 waves), its grid starts each batch's
-    first key block of every head first (the longest works under those masks); HSTU_ATTN_SM90_BWD_GRID=1 / 2
-    forces the (key block, head, batch) / (head, key block, batch) order (comparisons).
+    they apply (D 64/128/256, with or without rab; the backward when not deterministic); otherwise, and on every
+    other GPU from sm80, the portable mma.sync kernels. Jagged batches need no host synchronization: their work
+    is ordered on the device. Design and measurements: docs/hstu_attn.md.
     `hstu_attn.compiled_kernels()` lists what the library holds.
 
     Raises:
@@ -504,7 +546,7 @@ def hstu_attn_varlen_func(
                          num_targets, seqused_q, seqused_k)
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
     params = (max_seqlen_q, max_seqlen_k, target_group_size, window[0], window[1], float(alpha), scaling,
-              bool(has_drab), bool(deterministic))
+              bool(has_drab), bool(deterministic), _current_options())
     return _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k,
                   params)
 

@@ -51,7 +51,7 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   done
   # On a Hopper GPU the default forward is the sm90 kernel: also time the portable sm80-class kernels.
   if "$py" -P -c 'import sys, torch, hstu_attn; sys.exit(0 if torch.cuda.get_device_capability() == (9, 0) and any("_sm90_" in n for n in hstu_attn.compiled_kernels().get("instances", [])) else 1)' 2>/dev/null; then
-    step bench_hstu_attention_sm80 env HSTU_ATTN_DISABLE_SM90=1 "$py" -P benchmarks/hstu_attention.py --quick \
+    step bench_hstu_attention_sm80 "$py" -P benchmarks/hstu_attention.py --quick --kernels portable \
       --results "$out/bench_hstu_attention_sm80.md"
     if [ -n "${GPU_CHECK_PEER:-}" ]; then
       step bench_hstu_attention_peer env PYTHONPATH="$GPU_CHECK_PEER:$PYTHONPATH" "$py" -P \

@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,6 +20,7 @@
 #include "common/stable_utils.h"
 #include "hstu/csrc/hstu_launch.h"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/hstu_plan.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -160,93 +160,13 @@ cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
   }
 }
 
-// Hopper forward (wgmma/TMA, hstu/csrc/sm90): compute capability 9.0, D in {64, 128, 256}, grid limits; rab
-// included (any strides). HSTU_ATTN_DISABLE_SM90=1 keeps the sm80-class kernel (tests compare both on one GPU). In
-// a build without sm_90a the launchers are stubs answering cudaErrorNotSupported, and the caller falls back.
-bool device_is_sm90(int device) {
-  static int8_t cache[64] = {};  // 0 unknown, 1 yes, -1 no
-  if (device < 0 || device >= 64) return false;
-  if (cache[device] == 0) {
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
-    cache[device] = ok && major == 9 && minor == 0 ? 1 : -1;
-  }
-  return cache[device] == 1;
-}
-
-// The environment variable `name` is set to exactly "0" (the comparison switches below).
-bool env_is_zero(const char* name) {
-  const char* env = std::getenv(name);
-  return env != nullptr && env[0] == '0' && env[1] == '\0';
-}
-
-bool sm90_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_DISABLE_SM90");
-  return env != nullptr && env[0] != '\0' && !(env[0] == '0' && env[1] == '\0');
-}
-
-// HSTU_ATTN_SM90_FWD_SCHED=0: the Hopper forward keeps its grid order for jagged lengths too (comparisons).
-bool sm90_fwd_sched_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_FWD_SCHED");
-}
-
-bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
-  if (total_k <= 0 || p.total_q <= 0) return false;
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
-  if (p.batch > 65535 || p.heads > 65535 || p.total_q >= (int64_t{1} << 31) || total_k >= (int64_t{1} << 31)) {
-    return false;
-  }
-  return !sm90_disabled_by_env() && device_is_sm90(device);
-}
-
-// HSTU_ATTN_SM90_FWD_PERSIST=0: the Hopper forward runs one CTA per query tile where it would run persistent CTAs
-// (D <= 128, grids of more than one wave; comparisons).
-int sm90_fwd_variant_from_env() {
-  return env_is_zero("HSTU_ATTN_SM90_FWD_PERSIST") ? -2 : -1;
-}
-
 template <typename T>
-cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
-  const int v = sm90_fwd_variant_from_env();
+cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s, int variant) {
   switch (p.head_dim) {
-    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, v);
-    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, v);
-    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, v);
+    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, variant);
+    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, variant);
+    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, variant);
   }
-}
-
-// HSTU_ATTN_SM90_DQ_CONV_BEHIND=0: the Hopper D = 128 causal / local backward converts its self-zeroed workspace
-// in a separate pass afterwards instead of two groups behind inside the kernel (comparisons).
-bool sm90_dq_conv_behind_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
-}
-
-// HSTU_ATTN_SM90_DQ_SELF_ZERO=0: the Hopper backward gets a zeroed dq workspace, as every other kernel does
-// (comparisons; hstu_bwd_sm90_dq_zero_words says when it zeroes the workspace itself).
-bool sm90_dq_self_zero_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_DQ_SELF_ZERO");
-}
-
-// HSTU_ATTN_SM90_BWD_GRID=1 / 2: the Hopper D = 256 backward's grid order (key block, head, batch) / (head, key
-// block, batch) whatever hstu_bwd_sm90_heads_first would pick (comparisons); 0 when unset or anything else.
-int sm90_bwd_grid_from_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_BWD_GRID");
-  if (env == nullptr || env[0] == '\0' || env[1] != '\0') return 0;
-  return env[0] == '1' ? 1 : env[0] == '2' ? 2 : 0;
-}
-
-// HSTU_ATTN_SM90_BWD_SCHED=0: the Hopper D = 256 backward keeps its grid for jagged lengths too (comparisons); a grid
-// forced by HSTU_ATTN_SM90_BWD_GRID does as well.
-bool sm90_bwd_sched_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_BWD_SCHED");
-}
-
-// Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
-// rab's drab through fp32 atomics into p.drab_accum; the launcher converts both itself); D in {64, 128, 256} with or
-// without rab (and drab).
-bool use_sm90_bwd(const HstuParams& p, int64_t total_k, int device) {
-  return p.dq_accum != nullptr && use_sm90_fwd(p, total_k, device);
 }
 
 template <typename T>
@@ -254,8 +174,7 @@ cudaError_t dispatch_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
   switch (p.head_dim) {
     case 64: return run_hstu_bwd_sm90<T, 64>(p, total_k, s, -1);
     case 128: return run_hstu_bwd_sm90<T, 128>(p, total_k, s, -1);
-    case 256: return run_hstu_bwd_sm90<T, 256>(p, total_k, s, -1);
-    default: return cudaErrorNotSupported;
+    default: return run_hstu_bwd_sm90<T, 256>(p, total_k, s, -1);
   }
 }
 
@@ -269,12 +188,14 @@ cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
   }
 }
 
-Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
-                int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
-                int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
-                std::optional<Tensor> rab, double scaling_seqlen, std::optional<Tensor> seqused_q,
-                std::optional<Tensor> seqused_k) {
+Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                        int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<Tensor> num_contexts,
+                        std::optional<Tensor> num_targets, int64_t target_group_size, int64_t window_left,
+                        int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
+                        std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
+              ", got ", options);
   HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
@@ -282,39 +203,49 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
   p.out = out.data_ptr();
   p.o_row_stride = out.stride(0);
   p.o_head_stride = out.stride(1);
-  cudaStream_t s = stream_of(q);
   const bool half = q.scalar_type() == ScalarType::Half;
-  cudaError_t err = cudaErrorNotSupported;
-  if (use_sm90_fwd(p, k.size(0), q.get_device())) {
-    // Jagged lengths: workspace of the longest-first work list with split KV ranges (sm90/NOTES.md).
-    std::optional<Tensor> sched;
-    const int64_t sched_bytes = sm90_fwd_sched_disabled_by_env() ? 0 : hstu_fwd_sm90_sched_layout(p, k.size(0)).bytes;
-    if (sched_bytes > 0) {
-      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
-      p.fwd_sched = sched->data_ptr();
-      p.fwd_sched_bytes = sched_bytes;
-    }
-    // D <= 128 without rab and without the work list: the persistent grid-order kernel's tile counter (the
-    // launcher zeroes it; the work list's kernel never reads it).
-    std::optional<Tensor> counter;
-    if (p.rab == nullptr && p.head_dim <= 128 && p.fwd_sched == nullptr) {
-      counter = torch::stable::new_empty(q, {1}, ScalarType::Int);
-      p.fwd_tile_counter = static_cast<int*>(counter->data_ptr());
-    }
-    err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
+  const FwdPlan plan = plan_fwd(p, k.size(0), q.get_device(), half, HstuOptions::from_bits(options));
+  std::optional<Tensor> sched, counter;
+  if (plan.sched_bytes > 0) {  // the jagged work list's workspace (docs/archive/hstu_sm90_log.md)
+    sched = torch::stable::new_empty(q, {plan.sched_bytes}, ScalarType::Byte);
+    p.fwd_sched = sched->data_ptr();
+    p.fwd_sched_bytes = plan.sched_bytes;
   }
-  if (err == cudaErrorNotSupported) err = half ? dispatch_fwd<__half>(p, s) : dispatch_fwd<__nv_bfloat16>(p, s);
+  if (plan.tile_counter) {  // zeroed by the launcher
+    counter = torch::stable::new_empty(q, {1}, ScalarType::Int);
+    p.fwd_tile_counter = static_cast<int*>(counter->data_ptr());
+  }
+  cudaStream_t s = stream_of(q);
+  cudaError_t err;
+  if (plan.family == KernelFamily::kSm90) {
+    err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s, plan.variant)
+               : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s, plan.variant);
+  } else {
+    err = half ? dispatch_fwd<__half>(p, s) : dispatch_fwd<__nv_bfloat16>(p, s);
+  }
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fwd: CUDA error ", cudaGetErrorString(err));
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+                int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+                int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
+                std::optional<Tensor> rab, double scaling_seqlen, std::optional<Tensor> seqused_q,
+                std::optional<Tensor> seqused_k) {
+  return fwd_with_options(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                          num_targets, target_group_size, window_left, window_right, alpha, rab, scaling_seqlen,
+                          seqused_q, seqused_k, 0);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
     int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
     int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab,
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
-    bool deterministic) {
+    bool deterministic, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
+              ", got ", options);
   HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
@@ -325,7 +256,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dout = dout.data_ptr();
   p.do_row_stride = dout.stride(0);
   p.do_head_stride = dout.stride(1);
-  p.bwd_grid = sm90_bwd_grid_from_env();
 
   // deterministic: dq comes from a query-parallel kernel that writes every row of every sequence once (rows
   // outside cu_seqlens_q stay zero), instead of fp32 atomics into a workspace.
@@ -333,29 +263,27 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
                             : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
-  // dq_accum: fp32 (total_q, H, D) (the Hopper kernel: hstu_bwd_sm90_dq_accum_floats, tiled at D = 256), zeroed;
-  // or, for the Hopper kernel that zeroes it itself, uninitialized with its zeroing flags behind the floats
-  // (hstu_bwd_sm90_dq_zero_words), or uninitialized for the D = 256 work list (jagged lengths: its planner zeroes
-  // it; the list's workspace in `sched`).
+  const bool half = q.scalar_type() == ScalarType::Half;
+  const BwdPlan plan =
+      plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), HstuOptions::from_bits(options));
+  p.bwd_grid = plan.bwd_grid;
+  // dq_accum: the fp32 dq workspace, zeroed unless the Hopper kernel zeroes it itself (its flags behind the floats)
+  // or the D = 256 work list's planner does (the list's workspace in `sched`).
   std::optional<Tensor> dq_accum, sched;
-  int64_t dq_floats = q.size(0) * q.size(1) * q.size(2);
-  int64_t zero_words = 0, sched_bytes = 0;
-  if (!deterministic) {
-    if (use_sm90_fwd(p, k.size(0), q.get_device())) {  // use_sm90_bwd
-      dq_floats = hstu_bwd_sm90_dq_accum_floats(p);
-      if (!sm90_dq_self_zero_disabled_by_env()) zero_words = hstu_bwd_sm90_dq_zero_words(p);
-      if (p.bwd_grid == 0 && !sm90_bwd_sched_disabled_by_env()) {
-        sched_bytes = hstu_bwd_sm90_sched_layout(p, k.size(0)).bytes;
-      }
-    }
-    dq_accum = zero_words > 0 || sched_bytes > 0
-                   ? torch::stable::new_empty(q, {dq_floats + zero_words}, ScalarType::Float)
-                   : torch::stable::new_zeros(q, {dq_floats}, ScalarType::Float);
-    if (sched_bytes > 0) {
-      sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
-      p.bwd_sched = sched->data_ptr();
-      p.bwd_sched_bytes = sched_bytes;
-    }
+  if (plan.dq_floats > 0) {
+    dq_accum = plan.zeroed_workspace()
+                   ? torch::stable::new_zeros(q, {plan.dq_floats}, ScalarType::Float)
+                   : torch::stable::new_empty(q, {plan.dq_floats + plan.zero_words}, ScalarType::Float);
+    p.dq_accum = static_cast<float*>(dq_accum->data_ptr());
+  }
+  if (plan.sched_bytes > 0) {
+    sched = torch::stable::new_empty(q, {plan.sched_bytes}, ScalarType::Byte);
+    p.bwd_sched = sched->data_ptr();
+    p.bwd_sched_bytes = plan.sched_bytes;
+  }
+  if (plan.zero_words > 0) {
+    p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + plan.dq_floats);
+    p.dq_conv_behind = plan.dq_conv_behind;
   }
   p.dq = dq.data_ptr();
   p.dk = dk.data_ptr();
@@ -366,15 +294,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dk_head_stride = dk.stride(1);
   p.dv_row_stride = dv.stride(0);
   p.dv_head_stride = dv.stride(1);
-  p.dq_accum = dq_accum.has_value() ? static_cast<float*>(dq_accum->data_ptr()) : nullptr;
-  if (zero_words > 0) {
-    p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + dq_floats);
-    // (its converters address 16 rows of dq and of the workspace with 32-bit offsets)
-    p.dq_conv_behind = sm90_dq_conv_behind_disabled_by_env() || dq.stride(0) >= (int64_t{1} << 26) ||
-                               q.size(1) * q.size(2) >= (int64_t{1} << 26)
-                           ? 0
-                           : 1;
-  }
 
   Tensor drab = torch::stable::new_empty(q, {0});
   std::optional<Tensor> drab_accum;
@@ -399,22 +318,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
     }
   }
   cudaStream_t s = stream_of(q);
-  const bool half = q.scalar_type() == ScalarType::Half;
-  cudaError_t err = cudaErrorNotSupported;
-  if (use_sm90_bwd(p, k.size(0), q.get_device())) {
+  cudaError_t err;
+  if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
+  } else {
+    err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);
   }
-  if (err == cudaErrorNotSupported && (p.dq_zero_flags != nullptr || p.bwd_sched != nullptr)) {
-    // the fallback needs a zeroed workspace
-    err = cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(dq_floats) * sizeof(float), s);
-    p.dq_zero_flags = nullptr;
-    p.dq_conv_behind = 0;
-    p.bwd_sched = nullptr;
-    if (err == cudaSuccess) err = cudaErrorNotSupported;
-  }
-  if (err == cudaErrorNotSupported) err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv, drab);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+    Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+    int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab,
+    double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
+    bool deterministic) {
+  return bwd_with_options(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                          num_targets, target_group_size, window_left, window_right, alpha, rab, scaling_seqlen,
+                          seqused_q, seqused_k, has_drab, deterministic, 0);
 }
 
 // {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
@@ -449,12 +371,25 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
       "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
       "bool has_drab, bool deterministic) -> (Tensor, Tensor, Tensor, Tensor)");
+  // Private: the same ops with comparison switches (hstu_plan.h HstuOptionBits; tests and benchmarks only).
+  m.def(
+      "fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
+      "int options) -> Tensor");
+  m.def(
+      "bwd_with_options(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+      "int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, "
+      "int window_left, int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
+      "Tensor? seqused_k, bool has_drab, bool deterministic, int options) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("compiled_kernels() -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("fwd", TORCH_BOX(&hstu::fwd_cuda));
   m.impl("bwd", TORCH_BOX(&hstu::bwd_cuda));
+  m.impl("fwd_with_options", TORCH_BOX(&hstu::fwd_with_options));
+  m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {

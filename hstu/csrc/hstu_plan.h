@@ -1,0 +1,143 @@
+// Which kernels run for one call: one plan per direction, made once from the params, the device and the options.
+// The op allocates what the plan asks for and runs it; launchers only launch (host side; no torch headers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hstu/csrc/hstu_launch.h"
+#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_launch.h"
+
+namespace hstu {
+
+// Comparison switches, packed in an int64 by the private ops `hstu_attn::fwd_with_options` / `bwd_with_options`
+// (hstu/_ops.py kernel_options packs the same bits; tests/hstu/test_api.py checks both agree). 0 is the product.
+enum HstuOptionBits : int64_t {
+  kOptNoSm90 = 1 << 0,          // the sm80-class kernels even where the Hopper ones apply
+  kOptNoFwdWorkList = 1 << 1,   // Hopper forward: grid order for jagged batches too
+  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128: one CTA per query tile instead of persistent CTAs
+  kOptNoBwdWorkList = 1 << 3,   // Hopper backward D = 256: grid order for jagged batches too
+  kOptNoDqSelfZero = 1 << 4,    // Hopper backward D = 64 / 128: a zeroed dq workspace instead of self-zeroing
+  kOptNoDqConvBehind = 1 << 5,  // Hopper backward D = 128 causal / local: a separate dq conversion pass
+  kOptBwdGridShift = 8,         // bits 8-9: Hopper backward D = 256 grid order, 0 auto, 1 (key block, head, batch),
+                                // 2 (head, key block, batch)
+  kOptKnownMask = 0x33f,
+};
+
+struct HstuOptions {
+  bool sm90 = true;
+  bool fwd_work_list = true;
+  bool fwd_persist = true;
+  bool bwd_work_list = true;
+  bool dq_self_zero = true;
+  bool dq_conv_behind = true;
+  int bwd_grid = 0;
+
+  static HstuOptions from_bits(int64_t bits) {
+    HstuOptions o;
+    o.sm90 = !(bits & kOptNoSm90);
+    o.fwd_work_list = !(bits & kOptNoFwdWorkList);
+    o.fwd_persist = !(bits & kOptNoFwdPersist);
+    o.bwd_work_list = !(bits & kOptNoBwdWorkList);
+    o.dq_self_zero = !(bits & kOptNoDqSelfZero);
+    o.dq_conv_behind = !(bits & kOptNoDqConvBehind);
+    o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
+    return o;
+  }
+};
+
+enum class KernelFamily { kSm80, kSm90 };
+
+// Whether this build holds the Hopper unit of (direction, dtype, D): the generated files register themselves
+// (hstu_sm90_instance.cu.tmpl) only when compiled for sm_90a. Looked up once per key.
+inline bool sm90_unit_compiled(bool fwd, bool half, int head_dim) {
+  static int8_t cache[2][2][3] = {};  // 0 unknown, 1 yes, -1 no
+  const int di = head_dim == 64 ? 0 : head_dim == 128 ? 1 : head_dim == 256 ? 2 : -1;
+  if (di < 0) return false;
+  int8_t& c = cache[fwd][half][di];
+  if (c == 0) {
+    const std::string name = std::string("hstu_") + (fwd ? "fwd" : "bwd") + "_sm90_" + (half ? "fp16" : "bf16") +
+                             "_hdim" + std::to_string(head_dim);
+    c = -1;
+    for (const InstanceRecord& r : compiled_instances()) {
+      if (r.name == name) c = 1;
+    }
+  }
+  return c == 1;
+}
+
+// Compute capability 9.0 (the Hopper kernels' sm_90a), cached per device.
+inline bool device_is_sm90(int device) {
+  static int8_t cache[64] = {};  // 0 unknown, 1 yes, -1 no
+  if (device < 0 || device >= 64) return false;
+  if (cache[device] == 0) {
+    int major = 0, minor = 0;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
+    cache[device] = ok && major == 9 && minor == 0 ? 1 : -1;
+  }
+  return cache[device] == 1;
+}
+
+// The Hopper kernels apply: D 64 / 128 / 256, grid limits, a compute capability 9.0 device, the unit compiled.
+inline bool sm90_applies(const HstuParams& p, int64_t total_k, int device, bool fwd, bool half,
+                         const HstuOptions& o) {
+  if (!o.sm90 || total_k <= 0 || p.total_q <= 0) return false;
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
+  if (p.batch > 65535 || p.heads > 65535 || p.total_q >= (int64_t{1} << 31) || total_k >= (int64_t{1} << 31)) {
+    return false;
+  }
+  return device_is_sm90(device) && sm90_unit_compiled(fwd, half, p.head_dim);
+}
+
+struct FwdPlan {
+  KernelFamily family = KernelFamily::kSm80;
+  int64_t sched_bytes = 0;    // Hopper: workspace of the jagged work list (uninitialized); 0 keeps the grid order
+  bool tile_counter = false;  // Hopper D <= 128 without rab or list: the persistent kernel's tile counter (4 bytes)
+  int variant = -1;           // run_hstu_fwd_sm90's: -1 the default, -2 one CTA per query tile
+};
+
+inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool half, const HstuOptions& o) {
+  FwdPlan plan;
+  if (!sm90_applies(p, total_k, device, /*fwd=*/true, half, o)) return plan;
+  plan.family = KernelFamily::kSm90;
+  if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k).bytes;
+  plan.tile_counter = p.rab == nullptr && p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
+  plan.variant = o.fwd_persist ? -1 : -2;
+  return plan;
+}
+
+struct BwdPlan {
+  KernelFamily family = KernelFamily::kSm80;
+  int64_t dq_floats = 0;    // fp32 dq workspace (total_q x H x D, or the Hopper D = 256 layout); 0 when deterministic
+  int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
+  int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
+  int dq_conv_behind = 0;   // p.dq_conv_behind
+  int bwd_grid = 0;         // p.bwd_grid
+  bool zeroed_workspace() const { return dq_floats > 0 && zero_words == 0 && sched_bytes == 0; }
+};
+
+// deterministic: the sm80-class query-parallel dq kernel (no fp32 atomics, no workspace).
+inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool half, bool deterministic,
+                        int64_t dq_row_stride, const HstuOptions& o) {
+  BwdPlan plan;
+  if (deterministic) return plan;
+  plan.dq_floats = p.total_q * p.heads * p.head_dim;
+  if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;
+  plan.family = KernelFamily::kSm90;
+  plan.bwd_grid = o.bwd_grid;
+  HstuParams q = p;
+  q.bwd_grid = o.bwd_grid;
+  plan.dq_floats = hstu_bwd_sm90_dq_accum_floats(q);
+  if (o.dq_self_zero) plan.zero_words = hstu_bwd_sm90_dq_zero_words(q);
+  if (o.bwd_grid == 0 && o.bwd_work_list) plan.sched_bytes = hstu_bwd_sm90_sched_layout(q, total_k).bytes;
+  // (the converters address 16 rows of dq and of the workspace with 32-bit offsets)
+  if (plan.zero_words > 0 && o.dq_conv_behind && dq_row_stride < (int64_t{1} << 26) &&
+      int64_t{p.heads} * p.head_dim < (int64_t{1} << 26)) {
+    plan.dq_conv_behind = 1;
+  }
+  return plan;
+}
+
+}  // namespace hstu

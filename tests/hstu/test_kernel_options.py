@@ -1,0 +1,63 @@
+"""The kernels' comparison switches: one encoding in C++ (hstu/csrc/hstu_plan.h) and Python (kernel_options), no
+environment variable choosing a kernel, and the switches leave the CPU path's results alone."""
+
+import os
+import re
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import _ops
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLAN = os.path.join(ROOT, "hstu", "csrc", "hstu_plan.h")
+NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdPersist": "fwd_persist",
+         "kOptNoBwdWorkList": "bwd_work_list", "kOptNoDqSelfZero": "dq_self_zero",
+         "kOptNoDqConvBehind": "dq_conv_behind"}
+
+
+@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/hstu_plan.h is not in this tree")
+def test_bits_match_the_plan_header():
+    text = open(PLAN).read()
+    bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"(kOpt\w+) = 1 << (\d+),", text)}
+    assert {NAMES[k]: v for k, v in bits.items()} == _ops.OPTION_BITS
+    assert int(re.search(r"kOptBwdGridShift = (\d+),", text).group(1)) == _ops.BWD_GRID_SHIFT
+    known = int(re.search(r"kOptKnownMask = (0x[0-9a-f]+),", text).group(1), 16)
+    assert known == sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT)
+
+
+def test_kernel_options_pack_and_restore():
+    assert _ops._current_options() == 0
+    with _ops.kernel_options(sm90=False, bwd_grid=2):
+        assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
+        with _ops.kernel_options(fwd_persist=False, dq_conv_behind=False):
+            assert _ops._current_options() == _ops.OPTION_BITS["fwd_persist"] | _ops.OPTION_BITS["dq_conv_behind"]
+        assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
+    assert _ops._current_options() == 0
+    with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
+        with _ops.kernel_options(bwd_grid=3):
+            pass
+
+
+def test_options_do_not_change_the_cpu_path():
+    gen = torch.Generator().manual_seed(11)
+    cu = torch.tensor([0, 7, 7, 19], dtype=torch.int32)
+    q, k, v = (torch.randn(19, 2, 16, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dout = torch.randn(19, 2, 16, generator=gen, dtype=torch.float64)
+
+    def run():
+        out = hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, 12, 12, window_size=(-1, 0), alpha=0.3)
+        return [out] + list(torch.autograd.grad(out, (q, k, v), dout))
+
+    want = run()
+    with _ops.kernel_options(sm90=False, fwd_work_list=False, bwd_grid=1):
+        got = run()
+    for w, g in zip(want, got):
+        assert torch.equal(w, g)
+
+
+def test_no_environment_variable_chooses_a_kernel():
+    for path in (os.path.join(ROOT, "hstu", "csrc", "hstu_ops.cc"), os.path.join(ROOT, "hstu", "_ops.py")):
+        if os.path.exists(path):
+            assert "getenv" not in open(path).read() and "HSTU_ATTN_" not in open(path).read(), path
