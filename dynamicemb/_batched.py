@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import operator
 import struct
 import warnings
 from typing import List, Optional, Sequence
@@ -65,6 +67,23 @@ _SIDE_STREAMS = {}  # device index -> side stream of the training forward (see _
 
 class RefusedInsertError(RuntimeError):
     """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error"."""
+
+
+def _int_list(xs, arg: str) -> List[int]:
+    """Integers of ``xs`` (anything with ``__index__`` but bool); a float or bool is a TypeError, never truncated."""
+    try:
+        items = list(xs)
+    except TypeError:
+        raise TypeError(f"{arg}: expected a sequence of ints, got {type(xs).__name__}") from None
+    out = []
+    for x in items:
+        if isinstance(x, bool) or isinstance(x, float) or (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            raise TypeError(f"{arg}: expected a sequence of ints, got {items!r}")
+        try:
+            out.append(operator.index(x))
+        except TypeError:
+            raise TypeError(f"{arg}: expected a sequence of ints, got {items!r}") from None
+    return out
 
 
 def _capturing() -> bool:
@@ -281,7 +300,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         # copies: a caller mutating its options objects afterwards must not change the module
         self.options = [dataclasses.replace(t).validate() for t in tables]
         T = len(tables)
-        fmap = list(range(T)) if feature_table_map is None else [int(x) for x in feature_table_map]
+        fmap = list(range(T)) if feature_table_map is None else _int_list(feature_table_map, "feature_table_map")
         if not fmap or any(not 0 <= x < T for x in fmap):
             raise ValueError(f"feature_table_map: expected non-empty indices in [0, {T}), got {fmap}")
         if pooling not in _POOLINGS:
@@ -427,9 +446,22 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return len(self.feature_table_map)
 
     def set_learning_rate(self, lr: float):
-        """Changes the learning rate (a device tensor: also takes effect in captured CUDA graphs)."""
-        if not isinstance(lr, (int, float)) or lr < 0:
-            raise ValueError(f"lr: expected a number >= 0, got {lr!r}")
+        """Changes the learning rate (a device tensor: also takes effect in captured CUDA graphs).
+
+        Args:
+            lr: a finite number >= 0 (an int or float; bool is refused).
+
+        Raises:
+            TypeError: ``lr`` is not an int or float (or is a bool); the module is unchanged.
+            ValueError: ``lr`` is NaN, infinite or negative; the module is unchanged.
+
+        Example:
+            >>> emb.set_learning_rate(0.05)
+        """
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool):
+            raise TypeError(f"lr: expected a finite number >= 0, got {lr!r} ({type(lr).__name__})")
+        if not math.isfinite(lr) or lr < 0:
+            raise ValueError(f"lr: expected a finite number >= 0, got {lr!r}")
         self.learning_rate.fill_(float(lr))
         self.optimizer.lr = float(lr)
 
@@ -448,12 +480,32 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def capacities(self) -> List[int]:
         return [t.capacity() for t in self.tables]
 
+    def _check_table(self, table) -> int:
+        T = len(self.tables)
+        if not isinstance(table, int) or isinstance(table, bool):
+            raise TypeError(f"table: expected an int in [0, {T}), got {table!r} ({type(table).__name__})")
+        if not 0 <= table < T:  # -1 would silently pick the last table
+            raise ValueError(f"table: expected an int in [0, {T}), got {table}")
+        return table
+
     def set_rows(self, table: int, ids: torch.Tensor, weights: torch.Tensor, state: Optional[torch.Tensor] = None):
         """Inserts/overwrites rows: embedding ``weights`` (n, dim) and optimizer ``state`` (default: initial).
+
+        Args:
+            table: table index in [0, number of tables).
+            ids: (n,) key_dtype on the module's device (n may be 0: a no-op).
+            weights: (n, dim) float.
+            state: (n, state_dim) float optimizer state, or None for the initial state.
+
+        Raises:
+            TypeError/ValueError: a bad argument; the module is unchanged.
+            RefusedInsertError: some ids were refused (their buckets are full of higher scores); the table is
+                restored to its state before the call (rows, keys, scores, size and op clock).
 
         Example:
             >>> emb.set_rows(0, torch.arange(10), torch.randn(10, 16))
         """
+        table = self._check_table(table)
         t = self.tables[table]
         d, s = self.dims[table], self.state_dims[table]
         self._check_ids(ids, "ids")
@@ -475,16 +527,20 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         """Reads the stored rows of ``ids`` in table ``table``; changes nothing (no insert, no score update).
 
         Args:
-            table: table index.
+            table: table index in [0, number of tables).
             ids: (n,) key_dtype on the module's device.
 
         Returns:
             (weights (n, dim) fp32, state (n, state_dim) fp32, found (n,) bool); rows of ids not stored are 0.
 
+        Raises:
+            TypeError/ValueError: ``table`` is not an int in range, or bad ``ids``.
+
         Example:
             >>> w, state, found = emb.get_rows(0, torch.arange(10))
             >>> w[found]                            # the embeddings of the ids that are stored
         """
+        table = self._check_table(table)
         self._check_ids(ids, "ids")
         r = self.tables[table].find(ids.contiguous())
         v = r.values.float()
@@ -983,6 +1039,33 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
         super()._save_to_state_dict(destination, prefix, keep_vars)
         save_tables(self, destination, prefix)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``; the checkpoint is validated whole (layout, buffer values, table integrity)
+        before anything changes.
+
+        Args:
+            state_dict: a ``state_dict()`` of a module of the same layout.
+            strict: an entry this module does not have is an error (module unchanged); with False it is ignored
+                (listed in the result's ``unexpected_keys``). A missing or ill-formed entry is an error either way.
+            assign: as in torch (the tables are always rebuilt from copies).
+
+        Returns:
+            torch's ``_IncompatibleKeys(missing_keys, unexpected_keys)``.
+
+        Raises:
+            RuntimeError: torch's, listing our messages ("arg: expected X, got Y"); the module is unchanged.
+
+        Example:
+            >>> emb2.load_state_dict(emb.state_dict())
+        """
+        # torch calls every module's loader as strict; remember the caller's choice (a parent module's
+        # load_state_dict cannot pass it: nested, unknown entries are only reported as unexpected)
+        self._load_strict = bool(strict)
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        finally:
+            self._load_strict = None
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):

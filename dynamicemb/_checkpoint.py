@@ -134,8 +134,10 @@ def save_tables(m, destination: Dict, prefix: str):
 def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs):
     """Validates every entry of ``m`` first and applies them only if all are valid: the module loads whole or not
     at all. torch calls every module's ``_load_from_state_dict`` with strict=True and raises for missing or
-    unexpected keys only after all of them returned, so a missing or unexpected entry is an error here even under
-    ``load_state_dict(strict=False)`` (else a refused strict load would have changed the module)."""
+    unexpected keys only after all of them returned, so a missing entry, or an unexpected one naming a table or
+    buffer, is an error here even under ``load_state_dict(strict=False)`` (else a refused strict load would have
+    changed the module). Any other unknown entry is listed as unexpected, and is an error when the module's own
+    ``load_state_dict`` was called with strict=True."""
     errs = []
     meta_key = prefix + "_extra_state"
     if meta_key not in state_dict:
@@ -155,6 +157,8 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         v = state_dict[key]
         if not isinstance(v, torch.Tensor) or v.shape != own.shape:
             errs.append(f"{b}: expected a tensor of shape {tuple(own.shape)}, got {getattr(v, 'shape', type(v))}")
+        else:
+            errs += _buffer_errors(b, v)
     staged = []
     for sub, owner, i in _all_tables(m):
         table = owner[i]
@@ -173,11 +177,13 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         errs += [f"{sub[:-1]}: {e}" for e in table_errs]
         if not table_errs:
             staged.append((owner, i, entry))
+    strict_call = getattr(m, "_load_strict", None)  # set by the module's load_state_dict; None when nested
     for key in state_dict:
-        if key.startswith(prefix) and key not in expected and _belongs_to(m, key[len(prefix):]):
+        if key.startswith(prefix) and key not in expected:
             unexpected_keys.append(key)
-            errs.append(f"unexpected entry {key[len(prefix):]!r} (a table, admission table or entry this module "
-                        f"does not have)")
+            if _belongs_to(m, key[len(prefix):]) or strict_call:
+                errs.append(f"unexpected entry {key[len(prefix):]!r} (a table, admission table or entry this "
+                            f"module does not have)")
     if errs:
         error_msgs.extend(errs)
         return
@@ -197,6 +203,22 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
             if prefix + b in state_dict:
                 getattr(m, b).copy_(state_dict[prefix + b])
     m.optimizer.lr = float(m.learning_rate)
+
+
+def _buffer_errors(name: str, v: torch.Tensor) -> list:
+    """Values of the module buffers: a NaN/negative lr or a negative step or count would poison the next update."""
+    if name == "refused_count":
+        if v.dtype.is_floating_point or v.dtype.is_complex or v.dtype == torch.bool:
+            return [f"refused_count: expected an integer tensor, got {v.dtype}"]
+        if v.numel() and bool((v < 0).any()):
+            return [f"refused_count: expected counts >= 0, got {v.tolist()}"]
+        return []
+    if not v.dtype.is_floating_point:
+        return [f"{name}: expected a floating-point tensor, got {v.dtype}"]
+    x = float(v)
+    if not math.isfinite(x) or x < 0:
+        return [f"{name}: expected a finite number >= 0, got {x}"]
+    return []
 
 
 def _belongs_to(m, rest: str) -> bool:
