@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from ._table import _NUM_COUNTERS, ScoredHashTable
+from ._table import _NUM_COUNTERS, ScoredHashTable, slot_integrity_errors
 
 __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPOINT_VERSION"]
 
@@ -260,6 +260,8 @@ def _table_state_errors(table: ScoredHashTable, s) -> list:
             errs.append(f"counters: expected a clock (entry 0) >= 0, got {c[0]}")
         if len(c) > 1 and not 0 <= c[1] <= cap:
             errs.append(f"counters: expected a size (entry 1) in [0, {cap}], got {c[1]}")
+        elif not errs:  # shapes are right: the slots must be findable (as dump/load re-inserting them ensures)
+            errs += slot_integrity_errors(keys, s["digests"], c[1] if len(c) > 1 else None, table.bucket_capacity)
     if "epoch" in s:
         e = s["epoch"]
         if e.numel() != 1 or e.dtype.is_floating_point or e.dtype.is_complex or e.dtype == torch.bool or not (

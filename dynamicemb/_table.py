@@ -22,7 +22,7 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
-from ._hash import _to_i64, fmix64
+from ._hash import _to_i64, fmix64, fmix64_tensor
 from ._load import load_library
 
 __all__ = [
@@ -181,6 +181,54 @@ def _check_key_tensor(t, arg: str, key_dtype: torch.dtype, device: torch.device,
         raise ValueError(f"{arg}: expected a tensor on {device} ({owner}'s device), got {t.device}")
 
 
+def slot_integrity_errors(keys: torch.Tensor, digests: torch.Tensor, size: Optional[int],
+                          bucket_capacity: int) -> list:
+    """What makes a table's slots unusable, checked vectorized with one host sync: every stored key sits in its
+    home bucket with the digest of its hash, free slots hold the empty key and digest, no key is stored twice and
+    ``size`` (the size counter, None: unchecked) equals the number of stored keys.
+
+    Args:
+        keys: (capacity,) int64/uint64; digests: (capacity,) uint8; bucket_capacity: slots per bucket.
+
+    Returns:
+        a list of messages (empty when consistent).
+    """
+    k = keys.reshape(-1).view(torch.int64)
+    cap = k.numel()
+    nb = cap // bucket_capacity
+    empty = k == _EMPTY_KEY_I64
+    reserved = (k > _EMPTY_KEY_I64) & (k <= RESERVED_KEYS[-1])
+    live = ~empty & ~reserved
+    h = fmix64_tensor(k)
+    dig = ((h >> 32) & 0xFF).to(torch.uint8)
+    # bucket = (h * nb) >> 64 (unsigned), from 32-bit halves (exact for nb < 2**30)
+    hi, lo = (h >> 32) & 0xFFFFFFFF, h & 0xFFFFFFFF
+    bucket = (hi * nb + ((lo * nb) >> 32)) >> 32
+    home = torch.arange(cap, device=k.device) // bucket_capacity
+    bad_digest = live & (digests.reshape(-1) != dig)
+    bad_empty = empty & (digests.reshape(-1) != _EMPTY_DIGEST)
+    bad_bucket = live & (bucket != home) if nb < 2**30 else torch.zeros_like(live)
+    sk = torch.sort(k[live]).values
+    checks = torch.stack([live.sum(), reserved.sum(), bad_digest.sum(), bad_empty.sum(), bad_bucket.sum(),
+                          (sk[1:] == sk[:-1]).sum() if sk.numel() > 1 else torch.zeros((), dtype=torch.int64,
+                                                                                        device=k.device)])
+    n_live, n_res, n_dig, n_empty, n_bucket, n_dup = checks.tolist()  # the one host sync
+    errs = []
+    if n_res:
+        errs.append(f"keys: expected stored keys or the empty key, got {n_res} slots holding a reserved key")
+    if n_dig:
+        errs.append(f"digests: expected the digest of each stored key's hash, got {n_dig} mismatching slots")
+    if n_empty:
+        errs.append(f"digests: expected the empty digest in free slots, got {n_empty} free slots with another")
+    if n_bucket:
+        errs.append(f"keys: expected every key in its home bucket, got {n_bucket} keys in another bucket")
+    if n_dup:
+        errs.append(f"keys: expected each key stored once, got {n_dup} duplicates")
+    if size is not None and size != n_live:
+        errs.append(f"counters: expected a size (entry 1) equal to the {n_live} stored keys, got {size}")
+    return errs
+
+
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -308,7 +356,9 @@ class ScoredHashTable:
         """Restores a ``state_dict()`` (capacity may differ from the current one; dim/dtypes must match).
 
         Raises:
-            ValueError: on a missing entry or a mismatched dtype, dim or bucket capacity; the table is unchanged.
+            ValueError: on a missing entry, a mismatched dtype, dim or bucket capacity, or inconsistent slots
+                (a key outside its bucket, a wrong digest, a duplicate, a size counter that does not count the
+                stored keys); the table is unchanged.
         """
         for name in ("keys", "digests", "scores", "values", "counters"):
             if name not in state:
@@ -330,6 +380,11 @@ class ScoredHashTable:
                 f"state_dict: inconsistent capacity/bucket_capacity (keys {cap}, values {values.shape[0]}, "
                 f"bucket_capacity {bc}, expected {self.bucket_capacity})"
             )
+        counters = state["counters"]
+        errs = slot_integrity_errors(keys, state["digests"], int(counters[1]) if counters.numel() > 1 else None,
+                                     bc)
+        if errs:
+            raise ValueError("state_dict: " + "; ".join(errs))
         s = self._new_state(cap)
         for name in ("keys", "digests", "scores", "values"):
             s[name].copy_(state[name])

@@ -137,3 +137,97 @@ def test_rows_table_index(table, exc):
     with pytest.raises(exc, match=r"table: expected an int in \[0, 2\), got"):
         m.get_rows(table, ids)
     assert unchanged(m, before)
+
+
+# ---------------------------------------------------------------------- checkpoint integrity
+def _corrupt_swap_buckets(sd, t):
+    k = sd[f"{t}.keys"].clone()
+    live = (k != -(2**63)).nonzero().squeeze(1)
+    a = live[0]
+    b = live[(live // 16 != a // 16).nonzero()[0, 0]]  # a live slot of another bucket
+    k[a], k[b] = k[b].clone(), k[a].clone()
+    sd[f"{t}.keys"] = k
+
+
+def _corrupt_size(sd, t):
+    c = sd[f"{t}.counters"].clone()
+    c[1] = int(c[1]) // 3
+    sd[f"{t}.counters"] = c
+
+
+def _corrupt_digest(sd, t):
+    d = sd[f"{t}.digests"].clone()
+    live = (sd[f"{t}.keys"] != -(2**63)).nonzero().squeeze(1)
+    d[live[:3]] ^= 0x5A
+    sd[f"{t}.digests"] = d
+
+
+def _corrupt_duplicate(sd, t):
+    k = sd[f"{t}.keys"].clone()
+    live = (k != -(2**63)).nonzero().squeeze(1)
+    same_bucket = live[live // 16 == live[0] // 16]
+    k[same_bucket[1]] = k[same_bucket[0]]
+    sd[f"{t}.keys"] = k
+    d = sd[f"{t}.digests"].clone()
+    d[same_bucket[1]] = d[same_bucket[0]]
+    sd[f"{t}.digests"] = d
+
+
+@pytest.mark.parametrize("corrupt, match", [
+    (_corrupt_swap_buckets, r"item: keys: expected every key in its home bucket, got 2 keys in another bucket"),
+    (_corrupt_size, r"item: counters: expected a size \(entry 1\) equal to the \d+ stored keys, got \d+"),
+    (_corrupt_digest, r"item: digests: expected the digest of each stored key's hash, got 3 mismatching slots"),
+    (_corrupt_duplicate, r"item: keys: expected each key stored once, got 1 duplicates"),
+], ids=["buckets", "size", "digests", "duplicate"])
+def test_state_dict_integrity_checked(corrupt, match):
+    src, dst = make(), make()
+    train(src, 4, 0, 300)
+    train(dst, 1, 5, 300)
+    sd = dict(src.state_dict())
+    corrupt(sd, "item")
+    before = state(dst)
+    with pytest.raises(RuntimeError, match=match):
+        dst.load_state_dict(sd)
+    assert unchanged(dst, before)
+    # the table's own load_state_dict checks the same
+    t = dst.tables[1]
+    ts = {k[len("item."):]: v for k, v in sd.items() if k.startswith("item.")}
+    with pytest.raises(ValueError, match=match[len("item: "):]):
+        t.load_state_dict(ts)
+
+
+# ---------------------------------------------------------------------- empty batches
+def test_empty_batches_are_no_ops():
+    m = make()
+    train(m, 3, 0, 300)
+    t = m.tables[0]
+    before = state(m)
+    k0 = torch.empty(0, dtype=torch.int64)
+    v0 = torch.empty(0, t.value_dim)
+    zeros = torch.zeros(5, dtype=torch.int64)
+    assert torch.equal(t.insert_or_assign(k0, v0), zeros)
+    r = t.insert_and_evict(k0, v0)
+    assert r.evicted_keys.shape == (0,) and r.evicted_values.shape == (0, t.value_dim) and int(r.num_evicted) == 0
+    assert torch.equal(r.stats, zeros)
+    assert torch.equal(t.assign(k0, v0), zeros)
+    assert torch.equal(t.accum_or_assign(k0, v0, torch.empty(0, dtype=torch.bool)), zeros)
+    assert torch.equal(t.assign_scores(k0), zeros)
+    fr = t.find_or_insert(k0)
+    assert fr.values.shape == (0, t.value_dim) and fr.found.shape == (0,) and torch.equal(fr.stats, zeros)
+    assert t.find(k0).values.shape == (0, t.value_dim) and int(t.erase(k0)) == 0
+    m.set_rows(0, k0, torch.empty(0, 4))
+    w, st, found = m.get_rows(0, k0)
+    assert w.shape == (0, 4) and found.shape == (0,)
+    now = state(m)
+    # keys, digests, rows, scores and sizes unchanged (each op still counts on the op clock, entry 0)
+    for key, v in before.items():
+        if key.endswith(".counters"):
+            assert torch.equal(now[key][1:], v[1:]), key
+        else:
+            assert torch.equal(now[key], v), key
+    # and the table works on afterwards
+    gen = torch.Generator().manual_seed(11)
+    keys = torch.randint(10**6, 2 * 10**6, (7,), generator=gen)
+    rows = torch.randn(7, t.value_dim, generator=gen)
+    t.insert_or_assign(keys, rows)
+    assert torch.equal(t.find(keys).values, rows)
