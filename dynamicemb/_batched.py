@@ -230,6 +230,11 @@ class _HostMirror:
         self._event.record()
         self._pending = True
 
+    def reset(self, value: List[int]):
+        """Sets the value (after a load); a copy still in flight holds the old state and is dropped."""
+        self.value = list(value)
+        self._pending = False
+
     def poll(self) -> Optional[List[int]]:
         if self._event is not None and getattr(self, "_pending", False) and self._event.query():
             self.value = [int(x) for x in self._host.tolist()]
@@ -1066,6 +1071,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             return super().load_state_dict(state_dict, strict=strict, assign=assign)
         finally:
             self._load_strict = None
+
+    def _after_load(self):
+        """Host views of the loaded state (sizes decide growth, counts the refusal warnings); loads may sync."""
+        self._sizes.reset([t.size() for t in self.tables])
+        refused = [int(x) for x in self.refused_count.tolist()]
+        self._refused_seen.reset(refused)
+        self._refused_warned = refused
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):

@@ -203,6 +203,7 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
             if prefix + b in state_dict:
                 getattr(m, b).copy_(state_dict[prefix + b])
     m.optimizer.lr = float(m.learning_rate)
+    m._after_load()
 
 
 def _buffer_errors(name: str, v: torch.Tensor) -> list:
@@ -493,3 +494,4 @@ def load(m, path: str):
         m.learning_rate.fill_(float(meta["learning_rate"]))
         m.step.fill_(float(meta["step"]))
     m.optimizer.lr = float(m.learning_rate)
+    m._after_load()

@@ -231,3 +231,31 @@ def test_empty_batches_are_no_ops():
     rows = torch.randn(7, t.value_dim, generator=gen)
     t.insert_or_assign(keys, rows)
     assert torch.equal(t.find(keys).values, rows)
+
+
+# ---------------------------------------------------------------------- resuming from checkpoints
+def _growing():
+    return make(cap=512, init_cap=32, policy="lru", grow=0.5)
+
+
+@pytest.mark.parametrize("how", ["state_dict", "dump"])
+def test_resume_just_before_growth(tmp_path, how):
+    """A checkpoint taken when the next step grows the table: the restored module grows at the same step and keeps
+    the same ids and rows (the host size view is refreshed on load)."""
+    src = _growing()
+    gen = torch.Generator().manual_seed(21)
+    step(src, batch(gen, 10**6, n=40))
+    assert src.sizes()[0] > 16 and src.capacities()[0] == 32  # above 0.5 * 32: the next step grows
+    dst = _growing()
+    if how == "state_dict":
+        dst.load_state_dict(src.state_dict())
+    else:
+        src.dump(str(tmp_path / "ck"))
+        dst.load(str(tmp_path / "ck"))
+    for _ in range(3):
+        b = batch(gen, 10**6, n=40)
+        step(src, b)
+        step(dst, b)
+        assert dst.capacities() == src.capacities() and dst.sizes() == src.sizes()
+        assert same(src, dst)
+    assert src.capacities()[0] > 32
