@@ -2,6 +2,7 @@
 refused inserts, resuming from checkpoints under growth and eviction, atomic dumps and concurrent use."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -259,3 +260,87 @@ def test_resume_just_before_growth(tmp_path, how):
         assert dst.capacities() == src.capacities() and dst.sizes() == src.sizes()
         assert same(src, dst)
     assert src.capacities()[0] > 32
+
+
+def _pressured():
+    return make(cap=64, policy="lru", opt=SGD(lr=0.1))  # 64 + 64 slots for ids drawn from 400: constant eviction
+
+
+def test_dump_load_under_lru_pressure_resumes_identically(tmp_path):
+    src = _pressured()
+    train(src, 6, 0, 400)
+    assert src.sizes()[0] >= 60
+    src.dump(str(tmp_path / "ck"))
+    dst = _pressured()
+    train(dst, 2, 9, 400)  # other content first: the load replaces it
+    dst.load(str(tmp_path / "ck"))
+    assert same(src, dst, slots=True)
+    gen = torch.Generator().manual_seed(4)
+    for _ in range(4):
+        b = batch(gen, 400)
+        step(src, b)
+        step(dst, b)
+        assert same(src, dst, slots=True)
+
+
+def test_full_plus_incremental_equals_source_under_eviction(tmp_path):
+    src = _pressured()
+    train(src, 5, 0, 400)
+    src.dump(str(tmp_path / "full"))
+    base_clock = min(int(t.counters[0]) for t in src.tables)
+    before = {int(k) for k in src.tables[0].items()[0]}
+    train(src, 3, 1, 400)  # evicts part of the base
+    after = {int(k) for k in src.tables[0].items()[0]}
+    assert before - after, "the test needs keys evicted since the base"
+    src.dump(str(tmp_path / "inc"), score_threshold=base_clock + 1)
+    dst = _pressured()
+    dst.load(str(tmp_path / "full"))
+    dst.load(str(tmp_path / "inc"))
+    assert same(src, dst, slots=True)
+    assert {int(k) for k in dst.tables[0].items()[0]} == after
+    gen = torch.Generator().manual_seed(8)
+    for _ in range(3):
+        b = batch(gen, 400)
+        step(src, b)
+        step(dst, b)
+    assert same(src, dst, slots=True)
+    # applied to another base, the live keys cannot all be found: refused, module unchanged
+    other = _pressured()
+    train(other, 2, 7, 400)
+    snap = state(other)
+    with pytest.raises(ValueError, match=r"expected every live key in the dump or in the table it is applied to"):
+        other.load(str(tmp_path / "inc"))
+    assert unchanged(other, snap)
+
+
+def test_failed_redump_keeps_previous_dump(tmp_path, monkeypatch):
+    from dynamicemb import _checkpoint
+
+    path = str(tmp_path / "ck")
+    src = _pressured()
+    train(src, 3, 0, 400)
+    src.dump(path)
+    good = _pressured()
+    good.load(path)
+    train(src, 2, 1, 400)
+    real, calls = _checkpoint._tensor_bytes, []
+
+    def failing(t):
+        calls.append(1)
+        if len(calls) == 5:  # midway: after the first table's keys/values/scores/slots
+            raise OSError("disk full (injected)")
+        return real(t)
+
+    monkeypatch.setattr(_checkpoint, "_tensor_bytes", failing)
+    with pytest.raises(OSError, match="injected"):
+        src.dump(path)
+    monkeypatch.undo()
+    dst = _pressured()
+    dst.load(path)
+    assert same(dst, good, slots=True)
+    # the failed generation left no files; a successful re-dump replaces the old generation's files
+    n_files = len(os.listdir(path))
+    src.dump(path)
+    assert len(os.listdir(path)) == n_files
+    dst.load(path)
+    assert same(dst, src, slots=True)
