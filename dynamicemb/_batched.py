@@ -66,7 +66,13 @@ _SIDE_STREAMS = {}  # device index -> side stream of the training forward (see _
 
 
 class RefusedInsertError(RuntimeError):
-    """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error"."""
+    """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error".
+
+    A training forward that raises it has run its insert (undoing it would cost a copy of every touched bucket
+    per step): the batch's other ids are stored (new ones with their initial rows, evicting as usual), scores and
+    the op clock advanced, ``refused_count`` counts the refusals; no row is updated, ``step`` is unchanged and the
+    refused ids are not stored. Retrying the batch (e.g. after growing) inserts only what is missing.
+    ``set_rows`` raising it leaves the table unchanged."""
 
 
 def _int_list(xs, arg: str) -> List[int]:
@@ -523,10 +529,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         pad = torch.full((ids.numel(), self.row_widths[table] - d - s), self.optimizer.initial_state(),
                          device=self.device)
         rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32), pad], 1)
-        stats = t.insert_or_assign(ids.contiguous(), rows.to(t.value_dtype).contiguous())
+        ids = ids.contiguous()
+        snap = t._snapshot_buckets(ids)  # a refused call leaves the table as it was
+        stats = t.insert_or_assign(ids, rows.to(t.value_dtype).contiguous())
         refused = int(stats[3])
         if refused:
-            raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table}")
+            t._restore_buckets(snap)
+            raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table} (buckets "
+                                     f"full of higher scores); the table is unchanged")
 
     def get_rows(self, table: int, ids: torch.Tensor):
         """Reads the stored rows of ``ids`` in table ``table``; changes nothing (no insert, no score update).

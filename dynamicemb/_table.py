@@ -181,6 +181,12 @@ def _check_key_tensor(t, arg: str, key_dtype: torch.dtype, device: torch.device,
         raise ValueError(f"{arg}: expected a tensor on {device} ({owner}'s device), got {t.device}")
 
 
+def _bucket_of_hash(h: torch.Tensor, nb: int) -> torch.Tensor:
+    """table::bucket_of_hash: (h * nb) >> 64 (unsigned) from 32-bit halves; exact for nb < 2**30."""
+    hi, lo = (h >> 32) & 0xFFFFFFFF, h & 0xFFFFFFFF
+    return (hi * nb + ((lo * nb) >> 32)) >> 32
+
+
 def slot_integrity_errors(keys: torch.Tensor, digests: torch.Tensor, size: Optional[int],
                           bucket_capacity: int) -> list:
     """What makes a table's slots unusable, checked vectorized with one host sync: every stored key sits in its
@@ -201,9 +207,7 @@ def slot_integrity_errors(keys: torch.Tensor, digests: torch.Tensor, size: Optio
     live = ~empty & ~reserved
     h = fmix64_tensor(k)
     dig = ((h >> 32) & 0xFF).to(torch.uint8)
-    # bucket = (h * nb) >> 64 (unsigned), from 32-bit halves (exact for nb < 2**30)
-    hi, lo = (h >> 32) & 0xFFFFFFFF, h & 0xFFFFFFFF
-    bucket = (hi * nb + ((lo * nb) >> 32)) >> 32
+    bucket = _bucket_of_hash(h, nb)
     home = torch.arange(cap, device=k.device) // bucket_capacity
     bad_digest = live & (digests.reshape(-1) != dig)
     bad_empty = empty & (digests.reshape(-1) != _EMPTY_DIGEST)
@@ -331,6 +335,21 @@ class ScoredHashTable:
     def _set_state(self, s: Dict[str, torch.Tensor]):
         self.keys, self.digests, self.scores = s["keys"], s["digests"], s["scores"]
         self.values, self.locks, self.counters = s["values"], s["locks"], s["counters"]
+
+    def _snapshot_buckets(self, keys: torch.Tensor):
+        """Copies of everything an upsert of ``keys`` can change (their home buckets' slots and the counters), for
+        ``_restore_buckets``; O(unique buckets * bucket_capacity) rows."""
+        nb = self.capacity() // self.bucket_capacity
+        b = torch.unique(_bucket_of_hash(fmix64_tensor(keys.view(torch.int64)), nb))
+        idx = (b[:, None] * self.bucket_capacity + torch.arange(self.bucket_capacity, device=self.device)).reshape(-1)
+        return (self.keys.data_ptr(), idx, self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
+                self.counters.clone())
+
+    def _restore_buckets(self, snap):
+        ptr, idx, k, d, s, v, c = snap
+        assert ptr == self.keys.data_ptr(), "the table reallocated since its snapshot"
+        self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
+        self.counters.copy_(c)
 
     def _table_args(self):
         return (self.keys, self.digests, self.scores, self.values, self.locks, self.counters, self.bucket_capacity)

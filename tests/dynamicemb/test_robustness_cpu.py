@@ -344,3 +344,47 @@ def test_failed_redump_keeps_previous_dump(tmp_path, monkeypatch):
     assert len(os.listdir(path)) == n_files
     dst.load(path)
     assert same(dst, src, slots=True)
+
+
+# ---------------------------------------------------------------------- refused inserts with on_refused="error"
+def _hot_bucket_module():
+    """One table of 2 buckets (LFU): bucket 0 full of ids seen 4 times; returns (module, hot ids, a new id of
+    bucket 0 (refused), a new id of bucket 1 (fits))."""
+    from table_helpers import keys_in_bucket
+
+    o = DynamicEmbTableOptions(dim=2, max_capacity=32, bucket_capacity=16, score_policy="lfu", on_refused="error")
+    m = BatchedDynamicEmbeddingTables([o], pooling="sum", optimizer=SGD(lr=0.5))
+    gen = torch.Generator().manual_seed(5)
+    start = int(torch.randint(1, 10**6, (1,), generator=gen))
+    hot = torch.tensor(keys_in_bucket(0, 2, 17, start=start))
+    m(hot[:16].repeat(4), torch.tensor([0, 64])).sum().backward()
+    return m, hot[:16], int(hot[16]), keys_in_bucket(1, 2, 1, start=start)[0]
+
+
+def test_refused_set_rows_leaves_module_unchanged():
+    m, hot, refused_id, fits_id = _hot_bucket_module()
+    before = state(m)
+    gen = torch.Generator().manual_seed(6)
+    ids = torch.tensor([int(hot[3]), fits_id, refused_id])
+    with pytest.raises(RefusedInsertError, match=r"1 of 3 ids refused by table 0 .* the table is unchanged"):
+        m.set_rows(0, ids, torch.randn(3, 2, generator=gen))
+    assert unchanged(m, before)
+
+
+def test_refused_forward_contract():
+    """The documented partial effect: the insert ran (other ids stored with their initial rows, size, scores, op
+    clock and refused_count advanced), no row was updated and step is unchanged."""
+    m, hot, refused_id, fits_id = _hot_bucket_module()
+    t = m.tables[0]
+    rows_hot = t.find(hot).values.clone()
+    step_before, clock = float(m.step), int(t.counters[0])
+    with pytest.raises(RefusedInsertError, match=r"table 't0': 1 inserts refused"):
+        m(torch.tensor([int(hot[0]), fits_id, refused_id]), torch.tensor([0, 3])).sum().backward()
+    assert m.sizes() == [17] and int(m.refused_count[0]) == 1
+    assert int(t.counters[0]) == clock + 1 and float(m.step) == step_before
+    assert bool(t.contains(torch.tensor([fits_id]))[0]) and not bool(t.contains(torch.tensor([refused_id]))[0])
+    assert torch.equal(t.find(hot).values, rows_hot)  # no update (hot[0] only got its LFU count)
+    from dynamicemb._batched import _init_rows
+
+    w, _, _ = m.get_rows(0, torch.tensor([fits_id]))  # its initial row, not updated
+    assert torch.allclose(w, _init_rows(m._train_init[0], torch.tensor([fits_id]), clock + 1, 2))
