@@ -45,6 +45,7 @@ import functools
 import math
 import operator
 import struct
+import threading
 import warnings
 from typing import List, Optional, Sequence
 
@@ -253,7 +254,13 @@ class _LookupFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, module, ids, offsets, psw):
-        out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True)
+        # Under the module's step lock (threads): the insert and the gather see one table layout; the step
+        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile.
+        with module._step_lock:
+            if not module.use_kernels and not _capturing():
+                module._check_groups()  # another thread may have grown a table since forward() looked
+            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True)
+            ctx.inflight = _InFlight(module)
         ctx.module = module
         ctx.saved = saved
         ctx.psw_requires_grad = psw is not None and psw.requires_grad
@@ -261,9 +268,34 @@ class _LookupFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
+        with ctx.module._step_lock:
+            grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
+            ctx.inflight.done()
         ctx.saved = None
         return None, None, None, None, grad_psw
+
+
+class _InFlight:
+    """Counts a training step of a thread between its forward and its backward (or until autograd frees its
+    graph); growth waits for the other threads' steps (``_before_train_step``)."""
+
+    def __init__(self, module):
+        self._module = module
+        self._thread = threading.get_ident()
+        module._inflight[self._thread] = module._inflight.get(self._thread, 0) + 1
+
+    def done(self):
+        m = self._module
+        if m is not None:
+            with m._step_cond:
+                m._inflight[self._thread] -= 1
+                if not m._inflight[self._thread]:
+                    del m._inflight[self._thread]
+                self._module = None
+                m._step_cond.notify_all()
+
+    def __del__(self):
+        self.done()
 
 
 class BatchedDynamicEmbeddingTables(nn.Module):
@@ -361,6 +393,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._sizes = _HostMirror(T)
         self._refused_seen = _HostMirror(T)
         self._refused_warned = [0] * T
+        self._make_lock()
         self._link_groups()
         used = sorted(set(fmap))
         self._value_kind = _VALUE_KIND[self.options[used[0]].dtype]
@@ -530,11 +563,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                          device=self.device)
         rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32), pad], 1)
         ids = ids.contiguous()
-        snap = t._snapshot_buckets(ids)  # a refused call leaves the table as it was
-        stats = t.insert_or_assign(ids, rows.to(t.value_dtype).contiguous())
-        refused = int(stats[3])
+        with self._step_lock, t._lock:
+            snap = t._snapshot_buckets(ids)  # a refused call leaves the table as it was
+            stats = t.insert_or_assign(ids, rows.to(t.value_dtype).contiguous())
+            refused = int(stats[3])
+            if refused:
+                t._restore_buckets(snap)
         if refused:
-            t._restore_buckets(snap)
             raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table} (buckets "
                                      f"full of higher scores); the table is unchanged")
 
@@ -826,14 +861,36 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             seg_chunk, saved["csr"] if seg_chunk > 0 else None)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 
+    def __getstate__(self):  # a lock neither pickles nor deep-copies
+        d = super().__getstate__()
+        for k in ("_step_lock", "_step_cond", "_inflight"):
+            d.pop(k, None)
+        return d
+
+    def __setstate__(self, d):
+        super().__setstate__(d)
+        self._make_lock()
+
+    def _make_lock(self):
+        self._step_lock = threading.RLock()
+        self._step_cond = threading.Condition(self._step_lock)
+        self._inflight = {}  # thread -> its training steps between forward and backward
+
     def _before_train_step(self):
-        """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors)."""
+        """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors). A table
+        grows only while no other step is between its forward and backward (their slots would go stale): it waits
+        for other threads' steps (up to 10 s, else it grows at a later step) and defers if this thread has one."""
         sizes = self._sizes.poll()
         if sizes is not None:
             for i, t in enumerate(self.tables):
                 o = self.options[i]
                 if t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity():
-                    t.grow()
+                    me = threading.get_ident()
+                    with self._step_cond:
+                        if me not in self._inflight and self._step_cond.wait_for(
+                                lambda: not self._inflight, timeout=10.0) and (
+                                t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity()):
+                            t.grow()
         refused = self._refused_seen.poll()
         if refused is not None:
             for i, r in enumerate(refused):

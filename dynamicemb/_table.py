@@ -18,6 +18,8 @@ Reserved keys: the three bit patterns 0x8000000000000000 + {0, 1, 2} (int64 -2**
 from __future__ import annotations
 
 import dataclasses
+import functools
+import threading
 from typing import Dict, NamedTuple, Optional, Union
 
 import torch
@@ -233,6 +235,16 @@ def slot_integrity_errors(keys: torch.Tensor, digests: torch.Tensor, size: Optio
     return errs
 
 
+def _locked(fn):
+    """Runs a table method under the table's lock: ops release the GIL, and two threads mutating one table would
+    race on its slots and size counter (CPU). Uncontended, the lock costs well under a microsecond."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return fn(self, *args, **kwargs)
+    return wrapper
+
+
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -315,7 +327,17 @@ class ScoredHashTable:
         self.check_keys = check_keys
         self.epoch = 0
         self._policy, self._use_epoch = _POLICIES[score_policy]
+        self._lock = threading.RLock()
         self._allocate(capacity)
+
+    def __getstate__(self):  # a lock neither pickles nor deep-copies
+        d = dict(self.__dict__)
+        d.pop("_lock", None)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ state
     def _new_state(self, capacity: int) -> Dict[str, torch.Tensor]:
@@ -336,6 +358,7 @@ class ScoredHashTable:
         self.keys, self.digests, self.scores = s["keys"], s["digests"], s["scores"]
         self.values, self.locks, self.counters = s["values"], s["locks"], s["counters"]
 
+    @_locked
     def _snapshot_buckets(self, keys: torch.Tensor):
         """Copies of everything an upsert of ``keys`` can change (their home buckets' slots and the counters), for
         ``_restore_buckets``; O(unique buckets * bucket_capacity) rows."""
@@ -345,6 +368,7 @@ class ScoredHashTable:
         return (self.keys.data_ptr(), idx, self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
                 self.counters.clone())
 
+    @_locked
     def _restore_buckets(self, snap):
         ptr, idx, k, d, s, v, c = snap
         assert ptr == self.keys.data_ptr(), "the table reallocated since its snapshot"
@@ -371,6 +395,7 @@ class ScoredHashTable:
             "epoch": torch.tensor(self.epoch),
         }
 
+    @_locked
     def load_state_dict(self, state: Dict[str, torch.Tensor]):
         """Restores a ``state_dict()`` (capacity may differ from the current one; dim/dtypes must match).
 
@@ -458,6 +483,7 @@ class ScoredHashTable:
         return torch.empty(*shape, dtype=dtype, device=self.device)
 
     # ------------------------------------------------------------------ core op wrappers (no validation)
+    @_locked
     def _upsert(self, mode, keys, values=None, scores=None, accum=None, values_out=None, found_out=None,
                 slots_out=None, evicted=(None, None, None), initializer=None):
         stats = self._empty(len(STAT_NAMES), dtype=torch.int64)
@@ -472,6 +498,7 @@ class ScoredHashTable:
         )
         return stats
 
+    @_locked
     def _lookup(self, keys, values_out=None, found_out=None, scores_out=None, slots_out=None, default=None):
         _ops().table_lookup(
             *self._table_args(), self._policy, keys, values_out, found_out, scores_out, slots_out,
@@ -656,6 +683,7 @@ class ScoredHashTable:
         return stats
 
     # ------------------------------------------------------------------ erase / export
+    @_locked
     def erase(self, keys: torch.Tensor) -> torch.Tensor:
         """Removes keys (missing ones are ignored). Returns (1,) int64 device tensor: keys erased."""
         self._check_keys(keys)
@@ -663,12 +691,14 @@ class ScoredHashTable:
         _ops().table_erase(*self._table_args(), keys, 0, count)
         return count
 
+    @_locked
     def erase_if(self, threshold: int) -> torch.Tensor:
         """Removes every key whose score (unsigned) is < ``threshold``. Returns (1,) int64 device count."""
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
         _ops().table_erase(*self._table_args(), None, _to_i64(threshold), count)
         return count
 
+    @_locked
     def export_batch(self, offset: int, n: int, *, threshold: Optional[int] = None) -> ExportResult:
         """Exports the stored keys of slots [offset, offset + n) (with score >= threshold if given).
 
@@ -698,7 +728,8 @@ class ScoredHashTable:
 
     def items(self):
         """All stored (keys, values, scores), host-synchronizing (for checkpoints and tests)."""
-        r = self.export_batch(0, self.capacity())
+        with self._lock:
+            r = self.export_batch(0, self.capacity())
         c = int(r.count.item())
         return r.keys[:c], r.values[:c], r.scores[:c]
 
@@ -725,6 +756,7 @@ class ScoredHashTable:
             raise ValueError(f"epoch: expected an int in [0, 2**32), got {epoch!r}")
         self.epoch = epoch
 
+    @_locked
     def clear(self):
         """Removes every key (keeps capacity; the op clock keeps counting)."""
         self.keys.view(torch.int64).fill_(_EMPTY_KEY_I64)
@@ -732,6 +764,7 @@ class ScoredHashTable:
         self.scores.zero_()
         self.counters[1].zero_()
 
+    @_locked
     def reserve(self, capacity: int) -> torch.Tensor:
         """Grows to at least ``capacity`` slots (doubling, at most max_capacity), rehashing every key with its row
         and score. Doubling maps each bucket onto two new ones, so nothing is lost. Returns the rehash stats.

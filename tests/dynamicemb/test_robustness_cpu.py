@@ -388,3 +388,66 @@ def test_refused_forward_contract():
 
     w, _, _ = m.get_rows(0, torch.tensor([fits_id]))  # its initial row, not updated
     assert torch.allclose(w, _init_rows(m._train_init[0], torch.tensor([fits_id]), clock + 1, 2))
+
+
+# ---------------------------------------------------------------------- threads
+def test_threads_writing_one_table():
+    import threading
+
+    from dynamicemb._table import ScoredHashTable
+
+    t = ScoredHashTable(1 << 13, 8, max_capacity=1 << 15, device="cpu")
+    gen = torch.Generator().manual_seed(12)
+    keys = torch.randperm(10**7, generator=gen)[:8000] + 1
+    rows = torch.randn(8000, 8, generator=gen)
+    errors = []
+
+    def work(part):
+        try:
+            for c in range(0, 4000, 400):
+                k = keys[part * 4000 + c: part * 4000 + c + 400]
+                t.insert_or_assign(k, rows[part * 4000 + c: part * 4000 + c + 400])
+                t.find(k)
+                if part == 1 and c in (400, 1200):
+                    t.grow()  # while the other thread inserts
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    th = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    [x.start() for x in th]
+    [x.join() for x in th]
+    assert not errors
+    assert t.size() == 8000 and int(t.contains(keys).sum()) == 8000
+    assert int((t.keys.view(torch.int64) != -(2**63)).sum()) == t.size()  # the size counter counts the keys
+    assert torch.equal(t.find(keys).values, rows)
+
+
+def test_threads_training_one_growing_module():
+    import threading
+
+    # 128-slot buckets at load <= 0.5: no bucket overflows, so every id seen must be stored
+    o = DynamicEmbTableOptions(dim=4, max_capacity=1 << 15, init_capacity=256, bucket_capacity=128,
+                               grow_load_factor=0.5)
+    m = BatchedDynamicEmbeddingTables([o], pooling="sum", optimizer=SGD(lr=0.1))
+    seen = [set(), set()]
+    errors = []
+
+    def work(part):
+        try:
+            gen = torch.Generator().manual_seed(30 + part)
+            for _ in range(40):
+                ids = torch.randint(0, 10**6, (48,), generator=gen) * 2 + part  # disjoint id sets
+                seen[part].update(ids.tolist())
+                (m(ids, torch.tensor([0, 48])) * torch.randn(1, 4, generator=gen)).sum().backward()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    th = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    [x.start() for x in th]
+    [x.join() for x in th]
+    assert not errors
+    t = m.tables[0]
+    ids = torch.tensor(sorted(seen[0] | seen[1]))
+    assert m.capacities()[0] > 256 and int(m.refused_count[0]) == 0
+    assert int(t.contains(ids).sum()) == ids.numel() == m.sizes()[0]
+    assert int((t.keys.view(torch.int64) != -(2**63)).sum()) == t.size()  # the size counter counts the keys
