@@ -3,14 +3,18 @@ refused inserts, resuming from checkpoints under growth and eviction, atomic dum
 
 import math
 import os
+import sys
 
 import pytest
 import torch
 
-from dynamicemb._batched import BatchedDynamicEmbeddingTables, RefusedInsertError
-from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbTableOptions
+sys.path.insert(0, os.path.dirname(__file__))
+from table_helpers import keys_in_bucket  # noqa: E402
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables, RefusedInsertError  # noqa: E402
+from dynamicemb._load import load_library  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -350,8 +354,6 @@ def test_failed_redump_keeps_previous_dump(tmp_path, monkeypatch):
 def _hot_bucket_module():
     """One table of 2 buckets (LFU): bucket 0 full of ids seen 4 times; returns (module, hot ids, a new id of
     bucket 0 (refused), a new id of bucket 1 (fits))."""
-    from table_helpers import keys_in_bucket
-
     o = DynamicEmbTableOptions(dim=2, max_capacity=32, bucket_capacity=16, score_policy="lfu", on_refused="error")
     m = BatchedDynamicEmbeddingTables([o], pooling="sum", optimizer=SGD(lr=0.5))
     gen = torch.Generator().manual_seed(5)
