@@ -42,7 +42,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import operator
 import struct
+import threading
 import warnings
 from typing import List, Optional, Sequence
 
@@ -64,7 +67,30 @@ _SIDE_STREAMS = {}  # device index -> side stream of the training forward (see _
 
 
 class RefusedInsertError(RuntimeError):
-    """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error"."""
+    """An insert was refused (full bucket of higher scores) by a table whose ``on_refused`` is "error".
+
+    A training forward that raises it has run its insert (undoing it would cost a copy of every touched bucket
+    per step): the batch's other ids are stored (new ones with their initial rows, evicting as usual), scores and
+    the op clock advanced, ``refused_count`` counts the refusals; no row is updated, ``step`` is unchanged and the
+    refused ids are not stored. Retrying the batch (e.g. after growing) inserts only what is missing.
+    ``set_rows`` raising it leaves the table unchanged."""
+
+
+def _int_list(xs, arg: str) -> List[int]:
+    """Integers of ``xs`` (anything with ``__index__`` but bool); a float or bool is a TypeError, never truncated."""
+    try:
+        items = list(xs)
+    except TypeError:
+        raise TypeError(f"{arg}: expected a sequence of ints, got {type(xs).__name__}") from None
+    out = []
+    for x in items:
+        if isinstance(x, bool) or isinstance(x, float) or (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            raise TypeError(f"{arg}: expected a sequence of ints, got {items!r}")
+        try:
+            out.append(operator.index(x))
+        except TypeError:
+            raise TypeError(f"{arg}: expected a sequence of ints, got {items!r}") from None
+    return out
 
 
 def _capturing() -> bool:
@@ -211,6 +237,11 @@ class _HostMirror:
         self._event.record()
         self._pending = True
 
+    def reset(self, value: List[int]):
+        """Sets the value (after a load); a copy still in flight holds the old state and is dropped."""
+        self.value = list(value)
+        self._pending = False
+
     def poll(self) -> Optional[List[int]]:
         if self._event is not None and getattr(self, "_pending", False) and self._event.query():
             self.value = [int(x) for x in self._host.tolist()]
@@ -223,7 +254,13 @@ class _LookupFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, module, ids, offsets, psw):
-        out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True)
+        # Under the module's step lock (threads): the insert and the gather see one table layout; the step
+        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile.
+        with module._step_lock:
+            if not module.use_kernels and not _capturing():
+                module._check_groups()  # another thread may have grown a table since forward() looked
+            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True)
+            ctx.inflight = _InFlight(module)
         ctx.module = module
         ctx.saved = saved
         ctx.psw_requires_grad = psw is not None and psw.requires_grad
@@ -231,9 +268,34 @@ class _LookupFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
+        with ctx.module._step_lock:
+            grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
+            ctx.inflight.done()
         ctx.saved = None
         return None, None, None, None, grad_psw
+
+
+class _InFlight:
+    """Counts a training step of a thread between its forward and its backward (or until autograd frees its
+    graph); growth waits for the other threads' steps (``_before_train_step``)."""
+
+    def __init__(self, module):
+        self._module = module
+        self._thread = threading.get_ident()
+        module._inflight[self._thread] = module._inflight.get(self._thread, 0) + 1
+
+    def done(self):
+        m = self._module
+        if m is not None:
+            with m._step_cond:
+                m._inflight[self._thread] -= 1
+                if not m._inflight[self._thread]:
+                    del m._inflight[self._thread]
+                self._module = None
+                m._step_cond.notify_all()
+
+    def __del__(self):
+        self.done()
 
 
 class BatchedDynamicEmbeddingTables(nn.Module):
@@ -281,7 +343,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         # copies: a caller mutating its options objects afterwards must not change the module
         self.options = [dataclasses.replace(t).validate() for t in tables]
         T = len(tables)
-        fmap = list(range(T)) if feature_table_map is None else [int(x) for x in feature_table_map]
+        fmap = list(range(T)) if feature_table_map is None else _int_list(feature_table_map, "feature_table_map")
         if not fmap or any(not 0 <= x < T for x in fmap):
             raise ValueError(f"feature_table_map: expected non-empty indices in [0, {T}), got {fmap}")
         if pooling not in _POOLINGS:
@@ -331,6 +393,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self._sizes = _HostMirror(T)
         self._refused_seen = _HostMirror(T)
         self._refused_warned = [0] * T
+        self._make_lock()
         self._link_groups()
         used = sorted(set(fmap))
         self._value_kind = _VALUE_KIND[self.options[used[0]].dtype]
@@ -427,9 +490,22 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return len(self.feature_table_map)
 
     def set_learning_rate(self, lr: float):
-        """Changes the learning rate (a device tensor: also takes effect in captured CUDA graphs)."""
-        if not isinstance(lr, (int, float)) or lr < 0:
-            raise ValueError(f"lr: expected a number >= 0, got {lr!r}")
+        """Changes the learning rate (a device tensor: also takes effect in captured CUDA graphs).
+
+        Args:
+            lr: a finite number >= 0 (an int or float; bool is refused).
+
+        Raises:
+            TypeError: ``lr`` is not an int or float (or is a bool); the module is unchanged.
+            ValueError: ``lr`` is NaN, infinite or negative; the module is unchanged.
+
+        Example:
+            >>> emb.set_learning_rate(0.05)
+        """
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool):
+            raise TypeError(f"lr: expected a finite number >= 0, got {lr!r} ({type(lr).__name__})")
+        if not math.isfinite(lr) or lr < 0:
+            raise ValueError(f"lr: expected a finite number >= 0, got {lr!r}")
         self.learning_rate.fill_(float(lr))
         self.optimizer.lr = float(lr)
 
@@ -448,12 +524,32 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def capacities(self) -> List[int]:
         return [t.capacity() for t in self.tables]
 
+    def _check_table(self, table) -> int:
+        T = len(self.tables)
+        if not isinstance(table, int) or isinstance(table, bool):
+            raise TypeError(f"table: expected an int in [0, {T}), got {table!r} ({type(table).__name__})")
+        if not 0 <= table < T:  # -1 would silently pick the last table
+            raise ValueError(f"table: expected an int in [0, {T}), got {table}")
+        return table
+
     def set_rows(self, table: int, ids: torch.Tensor, weights: torch.Tensor, state: Optional[torch.Tensor] = None):
         """Inserts/overwrites rows: embedding ``weights`` (n, dim) and optimizer ``state`` (default: initial).
+
+        Args:
+            table: table index in [0, number of tables).
+            ids: (n,) key_dtype on the module's device (n may be 0: a no-op).
+            weights: (n, dim) float.
+            state: (n, state_dim) float optimizer state, or None for the initial state.
+
+        Raises:
+            TypeError/ValueError: a bad argument; the module is unchanged.
+            RefusedInsertError: some ids were refused (their buckets are full of higher scores); the table is
+                restored to its state before the call (rows, keys, scores, size and op clock).
 
         Example:
             >>> emb.set_rows(0, torch.arange(10), torch.randn(10, 16))
         """
+        table = self._check_table(table)
         t = self.tables[table]
         d, s = self.dims[table], self.state_dims[table]
         self._check_ids(ids, "ids")
@@ -466,25 +562,35 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         pad = torch.full((ids.numel(), self.row_widths[table] - d - s), self.optimizer.initial_state(),
                          device=self.device)
         rows = torch.cat([weights.to(self.device, torch.float32), state.to(self.device, torch.float32), pad], 1)
-        stats = t.insert_or_assign(ids.contiguous(), rows.to(t.value_dtype).contiguous())
-        refused = int(stats[3])
+        ids = ids.contiguous()
+        with self._step_lock, t._lock:
+            snap = t._snapshot_buckets(ids)  # a refused call leaves the table as it was
+            stats = t.insert_or_assign(ids, rows.to(t.value_dtype).contiguous())
+            refused = int(stats[3])
+            if refused:
+                t._restore_buckets(snap)
         if refused:
-            raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table}")
+            raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table} (buckets "
+                                     f"full of higher scores); the table is unchanged")
 
     def get_rows(self, table: int, ids: torch.Tensor):
         """Reads the stored rows of ``ids`` in table ``table``; changes nothing (no insert, no score update).
 
         Args:
-            table: table index.
+            table: table index in [0, number of tables).
             ids: (n,) key_dtype on the module's device.
 
         Returns:
             (weights (n, dim) fp32, state (n, state_dim) fp32, found (n,) bool); rows of ids not stored are 0.
 
+        Raises:
+            TypeError/ValueError: ``table`` is not an int in range, or bad ``ids``.
+
         Example:
             >>> w, state, found = emb.get_rows(0, torch.arange(10))
             >>> w[found]                            # the embeddings of the ids that are stored
         """
+        table = self._check_table(table)
         self._check_ids(ids, "ids")
         r = self.tables[table].find(ids.contiguous())
         v = r.values.float()
@@ -755,14 +861,36 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             seg_chunk, saved["csr"] if seg_chunk > 0 else None)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 
+    def __getstate__(self):  # a lock neither pickles nor deep-copies
+        d = super().__getstate__()
+        for k in ("_step_lock", "_step_cond", "_inflight"):
+            d.pop(k, None)
+        return d
+
+    def __setstate__(self, d):
+        super().__setstate__(d)
+        self._make_lock()
+
+    def _make_lock(self):
+        self._step_lock = threading.RLock()
+        self._step_cond = threading.Condition(self._step_lock)
+        self._inflight = {}  # thread -> its training steps between forward and backward
+
     def _before_train_step(self):
-        """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors)."""
+        """Eager only: grow tables past their load factor, report refused inserts (non-blocking mirrors). A table
+        grows only while no other step is between its forward and backward (their slots would go stale): it waits
+        for other threads' steps (up to 10 s, else it grows at a later step) and defers if this thread has one."""
         sizes = self._sizes.poll()
         if sizes is not None:
             for i, t in enumerate(self.tables):
                 o = self.options[i]
                 if t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity():
-                    t.grow()
+                    me = threading.get_ident()
+                    with self._step_cond:
+                        if me not in self._inflight and self._step_cond.wait_for(
+                                lambda: not self._inflight, timeout=10.0) and (
+                                t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity()):
+                            t.grow()
         refused = self._refused_seen.poll()
         if refused is not None:
             for i, r in enumerate(refused):
@@ -983,6 +1111,40 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
         super()._save_to_state_dict(destination, prefix, keep_vars)
         save_tables(self, destination, prefix)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``; the checkpoint is validated whole (layout, buffer values, table integrity)
+        before anything changes.
+
+        Args:
+            state_dict: a ``state_dict()`` of a module of the same layout.
+            strict: an entry this module does not have is an error (module unchanged); with False it is ignored
+                (listed in the result's ``unexpected_keys``). A missing or ill-formed entry is an error either way.
+            assign: as in torch (the tables are always rebuilt from copies).
+
+        Returns:
+            torch's ``_IncompatibleKeys(missing_keys, unexpected_keys)``.
+
+        Raises:
+            RuntimeError: torch's, listing our messages ("arg: expected X, got Y"); the module is unchanged.
+
+        Example:
+            >>> emb2.load_state_dict(emb.state_dict())
+        """
+        # torch calls every module's loader as strict; remember the caller's choice (a parent module's
+        # load_state_dict cannot pass it: nested, unknown entries are only reported as unexpected)
+        self._load_strict = bool(strict)
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        finally:
+            self._load_strict = None
+
+    def _after_load(self):
+        """Host views of the loaded state (sizes decide growth, counts the refusal warnings); loads may sync."""
+        self._sizes.reset([t.size() for t in self.tables])
+        refused = [int(x) for x in self.refused_count.tolist()]
+        self._refused_seen.reset(refused)
+        self._refused_warned = refused
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):

@@ -7,13 +7,17 @@ epoch_lru / epoch_lfu policies), the same per admission table under ``{prefix}{n
 key dtype, optimizer and its state width, score policy). ``epoch`` may be absent (checkpoints written before it was
 saved): the epoch is then left as it is.
 
-dump(dir): ``meta.json`` plus per table ``{name}.keys.bin`` (key dtype), ``{name}.values.bin`` (rows
-[embedding | optimizer state] in the table's dtype) and ``{name}.scores.bin`` (uint64 scores as int64 bits), raw
+dump(dir): ``meta.json`` plus per table ``{name}.{keys,values,scores,slots}.{generation}.bin``: keys (key dtype),
+rows [embedding | optimizer state] (table dtype), uint64 scores as int64 bits and int64 slot indices, raw
 little-endian bytes written in chunks of ``chunk_rows`` slots (so a table never needs a second full copy), each
-file's byte count and CRC32 in the meta with the table's row count, capacity, op clock and epoch.
-``score_threshold`` dumps only rows scored >= threshold (incremental). A table with admission also writes its
-frequency counts (the admission table) as ``{name}.admission.{keys,values,scores}.bin``, always whole: an
-incremental dump carries the current counts, and loading it replaces the counts.
+file's byte count and CRC32 in the meta with the table's row count, capacity, op clock and epoch. A load puts the
+rows back into their slots when the capacity fits (so later evictions choose exactly as in the source), else
+re-inserts them. ``score_threshold`` dumps only rows scored >= threshold (incremental) plus a live index
+``{name}.live.{keys,slots,scores}.{generation}.bin`` of every stored key: loading it on top of its base gives the
+source's state exactly (keys evicted since the base are dropped, untouched rows come from the base). A table with
+admission also writes its frequency counts (the admission table) as ``{name}.admission.*``, always whole.
+Every dump writes files of a fresh generation and replaces meta.json last (atomically), so a failed re-dump leaves
+the previous one loadable. Dumps without a generation, slots or live index (older ones) still load.
 
 Loading validates everything (layout, every meta field, file sizes, CRCs, capacities, tensor dtypes and shapes)
 before anything changes; a failure raises ``ValueError`` (state_dict: torch's RuntimeError listing our messages)
@@ -26,12 +30,15 @@ import ctypes
 import json
 import math
 import os
+import secrets
+import time
 import zlib
 from typing import Dict, List, Optional
 
 import torch
 
-from ._table import _NUM_COUNTERS, ScoredHashTable
+from ._hash import fmix64_tensor
+from ._table import _NUM_COUNTERS, ScoredHashTable, slot_integrity_errors
 
 __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPOINT_VERSION"]
 
@@ -134,8 +141,10 @@ def save_tables(m, destination: Dict, prefix: str):
 def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs):
     """Validates every entry of ``m`` first and applies them only if all are valid: the module loads whole or not
     at all. torch calls every module's ``_load_from_state_dict`` with strict=True and raises for missing or
-    unexpected keys only after all of them returned, so a missing or unexpected entry is an error here even under
-    ``load_state_dict(strict=False)`` (else a refused strict load would have changed the module)."""
+    unexpected keys only after all of them returned, so a missing entry, or an unexpected one naming a table or
+    buffer, is an error here even under ``load_state_dict(strict=False)`` (else a refused strict load would have
+    changed the module). Any other unknown entry is listed as unexpected, and is an error when the module's own
+    ``load_state_dict`` was called with strict=True."""
     errs = []
     meta_key = prefix + "_extra_state"
     if meta_key not in state_dict:
@@ -155,6 +164,8 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         v = state_dict[key]
         if not isinstance(v, torch.Tensor) or v.shape != own.shape:
             errs.append(f"{b}: expected a tensor of shape {tuple(own.shape)}, got {getattr(v, 'shape', type(v))}")
+        else:
+            errs += _buffer_errors(b, v)
     staged = []
     for sub, owner, i in _all_tables(m):
         table = owner[i]
@@ -173,11 +184,13 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         errs += [f"{sub[:-1]}: {e}" for e in table_errs]
         if not table_errs:
             staged.append((owner, i, entry))
+    strict_call = getattr(m, "_load_strict", None)  # set by the module's load_state_dict; None when nested
     for key in state_dict:
-        if key.startswith(prefix) and key not in expected and _belongs_to(m, key[len(prefix):]):
+        if key.startswith(prefix) and key not in expected:
             unexpected_keys.append(key)
-            errs.append(f"unexpected entry {key[len(prefix):]!r} (a table, admission table or entry this module "
-                        f"does not have)")
+            if _belongs_to(m, key[len(prefix):]) or strict_call:
+                errs.append(f"unexpected entry {key[len(prefix):]!r} (a table, admission table or entry this "
+                            f"module does not have)")
     if errs:
         error_msgs.extend(errs)
         return
@@ -197,6 +210,23 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
             if prefix + b in state_dict:
                 getattr(m, b).copy_(state_dict[prefix + b])
     m.optimizer.lr = float(m.learning_rate)
+    m._after_load()
+
+
+def _buffer_errors(name: str, v: torch.Tensor) -> list:
+    """Values of the module buffers: a NaN/negative lr or a negative step or count would poison the next update."""
+    if name == "refused_count":
+        if v.dtype.is_floating_point or v.dtype.is_complex or v.dtype == torch.bool:
+            return [f"refused_count: expected an integer tensor, got {v.dtype}"]
+        if v.numel() and bool((v < 0).any()):
+            return [f"refused_count: expected counts >= 0, got {v.tolist()}"]
+        return []
+    if not v.dtype.is_floating_point:
+        return [f"{name}: expected a floating-point tensor, got {v.dtype}"]
+    x = float(v)
+    if not math.isfinite(x) or x < 0:
+        return [f"{name}: expected a finite number >= 0, got {x}"]
+    return []
 
 
 def _belongs_to(m, rest: str) -> bool:
@@ -238,6 +268,8 @@ def _table_state_errors(table: ScoredHashTable, s) -> list:
             errs.append(f"counters: expected a clock (entry 0) >= 0, got {c[0]}")
         if len(c) > 1 and not 0 <= c[1] <= cap:
             errs.append(f"counters: expected a size (entry 1) in [0, {cap}], got {c[1]}")
+        elif not errs:  # shapes are right: the slots must be findable (as dump/load re-inserting them ensures)
+            errs += slot_integrity_errors(keys, s["digests"], c[1] if len(c) > 1 else None, table.bucket_capacity)
     if "epoch" in s:
         e = s["epoch"]
         if e.numel() != 1 or e.dtype.is_floating_point or e.dtype.is_complex or e.dtype == torch.bool or not (
@@ -257,40 +289,93 @@ def _elem_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def _dump_table(path: str, stem: str, table: ScoredHashTable, threshold: Optional[int], chunk_rows: int) -> dict:
-    """Writes ``{stem}.{keys,values,scores}.bin``; returns the table's meta block."""
-    files = {k: open(os.path.join(path, f"{stem}.{k}.bin"), "wb") for k in _DUMP_FILES}
-    crcs = {k: 0 for k in files}
-    sizes = {k: 0 for k in files}
+def _file_name(stem: str, k: str, gen: Optional[str]) -> str:
+    """``{stem}.{k}.{generation}.bin``; dumps written before generations: ``{stem}.{k}.bin``."""
+    return f"{stem}.{k}.bin" if gen is None else f"{stem}.{k}.{gen}.bin"
+
+
+def _write_files(path: str, stem: str, gen: str, export, names, written: List[str]) -> dict:
+    """Writes ``{stem}.{k}.{gen}.bin`` for k in ``names`` from ``export(off, n)`` chunks (an ExportResult and its
+    count); returns {count, files}. Names of opened files go to ``written`` (removed if the dump fails)."""
+    files = {}
+    for k in names:
+        fn = os.path.join(path, _file_name(stem, k, gen))
+        written.append(fn)
+        files[k] = open(fn, "wb")
+    crcs = {k: 0 for k in names}
+    sizes = {k: 0 for k in names}
     count = 0
     try:
-        cap = table.capacity()
-        for off in range(0, cap, chunk_rows):
-            r = table.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
-            c = int(r.count.item())
+        for r, c in export:
             count += c
-            for k, t in (("keys", r.keys[:c]), ("values", r.values[:c]), ("scores", r.scores[:c])):
-                b = _tensor_bytes(t)
+            for k in names:
+                b = _tensor_bytes(getattr(r, k)[:c])
                 files[k].write(b)
                 crcs[k] = zlib.crc32(b, crcs[k])
                 sizes[k] += len(b)
+        for f in files.values():
+            f.flush()
+            os.fsync(f.fileno())
     finally:
         for f in files.values():
             f.close()
-    return dict(count=count, capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch,
-                files={k: {"bytes": sizes[k], "crc32": crcs[k]} for k in files})
+    return dict(count=count, files={k: {"bytes": sizes[k], "crc32": crcs[k]} for k in names})
+
+
+def _exports(table: ScoredHashTable, threshold: Optional[int], chunk_rows: int):
+    cap = table.capacity()
+    for off in range(0, cap, chunk_rows):
+        r = table.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
+        yield r, int(r.count.item())
+
+
+def _dump_table(path: str, stem: str, gen: str, table: ScoredHashTable, threshold: Optional[int], chunk_rows: int,
+                written: List[str]) -> dict:
+    """Writes the table's rows (keys, values, scores, slots; only scores >= threshold if given) and, for an
+    incremental dump, its live index (keys, slots, scores of every stored key); returns the table's meta block."""
+    info = _write_files(path, stem, gen, _exports(table, threshold, chunk_rows), _DUMP_FILES + ("slots",), written)
+    if threshold is not None:
+        info["live"] = _write_files(path, f"{stem}.live", gen, _exports(table, None, chunk_rows),
+                                    ("keys", "slots", "scores"), written)
+    info.update(capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch)
+    return info
+
+
+def _referenced_files(path: str) -> List[str]:
+    """The data files the current meta.json of ``path`` names (none if there is no readable one)."""
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            meta = json.load(f)
+        gen = meta.get("generation")
+        out = []
+        for name, info in meta["tables"].items():
+            for stem, block in ((name, info), (f"{name}.admission", info.get("admission_table"))):
+                if not isinstance(block, dict):
+                    continue
+                out += [_file_name(stem, k, gen) for k in block.get("files", {})]
+                out += [_file_name(f"{stem}.live", k, gen) for k in (block.get("live") or {}).get("files", {})]
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
 
 
 def dump(m, path: str, score_threshold=None, chunk_rows: int = 1 << 20):
     """Writes ``m`` to directory ``path`` (see the module docstring for the format).
 
+    Atomic: the data files carry a fresh generation in their names and meta.json (naming the generation) is
+    replaced last, so a dump that fails midway leaves the previous dump in ``path`` loadable (the failed
+    generation's files are removed); the previous generation's files are removed once the new meta.json is in.
+
     Args:
         m: a BatchedDynamicEmbeddingTables.
-        path: directory, created if needed; meta.json is written last (atomically), so a dump interrupted midway
-            leaves the previous meta.json, whose CRCs then refuse the partly rewritten files.
-        score_threshold: dump only rows whose score (unsigned) is >= it (incremental dump); admission tables
-            (id frequency counts) are always dumped whole.
+        path: directory, created if needed.
+        score_threshold: dump only rows whose score (unsigned) is >= it (incremental dump), plus the live index
+            (keys, slots and scores of every stored key) that lets a load drop the keys evicted since the base;
+            admission tables (id frequency counts) are always dumped whole.
         chunk_rows: slots exported per step.
+
+    Raises:
+        ValueError: a bad ``chunk_rows``. OSError: from the file system (the previous dump stays loadable).
 
     Example:
         >>> dump(m, "/ckpt/step1000"); dump(m, "/ckpt/step1100.inc", score_threshold=last_clock)
@@ -298,19 +383,43 @@ def dump(m, path: str, score_threshold=None, chunk_rows: int = 1 << 20):
     if not isinstance(chunk_rows, int) or chunk_rows <= 0:
         raise ValueError(f"chunk_rows: expected a positive int, got {chunk_rows!r}")
     os.makedirs(path, exist_ok=True)
+    old_files = _referenced_files(path)
+    gen = f"{time.time_ns():x}{os.getpid():x}{secrets.token_hex(2)}"
     meta = module_meta(m)
+    meta["generation"] = gen
     meta["incremental"] = score_threshold is not None
     meta["score_threshold"] = None if score_threshold is None else int(score_threshold)
     meta["learning_rate"] = float(m.learning_rate)
     meta["step"] = float(m.step)
-    for i, name in enumerate(m.table_names):
-        meta["tables"][name].update(_dump_table(path, name, m.tables[i], score_threshold, chunk_rows))
-        at = m.admission_tables[i]
-        meta["tables"][name]["admission_table"] = (
-            None if at is None else _dump_table(path, f"{name}.admission", at, None, chunk_rows))
-    with open(os.path.join(path, "meta.json.tmp"), "w") as f:
-        json.dump(meta, f, indent=1, sort_keys=True)
-    os.replace(os.path.join(path, "meta.json.tmp"), os.path.join(path, "meta.json"))
+    written: List[str] = []
+    try:
+        for i, name in enumerate(m.table_names):
+            meta["tables"][name].update(
+                _dump_table(path, name, gen, m.tables[i], score_threshold, chunk_rows, written))
+            at = m.admission_tables[i]
+            meta["tables"][name]["admission_table"] = (
+                None if at is None else _dump_table(path, f"{name}.admission", gen, at, None, chunk_rows, written))
+        tmp = os.path.join(path, f"meta.json.{gen}.tmp")
+        written.append(tmp)
+        with open(tmp, "w") as f:
+            json.dump(meta, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(path, "meta.json"))
+    except BaseException:
+        for fn in written:
+            try:
+                os.remove(fn)
+            except OSError:
+                pass
+        raise
+    keep = set(os.path.basename(fn) for fn in written)
+    for fn in old_files:
+        if fn not in keep:
+            try:
+                os.remove(os.path.join(path, fn))
+            except OSError:
+                pass
 
 
 def _is_int(x) -> bool:
@@ -343,13 +452,26 @@ def _block_errors(where: str, info, table: ScoredHashTable, key_dtype: torch.dty
         errs.append(f"{where}capacity: expected a multiple of bucket_capacity={table.bucket_capacity}, got {cap}")
     if count is not None and cap is not None and count > cap:
         errs.append(f"{where}count: expected <= capacity={cap}, got {count}")
-    files = info.get("files")
-    if not isinstance(files, dict):
-        return errs + [f"{where}files: expected a mapping of {list(_DUMP_FILES)} to {{bytes, crc32}}, got "
-                       f"{str(files)[:80]!r}"]
     row = {"keys": _elem_bytes(key_dtype), "values": table.value_dim * _elem_bytes(table.value_dtype),
-           "scores": 8}
-    for k in _DUMP_FILES:
+           "scores": 8, "slots": 8}
+    errs += _files_errors(where, info.get("files"), _DUMP_FILES, ("slots",), row, count)
+    live = info.get("live")
+    if live is not None:  # the live index of an incremental dump
+        if not isinstance(live, dict):
+            return errs + [f"{where}live: expected null or a mapping {{count, files}}, got {str(live)[:80]!r}"]
+        lc = _int_field(errs, f"{where}live.", live, "count", 0)
+        if lc is not None and cap is not None and lc > cap:
+            errs.append(f"{where}live.count: expected <= capacity={cap}, got {lc}")
+        errs += _files_errors(f"{where}live.", live.get("files"), ("keys", "slots", "scores"), (), row, lc)
+    return errs
+
+
+def _files_errors(where: str, files, required, optional, row: dict, count: Optional[int]) -> list:
+    """Checks {name: {bytes, crc32}} of the data files: every required name, bytes == row size * count."""
+    if not isinstance(files, dict):
+        return [f"{where}files: expected a mapping of {list(required)} to {{bytes, crc32}}, got {str(files)[:80]!r}"]
+    errs = []
+    for k in tuple(required) + tuple(x for x in optional if x in files):
         f = files.get(k)
         if not isinstance(f, dict):
             errs.append(f"{where}files.{k}: expected a mapping {{bytes, crc32}}, got {str(f)[:80]!r}")
@@ -367,6 +489,9 @@ def _meta_errors(m, meta: dict) -> list:
     errs = _layout_errors(module_meta(m), meta)
     if errs:
         return errs
+    gen = meta.get("generation")
+    if gen is not None and not (isinstance(gen, str) and gen.isalnum()):
+        errs.append(f"generation: expected null or an alphanumeric string, got {gen!r}")
     if not isinstance(meta.get("incremental"), bool):
         errs.append(f"incremental: expected true or false, got {meta.get('incremental')!r}")
     for k in ("learning_rate", "step"):
@@ -384,8 +509,8 @@ def _meta_errors(m, meta: dict) -> list:
     return errs
 
 
-def _read(path, stem, k, want, dtype):
-    fn = os.path.join(path, f"{stem}.{k}.bin")
+def _read(path, stem, k, want, dtype, gen=None):
+    fn = os.path.join(path, _file_name(stem, k, gen))
     if not os.path.exists(fn):
         raise ValueError(f"load({path!r}): missing file {fn}")
     with open(fn, "rb") as f:
@@ -397,15 +522,74 @@ def _read(path, stem, k, want, dtype):
     return torch.frombuffer(bytearray(b), dtype=dtype) if b else torch.empty(0, dtype=dtype)
 
 
-def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: bool) -> ScoredHashTable:
-    """A new table holding the dumped rows (on top of a copy of ``old`` when ``incremental``)."""
+def _live_rows(path, stem, gen, info, old: ScoredHashTable, keys, values):
+    """The state an incremental dump with a live index describes: every live key with its recorded slot and score,
+    its row from the delta, else from ``old`` (unchanged since the base). Keys evicted since the base are dropped.
+    Returns (keys, values, scores, slots, count) on the host."""
+    live = info["live"]
+    lk = _read(path, f"{stem}.live", "keys", live["files"]["keys"], old.key_dtype, gen)
+    ls = _read(path, f"{stem}.live", "slots", live["files"]["slots"], torch.int64, gen)
+    lsc = _read(path, f"{stem}.live", "scores", live["files"]["scores"], torch.int64, gen)
+    cur = old.find(lk.to(old.device))
+    rows, found = cur.values.cpu(), cur.found.cpu()
+    l64 = lk.view(torch.int64)
+    in_delta = torch.zeros(lk.numel(), dtype=torch.bool)
+    if keys.numel():
+        order = torch.argsort(keys.view(torch.int64))
+        sk = keys.view(torch.int64)[order]
+        idx = torch.searchsorted(sk, l64).clamp(max=sk.numel() - 1)
+        in_delta = sk[idx] == l64
+        rows[in_delta] = values[order[idx[in_delta]]]
+        if int(in_delta.sum()) != keys.numel():
+            raise ValueError(f"load({path!r}): {stem}: expected every row of the incremental dump among its live "
+                             f"keys, got {keys.numel() - int(in_delta.sum())} rows of keys that are not live")
+    missing = int((~(found | in_delta)).sum())
+    if missing:
+        raise ValueError(f"load({path!r}): {stem}: expected every live key in the dump or in the table it is "
+                         f"applied to (its base), got {missing} live keys in neither; module unchanged")
+    return lk, rows, lsc, ls, lk.numel()
+
+
+def _place(t: ScoredHashTable, keys, values, scores, slots, count: int) -> list:
+    """Writes the rows into their recorded slots of the blank table ``t``; returns integrity errors."""
+    dev = t.device
+    if count and not (0 <= int(slots.min()) and int(slots.max()) < t.capacity()):
+        return [f"slots: expected slots in [0, {t.capacity()}), got [{int(slots.min())}, {int(slots.max())}]"]
+    s = slots.to(dev)
+    k = keys.view(torch.int64).to(dev)
+    t.keys.view(torch.int64)[s] = k
+    t.digests[s] = ((fmix64_tensor(k) >> 32) & 0xFF).to(torch.uint8)
+    t.scores[s] = scores.to(dev)
+    t.values[s] = values.to(dev)
+    t.counters[1] = count
+    return slot_integrity_errors(t.keys, t.digests, count, t.bucket_capacity)
+
+
+def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: bool,
+           gen: Optional[str] = None) -> ScoredHashTable:
+    """A new table holding the dumped rows. Full dump (or incremental with a live index): the rows go back into
+    their recorded slots when the dump has them and its capacity fits (so evictions after the load choose as in
+    the source), else they are re-inserted. Incremental without a live index: on top of a copy of ``old``."""
     count = info["count"]
-    keys = _read(path, stem, "keys", info["files"]["keys"], old.key_dtype)
-    values = _read(path, stem, "values", info["files"]["values"], old.value_dtype).view(count, old.value_dim)
-    scores = _read(path, stem, "scores", info["files"]["scores"], torch.int64)
+    files = info["files"]
+    keys = _read(path, stem, "keys", files["keys"], old.key_dtype, gen)
+    values = _read(path, stem, "values", files["values"], old.value_dtype, gen).view(count, old.value_dim)
+    scores = _read(path, stem, "scores", files["scores"], torch.int64, gen)
+    slots = _read(path, stem, "slots", files["slots"], torch.int64, gen) if "slots" in files else None
+    overlay = incremental and info.get("live") is None
+    if incremental and not overlay:
+        keys, values, scores, slots, count = _live_rows(path, stem, gen, info, old, keys, values)
+    if not overlay and slots is not None and info["capacity"] <= old.max_capacity:
+        t = _blank_like(old, info["capacity"])
+        t.set_epoch(info["epoch"])
+        errs = _place(t, keys, values, scores, slots, count)
+        if errs:
+            raise ValueError(f"load({path!r}): {stem}: " + "; ".join(errs) + "; module unchanged")
+        t.counters[0] = info["clock"]
+        return t
     cap = min(max(old.capacity(), info["capacity"]), old.max_capacity)
     t = _blank_like(old, cap)
-    if incremental:
+    if overlay:
         t.load_state_dict({k: v.clone() for k, v in old.state_dict().items()})
     t.set_epoch(info["epoch"])
     dev = old.device
@@ -419,8 +603,8 @@ def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: 
                 f"load({path!r}): {stem}: {int(stats[3])} rows refused / {int(stats[4])} illegal keys when "
                 f"inserting (capacity {t.capacity()} too small or corrupt keys); module unchanged")
     # The inserts above advanced the op clock; the dumped one continues the source's (LRU scores and the rows
-    # drawn for new keys depend on it). On top of a newer table (incremental), the clock never goes back.
-    t.counters[0] = max(info["clock"], int(old.counters[0])) if incremental else info["clock"]
+    # drawn for new keys depend on it). On top of a newer table (overlay), the clock never goes back.
+    t.counters[0] = max(info["clock"], int(old.counters[0])) if overlay else info["clock"]
     return t
 
 
@@ -450,16 +634,17 @@ def load(m, path: str):
         raise ValueError(f"load({path!r}): checkpoint does not match the module or its meta.json is invalid: "
                          + "; ".join(errs))
     incremental = meta["incremental"]
+    gen = meta.get("generation")
     # Build every new table aside (reads, CRCs and inserts may fail), then swap them all in.
     new_tables, new_admission = [], []
     for i, name in enumerate(m.table_names):
         info = meta["tables"][name]
-        new_tables.append(_build(path, name, info, m.tables[i], incremental))
+        new_tables.append(_build(path, name, info, m.tables[i], incremental, gen))
         at, ainfo = m.admission_tables[i], info["admission_table"]
         if at is None:
             new_admission.append(None)
         elif ainfo is not None:
-            new_admission.append(_build(path, f"{name}.admission", ainfo, at, False))
+            new_admission.append(_build(path, f"{name}.admission", ainfo, at, False, gen))
         else:  # a dump without admission counts: a full load starts counting afresh, an incremental one keeps them
             new_admission.append(at if incremental else _blank_like(at, at.capacity()))
     for i in range(len(m.table_names)):
@@ -469,3 +654,4 @@ def load(m, path: str):
         m.learning_rate.fill_(float(meta["learning_rate"]))
         m.step.fill_(float(meta["step"]))
     m.optimizer.lr = float(m.learning_rate)
+    m._after_load()

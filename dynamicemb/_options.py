@@ -13,7 +13,8 @@ Every field is validated in ``__post_init__`` and used by ``BatchedDynamicEmbedd
 - ``admission_threshold``: an id is stored only once it was seen that many times (counted in a second LFU table
   of ``admission_capacity`` slots); until then it gets the initializer value, and its gradient is dropped.
 - ``on_refused``: a refused insert (a full bucket whose scores are all higher) "error"s, "warn"s (the id gets
-  the initializer value) or yields a "zero" row; in the last two its gradient is dropped.
+  the initializer value) or yields a "zero" row; in the last two its gradient is dropped. "error" raises
+  ``RefusedInsertError`` after the step's insert (the other ids stay inserted; see its docstring).
 """
 
 from __future__ import annotations

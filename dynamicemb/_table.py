@@ -18,11 +18,13 @@ Reserved keys: the three bit patterns 0x8000000000000000 + {0, 1, 2} (int64 -2**
 from __future__ import annotations
 
 import dataclasses
+import functools
+import threading
 from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
-from ._hash import _to_i64, fmix64
+from ._hash import _to_i64, fmix64, fmix64_tensor
 from ._load import load_library
 
 __all__ = [
@@ -181,6 +183,68 @@ def _check_key_tensor(t, arg: str, key_dtype: torch.dtype, device: torch.device,
         raise ValueError(f"{arg}: expected a tensor on {device} ({owner}'s device), got {t.device}")
 
 
+def _bucket_of_hash(h: torch.Tensor, nb: int) -> torch.Tensor:
+    """table::bucket_of_hash: (h * nb) >> 64 (unsigned) from 32-bit halves; exact for nb < 2**30."""
+    hi, lo = (h >> 32) & 0xFFFFFFFF, h & 0xFFFFFFFF
+    return (hi * nb + ((lo * nb) >> 32)) >> 32
+
+
+def slot_integrity_errors(keys: torch.Tensor, digests: torch.Tensor, size: Optional[int],
+                          bucket_capacity: int) -> list:
+    """What makes a table's slots unusable, checked vectorized with one host sync: every stored key sits in its
+    home bucket with the digest of its hash, free slots hold the empty key and digest, no key is stored twice and
+    ``size`` (the size counter, None: unchecked) equals the number of stored keys.
+
+    Args:
+        keys: (capacity,) int64/uint64; digests: (capacity,) uint8; bucket_capacity: slots per bucket.
+
+    Returns:
+        a list of messages (empty when consistent).
+    """
+    k = keys.reshape(-1).view(torch.int64)
+    cap = k.numel()
+    nb = cap // bucket_capacity
+    empty = k == _EMPTY_KEY_I64
+    reserved = (k > _EMPTY_KEY_I64) & (k <= RESERVED_KEYS[-1])
+    live = ~empty & ~reserved
+    h = fmix64_tensor(k)
+    dig = ((h >> 32) & 0xFF).to(torch.uint8)
+    bucket = _bucket_of_hash(h, nb)
+    home = torch.arange(cap, device=k.device) // bucket_capacity
+    bad_digest = live & (digests.reshape(-1) != dig)
+    bad_empty = empty & (digests.reshape(-1) != _EMPTY_DIGEST)
+    bad_bucket = live & (bucket != home) if nb < 2**30 else torch.zeros_like(live)
+    sk = torch.sort(k[live]).values
+    checks = torch.stack([live.sum(), reserved.sum(), bad_digest.sum(), bad_empty.sum(), bad_bucket.sum(),
+                          (sk[1:] == sk[:-1]).sum() if sk.numel() > 1 else torch.zeros((), dtype=torch.int64,
+                                                                                        device=k.device)])
+    n_live, n_res, n_dig, n_empty, n_bucket, n_dup = checks.tolist()  # the one host sync
+    errs = []
+    if n_res:
+        errs.append(f"keys: expected stored keys or the empty key, got {n_res} slots holding a reserved key")
+    if n_dig:
+        errs.append(f"digests: expected the digest of each stored key's hash, got {n_dig} mismatching slots")
+    if n_empty:
+        errs.append(f"digests: expected the empty digest in free slots, got {n_empty} free slots with another")
+    if n_bucket:
+        errs.append(f"keys: expected every key in its home bucket, got {n_bucket} keys in another bucket")
+    if n_dup:
+        errs.append(f"keys: expected each key stored once, got {n_dup} duplicates")
+    if size is not None and size != n_live:
+        errs.append(f"counters: expected a size (entry 1) equal to the {n_live} stored keys, got {size}")
+    return errs
+
+
+def _locked(fn):
+    """Runs a table method under the table's lock: ops release the GIL, and two threads mutating one table would
+    race on its slots and size counter (CPU). Uncontended, the lock costs well under a microsecond."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return fn(self, *args, **kwargs)
+    return wrapper
+
+
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -263,7 +327,17 @@ class ScoredHashTable:
         self.check_keys = check_keys
         self.epoch = 0
         self._policy, self._use_epoch = _POLICIES[score_policy]
+        self._lock = threading.RLock()
         self._allocate(capacity)
+
+    def __getstate__(self):  # a lock neither pickles nor deep-copies
+        d = dict(self.__dict__)
+        d.pop("_lock", None)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ state
     def _new_state(self, capacity: int) -> Dict[str, torch.Tensor]:
@@ -283,6 +357,23 @@ class ScoredHashTable:
     def _set_state(self, s: Dict[str, torch.Tensor]):
         self.keys, self.digests, self.scores = s["keys"], s["digests"], s["scores"]
         self.values, self.locks, self.counters = s["values"], s["locks"], s["counters"]
+
+    @_locked
+    def _snapshot_buckets(self, keys: torch.Tensor):
+        """Copies of everything an upsert of ``keys`` can change (their home buckets' slots and the counters), for
+        ``_restore_buckets``; O(unique buckets * bucket_capacity) rows."""
+        nb = self.capacity() // self.bucket_capacity
+        b = torch.unique(_bucket_of_hash(fmix64_tensor(keys.view(torch.int64)), nb))
+        idx = (b[:, None] * self.bucket_capacity + torch.arange(self.bucket_capacity, device=self.device)).reshape(-1)
+        return (self.keys.data_ptr(), idx, self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
+                self.counters.clone())
+
+    @_locked
+    def _restore_buckets(self, snap):
+        ptr, idx, k, d, s, v, c = snap
+        assert ptr == self.keys.data_ptr(), "the table reallocated since its snapshot"
+        self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
+        self.counters.copy_(c)
 
     def _table_args(self):
         return (self.keys, self.digests, self.scores, self.values, self.locks, self.counters, self.bucket_capacity)
@@ -304,11 +395,14 @@ class ScoredHashTable:
             "epoch": torch.tensor(self.epoch),
         }
 
+    @_locked
     def load_state_dict(self, state: Dict[str, torch.Tensor]):
         """Restores a ``state_dict()`` (capacity may differ from the current one; dim/dtypes must match).
 
         Raises:
-            ValueError: on a missing entry or a mismatched dtype, dim or bucket capacity; the table is unchanged.
+            ValueError: on a missing entry, a mismatched dtype, dim or bucket capacity, or inconsistent slots
+                (a key outside its bucket, a wrong digest, a duplicate, a size counter that does not count the
+                stored keys); the table is unchanged.
         """
         for name in ("keys", "digests", "scores", "values", "counters"):
             if name not in state:
@@ -330,6 +424,11 @@ class ScoredHashTable:
                 f"state_dict: inconsistent capacity/bucket_capacity (keys {cap}, values {values.shape[0]}, "
                 f"bucket_capacity {bc}, expected {self.bucket_capacity})"
             )
+        counters = state["counters"]
+        errs = slot_integrity_errors(keys, state["digests"], int(counters[1]) if counters.numel() > 1 else None,
+                                     bc)
+        if errs:
+            raise ValueError("state_dict: " + "; ".join(errs))
         s = self._new_state(cap)
         for name in ("keys", "digests", "scores", "values"):
             s[name].copy_(state[name])
@@ -384,6 +483,7 @@ class ScoredHashTable:
         return torch.empty(*shape, dtype=dtype, device=self.device)
 
     # ------------------------------------------------------------------ core op wrappers (no validation)
+    @_locked
     def _upsert(self, mode, keys, values=None, scores=None, accum=None, values_out=None, found_out=None,
                 slots_out=None, evicted=(None, None, None), initializer=None):
         stats = self._empty(len(STAT_NAMES), dtype=torch.int64)
@@ -398,6 +498,7 @@ class ScoredHashTable:
         )
         return stats
 
+    @_locked
     def _lookup(self, keys, values_out=None, found_out=None, scores_out=None, slots_out=None, default=None):
         _ops().table_lookup(
             *self._table_args(), self._policy, keys, values_out, found_out, scores_out, slots_out,
@@ -582,6 +683,7 @@ class ScoredHashTable:
         return stats
 
     # ------------------------------------------------------------------ erase / export
+    @_locked
     def erase(self, keys: torch.Tensor) -> torch.Tensor:
         """Removes keys (missing ones are ignored). Returns (1,) int64 device tensor: keys erased."""
         self._check_keys(keys)
@@ -589,12 +691,14 @@ class ScoredHashTable:
         _ops().table_erase(*self._table_args(), keys, 0, count)
         return count
 
+    @_locked
     def erase_if(self, threshold: int) -> torch.Tensor:
         """Removes every key whose score (unsigned) is < ``threshold``. Returns (1,) int64 device count."""
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
         _ops().table_erase(*self._table_args(), None, _to_i64(threshold), count)
         return count
 
+    @_locked
     def export_batch(self, offset: int, n: int, *, threshold: Optional[int] = None) -> ExportResult:
         """Exports the stored keys of slots [offset, offset + n) (with score >= threshold if given).
 
@@ -624,7 +728,8 @@ class ScoredHashTable:
 
     def items(self):
         """All stored (keys, values, scores), host-synchronizing (for checkpoints and tests)."""
-        r = self.export_batch(0, self.capacity())
+        with self._lock:
+            r = self.export_batch(0, self.capacity())
         c = int(r.count.item())
         return r.keys[:c], r.values[:c], r.scores[:c]
 
@@ -651,6 +756,7 @@ class ScoredHashTable:
             raise ValueError(f"epoch: expected an int in [0, 2**32), got {epoch!r}")
         self.epoch = epoch
 
+    @_locked
     def clear(self):
         """Removes every key (keeps capacity; the op clock keeps counting)."""
         self.keys.view(torch.int64).fill_(_EMPTY_KEY_I64)
@@ -658,6 +764,7 @@ class ScoredHashTable:
         self.scores.zero_()
         self.counters[1].zero_()
 
+    @_locked
     def reserve(self, capacity: int) -> torch.Tensor:
         """Grows to at least ``capacity`` slots (doubling, at most max_capacity), rehashing every key with its row
         and score. Doubling maps each bucket onto two new ones, so nothing is lost. Returns the rehash stats.

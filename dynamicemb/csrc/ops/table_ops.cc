@@ -186,9 +186,10 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.evicted_scores = static_cast<uint64_t*>(opt_ptr(evicted_scores, "evicted_scores", tk, ScalarType::Long, p.n));
   const bool needs_values = mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign ||
                             mode == kAccumOrAssign;
-  ACCEL_CHECK(!needs_values || p.values_in != nullptr, "values: required by this operation");
-  ACCEL_CHECK(mode != kAccumOrAssign || p.accum_flags != nullptr, "accum_or_assigns: required by accum_or_assign");
-  ACCEL_CHECK(policy != kPolicyCustomized || p.scores_in != nullptr || mode == kAssign || mode == kAccumOrAssign ||
+  // Presence, not data pointers: an empty batch's tensors have none, and is a valid op (zero stats).
+  ACCEL_CHECK(!needs_values || values.has_value(), "values: required by this operation");
+  ACCEL_CHECK(mode != kAccumOrAssign || accum_flags.has_value(), "accum_or_assigns: required by accum_or_assign");
+  ACCEL_CHECK(policy != kPolicyCustomized || scores.has_value() || mode == kAssign || mode == kAccumOrAssign ||
                   mode == kFindOrInsert,
               "scores: the customized policy needs caller scores for inserts");
   p.use_epoch = use_epoch;
