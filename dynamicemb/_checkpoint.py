@@ -15,6 +15,13 @@ file's byte count and CRC32 in the meta with the table's row count, capacity, op
 frequency counts (the admission table) as ``{name}.admission.{keys,values,scores}.bin``, always whole: an
 incremental dump carries the current counts, and loading it replaces the counts.
 
+Storage modes: "hbm" and "hybrid" tables save the same slot-order entries (a hybrid table's ``values`` is one
+(capacity, dim) CPU tensor joining its HBM and host rows). A caching table's state_dict holds its rows instead of
+slots: ``{name}.rows.{keys,values,scores}`` (every row of cache and store, on the CPU), ``counters`` and ``epoch``;
+for stores larger than host RAM use ``dump``, which streams the cache and then the store in chunks. Dumps have one
+format for every mode, so a dump moves between modes; loading into a caching table puts the rows into its store
+(the cache refills on use).
+
 Loading validates everything (layout, every meta field, file sizes, CRCs, capacities, tensor dtypes and shapes)
 before anything changes; a failure raises ``ValueError`` (state_dict: torch's RuntimeError listing our messages)
 and leaves the module unchanged.
@@ -31,12 +38,14 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ._caching import CachedTable
 from ._table import _NUM_COUNTERS, ScoredHashTable
 
 __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_VERSION = 1
 _TABLE_ENTRIES = ("keys", "digests", "scores", "values", "counters")  # required; "epoch" is optional
+_CACHED_ENTRIES = ("rows.keys", "rows.values", "rows.scores", "counters")  # a caching table's
 _BUFFERS = ("learning_rate", "step", "refused_count")
 _DUMP_FILES = ("keys", "values", "scores")
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -122,11 +131,15 @@ def _blank_like(table: ScoredHashTable, capacity: int) -> ScoredHashTable:
 
 
 # ---------------------------------------------------------------------- state_dict
+def _entries(table) -> tuple:
+    return _CACHED_ENTRIES if isinstance(table, CachedTable) else _TABLE_ENTRIES
+
+
 def save_tables(m, destination: Dict, prefix: str):
     for sub, owner, i in _all_tables(m):
         table = owner[i]
         sd = table.state_dict()
-        for k in _TABLE_ENTRIES:
+        for k in _entries(table):
             destination[prefix + sub + k] = sd[k]
         destination[prefix + sub + "epoch"] = torch.tensor(table.epoch, dtype=torch.int64)
 
@@ -159,7 +172,8 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
     for sub, owner, i in _all_tables(m):
         table = owner[i]
         entry = {}
-        for k in _TABLE_ENTRIES + ("epoch",):
+        names = _entries(table)
+        for k in names + ("epoch",):
             key = prefix + sub + k
             expected.add(key)
             if key in state_dict:
@@ -167,9 +181,10 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
             elif k != "epoch":
                 missing_keys.append(key)
                 errs.append(f"missing entry {sub + k!r}")
-        if not all(k in entry for k in _TABLE_ENTRIES):
+        if not all(k in entry for k in names):
             continue
-        table_errs = _table_state_errors(table, entry)
+        table_errs = _rows_state_errors(table, entry) if isinstance(table, CachedTable) else _table_state_errors(
+            table, entry)
         errs += [f"{sub[:-1]}: {e}" for e in table_errs]
         if not table_errs:
             staged.append((owner, i, entry))
@@ -184,6 +199,9 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
     # Everything checked: build the new tables aside (allocations may fail), then swap them in.
     built = []
     for owner, i, entry in staged:
+        if isinstance(owner[i], CachedTable):  # applied in place below (a store is not built twice)
+            built.append((owner, i, entry))
+            continue
         e = dict(entry, scores=entry["scores"].view(torch.int64))
         if "epoch" in e:
             e["epoch"] = int(e["epoch"])
@@ -191,12 +209,44 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         t.load_state_dict(e)
         built.append((owner, i, t))
     for owner, i, t in built:
-        owner[i] = t
+        if isinstance(owner[i], CachedTable):
+            _apply_rows(owner[i], t["rows.keys"], t["rows.values"], t["rows.scores"], int(t["counters"][0]),
+                        int(t["epoch"]) if "epoch" in t else None, replace=True)
+        else:
+            owner[i] = t
     with torch.no_grad():
         for b in _BUFFERS:
             if prefix + b in state_dict:
                 getattr(m, b).copy_(state_dict[prefix + b])
     m.optimizer.lr = float(m.learning_rate)
+
+
+def _apply_rows(table: CachedTable, keys, values, scores, clock: int, epoch: Optional[int], replace: bool):
+    table.load_rows(keys.cpu(), values.cpu(), scores.cpu().view(torch.int64), replace=replace)
+    table.counters[0] = clock
+    if epoch is not None:
+        table.set_epoch(epoch)
+
+
+def _rows_state_errors(table: CachedTable, s) -> list:
+    """Checks a caching table's state_dict entries (rows, not slots)."""
+    if not all(isinstance(v, torch.Tensor) for v in s.values()):
+        return [f"entries must be tensors, got {', '.join(f'{k}: {type(v).__name__}' for k, v in s.items())}"]
+    errs = []
+    keys, values, scores, counters = s["rows.keys"], s["rows.values"], s["rows.scores"], s["counters"]
+    n = keys.numel()
+    if keys.dtype != table.key_dtype or keys.dim() != 1:
+        errs.append(f"rows.keys: expected a 1-d {table.key_dtype} tensor, got {tuple(keys.shape)} {keys.dtype}")
+    if values.dtype != table.value_dtype or tuple(values.shape) != (n, table.value_dim):
+        errs.append(f"rows.values: expected ({n}, {table.value_dim}) {table.value_dtype}, got {tuple(values.shape)} "
+                    f"{values.dtype}")
+    if scores.dtype not in (torch.int64, torch.uint64) or tuple(scores.shape) != (n,):
+        errs.append(f"rows.scores: expected ({n},) int64, got {tuple(scores.shape)} {scores.dtype}")
+    if counters.dtype != torch.int64 or counters.dim() != 1 or counters.numel() < 1 or int(counters[0]) < 0:
+        errs.append(f"counters: expected a 1-d int64 tensor starting with a clock >= 0, got {counters.tolist()!r}")
+    if "epoch" in s and (s["epoch"].numel() != 1 or not 0 <= int(s["epoch"]) < _EPOCH_END):
+        errs.append(f"epoch: expected one integer in [0, 2**32), got {s['epoch'].tolist()!r}")
+    return errs
 
 
 def _belongs_to(m, rest: str) -> bool:
@@ -264,12 +314,9 @@ def _dump_table(path: str, stem: str, table: ScoredHashTable, threshold: Optiona
     sizes = {k: 0 for k in files}
     count = 0
     try:
-        cap = table.capacity()
-        for off in range(0, cap, chunk_rows):
-            r = table.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
-            c = int(r.count.item())
-            count += c
-            for k, t in (("keys", r.keys[:c]), ("values", r.values[:c]), ("scores", r.scores[:c])):
+        for keys, values, scores in table.export_chunks(chunk_rows, threshold):
+            count += keys.numel()
+            for k, t in (("keys", keys), ("values", values), ("scores", scores)):
                 b = _tensor_bytes(t)
                 files[k].write(b)
                 crcs[k] = zlib.crc32(b, crcs[k])
@@ -277,7 +324,11 @@ def _dump_table(path: str, stem: str, table: ScoredHashTable, threshold: Optiona
     finally:
         for f in files.values():
             f.close()
-    return dict(count=count, capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch,
+    cap = table.capacity()
+    if isinstance(table, CachedTable):  # rows of cache + store: the capacity a table needs to hold them all
+        bc = table.bucket_capacity
+        cap = max(cap, -(-count // bc) * bc)
+    return dict(count=count, capacity=cap, clock=int(table.counters[0]), epoch=table.epoch,
                 files={k: {"bytes": sizes[k], "crc32": crcs[k]} for k in files})
 
 
@@ -403,6 +454,8 @@ def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: 
     keys = _read(path, stem, "keys", info["files"]["keys"], old.key_dtype)
     values = _read(path, stem, "values", info["files"]["values"], old.value_dtype).view(count, old.value_dim)
     scores = _read(path, stem, "scores", info["files"]["scores"], torch.int64)
+    if isinstance(old, CachedTable):  # applied in place once every table was read and checked
+        return ("rows", keys, values, scores, info, incremental)
     cap = min(max(old.capacity(), info["capacity"]), old.max_capacity)
     t = _blank_like(old, cap)
     if incremental:
@@ -463,6 +516,12 @@ def load(m, path: str):
         else:  # a dump without admission counts: a full load starts counting afresh, an incremental one keeps them
             new_admission.append(at if incremental else _blank_like(at, at.capacity()))
     for i in range(len(m.table_names)):
+        if isinstance(new_tables[i], tuple):
+            _, keys, values, scores, info, inc = new_tables[i]
+            old = m.tables[i]
+            clock = max(info["clock"], int(old.counters[0])) if inc else info["clock"]
+            _apply_rows(old, keys, values, scores, clock, info["epoch"], replace=not inc)
+            continue
         m.tables[i] = new_tables[i]
         m.admission_tables[i] = new_admission[i]
     with torch.no_grad():

@@ -331,11 +331,16 @@ class ScoredHashTable:
                 f"bucket_capacity {bc}, expected {self.bucket_capacity})"
             )
         s = self._new_state(cap)
-        for name in ("keys", "digests", "scores", "values"):
+        for name in ("keys", "digests", "scores"):
             s[name].copy_(state[name])
+        self._load_values(s, values)
         s["counters"][: state["counters"].numel()].copy_(state["counters"])
         self._set_state(s)
         self.epoch = int(state.get("epoch", torch.tensor(self.epoch)))
+
+    def _load_values(self, s: Dict[str, torch.Tensor], values: torch.Tensor):
+        """Copies the (capacity, dim) rows of a state_dict into a new state (a hybrid table splits them)."""
+        s["values"].copy_(values)
 
     # ------------------------------------------------------------------ validation
     def _check_keys(self, keys, arg="keys"):
@@ -621,6 +626,20 @@ class ScoredHashTable:
     def export_batch_if(self, threshold: int, offset: int, n: int) -> ExportResult:
         """``export_batch`` of the slots whose score (unsigned) is >= ``threshold``."""
         return self.export_batch(offset, n, threshold=threshold)
+
+    def export_chunks(self, chunk_rows: int, threshold: Optional[int] = None):
+        """Yields (keys, values, scores) of every stored row (score >= threshold as unsigned, if given), exporting
+        ``chunk_rows`` slots at a time (host-synchronizing; bounds the extra device memory).
+
+        Example:
+            >>> for keys, values, scores in table.export_chunks(1 << 20): ...
+        """
+        cap = self.capacity()
+        for off in range(0, cap, chunk_rows):
+            r = self.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
+            c = int(r.count.item())
+            if c:
+                yield r.keys[:c], r.values[:c], r.scores[:c]
 
     def items(self):
         """All stored (keys, values, scores), host-synchronizing (for checkpoints and tests)."""
