@@ -86,8 +86,8 @@ def _capturing() -> bool:
 _VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 32  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 32 fields of 8 bytes
-_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "q"
+_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes
+_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
 assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
 
 
@@ -197,6 +197,20 @@ def _init_rows(init: DynamicEmbInitializer, keys: torch.Tensor, clock, d: int) -
         out = torch.where(ok, x, out)
         done = done | ok
     return torch.where(done, out, torch.minimum(torch.maximum(x, a), b))
+
+
+def _host_rows(t: ScoredHashTable):
+    """(values_host address, hbm_rows) of TableMeta: a hybrid table's UVA address of its host rows, else (0, all)."""
+    host = getattr(t, "values_host", None)
+    if host is None:
+        return 0, t.capacity()
+    return _uva_address(host), t.hbm_rows
+
+
+def _uva_address(host: torch.Tensor) -> int:
+    """Device address of pinned host memory (cudaHostGetDevicePointer; equal to the host address on every 64-bit
+    platform with unified addressing, which CUDA 13 requires)."""
+    return host.data_ptr()
 
 
 def _resolve_budgets(options, row_widths, total) -> List[int]:
@@ -402,6 +416,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             and len(set(self.options[t].dtype for t in used)) == 1
             and widest <= (512 if self._vec4 else 128)
         )
+        if not self.use_kernels and any(getattr(self.tables[t], "values_host", None) is not None for t in used):
+            raise ValueError("storage='hybrid': expected a configuration the fused CUDA kernels serve (no admission, "
+                             "one dtype, rows up to 512 columns), got one served by the torch path")
         self._meta = None
         self._meta_key = None
         self._set = None
@@ -453,13 +470,16 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         table reallocated its rows (grow, load); never during CUDA-graph capture."""
         used = sorted(set(self.feature_table_map))
         keys = []
+        # a hybrid table with host rows is a group of its own (its rows are in two buffers)
+        gkey = lambda t: (self.tables[t].value_dim, self.options[t].dtype,  # noqa: E731
+                          t if getattr(self.tables[t], "values_host", None) is not None else -1)
         for t in used:
-            k = (self.tables[t].value_dim, self.options[t].dtype)
+            k = gkey(t)
             if k not in keys:
                 keys.append(k)
         self._groups, self._group_of = [], {}
         for k in keys:
-            members = [t for t in used if (self.tables[t].value_dim, self.options[t].dtype) == k]
+            members = [t for t in used if gkey(t) == k]
             base, off = {}, 0
             if len(members) == 1:  # a group of one is its table's own rows: no copy, no second buffer
                 buf = self.tables[members[0]].values
@@ -485,7 +505,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         for grp in self._groups:
             for t, p in zip(grp["tables"], grp["ptrs"]):
                 v = self.tables[t].values
-                if v.data_ptr() != p or v.shape[0] != self.tables[t].capacity():
+                host = getattr(self.tables[t], "values_host", None)
+                if v.data_ptr() != p or v.shape[0] + (0 if host is None else host.shape[0]) != self.tables[t].capacity():
                     self._link_groups()
                     return
 
@@ -654,8 +675,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _kernel_meta(self) -> torch.Tensor:
         """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
-        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch)
-                    for t in self.tables)
+        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch,
+                     _host_rows(t)) for t in self.tables)
         if self._meta is not None and (key == self._meta_key or _capturing()):
             return self._meta
         buf = bytearray()
@@ -673,7 +694,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 kind, a, b, mean, std, value, cols, fill, seed,
                 int(o.on_refused == "zero"),
                 _INIT_CODE[ev.kind], float(ev.low), float(ev.high), float(ev.mean), float(ev.std), float(ev.value),
-                eseed, 0,
+                eseed, *_host_rows(t),
             )
         host = torch.frombuffer(buf, dtype=torch.int64).clone()
         if torch.cuda.is_available():
@@ -928,14 +949,19 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
         if (offsets.numel() - 1) % self.num_features:
             raise ValueError(f"offsets: expected F * B + 1 entries with F={self.num_features}, got {offsets.numel()}")
-        stream = None
-        if self.device.type == "cuda":
-            stream = self._prefetch_stream()
-            if ids.device.type == "cuda":
-                stream.wait_stream(torch.cuda.current_stream(self.device))
-        keys = self._table_keys(ids, offsets.long(), self._cached)
-        for t, k in keys.items():
-            self.tables[t].prefetch(k.to(self.device), stream)
+        if self.device.type != "cuda":
+            for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
+                self.tables[t].prefetch(k)
+            return
+        # Everything below runs on the side stream: CPU ids never wait for the step queued on the current stream.
+        stream = self._prefetch_stream()
+        if ids.device.type == "cuda":
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            keys = self._table_keys(ids, offsets.long(), self._cached)
+            for t, k in keys.items():
+                self.tables[t].prefetch(k.pin_memory().to(self.device, non_blocking=True) if k.device.type == "cpu"
+                                        else k, stream)
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)

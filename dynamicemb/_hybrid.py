@@ -57,6 +57,9 @@ class HybridTable(ScoredHashTable):
         s["values_host"] = torch.zeros(capacity - self.hbm_rows, dim, dtype=self.value_dtype, pin_memory=True)
         return s
 
+    def _values_host(self):
+        return self.values_host
+
     def _set_state(self, s: Dict[str, torch.Tensor]):
         super()._set_state(s)
         self.values_host = s.get("values_host")

@@ -284,6 +284,10 @@ class ScoredHashTable:
         self.keys, self.digests, self.scores = s["keys"], s["digests"], s["scores"]
         self.values, self.locks, self.counters = s["values"], s["locks"], s["counters"]
 
+    def _values_host(self) -> Optional[torch.Tensor]:
+        """The pinned host rows of a hybrid table (passed to the ops after their own arguments), else None."""
+        return None
+
     def _table_args(self):
         return (self.keys, self.digests, self.scores, self.values, self.locks, self.counters, self.bucket_capacity)
 
@@ -400,13 +404,14 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
+            self._values_host(),
         )
         return stats
 
     def _lookup(self, keys, values_out=None, found_out=None, scores_out=None, slots_out=None, default=None):
         _ops().table_lookup(
             *self._table_args(), self._policy, keys, values_out, found_out, scores_out, slots_out,
-            default is not None, float(default or 0.0),
+            default is not None, float(default or 0.0), self._values_host(),
         )
 
     # ------------------------------------------------------------------ lookups (read-only)
@@ -620,7 +625,7 @@ class ScoredHashTable:
         slots = self._empty(n, dtype=torch.int64)
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
         _ops().table_export(*self._table_args(), int(offset), int(n), threshold is not None,
-                            _to_i64(threshold or 0), keys, values, scores, slots, count)
+                            _to_i64(threshold or 0), keys, values, scores, slots, count, self._values_host())
         return ExportResult(keys, values, scores, slots, count)
 
     def export_batch_if(self, threshold: int, offset: int, n: int) -> ExportResult:
