@@ -159,7 +159,6 @@ class CachedTable(ScoredHashTable):
 
     def _stage_missing(self, missing: torch.Tensor, insert_new: bool):
         if missing.numel() == 0:
-            self._commit_pending_rest()
             return
         hmiss = self._host(missing)
         # 2a. rows of the missing keys: prefetched ones from HBM, the rest from the store
@@ -209,7 +208,6 @@ class CachedTable(ScoredHashTable):
         newk = ikeys[~istored]
         if newk.numel():
             ScoredHashTable.erase(self, newk)
-        self._commit_pending_rest()
 
     def _undo(self, ikeys, now_in, ek, ev, es):
         """Puts the cache back as before a failed staging insert: the inserted keys leave, the evicted rows return
@@ -258,21 +256,21 @@ class CachedTable(ScoredHashTable):
             return
         keep = []
         for dk, dv, ds, ev, host in self._pending:
-            if ev is not None:
-                torch.cuda.current_stream(self.device).wait_event(ev)
+            if ev is not None:  # made on the prefetch stream: wait for it, and keep its memory until used here
+                main = torch.cuda.current_stream(self.device)
+                main.wait_event(ev)
+                for x in (dk, dv, ds):
+                    x.record_stream(main)
             pos = torch.searchsorted(dk.view(torch.int64), missing.view(torch.int64)).clamp(max=dk.numel() - 1)
             hit = (dk.view(torch.int64)[pos] == missing.view(torch.int64)) & ~have
             values[hit] = dv[pos[hit]]
             scores[hit] = ds[pos[hit]]
             have |= hit
             used = torch.isin(dk.view(torch.int64), missing.view(torch.int64))
+            # rows of keys outside this step stay pending: not in the cache, so no write-back changes their store rows
             if not bool(used.all()):
                 keep.append((dk[~used], dv[~used], ds[~used], None, host))
         self._pending = keep
-
-    def _commit_pending_rest(self):
-        """Prefetched rows of keys outside this step stay pending (valid: they are not in the cache, so no
-        write-back can change their store rows)."""
 
     # ------------------------------------------------------------------ logical ops (cache + store)
     def size(self) -> int:

@@ -12,68 +12,15 @@ from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._caching import CacheCapacityError
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
+
+from storage_helpers import BC, CACHE_SLOTS, DIM, HAVE_ROCKS, assert_same, batches, disk, make, rows, step
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
 
-try:
-    import rocksdict  # noqa: F401
-
-    HAVE_ROCKS = True
-except ImportError:
-    HAVE_ROCKS = False
 needs_rocks = pytest.mark.skipif(not HAVE_ROCKS, reason="rocksdict not installed")
-
-DIM, CAP, BC = 4, 1024, 16
-CACHE_SLOTS = 128
-
-
-def make(storage="hbm", opt=None, stores=(None, None), device="cpu", budget_rows=CACHE_SLOTS, total=None):
-    row = (opt or Adam(lr=0.01)).row_width(DIM) * 4
-    kw = dict(storage=storage)
-    if storage != "hbm" and total is None:
-        kw["hbm_budget_bytes"] = budget_rows * row
-    opts = [DynamicEmbTableOptions(dim=DIM, max_capacity=CAP, bucket_capacity=BC, score_policy=p,
-                                   initializer=DynamicEmbInitializer("uniform", seed=3 + i),
-                                   backing_store=stores[i] if storage == "caching" else None, **kw)
-            for i, p in enumerate(("lru", "lfu"))]
-    return BatchedDynamicEmbeddingTables(opts, [0, 1, 1], pooling="sum", optimizer=opt or Adam(lr=0.01),
-                                         device=device, hbm_budget_bytes=total)
-
-
-def batches(n, seed=0, hi=300, device="cpu"):
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(n):
-        ids = torch.randint(0, hi, (90,), generator=g)
-        yield ids.to(device), torch.arange(0, 91, 6).to(device), torch.randn(5, 3 * DIM, generator=g).to(device)
-
-
-def step(m, ids, off, w):
-    out = m(ids, off)
-    (out * w).sum().backward()
-    return out
-
-
-def rows(table):
-    k, v, s = table.items()
-    o = torch.argsort(k.view(torch.int64))
-    return k[o].cpu(), v[o].cpu(), s[o].cpu()
-
-
-def assert_same(a, b):
-    assert a.sizes() == b.sizes()
-    for ta, tb in zip(a.tables, b.tables):
-        for x, y in zip(rows(ta), rows(tb)):
-            assert torch.equal(x.view(torch.uint8) if x.is_floating_point() else x,
-                               y.view(torch.uint8) if y.is_floating_point() else y)
-    assert torch.equal(a.step, b.step)
-
-
-def disk(tmp_path, tag=""):
-    return (str(tmp_path / f"s0{tag}"), str(tmp_path / f"s1{tag}"))
-
 
 MODES = ["hybrid", "caching-host"] + (["caching-disk"] if HAVE_ROCKS else [])
 
@@ -101,6 +48,17 @@ def test_mode_parity(mode, opt, tmp_path):
     for t in range(2):
         for x, y in zip(ref.get_rows(t, ids), m.get_rows(t, ids)):
             assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("policies", [("epoch_lru", "epoch_lfu")])
+def test_caching_admission_and_epochs(policies):
+    ref, m = make("hbm", admission=2, policies=policies), make("caching", admission=2, policies=policies)
+    for e, (ids, off, w) in enumerate(batches(8, seed=7)):
+        ref.set_epoch(e // 3), m.set_epoch(e // 3)
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+    for a, b in zip(ref.admission_tables, m.admission_tables):
+        assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
 
 
 def test_module_budget_and_errors():

@@ -9,7 +9,7 @@ from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
 from dynamicemb._table import ScoredHashTable
 
-from test_storage_cpu import HAVE_ROCKS, assert_same, batches, disk, make, rows, step
+from storage_helpers import HAVE_ROCKS, assert_same, batches, disk, make, rows, step
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
