@@ -2,6 +2,7 @@
 under eviction pressure; pins of steps in flight; checkpoints in every mode; disk store errors lose nothing."""
 
 import os
+import sys
 import shutil
 import stat
 
@@ -15,7 +16,8 @@ from dynamicemb._optimizers import SGD, Adam
 from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
 
-from storage_helpers import BC, CACHE_SLOTS, DIM, HAVE_ROCKS, assert_same, batches, disk, make, rows, step
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import BC, CACHE_SLOTS, DIM, HAVE_ROCKS, assert_same, batches, disk, make, rows, step  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]

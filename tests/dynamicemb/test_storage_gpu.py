@@ -2,6 +2,9 @@
 (host and disk stores) give bit-identical training on the fused kernels; prefetch on the side stream; the table
 ops of a hybrid table equal an all-HBM table's."""
 
+import os
+import sys
+
 import pytest
 import torch
 
@@ -9,7 +12,8 @@ from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
 from dynamicemb._table import ScoredHashTable
 
-from storage_helpers import HAVE_ROCKS, assert_same, batches, disk, make, rows, step
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import HAVE_ROCKS, assert_same, batches, disk, make, rows, step  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
