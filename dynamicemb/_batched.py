@@ -31,6 +31,13 @@ Rows that are not stored (not admitted yet, refused, or missing in eval) use fal
 A key inserted and then evicted by another key of the same batch (full bucket) counts as refused: only a slot's
 final owner is updated, so no two ids ever share a row.
 
+Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): "hbm" (above), "hybrid" (rows past
+the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
+backing store, ``_caching.py``): before the step's insert, each caching table stages the step's ids (moves the
+rows its store holds into the cache, reserves slots for new ids, pins the ids of steps whose backward has not
+run), so the step itself runs unchanged; this staging synchronizes with the host. ``prefetch`` reads the next
+batch's stored rows into HBM on a side stream ahead of it.
+
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
 is re-linked at the next eager forward. Under CUDA graphs: no growth (use init_capacity == max_capacity), and
@@ -44,6 +51,7 @@ import dataclasses
 import functools
 import math
 import operator
+import os
 import struct
 import threading
 import warnings
@@ -57,6 +65,8 @@ from ._load import load_library
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
+from ._caching import CachedTable, StepPins
+from ._storage import make_store
 
 __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 
@@ -64,6 +74,7 @@ _POOLINGS = ("sum", "mean", "none")
 _EMPTY_KEY = RESERVED_KEYS[0]
 _STAT_REFUSED = 3
 _SIDE_STREAMS = {}  # device index -> side stream of the training forward (see _side_stream)
+_PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
 
 
 class RefusedInsertError(RuntimeError):
@@ -101,8 +112,8 @@ def _capturing() -> bool:
 _VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 32  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 32 fields of 8 bytes
-_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "q"
+_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes
+_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
 assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
 
 
@@ -214,6 +225,58 @@ def _init_rows(init: DynamicEmbInitializer, keys: torch.Tensor, clock, d: int) -
     return torch.where(done, out, torch.minimum(torch.maximum(x, a), b))
 
 
+def _host_rows(t: ScoredHashTable):
+    """(values_host address, hbm_rows) of TableMeta: a hybrid table's UVA address of its host rows, else (0, all)."""
+    host = getattr(t, "values_host", None)
+    if host is None:
+        return 0, t.capacity()
+    return _uva_address(host), t.hbm_rows
+
+
+def _uva_address(host: torch.Tensor) -> int:
+    """Device address of pinned host memory (cudaHostGetDevicePointer; equal to the host address on every 64-bit
+    platform with unified addressing, which CUDA 13 requires)."""
+    return host.data_ptr()
+
+
+def _resolve_budgets(options, row_widths, total) -> List[int]:
+    """Rows in HBM per table: its capacity for "hbm"; budget // row bytes for "hybrid" (at most the capacity);
+    cache slots for "caching" (rounded down to a bucket multiple, at least one bucket, at most the capacity).
+    A module ``total`` goes first to the "hbm" tables and the explicit budgets; the other tables share the rest in
+    proportion to their full size."""
+    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total < 0):
+        raise ValueError(f"hbm_budget_bytes: expected None or an int >= 0, got {total!r}")
+    row_bytes = [w * torch.empty((), dtype=o.dtype).element_size() for o, w in zip(options, row_widths)]
+    full = [o.max_capacity * rb for o, rb in zip(options, row_bytes)]
+    budgets = [o.hbm_budget_bytes for o in options]
+    for i, o in enumerate(options):
+        if o.storage == "hbm" and budgets[i] is not None and budgets[i] < full[i]:
+            raise ValueError(f"tables[{i}].hbm_budget_bytes: expected >= the table's {full[i]} bytes of rows for "
+                             f"storage='hbm' (or storage='hybrid' / 'caching'), got {budgets[i]}")
+    if total is not None:
+        fixed = sum(full[i] if o.storage == "hbm" else (budgets[i] or 0) for i, o in enumerate(options))
+        if fixed > total:
+            raise ValueError(f"hbm_budget_bytes: expected >= {fixed} (all-HBM tables plus explicit table budgets), "
+                             f"got {total}")
+        flex = [i for i, o in enumerate(options) if o.storage != "hbm" and budgets[i] is None]
+        want = sum(full[i] for i in flex)
+        for i in flex:
+            budgets[i] = (total - fixed) * full[i] // max(want, 1)
+    rows = []
+    for i, o in enumerate(options):
+        if o.storage == "hbm":
+            rows.append(o.max_capacity)
+        elif o.storage == "hybrid":
+            rows.append(o.max_capacity if budgets[i] is None else min(o.max_capacity, budgets[i] // row_bytes[i]))
+        else:
+            if budgets[i] is None:
+                raise ValueError(f"tables[{i}].hbm_budget_bytes: expected a budget for storage='caching' (or the "
+                                 f"module's hbm_budget_bytes), got None")
+            bc = o.bucket_capacity
+            rows.append(min(o.max_capacity, max(bc, budgets[i] // row_bytes[i] // bc * bc)))
+    return rows
+
+
 class _HostMirror:
     """Latest value of a small device tensor on the host without blocking (pinned async copy + event)."""
 
@@ -311,6 +374,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             reserved patterns 2**63 + {0, 1, 2}).
         output_dtype: dtype of the outputs (pooling always accumulates in fp32).
         device: "cpu" or a CUDA device.
+        hbm_budget_bytes: HBM bytes for the value rows of all tables together: "hbm" tables take their full size,
+            hybrid/caching tables without their own ``hbm_budget_bytes`` share the rest in proportion to their
+            full size (docs/dynamicemb_storage.md). None: per-table budgets only.
 
     Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None)``
         ids (N,) key_dtype; offsets (F * B + 1,) int64 or lengths (F * B,) int64; per_sample_weights (N,) float
@@ -335,6 +401,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         key_dtype: torch.dtype = torch.int64,
         output_dtype: torch.dtype = torch.float32,
         device=None,
+        hbm_budget_bytes: Optional[int] = None,
     ):
         super().__init__()
         tables = list(tables)
@@ -376,6 +443,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.max_dim = max(self.feature_dims)
         self.state_dims = [optimizer.state_dim(d) for d in dims]
         self.row_widths = [optimizer.row_width(d) for d in dims]
+        self._hbm_rows = _resolve_budgets(self.options, self.row_widths, hbm_budget_bytes)
+        paths = [os.path.abspath(str(getattr(o.backing_store, "path", o.backing_store))) for o in self.options
+                 if isinstance(o.backing_store, (str, os.PathLike)) or hasattr(o.backing_store, "path")]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"backing_store: expected one store directory per table, got {paths}")
         self.tables: List[ScoredHashTable] = [self._make_table(i, self.options[i].capacity) for i in range(T)]
         self.admission_tables: List[Optional[ScoredHashTable]] = [
             ScoredHashTable(o.admission_slots, 1, torch.float32, key_dtype, o.bucket_capacity, "lfu",
@@ -407,6 +479,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             and len(set(self.options[t].dtype for t in used)) == 1
             and widest <= (512 if self._vec4 else 128)
         )
+        if not self.use_kernels and any(getattr(self.tables[t], "values_host", None) is not None for t in used):
+            raise ValueError("storage='hybrid': expected a configuration the fused CUDA kernels serve (no admission, "
+                             "one dtype, rows up to 512 columns), got one served by the torch path")
         self._meta = None
         self._meta_key = None
         self._set = None
@@ -437,6 +512,16 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             kind=init.kind, value=float(init.value), low=init.low, high=init.high, mean=float(init.mean),
             std=init.std, seed=init.seed, init_cols=o.dim, fill=self.optimizer.initial_state(),
         )
+        if o.storage == "caching":
+            store = make_store(o.backing_store, self.key_dtype, self.row_widths[i], o.dtype, o.max_capacity,
+                               o.bucket_capacity)
+            return CachedTable(self._hbm_rows[i], self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity,
+                               o.score_policy, initializer=tinit, device=self.device, store=store)
+        if o.storage == "hybrid":
+            from ._hybrid import HybridTable
+
+            return HybridTable(o.max_capacity, self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity,
+                               o.score_policy, initializer=tinit, device=self.device, hbm_rows=self._hbm_rows[i])
         return ScoredHashTable(
             capacity, self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity, o.score_policy,
             max_capacity=o.max_capacity, initializer=tinit, device=self.device, check_keys=False,
@@ -448,13 +533,16 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         table reallocated its rows (grow, load); never during CUDA-graph capture."""
         used = sorted(set(self.feature_table_map))
         keys = []
+        # a hybrid table with host rows is a group of its own (its rows are in two buffers)
+        gkey = lambda t: (self.tables[t].value_dim, self.options[t].dtype,  # noqa: E731
+                          t if getattr(self.tables[t], "values_host", None) is not None else -1)
         for t in used:
-            k = (self.tables[t].value_dim, self.options[t].dtype)
+            k = gkey(t)
             if k not in keys:
                 keys.append(k)
         self._groups, self._group_of = [], {}
         for k in keys:
-            members = [t for t in used if (self.tables[t].value_dim, self.options[t].dtype) == k]
+            members = [t for t in used if gkey(t) == k]
             base, off = {}, 0
             if len(members) == 1:  # a group of one is its table's own rows: no copy, no second buffer
                 buf = self.tables[members[0]].values
@@ -480,7 +568,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         for grp in self._groups:
             for t, p in zip(grp["tables"], grp["ptrs"]):
                 v = self.tables[t].values
-                if v.data_ptr() != p or v.shape[0] != self.tables[t].capacity():
+                host = getattr(self.tables[t], "values_host", None)
+                if v.data_ptr() != p or v.shape[0] + (0 if host is None else host.shape[0]) != self.tables[t].capacity():
                     self._link_groups()
                     return
 
@@ -692,8 +781,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _kernel_meta(self) -> torch.Tensor:
         """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
-        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch)
-                    for t in self.tables)
+        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch,
+                     _host_rows(t)) for t in self.tables)
         if self._meta is not None and (key == self._meta_key or _capturing()):
             return self._meta
         buf = bytearray()
@@ -711,7 +800,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 kind, a, b, mean, std, value, cols, fill, seed,
                 int(o.on_refused == "zero"),
                 _INIT_CODE[ev.kind], float(ev.low), float(ev.high), float(ev.mean), float(ev.std), float(ev.value),
-                eseed, 0,
+                eseed, *_host_rows(t),
             )
         host = torch.frombuffer(buf, dtype=torch.int64).clone()
         if torch.cuda.is_available():
@@ -884,12 +973,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if sizes is not None:
             for i, t in enumerate(self.tables):
                 o = self.options[i]
-                if t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity():
+                if t.capacity() < t.max_capacity and sizes[i] > o.grow_load_factor * t.capacity():
                     me = threading.get_ident()
                     with self._step_cond:
                         if me not in self._inflight and self._step_cond.wait_for(
                                 lambda: not self._inflight, timeout=10.0) and (
-                                t.capacity() < o.max_capacity and sizes[i] > o.grow_load_factor * t.capacity()):
+                                t.capacity() < t.max_capacity and sizes[i] > o.grow_load_factor * t.capacity()):
                             t.grow()
         refused = self._refused_seen.poll()
         if refused is not None:
@@ -926,8 +1015,101 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False):
         """Forward of the step (``backward``: called by _LookupFunction, a backward follows; autograd runs this
         with grad mode off)."""
-        if self.use_kernels:
-            return self._forward_kernels(ids, offsets, psw, train, backward)
+        pins = self._stage_caches(ids, offsets, train, backward) if self._cached else None
+        run = self._forward_kernels if self.use_kernels else self._forward_torch
+        out, saved = run(ids, offsets, psw, train, backward)
+        if saved is not None and pins is not None:
+            saved["pins"] = pins  # released with the saved tensors (after the backward)
+        return out, saved
+
+    # ------------------------------------------------------------------ storage tiers
+    @property
+    def _cached(self) -> List[int]:
+        """Indices of the caching tables that some feature reads."""
+        return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
+
+    def _table_keys(self, ids, offsets, tables) -> dict:
+        """Unique ids of each table in ``tables`` (host sync on the F + 1 feature bounds of ``offsets``)."""
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        bounds = offsets[::B].tolist() if B else [0] * (F + 1)
+        out = {}
+        for t in tables:
+            parts = [ids[bounds[f]:bounds[f + 1]] for f in range(F) if self.feature_table_map[f] == t]
+            k = torch.cat(parts).view(torch.int64) if parts else ids.new_empty(0).view(torch.int64)
+            out[t] = torch.unique(k).view(self.key_dtype)
+        return out
+
+    def _stage_caches(self, ids, offsets, train: bool, backward: bool) -> Optional[StepPins]:
+        """Stages the step's ids into every caching table (see _caching.py); returns the step's pins when a backward
+        follows (the rows it will update stay in the cache until it ran)."""
+        keys = self._table_keys(ids, offsets, self._cached)
+        for t, k in keys.items():
+            self.tables[t].stage(k, insert_new=train)
+        return StepPins(keys, self.tables) if backward else None
+
+    def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
+                 lengths: Optional[torch.Tensor] = None) -> None:
+        """Reads the rows of a coming batch that caching tables hold in their backing stores into HBM, on a side
+        stream, so that batch's step finds them there (its staging then moves them into the cache without reading
+        the store). Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without
+        caching tables.
+
+        Args:
+            ids: (N,) key_dtype, on the CPU (no wait on the current step) or on the module's device (the side
+                stream then waits for the work queued so far).
+            offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward, on the ids' device.
+
+        Raises:
+            StoreError: a backing store cannot be read.
+
+        Example:
+            >>> out = emb(ids, offsets); emb.prefetch(next_ids, next_offsets); out.sum().backward()
+        """
+        if not self._cached:
+            return
+        if not isinstance(ids, torch.Tensor) or ids.dtype != self.key_dtype or ids.dim() != 1:
+            raise TypeError(f"ids: expected a 1-d {self.key_dtype} tensor, got {getattr(ids, 'dtype', type(ids))}")
+        if offsets is None:
+            if lengths is None:
+                raise ValueError("offsets/lengths: expected at least one of them, got neither")
+            offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
+            torch.cumsum(lengths.long(), 0, out=offsets[1:])
+        if (offsets.numel() - 1) % self.num_features:
+            raise ValueError(f"offsets: expected F * B + 1 entries with F={self.num_features}, got {offsets.numel()}")
+        if self.device.type != "cuda":
+            for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
+                self.tables[t].prefetch(k)
+            return
+        # Everything below runs on the side stream: CPU ids never wait for the step queued on the current stream.
+        stream = self._prefetch_stream()
+        if ids.device.type == "cuda":
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            keys = self._table_keys(ids, offsets.long(), self._cached)
+            for t, k in keys.items():
+                self.tables[t].prefetch(k.pin_memory().to(self.device, non_blocking=True) if k.device.type == "cpu"
+                                        else k, stream)
+
+    def _prefetch_stream(self):
+        s = _PREFETCH_STREAMS.get(self.device.index)
+        if s is None:
+            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device)
+        return s
+
+    def flush_storage(self) -> None:
+        """Caching tables: moves every cached row to its backing store and makes the store durable (with the op
+        clock and epoch), e.g. before a process exits so that a ``DiskStore`` reopened later holds every row.
+        Host-synchronizing. A no-op for other tables.
+
+        Example:
+            >>> emb.flush_storage()   # then a new module over the same store directories continues from here
+        """
+        for t in self.tables:
+            if isinstance(t, CachedTable):
+                t.flush()
+
+    def _forward_torch(self, ids, offsets, psw, train: bool, backward: bool = False):
         dev = self.device
         n = ids.numel()
         F = self.num_features

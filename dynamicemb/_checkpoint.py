@@ -19,6 +19,13 @@ admission also writes its frequency counts (the admission table) as ``{name}.adm
 Every dump writes files of a fresh generation and replaces meta.json last (atomically), so a failed re-dump leaves
 the previous one loadable. Dumps without a generation, slots or live index (older ones) still load.
 
+Storage modes: "hbm" and "hybrid" tables save the same slot-order entries (a hybrid table's ``values`` is one
+(capacity, dim) CPU tensor joining its HBM and host rows). A caching table's state_dict holds its rows instead of
+slots: ``{name}.rows.{keys,values,scores}`` (every row of cache and store, on the CPU), ``counters`` and ``epoch``;
+for stores larger than host RAM use ``dump``, which streams the cache and then the store in chunks. Dumps have one
+format for every mode, so a dump moves between modes; loading into a caching table puts the rows into its store
+(the cache refills on use).
+
 Loading validates everything (layout, every meta field, file sizes, CRCs, capacities, tensor dtypes and shapes)
 before anything changes; a failure raises ``ValueError`` (state_dict: torch's RuntimeError listing our messages)
 and leaves the module unchanged.
@@ -37,6 +44,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ._caching import CachedTable
 from ._hash import fmix64_tensor
 from ._table import _NUM_COUNTERS, ScoredHashTable, slot_integrity_errors
 
@@ -44,6 +52,7 @@ __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPO
 
 CHECKPOINT_VERSION = 1
 _TABLE_ENTRIES = ("keys", "digests", "scores", "values", "counters")  # required; "epoch" is optional
+_CACHED_ENTRIES = ("rows.keys", "rows.values", "rows.scores", "counters")  # a caching table's
 _BUFFERS = ("learning_rate", "step", "refused_count")
 _DUMP_FILES = ("keys", "values", "scores")
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -129,11 +138,15 @@ def _blank_like(table: ScoredHashTable, capacity: int) -> ScoredHashTable:
 
 
 # ---------------------------------------------------------------------- state_dict
+def _entries(table) -> tuple:
+    return _CACHED_ENTRIES if isinstance(table, CachedTable) else _TABLE_ENTRIES
+
+
 def save_tables(m, destination: Dict, prefix: str):
     for sub, owner, i in _all_tables(m):
         table = owner[i]
         sd = table.state_dict()
-        for k in _TABLE_ENTRIES:
+        for k in _entries(table):
             destination[prefix + sub + k] = sd[k]
         destination[prefix + sub + "epoch"] = torch.tensor(table.epoch, dtype=torch.int64)
 
@@ -170,7 +183,8 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
     for sub, owner, i in _all_tables(m):
         table = owner[i]
         entry = {}
-        for k in _TABLE_ENTRIES + ("epoch",):
+        names = _entries(table)
+        for k in names + ("epoch",):
             key = prefix + sub + k
             expected.add(key)
             if key in state_dict:
@@ -178,9 +192,10 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
             elif k != "epoch":
                 missing_keys.append(key)
                 errs.append(f"missing entry {sub + k!r}")
-        if not all(k in entry for k in _TABLE_ENTRIES):
+        if not all(k in entry for k in names):
             continue
-        table_errs = _table_state_errors(table, entry)
+        table_errs = _rows_state_errors(table, entry) if isinstance(table, CachedTable) else _table_state_errors(
+            table, entry)
         errs += [f"{sub[:-1]}: {e}" for e in table_errs]
         if not table_errs:
             staged.append((owner, i, entry))
@@ -197,6 +212,9 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
     # Everything checked: build the new tables aside (allocations may fail), then swap them in.
     built = []
     for owner, i, entry in staged:
+        if isinstance(owner[i], CachedTable):  # applied in place below (a store is not built twice)
+            built.append((owner, i, entry))
+            continue
         e = dict(entry, scores=entry["scores"].view(torch.int64))
         if "epoch" in e:
             e["epoch"] = int(e["epoch"])
@@ -204,7 +222,11 @@ def load_tables(m, state_dict, prefix, strict, missing_keys, unexpected_keys, er
         t.load_state_dict(e)
         built.append((owner, i, t))
     for owner, i, t in built:
-        owner[i] = t
+        if isinstance(owner[i], CachedTable):
+            _apply_rows(owner[i], t["rows.keys"], t["rows.values"], t["rows.scores"], int(t["counters"][0]),
+                        int(t["epoch"]) if "epoch" in t else None, replace=True)
+        else:
+            owner[i] = t
     with torch.no_grad():
         for b in _BUFFERS:
             if prefix + b in state_dict:
@@ -227,6 +249,34 @@ def _buffer_errors(name: str, v: torch.Tensor) -> list:
     if not math.isfinite(x) or x < 0:
         return [f"{name}: expected a finite number >= 0, got {x}"]
     return []
+
+
+def _apply_rows(table: CachedTable, keys, values, scores, clock: int, epoch: Optional[int], replace: bool):
+    table.load_rows(keys.cpu(), values.cpu(), scores.cpu().view(torch.int64), replace=replace)
+    table.counters[0] = clock
+    if epoch is not None:
+        table.set_epoch(epoch)
+
+
+def _rows_state_errors(table: CachedTable, s) -> list:
+    """Checks a caching table's state_dict entries (rows, not slots)."""
+    if not all(isinstance(v, torch.Tensor) for v in s.values()):
+        return [f"entries must be tensors, got {', '.join(f'{k}: {type(v).__name__}' for k, v in s.items())}"]
+    errs = []
+    keys, values, scores, counters = s["rows.keys"], s["rows.values"], s["rows.scores"], s["counters"]
+    n = keys.numel()
+    if keys.dtype != table.key_dtype or keys.dim() != 1:
+        errs.append(f"rows.keys: expected a 1-d {table.key_dtype} tensor, got {tuple(keys.shape)} {keys.dtype}")
+    if values.dtype != table.value_dtype or tuple(values.shape) != (n, table.value_dim):
+        errs.append(f"rows.values: expected ({n}, {table.value_dim}) {table.value_dtype}, got {tuple(values.shape)} "
+                    f"{values.dtype}")
+    if scores.dtype not in (torch.int64, torch.uint64) or tuple(scores.shape) != (n,):
+        errs.append(f"rows.scores: expected ({n},) int64, got {tuple(scores.shape)} {scores.dtype}")
+    if counters.dtype != torch.int64 or counters.dim() != 1 or counters.numel() < 1 or int(counters[0]) < 0:
+        errs.append(f"counters: expected a 1-d int64 tensor starting with a clock >= 0, got {counters.tolist()!r}")
+    if "epoch" in s and (s["epoch"].numel() != 1 or not 0 <= int(s["epoch"]) < _EPOCH_END):
+        errs.append(f"epoch: expected one integer in [0, 2**32), got {s['epoch'].tolist()!r}")
+    return errs
 
 
 def _belongs_to(m, rest: str) -> bool:
@@ -295,8 +345,8 @@ def _file_name(stem: str, k: str, gen: Optional[str]) -> str:
 
 
 def _write_files(path: str, stem: str, gen: str, export, names, written: List[str]) -> dict:
-    """Writes ``{stem}.{k}.{gen}.bin`` for k in ``names`` from ``export(off, n)`` chunks (an ExportResult and its
-    count); returns {count, files}. Names of opened files go to ``written`` (removed if the dump fails)."""
+    """Writes ``{stem}.{k}.{gen}.bin`` for k in ``names`` from the ``export`` chunks (dicts of tensors, see
+    ``_exports``); returns {count, files}. Names of opened files go to ``written`` (removed if the dump fails)."""
     files = {}
     for k in names:
         fn = os.path.join(path, _file_name(stem, k, gen))
@@ -306,10 +356,10 @@ def _write_files(path: str, stem: str, gen: str, export, names, written: List[st
     sizes = {k: 0 for k in names}
     count = 0
     try:
-        for r, c in export:
-            count += c
+        for chunk in export:
+            count += chunk["keys"].numel()
             for k in names:
-                b = _tensor_bytes(getattr(r, k)[:c])
+                b = _tensor_bytes(chunk[k])
                 files[k].write(b)
                 crcs[k] = zlib.crc32(b, crcs[k])
                 sizes[k] += len(b)
@@ -323,10 +373,19 @@ def _write_files(path: str, stem: str, gen: str, export, names, written: List[st
 
 
 def _exports(table: ScoredHashTable, threshold: Optional[int], chunk_rows: int):
+    """Chunks {keys, values, scores, slots} of the stored rows (score >= threshold if given). A caching table's rows
+    (cache, then backing store) have no slot of one table: slots -1, and a load re-inserts them."""
+    if isinstance(table, CachedTable):
+        for keys, values, scores in table.export_chunks(chunk_rows, threshold):
+            yield dict(keys=keys, values=values, scores=scores,
+                       slots=torch.full((keys.numel(),), -1, dtype=torch.int64))
+        return
     cap = table.capacity()
     for off in range(0, cap, chunk_rows):
         r = table.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
-        yield r, int(r.count.item())
+        c = int(r.count.item())
+        if c:
+            yield dict(keys=r.keys[:c], values=r.values[:c], scores=r.scores[:c], slots=r.slots[:c])
 
 
 def _dump_table(path: str, stem: str, gen: str, table: ScoredHashTable, threshold: Optional[int], chunk_rows: int,
@@ -337,7 +396,11 @@ def _dump_table(path: str, stem: str, gen: str, table: ScoredHashTable, threshol
     if threshold is not None:
         info["live"] = _write_files(path, f"{stem}.live", gen, _exports(table, None, chunk_rows),
                                     ("keys", "slots", "scores"), written)
-    info.update(capacity=table.capacity(), clock=int(table.counters[0]), epoch=table.epoch)
+    cap = table.capacity()
+    if isinstance(table, CachedTable):  # rows of cache + store: the capacity a table needs to hold them all
+        bc = table.bucket_capacity
+        cap = max(cap, -(-info["count"] // bc) * bc)
+    info.update(capacity=cap, clock=int(table.counters[0]), epoch=table.epoch)
     return info
 
 
@@ -576,10 +639,14 @@ def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: 
     values = _read(path, stem, "values", files["values"], old.value_dtype, gen).view(count, old.value_dim)
     scores = _read(path, stem, "scores", files["scores"], torch.int64, gen)
     slots = _read(path, stem, "slots", files["slots"], torch.int64, gen) if "slots" in files else None
+    if isinstance(old, CachedTable):  # applied in place once every table was read and checked
+        return ("rows", keys, values, scores, info, incremental)
     overlay = incremental and info.get("live") is None
     if incremental and not overlay:
         keys, values, scores, slots, count = _live_rows(path, stem, gen, info, old, keys, values)
-    if not overlay and slots is not None and info["capacity"] <= old.max_capacity:
+    # (slots -1: a caching table's dump, re-inserted below)
+    if (not overlay and slots is not None and info["capacity"] <= old.max_capacity
+            and (count == 0 or int(slots.min()) >= 0)):
         t = _blank_like(old, info["capacity"])
         t.set_epoch(info["epoch"])
         errs = _place(t, keys, values, scores, slots, count)
@@ -648,6 +715,12 @@ def load(m, path: str):
         else:  # a dump without admission counts: a full load starts counting afresh, an incremental one keeps them
             new_admission.append(at if incremental else _blank_like(at, at.capacity()))
     for i in range(len(m.table_names)):
+        if isinstance(new_tables[i], tuple):
+            _, keys, values, scores, info, inc = new_tables[i]
+            old = m.tables[i]
+            clock = max(info["clock"], int(old.counters[0])) if inc else info["clock"]
+            _apply_rows(old, keys, values, scores, clock, info["epoch"], replace=not inc)
+            continue
         m.tables[i] = new_tables[i]
         m.admission_tables[i] = new_admission[i]
     with torch.no_grad():

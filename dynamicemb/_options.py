@@ -15,6 +15,9 @@ Every field is validated in ``__post_init__`` and used by ``BatchedDynamicEmbedd
 - ``on_refused``: a refused insert (a full bucket whose scores are all higher) "error"s, "warn"s (the id gets
   the initializer value) or yields a "zero" row; in the last two its gradient is dropped. "error" raises
   ``RefusedInsertError`` after the step's insert (the other ids stay inserted; see its docstring).
+- ``storage``/``hbm_budget_bytes``/``backing_store``: where the value rows live (docs/dynamicemb_storage.md):
+  "hbm" (all rows in HBM), "hybrid" (rows past the HBM budget in pinned host memory, reached by the kernels
+  through UVA) or "caching" (an HBM cache of the budget's size over a backing store holding every other row).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _INIT_KINDS = ("uniform", "normal", "truncated_normal", "constant")
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _POLICIES = ("lru", "lfu", "epoch_lru", "epoch_lfu")
 _ON_REFUSED = ("error", "warn", "zero")
+_STORAGE = ("hbm", "hybrid", "caching")
 
 
 def _is_finite_number(v) -> bool:
@@ -112,9 +116,21 @@ class DynamicEmbTableOptions:
         admission_capacity: slots of the frequency-counting table (default ``max_capacity``).
         on_refused: "error", "warn" or "zero" (see the module docstring).
         grow_load_factor: load factor above which an eager training step doubles the table first.
+        storage: "hbm", "hybrid" or "caching" (see docs/dynamicemb_storage.md). Non-"hbm" tables do not grow
+            (``init_capacity`` is ignored: the table has ``max_capacity`` slots).
+        hbm_budget_bytes: HBM bytes for this table's value rows ([embedding | optimizer state], the table's dtype;
+            keys, digests and scores are extra and stay in HBM). hybrid: the first budget // row_bytes slots'
+            rows are in HBM, the rest in pinned host memory; caching: the cache has budget // row_bytes slots
+            (rounded down to a bucket multiple, at least one bucket). None: the module's ``hbm_budget_bytes``
+            share (or, without one, the whole table for hybrid).
+        backing_store: caching only: None (host memory: a CPU table of ``max_capacity`` slots), a directory path
+            or ``DiskStoreSpec`` (a RocksDB store there), or a callable ``(key_dtype, row_width, dtype,
+            max_capacity) -> BackingStore``.
 
     Example:
         >>> DynamicEmbTableOptions(dim=64, max_capacity=1 << 20, score_policy="lfu", admission_threshold=2)
+        >>> DynamicEmbTableOptions(dim=128, max_capacity=1 << 24, storage="caching", hbm_budget_bytes=2 << 30,
+        ...                        backing_store="/data/emb/t0")
     """
 
     dim: int = 0
@@ -131,6 +147,9 @@ class DynamicEmbTableOptions:
     admission_capacity: Optional[int] = None
     on_refused: str = "warn"
     grow_load_factor: float = 0.75
+    storage: str = "hbm"
+    hbm_budget_bytes: Optional[int] = None
+    backing_store: object = None
 
     def __post_init__(self):
         self.validate(allow_unset=True)
@@ -175,6 +194,18 @@ class DynamicEmbTableOptions:
             raise bad("on_refused", f"one of {list(_ON_REFUSED)}")
         if not _is_finite_number(self.grow_load_factor) or not 0.0 < self.grow_load_factor <= 1.0:
             raise bad("grow_load_factor", "a number in (0, 1]")
+        if self.storage not in _STORAGE:
+            raise bad("storage", f"one of {list(_STORAGE)}")
+        hb = self.hbm_budget_bytes
+        if hb is not None and (not isinstance(hb, int) or isinstance(hb, bool) or hb < 0):
+            raise bad("hbm_budget_bytes", "None or an int >= 0")
+        if self.backing_store is not None:
+            from ._storage import DiskStoreSpec
+
+            if self.storage != "caching":
+                raise bad("backing_store", f"None unless storage='caching' (storage={self.storage!r})")
+            if not isinstance(self.backing_store, (str, DiskStoreSpec)) and not callable(self.backing_store):
+                raise bad("backing_store", "None, a directory path, a DiskStoreSpec or a store factory")
         return self
 
     # ------------------------------------------------------------------ derived values

@@ -375,6 +375,10 @@ class ScoredHashTable:
         self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
         self.counters.copy_(c)
 
+    def _values_host(self) -> Optional[torch.Tensor]:
+        """The pinned host rows of a hybrid table (passed to the ops after their own arguments), else None."""
+        return None
+
     def _table_args(self):
         return (self.keys, self.digests, self.scores, self.values, self.locks, self.counters, self.bucket_capacity)
 
@@ -430,11 +434,16 @@ class ScoredHashTable:
         if errs:
             raise ValueError("state_dict: " + "; ".join(errs))
         s = self._new_state(cap)
-        for name in ("keys", "digests", "scores", "values"):
+        for name in ("keys", "digests", "scores"):
             s[name].copy_(state[name])
+        self._load_values(s, values)
         s["counters"][: state["counters"].numel()].copy_(state["counters"])
         self._set_state(s)
         self.epoch = int(state.get("epoch", torch.tensor(self.epoch)))
+
+    def _load_values(self, s: Dict[str, torch.Tensor], values: torch.Tensor):
+        """Copies the (capacity, dim) rows of a state_dict into a new state (a hybrid table splits them)."""
+        s["values"].copy_(values)
 
     # ------------------------------------------------------------------ validation
     def _check_keys(self, keys, arg="keys"):
@@ -495,6 +504,7 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
+            self._values_host(),
         )
         return stats
 
@@ -502,7 +512,7 @@ class ScoredHashTable:
     def _lookup(self, keys, values_out=None, found_out=None, scores_out=None, slots_out=None, default=None):
         _ops().table_lookup(
             *self._table_args(), self._policy, keys, values_out, found_out, scores_out, slots_out,
-            default is not None, float(default or 0.0),
+            default is not None, float(default or 0.0), self._values_host(),
         )
 
     # ------------------------------------------------------------------ lookups (read-only)
@@ -719,12 +729,26 @@ class ScoredHashTable:
         slots = self._empty(n, dtype=torch.int64)
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
         _ops().table_export(*self._table_args(), int(offset), int(n), threshold is not None,
-                            _to_i64(threshold or 0), keys, values, scores, slots, count)
+                            _to_i64(threshold or 0), keys, values, scores, slots, count, self._values_host())
         return ExportResult(keys, values, scores, slots, count)
 
     def export_batch_if(self, threshold: int, offset: int, n: int) -> ExportResult:
         """``export_batch`` of the slots whose score (unsigned) is >= ``threshold``."""
         return self.export_batch(offset, n, threshold=threshold)
+
+    def export_chunks(self, chunk_rows: int, threshold: Optional[int] = None):
+        """Yields (keys, values, scores) of every stored row (score >= threshold as unsigned, if given), exporting
+        ``chunk_rows`` slots at a time (host-synchronizing; bounds the extra device memory).
+
+        Example:
+            >>> for keys, values, scores in table.export_chunks(1 << 20): ...
+        """
+        cap = self.capacity()
+        for off in range(0, cap, chunk_rows):
+            r = self.export_batch(off, min(chunk_rows, cap - off), threshold=threshold)
+            c = int(r.count.item())
+            if c:
+                yield r.keys[:c], r.values[:c], r.scores[:c]
 
     def items(self):
         """All stored (keys, values, scores), host-synchronizing (for checkpoints and tests)."""

@@ -135,7 +135,7 @@ template <int V>
 __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, int64_t slot, uint64_t key,
                                          const Home& h, uint64_t clock, uint64_t score) {
   using T = typename Val<V>::T;
-  T* row = reinterpret_cast<T*>(m.values) + slot * m.row_stride;
+  T* row = meta_row<T>(m, slot);
   const table::Initializer in = train_init(m);
   for (int64_t j = tile.thread_rank(); j < m.row_stride; j += kTile)
     row[j] = Val<V>::from_f(table::init_value(in, clock, key, j));
@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(256) row_address_kernel(InsertParams p) {
     const int64_t r = p.urow[u];
     if (r >= 0) {
       const TableMeta& m = p.meta[p.utables[u]];
-      a = reinterpret_cast<uint64_t>(reinterpret_cast<const T*>(m.values) + r * m.row_stride);
+      a = reinterpret_cast<uint64_t>(meta_row<T>(m, r));
     }
   }
   p.rowp[i] = a;

@@ -31,6 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dynamicemb/csrc/table/table_types.h"
+
 namespace dynamicemb {
 namespace lookup {
 
@@ -55,9 +57,17 @@ struct TableMeta {
   int64_t eval_kind;
   double eval_a, eval_b, eval_mean, eval_std, eval_value;
   int64_t eval_seed;
-  int64_t reserved0;
+  int64_t values_host;  // hybrid storage: device (UVA) address of rows [hbm_rows, capacity) in pinned host memory; 0: none
+  int64_t hbm_rows;     // rows at `values` (HBM)
 };
-static_assert(sizeof(TableMeta) == 32 * 8, "TableMeta: 32 fields of 8 bytes");
+static_assert(sizeof(TableMeta) == 33 * 8, "TableMeta: 33 fields of 8 bytes");
+
+// Address of row `r` of a table (table::table_row: HBM or, for hybrid tables, host rows).
+template <typename T>
+TABLE_HD T* meta_row(const TableMeta& m, int64_t r) {
+  return table::table_row<T>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host), m.hbm_rows,
+                             r, m.row_stride);
+}
 
 // (unique, gradient row) of the segmented backward; layout of CUDA's int2 without its header.
 struct alignas(8) int2_t {

@@ -47,7 +47,8 @@ struct Table {
 };
 
 Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores, const Tensor& values,
-                 const Tensor& locks, const Tensor& counters, int64_t bucket_capacity) {
+                 const Tensor& locks, const Tensor& counters, int64_t bucket_capacity,
+                 const OptTensor& values_host = std::nullopt) {
   Table t{};
   t.key_kind = key_kind(keys);
   t.value_kind = value_kind(values);
@@ -62,7 +63,8 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
               "bucket_capacity: expected a power of two in [16, 256], got ", bucket_capacity);
   ACCEL_CHECK(cap % bucket_capacity == 0, "table capacity: expected a multiple of bucket_capacity ",
               bucket_capacity, ", got ", cap);
-  ACCEL_CHECK(digests.numel() == cap && scores.numel() == cap && values.size(0) == cap,
+  const int64_t host_rows = values_host.has_value() ? values_host->size(0) : 0;  // hybrid: rows in host memory
+  ACCEL_CHECK(digests.numel() == cap && scores.numel() == cap && values.size(0) + host_rows == cap,
               "table tensors: keys, digests, scores and values must have capacity ", cap, " rows");
   ACCEL_CHECK(locks.numel() == cap / bucket_capacity, "table locks: expected ", cap / bucket_capacity,
               " entries, got ", locks.numel());
@@ -83,6 +85,14 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
   t.ref.bucket_capacity = static_cast<int>(bucket_capacity);
   t.ref.num_buckets = cap / bucket_capacity;
   t.ref.dim = values.size(1);
+  t.ref.hbm_rows = values.size(0);
+  if (values_host.has_value()) {  // hybrid: pinned host rows, reached by the kernels through UVA
+    ACCEL_CHECK(t.cuda && !values_host->is_cuda() && values_host->scalar_type() == values.scalar_type() &&
+                    values_host->dim() == 2 && values_host->size(1) == values.size(1) && values_host->is_contiguous(),
+                "table_values_host: expected contiguous pinned host rows (n, ", values.size(1), ") like the values of a "
+                "CUDA table");
+    t.ref.values_host = values_host->data_ptr();
+  }
   return t;
 }
 
@@ -136,8 +146,8 @@ void* stream_of(const Table& t) { return accel::current_cuda_stream(t.device); }
 // ---------------------------------------------------------------- ops
 void table_lookup(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
                   int64_t policy, Tensor keys, OptTensor values_out, OptTensor found_out, OptTensor scores_out,
-                  OptTensor slots_out, bool fill_missing, double missing_value) {
-  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+                  OptTensor slots_out, bool fill_missing, double missing_value, OptTensor tvh) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
   accel::check_dim(keys, "keys", 1);
   LookupParams p{};
   p.t = t.ref;
@@ -164,8 +174,8 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
                   bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
-                  int64_t seed, OptTensor pending) {
-  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+                  int64_t seed, OptTensor pending, OptTensor tvh) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
   accel::check_dim(keys, "keys", 1);
   ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
   UpsertParams p{};
@@ -240,8 +250,8 @@ void table_erase(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor t
 
 void table_export(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
                   int64_t offset, int64_t n, bool use_threshold, int64_t threshold, Tensor keys_out,
-                  OptTensor values_out, OptTensor scores_out, OptTensor slots_out, Tensor count) {
-  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+                  OptTensor values_out, OptTensor scores_out, OptTensor slots_out, Tensor count, OptTensor tvh) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
   ACCEL_CHECK(offset >= 0 && n >= 0 && offset + n <= t.ref.capacity, "offset/n: the slot range [", offset, ", ",
               offset + n, ") is outside [0, ", t.ref.capacity, ")");
   ExportParams p{};
@@ -294,7 +304,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "table_lookup(Tensor table_keys, Tensor table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor table_counters, int bucket_capacity, int policy, Tensor keys, "
       "Tensor(a!)? values_out, Tensor(b!)? found_out, Tensor(c!)? scores_out, Tensor(d!)? slots_out, "
-      "bool fill_missing, float missing_value) -> ()");
+      "bool fill_missing, float missing_value, Tensor? table_values_host=None) -> ()");
   m.def(
       "table_upsert(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor(c!) table_scores, "
       "Tensor(d!) table_values, Tensor(e!) table_locks, Tensor(f!) table_counters, int bucket_capacity, "
@@ -302,7 +312,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor(g!)? values_out, Tensor(h!)? found_out, Tensor(i!)? slots_out, Tensor(j!) stats, "
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
-      "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None) -> ()");
+      "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None, "
+      "Tensor(o!)? table_values_host=None) -> ()");
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "
@@ -311,7 +322,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "table_export(Tensor table_keys, Tensor table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor table_counters, int bucket_capacity, int offset, int n, bool use_threshold, "
       "int threshold, Tensor(a!) keys_out, Tensor(b!)? values_out, Tensor(c!)? scores_out, "
-      "Tensor(d!)? slots_out, Tensor(e!) count) -> ()");
+      "Tensor(d!)? slots_out, Tensor(e!) count, Tensor? table_values_host=None) -> ()");
   m.def(
       "table_rehash(Tensor src_keys, Tensor src_digests, Tensor src_scores, Tensor src_values, "
       "Tensor src_locks, Tensor src_counters, Tensor(a!) dst_keys, Tensor(b!) dst_digests, "

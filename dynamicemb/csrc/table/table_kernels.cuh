@@ -266,6 +266,11 @@ template <typename T>
 __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
   return reinterpret_cast<T*>(values) + slot * dim;
 }
+// Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row).
+template <typename T>
+__device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
+  return table_row<T>(t.values, t.values_host, t.hbm_rows, slot, t.dim);
+}
 
 // The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
 // output row (`pp`: the parameters in shared memory). Inline: an out-of-line call's ABI spills registers at the
@@ -277,7 +282,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   using T = typename ValT<V>::T;
   const UpsertParams& p = *pp;
   const int64_t dim = p.t.dim;
-  T* dst = row_ptr<T>(p.t.values, slot, dim);
+  T* dst = row_ptr<T>(p.t, slot);
   T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
@@ -527,7 +532,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p
                                          uint64_t score) {
   using T = typename ValT<V>::T;
   const TableRef& t = p.t;
-  T* row = row_ptr<T>(t.values, slot, t.dim);
+  T* row = row_ptr<T>(t, slot);
   if (p.mode == kFindOrInsert)
     init_row<V>(tile, row, p.values_out ? row_ptr<T>(p.values_out, a.i, t.dim) : nullptr, t.dim, p.init, a.clock,
                 a.key);
@@ -555,7 +560,7 @@ __device__ __forceinline__ bool serve_hit(const Tile& tile, const UpsertParams& 
   const int64_t dim = t.dim;
   const int mode = p.mode;
   const bool lead = tile.thread_rank() == 0;
-  T* row = row_ptr<T>(t.values, slot, dim);
+  T* row = row_ptr<T>(t, slot);
   if (P == kPolicyLru && mode != kAccumOrAssign) {
     const uint64_t sc = (mode == kAssignScores && a.score_given)
                             ? a.score_in
@@ -725,7 +730,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
         if (p.evicted_scores) p.evicted_scores[pos] = victim_score;
       }
       if (p.evicted_values)
-        copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t.values, victim, dim), dim, true);
+        copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
       tile.sync();
     }
     fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
@@ -893,7 +898,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
       const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
       const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
-      if (hit && mode == kFindOrInsert && p.values_out) prefetch_row_l2(tile, row_ptr<T>(t.values, slot, dim), dim);
+      if (hit && mode == kFindOrInsert && p.values_out) prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
       // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
       // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
       // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
@@ -933,7 +938,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
           t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
           if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
         }
-        T* row = row_ptr<T>(t.values, slot, dim);
+        T* row = row_ptr<T>(t, slot);
         const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
         if (mode == kFindOrInsert)
           init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock());
@@ -948,7 +953,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
         // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
         // prefetched into L2 before the inserts' claims above).
         if (mode == kFindOrInsert && p.values_out)
-          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t.values, slot, dim), dim, false);
+          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
         if (lead) touch_score<P>(p, slot, clock(), given, score_in());
         stat = kStatAssigned;
       }
@@ -1055,7 +1060,7 @@ __global__ void __launch_bounds__(kBlock) lookup_kernel(LookupParams p) {
   if (p.values_out && slot < 0 && p.fill_missing)
     fill_row<V>(tile, row_ptr<T>(p.values_out, i, p.t.dim), p.t.dim, p.missing_value);
   if (p.values_out && slot >= 0)
-    copy_row(tile, row_ptr<T>(p.values_out, i, p.t.dim), row_ptr<T>(p.t.values, slot, p.t.dim), p.t.dim, false);
+    copy_row(tile, row_ptr<T>(p.values_out, i, p.t.dim), row_ptr<T>(p.t, slot), p.t.dim, false);
   if (tile.thread_rank() == 0) {
     if (p.found_out) p.found_out[i] = slot >= 0;
     if (p.slots_out) p.slots_out[i] = slot;
@@ -1120,7 +1125,7 @@ __global__ void __launch_bounds__(kBlock, 4) export_kernel(ExportParams p) {
     if (p.slots_out) p.slots_out[pos] = slot;
   }
   if (p.values_out)
-    copy_row(tile, row_ptr<T>(p.values_out, pos, p.t.dim), row_ptr<T>(p.t.values, slot, p.t.dim), p.t.dim, false);
+    copy_row(tile, row_ptr<T>(p.values_out, pos, p.t.dim), row_ptr<T>(p.t, slot), p.t.dim, false);
 }
 
 // Rehash: one tile per source bucket re-inserts its occupied slots in slot order with their scores and rows.
@@ -1144,7 +1149,7 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
       const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(rp.src.keys)[slot]);
       if (is_reserved_key(k)) continue;
       const KeyArgs a{0, k, rp.src.scores[slot], 0, true, false};
-      const Outcome o = upsert_one<K, V, kPolicyCustomized>(tile, p, &p, a, row_ptr<T>(rp.src.values, slot, rp.src.dim));
+      const Outcome o = upsert_one<K, V, kPolicyCustomized>(tile, p, &p, a, row_ptr<T>(rp.src, slot));
       if (tile.thread_rank() == 0 && o.stat >= 0) atomicAdd(&s_stats[o.stat], 1ull);
     }
   }

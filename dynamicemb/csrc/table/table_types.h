@@ -95,7 +95,18 @@ struct TableRef {
   int64_t num_buckets;
   int bucket_capacity;
   int64_t dim;
+  void* values_host;  // hybrid storage: rows [hbm_rows, capacity) (pinned host memory, UVA); null: all at `values`
+  int64_t hbm_rows;
 };
+
+// Address of row `slot` of a table's values: the ONE place a table row address is computed (table kernels, CPU
+// twin, lookup kernels). Hybrid tables keep rows [0, hbm_rows) at `values` (HBM) and the rest at `values_host`
+// (pinned host memory the kernels reach through UVA); values_host == null: every row at `values`.
+template <typename T>
+TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_rows, int64_t slot, int64_t dim) {
+  return (values_host == nullptr || slot < hbm_rows) ? static_cast<T*>(values) + slot * dim
+                                                      : static_cast<T*>(values_host) + (slot - hbm_rows) * dim;
+}
 
 struct LookupParams {
   TableRef t;

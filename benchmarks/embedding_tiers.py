@@ -1,0 +1,255 @@
+"""Storage tiers benchmark (docs/dynamicemb_storage.md): hybrid table ops over PCIe, the embedding train step with
+an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-HBM, and the disk store's rows/s.
+
+(a) hybrid: ScoredHashTable ops (find, find_or_insert, insert_or_assign) with every row in pinned host memory
+    (hbm_rows=0) against all-HBM; "PCIe MB" is what must cross the bus (rows read + rows written, row bytes =
+    dim x 4), "GB/s" that over the op time and "% bw" its fraction of the pinned host<->device bandwidth measured
+    here (a pinned 256 MB copy each way, averaged).
+(b) train step (NVIDIA's published config): 10 tables, 104,857 ids per table per step, D=128 fp32, power law
+    alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
+    HBM cache (host store), with and without ``prefetch`` of the next batch; ms per step (wall clock, the caching
+    step synchronizes with the host), after --warmup steps that fill the tables.
+(c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
+    store is reopened) and a warm one (the same keys read again).
+
+Usage:
+    python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
+Skips (exit 0) without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables
+from dynamicemb._hybrid import HybridTable
+from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._options import DynamicEmbTableOptions
+from dynamicemb._table import ScoredHashTable
+
+
+def power_law_ids(n, id_space, alpha, gen):
+    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    a = 1.0 - alpha
+    k = ((id_space ** a - 1.0) * u + 1.0) ** (1.0 / a)
+    return (k.floor().clamp_(1, id_space).to(torch.int64) * -7046029254386353131) & ((1 << 62) - 1)
+
+
+def cuda_ms(fn, warmup=3, reps=10):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def wall_ms(fn, warmup=3, reps=10):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def pcie_gbps():
+    """Pinned host<->device copy bandwidth (GB/s), the mean of both directions over a 256 MB buffer."""
+    n = 256 << 20
+    h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    d = torch.empty(n, dtype=torch.uint8, device="cuda")
+    h2d = cuda_ms(lambda: d.copy_(h, non_blocking=True))
+    d2h = cuda_ms(lambda: h.copy_(d, non_blocking=True))
+    return (n / h2d / 1e6 + n / d2h / 1e6) / 2
+
+
+def bench_hybrid(quick, bw):
+    cap, dim, n = (1 << 20, 128, 1 << 18) if quick else (1 << 24, 128, 1 << 20)
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    keys = power_law_ids(n, cap // 2, 1.05, gen).cuda()
+    vals = torch.randn(n, dim, device="cuda")
+    for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
+                     ("hybrid (all rows in host)", lambda: HybridTable(cap, dim, device="cuda", hbm_rows=0))):
+        t = mk()
+        t.insert_or_assign(keys, vals)
+        uniq = int(torch.unique(keys).numel())
+        rb = dim * 4
+        for op, fn, nbytes in (("find", lambda: t.find(keys), n * rb),
+                               ("find_or_insert", lambda: t.find_or_insert(keys), n * rb),
+                               ("insert_or_assign", lambda: t.insert_or_assign(keys, vals), uniq * rb)):
+            ms = cuda_ms(fn)
+            host = name != "all-HBM"
+            gbps = nbytes / ms / 1e6 if host else float("nan")
+            rows.append((name, op, n, ms, nbytes / 1e6 if host else 0.0, gbps, 100 * gbps / bw if host else float("nan")))
+        del t
+        torch.cuda.empty_cache()
+    return rows
+
+
+def make_module(T, dim, rows_per_table, opt, storage, frac):
+    kw = {}
+    if storage == "caching":
+        kw = dict(storage="caching", hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
+    opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
+    return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
+
+
+def bench_step(quick, warmup):
+    T, B, dim = (10, 104857, 128)
+    rows_per_table = (1 << 17) if quick else (1 << 20)
+    if quick:
+        B = 16384
+    gen = torch.Generator().manual_seed(1)
+    batches = []
+    for _ in range(4):
+        ids = torch.cat([power_law_ids(B, rows_per_table, 1.05, gen) for _ in range(T)])
+        batches.append((ids, torch.arange(0, T * B + 1, dtype=torch.int64)))
+    dev = [(i.cuda(), o.cuda()) for i, o in batches]
+    out = []
+    grad = None
+    for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
+        cases = [("all-HBM", "hbm", 1.0, False)] + [
+            (f"caching {int(f * 100)}%{' + prefetch' if p else ''}", "caching", f, p)
+            for f in (0.1, 0.25, 0.5) for p in (False, True)]
+        for name, storage, frac, pre in cases:
+            try:
+                m = make_module(T, dim, rows_per_table, opt, storage, frac)
+            except Exception as e:  # noqa: BLE001  a configuration that does not fit is reported, not fatal
+                out.append((opt_name, name, float("nan"), str(e)[:60]))
+                continue
+            it = [0]
+            if grad is None:
+                grad = torch.ones(T * B, dim, device="cuda")
+
+            def one():
+                i = it[0] % len(dev)
+                it[0] += 1
+                o = m(*dev[i], validate=False)
+                if pre:
+                    nxt = batches[it[0] % len(batches)]
+                    m.prefetch(nxt[0], nxt[1])
+                o.backward(grad)
+
+            try:
+                ms = wall_ms(one, warmup=warmup, reps=5 if quick else 10)
+                out.append((opt_name, name, ms, ""))
+            except Exception as e:  # noqa: BLE001
+                out.append((opt_name, name, float("nan"), f"{type(e).__name__}: {str(e)[:60]}"))
+            del m
+            torch.cuda.empty_cache()
+    return out, (T, B, dim, rows_per_table)
+
+
+def bench_disk(quick):
+    from dynamicemb._storage import DiskStore
+
+    n_rows, dim, n_find = ((200_000, 128, 50_000) if quick else (4_000_000, 128, 500_000))
+    d = tempfile.mkdtemp(prefix="dynamicemb_disk_bench_")
+    try:
+        s = DiskStore(os.path.join(d, "s"), torch.int64, dim, torch.float32)
+        chunk = 100_000
+        t0 = time.perf_counter()
+        for off in range(0, n_rows, chunk):
+            k = torch.arange(off, min(off + chunk, n_rows))
+            s.insert(k, torch.randn(k.numel(), dim), k)
+        ins = n_rows / (time.perf_counter() - t0)
+        s.close()
+        s = DiskStore(os.path.join(d, "s"), torch.int64, dim, torch.float32, create=False)
+        keys = torch.randint(0, n_rows, (n_find,), generator=torch.Generator().manual_seed(2))
+        t0 = time.perf_counter()
+        s.find(keys)
+        cold = n_find / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        s.find(keys)
+        warm = n_find / (time.perf_counter() - t0)
+        s.close()
+        return [("insert (write batch)", n_rows, ins), ("find cold", n_find, cold), ("find warm", n_find, warm)], dim
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a minute)")
+    ap.add_argument("--results", help="append the markdown to this file")
+    ap.add_argument("--plot", default=None, help="PNG of the train-step times")
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: hybrid,step,disk")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("embedding_tiers: no GPU, skipped")
+        return 0
+    skip = set(filter(None, a.skip.split(",")))
+    warmup = a.warmup if a.warmup is not None else (3 if a.quick else 8)
+    gpu = torch.cuda.get_device_name()
+    md = [f"## Storage tiers ({gpu}, {datetime.date.today()}, {'quick' if a.quick else 'full'})", "",
+          f"Command: `python benchmarks/embedding_tiers.py {' '.join(sys.argv[1:])}`", ""]
+    bw = pcie_gbps()
+    md += [f"Pinned host<->device copy bandwidth measured: {bw:.1f} GB/s.", ""]
+    if "hybrid" not in skip:
+        md += ["### (a) hash-table ops, rows in pinned host memory (hybrid, hbm_rows=0) vs all-HBM, fp32 D=128", "",
+               "| table | op | keys | ms | PCIe MB | GB/s | % of measured bw |", "|---|---|---:|---:|---:|---:|---:|"]
+        for r in bench_hybrid(a.quick, bw):
+            md.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.0f} |")
+        md.append("")
+    step_rows = None
+    if "step" not in skip:
+        step_rows, (T, B, dim, R) = bench_step(a.quick, warmup)
+        md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
+               f"pooling none (ms per step, wall clock)", "", "| optimizer | storage | ms | note |", "|---|---|---:|---|"]
+        for o, n, ms, note in step_rows:
+            md.append(f"| {o} | {n} | {ms:.2f} | {note} |")
+        md.append("")
+    if "disk" not in skip:
+        rows, dim = bench_disk(a.quick)
+        md += [f"### (c) disk store (RocksDB via rocksdict), rows of D={dim} fp32", "", "| op | rows | rows/s |",
+               "|---|---:|---:|"]
+        md += [f"| {n} | {k} | {r:,.0f} |" for n, k, r in rows]
+        md.append("")
+    text = "\n".join(md)
+    print(text)
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write("\n" + text + "\n")
+    if a.plot and step_rows:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib missing: no plot")
+            return 0
+        fig, ax = plt.subplots(figsize=(10, 4))
+        labels = [f"{o}\n{n}" for o, n, _, _ in step_rows]
+        ax.bar(range(len(step_rows)), [ms for _, _, ms, _ in step_rows])
+        ax.set_xticks(range(len(step_rows)))
+        ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("ms per train step")
+        ax.set_title(f"dynamicemb storage tiers, {gpu}")
+        fig.tight_layout()
+        fig.savefig(a.plot, dpi=120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Storage tiers on CPU: hbm, hybrid and caching (host store, disk store) give bit-identical training; prefetch
+under eviction pressure; pins of steps in flight; checkpoints in every mode; disk store errors lose nothing."""
+
+import os
+import sys
+import shutil
+import stat
+
+import pytest
+import torch
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables
+from dynamicemb._caching import CacheCapacityError
+from dynamicemb._load import load_library
+from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._options import DynamicEmbTableOptions
+from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
+
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import BC, CACHE_SLOTS, DIM, HAVE_ROCKS, assert_same, batches, disk, make, rows, step  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
+              pytest.mark.filterwarnings("ignore:dynamicemb. table")]
+
+needs_rocks = pytest.mark.skipif(not HAVE_ROCKS, reason="rocksdict not installed")
+
+MODES = ["hybrid", "caching-host"] + (["caching-disk"] if HAVE_ROCKS else [])
+
+
+def build(mode, tmp_path, opt=None, **kw):
+    if mode == "hbm" or mode == "hybrid":
+        return make(mode, opt, **kw)
+    return make("caching", opt, stores=disk(tmp_path) if mode == "caching-disk" else (None, None), **kw)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_mode_parity(mode, opt, tmp_path):
+    ref, m = make("hbm", opt), build(mode, tmp_path, opt)
+    for ids, off, w in batches(12):
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    if mode != "hybrid":
+        assert m.tables[0].counters[1] == CACHE_SLOTS or m.tables[1].counters[1] == CACHE_SLOTS  # evicted to store
+    assert_same(ref, m)
+    # eval: stored, evicted-to-store and unknown ids read the same
+    ref.eval(), m.eval()
+    ids = torch.arange(0, 400, 3)
+    off = torch.tensor([0, 40, 90, ids.numel()])
+    assert torch.equal(ref(ids, off), m(ids, off))
+    for t in range(2):
+        for x, y in zip(ref.get_rows(t, ids), m.get_rows(t, ids)):
+            assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("policies", [("epoch_lru", "epoch_lfu")])
+def test_caching_admission_and_epochs(policies):
+    ref, m = make("hbm", admission=2, policies=policies), make("caching", admission=2, policies=policies)
+    for e, (ids, off, w) in enumerate(batches(8, seed=7)):
+        ref.set_epoch(e // 3), m.set_epoch(e // 3)
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+    for a, b in zip(ref.admission_tables, m.admission_tables):
+        assert all(torch.equal(x, y) for x, y in zip(rows(a), rows(b)))
+
+
+def test_module_budget_and_errors():
+    m = make("caching", total=2 * CACHE_SLOTS * Adam(lr=0.01).row_width(DIM) * 4)
+    assert [t.capacity() for t in m.tables] == [CACHE_SLOTS, CACHE_SLOTS]
+    with pytest.raises(ValueError, match="hbm_budget_bytes: expected a budget for storage='caching'"):
+        BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=16,
+                                                              storage="caching")])
+    with pytest.raises(ValueError, match="expected >= the table's"):
+        BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=16,
+                                                              hbm_budget_bytes=10)])
+    with pytest.raises(ValueError, match="DynamicEmbTableOptions.storage: expected one of"):
+        DynamicEmbTableOptions(dim=4, max_capacity=128, storage="ssd")
+    # a step whose ids do not fit in the cache: clear error, nothing changed
+    m = make("caching", budget_rows=BC)
+    ids, off, w = next(batches(1))
+    with pytest.raises(CacheCapacityError, match="raise hbm_budget_bytes"):
+        step(m, ids, off, w)
+    assert m.sizes() == [0, 0]
+
+
+def test_prefetch_under_eviction_pressure(tmp_path):
+    ref, m = make("hbm"), make("caching", stores=disk(tmp_path) if HAVE_ROCKS else (None, None))
+    data = list(batches(10, seed=1))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    # two batches prefetched ahead: the second's rows may be evicted by the first's step before use
+    for i in range(4, 10, 2):
+        m.prefetch(data[i][0], data[i][1])
+        m.prefetch(data[i + 1][0], data[i + 1][1])
+        for ids, off, w in data[i:i + 2]:
+            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+            for t, k in m._table_keys(ids, off, [0, 1]).items():  # the step's ids are all in the cache
+                assert bool(m.tables[t]._cache_find(k)[0].all())
+    assert_same(ref, m)
+
+
+def test_pins_keep_rows_of_steps_in_flight():
+    ref, m = make("hbm"), make("caching", budget_rows=2 * CACHE_SLOTS)
+    (a, oa, wa), (b, ob, wb) = list(batches(2, seed=2, hi=1000))
+    outs = []
+    for mod in (ref, m):
+        o1 = mod(a, oa)
+        if mod is m:
+            pinned = m._table_keys(a, oa, [0, 1])
+        o2 = mod(b, ob)  # staged while step 1's backward has not run: step 1's rows must stay
+        if mod is m:
+            for t, k in pinned.items():
+                assert bool(m.tables[t]._cache_find(k)[0].all())
+        ((o1 * wa).sum() + (o2 * wb).sum()).backward()
+        outs.append((o1, o2))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert_same(ref, m)
+    assert len(m.tables[0]._pins) == 0  # released with the graph
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoints_every_mode(mode, tmp_path):
+    ref, m = make("hbm"), build(mode, tmp_path)
+    data = list(batches(8, seed=4))
+    for ids, off, w in data[:5]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    # state_dict round trip into a fresh module of the same mode
+    m2 = make("caching", stores=disk(tmp_path, "b")) if mode == "caching-disk" else build(mode, tmp_path)
+    m2.load_state_dict(m.state_dict())
+    assert_same(ref, m2)
+    # full dump -> load across modes (hbm <-> this mode), incremental dump on top
+    m.dump(str(tmp_path / "full"))
+    clock = int(m.tables[0].counters[0])
+    h = make("hbm")
+    h.load(str(tmp_path / "full"))
+    assert_same(ref, h)
+    ref.dump(str(tmp_path / "full_ref"))
+    m3 = make("caching", stores=disk(tmp_path, "c") if mode == "caching-disk" else (None, None)) if mode != \
+        "hybrid" else make("hybrid")
+    m3.load(str(tmp_path / "full_ref"))
+    assert_same(ref, m3)
+    for ids, off, w in data[5:]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    m.dump(str(tmp_path / "inc"), score_threshold=clock)
+    m3.load(str(tmp_path / "inc"))
+    h.load(str(tmp_path / "inc"))
+    for x in (m3, h):
+        for t in range(1):  # LRU table: the incremental dump holds every row touched since
+            assert all(torch.equal(p, q) for p, q in zip(rows(ref.tables[t]), rows(x.tables[t])))
+    for ids, off, w in batches(2, seed=9):
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+
+
+@needs_rocks
+def test_disk_store_survives_restart(tmp_path):
+    ref, m = make("hbm"), make("caching", stores=disk(tmp_path))
+    data = list(batches(8, seed=5))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    m.flush_storage()
+    sd_steps = m.state_dict()["step"].clone()
+    del m
+    import gc
+
+    gc.collect()
+    m = make("caching", stores=tuple(DiskStoreSpec(p, create=False) for p in disk(tmp_path)))
+    m.step.copy_(sd_steps)
+    opt_state = ref.state_dict()
+    assert m.sizes() == ref.sizes()
+    # Adam's step count is module state (state_dict / dump carry it); the store carries rows, scores, clock
+    for ids, off, w in data[4:]:
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+    del opt_state
+
+
+@needs_rocks
+def test_disk_store_errors_lose_nothing(tmp_path):
+    key, dim, dt = torch.int64, 3, torch.float32
+    # missing
+    with pytest.raises(StoreError, match="expected an existing store directory"):
+        DiskStore(str(tmp_path / "nope"), key, dim, dt, create=False)
+    with pytest.raises(StoreError, match="parent"):
+        DiskStore(str(tmp_path / "a" / "b"), key, dim, dt)
+    s = DiskStore(str(tmp_path / "s"), key, dim, dt)
+    k = torch.arange(10)
+    v = torch.randn(10, dim)
+    s.insert(k, v, torch.arange(10))
+    s.close()
+    # layout mismatch
+    with pytest.raises(StoreError, match="expected a store of layout"):
+        DiskStore(str(tmp_path / "s"), key, dim + 1, dt)
+    # read-only: lookups work, writes refused, nothing changes
+    r = DiskStore(str(tmp_path / "s"), key, dim, dt, read_only=True)
+    assert torch.equal(r.find(k).values, v)
+    with pytest.raises(StoreError, match="read_only=True"):
+        r.insert(torch.tensor([99]), torch.zeros(1, dim), torch.zeros(1, dtype=torch.int64))
+    r.close()
+    # a read-only directory (root ignores permission bits: only checked when they bite)
+    ro = tmp_path / "ro"
+    shutil.copytree(tmp_path / "s", ro)
+    os.chmod(ro, stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if not os.access(ro, os.W_OK):
+            with pytest.raises(StoreError, match="read-only"):
+                DiskStore(str(ro), key, dim, dt)
+    finally:
+        os.chmod(ro, stat.S_IRWXU)
+    # full (a quota): the write is refused whole
+    f = DiskStore(str(tmp_path / "s"), key, dim, dt, max_bytes=1)
+    with pytest.raises(StoreError, match="full"):
+        f.write(torch.tensor([50]), torch.zeros(1, dim), torch.zeros(1, dtype=torch.int64), k[:3])
+    assert f.size() == 10 and torch.equal(f.find(k).values, v)
+    f.close()
+    # corrupt: garbage where RocksDB keeps its manifest pointer -> clear error, files untouched
+    c = tmp_path / "c"
+    shutil.copytree(tmp_path / "s", c)
+    with open(c / "CURRENT", "w") as fh:
+        fh.write("MANIFEST-999999\n")
+    def data_files():  # RocksDB's data (not its info LOG / rocksdict's options file)
+        return {n: (c / n).read_bytes() for n in os.listdir(c) if not n.startswith("LOG") and n.endswith(
+            (".sst", ".log")) or n.startswith(("MANIFEST", "CURRENT"))}
+
+    before = data_files()
+    with pytest.raises(StoreError, match="corrupt"):
+        DiskStore(str(c), key, dim, dt)
+    assert data_files() == before
+    # a directory of other files is never taken over
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("mine")
+    with pytest.raises(StoreError, match="holding other files"):
+        DiskStore(str(tmp_path / "other"), key, dim, dt)
+
+
+@needs_rocks
+def test_full_store_during_training_loses_nothing(tmp_path):
+    m = make("caching", stores=tuple(DiskStoreSpec(p, max_bytes=1 << 30) for p in disk(tmp_path)))
+    data = list(batches(6, seed=6))
+    for ids, off, w in data[:3]:
+        step(m, ids, off, w)
+    known = torch.arange(0, 300)
+    before = [m.get_rows(t, known) for t in range(2)]
+    sizes = m.sizes()
+    for t in m.tables:
+        t.store.max_bytes = 1  # the disk fills up
+    raised = False
+    for ids, off, w in data[3:]:
+        try:
+            step(m, ids, off, w)
+        except StoreError as e:
+            assert "full" in str(e)
+            raised = True
+            break
+    assert raised
+    after = [m.get_rows(t, known) for t in range(2)]
+    assert m.sizes() >= sizes
+    for (w0, s0, f0), (w1, s1, f1) in zip(before, after):
+        assert bool((f1 | ~f0).all())  # every row stored before is still there
+
+
+def test_host_store_interface():
+    s = HostStore(torch.int64, 2, torch.float32, 64, 16)
+    s.insert(torch.tensor([1, 2, 3]), torch.ones(3, 2), torch.tensor([5, 6, 7]))
+    s.erase(torch.tensor([2]))
+    r = s.find(torch.tensor([1, 2, 3]))
+    assert r.found.tolist() == [True, False, True] and r.scores[[0, 2]].tolist() == [5, 7]
+    assert s.size() == 2 and sum(k.numel() for k, _, _ in s.export_batches(16)) == 2
+    assert sum(k.numel() for k, _, _ in s.export_batches(16, threshold=6)) == 1
