@@ -399,7 +399,8 @@ def _dump_table(path: str, stem: str, gen: str, table: ScoredHashTable, threshol
     cap = table.capacity()
     if isinstance(table, CachedTable):  # rows of cache + store: the capacity a table needs to hold them all
         bc = table.bucket_capacity
-        cap = max(cap, -(-info["count"] // bc) * bc)
+        rows = max(info["count"], info["live"]["count"] if "live" in info else 0)
+        cap = max(cap, -(-rows // bc) * bc)
     info.update(capacity=cap, clock=int(table.counters[0]), epoch=table.epoch)
     return info
 
