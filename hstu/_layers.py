@@ -192,7 +192,9 @@ class RelativeBucketedBias(nn.Module):
         if self.time_weight is not None:
             if timestamps is None:
                 _err("timestamps", "a (total,) tensor (the bias has num_time_buckets > 0)", None)
-            ts = jagged_to_padded(timestamps.to(torch.float64), cu_seqlens, max_seqlen)  # (B, L)
+            ts = jagged_to_padded(timestamps, cu_seqlens, max_seqlen)  # (B, L)
+            # relative to each sequence's first token before float32 (epoch seconds do not fit float32 exactly)
+            ts = (ts - ts[:, :1]).to(torch.float32)
             gap = (ts.unsqueeze(2) - ts.unsqueeze(1)).abs()
             bucket = (torch.log1p(gap) / math.log(self.time_bucket_base)).floor().clamp(0, self.num_time_buckets - 1)
             rab = rab + self.time_weight[:, bucket.long()].permute(1, 0, 2, 3)

@@ -39,26 +39,24 @@ class ModelConfig:
 
 
 class TorchEmbeddings(nn.Module):
-    """Baseline of the dynamic tables: one torch.nn.Embedding per table over ids hashed modulo its rows
-    (collisions instead of eviction), trained by the dense optimizer. Same call as the dynamic tables."""
+    """Baseline of the dynamic tables: one torch.nn.Embedding (sparse gradients, for torch.optim.SparseAdam) per
+    table over ids hashed modulo its rows (collisions instead of eviction)."""
 
     def __init__(self, capacities, dim, feature_table_map, device):
         super().__init__()
-        self.tables = nn.ModuleList(nn.Embedding(c, dim, device=device) for c in capacities)
+        self.tables = nn.ModuleList(nn.Embedding(c, dim, sparse=True, device=device) for c in capacities)
         for t in self.tables:
             nn.init.uniform_(t.weight, -0.05, 0.05)
         self.capacities = list(capacities)
         self.feature_table_map = list(feature_table_map)
 
-    def forward(self, ids, offsets):
-        # feature f of the batch occupies ids[offsets[f * B] : offsets[(f + 1) * B]]
-        B = (offsets.shape[0] - 1) // len(self.feature_table_map)
-        bounds = offsets[::B]
-        feat = torch.searchsorted(bounds[1:].contiguous(), torch.arange(ids.shape[0], device=ids.device), right=True)
-        out = ids.new_zeros(ids.shape[0], self.tables[0].embedding_dim, dtype=torch.float32)
-        for f, t in enumerate(self.feature_table_map):
-            sel = feat == f
-            out = torch.where(sel[:, None], self.tables[t](torch.where(sel, ids, 0) % self.capacities[t]), out)
+    def lookup(self, feats):
+        """Rows of each feature's ids (a list of (n_f,) int64 tensors, feature f reads table feature_table_map[f])."""
+        out = []
+        for f, ids in enumerate(feats):
+            t = self.feature_table_map[f]
+            # multiplicative hash, then modulo the rows (the raw ids live in disjoint 2**40 ranges)
+            out.append(self.tables[t]((ids * 0x9E3779B1).remainder(self.capacities[t])))
         return out
 
 
@@ -128,11 +126,11 @@ class RankingModel(nn.Module):
         feats = [b["user"], b["hist_items"], b["hist_actions"], cand]
         cand_len = b["cand_lengths"] if with_candidates else torch.zeros_like(b["cand_lengths"])
         lens = [torch.ones(B, dtype=torch.int64, device=dev), b["hist_lengths"], b["hist_lengths"], cand_len]
+        if isinstance(self.emb, TorchEmbeddings):
+            return self.emb.lookup(feats)
         ids = torch.cat(feats)
         offsets = hstu_attn.lengths_to_offsets(torch.cat(lens), dtype=torch.int64)
-        rows = self.emb(ids, offsets) if isinstance(self.emb, TorchEmbeddings) else self.emb(ids, offsets,
-                                                                                              validate=False)
-        return rows.split([f.shape[0] for f in feats])
+        return self.emb(ids, offsets, validate=False).split([f.shape[0] for f in feats])
 
     @staticmethod
     def _user_ts(b):

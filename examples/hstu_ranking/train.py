@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--eval-every", type=int, default=100, help="evaluate every N steps (0: only at the end)")
     g.add_argument("--eval-batches", type=int, default=8, help="batches per evaluation")
+    g.add_argument("--amp", action="store_true", help="bfloat16 autocast of the dense tower (GPU)")
     g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     g.add_argument("--compile", action="store_true", help="torch.compile the dense tower (pays on GPU)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -103,6 +104,36 @@ def _device(name):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+class _Optimizers:
+    """Dense Adam, plus SparseAdam for torch.nn.Embedding baseline tables (the dynamic tables update themselves in
+    the backward); one state_dict for both."""
+
+    def __init__(self, opts):
+        self.opts = opts
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.opts:
+            o.step()
+
+    def state_dict(self):
+        return [o.state_dict() for o in self.opts]
+
+    def load_state_dict(self, states):
+        for o, st in zip(self.opts, states):
+            o.load_state_dict(st)
+
+
+def make_optimizer(model, lr):
+    opts = [torch.optim.Adam(model.dense.parameters(), lr=lr)]
+    if model.cfg.embedding == "torch":
+        opts.append(torch.optim.SparseAdam(list(model.emb.parameters()), lr=model.cfg.emb_lr))
+    return _Optimizers(opts)
 
 
 def _losses(pred, b, rating_weight):
@@ -187,8 +218,7 @@ def main(argv=None):
         seqs = load_movielens(args.data)
     batcher = Batcher(seqs, args.batch_size, args.max_history, args.candidates, seed=args.seed)
     model = RankingModel(cfg, device)
-    params = list(model.dense.parameters()) + (list(model.emb.parameters()) if cfg.embedding == "torch" else [])
-    opt = torch.optim.Adam(params, lr=args.lr)
+    opt = make_optimizer(model, args.lr)
     forward = model
     if args.compile:
         dense = torch.compile(model.dense, dynamic=True)  # the tables stay eager (their ops are not traced)
@@ -203,7 +233,8 @@ def main(argv=None):
     model.train()
     for step in range(start, args.steps):
         b = to_device(batcher.train_batch(step), device)
-        pred = forward(b).float()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp):
+            pred = forward(b).float()
         loss, click, rating = _losses(pred, b, args.rating_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()  # also applies the dynamic tables' fused Adam to the rows of this batch

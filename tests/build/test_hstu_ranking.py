@@ -120,3 +120,22 @@ def test_gpu_run_a_few_steps(train, tmp_path):
     rest = run(train, "--steps", "24", "--batch-size", "64", "--head-dim", "32", "--eval-every", "0",
                "--resume", str(tmp_path / "ckpt"), device="cuda")
     assert rest["start_step"] == 20 and len(rest["losses"]) == 4
+
+
+def test_benchmark_smoke_prints_the_table(capsys):
+    import importlib.util
+
+    path = os.path.join(ROOT, "benchmarks", "hstu_model.py")
+    if not os.path.exists(path):
+        pytest.skip("benchmarks/hstu_model.py is not in this tree")
+    spec = importlib.util.spec_from_file_location("hstu_model_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    torch.set_num_threads(1)
+    assert bench.main(["--smoke", "--variants", "ours", "torch-both"]) == 0
+    out = capsys.readouterr().out
+    assert "## hstu_model: CPU" in out and "| max history | variant |" in out
+    assert "| 8 | ours | kernel | dynamicemb |" in out and "| 8 | torch-both | torch | torch |" in out
+    if not torch.cuda.is_available():
+        assert bench.main([]) == 0
+        assert "no CUDA device, skipping" in capsys.readouterr().out
