@@ -109,8 +109,8 @@ def plain_layer(layer, x, cu, max_seqlen, num_contexts=None, num_targets=None, r
         s = s * layer.alpha
         m = hstu_mask(L, L, 0 if num_contexts is None else int(num_contexts[b]),
                       0 if num_targets is None else int(num_targets[b]), layer.target_group_size, layer.window_size,
-                      mask_convention=convention)
-        pm = torch.where(m, F.silu(s), torch.zeros((), dtype=s.dtype)) / scaling
+                      device=x.device, mask_convention=convention)
+        pm = torch.where(m, F.silu(s), torch.zeros((), dtype=s.dtype, device=s.device)) / scaling
         attn[s0:s1] = (pm @ vb).transpose(0, 1).reshape(L, H * D)
     y = F.layer_norm(attn, (H * D,), p["attn_norm.weight"], p["attn_norm.bias"], 1e-5) * u
     return x + y @ p["output.weight"].t() + p["output.bias"]
