@@ -143,7 +143,7 @@ class RankingModel(nn.Module):
         user, hist_i, hist_a, cand = self._lookup(b)
         hist_off = hstu_attn.lengths_to_offsets(b["hist_lengths"])
         cand_off = hstu_attn.lengths_to_offsets(b["cand_lengths"])
-        return (dense or self.dense)(user, hist_i + hist_a, cand, hist_off, cand_off, b["max_hist"], b["max_cand"],
+        return (self.dense if dense is None else dense)(user, hist_i + hist_a, cand, hist_off, cand_off, b["max_hist"], b["max_cand"],
                           self._user_ts(b), b["hist_ts"], b["cand_ts"])
 
     # ------------------------------------------------------------------ inference with a cached history
