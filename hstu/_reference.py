@@ -19,7 +19,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["hstu_mask", "hstu_attn_reference", "resolve_lengths"]
+__all__ = ["hstu_mask", "hstu_attn_reference", "resolve_lengths", "MASK_CONVENTIONS"]
+
+#: mask conventions of `hstu_mask`: "nvidia" (the kernels') and "meta_gr" (Meta generative-recommenders')
+MASK_CONVENTIONS = ("nvidia", "meta_gr")
 
 
 def hstu_mask(
@@ -30,6 +33,7 @@ def hstu_mask(
     target_group_size: int = 1,
     window_size: Tuple[int, int] = (-1, -1),
     device: Optional[torch.device] = None,
+    mask_convention: str = "nvidia",
 ) -> torch.Tensor:
     """The boolean (seqlen_q, seqlen_k) mask of one sequence: True where a query may attend a key.
 
@@ -73,6 +77,17 @@ def hstu_mask(
     - With wl = -1, wr = 0 this is exactly NVIDIA recsys-examples / FBGEMM's
       ``_get_valid_attn_mask`` (contexts, targets, target groups, causal), which we cross-checked.
 
+    Conventions. The rules above are ``mask_convention="nvidia"`` (what the kernels implement).
+    ``mask_convention="meta_gr"`` follows Meta generative-recommenders (``max_attn_len`` with
+    ``contextual_seq_len``): the window distances are measured after collapsing the c context positions
+    into one, i.e. the window tests ``base`` use ``wpos(x) = max(tpos(x) - c + 1, 0)`` instead of
+    ``tpos(x)`` when c > 0 (every context key sits at position 0, the first history key after them at 1).
+    A history or target row at key position i then sees all context keys as soon as
+    ``tpos(i) - c + 1 <= wl``, where the NVIDIA rule needs ``tpos(i) - j <= wl`` for each context key j.
+    Everything else is the same, and the two conventions give the same mask whenever c == 0 or wl < 0
+    (no left window): collapsing keeps the causal order (``wpos`` is non-decreasing, and strictly
+    increasing from position c - 1 on, while context rows see all history anyway).
+
     Args:
         seqlen_q: Lq, number of query rows (0 <= Lq <= Lk).
         seqlen_k: Lk, number of keys.
@@ -81,6 +96,7 @@ def hstu_mask(
         target_group_size: g >= 1.
         window_size: (wl, wr), each >= -1.
         device: device of the returned mask.
+        mask_convention: "nvidia" (default; the kernels' rule) or "meta_gr" (see Conventions).
 
     Returns:
         torch.bool tensor of shape (seqlen_q, seqlen_k).
@@ -96,6 +112,8 @@ def hstu_mask(
         raise ValueError(f"seqlen_q: expected <= seqlen_k ({seqlen_k}), got {seqlen_q}")
     if target_group_size < 1:
         raise ValueError(f"target_group_size: expected >= 1, got {target_group_size}")
+    if mask_convention not in MASK_CONVENTIONS:
+        raise ValueError(f"mask_convention: expected one of {list(MASK_CONVENTIONS)}, got {mask_convention!r}")
     wl, wr = int(window_size[0]), int(window_size[1])
     c, t, g = int(num_context), int(num_target), int(target_group_size)
     t = min(max(t, 0), seqlen_k)
@@ -107,6 +125,8 @@ def hstu_mask(
         return torch.where(x < h, x, h + (x - h).remainder(g))
 
     ti, tj = tpos(i), tpos(j)
+    if mask_convention == "meta_gr" and c > 0:  # window distances with the c contexts collapsed into one position
+        ti, tj = (ti - c + 1).clamp(min=0), (tj - c + 1).clamp(min=0)
     base = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
     if wl >= 0:
         base = base & (tj >= ti - wl)
@@ -152,7 +172,7 @@ def _compute_dtype(dtype: torch.dtype, upcast: bool) -> torch.dtype:
 
 
 def _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list, target_group_size,
-                     window_size):
+                     window_size, mask_convention="nvidia"):
     """Per-sequence pieces shared by the forward and backward references.
 
     Returns qb (H, lq, D), kb (H, lk, D), vb (H, lk, D) in `cdt`, the pre-activation S = alpha * (q·k + rab)
@@ -173,6 +193,7 @@ def _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_
         target_group_size=target_group_size,
         window_size=(int(window_size[0]), int(window_size[1])),
         device=q.device,
+        mask_convention=mask_convention,
     )
     return qb, kb, vb, s, mask
 
@@ -195,6 +216,7 @@ def hstu_attn_reference(
     seqused_q: Optional[torch.Tensor] = None,
     seqused_k: Optional[torch.Tensor] = None,
     upcast: bool = True,
+    mask_convention: str = "nvidia",
 ) -> torch.Tensor:
     """HSTU attention computed densely, one sequence at a time, with plain (differentiable) torch ops.
 
@@ -220,6 +242,7 @@ def hstu_attn_reference(
         scaling_seqlen: divisor of P·V; <= 0 means max_seqlen_q (at least 1).
         seqused_q, seqused_k: optional (B,) used lengths (see `resolve_lengths`).
         upcast: see Numerics.
+        mask_convention: "nvidia" (the kernels') or "meta_gr"; see `hstu_mask`.
 
     Returns:
         out: (total_q, H, D) in q.dtype; rows outside every used query range are 0.
@@ -242,7 +265,7 @@ def hstu_attn_reference(
         if lq <= 0 or lk <= 0:
             continue
         qb, kb, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
-                                               target_group_size, window_size)
+                                               target_group_size, window_size, mask_convention)
         # Scale P before P·V so that a same-dtype (upcast=False) float16 run does not overflow.
         p = torch.where(mask, torch.nn.functional.silu(s), torch.zeros((), dtype=cdt, device=q.device))
         p = p / scaling_seqlen
@@ -278,6 +301,7 @@ def hstu_attn_reference_backward(
     scaling_seqlen: float = -1,
     seqused_q: Optional[torch.Tensor] = None,
     seqused_k: Optional[torch.Tensor] = None,
+    mask_convention: str = "nvidia",
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
     """Analytic gradients (dq, dk, dv, drab or None) of `hstu_attn_reference`, in float32 (float64 for
     float64 inputs), returned in the input dtypes. No autograd (usable inside a dispatcher kernel).
@@ -303,7 +327,7 @@ def hstu_attn_reference_backward(
         if lq <= 0 or lk <= 0:
             continue
         qb, kb, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
-                                               target_group_size, window_size)
+                                               target_group_size, window_size, mask_convention)
         dob = dout[sq : sq + lq].to(cdt).transpose(0, 1)  # (H, lq, D)
         zero = torch.zeros((), dtype=cdt, device=q.device)
         sig = torch.sigmoid(s)
