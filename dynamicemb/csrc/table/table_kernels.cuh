@@ -31,38 +31,9 @@
 //     remaining changes of that bucket.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
-// Performance notes (H200, dim 32, 64M slots, load factor 0.5, 1M keys of which 60% hits; per-kernel CUDA event
-// times from benchmarks/table_kernel_timing.cu). Before this layout the upsert was a read-only hit pass that
-// queued every miss and an insert pass that probed the misses again: find_or_insert 341 + 298 us, insert_or_assign
-// 392 + 302 us (419K of the 1M keys reached the insert pass), lookup 168 us. Changed, each measured:
-//   - misses claim a free slot in the first pass (one CAS on the key word, no bucket lock); the insert pass gets
-//     only evictions and duplicates (0 keys at load factor 0.5, ~100 at 0.75, ~45K of 1M at 1.0);
-//   - a lane's two digest chunks are loaded before either is used (they were one memory latency apart): lookup
-//     168 -> 151 us;
-//   - row copies unrolled twice (lookup 40 -> 32 registers, 8 blocks/SM): lookup 151 -> 131 us;
-//   - the first pass per family of modes with its occupancy (5 or 6 blocks/SM, see upsert_main_kernel); the
-//     normal initializer's cosine is cospif on the device (no local-memory range reduction; agrees with the
-//     CPU twin's cosf to rounding), which keeps the inlined initializer spill-free.
-//   - the insert pass on a grid of at most kInsertGrid blocks looping over blocks of pending keys (it had one
-//     block per 64 keys of the batch, nearly all exiting at once): 14.8 -> 3.9 us when no key is pending (load
-//     factor 0.5); at load factor 1.0 (45K pending keys) 189 -> 226 us (2 blocks/SM instead of 3);
-//   - find_or_insert with a constant initializer (the default) has its own first-pass instance without the
-//     drawing code, at 6 blocks/SM (40 registers; the op clock and the caller's score are read where used and
-//     the free-slot masks are packed two rounds a word, which took the spills of 6 blocks/SM away): first pass
-//     437.6 -> 391.0 us. The drawing initializers keep 5 blocks/SM.
-//   Per kernel at f42f742 (load factor 0.5): find_or_insert 3.3 + 391.0 + 3.9 us, insert_or_assign
-//   3.3 + 433.1 + 3.8 us, lookup 132 us.
-// Measured and not kept: one acquire load instead of relaxed-then-acquire for digest matches (-2%); locking a
-// hit and claiming a miss with the same CAS instruction and prefetching find_or_insert hits' rows into L2 before
-// the claims (within noise). Attribution (not correct code, measured once): dropping the release fence of the
-// publish store -6%; dropping the hits' score store -6% (a partial-sector write). The first pass is latency
-// bound (each extra block/SM helps; DRAM well under peak): leads are fewer registers and more keys in flight
-// per warp. Also measured and not kept (branch s3/hash2-defer): leaving the first pass's claimed and locked slots
-// LOCKED until the end of their block and publishing them there after one release fence per block (no LOCKED
-// waits in the first pass): first pass -1% (436.4 us), but ~200-570 keys per op (LOCKED digest matches,
-// claims racing an unpublished slot) then go to the insert pass (+15 us), and Zipf insert_or_assign / assign
-// were 3% / 12% below main's last quick run (hot duplicates deferred). A constant row written with 16-byte
-// stores: within noise.
+// Why this shape (first-pass claims, digest chunks loaded together, rows unrolled twice, per-family occupancy, a
+// capped insert-pass grid, a constant-initializer instance at 6 blocks/SM): each was measured against the one before
+// it, with the variants that lost; see docs/archive/dynamicemb_lookup_log.md ("Table kernels").
 #pragma once
 
 #include <cooperative_groups.h>

@@ -196,7 +196,7 @@ __device__ __forceinline__ void bwd_dq_zero_wait(const HstuParams& p, uint32_t* 
 // by the CTAs of pair P + 2 gp, two groups later in the grid (CTA (P + 2 gp, n): chunk n of pair P), while they are
 // still in L2, by their otherwise idle producer warps 2 and 3 (one 64-row half each), and then dropped from L2
 // (`discard.global.L2`: converted lines are never written back to HBM). Two groups, not one: a group later the pair
-// is often not finished yet, and the converters' wait for it cost more than it saved (docs/archive/hstu_sm90_log.md "Session 19").
+// is often not finished yet, and the converters' wait for it cost more than it saved (docs/archive/hstu_sm90_log.md).
 // What they do not convert goes to the launcher's pass (hstu_dq_convert_rest_sm90_kernel): the last 2 gp pairs (no
 // CTA two groups later), and the rows the main kernel lists (the rest of a 64-row half from a multiple of 16 rows
 // on): those of a converter that stopped (its CTA's consumers finished first), of chunks nblk_k, ...

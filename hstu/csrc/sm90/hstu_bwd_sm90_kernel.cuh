@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(384, 1)
             const int c0 = C::kSplitDqCols ? 64 * wg : 0;
             if constexpr (kLpt) {
               // evict_last: more of the workspace is still in L2 when the conversion reads it (B128 S1K: conversion
-              // 140 -> 133 us, main kernel +0-3 us; docs/archive/hstu_sm90_log.md "Session 11").
+              // 140 -> 133 us, main kernel +0-3 us; docs/archive/hstu_sm90_log.md).
               uint64_t pol;
               asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
 #pragma unroll
@@ -1243,7 +1243,7 @@ __global__ void __launch_bounds__(384, 1)
     // The dQ reductions and the dK / dV stores have read their shared-memory sources before it goes away. (Only the
     // reads: their global writes complete with the grid, as every bulk store / reduce does, and nothing in this CTA
     // reads those addresses again. The warps' EXIT still waits for the writes; ncu: that wait does not delay the
-    // SM's next CTA, docs/archive/hstu_sm90_log.md "Session 14".)
+    // SM's next CTA, docs/archive/hstu_sm90_log.md.)
     if (kConvBehind && bwd_dq_conv_behind(p)) {
       // This warp's reduce-adds are complete (their writes performed) before it counts for its pair (the dK / dV
       // stores just issued, the newest group of lane 0 of warp 0, need not be).

@@ -132,7 +132,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   }
   // Clusters of cluster_x adjacent key blocks of one (batch, head): the kernel is the same (no cluster code); the
   // hardware co-schedules the blocks of a cluster on SMs of one GPC, so neighbours walk the same Q / dO tiles at
-  // the same time (measured faster at D = 256, docs/archive/hstu_sm90_log.md "Cluster launch"). Blocks past the keys exit at once.
+  // the same time (measured faster at D = 256, docs/archive/hstu_sm90_log.md). Blocks past the keys exit at once.
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>((nblk + cluster_x - 1) / cluster_x * cluster_x), p.heads, p.batch);
   cfg.blockDim = dim3(C::kThreads);
@@ -215,7 +215,7 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
 // window_right >= 0 (bwd_skip_wg).
 // D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
-// previous default, both warpgroups computing both with pingpong, docs/archive/hstu_sm90_log.md "split S^T / dP^T"), dQ's column blocks
+// previous default, both warpgroups computing both with pingpong, docs/archive/hstu_sm90_log.md), dQ's column blocks
 // split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions.
 template <int D>
 inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
@@ -251,7 +251,7 @@ cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t
     // The kSkipWg kernel (1-D longest-first grid) with the self-zeroing workspace converts most of dq itself.
     bool rest = false;
     // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
-    // key blocks: measured no faster (docs/archive/hstu_sm90_log.md "Cluster launch"), kept for re-measuring on other parts (not for the
+    // key blocks: measured no faster (docs/archive/hstu_sm90_log.md), kept for re-measuring on other parts (not for the
     // kSkipWg kernel: it runs on a 1-D grid).
     int cx = 1;
 #ifdef HSTU_SM90_ALL_VARIANTS

@@ -91,7 +91,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (p.batch > 65535 || p.heads > 65535 || (!head_major && m_blocks > 65535)) return cudaErrorInvalidConfiguration;
   SchedArgs sa{};
   int64_t sched_ctas = 0;
-  // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see docs/archive/hstu_sm90_log.md.
+  // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see
+  // docs/archive/hstu_sm90_log.md.
   constexpr bool kSchedOk = !(kRab && D == 128);
   if (kSchedOk && sched && p.fwd_sched != nullptr) {
     const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
@@ -148,16 +149,15 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 
 }  // namespace sm90
 
-// The default configuration (measured best on an H200, docs/archive/hstu_sm90_log.md): overlapped SiLU / P V, pingpong consumer
-// warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid; at D <= 128 grids of more than one
-// wave run as persistent CTAs with 2 Q buffers and 2 K/V stages (docs/archive/hstu_sm90_log.md "Session 21"; variant -2: one CTA per
-// query tile, for comparisons). With HSTU_SM90_ALL_VARIANTS (the dev library) `variant` selects an experimental
-// configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage,
-// 1 overlapped 2-stage, 2 overlapped 3-stage, 3 overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage;
-// + 100: with the jagged work list (p.fwd_sched) where the op gave one (+ 200: without KV splits, + 300: the
-// planner alone, for timing, + 400 / 500: split cap 85 / 200 %); variant < 0 is the default (work list on).
-// Without it (the wheel) only the default is compiled and `variant` is ignored but for -2.
-// With rab the default configuration's kRab kernel runs in grid order, whatever `variant` says.
+// The default configuration (measured best on an H200, docs/archive/hstu_sm90_log.md): overlapped SiLU / P V, pingpong
+// consumer warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid; at D <= 128 grids of more than
+// one wave run as persistent CTAs with 2 Q buffers and 2 K/V stages (docs/archive/hstu_sm90_log.md; variant -2: one CTA
+// per query tile, for comparisons). With HSTU_SM90_ALL_VARIANTS (the dev library) `variant` selects an experimental
+// configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage, 1 overlapped 2-stage, 2 overlapped 3-stage, 3
+// overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage; + 100: with the jagged work list (p.fwd_sched) where
+// the op gave one (+ 200: without KV splits, + 300: the planner alone, for timing, + 400 / 500: split cap 85 / 200 %);
+// variant < 0 is the default (work list on). Without it (the wheel) only the default is compiled and `variant` is
+// ignored but for -2. With rab the default configuration's kRab kernel runs in grid order, whatever `variant` says.
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
   constexpr int kDeep = D <= 128 ? 3 : 2;

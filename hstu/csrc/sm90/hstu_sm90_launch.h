@@ -14,7 +14,7 @@
 
 namespace hstu {
 
-// Jagged work lists (hstu_sm90_plan.cuh; docs/archive/hstu_sm90_log.md "Jagged forward", "Session 16"): layout of the workspace the op
+// Jagged work lists (hstu_sm90_plan.cuh; docs/archive/hstu_sm90_log.md): layout of the workspace the op
 // allocates (uninitialized) when `bytes > 0`; 0 means the kernel keeps its grid order. Host arithmetic only.
 struct Sm90SchedLayout {
   int64_t capacity = 0;   // work items (units + extra chunks); the grid is capacity * H CTAs
@@ -36,10 +36,10 @@ inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int6
   return l;
 }
 
-// The kernels keep their grid (blocks x H x B CTAs) where a list would not pay for its planner: dense lengths
-// (every sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused), at most one wave (kSm90ListMinCtas,
-// an H100's SMs: nothing to order), or at least half of the grid's CTAs have work (`units`, an upper bound of the
-// units; measured: lengths 1K-4K, B16, the lists 3-8 % slower than the grids, docs/archive/hstu_sm90_log.md "Session 16"). The forward
+// The kernels keep their grid (blocks x H x B CTAs) where a list would not pay for its planner: dense lengths (every
+// sequence has max_seqlen_q queries and max_seqlen_k keys, no seqused), at most one wave (kSm90ListMinCtas, an H100's
+// SMs: nothing to order), or at least half of the grid's CTAs have work (`units`, an upper bound of the units;
+// measured: lengths 1K-4K, B16, the lists 3-8 % slower than the grids, docs/archive/hstu_sm90_log.md). The forward
 // makes one exception, short causal grids of long sequences (hstu_fwd_sm90_sched_layout).
 constexpr int64_t kSm90ListMinCtas = 132;
 inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t blocks, int64_t units) {
@@ -49,14 +49,14 @@ inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t bl
           total_k == int64_t{p.batch} * p.max_seqlen_k);
 }
 
-// The forward's: units = query tiles of 128 rows (sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most
-// B * m_blocks, the grid's), partials 128 x D fp32. Short grids of long sequences under a causal mask (keys bounded
-// on the right only, contexts and targets allowed; at most kSm90FwdShortGridCtas CTAs, at least
-// kSm90FwdShortGridBlocks query tiles) take the list for dense lengths too: the last query tiles' KV ranges (about
-// twice the average) set the grid's time, and the list splits them (a left window bounds every range: nothing to
-// split, only the planner to pay). Measured on the H100 (D = 256 / 128, us, grid -> list): B1 S2K 48.7 -> 41.0, B2
-// S4K 147 -> 126 / 83.4 -> 74.0, B1 S8K 253 -> 215 / 142 -> 120; B1 S4K D256 a tie; shorter sequences (B2 S1820,
-// B4 S1K, S512) 15-50 % slower (the planner and more CTAs for little work), hence the 16 tiles (docs/archive/hstu_sm90_log.md "Session 17").
+// The forward's: units = query tiles of 128 rows (sum over b of ceil(L_b / 128) <= total_q / 128 + B, and at most B *
+// m_blocks, the grid's), partials 128 x D fp32. Short grids of long sequences under a causal mask (keys bounded on the
+// right only, contexts and targets allowed; at most kSm90FwdShortGridCtas CTAs, at least kSm90FwdShortGridBlocks query
+// tiles) take the list for dense lengths too: the last query tiles' KV ranges (about twice the average) set the grid's
+// time, and the list splits them (a left window bounds every range: nothing to split, only the planner to pay).
+// Measured on the H100 (D = 256 / 128, us, grid -> list): B1 S2K 48.7 -> 41.0, B2 S4K 147 -> 126 / 83.4 -> 74.0, B1 S8K
+// 253 -> 215 / 142 -> 120; B1 S4K D256 a tie; shorter sequences (B2 S1820, B4 S1K, S512) 15-50 % slower (the planner
+// and more CTAs for little work), hence the 16 tiles (docs/archive/hstu_sm90_log.md).
 constexpr int64_t kSm90FwdShortGridCtas = 264;
 constexpr int64_t kSm90FwdShortGridBlocks = 16;
 inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
@@ -89,15 +89,15 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
 
 // The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
-// groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt); the other kernels in the (key block, head,
-// batch) grid, where gp pairs are about as many CTAs. The D = 64 / 128 kernels (with or without rab) zero their own dq
-// workspace: the launcher zeroes the first gp pairs' rows (and the rows outside the sequences), and every CTA of
-// pair P zeroes its share of the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced
-// into) with its otherwise idle producer warp 1, then flags them; a CTA waits for a chunk's flag before its first
-// reduce-add into it. Instead of a fill of the whole workspace through HBM (docs/archive/hstu_sm90_log.md "Session 10", "Session
-// 11"). The D = 128 kernel with a right window also converts pair P's rows into dq in the CTAs of pair P + 2 gp
-// (p.dq_conv_behind; its words follow the flags). Returns the number of words the op appends to dq_accum (then
-// allocated uninitialized, p.dq_zero_flags pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
+// groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt); the other kernels in the (key block, head, batch)
+// grid, where gp pairs are about as many CTAs. The D = 64 / 128 kernels (with or without rab) zero their own dq
+// workspace: the launcher zeroes the first gp pairs' rows (and the rows outside the sequences), and every CTA of pair P
+// zeroes its share of the 128-row chunks of pair P + gp (a group later; still in L2 when they are reduced into) with
+// its otherwise idle producer warp 1, then flags them; a CTA waits for a chunk's flag before its first reduce-add into
+// it. Instead of a fill of the whole workspace through HBM (docs/archive/hstu_sm90_log.md). The D = 128 kernel with a
+// right window also converts pair P's rows into dq in the CTAs of pair P + 2 gp (p.dq_conv_behind; its words follow the
+// flags). Returns the number of words the op appends to dq_accum (then allocated uninitialized, p.dq_zero_flags
+// pointing behind the (total_q, H, D) floats), or 0: a zeroed dq_accum.
 constexpr int kBwdSm90LptPairs = 16;  // BwdSm90Traits<D>::kLptPairs / kLptCtas (asserted in the launcher)
 constexpr int kBwdSm90LptCtas = 128;
 // Keys per CTA of the backward (BwdSm90Traits<D>::kBlockN): 64 for the split-D kernel (D = 256), else 128.
@@ -127,7 +127,7 @@ inline int64_t hstu_bwd_sm90_dq_zero_words(const HstuParams& p) {
 // the keys on the right (causal, local: key block 0 has the most query tiles) and either one batch's Q and dO
 // (heads x max_seqlen_q x D x 4 bytes, read by all its CTAs) fit in kBwdSm90HeadsFirstBytes of L2 or the grid is
 // at most kBwdSm90HeadsFirstCtas CTAs (about 24 waves: there the tail the order shortens outweighs the L2 locality);
-// else (key block, head, batch), which keeps one head's CTAs together (docs/archive/hstu_sm90_log.md "Session 15").
+// else (key block, head, batch), which keeps one head's CTAs together (docs/archive/hstu_sm90_log.md).
 constexpr int64_t kBwdSm90HeadsFirstBytes = int64_t{24} << 20;
 constexpr int64_t kBwdSm90HeadsFirstCtas = 3072;
 inline bool hstu_bwd_sm90_heads_first(const HstuParams& p) {

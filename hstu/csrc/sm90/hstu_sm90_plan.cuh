@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // One pass for batches of at most kPlanThreads units (one round): thread f keeps unit f in registers from the
   // first visit to its scatter, so the sequences are loaded, scanned and searched once, the work sum takes per-warp
   // slots, and the bucket scan covers the used chunk sizes only (Zipf(1.2) B32 forward: 6.7 -> 5.5 us on the H200;
-  // docs/archive/hstu_sm90_log.md "Session 17").
+  // docs/archive/hstu_sm90_log.md).
   if (one_round) {
     if (tid < p.batch) s_seq[tid] = si0;
     int total;
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 
 // Longest-first lists up to this many waves of CTAs (unless a unit is split): the B32 Zipf batches (3-5 waves)
 // gain from the order, batches of B64-B512 (8 waves and more) lost 2-45 % (forward) and 30-120 % (backward) to it
-// (the L2 locality of a sequence's tiles; docs/archive/hstu_sm90_log.md "Session 16").
+// (the L2 locality of a sequence's tiles; docs/archive/hstu_sm90_log.md).
 constexpr int kListLptWaves = 8;
 
 // The work-list arguments over the op's workspace `ws` (layout l).
