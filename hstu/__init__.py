@@ -6,11 +6,21 @@ Public API:
     hstu_attn_reference       dense PyTorch reference (any dtype/device; the CPU implementation)
     hstu_mask                 the per-sequence boolean mask: the normative definition of every mask
     compiled_kernels          what the loaded op library was compiled with
+
+Inference (paged KV cache):
+    hstu_attn_paged_func      new tokens' attention over cached pages + the new tokens (delta-q)
 """
 
 from ._load import compiled_kernels, library_loaded
 from ._ops import hstu_attn_qkvpacked_func, hstu_attn_varlen_func
 from ._reference import hstu_attn_reference, hstu_mask
+
+# --- inference (paged KV cache) ---
+from ._paged import PAGE_SIZES, gather_paged_kv, hstu_attn_paged_func, hstu_attn_paged_reference, paged_kv_layout
+
+_INFERENCE_API = [
+    "PAGE_SIZES", "gather_paged_kv", "hstu_attn_paged_func", "hstu_attn_paged_reference", "paged_kv_layout",
+]
 
 __version__ = "0.1.0"
 
@@ -22,4 +32,4 @@ __all__ = [
     "hstu_attn_varlen_func",
     "hstu_mask",
     "library_loaded",
-]
+] + _INFERENCE_API
