@@ -9,6 +9,8 @@ Public API:
 
 Inference (paged KV cache):
     hstu_attn_paged_func      new tokens' attention over cached pages + the new tokens (delta-q)
+    KVCacheManager            a pool of pages for all layers, users' caches by id, LRU eviction, on the device
+    cached_hstu_attention     one layer's attention in a serving step through a KVCacheManager
 """
 
 from ._load import compiled_kernels, library_loaded
@@ -17,9 +19,12 @@ from ._reference import hstu_attn_reference, hstu_mask
 
 # --- inference (paged KV cache) ---
 from ._paged import PAGE_SIZES, gather_paged_kv, hstu_attn_paged_func, hstu_attn_paged_reference, paged_kv_layout
+from ._kv_cache import CacheStep, KVCacheError, KVCacheManager
+from ._inference import PagedHSTUAttention, cached_hstu_attention
 
 _INFERENCE_API = [
-    "PAGE_SIZES", "gather_paged_kv", "hstu_attn_paged_func", "hstu_attn_paged_reference", "paged_kv_layout",
+    "CacheStep", "KVCacheError", "KVCacheManager", "PAGE_SIZES", "PagedHSTUAttention", "cached_hstu_attention",
+    "gather_paged_kv", "hstu_attn_paged_func", "hstu_attn_paged_reference", "paged_kv_layout",
 ]
 
 __version__ = "0.1.0"

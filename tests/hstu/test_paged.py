@@ -217,3 +217,17 @@ def test_empty_batch_and_no_pages():
                                  paged["cu_seqlens_q"], common["max_seqlen_q"], common["max_seqlen_k"],
                                  window_size=(-1, 0), alpha=common["alpha"])
     torch.testing.assert_close(out, want)
+
+
+def test_export_matches_eager():
+    paged, common, _ = make_paged_case(random.randrange(1 << 30), "cpu", torch.float32, "target_group", batch=3)
+    m = hstu_attn.PagedHSTUAttention(common["max_seqlen_q"], common["max_seqlen_k"], common["target_group_size"],
+                                     common["window_size"], common["alpha"])
+    args = tuple(paged[n] for n in ("q", "k_new", "v_new", "cu_seqlens_q", "kv_cache", "page_offsets", "page_ids",
+                                    "last_page_lens")) + (common["num_targets"],)
+    ep = torch.export.export(m, args)
+    assert any("hstu_attn.fwd" in str(n.target) for n in ep.graph.nodes)
+    torch.testing.assert_close(ep.module()(*args), m(*args), rtol=0, atol=0)
+    # Fresh values of the same shapes through the exported program.
+    args2 = (torch.randn_like(args[0]),) + args[1:]
+    torch.testing.assert_close(ep.module()(*args2), m(*args2), rtol=0, atol=0)
