@@ -82,6 +82,17 @@ def make_paged_case(seed, device, dtype, mask, page_size=16, H=2, D=32, batch=5,
     return to(paged), to(common), to(contiguous)
 
 
+def assert_same(got, want, msg=""):
+    """The paged call runs the contiguous call's kernel on the gathered K/V: the same result (a strided K/V
+    may take another tile path on CUDA, hence the fp32-reduction-order slack there)."""
+    if got.device.type == "cpu":
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=msg)
+    else:
+        scale = want.float().abs().max().item() if want.numel() else 0.0
+        err = (got.float() - want.float()).abs().max().item() if want.numel() else 0.0
+        assert err <= 1e-2 * scale + 1e-6, f"{msg}: {err:.3e}"
+
+
 def error_relative_ok(got, paged, common, k=2.0):
     """|got - ref32| <= k |ref_same_dtype - ref32| + atol (the kernels' rule)."""
     f32 = {n: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t) for n, t in paged.items()}
@@ -111,7 +122,7 @@ def test_paged_equals_contiguous_and_reference(device, mask):
                                                         rab=mask in ("causal", "target_group"))
             out = hstu_attn_paged_func(**paged, **common)
             want = hstu_attn_varlen_func(**contiguous, **common)
-            torch.testing.assert_close(out, want, rtol=0, atol=0, msg=f"seed {seed} ps {ps}")
+            assert_same(out, want, f"seed {seed} ps {ps}")
             ok, (err, bound) = error_relative_ok(out, paged, common)
             assert ok, f"seed {seed} ps {ps}: {err:.3e} > {bound:.3e}"
 
@@ -123,7 +134,7 @@ def test_every_page_size_and_shared_layout(device):
         paged, common, contiguous = make_paged_case(random.randrange(1 << 30), device, dtype, "target_group",
                                                     page_size=ps, batch=3, max_cached=2 * ps + 3, D=32)
         out = hstu_attn_paged_func(**paged, **common)
-        torch.testing.assert_close(out, hstu_attn_varlen_func(**contiguous, **common), rtol=1e-12, atol=1e-12)
+        assert_same(out, hstu_attn_varlen_func(**contiguous, **common), f"page size {ps}")
         # A layout computed once (what a model step shares across layers) gives the same result.
         layout = hstu_attn.paged_kv_layout(paged["page_offsets"], paged["page_ids"], paged["last_page_lens"],
                                            paged["cu_seqlens_q"], paged["q"].shape[0],
