@@ -219,8 +219,8 @@ def test_cuda_graph_step_replays_like_eager():
     B, new, L = 4, [40, 7, 64, 1], 2
 
     def make():
-        return KVCacheManager(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=8, dtype=dt,
-                              device=dev)
+        return KVCacheManager(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt,
+                              device=dev)  # 3 steps of 60 appended tokens fit a user's 16 pages
 
     eager, graphed = make(), make()
     gen = torch.Generator(device=dev).manual_seed(random.randrange(1 << 30))
@@ -239,7 +239,7 @@ def test_cuda_graph_step_replays_like_eager():
     with torch.cuda.stream(s):
         serve(graphed)  # warm-up step (allocations), then reset the cache by hand
     torch.cuda.current_stream().wait_stream(s)
-    graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=8, dtype=dt, device=dev)
+    graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt, device=dev)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out_g = serve(graphed)
