@@ -10,26 +10,15 @@ Model layers (hstu/_layers.py, hstu/_jagged.py):
     HSTULayer, HSTUStack, HSTUKVCache, RelativeBucketedBias, dense_hstu_attention
     lengths_to_offsets, offsets_to_lengths, jagged_concat, jagged_split, jagged_to_padded, padded_to_jagged,
     jagged_positions
+
+Inference (paged KV cache):
+    hstu_attn_paged_func      new tokens' attention over cached pages + the new tokens (delta-q)
+    KVCacheManager            a pool of pages for all layers, users' caches by id, LRU eviction, on the device
+    cached_hstu_attention     one layer's attention in a serving step through a KVCacheManager
 """
 
-from ._load import compiled_kernels, library_loaded
-from ._ops import hstu_attn_qkvpacked_func, hstu_attn_varlen_func
-from ._reference import hstu_attn_reference, hstu_mask
-
-__version__ = "0.1.0"
-
-__all__ = [
-    "__version__",
-    "compiled_kernels",
-    "hstu_attn_qkvpacked_func",
-    "hstu_attn_reference",
-    "hstu_attn_varlen_func",
-    "hstu_mask",
-    "library_loaded",
-]
-
-# --- model layers and jagged helpers (issue 33) ---
-from ._jagged import (  # noqa: E402
+from ._inference import PagedHSTUAttention, cached_hstu_attention
+from ._jagged import (
     jagged_concat,
     jagged_positions,
     jagged_split,
@@ -38,19 +27,43 @@ from ._jagged import (  # noqa: E402
     offsets_to_lengths,
     padded_to_jagged,
 )
-from ._layers import HSTUKVCache, HSTULayer, HSTUStack, RelativeBucketedBias, dense_hstu_attention  # noqa: E402
+from ._kv_cache import CacheStep, KVCacheError, KVCacheManager
+from ._layers import HSTUKVCache, HSTULayer, HSTUStack, RelativeBucketedBias, dense_hstu_attention
+from ._load import compiled_kernels, library_loaded
+from ._ops import hstu_attn_qkvpacked_func, hstu_attn_varlen_func
+from ._paged import PAGE_SIZES, gather_paged_kv, hstu_attn_paged_func, hstu_attn_paged_reference, paged_kv_layout
+from ._reference import hstu_attn_reference, hstu_mask
 
-__all__ += [
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheStep",
     "HSTUKVCache",
     "HSTULayer",
     "HSTUStack",
+    "KVCacheError",
+    "KVCacheManager",
+    "PAGE_SIZES",
+    "PagedHSTUAttention",
     "RelativeBucketedBias",
+    "__version__",
+    "cached_hstu_attention",
+    "compiled_kernels",
     "dense_hstu_attention",
+    "gather_paged_kv",
+    "hstu_attn_paged_func",
+    "hstu_attn_paged_reference",
+    "hstu_attn_qkvpacked_func",
+    "hstu_attn_reference",
+    "hstu_attn_varlen_func",
+    "hstu_mask",
     "jagged_concat",
     "jagged_positions",
     "jagged_split",
     "jagged_to_padded",
     "lengths_to_offsets",
+    "library_loaded",
     "offsets_to_lengths",
     "padded_to_jagged",
+    "paged_kv_layout",
 ]

@@ -1,0 +1,295 @@
+"""HSTU inference benchmark: the attention stack of a serving step without and with the paged KV cache.
+
+Cases (attention alone: the model layers' projections are not timed; bf16, causal, candidates as targets):
+    dlrmv3   Meta GR's DLRMv3 shape as they profiled it (H100, Triton kernels): 5 layers, H4, D128, batch 32,
+             1024 history + 2048 candidates per user; their figure: 9.30 ms per iteration, 10.63 M tokens/s.
+             Cached: the 1024 history tokens come from the cache, the 2048 candidates are the queries.
+    nvidia   NVIDIA's published HSTU inference block: 8 layers, D128 (H4 assumed), batch 8, 4096-token history +
+             256 candidates; B200: ~4.0 ms uncached, ~0.5 ms with 3968 tokens cached (128 new history + 256
+             candidates as queries), batch 1 ~0.18 ms. Goals here (H200): cached batch 8 <= 0.8 ms, batch 1 <= 0.15.
+Rows: the uncached stack (varlen attention over whole sequences, every layer); the cached step eager and as one
+CUDA graph (bookkeeping `begin_step` + per layer: page gather + attention + append of the new history); the
+gather alone and the attention alone of one layer (bytes moved by the gather, GB/s); the bookkeeping alone
+(eager, CUDA graph, and with --compile fused by torch.compile); a page-size sweep of the cached step. The cache state is restored before every timed run, so
+each run appends the same tokens to the same cached lengths.
+
+Times: CUDA events after warm-up, median of --reps runs. Without a GPU the script says so and exits 0 (``--smoke``
+runs tiny shapes on the CPU to exercise the code).
+
+Usage:
+    python benchmarks/hstu_inference.py [--quick] [--results FILE] [--plot FILE.png] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+import hstu_attn
+
+
+@dataclass
+class Shape:
+    name: str
+    layers: int
+    heads: int
+    dim: int
+    batch: int
+    history: int     # tokens of history per user (whole history, uncached)
+    cached: int      # of which cached before the step
+    candidates: int  # per user
+
+    @property
+    def new(self) -> int:  # queries per user in the cached step
+        return self.history - self.cached + self.candidates
+
+    @property
+    def tokens(self) -> int:  # tokens per iteration (Meta's tokens/s convention: history + candidates)
+        return self.batch * (self.history + self.candidates)
+
+
+SHAPES = {
+    "dlrmv3": Shape("dlrmv3", 5, 4, 128, 32, 1024, 1024, 2048),
+    "nvidia_b8": Shape("nvidia_b8", 8, 4, 128, 8, 4096, 3968, 256),
+    "nvidia_b1": Shape("nvidia_b1", 8, 4, 128, 1, 4096, 3968, 256),
+}
+SMOKE = {
+    "dlrmv3": Shape("dlrmv3", 1, 2, 32, 2, 20, 20, 12),
+    "nvidia_b8": Shape("nvidia_b8", 2, 2, 32, 2, 40, 33, 8),
+}
+GOALS_MS = {("nvidia_b8", "cached step, CUDA graph"): 0.8, ("nvidia_b1", "cached step, CUDA graph"): 0.15,
+            ("nvidia_b8", "bookkeeping, CUDA graph"): 0.05,
+            ("nvidia_b8", "bookkeeping, torch.compile + CUDA graph"): 0.05}
+
+
+class Timer:
+    def __init__(self, device: torch.device, warmup: int, reps: int):
+        self.device, self.warmup, self.reps = device, warmup, reps
+
+    def __call__(self, fn: Callable[[], object], before: Optional[Callable[[], object]] = None) -> float:
+        """Median ms of fn (``before`` runs untimed ahead of every run)."""
+        for _ in range(self.warmup):
+            if before:
+                before()
+            fn()
+        times = []
+        cuda = self.device.type == "cuda"
+        for _ in range(self.reps):
+            if before:
+                before()
+            if cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def graphed(fn: Callable[[], object], device: torch.device) -> Optional[Callable[[], None]]:
+    """fn captured in a CUDA graph (after one warm-up run on a side stream), or None on the CPU."""
+    if device.type != "cuda":
+        return None
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+STATE = ("slot_user", "slot_valid", "slot_len", "slot_pages", "last_used", "free_pages", "free_count", "clock",
+         "error_flags")
+
+
+def snapshot(cache):
+    saved = {n: getattr(cache, n).clone() for n in STATE}
+
+    def restore():
+        for n, t in saved.items():
+            getattr(cache, n).copy_(t)
+
+    return restore
+
+
+def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: bool,
+              compile_book: bool = False) -> List[Dict]:
+    rows = []
+    H, D, L, B = sh.heads, sh.dim, sh.layers, sh.batch
+    gen = torch.Generator(device=device).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
+    i32 = dict(dtype=torch.int32, device=device)
+    tgt = torch.full((B,), sh.candidates, **i32)
+    scaling = float(sh.history + sh.candidates)
+
+    # Uncached: every layer over whole sequences.
+    Lfull = sh.history + sh.candidates
+    cu_full = torch.arange(B + 1, **i32) * Lfull
+    qf, kf, vf = rnd(B * Lfull, H, D), rnd(B * Lfull, H, D), rnd(B * Lfull, H, D)
+
+    def uncached():
+        for _ in range(L):
+            hstu_attn.hstu_attn_varlen_func(qf, kf, vf, cu_full, cu_full, Lfull, Lfull, None, tgt, 1, (-1, 0),
+                                            scaling_seqlen=scaling, check_values=False)
+
+    ms = timer(uncached)
+    rows.append(dict(case=sh.name, row="uncached stack", ms=ms, tokens=sh.tokens))
+
+    for ps in ([16, 32, 64, 128, 256] if sweep else [page_size]):
+        per_user = (sh.history + ps - 1) // ps
+        cache = hstu_attn.KVCacheManager(L, H, D, num_pages=B * per_user + 2, page_size=ps, max_users=2 * B,
+                                         max_pages_per_user=per_user, dtype=dtype, device=device)
+        users = torch.arange(B, device=device) * 7 + 1
+        # Fill the cache with each user's cached history (one setup step, all layers).
+        cu_c = torch.arange(B + 1, **i32) * sh.cached
+        if sh.cached:
+            st = cache.begin_step(users, cu_c, torch.full((B,), sh.cached, **i32), B * sh.cached, sh.cached)
+            cache.append(st, rnd(L, B * sh.cached, H, D), rnd(L, B * sh.cached, H, D))
+        cache.check()
+        restore = snapshot(cache)
+        n_new = sh.history - sh.cached
+        cu_q = torch.arange(B + 1, **i32) * sh.new
+        app = torch.full((B,), n_new, **i32)
+        q, k, v = rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D)
+
+        def step():
+            s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+            for l in range(L):
+                hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
+                                                scaling_seqlen=scaling)
+
+        label = f" ps{ps}" if sweep and ps != page_size else ""
+        if not sweep or ps == page_size:
+            rows.append(dict(case=sh.name, row=f"cached step, eager{label}", ms=timer(step, restore), tokens=sh.tokens))
+        restore()
+        g = graphed(step, device)
+        if g is not None:
+            rows.append(dict(case=sh.name, row=f"cached step, CUDA graph{label}", ms=timer(g, restore),
+                             tokens=sh.tokens))
+        restore()
+        cache.check()
+        if sweep and ps != page_size:
+            continue
+        # One layer's gather and attention apart, and the bookkeeping alone.
+        s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+        restore()
+        kv_layer = cache.layer_cache(0)
+        kv = hstu_attn.gather_paged_kv(kv_layer, k[0], v[0], s.layout)
+        rows_moved = s.layout.capacity + 1
+        gbytes = 2 * (2 * rows_moved * H * D * kv.element_size()) / 1e9  # read + write, K and V
+        ms_g = timer(lambda: hstu_attn.gather_paged_kv(kv_layer, k[0], v[0], s.layout))
+        rows.append(dict(case=sh.name, row="gather, one layer", ms=ms_g, extra=f"{gbytes * 1e3:.1f} MB, "
+                         f"{gbytes / (ms_g / 1e3):.0f} GB/s"))
+        ms_a = timer(lambda: hstu_attn.hstu_attn_varlen_func(
+            q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, sh.new, s.max_seqlen_k, None, tgt, 1, (-1, 0),
+            scaling_seqlen=scaling, check_values=False))
+        rows.append(dict(case=sh.name, row="attention, one layer", ms=ms_a))
+        book = lambda: cache.begin_step(users, cu_q, app, B * sh.new, sh.new)  # noqa: E731
+        rows.append(dict(case=sh.name, row="bookkeeping, eager", ms=timer(book, restore)))
+        gb = graphed(book, device)
+        restore()
+        if gb is not None:
+            rows.append(dict(case=sh.name, row="bookkeeping, CUDA graph", ms=timer(gb, restore)))
+        restore()
+        if compile_book and device.type == "cuda":
+            # The same ops fused by inductor (Triton) into fewer kernels, then one CUDA graph.
+            try:
+                cb = torch.compile(cache.begin_step, dynamic=False)
+                for _ in range(2):
+                    cb(users, cu_q, app, B * sh.new, sh.new)
+                    restore()
+                gc = graphed(lambda: cb(users, cu_q, app, B * sh.new, sh.new), device)
+                restore()
+                rows.append(dict(case=sh.name, row="bookkeeping, torch.compile + CUDA graph", ms=timer(gc, restore)))
+            except Exception as e:  # report, do not lose the rest of the run
+                rows.append(dict(case=sh.name, row="bookkeeping, torch.compile + CUDA graph", ms=float("nan"),
+                                 extra=f"failed: {type(e).__name__}: {str(e)[:80]}"))
+            restore()
+        del kv
+    return rows
+
+
+def table(rows: List[Dict], device: torch.device, dtype: torch.dtype, page_size: int) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (smoke)"
+    head = (f"HSTU inference, attention alone (no projections); {name}, {str(dtype).replace('torch.', '')}, "
+            f"page size {page_size} unless given, times in ms (median, CUDA events), tokens/s = batch x (history + "
+            f"candidates) / time; {datetime.date.today()}\n\n")
+    lines = ["| case | row | ms | M tokens/s | goal ms | note |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        tps = f"{r['tokens'] / (r['ms'] / 1e3) / 1e6:.2f}" if r.get("tokens") else ""
+        goal = GOALS_MS.get((r["case"], r["row"]))
+        goal_s = "" if goal is None else (f"{goal} ({'met' if r['ms'] <= goal else 'missed'})")
+        lines.append(f"| {r['case']} | {r['row']} | {r['ms']:.3f} | {tps} | {goal_s} | {r.get('extra', '')} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def plot(rows: List[Dict], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    sel = [r for r in rows if "step" in r["row"] or "stack" in r["row"]]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(sel) + 1.5))
+    ax.barh([f"{r['case']}: {r['row']}" for r in sel], [r["ms"] for r in sel])
+    ax.set_xscale("log")
+    ax.set_xlabel("ms per iteration (log)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, no page-size sweep")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (exercises the script)")
+    ap.add_argument("--results", help="append the markdown table to this file")
+    ap.add_argument("--plot", help="write a PNG bar chart here")
+    ap.add_argument("--page-size", type=int, default=64, choices=hstu_attn.PAGE_SIZES)
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--compile", action="store_true", help="also time the bookkeeping fused by torch.compile")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        device, dtype, shapes = torch.device("cpu"), torch.float32, SMOKE
+        args.page_size = 16
+    else:
+        if not (torch.cuda.is_available() and hstu_attn.library_loaded()):
+            print("hstu_inference: no CUDA device (or no op library): skipped")
+            return 0
+        device, dtype, shapes = torch.device("cuda"), torch.bfloat16, SHAPES
+    reps = args.reps or (2 if args.smoke else 10 if args.quick else 30)
+    timer = Timer(device, warmup=1 if args.smoke else 3, reps=reps)
+    rows = []
+    for name, sh in shapes.items():
+        sweep = name == "nvidia_b8" and not args.quick
+        rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
+    text = table(rows, device, dtype, args.page_size)
+    print(text)
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write("\n" + text)
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""Inference-mode HSTU attention through a KV cache: the hook a model layer calls in a serving step, and an
+nn.Module around the paged attention for torch.export.
+
+A serving step for a batch of returning users: each user brings new history items (since its last request) and
+candidates to score. Queries are all new tokens; keys are the user's cached history, then the new tokens; the
+candidates are targets (they see the history and their own group, never each other across groups). The new
+history items' K/V are then appended to the cache, so history is computed once.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from ._kv_cache import CacheStep, KVCacheManager
+from ._paged import hstu_attn_paged_func
+
+__all__ = ["cached_hstu_attention", "PagedHSTUAttention"]
+
+
+def cached_hstu_attention(
+    cache: KVCacheManager,
+    step: CacheStep,
+    layer_idx: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    max_seqlen_q: int,
+    num_contexts: Optional[torch.Tensor] = None,
+    num_targets: Optional[torch.Tensor] = None,
+    target_group_size: int = 1,
+    window_size: Tuple[int, int] = (-1, 0),
+    alpha: float = 1.0,
+    rab: Optional[torch.Tensor] = None,
+    scaling_seqlen: float = -1,
+    *,
+    append: bool = True,
+) -> torch.Tensor:
+    """One HSTU layer's attention in a serving step: the new tokens attend to the users' cached history plus
+    themselves; then (``append=True``) the step's appended tokens' K/V are written to this layer's cache.
+
+    Args:
+        cache: the model's `KVCacheManager`.
+        step: this step's `CacheStep` (``cache.begin_step(...)``, once for all layers).
+        layer_idx: the layer, in [0, cache.num_layers).
+        q, k, v: (total_q, H, D) of the step's new tokens in this layer (each user's new history, then its
+            candidates, at ``step.cu_seqlens_q``); the cache's dtype and device.
+        max_seqlen_q: int >= every user's new-token count (the value given to begin_step).
+        num_contexts, num_targets, target_group_size, window_size, alpha, rab: as in `hstu_attn_paged_func`
+            (num_targets: each user's candidates; window default causal).
+        scaling_seqlen: divisor of P·V; -1 = max_seqlen_q. To reproduce an uncached model exactly, pass the
+            uncached run's value (e.g. its max sequence length).
+        append: write the appended tokens' K/V now (False: the caller appends later, e.g. every layer at once
+            with `KVCacheManager.append(step, k_all, v_all)`).
+
+    Returns:
+        out: (total_q, H, D).
+
+    Example:
+        >>> step = cache.begin_step(user_ids, cu_q, num_history, total_q, max_q)     # doctest: +SKIP
+        >>> for l, layer in enumerate(layers):                                     # doctest: +SKIP
+        ...     q, k, v = layer.qkv(x)
+        ...     attn = hstu_attn.cached_hstu_attention(cache, step, l, q, k, v, max_q, num_targets=num_cand)
+    """
+    out = hstu_attn_paged_func(
+        q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
+        step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
+        window_size, alpha, rab, scaling_seqlen, check_values=False, error_flags=cache.error_flags,
+        layout=step.layout,
+    )
+    if append:
+        cache.append(step, k, v, layer=layer_idx)
+    return out
+
+
+class PagedHSTUAttention(torch.nn.Module):
+    """`hstu_attn_paged_func` as a module with its mask configuration fixed (torch.export, torch.compile).
+
+    Args (constructor): max_seqlen_q, max_seqlen_k, target_group_size, window_size, alpha, scaling_seqlen: as in
+        `hstu_attn_paged_func`.
+
+    forward(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, last_page_lens, num_targets=None)
+        -> (total_q, H, D). No host synchronization (value checks off), so it traces and exports.
+
+    Example:
+        >>> m = hstu_attn.PagedHSTUAttention(max_seqlen_q=64, max_seqlen_k=1088)               # doctest: +SKIP
+        >>> ep = torch.export.export(m, (q, k, v, cu_q, cache, po, ids, last, num_targets))   # doctest: +SKIP
+    """
+
+    def __init__(self, max_seqlen_q: int, max_seqlen_k: int, target_group_size: int = 1,
+                 window_size: Tuple[int, int] = (-1, 0), alpha: float = 1.0, scaling_seqlen: float = -1):
+        super().__init__()
+        self.max_seqlen_q, self.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+        self.target_group_size, self.window_size = int(target_group_size), tuple(window_size)
+        self.alpha, self.scaling_seqlen = float(alpha), float(scaling_seqlen)
+
+    def forward(self, q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, last_page_lens,
+                num_targets: Optional[torch.Tensor] = None):
+        return hstu_attn_paged_func(
+            q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, last_page_lens, self.max_seqlen_q,
+            self.max_seqlen_k, None, num_targets, self.target_group_size, self.window_size, self.alpha, None,
+            self.scaling_seqlen, check_values=False,
+        )

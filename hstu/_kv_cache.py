@@ -1,0 +1,399 @@
+"""A KV cache for HSTU serving, kept entirely on the device: a page pool for all layers, a fixed-capacity user
+table (user id -> slot, cached length, page list, last-used clock), a free-page stack and LRU eviction of whole
+users. Every step is a fixed sequence of torch tensor ops on fixed shapes (batch B, pages per user P_max), with no
+host synchronization, so a serving step can be captured in a CUDA graph.
+
+Errors (pool full with eviction off, an unknown user in lookup-only mode, a user longer than its page budget,
+duplicate ids in a batch, a page table out of range) never cause an out-of-bounds access: the offending work is
+redirected to a sink slot / sink page and a bit is OR-ed into `error_flags`; `check()` synchronizes and raises
+`KVCacheError` naming what happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+from ._ops import _err
+from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
+
+__all__ = ["KVCacheManager", "CacheStep", "KVCacheError", "CACHE_ERROR_BITS"]
+
+# The page-table bits of `PAGED_ERROR_BITS` plus the manager's own (one int32 flag word).
+CACHE_ERROR_BITS = dict(PAGED_ERROR_BITS)
+CACHE_ERROR_BITS.update({
+    "pool_full": 1 << 8,        # not enough free pages (eviction off, or every other user is in the batch)
+    "users_full": 1 << 9,       # no free user slot for a new user (eviction off)
+    "unknown_user": 1 << 10,    # a user id not in the cache in lookup-only mode
+    "user_too_long": 1 << 11,   # cached + appended tokens beyond max_pages_per_user * page_size
+    "duplicate_user": 1 << 12,  # the same user id twice in one batch
+})
+_MESSAGES = {
+    "page_offsets": "page_offsets: expected non-decreasing offsets within page_ids, got a violation",
+    "page_ids": "page_ids: expected page ids in [0, num_pages), got one out of range (clamped)",
+    "last_page_lens": "last_page_lens: expected values in [1, page_size] for users with pages, got one outside",
+    "max_seqlen_k": "max_seqlen_k: expected >= every cached + new length, got a longer sequence",
+    "pool_full": "num_pages: expected enough free pages for the batch, got a full pool (eviction off or every "
+                 "page held by users of the batch); the tokens that did not fit were dropped",
+    "users_full": "max_users: expected a free user slot for every new user, got a full user table (eviction off); "
+                  "those users were not cached",
+    "unknown_user": "user_ids: expected ids present in the cache (lookup-only step), got an unknown id (served "
+                    "with an empty history)",
+    "user_too_long": "num_append: expected cached + appended tokens <= max_pages_per_user * page_size, got more "
+                     "(the excess was dropped)",
+    "duplicate_user": "user_ids: expected distinct ids in a batch, got a repeated id",
+}
+_INT64_MAX = torch.iinfo(torch.int64).max
+
+
+class KVCacheError(RuntimeError):
+    """Raised by `KVCacheManager.check()`; ``flags`` holds the `CACHE_ERROR_BITS` names that were set."""
+
+    def __init__(self, flags):
+        self.flags = tuple(flags)
+        super().__init__("hstu_attn KVCacheManager: " + "; ".join(_MESSAGES[f] for f in self.flags))
+
+
+@dataclass
+class CacheStep:
+    """The device state of one serving step (from `KVCacheManager.begin_step`), shared by every layer.
+
+    Attributes:
+        slots: (B,) int64 user-table slot of each user (the sink slot for a user that could not be cached).
+        cu_seqlens_q: (B + 1,) int32 offsets of the users' new tokens.
+        num_append: (B,) int32 leading new tokens of each user that are appended to its cache.
+        page_offsets, page_ids, last_page_lens: the page table of the users' cached tokens before this step
+            ((B + 1,), (B * max_pages_per_user,), (B,) int32), as `hstu_attn_paged_func` takes it.
+        cached_lens: (B,) int32 cached tokens before this step.
+        append_rows: (total_q,) int64 destination of each new token's K row in a layer's cache viewed as
+            (pages * 2 * page_size, H, D) (its V row is page_size further); the sink page for tokens not appended.
+        layout: the gather plan of the page table (`paged_kv_layout`), computed once for all layers.
+        max_seqlen_k: host int bound on cached + new tokens (max_pages_per_user * page_size + max_seqlen_q).
+    """
+
+    slots: torch.Tensor
+    cu_seqlens_q: torch.Tensor
+    num_append: torch.Tensor
+    page_offsets: torch.Tensor
+    page_ids: torch.Tensor
+    last_page_lens: torch.Tensor
+    cached_lens: torch.Tensor
+    append_rows: torch.Tensor
+    layout: PagedLayout
+    max_seqlen_k: int
+
+
+class KVCacheManager:
+    """Paged K/V caches of users for every layer of an HSTU model, managed on the device.
+
+    Storage: ``pool`` (num_layers, num_pages + 1, 2, page_size, H, D); page ``num_pages`` is a sink page that
+    absorbs writes that have nowhere to go. Users live in a table of ``max_users`` slots (+ one sink slot) with
+    their id, cached length, up to ``max_pages_per_user`` page numbers and a last-used clock.
+
+    A serving step: ``step = begin_step(user_ids, cu_seqlens_q, num_append)`` looks users up (inserting new ones),
+    evicts least-recently-used users not in the batch when slots or pages run short, allocates the pages that the
+    appended tokens need and returns the page table of the users' cached tokens; then each layer runs
+    `hstu_attn_paged_func` on ``layer_cache(l)`` with it (`cached_hstu_attention` does both) and `append` writes
+    the new tokens' K/V (one layer, or all layers in one launch). No host synchronization anywhere; fixed shapes
+    for a fixed batch size, so the step is CUDA-graph capturable.
+
+    Args:
+        num_layers, num_heads, head_dim: the model's shape.
+        num_pages: pages in the pool (per layer; a user holds the same page numbers in every layer).
+        page_size: tokens per page, one of `PAGE_SIZES`.
+        max_users: user-table capacity (>= the batch size).
+        max_pages_per_user: page budget of one user (fixes the step's shapes).
+        dtype, device: of the pool.
+        evict: evict LRU users when the pool or the table is full; False flags `pool_full` / `users_full`.
+
+    Raises:
+        ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
+
+    Example:
+        >>> import torch, hstu_attn
+        >>> cache = hstu_attn.KVCacheManager(2, 2, 32, num_pages=64, page_size=16, max_users=8,
+        ...                                  max_pages_per_user=8, dtype=torch.float32, device="cpu")
+        >>> users = torch.tensor([7, 42])
+        >>> cu_q = torch.tensor([0, 20, 25], dtype=torch.int32)       # 20 and 5 new tokens
+        >>> step = cache.begin_step(users, cu_q, torch.tensor([20, 5], dtype=torch.int32), 25, 20)
+        >>> k = v = torch.randn(2, 25, 2, 32)                         # (layers, tokens, H, D)
+        >>> cache.append(step, k, v)                                  # all layers in one launch
+        >>> cache.check(); cache.cached_lengths(users).tolist()
+        [20, 5]
+    """
+
+    def __init__(self, num_layers: int, num_heads: int, head_dim: int, *, num_pages: int, page_size: int = 64,
+                 max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
+                 device="cuda", evict: bool = True):
+        for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
+                          ("num_pages", num_pages), ("max_users", max_users),
+                          ("max_pages_per_user", max_pages_per_user)):
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                _err(name, "an int >= 1", val)
+        if page_size not in PAGE_SIZES:
+            _err("page_size", f"one of {PAGE_SIZES}", page_size)
+        dev = torch.device(device)
+        self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
+        self.num_pages, self.page_size, self.max_users = num_pages, page_size, max_users
+        self.max_pages_per_user, self.evict = max_pages_per_user, bool(evict)
+        self.device, self.dtype = dev, dtype
+        self.pool = torch.zeros(num_layers, num_pages + 1, 2, page_size, num_heads, head_dim, dtype=dtype, device=dev)
+        U, P = max_users, num_pages
+        i64 = dict(dtype=torch.int64, device=dev)
+        # The user table: slot U is the sink (never valid, holds only the sink page).
+        self.slot_user = torch.full((U + 1,), -1, **i64)
+        self.slot_valid = torch.zeros(U + 1, dtype=torch.bool, device=dev)
+        self.slot_len = torch.zeros(U + 1, **i64)
+        self.slot_pages = torch.full((U + 1, max_pages_per_user), P, **i64)
+        self.last_used = torch.zeros(U + 1, **i64)
+        # Free pages: a stack, free_pages[:free_count] (entry P is a dump for pushes that do not happen).
+        self.free_pages = torch.cat((torch.arange(P, **i64), torch.full((1,), P, **i64)))
+        self.free_count = torch.full((), P, **i64)
+        self.clock = torch.zeros((), **i64)
+        self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
+
+    # ------------------------------------------------------------------------------------------ public API
+    def layer_cache(self, layer: int) -> torch.Tensor:
+        """(num_pages + 1, 2, page_size, H, D) view of one layer's pages (the layout `hstu_attn_paged_func`
+        takes)."""
+        if not isinstance(layer, int) or not 0 <= layer < self.num_layers:
+            _err("layer", f"an int in [0, {self.num_layers})", layer)
+        return self.pool[layer]
+
+    def begin_step(self, user_ids: torch.Tensor, cu_seqlens_q: torch.Tensor, num_append: torch.Tensor,
+                   total_q: int, max_seqlen_q: int, *, create: bool = True) -> CacheStep:
+        """Looks up the batch's users, makes room for their appended tokens, returns the step's page tables.
+
+        Args:
+            user_ids: (B,) int64 distinct user ids, on the cache's device.
+            cu_seqlens_q: (B + 1,) int32 offsets of each user's new tokens (new history, then candidates).
+            num_append: (B,) int32 leading new tokens of each user to append to its cache (its new history);
+                counted against the user's page budget here, written by `append`.
+            total_q: int, rows of the step's q / k / v (>= cu_seqlens_q[B]; host value, fixes shapes).
+            max_seqlen_q: int >= every user's new-token count (host value).
+            create: insert users that are not cached (evicting LRU users if needed); False = lookup only, an
+                unknown user sets `unknown_user` and is served with an empty history and nothing appended.
+
+        Returns:
+            a `CacheStep` (device tensors; nothing synchronizes).
+        """
+        B = self._check_batch(user_ids, cu_seqlens_q, num_append)
+        for name, val in (("total_q", total_q), ("max_seqlen_q", max_seqlen_q)):
+            if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+                _err(name, "an int >= 0", val)
+        dev, U, P, ps, M = self.device, self.max_users, self.num_pages, self.page_size, self.max_pages_per_user
+        uid = user_ids
+        zero = torch.zeros((), dtype=torch.int32, device=dev)
+
+        def flag(cond, name):
+            self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
+
+        srt = torch.sort(uid).values
+        flag(srt[1:] == srt[:-1], "duplicate_user")
+
+        # Lookup: compare against the whole table (B x U; fixed shape, no sort to keep up to date).
+        hit = (self.slot_user[:U].unsqueeze(0) == uid.unsqueeze(1)) & self.slot_valid[:U].unsqueeze(0)
+        found = hit.any(1)
+        found_slot = hit.to(torch.int32).argmax(1)
+        sink = torch.full_like(found_slot, U)
+        if create:
+            # New users take the B least-recently-used slots not held by this batch's known users (free ones
+            # first); the r-th new user takes the r-th of them.
+            held = torch.zeros(U + 1, dtype=torch.bool, device=dev).index_fill_(0, torch.where(found, found_slot, sink), True)
+            score = torch.where(self.slot_valid[:U], self.last_used[:U], torch.full_like(self.last_used[:U], -1))
+            score = torch.where(held[:U], torch.full_like(score, _INT64_MAX), score)
+            cand_score, cand = torch.topk(score, B, largest=False, sorted=True)
+            missing = ~found
+            rank = (torch.cumsum(missing.long(), 0) - 1).clamp_(min=0)
+            new_slot, new_score = cand[rank], cand_score[rank]
+            usable = new_score < _INT64_MAX  # always true when max_users >= B (checked)
+            if not self.evict:
+                victim_ok = new_score < 0  # only free slots
+                flag(missing & ~victim_ok, "users_full")
+                usable = usable & victim_ok
+            slot = torch.where(found, found_slot, torch.where(usable, new_slot, sink))
+            victim = missing & usable & (new_score >= 0)  # a valid slot taken over: evict its user
+            evict_mask = torch.zeros(U + 1, dtype=torch.bool, device=dev).index_fill_(
+                0, torch.where(victim, new_slot, sink), True)
+        else:
+            flag(~found, "unknown_user")
+            slot = torch.where(found, found_slot, sink)
+            evict_mask = torch.zeros(U + 1, dtype=torch.bool, device=dev)
+        evict_mask[U] = False
+
+        # Pages the appended tokens need. A user not found starts empty (its slot's pages are freed below).
+        old_len = torch.where(found, self.slot_len[slot], torch.zeros_like(self.slot_len[slot]))
+        app = num_append.long().clamp(min=0)
+        app = torch.where(slot == U, torch.zeros_like(app), app)
+        new_len = old_len + app
+        flag(new_len > M * ps, "user_too_long")
+        new_len = new_len.clamp(max=M * ps)
+        have = (old_len + ps - 1) // ps
+        need = (new_len + ps - 1) // ps
+        n_alloc = need - have
+        total = n_alloc.sum()
+
+        in_batch = torch.zeros(U + 1, dtype=torch.bool, device=dev).index_fill_(0, slot, True)
+        pages_held = (self.slot_pages[:U] < P).sum(1)  # (U,)
+        avail = self.free_count + (pages_held * evict_mask[:U]).sum()
+        if self.evict:
+            # Evict the least-recently-used users outside the batch until the free pages cover the need.
+            cand = self.slot_valid[:U] & ~in_batch[:U] & ~evict_mask[:U]
+            order = torch.argsort(torch.where(cand, self.last_used[:U], torch.full_like(self.last_used[:U], _INT64_MAX)))
+            held_sorted = (pages_held * cand)[order]
+            before = torch.cumsum(held_sorted, 0) - held_sorted
+            take = cand[order] & (avail + before < total)
+            evict_mask[:U] |= torch.zeros(U, dtype=torch.bool, device=dev).scatter_(0, order, take)
+            avail = self.free_count + (pages_held * evict_mask[:U]).sum()
+        flag(total > avail, "pool_full")
+        self._free_users(evict_mask)
+
+        # Pop pages: user b takes stack entries free_count-1-(start[b]+i), i < n_alloc[b]; entries past the
+        # bottom of the stack give the sink page (flagged pool_full above).
+        start = torch.cumsum(n_alloc, 0) - n_alloc
+        i = torch.arange(M, device=dev).unsqueeze(0)
+        want = i < n_alloc.unsqueeze(1)  # (B, M)
+        pos = self.free_count - 1 - (start.unsqueeze(1) + i)
+        page = torch.where(want & (pos >= 0), self.free_pages[pos.clamp(0, P)], torch.full_like(pos, P))
+        col = (have.unsqueeze(1) + i).clamp(max=M - 1)
+        row = torch.where(want, slot.unsqueeze(1), torch.full_like(pos, U))
+        self.slot_pages.index_put_((row.flatten(), col.flatten()), page.flatten())
+        self.free_count -= torch.minimum(total, self.free_count)
+        # A user that got fewer pages than it needed (pool_full) keeps only the tokens that fit.
+        got = (want & (pos >= 0)).sum(1)
+        new_len = torch.minimum(new_len, (have + got) * ps)
+
+        # Page table of the cached tokens (before this step), compacted: user b's `have[b]` pages at
+        # page_offsets[b]; padding entries hold the sink page.
+        page_offsets = torch.nn.functional.pad(torch.cumsum(have, 0), (1, 0))
+        dst = torch.where(i < have.unsqueeze(1), page_offsets[:-1].unsqueeze(1) + i, torch.full_like(pos, B * M))
+        page_ids = torch.full((B * M + 1,), P, dtype=torch.int64, device=dev)
+        page_ids.index_copy_(0, dst.flatten(), self.slot_pages[slot].flatten())
+        page_ids = page_ids[: B * M].to(torch.int32)
+        last_page_lens = torch.where(have > 0, old_len - (have - 1) * ps, torch.zeros_like(old_len)).to(torch.int32)
+
+        # Where each appended token goes: position old_len + r of its user (r < appended count).
+        cq = cu_seqlens_q.long()
+        t = torch.arange(total_q, device=dev)
+        bt = torch.searchsorted(cq[1:].contiguous(), t, right=True).clamp_(max=B - 1)
+        r = t - cq[bt]
+        pos_t = old_len[bt] + r
+        ok = (t >= cq[0]) & (r < (new_len - old_len)[bt])
+        pg = self.slot_pages[slot[bt], (pos_t // ps).clamp(max=M - 1)]
+        pg = torch.where(ok, pg, torch.full_like(pg, P))
+        append_rows = pg * (2 * ps) + torch.where(ok, pos_t % ps, torch.zeros_like(pos_t))
+
+        # Table updates: ids, lengths (after the append), clock.
+        self.slot_user.index_copy_(0, slot, uid)
+        self.slot_valid.index_fill_(0, slot, True)
+        self.slot_len.index_copy_(0, slot, new_len)
+        self.last_used.index_copy_(0, slot, (self.clock + 1).expand(B))
+        self.clock += 1
+        self._reset_sink()
+
+        max_seqlen_k = M * ps + max_seqlen_q
+        layout = paged_kv_layout(page_offsets.to(torch.int32), page_ids, last_page_lens, cu_seqlens_q, total_q,
+                                 P + 1, ps)
+        return CacheStep(slots=slot, cu_seqlens_q=cu_seqlens_q, num_append=(new_len - old_len).to(torch.int32),
+                         page_offsets=page_offsets.to(torch.int32), page_ids=page_ids,
+                         last_page_lens=last_page_lens, cached_lens=old_len.to(torch.int32),
+                         append_rows=append_rows, layout=layout, max_seqlen_k=max_seqlen_k)
+
+    def append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None) -> None:
+        """Writes the step's appended tokens' K/V into the pages `begin_step` gave them.
+
+        Args:
+            step: this step's `CacheStep`.
+            k, v: (total_q, H, D) of one layer (``layer`` given), or (num_layers, total_q, H, D) for every layer
+                at once (one launch each for K and V). Tokens that are not appended are written to the sink page.
+            layer: the layer of a 3-d k/v; None for 4-d.
+        """
+        want = (step.append_rows.shape[0], self.num_heads, self.head_dim)
+        if layer is None:
+            want = (self.num_layers,) + want
+        for name, t in (("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+                _err(name, f"shape {want}" + ("" if layer is not None else " (all layers; or pass layer=)"),
+                     tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__)
+            if t.dtype != self.dtype or t.device != self.device:
+                _err(name, f"{self.dtype} on {self.device} (the cache's)", f"{t.dtype} on {t.device}", TypeError)
+        ps = self.page_size
+        if layer is None:
+            flat = self.pool.view(self.num_layers, -1, self.num_heads, self.head_dim)
+            flat.index_copy_(1, step.append_rows, k)
+            flat.index_copy_(1, step.append_rows + ps, v)
+        else:
+            flat = self.layer_cache(layer).view(-1, self.num_heads, self.head_dim)
+            flat.index_copy_(0, step.append_rows, k)
+            flat.index_copy_(0, step.append_rows + ps, v)
+
+    def check(self) -> None:
+        """Synchronizes and raises `KVCacheError` if any step since the last check set an error flag (then
+        clears the flags)."""
+        bits = int(self.error_flags.item())
+        if bits:
+            self.error_flags.zero_()
+            raise KVCacheError([n for n, b in CACHE_ERROR_BITS.items() if bits & b])
+
+    def cached_lengths(self, user_ids: torch.Tensor) -> torch.Tensor:
+        """(B,) int64 cached tokens of each user (0 if unknown); no bookkeeping change."""
+        hit = (self.slot_user[: self.max_users].unsqueeze(0) == user_ids.unsqueeze(1)) & self.slot_valid[
+            : self.max_users].unsqueeze(0)
+        return torch.where(hit.any(1), self.slot_len[hit.to(torch.int32).argmax(1)], 0)
+
+    def read_user(self, user_id: int, layer: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The cached (len, H, D) keys and values of one user in one layer (host loop; for tests and debugging)."""
+        ids = self.slot_user[: self.max_users].tolist()
+        valid = self.slot_valid[: self.max_users].tolist()
+        if not any(u == user_id and ok for u, ok in zip(ids, valid)):
+            _err("user_id", "a cached user", user_id, KeyError)
+        s = next(n for n, (u, ok) in enumerate(zip(ids, valid)) if u == user_id and ok)
+        n = int(self.slot_len[s])
+        pages = self.slot_pages[s, : (n + self.page_size - 1) // self.page_size]
+        kv = self.pool[layer, pages]  # (pages, 2, ps, H, D)
+        return (kv[:, 0].reshape(-1, self.num_heads, self.head_dim)[:n],
+                kv[:, 1].reshape(-1, self.num_heads, self.head_dim)[:n])
+
+    def num_free_pages(self) -> int:
+        """Free pages in the pool (synchronizes)."""
+        return int(self.free_count)
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _check_batch(self, user_ids, cu_seqlens_q, num_append) -> int:
+        if not isinstance(user_ids, torch.Tensor) or user_ids.dim() != 1 or user_ids.dtype != torch.int64:
+            _err("user_ids", "a 1-d int64 tensor", f"{getattr(user_ids, 'dtype', type(user_ids).__name__)} "
+                 f"{tuple(getattr(user_ids, 'shape', ()))}", TypeError)
+        B = user_ids.shape[0]
+        if B < 1 or B > self.max_users:
+            _err("user_ids", f"1 to max_users ({self.max_users}) users", B)
+        for name, t, n in (("user_ids", user_ids, B), ("cu_seqlens_q", cu_seqlens_q, B + 1),
+                           ("num_append", num_append, B)):
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != (n,):
+                _err(name, f"shape ({n},)", tuple(getattr(t, "shape", ())))
+            if t.device != self.device:
+                _err(name, f"a tensor on {self.device} (the cache's device)", t.device)
+            if name != "user_ids" and t.dtype != torch.int32:
+                _err(name, "dtype torch.int32", t.dtype, TypeError)
+        return B
+
+    def _free_users(self, evict_mask: torch.Tensor) -> None:
+        """Pushes the pages of the users in evict_mask (U + 1,) onto the free stack and clears their slots."""
+        U, P = self.max_users, self.num_pages
+        m = (evict_mask.unsqueeze(1) & (self.slot_pages < P)).flatten()
+        dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1, torch.full_like(self.slot_pages, P).flatten())
+        self.free_pages.index_copy_(0, dst.clamp(max=P), self.slot_pages.flatten())
+        self.free_pages[P] = P
+        self.free_count += m.sum()
+        self.slot_pages.masked_fill_(evict_mask.unsqueeze(1), P)
+        self.slot_valid.masked_fill_(evict_mask, False)
+        self.slot_len.masked_fill_(evict_mask, 0)
+        self.slot_user.masked_fill_(evict_mask, -1)
+
+    def _reset_sink(self) -> None:
+        U, P = self.max_users, self.num_pages
+        self.slot_valid[U] = False
+        self.slot_len[U] = 0
+        self.slot_pages[U] = P
+        self.slot_user[U] = -1

@@ -1,0 +1,62 @@
+"""examples/hstu_serving.py runs to the end and its cached scores equal the uncached model's; the inference
+benchmark's table code runs (tiny shapes on the CPU; the GPU run is the benchmark itself)."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import hstu_attn
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLE = os.path.join(ROOT, "examples", "hstu_serving.py")
+BENCH = os.path.join(ROOT, "benchmarks", "hstu_inference.py")
+
+
+def test_serving_example_matches_uncached(tmp_path):
+    # The wheel under test first on the path; run from a temp dir so no source checkout shadows it.
+    site = os.path.dirname(os.path.dirname(os.path.abspath(hstu_attn.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, EXAMPLE, "--steps", "3", "--check-steps", "2", "--layers", "1", "--batch", "3"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    m = re.search(r"max \|cached - uncached\| over the first \d+ steps: (\S+)", r.stdout)
+    assert m, r.stdout
+    # float64 on the CPU: the same sums; bf16 on a GPU: rounding of the layers' activations.
+    assert float(m.group(1)) <= (1e-9 if "on cpu" in r.stdout else 0.1), r.stdout
+    spec = importlib.util.spec_from_file_location("hstu_serving_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit) as info:
+        mod.main(["--help"])
+    assert info.value.code == 0
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("hstu_inference_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the script runs
+    spec.loader.exec_module(mod)
+    yield mod
+    del sys.modules[spec.name]
+
+
+def test_benchmark_smoke_prints_the_table(bench, capsys, tmp_path):
+    results = tmp_path / "results.md"
+    assert bench.main(["--smoke", "--reps", "1", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "| case | row | ms | M tokens/s | goal ms | note |" in out
+    for row in ("uncached stack", "cached step, eager", "gather, one layer", "bookkeeping, eager"):
+        assert f"| {row}" in out, out
+    assert "| case | row |" in results.read_text()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the no-GPU path")
+def test_benchmark_skips_without_gpu(bench, capsys):
+    assert bench.main(["--quick"]) == 0
+    assert "skipped" in capsys.readouterr().out

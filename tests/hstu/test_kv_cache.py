@@ -1,0 +1,252 @@
+"""KVCacheManager: append / evict keep every cached user's K/V exact, LRU picks the victims, page accounting holds;
+errors (full pool, full table, unknown user, too long, duplicates) are flagged and raised by check(), never an
+out-of-bounds access; a cached multi-step serving run equals the uncached model; CUDA-graph capture (GPU)."""
+
+import random
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import KVCacheError, KVCacheManager, cached_hstu_attention, hstu_attn_varlen_func
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+H, D = 2, 16
+
+
+def cu_of(lens, device):
+    return torch.tensor([0] + list(lens), device=device).cumsum(0).to(torch.int32)
+
+
+def run_step(cache, users, new, app, device, gen, create=True):
+    """One bookkeeping step + append of random K/V for every layer; returns the step and the K/V written."""
+    ids = torch.tensor(users, dtype=torch.int64, device=device)
+    step = cache.begin_step(ids, cu_of(new, device), torch.tensor(app, dtype=torch.int32, device=device),
+                            sum(new), max(new), create=create)
+    k = torch.randn(cache.num_layers, sum(new), H, D, generator=gen).to(device, cache.dtype)
+    v = torch.randn(cache.num_layers, sum(new), H, D, generator=gen).to(device, cache.dtype)
+    cache.append(step, k, v)
+    return step, k, v
+
+
+def check_invariants(cache):
+    """Every page is either free or held by exactly one valid user; a user holds exactly ceil(len / ps) pages."""
+    P, ps = cache.num_pages, cache.page_size
+    free = cache.free_pages[: int(cache.free_count)].tolist()
+    held = []
+    for s in range(cache.max_users):
+        pages = [p for p in cache.slot_pages[s].tolist() if p < P]
+        n = int(cache.slot_len[s])
+        if bool(cache.slot_valid[s]):
+            assert len(pages) == (n + ps - 1) // ps, (s, pages, n)
+        else:
+            assert not pages and n == 0
+        held += pages
+    assert sorted(free + held) == list(range(P)), (free, held)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_append_evict_keep_users_exact(device):
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    cache = KVCacheManager(3, H, D, num_pages=24, page_size=16, max_users=6, max_pages_per_user=8,
+                           dtype=torch.float32, device=device)
+    truth = {}  # user -> (k list per layer, v list per layer)
+    last_use = {}
+    for it in range(14):
+        users = rng.sample(range(12), rng.randint(1, 4))
+        new = [rng.randint(1, 40) for _ in users]
+        app = [rng.randint(0, n) for n in new]
+        before = {u for u in truth}
+        step, k, v = run_step(cache, users, new, app, device, gen)
+        cache.check()
+        cached = dict(zip(users, step.cached_lens.tolist()))
+        off = 0
+        for u, n, a in zip(users, new, app):
+            if u not in truth:
+                truth[u] = ([], [])
+            assert cached[u] == (truth[u][0][0].shape[0] if truth[u][0] else 0), (seed, it, u)
+            kk, vv = truth[u]
+            for l in range(cache.num_layers):
+                piece_k, piece_v = k[l, off: off + a].cpu(), v[l, off: off + a].cpu()
+                if len(kk) <= l:
+                    kk.append(piece_k)
+                    vv.append(piece_v)
+                else:
+                    kk[l] = torch.cat((kk[l], piece_k))
+                    vv[l] = torch.cat((vv[l], piece_v))
+            off += n
+            last_use[u] = it
+        # Who is still cached: every user of the batch; the evicted ones were used no later than survivors.
+        present = {u for u, ok in zip(cache.slot_user.tolist(), cache.slot_valid.tolist()) if ok}
+        assert set(users) <= present
+        gone = (before - present)
+        for u in gone:
+            truth.pop(u)
+        survivors = present - set(users)
+        for u in gone:
+            assert all(last_use[u] <= last_use[s] for s in survivors), (gone, survivors, last_use)
+        for u in present:
+            for l in range(cache.num_layers):
+                ku, vu = cache.read_user(u, l)
+                assert torch.equal(ku.cpu(), truth[u][0][l]) and torch.equal(vu.cpu(), truth[u][1][l]), (seed, it, u)
+        check_invariants(cache)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_full_pool_without_eviction_is_flagged_and_bounded(device):
+    gen = torch.Generator().manual_seed(random.randrange(1 << 30))
+    cache = KVCacheManager(1, H, D, num_pages=4, page_size=16, max_users=4, max_pages_per_user=4,
+                           dtype=torch.float32, device=device, evict=False)
+    run_step(cache, [1], [40], [40], device, gen)  # 3 pages
+    cache.check()
+    k1, _ = cache.read_user(1, 0)
+    run_step(cache, [2], [40], [40], device, gen)  # needs 3, 1 free
+    with pytest.raises(KVCacheError, match="pool") as info:
+        cache.check()
+    assert "pool_full" in info.value.flags and "num_pages: expected" in str(info.value)
+    assert torch.equal(cache.read_user(1, 0)[0], k1)  # the other user is intact
+    check_invariants(cache)
+    # A full user table without eviction.
+    for u in (3, 4):
+        run_step(cache, [u], [1], [0], device, gen)
+    run_step(cache, [5], [1], [0], device, gen)
+    with pytest.raises(KVCacheError) as info:
+        cache.check()
+    assert "users_full" in info.value.flags
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unknown_user_too_long_duplicates_are_flagged(device):
+    gen = torch.Generator().manual_seed(random.randrange(1 << 30))
+    cache = KVCacheManager(1, H, D, num_pages=16, page_size=16, max_users=4, max_pages_per_user=2,
+                           dtype=torch.float32, device=device)
+    run_step(cache, [1], [10], [10], device, gen)
+    step, _, _ = run_step(cache, [1, 9], [3, 4], [3, 4], device, gen, create=False)
+    assert step.cached_lens.tolist() == [10, 0]
+    with pytest.raises(KVCacheError) as info:
+        cache.check()
+    assert info.value.flags == ("unknown_user",) and "user_ids: expected" in str(info.value)
+    assert cache.cached_lengths(torch.tensor([1, 9], device=device)).tolist() == [13, 0]
+    run_step(cache, [1], [40], [40], device, gen)  # 13 + 40 > 2 pages of 16
+    with pytest.raises(KVCacheError) as info:
+        cache.check()
+    assert info.value.flags == ("user_too_long",)
+    assert cache.cached_lengths(torch.tensor([1], device=device)).tolist() == [32]
+    run_step(cache, [3, 3], [1, 1], [1, 1], device, gen)
+    with pytest.raises(KVCacheError) as info:
+        cache.check()
+    assert "duplicate_user" in info.value.flags
+    cache.check()  # check() clears the flags
+
+
+def test_host_argument_errors():
+    cache = KVCacheManager(1, H, D, num_pages=4, page_size=16, max_users=2, max_pages_per_user=2,
+                           dtype=torch.float32, device="cpu")
+    with pytest.raises(ValueError, match="page_size: expected"):
+        KVCacheManager(1, H, D, num_pages=4, page_size=10, max_users=2, max_pages_per_user=2, device="cpu")
+    with pytest.raises(TypeError, match="user_ids: expected"):
+        cache.begin_step(torch.tensor([1], dtype=torch.int32), cu_of([1], "cpu"), torch.ones(1, dtype=torch.int32),
+                         1, 1)
+    with pytest.raises(ValueError, match="user_ids: expected"):
+        cache.begin_step(torch.arange(3), cu_of([1, 1, 1], "cpu"), torch.ones(3, dtype=torch.int32), 3, 1)
+    with pytest.raises(ValueError, match="layer: expected"):
+        cache.layer_cache(1)
+
+
+class ToyHSTU(torch.nn.Module):
+    """Two layers of projections around HSTU attention, written once for the cached and the uncached path."""
+
+    def __init__(self, layers=2, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.qkv = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H * D, 3 * H * D, generator=g) * 0.2)
+                                           for _ in range(layers)])
+        self.proj = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H * D, H * D, generator=g) * 0.2)
+                                            for _ in range(layers)])
+
+    def forward(self, x, attend):
+        for l in range(len(self.qkv)):
+            q, k, v = (x @ self.qkv[l]).view(-1, 3, H, D).unbind(1)
+            x = x + attend(l, q.contiguous(), k.contiguous(), v.contiguous()).reshape(-1, H * D) @ self.proj[l]
+        return x
+
+
+def test_cached_serving_equals_uncached_model():
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    dt = torch.float64
+    model = ToyHSTU(seed=seed).to(dt)
+    cache = KVCacheManager(2, H, D, num_pages=64, page_size=16, max_users=8, max_pages_per_user=8, dtype=dt,
+                           device="cpu")
+    history = {}  # user -> all its history item embeddings so far
+    scaling = 200.0  # both paths divide by the same constant
+    for it in range(3):
+        users = rng.sample(range(6), 3)
+        hist_new = [torch.randn(rng.randint(0 if it else 1, 20), H * D, generator=gen, dtype=dt) for _ in users]
+        cands = [torch.randn(rng.randint(1, 6), H * D, generator=gen, dtype=dt) for _ in users]
+        x = torch.cat([torch.cat((h, c)) for h, c in zip(hist_new, cands)])
+        new = [h.shape[0] + c.shape[0] for h, c in zip(hist_new, cands)]
+        nt = torch.tensor([c.shape[0] for c in cands], dtype=torch.int32)
+        step = cache.begin_step(torch.tensor(users), cu_of(new, "cpu"),
+                                torch.tensor([h.shape[0] for h in hist_new], dtype=torch.int32), sum(new), max(new))
+
+        def cached(l, q, k, v):
+            return cached_hstu_attention(cache, step, l, q, k, v, max(new), num_targets=nt, target_group_size=2,
+                                         scaling_seqlen=scaling)
+
+        out = model(x, cached)
+        cache.check()
+        # Uncached: each user's whole history (old + new) and candidates, all rows computed.
+        full = [torch.cat(history.get(u, []) + [h, c]) for u, h, c in zip(users, hist_new, cands)]
+        lens = [f.shape[0] for f in full]
+        cu = cu_of(lens, "cpu")
+
+        def uncached(l, q, k, v):
+            return hstu_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), None, nt, 2, (-1, 0),
+                                         scaling_seqlen=scaling)
+
+        ref = model(torch.cat(full), uncached)
+        rows = torch.cat([torch.arange(int(cu[b + 1]) - n, int(cu[b + 1])) for b, n in enumerate(new)])
+        torch.testing.assert_close(out, ref[rows], rtol=1e-10, atol=1e-10, msg=f"seed {seed} step {it}")
+        for u, h in zip(users, hist_new):
+            history.setdefault(u, []).append(h)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_step_replays_like_eager():
+    dev, dt = "cuda", torch.bfloat16
+    B, new, L = 4, [40, 7, 64, 1], 2
+
+    def make():
+        return KVCacheManager(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt,
+                              device=dev)  # 3 steps of 60 appended tokens fit a user's 16 pages
+
+    eager, graphed = make(), make()
+    gen = torch.Generator(device=dev).manual_seed(random.randrange(1 << 30))
+    users = torch.tensor([3, 1, 4, 5], device=dev)
+    cu = cu_of(new, dev)
+    app = torch.tensor([30, 0, 60, 1], dtype=torch.int32, device=dev)
+    q, k, v = (torch.randn(L, sum(new), H, 64, device=dev, dtype=dt, generator=gen) for _ in range(3))
+
+    def serve(cache):
+        step = cache.begin_step(users, cu, app, sum(new), max(new))
+        return torch.stack([cached_hstu_attention(cache, step, l, q[l], k[l], v[l], max(new), window_size=(-1, 0))
+                            for l in range(L)])
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        serve(graphed)  # warm-up step (allocations), then reset the cache by hand
+    torch.cuda.current_stream().wait_stream(s)
+    graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt, device=dev)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out_g = serve(graphed)
+    for it in range(3):  # the same users come back: each replay appends and reads the growing history
+        want = serve(eager)
+        g.replay()
+        torch.testing.assert_close(out_g, want, rtol=0, atol=0)
+    eager.check()
+    graphed.check()
+    torch.testing.assert_close(graphed.pool, eager.pool, rtol=0, atol=0)
