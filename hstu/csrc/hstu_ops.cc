@@ -175,21 +175,45 @@ bool device_is_sm90(int device) {
   return cache[device] == 1;
 }
 
-// The environment variable `name` is set to exactly "0" (the comparison switches below).
+// The comparison switches (HSTU_ATTN_*): read from the environment once per process, at the first call, instead of
+// 7 getenv calls per call; `_reload_env_switches` re-reads them (tests that flip a switch).
+struct EnvSwitches {
+  bool disable_sm90 = false;         // HSTU_ATTN_DISABLE_SM90 set (not "0"): keep the sm80-class kernels
+  bool fwd_sched_off = false;        // HSTU_ATTN_SM90_FWD_SCHED=0: the Hopper forward keeps its grid for jagged lengths
+  bool fwd_persist_off = false;      // HSTU_ATTN_SM90_FWD_PERSIST=0: one CTA per query tile instead of persistent CTAs
+  bool dq_conv_behind_off = false;   // HSTU_ATTN_SM90_DQ_CONV_BEHIND=0: convert the dq workspace in a separate pass
+  bool dq_self_zero_off = false;     // HSTU_ATTN_SM90_DQ_SELF_ZERO=0: a zeroed dq workspace for the Hopper backward
+  bool bwd_sched_off = false;        // HSTU_ATTN_SM90_BWD_SCHED=0: the D = 256 backward keeps its grid
+  int bwd_grid = 0;                  // HSTU_ATTN_SM90_BWD_GRID=1 / 2: the D = 256 backward's grid order, else 0
+};
+
+// The environment variable `name` is set to exactly "0".
 bool env_is_zero(const char* name) {
   const char* env = std::getenv(name);
   return env != nullptr && env[0] == '0' && env[1] == '\0';
 }
 
-bool sm90_disabled_by_env() {
-  const char* env = std::getenv("HSTU_ATTN_DISABLE_SM90");
-  return env != nullptr && env[0] != '\0' && !(env[0] == '0' && env[1] == '\0');
+EnvSwitches read_env_switches() {
+  EnvSwitches e;
+  const char* dis = std::getenv("HSTU_ATTN_DISABLE_SM90");
+  e.disable_sm90 = dis != nullptr && dis[0] != '\0' && !(dis[0] == '0' && dis[1] == '\0');
+  e.fwd_sched_off = env_is_zero("HSTU_ATTN_SM90_FWD_SCHED");
+  e.fwd_persist_off = env_is_zero("HSTU_ATTN_SM90_FWD_PERSIST");
+  e.dq_conv_behind_off = env_is_zero("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
+  e.dq_self_zero_off = env_is_zero("HSTU_ATTN_SM90_DQ_SELF_ZERO");
+  e.bwd_sched_off = env_is_zero("HSTU_ATTN_SM90_BWD_SCHED");
+  // (a grid forced by HSTU_ATTN_SM90_BWD_GRID keeps the grid for jagged lengths too)
+  const char* grid = std::getenv("HSTU_ATTN_SM90_BWD_GRID");
+  if (grid != nullptr && grid[0] != '\0' && grid[1] == '\0') e.bwd_grid = grid[0] == '1' ? 1 : grid[0] == '2' ? 2 : 0;
+  return e;
 }
 
-// HSTU_ATTN_SM90_FWD_SCHED=0: the Hopper forward keeps its grid order for jagged lengths too (comparisons).
-bool sm90_fwd_sched_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_FWD_SCHED");
+EnvSwitches& env_switches() {
+  static EnvSwitches e = read_env_switches();
+  return e;
 }
+
+void reload_env_switches() { env_switches() = read_env_switches(); }
 
 bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
   if (total_k <= 0 || p.total_q <= 0) return false;
@@ -197,49 +221,17 @@ bool use_sm90_fwd(const HstuParams& p, int64_t total_k, int device) {
   if (p.batch > 65535 || p.heads > 65535 || p.total_q >= (int64_t{1} << 31) || total_k >= (int64_t{1} << 31)) {
     return false;
   }
-  return !sm90_disabled_by_env() && device_is_sm90(device);
-}
-
-// HSTU_ATTN_SM90_FWD_PERSIST=0: the Hopper forward runs one CTA per query tile where it would run persistent CTAs
-// (D <= 128, grids of more than one wave; comparisons).
-int sm90_fwd_variant_from_env() {
-  return env_is_zero("HSTU_ATTN_SM90_FWD_PERSIST") ? -2 : -1;
+  return !env_switches().disable_sm90 && device_is_sm90(device);
 }
 
 template <typename T>
 cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
-  const int v = sm90_fwd_variant_from_env();
+  const int v = env_switches().fwd_persist_off ? -2 : -1;  // -2: one CTA per query tile
   switch (p.head_dim) {
     case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, v);
     case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, v);
     default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, v);
   }
-}
-
-// HSTU_ATTN_SM90_DQ_CONV_BEHIND=0: the Hopper D = 128 causal / local backward converts its self-zeroed workspace
-// in a separate pass afterwards instead of two groups behind inside the kernel (comparisons).
-bool sm90_dq_conv_behind_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_DQ_CONV_BEHIND");
-}
-
-// HSTU_ATTN_SM90_DQ_SELF_ZERO=0: the Hopper backward gets a zeroed dq workspace, as every other kernel does
-// (comparisons; hstu_bwd_sm90_dq_zero_words says when it zeroes the workspace itself).
-bool sm90_dq_self_zero_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_DQ_SELF_ZERO");
-}
-
-// HSTU_ATTN_SM90_BWD_GRID=1 / 2: the Hopper D = 256 backward's grid order (key block, head, batch) / (head, key
-// block, batch) whatever hstu_bwd_sm90_heads_first would pick (comparisons); 0 when unset or anything else.
-int sm90_bwd_grid_from_env() {
-  const char* env = std::getenv("HSTU_ATTN_SM90_BWD_GRID");
-  if (env == nullptr || env[0] == '\0' || env[1] != '\0') return 0;
-  return env[0] == '1' ? 1 : env[0] == '2' ? 2 : 0;
-}
-
-// HSTU_ATTN_SM90_BWD_SCHED=0: the Hopper D = 256 backward keeps its grid for jagged lengths too (comparisons); a grid
-// forced by HSTU_ATTN_SM90_BWD_GRID does as well.
-bool sm90_bwd_sched_disabled_by_env() {
-  return env_is_zero("HSTU_ATTN_SM90_BWD_SCHED");
 }
 
 // Hopper backward: as the forward, not deterministic (dQ goes through fp32 reductions into p.dq_accum, a shared
@@ -288,7 +280,7 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
   if (use_sm90_fwd(p, k.size(0), q.get_device())) {
     // Jagged lengths: workspace of the longest-first work list with split KV ranges (sm90/NOTES.md).
     std::optional<Tensor> sched;
-    const int64_t sched_bytes = sm90_fwd_sched_disabled_by_env() ? 0 : hstu_fwd_sm90_sched_layout(p, k.size(0)).bytes;
+    const int64_t sched_bytes = env_switches().fwd_sched_off ? 0 : hstu_fwd_sm90_sched_layout(p, k.size(0)).bytes;
     if (sched_bytes > 0) {
       sched = torch::stable::new_empty(q, {sched_bytes}, ScalarType::Byte);
       p.fwd_sched = sched->data_ptr();
@@ -325,7 +317,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.dout = dout.data_ptr();
   p.do_row_stride = dout.stride(0);
   p.do_head_stride = dout.stride(1);
-  p.bwd_grid = sm90_bwd_grid_from_env();
+  p.bwd_grid = env_switches().bwd_grid;
 
   // deterministic: dq comes from a query-parallel kernel that writes every row of every sequence once (rows
   // outside cu_seqlens_q stay zero), instead of fp32 atomics into a workspace.
@@ -343,8 +335,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   if (!deterministic) {
     if (use_sm90_fwd(p, k.size(0), q.get_device())) {  // use_sm90_bwd
       dq_floats = hstu_bwd_sm90_dq_accum_floats(p);
-      if (!sm90_dq_self_zero_disabled_by_env()) zero_words = hstu_bwd_sm90_dq_zero_words(p);
-      if (p.bwd_grid == 0 && !sm90_bwd_sched_disabled_by_env()) {
+      if (!env_switches().dq_self_zero_off) zero_words = hstu_bwd_sm90_dq_zero_words(p);
+      if (p.bwd_grid == 0 && !env_switches().bwd_sched_off) {
         sched_bytes = hstu_bwd_sm90_sched_layout(p, k.size(0)).bytes;
       }
     }
@@ -370,7 +362,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   if (zero_words > 0) {
     p.dq_zero_flags = reinterpret_cast<uint32_t*>(p.dq_accum + dq_floats);
     // (its converters address 16 rows of dq and of the workspace with 32-bit offsets)
-    p.dq_conv_behind = sm90_dq_conv_behind_disabled_by_env() || dq.stride(0) >= (int64_t{1} << 26) ||
+    p.dq_conv_behind = env_switches().dq_conv_behind_off || dq.stride(0) >= (int64_t{1} << 26) ||
                                q.size(1) * q.size(2) >= (int64_t{1} << 26)
                            ? 0
                            : 1;
@@ -450,6 +442,7 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
       "bool has_drab, bool deterministic) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("compiled_kernels() -> str");
+  m.def("_reload_env_switches() -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
@@ -459,4 +452,5 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {
   m.impl("compiled_kernels", TORCH_BOX(&hstu::compiled_kernels));
+  m.impl("_reload_env_switches", TORCH_BOX(&hstu::reload_env_switches));
 }
