@@ -181,7 +181,7 @@ class HstuAttnFunction(torch.autograd.Function):
         for slot, g in zip(slots[:4], (dq, dk, dv, drab if has_drab else None)):
             if slot >= 0 and g is not None:
                 grads[slot] = g if grads[slot] is None else grads[slot] + g
-        if _channel.strict and not compiling:
+        if not compiling and _channel.strict:
             _channel.after_call(q.device)
         return (None, None) + tuple(grads)
 
@@ -570,7 +570,7 @@ def hstu_attn_varlen_func(
     params = (max_seqlen_q, max_seqlen_k, target_group_size, window[0], window[1], float(alpha), scaling,
               bool(has_drab), bool(deterministic))
     out = _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k, params)
-    if _channel.strict and on_cuda and not compiling:
+    if not compiling and on_cuda and _channel.strict:
         _channel.after_call(q.device)
     return out
 
