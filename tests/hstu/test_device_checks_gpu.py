@@ -13,7 +13,6 @@ import torch
 
 import hstu_attn
 from hstu_attn import DeviceInputError, hstu_attn_varlen_func
-from hstu_switches import monkeypatch  # noqa: F401 (setenv of HSTU_ATTN_* switches reaches the op)
 
 pytestmark = pytest.mark.gpu
 

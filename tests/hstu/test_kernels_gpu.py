@@ -23,7 +23,6 @@ import torch
 
 import hstu_attn
 from hstu_attn import hstu_attn_reference, hstu_attn_varlen_func
-from hstu_switches import monkeypatch  # noqa: F401 (setenv of HSTU_ATTN_* switches reaches the op)
 
 pytestmark = pytest.mark.gpu
 

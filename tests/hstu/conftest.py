@@ -1,8 +1,8 @@
-"""The HSTU_ATTN_* comparison switches in tests.
+"""tests/hstu: the HSTU_ATTN_* comparison switches.
 
 The op reads them once per process (hstu/csrc/hstu_ops.cc, EnvSwitches); `hstu_attn::_reload_env_switches`
-re-reads them. Import `monkeypatch` from here into a test module: it is pytest's fixture whose setenv / delenv also
-make the op re-read the switches, and which restores them (environment and op) after the test.
+re-reads them. Here `monkeypatch` is pytest's fixture whose setenv / delenv also make the op re-read the switches,
+and which restores them (environment and op) after the test.
 """
 
 import pytest
