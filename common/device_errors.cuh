@@ -41,7 +41,7 @@ static_assert(sizeof(DeviceErrorBlock) == 8 + 32 * kMaxErrorDevices, "device_err
 // device. `claim` is the reporting translation unit's `__device__ int` (see the file comment).
 __device__ inline void report_device_error(DeviceErrorBlock* block, int* claim, int device, int32_t arg,
                                            int32_t rule, int64_t index, int64_t value, int64_t bound) {
-  if (block == nullptr || atomicCAS(claim, 0, 1) != 0) return;
+  if (block == nullptr || device < 0 || device >= kMaxErrorDevices || atomicCAS(claim, 0, 1) != 0) return;
   DeviceErrorRecord* r = &block->records[device];
   volatile DeviceErrorRecord* vr = r;
   vr->rule = rule;
@@ -60,24 +60,49 @@ __device__ inline void report_device_error(DeviceErrorBlock* block, int* claim, 
 #ifndef __CUDACC_RTC__
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <mutex>
+
 namespace accel {
 
 // The package's pinned, mapped error block, allocated at the first call (cudaHostAlloc, portable + mapped). Under
-// unified addressing (every 64-bit CUDA platform) kernels use the host address as is.
+// unified addressing (every 64-bit CUDA platform) kernels use the host address as is. A failed allocation (e.g.
+// attempted during a CUDA-graph capture) is retried at the next call; nullptr until then (nothing is recorded).
 // `Tag` keeps the two packages' blocks apart even if both libraries' symbols were merged.
 template <class Tag>
+struct DeviceErrorBlockHolder {
+  static std::atomic<DeviceErrorBlock*>& ptr() {
+    static std::atomic<DeviceErrorBlock*> p{nullptr};
+    return p;
+  }
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+};
+
+template <class Tag>
 DeviceErrorBlock* device_error_block() {
-  static DeviceErrorBlock* block = []() -> DeviceErrorBlock* {
-    void* p = nullptr;
-    if (cudaHostAlloc(&p, sizeof(DeviceErrorBlock), cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    auto* b = static_cast<DeviceErrorBlock*>(p);
-    *b = DeviceErrorBlock{};
-    return b;
-  }();
-  return block;
+  DeviceErrorBlock* b = DeviceErrorBlockHolder<Tag>::ptr().load(std::memory_order_acquire);
+  if (b != nullptr) return b;
+  std::lock_guard<std::mutex> lock(DeviceErrorBlockHolder<Tag>::mutex());
+  b = DeviceErrorBlockHolder<Tag>::ptr().load(std::memory_order_relaxed);
+  if (b != nullptr) return b;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, sizeof(DeviceErrorBlock), cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  b = static_cast<DeviceErrorBlock*>(p);
+  *b = DeviceErrorBlock{};
+  DeviceErrorBlockHolder<Tag>::ptr().store(b, std::memory_order_release);
+  return b;
+}
+
+// The block if it was allocated, else nullptr (never allocates, never touches CUDA).
+template <class Tag>
+DeviceErrorBlock* device_error_block_if_allocated() {
+  return DeviceErrorBlockHolder<Tag>::ptr().load(std::memory_order_acquire);
 }
 
 }  // namespace accel

@@ -76,8 +76,11 @@ class DeviceErrorChannel:
             self._raise()
 
     def ensure_block(self) -> None:
-        """Allocates the block before the first CUDA launch (once per process)."""
+        """Allocates the block before the first CUDA launch (once per process). Not while the current stream is
+        being captured into a CUDA graph (the allocation would invalidate the capture): a later call does it."""
         if self._pending is None:
+            if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+                return
             with self._lock:
                 if self._pending is None:
                     base = int(self._ops.device_error_block())

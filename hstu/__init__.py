@@ -6,6 +6,10 @@ Public API:
     hstu_attn_reference       dense PyTorch reference (any dtype/device; the CPU implementation)
     hstu_mask                 the per-sequence boolean mask: the normative definition of every mask
     compiled_kernels          what the loaded op library was compiled with
+    check_errors              synchronize and raise the value error the device-side checks recorded
+    strict_checks             context manager: every call raises its own device-side error before it returns
+    set_strict_checks         the same, on or off for the process
+    DeviceInputError          the error raised for values checked on the device (a ValueError)
 Model layers (hstu/_layers.py, hstu/_jagged.py):
     HSTULayer, HSTUStack, HSTUKVCache, RelativeBucketedBias, dense_hstu_attention
     lengths_to_offsets, offsets_to_lengths, jagged_concat, jagged_split, jagged_to_padded, padded_to_jagged,
@@ -17,6 +21,8 @@ Inference (paged KV cache):
     cached_hstu_attention     one layer's attention in a serving step through a KVCacheManager
 """
 
+from ._checks import check_errors, set_strict_checks, strict_checks
+from ._device_errors import DeviceInputError
 from ._inference import PagedHSTUAttention, cached_hstu_attention
 from ._jagged import (
     jagged_concat,
@@ -38,6 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CacheStep",
+    "DeviceInputError",
     "HSTUKVCache",
     "HSTULayer",
     "HSTUStack",
@@ -48,6 +55,7 @@ __all__ = [
     "RelativeBucketedBias",
     "__version__",
     "cached_hstu_attention",
+    "check_errors",
     "compiled_kernels",
     "dense_hstu_attention",
     "gather_paged_kv",
@@ -66,4 +74,6 @@ __all__ = [
     "offsets_to_lengths",
     "padded_to_jagged",
     "paged_kv_layout",
+    "set_strict_checks",
+    "strict_checks",
 ]

@@ -4,7 +4,9 @@
    here: the CPU kernels (the reference) and the fake/meta implementations (torch.compile, export,
    CUDA-graph capture). Without `_C.so` (source checkout) the schemas are defined here, identically.
 2. `HstuAttnFunction`, the autograd.Function around them.
-3. The public functions `hstu_attn_varlen_func` and `hstu_attn_qkvpacked_func`, which validate inputs.
+3. The public functions `hstu_attn_varlen_func` and `hstu_attn_qkvpacked_func`, which validate host values
+   (shapes, dtypes, devices, scalars) in Python; the values inside the int32 tensors are checked on the device by
+   the CUDA op (`_checks.py`), on the host for CPU tensors.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from typing import Iterator, Optional, Sequence, Tuple
 import torch
 
 from . import _load
+from ._checks import channel as _channel
+from ._checks import check_values_host
 from ._reference import hstu_attn_reference, hstu_attn_reference_backward
+
+try:
+    from torch._subclasses.fake_tensor import is_fake as _is_fake
+except ImportError:  # pragma: no cover
+    def _is_fake(t):
+        return False
 
 __all__ = ["hstu_attn_varlen_func", "hstu_attn_qkvpacked_func", "HstuAttnFunction", "CUDA_HEAD_DIMS"]
 
@@ -140,6 +150,11 @@ for _name, _cpu, _fake in (("fwd", _fwd_cpu, _fwd_fake), ("bwd", _bwd_cpu, _bwd_
     if not _has_kernel(_name, "Meta"):
         torch.library.register_fake(f"hstu_attn::{_name}", _fake)
 
+_FWD = torch.ops.hstu_attn.fwd.default
+_BWD = torch.ops.hstu_attn.bwd.default
+_FWD_OPTIONS = torch.ops.hstu_attn.fwd_with_options.default
+_BWD_OPTIONS = torch.ops.hstu_attn.bwd_with_options.default
+
 
 # Comparison switches of the CUDA kernels, packed as hstu/csrc/hstu_plan.h HstuOptionBits (0: the product's
 # choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
@@ -209,46 +224,57 @@ class HstuAttnFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, slots, params, *tensors):
-        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
+        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = [None if i < 0 else tensors[i] for i in slots]
         max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic, options = params
         args = (q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
-        out = torch.ops.hstu_attn.fwd_with_options(*args, options) if options else torch.ops.hstu_attn.fwd(*args)
+        out = _FWD_OPTIONS(*args, options) if options else _FWD(*args)
         ctx.save_for_backward(*tensors)
         ctx.slots, ctx.params = slots, params
         return out
 
     @staticmethod
     def backward(ctx, dout):
+        compiling = torch.compiler.is_compiling()
+        if not compiling:
+            _channel.raise_pending()  # an error recorded by an earlier call (e.g. this forward)
         tensors = ctx.saved_tensors
         slots = ctx.slots
-        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = (None if i < 0 else tensors[i] for i in slots)
+        q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k = [None if i < 0 else tensors[i] for i in slots]
         max_q, max_k, group, wl, wr, alpha, scaling, has_drab, deterministic, options = ctx.params
         has_drab = bool(has_drab and rab is not None)
-        args = (dout.contiguous(), q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling,
-                su_q, su_k, has_drab, deterministic)
-        dq, dk, dv, drab = (torch.ops.hstu_attn.bwd_with_options(*args, options) if options
-                            else torch.ops.hstu_attn.bwd(*args))
+        if not dout.is_contiguous():
+            dout = dout.contiguous()
+        args = (dout, q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k,
+                has_drab, deterministic)
+        dq, dk, dv, drab = _BWD_OPTIONS(*args, options) if options else _BWD(*args)
         grads = [None] * len(tensors)
         for slot, g in zip(slots[:4], (dq, dk, dv, drab if has_drab else None)):
             if slot >= 0 and g is not None:
                 grads[slot] = g if grads[slot] is None else grads[slot] + g
+        if not compiling and _channel.strict:
+            _channel.after_call(q.device)
         return (None, None) + tuple(grads)
 
 
 def _apply(q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k, params):
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
+            rab is not None and rab.requires_grad))):
+        # Nothing to differentiate: the op itself, without the autograd.Function's bookkeeping.
+        max_q, max_k, group, wl, wr, alpha, scaling, _, _, options = params
+        args = (q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
+        return _FWD_OPTIONS(*args, options) if options else _FWD(*args)
     uniq = []
     slots = []
+    seen = {}
     for t in (q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k):
         if t is None:
             slots.append(-1)
-            continue
-        for n, u in enumerate(uniq):
-            if u is t:
-                slots.append(n)
-                break
         else:
-            slots.append(len(uniq))
-            uniq.append(t)
+            n = seen.get(id(t))
+            if n is None:
+                n = seen[id(t)] = len(uniq)
+                uniq.append(t)
+            slots.append(n)
     return HstuAttnFunction.apply(tuple(slots), params, *uniq)
 
 
@@ -273,15 +299,8 @@ def _skip_value_checks(*tensors: Optional[torch.Tensor]) -> bool:
     for t in tensors:
         if t is None:
             continue
-        if t.is_meta:
+        if t.is_meta or _is_fake(t):
             return True
-        try:
-            from torch._subclasses.fake_tensor import is_fake
-
-            if is_fake(t):
-                return True
-        except ImportError:  # pragma: no cover
-            pass
         if t.is_cuda and torch.cuda.is_current_stream_capturing():
             return True
     return False
@@ -303,6 +322,73 @@ def _check_batch_vector(t, arg: str, batch: int, q: torch.Tensor):
     if tuple(t.shape) != (batch,):
         _err(arg, f"shape ({batch},) (batch size from cu_seqlens_q)", _shape(t))
     return t.contiguous()
+
+
+_T = torch.Tensor
+_INT32 = torch.int32
+
+
+def _int_vec_ok(t, batch: int, dev) -> bool:
+    return t is None or (isinstance(t, _T) and t.dtype is _INT32 and t.device == dev and t.shape == (batch,)
+                         and t.is_contiguous())
+
+
+def _validate_fast(q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, window, alpha, rab, has_drab, scaling, su_q,
+                   su_k):
+    """The common call's checks, cheap (each tensor property read once, no message built): the normalized
+    arguments as `_validate` returns them, or None when anything is unusual (then `_validate` decides and words
+    the error). Accepts only what `_validate` accepts."""
+    if type(window) is not tuple or len(window) != 2:
+        return None
+    wl, wr = window
+    if not (type(max_q) is int and type(max_k) is int and type(group) is int and type(wl) is int
+            and type(wr) is int and 0 <= max_q <= max_k and group >= 1 and wl >= -1 and wr >= -1):
+        return None
+    if (type(alpha) is not float and type(alpha) is not int) or (
+            type(scaling) is not float and type(scaling) is not int) or not (scaling == -1 or scaling > 0):
+        return None
+    if (has_drab and rab is None) or ((nc is not None or nt is not None) and wr != 0):
+        return None
+    if not (isinstance(q, _T) and isinstance(k, _T) and isinstance(v, _T) and isinstance(cu_q, _T)
+            and isinstance(cu_k, _T)):
+        return None
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) != 3 or len(ks) != 3 or len(vs) != 3:
+        return None
+    heads, dim = qs[1], qs[2]
+    if ks[1] != heads or ks[2] != dim or vs[1] != heads or vs[2] != dim or ks[0] != vs[0]:
+        return None
+    dt = q.dtype
+    if k.dtype is not dt or v.dtype is not dt:
+        return None
+    dev = q.device
+    if k.device != dev or v.device != dev:
+        return None
+    if dev.type == "cuda":
+        if dt not in CUDA_DTYPES or dim not in CUDA_HEAD_DIMS or not _LIBRARY_LOADED:
+            return None
+    elif dev.type not in ("cpu", "meta") or dt not in CPU_DTYPES:
+        return None
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        return None
+    cs = cu_q.shape
+    if len(cs) != 1 or cs[0] < 1 or cu_q.dtype is not _INT32 or cu_q.device != dev or not cu_q.is_contiguous():
+        return None
+    batch = cs[0] - 1
+    if cu_k is not cu_q and not _int_vec_ok(cu_k, batch + 1, dev):
+        return None
+    if not (_int_vec_ok(nc, batch, dev) and _int_vec_ok(nt, batch, dev) and _int_vec_ok(su_q, batch, dev)
+            and _int_vec_ok(su_k, batch, dev)):
+        return None
+    if rab is not None:
+        if not isinstance(rab, _T) or rab.dtype is not dt or rab.device != dev:
+            return None
+        rs = rab.shape
+        if len(rs) != 4 or rs[0] != batch or (rs[1] != 1 and rs[1] != heads) or rs[2] != max_k or rs[3] != max_k:
+            return None
+        if not rab.is_contiguous():
+            rab = rab.contiguous()
+    return window, cu_q, cu_k, nc, nt, rab, su_q, su_k
 
 
 def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
@@ -409,50 +495,6 @@ def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, n
         num_targets, rab, seqused_q, seqused_k
 
 
-def _validate_values(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-                     seqused_q, seqused_k):
-    """Checks that read device values (one host synchronization)."""
-    batch = cu_seqlens_q.shape[0] - 1
-    parts = [cu_seqlens_q, cu_seqlens_k]
-    for t in (num_contexts, num_targets, seqused_q, seqused_k):
-        parts.append(t if t is not None else cu_seqlens_q.new_zeros(batch))
-    vals = torch.cat(parts).to("cpu", torch.int64).tolist()
-    cq, ck = vals[: batch + 1], vals[batch + 1 : 2 * batch + 2]
-    rest = vals[2 * batch + 2 :]
-    nc, nt, uq, uk = (rest[i * batch : (i + 1) * batch] for i in range(4))
-    for name, cu, total, mx in (("cu_seqlens_q", cq, q.shape[0], max_seqlen_q),
-                                ("cu_seqlens_k", ck, k.shape[0], max_seqlen_k)):
-        if cu[0] < 0:
-            _err(name, "non-negative offsets", f"{name}[0] = {cu[0]}")
-        for b in range(batch):
-            if cu[b + 1] < cu[b]:
-                _err(name, "non-decreasing offsets", f"{name}[{b}] = {cu[b]} > {name}[{b + 1}] = {cu[b + 1]}")
-        if cu[-1] > total:
-            _err(name, f"offsets <= {total} (tokens in {'q' if name[-1] == 'q' else 'k'})",
-                 f"{name}[{batch}] = {cu[-1]}")
-        for b in range(batch):
-            if cu[b + 1] - cu[b] > mx:
-                _err(name, f"sequence lengths <= max_seqlen_{name[-1]} ({mx})",
-                     f"length {cu[b + 1] - cu[b]} for sequence {b}")
-    for b in range(batch):
-        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
-        if seqused_q is not None:
-            if not 0 <= uq[b] <= lq:
-                _err("seqused_q", f"0 <= seqused_q[{b}] <= {lq} (its cu_seqlens_q length)", uq[b])
-            lq = uq[b]
-        if seqused_k is not None:
-            if not 0 <= uk[b] <= lk:
-                _err("seqused_k", f"0 <= seqused_k[{b}] <= {lk} (its cu_seqlens_k length)", uk[b])
-            lk = uk[b]
-        if lq > lk:
-            _err("cu_seqlens_q", f"query length <= key length ({lk}) for sequence {b} (delta-q)", lq)
-        if num_targets is not None and not 0 <= nt[b] <= lk:
-            _err("num_targets", f"0 <= num_targets[{b}] <= {lk} (the key length of sequence {b})", nt[b])
-        if num_contexts is not None and not 0 <= nc[b] <= lk - nt[b]:
-            _err("num_contexts", f"0 <= num_contexts[{b}] <= {lk - nt[b]} (key length minus targets of "
-                 f"sequence {b})", nc[b])
-
-
 def hstu_attn_varlen_func(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -473,7 +515,7 @@ def hstu_attn_varlen_func(
     seqused_k: Optional[torch.Tensor] = None,
     *,
     deterministic: bool = False,
-    check_values: bool = True,
+    check_values: Optional[bool] = None,
 ) -> torch.Tensor:
     """HSTU attention over a jagged (variable-length) batch.
 
@@ -510,10 +552,12 @@ def hstu_attn_varlen_func(
             sequence (other query rows get 0, other keys are ignored).
         deterministic: make the CUDA backward bit-reproducible (dq from a separate query-parallel kernel, no
             fp32 atomics; about 1.4x the time of the default backward). The CPU path always is.
-        check_values: in eager mode, also check values that live on the device (offsets
-            non-decreasing, lengths <= max_seqlen, Lq <= Lk, targets/contexts within the sequence,
-            seqused within the sequence); this synchronizes once. Always skipped while torch.compile
-            traces, during CUDA-graph capture, and for fake/meta tensors.
+        check_values: None (default) or False: on CUDA the values inside cu_seqlens_q/k, seqused_q/k,
+            num_targets and num_contexts are checked on the device, without a host synchronization (see "Value
+            errors" below). True: also read them on the host before the launch and raise at once (one
+            synchronization per call). CPU tensors are always checked on the host (no synchronization there).
+            Host checks are skipped while torch.compile traces, during CUDA-graph capture and for fake/meta
+            tensors; the device check always runs.
 
     Returns:
         out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
@@ -524,8 +568,22 @@ def hstu_attn_varlen_func(
     is ordered on the device. Design and measurements: docs/hstu_attn.md.
     `hstu_attn.compiled_kernels()` lists what the library holds.
 
+    Value errors: the rules are cu_seqlens_q/k[0] >= 0, non-decreasing, last <= rows of q / k, every length <=
+    max_seqlen_q / max_seqlen_k; 0 <= seqused_q/k[b] <= that length; query length <= key length (after seqused);
+    0 <= num_targets[b] <= key length; 0 <= num_contexts[b] <= key length - num_targets[b]. On CUDA a violation
+    does not stop the call: its kernels see every sequence empty (nothing is read or written out of bounds), its
+    outputs are all NaN (out; in backward dq, dk, dv and drab), and the first violation is recorded. The record is
+    raised as `hstu_attn.DeviceInputError` at the start of the next hstu_attn call (forward or backward) or by
+    `hstu_attn.check_errors()` (which synchronizes first), and cleared by raising. In strict mode
+    (`hstu_attn.strict_checks()`, `hstu_attn.set_strict_checks(True)`) every call synchronizes and raises its own
+    error before it returns. CUDA graphs and torch.compile: the check runs inside the graph; a replay records
+    its error, which the next eager call or `check_errors()` raises.
+
     Raises:
-        TypeError / ValueError naming the argument, the expected and the actual value.
+        TypeError / ValueError naming the argument, the expected and the actual value ("hstu_attn: arg: expected
+        X, got Y"), at once for shapes, dtypes, devices and scalars, and for values on CPU or with
+        check_values=True.
+        DeviceInputError (a ValueError): a value error recorded on the device by an earlier call.
 
     Example:
         >>> import torch, hstu_attn
@@ -537,18 +595,31 @@ def hstu_attn_varlen_func(
         torch.Size([8, 2, 32])
         >>> out.sum().backward()
     """
-    window, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, rab, seqused_q, seqused_k = _validate(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-        target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k,
-    )
-    if check_values and not _skip_value_checks(q, cu_seqlens_q):
-        _validate_values(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
-                         num_targets, seqused_q, seqused_k)
+    compiling = torch.compiler.is_compiling()
+    if not compiling:
+        _channel.raise_pending()  # an error recorded on the device by an earlier call (a memory read, no sync)
+    norm = _validate_fast(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                          num_targets, target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen,
+                          seqused_q, seqused_k)
+    if norm is None:
+        norm = _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+                         target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k)
+    window, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, rab, seqused_q, seqused_k = norm
+    on_cuda = q.is_cuda
+    # CUDA: the op checks the values on the device; check_values=True reads them here (a sync). CPU: reading
+    # them costs no sync, always. Neither while tracing or capturing, nor for fake/meta tensors.
+    if (check_values or not on_cuda) and not _skip_value_checks(q, cu_seqlens_q):
+        check_values_host(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+                          seqused_q, seqused_k)
+    if on_cuda and not compiling:
+        _channel.ensure_block()
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
     params = (max_seqlen_q, max_seqlen_k, target_group_size, window[0], window[1], float(alpha), scaling,
               bool(has_drab), bool(deterministic), _current_options())
-    return _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k,
-                  params)
+    out = _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k, params)
+    if not compiling and on_cuda and _channel.strict:
+        _channel.after_call(q.device)
+    return out
 
 
 def hstu_attn_qkvpacked_func(
@@ -566,7 +637,7 @@ def hstu_attn_qkvpacked_func(
     seqused: Optional[torch.Tensor] = None,
     *,
     deterministic: bool = False,
-    check_values: bool = True,
+    check_values: Optional[bool] = None,
 ) -> torch.Tensor:
     """HSTU self-attention with q, k and v packed in one tensor (no copies: q, k, v are views).
 

@@ -1,5 +1,6 @@
 // hstu_attn ops on the torch stable ABI: schema definitions, the CUDA implementations (validation, output
-// allocation, launch on the caller's current stream) and `compiled_kernels` for the doctor.
+// allocation, launch on the caller's current stream), `compiled_kernels` for the doctor, and the device error
+// record's two ops (`device_error_block`, `clear_device_error`; common/device_errors.cuh).
 //
 // The Python package registers the fake (meta) and CPU implementations of fwd/bwd (hstu/_ops.py).
 #include <cuda_bf16.h>
@@ -21,6 +22,7 @@
 #include "hstu/csrc/hstu_launch.h"
 #include "hstu/csrc/hstu_params.h"
 #include "hstu/csrc/hstu_plan.h"
+#include "hstu/csrc/hstu_validate.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -188,6 +190,59 @@ cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
   }
 }
 
+// Tag of this package's device error block (common/device_errors.cuh).
+struct HstuErrorTag {};
+
+uint16_t nan_bits(const Tensor& t) { return t.scalar_type() == ScalarType::Half ? 0x7E00 : 0x7FC0; }
+
+// Allocates the call's scratch: `extra_bytes` for the caller first (offset 0, 256-aligned), then the validation's
+// words (hstu_validate.h). Launches the validation on `s` (on a violation it fills `fill`, fill_numel 16-bit
+// elements, with NaN) and points p's int32 vectors at the sanitized copies, so the kernels read only those.
+Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64_t extra_bytes, void* fill,
+                          int64_t fill_numel, cudaStream_t s) {
+  const HstuScratchLayout l = hstu_scratch_layout(p.batch, p.seqused_q != nullptr, p.seqused_k != nullptr,
+                                                  p.num_targets != nullptr, p.num_contexts != nullptr);
+  const int64_t extra = (extra_bytes + 255) / 256 * 256;
+  Tensor scratch = torch::stable::new_empty(q, {extra + 4 * l.words}, ScalarType::Byte);
+  int32_t* w = reinterpret_cast<int32_t*>(static_cast<char*>(scratch.data_ptr()) + extra);
+  HstuValidateParams v{};
+  v.cu_seqlens_q = p.cu_seqlens_q;
+  v.cu_seqlens_k = p.cu_seqlens_k;
+  v.seqused_q = p.seqused_q;
+  v.seqused_k = p.seqused_k;
+  v.num_targets = p.num_targets;
+  v.num_contexts = p.num_contexts;
+  v.batch = p.batch;
+  v.total_q = p.total_q;
+  v.total_k = total_k;
+  v.max_seqlen_q = p.max_seqlen_q;
+  v.max_seqlen_k = p.max_seqlen_k;
+  v.scratch = w;
+  v.layout = l;
+  v.fill = static_cast<uint16_t*>(fill);
+  v.fill_numel = fill_numel;
+  v.nan_bits = nan_bits(q);
+  // The block is allocated by the Python channel before the first call, or here for a call that skipped it (a
+  // torch.compile'd graph), but never during a capture (cudaHostAlloc would invalidate it): then nothing is recorded.
+  v.errors = accel::device_error_block_if_allocated<HstuErrorTag>();
+  if (v.errors == nullptr) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) {
+      v.errors = accel::device_error_block<HstuErrorTag>();
+    }
+  }
+  v.device = static_cast<int>(q.get_device());
+  const cudaError_t err = hstu_validate(v, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
+  p.cu_seqlens_q = w + l.cu_q;
+  p.cu_seqlens_k = w + l.cu_k;
+  p.seqused_q = l.seqused_q >= 0 ? w + l.seqused_q : nullptr;
+  p.seqused_k = l.seqused_k >= 0 ? w + l.seqused_k : nullptr;
+  p.num_targets = l.num_targets >= 0 ? w + l.num_targets : nullptr;
+  p.num_contexts = l.num_contexts >= 0 ? w + l.num_contexts : nullptr;
+  return scratch;
+}
+
 Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
                         int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<Tensor> num_contexts,
                         std::optional<Tensor> num_targets, int64_t target_group_size, int64_t window_left,
@@ -205,17 +260,18 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   p.o_head_stride = out.stride(1);
   const bool half = q.scalar_type() == ScalarType::Half;
   const FwdPlan plan = plan_fwd(p, k.size(0), q.get_device(), half, HstuOptions::from_bits(options));
-  std::optional<Tensor> sched, counter;
+  cudaStream_t s = stream_of(q);
+  // The work list's workspace and the persistent kernel's tile counter (zeroed by the launcher) live in the call's
+  // scratch, in front of the validation's words. Every kernel writes only rows inside the (sanitized) sequences:
+  // after a violation (all empty) `out` keeps the validation's NaN.
+  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0), p.out,
+                                      q.size(0) * q.size(1) * q.size(2), s);
+  char* extra = static_cast<char*>(scratch.data_ptr());
   if (plan.sched_bytes > 0) {  // the jagged work list's workspace (docs/archive/hstu_sm90_log.md)
-    sched = torch::stable::new_empty(q, {plan.sched_bytes}, ScalarType::Byte);
-    p.fwd_sched = sched->data_ptr();
+    p.fwd_sched = extra;
     p.fwd_sched_bytes = plan.sched_bytes;
   }
-  if (plan.tile_counter) {  // zeroed by the launcher
-    counter = torch::stable::new_empty(q, {1}, ScalarType::Int);
-    p.fwd_tile_counter = static_cast<int*>(counter->data_ptr());
-  }
-  cudaStream_t s = stream_of(q);
+  if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s, plan.variant)
@@ -269,16 +325,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   p.bwd_grid = plan.bwd_grid;
   // dq_accum: the fp32 dq workspace, zeroed unless the Hopper kernel zeroes it itself (its flags behind the floats)
   // or the D = 256 work list's planner does (the list's workspace in `sched`).
-  std::optional<Tensor> dq_accum, sched;
+  std::optional<Tensor> dq_accum;
   if (plan.dq_floats > 0) {
     dq_accum = plan.zeroed_workspace()
                    ? torch::stable::new_zeros(q, {plan.dq_floats}, ScalarType::Float)
                    : torch::stable::new_empty(q, {plan.dq_floats + plan.zero_words}, ScalarType::Float);
     p.dq_accum = static_cast<float*>(dq_accum->data_ptr());
   }
+  cudaStream_t s = stream_of(q);
+  // The D = 256 work list's workspace lives in the call's scratch, in front of the validation's words.
+  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes, nullptr, 0, s);
   if (plan.sched_bytes > 0) {
-    sched = torch::stable::new_empty(q, {plan.sched_bytes}, ScalarType::Byte);
-    p.bwd_sched = sched->data_ptr();
+    p.bwd_sched = scratch.data_ptr();
     p.bwd_sched_bytes = plan.sched_bytes;
   }
   if (plan.zero_words > 0) {
@@ -317,13 +375,27 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
       }
     }
   }
-  cudaStream_t s = stream_of(q);
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_bwd_sm90<__half>(p, k.size(0), s) : dispatch_bwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   } else {
     err = half ? dispatch_bwd<__half>(p, s) : dispatch_bwd<__nv_bfloat16>(p, s);
   }
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));
+  // After a violation the kernels saw empty sequences, and some write zeros outside sequences (dq): NaN everywhere.
+  HstuPoisonParams poison{};
+  poison.status = reinterpret_cast<const int32_t*>(static_cast<char*>(scratch.data_ptr()) +
+                                                   (plan.sched_bytes + 255) / 256 * 256);
+  poison.ptr[0] = static_cast<uint16_t*>(p.dq);
+  poison.numel[0] = q.size(0) * q.size(1) * q.size(2);
+  poison.ptr[1] = static_cast<uint16_t*>(p.dk);
+  poison.numel[1] = k.size(0) * k.size(1) * k.size(2);
+  poison.ptr[2] = static_cast<uint16_t*>(p.dv);
+  poison.numel[2] = v.size(0) * v.size(1) * v.size(2);
+  poison.ptr[3] = has_drab ? static_cast<uint16_t*>(p.drab) : nullptr;
+  poison.numel[3] = has_drab ? p.drab_numel : 0;
+  poison.nan_bits = nan_bits(q);
+  err = hstu_poison_outputs(poison, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::bwd: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(dq, dk, dv, drab);
 }
@@ -337,6 +409,45 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   return bwd_with_options(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                           num_targets, target_group_size, window_left, window_right, alpha, rab, scaling_seqlen,
                           seqused_q, seqused_k, has_drab, deterministic, 0);
+}
+
+// The address of the package's pinned device error block (allocated here, once), or 0 without a usable CUDA device.
+int64_t device_error_block() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(accel::device_error_block<HstuErrorTag>()));
+}
+
+// Resets the claim word of `device` on its current stream, after the host read and cleared its record. Nothing to
+// do while the block was never allocated (no CUDA, or nothing can have been recorded).
+void clear_device_error(int64_t device) {
+  if (accel::device_error_block_if_allocated<HstuErrorTag>() == nullptr) return;
+  ACCEL_CHECK(device >= 0 && device < accel::kMaxErrorDevices, "device: expected a CUDA device index, got ", device);
+  torch::stable::accelerator::DeviceGuard guard(static_cast<int32_t>(device));
+  const cudaError_t err =
+      hstu_clear_device_error_claim(static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(device))));
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::clear_device_error: CUDA error ", cudaGetErrorString(err));
+}
+
+// {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
+// units (name contains "_sm90_") register only in builds that target sm_90a.
+std::string compiled_kernels() {
+  std::ostringstream names, per;
+  std::string archs = "unknown";
+  bool first = true;
+  for (const InstanceRecord& r : compiled_instances()) {
+    names << (first ? "" : ", ") << "\"" << r.name << "\"";
+    per << (first ? "" : ", ") << "\"" << r.name << "\": \"" << r.archs << "\"";
+    first = false;
+    if (r.name.find("_sm90_") == std::string::npos) archs = r.archs;
+  }
+  std::ostringstream os;
+  os << "{\"instances\": [" << names.str() << "], \"archs\": \"" << archs << "\", \"instance_archs\": {"
+     << per.str() << "}}";
+  return os.str();
 }
 
 // {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
@@ -383,6 +494,8 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int window_left, int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
       "Tensor? seqused_k, bool has_drab, bool deterministic, int options) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("compiled_kernels() -> str");
+  m.def("device_error_block() -> int");
+  m.def("clear_device_error(int device) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
@@ -394,4 +507,6 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {
   m.impl("compiled_kernels", TORCH_BOX(&hstu::compiled_kernels));
+  m.impl("device_error_block", TORCH_BOX(&hstu::device_error_block));
+  m.impl("clear_device_error", TORCH_BOX(&hstu::clear_device_error));
 }
