@@ -439,6 +439,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if self.use_kernels:
             self._kernel_meta()  # built eagerly: a torch.compile'd step reuses it (it cannot read data_ptr)
 
+    def __getstate__(self):
+        # copies (deepcopy, pickle) rebuild the table metadata: it holds this module's device addresses, and its
+        # key (the tensors' identities) would match the copy's tensors
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = dict(state)
+        state["_meta"] = state["_meta_key"] = state["_meta_host"] = None
+        return state
+
     # ------------------------------------------------------------------ construction helpers
     def _make_table(self, i: int, capacity: int) -> ScoredHashTable:
         o = self.options[i]
@@ -485,16 +493,18 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                     off += cap
             for t in members:
                 self._group_of[t] = len(self._groups)
-            self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members,
-                                 "ptrs": [self.tables[t].values.data_ptr() for t in members]})
+            self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members})
+        # the linked value tensors: a table that replaced its `values` (grow), or a table replaced by another
+        # (load), no longer holds the object
+        self._linked = [(t, self.tables[t].values) for t in used]
 
     def _check_groups(self):
-        for grp in self._groups:
-            for t, p in zip(grp["tables"], grp["ptrs"]):
-                v = self.tables[t].values
-                if v.data_ptr() != p or v.shape[0] != self.tables[t].capacity():
-                    self._link_groups()
-                    return
+        """Re-links the groups when a table replaced its rows (an identity test per table: no device call)."""
+        tables = self.tables
+        for t, v in self._linked:
+            if tables[t].values is not v:
+                self._link_groups()
+                return
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -692,10 +702,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _kernel_meta(self) -> torch.Tensor:
         """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
-        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch)
-                    for t in self.tables)
-        if self._meta is not None and (key == self._meta_key or _capturing()):
+        # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
+        # the same address) and its epoch: cheaper per step than reading data pointers
+        key = self._meta_key
+        if self._meta is not None and (_capturing() or all(
+                t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
+                for t, (k, v, sc, c, e) in zip(self.tables, key))):
             return self._meta
+        key = [(t.keys, t.values, t.scores, t.counters, t.epoch) for t in self.tables]
         buf = bytearray()
         for i, t in enumerate(self.tables):
             o = self.options[i]
