@@ -498,6 +498,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         # (load), no longer holds the object
         self._linked = [(t, self.tables[t].values) for t in used]
 
+    def _refresh_links(self):
+        """Re-links the groups and rebuilds the kernels' table metadata now (after a load replaced tables), so
+        that a torch.compile'd step, which skips this bookkeeping, never reads the old tables' addresses."""
+        self._check_groups()
+        if self.use_kernels:
+            self._kernel_meta()
+
     def _check_groups(self):
         """Re-links the groups when a table replaced its rows (an identity test per table: no device call)."""
         tables = self.tables
@@ -1168,6 +1175,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         from ._checkpoint import load_tables
 
         load_tables(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs)
+        self._refresh_links()
 
     def dump(self, path: str, score_threshold: Optional[int] = None, chunk_rows: int = 1 << 20):
         """Writes every table (keys, rows = [embedding | optimizer state] in native dtype, scores) to directory
@@ -1201,6 +1209,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         from ._checkpoint import load
 
         load(self, path)
+        self._refresh_links()
 
     def extra_repr(self):
         return (f"tables={self.table_names}, dims={self.dims}, features={self.num_features}, pooling={self.pooling!r}"
