@@ -1,8 +1,7 @@
 """Safety of the embedding step on CPU (runs in CI): the validate modes, the device-error codes shared with the
-kernels, the optimizer's non-finite policy (skip_row / skip_step / raise / propagate, with and without clipping),
-and torch.compile of a training step (aot_eager and inductor, fullgraph) giving the rows of eager steps."""
+kernels, the optimizer's non-finite policy (skip_row / skip_step / raise / propagate, with and without clipping).
+torch.compile of a step: test_compile_cpu.py."""
 
-import math
 import os
 import re
 
@@ -223,38 +222,3 @@ def test_bad_nonfinite_option():
     with pytest.raises(ValueError, match=r"SGD.nonfinite: expected one of \['propagate', 'skip_row', 'skip_step', "
                                          r"'raise'\], got 'ignore'"):
         SGD(nonfinite="ignore")
-
-
-# ---------------------------------------------------------------------- torch.compile
-# inductor compiles C++ on CPU (slow on the CI machine): one case of it
-@pytest.mark.parametrize("backend, opt, pooling", [
-    ("aot_eager", "sgd", "sum"), ("aot_eager", "adam", "sum"), ("aot_eager", "sgd", "none"),
-    ("aot_eager", "adam", "none"), ("inductor", "adam", "sum")])
-def test_compiled_training_step_matches_eager(backend, opt, pooling):
-    torch._dynamo.reset()
-    make = OPT_KINDS[opt]
-    eager, compiled = module(make(), pooling), module(make(), pooling)
-
-    def loss(m, ids, offsets, w, R):
-        out = m(ids, offsets, per_sample_weights=w)
-        return out, (out * R).sum()
-
-    def step(fn, m, ids, offsets, w, R):  # the compiled forward + loss; its backward runs the compiled backward
-        out, l = fn(m, ids, offsets, w, R)
-        l.backward()
-        return out.detach()
-
-    closs = torch.compile(loss, backend=backend, fullgraph=True)
-    gen = torch.Generator().manual_seed(21)
-    for _ in range(3):
-        ids, offsets, w = batch(gen)
-        if pooling != "sum":
-            w = None
-        width = 16 if pooling == "sum" else 8
-        R = torch.randn(ids.numel() if pooling == "none" else B, width, generator=gen)
-        want = step(loss, eager, ids, offsets, w, R)
-        got = step(closs, compiled, ids, offsets, w, R)
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    for a, b in zip(all_rows(eager), all_rows(compiled)):
-        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
-    assert math.isclose(float(eager.step), float(compiled.step))
