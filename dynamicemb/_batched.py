@@ -438,6 +438,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             self._fcol = torch.tensor(cols, dtype=torch.int64, device=dev)
         if self.use_kernels:
             self._kernel_meta()  # built eagerly: a torch.compile'd step reuses it (it cannot read data_ptr)
+        if dev.type == "cuda":
+            CHANNEL.ensure_block()  # eagerly, so that errors of compiled steps are seen too
 
     def __getstate__(self):
         # copies (deepcopy, pickle) rebuild the table metadata: it holds this module's device addresses, and its
@@ -687,7 +689,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         offsets = offsets.long()
         skip = None
         if cuda:
-            CHANNEL.ensure_block()
+            if not compiling:
+                CHANNEL.ensure_block()
             if mode == "device":
                 # device values are checked on the stream; `skip` (a device flag) empties a failing batch
                 pw = None if per_sample_weights is None else per_sample_weights.to(torch.float32).contiguous()
@@ -745,7 +748,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _dedup_set(self, n: int) -> torch.Tensor:
         """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
-        per size (eagerly, before any graph capture) and never initialized here."""
+        per size (eagerly, before any graph capture) and never initialized here. A compiled step (which cannot ask
+        the op for the size) reuses the set of an eager step if it has the op's minimum of n entries, else allocates
+        2 n + 1024, more than the op's rule (it uses at most its rule)."""
+        if _compiling():
+            if self._set is not None and self._set.numel() >= max(n, 1):
+                return self._set
+            return torch.empty(2 * n + 1024, dtype=torch.int32, device=self.device)
         cap = _dedup_set_size(n)
         if self._set is None or self._set.numel() < cap:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
