@@ -11,7 +11,7 @@ small integers). Columns, per pooling (none, sum) x optimizer (SGD, Adam):
     base_*     nn.EmbeddingBag / nn.Embedding (sparse=True) of --base-rows rows per table (ids modulo it),
                torch.optim.SGD / SparseAdam: the same ids, train step and eval forward.
 Times: CUDA events, median of --reps after --warmup steps, rotating over 4 pre-generated batches; the module is
-called with validate=False (no host-synchronizing checks). The output's gradient (the upstream gradient a model's
+called with its default arguments (validate=None: the inputs are checked on the device, no host sync). The output's gradient (the upstream gradient a model's
 dense part would hand over) is a tensor of ones made once and reused (a view of one buffer per run), for both the
 module and the baseline: filling a fresh one each step (0.12 ms for the 537 MB sum-pooled output on an H200) is not
 embedding work. Tables live in HBM (--capacity slots per table,
@@ -21,11 +21,14 @@ batches' ids nearly fill it, so some eviction happens).
 The predecessor's published all-HBM numbers (1.92 ms SGD train step on an H100, the figure issue 5's floor
 quotes) come from a different workload: one table, 1,048,576 samples of one id each (pooling none), a power law
 over 24Mi ids, all 24Mi ids stored before timing. `--preset predecessor` runs that workload (1.05M ids per step
-against the issue workload's ~5.77M), so the two can be compared on the same GPU.
+against the issue workload's ~5.77M), so the two can be compared on the same GPU. `--preset nvidia` is NVIDIA
+dynamicemb's published configuration: 10 tables x 104,857 samples of one id each (1,048,570 ids per step), D=128
+fp32, power law alpha=1.05 over 1,677,721 ids per table, 1M slots per table, pooling none.
 
 Usage:
     python benchmarks/embedding.py [--quick] [--markdown FILE] [--results benchmarks/RESULTS.md] [--plot out.png]
     python benchmarks/embedding.py --preset predecessor --cases none/sgd,none/adam
+    python benchmarks/embedding.py --preset nvidia
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
 
     def fwd():
         ids, off = nxt()
-        return m(ids, off, validate=False)
+        return m(ids, off)
 
     def backward(out):
         out.backward(grad(out))
@@ -240,12 +243,15 @@ def main(argv=None):
     p.add_argument("--base-rows", type=int, default=1 << 20, help="rows per table of the fixed-size baseline")
     p.add_argument("--prefill", action="store_true",
                    help="store every id of --id-space in every table before timing (all lookups hit)")
-    p.add_argument("--cases", default="none/sgd,none/adam,sum/sgd,sum/adam",
-                   help="comma-separated pooling/optimizer pairs to run")
-    p.add_argument("--preset", choices=["issue", "predecessor"], default="issue",
+    p.add_argument("--cases", default=None,
+                   help="comma-separated pooling/optimizer pairs to run (default: none/sgd,none/adam,sum/sgd,sum/adam;"
+                        " --preset nvidia: none/sgd,none/adam)")
+    p.add_argument("--preset", choices=["issue", "predecessor", "nvidia"], default="issue",
                    help="issue: the defaults above (issue 5's workload); predecessor: the predecessor's published "
                         "all-HBM run (1 table, batch 1,048,576, one id per sample, power law over 24Mi ids, all "
-                        "24Mi ids stored before timing; 32Mi slots so that they fit)")
+                        "24Mi ids stored before timing; 32Mi slots so that they fit); nvidia: NVIDIA dynamicemb's "
+                        "published config (10 tables x 104,857 samples of one id, power law over 1,677,721 ids, "
+                        "1M slots per table, pooling none)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -257,6 +263,11 @@ def main(argv=None):
         args.tables, args.batch, args.hotness = 1, 1 << 20, 1
         args.id_space = args.base_rows = 24 << 20
         args.capacity, args.prefill = 32 << 20, True
+    elif args.preset == "nvidia":
+        args.tables, args.batch, args.hotness, args.dim, args.alpha = 10, 1_048_570, 1, 128, 1.05
+        args.id_space, args.capacity = 1_677_721, 1 << 20
+        args.cases = args.cases or "none/sgd,none/adam"
+    args.cases = args.cases or "none/sgd,none/adam,sum/sgd,sum/adam"
     cases = []
     for c in args.cases.split(","):
         pooling, _, opt_name = c.strip().partition("/")

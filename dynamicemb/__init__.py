@@ -7,6 +7,7 @@ Public API (everything else is private):
     DynamicEmbeddingBagCollection, DynamicEmbeddingCollection   TorchRec-shaped modules (TorchRec optional)
     SGD, Adam, Adagrad, RowWiseAdagrad, EmbOptimizer            optimizers fused into the backward
     RefusedInsertError
+    DeviceInputError, check_errors, strict_checks, set_strict_checks   device-side input checks (no host sync)
     hash_keys                                 the table's key hash as an op (CPU and CUDA)
 """
 
@@ -15,6 +16,7 @@ from ._load import load_library
 load_library()
 
 from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError  # noqa: E402
+from ._checks import DeviceInputError, check_errors, set_strict_checks, strict_checks  # noqa: E402
 from ._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollection  # noqa: E402
 from ._hash import hash_keys  # noqa: E402
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad  # noqa: E402
@@ -27,6 +29,7 @@ __all__ = [
     "Adagrad",
     "Adam",
     "BatchedDynamicEmbeddingTables",
+    "DeviceInputError",
     "DynamicEmbInitializer",
     "DynamicEmbTableOptions",
     "DynamicEmbeddingBagCollection",
@@ -38,5 +41,8 @@ __all__ = [
     "ScoredHashTable",
     "TableInitializer",
     "__version__",
+    "check_errors",
     "hash_keys",
+    "set_strict_checks",
+    "strict_checks",
 ]

@@ -43,10 +43,30 @@ the gather and the update run once per group of tables, not once per table; a ta
 is re-linked at the next eager forward. Under CUDA graphs: no growth (use init_capacity == max_capacity), and
 the capture must not span a grow/load; on_refused="error"/"warn" are checked only in eager steps (the device
 counter ``refused_count`` keeps counting inside graphs).
+
+Input checks (``forward(..., validate=...)``): host values (types, dtypes, shapes, devices) are always checked
+eagerly. Device values (ids >= 0 or not a reserved uint64 pattern; offsets[0] == 0, non-decreasing, offsets[-1] ==
+ids.numel(); lengths >= 0 summing to ids.numel() (and equal to the offsets' differences when both are given);
+finite per-sample weights):
+  - ``validate=None`` (default): on CUDA one kernel checks them on the stream, with no host synchronization. A
+    violation makes that step treat its batch as empty (no insert, no update; the outputs hold fallback rows) and
+    is raised as ``dynamicemb.DeviceInputError`` (a ValueError) at the start of the next dynamicemb call, or at
+    ``dynamicemb.check_errors()``; inside ``dynamicemb.strict_checks()`` each call synchronizes and raises its own
+    errors. Non-finite per-sample weights are reported the same way but do not empty the batch (the optimizer's
+    ``nonfinite`` policy keeps them out of the rows). On CPU the checks run eagerly and raise at once.
+  - ``validate="host"`` (or ``True``, the former default): the eager host checks, raising at once; on CUDA they
+    synchronize several times per step.
+  - ``validate="off"`` (or ``False``): no value checks. The kernels stay in bounds whatever the values, but invalid
+    ids may be inserted.
+The one default-path option that reads device values on the host is ``on_refused="error"`` (one sync per training
+step of a module with such a table, to raise ``RefusedInsertError`` from the step that refused); "warn" and "zero"
+never block. The check and the error record work inside CUDA graphs; under ``torch.compile`` CPU modules skip the
+host value checks (CUDA modules keep the device checks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -60,9 +80,10 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
+from ._checks import CHANNEL, ERR_ARG_CODES, RULE_NONFINITE_GRAD, host_error
 from ._hash import _to_i64, fmix64_tensor
 from ._load import load_library
-from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
+from ._optimizers import NONFINITE_POLICIES, SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
 from ._caching import CachedTable, StepPins
@@ -108,9 +129,17 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+_compiling = torch.compiler.is_compiling
+
+# validate= of forward -> what runs: "device" (default: device checks on CUDA, eager host checks on CPU), "host"
+# (eager host checks that synchronize on CUDA; True is the same, as before), "off" (no value checks)
+_VALIDATE = {None: "device", "device": "device", True: "host", "host": "host", False: "off", "off": "off"}
+
+
 # ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
 _VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
+_NONFINITE_CODE = {name: i for i, name in enumerate(NONFINITE_POLICIES)}  # lookup_types.h NonFinite
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
 _META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes
 _META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
@@ -133,7 +162,7 @@ def _register_lookup_fakes():
     if not _kernels_available():
         return
 
-    def dedup(ids, offsets, feature_table, batch, dedup_set):
+    def dedup(ids, offsets, feature_table, batch, dedup_set, skip=None):
         n = ids.numel()
         i32 = lambda k: ids.new_empty(k, dtype=torch.int32)  # noqa: E731
         return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
@@ -156,8 +185,15 @@ def _register_lookup_fakes():
     def csr(inverse, bag, offsets, psw, pooling, ws):
         return None
 
+    def validate(ids, offsets, lengths, psw, lengths_only):
+        return ids.new_empty(1, dtype=torch.int32)
+
+    def report(counts, seen):
+        return None
+
     for name, fn in (("lookup_dedup", dedup), ("lookup_insert", insert), ("lookup_forward", forward),
-                     ("lookup_backward", backward), ("lookup_csr", csr)):
+                     ("lookup_backward", backward), ("lookup_csr", csr), ("lookup_validate", validate),
+                     ("report_nonfinite", report)):
         try:
             torch.library.register_fake(f"dynamicemb::{name}")(fn)
         except (RuntimeError, AttributeError):  # already registered, or an older torch
@@ -286,6 +322,10 @@ class _HostMirror:
         self._event = None
         self.value: Optional[List[int]] = None
 
+    def ready(self) -> bool:
+        """Whether a push would start a copy now (none in flight), so the caller can skip building its tensor."""
+        return self._event is None or not getattr(self, "_pending", False) or self._event.query()
+
     def push(self, t: torch.Tensor):
         if t.device.type != "cuda":
             self.value = [int(x) for x in t.tolist()]
@@ -316,26 +356,57 @@ class _LookupFunction(torch.autograd.Function):
     """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
 
     @staticmethod
-    def forward(ctx, anchor, module, ids, offsets, psw):
+    def forward(ctx, anchor, module, ids, offsets, psw, skip):
         # Under the module's step lock (threads): the insert and the gather see one table layout; the step
-        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile.
-        with module._step_lock:
-            if not module.use_kernels and not _capturing():
+        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile. A step
+        # that torch.compile traces skips this host bookkeeping (one thread drives a compiled step).
+        compiling = torch.compiler.is_compiling()
+        with contextlib.nullcontext() if compiling else module._step_lock:
+            if not compiling and not module.use_kernels and not _capturing():
                 module._check_groups()  # another thread may have grown a table since forward() looked
-            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True)
-            ctx.inflight = _InFlight(module)
+            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True, skip=skip)
+            ctx.inflight = None if compiling else _InFlight(module)
         ctx.module = module
-        ctx.saved = saved
+        # the step's tensors through save_for_backward (torch.compile traces it; a dict on ctx would escape the
+        # traced region), the rest of `saved` as its structure
+        keys = sorted(saved)
+        flat, spec = [], []
+        for k in keys:
+            v = saved[k]
+            if isinstance(v, list):  # per_group: [(gidx, valid), ...]
+                spec.append((k, "pairs", len(v)))
+                for a, b in v:
+                    flat += [a, b]
+            elif isinstance(v, torch.Tensor):
+                spec.append((k, "tensor", None))
+                flat.append(v)
+            else:
+                spec.append((k, "value", v))
+        ctx.save_for_backward(*flat)
+        ctx.spec = spec
         ctx.psw_requires_grad = psw is not None and psw.requires_grad
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        with ctx.module._step_lock:
-            grad_psw = ctx.module._backward_impl(grad_out, ctx.saved, ctx.psw_requires_grad)
-            ctx.inflight.done()
-        ctx.saved = None
-        return None, None, None, None, grad_psw
+        flat = list(ctx.saved_tensors)
+        saved, i = {}, 0
+        for k, kind, v in ctx.spec:
+            if kind == "pairs":
+                saved[k] = [(flat[i + 2 * j], flat[i + 2 * j + 1]) for j in range(v)]
+                i += 2 * v
+            elif kind == "tensor":
+                saved[k] = flat[i]
+                i += 1
+            else:
+                saved[k] = v
+        if ctx.inflight is None:
+            grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
+        else:
+            with ctx.module._step_lock:
+                grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
+                ctx.inflight.done()
+        return None, None, None, None, grad_psw, None
 
 
 class _InFlight:
@@ -378,9 +449,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             hybrid/caching tables without their own ``hbm_budget_bytes`` share the rest in proportion to their
             full size (docs/dynamicemb_storage.md). None: per-table budgets only.
 
-    Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None)``
+    Forward: ``module(ids, offsets=None, per_sample_weights=None, lengths=None, validate=None)``
         ids (N,) key_dtype; offsets (F * B + 1,) int64 or lengths (F * B,) int64; per_sample_weights (N,) float
         (sum pooling). Returns (B, sum of the features' dims) for sum/mean, (N, dim) for "none".
+        ``validate``: None (device-side checks on CUDA, no sync), "host"/True (eager host checks), "off"/False;
+        see the module docstring. Invalid device values raise ``DeviceInputError`` at the next call (CUDA) or at
+        once (CPU).
         In training mode (``module.train()``) new ids are inserted and the backward updates rows; in eval,
         missing ids get the ``eval_initializer`` value and nothing is inserted.
 
@@ -460,6 +534,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.register_buffer("learning_rate", torch.tensor(float(optimizer.lr), dtype=torch.float32, device=dev))
         self.register_buffer("step", torch.zeros((), dtype=torch.float32, device=dev))
         self.register_buffer("refused_count", torch.zeros(T, dtype=torch.int64, device=dev))
+        #: rows [0] and steps [1] the fused update skipped for a non-finite gradient (``optimizer.nonfinite``)
+        self.register_buffer("nonfinite_count", torch.zeros(2, dtype=torch.int64, device=dev), persistent=False)
+        self._nonfinite_seen = torch.zeros(1, dtype=torch.int64, device=dev)  # the total at the last report
         self._feature_table = torch.tensor(fmap, dtype=torch.int64, device=dev)
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
         self._sizes = _HostMirror(T)
@@ -503,6 +580,18 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             for d in self.feature_dims[:-1]:
                 cols.append(cols[-1] + d)
             self._fcol = torch.tensor(cols, dtype=torch.int64, device=dev)
+        if self.use_kernels:
+            self._kernel_meta()  # built eagerly: a torch.compile'd step reuses it (it cannot read data_ptr)
+        if dev.type == "cuda":
+            CHANNEL.ensure_block()  # eagerly, so that errors of compiled steps are seen too
+
+    def __getstate__(self):
+        # copies (deepcopy, pickle) rebuild the table metadata: it holds this module's device addresses, and its
+        # key (the tensors' identities) would match the copy's tensors
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = dict(state)
+        state["_meta"] = state["_meta_key"] = state["_meta_host"] = None
+        return state
 
     # ------------------------------------------------------------------ construction helpers
     def _make_table(self, i: int, capacity: int) -> ScoredHashTable:
@@ -541,6 +630,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             if k not in keys:
                 keys.append(k)
         self._groups, self._group_of = [], {}
+        # tables below max_capacity may grow: only then does a step mirror the table sizes to the host
+        self._may_grow = any(t.capacity() < o.max_capacity for t, o in zip(self.tables, self.options))
         for k in keys:
             members = [t for t in used if gkey(t) == k]
             base, off = {}, 0
@@ -561,17 +652,26 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                     off += cap
             for t in members:
                 self._group_of[t] = len(self._groups)
-            self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members,
-                                 "ptrs": [self.tables[t].values.data_ptr() for t in members]})
+            self._groups.append({"buf": buf, "base": base, "dim": self.dims[members[0]], "tables": members})
+        # the linked value tensors: a table that replaced its `values` (grow), or a table replaced by another
+        # (load), no longer holds the object
+        self._linked = [(t, self.tables[t].values, getattr(self.tables[t], "values_host", None)) for t in used]
+
+    def _refresh_links(self):
+        """Re-links the groups and rebuilds the kernels' table metadata now (after a load replaced tables), so
+        that a torch.compile'd step, which skips this bookkeeping, never reads the old tables' addresses."""
+        self._check_groups()
+        if self.use_kernels:
+            self._kernel_meta()
 
     def _check_groups(self):
-        for grp in self._groups:
-            for t, p in zip(grp["tables"], grp["ptrs"]):
-                v = self.tables[t].values
-                host = getattr(self.tables[t], "values_host", None)
-                if v.data_ptr() != p or v.shape[0] + (0 if host is None else host.shape[0]) != self.tables[t].capacity():
-                    self._link_groups()
-                    return
+        """Re-links the groups when a table replaced its rows (an identity test per table: no device call; a hybrid
+        table's host rows too)."""
+        tables = self.tables
+        for t, v, h in self._linked:
+            if tables[t].values is not v or getattr(tables[t], "values_host", None) is not h:
+                self._link_groups()
+                return
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -701,8 +801,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                     k = int(v[bad][0]) & ((1 << 64) - 1)
                     raise ValueError(f"{arg}: got the reserved id {k} (reserved: 2**63 + 0, 1, 2)")
 
-    def _check_inputs(self, ids, offsets, psw, lengths):
-        self._check_ids(ids, "ids")
+    def _check_args(self, ids, offsets, psw, lengths):
+        """Host-side checks of the arguments (types, dtypes, shapes, devices); never reads device values."""
+        _check_key_tensor(ids, "ids", self.key_dtype, self.device, "the module")
         F = self.num_features
         if offsets is None and lengths is None:
             raise ValueError("offsets/lengths: expected at least one of them, got neither")
@@ -724,6 +825,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             raise ValueError(f"{arg}: expected {arg} of {what}, got {nb + (offsets is not None)} entries")
         if offsets is not None and lengths is not None and lengths.numel() != nb:
             raise ValueError(f"lengths: expected {nb} entries (offsets has {nb + 1}), got {lengths.numel()}")
+        if nb == 0 and ids.numel():
+            raise ValueError(f"offsets/lengths: expected at least one bag for {ids.numel()} ids, got none")
         if psw is not None:
             if not isinstance(psw, torch.Tensor) or not psw.is_floating_point():
                 got = getattr(psw, "dtype", type(psw))
@@ -735,9 +838,17 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 raise ValueError(f"per_sample_weights: expected a tensor on {self.device}, got {psw.device}")
             if self.pooling != "sum":
                 raise ValueError(f"per_sample_weights: expected only with pooling='sum', got pooling={self.pooling!r}")
-        if _capturing():
-            return
+
+    def _check_values(self, ids, offsets, psw, lengths):
+        """Host-side checks of the device values (validate="host", and CPU modules): read on the host, so on CUDA
+        each synchronizes; raise at once."""
+        self._check_ids(ids, "ids")
         n = ids.numel()
+        if psw is not None and n:
+            bad = ~torch.isfinite(psw)
+            if bool(bad.any()):
+                i = int(torch.nonzero(bad)[0])
+                raise host_error(ERR_ARG_CODES["per_sample_weights"], 9, i, float(psw[i]), 0)
         if offsets is not None:
             o = offsets.long()
             if o.numel() and int(o[0]) != 0:
@@ -760,31 +871,57 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None, lengths: Optional[torch.Tensor] = None,
-                validate: bool = True) -> torch.Tensor:
-        """See the class docstring. ``validate=False`` (or CUDA-graph capture) skips the checks that sync."""
-        if validate:
-            self._check_inputs(ids, offsets, per_sample_weights, lengths)
-        if offsets is None:
+                validate=None) -> torch.Tensor:
+        """See the class docstring; ``validate`` selects the input checks (module docstring, "Input checks")."""
+        compiling = _compiling()
+        if not compiling:
+            CHANNEL.raise_pending()  # an error found on the device by an earlier call (a memory load, no sync)
+        mode = _VALIDATE.get(validate) if isinstance(validate, (bool, str, type(None))) else None
+        if mode is None:
+            raise ValueError(f"validate: expected None, 'device', 'host', 'off', True or False, got {validate!r}")
+        self._check_args(ids, offsets, per_sample_weights, lengths)
+        cuda = self.device.type == "cuda"
+        if (mode == "host" or (mode == "device" and not cuda)) and not compiling and not _capturing():
+            self._check_values(ids, offsets, per_sample_weights, lengths)
+        lengths_only = offsets is None
+        if lengths_only:
             offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
         offsets = offsets.long()
-        if not self.use_kernels and not _capturing():  # the kernel path runs these after launching the dedup
+        skip = None
+        if cuda:
+            if not compiling:
+                CHANNEL.ensure_block()
+            if mode == "device":
+                # device values are checked on the stream; `skip` (a device flag) empties a failing batch
+                pw = None if per_sample_weights is None else per_sample_weights.to(torch.float32).contiguous()
+                ln = None if lengths is None else lengths.long()
+                skip = torch.ops.dynamicemb.lookup_validate(ids, offsets, ln, pw, lengths_only)
+        if not self.use_kernels and not _capturing() and not compiling:  # the kernel path runs these after the dedup
             if self.training and torch.is_grad_enabled():
                 self._before_train_step()
             self._check_groups()
         if self.training and torch.is_grad_enabled():
-            return _LookupFunction.apply(self._anchor, self, ids, offsets, per_sample_weights)
-        out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training)
+            out = _LookupFunction.apply(self._anchor, self, ids, offsets, per_sample_weights, skip)
+        else:
+            out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training, skip=skip)
+        if not compiling:
+            CHANNEL.after_call(self.device)
         return out
 
     # ------------------------------------------------------------------ fused CUDA kernels
     def _kernel_meta(self) -> torch.Tensor:
         """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
-        key = tuple((t.keys.data_ptr(), t.values.data_ptr(), t.scores.data_ptr(), t.counters.data_ptr(), t.epoch,
-                     _host_rows(t)) for t in self.tables)
-        if self._meta is not None and (key == self._meta_key or _capturing()):
+        # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
+        # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
+        key = self._meta_key
+        if self._meta is not None and (_capturing() or all(
+                t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
+                and getattr(t, "values_host", None) is h
+                for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
             return self._meta
+        key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
         for i, t in enumerate(self.tables):
             o = self.options[i]
@@ -813,27 +950,43 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     def _dedup_set(self, n: int) -> torch.Tensor:
         """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
-        per size (eagerly, before any graph capture) and never initialized here."""
+        per size (eagerly, before any graph capture) and never initialized here. A compiled step (which cannot ask
+        the op for the size) reuses the set of an eager step if it has the op's minimum of n entries, else allocates
+        2 n + 1024, more than the op's rule (it uses at most its rule)."""
+        if _compiling():
+            if self._set is not None and self._set.numel() >= max(n, 1):
+                return self._set
+            return torch.empty(2 * n + 1024, dtype=torch.int32, device=self.device)
         cap = _dedup_set_size(n)
         if self._set is None or self._set.numel() < cap:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._set
 
     def _direct_sgd(self) -> bool:
-        """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows."""
+        """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows. The
+        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum)."""
         opt = self.optimizer
         return (type(opt) is SGD and not opt.weight_decay and opt.max_grad_value is None
-                and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32])
+                and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32]
+                and (opt.nonfinite == "propagate" or self._segmented()))
 
     def _gsum_buffer(self, n: int) -> torch.Tensor:
-        """(>= n, max dim rounded to 4) fp32 per-unique gradient sums of the backward; zero between steps (the
-        kernels restore the zeros), so it is allocated once per size (eagerly, before any graph capture). Direct
-        SGD needs none (a one-row placeholder)."""
+        """(rows, max dim rounded to 4) fp32 gradient sums of the backward (lookup_types.h BackwardParams::gsum:
+        the atomic scatter needs one row per unique, the segmented reduction one per warp of backward_chunk
+        entries, direct SGD without a non-finite policy none); zero between steps (the kernels restore the
+        zeros), so it is allocated once per size (eagerly, before any graph capture; a compiled step that finds
+        none allocates its own)."""
         w = -(-self.max_dim // 4) * 4
-        if self._direct_sgd():
+        if self._segmented():
+            direct_prop = self._direct_sgd() and self.optimizer.nonfinite == "propagate"
+            n = 1 if direct_prop else -(-n // int(self.backward_chunk))
+        elif self._direct_sgd():
             n = 1
-        if self._gsum is None or self._gsum.shape[0] < max(n, 1):
-            self._gsum = torch.zeros(max(n, 1), w, dtype=torch.float32, device=self.device)
+        n = max(n, 1)
+        if self._gsum is None or self._gsum.shape[0] < n:
+            if _compiling():
+                return torch.zeros(n, w, dtype=torch.float32, device=self.device)
+            self._gsum = torch.zeros(n, w, dtype=torch.float32, device=self.device)
         return self._gsum
 
     def _seg_buffer(self, n: int) -> torch.Tensor:
@@ -841,6 +994,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         sum); zero between steps (the kernels reset what they used), so allocated once per size, eagerly (before
         any graph capture)."""
         if self._seg is None or self._seg.numel() < n + 1:
+            if _compiling():
+                return torch.zeros(n + 1, dtype=torch.int32, device=self.device)
             self._seg = torch.zeros(n + 1, dtype=torch.int32, device=self.device)
         return self._seg
 
@@ -850,8 +1005,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         request its kernels cannot serve (global-norm clipping, rows wider than one 128 (4-wide) / 32-column
         chunk)."""
         mgn = self.optimizer.max_grad_norm
-        return self.backward_chunk > 0 and not (mgn is not None and mgn > 0) and self.max_dim <= (
-            128 if self._vec4 else 32)
+        return (self.backward_chunk > 0 and not (mgn is not None and mgn > 0)
+                and self.optimizer.nonfinite != "skip_step" and self.max_dim <= (128 if self._vec4 else 32))
 
     def _side_stream(self) -> torch.cuda.Stream:
         """High-priority stream of the training forward's CSR build (overlaps the insert and the pooling); one
@@ -861,23 +1016,27 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             s = _SIDE_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-1)
         return s
 
-    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False):
+    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
         ops = torch.ops.dynamicemb
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
+        compiling = _compiling()
         inverse, bag, ukeys, utables, count = ops.lookup_dedup(
-            ids, offsets, self._ftable_i32, max(B, 1), self._dedup_set(n))
+            ids, offsets, self._ftable_i32, max(B, 1), self._dedup_set(n), skip)
         # the host work of an eager step (grow tables, report refusals, re-link groups, table metadata) runs while
-        # the GPU dedups: the dedup reads no table
-        if not _capturing():
+        # the GPU dedups: the dedup reads no table. A compiled step uses the metadata of the last eager one.
+        if not _capturing() and not compiling:
             if backward:
                 self._before_train_step()
             self._check_groups()
-        meta = self._kernel_meta()
+            meta = self._kernel_meta()
+        else:
+            meta = self._meta
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         csr, side = None, None
-        if backward and n > 0 and self.overlap_csr and self._segmented():
+        # (compiled steps build the CSR in the backward: no side stream inside a traced region)
+        if backward and n > 0 and self.overlap_csr and self._segmented() and not compiling:
             # The backward's CSR (unique -> occurrences) needs only the dedup: build it on a side stream while
             # this stream runs the insert. Every tensor it touches is allocated on this stream and outlives the
             # join at the end of this forward.
@@ -895,7 +1054,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                 if side is not None:  # join the CSR build first: its tensors are freed on this stream
                     torch.cuda.current_stream(self.device).wait_stream(side)
                 raise
-            if backward:
+            if backward and not compiling:
                 self._gsum_buffer(n)
                 self._seg_buffer(n)
         pooled = self.pooling != "none"
@@ -913,8 +1072,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return out, saved
 
     def _after_insert(self, refused_step):
-        self.refused_count += refused_step
-        if not _capturing():
+        self.refused_count.add_(refused_step)  # in place, no attribute rebinding (torch.compile traces it)
+        if not _capturing() and not _compiling():
             if any(o.on_refused == "error" for o in self.options):
                 bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
                 counts = refused_step[bad].tolist()  # host sync: inherent to raising
@@ -923,7 +1082,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                         raise RefusedInsertError(
                             f"table {self.table_names[t]!r}: {c} inserts refused (buckets full of higher "
                             f"scores); on_refused='error'")
-            self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
+            if self._may_grow and self._sizes.ready():
+                self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
             self._refused_seen.push(self.refused_count)
 
     @torch.no_grad()
@@ -938,6 +1098,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         betas = getattr(opt, "betas", (0.9, 0.999))
         # seg_chunk > 0 selects the segmented reduction; the forward's CSR goes with it only
         seg_chunk = int(self.backward_chunk) if self._segmented() else 0
+        n = saved["ids"].numel()
+        nf = _NONFINITE_CODE[opt.nonfinite]
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, saved["ids"], saved["offsets"], saved["inverse"], saved["bag"],
             saved["rowp"], saved["count"], saved["urow"], saved["utables"], psw, self._ftable_i32,
@@ -946,8 +1108,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
             float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
             float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0, want_psw, self._direct_sgd(),
-            self.aggregate_grads, self._gsum_buffer(saved["ids"].numel()), self._seg_buffer(saved["ids"].numel()),
-            seg_chunk, saved["csr"] if seg_chunk > 0 else None)
+            self.aggregate_grads, self._gsum_buffer(n), self._seg_buffer(n),
+            seg_chunk, saved["csr"] if seg_chunk > 0 else None, nf, self.nonfinite_count, self._nonfinite_seen)
+        if not _compiling():
+            CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 
     def __getstate__(self):  # a lock neither pickles nor deep-copies
@@ -988,17 +1152,22 @@ class BatchedDynamicEmbeddingTables(nn.Module):
                                   f" inserts (buckets full of higher scores); those ids got initializer values")
                 self._refused_warned[i] = r
 
-    def _dedup(self, ids, offsets):
-        """Fixed-shape per-table dedup. Returns (bag, ukeys, utbl, uidx_counts, inverse)."""
+    def _dedup(self, ids, offsets, skip=None):
+        """Fixed-shape per-table dedup. Returns (bag, ukeys, utbl, uidx_counts, inverse). In bounds for any
+        offsets (bags are clamped); a nonzero ``skip`` flag turns every id into the reserved empty key (no row,
+        no insert, no update), as the kernels' dedup does."""
         dev = ids.device
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
         pos = torch.arange(n, dtype=torch.int64, device=dev)
-        bag = torch.searchsorted(offsets[1:], pos, right=True)
+        # out-of-place ops for the tensors the backward keeps: torch.compile refuses saving in-place results
+        bag = torch.searchsorted(offsets[1:], pos, right=True).clamp(max=max(offsets.numel() - 2, 0))
         feat = torch.div(bag, max(B, 1), rounding_mode="floor").clamp_(max=F - 1)
         tbl = self._feature_table[feat]
         k64 = ids.view(torch.int64)
+        if skip is not None:
+            k64 = torch.where(skip.bool(), _EMPTY_KEY, k64)
         sk, p1 = torch.sort(k64, stable=True)
         st, p2 = torch.sort(tbl[p1], stable=True)
         perm = p1[p2]
@@ -1007,17 +1176,19 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if n > 1:
             flag[1:] = (sk[1:] != sk[:-1]) | (st[1:] != st[:-1])
         uidx = torch.cumsum(flag, 0) - 1
-        inverse = torch.empty_like(uidx).scatter_(0, perm, uidx)
+        inverse = torch.empty_like(uidx).scatter(0, perm, uidx)
         ukeys = torch.full((n,), _EMPTY_KEY, dtype=torch.int64, device=dev).scatter_(0, uidx, sk)
-        utbl = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_(0, uidx, st)
+        utbl = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter(0, uidx, st)
+        # reserved keys (and a skipped batch) belong to no table: no row, not counted as refused (as the kernels)
+        utbl = utbl.masked_fill(ukeys < RESERVED_KEYS[-1] + 1, -1)
         return bag, ukeys, utbl, uidx, inverse
 
-    def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False):
+    def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
         """Forward of the step (``backward``: called by _LookupFunction, a backward follows; autograd runs this
-        with grad mode off)."""
+        with grad mode off). ``skip``: the device checks' flag (nonzero: the batch is treated as empty)."""
         pins = self._stage_caches(ids, offsets, train, backward) if self._cached else None
         run = self._forward_kernels if self.use_kernels else self._forward_torch
-        out, saved = run(ids, offsets, psw, train, backward)
+        out, saved = run(ids, offsets, psw, train, backward, skip)
         if saved is not None and pins is not None:
             saved["pins"] = pins  # released with the saved tensors (after the backward)
         return out, saved
@@ -1109,13 +1280,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             if isinstance(t, CachedTable):
                 t.flush()
 
-    def _forward_torch(self, ids, offsets, psw, train: bool, backward: bool = False):
+    def _forward_torch(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
         dev = self.device
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
         Dm = self.max_dim
-        bag, ukeys, utbl, uidx, inverse = self._dedup(ids, offsets)
+        bag, ukeys, utbl, uidx, inverse = self._dedup(ids, offsets, skip)
         U = torch.zeros(n, Dm, dtype=torch.float32, device=dev) if len(self._groups) > 1 or any(
             grp["dim"] != Dm for grp in self._groups) else None
         acc = [(torch.full((n,), -1, dtype=torch.int64, device=dev), torch.zeros(n, dtype=torch.bool, device=dev), [])
@@ -1195,7 +1366,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             Ew = E * psw.to(torch.float32)[:, None]
         else:
             Ew = E
-        lengths = (offsets[1:] - offsets[:-1]).to(torch.float32)
+        lengths = (offsets[1:] - offsets[:-1]).to(torch.float32).clamp(min=0.0)
         if self.pooling == "none":
             out = Ew.to(self.output_dtype)
         else:
@@ -1247,6 +1418,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)
         del gE
         opt = self.optimizer
+        # non-finite policy (_optimizers.py; the kernels do the same): per unique row, before clipping
+        guard = opt.nonfinite != "propagate"
+        finite = torch.isfinite(gU).all(1) if guard else None
+        skip_all = None  # 0-d bool: the whole step is skipped (skip_step, or a non-finite global norm)
+        if guard and (opt.nonfinite == "skip_step" or opt.max_grad_norm is not None):
+            skip_all = ~finite.all()
+            self.nonfinite_count[1:].add_(skip_all)
         if opt.max_grad_value is not None:
             gU.clamp_(-opt.max_grad_value, opt.max_grad_value)
         if opt.max_grad_norm is not None:
@@ -1256,6 +1434,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         lr = self.learning_rate
         for g, grp in enumerate(self._groups):
             gidx, valid = saved["per_group"][g]
+            if guard:
+                bad = valid & ~finite
+                if skip_all is not None:
+                    bad = bad & ~skip_all
+                    valid = valid & ~skip_all
+                self.nonfinite_count[:1].add_(bad.sum())
+                valid = valid & finite
             d = grp["dim"]
             vals = grp["buf"]
             sc = gidx.clamp(min=0)
@@ -1277,7 +1462,24 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             slot_fix = torch.where(valid, sc, sc.index_select(0, j))
             new_fix = torch.where(valid[:, None], new, row_j)
             vals.index_copy_(0, slot_fix, new_fix)
+        if opt.nonfinite == "raise":
+            self._report_nonfinite()
+        if not _compiling():
+            CHANNEL.after_call(self.device)
         return grad_psw
+
+    def _report_nonfinite(self):
+        """nonfinite="raise" of the torch path: CUDA reports through the device error record (no sync), CPU
+        raises at once (reading the counter costs nothing there)."""
+        if self.device.type == "cuda":
+            torch.ops.dynamicemb.report_nonfinite(self.nonfinite_count, self._nonfinite_seen)
+            return
+        if _compiling():
+            return
+        total, seen = int(self.nonfinite_count.sum()), int(self._nonfinite_seen)
+        if total != seen:
+            self._nonfinite_seen.fill_(total)
+            raise host_error(ERR_ARG_CODES["gradient"], RULE_NONFINITE_GRAD, 0, total - seen, total)
 
     # ------------------------------------------------------------------ checkpoints (see _checkpoint.py)
     def get_extra_state(self):
@@ -1333,6 +1535,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         from ._checkpoint import load_tables
 
         load_tables(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs)
+        self._refresh_links()
 
     def dump(self, path: str, score_threshold: Optional[int] = None, chunk_rows: int = 1 << 20):
         """Writes every table (keys, rows = [embedding | optimizer state] in native dtype, scores) to directory
@@ -1366,6 +1569,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         from ._checkpoint import load
 
         load(self, path)
+        self._refresh_links()
 
     def extra_repr(self):
         return (f"tables={self.table_names}, dims={self.dims}, features={self.num_features}, pooling={self.pooling!r}"

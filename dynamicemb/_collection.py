@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ._batched import BatchedDynamicEmbeddingTables
+from ._checks import CHANNEL
 from ._optimizers import EmbOptimizer
 from ._options import DynamicEmbTableOptions
 
@@ -112,7 +113,7 @@ class _CollectionBase(nn.Module):
             if w is None:
                 raise ValueError("features: expected weights (the collection is is_weighted=True), got none")
         if keys != self._feature_names:
-            perm = torch.tensor([keys.index(f) for f in self._feature_names], dtype=torch.int64, device=ids.device)
+            perm = self._perm(keys, ids.device)
             L = lengths.view(F, B)
             flen = L.sum(1)
             old_start = torch.cumsum(flen, 0) - flen
@@ -128,6 +129,15 @@ class _CollectionBase(nn.Module):
         offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
         torch.cumsum(lengths, 0, out=offsets[1:])
         return ids.contiguous(), offsets, (None if w is None else w.contiguous()), lengths, B
+
+    def _perm(self, keys, device) -> torch.Tensor:
+        """Config order -> position in the KJT's key order (device tensor, cached per key order: no host copy per
+        step)."""
+        cache = self.__dict__.setdefault("_perm_cache", {})
+        k = (tuple(keys), device)
+        if k not in cache:
+            cache[k] = torch.tensor([keys.index(f) for f in self._feature_names], dtype=torch.int64, device=device)
+        return cache[k]
 
     # conveniences forwarded to the fused tables
     def set_learning_rate(self, lr: float):
@@ -205,6 +215,8 @@ class DynamicEmbeddingBagCollection(_CollectionBase):
         return self._is_weighted
 
     def forward(self, features):
+        if not torch.compiler.is_compiling():
+            CHANNEL.raise_pending()  # device-side input errors of an earlier call (no sync; see dynamicemb._checks)
         _, _, KeyedTensor = _torchrec()
         ids, offsets, w, lengths, B = self._flatten(features, self._is_weighted)
         out = self.embedding_bags(ids, offsets, per_sample_weights=w)
@@ -247,11 +259,20 @@ class DynamicEmbeddingCollection(_CollectionBase):
         return self.embeddings
 
     def forward(self, features) -> Dict[str, object]:
+        if not torch.compiler.is_compiling():
+            CHANNEL.raise_pending()  # device-side input errors of an earlier call (no sync; see dynamicemb._checks)
         JaggedTensor, _, _ = _torchrec()
         ids, offsets, _, lengths, B = self._flatten(features, False)
         out = self.embeddings(ids, offsets)
         F = len(self._feature_names)
         L = lengths.view(F, B)
-        sizes = L.sum(1).tolist()  # host sync, as TorchRec's split by key
+        # ids per feature: the KJT's host-side length_per_key when it carries one (no sync), else read from the
+        # device (one sync, as TorchRec's own split by key)
+        lpk = features.length_per_key_or_none() if hasattr(features, "length_per_key_or_none") else None
+        if lpk is not None:
+            by_key = dict(zip(features.keys(), lpk))
+            sizes = [int(by_key[f]) for f in self._feature_names]
+        else:
+            sizes = L.sum(1).tolist()
         parts = torch.split(out, sizes, dim=0)
         return {f: JaggedTensor(values=parts[i], lengths=L[i]) for i, f in enumerate(self._feature_names)}

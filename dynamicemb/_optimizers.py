@@ -13,6 +13,18 @@ Gradient handling, in order, per row gradient ``g`` (the sum over the batch of t
 tables of the module together) by ``min(1, max_grad_norm / (global L2 norm + 1e-6))`` like
 ``torch.nn.utils.clip_grad_norm_``; ``weight_decay`` adds ``weight_decay * w`` (L2, as torch.optim), or with
 ``decoupled_weight_decay`` (Adam only, AdamW) multiplies ``w`` by ``1 - lr * weight_decay`` first.
+
+Non-finite gradients (``nonfinite``): a row whose summed gradient ``g`` holds a NaN or an inf (from the output
+gradient or a per-sample weight; checked before clipping) would otherwise be written into the table for good, and
+under ``max_grad_norm`` one such row makes every row of the step NaN. The policy is applied on the device, in the
+update itself (no host synchronization), and the same way by the CPU path:
+``"skip_row"`` (default): that row keeps its value and optimizer state; the module's ``nonfinite_count[0]`` counts it.
+``"skip_step"``: no row of the step changes if any row's gradient is non-finite; ``nonfinite_count[1]`` counts it.
+``"raise"``: like ``"skip_row"``, and the module raises ``DeviceInputError`` (CUDA: at its next call or
+``dynamicemb.check_errors()``; CPU: from the backward).
+``"propagate"``: write it into the rows (the behaviour before the option existed).
+Under ``max_grad_norm`` every policy but ``"propagate"`` skips the whole step (``nonfinite_count[1]``) when the global
+norm is non-finite. The step count (Adam's bias correction) advances for skipped steps too.
 """
 
 from __future__ import annotations
@@ -24,7 +36,10 @@ import torch
 
 from ._options import _is_finite_number
 
-__all__ = ["SGD", "Adagrad", "RowWiseAdagrad", "Adam", "EmbOptimizer"]
+__all__ = ["SGD", "Adagrad", "RowWiseAdagrad", "Adam", "EmbOptimizer", "NONFINITE_POLICIES"]
+
+#: Non-finite gradient policies, in the order of their codes (lookup_types.h NonFinite).
+NONFINITE_POLICIES = ("propagate", "skip_row", "skip_step", "raise")
 
 
 @dataclasses.dataclass
@@ -37,6 +52,8 @@ class EmbOptimizer:
         max_grad_value: clamp every row-gradient element to ±value (> 0), or None.
         max_grad_norm: scale the step's row gradients (all tables together) to at most this global L2 norm (> 0),
             or None.
+        nonfinite: what the update does with a row whose summed gradient holds a NaN or an inf: "skip_row"
+            (default), "skip_step", "raise" or "propagate" (see the module docstring).
 
     A table row holds the embedding, then ``state_dim(dim)`` state columns, padded to ``row_width(dim)``.
 
@@ -50,6 +67,7 @@ class EmbOptimizer:
     weight_decay: float = 0.0
     max_grad_norm: Optional[float] = None
     max_grad_value: Optional[float] = None
+    nonfinite: str = "skip_row"
 
     name = "base"
 
@@ -69,6 +87,9 @@ class EmbOptimizer:
         num("weight_decay")
         num("max_grad_norm", strict=True, optional=True)
         num("max_grad_value", strict=True, optional=True)
+        if self.nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"{type(self).__name__}.nonfinite: expected one of {list(NONFINITE_POLICIES)}, got "
+                             f"{self.nonfinite!r}")
         self._check()
 
     def _check(self):

@@ -143,9 +143,10 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
   };
+  const bool skip = p.skip != nullptr && *p.skip != 0;  // a batch that failed the device checks: no uniques
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    todo[r] = live[r] && !table::is_reserved_key(key[r]);
+    todo[r] = live[r] && !skip && !table::is_reserved_key(key[r]);
     claimed[r] = false;
     inv[r] = -1;
   }

@@ -77,6 +77,11 @@ struct alignas(8) int2_t {
 enum ValueKind : int { kFp16 = 0, kBf16 = 1, kFp32 = 2 };
 enum Pooling : int { kPoolSum = 0, kPoolMean = 1, kPoolNone = 2 };
 enum OptKind : int { kSgd = 0, kAdagrad = 1, kRowWiseAdagrad = 2, kAdam = 3 };
+// What the fused update does with a row whose summed gradient (over the step, before clipping) holds a NaN or an
+// inf (dynamicemb/_optimizers.py `nonfinite`): propagate it into the row; skip the row (counted); skip every row of
+// the step (counted once; needs the two-pass atomic scatter); skip the row and report it (the device error record).
+// Under max_grad_norm any policy but propagate also skips the whole step when the global norm is non-finite.
+enum NonFinite : int { kNonFinitePropagate = 0, kNonFiniteSkipRow = 1, kNonFiniteSkipStep = 2, kNonFiniteRaise = 3 };
 
 // ---------------------------------------------------------------- dedup
 struct DedupParams {
@@ -93,6 +98,8 @@ struct DedupParams {
   uint64_t* ukeys;           // (n) first `count` valid
   int32_t* utables;          // (n)
   int32_t* count;            // (1) number of uniques
+  const int32_t* skip;       // (1) or null: nonzero (inputs that failed the device checks) -> no uniques, every
+                             // inverse -1, so the step reads fallback rows and inserts and updates nothing
 };
 void launch_dedup(const DedupParams& p, void* stream);
 
@@ -165,13 +172,16 @@ struct BackwardParams {
   float eps;
   float max_grad_value;         // <= 0: off
   float max_grad_norm;          // <= 0: off
-  double* norm_sq;              // (1) scratch (max_grad_norm)
+  double* norm_sq;              // (1) scratch (max_grad_norm, skip_step)
+  int nonfinite;                // NonFinite policy
+  int64_t* nonfinite_count;     // (2) [rows, steps] skipped so far (null with kNonFinitePropagate)
   // grad of per-sample weights (sum pooling): dot(bag gradient, unweighted row) per id, before the update
   float* grad_psw;              // (n) or null
   const uint64_t* ids;          // (n) (fallback rows of grad_psw)
   const int32_t* inverse;       // (n) unique of each id, -1 none
-  // per-unique gradient sums (not direct): (>= count, max dim) fp32, all zero between steps (the update pass
-  // re-zeroes every row it consumed)
+  // fp32 gradient sums, all zero between steps (their consumer re-zeroes every row it read). Atomic scatter (not
+  // direct): one row per unique (>= count rows). Segmented: one row per segment cut by warp boundaries, the row of
+  // the warp the segment starts in (seg_start[u] / seg_chunk; >= ceil(n / seg_chunk) rows)
   float* gsum;
   int64_t gsum_stride;
   // segmented reduction (segment_kernels.cu; seg_chunk > 0), else the atomic scatter above

@@ -212,13 +212,34 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
   if (on) store_row_n<V, N, H>(row + c, w);
 }
 
-// A piece of a segment cut by warp boundaries (warp-uniform call). Plain fp32 SGD: row += -lr * piece
-// (atomic). Else the piece goes into the unique's fp32 sum; the piece that completes the segment applies the
-// optimizer from the sum and re-zeroes the sum and the counter.
+// Whether the whole warp's N-element slices of a row's summed gradient are finite (warp-uniform call).
+template <int N>
+__device__ __forceinline__ bool row_finite(const float (&g)[N], bool on) {
+  bool ok = true;
+  if (on) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) ok = ok && isfinite(g[e]);
+  }
+  return __all_sync(0xffffffffu, ok);
+}
+
+// The non-finite policy of a whole row's summed gradient g (warp-uniform call): true when the row is to be
+// skipped (counted once).
+template <int N>
+__device__ __forceinline__ bool skip_nonfinite(const BackwardParams& p, const float (&g)[N], bool on) {
+  if (p.nonfinite == kNonFinitePropagate || row_finite<N>(g, on)) return false;
+  if ((threadIdx.x & 31) == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count), 1ull);
+  return true;
+}
+
+// A piece of a segment cut by warp boundaries (warp-uniform call). Plain fp32 SGD that propagates non-finite
+// gradients: row += -lr * piece (atomic). Else the piece goes into the segment's fp32 sum (the gsum row of the
+// warp the segment starts in: at most one cut segment starts in a warp); the piece that completes the segment
+// checks the sum (non-finite policy), applies the optimizer and re-zeroes the sum and the counter.
 template <int V, int N, int OPT>
 __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptConst& oc, int32_t u,
                                           typename Val<V>::T* row, int d, int c, int piece, float (&acc)[N]) {
-  if (p.direct) {
+  if (p.direct && p.nonfinite == kNonFinitePropagate) {
     if (c < d) {
 #pragma unroll
       for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];
@@ -226,7 +247,7 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
     }
     return;
   }
-  float* gs = p.gsum + static_cast<int64_t>(u) * p.gsum_stride;
+  float* gs = p.gsum + static_cast<int64_t>(p.seg_start[u] / p.seg_chunk) * p.gsum_stride;
   if (c < d) red_n<N>(gs + c, acc);
   __threadfence();
   __syncwarp();
@@ -246,6 +267,7 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
     }
   }
   if ((threadIdx.x & 31) == 0) p.seg_done[u] = 0;
+  if (skip_nonfinite<N>(p, g, c < d)) return;
   load_row<V, N, OPT>(row, d, c, w, s1, s2, rs);
   apply_row<V, N, OPT>(p, oc, row, d, c, g, w, s1, s2, rs);
 }
@@ -331,7 +353,9 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
         if ((owned >> q) & 1u) {
           T* rq = reinterpret_cast<T*>(__shfl_sync(0xffffffffu, rowa, q));
           const int dq = __shfl_sync(0xffffffffu, dim, q);
-          if constexpr (R != 0) {
+          if (skip_nonfinite<N>(p, acc, c < dq)) {
+            // the row keeps its value (non-finite policy)
+          } else if constexpr (R != 0) {
             if (c < dq) {
 #pragma unroll
               for (int e = 0; e < N; ++e) acc[e] = -oc.lr * acc[e];

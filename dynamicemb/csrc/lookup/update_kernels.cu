@@ -184,6 +184,9 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
 }
 
 // Per unique (not direct): mode 0: update; 1: add the squared norm to p.norm_sq only; 2: scale + update.
+// Non-finite policy (lookup_types.h NonFinite; the torch path in _batched.py does the same): a row whose summed
+// gradient holds a NaN/inf (checked before clipping) is skipped and counted; in mode 1 (max_grad_norm or skip_step)
+// such a row makes the norm NaN unless the policy is propagate, and mode 2 then skips every row (counted once).
 //
 // The pass is latency bound, not bandwidth bound, unless each warp keeps several independent row accesses in
 // flight: a warp takes a tile of 32 consecutive uniques and reads their row, table and metadata with one
@@ -199,9 +202,14 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kBwdBlock / 32);
   float norm_part = 0.f;
   float clip_scale = 1.f;
+  const bool guard = p.nonfinite != kNonFinitePropagate;
+  bool skip_all = false;
   if (mode == 2) {
     const float norm = sqrtf(static_cast<float>(*p.norm_sq));
-    clip_scale = fminf(p.max_grad_norm / (norm + 1e-6f), 1.f);
+    if (p.max_grad_norm > 0.f) clip_scale = fminf(p.max_grad_norm / (norm + 1e-6f), 1.f);
+    skip_all = guard && !isfinite(norm);
+    if (skip_all && blockIdx.x == 0 && threadIdx.x == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count) + 1, 1ull);
   }
   const float lr = *p.lr;
   float step_size = 0.f;
@@ -279,6 +287,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
       for (int k = 0; k < K; ++k) {
         if (dim[k] == 0) continue;  // warp-uniform: past the tile
         float sq = 0.f;
+        bool finite = true;
 #pragma unroll
         for (int ch = 0; ch < C; ++ch) {
           const int c = ch * 32 * N + lane * N;
@@ -286,6 +295,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
 #pragma unroll
             for (int e = 0; e < N; ++e) {
               float v = g[k][ch][e];
+              finite = finite && isfinite(v);
               if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
               v *= clip_scale;
               g[k][ch][e] = v;
@@ -293,11 +303,16 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
             }
           }
         }
+        finite = __all_sync(0xffffffffu, finite);
         if (mode == 1) {
-          norm_part += sq;
+          norm_part += guard && !finite ? __int_as_float(0x7fc00000) : sq;  // NaN: the step is skipped
           continue;
         }
-        if (row[k] == nullptr) continue;  // warp-uniform: no row
+        if (row[k] == nullptr || skip_all) continue;  // warp-uniform: no row, or the step is skipped
+        if (guard && !finite) {
+          if (lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count), 1ull);
+          continue;
+        }
         const int d = dim[k];
         float rowwise_state = 0.f;
         if (rowwise) {
@@ -413,7 +428,7 @@ void run_update(const BackwardParams& p, cudaStream_t st) {
   const int64_t need = (p.n + kBwdBlock - 1) / kBwdBlock;  // 8 tiles of 32 uniques per block at most
   const int64_t cap = persistent_blocks(C == 1 ? 3 : 2);   // one resident wave (launch bounds)
   const unsigned grid = static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
-  if (p.max_grad_norm > 0.f) {
+  if (p.max_grad_norm > 0.f || p.nonfinite == kNonFiniteSkipStep) {
     zero_norm_kernel<<<1, 1, 0, st>>>(p.norm_sq);
     update_kernel<V, N, C, K><<<grid, kBwdBlock, 0, st>>>(p, 1);
     check_launch("grad norm");

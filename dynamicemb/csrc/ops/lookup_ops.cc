@@ -15,6 +15,7 @@
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
+#include "dynamicemb/csrc/lookup/validate_types.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -65,6 +66,64 @@ ScalarType scalar_of(int64_t v) {
   }
 }
 
+// ---------------------------------------------------------------- device-side checks
+// Checks one step's device values (validate_types.h) on the current stream; returns the (1,) int32 flag that
+// lookup_dedup's `skip` reads (nonzero: the batch failed and is treated as empty). `offsets` is int64; with
+// `lengths_only` it was built from `lengths` by the caller and violations are reported on lengths.
+Tensor lookup_validate(Tensor ids, Tensor offsets, std::optional<Tensor> lengths, std::optional<Tensor> psw,
+                       bool lengths_only) {
+  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
+              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
+  accel::check_dim(ids, "ids", 1);
+  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  accel::check_dim(offsets, "offsets", 1);
+  ACCEL_CHECK(offsets.numel() >= 1, "offsets: expected at least 1 entry, got 0");
+  const int64_t nb = offsets.numel() - 1;
+  if (lengths.has_value()) {
+    check_cuda(*lengths, "lengths", ids, ScalarType::Long);
+    ACCEL_CHECK(lengths->numel() == nb, "lengths: expected ", nb, " entries (offsets has ", nb + 1, "), got ",
+                lengths->numel());
+  }
+  ACCEL_CHECK(!lengths_only || lengths.has_value(), "lengths_only: expected lengths, got None");
+  check_psw(psw, ids.numel(), ids);
+  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
+  Tensor bad = torch::stable::new_zeros(ids, {1}, ScalarType::Int);
+  ValidateParams p{};
+  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
+  p.n = ids.numel();
+  p.uint64_keys = ids.scalar_type() == ScalarType::UInt64;
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.num_bags = nb;
+  p.lengths = lengths.has_value() ? static_cast<const int64_t*>(lengths->data_ptr()) : nullptr;
+  p.lengths_only = lengths_only;
+  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  p.bad = static_cast<int32_t*>(bad.data_ptr());
+  launch_validate(p, accel::current_cuda_stream(ids.get_device_index()));
+  return bad;
+}
+
+// The pinned error block's host address (0: none, e.g. without a CUDA device) and the reset of a device's claim
+// after the host read its record (DeviceErrorChannel in dynamicemb/_device_errors.py).
+int64_t device_error_block() { return error_block_address(); }
+
+void clear_device_error(int64_t device) {
+  if (error_block_address() == 0) return;
+  clear_error_claim(static_cast<int>(device), accel::current_cuda_stream(static_cast<int32_t>(device)));
+}
+
+// Reports the rows / steps skipped for non-finite gradients since the last report (nonfinite="raise" of the
+// torch path on CUDA; lookup_backward reports its own): counts (2) int64 [rows, steps], seen (1) int64.
+void report_nonfinite(Tensor counts, Tensor seen) {
+  check_cuda(counts, "counts", counts, ScalarType::Long, "counts");
+  check_cuda(seen, "seen", counts, ScalarType::Long, "counts");
+  ACCEL_CHECK(counts.numel() == 2 && seen.numel() == 1, "counts/seen: expected 2 and 1 entries, got ",
+              counts.numel(), " and ", seen.numel());
+  torch::stable::accelerator::DeviceGuard guard(counts.get_device_index());
+  launch_report_nonfinite(static_cast<const int64_t*>(counts.data_ptr()), static_cast<int64_t*>(seen.data_ptr()),
+                          accel::current_cuda_stream(counts.get_device_index()));
+}
+
 // ---------------------------------------------------------------- dedup
 // Entries of the per-step (table, id) set that the dedup uses for n ids (at most 80% full); the caller allocates
 // at least this many (op lookup_dedup_set_size), the dedup uses no more.
@@ -76,7 +135,8 @@ int64_t lookup_dedup_set_size(int64_t n) {
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table,
-                                                                int64_t batch, Tensor set) {
+                                                                int64_t batch, Tensor set,
+                                                                std::optional<Tensor> skip) {
   ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
               "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
   accel::check_dim(ids, "ids", 1);
@@ -94,6 +154,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   ACCEL_CHECK(feature_table.numel() >= 1, "feature_table: expected at least one feature");
   ACCEL_CHECK(n < (int64_t(1) << 31) - 1, "ids: at most 2^31 - 2 ids per step, got ", n);
   ACCEL_CHECK(batch > 0, "batch: expected > 0, got ", batch);
+  if (skip.has_value()) {
+    check_cuda(*skip, "skip", ids, ScalarType::Int);
+    ACCEL_CHECK(skip->numel() == 1, "skip: expected 1 entry (lookup_validate's flag), got ", skip->numel());
+  }
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   auto i32 = [&](int64_t k) { return torch::stable::new_empty(ids, {k}, ScalarType::Int); };
@@ -114,6 +178,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   p.ukeys = static_cast<uint64_t*>(ukeys.data_ptr());
   p.utables = static_cast<int32_t*>(utables.data_ptr());
   p.count = static_cast<int32_t*>(count.data_ptr());
+  p.skip = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : nullptr;
   launch_dedup(p, stream);
   return std::make_tuple(inverse, bag, ukeys, utables, count);
 }
@@ -312,7 +377,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
                        int64_t max_dim, int64_t opt, Tensor lr, Tensor step, double weight_decay,
                        bool decoupled_weight_decay, double beta1, double beta2, double eps, double max_grad_value,
                        double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum, Tensor seg,
-                       int64_t seg_chunk, std::optional<Tensor> csr) {
+                       int64_t seg_chunk, std::optional<Tensor> csr, int64_t nonfinite,
+                       std::optional<Tensor> nonfinite_count, std::optional<Tensor> nonfinite_seen) {
   num_tables_of(meta);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(grad, "grad", ids, ScalarType::Float);
@@ -336,18 +402,41 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   ACCEL_CHECK(!direct || (value_kind == kFp32 && opt == kSgd && weight_decay == 0.0 && max_grad_value <= 0.0 &&
                           max_grad_norm <= 0.0),
               "direct: only for fp32 SGD without weight decay or clipping");
+  ACCEL_CHECK(nonfinite >= kNonFinitePropagate && nonfinite <= kNonFiniteRaise,
+              "nonfinite: expected 0 (propagate), 1 (skip_row), 2 (skip_step) or 3 (raise), got ", nonfinite);
+  if (nonfinite != kNonFinitePropagate) {
+    ACCEL_CHECK(nonfinite_count.has_value(), "nonfinite_count: expected a (2,) int64 counter with nonfinite = ",
+                nonfinite, ", got None");
+    check_cuda(*nonfinite_count, "nonfinite_count", ids, ScalarType::Long);
+    ACCEL_CHECK(nonfinite_count->numel() == 2, "nonfinite_count: expected 2 entries, got ", nonfinite_count->numel());
+  }
+  if (nonfinite == kNonFiniteRaise) {
+    ACCEL_CHECK(nonfinite_seen.has_value(), "nonfinite_seen: expected a (1,) int64 tensor with nonfinite = 3, got ",
+                "None");
+    check_cuda(*nonfinite_seen, "nonfinite_seen", ids, ScalarType::Long);
+    ACCEL_CHECK(nonfinite_seen->numel() == 1, "nonfinite_seen: expected 1 entry, got ", nonfinite_seen->numel());
+  }
   ACCEL_CHECK(opt >= kSgd && opt <= kAdam, "opt: expected 0..3, got ", opt);
   ACCEL_CHECK(!psw_grad || psw.has_value(), "psw_grad: needs per_sample_weights");
-  check_cuda(gsum, "gsum", ids, ScalarType::Float);
-  ACCEL_CHECK(gsum.dim() == 2 && (direct || gsum.size(0) >= n) && gsum.size(1) % 4 == 0 &&
-                  (direct || gsum.size(1) >= max_dim),
-              "gsum: expected a zeroed (>= n, >= max_dim multiple of 4) fp32 buffer, got shape ",
-              accel::shape_str(gsum));
   ACCEL_CHECK(seg_chunk >= 0 && seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 0 (atomic scatter) or ",
               "1..2^20 (segmented), got ", seg_chunk);
   const bool segmented = seg_chunk > 0;
+  // gsum rows (lookup_types.h): segmented: one per warp of seg_chunk CSR entries (cut segments; none for direct
+  // SGD that propagates non-finite gradients); atomic scatter: one per unique (none for direct SGD)
+  const bool gsum_used = segmented ? !(direct && nonfinite == kNonFinitePropagate) : !direct;
+  const int64_t gsum_rows = !gsum_used ? 0 : (segmented ? (n + seg_chunk - 1) / seg_chunk : n);
+  check_cuda(gsum, "gsum", ids, ScalarType::Float);
+  ACCEL_CHECK(gsum.dim() == 2 && gsum.size(0) >= gsum_rows && gsum.size(1) % 4 == 0 &&
+                  (!gsum_used || gsum.size(1) >= max_dim),
+              "gsum: expected a zeroed (>= ", gsum_rows, ", >= max_dim = ", max_dim,
+              " rounded to 4) fp32 buffer, got shape ", accel::shape_str(gsum));
+  ACCEL_CHECK(!direct || segmented || nonfinite == kNonFinitePropagate,
+              "direct: the atomic scatter adds straight into the rows; expected nonfinite = 0 (propagate) with it, ",
+              "got ", nonfinite);
   const int64_t seg_max_dim = vec4 ? 128 : 32;  // one 32 x 4 (vec4) / 32-column chunk per row
   if (segmented) {
+    ACCEL_CHECK(nonfinite != kNonFiniteSkipStep, "seg_chunk: expected 0 (the atomic scatter) with nonfinite = 2 ",
+                "(skip_step needs the whole step's gradients before any row changes), got seg_chunk = ", seg_chunk);
     ACCEL_CHECK(max_grad_norm <= 0.0, "seg_chunk: expected 0 (the atomic scatter) with max_grad_norm > 0 (the ",
                 "segmented backward has no clipping by the global norm), got seg_chunk = ", seg_chunk,
                 " with max_grad_norm = ", max_grad_norm);
@@ -392,6 +481,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.max_grad_value = static_cast<float>(max_grad_value);
   p.max_grad_norm = static_cast<float>(max_grad_norm);
   p.norm_sq = static_cast<double*>(norm.data_ptr());
+  p.nonfinite = static_cast<int>(nonfinite);
+  p.nonfinite_count = nonfinite_count.has_value() ? static_cast<int64_t*>(nonfinite_count->data_ptr()) : nullptr;
   p.grad_psw = psw_grad ? static_cast<float*>(grad_psw.data_ptr()) : nullptr;
   p.ids = static_cast<const uint64_t*>(ids.data_ptr());
   p.gsum = static_cast<float*>(gsum.data_ptr());
@@ -409,6 +500,8 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
     if (!csr.has_value()) launch_segment_csr(p, stream);
   }
   dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
+  if (nonfinite == kNonFiniteRaise)
+    launch_report_nonfinite(p.nonfinite_count, static_cast<int64_t*>(nonfinite_seen->data_ptr()), stream);
   return grad_psw;
 }
 
@@ -418,8 +511,13 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
 
 STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
-      "lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor(a!) set) "
-      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor(a!) set, "
+      "Tensor? skip=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "lookup_validate(Tensor ids, Tensor offsets, Tensor? lengths, Tensor? psw, bool lengths_only) -> Tensor");
+  m.def("device_error_block() -> int");
+  m.def("report_nonfinite(Tensor counts, Tensor(a!) seen) -> ()");
+  m.def("clear_device_error(int device) -> ()");
   m.def(
       "lookup_insert(Tensor(a!) meta, int value_kind, Tensor ukeys, Tensor utables, Tensor count, Tensor inverse, "
       "bool train) -> (Tensor, Tensor, Tensor)");
@@ -433,7 +531,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor feature_col, int batch, int pooling, bool vec4, int max_dim, int opt, Tensor lr, Tensor step, "
       "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
       "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum, "
-      "Tensor(c!) seg, int seg_chunk, Tensor? csr=None) -> Tensor");
+      "Tensor(c!) seg, int seg_chunk, Tensor? csr=None, int nonfinite=0, Tensor(d!)? nonfinite_count=None, "
+      "Tensor(e!)? nonfinite_seen=None) -> Tensor");
   m.def("lookup_csr_size(Tensor inverse, Tensor? psw, int pooling) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
   m.def("lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, Tensor? psw, int pooling, Tensor(a!) csr) -> ()");
@@ -441,6 +540,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("lookup_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_dedup));
+  m.impl("lookup_validate", TORCH_BOX(&dynamicemb::lookup::lookup_validate));
+  m.impl("report_nonfinite", TORCH_BOX(&dynamicemb::lookup::report_nonfinite));
   m.impl("lookup_insert", TORCH_BOX(&dynamicemb::lookup::lookup_insert));
   m.impl("lookup_forward", TORCH_BOX(&dynamicemb::lookup::lookup_forward));
   m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
@@ -451,4 +552,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
 // No tensor argument to dispatch on: CompositeExplicitAutograd serves every backend (and CPU-only torch).
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
+  m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
+  m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
 }

@@ -308,7 +308,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "table_upsert(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor(c!) table_scores, "
       "Tensor(d!) table_values, Tensor(e!) table_locks, Tensor(f!) table_counters, int bucket_capacity, "
-      "int policy, int mode, Tensor keys, Tensor? values, Tensor? scores, Tensor? accum_flags, "
+      "int policy, int upsert_mode, Tensor keys, Tensor? values, Tensor? scores, Tensor? accum_flags, "
       "Tensor(g!)? values_out, Tensor(h!)? found_out, Tensor(i!)? slots_out, Tensor(j!) stats, "
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
