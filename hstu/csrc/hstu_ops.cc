@@ -450,24 +450,6 @@ std::string compiled_kernels() {
   return os.str();
 }
 
-// {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
-// units (name contains "_sm90_") register only in builds that target sm_90a.
-std::string compiled_kernels() {
-  std::ostringstream names, per;
-  std::string archs = "unknown";
-  bool first = true;
-  for (const InstanceRecord& r : compiled_instances()) {
-    names << (first ? "" : ", ") << "\"" << r.name << "\"";
-    per << (first ? "" : ", ") << "\"" << r.name << "\": \"" << r.archs << "\"";
-    first = false;
-    if (r.name.find("_sm90_") == std::string::npos) archs = r.archs;
-  }
-  std::ostringstream os;
-  os << "{\"instances\": [" << names.str() << "], \"archs\": \"" << archs << "\", \"instance_archs\": {"
-     << per.str() << "}}";
-  return os.str();
-}
-
 }  // namespace
 }  // namespace hstu
 
