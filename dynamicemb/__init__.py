@@ -4,6 +4,7 @@ Public API (everything else is private):
     ScoredHashTable, TableInitializer        the scored hash table (GPU kernels + CPU twin)
     DynamicEmbTableOptions, DynamicEmbInitializer
     BatchedDynamicEmbeddingTables             fused tables: flat ids + offsets, pooling, fused optimizers
+    ShardedDynamicEmbeddingTables, route_keys the same tables sharded row-wise by key over torch.distributed ranks
     DynamicEmbeddingBagCollection, DynamicEmbeddingCollection   TorchRec-shaped modules (TorchRec optional)
     SGD, Adam, Adagrad, RowWiseAdagrad, EmbOptimizer            optimizers fused into the backward
     RefusedInsertError
@@ -19,6 +20,8 @@ from ._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollecti
 from ._hash import hash_keys  # noqa: E402
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad  # noqa: E402
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions  # noqa: E402
+from ._routing import route_keys  # noqa: E402
+from ._sharded import ShardedDynamicEmbeddingTables  # noqa: E402
 from ._table import ScoredHashTable, TableInitializer  # noqa: E402
 
 __version__ = "0.1.0"
@@ -36,7 +39,9 @@ __all__ = [
     "RowWiseAdagrad",
     "SGD",
     "ScoredHashTable",
+    "ShardedDynamicEmbeddingTables",
     "TableInitializer",
     "__version__",
     "hash_keys",
+    "route_keys",
 ]
