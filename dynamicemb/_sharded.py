@@ -156,6 +156,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         >>> emb.dump("/ckpt/step100")                   # every rank writes its own shard
     """
 
+    ROUTINGS = ROUTING_MODES
+
     def __init__(
         self,
         tables: Sequence[DynamicEmbTableOptions],
@@ -215,12 +217,12 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         dev = torch.device(device)
-        if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
         if backend == "nccl" and dev.type != "cuda":
             raise ValueError(f"device: expected a CUDA device for an nccl process group, got {dev}")
         if backend == "gloo" and dev.type != "cpu":
             raise ValueError(f"device: expected cpu for a gloo process group, got {dev}")
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
 
         self.process_group, self.world_size, self.rank = pg, W, rank
         self.routing, self.key_spaces = routing, spaces

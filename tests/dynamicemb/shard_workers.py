@@ -1,0 +1,236 @@
+"""Rank bodies of the sharded tests (run by dist_helpers.run_ranks in spawned processes)."""
+
+import torch
+import torch.distributed as dist
+
+import dynamicemb as de
+from dist_helpers import global_batch, table_rows
+
+V = 50
+
+
+def make_opt(name, **kw):
+    return {"sgd": de.SGD(lr=0.3, **kw), "adam": de.Adam(lr=0.05, **kw), "adagrad": de.Adagrad(lr=0.2, **kw),
+            "rowwise": de.RowWiseAdagrad(lr=0.2, **kw)}[name]
+
+
+def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, clip=False, weighted=False,
+                 admission=0, policy="lru"):
+    """A sharded module and the single-rank module fed all ranks' batches train to the same outputs and rows."""
+    dims = [8, 4, 8] if mixed_dims and pooling != "none" else [8, 8, 8]
+    fmap = [0, 1, 2, 0]
+    F, B = len(fmap), 3
+    kw = dict(max_grad_norm=0.5, max_grad_value=0.3) if clip else {}
+    opts = [de.DynamicEmbTableOptions(dim=d, max_capacity=512 * world, bucket_capacity=16, score_policy=policy,
+                                      admission_threshold=admission,
+                                      initializer=de.DynamicEmbInitializer("uniform", seed=11 + i))
+            for i, d in enumerate(dims)]
+    # the reference sees the global capacity on one rank (no eviction either way)
+    ref = de.BatchedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw))
+    sh = de.ShardedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw),
+                                          routing=routing, key_space=V)
+    gen = torch.Generator().manual_seed(1234)
+    for step in range(steps):
+        ids, off, w, locs = global_batch(gen, F, world, B, V, weighted=weighted)
+        lid, loff, lw, gpos = locs[rank]
+        out_ref = ref(ids, off, per_sample_weights=w)
+        out = sh(lid, loff, per_sample_weights=lw)
+        R = torch.randn(out_ref.shape, generator=gen)
+        if pooling == "none":
+            want, Rl = out_ref[gpos], R[gpos]
+        else:
+            want, Rl = out_ref[rank * B:(rank + 1) * B], R[rank * B:(rank + 1) * B]
+        torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6, msg=lambda m: f"step {step} rank {rank}: {m}")
+        (out_ref * R).sum().backward()
+        (out * Rl).sum().backward()
+    # rows (embedding + optimizer state) of every key this rank owns equal the reference's; all keys are owned
+    n_local = 0
+    for t in range(len(dims)):
+        m, lt = sh.local_table(t)
+        mine = table_rows(m.tables[lt])
+        theirs = table_rows(ref.tables[t])
+        owner = sh.owner_of(torch.tensor(sorted(theirs), dtype=torch.int64), t)
+        owned = {k for k, o in zip(sorted(theirs), owner.tolist()) if o == rank}
+        assert set(mine) == owned, f"table {t} rank {rank}: keys differ"
+        for k in owned:
+            torch.testing.assert_close(torch.tensor(mine[k][0]), torch.tensor(theirs[k][0]), rtol=1e-6, atol=1e-6)
+        n_local += len(mine)
+    total = torch.tensor([n_local])
+    dist.all_reduce(total)
+    assert int(total) == sum(ref.sizes()), (int(total), ref.sizes())
+    # eval: missing ids read the eval initializer, nothing inserted
+    sh.eval(); ref.eval()
+    ids, off, w, locs = global_batch(gen, F, world, B, V + 20, weighted=weighted)
+    lid, loff, lw, gpos = locs[rank]
+    out_ref = ref(ids, off, per_sample_weights=w)
+    out = sh(lid, loff, per_sample_weights=lw)
+    want = out_ref[gpos] if pooling == "none" else out_ref[rank * B:(rank + 1) * B]
+    torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6)
+
+
+def parity_cases(rank, world, cases):
+    """``train_parity`` for each (args, kwargs) in ``cases``, in one set of ranks (spawning costs seconds)."""
+    for args, kw in cases:
+        try:
+            train_parity(rank, world, *args, **kw)
+        except Exception as e:
+            raise AssertionError(f"case {args} {kw}: {e}") from e
+
+
+# ---------------------------------------------------------------------- checkpoints across world sizes
+ROUTINGS = ("hash", "roundrobin", "continuous")
+CK_STEPS, CK_B = 3, 4
+CK_FMAP = [0, 1, 1]
+
+
+def _ck_opts(cap, policy="lfu", admission=0):
+    return [de.DynamicEmbTableOptions(dim=d, max_capacity=cap, bucket_capacity=16, score_policy=policy,
+                                      admission_threshold=admission, on_refused="zero",
+                                      initializer=de.DynamicEmbInitializer("uniform", low=-0.1, high=0.1, seed=5 + i))
+            for i, d in enumerate((8, 4))]
+
+
+def _ck_module(kind, routing, world, cap_scale=1):
+    # "evict": 2 buckets per table over all ranks for 50 ids (evictions), admission counts too;
+    # "clean": room for every id (training parity with one rank across the reshard)
+    if kind == "evict":
+        opts = _ck_opts(32 * cap_scale * 4, policy="lfu", admission=2)
+        opts = [__import__("dataclasses").replace(o, max_capacity=32 * cap_scale) for o in opts]
+    else:
+        opts = _ck_opts(256 * world, policy="lru")
+    return opts, de.ShardedDynamicEmbeddingTables(opts, CK_FMAP, pooling="sum", optimizer=de.Adam(lr=0.05),
+                                                  routing=routing, key_space=V, table_names=["a", "b"])
+
+
+def _ck_train(m, rank, world, first_step, steps):
+    for s in range(first_step, first_step + steps):
+        gen = torch.Generator().manual_seed(777 + s)
+        _, _, _, locs = global_batch(gen, len(CK_FMAP), world, CK_B, V)
+        lid, loff, _, _ = locs[rank]
+        out = m(lid, loff)
+        (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(rank * 1000 + s))).sum().backward()
+
+
+def _reference(worlds_steps):
+    """The single-rank module trained on the global batches of the phases [(world, steps), ...]."""
+    opts = _ck_opts(4096, policy="lru")
+    ref = de.BatchedDynamicEmbeddingTables(opts, CK_FMAP, pooling="sum", optimizer=de.Adam(lr=0.05))
+    s = 0
+    for world, steps in worlds_steps:
+        for _ in range(steps):
+            gen = torch.Generator().manual_seed(777 + s)
+            ids, off, _, _ = global_batch(gen, len(CK_FMAP), world, CK_B, V)
+            out = ref(ids, off)
+            R = torch.cat([torch.randn(CK_B, out.shape[1], generator=torch.Generator().manual_seed(r * 1000 + s))
+                           for r in range(world)])
+            (out * R).sum().backward()
+            s += 1
+    return ref
+
+
+def _shard_rows(m):
+    """{(table, key): (row, score)} of this rank's shards, tables and admission tables."""
+    rows = {}
+    for t in range(len(m.options)):
+        inner, i = m.local_table(t)
+        for k, v in table_rows(inner.tables[i]).items():
+            rows[("t", t, k)] = v
+        if inner.admission_tables[i] is not None:
+            for k, v in table_rows(inner.admission_tables[i]).items():
+                rows[("a", t, k)] = v
+    return rows
+
+
+def ck_phase(rank, world, tmp, load_from, write):
+    """Loads the dumps of world ``load_from`` (if any) and checks them, then trains and dumps (if ``write``)."""
+    import os
+
+    for routing in ROUTINGS:
+        for kind in ("evict", "clean"):
+            opts, m = _ck_module(kind, routing, world, cap_scale=4 if load_from else 1)
+            steps_before = []
+            if load_from:
+                src = os.path.join(tmp, routing, kind, f"w{load_from}")
+                m.load(src)
+                # bit-exact: this rank holds exactly the dumped rows it owns now (rows, optimizer state, scores)
+                union = {}
+                for r in range(load_from):
+                    union.update(torch.load(os.path.join(src, f"rows{r}.pt")))
+                want = {k: v for k, v in union.items()
+                        if int(m.owner_of(torch.tensor([k[2]]), k[1])[0]) == rank}
+                got = _shard_rows(m)
+                assert got == want, f"{routing}/{kind} {load_from}->{world} rank {rank}: {len(got)} vs {len(want)}"
+                steps_before = [(load_from, CK_STEPS)]
+                # a dump of another routing mode is refused on every rank, changing nothing
+                other = ROUTINGS[(ROUTINGS.index(routing) + 1) % 3]
+                try:
+                    m.load(os.path.join(tmp, other, kind, f"w{load_from}"))
+                    raise AssertionError("a checkpoint of another routing mode loaded")
+                except ValueError as e:
+                    assert "routing: expected" in str(e), str(e)
+                assert _shard_rows(m) == want
+                if kind == "clean":  # train on: still equal to one rank trained on all phases' batches
+                    _ck_train(m, rank, world, CK_STEPS, CK_STEPS)
+                    ref = _reference(steps_before + [(world, CK_STEPS)])
+                    for t in range(2):
+                        inner, i = m.local_table(t)
+                        mine, theirs = table_rows(inner.tables[i]), table_rows(ref.tables[t])
+                        for k, (row, _) in mine.items():
+                            torch.testing.assert_close(torch.tensor(row), torch.tensor(theirs[k][0]), rtol=1e-6,
+                                                       atol=1e-6, msg=lambda e: f"{routing} {load_from}->{world}: {e}")
+            if write:  # a fresh module, trained from scratch on this world's batches
+                opts, m = _ck_module(kind, routing, world)
+                _ck_train(m, rank, world, 0, CK_STEPS)
+                dst = os.path.join(tmp, routing, kind, f"w{world}")
+                m.dump(dst)
+                torch.save(_shard_rows(m), os.path.join(dst, f"rows{rank}.pt"))
+                if kind == "evict":
+                    n = torch.tensor([sum(m.local_sizes())])
+                    dist.all_reduce(n)
+                    assert int(n) < 2 * V, "expected evictions in the 'evict' case"
+
+
+# ---------------------------------------------------------------------- bad input
+def bad_input(rank, world):
+    opts = [de.DynamicEmbTableOptions(dim=8, max_capacity=256)]
+    # a process group of another size than the job expects
+    try:
+        de.ShardedDynamicEmbeddingTables(opts, world_size=world + 1)
+        raise AssertionError("a process group of the wrong size was accepted")
+    except ValueError as e:
+        assert f"expected {world + 1} ranks" in str(e), str(e)
+    # configurations that differ between ranks: refused on every rank
+    mine = [de.DynamicEmbTableOptions(dim=8 if rank == 0 else 16, max_capacity=256)]
+    try:
+        de.ShardedDynamicEmbeddingTables(mine)
+        raise AssertionError("differing configurations were accepted")
+    except ValueError as e:
+        assert "expected the same configuration on every rank" in str(e), str(e)
+    for kw, exc, text in ((dict(routing="modulo"), ValueError, "routing: expected one of"),
+                          (dict(key_space=0), ValueError, "key_space: expected an int in [1, 2**63]"),
+                          (dict(device="cuda"), ValueError, "device: expected cpu for a gloo process group")):
+        try:
+            de.ShardedDynamicEmbeddingTables(opts, **kw)
+            raise AssertionError(f"{kw} accepted")
+        except exc as e:
+            assert text in str(e), str(e)
+    m = de.ShardedDynamicEmbeddingTables(opts)
+    for args, exc, text in (((torch.tensor([1, 2], dtype=torch.int32), torch.tensor([0, 2])), TypeError,
+                             "ids: expected a 1-d torch.int64 tensor"),
+                            ((torch.tensor([1, -2]), torch.tensor([0, 2])), ValueError, "ids: expected ids >= 0"),
+                            ((torch.tensor([1, 2]), torch.tensor([0, 3])), ValueError, "offsets: expected")):
+        try:
+            m(*args)
+            raise AssertionError(f"{args} accepted")
+        except exc as e:
+            assert text in str(e), str(e)
+    # on_refused="error": an insert refused on one rank raises on every rank (no rank is left waiting)
+    tiny = [de.DynamicEmbTableOptions(dim=4, max_capacity=16 * world, bucket_capacity=16, on_refused="error",
+                                      score_policy="lfu")]
+    m = de.ShardedDynamicEmbeddingTables(tiny, routing="continuous", key_space=1000 * world)
+    ids = torch.arange(40) + 1000 * (world - 1) if rank == 0 else torch.tensor([1, 2, 3])  # all on the last rank
+    try:
+        m(ids, torch.tensor([0, ids.numel()])).sum().backward()
+        raise AssertionError("refused inserts were not reported")
+    except de.RefusedInsertError:
+        pass
