@@ -234,3 +234,107 @@ def bad_input(rank, world):
         raise AssertionError("refused inserts were not reported")
     except de.RefusedInsertError:
         pass
+
+
+# ---------------------------------------------------------------------- TorchRec DistributedModelParallel
+def dmp_model(rank, world):
+    """A plain TorchRec model (a dynamic EBC, a static EBC, a dynamic EC) sharded by DistributedModelParallel with
+    our planner and sharders: dynamic tables row-wise by key, the static one by TorchRec; the dynamic outputs
+    and rows equal one rank's dynamicemb collections fed all ranks' batches."""
+    from torch import nn
+    from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.distributed.planner import ParameterConstraints, Topology
+    from torchrec.distributed.types import ShardingEnv
+    from torchrec.modules.embedding_configs import PoolingType
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+
+    torch.manual_seed(0)  # the static table's initial rows: the same on every rank
+    bag_cfgs = [EmbeddingBagConfig(name="user", embedding_dim=8, num_embeddings=1000, feature_names=["u", "u2"],
+                                   pooling=PoolingType.SUM)]
+    static_cfgs = [EmbeddingBagConfig(name="item", embedding_dim=4, num_embeddings=60, feature_names=["i"])]
+    seq_cfgs = [EmbeddingConfig(name="hist", embedding_dim=4, num_embeddings=1000, feature_names=["h"])]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dyn = EmbeddingBagCollection(bag_cfgs, device=torch.device("cpu"))
+            self.static = EmbeddingBagCollection(static_cfgs, device=torch.device("cpu"))
+            self.seq = EmbeddingCollection(seq_cfgs, device=torch.device("cpu"))
+            self.dense = nn.Linear(4, 1)
+
+        def forward(self, kd, ks, kq):
+            # the dense layer reads the static table only, so the dynamic rows' gradients are the test's own
+            a, b, c = self.dyn(kd), self.static(ks), self.seq(kq)
+            return self.dense(b.values()).squeeze(1), a, c
+
+    opts = {"user": de.DynamicEmbTableOptions(score_policy="lfu",
+                                              initializer=de.DynamicEmbInitializer("uniform", low=-0.1, high=0.1)),
+            "hist": de.DynamicEmbTableOptions(initializer=de.DynamicEmbInitializer("normal", std=0.05, seed=3))}
+    constraints = {n: de.DynamicEmbParameterConstraints(use_dynamicemb=True, options=o) for n, o in opts.items()}
+    constraints["item"] = ParameterConstraints(sharding_types=["table_wise"])  # TorchRec's own sharding
+    optimizer = de.Adam(lr=0.05)
+    fused = {"optimizer": EmbOptimType.EXACT_SGD if hasattr(EmbOptimType, "EXACT_SGD") else EmbOptimType.SGD,
+             "learning_rate": 0.1}
+    sharders = [de.DynamicEmbeddingBagCollectionSharder(constraints, optimizer=optimizer, fused_params=fused),
+                de.DynamicEmbeddingCollectionSharder(constraints, optimizer=optimizer, fused_params=fused)]
+    planner = de.DynamicEmbeddingShardingPlanner(Topology(world_size=world, compute_device="cpu"),
+                                                 constraints=constraints, optimizer=optimizer)
+    model = Model()
+    plan = planner.collective_plan(model, sharders, dist.GroupMember.WORLD)
+    ps = {n: p for mp in plan.plan.values() for n, p in mp.items()}
+    assert ps["user"].sharding_type == "row_wise" and ps["user"].compute_kernel == "customized_kernel", ps["user"]
+    assert ps["hist"].compute_kernel == "customized_kernel", ps["hist"]
+    assert ps["item"].sharding_type == "table_wise" and ps["item"].compute_kernel == "fused", ps["item"]
+    # the planner charges our memory: the enumerator's storage of the dynamic table is shard_storage_bytes
+    space = {(so.name, so.compute_kernel): so for so in planner._enumerator.last_stored_search_space or []}
+    if ("user", "customized_kernel") in space:
+        want = de.shard_storage_bytes(opts["user"].completed(dim=8, num_embeddings=1000), world, optimizer)
+        assert space[("user", "customized_kernel")].shards[0].storage.ddr == want
+    dmp = DistributedModelParallel(model, env=ShardingEnv.from_process_group(dist.GroupMember.WORLD),
+                                   device=torch.device("cpu"), plan=plan, sharders=sharders)
+    ref_bag = de.DynamicEmbeddingBagCollection(bag_cfgs, opts["user"], optimizer=de.Adam(lr=0.05))
+    ref_seq = de.DynamicEmbeddingCollection(seq_cfgs, opts["hist"], optimizer=de.Adam(lr=0.05))
+    B = 3
+    for step in range(3):
+        gen = torch.Generator().manual_seed(50 + step)
+        glob, loc = {}, {}
+        for f in ("u", "u2", "i", "h"):
+            L = torch.randint(0, 4, (world * B,), generator=gen)
+            v = torch.randint(0, 60 if f == "i" else 1000, (int(L.sum()),), generator=gen)
+            glob[f] = (v, L)
+            off = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(L, 0)])
+            loc[f] = (v[off[rank * B]:off[(rank + 1) * B]], L[rank * B:(rank + 1) * B])
+
+        def kjt(fs, src):
+            return KeyedJaggedTensor.from_lengths_sync(keys=list(fs), values=torch.cat([src[f][0] for f in fs]),
+                                                       lengths=torch.cat([src[f][1] for f in fs]))
+
+        logit, a, c = dmp(kjt(("u", "u2"), loc), kjt(("i",), loc), kjt(("h",), loc))
+        ra, rc = ref_bag(kjt(("u", "u2"), glob)), ref_seq(kjt(("h",), glob))
+        torch.testing.assert_close(a.values(), ra.values()[rank * B:(rank + 1) * B], rtol=1e-6, atol=1e-6)
+        off_h = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(glob["h"][1], 0)])
+        lo, hi = int(off_h[rank * B]), int(off_h[(rank + 1) * B])
+        torch.testing.assert_close(c["h"].values(), rc["h"].values()[lo:hi], rtol=1e-6, atol=1e-6)
+        Ra = torch.randn(ra.values().shape, generator=gen)
+        Rc = torch.randn(rc["h"].values().shape, generator=gen)
+        (ra.values() * Ra).sum().backward()
+        (rc["h"].values() * Rc).sum().backward()
+        loss = logit.square().mean() + (a.values() * Ra[rank * B:(rank + 1) * B]).sum() + (
+            c["h"].values() * Rc[lo:hi]).sum()
+        loss.backward()
+        assert torch.isfinite(loss)
+    # the static table is TorchRec's (sharded by its own sharder) and trains too
+    from torchrec.distributed.embeddingbag import ShardedEmbeddingBagCollection
+
+    static = dmp.module.static if hasattr(dmp.module, "static") else dmp.module.module.static
+    assert isinstance(static, ShardedEmbeddingBagCollection), type(static)
+    # dynamic rows on their owners equal the reference's
+    dyn = dmp.module.dyn if hasattr(dmp.module, "dyn") else dmp.module.module.dyn
+    sh = dyn.collection.tables
+    inner, i = sh.local_table(0)
+    mine, theirs = table_rows(inner.tables[i]), table_rows(ref_bag.tables.tables[0])
+    assert mine and all(int(sh.owner_of(torch.tensor([k]))[0]) == rank for k in mine)
+    for k, (row, _) in mine.items():
+        torch.testing.assert_close(torch.tensor(row), torch.tensor(theirs[k][0]), rtol=1e-6, atol=1e-6)
