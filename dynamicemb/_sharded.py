@@ -637,7 +637,11 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 full = torch.zeros(out_g.shape[0], gr.shape[1], dtype=torch.float32, device=dev)
                 full.index_copy_(0, first, gr)
                 gr = full
-            if out_g.requires_grad:
+            if out_g.shape[0] == 0:
+                # no ids reached this shard module: its backward has nothing to update, but its step count
+                # (Adam's bias correction) advances as the single-rank module's does every step
+                self._shard_list[gi].step.add_(1.0)
+            elif out_g.requires_grad:
                 outs.append(out_g)
                 gs.append(gr.to(out_g.dtype))
         if outs:

@@ -57,12 +57,17 @@ def run_ranks(fn, world, *args, timeout=150):
             raise AssertionError(f"ranks exited with codes {bad}")
 
 
-def global_batch(gen, F, W, B, V, max_len=3, weighted=False):
+def global_batch(gen, F, W, B, V, max_len=3, weighted=False, empty_features=(), empty_rank=None):
     """A batch of W * B samples, features-major, and each rank's slice of it.
 
     Returns (ids, offsets, weights, locals): ``locals[r]`` = (ids, offsets, weights, gpos) of rank r's samples
-    [r * B, (r + 1) * B) of every feature; ``gpos`` maps its ids to positions in the global ids."""
+    [r * B, (r + 1) * B) of every feature; ``gpos`` maps its ids to positions in the global ids.
+    ``empty_features`` / ``empty_rank``: bags of those features / of that rank's samples hold no ids."""
     L = torch.randint(0, max_len + 1, (F, W * B), generator=gen)
+    for f in empty_features:
+        L[f] = 0
+    if empty_rank is not None:
+        L[:, empty_rank * B:(empty_rank + 1) * B] = 0
     n = int(L.sum())
     ids = torch.randint(0, V, (n,), generator=gen)
     w = (torch.rand(n, generator=gen) + 0.5) if weighted else None

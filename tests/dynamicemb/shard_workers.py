@@ -15,7 +15,7 @@ def make_opt(name, **kw):
 
 
 def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, clip=False, weighted=False,
-                 admission=0, policy="lru"):
+                 admission=0, policy="lru", empty_step=False):
     """A sharded module and the single-rank module fed all ranks' batches train to the same outputs and rows."""
     dims = [8, 4, 8] if mixed_dims and pooling != "none" else [8, 8, 8]
     fmap = [0, 1, 2, 0]
@@ -31,7 +31,9 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
                                           routing=routing, key_space=V)
     gen = torch.Generator().manual_seed(1234)
     for step in range(steps):
-        ids, off, w, locs = global_batch(gen, F, world, B, V, weighted=weighted)
+        # empty_step: in step 1 rank 0 has no ids and table 1 none anywhere (its shard modules see no ids)
+        empty = dict(empty_features=[1], empty_rank=0) if empty_step and step == 1 else {}
+        ids, off, w, locs = global_batch(gen, F, world, B, V, weighted=weighted, **empty)
         lid, loff, lw, gpos = locs[rank]
         out_ref = ref(ids, off, per_sample_weights=w)
         out = sh(lid, loff, per_sample_weights=lw)

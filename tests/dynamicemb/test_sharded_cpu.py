@@ -80,7 +80,7 @@ def test_needs_process_group():
 # per-sample weights, admission and each score policy among them
 CASES_2 = [
     (("hash", "sum", "adam", True), dict(clip=True, weighted=True)),
-    (("roundrobin", "mean", "sgd", True), dict()),
+    (("roundrobin", "mean", "adam", True), dict(empty_step=True, steps=4)),
     (("continuous", "none", "rowwise", False), dict()),
     (("hash", "none", "adagrad", False), dict(admission=2, policy="lfu")),
     (("roundrobin", "sum", "adagrad", False), dict(policy="epoch_lfu")),
@@ -89,7 +89,7 @@ CASES_2 = [
 CASES_3 = [
     (("hash", "sum", "rowwise", True), dict(clip=True)),
     (("roundrobin", "none", "adam", False), dict(admission=2)),
-    (("continuous", "mean", "adagrad", False), dict(weighted=False)),
+    (("continuous", "mean", "sgd", False), dict(weighted=False)),
 ]
 
 
