@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
@@ -258,6 +259,19 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._table_dim = torch.tensor(dims, dtype=torch.int64, device=dev)
         self._table_group = torch.tensor(self._group_of, dtype=torch.int64, device=dev)
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
+        #: a list to time the phases of each step into (``(phase, event)`` pairs: CUDA events on CUDA, host
+        #: times on CPU); None (default) records nothing. benchmarks/embedding_distributed.py reads it.
+        self.phase_log: Optional[list] = None
+
+    def _mark(self, phase: str):
+        if self.phase_log is None:
+            return
+        if self.device.type == "cuda":
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.phase_log.append((phase, ev))
+        else:
+            self.phase_log.append((phase, time.perf_counter()))
 
     # ------------------------------------------------------------------ construction helpers
     def layout(self) -> dict:
@@ -444,6 +458,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         bag = torch.searchsorted(offsets[1:], pos, right=True)
         tbl = self._feature_table[torch.div(bag, max(B, 1), rounding_mode="floor").clamp_(max=F - 1)]
 
+        self._mark("start")
         # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key
         seg = self._route(k64, tbl) * T + tbl
         sk, p1 = torch.sort(k64, stable=True)
@@ -458,6 +473,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         useg = torch.zeros(n, dtype=torch.int64, device=dev).scatter_(0, uidx, sseg)
         cnt_send = torch.zeros(W * T, dtype=torch.int64, device=dev).scatter_add_(0, sseg, flag.long())
 
+        self._mark("dedup")
         # 2. unique counts per (peer, table), then the one host sync of the step: the split sizes
         cnt_recv = torch.empty_like(cnt_send)
         dist.all_to_all_single(cnt_recv, cnt_send, group=pg)
@@ -469,6 +485,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         send_splits = [sum(c) for c in cs]
         recv_splits = [sum(c) for c in cr]
 
+        self._mark("splits a2a")
         # 3. unique ids (and occurrence counts for admission) to their owners
         ukeys, useg = ukeys[:n_u], useg[:n_u]
         rkeys = _a2a(ukeys, send_splits, recv_splits, pg)
@@ -477,6 +494,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             occ = torch.zeros(n, dtype=torch.int64, device=dev).scatter_add_(0, uidx, torch.ones_like(uidx))[:n_u]
             rocc = _a2a(occ, send_splits, recv_splits, pg)
 
+        self._mark("ids a2a")
         # 4. owner lookup: received ids reordered from (peer, table) to (group, table, peer) for the shard modules
         cnt_r = cnt_recv.view(W, T)
         rseg = torch.repeat_interleave(torch.arange(W * T, device=dev), cnt_recv, output_size=n_r)
@@ -523,6 +541,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 raise error if error is not None else RefusedInsertError(
                     "a table with on_refused='error' refused inserts on another rank (see its error)")
 
+        self._mark("lookup")
         # 5. rows back to the senders, (peer, table) order, each table's width
         uniform = len(self._group_tables) == 1
         d0 = self.dims[self._group_tables[0][0]]
@@ -553,6 +572,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             uwidth = self._table_dim[utbl]
             U = _unpack(flat, _excl_cumsum(uwidth), uwidth, Dm).to(torch.float32)
 
+        self._mark("rows a2a")
         # 6. pooling where the bag lives (the single-rank module's CPU path, op for op)
         E = U[inverse]
         Ew = E * psw.to(torch.float32)[:, None] if psw is not None else E
@@ -569,6 +589,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             else:
                 out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
             out = out.to(self.output_dtype)
+        self._mark("pool")
         saved = None
         if backward:
             saved = dict(bag=bag, inverse=inverse, psw=psw, lengths=lengths, B=B, n=n, n_u=n_u, utbl=utbl,
@@ -580,6 +601,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     # ------------------------------------------------------------------ backward
     @torch.no_grad()
     def _step_backward(self, grad_out, saved, psw_requires_grad):
+        self._mark("bwd start")
         dev, T, F, Dm = self.device, len(self.options), self.num_features, self.max_dim
         n, B, n_u = saved["n"], saved["B"], saved["n_u"]
         g = grad_out.to(torch.float32)
@@ -606,6 +628,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             gE = gE * psw.to(torch.float32)[:, None]
         gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)[:n_u]
 
+        self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width)
         uniform = saved["ngroups"] == 1
         if uniform:
@@ -615,6 +638,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             uw = self._table_dim[saved["utbl"]]
             flat_send = _pack(gU, _excl_cumsum(uw), uw, sum(saved["el_send"]))
         flat = _a2a(flat_send, saved["el_send"], saved["el_recv"], self.process_group)
+        self._mark("grads a2a")
         newpos = saved["newpos"]
         n_r = newpos.numel()
         if uniform:
@@ -647,6 +671,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if outs:
             with torch.enable_grad():
                 torch.autograd.backward(outs, gs)
+        self._mark("update")
         return grad_psw
 
     def _clip_on_owner(self, grads: List[torch.Tensor], saved) -> List[torch.Tensor]:
