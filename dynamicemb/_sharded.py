@@ -250,7 +250,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             shards[f"dim{d}"] = BatchedDynamicEmbeddingTables(
                 [shard_options(opts[t], W) for t in members], feature_table_map=list(range(len(members))),
                 pooling="none", optimizer=dataclasses.replace(inner_opt), table_names=[names[t] for t in members],
-                key_dtype=key_dtype, output_dtype=self._row_dtype, device=dev)
+                # fp32 outputs (exact for every table dtype) so the gradients reach the update in fp32
+                key_dtype=key_dtype, output_dtype=torch.float32, device=dev)
         self.shards = nn.ModuleDict(shards)
         self._shard_list = list(self.shards.values())
         self._counts = any(o.admission_threshold > 1 for o in opts)
@@ -529,7 +530,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 with torch.enable_grad() if backward else torch.no_grad():
                     out_g = m(keys_g.view(self.key_dtype), off_g, validate=False)
             except RefusedInsertError as e:
-                error, out_g = e, torch.zeros(keys_g.numel(), m.dims[0], dtype=self._row_dtype, device=dev)
+                error, out_g = e, torch.zeros(keys_g.numel(), m.dims[0], dtype=torch.float32, device=dev)
             outs.append(out_g)
             first_pos.append(first)
             spans.append((g0, ng))
@@ -547,7 +548,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         d0 = self.dims[self._group_tables[0][0]]
         if uniform:
             rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
-            flat_send = rows_g[newpos].reshape(-1)
+            flat_send = rows_g[newpos].to(self._row_dtype).reshape(-1)
         else:
             rwidth = self._table_dim[rtbl]
             roff = _excl_cumsum(rwidth)

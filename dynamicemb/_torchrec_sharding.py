@@ -71,7 +71,7 @@ def shard_storage_bytes(options: DynamicEmbTableOptions, world_size: int,
 
     Example:
         >>> shard_storage_bytes(DynamicEmbTableOptions(dim=128, max_capacity=1 << 20), 8, SGD())
-        17043456
+        69341184
     """
     o = shard_options(options, world_size)
     opt = optimizer if optimizer is not None else Adam()

@@ -93,23 +93,36 @@ CASES_3 = [
 ]
 
 
-def test_parity_two_ranks():
-    run_ranks(sw.parity_cases, 2, CASES_2)
+# The ranks of one world size are spawned once (start-up costs seconds on busy cores) and run several checks; the
+# checkpoints written by one world are loaded by the next, so the tests below run in file order and share a
+# directory: 2 ranks write; 1 rank writes; 3 ranks load 2's (2 -> 3) and write; 2 ranks load 3's and 1's
+# (3 -> 2, 1 -> 2). Each load: rows bit-exact under eviction (admission counts too) for every routing, a dump of
+# another routing refused on every rank, and (one routing per load) training on equals one rank trained on all
+# batches.
+@pytest.fixture(scope="module")
+def ckpt_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("sharded_ckpt"))
 
 
-def test_parity_three_ranks():
-    run_ranks(sw.parity_cases, 3, CASES_3)
+def _need(ckpt_dir, world):
+    if not os.path.exists(os.path.join(ckpt_dir, "hash", "evict", f"w{world}", "manifest.json")):
+        pytest.skip(f"needs the dumps of world {world} written by an earlier test of this file (run it whole)")
 
 
-# ---------------------------------------------------------------------- checkpoints: N -> M
-def test_reshard_across_world_sizes(tmp_path):
-    # 1 writes; 2 loads 1's (1 -> 2) and writes; 3 loads 2's (2 -> 3) and writes; 2 loads 3's (3 -> 2). Each load:
-    # rows bit-exact under eviction (admission counts too), every routing; a dump of another routing is refused
-    # on every rank; training on equals one rank trained on all batches
-    for world, load_from, write in ((1, 0, True), (2, 1, True), (3, 2, True), (2, 3, False)):
-        run_ranks(sw.ck_phase, world, str(tmp_path), load_from, write)
+def test_two_ranks_parity_bad_input_and_dump(ckpt_dir):
+    run_ranks(sw.suite, 2, CASES_2, ckpt_dir, [], True, True)
 
 
-# ---------------------------------------------------------------------- bad input
-def test_bad_input_two_ranks():
-    run_ranks(sw.bad_input, 2)
+def test_one_rank_dump(ckpt_dir):
+    run_ranks(sw.suite, 1, [], ckpt_dir, [], True)
+
+
+def test_three_ranks_parity_and_reshard_2_to_3(ckpt_dir):
+    _need(ckpt_dir, 2)
+    run_ranks(sw.suite, 3, CASES_3, ckpt_dir, [2], True)
+
+
+def test_reshard_3_to_2_and_1_to_2(ckpt_dir):
+    _need(ckpt_dir, 3)
+    _need(ckpt_dir, 1)
+    run_ranks(sw.suite, 2, [], ckpt_dir, [3, 1], False)
