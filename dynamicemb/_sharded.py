@@ -213,7 +213,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         if key_dtype not in (torch.int64, torch.uint64):
             raise TypeError(f"key_dtype: expected torch.int64 or torch.uint64, got {key_dtype}")
         if output_dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise TypeError(f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
+            raise TypeError(
+                f"output_dtype: expected torch.float32, torch.float16 or torch.bfloat16, got {output_dtype}")
         backend = str(dist.get_backend(pg))
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import torch
 import torch.distributed as dist
@@ -105,9 +105,10 @@ def _manifest_errors(m, man) -> List[str]:
         if theirs.get(k) != mine[k]:
             errs.append(f"{k}: expected {mine[k]!r}, got {theirs.get(k)!r}")
     tt = theirs.get("tables")
-    if not isinstance(tt, list) or [t.get("name") for t in tt if isinstance(t, dict)] != [t["name"] for t in mine["tables"]]:
+    want_names = [t["name"] for t in mine["tables"]]
+    if not isinstance(tt, list) or [t.get("name") for t in tt if isinstance(t, dict)] != want_names:
         got = [t.get("name") if isinstance(t, dict) else t for t in tt] if isinstance(tt, list) else tt
-        return errs + [f"tables: expected {[t['name'] for t in mine['tables']]}, got {got!r}"]
+        return errs + [f"tables: expected {want_names}, got {got!r}"]
     for want, got in zip(mine["tables"], tt):
         # max_capacity may differ: a reshard may give the tables more (or less) room
         for k in ("dim", "dtype", "bucket_capacity", "score_policy", "admission", "key_space"):

@@ -336,7 +336,8 @@ class _DynamicSharderBase:
             raise TypeError(f"optimizer: expected an EmbOptimizer (SGD, Adam, Adagrad, RowWiseAdagrad), got "
                             f"{type(optimizer).__name__}")
         if routing not in ShardedDynamicEmbeddingTables.ROUTINGS:
-            raise ValueError(f"routing: expected one of {list(ShardedDynamicEmbeddingTables.ROUTINGS)}, got {routing!r}")
+            raise ValueError(
+                f"routing: expected one of {list(ShardedDynamicEmbeddingTables.ROUTINGS)}, got {routing!r}")
         self._dyn_options = _sharder_options(constraints, table_options)
         self._dyn_optimizer = optimizer
         self._dyn_routing = routing
@@ -351,7 +352,8 @@ class _DynamicSharderBase:
         return ks + [KERNEL] if sharding_type == ROW_WISE else ks
 
     def _dynamic_args(self, module, env: ShardingEnv, device):
-        cfgs = module.embedding_bag_configs() if hasattr(module, "embedding_bag_configs") else module.embedding_configs()
+        bag = hasattr(module, "embedding_bag_configs")
+        cfgs = module.embedding_bag_configs() if bag else module.embedding_configs()
         # tables planned dynamic without options of ours get the defaults (completed from their configs)
         opts = {c.name: self._dyn_options.get(c.name, DynamicEmbTableOptions()) for c in cfgs}
         opt = self._dyn_optimizer or optimizer_from_fused_params(self.fused_params) or SGD(lr=0.01)
@@ -399,7 +401,8 @@ class DynamicEmbeddingCollectionSharder(_DynamicSharderBase, EmbeddingCollection
     arguments (``use_index_dedup`` is passed to TorchRec's sharder).
 
     Example:
-        >>> sharders = [DynamicEmbeddingCollectionSharder(constraints), DynamicEmbeddingBagCollectionSharder(constraints)]
+        >>> sharders = [DynamicEmbeddingCollectionSharder(constraints),
+        ...             DynamicEmbeddingBagCollectionSharder(constraints)]
     """
 
     def __init__(self, constraints=None, table_options: Optional[Dict[str, DynamicEmbTableOptions]] = None,

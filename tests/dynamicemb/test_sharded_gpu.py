@@ -75,7 +75,8 @@ def test_parity_with_single_rank_cuda(nccl, pooling, opt):
         mine, theirs = table_rows(inner.tables[i]), table_rows(ref.tables[t])
         assert set(mine) == set(theirs)
         k = sorted(mine)
-        torch.testing.assert_close(torch.tensor([mine[x][0] for x in k]), torch.tensor([theirs[x][0] for x in k]), **tol)
+        torch.testing.assert_close(torch.tensor([mine[x][0] for x in k]), torch.tensor([theirs[x][0] for x in k]),
+                                   **tol)
 
 
 def test_step_with_a_table_without_ids(nccl):
