@@ -1,5 +1,5 @@
-"""examples/distributed_embedding.py runs under torchrun with 2 CPU ranks (gloo) for a few steps, against the
-built wheel (so the example cannot rot)."""
+"""examples/distributed_embedding.py runs under torchrun with 2 CPU ranks (gloo) for a few steps, and
+benchmarks/embedding_distributed.py --quick at world 1 and 2, against the built wheel (so neither can rot)."""
 
 import os
 import subprocess
@@ -9,10 +9,15 @@ import pytest
 
 import dynamicemb
 
-# Bazel runs tests from the runfiles root (the example is data there); a source checkout has it two levels up
-EXAMPLE = next((p for p in ("examples/distributed_embedding.py",
-                            os.path.join(os.path.dirname(__file__), "..", "..", "examples", "distributed_embedding.py"))
-                if os.path.exists(p)), "examples/distributed_embedding.py")
+
+def _find(rel):
+    # Bazel runs tests from the runfiles root (the scripts are data there); a source checkout has them two levels up
+    return next((p for p in (rel, os.path.join(os.path.dirname(__file__), "..", "..", rel)) if os.path.exists(p)),
+                rel)
+
+
+EXAMPLE = _find("examples/distributed_embedding.py")
+BENCH = _find("benchmarks/embedding_distributed.py")
 
 
 def _run(args, tmp_path):
@@ -28,6 +33,17 @@ def test_example_two_ranks(tmp_path):
               "--steps", "4", "--batch-size", "32", "--ids", "5000", "--print-every", "2"], tmp_path)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     assert "step    0  loss" in r.stdout and "step time:" in r.stdout and "world 2, gloo" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not os.path.exists(BENCH), reason=f"{BENCH} not in the runfiles")
+def test_benchmark_quick_two_worlds(tmp_path):
+    res = tmp_path / "results.md"
+    r = _run([os.path.abspath(BENCH), "--quick", "--worlds", "1,2", "--cases", "sum/adam", "--warmup", "1", "--reps",
+              "2", "--results", str(res), "--device", "cpu"], tmp_path)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    table = res.read_text()
+    assert "weak scaling" in table and "| world | pooling | optimizer | train | a2a | lookup |" in table, table
+    assert "| 1 | sum | adam |" in table and "| 2 | sum | adam |" in table, table
 
 
 @pytest.mark.skipif(not os.path.exists(EXAMPLE), reason=f"{EXAMPLE} not in the runfiles")
