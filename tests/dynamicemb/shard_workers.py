@@ -15,7 +15,7 @@ def make_opt(name, **kw):
 
 
 def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, clip=False, weighted=False,
-                 admission=0, policy="lru", empty_step=False):
+                 admission=0, policy="lru", empty_step=False, uint64=False):
     """A sharded module and the single-rank module fed all ranks' batches train to the same outputs and rows."""
     dims = [8, 4, 8] if mixed_dims and pooling != "none" else [8, 8, 8]
     fmap = [0, 1, 2, 0]
@@ -26,17 +26,23 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
                                       initializer=de.DynamicEmbInitializer("uniform", seed=11 + i))
             for i, d in enumerate(dims)]
     # the reference sees the global capacity on one rank (no eviction either way)
-    ref = de.BatchedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw))
+    # uint64: ids 2**63 + 3 + k (the top bit set, just past the reserved keys)
+    kd = dict(key_dtype=torch.uint64) if uint64 else {}
+    ref = de.BatchedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw), **kd)
     sh = de.ShardedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw),
-                                          routing=routing, key_space=V)
+                                          routing=routing, key_space=V, **kd)
+
+    def keys(x):
+        return (x + (-(2**63) + 3)).view(torch.uint64) if uint64 else x
+
     gen = torch.Generator().manual_seed(1234)
     for step in range(steps):
         # empty_step: in step 1 rank 0 has no ids and table 1 none anywhere (its shard modules see no ids)
         empty = dict(empty_features=[1], empty_rank=0) if empty_step and step == 1 else {}
         ids, off, w, locs = global_batch(gen, F, world, B, V, weighted=weighted, **empty)
         lid, loff, lw, gpos = locs[rank]
-        out_ref = ref(ids, off, per_sample_weights=w)
-        out = sh(lid, loff, per_sample_weights=lw)
+        out_ref = ref(keys(ids), off, per_sample_weights=w)
+        out = sh(keys(lid), loff, per_sample_weights=lw)
         R = torch.randn(out_ref.shape, generator=gen)
         if pooling == "none":
             want, Rl = out_ref[gpos], R[gpos]
@@ -51,7 +57,7 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
         m, lt = sh.local_table(t)
         mine = table_rows(m.tables[lt])
         theirs = table_rows(ref.tables[t])
-        owner = sh.owner_of(torch.tensor(sorted(theirs), dtype=torch.int64), t)
+        owner = sh.owner_of(torch.tensor(sorted(theirs), dtype=torch.int64).view(sh.key_dtype), t)
         owned = {k for k, o in zip(sorted(theirs), owner.tolist()) if o == rank}
         assert set(mine) == owned, f"table {t} rank {rank}: keys differ"
         for k in owned:
@@ -64,8 +70,8 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
     sh.eval(); ref.eval()
     ids, off, w, locs = global_batch(gen, F, world, B, V + 20, weighted=weighted)
     lid, loff, lw, gpos = locs[rank]
-    out_ref = ref(ids, off, per_sample_weights=w)
-    out = sh(lid, loff, per_sample_weights=lw)
+    out_ref = ref(keys(ids), off, per_sample_weights=w)
+    out = sh(keys(lid), loff, per_sample_weights=lw)
     want = out_ref[gpos] if pooling == "none" else out_ref[rank * B:(rank + 1) * B]
     torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6)
 
@@ -240,7 +246,7 @@ def bad_input(rank, world):
 
 
 # ---------------------------------------------------------------------- TorchRec DistributedModelParallel
-def dmp_model(rank, world):
+def dmp_model(rank, world, tmp):
     """A plain TorchRec model (a dynamic EBC, a static EBC, a dynamic EC) sharded by DistributedModelParallel with
     our planner and sharders: dynamic tables row-wise by key, the static one by TorchRec; the dynamic outputs
     and rows equal one rank's dynamicemb collections fed all ranks' batches."""
@@ -341,6 +347,14 @@ def dmp_model(rank, world):
     assert mine and all(int(sh.owner_of(torch.tensor([k]))[0]) == rank for k in mine)
     for k, (row, _) in mine.items():
         torch.testing.assert_close(torch.tensor(row), torch.tensor(theirs[k][0]), rtol=1e-6, atol=1e-6)
+    # the DMP-sharded tables dump per rank and load into a standalone sharded collection (rows bit-exact)
+    import os
+
+    dyn.dump(os.path.join(tmp, "dmp_dyn"))
+    again = de.ShardedDynamicEmbeddingBagCollection(bag_cfgs, opts["user"], optimizer=de.Adam(lr=0.05))
+    again.tables.load(os.path.join(tmp, "dmp_dyn"))
+    inner2, i2 = again.tables.local_table(0)
+    assert table_rows(inner2.tables[i2]) == mine
 
 
 # ---------------------------------------------------------------------- suites: several checks per spawn

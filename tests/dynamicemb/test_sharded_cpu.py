@@ -82,7 +82,7 @@ CASES_2 = [
     (("hash", "sum", "adam", True), dict(clip=True, weighted=True)),
     (("roundrobin", "mean", "adam", True), dict(empty_step=True, steps=4)),
     (("continuous", "none", "rowwise", False), dict()),
-    (("hash", "none", "adagrad", False), dict(admission=2, policy="lfu")),
+    (("hash", "none", "adagrad", False), dict(admission=2, policy="lfu", uint64=True)),
     (("roundrobin", "sum", "adagrad", False), dict(policy="epoch_lfu")),
     (("continuous", "sum", "sgd", True), dict(admission=3, clip=True, policy="epoch_lru")),
 ]

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.skipif(not (load_library() and torch.distributed.is_ava
                                 reason="needs dynamicemb/_C.so and torch.distributed")
 
 
-def test_dmp_dynamic_and_static_tables_two_ranks():
-    run_ranks(sw.dmp_model, 2, timeout=240)
+def test_dmp_dynamic_and_static_tables_two_ranks(tmp_path):
+    run_ranks(sw.dmp_model, 2, str(tmp_path), timeout=240)
 
 
 def test_constraints_validate():
