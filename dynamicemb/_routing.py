@@ -24,7 +24,7 @@ import torch
 
 from ._hash import _to_i64, fmix64_tensor
 
-__all__ = ["ROUTING_MODES", "route_keys"]
+__all__ = ["ROUTING_MODES", "route_keys", "route_keys_by_table"]
 
 ROUTING_MODES = ("hash", "roundrobin", "continuous")
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -91,4 +91,28 @@ def route_keys(keys: torch.Tensor, world_size: int, mode: str = "hash", table: i
     block = -(-K // W)
     # k < 0 is an unsigned key >= 2**63 >= K: the last rank, like every key past the key space
     past = (k < 0) if K == _KEY_SPACE_MAX else (k < 0) | (k >= K)
+    return torch.where(past, W - 1, torch.div(k.clamp(min=0), block, rounding_mode="floor"))
+
+
+def route_keys_by_table(keys: torch.Tensor, tables: torch.Tensor, world_size: int, mode: str,
+                        key_spaces) -> torch.Tensor:
+    """``route_keys`` of (key, table) pairs of many tables in one pass (the step's hot path: one hash of all ids,
+    not one per table). ``tables`` (n,) int64 table index of each key; ``key_spaces``: one key space (or None)
+    per table. Same owners as ``route_keys(keys[i:i+1], world_size, mode, tables[i], key_spaces[tables[i]])``."""
+    W = world_size
+    k = keys.view(torch.int64)
+    if W == 1:
+        return torch.zeros_like(k)
+    if mode == "roundrobin":
+        return route_keys(keys, W, mode)
+    T = len(key_spaces)
+    if mode == "hash":
+        salts = torch.tensor([_to_i64(_GOLDEN * (t + 1)) for t in range(T)], dtype=torch.int64, device=k.device)
+        h = fmix64_tensor(k ^ salts[tables])
+        return (((h >> 32) & 0xFFFFFFFF) * W) >> 32
+    spaces = [check_key_space(_KEY_SPACE_MAX if s is None else s) for s in key_spaces]
+    # per table: the block size and the last key of the space (K - 1 fits int64 even for K = 2**63)
+    block = torch.tensor([-(-K // W) for K in spaces], dtype=torch.int64, device=k.device)[tables]
+    last = torch.tensor([K - 1 for K in spaces], dtype=torch.int64, device=k.device)[tables]
+    past = (k < 0) | (k > last)
     return torch.where(past, W - 1, torch.div(k.clamp(min=0), block, rounding_mode="floor"))

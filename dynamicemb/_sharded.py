@@ -40,7 +40,7 @@ from torch import nn
 from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
-from ._routing import ROUTING_MODES, check_key_space, route_keys
+from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
 from ._table import RESERVED_KEYS
 
 __all__ = ["ShardedDynamicEmbeddingTables"]
@@ -436,18 +436,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out
 
     def _route(self, keys: torch.Tensor, tbl: torch.Tensor) -> torch.Tensor:
-        """Owner of each (key, table) pair (tables may differ per entry: "hash" salts by table, "continuous"
-        has a key space per table)."""
-        W, T = self.world_size, len(self.options)
-        if W == 1:
-            return torch.zeros_like(keys)
-        if self.routing == "roundrobin":
-            return route_keys(keys, W, "roundrobin")
-        out = torch.empty_like(keys)
-        for t in sorted(set(self.feature_table_map)):
-            own = route_keys(keys, W, self.routing, t, self.key_spaces[t])
-            out = own if T == 1 else torch.where(tbl == t, own, out)
-        return out
+        """Owner of each (key, table) pair ("hash" salts by table, "continuous" has a key space per table)."""
+        return route_keys_by_table(keys, tbl, self.world_size, self.routing, self.key_spaces)
 
     def _step_forward(self, ids, offsets, psw, train: bool, backward: bool = False):
         dev, W, T, F = self.device, self.world_size, len(self.options), self.num_features

@@ -48,6 +48,21 @@ def test_route_keys_rule(mode, world):
         assert got == want
 
 
+@pytest.mark.parametrize("mode", ["hash", "roundrobin", "continuous"])
+def test_route_keys_by_table_matches_per_table(mode):
+    from dynamicemb._routing import route_keys_by_table
+
+    g = torch.Generator().manual_seed(7)
+    keys = torch.cat([torch.randint(0, 2000, (300,), generator=g),
+                      torch.randint(-(2**63), 2**63 - 1, (300,), generator=g, dtype=torch.int64)]).view(torch.uint64)
+    tables = torch.randint(0, 3, (600,), generator=g)
+    spaces = [1000, None, 2**63]
+    got = route_keys_by_table(keys, tables, 5, mode, spaces)
+    for t in range(3):
+        m = tables == t
+        assert torch.equal(got[m], de.route_keys(keys[m], 5, mode, table=t, key_space=spaces[t]))
+
+
 def test_route_keys_spreads_sequential_ids():
     owners = de.route_keys(torch.arange(1 << 14), 8, "hash")
     counts = torch.bincount(owners, minlength=8)
