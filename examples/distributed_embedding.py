@@ -37,7 +37,7 @@ def parse_args(argv=None):
                    help="which rank owns a key (default hash)")
     p.add_argument("--optimizer", choices=["sgd", "adam", "adagrad", "rowwise_adagrad"], default="adam",
                    help="fused optimizer of the tables (default adam)")
-    p.add_argument("--lr", type=float, default=1e-3, help="learning rate of tables and MLP (default 1e-3)")
+    p.add_argument("--lr", type=float, default=1e-2, help="learning rate of tables and MLP (default 1e-2)")
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
                    help="auto: nccl when CUDA is available, else gloo")
     p.add_argument("--print-every", type=int, default=10, help="loss print interval in steps (default 10)")
@@ -75,9 +75,11 @@ def make_batch(gen, args, device):
     ids = power_law_ids(gen, F * B * k, args.ids, device)
     offsets = torch.arange(0, F * B * k + 1, k, device=device)
     dense = torch.randn(B, 8, generator=gen).to(device)
-    # a label the model can learn: clicks follow the parity of the first feature's first id, plus noise
-    first = ids.view(F, B, k)[0, :, 0]
-    labels = ((first % 2 == 0).float() * 0.8 + 0.1 > torch.rand(B, generator=gen).to(device)).float()
+    # a label the model can learn from the rows: a click is likely (90 %) when most of the first feature's ids
+    # are even, unlikely (10 %) otherwise; the sum-pooled rows can count them once the rows encode the parity
+    even = (ids.view(F, B, k)[0] % 2 == 0).float().sum(1)
+    p_click = torch.where(even * 2 > k, 0.9, torch.where(even * 2 == k, 0.5, 0.1))
+    labels = (torch.rand(B, generator=gen).to(device) < p_click).float()
     return ids, offsets, dense, labels
 
 
