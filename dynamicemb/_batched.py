@@ -1444,6 +1444,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             d = grp["dim"]
             vals = grp["buf"]
             sc = gidx.clamp(min=0)
+            if sc.numel() == 0:  # an empty batch: nothing to update (argmax below needs a row)
+                continue
             if type(opt) is SGD and not opt.weight_decay and vals.dtype == torch.float32:
                 # plain fp32 SGD: add -lr * g in place (rows without a slot add 0 to row 0)
                 delta = (gU[:, :d] * -lr).masked_fill_(~valid[:, None], 0.0)

@@ -80,10 +80,12 @@ class _CollectionBase(nn.Module):
         self._feature_names = feats
         self._feature_index = {f: i for i, f in enumerate(feats)}
         self._table_names = names
-        return BatchedDynamicEmbeddingTables(
-            opts, fmap, pooling=pooling, optimizer=optimizer, table_names=names, key_dtype=key_dtype,
-            output_dtype=output_dtype, device=device,
-        )
+        return self._make_tables(opts, fmap, pooling=pooling, optimizer=optimizer, table_names=names,
+                                 key_dtype=key_dtype, output_dtype=output_dtype, device=device)
+
+    def _make_tables(self, opts, fmap, **kwargs):
+        """The fused tables behind the collection (the sharded collections build sharded ones)."""
+        return BatchedDynamicEmbeddingTables(opts, fmap, **kwargs)
 
     # KJT -> (ids, offsets, weights) in our feature order, without host syncs.
     def _flatten(self, features, weighted: bool):

@@ -1,0 +1,209 @@
+"""Sharded dynamic embedding benchmark, weak scaling: ShardedDynamicEmbeddingTables at world 1, 2, 4, 8.
+
+Workload per rank (NVIDIA's published dynamicemb config, as benchmarks/embedding.py): 10 tables x D128 fp32, one
+feature each, 104,857 samples per feature and rank, bags of 1..10 ids (uniform), ids from a power law
+P(k) ~ k^-1.05 over [1, --id-space] per table, scrambled (hot ids are not small integers); global capacity
+--capacity slots per table per rank (so each rank holds the same share at every world size). Cases: pooling none
+and sum x SGD and Adam. The ranks are spawned by this script (nccl on GPUs, one per rank; gloo on CPU).
+
+Columns (ms, median over --reps steps of the slowest rank, CUDA events on GPU):
+    train      forward + backward (with the fused update on the owners) of one step
+    a2a        all_to_alls of the step: split sizes (+ the host sync), ids, rows back, gradients
+    lookup     the owners' shard modules: find_or_insert + row gather (forward), optimizer update (backward)
+    local      the rest on the sending rank: dedup + routing, pooling, per-unique gradient sums
+    ids/rank   ids per rank and step; uniq = unique (table, id) pairs a rank sends per step
+
+Usage:
+    python benchmarks/embedding_distributed.py [--worlds 1,2,4,8] [--quick] [--results FILE] [--plot out.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from embedding import make_batch  # noqa: E402  (the single-GPU benchmark's workload)
+
+A2A = ("splits a2a", "ids a2a", "rows a2a", "grads a2a")
+LOOKUP = ("lookup", "update")
+
+
+def phase_ms(log, device):
+    """{phase: ms} from the module's phase log (each mark closes the phase named by it)."""
+    out = {}
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    for (_, a), (name, b) in zip(log[:-1], log[1:]):
+        if name in ("start", "bwd start"):
+            continue
+        ms = a.elapsed_time(b) if device.type == "cuda" else (b - a) * 1e3
+        out[name] = out.get(name, 0.0) + ms
+    return out
+
+
+def rank_main(rank, world, args, store, result_file):
+    import dynamicemb as de
+
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    T, B = args.tables, args.batch // args.tables
+    gen = torch.Generator().manual_seed(1000 + rank)
+    batches = [make_batch(T, B, args.hotness, args.id_space, args.alpha, gen) for _ in range(4)]
+    batches = [(i.to(device), o.to(device)) for i, o in batches]
+    rows = []
+    for case in args.cases.split(","):
+        pooling, _, opt_name = case.partition("/")
+        opt = de.SGD(lr=0.01) if opt_name == "sgd" else de.Adam(lr=1e-3)
+        tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero")] * T
+        m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device)
+        grad = None
+        steps, phases = [], []
+        for it in range(args.warmup + args.reps):
+            ids, off = batches[it % len(batches)]
+            m.phase_log = [] if it >= args.warmup else None
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = m(ids, off, validate=False)
+            if grad is None or grad.shape != out.shape:
+                grad = torch.ones_like(out)
+            out.backward(grad)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            dt = (time.perf_counter() - t0) * 1e3
+            if it >= args.warmup:
+                steps.append(dt)
+                phases.append(phase_ms(m.phase_log, device))
+        med = {k: statistics.median(p.get(k, 0.0) for p in phases) for k in phases[0]}
+        r = torch.tensor([statistics.median(steps), sum(med.get(k, 0.0) for k in A2A),
+                          sum(med.get(k, 0.0) for k in LOOKUP),
+                          sum(v for k, v in med.items() if k not in A2A + LOOKUP)], dtype=torch.float64)
+        r = r.to(device)
+        dist.all_reduce(r, op=dist.ReduceOp.MAX)  # the slowest rank sets the step
+        n_ids = sum(int(o[-1]) for _, o in batches) // len(batches)
+        # unique (table, id) pairs one rank sends: the ids all_to_all's payload
+        ids0, off0 = batches[0]
+        tbl = torch.repeat_interleave(torch.arange(T, device=device), (off0[B::B] - off0[:-1:B]))
+        uniq = torch.unique(torch.stack([tbl, ids0]), dim=1).shape[1]
+        rows.append((pooling, opt_name, [float(x) for x in r.tolist()], n_ids, uniq))
+        del m
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if rank == 0:
+        torch.save(rows, result_file)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def git_rev():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worlds", default="1,2,4,8", help="world sizes (default 1,2,4,8; sizes above the GPU count "
+                                                         "are skipped on GPUs)")
+    p.add_argument("--quick", action="store_true", help="small sizes (smoke test; also runs on CPU)")
+    p.add_argument("--tables", type=int, default=10)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1_048_570, help="bags per rank and step over all features")
+    p.add_argument("--hotness", type=int, default=10)
+    p.add_argument("--alpha", type=float, default=1.05)
+    p.add_argument("--id-space", type=int, default=100_000_000)
+    p.add_argument("--capacity", type=int, default=1 << 20, help="slots per table and rank")
+    p.add_argument("--cases", default="none/sgd,none/adam,sum/sgd,sum/adam")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--results", help="append the markdown table (with commit and command) to this file")
+    p.add_argument("--plot", help="write a PNG plot of step time vs world size here (needs matplotlib)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.capacity, args.id_space, args.warmup, args.reps = 2_000, 1 << 14, 100_000, 2, 3
+    worlds = [int(w) for w in args.worlds.split(",")]
+    if args.device == "cuda":
+        have = torch.cuda.device_count()
+        skipped = [w for w in worlds if w > have]
+        worlds = [w for w in worlds if w <= have]
+        if skipped:
+            print(f"skipping world sizes {skipped}: {have} GPU(s) here", flush=True)
+    results = {}
+    for w in worlds:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rows.pt")
+            mp.start_processes(rank_main, args=(w, args, os.path.join(tmp, "store"), out), nprocs=w,
+                               start_method="spawn")
+            results[w] = torch.load(out)
+        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in results[w]:
+            print(f"world {w} {pooling:4s} {opt_name:4s} train {train:.3f} a2a {a2a:.3f} lookup {lookup:.3f} "
+                  f"local {local:.3f} ms", flush=True)
+    hw = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU ({os.cpu_count()} cores), gloo"
+    T = args.tables
+    lines = [
+        f"### dynamicemb sharded embedding, weak scaling, on {hw}",
+        "",
+        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 gradients on the wire), {args.batch // T} samples x {T} "
+        f"features, hotness 1..{args.hotness}, power law alpha={args.alpha} over {args.id_space} ids, "
+        f"{args.capacity} slots/table/rank, routing hash. Times in ms per step (median of {args.reps}, slowest "
+        f"rank); a2a = all_to_alls incl. the split-size sync, lookup = owners' find_or_insert + update, local = "
+        f"dedup, pooling, gradient sums.",
+        "",
+        "| world | pooling | optimizer | train | a2a | lookup | local | ids/rank | uniq/rank |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w, rows in results.items():
+        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in rows:
+            lines.append(f"| {w} | {pooling} | {opt_name} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | {local:.3f} | "
+                         f"{n_ids} | {uniq} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.results:
+        cmd = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
+        with open(args.results, "a") as f:
+            f.write(f"\n{table}\ncommit {git_rev()}, {datetime.date.today().isoformat()}, torch {torch.__version__}"
+                    f", command: `{cmd}`\n")
+    if args.plot:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib not importable: no plot", file=sys.stderr)
+            return
+        fig, ax = plt.subplots(figsize=(7, 4))
+        cases = [(r[0], r[1]) for r in next(iter(results.values()))]
+        for i, (pooling, opt_name) in enumerate(cases):
+            ws = sorted(results)
+            ax.plot(ws, [results[w][i][2][0] for w in ws], "o-", label=f"{pooling}/{opt_name} train")
+            ax.plot(ws, [results[w][i][2][1] for w in ws], "x--", label=f"{pooling}/{opt_name} a2a")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("world size (ranks)")
+        ax.set_ylabel("ms per step")
+        ax.set_title(f"dynamicemb weak scaling on {hw}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot)
+
+
+if __name__ == "__main__":
+    main()
