@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import _load
+from . import _device_check, _load
 from ._reference import hstu_attn_reference, hstu_attn_reference_backward
 
 __all__ = ["hstu_attn_varlen_func", "hstu_attn_qkvpacked_func", "HstuAttnFunction", "CUDA_HEAD_DIMS"]
@@ -257,6 +257,7 @@ def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, n
                 f"hstu_attn: q: CUDA tensors need the compiled op library {_load.library_path()}, which is "
                 "missing (source checkout without a build); build the wheel or use CPU tensors"
             )
+        _device_check.check_cuda_device(q.device)
     elif q.device.type in ("cpu", "meta"):
         if q.dtype not in CPU_DTYPES:
             _err("q", f"a floating dtype in {CPU_DTYPES}", q.dtype, TypeError)
