@@ -88,6 +88,11 @@ def test_import_and_cpu_ops(installed, tmp_path):
         "cu = torch.tensor([0, 2, 6], dtype=torch.int32)\n"
         "o = hstu_attn.hstu_attn_varlen_func(q, q, q, cu, cu, 4, 4)\n"
         "assert o.shape == q.shape and bool(torch.isfinite(o).all())\n"
+        "try:\n"  # a C++ exception from our static libstdc++ reaches torch's handler and Python
+        "    torch.ops.dynamicemb.hash_keys(keys.int())\n"
+        "    raise AssertionError('no error')\n"
+        "except RuntimeError as e:\n"
+        "    assert 'int64 or uint64' in str(e), e\n"
         "print(json.dumps([dynamicemb.__file__, hstu_attn.__file__]))\n"
     )
     out = _run(py, "-I", "-c", code, cwd=str(tmp_path))

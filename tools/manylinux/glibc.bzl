@@ -5,7 +5,8 @@ the static CUDA runtime and our dlsym) to their GLIBC_2.34 versions, and libstdc
 - each symbol of GLIBC_PINNED is redirected (`ld --wrap`) to a one-jump trampoline bound to its oldest version
   (the one glibc 2.28 exports too); in glibc < 2.34 these live in libpthread / libdl / librt, which become NEEDED;
 - the few with no old version are defined in glibc_compat.c (GLIBC_REPLACED);
-- libstdc++ is linked statically and hidden (the torch stable ABI passes no C++ types across the boundary).
+- libstdc++ is linked statically and hidden: the torch stable ABI passes no C++ types across the boundary (our
+  C++ exceptions still reach torch's handler: tests/build/test_pip_install.py).
 tests/build/test_manylinux.py fails when a new symbol needs a place here (it names it and the version).
 """
 
