@@ -24,6 +24,11 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
+def describe_archs(archs: str) -> str:
+    """'sm_80,sm_90a' -> 'sm_80 (+ compute_80 PTX), sm_90a' (tools/cuda/cuda.bzl embeds that PTX with sm_80)."""
+    return ", ".join(a + (" (+ compute_80 PTX)" if a == "sm_80" else "") for a in archs.split(",") if a)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--distribution", required=True)
@@ -76,7 +81,7 @@ def main(argv=None):
             body = f.read().rstrip("\n") + "\n"
         if "CUDA_ARCHS" in facts:
             body += (f"\n## This wheel\n\nBuilt with CUDA {facts.get('CUDA_VERSION', '?')} for "
-                     f"{facts['CUDA_ARCHS'].replace(',', ', ')}, platform {a.platform}.\n")
+                     f"{describe_archs(facts['CUDA_ARCHS'])}, platform {a.platform}.\n")
     metadata = "\n".join(meta) + "\n" + ("\n" + body if body else "")
     entries[f"{dist_info}/METADATA"] = metadata.encode()
     entries[f"{dist_info}/WHEEL"] = (
