@@ -2,6 +2,7 @@
 
 import torch
 
+from ._device_check import check_cuda_device
 from ._load import load_library
 
 
@@ -31,6 +32,8 @@ def hash_keys(keys: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"keys: expected a cpu or cuda tensor, got device {keys.device}")
     if not load_library():
         raise RuntimeError("dynamicemb: the op library _C.so is missing (install the built wheel)")
+    if keys.is_cuda:
+        check_cuda_device(keys.device)
     return torch.ops.dynamicemb.hash_keys(keys.contiguous())
 
 

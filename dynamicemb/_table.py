@@ -24,6 +24,7 @@ from typing import Dict, NamedTuple, Optional, Union
 
 import torch
 
+from ._device_check import check_cuda_device
 from ._hash import _to_i64, fmix64, fmix64_tensor
 from ._load import load_library
 
@@ -317,6 +318,8 @@ class ScoredHashTable:
             self.device = torch.device("cuda", torch.cuda.current_device())
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"device: expected cpu or cuda, got {self.device}")
+        if self.device.type == "cuda":
+            check_cuda_device(self.device)
         self.value_dim = value_dim
         self.value_dtype = value_dtype
         self.key_dtype = key_dtype

@@ -17,7 +17,7 @@ from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
 
-from . import _load
+from . import _device_check, _load
 from ._checks import channel as _channel
 from ._checks import check_values_host
 from ._reference import hstu_attn_reference, hstu_attn_reference_backward
@@ -409,6 +409,7 @@ def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, n
                 f"hstu_attn: q: CUDA tensors need the compiled op library {_load.library_path()}, which is "
                 "missing (source checkout without a build); build the wheel or use CPU tensors"
             )
+        _device_check.check_cuda_device(q.device)
     elif q.device.type in ("cpu", "meta"):
         if q.dtype not in CPU_DTYPES:
             _err("q", f"a floating dtype in {CPU_DTYPES}", q.dtype, TypeError)

@@ -10,6 +10,8 @@ import os
 import sys
 import traceback
 
+from ._device_check import covers
+
 PACKAGES = ("hstu_attn", "dynamicemb")
 
 
@@ -37,27 +39,6 @@ class _Report:
     @property
     def failed(self):
         return any(r[1] == "FAIL" for r in self.rows)
-
-
-def covers(archs, capability):
-    """Whether kernels built for `archs` (e.g. ['sm_80', 'sm_90a']) run on a GPU of `capability` (major, minor).
-
-    SASS runs on GPUs of its own major version and a minor at least as high ('a' variants only on that exact
-    arch); sm_80 builds also carry compute_80 PTX (tools/cuda/cuda.bzl), which the driver JIT-compiles for
-    any newer GPU.
-    """
-    major, minor = capability
-    for a in archs:
-        digits = a[len("sm_"):].rstrip("a")
-        am, an = int(digits[:-1]), int(digits[-1])
-        if a.endswith("a"):
-            if (am, an) == (major, minor):
-                return True
-        elif am == major and an <= minor:
-            return True
-        if a == "sm_80" and (major, minor) >= (8, 0):
-            return True  # compute_80 PTX
-    return False
 
 
 def main(argv=None):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Verifies accelerated_modules on a GPU machine from built wheels, in one call:
-# installs the wheels, runs the doctor, the GPU (and CPU) tests and the quick benchmarks, and prints a short
-# table last.
+# installs the wheels, runs the doctor, an import + CPU-op check with the GPU hidden (CUDA_VISIBLE_DEVICES=), a
+# `pip install` into a fresh venv + `pip check`, the GPU (and CPU) tests and the quick benchmarks, and prints a
+# short table last.
 #
 #   tools/gpu_check.sh [WHEEL_DIR]      # default: dist/ ; e.g. bazel-bin/ after ./bazelw build //:wheels
 #
@@ -37,9 +38,43 @@ step() {  # step NAME CMD...: run, log to $out/NAME.log, remember the outcome
   results+=("$( [ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)" ) | $(( $(date +%s) - t0 )) s | ${summary:-}")
 }
 
+# Import and CPU ops with CUDA torch but no visible GPU: importing must never raise, CPU paths must work.
+hidden_gpu_smoke='
+import torch, hstu_attn, dynamicemb
+assert not torch.cuda.is_available()
+k = torch.arange(16, dtype=torch.int64)
+assert torch.equal(dynamicemb.hash_keys(k), dynamicemb._hash.hash_keys_reference(k))
+t = dynamicemb.ScoredHashTable(capacity=128, value_dim=4)
+t.insert_or_assign(k, torch.ones(16, 4))
+assert bool(t.find(k).found.all())
+q = torch.randn(6, 2, 32)
+cu = torch.tensor([0, 2, 6], dtype=torch.int32)
+assert bool(torch.isfinite(hstu_attn.hstu_attn_varlen_func(q, q, q, cu, cu, 4, 4)).all())
+print("no visible GPU: import and CPU ops OK, torch", torch.__version__)
+'
+
+# `pip install` (not --target) into a fresh venv that sees this Python's packages (torch, pip) through a .pth file;
+# pip check must name neither wheel; both import from the venv.
+pip_install_check() {
+  local v purelib chk
+  v="$(mktemp -d)/venv"
+  "$py" -m venv --without-pip "$v" || return 1
+  purelib="$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+  env -u PYTHONPATH "$py" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    >"$purelib/host_site.pth" || return 1
+  # Without PYTHONPATH: the --target install above would make pip think the wheels are already there.
+  env -u PYTHONPATH "$v/bin/python" -m pip install -q --no-index --no-cache-dir "$wheels"/*.whl || return 1
+  chk="$(env -u PYTHONPATH "$v/bin/python" -m pip check 2>&1)"
+  echo "pip check: $chk"
+  ! grep -qiE "^(hstu[-_]attn|dynamicemb) " <<<"$chk" || return 1
+  (cd / && env -u PYTHONPATH "$v/bin/python" -c 'import torch, hstu_attn, dynamicemb; print("imported", hstu_attn.__file__, dynamicemb.__file__)')
+}
+
 cd "$root"
 # -P: do not put the current directory on sys.path; the source dir dynamicemb/ would shadow the wheel.
 step doctor "$py" -P -m hstu_attn.doctor
+step hidden_gpu env CUDA_VISIBLE_DEVICES= "$py" -P -c "$hidden_gpu_smoke"
+step pip_install pip_install_check
 # The same test files CI runs, GPU tests included (the build tests need Bazel and are not run here).
 step tests "$py" -P -m pytest -q -p no:cacheprovider --import-mode=importlib -rs \
   tests/hstu tests/dynamicemb tests/build/test_hash_op.py ${PYTEST_ARGS:-}

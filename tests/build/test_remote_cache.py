@@ -57,7 +57,8 @@ def _bazel(env, *args, log=None):
         extra = [f"--execution_log_json_file={log}"]
     cmd = base + list(args)
     if args[0] == "build":
-        cmd += ["--symlink_prefix=/", "--config=sm80"] + extra
+        # --disk_cache=: a disk cache from .bazelrc.user would serve the "cold" and the clean builds.
+        cmd += ["--symlink_prefix=/", "--config=sm80", "--disk_cache="] + extra
     if args[0] == "clean":
         cmd += ["--symlink_prefix=/"]  # leave the outer build's bazel-* convenience links alone
     out = subprocess.run(cmd, cwd=env["ws"], env=e, capture_output=True, text=True)

@@ -32,11 +32,11 @@ def wheel(request):
 def test_name_and_tag(wheel):
     dist, path = wheel
     name = os.path.basename(path)
-    assert name.startswith(f"{dist}-0.") and name.endswith("-py3-none-linux_x86_64.whl"), name
+    assert name.startswith(f"{dist}-0.") and name.endswith("-py3-none-manylinux_2_28_x86_64.whl"), name
     with zipfile.ZipFile(path) as zf:
         version = name.split("-")[1]
         meta = zf.read(f"{dist}-{version}.dist-info/WHEEL").decode()
-        assert "Tag: py3-none-linux_x86_64" in meta
+        assert "Tag: py3-none-manylinux_2_28_x86_64" in meta
         assert "Root-Is-Purelib: false" in meta
         metadata = zf.read(f"{dist}-{version}.dist-info/METADATA").decode()
         assert f"Name: {dist}" in metadata and f"Version: {version}" in metadata

@@ -35,17 +35,20 @@ def parse_log(text, unit):
     """Parses one nvcc --resource-usage log into a list of row dicts (one per kernel and arch)."""
     rows = []
     cur = None
-    diags = {}  # mangled kernel -> ["C7514 wgmma.mma_async instructions are serialized due to ...", ...]
+    # Diagnostics precede their kernel's "Compiling entry function" line; with several archs in one log, each goes
+    # to the next compile of that kernel (its arch's), not to every arch. mangled kernel -> ["C7514 ...", ...]
+    pending = {}
     for line in text.splitlines():
         m = _WGMMA.search(line)
         if m:
             msg = " ".join(m.group(2).replace("Potential Performance Loss:", "").split())
-            diags.setdefault(m.group(3), []).append(f"{m.group(1)} {msg}")
+            pending.setdefault(m.group(3), []).append(f"{m.group(1)} {msg}")
             continue
         m = _ENTRY.search(line)
         if m:
             cur = {"unit": unit, "kernel": m.group(1), "arch": m.group(2), "registers": 0, "smem_bytes": 0,
-                   "stack_bytes": 0, "spill_stores": 0, "spill_loads": 0, "barriers": 0, "wgmma": ""}
+                   "stack_bytes": 0, "spill_stores": 0, "spill_loads": 0, "barriers": 0,
+                   "wgmma": "; ".join(pending.pop(m.group(1), []))}
             rows.append(cur)
             continue
         if cur is None:
@@ -60,8 +63,10 @@ def parse_log(text, unit):
             cur["barriers"] = int(m.group(2) or 0)
             s = _SMEM.search(m.group(3) or "")
             cur["smem_bytes"] = int(s.group(1)) if s else 0
-    for r in rows:
-        r["wgmma"] = "; ".join(diags.get(r["kernel"], []))
+    for kernel, found in pending.items():  # printed after the entry line: the kernel's last compile
+        last = [r for r in rows if r["kernel"] == kernel][-1:]
+        for r in last:
+            r["wgmma"] = "; ".join([d for d in [r["wgmma"]] if d] + found)
     return rows
 
 

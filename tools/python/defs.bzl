@@ -3,8 +3,11 @@
 The result `<name>.so` has no Python or libtorch C++ symbols undefined, links the CUDA runtime statically (its
 symbols hidden), and carries `NEEDED libtorch_cpu.so` (the aoti_*/torch_* C functions live there; torch loads
 it RTLD_LOCAL, so only a NEEDED entry lets the loader bind them). Built once, it loads on any torch >= 2.10 and
-any Python (the wheel is tagged py3-none).
+any Python (the wheel is tagged py3-none); glibc symbol versions <= 2.28 and a static, hidden libstdc++
+(//tools/manylinux) make it load on any manylinux_2_28 system.
 """
+
+load("//tools/manylinux:glibc.bzl", "MANYLINUX_LINKOPTS")
 
 TORCH_TARGET_VERSION = "0x020a000000000000"  # 2.10: the oldest torch our wheels load on
 
@@ -35,7 +38,7 @@ def torch_op_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = 
     )
     native.cc_binary(
         name = name + ".so",
-        deps = [":" + name + "_ops"],
+        deps = [":" + name + "_ops", "//tools/manylinux:glibc_compat"],
         linkshared = 1,
         linkstatic = 1,
         additional_linker_inputs = ["@local_torch//:libtorch_cpu.so"],
@@ -46,6 +49,6 @@ def torch_op_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = 
             # No static symbol table: nvcc names each object's FILE symbol after a PID-numbered temp file,
             # which would make the library (and the wheel) differ from build to build.
             "-Wl,--strip-all",
-        ],
+        ] + MANYLINUX_LINKOPTS,
         visibility = visibility,
     )
