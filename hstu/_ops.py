@@ -367,6 +367,8 @@ def _validate_fast(q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, window, alp
     if dev.type == "cuda":
         if dt not in CUDA_DTYPES or dim not in CUDA_HEAD_DIMS or not _LIBRARY_LOADED:
             return None
+        if dev.index not in _device_check._checked:
+            return None  # the first call on a device: `_validate` checks this build runs there
     elif dev.type not in ("cpu", "meta") or dt not in CPU_DTYPES:
         return None
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
