@@ -42,23 +42,26 @@ def test_interleaved_timer_alternates_and_returns_one_median_each(bench):
     assert timer(lambda: calls.append("c")) >= 0 and calls[-1] == "c"
 
 
-def test_timer_blocks_keep_the_smallest_median_of_short_measurements(bench):
+def test_timer_blocks_keep_the_smallest_median_of_short_measurements(bench, monkeypatch):
     # A short measurement runs up to `blocks` blocks of reps and keeps the smallest block median (a row slowed as a
-    # whole is outvoted); one whose medians reach block_ms stops after its first block.
+    # whole is outvoted); one whose medians reach block_ms stops after its first block. The timer reads a fake clock
+    # that each call advances by its delay, so the busy test machine cannot change the medians.
     delays = iter([0.0] + [0.006] * 3 + [0.001] * 3 + [0.003] * 3)
     calls = []
+    clock = [100.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
 
     def fn():
         calls.append(1)
-        time.sleep(next(delays))
+        clock[0] += next(delays)
 
     timer = bench.Timer(torch.device("cpu"), warmup=1, reps=3, blocks=3, block_ms=100.0)
     ms = timer(fn)
-    assert len(calls) == 1 + 9 and 1.0 <= ms < 3.0
+    assert len(calls) == 1 + 9 and ms == pytest.approx(1.0)
     delays = iter([0.0] + [0.006] * 3 + [0.001] * 3)
     calls.clear()
     timer.block_ms = 2.0
-    assert timer(fn) >= 6.0 and len(calls) == 1 + 3
+    assert timer(fn) == pytest.approx(6.0) and len(calls) == 1 + 3
 
 
 def test_blocks_below_one_is_refused_naming_the_option(bench, capsys):
