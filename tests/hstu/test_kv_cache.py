@@ -338,3 +338,39 @@ def test_fused_kernel_in_cuda_graph_and_compile():
     # torch.compile traces the op through its fake implementation (no graph break on the op).
     fn = torch.compile(lambda: eager.begin_step(users, cu, app, 30, 17).append_rows, fullgraph=True)
     assert fn().shape == (30,)
+
+
+def test_stack_serving_through_the_manager_equals_uncached_stack():
+    # HSTUStack with kv_manager: history computed once, candidates scored against it; equals one uncached pass over
+    # history + candidates (same scaling_seqlen) for the new rows, over several serving steps.
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    dt, E = torch.float64, 24
+    stack = hstu_attn.HSTUStack(2, embedding_dim=E, num_heads=H, head_dim=D, scaling_seqlen=150.0,
+                                target_group_size=2).to(dt).eval()
+    cache = KVCacheManager(2, H, D, num_pages=48, page_size=16, max_users=8, max_pages_per_user=6, dtype=dt,
+                           device="cpu")
+    history = {}
+    for it in range(3):
+        users = rng.sample(range(6), 3)
+        hist = [torch.randn(rng.randint(0 if it else 1, 15), E, generator=gen, dtype=dt) for _ in users]
+        cands = [torch.randn(rng.randint(1, 5), E, generator=gen, dtype=dt) for _ in users]
+        new = [h.shape[0] + c.shape[0] for h, c in zip(hist, cands)]
+        nt = torch.tensor([c.shape[0] for c in cands], dtype=torch.int32)
+        step = cache.begin_step(torch.tensor(users), cu_of(new, "cpu"),
+                                torch.tensor([h.shape[0] for h in hist], dtype=torch.int32), sum(new), max(new))
+        x = torch.cat([torch.cat((h, c)) for h, c in zip(hist, cands)])
+        with torch.no_grad():
+            out = stack(x, step.cu_seqlens_q, max(new), num_targets=nt, kv_manager=cache, cache_step=step)
+            cache.check()
+            full = [torch.cat(history.get(u, []) + [h, c]) for u, h, c in zip(users, hist, cands)]
+            lens = [f.shape[0] for f in full]
+            cu = cu_of(lens, "cpu")
+            ref = stack(torch.cat(full), cu, max(lens), num_targets=nt)
+        rows = torch.cat([torch.arange(int(cu[b + 1]) - n, int(cu[b + 1])) for b, n in enumerate(new)])
+        torch.testing.assert_close(out, ref[rows], rtol=1e-9, atol=1e-9, msg=f"seed {seed} step {it}")
+        for u, h in zip(users, hist):
+            history.setdefault(u, []).append(h)
+    with pytest.raises(ValueError, match="cache_step: expected"):
+        stack.layers[0](x, step.cu_seqlens_q, max(new), kv_manager=cache)
