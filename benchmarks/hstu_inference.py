@@ -8,9 +8,10 @@ Cases (attention alone: the model layers' projections are not timed; bf16, causa
              256 candidates; B200: ~4.0 ms uncached, ~0.5 ms with 3968 tokens cached (128 new history + 256
              candidates as queries), batch 1 ~0.18 ms. Goals here (H200): cached batch 8 <= 0.8 ms, batch 1 <= 0.15.
 Rows: the uncached stack (varlen attention over whole sequences, every layer); the cached step eager and as one
-CUDA graph (bookkeeping `begin_step` + per layer: page gather + attention + append of the new history); the
+CUDA graph (bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: page gather + attention + append of the new history); the
 gather alone and the attention alone of one layer (bytes moved by the gather, GB/s); the bookkeeping alone
-(eager, CUDA graph, and with --compile fused by torch.compile); a page-size sweep of the cached step. The cache state is restored before every timed run, so
+(the fused kernel and the torch-ops path, each eager and as a CUDA graph; with --compile the torch ops fused by
+torch.compile); a page-size sweep of the cached step. The cache state is restored before every timed run, so
 each run appends the same tokens to the same cached lengths.
 
 Times: CUDA events after warm-up, median of --reps runs. Without a GPU the script says so and exits 0 (``--smoke``
@@ -64,7 +65,9 @@ SMOKE = {
     "nvidia_b8": Shape("nvidia_b8", 2, 2, 32, 2, 40, 33, 8),
 }
 GOALS_MS = {("nvidia_b8", "cached step, CUDA graph"): 0.8, ("nvidia_b1", "cached step, CUDA graph"): 0.15,
-            ("nvidia_b8", "bookkeeping, CUDA graph"): 0.05,
+            ("nvidia_b8", "bookkeeping, fused kernel, eager"): 0.05,
+            ("nvidia_b8", "bookkeeping, fused kernel, CUDA graph"): 0.05,
+            ("nvidia_b8", "bookkeeping, torch ops, CUDA graph"): 0.05,
             ("nvidia_b8", "bookkeeping, torch.compile + CUDA graph"): 0.05}
 
 
@@ -198,13 +201,21 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, sh.new, s.max_seqlen_k, None, tgt, 1, (-1, 0),
             scaling_seqlen=scaling, check_values=False))
         rows.append(dict(case=sh.name, row="attention, one layer", ms=ms_a))
+        # Bookkeeping alone: the fused kernel (hstu_attn::kv_cache_begin_step, the default on CUDA) beside the
+        # torch-ops path (the reference; ~250 launches), each eager and as a CUDA graph.
         book = lambda: cache.begin_step(users, cu_q, app, B * sh.new, sh.new)  # noqa: E731
-        rows.append(dict(case=sh.name, row="bookkeeping, eager", ms=timer(book, restore)))
-        gb = graphed(book, device)
-        restore()
-        if gb is not None:
-            rows.append(dict(case=sh.name, row="bookkeeping, CUDA graph", ms=timer(gb, restore)))
-        restore()
+        default_kernel = cache.use_kernel
+        for impl, use in (("fused kernel", True), ("torch ops", False)):
+            if use and not default_kernel:
+                continue  # CPU, or a build without the kernel
+            cache.use_kernel = use
+            rows.append(dict(case=sh.name, row=f"bookkeeping, {impl}, eager", ms=timer(book, restore)))
+            gb = graphed(book, device)
+            restore()
+            if gb is not None:
+                rows.append(dict(case=sh.name, row=f"bookkeeping, {impl}, CUDA graph", ms=timer(gb, restore)))
+            restore()
+        cache.use_kernel = False  # torch.compile below fuses the torch ops
         if compile_book and device.type == "cuda":
             # The same ops fused by inductor (Triton) into fewer kernels, then one CUDA graph.
             try:
@@ -219,6 +230,7 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
                 rows.append(dict(case=sh.name, row="bookkeeping, torch.compile + CUDA graph", ms=float("nan"),
                                  extra=f"failed: {type(e).__name__}: {str(e)[:80]}"))
             restore()
+        cache.use_kernel = default_kernel
         del kv
     return rows
 

@@ -47,6 +47,44 @@ _MESSAGES = {
 }
 _INT64_MAX = torch.iinfo(torch.int64).max
 
+# The fused bookkeeping op (hstu/csrc/hstu_kv_cache_op.cc; CUDA only): state tensors updated in place, the step's
+# tensors returned. Keep identical to the C++ definition; defined here when _C.so is absent (source checkout).
+KV_CACHE_BEGIN_STEP_SCHEMA = (
+    "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
+    "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
+    "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
+    "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+)
+KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/hstu_kv_cache.h kMaxBatch / kMaxUsers
+_libs = []
+if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
+    _lib = torch.library.Library("hstu_attn", "FRAGMENT")
+    _lib.define(KV_CACHE_BEGIN_STEP_SCHEMA)
+    _libs.append(_lib)
+
+
+def _begin_step_fake(slot_user, slot_valid, slot_len, slot_pages, last_used, free_pages, free_count, clock,
+                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict):
+    # shapes of the CacheStep / PagedLayout tensors (torch.compile, export)
+    B, M = user_ids.shape[0], slot_pages.shape[1]
+    cap = B * M * page_size + total_q
+
+    def e(n, dt):
+        return user_ids.new_empty((n,), dtype=dt)
+
+    i32, i64 = torch.int32, torch.int64
+    return (e(B, i64), e(B, i32), e(B + 1, i32), e(B * M, i32), e(B, i32), e(B, i32), e(total_q, i64),
+            e(2 * (cap + 1), i64), e(total_q, i64), e(B + 1, i32), e(1, i32))
+
+
+if not torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "Meta"):
+    torch.library.register_fake("hstu_attn::kv_cache_begin_step", _begin_step_fake)
+
+
+def kernel_available() -> bool:
+    """Whether the fused bookkeeping kernel is compiled in (a CUDA build of _C.so)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "CUDA")
+
 
 class KVCacheError(RuntimeError):
     """Raised by `KVCacheManager.check()`; ``flags`` holds the `CACHE_ERROR_BITS` names that were set."""
@@ -107,6 +145,9 @@ class KVCacheManager:
         max_pages_per_user: page budget of one user (fixes the step's shapes).
         dtype, device: of the pool.
         evict: evict LRU users when the pool or the table is full; False flags `pool_full` / `users_full`.
+        use_kernel: `begin_step` as one fused CUDA kernel (`hstu_attn::kv_cache_begin_step`, 2 launches) instead
+            of ~250 torch-op launches; None = on CUDA whenever it is compiled in and the batch fits (<= 511 users,
+            max_users <= 65536). Both give the same state, tensor for tensor (the torch ops are the reference).
 
     Raises:
         ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
@@ -126,7 +167,7 @@ class KVCacheManager:
 
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, *, num_pages: int, page_size: int = 64,
                  max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
-                 device="cuda", evict: bool = True):
+                 device="cuda", evict: bool = True, use_kernel: Optional[bool] = None):
         for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
                           ("num_pages", num_pages), ("max_users", max_users),
                           ("max_pages_per_user", max_pages_per_user)):
@@ -139,6 +180,11 @@ class KVCacheManager:
         self.num_pages, self.page_size, self.max_users = num_pages, page_size, max_users
         self.max_pages_per_user, self.evict = max_pages_per_user, bool(evict)
         self.device, self.dtype = dev, dtype
+        if use_kernel and (dev.type != "cuda" or not kernel_available() or max_users > KERNEL_MAX_USERS):
+            _err("use_kernel", f"a CUDA cache with the kernel compiled in and max_users <= {KERNEL_MAX_USERS}",
+                 f"device {dev}, kernel {'present' if kernel_available() else 'absent'}, max_users {max_users}")
+        self.use_kernel = (dev.type == "cuda" and kernel_available() and max_users <= KERNEL_MAX_USERS
+                           if use_kernel is None else bool(use_kernel))
         self.pool = torch.zeros(num_layers, num_pages + 1, 2, page_size, num_heads, head_dim, dtype=dtype, device=dev)
         U, P = max_users, num_pages
         i64 = dict(dtype=torch.int64, device=dev)
@@ -183,6 +229,8 @@ class KVCacheManager:
         for name, val in (("total_q", total_q), ("max_seqlen_q", max_seqlen_q)):
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 _err(name, "an int >= 0", val)
+        if self.use_kernel and B <= KERNEL_MAX_BATCH:
+            return self._begin_step_kernel(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
         dev, U, P, ps, M = self.device, self.max_users, self.num_pages, self.page_size, self.max_pages_per_user
         uid = user_ids
         zero = torch.zeros((), dtype=torch.int32, device=dev)
@@ -190,22 +238,26 @@ class KVCacheManager:
         def flag(cond, name):
             self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
 
-        srt = torch.sort(uid).values
-        flag(srt[1:] == srt[:-1], "duplicate_user")
+        # A later copy of an id in the batch is a duplicate: flagged, served with an empty history, nothing
+        # appended (so the state stays defined and identical on both paths).
+        srt, order = torch.sort(uid, stable=True)
+        dup = torch.zeros(B, dtype=torch.bool, device=dev).index_put_((order[1:],), srt[1:] == srt[:-1])
+        flag(dup, "duplicate_user")
 
         # Lookup: compare against the whole table (B x U; fixed shape, no sort to keep up to date).
         hit = (self.slot_user[:U].unsqueeze(0) == uid.unsqueeze(1)) & self.slot_valid[:U].unsqueeze(0)
-        found = hit.any(1)
+        found = hit.any(1) & ~dup
         found_slot = hit.to(torch.int32).argmax(1)
         sink = torch.full_like(found_slot, U)
         if create:
             # New users take the B least-recently-used slots not held by this batch's known users (free ones
-            # first); the r-th new user takes the r-th of them.
+            # first; ties by slot index: a stable sort); the r-th new user takes the r-th of them.
             held = torch.zeros(U + 1, dtype=torch.bool, device=dev).index_fill_(0, torch.where(found, found_slot, sink), True)
             score = torch.where(self.slot_valid[:U], self.last_used[:U], torch.full_like(self.last_used[:U], -1))
             score = torch.where(held[:U], torch.full_like(score, _INT64_MAX), score)
-            cand_score, cand = torch.topk(score, B, largest=False, sorted=True)
-            missing = ~found
+            cand_score, cand = torch.sort(score, stable=True)
+            cand_score, cand = cand_score[:B], cand[:B]
+            missing = ~found & ~dup
             rank = (torch.cumsum(missing.long(), 0) - 1).clamp_(min=0)
             new_slot, new_score = cand[rank], cand_score[rank]
             usable = new_score < _INT64_MAX  # always true when max_users >= B (checked)
@@ -213,12 +265,12 @@ class KVCacheManager:
                 victim_ok = new_score < 0  # only free slots
                 flag(missing & ~victim_ok, "users_full")
                 usable = usable & victim_ok
-            slot = torch.where(found, found_slot, torch.where(usable, new_slot, sink))
+            slot = torch.where(found, found_slot, torch.where(missing & usable, new_slot, sink))
             victim = missing & usable & (new_score >= 0)  # a valid slot taken over: evict its user
             evict_mask = torch.zeros(U + 1, dtype=torch.bool, device=dev).index_fill_(
                 0, torch.where(victim, new_slot, sink), True)
         else:
-            flag(~found, "unknown_user")
+            flag(~found & ~dup, "unknown_user")
             slot = torch.where(found, found_slot, sink)
             evict_mask = torch.zeros(U + 1, dtype=torch.bool, device=dev)
         evict_mask[U] = False
@@ -241,7 +293,8 @@ class KVCacheManager:
         if self.evict:
             # Evict the least-recently-used users outside the batch until the free pages cover the need.
             cand = self.slot_valid[:U] & ~in_batch[:U] & ~evict_mask[:U]
-            order = torch.argsort(torch.where(cand, self.last_used[:U], torch.full_like(self.last_used[:U], _INT64_MAX)))
+            order = torch.argsort(torch.where(cand, self.last_used[:U], torch.full_like(self.last_used[:U], _INT64_MAX)),
+                                  stable=True)
             held_sorted = (pages_held * cand)[order]
             before = torch.cumsum(held_sorted, 0) - held_sorted
             take = cand[order] & (avail + before < total)
@@ -300,6 +353,21 @@ class KVCacheManager:
                          page_offsets=page_offsets.to(torch.int32), page_ids=page_ids,
                          last_page_lens=last_page_lens, cached_lens=old_len.to(torch.int32),
                          append_rows=append_rows, layout=layout, max_seqlen_k=max_seqlen_k)
+
+    def _begin_step_kernel(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
+        """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
+        (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
+         lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
+            self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
+            self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
+            num_append.contiguous(), total_q, self.page_size, bool(create), self.evict)
+        capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
+        layout = PagedLayout(src_rows=src_rows, dst_new=dst_new, cu_seqlens_k=cu_k, cached_lens=cached_lens,
+                             capacity=capacity, error_flags=lflags[0])
+        return CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
+                         page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
+                         append_rows=append_rows, layout=layout,
+                         max_seqlen_k=self.max_pages_per_user * self.page_size + max_seqlen_q)
 
     def append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None) -> None:
         """Writes the step's appended tokens' K/V into the pages `begin_step` gave them.

@@ -239,6 +239,9 @@ class HSTULayer(nn.Module):
         kv_cache: an `HSTUKVCache` of earlier tokens of the same sequences: x are then new tokens appended to
             them (queries = x, keys = cache + x per sequence; num_contexts/num_targets count key positions).
         return_kv: also return the `HSTUKVCache` of x's own keys and values.
+        kv_manager, cache_step, layer_idx: a serving step through a `KVCacheManager` instead: x are the step's new
+            tokens (cu_seqlens = cache_step.cu_seqlens_q), keys are the user's paged history + x, and the step's
+            new history is appended to cache layer layer_idx (`cached_hstu_attention`).
         Returns (total, E) in x's dtype, or (out, HSTUKVCache) with return_kv.
 
     Example:
@@ -331,6 +334,9 @@ class HSTULayer(nn.Module):
         rab: Optional[torch.Tensor] = None,
         kv_cache: Optional[HSTUKVCache] = None,
         return_kv: bool = False,
+        kv_manager=None,
+        cache_step=None,
+        layer_idx: int = 0,
     ):
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.embedding_dim:
             _err("x", f"a (total, {self.embedding_dim}) tensor", getattr(x, "shape", type(x).__name__))
@@ -345,6 +351,10 @@ class HSTULayer(nn.Module):
             q, k, v = q.to(attn_dtype), k.to(attn_dtype), v.to(attn_dtype)
         if rab is not None:
             rab = rab.to(attn_dtype)
+        if kv_manager is not None:  # serving step: paged history of a KVCacheManager (see HSTUStack)
+            a = self._paged_attention(kv_manager, cache_step, layer_idx, q, k, v, max_seqlen, num_contexts,
+                                      num_targets, rab)
+            return x + self.dropout(self.output(self.attn_norm(a.reshape(-1, hd).to(u.dtype)) * u))
         new_kv = HSTUKVCache(k, v, cu_seqlens, max_seqlen) if return_kv else None
         cu_k, max_k = cu_seqlens, max_seqlen
         if kv_cache is not None:  # delta-q: keys = cached keys + the new ones, per sequence
@@ -357,6 +367,21 @@ class HSTULayer(nn.Module):
         a = a.reshape(-1, hd).to(u.dtype)
         y = x + self.dropout(self.output(self.attn_norm(a) * u))
         return (y, new_kv) if return_kv else y
+
+    def _paged_attention(self, cache, step, layer_idx, q, k, v, max_seqlen, num_contexts, num_targets, rab):
+        # The new tokens attend to the user's cached history + themselves; the step's new history is appended
+        # to layer `layer_idx` of the cache. Default divisor: the step's key bound (set scaling_seqlen to match an
+        # uncached model exactly).
+        from ._inference import cached_hstu_attention  # late: _inference imports the cache, not the layers
+
+        if step is None:
+            _err("cache_step", "the CacheStep of kv_manager.begin_step(...) for this batch", None)
+        scaling = self.scaling_seqlen if self.scaling_seqlen > 0 else float(step.max_seqlen_k)
+        dt = cache.dtype
+        return cached_hstu_attention(
+            cache, step, layer_idx, q.to(dt).contiguous(), k.to(dt).contiguous(), v.to(dt).contiguous(), max_seqlen,
+            num_contexts, num_targets, self.target_group_size, self.window_size, self.alpha,
+            None if rab is None else rab.to(dt), scaling)
 
     def extra_repr(self):
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, window_size={self.window_size}, "
@@ -381,7 +406,9 @@ class HSTUStack(nn.Module):
         x (total, E) jagged tokens; timestamps (total,) of x's tokens (for a time bias). With ``kv_cache`` (the
         list of per-layer `HSTUKVCache` a ``return_kv=True`` call gave for the same sequences' earlier tokens,
         plus their timestamps: ``(caches, timestamps)``) x are new tokens appended to the cached ones.
-        Returns (total, E), or (out, (caches, timestamps)) with return_kv.
+        Returns (total, E), or (out, (caches, timestamps)) with return_kv. With ``kv_manager`` (a
+        `KVCacheManager` of num_layers layers) and ``cache_step`` (its ``begin_step`` for this batch) x are the
+        step's new tokens: history is read from and appended to the paged cache (position bias only).
 
     Example:
         >>> stack = HSTUStack(2, embedding_dim=64, num_heads=2, head_dim=32,
@@ -407,7 +434,9 @@ class HSTUStack(nn.Module):
         self.final_norm = nn.LayerNorm(embedding_dim) if final_norm else nn.Identity()
 
     def forward(self, x, cu_seqlens, max_seqlen: int, num_contexts=None, num_targets=None, timestamps=None,
-                kv_cache=None, return_kv: bool = False):
+                kv_cache=None, return_kv: bool = False, kv_manager=None, cache_step=None):
+        if kv_manager is not None:
+            return self._serve(x, max_seqlen, num_contexts, num_targets, timestamps, kv_manager, cache_step)
         caches: List[Optional[HSTUKVCache]] = [None] * len(self.layers)
         cu_k, max_k, ts_k = cu_seqlens, max_seqlen, timestamps
         if kv_cache is not None:
@@ -430,3 +459,19 @@ class HSTUStack(nn.Module):
                 new.append(kv)
         x = self.final_norm(x)
         return (x, (new, timestamps)) if return_kv else x
+
+    def _serve(self, x, max_seqlen, num_contexts, num_targets, timestamps, cache, step):
+        # Serving step through a KVCacheManager (one cache layer per model layer): x are the step's new tokens at
+        # step.cu_seqlens_q; layer l reads and extends cache layer l. A bias sees key positions of the paged keys.
+        if cache.num_layers != len(self.layers):
+            _err("kv_manager", f"a cache of {len(self.layers)} layers", cache.num_layers)
+        rab = None
+        if self.relative_bias is not None:
+            if timestamps is not None:
+                _err("timestamps", "None with kv_manager (the cache keeps no timestamps of cached tokens)",
+                     "a tensor", NotImplementedError)
+            rab = self.relative_bias(step.layout.cu_seqlens_k, step.max_seqlen_k, None)
+        for l, layer in enumerate(self.layers):
+            x = layer(x, step.cu_seqlens_q, max_seqlen, num_contexts, num_targets, rab, kv_manager=cache,
+                      cache_step=step, layer_idx=l)
+        return self.final_norm(x)

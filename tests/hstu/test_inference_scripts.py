@@ -51,7 +51,7 @@ def test_benchmark_smoke_prints_the_table(bench, capsys, tmp_path):
     assert bench.main(["--smoke", "--reps", "1", "--results", str(results)]) == 0
     out = capsys.readouterr().out
     assert "| case | row | ms | M tokens/s | goal ms | note |" in out
-    for row in ("uncached stack", "cached step, eager", "gather, one layer", "bookkeeping, eager"):
+    for row in ("uncached stack", "cached step, eager", "gather, one layer", "bookkeeping, torch ops, eager"):
         assert f"| {row}" in out, out
     assert "| case | row |" in results.read_text()
 

@@ -250,3 +250,127 @@ def test_cuda_graph_step_replays_like_eager():
     eager.check()
     graphed.check()
     torch.testing.assert_close(graphed.pool, eager.pool, rtol=0, atol=0)
+
+
+STATE = ("slot_user", "slot_valid", "slot_len", "slot_pages", "last_used", "free_pages", "free_count", "clock",
+         "error_flags")
+STEP = ("slots", "num_append", "page_offsets", "page_ids", "last_page_lens", "cached_lens", "append_rows")
+LAYOUT = ("src_rows", "dst_new", "cu_seqlens_k", "cached_lens", "error_flags")
+
+
+def test_duplicate_is_served_empty_and_keeps_the_pool_whole():
+    # The later copy of an id goes to the sink slot (nothing appended), so no page leaks.
+    cache = KVCacheManager(1, H, D, num_pages=8, page_size=16, max_users=4, max_pages_per_user=4,
+                           dtype=torch.float32, device="cpu")
+    gen = torch.Generator().manual_seed(random.randrange(1 << 30))
+    step, _, _ = run_step(cache, [5, 5, 6], [20, 20, 3], [20, 20, 3], "cpu", gen)
+    assert step.slots.tolist()[1] == cache.max_users and step.num_append.tolist() == [20, 0, 3]
+    with pytest.raises(KVCacheError):
+        cache.check()
+    check_invariants(cache)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("evict", [True, False])
+def test_fused_kernel_equals_torch_path(evict):
+    # Random multi-step serving through both paths: every state tensor and every step tensor equal, exactly.
+    if not hstu_attn._kv_cache.kernel_available():
+        pytest.skip("the fused bookkeeping kernel is not compiled in")
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for trial in range(6):
+        U, P, M, ps = rng.choice([(6, 20, 4, 16), (16, 40, 6, 32), (300, 900, 5, 16)])
+        kw = dict(num_pages=P, page_size=ps, max_users=U, max_pages_per_user=M, dtype=torch.bfloat16,
+                  device="cuda", evict=evict)
+        a = KVCacheManager(1, H, D, use_kernel=True, **kw)
+        b = KVCacheManager(1, H, D, use_kernel=False, **kw)
+        for it in range(12):
+            B = rng.randint(1, min(U, 24))
+            users = [rng.randrange(3 * U) for _ in range(B)]
+            if rng.random() < 0.15 and B > 1:
+                users[-1] = users[0]  # a duplicate now and then
+            new = [rng.randint(0, 3 * ps) for _ in users]
+            app = [rng.randint(0, n) for n in new]
+            create = rng.random() < 0.85
+            ids = torch.tensor(users, dtype=torch.int64, device="cuda")
+            cu = cu_of(new, "cuda")
+            na = torch.tensor(app, dtype=torch.int32, device="cuda")
+            tq = sum(new) + rng.randint(0, 3)  # padding rows past the last user
+            sa = a.begin_step(ids, cu, na, tq, max(new), create=create)
+            sb = b.begin_step(ids, cu, na, tq, max(new), create=create)
+            where = f"seed {seed} trial {trial} step {it}"
+            for n in STATE:
+                assert torch.equal(getattr(a, n), getattr(b, n)), f"{n}: {where}"
+            for n in STEP:
+                assert torch.equal(getattr(sa, n), getattr(sb, n)), f"step.{n}: {where}"
+            for n in LAYOUT:
+                x, y = getattr(sa.layout, n), getattr(sb.layout, n)
+                assert torch.equal(x.reshape(-1), y.reshape(-1)), f"layout.{n}: {where}"
+            assert sa.layout.capacity == sb.layout.capacity and sa.max_seqlen_k == sb.max_seqlen_k
+        check_invariants(a)
+
+
+@pytest.mark.gpu
+def test_fused_kernel_in_cuda_graph_and_compile():
+    if not hstu_attn._kv_cache.kernel_available():
+        pytest.skip("the fused bookkeeping kernel is not compiled in")
+    kw = dict(num_pages=32, page_size=16, max_users=8, max_pages_per_user=8, dtype=torch.bfloat16, device="cuda")
+    eager, graphed = KVCacheManager(1, H, D, **kw), KVCacheManager(1, H, D, **kw)
+    assert eager.use_kernel
+    users = torch.randperm(20, device="cuda")[:4]
+    cu = cu_of([9, 3, 17, 1], "cuda")
+    app = torch.tensor([9, 1, 16, 0], dtype=torch.int32, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        graphed.begin_step(users, cu, app, 30, 17)
+    torch.cuda.current_stream().wait_stream(s)
+    graphed.__init__(1, H, D, **kw)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = graphed.begin_step(users, cu, app, 30, 17)
+    for _ in range(3):
+        want = eager.begin_step(users, cu, app, 30, 17)
+        g.replay()
+        assert torch.equal(out.append_rows, want.append_rows) and torch.equal(out.page_ids, want.page_ids)
+    for n in STATE:
+        assert torch.equal(getattr(graphed, n), getattr(eager, n)), n
+    # torch.compile traces the op through its fake implementation (no graph break on the op).
+    fn = torch.compile(lambda: eager.begin_step(users, cu, app, 30, 17).append_rows, fullgraph=True)
+    assert fn().shape == (30,)
+
+
+def test_stack_serving_through_the_manager_equals_uncached_stack():
+    # HSTUStack with kv_manager: history computed once, candidates scored against it; equals one uncached pass over
+    # history + candidates (same scaling_seqlen) for the new rows, over several serving steps.
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    dt, E = torch.float64, 24
+    stack = hstu_attn.HSTUStack(2, embedding_dim=E, num_heads=H, head_dim=D, scaling_seqlen=150.0,
+                                target_group_size=2).to(dt).eval()
+    cache = KVCacheManager(2, H, D, num_pages=48, page_size=16, max_users=8, max_pages_per_user=6, dtype=dt,
+                           device="cpu")
+    history = {}
+    for it in range(3):
+        users = rng.sample(range(6), 3)
+        hist = [torch.randn(rng.randint(0 if it else 1, 15), E, generator=gen, dtype=dt) for _ in users]
+        cands = [torch.randn(rng.randint(1, 5), E, generator=gen, dtype=dt) for _ in users]
+        new = [h.shape[0] + c.shape[0] for h, c in zip(hist, cands)]
+        nt = torch.tensor([c.shape[0] for c in cands], dtype=torch.int32)
+        step = cache.begin_step(torch.tensor(users), cu_of(new, "cpu"),
+                                torch.tensor([h.shape[0] for h in hist], dtype=torch.int32), sum(new), max(new))
+        x = torch.cat([torch.cat((h, c)) for h, c in zip(hist, cands)])
+        with torch.no_grad():
+            out = stack(x, step.cu_seqlens_q, max(new), num_targets=nt, kv_manager=cache, cache_step=step)
+            cache.check()
+            full = [torch.cat(history.get(u, []) + [h, c]) for u, h, c in zip(users, hist, cands)]
+            lens = [f.shape[0] for f in full]
+            cu = cu_of(lens, "cpu")
+            ref = stack(torch.cat(full), cu, max(lens), num_targets=nt)
+        rows = torch.cat([torch.arange(int(cu[b + 1]) - n, int(cu[b + 1])) for b, n in enumerate(new)])
+        torch.testing.assert_close(out, ref[rows], rtol=1e-9, atol=1e-9, msg=f"seed {seed} step {it}")
+        for u, h in zip(users, hist):
+            history.setdefault(u, []).append(h)
+    with pytest.raises(ValueError, match="cache_step: expected"):
+        stack.layers[0](x, step.cu_seqlens_q, max(new), kv_manager=cache)

@@ -1,0 +1,124 @@
+// hstu_attn::kv_cache_begin_step on the torch stable ABI: the fused bookkeeping step of KVCacheManager (schema,
+// argument checks, output allocation, launch on the caller's current stream). Kept apart from hstu_ops.cc (its own
+// library fragment). The CPU path and the reference are the torch ops in hstu/_kv_cache.py; the fake (meta)
+// implementation is registered there too.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <tuple>
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include "common/stable_utils.h"
+#include "hstu/csrc/kv_cache/hstu_kv_cache.h"
+
+namespace hstu {
+namespace kvcache_op {
+
+using torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+
+void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType dtype, int64_t len) {
+  ACCEL_CHECK(t.is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(t));
+  accel::check_same_device(t, arg, ref, "slot_user");
+  accel::check_dtype(t, arg, dtype);
+  accel::check_contiguous(t, arg);
+  ACCEL_CHECK(t.numel() == len, arg, ": expected ", len, " elements, got shape ", accel::shape_str(t));
+}
+
+using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
+
+Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Tensor slot_pages, Tensor last_used,
+                        Tensor free_pages, Tensor free_count, Tensor clock, Tensor error_flags, Tensor user_ids,
+                        Tensor cu_seqlens_q, Tensor num_append, int64_t total_q, int64_t page_size, bool create,
+                        bool evict) {
+  torch::stable::accelerator::DeviceGuard guard(slot_user.get_device());
+  ACCEL_CHECK(slot_user.is_cuda(), "slot_user: expected a CUDA tensor, got ", accel::device_name(slot_user));
+  const int64_t U = slot_user.numel() - 1;
+  accel::check_dim(slot_pages, "slot_pages", 2);
+  const int64_t M = slot_pages.size(1), P = free_pages.numel() - 1, B = user_ids.numel();
+  ACCEL_CHECK(U >= 1 && U <= kvcache::kMaxUsers, "max_users: expected 1 to ", kvcache::kMaxUsers,
+              " for the CUDA kernel, got ", U);
+  ACCEL_CHECK(B >= 1 && B <= kvcache::kMaxBatch && B <= U, "user_ids: expected 1 to min(", kvcache::kMaxBatch,
+              ", max_users) users for the CUDA kernel, got ", B);
+  ACCEL_CHECK(M >= 1 && P >= 1, "slot_pages/free_pages: expected at least one page per user and in the pool, got ",
+              M, " and ", P);
+  ACCEL_CHECK(page_size >= 1 && total_q >= 0, "page_size/total_q: expected >= 1 and >= 0, got ", page_size, ", ",
+              total_q);
+  check_vec(slot_user, "slot_user", slot_user, ScalarType::Long, U + 1);
+  check_vec(slot_valid, "slot_valid", slot_user, ScalarType::Bool, U + 1);
+  check_vec(slot_len, "slot_len", slot_user, ScalarType::Long, U + 1);
+  check_vec(slot_pages, "slot_pages", slot_user, ScalarType::Long, (U + 1) * M);
+  check_vec(last_used, "last_used", slot_user, ScalarType::Long, U + 1);
+  check_vec(free_pages, "free_pages", slot_user, ScalarType::Long, P + 1);
+  check_vec(free_count, "free_count", slot_user, ScalarType::Long, 1);
+  check_vec(clock, "clock", slot_user, ScalarType::Long, 1);
+  check_vec(error_flags, "error_flags", slot_user, ScalarType::Int, 1);
+  check_vec(user_ids, "user_ids", slot_user, ScalarType::Long, B);
+  check_vec(cu_seqlens_q, "cu_seqlens_q", slot_user, ScalarType::Int, B + 1);
+  check_vec(num_append, "num_append", slot_user, ScalarType::Int, B);
+
+  const int64_t capacity = B * M * page_size + total_q;
+  auto i64 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Long); };
+  auto i32 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Int); };
+  Tensor slots = i64(B), num_app = i32(B), page_offsets = i32(B + 1), page_ids = i32(B * M);
+  Tensor last_page_lens = i32(B), cached_lens = i32(B), append_rows = i64(total_q);
+  Tensor src_rows = i64(2 * (capacity + 1)), dst_new = i64(total_q), cu_k = i32(B + 1), layout_flags = i32(1);
+
+  kvcache::BeginStepParams p{};
+  p.slot_user = static_cast<int64_t*>(slot_user.data_ptr());
+  p.slot_valid = static_cast<bool*>(slot_valid.data_ptr());
+  p.slot_len = static_cast<int64_t*>(slot_len.data_ptr());
+  p.slot_pages = static_cast<int64_t*>(slot_pages.data_ptr());
+  p.last_used = static_cast<int64_t*>(last_used.data_ptr());
+  p.free_pages = static_cast<int64_t*>(free_pages.data_ptr());
+  p.free_count = static_cast<int64_t*>(free_count.data_ptr());
+  p.clock = static_cast<int64_t*>(clock.data_ptr());
+  p.error_flags = static_cast<int32_t*>(error_flags.data_ptr());
+  p.user_ids = static_cast<const int64_t*>(user_ids.data_ptr());
+  p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens_q.data_ptr());
+  p.num_append = static_cast<const int32_t*>(num_append.data_ptr());
+  p.slots = static_cast<int64_t*>(slots.data_ptr());
+  p.num_append_out = static_cast<int32_t*>(num_app.data_ptr());
+  p.page_offsets = static_cast<int32_t*>(page_offsets.data_ptr());
+  p.page_ids = static_cast<int32_t*>(page_ids.data_ptr());
+  p.last_page_lens = static_cast<int32_t*>(last_page_lens.data_ptr());
+  p.cached_lens = static_cast<int32_t*>(cached_lens.data_ptr());
+  p.append_rows = static_cast<int64_t*>(append_rows.data_ptr());
+  p.src_rows = static_cast<int64_t*>(src_rows.data_ptr());
+  p.dst_new = static_cast<int64_t*>(dst_new.data_ptr());
+  p.cu_seqlens_k = static_cast<int32_t*>(cu_k.data_ptr());
+  p.layout_flags = static_cast<int32_t*>(layout_flags.data_ptr());
+  p.batch = static_cast<int>(B);
+  p.max_users = U;
+  p.num_pages = P;
+  p.max_pages_per_user = M;
+  p.page_size = page_size;
+  p.total_q = total_q;
+  p.create = create;
+  p.evict = evict;
+  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
+  const cudaError_t err = kvcache::launch_begin_step(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(slots, num_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows,
+                         dst_new, cu_k, layout_flags);
+}
+
+}  // namespace kvcache_op
+}  // namespace hstu
+
+// Keep identical to KV_CACHE_BEGIN_STEP_SCHEMA in hstu/_kv_cache.py (defined there without _C.so).
+STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
+  m.def(
+      "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
+      "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
+      "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
+      "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
+  m.impl("kv_cache_begin_step", TORCH_BOX(&hstu::kvcache_op::begin_step_cuda));
+}

@@ -1,0 +1,64 @@
+// The fused bookkeeping step of KVCacheManager.begin_step (hstu/_kv_cache.py): host-side declarations, no torch
+// headers. One single-block kernel does lookup, slot assignment, LRU eviction, the free-page stack, the page
+// table and the append rows; a second small grid kernel writes the gather plan (PagedLayout.src_rows).
+// Semantics are those of the torch-ops path in _kv_cache.py (the reference), state tensor for state tensor.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace hstu {
+namespace kvcache {
+
+constexpr int kThreads = 512;        // the bookkeeping kernel's block
+constexpr int kMaxBatch = kThreads - 1;  // B + 1 offsets are scanned one per thread
+constexpr int64_t kMaxUsers = 65536;     // user-table bitmasks live in shared memory
+
+// CACHE_ERROR_BITS of _kv_cache.py.
+constexpr int32_t kPoolFull = 1 << 8;
+constexpr int32_t kUsersFull = 1 << 9;
+constexpr int32_t kUnknownUser = 1 << 10;
+constexpr int32_t kUserTooLong = 1 << 11;
+constexpr int32_t kDuplicateUser = 1 << 12;
+
+struct BeginStepParams {
+  // Cache state, updated in place (shapes of KVCacheManager: U = max_users, P = num_pages, M = pages per user).
+  int64_t* slot_user;   // (U + 1)
+  bool* slot_valid;     // (U + 1)
+  int64_t* slot_len;    // (U + 1)
+  int64_t* slot_pages;  // (U + 1, M)
+  int64_t* last_used;   // (U + 1)
+  int64_t* free_pages;  // (P + 1)
+  int64_t* free_count;  // ()
+  int64_t* clock;       // ()
+  int32_t* error_flags; // (1)
+  // The batch.
+  const int64_t* user_ids;      // (B)
+  const int32_t* cu_seqlens_q;  // (B + 1)
+  const int32_t* num_append;    // (B)
+  // Outputs (CacheStep / PagedLayout fields).
+  int64_t* slots;            // (B)
+  int32_t* num_append_out;   // (B) tokens actually appended
+  int32_t* page_offsets;     // (B + 1)
+  int32_t* page_ids;         // (B * M)
+  int32_t* last_page_lens;   // (B)
+  int32_t* cached_lens;      // (B)
+  int64_t* append_rows;      // (total_q)
+  int64_t* src_rows;         // (2 * (B * M * page_size + total_q + 1))
+  int64_t* dst_new;          // (total_q)
+  int32_t* cu_seqlens_k;     // (B + 1)
+  int32_t* layout_flags;     // (1), always 0: the manager's page tables are valid by construction
+  int batch;
+  int64_t max_users, num_pages, max_pages_per_user, page_size, total_q;
+  bool create, evict;
+};
+
+// Bytes of dynamic shared memory the bookkeeping kernel needs.
+size_t begin_step_smem_bytes(int batch, int64_t max_users);
+
+// Enqueues both kernels on `stream` (no synchronization; CUDA-graph capturable).
+cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream);
+
+}  // namespace kvcache
+}  // namespace hstu
