@@ -126,6 +126,10 @@ def _int_list(xs, arg: str) -> List[int]:
 
 
 def _capturing() -> bool:
+    """A CUDA graph is being captured on the current stream (never true while torch.compile traces: the query
+    returns a bool dynamo cannot trace, and a compiled step skips the eager bookkeeping anyway)."""
+    if torch.compiler.is_compiling():
+        return False
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 

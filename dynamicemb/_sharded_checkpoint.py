@@ -151,9 +151,11 @@ def _collect(m, path: str, dirs: List[str], shard: str, metas: Dict[str, dict], 
             if inner.admission_tables[i] is not None and info.get("admission_table") is not None:
                 blocks.append(("admission", f"{name}.admission", info["admission_table"], inner.admission_tables[i]))
             for kind, stem, b, tab in blocks:
-                k = _read(sp, stem, "keys", b["files"]["keys"], tab.key_dtype)
-                v = _read(sp, stem, "values", b["files"]["values"], tab.value_dtype).view(b["count"], tab.value_dim)
-                s = _read(sp, stem, "scores", b["files"]["scores"], torch.int64)
+                gen = metas[d].get("generation")  # the data files' generation (dump writes a fresh one each time)
+                k = _read(sp, stem, "keys", b["files"]["keys"], tab.key_dtype, gen)
+                v = _read(sp, stem, "values", b["files"]["values"], tab.value_dtype, gen).view(b["count"],
+                                                                                               tab.value_dim)
+                s = _read(sp, stem, "scores", b["files"]["scores"], torch.int64, gen)
                 if filter_keys:
                     keep = _owned(m, k, members[i])
                     k, v, s = k[keep], v[keep], s[keep]

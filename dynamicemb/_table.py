@@ -368,14 +368,15 @@ class ScoredHashTable:
         nb = self.capacity() // self.bucket_capacity
         b = torch.unique(_bucket_of_hash(fmix64_tensor(keys.view(torch.int64)), nb))
         idx = (b[:, None] * self.bucket_capacity + torch.arange(self.bucket_capacity, device=self.device)).reshape(-1)
-        return (self.keys.data_ptr(), idx, self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
+        keys = self.keys.view(torch.int64)  # (uint64 has no CUDA indexing kernels)
+        return (self.keys.data_ptr(), idx, keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
                 self.counters.clone())
 
     @_locked
     def _restore_buckets(self, snap):
         ptr, idx, k, d, s, v, c = snap
         assert ptr == self.keys.data_ptr(), "the table reallocated since its snapshot"
-        self.keys[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
+        self.keys.view(torch.int64)[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
         self.counters.copy_(c)
 
     def _values_host(self) -> Optional[torch.Tensor]:

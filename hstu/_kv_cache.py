@@ -176,6 +176,8 @@ class KVCacheManager:
         if page_size not in PAGE_SIZES:
             _err("page_size", f"one of {PAGE_SIZES}", page_size)
         dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:  # "cuda" means the current device: compare with its index
+            dev = torch.device("cuda", torch.cuda.current_device())
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.num_pages, self.page_size, self.max_users = num_pages, page_size, max_users
         self.max_pages_per_user, self.evict = max_pages_per_user, bool(evict)

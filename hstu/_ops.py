@@ -265,16 +265,17 @@ def _apply(q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k, params):
         return _FWD_OPTIONS(*args, options) if options else _FWD(*args)
     uniq = []
     slots = []
-    seen = {}
     for t in (q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k):
         if t is None:
             slots.append(-1)
+            continue
+        for n, u in enumerate(uniq):  # identity by `is` (torch.compile traces it; id() it cannot)
+            if u is t:
+                slots.append(n)
+                break
         else:
-            n = seen.get(id(t))
-            if n is None:
-                n = seen[id(t)] = len(uniq)
-                uniq.append(t)
-            slots.append(n)
+            slots.append(len(uniq))
+            uniq.append(t)
     return HstuAttnFunction.apply(tuple(slots), params, *uniq)
 
 

@@ -4,6 +4,8 @@ checks off, the non-finite policy of the fused update against the CPU path, and 
 
 The bad-input tests (`-k "bad or unchecked"`) are the ones to run under compute-sanitizer memcheck."""
 
+import re
+
 import pytest
 import torch
 
@@ -121,19 +123,26 @@ def test_bad_input_changes_nothing_and_raises_at_next_call(case, pooling, opt):
     dynamicemb.check_errors()
     snap = snapshot(m)
     torch.cuda.set_sync_debug_mode("error")
+    early = None
     try:
         out = m(ids, offsets, **kw)  # default validate: checked on the device, no sync
         out.sum().backward()
         m.eval()
-        m(ids, offsets, **kw)
+        try:  # the next call raises the first call's error once the device has written it: maybe this one
+            m(ids, offsets, **kw)
+        except dynamicemb.DeviceInputError as err:
+            early = err
         m.train()
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     assert_unchanged(m, snap)
-    with pytest.raises(dynamicemb.DeviceInputError, match=msg) as e:  # raised by the next call
-        m(ids, offsets, **kw)
-    assert e.value.device == torch.cuda.current_device()
+    if early is None:
+        with pytest.raises(dynamicemb.DeviceInputError) as e:  # raised by the next call
+            m(ids, offsets, **kw)
+        early = e.value
+    assert re.search(msg, str(early)), (msg, str(early))
+    assert early.device == torch.cuda.current_device()
     dynamicemb.check_errors()  # read once: cleared
     # a good step afterwards trains and raises nothing
     gids = good[0] if key_dtype == torch.int64 else good[0].view(torch.uint64)
@@ -285,7 +294,7 @@ def test_nonfinite_policy_matches_cpu(where, value, policy, opt, chunk):
                 raised = True
             assert raised == (policy == "raise" and step == 1)
             outs.append(out.detach().cpu())
-        torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5, equal_nan=True)
+        torch.testing.assert_close(outs[1], outs[0], rtol=1e-4, atol=1e-4, equal_nan=True)  # fp32 sums, other orders
     for a, b in zip(all_rows(cpu), all_rows(gpu)):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert gpu.nonfinite_count.tolist() == cpu.nonfinite_count.tolist()
