@@ -155,6 +155,9 @@ def paged_kv_layout(
     lpl = last_page_lens.long()
     cached = torch.where(npages > 0, (npages - 1) * page_size + lpl.clamp(1, page_size), torch.zeros_like(npages))
     cq = torch.cummax(cu_seqlens_q.long().clamp(0, total_q), 0).values
+    lk_full = cached + (cq[1:] - cq[:-1])
+    if max_seqlen_k is not None:  # a history longer than max_seqlen_k allows: keep what fits (the call is flagged)
+        cached = torch.minimum(cached, (max_seqlen_k - (cq[1:] - cq[:-1])).clamp(min=0))
     lk = cached + (cq[1:] - cq[:-1])
     cu_k = torch.nn.functional.pad(lk.cumsum(0), (1, 0))  # cu_k[-1] <= capacity by construction
 
@@ -169,7 +172,7 @@ def paged_kv_layout(
     flags = bit(po != po_c, "page_offsets") | bit(referenced & ((pid < 0) | (pid >= num_pages)), "page_ids")
     flags = flags | bit((npages > 0) & ((lpl < 1) | (lpl > page_size)), "last_page_lens")
     if max_seqlen_k is not None:
-        flags = flags | bit(lk > max_seqlen_k, "max_seqlen_k")
+        flags = flags | bit(lk_full > max_seqlen_k, "max_seqlen_k")
 
     # Row p of the buffer belongs to sequence b = #{ends <= p}; its key position is j = p - cu_k[b]. Rows j <
     # cached read slot j % page_size of page page_ids[po[b] + j // page_size]; the others read page 0's row 0
