@@ -275,7 +275,7 @@ class KVCacheManager:
             flag(~found & ~dup, "unknown_user")
             slot = torch.where(found, found_slot, sink)
             evict_mask = torch.zeros(U + 1, dtype=torch.bool, device=dev)
-        evict_mask[U] = False
+        evict_mask.narrow(0, U, 1).fill_(False)  # (a fill: capturable, no host copy)
 
         # Pages the appended tokens need. A user not found starts empty (its slot's pages are freed below).
         old_len = torch.where(found, self.slot_len[slot], torch.zeros_like(self.slot_len[slot]))
@@ -463,7 +463,8 @@ class KVCacheManager:
 
     def _reset_sink(self) -> None:
         U, P = self.max_users, self.num_pages
-        self.slot_valid[U] = False
-        self.slot_len[U] = 0
-        self.slot_pages[U] = P
-        self.slot_user[U] = -1
+        # fills of the sink row (capturable: an index assignment of a Python scalar copies from the host)
+        self.slot_valid.narrow(0, U, 1).fill_(False)
+        self.slot_len.narrow(0, U, 1).fill_(0)
+        self.slot_pages.narrow(0, U, 1).fill_(P)
+        self.slot_user.narrow(0, U, 1).fill_(-1)
