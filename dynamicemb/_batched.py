@@ -410,6 +410,8 @@ class _LookupFunction(torch.autograd.Function):
             with ctx.module._step_lock:
                 grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
                 ctx.inflight.done()
+        if ctx.inflight is not None:
+            ctx.spec = None  # releases the step's host values (a caching table's pins) with the backward
         return None, None, None, None, grad_psw, None
 
 

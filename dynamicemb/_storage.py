@@ -21,7 +21,6 @@ import json
 import os
 from typing import Callable, Dict, Iterator, NamedTuple, Optional, Tuple, Union
 
-import numpy as np
 import torch
 
 __all__ = ["BackingStore", "HostStore", "DiskStore", "DiskStoreSpec", "StoreError", "StoreRows", "make_store"]
@@ -150,6 +149,7 @@ class HostStore(BackingStore):
         return StoreRows(r.values, r.scores, r.found)
 
     def write(self, put_keys, put_values, put_scores, erase_keys):
+        import numpy as np  # only the disk store needs numpy (torch does not require it)
         # Erase first: a key both erased and put (never done by the cache) ends up stored.
         if erase_keys.numel():
             self._t.erase(erase_keys.contiguous())
@@ -159,6 +159,7 @@ class HostStore(BackingStore):
             self._dropped += int(stats[2]) + int(stats[3])
 
     def export_batches(self, batch_rows, threshold=None):
+        import numpy as np  # only the disk store needs numpy (torch does not require it)
         cap = self._t.capacity()
         for off in range(0, cap, batch_rows):
             r = self._t.export_batch(off, min(batch_rows, cap - off), threshold=threshold)
@@ -365,6 +366,7 @@ class DiskStore(BackingStore):
         self._meta_rec = meta
 
     def _parse(self, vals, n):
+        import numpy as np  # only the disk store needs numpy (torch does not require it)
         rb = self._row_bytes
         values = torch.zeros(n, self.value_dim, dtype=self.value_dtype)
         scores = torch.zeros(n, dtype=torch.int64)

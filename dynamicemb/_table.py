@@ -241,6 +241,8 @@ def _locked(fn):
     race on its slots and size counter (CPU). Uncontended, the lock costs well under a microsecond."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
+        if torch.compiler.is_compiling():  # a traced step (dynamo cannot enter a lock): one thread drives it
+            return fn(self, *args, **kwargs)
         with self._lock:
             return fn(self, *args, **kwargs)
     return wrapper
