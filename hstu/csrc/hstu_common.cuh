@@ -197,8 +197,9 @@ __device__ __forceinline__ void load_tile_async(uint32_t smem_base, const T* gba
 // (tpos(x) = x for history). allowed(r, j) = (window(tpos(r), tpos(j)) and (j < hist or r, j in one target
 // group)) or (r < num_contexts and j < hist).
 // gr (mask_convention="meta_gr"): the window compares time positions clamped below at ctx - 1, i.e. the ctx context
-// positions collapsed into one (hstu_mask's wpos, shifted by ctx - 1). The GR mask contains the NVIDIA one, so the
-// full-tile tests below stay valid; key_range / row_range widen for it.
+// positions collapsed into one (hstu_mask's wpos, shifted by ctx - 1); with contexts inside the history only the
+// left test changes. The GR mask contains the NVIDIA one, so the full-tile tests below stay valid; key_range /
+// row_range widen for it.
 struct SeqMask {
   int lk;      // keys used
   int offset;  // Lk - Lq
@@ -218,13 +219,11 @@ struct SeqMask {
     const bool jt = j >= hist;
     const bool rt = r >= hist;
     if (jt && (!rt || (r - hist) / group != (j - hist) / group)) return false;
-    int ti = rt ? hist + (r - hist) % group : r;
-    int tj = jt ? hist + (j - hist) % group : j;
-    if (gr) {  // GR: positions below ctx - 1 sit at ctx - 1 for the window (a no-op when ctx == 0)
-      ti = max(ti, ctx - 1);
-      tj = max(tj, ctx - 1);
-    }
-    return (wl < 0 || tj >= ti - wl) && (wr < 0 || tj <= ti + wr);
+    const int ti = rt ? hist + (r - hist) % group : r;
+    const int tj = jt ? hist + (j - hist) % group : j;
+    // GR: max(tj, ctx - 1) >= max(ti, ctx - 1) - wl, i.e. also every key when ti - wl <= ctx - 1; its right test
+    // is the NVIDIA one for contexts inside the history (validated): rows at ti < ctx - 1 are context rows.
+    return (wl < 0 || tj >= ti - wl || (gr && ti - wl < ctx)) && (wr < 0 || tj <= ti + wr);
   }
 
   // Key range [begin, end) that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative).

@@ -30,6 +30,18 @@ int main() {
       if (m.allowed(r + lk - lq, j) != A[r][j]) { printf("allowed mismatch lk%d lq%d t%d c%d g%d w%d,%d gr%d r%d j%d\n", lk, lq, t, c, g, wl, wr, gr, r, j); return 1; }
       ++checks;
     }
+    // The Hopper forward's no-target fast path (hstu_fwd_sm90_kernel.cuh, copied here): one interval [lo, hi) a row.
+    if (t == 0) {
+      for (int r = 0; r < lq; ++r) {
+        const int rp = r + lk - lq;
+        int lo = m.wl < 0 ? 0 : rp - m.wl;
+        if (m.gr && lo < m.ctx) lo = 0;
+        int hi = m.wr < 0 ? m.lk : min(m.lk, rp + m.wr + 1);
+        if (rp < m.ctx) { lo = 0; hi = m.lk; }
+        for (int j = 0; j < lk; ++j)
+          if ((j >= lo && j < hi) != A[r][j]) { printf("fwd fast path mismatch\n"); return 1; }
+      }
+    }
     // key_range / full tiles over all row and key intervals
     for (int r0 = 0; r0 < lq; ++r0) for (int r1 = r0 + 1; r1 <= lq; ++r1) {
       int kb, ke; m.key_range(r0 + lk - lq, r1 + lk - lq, kb, ke);

@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(384, 1)
               const float x = acc_s[e] * half_alpha;
               acc_s[e] = fmaf(x, tanh_fast(x), x);
             }
-          } else if (mk.hist == mk.lk && !mk.gr_window()) {  // GR window: the general rule below
+          } else if (mk.hist == mk.lk) {
             // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
             const int jj = n0 + 2 * (lane % 4);
             int lo[2], hi[2];
@@ -389,6 +389,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int half = 0; half < 2; ++half) {
               const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
               lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+              if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
               hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
               if (r < mk.ctx) {
                 lo[half] = 0;
@@ -405,8 +406,7 @@ __global__ void __launch_bounds__(384, 1)
               acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
             }
           } else {
-            // Targets or a GR window: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of
-            // the code).
+            // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
             const int rr = row_w0 + 16 * warp + lane / 4;
             const int jj = n0 + 2 * (lane % 4);
             uint32_t bits[BN / 64];
