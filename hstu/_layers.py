@@ -25,7 +25,7 @@ from torch import nn
 
 from ._jagged import jagged_concat, jagged_to_padded, lengths_to_offsets, padded_to_jagged
 from ._ops import hstu_attn_varlen_func
-from ._reference import MASK_CONVENTIONS, hstu_attn_reference
+from ._reference import MASK_CONVENTIONS
 
 __all__ = ["HSTULayer", "HSTUStack", "HSTUKVCache", "RelativeBucketedBias", "dense_hstu_attention"]
 
@@ -220,10 +220,10 @@ class HSTULayer(nn.Module):
             or kv_cache.max_seqlen + max_seqlen with a cache). A model that scores against cached histories sets a
             fixed value (e.g. its longest sequence): then the cache, and the new tokens' outputs, are exactly those
             of one pass over history + new tokens, and a sequence's outputs do not depend on the rest of the batch.
-        mask_convention: "nvidia" (the kernels') or "meta_gr" (Meta generative-recommenders: local-window distances
-            measured with the contexts collapsed into one position; see `hstu_mask`). The two agree unless a
-            local window (window_size[0] >= 0) meets num_contexts; that combination with "meta_gr" runs the
-            reference on CPU and raises NotImplementedError on CUDA (the kernels implement "nvidia" only).
+        mask_convention: "nvidia" or "meta_gr" (Meta generative-recommenders: local-window distances measured
+            with the contexts collapsed into one position; see `hstu_mask`), passed to `hstu_attn_varlen_func`
+            (both kernel families and the CPU path implement both). The two agree unless a local window
+            (window_size[0] >= 0) meets num_contexts.
         attn_impl: "kernel" (`hstu_attn_varlen_func`) or "torch" (`dense_hstu_attention`, padded PyTorch ops:
             the baseline of benchmarks/hstu_model.py).
         attn_dtype: dtype of the attention on CUDA when the activations are float32 (the kernels take
@@ -301,10 +301,6 @@ class HSTULayer(nn.Module):
         nn.init.xavier_uniform_(self.output.weight)
         nn.init.zeros_(self.output.bias)
 
-    def _needs_gr_reference(self, num_contexts) -> bool:
-        """The "meta_gr" convention differs from the kernels' only for a local window together with contexts."""
-        return self.mask_convention == "meta_gr" and num_contexts is not None and self.window_size[0] >= 0
-
     def _attention(self, q, k, v, cu_q, cu_k, max_q, max_k, num_contexts, num_targets, rab):
         # default divisor: the longest key sequence, so that a delta-q call (cached keys) computes exactly what the
         # full sequence computes (the op's own default, max_seqlen_q, would differ there)
@@ -313,16 +309,9 @@ class HSTULayer(nn.Module):
                   window_size=self.window_size, alpha=self.alpha, rab=rab, scaling_seqlen=scaling)
         if self.attn_impl == "torch":
             return dense_hstu_attention(q, k, v, cu_q, cu_k, max_q, max_k, mask_convention=self.mask_convention, **kw)
-        if self._needs_gr_reference(num_contexts):
-            if q.is_cuda:
-                raise NotImplementedError(
-                    "hstu_attn: mask_convention: expected 'nvidia' on CUDA when a local window (window_size="
-                    f"{self.window_size}) meets num_contexts (the CUDA kernels implement NVIDIA's convention only; "
-                    "'meta_gr' there is a follow-up), got 'meta_gr'; use attn_impl='torch' or CPU tensors")
-            # CPU: the differentiable reference with GR's mask (it reads lengths on the host; CPU only)
-            return hstu_attn_reference(q, k, v, cu_q, cu_k, max_q, max_k, mask_convention="meta_gr", **kw)
         return hstu_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, has_drab=rab is not None and
-                                     rab.requires_grad, check_values=False, **kw)
+                                     rab.requires_grad, check_values=False, mask_convention=self.mask_convention,
+                                     **kw)
 
     def forward(
         self,

@@ -20,7 +20,7 @@ import torch
 from . import _device_check, _load
 from ._checks import channel as _channel
 from ._checks import check_values_host
-from ._reference import hstu_attn_reference, hstu_attn_reference_backward
+from ._reference import MASK_CONVENTIONS, hstu_attn_reference, hstu_attn_reference_backward
 
 try:
     from torch._subclasses.fake_tensor import is_fake as _is_fake
@@ -94,23 +94,25 @@ def _ref_kwargs(
 def _fwd_cpu(
     q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
     target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
+    mask_convention="nvidia",
 ):
     kw = _ref_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
                      target_group_size, window_left, window_right, alpha, scaling_seqlen, seqused_q, seqused_k)
     with torch.no_grad():
-        return hstu_attn_reference(q, k, v, rab=rab, upcast=True, **kw).contiguous()
+        return hstu_attn_reference(q, k, v, rab=rab, upcast=True, mask_convention=mask_convention,
+                                   **kw).contiguous()
 
 
 def _bwd_cpu(
     dout, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
     target_group_size, window_left, window_right, alpha, rab, scaling_seqlen, seqused_q, seqused_k,
-    has_drab, deterministic,
+    has_drab, deterministic, mask_convention="nvidia",
 ):
     kw = _ref_kwargs(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
                      target_group_size, window_left, window_right, alpha, scaling_seqlen, seqused_q, seqused_k)
     kw.pop("alpha")
     dq, dk, dv, drab = hstu_attn_reference_backward(dout, q, k, v, rab, has_drab and rab is not None,
-                                                    alpha=alpha, **kw)
+                                                    alpha=alpha, mask_convention=mask_convention, **kw)
     if drab is None:
         drab = q.new_empty((0,))
     return dq.contiguous(), dk.contiguous(), dv.contiguous(), drab.contiguous()
@@ -136,15 +138,25 @@ def _bwd_fake(
 
 
 def _ignore_options(fn):
-    def wrapped(*args):  # the CPU path and the fake have no kernel choice: `options` (last) changes nothing
+    def wrapped(*args):  # the fake has no kernel choice and no values: `options` (last) changes nothing
         return fn(*args[:-1])
 
     return wrapped
 
 
+def _options_cpu(fn):
+    def wrapped(*args):  # the CPU path has no kernel choice, but honours the semantic flags (FLAG_BITS) of `options`
+        options = int(args[-1])
+        if options & ~_KNOWN_OPTIONS:
+            _err("options", f"bits of {_KNOWN_OPTIONS}", options)
+        return fn(*args[:-1], mask_convention="meta_gr" if options & FLAG_BITS["mask_gr"] else "nvidia")
+
+    return wrapped
+
+
 for _name, _cpu, _fake in (("fwd", _fwd_cpu, _fwd_fake), ("bwd", _bwd_cpu, _bwd_fake),
-                           ("fwd_with_options", _ignore_options(_fwd_cpu), _ignore_options(_fwd_fake)),
-                           ("bwd_with_options", _ignore_options(_bwd_cpu), _ignore_options(_bwd_fake))):
+                           ("fwd_with_options", _options_cpu(_fwd_cpu), _ignore_options(_fwd_fake)),
+                           ("bwd_with_options", _options_cpu(_bwd_cpu), _ignore_options(_bwd_fake))):
     if not _has_kernel(_name, "CPU"):
         torch.library.register_kernel(f"hstu_attn::{_name}", "cpu", _cpu)
     if not _has_kernel(_name, "Meta"):
@@ -167,6 +179,12 @@ OPTION_BITS = {
     "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
+# Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
+# honours them too. Set from the public functions' arguments, never by kernel_options.
+FLAG_BITS = {
+    "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
+}
+_KNOWN_OPTIONS = sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | sum(FLAG_BITS.values())
 _options_state = threading.local()
 
 
@@ -219,7 +237,8 @@ class HstuAttnFunction(torch.autograd.Function):
     keeps torch.compile able to trace the common self-attention call (the same cu_seqlens for q and
     k, or q = k = v); gradients of a tensor used in several slots are summed.
     ``params`` = (max_seqlen_q, max_seqlen_k, target_group_size, window_left, window_right, alpha,
-    scaling_seqlen, has_drab, deterministic, options) (options: `kernel_options` bits, 0 for the product's kernels).
+    scaling_seqlen, has_drab, deterministic, options) (options: `kernel_options` bits and FLAG_BITS, 0 for the
+    product's kernels and the NVIDIA mask).
     """
 
     @staticmethod
@@ -520,6 +539,7 @@ def hstu_attn_varlen_func(
     *,
     deterministic: bool = False,
     check_values: Optional[bool] = None,
+    mask_convention: str = "nvidia",
 ) -> torch.Tensor:
     """HSTU attention over a jagged (variable-length) batch.
 
@@ -562,6 +582,9 @@ def hstu_attn_varlen_func(
             synchronization per call). CPU tensors are always checked on the host (no synchronization there).
             Host checks are skipped while torch.compile traces, during CUDA-graph capture and for fake/meta
             tensors; the device check always runs.
+        mask_convention: "nvidia" (default) or "meta_gr" (Meta generative-recommenders: a local window's distances
+            measured with the num_contexts positions collapsed into one); see `hstu_attn.hstu_mask`. Both kernel
+            families and the CPU path implement both; they differ only for a left window together with contexts.
 
     Returns:
         out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
@@ -617,9 +640,13 @@ def hstu_attn_varlen_func(
                           seqused_q, seqused_k)
     if on_cuda and not compiling:
         _channel.ensure_block()
+    if mask_convention not in MASK_CONVENTIONS:
+        _err("mask_convention", f"one of {list(MASK_CONVENTIONS)}", repr(mask_convention))
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
+    # The GR flag goes with the kernel options into the private *_with_options ops (the public op schemas stay).
+    options = _current_options() | (FLAG_BITS["mask_gr"] if mask_convention == "meta_gr" else 0)
     params = (max_seqlen_q, max_seqlen_k, target_group_size, window[0], window[1], float(alpha), scaling,
-              bool(has_drab), bool(deterministic), _current_options())
+              bool(has_drab), bool(deterministic), options)
     out = _apply(q, k, v, rab, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, seqused_q, seqused_k, params)
     if not compiling and on_cuda and _channel.strict:
         _channel.after_call(q.device)
@@ -642,6 +669,7 @@ def hstu_attn_qkvpacked_func(
     *,
     deterministic: bool = False,
     check_values: Optional[bool] = None,
+    mask_convention: str = "nvidia",
 ) -> torch.Tensor:
     """HSTU self-attention with q, k and v packed in one tensor (no copies: q, k, v are views).
 
@@ -653,7 +681,7 @@ def hstu_attn_qkvpacked_func(
         cu_seqlens: (B + 1,) int32 offsets.
         max_seqlen: int >= every sequence length.
         num_contexts, num_targets, target_group_size, window_size, alpha, rab, has_drab,
-        scaling_seqlen, deterministic, check_values: as in `hstu_attn_varlen_func`.
+        scaling_seqlen, deterministic, check_values, mask_convention: as in `hstu_attn_varlen_func`.
         seqused: optional (B,) int32 used lengths.
 
     Returns:
@@ -674,5 +702,5 @@ def hstu_attn_qkvpacked_func(
     return hstu_attn_varlen_func(
         q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, num_contexts, num_targets, target_group_size,
         window_size, alpha, rab, has_drab, scaling_seqlen, seqused, seqused, deterministic=deterministic,
-        check_values=check_values,
+        check_values=check_values, mask_convention=mask_convention,
     )

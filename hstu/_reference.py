@@ -21,7 +21,7 @@ import torch
 
 __all__ = ["hstu_mask", "hstu_attn_reference", "resolve_lengths", "MASK_CONVENTIONS"]
 
-#: mask conventions of `hstu_mask`: "nvidia" (the kernels') and "meta_gr" (Meta generative-recommenders')
+#: mask conventions of `hstu_mask`: "nvidia" (the default) and "meta_gr" (Meta generative-recommenders')
 MASK_CONVENTIONS = ("nvidia", "meta_gr")
 
 
@@ -77,7 +77,8 @@ def hstu_mask(
     - With wl = -1, wr = 0 this is exactly NVIDIA recsys-examples / FBGEMM's
       ``_get_valid_attn_mask`` (contexts, targets, target groups, causal), which we cross-checked.
 
-    Conventions. The rules above are ``mask_convention="nvidia"`` (what the kernels implement).
+    Conventions. The rules above are ``mask_convention="nvidia"`` (the default; the kernels implement both
+    conventions, SeqMask in hstu/csrc/hstu_common.cuh).
     ``mask_convention="meta_gr"`` follows Meta generative-recommenders (``max_attn_len`` with
     ``contextual_seq_len``): the window distances are measured after collapsing the c context positions
     into one, i.e. the window tests ``base`` use ``wpos(x) = max(tpos(x) - c + 1, 0)`` instead of
@@ -96,7 +97,7 @@ def hstu_mask(
         target_group_size: g >= 1.
         window_size: (wl, wr), each >= -1.
         device: device of the returned mask.
-        mask_convention: "nvidia" (default; the kernels' rule) or "meta_gr" (see Conventions).
+        mask_convention: "nvidia" (default) or "meta_gr" (see Conventions).
 
     Returns:
         torch.bool tensor of shape (seqlen_q, seqlen_k).
@@ -242,7 +243,7 @@ def hstu_attn_reference(
         scaling_seqlen: divisor of P·V; <= 0 means max_seqlen_q (at least 1).
         seqused_q, seqused_k: optional (B,) used lengths (see `resolve_lengths`).
         upcast: see Numerics.
-        mask_convention: "nvidia" (the kernels') or "meta_gr"; see `hstu_mask`.
+        mask_convention: "nvidia" (default) or "meta_gr"; see `hstu_mask`.
 
     Returns:
         out: (total_q, H, D) in q.dtype; rows outside every used query range are 0.

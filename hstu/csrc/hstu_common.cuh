@@ -196,6 +196,10 @@ __device__ __forceinline__ void load_tile_async(uint32_t smem_base, const T* gba
 // x >= hist is a target of group (x - hist) / g, and its time position is tpos(x) = hist + (x - hist) % g
 // (tpos(x) = x for history). allowed(r, j) = (window(tpos(r), tpos(j)) and (j < hist or r, j in one target
 // group)) or (r < num_contexts and j < hist).
+// gr (mask_convention="meta_gr"): the window compares time positions clamped below at ctx - 1, i.e. the ctx context
+// positions collapsed into one (hstu_mask's wpos, shifted by ctx - 1); with contexts inside the history only the
+// left test changes. The GR mask contains the NVIDIA one, so the full-tile tests below stay valid; key_range /
+// row_range widen for it.
 struct SeqMask {
   int lk;      // keys used
   int offset;  // Lk - Lq
@@ -203,6 +207,11 @@ struct SeqMask {
   int ctx;     // num_contexts
   int group;   // target_group_size
   int wl, wr;  // window, -1 = unlimited
+  int gr;      // HstuParams::mask_gr: 1 = Meta GR's window rule
+
+  // The GR rule can differ from the NVIDIA one here (contexts and a left window; contexts are validated to lie in
+  // the history and need wr == 0): the kernels' no-target fast paths, which encode the NVIDIA rule, take allowed().
+  __device__ __forceinline__ bool gr_window() const { return gr && ctx > 0 && wl >= 0; }
 
   __device__ __forceinline__ bool allowed(int r, int j) const {
     if (j >= lk || r >= lk) return false;
@@ -212,7 +221,9 @@ struct SeqMask {
     if (jt && (!rt || (r - hist) / group != (j - hist) / group)) return false;
     const int ti = rt ? hist + (r - hist) % group : r;
     const int tj = jt ? hist + (j - hist) % group : j;
-    return (wl < 0 || tj >= ti - wl) && (wr < 0 || tj <= ti + wr);
+    // GR: max(tj, ctx - 1) >= max(ti, ctx - 1) - wl, i.e. also every key when ti - wl <= ctx - 1; its right test
+    // is the NVIDIA one for contexts inside the history (validated): rows at ti < ctx - 1 are context rows.
+    return (wl < 0 || tj >= ti - wl || (gr && ti - wl < ctx)) && (wr < 0 || tj <= ti + wr);
   }
 
   // Key range [begin, end) that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative).
@@ -221,6 +232,7 @@ struct SeqMask {
     const int tmin = r0 < hist ? r0 : hist;
     const int tmax = r1 - 1 < hist ? r1 - 1 : min(r1 - 1, hist + group - 1);
     int hb = (wl < 0) ? 0 : max(0, tmin - wl);
+    if (gr && tmin - wl < ctx) hb = 0;  // GR: tmin - wl <= ctx - 1 reaches the collapsed contexts: from key 0
     int he = (wr < 0) ? hist : min(hist, tmax + wr + 1);
     if (r0 < ctx) {
       hb = 0;
@@ -261,16 +273,18 @@ struct SeqMask {
     }
   }
 
-  // Row positions [begin, end) that can possibly see keys [j0, j1) (conservative).
-  __device__ __forceinline__ void row_range(int j0, int j1, int& begin, int& end) const {
+  // Row positions [begin, end) that can possibly see keys [j0, j1) (conservative). ctx_rows = false leaves out the
+  // rows that see the keys only as context rows (bwd_work_tiles' gap; the GR window still counts the contexts).
+  __device__ __forceinline__ void row_range(int j0, int j1, int& begin, int& end, bool ctx_rows = true) const {
     begin = lk;
     end = 0;
     if (j0 < hist) {  // history keys
-      const int jh1 = min(j1, hist);
+      int jh1 = min(j1, hist);
+      if (gr) jh1 = max(jh1, ctx);  // GR: keys below ctx sit at ctx - 1 for the window (the rows' left bound)
       int rb = (wr < 0) ? 0 : max(0, j0 - wr);
       int re = (wl < 0) ? lk : min(lk, jh1 + wl);
       if (hist < lk && (wl < 0 || jh1 - 1 + wl >= hist)) re = lk;  // target rows sit at tpos >= hist
-      if (ctx > 0) {
+      if (ctx_rows && ctx > 0) {
         rb = 0;
         re = max(re, min(ctx, lk));
       }
@@ -343,6 +357,7 @@ __device__ __forceinline__ SeqInfo seq_info(const HstuParams& p, int b) {
   s.mask.group = p.target_group_size > 0 ? p.target_group_size : 1;
   s.mask.wl = p.window_left;
   s.mask.wr = p.window_right;
+  s.mask.gr = p.mask_gr;
   return s;
 }
 
@@ -373,10 +388,8 @@ __device__ __forceinline__ void bwd_work_tiles(const SeqInfo& si, int n0, int& m
   gap = 0;
   if constexpr (kSkipGap) {
     if (mk.ctx > 0 && mb_end > mb_begin) {
-      SeqMask nc = mk;
-      nc.ctx = 0;
       int rb, re;
-      nc.row_range(n0, n0 + keys_used, rb, re);
+      mk.row_range(n0, n0 + keys_used, rb, re, /*ctx_rows=*/false);
       const int ic = min(si.lq, mk.ctx - mk.offset);  // context rows: query indices below ic
       const int t_ctx = ic > 0 ? (ic + BM - 1) / BM : 0;  // tiles holding context rows end here
       const int t_b = re > rb ? min(mb_end, max(0, rb - mk.offset) / BM) : mb_end;

@@ -94,6 +94,10 @@ struct HstuParams {
   // dq_accum is uninitialized (the launcher zeroes it).
   void* bwd_sched;
   int64_t bwd_sched_bytes;
+
+  // Mask convention (last, so the other fields keep their offsets): 0 = NVIDIA's (hstu_mask "nvidia"), 1 = Meta
+  // GR's ("meta_gr": local-window distances with the num_contexts positions collapsed into one; SeqMask).
+  int mask_gr;
 };
 
 }  // namespace hstu

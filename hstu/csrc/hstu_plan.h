@@ -25,6 +25,13 @@ enum HstuOptionBits : int64_t {
   kOptKnownMask = 0x33f,
 };
 
+// Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
+// it; hstu/_ops.py FLAG_BITS, and its CPU path honours them too). HstuOptions::from_bits ignores them.
+enum HstuFlagBits : int64_t {
+  kFlagMaskGr = int64_t{1} << 32,  // mask_convention="meta_gr" (HstuParams::mask_gr)
+  kFlagKnownMask = kFlagMaskGr,
+};
+
 struct HstuOptions {
   bool sm90 = true;
   bool fwd_work_list = true;

@@ -61,3 +61,66 @@ def test_no_environment_variable_chooses_a_kernel():
     for path in (os.path.join(ROOT, "hstu", "csrc", "hstu_ops.cc"), os.path.join(ROOT, "hstu", "_ops.py")):
         if os.path.exists(path):
             assert "getenv" not in open(path).read() and "HSTU_ATTN_" not in open(path).read(), path
+
+
+@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/hstu_plan.h is not in this tree")
+def test_flag_bits_match_the_plan_header():
+    text = open(PLAN).read()
+    flags = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"(kFlag\w+) = int64_t\{1\} << (\d+),", text)}
+    assert flags == {"kFlagMaskGr": _ops.FLAG_BITS["mask_gr"]}
+    assert not _ops.FLAG_BITS["mask_gr"] & (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT))
+
+
+def _gr_case():
+    gen = torch.Generator().manual_seed(5)
+    cu = torch.tensor([0, 9, 9, 21, 22], dtype=torch.int32)
+    q, k, v = (torch.randn(22, 2, 8, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dout = torch.randn(22, 2, 8, generator=gen, dtype=torch.float64)
+    kw = dict(num_contexts=torch.tensor([3, 0, 4, 1], dtype=torch.int32),
+              num_targets=torch.tensor([2, 0, 3, 0], dtype=torch.int32), target_group_size=2, window_size=(2, 0),
+              alpha=0.4)
+    return cu, (q, k, v), dout, kw
+
+
+def test_cpu_path_honours_the_gr_convention():
+    cu, qkv, dout, kw = _gr_case()
+
+    def run(fn, **extra):
+        out = fn(*qkv, cu, cu, 12, 12, **kw, **extra)
+        return [out] + list(torch.autograd.grad(out, qkv, dout))
+
+    for conv in ("nvidia", "meta_gr"):
+        got = run(hstu_attn.hstu_attn_varlen_func, mask_convention=conv)
+        want = run(hstu_attn.hstu_attn_reference, mask_convention=conv)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    assert not torch.allclose(run(hstu_attn.hstu_attn_varlen_func, mask_convention="meta_gr")[0],
+                              run(hstu_attn.hstu_attn_varlen_func)[0])
+    # the packed entry point passes it on
+    packed = torch.stack([t.detach() for t in qkv], 1)
+    out = hstu_attn.hstu_attn_qkvpacked_func(packed, cu, 12, **kw, mask_convention="meta_gr")
+    torch.testing.assert_close(out, run(hstu_attn.hstu_attn_reference, mask_convention="meta_gr")[0])
+
+
+def test_cpu_ops_read_the_gr_flag():
+    cu, (q, k, v), dout, kw = _gr_case()
+    args = (q.detach(), k.detach(), v.detach(), cu, cu, 12, 12, kw["num_contexts"], kw["num_targets"], 2, 2, 0, 0.4,
+            None, 12.0, None, None)
+    ref = {c: hstu_attn.hstu_attn_reference(*args[:3], cu, cu, 12, 12, **kw, mask_convention=c)
+           for c in ("nvidia", "meta_gr")}
+    bit = _ops.FLAG_BITS["mask_gr"]
+    torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, bit), ref["meta_gr"])
+    torch.testing.assert_close(torch.ops.hstu_attn.fwd_with_options(*args, _ops.OPTION_BITS["sm90"]), ref["nvidia"])
+    torch.testing.assert_close(torch.ops.hstu_attn.fwd(*args), ref["nvidia"])
+    bargs = (dout,) + args + (False, False)
+    gr = torch.ops.hstu_attn.bwd_with_options(*bargs, bit)
+    nv = torch.ops.hstu_attn.bwd(*bargs)
+    assert not torch.allclose(gr[0], nv[0])
+    with pytest.raises(ValueError, match=r"options: expected bits of \d+, got 8589934592"):
+        torch.ops.hstu_attn.fwd_with_options(*args, bit << 1)
+
+
+def test_mask_convention_is_checked():
+    cu, qkv, _, kw = _gr_case()
+    with pytest.raises(ValueError, match=r"mask_convention: expected one of \['nvidia', 'meta_gr'\], got 'gr'"):
+        hstu_attn.hstu_attn_varlen_func(*qkv, cu, cu, 12, 12, **kw, mask_convention="gr")

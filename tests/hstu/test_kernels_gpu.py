@@ -138,10 +138,10 @@ def _varlen_kwargs(case):
                                  "num_targets", "target_group_size", "window_size", "seqused_q", "seqused_k")}
 
 
-def check_case(case, alpha, backward=True, has_drab=None, deterministic=False):
+def check_case(case, alpha, backward=True, has_drab=None, deterministic=False, mask_convention="nvidia"):
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     has_drab = rab is not None if has_drab is None else has_drab
-    args = _varlen_kwargs(case)
+    args = dict(_varlen_kwargs(case), mask_convention=mask_convention)
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     rab_leaf = None if rab is None else rab.detach().clone().requires_grad_(has_drab)
     poison_allocator(4 * q.numel() * q.element_size())
@@ -636,6 +636,55 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
     case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
     check_case(case, 0.5)
+
+
+# name -> (window, targets, target_group_size) of the GR-convention cases (contexts always)
+GR_MASKS = {
+    "gr_local_context": ((40, 0), False, 1),
+    "gr_local_context_target": ((50, 0), True, 2),
+    "gr_short_window_context_target": ((3, 0), True, 1),
+}
+
+
+def _gr_case(mask, D, delta_q, rab_heads):
+    """Jagged lengths at tile edges with contexts of 0, 1, 63, 64, 65, 200, ... rows, so the collapsed contexts
+    reach across query and key tiles of both families (64 / 128 rows, 64 / 128 keys)."""
+    window, tgt, g = GR_MASKS[mask]
+    lens = [700, 129, 64, 1, 330, 257, 128, 65, 0, 191]
+    case = make_case(zlib.crc32(repr(("gr", mask, D, delta_q, rab_heads)).encode()), lens, 2, D, torch.bfloat16,
+                     "context_target" if tgt else "context", rab_heads, delta_q=delta_q)
+    case["window_size"], case["target_group_size"] = window, g
+    nt = case["num_targets"].tolist() if tgt else [0] * len(lens)
+    want = [200, 65, 63, 1, 64, 0, 127, 30, 0, 120]
+    nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+    case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
+    return case
+
+
+@pytest.mark.parametrize("mask", list(GR_MASKS))
+@pytest.mark.parametrize("D", [32, 64, 128, 256])
+@pytest.mark.parametrize("delta_q", [False, True])
+def test_gr_convention_both_families_agree_with_reference(mask, D, delta_q, kernel_opts):
+    """mask_convention="meta_gr" (local window + contexts, with targets, delta-q): the default kernels (the Hopper
+    ones on sm90, D 64 / 128 / 256) and the sm80-class ones (kernel_options(sm90=False)) meet the error rule against
+    the GR reference, forward and backward; rab (shared) at every other case."""
+    rab_heads = 1 if (D // 32 + int(delta_q)) % 2 else 0
+    case = _gr_case(mask, D, delta_q, rab_heads)
+    args = _varlen_kwargs(case)
+    # The case exercises the convention: the GR reference differs from the NVIDIA one.
+    f32 = [case[n].float() for n in ("q", "k", "v")]
+    gr = hstu_attn_reference(*f32, alpha=0.5, mask_convention="meta_gr", **args)
+    assert max_err(gr, hstu_attn_reference(*f32, alpha=0.5, **args)) > 1e-5
+    check_case(case, 0.5, mask_convention="meta_gr")
+    kernel_opts(sm90=False)
+    check_case(case, 0.5, mask_convention="meta_gr")
+
+
+@pytest.mark.parametrize("mask", ["gr_local_context", "gr_local_context_target"])
+def test_gr_convention_deterministic_backward(mask):
+    """The deterministic backward (sm80-class, dq from the query-parallel kernel) under the GR convention."""
+    case = _gr_case(mask, 128, True, 0)
+    check_case(case, 0.5, deterministic=True, mask_convention="meta_gr")
 
 
 def _pad_rows(t):

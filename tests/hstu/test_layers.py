@@ -324,16 +324,34 @@ def test_layer_bf16_cuda_error_relative(with_rab):
 
 
 @pytest.mark.gpu
-def test_layer_refuses_gr_convention_with_window_and_contexts_on_cuda():
+@pytest.mark.parametrize("sm90", [True, False])
+def test_layer_gr_convention_with_window_and_contexts_on_cuda(sm90):
+    """A GR layer (meta_gr, local window, contexts, targets) runs the kernels of both families on CUDA (no refusal)
+    and meets the error rule against the plain composition with GR's mask; "nvidia" gives another result."""
     if not hstu_attn.library_loaded():
         pytest.skip("the op library is not built")
-    layer = HSTULayer(64, 2, 32, window_size=(4, 0), mask_convention="meta_gr").cuda().to(torch.bfloat16)
-    x = torch.randn(10, 64, device="cuda", dtype=torch.bfloat16)
-    cu = torch.tensor([0, 4, 10], dtype=torch.int32, device="cuda")
-    nc = torch.ones(2, dtype=torch.int32, device="cuda")
-    with pytest.raises(NotImplementedError, match="mask_convention: expected 'nvidia' on CUDA"):
-        layer(x, cu, 6, num_contexts=nc)
-    layer(x, cu, 6)  # no contexts: the conventions agree, the kernels run
+    gen = torch.Generator().manual_seed(22)
+    torch.manual_seed(22)
+    layer = HSTULayer(128, 2, 64, window_size=(8, 0), mask_convention="meta_gr").cuda()
+    lens, cu, L, x, _, nt = make_batch(gen, B=6, lo=20, hi=200, E=128, dtype=torch.float32)
+    nc = torch.minimum(torch.tensor([0, 1, 5, 17, 40, 70]), lens - nt).to(torch.int32)
+    cu, nc, nt = cu.cuda(), nc.cuda(), nt.cuda()
+    x = x.detach().cuda()
+    g = torch.randn(x.shape[0], 128, generator=gen).cuda()
+    results = {}
+    with hstu_attn._ops.kernel_options(sm90=sm90):
+        for name, dt in (("ours", torch.bfloat16), ("ref", torch.float64), ("low", torch.bfloat16)):
+            xi = x.to(dt).requires_grad_()
+            if name == "ours":
+                out = layer.to(torch.bfloat16)(xi, cu, L, nc, nt)
+            else:
+                out = plain_layer(layer.to(torch.float32), xi, cu, L, nc, nt, None, dt, "meta_gr")
+            results[name] = [out] + list(torch.autograd.grad(out, [xi], g.to(dt)))
+        for i, what in enumerate(["out", "dx"]):
+            _err_rel(results["ours"][i], results["ref"][i], results["low"][i], 2 if i == 0 else 5, what)
+        layer.to(torch.bfloat16).mask_convention = "nvidia"
+        nv = layer(x.to(torch.bfloat16), cu, L, nc, nt)
+    assert (nv.double() - results["ours"][0].double()).abs().max() > 1e-2
 
 
 @pytest.mark.gpu

@@ -450,7 +450,8 @@ __global__ void __launch_bounds__(384, 1)
               const int rc = r0 + 2 * (lane % 4);
               bits = 0;
               // kRab: mk.hist re-read through opaque() (the comparison hoisted out of the loop spilled 4 B)
-              if ((kRab ? static_cast<int>(opaque(static_cast<uint32_t>(mk.hist))) : mk.hist) == mk.lk) {
+              if ((kRab ? static_cast<int>(opaque(static_cast<uint32_t>(mk.hist))) : mk.hist) == mk.lk &&
+                  !mk.gr_window()) {  // GR window: the general rule below
 #pragma unroll
                 for (int e = 0; e < BM / 2; ++e) {
                   const int j = jr + 8 * ((e % 4) / 2);
@@ -879,7 +880,7 @@ __global__ void __launch_bounds__(384, 1)
           const int jr = j_w0 + 16 * warp + lane / 4;
           const int rc = r0 + 2 * (lane % 4);
           bits = 0;
-          if (mk.hist == mk.lk) {
+          if (mk.hist == mk.lk && !mk.gr_window()) {  // GR window: the general rule below
             // No targets: (r < lk, j < lk) and (context row, or inside the window).
 #pragma unroll
             for (int e = 0; e < BM / 2; ++e) {
@@ -890,7 +891,7 @@ __global__ void __launch_bounds__(384, 1)
               bits |= static_cast<uint32_t>(ok) << e;
             }
           } else {
-            // Targets: the general rule by a rolled loop (one copy of the code).
+            // Targets or a GR window: the general rule by a rolled loop (one copy of the code).
 #pragma unroll 1
             for (int e = 0; e < BM / 2; ++e) {
               const int j = jr + 8 * ((e % 4) / 2);

@@ -389,6 +389,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int half = 0; half < 2; ++half) {
               const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
               lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+              if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
               hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
               if (r < mk.ctx) {
                 lo[half] = 0;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Host-only brute force of SeqMask (hstu/csrc/hstu_common.cuh) against hstu_mask's rules, both conventions: allowed()
+# exact, key_range / row_range / bwd_work_tiles (with the context gap) never miss an allowed element, tile_full /
+# tile_full_targets / full_tiles never claim a masked one. Every Lk <= 14, Lq, contexts, targets, groups, windows in
+# the API's domain. No GPU, no torch: g++ only (about 40 s).
+#   tools/hstu_dev/seqmask_bruteforce.sh
+set -euo pipefail
+F="$(cd "$(dirname "$0")/../.." && pwd)/hstu/csrc/hstu_common.cuh"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+a=$(grep -n "^struct SeqMask {" "$F" | cut -d: -f1)
+c=$(grep -n "^__device__ __forceinline__ SeqInfo seq_info" "$F" | cut -d: -f1)
+d=$(grep -n "^template <int BM, int BN, bool kSkipGap>" "$F" | cut -d: -f1)
+e=$(grep -n "^}  // namespace hstu" "$F" | cut -d: -f1)
+{
+  printf '#include <algorithm>\n#include <climits>\nusing std::min;\nusing std::max;\n'
+  printf '#define __device__\n#define __forceinline__ inline\nnamespace hstu {\n'
+  sed -n "${a},$((c - 1))p" "$F"
+  sed -n "${d},$((e - 1))p" "$F"
+  printf '}\n'
+} > "$T/mask.h"
+cp "$(dirname "$0")/seqmask_bruteforce.cc" "$T/t.cc"
+g++ -O2 -std=c++17 -I"$T" "$T/t.cc" -o "$T/t"
+"$T/t"
