@@ -149,7 +149,6 @@ class HostStore(BackingStore):
         return StoreRows(r.values, r.scores, r.found)
 
     def write(self, put_keys, put_values, put_scores, erase_keys):
-        import numpy as np  # only the disk store needs numpy (torch does not require it)
         # Erase first: a key both erased and put (never done by the cache) ends up stored.
         if erase_keys.numel():
             self._t.erase(erase_keys.contiguous())
@@ -159,7 +158,6 @@ class HostStore(BackingStore):
             self._dropped += int(stats[2]) + int(stats[3])
 
     def export_batches(self, batch_rows, threshold=None):
-        import numpy as np  # only the disk store needs numpy (torch does not require it)
         cap = self._t.capacity()
         for off in range(0, cap, batch_rows):
             r = self._t.export_batch(off, min(batch_rows, cap - off), threshold=threshold)
@@ -390,6 +388,7 @@ class DiskStore(BackingStore):
         return StoreRows(values, scores, found)
 
     def write(self, put_keys, put_values, put_scores, erase_keys):
+        import numpy as np  # only the disk store needs numpy (torch does not require it)
         self._check_open()
         pk = self._keys_bytes(put_keys)
         ek = self._keys_bytes(erase_keys)
@@ -408,6 +407,7 @@ class DiskStore(BackingStore):
         self._commit(puts, list(erase_set), [delta])
 
     def export_batches(self, batch_rows, threshold=None):
+        import numpy as np  # only the disk store needs numpy (torch does not require it)
         self._check_open()
         it = self._db.iter()
         it.seek_to_first()

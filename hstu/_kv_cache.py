@@ -454,7 +454,7 @@ class KVCacheManager:
         m = (evict_mask.unsqueeze(1) & (self.slot_pages < P)).flatten()
         dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1, torch.full_like(self.slot_pages, P).flatten())
         self.free_pages.index_copy_(0, dst.clamp(max=P), self.slot_pages.flatten())
-        self.free_pages[P] = P
+        self.free_pages.narrow(0, P, 1).fill_(P)  # (a fill: capturable)
         self.free_count += m.sum()
         self.slot_pages.masked_fill_(evict_mask.unsqueeze(1), P)
         self.slot_valid.masked_fill_(evict_mask, False)
