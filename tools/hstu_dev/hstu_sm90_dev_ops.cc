@@ -19,6 +19,7 @@
 
 #include "common/stable_utils.h"
 #include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -27,34 +28,7 @@ namespace sm90_dev {
 using torch::stable::Tensor;
 using ScalarType = torch::headeronly::ScalarType;
 
-void check_qkv(const Tensor& t, const char* arg, const Tensor& q) {
-  ACCEL_CHECK(t.is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(t));
-  accel::check_same_device(t, arg, q, "q");
-  accel::check_dim(t, arg, 3);
-  ACCEL_CHECK(t.scalar_type() == q.scalar_type(), arg, ": expected dtype ", accel::dtype_name(q.scalar_type()),
-              " (the dtype of q), got ", accel::dtype_name(t.scalar_type()));
-  ACCEL_CHECK(t.size(1) == q.size(1) && t.size(2) == q.size(2), arg, ": expected (total, ", q.size(1), ", ",
-              q.size(2), ") like q, got shape ", accel::shape_str(t));
-  ACCEL_CHECK(t.stride(2) == 1, arg, ": expected a contiguous last dim, got stride ", t.stride(2));
-  // TMA: global address 16-byte aligned, strides multiples of 16 bytes.
-  const auto addr = reinterpret_cast<uintptr_t>(t.data_ptr());
-  ACCEL_CHECK(addr % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0, arg,
-              ": expected a 16-byte aligned data pointer and row/head strides that are multiples of 8 elements, "
-              "got strides (", t.stride(0), ", ", t.stride(1), ", 1); call .contiguous() first");
-}
-
-void check_int_vec(const std::optional<Tensor>& t, const char* arg, const Tensor& q, int64_t len) {
-  if (!t.has_value()) return;
-  accel::check_same_device(*t, arg, q, "q");
-  accel::check_dtype(*t, arg, ScalarType::Int);
-  accel::check_dim(*t, arg, 1);
-  accel::check_contiguous(*t, arg);
-  ACCEL_CHECK(t->size(0) == len, arg, ": expected shape (", len, ",), got ", accel::shape_str(*t));
-}
-
-const int32_t* int_ptr(const std::optional<Tensor>& t) {
-  return t.has_value() ? static_cast<const int32_t*>(t->data_ptr()) : nullptr;
-}
+using op_params::check_qkv;
 
 template <typename T>
 cudaError_t dispatch(const HstuParams& p, int64_t total_k, cudaStream_t s, int variant) {
@@ -69,19 +43,15 @@ cudaError_t dispatch(const HstuParams& p, int64_t total_k, cudaStream_t s, int v
   }
 }
 
+// The product's parameters (hstu/csrc/ops/hstu_op_params.h), after this library's own limits: the head dims it
+// was built with, no rab.
 HstuParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens_q,
                        const Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
                        const std::optional<Tensor>& num_contexts, const std::optional<Tensor>& num_targets,
                        int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
                        const std::optional<Tensor>& rab, double scaling_seqlen,
                        const std::optional<Tensor>& seqused_q, const std::optional<Tensor>& seqused_k) {
-  ACCEL_CHECK(q.is_cuda(), "q: expected a CUDA tensor, got ", accel::device_name(q));
-  ACCEL_CHECK(q.scalar_type() == ScalarType::Half || q.scalar_type() == ScalarType::BFloat16,
-              "q: expected dtype float16 or bfloat16, got ", accel::dtype_name(q.scalar_type()));
-  check_qkv(q, "q", q);
-  check_qkv(k, "k", q);
-  check_qkv(v, "v", q);
-  const int64_t d = q.size(2);
+  const int64_t d = q.dim() == 3 ? q.size(2) : 0;
   bool d_ok = d == 128;
 #ifdef HSTU_SM90_WITH_D64
   d_ok = d_ok || d == 64;
@@ -91,60 +61,9 @@ HstuParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const 
 #endif
   ACCEL_CHECK(d_ok, "q: head dim ", d, " is not compiled into this sm90 development library");
   ACCEL_CHECK(!rab.has_value(), "rab: not supported by the sm90 development ops (use hstu_attn::fwd / bwd)");
-  ACCEL_CHECK(k.size(0) == v.size(0), "v: expected ", k.size(0), " tokens like k, got ", v.size(0));
-  accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
-  accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
-  accel::check_dim(cu_seqlens_q, "cu_seqlens_q", 1);
-  accel::check_contiguous(cu_seqlens_q, "cu_seqlens_q");
-  accel::check_contiguous(cu_seqlens_k, "cu_seqlens_k");
-  accel::check_same_device(cu_seqlens_q, "cu_seqlens_q", q, "q");
-  accel::check_same_device(cu_seqlens_k, "cu_seqlens_k", q, "q");
-  const int64_t batch = cu_seqlens_q.size(0) - 1;
-  ACCEL_CHECK(batch >= 0, "cu_seqlens_q: expected shape (B + 1,), got ", accel::shape_str(cu_seqlens_q));
-  ACCEL_CHECK(cu_seqlens_k.dim() == 1 && cu_seqlens_k.size(0) == batch + 1, "cu_seqlens_k: expected shape (",
-              batch + 1, ",) like cu_seqlens_q, got ", accel::shape_str(cu_seqlens_k));
-  ACCEL_CHECK(max_seqlen_q >= 0 && max_seqlen_k >= 0 && max_seqlen_q < (1 << 23) && max_seqlen_k < (1 << 30),
-              "max_seqlen_q/max_seqlen_k: expected values in [0, 2^23) / [0, 2^30), got ", max_seqlen_q, ", ",
-              max_seqlen_k);
-  ACCEL_CHECK(q.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31),
-              "q/k: at most 2^31 - 1 tokens (TMA coordinates are int32)");
-  check_int_vec(num_contexts, "num_contexts", q, batch);
-  check_int_vec(num_targets, "num_targets", q, batch);
-  check_int_vec(seqused_q, "seqused_q", q, batch);
-  check_int_vec(seqused_k, "seqused_k", q, batch);
-  ACCEL_CHECK(target_group_size >= 1, "target_group_size: expected >= 1, got ", target_group_size);
-  ACCEL_CHECK(window_left >= -1 && window_right >= -1, "window_size: expected values >= -1, got (", window_left,
-              ", ", window_right, ")");
-
-  HstuParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.q_row_stride = q.stride(0);
-  p.q_head_stride = q.stride(1);
-  p.k_row_stride = k.stride(0);
-  p.k_head_stride = k.stride(1);
-  p.v_row_stride = v.stride(0);
-  p.v_head_stride = v.stride(1);
-  p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens_q.data_ptr());
-  p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens_k.data_ptr());
-  p.seqused_q = int_ptr(seqused_q);
-  p.seqused_k = int_ptr(seqused_k);
-  p.num_contexts = int_ptr(num_contexts);
-  p.num_targets = int_ptr(num_targets);
-  p.batch = static_cast<int>(batch);
-  p.heads = static_cast<int>(q.size(1));
-  p.head_dim = static_cast<int>(d);
-  p.max_seqlen_q = static_cast<int>(max_seqlen_q);
-  p.max_seqlen_k = static_cast<int>(max_seqlen_k);
-  p.target_group_size = static_cast<int>(target_group_size);
-  p.window_left = static_cast<int>(window_left);
-  p.window_right = static_cast<int>(window_right);
-  p.alpha = static_cast<float>(alpha);
-  const double scaling = scaling_seqlen > 0 ? scaling_seqlen : static_cast<double>(max_seqlen_q);
-  p.inv_scaling = scaling > 0 ? static_cast<float>(1.0 / scaling) : 1.0f;
-  p.total_q = q.size(0);
-  return p;
+  return op_params::make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                                num_targets, target_group_size, window_left, window_right, alpha, rab,
+                                scaling_seqlen, seqused_q, seqused_k);
 }
 
 Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
