@@ -249,7 +249,9 @@ def test_cuda_graph_step_replays_like_eager():
         torch.testing.assert_close(out_g, want, rtol=0, atol=0)
     eager.check()
     graphed.check()
-    torch.testing.assert_close(graphed.pool, eager.pool, rtol=0, atol=0)
+    # every page but the sink (pool[:, num_pages]: the dump target of tokens that are not appended, written in
+    # whatever order duplicate destinations land)
+    torch.testing.assert_close(graphed.pool[:, :64], eager.pool[:, :64], rtol=0, atol=0)
 
 
 STATE = ("slot_user", "slot_valid", "slot_len", "slot_pages", "last_used", "free_pages", "free_count", "clock",
