@@ -356,6 +356,37 @@ class _HostMirror:
         return self.value
 
 
+
+def _id_gradients(grad_out, saved, pooling: str, feature_dims, max_dim: int, psw_requires_grad: bool):
+    """The torch path's backward up to the update: the output gradient taken back to each id (unpooled, divided by
+    the bag length for "mean", weighted) and summed per unique (``saved``: bag, lengths, inverse, psw, E, B, n).
+    Returns (gU (n, max_dim) fp32, the per-sample weights' gradient or None). Also used by the sharded module."""
+    n, B, F, Dm = saved["n"], saved["B"], len(feature_dims), max_dim
+    g = grad_out.to(torch.float32)
+    if pooling == "none":
+        gE = g
+    else:
+        if all(d == Dm for d in feature_dims):
+            gb = g.reshape(B, F, Dm).transpose(0, 1)
+        else:
+            gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=g.device)
+            c = 0
+            for f, d in enumerate(feature_dims):
+                gb[f, :, :d] = g[:, c:c + d]
+                c += d
+        gb = gb.reshape(F * B, Dm)
+        if pooling == "mean":
+            gb = gb / saved["lengths"].clamp(min=1.0)[:, None]
+        gE = gb[saved["bag"]]
+    grad_psw = None
+    psw = saved["psw"]
+    if psw is not None:
+        if psw_requires_grad:
+            grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
+        gE = gE * psw.to(torch.float32)[:, None]
+    gU = torch.zeros(n, Dm, dtype=torch.float32, device=g.device).index_add_(0, saved["inverse"], gE)
+    return gU, grad_psw
+
 class _LookupFunction(torch.autograd.Function):
     """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
 
@@ -1399,30 +1430,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         dev = self.device
         n, B = saved["n"], saved["B"]
         F, Dm = self.num_features, self.max_dim
-        g = grad_out.to(torch.float32)
-        if self.pooling == "none":
-            gE = g
-        else:
-            if all(d == Dm for d in self.feature_dims):
-                gb = g.reshape(B, F, Dm).transpose(0, 1)
-            else:
-                gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=dev)
-                c = 0
-                for f, d in enumerate(self.feature_dims):
-                    gb[f, :, :d] = g[:, c:c + d]
-                    c += d
-            gb = gb.reshape(F * B, Dm)
-            if self.pooling == "mean":
-                gb = gb / saved["lengths"].clamp(min=1.0)[:, None]
-            gE = gb[saved["bag"]]
-        grad_psw = None
-        psw = saved["psw"]
-        if psw is not None:
-            if psw_requires_grad:
-                grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
-            gE = gE * psw.to(torch.float32)[:, None]
-        gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)
-        del gE
+        gU, grad_psw = _id_gradients(grad_out, saved, self.pooling, self.feature_dims, Dm, psw_requires_grad)
         opt = self.optimizer
         # non-finite policy (_optimizers.py; the kernels do the same): per unique row, before clipping
         guard = opt.nonfinite != "propagate"

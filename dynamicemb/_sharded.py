@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError
+from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
@@ -596,29 +596,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("bwd start")
         dev, T, F, Dm = self.device, len(self.options), self.num_features, self.max_dim
         n, B, n_u = saved["n"], saved["B"], saved["n_u"]
-        g = grad_out.to(torch.float32)
-        if self.pooling == "none":
-            gE = g
-        else:
-            if all(d == Dm for d in self.feature_dims):
-                gb = g.reshape(B, F, Dm).transpose(0, 1)
-            else:
-                gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=dev)
-                c = 0
-                for f, d in enumerate(self.feature_dims):
-                    gb[f, :, :d] = g[:, c:c + d]
-                    c += d
-            gb = gb.reshape(F * B, Dm)
-            if self.pooling == "mean":
-                gb = gb / saved["lengths"].clamp(min=1.0)[:, None]
-            gE = gb[saved["bag"]]
-        grad_psw = None
-        psw = saved["psw"]
-        if psw is not None:
-            if psw_requires_grad:
-                grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
-            gE = gE * psw.to(torch.float32)[:, None]
-        gU = torch.zeros(n, Dm, dtype=torch.float32, device=dev).index_add_(0, saved["inverse"], gE)[:n_u]
+        gU, grad_psw = _id_gradients(grad_out, saved, self.pooling, self.feature_dims, Dm, psw_requires_grad)
+        gU = gU[:n_u]
 
         self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width)
