@@ -357,6 +357,27 @@ class _HostMirror:
 
 
 
+def _pool_rows(U, inverse, psw, offsets, bag, pooling: str, feature_dims, max_dim: int, B: int, output_dtype):
+    """The torch path's forward after the lookup: the uniques' rows U (n_u, max_dim) fp32 expanded to ids,
+    weighted, and pooled per bag (sum / mean) or kept per id ("none"). Returns (out, E (the ids' rows), lengths
+    (the bags' lengths, fp32)). Also used by the sharded module; `_id_gradients` is its backward."""
+    F, Dm = len(feature_dims), max_dim
+    E = U[inverse]
+    Ew = E * psw.to(torch.float32)[:, None] if psw is not None else E
+    lengths = (offsets[1:] - offsets[:-1]).to(torch.float32).clamp(min=0.0)
+    if pooling == "none":
+        return Ew.to(output_dtype), E, lengths
+    bags = torch.zeros(F * B, Dm, dtype=torch.float32, device=U.device).index_add_(0, bag, Ew)
+    if pooling == "mean":
+        bags = bags / lengths.clamp(min=1.0)[:, None]
+    bags = bags.view(F, B, Dm)
+    if all(d == Dm for d in feature_dims):
+        out = bags.transpose(0, 1).reshape(B, F * Dm)
+    else:
+        out = torch.cat([bags[f, :, :d] for f, d in enumerate(feature_dims)], dim=1)
+    return out.to(output_dtype), E, lengths
+
+
 def _id_gradients(grad_out, saved, pooling: str, feature_dims, max_dim: int, psw_requires_grad: bool):
     """The torch path's backward up to the update: the output gradient taken back to each id (unpooled, divided by
     the bag length for "mean", weighted) and summed per unique (``saved``: bag, lengths, inverse, psw, E, B, n).
@@ -1398,24 +1419,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             per_group.append((gidx, gvalid))
         if train:
             self._after_insert(refused_step)
-        E = U[inverse]
-        if psw is not None:
-            Ew = E * psw.to(torch.float32)[:, None]
-        else:
-            Ew = E
-        lengths = (offsets[1:] - offsets[:-1]).to(torch.float32).clamp(min=0.0)
-        if self.pooling == "none":
-            out = Ew.to(self.output_dtype)
-        else:
-            bags = torch.zeros(F * B, Dm, dtype=torch.float32, device=dev).index_add_(0, bag, Ew)
-            if self.pooling == "mean":
-                bags = bags / lengths.clamp(min=1.0)[:, None]
-            bags = bags.view(F, B, Dm)
-            if all(d == Dm for d in self.feature_dims):
-                out = bags.transpose(0, 1).reshape(B, F * Dm)
-            else:
-                out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
-            out = out.to(self.output_dtype)
+        out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
+                                     self.output_dtype)
         saved = None
         if train:
             saved = dict(bag=bag, inverse=inverse, per_group=per_group, utbl=utbl, psw=psw, lengths=lengths,

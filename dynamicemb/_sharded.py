@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients
+from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients, _pool_rows
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
@@ -566,21 +566,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
 
         self._mark("rows a2a")
         # 6. pooling where the bag lives (the single-rank module's CPU path, op for op)
-        E = U[inverse]
-        Ew = E * psw.to(torch.float32)[:, None] if psw is not None else E
-        lengths = (offsets[1:] - offsets[:-1]).to(torch.float32)
-        if self.pooling == "none":
-            out = Ew.to(self.output_dtype)
-        else:
-            bags = torch.zeros(F * B, Dm, dtype=torch.float32, device=dev).index_add_(0, bag, Ew)
-            if self.pooling == "mean":
-                bags = bags / lengths.clamp(min=1.0)[:, None]
-            bags = bags.view(F, B, Dm)
-            if all(d == Dm for d in self.feature_dims):
-                out = bags.transpose(0, 1).reshape(B, F * Dm)
-            else:
-                out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
-            out = out.to(self.output_dtype)
+        out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
+                                     self.output_dtype)
         self._mark("pool")
         saved = None
         if backward:
