@@ -94,7 +94,6 @@ __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 _POOLINGS = ("sum", "mean", "none")
 _EMPTY_KEY = RESERVED_KEYS[0]
 _STAT_REFUSED = 3
-_SIDE_STREAMS = {}  # device index -> side stream of the training forward (see _side_stream)
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
 
 
@@ -130,7 +129,7 @@ def _capturing() -> bool:
     returns a bool dynamo cannot trace, and a compiled step skips the eager bookkeeping anyway)."""
     if torch.compiler.is_compiling():
         return False
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()  # (no CUDA yet: no capture)
 
 
 _compiling = torch.compiler.is_compiling
@@ -149,9 +148,24 @@ _META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fiel
 _META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
 assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
 
+# lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
+_STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
+_STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD = 64, 128, 256, 512
+# the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
+# more host time than the overlap saves on the device)
+_OVERLAP_MIN_IDS = 1 << 16
+
+
+def _step_ws_entries(n, num_tables):
+    """int64 entries of lookup_step's workspace without a CSR (csrc/ops/lookup_ops.cc step_layout; the op
+    lookup_step_ws_size says the same, a CPU test compares): for the fake kernel, where n may be symbolic."""
+    def up(b):
+        return (b + 255) // 256 * 256
+    return (up(8 + 8 * num_tables) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
+
 
 def _kernels_available() -> bool:
-    return load_library() and hasattr(torch.ops.dynamicemb, "lookup_dedup")
+    return load_library() and hasattr(torch.ops.dynamicemb, "lookup_step")
 
 
 @functools.lru_cache(maxsize=64)
@@ -171,23 +185,19 @@ def _register_lookup_fakes():
         i32 = lambda k: ids.new_empty(k, dtype=torch.int32)  # noqa: E731
         return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
 
-    def insert(meta, value_kind, ukeys, utables, count, inverse, train):
-        n = ukeys.numel()
-        i64 = lambda k: ukeys.new_empty(k, dtype=torch.int64)  # noqa: E731
-        return i64(n), i64(meta.numel() // _META_FIELDS), i64(n)
-
-    def forward(meta, value_kind, ids, offsets, bag, rowp, psw, feature_table, feature_col, batch,
-                pooling, train, max_dim, out_cols, out_kind, vec4):
-        rows = ids.numel() if pooling == _POOL_CODE["none"] else batch
+    def step(meta, value_kind, ids, offsets, lengths, psw, feature_table, feature_col, batch, pooling, flags,
+             max_dim, out_cols, out_kind, dedup_set, refused_total):
+        if flags & _STEP_CSR:
+            raise RuntimeError("lookup_step: a traced step builds its CSR in the backward (flags without CSR)")
+        n = ids.numel()
+        rows = n if pooling == _POOL_CODE["none"] else batch
         dtype = {v: k for k, v in _VALUE_KIND.items()}[out_kind]
-        return ids.new_empty(rows, out_cols, dtype=dtype)
+        ws = ids.new_empty(_step_ws_entries(n, meta.numel() // _META_FIELDS), dtype=torch.int64)
+        return ids.new_empty(rows, out_cols, dtype=dtype), ws
 
-    def backward(meta, value_kind, grad, ids, *args):
-        psw_grad = args[24]  # schema position 28
-        return grad.new_empty(ids.numel() if psw_grad else 0, dtype=torch.float32)
-
-    def csr(inverse, bag, offsets, psw, pooling, ws):
-        return None
+    def backward(meta, value_kind, grad, ids, offsets, ws, psw, feature_table, feature_col, batch, pooling, flags,
+                 *rest):
+        return grad.new_empty(ids.numel() if flags & _STEP_PSW_GRAD else 0, dtype=torch.float32)
 
     def validate(ids, offsets, lengths, psw, lengths_only):
         return ids.new_empty(1, dtype=torch.int32)
@@ -195,9 +205,8 @@ def _register_lookup_fakes():
     def report(counts, seen):
         return None
 
-    for name, fn in (("lookup_dedup", dedup), ("lookup_insert", insert), ("lookup_forward", forward),
-                     ("lookup_backward", backward), ("lookup_csr", csr), ("lookup_validate", validate),
-                     ("report_nonfinite", report)):
+    for name, fn in (("lookup_dedup", dedup), ("lookup_step", step), ("lookup_backward", backward),
+                     ("lookup_validate", validate), ("report_nonfinite", report)):
         try:
             torch.library.register_fake(f"dynamicemb::{name}")(fn)
         except (RuntimeError, AttributeError):  # already registered, or an older torch
@@ -412,7 +421,7 @@ class _LookupFunction(torch.autograd.Function):
     """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
 
     @staticmethod
-    def forward(ctx, anchor, module, ids, offsets, psw, skip):
+    def forward(ctx, anchor, module, ids, offsets, psw, skip, checks):
         # Under the module's step lock (threads): the insert and the gather see one table layout; the step
         # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile. A step
         # that torch.compile traces skips this host bookkeeping (one thread drives a compiled step).
@@ -420,9 +429,13 @@ class _LookupFunction(torch.autograd.Function):
         with contextlib.nullcontext() if compiling else module._step_lock:
             if not compiling and not module.use_kernels and not _capturing():
                 module._check_groups()  # another thread may have grown a table since forward() looked
-            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True, skip=skip)
+            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True, skip=skip, checks=checks)
             ctx.inflight = None if compiling else _InFlight(module)
         ctx.module = module
+        ctx.psw_requires_grad = psw is not None and psw.requires_grad
+        if not compiling:  # eager: the step's tensors stay on ctx as they are (no packing on the hot path)
+            ctx.saved = saved
+            return out
         # the step's tensors through save_for_backward (torch.compile traces it; a dict on ctx would escape the
         # traced region), the rest of `saved` as its structure
         keys = sorted(saved)
@@ -440,31 +453,32 @@ class _LookupFunction(torch.autograd.Function):
                 spec.append((k, "value", v))
         ctx.save_for_backward(*flat)
         ctx.spec = spec
-        ctx.psw_requires_grad = psw is not None and psw.requires_grad
+        ctx.saved = None
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        flat = list(ctx.saved_tensors)
-        saved, i = {}, 0
-        for k, kind, v in ctx.spec:
-            if kind == "pairs":
-                saved[k] = [(flat[i + 2 * j], flat[i + 2 * j + 1]) for j in range(v)]
-                i += 2 * v
-            elif kind == "tensor":
-                saved[k] = flat[i]
-                i += 1
-            else:
-                saved[k] = v
-        if ctx.inflight is None:
+        saved = ctx.saved
+        if saved is None:  # a traced step: unpack save_for_backward
+            flat = list(ctx.saved_tensors)
+            saved, i = {}, 0
+            for k, kind, v in ctx.spec:
+                if kind == "pairs":
+                    saved[k] = [(flat[i + 2 * j], flat[i + 2 * j + 1]) for j in range(v)]
+                    i += 2 * v
+                elif kind == "tensor":
+                    saved[k] = flat[i]
+                    i += 1
+                else:
+                    saved[k] = v
             grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
         else:
             with ctx.module._step_lock:
                 grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
                 ctx.inflight.done()
         if ctx.inflight is not None:
-            ctx.spec = None  # releases the step's host values (a caching table's pins) with the backward
-        return None, None, None, None, grad_psw, None
+            ctx.saved = None  # releases the step's tensors and host values (a caching table's pins) now
+        return None, None, None, None, grad_psw, None, None
 
 
 class _InFlight:
@@ -946,23 +960,27 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
         offsets = offsets.long()
-        skip = None
+        skip = None  # the torch path's device-check flag (nonzero: the batch failed and is treated as empty)
+        checks = None  # the kernel path's: (lengths, lengths_only), checked inside lookup_step
         if cuda:
             if not compiling:
                 CHANNEL.ensure_block()
             if mode == "device":
-                # device values are checked on the stream; `skip` (a device flag) empties a failing batch
-                pw = None if per_sample_weights is None else per_sample_weights.to(torch.float32).contiguous()
                 ln = None if lengths is None else lengths.long()
-                skip = torch.ops.dynamicemb.lookup_validate(ids, offsets, ln, pw, lengths_only)
+                if self.use_kernels:
+                    checks = (ln, lengths_only)
+                else:
+                    pw = None if per_sample_weights is None else per_sample_weights.to(torch.float32).contiguous()
+                    skip = torch.ops.dynamicemb.lookup_validate(ids, offsets, ln, pw, lengths_only)
         if not self.use_kernels and not _capturing() and not compiling:  # the kernel path runs these after the dedup
             if self.training and torch.is_grad_enabled():
                 self._before_train_step()
             self._check_groups()
         if self.training and torch.is_grad_enabled():
-            out = _LookupFunction.apply(self._anchor, self, ids, offsets, per_sample_weights, skip)
+            out = _LookupFunction.apply(self._anchor, self, ids, offsets, per_sample_weights, skip, checks)
         else:
-            out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training, skip=skip)
+            out, _ = self._forward_impl(ids, offsets, per_sample_weights, train=self.training, skip=skip,
+                                        checks=checks)
         if not compiling:
             CHANNEL.after_call(self.device)
         return out
@@ -1066,75 +1084,59 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return (self.backward_chunk > 0 and not (mgn is not None and mgn > 0)
                 and self.optimizer.nonfinite != "skip_step" and self.max_dim <= (128 if self._vec4 else 32))
 
-    def _side_stream(self) -> torch.cuda.Stream:
-        """High-priority stream of the training forward's CSR build (overlaps the insert and the pooling); one
-        per device, shared by the modules (kept off the module, so it deep-copies and pickles)."""
-        s = _SIDE_STREAMS.get(self.device.index)
-        if s is None:
-            s = _SIDE_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-1)
-        return s
-
-    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
-        ops = torch.ops.dynamicemb
+    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None, checks=None):
+        """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
+        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
+        ``skip`` is the torch path's and unused here."""
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
         compiling = _compiling()
-        inverse, bag, ukeys, utables, count = ops.lookup_dedup(
-            ids, offsets, self._ftable_i32, max(B, 1), self._dedup_set(n), skip)
-        # the host work of an eager step (grow tables, report refusals, re-link groups, table metadata) runs while
-        # the GPU dedups: the dedup reads no table. A compiled step uses the metadata of the last eager one.
-        if not _capturing() and not compiling:
+        # host bookkeeping of an eager step (grow tables, report refusals, re-link groups, table metadata); a
+        # compiled step uses the metadata of the last eager one
+        if compiling or _capturing():
+            meta = self._meta
+        else:
             if backward:
                 self._before_train_step()
             self._check_groups()
             meta = self._kernel_meta()
-        else:
-            meta = self._meta
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        csr, side = None, None
-        # (compiled steps build the CSR in the backward: no side stream inside a traced region)
-        if backward and n > 0 and self.overlap_csr and self._segmented() and not compiling:
-            # The backward's CSR (unique -> occurrences) needs only the dedup: build it on a side stream while
-            # this stream runs the insert. Every tensor it touches is allocated on this stream and outlives the
-            # join at the end of this forward.
-            csr = torch.empty(ops.lookup_csr_size(inverse, pw, _POOL_CODE[self.pooling]), dtype=torch.int64,
-                              device=self.device)
-            side = self._side_stream()
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                ops.lookup_csr(inverse, bag, offsets, pw, _POOL_CODE[self.pooling], csr)
-        urow, refused, rowp = ops.lookup_insert(meta, self._value_kind, ukeys, utables, count, inverse, train)
-        if train:
-            try:
-                self._after_insert(refused)
-            except RefusedInsertError:
-                if side is not None:  # join the CSR build first: its tensors are freed on this stream
-                    torch.cuda.current_stream(self.device).wait_stream(side)
-                raise
-            if backward and not compiling:
-                self._gsum_buffer(n)
-                self._seg_buffer(n)
-        pooled = self.pooling != "none"
-        out_cols = sum(self.feature_dims) if pooled else self.feature_dims[0]
-        out = ops.lookup_forward(meta, self._value_kind, ids, offsets, bag, rowp, pw, self._ftable_i32,
-                                 self._fcol, max(B, 1), _POOL_CODE[self.pooling], train, self.max_dim, out_cols,
-                                 _VALUE_KIND[self.output_dtype], self._vec4)
-        if side is not None:
-            torch.cuda.current_stream(self.device).wait_stream(side)
-        saved = None
-        if train:
-            saved = dict(kernels=True, ids=ids, offsets=offsets, inverse=inverse, bag=bag, rowp=rowp,
-                         count=count, urow=urow, utables=utables, psw=pw, psw_dtype=None if psw is None else psw.dtype,
-                         B=B, meta=meta, csr=csr)
+        flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0)
+        lengths = None
+        if checks is not None:
+            lengths = checks[0]
+            flags |= _STEP_VALIDATE | (_STEP_LENGTHS_ONLY if checks[1] else 0)
+        # the backward's CSR needs only the dedup: built in the forward (a compiled step builds it in the backward)
+        if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
+            flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
+        out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
+        out, ws = torch.ops.dynamicemb.lookup_step(
+            meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+            _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+            self._dedup_set(n), self.refused_count)
+        if not train:
+            return out, None
+        self._after_insert(ws=ws)
+        if backward and not compiling:
+            self._gsum_buffer(n)
+            self._seg_buffer(n)
+        saved = dict(kernels=True, ids=ids, offsets=offsets, ws=ws, psw=pw, psw_dtype=None if psw is None else psw.dtype,
+                     B=B, meta=meta, csr=flags & _STEP_CSR)
         return out, saved
 
-    def _after_insert(self, refused_step):
-        self.refused_count.add_(refused_step)  # in place, no attribute rebinding (torch.compile traces it)
+    def _after_insert(self, refused_step=None, ws=None):
+        """After a training insert: the torch path adds its step's refusals (``refused_step``) to refused_count
+        (lookup_step did so itself; its step's count is in the workspace header, ``ws``); on_refused="error"
+        raises (a host sync, inherent to raising); the host mirrors of the sizes and refusals are refreshed."""
+        if refused_step is not None:
+            self.refused_count.add_(refused_step)  # in place, no attribute rebinding (torch.compile traces it)
         if not _capturing() and not _compiling():
-            if any(o.on_refused == "error" for o in self.options):
-                bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
-                counts = refused_step[bad].tolist()  # host sync: inherent to raising
+            bad = [t for t, o in enumerate(self.options) if o.on_refused == "error"]
+            if bad:
+                if refused_step is None:
+                    refused_step = ws[1:1 + len(self.tables)]  # the workspace header's int64 refusals per table
+                counts = refused_step[bad].tolist()
                 for t, c in zip(bad, counts):
                     if c:
                         raise RefusedInsertError(
@@ -1153,24 +1155,31 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.step.add_(1.0)
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
-        betas = getattr(opt, "betas", (0.9, 0.999))
-        # seg_chunk > 0 selects the segmented reduction; the forward's CSR goes with it only
+        ids = saved["ids"]
+        n = ids.numel()
+        direct = self._direct_sgd()
+        # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
         seg_chunk = int(self.backward_chunk) if self._segmented() else 0
-        n = saved["ids"].numel()
-        nf = _NONFINITE_CODE[opt.nonfinite]
+        flags = (saved["csr"] | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
+                 | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
+                 | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
         grad_psw = torch.ops.dynamicemb.lookup_backward(
-            saved["meta"], self._value_kind, g, saved["ids"], saved["offsets"], saved["inverse"], saved["bag"],
-            saved["rowp"], saved["count"], saved["urow"], saved["utables"], psw, self._ftable_i32,
-            self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], self._vec4, self.max_dim, _opt_code(opt),
-            self.learning_rate, self.step, float(opt.weight_decay), bool(getattr(opt, "decoupled_weight_decay", False)),
-            float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
-            float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
-            float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0, want_psw, self._direct_sgd(),
-            self.aggregate_grads, self._gsum_buffer(n), self._seg_buffer(n),
-            seg_chunk, saved["csr"] if seg_chunk > 0 else None, nf, self.nonfinite_count, self._nonfinite_seen)
+            saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
+            self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
+            *self._opt_constants(), self.learning_rate, self.step, self._gsum_buffer(n), self._seg_buffer(n),
+            seg_chunk, _NONFINITE_CODE[opt.nonfinite], self.nonfinite_count, self._nonfinite_seen)
         if not _compiling():
             CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
+
+    def _opt_constants(self):
+        """lookup_backward's optimizer constants: weight_decay, beta1, beta2, eps, max_grad_value (-1: off),
+        max_grad_norm (-1: off)."""
+        opt = self.optimizer
+        betas = getattr(opt, "betas", (0.9, 0.999))
+        return (float(opt.weight_decay), float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
+                float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
+                float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0)
 
     def __getstate__(self):  # a lock neither pickles nor deep-copies
         d = super().__getstate__()
@@ -1241,12 +1250,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         utbl = utbl.masked_fill(ukeys < RESERVED_KEYS[-1] + 1, -1)
         return bag, ukeys, utbl, uidx, inverse
 
-    def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
+    def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None, checks=None):
         """Forward of the step (``backward``: called by _LookupFunction, a backward follows; autograd runs this
         with grad mode off). ``skip``: the device checks' flag (nonzero: the batch is treated as empty)."""
         pins = self._stage_caches(ids, offsets, train, backward) if self._cached else None
-        run = self._forward_kernels if self.use_kernels else self._forward_torch
-        out, saved = run(ids, offsets, psw, train, backward, skip)
+        if self.use_kernels:
+            out, saved = self._forward_kernels(ids, offsets, psw, train, backward, checks=checks)
+        else:
+            out, saved = self._forward_torch(ids, offsets, psw, train, backward, skip)
         if saved is not None and pins is not None:
             saved["pins"] = pins  # released with the saved tensors (after the backward)
         return out, saved

@@ -483,6 +483,19 @@ def test_dedup_set_size_rule():
         torch.ops.dynamicemb.lookup_dedup_set_size(-1)
 
 
+def test_step_ws_size_matches_the_op():
+    """The fake kernel's size of lookup_step's workspace (_step_ws_entries: torch.compile traces a step with it,
+    n possibly symbolic) is the op's own (lookup_step_ws_size, no tensor argument: runs without a GPU)."""
+    from dynamicemb._batched import _step_ws_entries
+
+    for n in (0, 1, 31, 64, 1000, 12345, 1_048_570):
+        for T in (1, 3, 40):
+            assert _step_ws_entries(n, T) == torch.ops.dynamicemb.lookup_step_ws_size(n, T, False, False), (n, T)
+            assert _step_ws_entries(n, T) == torch.ops.dynamicemb.lookup_step_ws_size(n, T, False, True), (n, T)
+    with pytest.raises(RuntimeError, match=r"n/num_tables: expected n >= 0 and num_tables >= 1, got -1 and 2"):
+        torch.ops.dynamicemb.lookup_step_ws_size(-1, 2, False, False)
+
+
 @pytest.mark.parametrize("dims, opt_kw, chunk, want", [
     ((16, 8), {}, 128, True),                         # 4-wide rows of at most 128 columns
     ((16, 8), dict(max_grad_norm=1.0), 128, False),   # clipping by the global norm: the atomic scatter

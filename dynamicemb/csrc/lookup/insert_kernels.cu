@@ -294,12 +294,18 @@ __global__ void __launch_bounds__(256) resolve_kernel(InsertParams p) {
     }
     if (slot < 0) {
       if (t < kSharedTables) atomicAdd(&s_refused[t], 1ull);
-      else atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, 1ull);
+      else {
+        atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, 1ull);
+        if (p.refused_total) atomicAdd(reinterpret_cast<unsigned long long*>(p.refused_total) + t, 1ull);
+      }
     }
   }
   __syncthreads();
   for (int t = threadIdx.x; t < kSharedTables && t < p.num_tables; t += blockDim.x)
-    if (s_refused[t]) atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, s_refused[t]);
+    if (s_refused[t]) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.refused) + t, s_refused[t]);
+      if (p.refused_total) atomicAdd(reinterpret_cast<unsigned long long*>(p.refused_total) + t, s_refused[t]);
+    }
 }
 
 // Row address of every id (0: reserved id or no row), so the forward and the backward reach a row in one load.

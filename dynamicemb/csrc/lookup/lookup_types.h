@@ -114,6 +114,7 @@ struct InsertParams {
   bool train;               // find_or_insert (train) or find (eval)
   int64_t* urow;            // (n) slot in the unique's table, -1 without a row
   int64_t* refused;         // (num_tables) refused inserts of this step (train)
+  int64_t* refused_total;   // (num_tables) or null: the module's running count, added to as well
   const int32_t* inverse;   // (n_ids) unique of each id, -1 none
   int64_t n_ids;
   uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row
@@ -209,6 +210,13 @@ void launch_segment_csr(const BackwardParams& p, void* stream);
 template <int V>
 void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream);
 size_t segment_scan_bytes(int64_t n);
+// The CSR build on a per-device high-priority side stream, after the work queued on `stream` so far, so that it
+// overlaps what the caller queues next; returns what join_side_stream needs (null: it ran on `stream` itself,
+// e.g. while `stream` is being captured into a CUDA graph). The caller joins before the workspace can be freed.
+void* fork_segment_csr(const BackwardParams& p, void* stream);
+void join_side_stream(void* token, void* stream);
+// cudaMemsetAsync(ptr, 0, bytes) on `stream` (for the ops, which include no CUDA header).
+void zero_async(void* ptr, size_t bytes, void* stream);
 
 }  // namespace lookup
 }  // namespace dynamicemb

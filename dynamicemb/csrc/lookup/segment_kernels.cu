@@ -26,6 +26,8 @@
 // are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
 // with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
 // H200 (benchmarks/RESULTS.md).
+#include <mutex>
+#include <vector>
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
@@ -435,6 +437,60 @@ void launch_segment_csr(const BackwardParams& p, void* stream) {
                                                        segment_sort_bits(p.n), st));
   detail::seg_bounds_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
   check_launch("segment bounds");
+}
+
+namespace {
+void cuda_ok(const char* what, cudaError_t e) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// One non-blocking, highest-priority side stream per device, made on first use and kept for the process.
+cudaStream_t side_stream(int device) {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
+  if (!streams[device]) {
+    int lo = 0, hi = 0;
+    cuda_ok("stream priorities", cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    cuda_ok("side stream", cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, hi));
+  }
+  return streams[device];
+}
+}  // namespace
+
+void* fork_segment_csr(const BackwardParams& p, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  cuda_ok("capture status", cudaStreamIsCapturing(st, &cap));
+  if (p.n == 0 || cap != cudaStreamCaptureStatusNone) {  // nothing to overlap, or a capture: stay on `stream`
+    launch_segment_csr(p, stream);
+    return nullptr;
+  }
+  int dev = 0;
+  cuda_ok("device", cudaGetDevice(&dev));
+  cudaStream_t side = side_stream(dev);
+  cudaEvent_t ready = nullptr, done = nullptr;
+  cuda_ok("event", cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  cuda_ok("event record", cudaEventRecord(ready, st));
+  cuda_ok("stream wait", cudaStreamWaitEvent(side, ready, 0));
+  cudaEventDestroy(ready);  // released once recorded work completes
+  launch_segment_csr(p, side);
+  cuda_ok("event", cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  cuda_ok("event record", cudaEventRecord(done, side));
+  return done;
+}
+
+void join_side_stream(void* token, void* stream) {
+  if (!token) return;
+  cudaEvent_t done = static_cast<cudaEvent_t>(token);
+  const cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done, 0);
+  cudaEventDestroy(done);
+  cuda_ok("stream join", e);
+}
+
+void zero_async(void* ptr, size_t bytes, void* stream) {
+  cuda_ok("memset", cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(stream)));
 }
 
 template <int V>

@@ -183,218 +183,315 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   return std::make_tuple(inverse, bag, ukeys, utables, count);
 }
 
-// ---------------------------------------------------------------- insert / find
-std::tuple<Tensor, Tensor, Tensor> lookup_insert(Tensor meta, int64_t value_kind, Tensor ukeys, Tensor utables,
-                                                 Tensor count, Tensor inverse, bool train) {
-  const int64_t T = num_tables_of(meta);
-  check_cuda(meta, "meta", ukeys, ScalarType::Long, "ukeys");
-  check_cuda(ukeys, "ukeys", ukeys, ScalarType::Long, "ukeys");
-  check_cuda(utables, "utables", ukeys, ScalarType::Int, "ukeys");
-  check_cuda(count, "count", ukeys, ScalarType::Int, "ukeys");
-  const int64_t n = ukeys.numel();
-  ACCEL_CHECK(utables.numel() == n && count.numel() == 1, "utables/count: expected ", n, " and 1 entries");
-  check_cuda(inverse, "inverse", ukeys, ScalarType::Int, "ukeys");
-  ACCEL_CHECK(inverse.numel() == n, "inverse: expected ", n, " entries (one per id), got ", inverse.numel());
-  torch::stable::accelerator::DeviceGuard guard(ukeys.get_device_index());
-  Tensor urow = torch::stable::new_empty(ukeys, {n}, ScalarType::Long);
-  Tensor rowp = torch::stable::new_empty(ukeys, {n}, ScalarType::Long);
-  Tensor refused = torch::stable::new_zeros(ukeys, {T}, ScalarType::Long);
-  InsertParams p{};
-  p.meta = meta_ptr(meta);
-  p.num_tables = static_cast<int>(T);
-  p.ukeys = static_cast<const uint64_t*>(ukeys.data_ptr());
-  p.utables = static_cast<const int32_t*>(utables.data_ptr());
-  p.count = static_cast<const int32_t*>(count.data_ptr());
-  p.n = n;
-  p.train = train;
-  p.urow = static_cast<int64_t*>(urow.data_ptr());
-  p.refused = static_cast<int64_t*>(refused.data_ptr());
-  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
-  p.n_ids = n;
-  p.rowp = static_cast<uint64_t*>(rowp.data_ptr());
-  void* stream = accel::current_cuda_stream(ukeys.get_device_index());
-  dispatch_value(value_kind, [&](auto V) { launch_insert<V.value>(p, stream); });
-  return std::make_tuple(urow, refused, rowp);
-}
+// ---------------------------------------------------------------- one step's workspace
+// The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
+// so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
+// offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
+// int64 refused inserts per table), the dedup's and the insert's arrays, and, when the forward built it, the CSR
+// of the segmented backward (sort keys and values, segment bounds, entries, scales, the sort's scratch).
+enum StepFlags : int64_t {
+  kStepTrain = 1,        // find_or_insert (else find)
+  kStepValidate = 2,     // device-side checks of ids / offsets / lengths / weights first (skip flag)
+  kStepLengthsOnly = 4,  // offsets were built from lengths: report violations on lengths
+  kStepCsr = 8,          // build the backward's CSR in the forward (the workspace holds it)
+  kStepOverlap = 16,     // build it on the side stream, overlapping the insert and the pooling
+  kStepVec4 = 32,        // 4-wide row access (every dim a multiple of 4)
+  kStepPswGrad = 64,     // backward: gradient of the per-sample weights
+  kStepDirect = 128,     // backward: plain fp32 SGD adds -lr g straight into the rows
+  kStepAggregate = 256,  // backward: sum repeated targets of 32 consecutive ids before the atomics
+  kStepDecoupledWd = 512,  // backward: Adam's decoupled weight decay
+};
 
-// ---------------------------------------------------------------- forward
-Tensor lookup_forward(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp,
-                      std::optional<Tensor> psw, Tensor feature_table, Tensor feature_col, int64_t batch,
-                      int64_t pooling, bool train, int64_t max_dim, int64_t out_cols, int64_t out_kind, bool vec4) {
-  num_tables_of(meta);
-  check_cuda(meta, "meta", ids, ScalarType::Long);
-  check_cuda(offsets, "offsets", ids, ScalarType::Long);
-  check_cuda(bag, "bag", ids, ScalarType::Int);
-  check_cuda(rowp, "rowp", ids, ScalarType::Long);
-  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
-  check_cuda(feature_col, "feature_col", ids, ScalarType::Long);
-  const int64_t n = ids.numel();
-  ACCEL_CHECK(bag.numel() == n && rowp.numel() == n, "bag/rowp: expected ", n, " entries");
-  ACCEL_CHECK(feature_col.numel() == feature_table.numel(), "feature_col: expected one entry per feature");
-  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none)");
-  ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= out_cols, "max_dim: expected 1..",
-              kMaxVecDim, " and <= out_cols, got ", max_dim);
-  ACCEL_CHECK(offsets.numel() >= 2 && batch > 0, "offsets/batch: expected >= 2 offsets and batch > 0");
-  check_psw(psw, n, ids);
-  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
-  const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
-  ForwardParams p{};
-  p.meta = meta_ptr(meta);
-  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.bag = static_cast<const int32_t*>(bag.data_ptr());
-  p.rowp = static_cast<const uint64_t*>(rowp.data_ptr());
-  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
-  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
-  p.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
-  p.n = n;
-  p.num_bags = offsets.numel() - 1;
-  p.batch = batch;
-  p.num_features = static_cast<int>(feature_table.numel());
-  p.pooling = static_cast<int>(pooling);
-  p.train = train;
-  p.max_dim = static_cast<int>(max_dim);
-  p.out_stride = out_cols;
-  p.out = out.data_ptr();
-  void* stream = accel::current_cuda_stream(ids.get_device_index());
-  dispatch_value(value_kind, [&](auto V) {
-    dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(p, vec4, stream); });
-  });
-  return out;
-}
-
-// ---------------------------------------------------------------- CSR of the segmented backward
-// One int64 workspace per step holds the CSR (sort keys and values, segment bounds, entries, scales) and the sort's
-// scratch; byte offsets of its parts (256-aligned).
 struct CsrLayout {
   int64_t keys, vals, start, occ, scale, temp, temp_bytes, total;
 };
 
-// Whether the CSR carries a per-entry gradient scale (per-sample weights or mean pooling). The one place that
-// decides it: the workspace size (lookup_csr_size), the build (lookup_csr, or lookup_backward's inline build) and
-// the backward's use of the CSR all derive it from the same (psw, pooling) arguments here.
-bool csr_scaled(const std::optional<Tensor>& psw, int64_t pooling) { return psw.has_value() || pooling == kPoolMean; }
+int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
+
+// Whether the CSR carries a per-entry gradient scale (per-sample weights or mean pooling).
+bool csr_scaled(bool psw, int64_t pooling) { return psw || pooling == kPoolMean; }
 
 CsrLayout csr_layout(int64_t n, bool scaled) {
-  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
   CsrLayout l{};
   int64_t off = 0;
-  l.keys = off; off += up(2 * n * 4);
-  l.vals = off; off += up(2 * n * 4);
-  l.start = off; off += up((2 * n + 1) * 4);
-  l.occ = off; off += up(n * 8);
-  l.scale = off; off += up(scaled ? n * 4 : 0);
+  l.keys = off; off += up256(2 * n * 4);
+  l.vals = off; off += up256(2 * n * 4);
+  l.start = off; off += up256((2 * n + 1) * 4);
+  l.occ = off; off += up256(n * 8);
+  l.scale = off; off += up256(scaled ? n * 4 : 0);
   l.temp_bytes = static_cast<int64_t>(segment_scan_bytes(n));
-  l.temp = off; off += up(l.temp_bytes > 0 ? l.temp_bytes : 1);
+  l.temp = off; off += up256(l.temp_bytes > 0 ? l.temp_bytes : 1);
   l.total = off;
   return l;
 }
 
-int64_t csr_size(int64_t n, bool scaled) { return (csr_layout(n, scaled).total + 7) / 8; }
+struct StepLayout {
+  int64_t header, inverse, bag, utables, ukeys, urow, rowp, csr, total;  // csr: -1 without one
+};
 
-// Binds the workspace of n > 0 ids. Its size must be exactly csr_size(n, scaled): for n > 0 the scaled layout is
-// at least 32 entries larger than the unscaled one, so a CSR built by lookup_csr with other (psw, pooling) than the
-// backward's is refused here instead of read with the wrong layout.
-void bind_csr(BackwardParams& p, const Tensor& ws, int64_t n, bool scaled) {
-  const CsrLayout l = csr_layout(n, scaled);
-  const int64_t want = (l.total + 7) / 8;
-  ACCEL_CHECK(ws.numel() != csr_size(n, !scaled), "csr: expected ", want, " int64 entries (lookup_csr_size of ",
-              n, " ids, ", scaled ? "scaled" : "unscaled", "), got ", ws.numel(), ": the size of a CSR ",
-              scaled ? "without" : "with", " per-entry scales; psw/pooling must be the same in lookup_csr_size, ",
-              "lookup_csr and lookup_backward (scaled: per-sample weights or mean pooling)");
-  ACCEL_CHECK(ws.scalar_type() == ScalarType::Long && ws.is_contiguous() && ws.numel() == want,
-              "csr: expected a contiguous int64 workspace of exactly lookup_csr_size = ", want, " entries (", n,
-              " ids), got ", ws.numel());
+StepLayout step_layout(int64_t n, int64_t num_tables, bool with_csr, bool scaled) {
+  StepLayout l{};
+  int64_t off = 0;
+  l.header = 8 + 8 * num_tables;  // int32 skip flag, int32 count, int64 refused[num_tables]
+  off = up256(l.header);
+  l.inverse = off; off += up256(n * 4);
+  l.bag = off; off += up256(n * 4);
+  l.utables = off; off += up256(n * 4);
+  l.ukeys = off; off += up256(n * 8);
+  l.urow = off; off += up256(n * 8);
+  l.rowp = off; off += up256(n * 8);
+  l.csr = with_csr && n > 0 ? off : -1;
+  if (l.csr >= 0) off += csr_layout(n, scaled).total;
+  l.total = off;
+  return l;
+}
+
+// int64 entries of the workspace (Python's fake kernel computes the same without a CSR; a CPU test compares).
+int64_t lookup_step_ws_size(int64_t n, int64_t num_tables, bool with_csr, bool scaled) {
+  ACCEL_CHECK(n >= 0 && num_tables >= 1, "n/num_tables: expected n >= 0 and num_tables >= 1, got ", n, " and ",
+              num_tables);
+  return step_layout(n, num_tables, with_csr, scaled).total / 8;
+}
+
+// The step's per-id and per-unique arrays inside a workspace.
+struct StepArrays {
+  int32_t *skip, *count, *inverse, *bag, *utables;
+  int64_t *refused, *urow;
+  uint64_t *ukeys, *rowp;
+  char* csr;  // null without one
+};
+
+StepArrays step_arrays(const Tensor& ws, const StepLayout& l) {
   char* b = static_cast<char*>(ws.data_ptr());
-  p.seg_keys = reinterpret_cast<int32_t*>(b + l.keys);
-  p.seg_vals = reinterpret_cast<int32_t*>(b + l.vals);
-  p.seg_start = reinterpret_cast<int32_t*>(b + l.start);
+  StepArrays a{};
+  a.skip = reinterpret_cast<int32_t*>(b);
+  a.count = reinterpret_cast<int32_t*>(b + 4);
+  a.refused = reinterpret_cast<int64_t*>(b + 8);
+  a.inverse = reinterpret_cast<int32_t*>(b + l.inverse);
+  a.bag = reinterpret_cast<int32_t*>(b + l.bag);
+  a.utables = reinterpret_cast<int32_t*>(b + l.utables);
+  a.ukeys = reinterpret_cast<uint64_t*>(b + l.ukeys);
+  a.urow = reinterpret_cast<int64_t*>(b + l.urow);
+  a.rowp = reinterpret_cast<uint64_t*>(b + l.rowp);
+  a.csr = l.csr >= 0 ? b + l.csr : nullptr;
+  return a;
+}
+
+// The CSR's inputs (dedup output, bags, weights) and its parts inside the workspace.
+void bind_csr(BackwardParams& p, const StepArrays& a, char* csr, const int64_t* offsets, int64_t num_bags,
+              const float* psw, int64_t pooling, int64_t n) {
+  const CsrLayout l = csr_layout(n, csr_scaled(psw != nullptr, pooling));
+  p.n = n;
+  p.inverse = a.inverse;
+  p.bag = a.bag;
+  p.offsets = offsets;
+  p.num_bags = num_bags;
+  p.pooling = static_cast<int>(pooling);
+  p.psw = psw;
+  p.seg_keys = reinterpret_cast<int32_t*>(csr + l.keys);
+  p.seg_vals = reinterpret_cast<int32_t*>(csr + l.vals);
+  p.seg_start = reinterpret_cast<int32_t*>(csr + l.start);
   p.seg_end = p.seg_start + (n + 1);
-  p.seg_occ = reinterpret_cast<int2_t*>(b + l.occ);
-  p.seg_scale = scaled ? reinterpret_cast<float*>(b + l.scale) : nullptr;
-  p.scan_temp = b + l.temp;
+  p.seg_occ = reinterpret_cast<int2_t*>(csr + l.occ);
+  p.seg_scale = psw != nullptr || pooling == kPoolMean ? reinterpret_cast<float*>(csr + l.scale) : nullptr;
+  p.scan_temp = csr + l.temp;
   p.scan_temp_bytes = static_cast<size_t>(l.temp_bytes);
 }
 
-// The inputs of the CSR build (what launch_segment_csr reads), checked and bound by one function for lookup_csr
-// and for lookup_backward (whose inline build and whose apply read the same fields). `ref` names the device.
-void check_csr_inputs(const Tensor& inverse, const Tensor& bag, const Tensor& offsets,
-                      const std::optional<Tensor>& psw, int64_t pooling, const Tensor& ref, const char* ref_name) {
-  check_cuda(inverse, "inverse", ref, ScalarType::Int, ref_name);
-  check_cuda(bag, "bag", ref, ScalarType::Int, ref_name);
-  check_cuda(offsets, "offsets", ref, ScalarType::Long, ref_name);
-  const int64_t n = inverse.numel();
-  ACCEL_CHECK(bag.numel() == n, "bag: expected ", n, " entries (one per id, like inverse), got ", bag.numel());
-  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries, got ", offsets.numel());
+// Joins the CSR build of the side stream when it goes out of scope (also when a launch throws), so the workspace
+// is never freed while the side stream still writes it.
+struct SideJoin {
+  void* token = nullptr;
+  void* stream = nullptr;
+  ~SideJoin() {
+    if (token) {
+      try {
+        join_side_stream(token, stream);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------- the step's forward
+// One op for a whole forward (train or eval) on the current stream: the device checks (kStepValidate; a failing
+// batch is treated as empty), the dedup, the CSR of the backward (kStepCsr; on the side stream with kStepOverlap,
+// joined before return), find_or_insert / find of every unique, the gather / pooling into the output. Returns
+// (output, workspace); the workspace goes to lookup_backward. `refused_total` (num_tables int64) is the module's
+// running count of refused inserts; this step's own count is in the workspace header.
+std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets,
+                                       std::optional<Tensor> lengths, std::optional<Tensor> psw,
+                                       Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling,
+                                       int64_t flags, int64_t max_dim, int64_t out_cols, int64_t out_kind, Tensor set,
+                                       Tensor refused_total) {
+  const int64_t T = num_tables_of(meta);
+  const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
+  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
+              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
+  accel::check_dim(ids, "ids", 1);
+  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_cuda(meta, "meta", ids, ScalarType::Long);
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  accel::check_dim(offsets, "offsets", 1);
+  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
+  check_cuda(feature_col, "feature_col", ids, ScalarType::Long);
+  check_cuda(set, "set", ids, ScalarType::Int);
+  check_cuda(refused_total, "refused_total", ids, ScalarType::Long);
+  const int64_t n = ids.numel();
+  const int64_t nb = offsets.numel() - 1;
+  ACCEL_CHECK(nb >= 1, "offsets: expected at least 2 entries, got ", offsets.numel());
+  ACCEL_CHECK(n < (int64_t(1) << 31) - 1, "ids: at most 2^31 - 2 ids per step, got ", n);
+  ACCEL_CHECK(batch > 0, "batch: expected > 0, got ", batch);
+  ACCEL_CHECK(feature_table.numel() >= 1 && feature_col.numel() == feature_table.numel(),
+              "feature_table/feature_col: expected one entry per feature (at least one), got ",
+              feature_table.numel(), " and ", feature_col.numel());
+  ACCEL_CHECK(refused_total.numel() == T, "refused_total: expected ", T, " entries (one per table), got ",
+              refused_total.numel());
   ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none), got ",
               pooling);
-  check_psw(psw, n, ref, ref_name);
+  ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= out_cols, "max_dim: expected 1..", kMaxVecDim,
+              " and <= out_cols, got ", max_dim);
+  ACCEL_CHECK(!with_csr || train, "flags: a CSR (", int64_t(kStepCsr), ") only in training");
+  const int64_t cap = std::min<int64_t>(set.numel(), dedup_set_size(n));
+  ACCEL_CHECK(set.is_contiguous() && cap >= n && reinterpret_cast<uintptr_t>(set.data_ptr()) % 16 == 0,
+              "set: expected a contiguous 16-byte aligned int32 tensor of at least ids.numel() = ", n,
+              " entries, got ", set.numel());
+  if (lengths.has_value()) {
+    check_cuda(*lengths, "lengths", ids, ScalarType::Long);
+    ACCEL_CHECK(lengths->numel() == nb, "lengths: expected ", nb, " entries (offsets has ", nb + 1, "), got ",
+                lengths->numel());
+  }
+  ACCEL_CHECK(!(flags & kStepLengthsOnly) || lengths.has_value(), "flags: lengths only, but lengths is None");
+  check_psw(psw, n, ids);
+  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
+  void* stream = accel::current_cuda_stream(ids.get_device_index());
+  const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  const StepLayout l = step_layout(n, T, with_csr, csr_scaled(pw != nullptr, pooling));
+  Tensor ws = torch::stable::new_empty(ids, {l.total / 8}, ScalarType::Long);
+  const int64_t rows = pooling == kPoolNone ? n : batch;
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
+  const StepArrays a = step_arrays(ws, l);
+  zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip flag, count, refused
+  const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
+  const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
+  if (validate) {
+    ValidateParams v{};
+    v.ids = id_ptr;
+    v.n = n;
+    v.uint64_keys = ids.scalar_type() == ScalarType::UInt64;
+    v.offsets = off_ptr;
+    v.num_bags = nb;
+    v.lengths = lengths.has_value() ? static_cast<const int64_t*>(lengths->data_ptr()) : nullptr;
+    v.lengths_only = flags & kStepLengthsOnly;
+    v.psw = pw;
+    v.bad = a.skip;
+    launch_validate(v, stream);
+  }
+  DedupParams d{};
+  d.ids = id_ptr;
+  d.offsets = off_ptr;
+  d.n = n;
+  d.num_bags = nb;
+  d.batch = batch;
+  d.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+  d.num_features = static_cast<int>(feature_table.numel());
+  d.set = static_cast<uint32_t*>(set.data_ptr());
+  d.set_capacity = cap;
+  d.bag = a.bag;
+  d.inverse = a.inverse;
+  d.ukeys = a.ukeys;
+  d.utables = a.utables;
+  d.count = a.count;
+  d.skip = validate ? a.skip : nullptr;
+  launch_dedup(d, stream);
+  SideJoin side;
+  if (a.csr) {  // the CSR needs only the dedup
+    BackwardParams c{};
+    bind_csr(c, a, a.csr, off_ptr, nb, pw, pooling, n);
+    if (flags & kStepOverlap) {
+      side.stream = stream;
+      side.token = fork_segment_csr(c, stream);
+    } else {
+      launch_segment_csr(c, stream);
+    }
+  }
+  InsertParams ip{};
+  ip.meta = meta_ptr(meta);
+  ip.num_tables = static_cast<int>(T);
+  ip.ukeys = a.ukeys;
+  ip.utables = a.utables;
+  ip.count = a.count;
+  ip.n = n;
+  ip.train = train;
+  ip.urow = a.urow;
+  ip.refused = a.refused;
+  ip.refused_total = static_cast<int64_t*>(refused_total.data_ptr());
+  ip.inverse = a.inverse;
+  ip.n_ids = n;
+  ip.rowp = a.rowp;
+  ForwardParams f{};
+  f.meta = ip.meta;
+  f.ids = id_ptr;
+  f.offsets = off_ptr;
+  f.bag = a.bag;
+  f.rowp = a.rowp;
+  f.psw = pw;
+  f.feature_table = d.feature_table;
+  f.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
+  f.n = n;
+  f.num_bags = nb;
+  f.batch = batch;
+  f.num_features = d.num_features;
+  f.pooling = static_cast<int>(pooling);
+  f.train = train;
+  f.max_dim = static_cast<int>(max_dim);
+  f.out_stride = out_cols;
+  f.out = out.data_ptr();
+  const bool vec4 = flags & kStepVec4;
+  dispatch_value(value_kind, [&](auto V) {
+    launch_insert<V.value>(ip, stream);
+    dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
+  });
+  return std::make_tuple(out, ws);
 }
 
-void bind_csr_inputs(BackwardParams& p, const Tensor& inverse, const Tensor& bag, const Tensor& offsets,
-                     const std::optional<Tensor>& psw, int64_t pooling) {
-  p.n = inverse.numel();
-  p.inverse = static_cast<const int32_t*>(inverse.data_ptr());
-  p.bag = static_cast<const int32_t*>(bag.data_ptr());
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.num_bags = offsets.numel() - 1;
-  p.pooling = static_cast<int>(pooling);
-  p.psw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
-}
-
-// int64 entries of the CSR workspace for the ids of `inverse` (only their count matters) and the scaling that
-// (psw, pooling) imply; pass the same psw and pooling to lookup_csr and lookup_backward.
-int64_t lookup_csr_size(Tensor inverse, std::optional<Tensor> psw, int64_t pooling) {
-  ACCEL_CHECK(inverse.numel() < (int64_t(1) << 31) - 1, "inverse: at most 2^31 - 2 ids per step, got ",
-              inverse.numel());
-  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none), got ",
-              pooling);
-  return csr_size(inverse.numel(), csr_scaled(psw, pooling));
-}
-
-// Builds the CSR unique -> occurrences of the segmented backward into `csr` (int64, lookup_csr_size(inverse, psw,
-// pooling) entries) from the dedup's inverse and bags alone, so the training forward can run it on a side stream
-// while the insert and the pooling run.
-void lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, std::optional<Tensor> psw, int64_t pooling, Tensor csr) {
-  check_csr_inputs(inverse, bag, offsets, psw, pooling, inverse, "inverse");
-  check_cuda(csr, "csr", inverse, ScalarType::Long, "inverse");
-  const int64_t n = inverse.numel();
-  if (n == 0) return;
-  torch::stable::accelerator::DeviceGuard guard(inverse.get_device_index());
-  BackwardParams p{};
-  bind_csr_inputs(p, inverse, bag, offsets, psw, pooling);
-  bind_csr(p, csr, n, csr_scaled(psw, pooling));
-  launch_segment_csr(p, accel::current_cuda_stream(inverse.get_device_index()));
-}
-
-// ---------------------------------------------------------------- backward + optimizer
-// seg_chunk > 0 asks for the segmented reduction (CSR entries per warp), 0 for the atomic scatter. The caller
-// decides (_batched.py::_segmented); this op only refuses a request its kernels cannot serve.
-Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse,
-                       Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, std::optional<Tensor> psw,
-                       Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling, bool vec4,
-                       int64_t max_dim, int64_t opt, Tensor lr, Tensor step, double weight_decay,
-                       bool decoupled_weight_decay, double beta1, double beta2, double eps, double max_grad_value,
-                       double max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor gsum, Tensor seg,
-                       int64_t seg_chunk, std::optional<Tensor> csr, int64_t nonfinite,
+// ---------------------------------------------------------------- the step's backward + optimizer
+// `ws` is the workspace of the step's lookup_step (same ids, offsets, psw, pooling, meta; kStepCsr in `flags` as
+// there). seg_chunk > 0 asks for the segmented reduction (CSR entries per warp), 0 for the atomic scatter; the
+// caller decides (_batched.py::_segmented), this op refuses a request its kernels cannot serve. The optimizer's
+// constants: weight_decay, beta1, beta2, eps, max_grad_value (<= 0: off), max_grad_norm (<= 0: off); lr and step
+// are device scalars (step already counts this step).
+Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws,
+                       std::optional<Tensor> psw, Tensor feature_table, Tensor feature_col, int64_t batch,
+                       int64_t pooling, int64_t flags, int64_t max_dim, int64_t opt, double weight_decay,
+                       double beta1, double beta2, double eps, double max_grad_value, double max_grad_norm, Tensor lr,
+                       Tensor step, Tensor gsum, Tensor seg, int64_t seg_chunk, int64_t nonfinite,
                        std::optional<Tensor> nonfinite_count, std::optional<Tensor> nonfinite_seen) {
-  num_tables_of(meta);
+  const int64_t T = num_tables_of(meta);
+  const bool vec4 = flags & kStepVec4, psw_grad = flags & kStepPswGrad, direct = flags & kStepDirect;
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(grad, "grad", ids, ScalarType::Float);
-  check_csr_inputs(inverse, bag, offsets, psw, pooling, ids, "ids");
-  check_cuda(utables, "utables", ids, ScalarType::Int);
-  check_cuda(rowp, "rowp", ids, ScalarType::Long);
-  check_cuda(count, "count", ids, ScalarType::Int);
-  check_cuda(urow, "urow", ids, ScalarType::Long);
+  check_cuda(offsets, "offsets", ids, ScalarType::Long);
+  check_cuda(ws, "ws", ids, ScalarType::Long);
   check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
   check_cuda(feature_col, "feature_col", ids, ScalarType::Long);
   check_cuda(lr, "lr", ids, ScalarType::Float);
   check_cuda(step, "step", ids, ScalarType::Float);
+  check_psw(psw, ids.numel(), ids);
   const int64_t n = ids.numel();
-  ACCEL_CHECK(inverse.numel() == n && bag.numel() == n && rowp.numel() == n && urow.numel() == n &&
-                  utables.numel() == n,
-              "backward index tensors: expected ", n, " entries");
+  ACCEL_CHECK(offsets.numel() >= 2, "offsets: expected at least 2 entries, got ", offsets.numel());
+  ACCEL_CHECK(pooling >= kPoolSum && pooling <= kPoolNone, "pooling: expected 0 (sum), 1 (mean) or 2 (none), got ",
+              pooling);
+  const bool scaled = csr_scaled(psw.has_value(), pooling);
+  const bool has_csr = flags & kStepCsr;
+  const StepLayout l = step_layout(n, T, has_csr, scaled);
+  ACCEL_CHECK(ws.numel() != step_layout(n, T, has_csr, !scaled).total / 8 || n == 0 || !has_csr, "ws: expected ",
+              l.total / 8, " int64 entries (lookup_step_ws_size of ", n, " ids, ", scaled ? "scaled" : "unscaled",
+              " CSR), got ", ws.numel(), ": the size of a CSR ", scaled ? "without" : "with",
+              " per-entry scales; psw/pooling must be the same in lookup_step and lookup_backward (scaled: ",
+              "per-sample weights or mean pooling)");
+  ACCEL_CHECK(ws.numel() == l.total / 8, "ws: expected the workspace of lookup_step for these ids (",
+              l.total / 8, " int64 entries ", has_csr ? "with" : "without", " a CSR), got ", ws.numel());
   ACCEL_CHECK(grad.dim() == 2, "grad: expected a 2-d tensor, got shape ", accel::shape_str(grad));
   ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= grad.size(1), "max_dim: expected 1..", kMaxVecDim,
               " and <= grad.size(1), got ", max_dim);
@@ -417,7 +514,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
     ACCEL_CHECK(nonfinite_seen->numel() == 1, "nonfinite_seen: expected 1 entry, got ", nonfinite_seen->numel());
   }
   ACCEL_CHECK(opt >= kSgd && opt <= kAdam, "opt: expected 0..3, got ", opt);
-  ACCEL_CHECK(!psw_grad || psw.has_value(), "psw_grad: needs per_sample_weights");
+  ACCEL_CHECK(!psw_grad || psw.has_value(), "flags: psw_grad needs per_sample_weights");
   ACCEL_CHECK(seg_chunk >= 0 && seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 0 (atomic scatter) or ",
               "1..2^20 (segmented), got ", seg_chunk);
   const bool segmented = seg_chunk > 0;
@@ -447,21 +544,28 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
     ACCEL_CHECK(seg.numel() >= n + 1, "seg: expected a zeroed int32 buffer of >= ids.numel() + 1 = ", n + 1,
                 " entries, got ", seg.numel());
   } else {
-    ACCEL_CHECK(!csr.has_value(), "csr: expected None with seg_chunk = 0 (the atomic scatter builds no CSR), got ",
-                "a workspace");
+    ACCEL_CHECK(!has_csr, "flags: a CSR in the workspace (", int64_t(kStepCsr), ") with seg_chunk = 0 (the atomic ",
+                "scatter reads none)");
   }
-  if (csr.has_value()) check_cuda(*csr, "csr", ids, ScalarType::Long);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
   Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
+  const StepArrays a = step_arrays(ws, l);
+  const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   BackwardParams p{};
-  bind_csr_inputs(p, inverse, bag, offsets, psw, pooling);
+  p.n = n;
+  p.inverse = a.inverse;
+  p.bag = a.bag;
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.num_bags = offsets.numel() - 1;
+  p.pooling = static_cast<int>(pooling);
+  p.psw = pw;
   p.meta = meta_ptr(meta);
   p.grad = static_cast<const float*>(grad.data_ptr());
-  p.rowp = static_cast<const uint64_t*>(rowp.data_ptr());
-  p.count = static_cast<const int32_t*>(count.data_ptr());
-  p.urow = static_cast<const int64_t*>(urow.data_ptr());
-  p.utables = static_cast<const int32_t*>(utables.data_ptr());
+  p.rowp = a.rowp;
+  p.count = a.count;
+  p.urow = a.urow;
+  p.utables = a.utables;
   p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
   p.feature_col = static_cast<const int64_t*>(feature_col.data_ptr());
   p.batch = batch;
@@ -470,11 +574,11 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.max_dim = static_cast<int>(max_dim);
   p.opt = static_cast<int>(opt);
   p.direct = direct;
-  p.aggregate = aggregate;
+  p.aggregate = flags & kStepAggregate;
   p.lr = static_cast<const float*>(lr.data_ptr());
   p.step = static_cast<const float*>(step.data_ptr());
   p.weight_decay = static_cast<float>(weight_decay);
-  p.decoupled_weight_decay = decoupled_weight_decay;
+  p.decoupled_weight_decay = flags & kStepDecoupledWd;
   p.beta1 = beta1;
   p.beta2 = beta2;
   p.eps = static_cast<float>(eps);
@@ -487,17 +591,18 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.ids = static_cast<const uint64_t*>(ids.data_ptr());
   p.gsum = static_cast<float*>(gsum.data_ptr());
   p.gsum_stride = gsum.size(1);
-  // the CSR of the segmented path: built by lookup_csr (the forward's side stream) when `csr` is given, else here
-  // into a per-step workspace (the caching allocator / the graph's pool)
-  Tensor csr_ws;
   void* stream = accel::current_cuda_stream(ids.get_device_index());
+  Tensor csr_ws;  // the CSR built here when the forward built none (a compiled step, a capture that asked none)
   if (segmented && n > 0) {
-    const bool scaled = csr_scaled(psw, pooling);
-    csr_ws = csr.has_value() ? *csr : torch::stable::new_empty(ids, {csr_size(n, scaled)}, ScalarType::Long);
+    char* csr = a.csr;
+    if (!csr) {
+      csr_ws = torch::stable::new_empty(ids, {csr_layout(n, scaled).total / 8}, ScalarType::Long);
+      csr = static_cast<char*>(csr_ws.data_ptr());
+    }
+    bind_csr(p, a, csr, p.offsets, p.num_bags, pw, pooling, n);
     p.seg_chunk = static_cast<int>(seg_chunk);
     p.seg_done = static_cast<int32_t*>(seg.data_ptr());
-    bind_csr(p, csr_ws, n, scaled);
-    if (!csr.has_value()) launch_segment_csr(p, stream);
+    if (!a.csr) launch_segment_csr(p, stream);
   }
   dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
   if (nonfinite == kNonFiniteRaise)
@@ -519,39 +624,31 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("report_nonfinite(Tensor counts, Tensor(a!) seen) -> ()");
   m.def("clear_device_error(int device) -> ()");
   m.def(
-      "lookup_insert(Tensor(a!) meta, int value_kind, Tensor ukeys, Tensor utables, Tensor count, Tensor inverse, "
-      "bool train) -> (Tensor, Tensor, Tensor)");
+      "lookup_step(Tensor(a!) meta, int value_kind, Tensor ids, Tensor offsets, Tensor? lengths, Tensor? psw, "
+      "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
+      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total) -> (Tensor, Tensor)");
   m.def(
-      "lookup_forward(Tensor meta, int value_kind, Tensor ids, Tensor offsets, Tensor bag, Tensor rowp, "
-      "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, bool train, int max_dim, "
-      "int out_cols, int out_kind, bool vec4) -> Tensor");
-  m.def(
-      "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor inverse, "
-      "Tensor bag, Tensor rowp, Tensor count, Tensor urow, Tensor utables, Tensor? psw, Tensor feature_table, "
-      "Tensor feature_col, int batch, int pooling, bool vec4, int max_dim, int opt, Tensor lr, Tensor step, "
-      "float weight_decay, bool decoupled_weight_decay, float beta1, float beta2, float eps, "
-      "float max_grad_value, float max_grad_norm, bool psw_grad, bool direct, bool aggregate, Tensor(b!) gsum, "
-      "Tensor(c!) seg, int seg_chunk, Tensor? csr=None, int nonfinite=0, Tensor(d!)? nonfinite_count=None, "
-      "Tensor(e!)? nonfinite_seen=None) -> Tensor");
-  m.def("lookup_csr_size(Tensor inverse, Tensor? psw, int pooling) -> int");
+      "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
+      "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "
+      "int opt, float weight_decay, float beta1, float beta2, float eps, float max_grad_value, "
+      "float max_grad_norm, Tensor lr, Tensor step, Tensor(b!) gsum, Tensor(c!) seg, int seg_chunk, "
+      "int nonfinite=0, Tensor(d!)? nonfinite_count=None, Tensor(e!)? nonfinite_seen=None) -> Tensor");
+  m.def("lookup_step_ws_size(int n, int num_tables, bool with_csr, bool scaled) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
-  m.def("lookup_csr(Tensor inverse, Tensor bag, Tensor offsets, Tensor? psw, int pooling, Tensor(a!) csr) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("lookup_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_dedup));
   m.impl("lookup_validate", TORCH_BOX(&dynamicemb::lookup::lookup_validate));
   m.impl("report_nonfinite", TORCH_BOX(&dynamicemb::lookup::report_nonfinite));
-  m.impl("lookup_insert", TORCH_BOX(&dynamicemb::lookup::lookup_insert));
-  m.impl("lookup_forward", TORCH_BOX(&dynamicemb::lookup::lookup_forward));
+  m.impl("lookup_step", TORCH_BOX(&dynamicemb::lookup::lookup_step));
   m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
-  m.impl("lookup_csr", TORCH_BOX(&dynamicemb::lookup::lookup_csr));
-  m.impl("lookup_csr_size", TORCH_BOX(&dynamicemb::lookup::lookup_csr_size));
 }
 
 // No tensor argument to dispatch on: CompositeExplicitAutograd serves every backend (and CPU-only torch).
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
+  m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
 }
