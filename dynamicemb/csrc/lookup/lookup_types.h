@@ -17,7 +17,7 @@
 //            row loads in flight per lane; each lane finds its id's bag once per round (binary search over the
 //            lanes' bag ends).
 //   backward segmented reduction (segment_kernels.cu): a stable radix sort of the occurrences by unique gives the
-//            CSR unique -> occurrences (lookup_csr: the training forward builds it on a side stream while the
+//            CSR unique -> occurrences (lookup_step: the training forward builds it on a side stream while the
 //            insert runs); one warp sums 128 consecutive CSR entries' bag gradients in registers
 //            and applies the optimizer to [embedding | state] once per whole segment (plain loads and stores);
 //            segments cut by warp boundaries (hot ids) add their pieces atomically (fp32 SGD: into the row;

@@ -21,7 +21,7 @@
 // so concurrent warps read the bag gradients of nearby bags (L2 reuse; singletons read them in stream order).
 // Results are deterministic except for the rows of segments cut by warp boundaries (their pieces add in
 // arrival order). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
-// runs it on a side stream (op lookup_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
+// runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
 // are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
 // with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
