@@ -5,6 +5,12 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     (hbm_rows=0) against all-HBM; "PCIe MB" is what must cross the bus (rows read + rows written, row bytes =
     dim x 4), "GB/s" that over the op time and "% bw" its fraction of the pinned host<->device bandwidth measured
     here (a pinned 256 MB copy each way, averaged).
+(a2) the same ops at HierarchicalKV's hybrid benchmark config (HKV quotes, H200: dim 64 fp32, capacity 128M,
+    half the rows (16 GB) in HBM and half in host memory, load factor 0.5, 1M keys per op; billion KV/s: find
+    0.199, find_or_insert 0.158, insert_or_assign 0.159, assign 0.195): a HybridTable of --hkv-capacity slots
+    with hbm_rows = capacity / 2, filled to load factor 0.5 with uniform random keys, then each op on 1M of the
+    stored keys (all hits). The PCIe bound: the host half of the rows crosses the bus once per op (read for
+    find/find_or_insert, written for insert_or_assign/assign), so at most bw / (row bytes / 2) keys/s.
 (b) train step (NVIDIA's published config): 10 tables, 104,857 ids per table per step, D=128 fp32, power law
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
     HBM cache (host store), with and without ``prefetch`` of the next batch; ms per step (wall clock, the caching
@@ -14,6 +20,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
+        [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
 Skips (exit 0) without a GPU.
 """
 
@@ -105,6 +112,42 @@ def bench_hybrid(quick, bw):
     return rows
 
 
+HKV_QUOTE = {"find": 0.199, "find_or_insert": 0.158, "insert_or_assign": 0.159, "assign": 0.195}
+
+
+def bench_hkv(cap, bw, n=1 << 20):
+    """HKV's hybrid config: dim 64 fp32, hbm_rows = cap / 2, load factor 0.5, n stored keys per op."""
+    dim = 64
+    rb = dim * 4
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    stored = torch.unique(torch.randint(0, 1 << 62, (cap // 2,), device="cuda", generator=gen))
+    rows = []
+    for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
+                     ("hybrid (half the rows in host)", lambda: HybridTable(cap, dim, device="cuda",
+                                                                             hbm_rows=cap // 2))):
+        t = mk()
+        for off in range(0, stored.numel(), 1 << 22):
+            k = stored[off:off + (1 << 22)]
+            t.find_or_insert(k)
+        lf = t.load_factor()
+        keys = stored[torch.randint(0, stored.numel(), (n,), device="cuda", generator=gen)]
+        keys = torch.unique(keys)  # unique keys per op, as HKV's benchmark
+        keys = keys[torch.randperm(keys.numel(), device="cuda", generator=gen)]
+        vals = torch.randn(keys.numel(), dim, device="cuda")
+        for op, fn in (("find", lambda: t.find(keys)),
+                       ("find_or_insert", lambda: t.find_or_insert(keys)),
+                       ("insert_or_assign", lambda: t.insert_or_assign(keys, vals)),
+                       ("assign", lambda: t.assign(keys, vals))):
+            ms = cuda_ms(fn)
+            bkv = keys.numel() / ms / 1e6
+            host = name != "all-HBM"
+            bound = bw * 1e9 / (rb / 2) / 1e9 if host else float("nan")
+            rows.append((name, op, keys.numel(), lf, ms, bkv, HKV_QUOTE[op], bound))
+        del t
+        torch.cuda.empty_cache()
+    return rows
+
+
 def make_module(T, dim, rows_per_table, opt, storage, frac):
     kw = {}
     if storage == "caching":
@@ -113,11 +156,10 @@ def make_module(T, dim, rows_per_table, opt, storage, frac):
     return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
 
 
-def bench_step(quick, warmup):
-    T, B, dim = (10, 104857, 128)
-    rows_per_table = (1 << 17) if quick else (1 << 20)
-    if quick:
-        B = 16384
+def bench_step(quick, warmup, rows_per_table=None, B=None):
+    T, dim = 10, 128
+    rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
+    B = B or (16384 if quick else 104857)
     gen = torch.Generator().manual_seed(1)
     batches = []
     for _ in range(4):
@@ -154,15 +196,17 @@ def bench_step(quick, warmup):
                 out.append((opt_name, name, ms, ""))
             except Exception as e:  # noqa: BLE001
                 out.append((opt_name, name, float("nan"), f"{type(e).__name__}: {str(e)[:60]}"))
+            print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
             del m
             torch.cuda.empty_cache()
     return out, (T, B, dim, rows_per_table)
 
 
-def bench_disk(quick):
+def bench_disk(quick, n_rows=None):
     from dynamicemb._storage import DiskStore
 
-    n_rows, dim, n_find = ((200_000, 128, 50_000) if quick else (4_000_000, 128, 500_000))
+    n_rows = n_rows or (200_000 if quick else 4_000_000)
+    dim, n_find = 128, min(n_rows, 50_000 if quick else 500_000)
     d = tempfile.mkdtemp(prefix="dynamicemb_disk_bench_")
     try:
         s = DiskStore(os.path.join(d, "s"), torch.int64, dim, torch.float32)
@@ -193,7 +237,11 @@ def main():
     ap.add_argument("--results", help="append the markdown to this file")
     ap.add_argument("--plot", default=None, help="PNG of the train-step times")
     ap.add_argument("--warmup", type=int, default=None)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: hybrid,step,disk")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: hybrid,hkv,step,disk")
+    ap.add_argument("--hkv-capacity", type=int, default=None, help="slots of (a2) (default 128M; --quick 16M)")
+    ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
+    ap.add_argument("--step-batch", type=int, default=None, help="ids per table per step of (b) (default 104857)")
+    ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")
@@ -211,16 +259,27 @@ def main():
         for r in bench_hybrid(a.quick, bw):
             md.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.0f} |")
         md.append("")
+    if "hkv" not in skip:
+        cap = a.hkv_capacity or ((1 << 24) if a.quick else (1 << 27))
+        md += [f"### (a2) HierarchicalKV's hybrid config: dim 64 fp32, capacity {cap}, hbm_rows = capacity / 2, "
+               f"1M-key batches of stored keys (billion KV/s)", "",
+               "| table | op | keys | load factor | ms | billion KV/s | HKV quoted (H200) | PCIe bound | % of bound |",
+               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in bench_hkv(cap, bw):
+            pct = f"{100 * r[5] / r[7]:.0f}" if r[7] == r[7] else ""
+            bound = f"{r[7]:.3f}" if r[7] == r[7] else ""
+            md.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.2f} | {r[4]:.3f} | {r[5]:.3f} | {r[6]} | {bound} | {pct} |")
+        md.append("")
     step_rows = None
     if "step" not in skip:
-        step_rows, (T, B, dim, R) = bench_step(a.quick, warmup)
+        step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch)
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
                f"pooling none (ms per step, wall clock)", "", "| optimizer | storage | ms | note |", "|---|---|---:|---|"]
         for o, n, ms, note in step_rows:
             md.append(f"| {o} | {n} | {ms:.2f} | {note} |")
         md.append("")
     if "disk" not in skip:
-        rows, dim = bench_disk(a.quick)
+        rows, dim = bench_disk(a.quick, a.disk_rows)
         md += [f"### (c) disk store (RocksDB via rocksdict), rows of D={dim} fp32", "", "| op | rows | rows/s |",
                "|---|---:|---:|"]
         md += [f"| {n} | {k} | {r:,.0f} |" for n, k, r in rows]

@@ -46,6 +46,7 @@ import torch
 
 from ._caching import CachedTable
 from ._hash import fmix64_tensor
+from ._hybrid import HybridTable
 from ._table import _NUM_COUNTERS, ScoredHashTable, slot_integrity_errors
 
 __all__ = ["module_meta", "save_tables", "load_tables", "dump", "load", "CHECKPOINT_VERSION"]
@@ -131,7 +132,12 @@ def _all_tables(m):
 
 
 def _blank_like(table: ScoredHashTable, capacity: int) -> ScoredHashTable:
-    """An empty table configured like ``table`` (built aside, swapped in once a load has fully succeeded)."""
+    """An empty table configured like ``table`` (built aside, swapped in once a load has fully succeeded). A
+    hybrid table stays hybrid, with its own capacity and HBM rows (it does not grow)."""
+    if isinstance(table, HybridTable):
+        return HybridTable(table.capacity(), table.value_dim, table.value_dtype, table.key_dtype,
+                           table.bucket_capacity, table.score_policy, initializer=table.initializer,
+                           device=table.device, hbm_rows=table.hbm_rows)
     return ScoredHashTable(capacity, table.value_dim, table.value_dtype, table.key_dtype, table.bucket_capacity,
                            table.score_policy, max_capacity=table.max_capacity, initializer=table.initializer,
                            device=table.device, check_keys=table.check_keys)
@@ -624,7 +630,7 @@ def _place(t: ScoredHashTable, keys, values, scores, slots, count: int) -> list:
     t.keys.view(torch.int64)[s] = k
     t.digests[s] = ((fmix64_tensor(k) >> 32) & 0xFF).to(torch.uint8)
     t.scores[s] = scores.to(dev)
-    t.values[s] = values.to(dev)
+    t._write_rows(s, values.to(dev))
     t.counters[1] = count
     return slot_integrity_errors(t.keys, t.digests, count, t.bucket_capacity)
 
@@ -646,8 +652,9 @@ def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: 
     if incremental and not overlay:
         keys, values, scores, slots, count = _live_rows(path, stem, gen, info, old, keys, values)
     # (slots -1: a caching table's dump, re-inserted below)
-    if (not overlay and slots is not None and info["capacity"] <= old.max_capacity
-            and (count == 0 or int(slots.min()) >= 0)):
+    # recorded slots fit a table of the dump's capacity (a hybrid table keeps its own: only that one)
+    fits = info["capacity"] == old.capacity() if isinstance(old, HybridTable) else info["capacity"] <= old.max_capacity
+    if not overlay and slots is not None and fits and (count == 0 or int(slots.min()) >= 0):
         t = _blank_like(old, info["capacity"])
         t.set_epoch(info["epoch"])
         errs = _place(t, keys, values, scores, slots, count)

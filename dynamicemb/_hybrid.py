@@ -81,6 +81,24 @@ class HybridTable(ScoredHashTable):
         s["values"].copy_(values[: self.hbm_rows])
         s["values_host"].copy_(values[self.hbm_rows:])
 
+    def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
+        if not self.split:
+            return super()._read_rows(slots)
+        host = slots >= self.hbm_rows
+        out = torch.empty(slots.numel(), self.value_dim, dtype=self.value_dtype, device=self.device)
+        out[~host] = self.values[slots[~host]]
+        hs = (slots[host] - self.hbm_rows).cpu()  # a blocking copy: the stream's kernels finished their writes
+        out[host] = self.values_host[hs].to(self.device)
+        return out
+
+    def _write_rows(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
+        if not self.split:
+            return super()._write_rows(slots, rows)
+        host = slots >= self.hbm_rows
+        self.values[slots[~host]] = rows[~host]
+        hs = (slots[host] - self.hbm_rows).cpu()  # blocking: no kernel queued before still reads these rows
+        self.values_host[hs] = rows[host].cpu()
+
     def reserve(self, capacity: int) -> torch.Tensor:
         """A hybrid table keeps its capacity; returns zero stats."""
         return torch.zeros(5, dtype=torch.int64, device=self.device)

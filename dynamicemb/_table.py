@@ -371,15 +371,25 @@ class ScoredHashTable:
         b = torch.unique(_bucket_of_hash(fmix64_tensor(keys.view(torch.int64)), nb))
         idx = (b[:, None] * self.bucket_capacity + torch.arange(self.bucket_capacity, device=self.device)).reshape(-1)
         keys = self.keys.view(torch.int64)  # (uint64 has no CUDA indexing kernels)
-        return (self.keys.data_ptr(), idx, keys[idx], self.digests[idx], self.scores[idx], self.values[idx],
+        return (self.keys.data_ptr(), idx, keys[idx], self.digests[idx], self.scores[idx], self._read_rows(idx),
                 self.counters.clone())
 
     @_locked
     def _restore_buckets(self, snap):
         ptr, idx, k, d, s, v, c = snap
         assert ptr == self.keys.data_ptr(), "the table reallocated since its snapshot"
-        self.keys.view(torch.int64)[idx], self.digests[idx], self.scores[idx], self.values[idx] = k, d, s, v
+        self.keys.view(torch.int64)[idx], self.digests[idx], self.scores[idx] = k, d, s
+        self._write_rows(idx, v)
         self.counters.copy_(c)
+
+    def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
+        """(n, dim) copies of the rows of ``slots`` (int64 on the table's device; a hybrid table reads both
+        buffers). Host-side helper for snapshots and checkpoints, not for steps."""
+        return self.values[slots]
+
+    def _write_rows(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
+        """Writes ``rows`` (n, dim) into the rows of ``slots`` (see ``_read_rows``)."""
+        self.values[slots] = rows
 
     def _values_host(self) -> Optional[torch.Tensor]:
         """The pinned host rows of a hybrid table (passed to the ops after their own arguments), else None."""
@@ -704,14 +714,14 @@ class ScoredHashTable:
         """Removes keys (missing ones are ignored). Returns (1,) int64 device tensor: keys erased."""
         self._check_keys(keys)
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
-        _ops().table_erase(*self._table_args(), keys, 0, count)
+        _ops().table_erase(*self._table_args(), keys, 0, count, self._values_host())
         return count
 
     @_locked
     def erase_if(self, threshold: int) -> torch.Tensor:
         """Removes every key whose score (unsigned) is < ``threshold``. Returns (1,) int64 device count."""
         count = torch.zeros(1, dtype=torch.int64, device=self.device)
-        _ops().table_erase(*self._table_args(), None, _to_i64(threshold), count)
+        _ops().table_erase(*self._table_args(), None, _to_i64(threshold), count, self._values_host())
         return count
 
     @_locked

@@ -1,5 +1,7 @@
 """Shared helpers of the storage-tier tests (test_storage_cpu.py, test_storage_gpu.py)."""
 
+import contextlib
+
 import torch
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
@@ -62,3 +64,87 @@ def assert_same(a, b):
 
 def disk(tmp_path, tag=""):
     return (str(tmp_path / f"s0{tag}"), str(tmp_path / f"s1{tag}"))
+
+
+@contextlib.contextmanager
+def deterministic():
+    """torch.use_deterministic_algorithms for a block (warn_only: an op without a deterministic kernel warns)."""
+    prev, prev_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(prev, warn_only=prev_warn)
+
+
+def _slots(t):
+    """Every slot of a table (keys, digests, scores, size counter, rows): a hybrid table's rows from both buffers."""
+    v = t.all_values() if hasattr(t, "all_values") else t.values
+    return (t.keys.view(torch.int64).cpu(), t.digests.cpu(), t.scores.cpu(), t.counters[:2].cpu(), v.cpu())
+
+
+def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
+    """Runs one sequence of every table op on an all-HBM table and a HybridTable of ``hbm_rows`` HBM rows (16
+    buckets of 16 slots, keys from a pool of 600, so buckets fill and evict) and asserts equal results and equal
+    slots after each op. Each op's batch holds at most one key per bucket: a GPU table then has no choice that
+    thread order could decide, so the two tables must agree bit for bit."""
+    import zlib
+
+    from dynamicemb._hybrid import HybridTable
+    from dynamicemb._table import ScoredHashTable, TableInitializer
+    from table_helpers import key_tensor, one_per_bucket
+
+    nb, bc, dim = 16, 16, 8
+    init = TableInitializer("uniform", low=-1.0, high=1.0, seed=5)
+    kw = dict(bucket_capacity=bc, score_policy=policy, initializer=init, device=device)
+    a = ScoredHashTable(nb * bc, dim, **kw)
+    b = HybridTable(nb * bc, dim, hbm_rows=hbm_rows, **kw)
+    if device != "cpu":
+        assert (b.values_host is not None) == (hbm_rows < nb * bc)
+    g = torch.Generator().manual_seed(zlib.crc32(f"{hbm_rows}{policy}{seed}".encode()))
+    pool = torch.randint(1, 1 << 62, (600,), generator=g).tolist()
+    ops = ["find_or_insert", "insert_or_assign", "insert_and_evict", "find_or_insert_slots", "assign",
+           "accum_or_assign", "assign_scores", "erase"]
+    for i in range(steps):
+        idx = torch.randint(0, len(pool), (4 * nb,), generator=g).tolist()
+        keys = key_tensor(one_per_bucket([pool[j] for j in idx], nb), torch.int64, device)
+        n = keys.numel()
+        vals = torch.randn(n, dim, generator=g).to(device)
+        sc = torch.randint(1, 100, (n,), generator=g).to(device) if policy == "lfu" else None
+        flags = (torch.rand(n, generator=g) < 0.5).to(device)
+        op = ops[i % len(ops)] if i >= 16 else ops[i % 3]  # fill the table first
+        res = []
+        for t in (a, b):
+            if op == "find_or_insert":
+                r = t.find_or_insert(keys, sc)
+                res.append((r.values, r.found, r.stats))
+            elif op == "insert_or_assign":
+                res.append((t.insert_or_assign(keys, vals, sc),))
+            elif op == "insert_and_evict":
+                r = t.insert_and_evict(keys, vals, sc)
+                m = int(r.num_evicted)
+                o = torch.argsort(r.evicted_keys[:m].view(torch.int64))
+                res.append((r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats))
+            elif op == "find_or_insert_slots":
+                r = t.find_or_insert_slots(keys, sc)
+                res.append((r.slots, r.found, r.stats))
+            elif op == "assign":
+                res.append((t.assign(keys, vals),))
+            elif op == "accum_or_assign":
+                res.append((t.accum_or_assign(keys, vals, flags, sc),))
+            elif op == "assign_scores":
+                res.append((t.assign_scores(keys, sc),))
+            else:
+                res.append((t.erase(keys[: n // 4]),))
+            f = t.find(key_tensor(pool, torch.int64, device), return_scores=True, default=-3.0)
+            res[-1] += (f.values, f.found, torch.where(f.found, f.scores, 0))
+        for x, y in zip(*res):
+            assert torch.equal(x.cpu(), y.cpu()), f"step {i}: {op}"
+        for x, y in zip(_slots(a), _slots(b)):
+            assert torch.equal(x, y), f"step {i}: {op} (slots)"
+    assert a.size() > nb * bc // 2  # the table filled up (evictions ran)
+    sd = b.state_dict()
+    c = HybridTable(nb * bc, dim, hbm_rows=hbm_rows, **kw)
+    c.load_state_dict(sd)
+    for x, y in zip(_slots(a), _slots(c)):
+        assert torch.equal(x, y)

@@ -138,6 +138,10 @@ def test_checkpoints_every_mode(mode, tmp_path):
         "hybrid" else make("hybrid")
     m3.load(str(tmp_path / "full_ref"))
     assert_same(ref, m3)
+    if mode == "hybrid":  # a load keeps the storage mode (it built all-HBM tables before)
+        from dynamicemb._hybrid import HybridTable
+
+        assert all(isinstance(t, HybridTable) for t in m2.tables + m3.tables)
     for ids, off, w in data[5:]:
         step(ref, ids, off, w), step(m, ids, off, w)
     m.dump(str(tmp_path / "inc"), score_threshold=clock)
@@ -276,3 +280,13 @@ def test_host_store_interface():
     assert r.found.tolist() == [True, False, True] and r.scores[[0, 2]].tolist() == [5, 7]
     assert s.size() == 2 and sum(k.numel() for k, _, _ in s.export_batches(16)) == 2
     assert sum(k.numel() for k, _, _ in s.export_batches(16, threshold=6)) == 1
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+@pytest.mark.parametrize("hbm_rows", [0, 96, 256])
+def test_hybrid_table_ops_equal_hbm_cpu(hbm_rows, policy):
+    # The CPU twin of test_storage_gpu.py's test (the CPU hybrid table keeps one buffer): checks the op sequence
+    # itself, so a change that breaks the comparison shows in CI before it reaches the GPU run.
+    from storage_helpers import table_ops_agree
+
+    table_ops_agree("cpu", hbm_rows, policy)

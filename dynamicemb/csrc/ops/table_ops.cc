@@ -228,8 +228,8 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
 }
 
 void table_erase(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
-                 OptTensor keys, int64_t threshold, Tensor stats) {
-  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity);
+                 OptTensor keys, int64_t threshold, Tensor stats, OptTensor tvh) {
+  Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);  // rows untouched; tvh: the hybrid layout
   EraseParams p{};
   p.t = t.ref;
   if (keys.has_value()) {
@@ -317,7 +317,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "
-      "Tensor(d!) stats) -> ()");
+      "Tensor(d!) stats, Tensor? table_values_host=None) -> ()");
   m.def(
       "table_export(Tensor table_keys, Tensor table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor table_counters, int bucket_capacity, int offset, int n, bool use_threshold, "
