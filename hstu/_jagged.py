@@ -214,17 +214,18 @@ def jagged_to_padded(values: torch.Tensor, offsets: torch.Tensor, max_len: int,
     if not isinstance(max_len, int) or max_len < 0:
         _err("max_len", "an int >= 0", max_len)
     B = offsets.shape[0] - 1
-    off = offsets.long()
-    pos = torch.arange(max_len, device=values.device)
-    idx = off[:-1, None] + pos[None, :]  # (B, max_len)
-    valid = pos[None, :] < (off[1:] - off[:-1])[:, None]
-    idx = torch.where(valid, idx, torch.zeros_like(idx)).clamp_(max=max(values.shape[0] - 1, 0))
-    if values.shape[0] == 0:
+    total = values.shape[0]
+    if total == 0 or B == 0:
         return values.new_full((B, max_len) + tuple(values.shape[1:]), padding_value)
-    out = values[idx.reshape(-1)].reshape((B, max_len) + tuple(values.shape[1:]))
-    shape = (B, max_len) + (1,) * (values.dim() - 1)
-    return torch.where(valid.reshape(shape), out, torch.full((), padding_value, dtype=values.dtype,
-                                                              device=values.device))
+    # A scatter of the rows (index_copy), not a gather with the padding pointing at one row: the gather's backward
+    # accumulates every padding position into that row serially (it dominated the dense attention's train step).
+    off = offsets.long()
+    seg = _segment_ids(offsets, total)
+    pos = torch.arange(total, device=values.device) - off[seg]
+    keep = (pos >= 0) & (pos < torch.clamp(off[1:] - off[:-1], max=max_len)[seg])
+    flat = torch.where(keep, seg * max_len + pos, torch.full_like(pos, B * max_len))  # others: a dropped row
+    out = values.new_full((B * max_len + 1,) + tuple(values.shape[1:]), padding_value)
+    return out.index_copy(0, flat, values)[:-1].reshape((B, max_len) + tuple(values.shape[1:]))
 
 
 def padded_to_jagged(padded: torch.Tensor, offsets: torch.Tensor, total: int) -> torch.Tensor:

@@ -197,7 +197,10 @@ class RelativeBucketedBias(nn.Module):
             ts = (ts - ts[:, :1]).to(torch.float32)
             gap = (ts.unsqueeze(2) - ts.unsqueeze(1)).abs()
             bucket = (torch.log1p(gap) / math.log(self.time_bucket_base)).floor().clamp(0, self.num_time_buckets - 1)
-            rab = rab + self.time_weight[:, bucket.long()].permute(1, 0, 2, 3)
+            # an embedding lookup, not time_weight[:, bucket]: the indexing's backward accumulates the B * L * L
+            # gradients of each of the few buckets serially (seconds at B 128, L 512); embedding's backward is a
+            # segmented reduction over the sorted indices
+            rab = rab + F.embedding(bucket.long(), self.time_weight.t()).permute(0, 3, 1, 2)
         return rab
 
     def extra_repr(self):

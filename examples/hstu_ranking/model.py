@@ -28,7 +28,7 @@ class ModelConfig:
     max_attn_len: int = -1        # -1: causal; > 0: causal local window (left) of that many positions
     mask_convention: str = "nvidia"
     time_buckets: int = 16        # 0: position bias only
-    max_distance: int = 256       # relative position buckets
+    max_distance: int = 256       # relative position buckets; 0: no relative bias at all (position or time)
     user_capacity: int = 1 << 12  # table slots (a multiple of 128); a full table evicts by score (LRU)
     item_capacity: int = 1 << 14
     emb_lr: float = 0.01
@@ -65,7 +65,8 @@ class DenseTower(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        bias = hstu_attn.RelativeBucketedBias(1, cfg.max_distance, cfg.time_buckets)
+        bias = (hstu_attn.RelativeBucketedBias(1, cfg.max_distance, cfg.time_buckets) if cfg.max_distance > 0
+                else None)
         self.stack = hstu_attn.HSTUStack(
             cfg.layers, cfg.dim, cfg.heads, cfg.head_dim, dropout=cfg.dropout,
             window_size=(cfg.max_attn_len, 0), scaling_seqlen=cfg.max_seqlen, mask_convention=cfg.mask_convention,
