@@ -1,6 +1,6 @@
-"""Writes wgmma.cuh: inline-PTX wrappers for the wgmma shapes the sm90 HSTU kernels use.
+"""Writes wgmma_sm90.cuh: inline-PTX wrappers for the wgmma shapes the sm90 HSTU kernels use.
 
-    python3 tools/codegen/gen_wgmma.py > hstu/csrc/sm90/wgmma.cuh
+    python3 tools/codegen/gen_wgmma.py > hstu/csrc/sm90/wgmma_sm90.cuh
 
 m64nNk16, f32 accumulators, A and B f16 or bf16. SS: A and B from shared-memory descriptors (both K-major).
 RS: A from registers (4 x b32 per thread, the mma.sync m16n8k16 A-fragment layout per warp), B from a

@@ -6,22 +6,15 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_schedule.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_traits.cuh"
 
 namespace hstu {
 namespace sm90 {
-
-__device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float c, float d, bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(addr),
-      "f"(a), "f"(b), "f"(c), "f"(d), "r"(static_cast<int>(pred))
-      : "memory");
-}
 
 // D = 256: the fp32 dq workspace in 16-row groups (hstu_bwd_sm90_dq_accum_floats), one per warp of a 64-row query
 // tile: rows 16 g' .. 16 g' + 15 of sequence b are group (cu_seqlens_q[b] + 16 b) / 16 + g' (the padding keeps every
@@ -45,12 +38,6 @@ __device__ __forceinline__ void dq_red_tiled_block(float* acc, int q_start, int 
                  "f"(q[4 * j + 2]), "f"(q[4 * j + 3])
                  : "memory");
   }
-}
-// Its two halves (columns 64 blk, 64 blk + 64: the kSplitSP 0 kernel's warpgroup tile).
-__device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
-                                             int wtid, const float (&q0)[32], const float (&q1)[32]) {
-  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk, wtid, q0);
-  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk + 1, wtid, q1);
 }
 
 // Bulk tensor reduction shared -> global (dst += src, fp32 add), tracked by the issuing thread's bulk groups.
@@ -94,6 +81,24 @@ __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.
 
 __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+}
+
+// Rows [used, used + nrows) of two smem tiles a + off and b + off (kPanels column panels of kPanelBytes, 128-byte
+// rows) set to zero by the 256 consumer threads (ctid), made visible to the async proxy, then the consumers meet
+// (barrier 1).
+template <int kPanels, int kPanelBytes>
+__device__ __forceinline__ void zero_rows_sm90(uint32_t a, uint32_t b, uint32_t off, int used, int nrows, int ctid) {
+  const int total = 2 * kPanels * nrows * 8;
+  for (int idx = ctid; idx < total; idx += 256) {
+    const int chunk = idx % 8;
+    const int rr = (idx / 8) % nrows;
+    const int rest = idx / (8 * nrows);
+    const int pn = rest % kPanels;
+    const uint32_t t = (rest / kPanels == 0 ? a : b) + off;
+    st_shared_zero16(t + pn * kPanelBytes + (used + rr) * 128 + chunk * 16);
+  }
+  fence_proxy_async_smem();
+  named_barrier_sync(1, 256);
 }
 
 // Self-zeroing dq workspace (p.dq_zero_flags: the D = 64 / 128 kernels, hstu_bwd_sm90_dq_zero_words). The workspace is
@@ -498,7 +503,7 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
   }
 }
 
-// The sequence that owns workspace group g (dq_red_tiled's layout) and the group's first row in it, or b = -1 when
+// The sequence that owns workspace group g (dq_red_tiled_block's layout) and the group's first row in it, or b = -1 when
 // g is a padding group or lies before the first sequence. Called by a whole warp (same g): the groups' first
 // indices G_b = (cu_seqlens_q[b] + 16 b) / 16 rise strictly with b, and the warp narrows [lo, hi) 32 ways per round
 // (one round up to B = 32, two up to 1024), so a CTA pays one or two dependent loads instead of log2(B).
@@ -526,7 +531,7 @@ __device__ __forceinline__ void dq_group_owner(const int* cu_seqlens_q, int batc
 }
 
 // D = 256: dq (total_q, H, 256), any row / head strides (multiples of 8 elements) <- the tiled fp32 workspace
-// (dq_red_tiled). CTA (x, h) converts workspace groups 4 x .. 4 x + 3 of head h: the grid covers the groups that
+// (dq_red_tiled_block). CTA (x, h) converts workspace groups 4 x .. 4 x + 3 of head h: the grid covers the groups that
 // can exist (total_q / 16 + B + 1), not B x the longest sequence's tiles, which for a jagged batch were mostly empty
 // CTAs. Each thread issues its 16 coalesced float4 loads first (padding groups are read too, and dropped), and warp
 // w < 4 finds the owner of group 4 x + w (dq_group_owner) under their latency; the values are rounded to T into a

@@ -1,5 +1,5 @@
 // Hopper (sm_90a) device primitives for the HSTU sm90 kernels: mbarriers, TMA tensor loads, wgmma descriptors and
-// fences, named barriers, setmaxnreg. Hand-written PTX (no CuTe); the wgmma instructions are in wgmma.cuh.
+// fences, named barriers, setmaxnreg. Hand-written PTX (no CuTe); the wgmma instructions are in wgmma_sm90.cuh.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (type only; the launcher encodes maps through the runtime's driver entry point)
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/sm90/wgmma.cuh"
+#include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
 namespace hstu {
 namespace sm90 {
