@@ -46,11 +46,12 @@ def shape_lists(n, prev):
 
 
 def form_macros():
-    head = ['  asm volatile(',
-            '      "{\\n.reg .pred p;\\n"',
-            '      "setp.ne.b32 p, " SC ", 0;\\n"',
-            '      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "',
-            '      "{" HSTU_WGMMA_ACC_##N "}, "']
+    asm_head = macro("HSTU_WGMMA_ASM_HEAD", ["N", "TY", "SC"], [
+        '  "{\\n.reg .pred p;\\n"',
+        '  "setp.ne.b32 p, " SC ", 0;\\n"',
+        '  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "',
+        '  "{" HSTU_WGMMA_ACC_##N "}, "'])
+    head = ['  asm volatile(', '      HSTU_WGMMA_ASM_HEAD(N, TY, SC)']
     ss = macro("HSTU_WGMMA_SS", ["N", "TY", "SC", "AB"], [
         "__device__ __forceinline__ void wgmma_m64n##N##k16_ss_##TY(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,",
         "                                                            int scale_d) {"] + head + [
@@ -74,7 +75,9 @@ def form_macros():
         '      : HSTU_WGMMA_D_##N',
         '      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));',
         "}"])
-    return ["// SS: A and B from descriptors (operands AB), scale-d predicate from operand SC.", ss, "",
+    return ["// The asm strings' common head: scale-d predicate from operand SC, the instruction, the accumulators.",
+            asm_head, "",
+            "// SS: A and B from descriptors (operands AB).", ss, "",
             "// RS: A from registers; TB: the operand of TRANS_B.", rs, "",
             "// SST: SS with compile-time transposes (operands TAB).", sst]
 
@@ -109,7 +112,7 @@ def main():
     for i, n in enumerate(SHAPES):
         out += [shape_lists(n, SHAPES[i - 1] if i else 0), ""]
     out += form_macros() + [""] + instances() + [""]
-    out += [f"#undef HSTU_WGMMA_{m}" for m in ["SS", "RS", "SST"] + [f"ACC_{n}" for n in SHAPES] +
+    out += [f"#undef HSTU_WGMMA_{m}" for m in ["SS", "RS", "SST", "ASM_HEAD"] + [f"ACC_{n}" for n in SHAPES] +
             [f"D_{n}" for n in SHAPES]]
     out += ["", "}  // namespace sm90", "}  // namespace hstu", ""]
     print("\n".join(out), end="")

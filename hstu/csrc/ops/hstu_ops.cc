@@ -126,18 +126,25 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   return scratch;
 }
 
+// make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
+template <class... Args>
+HstuParams call_params(int64_t options, const Args&... args) {
+  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
+              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
+  HstuParams p = make_params(args...);
+  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
+  return p;
+}
+
 Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
                         int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<Tensor> num_contexts,
                         std::optional<Tensor> num_targets, int64_t target_group_size, int64_t window_left,
                         int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
                         std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
-              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
-  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
-                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
-  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   p.out = out.data_ptr();
   p.o_row_stride = out.stride(0);
@@ -183,12 +190,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
     bool deterministic, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
-              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
-  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
-                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
-  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   check_qkv(dout, "dout", q);
   ACCEL_CHECK(dout.size(0) == q.size(0), "dout: expected shape like q ", accel::shape_str(q), ", got ",
               accel::shape_str(dout));

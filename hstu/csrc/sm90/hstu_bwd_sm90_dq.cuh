@@ -267,8 +267,8 @@ __device__ __forceinline__ void bwd_dq_convert_rows(const HstuParams& p, int q_s
     asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                  : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w)
                  : "l"(src + 4));
-    st_global_v4(dst, make_uint4(pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(b.x, b.y),
-                                 pack_pair<T>(b.z, b.w)));
+    st_global_v4(dst, make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y),
+                                 pack2<T>(b.z, b.w)));
     src += static_cast<int64_t>(kRows) * p.heads * D;
     dst += kRows * p.dq_row_stride;
   }
@@ -381,8 +381,8 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
       asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                    : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
                    : "r"(pa + j * 128 + (((c % 8) ^ (j % 8)) << 4)));
-      st_global_v2(out + static_cast<uint32_t>(j * static_cast<int>(p.dq_row_stride)), pack_pair<T>(x.x, x.y),
-                   pack_pair<T>(x.z, x.w));
+      st_global_v2(out + static_cast<uint32_t>(j * static_cast<int>(p.dq_row_stride)), pack2<T>(x.x, x.y),
+                   pack2<T>(x.z, x.w));
     }
     __syncwarp();  // every lane has read the buffer before the next round's loads overwrite it
     fence_proxy_async_smem();
@@ -498,7 +498,7 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=f"(c.x), "=f"(c.y), "=f"(c.z), "=f"(c.w)
                  : "l"(src + 4), "l"(pol));
-    const uint4 v = {pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(c.x, c.y), pack_pair<T>(c.z, c.w)};
+    const uint4 v = {pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(c.x, c.y), pack2<T>(c.z, c.w)};
     st_global_v4(dq + row * row_stride + hh * head_stride + d8 * 8, v);
   }
 }
@@ -585,8 +585,8 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const f
   for (int k = 0; k < 16; ++k) {
     const int r = 16 * (k / 4) + ln / 4;
     const int w = 32 * (k % 4) + 4 * (t / 32) + ln % 4;  // word (column pair) in the row
-    tile[r * kRowWords + w] = pack_pair<T>(v[k].x, v[k].y);
-    tile[(r + 8) * kRowWords + w] = pack_pair<T>(v[k].z, v[k].w);
+    tile[r * kRowWords + w] = pack2<T>(v[k].x, v[k].y);
+    tile[(r + 8) * kRowWords + w] = pack2<T>(v[k].z, v[k].w);
   }
   __syncthreads();
   T* out = dq + h * head_stride;

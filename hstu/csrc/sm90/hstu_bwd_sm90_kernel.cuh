@@ -495,8 +495,8 @@ __global__ void __launch_bounds__(384, 1)
                 pv[u] = ok ? fmaf(x, t, x) : 0.f;
                 xv[u] = ok ? fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
               }
-              pf0[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
-              xf0[e / 8][(e % 8) / 2] = pack_pair<__half>(xv[0], xv[1]);
+              pf0[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
+              xf0[e / 8][(e % 8) / 2] = pack2<__half>(xv[0], xv[1]);
             }
             // Warpgroup 1 is done reading sP (its dV of tile i - 1) and both warpgroups' dQ wgmmas of tile i - 1 have
             // read sX.
@@ -613,7 +613,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                   const int e = 8 * ks + 2 * q;
-                  df1[ks][q] = pack_pair<T>(acc_dp1[e] * ds_scale * unpack_lo<__half>(xw[ks][q]),
+                  df1[ks][q] = pack2<T>(acc_dp1[e] * ds_scale * unpack_lo<__half>(xw[ks][q]),
                                             acc_dp1[e + 1] * ds_scale * unpack_hi<__half>(xw[ks][q]));
                   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(word_addr(sX, ln, ks, q)), "r"(df1[ks][q]) : "memory");
                 }
@@ -871,7 +871,7 @@ __global__ void __launch_bounds__(384, 1)
                 pv[u] = ok ? fmaf(x, t, x) : 0.f;
                 acc_s[e + u] = ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f);
               }
-              pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
+              pf[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
             }
           };
           auto pass_dp = [&](auto full) {
@@ -883,7 +883,7 @@ __global__ void __launch_bounds__(384, 1)
                 const bool ok = decltype(full)::value || ((bits >> (e + u)) & 1u);
                 dv[u] = ok ? acc_dp[e + u] * acc_s[e + u] : 0.f;
               }
-              df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
+              df[e / 8][(e % 8) / 2] = pack2<T>(dv[0], dv[1]);
             }
           };
           const bool full = kFullPw && bits == 0xffffffffu;
@@ -909,8 +909,8 @@ __global__ void __launch_bounds__(384, 1)
               pv[u] = ok ? fmaf(x, t, x) : 0.f;
               dv[u] = ok ? acc_dp[e + u] * ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
             }
-            pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
-            df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
+            pf[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
+            df[e / 8][(e % 8) / 2] = pack2<T>(dv[0], dv[1]);
           }
         }
         // dS^T -> smem: word df[ks][q] holds key row 64 wg + 16 warp + lane/4 + 8 (q % 2), query columns
@@ -1069,8 +1069,8 @@ __global__ void __launch_bounds__(384, 1)
         const int rr = 16 * warp + lane / 4 + 8 * half;
         const uint32_t a = (c0w / 64 + j / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) +
                            (lane % 4) * 4;
-        const uint32_t vk = pack_pair<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
-        const uint32_t vv = pack_pair<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
+        const uint32_t vk = pack2<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
+        const uint32_t vv = pack2<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sK + a), "r"(vk) : "memory");
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sV + a), "r"(vv) : "memory");
       }

@@ -61,7 +61,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  CUtensorMap tdq{};  // dq_accum's bulk reduce-adds; the split-D kernel adds dQ without it (dq_red_tiled)
+  CUtensorMap tdq{};  // dq_accum's bulk reduce-adds; the split-D kernel adds dQ without it (dq_red_tiled_block)
   if constexpr (!C::kSplitD) {
     err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, 16);
     if (err != cudaSuccess) return err;
@@ -92,9 +92,9 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
     return cudaGetLastError();
   }
-  // Split D without rab, jagged lengths: the work list (hstu_sm90_work_list.cuh: longest first with split key blocks, or
-  // the grid's order less its empty CTAs) when the op gave its workspace; the kernel starts behind the planner
-  // (programmatic dependent launch), whose other CTAs zero the dq workspace meanwhile (then uninitialized).
+  // Split D without rab, jagged lengths: the work list (hstu_sm90_work_list.cuh: longest first with split key
+  // blocks, or the grid's order less its empty CTAs) when the op gave its workspace; the kernel starts behind the
+  // planner (programmatic dependent launch), whose other CTAs zero the dq workspace meanwhile (then uninitialized).
   if constexpr (C::kSplitD && !kRab) {
     const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
     if (p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {

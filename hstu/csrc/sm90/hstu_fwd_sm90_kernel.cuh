@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int ks = 0; ks < BN / 16; ++ks) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) pf[ks][q] = pack_pair<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
+            for (int q = 0; q < 4; ++q) pf[ks][q] = pack2<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
           }
         };
         auto release = [&](uint32_t b) {
@@ -634,7 +634,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int rr = 16 * warp + lane / 4 + 8 * half;
-          const uint32_t v = pack_pair<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
+          const uint32_t v = pack2<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
           const uint32_t a =
               sQ + (j / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");

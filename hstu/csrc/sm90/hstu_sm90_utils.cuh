@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hstu/csrc/common/hstu_common.cuh"  // pack2
 #include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
 namespace hstu {
@@ -222,17 +223,6 @@ __device__ __forceinline__ float tanh_fast(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
 }
 
 // rab (B, 1 or H, R, C) element loads (read-only path; asm volatile so they are issued where written, e.g. right

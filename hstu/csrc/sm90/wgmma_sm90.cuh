@@ -47,15 +47,19 @@ namespace sm90 {
   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-// SS: A and B from descriptors (operands AB), scale-d predicate from operand SC.
+// The asm strings' common head: scale-d predicate from operand SC, the instruction, the accumulators.
+#define HSTU_WGMMA_ASM_HEAD(N, TY, SC)                              \
+  "{\n.reg .pred p;\n"                                              \
+  "setp.ne.b32 p, " SC ", 0;\n"                                     \
+  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " " \
+  "{" HSTU_WGMMA_ACC_##N "}, "
+
+// SS: A and B from descriptors (operands AB).
 #define HSTU_WGMMA_SS(N, TY, SC, AB)                                                                            \
 __device__ __forceinline__ void wgmma_m64n##N##k16_ss_##TY(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, \
                                                             int scale_d) {                                      \
   asm volatile(                                                                                                 \
-      "{\n.reg .pred p;\n"                                                                                      \
-      "setp.ne.b32 p, " SC ", 0;\n"                                                                             \
-      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "                                         \
-      "{" HSTU_WGMMA_ACC_##N "}, "                                                                              \
+      HSTU_WGMMA_ASM_HEAD(N, TY, SC)                                                                            \
       AB ", p, 1, 1, 0, 0;\n}\n"                                                                                \
       : HSTU_WGMMA_D_##N                                                                                        \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                                \
@@ -67,10 +71,7 @@ template <int TRANS_B>                                                          
 __device__ __forceinline__ void wgmma_m64n##N##k16_rs_##TY(float (&d)[N / 2], const uint32_t (&a)[4], \
                                                             uint64_t desc_b, int scale_d) {           \
   asm volatile(                                                                                       \
-      "{\n.reg .pred p;\n"                                                                            \
-      "setp.ne.b32 p, " SC ", 0;\n"                                                                   \
-      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "                               \
-      "{" HSTU_WGMMA_ACC_##N "}, "                                                                    \
+      HSTU_WGMMA_ASM_HEAD(N, TY, SC)                                                                  \
       AB ", p, 1, 1, " TB ";\n}\n"                                                                    \
       : HSTU_WGMMA_D_##N                                                                              \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));         \
@@ -82,10 +83,7 @@ template <int TRANS_A, int TRANS_B>                                             
 __device__ __forceinline__ void wgmma_m64n##N##k16_sst_##TY(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, \
                                                              int scale_d) {                                      \
   asm volatile(                                                                                                  \
-      "{\n.reg .pred p;\n"                                                                                       \
-      "setp.ne.b32 p, " SC ", 0;\n"                                                                              \
-      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "                                          \
-      "{" HSTU_WGMMA_ACC_##N "}, "                                                                               \
+      HSTU_WGMMA_ASM_HEAD(N, TY, SC)                                                                             \
       AB ", p, 1, 1, " TAB ";\n}\n"                                                                              \
       : HSTU_WGMMA_D_##N                                                                                         \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));                                     \
@@ -111,6 +109,7 @@ HSTU_WGMMA_SST(128, f16, "%66", "%64, %65", "%67, %68")
 #undef HSTU_WGMMA_SS
 #undef HSTU_WGMMA_RS
 #undef HSTU_WGMMA_SST
+#undef HSTU_WGMMA_ASM_HEAD
 #undef HSTU_WGMMA_ACC_64
 #undef HSTU_WGMMA_ACC_128
 #undef HSTU_WGMMA_ACC_256
