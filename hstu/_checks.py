@@ -1,6 +1,6 @@
 """Checks of the values that live in an HSTU call's int32 tensors, on the device and on the host.
 
-On CUDA the op checks them on the device (hstu/csrc/hstu_validate.cu: no host synchronization) and records the first
+On CUDA the op checks them on the device (hstu/csrc/common/hstu_validate.cu: no host synchronization) and records the first
 violation in the package's device error record; `DeviceErrorChannel` (``_device_errors.py``) raises it as a
 `DeviceInputError` at the next call, at `check_errors()`, or at once in strict mode. On CPU, and on CUDA with
 ``check_values=True``, `check_values_host` reads the values and raises at once. Both find the same first violation
@@ -20,7 +20,7 @@ from ._device_errors import DeviceErrorChannel, DeviceInputError
 __all__ = ["ARGS", "RULES", "DeviceInputError", "channel", "check_errors", "check_values_host", "find_violation",
            "set_strict_checks", "strict_checks"]
 
-# Argument and rule codes: hstu/csrc/hstu_validate.h (HstuArg, HstuRule); tests/hstu/test_checks.py compares them.
+# Argument and rule codes: hstu/csrc/common/hstu_validate.h (HstuArg, HstuRule); tests/hstu/test_checks.py compares them.
 ARG_CU_SEQLENS_Q, ARG_CU_SEQLENS_K, ARG_SEQUSED_Q, ARG_SEQUSED_K, ARG_NUM_TARGETS, ARG_NUM_CONTEXTS = range(1, 7)
 ARGS = {
     ARG_CU_SEQLENS_Q: "cu_seqlens_q",

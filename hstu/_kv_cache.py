@@ -47,7 +47,7 @@ _MESSAGES = {
 }
 _INT64_MAX = torch.iinfo(torch.int64).max
 
-# The fused bookkeeping op (hstu/csrc/hstu_kv_cache_op.cc; CUDA only): state tensors updated in place, the step's
+# The fused bookkeeping op (hstu/csrc/ops/hstu_kv_cache_op.cc; CUDA only): state tensors updated in place, the step's
 # tensors returned. Keep identical to the C++ definition; defined here when _C.so is absent (source checkout).
 KV_CACHE_BEGIN_STEP_SCHEMA = (
     "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
@@ -55,7 +55,7 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
     "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
-KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/hstu_kv_cache.h kMaxBatch / kMaxUsers
+KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
 if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
     _lib = torch.library.Library("hstu_attn", "FRAGMENT")

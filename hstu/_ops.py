@@ -168,7 +168,7 @@ _FWD_OPTIONS = torch.ops.hstu_attn.fwd_with_options.default
 _BWD_OPTIONS = torch.ops.hstu_attn.bwd_with_options.default
 
 
-# Comparison switches of the CUDA kernels, packed as hstu/csrc/hstu_plan.h HstuOptionBits (0: the product's
+# Comparison switches of the CUDA kernels, packed as hstu/csrc/ops/hstu_plan.h HstuOptionBits (0: the product's
 # choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
 OPTION_BITS = {
     "sm90": 1 << 0,            # cleared: the sm80-class kernels even where the Hopper ones apply

@@ -78,7 +78,7 @@ def hstu_mask(
       ``_get_valid_attn_mask`` (contexts, targets, target groups, causal), which we cross-checked.
 
     Conventions. The rules above are ``mask_convention="nvidia"`` (the default; the kernels implement both
-    conventions, SeqMask in hstu/csrc/hstu_common.cuh).
+    conventions, SeqMask in hstu/csrc/common/hstu_common.cuh).
     ``mask_convention="meta_gr"`` follows Meta generative-recommenders (``max_attn_len`` with
     ``contextual_seq_len``): the window distances are measured after collapsing the c context positions
     into one, i.e. the window tests ``base`` use ``wpos(x) = max(tpos(x) - c + 1, 0)`` instead of

@@ -1,5 +1,5 @@
 """Value checks on CPU: the device error channel (with a fake block), the host check and its messages, the codes
-shared with hstu/csrc/hstu_validate.h, and the cheap validation path against the full one."""
+shared with hstu/csrc/common/hstu_validate.h, and the cheap validation path against the full one."""
 
 import ctypes
 import os
@@ -26,7 +26,7 @@ def _snake(camel):
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
 
 
-@pytest.mark.skipif(not os.path.exists(HEADER), reason="hstu/csrc/hstu_validate.h is not in this tree")
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="hstu/csrc/common/hstu_validate.h is not in this tree")
 def test_codes_match_the_header():
     text = open(HEADER).read()
     args = {int(v): _snake(n) for n, v in re.findall(r"\bkArg(\w+) = (\d+)", text)}

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MATRIX = os.path.join(ROOT, "hstu", "kernel_matrix.bzl")
-TEMPLATE = os.path.join(ROOT, "hstu", "csrc", "hstu_instance.cu.tmpl")
+TEMPLATE = os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_sm80_instance.cu.tmpl")
 TEMPLATE_SM90 = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_sm90_instance.cu.tmpl")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MATRIX), reason="hstu/kernel_matrix.bzl is not in this tree")

@@ -1,4 +1,4 @@
-"""The kernels' comparison switches: one encoding in C++ (hstu/csrc/hstu_plan.h) and Python (kernel_options), no
+"""The kernels' comparison switches: one encoding in C++ (hstu/csrc/ops/hstu_plan.h) and Python (kernel_options), no
 environment variable choosing a kernel, and the switches leave the CPU path's results alone."""
 
 import os
@@ -17,7 +17,7 @@ NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdP
          "kOptNoDqConvBehind": "dq_conv_behind"}
 
 
-@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/hstu_plan.h is not in this tree")
+@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
 def test_bits_match_the_plan_header():
     text = open(PLAN).read()
     bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"(kOpt\w+) = 1 << (\d+),", text)}
@@ -63,7 +63,7 @@ def test_no_environment_variable_chooses_a_kernel():
             assert "getenv" not in open(path).read() and "HSTU_ATTN_" not in open(path).read(), path
 
 
-@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/hstu_plan.h is not in this tree")
+@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
 def test_flag_bits_match_the_plan_header():
     text = open(PLAN).read()
     flags = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"(kFlag\w+) = int64_t\{1\} << (\d+),", text)}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Host-only brute force of SeqMask (hstu/csrc/hstu_common.cuh) against hstu_mask's rules, both conventions: allowed()
+# Host-only brute force of SeqMask (hstu/csrc/common/hstu_common.cuh) against hstu_mask's rules, both conventions: allowed()
 # exact, key_range / row_range / bwd_work_tiles (with the context gap) never miss an allowed element, tile_full /
 # tile_full_targets / full_tiles never claim a masked one. Every Lk <= 14, Lq, contexts, targets, groups, windows in
 # the API's domain. No GPU, no torch: g++ only (about 40 s).
 #   tools/hstu_dev/seqmask_bruteforce.sh
 set -euo pipefail
-F="$(cd "$(dirname "$0")/../.." && pwd)/hstu/csrc/hstu_common.cuh"
+F="$(cd "$(dirname "$0")/../.." && pwd)/hstu/csrc/common/hstu_common.cuh"
 T="$(mktemp -d)"
 trap 'rm -rf "$T"' EXIT
 a=$(grep -n "^struct SeqMask {" "$F" | cut -d: -f1)

@@ -1,5 +1,5 @@
-// Argument checks and HstuParams from the op's tensors (host side, torch stable ABI): shared by the op library
-// (hstu_ops.cc) and the lab's hand-built library (tools/hstu_dev), so both fill the kernels' parameters alike.
+// Argument checks and HstuParams from the op's tensors (host side, torch stable ABI), used by the op library
+// (hstu_ops.cc, fwd / bwd and their with_options twins).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include "common/stable_utils.h"
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
 namespace op_params {

@@ -6,22 +6,15 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_schedule.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_traits.cuh"
 
 namespace hstu {
 namespace sm90 {
-
-__device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float c, float d, bool pred) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(addr),
-      "f"(a), "f"(b), "f"(c), "f"(d), "r"(static_cast<int>(pred))
-      : "memory");
-}
 
 // D = 256: the fp32 dq workspace in 16-row groups (hstu_bwd_sm90_dq_accum_floats), one per warp of a 64-row query
 // tile: rows 16 g' .. 16 g' + 15 of sequence b are group (cu_seqlens_q[b] + 16 b) / 16 + g' (the padding keeps every
@@ -45,12 +38,6 @@ __device__ __forceinline__ void dq_red_tiled_block(float* acc, int q_start, int 
                  "f"(q[4 * j + 2]), "f"(q[4 * j + 3])
                  : "memory");
   }
-}
-// Its two halves (columns 64 blk, 64 blk + 64: the kSplitSP 0 kernel's warpgroup tile).
-__device__ __forceinline__ void dq_red_tiled(float* acc, int q_start, int b, int m0, int heads, int h, int blk,
-                                             int wtid, const float (&q0)[32], const float (&q1)[32]) {
-  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk, wtid, q0);
-  dq_red_tiled_block(acc, q_start, b, m0, heads, h, blk + 1, wtid, q1);
 }
 
 // Bulk tensor reduction shared -> global (dst += src, fp32 add), tracked by the issuing thread's bulk groups.
@@ -94,6 +81,24 @@ __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.
 
 __device__ __forceinline__ void st_shared_zero16(uint32_t a) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+}
+
+// Rows [used, used + nrows) of two smem tiles a + off and b + off (kPanels column panels of kPanelBytes, 128-byte
+// rows) set to zero by the 256 consumer threads (ctid), made visible to the async proxy, then the consumers meet
+// (barrier 1).
+template <int kPanels, int kPanelBytes>
+__device__ __forceinline__ void zero_rows_sm90(uint32_t a, uint32_t b, uint32_t off, int used, int nrows, int ctid) {
+  const int total = 2 * kPanels * nrows * 8;
+  for (int idx = ctid; idx < total; idx += 256) {
+    const int chunk = idx % 8;
+    const int rr = (idx / 8) % nrows;
+    const int rest = idx / (8 * nrows);
+    const int pn = rest % kPanels;
+    const uint32_t t = (rest / kPanels == 0 ? a : b) + off;
+    st_shared_zero16(t + pn * kPanelBytes + (used + rr) * 128 + chunk * 16);
+  }
+  fence_proxy_async_smem();
+  named_barrier_sync(1, 256);
 }
 
 // Self-zeroing dq workspace (p.dq_zero_flags: the D = 64 / 128 kernels, hstu_bwd_sm90_dq_zero_words). The workspace is
@@ -262,8 +267,8 @@ __device__ __forceinline__ void bwd_dq_convert_rows(const HstuParams& p, int q_s
     asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                  : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w)
                  : "l"(src + 4));
-    st_global_v4(dst, make_uint4(pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(b.x, b.y),
-                                 pack_pair<T>(b.z, b.w)));
+    st_global_v4(dst, make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y),
+                                 pack2<T>(b.z, b.w)));
     src += static_cast<int64_t>(kRows) * p.heads * D;
     dst += kRows * p.dq_row_stride;
   }
@@ -376,8 +381,8 @@ __device__ __forceinline__ void bwd_dq_convert_behind(const HstuParams& p, const
       asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                    : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
                    : "r"(pa + j * 128 + (((c % 8) ^ (j % 8)) << 4)));
-      st_global_v2(out + static_cast<uint32_t>(j * static_cast<int>(p.dq_row_stride)), pack_pair<T>(x.x, x.y),
-                   pack_pair<T>(x.z, x.w));
+      st_global_v2(out + static_cast<uint32_t>(j * static_cast<int>(p.dq_row_stride)), pack2<T>(x.x, x.y),
+                   pack2<T>(x.z, x.w));
     }
     __syncwarp();  // every lane has read the buffer before the next round's loads overwrite it
     fence_proxy_async_smem();
@@ -493,12 +498,12 @@ __global__ void hstu_dq_convert_sm90_kernel(const float* __restrict__ acc, T* __
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=f"(c.x), "=f"(c.y), "=f"(c.z), "=f"(c.w)
                  : "l"(src + 4), "l"(pol));
-    const uint4 v = {pack_pair<T>(a.x, a.y), pack_pair<T>(a.z, a.w), pack_pair<T>(c.x, c.y), pack_pair<T>(c.z, c.w)};
+    const uint4 v = {pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(c.x, c.y), pack2<T>(c.z, c.w)};
     st_global_v4(dq + row * row_stride + hh * head_stride + d8 * 8, v);
   }
 }
 
-// The sequence that owns workspace group g (dq_red_tiled's layout) and the group's first row in it, or b = -1 when
+// The sequence that owns workspace group g (dq_red_tiled_block's layout) and the group's first row in it, or b = -1 when
 // g is a padding group or lies before the first sequence. Called by a whole warp (same g): the groups' first
 // indices G_b = (cu_seqlens_q[b] + 16 b) / 16 rise strictly with b, and the warp narrows [lo, hi) 32 ways per round
 // (one round up to B = 32, two up to 1024), so a CTA pays one or two dependent loads instead of log2(B).
@@ -526,7 +531,7 @@ __device__ __forceinline__ void dq_group_owner(const int* cu_seqlens_q, int batc
 }
 
 // D = 256: dq (total_q, H, 256), any row / head strides (multiples of 8 elements) <- the tiled fp32 workspace
-// (dq_red_tiled). CTA (x, h) converts workspace groups 4 x .. 4 x + 3 of head h: the grid covers the groups that
+// (dq_red_tiled_block). CTA (x, h) converts workspace groups 4 x .. 4 x + 3 of head h: the grid covers the groups that
 // can exist (total_q / 16 + B + 1), not B x the longest sequence's tiles, which for a jagged batch were mostly empty
 // CTAs. Each thread issues its 16 coalesced float4 loads first (padding groups are read too, and dropped), and warp
 // w < 4 finds the owner of group 4 x + w (dq_group_owner) under their latency; the values are rounded to T into a
@@ -580,8 +585,8 @@ __global__ void __launch_bounds__(256) hstu_dq_convert_tiled_sm90_kernel(const f
   for (int k = 0; k < 16; ++k) {
     const int r = 16 * (k / 4) + ln / 4;
     const int w = 32 * (k % 4) + 4 * (t / 32) + ln % 4;  // word (column pair) in the row
-    tile[r * kRowWords + w] = pack_pair<T>(v[k].x, v[k].y);
-    tile[(r + 8) * kRowWords + w] = pack_pair<T>(v[k].z, v[k].w);
+    tile[r * kRowWords + w] = pack2<T>(v[k].x, v[k].y);
+    tile[(r + 8) * kRowWords + w] = pack2<T>(v[k].z, v[k].w);
   }
   __syncthreads();
   T* out = dq + h * head_stride;

@@ -18,32 +18,29 @@
 //   dQ of tile t - 1 (one tile late): wait for the other warpgroup's dS^T of t - 1, dQ = dS K (SS wgmma, MN-major
 //   A and B, m64n64; D = 128: warpgroup g takes columns [64 g, 64 g + 64) over all 128 keys; D = 64: its own 64
 //   keys), staged in smem (fp32, 128B swizzle) and added to the fp32 workspace p.dq_accum by bulk tensor
-//   reduce-adds (cp.reduce.async.bulk.tensor, one per warp and 32-column panel; kDqMode selects alternatives).
+//   reduce-adds (cp.reduce.async.bulk.tensor, one per warp and 32-column panel).
 // The warpgroups never wait for each other inside a tile, so one's SiLU / dQ staging runs under the other's GEMMs.
 // Garbage rows (keys past the used keys, queries past the used rows: next sequence, seqused tail, NaN-poisoned) are
 // zeroed in smem after they land (K/V once, Q/dO of the last query tile), so masked zeros never meet a non-finite
 // operand in any GEMM. Fully masked query tiles are never loaded (SeqMask::row_range).
-// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV columns [128 g, 128 g + 128) (and, in
-// the kSplitSP 0 kernel, the same dQ columns; kSplitSP 1: warpgroup 0 dQ columns 0 .. 63, warpgroup 1 64 .. 255).
+// D = 256 (BwdSm90Traits::kSplitD): 64 keys per CTA; warpgroup g owns dK, dV columns [128 g, 128 g + 128); dQ
+// columns 0 .. 63 belong to warpgroup 0, 64 .. 255 to warpgroup 1.
 // Its dQ tiles go straight from the accumulator registers into a tiled workspace (red.global.add.v4.f32, 512
-// contiguous bytes per warp instruction; dq_red_tiled), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
-// Default (kSplitSP): S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
+// contiguous bytes per warp instruction; dq_red_tiled_block), converted into rows by hstu_dq_convert_tiled_sm90_kernel.
+// S^T and dP^T are computed once per tile, S^T by warpgroup 0 (which also writes P^T and SiLU'
 // to smem) and dP^T by warpgroup 1 (which turns SiLU' into dS^T in place), exchanged through two 8 KB smem tiles
 // with named barriers; dV / dK with the other warpgroup's operand from smem (SS); dQ's four
 // 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0 also runs the SiLU pass) and warpgroup 1
-// issues the next tile's dP^T between its dQ reductions. Previous kernel (kSplitSP = 0,
-// dev variant 6): both warpgroups compute the full S^T / dP^T / P^T / dS^T (dQ through their own dS^T buffer, no
-// cross-warpgroup waits; kPingpong orders their S^T / dP^T issues).
-#pragma once
+// issues the next tile's dP^T between its dQ reductions.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_dq.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_schedule.cuh"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_traits.cuh"
@@ -51,43 +48,48 @@
 namespace hstu {
 namespace sm90 {
 
-// kDqMode: how dQ tiles reach dq_accum. 0: red.global.add.v4.f32 from registers; 1: staged in smem, one bulk
-// tensor reduce-add per 32-column panel per warpgroup (tm_dq box 64 rows, after a warpgroup barrier); 2: the same
-// per warp (box 16 rows: each warp stages and reduces its own 16 rows, no barrier). kNoDqRed (experiments only,
-// wrong dq): skip the reductions. kRab: S^T += rab^T before the SiLU (each thread loads its 32 elements from global
-// memory right after issuing the S^T / dP^T wgmmas, so the loads fly under them) and drab = dS written from the
-// pointwise pass (direct 16-bit stores, or fp32 atomics for a shared rab); kRab = false is the no-rab kernel.
-// Split D (kSplitSP != 0): warpgroup 0 loads rab^T (under its S^T) and writes drab from the dS^T tile in sX.
-// kPingpong (split D only): the two consumer warpgroups take turns issuing their S^T / dP^T GEMMs (named barriers
-// 6 and 7), so that one's pointwise pass runs under the other's GEMMs (they do identical work and would otherwise
-// stay in phase). kGrid (split D only): the grid order or the work list (`sched`, kBwdGridList: no rab; launched
-// behind its planner, programmatic dependent launch), bwd_cta_key_block.
-template <typename T, int D, int kStagesT, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0, int kGrid = kBwdGridKHB>
+// The backward's named configurations (run_hstu_bwd_sm90 picks one per call from rab and the mask).
+// BwdSm90Plain: D = 64 / 128 without rab, and the split-D kernel (D = 256) without rab.
+struct BwdSm90Plain {
+  static constexpr bool kRab = false;
+  static constexpr bool kSkipWg = false;
+};
+// BwdSm90SkipWg: D = 128 with a right window (causal, local): the warpgroup tile skip, longest-first 1-D grid.
+struct BwdSm90SkipWg {
+  static constexpr bool kRab = false;
+  static constexpr bool kSkipWg = true;
+};
+// BwdSm90Rab: with rab (and drab), every D.
+struct BwdSm90Rab {
+  static constexpr bool kRab = true;
+  static constexpr bool kSkipWg = false;
+};
+
+// kRab: S^T += rab^T before the SiLU (each thread loads its 32 elements from global memory right after issuing the
+// S^T / dP^T wgmmas, so the loads fly under them) and drab = dS written from the pointwise pass (direct 16-bit
+// stores, or fp32 atomics for a shared rab). Split D: warpgroup 0 loads rab^T (under its S^T) and writes drab from
+// the dS^T tile in sX. dQ tiles reach dq_accum staged in smem per warp, one bulk tensor reduce-add per 32-column
+// panel (tm_dq box 16 rows, no barrier); split D: from registers into the tiled workspace (dq_red_tiled_block).
+// kGrid (split D only): the grid order or the work list (`sched`, kBwdGridList: no rab; launched behind its planner,
+// programmatic dependent launch), bwd_cta_key_block.
+template <typename T, int D, class Config, int kGrid = kBwdGridKHB>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                          const __grid_constant__ CUtensorMap tm_dq, const __grid_constant__ CUtensorMap tm_dk,
                          const __grid_constant__ CUtensorMap tm_dv, const HstuParams p, const SchedArgs sched) {
-  using C = BwdSm90Traits<D, kStagesT>;
+  constexpr bool kRab = Config::kRab;
+  constexpr bool kSkipWg = Config::kSkipWg;
+  using C = BwdSm90Traits<D>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
   constexpr bool kSplitD = C::kSplitD;
   constexpr int NA = C::kAccN;
-  static_assert(!(kSplitD && (kDqMode != 2 || (kRab && kSplitSP == 0))),
-                "split-D backward: default dQ mode; rab with split S^T / dP^T only");
-  static_assert(kSplitD || !kPingpong, "pingpong: split-D kernel only");
   // kSkipWg (D = 64 / 128 without rab): a query tile that none of a warpgroup's 64 keys can see (causal: the first
   // tile of the block for warpgroup 1; keys past the sequence) costs that warpgroup no GEMM: it only writes zeros
   // as its dS^T rows (read by the other warpgroup's dQ) and takes part in dQ as usual.
   static_assert(!kSkipWg || (!kSplitD && !kRab), "warpgroup tile skip: D = 64 / 128 without rab");
-  // kSplitSP (split D only): S^T / dP^T computed once per tile (warpgroup 0: S^T, P^T, SiLU'; warpgroup 1: dP^T, dS^T)
-  // and exchanged through smem (section "split S^T / dP^T" in docs/archive/hstu_sm90_log.md).
-  // dQ's 64-column blocks are split 1 | 3 between the warpgroups (warpgroup 0: block 0, warpgroup 1: blocks 1-3), and
-  // warpgroup 1 issues the next tile's dP^T inside the tile, between its dQ reductions.
-  static_assert(kSplitSP == 0 || (kSplitSP == 1 && kSplitD && !kPingpong),
-                "split S^T / dP^T: split-D kernel without pingpong");
   static_assert(kGrid == kBwdGridKHB || kSplitD, "other grids: split-D kernel only");
   static_assert(kGrid != kBwdGridList || !kRab, "work list: no rab");
 
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t sQ = base + C::kOffQ;    // stage s at + s * kQBytes
   const uint32_t sdO = base + C::kOffdO;  // stage s at + s * kQBytes
   const uint32_t sdS = base + C::kOffdS;  // tile t's buffer at + (t % kdSBufs) * kdSBytes
-  const uint32_t sDqStage = base + C::kOffDqStage;  // consumer warpgroup wg at + wg * kDqStageBytes (mode 1, 2)
+  const uint32_t sDqStage = base + C::kOffDqStage;  // consumer warpgroup wg at + wg * kDqStageBytes
   const uint32_t bar = base + C::kBarOffset;
   const uint32_t bar_k = bar;  // K (V has its own, bar_v, so that S^T need not wait for V)
   auto bar_full_q = [&](int s) { return bar + 8u + 8u * s; };
@@ -117,9 +119,9 @@ __global__ void __launch_bounds__(384, 1)
   // pairs = about gp * nblk CTAs later in the (key block, head, batch) order. Not the split-D kernel (D = 256): with
   // the zeroing warp, the polls and the second Q-barrier arrival it spilled 8 / 28-40 B into its consumer loops.
   constexpr bool kSelfZero = !kSplitD;
-  // dq converted behind (bwd_dq_convert_behind): the kLpt kernel with the self-zeroing workspace (the default dQ
-  // mode: the converters read through tm_dq's 16-row boxes).
-  constexpr bool kConvBehind = kSelfZero && kLpt && kDqMode == 2;
+  // dq converted behind (bwd_dq_convert_behind): the kLpt kernel with the self-zeroing workspace (the converters
+  // read through tm_dq's 16-row boxes).
+  constexpr bool kConvBehind = kSelfZero && kLpt;
   // kSplitPw (D = 128): the SiLU pass in two parts, the first under this warpgroup's dP^T (at D = 64, whose S^T / dP^T
   // take half as long, it measured 0-3 % slower); kFullPw: each part also in a copy without mask selects, for tiles
   // that every thread sees in full (not with rab: with both copies the rab kernel spilled 24 B).
@@ -319,7 +321,7 @@ __global__ void __launch_bounds__(384, 1)
     const int lane = wtid % 32;
     const int kr0 = kSplitD ? 0 : 64 * wg;  // this warpgroup's first key row of the block
     const int j_w0 = n0 + kr0;              // key position of this warpgroup's first key
-    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV (kSplitSP 0: dQ) column of this warpgroup
+    const int c0w = kSplitD ? 128 * wg : 0;  // split D: first dK / dV column of this warpgroup
 
     float acc_dk[NA / 2];
     float acc_dv[NA / 2];
@@ -338,29 +340,16 @@ __global__ void __launch_bounds__(384, 1)
       uint32_t rab_v[kRab ? BM / 4 : 1];  // kRab: elements e, e + 1 rab values (16 bits each), 0 outside [0, lk)
       const float half_alpha = 0.5f * p.alpha;
       const float ds_scale = p.inv_scaling * p.alpha;
-      const int64_t dq_rs = static_cast<int64_t>(p.heads) * D;
-      float* dq_acc = p.dq_accum + static_cast<int64_t>(si.q_start) * dq_rs + static_cast<int64_t>(h) * D;
 
       // K (and V, waited for before the first dP^T): zero the rows past the used keys once they have landed (both
       // consumer warpgroups share the rows; then both wait for V here).
       mbar_wait(bar_k, 0);
       if (keys_used < BN) {
         mbar_wait(bar_v, 0);
-        const int nrows = BN - keys_used;
-        const int total = 2 * C::kPanels * nrows * 8;
-        for (int idx = ctid; idx < total; idx += 256) {
-          const int chunk = idx % 8;
-          const int rr = (idx / 8) % nrows;
-          const int rest = idx / (8 * nrows);
-          const int pn = rest % C::kPanels;
-          const uint32_t t = rest / C::kPanels == 0 ? sK : sV;
-          st_shared_zero16(t + pn * C::kKVPanelBytes + (keys_used + rr) * 128 + chunk * 16);
-        }
-        fence_proxy_async_smem();
-        named_barrier_sync(1, 256);
+        zero_rows_sm90<C::kPanels, C::kKVPanelBytes>(sK, sV, 0, keys_used, BN - keys_used, ctid);
       }
 
-      if constexpr (kSplitSP != 0) {
+      if constexpr (kSplitD) {
         // ------------------------------------------------ split S^T / dP^T (D = 256): each computed once per tile.
         // Warpgroup 0: S^T = K Q^T, P^T = SiLU (T) -> sP, SiLU' (fp16, 0 where masked) -> sX, dV += P^T dO (RS),
         //   dK += dS^T Q (SS, A = sX once warpgroup 1 has turned SiLU' into dS^T), dQ (SS, A = sX).
@@ -387,6 +376,7 @@ __global__ void __launch_bounds__(384, 1)
           const int q_used = si.lq - m0;
           if (q_used < BM) {
             if constexpr (!kDo) mbar_wait(bar_full_do(s), ph);
+            // (zero_rows_sm90 written out: through it this kernel's code changed)
             const int nrows = BM - q_used;
             const int total = 2 * C::kPanels * nrows * 8;
             for (int idx = ctid; idx < total; idx += 256) {
@@ -418,15 +408,13 @@ __global__ void __launch_bounds__(384, 1)
         };
         // That block into the tiled workspace (dq_red_tiled_block).
         auto dq_red_blk = [&](const float (&q)[32], int m0, int b) {
-          if constexpr (!kNoDqRed) {
-            // head, batch re-read (not kept live through the loop)
-            const uint32_t hy = bwd_cta_head<kGrid>(park);
-            const uint32_t bz = bwd_cta_batch<kGrid>(park);
-            // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill); the kernel
-            // without rab keeps it (the load on its reduction path cost it 3 %).
-            const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
-            dq_red_tiled_block(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid, q);
-          }
+          // head, batch re-read (not kept live through the loop)
+          const uint32_t hy = bwd_cta_head<kGrid>(park);
+          const uint32_t bz = bwd_cta_batch<kGrid>(park);
+          // kRab: the sequence's first row re-read too (kept live, it made the rab kernel spill); the kernel
+          // without rab keeps it (the load on its reduction path cost it 3 %).
+          const int qs = kRab ? __ldg(p.cu_seqlens_q + bz) : si.q_start;
+          dq_red_tiled_block(p.dq_accum, qs, static_cast<int>(bz), m0, p.heads, static_cast<int>(hy), b, wtid, q);
         };
         // Word (ks, q) of a thread's 64 x 64 tile fragment: key row 16 warp + lane/4 + 8 (q % 2), query columns
         // 8 (2 ks + q / 2) + 2 (lane % 4) (+1), elements e = 8 ks + 2 q, e + 1; 128-byte rows, 16-byte chunk
@@ -507,8 +495,8 @@ __global__ void __launch_bounds__(384, 1)
                 pv[u] = ok ? fmaf(x, t, x) : 0.f;
                 xv[u] = ok ? fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
               }
-              pf0[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
-              xf0[e / 8][(e % 8) / 2] = pack_pair<__half>(xv[0], xv[1]);
+              pf0[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
+              xf0[e / 8][(e % 8) / 2] = pack2<__half>(xv[0], xv[1]);
             }
             // Warpgroup 1 is done reading sP (its dV of tile i - 1) and both warpgroups' dQ wgmmas of tile i - 1 have
             // read sX.
@@ -625,7 +613,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                   const int e = 8 * ks + 2 * q;
-                  df1[ks][q] = pack_pair<T>(acc_dp1[e] * ds_scale * unpack_lo<__half>(xw[ks][q]),
+                  df1[ks][q] = pack2<T>(acc_dp1[e] * ds_scale * unpack_lo<__half>(xw[ks][q]),
                                             acc_dp1[e + 1] * ds_scale * unpack_hi<__half>(xw[ks][q]));
                   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(word_addr(sX, ln, ks, q)), "r"(df1[ks][q]) : "memory");
                 }
@@ -685,8 +673,6 @@ __global__ void __launch_bounds__(384, 1)
       // added to the fp32 workspace; lane pairs swap halves so that each lane owns 4 consecutive columns of a row.
       auto dq_tile = [&](int t, int m0) {
         const uint32_t sdSb = sdS + (t % C::kdSBufs) * C::kdSBytes;
-        // kDqMode 1: the previous tile's reduce has read the staging buffer (published by the barrier below).
-        if (kDqMode == 1 && wtid == 0) bulk_wait_read0();
         wgmma_fence();
         if constexpr (C::kSplitDqCols) {
           // the other warpgroup's dS^T of tile t (and, through this barrier, all of this warpgroup's warps')
@@ -709,99 +695,45 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
         wgmma_wait<0>();
         pin_all(acc_dq);
-        if constexpr (kDqMode == 2) {
-          // Per warp: rows 16 warp .. + 15 of the tile, two 2 KB panels (16 rows x 128 B) at warp * 4 KB.
-          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t stg = sDqStage + wg * C::kDqStageBytes + warp * 4096;
-          if (ln == 0) bulk_wait_read0();  // this warp's previous reduce has read the buffer
-          __syncwarp();
-          const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint32_t a = rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (ln % 4) / 2) ^ (ln / 4)) << 4);
-              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc_dq[4 * j + 2 * half]),
-                           "f"(acc_dq[4 * j + 2 * half + 1])
-                           : "memory");
-            }
-          }
-          fence_proxy_async_smem();
-          __syncwarp();
-          if (ln == 0 && !kNoDqRed) {
-            const int c0 = C::kSplitDqCols ? 64 * wg : 0;
-            if constexpr (kLpt) {
-              // evict_last: more of the workspace is still in L2 when the conversion reads it (B128 S1K: conversion
-              // 140 -> 133 us, main kernel +0-3 us; docs/archive/hstu_sm90_log.md).
-              uint64_t pol;
-              asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-#pragma unroll
-              for (int pn = 0; pn < 2; ++pn) {
-                tma_reduce_add_3d_hint(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp, pol);
-              }
-            } else {
-#pragma unroll
-              for (int pn = 0; pn < 2; ++pn) {
-                tma_reduce_add_3d(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp);
-              }
-            }
-            bulk_commit();
-          }
-          return;
-        }
-        if constexpr (kDqMode == 1) {
-          // Stage: element (row 16 warp + lane/4 + 8 half, column 8 j + 2 (lane % 4) (+1)) -> panel j / 4, 16-byte
-          // chunk 2 (j % 4) + (lane % 4) / 2 XOR (row % 8), 8 bytes at (lane % 4) % 2 (2 wavefronts per store).
-          const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
-          const uint32_t stg = sDqStage + wg * C::kDqStageBytes;
-          const uint32_t rowa = stg + (16 * warp + ln / 4) * 128 + ((ln % 4) % 2) * 8;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint32_t a = rowa + (j / 4) * C::kDqPanelBytes + half * 8 * 128 +
-                                 (((2 * (j % 4) + (ln % 4) / 2) ^ (ln / 4)) << 4);
-              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc_dq[4 * j + 2 * half]),
-                           "f"(acc_dq[4 * j + 2 * half + 1])
-                           : "memory");
-            }
-          }
-          fence_proxy_async_smem();
-          named_barrier_sync(4 + wg, 128);
-          // Rows past the used queries hold exact zeros (dS = 0 there), so adding them into the next sequence's rows
-          // changes nothing; rows past the tensor are clipped by TMA.
-          if (wtid == 0 && !kNoDqRed) {
-            const int c0 = C::kSplitDqCols ? 64 * wg : 0;
-#pragma unroll
-            for (int pn = 0; pn < 2; ++pn) {
-              tma_reduce_add_3d(&tm_dq, stg + pn * C::kDqPanelBytes, c0 + 32 * pn, h, si.q_start + m0);
-            }
-            bulk_commit();
-          }
-          return;
-        }
-        const bool odd = lane & 1;
-        const int row = 16 * warp + lane / 4 + (odd ? 8 : 0);
-        const int col0 = (C::kSplitDqCols ? 64 * wg : 0) + 2 * (lane % 4) - (odd ? 2 : 0);
-        const bool in = !kNoDqRed && m0 + row < si.lq;
-        float* rp = dq_acc + static_cast<int64_t>(m0 + row) * dq_rs + col0;
+        // Per warp: rows 16 warp .. + 15 of the tile, two 2 KB panels (16 rows x 128 B) at warp * 4 KB.
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const uint32_t stg = sDqStage + wg * C::kDqStageBytes + warp * 4096;
+        if (ln == 0) bulk_wait_read0();  // this warp's previous reduce has read the buffer
+        __syncwarp();
+        const uint32_t rowa = stg + (ln / 4) * 128 + ((ln % 4) % 2) * 8;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float s0 = odd ? acc_dq[4 * j] : acc_dq[4 * j + 2];
-          const float s1 = odd ? acc_dq[4 * j + 1] : acc_dq[4 * j + 3];
-          const float g0 = __shfl_xor_sync(0xffffffffu, s0, 1);
-          const float g1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-          if (odd) {
-            red_add_v4(rp + 8 * j, g0, g1, acc_dq[4 * j + 2], acc_dq[4 * j + 3], in);
-          } else {
-            red_add_v4(rp + 8 * j, acc_dq[4 * j], acc_dq[4 * j + 1], g0, g1, in);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const uint32_t a = rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (ln % 4) / 2) ^ (ln / 4)) << 4);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(acc_dq[4 * j + 2 * half]),
+                         "f"(acc_dq[4 * j + 2 * half + 1])
+                         : "memory");
           }
+        }
+        fence_proxy_async_smem();
+        __syncwarp();
+        if (ln == 0) {
+          const int c0 = C::kSplitDqCols ? 64 * wg : 0;
+          if constexpr (kLpt) {
+            // evict_last: more of the workspace is still in L2 when the conversion reads it (B128 S1K: conversion
+            // 140 -> 133 us, main kernel +0-3 us; docs/archive/hstu_sm90_log.md).
+            uint64_t pol;
+            asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+#pragma unroll
+            for (int pn = 0; pn < 2; ++pn) {
+              tma_reduce_add_3d_hint(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp, pol);
+            }
+          } else {
+#pragma unroll
+            for (int pn = 0; pn < 2; ++pn) {
+              tma_reduce_add_3d(&tm_dq, stg + pn * 2048, c0 + 32 * pn, h, si.q_start + m0 + 16 * warp);
+            }
+          }
+          bulk_commit();
         }
       };
 
-      if constexpr (kPingpong) {
-        if (wg == 1) named_barrier_arrive(6, 256);  // warpgroup 0 issues first
-      }
       // kSkipWg: tiles i in [lo, hi) (of this work) hold query rows this warpgroup's keys can see; packed lo | hi << 16
       // (query tiles per work < 2^16).
       uint32_t wt_range = 0;
@@ -829,7 +761,7 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t ph = (i / S) & 1;
         const uint32_t sQs = sQ + s * C::kQBytes;
         const uint32_t sdOs = sdO + s * C::kQBytes;
-        const uint32_t sdSb = sdS + (kSplitD ? wg : i % C::kdSBufs) * C::kdSBytes;
+        const uint32_t sdSb = sdS + (i % C::kdSBufs) * C::kdSBytes;
         const int r0 = m0 + mk.offset;  // key position of the tile's first query row
 
         // dO (and V): waited for below, after the S^T issue (kRab: here; the late waits made it spill 24 B).
@@ -841,18 +773,7 @@ __global__ void __launch_bounds__(384, 1)
         const int q_used = si.lq - m0;  // >= 1 (m0 < lq)
         if (q_used < BM) {  // last query tile: zero the Q / dO rows past the used rows
           mbar_wait(bar_full_do(s), ph);
-          const int nrows = BM - q_used;
-          const int total = 2 * C::kPanels * nrows * 8;
-          for (int idx = ctid; idx < total; idx += 256) {
-            const int chunk = idx % 8;
-            const int rr = (idx / 8) % nrows;
-            const int rest = idx / (8 * nrows);
-            const int pn = rest % C::kPanels;
-            const uint32_t t = rest / C::kPanels == 0 ? sQs : sdOs;
-            st_shared_zero16(t + pn * C::kQPanelBytes + (q_used + rr) * 128 + chunk * 16);
-          }
-          fence_proxy_async_smem();
-          named_barrier_sync(1, 256);
+          zero_rows_sm90<C::kPanels, C::kQPanelBytes>(sQs, sdOs, 0, q_used, BM - q_used, ctid);
         }
 
         if constexpr (kSkipWg) {
@@ -876,7 +797,7 @@ __global__ void __launch_bounds__(384, 1)
         // Mask bits of this thread's 32 elements, before the GEMMs (no mask temporaries live while they fly).
         // Element e: key row 16 warp + lane/4 + 8 ((e % 4) / 2), query column 8 (e / 4) + 2 (lane % 4) + (e % 2).
         uint32_t bits = 0xffffffffu;
-        if (!mk.tile_full_targets(r0, r0 + BM, j_w0, j_w0 + 64)) {  // D = 64 / 128 (split D: mask_bits above)
+        if (!mk.tile_full_targets(r0, r0 + BM, j_w0, j_w0 + 64)) {
           const int jr = j_w0 + 16 * warp + lane / 4;
           const int rc = r0 + 2 * (lane % 4);
           bits = 0;
@@ -901,9 +822,6 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         // S^T = K_wg Q^T and dP^T = V_wg dO^T (64 keys x 64 queries each).
-        // kPingpong: wait for the other warpgroup to have issued its S^T / dP^T (warpgroup 1: of the same tile,
-        // warpgroup 0: of the previous tile; warpgroup 1 pre-arrives once before the loop).
-        if constexpr (kPingpong) named_barrier_sync(6 + wg, 256);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
@@ -927,9 +845,6 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_ss<T, BM>(acc_dp, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
-        if constexpr (kPingpong) {
-          if (wg == 0 || i + 1 < n_mt) named_barrier_arrive(6 + (wg ^ 1), 256);  // the other warpgroup's turn
-        }
         // rab^T of this thread's elements: element e = key j_w0 + 16 warp + lane/4 + 8 ((e % 4) / 2), query position
         // r0 + 2 (lane % 4) + 8 (e / 4) + (e % 2), value rab[r][j]; elements e, e + 1 (queries r, r + 1 of one key)
         // packed in one register.
@@ -956,7 +871,7 @@ __global__ void __launch_bounds__(384, 1)
                 pv[u] = ok ? fmaf(x, t, x) : 0.f;
                 acc_s[e + u] = ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f);
               }
-              pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
+              pf[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
             }
           };
           auto pass_dp = [&](auto full) {
@@ -968,7 +883,7 @@ __global__ void __launch_bounds__(384, 1)
                 const bool ok = decltype(full)::value || ((bits >> (e + u)) & 1u);
                 dv[u] = ok ? acc_dp[e + u] * acc_s[e + u] : 0.f;
               }
-              df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
+              df[e / 8][(e % 8) / 2] = pack2<T>(dv[0], dv[1]);
             }
           };
           const bool full = kFullPw && bits == 0xffffffffu;
@@ -994,8 +909,8 @@ __global__ void __launch_bounds__(384, 1)
               pv[u] = ok ? fmaf(x, t, x) : 0.f;
               dv[u] = ok ? acc_dp[e + u] * ds_scale * fmaf(0.5f, t, 0.5f) * fmaf(x, 1.f - t, 1.f) : 0.f;
             }
-            pf[e / 8][(e % 8) / 2] = pack_pair<T>(pv[0], pv[1]);
-            df[e / 8][(e % 8) / 2] = pack_pair<T>(dv[0], dv[1]);
+            pf[e / 8][(e % 8) / 2] = pack2<T>(pv[0], pv[1]);
+            df[e / 8][(e % 8) / 2] = pack2<T>(dv[0], dv[1]);
           }
         }
         // dS^T -> smem: word df[ks][q] holds key row 64 wg + 16 warp + lane/4 + 8 (q % 2), query columns
@@ -1046,38 +961,6 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(pf);
         pin_all(df);
 
-        if constexpr (kSplitD) {
-          // Q / dO of stage s are no longer read (dQ reads K and dS^T only).
-          if (lane == 0) mbar_arrive(bar_empty(s));
-          // dQ[m0 : m0 + 64, c0w : c0w + 128] += dS K[:, c0w : c0w + 128] over the 64 keys, as two m64n64 halves
-          // (A = this warpgroup's dS^T buffer, MN-major; B = K panels 2 wg, 2 wg + 1, MN-major).
-          float acc_q0[32], acc_q1[32];
-          named_barrier_sync(4 + wg, 128);  // all 4 warps' dS^T rows are in smem (fenced)
-          wgmma_fence();
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks) {
-            const uint64_t da = make_desc_sw128(sdSb + ks * 16 * 128, C::kdSBytes);
-            wgmma_ss_tt_n64<T>(acc_q0, da,
-                               make_desc_sw128(sK + (2 * wg) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
-                               ks > 0 ? 1 : 0);
-          }
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks) {
-            const uint64_t da = make_desc_sw128(sdSb + ks * 16 * 128, C::kdSBytes);
-            wgmma_ss_tt_n64<T>(acc_q1, da,
-                               make_desc_sw128(sK + (2 * wg + 1) * C::kKVPanelBytes + ks * 16 * 128, C::kKVPanelBytes),
-                               ks > 0 ? 1 : 0);
-          }
-          wgmma_commit();
-          wgmma_wait<0>();
-          pin_all(acc_q0);
-          pin_all(acc_q1);
-          // every warp's dQ wgmma has read the dS^T buffer (the next tile's dS^T stores overwrite it)
-          named_barrier_sync(4 + wg, 128);
-          if constexpr (!kNoDqRed) dq_red_tiled(p.dq_accum, si.q_start, b, m0, p.heads, h, 2 * wg, wtid, acc_q0, acc_q1);
-          continue;
-        }
-
         // dQ of the previous tile (one tile late: the warpgroups need not meet on every tile, so one's SiLU can
         // run under the other's GEMMs).
         if (i > 0) dq_tile(i - 1, tile_of(i - 1) * BM);
@@ -1086,7 +969,7 @@ __global__ void __launch_bounds__(384, 1)
         // last dQ, which is what makes kdSBufs = kStages + 1 dS^T buffers and barrier ids safe to reuse.
         if (lane == 0) mbar_arrive(bar_empty(s));
       }
-      if constexpr (!kSplitD) dq_tile(n_mt - 1, tile_of(n_mt - 1) * BM);
+      dq_tile(n_mt - 1, tile_of(n_mt - 1) * BM);
       }
     }
 
@@ -1186,8 +1069,8 @@ __global__ void __launch_bounds__(384, 1)
         const int rr = 16 * warp + lane / 4 + 8 * half;
         const uint32_t a = (c0w / 64 + j / 8) * C::kKVPanelBytes + (kr0 + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) +
                            (lane % 4) * 4;
-        const uint32_t vk = pack_pair<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
-        const uint32_t vv = pack_pair<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
+        const uint32_t vk = pack2<T>(acc_dk[4 * j + 2 * half], acc_dk[4 * j + 2 * half + 1]);
+        const uint32_t vv = pack2<T>(acc_dv[4 * j + 2 * half] * sc, acc_dv[4 * j + 2 * half + 1] * sc);
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sK + a), "r"(vk) : "memory");
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sV + a), "r"(vv) : "memory");
       }
@@ -1260,7 +1143,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kConvBehind) mbar_arrive(smem_addr(&bwd_conv_smem<D>().cdone));
         bulk_wait_read0();
       }
-    } else if (kDqMode == 2 ? lane == 0 : wtid == 0) {
+    } else if (lane == 0) {
       bulk_wait_read0();
     }
   }

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_sm90_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // make_qkv_map (tensor maps through the driver entry point)
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
@@ -42,10 +42,12 @@ inline cudaError_t make_dq_accum_map(CUtensorMap* map, float* ptr, int64_t rows,
 // measured on the Zipf(1.2) batch's main kernel: 60 % 124 us, 100 % 122.7 us, 200 % 135.3 us, no split 137 us).
 constexpr int kBwdSplitPct = 100;
 
-template <typename T, int D, int kStages, int kDqMode, bool kNoDqRed = false, bool kRab = false,
-          bool kPingpong = false, bool kSkipWg = false, int kSplitSP = 0>
-cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, int cluster_x = 1) {
-  using C = BwdSm90Traits<D, kStages>;
+// Launches the backward kernel of configuration Config (BwdSm90Plain / BwdSm90SkipWg / BwdSm90Rab) in the grid or
+// work-list order it takes.
+template <typename T, int D, class Config>
+cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+  using C = BwdSm90Traits<D>;
+  constexpr bool kRab = Config::kRab;
   if (p.max_seqlen_k <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidConfiguration;
   CUtensorMap tq, tk, tv, tdo;
@@ -59,9 +61,9 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  CUtensorMap tdq{};  // dq_accum's bulk reduce-adds; the split-D kernel adds dQ without it (dq_red_tiled)
+  CUtensorMap tdq{};  // dq_accum's bulk reduce-adds; the split-D kernel adds dQ without it (dq_red_tiled_block)
   if constexpr (!C::kSplitD) {
-    err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, kDqMode == 2 ? 16 : 64);
+    err = make_dq_accum_map(&tdq, p.dq_accum, p.total_q, p.heads, D, 16);
     if (err != cudaSuccess) return err;
   }
   // dK / dV stores of whole 64-key warpgroup blocks (box 64 columns x 64 rows, the staging's layout).
@@ -72,7 +74,7 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const SchedArgs sa{};  // (the grids' kernels take no work list)
-  constexpr auto kernel = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP>;
+  constexpr auto kernel = hstu_bwd_sm90_kernel<T, D, Config>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   const int nblk = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
@@ -84,26 +86,25 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  if constexpr (kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
+  if constexpr (Config::kSkipWg) {  // 1-D grid: the kernel decodes key block, head, batch (its kLpt)
     const int64_t n = static_cast<int64_t>(nblk) * p.heads * p.batch;
     if (n > 0x7fffffff) return cudaErrorInvalidConfiguration;
     kernel<<<dim3(static_cast<unsigned>(n)), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
     return cudaGetLastError();
   }
-  // Split D without rab, jagged lengths: the work list (hstu_sm90_plan.cuh: longest first with split key blocks, or
-  // the grid's order less its empty CTAs) when the op gave its workspace; the kernel starts behind the planner
-  // (programmatic dependent launch), whose other CTAs zero the dq workspace meanwhile (then uninitialized).
+  // Split D without rab, jagged lengths: the work list (hstu_sm90_work_list.cuh: longest first with split key
+  // blocks, or the grid's order less its empty CTAs) when the op gave its workspace; the kernel starts behind the
+  // planner (programmatic dependent launch), whose other CTAs zero the dq workspace meanwhile (then uninitialized).
   if constexpr (C::kSplitD && !kRab) {
     const Sm90SchedLayout l = hstu_bwd_sm90_sched_layout(p, total_k);
-    if (cluster_x <= 1 && p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
+    if (p.bwd_sched != nullptr && l.bytes > 0 && p.bwd_sched_bytes >= l.bytes) {
       SchedArgs la = sched_args(p.bwd_sched, l, sm_count());
       la.heads_inner = hstu_bwd_sm90_heads_first(p) ? 1 : 0;  // (the grid's order, where the list keeps it)
       la.zero = reinterpret_cast<float4*>(p.dq_accum);        // (uninitialized: the op gave the list's workspace)
       la.zero_n4 = hstu_bwd_sm90_dq_accum_floats(p) / 4;
       err = launch_plan<BwdPlanUnits>(p, la, sm_count(), kBwdSplitPct, stream);
       if (err != cudaSuccess) return err;
-      constexpr auto lk = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
-                                               kBwdGridList>;
+      constexpr auto lk = hstu_bwd_sm90_kernel<T, D, Config, kBwdGridList>;
       err = set_max_dynamic_smem<lk>(C::kSmem);
       if (err != cudaSuccess) return err;
       return launch_behind_plan(lk, l.capacity * p.heads, C::kThreads, C::kSmem, stream, tq, tk, tv, tdo, tdq, tdk,
@@ -117,36 +118,15 @@ cudaError_t launch_bwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   // Split D: the (head, key block, batch) grid where hstu_bwd_sm90_heads_first says so (its own kernel: the grid
   // order is a template flag, a run-time one made the kernel spill).
   if constexpr (C::kSplitD) {
-    if (cluster_x <= 1 && hstu_bwd_sm90_heads_first(p)) {
-      constexpr auto hf = hstu_bwd_sm90_kernel<T, D, kStages, kDqMode, kNoDqRed, kRab, kPingpong, kSkipWg, kSplitSP,
-                                               kBwdGridHKB>;
+    if (hstu_bwd_sm90_heads_first(p)) {
+      constexpr auto hf = hstu_bwd_sm90_kernel<T, D, Config, kBwdGridHKB>;
       err = set_max_dynamic_smem<hf>(C::kSmem);
       if (err != cudaSuccess) return err;
       hf<<<dim3(p.heads, nblk, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
       return cudaGetLastError();
     }
   }
-  if (cluster_x <= 1) {
-    kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
-    return cudaGetLastError();
-  }
-  // Clusters of cluster_x adjacent key blocks of one (batch, head): the kernel is the same (no cluster code); the
-  // hardware co-schedules the blocks of a cluster on SMs of one GPC, so neighbours walk the same Q / dO tiles at
-  // the same time (measured faster at D = 256, docs/archive/hstu_sm90_log.md). Blocks past the keys exit at once.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((nblk + cluster_x - 1) / cluster_x * cluster_x), p.heads, p.batch);
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
-  if (err != cudaSuccess) return err;
+  kernel<<<dim3(nblk, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tdq, tdk, tdv, p, sa);
   return cudaGetLastError();
 }
 
@@ -208,100 +188,41 @@ cudaError_t convert_drab(const HstuParams& p, cudaStream_t stream) {
 // through p.drab_accum, fp32 (B, 1, R, C) zeroed by the caller, converted here), as the sm80-class backward.
 // cudaErrorNotSupported (the caller falls back to the sm80-class backward): deterministic mode (dq_accum ==
 // nullptr, or p.drab_heads set), head dim other than 64 / 128 / 256.
-// variant (dev library with HSTU_SM90_ALL_VARIANTS): < 0 default (dQ by per-warp bulk tensor reduce-add), 0 = dQ by
-// red.global.add.v4.f32, 1 = per-warpgroup bulk reduce, 7 / 8 = warpgroup tile skip off / on (D = 64 / 128),
-// 9 = default without the warpgroup tile skip and the dQ reductions (timing only: dq is wrong), 11 = the default
-// kernel launched as 2-CTA clusters; D = 256: 2, 5, 6 and 9 below.
-// Default configuration: split S^T / dP^T for the split-D (D = 256) kernel; warpgroup tile skip at D = 128 when
-// window_right >= 0 (bwd_skip_wg).
-// D = 256: S^T / dP^T computed once per tile and exchanged through smem (kSplitSP; measured faster than the
-// previous default, both warpgroups computing both with pingpong, docs/archive/hstu_sm90_log.md), dQ's column blocks
-// split 1 | 3 between the warpgroups and warpgroup 1's next dP^T issued between its dQ reductions.
-template <int D>
-inline constexpr int kBwdSplitSP = D == 256 ? 1 : 0;
-// Warpgroup tile skip (kSkipWg): at D = 128 when the mask bounds the keys on the right (window_right >= 0: causal,
-// local), where some warpgroup tiles see no key; full windows keep the kernel without it (measured 2-3 % slower
-// with it at S = 16K), and D = 64 too (5-10 % slower at S = 16K).
-template <int D>
-inline constexpr bool kBwdSkipWg = D == 128;
-inline bool bwd_skip_wg(const HstuParams& p) { return p.window_right >= 0; }
-
-// The default D = 64 / 128 kernel: the kSkipWg one under a right window, else the plain one. `rest`: it converts most
-// of dq itself (the launcher's pass then converts only the rest).
+// Configurations (measured best on an H200, docs/archive/hstu_sm90_log.md): BwdSm90Rab with rab; else
+// BwdSm90SkipWg at D = 128 under a right window (window_right >= 0: causal, local, where some warpgroup tiles see no
+// key; full windows measured 2-3 % slower with it at S = 16K, D = 64 5-10 %), else BwdSm90Plain. D = 256 is the
+// split-D kernel (S^T / dP^T computed once per tile and exchanged through smem, dQ's column blocks split 1 | 3
+// between the warpgroups).
 template <typename T, int D>
-cudaError_t launch_bwd_default_d64_128(const HstuParams& p, int64_t total_k, cudaStream_t stream, int cx, bool& rest) {
-  const bool skip = kBwdSkipWg<D> && bwd_skip_wg(p);
-  rest = skip && sm90::bwd_dq_conv_behind(p);
-  return skip ? sm90::launch_bwd<T, D, 2, 2, false, false, false, kBwdSkipWg<D>>(p, total_k, stream, cx)
-              : sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream, cx);
-}
-
-template <typename T, int D>
-cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
+cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
   if constexpr (D != 64 && D != 128 && D != 256) {
     (void)p;
     (void)total_k;
     (void)stream;
-    (void)variant;
     return cudaErrorNotSupported;
   } else {
     if (p.dq_accum == nullptr || p.drab_heads != nullptr) return cudaErrorNotSupported;
     if (p.batch <= 0 || p.heads <= 0) return cudaSuccess;
     cudaError_t err;
-    // The kSkipWg kernel (1-D longest-first grid) with the self-zeroing workspace converts most of dq itself.
-    bool rest = false;
-    // launch_bwd's cluster_x: 1 (plain grid). Dev variant 11 launches the default kernel as 2-CTA clusters of adjacent
-    // key blocks: measured no faster (docs/archive/hstu_sm90_log.md), kept for re-measuring on other parts (not for the
-    // kSkipWg kernel: it runs on a 1-D grid).
-    int cx = 1;
-#ifdef HSTU_SM90_ALL_VARIANTS
-    if (variant == 11) cx = 2;
-#endif
-    if (p.rab != nullptr) {  // the default configuration's kRab kernel, whatever `variant` says
-      if constexpr (D == 256) {  // split D, split S^T / dP^T (rab loaded by warpgroup 0, drab written by it)
-        err = sm90::launch_bwd<T, D, 2, 2, false, true, false, false, kBwdSplitSP<D>>(p, total_k, stream);
-      } else {
-        err = sm90::launch_bwd<T, D, 2, 2, false, true>(p, total_k, stream);
-      }
+    if (p.rab != nullptr) {
+      err = sm90::launch_bwd<T, D, sm90::BwdSm90Rab>(p, total_k, stream);
       if (err != cudaSuccess) return err;
       err = sm90::convert_drab<T>(p, stream);
       if (err != cudaSuccess) return err;
       return sm90::convert_dq<T, D>(p, stream);
     }
-#ifdef HSTU_SM90_ALL_VARIANTS
-    if constexpr (D == 256) {  // split-D kernel, default dQ mode only. Default: split S^T / dP^T (kBwdSplitSP);
-                               // 6: the previous default (S^T / dP^T by both warpgroups, pingpong), 2: the same
-                               // without pingpong; 9 / 5: default / previous default without the dQ reductions
-                               // (timing only)
-      switch (variant) {
-        case 2: err = sm90::launch_bwd<T, D, 2, 2, false, false, false>(p, total_k, stream); break;
-        case 5: err = sm90::launch_bwd<T, D, 2, 2, true, false, true>(p, total_k, stream); break;
-        case 6: err = sm90::launch_bwd<T, D, 2, 2, false, false, true>(p, total_k, stream); break;
-        case 9: err = sm90::launch_bwd<T, D, 2, 2, true, false, false, false, kBwdSplitSP<D>>(p, total_k, stream); break;
-        default:
-          err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
+    // The BwdSm90SkipWg kernel (1-D longest-first grid) with the self-zeroing workspace converts most of dq itself.
+    bool rest = false;
+    if constexpr (D == 128) {
+      if (p.window_right >= 0) {
+        rest = sm90::bwd_dq_conv_behind(p);
+        err = sm90::launch_bwd<T, D, sm90::BwdSm90SkipWg>(p, total_k, stream);
+      } else {
+        err = sm90::launch_bwd<T, D, sm90::BwdSm90Plain>(p, total_k, stream);
       }
     } else {
-      switch (variant) {
-        case 0: err = sm90::launch_bwd<T, D, 2, 0>(p, total_k, stream); break;
-        case 1: err = sm90::launch_bwd<T, D, 2, 1>(p, total_k, stream); break;
-        case 7: err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false>(p, total_k, stream); break;
-        case 8:
-          err = sm90::launch_bwd<T, D, 2, 2, false, false, false, true>(p, total_k, stream);
-          rest = sm90::bwd_dq_conv_behind(p);
-          break;
-        case 9: err = sm90::launch_bwd<T, D, 2, 2, true>(p, total_k, stream); break;
-        default: err = launch_bwd_default_d64_128<T, D>(p, total_k, stream, cx, rest);
-      }
+      err = sm90::launch_bwd<T, D, sm90::BwdSm90Plain>(p, total_k, stream);
     }
-#else
-    (void)variant;
-    if constexpr (kBwdSplitSP<D> != 0) {
-      err = sm90::launch_bwd<T, D, 2, 2, false, false, false, false, kBwdSplitSP<D>>(p, total_k, stream, cx);
-    } else {
-      err = launch_bwd_default_d64_128<T, D>(p, total_k, stream, cx, rest);
-    }
-#endif
     if (err != cudaSuccess) return err;
     return rest ? sm90::convert_dq_rest<T, D>(p, stream) : sm90::convert_dq<T, D>(p, stream);
   }

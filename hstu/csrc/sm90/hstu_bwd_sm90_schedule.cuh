@@ -1,14 +1,14 @@
 // Hopper HSTU backward: which work a CTA does. The kSkipWg kernel's longest-first 1-D grid (groups of (batch, head)
-// pairs), the split-D kernel's grid orders, and the units of its jagged work list (hstu_sm90_plan.cuh).
+// pairs), the split-D kernel's grid orders, and the units of its jagged work list (hstu_sm90_work_list.cuh).
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
 namespace hstu {
 namespace sm90 {
@@ -33,7 +33,7 @@ __device__ __forceinline__ void bwd_lpt_decode(const HstuParams& p, int lin, int
 }
 
 // The split-D kernel's grids (kGrid): the (key block, head, batch) grid, the (head, key block, batch) one
-// (hstu_bwd_sm90_heads_first), or the jagged work list (hstu_sm90_plan.cuh, BwdPlanUnits; the CTA's item and head:
+// (hstu_bwd_sm90_heads_first), or the jagged work list (hstu_sm90_work_list.cuh, BwdPlanUnits; the CTA's item and head:
 // sched_cta_item).
 constexpr int kBwdGridKHB = 0;
 constexpr int kBwdGridHKB = 1;
@@ -68,7 +68,7 @@ __device__ __forceinline__ uint32_t bwd_cta_batch(uint32_t park) {
   return ctaid_reg<2>();
 }
 
-// The D = 256 backward's work-list units (hstu_sm90_plan.cuh): key blocks of 64 keys, their work's query tiles (the
+// The D = 256 backward's work-list units (hstu_sm90_work_list.cuh): key blocks of 64 keys, their work's query tiles (the
 // no-rab kernel's, gaps skipped).
 struct BwdPlanUnits {
   static constexpr bool kHeavyLast = false;  // (causal: key block 0 sees the most queries)

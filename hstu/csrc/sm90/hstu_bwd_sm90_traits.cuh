@@ -5,10 +5,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
 namespace hstu {
 namespace sm90 {
@@ -17,8 +17,8 @@ template <int D, int STAGES = 2>
 struct BwdSm90Traits {
   // D = 256 ("split D"): dK + dV of 64 keys x 256 columns would need 256 fp32 registers per thread, so the CTA owns
   // 64 keys and the two consumer warpgroups split the columns: warpgroup g keeps dK, dV[:, 128 g : 128 g + 128] in
-  // registers (128 per thread, as at D = 128), and both compute the full S^T / dP^T / P^T / dS^T of the 64 keys
-  // (the two 64 x 64 x 256 GEMMs twice per CTA: 7 GEMM units for 5 useful) so that they never wait for each other.
+  // registers (128 per thread, as at D = 128); S^T and dP^T are computed once per tile (warpgroup 0 / 1) and
+  // exchanged through smem.
   static constexpr bool kSplitD = D == 256;
   static constexpr int kBlockM = 64;   // query rows per tile
   static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA: 2 consumer warpgroups x 64 (D = 256: 64)
@@ -40,9 +40,9 @@ struct BwdSm90Traits {
   // Split D: one private buffer per warpgroup (its dQ runs in the same tile; buffer index = warpgroup).
   static constexpr int kdSBufs = kSplitD ? 2 : kStages + 1;
   static constexpr int kBarIdBase = 6;  // ids 6 .. 6 + 2 kdSBufs - 1 (1, 3, 4, 5: other named barriers)
-  // dQ staging (kDqMode 1, 2): per consumer warpgroup 64 queries x 64 columns fp32 in 32-column (128-byte) panels
-  // in the 128B-swizzled layout of the dq_accum tensor map's box, reduced into dq_accum by bulk tensor ops.
-  // Split D: none (dQ goes from registers into the tiled workspace, dq_red_tiled).
+  // dQ staging: per consumer warpgroup 64 queries x 64 columns fp32 in 32-column (128-byte) panels in the
+  // 128B-swizzled layout of the dq_accum tensor map's box (per warp: its 16 rows), reduced into dq_accum by bulk
+  // tensor ops. Split D: none (dQ goes from registers into the tiled workspace, dq_red_tiled_block).
   static constexpr int kDqPanelBytes = 64 * 128;
   static constexpr int kDqStageBytes = kSplitD ? 0 : 2 * kDqPanelBytes;
   static constexpr int kOffDqStage = kOffdS + kdSBufs * kdSBytes;

@@ -4,8 +4,8 @@
 // 2-stage mbarrier pipeline, setmaxnreg 40), warpgroups 1 and 2 are consumers (64 query rows each, 128 per CTA,
 // setmaxnreg 232). Per KV tile a consumer computes S = Q K^T with wgmma (both operands in smem, 128B-swizzled,
 // K-major), applies SiLU + mask in registers, rounds P to the input dtype and computes O += P V with wgmma (P from
-// registers, V from smem as an MN-major operand). With kOverlap the SiLU of tile i runs while the P V wgmma of
-// tile i-1 is in flight (S of tile i is issued before P V of tile i-1).
+// registers, V from smem as an MN-major operand). The SiLU of tile i runs while the P V wgmma of tile i-1 is in
+// flight (S of tile i is issued before P V of tile i-1).
 //
 // Jagged sequences: one tensor map over the whole (total_tokens, H, D) tensor, tiles addressed by the sequence's
 // first token + tile offset. Keys past the sequence end (next sequence, or zero-filled past the tensor) are masked
@@ -22,10 +22,10 @@
 
 #include <cstddef>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/sm90/hstu_sm90_plan.cuh"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
 namespace hstu {
 namespace sm90 {
@@ -71,7 +71,7 @@ struct FwdTile {
 };
 static_assert(sizeof(FwdTile) <= 128, "FwdSm90Traits reserves 128 bytes per slot");
 
-// The forward's work-list units (hstu_sm90_plan.cuh): query tiles of BM rows, their KV tiles of BN keys.
+// The forward's work-list units (hstu_sm90_work_list.cuh): query tiles of BM rows, their KV tiles of BN keys.
 template <int BM, int BN>
 struct FwdPlanUnits {
   static constexpr bool kHeavyLast = true;  // (causal: the last query tiles see the most keys)
@@ -83,29 +83,41 @@ struct FwdPlanUnits {
   }
 };
 
-// kOverlap: SiLU of tile i overlaps the P V wgmma of tile i-1 (else serial). kPingpong: the two consumer
-// warpgroups take turns issuing their wgmmas (named barriers 4/5), so one's SiLU runs under the other's GEMMs.
+// The forward's named configurations (the plan picks one per call: FwdPlan::persistent).
+// FwdSm90Tile: one CTA per query tile (grid order or work list); K/V pipeline as deep as smem allows.
+struct FwdSm90Tile {
+  static constexpr bool kPersistent = false;
+  static constexpr int stages(int d) { return d <= 128 ? 3 : 2; }
+};
+// FwdSm90Persistent (D <= 128 grids of more than one wave): persistent CTAs, two Q buffers, two K/V stages.
+struct FwdSm90Persistent {
+  static constexpr bool kPersistent = true;
+  static constexpr int stages(int) { return 2; }
+};
+
+// Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
+// wgmmas (pingpong, named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
 // K/V in L2; else grid (B * H, m_blocks), the heaviest tiles of all heads first.
 // kRab: S += rab before the SiLU. Each consumer thread loads its own accumulator elements of the rab tile from
 // global memory (read-only path, any strides; adjacent key pairs as one 32-bit load where 4-byte aligned), issued
-// right after the S / P V wgmmas of the tile so the loads fly under them. kRab = false is the
-// no-rab kernel, unchanged.
-// kQB > 0 (grid order, dense-style grids): persistent CTAs (one per SM at most). The producer thread takes query
+// right after the S / P V wgmmas of the tile so the loads fly under them.
+// kSched: items from the jagged work list (hstu_sm90_work_list.cuh) instead of the grid's order.
+// Persistent (kQB = 2): one CTA per SM at most. The producer thread takes query
 // tiles of the head-major order (m_block reversed, h, b) from a global counter (p.fwd_tile_counter, zeroed by the
 // launcher; CTA x starts with tile x), so the tiles run in the grid's order and a CTA that drew a heavy causal tile
 // draws its next one later. It publishes each tile (its sequence, KV range) in a shared-memory slot beside one of
 // the kQB Q buffers, read by the consumers once that buffer's Q has landed; a tile of h = -1 ends the CTA. The K/V
 // pipeline runs on across tiles, so the next tile's Q and first K/V tiles load under the current tile's last GEMMs
 // and epilogue (which stages O in its own Q buffer and then frees it).
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStagesT, bool kRab = false, bool kSched = false,
-          int kQB = 0>
+template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
                          const SchedArgs sched) {
-  static_assert(kOverlap || !kPingpong, "pingpong needs the overlapped pipeline");
-  static_assert(kQB == 0 || (!kSched && kQB == 2), "persistent CTAs: grid order, two Q buffers");
+  constexpr int kStagesT = Config::stages(D);
+  constexpr int kQB = Config::kPersistent ? 2 : 0;
+  static_assert(kQB == 0 || !kSched, "persistent CTAs: grid order");
   using C = FwdSm90Traits<D, kStagesT, kQB>;
   constexpr bool kPersist = kQB > 0;
   // Per-warpgroup KV ranges (skip the tiles that are P = 0 for all 64 rows of a warpgroup): work-list kernel only
@@ -434,7 +446,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int ks = 0; ks < BN / 16; ++ks) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) pf[ks][q] = pack_pair<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
+            for (int q = 0; q < 4; ++q) pf[ks][q] = pack2<T>(acc_s[8 * ks + 2 * q], acc_s[8 * ks + 2 * q + 1]);
           }
         };
         auto release = [&](uint32_t b) {
@@ -459,129 +471,103 @@ __global__ void __launch_bounds__(384, 1)
         };
 
         if constexpr (!kPersist) mbar_wait(bar_q(qb), qph);
-        if constexpr (!kOverlap) {
-          for (int i = 0; i < n_tiles; ++i) {
+        // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
+        // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
+        auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
+        auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
+        if (wg == 1) named_barrier_arrive(4, 256);
+        // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
+        // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
+        // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
+        // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
+        int ia = 0, ib = n_tiles;  // without kWgSkip the whole range: the code as before
+        if constexpr (kWgSkip) {
+          ia = n_tiles;
+          const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
+          if (hi > lo) {
+            ia = nb_end - hi;
+            ib = nb_end - lo;
+          }
+        }
+        auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
+          pp_sync();
+          if (wg == 0 || slot < n) pp_arrive();
+        };
+        auto skip_tile = [&](int i) {
+          const int s = stage(i);
+          const uint32_t ph = phase(i);
+          mbar_wait(bar_full_k(s), ph);
+          release(bar_empty_k(s));
+          mbar_wait(bar_full_v(s), ph);
+          if (i == 0) fix_boundary_v(nb_end - 1, stage(0));
+          release(bar_empty_v(s));
+        };
+        if constexpr (kWgSkip) {
+          for (int i = 0; i < ia; ++i) {
+            pp_turn(i, n_tiles);
+            skip_tile(i);
+          }
+          // n_tiles is parked in shared memory while the section runs (one register less in the loop: D = 256
+          // spilled inside it otherwise).
+          st_shared_u32(bar + 112u + 4u * wg, static_cast<uint32_t>(n_tiles));
+          if (ia == n_tiles) pp_turn(n_tiles, n_tiles);  // no tile of this warpgroup: the last turn
+        }
+        if (ia < n_tiles) {
+          // First tile of the section: S, P; zero the V rows past the used keys once V_0 has landed.
+          {
+            const int s0 = stage(ia);
+            const uint32_t ph0 = phase(ia);
+            mbar_wait(bar_full_k(s0), ph0);
+            pp_sync();
+            issue_qk(s0);
+            pp_arrive();
+            load_rab(nb_end - 1 - ia);
+            wgmma_wait<0>();
+            pin_all(acc_s);
+            release(bar_empty_k(s0));
+            silu_mask(nb_end - 1 - ia);
+            pack_p();
+            mbar_wait(bar_full_v(s0), ph0);
+            if (ia == 0) fix_boundary_v(nb_end - 1, s0);
+          }
+          for (int i = ia + 1; i < ib; ++i) {
             const int nb = nb_end - 1 - i;
             const int s = stage(i);
             const uint32_t ph = phase(i);
+            const int sp = stage(i - 1);
+            const uint32_t php = phase(i - 1);
             mbar_wait(bar_full_k(s), ph);
-            issue_qk(s);
-            load_rab(nb);
-            wgmma_wait<0>();
+            mbar_wait(bar_full_v(sp), php);
+            pp_sync();
+            issue_qk(s);   // S_i, in flight during the P V below
+            issue_pv(sp);  // O += P_{i-1} V_{i-1}
+            pp_arrive();
+            load_rab(nb);  // kRab: flies under both wgmmas
+            wgmma_wait<1>();  // S_i done
             pin_all(acc_s);
             release(bar_empty_k(s));
-            silu_mask(nb);
+            silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+            wgmma_wait<0>();
+            pin_all(pf);
+            release(bar_empty_v(sp));
             pack_p();
-            mbar_wait(bar_full_v(s), ph);
-            if (i == 0) fix_boundary_v(nb, s);
-            issue_pv(s);
-            wgmma_wait<0>();
-            pin_all(pf);
-            release(bar_empty_v(s));
           }
-        } else {
-          // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
-          // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
-          auto pp_sync = [&]() {
-            if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
-          };
-          auto pp_arrive = [&]() {
-            if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
-          };
-          if (kPingpong && wg == 1) named_barrier_arrive(4, 256);
-          // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
-          // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
-          // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
-          // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
-          int ia = 0, ib = n_tiles;  // without kWgSkip the whole range: the code as before
+          const int il = ib - 1;
+          const int sl = stage(il);
+          mbar_wait(bar_full_v(sl), phase(il));
+          pp_sync();
+          issue_pv(sl);
+          int n_all = n_tiles;
           if constexpr (kWgSkip) {
-            ia = n_tiles;
-            const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
-            if (hi > lo) {
-              ia = nb_end - hi;
-              ib = nb_end - lo;
-            }
+            n_all = static_cast<int>(ld_shared_u32(bar + 112u + 4u * (opaque(static_cast<uint32_t>(ctid)) / 128u)));
           }
-          auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
-            pp_sync();
-            if (wg == 0 || slot < n) pp_arrive();
-          };
-          auto skip_tile = [&](int i) {
-            const int s = stage(i);
-            const uint32_t ph = phase(i);
-            mbar_wait(bar_full_k(s), ph);
-            release(bar_empty_k(s));
-            mbar_wait(bar_full_v(s), ph);
-            if (i == 0) fix_boundary_v(nb_end - 1, stage(0));
-            release(bar_empty_v(s));
-          };
-          if constexpr (kWgSkip) {
-            for (int i = 0; i < ia; ++i) {
-              pp_turn(i, n_tiles);
-              skip_tile(i);
-            }
-            // n_tiles is parked in shared memory while the section runs (one register less in the loop: D = 256
-            // spilled inside it otherwise).
-            st_shared_u32(bar + 112u + 4u * wg, static_cast<uint32_t>(n_tiles));
-            if (ia == n_tiles) pp_turn(n_tiles, n_tiles);  // no tile of this warpgroup: the last turn
-          }
-          if (ia < n_tiles) {
-            // First tile of the section: S, P; zero the V rows past the used keys once V_0 has landed.
-            {
-              const int s0 = stage(ia);
-              const uint32_t ph0 = phase(ia);
-              mbar_wait(bar_full_k(s0), ph0);
-              pp_sync();
-              issue_qk(s0);
-              pp_arrive();
-              load_rab(nb_end - 1 - ia);
-              wgmma_wait<0>();
-              pin_all(acc_s);
-              release(bar_empty_k(s0));
-              silu_mask(nb_end - 1 - ia);
-              pack_p();
-              mbar_wait(bar_full_v(s0), ph0);
-              if (ia == 0) fix_boundary_v(nb_end - 1, s0);
-            }
-            for (int i = ia + 1; i < ib; ++i) {
-              const int nb = nb_end - 1 - i;
-              const int s = stage(i);
-              const uint32_t ph = phase(i);
-              const int sp = stage(i - 1);
-              const uint32_t php = phase(i - 1);
-              mbar_wait(bar_full_k(s), ph);
-              mbar_wait(bar_full_v(sp), php);
-              pp_sync();
-              issue_qk(s);   // S_i, in flight during the P V below
-              issue_pv(sp);  // O += P_{i-1} V_{i-1}
-              pp_arrive();
-              load_rab(nb);  // kRab: flies under both wgmmas
-              wgmma_wait<1>();  // S_i done
-              pin_all(acc_s);
-              release(bar_empty_k(s));
-              silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
-              wgmma_wait<0>();
-              pin_all(pf);
-              release(bar_empty_v(sp));
-              pack_p();
-            }
-            const int il = ib - 1;
-            const int sl = stage(il);
-            mbar_wait(bar_full_v(sl), phase(il));
-            pp_sync();
-            issue_pv(sl);
-            int n_all = n_tiles;
-            if constexpr (kWgSkip) {
-              n_all = static_cast<int>(ld_shared_u32(bar + 112u + 4u * (opaque(static_cast<uint32_t>(ctid)) / 128u)));
-            }
-            if (wg == 0 || ib < n_all) pp_arrive();
-            wgmma_wait<0>();
-            pin_all(pf);
-            release(bar_empty_v(sl));
-            for (int i = ib; i < n_all; ++i) {
-              skip_tile(i);
-              pp_turn(i + 1, n_all);
-            }
+          if (wg == 0 || ib < n_all) pp_arrive();
+          wgmma_wait<0>();
+          pin_all(pf);
+          release(bar_empty_v(sl));
+          for (int i = ib; i < n_all; ++i) {
+            skip_tile(i);
+            pp_turn(i + 1, n_all);
           }
         }
         pin_all(acc_o);
@@ -648,7 +634,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int rr = 16 * warp + lane / 4 + 8 * half;
-          const uint32_t v = pack_pair<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
+          const uint32_t v = pack2<T>(acc_o[4 * j + 2 * half] * sc, acc_o[4 * j + 2 * half + 1] * sc);
           const uint32_t a =
               sQ + (j / 8) * C::kQPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
@@ -73,28 +73,26 @@ inline int sm_count() {
   return cache[dev];
 }
 
-// sched: use the jagged work list in p.fwd_sched when the op provided a large enough workspace.
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
 
-// sched_mode (dev variants only): 1 = with split KV ranges (the default), 2 = work list without splits,
-// 3 = the planner alone (timing; no output written), 4 / 5 = split cap 85 / 200 % of the average.
-// kPersistStages > 0: grids of more than one wave (head-major order, no work list) run as persistent CTAs, one per
-// SM, with two Q buffers and this many K / V stages (p.fwd_tile_counter must be set).
-template <typename T, int D, bool kOverlap, bool kPingpong, int kStages, bool kRab = false, int kPersistStages = 0>
-cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, bool head_major, bool sched = true,
-                       int sched_mode = 1) {
-  using C = FwdSm90Traits<D, kStages>;
+// Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
+// list in p.fwd_sched runs where the op gave a large enough workspace (FwdSm90Tile's kernel with kSched);
+// FwdSm90Persistent runs persistent CTAs where the grid order is kept and the grid is more than one wave
+// (p.fwd_tile_counter must be set), else FwdSm90Tile's kernel.
+template <typename T, int D, class Config, bool kRab>
+cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+  using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  if (p.batch > 65535 || p.heads > 65535 || (!head_major && m_blocks > 65535)) return cudaErrorInvalidConfiguration;
+  if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidConfiguration;
   SchedArgs sa{};
   int64_t sched_ctas = 0;
   // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see
   // docs/archive/hstu_sm90_log.md.
   constexpr bool kSchedOk = !(kRab && D == 128);
-  if (kSchedOk && sched && p.fwd_sched != nullptr) {
+  if (kSchedOk && p.fwd_sched != nullptr) {
     const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
     if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
       sa = sched_args(p.fwd_sched, l, sm_count());
@@ -111,11 +109,11 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
   const int64_t tiles = int64_t{m_blocks} * p.heads * p.batch;
-  if constexpr (kPersistStages > 0) {
-    if (sa.items == nullptr && head_major && p.fwd_tile_counter != nullptr && tiles > sm_count() &&
-        tiles < (int64_t{1} << 30)) {  // grid order, persistent CTAs
-      using CP = FwdSm90Traits<D, kPersistStages, 2>;
-      constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kPersistStages, kRab, false, 2>;
+  if constexpr (Config::kPersistent) {
+    static_assert(!kRab && D <= 128, "persistent CTAs: D <= 128 without rab");
+    if (sa.items == nullptr && p.fwd_tile_counter != nullptr && tiles > sm_count() && tiles < (int64_t{1} << 30)) {
+      using CP = FwdSm90Traits<D, FwdSm90Persistent::stages(D), 2>;
+      constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Persistent, false, false>;
       err = set_max_dynamic_smem<kernel>(CP::kSmem);
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
@@ -125,63 +123,34 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     }
   }
   if (sa.items == nullptr) {  // grid order: the kSched = false kernel (no work list code at all)
-    constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, false>;
+    constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, false>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
-    const dim3 grid = head_major ? dim3(m_blocks, p.heads, p.batch)
-                                 : dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(p.heads), m_blocks);
-    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, head_major ? 1 : 0, sa);
+    kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa);
     return cudaGetLastError();
   }
   if constexpr (!kSchedOk) {
     return cudaErrorNotSupported;  // not reached (sa.items stays null)
   } else {
-  constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, kOverlap, kPingpong, kStages, kRab, true>;
-  err = set_max_dynamic_smem<kernel>(C::kSmem);
-  if (err != cudaSuccess) return err;
-  const int split_pct = sched_mode == 2 ? 0 : sched_mode == 4 ? 85 : sched_mode == 5 ? 200 : kFwdSplitPct;
-  err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), split_pct, stream);
-  if (err != cudaSuccess || sched_mode == 3) return err;
-  const int hm = head_major ? 1 : 0;
-  return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, hm, sa);
+    constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, true>;
+    err = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (err != cudaSuccess) return err;
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
+    if (err != cudaSuccess) return err;
+    return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa);
   }
 }
 
 }  // namespace sm90
 
-// The default configuration (measured best on an H200, docs/archive/hstu_sm90_log.md): overlapped SiLU / P V, pingpong
-// consumer warpgroups, 3 K/V stages where they fit (D <= 128, else 2), head-major grid; at D <= 128 grids of more than
-// one wave run as persistent CTAs with 2 Q buffers and 2 K/V stages (docs/archive/hstu_sm90_log.md; variant -2: one CTA
-// per query tile, for comparisons). With HSTU_SM90_ALL_VARIANTS (the dev library) `variant` selects an experimental
-// configuration: variant = 10 * head_major + cfg, cfg: 0 serial 2-stage, 1 overlapped 2-stage, 2 overlapped 3-stage, 3
-// overlapped + pingpong 2-stage, 4 overlapped + pingpong 3-stage; + 100: with the jagged work list (p.fwd_sched) where
-// the op gave one (+ 200: without KV splits, + 300: the planner alone, for timing, + 400 / 500: split cap 85 / 200 %);
-// variant < 0 is the default (work list on). Without it (the wheel) only the default is compiled and `variant` is
-// ignored but for -2. With rab the default configuration's kRab kernel runs in grid order, whatever `variant` says.
+// The forward on the caller's stream (measured best on an H200, docs/archive/hstu_sm90_log.md): with rab
+// FwdSm90Tile's kRab kernel; else FwdSm90Persistent at D <= 128 (which runs FwdSm90Tile's kernel where
+// p.fwd_tile_counter is null, the grid is one wave or the work list runs), FwdSm90Tile at D = 256.
 template <typename T, int D>
-cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant) {
-  constexpr int kDeep = D <= 128 ? 3 : 2;
-  if (p.rab != nullptr) return sm90::launch_fwd<T, D, true, true, kDeep, true>(p, total_k, stream, true);
-  if constexpr (D <= 128) {
-    if (variant == -1) return sm90::launch_fwd<T, D, true, true, kDeep, false, 2>(p, total_k, stream, true);
-  }
-#ifdef HSTU_SM90_ALL_VARIANTS
-  if (variant >= 0) {
-    const bool hm = variant % 100 / 10 == 1;
-    const bool sched = variant >= 100;  // + 100: the jagged work list (when p.fwd_sched is set)
-    const int sm = variant / 100;       // 1 split KV ranges, 2 no splits, 3 planner only, 4/5 other caps
-    switch (variant % 10) {
-      case 0: return sm90::launch_fwd<T, D, false, false, 2>(p, total_k, stream, hm, sched, sm);
-      case 1: return sm90::launch_fwd<T, D, true, false, 2>(p, total_k, stream, hm, sched, sm);
-      case 2: return sm90::launch_fwd<T, D, true, false, kDeep>(p, total_k, stream, hm, sched, sm);
-      case 3: return sm90::launch_fwd<T, D, true, true, 2>(p, total_k, stream, hm, sched, sm);
-      default: return sm90::launch_fwd<T, D, true, true, kDeep>(p, total_k, stream, hm, sched, sm);
-    }
-  }
-#else
-  (void)variant;
-#endif
-  return sm90::launch_fwd<T, D, true, true, kDeep>(p, total_k, stream, /*head_major=*/true);
+cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+  if (p.rab != nullptr) return sm90::launch_fwd<T, D, sm90::FwdSm90Tile, true>(p, total_k, stream);
+  if constexpr (D <= 128) return sm90::launch_fwd<T, D, sm90::FwdSm90Persistent, false>(p, total_k, stream);
+  return sm90::launch_fwd<T, D, sm90::FwdSm90Tile, false>(p, total_k, stream);
 }
 
 }  // namespace hstu

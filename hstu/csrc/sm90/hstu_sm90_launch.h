@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
 
-// Jagged work lists (hstu_sm90_plan.cuh; docs/archive/hstu_sm90_log.md): layout of the workspace the op
+// Jagged work lists (hstu_sm90_work_list.cuh; docs/archive/hstu_sm90_log.md): layout of the workspace the op
 // allocates (uninitialized) when `bytes > 0`; 0 means the kernel keeps its grid order. Host arithmetic only.
 struct Sm90SchedLayout {
   int64_t capacity = 0;   // work items (units + extra chunks); the grid is capacity * H CTAs
@@ -83,10 +83,10 @@ inline Sm90SchedLayout hstu_bwd_sm90_sched_layout(const HstuParams& p, int64_t t
 
 // Forward on the caller's stream. Requirements (validated by the op): q/k/v last dim contiguous, data pointers
 // 16-byte aligned, row/head strides multiples of 8 elements, D in {64, 128, 256}
-// (instantiated ones), p.total_q = rows of q. `variant` selects a pipeline configuration for experiments
-// (hstu_fwd_sm90_launch.cuh); -1 = the default.
+// (instantiated ones), p.total_q = rows of q. At D <= 128 without rab, grids of more than one wave run as
+// persistent CTAs where p.fwd_tile_counter is set (FwdPlan::tile_counter), else one CTA per query tile.
 template <typename T, int D>
-cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
+cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream);
 
 // The D = 128 backward with a right window (causal, local; no rab) runs its works in a longest-first 1-D order in
 // groups of gp (batch, head) pairs (hstu_bwd_sm90_kernel.cuh, kLpt); the other kernels in the (key block, head, batch)
@@ -140,7 +140,7 @@ inline bool hstu_bwd_sm90_heads_first(const HstuParams& p) {
 }
 
 // Floats of the fp32 dq workspace the Hopper backward needs: (total_q, H, D) for D = 64 / 128; for D = 256 the
-// 16-row groups of hstu_bwd_sm90_kernel.cuh (dq_red_tiled: every sequence padded to whole groups, at most
+// 16-row groups of hstu_bwd_sm90_kernel.cuh (dq_red_tiled_block: every sequence padded to whole groups, at most
 // total_q / 16 + B + 1 groups, + 3 for the last tile's warps past the last sequence), never smaller than
 // (total_q, H, D), so a zeroed workspace of this size also serves the sm80-class fallback. The zeroing flags
 // (hstu_bwd_sm90_dq_zero_words) go behind these floats.
@@ -158,6 +158,6 @@ inline int64_t hstu_bwd_sm90_dq_accum_floats(const HstuParams& p) {
 // cudaErrorNotSupported (fall back to the sm80-class backward) when p.dq_accum == nullptr or p.drab_heads is set
 // (deterministic mode), or for D not in {64, 128, 256}.
 template <typename T, int D>
-cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream, int variant = -1);
+cudaError_t run_hstu_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream);
 
 }  // namespace hstu

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "hstu/csrc/hstu_launch.h"
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_launch.h"
+#include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -101,8 +101,9 @@ inline bool sm90_applies(const HstuParams& p, int64_t total_k, int device, bool 
 struct FwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t sched_bytes = 0;    // Hopper: workspace of the jagged work list (uninitialized); 0 keeps the grid order
-  bool tile_counter = false;  // Hopper D <= 128 without rab or list: the persistent kernel's tile counter (4 bytes)
-  int variant = -1;           // run_hstu_fwd_sm90's: -1 the default, -2 one CTA per query tile
+  // Hopper D <= 128 without rab or list: the persistent CTAs' tile counter (4 bytes); without it (kOptNoFwdPersist)
+  // the forward runs one CTA per query tile (FwdSm90Tile).
+  bool tile_counter = false;
 };
 
 inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool half, const HstuOptions& o) {
@@ -111,7 +112,6 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.family = KernelFamily::kSm90;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k).bytes;
   plan.tile_counter = p.rab == nullptr && p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
-  plan.variant = o.fwd_persist ? -1 : -2;
   return plan;
 }
 

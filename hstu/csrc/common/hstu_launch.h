@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
 

@@ -1,5 +1,5 @@
 // Hopper (sm_90a) device primitives for the HSTU sm90 kernels: mbarriers, TMA tensor loads, wgmma descriptors and
-// fences, named barriers, setmaxnreg. Hand-written PTX (no CuTe); the wgmma instructions are in wgmma.cuh.
+// fences, named barriers, setmaxnreg. Hand-written PTX (no CuTe); the wgmma instructions are in wgmma_sm90.cuh.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (type only; the launcher encodes maps through the runtime's driver entry point)
@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/sm90/wgmma.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"  // pack2
+#include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
 namespace hstu {
 namespace sm90 {
@@ -222,17 +223,6 @@ __device__ __forceinline__ float tanh_fast(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
 }
 
 // rab (B, 1 or H, R, C) element loads (read-only path; asm volatile so they are issued where written, e.g. right

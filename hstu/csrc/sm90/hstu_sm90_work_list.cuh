@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <utility>
 
-#include "hstu/csrc/hstu_common.cuh"
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
-#include "hstu/csrc/sm90/sm90_utils.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
 namespace hstu {
 namespace sm90 {

@@ -9,12 +9,12 @@
 
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
 
 namespace hstu {
 
 template <int D>
-struct FwdConfig {
+struct FwdSm80Config {
   static constexpr int kBlockM = D <= 128 ? 128 : 64;
   // KV tile loaded per pipeline stage (kBlockN keys) and processed in sub-tiles of kSubN keys (bounds the S
   // registers: D = 128 with 64-key S fragments sits at 255 registers and spills).
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  using C = FwdConfig<D>;
+  using C = FwdSm80Config<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks>;
   if (C::kSmem > 48 * 1024) {

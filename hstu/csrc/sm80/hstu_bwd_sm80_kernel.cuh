@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_common.cuh"
 
 namespace hstu {
 
@@ -20,7 +20,7 @@ template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p);
 
 template <int D>
-struct BwdConfig {
+struct BwdSm80Config {
   static constexpr int kBlockM = D >= 128 ? 32 : 64;  // D >= 128: 64-row query tiles spill a few registers
   static constexpr int kBlockN = D <= 128 ? 128 : 64;
   static constexpr int kWarps = kBlockN / 16;
@@ -40,7 +40,7 @@ struct BwdConfig {
 // Launches the dK/dV/dQ kernel with STAGES Q/dO buffers (0: compact single stage).
 template <typename T, int D, int STAGES>
 cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdConfig<D>;
+  using C = BwdSm80Config<D>;
   constexpr int kSmem = C::smem(STAGES);
   auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, STAGES>;
   if (kSmem > 48 * 1024) {
@@ -422,7 +422,7 @@ __global__ void hstu_drab_reduce_kernel(const HstuParams p) {
 // in the forward) and accumulates dQ += dS K in a fixed order; dQ is written once. Costs 3 GEMMs more per tile
 // pair than the atomic path's 1, so it is only used when deterministic=True.
 template <int D>
-struct BwdDqConfig {
+struct BwdDqSm80Config {
   static constexpr int kWarps = D == 256 ? 2 : 4;
   static constexpr int kBlockM = 16 * kWarps;
   static constexpr int kBlockN = D == 256 ? 16 : 32;  // D = 256: 32-key S / dP tiles spill (dQ takes 128 registers)
@@ -591,7 +591,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
 
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdDqConfig<D>;
+  using C = BwdDqSm80Config<D>;
   auto kernel = hstu_bwd_dq_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps>;
   if (C::kSmem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
@@ -607,7 +607,7 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
 // 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdConfig<D>;
+  using C = BwdSm80Config<D>;
   constexpr int kSmallestOptin = 99 * 1024;  // sm86 / sm89
   if constexpr (C::kSmem <= kSmallestOptin) {
     return launch_hstu_bwd_main<T, D, C::kStages>(p, stream);

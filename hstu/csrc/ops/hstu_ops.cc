@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
@@ -19,10 +20,10 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include "common/stable_utils.h"
-#include "hstu/csrc/hstu_launch.h"
-#include "hstu/csrc/hstu_params.h"
-#include "hstu/csrc/hstu_plan.h"
-#include "hstu/csrc/hstu_validate.h"
+#include "hstu/csrc/common/hstu_launch.h"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/ops/hstu_plan.h"
+#include "hstu/csrc/common/hstu_validate.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
@@ -39,42 +40,37 @@ cudaStream_t stream_of(const Tensor& q) {
   return static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(q.get_device())));
 }
 
-template <typename T>
-cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
-  switch (p.head_dim) {
-    case 32: return run_hstu_fwd<T, 32>(p, s);
-    case 64: return run_hstu_fwd<T, 64>(p, s);
-    case 128: return run_hstu_fwd<T, 128>(p, s);
-    default: return run_hstu_fwd<T, 256>(p, s);
+// f(std::integral_constant<int, D>{}) for the head dim among Ds (the last one also for any other value: the op has
+// checked it), so that each launcher below names its instantiations once.
+template <int D0, int... Ds, class F>
+cudaError_t by_head_dim(int head_dim, F&& f) {
+  if constexpr (sizeof...(Ds) == 0) {
+    return f(std::integral_constant<int, D0>{});
+  } else {
+    return head_dim == D0 ? f(std::integral_constant<int, D0>{}) : by_head_dim<Ds...>(head_dim, f);
   }
 }
 
 template <typename T>
-cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s, int variant) {
-  switch (p.head_dim) {
-    case 64: return run_hstu_fwd_sm90<T, 64>(p, total_k, s, variant);
-    case 128: return run_hstu_fwd_sm90<T, 128>(p, total_k, s, variant);
-    default: return run_hstu_fwd_sm90<T, 256>(p, total_k, s, variant);
-  }
+cudaError_t dispatch_fwd(const HstuParams& p, cudaStream_t s) {
+  return by_head_dim<32, 64, 128, 256>(p.head_dim, [&](auto d) { return run_hstu_fwd<T, decltype(d)::value>(p, s); });
+}
+
+template <typename T>
+cudaError_t dispatch_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
+  return by_head_dim<64, 128, 256>(
+      p.head_dim, [&](auto d) { return run_hstu_fwd_sm90<T, decltype(d)::value>(p, total_k, s); });
 }
 
 template <typename T>
 cudaError_t dispatch_bwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t s) {
-  switch (p.head_dim) {
-    case 64: return run_hstu_bwd_sm90<T, 64>(p, total_k, s, -1);
-    case 128: return run_hstu_bwd_sm90<T, 128>(p, total_k, s, -1);
-    default: return run_hstu_bwd_sm90<T, 256>(p, total_k, s, -1);
-  }
+  return by_head_dim<64, 128, 256>(
+      p.head_dim, [&](auto d) { return run_hstu_bwd_sm90<T, decltype(d)::value>(p, total_k, s); });
 }
 
 template <typename T>
 cudaError_t dispatch_bwd(const HstuParams& p, cudaStream_t s) {
-  switch (p.head_dim) {
-    case 32: return run_hstu_bwd<T, 32>(p, s);
-    case 64: return run_hstu_bwd<T, 64>(p, s);
-    case 128: return run_hstu_bwd<T, 128>(p, s);
-    default: return run_hstu_bwd<T, 256>(p, s);
-  }
+  return by_head_dim<32, 64, 128, 256>(p.head_dim, [&](auto d) { return run_hstu_bwd<T, decltype(d)::value>(p, s); });
 }
 
 // Tag of this package's device error block (common/device_errors.cuh).
@@ -130,18 +126,25 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   return scratch;
 }
 
+// make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
+template <class... Args>
+HstuParams call_params(int64_t options, const Args&... args) {
+  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
+              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
+  HstuParams p = make_params(args...);
+  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
+  return p;
+}
+
 Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
                         int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<Tensor> num_contexts,
                         std::optional<Tensor> num_targets, int64_t target_group_size, int64_t window_left,
                         int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
                         std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
-              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
-  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
-                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
-  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   p.out = out.data_ptr();
   p.o_row_stride = out.stride(0);
@@ -162,8 +165,7 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
-    err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s, plan.variant)
-               : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s, plan.variant);
+    err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
   } else {
     err = half ? dispatch_fwd<__half>(p, s) : dispatch_fwd<__nv_bfloat16>(p, s);
   }
@@ -188,12 +190,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, bool has_drab,
     bool deterministic, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
-              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
-  HstuParams p = make_params(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
-                             num_targets, target_group_size, window_left, window_right, alpha, rab,
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k);
-  p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   check_qkv(dout, "dout", q);
   ACCEL_CHECK(dout.size(0) == q.size(0), "dout: expected shape like q ", accel::shape_str(q), ", got ",
               accel::shape_str(dout));

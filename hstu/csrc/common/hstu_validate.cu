@@ -1,6 +1,6 @@
 // Device-side validation of an HSTU call's int32 vectors and the NaN fill of its outputs on a violation
 // (hstu_validate.h says what and why).
-#include "hstu/csrc/hstu_validate.h"
+#include "hstu/csrc/common/hstu_validate.h"
 
 #include <cstdint>
 

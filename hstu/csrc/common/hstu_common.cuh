@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "hstu/csrc/hstu_params.h"
+#include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
 
