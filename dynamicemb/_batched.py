@@ -1409,9 +1409,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             main_ev.record(torch.cuda.current_stream(dev))
             if ids.device.type == "cpu":
                 ids = ids.pin_memory()
+            if offsets.device.type == "cpu":
+                offsets = offsets.pin_memory()
 
         def job():
-            ctx = torch.cuda.stream(stream) if dev.type == "cuda" else contextlib.nullcontext()
+            ctx = contextlib.ExitStack()
+            if dev.type == "cuda":  # the worker thread's own current device and stream
+                ctx.enter_context(torch.cuda.device(dev))
+                ctx.enter_context(torch.cuda.stream(stream))
             with ctx:
                 if dev.type == "cuda":
                     stream.wait_event(main_ev)  # the cache as the work queued before this call leaves it

@@ -524,9 +524,8 @@ def _stage_rows(self: "CachedTable", k, found, mk, x, hx, rows, insert_new, live
     if x:
         store_worker(dev).drain()  # write-backs queued before are in the store
         r = self.store.find(hx.view(self.key_dtype))
-        values[:x] = r.values.to(dev, non_blocking=True)
-        scores[:x] = r.scores.to(dev, non_blocking=True)
-        stored[:x] = r.found.to(dev, non_blocking=True)
+        to = (lambda t: t.pin_memory().to(dev, non_blocking=True)) if dev.type == "cuda" else (lambda t: t)
+        values[:x], scores[:x], stored[:x] = to(r.values), to(r.scores), to(r.found)
     if m > x:
         pos, _ = rows.locate(mk[x:])
         values[x:] = rows.values[pos]
