@@ -546,7 +546,9 @@ def _stage_rows(self: "CachedTable", k, found, mk, x, hx, rows, insert_new, live
         st = self._custom("insert_and_evict", ikeys.view(self.key_dtype), values=values,
                           scores=torch.full((m,), _MAX_SCORE, dtype=torch.int64, device=dev), evicted=(ek, ev, es))
         # 3. the store: evicted rows in, moved rows out
-        moved = torch.where(stored & ins, mk, _EMPTY)
+        # only rows the cache took leave the store (eval has no capacity pre-check: a refused row stays stored)
+        now_in, _ = self._cache_find(ikeys.view(self.key_dtype))
+        moved = torch.where(stored & ins & now_in, mk, _EMPTY)
         self._write_back(ek, ev, es, st, moved, ikeys)
         # 4. true scores for the moved rows; new keys' placeholders go (their slots stay free for the step)
         self._set_scores(moved.view(self.key_dtype), scores)
