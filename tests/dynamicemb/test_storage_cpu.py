@@ -290,3 +290,67 @@ def test_hybrid_table_ops_equal_hbm_cpu(hbm_rows, policy):
     from storage_helpers import table_ops_agree
 
     table_ops_agree("cpu", hbm_rows, policy)
+
+
+@pytest.fixture(params=[False, True], ids=["inline", "worker"])
+def store_thread(request):
+    """Runs the store work inline (the CPU default) or on the store worker thread (the CUDA default)."""
+    import dynamicemb._caching as caching
+
+    caching._FORCE_ASYNC[0] = request.param
+    yield request.param
+    caching._FORCE_ASYNC[0] = False
+
+
+def test_one_sync_per_prefetched_step(store_thread):
+    """A step after a prefetch of its batch: one readback (counted by storage_stats), no store read by the step;
+    a full hit moves nothing; the results equal all-HBM."""
+    ref, m = make("hbm"), make("caching")
+    data = list(batches(10, seed=8))
+    for i, (ids, off, w) in enumerate(data):
+        m.storage_stats.reset()
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out)
+        st = m.storage_stats
+        if i:
+            assert st.syncs == 1 and st.prefetched == 1 and st.store_reads == 0, st.as_dict()
+    assert_same(ref, m)
+    ids, off, w = data[-1]
+    m.prefetch(ids, off)
+    m.storage_stats.reset()
+    assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert m.storage_stats.as_dict() | {"host_s": 0} == dict(syncs=1, host_s=0, steps=1, misses=0, store_reads=0,
+                                                               prefetched=1)
+
+
+def test_prefetch_of_another_batch_falls_back(store_thread):
+    """A step whose batch is not the prefetched one (same sizes: found on the device) stages from the store."""
+    ref, m = make("hbm"), make("caching")
+    data = list(batches(8, seed=9))
+    for i, (ids, off, w) in enumerate(data):
+        if i + 2 < len(data):
+            m.prefetch(*data[i + 2][:2])  # the wrong batch: two ahead
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+
+
+@pytest.mark.parametrize("mode", ["caching-host"] + (["caching-disk"] if HAVE_ROCKS else []))
+def test_worker_parity_and_pressure(mode, tmp_path, store_thread):
+    ref, m = make("hbm"), build(mode, tmp_path)
+    data = list(batches(10, seed=1))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    for i in range(4, 10, 2):  # two batches prefetched ahead: the first's step evicts rows of the second
+        m.prefetch(*data[i][:2])
+        m.prefetch(*data[i + 1][:2])
+        for ids, off, w in data[i:i + 2]:
+            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+    m.dump(str(tmp_path / "d"))
+    h = make("hbm")
+    h.load(str(tmp_path / "d"))
+    assert_same(ref, h)

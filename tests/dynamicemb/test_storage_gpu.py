@@ -142,3 +142,46 @@ def test_hybrid_contention_invariants():
     keys, values, _ = t.items()
     assert torch.unique(keys).numel() == keys.numel() == t.size()
     assert whole(keys, values)
+
+
+def _sync_warnings(fn):
+    """Runs fn under torch.cuda.set_sync_debug_mode("warn") and returns the number of synchronizing CUDA calls."""
+    import warnings
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(x.message) for x in w)
+
+
+def test_prefetched_step_syncs_cuda():
+    """A caching step after a prefetch of its batch adds at most one host sync to the all-HBM step (the staging's
+    one readback), counted by torch's sync debug mode and by storage_stats; a full hit moves nothing."""
+    ref, m = make("hbm", device="cuda"), make("caching", device="cuda")
+    data = list(batches(12, seed=3))
+    counts = []
+    for i, (ids, off, w) in enumerate(data):
+        ids_d, off_d, w_d = ids.cuda(), off.cuda(), w.cuda()
+        c_ref = _sync_warnings(lambda: step(ref, ids_d, off_d, w_d))
+        m.storage_stats.reset()
+        outs = []
+
+        def run():
+            out = m(ids_d, off_d)
+            if i + 1 < len(data):
+                m.prefetch(data[i + 1][0], data[i + 1][1])  # CPU ids
+            (out * w_d).sum().backward()
+            outs.append(out)
+
+        c = _sync_warnings(run)
+        if i >= 1:
+            counts.append((c_ref, c, m.storage_stats.syncs))
+            assert m.storage_stats.syncs == 1 and m.storage_stats.store_reads == 0, m.storage_stats.as_dict()
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert all(c - c_ref <= 1 for c_ref, c, _ in counts), counts
