@@ -65,20 +65,15 @@ def cuda_ms(fn, warmup=3, reps=10):
     return statistics.median(ts)
 
 
-def _sync():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def wall_ms(fn, warmup=3, reps=10):
     for _ in range(warmup):
         fn()
-    _sync()
+    torch.cuda.synchronize()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        _sync()
+        torch.cuda.synchronize()
         ts.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(ts)
 
@@ -153,17 +148,15 @@ def bench_hkv(cap, bw, n=1 << 20):
     return rows
 
 
-def make_module(T, dim, rows_per_table, opt, storage, frac, device="cuda"):
+def make_module(T, dim, rows_per_table, opt, storage, frac):
     kw = {}
     if storage == "caching":
         kw = dict(storage="caching", hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
     opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
-    return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device=device)
+    return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
 
 
-def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), device="cuda", reps=None):
-    """Rows (optimizer, storage, ms per step, note); the note of a caching row gives the staging's host syncs,
-    host ms and keys moved per step (``storage_stats``)."""
+def bench_step(quick, warmup, rows_per_table=None, B=None):
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
@@ -172,22 +165,22 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     for _ in range(4):
         ids = torch.cat([power_law_ids(B, rows_per_table, 1.05, gen) for _ in range(T)])
         batches.append((ids, torch.arange(0, T * B + 1, dtype=torch.int64)))
-    dev = [(i.to(device), o.to(device)) for i, o in batches]
+    dev = [(i.cuda(), o.cuda()) for i, o in batches]
     out = []
     grad = None
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
         cases = [("all-HBM", "hbm", 1.0, False)] + [
             (f"caching {int(f * 100)}%{' + prefetch' if p else ''}", "caching", f, p)
-            for f in fracs for p in (False, True)]
+            for f in (0.1, 0.25, 0.5) for p in (False, True)]
         for name, storage, frac, pre in cases:
             try:
-                m = make_module(T, dim, rows_per_table, opt, storage, frac, device)
+                m = make_module(T, dim, rows_per_table, opt, storage, frac)
             except Exception as e:  # noqa: BLE001  a configuration that does not fit is reported, not fatal
                 out.append((opt_name, name, float("nan"), str(e)[:60]))
                 continue
             it = [0]
             if grad is None:
-                grad = torch.ones(T * B, dim, device=device)
+                grad = torch.ones(T * B, dim, device="cuda")
 
             def one():
                 i = it[0] % len(dev)
@@ -199,22 +192,13 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
                 o.backward(grad)
 
             try:
-                n = reps or (5 if quick else 10)
-                for _ in range(warmup):
-                    one()
-                m.storage_stats.reset()
-                ms = wall_ms(one, warmup=0, reps=n)
-                st = m.storage_stats
-                note = (f"per step: {st.syncs / n:.1f} syncs, staging host {1e3 * st.host_s / n:.2f} ms, "
-                        f"{st.misses / n:.0f} keys moved, {st.store_reads / n:.0f} read by the step"
-                        if storage == "caching" else "")
-                out.append((opt_name, name, ms, note))
+                ms = wall_ms(one, warmup=warmup, reps=5 if quick else 10)
+                out.append((opt_name, name, ms, ""))
             except Exception as e:  # noqa: BLE001
                 out.append((opt_name, name, float("nan"), f"{type(e).__name__}: {str(e)[:60]}"))
             print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
             del m
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
     return out, (T, B, dim, rows_per_table)
 
 
@@ -258,20 +242,7 @@ def main():
     ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
     ap.add_argument("--step-batch", type=int, default=None, help="ids per table per step of (b) (default 104857)")
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
-    ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b)")
-    ap.add_argument("--cpu", action="store_true",
-                    help="(b) only, on the CPU twin at --step-rows/--step-batch (default 64K rows, 4096 ids): the "
-                         "staging's host work per step (storage_stats), no GPU needed")
     a = ap.parse_args()
-    fracs = tuple(float(f) for f in a.fracs.split(","))
-    if a.cpu:
-        rows, (T, B, dim, R) = bench_step(True, a.warmup if a.warmup is not None else 2, a.step_rows or (1 << 16),
-                                          a.step_batch or 4096, fracs, device="cpu", reps=3)
-        print(f"### (b) on CPU: {T} tables x {B} ids, D={dim}, power law 1.05 over {R} ids per table\n\n"
-              "| optimizer | storage | ms | note |\n|---|---|---:|---|")
-        for o, n, ms, note in rows:
-            print(f"| {o} | {n} | {ms:.2f} | {note} |")
-        return 0
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")
         return 0
@@ -301,7 +272,7 @@ def main():
         md.append("")
     step_rows = None
     if "step" not in skip:
-        step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch, fracs)
+        step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch)
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
                f"pooling none (ms per step, wall clock)", "", "| optimizer | storage | ms | note |", "|---|---|---:|---|"]
         for o, n, ms, note in step_rows:

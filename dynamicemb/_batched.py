@@ -33,11 +33,10 @@ final owner is updated, so no two ids ever share a row.
 
 Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): "hbm" (above), "hybrid" (rows past
 the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
-backing store, ``_caching.py``): before the step's insert, the caching tables stage the step's ids in one pass
-(move the rows their stores hold into the caches, reserve slots for new ids, pin the ids of steps whose backward
-has not run), so the step itself runs unchanged; staging reads a few counters back (one host sync after a
-``prefetch`` of the batch, two without). ``prefetch`` reads the next batch's stored rows into HBM on the store
-worker thread and a side stream, overlapping the current step.
+backing store, ``_caching.py``): before the step's insert, each caching table stages the step's ids (moves the
+rows its store holds into the cache, reserves slots for new ids, pins the ids of steps whose backward has not
+run), so the step itself runs unchanged; this staging synchronizes with the host. ``prefetch`` reads the next
+batch's stored rows into HBM on a side stream ahead of it.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
@@ -67,7 +66,6 @@ host value checks (CUDA modules keep the device checks).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -88,8 +86,7 @@ from ._load import load_library
 from ._optimizers import NONFINITE_POLICIES, SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
-from ._caching import (CachedTable, StagingStats, StepPins, _readback, device_async, padded_unique,
-                       prefetch_rows, stage_tables, store_worker)
+from ._caching import CachedTable, StepPins
 from ._storage import make_store
 
 __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
@@ -98,15 +95,6 @@ _POOLINGS = ("sum", "mean", "none")
 _EMPTY_KEY = RESERVED_KEYS[0]
 _STAT_REFUSED = 3
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
-
-
-class _Prefetch:
-    """One pending ``prefetch``: the batch on the device, each caching table's keys and prefetched rows, and the
-    side-stream event after which they are ready (filled in by the store worker)."""
-
-    ids = offsets = ready = None
-    keys: dict = {}
-    rows: dict = {}
 
 
 class RefusedInsertError(RuntimeError):
@@ -1195,7 +1183,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def __getstate__(self):  # a lock neither pickles nor deep-copies
         d = super().__getstate__()
-        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetched", "_storage_stats", "_miss_prefix"):
+        for k in ("_step_lock", "_step_cond", "_inflight"):
             d.pop(k, None)
         return d
 
@@ -1292,92 +1280,28 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             out[t] = torch.unique(k).view(self.key_dtype)
         return out
 
-    def _table_keys_padded(self, ids, offsets, tables) -> dict:
-        """Each table's keys of the batch as ``padded_unique`` arrays (sizes known to the host): one readback of
-        the F + 1 feature bounds when ``offsets`` is on the device, none when it is on the CPU."""
-        F = self.num_features
-        B = (offsets.numel() - 1) // F
-        if not B:
-            bounds = [0] * (F + 1)
-        elif offsets.device.type == "cpu":
-            bounds = offsets[::B].tolist()
-        else:
-            bounds = _readback(offsets[::B].long(), self.storage_stats).tolist()
-        k64 = ids.view(torch.int64)
-        out = {}
-        for t in tables:
-            parts = [k64[bounds[f]:bounds[f + 1]] for f in range(F) if self.feature_table_map[f] == t]
-            out[t] = padded_unique(torch.cat(parts) if parts else k64[:0])
-        return out
-
     def _stage_caches(self, ids, offsets, train: bool, backward: bool) -> Optional[StepPins]:
-        """Stages the step's ids into every caching table in one pass (``_caching.stage_tables``: one host sync
-        when a prefetch of this batch is pending, two without); returns the step's pins when a backward follows
-        (the rows it will update stay in the cache until it ran)."""
-        tables = self._cached
-        ent = self._take_prefetch(ids, offsets)
-        if ent is not None:
-            keys = ent.keys
-            n = ids.numel()
-            mismatch = (ent.ids[:n] != ids.view(torch.int64)).any() | (ent.offsets != offsets.long()).any()
-            items = [(self.tables[t], keys[t], None if ent.rows[t].dead else ent.rows[t]) for t in tables]
-            if stage_tables(items, train, stats=self.storage_stats, mismatch=mismatch, prefix=self._miss_prefix):
-                return StepPins(keys, self.tables) if backward else None
-        keys = self._table_keys_padded(ids, offsets, tables)
-        stage_tables([(self.tables[t], keys[t], None) for t in tables], train, stats=self.storage_stats,
-                     prefix=self._miss_prefix)
+        """Stages the step's ids into every caching table (see _caching.py); returns the step's pins when a backward
+        follows (the rows it will update stay in the cache until it ran)."""
+        keys = self._table_keys(ids, offsets, self._cached)
+        for t, k in keys.items():
+            self.tables[t].stage(k, insert_new=train)
         return StepPins(keys, self.tables) if backward else None
-
-    def _take_prefetch(self, ids, offsets):
-        """The oldest pending prefetch if it may be this batch (same sizes: the contents are compared on the
-        device with the step's one readback), ready for the current stream; else None."""
-        pend = getattr(self, "_prefetched", None)
-        if not pend:
-            return None
-        store_worker(self.device).drain()  # the prefetch jobs queued so far have run
-        ent = pend[0]
-        if ent.ids is None or ent.ids.numel() != ids.numel() or ent.offsets.numel() != offsets.numel():
-            return None
-        pend.popleft()
-        if self.device.type == "cuda":
-            cur = torch.cuda.current_stream(self.device)
-            cur.wait_event(ent.ready)
-            for x in [ent.ids, ent.offsets] + list(ent.keys.values()):
-                x.record_stream(cur)
-            for r in ent.rows.values():
-                r.record_stream(cur)
-        return ent
-
-    @property
-    def storage_stats(self) -> StagingStats:
-        """Host-side counters of the caching tables' staging (syncs, host seconds, misses, store reads); reset
-        with ``storage_stats.reset()``."""
-        st = self.__dict__.get("_storage_stats")
-        if st is None:
-            st = self.__dict__["_storage_stats"] = StagingStats()
-            self.__dict__["_miss_prefix"] = {}
-        return st
-
-    @property
-    def _miss_prefix(self) -> dict:
-        self.storage_stats
-        return self.__dict__["_miss_prefix"]
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
-        """Starts reading the rows of a coming batch that caching tables hold in their backing stores into HBM:
-        on CUDA the lookups and copies run on a side stream, queued by the store worker thread, so the current
-        step's kernels and the calling thread keep going. The next forward whose batch is this one finds the rows
-        in HBM (prefetches are consumed in the order they were made). Changes no table: rows of steps in flight
-        are never evicted by a prefetch. A no-op without caching tables. docs/dynamicemb_storage.md has the
-        contract (when prefetched rows are present, what eviction pressure does).
+        """Reads the rows of a coming batch that caching tables hold in their backing stores into HBM, on a side
+        stream, so that batch's step finds them there (its staging then moves them into the cache without reading
+        the store). Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without
+        caching tables.
 
         Args:
-            ids: (N,) key_dtype, on the CPU (no wait on the current step) or on the module's device.
-            offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward (on the CPU: no sync at all).
+            ids: (N,) key_dtype, on the CPU (no wait on the current step) or on the module's device (the side
+                stream then waits for the work queued so far).
+            offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward, on the ids' device.
 
         Raises:
-            StoreError: a backing store cannot be read (raised by the step that would use the rows).
+            StoreError: a backing store cannot be read.
 
         Example:
             >>> out = emb(ids, offsets); emb.prefetch(next_ids, next_offsets); out.sum().backward()
@@ -1393,53 +1317,19 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
         if (offsets.numel() - 1) % self.num_features:
             raise ValueError(f"offsets: expected F * B + 1 entries with F={self.num_features}, got {offsets.numel()}")
-        if "_prefetched" not in self.__dict__:
-            self.__dict__["_prefetched"] = collections.deque()
-        pend = self.__dict__["_prefetched"]
-        while len(pend) >= 4:  # bound the HBM held by unused prefetches
-            old = pend.popleft()
-            for t, r in old.rows.items():
-                r.dead = True
-        dev, tables = self.device, self._cached
-        ent = _Prefetch()
-        pend.append(ent)
-        offsets = offsets.long()
-        if dev.type == "cuda":
-            stream = self._prefetch_stream()
-            main_ev = torch.cuda.Event()
-            main_ev.record(torch.cuda.current_stream(dev))
-            if ids.device.type == "cpu":
-                ids = ids.pin_memory()
-            if offsets.device.type == "cpu":
-                offsets = offsets.pin_memory()
-
-        def job():
-            ctx = contextlib.ExitStack()
-            if dev.type == "cuda":  # the worker thread's own current device and stream
-                ctx.enter_context(torch.cuda.device(dev))
-                ctx.enter_context(torch.cuda.stream(stream))
-            with ctx:
-                if dev.type == "cuda":
-                    stream.wait_event(main_ev)  # the cache as the work queued before this call leaves it
-                ids_d = ids.to(dev, non_blocking=True).view(torch.int64)
-                keys = self._table_keys_padded(ids_d, offsets, tables)
-                rows = {}
-                for t, k in keys.items():
-                    tab = self.tables[t]
-                    found, _ = tab._cache_find(k.view(self.key_dtype))
-                    rows[t] = prefetch_rows(tab, k, found)
-                    tab._pending.append(rows[t])
-                ent.offsets = offsets.to(dev, non_blocking=True)
-                ent.keys, ent.rows = keys, rows
-                if dev.type == "cuda":
-                    ent.ready = torch.cuda.Event()
-                    ent.ready.record(stream)
-                ent.ids = ids_d
-
-        if device_async(dev):
-            store_worker(dev).submit(job)
-        else:
-            job()
+        if self.device.type != "cuda":
+            for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
+                self.tables[t].prefetch(k)
+            return
+        # Everything below runs on the side stream: CPU ids never wait for the step queued on the current stream.
+        stream = self._prefetch_stream()
+        if ids.device.type == "cuda":
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            keys = self._table_keys(ids, offsets.long(), self._cached)
+            for t, k in keys.items():
+                self.tables[t].prefetch(k.pin_memory().to(self.device, non_blocking=True) if k.device.type == "cpu"
+                                        else k, stream)
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)
