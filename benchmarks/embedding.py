@@ -33,21 +33,21 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 from typing import Dict, List
 
 import torch
 from torch import nn
 
-from dynamicemb._batched import BatchedDynamicEmbeddingTables
-from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbTableOptions
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import (add_device_arg, median_ms, once_ms, parser, provenance, publish, pyplot,  # noqa: E402
+                        save_figure)
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 
 def scramble(k):
@@ -71,36 +71,13 @@ def make_batch(T, B, hotness, id_space, alpha, gen):
     return ids, offsets
 
 
-def timed(fn, warmup, reps, device):
-    for _ in range(warmup):
-        fn()
-    if device.type != "cuda":
-        import time
-
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
-
-
 def timed_apart(fwd, backward, reps, device):
     """(forward ms, backward+update ms), medians of reps: each timed backward(out) takes the output of the forward
     timed just before it."""
     fw, bw, holder = [], [], {}
     for _ in range(reps):
-        fw.append(timed(lambda: holder.__setitem__("out", fwd()), 0, 1, device))
-        bw.append(timed(lambda: backward(holder.pop("out")), 0, 1, device))
+        fw.append(once_ms(lambda: holder.__setitem__("out", fwd()), device))
+        bw.append(once_ms(lambda: backward(holder.pop("out")), device))
     return statistics.median(fw), statistics.median(bw)
 
 
@@ -138,11 +115,11 @@ def run_case(args, pooling, opt_name, batches, device) -> Dict[str, float]:
     def backward(out):
         out.backward(grad(out))
 
-    r = {"train": timed(lambda: backward(fwd()), args.warmup, args.reps, device)}
+    r = {"train": median_ms(lambda: backward(fwd()), args.warmup, args.reps, device)}
     r["fwd"], r["bwd+upd"] = timed_apart(fwd, backward, args.reps, device)
     m.eval()
     with torch.no_grad():
-        r["eval"] = timed(lambda: fwd(), args.warmup, args.reps, device)
+        r["eval"] = median_ms(lambda: fwd(), args.warmup, args.reps, device)
     r["sizes"] = sum(m.sizes())
     r["path"] = "fused CUDA kernels (csrc/lookup)" if getattr(m, "use_kernels", False) else "torch ops"
     del m
@@ -209,37 +186,55 @@ def baseline(args, pooling, opt_name, dev_batches, device):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    r = {"base_train": timed(lambda: backward(fwd()), args.warmup, args.reps, device)}
+    r = {"base_train": median_ms(lambda: backward(fwd()), args.warmup, args.reps, device)}
     r["base_fwd"], r["base_bwd+upd"] = timed_apart(fwd, backward, args.reps, device)
     with torch.no_grad():
-        r["base_eval"] = timed(fwd, args.warmup, args.reps, device)
+        r["base_eval"] = median_ms(fwd, args.warmup, args.reps, device)
     del sparse_mods, opt
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return r
 
 
-def git_rev():
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        rev = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain"], capture_output=True, text=True).stdout
-        return rev + ("+dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+def plot(rows, path, hw):
+    """Bar chart of the train and eval steps, ours and the baseline, per case."""
+    plt = pyplot(path)
+    if plt is None:
+        return
+    labels = [f"{p}/{o}" for p, o, _ in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    w = 0.2
+    for k, (col, name) in enumerate((("train", "dynamicemb train"), ("base_train", "baseline train"),
+                                     ("eval", "dynamicemb eval"), ("base_eval", "baseline eval"))):
+        ax.bar([i + (k - 1.5) * w for i in x], [r[col] for _, _, r in rows], w, label=name)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"dynamicemb on {hw}")
+    ax.legend()
+    save_figure(fig, path, dpi=100)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes (smoke test; also runs on CPU)")
+def add_workload_args(p, per_rank=False):
+    """The workload's arguments and the timing ones (shared with embedding_distributed.py, whose workload is this one
+    per rank)."""
     p.add_argument("--tables", type=int, default=10)
     p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--batch", type=int, default=1_048_570, help="total bags per step over all features")
+    p.add_argument("--batch", type=int, default=1_048_570, help="bags per rank and step over all features"
+                   if per_rank else "total bags per step over all features")
     p.add_argument("--hotness", type=int, default=10)
     p.add_argument("--alpha", type=float, default=1.05)
     p.add_argument("--id-space", type=int, default=100_000_000)
-    p.add_argument("--capacity", type=int, default=1 << 20, help="slots per table")
+    p.add_argument("--capacity", type=int, default=1 << 20, help="slots per table" + (" and rank" if per_rank else ""))
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    add_device_arg(p)
+
+
+def main(argv=None):
+    p = parser(__doc__, quick="small sizes (smoke test; also runs on CPU)")
+    add_workload_args(p)
     p.add_argument("--base-rows", type=int, default=1 << 20, help="rows per table of the fixed-size baseline")
     p.add_argument("--prefill", action="store_true",
                    help="store every id of --id-space in every table before timing (all lookups hit)")
@@ -252,9 +247,6 @@ def main(argv=None):
                         "24Mi ids stored before timing; 32Mi slots so that they fit); nvidia: NVIDIA dynamicemb's "
                         "published config (10 tables x 104,857 samples of one id, power law over 1,677,721 ids, "
                         "1M slots per table, pooling none)")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--markdown", help="write the markdown table to this file")
     p.add_argument("--results", help="append the table (with git commit and command) to this file")
     p.add_argument("--plot", help="write a PNG bar chart here (needs matplotlib)")
@@ -310,39 +302,9 @@ def main(argv=None):
         lines.append(f"| {pooling} | {opt_name} | {r['fwd']:.3f} | {r['bwd+upd']:.3f} | {r['train']:.3f} | "
                      f"{r['eval']:.3f} | {r['base_fwd']:.3f} | {r['base_bwd+upd']:.3f} | {r['base_train']:.3f} | "
                      f"{r['base_eval']:.3f} | {r['base_train'] / r['train']:.1f}x | {r['sizes']} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(table)
-    if args.results:
-        cmd = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
-        with open(args.results, "a") as f:
-            f.write(f"\n{table}\ncommit {git_rev()}, {datetime.date.today().isoformat()}, torch {torch.__version__}"
-                    f", command: `{cmd}`\n")
+    publish("\n".join(lines) + "\n", args.results, provenance(argv))
     if args.plot:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib not importable: no plot", file=sys.stderr)
-            return
-        labels = [f"{p}/{o}" for p, o, _ in rows]
-        x = range(len(rows))
-        fig, ax = plt.subplots(figsize=(8, 4))
-        w = 0.2
-        for k, (col, name) in enumerate((("train", "dynamicemb train"), ("base_train", "baseline train"),
-                                         ("eval", "dynamicemb eval"), ("base_eval", "baseline eval"))):
-            ax.bar([i + (k - 1.5) * w for i in x], [r[col] for _, _, r in rows], w, label=name)
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(labels)
-        ax.set_ylabel("ms per step")
-        ax.set_title(f"dynamicemb on {hw}")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot)
+        plot(rows, args.plot, hw)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,8 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +30,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from embedding import make_batch  # noqa: E402  (the single-GPU benchmark's workload)
+from bench_util import parser, provenance, publish, pyplot, save_figure  # noqa: E402
+from embedding import add_workload_args, make_batch  # noqa: E402  (the single-GPU benchmark's workload)
 
 A2A = ("splits a2a", "ids a2a", "rows a2a", "grads a2a")
 LOOKUP = ("lookup", "update")
@@ -110,30 +107,31 @@ def rank_main(rank, world, args, store, result_file):
     dist.destroy_process_group()
 
 
-def git_rev():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+def plot(results, path, hw):
+    """Step and all_to_all time per case against the world size."""
+    plt = pyplot(path)
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    cases = [(r[0], r[1]) for r in next(iter(results.values()))]
+    for i, (pooling, opt_name) in enumerate(cases):
+        ws = sorted(results)
+        ax.plot(ws, [results[w][i][2][0] for w in ws], "o-", label=f"{pooling}/{opt_name} train")
+        ax.plot(ws, [results[w][i][2][1] for w in ws], "x--", label=f"{pooling}/{opt_name} a2a")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("world size (ranks)")
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"dynamicemb weak scaling on {hw}")
+    ax.legend(fontsize=7)
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__, quick="small sizes (smoke test; also runs on CPU)")
     p.add_argument("--worlds", default="1,2,4,8", help="world sizes (default 1,2,4,8; sizes above the GPU count "
                                                          "are skipped on GPUs)")
-    p.add_argument("--quick", action="store_true", help="small sizes (smoke test; also runs on CPU)")
-    p.add_argument("--tables", type=int, default=10)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--batch", type=int, default=1_048_570, help="bags per rank and step over all features")
-    p.add_argument("--hotness", type=int, default=10)
-    p.add_argument("--alpha", type=float, default=1.05)
-    p.add_argument("--id-space", type=int, default=100_000_000)
-    p.add_argument("--capacity", type=int, default=1 << 20, help="slots per table and rank")
+    add_workload_args(p, per_rank=True)
     p.add_argument("--cases", default="none/sgd,none/adam,sum/sgd,sum/adam")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results", help="append the markdown table (with commit and command) to this file")
     p.add_argument("--plot", help="write a PNG plot of step time vs world size here (needs matplotlib)")
     args = p.parse_args(argv)
@@ -174,35 +172,9 @@ def main(argv=None):
         for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in rows:
             lines.append(f"| {w} | {pooling} | {opt_name} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | {local:.3f} | "
                          f"{n_ids} | {uniq} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.results:
-        cmd = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
-        with open(args.results, "a") as f:
-            f.write(f"\n{table}\ncommit {git_rev()}, {datetime.date.today().isoformat()}, torch {torch.__version__}"
-                    f", command: `{cmd}`\n")
+    publish("\n".join(lines) + "\n", args.results, provenance(argv))
     if args.plot:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib not importable: no plot", file=sys.stderr)
-            return
-        fig, ax = plt.subplots(figsize=(7, 4))
-        cases = [(r[0], r[1]) for r in next(iter(results.values()))]
-        for i, (pooling, opt_name) in enumerate(cases):
-            ws = sorted(results)
-            ax.plot(ws, [results[w][i][2][0] for w in ws], "o-", label=f"{pooling}/{opt_name} train")
-            ax.plot(ws, [results[w][i][2][1] for w in ws], "x--", label=f"{pooling}/{opt_name} a2a")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("world size (ranks)")
-        ax.set_ylabel("ms per step")
-        ax.set_title(f"dynamicemb weak scaling on {hw}")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(args.plot)
+        plot(results, args.plot, hw)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from collections import defaultdict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from embedding import make_batch, timed  # noqa: E402
+from bench_util import capture_graph, median_ms  # noqa: E402
+from embedding import make_batch  # noqa: E402
 
 from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
 from dynamicemb._optimizers import SGD, Adam  # noqa: E402
@@ -29,7 +30,7 @@ from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 def event_ms(fn, reps):
     """Median CUDA-event time of ``fn`` in ms (the benchmark's timer, no warm-up: callers warm up)."""
-    return timed(fn, 0, reps, torch.device("cuda"))
+    return median_ms(fn, 0, reps)
 
 
 def short(name, n=70):
@@ -134,15 +135,7 @@ def main():
                 out = m(sids, soff, validate=False)
                 out.backward(torch.ones_like(out))
 
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    step0()
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step0()
+            graph = capture_graph(step0, warmup=3)
             torch.cuda.synchronize()
             t_graph = event_ms(graph.replay, args.reps)
             t_eager0 = event_ms(step0, args.reps)

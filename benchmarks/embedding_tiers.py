@@ -37,32 +37,19 @@ import time
 
 import torch
 
-from dynamicemb._batched import BatchedDynamicEmbeddingTables
-from dynamicemb._hybrid import HybridTable
-from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbTableOptions
-from dynamicemb._table import ScoredHashTable
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import command, median_ms, publish, pyplot, save_figure  # noqa: E402
+from embedding import power_law_ids  # noqa: E402  the same id distribution as benchmarks/embedding.py
 
-
-def power_law_ids(n, id_space, alpha, gen):
-    u = torch.rand(n, generator=gen, dtype=torch.float64)
-    a = 1.0 - alpha
-    k = ((id_space ** a - 1.0) * u + 1.0) ** (1.0 / a)
-    return (k.floor().clamp_(1, id_space).to(torch.int64) * -7046029254386353131) & ((1 << 62) - 1)
+from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+from dynamicemb._hybrid import HybridTable  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
+from dynamicemb._table import ScoredHashTable  # noqa: E402
 
 
 def cuda_ms(fn, warmup=3, reps=10):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    return median_ms(fn, warmup, reps)
 
 
 def wall_ms(fn, warmup=3, reps=10):
@@ -250,7 +237,7 @@ def main():
     warmup = a.warmup if a.warmup is not None else (3 if a.quick else 8)
     gpu = torch.cuda.get_device_name()
     md = [f"## Storage tiers ({gpu}, {datetime.date.today()}, {'quick' if a.quick else 'full'})", "",
-          f"Command: `python benchmarks/embedding_tiers.py {' '.join(sys.argv[1:])}`", ""]
+          f"Command: `{command()}`", ""]
     bw = pcie_gbps()
     md += [f"Pinned host<->device copy bandwidth measured: {bw:.1f} GB/s.", ""]
     if "hybrid" not in skip:
@@ -285,18 +272,10 @@ def main():
         md += [f"| {n} | {k} | {r:,.0f} |" for n, k, r in rows]
         md.append("")
     text = "\n".join(md)
-    print(text)
-    if a.results:
-        with open(a.results, "a") as f:
-            f.write("\n" + text + "\n")
+    publish(text, a.results)
     if a.plot and step_rows:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib missing: no plot")
+        plt = pyplot(a.plot)
+        if plt is None:
             return 0
         fig, ax = plt.subplots(figsize=(10, 4))
         labels = [f"{o}\n{n}" for o, n, _, _ in step_rows]
@@ -305,8 +284,7 @@ def main():
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("ms per train step")
         ax.set_title(f"dynamicemb storage tiers, {gpu}")
-        fig.tight_layout()
-        fig.savefig(a.plot, dpi=120)
+        save_figure(fig, a.plot)
     return 0
 
 

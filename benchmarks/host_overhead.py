@@ -21,16 +21,17 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import capture_graph, command, git_commit, parser, publish  # noqa: E402
 
 # (us/call) targets by kind; None: no target
 TARGETS_US = {"fwd": 20.0, "fwd+bwd": 50.0}
@@ -118,15 +119,7 @@ def time_eager(step, iters: int, warmup: int) -> float:
 
 def time_graph(step, iters: int, warmup: int) -> float:
     """us per replay of `step` captured into a CUDA graph (warmed up on a side stream first, as torch requires)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(max(warmup, 3)):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = capture_graph(step, warmup=max(warmup, 3))
     for _ in range(warmup):
         graph.replay()
     torch.cuda.synchronize()
@@ -137,18 +130,6 @@ def time_graph(step, iters: int, warmup: int) -> float:
     us = (time.perf_counter() - t0) / iters * 1e6
     del graph
     return us
-
-
-def git_commit() -> str:
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain"], capture_output=True, text=True,
-                               timeout=10).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def markdown_table(rows) -> str:
@@ -172,13 +153,12 @@ def header(device, iters: int) -> str:
         "- dtypes: bf16 inputs (HSTU: H4 D128, causal, equal lengths; int32 offsets)",
         f"- units: us per call; eager = wall-clock of {iters} back-to-back calls / {iters}; graph = the same call "
         "captured once, replayed back to back; overhead = eager - graph",
-        f"- command: `{' '.join(['python'] + sys.argv)}`",
+        f"- command: `{command()}`",
     ])
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="fewer iterations per measurement")
+    p = parser(__doc__, quick="fewer iterations per measurement")
     p.add_argument("--iters", type=int, help="calls per measurement (default 2000, --quick 300)")
     p.add_argument("--case", action="append", help="only cases whose name contains this (repeatable)")
     p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
@@ -206,11 +186,7 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
     text = header(device, iters) + "\n\n" + markdown_table(rows) + "\n"
     print()
-    print(text)
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write("\n" + text)
-        print(f"appended to {args.results}")
+    publish(text, args.results)
     return 0
 
 

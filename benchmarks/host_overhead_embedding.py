@@ -20,11 +20,7 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
-import shlex
-import subprocess
 import sys
 import time
 from typing import Callable, Dict
@@ -32,6 +28,7 @@ from typing import Callable, Dict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import add_device_arg, capture_graph, parser, provenance, publish  # noqa: E402
 from embedding import power_law_ids  # noqa: E402  the same id distribution as benchmarks/embedding.py
 
 from dynamicemb import SGD, Adam, BatchedDynamicEmbeddingTables, DynamicEmbTableOptions  # noqa: E402
@@ -95,15 +92,7 @@ def measure(step, device, warmup: int, reps: int) -> Dict[str, float]:
     torch.cuda.synchronize()
     eager = a.elapsed_time(b) / reps
     # the same step in one CUDA graph (warmed up on a side stream, as torch.cuda.graphs requires)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
+    g = capture_graph(step, warmup=2)
     for _ in range(warmup):
         g.replay()
     torch.cuda.synchronize()
@@ -115,20 +104,11 @@ def measure(step, device, warmup: int, reps: int) -> Dict[str, float]:
     return {"eager": eager, "kernels": a.elapsed_time(b) / reps, "issue": issue}
 
 
-def _git_rev() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       cwd=os.path.dirname(os.path.abspath(__file__))).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes (smoke test; also runs on CPU)")
+    p = parser(__doc__, quick="small sizes (smoke test; also runs on CPU)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--reps", type=int, default=50)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_device_arg(p)
     p.add_argument("--results", help="append the table (with git commit and command) to this file")
     args = p.parse_args(argv)
     if args.quick:
@@ -159,13 +139,7 @@ def main(argv=None):
     for name, r in rows:
         lines.append(f"| {name} | {r['eager']:.3f} | {r['kernels']:.3f} | {(r['eager'] - r['kernels']) * 1e3:.0f} "
                      f"| {r['issue']:.0f} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.results:
-        cmd = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
-        with open(args.results, "a") as f:
-            f.write(f"\n{table}\ncommit {_git_rev()}, {datetime.date.today().isoformat()}, command: `{cmd}`\n")
-
+    publish("\n".join(lines) + "\n", args.results, provenance(argv))
 
 if __name__ == "__main__":
     main()

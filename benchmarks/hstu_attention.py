@@ -31,12 +31,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -46,6 +44,9 @@ import torch
 
 import hstu_attn
 from hstu_attn import hstu_attn_reference
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import command, git_commit, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Skip the reference when a sequence's (H, L, L) score tensors, summed over the batch, exceed this.
@@ -206,17 +207,9 @@ class Timer:
         return best
 
     def _once(self, fn) -> float:
-        if self.flush is None:
-            t0 = time.perf_counter()
-            fn()
-            return (time.perf_counter() - t0) * 1e3
-        self.flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        if self.flush is not None:
+            self.flush.zero_()
+        return once_ms(fn, self.device)
 
 
 class FbgemmPeer:
@@ -407,18 +400,6 @@ def jagged_ratio_lines(results: List[Result]) -> str:
     return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
-def git_commit() -> str:
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain"], capture_output=True, text=True,
-                               timeout=10).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def kernel_description(device: torch.device, portable: bool = False) -> str:
     """Which kernel family runs: the Hopper kernels on sm90 unless --kernels portable."""
     if device.type != "cuda":
@@ -433,7 +414,7 @@ def kernel_description(device: torch.device, portable: bool = False) -> str:
 def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None, warmup: int = 5,
            warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    cmd = " ".join(["python"] + sys.argv)
+    cmd = command()
     blocks_text = (f"; a measurement under {block_ms:g} ms is repeated up to {blocks} times and keeps its smallest "
                    "median (--blocks)" if blocks > 1 else "")
     return "\n".join([
@@ -456,13 +437,8 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
 
 
 def plot(results: List[Result], path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not importable: no plot written to {path}")
+    plt = pyplot(path)
+    if plt is None:
         return
     labels = [f"{r.case.sweep}: {r.case.name}" for r in results]
     fwd = [r.case.fwd_flops() / (r.fwd_ms * 1e-3) / 1e12 for r in results]
@@ -477,14 +453,11 @@ def plot(results: List[Result], path: str) -> None:
     ax.set_xlabel("TFLOP/s")
     ax.set_title("hstu_attn")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"plot written to {path}")
+    save_figure(fig, path)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a few cases of each sweep")
+    p = parser(__doc__, quick="a few cases of each sweep")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement (median; >= 20 for results)")
     p.add_argument("--warmup", type=int, default=5, help="warm-up calls per measurement (at least)")
@@ -547,11 +520,7 @@ def main(argv=None) -> int:
             + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()
-    print(text)
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write("\n" + text)
-        print(f"appended to {args.results}")
+    publish(text, args.results)
     if args.plot:
         plot(results, args.plot)
     return 0

@@ -23,16 +23,19 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
+import os
 import statistics
-import time
+import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import torch
 
 import hstu_attn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import capture_graph, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
 
 
 @dataclass
@@ -82,21 +85,10 @@ class Timer:
                 before()
             fn()
         times = []
-        cuda = self.device.type == "cuda"
         for _ in range(self.reps):
             if before:
                 before()
-            if cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
+            times.append(once_ms(fn, self.device))
         return statistics.median(times)
 
 
@@ -104,15 +96,7 @@ def graphed(fn: Callable[[], object], device: torch.device) -> Optional[Callable
     """fn captured in a CUDA graph (after one warm-up run on a side stream), or None on the CPU."""
     if device.type != "cuda":
         return None
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
+    return capture_graph(fn).replay
 
 
 STATE = ("slot_user", "slot_valid", "slot_len", "slot_pages", "last_used", "free_pages", "free_count", "clock",
@@ -250,13 +234,8 @@ def table(rows: List[Dict], device: torch.device, dtype: torch.dtype, page_size:
 
 
 def plot(rows: List[Dict], path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plot")
+    plt = pyplot(path)
+    if plt is None:
         return
     sel = [r for r in rows if "step" in r["row"] or "stack" in r["row"]]
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(sel) + 1.5))
@@ -264,14 +243,11 @@ def plot(rows: List[Dict], path: str) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("ms per iteration (log)")
     ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"plot: {path}")
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions, no page-size sweep")
+    ap = parser(__doc__, quick="fewer repetitions, no page-size sweep")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (exercises the script)")
     ap.add_argument("--results", help="append the markdown table to this file")
     ap.add_argument("--plot", help="write a PNG bar chart here")
@@ -294,10 +270,7 @@ def main(argv=None) -> int:
         sweep = name == "nvidia_b8" and not args.quick
         rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
     text = table(rows, device, dtype, args.page_size)
-    print(text)
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write("\n" + text)
+    publish(text, args.results)
     if args.plot:
         plot(rows, args.plot)
     return 0

@@ -34,14 +34,12 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -50,6 +48,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "hstu_ranking"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from bench_util import command, git_commit, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
 
 from data import Batcher, synthetic_sequences, to_device  # noqa: E402
 from model import ModelConfig, RankingModel  # noqa: E402
@@ -96,14 +97,6 @@ def _gr_attention(gr, layer, q, k, v, cu_q, cu_k, max_q, max_k, num_contexts, nu
                               contextual_seq_len=1 if num_contexts is not None else 0)
 
 
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 @functools.lru_cache(maxsize=1)
 def _sequences(users, items, min_len, max_len):
     return synthetic_sequences(users, items, min_len=min_len, max_len=max_len, seed=1)
@@ -146,17 +139,7 @@ def measure(variant, max_history, args, device, gr=None):
         times, tokens = [], []
         for i in range(args.reps):
             b = batches[i % len(batches)]
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                step(b)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                step(b)
-                times.append((time.perf_counter() - t0) * 1e3)
+            times.append(once_ms(lambda: step(b), device))
             tokens.append(b["user"].shape[0] + b["hist_items"].shape[0] + b["cand_items"].shape[0])
     except torch.OutOfMemoryError:
         return None
@@ -174,14 +157,14 @@ def measure(variant, max_history, args, device, gr=None):
 
 def header(device, args) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    cmd = "python benchmarks/hstu_model.py " + " ".join(sys.argv[1:])
+    cmd = command()
     return "\n".join([
         f"## hstu_model: {gpu}, dense tower {'bf16 autocast (fp32 weights)' if device.type == 'cuda' else 'fp32'}, "
         "tables fp32, "
         f"{datetime.date.today().isoformat()}",
         "",
         f"- model: B={args.batch_size}, {args.layers} layers, {args.heads} heads x {args.head_dim}, "
-        f"{args.candidates} candidates, relative bias {args.bias}; torch {torch.__version__}; commit {_git_commit()}",
+        f"{args.candidates} candidates, relative bias {args.bias}; torch {torch.__version__}; commit {git_commit()}",
         f"- gr-triton: {args.gr_note}",
         "- units: step = ms per train step (median of "
         f"{args.reps} after {args.warmup} warm-up), tokens/s = tokens per step / step time, peak = MiB allocated",
@@ -205,13 +188,8 @@ def table(rows) -> str:
 
 
 def plot(rows, path, title="HSTU ranking model: hstu_attn + dynamicemb vs PyTorch attention, GR Triton attention, nn.Embedding"):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not importable: no plot written to {path}")
+    plt = pyplot(path)
+    if plt is None:
         return
     hists = sorted({r[0] for r in rows})
     variants = [v for v in VARIANTS if any(r[1] == v and isinstance(r[2], tuple) for r in rows)]
@@ -228,14 +206,11 @@ def plot(rows, path, title="HSTU ranking model: hstu_attn + dynamicemb vs PyTorc
         ax.set_ylabel(label)
     axes[0].legend()
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"plot written to {path}")
+    save_figure(fig, path)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="history lengths 128 and 512, fewer reps")
+    p = parser(__doc__, quick="history lengths 128 and 512, fewer reps")
     p.add_argument("--smoke", action="store_true", help="a tiny case that also runs on CPU (tests)")
     p.add_argument("--histories", type=int, nargs="+", help="the history lengths of the sweep")
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
@@ -302,10 +277,7 @@ def main(argv=None) -> int:
             print(f"history {hist} {variant}: {res} ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
                   flush=True)
     text = header(device, args) + table(rows) + "\n"
-    print(text)
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write("\n" + text)
+    publish(text, args.results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"header": header(device, args), "rows": [

@@ -192,15 +192,8 @@ def test_gpu_dense_train_step_in_a_cuda_graph(train):
         torch.testing.assert_close(leaf.grad, r.grad, rtol=5e-2, atol=1e-3)
 
 
-def test_benchmark_smoke_prints_the_table(capsys):
-    import importlib.util
-
-    path = os.path.join(ROOT, "benchmarks", "hstu_model.py")
-    if not os.path.exists(path):
-        pytest.skip("benchmarks/hstu_model.py is not in this tree")
-    spec = importlib.util.spec_from_file_location("hstu_model_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+def test_benchmark_smoke_prints_the_table(capsys, load_script):
+    bench = load_script("benchmarks/hstu_model.py")
     torch.set_num_threads(1)
     assert bench.main(["--smoke", "--variants", "ours", "torch-both"]) == 0
     out = capsys.readouterr().out

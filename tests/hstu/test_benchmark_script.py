@@ -1,27 +1,15 @@
 """benchmarks/hstu_attention.py: the table, the peer columns and the alternating timer (CPU; the GPU run is the
 benchmark itself)."""
 
-import importlib.util
-import os
-import sys
 import time
 
 import pytest
 import torch
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SCRIPT = os.path.join(ROOT, "benchmarks", "hstu_attention.py")
-pytestmark = pytest.mark.skipif(not os.path.exists(SCRIPT), reason="benchmarks/hstu_attention.py is not in this tree")
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("hstu_attention_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(mod)
-    yield mod
-    del sys.modules[spec.name]
+def bench(load_script):
+    return load_script("benchmarks/hstu_attention.py")
 
 
 def test_smoke_run_prints_the_table(bench, capsys):

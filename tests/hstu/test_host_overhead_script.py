@@ -1,25 +1,12 @@
 """benchmarks/host_overhead.py on CPU: it skips cleanly without a GPU, its case list and its table."""
 
-import importlib.util
-import os
-import sys
-
 import pytest
 import torch
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SCRIPT = os.path.join(ROOT, "benchmarks", "host_overhead.py")
-pytestmark = pytest.mark.skipif(not os.path.exists(SCRIPT), reason="benchmarks/host_overhead.py is not in this tree")
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("host_overhead_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(mod)
-    yield mod
-    del sys.modules[spec.name]
+def bench(load_script):
+    return load_script("benchmarks/host_overhead.py")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")

@@ -1,7 +1,6 @@
 """examples/hstu_serving.py runs to the end and its cached scores equal the uncached model's; the inference
 benchmark's table code runs (tiny shapes on the CPU; the GPU run is the benchmark itself)."""
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -14,10 +13,9 @@ import hstu_attn
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "hstu_serving.py")
-BENCH = os.path.join(ROOT, "benchmarks", "hstu_inference.py")
 
 
-def test_serving_example_matches_uncached(tmp_path):
+def test_serving_example_matches_uncached(tmp_path, load_script):
     # The wheel under test first on the path; run from a temp dir so no source checkout shadows it.
     site = os.path.dirname(os.path.dirname(os.path.abspath(hstu_attn.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, os.environ.get("PYTHONPATH", "")]))
@@ -28,22 +26,14 @@ def test_serving_example_matches_uncached(tmp_path):
     assert m, r.stdout
     # float64 on the CPU: the same sums; bf16 on a GPU: rounding of the layers' activations.
     assert float(m.group(1)) <= (1e-9 if "on cpu" in r.stdout else 0.1), r.stdout
-    spec = importlib.util.spec_from_file_location("hstu_serving_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     with pytest.raises(SystemExit) as info:
-        mod.main(["--help"])
+        load_script("examples/hstu_serving.py").main(["--help"])
     assert info.value.code == 0
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("hstu_inference_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(mod)
-    yield mod
-    del sys.modules[spec.name]
+def bench(load_script):
+    return load_script("benchmarks/hstu_inference.py")
 
 
 def test_benchmark_smoke_prints_the_table(bench, capsys, tmp_path):
