@@ -34,3 +34,25 @@ def pytest_test(name, srcs, wheels = [], data = [], size = "medium", tags = [], 
         tags = tags,
         **kwargs
     )
+
+def pytest_file_test(src, **kwargs):
+    """A pytest_test of the one file `src`, named after it: test_foo.py -> foo_test.
+
+    Args:
+      src: the test_*.py file.
+      **kwargs: passed to pytest_test (wheels, data, size, tags, args, ...).
+    """
+    pytest_test(name = src[len("test_"):-len(".py")] + "_test", srcs = [src], **kwargs)
+
+def pytest_test_per_file(data = [], large = [], **kwargs):
+    """One pytest_test per test_*.py file of the calling package (no hand-kept lists), named after the file.
+
+    Args:
+      data: runtime files of every test; the package's other .py files (test helpers) are added.
+      large: the files whose test is of size "large" (the others: "medium").
+      **kwargs: passed to pytest_test (wheels, tags, ...).
+    """
+    helpers = native.glob(["*.py"], exclude = ["test_*.py"])
+    for f in native.glob(["test_*.py"]):
+        size = "large" if f in large else "medium"
+        pytest_test(name = f[:-len(".py")], srcs = [f], data = helpers + data, size = size, **kwargs)

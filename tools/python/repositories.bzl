@@ -27,6 +27,10 @@ def _py(rctx, py, code):
         fail("venv python failed: %s" % res.stderr)
     return res.stdout.strip()
 
+def _venv_repository_rule(implementation):
+    # Re-run when the venv's location (ACCEL_VENV, HOME) changes; local: it reads this machine's venv.
+    return repository_rule(implementation = implementation, environ = ["ACCEL_VENV", "HOME"], local = True)
+
 def _local_python_impl(rctx):
     venv, py = _venv(rctx)
     version = _py(rctx, py, "import sys, torch; print('%d.%d.%d torch %s' % (sys.version_info[:3] + (torch.__version__,)))")
@@ -36,11 +40,7 @@ def _local_python_impl(rctx):
 exports_files(["python3"])
 """)
 
-local_python = repository_rule(
-    implementation = _local_python_impl,
-    environ = ["ACCEL_VENV", "HOME"],
-    local = True,
-)
+local_python = _venv_repository_rule(_local_python_impl)
 
 def _local_torch_impl(rctx):
     venv, py = _venv(rctx)
@@ -69,11 +69,7 @@ cc_library(
 )
 """)
 
-local_torch = repository_rule(
-    implementation = _local_torch_impl,
-    environ = ["ACCEL_VENV", "HOME"],
-    local = True,
-)
+local_torch = _venv_repository_rule(_local_torch_impl)
 
 def _local_cutlass_impl(rctx):
     venv, py = _venv(rctx)
@@ -88,8 +84,4 @@ cc_library(
 )
 """)
 
-local_cutlass = repository_rule(
-    implementation = _local_cutlass_impl,
-    environ = ["ACCEL_VENV", "HOME"],
-    local = True,
-)
+local_cutlass = _venv_repository_rule(_local_cutlass_impl)
