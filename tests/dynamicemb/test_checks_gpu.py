@@ -4,16 +4,21 @@ checks off, the non-finite policy of the fused update against the CPU path, and 
 
 The bad-input tests (`-k "bad or unchecked"`) are the ones to run under compute-sanitizer memcheck."""
 
+import os
 import re
+import sys
 
 import pytest
 import torch
 
-import dynamicemb
-from dynamicemb._batched import BatchedDynamicEmbeddingTables
-from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad
-from dynamicemb._options import DynamicEmbTableOptions
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_helpers import assert_compiled_steps_match_eager  # noqa: E402
+
+import dynamicemb  # noqa: E402
+from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+from dynamicemb._load import load_library  # noqa: E402
+from dynamicemb._optimizers import SGD, Adagrad, Adam, RowWiseAdagrad  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -316,25 +321,13 @@ def test_compiled_training_step_matches_eager(backend, opt, pooling):
     mk = (lambda: SGD(lr=0.3)) if opt == "sgd" else (lambda: Adam(lr=0.05))
     eager, compiled = make("cuda", mk(), pooling), make("cuda", mk(), pooling)
 
-    def loss(m, ids, offsets, w, R):
-        out = m(ids, offsets, per_sample_weights=w)
-        return out, (out * R).sum()
+    def batches():
+        gen = torch.Generator().manual_seed(21)
+        for _ in range(3):
+            ids, offsets, w, _ = batch(gen)
+            w = w if pooling == "sum" else None
+            width = 32 if pooling == "sum" else 16
+            yield ids, offsets, w, torch.randn(ids.numel() if pooling == "none" else B, width, generator=gen).cuda()
 
-    def step(fn, m, ids, offsets, w, R):  # the compiled forward + loss; its backward runs the compiled backward
-        out, l = fn(m, ids, offsets, w, R)
-        l.backward()
-        return out.detach()
-
-    closs = torch.compile(loss, backend=backend, fullgraph=True)
-    gen = torch.Generator().manual_seed(21)
-    for _ in range(3):
-        ids, offsets, w, _ = batch(gen)
-        w = w if pooling == "sum" else None
-        width = 32 if pooling == "sum" else 16
-        R = torch.randn(ids.numel() if pooling == "none" else B, width, generator=gen).cuda()
-        want = step(loss, eager, ids, offsets, w, R)
-        got = step(closs, compiled, ids, offsets, w, R)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    for a, b in zip(all_rows(eager), all_rows(compiled)):
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert_compiled_steps_match_eager(eager, compiled, backend, batches(), all_rows, rtol=1e-5, atol=1e-6)
     dynamicemb.check_errors()

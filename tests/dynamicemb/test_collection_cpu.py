@@ -63,6 +63,23 @@ def assert_same_rows(torchrec_module, ours, attr, before):
 STEPS = (("f0", "f1", "f2"), ("f2", "f0", "f1"), ("f1", "f2", "f0"))  # any key order of the KJT
 
 
+def train_like_torchrec(ref, ours, attr, lr, losses):
+    """Trains TorchRec's module `ref` (its dense weights under torch.optim.SGD) and ours (its fused SGD) from the same
+    rows over STEPS: `losses(keys)` runs both forwards on one batch, checks the outputs and returns (ref's loss, our
+    loss); after each step the rows must be the same."""
+    topt = torch.optim.SGD(ref.parameters(), lr=lr)
+    copy_weights(ref, ours, attr)
+    for keys in STEPS:
+        before = [m.weight.detach().clone() for m in getattr(ref, attr).values()]
+        loss_a, loss_b = losses(keys)
+        loss_a.backward()
+        loss_b.backward()
+        topt.step()
+        topt.zero_grad()
+        assert_same_rows(ref, ours, attr, before)
+    assert ours.tables.step.item() == len(STEPS)
+
+
 @needs_torchrec
 @pytest.mark.parametrize("poolings, weighted", [
     (("SUM", "SUM"), False), (("SUM", "SUM"), True), (("MEAN", "MEAN"), False),
@@ -76,10 +93,8 @@ def test_ebc_matches_torchrec(poolings, weighted):
     lr = 0.1
     ours = DynamicEmbeddingBagCollection(cfg, DynamicEmbTableOptions(bucket_capacity=16, max_capacity=256),
                                          optimizer=SGD(lr=lr), is_weighted=weighted)
-    topt = torch.optim.SGD(ref.parameters(), lr=lr)
-    copy_weights(ref, ours, "embedding_bags")
-    for keys in STEPS:
-        before = [m.weight.detach().clone() for m in ref.embedding_bags.values()]
+
+    def losses(keys):
         feats = kjt(gen, keys, weighted=weighted)
         a, b = ref(feats), ours(feats)
         assert isinstance(b, KeyedTensor)
@@ -88,12 +103,9 @@ def test_ebc_matches_torchrec(poolings, weighted):
         for k in a.keys():
             torch.testing.assert_close(b[k], a[k], atol=1e-6, rtol=1e-6)
         R = torch.randn(a.values().shape, generator=gen)
-        (a.values() * R).sum().backward()
-        (b.values() * R).sum().backward()
-        topt.step()
-        topt.zero_grad()
-        assert_same_rows(ref, ours, "embedding_bags", before)
-    assert ours.tables.step.item() == len(STEPS)
+        return (a.values() * R).sum(), (b.values() * R).sum()
+
+    train_like_torchrec(ref, ours, "embedding_bags", lr, losses)
 
 
 @needs_torchrec
@@ -107,10 +119,8 @@ def test_ec_matches_torchrec():
                                             "t1": DynamicEmbTableOptions(score_policy="lfu", bucket_capacity=16,
                                                                          max_capacity=256)},
                                       optimizer=SGD(lr=lr))
-    topt = torch.optim.SGD(ref.parameters(), lr=lr)
-    copy_weights(ref, ours, "embeddings")
-    for keys in STEPS:
-        before = [m.weight.detach().clone() for m in ref.embeddings.values()]
+
+    def losses(keys):
         feats = kjt(gen, keys)
         a, b = ref(feats), ours(feats)
         assert set(a) == set(b)
@@ -121,12 +131,9 @@ def test_ec_matches_torchrec():
             R = torch.randn(a[k].values().shape, generator=gen)
             loss_a = loss_a + (a[k].values() * R).sum()
             loss_b = loss_b + (b[k].values() * R).sum()
-        loss_a.backward()
-        loss_b.backward()
-        topt.step()
-        topt.zero_grad()
-        assert_same_rows(ref, ours, "embeddings", before)
-    assert ours.tables.step.item() == len(STEPS)
+        return loss_a, loss_b
+
+    train_like_torchrec(ref, ours, "embeddings", lr, losses)
 
 
 @needs_torchrec

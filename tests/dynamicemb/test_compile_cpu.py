@@ -3,14 +3,19 @@ fullgraph=True (aot_eager and inductor), its backward (the fused update) from th
 outputs and rows of eager steps."""
 
 import math
+import os
+import sys
 
 import pytest
 import torch
 
-from dynamicemb._batched import BatchedDynamicEmbeddingTables
-from dynamicemb._load import load_library
-from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbTableOptions
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_helpers import assert_compiled_steps_match_eager  # noqa: E402
+
+from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+from dynamicemb._load import load_library  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built")
 
@@ -51,26 +56,14 @@ def test_compiled_training_step_matches_eager(backend, opt, pooling):
     make = OPT_KINDS[opt]
     eager, compiled = module(make(), pooling), module(make(), pooling)
 
-    def loss(m, ids, offsets, w, R):
-        out = m(ids, offsets, per_sample_weights=w)
-        return out, (out * R).sum()
+    def batches():
+        gen = torch.Generator().manual_seed(21)
+        for _ in range(3):
+            ids, offsets, w = batch(gen)
+            if pooling != "sum":
+                w = None
+            width = 16 if pooling == "sum" else 8
+            yield ids, offsets, w, torch.randn(ids.numel() if pooling == "none" else B, width, generator=gen)
 
-    def step(fn, m, ids, offsets, w, R):  # the compiled forward + loss; its backward runs the compiled backward
-        out, l = fn(m, ids, offsets, w, R)
-        l.backward()
-        return out.detach()
-
-    closs = torch.compile(loss, backend=backend, fullgraph=True)
-    gen = torch.Generator().manual_seed(21)
-    for _ in range(3):
-        ids, offsets, w = batch(gen)
-        if pooling != "sum":
-            w = None
-        width = 16 if pooling == "sum" else 8
-        R = torch.randn(ids.numel() if pooling == "none" else B, width, generator=gen)
-        want = step(loss, eager, ids, offsets, w, R)
-        got = step(closs, compiled, ids, offsets, w, R)
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    for a, b in zip(all_rows(eager), all_rows(compiled)):
-        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
+    assert_compiled_steps_match_eager(eager, compiled, backend, batches(), all_rows, rtol=1e-6, atol=1e-6)
     assert math.isclose(float(eager.step), float(compiled.step))

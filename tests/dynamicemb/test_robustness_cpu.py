@@ -270,6 +270,18 @@ def _pressured():
     return make(cap=64, policy="lru", opt=SGD(lr=0.1))  # 64 + 64 slots for ids drawn from 400: constant eviction
 
 
+def train_both_alike(src, dst, seed, steps, check_every_step):
+    """Trains src and dst on the same `steps` batches of ids from 400; they must be the same at the end, and with
+    check_every_step after every step."""
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        b = batch(gen, 400)
+        step(src, b)
+        step(dst, b)
+        assert not check_every_step or same(src, dst, slots=True)
+    assert same(src, dst, slots=True)
+
+
 def test_dump_load_under_lru_pressure_resumes_identically(tmp_path):
     src = _pressured()
     train(src, 6, 0, 400)
@@ -279,12 +291,7 @@ def test_dump_load_under_lru_pressure_resumes_identically(tmp_path):
     train(dst, 2, 9, 400)  # other content first: the load replaces it
     dst.load(str(tmp_path / "ck"))
     assert same(src, dst, slots=True)
-    gen = torch.Generator().manual_seed(4)
-    for _ in range(4):
-        b = batch(gen, 400)
-        step(src, b)
-        step(dst, b)
-        assert same(src, dst, slots=True)
+    train_both_alike(src, dst, 4, 4, check_every_step=True)
 
 
 def test_full_plus_incremental_equals_source_under_eviction(tmp_path):
@@ -302,12 +309,7 @@ def test_full_plus_incremental_equals_source_under_eviction(tmp_path):
     dst.load(str(tmp_path / "inc"))
     assert same(src, dst, slots=True)
     assert {int(k) for k in dst.tables[0].items()[0]} == after
-    gen = torch.Generator().manual_seed(8)
-    for _ in range(3):
-        b = batch(gen, 400)
-        step(src, b)
-        step(dst, b)
-    assert same(src, dst, slots=True)
+    train_both_alike(src, dst, 8, 3, check_every_step=False)
     # applied to another base, the live keys cannot all be found: refused, module unchanged
     other = _pressured()
     train(other, 2, 7, 400)
@@ -393,61 +395,61 @@ def test_refused_forward_contract():
 
 
 # ---------------------------------------------------------------------- threads
-def test_threads_writing_one_table():
+def run_in_threads(work, n=2):
+    """Runs work(0) .. work(n - 1) on n threads at once; returns the exceptions they raised."""
     import threading
 
+    errors = []
+
+    def guarded(part):
+        try:
+            work(part)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    th = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    [x.start() for x in th]
+    [x.join() for x in th]
+    return errors
+
+
+def test_threads_writing_one_table():
     from dynamicemb._table import ScoredHashTable
 
     t = ScoredHashTable(1 << 13, 8, max_capacity=1 << 15, device="cpu")
     gen = torch.Generator().manual_seed(12)
     keys = torch.randperm(10**7, generator=gen)[:8000] + 1
     rows = torch.randn(8000, 8, generator=gen)
-    errors = []
 
     def work(part):
-        try:
-            for c in range(0, 4000, 400):
-                k = keys[part * 4000 + c: part * 4000 + c + 400]
-                t.insert_or_assign(k, rows[part * 4000 + c: part * 4000 + c + 400])
-                t.find(k)
-                if part == 1 and c in (400, 1200):
-                    t.grow()  # while the other thread inserts
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
+        for c in range(0, 4000, 400):
+            k = keys[part * 4000 + c: part * 4000 + c + 400]
+            t.insert_or_assign(k, rows[part * 4000 + c: part * 4000 + c + 400])
+            t.find(k)
+            if part == 1 and c in (400, 1200):
+                t.grow()  # while the other thread inserts
 
-    th = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    [x.start() for x in th]
-    [x.join() for x in th]
-    assert not errors
+    assert not run_in_threads(work)
     assert t.size() == 8000 and int(t.contains(keys).sum()) == 8000
     assert int((t.keys.view(torch.int64) != -(2**63)).sum()) == t.size()  # the size counter counts the keys
     assert torch.equal(t.find(keys).values, rows)
 
 
 def test_threads_training_one_growing_module():
-    import threading
-
     # 128-slot buckets at load <= 0.5: no bucket overflows, so every id seen must be stored
     o = DynamicEmbTableOptions(dim=4, max_capacity=1 << 15, init_capacity=256, bucket_capacity=128,
                                grow_load_factor=0.5)
     m = BatchedDynamicEmbeddingTables([o], pooling="sum", optimizer=SGD(lr=0.1))
     seen = [set(), set()]
-    errors = []
 
     def work(part):
-        try:
-            gen = torch.Generator().manual_seed(30 + part)
-            for _ in range(40):
-                ids = torch.randint(0, 10**6, (48,), generator=gen) * 2 + part  # disjoint id sets
-                seen[part].update(ids.tolist())
-                (m(ids, torch.tensor([0, 48])) * torch.randn(1, 4, generator=gen)).sum().backward()
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
+        gen = torch.Generator().manual_seed(30 + part)
+        for _ in range(40):
+            ids = torch.randint(0, 10**6, (48,), generator=gen) * 2 + part  # disjoint id sets
+            seen[part].update(ids.tolist())
+            (m(ids, torch.tensor([0, 48])) * torch.randn(1, 4, generator=gen)).sum().backward()
 
-    th = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    [x.start() for x in th]
-    [x.join() for x in th]
-    assert not errors
+    assert not run_in_threads(work)
     t = m.tables[0]
     ids = torch.tensor(sorted(seen[0] | seen[1]))
     assert m.capacities()[0] > 256 and int(m.refused_count[0]) == 0

@@ -43,11 +43,12 @@ def test_names_spell_parameters_in_fixed_order():
         assert all(isinstance(v, str) for v in params.values()), "cuda_instances takes a string_dict"
 
 
-def test_template_uses_exactly_the_matrix_keys():
+@pytest.mark.parametrize("template,instances", [(TEMPLATE, "HSTU_INSTANCES"), (TEMPLATE_SM90, "HSTU_SM90_INSTANCES")])
+def test_template_uses_exactly_the_matrix_keys(template, instances):
     m = _matrix()
-    with open(TEMPLATE) as f:
+    with open(template) as f:
         used = set(re.findall(r"\{\{(\w+)\}\}", f.read()))
-    for params in m["HSTU_INSTANCES"].values():
+    for params in m[instances].values():
         assert used == set(params), (sorted(used), sorted(params))
 
 
@@ -69,10 +70,3 @@ def test_sm90_matrix_is_small_and_consistently_named():
         assert stem == "hstu_%s_%s_%s_hdim%s" % (params["DIRECTION"], params["ARCH"], params["DTYPE"], params["HDIM"])
         assert not set(params) & {"CAUSAL", "LOCAL", "CONTEXT", "TARGET", "RAB", "DELTA_Q"}
 
-
-def test_sm90_template_uses_exactly_the_matrix_keys():
-    m = _matrix()
-    with open(TEMPLATE_SM90) as f:
-        used = set(re.findall(r"\{\{(\w+)\}\}", f.read()))
-    for params in m["HSTU_SM90_INSTANCES"].values():
-        assert used == set(params), (sorted(used), sorted(params))
