@@ -107,6 +107,28 @@ def rank_main(rank, world, args, store, result_file):
     dist.destroy_process_group()
 
 
+def markdown_table(results, args, hw):
+    """The table of all world sizes (rows as rank_main leaves them), headed by the workload."""
+    T = args.tables
+    lines = [
+        f"### dynamicemb sharded embedding, weak scaling, on {hw}",
+        "",
+        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 gradients on the wire), {args.batch // T} samples x {T} "
+        f"features, hotness 1..{args.hotness}, power law alpha={args.alpha} over {args.id_space} ids, "
+        f"{args.capacity} slots/table/rank, routing hash. Times in ms per step (median of {args.reps}, slowest "
+        f"rank); a2a = all_to_alls incl. the split-size sync, lookup = owners' find_or_insert + update, local = "
+        f"dedup, pooling, gradient sums.",
+        "",
+        "| world | pooling | optimizer | train | a2a | lookup | local | ids/rank | uniq/rank |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w, rows in results.items():
+        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in rows:
+            lines.append(f"| {w} | {pooling} | {opt_name} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | {local:.3f} | "
+                         f"{n_ids} | {uniq} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(results, path, hw):
     """Step and all_to_all time per case against the world size."""
     plt = pyplot(path)
@@ -155,24 +177,7 @@ def main(argv=None):
             print(f"world {w} {pooling:4s} {opt_name:4s} train {train:.3f} a2a {a2a:.3f} lookup {lookup:.3f} "
                   f"local {local:.3f} ms", flush=True)
     hw = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU ({os.cpu_count()} cores), gloo"
-    T = args.tables
-    lines = [
-        f"### dynamicemb sharded embedding, weak scaling, on {hw}",
-        "",
-        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 gradients on the wire), {args.batch // T} samples x {T} "
-        f"features, hotness 1..{args.hotness}, power law alpha={args.alpha} over {args.id_space} ids, "
-        f"{args.capacity} slots/table/rank, routing hash. Times in ms per step (median of {args.reps}, slowest "
-        f"rank); a2a = all_to_alls incl. the split-size sync, lookup = owners' find_or_insert + update, local = "
-        f"dedup, pooling, gradient sums.",
-        "",
-        "| world | pooling | optimizer | train | a2a | lookup | local | ids/rank | uniq/rank |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for w, rows in results.items():
-        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in rows:
-            lines.append(f"| {w} | {pooling} | {opt_name} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | {local:.3f} | "
-                         f"{n_ids} | {uniq} |")
-    publish("\n".join(lines) + "\n", args.results, provenance(argv))
+    publish(markdown_table(results, args, hw), args.results, provenance(argv))
     if args.plot:
         plot(results, args.plot, hw)
 
