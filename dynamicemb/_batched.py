@@ -140,17 +140,55 @@ _VALIDATE = {None: "device", "device": "device", True: "host", "host": "host", F
 
 
 # ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
+# The codes the lookup ops take. The C++ side defines each once (lookup_types.h, lookup_ops.cc StepFlags) and
+# lists them by name through op lookup_contract; _check_contract compares these tables with it when the library
+# loads (and a CPU test does too), so the two sides cannot drift. The torch path needs them without the library.
 _VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
 _NONFINITE_CODE = {name: i for i, name in enumerate(NONFINITE_POLICIES)}  # lookup_types.h NonFinite
+_OPT_CODE = {"sgd": 0, "adagrad": 1, "rowwise_adagrad": 2, "adam": 3}  # lookup_types.h OptKind
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes
-_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
-assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
+_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes (packed by name)
 
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
 _STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD = 64, 128, 256, 512
+_STEP_CODE = {"train": _STEP_TRAIN, "validate": _STEP_VALIDATE, "lengths_only": _STEP_LENGTHS_ONLY,
+              "csr": _STEP_CSR, "overlap": _STEP_OVERLAP, "vec4": _STEP_VEC4, "psw_grad": _STEP_PSW_GRAD,
+              "direct": _STEP_DIRECT, "aggregate": _STEP_AGGREGATE, "decoupled_wd": _STEP_DECOUPLED_WD}
+
+
+@functools.lru_cache(maxsize=1)
+def _contract() -> dict:
+    """{group: {name: value}} from op lookup_contract (read once): "meta" maps TableMeta's fields, in order, to
+    their struct kind ('q' int64, 'd' double); the other groups map names to integer codes."""
+    groups = {}
+    for line in str(torch.ops.dynamicemb.lookup_contract()).splitlines():
+        group, name, value = line.split()
+        groups.setdefault(group, {})[name] = value if group == "meta" else int(value)
+    return groups
+
+
+def _check_contract() -> None:
+    """Raises RuntimeError when a code table of this module differs from the ops' (lookup_contract)."""
+    c = _contract()
+    ours = {"step": _STEP_CODE, "opt": _OPT_CODE, "nonfinite": _NONFINITE_CODE, "pool": _POOL_CODE,
+            "value": {str(dt).rsplit(".", 1)[-1]: v for dt, v in _VALUE_KIND.items()}}
+    bad = [f"{g}: python {ours[g]} != ops {c.get(g)}" for g in ours if ours[g] != c.get(g)]
+    if len(c.get("meta", {})) != _META_FIELDS:
+        bad.append(f"meta: python expects {_META_FIELDS} fields, ops list {len(c.get('meta', {}))}")
+    if bad:
+        raise RuntimeError("dynamicemb: the lookup ops' codes differ from dynamicemb/_batched.py (a stale _C.so?): "
+                           + "; ".join(bad))
+
+
+def _pack_meta(fields: dict) -> bytes:
+    """One table's TableMeta: `fields` (name -> value) packed in the ops' field order and kinds (lookup_contract)."""
+    layout = _contract()["meta"]
+    if set(fields) != set(layout):
+        raise RuntimeError(f"TableMeta fields: missing {sorted(set(layout) - set(fields))}, "
+                           f"unknown {sorted(set(fields) - set(layout))}")
+    return struct.pack("<" + "".join(layout.values()), *(fields[n] for n in layout))
 # the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
 # more host time than the overlap saves on the device)
 _OVERLAP_MIN_IDS = 1 << 16
@@ -179,6 +217,7 @@ def _register_lookup_fakes():
     """Fake (meta) kernels of the lookup ops, so torch.compile/export can trace a step."""
     if not _kernels_available():
         return
+    _check_contract()
 
     def dedup(ids, offsets, feature_table, batch, dedup_set, skip=None):
         n = ids.numel()
@@ -218,12 +257,12 @@ _register_lookup_fakes()
 
 def _opt_code(opt: EmbOptimizer) -> int:
     if isinstance(opt, Adam):
-        return 3
-    if isinstance(opt, RowWiseAdagrad):
-        return 2
+        return _OPT_CODE["adam"]
+    if isinstance(opt, RowWiseAdagrad):  # before Adagrad: a subclass of it
+        return _OPT_CODE["rowwise_adagrad"]
     if isinstance(opt, Adagrad):
-        return 1
-    return 0
+        return _OPT_CODE["adagrad"]
+    return _OPT_CODE["sgd"]
 
 
 def _uniform01(seed: int, clock: torch.Tensor, keys: torch.Tensor, ctr: torch.Tensor) -> torch.Tensor:
@@ -1005,16 +1044,20 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             ev = self._eval_init[i]
             eseed = int(ev.seed) & ((1 << 64) - 1)
             eseed = eseed - (1 << 64) if eseed >= 1 << 63 else eseed
-            buf += struct.pack(
-                _META_FORMAT,
-                t.keys.data_ptr(), t.digests.data_ptr(), t.scores.data_ptr(), t.values.data_ptr(),
-                t.locks.data_ptr(), t.counters.data_ptr(), t.capacity(), t.capacity() // t.bucket_capacity,
-                t.bucket_capacity, t.value_dim, self.dims[i], t._policy, int(t._use_epoch), int(t.epoch),
-                kind, a, b, mean, std, value, cols, fill, seed,
-                int(o.on_refused == "zero"),
-                _INIT_CODE[ev.kind], float(ev.low), float(ev.high), float(ev.mean), float(ev.std), float(ev.value),
-                eseed, *_host_rows(t),
-            )
+            values_host, hbm_rows = _host_rows(t)
+            buf += _pack_meta(dict(
+                keys=t.keys.data_ptr(), digests=t.digests.data_ptr(), scores=t.scores.data_ptr(),
+                values=t.values.data_ptr(), locks=t.locks.data_ptr(), counters=t.counters.data_ptr(),
+                capacity=t.capacity(), num_buckets=t.capacity() // t.bucket_capacity,
+                bucket_capacity=t.bucket_capacity, row_stride=t.value_dim, dim=self.dims[i], policy=t._policy,
+                use_epoch=int(t._use_epoch), epoch=int(t.epoch),
+                init_kind=kind, init_a=a, init_b=b, init_mean=mean, init_std=std, init_value=value,
+                init_cols=cols, init_fill=fill, init_seed=seed,
+                refused_zero=int(o.on_refused == "zero"),
+                eval_kind=_INIT_CODE[ev.kind], eval_a=float(ev.low), eval_b=float(ev.high),
+                eval_mean=float(ev.mean), eval_std=float(ev.std), eval_value=float(ev.value), eval_seed=eseed,
+                values_host=values_host, hbm_rows=hbm_rows,
+            ))
         host = torch.frombuffer(buf, dtype=torch.int64).clone()
         if torch.cuda.is_available():
             host = host.pin_memory()
