@@ -502,7 +502,7 @@ def test_lookup_contract_matches_python():
     at the op's offset, with the op's kind."""
     import struct
 
-    from dynamicemb._batched import _check_contract, _contract, _pack_meta
+    from dynamicemb._batched_kernels import _check_contract, _contract, _pack_meta
 
     _check_contract()
     layout = _contract()["meta"]

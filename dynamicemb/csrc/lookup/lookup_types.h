@@ -36,7 +36,7 @@
 namespace dynamicemb {
 namespace lookup {
 
-// Per-table metadata, kept in device memory and packed by Python (dynamicemb/_batched.py `_kernel_meta`) by field
+// Per-table metadata, kept in device memory and packed by Python (dynamicemb/_batched_kernels.py `_kernel_meta`) by field
 // name from this ONE list (op lookup_contract lists the fields in order: 'q' int64, 'd' double). Every field is 8
 // bytes, so the layout is the same on both sides.
 #define DYNAMICEMB_TABLE_META_FIELDS(X)                                                                           \
@@ -80,7 +80,7 @@ using table::ValueKind;
 using table::kValueFp16;
 using table::kValueBf16;
 using table::kValueFp32;
-// The codes Python passes (op lookup_contract lists them by name; dynamicemb/_batched.py checks its tables
+// The codes Python passes (op lookup_contract lists them by name; dynamicemb/_batched_kernels.py checks its tables
 // against it): X(enumerator, python name, value).
 #define DYNAMICEMB_POOLING(X) X(kPoolSum, "sum", 0) X(kPoolMean, "mean", 1) X(kPoolNone, "none", 2)
 #define DYNAMICEMB_OPT_KINDS(X) \

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
 }
 
 // Per unique (not direct): mode 0: update; 1: add the squared norm to p.norm_sq only; 2: scale + update.
-// Non-finite policy (lookup_types.h NonFinite; the torch path in _batched.py does the same): a row whose summed
+// Non-finite policy (lookup_types.h NonFinite; the torch path in _batched_torch.py does the same): a row whose summed
 // gradient holds a NaN/inf (checked before clipping) is skipped and counted; in mode 1 (max_grad_norm or skip_step)
 // such a row makes the norm NaN unless the policy is propagate, and mode 2 then skips every row (counted once).
 //

@@ -1,5 +1,5 @@
 // Embedding hot-path ops of BatchedDynamicEmbeddingTables (torch stable ABI, CUDA only; the CPU path is the
-// torch code in dynamicemb/_batched.py). Kernels: dynamicemb/csrc/lookup/. Every op runs on the current stream
+// torch code in dynamicemb/_batched_torch.py). Kernels: dynamicemb/csrc/lookup/. Every op runs on the current stream
 // and never synchronizes with the host, so a whole training step can be captured in a CUDA graph. Outputs are
 // allocated here through torch's allocator (graph-capture aware). Argument checks keep memory safe; the
 // user-facing validation lives in Python.
@@ -191,7 +191,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
 // int64 refused inserts per table), the dedup's and the insert's arrays, and, when the forward built it, the CSR
 // of the segmented backward (sort keys and values, segment bounds, entries, scales, the sort's scratch).
-// X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched.py reads its _STEP_* from it.
+// X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched_kernels.py checks its _STEP_* against it.
 #define DYNAMICEMB_STEP_FLAGS(X)                                                                              \
   X(kStepTrain, "train", 1)                /* find_or_insert (else find) */                                   \
   X(kStepValidate, "validate", 2)          /* device-side checks of ids / offsets / lengths / weights first */ \
@@ -209,7 +209,7 @@ enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
 
 // The codes and layouts Python passes to these ops, by name, as text (one "group name value" line each): TableMeta
 // fields in order with their kind ('q' int64, 'd' double), step flags, optimizers, non-finite policies, poolings,
-// value kinds. Python reads it once (dynamicemb/_batched.py `_contract`), so the two sides cannot drift.
+// value kinds. Python reads it once (dynamicemb/_batched_kernels.py `_contract`), so the two sides cannot drift.
 std::string lookup_contract() {
   std::string out;
   auto line = [&](const char* group, const char* name, const std::string& value) {
@@ -504,7 +504,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
 // ---------------------------------------------------------------- the step's backward + optimizer
 // `ws` is the workspace of the step's lookup_step (same ids, offsets, psw, pooling, meta; kStepCsr in `flags` as
 // there). seg_chunk > 0 asks for the segmented reduction (CSR entries per warp), 0 for the atomic scatter; the
-// caller decides (_batched.py::_segmented), this op refuses a request its kernels cannot serve. The optimizer's
+// caller decides (_batched_kernels.py::_segmented), this op refuses a request its kernels cannot serve. The optimizer's
 // constants: weight_decay, beta1, beta2, eps, max_grad_value (<= 0: off), max_grad_norm (<= 0: off); lr and step
 // are device scalars (step already counts this step).
 Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws,
