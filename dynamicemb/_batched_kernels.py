@@ -159,7 +159,7 @@ class _KernelStep:
     """BatchedDynamicEmbeddingTables' fused CUDA kernel path: the step's ops and their buffers."""
 
     def _kernel_meta(self) -> torch.Tensor:
-        """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
+        """(T * 33,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
