@@ -20,8 +20,10 @@ TABLE_OP_HDRS = [
 
 TABLE_KERNEL_HDRS = [
     "csrc/table/hash.cuh",
+    "csrc/table/probe.cuh",
     "csrc/table/table_kernels.cuh",
     "csrc/table/table_types.h",
+    "csrc/table/value_types.cuh",
 ]
 
 def table_targets():

@@ -24,9 +24,9 @@ that a warp-per-unique pass clips and applies with the optimizer in the row (sum
 row without a slot reads zeros / its table's initializer value (counter-based: a function of the seed, the
 table's op clock of the step, the key and the column, the value a new row of that key gets in that step) in
 training, and the eval initializer (clock 0) in eval; the torch path gives the same values (``_init_rows``).
-The torch code below is the CPU path and the reference, and also serves CUDA modules the kernels do not cover
-(admission counting, tables of mixed dtypes, rows wider than 512 columns, or 128 when a dim is not a multiple of
-4).
+The torch code (_batched_torch.py) is the CPU path and the reference, and also serves CUDA modules the kernels do
+not cover (admission counting, tables of mixed dtypes, rows wider than 512 columns, or 128 when a dim is not a
+multiple of 4). The fused-kernel calls are in _batched_kernels.py, the autograd function in _batched_step.py.
 Rows that are not stored (not admitted yet, refused, or missing in eval) use fallback values and get no update.
 A key inserted and then evicted by another key of the same batch (full bucket) counts as refused: only a slot's
 final owner is updated, so no two ids ever share a row.
@@ -66,13 +66,10 @@ host value checks (CUDA modules keep the device checks).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import math
 import operator
 import os
-import struct
 import threading
 import warnings
 from typing import List, Optional, Sequence
@@ -80,19 +77,22 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
-from ._checks import CHANNEL, ERR_ARG_CODES, RULE_NONFINITE_GRAD, host_error
-from ._hash import _to_i64, fmix64_tensor
-from ._load import load_library
-from ._optimizers import NONFINITE_POLICIES, SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
-from ._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from ._checks import CHANNEL, ERR_ARG_CODES, host_error
+from ._optimizers import SGD, EmbOptimizer
+from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
 from ._caching import CachedTable, StepPins
 from ._storage import make_store
+from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
+from ._batched_step import _HostMirror, _LookupFunction, _capturing, _compiling
+from ._batched_torch import _EMPTY_KEY, _TorchStep
+# re-exported: tests, benchmarks and _sharded.py import these from here
+from ._batched_kernels import _STEP_CSR, _STEP_PSW_GRAD, _step_ws_entries  # noqa: F401,E402
+from ._batched_torch import _id_gradients, _init_rows, _pool_rows  # noqa: F401,E402
 
 __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 
 _POOLINGS = ("sum", "mean", "none")
-_EMPTY_KEY = RESERVED_KEYS[0]
 _STAT_REFUSED = 3
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
 
@@ -124,168 +124,9 @@ def _int_list(xs, arg: str) -> List[int]:
     return out
 
 
-def _capturing() -> bool:
-    """A CUDA graph is being captured on the current stream (never true while torch.compile traces: the query
-    returns a bool dynamo cannot trace, and a compiled step skips the eager bookkeeping anyway)."""
-    if torch.compiler.is_compiling():
-        return False
-    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()  # (no CUDA yet: no capture)
-
-
-_compiling = torch.compiler.is_compiling
-
 # validate= of forward -> what runs: "device" (default: device checks on CUDA, eager host checks on CPU), "host"
 # (eager host checks that synchronize on CUDA; True is the same, as before), "off" (no value checks)
 _VALIDATE = {None: "device", "device": "device", True: "host", "host": "host", False: "off", "off": "off"}
-
-
-# ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
-_VALUE_KIND = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
-_POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
-_NONFINITE_CODE = {name: i for i, name in enumerate(NONFINITE_POLICIES)}  # lookup_types.h NonFinite
-_INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes
-_META_FORMAT = "<14q" + "q5dqdq" + "q" + "q5dq" + "qq"
-assert struct.calcsize(_META_FORMAT) == 8 * _META_FIELDS
-
-# lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
-_STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
-_STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD = 64, 128, 256, 512
-# the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
-# more host time than the overlap saves on the device)
-_OVERLAP_MIN_IDS = 1 << 16
-
-
-def _step_ws_entries(n, num_tables):
-    """int64 entries of lookup_step's workspace without a CSR (csrc/ops/lookup_ops.cc step_layout; the op
-    lookup_step_ws_size says the same, a CPU test compares): for the fake kernel, where n may be symbolic."""
-    def up(b):
-        return (b + 255) // 256 * 256
-    return (up(8 + 8 * num_tables) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
-
-
-def _kernels_available() -> bool:
-    return load_library() and hasattr(torch.ops.dynamicemb, "lookup_step")
-
-
-@functools.lru_cache(maxsize=64)
-def _dedup_set_size(n: int) -> int:
-    """Entries of the dedup's per-step set for n ids: the op's own rule (lookup_dedup_set_size), asked once per n
-    (a host-side dispatcher call, kept off the eager step's latency)."""
-    return torch.ops.dynamicemb.lookup_dedup_set_size(n)
-
-
-def _register_lookup_fakes():
-    """Fake (meta) kernels of the lookup ops, so torch.compile/export can trace a step."""
-    if not _kernels_available():
-        return
-
-    def dedup(ids, offsets, feature_table, batch, dedup_set, skip=None):
-        n = ids.numel()
-        i32 = lambda k: ids.new_empty(k, dtype=torch.int32)  # noqa: E731
-        return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
-
-    def step(meta, value_kind, ids, offsets, lengths, psw, feature_table, feature_col, batch, pooling, flags,
-             max_dim, out_cols, out_kind, dedup_set, refused_total):
-        if flags & _STEP_CSR:
-            raise RuntimeError("lookup_step: a traced step builds its CSR in the backward (flags without CSR)")
-        n = ids.numel()
-        rows = n if pooling == _POOL_CODE["none"] else batch
-        dtype = {v: k for k, v in _VALUE_KIND.items()}[out_kind]
-        ws = ids.new_empty(_step_ws_entries(n, meta.numel() // _META_FIELDS), dtype=torch.int64)
-        return ids.new_empty(rows, out_cols, dtype=dtype), ws
-
-    def backward(meta, value_kind, grad, ids, offsets, ws, psw, feature_table, feature_col, batch, pooling, flags,
-                 *rest):
-        return grad.new_empty(ids.numel() if flags & _STEP_PSW_GRAD else 0, dtype=torch.float32)
-
-    def validate(ids, offsets, lengths, psw, lengths_only):
-        return ids.new_empty(1, dtype=torch.int32)
-
-    def report(counts, seen):
-        return None
-
-    for name, fn in (("lookup_dedup", dedup), ("lookup_step", step), ("lookup_backward", backward),
-                     ("lookup_validate", validate), ("report_nonfinite", report)):
-        try:
-            torch.library.register_fake(f"dynamicemb::{name}")(fn)
-        except (RuntimeError, AttributeError):  # already registered, or an older torch
-            pass
-
-
-_register_lookup_fakes()
-
-
-def _opt_code(opt: EmbOptimizer) -> int:
-    if isinstance(opt, Adam):
-        return 3
-    if isinstance(opt, RowWiseAdagrad):
-        return 2
-    if isinstance(opt, Adagrad):
-        return 1
-    return 0
-
-
-def _uniform01(seed: int, clock: torch.Tensor, keys: torch.Tensor, ctr: torch.Tensor) -> torch.Tensor:
-    """table::uniform01: (m, c) fp32 in [0, 1) from keys (m, 1), counters ctr (1, c) and the op clock (0-d)."""
-    ck = fmix64_tensor(clock + _to_i64(0x632BE59BD9B4E019))
-    h = fmix64_tensor(_to_i64(seed) ^ fmix64_tensor(keys + (ctr + 1) * _to_i64(0x9E3779B97F4A7C15) + ck))
-    return ((h >> 40) & ((1 << 24) - 1)).to(torch.float32) * (1.0 / 16777216.0)
-
-
-def _normal01(seed, clock, keys, ctr):
-    """table::normal01 (Box-Muller on the counters 2 ctr, 2 ctr + 1), fp32."""
-    u1 = 1.0 - _uniform01(seed, clock, keys, 2 * ctr)
-    u2 = _uniform01(seed, clock, keys, 2 * ctr + 1)
-    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(6.28318530717958647692 * u2)
-
-
-def _init_rows(init: DynamicEmbInitializer, keys: torch.Tensor, clock, d: int) -> torch.Tensor:
-    """(m, d) fp32 rows of ``keys`` (m,) from ``init`` (resolved): the table's counter-based initializer
-    (table::init_value), so a value depends only on (seed, op clock, key, column) and never on torch's RNG.
-
-    The fused kernels give a row without a slot the same value (lookup_common.cuh fallback_value: training reads
-    the table's clock after the step's insert, eval clock 0), equal to the initial row the key would have got had
-    it been inserted in that op; normal kinds agree to float rounding of log/cos (the kernels use cospif).
-    ``clock`` is an int64 0-d tensor on the keys' device or an int; graph-capturable (no host sync)."""
-    m, dev = keys.numel(), keys.device
-    if init.kind == "constant":
-        return torch.full((m, d), float(init.value), dtype=torch.float32, device=dev)
-    k = keys.view(torch.int64).reshape(m, 1)
-    ctr = torch.arange(d, dtype=torch.int64, device=dev).reshape(1, d)
-    if not isinstance(clock, torch.Tensor):
-        clock = torch.tensor(_to_i64(clock), dtype=torch.int64, device=dev)
-    f32 = lambda x: torch.tensor(float(x), dtype=torch.float32, device=dev)  # noqa: E731  the kernels' float fields
-    if init.kind == "uniform":
-        a, b = f32(init.low), f32(init.high)
-        return a + (b - a) * _uniform01(init.seed, clock, k, ctr)
-    mean, std = f32(init.mean), f32(init.std)
-    if init.kind == "normal":
-        return mean + std * _normal01(init.seed, clock, k, ctr)
-    # truncated normal: the first of 32 draws (counters 32 col + t) inside [low, high], else the last one clamped
-    a, b = f32(init.low), f32(init.high)
-    out = torch.zeros(m, d, dtype=torch.float32, device=dev)
-    done = torch.zeros(m, d, dtype=torch.bool, device=dev)
-    for t in range(32):
-        x = mean + std * _normal01(init.seed, clock, k, ctr * 32 + t)
-        ok = (x >= a) & (x <= b) & ~done
-        out = torch.where(ok, x, out)
-        done = done | ok
-    return torch.where(done, out, torch.minimum(torch.maximum(x, a), b))
-
-
-def _host_rows(t: ScoredHashTable):
-    """(values_host address, hbm_rows) of TableMeta: a hybrid table's UVA address of its host rows, else (0, all)."""
-    host = getattr(t, "values_host", None)
-    if host is None:
-        return 0, t.capacity()
-    return _uva_address(host), t.hbm_rows
-
-
-def _uva_address(host: torch.Tensor) -> int:
-    """Device address of pinned host memory (cudaHostGetDevicePointer; equal to the host address on every 64-bit
-    platform with unified addressing, which CUDA 13 requires)."""
-    return host.data_ptr()
 
 
 def _resolve_budgets(options, row_widths, total) -> List[int]:
@@ -326,185 +167,7 @@ def _resolve_budgets(options, row_widths, total) -> List[int]:
     return rows
 
 
-class _HostMirror:
-    """Latest value of a small device tensor on the host without blocking (pinned async copy + event)."""
-
-    def __init__(self, n: int):
-        self._n = n
-        self._host = None
-        self._event = None
-        self.value: Optional[List[int]] = None
-
-    def ready(self) -> bool:
-        """Whether a push would start a copy now (none in flight), so the caller can skip building its tensor."""
-        return self._event is None or not getattr(self, "_pending", False) or self._event.query()
-
-    def push(self, t: torch.Tensor):
-        if t.device.type != "cuda":
-            self.value = [int(x) for x in t.tolist()]
-            return
-        if self._event is not None and not self._event.query():
-            return  # the previous copy is still in flight
-        if self._host is None:
-            self._host = torch.empty(self._n, dtype=t.dtype, pin_memory=True)
-            self._event = torch.cuda.Event()
-        self.poll()
-        self._host.copy_(t, non_blocking=True)
-        self._event.record()
-        self._pending = True
-
-    def reset(self, value: List[int]):
-        """Sets the value (after a load); a copy still in flight holds the old state and is dropped."""
-        self.value = list(value)
-        self._pending = False
-
-    def poll(self) -> Optional[List[int]]:
-        if self._event is not None and getattr(self, "_pending", False) and self._event.query():
-            self.value = [int(x) for x in self._host.tolist()]
-            self._pending = False
-        return self.value
-
-
-
-def _pool_rows(U, inverse, psw, offsets, bag, pooling: str, feature_dims, max_dim: int, B: int, output_dtype):
-    """The torch path's forward after the lookup: the uniques' rows U (n_u, max_dim) fp32 expanded to ids,
-    weighted, and pooled per bag (sum / mean) or kept per id ("none"). Returns (out, E (the ids' rows), lengths
-    (the bags' lengths, fp32)). Also used by the sharded module; `_id_gradients` is its backward."""
-    F, Dm = len(feature_dims), max_dim
-    E = U[inverse]
-    Ew = E * psw.to(torch.float32)[:, None] if psw is not None else E
-    lengths = (offsets[1:] - offsets[:-1]).to(torch.float32).clamp(min=0.0)
-    if pooling == "none":
-        return Ew.to(output_dtype), E, lengths
-    bags = torch.zeros(F * B, Dm, dtype=torch.float32, device=U.device).index_add_(0, bag, Ew)
-    if pooling == "mean":
-        bags = bags / lengths.clamp(min=1.0)[:, None]
-    bags = bags.view(F, B, Dm)
-    if all(d == Dm for d in feature_dims):
-        out = bags.transpose(0, 1).reshape(B, F * Dm)
-    else:
-        out = torch.cat([bags[f, :, :d] for f, d in enumerate(feature_dims)], dim=1)
-    return out.to(output_dtype), E, lengths
-
-
-def _id_gradients(grad_out, saved, pooling: str, feature_dims, max_dim: int, psw_requires_grad: bool):
-    """The torch path's backward up to the update: the output gradient taken back to each id (unpooled, divided by
-    the bag length for "mean", weighted) and summed per unique (``saved``: bag, lengths, inverse, psw, E, B, n).
-    Returns (gU (n, max_dim) fp32, the per-sample weights' gradient or None). Also used by the sharded module."""
-    n, B, F, Dm = saved["n"], saved["B"], len(feature_dims), max_dim
-    g = grad_out.to(torch.float32)
-    if pooling == "none":
-        gE = g
-    else:
-        if all(d == Dm for d in feature_dims):
-            gb = g.reshape(B, F, Dm).transpose(0, 1)
-        else:
-            gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=g.device)
-            c = 0
-            for f, d in enumerate(feature_dims):
-                gb[f, :, :d] = g[:, c:c + d]
-                c += d
-        gb = gb.reshape(F * B, Dm)
-        if pooling == "mean":
-            gb = gb / saved["lengths"].clamp(min=1.0)[:, None]
-        gE = gb[saved["bag"]]
-    grad_psw = None
-    psw = saved["psw"]
-    if psw is not None:
-        if psw_requires_grad:
-            grad_psw = (gE * saved["E"]).sum(1).to(psw.dtype)
-        gE = gE * psw.to(torch.float32)[:, None]
-    gU = torch.zeros(n, Dm, dtype=torch.float32, device=g.device).index_add_(0, saved["inverse"], gE)
-    return gU, grad_psw
-
-class _LookupFunction(torch.autograd.Function):
-    """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
-
-    @staticmethod
-    def forward(ctx, anchor, module, ids, offsets, psw, skip, checks):
-        # Under the module's step lock (threads): the insert and the gather see one table layout; the step
-        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile. A step
-        # that torch.compile traces skips this host bookkeeping (one thread drives a compiled step).
-        compiling = torch.compiler.is_compiling()
-        with contextlib.nullcontext() if compiling else module._step_lock:
-            if not compiling and not module.use_kernels and not _capturing():
-                module._check_groups()  # another thread may have grown a table since forward() looked
-            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True, skip=skip, checks=checks)
-            ctx.inflight = None if compiling else _InFlight(module)
-        ctx.module = module
-        ctx.psw_requires_grad = psw is not None and psw.requires_grad
-        if not compiling:  # eager: the step's tensors stay on ctx as they are (no packing on the hot path)
-            ctx.saved = saved
-            return out
-        # the step's tensors through save_for_backward (torch.compile traces it; a dict on ctx would escape the
-        # traced region), the rest of `saved` as its structure
-        keys = sorted(saved)
-        flat, spec = [], []
-        for k in keys:
-            v = saved[k]
-            if isinstance(v, list):  # per_group: [(gidx, valid), ...]
-                spec.append((k, "pairs", len(v)))
-                for a, b in v:
-                    flat += [a, b]
-            elif isinstance(v, torch.Tensor):
-                spec.append((k, "tensor", None))
-                flat.append(v)
-            else:
-                spec.append((k, "value", v))
-        ctx.save_for_backward(*flat)
-        ctx.spec = spec
-        ctx.saved = None
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        saved = ctx.saved
-        if saved is None:  # a traced step: unpack save_for_backward
-            flat = list(ctx.saved_tensors)
-            saved, i = {}, 0
-            for k, kind, v in ctx.spec:
-                if kind == "pairs":
-                    saved[k] = [(flat[i + 2 * j], flat[i + 2 * j + 1]) for j in range(v)]
-                    i += 2 * v
-                elif kind == "tensor":
-                    saved[k] = flat[i]
-                    i += 1
-                else:
-                    saved[k] = v
-            grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
-        else:
-            with ctx.module._step_lock:
-                grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
-                ctx.inflight.done()
-        if ctx.inflight is not None:
-            ctx.saved = None  # releases the step's tensors and host values (a caching table's pins) now
-        return None, None, None, None, grad_psw, None, None
-
-
-class _InFlight:
-    """Counts a training step of a thread between its forward and its backward (or until autograd frees its
-    graph); growth waits for the other threads' steps (``_before_train_step``)."""
-
-    def __init__(self, module):
-        self._module = module
-        self._thread = threading.get_ident()
-        module._inflight[self._thread] = module._inflight.get(self._thread, 0) + 1
-
-    def done(self):
-        m = self._module
-        if m is not None:
-            with m._step_cond:
-                m._inflight[self._thread] -= 1
-                if not m._inflight[self._thread]:
-                    del m._inflight[self._thread]
-                self._module = None
-                m._step_cond.notify_all()
-
-    def __del__(self):
-        self.done()
-
-
-class BatchedDynamicEmbeddingTables(nn.Module):
+class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     """Dynamic embedding tables (unbounded ids, scored hash tables) with a fused optimizer, TBE-style.
 
     Args:
@@ -985,146 +648,6 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             CHANNEL.after_call(self.device)
         return out
 
-    # ------------------------------------------------------------------ fused CUDA kernels
-    def _kernel_meta(self) -> torch.Tensor:
-        """(T, 32) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
-        (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
-        # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
-        # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
-        key = self._meta_key
-        if self._meta is not None and (_capturing() or all(
-                t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
-                and getattr(t, "values_host", None) is h
-                for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
-            return self._meta
-        key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
-        buf = bytearray()
-        for i, t in enumerate(self.tables):
-            o = self.options[i]
-            kind, a, b, mean, std, value, cols, fill, seed = t.initializer.op_args()
-            ev = self._eval_init[i]
-            eseed = int(ev.seed) & ((1 << 64) - 1)
-            eseed = eseed - (1 << 64) if eseed >= 1 << 63 else eseed
-            buf += struct.pack(
-                _META_FORMAT,
-                t.keys.data_ptr(), t.digests.data_ptr(), t.scores.data_ptr(), t.values.data_ptr(),
-                t.locks.data_ptr(), t.counters.data_ptr(), t.capacity(), t.capacity() // t.bucket_capacity,
-                t.bucket_capacity, t.value_dim, self.dims[i], t._policy, int(t._use_epoch), int(t.epoch),
-                kind, a, b, mean, std, value, cols, fill, seed,
-                int(o.on_refused == "zero"),
-                _INIT_CODE[ev.kind], float(ev.low), float(ev.high), float(ev.mean), float(ev.std), float(ev.value),
-                eseed, *_host_rows(t),
-            )
-        host = torch.frombuffer(buf, dtype=torch.int64).clone()
-        if torch.cuda.is_available():
-            host = host.pin_memory()
-        self._meta_host = host  # keeps the pinned source alive until the copy ran
-        self._meta = host.to(self.device, non_blocking=True)
-        self._meta_key = key
-        return self._meta
-
-    def _dedup_set(self, n: int) -> torch.Tensor:
-        """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
-        position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
-        per size (eagerly, before any graph capture) and never initialized here. A compiled step (which cannot ask
-        the op for the size) reuses the set of an eager step if it has the op's minimum of n entries, else allocates
-        2 n + 1024, more than the op's rule (it uses at most its rule)."""
-        if _compiling():
-            if self._set is not None and self._set.numel() >= max(n, 1):
-                return self._set
-            return torch.empty(2 * n + 1024, dtype=torch.int32, device=self.device)
-        cap = _dedup_set_size(n)
-        if self._set is None or self._set.numel() < cap:
-            self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
-        return self._set
-
-    def _direct_sgd(self) -> bool:
-        """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows. The
-        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum)."""
-        opt = self.optimizer
-        return (type(opt) is SGD and not opt.weight_decay and opt.max_grad_value is None
-                and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32]
-                and (opt.nonfinite == "propagate" or self._segmented()))
-
-    def _gsum_buffer(self, n: int) -> torch.Tensor:
-        """(rows, max dim rounded to 4) fp32 gradient sums of the backward (lookup_types.h BackwardParams::gsum:
-        the atomic scatter needs one row per unique, the segmented reduction one per warp of backward_chunk
-        entries, direct SGD without a non-finite policy none); zero between steps (the kernels restore the
-        zeros), so it is allocated once per size (eagerly, before any graph capture; a compiled step that finds
-        none allocates its own)."""
-        w = -(-self.max_dim // 4) * 4
-        if self._segmented():
-            direct_prop = self._direct_sgd() and self.optimizer.nonfinite == "propagate"
-            n = 1 if direct_prop else -(-n // int(self.backward_chunk))
-        elif self._direct_sgd():
-            n = 1
-        n = max(n, 1)
-        if self._gsum is None or self._gsum.shape[0] < n:
-            if _compiling():
-                return torch.zeros(n, w, dtype=torch.float32, device=self.device)
-            self._gsum = torch.zeros(n, w, dtype=torch.float32, device=self.device)
-        return self._gsum
-
-    def _seg_buffer(self, n: int) -> torch.Tensor:
-        """(n + 1) int32 per-unique counters of the segmented backward (occurrences summed into a hot row's fp32
-        sum); zero between steps (the kernels reset what they used), so allocated once per size, eagerly (before
-        any graph capture)."""
-        if self._seg is None or self._seg.numel() < n + 1:
-            if _compiling():
-                return torch.zeros(n + 1, dtype=torch.int32, device=self.device)
-            self._seg = torch.zeros(n + 1, dtype=torch.int32, device=self.device)
-        return self._seg
-
-    def _segmented(self) -> bool:
-        """The backward takes the segmented reduction (else the atomic scatter). The one place deciding it:
-        lookup_backward gets seg_chunk = backward_chunk only when this holds (else 0) and refuses a segmented
-        request its kernels cannot serve (global-norm clipping, rows wider than one 128 (4-wide) / 32-column
-        chunk)."""
-        mgn = self.optimizer.max_grad_norm
-        return (self.backward_chunk > 0 and not (mgn is not None and mgn > 0)
-                and self.optimizer.nonfinite != "skip_step" and self.max_dim <= (128 if self._vec4 else 32))
-
-    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None, checks=None):
-        """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
-        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
-        ``skip`` is the torch path's and unused here."""
-        n = ids.numel()
-        F = self.num_features
-        B = (offsets.numel() - 1) // F
-        compiling = _compiling()
-        # host bookkeeping of an eager step (grow tables, report refusals, re-link groups, table metadata); a
-        # compiled step uses the metadata of the last eager one
-        if compiling or _capturing():
-            meta = self._meta
-        else:
-            if backward:
-                self._before_train_step()
-            self._check_groups()
-            meta = self._kernel_meta()
-        pw = None if psw is None else psw.to(torch.float32).contiguous()
-        flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0)
-        lengths = None
-        if checks is not None:
-            lengths = checks[0]
-            flags |= _STEP_VALIDATE | (_STEP_LENGTHS_ONLY if checks[1] else 0)
-        # the backward's CSR needs only the dedup: built in the forward (a compiled step builds it in the backward)
-        if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
-            flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
-        out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
-        out, ws = torch.ops.dynamicemb.lookup_step(
-            meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-            _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count)
-        if not train:
-            return out, None
-        self._after_insert(ws=ws)
-        if backward and not compiling:
-            self._gsum_buffer(n)
-            self._seg_buffer(n)
-        saved = dict(kernels=True, ids=ids, offsets=offsets, ws=ws, psw=pw, psw_dtype=None if psw is None else psw.dtype,
-                     B=B, meta=meta, csr=flags & _STEP_CSR)
-        return out, saved
-
     def _after_insert(self, refused_step=None, ws=None):
         """After a training insert: the torch path adds its step's refusals (``refused_step``) to refused_count
         (lookup_step did so itself; its step's count is in the workspace header, ``ws``); on_refused="error"
@@ -1145,41 +668,6 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             if self._may_grow and self._sizes.ready():
                 self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
             self._refused_seen.push(self.refused_count)
-
-    @torch.no_grad()
-    def _backward_kernels(self, grad_out, saved, psw_requires_grad):
-        opt = self.optimizer
-        g = grad_out.to(torch.float32).contiguous()
-        if g.dim() == 1:
-            g = g.view(-1, 1)
-        self.step.add_(1.0)
-        psw = saved["psw"]
-        want_psw = psw is not None and psw_requires_grad
-        ids = saved["ids"]
-        n = ids.numel()
-        direct = self._direct_sgd()
-        # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
-        seg_chunk = int(self.backward_chunk) if self._segmented() else 0
-        flags = (saved["csr"] | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
-                 | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
-                 | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
-        grad_psw = torch.ops.dynamicemb.lookup_backward(
-            saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
-            self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
-            *self._opt_constants(), self.learning_rate, self.step, self._gsum_buffer(n), self._seg_buffer(n),
-            seg_chunk, _NONFINITE_CODE[opt.nonfinite], self.nonfinite_count, self._nonfinite_seen)
-        if not _compiling():
-            CHANNEL.after_call(self.device)
-        return grad_psw.to(saved["psw_dtype"]) if want_psw else None
-
-    def _opt_constants(self):
-        """lookup_backward's optimizer constants: weight_decay, beta1, beta2, eps, max_grad_value (-1: off),
-        max_grad_norm (-1: off)."""
-        opt = self.optimizer
-        betas = getattr(opt, "betas", (0.9, 0.999))
-        return (float(opt.weight_decay), float(betas[0]), float(betas[1]), float(getattr(opt, "eps", 1e-8)),
-                float(opt.max_grad_value) if opt.max_grad_value is not None else -1.0,
-                float(opt.max_grad_norm) if opt.max_grad_norm is not None else -1.0)
 
     def __getstate__(self):  # a lock neither pickles nor deep-copies
         d = super().__getstate__()
@@ -1348,170 +836,6 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         for t in self.tables:
             if isinstance(t, CachedTable):
                 t.flush()
-
-    def _forward_torch(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None):
-        dev = self.device
-        n = ids.numel()
-        F = self.num_features
-        B = (offsets.numel() - 1) // F
-        Dm = self.max_dim
-        bag, ukeys, utbl, uidx, inverse = self._dedup(ids, offsets, skip)
-        U = torch.zeros(n, Dm, dtype=torch.float32, device=dev) if len(self._groups) > 1 or any(
-            grp["dim"] != Dm for grp in self._groups) else None
-        acc = [(torch.full((n,), -1, dtype=torch.int64, device=dev), torch.zeros(n, dtype=torch.bool, device=dev), [])
-               for _ in self._groups]
-        per_table = []
-        refused_step = torch.zeros(len(self.tables), dtype=torch.int64, device=dev) if train else None
-        for t, table in enumerate(self.tables):
-            if t not in self.feature_table_map:
-                per_table.append(None)
-                continue
-            o, d = self.options[t], self.dims[t]
-            member = utbl == t
-            keys_t = torch.where(member, ukeys, _EMPTY_KEY)
-            if train:
-                admitted = member
-                at = self.admission_tables[t]
-                if at is not None:
-                    found = table.contains(keys_t.view(self.key_dtype))
-                    cnt = torch.zeros(n, dtype=torch.int64, device=dev).scatter_add_(
-                        0, uidx, torch.ones_like(uidx))
-                    ckeys = torch.where(member & ~found, ukeys, _EMPTY_KEY).view(self.key_dtype)
-                    cs = at.find_or_insert_slots(ckeys, scores=cnt).slots
-                    freq = torch.where(cs >= 0, at.scores[cs.clamp(min=0)], 0)
-                    admitted = member & (found | (freq >= o.admission_threshold))
-                    keys_t = torch.where(admitted, ukeys, _EMPTY_KEY)
-                slots = table.find_or_insert_slots(keys_t.view(self.key_dtype)).slots
-                # a key inserted and then evicted by another key of the same batch shares that key's slot: only
-                # the slot's final owner is valid, the other counts as refused
-                owner = table.keys.view(torch.int64)[slots.clamp(min=0)]
-                valid = (slots >= 0) & (owner == ukeys)
-                slots = torch.where(valid, slots, -1)
-                refused = admitted & ~valid
-                refused_step[t] = refused.sum()
-                fallback_zero = refused if o.on_refused == "zero" else None
-                init = self._train_init[t]
-            else:
-                slots = table.find_slots(keys_t.view(self.key_dtype)).slots
-                valid = slots >= 0
-                fallback_zero = None
-                init = self._eval_init[t]
-            g = self._group_of[t]
-            gidx, gmember, fbs = acc[g]
-            gidx = torch.where(valid, slots + self._groups[g]["base"][t], gidx)
-            gmember = gmember | member
-            if not (train and self.admission_tables[t] is None and o.on_refused == "zero"):
-                # stored rows win; members without a row get the initializer (or 0 for refused, "zero"): the value
-                # the kernels give them, a function of (seed, the table's op clock of this step, key, column)
-                clock = table.counters[0] if train else 0
-                if dev.type == "cpu":  # draw only the rows that need one (nothing is captured on CPU)
-                    need = (member & ~valid).nonzero().squeeze(1)
-                    fb = torch.zeros(n, d, dtype=torch.float32, device=dev)
-                    fb[need] = _init_rows(init, ukeys[need], clock, d)
-                else:
-                    fb = _init_rows(init, ukeys, clock, d)
-                if fallback_zero is not None:
-                    fb.masked_fill_(fallback_zero[:, None], 0.0)
-                fbs.append((member & ~valid, fb))
-            acc[g] = (gidx, gmember, fbs)
-            per_table.append((slots, valid))
-        per_group = []
-        for g, grp in enumerate(self._groups):
-            gidx, gmember, fbs = acc[g]
-            d = grp["dim"]
-            gvalid = gidx >= 0
-            rows = grp["buf"][gidx.clamp(min=0), :d].float().masked_fill_(~gvalid[:, None], 0.0)
-            for mask, fb in fbs:
-                rows = torch.where(mask[:, None], fb, rows)
-            if len(self._groups) == 1 and d == Dm:
-                U = rows  # non-members of the group are 0 already
-            else:
-                U[:, :d] = torch.where(gmember[:, None], rows, U[:, :d])
-            per_group.append((gidx, gvalid))
-        if train:
-            self._after_insert(refused_step)
-        out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
-                                     self.output_dtype)
-        saved = None
-        if train:
-            saved = dict(bag=bag, inverse=inverse, per_group=per_group, utbl=utbl, psw=psw, lengths=lengths,
-                         B=B, n=n, E=E if (psw is not None and psw.requires_grad) else None)
-        return out, saved
-
-    # ------------------------------------------------------------------ backward + optimizer
-    @torch.no_grad()
-    def _backward_impl(self, grad_out, saved, psw_requires_grad):
-        if saved.get("kernels"):
-            return self._backward_kernels(grad_out, saved, psw_requires_grad)
-        dev = self.device
-        n, B = saved["n"], saved["B"]
-        F, Dm = self.num_features, self.max_dim
-        gU, grad_psw = _id_gradients(grad_out, saved, self.pooling, self.feature_dims, Dm, psw_requires_grad)
-        opt = self.optimizer
-        # non-finite policy (_optimizers.py; the kernels do the same): per unique row, before clipping
-        guard = opt.nonfinite != "propagate"
-        finite = torch.isfinite(gU).all(1) if guard else None
-        skip_all = None  # 0-d bool: the whole step is skipped (skip_step, or a non-finite global norm)
-        if guard and (opt.nonfinite == "skip_step" or opt.max_grad_norm is not None):
-            skip_all = ~finite.all()
-            self.nonfinite_count[1:].add_(skip_all)
-        if opt.max_grad_value is not None:
-            gU.clamp_(-opt.max_grad_value, opt.max_grad_value)
-        if opt.max_grad_norm is not None:
-            norm = torch.linalg.vector_norm(gU)
-            gU.mul_(torch.clamp(opt.max_grad_norm / (norm + 1e-6), max=1.0))
-        self.step.add_(1.0)
-        lr = self.learning_rate
-        for g, grp in enumerate(self._groups):
-            gidx, valid = saved["per_group"][g]
-            if guard:
-                bad = valid & ~finite
-                if skip_all is not None:
-                    bad = bad & ~skip_all
-                    valid = valid & ~skip_all
-                self.nonfinite_count[:1].add_(bad.sum())
-                valid = valid & finite
-            d = grp["dim"]
-            vals = grp["buf"]
-            sc = gidx.clamp(min=0)
-            if sc.numel() == 0:  # an empty batch: nothing to update (argmax below needs a row)
-                continue
-            if type(opt) is SGD and not opt.weight_decay and vals.dtype == torch.float32:
-                # plain fp32 SGD: add -lr * g in place (rows without a slot add 0 to row 0)
-                delta = (gU[:, :d] * -lr).masked_fill_(~valid[:, None], 0.0)
-                vals.index_add_(0, sc, delta)
-                continue
-            orig = vals[sc]
-            cur = orig.float()
-            s = opt.state_dim(d)
-            nw, nst = opt.update(cur[:, :d], cur[:, d:d + s], gU[:, :d], lr, self.step)
-            new = torch.cat([nw, nst, cur[:, d + s:]], 1).to(vals.dtype) if cur.shape[1] > d else nw.to(vals.dtype)
-            # Rows without a slot (other groups' uniques, padding, not stored) must not be written: they are
-            # redirected to the first valid unique with its new row (or, if none, to row 0 with its own row), so
-            # every duplicate index writes identical bytes.
-            j = valid.to(torch.uint8).argmax().view(1)  # index_select, not [j]: a 0-d index would sync
-            row_j = torch.where(valid.index_select(0, j)[:, None], new.index_select(0, j), orig.index_select(0, j))
-            slot_fix = torch.where(valid, sc, sc.index_select(0, j))
-            new_fix = torch.where(valid[:, None], new, row_j)
-            vals.index_copy_(0, slot_fix, new_fix)
-        if opt.nonfinite == "raise":
-            self._report_nonfinite()
-        if not _compiling():
-            CHANNEL.after_call(self.device)
-        return grad_psw
-
-    def _report_nonfinite(self):
-        """nonfinite="raise" of the torch path: CUDA reports through the device error record (no sync), CPU
-        raises at once (reading the counter costs nothing there)."""
-        if self.device.type == "cuda":
-            torch.ops.dynamicemb.report_nonfinite(self.nonfinite_count, self._nonfinite_seen)
-            return
-        if _compiling():
-            return
-        total, seen = int(self.nonfinite_count.sum()), int(self._nonfinite_seen)
-        if total != seen:
-            self._nonfinite_seen.fill_(total)
-            raise host_error(ERR_ARG_CODES["gradient"], RULE_NONFINITE_GRAD, 0, total - seen, total)
 
     # ------------------------------------------------------------------ checkpoints (see _checkpoint.py)
     def get_extra_state(self):

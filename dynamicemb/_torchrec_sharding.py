@@ -39,20 +39,13 @@ from torchrec.distributed.types import (
     ShardingType,
 )
 
+from . import _TORCHREC_SHARDING
 from ._collection import DynamicEmbeddingBagCollection, DynamicEmbeddingCollection
 from ._optimizers import SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
 from ._options import DynamicEmbTableOptions
 from ._sharded import ShardedDynamicEmbeddingTables, shard_options
 
-__all__ = [
-    "DynamicEmbParameterConstraints",
-    "DynamicEmbeddingBagCollectionSharder",
-    "DynamicEmbeddingCollectionSharder",
-    "DynamicEmbeddingShardingPlanner",
-    "ShardedDynamicEmbeddingBagCollection",
-    "ShardedDynamicEmbeddingCollection",
-    "shard_storage_bytes",
-]
+__all__ = list(_TORCHREC_SHARDING)  # one list: the names dynamicemb/__init__.py resolves on first use
 
 KERNEL = EmbeddingComputeKernel.CUSTOMIZED_KERNEL.value
 ROW_WISE = ShardingType.ROW_WISE.value

@@ -496,6 +496,31 @@ def test_step_ws_size_matches_the_op():
         torch.ops.dynamicemb.lookup_step_ws_size(-1, 2, False, False)
 
 
+def test_lookup_contract_matches_python():
+    """The codes and the TableMeta layout Python passes to the lookup ops are the ops' own (lookup_contract, no
+    tensor argument: runs without a GPU): every code table agrees, and TableMeta packed by name puts each field
+    at the op's offset, with the op's kind."""
+    import struct
+
+    from dynamicemb._batched_kernels import _check_contract, _contract, _pack_meta
+
+    _check_contract()
+    layout = _contract()["meta"]
+    assert len(layout) == 33 and set(layout.values()) == {"q", "d"}
+    names = list(layout)
+    assert names[:4] == ["keys", "digests", "scores", "values"] and names[-2:] == ["values_host", "hbm_rows"]
+    assert [n for n in names if layout[n] == "d"] == [
+        "init_a", "init_b", "init_mean", "init_std", "init_value", "init_fill",
+        "eval_a", "eval_b", "eval_mean", "eval_std", "eval_value"]
+    fields = {n: (i + 1 if k == "q" else i + 0.5) for i, (n, k) in enumerate(layout.items())}
+    buf = _pack_meta(fields)
+    assert len(buf) == 8 * len(layout)
+    for i, (n, k) in enumerate(layout.items()):
+        assert struct.unpack_from("<" + k, buf, 8 * i)[0] == fields[n], n
+    with pytest.raises(RuntimeError, match=r"missing \['epoch'\]"):
+        _pack_meta({n: v for n, v in fields.items() if n != "epoch"})
+
+
 @pytest.mark.parametrize("dims, opt_kw, chunk, want", [
     ((16, 8), {}, 128, True),                         # 4-wide rows of at most 128 columns
     ((16, 8), dict(max_grad_norm=1.0), 128, False),   # clipping by the global norm: the atomic scatter

@@ -4,8 +4,8 @@
 // bucket_capacity slots chosen by the key hash, 8-bit digests, probe order a rotation from hash & (B - 1), free
 // slots claimed EMPTY -> LOCKED and published with a release store, eviction of the minimum-score slot (ties:
 // lowest slot) under the bucket lock when the new score is strictly higher, scores by the table's policy, rows
-// initialized by the table's counter-based initializer), with only the helpers of that header, so the table's
-// own kernels may change freely. The uniques are distinct (table, id) pairs (the dedup guarantees it), which
+// initialized by the table's counter-based initializer), with the table's probe primitives (table/probe.cuh:
+// key-word claim / publish / wait, digest match, home bucket). The uniques are distinct (table, id) pairs (the dedup guarantees it), which
 // keeps this simpler than a general upsert:
 //   1. hit pass: read-only probe of every unique; hits take their new score (a single writer per slot); misses
 //      are left to the insert pass (urow = -2). No key, digest or free slot changes in this pass.
@@ -17,6 +17,7 @@
 #include <cooperative_groups/reduce.h>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/table/probe.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -29,49 +30,13 @@ constexpr int kSharedTables = 64;  // tables counted in shared memory; more go s
 constexpr int64_t kPending = -2;
 using Tile = cg::thread_block_tile<kTile, cg::thread_block>;
 
-__device__ __forceinline__ uint64_t ld_acquire(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(uint64_t* p, uint64_t v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t wait_unlocked(const uint64_t* p) {
-  uint64_t k = ld_acquire(p);
-  while (k == table::kLockedKey) {
-    __nanosleep(32);
-    k = ld_acquire(p);
-  }
-  return k;
-}
-// 16-bit mask of the bytes of `c` equal to the byte replicated in `d4`.
-__device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
-  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
-  uint32_t m = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t e = __vcmpeq4(w[j], d4);
-    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
-  }
-  return m;
-}
-
-struct Home {
-  int64_t base;  // first slot of the bucket
-  int start;     // probe start inside the bucket
-  uint32_t d4;   // digest x 4
-  int64_t bucket;
-};
-__device__ __forceinline__ Home home_of(const TableMeta& m, uint64_t key) {
-  const uint64_t h = accel_hash_key(key);
-  Home r;
-  r.bucket = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(m.num_buckets)));
-  r.base = r.bucket * m.bucket_capacity;
-  r.start = table::start_of_hash(h, static_cast<int>(m.bucket_capacity));
-  r.d4 = 0x01010101u * table::digest_of_hash(h);
-  return r;
-}
+using table::claim_free;
+using table::home_of;
+using table::KeyHome;
+using table::ld_key;
+using table::match16;
+using table::publish_key;
+using table::wait_unlocked;
 
 __device__ __forceinline__ uint64_t new_score(const TableMeta& m, uint64_t clock, bool hit, uint64_t old) {
   return table::policy_score(static_cast<int>(m.policy), m.use_epoch != 0, static_cast<uint64_t>(m.epoch), clock,
@@ -94,7 +59,7 @@ __global__ void __launch_bounds__(kInsBlock) hit_kernel(InsertParams p) {
     bool miss = false;
     if (!table::is_reserved_key(key)) {
       const TableMeta& m = p.meta[p.utables[u]];
-      const Home h = home_of(m, key);
+      const KeyHome h = home_of(m, key);
       const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys);
       const uint8_t* digests = reinterpret_cast<const uint8_t*>(m.digests);
       const int chunks = static_cast<int>(m.bucket_capacity / 16);
@@ -133,7 +98,7 @@ __global__ void __launch_bounds__(kInsBlock) hit_kernel(InsertParams p) {
 // slot, then publishes the key.
 template <int V>
 __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, int64_t slot, uint64_t key,
-                                         const Home& h, uint64_t clock, uint64_t score) {
+                                         const KeyHome& h, uint64_t clock, uint64_t score) {
   using T = typename Val<V>::T;
   T* row = meta_row<T>(m, slot);
   const table::Initializer in = train_init(m);
@@ -144,7 +109,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, i
     reinterpret_cast<uint8_t*>(m.digests)[slot] = static_cast<uint8_t>(h.d4);
   }
   tile.sync();
-  if (tile.thread_rank() == 0) st_release(reinterpret_cast<uint64_t*>(m.keys) + slot, key);
+  if (tile.thread_rank() == 0) publish_key(reinterpret_cast<void*>(m.keys), slot, key);
 }
 
 // Pass 2 (train): insert the pending uniques.
@@ -163,7 +128,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
     const uint64_t key = p.ukeys[u];
     const int t = p.utables[u];
     const TableMeta& m = p.meta[t];
-    const Home h = home_of(m, key);
+    const KeyHome h = home_of(m, key);
     uint64_t* keys = reinterpret_cast<uint64_t*>(m.keys);
     const uint8_t* digests = reinterpret_cast<const uint8_t*>(m.digests);
     const int B = static_cast<int>(m.bucket_capacity);
@@ -197,7 +162,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
       if ((win & 0xff) == static_cast<int>(tile.thread_rank())) free_mask[best_r] &= ~(1u << best_i);
       const int64_t cand = h.base + (((win >> 8) + h.start) & (B - 1));
       uint64_t seen = 0;
-      if (lead) seen = atomicCAS(reinterpret_cast<unsigned long long*>(keys + cand), table::kEmptyKey, table::kLockedKey);
+      if (lead) seen = claim_free(keys, cand);
       seen = tile.shfl(seen, 0);
       if (seen == table::kEmptyKey) {
         fill_new<V>(tile, m, cand, key, h, clock, score);
@@ -217,7 +182,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
       uint64_t min_score = ~0ull;
       for (int s = tile.thread_rank(); s < B; s += kTile) {
         const int64_t q = h.base + s;
-        const uint64_t k = wait_unlocked(keys + q);
+        const uint64_t k = wait_unlocked(keys, q);
         if (k == table::kEmptyKey) {
           if (free_slot < 0) free_slot = q;
         } else {
@@ -242,7 +207,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
       if (victim >= 0) {
         bool claimed = false;
         if (lead) {
-          const uint64_t expect = ld_acquire(keys + victim);
+          const uint64_t expect = ld_key(keys, victim);
           claimed = !table::is_reserved_key(expect) || expect == table::kEmptyKey
                         ? atomicCAS(reinterpret_cast<unsigned long long*>(keys + victim), expect, table::kLockedKey) ==
                               expect
@@ -361,9 +326,9 @@ void launch_insert(const InsertParams& p, void* stream) {
   check_launch("row addresses");
 }
 
-template void launch_insert<kFp16>(const InsertParams&, void*);
-template void launch_insert<kBf16>(const InsertParams&, void*);
-template void launch_insert<kFp32>(const InsertParams&, void*);
+template void launch_insert<kValueFp16>(const InsertParams&, void*);
+template void launch_insert<kValueBf16>(const InsertParams&, void*);
+template void launch_insert<kValueFp32>(const InsertParams&, void*);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -1,8 +1,6 @@
 // Device helpers shared by the lookup kernels: value types, 4-wide loads/stores, fallback rows, grids.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -11,32 +9,18 @@
 
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/table/table_types.h"
+#include "dynamicemb/csrc/table/value_types.cuh"
 
 namespace dynamicemb {
 namespace lookup {
 
-template <int V> struct Val;
-template <> struct Val<kFp16> {
-  using T = __half;
-  static __device__ __forceinline__ float to_f(T v) { return __half2float(v); }
-  static __device__ __forceinline__ T from_f(float v) { return __float2half_rn(v); }
-};
-template <> struct Val<kBf16> {
-  using T = __nv_bfloat16;
-  static __device__ __forceinline__ float to_f(T v) { return __bfloat162float(v); }
-  static __device__ __forceinline__ T from_f(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct Val<kFp32> {
-  using T = float;
-  static __device__ __forceinline__ float to_f(T v) { return v; }
-  static __device__ __forceinline__ T from_f(float v) { return v; }
-};
+using table::Val;
 
 // N consecutive elements (N = 4: one 16-byte (fp32) or 8-byte (16-bit) access; N = 1: scalar).
 template <int V, int N>
 __device__ __forceinline__ void load_n(const typename Val<V>::T* p, float (&x)[N]) {
   using T = typename Val<V>::T;
-  if constexpr (N == 4 && V == kFp32) {
+  if constexpr (N == 4 && V == kValueFp32) {
     float4 v = *reinterpret_cast<const float4*>(p);
     x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
   } else if constexpr (N == 4) {
@@ -52,7 +36,7 @@ __device__ __forceinline__ void load_n(const typename Val<V>::T* p, float (&x)[N
 template <int V, int N>
 __device__ __forceinline__ void store_n(typename Val<V>::T* p, const float (&x)[N]) {
   using T = typename Val<V>::T;
-  if constexpr (N == 4 && V == kFp32) {
+  if constexpr (N == 4 && V == kValueFp32) {
     *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
   } else if constexpr (N == 4) {
     uint2 v;
@@ -156,6 +140,12 @@ __device__ __forceinline__ void red_n(float* dst, const float (&v)[N]) {
 #pragma unroll
     for (int e = 0; e < N; ++e) atomicAdd(dst + e, v[e]);
   }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 // Warp-uniform: the bag (among the warp's nb <= 32, lane m holding bag m's end offset `bend`) that position pos

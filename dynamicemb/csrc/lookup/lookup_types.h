@@ -36,29 +36,30 @@
 namespace dynamicemb {
 namespace lookup {
 
-// Per-table metadata, packed by Python (dynamicemb/_batched.py, `_TableMeta`) as 32 8-byte fields and kept in
-// device memory; every field is 8 bytes so the layout is the same on both sides.
+// Per-table metadata, kept in device memory and packed by Python (dynamicemb/_batched_kernels.py `_kernel_meta`) by field
+// name from this ONE list (op lookup_contract lists the fields in order: 'q' int64, 'd' double). Every field is 8
+// bytes, so the layout is the same on both sides.
+#define DYNAMICEMB_TABLE_META_FIELDS(X)                                                                           \
+  /* scored hash table tensors (device addresses) and shape */                                                 \
+  X(int64_t, keys) X(int64_t, digests) X(int64_t, scores) X(int64_t, values) X(int64_t, locks)                  \
+  X(int64_t, counters) X(int64_t, capacity) X(int64_t, num_buckets) X(int64_t, bucket_capacity)                  \
+  X(int64_t, row_stride) /* value_dim: embedding dim + optimizer state columns */                               \
+  X(int64_t, dim)        /* embedding dim */                                                                    \
+  X(int64_t, policy) X(int64_t, use_epoch) X(int64_t, epoch)                                                    \
+  /* training initializer of new rows (the table's own initializer: init_cols = dim, fill = initial state) */   \
+  X(int64_t, init_kind) X(double, init_a) X(double, init_b) X(double, init_mean) X(double, init_std)            \
+  X(double, init_value) X(int64_t, init_cols) X(double, init_fill) X(int64_t, init_seed)                        \
+  /* what a row without a slot reads: train refused -> 0 (on_refused="zero") or the training initializer; */    \
+  /* eval missing -> the eval initializer */                                                                    \
+  X(int64_t, refused_zero) X(int64_t, eval_kind) X(double, eval_a) X(double, eval_b) X(double, eval_mean)       \
+  X(double, eval_std) X(double, eval_value) X(int64_t, eval_seed)                                               \
+  /* hybrid storage: device (UVA) address of rows [hbm_rows, capacity) in pinned host memory; 0: none */         \
+  X(int64_t, values_host) X(int64_t, hbm_rows) /* rows at `values` (HBM) */
+
 struct TableMeta {
-  // scored hash table tensors (device addresses) and shape
-  int64_t keys, digests, scores, values, locks, counters;
-  int64_t capacity, num_buckets, bucket_capacity;
-  int64_t row_stride;  // value_dim: embedding dim + optimizer state columns
-  int64_t dim;         // embedding dim
-  int64_t policy, use_epoch, epoch;
-  // training initializer of new rows (the table's own initializer: init_cols = dim, fill = initial state)
-  int64_t init_kind;
-  double init_a, init_b, init_mean, init_std, init_value;
-  int64_t init_cols;
-  double init_fill;
-  int64_t init_seed;
-  // what a row without a slot reads: train refused -> 0 (on_refused="zero") or the training initializer;
-  // eval missing -> the eval initializer
-  int64_t refused_zero;
-  int64_t eval_kind;
-  double eval_a, eval_b, eval_mean, eval_std, eval_value;
-  int64_t eval_seed;
-  int64_t values_host;  // hybrid storage: device (UVA) address of rows [hbm_rows, capacity) in pinned host memory; 0: none
-  int64_t hbm_rows;     // rows at `values` (HBM)
+#define DYNAMICEMB_META_MEMBER(type, name) type name;
+  DYNAMICEMB_TABLE_META_FIELDS(DYNAMICEMB_META_MEMBER)
+#undef DYNAMICEMB_META_MEMBER
 };
 static_assert(sizeof(TableMeta) == 33 * 8, "TableMeta: 33 fields of 8 bytes");
 
@@ -74,14 +75,28 @@ struct alignas(8) int2_t {
   int32_t x, y;
 };
 
-enum ValueKind : int { kFp16 = 0, kBf16 = 1, kFp32 = 2 };
-enum Pooling : int { kPoolSum = 0, kPoolMean = 1, kPoolNone = 2 };
-enum OptKind : int { kSgd = 0, kAdagrad = 1, kRowWiseAdagrad = 2, kAdam = 3 };
+// Value kinds are the table's (table_types.h).
+using table::ValueKind;
+using table::kValueFp16;
+using table::kValueBf16;
+using table::kValueFp32;
+// The codes Python passes (op lookup_contract lists them by name; dynamicemb/_batched_kernels.py checks its tables
+// against it): X(enumerator, python name, value).
+#define DYNAMICEMB_POOLING(X) X(kPoolSum, "sum", 0) X(kPoolMean, "mean", 1) X(kPoolNone, "none", 2)
+#define DYNAMICEMB_OPT_KINDS(X) \
+  X(kSgd, "sgd", 0) X(kAdagrad, "adagrad", 1) X(kRowWiseAdagrad, "rowwise_adagrad", 2) X(kAdam, "adam", 3)
+#define DYNAMICEMB_NONFINITE(X)                                                                          \
+  X(kNonFinitePropagate, "propagate", 0) X(kNonFiniteSkipRow, "skip_row", 1) X(kNonFiniteSkipStep, "skip_step", 2) \
+  X(kNonFiniteRaise, "raise", 3)
+#define DYNAMICEMB_ENUMERATOR(e, name, v) e = v,
+enum Pooling : int { DYNAMICEMB_POOLING(DYNAMICEMB_ENUMERATOR) };
+enum OptKind : int { DYNAMICEMB_OPT_KINDS(DYNAMICEMB_ENUMERATOR) };
 // What the fused update does with a row whose summed gradient (over the step, before clipping) holds a NaN or an
 // inf (dynamicemb/_optimizers.py `nonfinite`): propagate it into the row; skip the row (counted); skip every row of
 // the step (counted once; needs the two-pass atomic scatter); skip the row and report it (the device error record).
 // Under max_grad_norm any policy but propagate also skips the whole step when the global norm is non-finite.
-enum NonFinite : int { kNonFinitePropagate = 0, kNonFiniteSkipRow = 1, kNonFiniteSkipStep = 2, kNonFiniteRaise = 3 };
+enum NonFinite : int { DYNAMICEMB_NONFINITE(DYNAMICEMB_ENUMERATOR) };
+#undef DYNAMICEMB_ENUMERATOR
 
 // ---------------------------------------------------------------- dedup
 struct DedupParams {

@@ -30,9 +30,7 @@
 #include <vector>
 #include <cub/device/device_radix_sort.cuh>
 
-#include <cmath>
-
-#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/optimizer.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -80,39 +78,13 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
   }
 }
 
-// Optimizer constants of a step (read once per thread: the kernels write neither lr nor step).
-struct OptConst {
-  float lr, step_size, one_m_b1, one_m_b2;
-};
-
-__device__ __forceinline__ OptConst opt_const(const BackwardParams& p) {
-  OptConst o;
-  o.lr = *p.lr;
-  o.step_size = 0.f;
-  if (p.opt == kAdam) {
-    const double t = static_cast<double>(*p.step);
-    const double bc1 = 1.0 - pow(p.beta1, t);
-    const double bc2 = 1.0 - pow(p.beta2, t);
-    o.step_size = static_cast<float>(static_cast<double>(o.lr) * sqrt(bc2) / bc1);
-  }
-  o.one_m_b1 = static_cast<float>(1.0 - p.beta1);
-  o.one_m_b2 = static_cast<float>(1.0 - p.beta2);
-  return o;
-}
-
-__device__ __forceinline__ float seg_warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // N elements of a row that is read once and written back: fp32 4-wide loads bypass L1 (ld.global.cg), so rows
 // do not evict the bag gradients that neighbouring entries read again.
 // H != 0: fp32 4-wide rows are loaded and stored evict-first in L2 (ld/st.global.cs), so the row traffic
 // (each row read and written once) does not displace the bag gradients that other CSR entries gather again.
 template <int V, int N, int H = 0>
 __device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x)[N]) {
-  if constexpr (V == kFp32 && N == 4) {
+  if constexpr (V == kValueFp32 && N == 4) {
     const float4 v = H ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldcg(reinterpret_cast<const float4*>(p));
     x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
   } else {
@@ -122,7 +94,7 @@ __device__ __forceinline__ void load_once(const typename Val<V>::T* p, float (&x
 
 template <int V, int N, int H = 0>
 __device__ __forceinline__ void store_row_n(typename Val<V>::T* p, const float (&x)[N]) {
-  if constexpr (V == kFp32 && N == 4 && H != 0) {
+  if constexpr (V == kValueFp32 && N == 4 && H != 0) {
     __stcs(reinterpret_cast<float4*>(p), make_float4(x[0], x[1], x[2], x[3]));
   } else {
     store_n<V, N>(p, x);
@@ -141,9 +113,8 @@ __device__ __forceinline__ void load_row(const typename Val<V>::T* row, int d, i
   if constexpr (OPT == kRowWiseAdagrad) rs = Val<V>::to_f(row[d]);
 }
 
-// Clip and apply the optimizer to one row (the unique's summed gradient g; the same arithmetic as the
-// per-unique update pass of update_kernels.cu), then store [embedding | state]. Whole warp (row-wise: a
-// warp sum).
+// Clip and apply the optimizer (optimizer.cuh) to one row: the unique's summed gradient g, then store
+// [embedding | state]. Whole warp (row-wise: a warp sum).
 template <int V, int N, int OPT, int H = 0>
 __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptConst& oc, typename Val<V>::T* row,
                                           int d, int c, float (&g)[N], float (&w)[N], float (&s1)[N],
@@ -152,77 +123,24 @@ __device__ __forceinline__ void apply_row(const BackwardParams& p, const OptCons
   float sq = 0.f;
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    float v = g[e];
-    if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
+    const float v = clip_grad(g[e], p.max_grad_value, 1.f);
     g[e] = v;
     if (on) sq += v * v;
   }
-  const float lr = oc.lr;
-  if constexpr (OPT == kSgd) {
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      float gv = g[e];
-      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
-      w[e] = w[e] - lr * gv;
-    }
-  } else if constexpr (OPT == kAdagrad) {
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      float gv = g[e];
-      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
-      s1[e] = s1[e] + gv * gv;
-      w[e] = w[e] - lr * gv / (sqrtf(s1[e]) + p.eps);
-    }
-    if (on) store_row_n<V, N, H>(row + d + c, s1);
-  } else if constexpr (OPT == kRowWiseAdagrad) {
-    if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
+  if constexpr (OPT == kRowWiseAdagrad) {
+    if (p.weight_decay != 0.f) {
       sq = 0.f;
-      if (on) {
-#pragma unroll
-        for (int e = 0; e < N; ++e) {
-          const float gv = g[e] + p.weight_decay * w[e];
-          sq += gv * gv;
-        }
-      }
+      if (on) decayed_sq<N>(g, w, p.weight_decay, sq);
     }
-    const float state = rs + seg_warp_sum(sq) / static_cast<float>(d);
-    if ((threadIdx.x & 31) == 0) row[d] = Val<V>::from_f(state);
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      float gv = g[e];
-      if (p.weight_decay != 0.f) gv = gv + p.weight_decay * w[e];
-      w[e] = w[e] - lr * gv / (sqrtf(state) + p.eps);
-    }
-  } else {  // Adam
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      float gv = g[e];
-      if (p.decoupled_weight_decay) {
-        if (p.weight_decay != 0.f) w[e] = w[e] * (1.f - lr * p.weight_decay);
-      } else if (p.weight_decay != 0.f) {
-        gv = gv + p.weight_decay * w[e];
-      }
-      s1[e] = s1[e] + (gv - s1[e]) * oc.one_m_b1;
-      s2[e] = s2[e] + (gv * gv - s2[e]) * oc.one_m_b2;
-      w[e] = w[e] - oc.step_size * (s1[e] / (sqrtf(s2[e]) + p.eps));
-    }
-    if (on) {
-      store_row_n<V, N, H>(row + d + c, s1);
-      store_row_n<V, N, H>(row + 2 * d + c, s2);
-    }
+    rs = rowwise_state(rs, warp_sum(sq), d);
+    if ((threadIdx.x & 31) == 0) row[d] = Val<V>::from_f(rs);
   }
-  if (on) store_row_n<V, N, H>(row + c, w);
-}
-
-// Whether the whole warp's N-element slices of a row's summed gradient are finite (warp-uniform call).
-template <int N>
-__device__ __forceinline__ bool row_finite(const float (&g)[N], bool on) {
-  bool ok = true;
+  opt_update<N>(OPT, p, oc, g, w, s1, s2, rs);
   if (on) {
-#pragma unroll
-    for (int e = 0; e < N; ++e) ok = ok && isfinite(g[e]);
+    if constexpr (OPT == kAdagrad || OPT == kAdam) store_row_n<V, N, H>(row + d + c, s1);
+    if constexpr (OPT == kAdam) store_row_n<V, N, H>(row + 2 * d + c, s2);
+    store_row_n<V, N, H>(row + c, w);
   }
-  return __all_sync(0xffffffffu, ok);
 }
 
 // The non-finite policy of a whole row's summed gradient g (warp-uniform call): true when the row is to be
@@ -230,7 +148,7 @@ __device__ __forceinline__ bool row_finite(const float (&g)[N], bool on) {
 template <int N>
 __device__ __forceinline__ bool skip_nonfinite(const BackwardParams& p, const float (&g)[N], bool on) {
   if (p.nonfinite == kNonFinitePropagate || row_finite<N>(g, on)) return false;
-  if ((threadIdx.x & 31) == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count), 1ull);
+  count_skipped_row(p.nonfinite_count, threadIdx.x & 31);
   return true;
 }
 
@@ -338,7 +256,7 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
         rs[k] = 0.f;
 #pragma unroll
         for (int e = 0; e < N; ++e) g[k][e] = wv[k][e] = s1[k][e] = s2[k][e] = 0.f;
-        if (q < cnt && c < dq) load_n<kFp32, N>(p.grad + gq + c, g[k]);
+        if (q < cnt && c < dq) load_n<kValueFp32, N>(p.grad + gq + c, g[k]);
         if constexpr (R == 0) {
           if (q < cnt && ((owned >> q) & 1u)) load_row<V, N, OPT, H>(rq, dq, c, wv[k], s1[k], s2[k], rs[k]);
         }
@@ -389,7 +307,7 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
   const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
-  if constexpr (V == kFp32 && N == 4) {
+  if constexpr (V == kValueFp32 && N == 4) {
     if constexpr (OPT == kSgd) {
       if (p.direct) seg_apply_kernel<V, N, OPT, 8, 1, 3, 1><<<grid, kSegBlock, 0, st>>>(p);
       else seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
@@ -510,9 +428,9 @@ void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream)
   else go(std::integral_constant<int, 1>{});
 }
 
-template void launch_segmented_backward<kFp16>(const BackwardParams&, bool, void*);
-template void launch_segmented_backward<kBf16>(const BackwardParams&, bool, void*);
-template void launch_segmented_backward<kFp32>(const BackwardParams&, bool, void*);
+template void launch_segmented_backward<kValueFp16>(const BackwardParams&, bool, void*);
+template void launch_segmented_backward<kValueBf16>(const BackwardParams&, bool, void*);
+template void launch_segmented_backward<kValueFp32>(const BackwardParams&, bool, void*);
 
 }  // namespace lookup
 }  // namespace dynamicemb

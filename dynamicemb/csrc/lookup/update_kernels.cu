@@ -7,9 +7,7 @@
 // (re-zeroing the sum). With `aggregate`, the 32 ids of a round are sorted by target in registers first, so
 // repeated (hot) ids add once per round. lr and step are read from device memory (CUDA graphs replay with new
 // values).
-#include <cmath>
-
-#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/optimizer.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -17,12 +15,6 @@ namespace detail {
 
 constexpr int kBwdBlock = 256;
 constexpr int kChunks = 4;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Gradient source row of occurrence i (bag b) and its scale (1 / bag length for mean, times the weight).
 struct Occ {
@@ -148,7 +140,7 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
           const int dq = __shfl_sync(0xffffffffu, dim, fq);
 #pragma unroll
           for (int e = 0; e < N; ++e) g[u][e] = 0.f;
-          if (q < cnt && kq != ~0ull && c < dq) load_n<kFp32, N>(p.grad + sq + c, g[u]);
+          if (q < cnt && kq != ~0ull && c < dq) load_n<kValueFp32, N>(p.grad + sq + c, g[u]);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -184,7 +176,7 @@ __global__ void __launch_bounds__(kScatterBlock, 1) scatter_kernel(BackwardParam
 }
 
 // Per unique (not direct): mode 0: update; 1: add the squared norm to p.norm_sq only; 2: scale + update.
-// Non-finite policy (lookup_types.h NonFinite; the torch path in _batched.py does the same): a row whose summed
+// Non-finite policy (lookup_types.h NonFinite; the torch path in _batched_torch.py does the same): a row whose summed
 // gradient holds a NaN/inf (checked before clipping) is skipped and counted; in mode 1 (max_grad_norm or skip_step)
 // such a row makes the norm NaN unless the policy is propagate, and mode 2 then skips every row (counted once).
 //
@@ -211,15 +203,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
     if (skip_all && blockIdx.x == 0 && threadIdx.x == 0)
       atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count) + 1, 1ull);
   }
-  const float lr = *p.lr;
-  float step_size = 0.f;
-  if (p.opt == kAdam && mode != 1) {
-    const double t = static_cast<double>(*p.step);
-    const double bc1 = 1.0 - pow(p.beta1, t);
-    const double bc2 = 1.0 - pow(p.beta2, t);
-    step_size = static_cast<float>(static_cast<double>(lr) * sqrt(bc2) / bc1);
-  }
-  const float one_m_b1 = static_cast<float>(1.0 - p.beta1), one_m_b2 = static_cast<float>(1.0 - p.beta2);
+  const OptConst oc = opt_const(p, mode != 1);
   const bool adam = p.opt == kAdam, adagrad = p.opt == kAdagrad, rowwise = p.opt == kRowWiseAdagrad;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kBwdBlock + threadIdx.x) >> 5;
   for (int64_t base = warp * 32; base < count; base += warps * 32) {
@@ -258,7 +242,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
 #pragma unroll
           for (int e = 0; e < N; ++e) g[k][ch][e] = w[k][ch][e] = s1[k][ch][e] = s2[k][ch][e] = 0.f;
           if (c < dim[k]) {
-            load_n<kFp32, N>(gs[k] + c, g[k][ch]);
+            load_n<kValueFp32, N>(gs[k] + c, g[k][ch]);
             if (upd) {
               load_n<V, N>(row[k] + c, w[k][ch]);
               if (adagrad || adam) load_n<V, N>(row[k] + dim[k] + c, s1[k][ch]);
@@ -277,7 +261,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
             const int c = ch * 32 * N + lane * N;
             if (c < dim[k]) {
               float z[N] = {};
-              store_n<kFp32, N>(gs[k] + c, z);
+              store_n<kValueFp32, N>(gs[k] + c, z);
             }
           }
         }
@@ -296,8 +280,7 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
             for (int e = 0; e < N; ++e) {
               float v = g[k][ch][e];
               finite = finite && isfinite(v);
-              if (p.max_grad_value > 0.f) v = fminf(fmaxf(v, -p.max_grad_value), p.max_grad_value);
-              v *= clip_scale;
+              v = clip_grad(v, p.max_grad_value, clip_scale);
               g[k][ch][e] = v;
               sq += v * v;
             }
@@ -310,72 +293,33 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
         }
         if (row[k] == nullptr || skip_all) continue;  // warp-uniform: no row, or the step is skipped
         if (guard && !finite) {
-          if (lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.nonfinite_count), 1ull);
+          count_skipped_row(p.nonfinite_count, lane);
           continue;
         }
         const int d = dim[k];
-        float rowwise_state = 0.f;
+        float rs = 0.f;
         if (rowwise) {
-          if (p.weight_decay != 0.f) {  // the row-wise state sees the decayed gradient (as the dense optimizer)
+          if (p.weight_decay != 0.f) {
             sq = 0.f;
 #pragma unroll
             for (int ch = 0; ch < C; ++ch) {
-              const int c = ch * 32 * N + lane * N;
-              if (c < d) {
-#pragma unroll
-                for (int e = 0; e < N; ++e) {
-                  const float gv = g[k][ch][e] + p.weight_decay * w[k][ch][e];
-                  sq += gv * gv;
-                }
-              }
+              if (ch * 32 * N + lane * N < d) decayed_sq<N>(g[k][ch], w[k][ch], p.weight_decay, sq);
             }
           }
-          const float total = warp_sum(sq);
-          rowwise_state = rstate[k] + total / static_cast<float>(d);
-          if (lane == 0) row[k][d] = Val<V>::from_f(rowwise_state);
+          rs = rowwise_state(rstate[k], warp_sum(sq), d);
+          if (lane == 0) row[k][d] = Val<V>::from_f(rs);
         }
 #pragma unroll
         for (int ch = 0; ch < C; ++ch) {
           const int c = ch * 32 * N + lane * N;
           if (c >= d) continue;
-          float* wv = w[k][ch];
-          float* sv = s1[k][ch];
-          float* vv = s2[k][ch];
           if (p.opt == kSgd) {
-#pragma unroll
-            for (int e = 0; e < N; ++e) {
-              float gv = g[k][ch][e];
-              if (p.weight_decay != 0.f) gv = gv + p.weight_decay * wv[e];
-              wv[e] = wv[e] - lr * gv;
-            }
+            opt_update<N>(kSgd, p, oc, g[k][ch], w[k][ch], s1[k][ch], s2[k][ch], rs);
           } else if (adagrad || rowwise) {
-#pragma unroll
-            for (int e = 0; e < N; ++e) {
-              float gv = g[k][ch][e];
-              if (p.weight_decay != 0.f) gv = gv + p.weight_decay * wv[e];
-              float acc;
-              if (adagrad) {
-                sv[e] = sv[e] + gv * gv;
-                acc = sv[e];
-              } else {
-                acc = rowwise_state;
-              }
-              wv[e] = wv[e] - lr * gv / (sqrtf(acc) + p.eps);
-            }
+            opt_update<N>(adagrad ? kAdagrad : kRowWiseAdagrad, p, oc, g[k][ch], w[k][ch], s1[k][ch], s2[k][ch], rs);
             if (adagrad) store_n<V, N>(row[k] + d + c, s1[k][ch]);
-          } else {  // Adam
-#pragma unroll
-            for (int e = 0; e < N; ++e) {
-              float gv = g[k][ch][e];
-              if (p.decoupled_weight_decay) {
-                if (p.weight_decay != 0.f) wv[e] = wv[e] * (1.f - lr * p.weight_decay);
-              } else if (p.weight_decay != 0.f) {
-                gv = gv + p.weight_decay * wv[e];
-              }
-              sv[e] = sv[e] + (gv - sv[e]) * one_m_b1;
-              vv[e] = vv[e] + (gv * gv - vv[e]) * one_m_b2;
-              wv[e] = wv[e] - step_size * (sv[e] / (sqrtf(vv[e]) + p.eps));
-            }
+          } else {
+            opt_update<N>(kAdam, p, oc, g[k][ch], w[k][ch], s1[k][ch], s2[k][ch], rs);
             store_n<V, N>(row[k] + d + c, s1[k][ch]);
             store_n<V, N>(row[k] + 2 * d + c, s2[k][ch]);
           }
@@ -407,7 +351,7 @@ __global__ void __launch_bounds__(kBwdBlock, 1) psw_grad_kernel(BackwardParams p
   float dot = 0.f;
   for (int64_t c = lane * N; c < m.dim; c += 32 * N) {
     float x[N], e[N];
-    load_n<kFp32, N>(o.src + c, x);
+    load_n<kValueFp32, N>(o.src + c, x);
     if (a != 0) {
       load_n<V, N>(reinterpret_cast<const T*>(a) + c, e);
     } else {
@@ -468,9 +412,9 @@ void launch_backward(const BackwardParams& p, bool vec4, void* stream) {
   else detail::run_backward<V, 1>(p, st);
 }
 
-template void launch_backward<kFp16>(const BackwardParams&, bool, void*);
-template void launch_backward<kBf16>(const BackwardParams&, bool, void*);
-template void launch_backward<kFp32>(const BackwardParams&, bool, void*);
+template void launch_backward<kValueFp16>(const BackwardParams&, bool, void*);
+template void launch_backward<kValueBf16>(const BackwardParams&, bool, void*);
+template void launch_backward<kValueFp32>(const BackwardParams&, bool, void*);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -2,10 +2,10 @@
 //
 // The step's device values (ids, offsets, lengths, per-sample weights) are checked by one kernel on the stream
 // (validate_kernels.cu), never on the host: a violation is written into the package's pinned error record (the
-// host raises it at the next call, dynamicemb/_batched.py) and sets a device flag that makes the dedup treat the
+// host raises it at the next call, dynamicemb/_checks.py) and sets a device flag that makes the dedup treat the
 // batch as empty, so the step inserts and updates nothing. Non-finite per-sample weights are reported but do not
 // empty the batch (the optimizer's non-finite policy keeps them out of the rows).
-// The codes below are mirrored in dynamicemb/_batched.py (`_ERR_ARGS`, `_ERR_RULES`); a CPU test compares them.
+// The codes below are mirrored in dynamicemb/_checks.py (`ERR_ARGS`, `ERR_RULES`); a CPU test compares them.
 // No CUDA and no torch headers here.
 #pragma once
 

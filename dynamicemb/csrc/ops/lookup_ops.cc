@@ -1,5 +1,5 @@
 // Embedding hot-path ops of BatchedDynamicEmbeddingTables (torch stable ABI, CUDA only; the CPU path is the
-// torch code in dynamicemb/_batched.py). Kernels: dynamicemb/csrc/lookup/. Every op runs on the current stream
+// torch code in dynamicemb/_batched_torch.py). Kernels: dynamicemb/csrc/lookup/. Every op runs on the current stream
 // and never synchronizes with the host, so a whole training step can be captured in a CUDA graph. Outputs are
 // allocated here through torch's allocator (graph-capture aware). Argument checks keep memory safe; the
 // user-facing validation lives in Python.
@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <tuple>
 
 #include "common/stable_utils.h"
@@ -51,17 +53,17 @@ const TableMeta* meta_ptr(const Tensor& meta) { return static_cast<const TableMe
 template <typename Fn>
 void dispatch_value(int64_t v, Fn&& fn) {
   switch (v) {
-    case kFp16: fn(std::integral_constant<int, kFp16>{}); break;
-    case kBf16: fn(std::integral_constant<int, kBf16>{}); break;
-    case kFp32: fn(std::integral_constant<int, kFp32>{}); break;
+    case kValueFp16: fn(std::integral_constant<int, kValueFp16>{}); break;
+    case kValueBf16: fn(std::integral_constant<int, kValueBf16>{}); break;
+    case kValueFp32: fn(std::integral_constant<int, kValueFp32>{}); break;
     default: ACCEL_CHECK(false, "value_kind: expected 0 (fp16), 1 (bf16) or 2 (fp32), got ", v);
   }
 }
 
 ScalarType scalar_of(int64_t v) {
   switch (v) {
-    case kFp16: return ScalarType::Half;
-    case kBf16: return ScalarType::BFloat16;
+    case kValueFp16: return ScalarType::Half;
+    case kValueBf16: return ScalarType::BFloat16;
     default: return ScalarType::Float;
   }
 }
@@ -189,18 +191,62 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
 // int64 refused inserts per table), the dedup's and the insert's arrays, and, when the forward built it, the CSR
 // of the segmented backward (sort keys and values, segment bounds, entries, scales, the sort's scratch).
-enum StepFlags : int64_t {
-  kStepTrain = 1,        // find_or_insert (else find)
-  kStepValidate = 2,     // device-side checks of ids / offsets / lengths / weights first (skip flag)
-  kStepLengthsOnly = 4,  // offsets were built from lengths: report violations on lengths
-  kStepCsr = 8,          // build the backward's CSR in the forward (the workspace holds it)
-  kStepOverlap = 16,     // build it on the side stream, overlapping the insert and the pooling
-  kStepVec4 = 32,        // 4-wide row access (every dim a multiple of 4)
-  kStepPswGrad = 64,     // backward: gradient of the per-sample weights
-  kStepDirect = 128,     // backward: plain fp32 SGD adds -lr g straight into the rows
-  kStepAggregate = 256,  // backward: sum repeated targets of 32 consecutive ids before the atomics
-  kStepDecoupledWd = 512,  // backward: Adam's decoupled weight decay
-};
+// X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched_kernels.py checks its _STEP_* against it.
+#define DYNAMICEMB_STEP_FLAGS(X)                                                                              \
+  X(kStepTrain, "train", 1)                /* find_or_insert (else find) */                                   \
+  X(kStepValidate, "validate", 2)          /* device-side checks of ids / offsets / lengths / weights first */ \
+  X(kStepLengthsOnly, "lengths_only", 4)   /* offsets were built from lengths: report violations on lengths */ \
+  X(kStepCsr, "csr", 8)                    /* build the backward's CSR in the forward (the workspace holds it) */ \
+  X(kStepOverlap, "overlap", 16)           /* build it on the side stream, overlapping the insert and pooling */ \
+  X(kStepVec4, "vec4", 32)                 /* 4-wide row access (every dim a multiple of 4) */                 \
+  X(kStepPswGrad, "psw_grad", 64)          /* backward: gradient of the per-sample weights */                  \
+  X(kStepDirect, "direct", 128)            /* backward: plain fp32 SGD adds -lr g straight into the rows */    \
+  X(kStepAggregate, "aggregate", 256)      /* backward: sum repeated targets of 32 consecutive ids first */    \
+  X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */
+#define DYNAMICEMB_STEP_FLAG(e, name, v) e = v,
+enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
+#undef DYNAMICEMB_STEP_FLAG
+
+// The codes and layouts Python passes to these ops, by name, as text (one "group name value" line each): TableMeta
+// fields in order with their kind ('q' int64, 'd' double), step flags, optimizers, non-finite policies, poolings,
+// value kinds. Python reads it once (dynamicemb/_batched_kernels.py `_contract`), so the two sides cannot drift.
+std::string lookup_contract() {
+  std::string out;
+  auto line = [&](const char* group, const char* name, const std::string& value) {
+    out += group;
+    out += ' ';
+    out += name;
+    out += ' ';
+    out += value;
+    out += '\n';
+  };
+#define DYNAMICEMB_META_LINE(type, name) line("meta", #name, std::is_same<type, double>::value ? "d" : "q");
+  DYNAMICEMB_TABLE_META_FIELDS(DYNAMICEMB_META_LINE)
+#undef DYNAMICEMB_META_LINE
+#define DYNAMICEMB_CODE_LINE(group) [&](const char* name, int64_t v) { line(group, name, std::to_string(v)); }
+  auto step = DYNAMICEMB_CODE_LINE("step");
+  auto opt = DYNAMICEMB_CODE_LINE("opt");
+  auto nonfinite = DYNAMICEMB_CODE_LINE("nonfinite");
+  auto pool = DYNAMICEMB_CODE_LINE("pool");
+  auto value = DYNAMICEMB_CODE_LINE("value");
+#undef DYNAMICEMB_CODE_LINE
+#define DYNAMICEMB_STEP_LINE(e, name, v) step(name, e);
+  DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_LINE)
+#undef DYNAMICEMB_STEP_LINE
+#define DYNAMICEMB_OPT_LINE(e, name, v) opt(name, e);
+  DYNAMICEMB_OPT_KINDS(DYNAMICEMB_OPT_LINE)
+#undef DYNAMICEMB_OPT_LINE
+#define DYNAMICEMB_NONFINITE_LINE(e, name, v) nonfinite(name, e);
+  DYNAMICEMB_NONFINITE(DYNAMICEMB_NONFINITE_LINE)
+#undef DYNAMICEMB_NONFINITE_LINE
+#define DYNAMICEMB_POOL_LINE(e, name, v) pool(name, e);
+  DYNAMICEMB_POOLING(DYNAMICEMB_POOL_LINE)
+#undef DYNAMICEMB_POOL_LINE
+  value("float16", table::kValueFp16);  // torch dtype names
+  value("bfloat16", table::kValueBf16);
+  value("float32", table::kValueFp32);
+  return out;
+}
 
 struct CsrLayout {
   int64_t keys, vals, start, occ, scale, temp, temp_bytes, total;
@@ -458,7 +504,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
 // ---------------------------------------------------------------- the step's backward + optimizer
 // `ws` is the workspace of the step's lookup_step (same ids, offsets, psw, pooling, meta; kStepCsr in `flags` as
 // there). seg_chunk > 0 asks for the segmented reduction (CSR entries per warp), 0 for the atomic scatter; the
-// caller decides (_batched.py::_segmented), this op refuses a request its kernels cannot serve. The optimizer's
+// caller decides (_batched_kernels.py::_segmented), this op refuses a request its kernels cannot serve. The optimizer's
 // constants: weight_decay, beta1, beta2, eps, max_grad_value (<= 0: off), max_grad_norm (<= 0: off); lr and step
 // are device scalars (step already counts this step).
 Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws,
@@ -496,7 +542,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   ACCEL_CHECK(max_dim > 0 && max_dim <= kMaxVecDim && max_dim <= grad.size(1), "max_dim: expected 1..", kMaxVecDim,
               " and <= grad.size(1), got ", max_dim);
   ACCEL_CHECK(batch > 0, "batch: expected > 0, got ", batch);
-  ACCEL_CHECK(!direct || (value_kind == kFp32 && opt == kSgd && weight_decay == 0.0 && max_grad_value <= 0.0 &&
+  ACCEL_CHECK(!direct || (value_kind == kValueFp32 && opt == kSgd && weight_decay == 0.0 && max_grad_value <= 0.0 &&
                           max_grad_norm <= 0.0),
               "direct: only for fp32 SGD without weight decay or clipping");
   ACCEL_CHECK(nonfinite >= kNonFinitePropagate && nonfinite <= kNonFiniteRaise,
@@ -635,6 +681,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "int nonfinite=0, Tensor(d!)? nonfinite_count=None, Tensor(e!)? nonfinite_seen=None) -> Tensor");
   m.def("lookup_step_ws_size(int n, int num_tables, bool with_csr, bool scaled) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
+  m.def("lookup_contract() -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -648,6 +695,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
 // No tensor argument to dispatch on: CompositeExplicitAutograd serves every backend (and CPU-only torch).
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
+  m.impl("lookup_contract", TORCH_BOX(&dynamicemb::lookup::lookup_contract));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));

@@ -16,10 +16,10 @@ namespace dynamicemb {
 namespace table {
 namespace cpu {
 
-template <int V> struct ValT;
-template <> struct ValT<kValueFp16> { using T = c10::Half; };
-template <> struct ValT<kValueBf16> { using T = c10::BFloat16; };
-template <> struct ValT<kValueFp32> { using T = float; };
+template <int V> struct CpuVal;
+template <> struct CpuVal<kValueFp16> { using T = c10::Half; };
+template <> struct CpuVal<kValueBf16> { using T = c10::BFloat16; };
+template <> struct CpuVal<kValueFp32> { using T = float; };
 
 template <typename T> inline float to_f(T v) { return static_cast<float>(v); }
 template <typename T> inline T from_f(float v) { return T(v); }
@@ -47,7 +47,7 @@ inline int64_t probe(const TableRef& t, uint64_t key, const Home& h) {
 
 template <int V>
 void lookup(const LookupParams& p) {
-  using T = typename ValT<V>::T;
+  using T = typename CpuVal<V>::T;
   const TableRef& t = p.t;
   const auto* keys = static_cast<const uint64_t*>(p.keys);
   for (int64_t i = 0; i < p.n; ++i) {
@@ -65,14 +65,14 @@ void lookup(const LookupParams& p) {
 }
 
 template <int V>
-void init_row(typename ValT<V>::T* dst, int64_t dim, const Initializer& in, uint64_t clock, uint64_t key) {
-  using T = typename ValT<V>::T;
+void init_row(typename CpuVal<V>::T* dst, int64_t dim, const Initializer& in, uint64_t clock, uint64_t key) {
+  using T = typename CpuVal<V>::T;
   for (int64_t j = 0; j < dim; ++j) dst[j] = from_f<T>(init_value(in, clock, key, j));
 }
 
 template <int V>
 void upsert(const UpsertParams& p, int policy) {
-  using T = typename ValT<V>::T;
+  using T = typename CpuVal<V>::T;
   const TableRef& t = p.t;
   const int64_t dim = t.dim;
   t.counters[kCounterClock] += 1;
@@ -201,7 +201,7 @@ inline void erase(const EraseParams& p) {
 
 template <int V>
 void export_batch(const ExportParams& p) {
-  using T = typename ValT<V>::T;
+  using T = typename CpuVal<V>::T;
   const TableRef& t = p.t;
   int64_t pos = *p.count;
   for (int64_t slot = p.offset; slot < p.offset + p.n; ++slot) {
@@ -231,7 +231,7 @@ void rehash(const RehashParams& rp) {
     p.mode = kInsertOrAssign;
     p.keys = &k;
     p.n = 1;
-    p.values_in = static_cast<const typename ValT<V>::T*>(s.values) + slot * s.dim;
+    p.values_in = static_cast<const typename CpuVal<V>::T*>(s.values) + slot * s.dim;
     p.scores_in = s.scores + slot;
     int64_t st[kNumStats];
     p.stats = st;

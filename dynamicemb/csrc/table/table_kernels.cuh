@@ -47,116 +47,22 @@
 #include <stdexcept>
 #include <string>
 
+#include "dynamicemb/csrc/table/probe.cuh"
 #include "dynamicemb/csrc/table/table_types.h"
+#include "dynamicemb/csrc/table/value_types.cuh"
 
 namespace dynamicemb {
 namespace table {
-namespace cg = cooperative_groups;
 
-// 4 lanes per key (measured on H200, dim 32, 1M keys: against 8 lanes, export_batch 4.6 -> 7.2 billion/s, the
-// other ops within +-5%).
-constexpr int kTile = 4;
 constexpr int kBlock = 256;
-constexpr int kMaxBucket = 256;  // bucket_capacity in [16, 256]
-constexpr int kMaxRounds = kMaxBucket / (16 * kTile);  // digest chunk rounds per lane
-using Tile = cg::thread_block_tile<kTile, cg::thread_block>;
 
 template <int K> struct KeyT;
 template <> struct KeyT<kKeyInt64> { using T = int64_t; };
 template <> struct KeyT<kKeyUInt64> { using T = uint64_t; };
 
-template <int V> struct ValT;
-template <> struct ValT<kValueFp16> {
-  using T = __half;
-  static __device__ __forceinline__ float to_f(T v) { return __half2float(v); }
-  static __device__ __forceinline__ T from_f(float v) { return __float2half_rn(v); }
-};
-template <> struct ValT<kValueBf16> {
-  using T = __nv_bfloat16;
-  static __device__ __forceinline__ float to_f(T v) { return __bfloat162float(v); }
-  static __device__ __forceinline__ T from_f(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct ValT<kValueFp32> {
-  using T = float;
-  static __device__ __forceinline__ float to_f(T v) { return v; }
-  static __device__ __forceinline__ T from_f(float v) { return v; }
-};
-
 inline void check_launch(const char* what) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb table: ") + what + ": " + cudaGetErrorString(e));
-}
-
-// ---------------------------------------------------------------- small device helpers
-// Key-word accesses. Publishing a key is a release store (row, score and digest written before it are visible
-// to whoever acquires the key); reading a key to use the slot's row is an acquire load; claims and locks are
-// acquire CASes. These are cheaper than full fences (fence.sc) around relaxed accesses.
-__device__ __forceinline__ uint64_t ld_key(const void* keys, int64_t slot) {
-  uint64_t v;
-  const unsigned long long* p = reinterpret_cast<const unsigned long long*>(keys) + slot;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint64_t cas_key(void* keys, int64_t slot, uint64_t cmp, uint64_t val) {
-  uint64_t old;
-  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
-  asm volatile("atom.acquire.gpu.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(val) : "memory");
-  return old;
-}
-__device__ __forceinline__ void publish_key(void* keys, int64_t slot, uint64_t key) {
-  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
-}
-// Claims a free slot (EMPTY -> LOCKED). Relaxed: nothing of the slot is read after the claim, and the claimer's
-// writes are ordered before the key by the release store that publishes it.
-__device__ __forceinline__ uint64_t claim_free(void* keys, int64_t slot) {
-  return atomicCAS(reinterpret_cast<unsigned long long*>(keys) + slot, kEmptyKey, kLockedKey);
-}
-// Wait until a slot is not LOCKED; returns the key seen (acquired).
-__device__ __forceinline__ uint64_t wait_unlocked(const void* keys, int64_t slot) {
-  uint64_t k = ld_key(keys, slot);
-  while (k == kLockedKey) {
-    __nanosleep(32);
-    k = ld_key(keys, slot);
-  }
-  return k;
-}
-
-// 16-bit mask of bytes of `c` equal to `d`.
-__device__ __forceinline__ uint32_t match16(uint4 c, uint32_t d4) {
-  uint32_t w[4] = {c.x, c.y, c.z, c.w};
-  uint32_t m = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t e = __vcmpeq4(w[j], d4);  // 0xff per equal byte
-    m |= (((e >> 7) & 1u) | ((e >> 14) & 2u) | ((e >> 21) & 4u) | ((e >> 28) & 8u)) << (4 * j);
-  }
-  return m;
-}
-
-__device__ __forceinline__ uint4 load_digests(const uint8_t* digests, int64_t base, int chunk, bool coherent) {
-  const uint4* p = reinterpret_cast<const uint4*>(digests + base) + chunk;
-  return coherent ? __ldcg(p) : __ldg(p);
-}
-
-// The lane's digest chunks of rounds g and g + 1 of a bucket (the lane's chunks are round * kTile + lane),
-// loaded before either is used so that both loads are in flight together (one memory latency per pair instead
-// of one per round); chunks past the bucket read as zero with `valid` clear.
-struct ChunkPair {
-  uint4 d[2];
-  bool valid[2];
-};
-__device__ __forceinline__ ChunkPair load_chunk_pair(const Tile& tile, const uint8_t* digests, int64_t base,
-                                                     int chunks, int g, bool coherent) {
-  ChunkPair r;
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int c = (g + e) * kTile + static_cast<int>(tile.thread_rank());
-    r.valid[e] = c < chunks;
-    r.d[e] = make_uint4(0, 0, 0, 0);
-    if (r.valid[e]) r.d[e] = load_digests(digests, base, c, coherent);
-  }
-  return r;
 }
 
 // Unrolling of the row copies (16-byte accesses; loads of one iteration are in flight together): 2 keeps lookup
@@ -198,26 +104,26 @@ __device__ __forceinline__ void prefetch_row_l2(const Tile& tile, const T* row, 
     asm volatile("prefetch.global.L2 [%0];" : : "l"(b + off));
 }
 template <int V>
-__device__ __forceinline__ void fill_row(const Tile& tile, typename ValT<V>::T* dst, int64_t dim, float v) {
-  for (int64_t j = tile.thread_rank(); j < dim; j += kTile) dst[j] = ValT<V>::from_f(v);
+__device__ __forceinline__ void fill_row(const Tile& tile, typename Val<V>::T* dst, int64_t dim, float v) {
+  for (int64_t j = tile.thread_rank(); j < dim; j += kTile) dst[j] = Val<V>::from_f(v);
 }
 // The initial row of `key` into `dst` and `dst2` (either may be null). Constant rows are written inline; the
 // random kinds go through an out-of-line helper, so that their math does not hold registers across the insert
 // path (Initializer by value: no address of a kernel parameter is taken).
 template <int V>
-__device__ __noinline__ void init_row_drawn(int lane, typename ValT<V>::T* dst, typename ValT<V>::T* dst2,
+__device__ __noinline__ void init_row_drawn(int lane, typename Val<V>::T* dst, typename Val<V>::T* dst2,
                                             int64_t dim, Initializer in, uint64_t clock, uint64_t key) {
   for (int64_t j = lane; j < dim; j += kTile) {
-    const typename ValT<V>::T v = ValT<V>::from_f(init_value(in, clock, key, j));
+    const typename Val<V>::T v = Val<V>::from_f(init_value(in, clock, key, j));
     if (dst) dst[j] = v;
     if (dst2) dst2[j] = v;
   }
 }
 template <int V>
-__device__ __forceinline__ void init_row(const Tile& tile, typename ValT<V>::T* dst, typename ValT<V>::T* dst2,
+__device__ __forceinline__ void init_row(const Tile& tile, typename Val<V>::T* dst, typename Val<V>::T* dst2,
                                          int64_t dim, const Initializer& in, uint64_t clock, uint64_t key) {
   if (in.kind == kInitConstant && in.init_cols < 0) {
-    const typename ValT<V>::T v = ValT<V>::from_f(in.value);
+    const typename Val<V>::T v = Val<V>::from_f(in.value);
 #pragma unroll 1
     for (int64_t j = tile.thread_rank(); j < dim; j += kTile) {
       if (dst) dst[j] = v;
@@ -228,10 +134,10 @@ __device__ __forceinline__ void init_row(const Tile& tile, typename ValT<V>::T* 
   }
 }
 template <int V>
-__device__ __forceinline__ void accum_row(const Tile& tile, typename ValT<V>::T* dst,
-                                          const typename ValT<V>::T* src, int64_t dim) {
+__device__ __forceinline__ void accum_row(const Tile& tile, typename Val<V>::T* dst,
+                                          const typename Val<V>::T* src, int64_t dim) {
   for (int64_t j = tile.thread_rank(); j < dim; j += kTile)
-    dst[j] = ValT<V>::from_f(ValT<V>::to_f(__ldcg(dst + j)) + ValT<V>::to_f(src[j]));
+    dst[j] = Val<V>::from_f(Val<V>::to_f(__ldcg(dst + j)) + Val<V>::to_f(src[j]));
 }
 template <typename T>
 __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
@@ -250,7 +156,7 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 template <int V, bool kConstOnly>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
                                           uint64_t clock) {
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   const UpsertParams& p = *pp;
   const int64_t dim = p.t.dim;
   T* dst = row_ptr<T>(p.t, slot);
@@ -258,7 +164,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
-    const T v = ValT<V>::from_f(in.value);
+    const T v = Val<V>::from_f(in.value);
     for (int64_t j = lane; j < dim; j += kTile) {
       dst[j] = v;
       if (dst2) dst2[j] = v;
@@ -267,7 +173,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   }
   if constexpr (!kConstOnly) {
     for (int64_t j = lane; j < dim; j += kTile) {
-      const T v = ValT<V>::from_f(init_value(in, clock, key, j));
+      const T v = Val<V>::from_f(init_value(in, clock, key, j));
       dst[j] = v;
       if (dst2) dst2[j] = v;
     }
@@ -280,203 +186,6 @@ __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams&
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
 }
 
-struct KeyHome {
-  int64_t base;  // first slot of the bucket
-  int start;     // probe start inside the bucket
-  uint32_t d4;   // digest replicated into 4 bytes
-};
-__device__ __forceinline__ KeyHome home_of(const TableRef& t, uint64_t key) {
-  uint64_t h = accel_hash_key(key);
-  KeyHome r;
-  r.base = static_cast<int64_t>(bucket_of_hash(h, static_cast<uint64_t>(t.num_buckets))) * t.bucket_capacity;
-  r.start = start_of_hash(h, t.bucket_capacity);
-  r.d4 = 0x01010101u * digest_of_hash(h);
-  return r;
-}
-
-// Read-only probe (no concurrent writers): slot of `key` or -1.
-__device__ __forceinline__ int64_t probe_readonly(const Tile& tile, const TableRef& t, uint64_t key,
-                                                  const KeyHome& h) {
-  const int chunks = t.bucket_capacity / 16;
-#pragma unroll
-  for (int g = 0; g < kMaxRounds; g += 2) {
-    if (g * kTile >= chunks) break;
-    const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, false);
-    int64_t found = -1;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      uint32_t m = cp.valid[e] ? match16(cp.d[e], h.d4) : 0u;
-      const int c = (g + e) * kTile + static_cast<int>(tile.thread_rank());
-      while (m) {
-        const int i = __ffs(m) - 1;
-        m &= m - 1;
-        const int64_t slot = h.base + c * 16 + i;
-        if (static_cast<uint64_t>(reinterpret_cast<const int64_t*>(t.keys)[slot]) == key) found = slot;
-      }
-    }
-    const uint32_t b = tile.ballot(found >= 0);
-    if (b) return tile.shfl(found, __ffs(b) - 1);
-  }
-  return -1;
-}
-
-// Candidate free slots of a bucket (digest == empty digest): round r's 16-bit mask in half r % 2 of word r / 2
-// (packed: fewer registers live across the first pass's claims).
-struct FreeMasks {
-  uint32_t w[kMaxRounds / 2];
-  __device__ __forceinline__ uint32_t get(int r) const { return (w[r / 2] >> (16 * (r & 1))) & 0xffffu; }
-};
-
-// Concurrent probe (upsert kernels): slot holding `key` (seen after LOCKED cleared, acquired) or -1, and each
-// lane's masks of candidate free slots (digest == empty digest), one 16-bit mask per round. All digest chunks are
-// loaded before any key is read (independent loads in flight together).
-__device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
-                                                    const KeyHome& h, FreeMasks& free_mask) {
-  const int chunks = t.bucket_capacity / 16;
-  const uint32_t e4 = 0x01010101u * empty_digest();
-  uint32_t match[kMaxRounds];
-#pragma unroll
-  for (int g = 0; g < kMaxRounds; g += 2) {
-    free_mask.w[g / 2] = 0;
-    match[g] = match[g + 1] = 0;
-    if (g * kTile >= chunks) continue;
-    const ChunkPair cp = load_chunk_pair(tile, t.digests, h.base, chunks, g, true);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      if (!cp.valid[e]) continue;
-      free_mask.w[g / 2] |= match16(cp.d[e], e4) << (16 * e);
-      match[g + e] = match16(cp.d[e], h.d4);
-    }
-  }
-  int64_t found = -1;
-#pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
-    uint32_t m = match[r];
-    const int c = r * kTile + static_cast<int>(tile.thread_rank());
-    while (m) {
-      const int i = __ffs(m) - 1;
-      m &= m - 1;
-      const int64_t slot = h.base + c * 16 + i;
-      // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
-      // every free slot); only our key or a LOCKED slot needs the acquire wait.
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-      if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
-    }
-  }
-  const uint32_t b = tile.ballot(found >= 0);
-  return b ? tile.shfl(found, __ffs(b) - 1) : -1;
-}
-
-// Next free-slot candidate in probe order (rotated distance from start), removing it from the masks; -1 if none.
-__device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
-                                                       FreeMasks& free_mask) {
-  const int B = t.bucket_capacity;
-  const int start_chunk = h.start >> 4;
-  const uint32_t from_start = 0xffffu << (h.start & 15);
-  int best = B;  // rotated distance
-  int best_r = 0, best_i = 0;
-#pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
-    const uint32_t m = free_mask.get(r);
-    if (m == 0) continue;
-    const int c = r * kTile + static_cast<int>(tile.thread_rank());
-    // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
-    // after the start come first (one ffs per chunk instead of a loop over its free slots).
-    const uint32_t after = c == start_chunk ? (m & from_start) : 0u;
-    const int i = __ffs(after ? after : m) - 1;
-    const int dist = (c * 16 + i - h.start) & (B - 1);
-    if (dist < best) { best = dist; best_r = r; best_i = i; }
-  }
-  int key = (best << 8) | static_cast<int>(tile.thread_rank());
-  int win = cg::reduce(tile, key, cg::less<int>());
-  if ((win >> 8) >= B) return -1;
-  if ((win & 0xff) == static_cast<int>(tile.thread_rank())) {
-#pragma unroll
-    for (int r = 0; r < kMaxRounds; ++r)
-      if (r == best_r) free_mask.w[r / 2] &= ~(1u << (best_i + 16 * (r & 1)));
-  }
-  return h.base + (((win >> 8) + h.start) & (B - 1));
-}
-
-// Claims the first free slot of `key`'s bucket in probe order (EMPTY -> LOCKED) from the probe's free masks.
-// Returns the claimed slot; -1 when the bucket has no free slot left; or, when a duplicate of this batch got
-// there first, the slot holding `key` with `dup` set. Two inserters of one key walk the same order, so the
-// second meets the first's slot (LOCKED -> wait -> the key); slots never become free during an upsert.
-__device__ __forceinline__ int64_t claim_in_probe_order(const Tile& tile, const TableRef& t, const KeyHome& h,
-                                                        FreeMasks& free_mask, uint64_t key,
-                                                        bool& dup) {
-  dup = false;
-  while (true) {
-    const int64_t cand = next_free_candidate(tile, t, h, free_mask);
-    if (cand < 0) return -1;
-    uint64_t seen = 0;
-    if (tile.thread_rank() == 0) {
-      seen = claim_free(t.keys, cand);
-      if (seen == kLockedKey) seen = wait_unlocked(t.keys, cand);
-    }
-    seen = tile.shfl(seen, 0);
-    if (seen == kEmptyKey) return cand;
-    if (seen == key) {
-      dup = true;
-      return cand;
-    }
-  }
-}
-
-// Locks a slot seen holding `key` for a hit. Returns false if the key left the slot (evicted): re-probe.
-__device__ __forceinline__ bool lock_hit(const Tile& tile, const TableRef& t, int64_t slot, uint64_t key) {
-  bool ok = false;
-  if (tile.thread_rank() == 0) {
-    while (true) {
-      uint64_t old = cas_key(t.keys, slot, key, kLockedKey);
-      if (old == key) { ok = true; break; }
-      if (old != kLockedKey) break;
-      if (wait_unlocked(t.keys, slot) != key) break;
-    }
-  }
-  return tile.shfl(ok, 0);
-}
-
-// Bucket scan under the bucket's eviction lock: the key, a free slot and the minimum-score slot (ties: lowest
-// slot) among the lane's slots. Each lane reads a contiguous run of bucket_capacity / kTile keys and scores with
-// 16-byte relaxed loads (independent, so they pipeline); only LOCKED slots (a hit in progress, whose holder never
-// waits) are waited out with acquire loads. The victim is re-validated by the claiming CAS, so a stale read costs
-// a retry, never a wrong eviction.
-struct BucketScan {
-  int64_t found, free_slot, min_slot;
-  uint64_t min_score;
-};
-__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, uint64_t key, int64_t base) {
-  const int per = t.bucket_capacity / kTile;  // >= 2 and even (bucket_capacity >= 16, a power of two)
-  const int64_t s0 = base + static_cast<int64_t>(tile.thread_rank()) * per;
-  const uint4* kp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.keys) + s0);
-  const uint4* sp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.scores) + s0);
-  BucketScan r{-1, -1, -1, ~0ull};
-#pragma unroll 4
-  for (int q = 0; q < per / 2; ++q) {
-    const uint4 kk = __ldcg(kp + q);
-    const uint4 ss = __ldcg(sp + q);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t slot = s0 + 2 * q + e;
-      uint64_t k = e ? (static_cast<uint64_t>(kk.w) << 32 | kk.z) : (static_cast<uint64_t>(kk.y) << 32 | kk.x);
-      uint64_t sc = e ? (static_cast<uint64_t>(ss.w) << 32 | ss.z) : (static_cast<uint64_t>(ss.y) << 32 | ss.x);
-      if (k == kLockedKey) {
-        k = wait_unlocked(t.keys, slot);
-        sc = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot);
-      }
-      if (k == key) {
-        r.found = slot;
-      } else if (k == kEmptyKey) {
-        if (r.free_slot < 0) r.free_slot = slot;
-      } else if (r.min_slot < 0 || sc < r.min_score) {
-        r.min_score = sc;
-        r.min_slot = slot;
-      }
-    }
-  }
-  return r;
-}
 
 // Result of one key's upsert.
 struct Outcome {
@@ -499,9 +208,9 @@ struct KeyArgs {
 // writes it to the slot and to the caller's output.
 template <int V>
 __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p, const KeyArgs& a,
-                                         const typename ValT<V>::T* row_in, uint8_t digest, int64_t slot,
+                                         const typename Val<V>::T* row_in, uint8_t digest, int64_t slot,
                                          uint64_t score) {
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   const TableRef& t = p.t;
   T* row = row_ptr<T>(t, slot);
   if (p.mode == kFindOrInsert)
@@ -525,8 +234,8 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p
 //   key yields (as if its write came first and was overwritten). Other policies lock the slot.
 template <int V, int P>
 __device__ __forceinline__ bool serve_hit(const Tile& tile, const UpsertParams& p, const KeyArgs& a,
-                                          const typename ValT<V>::T* row_in, int64_t slot, Outcome& out) {
-  using T = typename ValT<V>::T;
+                                          const typename Val<V>::T* row_in, int64_t slot, Outcome& out) {
+  using T = typename Val<V>::T;
   const TableRef& t = p.t;
   const int64_t dim = t.dim;
   const int mode = p.mode;
@@ -615,9 +324,9 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
 template <int K, int V, int P>
-__device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename ValT<V>::T* row_in,
+__device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
                                              int64_t base, uint8_t digest, uint64_t new_score) {
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   using KT = typename KeyT<K>::T;
   const UpsertParams& p = *pp;
   const TableRef& t = p.t;
@@ -721,7 +430,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // or local memory, for the out-of-line eviction path. Tile-uniform control flow throughout.
 template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
-                                              const KeyArgs& a, const typename ValT<V>::T* row_in) {
+                                              const KeyArgs& a, const typename Val<V>::T* row_in) {
   const TableRef& t = p.t;
   const KeyHome h = home_of(t, a.key);
   const int mode = p.mode;
@@ -820,7 +529,7 @@ template <int K, int V, int P, int F>
 __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitConst ? 6 : 5)
     upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
@@ -972,7 +681,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
@@ -1021,7 +730,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock) lookup_kernel(LookupParams p) {
   using KT = typename KeyT<K>::T;
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   if (i >= p.n) return;
@@ -1079,7 +788,7 @@ __global__ void __launch_bounds__(kBlock) erase_kernel(EraseParams p) {
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 4) export_kernel(ExportParams p) {
   using KT = typename KeyT<K>::T;
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   if (j >= p.n) return;
@@ -1105,7 +814,7 @@ __global__ void __launch_bounds__(kBlock, 4) export_kernel(ExportParams p) {
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
   using KT = typename KeyT<K>::T;
-  using T = typename ValT<V>::T;
+  using T = typename Val<V>::T;
   __shared__ unsigned long long s_stats[kNumStats];
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();

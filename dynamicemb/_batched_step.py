@@ -1,0 +1,147 @@
+"""The training step's autograd function of BatchedDynamicEmbeddingTables and its host bookkeeping: graph-capture
+state, in-flight step counting, and non-blocking host mirrors of small device tensors."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import List, Optional
+
+import torch
+
+
+def _capturing() -> bool:
+    """A CUDA graph is being captured on the current stream (never true while torch.compile traces: the query
+    returns a bool dynamo cannot trace, and a compiled step skips the eager bookkeeping anyway)."""
+    if torch.compiler.is_compiling():
+        return False
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()  # (no CUDA yet: no capture)
+
+
+_compiling = torch.compiler.is_compiling
+
+
+class _HostMirror:
+    """Latest value of a small device tensor on the host without blocking (pinned async copy + event)."""
+
+    def __init__(self, n: int):
+        self._n = n
+        self._host = None
+        self._event = None
+        self.value: Optional[List[int]] = None
+
+    def ready(self) -> bool:
+        """Whether a push would start a copy now (none in flight), so the caller can skip building its tensor."""
+        return self._event is None or not getattr(self, "_pending", False) or self._event.query()
+
+    def push(self, t: torch.Tensor):
+        if t.device.type != "cuda":
+            self.value = [int(x) for x in t.tolist()]
+            return
+        if self._event is not None and not self._event.query():
+            return  # the previous copy is still in flight
+        if self._host is None:
+            self._host = torch.empty(self._n, dtype=t.dtype, pin_memory=True)
+            self._event = torch.cuda.Event()
+        self.poll()
+        self._host.copy_(t, non_blocking=True)
+        self._event.record()
+        self._pending = True
+
+    def reset(self, value: List[int]):
+        """Sets the value (after a load); a copy still in flight holds the old state and is dropped."""
+        self.value = list(value)
+        self._pending = False
+
+    def poll(self) -> Optional[List[int]]:
+        if self._event is not None and getattr(self, "_pending", False) and self._event.query():
+            self.value = [int(x) for x in self._host.tolist()]
+            self._pending = False
+        return self.value
+
+
+class _LookupFunction(torch.autograd.Function):
+    """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
+
+    @staticmethod
+    def forward(ctx, anchor, module, ids, offsets, psw, skip, checks):
+        # Under the module's step lock (threads): the insert and the gather see one table layout; the step
+        # counts as in flight until its backward (or its graph is freed), and no table grows meanwhile. A step
+        # that torch.compile traces skips this host bookkeeping (one thread drives a compiled step).
+        compiling = torch.compiler.is_compiling()
+        with contextlib.nullcontext() if compiling else module._step_lock:
+            if not compiling and not module.use_kernels and not _capturing():
+                module._check_groups()  # another thread may have grown a table since forward() looked
+            out, saved = module._forward_impl(ids, offsets, psw, train=True, backward=True, skip=skip, checks=checks)
+            ctx.inflight = None if compiling else _InFlight(module)
+        ctx.module = module
+        ctx.psw_requires_grad = psw is not None and psw.requires_grad
+        if not compiling:  # eager: the step's tensors stay on ctx as they are (no packing on the hot path)
+            ctx.saved = saved
+            return out
+        # the step's tensors through save_for_backward (torch.compile traces it; a dict on ctx would escape the
+        # traced region), the rest of `saved` as its structure
+        keys = sorted(saved)
+        flat, spec = [], []
+        for k in keys:
+            v = saved[k]
+            if isinstance(v, list):  # per_group: [(gidx, valid), ...]
+                spec.append((k, "pairs", len(v)))
+                for a, b in v:
+                    flat += [a, b]
+            elif isinstance(v, torch.Tensor):
+                spec.append((k, "tensor", None))
+                flat.append(v)
+            else:
+                spec.append((k, "value", v))
+        ctx.save_for_backward(*flat)
+        ctx.spec = spec
+        ctx.saved = None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        saved = ctx.saved
+        if saved is None:  # a traced step: unpack save_for_backward
+            flat = list(ctx.saved_tensors)
+            saved, i = {}, 0
+            for k, kind, v in ctx.spec:
+                if kind == "pairs":
+                    saved[k] = [(flat[i + 2 * j], flat[i + 2 * j + 1]) for j in range(v)]
+                    i += 2 * v
+                elif kind == "tensor":
+                    saved[k] = flat[i]
+                    i += 1
+                else:
+                    saved[k] = v
+            grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
+        else:
+            with ctx.module._step_lock:
+                grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
+                ctx.inflight.done()
+        if ctx.inflight is not None:
+            ctx.saved = None  # releases the step's tensors and host values (a caching table's pins) now
+        return None, None, None, None, grad_psw, None, None
+
+
+class _InFlight:
+    """Counts a training step of a thread between its forward and its backward (or until autograd frees its
+    graph); growth waits for the other threads' steps (``_before_train_step``)."""
+
+    def __init__(self, module):
+        self._module = module
+        self._thread = threading.get_ident()
+        module._inflight[self._thread] = module._inflight.get(self._thread, 0) + 1
+
+    def done(self):
+        m = self._module
+        if m is not None:
+            with m._step_cond:
+                m._inflight[self._thread] -= 1
+                if not m._inflight[self._thread]:
+                    del m._inflight[self._thread]
+                self._module = None
+                m._step_cond.notify_all()
+
+    def __del__(self):
+        self.done()
