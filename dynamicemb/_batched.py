@@ -320,14 +320,6 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         if dev.type == "cuda":
             CHANNEL.ensure_block()  # eagerly, so that errors of compiled steps are seen too
 
-    def __getstate__(self):
-        # copies (deepcopy, pickle) rebuild the table metadata: it holds this module's device addresses, and its
-        # key (the tensors' identities) would match the copy's tensors
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
-        state = dict(state)
-        state["_meta"] = state["_meta_key"] = state["_meta_host"] = None
-        return state
-
     # ------------------------------------------------------------------ construction helpers
     def _make_table(self, i: int, capacity: int) -> ScoredHashTable:
         o = self.options[i]
@@ -669,10 +661,13 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
             self._refused_seen.push(self.refused_count)
 
-    def __getstate__(self):  # a lock neither pickles nor deep-copies
-        d = super().__getstate__()
+    def __getstate__(self):
+        # A lock neither pickles nor deep-copies. Copies (deepcopy, pickle) rebuild the table metadata: it holds
+        # this module's device addresses, and its key (the tensors' identities) would match the copy's tensors.
+        d = dict(super().__getstate__())
         for k in ("_step_lock", "_step_cond", "_inflight"):
             d.pop(k, None)
+        d["_meta"] = d["_meta_key"] = d["_meta_host"] = None
         return d
 
     def __setstate__(self, d):

@@ -397,3 +397,24 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
         torch.testing.assert_close(wb, wa, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(sb, sa, atol=1e-5, rtol=1e-5)
     assert float(graphed.step) == float(eager.step)
+
+
+def test_deepcopy_trains_its_own_tables():
+    """A deep copy of a trained CUDA module trains its own tables: its kernels' table metadata is rebuilt from the
+    copy's tensors (a copied metadata tensor would hold the original's device addresses), and the original's rows
+    stay as they were."""
+    import copy
+
+    tables = [DynamicEmbTableOptions(dim=8, max_capacity=1 << 10) for _ in range(2)]
+    m = BatchedDynamicEmbeddingTables(tables, pooling="sum", optimizer=Adam(lr=0.1), device="cuda")
+    gen = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, 500, (64,), generator=gen).cuda()
+    offsets = torch.arange(0, 65, 8, dtype=torch.int64).cuda()
+    m(ids, offsets).sum().backward()
+    c = copy.deepcopy(m)
+    before = m.get_rows(0, ids[:32])[0].clone()
+    c(ids, offsets).sum().backward()
+    torch.cuda.synchronize()
+    assert torch.equal(m.get_rows(0, ids[:32])[0], before), "training the copy changed the original's rows"
+    assert not torch.equal(c.get_rows(0, ids[:32])[0], before), "the copy's step changed none of its rows"
+    assert c._meta is not None and not torch.equal(c._meta, m._meta)
