@@ -30,6 +30,11 @@ class _HostMirror:
         self._event = None
         self.value: Optional[List[int]] = None
 
+    def __getstate__(self):
+        # copies (deepcopy, pickle) keep the last value read; a copy in flight (a CUDA event, a pinned buffer of
+        # this process) is not theirs
+        return {"_n": self._n, "_host": None, "_event": None, "value": self.value, "_pending": False}
+
     def ready(self) -> bool:
         """Whether a push would start a copy now (none in flight), so the caller can skip building its tensor."""
         return self._event is None or not getattr(self, "_pending", False) or self._event.query()

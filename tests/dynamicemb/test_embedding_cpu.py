@@ -536,3 +536,18 @@ def test_segmented_decision(dims, opt_kw, chunk, want):
                                       optimizer=SGD(lr=0.1, **opt_kw))
     m.backward_chunk = chunk
     assert m._segmented() is want
+
+
+def test_host_mirror_copies_keep_the_value_not_the_copy_in_flight():
+    """A module's host mirrors (sizes, refusals) deep-copy and pickle without their CUDA event and pinned buffer
+    (neither can be copied; a CUDA module's deepcopy failed on them): the copy keeps the last value read."""
+    import copy
+    import pickle
+
+    from dynamicemb._batched_step import _HostMirror
+
+    m = _HostMirror(3)
+    m.push(torch.tensor([4, 5, 6]))
+    m._event, m._host, m._pending = object(), object(), True  # as after a CUDA push whose copy is in flight
+    for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert c.value == [4, 5, 6] and c._event is None and c._host is None and c.ready()
