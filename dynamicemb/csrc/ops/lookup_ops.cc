@@ -42,6 +42,14 @@ void check_psw(const std::optional<Tensor>& psw, int64_t n, const Tensor& ref, c
               ",) (one weight per id), got ", accel::shape_str(*psw));
 }
 
+// ids: a contiguous 1-d int64 / uint64 CUDA tensor (the device every other argument is checked against)
+void check_ids(const Tensor& ids) {
+  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
+              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
+  accel::check_dim(ids, "ids", 1);
+  check_cuda(ids, "ids", ids, ids.scalar_type());
+}
+
 int64_t num_tables_of(const Tensor& meta) {
   ACCEL_CHECK(meta.scalar_type() == ScalarType::Long && meta.is_contiguous() && meta.numel() % kMetaFields == 0,
               "meta: expected a contiguous int64 tensor of num_tables x ", kMetaFields, " fields");
@@ -74,10 +82,7 @@ ScalarType scalar_of(int64_t v) {
 // `lengths_only` it was built from `lengths` by the caller and violations are reported on lengths.
 Tensor lookup_validate(Tensor ids, Tensor offsets, std::optional<Tensor> lengths, std::optional<Tensor> psw,
                        bool lengths_only) {
-  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
-              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
-  accel::check_dim(ids, "ids", 1);
-  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_ids(ids);
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
   accel::check_dim(offsets, "offsets", 1);
   ACCEL_CHECK(offsets.numel() >= 1, "offsets: expected at least 1 entry, got 0");
@@ -139,10 +144,7 @@ int64_t lookup_dedup_set_size(int64_t n) {
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tensor offsets, Tensor feature_table,
                                                                 int64_t batch, Tensor set,
                                                                 std::optional<Tensor> skip) {
-  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
-              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
-  accel::check_dim(ids, "ids", 1);
-  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_ids(ids);
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
   check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
   check_cuda(set, "set", ids, ScalarType::Int);
@@ -372,10 +374,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                        Tensor refused_total) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
-  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
-              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
-  accel::check_dim(ids, "ids", 1);
-  check_cuda(ids, "ids", ids, ids.scalar_type());
+  check_ids(ids);
   check_cuda(meta, "meta", ids, ScalarType::Long);
   check_cuda(offsets, "offsets", ids, ScalarType::Long);
   accel::check_dim(offsets, "offsets", 1);
