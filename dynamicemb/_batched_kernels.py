@@ -260,10 +260,9 @@ class _KernelStep:
         return (self.backward_chunk > 0 and not (mgn is not None and mgn > 0)
                 and self.optimizer.nonfinite != "skip_step" and self.max_dim <= (128 if self._vec4 else 32))
 
-    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None, checks=None):
+    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, checks=None):
         """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
-        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
-        ``skip`` is the torch path's and unused here."""
+        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling."""
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
