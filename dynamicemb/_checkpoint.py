@@ -683,6 +683,18 @@ def _build(path: str, stem: str, info: dict, old: ScoredHashTable, incremental: 
     return t
 
 
+def read_json(path: str, name: str, what: str) -> dict:
+    """Reads ``path/name`` as JSON; a ValueError says ``what`` a missing file means, or why it is corrupt."""
+    f = os.path.join(path, name)
+    if not os.path.exists(f):
+        raise ValueError(f"no {name} in {path!r} ({what})")
+    try:
+        with open(f) as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{f} is corrupt: {e}") from None
+
+
 def load(m, path: str):
     """Loads a ``dump`` of a module with the same layout into ``m``.
 
@@ -696,14 +708,10 @@ def load(m, path: str):
     Example:
         >>> load(m, "/ckpt/step1000"); load(m, "/ckpt/step1100.inc")
     """
-    mf = os.path.join(path, "meta.json")
-    if not os.path.exists(mf):
-        raise ValueError(f"load({path!r}): no meta.json (not a dynamicemb dump)")
     try:
-        with open(mf) as f:
-            meta = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"load({path!r}): meta.json is corrupt: {e}") from None
+        meta = read_json(path, "meta.json", "not a dynamicemb dump")
+    except ValueError as e:
+        raise ValueError(f"load({path!r}): {e}") from None
     errs = _meta_errors(m, meta)
     if errs:
         raise ValueError(f"load({path!r}): checkpoint does not match the module or its meta.json is invalid: "

@@ -33,7 +33,7 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 
-from ._checkpoint import _blank_like, _meta_errors, _read, dump as dump_single
+from ._checkpoint import _blank_like, _meta_errors, _read, dump as dump_single, read_json
 
 __all__ = ["dump_sharded", "load_sharded", "SHARDED_FORMAT_VERSION"]
 
@@ -119,17 +119,6 @@ def _manifest_errors(m, man) -> List[str]:
     return errs
 
 
-def _read_meta(path: str) -> dict:
-    mf = os.path.join(path, "meta.json")
-    if not os.path.exists(mf):
-        raise ValueError(f"missing {mf}")
-    try:
-        with open(mf) as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{mf} is corrupt: {e}") from None
-
-
 def _owned(m, keys: torch.Tensor, table: int) -> torch.Tensor:
     return m.owner_of(keys, table) == m.rank
 
@@ -200,14 +189,7 @@ def load_sharded(m, path: str):
     """Loads a sharded dump written by any number of ranks into ``m`` (a collective; see the module docstring)."""
     err, staged, man = "", [], None
     try:
-        mf = os.path.join(path, "manifest.json")
-        if not os.path.exists(mf):
-            raise ValueError(f"no manifest.json in {path!r} (not a sharded dynamicemb dump, or an unfinished one)")
-        try:
-            with open(mf) as f:
-                man = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"manifest.json is corrupt: {e}") from None
+        man = read_json(path, "manifest.json", "not a sharded dynamicemb dump, or an unfinished one")
         errs = _manifest_errors(m, man)
         if errs:
             raise ValueError("checkpoint does not match the module: " + "; ".join(errs))
@@ -217,7 +199,7 @@ def load_sharded(m, path: str):
         for shard, inner in m.shards.items():
             metas = {}
             for d in dirs:
-                meta = _read_meta(os.path.join(path, d, shard))
+                meta = read_json(os.path.join(path, d, shard), "meta.json", "a shard dump is missing")
                 e = _meta_errors(inner, meta)
                 if e:
                     raise ValueError(f"{d}/{shard}/meta.json: " + "; ".join(e))

@@ -325,10 +325,9 @@ StepArrays step_arrays(const Tensor& ws, const StepLayout& l) {
   return a;
 }
 
-// The CSR's inputs (dedup output, bags, weights) and its parts inside the workspace.
-void bind_csr(BackwardParams& p, const StepArrays& a, char* csr, const int64_t* offsets, int64_t num_bags,
-              const float* psw, int64_t pooling, int64_t n) {
-  const CsrLayout l = csr_layout(n, csr_scaled(psw != nullptr, pooling));
+// The inputs the CSR build and the backward share: the dedup's output, the bags and their weights.
+void bind_inputs(BackwardParams& p, const StepArrays& a, const int64_t* offsets, int64_t num_bags, const float* psw,
+                 int64_t pooling, int64_t n) {
   p.n = n;
   p.inverse = a.inverse;
   p.bag = a.bag;
@@ -336,12 +335,17 @@ void bind_csr(BackwardParams& p, const StepArrays& a, char* csr, const int64_t* 
   p.num_bags = num_bags;
   p.pooling = static_cast<int>(pooling);
   p.psw = psw;
+}
+
+// The CSR's parts inside its workspace (csr_layout's offsets); the scales exist only for a scaled CSR.
+void bind_csr_parts(BackwardParams& p, char* csr, bool scaled, int64_t n) {
+  const CsrLayout l = csr_layout(n, scaled);
   p.seg_keys = reinterpret_cast<int32_t*>(csr + l.keys);
   p.seg_vals = reinterpret_cast<int32_t*>(csr + l.vals);
   p.seg_start = reinterpret_cast<int32_t*>(csr + l.start);
   p.seg_end = p.seg_start + (n + 1);
   p.seg_occ = reinterpret_cast<int2_t*>(csr + l.occ);
-  p.seg_scale = psw != nullptr || pooling == kPoolMean ? reinterpret_cast<float*>(csr + l.scale) : nullptr;
+  p.seg_scale = scaled ? reinterpret_cast<float*>(csr + l.scale) : nullptr;
   p.scan_temp = csr + l.temp;
   p.scan_temp_bytes = static_cast<size_t>(l.temp_bytes);
 }
@@ -452,7 +456,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   SideJoin side;
   if (a.csr) {  // the CSR needs only the dedup
     BackwardParams c{};
-    bind_csr(c, a, a.csr, off_ptr, nb, pw, pooling, n);
+    bind_inputs(c, a, off_ptr, nb, pw, pooling, n);
+    bind_csr_parts(c, a.csr, csr_scaled(pw != nullptr, pooling), n);
     if (flags & kStepOverlap) {
       side.stream = stream;
       side.token = fork_segment_csr(c, stream);
@@ -598,13 +603,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   const StepArrays a = step_arrays(ws, l);
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   BackwardParams p{};
-  p.n = n;
-  p.inverse = a.inverse;
-  p.bag = a.bag;
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.num_bags = offsets.numel() - 1;
-  p.pooling = static_cast<int>(pooling);
-  p.psw = pw;
+  bind_inputs(p, a, static_cast<const int64_t*>(offsets.data_ptr()), offsets.numel() - 1, pw, pooling, n);
   p.meta = meta_ptr(meta);
   p.grad = static_cast<const float*>(grad.data_ptr());
   p.rowp = a.rowp;
@@ -644,7 +643,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
       csr_ws = torch::stable::new_empty(ids, {csr_layout(n, scaled).total / 8}, ScalarType::Long);
       csr = static_cast<char*>(csr_ws.data_ptr());
     }
-    bind_csr(p, a, csr, p.offsets, p.num_bags, pw, pooling, n);
+    bind_csr_parts(p, csr, scaled, n);
     p.seg_chunk = static_cast<int>(seg_chunk);
     p.seg_done = static_cast<int32_t*>(seg.data_ptr());
     if (!a.csr) launch_segment_csr(p, stream);
