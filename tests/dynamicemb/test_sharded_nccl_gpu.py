@@ -2,7 +2,7 @@
 training equal to the single-rank CUDA module fed all ranks' batches for every routing mode, pooling and
 optimizer (the CPU gloo tests' cases, shard_workers.CASES_2 + CASES_3) and with hybrid / caching shards, and N -> M reshards through the sharded
 checkpoint (2 -> 4, 4 -> 2, 8 -> 3, 2 -> 1, 1 -> 2), bit-exact under eviction. The rank bodies are the gloo tests'
-(shard_workers.py); each world size skips cleanly when fewer GPUs are present. NVLink multicast stays off in
+(shard_workers.py); each world size skips cleanly when fewer GPUs are present (the ``gpus(n)`` marker). NVLink multicast stays off in
 every rank (dist_helpers.MULTICAST_OFF)."""
 
 import os
@@ -23,13 +23,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     reason="needs dynamicemb/_C.so, a CUDA device and NCCL")]
 
 # a spawn costs seconds (CUDA context + NCCL communicator per rank); the bounds cover busy hosts
-TIMEOUT = 300
-
-
-def _need_gpus(n):
-    have = torch.cuda.device_count()
-    if have < n:
-        pytest.skip(f"needs {n} GPUs, {have} here")
+TIMEOUT = 180
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +37,18 @@ def _dumps(ckpt_dir, world):
         run_ranks(sw.suite, world, [], ckpt_dir, [], True, backend="nccl", timeout=TIMEOUT)
 
 
-@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("world", [pytest.param(w, marks=pytest.mark.gpus(w), id=f"w{w}") for w in (2, 4, 8)])
 def test_parity_with_single_rank_and_dump(ckpt_dir, world):
     # every case of the CPU tests on this world size, the hybrid and caching shards (a quarter of the rows in HBM),
     # then this world's dumps (the reshard tests load them)
-    _need_gpus(world)
     run_ranks(sw.suite, world, sw.CASES_2 + sw.CASES_3, ckpt_dir, [], True, False, True, backend="nccl",
               timeout=TIMEOUT)  # (cases, dir, loads, write, bad, storage)
 
 
-@pytest.mark.parametrize("src,dst", [(2, 4), (4, 2), (8, 3), (2, 1), (1, 2)], ids=lambda w: str(w))
+@pytest.mark.parametrize("src,dst", [pytest.param(s, d, marks=pytest.mark.gpus(max(s, d)), id=f"{s}to{d}")
+                                     for s, d in ((2, 4), (4, 2), (8, 3), (2, 1), (1, 2))])
 def test_reshard_bit_exact_under_eviction(ckpt_dir, src, dst):
     # rows, optimizer state, scores and admission counts of every routing reload bit-exact on dst ranks; a dump of
     # another routing is refused; one routing trains on equal to one rank trained on both worlds' batches
-    _need_gpus(max(src, dst))
     _dumps(ckpt_dir, src)
     run_ranks(sw.suite, dst, [], ckpt_dir, [src], False, backend="nccl", timeout=TIMEOUT)
