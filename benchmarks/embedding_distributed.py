@@ -1,20 +1,27 @@
 """Sharded dynamic embedding benchmark, weak scaling: ShardedDynamicEmbeddingTables at world 1, 2, 4, 8.
 
-Workload per rank (NVIDIA's published dynamicemb config, as benchmarks/embedding.py): 10 tables x D128 fp32, one
-feature each, 104,857 samples per feature and rank, bags of 1..10 ids (uniform), ids from a power law
-P(k) ~ k^-1.05 over [1, --id-space] per table, scrambled (hot ids are not small integers); global capacity
---capacity slots per table per rank (so each rank holds the same share at every world size). Cases: pooling none
-and sum x SGD and Adam. The ranks are spawned by this script (nccl on GPUs, one per rank; gloo on CPU).
+Workload per rank (benchmarks/embedding.py's, per rank): 10 tables x D128 fp32, one feature each, 104,857 samples
+per feature and rank, bags of 1..10 ids (uniform), ids from a power law P(k) ~ k^-1.05 over [1, --id-space] per
+table, scrambled (hot ids are not small integers); global capacity --capacity slots per table per rank (so each
+rank holds the same share at every world size). ``--preset nvidia``: NVIDIA dynamicemb's published config per
+rank: 10 tables x 104,857 samples of ONE id, power law 1.05 over 1,677,721 ids, 1M slots per table.
+Weak scaling: the id space grows with the world too (--id-space per rank; ``--fixed-id-space`` keeps it global),
+so each owner holds and receives about the same number of ids at every world size.
+Cases: pooling none and sum x SGD and Adam, each "pooling/optimizer[/storage]": storage "hybrid" or "caching"
+keeps --hbm-fraction of each table's rows in HBM (docs/dynamicemb_storage.md), default all in HBM.
+The ranks are spawned by this script (nccl on GPUs, one per rank, NVLink multicast off; gloo on CPU).
 
 Columns (ms, median over --reps steps of the slowest rank, CUDA events on GPU):
     train      forward + backward (with the fused update on the owners) of one step
-    a2a        all_to_alls of the step: split sizes (+ the host sync), ids, rows back, gradients
+    a2a        all_to_alls of the step: split sizes (+ the host sync), ids, rows back, gradients (CUDA events
+               around each; a rank that arrives early waits inside them, so skew between ranks counts here)
     lookup     the owners' shard modules: find_or_insert + row gather (forward), optimizer update (backward)
     local      the rest on the sending rank: dedup + routing, pooling, per-unique gradient sums
     ids/rank   ids per rank and step; uniq = unique (table, id) pairs a rank sends per step
 
 Usage:
     python benchmarks/embedding_distributed.py [--worlds 1,2,4,8] [--quick] [--results FILE] [--plot out.png]
+    python benchmarks/embedding_distributed.py --preset nvidia --cases none/adam/hybrid,none/adam/caching
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from bench_util import parser, provenance, publish, pyplot, save_figure  # noqa:
 from embedding import add_workload_args, make_batch  # noqa: E402  (the single-GPU benchmark's workload)
 
 A2A = ("splits a2a", "ids a2a", "rows a2a", "grads a2a")
+#: NVLink multicast (NVLS) off in every rank (the lent multi-GPU machines require it)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 LOOKUP = ("lookup", "update")
 
 
@@ -55,18 +64,25 @@ def rank_main(rank, world, args, store, result_file):
 
     backend = "nccl" if args.device == "cuda" else "gloo"
     if backend == "nccl":
+        os.environ.update(MULTICAST_OFF)
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     T, B = args.tables, args.batch // args.tables
     gen = torch.Generator().manual_seed(1000 + rank)
-    batches = [make_batch(T, B, args.hotness, args.id_space, args.alpha, gen) for _ in range(4)]
+    space = args.id_space * (1 if args.fixed_id_space else world)
+    batches = [make_batch(T, B, args.hotness, space, args.alpha, gen) for _ in range(4)]
     batches = [(i.to(device), o.to(device)) for i, o in batches]
     rows = []
     for case in args.cases.split(","):
-        pooling, _, opt_name = case.partition("/")
+        pooling, opt_name, storage = parse_case(case)
         opt = de.SGD(lr=0.01) if opt_name == "sgd" else de.Adam(lr=1e-3)
-        tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero")] * T
+        extra = {}
+        if storage != "hbm":  # a global budget: --hbm-fraction of the rows ([embedding | optimizer state], fp32)
+            row_bytes = args.dim * 4 * (3 if opt_name == "adam" else 1)
+            extra = dict(storage=storage, hbm_budget_bytes=int(args.hbm_fraction * args.capacity * world) * row_bytes)
+        tables = [de.DynamicEmbTableOptions(dim=args.dim, max_capacity=args.capacity * world, on_refused="zero",
+                                            **extra)] * T
         m = de.ShardedDynamicEmbeddingTables(tables, pooling=pooling, optimizer=opt, device=device)
         grad = None
         steps, phases = [], []
@@ -97,7 +113,7 @@ def rank_main(rank, world, args, store, result_file):
         ids0, off0 = batches[0]
         tbl = torch.repeat_interleave(torch.arange(T, device=device), (off0[B::B] - off0[:-1:B]))
         uniq = torch.unique(torch.stack([tbl, ids0]), dim=1).shape[1]
-        rows.append((pooling, opt_name, [float(x) for x in r.tolist()], n_ids, uniq))
+        rows.append((pooling, opt_name, storage, [float(x) for x in r.tolist()], n_ids, uniq))
         del m
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -107,25 +123,37 @@ def rank_main(rank, world, args, store, result_file):
     dist.destroy_process_group()
 
 
+def parse_case(case):
+    """"pooling/optimizer[/storage]" -> (pooling, optimizer, storage)."""
+    parts = case.split("/")
+    if len(parts) not in (2, 3) or parts[0] not in ("none", "sum", "mean") or parts[1] not in ("sgd", "adam") or (
+            len(parts) == 3 and parts[2] not in ("hbm", "hybrid", "caching")):
+        raise SystemExit(f"--cases: expected pooling/optimizer[/storage] (none|sum|mean / sgd|adam / "
+                         f"hbm|hybrid|caching), got {case!r}")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else "hbm"
+
+
 def markdown_table(results, args, hw):
     """The table of all world sizes (rows as rank_main leaves them), headed by the workload."""
     T = args.tables
     lines = [
         f"### dynamicemb sharded embedding, weak scaling, on {hw}",
         "",
-        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 gradients on the wire), {args.batch // T} samples x {T} "
-        f"features, hotness 1..{args.hotness}, power law alpha={args.alpha} over {args.id_space} ids, "
-        f"{args.capacity} slots/table/rank, routing hash. Times in ms per step (median of {args.reps}, slowest "
-        f"rank); a2a = all_to_alls incl. the split-size sync, lookup = owners' find_or_insert + update, local = "
-        f"dedup, pooling, gradient sums.",
+        f"Per rank: {T} tables x D={args.dim} fp32 rows (fp32 rows and gradients on the wire, int64 ids), "
+        f"{args.batch // T} samples x {T} features, hotness 1..{args.hotness}, power law alpha={args.alpha} over "
+        f"{args.id_space} ids{' (global)' if args.fixed_id_space else ' per rank (x world)'}, {args.capacity} "
+        f"slots/table/rank, routing hash; storage hybrid/caching: {args.hbm_fraction:.0%} of the rows in HBM. "
+        f"Times in ms per step (median of {args.reps}, slowest rank); a2a = all_to_alls incl. the split-size sync, "
+        f"lookup = owners' find_or_insert + update, local = dedup, pooling, gradient sums.",
         "",
-        "| world | pooling | optimizer | train | a2a | lookup | local | ids/rank | uniq/rank |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+        "| world | pooling | optimizer | storage | train (ms) | a2a (ms) | lookup (ms) | local (ms) | ids/rank | "
+        "uniq/rank |",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for w, rows in results.items():
-        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in rows:
-            lines.append(f"| {w} | {pooling} | {opt_name} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | {local:.3f} | "
-                         f"{n_ids} | {uniq} |")
+        for pooling, opt_name, storage, (train, a2a, lookup, local), n_ids, uniq in rows:
+            lines.append(f"| {w} | {pooling} | {opt_name} | {storage} | {train:.3f} | {a2a:.3f} | {lookup:.3f} | "
+                         f"{local:.3f} | {n_ids} | {uniq} |")
     return "\n".join(lines) + "\n"
 
 
@@ -135,11 +163,12 @@ def plot(results, path, hw):
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
-    cases = [(r[0], r[1]) for r in next(iter(results.values()))]
-    for i, (pooling, opt_name) in enumerate(cases):
+    cases = [r[:3] for r in next(iter(results.values()))]
+    for i, (pooling, opt_name, storage) in enumerate(cases):
         ws = sorted(results)
-        ax.plot(ws, [results[w][i][2][0] for w in ws], "o-", label=f"{pooling}/{opt_name} train")
-        ax.plot(ws, [results[w][i][2][1] for w in ws], "x--", label=f"{pooling}/{opt_name} a2a")
+        name = f"{pooling}/{opt_name}" + ("" if storage == "hbm" else f"/{storage}")
+        ax.plot(ws, [results[w][i][3][0] for w in ws], "o-", label=f"{name} train")
+        ax.plot(ws, [results[w][i][3][1] for w in ws], "x--", label=f"{name} a2a")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("world size (ranks)")
     ax.set_ylabel("ms per step")
@@ -153,10 +182,23 @@ def main(argv=None):
     p.add_argument("--worlds", default="1,2,4,8", help="world sizes (default 1,2,4,8; sizes above the GPU count "
                                                          "are skipped on GPUs)")
     add_workload_args(p, per_rank=True)
-    p.add_argument("--cases", default="none/sgd,none/adam,sum/sgd,sum/adam")
+    p.add_argument("--cases", default="none/sgd,none/adam,sum/sgd,sum/adam",
+                   help="comma-separated pooling/optimizer[/storage] (storage: hbm (default), hybrid, caching)")
+    p.add_argument("--preset", choices=["default", "nvidia"], default="default",
+                   help="nvidia: NVIDIA dynamicemb's published config per rank (10 tables x 104,857 samples of one "
+                        "id, power law 1.05 over 1,677,721 ids, 1M slots per table)")
+    p.add_argument("--hbm-fraction", type=float, default=0.25,
+                   help="share of each table's rows in HBM for the hybrid/caching cases (default 0.25)")
+    p.add_argument("--fixed-id-space", action="store_true",
+                   help="one id space for all world sizes (default: --id-space per rank, growing with the world)")
     p.add_argument("--results", help="append the markdown table (with commit and command) to this file")
     p.add_argument("--plot", help="write a PNG plot of step time vs world size here (needs matplotlib)")
     args = p.parse_args(argv)
+    if args.preset == "nvidia":
+        args.tables, args.batch, args.hotness, args.dim, args.alpha = 10, 1_048_570, 1, 128, 1.05
+        args.id_space, args.capacity = 1_677_721, 1 << 20
+    for c in args.cases.split(","):
+        parse_case(c)
     if args.quick:
         args.batch, args.capacity, args.id_space, args.warmup, args.reps = 2_000, 1 << 14, 100_000, 2, 3
     worlds = [int(w) for w in args.worlds.split(",")]
@@ -166,6 +208,8 @@ def main(argv=None):
         worlds = [w for w in worlds if w <= have]
         if skipped:
             print(f"skipping world sizes {skipped}: {have} GPU(s) here", flush=True)
+    if args.device == "cuda":
+        os.environ.update(MULTICAST_OFF)  # inherited by the spawned ranks (which set it again)
     results = {}
     for w in worlds:
         with tempfile.TemporaryDirectory() as tmp:
@@ -173,10 +217,11 @@ def main(argv=None):
             mp.start_processes(rank_main, args=(w, args, os.path.join(tmp, "store"), out), nprocs=w,
                                start_method="spawn")
             results[w] = torch.load(out)
-        for pooling, opt_name, (train, a2a, lookup, local), n_ids, uniq in results[w]:
-            print(f"world {w} {pooling:4s} {opt_name:4s} train {train:.3f} a2a {a2a:.3f} lookup {lookup:.3f} "
+        for pooling, opt_name, storage, (train, a2a, lookup, local), n_ids, uniq in results[w]:
+            print(f"world {w} {pooling:4s} {opt_name:4s} {storage:7s} train {train:.3f} a2a {a2a:.3f} lookup {lookup:.3f} "
                   f"local {local:.3f} ms", flush=True)
-    hw = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU ({os.cpu_count()} cores), gloo"
+    hw = (f"{torch.cuda.get_device_name(0)} (one per rank, nccl)" if args.device == "cuda"
+          else f"CPU ({os.cpu_count()} cores), gloo")
     publish(markdown_table(results, args, hw), args.results, provenance(argv))
     if args.plot:
         plot(results, args.plot, hw)

@@ -19,7 +19,8 @@ Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by t
 all ranks before the update, the norm all-reduced over ranks (one all_reduce of a scalar), so the semantics equal
 the single-rank module fed the concatenation of all ranks' batches. Capacities of the options are global: each
 rank stores ``ceil(capacity / (W * bucket)) * bucket`` slots per table; initializer bounds default from the global
-``max_capacity`` (the rows of a new id equal the single-rank module's).
+``max_capacity`` (the rows of a new id equal the single-rank module's). The storage mode (hbm / hybrid / caching)
+applies to every rank's shard; a table's ``hbm_budget_bytes`` is global too (each rank's shard gets budget // W).
 
 Host syncs per step: the split sizes (one ``.tolist()`` after the counts' all_to_all), plus one for the
 occurrence counts of admission tables and one error-flag all_reduce when a table has ``on_refused="error"``.
@@ -59,8 +60,11 @@ def shard_options(o: DynamicEmbTableOptions, world: int) -> DynamicEmbTableOptio
     bc = o.bucket_capacity
     mc = _shard_capacity(o.max_capacity, world, bc)
     ic = None if o.init_capacity is None else min(mc, _shard_capacity(o.init_capacity, world, bc))
+    # the HBM budget of a hybrid/caching table is global too: each rank keeps its share
+    hb = None if o.hbm_budget_bytes is None else o.hbm_budget_bytes // world
     return dataclasses.replace(
         o, max_capacity=mc, init_capacity=ic, admission_capacity=_shard_capacity(o.admission_capacity, world, bc),
+        hbm_budget_bytes=hb,
         # resolved against the global capacity, so default bounds and new rows equal the unsharded table's
         initializer=o.initializer.resolved(o.max_capacity, "initializer"),
         eval_initializer=o.eval_initializer.resolved(o.max_capacity, "eval_initializer"),

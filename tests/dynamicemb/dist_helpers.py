@@ -1,4 +1,5 @@
-"""Helpers of the multi-process tests: spawn ranks (gloo, a file store, bounded time), global/local batches.
+"""Helpers of the multi-process tests: spawn ranks (gloo on CPU, or nccl with one GPU per rank; a file store,
+bounded time), global/local batches.
 
 Workers are plain functions of this module, so spawned children import them by name (pytest's importlib mode
 does not put the test files on sys.path; the spawn's preparation data carries this directory on it).
@@ -15,9 +16,23 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _entry(rank, world, fn, args, store, errdir):
+#: NVLink multicast (NVLS) stays off in every process that runs NCCL here (the lent machines require it)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def rank_device() -> torch.device:
+    """The device of this rank's tensors: its GPU under nccl, the CPU under gloo."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _entry(rank, world, fn, args, store, errdir, backend):
     try:
-        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+        if backend == "nccl":
+            os.environ.update(MULTICAST_OFF)  # before NCCL initializes in this process
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=60))
         torch.set_num_threads(1)
         fn(rank, world, *args)
@@ -29,12 +44,15 @@ def _entry(rank, world, fn, args, store, errdir):
         raise
 
 
-def run_ranks(fn, world, *args, timeout=150):
-    """Runs ``fn(rank, world, *args)`` on ``world`` spawned gloo ranks; raises AssertionError with the failing
-    ranks' tracebacks (or on timeout, killing the ranks)."""
+def run_ranks(fn, world, *args, timeout=150, backend="gloo"):
+    """Runs ``fn(rank, world, *args)`` on ``world`` spawned ranks (``backend`` "gloo": CPU tensors; "nccl": rank r
+    on GPU r, NVLink multicast off); raises AssertionError with the failing ranks' tracebacks (or on timeout,
+    killing the ranks)."""
+    if backend == "nccl":
+        os.environ.update(MULTICAST_OFF)  # the children inherit it (and set it again before their NCCL init)
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
-        ctx = mp.start_processes(_entry, args=(world, fn, args, store, tmp), nprocs=world, join=False,
+        ctx = mp.start_processes(_entry, args=(world, fn, args, store, tmp, backend), nprocs=world, join=False,
                                  start_method="spawn")
         deadline = time.time() + timeout
         try:

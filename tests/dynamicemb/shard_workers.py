@@ -1,10 +1,12 @@
-"""Rank bodies of the sharded tests (run by dist_helpers.run_ranks in spawned processes)."""
+"""Rank bodies of the sharded tests (run by dist_helpers.run_ranks in spawned processes): gloo ranks on the CPU
+(test_sharded_cpu.py) and nccl ranks with one GPU each (test_sharded_nccl_gpu.py) run the same bodies; tensors
+live on ``rank_device()`` and the single-rank reference runs on the same device."""
 
 import torch
 import torch.distributed as dist
 
 import dynamicemb as de
-from dist_helpers import global_batch, table_rows
+from dist_helpers import global_batch, rank_device, table_rows
 
 V = 50
 
@@ -14,9 +16,34 @@ def make_opt(name, **kw):
             "rowwise": de.RowWiseAdagrad(lr=0.2, **kw)}[name]
 
 
+def _tol():
+    # CPU: both modules run the same torch ops (exact up to fp32 rounding of equal sums); CUDA: the reference pools
+    # and sums gradients in fused kernels, in another order than the sharded module's torch ops
+    return dict(rtol=1e-6, atol=1e-6) if rank_device().type == "cpu" else dict(rtol=1e-5, atol=1e-5)
+
+
+# (routing, pooling, optimizer, mixed dims), extras: every routing, pooling and optimizer at least once; clipping,
+# per-sample weights, admission and each score policy among them (test_sharded_cpu.py runs CASES_2 on 2 ranks and
+# CASES_3 on 3; the NCCL tests run both lists on every world size)
+CASES_2 = [
+    (("hash", "sum", "adam", True), dict(clip=True, weighted=True)),
+    (("roundrobin", "mean", "adam", True), dict(empty_step=True, steps=4)),
+    (("continuous", "none", "rowwise", False), dict()),
+    (("hash", "none", "adagrad", False), dict(admission=2, policy="lfu", uint64=True)),
+    (("roundrobin", "sum", "adagrad", False), dict(policy="epoch_lfu")),
+    (("continuous", "sum", "sgd", True), dict(admission=3, clip=True, policy="epoch_lru")),
+]
+CASES_3 = [
+    (("hash", "sum", "rowwise", True), dict(clip=True)),
+    (("roundrobin", "none", "adam", False), dict(admission=2)),
+    (("continuous", "mean", "sgd", False), dict(weighted=False)),
+]
+
+
 def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, clip=False, weighted=False,
                  admission=0, policy="lru", empty_step=False, uint64=False):
     """A sharded module and the single-rank module fed all ranks' batches train to the same outputs and rows."""
+    dev, tol = rank_device(), _tol()
     dims = [8, 4, 8] if mixed_dims and pooling != "none" else [8, 8, 8]
     fmap = [0, 1, 2, 0]
     F, B = len(fmap), 3
@@ -28,27 +55,32 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
     # the reference sees the global capacity on one rank (no eviction either way)
     # uint64: ids 2**63 + 3 + k (the top bit set, just past the reserved keys)
     kd = dict(key_dtype=torch.uint64) if uint64 else {}
-    ref = de.BatchedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw), **kd)
+    ref = de.BatchedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw),
+                                           device=dev, **kd)
     sh = de.ShardedDynamicEmbeddingTables(opts, fmap, pooling=pooling, optimizer=make_opt(opt_name, **kw),
-                                          routing=routing, key_space=V, **kd)
+                                          routing=routing, key_space=V, device=dev, **kd)
 
     def keys(x):
         return (x + (-(2**63) + 3)).view(torch.uint64) if uint64 else x
+
+    def on_dev(*ts):
+        return [None if t is None else t.to(dev) for t in ts]
 
     gen = torch.Generator().manual_seed(1234)
     for step in range(steps):
         # empty_step: in step 1 rank 0 has no ids and table 1 none anywhere (its shard modules see no ids)
         empty = dict(empty_features=[1], empty_rank=0) if empty_step and step == 1 else {}
         ids, off, w, locs = global_batch(gen, F, world, B, V, weighted=weighted, **empty)
-        lid, loff, lw, gpos = locs[rank]
+        ids, off, w = on_dev(ids, off, w)
+        lid, loff, lw, gpos = on_dev(*locs[rank])
         out_ref = ref(keys(ids), off, per_sample_weights=w)
         out = sh(keys(lid), loff, per_sample_weights=lw)
-        R = torch.randn(out_ref.shape, generator=gen)
+        R = torch.randn(out_ref.shape, generator=gen).to(dev)
         if pooling == "none":
             want, Rl = out_ref[gpos], R[gpos]
         else:
             want, Rl = out_ref[rank * B:(rank + 1) * B], R[rank * B:(rank + 1) * B]
-        torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6, msg=lambda m: f"step {step} rank {rank}: {m}")
+        torch.testing.assert_close(out, want, **tol, msg=lambda m: f"step {step} rank {rank}: {m}")
         (out_ref * R).sum().backward()
         (out * Rl).sum().backward()
     # rows (embedding + optimizer state) of every key this rank owns equal the reference's; all keys are owned
@@ -57,23 +89,25 @@ def train_parity(rank, world, routing, pooling, opt_name, mixed_dims, steps=3, c
         m, lt = sh.local_table(t)
         mine = table_rows(m.tables[lt])
         theirs = table_rows(ref.tables[t])
-        owner = sh.owner_of(torch.tensor(sorted(theirs), dtype=torch.int64).view(sh.key_dtype), t)
+        owner = sh.owner_of(torch.tensor(sorted(theirs), dtype=torch.int64, device=dev).view(sh.key_dtype), t)
         owned = {k for k, o in zip(sorted(theirs), owner.tolist()) if o == rank}
         assert set(mine) == owned, f"table {t} rank {rank}: keys differ"
-        for k in owned:
-            torch.testing.assert_close(torch.tensor(mine[k][0]), torch.tensor(theirs[k][0]), rtol=1e-6, atol=1e-6)
+        k = sorted(owned)
+        torch.testing.assert_close(torch.tensor([mine[x][0] for x in k]), torch.tensor([theirs[x][0] for x in k]),
+                                   **tol, msg=lambda m: f"table {t} rank {rank}: {m}")
         n_local += len(mine)
-    total = torch.tensor([n_local])
+    total = torch.tensor([n_local], device=dev)
     dist.all_reduce(total)
     assert int(total) == sum(ref.sizes()), (int(total), ref.sizes())
     # eval: missing ids read the eval initializer, nothing inserted
     sh.eval(); ref.eval()
     ids, off, w, locs = global_batch(gen, F, world, B, V + 20, weighted=weighted)
-    lid, loff, lw, gpos = locs[rank]
+    ids, off, w = on_dev(ids, off, w)
+    lid, loff, lw, gpos = on_dev(*locs[rank])
     out_ref = ref(keys(ids), off, per_sample_weights=w)
     out = sh(keys(lid), loff, per_sample_weights=lw)
     want = out_ref[gpos] if pooling == "none" else out_ref[rank * B:(rank + 1) * B]
-    torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out, want, **tol)
 
 
 def parity_cases(rank, world, cases):
@@ -87,8 +121,20 @@ def parity_cases(rank, world, cases):
 
 # ---------------------------------------------------------------------- checkpoints across world sizes
 ROUTINGS = ("hash", "roundrobin", "continuous")
-CK_STEPS, CK_B = 3, 4
+CK_STEPS = 3
 CK_FMAP = [0, 1, 1]
+EVICT_CAP = 32  # global slots per table of the "evict" writers: one bucket of 16 per rank from 2 ranks on
+CK_IDS, CK_SAMPLES, CK_WIDTH = 192, 128, 8 + 4 + 4  # ids per table, samples per step (all ranks), output width
+# the routing whose training goes on after a load (world, load_from) -> routing; the others: "continuous"
+CLEAN_ROUTING = {(3, 2): "hash", (2, 3): "roundrobin", (4, 2): "hash", (2, 4): "roundrobin", (1, 2): "hash"}
+
+
+def ck_shape(world):
+    """(ids per table, samples per rank) of the checkpoint tests' batches: CK_SAMPLES samples per step split over
+    the ranks, so each of the CK_IDS ids of a table occurs ~3 (table a) and ~6 (table b) times in the 3 steps and
+    most pass admission (2): ~150-190 ids per table reach EVICT_CAP slots (at most 16 per rank, 32 on one rank)
+    at every world size up to 8, and the "evict" tables overflow."""
+    return CK_IDS, CK_SAMPLES // world
 
 
 def _ck_opts(cap, policy="lfu", admission=0):
@@ -98,40 +144,50 @@ def _ck_opts(cap, policy="lfu", admission=0):
             for i, d in enumerate((8, 4))]
 
 
-def _ck_module(kind, routing, world, cap_scale=1):
-    # "evict": 2 buckets per table over all ranks for 50 ids (evictions), admission counts too;
-    # "clean": room for every id (training parity with one rank across the reshard)
+def _ck_module(kind, routing, world, loading=False):
+    # "evict": EVICT_CAP slots per table over all ranks (evictions), admission counts too; a loading module has
+    # room for every dumped row (1024 slots: at most 16 per writer rank and table, 128 over 8 ranks); "clean": room
+    # for every id (1024 slots per rank for CK_IDS ids, so no bucket overflows: training parity with one rank
+    # across the reshard)
     if kind == "evict":
-        opts = _ck_opts(32 * cap_scale * 4, policy="lfu", admission=2)
-        opts = [__import__("dataclasses").replace(o, max_capacity=32 * cap_scale) for o in opts]
+        opts = _ck_opts(1024 if loading else EVICT_CAP, policy="lfu", admission=2)
     else:
-        opts = _ck_opts(256 * world, policy="lru")
+        opts = _ck_opts(1024 * world * (4 if loading else 1), policy="lru")
     return opts, de.ShardedDynamicEmbeddingTables(opts, CK_FMAP, pooling="sum", optimizer=de.Adam(lr=0.05),
-                                                  routing=routing, key_space=V, table_names=["a", "b"])
+                                                  routing=routing, key_space=CK_IDS, table_names=["a", "b"],
+                                                  device=rank_device())
+
+
+def _ck_batch(world, step):
+    """The global batch of a step (fixed by the step) and the upstream gradient of each rank's bags."""
+    nv, b = ck_shape(world)
+    _, _, _, locs = global_batch(torch.Generator().manual_seed(777 + step), len(CK_FMAP), world, b, nv)
+    R = [torch.randn(b, CK_WIDTH, generator=torch.Generator().manual_seed(r * 1000 + step)) for r in range(world)]
+    return locs, R
 
 
 def _ck_train(m, rank, world, first_step, steps):
+    dev = rank_device()
     for s in range(first_step, first_step + steps):
-        gen = torch.Generator().manual_seed(777 + s)
-        _, _, _, locs = global_batch(gen, len(CK_FMAP), world, CK_B, V)
+        locs, R = _ck_batch(world, s)
         lid, loff, _, _ = locs[rank]
-        out = m(lid, loff)
-        (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(rank * 1000 + s))).sum().backward()
+        out = m(lid.to(dev), loff.to(dev))
+        (out * R[rank].to(dev)).sum().backward()
 
 
 def _reference(worlds_steps):
     """The single-rank module trained on the global batches of the phases [(world, steps), ...]."""
+    dev = rank_device()
     opts = _ck_opts(4096, policy="lru")
-    ref = de.BatchedDynamicEmbeddingTables(opts, CK_FMAP, pooling="sum", optimizer=de.Adam(lr=0.05))
+    ref = de.BatchedDynamicEmbeddingTables(opts, CK_FMAP, pooling="sum", optimizer=de.Adam(lr=0.05), device=dev)
     s = 0
     for world, steps in worlds_steps:
+        nv, b = ck_shape(world)
         for _ in range(steps):
-            gen = torch.Generator().manual_seed(777 + s)
-            ids, off, _, _ = global_batch(gen, len(CK_FMAP), world, CK_B, V)
-            out = ref(ids, off)
-            R = torch.cat([torch.randn(CK_B, out.shape[1], generator=torch.Generator().manual_seed(r * 1000 + s))
-                           for r in range(world)])
-            (out * R).sum().backward()
+            ids, off, _, _ = global_batch(torch.Generator().manual_seed(777 + s), len(CK_FMAP), world, b, nv)
+            _, R = _ck_batch(world, s)
+            out = ref(ids.to(dev), off.to(dev))
+            (out * torch.cat(R).to(dev)).sum().backward()
             s += 1
     return ref
 
@@ -149,25 +205,36 @@ def _shard_rows(m):
     return rows
 
 
+def _owned(m, rows, rank):
+    """The entries of ``rows`` ({(kind, table, key): ...}) whose key this rank owns under m's routing."""
+    out = {}
+    for t in range(len(m.options)):
+        ks = [k for k in rows if k[1] == t]
+        if ks:
+            owner = m.owner_of(torch.tensor([k[2] for k in ks], dtype=torch.int64, device=m.device), t).tolist()
+            out.update({k: rows[k] for k, o in zip(ks, owner) if o == rank})
+    return out
+
+
 def ck_phase(rank, world, tmp, load_from, write):
     """Loads the dumps of world ``load_from`` (if any) and checks them, then trains and dumps (if ``write``)."""
     import os
 
+    dev = rank_device()
     for routing in ROUTINGS:
         # bit-exact reloads under eviction for every routing; training on after the reshard for one routing per
-        # load (2 -> 3 hash, 3 -> 2 roundrobin, 1 -> 2 continuous), which keeps the test to seconds
-        check_clean = routing == {(3, 2): "hash", (2, 3): "roundrobin"}.get((world, load_from), "continuous")
+        # load (CLEAN_ROUTING), which keeps the test to seconds
+        check_clean = routing == CLEAN_ROUTING.get((world, load_from), "continuous")
         for kind in ("evict", "clean"):
             if load_from and (kind == "evict" or check_clean):
-                opts, m = _ck_module(kind, routing, world, cap_scale=4)
+                opts, m = _ck_module(kind, routing, world, loading=True)
                 src = os.path.join(tmp, routing, kind, f"w{load_from}")
                 m.load(src)
                 # bit-exact: this rank holds exactly the dumped rows it owns now (rows, optimizer state, scores)
                 union = {}
                 for r in range(load_from):
                     union.update(torch.load(os.path.join(src, f"rows{r}.pt")))
-                want = {k: v for k, v in union.items()
-                        if int(m.owner_of(torch.tensor([k[2]]), k[1])[0]) == rank}
+                want = _owned(m, union, rank)
                 got = _shard_rows(m)
                 assert got == want, f"{routing}/{kind} {load_from}->{world} rank {rank}: {len(got)} vs {len(want)}"
                 # a dump of another routing mode is refused on every rank, changing nothing
@@ -184,9 +251,10 @@ def ck_phase(rank, world, tmp, load_from, write):
                     for t in range(2):
                         inner, i = m.local_table(t)
                         mine, theirs = table_rows(inner.tables[i]), table_rows(ref.tables[t])
-                        for k, (row, _) in mine.items():
-                            torch.testing.assert_close(torch.tensor(row), torch.tensor(theirs[k][0]), rtol=1e-6,
-                                                       atol=1e-6, msg=lambda e: f"{routing} {load_from}->{world}: {e}")
+                        k = sorted(mine)
+                        torch.testing.assert_close(
+                            torch.tensor([mine[x][0] for x in k]), torch.tensor([theirs[x][0] for x in k]), **_tol(),
+                            msg=lambda e: f"{routing} {load_from}->{world}: {e}")
             if write:  # a fresh module, trained from scratch on this world's batches
                 opts, m = _ck_module(kind, routing, world)
                 _ck_train(m, rank, world, 0, CK_STEPS)
@@ -194,9 +262,40 @@ def ck_phase(rank, world, tmp, load_from, write):
                 m.dump(dst)
                 torch.save(_shard_rows(m), os.path.join(dst, f"rows{rank}.pt"))
                 if kind == "evict":
-                    n = torch.tensor([sum(m.local_sizes())])
-                    dist.all_reduce(n)
-                    assert int(n) < 2 * V, "expected evictions in the 'evict' case"
+                    # more ids than slots reached the tables: some rank's table of 2 features is full
+                    inner, i = m.local_table(1)
+                    cap = inner.tables[i].capacity()
+                    full = torch.tensor([int(m.local_sizes()[1] == cap)], device=dev)
+                    dist.all_reduce(full)
+                    assert int(full) > 0, "expected evictions in the 'evict' case (a full table on some rank)"
+
+
+# ---------------------------------------------------------------------- storage modes
+def storage_parity(rank, world):
+    """Hybrid and caching shards (a global HBM budget of 1/4 of the rows, split over the ranks) train as the
+    single-rank all-HBM module fed all ranks' batches."""
+    import dataclasses
+
+    dev, tol, D, B = rank_device(), _tol(), 16, 64
+    base = de.DynamicEmbTableOptions(dim=D, max_capacity=4096, bucket_capacity=16,
+                                     initializer=de.DynamicEmbInitializer("uniform", seed=1))
+    row_bytes = D * 4 * 3  # fp32 [embedding | Adam m | Adam v]
+    for storage in ("hybrid", "caching"):
+        opts = [dataclasses.replace(base, storage=storage, hbm_budget_bytes=1024 * row_bytes)] * 2
+        ref = de.BatchedDynamicEmbeddingTables([base] * 2, pooling="sum", optimizer=de.Adam(lr=0.05), device=dev)
+        sh = de.ShardedDynamicEmbeddingTables(opts, pooling="sum", optimizer=de.Adam(lr=0.05), device=dev)
+        hbm_rows = sh.shards[f"dim{D}"]._hbm_rows
+        assert hbm_rows == [1024 // world] * 2, (storage, hbm_rows)  # each rank's share of the global budget
+        gen = torch.Generator().manual_seed(3)
+        for step in range(4):
+            ids, off, _, locs = global_batch(gen, 2, world, B, 3000)
+            lid, loff = locs[rank][0].to(dev), locs[rank][1].to(dev)
+            a, b = ref(ids.to(dev), off.to(dev)), sh(lid, loff)
+            mine = slice(rank * B, (rank + 1) * B)
+            torch.testing.assert_close(b, a[mine], **tol, msg=lambda m: f"{storage} step {step}: {m}")
+            R = torch.randn(a.shape, generator=gen).to(dev)
+            (a * R).sum().backward()
+            (b * R[mine]).sum().backward()
 
 
 # ---------------------------------------------------------------------- bad input
@@ -358,10 +457,13 @@ def dmp_model(rank, world, tmp):
 
 
 # ---------------------------------------------------------------------- suites: several checks per spawn
-def suite(rank, world, cases, tmp, loads, write, bad=False):
+def suite(rank, world, cases, tmp, loads, write, bad=False, storage=False):
     """Parity ``cases``, then the checkpoints of the worlds in ``loads`` (1 -> W etc.), then (``write``) this
-    world's dumps for a later suite; ``bad``: the bad-input checks. One spawn (seconds of start-up) for all."""
+    world's dumps for a later suite; ``bad``: the bad-input checks; ``storage``: the hybrid/caching shards. One
+    spawn (seconds of start-up) for all."""
     parity_cases(rank, world, cases)
+    if storage:
+        storage_parity(rank, world)
     if bad:
         bad_input(rank, world)
     for src in loads:

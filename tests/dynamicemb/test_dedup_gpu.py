@@ -1,8 +1,9 @@
 """The per-step id dedup op (torch.ops.dynamicemb.lookup_dedup, csrc/lookup/dedup_kernels.cu) on a CUDA device
 against a CPU reference (torch.unique over (table, id), torch.searchsorted for the bags): exact uniques, inverse,
 count and bags for repeats, all-distinct ids in a full set, one id repeated everywhere, the same id in several
-tables, ids crafted to share one home slot, reserved ids, ids outside the offsets, many empty bags, one huge
-bag, and a set reused with leftovers of another step."""
+tables, ids crafted to share one home slot, the ids one rank owns under the hash routing spread over the set,
+reserved ids, ids outside the offsets, many empty bags, one huge bag, and a set reused with leftovers of another
+step."""
 
 import pytest
 import torch
@@ -112,7 +113,7 @@ def test_dedup_adversarial_same_home_slot():
     m = 3000
     keys = []
     for t in range(2):
-        salt = (0x9E3779B97F4A7C15 * (t + 1)) & M64
+        salt = (0xD6E8FEB86659FD93 * (t + 1)) & M64  # dedup_kernels.cu kSetSalt
         for j in range(m):
             k = _inv_mix64(j) ^ salt
             keys.append(k - (1 << 64) if k >= 1 << 63 else k)
@@ -125,6 +126,30 @@ def test_dedup_adversarial_same_home_slot():
     check(ids, uniform_offsets(n, 2 * 100, gen), torch.tensor([0, 1], dtype=torch.int32), 100)
     # and the same keys with a set exactly as large as the id count
     check(ids, uniform_offsets(n, 2 * 100, gen), torch.tensor([1, 0], dtype=torch.int32), 100, set_entries=n)
+
+
+@pytest.mark.parametrize("table", [0, 3])
+def test_dedup_set_spreads_the_ids_of_one_rank(table):
+    """The ids that rank 0 of 8 owns under the "hash" routing (dynamicemb.route_keys, the sharded module's owner
+    rule) spread over the whole set: the set's table salt is not the routing's. With the same salt those ids share
+    the top bits of the set's hash, pile into one eighth of the set and form one probe run about as long as the
+    uniques (the sharded step's lookup ran 200x slower at 2 ranks)."""
+    import dynamicemb as de
+
+    gen = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, 1 << 40, (400_000,), generator=gen)
+    ids = torch.unique(ids[de.route_keys(ids, 8, "hash", table=table) == 0])
+    ids = ids[torch.randperm(ids.numel(), generator=gen)]
+    n = ids.numel()
+    set_tensor = torch.empty(torch.ops.dynamicemb.lookup_dedup_set_size(n), dtype=torch.int32, device="cuda")
+    _, c = check(ids, torch.tensor([0, n]), torch.tensor([table], dtype=torch.int32), 1, set_tensor=set_tensor)
+    assert c == n
+    claimed = torch.cat([torch.zeros(1, dtype=torch.int8), (set_tensor != -1).to(torch.int8).cpu(),
+                         torch.zeros(1, dtype=torch.int8)])  # FREE slots read -1 (0xffffffff)
+    edges = torch.nonzero(torch.diff(claimed)).flatten()
+    longest = int((edges[1::2] - edges[0::2]).max())
+    # spread: the longest run of claimed slots is a few hundred at this load (0.8); piled up: about n
+    assert longest < n // 10, (longest, n)
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.uint64])

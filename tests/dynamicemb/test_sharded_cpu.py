@@ -91,21 +91,7 @@ def test_needs_process_group():
 
 
 # ---------------------------------------------------------------------- training parity with one rank
-# (routing, pooling, optimizer, mixed dims), extras: every routing, pooling and optimizer at least once; clipping,
-# per-sample weights, admission and each score policy among them
-CASES_2 = [
-    (("hash", "sum", "adam", True), dict(clip=True, weighted=True)),
-    (("roundrobin", "mean", "adam", True), dict(empty_step=True, steps=4)),
-    (("continuous", "none", "rowwise", False), dict()),
-    (("hash", "none", "adagrad", False), dict(admission=2, policy="lfu", uint64=True)),
-    (("roundrobin", "sum", "adagrad", False), dict(policy="epoch_lfu")),
-    (("continuous", "sum", "sgd", True), dict(admission=3, clip=True, policy="epoch_lru")),
-]
-CASES_3 = [
-    (("hash", "sum", "rowwise", True), dict(clip=True)),
-    (("roundrobin", "none", "adam", False), dict(admission=2)),
-    (("continuous", "mean", "sgd", False), dict(weighted=False)),
-]
+CASES_2, CASES_3 = sw.CASES_2, sw.CASES_3  # every routing, pooling and optimizer (shared with the NCCL tests)
 
 
 # The ranks of one world size are spawned once (start-up costs seconds on busy cores) and run several checks; the
@@ -124,8 +110,8 @@ def _need(ckpt_dir, world):
         pytest.skip(f"needs the dumps of world {world} written by an earlier test of this file (run it whole)")
 
 
-def test_two_ranks_parity_bad_input_and_dump(ckpt_dir):
-    run_ranks(sw.suite, 2, CASES_2, ckpt_dir, [], True, True)
+def test_two_ranks_parity_storage_bad_input_and_dump(ckpt_dir):
+    run_ranks(sw.suite, 2, CASES_2, ckpt_dir, [], True, True, True)
 
 
 def test_one_rank_dump(ckpt_dir):

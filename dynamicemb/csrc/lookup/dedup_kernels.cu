@@ -109,6 +109,10 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
 // offsets) a key match at a position inside the prober's own feature needs no search. Else every search reads
 // the bounds from offsets (the same function either way).
 constexpr int kPerThread = 4;
+// The set's table salt differs from the "hash" routing's (dynamicemb/_routing.py: mix64(key ^ 0x9e37...15 * (t + 1)),
+// owner from the top bits): with the same salt, the ids one rank of W owns share the top bits of this hash too and
+// pile into 1/W of the set, whose linear probes then run ~n long (a 200x slower sharded step at W = 2).
+constexpr uint64_t kSetSalt = 0xd6e8feb86659fd93ull;
 constexpr int kInsertWarps = kInsertBlock / 32;
 constexpr int kSmemFeatures = 256;
 static_assert(kPerThread * kInsertWarps == 32, "insert: one lane per (round, warp) in the block's scan");
@@ -156,7 +160,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
   for (int r = 0; r < K; ++r) {
     t[r] = todo[r] ? __ldg(p.feature_table + f[r]) : 0;
     s[r] = static_cast<uint32_t>(
-        __umul64hi(table::mix64(key[r] ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t[r] + 1))), cap));
+        __umul64hi(table::mix64(key[r] ^ (kSetSalt * static_cast<uint64_t>(t[r] + 1))), cap));
   }
   while (true) {
     bool any = false;
