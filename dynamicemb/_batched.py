@@ -67,11 +67,13 @@ host value checks (CUDA modules keep the device checks).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import os
 import threading
 import warnings
+import weakref
 from typing import List, Optional, Sequence
 
 import torch
@@ -81,7 +83,7 @@ from ._checks import CHANNEL, ERR_ARG_CODES, host_error
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
-from ._caching import CachedTable, StepPins
+from ._caching import CachedTable, PrefetchedHits, StepPins
 from ._storage import make_store
 from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
 from ._batched_step import _HostMirror, _LookupFunction, _capturing, _compiling
@@ -95,6 +97,7 @@ __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 _POOLINGS = ("sum", "mean", "none")
 _STAT_REFUSED = 3
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
+_PREFETCHED = weakref.WeakKeyDictionary()  # module -> [PrefetchedHits] of batches prefetched on the device, not run
 
 
 class RefusedInsertError(RuntimeError):
@@ -751,25 +754,57 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         """Indices of the caching tables that some feature reads."""
         return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
 
-    def _table_keys(self, ids, offsets, tables) -> dict:
-        """Unique ids of each table in ``tables`` (host sync on the F + 1 feature bounds of ``offsets``)."""
+    def _table_keys(self, ids, offsets, tables, unique: bool = True) -> dict:
+        """Ids of each table in ``tables`` (unique, or as they come: views when a table reads one feature); a host
+        sync on the F + 1 feature bounds of ``offsets`` when they are on the device."""
         F = self.num_features
         B = (offsets.numel() - 1) // F
         bounds = offsets[::B].tolist() if B else [0] * (F + 1)
         out = {}
         for t in tables:
             parts = [ids[bounds[f]:bounds[f + 1]] for f in range(F) if self.feature_table_map[f] == t]
-            k = torch.cat(parts).view(torch.int64) if parts else ids.new_empty(0).view(torch.int64)
-            out[t] = torch.unique(k).view(self.key_dtype)
+            k = (torch.cat(parts) if len(parts) > 1 else parts[0]) if parts else ids.new_empty(0)
+            out[t] = torch.unique(k.view(torch.int64)).view(self.key_dtype) if unique else k
         return out
 
     def _stage_caches(self, ids, offsets, train: bool, backward: bool) -> Optional[StepPins]:
-        """Stages the step's ids into every caching table (see _caching.py); returns the step's pins when a backward
-        follows (the rows it will update stay in the cache until it ran)."""
-        keys = self._table_keys(ids, offsets, self._cached)
-        for t, k in keys.items():
-            self.tables[t].stage(k, insert_new=train)
-        return StepPins(keys, self.tables) if backward else None
+        """Stages the step's ids into the caching tables that miss some of them (see _caching.py); returns the
+        step's pins when a backward follows (the rows it will update stay in the cache until it ran).
+
+        Host syncs: none when a prefetch of this very batch (``prefetch`` with the step's device ids) counted
+        every id of a table in its cache and nothing changed that cache since (the common case of a warm cache);
+        else one for the feature bounds (none with CPU offsets) and one for the miss counts of all tables; the
+        tables with misses then stage as before (host-synchronizing, see ``CachedTable.stage``)."""
+        cached = self._cached
+        todo = self._prefetched_misses(ids, offsets, cached)
+        parts = None
+        if todo:
+            parts = self._table_keys(ids, offsets, todo, unique=False)
+            miss = torch.stack([parts[t].numel() - self.tables[t].hit_count(parts[t]) for t in todo])
+            for t, m in zip(todo, miss.tolist()):
+                if m:
+                    k = parts[t]
+                    self.tables[t].stage(torch.unique(k.view(torch.int64)).view(self.key_dtype), insert_new=train)
+        if not backward:
+            return None
+        if parts is not None and len(parts) == len(cached):
+            return StepPins(parts, self.tables)
+        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False), self.tables, cached)
+
+    def _prefetched_misses(self, ids, offsets, cached) -> List[int]:
+        """The caching tables that may miss ids of this step: all of them, less those for which a prefetch of this
+        batch (same ids and offsets tensors, unmodified) counted no miss while their cache has not changed since.
+        Takes the prefetch's record; waits only for the prefetch's own side-stream work (done long before, as a
+        rule), never for the step queued on the current stream."""
+        recs = _PREFETCHED.get(self)
+        if not recs:
+            return list(cached)
+        mine = [r for r in recs if r.matches(ids, offsets)]
+        if not mine:
+            return list(cached)
+        recs[:] = [r for r in recs if r not in mine]
+        ok = mine[-1].complete_tables(self.tables)  # the latest prefetch of the batch
+        return [t for t in cached if t not in ok]
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
@@ -804,15 +839,20 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
                 self.tables[t].prefetch(k)
             return
-        # Everything below runs on the side stream: CPU ids never wait for the step queued on the current stream.
         stream = self._prefetch_stream()
         if ids.device.type == "cuda":
-            stream.wait_stream(torch.cuda.current_stream(self.device))
+            # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
+            # and let its step skip staging where nothing misses (no host sync here nor in the step)
+            recs = _PREFETCHED.setdefault(self, [])
+            recs.append(PrefetchedHits.launch(self, ids, offsets.long(), self._cached, stream))
+            del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
+            return
+        # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
+        # wait for the step queued on the current stream); the step's staging moves them into the caches.
         with torch.cuda.stream(stream):
-            keys = self._table_keys(ids, offsets.long(), self._cached)
-            for t, k in keys.items():
-                self.tables[t].prefetch(k.pin_memory().to(self.device, non_blocking=True) if k.device.type == "cpu"
-                                        else k, stream)
+            dids = ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device (a CPU sort is slow)
+            for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
+                self.tables[t].prefetch(k, stream)
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)
