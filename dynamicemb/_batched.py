@@ -777,19 +777,47 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         tables with misses then stage as before (host-synchronizing, see ``CachedTable.stage``)."""
         cached = self._cached
         todo = self._prefetched_misses(ids, offsets, cached)
-        parts = None
         if todo:
-            parts = self._table_keys(ids, offsets, todo, unique=False)
-            miss = torch.stack([parts[t].numel() - self.tables[t].hit_count(parts[t]) for t in todo])
-            for t, m in zip(todo, miss.tolist()):
-                if m:
-                    k = parts[t]
-                    self.tables[t].stage(torch.unique(k.view(torch.int64)).view(self.key_dtype), insert_new=train)
+            todo = [t for t, m in self._miss_counts(ids, offsets, todo).items() if m]
+        if todo:
+            for t, k in self._table_keys(ids, offsets, todo).items():
+                self.tables[t].stage(k, insert_new=train)
         if not backward:
             return None
-        if parts is not None and len(parts) == len(cached):
-            return StepPins(parts, self.tables)
         return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False), self.tables, cached)
+
+    def _miss_counts(self, ids, offsets, tables) -> dict:
+        """{table: how many of the step's ids its cache misses} for the caching tables ``tables``: one lookup per
+        feature into one found mask, the per-feature sums at the feature bounds, one readback (plus one of the
+        F + 1 bounds when offsets are on the device). Duplicates count once each; reserved ids always miss."""
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        n = ids.numel()
+        if not B or not n:
+            return {t: 0 for t in tables}
+        ends = offsets[::B]
+        bounds = ends.tolist()
+        found = torch.ones(n, dtype=torch.bool, device=ids.device)
+        for f in range(F):
+            t, a, b = self.feature_table_map[f], bounds[f], bounds[f + 1]
+            if t in tables and b > a:
+                self.tables[t]._lookup(ids[a:b], found_out=found[a:b])
+        c = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
+        torch.cumsum(torch.logical_not(found), 0, out=c[1:])
+        per_feature = c[ends.to(ids.device).clamp(0, n)].diff().tolist()
+        out = {t: 0 for t in tables}
+        for f, m in enumerate(per_feature):
+            if self.feature_table_map[f] in out:
+                out[self.feature_table_map[f]] += m
+        return out
+
+    def _cached_table_ids(self, device, tables) -> torch.Tensor:
+        """``tables`` as an int64 tensor on ``device``, made once (the prefetch's hit counts compare with it)."""
+        key = (str(device), tuple(tables))
+        c = self.__dict__.get("_tier_table_ids")
+        if c is None or c[0] != key:
+            c = self.__dict__["_tier_table_ids"] = (key, torch.tensor(tables, dtype=torch.int64, device=device))
+        return c[1]
 
     def _prefetched_misses(self, ids, offsets, cached) -> List[int]:
         """The caching tables that may miss ids of this step: all of them, less those for which a prefetch of this

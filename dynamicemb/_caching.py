@@ -106,13 +106,12 @@ class PrefetchedHits:
                 pos = torch.arange(n, dtype=torch.int64, device=ids.device)
                 feat = (torch.searchsorted(offsets[1:], pos, right=True) // B).clamp_(max=F - 1)
                 tbl = module._feature_table[feat]
-                k64 = ids.view(torch.int64)
-                miss = []
-                for t in tables:
-                    mine = tbl == t
-                    k = torch.where(mine, k64, _EMPTY_KEY).view(ids.dtype)  # the empty key never hits
-                    miss.append(mine.sum() - module.tables[t].hit_count(k))
-                miss = torch.stack(miss)
+                mine = tbl[None, :] == module._cached_table_ids(ids.device, tables)[:, None]  # (T', n)
+                k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
+                found = torch.empty_like(mine)
+                for j, t in enumerate(tables):
+                    module.tables[t]._lookup(k[j], found_out=found[j])
+                miss = (mine & torch.logical_not(found)).sum(1)
             else:
                 miss = torch.zeros(len(tables), dtype=torch.int64, device=ids.device)
             counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=True)
@@ -214,14 +213,6 @@ class CachedTable(ScoredHashTable):
     @property
     def generation(self) -> int:
         return getattr(self, "_gen", 0)
-
-    def hit_count(self, keys: torch.Tensor) -> torch.Tensor:
-        """0-d int64 on the device: how many of ``keys`` (duplicates and reserved keys allowed: reserved keys never
-        hit) are in the cache. Read-only, no host sync."""
-        found = self._empty(keys.numel(), dtype=torch.bool)
-        if keys.numel():
-            self._lookup(keys, found_out=found)
-        return found.sum()
 
     def _upsert(self, *args, **kwargs):
         self.mutated()
