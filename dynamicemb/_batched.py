@@ -360,8 +360,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             if k not in keys:
                 keys.append(k)
         self._groups, self._group_of = [], {}
-        # tables below max_capacity may grow: only then does a step mirror the table sizes to the host
-        self._may_grow = any(t.capacity() < o.max_capacity for t, o in zip(self.tables, self.options))
+        # tables below their own max_capacity may grow: only then does a step mirror the table sizes to the host
+        # (a hybrid table or a caching table's cache never grows: its max_capacity is its capacity)
+        self._may_grow = any(t.capacity() < t.max_capacity for t in self.tables)
         for k in keys:
             members = [t for t in used if gkey(t) == k]
             base, off = {}, 0
@@ -811,12 +812,15 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 out[self.feature_table_map[f]] += m
         return out
 
-    def _cached_table_ids(self, device, tables) -> torch.Tensor:
-        """``tables`` as an int64 tensor on ``device``, made once (the prefetch's hit counts compare with it)."""
+    def _feature_mask(self, device, tables) -> torch.Tensor:
+        """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once (the prefetch's hit
+        counts gather it by feature)."""
         key = (str(device), tuple(tables))
-        c = self.__dict__.get("_tier_table_ids")
+        c = self.__dict__.get("_tier_feature_mask")
         if c is None or c[0] != key:
-            c = self.__dict__["_tier_table_ids"] = (key, torch.tensor(tables, dtype=torch.int64, device=device))
+            m = torch.tensor([[self.feature_table_map[f] == t for f in range(self.num_features)] for t in tables],
+                             dtype=torch.bool)
+            c = self.__dict__["_tier_feature_mask"] = (key, m.to(device))
         return c[1]
 
     def _prefetched_misses(self, ids, offsets, cached) -> List[int]:
@@ -836,14 +840,20 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
-        """Reads the rows of a coming batch that caching tables hold in their backing stores into HBM, on a side
-        stream, so that batch's step finds them there (its staging then moves them into the cache without reading
-        the store). Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without
-        caching tables.
+        """Prepares a coming batch's step on a side stream, in one of two forms (docs/dynamicemb_storage.md):
+
+        - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
+          the fast form): counts, per caching table, the batch's ids its cache misses, with no host sync. The
+          step given these very tensors (not modified in place since) then skips staging for every table that
+          misses nothing and whose cache did not change since: no host sync and no staging work in that step.
+        - ids on the CPU: reads the rows the caches miss from the backing stores into HBM (the step's staging
+          then moves them into the caches without reading the stores; worth it for slow stores).
+
+        Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
         Args:
-            ids: (N,) key_dtype, on the CPU (no wait on the current step) or on the module's device (the side
-                stream then waits for the work queued so far).
+            ids: (N,) key_dtype, on the module's device (the side stream first waits for the work queued so far on
+                the current stream) or on the CPU (no wait on the current step).
             offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward, on the ids' device.
 
         Raises:
@@ -868,7 +878,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 self.tables[t].prefetch(k)
             return
         stream = self._prefetch_stream()
-        if ids.device.type == "cuda":
+        if ids.device.type == "cuda" and offsets.device == ids.device:
             # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
             # and let its step skip staging where nothing misses (no host sync here nor in the step)
             recs = _PREFETCHED.setdefault(self, [])
@@ -878,7 +888,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
         # wait for the step queued on the current stream); the step's staging moves them into the caches.
         with torch.cuda.stream(stream):
-            dids = ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device (a CPU sort is slow)
+            dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
             for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
                 self.tables[t].prefetch(k, stream)
 

@@ -105,8 +105,7 @@ class PrefetchedHits:
             if n:
                 pos = torch.arange(n, dtype=torch.int64, device=ids.device)
                 feat = (torch.searchsorted(offsets[1:], pos, right=True) // B).clamp_(max=F - 1)
-                tbl = module._feature_table[feat]
-                mine = tbl[None, :] == module._cached_table_ids(ids.device, tables)[:, None]  # (T', n)
+                mine = module._feature_mask(ids.device, tables)[:, feat]  # (T', n): id i belongs to tables[j]
                 k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
                 found = torch.empty_like(mine)
                 for j, t in enumerate(tables):
