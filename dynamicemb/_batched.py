@@ -895,7 +895,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)
         if s is None:
-            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device)
+            # high priority: a prefetch's few small kernels run as soon as the step before them is done, not after
+            # the next queued kernels (its step waits for their counts)
+            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-100)  # the highest
         return s
 
     def flush_storage(self) -> None:
