@@ -897,7 +897,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         if s is None:
             # high priority: a prefetch's few small kernels run as soon as the step before them is done, not after
             # the next queued kernels (its step waits for their counts)
-            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-100)  # the highest
+            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-1)
         return s
 
     def flush_storage(self) -> None:
