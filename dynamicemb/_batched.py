@@ -33,10 +33,11 @@ final owner is updated, so no two ids ever share a row.
 
 Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): "hbm" (above), "hybrid" (rows past
 the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
-backing store, ``_caching.py``): before the step's insert, each caching table stages the step's ids (moves the
-rows its store holds into the cache, reserves slots for new ids, pins the ids of steps whose backward has not
-run), so the step itself runs unchanged; this staging synchronizes with the host. ``prefetch`` reads the next
-batch's stored rows into HBM on a side stream ahead of it.
+backing store, ``_caching.py``): before the step's insert, each caching table that misses some of the step's ids
+stages them (moves the rows its store holds into the cache, reserves slots for new ids, pins the ids of steps
+whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host. Whether a
+table misses anything is one readback for all tables, or none after a ``prefetch`` of the batch on the device
+(its hit counts, taken on a side stream); a ``prefetch`` of CPU ids reads the batch's stored rows into HBM.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)

@@ -21,6 +21,11 @@ Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missin
 store holds and copies them into HBM; the next ``stage`` commits them without reading the store. A prefetch never
 changes the cache, so it cannot evict rows of a step in flight; the staged rows stay valid because the store only
 changes inside ``stage`` and the logical writes, and those drop what they make stale.
+
+What a step can skip (``PrefetchedHits``, ``generation``): staging a batch whose ids are all in the cache changes
+nothing, so the module skips it; a prefetch of a batch on the device counts its misses per table on the side stream,
+and the batch's step trusts a zero count while the cache's generation (bumped by every op that can remove keys) is
+the one the prefetch saw.
 """
 
 from __future__ import annotations
