@@ -33,10 +33,11 @@ final owner is updated, so no two ids ever share a row.
 
 Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): "hbm" (above), "hybrid" (rows past
 the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
-backing store, ``_caching.py``): before the step's insert, each caching table stages the step's ids (moves the
-rows its store holds into the cache, reserves slots for new ids, pins the ids of steps whose backward has not
-run), so the step itself runs unchanged; this staging synchronizes with the host. ``prefetch`` reads the next
-batch's stored rows into HBM on a side stream ahead of it.
+backing store, ``_caching.py``): before the step's insert, each caching table that misses some of the step's ids
+stages them (moves the rows its store holds into the cache, reserves slots for new ids, pins the ids of steps
+whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host. Whether a
+table misses anything is one readback for all tables, or none after a ``prefetch`` of the batch on the device
+(its hit counts, taken on a side stream); a ``prefetch`` of CPU ids reads the batch's stored rows into HBM.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
@@ -67,11 +68,13 @@ host value checks (CUDA modules keep the device checks).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import os
 import threading
 import warnings
+import weakref
 from typing import List, Optional, Sequence
 
 import torch
@@ -81,7 +84,7 @@ from ._checks import CHANNEL, ERR_ARG_CODES, host_error
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
-from ._caching import CachedTable, StepPins
+from ._caching import CachedTable, PrefetchedHits, StepPins
 from ._storage import make_store
 from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
 from ._batched_step import _HostMirror, _LookupFunction, _capturing, _compiling
@@ -95,6 +98,7 @@ __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 _POOLINGS = ("sum", "mean", "none")
 _STAT_REFUSED = 3
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
+_PREFETCHED = weakref.WeakKeyDictionary()  # module -> [PrefetchedHits] of batches prefetched on the device, not run
 
 
 class RefusedInsertError(RuntimeError):
@@ -357,8 +361,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             if k not in keys:
                 keys.append(k)
         self._groups, self._group_of = [], {}
-        # tables below max_capacity may grow: only then does a step mirror the table sizes to the host
-        self._may_grow = any(t.capacity() < o.max_capacity for t, o in zip(self.tables, self.options))
+        # tables below their own max_capacity may grow: only then does a step mirror the table sizes to the host
+        # (a hybrid table or a caching table's cache never grows: its max_capacity is its capacity)
+        self._may_grow = any(t.capacity() < t.max_capacity for t in self.tables)
         for k in keys:
             members = [t for t in used if gkey(t) == k]
             base, off = {}, 0
@@ -751,36 +756,105 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         """Indices of the caching tables that some feature reads."""
         return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
 
-    def _table_keys(self, ids, offsets, tables) -> dict:
-        """Unique ids of each table in ``tables`` (host sync on the F + 1 feature bounds of ``offsets``)."""
+    def _table_keys(self, ids, offsets, tables, unique: bool = True) -> dict:
+        """Ids of each table in ``tables`` (unique, or as they come: views when a table reads one feature); a host
+        sync on the F + 1 feature bounds of ``offsets`` when they are on the device."""
         F = self.num_features
         B = (offsets.numel() - 1) // F
         bounds = offsets[::B].tolist() if B else [0] * (F + 1)
         out = {}
         for t in tables:
             parts = [ids[bounds[f]:bounds[f + 1]] for f in range(F) if self.feature_table_map[f] == t]
-            k = torch.cat(parts).view(torch.int64) if parts else ids.new_empty(0).view(torch.int64)
-            out[t] = torch.unique(k).view(self.key_dtype)
+            k = (torch.cat(parts) if len(parts) > 1 else parts[0]) if parts else ids.new_empty(0)
+            out[t] = torch.unique(k.view(torch.int64)).view(self.key_dtype) if unique else k
         return out
 
     def _stage_caches(self, ids, offsets, train: bool, backward: bool) -> Optional[StepPins]:
-        """Stages the step's ids into every caching table (see _caching.py); returns the step's pins when a backward
-        follows (the rows it will update stay in the cache until it ran)."""
-        keys = self._table_keys(ids, offsets, self._cached)
-        for t, k in keys.items():
-            self.tables[t].stage(k, insert_new=train)
-        return StepPins(keys, self.tables) if backward else None
+        """Stages the step's ids into the caching tables that miss some of them (see _caching.py); returns the
+        step's pins when a backward follows (the rows it will update stay in the cache until it ran).
+
+        Host syncs: none when a prefetch of this very batch (``prefetch`` with the step's device ids) counted
+        every id of a table in its cache and nothing changed that cache since (the common case of a warm cache);
+        else one for the feature bounds (none with CPU offsets) and one for the miss counts of all tables; the
+        tables with misses then stage as before (host-synchronizing, see ``CachedTable.stage``)."""
+        cached = self._cached
+        todo = self._prefetched_misses(ids, offsets, cached)
+        if todo:
+            todo = [t for t, m in self._miss_counts(ids, offsets, todo).items() if m]
+        if todo:
+            for t, k in self._table_keys(ids, offsets, todo).items():
+                self.tables[t].stage(k, insert_new=train)
+        if not backward:
+            return None
+        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False), self.tables, cached)
+
+    def _miss_counts(self, ids, offsets, tables) -> dict:
+        """{table: how many of the step's ids its cache misses} for the caching tables ``tables``: one lookup per
+        feature into one found mask, the per-feature sums at the feature bounds, one readback (plus one of the
+        F + 1 bounds when offsets are on the device). Duplicates count once each; reserved ids always miss."""
+        F = self.num_features
+        B = (offsets.numel() - 1) // F
+        n = ids.numel()
+        if not B or not n:
+            return {t: 0 for t in tables}
+        ends = offsets[::B]
+        bounds = ends.tolist()
+        found = torch.ones(n, dtype=torch.bool, device=ids.device)
+        for f in range(F):
+            t, a, b = self.feature_table_map[f], bounds[f], bounds[f + 1]
+            if t in tables and b > a:
+                self.tables[t]._lookup(ids[a:b], found_out=found[a:b])
+        c = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
+        torch.cumsum(torch.logical_not(found), 0, out=c[1:])
+        per_feature = c[ends.to(ids.device).clamp(0, n)].diff().tolist()
+        out = {t: 0 for t in tables}
+        for f, m in enumerate(per_feature):
+            if self.feature_table_map[f] in out:
+                out[self.feature_table_map[f]] += m
+        return out
+
+    def _feature_mask(self, device, tables) -> torch.Tensor:
+        """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once (the prefetch's hit
+        counts gather it by feature)."""
+        key = (str(device), tuple(tables))
+        c = self.__dict__.get("_tier_feature_mask")
+        if c is None or c[0] != key:
+            m = torch.tensor([[self.feature_table_map[f] == t for f in range(self.num_features)] for t in tables],
+                             dtype=torch.bool)
+            c = self.__dict__["_tier_feature_mask"] = (key, m.to(device))
+        return c[1]
+
+    def _prefetched_misses(self, ids, offsets, cached) -> List[int]:
+        """The caching tables that may miss ids of this step: all of them, less those for which a prefetch of this
+        batch (same ids and offsets tensors, unmodified) counted no miss while their cache has not changed since.
+        Takes the prefetch's record; waits only for the prefetch's own side-stream work (done long before, as a
+        rule), never for the step queued on the current stream."""
+        recs = _PREFETCHED.get(self)
+        if not recs:
+            return list(cached)
+        mine = [r for r in recs if r.matches(ids, offsets)]
+        if not mine:
+            return list(cached)
+        recs[:] = [r for r in recs if r not in mine]
+        ok = mine[-1].complete_tables(self.tables)  # the latest prefetch of the batch
+        return [t for t in cached if t not in ok]
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
-        """Reads the rows of a coming batch that caching tables hold in their backing stores into HBM, on a side
-        stream, so that batch's step finds them there (its staging then moves them into the cache without reading
-        the store). Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without
-        caching tables.
+        """Prepares a coming batch's step on a side stream, in one of two forms (docs/dynamicemb_storage.md):
+
+        - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
+          the fast form): counts, per caching table, the batch's ids its cache misses, with no host sync. The
+          step given these very tensors (not modified in place since) then skips staging for every table that
+          misses nothing and whose cache did not change since: no host sync and no staging work in that step.
+        - ids on the CPU: reads the rows the caches miss from the backing stores into HBM (the step's staging
+          then moves them into the caches without reading the stores; worth it for slow stores).
+
+        Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
         Args:
-            ids: (N,) key_dtype, on the CPU (no wait on the current step) or on the module's device (the side
-                stream then waits for the work queued so far).
+            ids: (N,) key_dtype, on the module's device (the side stream first waits for the work queued so far on
+                the current stream) or on the CPU (no wait on the current step).
             offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward, on the ids' device.
 
         Raises:
@@ -804,20 +878,27 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
                 self.tables[t].prefetch(k)
             return
-        # Everything below runs on the side stream: CPU ids never wait for the step queued on the current stream.
         stream = self._prefetch_stream()
-        if ids.device.type == "cuda":
-            stream.wait_stream(torch.cuda.current_stream(self.device))
+        if ids.device.type == "cuda" and offsets.device == ids.device:
+            # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
+            # and let its step skip staging where nothing misses (no host sync here nor in the step)
+            recs = _PREFETCHED.setdefault(self, [])
+            recs.append(PrefetchedHits.launch(self, ids, offsets.long(), self._cached, stream))
+            del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
+            return
+        # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
+        # wait for the step queued on the current stream); the step's staging moves them into the caches.
         with torch.cuda.stream(stream):
-            keys = self._table_keys(ids, offsets.long(), self._cached)
-            for t, k in keys.items():
-                self.tables[t].prefetch(k.pin_memory().to(self.device, non_blocking=True) if k.device.type == "cpu"
-                                        else k, stream)
+            dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
+            for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
+                self.tables[t].prefetch(k, stream)
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)
         if s is None:
-            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device)
+            # high priority: a prefetch's few small kernels run as soon as the step before them is done, not after
+            # the next queued kernels (its step waits for their counts)
+            s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-1)
         return s
 
     def flush_storage(self) -> None:

@@ -21,6 +21,11 @@ Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missin
 store holds and copies them into HBM; the next ``stage`` commits them without reading the store. A prefetch never
 changes the cache, so it cannot evict rows of a step in flight; the staged rows stay valid because the store only
 changes inside ``stage`` and the logical writes, and those drop what they make stale.
+
+What a step can skip (``PrefetchedHits``, ``generation``): staging a batch whose ids are all in the cache changes
+nothing, so the module skips it; a prefetch of a batch on the device counts its misses per table on the side stream,
+and the batch's step trusts a zero count while the cache's generation (bumped by every op that can remove keys) is
+the one the prefetch saw.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ import torch
 from ._storage import BackingStore, StoreError, _unsigned_ge
 from ._table import ExportResult, FindResult, ScoredHashTable, TableInitializer
 
-__all__ = ["CachedTable", "CacheCapacityError", "StepPins"]
+__all__ = ["CachedTable", "CacheCapacityError", "PrefetchedHits", "StepPins"]
 
 _MAX_SCORE = -1  # uint64 max as int64 bits
+_EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): no table op finds or stores it
 _CUSTOMIZED = 2
 
 
@@ -46,17 +52,88 @@ class CacheCapacityError(RuntimeError):
 
 class StepPins:
     """Keys of one training step per caching table, pinned (never evicted by staging) while this object lives: the
-    module keeps it with the step's saved tensors, which are released when its backward ran or its graph died."""
+    module keeps it with the step's saved tensors, which are released when its backward ran or its graph died.
 
-    def __init__(self, keys: Dict[int, torch.Tensor], tables: List["CachedTable"]):
-        self.keys = keys
-        for t, k in keys.items():
+    Args:
+        keys: {table index: keys} or a callable returning it, called the first time a staging asks (so a step whose
+            staging found every id in the cache keeps only a reference to its ids, and computes nothing).
+        tables: the module's tables (the caching ones among ``table_ids`` register this object).
+        table_ids: the table indices ``keys`` covers (default: ``keys``' own, when it is a dict).
+    """
+
+    def __init__(self, keys, tables: List["CachedTable"], table_ids: Optional[List[int]] = None):
+        self._keys = keys if isinstance(keys, dict) else None
+        self._fn = None if isinstance(keys, dict) else keys
+        ids = list(keys) if table_ids is None else list(table_ids)
+        for t in ids:
             tables[t]._pins.add(self)
-        self._idx = {id(tables[t]): t for t in keys}
+        self._idx = {id(tables[t]): t for t in ids}
+
+    @property
+    def keys(self) -> Dict[int, torch.Tensor]:
+        if self._keys is None:
+            self._keys, self._fn = self._fn(), None
+        return self._keys
 
     def keys_for(self, table: "CachedTable") -> Optional[torch.Tensor]:
         t = self._idx.get(id(table))
-        return None if t is None else self.keys[t]
+        return None if t is None else self.keys.get(t)
+
+
+class PrefetchedHits:
+    """A prefetch of a batch already on the device: for each caching table, how many of the batch's ids its cache
+    misses, counted on the prefetch side stream and copied to pinned host memory (no host sync). The batch's step
+    skips staging for a table with no miss whose cache did not change since (``CachedTable.generation``): between
+    two stagings the step's own inserts only add keys, so a hit counted after the last staging stays a hit.
+
+    Holds the batch's ids and offsets (so their memory cannot be reused by another batch while this lives) and
+    matches a step by those tensors (same storage, size and version counter: not modified in place since)."""
+
+    def __init__(self, ids, offsets, tables, gens, counts, event):
+        self.ids, self.offsets, self.tables, self.gens, self.counts, self.event = (ids, offsets, tables, gens,
+                                                                                   counts, event)
+        self._sig = self._signature(ids, offsets)
+
+    @staticmethod
+    def _signature(ids, offsets):
+        return tuple((t.data_ptr(), t.numel(), t.dtype, t._version) for t in (ids, offsets))
+
+    @classmethod
+    def launch(cls, module, ids, offsets, tables: List[int], stream) -> "PrefetchedHits":
+        """Queues the hit counts of ``ids`` / ``offsets`` (the module's layout: F features of B bags) on ``stream``
+        after the work queued so far on the current stream (the last staging included)."""
+        gens = [module.tables[t].generation for t in tables]
+        stream.wait_stream(torch.cuda.current_stream(ids.device))
+        with torch.cuda.stream(stream):
+            n, F = ids.numel(), module.num_features
+            B = max((offsets.numel() - 1) // F, 1)
+            if n:
+                pos = torch.arange(n, dtype=torch.int64, device=ids.device)
+                feat = (torch.searchsorted(offsets[1:], pos, right=True) // B).clamp_(max=F - 1)
+                mine = module._feature_mask(ids.device, tables)[:, feat]  # (T', n): id i belongs to tables[j]
+                k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
+                found = torch.empty_like(mine)
+                for j, t in enumerate(tables):
+                    module.tables[t]._lookup(k[j], found_out=found[j])
+                miss = (mine & torch.logical_not(found)).sum(1)
+            else:
+                miss = torch.zeros(len(tables), dtype=torch.int64, device=ids.device)
+            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=True)
+            counts.copy_(miss, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(stream)
+        ids.record_stream(stream)
+        offsets.record_stream(stream)
+        return cls(ids, offsets, list(tables), gens, counts, event)
+
+    def matches(self, ids, offsets) -> bool:
+        return self._signature(ids, offsets) == self._sig
+
+    def complete_tables(self, all_tables) -> set:
+        """Indices of the tables whose cache holds every id of the batch (waits for the counts' copy)."""
+        self.event.synchronize()
+        return {t for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
+                if c == 0 and all_tables[t].generation == g}
 
 
 class CachedTable(ScoredHashTable):
@@ -82,6 +159,7 @@ class CachedTable(ScoredHashTable):
                          max_capacity=cache_capacity, initializer=initializer, device=device, check_keys=False)
         self.store = store
         self._pins = weakref.WeakSet()
+        self._gen = getattr(self, "_gen", 0)  # see mutated()
         self._pending: List[tuple] = []  # prefetched (keys, values, scores, event) not committed yet
         meta = store.get_meta()  # a persistent store carries the op clock and epoch of its last flush
         if meta:
@@ -127,6 +205,34 @@ class CachedTable(ScoredHashTable):
 
     def _drop_pending(self):
         self._pending = []
+        self.mutated()
+
+    # ------------------------------------------------------------------ what a step can skip
+    def mutated(self) -> None:
+        """Counts a change of the cache that may remove keys (every op but the step's own find_or_insert, which
+        only fills free slots after staging): a prefetch's hit count taken before is no longer proof that a batch's
+        ids are all in the cache (``generation``)."""
+        self._gen = getattr(self, "_gen", 0) + 1
+
+    @property
+    def generation(self) -> int:
+        return getattr(self, "_gen", 0)
+
+    def _upsert(self, *args, **kwargs):
+        self.mutated()
+        return ScoredHashTable._upsert(self, *args, **kwargs)
+
+    def erase_if(self, threshold: int) -> torch.Tensor:
+        self.mutated()
+        return ScoredHashTable.erase_if(self, threshold)
+
+    def _set_state(self, s):
+        self.mutated()
+        ScoredHashTable._set_state(self, s)
+
+    def _restore_buckets(self, snap):
+        self.mutated()
+        return ScoredHashTable._restore_buckets(self, snap)
 
     # ------------------------------------------------------------------ staging (the step's contract)
     def stage(self, keys: torch.Tensor, insert_new: bool = True, pin: bool = True) -> None:

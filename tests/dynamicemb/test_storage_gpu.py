@@ -74,6 +74,52 @@ def test_prefetch_cuda_side_stream(tmp_path):
     assert_same(ref, m)
 
 
+@pytest.mark.parametrize("store", ["host", "disk"])
+def test_prefetch_device_batches(store, tmp_path):
+    """Prefetch of the batch already on the device (TorchRec's pipeline): the same training as all-HBM under
+    eviction pressure (two batches prefetched ahead; a cache change between prefetch and step; a batch modified in
+    place after its prefetch; one prefetched but never run), and a warm step after its prefetch syncs no more
+    than an all-HBM step."""
+    if store == "disk" and not HAVE_ROCKS:
+        pytest.skip("rocksdict not installed")
+    ref = make("hbm", device="cuda")
+    m = make("caching", device="cuda", stores=disk(tmp_path) if store == "disk" else (None, None))
+    data = [(i.cuda(), o.cuda(), w.cuda()) for i, o, w in batches(14, seed=5)]
+    for i, (ids, off, w) in enumerate(data):
+        if i % 4 == 0 and i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])  # ahead of this step: this step's staging may evict the batch's rows
+        if i == 6:
+            m.prefetch(*data[9][:2])  # never run before its ids change in place
+            data[9][0][:5] = data[9][0][:5] + 1
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), f"step {i}"
+        if i == 3:  # a logical write between a prefetch and its step moves rows: the prefetch no longer counts
+            k = torch.arange(200, 240, device="cuda")
+            v = torch.randn(40, DIM, device="cuda")
+            ref.set_rows(1, k, v), m.set_rows(1, k, v)
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+    # warm: the same batch again, prefetched: its step stages nothing and never waits for the device (a sleep
+    # queued ahead of it is still running when its forward returns), as an all-HBM step
+    ids, off, w = data[-1]
+    step(ref, ids, off, w)
+    step(m, ids, off, w)
+    m.prefetch(ids, off)
+    outs = []
+    for x in (ref, m):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(1 << 28)
+        outs.append(x(ids, off))
+        assert not torch.cuda.current_stream().query(), "the step waited for the device"
+        (outs[-1] * w).sum().backward()
+    assert torch.equal(outs[0], outs[1])
+    assert_same(ref, m)
+
+
 def test_hybrid_module_rows_and_checkpoints_cuda(tmp_path):
     """set_rows / get_rows, dump / load, state_dict and erase of a module whose tables keep half their rows in
     host memory: the same as all-HBM, and a loaded table stays hybrid (it came back all-HBM before)."""
