@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._kv_offload import HostTier
 from ._ops import _err
 from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
 
@@ -29,6 +30,8 @@ CACHE_ERROR_BITS.update({
     "unknown_user": 1 << 10,    # a user id not in the cache in lookup-only mode
     "user_too_long": 1 << 11,   # cached + appended tokens beyond max_pages_per_user * page_size
     "duplicate_user": 1 << 12,  # the same user id twice in one batch
+    "offload_dropped": 1 << 13,  # an evicted user's cache did not fit the host tier or the step's copy budget
+    "reload_dropped": 1 << 14,   # a returning user's host cache did not fit the step's copy budget
 })
 _MESSAGES = {
     "page_offsets": "page_offsets: expected non-decreasing offsets within page_ids, got a violation",
@@ -44,6 +47,10 @@ _MESSAGES = {
     "user_too_long": "num_append: expected cached + appended tokens <= max_pages_per_user * page_size, got more "
                      "(the excess was dropped)",
     "duplicate_user": "user_ids: expected distinct ids in a batch, got a repeated id",
+    "offload_dropped": "offload_pages / offload_pages_per_step: expected room for every evicted user's pages, got "
+                       "too little (those users' caches were dropped)",
+    "reload_dropped": "offload_pages_per_step: expected room for every returning user's pages, got too little "
+                      "(those users were served with an empty history and their host copy dropped)",
 }
 _INT64_MAX = torch.iinfo(torch.int64).max
 
@@ -148,6 +155,13 @@ class KVCacheManager:
         use_kernel: `begin_step` as one fused CUDA kernel (`hstu_attn::kv_cache_begin_step`, 2 launches) instead
             of ~250 torch-op launches; None = on CUDA whenever it is compiled in and the batch fits (<= 511 users,
             max_users <= 65536). Both give the same state, tensor for tensor (the torch ops are the reference).
+        offload_pages: > 0 keeps evicted users' caches in a host tier of that many pages of pinned host memory
+            (all layers) and reloads them when they return (hstu/_kv_offload.py; device bookkeeping, copies on
+            the step's stream, no host synchronization); 0 (default): evicted caches are dropped.
+        offload_users: user capacity of the host tier (default offload_pages).
+        offload_pages_per_step: pages copied per step and direction at most (default min(offload_pages,
+            4 * max_pages_per_user)); users beyond it are dropped and flagged (`offload_dropped`,
+            `reload_dropped`).
 
     Raises:
         ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
@@ -167,7 +181,8 @@ class KVCacheManager:
 
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, *, num_pages: int, page_size: int = 64,
                  max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
-                 device="cuda", evict: bool = True, use_kernel: Optional[bool] = None):
+                 device="cuda", evict: bool = True, use_kernel: Optional[bool] = None, offload_pages: int = 0,
+                 offload_users: Optional[int] = None, offload_pages_per_step: Optional[int] = None):
         for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
                           ("num_pages", num_pages), ("max_users", max_users),
                           ("max_pages_per_user", max_pages_per_user)):
@@ -201,6 +216,15 @@ class KVCacheManager:
         self.free_count = torch.full((), P, **i64)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.offload = None
+        if offload_pages:
+            per_step = min(offload_pages, 4 * max_pages_per_user) if offload_pages_per_step is None else \
+                offload_pages_per_step
+            for name, val in (("offload_pages", offload_pages), ("offload_users", offload_users or offload_pages),
+                              ("offload_pages_per_step", per_step)):
+                if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                    _err(name, "an int >= 1", val)
+            self.offload = HostTier(self, offload_pages, offload_users or offload_pages, per_step)
 
     # ------------------------------------------------------------------------------------------ public API
     def layer_cache(self, layer: int) -> torch.Tensor:
@@ -231,14 +255,24 @@ class KVCacheManager:
         for name, val in (("total_q", total_q), ("max_seqlen_q", max_seqlen_q)):
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 _err(name, "an int >= 0", val)
+        if self.offload is not None:
+            return self.offload.step(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create,
+                                     self._flag)
+        return self._begin_step_impl(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
+
+    def _flag(self, cond: torch.Tensor, name: str) -> None:
+        """OR-s the bit `name` into error_flags where cond has a True (on the device)."""
+        zero = torch.zeros((), dtype=torch.int32, device=self.device)
+        self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
+
+    def _begin_step_impl(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
+        """begin_step on the device tier (arguments checked): the fused kernel, or the torch ops (the reference)."""
+        B = user_ids.shape[0]
         if self.use_kernel and B <= KERNEL_MAX_BATCH:
             return self._begin_step_kernel(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
         dev, U, P, ps, M = self.device, self.max_users, self.num_pages, self.page_size, self.max_pages_per_user
         uid = user_ids
-        zero = torch.zeros((), dtype=torch.int32, device=dev)
-
-        def flag(cond, name):
-            self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
+        flag = self._flag
 
         # A later copy of an id in the batch is a duplicate: flagged, served with an empty history, nothing
         # appended (so the state stays defined and identical on both paths).
