@@ -93,6 +93,14 @@ def kernel_available() -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "CUDA")
 
 
+def _spread_sink(append_rows: torch.Tensor, num_pages: int, page_size: int) -> torch.Tensor:
+    """Tokens that are not appended write to the sink page: token t to its row t % page_size, so that thousands of
+    candidates' K/V rows do not all land on one row (same-address stores serialize)."""
+    sink = num_pages * 2 * page_size
+    t = torch.arange(append_rows.shape[0], device=append_rows.device)
+    return torch.where(append_rows >= sink, sink + t % page_size, append_rows)
+
+
 class KVCacheError(RuntimeError):
     """Raised by `KVCacheManager.check()`; ``flags`` holds the `CACHE_ERROR_BITS` names that were set."""
 
@@ -372,7 +380,7 @@ class KVCacheManager:
         ok = (t >= cq[0]) & (r < (new_len - old_len)[bt])
         pg = self.slot_pages[slot[bt], (pos_t // ps).clamp(max=M - 1)]
         pg = torch.where(ok, pg, torch.full_like(pg, P))
-        append_rows = pg * (2 * ps) + torch.where(ok, pos_t % ps, torch.zeros_like(pos_t))
+        append_rows = _spread_sink(pg * (2 * ps) + pos_t % ps, P, ps)
 
         # Table updates: ids, lengths (after the append), clock.
         self.slot_user.index_copy_(0, slot, uid)
@@ -397,6 +405,7 @@ class KVCacheManager:
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict)
+        append_rows = _spread_sink(append_rows, self.num_pages, self.page_size)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         layout = PagedLayout(src_rows=src_rows, dst_new=dst_new, cu_seqlens_k=cu_k, cached_lens=cached_lens,
                              capacity=capacity, error_flags=lflags[0])
