@@ -32,6 +32,7 @@ CACHE_ERROR_BITS.update({
     "duplicate_user": 1 << 12,  # the same user id twice in one batch
     "offload_dropped": 1 << 13,  # an evicted user's cache did not fit the host tier or the step's copy budget
     "reload_dropped": 1 << 14,   # a returning user's host cache did not fit the step's copy budget
+    "append_bound": 1 << 15,     # more appended tokens than begin_step's max_append
 })
 _MESSAGES = {
     "page_offsets": "page_offsets: expected non-decreasing offsets within page_ids, got a violation",
@@ -51,6 +52,8 @@ _MESSAGES = {
                        "too little (those users' caches were dropped)",
     "reload_dropped": "offload_pages_per_step: expected room for every returning user's pages, got too little "
                       "(those users were served with an empty history and their host copy dropped)",
+    "append_bound": "max_append: expected >= the step's appended tokens (sum of num_append), got fewer (the "
+                    "tokens past it were not appended)",
 }
 _INT64_MAX = torch.iinfo(torch.int64).max
 
@@ -124,6 +127,9 @@ class CacheStep:
             (pages * 2 * page_size, H, D) (its V row is page_size further); the sink page for tokens not appended.
         layout: the gather plan of the page table (`paged_kv_layout`), computed once for all layers.
         max_seqlen_k: host int bound on cached + new tokens (max_pages_per_user * page_size + max_seqlen_q).
+        append_src, append_dst: with begin_step's ``max_append``: (max_append,) int64 rows of the step's tokens
+            that are appended and their destinations (as append_rows; padding entries write the sink page), so
+            that `append` moves only those rows; None: `append` writes every token (the others to the sink page).
     """
 
     slots: torch.Tensor
@@ -136,6 +142,8 @@ class CacheStep:
     append_rows: torch.Tensor
     layout: PagedLayout
     max_seqlen_k: int
+    append_src: Optional[torch.Tensor] = None
+    append_dst: Optional[torch.Tensor] = None
 
 
 class KVCacheManager:
@@ -243,7 +251,8 @@ class KVCacheManager:
         return self.pool[layer]
 
     def begin_step(self, user_ids: torch.Tensor, cu_seqlens_q: torch.Tensor, num_append: torch.Tensor,
-                   total_q: int, max_seqlen_q: int, *, create: bool = True) -> CacheStep:
+                   total_q: int, max_seqlen_q: int, *, create: bool = True,
+                   max_append: Optional[int] = None) -> CacheStep:
         """Looks up the batch's users, makes room for their appended tokens, returns the step's page tables.
 
         Args:
@@ -255,6 +264,9 @@ class KVCacheManager:
             max_seqlen_q: int >= every user's new-token count (host value).
             create: insert users that are not cached (evicting LRU users if needed); False = lookup only, an
                 unknown user sets `unknown_user` and is served with an empty history and nothing appended.
+            max_append: optional host int >= sum(num_append) (e.g. the batch's new history items, which the
+                serving loop knows): `append` then moves only that many rows instead of every token (the
+                candidates are never appended). Tokens past it are not appended (`append_bound`). None: no bound.
 
         Returns:
             a `CacheStep` (device tensors; nothing synchronizes).
@@ -263,10 +275,37 @@ class KVCacheManager:
         for name, val in (("total_q", total_q), ("max_seqlen_q", max_seqlen_q)):
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 _err(name, "an int >= 0", val)
+        if max_append is not None:
+            if not isinstance(max_append, int) or isinstance(max_append, bool) or max_append < 0:
+                _err("max_append", "an int >= 0 or None", max_append)
+            # each user keeps its appends while the running total stays within the bound
+            app = num_append.long().clamp(min=0)
+            before = torch.cumsum(app, 0) - app
+            capped = torch.minimum(app, (max_append - before).clamp(min=0))
+            self._flag(capped != app, "append_bound")
+            num_append = capped.to(torch.int32)
         if self.offload is not None:
-            return self.offload.step(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create,
+            step = self.offload.step(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create,
                                      self._flag)
-        return self._begin_step_impl(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
+        else:
+            step = self._begin_step_impl(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
+        if max_append is not None:
+            step.append_src, step.append_dst = self._compact_appends(step, max_append)
+        return step
+
+    def _compact_appends(self, step: CacheStep, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(n,) rows of the appended tokens (each user's leading step.num_append) and their destinations; padding
+        entries read row 0 and write the sink page (row j % page_size)."""
+        a = step.num_append.long()
+        end = torch.cumsum(a, 0)
+        j = torch.arange(n, device=self.device)
+        b = torch.searchsorted(end, j, right=True).clamp_(max=a.shape[0] - 1)
+        live = j < end[-1]
+        src = torch.where(live, step.cu_seqlens_q.long()[b] + j - (end[b] - a[b]), torch.zeros_like(j))
+        src = src.clamp_(0, max(step.append_rows.shape[0] - 1, 0))
+        sink = self.num_pages * 2 * self.page_size + j % self.page_size
+        dst = torch.where(live, step.append_rows[src] if step.append_rows.numel() else sink, sink)
+        return src, dst
 
     def _flag(self, cond: torch.Tensor, name: str) -> None:
         """OR-s the bit `name` into error_flags where cond has a True (on the device)."""
@@ -433,14 +472,18 @@ class KVCacheManager:
             if t.dtype != self.dtype or t.device != self.device:
                 _err(name, f"{self.dtype} on {self.device} (the cache's)", f"{t.dtype} on {t.device}", TypeError)
         ps = self.page_size
+        rows = step.append_rows
+        if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
+            dim = 1 if layer is None else 0
+            k, v, rows = k.index_select(dim, step.append_src), v.index_select(dim, step.append_src), step.append_dst
         if layer is None:
             flat = self.pool.view(self.num_layers, -1, self.num_heads, self.head_dim)
-            flat.index_copy_(1, step.append_rows, k)
-            flat.index_copy_(1, step.append_rows + ps, v)
+            flat.index_copy_(1, rows, k)
+            flat.index_copy_(1, rows + ps, v)
         else:
             flat = self.layer_cache(layer).view(-1, self.num_heads, self.head_dim)
-            flat.index_copy_(0, step.append_rows, k)
-            flat.index_copy_(0, step.append_rows + ps, v)
+            flat.index_copy_(0, rows, k)
+            flat.index_copy_(0, rows + ps, v)
 
     def check(self) -> None:
         """Synchronizes and raises `KVCacheError` if any step since the last check set an error flag (then
