@@ -129,7 +129,8 @@ class CachedHSTUStack(torch.nn.Module):
     Example:
         >>> step = cache.begin_step(users, cu_q, num_history, total_q, max_q)                  # doctest: +SKIP
         >>> m = hstu_attn.CachedHSTUStack(stack, max_q, step.max_seqlen_k)                      # doctest: +SKIP
-        >>> args = (x, cache.pool, step.cu_seqlens_q, step.page_offsets, step.page_ids, step.last_page_lens)
+        >>> args = (x, cache.pool, step.cu_seqlens_q, step.page_offsets, step.page_ids,       # doctest: +SKIP
+        ...         step.last_page_lens)
         >>> ep = torch.export.export(m, args, {"num_targets": num_cand})                      # doctest: +SKIP
         >>> y, k_new, v_new = ep.module()(*args, num_targets=num_cand)                         # doctest: +SKIP
         >>> cache.append(step, k_new, v_new)                                                   # doctest: +SKIP

@@ -189,7 +189,8 @@ class HostTier:
         """Pushes the host pages of the users in mask (Uh + 1,) onto the host free stack and clears their slots."""
         Ph = self.num_pages
         m = (mask.unsqueeze(1) & (self.pages < Ph)).flatten()
-        dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1, torch.full_like(self.pages, Ph).flatten())
+        dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1,
+                          torch.full_like(self.pages, Ph).flatten())
         self.free_pages.index_copy_(0, dst.clamp(max=Ph), self.pages.flatten())
         self.free_pages.narrow(0, Ph, 1).fill_(Ph)
         self.free_count += m.sum()
