@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 import hstu_attn
+from hstu_attn._paged import kernel_max_seqlen_q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import capture_graph, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
@@ -113,6 +114,63 @@ def snapshot(cache):
     return restore
 
 
+def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = False):
+    """A cache holding every user's cached history, the cached serving step of the shape (bookkeeping + every
+    layer's paged attention + append), and a function restoring the cache state before the step. max_append:
+    begin_step gets the step's appended-token count, so the appends move only the new history rows."""
+    H, D, L, B = sh.heads, sh.dim, sh.layers, sh.batch
+    i32 = dict(dtype=torch.int32, device=device)
+    tgt = torch.full((B,), sh.candidates, **i32)
+    scaling = float(sh.history + sh.candidates)
+    per_user = (sh.history + ps - 1) // ps
+    cache = hstu_attn.KVCacheManager(L, H, D, num_pages=B * per_user + 2, page_size=ps, max_users=2 * B,
+                                     max_pages_per_user=per_user, dtype=dtype, device=device)
+    users = torch.arange(B, device=device) * 7 + 1
+    # Fill the cache with each user's cached history (one setup step, all layers).
+    cu_c = torch.arange(B + 1, **i32) * sh.cached
+    if sh.cached:
+        st = cache.begin_step(users, cu_c, torch.full((B,), sh.cached, **i32), B * sh.cached, sh.cached)
+        cache.append(st, rnd(L, B * sh.cached, H, D), rnd(L, B * sh.cached, H, D))
+    cache.check()
+    restore = snapshot(cache)
+    cu_q = torch.arange(B + 1, **i32) * sh.new
+    app = torch.full((B,), sh.history - sh.cached, **i32)
+    q, k, v = rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D)
+
+    def step():
+        s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new,
+                             max_append=B * (sh.history - sh.cached) if max_append else None)
+        for l in range(L):
+            hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
+                                            scaling_seqlen=scaling)
+
+    return cache, step, restore, (users, cu_q, app, q, k, v)
+
+
+def profile_step(sh: Shape, device, dtype, ps: int) -> str:
+    """torch.profiler's kernel table of 3 cached steps of the shape (where the step's time goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
+    _, step, restore, _ = cached_setup(sh, device, dtype, ps, rnd)
+    step()
+    restore()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step()
+            restore()
+        torch.cuda.synchronize()
+    avg = prof.key_averages()
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            return f"### {sh.name}: 3 cached steps\n" + avg.table(sort_by=key, row_limit=16, max_name_column_width=70)
+        except (AttributeError, KeyError, ValueError):
+            continue
+    return str(avg)
+
+
 def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: bool,
               compile_book: bool = False) -> List[Dict]:
     rows = []
@@ -137,27 +195,7 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
     rows.append(dict(case=sh.name, row="uncached stack", ms=ms, tokens=sh.tokens))
 
     for ps in ([16, 32, 64, 128, 256] if sweep else [page_size]):
-        per_user = (sh.history + ps - 1) // ps
-        cache = hstu_attn.KVCacheManager(L, H, D, num_pages=B * per_user + 2, page_size=ps, max_users=2 * B,
-                                         max_pages_per_user=per_user, dtype=dtype, device=device)
-        users = torch.arange(B, device=device) * 7 + 1
-        # Fill the cache with each user's cached history (one setup step, all layers).
-        cu_c = torch.arange(B + 1, **i32) * sh.cached
-        if sh.cached:
-            st = cache.begin_step(users, cu_c, torch.full((B,), sh.cached, **i32), B * sh.cached, sh.cached)
-            cache.append(st, rnd(L, B * sh.cached, H, D), rnd(L, B * sh.cached, H, D))
-        cache.check()
-        restore = snapshot(cache)
-        n_new = sh.history - sh.cached
-        cu_q = torch.arange(B + 1, **i32) * sh.new
-        app = torch.full((B,), n_new, **i32)
-        q, k, v = rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D), rnd(L, B * sh.new, H, D)
-
-        def step():
-            s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
-            for l in range(L):
-                hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
-                                                scaling_seqlen=scaling)
+        cache, step, restore, (users, cu_q, app, q, k, v) = cached_setup(sh, device, dtype, ps, rnd)
 
         label = f" ps{ps}" if sweep and ps != page_size else ""
         if not sweep or ps == page_size:
@@ -171,6 +209,15 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
         cache.check()
         if sweep and ps != page_size:
             continue
+        if g is not None:  # the same step with begin_step(max_append=...): only the new history is appended
+            c2, step2, restore2, _ = cached_setup(sh, device, dtype, ps, rnd, max_append=True)
+            g2 = graphed(step2, device)
+            restore2()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, max_append", ms=timer(g2, restore2),
+                             tokens=sh.tokens))
+            restore2()
+            c2.check()
+            del c2, g2
         # One layer's gather and attention apart, and the bookkeeping alone.
         s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
         restore()
@@ -185,6 +232,15 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, sh.new, s.max_seqlen_k, None, tgt, 1, (-1, 0),
             scaling_seqlen=scaling, check_values=False))
         rows.append(dict(case=sh.name, row="attention, one layer", ms=ms_a))
+        # What hstu_attn_paged_func hands the kernel: few queries over long keys take the Hopper forward's split
+        # work list (hstu_attn._paged.kernel_max_seqlen_q); the row above is the kernel's own choice.
+        kmq = kernel_max_seqlen_q(q[0], B, sh.new, s.max_seqlen_k, (-1, 0), None)
+        if kmq != sh.new:
+            ms_s = timer(lambda: hstu_attn.hstu_attn_varlen_func(
+                q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, kmq, s.max_seqlen_k, None, tgt, 1, (-1, 0),
+                scaling_seqlen=scaling, check_values=False))
+            rows.append(dict(case=sh.name, row="attention, one layer, split work list", ms=ms_s,
+                             extra=f"max_seqlen_q {sh.new} -> {kmq}"))
         # Bookkeeping alone: the fused kernel (hstu_attn::kv_cache_begin_step, the default on CUDA) beside the
         # torch-ops path (the reference; ~250 launches), each eager and as a CUDA graph.
         book = lambda: cache.begin_step(users, cu_q, app, B * sh.new, sh.new)  # noqa: E731
@@ -254,6 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--page-size", type=int, default=64, choices=hstu_attn.PAGE_SIZES)
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--compile", action="store_true", help="also time the bookkeeping fused by torch.compile")
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's kernel table of each shape's "
+                    "cached step instead of the timings")
     args = ap.parse_args(argv)
     if args.smoke:
         device, dtype, shapes = torch.device("cpu"), torch.float32, SMOKE
@@ -265,6 +323,11 @@ def main(argv=None) -> int:
         device, dtype, shapes = torch.device("cuda"), torch.bfloat16, SHAPES
     reps = args.reps or (2 if args.smoke else 10 if args.quick else 30)
     timer = Timer(device, warmup=1 if args.smoke else 3, reps=reps)
+    if args.profile:
+        if device.type == "cuda":
+            for sh in shapes.values():
+                print(profile_step(sh, device, dtype, args.page_size))
+        return 0
     rows = []
     for name, sh in shapes.items():
         sweep = name == "nvidia_b8" and not args.quick

@@ -88,7 +88,8 @@ def main(argv=None):
         num_targets = torch.tensor(n_cand, dtype=torch.int32, device=device)
         with torch.no_grad():
             step = cache.begin_step(torch.tensor(users, device=device), cu,
-                                    torch.tensor(n_hist, dtype=torch.int32, device=device), x.shape[0], max(new))
+                                    torch.tensor(n_hist, dtype=torch.int32, device=device), x.shape[0], max(new),
+                                    max_append=sum(n_hist))  # appends move only the new history rows
             out = model(x, lambda l, q, k, v: hstu_attn.cached_hstu_attention(
                 cache, step, l, q, k, v, max(new), num_targets=num_targets, window_size=(-1, 0),
                 scaling_seqlen=scaling))

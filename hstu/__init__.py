@@ -23,7 +23,7 @@ Inference (paged KV cache):
 
 from ._checks import check_errors, set_strict_checks, strict_checks
 from ._device_errors import DeviceInputError
-from ._inference import PagedHSTUAttention, cached_hstu_attention
+from ._inference import CachedHSTUStack, PagedHSTUAttention, cached_hstu_attention
 from ._jagged import (
     jagged_concat,
     jagged_positions,
@@ -52,6 +52,7 @@ __all__ = [
     "KVCacheManager",
     "PAGE_SIZES",
     "PagedHSTUAttention",
+    "CachedHSTUStack",
     "RelativeBucketedBias",
     "__version__",
     "cached_hstu_attention",

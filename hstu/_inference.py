@@ -14,9 +14,9 @@ from typing import Optional, Tuple
 import torch
 
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import hstu_attn_paged_func
+from ._paged import hstu_attn_paged_func, paged_kv_layout
 
-__all__ = ["cached_hstu_attention", "PagedHSTUAttention"]
+__all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
 
 def cached_hstu_attention(
@@ -102,3 +102,64 @@ class PagedHSTUAttention(torch.nn.Module):
             self.max_seqlen_k, None, num_targets, self.target_group_size, self.window_size, self.alpha, None,
             self.scaling_seqlen, check_values=False,
         )
+
+
+class CachedHSTUStack(torch.nn.Module):
+    """The serving step of an `HSTUStack` over a paged cache as a function of tensors only (torch.export).
+
+    Every layer: projections, `hstu_attn_paged_func` over the layer's pages + the new tokens, output projection;
+    then the final norm. The cache is read, not written: the new tokens' K/V of every layer are returned, and the
+    caller appends them (``cache.append(step, k_all, v_all)``, one launch each for K and V). With the same
+    ``max_seqlen_k`` (``step.max_seqlen_k``) it computes exactly what ``stack(x, ..., kv_manager=cache,
+    cache_step=step)`` does (tests/hstu/test_inference_export.py).
+
+    Args (constructor):
+        stack: an `HSTUStack` (its layers' window, target groups, alpha, scaling_seqlen are used; no relative
+            bias: its time buckets need timestamps the cache does not keep).
+        max_seqlen_q: host int >= every user's new-token count.
+        max_seqlen_k: host int >= every cached + new count (``step.max_seqlen_k``); the layers' default divisor
+            of P·V when their scaling_seqlen is -1, as in the eager serving path.
+
+    forward(x, kv_pool, cu_seqlens_q, page_offsets, page_ids, last_page_lens, num_targets=None,
+    num_contexts=None) -> (y, k_new, v_new)
+        x: (total_q, E) the step's new tokens; kv_pool: the cache's ``pool`` (num_layers, pages, 2, page_size,
+        H, D); the page table as `CacheStep` holds it. y: (total_q, E); k_new, v_new: (num_layers, total_q, H, D)
+        in the pool's dtype. No host synchronization (value checks off), so it traces and exports.
+
+    Example:
+        >>> step = cache.begin_step(users, cu_q, num_history, total_q, max_q)                  # doctest: +SKIP
+        >>> m = hstu_attn.CachedHSTUStack(stack, max_q, step.max_seqlen_k)                      # doctest: +SKIP
+        >>> args = (x, cache.pool, step.cu_seqlens_q, step.page_offsets, step.page_ids,       # doctest: +SKIP
+        ...         step.last_page_lens)
+        >>> ep = torch.export.export(m, args, {"num_targets": num_cand})                      # doctest: +SKIP
+        >>> y, k_new, v_new = ep.module()(*args, num_targets=num_cand)                         # doctest: +SKIP
+        >>> cache.append(step, k_new, v_new)                                                   # doctest: +SKIP
+    """
+
+    def __init__(self, stack: torch.nn.Module, max_seqlen_q: int, max_seqlen_k: int):
+        super().__init__()
+        if getattr(stack, "relative_bias", None) is not None:
+            raise NotImplementedError("hstu_attn: stack: expected an HSTUStack without relative_bias (the cache "
+                                      "keeps no timestamps), got one with a bias")
+        self.stack = stack
+        self.max_seqlen_q, self.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+
+    def forward(self, x, kv_pool, cu_seqlens_q, page_offsets, page_ids, last_page_lens,
+                num_targets: Optional[torch.Tensor] = None, num_contexts: Optional[torch.Tensor] = None):
+        num_pages, page_size = kv_pool.shape[1], kv_pool.shape[3]
+        # one gather plan for every layer (it depends on the page table only)
+        layout = paged_kv_layout(page_offsets, page_ids, last_page_lens, cu_seqlens_q, x.shape[0], num_pages,
+                                 page_size, self.max_seqlen_k)
+        ks, vs = [], []
+        for l, layer in enumerate(self.stack.layers):
+            u, q, k, v, _ = layer._project(x)
+            q, k, v = (t.to(kv_pool.dtype).contiguous() for t in (q, k, v))
+            scaling = layer.scaling_seqlen if layer.scaling_seqlen > 0 else float(self.max_seqlen_k)
+            a = hstu_attn_paged_func(
+                q, k, v, cu_seqlens_q, kv_pool[l], page_offsets, page_ids, last_page_lens, self.max_seqlen_q,
+                self.max_seqlen_k, num_contexts, num_targets, layer.target_group_size, layer.window_size,
+                layer.alpha, None, scaling, check_values=False, layout=layout)
+            x = layer._finish(x, a, u)
+            ks.append(k)
+            vs.append(v)
+        return self.stack.final_norm(x), torch.stack(ks), torch.stack(vs)

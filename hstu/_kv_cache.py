@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._kv_offload import HostTier
 from ._ops import _err
 from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
 
@@ -29,6 +30,9 @@ CACHE_ERROR_BITS.update({
     "unknown_user": 1 << 10,    # a user id not in the cache in lookup-only mode
     "user_too_long": 1 << 11,   # cached + appended tokens beyond max_pages_per_user * page_size
     "duplicate_user": 1 << 12,  # the same user id twice in one batch
+    "offload_dropped": 1 << 13,  # an evicted user's cache did not fit the host tier or the step's copy budget
+    "reload_dropped": 1 << 14,   # a returning user's host cache did not fit the step's copy budget
+    "append_bound": 1 << 15,     # more appended tokens than begin_step's max_append
 })
 _MESSAGES = {
     "page_offsets": "page_offsets: expected non-decreasing offsets within page_ids, got a violation",
@@ -44,6 +48,12 @@ _MESSAGES = {
     "user_too_long": "num_append: expected cached + appended tokens <= max_pages_per_user * page_size, got more "
                      "(the excess was dropped)",
     "duplicate_user": "user_ids: expected distinct ids in a batch, got a repeated id",
+    "offload_dropped": "offload_pages / offload_pages_per_step: expected room for every evicted user's pages, got "
+                       "too little (those users' caches were dropped)",
+    "reload_dropped": "offload_pages_per_step: expected room for every returning user's pages, got too little "
+                      "(those users were served with an empty history and their host copy dropped)",
+    "append_bound": "max_append: expected >= the step's appended tokens (sum of num_append), got fewer (the "
+                    "tokens past it were not appended)",
 }
 _INT64_MAX = torch.iinfo(torch.int64).max
 
@@ -86,6 +96,14 @@ def kernel_available() -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "CUDA")
 
 
+def _spread_sink(append_rows: torch.Tensor, num_pages: int, page_size: int) -> torch.Tensor:
+    """Tokens that are not appended write to the sink page: token t to its row t % page_size, so that thousands of
+    candidates' K/V rows do not all land on one row (same-address stores serialize)."""
+    sink = num_pages * 2 * page_size
+    t = torch.arange(append_rows.shape[0], device=append_rows.device)
+    return torch.where(append_rows >= sink, sink + t % page_size, append_rows)
+
+
 class KVCacheError(RuntimeError):
     """Raised by `KVCacheManager.check()`; ``flags`` holds the `CACHE_ERROR_BITS` names that were set."""
 
@@ -109,6 +127,9 @@ class CacheStep:
             (pages * 2 * page_size, H, D) (its V row is page_size further); the sink page for tokens not appended.
         layout: the gather plan of the page table (`paged_kv_layout`), computed once for all layers.
         max_seqlen_k: host int bound on cached + new tokens (max_pages_per_user * page_size + max_seqlen_q).
+        append_src, append_dst: with begin_step's ``max_append``: (max_append,) int64 rows of the step's tokens
+            that are appended and their destinations (as append_rows; padding entries write the sink page), so
+            that `append` moves only those rows; None: `append` writes every token (the others to the sink page).
     """
 
     slots: torch.Tensor
@@ -121,6 +142,8 @@ class CacheStep:
     append_rows: torch.Tensor
     layout: PagedLayout
     max_seqlen_k: int
+    append_src: Optional[torch.Tensor] = None
+    append_dst: Optional[torch.Tensor] = None
 
 
 class KVCacheManager:
@@ -148,6 +171,13 @@ class KVCacheManager:
         use_kernel: `begin_step` as one fused CUDA kernel (`hstu_attn::kv_cache_begin_step`, 2 launches) instead
             of ~250 torch-op launches; None = on CUDA whenever it is compiled in and the batch fits (<= 511 users,
             max_users <= 65536). Both give the same state, tensor for tensor (the torch ops are the reference).
+        offload_pages: > 0 keeps evicted users' caches in a host tier of that many pages of pinned host memory
+            (all layers) and reloads them when they return (hstu/_kv_offload.py; device bookkeeping, copies on
+            the step's stream, no host synchronization); 0 (default): evicted caches are dropped.
+        offload_users: user capacity of the host tier (default offload_pages).
+        offload_pages_per_step: pages copied per step and direction at most (default min(offload_pages,
+            4 * max_pages_per_user)); users beyond it are dropped and flagged (`offload_dropped`,
+            `reload_dropped`).
 
     Raises:
         ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
@@ -167,7 +197,8 @@ class KVCacheManager:
 
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, *, num_pages: int, page_size: int = 64,
                  max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
-                 device="cuda", evict: bool = True, use_kernel: Optional[bool] = None):
+                 device="cuda", evict: bool = True, use_kernel: Optional[bool] = None, offload_pages: int = 0,
+                 offload_users: Optional[int] = None, offload_pages_per_step: Optional[int] = None):
         for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
                           ("num_pages", num_pages), ("max_users", max_users),
                           ("max_pages_per_user", max_pages_per_user)):
@@ -201,6 +232,15 @@ class KVCacheManager:
         self.free_count = torch.full((), P, **i64)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.offload = None
+        if offload_pages:
+            per_step = min(offload_pages, 4 * max_pages_per_user) if offload_pages_per_step is None else \
+                offload_pages_per_step
+            for name, val in (("offload_pages", offload_pages), ("offload_users", offload_users or offload_pages),
+                              ("offload_pages_per_step", per_step)):
+                if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                    _err(name, "an int >= 1", val)
+            self.offload = HostTier(self, offload_pages, offload_users or offload_pages, per_step)
 
     # ------------------------------------------------------------------------------------------ public API
     def layer_cache(self, layer: int) -> torch.Tensor:
@@ -211,7 +251,8 @@ class KVCacheManager:
         return self.pool[layer]
 
     def begin_step(self, user_ids: torch.Tensor, cu_seqlens_q: torch.Tensor, num_append: torch.Tensor,
-                   total_q: int, max_seqlen_q: int, *, create: bool = True) -> CacheStep:
+                   total_q: int, max_seqlen_q: int, *, create: bool = True,
+                   max_append: Optional[int] = None) -> CacheStep:
         """Looks up the batch's users, makes room for their appended tokens, returns the step's page tables.
 
         Args:
@@ -223,6 +264,9 @@ class KVCacheManager:
             max_seqlen_q: int >= every user's new-token count (host value).
             create: insert users that are not cached (evicting LRU users if needed); False = lookup only, an
                 unknown user sets `unknown_user` and is served with an empty history and nothing appended.
+            max_append: optional host int >= sum(num_append) (e.g. the batch's new history items, which the
+                serving loop knows): `append` then moves only that many rows instead of every token (the
+                candidates are never appended). Tokens past it are not appended (`append_bound`). None: no bound.
 
         Returns:
             a `CacheStep` (device tensors; nothing synchronizes).
@@ -231,14 +275,51 @@ class KVCacheManager:
         for name, val in (("total_q", total_q), ("max_seqlen_q", max_seqlen_q)):
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 _err(name, "an int >= 0", val)
+        if max_append is not None:
+            if not isinstance(max_append, int) or isinstance(max_append, bool) or max_append < 0:
+                _err("max_append", "an int >= 0 or None", max_append)
+            # each user keeps its appends while the running total stays within the bound
+            app = num_append.long().clamp(min=0)
+            before = torch.cumsum(app, 0) - app
+            capped = torch.minimum(app, (max_append - before).clamp(min=0))
+            self._flag(capped != app, "append_bound")
+            num_append = capped.to(torch.int32)
+        if self.offload is not None:
+            step = self.offload.step(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create,
+                                     self._flag)
+        else:
+            step = self._begin_step_impl(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
+        if max_append is not None:
+            step.append_src, step.append_dst = self._compact_appends(step, max_append)
+        return step
+
+    def _compact_appends(self, step: CacheStep, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(n,) rows of the appended tokens (each user's leading step.num_append) and their destinations; padding
+        entries read row 0 and write the sink page (row j % page_size)."""
+        a = step.num_append.long()
+        end = torch.cumsum(a, 0)
+        j = torch.arange(n, device=self.device)
+        b = torch.searchsorted(end, j, right=True).clamp_(max=a.shape[0] - 1)
+        live = j < end[-1]
+        src = torch.where(live, step.cu_seqlens_q.long()[b] + j - (end[b] - a[b]), torch.zeros_like(j))
+        src = src.clamp_(0, max(step.append_rows.shape[0] - 1, 0))
+        sink = self.num_pages * 2 * self.page_size + j % self.page_size
+        dst = torch.where(live, step.append_rows[src] if step.append_rows.numel() else sink, sink)
+        return src, dst
+
+    def _flag(self, cond: torch.Tensor, name: str) -> None:
+        """OR-s the bit `name` into error_flags where cond has a True (on the device)."""
+        zero = torch.zeros((), dtype=torch.int32, device=self.device)
+        self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
+
+    def _begin_step_impl(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
+        """begin_step on the device tier (arguments checked): the fused kernel, or the torch ops (the reference)."""
+        B = user_ids.shape[0]
         if self.use_kernel and B <= KERNEL_MAX_BATCH:
             return self._begin_step_kernel(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
         dev, U, P, ps, M = self.device, self.max_users, self.num_pages, self.page_size, self.max_pages_per_user
         uid = user_ids
-        zero = torch.zeros((), dtype=torch.int32, device=dev)
-
-        def flag(cond, name):
-            self.error_flags.bitwise_or_(torch.where(cond.any(), CACHE_ERROR_BITS[name], zero))
+        flag = self._flag
 
         # A later copy of an id in the batch is a duplicate: flagged, served with an empty history, nothing
         # appended (so the state stays defined and identical on both paths).
@@ -338,7 +419,7 @@ class KVCacheManager:
         ok = (t >= cq[0]) & (r < (new_len - old_len)[bt])
         pg = self.slot_pages[slot[bt], (pos_t // ps).clamp(max=M - 1)]
         pg = torch.where(ok, pg, torch.full_like(pg, P))
-        append_rows = pg * (2 * ps) + torch.where(ok, pos_t % ps, torch.zeros_like(pos_t))
+        append_rows = _spread_sink(pg * (2 * ps) + pos_t % ps, P, ps)
 
         # Table updates: ids, lengths (after the append), clock.
         self.slot_user.index_copy_(0, slot, uid)
@@ -363,6 +444,7 @@ class KVCacheManager:
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict)
+        append_rows = _spread_sink(append_rows, self.num_pages, self.page_size)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         layout = PagedLayout(src_rows=src_rows, dst_new=dst_new, cu_seqlens_k=cu_k, cached_lens=cached_lens,
                              capacity=capacity, error_flags=lflags[0])
@@ -390,14 +472,18 @@ class KVCacheManager:
             if t.dtype != self.dtype or t.device != self.device:
                 _err(name, f"{self.dtype} on {self.device} (the cache's)", f"{t.dtype} on {t.device}", TypeError)
         ps = self.page_size
+        rows = step.append_rows
+        if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
+            dim = 1 if layer is None else 0
+            k, v, rows = k.index_select(dim, step.append_src), v.index_select(dim, step.append_src), step.append_dst
         if layer is None:
             flat = self.pool.view(self.num_layers, -1, self.num_heads, self.head_dim)
-            flat.index_copy_(1, step.append_rows, k)
-            flat.index_copy_(1, step.append_rows + ps, v)
+            flat.index_copy_(1, rows, k)
+            flat.index_copy_(1, rows + ps, v)
         else:
             flat = self.layer_cache(layer).view(-1, self.num_heads, self.head_dim)
-            flat.index_copy_(0, step.append_rows, k)
-            flat.index_copy_(0, step.append_rows + ps, v)
+            flat.index_copy_(0, rows, k)
+            flat.index_copy_(0, rows + ps, v)
 
     def check(self) -> None:
         """Synchronizes and raises `KVCacheError` if any step since the last check set an error flag (then

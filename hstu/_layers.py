@@ -332,21 +332,13 @@ class HSTULayer(nn.Module):
     ):
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.embedding_dim:
             _err("x", f"a (total, {self.embedding_dim}) tensor", getattr(x, "shape", type(x).__name__))
-        H, D = self.num_heads, self.head_dim
-        hd = H * D
-        n = self.input_norm(x)
-        u, v, q, k = F.silu(self.uvqk(n)).split([hd, hd, hd, hd], dim=-1)
-        q, k, v = q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)
-        attn_dtype = q.dtype
-        if x.is_cuda and q.dtype not in (torch.float16, torch.bfloat16) and self.attn_impl == "kernel":
-            attn_dtype = self.attn_dtype
-            q, k, v = q.to(attn_dtype), k.to(attn_dtype), v.to(attn_dtype)
+        u, q, k, v, attn_dtype = self._project(x)
         if rab is not None:
             rab = rab.to(attn_dtype)
         if kv_manager is not None:  # serving step: paged history of a KVCacheManager (see HSTUStack)
             a = self._paged_attention(kv_manager, cache_step, layer_idx, q, k, v, max_seqlen, num_contexts,
                                       num_targets, rab)
-            return x + self.dropout(self.output(self.attn_norm(a.reshape(-1, hd).to(u.dtype)) * u))
+            return self._finish(x, a, u)
         new_kv = HSTUKVCache(k, v, cu_seqlens, max_seqlen) if return_kv else None
         cu_k, max_k = cu_seqlens, max_seqlen
         if kv_cache is not None:  # delta-q: keys = cached keys + the new ones, per sequence
@@ -356,9 +348,25 @@ class HSTULayer(nn.Module):
             max_k = kv_cache.max_seqlen + max_seqlen
         a = self._attention(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, cu_k, max_seqlen, max_k,
                             num_contexts, num_targets, rab)
-        a = a.reshape(-1, hd).to(u.dtype)
-        y = x + self.dropout(self.output(self.attn_norm(a) * u))
+        y = self._finish(x, a, u)
         return (y, new_kv) if return_kv else y
+
+    def _project(self, x):
+        # u, q, k, v of the tokens x (q, k, v as (total, H, D) in the attention dtype) and that dtype
+        H, D = self.num_heads, self.head_dim
+        hd = H * D
+        u, v, q, k = F.silu(self.uvqk(self.input_norm(x))).split([hd, hd, hd, hd], dim=-1)
+        q, k, v = q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)
+        attn_dtype = q.dtype
+        if x.is_cuda and q.dtype not in (torch.float16, torch.bfloat16) and self.attn_impl == "kernel":
+            attn_dtype = self.attn_dtype
+            q, k, v = q.to(attn_dtype), k.to(attn_dtype), v.to(attn_dtype)
+        return u, q, k, v, attn_dtype
+
+    def _finish(self, x, a, u):
+        # residual + output projection of the normalized attention gated by u
+        a = a.reshape(-1, self.num_heads * self.head_dim).to(u.dtype)
+        return x + self.dropout(self.output(self.attn_norm(a) * u))
 
     def _paged_attention(self, cache, step, layer_idx, q, k, v, max_seqlen, num_contexts, num_targets, rab):
         # The new tokens attend to the user's cached history + themselves; the step's new history is appended

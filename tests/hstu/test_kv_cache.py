@@ -376,3 +376,53 @@ def test_stack_serving_through_the_manager_equals_uncached_stack():
             history.setdefault(u, []).append(h)
     with pytest.raises(ValueError, match="cache_step: expected"):
         stack.layers[0](x, step.cu_seqlens_q, max(new), kv_manager=cache)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_max_append_moves_only_the_appended_rows(device):
+    # begin_step(max_append=sum(num_append)) + append equals the unbounded step page for page (both layers and
+    # per-layer appends); a smaller bound keeps each user's appends while the running total fits, flags the rest.
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+
+    def make():
+        return KVCacheManager(2, H, D, num_pages=40, page_size=16, max_users=6, max_pages_per_user=8,
+                              dtype=torch.float32, device=device)
+
+    full, bounded = make(), make()
+    for it in range(6):
+        users = rng.sample(range(9), 3)
+        app = [rng.randint(0, 20) for _ in users]
+        new = [a + rng.randint(1, 5) for a in app]
+        ids = torch.tensor(users, device=device)
+        cu, na = cu_of(new, device), torch.tensor(app, dtype=torch.int32, device=device)
+        k = torch.randn(2, sum(new), H, D, generator=gen).to(device)
+        v = torch.randn(2, sum(new), H, D, generator=gen).to(device)
+        s1 = full.begin_step(ids, cu, na, sum(new), max(new))
+        s2 = bounded.begin_step(ids, cu, na, sum(new), max(new), max_append=sum(app) + rng.randint(0, 3))
+        full.append(s1, k, v)
+        if it % 2:
+            bounded.append(s2, k, v)
+        else:
+            for layer in range(2):
+                bounded.append(s2, k[layer], v[layer], layer=layer)
+        full.check()
+        bounded.check()
+        assert torch.equal(s2.cached_lens, s1.cached_lens)
+        P = full.num_pages
+        assert torch.equal(bounded.pool[:, :P], full.pool[:, :P]), f"seed {seed} step {it}"
+    # a bound below the appended tokens: user 0 keeps 5 of 10, user 1 none of its 4
+    cache = make()
+    ids = torch.tensor([1, 2], device=device)
+    st = cache.begin_step(ids, cu_of([12, 6], device), torch.tensor([10, 4], dtype=torch.int32, device=device), 18,
+                          12, max_append=5)
+    k = torch.randn(2, 18, H, D, generator=gen).to(device)
+    cache.append(st, k, k)
+    with pytest.raises(KVCacheError, match="max_append: expected >= the step's appended tokens") as e:
+        cache.check()
+    assert e.value.flags == ("append_bound",)
+    assert st.num_append.tolist() == [5, 0]
+    assert torch.equal(cache.read_user(1, 1)[0], k[1, :5])
+    with pytest.raises(ValueError, match="max_append: expected an int >= 0 or None"):
+        cache.begin_step(ids, cu_of([1, 1], device), torch.ones(2, dtype=torch.int32, device=device), 2, 1,
+                         max_append=-1)

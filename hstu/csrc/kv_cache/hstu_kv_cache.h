@@ -60,5 +60,22 @@ size_t begin_step_smem_bytes(int batch, int64_t max_users);
 // Enqueues both kernels on `stream` (no synchronization; CUDA-graph capturable).
 cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream);
 
+// Page copies between two page pools of the same page shape, for KVCacheManager's offload to pinned host memory
+// and reload (hstu_kv_page_copy.cu). Either pool may be pinned host memory, reached through UVA (its data pointer
+// is its device address). Entry e < *count copies page src_pages[e] of every layer to page dst_pages[e]; entries
+// at or past the count return at once, so a fixed-size list costs what its live entries move. Page numbers out of
+// range are skipped (never an out-of-bounds access).
+struct PageCopyParams {
+  const uint8_t* src;  // (layers, src_pages_per_layer, page_bytes)
+  uint8_t* dst;        // (layers, dst_pages_per_layer, page_bytes)
+  const int64_t* src_pages;  // (entries)
+  const int64_t* dst_pages;  // (entries)
+  const int64_t* count;      // (1) live entries
+  int64_t entries, layers, src_layer_pages, dst_layer_pages, page_bytes;  // page_bytes: a multiple of 16
+};
+
+// Enqueues the copy kernel on `stream` (no synchronization; CUDA-graph capturable).
+cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream);
+
 }  // namespace kvcache
 }  // namespace hstu

@@ -21,9 +21,10 @@ namespace kvcache_op {
 using torch::stable::Tensor;
 using ScalarType = torch::headeronly::ScalarType;
 
-void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType dtype, int64_t len) {
+void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType dtype, int64_t len,
+               const char* ref_arg = "slot_user") {
   ACCEL_CHECK(t.is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(t));
-  accel::check_same_device(t, arg, ref, "slot_user");
+  accel::check_same_device(t, arg, ref, ref_arg);
   accel::check_dtype(t, arg, dtype);
   accel::check_contiguous(t, arg);
   ACCEL_CHECK(t.numel() == len, arg, ": expected ", len, " elements, got shape ", accel::shape_str(t));
@@ -107,6 +108,52 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
                          dst_new, cu_k, layout_flags);
 }
 
+// kv_cache_copy_pages: the offload / reload copies of KVCacheManager (hstu_kv_cache.h PageCopyParams). src and dst
+// are page pools (layers, pages, ...) of the same dtype and page shape; one of them may be a CPU tensor in pinned
+// memory (reached through UVA: its data pointer is its device address; the caller allocates it pinned). The page
+// lists and the live count are device tensors: nothing is read on the host.
+void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages, Tensor count) {
+  const Tensor& dev = src_pages;  // the page lists are always on the device
+  ACCEL_CHECK(dev.is_cuda(), "src_pages: expected a CUDA tensor, got ", accel::device_name(dev));
+  torch::stable::accelerator::DeviceGuard guard(dev.get_device());
+  for (const Tensor* t : {&src, &dst}) {
+    const char* arg = t == &src ? "src" : "dst";
+    ACCEL_CHECK(t->is_cpu() || t->is_cuda(), arg, ": expected a CUDA tensor or pinned CPU memory, got ",
+                accel::device_name(*t));
+    if (t->is_cuda()) accel::check_same_device(*t, arg, dev, "src_pages");
+    accel::check_contiguous(*t, arg);
+    ACCEL_CHECK(t->dim() >= 2, arg, ": expected (layers, pages, ...), got shape ", accel::shape_str(*t));
+  }
+  ACCEL_CHECK(src.is_cuda() || dst.is_cuda(), "src/dst: expected at least one CUDA pool, got two CPU tensors");
+  ACCEL_CHECK(src.scalar_type() == dst.scalar_type(), "dst: expected the dtype of src, got another");
+  ACCEL_CHECK(src.size(0) == dst.size(0), "dst: expected ", src.size(0), " layers (those of src), got ", dst.size(0));
+  const int64_t L = src.size(0), sp = src.size(1), dp = dst.size(1);
+  ACCEL_CHECK(sp >= 1 && dp >= 1, "src/dst: expected at least one page, got shapes ", accel::shape_str(src), " and ",
+              accel::shape_str(dst));
+  const int64_t page_elems = src.numel() / (L * sp);
+  ACCEL_CHECK(dst.numel() == L * dp * page_elems, "dst: expected pages of ", page_elems,
+              " elements (those of src), got shape ", accel::shape_str(dst));
+  const int64_t E = src_pages.numel();
+  check_vec(src_pages, "src_pages", dev, ScalarType::Long, E, "src_pages");
+  check_vec(dst_pages, "dst_pages", dev, ScalarType::Long, E, "src_pages");
+  check_vec(count, "count", dev, ScalarType::Long, 1, "src_pages");
+  kvcache::PageCopyParams p{};
+  p.src = static_cast<const uint8_t*>(src.data_ptr());
+  p.dst = static_cast<uint8_t*>(dst.data_ptr());
+  p.src_pages = static_cast<const int64_t*>(src_pages.data_ptr());
+  p.dst_pages = static_cast<const int64_t*>(dst_pages.data_ptr());
+  p.count = static_cast<const int64_t*>(count.data_ptr());
+  p.entries = E;
+  p.layers = L;
+  p.src_layer_pages = sp;
+  p.dst_layer_pages = dp;
+  p.page_bytes = page_elems * static_cast<int64_t>(src.element_size());
+  ACCEL_CHECK(p.page_bytes % 16 == 0, "src: expected pages of a multiple of 16 bytes, got ", p.page_bytes);
+  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(dev.get_device())));
+  const cudaError_t err = kvcache::launch_page_copy(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_copy_pages: CUDA error ", cudaGetErrorString(err));
+}
+
 }  // namespace kvcache_op
 }  // namespace hstu
 
@@ -117,8 +164,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
       "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
       "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
       "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
+  m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("kv_cache_begin_step", TORCH_BOX(&hstu::kvcache_op::begin_step_cuda));
+  m.impl("kv_cache_copy_pages", TORCH_BOX(&hstu::kvcache_op::copy_pages_cuda));
 }
