@@ -11,7 +11,7 @@ its parts, fused vs unfused (issue 33).
    host launch costs included) and replayed from a CUDA graph (GPU time only), unfused vs fused.
 
 Usage (GPU; without one it prints a line and exits 0):
-    python benchmarks/hstu_layer_profile.py [--histories 512] [--steps 10] [--no-model] [--no-layer]
+    python benchmarks/hstu_layer_profile.py [--histories 512] [--steps 10] [--no-model] [--no-layer] [--smoke]
 """
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ CATEGORIES = [  # (category, regex over the kernel name), first match wins
 ]
 
 
-def model_args(histories):
-    return argparse.Namespace(bias="none", heads=4, head_dim=64, layers=4, candidates=16, users=4096,
-                              items=100_000, batch_size=128, histories=histories)
+def model_args(histories, smoke=False):
+    """hstu_model.py's default model (--smoke: a tiny batch for the CPU test)."""
+    return argparse.Namespace(bias="none", heads=4, head_dim=64, layers=4, candidates=2 if smoke else 16,
+                              users=16 if smoke else 4096, items=64 if smoke else 100_000,
+                              batch_size=4 if smoke else 128, histories=histories)
 
 
 def short(name, n=90):
@@ -168,8 +170,15 @@ def timed(fn, inner, reps):
     return eager, g
 
 
-def layer_parts(hist, inner, reps, dev=torch.device("cuda"), timer=timed):
-    args = model_args([hist])
+def cpu_once(fn, inner, reps):
+    """(ms of one fn(), None): the --smoke timer (perf_counter, no graph)."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3, None
+
+
+def layer_parts(hist, inner, reps, dev=torch.device("cuda"), timer=timed, smoke=False):
+    args = model_args([hist], smoke)
     seqs = hstu_model._sequences(args.users, args.items, 2 * args.candidates + 2, hist + 2 * args.candidates + 1)
     b = hstu_model.Batcher(seqs, args.batch_size, hist, args.candidates, seed=1).train_batch(0)
     lens = 1 + b["hist_lengths"].long() + b["cand_lengths"].long()
@@ -260,7 +269,11 @@ def main(argv=None) -> int:
     p.add_argument("--variants", nargs="+", default=["ours", "ours-unfused"])
     p.add_argument("--no-model", action="store_true")
     p.add_argument("--no-layer", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="the layer table for a tiny batch on CPU (tests)")
     args = p.parse_args(argv)
+    if args.smoke:
+        layer_parts(8, 1, 1, torch.device("cpu"), cpu_once, smoke=True)
+        return 0
     if not torch.cuda.is_available():
         print("hstu_layer_profile: no CUDA device, skipping")
         return 0
