@@ -71,9 +71,13 @@ for _name, _fake in (("layer_norm_mul_fwd", _ln_mul_fwd_fake), ("layer_norm_mul_
         torch.library.register_fake(f"hstu_attn::{_name}", _fake)
 
 
+# Looked up once (the library is loaded above): a plain bool keeps the call path traceable by torch.compile.
+_KERNELS = torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::layer_norm_mul_fwd", "CUDA")
+
+
 def fused_kernels_available() -> bool:
     """Whether the fused layer kernels are compiled in (a CUDA build of `_C.so`)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::layer_norm_mul_fwd", "CUDA")
+    return _KERNELS
 
 
 class LayerNormMulFunction(torch.autograd.Function):
