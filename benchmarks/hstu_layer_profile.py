@@ -12,6 +12,7 @@ its parts, fused vs unfused (issue 33).
 
 Usage (GPU; without one it prints a line and exits 0):
     python benchmarks/hstu_layer_profile.py [--histories 512] [--steps 10] [--no-model] [--no-layer] [--smoke]
+    python benchmarks/hstu_layer_profile.py --ab-rounds 6 --histories 128 512 1024   (interleaved step times only)
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ def profile_model(variant, hist, steps, top):
         torch.cuda.synchronize()
     kern, host = [], []
     for e in prof.key_averages():
+        if getattr(e, "is_user_annotation", False) or "#" in e.key:  # ranges such as Optimizer.step#Adam.step
+            continue
         if e.device_type == torch.autograd.DeviceType.CUDA:
             kern.append((e.self_device_time_total / steps / 1e3, e.count / steps, e.key))
         elif e.self_cpu_time_total > 0:
@@ -138,6 +141,36 @@ def profile_model(variant, hist, steps, top):
     del step, batches, model
     torch.cuda.empty_cache()
     return wall, issue, busy
+
+
+def ab_steps(hist, variants, steps, rounds):
+    """Step ms of each variant, interleaved: every variant's model is built, then each round times `steps`
+    back-to-back steps of every variant in turn (the order reversed every other round); median and min over
+    rounds. The step is host-bound, so variants timed one after the other drift with the host; this does not."""
+    args = model_args([hist])
+    dev = torch.device("cuda")
+    built = {v: hstu_model.make_step(v, hist, args, dev) for v in variants}
+    for step, batches, _ in built.values():
+        for i in range(5):
+            step(batches[i % 8])
+    times = {v: [] for v in variants}
+    for r in range(rounds):
+        for v in (variants if r % 2 == 0 else variants[::-1]):
+            step, batches, _ = built[v]
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for i in range(steps):
+                step(batches[i % 8])
+            b.record()
+            b.synchronize()
+            times[v].append(a.elapsed_time(b) / steps)
+    base = statistics.median(times[variants[0]])
+    for v in variants:
+        med = statistics.median(times[v])
+        print(f"| {hist} | {v} | {med:.2f} | {min(times[v]):.2f} | {med / base:.3f} |")
+    del built
+    torch.cuda.empty_cache()
 
 
 # ------------------------------------------------------------------------------------------------ one layer
@@ -269,6 +302,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", nargs="+", default=["ours", "ours-unfused"])
     p.add_argument("--no-model", action="store_true")
     p.add_argument("--no-layer", action="store_true")
+    p.add_argument("--ab-rounds", type=int, default=0,
+                   help="> 0: only the interleaved step timing of --variants (that many rounds of --steps steps)")
     p.add_argument("--smoke", action="store_true", help="the layer table for a tiny batch on CPU (tests)")
     args = p.parse_args(argv)
     if args.smoke:
@@ -278,6 +313,13 @@ def main(argv=None) -> int:
         print("hstu_layer_profile: no CUDA device, skipping")
         return 0
     print(f"## hstu_layer_profile: {torch.cuda.get_device_name()}, torch {torch.__version__}, commit {git_commit()}")
+    if args.ab_rounds > 0:
+        print(f"\n### model train step, interleaved: ms per step (median and min of {args.ab_rounds} rounds x "
+              f"{args.steps} back-to-back steps; bf16 autocast, B=128, 4 layers, 4 heads x 64)\n")
+        print("| max history | variant | step ms | min ms | / first variant |\n|---:|---|---:|---:|---:|")
+        for hist in args.histories:
+            ab_steps(hist, args.variants, args.steps, args.ab_rounds)
+        return 0
     for hist in args.histories:
         if not args.no_model:
             summary = {v: profile_model(v, hist, args.steps, args.top) for v in args.variants}

@@ -80,19 +80,26 @@ def fused_kernels_available() -> bool:
     return _KERNELS
 
 
+# The overloads themselves (a call skips the packet's overload resolution: the layer's step is host-bound).
+_LN_FWD = torch.ops.hstu_attn.layer_norm_mul_fwd.default
+_LN_BWD = torch.ops.hstu_attn.layer_norm_mul_bwd.default
+_SPLIT_FWD = torch.ops.hstu_attn.silu_split_fwd.default
+_SPLIT_BWD = torch.ops.hstu_attn.silu_split_bwd.default
+
+
 class LayerNormMulFunction(torch.autograd.Function):
     """LayerNorm(x) * u through the CUDA kernels (contiguous 2-d x and u of one dtype, 1-d weight and bias)."""
 
     @staticmethod
     def forward(ctx, x, u, weight, bias, eps):
-        out, mean, rstd = torch.ops.hstu_attn.layer_norm_mul_fwd(x, u, weight, bias, eps)
+        out, mean, rstd = _LN_FWD(x, u, weight, bias, eps)
         ctx.save_for_backward(x, u, weight, bias, mean, rstd)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         x, u, weight, bias, mean, rstd = ctx.saved_tensors
-        dx, du, dw, db = torch.ops.hstu_attn.layer_norm_mul_bwd(dout.contiguous(), x, u, weight, bias, mean, rstd)
+        dx, du, dw, db = _LN_BWD(dout.contiguous(), x, u, weight, bias, mean, rstd)
         return dx, du, dw, db, None
 
 
@@ -102,13 +109,12 @@ class SiluSplitFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return torch.ops.hstu_attn.silu_split_fwd(x)
+        return _SPLIT_FWD(x)
 
     @staticmethod
     def backward(ctx, du, dv, dq, dk):  # unused outputs arrive as zeros (materialized grads)
         (x,) = ctx.saved_tensors
-        return torch.ops.hstu_attn.silu_split_bwd(du.contiguous(), dv.contiguous(), dq.contiguous(),
-                                                  dk.contiguous(), x)
+        return _SPLIT_BWD(du.contiguous(), dv.contiguous(), dq.contiguous(), dk.contiguous(), x)
 
 
 def _use_kernel(*tensors) -> bool:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._fused import fused_kernels_available, layer_norm_mul, silu_split
+from ._fused import KERNEL_DTYPES, LayerNormMulFunction, SiluSplitFunction, fused_kernels_available
 from ._jagged import jagged_concat, jagged_to_padded, lengths_to_offsets, padded_to_jagged
 from ._ops import hstu_attn_varlen_func
 from ._reference import MASK_CONVENTIONS
@@ -343,10 +343,11 @@ class HSTULayer(nn.Module):
         hd = H * D
         fused = self.fused and x.is_cuda and fused_kernels_available()
         n = self.input_norm(x)
-        if fused:
-            u, v, q, k = silu_split(self.uvqk(n))
+        proj = self.uvqk(n)
+        if fused and proj.dtype in KERNEL_DTYPES:  # the autograd.Function itself: shapes are right by construction
+            u, v, q, k = SiluSplitFunction.apply(proj)
         else:
-            u, v, q, k = F.silu(self.uvqk(n)).split([hd, hd, hd, hd], dim=-1)
+            u, v, q, k = F.silu(proj).split([hd, hd, hd, hd], dim=-1)
         q, k, v = q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)
         attn_dtype = q.dtype
         if x.is_cuda and q.dtype not in (torch.float16, torch.bfloat16) and self.attn_impl == "kernel":
@@ -374,8 +375,9 @@ class HSTULayer(nn.Module):
     def _gate(self, a, u, fused):
         # LayerNorm(a) * u; the fused kernel returns a's dtype (the composition under autocast float32: the output
         # projection casts both to the same autocast dtype)
-        if fused:
-            return layer_norm_mul(a, u, self.attn_norm.weight, self.attn_norm.bias, self.attn_norm.eps)
+        w, b = self.attn_norm.weight, self.attn_norm.bias
+        if fused and a.dtype in KERNEL_DTYPES and w.dtype in KERNEL_DTYPES:
+            return LayerNormMulFunction.apply(a.contiguous(), u.contiguous(), w, b, self.attn_norm.eps)
         return self.attn_norm(a) * u
 
     def _paged_attention(self, cache, step, layer_idx, q, k, v, max_seqlen, num_contexts, num_targets, rab):

@@ -60,7 +60,7 @@ def poison_allocator(device):
 
 
 def err_rel(ours, ref, low, k, what):
-    ref = ref.double()
+    ours, ref, low = ours.cpu(), ref.double().cpu(), low.cpu()
     floor = 1e-6 * (1 + (ref.abs().max().item() if ref.numel() else 0.0))
     bound = k * ((low.double() - ref).abs().max().item() if ref.numel() else 0.0) + floor
     err = (ours.double() - ref).abs().max().item() if ref.numel() else 0.0
@@ -148,7 +148,10 @@ def test_layer_norm_mul_cuda_error_relative(rows, cols, dtype, fp32_params):
     wdtype = torch.float32 if fp32_params else dtype
     inputs = ln_inputs(gen, rows, cols, dtype, wdtype, "cuda")
     ref, dref = run_grads(ref_ln_mul, [t.double() for t in inputs[:4]], inputs[4].double())
-    low, dlow = run_grads(lambda x, u, w, b: F.layer_norm(x, (cols,), w, b, 1e-5) * u, inputs[:4], inputs[4])
+    # torch in the activations' dtype: the norm in float32 rounded to x's dtype, times u (CUDA's layer_norm takes
+    # no float32 parameters with 16-bit input; autocast runs it in float32 too)
+    low, dlow = run_grads(lambda x, u, w, b: F.layer_norm(x.float(), (cols,), w.float(), b.float(), 1e-5).to(x.dtype)
+                          * u, inputs[:4], inputs[4])
     poison_allocator("cuda")
     ours, dours = run_grads(layer_norm_mul, inputs[:4], inputs[4])
     assert ours[0].dtype == dtype

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) layer_norm_mul_bwd_rows_kernel
       load<T, V>(u + c, fu);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const float g = fy[i] * fu[i] * to_f(w[c + i]);
+        const float g = __fmul_rn(__fmul_rn(fy[i], fu[i]), to_f(w[c + i]));
         s1 += g;
         s2 += g * (fx[i] - mean) * rstd;
       }
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) layer_norm_mul_bwd_rows_kernel
       for (int i = 0; i < V; ++i) {
         const float wi = to_f(w[c + i]);
         const float xh = (fx[i] - mean) * rstd;
-        const float g = fy[i] * fu[i] * wi;
+        // g rounded exactly as in the first pass (no FMA contraction into g - s1): a one-column row gives dx = 0
+        const float g = __fmul_rn(__fmul_rn(fy[i], fu[i]), wi);
         fu[i] = fy[i] * (xh * wi + to_f(b[c + i]));
         fx[i] = rstd * (g - s1 - xh * s2);
       }
