@@ -63,6 +63,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __device__ __forceinline__ float sigmoid(float z) { return 1.f / (1.f + expf(-z)); }
 
+// a[i] with constant indices only (a dynamic index into the kernel's parameter array copies it to the stack).
+template <typename P>
+__device__ __forceinline__ P pick(const P (&a)[4], int i) {
+  return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
+
 template <typename T, typename W, int V>
 __global__ void __launch_bounds__(32 * kRowWarps) layer_norm_mul_fwd_kernel(LayerNormMulFwdParams p) {
   const int lane = threadIdx.x & 31;
@@ -230,7 +236,7 @@ __global__ void __launch_bounds__(kEltThreads) silu_split_kernel(SiluSplitParams
     load<T, V>(static_cast<const T*>(p.x) + i * V, z);
     if constexpr (kBackward) {
       float g[V];
-      load<T, V>(static_cast<const T*>(p.dout[part]) + o, g);
+      load<T, V>(static_cast<const T*>(pick(p.dout, part)) + o, g);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const float s = sigmoid(z[k]);
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(kEltThreads) silu_split_kernel(SiluSplitParams
     } else {
 #pragma unroll
       for (int k = 0; k < V; ++k) z[k] = z[k] * sigmoid(z[k]);
-      store<T, V>(static_cast<T*>(p.out[part]) + o, z);
+      store<T, V>(static_cast<T*>(pick(p.out, part)) + o, z);
     }
   }
 }
