@@ -6,7 +6,8 @@ SparseAdam, ids hashed into the same number of rows).
 One sweep (shared defaults: B=128, dim 256 = 4 heads x 64, 4 layers, 16 candidates, bf16 autocast of the dense
 tower, fp32 tables, no relative attention bias): the history length (max_history in {128, 512, 1024}; --quick:
 {128, 512}); the lengths of a batch are Zipf-distributed below it (synthetic users, as in the example). Variants:
-    ours        hstu_attn kernels + dynamicemb tables
+    ours        hstu_attn kernels + dynamicemb tables (HSTULayer's fused kernels: SiLU + split, LayerNorm * u)
+    ours-unfused  the same with HSTULayer(fused=False): those two steps as plain torch ops
     torch-attn  dense PyTorch attention + dynamicemb tables
     gr-triton   Meta GR's Triton attention (`triton_hstu_mha`) + dynamicemb tables (only where importable)
     torch-emb   hstu_attn kernels + torch.nn.Embedding tables
@@ -58,11 +59,13 @@ from train import _losses, make_optimizer  # noqa: E402
 
 VARIANTS = {  # name: (attention, embeddings)
     "ours": ("kernel", "dynamicemb"),
+    "ours-unfused": ("kernel", "dynamicemb"),
     "torch-attn": ("torch", "dynamicemb"),
     "gr-triton": ("gr-triton", "dynamicemb"),
     "torch-emb": ("kernel", "torch"),
     "torch-both": ("torch", "torch"),
 }
+UNFUSED = {"ours-unfused"}  # variants whose layers run HSTULayer(fused=False)
 BIASES = {"none": (0, 0), "position": (None, 0), "time": (None, 16)}  # --bias: (max_distance, time_buckets)
 
 # --gr-configs subset: (BLOCK_M, BLOCK_N, num_stages, num_warps) of GR's forward / backward (SEQUENCE_PARALLEL off)
@@ -102,14 +105,16 @@ def _sequences(users, items, min_len, max_len):
     return synthetic_sequences(users, items, min_len=min_len, max_len=max_len, seed=1)
 
 
-def measure(variant, max_history, args, device, gr=None):
-    """(ms per step, tokens per s, peak MiB) of one variant at one history length; None if it ran out of memory."""
+def make_step(variant, max_history, args, device, gr=None):
+    """(step(batch), the 8 device batches, model) of one variant at one history length: the benchmark's train step
+    (also used by benchmarks/hstu_layer_profile.py)."""
     attn, emb = VARIANTS[variant]
     torch.manual_seed(0)
     max_distance, time_buckets = BIASES[args.bias]
     cfg = ModelConfig(dim=args.heads * args.head_dim, heads=args.heads, head_dim=args.head_dim, layers=args.layers,
                       dropout=0.0, max_seqlen=1 + max_history + args.candidates, embedding=emb,
-                      attn_impl="kernel" if attn == "gr-triton" else attn, user_capacity=1 << 16,
+                      attn_impl="kernel" if attn == "gr-triton" else attn, fused=variant not in UNFUSED,
+                      user_capacity=1 << 16,
                       item_capacity=1 << 18, time_buckets=time_buckets,
                       max_distance=max_history + args.candidates + 2 if max_distance is None else max_distance)
     seqs = _sequences(args.users, args.items, 2 * args.candidates + 2, max_history + 2 * args.candidates + 1)
@@ -130,6 +135,12 @@ def measure(variant, max_history, args, device, gr=None):
         loss.backward()
         opt.step()
 
+    return step, batches, model
+
+
+def measure(variant, max_history, args, device, gr=None):
+    """(ms per step, tokens per s, peak MiB) of one variant at one history length; None if it ran out of memory."""
+    step, batches, model = make_step(variant, max_history, args, device, gr)
     try:
         for i in range(args.warmup):
             step(batches[i % len(batches)])
@@ -147,7 +158,7 @@ def measure(variant, max_history, args, device, gr=None):
         traceback.print_exc()
         return f"error ({type(e).__name__})"
     finally:
-        del model, opt, batches
+        del model, step, batches
         if device.type == "cuda":
             torch.cuda.empty_cache()
     ms = statistics.median(times)

@@ -10,8 +10,9 @@ recsys-examples)::
 
 The layers are a plain composition of torch ops and the attention op: no host synchronization (every size comes
 from tensor shapes or from max lengths the caller passes), so a forward / train step traces with torch.compile and
-captures in a CUDA graph. Candidate fusions (not done: the plain composition ships first): LayerNorm + projection +
-SiLU (one pass over x), LayerNorm(a) * u + output projection, and dropout + residual.
+captures in a CUDA graph. On CUDA two steps run as fused kernels by default (`_fused.py`; ``fused=False`` keeps
+the plain composition): the SiLU of the projection with its split into contiguous u, v, q, k, and LayerNorm(a) * u
+(forward and backward each). Not fused: the input LayerNorm, the projections (cuBLAS), dropout + residual.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._fused import KERNEL_DTYPES, LayerNormMulFunction, SiluSplitFunction, fused_kernels_available
 from ._jagged import jagged_concat, jagged_to_padded, lengths_to_offsets, padded_to_jagged
 from ._ops import hstu_attn_varlen_func
 from ._reference import MASK_CONVENTIONS
@@ -232,6 +234,9 @@ class HSTULayer(nn.Module):
         attn_dtype: dtype of the attention on CUDA when the activations are float32 (the kernels take
             float16/bfloat16); the output is cast back.
         eps: LayerNorm epsilon.
+        fused: on CUDA (when `_C.so` has the kernels), run the SiLU + split of the projection and LayerNorm(a) * u
+            as fused kernels (default); False: the plain torch composition (for comparisons). CPU tensors always
+            take the composition.
 
     Forward: ``layer(x, cu_seqlens, max_seqlen, num_contexts=None, num_targets=None, rab=None, kv_cache=None,
     return_kv=False)``
@@ -269,6 +274,7 @@ class HSTULayer(nn.Module):
         attn_impl: str = "kernel",
         attn_dtype: torch.dtype = torch.bfloat16,
         eps: float = 1e-5,
+        fused: bool = True,
     ):
         super().__init__()
         for name, val in (("embedding_dim", embedding_dim), ("num_heads", num_heads), ("head_dim", head_dim)):
@@ -292,6 +298,7 @@ class HSTULayer(nn.Module):
         self.mask_convention = mask_convention
         self.attn_impl = attn_impl
         self.attn_dtype = attn_dtype
+        self.fused = bool(fused)
         hd = num_heads * head_dim
         self.input_norm = nn.LayerNorm(embedding_dim, eps=eps)
         self.uvqk = nn.Linear(embedding_dim, 4 * hd)
@@ -351,11 +358,18 @@ class HSTULayer(nn.Module):
         y = self._finish(x, a, u)
         return (y, new_kv) if return_kv else y
 
+    def _fused_on(self, x) -> bool:
+        return self.fused and x.is_cuda and fused_kernels_available()
+
     def _project(self, x):
         # u, q, k, v of the tokens x (q, k, v as (total, H, D) in the attention dtype) and that dtype
         H, D = self.num_heads, self.head_dim
         hd = H * D
-        u, v, q, k = F.silu(self.uvqk(self.input_norm(x))).split([hd, hd, hd, hd], dim=-1)
+        proj = self.uvqk(self.input_norm(x))
+        if self._fused_on(x) and proj.dtype in KERNEL_DTYPES:  # the autograd.Function: shapes right by construction
+            u, v, q, k = SiluSplitFunction.apply(proj)
+        else:
+            u, v, q, k = F.silu(proj).split([hd, hd, hd, hd], dim=-1)
         q, k, v = q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)
         attn_dtype = q.dtype
         if x.is_cuda and q.dtype not in (torch.float16, torch.bfloat16) and self.attn_impl == "kernel":
@@ -366,7 +380,15 @@ class HSTULayer(nn.Module):
     def _finish(self, x, a, u):
         # residual + output projection of the normalized attention gated by u
         a = a.reshape(-1, self.num_heads * self.head_dim).to(u.dtype)
-        return x + self.dropout(self.output(self.attn_norm(a) * u))
+        return x + self.dropout(self.output(self._gate(a, u, self._fused_on(x))))
+
+    def _gate(self, a, u, fused):
+        # LayerNorm(a) * u; the fused kernel returns a's dtype (the composition under autocast float32: the output
+        # projection casts both to the same autocast dtype)
+        w, b = self.attn_norm.weight, self.attn_norm.bias
+        if fused and a.dtype in KERNEL_DTYPES and w.dtype in KERNEL_DTYPES:
+            return LayerNormMulFunction.apply(a.contiguous(), u.contiguous(), w, b, self.attn_norm.eps)
+        return self.attn_norm(a) * u
 
     def _paged_attention(self, cache, step, layer_idx, q, k, v, max_seqlen, num_contexts, num_targets, rab):
         # The new tokens attend to the user's cached history + themselves; the step's new history is appended
@@ -386,7 +408,7 @@ class HSTULayer(nn.Module):
     def extra_repr(self):
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, window_size={self.window_size}, "
                 f"target_group_size={self.target_group_size}, alpha={self.alpha:.4g}, "
-                f"mask_convention={self.mask_convention!r}, attn_impl={self.attn_impl!r}")
+                f"mask_convention={self.mask_convention!r}, attn_impl={self.attn_impl!r}, fused={self.fused}")
 
 
 class HSTUStack(nn.Module):
@@ -395,7 +417,7 @@ class HSTUStack(nn.Module):
     Args:
         num_layers: N >= 1.
         embedding_dim, num_heads, head_dim, dropout, window_size, target_group_size, alpha, scaling_seqlen,
-        mask_convention, attn_impl, attn_dtype: passed to every `HSTULayer`.
+        mask_convention, attn_impl, attn_dtype, fused: passed to every `HSTULayer`.
         relative_bias: None, or a module called as ``relative_bias(cu_seqlens_k, max_seqlen_k, timestamps)``
             returning rab (B, 1 or H, max_seqlen_k, max_seqlen_k), e.g. `RelativeBucketedBias`; computed once per
             forward and shared by the layers (its gradient flows through every layer's attention).
@@ -422,13 +444,13 @@ class HSTUStack(nn.Module):
                  window_size: Tuple[int, int] = (-1, 0), target_group_size: int = 1, alpha: Optional[float] = None,
                  scaling_seqlen: float = -1, mask_convention: str = "nvidia", attn_impl: str = "kernel",
                  attn_dtype: torch.dtype = torch.bfloat16, relative_bias: Optional[nn.Module] = None,
-                 final_norm: bool = True):
+                 final_norm: bool = True, fused: bool = True):
         super().__init__()
         if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
             _err("num_layers", "an int >= 1", num_layers)
         self.layers = nn.ModuleList(
             HSTULayer(embedding_dim, num_heads, head_dim, dropout, window_size, target_group_size, alpha,
-                      scaling_seqlen, mask_convention, attn_impl, attn_dtype)
+                      scaling_seqlen, mask_convention, attn_impl, attn_dtype, fused=fused)
             for _ in range(num_layers))
         self.relative_bias = relative_bias
         self.final_norm = nn.LayerNorm(embedding_dim) if final_norm else nn.Identity()

@@ -36,6 +36,7 @@ class ModelConfig:
     max_seqlen: int = 64           # attention divisor (scaling_seqlen): fixed, so a user's scores do not depend on
                                    # the other sequences of the batch (train, eval and cached scoring agree)
     attn_impl: str = "auto"        # "kernel" (hstu_attn), "torch" (dense PyTorch attention), auto: kernel on CUDA
+    fused: bool = True             # HSTULayer's fused kernels on CUDA (False: the plain torch composition)
 
 
 class TorchEmbeddings(nn.Module):
@@ -70,7 +71,7 @@ class DenseTower(nn.Module):
         self.stack = hstu_attn.HSTUStack(
             cfg.layers, cfg.dim, cfg.heads, cfg.head_dim, dropout=cfg.dropout,
             window_size=(cfg.max_attn_len, 0), scaling_seqlen=cfg.max_seqlen, mask_convention=cfg.mask_convention,
-            attn_impl=cfg.attn_impl,
+            attn_impl=cfg.attn_impl, fused=cfg.fused,
             relative_bias=bias)
         self.candidate = nn.Parameter(torch.randn(cfg.dim) * 0.05)
         self.heads = nn.Sequential(nn.Linear(cfg.dim, cfg.dim), nn.SiLU(), nn.Linear(cfg.dim, 2))

@@ -202,3 +202,16 @@ def test_benchmark_smoke_prints_the_table(capsys, load_script):
     if not torch.cuda.is_available():
         assert bench.main([]) == 0
         assert "no CUDA device, skipping" in capsys.readouterr().out
+
+
+def test_layer_profile_smoke_prints_the_parts_table(capsys, load_script):
+    prof = load_script("benchmarks/hstu_layer_profile.py")
+    torch.set_num_threads(1)
+    assert prof.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "| part | unfused eager | unfused graph | fused eager |" in out
+    for part in ("| SiLU + split", "| LayerNorm(a) * u |", "| whole layer |"):
+        assert part in out
+    if not torch.cuda.is_available():
+        assert prof.main([]) == 0
+        assert "no CUDA device, skipping" in capsys.readouterr().out
