@@ -157,3 +157,133 @@ def test_timer_warms_up_for_a_minimum_time(bench):
     t0 = time.perf_counter()
     n = timer._warm(lambda: time.sleep(0.001))
     assert (time.perf_counter() - t0) * 1e3 >= 30.0 and 3 <= n <= 31
+
+
+def test_peer_choices_and_the_portable_sweep(bench, capsys):
+    assert set(bench.PEERS) == {"fbgemm", "fa2", "nvidia-ampere"}
+    with pytest.raises(SystemExit):
+        bench.main(["--smoke", "--peer", "fa3"])
+    assert "invalid choice: 'fa3'" in capsys.readouterr().err
+    # issue 39's shapes: a sweep of their own that runs only when named
+    cases = [c for c in bench.build_cases(quick=False, smoke=False) if c.sweep == "portable"]
+    assert [(len(c.lengths), c.lengths[0], c.D) for c in cases] == bench.PORTABLE_SHAPES
+    assert [c.name for c in cases][-1] == "B16 S8K D64" and all(c.window == (-1, 0) and c.H == 4 for c in cases)
+    dense = bench.Case("dense", "B16 S1K D128", [1024] * 16, 4, 128)
+    assert bench.wanted(dense, None) and not bench.wanted(cases[0], None)
+    assert bench.wanted(cases[0], ["portable"]) and not bench.wanted(dense, ["portable"])
+
+
+def test_gpu_peers_refuse_a_cpu_run(bench):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    for name in ("fa2", "nvidia-ampere"):
+        with pytest.raises(SystemExit, match="compute capability 8.0"):
+            bench.main(["--smoke", "--peer", name])
+
+
+def test_fa2_mask_is_the_nearest_window(bench):
+    C = bench.Case
+    assert bench.fa2_mask(C("d", "c", [8], 1, 32)) == (True, -1, -1, None)
+    assert bench.fa2_mask(C("d", "n", [8], 1, 32, window=(-1, -1))) == (False, -1, -1, None)
+    assert bench.fa2_mask(C("d", "l", [8], 1, 32, window=(128, 128))) == (False, 128, 128, None)
+    causal, wl, wr, note = bench.fa2_mask(C("d", "t", [8], 1, 32, contexts=3, targets=5))
+    assert (causal, wl, wr) == (True, -1, -1) and note == "fa2: causal in place of the contexts / targets mask"
+    assert bench.fa2_mask(C("d", "lt", [8], 1, 32, window=(256, 0), targets=5))[1:3] == (256, 0)
+
+
+def test_table_of_a_peer_with_another_function_has_no_diff_column(bench):
+    case = bench.Case("portable", "B16 S4K D256", [4096] * 16, 4, 256)
+    res = bench.Result(case, fwd_ms=2.0, bwd_ms=8.0, peer_fwd_ms=1.8, peer_bwd_ms=5.2,
+                       notes=["fa2: causal in place of the contexts / targets mask"])
+    lines = bench.markdown_table([res], "FlashAttention-2 (torch SDPA flash)", diff=False).splitlines()
+    assert lines[0].endswith("| fwd ours/peer | bwd ours/peer |") and "diff" not in lines[0]
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    row = lines[2].split("|")
+    assert row[-3].strip() == "0.90x" and row[-2].strip() == "0.65x"
+    assert lines[-1] == "- portable B16 S4K D256: fa2: causal in place of the contexts / targets mask"
+
+    class Peer:
+        name, same_function = "p", False
+
+        def version(self):
+            return "v1"
+
+    assert "not HSTU: no diff column" in bench.peer_line(Peer()) and "diff =" not in bench.peer_line(Peer())
+    Peer.same_function = True
+    assert bench.peer_line(Peer()).endswith("diff = max |ours - peer| / max |ours| over out, dq, dk, dv")
+
+
+def test_pybind_arity(bench):
+    def f():
+        pass
+
+    f.__doc__ = "varlen_fwd(arg0: torch.Tensor, arg1: Optional[torch.Tensor], x: int, *args: float) -> list\n\nhelp"
+    assert bench.pybind_arity(f) == 4
+    f.__doc__ = "varlen_fwd() -> None"
+    assert bench.pybind_arity(f) == 0
+    f.__doc__ = None
+    assert bench.pybind_arity(f) == -1
+
+
+def _fake_ampere_module(fwd_arity, bwd_arity, calls):
+    import types
+
+    mod = types.ModuleType("hstu_attn_2_cuda")
+    mod.__file__ = "/peer/hstu_attn_2_cuda.so"
+
+    def varlen_fwd(*args):
+        calls.append(("fwd", args))
+        return [args[0] * 2]
+
+    def varlen_bwd(*args):
+        calls.append(("bwd", args))
+        return [args[1], args[2], args[3], None]
+
+    varlen_fwd.__doc__ = f"varlen_fwd({', '.join(f'arg{i}: object' for i in range(fwd_arity))}) -> list"
+    varlen_bwd.__doc__ = f"varlen_bwd({', '.join(f'arg{i}: object' for i in range(bwd_arity))}) -> list"
+    mod.varlen_fwd, mod.varlen_bwd = varlen_fwd, varlen_bwd
+    return mod
+
+
+def test_nvidia_ampere_peer_maps_the_arguments(bench, monkeypatch):
+    # No GPU needed: the capability check and the extension module are stood in for.
+    monkeypatch.setattr(bench.torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    dev = torch.device("cuda")
+    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", None)
+    with pytest.raises(SystemExit, match="build it with tools/peer/build_nvidia_ampere_hstu.sh"):
+        bench.NvidiaAmperePeer(dev)
+    calls = []
+    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", _fake_ampere_module(13, 21, calls))
+    with pytest.raises(SystemExit, match="expected at least 15 / 21 parameters, got 13 / 21"):
+        bench.NvidiaAmperePeer(dev)
+    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", _fake_ampere_module(20, 21, calls))
+    peer = bench.NvidiaAmperePeer(dev)
+    assert peer.fwd_extra == 5 and "hstu_attn_2_cuda from /peer" in peer.version()
+    case = bench.Case("masks", "ctx + targets g16", [64, 64], 2, 32, contexts=3, targets=5, group=16)
+    q, k, v, do = (torch.randn(128, 2, 32) for _ in range(4))
+    cu, nc, nt = torch.tensor([0, 64, 128]), torch.tensor([3, 3]), torch.tensor([5, 5])
+    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 64)
+    assert torch.equal(fwd(), q * 2) and len(bwd()) == 3
+    (_, fa), (_, ba) = calls
+    assert len(fa) == 20 and fa[5:7] == (64, 64) and fa[7] is nc and fa[8] is nt and fa[9:15] == (16, -1, 0, 0.25,
+                                                                                                   None, False)
+    assert fa[15:] == (None,) * 5
+    assert len(ba) == 21 and ba[0] is do and ba[4:7] == (None,) * 3 and ba[11] is nc and ba[12] is nt
+    assert ba[13:] == (16, -1, 0, 0.25, None, False, False, False)
+    with pytest.raises(RuntimeError, match="max_seqlen_q only"):
+        peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 100)
+
+
+def test_run_case_with_a_peer_of_another_function(bench):
+    class Other(_FakePeer):
+        same_function = False
+
+        def case_note(self, case):
+            return "fa2: causal in place of the contexts / targets mask" if case.contexts else None
+
+    case = bench.Case("masks", "context+target", [64, 64], 2, 32, contexts=3, targets=5)
+    timer = bench.Timer(torch.device("cpu"), warmup=1, reps=2)
+    res = bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False,
+                         peer=Other(same=True))
+    assert res.peer_diff is None and res.peer_fwd_ms is not None and res.peer_bwd_ms is not None
+    assert res.notes == ["fa2: causal in place of the contexts / targets mask"]
