@@ -338,24 +338,57 @@ class Fa2Peer:
         return vfwd, vbwd
 
 
-def pybind_arity(fn) -> int:
-    """number of parameters in a pybind11 function's signature line ("name(arg0: T, b: U) -> V"), -1 if none"""
+def pybind_types(fn) -> Optional[List[str]]:
+    """the parameter types of a pybind11 function, from its signature line ("name(arg0: T, arg1: U) -> V"); None if
+    the docstring has none"""
     doc = (getattr(fn, "__doc__", None) or "").strip().splitlines()
     m = re.match(r"\w+\((.*)\)\s*->", doc[0]) if doc else None
     if m is None:
-        return -1
-    return len(re.findall(r"(?:^|, )\*?\w+: ", m.group(1)))
+        return None
+    params, depth, cur = [], 0, ""
+    for ch in m.group(1) + ",":
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            if cur.strip():
+                params.append(cur.split(":", 1)[1].strip())
+            cur = ""
+        else:
+            cur += ch
+    return params
+
+
+def hstu_peer_args(types: List[str], lead: list, masks: tuple, scaling: int, max_len: int) -> list:
+    """the arguments of a call of NVIDIA's varlen_fwd / varlen_bwd from their parameter types: `lead` (tensors and
+    max lengths), scaling_seqlen where the version has it (an int right after them), then contexts, targets, group
+    size, window, alpha, rab (`masks`), then its later parameters off (bool False, optional None: delta-q, drab,
+    arbitrary masks, KV cache, deterministic)."""
+    args = list(lead)
+    if types[len(args)] == "int":
+        args.append(scaling)
+    elif scaling != max_len:
+        raise RuntimeError("this peer version divides by max_seqlen_q only")
+    args += list(masks)
+    if len(types) < len(args) or types[len(args) - 2] != "float":
+        raise RuntimeError(f"peer parameters {types}: alpha (float) not where expected")
+    for t in types[len(args):]:
+        if t == "bool":
+            args.append(False)
+        elif t.startswith(("Optional[", "typing.Optional[")):
+            args.append(None)
+        else:
+            raise RuntimeError(f"peer parameter of type {t}: unknown, no default")
+    return args
 
 
 class NvidiaAmperePeer:
     """NVIDIA's Ampere HSTU kernels (recsys-examples corelib/hstu/csrc/hstu_attn) through the raw ops of their
     extension module `hstu_attn_2_cuda` (its Python package is also named hstu_attn, so the module is loaded
-    directly; tools/peer/build_nvidia_ampere_hstu.sh builds it)."""
+    directly; tools/peer/build_nvidia_ampere_hstu.sh builds it). The ops' parameters changed between versions
+    (scaling_seqlen, delta-q, arbitrary masks, KV cache): the call is built from the signature the module reports."""
 
     name = "nvidia_ampere_hstu"
     same_function = True
-    FWD_ARGS = 15  # q k v cu_q cu_k max_q max_k contexts targets group wl wr alpha rab delta_q (+ newer optionals)
-    BWD_ARGS = 21  # dout q k v dq dk dv cu_q cu_k max_q max_k contexts targets group wl wr alpha rab drab delta det
 
     def __init__(self, device: torch.device):
         if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
@@ -368,31 +401,21 @@ class NvidiaAmperePeer:
                              "tools/peer/build_nvidia_ampere_hstu.sh CHECKOUT OUT_DIR and put OUT_DIR on "
                              "PYTHONPATH") from e
         self.module = hstu_attn_2_cuda
-        self.fwd_extra = pybind_arity(self.module.varlen_fwd) - self.FWD_ARGS
-        bwd_arity = pybind_arity(self.module.varlen_bwd)
-        if self.fwd_extra < 0 or bwd_arity != self.BWD_ARGS:
-            raise SystemExit(f"--peer nvidia-ampere: varlen_fwd / varlen_bwd: expected at least {self.FWD_ARGS} / "
-                             f"{self.BWD_ARGS} parameters, got {self.fwd_extra + self.FWD_ARGS} / {bwd_arity} (a "
-                             "checkout whose API this wrapper does not know)")
+        self.fwd_types = pybind_types(self.module.varlen_fwd)
+        self.bwd_types = pybind_types(self.module.varlen_bwd)
+        if self.fwd_types is None or self.bwd_types is None:
+            raise SystemExit("--peer nvidia-ampere: varlen_fwd / varlen_bwd: expected pybind11 signatures in their "
+                             "docstrings, got none")
 
     def version(self) -> str:
         return f"module hstu_attn_2_cuda from {os.path.dirname(self.module.__file__)}"
 
     def calls(self, q, k, v, dout, cu, max_len: int, nc, nt, case: Case, alpha: float, scaling: int):
-        if scaling != max_len:
-            raise RuntimeError("the peer divides by max_seqlen_q only")
-        wl, wr = case.window
-        mask = (nc, nt, case.group, wl, wr, alpha, None)
-        extra = [None] * self.fwd_extra
-
-        def fwd():
-            return self.module.varlen_fwd(q, k, v, cu, cu, max_len, max_len, *mask, False, *extra)[0]
-
-        def bwd():
-            return self.module.varlen_bwd(dout, q, k, v, None, None, None, cu, cu, max_len, max_len, *mask, False,
-                                          False, False)[:3]
-
-        return fwd, bwd
+        masks = (nc, nt, case.group, case.window[0], case.window[1], alpha, None)
+        fa = hstu_peer_args(self.fwd_types, [q, k, v, cu, cu, max_len, max_len], masks, scaling, max_len)
+        ba = hstu_peer_args(self.bwd_types, [dout, q, k, v, None, None, None, cu, cu, max_len, max_len], masks,
+                            scaling, max_len)
+        return (lambda: self.module.varlen_fwd(*fa)[0]), (lambda: self.module.varlen_bwd(*ba)[:3])
 
 
 PEERS = {"fbgemm": FbgemmPeer, "fa2": Fa2Peer, "nvidia-ampere": NvidiaAmperePeer}

@@ -213,19 +213,30 @@ def test_table_of_a_peer_with_another_function_has_no_diff_column(bench):
     assert bench.peer_line(Peer()).endswith("diff = max |ours - peer| / max |ours| over out, dq, dk, dv")
 
 
-def test_pybind_arity(bench):
+def test_pybind_types(bench):
     def f():
         pass
 
-    f.__doc__ = "varlen_fwd(arg0: torch.Tensor, arg1: Optional[torch.Tensor], x: int, *args: float) -> list\n\nhelp"
-    assert bench.pybind_arity(f) == 4
+    f.__doc__ = ("varlen_fwd(arg0: torch.Tensor, arg1: typing.Optional[torch.Tensor], arg2: Tuple[int, int], "
+                 "arg3: float) -> list\n\nhelp")
+    assert bench.pybind_types(f) == ["torch.Tensor", "typing.Optional[torch.Tensor]", "Tuple[int, int]", "float"]
     f.__doc__ = "varlen_fwd() -> None"
-    assert bench.pybind_arity(f) == 0
+    assert bench.pybind_types(f) == []
     f.__doc__ = None
-    assert bench.pybind_arity(f) == -1
+    assert bench.pybind_types(f) is None
 
 
-def _fake_ampere_module(fwd_arity, bwd_arity, calls):
+T, OPT = "torch.Tensor", "typing.Optional[torch.Tensor]"
+# The two parameter layouts of NVIDIA's ops met so far: with scaling_seqlen, func and the KV cache (current), and
+# without scaling_seqlen, with is_delta_q (older).
+FWD_NEW = [T] * 5 + ["int"] * 3 + [OPT, OPT, "int", "int", "int", "float", OPT] + [OPT] * 6
+BWD_NEW = [T] * 4 + [OPT] * 3 + [T, T] + ["int"] * 3 + [OPT, OPT, "int", "int", "int", "float", OPT, "bool", OPT,
+                                                         "bool"]
+FWD_OLD = [T] * 5 + ["int"] * 2 + [OPT, OPT, "int", "int", "int", "float", OPT, "bool"] + [OPT] * 5
+BWD_OLD = [T] * 4 + [OPT] * 3 + [T, T] + ["int"] * 2 + [OPT, OPT, "int", "int", "int", "float", OPT] + ["bool"] * 3
+
+
+def _fake_ampere_module(fwd_types, bwd_types, calls):
     import types
 
     mod = types.ModuleType("hstu_attn_2_cuda")
@@ -239,39 +250,52 @@ def _fake_ampere_module(fwd_arity, bwd_arity, calls):
         calls.append(("bwd", args))
         return [args[1], args[2], args[3], None]
 
-    varlen_fwd.__doc__ = f"varlen_fwd({', '.join(f'arg{i}: object' for i in range(fwd_arity))}) -> list"
-    varlen_bwd.__doc__ = f"varlen_bwd({', '.join(f'arg{i}: object' for i in range(bwd_arity))}) -> list"
+    for fn, name, tys in ((varlen_fwd, "varlen_fwd", fwd_types), (varlen_bwd, "varlen_bwd", bwd_types)):
+        fn.__doc__ = None if tys is None else f"{name}({', '.join(f'arg{i}: {t}' for i, t in enumerate(tys))}) -> list"
     mod.varlen_fwd, mod.varlen_bwd = varlen_fwd, varlen_bwd
     return mod
 
 
 def test_nvidia_ampere_peer_maps_the_arguments(bench, monkeypatch):
     # No GPU needed: the capability check and the extension module are stood in for.
+    import sys
+
     monkeypatch.setattr(bench.torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     dev = torch.device("cuda")
-    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", None)
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", None)
     with pytest.raises(SystemExit, match="build it with tools/peer/build_nvidia_ampere_hstu.sh"):
         bench.NvidiaAmperePeer(dev)
     calls = []
-    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", _fake_ampere_module(13, 21, calls))
-    with pytest.raises(SystemExit, match="expected at least 15 / 21 parameters, got 13 / 21"):
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(None, BWD_NEW, calls))
+    with pytest.raises(SystemExit, match="expected pybind11 signatures"):
         bench.NvidiaAmperePeer(dev)
-    monkeypatch.setitem(__import__("sys").modules, "hstu_attn_2_cuda", _fake_ampere_module(20, 21, calls))
-    peer = bench.NvidiaAmperePeer(dev)
-    assert peer.fwd_extra == 5 and "hstu_attn_2_cuda from /peer" in peer.version()
     case = bench.Case("masks", "ctx + targets g16", [64, 64], 2, 32, contexts=3, targets=5, group=16)
     q, k, v, do = (torch.randn(128, 2, 32) for _ in range(4))
     cu, nc, nt = torch.tensor([0, 64, 128]), torch.tensor([3, 3]), torch.tensor([5, 5])
-    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 64)
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(FWD_NEW, BWD_NEW, calls))
+    peer = bench.NvidiaAmperePeer(dev)
+    assert "hstu_attn_2_cuda from /peer" in peer.version()
+    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 100)
     assert torch.equal(fwd(), q * 2) and len(bwd()) == 3
     (_, fa), (_, ba) = calls
-    assert len(fa) == 20 and fa[5:7] == (64, 64) and fa[7] is nc and fa[8] is nt and fa[9:15] == (16, -1, 0, 0.25,
-                                                                                                   None, False)
-    assert fa[15:] == (None,) * 5
-    assert len(ba) == 21 and ba[0] is do and ba[4:7] == (None,) * 3 and ba[11] is nc and ba[12] is nt
-    assert ba[13:] == (16, -1, 0, 0.25, None, False, False, False)
-    with pytest.raises(RuntimeError, match="max_seqlen_q only"):
+    assert len(fa) == len(FWD_NEW) and fa[5:8] == (64, 64, 100) and fa[8] is nc and fa[9] is nt
+    assert fa[10:] == (16, -1, 0, 0.25) + (None,) * 7
+    assert len(ba) == len(BWD_NEW) and ba[0] is do and ba[4:7] == (None,) * 3 and ba[9:12] == (64, 64, 100)
+    assert ba[12] is nc and ba[14:] == (16, -1, 0, 0.25, None, False, None, False)
+    # the older layout: no scaling_seqlen (so only scaling = max_seqlen_q), is_delta_q
+    calls.clear()
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(FWD_OLD, BWD_OLD, calls))
+    peer = bench.NvidiaAmperePeer(dev)
+    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 64)
+    fwd(), bwd()
+    (_, fa), (_, ba) = calls
+    assert fa[5:7] == (64, 64) and fa[7] is nc and fa[9:] == (16, -1, 0, 0.25, None, False) + (None,) * 5
+    assert ba[9:11] == (64, 64) and ba[11] is nc and ba[13:] == (16, -1, 0, 0.25, None, False, False, False)
+    with pytest.raises(RuntimeError, match="divides by max_seqlen_q only"):
         peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 100)
+    with pytest.raises(RuntimeError, match=r"alpha \(float\) not where expected"):
+        bench.hstu_peer_args(FWD_OLD[:12] + ["int"] + FWD_OLD[13:], [q, k, v, cu, cu, 64, 64],
+                             (nc, nt, 16, -1, 0, 0.25, None), 64, 64)
 
 
 def test_run_case_with_a_peer_of_another_function(bench):
