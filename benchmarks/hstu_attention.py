@@ -583,8 +583,23 @@ def kernel_description(device: torch.device, portable: bool = False) -> str:
     return "sm80-class (mma.sync) forward and backward" + (" (--kernels portable)" if portable else "")
 
 
+def parse_kernel_options(p, items: List[str]) -> dict:
+    """--kernel-option NAME=INT items -> kernel_options keywords (names checked against its parameters)"""
+    import inspect
+
+    known = [n for n in inspect.signature(hstu_attn._ops.kernel_options).parameters]
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in known or not value.lstrip("-").isdigit():
+            p.error(f"--kernel-option: expected NAME=INT with NAME one of {known}, got {item!r}")
+        out[name] = int(value)
+    return out
+
+
 def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None, warmup: int = 5,
-           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False) -> str:
+           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False,
+           switches: Optional[dict] = None) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = command()
     blocks_text = (f"; a measurement under {block_ms:g} ms is repeated up to {blocks} times and keeps its smallest "
@@ -594,7 +609,8 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         "",
         f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
         f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
-        f"- kernels: {kernel_description(device, portable)}",
+        f"- kernels: {kernel_description(device, portable)}"
+        + (f"; kernel_options({', '.join(f'{k}={v}' for k, v in sorted(switches.items()))})" if switches else ""),
         "- units: ms (median of "
         f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
         f"events, L2 flushed{blocks_text}); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
@@ -668,11 +684,15 @@ def main(argv=None) -> int:
     p.add_argument("--kernels", choices=["default", "portable"], default="default",
                    help="portable: the sm80-class (mma.sync) kernels even on a Hopper GPU (A100 / Ada-class code, "
                         "timed on the GPU at hand)")
+    p.add_argument("--kernel-option", action="append", default=[], metavar="NAME=INT",
+                   help="one more hstu_attn._ops.kernel_options switch, for before / after comparisons (e.g. "
+                        "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
     if args.blocks < 1:
         p.error(f"--blocks: expected at least 1, got {args.blocks}")
+    switches = parse_kernel_options(p, args.kernel_option)
     global FLOPS_PER_SCORE
     FLOPS_PER_SCORE = CONVENTIONS[args.convention]
 
@@ -695,11 +715,13 @@ def main(argv=None) -> int:
     peer = PEERS[args.peer](device) if args.peer else None
     results = []
     portable = args.kernels == "portable"
-    options = hstu_attn._ops.kernel_options(sm90=False) if portable else contextlib.nullcontext()
+    if portable:
+        switches = dict(switches, sm90=False)
+    options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
     with options:
         run_all(args, device, dtype, timer, ref_timer, peer, results)
     text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
-                   timer.warmup_ms, timer.blocks, timer.block_ms, portable) + "\n\n"
+                   timer.warmup_ms, timer.blocks, timer.block_ms, portable, switches) + "\n\n"
             + markdown_table(results, peer.name if peer else None, getattr(peer, "same_function", True))
             + "\n" + floor_line(results)
             + jagged_ratio_lines(results))

@@ -1,6 +1,7 @@
 """benchmarks/hstu_attention.py: the table, the peer columns and the alternating timer (CPU; the GPU run is the
 benchmark itself)."""
 
+import functools
 import time
 
 import pytest
@@ -311,3 +312,26 @@ def test_run_case_with_a_peer_of_another_function(bench):
                          peer=Other(same=True))
     assert res.peer_diff is None and res.peer_fwd_ms is not None and res.peer_bwd_ms is not None
     assert res.notes == ["fa2: causal in place of the contexts / targets mask"]
+
+
+def test_kernel_option_switches(bench, capsys, monkeypatch):
+    p = bench.parser("doc", quick="q")
+    assert bench.parse_kernel_options(p, ["bwd_sm80_pair=0", "bwd_grid=2"]) == {"bwd_sm80_pair": 0, "bwd_grid": 2}
+    for bad in ("bwd_sm80_pairs=0", "bwd_sm80_pair", "bwd_sm80_pair=no"):
+        with pytest.raises(SystemExit):
+            bench.parse_kernel_options(p, [bad])
+        assert "--kernel-option: expected NAME=INT with NAME one of" in capsys.readouterr().err
+    # the switches reach kernel_options (portable adds sm90=False) and the table's header
+    seen = []
+    real = bench.hstu_attn._ops.kernel_options
+
+    @functools.wraps(real)
+    def recording(**kw):
+        seen.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(bench.hstu_attn._ops, "kernel_options", recording)
+    assert bench.main(["--smoke", "--reps", "2", "--warmup", "1", "--kernels", "portable",
+                       "--kernel-option", "bwd_sm80_pair=0"]) == 0
+    assert seen == [{"bwd_sm80_pair": 0, "sm90": False}]
+    assert "kernel_options(bwd_sm80_pair=0, sm90=False)" in capsys.readouterr().out
