@@ -110,7 +110,7 @@ __device__ __forceinline__ void add_shared_v4(float (&v)[4], uint32_t addr) {
 }
 
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
+__device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int RWARPS = NWARPS / KSPLIT;             // warps along the key rows (16 each)
   constexpr int NCHUNK = KSPLIT > 1 ? 1 : D / DC;     // blocks along the head dim (grid z)
@@ -457,6 +457,23 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
   }
 }
 
+// D = 256 with Q / dO stages (the warp pairs, the 1-stage column chunks: 104 KB and more) cannot fit sm86 / sm89's
+// 99 KB, and the launcher runs them only on compute capability 8.0 or >= 9.0 (launch_hstu_bwd_fitting): in sm_86 / sm_89
+// code they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed
+// on any GPU keeps the body).
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  if constexpr (D == 256 && STAGES > 0) {
+    __trap();
+  } else {
+    hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
+  }
+#else
+  hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
+#endif
+}
+
 // dq (total_q, H, D) with arbitrary row/head strides <- the fp32 workspace (total_q, H, D) contiguous.
 template <typename T, int D>
 __global__ void hstu_dq_convert_kernel(const HstuParams p) {
@@ -697,6 +714,12 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
     if constexpr (D == 256) {
+      int major = 0, minor = 0;
+      err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+      if (err != cudaSuccess) return err;
+      // the staged D = 256 layouts are compiled for sm_80 and sm_90+ only (see hstu_bwd_kernel)
+      if (major == 8 && minor != 0) max_smem = kSmallestOptin;
       using P = BwdSm80PairConfig<D>;
       if (p.bwd_sm80_pair >= 2 && P::smem(2) <= max_smem) return launch_hstu_bwd_main<T, D, P, 2>(p, stream);
       if (p.bwd_sm80_pair >= 1 && P::smem(1) <= max_smem) return launch_hstu_bwd_main<T, D, P, 1>(p, stream);
