@@ -458,9 +458,9 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
 }
 
 // D = 256 with Q / dO stages (the warp pairs, the 1-stage column chunks: 104 KB and more) cannot fit sm86 / sm89's
-// 99 KB, and the launcher runs them only on compute capability 8.0 or >= 9.0 (launch_hstu_bwd_fitting): in sm_86 / sm_89
-// code they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed
-// on any GPU keeps the body).
+// 99 KB, and the launcher runs them only on compute capability 8.0 or >= 9.0 (launch_hstu_bwd_fitting): in sm_86 /
+// sm_89 code they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX
+// JIT-ed on any GPU keeps the body).
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
