@@ -312,8 +312,10 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
         // warps) and adds the partner's, which sits at the same lane and fragment position (a + b == b + a: both
         // warps then hold bit-identical S^T and dP^T). The next tile's stores come after the block barrier at the
         // top of the loop, which the partner passes only once done reading.
-        const uint32_t xme = sX + static_cast<uint32_t>((warp * 2 * QTILES * 32 + lane) * 16);
-        const uint32_t xpa = sX + static_cast<uint32_t>((((warp + RWARPS) % NWARPS) * 2 * QTILES * 32 + lane) * 16);
+        // (addresses from the opaque thread id, recomputed per tile rather than held in registers across the loop)
+        const uint32_t ot = opaque(static_cast<uint32_t>(tid));
+        const uint32_t xme = sX + ((ot / 32) * 2 * QTILES * 32 + ot % 32) * 16;
+        const uint32_t xpa = sX + ((((ot / 32) + RWARPS) % NWARPS) * 2 * QTILES * 32 + ot % 32) * 16;
 #pragma unroll
         for (int nt = 0; nt < QTILES; ++nt) {
           st_shared_v4(xme + nt * 32 * 16, acc_s[nt]);
