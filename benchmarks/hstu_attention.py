@@ -6,6 +6,8 @@ Named sweeps (shared defaults: H=4, bf16, causal):
              with the same total tokens (B=32 equal lengths; as few sequences of about the max length as hold them):
              ratios printed; the same for Zipf(1.0) lengths (longer sequences) as a second point
     masks    B=16, S=4096, D=128 over the mask kinds (none, causal, local, contexts, targets, groups, ...)
+    portable issue 39's five shapes (B16 S4K D128, B16 S16K D128, B128 S1K D128, B16 S4K D256, B16 S8K D64); only
+             with --sweep portable (with --kernels portable --peer fa2: its table)
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
@@ -23,7 +25,13 @@ the medians of each), and prints the ratios: `fbgemm` = FBGEMM's HSTU attention 
 the source of issue 6's published numbers; Python module `hstu` of the fbgemm_gpu_hstu package, built from FBGEMM's
 fbgemm_gpu/experimental/hstu), called through its raw sm90 ops as ours are. Before timing, each case checks that the
 peer computes the same function: the largest |ours - peer| of out, dq, dk and dv relative to the largest |ours|
-is printed ("diff"); a cell the peer's build does not cover prints "n/a".
+is printed ("diff"); a cell the peer's build does not cover prints "n/a". `nvidia-ampere` = NVIDIA's Ampere HSTU
+kernels (recsys-examples corelib/hstu/csrc/hstu_attn, the FA2-derived mma.sync kernels; extension module
+`hstu_attn_2_cuda`, built by tools/peer/build_nvidia_ampere_hstu.sh), called through its raw varlen ops. `fa2` =
+FlashAttention-2 as torch ships it (the flash SDPA backend's ops; the varlen ops for jagged batches and windows): the
+same instruction family on the same GPU, but softmax attention, not HSTU, so no diff column; where the case's mask
+has contexts or targets, which FA2 has no mask for, FA2 runs the mask's window alone (noted per case). Its FLOPs are
+counted as ours (same formula, same causal halving).
 
 Usage:
     python benchmarks/hstu_attention.py [--quick] [--results benchmarks/RESULTS.md] [--plot out.png]
@@ -34,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import statistics
 import sys
 import time
@@ -67,6 +76,10 @@ def jagged_case_name(exponent: float) -> str:
 
 JAGGED_CASE = jagged_case_name(ZIPF_EXPONENT)
 JAGGED_TARGET = 0.85
+# Issue 39's table (the sm80-class kernels against FlashAttention-2 on the same GPU): (B, S, D), H = 4, causal.
+PORTABLE_SHAPES = [(16, 4096, 128), (16, 16384, 128), (128, 1024, 128), (16, 4096, 256), (16, 8192, 64)]
+# Sweeps that run only when named with --sweep (the default run keeps its sweeps and time).
+OPT_IN_SWEEPS = ("portable",)
 
 
 @dataclass
@@ -153,6 +166,8 @@ def build_cases(quick: bool, smoke: bool) -> List[Case]:
         masks = [masks[0], masks[1], masks[7]]
     for name, kw in masks:
         cases.append(Case("masks", name, [4096] * 16, 4, 128, **kw))
+    for B, S, D in PORTABLE_SHAPES:
+        cases.append(Case("portable", f"B{B} S{S // 1024}K D{D}", [S] * B, 4, D))
     return cases
 
 
@@ -216,6 +231,7 @@ class FbgemmPeer:
     """FBGEMM's HSTU attention through its raw sm90 ops (torch.ops.fbgemm.hstu_varlen_{fwd,bwd}_90)."""
 
     name = "fbgemm_gpu_hstu"
+    same_function = True  # HSTU attention: its outputs are compared with ours ("diff")
 
     def __init__(self, device: torch.device):
         if device.type != "cuda" or torch.cuda.get_device_capability(device) != (9, 0):
@@ -257,7 +273,152 @@ class FbgemmPeer:
         return fwd, bwd
 
 
-PEERS = {"fbgemm": FbgemmPeer}
+def fa2_mask(case: Case) -> Tuple[bool, int, int, Optional[str]]:
+    """FlashAttention-2's nearest mask to the case's: (is_causal, window left, window right, note). FA2 has causal
+    and local windows only; contexts and targets run as their window alone (the note says so)."""
+    wl, wr = case.window
+    causal = wl < 0 and wr == 0
+    note = None
+    if case.contexts or case.targets:
+        note = "fa2: " + ("causal" if causal else f"window {case.window}") + " in place of the contexts / targets mask"
+    if causal or (wl < 0 and wr < 0):
+        return causal, -1, -1, note
+    return False, wl, wr, note
+
+
+class Fa2Peer:
+    """FlashAttention-2 as torch ships it: the flash SDPA backend's ops for dense batches without a window, the varlen
+    flash ops (same kernels) for jagged batches and local windows. Softmax attention, not HSTU: no diff."""
+
+    name = "FlashAttention-2 (torch SDPA flash)"
+    same_function = False
+
+    def __init__(self, device: torch.device):
+        if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
+            raise SystemExit("--peer fa2: torch's flash attention needs a CUDA GPU of compute capability 8.0 or later")
+        self.device = device
+
+    def version(self) -> str:
+        return f"torch {torch.__version__}"
+
+    def case_note(self, case: Case) -> Optional[str]:
+        return fa2_mask(case)[3]
+
+    def calls(self, q, k, v, dout, cu, max_len: int, nc, nt, case: Case, alpha: float, scaling: int):
+        causal, wl, wr, _ = fa2_mask(case)
+        B, H, D = len(case.lengths), case.H, case.D
+        aten = torch.ops.aten
+        if len(set(case.lengths)) == 1 and wl < 0 and wr < 0:
+            S = case.lengths[0]
+            q4, k4, v4, do4 = (t.view(B, S, H, D).transpose(1, 2) for t in (q, k, v, dout))
+            saved = aten._scaled_dot_product_flash_attention(q4, k4, v4, 0.0, causal, False, scale=alpha)
+
+            def fwd():
+                return aten._scaled_dot_product_flash_attention(q4, k4, v4, 0.0, causal, False, scale=alpha)[0]
+
+            def bwd():
+                out, lse, cq, ck, mq, mk, rng, unused = saved[:8]
+                return aten._scaled_dot_product_flash_attention_backward(do4, q4, k4, v4, out, lse, cq, ck, mq, mk, 0.0,
+                                                                         causal, rng, unused, scale=alpha)
+
+            return fwd, bwd
+        window = dict(window_size_left=wl, window_size_right=wr) if (wl >= 0 or wr >= 0) else {}
+        saved = aten._flash_attention_forward(q, k, v, cu, cu, max_len, max_len, 0.0, causal, False, scale=alpha,
+                                              **window)
+
+        def vfwd():
+            return aten._flash_attention_forward(q, k, v, cu, cu, max_len, max_len, 0.0, causal, False, scale=alpha,
+                                                 **window)[0]
+
+        def vbwd():
+            out, lse, rng, unused = saved[:4]
+            return aten._flash_attention_backward(dout, q, k, v, out, lse, cu, cu, max_len, max_len, 0.0, causal, rng,
+                                                  unused, scale=alpha, **window)
+
+        return vfwd, vbwd
+
+
+def pybind_types(fn) -> Optional[List[str]]:
+    """the parameter types of a pybind11 function, from its signature line ("name(arg0: T, arg1: U) -> V"); None if
+    the docstring has none"""
+    doc = (getattr(fn, "__doc__", None) or "").strip().splitlines()
+    m = re.match(r"\w+\((.*)\)\s*->", doc[0]) if doc else None
+    if m is None:
+        return None
+    params, depth, cur = [], 0, ""
+    for ch in m.group(1) + ",":
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            if cur.strip():
+                params.append(cur.split(":", 1)[1].strip())
+            cur = ""
+        else:
+            cur += ch
+    return params
+
+
+def hstu_peer_args(types: List[str], lead: list, masks: tuple, scaling: int, max_len: int) -> list:
+    """the arguments of a call of NVIDIA's varlen_fwd / varlen_bwd from their parameter types: `lead` (tensors and
+    max lengths), scaling_seqlen where the version has it (an int right after them), then contexts, targets, group
+    size, window, alpha, rab (`masks`), then its later parameters off (bool False, optional None: delta-q, drab,
+    arbitrary masks, KV cache, deterministic)."""
+    args = list(lead)
+    if types[len(args)] == "int":
+        args.append(scaling)
+    elif scaling != max_len:
+        raise RuntimeError("this peer version divides by max_seqlen_q only")
+    args += list(masks)
+    if len(types) < len(args) or types[len(args) - 2] != "float":
+        raise RuntimeError(f"peer parameters {types}: alpha (float) not where expected")
+    for t in types[len(args):]:
+        if t == "bool":
+            args.append(False)
+        elif t.startswith(("Optional[", "typing.Optional[")):
+            args.append(None)
+        else:
+            raise RuntimeError(f"peer parameter of type {t}: unknown, no default")
+    return args
+
+
+class NvidiaAmperePeer:
+    """NVIDIA's Ampere HSTU kernels (recsys-examples corelib/hstu/csrc/hstu_attn) through the raw ops of their
+    extension module `hstu_attn_2_cuda` (its Python package is also named hstu_attn, so the module is loaded
+    directly; tools/peer/build_nvidia_ampere_hstu.sh builds it). The ops' parameters changed between versions
+    (scaling_seqlen, delta-q, arbitrary masks, KV cache): the call is built from the signature the module reports."""
+
+    name = "nvidia_ampere_hstu"
+    same_function = True
+
+    def __init__(self, device: torch.device):
+        if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
+            raise SystemExit("--peer nvidia-ampere: the peer's kernels need a CUDA GPU of compute capability 8.0 or "
+                             "later")
+        try:
+            import hstu_attn_2_cuda  # noqa: F401
+        except ImportError as e:
+            raise SystemExit(f"--peer nvidia-ampere: the peer is not importable ({e}); build it with "
+                             "tools/peer/build_nvidia_ampere_hstu.sh CHECKOUT OUT_DIR and put OUT_DIR on "
+                             "PYTHONPATH") from e
+        self.module = hstu_attn_2_cuda
+        self.fwd_types = pybind_types(self.module.varlen_fwd)
+        self.bwd_types = pybind_types(self.module.varlen_bwd)
+        if self.fwd_types is None or self.bwd_types is None:
+            raise SystemExit("--peer nvidia-ampere: varlen_fwd / varlen_bwd: expected pybind11 signatures in their "
+                             "docstrings, got none")
+
+    def version(self) -> str:
+        return f"module hstu_attn_2_cuda from {os.path.dirname(self.module.__file__)}"
+
+    def calls(self, q, k, v, dout, cu, max_len: int, nc, nt, case: Case, alpha: float, scaling: int):
+        masks = (nc, nt, case.group, case.window[0], case.window[1], alpha, None)
+        fa = hstu_peer_args(self.fwd_types, [q, k, v, cu, cu, max_len, max_len], masks, scaling, max_len)
+        ba = hstu_peer_args(self.bwd_types, [dout, q, k, v, None, None, None, cu, cu, max_len, max_len], masks,
+                            scaling, max_len)
+        return (lambda: self.module.varlen_fwd(*fa)[0]), (lambda: self.module.varlen_bwd(*ba)[:3])
+
+
+PEERS = {"fbgemm": FbgemmPeer, "fa2": Fa2Peer, "nvidia-ampere": NvidiaAmperePeer}
 
 
 def max_rel_diff(ours, theirs) -> float:
@@ -286,10 +447,16 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
     fwd = lambda: torch.ops.hstu_attn.fwd(q, k, v, *args)  # noqa: E731
     bwd = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False)  # noqa: E731
     peer_note = None
+    notes = []
     if peer is not None:
-        pfwd, pbwd = peer.calls(q, k, v, dout, cu, max_len, nc, nt, case, 1.0 / D**0.5, max_len)
         try:
-            diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
+            pfwd, pbwd = peer.calls(q, k, v, dout, cu, max_len, nc, nt, case, 1.0 / D**0.5, max_len)
+            if getattr(peer, "same_function", True):
+                diff = max_rel_diff([fwd()] + list(bwd()[:3]), [pfwd()] + list(pbwd()))
+            else:  # another function (softmax attention): run once, nothing to compare
+                diff = None
+                pfwd(), pbwd()
+                notes += [n for n in [peer.case_note(case)] if n]
         except RuntimeError as e:  # a head dim / mask / dtype the peer's build does not hold
             peer_note = f"peer: {str(e).splitlines()[0][:80]}"
 
@@ -307,7 +474,7 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
         fwd_ms, pfwd_ms = timer.interleaved(fwd, pfwd)
         rest()
         bwd_ms, pbwd_ms = timer.interleaved(bwd, pbwd)
-        res = Result(case, fwd_ms, bwd_ms, peer_fwd_ms=pfwd_ms, peer_bwd_ms=pbwd_ms, peer_diff=diff)
+        res = Result(case, fwd_ms, bwd_ms, peer_fwd_ms=pfwd_ms, peer_bwd_ms=pbwd_ms, peer_diff=diff, notes=notes)
     score_elems = sum(H * L * L for L in case.lengths)
     if with_ref and score_elems <= REF_MAX_SCORE_ELEMENTS:
         ref_kw = dict(num_contexts=nc, num_targets=nt, target_group_size=case.group, window_size=case.window,
@@ -339,14 +506,18 @@ def ratio_str(ours_ms: float, peer_ms: Optional[float]) -> str:
     return "n/a" if peer_ms is None else f"{peer_ms / ours_ms:.2f}x"
 
 
-def markdown_table(results: List[Result], peer_name: Optional[str] = None) -> str:
+def markdown_table(results: List[Result], peer_name: Optional[str] = None, diff: bool = True) -> str:
+    """the results table; with peer_name the peer's columns and ratios, and its "diff" column unless diff=False (a
+    peer that computes another function)"""
     head = ("| sweep | case | B | H | D | max L | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | ref fwd ms | "
             "ref fwd TFLOP/s | ref bwd ms | ref bwd TFLOP/s |")
     rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     if peer_name:
-        head += (f" {peer_name} fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | fwd ours/peer | bwd ours/peer | "
-                 "diff |")
-        rule += "---:|---:|---:|---:|---:|---:|---:|"
+        head += f" {peer_name} fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | fwd ours/peer | bwd ours/peer |"
+        rule += "---:|---:|---:|---:|---:|---:|"
+        if diff:
+            head += " diff |"
+            rule += "---:|"
     lines = [head, rule]
     for r in results:
         c = r.case
@@ -362,8 +533,9 @@ def markdown_table(results: List[Result], peer_name: Optional[str] = None) -> st
                 f" {'n/a' if na else ms_str(r.peer_fwd_ms)} | {'n/a' if na else tflops(f, r.peer_fwd_ms)} |"
                 f" {'n/a' if na else ms_str(r.peer_bwd_ms)} | {'n/a' if na else tflops(2.5 * f, r.peer_bwd_ms)} |"
                 f" {ratio_str(r.fwd_ms, r.peer_fwd_ms)} | {ratio_str(r.bwd_ms, r.peer_bwd_ms)} |"
-                f" {'n/a' if r.peer_diff is None else f'{r.peer_diff:.1e}'} |"
             )
+            if diff:
+                line += f" {'n/a' if r.peer_diff is None else f'{r.peer_diff:.1e}'} |"
         lines.append(line)
     notes = [f"- {r.case.sweep} {r.case.name}: {n}" for r in results for n in r.notes]
     return "\n".join(lines + ([""] + notes if notes else []))
@@ -411,8 +583,23 @@ def kernel_description(device: torch.device, portable: bool = False) -> str:
     return "sm80-class (mma.sync) forward and backward" + (" (--kernels portable)" if portable else "")
 
 
+def parse_kernel_options(p, items: List[str]) -> dict:
+    """--kernel-option NAME=INT items -> kernel_options keywords (names checked against its parameters)"""
+    import inspect
+
+    known = [n for n in inspect.signature(hstu_attn._ops.kernel_options).parameters]
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in known or not value.lstrip("-").isdigit():
+            p.error(f"--kernel-option: expected NAME=INT with NAME one of {known}, got {item!r}")
+        out[name] = int(value)
+    return out
+
+
 def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, peer=None, warmup: int = 5,
-           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False) -> str:
+           warmup_ms: float = 0.0, blocks: int = 1, block_ms: float = 5.0, portable: bool = False,
+           switches: Optional[dict] = None) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     cmd = command()
     blocks_text = (f"; a measurement under {block_ms:g} ms is repeated up to {blocks} times and keeps its smallest "
@@ -422,7 +609,8 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         "",
         f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
         f"- dtype: {dtype_name} inputs, fp32 accumulation; alpha = 1/sqrt(D); scaling_seqlen = max L",
-        f"- kernels: {kernel_description(device, portable)}",
+        f"- kernels: {kernel_description(device, portable)}"
+        + (f"; kernel_options({', '.join(f'{k}={v}' for k, v in sorted(switches.items()))})" if switches else ""),
         "- units: ms (median of "
         f"{reps} runs after >= {warmup} warm-up calls{f' and >= {warmup_ms:g} ms' if warmup_ms > 0 else ''}, CUDA "
         f"events, L2 flushed{blocks_text}); TFLOP/s with fwd = sum {FLOPS_PER_SCORE:g}*H*D*L^2 (halved for causal-like "
@@ -431,9 +619,17 @@ def header(device: torch.device, dtype_name: str, reps: int, cooldown: float, pe
         "and backward timings (--cooldown), so that neither inherits the power-limit clock drop of the long timing "
         "before it",
         f"- command: `{cmd}`",
-    ] + ([f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same "
-          "warm-up, reps, L2 flush); ours/peer = peer ms / our ms (> 1: ours is faster); diff = max |ours - peer| / "
-          "max |ours| over out, dq, dk, dv"] if peer else []))
+    ] + ([peer_line(peer)] if peer else []))
+
+
+def peer_line(peer) -> str:
+    """the header's line on the peer: what it is, how it is timed, what diff means (or why there is none)"""
+    text = (f"- peer: {peer.name} ({peer.version()}), timed on the same inputs, its runs alternating with ours (same "
+            "warm-up, reps, L2 flush); ours/peer = peer ms / our ms (> 1: ours is faster)")
+    if getattr(peer, "same_function", True):
+        return text + "; diff = max |ours - peer| / max |ours| over out, dq, dk, dv"
+    return (text + "; the peer computes softmax attention, not HSTU: no diff column (same shapes, FLOPs counted by "
+            "the same formula; where a mask has contexts or targets the peer runs its window alone, noted per case)")
 
 
 def plot(results: List[Result], path: str) -> None:
@@ -468,7 +664,8 @@ def main(argv=None) -> int:
                    help="repeat a measurement whose medians are under 5 ms up to this many times (blocks of --reps "
                         "runs) and keep each op's smallest median: in H100 sweeps whole short rows, ours and the "
                         "peer's alike, now and then ran ~2x slow (1: one block)")
-    p.add_argument("--sweep", action="append", choices=["dense", "jagged", "masks"], help="only these sweeps")
+    p.add_argument("--sweep", action="append", choices=["dense", "jagged", "masks", "portable"],
+                   help="only these sweeps (portable: issue 39's shapes, run only when named)")
     p.add_argument("--no-ref", action="store_true", help="do not time the PyTorch reference")
     p.add_argument("--results", help="append the markdown table to this file (e.g. benchmarks/RESULTS.md)")
     p.add_argument("--plot", help="write a PNG plot here (needs matplotlib)")
@@ -481,15 +678,21 @@ def main(argv=None) -> int:
                         "bwd 472-487 right after its forward's timing vs 518-535 after 2 s)")
     p.add_argument("--peer", choices=sorted(PEERS),
                    help="time this peer implementation beside ours on the same inputs and print the ratios "
-                        "(fbgemm: FBGEMM's HSTU attention, module `hstu`; sm90 only)")
+                        "(fbgemm: FBGEMM's HSTU attention, module `hstu`, sm90 only; fa2: torch's flash SDPA "
+                        "backend, softmax attention; nvidia-ampere: NVIDIA's Ampere HSTU kernels, module "
+                        "`hstu_attn_2_cuda` from tools/peer/build_nvidia_ampere_hstu.sh)")
     p.add_argument("--kernels", choices=["default", "portable"], default="default",
                    help="portable: the sm80-class (mma.sync) kernels even on a Hopper GPU (A100 / Ada-class code, "
                         "timed on the GPU at hand)")
+    p.add_argument("--kernel-option", action="append", default=[], metavar="NAME=INT",
+                   help="one more hstu_attn._ops.kernel_options switch, for before / after comparisons (e.g. "
+                        "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
     if args.blocks < 1:
         p.error(f"--blocks: expected at least 1, got {args.blocks}")
+    switches = parse_kernel_options(p, args.kernel_option)
     global FLOPS_PER_SCORE
     FLOPS_PER_SCORE = CONVENTIONS[args.convention]
 
@@ -512,12 +715,15 @@ def main(argv=None) -> int:
     peer = PEERS[args.peer](device) if args.peer else None
     results = []
     portable = args.kernels == "portable"
-    options = hstu_attn._ops.kernel_options(sm90=False) if portable else contextlib.nullcontext()
+    if portable:
+        switches = dict(switches, sm90=False)
+    options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
     with options:
         run_all(args, device, dtype, timer, ref_timer, peer, results)
     text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
-                   timer.warmup_ms, timer.blocks, timer.block_ms, portable) + "\n\n"
-            + markdown_table(results, peer.name if peer else None) + "\n" + floor_line(results)
+                   timer.warmup_ms, timer.blocks, timer.block_ms, portable, switches) + "\n\n"
+            + markdown_table(results, peer.name if peer else None, getattr(peer, "same_function", True))
+            + "\n" + floor_line(results)
             + jagged_ratio_lines(results))
     print()
     publish(text, args.results)
@@ -526,9 +732,14 @@ def main(argv=None) -> int:
     return 0
 
 
+def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:
+    """--sweep: the named sweeps only; without it every sweep but the opt-in ones"""
+    return case.sweep in sweeps if sweeps else case.sweep not in OPT_IN_SWEEPS
+
+
 def run_all(args, device, dtype, timer, ref_timer, peer, results) -> None:
     for case in build_cases(args.quick, args.smoke):
-        if args.sweep and case.sweep not in args.sweep:
+        if not wanted(case, args.sweep):
             continue
         if device.type == "cuda" and results and args.cooldown > 0:
             torch.cuda.synchronize()

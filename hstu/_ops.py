@@ -177,6 +177,8 @@ OPTION_BITS = {
     "bwd_work_list": 1 << 3,   # cleared: Hopper backward D = 256 in grid order for jagged batches too
     "dq_self_zero": 1 << 4,    # cleared: Hopper backward D = 64 / 128 with a zeroed dq workspace
     "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion
+    "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
+    "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -195,13 +197,16 @@ def _current_options() -> int:
 @contextlib.contextmanager
 def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist: bool = True,
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
-                   bwd_grid: int = 0) -> Iterator[None]:
+                   bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True
+                   ) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
     Hopper GPU, the others select the Hopper kernels' variants (see OPTION_BITS). ``bwd_grid``: the D = 256 Hopper
-    backward's grid order, 0 automatic, 1 (key block, head, batch), 2 (head, key block, batch). A call records its
-    options in the forward, so its backward runs under the same ones.
+    backward's grid order, 0 automatic, 1 (key block, head, batch), 2 (head, key block, batch).
+    ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
+    GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
+    it runs on an A100. A call records its options in the forward, so its backward runs under the same ones.
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -212,8 +217,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     bits = bwd_grid << BWD_GRID_SHIFT
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
-                     ("dq_conv_behind", dq_conv_behind)):
-        if not on:
+                     ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
+                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage)):
+        if not on:  # (bwd_sm80_pair's bit is set when it is on: the one opt-in switch)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

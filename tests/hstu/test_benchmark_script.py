@@ -1,6 +1,7 @@
 """benchmarks/hstu_attention.py: the table, the peer columns and the alternating timer (CPU; the GPU run is the
 benchmark itself)."""
 
+import functools
 import time
 
 import pytest
@@ -157,3 +158,180 @@ def test_timer_warms_up_for_a_minimum_time(bench):
     t0 = time.perf_counter()
     n = timer._warm(lambda: time.sleep(0.001))
     assert (time.perf_counter() - t0) * 1e3 >= 30.0 and 3 <= n <= 31
+
+
+def test_peer_choices_and_the_portable_sweep(bench, capsys):
+    assert set(bench.PEERS) == {"fbgemm", "fa2", "nvidia-ampere"}
+    with pytest.raises(SystemExit):
+        bench.main(["--smoke", "--peer", "fa3"])
+    assert "invalid choice: 'fa3'" in capsys.readouterr().err
+    # issue 39's shapes: a sweep of their own that runs only when named
+    cases = [c for c in bench.build_cases(quick=False, smoke=False) if c.sweep == "portable"]
+    assert [(len(c.lengths), c.lengths[0], c.D) for c in cases] == bench.PORTABLE_SHAPES
+    assert [c.name for c in cases][-1] == "B16 S8K D64" and all(c.window == (-1, 0) and c.H == 4 for c in cases)
+    dense = bench.Case("dense", "B16 S1K D128", [1024] * 16, 4, 128)
+    assert bench.wanted(dense, None) and not bench.wanted(cases[0], None)
+    assert bench.wanted(cases[0], ["portable"]) and not bench.wanted(dense, ["portable"])
+
+
+def test_gpu_peers_refuse_a_cpu_run(bench):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    for name in ("fa2", "nvidia-ampere"):
+        with pytest.raises(SystemExit, match="compute capability 8.0"):
+            bench.main(["--smoke", "--peer", name])
+
+
+def test_fa2_mask_is_the_nearest_window(bench):
+    C = bench.Case
+    assert bench.fa2_mask(C("d", "c", [8], 1, 32)) == (True, -1, -1, None)
+    assert bench.fa2_mask(C("d", "n", [8], 1, 32, window=(-1, -1))) == (False, -1, -1, None)
+    assert bench.fa2_mask(C("d", "l", [8], 1, 32, window=(128, 128))) == (False, 128, 128, None)
+    causal, wl, wr, note = bench.fa2_mask(C("d", "t", [8], 1, 32, contexts=3, targets=5))
+    assert (causal, wl, wr) == (True, -1, -1) and note == "fa2: causal in place of the contexts / targets mask"
+    assert bench.fa2_mask(C("d", "lt", [8], 1, 32, window=(256, 0), targets=5))[1:3] == (256, 0)
+
+
+def test_table_of_a_peer_with_another_function_has_no_diff_column(bench):
+    case = bench.Case("portable", "B16 S4K D256", [4096] * 16, 4, 256)
+    res = bench.Result(case, fwd_ms=2.0, bwd_ms=8.0, peer_fwd_ms=1.8, peer_bwd_ms=5.2,
+                       notes=["fa2: causal in place of the contexts / targets mask"])
+    lines = bench.markdown_table([res], "FlashAttention-2 (torch SDPA flash)", diff=False).splitlines()
+    assert lines[0].endswith("| fwd ours/peer | bwd ours/peer |") and "diff" not in lines[0]
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    row = lines[2].split("|")
+    assert row[-3].strip() == "0.90x" and row[-2].strip() == "0.65x"
+    assert lines[-1] == "- portable B16 S4K D256: fa2: causal in place of the contexts / targets mask"
+
+    class Peer:
+        name, same_function = "p", False
+
+        def version(self):
+            return "v1"
+
+    assert "not HSTU: no diff column" in bench.peer_line(Peer()) and "diff =" not in bench.peer_line(Peer())
+    Peer.same_function = True
+    assert bench.peer_line(Peer()).endswith("diff = max |ours - peer| / max |ours| over out, dq, dk, dv")
+
+
+def test_pybind_types(bench):
+    def f():
+        pass
+
+    f.__doc__ = ("varlen_fwd(arg0: torch.Tensor, arg1: typing.Optional[torch.Tensor], arg2: Tuple[int, int], "
+                 "arg3: float) -> list\n\nhelp")
+    assert bench.pybind_types(f) == ["torch.Tensor", "typing.Optional[torch.Tensor]", "Tuple[int, int]", "float"]
+    f.__doc__ = "varlen_fwd() -> None"
+    assert bench.pybind_types(f) == []
+    f.__doc__ = None
+    assert bench.pybind_types(f) is None
+
+
+T, OPT = "torch.Tensor", "typing.Optional[torch.Tensor]"
+# The two parameter layouts of NVIDIA's ops met so far: with scaling_seqlen, func and the KV cache (current), and
+# without scaling_seqlen, with is_delta_q (older).
+FWD_NEW = [T] * 5 + ["int"] * 3 + [OPT, OPT, "int", "int", "int", "float", OPT] + [OPT] * 6
+BWD_NEW = [T] * 4 + [OPT] * 3 + [T, T] + ["int"] * 3 + [OPT, OPT, "int", "int", "int", "float", OPT, "bool", OPT,
+                                                         "bool"]
+FWD_OLD = [T] * 5 + ["int"] * 2 + [OPT, OPT, "int", "int", "int", "float", OPT, "bool"] + [OPT] * 5
+BWD_OLD = [T] * 4 + [OPT] * 3 + [T, T] + ["int"] * 2 + [OPT, OPT, "int", "int", "int", "float", OPT] + ["bool"] * 3
+
+
+def _fake_ampere_module(fwd_types, bwd_types, calls):
+    import types
+
+    mod = types.ModuleType("hstu_attn_2_cuda")
+    mod.__file__ = "/peer/hstu_attn_2_cuda.so"
+
+    def varlen_fwd(*args):
+        calls.append(("fwd", args))
+        return [args[0] * 2]
+
+    def varlen_bwd(*args):
+        calls.append(("bwd", args))
+        return [args[1], args[2], args[3], None]
+
+    for fn, name, tys in ((varlen_fwd, "varlen_fwd", fwd_types), (varlen_bwd, "varlen_bwd", bwd_types)):
+        fn.__doc__ = None if tys is None else f"{name}({', '.join(f'arg{i}: {t}' for i, t in enumerate(tys))}) -> list"
+    mod.varlen_fwd, mod.varlen_bwd = varlen_fwd, varlen_bwd
+    return mod
+
+
+def test_nvidia_ampere_peer_maps_the_arguments(bench, monkeypatch):
+    # No GPU needed: the capability check and the extension module are stood in for.
+    import sys
+
+    monkeypatch.setattr(bench.torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    dev = torch.device("cuda")
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", None)
+    with pytest.raises(SystemExit, match="build it with tools/peer/build_nvidia_ampere_hstu.sh"):
+        bench.NvidiaAmperePeer(dev)
+    calls = []
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(None, BWD_NEW, calls))
+    with pytest.raises(SystemExit, match="expected pybind11 signatures"):
+        bench.NvidiaAmperePeer(dev)
+    case = bench.Case("masks", "ctx + targets g16", [64, 64], 2, 32, contexts=3, targets=5, group=16)
+    q, k, v, do = (torch.randn(128, 2, 32) for _ in range(4))
+    cu, nc, nt = torch.tensor([0, 64, 128]), torch.tensor([3, 3]), torch.tensor([5, 5])
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(FWD_NEW, BWD_NEW, calls))
+    peer = bench.NvidiaAmperePeer(dev)
+    assert "hstu_attn_2_cuda from /peer" in peer.version()
+    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 100)
+    assert torch.equal(fwd(), q * 2) and len(bwd()) == 3
+    (_, fa), (_, ba) = calls
+    assert len(fa) == len(FWD_NEW) and fa[5:8] == (64, 64, 100) and fa[8] is nc and fa[9] is nt
+    assert fa[10:] == (16, -1, 0, 0.25) + (None,) * 7
+    assert len(ba) == len(BWD_NEW) and ba[0] is do and ba[4:7] == (None,) * 3 and ba[9:12] == (64, 64, 100)
+    assert ba[12] is nc and ba[14:] == (16, -1, 0, 0.25, None, False, None, False)
+    # the older layout: no scaling_seqlen (so only scaling = max_seqlen_q), is_delta_q
+    calls.clear()
+    monkeypatch.setitem(sys.modules, "hstu_attn_2_cuda", _fake_ampere_module(FWD_OLD, BWD_OLD, calls))
+    peer = bench.NvidiaAmperePeer(dev)
+    fwd, bwd = peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 64)
+    fwd(), bwd()
+    (_, fa), (_, ba) = calls
+    assert fa[5:7] == (64, 64) and fa[7] is nc and fa[9:] == (16, -1, 0, 0.25, None, False) + (None,) * 5
+    assert ba[9:11] == (64, 64) and ba[11] is nc and ba[13:] == (16, -1, 0, 0.25, None, False, False, False)
+    with pytest.raises(RuntimeError, match="divides by max_seqlen_q only"):
+        peer.calls(q, k, v, do, cu, 64, nc, nt, case, 0.25, 100)
+    with pytest.raises(RuntimeError, match=r"alpha \(float\) not where expected"):
+        bench.hstu_peer_args(FWD_OLD[:12] + ["int"] + FWD_OLD[13:], [q, k, v, cu, cu, 64, 64],
+                             (nc, nt, 16, -1, 0, 0.25, None), 64, 64)
+
+
+def test_run_case_with_a_peer_of_another_function(bench):
+    class Other(_FakePeer):
+        same_function = False
+
+        def case_note(self, case):
+            return "fa2: causal in place of the contexts / targets mask" if case.contexts else None
+
+    case = bench.Case("masks", "context+target", [64, 64], 2, 32, contexts=3, targets=5)
+    timer = bench.Timer(torch.device("cpu"), warmup=1, reps=2)
+    res = bench.run_case(case, torch.bfloat16, torch.device("cpu"), timer, timer, with_ref=False,
+                         peer=Other(same=True))
+    assert res.peer_diff is None and res.peer_fwd_ms is not None and res.peer_bwd_ms is not None
+    assert res.notes == ["fa2: causal in place of the contexts / targets mask"]
+
+
+def test_kernel_option_switches(bench, capsys, monkeypatch):
+    p = bench.parser("doc", quick="q")
+    assert bench.parse_kernel_options(p, ["bwd_sm80_pair=0", "bwd_grid=2"]) == {"bwd_sm80_pair": 0, "bwd_grid": 2}
+    for bad in ("bwd_sm80_pairs=0", "bwd_sm80_pair", "bwd_sm80_pair=no"):
+        with pytest.raises(SystemExit):
+            bench.parse_kernel_options(p, [bad])
+        assert "--kernel-option: expected NAME=INT with NAME one of" in capsys.readouterr().err
+    # the switches reach kernel_options (portable adds sm90=False) and the table's header
+    seen = []
+    real = bench.hstu_attn._ops.kernel_options
+
+    @functools.wraps(real)
+    def recording(**kw):
+        seen.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(bench.hstu_attn._ops, "kernel_options", recording)
+    assert bench.main(["--smoke", "--reps", "2", "--warmup", "1", "--kernels", "portable",
+                       "--kernel-option", "bwd_sm80_pair=0"]) == 0
+    assert seen == [{"bwd_sm80_pair": 0, "sm90": False}]
+    assert "kernel_options(bwd_sm80_pair=0, sm90=False)" in capsys.readouterr().out

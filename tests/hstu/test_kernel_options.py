@@ -11,10 +11,11 @@ import hstu_attn
 from hstu_attn import _ops
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PLAN = os.path.join(ROOT, "hstu", "csrc", "hstu_plan.h")
+PLAN = os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_plan.h")
 NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdPersist": "fwd_persist",
          "kOptNoBwdWorkList": "bwd_work_list", "kOptNoDqSelfZero": "dq_self_zero",
-         "kOptNoDqConvBehind": "dq_conv_behind"}
+         "kOptNoDqConvBehind": "dq_conv_behind", "kOptBwdSm80Pair": "bwd_sm80_pair",
+         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage"}
 
 
 @pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
@@ -33,6 +34,10 @@ def test_kernel_options_pack_and_restore():
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
         with _ops.kernel_options(fwd_persist=False, dq_conv_behind=False):
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_persist"] | _ops.OPTION_BITS["dq_conv_behind"]
+        with _ops.kernel_options(sm90=False, bwd_sm80_pair=True):
+            assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | _ops.OPTION_BITS["bwd_sm80_pair"]
+        with _ops.kernel_options(bwd_sm80_pair=False, bwd_sm80_pair_2stage=False):
+            assert _ops._current_options() == _ops.OPTION_BITS["bwd_sm80_pair_2stage"]
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
@@ -58,7 +63,7 @@ def test_options_do_not_change_the_cpu_path():
 
 
 def test_no_environment_variable_chooses_a_kernel():
-    for path in (os.path.join(ROOT, "hstu", "csrc", "hstu_ops.cc"), os.path.join(ROOT, "hstu", "_ops.py")):
+    for path in (os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_ops.cc"), os.path.join(ROOT, "hstu", "_ops.py")):
         if os.path.exists(path):
             assert "getenv" not in open(path).read() and "HSTU_ATTN_" not in open(path).read(), path
 

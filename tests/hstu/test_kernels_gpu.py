@@ -597,6 +597,44 @@ def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, kernel_opts):
     check_case(case, 0.5)
 
 
+@pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic", [
+    ("causal", False, 0, False), ("none", True, 0, False), ("local", False, 2, False),
+    ("context_target_group", True, 1, False), ("local_context_target", False, 0, True), ("causal", False, 1, True)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sm80_d256_backward_layouts(mask, delta_q, rab_heads, deterministic, dtype, kernel_opts):
+    """The sm80-class D = 256 backward in its three layouts (kernel_options(sm90=False)): warp pairs
+    (bwd_sm80_pair=True) with two Q / dO stages where 168 KB fit (sm90), with one (bwd_sm80_pair_2stage=False; the
+    sm80 layout), and the two column chunks (the default; sm86 / sm89 run their compact form) each meet the error
+    rule, with lengths at the 64-key / 32-query tile edges, rab / drab and the deterministic dq kernel; where a
+    layout does not fit the GPU the launcher runs the next one, so every call is checked all the same."""
+    case = make_case(zlib.crc32(repr((mask, delta_q, rab_heads, dtype)).encode()), [300, 0, 1, 129, 128, 77, 64, 33],
+                     2, 256, dtype, mask, rab_heads, delta_q=delta_q)
+    for switches in (dict(bwd_sm80_pair=True), dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False), dict()):
+        kernel_opts(sm90=False, **switches)
+        check_case(case, 0.5, deterministic=deterministic)
+
+
+def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
+    """Which D = 256 sm80-class backward kernel runs (its template arguments: ..., warps, column chunk, Q / dO stages,
+    KSPLIT), by the switches and the device's per-block shared memory: warp pairs 168 KB with two stages, 136 KB with
+    one; else (and by default) the column chunks, 104 KB, else their compact 96 KB layout."""
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    chunks = "4, 128, 1, 1>" if optin >= 106496 else "4, 128, 0, 1>"
+    pair1 = "8, 128, 1, 2>" if optin >= 139264 else chunks
+    pair2 = "8, 128, 2, 2>" if optin >= 172032 else pair1
+    case = make_case(7, [200, 64], 2, 256, torch.bfloat16, "causal", 0)
+    for switches, want in ((dict(bwd_sm80_pair=True), pair2), (dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False),
+                                                               pair1), (dict(), chunks)):
+        kernel_opts(sm90=False, **switches)
+        leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+        out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.autograd.grad(out, leaves, torch.randn_like(out))
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name]
+        assert names and all(n.endswith(f"256, 32, 64, {want}(hstu::HstuParams)") for n in names), (switches, names)
+
+
 @pytest.mark.parametrize("rab_heads", [1, 2])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm90_backward_with_rab_runs_the_hopper_kernel(D, rab_heads):

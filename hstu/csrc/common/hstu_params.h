@@ -77,6 +77,10 @@ struct HstuParams {
   // block 1, ... (under a causal mask the longest works first). Jagged lengths (no rab) run on a work list instead
   // when the op gives bwd_sched (at the end of the struct).
   int bwd_grid;
+  // sm80-class backward D = 256: the warp-pair kernel (BwdSm80PairConfig: one pass over D, S and dP summed by warp
+  // pairs) with up to this many Q / dO stages where its shared memory fits the device (2 or 1); 0 = the two column
+  // chunks (BwdSm80Config).
+  int bwd_sm80_pair;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
   // a shared rab (one head) is accumulated over heads with fp32 atomics into `drab_accum`, then converted.

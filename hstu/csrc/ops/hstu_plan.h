@@ -20,9 +20,13 @@ enum HstuOptionBits : int64_t {
   kOptNoBwdWorkList = 1 << 3,   // Hopper backward D = 256: grid order for jagged batches too
   kOptNoDqSelfZero = 1 << 4,    // Hopper backward D = 64 / 128: a zeroed dq workspace instead of self-zeroing
   kOptNoDqConvBehind = 1 << 5,  // Hopper backward D = 128 causal / local: a separate dq conversion pass
+  kOptBwdSm80Pair = 1 << 6,     // sm80-class backward D = 256: warp pairs splitting D (BwdSm80PairConfig) instead of
+                                // two column chunks recomputing S and dP (BwdSm80Config). Opt-in until its GPU tests
+                                // and benchmark have run (docs/hstu_attn.md, portable-kernel notes)
+  kOptNoBwdSm80Pair2Stage = 1 << 7,  // the warp-pair kernel with one Q / dO stage even where two fit (as on sm80)
   kOptBwdGridShift = 8,         // bits 8-9: Hopper backward D = 256 grid order, 0 auto, 1 (key block, head, batch),
                                 // 2 (head, key block, batch)
-  kOptKnownMask = 0x33f,
+  kOptKnownMask = 0x3ff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -39,6 +43,8 @@ struct HstuOptions {
   bool bwd_work_list = true;
   bool dq_self_zero = true;
   bool dq_conv_behind = true;
+  bool bwd_sm80_pair = false;
+  bool bwd_sm80_pair_2stage = true;
   int bwd_grid = 0;
 
   static HstuOptions from_bits(int64_t bits) {
@@ -49,6 +55,8 @@ struct HstuOptions {
     o.bwd_work_list = !(bits & kOptNoBwdWorkList);
     o.dq_self_zero = !(bits & kOptNoDqSelfZero);
     o.dq_conv_behind = !(bits & kOptNoDqConvBehind);
+    o.bwd_sm80_pair = (bits & kOptBwdSm80Pair) != 0;
+    o.bwd_sm80_pair_2stage = !(bits & kOptNoBwdSm80Pair2Stage);
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
     return o;
   }
@@ -122,6 +130,7 @@ struct BwdPlan {
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid
+  int bwd_sm80_pair = 0;    // p.bwd_sm80_pair
   bool zeroed_workspace() const { return dq_floats > 0 && zero_words == 0 && sched_bytes == 0; }
 };
 
@@ -129,6 +138,7 @@ struct BwdPlan {
 inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool half, bool deterministic,
                         int64_t dq_row_stride, const HstuOptions& o) {
   BwdPlan plan;
+  plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
   if (deterministic) return plan;
   plan.dq_floats = p.total_q * p.heads * p.head_dim;
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;

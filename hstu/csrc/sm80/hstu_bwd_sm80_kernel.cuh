@@ -6,8 +6,12 @@
 // computes S^T and dP^T for them, so P^T and dS^T are already in the A-operand layout of dV += P^T dO and
 // dK += dS^T Q (no smem round trip); dS^T goes to smem once for dQ = dS K, which is added with fp32 atomics into a
 // workspace and converted afterwards. The query tiles walked are those some key of the tile can be seen from
-// (fully masked tiles are skipped). For D = 256 the dK/dV accumulators do not fit the registers of one pass: the
-// grid splits the output columns in two chunks; each recomputes S and dP over the full D.
+// (fully masked tiles are skipped). For D = 256 the dK/dV accumulators of 16 rows x 256 columns do not fit one warp's
+// registers. Two layouts: BwdSm80Config splits the output columns in two chunks over the grid, each block
+// recomputing S and dP over the full D (7 GEMM passes of BM x BN x D/2 per tile pair instead of 5); BwdSm80PairConfig
+// (KSPLIT = 2) gives each 16 key rows a warp pair, warp g owning output columns [g D/2, (g+1) D/2) and computing S^T
+// and dP^T over that half of D only; the pair adds its two partial sums through shared memory (a named barrier
+// per pair), so both hold the full S^T, dP^T and no GEMM is repeated.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,8 +20,15 @@
 
 namespace hstu {
 
-template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p);
+
+// Bytes of the KSPLIT > 1 partial-sum exchange: per warp and lane, the S^T and dP^T accumulators (BM / 8 n8 tiles
+// of 4 floats each).
+template <int BM, int NWARPS, int KSPLIT>
+constexpr int bwd_exchange_bytes() {
+  return KSPLIT > 1 ? NWARPS * 32 * 2 * (BM / 8) * 4 * 4 : 0;
+}
 
 template <int D>
 struct BwdSm80Config {
@@ -25,6 +36,7 @@ struct BwdSm80Config {
   static constexpr int kBlockN = D <= 128 ? 128 : 64;
   static constexpr int kWarps = kBlockN / 16;
   static constexpr int kChunkD = D <= 128 ? D : 128;
+  static constexpr int kSplitK = 1;
   // Q / dO double buffer (tile m+1 loads while tile m is computed); D = 256 keeps one stage so that two blocks
   // still fit an SM (measured: 2 stages, 1 block/SM: 280 ms vs 252 ms).
   static constexpr int kStages = D == 256 ? 1 : 2;
@@ -37,17 +49,34 @@ struct BwdSm80Config {
   static constexpr int kSmem = smem(kStages);
 };
 
-// Launches the dK/dV/dQ kernel with STAGES Q/dO buffers (0: compact single stage).
-template <typename T, int D, int STAGES>
+// D = 256 in one pass: 64 keys x 32 queries per step, 8 warps = 4 row tiles x 2 halves of D (see the top). Shared
+// memory: K, V 64 KB, Q / dO 32 KB per stage, dS^T 8 KB, the exchange 32 KB: 168 KB with 2 stages (H100 / H200),
+// 136 KB with 1 (A100: 163 KB per block); one block (8 warps) per SM either way. Not for sm86 / sm89 (99 KB): there
+// the launcher keeps BwdSm80Config's compact layout.
+template <int D>
+struct BwdSm80PairConfig {
+  static constexpr int kBlockM = 32;
+  static constexpr int kBlockN = 64;
+  static constexpr int kSplitK = 2;
+  static constexpr int kWarps = kSplitK * kBlockN / 16;
+  static constexpr int kChunkD = D / kSplitK;  // output columns per warp
+  static constexpr int smem(int stages) {
+    return (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2 +
+           bwd_exchange_bytes<kBlockM, kWarps, kSplitK>();
+  }
+};
+
+// Launches the dK/dV/dQ kernel of config C with STAGES Q/dO buffers (0: compact single stage).
+template <typename T, int D, typename C, int STAGES>
 cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
-  using C = BwdSm80Config<D>;
   constexpr int kSmem = C::smem(STAGES);
-  auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, STAGES>;
+  auto kernel = hstu_bwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kWarps, C::kChunkD, STAGES, C::kSplitK>;
   if (kSmem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
-  dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * (D / C::kChunkD));
+  const int chunks = C::kSplitK > 1 ? 1 : D / C::kChunkD;
+  dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads * chunks);
   kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
@@ -63,13 +92,35 @@ __device__ __forceinline__ void store_ds(uint32_t sdS, uint32_t t, int ks, const
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (t ^ LS::swz(8, ks * 16 + 8))), "r"(ad[3]));
 }
 
-template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
+// One accumulator fragment (4 floats) to / added from shared memory: the warp-pair exchange of partial sums.
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, const float (&v)[4]) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ void add_shared_v4(float (&v)[4], uint32_t addr) {
+  float x0, x1, x2, x3;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(x0), "=f"(x1), "=f"(x2), "=f"(x3)
+               : "r"(addr)
+               : "memory");
+  v[0] += x0;
+  v[1] += x1;
+  v[2] += x2;
+  v[3] += x3;
+}
+
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
+__device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
-  constexpr int NCHUNK = D / DC;
+  constexpr int RWARPS = NWARPS / KSPLIT;             // warps along the key rows (16 each)
+  constexpr int NCHUNK = KSPLIT > 1 ? 1 : D / DC;     // blocks along the head dim (grid z)
+  constexpr int KD = D / KSPLIT;                      // head-dim span of a warp's S^T / dP^T sums
+  constexpr int DQC = KSPLIT > 1 ? D : DC;            // dQ columns of a block
   constexpr int QTILES = BM / 8;  // n8 tiles of S^T along the query axis
   constexpr int CTILES = DC / 8;  // n8 tiles of dK / dV along the head dim chunk
-  static_assert(BN == 16 * NWARPS, "one m16 tile of KV rows per warp");
+  static_assert(BN == 16 * RWARPS, "one m16 tile of KV rows per warp (per warp pair with KSPLIT = 2)");
+  static_assert(KSPLIT == 1 || (KSPLIT == 2 && DC * 2 == D && STAGES > 0 && RWARPS <= 8),
+                "warp pairs: two halves of D, a dS^T buffer, at most 8 named barriers");
   using L = SmemLayout<D>;
   using LS = SmemLayout<BM>;
 
@@ -81,18 +132,20 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
   // dS^T, 2 buffers: BN rows (keys) x BM columns (queries); the compact layout (STAGES = 0) stages it in sQ.
   const uint32_t sdS0 = sQ0 + (STAGES > 0 ? STAGES : 1) * kStageBytes;
   constexpr uint32_t kdSBytes = BN * BM * 2;
-
-  const int n_block = blockIdx.x;
-  const int b = blockIdx.y;
-  const int h = blockIdx.z / NCHUNK;
-  const int d0 = (blockIdx.z % NCHUNK) * DC;
-  const SeqInfo si = seq_info(p, b);
-  const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) return;
+  // KSPLIT > 1: the partial sums' exchange, [warp][accumulator (S^T n8 tiles, then dP^T)][lane] x 16 bytes.
+  const uint32_t sX = sdS0 + 2 * kdSBytes;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
+  const int wgrp = KSPLIT > 1 ? warp / RWARPS : 0;  // which half of D this warp sums S^T over and owns dK, dV of
+  const int n_block = blockIdx.x;
+  const int b = blockIdx.y;
+  const int h = blockIdx.z / NCHUNK;
+  const int d0 = KSPLIT > 1 ? wgrp * DC : (blockIdx.z % NCHUNK) * DC;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
   const SeqMask& mk = si.mask;
 
   const T* qg = static_cast<const T*>(p.q) + (int64_t)si.q_start * p.q_row_stride + h * p.q_head_stride;
@@ -129,7 +182,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
       acc_dv[i][e] = 0.f;
     }
 
-  const int wrow = warp * 16;  // first KV row of this warp inside the tile
+  const int wrow = (warp % RWARPS) * 16;  // first KV row of this warp inside the tile
   const float half_alpha = 0.5f * p.alpha;
   const float ds_scale = p.inv_scaling * p.alpha;
   const int64_t dq_row_stride = (int64_t)p.heads * D;
@@ -152,18 +205,19 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
     // tile's barrier), so with two stages one barrier per query tile suffices (compact layout: right away).
     auto dq_tile = [&](const int m0, const uint32_t sdS_t) {
       constexpr int WM = BM / 16;       // m16 tiles of queries
-      constexpr int NDG = NWARPS / WM;  // warps per m16 tile, each taking DC / NDG columns
+      constexpr int NDG = NWARPS / WM;  // warps per m16 tile, each taking DQC / NDG columns
       static_assert(NWARPS % WM == 0, "bad dq warp layout");
-      constexpr int COLS = DC / NDG;
+      constexpr int COLS = DQC / NDG;
       constexpr int PW = COLS < 64 ? COLS : 64;  // columns per pass (bounds the accumulator registers)
       const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
       const int mtile = warp % WM;
       const int dg = warp / WM;
+      const int dq0 = KSPLIT > 1 ? 0 : d0;  // the block's first dQ column
       const uint32_t tS = LS::swz(ln % 8 + (ln / 16) * 8, mtile * 16 + ((ln / 8) % 2) * 8);
-      const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, d0 + dg * COLS + (ln / 16) * 8);
+      const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, dq0 + dg * COLS + (ln / 16) * 8);
 #pragma unroll
       for (int piece = 0; piece < COLS / PW; ++piece) {
-        const int c0 = d0 + dg * COLS + piece * PW;
+        const int c0 = dq0 + dg * COLS + piece * PW;
         float acc_q[PW / 8][4];
 #pragma unroll
         for (int i = 0; i < PW / 8; ++i)
@@ -231,22 +285,47 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
       const uint32_t tB = L::swz(ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);       // Q, dO as B operands
       const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, d0 + (ln / 16) * 8);  // dO, Q, K transposed
 
-      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys.
+      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys (KSPLIT > 1: over its half of D; the column offset
+      // wgrp * KD is a multiple of 64 elements, above the swizzled bits, so it adds to the tile bases).
+      {
+        const uint32_t kofs = static_cast<uint32_t>(wgrp * KD * 2);
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        uint32_t ak[4], av[4];
-        ldsm_x4(ak, sK + L::xadd(tA, 0, ks * 16));
-        ldsm_x4(av, sV + L::xadd(tA, 0, ks * 16));
+        for (int ks = 0; ks < KD / 16; ++ks) {
+          uint32_t ak[4], av[4];
+          ldsm_x4(ak, sK + kofs + L::xadd(tA, 0, ks * 16));
+          ldsm_x4(av, sV + kofs + L::xadd(tA, 0, ks * 16));
 #pragma unroll
-        for (int np = 0; np < BM / 16; ++np) {
-          uint32_t bq[4], bo[4];
-          const uint32_t off = L::xadd(tB, np * 16, ks * 16);
-          ldsm_x4(bq, sQ + off);
-          ldsm_x4(bo, sdO + off);
-          mma_16816<T>(acc_s[2 * np], ak, bq[0], bq[1]);
-          mma_16816<T>(acc_s[2 * np + 1], ak, bq[2], bq[3]);
-          mma_16816<T>(acc_dp[2 * np], av, bo[0], bo[1]);
-          mma_16816<T>(acc_dp[2 * np + 1], av, bo[2], bo[3]);
+          for (int np = 0; np < BM / 16; ++np) {
+            uint32_t bq[4], bo[4];
+            const uint32_t off = kofs + L::xadd(tB, np * 16, ks * 16);
+            ldsm_x4(bq, sQ + off);
+            ldsm_x4(bo, sdO + off);
+            mma_16816<T>(acc_s[2 * np], ak, bq[0], bq[1]);
+            mma_16816<T>(acc_s[2 * np + 1], ak, bq[2], bq[3]);
+            mma_16816<T>(acc_dp[2 * np], av, bo[0], bo[1]);
+            mma_16816<T>(acc_dp[2 * np + 1], av, bo[2], bo[3]);
+          }
+        }
+      }
+      if constexpr (KSPLIT > 1) {
+        // The pair's two partial sums: each warp stores its own, waits for its partner (a named barrier of the two
+        // warps) and adds the partner's, which sits at the same lane and fragment position (a + b == b + a: both
+        // warps then hold bit-identical S^T and dP^T). The next tile's stores come after the block barrier at the
+        // top of the loop, which the partner passes only once done reading.
+        // (addresses from the opaque thread id, recomputed per tile rather than held in registers across the loop)
+        const uint32_t ot = opaque(static_cast<uint32_t>(tid));
+        const uint32_t xme = sX + ((ot / 32) * 2 * QTILES * 32 + ot % 32) * 16;
+        const uint32_t xpa = sX + ((((ot / 32) + RWARPS) % NWARPS) * 2 * QTILES * 32 + ot % 32) * 16;
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt) {
+          st_shared_v4(xme + nt * 32 * 16, acc_s[nt]);
+          st_shared_v4(xme + (QTILES + nt) * 32 * 16, acc_dp[nt]);
+        }
+        asm volatile("bar.sync %0, %1;\n" ::"r"(1 + warp % RWARPS), "n"(64) : "memory");
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt) {
+          add_shared_v4(acc_s[nt], xpa + nt * 32 * 16);
+          add_shared_v4(acc_dp[nt], xpa + (QTILES + nt) * 32 * 16);
         }
       }
 
@@ -289,7 +368,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
             }
           }
       }
-      if (drab != nullptr || drab_acc != nullptr || drab_h != nullptr) {
+      if (drab != nullptr || drab_acc != nullptr || drab_h != nullptr) {  // (KSPLIT > 1: the wgrp 0 warps)
 #pragma unroll
         for (int nt = 0; nt < QTILES; ++nt)
 #pragma unroll
@@ -324,7 +403,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
         ad[1] = pack2<T>(acc_dp[2 * ks][2], acc_dp[2 * ks][3]);
         ad[2] = pack2<T>(acc_dp[2 * ks + 1][0], acc_dp[2 * ks + 1][1]);
         ad[3] = pack2<T>(acc_dp[2 * ks + 1][2], acc_dp[2 * ks + 1][3]);
-        if (STAGES > 0 && with_dq) store_ds<BM>(sdS, tdS, ks, ad);
+        if (STAGES > 0 && with_dq && wgrp == 0) store_ds<BM>(sdS, tdS, ks, ad);
 #pragma unroll
         for (int dp = 0; dp < DC / 16; ++dp) {
           uint32_t bo[4], bq[4];
@@ -378,6 +457,23 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuPara
       }
     }
   }
+}
+
+// D = 256 with Q / dO stages (the warp pairs, the 1-stage column chunks: 104 KB and more) cannot fit sm86 / sm89's
+// 99 KB, and the launcher runs them only on compute capability 8.0 or >= 9.0 (launch_hstu_bwd_fitting): in sm_86 /
+// sm_89 code they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX
+// JIT-ed on any GPU keeps the body).
+template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  if constexpr (D == 256 && STAGES > 0) {
+    __trap();
+  } else {
+    hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
+  }
+#else
+  hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
+#endif
 }
 
 // dq (total_q, H, D) with arbitrary row/head strides <- the fp32 workspace (total_q, H, D) contiguous.
@@ -602,25 +698,38 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Picks the main-kernel layout that fits the device's per-block opt-in shared memory: the preferred number of
-// Q/dO stages (sm80 / sm90: 163 / 227 KB), else one stage (D = 128 on sm86 / sm89, 99 KB: 96 KB instead of
-// 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
+// Picks the main-kernel layout that fits the device's per-block opt-in shared memory. D = 256 (unless
+// p.bwd_sm80_pair is 0): the warp-pair config with 2 stages (sm90: 227 KB; p.bwd_sm80_pair 2), else with 1 (sm80:
+// 163 KB). Otherwise
+// BwdSm80Config: the preferred number of Q/dO stages, else one stage (D = 128 on sm86 / sm89, 99 KB: 96 KB instead
+// of 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
   using C = BwdSm80Config<D>;
   constexpr int kSmallestOptin = 99 * 1024;  // sm86 / sm89
   if constexpr (C::kSmem <= kSmallestOptin) {
-    return launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
+    return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
   } else {
     int dev = 0, max_smem = 0;
     cudaError_t err = cudaGetDevice(&dev);
     if (err != cudaSuccess) return err;
     err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
-    if (C::kSmem <= max_smem) return launch_hstu_bwd_main<T, D, C::kStages>(p, stream);
+    if constexpr (D == 256) {
+      int major = 0, minor = 0;
+      err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+      if (err != cudaSuccess) return err;
+      // the staged D = 256 layouts are compiled for sm_80 and sm_90+ only (see hstu_bwd_kernel)
+      if (major == 8 && minor != 0) max_smem = kSmallestOptin;
+      using P = BwdSm80PairConfig<D>;
+      if (p.bwd_sm80_pair >= 2 && P::smem(2) <= max_smem) return launch_hstu_bwd_main<T, D, P, 2>(p, stream);
+      if (p.bwd_sm80_pair >= 1 && P::smem(1) <= max_smem) return launch_hstu_bwd_main<T, D, P, 1>(p, stream);
+    }
+    if (C::kSmem <= max_smem) return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
     constexpr int kFallback = (C::kStages == 2 && C::smem(1) <= kSmallestOptin) ? 1 : 0;
     static_assert(C::smem(kFallback) <= kSmallestOptin, "no backward layout fits 99 KB");
-    return launch_hstu_bwd_main<T, D, kFallback>(p, stream);
+    return launch_hstu_bwd_main<T, D, C, kFallback>(p, stream);
   }
 }
 

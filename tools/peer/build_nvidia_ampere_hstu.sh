@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds a reduced copy of NVIDIA's Ampere HSTU attention (recsys-examples corelib/hstu/csrc/hstu_attn: the
+# FA2-derived mma.sync kernels; FBGEMM carries the same ones), the peer that benchmarks/hstu_attention.py
+# --peer nvidia-ampere times beside hstu_attn's portable kernels: bf16, head dims 64 / 128 / 256, masks none /
+# causal / causal + contexts, no rab, forward and backward (non-deterministic). That is every cell of the benchmark's
+# dense, jagged and portable sweeps; other cells print "n/a". The kernels are compiled for the GPU at hand.
+#
+# Usage: tools/peer/build_nvidia_ampere_hstu.sh CHECKOUT OUT_DIR
+#   CHECKOUT  a checkout of recsys-examples (uses corelib/hstu; nothing in it is modified: the peer's own source
+#             generator runs on a copy of its csrc/ under OUT_DIR)
+#   OUT_DIR   gets the extension module hstu_attn_2_cuda*.so (and the objects under OUT_DIR/obj)
+# Then: PYTHONPATH=OUT_DIR python -P benchmarks/hstu_attention.py --kernels portable --sweep portable --no-ref \
+#           --peer nvidia-ampere
+# (the peer's Python package is also named hstu_attn: the benchmark loads the extension module directly).
+#
+# Environment: NVCC (default: nvcc on PATH), JOBS (parallel nvcc, default 2), CUDA_CC (compute capability to build
+# for, e.g. 80, 89, 90; default: the first GPU's, from torch), CUTLASS_INCLUDE_DIR (default: the checkout's
+# third_party/cutlass/include, a submodule), TORCH_DIR (the torch package folder; default: the importable torch's).
+# The .so must be built against the torch version that will load it.
+set -euo pipefail
+if [ $# -ne 2 ]; then
+    sed -n '2,20p' "$0"
+    exit 2
+fi
+checkout=$(cd "$1" && pwd)
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+src="$checkout/corelib/hstu"
+[ -f "$src/csrc/hstu_attn/hstu_api.cpp" ] || { echo "no $src/csrc/hstu_attn/hstu_api.cpp" >&2; exit 2; }
+[ -f "$src/setup.py" ] || { echo "no $src/setup.py (the peer's source generator)" >&2; exit 2; }
+cutlass=${CUTLASS_INCLUDE_DIR:-$checkout/third_party/cutlass/include}
+[ -f "$cutlass/cute/tensor.hpp" ] || { echo "CUTLASS_INCLUDE_DIR: no cute/tensor.hpp in $cutlass (init the" \
+    "checkout's third_party/cutlass submodule or set CUTLASS_INCLUDE_DIR)" >&2; exit 2; }
+nvcc=${NVCC:-nvcc}
+cuda_home=$(dirname "$(dirname "$(command -v "$nvcc")")")
+torch_dir=${TORCH_DIR:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
+cc=${CUDA_CC:-$(python3 -c 'import torch; a, b = torch.cuda.get_device_capability(0); print(10 * a + b)')}
+jobs=${JOBS:-2}
+
+# Everything but the benchmark's cells switched off, once for the peer's generator (environment) and once for the
+# compiler (macros). The sm86 / sm89 kernels only where the GPU is one.
+disable="FP16 HDIM32 LOCAL TARGET ARBITRARY RAB DRAB DELTA_Q PAGED_KV"
+if [ "$cc" != 86 ] && [ "$cc" != 89 ]; then disable="$disable 86OR89"; fi
+features="-DHSTU_ARBITRARY_NFUNC=1"
+export HSTU_ARBITRARY_NFUNC=1 HSTU_DISABLE_DETERMINISTIC=TRUE
+features="$features -DHSTU_DISABLE_DETERMINISTIC"
+for x in $disable; do
+    export "HSTU_DISABLE_$x=TRUE"
+    features="$features -DHSTU_DISABLE_$x"
+done
+
+# The peer's own instantiation generator (generate_cuda_sources in its setup.py, with the DISABLE_* switches it
+# reads), run on a copy of csrc/ so that the checkout stays as it is.
+work="$out/work"
+obj="$out/obj"
+rm -rf "$work"
+mkdir -p "$work" "$obj"
+cp -r "$src/csrc" "$work/csrc"
+mkdir -p "$work/csrc/hstu_attn/src/generated"
+(cd "$work" && python3 - "$src/setup.py" <<'PY'
+import ast, itertools, os, subprocess, sys
+tree = ast.parse(open(sys.argv[1]).read())
+keep = [n for n in tree.body if isinstance(n, ast.Assign) and all(
+            isinstance(t, ast.Name) and (t.id.startswith("DISABLE_") or t.id == "ARBITRARY_NFUNC") for t in n.targets)]
+keep += [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "generate_cuda_sources"]
+if not any(isinstance(n, ast.FunctionDef) for n in keep):
+    sys.exit("peer: no generate_cuda_sources() in " + sys.argv[1])
+ns = {"os": os, "itertools": itertools, "subprocess": subprocess}
+exec(compile(ast.Module(body=keep, type_ignores=[]), sys.argv[1], "exec"), ns)
+srcs = ns["generate_cuda_sources"]()
+open("sources.txt", "w").write("\n".join(srcs) + "\n")
+print(f"peer: {len(srcs)} generated units")
+PY
+)
+
+includes="-I$work/csrc/hstu_attn/src -I$cutlass"
+export nvcc features includes obj work cc
+# shellcheck disable=SC2016
+xargs -P "$jobs" -I{} bash -c '
+    o="$obj/$(basename {} .cu).o"
+    [ -f "$o" ] && exit 0
+    TMPDIR=$(mktemp -d) "$nvcc" -O3 -std=c++17 -DNDEBUG --use_fast_math --expt-relaxed-constexpr \
+        --expt-extended-lambda -U__CUDA_NO_HALF_OPERATORS__ -U__CUDA_NO_HALF_CONVERSIONS__ \
+        -U__CUDA_NO_BFLOAT16_OPERATORS__ -U__CUDA_NO_BFLOAT16_CONVERSIONS__ -U__CUDA_NO_BFLOAT162_OPERATORS__ \
+        -U__CUDA_NO_BFLOAT162_CONVERSIONS__ -gencode "arch=compute_80,code=sm_$cc" $features $includes \
+        -Xcompiler -fPIC -c "$work/{}" -o "$o.tmp" 2> "$o.log" && mv "$o.tmp" "$o" \
+        && echo "peer: built $(basename "$o")" || { echo "peer: FAILED {} (log: $o.log)" >&2; exit 255; }' < "$work/sources.txt"
+
+# The Python binding (host C++ against torch's and Python's headers; its CXX11 ABI flag from torch).
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo 1)
+pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+# shellcheck disable=SC2086
+g++ -O3 -std=c++17 -fPIC -D_GLIBCXX_USE_CXX11_ABI=$abi $features -DTORCH_EXTENSION_NAME=hstu_attn_2_cuda \
+    -DTORCH_API_INCLUDE_EXTENSION_H -I"$torch_dir/include" -I"$torch_dir/include/torch/csrc/api/include" \
+    -I"$pyinc" -I"$cuda_home/include" $includes -c "$src/csrc/hstu_attn/hstu_api.cpp" -o "$obj/hstu_api.o"
+g++ -shared -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o -L"$torch_dir/lib" -ltorch_python -ltorch -ltorch_cpu \
+    -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart
+echo "peer: $out/hstu_attn_2_cuda$suffix ready (PYTHONPATH=$out), sm_$cc"
