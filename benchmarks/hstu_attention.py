@@ -428,6 +428,17 @@ def max_rel_diff(ours, theirs) -> float:
     return num / max(den, 1e-30)
 
 
+def timed_calls(q, k, v, dout, args):
+    """The forward and backward ops the benchmark times, under the calling thread's kernel_options: the public ops
+    take none, so --kernels portable / --kernel-option go through the private *_with_options ops."""
+    opts = hstu_attn._ops._current_options()
+    if opts:
+        return (lambda: torch.ops.hstu_attn.fwd_with_options(q, k, v, *args, opts),
+                lambda: torch.ops.hstu_attn.bwd_with_options(dout, q, k, v, *args, False, False, opts))
+    return (lambda: torch.ops.hstu_attn.fwd(q, k, v, *args),
+            lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False))
+
+
 def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer, ref_timer: Timer,
              with_ref: bool, peer=None, cooldown: float = 0.0) -> Result:
     B, H, D = len(case.lengths), case.H, case.D
@@ -444,8 +455,7 @@ def run_case(case: Case, dtype: torch.dtype, device: torch.device, timer: Timer,
     # One validated call first: the benchmark must not time invalid inputs.
     hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, max_len, max_len, nc, nt, case.group, case.window,
                                     1.0 / D**0.5)
-    fwd = lambda: torch.ops.hstu_attn.fwd(q, k, v, *args)  # noqa: E731
-    bwd = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *args, False, False)  # noqa: E731
+    fwd, bwd = timed_calls(q, k, v, dout, args)
     peer_note = None
     notes = []
     if peer is not None:

@@ -335,3 +335,37 @@ def test_kernel_option_switches(bench, capsys, monkeypatch):
                        "--kernel-option", "bwd_sm80_pair=0"]) == 0
     assert seen == [{"bwd_sm80_pair": 0, "sm90": False}]
     assert "kernel_options(bwd_sm80_pair=0, sm90=False)" in capsys.readouterr().out
+
+
+def _ops_called(fn):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        fn()
+    return [s for s in seen if s.startswith("hstu_attn.")]
+
+
+def test_timed_calls_follow_the_kernel_options(bench):
+    # --kernels portable / --kernel-option must reach the timed ops (the public ops take no options: timing them
+    # measured the default kernels whatever was asked)
+    import hstu_attn
+
+    torch.manual_seed(5)
+    q, k, v, dout = (torch.randn(12, 2, 32, dtype=torch.bfloat16) for _ in range(4))
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    args = (cu, cu, 7, 7, None, None, 1, -1, 0, 32 ** -0.5, None, 7.0, None, None)
+    fwd, bwd = bench.timed_calls(q, k, v, dout, args)
+    assert _ops_called(fwd) == ["hstu_attn.fwd.default"]
+    plain = fwd()
+    with hstu_attn._ops.kernel_options(sm90=False):
+        fwd, bwd = bench.timed_calls(q, k, v, dout, args)
+    assert _ops_called(fwd) == ["hstu_attn.fwd_with_options.default"]
+    assert _ops_called(bwd) == ["hstu_attn.bwd_with_options.default"]
+    torch.testing.assert_close(fwd(), plain, rtol=0, atol=0)  # the CPU path ignores kernel choices
