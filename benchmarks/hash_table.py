@@ -155,6 +155,7 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     ev = torch.empty(batch, dim, device=dev)
     es = torch.empty(batch, dtype=torch.int64, device=dev)
     in_vals = torch.randn(batch, dim, device=dev)
+
     def call(op, i, k):
         if op == "find":
             t._lookup(k, values_out, found)
@@ -273,6 +274,9 @@ def main(argv=None):
             ap.error(err)
         if a.peer_timeout <= 0:
             ap.error(f"--peer-timeout: expected a positive number of seconds, got {a.peer_timeout}")
+        if a.quick or a.capacity is not None:
+            ap.error("--peer-hkv: HKV's benchmark runs its own grid's capacities (128M slots for dim 8/32, 64M for "
+                     "dim 64); expected neither --quick nor --capacity with it")
         if a.batch != 1 << 20:
             ap.error(f"--batch: HKV's benchmark runs 1048576 keys per op; expected that with --peer-hkv, got {a.batch}")
     Timer.queue_ahead = not a.no_queue_ahead

@@ -93,7 +93,8 @@ def test_parse_reads_every_cell_of_both_modes_in_hkv_units(peer):
 
 def test_parse_drops_a_row_cut_short_and_records_skipped_configs(peer):
     cut = PURE + "\n* dim = 64, capacity = 64 Million-KV, HBM = 16 GB, HMEM = 0 GB\n\n" + (
-        "|    \u03bb | insert_or_assign |   find |\n|-----:|-----------------:|-------:|\n| 0.50 |            1.100 |  2")
+        "|    \u03bb | insert_or_assign |   find |\n|-----:|-----------------:|-------:|\n"
+        "| 0.50 |            1.100 |  2")
     run = peer.parse(cut)
     assert (peer.PURE_HBM, 64, 64 << 20, 0.5) not in run.tables
     assert len(run.tables) == 6
@@ -189,8 +190,45 @@ def test_peer_arguments_are_checked_before_anything_runs(bench, tmp_path, capsys
         bench.main(["--peer-hkv", exe, "--batch", "1000"])
     assert "--batch: HKV's benchmark runs 1048576 keys per op" in capsys.readouterr().err
     with pytest.raises(SystemExit):
+        bench.main(["--peer-hkv", exe, "--quick"])
+    assert "expected neither --quick nor --capacity" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         bench.main(["--peer-hkv", exe, "--peer-timeout", "0"])
     assert "--peer-timeout: expected a positive number" in capsys.readouterr().err
+
+
+def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, monkeypatch, capsys):
+    # The GPU parts stubbed (the table ops are the GPU benchmark's): what main assembles from HKV's run and ours.
+    (tmp_path / "out.txt").write_text(PURE + HYBRID)
+    (tmp_path / "hkv_commit.txt").write_text("ae24eec\n")
+    exe = _fake_binary(tmp_path, f"cat {tmp_path}/out.txt; sleep 60\n")
+    order = []
+    monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda dev: order.append("bw") or 4.0e12)
+
+    def fake_config(cap, dim, lam, batch, reps, zipf=False, initializer="constant", host=False):
+        order.append(("ours", dim, lam, host))
+        return {op: 3.0 for op in bench.OPS}, {op: 2.5 for op in bench.OPS}
+
+    monkeypatch.setattr(bench, "bench_config", fake_config)
+    real_run = bench.hkv_peer.run
+    monkeypatch.setattr(bench.hkv_peer, "run", lambda *a, **k: order.append("hkv") or real_run(*a, **k))
+    results = tmp_path / "results.md"
+    log = tmp_path / "hkv.log"
+    assert bench.main(["--peer-hkv", exe, "--dims", "32", "--lambdas", "0.5", "1.0", "--dists", "uniform",
+                       "--reps", "3", "--results", str(results), "--hkv-log", str(log), "--commit", "c0ffee",
+                       "--plot", str(tmp_path / "p.png")]) == 0
+    assert order[0] == "hkv" and order[1] == "bw"
+    assert order[2:] == [("ours", 32, 0.5, True), ("ours", 32, 1.0, True)]
+    out = capsys.readouterr().out
+    assert "HierarchicalKV: complete" in out and "hkv| ### On pure HBM mode:" in out
+    assert "### Scored hash table vs HierarchicalKV (ae24eec), Fake GPU" in out
+    fio = f"| 32 | 128M | 1.00 | find_or_insert | 3.000 ("
+    line = next(ln for ln in out.splitlines() if ln.startswith(fio))
+    theirs = 1.230 * bench.hkv_peer.HKV_UNIT
+    assert line.endswith(f"| {3.0 / theirs:.2f}x | {2.5 / theirs:.2f}x |")
+    assert "vs HierarchicalKV" in results.read_text() and "hybrid mode" in log.read_text()
 
 
 # ------------------------------------------------------------------------------------------------ the build script
