@@ -119,9 +119,16 @@ def rate(batch, times_ms):
     return batch / (times[len(times) // 2] / 1e3) / 1e9
 
 
-def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant", host=False):
+def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant", host=False,
+                 fill="once", info=None):
     """{op: billion KV/s} by device time; with host=True also {op: billion KV/s} by HostTimer (each batch's op is
-    then run twice, the table restored after each), as (device, host)."""
+    then run twice, the table restored after each), as (device, host).
+
+    fill: "once" inserts capacity * lam keys once (at lam 1.0 buckets that overflow evict, so the table ends below
+    full and part of the hits miss) and draws the hits from all of them; "hkv" then tops the table up with new keys
+    until its load factor is within 0.001 of lam, as HierarchicalKV's benchmark does, and draws distinct hits from
+    the last `batch` keys inserted (all present under LRU). info (a dict): gets the real load factor after the fill
+    and the fraction of the first batch's keys found."""
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
                         check_keys=False, max_capacity=capacity, initializer=TableInitializer(initializer))
     n_fill = int(capacity * lam)
@@ -131,6 +138,17 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     for off in range(0, n_fill, batch):
         k = stored[off : off + batch].view(torch.uint64)
         t._upsert("insert_or_assign", k, values=vals[: k.numel()])
+    pool = stored
+    if fill == "hkv":
+        extra = []
+        for _ in range(1000):
+            deficit = int((lam - t.load_factor()) * capacity)
+            if deficit <= 0.001 * capacity:
+                break
+            k = torch.randint(1, 1 << 62, (min(batch, deficit),), device=dev, generator=g)
+            t._upsert("insert_or_assign", k.view(torch.uint64), values=vals[: k.numel()])
+            extra.append(k)
+        pool = torch.cat([stored] + extra)[-batch:]
     torch.cuda.synchronize()
     results, host_results = {}, {}
 
@@ -140,10 +158,12 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
             import numpy as np
 
             rng = np.random.default_rng(i)
-            ranks = torch.from_numpy((rng.zipf(1.05, size=nh) - 1) % n_fill).to(dev)
-            hits = stored[ranks]
+            ranks = torch.from_numpy((rng.zipf(1.05, size=nh) - 1) % pool.numel()).to(dev)
+            hits = pool[ranks]
+        elif fill == "hkv" and pool.numel() >= nh:
+            hits = pool[torch.randperm(pool.numel(), device=dev, generator=g)[:nh]]
         else:
-            hits = stored[torch.randint(0, n_fill, (nh,), device=dev, generator=g)]
+            hits = pool[torch.randint(0, pool.numel(), (nh,), device=dev, generator=g)]
         miss = torch.randint(1 << 62, (1 << 63) - 1, (batch - nh,), device=dev, generator=g)
         k = torch.cat([hits, miss])
         return k[torch.randperm(batch, device=dev, generator=g)].view(torch.uint64).contiguous(), miss
@@ -155,6 +175,10 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     ev = torch.empty(batch, dim, device=dev)
     es = torch.empty(batch, dtype=torch.int64, device=dev)
     in_vals = torch.randn(batch, dim, device=dev)
+    if info is not None:
+        info["real_lambda"] = t.load_factor()
+        t._lookup(batches[0][0], values_out, found)
+        info["hits"] = found.float().mean().item()
 
     def call(op, i, k):
         if op == "find":
@@ -264,6 +288,10 @@ def main(argv=None):
                          "first and print ours, HKV's and the ratios in one table (HKV's grid: its dims' capacities)")
     ap.add_argument("--peer-timeout", type=float, default=480.0,
                     help="seconds HKV's benchmark may run before it is stopped (default 480; its pure-HBM grid)")
+    ap.add_argument("--fill", default=None, choices=["once", "hkv"],
+                    help="once: capacity * lambda keys inserted once, hits drawn from all of them (default without "
+                         "--peer-hkv); hkv: then topped up to within 0.001 of lambda and hits drawn from the last "
+                         "1M keys inserted, as HKV's benchmark (default with --peer-hkv)")
     ap.add_argument("--hkv-log", default=None, help="write HKV's raw output here (default: none)")
     ap.add_argument("--hkv-commit", default=None,
                     help="HKV commit to name (default: hkv_commit.txt next to the binary, written by the build script)")
@@ -287,30 +315,34 @@ def main(argv=None):
     lams = a.lambdas or ([0.5] if a.quick else list(GRID_LAMBDAS))
     dists = a.dists or list(GRID_DISTS)
     reps = a.reps or (5 if a.quick else 10)
+    fill = a.fill or ("hkv" if a.peer_hkv else "once")
     hkv = None
     if a.peer_hkv:
         # First, while this process holds no table (HKV's fills its own 16 GB tables).
         hkv, hkv_commit = run_peer(a)
     bw = copy_bandwidth("cuda")
     gpu = torch.cuda.get_device_name()
-    rows = []
+    rows, fills = [], {}
     for dim in dims:
         cap = a.capacity or (64 << 20 if a.quick else GRID_CAPACITY.get(dim, 64 << 20))
         for lam in lams:
             for dist in dists:
                 t0 = time.time()
+                info = {}
                 r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform", initializer=a.initializer,
-                                 host=hkv is not None)
+                                 host=hkv is not None, fill=fill, info=info)
                 r, rh = r if hkv is not None else (r, None)
                 rows.append((dim, cap, lam, dist, r, rh))
-                print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s): "
+                fills[(dim, lam, dist)] = info
+                print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s; real load factor "
+                      f"{info['real_lambda']:.4f}, found {info['hits']:.3f} of a batch): "
                       + ", ".join(f"{k} {v:.3f}" for k, v in r.items())
                       + ("; host clock + sync: " + ", ".join(f"{k} {v:.3f}" for k, v in rh.items()) if rh else ""),
                       flush=True)
     lines = [
         f"### Scored hash table, {gpu}: keys uint64, values fp32, {a.batch:,} keys/op, hit rate 0.6; billion KV/s "
         f"(fraction of the measured copy bandwidth {bw / 1e12:.2f} TB/s implied by the bytes each op must move)"
-        + f"; new rows of find_or_insert: {a.initializer} initializer"
+        + f"; new rows of find_or_insert: {a.initializer} initializer; fill: {fill}"
         + ("; timed from an idle stream (host overhead included)" if a.no_queue_ahead else ""),
         "",
         "| dim | capacity | lambda | keys | " + " | ".join(OPS) + " |",
@@ -319,12 +351,14 @@ def main(argv=None):
     for dim, cap, lam, dist, r, _ in rows:
         cells = [f"{r[op]:.3f} ({r[op] * 1e9 * op_bytes(op, dim, 0.6, lam) / bw:.0%})" for op in OPS]
         lines.append(f"| {dim} | {cap >> 20}M | {lam} | {dist} | " + " | ".join(cells) + " |")
+    lines += ["", "Real load factor after the fill / fraction of a batch found: " + "; ".join(
+        f"dim {d} λ {lam} {dist}: {i['real_lambda']:.4f} / {i['hits']:.3f}" for (d, lam, dist), i in fills.items())]
     if hkv is not None:
         for dist in sorted({r[3] for r in rows}):
             if dist != "uniform":
                 lines += ["", f"({dist} keys: no HKV figures, its benchmark has uniform keys only)"]
         lines += ["", hkv_peer.side_by_side(rows, hkv, gpu, bw, a.batch, reps, op_bytes,
-                                            commit=a.commit or git_commit(), hkv_commit=hkv_commit)]
+                                            commit=a.commit or git_commit(), hkv_commit=hkv_commit, fill=fill)]
     text = "\n".join(lines)
     print(text)
     if a.results:

@@ -189,7 +189,8 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 
 def side_by_side(rows: Sequence[tuple], hkv: HkvRun, gpu: str, bw: float, batch: int, reps: int,
-                 op_bytes, commit: str = "unknown", hkv_commit: str = "unknown", dist: str = "uniform") -> str:
+                 op_bytes, commit: str = "unknown", hkv_commit: str = "unknown", dist: str = "uniform",
+                 fill: str = "hkv") -> str:
     """The markdown table of ours against HKV's.
 
     rows: (dim, capacity, lambda, dist, device_rates, host_rates) with rates {op: 1e9 KV/s} (host_rates may be
@@ -205,6 +206,9 @@ def side_by_side(rows: Sequence[tuple], hkv: HkvRun, gpu: str, bw: float, batch:
         "- HKV: its own benchmark's host clock + stream synchronize, one call, best of 2 runs; converted from its "
         f"2^30 KV/s unit (x {HKV_UNIT:.4f})",
         f"- commit {commit}; HKV's grid: dim 8 and 32 at 128M slots, dim 64 at 64M",
+        "- HKV's fill: its table topped up to within 0.001 of λ, hits = keys of its last insert (all present); ours: "
+        + ("the same (--fill hkv)" if fill == "hkv" else "capacity x λ keys inserted once, hits drawn from all of "
+           "them (--fill once: at λ 1.0 some of them were evicted by the fill and miss)"),
         "",
         "| dim | capacity | λ | op | ours device | ours host | HKV | device / HKV | host / HKV |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|",

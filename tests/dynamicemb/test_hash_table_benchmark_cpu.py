@@ -181,6 +181,27 @@ def test_op_bytes_count_what_each_op_must_move(bench):
         bench.op_bytes("insert_or_assign", 32, 0.6) + 0.4 * (row + 16))
 
 
+def test_bench_config_fills_on_the_cpu_twin_once_or_as_hkv_does(bench, monkeypatch):
+    # The table's CPU twin runs the benchmark's own fill, batches and restores (the host timer stands in for the
+    # events); at load factor 1 the "once" fill ends below full with part of the hits evicted, the HKV-style fill
+    # tops it up and draws its hits from keys that are all present.
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(bench, "Timer", bench.HostTimer)
+    batch = 1 << 10
+    nh = int(batch * 0.6) / batch
+    seen = {}
+    for fill in ("once", "hkv"):
+        for lam in (0.5, 1.0):
+            info = {}
+            dev, host = bench.bench_config(1 << 14, 8, lam, batch, 2, dev="cpu", host=True, fill=fill, info=info)
+            assert set(dev) == set(host) == set(bench.OPS)
+            assert all(v > 0 for v in list(dev.values()) + list(host.values()))
+            seen[(fill, lam)] = info
+    assert seen[("once", 0.5)] == seen[("hkv", 0.5)] == {"real_lambda": 0.5, "hits": pytest.approx(nh)}
+    assert seen[("once", 1.0)]["real_lambda"] < 0.99 and seen[("once", 1.0)]["hits"] < nh
+    assert seen[("hkv", 1.0)]["real_lambda"] >= 0.999 and seen[("hkv", 1.0)]["hits"] == pytest.approx(nh)
+
+
 def test_peer_arguments_are_checked_before_anything_runs(bench, tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--peer-hkv", str(tmp_path / "missing")])
@@ -207,8 +228,10 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
     monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: "Fake GPU")
     monkeypatch.setattr(bench, "copy_bandwidth", lambda dev: order.append("bw") or 4.0e12)
 
-    def fake_config(cap, dim, lam, batch, reps, zipf=False, initializer="constant", host=False):
-        order.append(("ours", dim, lam, host))
+    def fake_config(cap, dim, lam, batch, reps, zipf=False, initializer="constant", host=False, fill="once",
+                    info=None):
+        order.append(("ours", dim, lam, host, fill))
+        info.update(real_lambda=min(lam, 0.999), hits=0.6)
         return {op: 3.0 for op in bench.OPS}, {op: 2.5 for op in bench.OPS}
 
     monkeypatch.setattr(bench, "bench_config", fake_config)
@@ -220,7 +243,7 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
                        "--reps", "3", "--results", str(results), "--hkv-log", str(log), "--commit", "c0ffee",
                        "--plot", str(tmp_path / "p.png")]) == 0
     assert order[0] == "hkv" and order[1] == "bw"
-    assert order[2:] == [("ours", 32, 0.5, True), ("ours", 32, 1.0, True)]
+    assert order[2:] == [("ours", 32, 0.5, True, "hkv"), ("ours", 32, 1.0, True, "hkv")]  # HKV's fill by default
     out = capsys.readouterr().out
     assert "HierarchicalKV: complete" in out and "hkv| ### On pure HBM mode:" in out
     assert "### Scored hash table vs HierarchicalKV (ae24eec), Fake GPU" in out
@@ -228,6 +251,8 @@ def test_main_with_a_peer_runs_it_first_and_prints_both_tables(bench, tmp_path, 
     line = next(ln for ln in out.splitlines() if ln.startswith(fio))
     theirs = 1.230 * bench.hkv_peer.HKV_UNIT
     assert line.endswith(f"| {3.0 / theirs:.2f}x | {2.5 / theirs:.2f}x |")
+    assert "ours: the same (--fill hkv)" in out
+    assert "dim 32 λ 1.0 uniform: 0.9990 / 0.600" in out  # the real load factor and the found fraction
     assert "vs HierarchicalKV" in results.read_text() and "hybrid mode" in log.read_text()
 
 
