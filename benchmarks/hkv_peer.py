@@ -147,9 +147,15 @@ def run(binary: str, timeout_s: float, log=None, stop_at_hybrid: bool = True, ec
                 stopped = True
                 _stop(proc)
                 break
+        if not stopped:  # the output ended: let the process exit by itself
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         watchdog.cancel()
         _stop(proc)
+        proc.stdout.close()
     return HkvOutput("".join(lines), time.time() - t0, stopped, timed_out.is_set() and not stopped,
                      proc.returncode)
 

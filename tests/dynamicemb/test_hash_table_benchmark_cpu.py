@@ -137,6 +137,13 @@ def test_run_times_out_with_what_was_printed(peer, tmp_path):
     assert len(peer.parse(out.text).tables) == 6
 
 
+def test_run_returns_the_exit_code_of_a_binary_that_ends_by_itself(peer, tmp_path):
+    (tmp_path / "pure.txt").write_text(PURE)
+    out = peer.run(_fake_binary(tmp_path, f"cat {tmp_path}/pure.txt; exit 3\n"), timeout_s=30)
+    assert (out.returncode, out.stopped_at_hybrid, out.timed_out) == (3, False, False)
+    assert len(peer.parse(out.text).tables) == 6
+
+
 def test_side_by_side_table_has_the_header_both_timings_hkv_and_ratios(peer, bench):
     run = peer.parse(PURE)
     cap = 128 << 20
