@@ -13,6 +13,11 @@ training step, where ops are queued ahead).
     python benchmarks/hash_table.py --quick
     python benchmarks/hash_table.py --results benchmarks/RESULTS.md                 # the full grid
     python benchmarks/hash_table.py --dims 8 32 --dists uniform --results ...      # a slice of it
+    python benchmarks/hash_table.py --dists uniform --peer-hkv BINARY               # beside HierarchicalKV
+
+--peer-hkv BINARY runs HierarchicalKV's own benchmark (built by tools/peer/build_hkv_benchmark.sh; it always runs
+its fixed grid, see benchmarks/hkv_peer.py) before ours, times each of our ops both ways (device time as above, and
+HKV's way: a host clock around the call and a stream synchronize) and prints one table of ours, HKV's and the ratios.
 """
 
 import argparse
@@ -22,6 +27,9 @@ import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hkv_peer  # noqa: E402
 
 # An installed wheel (PYTHONPATH) wins; the source tree is the fallback (it has no _C.so unless built in place).
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -46,18 +54,23 @@ def copy_bandwidth(dev):
     return 2 * 4 * n * 10 / (s.elapsed_time(e) / 1e3)
 
 
-def op_bytes(op, dim, hit):
-    """Fewest bytes an op moves per key: key in, 128 digests, one key sector, score, row traffic."""
+def op_bytes(op, dim, hit, lam=0.5):
+    """Fewest bytes an op moves per key: key in, 128 digests, one key sector, score, row traffic; new keys write
+    key and digest; assign touches present keys only; insert_and_evict writes evicted key, score and row only
+    when the table is full (lam >= 1: every miss evicts)."""
     row = 4 * dim
     base = 8 + 128 + 32
     if op == "find":
         return base + hit * 2 * row + 1
     if op == "find_or_insert":
         return base + 8 + 2 * row + 1 + (1 - hit) * (8 + 1)  # read or init row + write out; score; new key
-    if op in ("insert_or_assign", "assign"):
+    if op == "insert_or_assign":
         return base + 8 + 2 * row + (1 - hit) * (8 + 1)
+    if op == "assign":
+        return base + hit * (8 + 2 * row)
     if op == "insert_and_evict":
-        return base + 8 + 2 * row + (1 - hit) * (8 + 1) + (1 - hit) * (row + 16)
+        evicted = (1 - hit) * (row + 16) if lam >= 1.0 else 0.0
+        return base + 8 + 2 * row + (1 - hit) * (8 + 1) + evicted
     if op == "export_batch":
         return 8 + 8 + (row + 16)  # per slot scanned at lambda; approximate
     return base
@@ -85,7 +98,37 @@ class Timer:
         return self.s.elapsed_time(self.e)
 
 
-def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant"):
+class HostTimer:
+    """HierarchicalKV's method: a host clock around the call and a stream synchronize, from an idle stream."""
+
+    def __enter__(self):
+        torch.cuda.synchronize()
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *a):
+        torch.cuda.synchronize()
+        self.t1 = time.perf_counter()
+
+    def ms(self):
+        return (self.t1 - self.t0) * 1e3
+
+
+def rate(batch, times_ms):
+    """billion KV/s of the median time."""
+    times = sorted(times_ms)
+    return batch / (times[len(times) // 2] / 1e3) / 1e9
+
+
+def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initializer="constant", host=False,
+                 fill="once", info=None):
+    """{op: billion KV/s} by device time; with host=True also {op: billion KV/s} by HostTimer (each batch's op is
+    then run twice, the table restored after each), as (device, host).
+
+    fill: "once" inserts capacity * lam keys once (at lam 1.0 buckets that overflow evict, so the table ends below
+    full and part of the hits miss) and draws the hits from all of them; "hkv" then tops the table up with new keys
+    until its load factor is within 0.001 of lam, as HierarchicalKV's benchmark does, and draws distinct hits from
+    the last `batch` keys inserted (all present under LRU). info (a dict): gets the real load factor after the fill
+    and the fraction of the first batch's keys found."""
     t = ScoredHashTable(capacity, dim, value_dtype=torch.float32, key_dtype=torch.uint64, device=dev,
                         check_keys=False, max_capacity=capacity, initializer=TableInitializer(initializer))
     n_fill = int(capacity * lam)
@@ -95,8 +138,19 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     for off in range(0, n_fill, batch):
         k = stored[off : off + batch].view(torch.uint64)
         t._upsert("insert_or_assign", k, values=vals[: k.numel()])
+    pool = stored
+    if fill == "hkv":
+        extra = []
+        for _ in range(1000):
+            deficit = int((lam - t.load_factor()) * capacity)
+            if deficit <= 0.001 * capacity:
+                break
+            k = torch.randint(1, 1 << 62, (min(batch, deficit),), device=dev, generator=g)
+            t._upsert("insert_or_assign", k.view(torch.uint64), values=vals[: k.numel()])
+            extra.append(k)
+        pool = torch.cat([stored] + extra)[-batch:]
     torch.cuda.synchronize()
-    results = {}
+    results, host_results = {}, {}
 
     def make_batch(i):
         nh = int(batch * 0.6)
@@ -104,10 +158,12 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
             import numpy as np
 
             rng = np.random.default_rng(i)
-            ranks = torch.from_numpy((rng.zipf(1.05, size=nh) - 1) % n_fill).to(dev)
-            hits = stored[ranks]
+            ranks = torch.from_numpy((rng.zipf(1.05, size=nh) - 1) % pool.numel()).to(dev)
+            hits = pool[ranks]
+        elif fill == "hkv" and pool.numel() >= nh:
+            hits = pool[torch.randperm(pool.numel(), device=dev, generator=g)[:nh]]
         else:
-            hits = stored[torch.randint(0, n_fill, (nh,), device=dev, generator=g)]
+            hits = pool[torch.randint(0, pool.numel(), (nh,), device=dev, generator=g)]
         miss = torch.randint(1 << 62, (1 << 63) - 1, (batch - nh,), device=dev, generator=g)
         k = torch.cat([hits, miss])
         return k[torch.randperm(batch, device=dev, generator=g)].view(torch.uint64).contiguous(), miss
@@ -119,42 +175,52 @@ def bench_config(capacity, dim, lam, batch, reps, zipf=False, dev="cuda", initia
     ev = torch.empty(batch, dim, device=dev)
     es = torch.empty(batch, dtype=torch.int64, device=dev)
     in_vals = torch.randn(batch, dim, device=dev)
+    if info is not None:
+        info["real_lambda"] = t.load_factor()
+        t._lookup(batches[0][0], values_out, found)
+        info["hits"] = found.float().mean().item()
+
+    def call(op, i, k):
+        if op == "find":
+            t._lookup(k, values_out, found)
+        elif op == "find_or_insert":
+            t._upsert("find_or_insert", k, values_out=values_out, found_out=found)
+        elif op == "insert_or_assign":
+            t._upsert("insert_or_assign", k, values=in_vals)
+        elif op == "insert_and_evict":
+            t._upsert("insert_and_evict", k, values=in_vals, evicted=(ek, ev, es))
+        elif op == "assign":
+            t._upsert("assign", k, values=in_vals)
+        elif op == "export_batch":
+            off = (i * batch) % (capacity - batch)
+            t.export_batch(off, batch)
+
+    timers = [Timer, HostTimer] if host else [Timer]
     for op in OPS:
-        times = []
+        times = {tc: [] for tc in timers}
         for i, (k, miss) in enumerate(batches):
-            snap = None
-            if op == "insert_and_evict" or (lam >= 1.0 and op in ("find_or_insert", "insert_or_assign")):
-                snap = {n: x.clone() for n, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
-            tm = Timer()
-            with tm:
-                if op == "find":
-                    t._lookup(k, values_out, found)
-                elif op == "find_or_insert":
-                    t._upsert("find_or_insert", k, values_out=values_out, found_out=found)
-                elif op == "insert_or_assign":
-                    t._upsert("insert_or_assign", k, values=in_vals)
-                elif op == "insert_and_evict":
-                    t._upsert("insert_and_evict", k, values=in_vals, evicted=(ek, ev, es))
-                elif op == "assign":
-                    t._upsert("assign", k, values=in_vals)
-                elif op == "export_batch":
-                    off = (i * batch) % (capacity - batch)
-                    t.export_batch(off, batch)
-            ms = tm.ms()
-            if i > 0:
-                times.append(ms)
-            # restore the load factor (untimed)
-            if snap is not None:
-                for n, x in snap.items():
-                    getattr(t, n).copy_(x)
-            elif op in ("find_or_insert", "insert_or_assign"):
-                t.erase(miss.view(torch.uint64))
-        times.sort()
-        med = times[len(times) // 2]
-        results[op] = batch / (med / 1e3) / 1e9
+            for tc in timers:
+                snap = None
+                if op == "insert_and_evict" or (lam >= 1.0 and op in ("find_or_insert", "insert_or_assign")):
+                    snap = {n: x.clone() for n, x in t.state_dict().items() if isinstance(x, torch.Tensor) and x.dim()}
+                tm = tc()
+                with tm:
+                    call(op, i, k)
+                ms = tm.ms()
+                if i > 0:
+                    times[tc].append(ms)
+                # restore the load factor (untimed)
+                if snap is not None:
+                    for n, x in snap.items():
+                        getattr(t, n).copy_(x)
+                elif op in ("find_or_insert", "insert_or_assign"):
+                    t.erase(miss.view(torch.uint64))
+        results[op] = rate(batch, times[Timer])
+        if host:
+            host_results[op] = rate(batch, times[HostTimer])
     del t
     torch.cuda.empty_cache()
-    return results
+    return (results, host_results) if host else results
 
 
 def git_commit():
@@ -176,6 +242,28 @@ GRID_DISTS = ("uniform", "zipf1.05")
 GRID_CAPACITY = {8: 128 << 20, 32: 128 << 20, 64: 64 << 20}  # slots per dim (HKV's benchmark grid)
 
 
+def run_peer(a):
+    """Runs HKV's benchmark (a.peer_hkv) and parses it; returns (HkvRun, HKV commit)."""
+    commit = a.hkv_commit
+    if commit is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(a.peer_hkv)), "hkv_commit.txt")
+        commit = open(path).read().strip() if os.path.exists(path) else "unknown"
+    print(f"HierarchicalKV {commit}: running {a.peer_hkv} (pure-HBM grid; stopped at its hybrid section or after "
+          f"{a.peer_timeout:.0f} s)", flush=True)
+    log = open(a.hkv_log, "w") if a.hkv_log else None
+    try:
+        out = hkv_peer.run(a.peer_hkv, a.peer_timeout, log=log, echo=lambda s: print("hkv| " + s, flush=True))
+    finally:
+        if log:
+            log.close()
+    run = hkv_peer.parse(out.text)
+    state = ("complete" if out.stopped_at_hybrid else
+             f"TIMED OUT after {out.seconds:.0f} s" if out.timed_out else f"ended with code {out.returncode}")
+    print(f"HierarchicalKV: {state} in {out.seconds:.0f} s, {len(run.tables)} (dim, capacity, lambda) rows parsed",
+          flush=True)
+    return run, commit
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="dim 32, lambda 0.5, uniform + Zipf, capacity 64M, 5 reps")
@@ -195,7 +283,30 @@ def main(argv=None):
     ap.add_argument("--no-queue-ahead", action="store_true",
                     help="time each op from an idle stream (adds the Python call's host overhead; the method of the "
                          "first RESULTS.md entries)")
+    ap.add_argument("--peer-hkv", default=None, metavar="BINARY",
+                    help="HierarchicalKV's merlin_hashtable_benchmark (tools/peer/build_hkv_benchmark.sh): run it "
+                         "first and print ours, HKV's and the ratios in one table (HKV's grid: its dims' capacities)")
+    ap.add_argument("--peer-timeout", type=float, default=480.0,
+                    help="seconds HKV's benchmark may run before it is stopped (default 480; its pure-HBM grid)")
+    ap.add_argument("--fill", default=None, choices=["once", "hkv"],
+                    help="once: capacity * lambda keys inserted once, hits drawn from all of them (default without "
+                         "--peer-hkv); hkv: then topped up to within 0.001 of lambda and hits drawn from the last "
+                         "1M keys inserted, as HKV's benchmark (default with --peer-hkv)")
+    ap.add_argument("--hkv-log", default=None, help="write HKV's raw output here (default: none)")
+    ap.add_argument("--hkv-commit", default=None,
+                    help="HKV commit to name (default: hkv_commit.txt next to the binary, written by the build script)")
     a = ap.parse_args(argv)
+    if a.peer_hkv is not None:
+        err = hkv_peer.check_binary(a.peer_hkv)
+        if err:
+            ap.error(err)
+        if a.peer_timeout <= 0:
+            ap.error(f"--peer-timeout: expected a positive number of seconds, got {a.peer_timeout}")
+        if a.quick or a.capacity is not None:
+            ap.error("--peer-hkv: HKV's benchmark runs its own grid's capacities (128M slots for dim 8/32, 64M for "
+                     "dim 64); expected neither --quick nor --capacity with it")
+        if a.batch != 1 << 20:
+            ap.error(f"--batch: HKV's benchmark runs 1048576 keys per op; expected that with --peer-hkv, got {a.batch}")
     Timer.queue_ahead = not a.no_queue_ahead
     if not torch.cuda.is_available():
         print("hash_table benchmark: needs a CUDA device")
@@ -204,30 +315,50 @@ def main(argv=None):
     lams = a.lambdas or ([0.5] if a.quick else list(GRID_LAMBDAS))
     dists = a.dists or list(GRID_DISTS)
     reps = a.reps or (5 if a.quick else 10)
+    fill = a.fill or ("hkv" if a.peer_hkv else "once")
+    hkv = None
+    if a.peer_hkv:
+        # First, while this process holds no table (HKV's fills its own 16 GB tables).
+        hkv, hkv_commit = run_peer(a)
     bw = copy_bandwidth("cuda")
     gpu = torch.cuda.get_device_name()
-    rows = []
+    rows, fills = [], {}
     for dim in dims:
         cap = a.capacity or (64 << 20 if a.quick else GRID_CAPACITY.get(dim, 64 << 20))
         for lam in lams:
             for dist in dists:
                 t0 = time.time()
-                r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform", initializer=a.initializer)
-                rows.append((dim, cap, lam, dist, r))
-                print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s): "
-                      + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
+                info = {}
+                r = bench_config(cap, dim, lam, a.batch, reps, zipf=dist != "uniform", initializer=a.initializer,
+                                 host=hkv is not None, fill=fill, info=info)
+                r, rh = r if hkv is not None else (r, None)
+                rows.append((dim, cap, lam, dist, r, rh))
+                fills[(dim, lam, dist)] = info
+                print(f"dim {dim} capacity {cap} lambda {lam} {dist} ({time.time() - t0:.0f} s; real load factor "
+                      f"{info['real_lambda']:.4f}, found {info['hits']:.3f} of a batch): "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in r.items())
+                      + ("; host clock + sync: " + ", ".join(f"{k} {v:.3f}" for k, v in rh.items()) if rh else ""),
+                      flush=True)
     lines = [
         f"### Scored hash table, {gpu}: keys uint64, values fp32, {a.batch:,} keys/op, hit rate 0.6; billion KV/s "
         f"(fraction of the measured copy bandwidth {bw / 1e12:.2f} TB/s implied by the bytes each op must move)"
-        + f"; new rows of find_or_insert: {a.initializer} initializer"
+        + f"; new rows of find_or_insert: {a.initializer} initializer; fill: {fill}"
         + ("; timed from an idle stream (host overhead included)" if a.no_queue_ahead else ""),
         "",
         "| dim | capacity | lambda | keys | " + " | ".join(OPS) + " |",
         "|---|---|---|---|" + "---|" * len(OPS),
     ]
-    for dim, cap, lam, dist, r in rows:
-        cells = [f"{r[op]:.3f} ({r[op] * 1e9 * op_bytes(op, dim, 0.6) / bw:.0%})" for op in OPS]
+    for dim, cap, lam, dist, r, _ in rows:
+        cells = [f"{r[op]:.3f} ({r[op] * 1e9 * op_bytes(op, dim, 0.6, lam) / bw:.0%})" for op in OPS]
         lines.append(f"| {dim} | {cap >> 20}M | {lam} | {dist} | " + " | ".join(cells) + " |")
+    lines += ["", "Real load factor after the fill / fraction of a batch found: " + "; ".join(
+        f"dim {d} λ {lam} {dist}: {i['real_lambda']:.4f} / {i['hits']:.3f}" for (d, lam, dist), i in fills.items())]
+    if hkv is not None:
+        for dist in sorted({r[3] for r in rows}):
+            if dist != "uniform":
+                lines += ["", f"({dist} keys: no HKV figures, its benchmark has uniform keys only)"]
+        lines += ["", hkv_peer.side_by_side(rows, hkv, gpu, bw, a.batch, reps, op_bytes,
+                                            commit=a.commit or git_commit(), hkv_commit=hkv_commit, fill=fill)]
     text = "\n".join(lines)
     print(text)
     if a.results:
@@ -243,7 +374,7 @@ def main(argv=None):
         png = a.plot or (os.path.splitext(a.results)[0] + "_hash_table.png" if a.results else "hash_table.png")
         fig, ax = plt.subplots(figsize=(12, 5))
         width = 0.8 / max(1, len(rows))
-        for j, (d, c, l, dist, r) in enumerate(rows):
+        for j, (d, c, l, dist, r, _) in enumerate(rows):
             ax.bar([i + j * width for i in range(len(OPS))], [r[o] for o in OPS], width,
                    label=f"dim {d}, λ={l}, {dist}")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(OPS))], OPS, rotation=20)
