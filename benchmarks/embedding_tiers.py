@@ -144,16 +144,21 @@ def make_module(T, dim, rows_per_table, opt, storage, frac):
     return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
 
 
+def step_batches(T, B, rows_per_table, count=4):
+    """`count` CUDA batches of T tables x B ids (power law 1.05 over rows_per_table ids, one id per bag), seeded."""
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(count):
+        ids = torch.cat([power_law_ids(B, rows_per_table, 1.05, gen) for _ in range(T)])
+        out.append((ids.cuda(), torch.arange(0, T * B + 1, dtype=torch.int64, device="cuda")))
+    return out
+
+
 def bench_step(quick, warmup, rows_per_table=None, B=None):
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
-    gen = torch.Generator().manual_seed(1)
-    batches = []
-    for _ in range(4):
-        ids = torch.cat([power_law_ids(B, rows_per_table, 1.05, gen) for _ in range(T)])
-        batches.append((ids, torch.arange(0, T * B + 1, dtype=torch.int64)))
-    dev = [(i.cuda(), o.cuda()) for i, o in batches]
+    dev = step_batches(T, B, rows_per_table)
     out = []
     grad = None
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):

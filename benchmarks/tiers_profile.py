@@ -31,8 +31,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from embedding import power_law_ids  # noqa: E402
-from embedding_tiers import HKV_QUOTE, make_module, pcie_gbps, wall_ms  # noqa: E402
+from embedding_tiers import HKV_QUOTE, make_module, pcie_gbps, step_batches, wall_ms  # noqa: E402
 
 from dynamicemb._hybrid import HybridTable  # noqa: E402
 from dynamicemb._optimizers import SGD  # noqa: E402
@@ -86,12 +85,7 @@ def moved_counter(m):
 
 def profile_step(frac, rows, B, prefetch, steps=10):
     T, dim = 10, 128
-    gen = torch.Generator().manual_seed(1)
-    batches = []
-    for _ in range(4):
-        ids = torch.cat([power_law_ids(B, rows, 1.05, gen) for _ in range(T)])
-        batches.append((ids, torch.arange(0, T * B + 1, dtype=torch.int64)))
-    dev = [(i.cuda(), o.cuda()) for i, o in batches]
+    dev = step_batches(T, B, rows)
     grad = torch.ones(T * B, dim, device="cuda")
     uniq = statistics.mean(
         float(torch.unique(dev[0][0][t * B:(t + 1) * B]).numel()) for t in range(T))
