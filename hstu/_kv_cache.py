@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._kv_offload import HostTier
+from ._kv_offload import HostTier, free_slots, reset_sink_slot
 from ._ops import _err
 from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
 
@@ -536,21 +536,9 @@ class KVCacheManager:
 
     def _free_users(self, evict_mask: torch.Tensor) -> None:
         """Pushes the pages of the users in evict_mask (U + 1,) onto the free stack and clears their slots."""
-        U, P = self.max_users, self.num_pages
-        m = (evict_mask.unsqueeze(1) & (self.slot_pages < P)).flatten()
-        dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1, torch.full_like(self.slot_pages, P).flatten())
-        self.free_pages.index_copy_(0, dst.clamp(max=P), self.slot_pages.flatten())
-        self.free_pages.narrow(0, P, 1).fill_(P)  # (a fill: capturable)
-        self.free_count += m.sum()
-        self.slot_pages.masked_fill_(evict_mask.unsqueeze(1), P)
-        self.slot_valid.masked_fill_(evict_mask, False)
-        self.slot_len.masked_fill_(evict_mask, 0)
-        self.slot_user.masked_fill_(evict_mask, -1)
+        free_slots(self.slot_pages, self.slot_valid, self.slot_len, self.slot_user, self.free_pages, self.free_count,
+                   evict_mask, self.num_pages)
 
     def _reset_sink(self) -> None:
-        U, P = self.max_users, self.num_pages
-        # fills of the sink row (capturable: an index assignment of a Python scalar copies from the host)
-        self.slot_valid.narrow(0, U, 1).fill_(False)
-        self.slot_len.narrow(0, U, 1).fill_(0)
-        self.slot_pages.narrow(0, U, 1).fill_(P)
-        self.slot_user.narrow(0, U, 1).fill_(-1)
+        reset_sink_slot(self.slot_pages, self.slot_valid, self.slot_len, self.slot_user, self.max_users,
+                        self.num_pages)

@@ -43,6 +43,31 @@ if not torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_copy_
     torch.library.register_fake("hstu_attn::kv_cache_copy_pages", lambda src, dst, sp, dp, count: None)
 
 
+def free_slots(pages, valid, lens, user, free_pages, free_count, mask, num_pages: int) -> None:
+    """A slot table's eviction (KVCacheManager's users and the host tier's alike): pushes the pages (< num_pages)
+    of the slots in mask onto the free stack (free_pages, with a sink entry at num_pages; free_count a 0-d tensor,
+    updated in place) and clears those slots. Device ops only, CUDA-graph capturable."""
+    P = num_pages
+    m = (mask.unsqueeze(1) & (pages < P)).flatten()
+    dst = torch.where(m, free_count + torch.cumsum(m.long(), 0) - 1, torch.full_like(pages, P).flatten())
+    free_pages.index_copy_(0, dst.clamp(max=P), pages.flatten())
+    free_pages.narrow(0, P, 1).fill_(P)  # (a fill: capturable)
+    free_count += m.sum()
+    pages.masked_fill_(mask.unsqueeze(1), P)
+    valid.masked_fill_(mask, False)
+    lens.masked_fill_(mask, 0)
+    user.masked_fill_(mask, -1)
+
+
+def reset_sink_slot(pages, valid, lens, user, sink: int, num_pages: int) -> None:
+    """Clears a slot table's sink row `sink` (fills: capturable; an index assignment of a Python scalar copies from
+    the host)."""
+    valid.narrow(0, sink, 1).fill_(False)
+    lens.narrow(0, sink, 1).fill_(0)
+    pages.narrow(0, sink, 1).fill_(num_pages)
+    user.narrow(0, sink, 1).fill_(-1)
+
+
 def copy_kernel_available() -> bool:
     """Whether the page-copy kernel is compiled in (a CUDA build of _C.so)."""
     return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_copy_pages", "CUDA")
@@ -187,21 +212,7 @@ class HostTier:
 
     def _free(self, mask: torch.Tensor) -> None:
         """Pushes the host pages of the users in mask (Uh + 1,) onto the host free stack and clears their slots."""
-        Ph = self.num_pages
-        m = (mask.unsqueeze(1) & (self.pages < Ph)).flatten()
-        dst = torch.where(m, self.free_count + torch.cumsum(m.long(), 0) - 1,
-                          torch.full_like(self.pages, Ph).flatten())
-        self.free_pages.index_copy_(0, dst.clamp(max=Ph), self.pages.flatten())
-        self.free_pages.narrow(0, Ph, 1).fill_(Ph)
-        self.free_count += m.sum()
-        self.pages.masked_fill_(mask.unsqueeze(1), Ph)
-        self.valid.masked_fill_(mask, False)
-        self.len.masked_fill_(mask, 0)
-        self.user.masked_fill_(mask, -1)
+        free_slots(self.pages, self.valid, self.len, self.user, self.free_pages, self.free_count, mask, self.num_pages)
 
     def _reset_sinks(self) -> None:
-        Uh, Ph = self.max_users, self.num_pages
-        self.valid.narrow(0, Uh, 1).fill_(False)
-        self.len.narrow(0, Uh, 1).fill_(0)
-        self.pages.narrow(0, Uh, 1).fill_(Ph)
-        self.user.narrow(0, Uh, 1).fill_(-1)
+        reset_sink_slot(self.pages, self.valid, self.len, self.user, self.max_users, self.num_pages)
