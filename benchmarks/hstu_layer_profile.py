@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hstu_model  # noqa: E402  (puts examples/hstu_ranking on sys.path)
-from bench_util import capture_graph, git_commit  # noqa: E402
+from bench_util import capture_graph, event_ms, git_commit  # noqa: E402
 
 import hstu_attn  # noqa: E402
 from hstu_attn._fused import layer_norm_mul, silu_split  # noqa: E402
@@ -158,13 +158,7 @@ def ab_steps(hist, variants, steps, rounds):
         for v in (variants if r % 2 == 0 else variants[::-1]):
             step, batches, _ = built[v]
             torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for i in range(steps):
-                step(batches[i % 8])
-            b.record()
-            b.synchronize()
-            times[v].append(a.elapsed_time(b) / steps)
+            times[v].append(event_ms(lambda: [step(batches[i % 8]) for i in range(steps)]) / steps)
     base = statistics.median(times[variants[0]])
     for v in variants:
         med = statistics.median(times[v])
@@ -182,16 +176,7 @@ def timed(fn, inner, reps):
     torch.cuda.synchronize()
 
     def events(run):
-        out = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(inner):
-                run()
-            b.record()
-            b.synchronize()
-            out.append(a.elapsed_time(b) / inner)
-        return statistics.median(out)
+        return statistics.median(event_ms(lambda: [run() for _ in range(inner)]) / inner for _ in range(reps))
 
     eager = events(fn)
     try:
