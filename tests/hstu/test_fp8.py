@@ -413,3 +413,38 @@ def test_cuda_graph_capture_of_fp8_call():
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(captured, eager, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+def test_cuda_fp8_call_never_synchronizes(mode):
+    c = make_case(8, [150, 0, 40], 2, 64, "context_target_group", device="cuda")
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))  # warm-up (error block, first-call checks)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a synchronizing CUDA call raises
+    try:
+        q8s, scales = quantized(c, mode)
+        run_path(c, q8s, scales, mode, 0.2)
+        out = hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))
+        torch.autograd.grad(out, leaves, torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.gpu
+def test_cuda_torch_compile_fullgraph_fp8_quant_mode():
+    c = make_case(9, [120, 64], 2, 128, "causal", device="cuda")
+
+    def f(q, k, v):
+        return hstu_attn_varlen_func(q, k, v, alpha=0.1, fp8_quant_mode="block", **lengths_args(c)).float() * 2.0
+
+    eager_in = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    comp_in = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    ref = f(*eager_in)
+    ref.sum().backward()
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(*comp_in)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for a, b in zip(comp_in, eager_in):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
