@@ -919,9 +919,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         if ids.device.type == "cuda" and offsets.device == ids.device:
             # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
             # and let its step skip staging where nothing misses (no host sync here nor in the step)
-            recs = _PREFETCHED.setdefault(self, [])
-            recs.append(PrefetchedHits.launch(self, ids, offsets.long(), self._cached, stream))
-            del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
+            self._prefetch_counts(ids, offsets.long(), stream)
             return
         # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
         # wait for the step queued on the current stream); the step's staging moves them into the caches.
@@ -929,6 +927,13 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
             for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
                 self.tables[t].prefetch(k, stream)
+
+    def _prefetch_counts(self, ids, offsets, stream=None) -> None:
+        """The device-batch form of ``prefetch``: queues the batch's miss counts (``PrefetchedHits``) on ``stream``
+        and keeps the record for the batch's step (a CPU module runs it in order: tests)."""
+        recs = _PREFETCHED.setdefault(self, [])
+        recs.append(PrefetchedHits.launch(self, ids, offsets, self._cached, stream))
+        del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)

@@ -107,16 +107,18 @@ class PrefetchedHits:
         each id (a search among the F feature ends), then per table one lookup of the batch's ids with the other
         tables' ids masked to the empty key (which every lookup skips), one sum per table."""
         gens = [module.tables[t].generation for t in tables]
-        stream.wait_stream(torch.cuda.current_stream(ids.device))
+        cuda = ids.device.type == "cuda"  # a CPU module runs the same ops in order (tests count them)
+        if cuda:
+            stream.wait_stream(torch.cuda.current_stream(ids.device))
         F = module.num_features
         B = (offsets.numel() - 1) // F
-        with torch.cuda.stream(stream):
+        with torch.cuda.stream(stream) if cuda else _nullctx():
             n = ids.numel()
             bounds = None
             if B:
                 ends = offsets[::B]
-                bounds = torch.empty(F + 1, dtype=torch.int64, pin_memory=True)
-                bounds.copy_(ends, non_blocking=True)
+                bounds = torch.empty(F + 1, dtype=torch.int64, pin_memory=cuda)
+                bounds.copy_(ends, non_blocking=cuda)
             if n and B:
                 pos = torch.arange(n, dtype=torch.int64, device=ids.device)
                 feat = torch.searchsorted(ends[1:].contiguous(), pos, right=True).clamp_(max=F - 1)
@@ -128,12 +130,15 @@ class PrefetchedHits:
                 miss = (mine & torch.logical_not(found)).sum(1)
             else:
                 miss = torch.zeros(len(tables), dtype=torch.int64, device=ids.device)
-            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=True)
-            counts.copy_(miss, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(stream)
-        ids.record_stream(stream)
-        offsets.record_stream(stream)
+            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=cuda)
+            counts.copy_(miss, non_blocking=cuda)
+            event = None
+            if cuda:
+                event = torch.cuda.Event()
+                event.record(stream)
+        if cuda:
+            ids.record_stream(stream)
+            offsets.record_stream(stream)
         return cls(ids, offsets, list(tables), gens, counts, bounds, event)
 
     def matches(self, ids, offsets) -> bool:
@@ -142,10 +147,12 @@ class PrefetchedHits:
     def result(self, all_tables):
         """({table: misses} for the tables whose cache did not change since the prefetch, the feature bounds or
         None); waits for the copies (queued on the side stream long before, as a rule)."""
-        self.event.synchronize()
-        counts = {t: c for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
-                  if all_tables[t].generation == g}
-        return counts, None if self.bounds is None else self.bounds.tolist()
+        if self.event is not None:
+            self.event.synchronize()
+        with host_phase():  # pinned host memory, written by the side stream's copies
+            counts = {t: c for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
+                      if all_tables[t].generation == g}
+            return counts, None if self.bounds is None else self.bounds.tolist()
 
 
 class CachedTable(ScoredHashTable):

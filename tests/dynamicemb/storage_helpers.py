@@ -148,3 +148,98 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     c.load_state_dict(sd)
     for x, y in zip(_slots(a), _slots(c)):
         assert torch.equal(x, y)
+
+
+class SyncCounter:
+    """Counts, on a CPU module, what the same code does on CUDA inside the caching tables' staging
+    (``BatchedDynamicEmbeddingTables._stage_caches``, the part of a step that storage="caching" adds):
+
+      - ``waits``: the points where the host waits for device values: each ``_staging.to_host`` call (one wait for
+        all its copies) and, outside ``_staging.host_phase()`` blocks (work on host tensors only), every op that
+        reads device values on the host (``item``/``bool``/``int``/``tolist`` of a tensor, ``nonzero``, ``unique``,
+        ``masked_select``, boolean-mask indexing);
+      - ``ops``: every op that is a kernel launch on CUDA (views excluded), ``table_ops``: the table ops among them.
+
+    Usage: ``with SyncCounter(module) as c: step(...)``; then ``c.waits``, ``c.ops``, ``c.table_ops``."""
+
+    _SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+                 "unique_dim_consecutive", "masked_select"}  # nonzero_static is not one: its size is given
+    _VIEWS = ("view", "_unsafe_view", "slice", "select", "split", "split_with_sizes", "alias", "detach",
+              "as_strided", "expand", "t", "squeeze", "unsqueeze", "unbind", "_reshape_alias", "reshape",
+              "view_as", "lift_fresh", "empty", "empty_like")
+
+    def __init__(self, module):
+        self.module = module
+        self.waits = self.ops = self.table_ops = 0
+        self.active = False
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from dynamicemb import _staging
+
+        counter = self
+        self._staging = _staging
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if counter.active and not _staging.in_host_phase():
+                    name = func.__name__.split(".")[0]
+                    if func.namespace == "dynamicemb":
+                        counter.table_ops += 1
+                    if name not in SyncCounter._VIEWS:
+                        counter.ops += 1
+                    bool_index = name in ("index", "index_put", "index_put_") and any(
+                        isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ()) if i is not None)
+                    if name in SyncCounter._SYNC_OPS or bool_index:
+                        counter.waits += 1
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        to_host, tolist, stage = _staging.to_host, torch.Tensor.tolist, self.module._stage_caches
+
+        fetched = {}  # results of to_host (kept alive here): host tensors, reading them waits for nothing
+
+        def counted_to_host(*ts):
+            if counter.active:
+                counter.waits += 1
+            prev, counter.active = counter.active, False  # the copies themselves are one wait, counted here
+            try:
+                out = to_host(*ts)
+            finally:
+                counter.active = prev
+            fetched.update((id(t), t) for t in out)
+            return out
+
+        def counted_tolist(t):
+            if counter.active and not _staging.in_host_phase() and id(t) not in fetched:
+                counter.waits += 1
+            return tolist(t)
+
+        def counted_stage(*a, **k):
+            counter.active = True
+            try:
+                return stage(*a, **k)
+            finally:
+                counter.active = False
+
+        self._restore = [(_staging, "to_host", to_host), (torch.Tensor, "tolist", tolist)]
+        _staging.to_host = counted_to_host
+        torch.Tensor.tolist = counted_tolist
+        self.module._stage_caches = counted_stage
+        # modules that imported to_host by name
+        import dynamicemb._batched as b
+        import dynamicemb._caching as c
+
+        for mod in (b, c):
+            self._restore.append((mod, "to_host", mod.to_host))
+            mod.to_host = counted_to_host
+        return self
+
+    def __exit__(self, *exc):
+        for obj, name, val in self._restore:
+            setattr(obj, name, val)
+        del self.module._stage_caches
+        self._mode.__exit__(*exc)
+        return False
