@@ -35,9 +35,10 @@ Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): 
 the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
 backing store, ``_caching.py``): before the step's insert, each caching table that misses some of the step's ids
 stages them (moves the rows its store holds into the cache, reserves slots for new ids, pins the ids of steps
-whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host. Whether a
-table misses anything is one readback for all tables, or none after a ``prefetch`` of the batch on the device
-(its hit counts, taken on a side stream); a ``prefetch`` of CPU ids reads the batch's stored rows into HBM.
+whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host, a fixed
+number of times for all tables together (``_staging.py``). Whether a table misses anything is one readback for all
+tables, or none after a ``prefetch`` of the batch on the device (its miss counts, taken on a side stream); a
+``prefetch`` of CPU ids reads the batch's stored rows into host memory ahead of the staging.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
@@ -883,9 +884,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
           the fast form): counts, per caching table, the batch's ids its cache misses, with no host sync. The
           step given these very tensors (not modified in place since) then skips staging for every table that
-          misses nothing and whose cache did not change since: no host sync and no staging work in that step.
-        - ids on the CPU: reads the rows the caches miss from the backing stores into HBM (the step's staging
-          then moves them into the caches without reading the stores; worth it for slow stores).
+          misses nothing and whose cache did not change since: no host sync and no staging work in that step; a
+          step with misses stages on the counted misses (no count of its own, no feature-bounds readback).
+        - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
+          staging then moves them into the caches without reading the stores; worth it for slow stores).
 
         Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
@@ -921,8 +923,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             # and let its step skip staging where nothing misses (no host sync here nor in the step)
             self._prefetch_counts(ids, offsets.long(), stream)
             return
-        # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
-        # wait for the step queued on the current stream); the step's staging moves them into the caches.
+        # CPU ids: the rows the caches miss are read from the stores into host memory, the lookups on the side
+        # stream (no wait for the step queued on the current stream); the step's staging moves them into the caches.
         with torch.cuda.stream(stream):
             dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
             for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():

@@ -17,10 +17,14 @@ Contract (what makes a caching table behave like an all-HBM table on the same id
     ``insert_or_assign()``/``items()`` are logical (cache + store); the slot ops (``find_or_insert_slots``,
     ``find_slots``, ...) and ``keys``/``values`` are the cache's, valid for keys staged first.
 
-Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missing from the cache, reads those the
-store holds and copies them into HBM; the next ``stage`` commits them without reading the store. A prefetch never
-changes the cache, so it cannot evict rows of a step in flight; the staged rows stay valid because the store only
-changes inside ``stage`` and the logical writes, and those drop what they make stale.
+Staging of a module's step (``_staging.stage_tables``) stages every caching table that misses ids of the step
+together, with a fixed number of host waits whatever the number of tables (docs/dynamicemb_storage.md).
+
+Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missing from the cache and reads those
+the store holds into host memory; the next staging moves them without reading the store. A prefetch never changes
+the cache, so it cannot evict rows of a step in flight; the prefetched rows stay valid because the store only
+changes inside staging (which takes a key's prefetched row when it moves the key) and the logical writes (which
+drop every prefetched row).
 
 What a step can skip (``PrefetchedHits``, ``generation``): staging a batch whose ids are all in the cache changes
 nothing, so the module skips it; a prefetch of a batch on the device counts its misses per table on the side stream,

@@ -7,6 +7,7 @@ import torch
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._optimizers import Adam
 from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from dynamicemb._storage import HostStore, StoreError
 
 try:
     import rocksdict  # noqa: F401
@@ -148,6 +149,51 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     c.load_state_dict(sd)
     for x, y in zip(_slots(a), _slots(c)):
         assert torch.equal(x, y)
+
+
+class FlakyStore(HostStore):
+    """A HostStore whose reads or writes raise StoreError on demand (a store failing mid-step)."""
+
+    fail_find = fail_write = False
+
+    def find(self, keys):
+        if self.fail_find:
+            raise StoreError("flaky store: read failed (test)")
+        return super().find(keys)
+
+    def write(self, *a):
+        if self.fail_write:
+            raise StoreError("flaky store: write failed (test)")
+        return super().write(*a)
+
+
+def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu"):
+    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two)."""
+    opt = opt or Adam(lr=0.01)
+    opts = []
+    for i in range(T):
+        dim = 4 if i % 2 == 0 else 8
+        kw = dict(storage=storage)
+        if storage == "caching":
+            kw["hbm_budget_bytes"] = slots * opt.row_width(dim) * 4
+            if flaky:
+                kw["backing_store"] = lambda kd, w, dt, cap: FlakyStore(kd, w, dt, cap, BC)
+        opts.append(DynamicEmbTableOptions(dim=dim, max_capacity=CAP, bucket_capacity=BC,
+                                           score_policy=("lru", "lfu")[i % 2],
+                                           initializer=DynamicEmbInitializer("uniform", seed=11 + i), **kw))
+    return BatchedDynamicEmbeddingTables(opts, [0] + list(range(T)), pooling="sum", optimizer=opt, device=device)
+
+
+def t_batches(T, n, seed=0, hi=400, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    F, B = T + 1, 4
+    width = 4 + sum(4 if i % 2 == 0 else 8 for i in range(T))
+    for _ in range(n):
+        lengths = torch.randint(1, 12, (F * B,), generator=g)
+        off = torch.zeros(F * B + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, hi, (int(off[-1]),), generator=g)
+        yield ids.to(device), off.to(device), torch.randn(B, width, generator=g).to(device)
 
 
 class SyncCounter:

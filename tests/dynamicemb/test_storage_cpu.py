@@ -13,12 +13,12 @@ from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._caching import CacheCapacityError, CachedTable
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
-from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, CACHE_SLOTS, CAP, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
-                             make, rows, step)
+from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
+                             make, make_t, rows, step, t_batches)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -294,51 +294,6 @@ def test_hybrid_table_ops_equal_hbm_cpu(hbm_rows, policy):
 
 
 # ---------------------------------------------------------------------------------------------- batched staging
-class FlakyStore(HostStore):
-    """A HostStore whose reads or writes raise StoreError on demand (a store failing mid-step)."""
-
-    fail_find = fail_write = False
-
-    def find(self, keys):
-        if self.fail_find:
-            raise StoreError("flaky store: read failed (test)")
-        return super().find(keys)
-
-    def write(self, *a):
-        if self.fail_write:
-            raise StoreError("flaky store: write failed (test)")
-        return super().write(*a)
-
-
-def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None):
-    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two)."""
-    opt = opt or Adam(lr=0.01)
-    opts = []
-    for i in range(T):
-        dim = 4 if i % 2 == 0 else 8
-        kw = dict(storage=storage)
-        if storage == "caching":
-            kw["hbm_budget_bytes"] = slots * opt.row_width(dim) * 4
-            if flaky:
-                kw["backing_store"] = lambda kd, w, dt, cap: FlakyStore(kd, w, dt, cap, BC)
-        opts.append(DynamicEmbTableOptions(dim=dim, max_capacity=CAP, bucket_capacity=BC,
-                                           score_policy=("lru", "lfu")[i % 2],
-                                           initializer=DynamicEmbInitializer("uniform", seed=11 + i), **kw))
-    return BatchedDynamicEmbeddingTables(opts, [0] + list(range(T)), pooling="sum", optimizer=opt)
-
-
-def t_batches(T, n, seed=0, hi=400):
-    g = torch.Generator().manual_seed(seed)
-    F, B = T + 1, 4
-    width = 4 + sum(4 if i % 2 == 0 else 8 for i in range(T))
-    for _ in range(n):
-        lengths = torch.randint(1, 12, (F * B,), generator=g)
-        off = torch.zeros(F * B + 1, dtype=torch.int64)
-        torch.cumsum(lengths, 0, out=off[1:])
-        ids = torch.randint(0, hi, (int(off[-1]),), generator=g)
-        yield ids, off, torch.randn(B, width, generator=g)
-
-
 def t_rows(m):
     return [rows(t) for t in m.tables]
 
