@@ -840,7 +840,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         pos = torch.nonzero_static(torch.logical_not(found), size=total, fill_value=-1).view(-1)
         hpos, hkeys = to_host(pos, ids.view(torch.int64)[pos.clamp(min=0)])
         with host_phase():
-            ok = hpos >= 0
+            ok = (hpos >= 0) & (hkeys > RESERVED_KEYS[-1])  # padding; reserved ids (never stored) always miss
             hpos, hkeys = hpos[ok], hkeys[ok]
             feat = torch.searchsorted(torch.tensor(bounds[1:], dtype=torch.int64), hpos, right=True)
             table = torch.tensor(self.feature_table_map, dtype=torch.int64)[feat]
