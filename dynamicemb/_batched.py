@@ -68,6 +68,7 @@ host value checks (CUDA modules keep the device checks).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -914,8 +915,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         if (offsets.numel() - 1) % self.num_features:
             raise ValueError(f"offsets: expected F * B + 1 entries with F={self.num_features}, got {offsets.numel()}")
         if self.device.type != "cuda":
-            for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
-                self.tables[t].prefetch(k)
+            self._prefetch_rows(ids, offsets.long())
             return
         stream = self._prefetch_stream()
         if ids.device.type == "cuda" and offsets.device == ids.device:
@@ -925,10 +925,27 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             return
         # CPU ids: the rows the caches miss are read from the stores into host memory, the lookups on the side
         # stream (no wait for the step queued on the current stream); the step's staging moves them into the caches.
-        with torch.cuda.stream(stream):
-            dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
-            for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
-                self.tables[t].prefetch(k, stream)
+        self._prefetch_rows(ids, offsets.long(), stream)
+
+    def _prefetch_rows(self, ids, offsets, stream=None) -> None:
+        """The CPU-ids form of ``prefetch``: per caching table one lookup of the batch's ids (on ``stream``), one
+        host wait for every table's found mask, then per table one batched read of its store into host memory."""
+        cached = self._cached
+        bounds = self._bounds(offsets.cpu())
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            dids = ids if ids.device == self.device else ids.pin_memory().to(self.device, non_blocking=True)
+            keys = self._table_keys(dids, None, cached, False, bounds)
+            founds = [self.tables[t]._cache_find(keys[t].contiguous())[0] for t in cached]
+            if ids.device.type == "cpu":
+                hkeys = self._table_keys(ids, None, cached, False, bounds)
+                fetched = to_host(*founds)
+            else:
+                fetched = to_host(*founds, *[keys[t] for t in cached])
+                hkeys = dict(zip(cached, fetched[len(cached):]))
+        with host_phase():
+            for j, t in enumerate(cached):
+                miss = hkeys[t][torch.logical_not(fetched[j])]
+                self.tables[t]._prefetch_missing(torch.unique(miss.view(torch.int64)).view(self.key_dtype))
 
     def _prefetch_counts(self, ids, offsets, stream=None) -> None:
         """The device-batch form of ``prefetch``: queues the batch's miss counts (``PrefetchedHits``) on ``stream``

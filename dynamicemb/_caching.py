@@ -316,7 +316,11 @@ class CachedTable(ScoredHashTable):
             k = torch.unique(keys.view(torch.int64)).view(self.key_dtype).contiguous()
             found, _ = self._cache_find(k)
             hk, hf = to_host(k, found)
-        miss = hk[torch.logical_not(hf)]
+        self._prefetch_missing(hk[torch.logical_not(hf)])
+
+    def _prefetch_missing(self, miss: torch.Tensor) -> None:
+        """Reads the rows of ``miss`` (CPU keys, unique, sorted as int64, missing from the cache) that the store
+        holds into the prefetched rows."""
         if miss.numel() == 0:
             return
         r = self.store.find(miss)

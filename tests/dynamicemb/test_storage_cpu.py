@@ -302,8 +302,9 @@ def t_rows(m):
 def test_batched_staging_parity_many_tables(T):
     """All caching tables with misses stage together: bit-identical to all-HBM with T tables of two row layouts,
     under eviction pressure (every step misses), with a step in flight (pins) and prefetched rows."""
-    ref, m = make_t("hbm", T), make_t("caching", T)
-    data = list(t_batches(T, 10, seed=T))
+    ref, m = make_t("hbm", T), make_t("caching", T, slots=CACHE_SLOTS + 4 * BC)
+    data = list(t_batches(T, 14, seed=T))
+    prefetched = 0
     for i, (ids, off, w) in enumerate(data):
         if i == 4:  # two steps in flight: the first's rows stay while the second stages
             outs = []
@@ -318,8 +319,10 @@ def test_batched_staging_parity_many_tables(T):
             continue
         if i % 3 == 0:
             m.prefetch(ids, off)  # CPU module: reads the rows its caches miss from the stores ahead
+            prefetched += sum(k.numel() for t in m.tables for k, _, _ in t._pending)
         assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w)), f"step {i}"
-    assert any(int(t.store.size()) for t in m.tables)  # rows were evicted to the stores
+        assert not any(t._pending for t in m.tables)  # the step took every prefetched row of its ids
+    assert prefetched and all(int(t.store.size()) for t in m.tables)  # rows went to the stores and came back
     assert_same(ref, m)
 
 
