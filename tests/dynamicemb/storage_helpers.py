@@ -206,7 +206,8 @@ class SyncCounter:
         ``masked_select``, boolean-mask indexing);
       - ``ops``: every op that is a kernel launch on CUDA (views excluded), ``table_ops``: the table ops among them.
 
-    Usage: ``with SyncCounter(module) as c: step(...)``; then ``c.waits``, ``c.ops``, ``c.table_ops``."""
+    Usage: ``with SyncCounter(module) as c: step(...)``; then ``c.waits``, ``c.ops``, ``c.table_ops``
+    (``SyncCounter(module, "_prefetch_counts")`` counts inside another method of the module)."""
 
     _SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique", "_unique2", "unique_dim", "unique_consecutive",
                  "unique_dim_consecutive", "masked_select"}  # nonzero_static is not one: its size is given
@@ -214,8 +215,8 @@ class SyncCounter:
               "as_strided", "expand", "t", "squeeze", "unsqueeze", "unbind", "_reshape_alias", "reshape",
               "view_as", "lift_fresh", "empty", "empty_like")
 
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, module, method="_stage_caches"):
+        self.module, self.method = module, method
         self.waits = self.ops = self.table_ops = 0
         self.active = False
 
@@ -243,7 +244,7 @@ class SyncCounter:
 
         self._mode = Mode()
         self._mode.__enter__()
-        to_host, tolist, stage = _staging.to_host, torch.Tensor.tolist, self.module._stage_caches
+        to_host, tolist, stage = _staging.to_host, torch.Tensor.tolist, getattr(self.module, self.method)
 
         fetched = {}  # results of to_host (kept alive here): host tensors, reading them waits for nothing
 
@@ -273,7 +274,7 @@ class SyncCounter:
         self._restore = [(_staging, "to_host", to_host), (torch.Tensor, "tolist", tolist)]
         _staging.to_host = counted_to_host
         torch.Tensor.tolist = counted_tolist
-        self.module._stage_caches = counted_stage
+        setattr(self.module, self.method, counted_stage)
         # modules that imported to_host by name
         import dynamicemb._batched as b
         import dynamicemb._caching as c
@@ -286,6 +287,6 @@ class SyncCounter:
     def __exit__(self, *exc):
         for obj, name, val in self._restore:
             setattr(obj, name, val)
-        del self.module._stage_caches
+        delattr(self.module, self.method)
         self._mode.__exit__(*exc)
         return False
