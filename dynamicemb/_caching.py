@@ -120,12 +120,12 @@ class PrefetchedHits:
             n = ids.numel()
             bounds = None
             if B:
-                ends = offsets[::B]
+                ends = offsets[::B].contiguous()
                 bounds = torch.empty(F + 1, dtype=torch.int64, pin_memory=cuda)
                 bounds.copy_(ends, non_blocking=cuda)
             if n and B:
                 pos = torch.arange(n, dtype=torch.int64, device=ids.device)
-                feat = torch.searchsorted(ends[1:].contiguous(), pos, right=True).clamp_(max=F - 1)
+                feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
                 mine = module._feature_mask(ids.device, tables)[:, feat]  # (T', n): id i belongs to tables[j]
                 k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
                 found = torch.empty_like(mine)
