@@ -99,8 +99,9 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
 
     Raises:
         CacheCapacityError: some table cannot hold the step's ids; no table changed.
-        StoreError: a store cannot be read or written; the tables before it in ``tables`` are staged (their rows
-            moved, nothing lost), it and the tables after it are unchanged.
+        StoreError: a store cannot be read (no table changed) or written (the tables before it in ``tables`` are
+            staged: rows moved, the same logical rows and scores, nothing lost; it and the tables after it are
+            unchanged).
     """
     from ._caching import CacheCapacityError
     from ._table import ScoredHashTable
