@@ -4,7 +4,8 @@ Host synchronizations per step do not depend on the number of tables: the missin
 host in one readback, the rows read from the backing stores go to the device in one copy per row layout, and the
 insert results (eviction counts, refusals, evicted rows) of every table come back in one readback. Per table there
 remain the table ops themselves (a lookup and two score assignments for the pins, one insert, one lookup to check
-it, one score assignment and one erase to finish), all queued without waiting, and the store calls on the host.
+it, one score assignment and one erase to finish), all queued without waiting, and the store calls on the host
+(the tables' stores in parallel threads: each has its own store and lock, and the store calls release the GIL).
 
 ``host_phase()`` marks work on host tensors only (store reads and writes, splitting by table): it changes nothing
 at run time; the sync-counting test harness skips it (on a CPU module every tensor is a host tensor).
@@ -13,12 +14,12 @@ at run time; the sync-counting test harness skips it (on a CPU module every tens
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Dict, List
 
 import torch
 
-from ._storage import StoreError
 
 _MAX_SCORE = -1  # uint64 max as int64 bits
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): table ops skip it
@@ -64,6 +65,28 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
+_POOL = []  # one thread pool for the store calls of several tables, made on first use
+
+
+def _each(fn, items) -> list:
+    """``[(fn(x), None) or (None, exception)]`` for every item: in threads when there are several (each table has
+    its own store and lock, and the store calls release the GIL), else inline. Marked host-only work."""
+    def one(x):
+        with host_phase():
+            try:
+                return fn(x), None
+            except Exception as e:  # returned: the caller decides per table
+                return None, e
+    if len(items) < 2:
+        return [one(x) for x in items]
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                                        thread_name_prefix="dynamicemb-store"))
+    return list(_POOL[0].map(one, items))
+
+
 def _groups(rows: List[torch.Tensor]) -> List[List[int]]:
     """Indices of ``rows`` (row blocks) by (width, dtype): one transfer per group."""
     g: Dict[tuple, List[int]] = {}
@@ -99,9 +122,8 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
 
     Raises:
         CacheCapacityError: some table cannot hold the step's ids; no table changed.
-        StoreError: a store cannot be read (no table changed) or written (the tables before it in ``tables`` are
-            staged: rows moved, the same logical rows and scores, nothing lost; it and the tables after it are
-            unchanged).
+        StoreError: a store cannot be read (no table changed) or written (the tables whose stores took the write
+            are staged: rows moved, the same logical rows and scores, nothing lost; the others are unchanged).
     """
     from ._caching import CacheCapacityError
     from ._table import ScoredHashTable
@@ -123,8 +145,12 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
     try:
         # 2. rows of the missing ids: prefetched ones, the rest from each store (host); one copy to the device for
         # the keys, scores and stored flags of every table, one per row layout for the rows
+        plans = _each(lambda tm: tm[0]._plan_staging(tm[1], insert_new), list(zip(tables, missing)))
+        for _, e in plans:
+            if e is not None:
+                raise e
+        plans = [p for p, _ in plans]
         with host_phase():
-            plans = [t._plan_staging(m, insert_new) for t, m in zip(tables, missing)]
             metas = [torch.stack([p[0].view(torch.int64), p[2], p[3].to(torch.int64)]) for p in plans]
             vgroups = _groups([p[1] for p in plans])
             up = [_cat(metas, 1)] + [_cat([plans[i][1] for i in g]) for g in vgroups]
@@ -165,23 +191,24 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
                 f" {info[i][1]} of {res[i][0].numel()} new-to-the-cache keys refused (their buckets are full of keys"
                 f" of this step or of steps in flight); raise hbm_budget_bytes (nothing was changed)")
-        # 4. per table one atomic store write: the evicted rows in, the moved rows out
-        for i, (t, r, p) in enumerate(zip(tables, res, plans)):
-            ne, n = info[i][0], r[0].numel()
-            try:
-                with host_phase():
-                    hk = hints[1 + i]
-                    t.store.write(hk[:ne].view(t.key_dtype), hev[i][:ne], hk[n:n + ne], p[0][p[3]])
-            except StoreError:
-                for j in range(i, len(tables)):
-                    ne = info[j][0]
-                    _undo(tables[j], res[j][0], res[j][3][:ne], res[j][4][:ne], res[j][5][:ne])
-                raise
+        # 4. per table one atomic store write (the evicted rows in, the moved rows out), the tables' stores at once
+        def write(i):
+            t, n, ne, hk = tables[i], res[i][0].numel(), info[i][0], hints[1 + i]
+            t.store.write(hk[:ne].view(t.key_dtype), hev[i][:ne], hk[n:n + ne], plans[i][0][plans[i][3]])
+
+        errors = [e for _, e in _each(write, list(range(len(tables))))]
+        for t, r, p, (ne, _), e in zip(tables, res, plans, info, errors):
+            if e is not None:  # this store took nothing: the cache goes back as it was
+                _undo(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
+                continue
             # 5. true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
-            if n:
+            if r[0].numel():
                 t._set_scores(torch.where(r[2], r[0].view(torch.int64), empty).view(t.key_dtype), r[1])
                 ScoredHashTable.erase(t, torch.where(r[2], empty, r[0].view(torch.int64)).view(t.key_dtype))
             t._pending = p[4]
+        for e in errors:
+            if e is not None:
+                raise e
     finally:
         # 6. every pinned key gets its true score back, and the op clock is the step's
         for t, (keys, scores), c in zip(tables, pins, clocks):
