@@ -65,7 +65,7 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-_POOL = []  # one thread pool for the store calls of several tables, made on first use
+_POOL = []  # [pid, thread pool] for the store calls of several tables, made on first use in a process
 
 
 def _each(fn, items) -> list:
@@ -79,12 +79,12 @@ def _each(fn, items) -> list:
                 return None, e
     if len(items) < 2:
         return [one(x) for x in items]
-    if not _POOL:
+    if not _POOL or _POOL[0] != os.getpid():  # made here (a forked child has none of its parent's threads)
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL.append(ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                        thread_name_prefix="dynamicemb-store"))
-    return list(_POOL[0].map(one, items))
+        _POOL[:] = [os.getpid(), ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                                                    thread_name_prefix="dynamicemb-store")]
+    return list(_POOL[1].map(one, items))
 
 
 def _groups(rows: List[torch.Tensor]) -> List[List[int]]:
