@@ -40,7 +40,7 @@ from typing import Dict, List, Optional
 import torch
 
 from ._staging import host_phase, stage_tables, to_host
-from ._storage import BackingStore, StoreError, _unsigned_ge  # noqa: F401  (StoreError: re-exported)
+from ._storage import BackingStore
 from ._table import ExportResult, FindResult, ScoredHashTable, TableInitializer
 
 __all__ = ["CachedTable", "CacheCapacityError", "PrefetchedHits", "StepPins"]
