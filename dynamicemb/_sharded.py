@@ -489,7 +489,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         flag[:1] = True
         torch.ne(sk[1:], sk[:-1], out=flag[1:])
         if nseg > 1:
-            flag[1:] |= sseg[1:] != sseg[:-1]
+            flag[1:].bitwise_or_(sseg[1:] != sseg[:-1])  # (not "|=" on a slice: that copies it back)
         uidx = torch.empty(n, dtype=torch.int64, device=dev)  # unique index of each sorted id
         uidx[:1] = 0
         torch.cumsum(flag[1:], 0, out=uidx[1:])

@@ -28,6 +28,10 @@ _FREE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided
          "alias", "_local_scalar_dense", "item", "is_nonzero", "sym_size", "sym_numel", "sym_stride"}
 
 
+#: ops whose first argument is read only where their other arguments point
+_SPARSE_READ = {"index", "index_select", "gather", "searchsorted", "take", "embedding"}
+
+
 def _tensors(x):
     if isinstance(x, torch.Tensor):
         yield x
@@ -54,7 +58,9 @@ class OpCounter(TorchDispatchMode):
         schema = func._schema
         is_view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
         if not is_view and name not in _FREE:
-            ts = list(_tensors(args)) + list(_tensors(kwargs)) + list(_tensors(out))
+            # gathers and searches read as much of their source as they write (and log n of a sorted sequence)
+            src = args[1:] if name in _SPARSE_READ else args
+            ts = list(_tensors(src)) + list(_tensors(kwargs)) + list(_tensors(out))
             rows = max((t.shape[0] if t.dim() else 1 for t in ts), default=0)
             flat = max((t.numel() for t in ts if t.dim() == 1 and t.is_floating_point()), default=0)
             outs = [t for t in _tensors(out)]
