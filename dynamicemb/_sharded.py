@@ -462,20 +462,22 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         B = (offsets.numel() - 1) // F
         Dm = self.max_dim
         k64 = ids.view(torch.int64)
-        pos = torch.arange(n, dtype=torch.int64, device=dev)
-        # the bag of each id (pooling sum / mean only) and its feature: searched in the F - 1 feature boundaries
-        # (features are contiguous runs of B bags), int32
+        nseg = W * T
+        # the bag of each id (pooling sum / mean only) and its feature (needed with more than one (owner, table)
+        # segment): searched in the F - 1 feature boundaries (features are contiguous runs of B bags), int32
+        search_feature = nseg > 1 and B > 0 and F > 1
+        pos = torch.arange(n, dtype=torch.int64, device=dev) if search_feature or self.pooling != "none" else None
         bag = None if self.pooling == "none" else torch.searchsorted(offsets[1:], pos, right=True)
-        if B > 0 and F > 1:
+        feature = None
+        if search_feature:
             feature = torch.searchsorted(offsets[B:F * B:B].contiguous(), pos, right=True, out_int32=True)
-        else:
+        elif nseg > 1:
             feature = torch.zeros(n, dtype=torch.int32, device=dev)
 
         self._mark("start")
         # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key. A stable sort
         #    by key, then a stable sort of the small segment code (int16 for W * T < 2**15); one sort when there
         #    is one segment.
-        nseg = W * T
         sk, perm = torch.sort(k64, stable=True)
         if nseg > 1:
             if W == 1:
