@@ -262,6 +262,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         # table, or on one rank when the groups list the tables in index order (always so with one group)
         order = [t for g in self._group_tables for t in g]
         self._reorder_identity = T == 1 or (W == 1 and order == list(range(T)))
+        self._order_t = torch.tensor(order, dtype=torch.int64, device=dev)
+        self._members_t = [None if m == list(range(T)) else torch.tensor(m, dtype=torch.int64, device=dev)
+                           for m in self._group_tables]
+        self._zero1 = torch.zeros(1, dtype=torch.int64, device=dev)
         self._shard_list = list(self.shards.values())
         self._counts = any(o.admission_threshold > 1 for o in opts)
         self._error_check = any(o.on_refused == "error" for o in opts)
@@ -539,11 +543,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         inner_keys, inner_occ = rkeys, rocc
         if not self._reorder_identity:
             cnt_r = cnt_recv.view(W, T)
-            order = [t for g in self._group_tables for t in g]  # tables by (group, table)
-            cntT = cnt_r[:, order].t().reshape(-1)  # (table in group order, peer)
+            cntT = cnt_r[:, self._order_t].t().reshape(-1)  # (table in group order, peer); tables by (group, table)
             start_new = _excl_cumsum(cntT).view(T, W)  # start of (order[i], p) in the new layout
             start_new_pt = torch.empty(T, W, dtype=torch.int64, device=dev)
-            start_new_pt[torch.tensor(order, device=dev)] = start_new
+            start_new_pt[self._order_t] = start_new
             delta = start_new_pt.t().reshape(-1) - _excl_cumsum(cnt_recv)
             newpos = torch.repeat_interleave(delta, cnt_recv, output_size=n_r)
             newpos += torch.arange(n_r, device=dev)
@@ -551,15 +554,14 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             inner_occ = None if rocc is None else torch.empty_like(rocc).scatter_(0, newpos, rocc)
         tot_t = [sum(cr[p][t] for p in range(W)) for t in range(T)]
         outs, spans, first_pos, tcounts, error = [], [], [], [], None
-        g0 = 0
+        g0, tot_dev = 0, None
         for g, members in enumerate(self._group_tables):
             m = self._shard_list[g]
-            counts = [tot_t[t] for t in members]
-            ng = sum(counts)
+            ng = sum(tot_t[t] for t in members)
             keys_g = inner_keys[g0:g0 + ng]
             first = None
             if inner_occ is not None:
-                per_table = torch.tensor(counts, dtype=torch.int64, device=dev)
+                per_table = torch.tensor([tot_t[t] for t in members], dtype=torch.int64, device=dev)
                 tcounts.append(per_table)
                 # admission counts occurrences: the shard module sees every occurrence (rows of the first used)
                 occ_g = inner_occ[g0:g0 + ng]
@@ -569,12 +571,13 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 first = _excl_cumsum(occ_g)
                 off_g = torch.cat([per_table.new_zeros(1), torch.cumsum(per_table, 0)])
             else:
-                # the bag offsets of the shard module from the host counts (one small copy)
-                bounds = [0]
-                for c in counts:
-                    bounds.append(bounds[-1] + c)
-                off_g = torch.tensor(bounds, dtype=torch.int64, device=dev)
-                tcounts.append(off_g[1:] - off_g[:-1] if self._clip else None)
+                # the shard module's bag offsets from the counts on the device (a tensor made from the host
+                # counts would be a blocking copy)
+                if tot_dev is None:
+                    tot_dev = cnt_recv.view(W, T).sum(0)
+                per_table = tot_dev if self._members_t[g] is None else tot_dev[self._members_t[g]]
+                tcounts.append(per_table)
+                off_g = torch.cat([self._zero1, torch.cumsum(per_table, 0)])
             try:
                 with torch.enable_grad() if backward else torch.no_grad():
                     out_g = m(keys_g.view(self.key_dtype), off_g, validate=False)
