@@ -47,7 +47,6 @@ from ._table import RESERVED_KEYS
 __all__ = ["ShardedDynamicEmbeddingTables"]
 
 _POOLINGS = ("sum", "mean", "none")
-_EMPTY_KEY = RESERVED_KEYS[0]
 
 
 def _shard_capacity(c: Optional[int], world: int, bucket: int) -> Optional[int]:
