@@ -466,29 +466,28 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         Dm = self.max_dim
         k64 = ids.view(torch.int64)
         nseg = W * T
-        # the bag of each id (pooling sum / mean only) and its feature (needed with more than one (owner, table)
-        # segment): searched in the F - 1 feature boundaries (features are contiguous runs of B bags), int32
-        search_feature = nseg > 1 and B > 0 and F > 1
-        pos = torch.arange(n, dtype=torch.int64, device=dev) if search_feature or self.pooling != "none" else None
-        bag = None if self.pooling == "none" else torch.searchsorted(offsets[1:], pos, right=True)
-        feature = None
-        if search_feature:
-            feature = torch.searchsorted(offsets[B:F * B:B].contiguous(), pos, right=True, out_int32=True)
-        elif nseg > 1:
-            feature = torch.zeros(n, dtype=torch.int32, device=dev)
+        # the bag of each id (pooling sum / mean only)
+        bag = None
+        if self.pooling != "none":
+            bag = torch.searchsorted(offsets[1:], torch.arange(n, dtype=torch.int64, device=dev), right=True)
 
         self._mark("start")
         # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key. A stable sort
-        #    by key, then a stable sort of the small segment code (int16 for W * T < 2**15); one sort when there
-        #    is one segment.
+        #    by key, then a stable sort of the small (owner, table) code (int16 for W * T < 2**15); one sort when
+        #    there is one segment. The code is made in key order: the table of an id from its position (features
+        #    are contiguous runs of B bags: a search in the F - 1 feature boundaries), the owner from key and table.
         sk, perm = torch.sort(k64, stable=True)
         if nseg > 1:
+            if B > 0 and F > 1:
+                feature = torch.searchsorted(offsets[B:F * B:B].contiguous(), perm, right=True, out_int32=True)
+            else:
+                feature = torch.zeros(n, dtype=torch.int32, device=dev)
             if W == 1:
                 seg = feature.to(self._seg_dtype) if self._fmap_identity else self._feature_table_seg[feature]
             else:
                 tbl = feature if self._fmap_identity else self._feature_table32[feature]
-                seg = torch.add(tbl, self._route(k64, tbl), alpha=T).to(self._seg_dtype)  # owner * T + table
-            sseg, p2 = torch.sort(seg[perm], stable=True)
+                seg = torch.add(tbl, self._route(sk, tbl), alpha=T).to(self._seg_dtype)  # owner * T + table
+            sseg, p2 = torch.sort(seg, stable=True)
             perm, sk = perm[p2], sk[p2]
         flag = torch.empty(n, dtype=torch.bool, device=dev)  # first id of each unique (segment, key)
         flag[:1] = True

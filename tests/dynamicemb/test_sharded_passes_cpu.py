@@ -18,10 +18,11 @@ pytestmark = pytest.mark.skipif(not (load_library() and torch.distributed.is_ava
                                 reason="needs dynamicemb/_C.so and torch.distributed")
 
 # (world, pooling) -> (passes over the ids, passes over the uniques), shard modules and collectives excluded.
-# World 1: bags and tables (2), the key sort + the int16 segment sort with their gathers (6), unique flags and
-# indices (5), the output gather (1), the gradient sums (2); sum pooling adds the bag search, the bag sums and the
-# bag-gradient gather. World 2 adds the routing hash of every id (17 elementwise ops) and the owner's reorder.
-BOUNDS = {(1, "none"): (16, 1), (1, "sum"): (24, 1), (2, "none"): (34, 8), (2, "sum"): (42, 8)}
+# World 1, pooling none (14): the key sort, the table of each id in key order and its int16 code, the code sort
+# and its two gathers (6), unique flags and indices (6), the output gather (1), the gradient sums (1); sum pooling
+# adds the bag search, the weighting, the bag sums and the bag-gradient gather. World 2 adds the routing hash of
+# every id (17 elementwise ops in torch) and, per received id, the owner's reorder (passes over the uniques).
+BOUNDS = {(1, "none"): (14, 1), (1, "sum"): (23, 1), (2, "none"): (32, 8), (2, "sum"): (41, 8)}
 
 
 @pytest.mark.parametrize("world", [1, 2])
