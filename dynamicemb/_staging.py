@@ -131,7 +131,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
     if not tables:
         return
     dev = tables[0].device
-    empty = torch.tensor(_EMPTY_KEY, dtype=torch.int64, device=dev)
+    empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
     clocks = [t.counters[0].clone() for t in tables]
     # 1. pins: the step's ids present in each cache, and the ids of steps in flight, get the maximum score
     pins = []

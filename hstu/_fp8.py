@@ -133,7 +133,9 @@ def quantize_fp8(x: torch.Tensor, cu_seqlens: torch.Tensor, mode: str = "tensor"
             amax = amax_rows.new_zeros(n + 1, heads).scatter_reduce(
                 0, slots.view(-1, 1).expand(total, heads), amax_rows, reduce="amax", include_self=True)[:n]
         tiny = torch.finfo(torch.float32).tiny
-        descale = torch.where(amax > 0, (amax / FP8_MAX).clamp_min(tiny), torch.ones_like(amax))
+        # amax / 448 as a tensor division: a Python-scalar divisor becomes a reciprocal multiply on CUDA only, and
+        # the factors (then the codes) would differ from the host's in the last bit
+        descale = torch.where(amax > 0, (amax / amax.new_full((), FP8_MAX)).clamp_min(tiny), torch.ones_like(amax))
         if mode == "block":
             descale = descale.t().contiguous()
         rows = _row_descale(mode, descale, cu_seqlens, total, heads)

@@ -120,8 +120,8 @@ def test_prefetch_device_batches(store, tmp_path):
     assert_same(ref, m)
 
 
-def _sync_warnings(fn) -> int:
-    """Host synchronizations torch reports (sync debug mode "warn") while ``fn`` runs."""
+def _sync_warnings(fn) -> list:
+    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
     import warnings
 
     prev = torch.cuda.get_sync_debug_mode()
@@ -132,7 +132,7 @@ def _sync_warnings(fn) -> int:
             fn()
     finally:
         torch.cuda.set_sync_debug_mode(prev)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
@@ -140,7 +140,7 @@ def test_batched_staging_syncs_cuda(prefetch):
     """Every step misses in every cache (128 of 400 ids per table cached): the same training as all-HBM with T
     tables of two row layouts, and the host syncs of a caching step do not grow with T: at most 4 more than the
     all-HBM step (feature bounds, miss counts, missing ids, insert results), 2 or 3 after a prefetch of the batch."""
-    extra = {}
+    extra, where = {}, {}
     for T in (2, 5):
         ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda")
         assert m.use_kernels
@@ -155,13 +155,14 @@ def test_batched_staging_syncs_cuda(prefetch):
             for o in outs:
                 (o * w).sum().backward()
             assert torch.equal(outs[0], outs[1])
-            per_step.append(n - n_ref)
+            per_step.append(len(n) - len(n_ref))
+            where[T] = n
         torch.cuda.synchronize()
         assert_same(ref, m)
         extra[T] = per_step
-    assert extra[2] == extra[5], extra
+    assert extra[2] == extra[5], (extra, where)
     # prefetched: the missing ids and the insert results, and the wait for the prefetch's event if torch reports it
-    assert max(extra[5]) <= (3 if prefetch else 4), extra
+    assert max(extra[5]) <= (3 if prefetch else 4), (extra, where)
 
 
 def test_hybrid_module_rows_and_checkpoints_cuda(tmp_path):
