@@ -35,9 +35,10 @@ Storage modes (``DynamicEmbTableOptions.storage``, docs/dynamicemb_storage.md): 
 the HBM budget in pinned host memory, reached by the same kernels through UVA) and "caching" (an HBM cache over a
 backing store, ``_caching.py``): before the step's insert, each caching table that misses some of the step's ids
 stages them (moves the rows its store holds into the cache, reserves slots for new ids, pins the ids of steps
-whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host. Whether a
-table misses anything is one readback for all tables, or none after a ``prefetch`` of the batch on the device
-(its hit counts, taken on a side stream); a ``prefetch`` of CPU ids reads the batch's stored rows into HBM.
+whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host, a fixed
+number of times for all tables together (``_staging.py``). Whether a table misses anything is one readback for all
+tables, or none after a ``prefetch`` of the batch on the device (its miss counts, taken on a side stream); a
+``prefetch`` of CPU ids reads the batch's stored rows into host memory ahead of the staging.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
@@ -67,6 +68,7 @@ host value checks (CUDA modules keep the device checks).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -85,6 +87,7 @@ from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
 from ._caching import CachedTable, PrefetchedHits, StepPins
+from ._staging import host_phase, stage_tables, to_device, to_host
 from ._storage import make_store
 from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
 from ._batched_step import _HostMirror, _LookupFunction, _capturing, _compiling
@@ -756,12 +759,17 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         """Indices of the caching tables that some feature reads."""
         return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
 
-    def _table_keys(self, ids, offsets, tables, unique: bool = True) -> dict:
-        """Ids of each table in ``tables`` (unique, or as they come: views when a table reads one feature); a host
-        sync on the F + 1 feature bounds of ``offsets`` when they are on the device."""
+    def _bounds(self, offsets) -> List[int]:
+        """The F + 1 feature bounds of ``offsets`` on the host (a host sync when ``offsets`` is on the device)."""
         F = self.num_features
         B = (offsets.numel() - 1) // F
-        bounds = offsets[::B].tolist() if B else [0] * (F + 1)
+        return offsets[::B].tolist() if B else [0] * (F + 1)
+
+    def _table_keys(self, ids, offsets, tables, unique: bool = True, bounds=None) -> dict:
+        """Ids of each table in ``tables`` (unique, or as they come: views when a table reads one feature); a host
+        sync on the F + 1 feature bounds of ``offsets`` when they are on the device and ``bounds`` is not given."""
+        F = self.num_features
+        bounds = self._bounds(offsets) if bounds is None else bounds
         out = {}
         for t in tables:
             parts = [ids[bounds[f]:bounds[f + 1]] for f in range(F) if self.feature_table_map[f] == t]
@@ -773,45 +781,73 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         """Stages the step's ids into the caching tables that miss some of them (see _caching.py); returns the
         step's pins when a backward follows (the rows it will update stay in the cache until it ran).
 
-        Host syncs: none when a prefetch of this very batch (``prefetch`` with the step's device ids) counted
-        every id of a table in its cache and nothing changed that cache since (the common case of a warm cache);
-        else one for the feature bounds (none with CPU offsets) and one for the miss counts of all tables; the
-        tables with misses then stage as before (host-synchronizing, see ``CachedTable.stage``)."""
+        Host syncs (docs/dynamicemb_storage.md): none when a prefetch of this very batch (``prefetch`` with the
+        step's device ids) counted no miss in any cache that did not change since (the common case of a warm
+        cache); else one for the feature bounds (none with CPU offsets or after such a prefetch) and one for the
+        miss counts of the tables the prefetch did not count; then, if some table misses, two for all the tables
+        together (``_stage_missing``)."""
         cached = self._cached
-        todo = self._prefetched_misses(ids, offsets, cached)
+        counts, bounds = self._prefetched_misses(ids, offsets, cached)
+        unknown = [t for t in cached if counts[t] is None]
+        found = None
+        if unknown:
+            bounds = self._bounds(offsets) if bounds is None else bounds
+            found, measured = self._miss_counts(ids, bounds, unknown)
+            counts.update(measured)
+        todo = [t for t in cached if counts[t]]
         if todo:
-            todo = [t for t, m in self._miss_counts(ids, offsets, todo).items() if m]
-        if todo:
-            for t, k in self._table_keys(ids, offsets, todo).items():
-                self.tables[t].stage(k, insert_new=train)
+            bounds = self._bounds(offsets) if bounds is None else bounds
+            self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train)
         if not backward:
             return None
-        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False), self.tables, cached)
+        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
 
-    def _miss_counts(self, ids, offsets, tables) -> dict:
-        """{table: how many of the step's ids its cache misses} for the caching tables ``tables``: one lookup per
-        feature into one found mask, the per-feature sums at the feature bounds, one readback (plus one of the
-        F + 1 bounds when offsets are on the device). Duplicates count once each; reserved ids always miss."""
-        F = self.num_features
-        B = (offsets.numel() - 1) // F
-        n = ids.numel()
-        if not B or not n:
-            return {t: 0 for t in tables}
-        ends = offsets[::B]
-        bounds = ends.tolist()
-        found = torch.ones(n, dtype=torch.bool, device=ids.device)
-        for f in range(F):
+    def _lookup_features(self, ids, bounds, tables, found) -> None:
+        """``found[i]`` = id i is in its table's cache, for the ids of the features of ``tables`` (one lookup per
+        feature, no host sync)."""
+        for f in range(self.num_features):
             t, a, b = self.feature_table_map[f], bounds[f], bounds[f + 1]
             if t in tables and b > a:
                 self.tables[t]._lookup(ids[a:b], found_out=found[a:b])
+
+    def _miss_counts(self, ids, bounds, tables):
+        """(found mask over the step's ids, {table: how many of the step's ids its cache misses}) for the caching
+        tables ``tables``: one lookup per feature into one found mask, the per-feature sums at the feature bounds,
+        one readback. Duplicates count once each; reserved ids always miss."""
+        n = ids.numel()
+        found = torch.ones(n, dtype=torch.bool, device=ids.device)
+        out = {t: 0 for t in tables}
+        if not n or bounds[-1] == bounds[0]:
+            return found, out
+        self._lookup_features(ids, bounds, tables, found)
         c = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
         torch.cumsum(torch.logical_not(found), 0, out=c[1:])
-        per_feature = c[ends.to(ids.device).clamp(0, n)].diff().tolist()
-        out = {t: 0 for t in tables}
+        ends = to_device(torch.tensor(bounds, dtype=torch.int64), ids.device).clamp(0, n)
+        per_feature = to_host(c[ends].diff())[0].tolist()
         for f, m in enumerate(per_feature):
             if self.feature_table_map[f] in out:
                 out[self.feature_table_map[f]] += m
-        return out
+        return found, out
+
+    def _stage_missing(self, ids, bounds, todo, total, found, covered, train) -> None:
+        """Stages the step's ids into the caches of ``todo`` (tables that miss ``total`` ids or fewer, counting
+        duplicates) together: one readback of every missing id (``nonzero_static``: no wait for the count), the
+        staging of all tables (``_staging.stage_tables``: one more). ``found``: the found mask of the tables in
+        ``covered`` (None: none); the other tables of ``todo`` are looked up here."""
+        n = ids.numel()
+        if found is None:
+            found = torch.ones(n, dtype=torch.bool, device=ids.device)
+        self._lookup_features(ids, bounds, [t for t in todo if t not in covered], found)
+        pos = torch.nonzero_static(torch.logical_not(found), size=total, fill_value=-1).view(-1)
+        hpos, hkeys = to_host(pos, ids.view(torch.int64)[pos.clamp(min=0)])
+        with host_phase():
+            ok = (hpos >= 0) & (hkeys > RESERVED_KEYS[-1])  # padding; reserved ids (never stored) always miss
+            hpos, hkeys = hpos[ok], hkeys[ok]
+            feat = torch.searchsorted(torch.tensor(bounds[1:], dtype=torch.int64), hpos, right=True)
+            table = torch.tensor(self.feature_table_map, dtype=torch.int64)[feat]
+            missing = [torch.unique(hkeys[table == t]).view(self.key_dtype) for t in todo]
+        present = self._table_keys(ids, None, todo, False, bounds)
+        stage_tables([self.tables[t] for t in todo], [present[t] for t in todo], missing, insert_new=train)
 
     def _feature_mask(self, device, tables) -> torch.Tensor:
         """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once (the prefetch's hit
@@ -824,20 +860,23 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             c = self.__dict__["_tier_feature_mask"] = (key, m.to(device))
         return c[1]
 
-    def _prefetched_misses(self, ids, offsets, cached) -> List[int]:
-        """The caching tables that may miss ids of this step: all of them, less those for which a prefetch of this
-        batch (same ids and offsets tensors, unmodified) counted no miss while their cache has not changed since.
-        Takes the prefetch's record; waits only for the prefetch's own side-stream work (done long before, as a
-        rule), never for the step queued on the current stream."""
+    def _prefetched_misses(self, ids, offsets, cached):
+        """({table: misses counted by a prefetch of this batch (same ids and offsets tensors, unmodified) in a cache
+        that has not changed since, else None}, the batch's feature bounds the prefetch copied, or None). Takes the
+        prefetch's record; waits only for the prefetch's own side-stream work (done long before, as a rule), never
+        for the step queued on the current stream. A count is exact, or an upper bound when the cache only gained
+        keys since (the steps between prefetch and step insert, never evict)."""
+        none = {t: None for t in cached}
         recs = _PREFETCHED.get(self)
         if not recs:
-            return list(cached)
+            return none, None
         mine = [r for r in recs if r.matches(ids, offsets)]
         if not mine:
-            return list(cached)
+            return none, None
         recs[:] = [r for r in recs if r not in mine]
-        ok = mine[-1].complete_tables(self.tables)  # the latest prefetch of the batch
-        return [t for t in cached if t not in ok]
+        counts, bounds = mine[-1].result(self.tables)  # the latest prefetch of the batch
+        none.update(counts)
+        return none, bounds
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
@@ -846,9 +885,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
           the fast form): counts, per caching table, the batch's ids its cache misses, with no host sync. The
           step given these very tensors (not modified in place since) then skips staging for every table that
-          misses nothing and whose cache did not change since: no host sync and no staging work in that step.
-        - ids on the CPU: reads the rows the caches miss from the backing stores into HBM (the step's staging
-          then moves them into the caches without reading the stores; worth it for slow stores).
+          misses nothing and whose cache did not change since: no host sync and no staging work in that step; a
+          step with misses stages on the counted misses (no count of its own, no feature-bounds readback).
+        - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
+          staging then moves them into the caches without reading the stores; worth it for slow stores).
 
         Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
@@ -875,23 +915,44 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         if (offsets.numel() - 1) % self.num_features:
             raise ValueError(f"offsets: expected F * B + 1 entries with F={self.num_features}, got {offsets.numel()}")
         if self.device.type != "cuda":
-            for t, k in self._table_keys(ids, offsets.long(), self._cached).items():
-                self.tables[t].prefetch(k)
+            self._prefetch_rows(ids, offsets.long())
             return
         stream = self._prefetch_stream()
         if ids.device.type == "cuda" and offsets.device == ids.device:
             # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
             # and let its step skip staging where nothing misses (no host sync here nor in the step)
-            recs = _PREFETCHED.setdefault(self, [])
-            recs.append(PrefetchedHits.launch(self, ids, offsets.long(), self._cached, stream))
-            del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
+            self._prefetch_counts(ids, offsets.long(), stream)
             return
-        # CPU ids: the rows the caches miss are read from the stores into HBM, everything on the side stream (no
-        # wait for the step queued on the current stream); the step's staging moves them into the caches.
-        with torch.cuda.stream(stream):
-            dids = ids if ids.is_cuda else ids.pin_memory().to(self.device, non_blocking=True)  # dedup on the device
-            for t, k in self._table_keys(dids, offsets.cpu().long(), self._cached).items():
-                self.tables[t].prefetch(k, stream)
+        # CPU ids: the rows the caches miss are read from the stores into host memory, the lookups on the side
+        # stream (no wait for the step queued on the current stream); the step's staging moves them into the caches.
+        self._prefetch_rows(ids, offsets.long(), stream)
+
+    def _prefetch_rows(self, ids, offsets, stream=None) -> None:
+        """The CPU-ids form of ``prefetch``: per caching table one lookup of the batch's ids (on ``stream``), one
+        host wait for every table's found mask, then per table one batched read of its store into host memory."""
+        cached = self._cached
+        bounds = self._bounds(offsets.cpu())
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            dids = ids if ids.device == self.device else ids.pin_memory().to(self.device, non_blocking=True)
+            keys = self._table_keys(dids, None, cached, False, bounds)
+            founds = [self.tables[t]._cache_find(keys[t].contiguous())[0] for t in cached]
+            if ids.device.type == "cpu":
+                hkeys = self._table_keys(ids, None, cached, False, bounds)
+                fetched = to_host(*founds)
+            else:
+                fetched = to_host(*founds, *[keys[t] for t in cached])
+                hkeys = dict(zip(cached, fetched[len(cached):]))
+        with host_phase():
+            for j, t in enumerate(cached):
+                miss = hkeys[t][torch.logical_not(fetched[j])]
+                self.tables[t]._prefetch_missing(torch.unique(miss.view(torch.int64)).view(self.key_dtype))
+
+    def _prefetch_counts(self, ids, offsets, stream=None) -> None:
+        """The device-batch form of ``prefetch``: queues the batch's miss counts (``PrefetchedHits``) on ``stream``
+        and keeps the record for the batch's step (a CPU module runs it in order: tests)."""
+        recs = _PREFETCHED.setdefault(self, [])
+        recs.append(PrefetchedHits.launch(self, ids, offsets, self._cached, stream))
+        del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)

@@ -17,10 +17,14 @@ Contract (what makes a caching table behave like an all-HBM table on the same id
     ``insert_or_assign()``/``items()`` are logical (cache + store); the slot ops (``find_or_insert_slots``,
     ``find_slots``, ...) and ``keys``/``values`` are the cache's, valid for keys staged first.
 
-Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missing from the cache, reads those the
-store holds and copies them into HBM; the next ``stage`` commits them without reading the store. A prefetch never
-changes the cache, so it cannot evict rows of a step in flight; the staged rows stay valid because the store only
-changes inside ``stage`` and the logical writes, and those drop what they make stale.
+Staging of a module's step (``_staging.stage_tables``) stages every caching table that misses ids of the step
+together, with a fixed number of host waits whatever the number of tables (docs/dynamicemb_storage.md).
+
+Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missing from the cache and reads those
+the store holds into host memory; the next staging moves them without reading the store. A prefetch never changes
+the cache, so it cannot evict rows of a step in flight; the prefetched rows stay valid because the store only
+changes inside staging (which takes a key's prefetched row when it moves the key) and the logical writes (which
+drop every prefetched row).
 
 What a step can skip (``PrefetchedHits``, ``generation``): staging a batch whose ids are all in the cache changes
 nothing, so the module skips it; a prefetch of a batch on the device counts its misses per table on the side stream,
@@ -35,12 +39,12 @@ from typing import Dict, List, Optional
 
 import torch
 
-from ._storage import BackingStore, StoreError, _unsigned_ge
+from ._staging import host_phase, stage_tables, to_host
+from ._storage import BackingStore
 from ._table import ExportResult, FindResult, ScoredHashTable, TableInitializer
 
 __all__ = ["CachedTable", "CacheCapacityError", "PrefetchedHits", "StepPins"]
 
-_MAX_SCORE = -1  # uint64 max as int64 bits
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): no table op finds or stores it
 _CUSTOMIZED = 2
 
@@ -82,16 +86,18 @@ class StepPins:
 
 class PrefetchedHits:
     """A prefetch of a batch already on the device: for each caching table, how many of the batch's ids its cache
-    misses, counted on the prefetch side stream and copied to pinned host memory (no host sync). The batch's step
-    skips staging for a table with no miss whose cache did not change since (``CachedTable.generation``): between
-    two stagings the step's own inserts only add keys, so a hit counted after the last staging stays a hit.
+    misses, counted on the prefetch side stream and copied to pinned host memory with the batch's F + 1 feature
+    bounds (no host sync). The batch's step skips staging for a table with no miss whose cache did not change
+    since (``CachedTable.generation``): between two stagings the step's own inserts only add keys, so a hit counted
+    after the last staging stays a hit, and a count of misses stays an upper bound (the step's staging reads its
+    missing ids back without waiting for a count of its own).
 
     Holds the batch's ids and offsets (so their memory cannot be reused by another batch while this lives) and
     matches a step by those tensors (same storage, size and version counter: not modified in place since)."""
 
-    def __init__(self, ids, offsets, tables, gens, counts, event):
-        self.ids, self.offsets, self.tables, self.gens, self.counts, self.event = (ids, offsets, tables, gens,
-                                                                                   counts, event)
+    def __init__(self, ids, offsets, tables, gens, counts, bounds, event):
+        self.ids, self.offsets, self.tables, self.gens = ids, offsets, tables, gens
+        self.counts, self.bounds, self.event = counts, bounds, event
         self._sig = self._signature(ids, offsets)
 
     @staticmethod
@@ -100,16 +106,26 @@ class PrefetchedHits:
 
     @classmethod
     def launch(cls, module, ids, offsets, tables: List[int], stream) -> "PrefetchedHits":
-        """Queues the hit counts of ``ids`` / ``offsets`` (the module's layout: F features of B bags) on ``stream``
-        after the work queued so far on the current stream (the last staging included)."""
+        """Queues the miss counts of ``ids`` / ``offsets`` (the module's layout: F features of B bags) on
+        ``stream`` after the work queued so far on the current stream (the last staging included): the feature of
+        each id (a search among the F feature ends), then per table one lookup of the batch's ids with the other
+        tables' ids masked to the empty key (which every lookup skips), one sum per table."""
         gens = [module.tables[t].generation for t in tables]
-        stream.wait_stream(torch.cuda.current_stream(ids.device))
-        with torch.cuda.stream(stream):
-            n, F = ids.numel(), module.num_features
-            B = max((offsets.numel() - 1) // F, 1)
-            if n:
+        cuda = ids.device.type == "cuda"  # a CPU module runs the same ops in order (tests count them)
+        if cuda:
+            stream.wait_stream(torch.cuda.current_stream(ids.device))
+        F = module.num_features
+        B = (offsets.numel() - 1) // F
+        with torch.cuda.stream(stream) if cuda else _nullctx():
+            n = ids.numel()
+            bounds = None
+            if B:
+                ends = offsets[::B].contiguous()
+                bounds = torch.empty(F + 1, dtype=torch.int64, pin_memory=cuda)
+                bounds.copy_(ends, non_blocking=cuda)
+            if n and B:
                 pos = torch.arange(n, dtype=torch.int64, device=ids.device)
-                feat = (torch.searchsorted(offsets[1:], pos, right=True) // B).clamp_(max=F - 1)
+                feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
                 mine = module._feature_mask(ids.device, tables)[:, feat]  # (T', n): id i belongs to tables[j]
                 k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
                 found = torch.empty_like(mine)
@@ -118,22 +134,29 @@ class PrefetchedHits:
                 miss = (mine & torch.logical_not(found)).sum(1)
             else:
                 miss = torch.zeros(len(tables), dtype=torch.int64, device=ids.device)
-            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=True)
-            counts.copy_(miss, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(stream)
-        ids.record_stream(stream)
-        offsets.record_stream(stream)
-        return cls(ids, offsets, list(tables), gens, counts, event)
+            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=cuda)
+            counts.copy_(miss, non_blocking=cuda)
+            event = None
+            if cuda:
+                event = torch.cuda.Event()
+                event.record(stream)
+        if cuda:
+            ids.record_stream(stream)
+            offsets.record_stream(stream)
+        return cls(ids, offsets, list(tables), gens, counts, bounds, event)
 
     def matches(self, ids, offsets) -> bool:
         return self._signature(ids, offsets) == self._sig
 
-    def complete_tables(self, all_tables) -> set:
-        """Indices of the tables whose cache holds every id of the batch (waits for the counts' copy)."""
-        self.event.synchronize()
-        return {t for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
-                if c == 0 and all_tables[t].generation == g}
+    def result(self, all_tables):
+        """({table: misses} for the tables whose cache did not change since the prefetch, the feature bounds or
+        None); waits for the copies (queued on the side stream long before, as a rule)."""
+        if self.event is not None:
+            self.event.synchronize()
+        with host_phase():  # pinned host memory, written by the side stream's copies
+            counts = {t: c for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
+                      if all_tables[t].generation == g}
+            return counts, None if self.bounds is None else self.bounds.tolist()
 
 
 class CachedTable(ScoredHashTable):
@@ -160,7 +183,7 @@ class CachedTable(ScoredHashTable):
         self.store = store
         self._pins = weakref.WeakSet()
         self._gen = getattr(self, "_gen", 0)  # see mutated()
-        self._pending: List[tuple] = []  # prefetched (keys, values, scores, event) not committed yet
+        self._pending: List[tuple] = []  # prefetched host (sorted keys, rows, scores) not staged yet
         meta = store.get_meta()  # a persistent store carries the op clock and epoch of its last flush
         if meta:
             self.counters[0] = int(meta.get("clock", 0))
@@ -172,15 +195,6 @@ class CachedTable(ScoredHashTable):
 
     def _dev(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device, non_blocking=False)
-
-    def _pinned_keys(self, extra: Optional[torch.Tensor]) -> torch.Tensor:
-        parts = [p.keys_for(self) for p in list(self._pins)]
-        parts = [k for k in parts if k is not None]
-        if extra is not None:
-            parts.append(extra)
-        if not parts:
-            return torch.empty(0, dtype=self.key_dtype, device=self.device)
-        return torch.unique(torch.cat([p.view(torch.int64) for p in parts])).view(self.key_dtype)
 
     def _cache_find(self, keys: torch.Tensor):
         n = keys.numel()
@@ -237,7 +251,9 @@ class CachedTable(ScoredHashTable):
     # ------------------------------------------------------------------ staging (the step's contract)
     def stage(self, keys: torch.Tensor, insert_new: bool = True, pin: bool = True) -> None:
         """Brings every key of ``keys`` that the table holds into the cache and (``insert_new``) reserves a free
-        slot in its bucket for every key it does not hold; scores and op clock end as they were. Host-synchronizing.
+        slot in its bucket for every key it does not hold; scores and op clock end as they were. Host-synchronizing
+        (two waits: the missing keys, the insert's results; ``_staging.stage_tables`` stages several tables with
+        the same two).
 
         Args:
             keys: (n,) key dtype on the table's device, unique.
@@ -249,134 +265,69 @@ class CachedTable(ScoredHashTable):
             StoreError: the store cannot be read or written (nothing changed).
         """
         keys = keys.contiguous()
-        clock = self.counters[0].clone()
-        found, old_scores = self._cache_find(keys)
-        # 1. pin: the step's present keys and the in-flight steps' keys get the maximum score
-        pinned = self._pinned_keys(keys[found]) if pin else keys[found]
-        p_found, p_scores = self._cache_find(pinned)
-        pinned, p_scores = pinned[p_found], p_scores[p_found]
-        self._set_scores(pinned, torch.full_like(p_scores, _MAX_SCORE))
-        try:
-            self._stage_missing(keys[~found], insert_new)
-        finally:
-            # 3. every pinned key gets its true score back, and the op clock is the step's
-            self._set_scores(pinned, p_scores)
-            self.counters[0].copy_(clock)
+        found, _ = self._cache_find(keys)
+        hk, hf = to_host(keys, found)
+        with host_phase():
+            missing = hk[torch.logical_not(hf)]
+        stage_tables([self], [keys], [missing], insert_new, pin)
 
-    def _stage_missing(self, missing: torch.Tensor, insert_new: bool):
-        if missing.numel() == 0:
-            return
-        hmiss = self._host(missing)
-        # 2a. rows of the missing keys: prefetched ones from HBM, the rest from the store
-        values = torch.zeros(missing.numel(), self.value_dim, dtype=self.value_dtype, device=self.device)
-        scores = torch.zeros(missing.numel(), dtype=torch.int64, device=self.device)
-        have = torch.zeros(missing.numel(), dtype=torch.bool, device=self.device)
-        self._take_pending(missing, values, scores, have)
-        need = ~have
-        hneed = self._host(need)
-        if bool(hneed.any()):
-            r = self.store.find(hmiss[hneed])
+    def _plan_staging(self, missing: torch.Tensor, insert_new: bool):
+        """Host part of staging ``missing`` (CPU keys, unique, not in the cache): their rows from the prefetched
+        rows, else from the store. Returns (keys to insert, their rows, scores, stored flags: host tensors; the
+        prefetched rows left once these are taken). Reads the store only; changes nothing."""
+        n = missing.numel()
+        values = torch.zeros(n, self.value_dim, dtype=self.value_dtype)
+        scores = torch.zeros(n, dtype=torch.int64)
+        have = torch.zeros(n, dtype=torch.bool)
+        keep = []
+        m64 = missing.view(torch.int64)
+        for hk, hv, hs in self._pending:  # prefetched (sorted keys, rows, scores), host
+            k64 = hk.view(torch.int64)
+            if n and hk.numel():
+                pos = torch.searchsorted(k64, m64).clamp(max=hk.numel() - 1)
+                hit = (k64[pos] == m64) & ~have
+                values[hit], scores[hit] = hv[pos[hit]], hs[pos[hit]]
+                have |= hit
+                used = torch.isin(k64, m64)
+                if not bool(used.all()):  # rows of keys outside this step stay prefetched
+                    keep.append((hk[~used], hv[~used], hs[~used]))
+            else:
+                keep.append((hk, hv, hs))
+        need = torch.logical_not(have)
+        if bool(need.any()):
+            r = self.store.find(missing[need])
             idx = need.nonzero().squeeze(1)
-            values[idx] = self._dev(r.values)
-            scores[idx] = self._dev(r.scores)
-            have[idx] = self._dev(r.found)
-        stored = have
-        ins = stored if not insert_new else torch.ones_like(have)
-        ikeys = missing[ins].contiguous()
-        if ikeys.numel() == 0:
-            return
-        ivals = values[ins].contiguous()
-        # 2b. insert at the maximum score: evicts only unpinned keys (strictly lower scores); reports them
-        ek = self._empty(ikeys.numel(), dtype=self.key_dtype)
-        ev = self._empty(ikeys.numel(), self.value_dim, dtype=self.value_dtype)
-        es = self._empty(ikeys.numel(), dtype=torch.int64)
-        stats = self._custom("insert_and_evict", ikeys, values=ivals,
-                             scores=torch.full((ikeys.numel(),), _MAX_SCORE, dtype=torch.int64, device=self.device),
-                             evicted=(ek, ev, es))
-        ne = int(stats[2])
-        now_in, _ = self._cache_find(ikeys)
-        ek, ev, es = ek[:ne], ev[:ne], es[:ne]
-        if not bool(now_in.all()):
-            self._undo(ikeys, now_in, ek, ev, es)
-            raise CacheCapacityError(
-                f"caching table: expected the HBM cache of {self.capacity()} slots to hold this step's keys, got "
-                f"{int((~now_in).sum())} of {ikeys.numel()} new-to-the-cache keys refused (their buckets are full of "
-                f"keys of this step or of steps in flight); raise hbm_budget_bytes (nothing was changed)")
-        # 2c. one atomic store write: evicted rows in, the moved rows out
-        istored = stored[ins]
-        try:
-            self.store.write(self._host(ek), self._host(ev), self._host(es), self._host(ikeys[istored]))
-        except StoreError:
-            self._undo(ikeys, now_in, ek, ev, es)
-            raise
-        # 2d. true scores for the moved rows; new keys' placeholders go (their slots stay free for the step)
-        self._set_scores(ikeys[istored], scores[ins][istored])
-        newk = ikeys[~istored]
-        if newk.numel():
-            ScoredHashTable.erase(self, newk)
-
-    def _undo(self, ikeys, now_in, ek, ev, es):
-        """Puts the cache back as before a failed staging insert: the inserted keys leave, the evicted rows return
-        (into the slots the inserted keys free in their own buckets) with their scores."""
-        if bool(now_in.any()):
-            ScoredHashTable.erase(self, ikeys[now_in].contiguous())
-        if ek.numel():
-            self._custom("insert_or_assign", ek.contiguous(), values=ev.contiguous(), scores=es.contiguous())
+            values[idx], scores[idx], have[idx] = r.values, r.scores, r.found
+        ins = torch.ones_like(have) if insert_new else have
+        return missing[ins], values[ins], scores[ins], have[ins], keep
 
     # ------------------------------------------------------------------ prefetch
     def prefetch(self, keys: torch.Tensor, stream: Optional[torch.cuda.Stream] = None) -> None:
-        """Reads the rows of ``keys`` missing from the cache that the store holds, into HBM (on ``stream`` when
-        given), for the next ``stage`` to commit. Changes neither the cache nor the store.
+        """Reads the rows of ``keys`` missing from the cache that the store holds, into host memory (looking the
+        keys up on ``stream`` when given), for the next staging to move without reading the store (worth it for a
+        slow store). Changes neither the cache nor the store.
 
         Args:
             keys: (n,) key dtype on the table's device.
-            stream: CUDA side stream for the lookups and the host-to-device copy.
+            stream: CUDA side stream for the lookups.
         """
         ctx = torch.cuda.stream(stream) if stream is not None else _nullctx()
         with ctx:
             k = torch.unique(keys.view(torch.int64)).view(self.key_dtype).contiguous()
             found, _ = self._cache_find(k)
-            miss = self._host(k[~found])
-            if miss.numel() == 0:
-                return
-            r = self.store.find(miss)
-            if not bool(r.found.any()):
-                return
-            hk, hv, hs = miss[r.found], r.values[r.found], r.scores[r.found]
-            if self.device.type == "cuda":
-                hk, hv, hs = hk.pin_memory(), hv.pin_memory(), hs.pin_memory()
-            dk = hk.to(self.device, non_blocking=True)
-            dv = hv.to(self.device, non_blocking=True)
-            ds = hs.to(self.device, non_blocking=True)
-            ev = None
-            if stream is not None:
-                ev = torch.cuda.Event()
-                ev.record(stream)
-            self._pending.append((dk, dv, ds, ev, (hk, hv, hs)))
-        if len(self._pending) > 4:  # bound the HBM held by unused prefetches
-            self._pending.pop(0)
+            hk, hf = to_host(k, found)
+        self._prefetch_missing(hk[torch.logical_not(hf)])
 
-    def _take_pending(self, missing, values, scores, have):
-        """Fills rows of ``missing`` from the prefetched buffers (and removes them there)."""
-        if not self._pending:
+    def _prefetch_missing(self, miss: torch.Tensor) -> None:
+        """Reads the rows of ``miss`` (CPU keys, unique, sorted as int64, missing from the cache) that the store
+        holds into the prefetched rows."""
+        if miss.numel() == 0:
             return
-        keep = []
-        for dk, dv, ds, ev, host in self._pending:
-            if ev is not None:  # made on the prefetch stream: wait for it, and keep its memory until used here
-                main = torch.cuda.current_stream(self.device)
-                main.wait_event(ev)
-                for x in (dk, dv, ds):
-                    x.record_stream(main)
-            pos = torch.searchsorted(dk.view(torch.int64), missing.view(torch.int64)).clamp(max=dk.numel() - 1)
-            hit = (dk.view(torch.int64)[pos] == missing.view(torch.int64)) & ~have
-            values[hit] = dv[pos[hit]]
-            scores[hit] = ds[pos[hit]]
-            have |= hit
-            used = torch.isin(dk.view(torch.int64), missing.view(torch.int64))
-            # rows of keys outside this step stay pending: not in the cache, so no write-back changes their store rows
-            if not bool(used.all()):
-                keep.append((dk[~used], dv[~used], ds[~used], None, host))
-        self._pending = keep
+        r = self.store.find(miss)
+        if bool(r.found.any()):
+            self._pending.append((miss[r.found], r.values[r.found], r.scores[r.found]))
+        if len(self._pending) > 4:  # bound the memory held by unused prefetches
+            self._pending.pop(0)
 
     # ------------------------------------------------------------------ logical ops (cache + store)
     def size(self) -> int:

@@ -94,6 +94,21 @@ def route_keys(keys: torch.Tensor, world_size: int, mode: str = "hash", table: i
     return torch.where(past, W - 1, torch.div(k.clamp(min=0), block, rounding_mode="floor"))
 
 
+_CONSTANTS: dict = {}
+
+
+def _table_constants(kind, W: int, T: int, device, values):
+    """A per-table int64 constant tensor on ``device``, made once (a tensor from host values on every step would
+    be a blocking host-to-device copy on the step's path)."""
+    key = (kind, W, T, str(device))
+    t = _CONSTANTS.get(key)
+    if t is None:
+        if len(_CONSTANTS) > 256:
+            _CONSTANTS.clear()
+        t = _CONSTANTS[key] = torch.tensor(values(), dtype=torch.int64, device=device)
+    return t
+
+
 def route_keys_by_table(keys: torch.Tensor, tables: torch.Tensor, world_size: int, mode: str,
                         key_spaces) -> torch.Tensor:
     """``route_keys`` of (key, table) pairs of many tables in one pass (the step's hot path: one hash of all ids,
@@ -107,12 +122,12 @@ def route_keys_by_table(keys: torch.Tensor, tables: torch.Tensor, world_size: in
         return route_keys(keys, W, mode)
     T = len(key_spaces)
     if mode == "hash":
-        salts = torch.tensor([_to_i64(_GOLDEN * (t + 1)) for t in range(T)], dtype=torch.int64, device=k.device)
+        salts = _table_constants("salt", W, T, k.device, lambda: [_to_i64(_GOLDEN * (t + 1)) for t in range(T)])
         h = fmix64_tensor(k ^ salts[tables])
         return (((h >> 32) & 0xFFFFFFFF) * W) >> 32
-    spaces = [check_key_space(_KEY_SPACE_MAX if s is None else s) for s in key_spaces]
+    spaces = tuple(check_key_space(_KEY_SPACE_MAX if s is None else s) for s in key_spaces)
     # per table: the block size and the last key of the space (K - 1 fits int64 even for K = 2**63)
-    block = torch.tensor([-(-K // W) for K in spaces], dtype=torch.int64, device=k.device)[tables]
-    last = torch.tensor([K - 1 for K in spaces], dtype=torch.int64, device=k.device)[tables]
+    block = _table_constants(("block", spaces), W, T, k.device, lambda: [-(-K // W) for K in spaces])[tables]
+    last = _table_constants(("last", spaces), W, T, k.device, lambda: [K - 1 for K in spaces])[tables]
     past = (k < 0) | (k > last)
     return torch.where(past, W - 1, torch.div(k.clamp(min=0), block, rounding_mode="floor"))

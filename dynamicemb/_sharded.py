@@ -47,7 +47,6 @@ from ._table import RESERVED_KEYS
 __all__ = ["ShardedDynamicEmbeddingTables"]
 
 _POOLINGS = ("sum", "mean", "none")
-_EMPTY_KEY = RESERVED_KEYS[0]
 
 
 def _shard_capacity(c: Optional[int], world: int, bucket: int) -> Optional[int]:
@@ -258,10 +257,26 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 # fp32 outputs (exact for every table dtype) so the gradients reach the update in fp32
                 key_dtype=key_dtype, output_dtype=torch.float32, device=dev)
         self.shards = nn.ModuleDict(shards)
+        # the owner's (peer, table) -> (group, table, peer) reorder of the received ids is the identity with one
+        # table, or on one rank when the groups list the tables in index order (always so with one group)
+        order = [t for g in self._group_tables for t in g]
+        self._reorder_identity = T == 1 or (W == 1 and order == list(range(T)))
+        self._order_t = torch.tensor(order, dtype=torch.int64, device=dev)
+        self._members_t = [None if m == list(range(T)) else torch.tensor(m, dtype=torch.int64, device=dev)
+                           for m in self._group_tables]
+        self._zero1 = torch.zeros(1, dtype=torch.int64, device=dev)
         self._shard_list = list(self.shards.values())
         self._counts = any(o.admission_threshold > 1 for o in opts)
         self._error_check = any(o.on_refused == "error" for o in opts)
         self._feature_table = torch.tensor(fmap, dtype=torch.int64, device=dev)
+        # the step's (owner, table) segment codes: the smallest int dtype holding W * T codes (the dedup's second,
+        # stable sort sorts this many bits: int16 is 2 radix passes on CUDA where int64 is 8)
+        self._seg_dtype = torch.int16 if W * T < 2**15 else torch.int32 if W * T < 2**31 else torch.int64
+        self._fmap_identity = fmap == list(range(T))
+        self._feature_table32 = self._feature_table.to(torch.int32)
+        self._feature_table_seg = self._feature_table.to(self._seg_dtype)
+        self._segs = torch.arange(W * T, dtype=self._seg_dtype, device=dev)
+        self._seg_table = torch.arange(W * T, dtype=torch.int64, device=dev) % T  # table of each (peer, table)
         self._table_dim = torch.tensor(dims, dtype=torch.int64, device=dev)
         self._table_group = torch.tensor(self._group_of, dtype=torch.int64, device=dev)
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
@@ -450,30 +465,59 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         B = (offsets.numel() - 1) // F
         Dm = self.max_dim
         k64 = ids.view(torch.int64)
-        pos = torch.arange(n, dtype=torch.int64, device=dev)
-        bag = torch.searchsorted(offsets[1:], pos, right=True)
-        tbl = self._feature_table[torch.div(bag, max(B, 1), rounding_mode="floor").clamp_(max=F - 1)]
+        nseg = W * T
+        # the bag of each id (pooling sum / mean only)
+        bag = None
+        if self.pooling != "none":
+            bag = torch.searchsorted(offsets[1:], torch.arange(n, dtype=torch.int64, device=dev), right=True)
 
         self._mark("start")
-        # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key
-        seg = self._route(k64, tbl) * T + tbl
-        sk, p1 = torch.sort(k64, stable=True)
-        sseg, p2 = torch.sort(seg[p1], stable=True)
-        perm, sk = p1[p2], sk[p2]
-        flag = torch.ones(n, dtype=torch.bool, device=dev)
-        if n > 1:
-            flag[1:] = (sk[1:] != sk[:-1]) | (sseg[1:] != sseg[:-1])
-        uidx = torch.cumsum(flag, 0) - 1
+        # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key. A stable sort
+        #    by key, then a stable sort of the small (owner, table) code (int16 for W * T < 2**15); one sort when
+        #    there is one segment. The code is made in key order: the table of an id from its position (features
+        #    are contiguous runs of B bags: a search in the F - 1 feature boundaries), the owner from key and table.
+        sk, perm = torch.sort(k64, stable=True)
+        if nseg > 1:
+            if B > 0 and F > 1:
+                feature = torch.searchsorted(offsets[B:F * B:B].contiguous(), perm, right=True, out_int32=True)
+            else:
+                feature = torch.zeros(n, dtype=torch.int32, device=dev)
+            if W == 1:
+                seg = feature.to(self._seg_dtype) if self._fmap_identity else self._feature_table_seg[feature]
+            else:
+                tbl = feature if self._fmap_identity else self._feature_table32[feature]
+                seg = torch.add(tbl, self._route(sk, tbl), alpha=T).to(self._seg_dtype)  # owner * T + table
+            sseg, p2 = torch.sort(seg, stable=True)
+            perm, sk = perm[p2], sk[p2]
+        flag = torch.empty(n, dtype=torch.bool, device=dev)  # first id of each unique (segment, key)
+        flag[:1] = True
+        torch.ne(sk[1:], sk[:-1], out=flag[1:])
+        if nseg > 1:
+            flag[1:].bitwise_or_(sseg[1:] != sseg[:-1])  # (not "|=" on a slice: that copies it back)
+        uidx = torch.empty(n, dtype=torch.int64, device=dev)  # unique index of each sorted id
+        uidx[:1] = 0
+        torch.cumsum(flag[1:], 0, out=uidx[1:])
         inverse = torch.empty_like(uidx).scatter_(0, perm, uidx)
-        ukeys = torch.full((n,), _EMPTY_KEY, dtype=torch.int64, device=dev).scatter_(0, uidx, sk)
-        useg = torch.zeros(n, dtype=torch.int64, device=dev).scatter_(0, uidx, sseg)
-        cnt_send = torch.zeros(W * T, dtype=torch.int64, device=dev).scatter_add_(0, sseg, flag.long())
+        ukeys = torch.empty(n, dtype=torch.int64, device=dev).scatter_(0, uidx, sk)  # [:n_u] is read
+        # uniques per segment from the segment ends in the sorted codes (no pass over the ids)
+        if n == 0:
+            cnt_send = torch.zeros(nseg, dtype=torch.int64, device=dev)
+        elif nseg == 1:
+            cnt_send = uidx[-1:] + 1
+        else:
+            ends = torch.searchsorted(sseg, self._segs, right=True)
+            upto = torch.where(ends > 0, uidx[(ends - 1).clamp_(min=0)] + 1, 0)
+            cnt_send = torch.diff(upto, prepend=upto.new_zeros(1))
 
         self._mark("dedup")
         # 2. unique counts per (peer, table), then the one host sync of the step: the split sizes
-        cnt_recv = torch.empty_like(cnt_send)
-        dist.all_to_all_single(cnt_recv, cnt_send, group=pg)
-        host = torch.cat([cnt_send, cnt_recv]).tolist()
+        if W == 1:
+            cnt_recv = cnt_send
+            host = cnt_send.tolist() * 2
+        else:
+            cnt_recv = torch.empty_like(cnt_send)
+            dist.all_to_all_single(cnt_recv, cnt_send, group=pg)
+            host = torch.cat([cnt_send, cnt_recv]).tolist()
         cs = [host[p * T:(p + 1) * T] for p in range(W)]
         cr = [host[W * T + p * T:W * T + (p + 1) * T] for p in range(W)]
         n_u = sum(map(sum, cs))
@@ -482,45 +526,56 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         recv_splits = [sum(c) for c in cr]
 
         self._mark("splits a2a")
-        # 3. unique ids (and occurrence counts for admission) to their owners
-        ukeys, useg = ukeys[:n_u], useg[:n_u]
-        rkeys = _a2a(ukeys, send_splits, recv_splits, pg)
+        # 3. unique ids (and occurrence counts for admission) to their owners (one rank: they are its own)
+        ukeys = ukeys[:n_u]
+        rkeys = ukeys if W == 1 else _a2a(ukeys, send_splits, recv_splits, pg)
         rocc = None
         if self._counts:
             occ = torch.zeros(n, dtype=torch.int64, device=dev).scatter_add_(0, uidx, torch.ones_like(uidx))[:n_u]
-            rocc = _a2a(occ, send_splits, recv_splits, pg)
+            rocc = occ if W == 1 else _a2a(occ, send_splits, recv_splits, pg)
 
         self._mark("ids a2a")
-        # 4. owner lookup: received ids reordered from (peer, table) to (group, table, peer) for the shard modules
-        cnt_r = cnt_recv.view(W, T)
-        rseg = torch.repeat_interleave(torch.arange(W * T, device=dev), cnt_recv, output_size=n_r)
-        rtbl = rseg % T
-        order = [t for g in self._group_tables for t in g]  # tables by (group, table)
-        cntT = cnt_r[:, order].t().reshape(-1)  # (table in group order, peer)
-        start_new = _excl_cumsum(cntT).view(T, W)  # start of (order[i], p) in the new layout
-        start_new_pt = torch.empty(T, W, dtype=torch.int64, device=dev)
-        start_new_pt[torch.tensor(order, device=dev)] = start_new
-        newpos = start_new_pt.t().reshape(-1)[rseg] + torch.arange(n_r, device=dev) - _excl_cumsum(cnt_recv)[rseg]
-        inner_keys = torch.empty_like(rkeys).scatter_(0, newpos, rkeys)
-        inner_occ = None if rocc is None else torch.empty_like(rocc).scatter_(0, newpos, rocc)
+        # 4. owner lookup: received ids reordered from (peer, table) to (group, table, peer) for the shard modules;
+        #    id i of segment s moves by delta[s] = (start of s in the new layout) - (start in the old one)
+        newpos = None
+        inner_keys, inner_occ = rkeys, rocc
+        if not self._reorder_identity:
+            cnt_r = cnt_recv.view(W, T)
+            cntT = cnt_r[:, self._order_t].t().reshape(-1)  # (table in group order, peer); tables by (group, table)
+            start_new = _excl_cumsum(cntT).view(T, W)  # start of (order[i], p) in the new layout
+            start_new_pt = torch.empty(T, W, dtype=torch.int64, device=dev)
+            start_new_pt[self._order_t] = start_new
+            delta = start_new_pt.t().reshape(-1) - _excl_cumsum(cnt_recv)
+            newpos = torch.repeat_interleave(delta, cnt_recv, output_size=n_r)
+            newpos += torch.arange(n_r, device=dev)
+            inner_keys = torch.empty_like(rkeys).scatter_(0, newpos, rkeys)
+            inner_occ = None if rocc is None else torch.empty_like(rocc).scatter_(0, newpos, rocc)
         tot_t = [sum(cr[p][t] for p in range(W)) for t in range(T)]
         outs, spans, first_pos, tcounts, error = [], [], [], [], None
-        g0 = 0
+        g0, tot_dev = 0, None
         for g, members in enumerate(self._group_tables):
             m = self._shard_list[g]
             ng = sum(tot_t[t] for t in members)
             keys_g = inner_keys[g0:g0 + ng]
-            per_table = torch.tensor([tot_t[t] for t in members], dtype=torch.int64, device=dev)
-            tcounts.append(per_table)
             first = None
             if inner_occ is not None:
+                per_table = torch.tensor([tot_t[t] for t in members], dtype=torch.int64, device=dev)
+                tcounts.append(per_table)
                 # admission counts occurrences: the shard module sees every occurrence (rows of the first used)
                 occ_g = inner_occ[g0:g0 + ng]
                 tbl_local = torch.repeat_interleave(torch.arange(len(members), device=dev), per_table, output_size=ng)
                 per_table = torch.zeros(len(members), dtype=torch.int64, device=dev).index_add_(0, tbl_local, occ_g)
                 keys_g = torch.repeat_interleave(keys_g, occ_g)  # a host sync (admission only)
                 first = _excl_cumsum(occ_g)
-            off_g = torch.cat([per_table.new_zeros(1), torch.cumsum(per_table, 0)])
+                off_g = torch.cat([per_table.new_zeros(1), torch.cumsum(per_table, 0)])
+            else:
+                # the shard module's bag offsets from the counts on the device (a tensor made from the host
+                # counts would be a blocking copy)
+                if tot_dev is None:
+                    tot_dev = cnt_recv.view(W, T).sum(0)
+                per_table = tot_dev if self._members_t[g] is None else tot_dev[self._members_t[g]]
+                tcounts.append(per_table)
+                off_g = torch.cat([self._zero1, torch.cumsum(per_table, 0)])
             try:
                 with torch.enable_grad() if backward else torch.no_grad():
                     out_g = m(keys_g.view(self.key_dtype), off_g, validate=False)
@@ -538,40 +593,52 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                     "a table with on_refused='error' refused inserts on another rank (see its error)")
 
         self._mark("lookup")
-        # 5. rows back to the senders, (peer, table) order, each table's width
+        # 5. rows back to the senders, (peer, table) order, each table's width (no reorder when it is the
+        #    identity, no all_to_all on one rank)
         uniform = len(self._group_tables) == 1
         d0 = self.dims[self._group_tables[0][0]]
+        rtbl = utbl = None
         if uniform:
             rows_g = outs[0] if first_pos[0] is None else outs[0][first_pos[0]]
-            flat_send = rows_g[newpos].to(self._row_dtype).reshape(-1)
+            if newpos is not None:
+                rows_g = rows_g[newpos]
+            flat_send = rows_g.detach().to(self._row_dtype).reshape(-1)
         else:
+            rtbl = torch.repeat_interleave(self._seg_table, cnt_recv, output_size=n_r)
             rwidth = self._table_dim[rtbl]
             roff = _excl_cumsum(rwidth)
             total = int(sum(cr[p][t] * self.dims[t] for p in range(W) for t in range(T)))
             flat_send = torch.zeros(total, dtype=self._row_dtype, device=dev)
-            inv = torch.empty_like(newpos).scatter_(0, newpos, torch.arange(n_r, device=dev))
+            if newpos is None:
+                inv = torch.arange(n_r, device=dev)
+            else:
+                inv = torch.empty_like(newpos).scatter_(0, newpos, torch.arange(n_r, device=dev))
             for g, (g0, ng) in enumerate(spans):
                 rows_g = outs[g] if first_pos[g] is None else outs[g][first_pos[g]]
                 r = inv[g0:g0 + ng]
                 d = rows_g.shape[1]
                 idx = (roff[r][:, None] + torch.arange(d, device=dev)).reshape(-1)
-                flat_send.index_copy_(0, idx, rows_g.reshape(-1).to(self._row_dtype))
+                flat_send.index_copy_(0, idx, rows_g.detach().reshape(-1).to(self._row_dtype))
         el_recv = [sum(cr[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
         el_send = [sum(cs[p][t] * self.dims[t] for t in range(T)) for p in range(W)]
-        flat = _a2a(flat_send.detach(), el_recv, el_send, pg)
-        utbl = useg % T
+        flat = flat_send if W == 1 else _a2a(flat_send, el_recv, el_send, pg)
         if uniform:
             U = flat.view(n_u, d0).to(torch.float32)
             if d0 != Dm:  # unused wider tables cannot exist in one group; keep the shape general
                 U = torch.nn.functional.pad(U, (0, Dm - d0))
         else:
+            utbl = torch.repeat_interleave(self._seg_table, cnt_send, output_size=n_u)
             uwidth = self._table_dim[utbl]
             U = _unpack(flat, _excl_cumsum(uwidth), uwidth, Dm).to(torch.float32)
 
         self._mark("rows a2a")
-        # 6. pooling where the bag lives (the single-rank module's CPU path, op for op)
-        out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
-                                     self.output_dtype)
+        # 6. pooling where the bag lives (the single-rank module's CPU path, op for op); "none" is a gather of the
+        #    uniques' rows (in the output dtype: the same values as converting after the gather)
+        if self.pooling == "none":
+            out, E, lengths = U.to(self.output_dtype)[inverse], None, None
+        else:
+            out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
+                                         self.output_dtype)
         self._mark("pool")
         saved = None
         if backward:
@@ -585,13 +652,14 @@ class ShardedDynamicEmbeddingTables(nn.Module):
     @torch.no_grad()
     def _step_backward(self, grad_out, saved, psw_requires_grad):
         self._mark("bwd start")
-        dev, T, F, Dm = self.device, len(self.options), self.num_features, self.max_dim
-        n, B, n_u = saved["n"], saved["B"], saved["n_u"]
-        gU, grad_psw = _id_gradients(grad_out, saved, self.pooling, self.feature_dims, Dm, psw_requires_grad)
-        gU = gU[:n_u]
+        dev, Dm = self.device, self.max_dim
+        n_u = saved["n_u"]
+        # per-unique sums straight into (n_u, Dm) (one index_add_ over the ids; "none" has no bag gradient)
+        gU, grad_psw = _id_gradients(grad_out, dict(saved, n=n_u), self.pooling, self.feature_dims, Dm,
+                                     psw_requires_grad)
 
         self._mark("grad reduce")
-        # gradients of the uniques to their owners (fp32, each table's width)
+        # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)
         uniform = saved["ngroups"] == 1
         if uniform:
             d0 = self.dims[self._group_tables[0][0]]
@@ -599,21 +667,21 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         else:
             uw = self._table_dim[saved["utbl"]]
             flat_send = _pack(gU, _excl_cumsum(uw), uw, sum(saved["el_send"]))
-        flat = _a2a(flat_send, saved["el_send"], saved["el_recv"], self.process_group)
+        flat = flat_send if self.world_size == 1 else _a2a(flat_send, saved["el_send"], saved["el_recv"],
+                                                           self.process_group)
         self._mark("grads a2a")
         newpos = saved["newpos"]
-        n_r = newpos.numel()
         if uniform:
-            grow = flat.view(n_r, d0)
-            inv = torch.empty_like(newpos).scatter_(0, newpos, torch.arange(n_r, device=dev))
+            grow = flat.view(-1, d0)
         else:
             rw = self._table_dim[saved["rtbl"]]
             grow = _unpack(flat, _excl_cumsum(rw), rw, Dm)
-            inv = torch.empty_like(newpos).scatter_(0, newpos, torch.arange(n_r, device=dev))
+        if newpos is not None:  # (peer, table) -> (group, table, peer): row i goes to newpos[i]
+            grow = torch.empty_like(grow).index_copy_(0, newpos, grow)
         grads = []
         for gi, (g0, ng) in enumerate(saved["spans"]):
             d = self._shard_list[gi].dims[0]
-            grads.append(grow[inv[g0:g0 + ng], :d])
+            grads.append(grow[g0:g0 + ng, :d])
         if self._clip:
             grads = self._clip_on_owner(grads, saved)
         outs, gs = [], []

@@ -15,6 +15,10 @@ Model layers (hstu/_layers.py, hstu/_jagged.py):
     lengths_to_offsets, offsets_to_lengths, jagged_concat, jagged_split, jagged_to_padded, padded_to_jagged,
     jagged_positions
 
+FP8 (e4m3) attention (hstu/_fp8.py; docs/hstu_attn.md "FP8"): hstu_attn_varlen_func(..., q_descale=, k_descale=,
+v_descale=, descale_mode=, out_dtype=) or (..., fp8_quant_mode=), and
+    quantize_fp8, dequantize_fp8, fp8_descale_shape, hstu_attn_fp8_reference, FP8_DESCALE_MODES
+
 Inference (paged KV cache):
     hstu_attn_paged_func      new tokens' attention over cached pages + the new tokens (delta-q)
     KVCacheManager            a pool of pages for all layers, users' caches by id, LRU eviction, on the device
@@ -23,6 +27,9 @@ Inference (paged KV cache):
 
 from ._checks import check_errors, set_strict_checks, strict_checks
 from ._device_errors import DeviceInputError
+from ._fp8 import DESCALE_MODES as FP8_DESCALE_MODES
+from ._fp8 import dequantize_fp8, hstu_attn_fp8_reference, quantize_fp8
+from ._fp8 import descale_shape as fp8_descale_shape
 from ._inference import CachedHSTUStack, PagedHSTUAttention, cached_hstu_attention
 from ._jagged import (
     jagged_concat,
@@ -45,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CacheStep",
     "DeviceInputError",
+    "FP8_DESCALE_MODES",
     "HSTUKVCache",
     "HSTULayer",
     "HSTUStack",
@@ -59,8 +67,11 @@ __all__ = [
     "check_errors",
     "compiled_kernels",
     "dense_hstu_attention",
+    "dequantize_fp8",
+    "fp8_descale_shape",
     "gather_paged_kv",
     "hstu_attn_paged_func",
+    "hstu_attn_fp8_reference",
     "hstu_attn_paged_reference",
     "hstu_attn_qkvpacked_func",
     "hstu_attn_reference",
@@ -75,6 +86,7 @@ __all__ = [
     "offsets_to_lengths",
     "padded_to_jagged",
     "paged_kv_layout",
+    "quantize_fp8",
     "set_strict_checks",
     "strict_checks",
 ]

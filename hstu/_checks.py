@@ -17,11 +17,12 @@ import torch
 from . import _load
 from ._device_errors import DeviceErrorChannel, DeviceInputError
 
-__all__ = ["ARGS", "RULES", "DeviceInputError", "channel", "check_errors", "check_values_host", "find_violation",
+__all__ = ["ARGS", "FLOAT_ARGS", "RULES", "DeviceInputError", "channel", "check_errors", "check_values_host", "find_violation",
            "set_strict_checks", "strict_checks"]
 
 # Argument and rule codes: hstu/csrc/common/hstu_validate.h (HstuArg, HstuRule); tests/hstu/test_checks.py compares them.
-ARG_CU_SEQLENS_Q, ARG_CU_SEQLENS_K, ARG_SEQUSED_Q, ARG_SEQUSED_K, ARG_NUM_TARGETS, ARG_NUM_CONTEXTS = range(1, 7)
+(ARG_CU_SEQLENS_Q, ARG_CU_SEQLENS_K, ARG_SEQUSED_Q, ARG_SEQUSED_K, ARG_NUM_TARGETS, ARG_NUM_CONTEXTS, ARG_Q_DESCALE,
+ ARG_K_DESCALE, ARG_V_DESCALE) = range(1, 10)
 ARGS = {
     ARG_CU_SEQLENS_Q: "cu_seqlens_q",
     ARG_CU_SEQLENS_K: "cu_seqlens_k",
@@ -29,9 +30,13 @@ ARGS = {
     ARG_SEQUSED_K: "seqused_k",
     ARG_NUM_TARGETS: "num_targets",
     ARG_NUM_CONTEXTS: "num_contexts",
+    ARG_Q_DESCALE: "q_descale",  # the FP8 descale factors (hstu/_fp8.py); their records hold float values
+    ARG_K_DESCALE: "k_descale",
+    ARG_V_DESCALE: "v_descale",
 }
+FLOAT_ARGS = (ARG_Q_DESCALE, ARG_K_DESCALE, ARG_V_DESCALE)
 (RULE_OFFSET_NEGATIVE, RULE_OFFSET_DECREASING, RULE_OFFSET_PAST_END, RULE_SEQ_TOO_LONG, RULE_SEQUSED, RULE_DELTA_Q,
- RULE_TARGETS, RULE_CONTEXTS) = range(1, 9)
+ RULE_TARGETS, RULE_CONTEXTS, RULE_SCALE) = range(1, 10)
 
 # rule -> (arg name, index, value, bound) -> "expected ..., got ..." (the record's fields: hstu_validate.h).
 RULES = {
@@ -46,6 +51,7 @@ RULES = {
     RULE_TARGETS: lambda a, i, v, b: f"expected 0 <= {a}[{i}] <= {b} (the key length of sequence {i}), got {v}",
     RULE_CONTEXTS: lambda a, i, v, b: f"expected 0 <= {a}[{i}] <= {b} (key length minus targets of sequence {i}), "
                                       f"got {v}",
+    RULE_SCALE: lambda a, i, v, b: f"expected finite descale factors > 0, got {a}[{i}] = {v} (flat index)",
 }
 
 
@@ -68,7 +74,7 @@ def _error_ops():
     return _NoLibraryOps()
 
 
-channel = DeviceErrorChannel("hstu_attn", _error_ops(), ARGS, RULES)
+channel = DeviceErrorChannel("hstu_attn", _error_ops(), ARGS, RULES, float_args=FLOAT_ARGS)
 
 
 # ------------------------------------------------------------------------------------------------------ host check

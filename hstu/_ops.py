@@ -420,16 +420,26 @@ def _validate_fast(q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, window, alp
 
 
 def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-              target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k):
-    """Shape/dtype/device checks (no device reads). Returns normalized (window, tensors...)."""
+              target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k,
+              fp8_out_dtype=None):
+    """Shape/dtype/device checks (no device reads). Returns normalized (window, tensors...).
+
+    fp8_out_dtype: for FP8 q/k/v (hstu/_fp8.py), the output dtype (bf16/fp16), which rab must have; the FP8 dtype
+    itself is checked there."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             _err(name, "a torch.Tensor", type(t).__name__, TypeError)
         if t.dim() != 3:
             _err(name, "a 3-d tensor (total_tokens, num_heads, head_dim)", f"shape {_shape(t)}")
+    if fp8_out_dtype is not None:
+        pass  # FP8 q/k/v: hstu/_fp8.py checked the dtypes
+    elif q.dtype == torch.float8_e4m3fn:
+        _err("q_descale", "q_descale, k_descale and v_descale with float8_e4m3fn q, k, v", "None", TypeError)
+    elif q.is_cuda and q.dtype not in CUDA_DTYPES:
+        _err("q", "dtype torch.float16 or torch.bfloat16 on CUDA", q.dtype, TypeError)
+    elif q.device.type in ("cpu", "meta") and q.dtype not in CPU_DTYPES:
+        _err("q", f"a floating dtype in {CPU_DTYPES}", q.dtype, TypeError)
     if q.is_cuda:
-        if q.dtype not in CUDA_DTYPES:
-            _err("q", "dtype torch.float16 or torch.bfloat16 on CUDA", q.dtype, TypeError)
         if q.shape[2] not in CUDA_HEAD_DIMS:
             _err("q", f"head_dim (q.shape[2]) in {CUDA_HEAD_DIMS} on CUDA", q.shape[2])
         if not _LIBRARY_LOADED:
@@ -439,8 +449,7 @@ def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, n
             )
         _device_check.check_cuda_device(q.device)
     elif q.device.type in ("cpu", "meta"):
-        if q.dtype not in CPU_DTYPES:
-            _err("q", f"a floating dtype in {CPU_DTYPES}", q.dtype, TypeError)
+        pass
     else:
         _err("q", "a CUDA or CPU tensor", q.device)
     for name, t in (("k", k), ("v", v)):
@@ -504,8 +513,10 @@ def _validate(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, n
         _err("alpha", "a float", type(alpha).__name__, TypeError)
     if rab is not None:
         _check_tensor(rab, "rab", q, "q")
-        if rab.dtype != q.dtype:
-            _err("rab", f"dtype {q.dtype} (the dtype of q)", rab.dtype, TypeError)
+        rab_dtype = q.dtype if fp8_out_dtype is None else fp8_out_dtype
+        if rab.dtype != rab_dtype:
+            _err("rab", f"dtype {rab_dtype} (the dtype of {'q' if fp8_out_dtype is None else 'out'})", rab.dtype,
+                 TypeError)
         if rab.dim() != 4 or rab.shape[0] != batch or rab.shape[1] not in (1, q.shape[1]) or tuple(
             rab.shape[2:]
         ) != (max_seqlen_k, max_seqlen_k):
@@ -546,6 +557,12 @@ def hstu_attn_varlen_func(
     deterministic: bool = False,
     check_values: Optional[bool] = None,
     mask_convention: str = "nvidia",
+    q_descale: Optional[torch.Tensor] = None,
+    k_descale: Optional[torch.Tensor] = None,
+    v_descale: Optional[torch.Tensor] = None,
+    descale_mode: str = "tensor",
+    out_dtype: Optional[torch.dtype] = None,
+    fp8_quant_mode: Optional[str] = None,
 ) -> torch.Tensor:
     """HSTU attention over a jagged (variable-length) batch.
 
@@ -591,6 +608,13 @@ def hstu_attn_varlen_func(
         mask_convention: "nvidia" (default) or "meta_gr" (Meta generative-recommenders: a local window's distances
             measured with the num_contexts positions collapsed into one); see `hstu_attn.hstu_mask`. Both kernel
             families and the CPU path implement both; they differ only for a left window together with contexts.
+        q_descale, k_descale, v_descale, descale_mode, out_dtype: FP8 attention (FlashAttention-3's shape):
+            float8_e4m3fn q, k, v whose values are ``q8 * q_descale`` (float32 descale factors of the shape
+            `descale_mode` gives: "tensor" (1,), "head" (H,), "batch_head" (B, H), "block" (H, total // 128 + B)),
+            output in out_dtype (torch.bfloat16 by default, or torch.float16). No gradient reaches FP8 tensors.
+        fp8_quant_mode: with float16/bfloat16 q, k, v: quantize them to FP8 on the device in this mode, run the FP8
+            attention, and pass the gradients straight through to q, k, v (training). See `hstu_attn._fp8` and the
+            FP8 section of docs/hstu_attn.md (what runs today: issue 36).
 
     Returns:
         out: (total_q, H, D) tensor of q's dtype; differentiable w.r.t. q, k, v (and rab if has_drab).
@@ -631,6 +655,14 @@ def hstu_attn_varlen_func(
     compiling = torch.compiler.is_compiling()
     if not compiling:
         _channel.raise_pending()  # an error recorded on the device by an earlier call (a memory read, no sync)
+    if q_descale is not None or k_descale is not None or v_descale is not None or fp8_quant_mode is not None:
+        from ._fp8 import fp8_attention  # FP8 (issue 36): its own module, imported at the first FP8 call
+        return fp8_attention(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+            target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen, seqused_q, seqused_k,
+            deterministic=deterministic, check_values=check_values, mask_convention=mask_convention,
+            q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, descale_mode=descale_mode,
+            out_dtype=out_dtype, fp8_quant_mode=fp8_quant_mode)
     norm = _validate_fast(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                           num_targets, target_group_size, window_size, alpha, rab, has_drab, scaling_seqlen,
                           seqused_q, seqused_k)

@@ -7,6 +7,7 @@ import torch
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._optimizers import Adam
 from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
+from dynamicemb._storage import HostStore, StoreError
 
 try:
     import rocksdict  # noqa: F401
@@ -148,3 +149,144 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     c.load_state_dict(sd)
     for x, y in zip(_slots(a), _slots(c)):
         assert torch.equal(x, y)
+
+
+class FlakyStore(HostStore):
+    """A HostStore whose reads or writes raise StoreError on demand (a store failing mid-step)."""
+
+    fail_find = fail_write = False
+
+    def find(self, keys):
+        if self.fail_find:
+            raise StoreError("flaky store: read failed (test)")
+        return super().find(keys)
+
+    def write(self, *a):
+        if self.fail_write:
+            raise StoreError("flaky store: write failed (test)")
+        return super().write(*a)
+
+
+def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu"):
+    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two)."""
+    opt = opt or Adam(lr=0.01)
+    opts = []
+    for i in range(T):
+        dim = 4 if i % 2 == 0 else 8
+        kw = dict(storage=storage)
+        if storage == "caching":
+            kw["hbm_budget_bytes"] = slots * opt.row_width(dim) * 4
+            if flaky:
+                kw["backing_store"] = lambda kd, w, dt, cap: FlakyStore(kd, w, dt, cap, BC)
+        opts.append(DynamicEmbTableOptions(dim=dim, max_capacity=CAP, bucket_capacity=BC,
+                                           score_policy=("lru", "lfu")[i % 2],
+                                           initializer=DynamicEmbInitializer("uniform", seed=11 + i), **kw))
+    return BatchedDynamicEmbeddingTables(opts, [0] + list(range(T)), pooling="sum", optimizer=opt, device=device)
+
+
+def t_batches(T, n, seed=0, hi=400, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    F, B = T + 1, 4
+    width = 4 + sum(4 if i % 2 == 0 else 8 for i in range(T))
+    for _ in range(n):
+        lengths = torch.randint(1, 12, (F * B,), generator=g)
+        off = torch.zeros(F * B + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, hi, (int(off[-1]),), generator=g)
+        yield ids.to(device), off.to(device), torch.randn(B, width, generator=g).to(device)
+
+
+class SyncCounter:
+    """Counts, on a CPU module, what the same code does on CUDA inside the caching tables' staging
+    (``BatchedDynamicEmbeddingTables._stage_caches``, the part of a step that storage="caching" adds):
+
+      - ``waits``: the points where the host waits for device values: each ``_staging.to_host`` call (one wait for
+        all its copies) and, outside ``_staging.host_phase()`` blocks (work on host tensors only), every op that
+        reads device values on the host (``item``/``bool``/``int``/``tolist`` of a tensor, ``nonzero``, ``unique``,
+        ``masked_select``, boolean-mask indexing);
+      - ``ops``: every op that is a kernel launch on CUDA (views excluded), ``table_ops``: the table ops among them.
+
+    Usage: ``with SyncCounter(module) as c: step(...)``; then ``c.waits``, ``c.ops``, ``c.table_ops``
+    (``SyncCounter(module, "_prefetch_counts")`` counts inside another method of the module)."""
+
+    _SYNC_OPS = {"_local_scalar_dense", "nonzero", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+                 "unique_dim_consecutive", "masked_select"}  # nonzero_static is not one: its size is given
+    _VIEWS = ("view", "_unsafe_view", "slice", "select", "split", "split_with_sizes", "alias", "detach",
+              "as_strided", "expand", "t", "squeeze", "unsqueeze", "unbind", "_reshape_alias", "reshape",
+              "view_as", "lift_fresh", "empty", "empty_like")
+
+    def __init__(self, module, method="_stage_caches"):
+        self.module, self.method = module, method
+        self.waits = self.ops = self.table_ops = 0
+        self.active = False
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from dynamicemb import _staging
+
+        counter = self
+        self._staging = _staging
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if counter.active and not _staging.in_host_phase():
+                    name = func.__name__.split(".")[0]
+                    if func.namespace == "dynamicemb":
+                        counter.table_ops += 1
+                    if name not in SyncCounter._VIEWS:
+                        counter.ops += 1
+                    bool_index = name in ("index", "index_put", "index_put_") and any(
+                        isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ()) if i is not None)
+                    if name in SyncCounter._SYNC_OPS or bool_index:
+                        counter.waits += 1
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        to_host, tolist, stage = _staging.to_host, torch.Tensor.tolist, getattr(self.module, self.method)
+
+        fetched = {}  # results of to_host (kept alive here): host tensors, reading them waits for nothing
+
+        def counted_to_host(*ts):
+            if counter.active:
+                counter.waits += 1
+            prev, counter.active = counter.active, False  # the copies themselves are one wait, counted here
+            try:
+                out = to_host(*ts)
+            finally:
+                counter.active = prev
+            fetched.update((id(t), t) for t in out)
+            return out
+
+        def counted_tolist(t):
+            if counter.active and not _staging.in_host_phase() and id(t) not in fetched:
+                counter.waits += 1
+            return tolist(t)
+
+        def counted_stage(*a, **k):
+            counter.active = True
+            try:
+                return stage(*a, **k)
+            finally:
+                counter.active = False
+
+        self._restore = [(_staging, "to_host", to_host), (torch.Tensor, "tolist", tolist)]
+        _staging.to_host = counted_to_host
+        torch.Tensor.tolist = counted_tolist
+        setattr(self.module, self.method, counted_stage)
+        # modules that imported to_host by name
+        import dynamicemb._batched as b
+        import dynamicemb._caching as c
+
+        for mod in (b, c):
+            self._restore.append((mod, "to_host", mod.to_host))
+            mod.to_host = counted_to_host
+        return self
+
+    def __exit__(self, *exc):
+        for obj, name, val in self._restore:
+            setattr(obj, name, val)
+        delattr(self.module, self.method)
+        self._mode.__exit__(*exc)
+        return False

@@ -17,7 +17,8 @@ from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, CACHE_SLOTS, DIM, HAVE_ROCKS, assert_same, batches, disk, make, rows, step  # noqa: E402
+from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
+                             make, make_t, rows, step, t_batches)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -290,3 +291,136 @@ def test_hybrid_table_ops_equal_hbm_cpu(hbm_rows, policy):
     from storage_helpers import table_ops_agree
 
     table_ops_agree("cpu", hbm_rows, policy)
+
+
+# ---------------------------------------------------------------------------------------------- batched staging
+def t_rows(m):
+    return [rows(t) for t in m.tables]
+
+
+@pytest.mark.parametrize("T", [1, 3, 6])
+def test_batched_staging_parity_many_tables(T):
+    """All caching tables with misses stage together: bit-identical to all-HBM with T tables of two row layouts,
+    under eviction pressure (every step misses), with a step in flight (pins) and prefetched rows."""
+    ref, m = make_t("hbm", T), make_t("caching", T, slots=CACHE_SLOTS + 4 * BC)
+    data = list(t_batches(T, 14, seed=T))
+    prefetched = 0
+    for i, (ids, off, w) in enumerate(data):
+        if i == 4:  # two steps in flight: the first's rows stay while the second stages
+            outs = []
+            for x in (ref, m):
+                o1 = x(ids, off)
+                o2 = x(data[i + 1][0], data[i + 1][1])
+                ((o1 * w).sum() + (o2 * data[i + 1][2]).sum()).backward()
+                outs.append((o1, o2))
+            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            continue
+        if i == 5:
+            continue
+        if i % 3 == 0:
+            m.prefetch(ids, off)  # CPU module: reads the rows its caches miss from the stores ahead
+            prefetched += sum(k.numel() for t in m.tables for k, _, _ in t._pending)
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w)), f"step {i}"
+        assert not any(t._pending for t in m.tables)  # the step took every prefetched row of its ids
+    assert prefetched and all(int(t.store.size()) for t in m.tables)  # rows went to the stores and came back
+    assert_same(ref, m)
+
+
+def test_prefetch_counts_parity_and_upper_bound():
+    """The device-batch prefetch (its miss counts, run in order on a CPU module): a step whose prefetch counted no
+    miss skips staging; one whose prefetch counted misses stages on that count (an upper bound when an earlier step
+    inserted some of the ids since) without counting again; a cache change in between voids the count."""
+    T = 3
+    ref, m = make_t("hbm", T), make_t("caching", T)
+    data = list(t_batches(T, 12, seed=21))
+    for i, (ids, off, w) in enumerate(data):
+        if i + 2 < len(data) and i % 2 == 0:
+            m._prefetch_counts(*data[i + 1][:2])  # two batches ahead: the step between inserts some of their ids
+            m._prefetch_counts(*data[i + 2][:2])
+        if i == 7:  # a logical write between the prefetch and its step: the count no longer holds
+            k = torch.arange(0, 40)
+            v = torch.randn(40, 4)
+            ref.set_rows(0, k, v), m.set_rows(0, k, v)
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w)), f"step {i}"
+    assert_same(ref, m)
+    # warm: the same batch again after its prefetch stages nothing and reads nothing back
+    ids, off, w = data[-1]
+    m._prefetch_counts(ids, off)
+    with SyncCounter(m) as c:
+        out = m(ids, off)
+    (out * w).sum().backward()
+    assert c.waits == 0 and c.table_ops == 0
+
+
+def _staging_counts(T, prefetch=False):
+    m = make_t("caching", T, slots=8 * BC)
+    waits = set()
+    table_ops = []
+    for ids, off, w in t_batches(T, 6, seed=3, hi=2000):
+        if prefetch:
+            m._prefetch_counts(ids, off)
+        with SyncCounter(m) as c:
+            out = m(ids, off)
+        (out * w).sum().backward()
+        waits.add(c.waits)
+        table_ops.append(c.table_ops)
+    return waits, table_ops
+
+
+def test_staging_host_waits_do_not_grow_with_tables():
+    """A step whose ids miss in every cache waits for the device a fixed number of times whatever the number of
+    tables (the feature bounds, the miss counts, the missing ids, the insert results; after a prefetch of the
+    batch only the last two), and runs a fixed number of table ops per table (no per-key or per-table syncs)."""
+    for prefetch, want in ((False, 4), (True, 2)):
+        for T in (1, 2, 5, 8):
+            waits, table_ops = _staging_counts(T, prefetch)
+            assert waits == {want}, (prefetch, T, waits)
+            # per table: pin lookup + two score writes, insert + check lookup, the moved rows' scores and the
+            # placeholders' erase; one lookup per feature (T + 1) for the found mask (the count's, else the
+            # staging's own after a prefetch counted the misses)
+            assert all(x == 7 * T + T + 1 for x in table_ops), (prefetch, T, table_ops)
+
+
+@pytest.mark.parametrize("fail", ["find", "write"])
+def test_batched_staging_store_error_loses_nothing(fail):
+    """A store failing in the middle of a batched staging (table 1 of 3): StoreError with its message; every row
+    is still stored, with its score; retrying the step once the store works again gives the all-HBM result."""
+    T = 3
+    ref, m = make_t("hbm", T), make_t("caching", T, flaky=True)
+    data = list(t_batches(T, 8, seed=5))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    before, sizes = t_rows(m), m.sizes()
+    setattr(m.tables[1].store, f"fail_{fail}", True)
+    ids, off, w = data[4]
+    with pytest.raises(StoreError, match=f"flaky store: {'read' if fail == 'find' else 'write'} failed"):
+        step(m, ids, off, w)
+    assert m.sizes() == sizes
+    for b, a in zip(before, t_rows(m)):  # the same rows and scores (table 0 moved some into its cache)
+        assert all(torch.equal(x, y) for x, y in zip(b, a))
+    setattr(m.tables[1].store, f"fail_{fail}", False)
+    for ids, off, w in data[4:]:
+        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+    assert_same(ref, m)
+
+
+def test_batched_staging_capacity_error_changes_nothing():
+    """One table's cache cannot hold the step's ids: CacheCapacityError, and no table changed (the others were
+    inserted in the same pass and are undone)."""
+    T = 3
+    m = make_t("caching", T, slots=8 * BC)
+    data = list(t_batches(T, 3, seed=8, hi=2000))
+    for ids, off, w in data[:2]:
+        step(m, ids, off, w)
+    before, sizes = t_rows(m), m.sizes()
+    cache = [(None, None, t.counters.clone()) for t in m.tables]
+    ids = torch.cat([data[2][0], torch.arange(5000, 5000 + 40 * BC)])  # table 0's feature 0 gets far too many
+    off = data[2][1].clone()
+    off[1:] += 40 * BC
+    with pytest.raises(CacheCapacityError, match="raise hbm_budget_bytes"):
+        m(torch.cat([ids[off[0]:off[1] - 40 * BC], ids[-40 * BC:], ids[off[1] - 40 * BC:-40 * BC]]), off)
+    assert m.sizes() == sizes
+    for b, a in zip(before, t_rows(m)):
+        assert all(torch.equal(x, y) for x, y in zip(b, a))
+    for t, c in zip(m.tables, cache):  # the same op clock and cache size (slots may differ: the undo re-inserts)
+        assert torch.equal(t.counters[:2], c[2][:2])

@@ -14,7 +14,7 @@ from hstu_attn import DeviceInputError, _checks, _ops
 from hstu_attn._device_errors import _BLOCK_BYTES, _HEADER_BYTES, _RECORD, DeviceErrorChannel
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-HEADER = os.path.join(ROOT, "hstu", "csrc", "hstu_validate.h")
+HEADER = os.path.join(ROOT, "hstu", "csrc", "common", "hstu_validate.h")
 
 
 def i32(*vals):

@@ -26,6 +26,9 @@ enum HstuArg : int32_t {
   kArgSequsedK = 4,
   kArgNumTargets = 5,
   kArgNumContexts = 6,
+  kArgQDescale = 7,  // the FP8 descale factors (hstu_check_fp8_scales)
+  kArgKDescale = 8,
+  kArgVDescale = 9,
 };
 
 // Rule codes (DeviceErrorRecord::rule), with what index / value / bound hold.
@@ -38,6 +41,8 @@ enum HstuRule : int32_t {
   kRuleDeltaQ = 6,            // Lq > Lk (after seqused): arg cu_seqlens_q, index b, value Lq, bound Lk
   kRuleTargets = 7,           // num_targets[b] outside [0, Lk]: index b, value, bound Lk
   kRuleContexts = 8,          // num_contexts[b] outside [0, Lk - targets]: index b, value, bound Lk - targets
+  kRuleScale = 9,             // a descale factor 0, negative, inf or NaN: index the flat element, value its double
+                              // bits, bound 0
 };
 
 // Scratch layout (int32 words, allocated uninitialized by the op): the status word (0: valid, 1: a violation), then
@@ -104,6 +109,18 @@ struct HstuPoisonParams {
   uint16_t nan_bits;
 };
 cudaError_t hstu_poison_outputs(const HstuPoisonParams& p, cudaStream_t stream);
+
+// FP8 descale factors (q, k, v; float32, contiguous): one block checks every element is finite and > 0 and writes
+// copies to `out`; on a violation every copy is NaN (so is everything computed from them) and the first violation
+// (q before k before v, lowest flat index first) goes to the device error record.
+struct HstuScaleCheckParams {
+  const float* in[3];  // (n[i]) q_descale, k_descale, v_descale
+  float* out[3];       // (n[i]) the checked copies
+  int64_t n[3];
+  accel::DeviceErrorBlock* errors;  // nullptr: not allocated, nothing recorded
+  int device;
+};
+cudaError_t hstu_check_fp8_scales(const HstuScaleCheckParams& p, cudaStream_t stream);
 
 // Resets this library's claim word on the current device (in `stream` order), so that a later violation is recorded.
 cudaError_t hstu_clear_device_error_claim(cudaStream_t stream);

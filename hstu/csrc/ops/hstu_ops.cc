@@ -300,6 +300,38 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
                           seqused_q, seqused_k, has_drab, deterministic, 0);
 }
 
+// FP8 descale factors checked on the device (hstu_validate.h hstu_check_fp8_scales): copies, all NaN after a
+// violation, which is recorded like the int32 vectors' (no host synchronization). hstu/_fp8.py checks shapes and
+// dtypes first; CPU tensors are checked on the host there.
+std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) {
+  torch::stable::accelerator::DeviceGuard guard(q_descale.get_device());
+  const Tensor* in[3] = {&q_descale, &k_descale, &v_descale};
+  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+  HstuScaleCheckParams p{};
+  Tensor outs[3] = {torch::stable::empty_like(q_descale), torch::stable::empty_like(k_descale),
+                    torch::stable::empty_like(v_descale)};
+  for (int i = 0; i < 3; ++i) {
+    accel::check_dtype(*in[i], names[i], ScalarType::Float);
+    accel::check_same_device(*in[i], names[i], q_descale, "q_descale");
+    accel::check_contiguous(*in[i], names[i]);
+    p.in[i] = static_cast<const float*>(in[i]->data_ptr());
+    p.out[i] = static_cast<float*>(outs[i].data_ptr());
+    p.n[i] = in[i]->numel();
+  }
+  cudaStream_t s = stream_of(q_descale);
+  p.errors = accel::device_error_block_if_allocated<HstuErrorTag>();
+  if (p.errors == nullptr) {  // as in validate_on_device: never allocate during a capture
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) {
+      p.errors = accel::device_error_block<HstuErrorTag>();
+    }
+  }
+  p.device = static_cast<int>(q_descale.get_device());
+  const cudaError_t err = hstu_check_fp8_scales(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_check_scales: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(outs[0], outs[1], outs[2]);
+}
+
 // The address of the package's pinned device error block (allocated here, once), or 0 without a usable CUDA device.
 int64_t device_error_block() {
   int n = 0;
@@ -364,6 +396,7 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, "
       "int window_left, int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
       "Tensor? seqused_k, bool has_drab, bool deterministic, int options) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) -> (Tensor, Tensor, Tensor)");
   m.def("compiled_kernels() -> str");
   m.def("device_error_block() -> int");
   m.def("clear_device_error(int device) -> ()");
@@ -374,6 +407,7 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("bwd", TORCH_BOX(&hstu::bwd_cuda));
   m.impl("fwd_with_options", TORCH_BOX(&hstu::fwd_with_options));
   m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
+  m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {

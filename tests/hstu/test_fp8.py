@@ -1,0 +1,450 @@
+"""FP8 attention (issue 36): descale layouts, quantization round trips, the FP8-emulating CPU path against fp64, the
+descale errors, the ops' fake registrations; GPU tests (skipped without a GPU) for the CUDA path.
+
+The error-relative rule for FP8: "same-dtype PyTorch" is the same emulation computed in bf16 (dequantized inputs,
+S, SiLU and P·V in bf16, P rounded to FP8): |path - gold| <= 2 * |bf16 emulation - gold| + atol forward, 5x backward.
+"""
+
+import random
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import DeviceInputError, hstu_attn_varlen_func
+from hstu_attn import _fp8
+from hstu_attn._fp8 import (BLOCK_ROWS, DESCALE_MODES, FP8_DTYPE, dequantize_fp8, descale_shape,
+                            hstu_attn_fp8_reference, hstu_attn_fp8_reference_backward, quantize_fp8)
+from hstu_attn._reference import hstu_attn_reference
+
+# name -> (window, contexts, targets, target_group_size)
+MASKS = {
+    "none": ((-1, -1), False, False, 1),
+    "causal": ((-1, 0), False, False, 1),
+    "local": ((9, 4), False, False, 1),
+    "context_target_group": ((-1, 0), True, True, 2),
+    "local_context_target": ((7, 0), True, True, 1),
+}
+
+
+def i32(*vals, device="cpu"):
+    return torch.tensor(vals, dtype=torch.int32, device=device)
+
+
+def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16):
+    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors."""
+    rng = random.Random(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    window, ctx, tgt, g = MASKS[mask]
+    lens_q = [lk - rng.randint(0, lk // 2) if delta_q else lk for lk in lens_k]
+    cu_q = torch.tensor([0] + lens_q, device=device).cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lens_k, device=device).cumsum(0).to(torch.int32)
+
+    def rand(n):
+        x = torch.randn(n, H, D, generator=gen, device=device)
+        return (x * (1 + 3 * torch.rand(n, H, 1, generator=gen, device=device))).to(dtype)
+
+    q, k, v = rand(sum(lens_q)), rand(sum(lens_k)), rand(sum(lens_k))
+    nt = [rng.randint(0, min(lk, 3)) for lk in lens_k] if tgt else None
+    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), 4)) for b, lk in enumerate(lens_k)] if ctx else None
+    return dict(q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                max_seqlen_k=max(lens_k), target_group_size=g, window_size=window,
+                num_contexts=None if nc is None else torch.tensor(nc, dtype=torch.int32, device=device),
+                num_targets=None if nt is None else torch.tensor(nt, dtype=torch.int32, device=device))
+
+
+def lengths_args(c):
+    return {n: c[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
+                              "num_targets", "target_group_size", "window_size")}
+
+
+def quantized(c, mode):
+    q8, qs = quantize_fp8(c["q"], c["cu_seqlens_q"], mode)
+    k8, ks = quantize_fp8(c["k"], c["cu_seqlens_k"], mode)
+    v8, vs = quantize_fp8(c["v"], c["cu_seqlens_k"], mode)
+    return (q8, k8, v8), (qs, ks, vs)
+
+
+def max_err(a, b):
+    return 0.0 if a.numel() == 0 else (a.double() - b.double()).abs().max().item()
+
+
+def assert_rel(name, got, gold, low, k):
+    scale = gold.abs().max().item() if gold.numel() else 0.0
+    atol = 1e-6 + 1e-4 * scale
+    err, err_lp = max_err(got, gold), max_err(low, gold)
+    assert err <= k * err_lp + atol, f"{name}: err {err:.3e} > {k} * same-dtype err {err_lp:.3e} + {atol:.1e}"
+
+
+# ------------------------------------------------------------------------------------------------ layouts
+def test_descale_shapes():
+    assert descale_shape("tensor", 1000, 4, 3) == (1,)
+    assert descale_shape("head", 1000, 4, 3) == (4,)
+    assert descale_shape("batch_head", 1000, 4, 3) == (3, 4)
+    assert descale_shape("block", 1000, 4, 3) == (4, 1000 // BLOCK_ROWS + 3)
+    with pytest.raises(ValueError, match="descale_mode"):
+        descale_shape("row", 10, 1, 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_columns_are_disjoint_and_in_range(seed):
+    rng = random.Random(seed)
+    lens = [rng.choice([0, 1, 127, 128, 129, 255, 256, 300, rng.randint(0, 700)]) for _ in range(rng.randint(1, 7))]
+    total = sum(lens) + rng.choice([0, 5, 200])  # rows past the last sequence too
+    cu = torch.tensor([0] + lens).cumsum(0).to(torch.int32)
+    n_cols = descale_shape("block", total, 1, len(lens))[1]
+    slots = _fp8._row_slots("block", cu, total).tolist()
+    owner = {}
+    for b in range(len(lens)):
+        for r in range(int(cu[b]), int(cu[b + 1])):
+            col = slots[r]
+            assert 0 <= col < n_cols
+            assert col == int(cu[b]) // BLOCK_ROWS + b + (r - int(cu[b])) // BLOCK_ROWS
+            assert owner.setdefault(col, b) == b, "a block column shared by two sequences"
+    assert all(s == n_cols for s in slots[int(cu[-1]):])  # the extra slot, dropped
+
+
+# ------------------------------------------------------------------------------------------------ round trips
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_quantize_round_trip_bound(mode, dtype):
+    c = make_case(3, [130, 0, 5, 260], 3, 64, "none", dtype=dtype)
+    x, cu = c["k"], c["cu_seqlens_k"]
+    x = torch.cat([x, torch.zeros(4, 3, 64, dtype=dtype)])  # rows of no sequence (zero): scale 1 where alone
+    x[:10, 1] *= 1e-3  # a small group: its own scale where the mode allows
+    x8, s = quantize_fp8(x, cu, mode)
+    assert x8.dtype == FP8_DTYPE and s.dtype == torch.float32
+    assert tuple(s.shape) == descale_shape(mode, x.shape[0], 3, 4)
+    assert torch.isfinite(s).all() and (s > 0).all()
+    rows = _fp8._row_descale(mode, s, cu, x.shape[0], 3).unsqueeze(-1)
+    back = dequantize_fp8(x8, s, cu, mode)
+    xf = x.float()
+    # e4m3: 3 mantissa bits, so round to nearest is within 2^-4 of |x|, and within 2^-10 * descale in the
+    # subnormal range; the factor is amax / 448, so every group's largest element maps to +-448.
+    bound = 2.0 ** -4 * xf.abs() + 2.0 ** -10 * rows + 1e-30
+    assert ((back - xf).abs() <= bound).all()
+    assert (x8.float().abs() <= 448).all()
+    if mode == "tensor":
+        assert x8.float().abs().max().item() == 448
+    # An all-zero group has factor 1.0.
+    if mode == "block":
+        used = set(_fp8._row_slots("block", cu, x.shape[0])[: int(cu[-1])].tolist())
+        unused = [j for j in range(s.shape[1]) if j not in used]
+        assert unused and (s[:, unused] == 1).all()
+    if mode == "batch_head":
+        assert (s[1] == 1).all()  # the empty sequence
+
+
+def test_quantize_on_meta_and_non_finite_input():
+    x = torch.randn(20, 2, 32)
+    x[3, 1, 4] = float("inf")
+    _, s = quantize_fp8(x, i32(0, 20), "head")
+    assert torch.isfinite(s[0]) and not torch.isfinite(s[1])  # rejected later by the attention call
+    x8, s = quantize_fp8(torch.empty(300, 2, 32, device="meta"), torch.empty(4, dtype=torch.int32, device="meta"),
+                         "block")
+    assert x8.dtype == FP8_DTYPE and tuple(s.shape) == (2, 300 // 128 + 3)
+
+
+# ------------------------------------------------------------------------------------------------ CPU path vs fp64
+def run_path(c, q8s, scales, mode, alpha, out_dtype=torch.bfloat16):
+    return hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1], v_descale=scales[2],
+                                 descale_mode=mode, out_dtype=out_dtype, **lengths_args(c))
+
+
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cpu_path_matches_fp64(mode, mask, D):
+    seed = DESCALE_MODES.index(mode) * 100 + sorted(MASKS).index(mask) * 10 + D // 64
+    c = make_case(seed, [40, 0, 150, 17], 2, D, mask)
+    alpha = D ** -0.5
+    q8s, scales = quantized(c, mode)
+    ref_args = (*q8s, *scales, mode)
+    out = run_path(c, q8s, scales, mode, alpha)
+    assert out.dtype == torch.bfloat16 and out.shape == c["q"].shape and not torch.isnan(out).any()
+    gold = hstu_attn_fp8_reference(*ref_args, alpha=alpha, out_dtype=torch.float64, compute_dtype=torch.float64,
+                                   **lengths_args(c))
+    low = hstu_attn_fp8_reference(*ref_args, alpha=alpha, out_dtype=torch.float64, compute_dtype=torch.bfloat16,
+                                  **lengths_args(c))
+    assert_rel("forward (FP8 P, fp64 gold)", out, gold, low, 2)
+    # The same rounding points in fp32: only the bf16 output rounding (2^-9) and rare FP8 rounding flips remain.
+    assert max_err(out, gold) <= 2.0 ** -7 * gold.abs().max().item() + 1e-6
+    # Against the exact dequantized math (P not rounded): FP8's P costs a bounded error, like the bf16 emulation's.
+    exact = hstu_attn_fp8_reference(*ref_args, alpha=alpha, out_dtype=torch.float64, compute_dtype=torch.float64,
+                                    p_dtype=None, **lengths_args(c))
+    assert_rel("forward (exact gold)", out, exact, low, 2)
+    assert max_err(out, exact) <= 0.08 * exact.abs().max().item() + 1e-6
+
+    # Backward: the gradients with respect to the dequantized inputs.
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    dq, dk, dv = torch.ops.hstu_attn.fp8_bwd(
+        dout, *q8s, *scales, DESCALE_MODES.index(mode), 0, c["cu_seqlens_q"], c["cu_seqlens_k"], c["max_seqlen_q"],
+        c["max_seqlen_k"], c["num_contexts"], c["num_targets"], c["target_group_size"], *c["window_size"], alpha,
+        None, float(c["max_seqlen_q"]), None, None, False, 0)
+    gold_g = hstu_attn_fp8_reference_backward(dout.double(), *ref_args, None, compute_dtype=torch.float64,
+                                              alpha=alpha, **lengths_args(c))
+    deq = [dequantize_fp8(x8, s, cu, mode, torch.bfloat16).requires_grad_() for x8, s, cu in
+           zip(q8s, scales, (c["cu_seqlens_q"], c["cu_seqlens_k"], c["cu_seqlens_k"]))]
+    low_out = hstu_attn_reference(*deq, alpha=alpha, upcast=False, **lengths_args(c))
+    low_g = torch.autograd.grad(low_out, deq, dout)
+    for name, g, gg, gl in zip(("dq", "dk", "dv"), (dq, dk, dv), gold_g, low_g):
+        assert g.dtype == torch.bfloat16 and not torch.isnan(g).any()
+        assert_rel(name, g, gg, gl, 5)
+
+
+@pytest.mark.parametrize("mode", ["head", "block"])
+def test_fp8_quant_mode_straight_through_gradients(mode):
+    c = make_case(11, [33, 70], 2, 64, "causal", delta_q=False)
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    out = hstu_attn_varlen_func(*leaves, alpha=0.125, fp8_quant_mode=mode, **lengths_args(c))
+    assert out.dtype == torch.bfloat16
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, leaves, dout)
+    q8s, scales = quantized(c, mode)
+    torch.testing.assert_close(out, run_path(c, q8s, scales, mode, 0.125), rtol=0, atol=0)
+    want = hstu_attn_fp8_reference_backward(dout, *q8s, *scales, mode, None, alpha=0.125, **lengths_args(c))
+    for g, w in zip(grads, want):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_cpu_path_with_rab_seqused_float16_out_and_gr_mask():
+    c = make_case(5, [20, 9], 2, 64, "local_context_target")
+    q8s, scales = quantized(c, "batch_head")
+    rab = torch.randn(2, 1, 20, 20, dtype=torch.float16)
+    su = i32(int(c["cu_seqlens_q"][1]) - 1, int(c["cu_seqlens_q"][2] - c["cu_seqlens_q"][1]))
+    su_k = i32(19, 9)
+    kw = dict(lengths_args(c), alpha=0.3, rab=rab, seqused_q=su, seqused_k=su_k)
+    for conv in ("nvidia", "meta_gr"):
+        out = hstu_attn_varlen_func(*q8s, q_descale=scales[0], k_descale=scales[1], v_descale=scales[2],
+                                    descale_mode="batch_head", out_dtype=torch.float16, mask_convention=conv, **kw)
+        gold = hstu_attn_fp8_reference(*q8s, *scales, "batch_head", out_dtype=torch.float64,
+                                       compute_dtype=torch.float64, mask_convention=conv, **kw)
+        assert out.dtype == torch.float16
+        assert max_err(out, gold) <= 2e-3 * gold.abs().max().item() + 1e-6
+        assert (out[su[0]:int(c["cu_seqlens_q"][1])] == 0).all()  # rows past seqused_q
+
+
+# ------------------------------------------------------------------------------------------------ errors
+@pytest.fixture
+def small():
+    c = make_case(2, [10, 6], 2, 32, "causal")
+    q8s, scales = quantized(c, "head")
+    return c, q8s, scales
+
+
+def call(c, q8s, scales, **kw):
+    args = dict(q_descale=scales[0], k_descale=scales[1], v_descale=scales[2], descale_mode="head")
+    args.update(kw)
+    return hstu_attn_varlen_func(*q8s, **lengths_args(c), **args)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
+def test_bad_scale_values(small, which, bad):
+    c, q8s, scales = small
+    scales = [s.clone() for s in scales]
+    scales[which][1] = bad
+    name = ("q_descale", "k_descale", "v_descale")[which]
+    with pytest.raises(ValueError, match=rf"{name}: expected finite descale factors > 0, got {name}\[1\] = "):
+        call(c, q8s, scales)
+
+
+def test_bad_scale_shapes_dtypes_and_inputs(small):
+    c, q8s, scales = small
+    qs, ks, vs = scales
+    with pytest.raises(ValueError, match=r"k_descale: expected shape \(2,\) for descale_mode='head'"):
+        call(c, q8s, (qs, ks.view(1, 2), vs))
+    with pytest.raises(ValueError, match=r"q_descale: expected shape \(1,\) for descale_mode='tensor'"):
+        call(c, q8s, scales, descale_mode="tensor")
+    with pytest.raises(TypeError, match="v_descale: expected dtype torch.float32"):
+        call(c, q8s, (qs, ks, vs.double()))
+    with pytest.raises(TypeError, match="k_descale: expected a float32 torch.Tensor"):
+        call(c, q8s, (qs, None, vs))
+    with pytest.raises(ValueError, match="descale_mode: expected one of"):
+        call(c, q8s, scales, descale_mode="row")
+    with pytest.raises(TypeError, match="out_dtype: expected torch.bfloat16 or torch.float16"):
+        call(c, q8s, scales, out_dtype=torch.float32)
+    with pytest.raises(TypeError, match="k: expected dtype torch.float8_e4m3fn"):
+        call(c, (q8s[0], c["k"], q8s[2]), scales)
+    with pytest.raises(TypeError, match="v: expected dtype torch.float8_e4m3fn"):
+        call(c, (q8s[0], q8s[1], q8s[2].to(torch.float8_e5m2)), scales)
+    with pytest.raises(ValueError, match="q: expected an FP8 tensor without requires_grad"):
+        call(c, (q8s[0].clone().requires_grad_(), q8s[1], q8s[2]), scales)
+    with pytest.raises(ValueError, match="has_drab: expected False with FP8"):
+        rab = torch.randn(2, 2, 10, 10, dtype=torch.bfloat16)
+        call(c, q8s, scales, rab=rab, has_drab=True)
+    with pytest.raises(TypeError, match=r"rab: expected dtype torch.bfloat16 \(the dtype of out\)"):
+        call(c, q8s, scales, rab=torch.randn(2, 2, 10, 10))
+    with pytest.raises(ValueError, match="fp8_quant_mode: expected None when q_descale"):
+        call(c, q8s, scales, fp8_quant_mode="head")
+    with pytest.raises(TypeError, match="q: expected a float16/bfloat16 tensor with fp8_quant_mode"):
+        hstu_attn_varlen_func(*q8s, fp8_quant_mode="head", **lengths_args(c))
+    with pytest.raises(TypeError, match="q_descale: expected q_descale, k_descale and v_descale"):
+        hstu_attn_varlen_func(*q8s, **lengths_args(c))
+    # The common checks still apply (window, lengths), named as for bf16 inputs.
+    with pytest.raises(ValueError, match="cu_seqlens_q: expected non-decreasing offsets"):
+        call(dict(c, cu_seqlens_q=i32(0, 12, 11)), q8s, scales)
+
+
+# ------------------------------------------------------------------------------------------------ ops
+def test_fake_registrations_and_opcheck(small):
+    c, q8s, scales = small
+    args = (*q8s, *scales, 1, 0, c["cu_seqlens_q"], c["cu_seqlens_k"], c["max_seqlen_q"], c["max_seqlen_k"], None,
+            None, 1, -1, 0, 0.5, None, 10.0, None, None)
+    utils = ("test_faketensor",)  # (test_schema compares inputs with ops that float8 tensors lack on CPU)
+    torch.library.opcheck(torch.ops.hstu_attn.fp8_fwd.default, args + (0,), test_utils=utils)
+    dout = torch.randn(c["q"].shape, dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.hstu_attn.fp8_bwd.default, (dout,) + args + (False, 0), test_utils=utils)
+    torch.library.opcheck(torch.ops.hstu_attn.fp8_check_scales.default, tuple(scales),
+                          test_utils=("test_schema", "test_faketensor"))
+    meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in args]
+    out = torch.ops.hstu_attn.fp8_fwd(*meta, 0)
+    assert out.device.type == "meta" and out.dtype == torch.bfloat16 and out.shape == c["q"].shape
+
+
+def test_torch_compile_fullgraph_fp8_call(small):
+    c, q8s, scales = small
+    cu_q, cu_k = c["cu_seqlens_q"], c["cu_seqlens_k"]
+
+    def f(q8, k8, v8, qs, ks, vs):
+        out = hstu_attn_varlen_func(q8, k8, v8, cu_q, cu_k, c["max_seqlen_q"], c["max_seqlen_k"],
+                                    window_size=(-1, 0), alpha=0.5, q_descale=qs, k_descale=ks, v_descale=vs,
+                                    descale_mode="head")
+        return out.float() * 2.0
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(*q8s, *scales), f(*q8s, *scales), rtol=0, atol=0)
+
+
+def test_check_codes_and_float_records():
+    from hstu_attn import _checks
+    assert _checks.ARGS[_checks.ARG_K_DESCALE] == "k_descale" and _checks.ARG_K_DESCALE in _checks.FLOAT_ARGS
+    assert "inf" in _checks.RULES[_checks.RULE_SCALE]("v_descale", 3, float("inf"), 0)
+
+
+# ------------------------------------------------------------------------------------------------ GPU
+def poison_allocator(nbytes):
+    """NaN-filled cached block: the next allocations start out as NaN."""
+    if nbytes > 0:
+        torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    c = make_case(D + len(mask), [300, 0, 1000, 77], 2, D, mask, device="cuda")
+    alpha = D ** -0.5
+    q8s, scales = quantized(c, mode)
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
+    q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
+    # The device quantization is the host's, bit for bit.
+    cpu_q8s, cpu_scales = quantized(cpu, mode)
+    for a, b in zip(q8s + scales, cpu_q8s + cpu_scales):
+        assert torch.equal(a.cpu().view(torch.uint8) if a.dtype == FP8_DTYPE else a.cpu(),
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
+    poison_allocator(8 * c["q"].numel() * 2)
+    out = run_path(c, q8s, scales, mode, alpha)
+    assert not torch.isnan(out).any()
+    # What runs today: dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those roundings.
+    today = dict(dequant_dtype=torch.bfloat16, p_dtype=torch.bfloat16, out_dtype=torch.float64)
+    gold = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.float64, **today,
+                                   **lengths_args(cpu))
+    low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.bfloat16, **today,
+                                  **lengths_args(cpu))
+    assert_rel("forward (today's rounding)", out.cpu(), gold, low, 2)
+    # And the FP8 plan's emulation (the CPU path) is close to what runs today.
+    emul = run_path(cpu, q8c, sc, mode, alpha)
+    assert max_err(out.cpu(), emul) <= 0.08 * gold.abs().max().item() + 1e-6
+    # Backward through fp8_quant_mode: dq/dk/dv with respect to the dequantized inputs.
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    out2 = hstu_attn_varlen_func(*leaves, alpha=alpha, fp8_quant_mode=mode, **lengths_args(c))
+    dout = torch.randn_like(out2)
+    poison_allocator(8 * c["q"].numel() * 2)
+    grads = torch.autograd.grad(out2, leaves, dout)
+    gold_g = hstu_attn_fp8_reference_backward(dout.cpu().double(), *q8c, *sc, mode, None,
+                                              compute_dtype=torch.float64, alpha=alpha, **lengths_args(cpu))
+    deq = [dequantize_fp8(x8, s, cu, mode, torch.bfloat16).requires_grad_() for x8, s, cu in
+           zip(q8c, sc, (cpu["cu_seqlens_q"], cpu["cu_seqlens_k"], cpu["cu_seqlens_k"]))]
+    low_g = torch.autograd.grad(hstu_attn_reference(*deq, alpha=alpha, upcast=False, **lengths_args(cpu)), deq,
+                                dout.cpu())
+    for name, g, gg, gl in zip(("dq", "dk", "dv"), grads, gold_g, low_g):
+        assert not torch.isnan(g).any(), name
+        assert_rel(name, g.cpu(), gg, gl, 5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [0.0, float("inf"), float("nan")])
+def test_cuda_bad_scale_recorded_without_sync(bad):
+    c = make_case(4, [100, 50], 2, 64, "causal", device="cuda")
+    q8s, scales = quantized(c, "block")
+    scales = [s.clone() for s in scales]
+    scales[2][1, 2] = bad
+    out = run_path(c, q8s, scales, "block", 0.125)  # no error yet: recorded on the device
+    with pytest.raises(DeviceInputError, match=r"v_descale: expected finite descale factors > 0, got v_descale\[") \
+            as info:
+        hstu_attn.check_errors()
+    assert info.value.index == scales[2].shape[1] + 2  # the flat index of [1, 2]
+    assert torch.isnan(out).all()
+    hstu_attn.check_errors()  # cleared by raising
+    # check_values=True raises at once (one synchronization).
+    with pytest.raises(ValueError, match="v_descale: expected finite descale factors"):
+        hstu_attn_varlen_func(*q8s, q_descale=scales[0], k_descale=scales[1], v_descale=scales[2],
+                              descale_mode="block", check_values=True, **lengths_args(c))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_of_fp8_call():
+    c = make_case(6, [200, 90], 2, 128, "causal", device="cuda")
+    q8s, scales = quantized(c, "block")
+    run = lambda: run_path(c, q8s, scales, "block", 0.1)  # noqa: E731
+    eager = run()  # warm-up outside the capture (allocates the error block)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        run()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = run()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(captured, eager, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+def test_cuda_fp8_call_never_synchronizes(mode):
+    c = make_case(8, [150, 0, 40], 2, 64, "context_target_group", device="cuda")
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))  # warm-up (error block, first-call checks)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a synchronizing CUDA call raises
+    try:
+        q8s, scales = quantized(c, mode)
+        run_path(c, q8s, scales, mode, 0.2)
+        out = hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))
+        torch.autograd.grad(out, leaves, torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.gpu
+def test_cuda_torch_compile_fullgraph_fp8_quant_mode():
+    c = make_case(9, [120, 64], 2, 128, "causal", device="cuda")
+
+    def f(q, k, v):
+        return hstu_attn_varlen_func(q, k, v, alpha=0.1, fp8_quant_mode="block", **lengths_args(c)).float() * 2.0
+
+    eager_in = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    comp_in = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    ref = f(*eager_in)
+    ref.sum().backward()
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(*comp_in)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for a, b in zip(comp_in, eager_in):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
