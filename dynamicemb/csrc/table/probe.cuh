@@ -275,26 +275,43 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   const uint4* kp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.keys) + s0);
   const uint4* sp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.scores) + s0);
   BucketScan r{-1, -1, -1, ~0ull};
-#pragma unroll 4
-  for (int q = 0; q < per / 2; ++q) {
-    const uint4 kk = __ldcg(kp + q);
-    const uint4 ss = __ldcg(sp + q);
+  // Batches of kBatch 16-byte key / score pairs loaded before any is looked at: a LOCKED slot's acquire load
+  // (asm volatile, memory clobber) may not be crossed by later loads, so loading inside the check loop made the
+  // scan ~per/2 dependent memory round trips; batched, it is per/(2 kBatch).
+  constexpr int kBatch = 4;
+  const int pairs = per / 2;
+#pragma unroll 1
+  for (int q0 = 0; q0 < pairs; q0 += kBatch) {
+    uint4 kk[kBatch], ss[kBatch];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t slot = s0 + 2 * q + e;
-      uint64_t k = e ? (static_cast<uint64_t>(kk.w) << 32 | kk.z) : (static_cast<uint64_t>(kk.y) << 32 | kk.x);
-      uint64_t sc = e ? (static_cast<uint64_t>(ss.w) << 32 | ss.z) : (static_cast<uint64_t>(ss.y) << 32 | ss.x);
-      if (k == kLockedKey) {
-        k = wait_unlocked(t.keys, slot);
-        sc = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot);
+    for (int b = 0; b < kBatch; ++b) {
+      if (q0 + b < pairs) {
+        kk[b] = __ldcg(kp + q0 + b);
+        ss[b] = __ldcg(sp + q0 + b);
       }
-      if (k == key) {
-        r.found = slot;
-      } else if (k == kEmptyKey) {
-        if (r.free_slot < 0) r.free_slot = slot;
-      } else if (r.min_slot < 0 || sc < r.min_score) {
-        r.min_score = sc;
-        r.min_slot = slot;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (q0 + b >= pairs) break;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t slot = s0 + 2 * (q0 + b) + e;
+        uint64_t k = e ? (static_cast<uint64_t>(kk[b].w) << 32 | kk[b].z)
+                       : (static_cast<uint64_t>(kk[b].y) << 32 | kk[b].x);
+        uint64_t sc = e ? (static_cast<uint64_t>(ss[b].w) << 32 | ss[b].z)
+                        : (static_cast<uint64_t>(ss[b].y) << 32 | ss[b].x);
+        if (k == kLockedKey) {
+          k = wait_unlocked(t.keys, slot);
+          sc = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot);
+        }
+        if (k == key) {
+          r.found = slot;
+        } else if (k == kEmptyKey) {
+          if (r.free_slot < 0) r.free_slot = slot;
+        } else if (r.min_slot < 0 || sc < r.min_score) {
+          r.min_score = sc;
+          r.min_slot = slot;
+        }
       }
     }
   }
