@@ -675,12 +675,9 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
 }
 
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
-// kInsertGrid blocks and every tile walks the pending keys with the grid's tile stride, with no block barrier
-// inside the loop: a tile that waits on a bucket lock holds up only its warp, not 64 keys of its block (the loop
-// over blocks of 64 keys with a barrier and a stats flush per block paid the slowest key of each). Stats go to
-// shared memory as they come and to global memory once per block. 2 blocks/SM: the loop needs ~98 registers
-// without spills. Measured before (per-block loop) on H200, dim 32, 1M keys: 14.8 -> 3.9 us with nothing pending;
-// 189 -> 226 us with 45K keys pending (load factor 1).
+// kInsertGrid blocks, each looping over blocks of 64 pending keys (blocks past the count exit at once). 2 blocks/SM:
+// the loop needs 98 registers without spills (at 3 blocks/SM, 80 registers, it spills 12 bytes). Measured on
+// H200, dim 32, 1M keys: 14.8 -> 3.9 us with nothing pending; 189 -> 226 us with 45K keys pending (load factor 1).
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
@@ -688,23 +685,25 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
-  __shared__ unsigned s_stats[kNumStats];
-  __shared__ UpsertParams s_p;  // for the out-of-line eviction path
   if (threadIdx.x == 0) {
     s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
-    s_p = p;
   }
-  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();
   const int64_t count = s_count;
-  constexpr int kTilesPerBlock = kBlock / kTile;
-  if (static_cast<int64_t>(blockIdx.x) * kTilesPerBlock >= count) return;  // the whole block has no key
+  if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
+  __shared__ unsigned s_stats[kNumStats];
+  __shared__ UpsertParams s_p;  // for the out-of-line eviction path
+  if (threadIdx.x == 0) s_p = p;
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kTilesPerBlock;
+  // Blocks of 64 pending keys: blockIdx.x, + gridDim.x, ...
 #pragma unroll 1
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + threadIdx.x / kTile; j < count; j += stride) {
+  for (int64_t blk = blockIdx.x; blk * (kBlock / kTile) < count; blk += gridDim.x) {
+  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
+  __syncthreads();
+  const int64_t j = (blk * kBlock + threadIdx.x) / kTile;
+  if (j < count) {
     KeyArgs a;
     const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
     a.key = static_cast<uint64_t>(e.x);
@@ -724,7 +723,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
         atomicAdd(&s_stats[o.stat], 1u);
     }
   }
-  flush_stats(p, s_stats);  // its barrier: every tile of the block is done
+  flush_stats(p, s_stats);  // (its readers of s_stats are the threads that zero it for the next block of keys)
+  }
 }
 
 template <int K, int V, int P>
