@@ -70,15 +70,29 @@ void check_x(const Tensor& x) {
   float_dtype(x, "x");
 }
 
-std::tuple<Tensor, Tensor, Tensor> layer_norm_mul_fwd(Tensor x, Tensor u, Tensor weight, Tensor bias, double eps) {
-  check_x(x);
-  torch::stable::accelerator::DeviceGuard guard(x.get_device());
+// x, u, weight and bias of the LayerNorm * u ops: returns the weight dtype (it may differ from x's).
+DType check_norm_args(const Tensor& x, const Tensor& u, const Tensor& weight, const Tensor& bias) {
   const int64_t rows = x.size(0), cols = x.size(1);
   check_like(u, "u", x, "x", rows, cols);
   const DType wdtype = float_dtype(weight, "weight");
   check_like(weight, "weight", weight, "weight", -1, cols);
   accel::check_same_device(weight, "weight", x, "x");
   check_like(bias, "bias", weight, "weight", -1, cols);
+  return wdtype;
+}
+
+// x of the SiLU + split ops: four equal column blocks (u, v, q, k); returns their width.
+int64_t check_split_x(const Tensor& x) {
+  ACCEL_CHECK(x.size(1) % 4 == 0, "x: expected a column count divisible by 4 (u, v, q, k), got shape ",
+              accel::shape_str(x));
+  return x.size(1) / 4;
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_mul_fwd(Tensor x, Tensor u, Tensor weight, Tensor bias, double eps) {
+  check_x(x);
+  torch::stable::accelerator::DeviceGuard guard(x.get_device());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const DType wdtype = check_norm_args(x, u, weight, bias);
   ACCEL_CHECK(eps > 0, "eps: expected a positive number, got ", eps);
   Tensor out = torch::stable::new_empty(x, {rows, cols});
   Tensor mean = torch::stable::new_empty(x, {rows}, ScalarType::Float);
@@ -107,11 +121,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> layer_norm_mul_bwd(Tensor dout, Tenso
   torch::stable::accelerator::DeviceGuard guard(x.get_device());
   const int64_t rows = x.size(0), cols = x.size(1);
   check_like(dout, "dout", x, "x", rows, cols);
-  check_like(u, "u", x, "x", rows, cols);
-  const DType wdtype = float_dtype(weight, "weight");
-  check_like(weight, "weight", weight, "weight", -1, cols);
-  accel::check_same_device(weight, "weight", x, "x");
-  check_like(bias, "bias", weight, "weight", -1, cols);
+  const DType wdtype = check_norm_args(x, u, weight, bias);
   check_stats(mean, "mean", x, rows);
   check_stats(rstd, "rstd", x, rows);
   const int chunks = layers::layer_norm_mul_bwd_chunks(rows, cols, static_cast<int>(x.get_device()));
@@ -146,10 +156,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> layer_norm_mul_bwd(Tensor dout, Tenso
 std::tuple<Tensor, Tensor, Tensor, Tensor> silu_split_fwd(Tensor x) {
   check_x(x);
   torch::stable::accelerator::DeviceGuard guard(x.get_device());
-  const int64_t rows = x.size(0), cols = x.size(1);
-  ACCEL_CHECK(cols % 4 == 0, "x: expected a column count divisible by 4 (u, v, q, k), got shape ",
-              accel::shape_str(x));
-  const int64_t width = cols / 4;
+  const int64_t rows = x.size(0), width = check_split_x(x);
   Tensor out[4] = {torch::stable::new_empty(x, {rows, width}), torch::stable::new_empty(x, {rows, width}),
                    torch::stable::new_empty(x, {rows, width}), torch::stable::new_empty(x, {rows, width})};
   layers::SiluSplitParams p{};
@@ -166,10 +173,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> silu_split_fwd(Tensor x) {
 Tensor silu_split_bwd(Tensor du, Tensor dv, Tensor dq, Tensor dk, Tensor x) {
   check_x(x);
   torch::stable::accelerator::DeviceGuard guard(x.get_device());
-  const int64_t rows = x.size(0), cols = x.size(1);
-  ACCEL_CHECK(cols % 4 == 0, "x: expected a column count divisible by 4 (u, v, q, k), got shape ",
-              accel::shape_str(x));
-  const int64_t width = cols / 4;
+  const int64_t rows = x.size(0), width = check_split_x(x);
   const Tensor* grads[4] = {&du, &dv, &dq, &dk};
   const char* names[4] = {"du", "dv", "dq", "dk"};
   layers::SiluSplitParams p{};
@@ -177,7 +181,7 @@ Tensor silu_split_bwd(Tensor du, Tensor dv, Tensor dq, Tensor dk, Tensor x) {
     check_like(*grads[i], names[i], x, "x", rows, width);
     p.dout[i] = grads[i]->data_ptr();
   }
-  Tensor dx = torch::stable::new_empty(x, {rows, cols});
+  Tensor dx = torch::stable::new_empty(x, {rows, 4 * width});
   p.x = x.data_ptr();
   p.dx = dx.data_ptr();
   p.rows = rows;
