@@ -33,7 +33,6 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 import hstu_attn
-from hstu_attn._paged import kernel_max_seqlen_q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import capture_graph, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
@@ -232,15 +231,6 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, sh.new, s.max_seqlen_k, None, tgt, 1, (-1, 0),
             scaling_seqlen=scaling, check_values=False))
         rows.append(dict(case=sh.name, row="attention, one layer", ms=ms_a))
-        # What hstu_attn_paged_func hands the kernel: few queries over long keys take the Hopper forward's split
-        # work list (hstu_attn._paged.kernel_max_seqlen_q); the row above is the kernel's own choice.
-        kmq = kernel_max_seqlen_q(q[0], B, sh.new, s.max_seqlen_k, (-1, 0), None)
-        if kmq != sh.new:
-            ms_s = timer(lambda: hstu_attn.hstu_attn_varlen_func(
-                q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, kmq, s.max_seqlen_k, None, tgt, 1, (-1, 0),
-                scaling_seqlen=scaling, check_values=False))
-            rows.append(dict(case=sh.name, row="attention, one layer, split work list", ms=ms_s,
-                             extra=f"max_seqlen_q {sh.new} -> {kmq}"))
         # Bookkeeping alone: the fused kernel (hstu_attn::kv_cache_begin_step, the default on CUDA) beside the
         # torch-ops path (the reference; ~250 launches), each eager and as a CUDA graph.
         book = lambda: cache.begin_step(users, cu_q, app, B * sh.new, sh.new)  # noqa: E731

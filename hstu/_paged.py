@@ -13,7 +13,6 @@ with ``check_values=True`` in eager mode they are checked on the host first (one
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -42,36 +41,6 @@ PAGED_ERROR_BITS = {
     "last_page_lens": 1 << 2,   # outside [1, page_size] for a sequence with pages
     "max_seqlen_k": 1 << 3,     # cached + new tokens of a sequence longer than max_seqlen_k
 }
-
-
-# The Hopper forward's jagged work list (hstu/csrc/sm90/hstu_sm90_launch.h) splits the KV range of a query tile over
-# several CTAs (fp32 partials, one rounding: HSTU sums over keys without normalisation), but its planner takes the
-# list only for "short causal grids of long sequences": >= 16 query tiles of 128 rows and <= 264 CTAs. A cached step
-# of few users has few query tiles over thousands of keys (batch 1, 384 new tokens, H 4: 12 CTAs on 132 SMs, each
-# over ~34 KV tiles). max_seqlen_q is an upper bound (any value >= the lengths is valid), so raising it to 16 tiles
-# there makes the planner split those ranges. Chosen by shape: causal without rab, the grid under half a wave, KV
-# ranges of >= 16 tiles, a compute capability 9.0 device.
-_SM90_BLOCK_M, _SM90_SHORT_GRID_BLOCKS, _SM90_SHORT_GRID_CTAS, _HALF_WAVE_CTAS = 128, 16, 264, 66
-
-
-@functools.lru_cache(maxsize=None)
-def _is_sm90(device_index: int) -> bool:
-    return torch.cuda.get_device_capability(device_index) == (9, 0)
-
-
-def kernel_max_seqlen_q(q: torch.Tensor, batch: int, max_seqlen_q: int, max_seqlen_k: int,
-                        window_size: Tuple[int, int], rab: Optional[torch.Tensor]) -> int:
-    """The max_seqlen_q a paged call hands the kernel: max_seqlen_q, or 16 query tiles where that lets the Hopper
-    forward split few queries' long key ranges over more CTAs (see above). Host values only, no synchronization."""
-    blocks = -(-int(max_seqlen_q) // _SM90_BLOCK_M)
-    if (rab is not None or not q.is_cuda or q.shape[-1] not in (64, 128, 256) or window_size[1] < 0
-            or window_size[0] >= 0 or blocks >= _SM90_SHORT_GRID_BLOCKS
-            or _SM90_SHORT_GRID_BLOCKS * batch * q.shape[1] > _SM90_SHORT_GRID_CTAS
-            or blocks * batch * q.shape[1] > _HALF_WAVE_CTAS
-            or max_seqlen_k < _SM90_SHORT_GRID_BLOCKS * _SM90_BLOCK_M):
-        return max_seqlen_q
-    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return _SM90_SHORT_GRID_BLOCKS * _SM90_BLOCK_M if _is_sm90(idx) else max_seqlen_q
 
 
 @dataclass
@@ -359,11 +328,10 @@ def hstu_attn_paged_func(
     if error_flags is not None:
         error_flags.bitwise_or_(layout.error_flags)
     kv = gather_paged_kv(kv_cache, k_new.contiguous(), v_new.contiguous(), layout)
-    if scaling_seqlen == -1:  # the documented default, fixed before the kernel's bound may change
-        scaling_seqlen = float(max(max_seqlen_q, 1))
-    kernel_max_q = kernel_max_seqlen_q(q, batch, max_seqlen_q, max_seqlen_k, tuple(window_size), rab)
+    # (Few queries over long keys: the Hopper forward's planner splits their key ranges itself,
+    # hstu_fwd_sm90_sched_layout.)
     return hstu_attn_varlen_func(
-        q, kv[:, 0], kv[:, 1], cu_seqlens_q, layout.cu_seqlens_k, kernel_max_q, max_seqlen_k, num_contexts,
+        q, kv[:, 0], kv[:, 1], cu_seqlens_q, layout.cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
         num_targets, target_group_size, window_size, alpha, rab, False, scaling_seqlen, check_values=check_values,
     )
 

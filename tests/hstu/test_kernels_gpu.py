@@ -675,6 +675,70 @@ def test_backward_with_long_contexts(mask, D, delta_q):
     check_case(case, 0.5)
 
 
+# Many candidates (targets) per sequence: a query tile of candidates sees the history and its own group, and the
+# kernels skip the whole key tiles of the other groups between them (SeqMask::key_tiles: a gap in the KV walk of the
+# forward kernels and of the sm80-class dq kernel). name -> (window, contexts, target_group_size, mask_convention)
+TARGET_GAP_MASKS = {
+    "target": ((-1, 0), False, 1, "nvidia"),
+    "target_group": ((-1, 0), False, 37, "nvidia"),
+    "context_target_group": ((-1, 0), True, 128, "nvidia"),
+    "local_context_target": ((300, 0), True, 64, "nvidia"),
+    "gr_local_context_target": ((300, 0), True, 5, "meta_gr"),
+}
+# name -> (history lengths, candidates, new history tokens among the queries or None: queries = whole sequences).
+# mixed: the grid order (persistent CTAs at D <= 128); skewed: the Hopper forward's work list; one_user / few_users:
+# a cached step of few queries over long keys (the work list, key ranges split into chunks).
+TARGET_GAP_LAYOUTS = {
+    "mixed": ([0, 5, 1000, 1024, 1500, 130], [700, 2048, 1300, 300, 0, 513], None),
+    "skewed": ([1024, 20, 150, 64, 0, 99, 128, 33, 140, 7, 90, 128, 3, 111, 60, 12, 77],
+               [2048, 30, 200, 129, 64, 190, 31, 128, 45, 170, 100, 2, 199, 57, 128, 88, 160], None),
+    "one_user": ([2900], [2048], [128]),
+    "few_users": ([1024, 3000, 0], [2048, 256, 300], [0, 128, 0]),
+}
+
+
+def make_target_case(seed, hists, cands, new_hist, H, D, mask, rab_heads=0, dtype=torch.bfloat16):
+    """Sequences of hists[b] history tokens then cands[b] targets; the queries are whole sequences, or (new_hist)
+    the last new_hist[b] history tokens and the candidates (a cached step, delta-q). Contexts of up to 70 tokens."""
+    rng = random.Random(seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    window, ctx, g, _ = TARGET_GAP_MASKS[mask]
+    lens_k = [h + c for h, c in zip(hists, cands)]
+    lens_q = lens_k if new_hist is None else [n + c for n, c in zip(new_hist, cands)]
+    i32 = dict(dtype=torch.int32, device="cuda")
+    max_k = max(lens_k)
+    rnd = lambda n: torch.randn(n, H, D, generator=gen, device="cuda", dtype=dtype)  # noqa: E731
+    return dict(
+        q=rnd(sum(lens_q)), k=rnd(sum(lens_k)), v=rnd(sum(lens_k)),
+        cu_seqlens_q=torch.tensor([0] + lens_q, device="cuda").cumsum(0).to(torch.int32),
+        cu_seqlens_k=torch.tensor([0] + lens_k, device="cuda").cumsum(0).to(torch.int32),
+        max_seqlen_q=max(lens_q), max_seqlen_k=max_k,
+        num_contexts=torch.tensor([rng.randint(0, min(h, 70)) for h in hists], **i32) if ctx else None,
+        num_targets=torch.tensor(cands, **i32), target_group_size=g, window_size=window,
+        rab=None if not rab_heads else torch.randn(len(hists), rab_heads if rab_heads == 1 else H, max_k, max_k,
+                                                   generator=gen, device="cuda", dtype=dtype),
+        seqused_q=None, seqused_k=None,
+    )
+
+
+@pytest.mark.parametrize("layout", sorted(TARGET_GAP_LAYOUTS))
+@pytest.mark.parametrize("mask", sorted(TARGET_GAP_MASKS))
+def test_target_gap_both_families(layout, mask, kernel_opts):
+    """Key tiles of other target groups skipped: the default kernels (Hopper on sm90: grid, persistent and work-list
+    paths by layout) and the sm80-class kernels (kernel_options(sm90=False)) meet the error rule, forward and
+    backward, with groups of 1 to 128, contexts, local windows, the GR convention, empty histories and users with
+    candidates only. D and rab vary across the cases."""
+    hists, cands, new_hist = TARGET_GAP_LAYOUTS[layout]
+    D = [64, 128, 256][zlib.crc32(f"{layout}{mask}".encode()) % 3]
+    rab_heads = 1 if (layout, mask) in (("mixed", "target_group"), ("few_users", "context_target_group")) else 0
+    case = make_target_case(zlib.crc32(repr(("gap", layout, mask)).encode()), hists, cands, new_hist, 2, D, mask,
+                            rab_heads)
+    conv = TARGET_GAP_MASKS[mask][3]
+    check_case(case, 0.5, mask_convention=conv)
+    kernel_opts(sm90=False)
+    check_case(case, 0.5, mask_convention=conv)
+
+
 # name -> (window, targets, target_group_size) of the GR-convention cases (contexts always)
 GR_MASKS = {
     "gr_local_context": ((40, 0), False, 1),

@@ -250,11 +250,10 @@ def test_export_matches_eager():
 @pytest.mark.gpu
 @pytest.mark.parametrize("mask", ["causal", "target_group", "context_target_group"])
 def test_few_queries_over_long_histories(mask):
-    # A cached step of few users: few query tiles over thousands of keys. On an H200/H100 the paged call hands the
-    # kernel 16 query tiles so that the Hopper forward's work list splits the key ranges (kernel_max_seqlen_q);
-    # the result stays the contiguous call's up to the fp32 summation order, and within the error-relative rule.
-    from hstu_attn._paged import kernel_max_seqlen_q
-
+    # A cached step of few users: few query tiles over thousands of keys. On an H200/H100 (a wheel with sm_90a) the
+    # Hopper forward's planner takes its work list and splits the key ranges (hstu_fwd_sm90_sched_layout: few
+    # queries over long keys); the result stays the contiguous call's up to the fp32 summation order, and within
+    # the error-relative rule.
     base = random.randrange(1 << 30)
     for n in range(200):  # a case whose longest history has >= 2048 keys
         seed = base + n
@@ -262,11 +261,38 @@ def test_few_queries_over_long_histories(mask):
                                                     batch=3, max_cached=4000, max_new=300)
         if common["max_seqlen_k"] >= 2048:
             break
-    split = kernel_max_seqlen_q(paged["q"], 3, common["max_seqlen_q"], common["max_seqlen_k"],
-                                common["window_size"], None)
-    if torch.cuda.get_device_capability() == (9, 0):
-        assert split == 2048, split
-    out = hstu_attn_paged_func(**paged, **common)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = hstu_attn_paged_func(**paged, **common)
+        torch.cuda.synchronize()
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    if torch.cuda.get_device_capability() == (9, 0) and any("sm_90a" in a for a in info.values()):
+        names = [e.name for e in prof.events()]
+        assert any("hstu_sm90_plan_kernel" in n and "FwdPlanUnits" in n for n in names), sorted(set(names))
     assert_same(out, hstu_attn_varlen_func(**contiguous, **common), f"seed {seed}")
     ok, (err, bound) = error_relative_ok(out, paged, common)
     assert ok, f"seed {seed}: {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask", ["target", "target_group", "context_target_group", "local_context_target"])
+def test_many_candidates_paged(mask):
+    # Cached steps with hundreds of candidates per user (targets), so that a query tile of candidates has whole key
+    # tiles of other groups between the history and its own group, which the kernels skip: shuffled pages, empty
+    # histories, users with candidates only; the paged call equals the contiguous one and meets the error rule.
+    seed = random.randrange(1 << 30)
+    for ps, D in ((64, 128), (16, 256), (128, 64)):
+        paged, common, contiguous = make_paged_case(seed, "cuda", torch.bfloat16, mask, page_size=ps, D=D, H=2,
+                                                    batch=6, max_cached=1500, max_new=1200)
+        n_new = (contiguous["cu_seqlens_q"][1:] - contiguous["cu_seqlens_q"][:-1]).cpu()
+        # Most of each user's new tokens are candidates (make_paged_case draws a random count).
+        common["num_targets"] = (n_new * 9 // 10).to(torch.int32).cuda()
+        if mask == "target_group":
+            common["target_group_size"] = 37
+        if common["num_contexts"] is not None:  # contexts stay inside the (now shorter) histories
+            n_k = (contiguous["cu_seqlens_k"][1:] - contiguous["cu_seqlens_k"][:-1]).cuda()
+            hist = n_k - common["num_targets"]
+            common["num_contexts"] = torch.minimum(common["num_contexts"], hist).to(torch.int32)
+        out = hstu_attn_paged_func(**paged, **common)
+        assert_same(out, hstu_attn_varlen_func(**contiguous, **common), f"seed {seed} ps {ps}")
+        ok, (err, bound) = error_relative_ok(out, paged, common)
+        assert ok, f"seed {seed} ps {ps}: {err:.3e} > {bound:.3e}"

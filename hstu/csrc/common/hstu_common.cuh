@@ -226,25 +226,35 @@ struct SeqMask {
     return (wl < 0 || tj >= ti - wl || (gr && ti - wl < ctx)) && (wr < 0 || tj <= ti + wr);
   }
 
-  // Key range [begin, end) that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative).
-  __device__ __forceinline__ void key_range(int r0, int r1, int& begin, int& end) const {
+  // The two parts of the keys that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative): history
+  // keys [hb, he) (contexts, window) and target keys [tb, te) (the groups of the target rows); a part is empty when
+  // its end is <= its begin. Between them lie the other groups' targets, masked for every row.
+  __device__ __forceinline__ void key_parts(int r0, int r1, int& hb, int& he, int& tb, int& te) const {
     // History keys: time positions of the rows lie in [tmin, tmax] (tpos(x) <= x).
     const int tmin = r0 < hist ? r0 : hist;
     const int tmax = r1 - 1 < hist ? r1 - 1 : min(r1 - 1, hist + group - 1);
-    int hb = (wl < 0) ? 0 : max(0, tmin - wl);
+    hb = (wl < 0) ? 0 : max(0, tmin - wl);
     if (gr && tmin - wl < ctx) hb = 0;  // GR: tmin - wl <= ctx - 1 reaches the collapsed contexts: from key 0
-    int he = (wr < 0) ? hist : min(hist, tmax + wr + 1);
+    he = (wr < 0) ? hist : min(hist, tmax + wr + 1);
     if (r0 < ctx) {
       hb = 0;
       he = hist;
     }
     // Target keys: the groups of the target rows.
-    int tb = lk, te = hist;
+    tb = lk;
+    te = hist;
     if (r1 > hist) {
       const int rfirst = max(r0, hist);
       tb = hist + ((rfirst - hist) / group) * group;
       te = min(lk, hist + ((r1 - 1 - hist) / group + 1) * group);
     }
+  }
+
+  // Key range [begin, end) that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative): the hull
+  // of key_parts.
+  __device__ __forceinline__ void key_range(int r0, int r1, int& begin, int& end) const {
+    int hb, he, tb, te;
+    key_parts(r0, r1, hb, he, tb, te);
     if (he <= hb) {
       begin = tb;
       end = te;
@@ -270,6 +280,27 @@ struct SeqMask {
     if (ke > kb) {
       nb_begin = kb / bn;
       nb_end = (ke + bn - 1) / bn;
+    }
+  }
+
+  // key_tiles less the gap between the two parts of key_parts: the tiles [gap_begin, gap_end) lie wholly between
+  // the history part and the target part, every key in them masked for every row (a tile of candidates would walk
+  // the other groups' targets); gap_begin == gap_end: none. When not empty, tiles of both parts lie on either side
+  // (nb_begin < gap_begin < gap_end < nb_end).
+  __device__ __forceinline__ void key_tiles(int r0, int rows, int bn, int& nb_begin, int& nb_end, int& gap_begin,
+                                            int& gap_end) const {
+    key_tiles(r0, rows, bn, nb_begin, nb_end);
+    gap_begin = 0;
+    gap_end = 0;
+    if (rows <= 0) return;
+    int hb, he, tb, te;
+    key_parts(r0, r0 + rows, hb, he, tb, te);
+    if (he > hb && te > tb && tb > he) {  // (te <= lk, he <= hist: both parts lie inside [0, lk))
+      const int g0 = (he + bn - 1) / bn, g1 = tb / bn;
+      if (g1 > g0) {
+        gap_begin = g0;
+        gap_end = g1;
+      }
     }
   }
 

@@ -560,8 +560,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
 
   const int r0 = m0 + mk.offset;
   const int rows_used = max(0, min(BM, si.lq - m0));
-  int nb_begin, nb_end;
-  mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end);
+  // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end) (SeqMask::key_tiles), walked up: after tile
+  // gap_begin - 1 the next one is gap_end (gap_skip: 0 without a gap).
+  int nb_begin, nb_end, gap_begin, gap_end;
+  mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
+  const int gap_skip = gap_end - gap_begin;
 
   float acc_dq[DTILES][4];
 #pragma unroll
@@ -585,11 +588,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
     cp_async_commit();
 
     int stage = 0;
-    for (int nb = nb_begin; nb < nb_end; ++nb, stage ^= 1) {
+    for (int nb = nb_begin; nb < nb_end; nb += 1 + (nb + 1 == gap_begin ? gap_skip : 0), stage ^= 1) {
       cp_async_wait<0>();
       __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage
       if (nb + 1 < nb_end) {
-        const int nn0 = (nb + 1) * BN;
+        const int nn0 = (nb + 1 + (nb + 1 == gap_begin ? gap_skip : 0)) * BN;
         const uint32_t ot = opaque(tid);
         const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
         load_tile_async<BN, D, NT>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, si.lk - nn0, ot);

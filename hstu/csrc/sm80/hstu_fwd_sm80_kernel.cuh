@@ -2,7 +2,8 @@
 //
 // FlashAttention-2 structure without the online-softmax bookkeeping (SiLU needs no row normalization): one block
 // per (query tile of BM rows, batch, head); each warp owns MT m16 tiles of rows; the KV tiles are walked from the
-// last one that any row of the tile can see down to the first, fully masked tiles are never loaded. K and V have
+// last one that any row of the tile can see down to the first, fully masked tiles are never loaded (nor the gap of
+// other groups' targets between the history and a tile of targets' own group: SeqMask::key_tiles). K and V have
 // one smem buffer each and their cp.async loads overlap the other GEMM (K for tile n-1 loads during P V of tile n,
 // V of tile n during Q K^T of tile n). S stays in registers and becomes the A operand of P V directly.
 #pragma once
@@ -65,8 +66,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   int full_lo, full_hi;
   mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
   const int rows_used = max(0, min(BM, si.lq - m0));
-  int nb_begin, nb_end;
-  mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end);
+  // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
+  // one is gap_begin - 1 (gap_skip: 0 without a gap).
+  int nb_begin, nb_end, gap_begin, gap_end;
+  mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
+  const int gap_skip = gap_end - gap_begin;
 
   float acc_o[MT][DTILES][4];
 #pragma unroll
@@ -92,11 +96,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     cp_async_commit();
 
     int stage = 0;
-    for (int nb = nb_end - 1; nb >= nb_begin; --nb) {
+    for (int nb = nb_end - 1; nb >= nb_begin; nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
-      __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage (tile nb + 1)
+      __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage (the tile before)
       if (nb > nb_begin) {
-        const int nn0 = (nb - 1) * BN;
+        const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
         const uint32_t ot = opaque(tid);
         const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
         load_tile_async<BN, D, NT, true>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0, ot);

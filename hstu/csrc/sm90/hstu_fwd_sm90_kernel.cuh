@@ -11,7 +11,8 @@
 // first token + tile offset. Keys past the sequence end (next sequence, or zero-filled past the tensor) are masked
 // to P = 0 by the element mask (select, not multiply), and the V rows past the used keys of the boundary tile are
 // zeroed in smem before P V, so non-finite garbage there (seqused) cannot turn 0 * x into NaN. Fully masked KV
-// tiles are never loaded (SeqMask::key_range); query tiles are launched heaviest (last) first.
+// tiles are never loaded (SeqMask::key_tiles: outside the range, and the gap of other groups' targets between the
+// history and a tile of targets' own group); query tiles are launched heaviest (last) first.
 //
 // Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
 // in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
@@ -53,21 +54,54 @@ struct FwdSm90Traits {
   static constexpr int kConsumerRegs = 232;
   static_assert(D % 64 == 0, "head dim must be a multiple of 64");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
-  static_assert(8 + 32 * kStages <= 112, "barrier offsets 112-123 (parked counts, split flag) must stay free");
+  static_assert(8 + 32 * kStages <= 104, "barrier offsets 104-123 (parked gaps and counts, split flag) must stay free");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
 
-// KV tiles [nb_begin, nb_end) (of BN keys) that query tile m0 (BM rows) of a sequence must visit; empty (0, 0)
-// when no row is used or every key is masked. Shared by the kernel's grid order and the work-list planner.
+// KV tiles (of BN keys) that query tile m0 (BM rows) of a sequence must visit: [nb_begin, nb_end) less the masked
+// gap [gap_end - gap_len, gap_end) between its history and its target group (gap_len = 0: none; SeqMask::key_tiles);
+// empty (0, 0) when no row is used or every key is masked. The kernel walks them from the last down: its i-th tile
+// is fwd_kv_tile(nb_end, gap_end, gap_len, i). The gap packs into one word (fwd_gap_word: 16 bits each), so it is
+// not skipped past 65535 tiles (4M keys). Shared by the kernel and the work-list planner (whose units count the
+// visited tiles, n = fwd_kv_count; an item's chunk of them: fwd_kv_chunk).
 template <int BM, int BN>
-__device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end) {
-  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
+__device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end, int& gap_end,
+                                             int& gap_len) {
+  int gap_begin;
+  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin, gap_end);
+  gap_len = gap_end - gap_begin;
+  if (gap_end > 0xffff) gap_end = gap_len = 0;
+}
+__device__ __forceinline__ int fwd_kv_count(int nb_begin, int nb_end, int gap_len) {
+  return nb_end - nb_begin - gap_len;
+}
+__device__ __forceinline__ int fwd_kv_tile(int nb_end, int gap_end, int gap_len, int i) {
+  const int t = nb_end - 1 - i;
+  return t < gap_end ? t - gap_len : t;
+}
+__device__ __forceinline__ uint32_t fwd_gap_word(int gap_end, int gap_len) {
+  return static_cast<uint32_t>(gap_end) | (static_cast<uint32_t>(gap_len) << 16);
+}
+// Tiles [t_lo, t_hi) of the visited ones in ascending order (a work-list item's chunk): the range and gap become
+// the chunk's (its gap_len 0 unless it has tiles on both sides of the gap).
+__device__ __forceinline__ void fwd_kv_chunk(int t_lo, int t_hi, int& nb_begin, int& nb_end, int& gap_end,
+                                             int& gap_len) {
+  const int gap_begin = gap_end - gap_len;
+  auto tile = [&](int c) { return nb_begin + c + (nb_begin + c >= gap_begin ? gap_len : 0); };
+  const int lo = tile(t_lo), hi = tile(t_hi - 1) + 1;
+  nb_begin = lo;
+  nb_end = hi;
+  if (!(lo < gap_begin && hi > gap_end)) gap_len = 0;
+}
+// Visited tiles of [nb_begin, nb_end) less the gap at or above tile x (nb_begin <= x <= nb_end).
+__device__ __forceinline__ int fwd_kv_count_from(int nb_end, int gap_end, int gap_len, int x) {
+  return nb_end - x - max(0, gap_end - max(x, gap_end - gap_len));
 }
 
 // A persistent CTA's query tile, published by its producer in shared memory (h = -1: no more tiles).
 struct FwdTile {
   SeqInfo si;
-  int h, b, m_block, nb_begin, nb_end;
+  int h, b, m_block, nb_begin, nb_end, gap_end, gap_len;
 };
 static_assert(sizeof(FwdTile) <= 128, "FwdSm90Traits reserves 128 bytes per slot");
 
@@ -78,8 +112,12 @@ struct FwdPlanUnits {
   static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
     return min((p.max_seqlen_q + BM - 1) / BM, (si.lq_alloc + BM - 1) / BM);
   }
+  // A unit's tiles as positions [0, n) of its visited KV tiles (the kernel maps an item's chunk: fwd_kv_chunk).
   static __device__ __forceinline__ void range(const SeqInfo& si, int u, int& lo, int& hi) {
-    fwd_kv_tiles<BM, BN>(si, u * BM, lo, hi);
+    int nb_begin, nb_end, gap_end, gap_len;
+    fwd_kv_tiles<BM, BN>(si, u * BM, nb_begin, nb_end, gap_end, gap_len);
+    lo = 0;
+    hi = fwd_kv_count(nb_begin, nb_end, gap_len);
   }
 };
 
@@ -145,14 +183,15 @@ __global__ void __launch_bounds__(384, 1)
     return reinterpret_cast<FwdTile*>(smem_raw + (slot_addr(qb) - smem_addr(smem_raw)));
   };
 
-  int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0;
+  int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
+  int t_lo = 0, t_hi = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
     if (!sched_cta_work(sched, p.heads, it, h)) return;
     b = it.x;
     m_block = it.y;
-    nb_begin = it.z;  // this chunk's KV tiles
-    nb_end = it.w;
+    t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
+    t_hi = it.w;
   } else if (kPersist) {
     // (the producer takes the tiles, the consumers read them from shared memory)
   } else if (head_major) {
@@ -167,8 +206,11 @@ __global__ void __launch_bounds__(384, 1)
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) return;
-  if constexpr (!kSched) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end);
-  int n_tiles = nb_end - nb_begin;
+  if constexpr (!kPersist) {
+    fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+    if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
+  }
+  int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -222,7 +264,7 @@ __global__ void __launch_bounds__(384, 1)
       };
       if constexpr (!kPersist) {
         load_q(0);
-        for (int i = 0; i < n_tiles; ++i) load_kv(i, si.k_start + (nb_end - 1 - i) * BN);
+        for (int i = 0; i < n_tiles; ++i) load_kv(i, si.k_start + fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN);
       } else {
         const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
         const int n_work = m_blocks * p.heads * p.batch;
@@ -248,8 +290,8 @@ __global__ void __launch_bounds__(384, 1)
             take_next();
             continue;
           }
-          fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end);
-          n_tiles = nb_end - nb_begin;
+          fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+          n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
           ++q_it;
           mbar_wait(bar_q_empty(qb), qph ^ 1);
           FwdTile* slot = tile_slot(qb);
@@ -259,12 +301,16 @@ __global__ void __launch_bounds__(384, 1)
           slot->m_block = m_block;
           slot->nb_begin = nb_begin;
           slot->nb_end = nb_end;
+          slot->gap_end = gap_end;
+          slot->gap_len = gap_len;
           if (n_tiles > 0) {
             load_q(qb);  // (its arrive releases the slot's stores to the consumers)
           } else {
             mbar_arrive(bar_q(qb));  // no keys: the slot turns all the same (zeros are staged there)
           }
-          for (int i = 0; i < n_tiles; ++i) load_kv(kv_it + i, si.k_start + (nb_end - 1 - i) * BN);
+          for (int i = 0; i < n_tiles; ++i) {
+            load_kv(kv_it + i, si.k_start + fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN);
+          }
           kv_it += n_tiles;
           take_next();
         }
@@ -292,9 +338,11 @@ __global__ void __launch_bounds__(384, 1)
         m_block = slot->m_block;
         nb_begin = slot->nb_begin;
         nb_end = slot->nb_end;
+        gap_end = slot->gap_end;
+        gap_len = slot->gap_len;
         si = slot->si;
         m0 = m_block * BM;
-        n_tiles = nb_end - nb_begin;
+        n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
       }
       const uint32_t sQ = base + qb * C::kQBytes;
       const SeqMask& mk = si.mask;
@@ -302,6 +350,14 @@ __global__ void __launch_bounds__(384, 1)
       const int row_w0 = r0 + 64 * wg;  // key position of this warpgroup's first row
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
+      // The gap is parked in shared memory (one word per warpgroup, re-read per tile: no registers held through
+      // the main loop) and the i-th tile re-derived from it.
+      const uint32_t gap_park = bar + 104u + 4u * wg;
+      st_shared_u32(gap_park, fwd_gap_word(gap_end, gap_len));
+      auto kv_tile = [&](int i) {
+        const uint32_t gw = ld_shared_u32(gap_park);
+        return fwd_kv_tile(nb_end, static_cast<int>(gw & 0xffffu), static_cast<int>(gw >> 16), i);
+      };
 
       float acc_o[D / 2];
 #pragma unroll
@@ -476,7 +532,7 @@ __global__ void __launch_bounds__(384, 1)
         auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
         auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
         if (wg == 1) named_barrier_arrive(4, 256);
-        // This warpgroup's tiles [ia, ib) (loop order: i = nb_end - 1 - nb); the others are P = 0 for all of its
+        // This warpgroup's tiles [ia, ib) (loop order: nb = kv_tile(i)); the others are P = 0 for all of its
         // rows (the diagonal tile's upper half for rows 0-63, the keys past the causal ones of the context tile
         // for rows 64-127, ...): waited for and released, with empty pingpong turns (slot i), no wgmma. The
         // pipelined section below uses slots ia .. ib (slot n_tiles is the last; warpgroup 1 skips its arrive).
@@ -485,8 +541,9 @@ __global__ void __launch_bounds__(384, 1)
           ia = n_tiles;
           const int lo = max(wg_lo, nb_begin), hi = min(wg_hi, nb_end);
           if (hi > lo) {
-            ia = nb_end - hi;
-            ib = nb_end - lo;
+            ia = fwd_kv_count_from(nb_end, gap_end, gap_len, hi);
+            ib = fwd_kv_count_from(nb_end, gap_end, gap_len, lo);
+            if (ib <= ia) ia = n_tiles;  // (its keys all in the CTA's gap: none)
           }
         }
         auto pp_turn = [&](int slot, int n) {  // an empty turn in slot `slot` of n + 1
@@ -521,17 +578,17 @@ __global__ void __launch_bounds__(384, 1)
             pp_sync();
             issue_qk(s0);
             pp_arrive();
-            load_rab(nb_end - 1 - ia);
+            load_rab(kv_tile(ia));
             wgmma_wait<0>();
             pin_all(acc_s);
             release(bar_empty_k(s0));
-            silu_mask(nb_end - 1 - ia);
+            silu_mask(kv_tile(ia));
             pack_p();
             mbar_wait(bar_full_v(s0), ph0);
             if (ia == 0) fix_boundary_v(nb_end - 1, s0);
           }
           for (int i = ia + 1; i < ib; ++i) {
-            const int nb = nb_end - 1 - i;
+            const int nb = kv_tile(i);
             const int s = stage(i);
             const uint32_t ph = phase(i);
             const int sp = stage(i - 1);

@@ -57,16 +57,23 @@ inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t bl
 // Measured on the H100 (D = 256 / 128, us, grid -> list): B1 S2K 48.7 -> 41.0, B2 S4K 147 -> 126 / 83.4 -> 74.0, B1 S8K
 // 253 -> 215 / 142 -> 120; B1 S4K D256 a tie; shorter sequences (B2 S1820, B4 S1K, S512) 15-50 % slower (the planner
 // and more CTAs for little work), hence the 16 tiles (docs/archive/hstu_sm90_log.md).
+// Few queries over long keys (a cached inference step of few users: B1, 384 new tokens, H4 is 12 CTAs on 132 SMs,
+// each over ~34 KV tiles) take the list too under a causal mask without rab: a grid of at most kSm90FwdFewQueryCtas
+// CTAs (half an H100's SMs) over max_seqlen_k >= kSm90FwdShortGridBlocks tiles of 128 keys; the list splits those
+// ranges (docs/hstu_inference.md; the rule hstu_attn._paged applied by raising max_seqlen_q to 16 tiles before).
 constexpr int64_t kSm90FwdShortGridCtas = 264;
 constexpr int64_t kSm90FwdShortGridBlocks = 16;
+constexpr int64_t kSm90FwdFewQueryCtas = 66;
 inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
   const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
   if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
   const int64_t units = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
-  const bool short_grid = p.window_right >= 0 && p.window_left < 0 && m_blocks >= kSm90FwdShortGridBlocks &&
-                          m_blocks * B * H <= kSm90FwdShortGridCtas;
-  if (!short_grid && hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
+  const bool causal = p.window_right >= 0 && p.window_left < 0;
+  const bool short_grid = causal && m_blocks >= kSm90FwdShortGridBlocks && m_blocks * B * H <= kSm90FwdShortGridCtas;
+  const bool few_queries = causal && p.rab == nullptr && m_blocks * B * H <= kSm90FwdFewQueryCtas &&
+                           p.max_seqlen_k >= kSm90FwdShortGridBlocks * BM;
+  if (!short_grid && !few_queries && hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
   return hstu_sm90_sched_layout(units, H, BM * D * 4);
 }
 
