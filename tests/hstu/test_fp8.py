@@ -334,7 +334,7 @@ def poison_allocator(nbytes):
 @pytest.mark.parametrize("mode", DESCALE_MODES)
 @pytest.mark.parametrize("mask", ["causal", "context_target_group", "local"])
 @pytest.mark.parametrize("D", [64, 128, 256])
-def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
+def test_cuda_dequant_path_matches_its_emulating_reference(mode, mask, D):
     torch.backends.cuda.matmul.allow_tf32 = False
     c = make_case(D + len(mask), [300, 0, 1000, 77], 2, D, mask, device="cuda")
     alpha = D ** -0.5
@@ -347,16 +347,18 @@ def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
         assert torch.equal(a.cpu().view(torch.uint8) if a.dtype == FP8_DTYPE else a.cpu(),
                            b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
     poison_allocator(8 * c["q"].numel() * 2)
-    out = run_path(c, q8s, scales, mode, alpha)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):  # (on Hopper the FP8 kernel runs by default: below)
+        out = run_path(c, q8s, scales, mode, alpha)
     assert not torch.isnan(out).any()
-    # What runs today: dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those roundings.
+    # The dequantize path: inputs dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those
+    # roundings.
     today = dict(dequant_dtype=torch.bfloat16, p_dtype=torch.bfloat16, out_dtype=torch.float64)
     gold = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.float64, **today,
                                    **lengths_args(cpu))
     low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.bfloat16, **today,
                                   **lengths_args(cpu))
-    assert_rel("forward (today's rounding)", out.cpu(), gold, low, 2)
-    # And the FP8 plan's emulation (the CPU path) is close to what runs today.
+    assert_rel("forward (dequantize path's rounding)", out.cpu(), gold, low, 2)
+    # And the FP8 kernel's emulation (the CPU path) is close to the dequantize path.
     emul = run_path(cpu, q8c, sc, mode, alpha)
     assert max_err(out.cpu(), emul) <= 0.08 * gold.abs().max().item() + 1e-6
     # Backward through fp8_quant_mode: dq/dk/dv with respect to the dequantized inputs.
@@ -374,6 +376,79 @@ def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
     for name, g, gg, gl in zip(("dq", "dk", "dv"), grads, gold_g, low_g):
         assert not torch.isnan(g).any(), name
         assert_rel(name, g.cpu(), gg, gl, 5)
+
+
+def fp8_kernel_runs(D):
+    """The Hopper FP8 forward takes calls of head dim D here (sm_90 device, unit in this build)."""
+    return torch.cuda.is_available() and _fp8._fp8_kernel_applies(
+        torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, 0)
+
+
+def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
+    """The FP8 kernel's output (poisoned allocations first) against its fp64 emulation: 2x the error of the same
+    emulation computed in bf16, and within 2^-7 of the output's scale (the same bound as the CPU path's)."""
+    q8s, scales = quantized(c, mode)
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
+    q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
+    kw_cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+    poison_allocator(16 * c["q"].numel() * 2)
+    out = hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1], v_descale=scales[2],
+                                descale_mode=mode, out_dtype=out_dtype, **lengths_args(c), **kw)
+    assert out.dtype == out_dtype and not torch.isnan(out).any()
+    gold = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, out_dtype=torch.float64,
+                                   compute_dtype=torch.float64, **lengths_args(cpu), **kw_cpu)
+    low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, out_dtype=torch.float64,
+                                  compute_dtype=torch.bfloat16, **lengths_args(cpu), **kw_cpu)
+    assert_rel(f"FP8 kernel ({mode})", out.cpu(), gold, low, 2)
+    assert max_err(out.cpu(), gold) <= 2.0 ** -7 * gold.abs().max().item() + 1e-6
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_kernel_matches_emulating_reference(mode, mask, D):
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 1000 + DESCALE_MODES.index(mode) * 100 + sorted(MASKS).index(mask) * 10 + D // 64
+    # Jagged, delta-q, an empty sequence, lengths across 128-row blocks and KV tiles (block factors change).
+    c = make_case(seed, [300, 0, 1000, 77, 129], 2, D, mask, device="cuda")
+    check_fp8_kernel(c, mode, D ** -0.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_kernel_seqused_float16_out_and_gr_mask(D):
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(70 + D, [260, 140, 33], 3, D, "local_context_target", device="cuda")
+    cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
+    su_q = i32(*[max(0, cu_q[b + 1] - cu_q[b] - 5) for b in range(3)], device="cuda")
+    su_k = i32(*[cu_k[b + 1] - cu_k[b] - 2 for b in range(3)], device="cuda")
+    for conv in ("nvidia", "meta_gr"):
+        out = check_fp8_kernel(c, "block", 0.2, torch.float16, seqused_q=su_q, seqused_k=su_k, mask_convention=conv)
+        assert (out[cu_q[1] - 5:cu_q[1]] == 0).all()  # rows past seqused_q
+
+
+@pytest.mark.gpu
+def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(77, [513, 64], 2, 128, "causal", device="cuda")
+    q8s, scales = quantized(c, "batch_head")
+    kernel = run_path(c, q8s, scales, "batch_head", 0.1)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):
+        deq = run_path(c, q8s, scales, "batch_head", 0.1)
+    # Different P roundings (e4m3 vs bf16): close, not equal.
+    assert 0 < max_err(kernel, deq) <= 0.08 * deq.float().abs().max().item()
+    # rab: the dequantize path (the FP8 kernel has no rab), equal to it under fp8_kernel=False.
+    rab = torch.randn(2, 1, 513, 513, dtype=torch.bfloat16, device="cuda")
+    args = dict(q_descale=scales[0], k_descale=scales[1], v_descale=scales[2], descale_mode="batch_head", rab=rab,
+                alpha=0.1, **lengths_args(c))
+    with_rab = hstu_attn_varlen_func(*q8s, **args)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):
+        torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
 
 
 @pytest.mark.gpu

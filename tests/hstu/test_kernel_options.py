@@ -15,7 +15,7 @@ PLAN = os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_plan.h")
 NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdPersist": "fwd_persist",
          "kOptNoBwdWorkList": "bwd_work_list", "kOptNoDqSelfZero": "dq_self_zero",
          "kOptNoDqConvBehind": "dq_conv_behind", "kOptBwdSm80Pair": "bwd_sm80_pair",
-         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage"}
+         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel"}
 
 
 @pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
