@@ -2,9 +2,10 @@
 //
 // The kernel (hstu_fwd_fp8_sm90_kernel.cuh) computes S = Q8 K8^T and O += P8 Vt8 with e4m3 wgmma and fp32
 // accumulators. FP8 wgmma reads both shared-memory operands K-major, so P V needs V transposed: a pre-pass writes
-// Vt, (H, D, vt_cols) e4m3 with the keys contiguous, where the keys of sequence b start at column
-// cu_seqlens_k[b] + 32 b (each sequence padded to whole groups of 32 keys, so a tile at a multiple of 32 keys from a
-// sequence's start never meets another sequence's permuted group), and inside each group of 32 the keys are
+// Vt, (H, D, vt_cols) e4m3 with the keys contiguous, where the keys of sequence b start at column hstu_fp8_vt_start
+// (16-byte aligned: TMA needs the innermost coordinate of a box 16-byte aligned, an unaligned one is an illegal
+// instruction on the H200; each sequence padded to whole groups of 32 keys, so a tile at a multiple of 32 keys from
+// a sequence's start never meets another sequence's permuted group), and inside each group of 32 the keys are
 // permuted (hstu_fp8_key_perm) so that P goes from the S accumulator registers into the FP8 A-operand registers
 // without a shuffle between threads. Columns of no used key hold 0.
 #pragma once
@@ -32,8 +33,13 @@ struct HstuFp8FwdParams {
   int64_t total_k;   // rows of k / v (block mode: the column count total_k / 128 + B of k_descale / v_descale)
 };
 
-// Vt columns: every sequence padded by up to 31 keys (+ 32 per sequence), rounded up to 16 bytes (TMA row stride).
-inline int64_t hstu_fp8_vt_cols(int64_t total_k, int64_t batch) { return (total_k + 32 * batch + 15) / 16 * 16; }
+// First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b
+// with room for the sequence's keys rounded up to 32 (at most k_start + 15 + 48 b + len + 31 < the next start).
+__host__ __device__ inline int64_t hstu_fp8_vt_start(int64_t k_start, int64_t b) {
+  return (k_start + 15) / 16 * 16 + 48 * b;
+}
+// Vt columns (a multiple of 16: the TMA row stride): hstu_fp8_vt_start(total_k, batch).
+inline int64_t hstu_fp8_vt_cols(int64_t total_k, int64_t batch) { return hstu_fp8_vt_start(total_k, batch); }
 
 // Key (within its group of 32) held at Vt column s of the group: the S accumulator of a thread holds keys
 // 2 (lane % 4) + {0, 1} + 8 c, the FP8 A operand wants k = 4 (lane % 4) + {0 .. 3} (+ 16), so slot 4 t + i holds

@@ -120,15 +120,15 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
   if (threadIdx.x < 64) {
     const int64_t c = c0 + threadIdx.x;
-    // The sequence: the largest b with cu_k[b] + 32 b <= c (strictly increasing in b).
+    // The sequence: the largest b with hstu_fp8_vt_start(cu_k[b], b) <= c (strictly increasing in b).
     int lo = 0, hi = p.batch;
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (p.cu_seqlens_k[mid] + 32 * static_cast<int64_t>(mid) <= c) lo = mid; else hi = mid;
+      if (hstu_fp8_vt_start(p.cu_seqlens_k[mid], mid) <= c) lo = mid; else hi = mid;
     }
     int64_t src = -1;
     const int start = p.cu_seqlens_k[lo];
-    const int64_t col0 = start + 32 * static_cast<int64_t>(lo);
+    const int64_t col0 = hstu_fp8_vt_start(start, lo);
     if (p.batch > 0 && c >= col0) {
       const int64_t l = c - col0;
       const int64_t key = (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31));
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int pn = 0; pn < C::kPanels; ++pn) {
         tma_load_3d(sQ + pn * C::kQPanelBytes, &tm_q, bar_q, pn * RB, h, si.q_start + m0);
       }
-      const int vt_col0 = si.k_start + 32 * b;  // the sequence's first Vt column
+      const int vt_col0 = static_cast<int>(hstu_fp8_vt_start(si.k_start, b));  // 16-byte aligned (TMA)
       for (int i = 0; i < n_tiles; ++i) {
         const int nb = nb_end - 1 - i;
         const int s = i % S;
@@ -255,11 +255,17 @@ __global__ void __launch_bounds__(384, 1)
   const SeqMask& mk = si.mask;
   const int row_w0 = m0 + mk.offset + 64 * wg;  // key position of this warpgroup's first row
   const int64_t k_cols = f.total_k / 128 + p.batch;
+  // k and v factors: per KV tile in block mode, else one per CTA (loaded once, off the main loop's path).
+  const bool per_tile = f.descale_mode == kFp8Block;
+  const float k_const = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
+  const float v_const = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
   auto k_factor = [&](int nb) {
-    return fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, nb * BN / 128);
+    return per_tile ? fp8_descale(f.k_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                    : k_const;
   };
   auto v_factor = [&](int nb) {
-    return fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, nb * BN / 128);
+    return per_tile ? fp8_descale(f.v_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                    : v_const;
   };
 
   float acc_o[D / 2];
