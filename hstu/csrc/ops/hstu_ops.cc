@@ -371,6 +371,9 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   p.o_head_stride = out.stride(1);
   HstuFp8FwdParams f{};
   f.vt_cols = hstu_fp8_vt_cols(total_k, B);
+  ACCEL_CHECK(p.total_q < (int64_t{1} << 31) && f.vt_cols < (int64_t{1} << 31),
+              "q/k: expected fewer than 2^31 rows (and total_k + 48 B columns) for the FP8 kernel, got ", p.total_q,
+              " and ", total_k);
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
   f.q_descale = static_cast<const float*>(q_descale.data_ptr());
