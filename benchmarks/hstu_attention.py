@@ -9,6 +9,11 @@ Named sweeps (shared defaults: H=4, bf16, causal):
     portable issue 39's five shapes (B16 S4K D128, B16 S16K D128, B128 S1K D128, B16 S4K D256, B16 S8K D64); only
              with --sweep portable (with --kernels portable --peer fa2: its table)
 
+--fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
+D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
+FP8 op timed as called (descale check, Vt pre-pass, kernel; under kernel_options(fp8_kernel=True), the kernel being
+opt-in), beside the bf16 op on the bf16 inputs, alternating.
+
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
 the mask is causal-like (window right == 0); backward = 2.5 x forward. Issue 3 writes the forward as
@@ -697,6 +702,8 @@ def main(argv=None) -> int:
     p.add_argument("--kernel-option", action="append", default=[], metavar="NAME=INT",
                    help="one more hstu_attn._ops.kernel_options switch, for before / after comparisons (e.g. "
                         "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
+    p.add_argument("--fp8", action="store_true",
+                   help="time the FP8 (e4m3) forward against the bf16 forward instead of the sweeps (issue 36)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -728,6 +735,14 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
+    if args.fp8:  # the FP8 kernel is opt-in (kernel_options(fp8_kernel=True)); --kernel-option fp8_kernel=0: not
+        switches = dict({"fp8_kernel": 1}, **switches)
+        options = hstu_attn._ops.kernel_options(**switches)
+        with options:
+            text = run_fp8(args, device, timer)
+        print()
+        publish(text, args.results)
+        return 0
     with options:
         run_all(args, device, dtype, timer, ref_timer, peer, results)
     text = (header(device, args.dtype, args.reps, args.cooldown if device.type == "cuda" else 0.0, peer, args.warmup,
@@ -740,6 +755,59 @@ def main(argv=None) -> int:
     if args.plot:
         plot(results, args.plot)
     return 0
+
+
+# --fp8: (B, S, D, descale mode) rows, causal, H = 4.
+FP8_CASES = [(16, 16384, 128, "tensor"), (16, 16384, 256, "tensor"), (16, 4096, 64, "tensor"),
+             (16, 4096, 128, "tensor"), (16, 16384, 128, "block")]
+
+
+def run_fp8(args, device: torch.device, timer: Timer) -> str:
+    """--fp8: the FP8 forward (hstu_attn::fp8_fwd) vs the bf16 forward (hstu_attn::fwd), markdown table."""
+    from hstu_attn._fp8 import DESCALE_MODES, _fp8_kernel_applies, quantize_fp8
+
+    cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
+    rows = []
+    for B, S, D, mode in cases:
+        if device.type == "cuda" and rows and args.cooldown > 0:
+            torch.cuda.synchronize()
+            time.sleep(args.cooldown)
+        cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
+        q, k, v = (torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
+        (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, mode) for x in (q, k, v))
+        alpha, opts = 1.0 / D**0.5, hstu_attn._ops._current_options()
+        lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
+        fp8 = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index(mode), 0,  # noqa: E731
+                                                  *lens, None, float(S), None, None, opts)
+        bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens, None, float(S), None, None)  # noqa: E731
+        kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, opts)
+        f8_ms, b_ms = timer.interleaved(fp8, bf16)
+        diff = (fp8().float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
+        flops = 4 * 4 * D * S * S * B / 2
+        name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+        rows.append(f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
+                    f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
+                    f"{b_ms / f8_ms:.2f}x | {diff:.1e} |")
+        print(rows[-1], flush=True)
+        del q, k, v, q8, k8, v8
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return "\n".join([
+        f"## hstu_attention --fp8: {gpu}, FP8 e4m3 vs bf16 forward, {datetime.date.today().isoformat()}",
+        "",
+        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        "- dtypes: FP8 = float8_e4m3fn q/k/v with float32 descale factors (quantize_fp8 of the bf16 inputs), output "
+        "bf16, P rounded to e4m3; bf16 = the bf16 forward on the bf16 inputs; fp32 accumulation in both; H = 4, alpha "
+        "= 1/sqrt(D), causal",
+        f"- units: ms (median of {args.reps} runs, the two ops alternating, CUDA events, L2 flushed); TFLOP/s = "
+        "4*H*D*L^2/2 per sequence over the time (the FP8 time includes the descale check and the Vt pre-pass); "
+        "diff = max |fp8 - bf16| / max |bf16|",
+        f"- command: `{command()}`",
+        "",
+        "| case | descale | FP8 path | bf16 fwd ms | bf16 TFLOP/s | FP8 fwd ms | FP8 TFLOP/s | speedup | diff |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ] + rows)
 
 
 def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:

@@ -4,13 +4,17 @@ A call with FP8 inputs reaches this module through `hstu_attn_varlen_func(..., q
 (FlashAttention-3's shape) or, for training from float16/bfloat16 tensors, `fp8_quant_mode=`. Values:
 ``q = q8 * q_descale`` (float32 descale factors broadcast by `descale_mode`, below), the same for k and v.
 
-What runs (until the Hopper FP8 kernels of issue 36 exist):
-- CUDA, every GPU: the descale factors are checked on the device (`hstu_attn::fp8_check_scales`: no host sync, a
-  violation recorded like the int32 vectors' and every output NaN), q/k/v are dequantized on the device into
-  out_dtype and the bf16/fp16 kernels run. Correct, not faster (more memory traffic than bf16 inputs).
-- CPU: `hstu_attn_fp8_reference`, which emulates the rounding points the Hopper FP8 kernels will have.
+What runs:
+- CUDA: the descale factors are checked on the device first (`hstu_attn::fp8_check_scales`: no host sync, a
+  violation recorded like the int32 vectors' and every output NaN).
+  Forward on Hopper with `kernel_options(fp8_kernel=True)` (sm_90, D 64 / 128 / 256, no rab; opt-in until its GPU
+  tests have passed on a device): the FP8 kernel (`hstu_attn::fp8_fwd_sm90`, private), Q·Kᵀ and P·V in e4m3 wgmma,
+  P rounded to e4m3 as `hstu_attn_fp8_reference` does by default.
+  Otherwise (rab, the sm80 class, the backward, the default today): q/k/v dequantized on the device into out_dtype
+  and the bf16/fp16 kernels run. Correct, not faster.
+- CPU: `hstu_attn_fp8_reference`, which emulates the FP8 kernel's rounding points.
 Both run behind two ops, ``hstu_attn::fp8_fwd`` / ``hstu_attn::fp8_bwd`` (fake registrations for torch.compile and
-CUDA graphs); the Hopper kernels will replace their CUDA implementation, schemas unchanged.
+CUDA graphs).
 """
 
 from __future__ import annotations
@@ -327,8 +331,34 @@ def _dequantized_args(args):
     return (qd, kd, vd, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
 
 
+_FP8_UNITS = {}  # (device index, D) -> the Hopper FP8 forward applies (sm_90 device, unit in this build)
+
+
+def _fp8_kernel_applies(q: torch.Tensor, rab, options: int) -> bool:
+    """The Hopper FP8 forward runs: `kernel_options(fp8_kernel=True)` (opt-in until its GPU tests have passed on a
+    device), not `sm90=False`, an sm_90 device whose build holds the unit of q's head dim, no rab. Host facts only
+    (no synchronization)."""
+    if rab is not None or not options & _ops.OPTION_BITS["fp8_kernel"] or options & _ops.OPTION_BITS["sm90"]:
+        return False
+    key = (q.device.index if q.device.index is not None else torch.cuda.current_device(), q.shape[2])
+    ok = _FP8_UNITS.get(key)
+    if ok is None:
+        name = f"hstu_fwd_sm90_fp8_hdim{q.shape[2]}"
+        ok = (_ops._has_op("fp8_fwd_sm90") and torch.cuda.get_device_capability(key[0]) == (9, 0)
+              and f"\"{name}\"" in torch.ops.hstu_attn.compiled_kernels())
+        _FP8_UNITS[key] = ok
+    return ok
+
+
 def _fp8_fwd_cuda(*args):
-    fwd_args, options = _dequantized_args(args[:-1]), args[-1]
+    options = args[-1]
+    if _fp8_kernel_applies(args[0], args[18], options):
+        # Hopper: the FP8 forward (e4m3 wgmma for both GEMMs, P rounded to e4m3: `hstu_attn_fp8_reference`'s
+        # default rounding points), on the checked descale factors.
+        scales = torch.ops.hstu_attn.fp8_check_scales(*args[3:6])
+        q, k, v = (t.contiguous() for t in args[:3])
+        return torch.ops.hstu_attn.fp8_fwd_sm90(q, k, v, *scales, *args[6:])
+    fwd_args = _dequantized_args(args[:-1])
     return _ops._FWD_OPTIONS(*fwd_args, options) if options else _ops._FWD(*fwd_args)
 
 

@@ -61,3 +61,12 @@ HSTU_SM90_INSTANCES = {
     for dtype in sorted(HSTU_DTYPES.keys())
     for hdim in HSTU_SM90_HDIMS[direction]
 }
+
+# Hopper FP8 (e4m3) forward (issue 36; hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh): one unit per head dim, the
+# output dtype (bf16 / fp16) a run-time parameter like the masks; built and registered like the sm90 units above.
+HSTU_SM90_FP8_HDIMS = [64, 128, 256]
+
+HSTU_SM90_FP8_INSTANCES = {
+    "hstu_fwd_sm90_fp8_hdim%d" % hdim: {"HDIM": str(hdim), "NAME": "hstu_fwd_sm90_fp8_hdim%d" % hdim}
+    for hdim in HSTU_SM90_FP8_HDIMS
+}

@@ -334,7 +334,7 @@ def poison_allocator(nbytes):
 @pytest.mark.parametrize("mode", DESCALE_MODES)
 @pytest.mark.parametrize("mask", ["causal", "context_target_group", "local"])
 @pytest.mark.parametrize("D", [64, 128, 256])
-def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
+def test_cuda_dequant_path_matches_its_emulating_reference(mode, mask, D):
     torch.backends.cuda.matmul.allow_tf32 = False
     c = make_case(D + len(mask), [300, 0, 1000, 77], 2, D, mask, device="cuda")
     alpha = D ** -0.5
@@ -347,16 +347,18 @@ def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
         assert torch.equal(a.cpu().view(torch.uint8) if a.dtype == FP8_DTYPE else a.cpu(),
                            b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
     poison_allocator(8 * c["q"].numel() * 2)
-    out = run_path(c, q8s, scales, mode, alpha)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):  # (the default; the FP8 kernel's tests are below)
+        out = run_path(c, q8s, scales, mode, alpha)
     assert not torch.isnan(out).any()
-    # What runs today: dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those roundings.
+    # The dequantize path: inputs dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those
+    # roundings.
     today = dict(dequant_dtype=torch.bfloat16, p_dtype=torch.bfloat16, out_dtype=torch.float64)
     gold = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.float64, **today,
                                    **lengths_args(cpu))
     low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, compute_dtype=torch.bfloat16, **today,
                                   **lengths_args(cpu))
-    assert_rel("forward (today's rounding)", out.cpu(), gold, low, 2)
-    # And the FP8 plan's emulation (the CPU path) is close to what runs today.
+    assert_rel("forward (dequantize path's rounding)", out.cpu(), gold, low, 2)
+    # And the FP8 kernel's emulation (the CPU path) is close to the dequantize path.
     emul = run_path(cpu, q8c, sc, mode, alpha)
     assert max_err(out.cpu(), emul) <= 0.08 * gold.abs().max().item() + 1e-6
     # Backward through fp8_quant_mode: dq/dk/dv with respect to the dequantized inputs.
@@ -376,14 +378,105 @@ def test_cuda_dequant_path_matches_emulating_reference(mode, mask, D):
         assert_rel(name, g.cpu(), gg, gl, 5)
 
 
+FP8_KERNEL = hstu_attn._ops.OPTION_BITS["fp8_kernel"]
+
+
+def fp8_kernel_runs(D):
+    """The Hopper FP8 forward takes calls of head dim D here under kernel_options(fp8_kernel=True) (sm_90 device,
+    unit in this build)."""
+    return torch.cuda.is_available() and _fp8._fp8_kernel_applies(
+        torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, FP8_KERNEL)
+
+
+def fp8_path(kernel):
+    """kernel_options selecting the FP8 kernel (True; skips where it cannot run) or the dequantize path."""
+    if kernel and not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    return hstu_attn._ops.kernel_options(fp8_kernel=kernel)
+
+
+def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
+    """The FP8 kernel's output (poisoned allocations first) against its fp64 emulation: 2x the error of the same
+    emulation computed in bf16, and within 5 % of the output's scale. (Not the CPU path's 2^-7: the kernel's SiLU is
+    tanh.approx-based, so about 1 % of the P elements round to the neighbouring e4m3 value (1/16 to 1/8 of P away);
+    the device diagnosis measured 0.4-1.8 % of max |out| against the fp64 emulation.)"""
+    q8s, scales = quantized(c, mode)
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
+    q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
+    kw_cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+    poison_allocator(16 * c["q"].numel() * 2)
+    with hstu_attn._ops.kernel_options(fp8_kernel=True):
+        out = hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1],
+                                    v_descale=scales[2], descale_mode=mode, out_dtype=out_dtype, **lengths_args(c),
+                                    **kw)
+    assert out.dtype == out_dtype and not torch.isnan(out).any()
+    gold = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, out_dtype=torch.float64,
+                                   compute_dtype=torch.float64, **lengths_args(cpu), **kw_cpu)
+    low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, out_dtype=torch.float64,
+                                  compute_dtype=torch.bfloat16, **lengths_args(cpu), **kw_cpu)
+    assert_rel(f"FP8 kernel ({mode})", out.cpu(), gold, low, 2)
+    assert max_err(out.cpu(), gold) <= 0.05 * gold.abs().max().item() + 1e-6
+    return out
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_kernel_matches_emulating_reference(mode, mask, D):
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 1000 + DESCALE_MODES.index(mode) * 100 + sorted(MASKS).index(mask) * 10 + D // 64
+    # Jagged, delta-q, an empty sequence, lengths across 128-row blocks and KV tiles (block factors change), key
+    # offsets that are not multiples of 16 (Vt's sequence starts are aligned for TMA: unaligned ones crashed).
+    c = make_case(seed, [300, 0, 700, 77, 129], 2, D, mask, device="cuda")
+    check_fp8_kernel(c, mode, D ** -0.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_kernel_seqused_float16_out_and_gr_mask(D):
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(70 + D, [260, 140, 33], 3, D, "local_context_target", device="cuda")
+    cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
+    su_q = i32(*[max(0, cu_q[b + 1] - cu_q[b] - 5) for b in range(3)], device="cuda")
+    su_k = i32(*[cu_k[b + 1] - cu_k[b] - 2 for b in range(3)], device="cuda")
+    for conv in ("nvidia", "meta_gr"):
+        out = check_fp8_kernel(c, "block", 0.2, torch.float16, seqused_q=su_q, seqused_k=su_k, mask_convention=conv)
+        assert (out[cu_q[1] - 5:cu_q[1]] == 0).all()  # rows past seqused_q
+
+
+@pytest.mark.gpu
+def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(77, [513, 64], 2, 128, "causal", device="cuda")
+    q8s, scales = quantized(c, "batch_head")
+    with hstu_attn._ops.kernel_options(fp8_kernel=True):
+        kernel = run_path(c, q8s, scales, "batch_head", 0.1)
+    deq = run_path(c, q8s, scales, "batch_head", 0.1)
+    # Different P roundings (e4m3 vs bf16): close, not equal.
+    assert 0 < max_err(kernel, deq) <= 0.08 * deq.float().abs().max().item()
+    # rab: the dequantize path (the FP8 kernel has no rab), equal to it under fp8_kernel=False.
+    rab = torch.randn(2, 1, 513, 513, dtype=torch.bfloat16, device="cuda")
+    args = dict(q_descale=scales[0], k_descale=scales[1], v_descale=scales[2], descale_mode="batch_head", rab=rab,
+                alpha=0.1, **lengths_args(c))
+    with hstu_attn._ops.kernel_options(fp8_kernel=True):
+        with_rab = hstu_attn_varlen_func(*q8s, **args)
+    torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("bad", [0.0, float("inf"), float("nan")])
-def test_cuda_bad_scale_recorded_without_sync(bad):
+def test_cuda_bad_scale_recorded_without_sync(bad, kernel):
     c = make_case(4, [100, 50], 2, 64, "causal", device="cuda")
     q8s, scales = quantized(c, "block")
     scales = [s.clone() for s in scales]
     scales[2][1, 2] = bad
-    out = run_path(c, q8s, scales, "block", 0.125)  # no error yet: recorded on the device
+    with fp8_path(kernel):
+        out = run_path(c, q8s, scales, "block", 0.125)  # no error yet: recorded on the device
     with pytest.raises(DeviceInputError, match=r"v_descale: expected finite descale factors > 0, got v_descale\[") \
             as info:
         hstu_attn.check_errors()
@@ -397,10 +490,17 @@ def test_cuda_bad_scale_recorded_without_sync(bad):
 
 
 @pytest.mark.gpu
-def test_cuda_graph_capture_of_fp8_call():
+@pytest.mark.parametrize("kernel", [False, True])
+def test_cuda_graph_capture_of_fp8_call(kernel):
+    with fp8_path(kernel):  # (skips where the kernel cannot run)
+        pass
     c = make_case(6, [200, 90], 2, 128, "causal", device="cuda")
     q8s, scales = quantized(c, "block")
-    run = lambda: run_path(c, q8s, scales, "block", 0.1)  # noqa: E731
+
+    def run():
+        with hstu_attn._ops.kernel_options(fp8_kernel=kernel):
+            return run_path(c, q8s, scales, "block", 0.1)
+
     eager = run()  # warm-up outside the capture (allocates the error block)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -416,20 +516,22 @@ def test_cuda_graph_capture_of_fp8_call():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("mode", DESCALE_MODES)
-def test_cuda_fp8_call_never_synchronizes(mode):
+def test_cuda_fp8_call_never_synchronizes(mode, kernel):
     c = make_case(8, [150, 0, 40], 2, 64, "context_target_group", device="cuda")
     leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
-    hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))  # warm-up (error block, first-call checks)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")  # a synchronizing CUDA call raises
-    try:
-        q8s, scales = quantized(c, mode)
-        run_path(c, q8s, scales, mode, 0.2)
-        out = hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))
-        torch.autograd.grad(out, leaves, torch.ones_like(out))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    with fp8_path(kernel):
+        hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))  # warm-up (error block, first calls)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")  # a synchronizing CUDA call raises
+        try:
+            q8s, scales = quantized(c, mode)
+            run_path(c, q8s, scales, mode, 0.2)
+            out = hstu_attn_varlen_func(*leaves, fp8_quant_mode=mode, **lengths_args(c))
+            torch.autograd.grad(out, leaves, torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
 
 
 @pytest.mark.gpu

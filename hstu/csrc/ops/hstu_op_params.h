@@ -16,7 +16,8 @@ namespace op_params {
 using torch::stable::Tensor;
 using ScalarType = torch::headeronly::ScalarType;
 
-inline void check_qkv(const Tensor& t, const char* arg, const Tensor& q) {
+// align: row/head strides in multiples of this many elements (16 bytes: 8 for 16-bit types, 16 for FP8).
+inline void check_qkv(const Tensor& t, const char* arg, const Tensor& q, int64_t align = 8) {
   ACCEL_CHECK(t.is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(t));
   accel::check_same_device(t, arg, q, "q");
   accel::check_dim(t, arg, 3);
@@ -27,9 +28,9 @@ inline void check_qkv(const Tensor& t, const char* arg, const Tensor& q) {
   ACCEL_CHECK(t.stride(2) == 1, arg, ": expected a contiguous last dim, got stride ", t.stride(2));
   // The kernels copy 16-byte chunks: rows and heads must start on 16-byte boundaries.
   const auto addr = reinterpret_cast<uintptr_t>(t.data_ptr());
-  ACCEL_CHECK(addr % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0, arg,
-              ": expected a 16-byte aligned data pointer and row/head strides that are multiples of 8 elements, "
-              "got strides (", t.stride(0), ", ", t.stride(1), ", 1); call .contiguous() first");
+  ACCEL_CHECK(addr % 16 == 0 && t.stride(0) % align == 0 && t.stride(1) % align == 0, arg,
+              ": expected a 16-byte aligned data pointer and row/head strides that are multiples of ", align,
+              " elements, got strides (", t.stride(0), ", ", t.stride(1), ", 1); call .contiguous() first");
 }
 
 inline void check_int_vec(const std::optional<Tensor>& t, const char* arg, const Tensor& q, int64_t len) {
@@ -45,19 +46,27 @@ inline const int32_t* int_ptr(const std::optional<Tensor>& t) {
   return t.has_value() ? static_cast<const int32_t*>(t->data_ptr()) : nullptr;
 }
 
-// Fills everything but the outputs.
+// Fills everything but the outputs. fp8: q, k, v float8_e4m3fn (the FP8 forward; no rab).
 inline HstuParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens_q,
                        const Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
                        const std::optional<Tensor>& num_contexts, const std::optional<Tensor>& num_targets,
                        int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
                        const std::optional<Tensor>& rab, double scaling_seqlen,
-                       const std::optional<Tensor>& seqused_q, const std::optional<Tensor>& seqused_k) {
+                       const std::optional<Tensor>& seqused_q, const std::optional<Tensor>& seqused_k,
+                       bool fp8 = false) {
   ACCEL_CHECK(q.is_cuda(), "q: expected a CUDA tensor, got ", accel::device_name(q));
-  ACCEL_CHECK(q.scalar_type() == ScalarType::Half || q.scalar_type() == ScalarType::BFloat16,
-              "q: expected dtype float16 or bfloat16, got ", accel::dtype_name(q.scalar_type()));
-  check_qkv(q, "q", q);
-  check_qkv(k, "k", q);
-  check_qkv(v, "v", q);
+  if (fp8) {
+    ACCEL_CHECK(q.scalar_type() == ScalarType::Float8_e4m3fn, "q: expected dtype float8_e4m3fn, got ",
+                accel::dtype_name(q.scalar_type()));
+    ACCEL_CHECK(!rab.has_value(), "rab: expected None for the FP8 kernel (hstu_attn::fp8_fwd dequantizes for rab)");
+  } else {
+    ACCEL_CHECK(q.scalar_type() == ScalarType::Half || q.scalar_type() == ScalarType::BFloat16,
+                "q: expected dtype float16 or bfloat16, got ", accel::dtype_name(q.scalar_type()));
+  }
+  const int64_t align = fp8 ? 16 : 8;
+  check_qkv(q, "q", q, align);
+  check_qkv(k, "k", q, align);
+  check_qkv(v, "v", q, align);
   const int64_t d = q.size(2);
   ACCEL_CHECK(d == 32 || d == 64 || d == 128 || d == 256, "q: expected head dim in {32, 64, 128, 256}, got ", d);
   ACCEL_CHECK(k.size(0) == v.size(0), "v: expected ", k.size(0), " tokens like k, got ", v.size(0));

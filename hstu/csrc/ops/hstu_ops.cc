@@ -25,6 +25,7 @@
 #include "hstu/csrc/ops/hstu_plan.h"
 #include "hstu/csrc/common/hstu_validate.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -332,6 +333,64 @@ std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_d
   return std::make_tuple(outs[0], outs[1], outs[2]);
 }
 
+// The Hopper FP8 forward (private: hstu/_fp8.py runs it for hstu_attn::fp8_fwd's CUDA path on sm_90 devices whose
+// build holds the unit, without rab; fp8_fwd's schema). The descale factors come checked (fp8_check_scales'
+// copies: all NaN after a violation, which the kernel turns into NaN outputs); int32 vectors are validated here.
+Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale,
+                    int64_t descale_mode, int64_t out_dtype, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                    int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<Tensor> num_contexts,
+                    std::optional<Tensor> num_targets, int64_t target_group_size, int64_t window_left,
+                    int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
+                    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
+  ACCEL_CHECK(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
+              "q: expected head dim 64, 128 or 256 for the FP8 kernel, got ", p.head_dim);
+  ACCEL_CHECK(descale_mode >= kFp8Tensor && descale_mode <= kFp8Block, "descale_mode: expected 0..3, got ",
+              descale_mode);
+  ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
+  const int64_t H = q.size(1), B = p.batch, total_k = k.size(0);
+  const Tensor* sc[3] = {&q_descale, &k_descale, &v_descale};
+  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+  for (int i = 0; i < 3; ++i) {
+    accel::check_dtype(*sc[i], names[i], ScalarType::Float);
+    accel::check_same_device(*sc[i], names[i], q, "q");
+    accel::check_contiguous(*sc[i], names[i]);
+    const int64_t rows = i == 0 ? p.total_q : total_k;
+    const int64_t want = descale_mode == kFp8Tensor ? 1 : descale_mode == kFp8Head ? H
+                         : descale_mode == kFp8BatchHead ? B * H : H * (rows / 128 + B);
+    ACCEL_CHECK(sc[i]->numel() == want, names[i], ": expected ", want, " factors for descale_mode ", descale_mode,
+                ", got ", sc[i]->numel());
+  }
+  Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)},
+                                        out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16);
+  p.out = out.data_ptr();
+  p.o_row_stride = out.stride(0);
+  p.o_head_stride = out.stride(1);
+  HstuFp8FwdParams f{};
+  f.vt_cols = hstu_fp8_vt_cols(total_k, B);
+  ACCEL_CHECK(p.total_q < (int64_t{1} << 31) && f.vt_cols < (int64_t{1} << 31),
+              "q/k: expected fewer than 2^31 rows (and total_k + 48 B columns) for the FP8 kernel, got ", p.total_q,
+              " and ", total_k);
+  Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
+  f.vt = vt.data_ptr();
+  f.q_descale = static_cast<const float*>(q_descale.data_ptr());
+  f.k_descale = static_cast<const float*>(k_descale.data_ptr());
+  f.v_descale = static_cast<const float*>(v_descale.data_ptr());
+  f.descale_mode = static_cast<int>(descale_mode);
+  f.out_half = out_dtype == 1 ? 1 : 0;
+  f.total_k = total_k;
+  cudaStream_t s = stream_of(q);
+  // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN.
+  Tensor scratch = validate_on_device(p, q, total_k, 0, p.out, q.size(0) * q.size(1) * q.size(2), s);
+  const cudaError_t err = by_head_dim<64, 128, 256>(
+      p.head_dim, [&](auto d) { return run_hstu_fwd_fp8_sm90<decltype(d)::value>(p, f, s); });
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_fwd_sm90: CUDA error ", cudaGetErrorString(err));
+  return out;
+}
+
 // The address of the package's pinned device error block (allocated here, once), or 0 without a usable CUDA device.
 int64_t device_error_block() {
   int n = 0;
@@ -397,6 +456,13 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int window_left, int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, "
       "Tensor? seqused_k, bool has_drab, bool deterministic, int options) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) -> (Tensor, Tensor, Tensor)");
+  // Private: the Hopper FP8 forward (hstu/_fp8.py routes hstu_attn::fp8_fwd to it; same schema).
+  m.def(
+      "fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, "
+      "int descale_mode, int out_dtype, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
+      "int options) -> Tensor");
   m.def("compiled_kernels() -> str");
   m.def("device_error_block() -> int");
   m.def("clear_device_error(int device) -> ()");
@@ -408,6 +474,7 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("fwd_with_options", TORCH_BOX(&hstu::fwd_with_options));
   m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
   m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
+  m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {

@@ -26,7 +26,10 @@ enum HstuOptionBits : int64_t {
   kOptNoBwdSm80Pair2Stage = 1 << 7,  // the warp-pair kernel with one Q / dO stage even where two fit (as on sm80)
   kOptBwdGridShift = 8,         // bits 8-9: Hopper backward D = 256 grid order, 0 auto, 1 (key block, head, batch),
                                 // 2 (head, key block, batch)
-  kOptKnownMask = 0x3ff,
+  kOptFp8Kernel = 1 << 10,      // SET: FP8 forward calls on Hopper run the FP8 kernel instead of dequantize + the
+                                // bf16/fp16 kernels (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd). Opt-in
+                                // until its GPU tests have passed on a device (docs/hstu_attn.md, FP8 section)
+  kOptKnownMask = 0x7ff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes

@@ -1,0 +1,58 @@
+// Host declarations of the Hopper (sm_90a) FP8 (e4m3) HSTU forward (issue 36; no torch headers).
+//
+// The kernel (hstu_fwd_fp8_sm90_kernel.cuh) computes S = Q8 K8^T and O += P8 Vt8 with e4m3 wgmma and fp32
+// accumulators. FP8 wgmma reads both shared-memory operands K-major, so P V needs V transposed: a pre-pass writes
+// Vt, (H, D, vt_cols) e4m3 with the keys contiguous, where the keys of sequence b start at column hstu_fp8_vt_start
+// (16-byte aligned: TMA needs the innermost coordinate of a box 16-byte aligned, an unaligned one is an illegal
+// instruction on the H200; each sequence padded to whole groups of 32 keys, so a tile at a multiple of 32 keys from
+// a sequence's start never meets another sequence's permuted group), and inside each group of 32 the keys are
+// permuted (hstu_fp8_key_perm) so that P goes from the S accumulator registers into the FP8 A-operand registers
+// without a shuffle between threads. Columns of no used key hold 0.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_params.h"
+
+namespace hstu {
+
+// Descale granularity (hstu/_fp8.py DESCALE_MODES): one factor per tensor, head, (sequence, head) or (head, 128-row
+// block of a sequence). Factors are float32, checked on the device before the kernel (fp8_check_scales).
+enum Fp8DescaleMode : int { kFp8Tensor = 0, kFp8Head = 1, kFp8BatchHead = 2, kFp8Block = 3 };
+
+struct HstuFp8FwdParams {
+  void* vt;         // (H, D, vt_cols) e4m3, written by the pre-pass (any contents before)
+  int64_t vt_cols;  // hstu_fp8_vt_cols(total_k, batch)
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int descale_mode;  // Fp8DescaleMode
+  int out_half;      // 1: p.out is float16, 0: bfloat16
+  int64_t total_k;   // rows of k / v (block mode: the column count total_k / 128 + B of k_descale / v_descale)
+};
+
+// First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b
+// with room for the sequence's keys rounded up to 32 (at most k_start + 15 + 48 b + len + 31 < the next start).
+__host__ __device__ inline int64_t hstu_fp8_vt_start(int64_t k_start, int64_t b) {
+  return (k_start + 15) / 16 * 16 + 48 * b;
+}
+// Vt columns (a multiple of 16: the TMA row stride): hstu_fp8_vt_start(total_k, batch).
+inline int64_t hstu_fp8_vt_cols(int64_t total_k, int64_t batch) { return hstu_fp8_vt_start(total_k, batch); }
+
+// Key (within its group of 32) held at Vt column s of the group: the S accumulator of a thread holds keys
+// 2 (lane % 4) + {0, 1} + 8 c, the FP8 A operand wants k = 4 (lane % 4) + {0 .. 3} (+ 16), so slot 4 t + i holds
+// key 2 t + (i & 1) + 8 (i >> 1) (+ 16 for the second half).
+__host__ __device__ inline int hstu_fp8_key_perm(int s) {
+  const int hi = s & 16, t = (s & 15) >> 2, i = s & 3;
+  return hi + 2 * t + (i & 1) + 8 * (i >> 1);
+}
+
+// Runs the Vt pre-pass and the FP8 forward on `stream`. p: the op's HstuParams with q/k/v pointing at e4m3 data
+// (strides in elements = bytes; contiguous (rows, H, D)), p.out bf16 or fp16 per f.out_half, no rab, sanitized int32
+// vectors. D in {64, 128, 256}; cudaErrorNotSupported in builds without sm_90a device code.
+template <int D>
+cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream);
+
+}  // namespace hstu

@@ -1,0 +1,481 @@
+// HSTU attention forward in FP8 (e4m3) for Hopper (sm_90a), issue 36:
+//   O = v_descale / scaling_seqlen * (e4m3(SiLU(alpha * q_descale * k_descale * (Q8 K8^T)) masked) V8).
+//
+// Same structure as the bf16 forward (hstu_fwd_sm90_kernel.cuh, grid order): warpgroup 0 produces (one thread
+// issues TMA loads of the Q tile and of K / Vt tiles into an mbarrier pipeline), warpgroups 1 and 2 consume (64
+// query rows each) and take turns issuing their wgmmas (pingpong), the SiLU of KV tile i running under the P V of
+// tile i - 1. The differences:
+// - both GEMMs are m64nNk32 e4m3 x e4m3 -> fp32 (wgmma_fp8_sm90.cuh); Q and K rows are D bytes, so D = 64 uses a
+//   64-byte swizzle (64-byte rows) and D >= 128 128-byte panels;
+// - B of P V is Vt (hstu_fp8_sm90.h): the pre-pass hstu_fp8_vt_kernel writes it once per call, keys contiguous,
+//   per-sequence padded and permuted per 32 keys so that P goes from S's accumulator registers straight into the
+//   FP8 A-operand registers (hstu_fp8_key_perm); keys that no query may use (past seqused, padding) hold 0 there,
+//   so P = 0 never meets a non-finite V;
+// - P is rounded to e4m3 (cvt.rn.satfinite: round to nearest even, saturated to +-448) with no P factor: P =
+//   SiLU(S) is O(|S|), inside e4m3's range for any sane input (the reference `hstu_attn_fp8_reference` rounds the
+//   same way); 1 / scaling_seqlen and v_descale are applied in fp32 to the output accumulators;
+// - descale factors: q's is constant per CTA in every mode (a 128-row query tile lies in one 128-row block), k's
+//   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
+//   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
+//   the factor changes (block mode only: other modes have one factor per CTA).
+// No rab, no persistent CTAs or work list (the op keeps the dequantize + bf16 path for rab).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
+#include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+template <int D>
+struct Fp8FwdTraits {
+  static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
+  static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per KV tile (a multiple of 32: Vt's permuted groups)
+  static constexpr int kStages = D == 256 ? 3 : 4;
+  static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
+  static constexpr int kPanels = D / kRowBytes;
+  static constexpr int kQPanelBytes = kBlockM * kRowBytes;
+  static constexpr int kKPanelBytes = kBlockN * kRowBytes;
+  static constexpr int kQBytes = kBlockM * D;
+  static constexpr int kTileBytes = kBlockN * D;       // one K tile or one Vt tile (D rows of kBlockN keys)
+  static constexpr int kOPanelBytes = kBlockM * 128;   // output staging: 64 16-bit columns per panel
+  static constexpr int kOBytes = kBlockM * D * 2;
+  static constexpr int kBarOffset = kQBytes + 2 * kStages * kTileBytes + kOBytes;
+  static constexpr int kSmem = kBarOffset + 256 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(D == 64 || D == 128 || D == 256, "head dim");
+  static_assert(8 + 32 * kStages <= 256, "mbarriers");
+  static_assert(kSmem <= 232448, "shared memory opt-in limit");
+};
+
+// K-major shared-memory descriptor of a tile written by TMA with a swizzle of row_bytes (128 or 64): 8-row atoms.
+__device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((saddr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>(1) << 16;  // LBO: unused for swizzled K-major operands
+  d |= static_cast<uint64_t>((8 * row_bytes) >> 4) << 32;
+  d |= static_cast<uint64_t>(row_bytes == 128 ? 1 : 2) << 62;  // SWIZZLE_128B / SWIZZLE_64B
+  return d;
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (N == 64) {
+    wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
+  } else {
+    static_assert(N == 128, "QK^T tile width");
+    wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (N == 64) {
+    wgmma_m64n64k32_rs_e4m3(d, a, db, 1);
+  } else if constexpr (N == 128) {
+    wgmma_m64n128k32_rs_e4m3(d, a, db, 1);
+  } else {
+    static_assert(N == 256, "head dim");
+    wgmma_m64n256k32_rs_e4m3(d, a, db, 1);
+  }
+}
+
+// Four fp32 -> e4m3 (round to nearest even, saturated to +-448), byte 0 = a.
+__device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float d) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return r;
+}
+
+// The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
+__device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
+                                             int start, int blk) {
+  if (mode == kFp8Tensor) return __ldg(s);
+  if (mode == kFp8Head) return __ldg(s + h);
+  if (mode == kFp8BatchHead) return __ldg(s + b * heads + h);
+  return __ldg(s + h * block_cols + start / 128 + b + blk);
+}
+
+// Vt pre-pass: block (x, h) writes columns [64 x, 64 x + 64) of head h's D rows (hstu_fp8_sm90.h layout).
+template <int D>
+__global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, const HstuFp8FwdParams f) {
+  __shared__ __align__(16) uint8_t tile[64][D + 16];
+  __shared__ int64_t src_row[64];
+  const int h = blockIdx.y;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
+  if (threadIdx.x < 64) {
+    const int64_t c = c0 + threadIdx.x;
+    // The sequence: the largest b with hstu_fp8_vt_start(cu_k[b], b) <= c (strictly increasing in b).
+    int lo = 0, hi = p.batch;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (hstu_fp8_vt_start(p.cu_seqlens_k[mid], mid) <= c) lo = mid; else hi = mid;
+    }
+    int64_t src = -1;
+    const int start = p.cu_seqlens_k[lo];
+    const int64_t col0 = hstu_fp8_vt_start(start, lo);
+    if (p.batch > 0 && c >= col0) {
+      const int64_t l = c - col0;
+      const int64_t key = (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31));
+      const int len = p.cu_seqlens_k[lo + 1] - start;
+      const int used = p.seqused_k ? min(p.seqused_k[lo], len) : len;
+      if (key < used) src = start + key;
+    }
+    src_row[threadIdx.x] = src;
+  }
+  __syncthreads();
+  constexpr int kChunks = D / 16;
+  const uint8_t* v = static_cast<const uint8_t*>(p.v) + static_cast<int64_t>(h) * p.v_head_stride;
+  for (int idx = threadIdx.x; idx < 64 * kChunks; idx += 256) {
+    const int col = idx / kChunks, part = idx % kChunks;
+    const int64_t src = src_row[col];
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (src >= 0) x = __ldg(reinterpret_cast<const uint4*>(v + src * p.v_row_stride + part * 16));
+    *reinterpret_cast<uint4*>(&tile[col][part * 16]) = x;
+  }
+  __syncthreads();
+  uint8_t* vt = static_cast<uint8_t*>(f.vt) + static_cast<int64_t>(h) * D * f.vt_cols;
+  for (int idx = threadIdx.x; idx < D * 4; idx += 256) {
+    const int d = idx / 4, g = idx % 4;
+    const int64_t c = c0 + 16 * g;
+    if (c >= f.vt_cols) continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int cc = 16 * g + 4 * q;
+      w[q] = static_cast<uint32_t>(tile[cc][d]) | static_cast<uint32_t>(tile[cc + 1][d]) << 8 |
+             static_cast<uint32_t>(tile[cc + 2][d]) << 16 | static_cast<uint32_t>(tile[cc + 3][d]) << 24;
+    }
+    st_global_v4(vt + d * f.vt_cols + c, make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
+
+// Grid (m_blocks, H, B), query tiles of each (b, h) heaviest (last) first.
+template <int D>
+__global__ void __launch_bounds__(384, 1)
+    hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                             const __grid_constant__ CUtensorMap tm_vt, const HstuParams p,
+                             const HstuFp8FwdParams f) {
+  using C = Fp8FwdTraits<D>;
+  constexpr int BM = C::kBlockM;
+  constexpr int BN = C::kBlockN;
+  constexpr int S = C::kStages;
+  constexpr int RB = C::kRowBytes;
+
+  extern __shared__ char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base;
+  const uint32_t sK = sQ + C::kQBytes;
+  const uint32_t sV = sK + S * C::kTileBytes;
+  const uint32_t sO = sV + S * C::kTileBytes;
+  const uint32_t bar = base + C::kBarOffset;
+  const uint32_t bar_q = bar;
+  auto bar_full_k = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_full_v = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
+  auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
+
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= si.lq_alloc) return;
+  int nb_begin = 0, nb_end = 0;
+  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
+  const int n_tiles = nb_end - nb_begin;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbar_init(bar_q, 1);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full_k(s), 1);
+      mbar_init(bar_full_v(s), 1);
+      mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
+      mbar_init(bar_empty_v(s), 8);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid < 128) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0 && n_tiles > 0) {
+      prefetch_tensormap(&tm_q);
+      prefetch_tensormap(&tm_k);
+      prefetch_tensormap(&tm_vt);
+      mbar_arrive_expect_tx(bar_q, C::kQBytes);
+#pragma unroll
+      for (int pn = 0; pn < C::kPanels; ++pn) {
+        tma_load_3d(sQ + pn * C::kQPanelBytes, &tm_q, bar_q, pn * RB, h, si.q_start + m0);
+      }
+      const int vt_col0 = static_cast<int>(hstu_fp8_vt_start(si.k_start, b));  // 16-byte aligned (TMA)
+      for (int i = 0; i < n_tiles; ++i) {
+        const int nb = nb_end - 1 - i;
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        mbar_wait(bar_empty_k(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
+#pragma unroll
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h,
+                      si.k_start + nb * BN);
+        }
+        mbar_wait(bar_empty_v(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+        tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col0 + nb * BN, 0, h);
+      }
+    }
+    return;
+  }
+  // ---------------------------------------------------------------- consumer warpgroups
+  setmaxnreg_inc<C::kConsumerRegs>();
+  const int ctid = tid - 128;
+  const int wg = ctid / 128;  // 0 or 1: rows [64 wg, 64 wg + 64) of the tile
+  const int wtid = ctid % 128;
+  const int warp = wtid / 32;
+  const int lane = wtid % 32;
+  const SeqMask& mk = si.mask;
+  const int row_w0 = m0 + mk.offset + 64 * wg;  // key position of this warpgroup's first row
+  const int64_t k_cols = f.total_k / 128 + p.batch;
+  // k and v factors: per KV tile in block mode, else one per CTA (loaded once, off the main loop's path).
+  const bool per_tile = f.descale_mode == kFp8Block;
+  const float k_const = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
+  const float v_const = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
+  auto k_factor = [&](int nb) {
+    return per_tile ? fp8_descale(f.k_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                    : k_const;
+  };
+  auto v_factor = [&](int nb) {
+    return per_tile ? fp8_descale(f.v_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                    : v_const;
+  };
+
+  float acc_o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+  float v_cur = 1.f;  // acc_o * v_cur is the output so far (times scaling_seqlen)
+  const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, p.total_q / 128 + p.batch, si.q_start,
+                               m_block);
+
+  if (n_tiles > 0) {
+    float acc_s[BN / 2];
+    uint32_t pf[BN / 32][4];
+    const float half_alpha_q = 0.5f * p.alpha * qs;
+    v_cur = v_factor(nb_end - 1);
+    auto issue_qk = [&](int s) {
+      wgmma_fence();
+      const uint32_t q_wg = sQ + wg * 64 * RB;
+#pragma unroll
+      for (int ks = 0; ks < D / 32; ++ks) {
+        const int off = (ks * 32) % RB;  // k offset inside the panel row
+        const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+        const uint64_t db = make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
+        wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int s) {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < BN / 32; ++ks) {
+        wgmma_rs_e4m3<D>(acc_o, pf[ks], make_desc_kmajor(sV + s * C::kTileBytes + ks * 32, BN));
+      }
+      wgmma_commit();
+    };
+    // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
+    auto rescale_o = [&](int nb) {
+      const float vf = v_factor(nb);
+      if (vf != v_cur) {
+        pin_all(acc_o);
+        const float r = v_cur / vf;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) acc_o[i] *= r;
+        v_cur = vf;
+      }
+    };
+    // P = SiLU(alpha q_s k_s S) (h + h tanh(h), h = alpha q_s k_s S / 2: one MUFU op), masked to 0, in acc_s.
+    auto silu_mask = [&](int nb) {
+      const int n0 = nb * BN;
+      const float sc = half_alpha_q * k_factor(nb);
+      if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                   : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+        for (int e = 0; e < BN / 2; ++e) {
+          const float x = acc_s[e] * sc;
+          acc_s[e] = fmaf(x, tanh_fast(x), x);
+        }
+      } else if (mk.hist == mk.lk) {
+        // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
+        const int jj = n0 + 2 * (lane % 4);
+        int lo[2], hi[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
+          lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+          if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
+          hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
+          if (r < mk.ctx) {
+            lo[half] = 0;
+            hi[half] = mk.lk;
+          }
+          if (r >= mk.lk) hi[half] = lo[half];
+        }
+#pragma unroll
+        for (int e = 0; e < BN / 2; ++e) {
+          const float x = acc_s[e] * sc;
+          const float v = fmaf(x, tanh_fast(x), x);
+          const int half = (e % 4) / 2;
+          const int j = jj + 8 * (e / 4) + (e % 2);
+          acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
+        }
+      } else {
+        // Targets: the general rule, evaluated into a bit mask by a rolled loop.
+        const int rr = row_w0 + 16 * warp + lane / 4;
+        const int jj = n0 + 2 * (lane % 4);
+        uint32_t bits[BN / 64];
+#pragma unroll
+        for (int w = 0; w < BN / 64; ++w) {
+          uint32_t m = 0;
+#pragma unroll 1
+          for (int e = 0; e < 32; ++e) {
+            const int ee = 32 * w + e;
+            const int r = rr + 8 * ((ee % 4) / 2);
+            const int j = jj + 8 * (ee / 4) + (ee % 2);
+            m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+          }
+          bits[w] = m;
+        }
+#pragma unroll
+        for (int e = 0; e < BN / 2; ++e) {
+          const float x = acc_s[e] * sc;
+          const float v = fmaf(x, tanh_fast(x), x);
+          acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+        }
+      }
+    };
+    // P to e4m3 A fragments: k-slot 4 t + i of block ks holds key 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3),
+    // i.e. accumulator elements 16 ks + {0, 1, 4, 5} (a0; + 2 for the row + 8: a1; + 8 for keys + 16: a2, a3).
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+          pf[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+        }
+      }
+    };
+    auto release = [&](uint32_t bb) {
+      if (lane == 0) mbar_arrive(bb);
+    };
+    auto stage = [&](int i) { return i % S; };
+    auto phase = [&](int i) { return static_cast<uint32_t>((i / S) & 1); };
+
+    mbar_wait(bar_q, 0);
+    // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
+    // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
+    // arrive.
+    auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
+    auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
+    if (wg == 1) named_barrier_arrive(4, 256);
+    {
+      mbar_wait(bar_full_k(0), 0);
+      pp_sync();
+      issue_qk(0);
+      pp_arrive();
+      wgmma_wait<0>();
+      pin_all(acc_s);
+      release(bar_empty_k(0));
+      silu_mask(nb_end - 1);
+      pack_p();
+    }
+    for (int i = 1; i < n_tiles; ++i) {
+      const int nb = nb_end - 1 - i;
+      const int s = stage(i);
+      const int sp = stage(i - 1);
+      mbar_wait(bar_full_k(s), phase(i));
+      mbar_wait(bar_full_v(sp), phase(i - 1));
+      rescale_o(nb + 1);
+      pp_sync();
+      issue_qk(s);   // S_i, in flight during the P V below
+      issue_pv(sp);  // O += P_{i-1} Vt_{i-1}
+      pp_arrive();
+      wgmma_wait<1>();  // S_i done
+      pin_all(acc_s);
+      release(bar_empty_k(s));
+      silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+      wgmma_wait<0>();
+      pin_all(pf);
+      release(bar_empty_v(sp));
+      pack_p();
+    }
+    const int il = n_tiles - 1;
+    const int sl = stage(il);
+    mbar_wait(bar_full_v(sl), phase(il));
+    rescale_o(nb_begin);
+    pp_sync();
+    issue_pv(sl);
+    if (wg == 0) pp_arrive();
+    wgmma_wait<0>();
+    pin_all(pf);
+    release(bar_empty_v(sl));
+    pin_all(acc_o);
+  }
+
+  // Epilogue: scale, round to the output dtype, stage this warpgroup's 64 rows (128-byte swizzled panels of 64
+  // columns), then 16-byte coalesced stores. Rows past the sequence are not stored.
+  // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
+  const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
+  const bool out_half = f.out_half != 0;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int rr = 16 * warp + lane / 4 + 8 * half;
+      const float x0 = acc_o[4 * j + 2 * half] * sc, x1 = acc_o[4 * j + 2 * half + 1] * sc;
+      const uint32_t v = out_half ? pack2<__half>(x0, x1) : pack2<__nv_bfloat16>(x0, x1);
+      const uint32_t a =
+          sO + (j / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
+      st_shared_u32(a, v);
+    }
+  }
+  named_barrier_sync(2 + wg, 128);
+  const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
+  uint16_t* og = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
+                 static_cast<int64_t>(h) * p.o_head_stride;
+  constexpr int kChunks = D / 8;
+#pragma unroll 4
+  for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+    const int rr = idx / kChunks;
+    const int c = idx % kChunks;
+    if (rr < rows_store) {
+      uint4 val;
+      const uint32_t a = sO + (c / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                   : "r"(a));
+      st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+    }
+  }
+}
+
+}  // namespace sm90
+}  // namespace hstu

@@ -1,0 +1,71 @@
+// Host launcher of the Hopper FP8 forward: the Vt pre-pass, the TMA tensor maps (e4m3 as bytes) and the kernel.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // tensor_map_encoder, bind_device_context
+
+namespace hstu {
+namespace sm90 {
+
+// 3-D byte tensor map, box (box0 bytes, box1, box2), swizzle of box0 bytes (128 or 64).
+inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64_t (&dims)[3],
+                               const cuuint64_t (&strides)[2], const cuuint32_t (&box)[3]) {
+  TensorMapEncodeTiledFn enc = tensor_map_encoder();
+  if (enc == nullptr) return cudaErrorNotSupported;
+  cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(ptr), dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <int D>
+cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
+  using C = Fp8FwdTraits<D>;
+  if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
+  if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
+  // Vt pre-pass (D x vt_cols bytes per head written, total_k x D read).
+  const dim3 vt_grid(static_cast<unsigned>((f.vt_cols + 63) / 64), p.heads);
+  hstu_fp8_vt_kernel<D><<<vt_grid, 256, 0, stream>>>(p, f);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  CUtensorMap tq, tk, tvt;
+  err = bind_device_context();
+  if (err != cudaSuccess) return err;
+  const int64_t hs_q = p.heads > 1 ? p.q_head_stride : D, hs_k = p.heads > 1 ? p.k_head_stride : D;
+  err = make_u8_map(&tq, p.q, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.total_q)},
+                    {static_cast<cuuint64_t>(hs_q), static_cast<cuuint64_t>(p.q_row_stride)},
+                    {C::kRowBytes, 1, C::kBlockM});
+  if (err != cudaSuccess) return err;
+  err = make_u8_map(&tk, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
+                    {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
+                    {C::kRowBytes, 1, C::kBlockN});
+  if (err != cudaSuccess) return err;
+  err = make_u8_map(&tvt, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
+                    {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
+                    {C::kBlockN, D, 1});
+  if (err != cudaSuccess) return err;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D>;
+  err = set_max_dynamic_smem<kernel>(C::kSmem);
+  if (err != cudaSuccess) return err;
+  const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
+  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, p, f);
+  return cudaGetLastError();
+}
+
+}  // namespace sm90
+
+template <int D>
+cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
+  return sm90::launch_fwd_fp8<D>(p, f, stream);
+}
+
+}  // namespace hstu
