@@ -929,7 +929,12 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
 
     def _prefetch_stage(self, ids, offsets, stream=None, threaded=None) -> None:
         """The device-batch form of ``prefetch``: queues the job that stages the batch into the caches
-        (``_prefetch.submit``): on ``stream`` in the job thread on CUDA, inline on a CPU module (tests)."""
+        (``_prefetch.submit``): on ``stream`` in the job thread on CUDA, inline on a CPU module (tests). A CUDA
+        module on the torch path stages inline on the current stream: its backward may write back a row it did
+        not resolve (a group without a valid row rewrites row 0 with the bytes it read), so staging must be
+        ordered with it on one stream."""
+        if stream is not None and not self.use_kernels:
+            stream, threaded = None, False
         _prefetch.submit(self, ids, offsets, stream, threaded)
 
     def _prefetch_stream(self):
