@@ -45,18 +45,18 @@ except ImportError:
 
 class Probe:
     """Host time and counts, per thread kind ("step" / "job"), accumulated by wrappers around the staging's
-    functions; ``reset()`` between measurements."""
+    functions (installed once) and each caching table's store; ``reset()`` between measurements."""
 
-    def __init__(self, m):
+    def __init__(self):
         self.acc = {}
-        self.m = m
+        from dynamicemb._table import ScoredHashTable
+
         self._wrap(_st, "to_host", "to_host")
         self._wrap(_b, "to_host", "to_host")
+        self._wrap(_st, "to_device", "to_device")
         self._wrap(_b, "stage_tables", "stage_tables")
-        for t in m.tables:
-            st = getattr(t, "store", None)
-            if st is not None:
-                self._wrap_store(st)
+        for name in ("_lookup", "_upsert", "erase"):  # the table ops' launches (host time, count)
+            self._wrap(ScoredHashTable, name, "table ops", count=True)
 
     @staticmethod
     def kind():
@@ -66,8 +66,8 @@ class Probe:
         k = (self.kind(), key)
         self.acc[k] = self.acc.get(k, 0.0) + v
 
-    def _wrap(self, mod, name, key):
-        orig = getattr(mod, name)
+    def _wrap(self, owner, name, key, count=False):
+        orig = getattr(owner, name)
         probe = self
 
         def w(*a, **k):
@@ -76,31 +76,43 @@ class Probe:
                 return orig(*a, **k)
             finally:
                 probe.add(key, time.perf_counter() - t0)
-        setattr(mod, name, w)
+                if count:
+                    probe.add(key + " n", 1.0)
+        setattr(owner, name, w)
 
-    def _wrap_store(self, st):
-        find, write, probe = st.find, st.write, self
+    def wrap_stores(self, m):
+        for t in m.tables:
+            st = getattr(t, "store", None)
+            if st is None:
+                continue
+            find, write, probe = st.find, st.write, self
 
-        def f(keys):
-            t0 = time.perf_counter()
-            r = find(keys)
-            probe.add("store find", time.perf_counter() - t0)
-            probe.add("rows in", float(r.found.sum()))
-            probe.add("missed", float(keys.numel()))
-            return r
+            def f(keys, find=find):
+                t0 = time.perf_counter()
+                r = find(keys)
+                probe.add("store find", time.perf_counter() - t0)
+                probe.add("rows in", float(r.found.sum()))
+                probe.add("missed", float(keys.numel()))
+                return r
 
-        def wr(pk, pv, ps, ek):
-            t0 = time.perf_counter()
-            write(pk, pv, ps, ek)
-            probe.add("store write", time.perf_counter() - t0)
-            probe.add("rows out", float(pk.numel()))
-        st.find, st.write = f, wr
+            def wr(pk, pv, ps, ek, write=write):
+                t0 = time.perf_counter()
+                write(pk, pv, ps, ek)
+                probe.add("store write", time.perf_counter() - t0)
+                probe.add("rows out", float(pk.numel()))
+            st.find, st.write = f, wr
 
     def reset(self):
         self.acc = {}
 
     def get(self, kind, key, steps):
         return self.acc.get((kind, key), 0.0) / steps
+
+    def both(self, key, steps):
+        return self.get("step", key, steps) + self.get("job", key, steps)
+
+
+PROBE = None
 
 
 def sync(device):
@@ -121,7 +133,29 @@ def wall_ms(fn, device, warmup, reps):
     return statistics.median(ts)
 
 
-def profile(frac, opt_name, rows, B, steps, bw, prefetch, device):
+def trace(one, device, label):
+    """torch.profiler over two pipelined steps (every thread): top host ops by self CPU time, top kernels."""
+    from torch.profiler import ProfilerActivity, profile as tprofile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    one()
+    sync(device)
+    with tprofile(activities=acts) as prof:
+        one()
+        one()
+        sync(device)
+    ka = prof.key_averages()
+    lines = [f"\n#### {label}: torch.profiler, 2 pipelined steps\n", "top host ops (self CPU us, calls):", ""]
+    lines += [f"    {e.key[:60]:60s} {e.self_cpu_time_total:9.0f} {e.count:6d}"
+              for e in sorted(ka, key=lambda e: -e.self_cpu_time_total)[:14]]
+    dev_t = sorted((e for e in ka if getattr(e, "self_device_time_total", 0) > 0),
+                   key=lambda e: -e.self_device_time_total)[:12]
+    lines += ["", "top device kernels (self device us, calls):", ""]
+    lines += [f"    {e.key[:60]:60s} {e.self_device_time_total:9.0f} {e.count:6d}" for e in dev_t]
+    return lines
+
+
+def profile(frac, opt_name, rows, B, steps, bw, prefetch, device, traced=False):
     T, dim = 10, 128
     opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
     gen = torch.Generator().manual_seed(1)  # the batches of embedding_tiers.step_batches
@@ -133,7 +167,8 @@ def profile(frac, opt_name, rows, B, steps, bw, prefetch, device):
         [DynamicEmbTableOptions(dim=dim, max_capacity=rows, storage="caching", hbm_budget_bytes=budget)] * T,
         pooling="none", optimizer=opt, device=device)
     row_bytes = opt.row_width(dim) * 4
-    probe = Probe(m)
+    probe = PROBE
+    probe.wrap_stores(m)
     it = [0]
     times = {"stage (step thread)": 0.0, "prefetch call": 0.0}
     stage = m._stage_caches
@@ -177,19 +212,19 @@ def profile(frac, opt_name, rows, B, steps, bw, prefetch, device):
         _prefetch.settle(m)
     pipelined = (time.perf_counter() - t0) * 1e3 / steps
     job_ms = sum(j.seconds for j in jobs) * 1e3 / steps
-    rin, rout = probe.get("job", "rows in", steps) + probe.get("step", "rows in", steps), \
-        probe.get("job", "rows out", steps) + probe.get("step", "rows out", steps)
-    missed = probe.get("job", "missed", steps) + probe.get("step", "missed", steps)
+    lines = trace(one, device, f"{opt_name.upper()} caching {int(frac * 100)} % + prefetch") if traced else []
+    rin, rout, missed = probe.both("rows in", steps), probe.both("rows out", steps), probe.both("missed", steps)
     mb = (rin + rout) * row_bytes / 1e6
     row = dict(
         case=f"{opt_name.upper()} caching {int(frac * 100)} %{' + prefetch' if prefetch else ''}",
         synced=synced, pipelined=pipelined,
         stage_step=times["stage (step thread)"] * 1e3 / steps, call=times["prefetch call"] * 1e3 / steps,
         job=job_ms, job_wait=probe.get("job", "to_host", steps) * 1e3,
-        store=(probe.get("job", "store find", steps) + probe.get("job", "store write", steps)
-               + probe.get("step", "store find", steps) + probe.get("step", "store write", steps)) * 1e3,
+        store=(probe.both("store find", steps) + probe.both("store write", steps)) * 1e3,
+        ops=probe.both("table ops n", steps), ops_ms=probe.both("table ops", steps) * 1e3,
+        staging=probe.both("stage_tables", steps) * 1e3, up=probe.both("to_device", steps) * 1e3,
         step_wait=probe.get("step", "to_host", steps) * 1e3,
-        missed=missed, rin=rin, rout=rout, mb=mb, bound=mb / 1e3 / bw * 1e3)
+        missed=missed, rin=rin, rout=rout, mb=mb, bound=mb / 1e3 / bw * 1e3, trace=lines)
     del m
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -204,6 +239,7 @@ def main():
     ap.add_argument("--batch", type=int, default=104857)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--trace", default="", help="torch.profiler of the prefetched step at these fractions")
     a = ap.parse_args()
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -213,18 +249,30 @@ def main():
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU smoke run"
     print(f"## caching step profile ({name}, fp32 D128, 10 tables x {a.batch} ids, "
           f"{'prefetch job' if _prefetch is not None else 'no prefetch job (before)'}; pinned copy bw {bw:.1f} GB/s)\n")
-    print("| case | synced ms | pipelined ms | step-thread staging ms | prefetch call ms | job ms (its thread) |"
-          " host waits in staging ms (step / job) | store calls ms | ids missed | rows in / out | PCIe MB |"
+    global PROBE
+    PROBE = Probe()
+    print("Per step: host ms of the step thread's `_stage_caches` (miss check + staging, or the wait for the prefetch"
+          " job), of the `prefetch` call, of the job (its thread); inside them, in either thread: `stage_tables`, the"
+          " host waits (`to_host`: step thread / job thread), the uploads (`to_device`), the table ops' launches (count"
+          " and host ms), the store calls; ids the caches missed, rows moved in / out, their PCIe MB and the time they"
+          " take at the measured bandwidth.\n")
+    print("| case | synced ms | pipelined ms | step-thread staging | prefetch call | job | stage_tables | waits"
+          " (step / job) | uploads | table ops (n, ms) | store calls | ids missed | rows in / out | PCIe MB |"
           " PCIe bound ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    traces = []
+    traced = [float(x) for x in a.trace.split(",") if x]
     for opt in a.opts.split(","):
         for frac in (float(x) for x in a.fracs.split(",")):
             for pre in (False, True):
-                r = profile(frac, opt, a.rows, a.batch, a.steps, bw, pre, device)
+                r = profile(frac, opt, a.rows, a.batch, a.steps, bw, pre, device, pre and frac in traced)
+                traces += r["trace"]
                 print(f"| {r['case']} | {r['synced']:.2f} | {r['pipelined']:.2f} | {r['stage_step']:.2f} | "
-                      f"{r['call']:.3f} | {r['job']:.2f} | {r['step_wait']:.2f} / {r['job_wait']:.2f} | "
-                      f"{r['store']:.2f} | {r['missed']:.0f} | {r['rin']:.0f} / {r['rout']:.0f} | {r['mb']:.1f} | "
-                      f"{r['bound']:.2f} |", flush=True)
+                      f"{r['call']:.3f} | {r['job']:.2f} | {r['staging']:.2f} | {r['step_wait']:.2f} / "
+                      f"{r['job_wait']:.2f} | {r['up']:.2f} | {r['ops']:.0f}, {r['ops_ms']:.2f} | {r['store']:.2f} | "
+                      f"{r['missed']:.0f} | {r['rin']:.0f} / {r['rout']:.0f} | {r['mb']:.1f} | {r['bound']:.2f} |",
+                      flush=True)
+    print("\n".join(traces))
     return 0
 
 
