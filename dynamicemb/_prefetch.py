@@ -136,15 +136,28 @@ def _run(module, job: PrefetchJob, stream) -> None:
                     stream.wait_event(job.ready)
                 job.bounds, job.gens, job.missed = stage_batch(module, job.ids, job.offsets, job.tables, job.pins)
             except Exception as e:  # noqa: BLE001  kept for the step, which stages itself and raises its own
-                job.error = e
+                job.error = _detached(e)
             finally:
                 if stream is not None:
                     stream.synchronize()  # done on the device: no tensor of the job is in use after this
     except Exception as e:  # noqa: BLE001  (the synchronize itself failed: a device error)
-        job.error = job.error or e
+        job.error = job.error or _detached(e)
     finally:
         job.pins = job.ready = None
         job.seconds = time.perf_counter() - t0
+
+
+def _detached(e: BaseException) -> BaseException:
+    """``e`` without its tracebacks (and those of its causes): a traceback keeps the frames of the failed staging
+    alive, and with them the ``StepPins`` it was given, which would then pin their steps' ids in every later
+    staging until the garbage collector breaks the cycle (job -> error -> traceback -> frame -> job)."""
+    seen = set()
+    x = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        x.__traceback__ = None
+        x = x.__cause__ or x.__context__
+    return e
 
 
 def stage_batch(module, ids, offsets, tables: List[int], pins: list):

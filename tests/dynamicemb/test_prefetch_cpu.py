@@ -130,6 +130,8 @@ def test_failed_job_leaves_the_step_to_raise(fault, threaded):
     data = list(t_batches(T, 6, seed=6, hi=2000))
     for ids, off, w in data[:2]:
         step(ref, ids, off, w), step(m, ids, off, w)
+    step(ref, *data[1])  # a step in flight (data[1] once more) while the job runs: the job pins its ids
+    inflight = m(*data[1][:2])
     sizes = m.sizes()
     if fault == "capacity":
         ids = torch.cat([data[2][0], torch.arange(5000, 5000 + 40 * BC)])  # table 0's feature 0: far too many
@@ -144,6 +146,9 @@ def test_failed_job_leaves_the_step_to_raise(fault, threaded):
     job = _prefetch.submit(m, ids, off, None, threaded)
     _prefetch.settle(m)
     assert isinstance(job.error, err) and job.gens is None
+    (inflight * data[1][2]).sum().backward()
+    # the failed job keeps nothing of the step alive (its error holds no traceback, hence no frames, no pins)
+    assert all(len(t._pins) == 0 for t in m.tables) and job.error.__traceback__ is None
     assert m.sizes() == sizes
     with pytest.raises(err):
         step(m, ids, off, torch.randn(4, 4 + sum(4 if i % 2 == 0 else 8 for i in range(T))))
