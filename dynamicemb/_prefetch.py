@@ -3,10 +3,11 @@ already on the device queues a job that stages the batch's ids into the caches a
 itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb_storage.md, "Prefetch").
 
 A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
-order): it waits on the device for the work queued before the prefetch call (the current step's forward and its
-insert), reads the batch's feature bounds and miss counts back, and, when some cache misses ids of the batch,
-stages them (``_staging.stage_tables``: store reads, insert and evict, write-back of evicted rows). The host waits
-of all that are the job thread's; the step's thread only queues the job. What keeps it safe:
+order): it queues, behind a device wait for the work queued before the prefetch call (the current step's forward
+and its insert), the batch's miss counts per table and its feature bounds, reads them back in one host wait, and,
+when some cache misses ids of the batch, stages them (``_staging.stage_tables``: store reads, insert and evict,
+write-back of evicted rows). The host waits of all that are the job thread's; the step's thread only queues the
+job. What keeps it safe:
 
   - rows of steps in flight: the job pins the ``StepPins`` alive when ``prefetch`` was called (it holds them until
     it ran, so a step whose backward is queued meanwhile keeps its rows: its update may not have run on the device),
@@ -161,16 +162,58 @@ def _detached(e: BaseException) -> BaseException:
 
 
 def stage_batch(module, ids, offsets, tables: List[int], pins: list):
-    """The job's work: the batch's feature bounds and per-table miss counts (two host waits), then, if some cache
-    misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
-    Returns (bounds, {table: generation after}, missed ids)."""
-    bounds = module._bounds(offsets)
-    found, counts = module._miss_counts(ids, bounds, tables)
+    """The job's work: per table the batch's ids its cache misses and the batch's feature bounds, all queued before
+    one host wait (``_count_misses``: the job's host work overlaps the step's forward on the device instead of
+    following it); then, if some cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of
+    steps in flight) pinned as well. Returns (bounds, {table: generation after}, missed ids)."""
+    from . import _staging
+
+    miss, found, ends = _count_misses(module, ids, offsets, tables)
+    hmiss, hends = _staging.to_host(miss, ends)
+    with _staging.host_phase():
+        counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
     todo = [t for t in tables if counts[t]]
     missed = sum(counts[t] for t in todo)
     if todo:
         module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins)
     return bounds, {t: module.tables[t].generation for t in tables}, missed
+
+
+_EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it
+
+
+def _count_misses(module, ids, offsets, tables: List[int]):
+    """Queued with no host wait (no host bounds needed): (per table of ``tables``, the batch's ids its cache misses,
+    duplicates counted; the found mask over the batch's positions, True where the id is in its table's cache or
+    its feature reads no table of ``tables``; the F + 1 feature bounds), all on the device. Each id's feature is a
+    search among the feature ends; each table looks the whole batch up, the other tables' ids masked to the empty
+    key (which lookups skip): len(tables) lookups of N keys and a (len(tables), N) mask."""
+    F = module.num_features
+    B = (offsets.numel() - 1) // F
+    n, dev = ids.numel(), ids.device
+    ends = offsets[::B].contiguous() if B else torch.zeros(F + 1, dtype=torch.int64, device=dev)
+    if not n or not B:
+        return torch.zeros(len(tables), dtype=torch.int64, device=dev), torch.ones(n, dtype=torch.bool, device=dev), ends
+    pos = torch.arange(n, dtype=torch.int64, device=dev)
+    feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
+    mine = _feature_mask(module, dev, tables)[:, feat]  # (T', n): id i belongs to tables[j]
+    keys = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)
+    found = torch.empty_like(mine)
+    for j, t in enumerate(tables):
+        module.tables[t]._lookup(keys[j], found_out=found[j])
+    miss = (mine & torch.logical_not(found)).sum(1)
+    return miss, (found | torch.logical_not(mine)).all(0), ends
+
+
+def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
+    """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once per module and tables."""
+    key = (str(device), tuple(tables))
+    c = module.__dict__.get("_prefetch_feature_mask")
+    if c is None or c[0] != key:
+        fmap = module.feature_table_map
+        m = torch.tensor([[fmap[f] == t for f in range(len(fmap))] for t in tables], dtype=torch.bool)
+        c = module.__dict__["_prefetch_feature_mask"] = (key, m.to(device))
+    return c[1]
 
 
 def settle(obj) -> None:

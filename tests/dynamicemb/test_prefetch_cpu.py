@@ -79,8 +79,8 @@ def test_prefetched_steps_equal_hbm_under_pressure(threaded):
 
 def test_prefetched_step_waits_for_nothing():
     """Counted op by op (SyncCounter): a step whose job staged its batch waits for nothing and runs no table op;
-    the job itself waits 4 times whatever the number of tables (bounds, miss counts, missing ids, insert results)
-    and runs the same table ops as the step's own staging would."""
+    the job itself waits 3 times whatever the number of tables (miss counts with the feature bounds, missing ids,
+    insert results) and runs one lookup per table for its count and the staging's table ops."""
     for T in (1, 2, 5):
         m = make_t("caching", T, slots=8 * BC)
         for ids, off, w in t_batches(T, 6, seed=3, hi=2000):
@@ -90,8 +90,8 @@ def test_prefetched_step_waits_for_nothing():
                 out = m(ids, off)
             (out * w).sum().backward()
             assert (c.waits, c.table_ops) == (0, 0), (T, c.waits, c.table_ops)
-            assert job.waits == 4, (T, job.waits)
-            assert job.table_ops == 7 * T + T + 1, (T, job.table_ops)
+            assert job.waits == 3, (T, job.waits)
+            assert job.table_ops == 7 * T + T, (T, job.table_ops)
 
 
 def test_prefetch_job_thread_and_table_calls():
@@ -186,3 +186,32 @@ def test_job_pins_the_steps_in_flight_when_queued(monkeypatch):
     assert job.error is None and seen and any(p is in_flight[0] for p in seen[0])
     del in_flight, seen[:]
     assert all(len(t._pins) == 0 for t in m.tables)  # released once the job ran
+
+
+def test_job_count_equals_the_step_count():
+    """The job's miss count (every table looks the whole batch up, other tables' ids masked; no host bounds) gives
+    the step's per-feature count and found mask: a module with an all-HBM table among caching ones, a table read by
+    two features, empty bags and reserved ids."""
+    from dynamicemb._batched import BatchedDynamicEmbeddingTables
+    from dynamicemb._options import DynamicEmbTableOptions
+
+    opts = [DynamicEmbTableOptions(dim=4, max_capacity=1024, bucket_capacity=BC, storage=s,
+                                   hbm_budget_bytes=128 * 12 * 4 if s == "caching" else None)
+            for s in ("caching", "hbm", "caching")]
+    m = BatchedDynamicEmbeddingTables(opts, [0, 1, 2, 0], pooling="sum", device="cpu")
+    g = torch.Generator().manual_seed(2)
+    for i in range(6):
+        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
+        off = torch.zeros(21, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, 700, (int(off[-1]),), generator=g)
+        if i == 3:
+            ids[:2] = -(2**63)  # the reserved empty key: always a miss
+        cached = m._cached
+        assert cached == [0, 2]
+        found, want = m._miss_counts(ids, m._bounds(off), cached)
+        miss, jfound, ends = _prefetch._count_misses(m, ids, off, cached)
+        assert dict(zip(cached, miss.tolist())) == want and torch.equal(jfound, found), i
+        assert ends.tolist() == m._bounds(off)
+        out = m(ids.clamp(min=0), off)  # fills the caches for the next batch
+        out.sum().backward()
