@@ -4,6 +4,8 @@ pooling none, 4 batches in turn), per cache fraction and optimizer:
 
   - "synced": ms per step with a device sync after each step (embedding_tiers' number);
   - "pipelined": ms per step over --steps steps in a row, one sync at the end (the host runs ahead);
+  - prefetch: the job counting after reading the bounds back (default), and with ``prefetch_early_count`` (its
+    count queued before its first host wait);
   - per step, the host milliseconds of: the step's own staging in the step's thread (``_stage_caches``: the miss
     check, the staging, and after a prefetch the wait for its job), the prefetch call itself, and the prefetch job
     (its thread): all of it, its host waits for the device (``to_host``) and its store reads and writes;
@@ -155,7 +157,7 @@ def trace(one, device, label):
     return lines
 
 
-def profile(frac, opt_name, rows, B, steps, bw, prefetch, device, traced=False):
+def profile(frac, opt_name, rows, B, steps, bw, prefetch, device, traced=False, early=False):
     T, dim = 10, 128
     opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
     gen = torch.Generator().manual_seed(1)  # the batches of embedding_tiers.step_batches
@@ -166,6 +168,7 @@ def profile(frac, opt_name, rows, B, steps, bw, prefetch, device, traced=False):
     m = BatchedDynamicEmbeddingTables(
         [DynamicEmbTableOptions(dim=dim, max_capacity=rows, storage="caching", hbm_budget_bytes=budget)] * T,
         pooling="none", optimizer=opt, device=device)
+    m.prefetch_early_count = early
     row_bytes = opt.row_width(dim) * 4
     probe = PROBE
     probe.wrap_stores(m)
@@ -212,11 +215,13 @@ def profile(frac, opt_name, rows, B, steps, bw, prefetch, device, traced=False):
         _prefetch.settle(m)
     pipelined = (time.perf_counter() - t0) * 1e3 / steps
     job_ms = sum(j.seconds for j in jobs) * 1e3 / steps
-    lines = trace(one, device, f"{opt_name.upper()} caching {int(frac * 100)} % + prefetch") if traced else []
+    label = f"{opt_name.upper()} caching {int(frac * 100)} % + prefetch{' (early count)' if early else ''}"
+    lines = trace(one, device, label) if traced else []
     rin, rout, missed = probe.both("rows in", steps), probe.both("rows out", steps), probe.both("missed", steps)
     mb = (rin + rout) * row_bytes / 1e6
     row = dict(
-        case=f"{opt_name.upper()} caching {int(frac * 100)} %{' + prefetch' if prefetch else ''}",
+        case=f"{opt_name.upper()} caching {int(frac * 100)} %{' + prefetch' if prefetch else ''}"
+             f"{' (early count)' if early else ''}",
         synced=synced, pipelined=pipelined,
         stage_step=times["stage (step thread)"] * 1e3 / steps, call=times["prefetch call"] * 1e3 / steps,
         job=job_ms, job_wait=probe.get("job", "to_host", steps) * 1e3,
@@ -264,8 +269,9 @@ def main():
     traced = [float(x) for x in a.trace.split(",") if x]
     for opt in a.opts.split(","):
         for frac in (float(x) for x in a.fracs.split(",")):
-            for pre in (False, True):
-                r = profile(frac, opt, a.rows, a.batch, a.steps, bw, pre, device, pre and frac in traced)
+            modes = [(False, False), (True, False)] + ([(True, True)] if _prefetch is not None else [])
+            for pre, early in modes:
+                r = profile(frac, opt, a.rows, a.batch, a.steps, bw, pre, device, pre and frac in traced, early)
                 traces += r["trace"]
                 print(f"| {r['case']} | {r['synced']:.2f} | {r['pipelined']:.2f} | {r['stage_step']:.2f} | "
                       f"{r['call']:.3f} | {r['job']:.2f} | {r['staging']:.2f} | {r['step_wait']:.2f} / "

@@ -317,6 +317,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         #: overlaps the insert; forking after the insert, overlapping the pooling, measured 0.035 ms slower)
         #: instead of at the start of the backward
         self.overlap_csr = True
+        #: prefetch jobs (_prefetch.py) queue their miss count before their first host wait (a masked lookup per
+        #: caching table of the whole batch) instead of after reading the feature bounds back (a lookup per
+        #: feature): their launches then overlap the step's forward but compete with its thread for the GIL
+        self.prefetch_early_count = False
         if dev.type == "cuda":
             self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
             cols = [0]

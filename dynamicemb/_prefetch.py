@@ -3,9 +3,9 @@ already on the device queues a job that stages the batch's ids into the caches a
 itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb_storage.md, "Prefetch").
 
 A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
-order): it queues, behind a device wait for the work queued before the prefetch call (the current step's forward
-and its insert), the batch's miss counts per table and its feature bounds, reads them back in one host wait, and,
-when some cache misses ids of the batch, stages them (``_staging.stage_tables``: store reads, insert and evict,
+order): behind a device wait for the work queued before the prefetch call (the current step's forward and its
+insert), it counts the batch's misses per table (reading the feature bounds and the counts back), and, when some
+cache misses ids of the batch, stages them (``_staging.stage_tables``: store reads, insert and evict,
 write-back of evicted rows). The host waits of all that are the job thread's; the step's thread only queues the
 job. What keeps it safe:
 
@@ -162,16 +162,21 @@ def _detached(e: BaseException) -> BaseException:
 
 
 def stage_batch(module, ids, offsets, tables: List[int], pins: list):
-    """The job's work: per table the batch's ids its cache misses and the batch's feature bounds, all queued before
-    one host wait (``_count_misses``: the job's host work overlaps the step's forward on the device instead of
-    following it); then, if some cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of
-    steps in flight) pinned as well. Returns (bounds, {table: generation after}, missed ids)."""
+    """The job's work: per table the batch's ids its cache misses and the batch's feature bounds, then, if some
+    cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
+    The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
+    the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
+    queued before one host wait (``_count_misses``). Returns (bounds, {table: generation after}, missed ids)."""
     from . import _staging
 
-    miss, found, ends = _count_misses(module, ids, offsets, tables)
-    hmiss, hends = _staging.to_host(miss, ends)
-    with _staging.host_phase():
-        counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
+    if getattr(module, "prefetch_early_count", False):
+        miss, found, ends = _count_misses(module, ids, offsets, tables)
+        hmiss, hends = _staging.to_host(miss, ends)
+        with _staging.host_phase():
+            counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
+    else:
+        bounds = module._bounds(offsets)
+        found, counts = module._miss_counts(ids, bounds, tables)
     todo = [t for t in tables if counts[t]]
     missed = sum(counts[t] for t in todo)
     if todo:

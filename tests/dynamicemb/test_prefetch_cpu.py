@@ -30,14 +30,16 @@ def _in_cache(m, ids, off):
     return out
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["count", "early_count"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["inline", "thread"])
-def test_prefetched_steps_equal_hbm_under_pressure(threaded):
+def test_prefetched_steps_equal_hbm_under_pressure(threaded, early):
     """The pipeline shape (forward i, prefetch i + 1, backward i) with every step missing in every cache: the job
     stages batch i + 1 while step i is in flight, step i's rows stay (pins), step i + 1 finds all its ids cached and
     stages nothing; the training is bit-identical to all-HBM. Also: two batches ahead (the second job's staging
     voids the first's), a logical write between a job and its step, a batch changed in place after its prefetch."""
     T = 3
     ref, m = make_t("hbm", T), make_t("caching", T, slots=16 * BC)  # two batches fit, not many more
+    m.prefetch_early_count = early
     data = list(t_batches(T, 12, seed=13, hi=2000))  # 12 steps: the all-HBM tables never fill a bucket
     staged_ahead = skipped = 0
     orig = m._stage_missing
@@ -77,12 +79,15 @@ def test_prefetched_steps_equal_hbm_under_pressure(threaded):
     assert all(len(t._pins) == 0 for t in m.tables)  # the job released what it pinned
 
 
-def test_prefetched_step_waits_for_nothing():
+@pytest.mark.parametrize("early", [False, True], ids=["count", "early_count"])
+def test_prefetched_step_waits_for_nothing(early):
     """Counted op by op (SyncCounter): a step whose job staged its batch waits for nothing and runs no table op;
-    the job itself waits 3 times whatever the number of tables (miss counts with the feature bounds, missing ids,
-    insert results) and runs one lookup per table for its count and the staging's table ops."""
+    the job itself waits a fixed number of times whatever the number of tables: 4 (feature bounds, miss counts,
+    missing ids, insert results), 3 with the early count (counts and bounds in one readback), and runs the
+    staging's table ops plus one lookup per feature (per table with the early count) for its count."""
     for T in (1, 2, 5):
         m = make_t("caching", T, slots=8 * BC)
+        m.prefetch_early_count = early
         for ids, off, w in t_batches(T, 6, seed=3, hi=2000):
             with SyncCounter(m, "_prefetch_stage") as job:
                 m._prefetch_stage(ids, off)
@@ -90,8 +95,8 @@ def test_prefetched_step_waits_for_nothing():
                 out = m(ids, off)
             (out * w).sum().backward()
             assert (c.waits, c.table_ops) == (0, 0), (T, c.waits, c.table_ops)
-            assert job.waits == 3, (T, job.waits)
-            assert job.table_ops == 7 * T + T, (T, job.table_ops)
+            assert job.waits == (3 if early else 4), (T, job.waits)
+            assert job.table_ops == 7 * T + (T if early else T + 1), (T, job.table_ops)
 
 
 def test_prefetch_job_thread_and_table_calls():
