@@ -37,8 +37,9 @@ backing store, ``_caching.py``): before the step's insert, each caching table th
 stages them (moves the rows its store holds into the cache, reserves slots for new ids, pins the ids of steps
 whose backward has not run), so the step itself runs unchanged; staging synchronizes with the host, a fixed
 number of times for all tables together (``_staging.py``). Whether a table misses anything is one readback for all
-tables, or none after a ``prefetch`` of the batch on the device (its miss counts, taken on a side stream); a
-``prefetch`` of CPU ids reads the batch's stored rows into host memory ahead of the staging.
+tables. A ``prefetch`` of the batch on the device stages it ahead, on a side stream and a background host thread
+(``_prefetch.py``), so that its step stages nothing and waits for nothing; a ``prefetch`` of CPU ids reads the
+batch's stored rows into host memory ahead of the staging.
 
 Tables of equal row width and dtype keep their rows in one buffer (each table's ``values`` is a view of it), so
 the gather and the update run once per group of tables, not once per table; a table that reallocates (grow, load)
@@ -76,7 +77,6 @@ import operator
 import os
 import threading
 import warnings
-import weakref
 from typing import List, Optional, Sequence
 
 import torch
@@ -86,7 +86,9 @@ from ._checks import CHANNEL, ERR_ARG_CODES, host_error
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
-from ._caching import CachedTable, PrefetchedHits, StepPins
+from . import _prefetch
+from ._caching import CachedTable, StepPins
+from ._prefetch import settled
 from ._staging import host_phase, stage_tables, to_device, to_host
 from ._storage import make_store
 from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
@@ -101,7 +103,6 @@ __all__ = ["BatchedDynamicEmbeddingTables", "RefusedInsertError"]
 _POOLINGS = ("sum", "mean", "none")
 _STAT_REFUSED = 3
 _PREFETCH_STREAMS = {}  # device index -> side stream of prefetch (see BatchedDynamicEmbeddingTables.prefetch)
-_PREFETCHED = weakref.WeakKeyDictionary()  # module -> [PrefetchedHits] of batches prefetched on the device, not run
 
 
 class RefusedInsertError(RuntimeError):
@@ -316,6 +317,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         #: overlaps the insert; forking after the insert, overlapping the pooling, measured 0.035 ms slower)
         #: instead of at the start of the backward
         self.overlap_csr = True
+        #: prefetch jobs (_prefetch.py) queue their miss count before their first host wait (a masked lookup per
+        #: caching table of the whole batch) instead of after reading the feature bounds back (a lookup per
+        #: feature): their launches then overlap the step's forward but compete with its thread for the GIL
+        self.prefetch_early_count = False
         if dev.type == "cuda":
             self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
             cols = [0]
@@ -436,11 +441,13 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def get_learning_rate(self) -> float:
         return float(self.learning_rate)
 
+    @settled
     def set_epoch(self, epoch: int):
         """Sets the epoch of tables with an epoch_lru / epoch_lfu policy."""
         for t in self.tables:
             t.set_epoch(epoch)
 
+    @settled
     def sizes(self) -> List[int]:
         """Stored ids per table (host sync)."""
         return [t.size() for t in self.tables]
@@ -456,6 +463,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             raise ValueError(f"table: expected an int in [0, {T}), got {table}")
         return table
 
+    @settled
     def set_rows(self, table: int, ids: torch.Tensor, weights: torch.Tensor, state: Optional[torch.Tensor] = None):
         """Inserts/overwrites rows: embedding ``weights`` (n, dim) and optimizer ``state`` (default: initial).
 
@@ -497,6 +505,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             raise RefusedInsertError(f"set_rows: {refused} of {ids.numel()} ids refused by table {table} (buckets "
                                      f"full of higher scores); the table is unchanged")
 
+    @settled
     def get_rows(self, table: int, ids: torch.Tensor):
         """Reads the stored rows of ``ids`` in table ``table``; changes nothing (no insert, no score update).
 
@@ -672,6 +681,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def __getstate__(self):
         # A lock neither pickles nor deep-copies. Copies (deepcopy, pickle) rebuild the table metadata: it holds
         # this module's device addresses, and its key (the tensors' identities) would match the copy's tensors.
+        _prefetch.settle(self)  # a copy must not see a table mid-staging
         d = dict(super().__getstate__())
         for k in ("_step_lock", "_step_cond", "_inflight"):
             d.pop(k, None)
@@ -781,13 +791,12 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         """Stages the step's ids into the caching tables that miss some of them (see _caching.py); returns the
         step's pins when a backward follows (the rows it will update stay in the cache until it ran).
 
-        Host syncs (docs/dynamicemb_storage.md): none when a prefetch of this very batch (``prefetch`` with the
-        step's device ids) counted no miss in any cache that did not change since (the common case of a warm
-        cache); else one for the feature bounds (none with CPU offsets or after such a prefetch) and one for the
-        miss counts of the tables the prefetch did not count; then, if some table misses, two for all the tables
-        together (``_stage_missing``)."""
+        Host syncs (docs/dynamicemb_storage.md): none after a prefetch of this very batch (``prefetch`` with the
+        step's device ids: its job staged the batch) for every cache that did not change since; else one for the
+        feature bounds (none with CPU offsets or after such a prefetch) and one for the miss counts of the other
+        tables; then, if some table misses, two for all the tables together (``_stage_missing``)."""
         cached = self._cached
-        counts, bounds = self._prefetched_misses(ids, offsets, cached)
+        counts, bounds = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
         found = None
         if unknown:
@@ -829,11 +838,12 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 out[self.feature_table_map[f]] += m
         return found, out
 
-    def _stage_missing(self, ids, bounds, todo, total, found, covered, train) -> None:
+    def _stage_missing(self, ids, bounds, todo, total, found, covered, train, pins=()) -> None:
         """Stages the step's ids into the caches of ``todo`` (tables that miss ``total`` ids or fewer, counting
         duplicates) together: one readback of every missing id (``nonzero_static``: no wait for the count), the
         staging of all tables (``_staging.stage_tables``: one more). ``found``: the found mask of the tables in
-        ``covered`` (None: none); the other tables of ``todo`` are looked up here."""
+        ``covered`` (None: none); the other tables of ``todo`` are looked up here. ``pins``: more ``StepPins``
+        to pin (a prefetch job's)."""
         n = ids.numel()
         if found is None:
             found = torch.ones(n, dtype=torch.bool, device=ids.device)
@@ -847,58 +857,32 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             table = torch.tensor(self.feature_table_map, dtype=torch.int64)[feat]
             missing = [torch.unique(hkeys[table == t]).view(self.key_dtype) for t in todo]
         present = self._table_keys(ids, None, todo, False, bounds)
-        stage_tables([self.tables[t] for t in todo], [present[t] for t in todo], missing, insert_new=train)
-
-    def _feature_mask(self, device, tables) -> torch.Tensor:
-        """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once (the prefetch's hit
-        counts gather it by feature)."""
-        key = (str(device), tuple(tables))
-        c = self.__dict__.get("_tier_feature_mask")
-        if c is None or c[0] != key:
-            m = torch.tensor([[self.feature_table_map[f] == t for f in range(self.num_features)] for t in tables],
-                             dtype=torch.bool)
-            c = self.__dict__["_tier_feature_mask"] = (key, m.to(device))
-        return c[1]
-
-    def _prefetched_misses(self, ids, offsets, cached):
-        """({table: misses counted by a prefetch of this batch (same ids and offsets tensors, unmodified) in a cache
-        that has not changed since, else None}, the batch's feature bounds the prefetch copied, or None). Takes the
-        prefetch's record; waits only for the prefetch's own side-stream work (done long before, as a rule), never
-        for the step queued on the current stream. A count is exact, or an upper bound when the cache only gained
-        keys since (the steps between prefetch and step insert, never evict)."""
-        none = {t: None for t in cached}
-        recs = _PREFETCHED.get(self)
-        if not recs:
-            return none, None
-        mine = [r for r in recs if r.matches(ids, offsets)]
-        if not mine:
-            return none, None
-        recs[:] = [r for r in recs if r not in mine]
-        counts, bounds = mine[-1].result(self.tables)  # the latest prefetch of the batch
-        none.update(counts)
-        return none, bounds
+        stage_tables([self.tables[t] for t in todo], [present[t] for t in todo], missing, insert_new=train, pins=pins)
 
     def prefetch(self, ids: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None) -> None:
-        """Prepares a coming batch's step on a side stream, in one of two forms (docs/dynamicemb_storage.md):
+        """Prepares a coming batch's step, in one of two forms (docs/dynamicemb_storage.md, "Prefetch"):
 
         - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
-          the fast form): counts, per caching table, the batch's ids its cache misses, with no host sync. The
-          step given these very tensors (not modified in place since) then skips staging for every table that
-          misses nothing and whose cache did not change since: no host sync and no staging work in that step; a
-          step with misses stages on the counted misses (no count of its own, no feature-bounds readback).
+          the fast form): returns at once; a job stages the batch into the caches on a side stream in a background
+          host thread (it waits on the device for the work queued so far: call it after the current step's
+          forward), with the rows of the steps in flight (forward run, backward not yet) pinned. The step given
+          these very tensors (int64 offsets, not modified in place since) then stages nothing and waits for
+          nothing, as an all-HBM step, for every cache that did not change since the job; otherwise it checks and
+          stages itself. Calls that touch the tables (the next step among them) wait for the job first.
         - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
-          staging then moves them into the caches without reading the stores; worth it for slow stores).
+          staging then moves them into the caches without reading the stores; worth it for slow stores). Changes
+          no table.
 
-        Changes no table: rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
+        Rows of steps in flight are never evicted by a prefetch. A no-op without caching tables.
 
         Args:
-            ids: (N,) key_dtype, on the module's device (the side stream first waits for the work queued so far on
-                the current stream) or on the CPU (no wait on the current step).
+            ids: (N,) key_dtype, on the module's device or on the CPU.
             offsets: (F * B + 1,) int64/int32 or ``lengths`` (F * B,), as for forward, on the ids' device.
 
         Raises:
-            StoreError: a backing store cannot be read.
+            StoreError: a backing store cannot be read (CPU ids; the device form leaves errors to the batch's
+                step, which stages itself and raises what staging raises).
 
         Example:
             >>> out = emb(ids, offsets); emb.prefetch(next_ids, next_offsets); out.sum().backward()
@@ -919,9 +903,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             return
         stream = self._prefetch_stream()
         if ids.device.type == "cuda" and offsets.device == ids.device:
-            # the batch is on the device already (TorchRec's prefetch pipeline): count its hits on the side stream
-            # and let its step skip staging where nothing misses (no host sync here nor in the step)
-            self._prefetch_counts(ids, offsets.long(), stream)
+            # the batch is on the device already (TorchRec's prefetch pipeline): stage it now, off this thread
+            self._prefetch_stage(ids, offsets.long(), stream)
             return
         # CPU ids: the rows the caches miss are read from the stores into host memory, the lookups on the side
         # stream (no wait for the step queued on the current stream); the step's staging moves them into the caches.
@@ -930,6 +913,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def _prefetch_rows(self, ids, offsets, stream=None) -> None:
         """The CPU-ids form of ``prefetch``: per caching table one lookup of the batch's ids (on ``stream``), one
         host wait for every table's found mask, then per table one batched read of its store into host memory."""
+        _prefetch.settle(self)
         cached = self._cached
         bounds = self._bounds(offsets.cpu())
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
@@ -947,21 +931,25 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 miss = hkeys[t][torch.logical_not(fetched[j])]
                 self.tables[t]._prefetch_missing(torch.unique(miss.view(torch.int64)).view(self.key_dtype))
 
-    def _prefetch_counts(self, ids, offsets, stream=None) -> None:
-        """The device-batch form of ``prefetch``: queues the batch's miss counts (``PrefetchedHits``) on ``stream``
-        and keeps the record for the batch's step (a CPU module runs it in order: tests)."""
-        recs = _PREFETCHED.setdefault(self, [])
-        recs.append(PrefetchedHits.launch(self, ids, offsets, self._cached, stream))
-        del recs[:-4]  # a batch prefetched but never run is forgotten after 4 more
+    def _prefetch_stage(self, ids, offsets, stream=None, threaded=None) -> None:
+        """The device-batch form of ``prefetch``: queues the job that stages the batch into the caches
+        (``_prefetch.submit``): on ``stream`` in the job thread on CUDA, inline on a CPU module (tests). A CUDA
+        module on the torch path stages inline on the current stream: its backward may write back a row it did
+        not resolve (a group without a valid row rewrites row 0 with the bytes it read), so staging must be
+        ordered with it on one stream."""
+        if stream is not None and not self.use_kernels:
+            stream, threaded = None, False
+        _prefetch.submit(self, ids, offsets, stream, threaded)
 
     def _prefetch_stream(self):
         s = _PREFETCH_STREAMS.get(self.device.index)
         if s is None:
-            # high priority: a prefetch's few small kernels run as soon as the step before them is done, not after
-            # the next queued kernels (its step waits for their counts)
+            # high priority: a prefetch job's kernels run as soon as the forward before them is done, between the
+            # kernels of the backward queued meanwhile (the next step waits for the job)
             s = _PREFETCH_STREAMS[self.device.index] = torch.cuda.Stream(self.device, priority=-1)
         return s
 
+    @settled
     def flush_storage(self) -> None:
         """Caching tables: moves every cached row to its backing store and makes the store durable (with the op
         clock and epoch), e.g. before a process exits so that a ``DiskStore`` reopened later holds every row.
@@ -983,12 +971,14 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def set_extra_state(self, state):  # validated and applied by _load_from_state_dict
         pass
 
+    @settled
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         from ._checkpoint import save_tables
 
         super()._save_to_state_dict(destination, prefix, keep_vars)
         save_tables(self, destination, prefix)
 
+    @settled
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``; the checkpoint is validated whole (layout, buffer values, table integrity)
         before anything changes.
@@ -1030,6 +1020,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         load_tables(self, state_dict, prefix, strict, missing_keys, unexpected_keys, error_msgs)
         self._refresh_links()
 
+    @settled
     def dump(self, path: str, score_threshold: Optional[int] = None, chunk_rows: int = 1 << 20):
         """Writes every table (keys, rows = [embedding | optimizer state] in native dtype, scores) to directory
         ``path``; with ``score_threshold`` only rows whose score >= threshold (incremental dump).
@@ -1047,6 +1038,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
 
         dump(self, path, score_threshold, chunk_rows)
 
+    @settled
     def load(self, path: str):
         """Loads a ``dump`` (a full dump replaces the tables, an incremental one is applied on top). A corrupt or
         mismatched dump raises ``ValueError`` and leaves the module unchanged.

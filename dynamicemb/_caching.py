@@ -20,16 +20,15 @@ Contract (what makes a caching table behave like an all-HBM table on the same id
 Staging of a module's step (``_staging.stage_tables``) stages every caching table that misses ids of the step
 together, with a fixed number of host waits whatever the number of tables (docs/dynamicemb_storage.md).
 
-Prefetch (``prefetch(keys)``): looks up, on a side stream, which keys are missing from the cache and reads those
-the store holds into host memory; the next staging moves them without reading the store. A prefetch never changes
-the cache, so it cannot evict rows of a step in flight; the prefetched rows stay valid because the store only
-changes inside staging (which takes a key's prefetched row when it moves the key) and the logical writes (which
-drop every prefetched row).
+Prefetch of a module's coming batch on the device (``_prefetch.py``): a job stages the batch on a side stream and
+a background host thread, with the rows of steps in flight pinned, so that the batch's step finds every id in the
+cache and skips staging (``generation``: the step trusts the job only while the cache did not change since).
+Every logical op below first waits for such jobs (``_prefetch.settled``).
 
-What a step can skip (``PrefetchedHits``, ``generation``): staging a batch whose ids are all in the cache changes
-nothing, so the module skips it; a prefetch of a batch on the device counts its misses per table on the side stream,
-and the batch's step trusts a zero count while the cache's generation (bumped by every op that can remove keys) is
-the one the prefetch saw.
+Prefetch of keys into host memory (``prefetch(keys)``, the CPU-ids form): looks up which keys are missing from the
+cache and reads those the store holds into host memory; the next staging moves them without reading the store.
+It never changes the cache; the prefetched rows stay valid because the store only changes inside staging (which
+takes a key's prefetched row when it moves the key) and the logical writes (which drop every prefetched row).
 """
 
 from __future__ import annotations
@@ -39,11 +38,12 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ._prefetch import settled
 from ._staging import host_phase, stage_tables, to_host
 from ._storage import BackingStore
 from ._table import ExportResult, FindResult, ScoredHashTable, TableInitializer
 
-__all__ = ["CachedTable", "CacheCapacityError", "PrefetchedHits", "StepPins"]
+__all__ = ["CachedTable", "CacheCapacityError", "StepPins"]
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): no table op finds or stores it
 _CUSTOMIZED = 2
@@ -79,84 +79,14 @@ class StepPins:
             self._keys, self._fn = self._fn(), None
         return self._keys
 
-    def keys_for(self, table: "CachedTable") -> Optional[torch.Tensor]:
+    def keys_for(self, table: "CachedTable", cache: bool = True) -> Optional[torch.Tensor]:
+        """This step's keys of ``table`` (None if it has none); ``cache=False`` (a prefetch job, on its own stream)
+        computes them without keeping them, so no tensor of the job's stream outlives the job."""
         t = self._idx.get(id(table))
-        return None if t is None else self.keys.get(t)
-
-
-class PrefetchedHits:
-    """A prefetch of a batch already on the device: for each caching table, how many of the batch's ids its cache
-    misses, counted on the prefetch side stream and copied to pinned host memory with the batch's F + 1 feature
-    bounds (no host sync). The batch's step skips staging for a table with no miss whose cache did not change
-    since (``CachedTable.generation``): between two stagings the step's own inserts only add keys, so a hit counted
-    after the last staging stays a hit, and a count of misses stays an upper bound (the step's staging reads its
-    missing ids back without waiting for a count of its own).
-
-    Holds the batch's ids and offsets (so their memory cannot be reused by another batch while this lives) and
-    matches a step by those tensors (same storage, size and version counter: not modified in place since)."""
-
-    def __init__(self, ids, offsets, tables, gens, counts, bounds, event):
-        self.ids, self.offsets, self.tables, self.gens = ids, offsets, tables, gens
-        self.counts, self.bounds, self.event = counts, bounds, event
-        self._sig = self._signature(ids, offsets)
-
-    @staticmethod
-    def _signature(ids, offsets):
-        return tuple((t.data_ptr(), t.numel(), t.dtype, t._version) for t in (ids, offsets))
-
-    @classmethod
-    def launch(cls, module, ids, offsets, tables: List[int], stream) -> "PrefetchedHits":
-        """Queues the miss counts of ``ids`` / ``offsets`` (the module's layout: F features of B bags) on
-        ``stream`` after the work queued so far on the current stream (the last staging included): the feature of
-        each id (a search among the F feature ends), then per table one lookup of the batch's ids with the other
-        tables' ids masked to the empty key (which every lookup skips), one sum per table."""
-        gens = [module.tables[t].generation for t in tables]
-        cuda = ids.device.type == "cuda"  # a CPU module runs the same ops in order (tests count them)
-        if cuda:
-            stream.wait_stream(torch.cuda.current_stream(ids.device))
-        F = module.num_features
-        B = (offsets.numel() - 1) // F
-        with torch.cuda.stream(stream) if cuda else _nullctx():
-            n = ids.numel()
-            bounds = None
-            if B:
-                ends = offsets[::B].contiguous()
-                bounds = torch.empty(F + 1, dtype=torch.int64, pin_memory=cuda)
-                bounds.copy_(ends, non_blocking=cuda)
-            if n and B:
-                pos = torch.arange(n, dtype=torch.int64, device=ids.device)
-                feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
-                mine = module._feature_mask(ids.device, tables)[:, feat]  # (T', n): id i belongs to tables[j]
-                k = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)  # empty never hits
-                found = torch.empty_like(mine)
-                for j, t in enumerate(tables):
-                    module.tables[t]._lookup(k[j], found_out=found[j])
-                miss = (mine & torch.logical_not(found)).sum(1)
-            else:
-                miss = torch.zeros(len(tables), dtype=torch.int64, device=ids.device)
-            counts = torch.empty(len(tables), dtype=torch.int64, pin_memory=cuda)
-            counts.copy_(miss, non_blocking=cuda)
-            event = None
-            if cuda:
-                event = torch.cuda.Event()
-                event.record(stream)
-        if cuda:
-            ids.record_stream(stream)
-            offsets.record_stream(stream)
-        return cls(ids, offsets, list(tables), gens, counts, bounds, event)
-
-    def matches(self, ids, offsets) -> bool:
-        return self._signature(ids, offsets) == self._sig
-
-    def result(self, all_tables):
-        """({table: misses} for the tables whose cache did not change since the prefetch, the feature bounds or
-        None); waits for the copies (queued on the side stream long before, as a rule)."""
-        if self.event is not None:
-            self.event.synchronize()
-        with host_phase():  # pinned host memory, written by the side stream's copies
-            counts = {t: c for t, g, c in zip(self.tables, self.gens, self.counts.tolist())
-                      if all_tables[t].generation == g}
-            return counts, None if self.bounds is None else self.bounds.tolist()
+        if t is None:
+            return None
+        keys = self.keys if (self._keys is not None or cache) else self._fn()
+        return keys.get(t)
 
 
 class CachedTable(ScoredHashTable):
@@ -236,6 +166,7 @@ class CachedTable(ScoredHashTable):
         self.mutated()
         return ScoredHashTable._upsert(self, *args, **kwargs)
 
+    @settled
     def erase_if(self, threshold: int) -> torch.Tensor:
         self.mutated()
         return ScoredHashTable.erase_if(self, threshold)
@@ -249,6 +180,7 @@ class CachedTable(ScoredHashTable):
         return ScoredHashTable._restore_buckets(self, snap)
 
     # ------------------------------------------------------------------ staging (the step's contract)
+    @settled
     def stage(self, keys: torch.Tensor, insert_new: bool = True, pin: bool = True) -> None:
         """Brings every key of ``keys`` that the table holds into the cache and (``insert_new``) reserves a free
         slot in its bucket for every key it does not hold; scores and op clock end as they were. Host-synchronizing
@@ -302,6 +234,7 @@ class CachedTable(ScoredHashTable):
         return missing[ins], values[ins], scores[ins], have[ins], keep
 
     # ------------------------------------------------------------------ prefetch
+    @settled
     def prefetch(self, keys: torch.Tensor, stream: Optional[torch.cuda.Stream] = None) -> None:
         """Reads the rows of ``keys`` missing from the cache that the store holds, into host memory (looking the
         keys up on ``stream`` when given), for the next staging to move without reading the store (worth it for a
@@ -330,12 +263,15 @@ class CachedTable(ScoredHashTable):
             self._pending.pop(0)
 
     # ------------------------------------------------------------------ logical ops (cache + store)
+    @settled
     def size(self) -> int:
         return int(self.counters[1]) + self.store.size()
 
+    @settled
     def size_tensor(self) -> torch.Tensor:
         return self.counters[1] + self.store.size()
 
+    @settled
     def find(self, keys: torch.Tensor, *, return_scores: bool = False, default: float = 0.0) -> FindResult:
         r = ScoredHashTable.find(self, keys, return_scores=True, default=default)
         miss = ~r.found
@@ -352,6 +288,7 @@ class CachedTable(ScoredHashTable):
     def contains(self, keys: torch.Tensor) -> torch.Tensor:
         return self.find(keys).found
 
+    @settled
     def insert_or_assign(self, keys, values, scores=None):
         """Logical insert_or_assign (the keys are staged into the cache, then written there). Returns stats."""
         self._check_keys(keys)
@@ -360,12 +297,14 @@ class CachedTable(ScoredHashTable):
         self.stage(torch.unique(keys.view(torch.int64)).view(self.key_dtype), insert_new=True)
         return ScoredHashTable.insert_or_assign(self, keys, values, scores)
 
+    @settled
     def assign_scores(self, keys, scores=None):
         self._check_keys(keys)
         self._drop_pending()
         self.stage(torch.unique(keys.view(torch.int64)).view(self.key_dtype), insert_new=False)
         return ScoredHashTable.assign_scores(self, keys, scores)
 
+    @settled
     def erase(self, keys: torch.Tensor) -> torch.Tensor:
         self._drop_pending()
         n0 = self.store.size()
@@ -373,6 +312,7 @@ class CachedTable(ScoredHashTable):
         count = ScoredHashTable.erase(self, keys)
         return count + (n0 - self.store.size())
 
+    @settled
     def clear(self):
         self._drop_pending()
         self.store.clear()
@@ -382,12 +322,14 @@ class CachedTable(ScoredHashTable):
         """The cache keeps its size (its HBM budget); returns zero stats."""
         return torch.zeros(5, dtype=torch.int64, device=self.device)
 
+    @settled
     def export_chunks(self, chunk_rows: int, threshold: Optional[int] = None):
         """Yields (keys, values, scores) of every row: the cache's, then the store's, in chunks of at most
         ``chunk_rows`` rows (host-synchronizing; the store's chunks are CPU tensors)."""
         yield from ScoredHashTable.export_chunks(self, chunk_rows, threshold)
         yield from self.store.export_batches(chunk_rows, threshold)
 
+    @settled
     def items(self):
         parts = [(self._host(k), self._host(v), self._host(s)) for k, v, s in self.export_chunks(1 << 20)]
         if not parts:
@@ -395,6 +337,7 @@ class CachedTable(ScoredHashTable):
                     torch.empty(0, dtype=torch.int64))
         return tuple(torch.cat(x) for x in zip(*parts))
 
+    @settled
     def flush(self) -> None:
         """Moves every cached row to the store (the cache is empty afterwards and refills on use) and makes the
         store durable together with the op clock and epoch (a reopened ``DiskStore`` continues from them)."""
@@ -405,6 +348,7 @@ class CachedTable(ScoredHashTable):
         self.store.set_meta({"clock": int(self.counters[0]), "epoch": int(self.epoch)})
         self.store.flush()
 
+    @settled
     def load_rows(self, keys, values, scores, replace: bool):
         """Checkpoint load: (replace: empties the table first) rows go to the store (the cache refills on use)."""
         self._drop_pending()
@@ -416,6 +360,7 @@ class CachedTable(ScoredHashTable):
         if keys.numel():
             self.store.insert(self._host(keys), self._host(values), self._host(scores).view(torch.int64))
 
+    @settled
     def state_dict(self):
         keys, values, scores = self.items()
         return {"rows.keys": keys, "rows.values": values, "rows.scores": scores, "counters": self.counters.cpu(),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import torch
 
@@ -109,7 +109,7 @@ def _ungroup(groups, blocks, rows, dim=0) -> List[torch.Tensor]:
 
 
 def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
-                 pin: bool = True) -> None:
+                 pin: bool = True, pins: Sequence = ()) -> None:
     """Stages the ids of one step into several caching tables (``CachedTable``s, one device).
 
     Args:
@@ -119,6 +119,8 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
         missing: per table, the step's ids its cache misses: unique, CPU.
         insert_new: reserve a free slot for every missing id the store does not hold either.
         pin: also pin the ids of live ``StepPins`` (steps whose backward has not run).
+        pins: more ``StepPins`` to pin (a prefetch job's: the steps in flight when it was queued, whose backward may
+            have released them since while its update is still queued on the device).
 
     Raises:
         CacheCapacityError: some table cannot hold the step's ids; no table changed.
@@ -126,6 +128,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             are staged: rows moved, the same logical rows and scores, nothing lost; the others are unchanged).
     """
     from ._caching import CacheCapacityError
+    from ._prefetch import in_worker
     from ._table import ScoredHashTable
 
     if not tables:
@@ -134,14 +137,17 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
     empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
     clocks = [t.counters[0].clone() for t in tables]
     # 1. pins: the step's ids present in each cache, and the ids of steps in flight, get the maximum score
-    pins = []
+    held = []
+    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
     for t, k in zip(tables, present):
-        parts = [k] + ([p.keys_for(t) for p in list(t._pins)] if pin else [])
+        live = list(t._pins) if pin else []
+        live += [p for p in pins if not any(p is q for q in live)]
+        parts = [k] + [p.keys_for(t, keep) for p in live]
         keys = torch.cat([p.view(torch.int64) for p in parts if p is not None]).view(t.key_dtype)
         found, scores = t._cache_find(keys)
         keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
         t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))
-        pins.append((keys, scores))
+        held.append((keys, scores))
     try:
         # 2. rows of the missing ids: prefetched ones, the rest from each store (host); one copy to the device for
         # the keys, scores and stored flags of every table, one per row layout for the rows
@@ -211,7 +217,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
                 raise e
     finally:
         # 6. every pinned key gets its true score back, and the op clock is the step's
-        for t, (keys, scores), c in zip(tables, pins, clocks):
+        for t, (keys, scores), c in zip(tables, held, clocks):
             t._set_scores(keys, scores)
             t.counters[0].copy_(c)
 

@@ -326,39 +326,11 @@ def test_batched_staging_parity_many_tables(T):
     assert_same(ref, m)
 
 
-def test_prefetch_counts_parity_and_upper_bound():
-    """The device-batch prefetch (its miss counts, run in order on a CPU module): a step whose prefetch counted no
-    miss skips staging; one whose prefetch counted misses stages on that count (an upper bound when an earlier step
-    inserted some of the ids since) without counting again; a cache change in between voids the count."""
-    T = 3
-    ref, m = make_t("hbm", T), make_t("caching", T)
-    data = list(t_batches(T, 12, seed=21))
-    for i, (ids, off, w) in enumerate(data):
-        if i + 2 < len(data) and i % 2 == 0:
-            m._prefetch_counts(*data[i + 1][:2])  # two batches ahead: the step between inserts some of their ids
-            m._prefetch_counts(*data[i + 2][:2])
-        if i == 7:  # a logical write between the prefetch and its step: the count no longer holds
-            k = torch.arange(0, 40)
-            v = torch.randn(40, 4)
-            ref.set_rows(0, k, v), m.set_rows(0, k, v)
-        assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w)), f"step {i}"
-    assert_same(ref, m)
-    # warm: the same batch again after its prefetch stages nothing and reads nothing back
-    ids, off, w = data[-1]
-    m._prefetch_counts(ids, off)
-    with SyncCounter(m) as c:
-        out = m(ids, off)
-    (out * w).sum().backward()
-    assert c.waits == 0 and c.table_ops == 0
-
-
-def _staging_counts(T, prefetch=False):
+def _staging_counts(T):
     m = make_t("caching", T, slots=8 * BC)
     waits = set()
     table_ops = []
     for ids, off, w in t_batches(T, 6, seed=3, hi=2000):
-        if prefetch:
-            m._prefetch_counts(ids, off)
         with SyncCounter(m) as c:
             out = m(ids, off)
         (out * w).sum().backward()
@@ -369,16 +341,14 @@ def _staging_counts(T, prefetch=False):
 
 def test_staging_host_waits_do_not_grow_with_tables():
     """A step whose ids miss in every cache waits for the device a fixed number of times whatever the number of
-    tables (the feature bounds, the miss counts, the missing ids, the insert results; after a prefetch of the
-    batch only the last two), and runs a fixed number of table ops per table (no per-key or per-table syncs)."""
-    for prefetch, want in ((False, 4), (True, 2)):
-        for T in (1, 2, 5, 8):
-            waits, table_ops = _staging_counts(T, prefetch)
-            assert waits == {want}, (prefetch, T, waits)
-            # per table: pin lookup + two score writes, insert + check lookup, the moved rows' scores and the
-            # placeholders' erase; one lookup per feature (T + 1) for the found mask (the count's, else the
-            # staging's own after a prefetch counted the misses)
-            assert all(x == 7 * T + T + 1 for x in table_ops), (prefetch, T, table_ops)
+    tables (the feature bounds, the miss counts, the missing ids, the insert results), and runs a fixed number of
+    table ops per table (no per-key or per-table syncs). After a prefetch of the batch: test_prefetch_cpu.py."""
+    for T in (1, 2, 5, 8):
+        waits, table_ops = _staging_counts(T)
+        assert waits == {4}, (T, waits)
+        # per table: pin lookup + two score writes, insert + check lookup, the moved rows' scores and the
+        # placeholders' erase; one lookup per feature (T + 1) for the found mask
+        assert all(x == 7 * T + T + 1 for x in table_ops), (T, table_ops)
 
 
 @pytest.mark.parametrize("fail", ["find", "write"])

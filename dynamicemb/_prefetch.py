@@ -1,0 +1,260 @@
+"""Prefetch of a coming batch's staging (caching tables): ``BatchedDynamicEmbeddingTables.prefetch`` with the batch
+already on the device queues a job that stages the batch's ids into the caches ahead of its step, so that the step
+itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb_storage.md, "Prefetch").
+
+A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
+order): behind a device wait for the work queued before the prefetch call (the current step's forward and its
+insert), it counts the batch's misses per table (reading the feature bounds and the counts back), and, when some
+cache misses ids of the batch, stages them (``_staging.stage_tables``: store reads, insert and evict,
+write-back of evicted rows). The host waits of all that are the job thread's; the step's thread only queues the
+job. What keeps it safe:
+
+  - rows of steps in flight: the job pins the ``StepPins`` alive when ``prefetch`` was called (it holds them until
+    it ran, so a step whose backward is queued meanwhile keeps its rows: its update may not have run on the device),
+    and the batch's own ids; staging evicts only unpinned rows, which no queued kernel reads or writes;
+  - one table user at a time: every call that touches a caching table (the step, the module's row, checkpoint and
+    storage calls, a caching table's logical ops) first waits for the jobs queued for it (``settle``); the job
+    synchronizes its stream before it counts as done, so the step needs no device wait and the memory of every
+    tensor the job used is free to reuse;
+  - the step trusts a job only for its batch (the same ids and offsets tensors, not modified in place since) and
+    for the tables whose cache did not change since the job (``CachedTable.generation``): between the job and the
+    step there is only the backward of the steps in flight (no key moves). Anything else (a failed job, a cache
+    changed by another call or by a later prefetch's staging) and the step checks and stages itself, as without a
+    prefetch (and raises what staging raises: ``CacheCapacityError``, ``StoreError``).
+
+A CPU module runs the job inline (in order; the tests count its ops) unless ``threaded=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+import weakref
+from typing import List, Optional
+
+import torch
+
+_WORKER: list = []  # [pid, executor] of the job thread, made on first use in a process (a fork has none)
+_LOCAL = threading.local()
+_JOBS = weakref.WeakKeyDictionary()  # module -> [PrefetchJob] not taken by a step yet (the last 4)
+_LAST = weakref.WeakKeyDictionary()  # module or caching table -> its latest PrefetchJob (settle waits for it)
+_KEEP = 4
+
+
+def in_worker() -> bool:
+    """True inside a job (its own table calls must not wait for it)."""
+    return getattr(_LOCAL, "worker", False)
+
+
+def _executor():
+    if not _WORKER or _WORKER[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        _WORKER[:] = [os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="dynamicemb-prefetch")]
+    return _WORKER[1]
+
+
+def signature(ids: torch.Tensor, offsets: torch.Tensor) -> tuple:
+    """Identity of a batch: the same tensors (storage, size, dtype) not modified in place since (version)."""
+    return tuple((t.data_ptr(), t.numel(), t.dtype, t._version) for t in (ids, offsets))
+
+
+class PrefetchJob:
+    """One prefetch of a device batch: its tensors, what it pins, and (once run) what its step may skip.
+
+    Attributes set by the run: ``bounds`` (the batch's F + 1 feature bounds, host ints), ``gens`` ({caching table:
+    its generation after the job}, every id of the batch then in that cache; None when the job failed),
+    ``error`` (the exception that stopped it), ``missed`` (ids of the batch its caches missed, duplicates counted),
+    ``seconds`` (host time of the run)."""
+
+    def __init__(self, ids, offsets, tables: List[int], pins: list, ready):
+        self.ids, self.offsets, self.tables, self.pins, self.ready = ids, offsets, tables, pins, ready
+        self.sig = signature(ids, offsets)
+        self.future = None
+        self.bounds = self.gens = self.error = None
+        self.missed = 0
+        self.seconds = 0.0
+
+    def wait(self) -> None:
+        """Waits until the job ran (a no-op inside a job or when it ran inline)."""
+        if self.future is not None and not in_worker():
+            self.future.result()
+
+
+def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, threaded: Optional[bool] = None):
+    """Queues the staging of batch (``ids``, ``offsets``: the module's layout, int64 offsets) for its caching
+    tables. ``stream``: the CUDA side stream the job runs on (None: the current one, CPU modules). ``threaded``:
+    run in the job thread (default: on CUDA) or inline. Returns the job."""
+    cached = module._cached
+    tables = module.tables
+    pins, seen = [], set()
+    for t in cached:  # steps in flight now: the job keeps them pinned until it ran
+        for p in list(tables[t]._pins):
+            if id(p) not in seen:
+                seen.add(id(p))
+                pins.append(p)
+    ready = None
+    if stream is not None:
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(ids.device))
+    job = PrefetchJob(ids, offsets, cached, pins, ready)
+    recs = _JOBS.setdefault(module, [])
+    recs.append(job)
+    del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
+    _LAST[module] = job
+    for t in cached:
+        _LAST[tables[t]] = job
+    if threaded is None:
+        threaded = stream is not None
+    if threaded:
+        job.future = _executor().submit(_run_in_worker, module, job, stream)
+    else:
+        _run(module, job, stream)
+    return job
+
+
+def _run_in_worker(module, job, stream):
+    _LOCAL.worker = True
+    try:
+        _run(module, job, stream)
+    finally:
+        _LOCAL.worker = False
+
+
+def _run(module, job: PrefetchJob, stream) -> None:
+    t0 = time.perf_counter()
+    ctx = contextlib.ExitStack()
+    if stream is not None:
+        ctx.enter_context(torch.cuda.device(stream.device))
+        ctx.enter_context(torch.cuda.stream(stream))
+    try:
+        with ctx:
+            try:
+                if job.ready is not None:
+                    stream.wait_event(job.ready)
+                job.bounds, job.gens, job.missed = stage_batch(module, job.ids, job.offsets, job.tables, job.pins)
+            except Exception as e:  # noqa: BLE001  kept for the step, which stages itself and raises its own
+                job.error = _detached(e)
+            finally:
+                if stream is not None:
+                    stream.synchronize()  # done on the device: no tensor of the job is in use after this
+    except Exception as e:  # noqa: BLE001  (the synchronize itself failed: a device error)
+        job.error = job.error or _detached(e)
+    finally:
+        job.pins = job.ready = None
+        job.seconds = time.perf_counter() - t0
+
+
+def _detached(e: BaseException) -> BaseException:
+    """``e`` without its tracebacks (and those of its causes): a traceback keeps the frames of the failed staging
+    alive, and with them the ``StepPins`` it was given, which would then pin their steps' ids in every later
+    staging until the garbage collector breaks the cycle (job -> error -> traceback -> frame -> job)."""
+    seen = set()
+    x = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        x.__traceback__ = None
+        x = x.__cause__ or x.__context__
+    return e
+
+
+def stage_batch(module, ids, offsets, tables: List[int], pins: list):
+    """The job's work: per table the batch's ids its cache misses and the batch's feature bounds, then, if some
+    cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
+    The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
+    the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
+    queued before one host wait (``_count_misses``). Returns (bounds, {table: generation after}, missed ids)."""
+    from . import _staging
+
+    if getattr(module, "prefetch_early_count", False):
+        miss, found, ends = _count_misses(module, ids, offsets, tables)
+        hmiss, hends = _staging.to_host(miss, ends)
+        with _staging.host_phase():
+            counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
+    else:
+        bounds = module._bounds(offsets)
+        found, counts = module._miss_counts(ids, bounds, tables)
+    todo = [t for t in tables if counts[t]]
+    missed = sum(counts[t] for t in todo)
+    if todo:
+        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins)
+    return bounds, {t: module.tables[t].generation for t in tables}, missed
+
+
+_EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it
+
+
+def _count_misses(module, ids, offsets, tables: List[int]):
+    """Queued with no host wait (no host bounds needed): (per table of ``tables``, the batch's ids its cache misses,
+    duplicates counted; the found mask over the batch's positions, True where the id is in its table's cache or
+    its feature reads no table of ``tables``; the F + 1 feature bounds), all on the device. Each id's feature is a
+    search among the feature ends; each table looks the whole batch up, the other tables' ids masked to the empty
+    key (which lookups skip): len(tables) lookups of N keys and a (len(tables), N) mask."""
+    F = module.num_features
+    B = (offsets.numel() - 1) // F
+    n, dev = ids.numel(), ids.device
+    ends = offsets[::B].contiguous() if B else torch.zeros(F + 1, dtype=torch.int64, device=dev)
+    if not n or not B:
+        return torch.zeros(len(tables), dtype=torch.int64, device=dev), torch.ones(n, dtype=torch.bool, device=dev), ends
+    pos = torch.arange(n, dtype=torch.int64, device=dev)
+    feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
+    mine = _feature_mask(module, dev, tables)[:, feat]  # (T', n): id i belongs to tables[j]
+    keys = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)
+    found = torch.empty_like(mine)
+    for j, t in enumerate(tables):
+        module.tables[t]._lookup(keys[j], found_out=found[j])
+    miss = (mine & torch.logical_not(found)).sum(1)
+    return miss, (found | torch.logical_not(mine)).all(0), ends
+
+
+def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
+    """(len(tables), F) bool on ``device``: feature f reads table ``tables[j]``; made once per module and tables."""
+    key = (str(device), tuple(tables))
+    c = module.__dict__.get("_prefetch_feature_mask")
+    if c is None or c[0] != key:
+        fmap = module.feature_table_map
+        m = torch.tensor([[fmap[f] == t for f in range(len(fmap))] for t in tables], dtype=torch.bool)
+        c = module.__dict__["_prefetch_feature_mask"] = (key, m.to(device))
+    return c[1]
+
+
+def settle(obj) -> None:
+    """Waits for the prefetch jobs queued for ``obj`` (a module or a caching table); cheap when there are none."""
+    job = _LAST.get(obj)
+    if job is not None:
+        job.wait()
+        if _LAST.get(obj) is job:
+            del _LAST[obj]
+
+
+def settled(fn):
+    """Method decorator: ``settle(self)`` first (module and caching-table calls that touch the tables)."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if _LAST:
+            settle(self)
+        return fn(self, *args, **kwargs)
+    return wrapper
+
+
+def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
+    """For the step of batch (``ids``, ``offsets``): waits for the module's jobs, takes the latest job of this batch
+    and returns ({table: 0 where the job left every id of the batch in the cache and the cache did not change
+    since, else None}, the batch's feature bounds from the job, or None)."""
+    none = {t: None for t in cached}
+    settle(module)
+    recs = _JOBS.get(module)
+    if not recs:
+        return none, None
+    sig = signature(ids, offsets)
+    mine = [j for j in recs if j.sig == sig]
+    if not mine:
+        return none, None
+    recs[:] = [j for j in recs if j.sig != sig]
+    job = mine[-1]
+    if job.gens is not None:
+        none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
+    return none, job.bounds
