@@ -208,7 +208,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
     GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
     it runs on an A100. ``fp8_kernel=True``: FP8 forward calls on Hopper run the FP8 (e4m3 wgmma) kernel instead of
-    the dequantize + bf16/fp16 path (opt-in until its GPU tests have run on a device). A call records its options in
+    the dequantize + bf16/fp16 path (opt-in until its accuracy on long sequences is measured:
+    benchmarks/fp8_accuracy.py; its GPU tests pass). A call records its options in
     the forward, so its backward runs under the same ones.
 
     Example:
