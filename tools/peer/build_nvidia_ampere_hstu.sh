@@ -21,7 +21,7 @@
 # headers and extension suffix are used). The .so must be built against the torch version that will load it.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    sed -n '2,22p' "$0"
+    sed -n '2,21p' "$0"
     exit 2
 fi
 checkout=$(cd "$1" && pwd)
@@ -103,6 +103,26 @@ suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFI
 g++ -O3 -std=c++17 -fPIC $features -DTORCH_EXTENSION_NAME=hstu_attn_2_cuda \
     -DTORCH_API_INCLUDE_EXTENSION_H -I"$torch_dir/include" -I"$torch_dir/include/torch/csrc/api/include" \
     -I"$pyinc" -I"$cuda_home/include" ${includes//-Xcompiler /} -c "$src/csrc/hstu_attn/hstu_api.cpp" -o "$obj/hstu_api.o"
-g++ -shared -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o -L"$torch_dir/lib" -ltorch_python -ltorch -ltorch_cpu \
-    -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart
+# The module should load wherever the torch wheel (manylinux_2_28) does, also where it was built on a newer glibc:
+# the dl* calls of torch's headers go through trampolines to their oldest versions (libdl's before glibc 2.34), and
+# libstdc++'s __libc_single_threaded (2.32) reads as 0, "always lock" (the way tools/manylinux does it for our wheels).
+dlsyms="dlclose dlerror dlopen dlsym"
+{
+    for f in $dlsyms; do
+        printf '  .section .text.__wrap_%s,"ax",@progbits\n  .globl __wrap_%s\n  .hidden __wrap_%s\n' "$f" "$f" "$f"
+        printf '  .type __wrap_%s, @function\n__wrap_%s:\n  jmp __compat_%s@PLT\n' "$f" "$f" "$f"
+        printf '  .size __wrap_%s, .-__wrap_%s\n  .symver __compat_%s, %s@GLIBC_2.2.5\n' "$f" "$f" "$f" "$f"
+    done
+    printf '  .data\n  .globl __wrap___libc_single_threaded\n  .hidden __wrap___libc_single_threaded\n'
+    printf '  .type __wrap___libc_single_threaded, @object\n  .size __wrap___libc_single_threaded, 1\n'
+    printf '__wrap___libc_single_threaded:\n  .byte 0\n  .section .note.GNU-stack,"",@progbits\n'
+} > "$work/glibc_compat.S"
+gcc -c "$work/glibc_compat.S" -o "$work/glibc_compat.o"
+wraps=$(for f in $dlsyms __libc_single_threaded; do printf -- '-Wl,--wrap=%s ' "$f"; done)
+# shellcheck disable=SC2086
+g++ -shared -fuse-ld=bfd -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o "$work/glibc_compat.o" $wraps -L"$torch_dir/lib" \
+    -ltorch_python -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart \
+    -Wl,--no-as-needed -l:libdl.so.2
+glibc=$(objdump -T "$out/hstu_attn_2_cuda$suffix" | grep -o 'GLIBC_[0-9.]*' | sort -V -u | tail -1)
+echo "peer: newest glibc symbol version needed: $glibc"
 echo "peer: $out/hstu_attn_2_cuda$suffix ready (PYTHONPATH=$out), sm_$cc"
