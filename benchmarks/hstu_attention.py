@@ -11,8 +11,8 @@ Named sweeps (shared defaults: H=4, bf16, causal):
 
 --fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
-FP8 op timed as called (descale check, Vt pre-pass, kernel; under kernel_options(fp8_kernel=True), the kernel being
-opt-in), beside the bf16 op on the bf16 inputs, alternating.
+FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hopper; --kernel-option fp8_kernel=0 times
+the dequantize path), beside the bf16 op on the bf16 inputs, alternating.
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
@@ -744,9 +744,7 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
-    if args.fp8:  # the FP8 kernel is opt-in (kernel_options(fp8_kernel=True)); --kernel-option fp8_kernel=0: not
-        switches = dict({"fp8_kernel": 1}, **switches)
-        options = hstu_attn._ops.kernel_options(**switches)
+    if args.fp8:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: the dequantize path)
         with options:
             text = run_fp8(args, device, timer)
         print()

@@ -347,7 +347,7 @@ def test_cuda_dequant_path_matches_its_emulating_reference(mode, mask, D):
         assert torch.equal(a.cpu().view(torch.uint8) if a.dtype == FP8_DTYPE else a.cpu(),
                            b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
     poison_allocator(8 * c["q"].numel() * 2)
-    with hstu_attn._ops.kernel_options(fp8_kernel=False):  # (the default; the FP8 kernel's tests are below)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):  # (the FP8 kernel's tests are below)
         out = run_path(c, q8s, scales, mode, alpha)
     assert not torch.isnan(out).any()
     # The dequantize path: inputs dequantized to bf16, P rounded to bf16 (the bf16 kernels); gold in fp64 with those
@@ -378,21 +378,18 @@ def test_cuda_dequant_path_matches_its_emulating_reference(mode, mask, D):
         assert_rel(name, g.cpu(), gg, gl, 5)
 
 
-FP8_KERNEL = hstu_attn._ops.OPTION_BITS["fp8_kernel"]
-
-
 def fp8_kernel_runs(D):
-    """The Hopper FP8 forward takes calls of head dim D here under kernel_options(fp8_kernel=True) (sm_90 device,
-    unit in this build)."""
+    """The Hopper FP8 forward takes calls of head dim D here by default (sm_90 device, unit in this build)."""
     return torch.cuda.is_available() and _fp8._fp8_kernel_applies(
-        torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, FP8_KERNEL)
+        torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, 0)
 
 
 def fp8_path(kernel):
-    """kernel_options selecting the FP8 kernel (True; skips where it cannot run) or the dequantize path."""
+    """kernel_options selecting the FP8 kernel for every mask (True; skips where it cannot run) or the dequantize
+    path."""
     if kernel and not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    return hstu_attn._ops.kernel_options(fp8_kernel=kernel)
+    return hstu_attn._ops.kernel_options(fp8_kernel=kernel, fp8_kernel_targets=kernel)
 
 
 def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
@@ -405,7 +402,7 @@ def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
     q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
     kw_cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
     poison_allocator(16 * c["q"].numel() * 2)
-    with hstu_attn._ops.kernel_options(fp8_kernel=True):
+    with fp8_path(True):
         out = hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1],
                                     v_descale=scales[2], descale_mode=mode, out_dtype=out_dtype, **lengths_args(c),
                                     **kw)
@@ -453,18 +450,24 @@ def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     c = make_case(77, [513, 64], 2, 128, "causal", device="cuda")
     q8s, scales = quantized(c, "batch_head")
-    with hstu_attn._ops.kernel_options(fp8_kernel=True):
-        kernel = run_path(c, q8s, scales, "batch_head", 0.1)
-    deq = run_path(c, q8s, scales, "batch_head", 0.1)
+    kernel = run_path(c, q8s, scales, "batch_head", 0.1)  # (the default: causal, no rab)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):
+        deq = run_path(c, q8s, scales, "batch_head", 0.1)
     # Different P roundings (e4m3 vs bf16): close, not equal.
     assert 0 < max_err(kernel, deq) <= 0.08 * deq.float().abs().max().item()
     # rab: the dequantize path (the FP8 kernel has no rab), equal to it under fp8_kernel=False.
     rab = torch.randn(2, 1, 513, 513, dtype=torch.bfloat16, device="cuda")
     args = dict(q_descale=scales[0], k_descale=scales[1], v_descale=scales[2], descale_mode="batch_head", rab=rab,
                 alpha=0.1, **lengths_args(c))
-    with hstu_attn._ops.kernel_options(fp8_kernel=True):
-        with_rab = hstu_attn_varlen_func(*q8s, **args)
-    torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
+    with_rab = hstu_attn_varlen_func(*q8s, **args)
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):
+        torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
+    # targets: the dequantize path by default too (its bf16 kernels skip the keys between history and group).
+    t = make_case(78, [300, 200], 2, 128, "context_target_group", device="cuda")
+    t8, ts = quantized(t, "tensor")
+    with hstu_attn._ops.kernel_options(fp8_kernel=False):
+        deq_t = run_path(t, t8, ts, "tensor", 0.1)
+    torch.testing.assert_close(run_path(t, t8, ts, "tensor", 0.1), deq_t, rtol=0, atol=0)
 
 
 @pytest.mark.gpu
@@ -498,7 +501,7 @@ def test_cuda_graph_capture_of_fp8_call(kernel):
     q8s, scales = quantized(c, "block")
 
     def run():
-        with hstu_attn._ops.kernel_options(fp8_kernel=kernel):
+        with fp8_path(kernel):
             return run_path(c, q8s, scales, "block", 0.1)
 
     eager = run()  # warm-up outside the capture (allocates the error block)

@@ -26,10 +26,11 @@ enum HstuOptionBits : int64_t {
   kOptNoBwdSm80Pair2Stage = 1 << 7,  // the warp-pair kernel with one Q / dO stage even where two fit (as on sm80)
   kOptBwdGridShift = 8,         // bits 8-9: Hopper backward D = 256 grid order, 0 auto, 1 (key block, head, batch),
                                 // 2 (head, key block, batch)
-  kOptFp8Kernel = 1 << 10,      // SET: FP8 forward calls on Hopper run the FP8 kernel instead of dequantize + the
-                                // bf16/fp16 kernels (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd). Opt-in
-                                // until its GPU tests have passed on a device (docs/hstu_attn.md, FP8 section)
-  kOptKnownMask = 0x7ff,
+  kOptNoFp8Kernel = 1 << 10,    // FP8 forward calls on Hopper dequantize and run the bf16/fp16 kernels even where the
+                                // FP8 kernel applies (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd)
+  kOptFp8KernelTargets = 1 << 11,  // SET: the FP8 kernel also for calls with targets (it walks the keys between the
+                                   // history and a target's group, which the bf16 kernels skip; opt-in until it skips)
+  kOptKnownMask = 0xfff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
