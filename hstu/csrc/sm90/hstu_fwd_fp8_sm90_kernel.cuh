@@ -18,7 +18,8 @@
 //   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
 //   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
 //   the factor changes (block mode only: other modes have one factor per CTA).
-// No rab, no persistent CTAs or work list (the op keeps the dequantize + bf16 path for rab).
+// The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), as in the
+// bf16 forward. No rab, no persistent CTAs or work list (the op keeps the dequantize + bf16 path for rab).
 #pragma once
 
 #include <cuda.h>
@@ -29,6 +30,7 @@
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_tiles.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
 
@@ -196,9 +198,11 @@ __global__ void __launch_bounds__(384, 1)
   const SeqInfo si = seq_info(p, b);
   const int m0 = m_block * BM;
   if (m0 >= si.lq_alloc) return;
-  int nb_begin = 0, nb_end = 0;
-  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end);
-  const int n_tiles = nb_end - nb_begin;
+  // KV tiles from the last down, skipping the masked gap between the history and this tile's target group.
+  int nb_begin, nb_end, gap_end, gap_len;
+  fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+  const int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+  auto tile = [&](int i) { return fwd_kv_tile(nb_end, gap_end, gap_len, i); };
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -228,7 +232,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       const int vt_col0 = static_cast<int>(hstu_fp8_vt_start(si.k_start, b));  // 16-byte aligned (TMA)
       for (int i = 0; i < n_tiles; ++i) {
-        const int nb = nb_end - 1 - i;
+        const int nb = tile(i);
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         mbar_wait(bar_empty_k(s), ph ^ 1);
@@ -279,7 +283,7 @@ __global__ void __launch_bounds__(384, 1)
     float acc_s[BN / 2];
     uint32_t pf[BN / 32][4];
     const float half_alpha_q = 0.5f * p.alpha * qs;
-    v_cur = v_factor(nb_end - 1);
+    v_cur = v_factor(tile(0));
     auto issue_qk = [&](int s) {
       wgmma_fence();
       const uint32_t q_wg = sQ + wg * 64 * RB;
@@ -404,16 +408,16 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_wait<0>();
       pin_all(acc_s);
       release(bar_empty_k(0));
-      silu_mask(nb_end - 1);
+      silu_mask(tile(0));
       pack_p();
     }
     for (int i = 1; i < n_tiles; ++i) {
-      const int nb = nb_end - 1 - i;
+      const int nb = tile(i);
       const int s = stage(i);
       const int sp = stage(i - 1);
       mbar_wait(bar_full_k(s), phase(i));
       mbar_wait(bar_full_v(sp), phase(i - 1));
-      rescale_o(nb + 1);
+      rescale_o(tile(i - 1));
       pp_sync();
       issue_qk(s);   // S_i, in flight during the P V below
       issue_pv(sp);  // O += P_{i-1} Vt_{i-1}
@@ -430,7 +434,7 @@ __global__ void __launch_bounds__(384, 1)
     const int il = n_tiles - 1;
     const int sl = stage(il);
     mbar_wait(bar_full_v(sl), phase(il));
-    rescale_o(nb_begin);
+    rescale_o(tile(il));
     pp_sync();
     issue_pv(sl);
     if (wg == 0) pp_arrive();
