@@ -7,11 +7,11 @@ A call with FP8 inputs reaches this module through `hstu_attn_varlen_func(..., q
 What runs:
 - CUDA: the descale factors are checked on the device first (`hstu_attn::fp8_check_scales`: no host sync, a
   violation recorded like the int32 vectors' and every output NaN).
-  Forward on Hopper (sm_90, D 64 / 128 / 256, no rab, no targets by default; `kernel_options` switches): the
+  Forward on Hopper (sm_90, D 64 / 128 / 256, every mask, no rab; `kernel_options(fp8_kernel=False)` opts out): the
   FP8 kernel (`hstu_attn::fp8_fwd_sm90`, private), Q·Kᵀ and P·V in e4m3 wgmma, P rounded to e4m3 as
   `hstu_attn_fp8_reference` does by default. Its error against the unquantized inputs equals the fp32 emulation's
   at L 1K-16K (benchmarks/fp8_accuracy.py, RESULTS.md).
-  Otherwise (rab, targets, the sm80 class, the backward): q/k/v dequantized on the device into out_dtype and the
+  Otherwise (rab, the sm80 class, the backward): q/k/v dequantized on the device into out_dtype and the
   bf16/fp16 kernels run. Correct, not faster.
 - CPU: `hstu_attn_fp8_reference`, which emulates the FP8 kernel's rounding points.
 Both run behind two ops, ``hstu_attn::fp8_fwd`` / ``hstu_attn::fp8_bwd`` (fake registrations for torch.compile and
@@ -328,14 +328,10 @@ def _dequantized_args(args):
 _FP8_UNITS = {}  # (device index, D) -> the Hopper FP8 forward applies (sm_90 device, unit in this build)
 
 
-def _fp8_kernel_applies(q: torch.Tensor, rab, options: int, num_targets=None) -> bool:
+def _fp8_kernel_applies(q: torch.Tensor, rab, options: int) -> bool:
     """The Hopper FP8 forward runs: not `kernel_options(fp8_kernel=False)` nor `sm90=False`, an sm_90 device whose
-    build holds the unit of q's head dim, no rab, no targets unless `fp8_kernel_targets=True` (the bf16 kernels skip
-    the key tiles between the history and a target's own group and the FP8 kernel does not yet, so dequantize + bf16
-    is the faster path there). Host facts only (no synchronization)."""
+    build holds the unit of q's head dim, no rab. Host facts only (no synchronization)."""
     if rab is not None or options & (_ops.OPTION_BITS["fp8_kernel"] | _ops.OPTION_BITS["sm90"]):
-        return False
-    if num_targets is not None and not options & _ops.OPTION_BITS["fp8_kernel_targets"]:
         return False
     key = (q.device.index if q.device.index is not None else torch.cuda.current_device(), q.shape[2])
     ok = _FP8_UNITS.get(key)
@@ -349,7 +345,7 @@ def _fp8_kernel_applies(q: torch.Tensor, rab, options: int, num_targets=None) ->
 
 def _fp8_fwd_cuda(*args):
     options = args[-1]
-    if _fp8_kernel_applies(args[0], args[18], options, args[13]):
+    if _fp8_kernel_applies(args[0], args[18], options):
         # Hopper: the FP8 forward (e4m3 wgmma for both GEMMs, P rounded to e4m3: `hstu_attn_fp8_reference`'s
         # default rounding points), on the checked descale factors.
         scales = torch.ops.hstu_attn.fp8_check_scales(*args[3:6])

@@ -180,7 +180,6 @@ OPTION_BITS = {
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
-    "fp8_kernel_targets": 1 << 11,  # SET: the FP8 kernel for calls with targets too (opt-in: no gap skip yet)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -200,7 +199,7 @@ def _current_options() -> int:
 def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist: bool = True,
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
-                   fp8_kernel: bool = True, fp8_kernel_targets: bool = False) -> Iterator[None]:
+                   fp8_kernel: bool = True) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -209,9 +208,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
     GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
     it runs on an A100. ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
-    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py); ``fp8_kernel_targets=True``: the FP8 kernel
-    for calls with targets too (by default they take the dequantize path, whose bf16 kernels skip the masked keys
-    between the history and a target's group). A call records its options in
+    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). A call records its options in
     the forward, so its backward runs under the same ones.
 
     Example:
@@ -224,9 +221,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
-                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
-                     ("fp8_kernel_targets", not fp8_kernel_targets)):
-        if not on:  # (the bits of bwd_sm80_pair and fp8_kernel_targets are set when they are on: the opt-in switches)
+                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel)):
+        if not on:  # (bwd_sm80_pair's bit is set when it is on: the opt-in switch)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

@@ -28,9 +28,7 @@ enum HstuOptionBits : int64_t {
                                 // 2 (head, key block, batch)
   kOptNoFp8Kernel = 1 << 10,    // FP8 forward calls on Hopper dequantize and run the bf16/fp16 kernels even where the
                                 // FP8 kernel applies (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd)
-  kOptFp8KernelTargets = 1 << 11,  // SET: the FP8 kernel also for calls with targets (it walks the keys between the
-                                   // history and a target's group, which the bf16 kernels skip; opt-in until it skips)
-  kOptKnownMask = 0xfff,
+  kOptKnownMask = 0x7ff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
