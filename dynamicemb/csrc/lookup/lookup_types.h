@@ -132,12 +132,18 @@ struct InsertParams {
   int64_t* refused_total;   // (num_tables) or null: the module's running count, added to as well
   const int32_t* inverse;   // (n_ids) unique of each id, -1 none
   int64_t n_ids;
-  uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row
+  uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row. Null: no row-address pass
+                            // (the sequence forward reads the rows through inverse / urow, kAddrUnique)
+  int32_t* pending;         // (1) zeroed before the step (train): the hit pass sets it when a unique missed, so
+                            // the insert and resolve passes of a step without misses return at once
 };
 template <int V>
 void launch_insert(const InsertParams& p, void* stream);
 
 // ---------------------------------------------------------------- forward
+// Where the sequence forward (pooling none) takes an id's row address: the row-address pass (rowp); the dedup's
+// unique of the id (inverse -> urow, utables); or a read-only probe of the id's table (eval without a dedup).
+enum RowAddress : int { kAddrRowp = 0, kAddrUnique = 1, kAddrProbe = 2 };
 struct ForwardParams {
   const TableMeta* meta;
   const uint64_t* ids;          // (n)
@@ -154,6 +160,11 @@ struct ForwardParams {
   int max_dim;                  // widest dim of the features
   int64_t out_stride;           // columns of the output
   void* out;                    // (batch, out_stride) pooled or (n, dim) sequence, output dtype
+  int addr;                     // RowAddress (sequence forward; pooled: always kAddrRowp)
+  const int32_t* inverse;       // (n) kAddrUnique: unique of each id, -1 none
+  const int64_t* urow;          // (n) kAddrUnique: slot of each unique, -1 none
+  const int32_t* utables;       // (n) kAddrUnique: table of each unique
+  const int32_t* skip;          // (1) or null, kAddrProbe: the device checks' flag (nonzero: no id has a row)
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);
