@@ -177,6 +177,8 @@ def main():
 
     t_pipe, t_issue = pipelined(train, args.reps)
     print(f"{tag}train pipelined (no sync between steps): {t_pipe:.3f} ms/step; host issue {t_issue:.0f} us/step")
+    if args.host_profile:  # the host's timeline of a step (GPU kept busy, so no call waits for it)
+        host_timeline(train, args.reps, tag)
     if args.host_profile:  # where the host's issue time goes (Python functions, own time)
         import cProfile
         import pstats
@@ -212,6 +214,48 @@ def main():
             m.eval()
             profile_kernels(evalstep, args.steps, None, tag + "eval ")
             m.train()
+
+
+def host_timeline(fn, reps, tag):
+    """Median host time (us) from a step's start to the entry and return of its two ops and to its end, with the
+    GPU kept busy by a spin kernel (the host never waits for it)."""
+    import time
+
+    ns = torch.ops.dynamicemb
+    real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward")}
+    marks = {}
+
+    def spy(name):
+        def f(*a):
+            marks[name + " entry"] = time.perf_counter()
+            r = real[name](*a)
+            marks[name + " return"] = time.perf_counter()
+            return r
+        return f
+
+    rows = defaultdict(list)
+    try:
+        for k in real:
+            setattr(ns, k, spy(k))
+        torch.cuda.synchronize()
+        torch.cuda._sleep(100_000_000)
+        for _ in range(reps):
+            marks.clear()
+            t0 = time.perf_counter()
+            fn()
+            t1 = time.perf_counter()
+            for k, v in marks.items():
+                rows[k].append((v - t0) * 1e6)
+            rows["step end"].append((t1 - t0) * 1e6)
+        torch.cuda.synchronize()
+    finally:
+        for k, v in real.items():
+            setattr(ns, k, v)
+    print(f"{tag}host timeline of a step (us after its start, median of {reps}; GPU kept busy):")
+    for k in ("lookup_step entry", "lookup_step return", "lookup_backward entry", "lookup_backward return",
+              "step end"):
+        if rows.get(k):
+            print(f"{tag}  {k:24s} {statistics.median(rows[k]):8.1f}")
 
 
 def profile_kernels(fn, nsteps, trace, tag):

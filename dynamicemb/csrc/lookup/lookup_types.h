@@ -115,6 +115,7 @@ struct DedupParams {
   int32_t* count;            // (1) number of uniques
   const int32_t* skip;       // (1) or null: nonzero (inputs that failed the device checks) -> no uniques, every
                              // inverse -1, so the step reads fallback rows and inserts and updates nothing
+  bool no_bags;              // bag is not written (a sequence step whose kernels read no bags: kAddrUnique)
 };
 void launch_dedup(const DedupParams& p, void* stream);
 

@@ -226,10 +226,12 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
           if (c < dim) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x);
         } else {
           int t = tq;
-          if constexpr (ADDR != kAddrProbe) {  // the table of the id's bag (the dedup's resolve wrote it)
+          if constexpr (ADDR == kAddrRowp) {  // the table of the id's bag (the dedup's resolve wrote it)
             int64_t f = p.bag[i] / p.batch;
             f = f < 0 ? 0 : (f >= p.num_features ? p.num_features - 1 : f);
             t = p.feature_table[f];
+          } else if constexpr (ADDR == kAddrUnique) {  // no bags: the dedup's feature of the position
+            t = __ldg(p.feature_table + feature_at(p, i));
           }
           const uint64_t key = p.ids[i];
           for (int e = 0; e < N; ++e) x[e] = c + e < dim ? fallback_at(p.meta + t, p.train, key, c + e) : 0.f;

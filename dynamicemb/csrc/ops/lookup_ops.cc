@@ -456,6 +456,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   d.utables = a.utables;
   d.count = a.count;
   d.skip = validate ? a.skip : nullptr;
+  // a sequence whose backward is segmented (the CSR is built here) reads its rows through the uniques: no row
+  // addresses and no bags (only the atomic scatter, the pooled forward and the pooled CSR read them)
+  const bool via_unique = with_csr && pooling == kPoolNone;
+  d.no_bags = via_unique;
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
   if (a.csr) {  // the CSR needs only the dedup
@@ -482,9 +486,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.refused_total = static_cast<int64_t*>(refused_total.data_ptr());
   ip.inverse = a.inverse;
   ip.n_ids = n;
-  // a sequence whose backward is segmented (the CSR is built here) reads its rows through the uniques: no row
-  // addresses (only the atomic scatter and the pooled forward read them)
-  const bool via_unique = with_csr && pooling == kPoolNone;
   ip.rowp = via_unique ? nullptr : a.rowp;
   ip.pending = a.pending;
   ForwardParams f{};
