@@ -12,7 +12,9 @@
 //            unique of their claimer and writes every id's bag. No sort.
 //   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
 //            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
-//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id.
+//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id (not for
+//            a sequence with the segmented backward: its gather reads urow through the inverse). Eval of a
+//            sequence skips the dedup and this pass: the gather probes each id's table (RowAddress below).
 //   forward  one warp per 32 consecutive bags (pooled) or ids (sequence) streams the ids' rows in order, eight
 //            row loads in flight per lane; each lane finds its id's bag once per round (binary search over the
 //            lanes' bag ends).
