@@ -179,7 +179,7 @@ def main():
     t_pipe, t_issue = pipelined(train, args.reps)
     print(f"{tag}train pipelined (no sync between steps): {t_pipe:.3f} ms/step; host issue {t_issue:.0f} us/step")
     if args.host_profile:  # the host's timeline of a step (GPU kept busy, so no call waits for it)
-        host_timeline(train, args.reps, tag)
+        host_timeline(train, m, args.reps, tag)
     if args.host_profile:  # where the host's issue time goes (Python functions, own time)
         import cProfile
         import pstats
@@ -217,27 +217,31 @@ def main():
             m.train()
 
 
-def host_timeline(fn, reps, tag):
-    """Median host time (us) from a step's start to the entry and return of its two ops and to its end, with the
-    GPU kept busy by a spin kernel (the host never waits for it)."""
+def host_timeline(fn, module, reps, tag):
+    """Median host time (us) from a step's start to the entry and return of its two ops, of the module's Python
+    stages around them, and to its end, with the GPU kept busy by a spin kernel (the host never waits for it)."""
     import time
 
     ns = torch.ops.dynamicemb
-    real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward")}
+    ops = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward")}
+    methods = [k for k in ("forward", "_forward_kernels", "_after_insert", "_backward_impl", "_backward_kernels")
+               if hasattr(module, k)]
     marks = {}
 
-    def spy(name):
-        def f(*a):
-            marks[name + " entry"] = time.perf_counter()
-            r = real[name](*a)
+    def spy(name, real):
+        def f(*a, **kw):
+            marks.setdefault(name + " entry", time.perf_counter())
+            r = real(*a, **kw)
             marks[name + " return"] = time.perf_counter()
             return r
         return f
 
     rows = defaultdict(list)
     try:
-        for k in real:
-            setattr(ns, k, spy(k))
+        for k, real in ops.items():
+            setattr(ns, k, spy(k, real))
+        for k in methods:  # instance attributes shadow the class's methods
+            setattr(module, k, spy(k, getattr(module, k)))
         torch.cuda.synchronize()
         torch.cuda._sleep(100_000_000)
         for _ in range(reps):
@@ -250,13 +254,13 @@ def host_timeline(fn, reps, tag):
             rows["step end"].append((t1 - t0) * 1e6)
         torch.cuda.synchronize()
     finally:
-        for k, v in real.items():
-            setattr(ns, k, v)
+        for k, real in ops.items():
+            setattr(ns, k, real)
+        for k in methods:
+            delattr(module, k)
     print(f"{tag}host timeline of a step (us after its start, median of {reps}; GPU kept busy):")
-    for k in ("lookup_step entry", "lookup_step return", "lookup_backward entry", "lookup_backward return",
-              "step end"):
-        if rows.get(k):
-            print(f"{tag}  {k:24s} {statistics.median(rows[k]):8.1f}")
+    for k, v in sorted(rows.items(), key=lambda kv: statistics.median(kv[1])):
+        print(f"{tag}  {k:32s} {statistics.median(v):8.1f}")
 
 
 def profile_kernels(fn, nsteps, trace, tag):
