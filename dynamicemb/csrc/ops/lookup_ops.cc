@@ -191,8 +191,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
 // so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
-// int64 refused inserts per table, int32 miss flag of the hit pass), the dedup's and the insert's arrays, and, when the forward built it, the CSR
-// of the segmented backward (sort keys and values, segment bounds, entries, scales, the sort's scratch).
+// int64 refused inserts per table, int32 miss flag of the hit pass), the dedup's and the insert's arrays, and,
+// when the forward built it, the CSR of the segmented backward (sort keys and values, segment bounds, entries,
+// scales, the sort's scratch).
 // X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched_kernels.py checks its _STEP_* against it.
 #define DYNAMICEMB_STEP_FLAGS(X)                                                                              \
   X(kStepTrain, "train", 1)                /* find_or_insert (else find) */                                   \
