@@ -75,7 +75,7 @@ def _step_ws_entries(n, num_tables):
     lookup_step_ws_size says the same, a CPU test compares): for the fake kernel, where n may be symbolic."""
     def up(b):
         return (b + 255) // 256 * 256
-    return (up(8 + 8 * num_tables) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
+    return (up(16 + 8 * num_tables) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
 
 
 def _kernels_available() -> bool:

@@ -10,6 +10,8 @@ import warnings
 import pytest
 import torch
 
+import dynamicemb
+
 sys.path.insert(0, os.path.dirname(__file__))
 from table_helpers import keys_in_bucket  # noqa: E402
 
@@ -418,3 +420,52 @@ def test_deepcopy_trains_its_own_tables():
     assert torch.equal(m.get_rows(0, ids[:32])[0], before), "training the copy changed the original's rows"
     assert not torch.equal(c.get_rows(0, ids[:32])[0], before), "the copy's step changed none of its rows"
     assert c._meta is not None and not torch.equal(c._meta, m._meta)
+
+
+@pytest.mark.parametrize("dim", [12, 6], ids=["vec4", "scalar"])
+@pytest.mark.parametrize("bucket", [16, 128, 256])
+@pytest.mark.parametrize("eval_init", ["constant", "uniform"])
+def test_eval_sequence_probe_matches_cpu(bucket, eval_init, dim):
+    """Eval of a sequence (pooling none) probes each id's table inside the gather (no dedup, no find pass): stored
+    ids read their rows, missing ids their feature's table's eval initializer (tables shared by features, repeats);
+    nothing is inserted; a batch that fails the device checks reads only fallback rows."""
+    init = DynamicEmbInitializer("uniform", low=-0.5, high=0.5, seed=3)
+    evi = (DynamicEmbInitializer("constant", value=-0.75) if eval_init == "constant"
+           else DynamicEmbInitializer("uniform", low=-2.0, high=2.0, seed=29))
+    mk = lambda dev: BatchedDynamicEmbeddingTables(  # noqa: E731
+        [DynamicEmbTableOptions(dim=dim, max_capacity=1 << 12, bucket_capacity=bucket, initializer=init,
+                                eval_initializer=evi)] * 2, [0, 1, 1], pooling="none", optimizer=SGD(lr=0.5),
+        device=dev)
+    cpu, gpu = mk("cpu"), mk("cuda")
+    gen = torch.Generator().manual_seed(23)
+    for _ in range(3):  # stores about half of the ids eval reads below
+        ids, offsets, _ = batch(gen, "cpu", max_len=5)
+        ids = ids % 700
+        a, b = cpu(ids, offsets), gpu(ids.cuda(), offsets.cuda())
+        R = torch.randn(a.shape, generator=gen)
+        (a * R).sum().backward()
+        (b * R.cuda()).sum().backward()
+    sizes = gpu.sizes()
+    assert sizes == cpu.sizes()
+    cpu.eval()
+    gpu.eval()
+    ids, offsets, _ = batch(gen, "cpu", max_len=5)
+    ids = ids % 1400  # repeats; ids never stored
+    with torch.no_grad():
+        want = cpu(ids, offsets)
+        got = gpu(ids.cuda(), offsets.cuda())
+    torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-6)
+    assert gpu.sizes() == sizes
+    # a failing batch (a negative id): every id reads its fallback row, as if nothing were stored
+    fresh = mk("cpu")
+    fresh.eval()
+    bad = ids.clone()
+    bad[ids.numel() // 2] = -5
+    with torch.no_grad():
+        want = fresh(ids, offsets)
+        got = gpu(bad.cuda(), offsets.cuda()).cpu()
+    keep = torch.ones(ids.numel(), dtype=torch.bool)
+    keep[ids.numel() // 2] = False
+    torch.testing.assert_close(got[keep], want[keep], atol=1e-6, rtol=1e-6)
+    with pytest.raises(dynamicemb.DeviceInputError):
+        dynamicemb.check_errors()

@@ -8,6 +8,7 @@
 //            the other ids write -(pos + 2) of their claimer;
 //   resolve  inverse[i] = inverse[pos] for those, and bag[i] of every id (binary search over the bag ends of
 //            its chunk, starting at the chunk's first bag).
+// no_bags (a sequence step whose kernels read no bags): clear and resolve write no bags.
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
@@ -50,6 +51,7 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
   for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
   if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+  if (p.no_bags) return;
   for (int64_t b = t0; b < p.num_bags; b += stride) {
     const int64_t lo = b == 0 ? 0 : start_of(p, b);
     const int64_t hi = b == p.num_bags - 1 ? p.n : start_of(p, b + 1);
@@ -260,6 +262,15 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   for (int r = 0; r < R; ++r) {
     const int64_t i = c0 + r * kResolveBlock + threadIdx.x;
     x[r] = i < p.n ? p.inverse[i] : -1;
+  }
+  if (p.no_bags) {  // block-uniform: the repeats' uniques only
+    int32_t y[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) y[r] = x[r] <= -2 ? p.inverse[-static_cast<int64_t>(x[r]) - 2] : x[r];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (x[r] <= -2) p.inverse[c0 + r * kResolveBlock + threadIdx.x] = y[r];
+    return;
   }
   if (threadIdx.x == 0) {
     const int64_t b = p.bag[c0];

@@ -12,6 +12,8 @@
 //   2. insert pass: claim a free slot in probe order, or evict under the bucket lock. Every key touched by this
 //      step has a score >= any new key's score, so an insert never evicts a key of the same step.
 //   3. resolve (train): keep a slot only if it still holds the unique's key (a safety net for 2).
+// A step whose uniques all hit (the steady state of a warm table) skips 2 and 3: the hit pass raises the step's
+// `pending` flag on a miss, and both passes return at once without it (their launches stay: no host sync).
 // One 8-thread tile serves one unique: each lane reads 16 digests (one 16-byte load) of the bucket per round.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
@@ -90,7 +92,10 @@ __global__ void __launch_bounds__(kInsBlock) hit_kernel(InsertParams p) {
         }
       }
     }
-    if (tile.thread_rank() == 0) p.urow[u] = miss ? kPending : slot;
+    if (tile.thread_rank() == 0) {
+      p.urow[u] = miss ? kPending : slot;
+      if (miss) *p.pending = 1;  // (a plain store: every writer writes 1)
+    }
   }
 }
 
@@ -115,6 +120,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, i
 // Pass 2 (train): insert the pending uniques.
 template <int V>
 __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
+  if (*p.pending == 0) return;  // no unique missed in the hit pass (block-uniform)
   __shared__ unsigned long long s_inserted[kSharedTables];
   for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_inserted[t] = 0;
   __syncthreads();
@@ -243,6 +249,8 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
 
 // Pass 3 (train): a unique keeps its slot only if the slot holds its key after all inserts; counts refusals.
 __global__ void __launch_bounds__(256) resolve_kernel(InsertParams p) {
+  // no miss: the insert pass changed no slot (every hit keeps its row) and nothing was refused
+  if (*p.pending == 0) return;
   __shared__ unsigned long long s_refused[kSharedTables];
   for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_refused[t] = 0;
   __syncthreads();
@@ -322,7 +330,7 @@ void launch_insert(const InsertParams& p, void* stream) {
   const int64_t cap2 = persistent_blocks(4);
   detail::resolve_kernel<<<static_cast<unsigned>(need2 < cap2 ? need2 : cap2), 256, 0, st>>>(p);
   check_launch("resolve");
-  if (p.n_ids > 0) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);
+  if (p.n_ids > 0 && p.rowp) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);
   check_launch("row addresses");
 }
 

@@ -12,7 +12,9 @@
 //            unique of their claimer and writes every id's bag. No sort.
 //   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
 //            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
-//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id.
+//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id (not for
+//            a sequence with the segmented backward: its gather reads urow through the inverse). Eval of a
+//            sequence skips the dedup and this pass: the gather probes each id's table (RowAddress below).
 //   forward  one warp per 32 consecutive bags (pooled) or ids (sequence) streams the ids' rows in order, eight
 //            row loads in flight per lane; each lane finds its id's bag once per round (binary search over the
 //            lanes' bag ends).
@@ -115,6 +117,7 @@ struct DedupParams {
   int32_t* count;            // (1) number of uniques
   const int32_t* skip;       // (1) or null: nonzero (inputs that failed the device checks) -> no uniques, every
                              // inverse -1, so the step reads fallback rows and inserts and updates nothing
+  bool no_bags;              // bag is not written (a sequence step whose kernels read no bags: kAddrUnique)
 };
 void launch_dedup(const DedupParams& p, void* stream);
 
@@ -132,12 +135,18 @@ struct InsertParams {
   int64_t* refused_total;   // (num_tables) or null: the module's running count, added to as well
   const int32_t* inverse;   // (n_ids) unique of each id, -1 none
   int64_t n_ids;
-  uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row
+  uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row. Null: no row-address pass
+                            // (the sequence forward reads the rows through inverse / urow, kAddrUnique)
+  int32_t* pending;         // (1) zeroed before the step (train): the hit pass sets it when a unique missed, so
+                            // the insert and resolve passes of a step without misses return at once
 };
 template <int V>
 void launch_insert(const InsertParams& p, void* stream);
 
 // ---------------------------------------------------------------- forward
+// Where the sequence forward (pooling none) takes an id's row address: the row-address pass (rowp); the dedup's
+// unique of the id (inverse -> urow, utables); or a read-only probe of the id's table (eval without a dedup).
+enum RowAddress : int { kAddrRowp = 0, kAddrUnique = 1, kAddrProbe = 2 };
 struct ForwardParams {
   const TableMeta* meta;
   const uint64_t* ids;          // (n)
@@ -154,6 +163,11 @@ struct ForwardParams {
   int max_dim;                  // widest dim of the features
   int64_t out_stride;           // columns of the output
   void* out;                    // (batch, out_stride) pooled or (n, dim) sequence, output dtype
+  int addr;                     // RowAddress (sequence forward; pooled: always kAddrRowp)
+  const int32_t* inverse;       // (n) kAddrUnique: unique of each id, -1 none
+  const int64_t* urow;          // (n) kAddrUnique: slot of each unique, -1 none
+  const int32_t* utables;       // (n) kAddrUnique: table of each unique
+  const int32_t* skip;          // (1) or null, kAddrProbe: the device checks' flag (nonzero: no id has a row)
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);

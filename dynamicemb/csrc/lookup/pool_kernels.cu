@@ -4,7 +4,14 @@
 // 16-byte fp32 / 8-byte fp16/bf16 access) before summing them in id order; the bag of an id is a ballot over the
 // lanes' bag ends (each lane finds its id's bag once per round), and a bag is written when the stream passes its
 // end (empty bags write zeros). Rows without a slot (address 0) read their fallback value (cold path).
+// The sequence kernel (pooling none) takes each id's row address from one of three places (ForwardParams::addr):
+// the row-address pass (rowp), the dedup's unique of the id (inverse -> urow, utables: the training step whose
+// backward is segmented, so no row-address pass runs), or its own read-only probe of the id's table (eval: no dedup
+// and no find pass at all; each lane probes its id's bucket, hot ids re-probe from L2).
+#include <type_traits>
+
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/table/probe.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -134,7 +141,60 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
   }
 }
 
-template <int V, int O, int N>
+// Feature of position i for the probing sequence kernel: the largest f in [0, num_features) with bound(f) <= i
+// (bound(0) = 0, bound(f) = offsets[f * batch] clamped to [0, n], unbounded past the bags): the dedup's function
+// (dedup_kernels.cu features_of), so a fallback row reads the same table as on the dedup path.
+__device__ __forceinline__ int feature_at(const ForwardParams& p, int64_t i) {
+  int f = 0, hi = p.num_features - 1;
+  while (f < hi) {
+    const int mid = (f + hi + 1) >> 1;
+    const int64_t b = static_cast<int64_t>(mid) * p.batch;
+    const bool ge = b < p.num_bags && clamp_off(__ldg(p.offsets + b), p.n) <= i;
+    f = ge ? mid : f;
+    hi = ge ? hi : mid - 1;
+  }
+  return f;
+}
+
+// Row address of id i (0: no row) and the table of its feature (ForwardParams::addr; see the file comment).
+template <int V, int ADDR>
+__device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bool skip, int& table) {
+  using T = typename Val<V>::T;
+  if constexpr (ADDR == kAddrRowp) {
+    return p.rowp[i];
+  } else if constexpr (ADDR == kAddrUnique) {
+    const int32_t u = p.inverse[i];
+    if (u < 0) return 0;
+    const int64_t r = p.urow[u];
+    return r < 0 ? 0 : reinterpret_cast<uint64_t>(meta_row<T>(p.meta[p.utables[u]], r));
+  } else {
+    const uint64_t key = p.ids[i];
+    table = __ldg(p.feature_table + feature_at(p, i));
+    if (skip || table::is_reserved_key(key)) return 0;
+    const TableMeta& m = p.meta[table];
+    const table::KeyHome h = table::home_of(m, key);
+    const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys);
+    const uint4* dg = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(m.digests) + h.base);
+    const int chunks = static_cast<int>(m.bucket_capacity / 16);
+    for (int c0 = 0; c0 < chunks; c0 += 4) {  // 4 digest chunks in flight, then their key compares
+      uint32_t mk[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mk[e] = c0 + e < chunks ? table::match16(dg[c0 + e], h.d4) : 0u;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        while (mk[e]) {
+          const int j = __ffs(mk[e]) - 1;
+          mk[e] &= mk[e] - 1;
+          const int64_t s = h.base + 16 * (c0 + e) + j;
+          if (keys[s] == key) return reinterpret_cast<uint64_t>(meta_row<T>(m, s));
+        }
+      }
+    }
+    return 0;
+  }
+}
+
+template <int V, int O, int N, int ADDR>
 __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p) {
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
@@ -145,8 +205,9 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
   const int dim = p.max_dim;
   uint64_t al = 0;
   float wl = 1.f;
+  int tl = 0;  // the table of this lane's id (probing kernel only)
   if (lane < cnt) {
-    al = p.rowp[base + lane];
+    al = id_row<V, ADDR>(p, base + lane, ADDR == kAddrProbe && p.skip != nullptr && *p.skip != 0, tl);
     if (p.psw) wl = p.psw[base + lane];
   }
   OT* out = reinterpret_cast<OT*>(p.out);
@@ -157,15 +218,21 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
         const int64_t i = base + q;
         const uint64_t a = __shfl_sync(0xffffffffu, al, q);
         const float wq = __shfl_sync(0xffffffffu, wl, q);
+        const int tq = __shfl_sync(0xffffffffu, tl, q);
         float x[N];
 #pragma unroll
         for (int e = 0; e < N; ++e) x[e] = 0.f;
         if (a != 0) {
           if (c < dim) load_n<V, N>(reinterpret_cast<const T*>(a) + c, x);
         } else {
-          int64_t f = p.bag[i] / p.batch;
-          f = f < 0 ? 0 : (f >= p.num_features ? p.num_features - 1 : f);
-          const int t = p.feature_table[f];
+          int t = tq;
+          if constexpr (ADDR == kAddrRowp) {  // the table of the id's bag (the dedup's resolve wrote it)
+            int64_t f = p.bag[i] / p.batch;
+            f = f < 0 ? 0 : (f >= p.num_features ? p.num_features - 1 : f);
+            t = p.feature_table[f];
+          } else if constexpr (ADDR == kAddrUnique) {  // no bags: the dedup's feature of the position
+            t = __ldg(p.feature_table + feature_at(p, i));
+          }
           const uint64_t key = p.ids[i];
           for (int e = 0; e < N; ++e) x[e] = c + e < dim ? fallback_at(p.meta + t, p.train, key, c + e) : 0.f;
         }
@@ -212,8 +279,14 @@ void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
   const unsigned grid = blocks_for((items + 31) / 32, detail::kFwdBlock / 32);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (seq) {
-    if (vec4) detail::sequence_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p);
-    else detail::sequence_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p);
+    auto go = [&](auto addr) {
+      constexpr int A = decltype(addr)::value;
+      if (vec4) detail::sequence_kernel<V, O, 4, A><<<grid, detail::kFwdBlock, 0, st>>>(p);
+      else detail::sequence_kernel<V, O, 1, A><<<grid, detail::kFwdBlock, 0, st>>>(p);
+    };
+    if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
+    else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
+    else go(std::integral_constant<int, kAddrRowp>{});
   } else {
     if (vec4) detail::pooled_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p);
     else detail::pooled_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p);

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kSegBlock) seg_bounds_kernel(BackwardParams p)
   if (nx != u) p.seg_end[u] = static_cast<int32_t>(r + 1);
   if (nx >= p.n) p.seg_start[p.n] = static_cast<int32_t>(r + 1);  // valid entries in total
   const int32_t i = p.seg_vals[p.n + r];
-  const int32_t b = p.bag[i];
+  const int32_t b = p.pooling == kPoolNone ? 0 : p.bag[i];  // a sequence's dedup may write no bags
   reinterpret_cast<int2*>(p.seg_occ)[r] = make_int2(u, p.pooling == kPoolNone ? i : b);
   if (p.seg_scale != nullptr) {
     float sc = p.psw ? p.psw[i] : 1.f;

@@ -191,8 +191,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
 // so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
-// int64 refused inserts per table), the dedup's and the insert's arrays, and, when the forward built it, the CSR
-// of the segmented backward (sort keys and values, segment bounds, entries, scales, the sort's scratch).
+// int64 refused inserts per table, int32 miss flag of the hit pass), the dedup's and the insert's arrays, and,
+// when the forward built it, the CSR of the segmented backward (sort keys and values, segment bounds, entries,
+// scales, the sort's scratch).
 // X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched_kernels.py checks its _STEP_* against it.
 #define DYNAMICEMB_STEP_FLAGS(X)                                                                              \
   X(kStepTrain, "train", 1)                /* find_or_insert (else find) */                                   \
@@ -280,7 +281,8 @@ struct StepLayout {
 StepLayout step_layout(int64_t n, int64_t num_tables, bool with_csr, bool scaled) {
   StepLayout l{};
   int64_t off = 0;
-  l.header = 8 + 8 * num_tables;  // int32 skip flag, int32 count, int64 refused[num_tables]
+  // int32 skip flag, int32 count, int64 refused[num_tables], int32 pending (the hit pass's miss flag) + 4 spare
+  l.header = 8 + 8 * num_tables + 8;
   off = up256(l.header);
   l.inverse = off; off += up256(n * 4);
   l.bag = off; off += up256(n * 4);
@@ -303,7 +305,7 @@ int64_t lookup_step_ws_size(int64_t n, int64_t num_tables, bool with_csr, bool s
 
 // The step's per-id and per-unique arrays inside a workspace.
 struct StepArrays {
-  int32_t *skip, *count, *inverse, *bag, *utables;
+  int32_t *skip, *count, *pending, *inverse, *bag, *utables;
   int64_t *refused, *urow;
   uint64_t *ukeys, *rowp;
   char* csr;  // null without one
@@ -315,6 +317,7 @@ StepArrays step_arrays(const Tensor& ws, const StepLayout& l) {
   a.skip = reinterpret_cast<int32_t*>(b);
   a.count = reinterpret_cast<int32_t*>(b + 4);
   a.refused = reinterpret_cast<int64_t*>(b + 8);
+  a.pending = reinterpret_cast<int32_t*>(b + l.header - 8);
   a.inverse = reinterpret_cast<int32_t*>(b + l.inverse);
   a.bag = reinterpret_cast<int32_t*>(b + l.bag);
   a.utables = reinterpret_cast<int32_t*>(b + l.utables);
@@ -436,6 +439,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.bad = a.skip;
     launch_validate(v, stream);
   }
+  // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
+  const bool probe = !train && pooling == kPoolNone;
   DedupParams d{};
   d.ids = id_ptr;
   d.offsets = off_ptr;
@@ -452,7 +457,11 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   d.utables = a.utables;
   d.count = a.count;
   d.skip = validate ? a.skip : nullptr;
-  launch_dedup(d, stream);
+  // a sequence whose backward is segmented (the CSR is built here) reads its rows through the uniques: no row
+  // addresses and no bags (only the atomic scatter, the pooled forward and the pooled CSR read them)
+  const bool via_unique = with_csr && pooling == kPoolNone;
+  d.no_bags = via_unique;
+  if (!probe) launch_dedup(d, stream);
   SideJoin side;
   if (a.csr) {  // the CSR needs only the dedup
     BackwardParams c{};
@@ -478,7 +487,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.refused_total = static_cast<int64_t*>(refused_total.data_ptr());
   ip.inverse = a.inverse;
   ip.n_ids = n;
-  ip.rowp = a.rowp;
+  ip.rowp = via_unique ? nullptr : a.rowp;
+  ip.pending = a.pending;
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
@@ -497,9 +507,14 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.max_dim = static_cast<int>(max_dim);
   f.out_stride = out_cols;
   f.out = out.data_ptr();
+  f.addr = probe ? kAddrProbe : (via_unique ? kAddrUnique : kAddrRowp);
+  f.inverse = a.inverse;
+  f.urow = a.urow;
+  f.utables = a.utables;
+  f.skip = d.skip;
   const bool vec4 = flags & kStepVec4;
   dispatch_value(value_kind, [&](auto V) {
-    launch_insert<V.value>(ip, stream);
+    if (!probe) launch_insert<V.value>(ip, stream);
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
   });
   return std::make_tuple(out, ws);

@@ -1,0 +1,106 @@
+"""Python and autograd overhead of the fused-kernel training step, measured on the CPU (no GPU needed).
+
+The CUDA module's step is host-bound at NVIDIA's config (docs/dynamicemb.md, "Speed notes: the train step"): the
+host takes ~0.43 ms to reach the backward's launch. This script runs the kernel path's Python (forward checks,
+table metadata, the autograd function, the backward's bookkeeping) on a CPU module whose two ops,
+lookup_step and lookup_backward, are replaced by stubs that return preallocated tensors, so the Python can be
+trimmed and timed without a device. What it does not see: the ops' C++ (launches), the CUDA-only steps (pinned
+mirror copies, the step counter's kernel, autograd's device thread), so compare its figures with each other, not
+with a GPU step.
+
+Prints the mean us per step and, with --profile, the functions by own time per step (cProfile adds its own cost).
+
+Usage:
+    python benchmarks/host_python_embedding.py [--opt adam] [--steps 2000] [--profile]
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import parser  # noqa: E402
+
+from dynamicemb import SGD, Adam, BatchedDynamicEmbeddingTables, DynamicEmbTableOptions  # noqa: E402
+from dynamicemb._batched_kernels import _step_ws_entries  # noqa: E402
+
+
+def stub_module(opt_name: str, tables: int, samples: int, dim: int):
+    """(module, step function, restore function): a CPU module on the kernel path with both ops stubbed."""
+    opt = Adam(lr=1e-3) if opt_name == "adam" else SGD(lr=0.01)
+    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=dim, max_capacity=1 << 12)] * tables,
+                                      pooling="none", optimizer=opt, device="cpu")
+    # what the CUDA constructor sets up for the kernel path
+    m._ftable_i32 = torch.tensor(m.feature_table_map, dtype=torch.int32)
+    m._fcol = torch.zeros(len(m.feature_table_map), dtype=torch.int64)
+    m.use_kernels = True
+    m._kernel_meta()
+    n = tables * samples
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1 << 40, (n,), generator=gen)
+    offsets = torch.arange(n + 1)
+    out = torch.empty(n, dim)
+    ws = torch.zeros(_step_ws_entries(n, tables), dtype=torch.int64)
+    grad = torch.ones(n, dim)
+    ns = torch.ops.dynamicemb
+    real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward")}
+    setattr(ns, "lookup_step", lambda *a: (out, ws))
+    setattr(ns, "lookup_backward", lambda *a: out.new_empty(0))
+
+    def step():
+        m(ids, offsets, validate="off").backward(grad)
+
+    def restore():
+        for k, v in real.items():
+            setattr(ns, k, v)
+
+    return m, step, restore
+
+
+def main(argv=None):
+    p = parser(__doc__, quick="few steps (smoke test)")
+    p.add_argument("--opt", choices=["sgd", "adam"], default="sgd")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--tables", type=int, default=10)
+    p.add_argument("--samples", type=int, default=1000, help="ids per table (the Python does not depend on it)")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--profile", action="store_true", help="also list the functions by own time (cProfile)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.steps = 20
+    _, step, restore = stub_module(args.opt, args.tables, args.samples, args.dim)
+    try:
+        for _ in range(max(args.steps // 20, 5)):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        us = (time.perf_counter() - t0) / args.steps * 1e6
+        print(f"{args.opt}: {us:.1f} us of Python per step (ops stubbed, CPU, mean of {args.steps})")
+        rows = []
+        if args.profile:
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(args.steps):
+                step()
+            pr.disable()
+            for (f, line, name), (_, nc, tt, ct, _) in pstats.Stats(pr).stats.items():
+                rows.append((tt / args.steps * 1e6, ct / args.steps * 1e6, nc / args.steps,
+                             f"{os.path.basename(f)}:{line}({name})"))
+            rows.sort(reverse=True)
+            print("| own us | cumulative us | calls | function |\n|---:|---:|---:|---|")
+            for own, cum, calls, name in rows[:40]:
+                print(f"| {own:.1f} | {cum:.1f} | {calls:.1f} | {name} |")
+    finally:
+        restore()
+    return us, rows
+
+
+if __name__ == "__main__":
+    main()
