@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(384, 1)
           }
           wgmma_commit();
         };
-        // P = SiLU(alpha * (S + rab)) (h + h tanh(h), h = alpha S / 2: one MUFU op), masked to 0, in place in acc_s.
+        // P = SiLU(alpha * (S + rab)), masked to 0, in place in acc_s (fwd_silu_mask).
         auto silu_mask = [&](int nb) {
           const int n0 = nb * BN;
           if constexpr (kRab) {
@@ -422,61 +422,7 @@ __global__ void __launch_bounds__(384, 1)
               acc_s[e] += (e % 2) ? unpack_hi<T>(rab_r[e / 2]) : unpack_lo<T>(rab_r[e / 2]);
             }
           }
-          if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                       : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
-#pragma unroll
-            for (int e = 0; e < BN / 2; ++e) {
-              const float x = acc_s[e] * half_alpha;
-              acc_s[e] = fmaf(x, tanh_fast(x), x);
-            }
-          } else if (mk.hist == mk.lk) {
-            // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
-            const int jj = n0 + 2 * (lane % 4);
-            int lo[2], hi[2];
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
-              lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
-              if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
-              hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
-              if (r < mk.ctx) {
-                lo[half] = 0;
-                hi[half] = mk.lk;
-              }
-              if (r >= mk.lk) hi[half] = lo[half];
-            }
-#pragma unroll
-            for (int e = 0; e < BN / 2; ++e) {
-              const float x = acc_s[e] * half_alpha;
-              const float v = fmaf(x, tanh_fast(x), x);
-              const int half = (e % 4) / 2;
-              const int j = jj + 8 * (e / 4) + (e % 2);
-              acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
-            }
-          } else {
-            // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
-            const int rr = row_w0 + 16 * warp + lane / 4;
-            const int jj = n0 + 2 * (lane % 4);
-            uint32_t bits[BN / 64];
-#pragma unroll
-            for (int w = 0; w < BN / 64; ++w) {
-              uint32_t m = 0;
-#pragma unroll 1
-              for (int e = 0; e < 32; ++e) {
-                const int ee = 32 * w + e;
-                const int r = rr + 8 * ((ee % 4) / 2);
-                const int j = jj + 8 * (ee / 4) + (ee % 2);
-                m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
-              }
-              bits[w] = m;
-            }
-#pragma unroll
-            for (int e = 0; e < BN / 2; ++e) {
-              const float x = acc_s[e] * half_alpha;
-              const float v = fmaf(x, tanh_fast(x), x);
-              acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
-            }
-          }
+          fwd_silu_mask<BN>(acc_s, half_alpha, mk, row_w0, warp, lane, n0, D <= 128);
         };
         auto pack_p = [&]() {
 #pragma unroll

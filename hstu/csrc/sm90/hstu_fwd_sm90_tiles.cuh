@@ -1,7 +1,9 @@
-// The KV tiles a Hopper forward query tile visits (the bf16 and FP8 forwards and the work-list planner).
+// Pieces shared by the Hopper forwards (bf16 and FP8): the KV tiles a query tile visits (also the work-list
+// planner's) and the masked SiLU of an S tile.
 #pragma once
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"  // tanh_fast
 
 namespace hstu {
 namespace sm90 {
@@ -26,6 +28,70 @@ __device__ __forceinline__ int fwd_kv_count(int nb_begin, int nb_end, int gap_le
 __device__ __forceinline__ int fwd_kv_tile(int nb_end, int gap_end, int gap_len, int i) {
   const int t = nb_end - 1 - i;
   return t < gap_end ? t - gap_len : t;
+}
+
+// P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
+// in place in acc_s: this thread's part (warp, lane of a warpgroup) of the m64nBN fp32 wgmma accumulator of rows
+// [row_w0, row_w0 + 64) and keys [n0, n0 + BN). full_targets: the unmasked fast path is decided by tile_full_targets
+// (else tile_full). Shared by the bf16 and FP8 forwards (the same accumulator layout).
+template <int BN>
+__device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, const SeqMask& mk, int row_w0,
+                                              int warp, int lane, int n0, bool full_targets) {
+  if (full_targets ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                   : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      acc_s[e] = fmaf(x, tanh_fast(x), x);
+    }
+  } else if (mk.hist == mk.lk) {
+    // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
+    const int jj = n0 + 2 * (lane % 4);
+    int lo[2], hi[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
+      lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+      if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
+      hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
+      if (r < mk.ctx) {
+        lo[half] = 0;
+        hi[half] = mk.lk;
+      }
+      if (r >= mk.lk) hi[half] = lo[half];
+    }
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      const float v = fmaf(x, tanh_fast(x), x);
+      const int half = (e % 4) / 2;
+      const int j = jj + 8 * (e / 4) + (e % 2);
+      acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
+    }
+  } else {
+    // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
+    const int rr = row_w0 + 16 * warp + lane / 4;
+    const int jj = n0 + 2 * (lane % 4);
+    uint32_t bits[BN / 64];
+#pragma unroll
+    for (int w = 0; w < BN / 64; ++w) {
+      uint32_t m = 0;
+#pragma unroll 1
+      for (int e = 0; e < 32; ++e) {
+        const int ee = 32 * w + e;
+        const int r = rr + 8 * ((ee % 4) / 2);
+        const int j = jj + 8 * (ee / 4) + (ee % 2);
+        m |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
+      }
+      bits[w] = m;
+    }
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      const float v = fmaf(x, tanh_fast(x), x);
+      acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+    }
+  }
 }
 
 }  // namespace sm90
