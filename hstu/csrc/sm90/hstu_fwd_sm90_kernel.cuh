@@ -16,6 +16,11 @@
 //
 // Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
 // in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
+//
+// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent kernel): the whole producer warpgroup copies
+// each K / V tile with 16-byte cp.async from the cache pages and the new tokens, row by row, into the swizzled layout
+// the TMA writes; the full barriers then count 128 arrivals (cp.async.mbarrier.arrive.noinc: each thread's arrive
+// lands when its copies have). The consumers are unchanged.
 #pragma once
 
 #include <cuda.h>
@@ -25,6 +30,7 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
@@ -98,6 +104,11 @@ __device__ __forceinline__ int fwd_kv_count_from(int nb_end, int gap_end, int ga
   return nb_end - x - max(0, gap_end - max(x, gap_end - gap_len));
 }
 
+// Arrives on `bar` once every cp.async this thread issued before has landed (the arrive counts toward the phase).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 // A persistent CTA's query tile, published by its producer in shared memory (h = -1: no more tiles).
 struct FwdTile {
   SeqInfo si;
@@ -152,7 +163,7 @@ template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
-                         const SchedArgs sched) {
+                         const SchedArgs sched, const Sm90PagedKV pk) {
   constexpr int kStagesT = Config::stages(D);
   constexpr int kQB = Config::kPersistent ? 2 : 0;
   static_assert(kQB == 0 || !kSched, "persistent CTAs: grid order");
@@ -211,6 +222,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
   }
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+  const bool paged = !kPersist && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -222,8 +234,8 @@ __global__ void __launch_bounds__(384, 1)
     }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_k(s), 1);
-      mbar_init(bar_full_v(s), 1);
+      mbar_init(bar_full_k(s), paged ? 128 : 1);  // paged: one arrive per producer thread
+      mbar_init(bar_full_v(s), paged ? 128 : 1);
       mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
       mbar_init(bar_empty_v(s), 8);
     }
@@ -234,7 +246,58 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0 && (kPersist || n_tiles > 0)) {
+    if constexpr (!kPersist) {
+      if (paged && n_tiles > 0) {
+        if (tid == 0) {
+          prefetch_tensormap(&tm_q);
+          mbar_arrive_expect_tx(bar_q(0), C::kQBytes);
+#pragma unroll
+          for (int pn = 0; pn < C::kPanels; ++pn) {
+            tma_load_3d(base + pn * C::kQPanelBytes, &tm_q, bar_q(0), pn * 64, h, si.q_start + m0);
+          }
+        }
+        // Thread tid copies 16-byte chunk tid % kChunks of rows tid / kChunks + k * kRowsPass of each K and V tile.
+        constexpr int kChunks = D / 8;
+        constexpr int kRowsPass = 128 / kChunks;
+        const int c = tid % kChunks;
+        const int cached = min(max(pk.cached_lens[b], 0), si.lk);
+        const int po = pk.page_offsets[b];
+        const int ps_mask = (1 << pk.page_shift) - 1;
+        const int64_t hd = int64_t{p.heads} * D;  // pool row stride (elements)
+        const T* pool = static_cast<const T*>(pk.pool) + h * D + c * 8;
+        const T* kn = static_cast<const T*>(p.k) + h * p.k_head_stride + c * 8;
+        const T* vn = static_cast<const T*>(p.v) + h * p.v_head_stride + c * 8;
+        for (int i = 0; i < n_tiles; ++i) {
+          const int s = i % S;
+          const uint32_t ph = (i / S) & 1;
+          mbar_wait(bar_empty_k(s), ph ^ 1);
+          mbar_wait(bar_empty_v(s), ph ^ 1);
+          const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN;
+          for (int r = tid / kChunks; r < BN; r += kRowsPass) {
+            const int j = j0 + r;
+            if (j >= si.lk) break;  // rows past the keys stay as they are (masked; V zeroed by the consumers)
+            const T* src_k;
+            const T* src_v;
+            if (j < cached) {  // (entry and page clamped: never out of bounds, whatever the table holds)
+              const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
+              const int64_t page = min(max(__ldg(pk.page_ids + e), 0), pk.num_pages - 1);
+              src_k = pool + ((page << (pk.page_shift + 1)) + (j & ps_mask)) * hd;
+              src_v = src_k + (int64_t{ps_mask} + 1) * hd;
+            } else {
+              const int64_t row = min(max(si.q_start + j - cached, 0), static_cast<int>(p.total_q) - 1);
+              src_k = kn + row * p.k_row_stride;
+              src_v = vn + row * p.v_row_stride;
+            }
+            const uint32_t off = (c / 8) * C::kKVPanelBytes + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+            cp_async_16(sK + s * C::kTileBytes + off, src_k);
+            cp_async_16(sV + s * C::kTileBytes + off, src_v);
+          }
+          cp_async_mbar_arrive_noinc(bar_full_k(s));
+          cp_async_mbar_arrive_noinc(bar_full_v(s));
+        }
+      }
+    }
+    if (tid == 0 && !paged && (kPersist || n_tiles > 0)) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_v);
