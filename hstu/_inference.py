@@ -66,9 +66,8 @@ def cached_hstu_attention(
     out = hstu_attn_paged_func(
         q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
         step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
-        window_size, alpha, rab, scaling_seqlen, check_values=False, error_flags=cache.error_flags,
-        layout=step.layout,
-    )
+        window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
+    )  # (the page table's flags went into cache.error_flags once, in begin_step)
     if append:
         cache.append(step, k, v, layer=layer_idx)
     return out

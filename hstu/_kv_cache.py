@@ -425,6 +425,7 @@ class KVCacheManager:
         max_seqlen_k = M * ps + max_seqlen_q
         layout = paged_kv_layout(page_offsets.to(torch.int32), page_ids, last_page_lens, cu_seqlens_q, total_q,
                                  P + 1, ps)
+        self.error_flags.bitwise_or_(layout.error_flags)  # once per step (the layers pass no error_flags)
         return CacheStep(slots=slot, cu_seqlens_q=cu_seqlens_q, num_append=(new_len - old_len).to(torch.int32),
                          page_offsets=page_offsets.to(torch.int32), page_ids=page_ids,
                          last_page_lens=last_page_lens, cached_lens=old_len.to(torch.int32),

@@ -17,7 +17,7 @@
 // Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
 // in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
 //
-// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent kernel): the whole producer warpgroup copies
+// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent or rab kernels): the whole producer warpgroup copies
 // each K / V tile with 16-byte cp.async from the cache pages and the new tokens, row by row, into the swizzled layout
 // the TMA writes; the full barriers then count 128 arrivals (cp.async.mbarrier.arrive.noinc: each thread's arrive
 // lands when its copies have). The consumers are unchanged.
@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
   }
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-  const bool paged = !kPersist && pk.pool != nullptr;
+  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
+  const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if constexpr (!kPersist) {
+    if constexpr (kPagedOk) {
       if (paged && n_tiles > 0) {
         if (tid == 0) {
           prefetch_tensormap(&tm_q);

@@ -147,15 +147,14 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   }
 }
 
-// The paged forward (hstu_fwd_sm90_paged.h): FwdSm90Tile's kernels (grid order or work list), with or without rab.
+// The paged forward (hstu_fwd_sm90_paged.h): FwdSm90Tile's kernel without rab (grid order or work list).
 template <typename T, int D>
 cudaError_t run_paged_fwd(const HstuParams& p, const Sm90PagedKV& pk, cudaStream_t stream) {
-  if (pk.pool == nullptr || pk.page_offsets == nullptr || pk.page_ids == nullptr || pk.cached_lens == nullptr ||
-      pk.n_entries < 1 || pk.num_pages < 1 || pk.page_shift < 0 || pk.page_shift > 16) {
+  if (p.rab != nullptr || pk.pool == nullptr || pk.page_offsets == nullptr || pk.page_ids == nullptr ||
+      pk.cached_lens == nullptr || pk.n_entries < 1 || pk.num_pages < 1 || pk.page_shift < 0 || pk.page_shift > 16) {
     return cudaErrorInvalidValue;
   }
   // (total_k: the key rows the plan and tensor maps see; the keys live in the pages and the new tokens)
-  if (p.rab != nullptr) return launch_fwd<T, D, FwdSm90Tile, true>(p, p.total_q, stream, pk);
   return launch_fwd<T, D, FwdSm90Tile, false>(p, p.total_q, stream, pk);
 }
 
