@@ -108,7 +108,7 @@ class CachedHSTUStack(torch.nn.Module):
 
     Every layer: projections, `hstu_attn_paged_func` over the layer's pages + the new tokens, output projection;
     then the final norm. The cache is read, not written: the new tokens' K/V of every layer are returned, and the
-    caller appends them (``cache.append(step, k_all, v_all)``, one launch each for K and V). With the same
+    caller appends them (``cache.append(step, k_all, v_all)``, one launch on CUDA). With the same
     ``max_seqlen_k`` (``step.max_seqlen_k``) it computes exactly what ``stack(x, ..., kv_manager=cache,
     cache_step=step)`` does (tests/hstu/test_inference_export.py).
 
