@@ -362,3 +362,24 @@ def test_paged_kernel_large_batch_and_poisoned_spare_pages():
     assert_same(out, want, f"seed {seed}")
     ok, (err, bound) = error_relative_ok(out, paged, common)
     assert ok, f"seed {seed}: {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.gpu
+def test_export_of_the_paged_kernel_matches_eager():
+    # torch.export of PagedHSTUAttention at D = 128 on CUDA: on Hopper the graph holds hstu_attn::paged_fwd_sm90 (its
+    # fake gives the shapes) and the exported program equals the eager module, on fresh values too.
+    paged, common, _ = make_paged_case(random.randrange(1 << 30), "cuda", torch.bfloat16, "target_group",
+                                       page_size=32, D=128, H=2, batch=4, max_cached=200, max_new=100)
+    m = hstu_attn.PagedHSTUAttention(common["max_seqlen_q"], common["max_seqlen_k"], common["target_group_size"],
+                                     common["window_size"], common["alpha"])
+    args = tuple(paged[n] for n in ("q", "k_new", "v_new", "cu_seqlens_q", "kv_cache", "page_offsets", "page_ids",
+                                    "last_page_lens")) + (common["num_targets"],)
+    with torch.no_grad():
+        m(*args)  # (eager first: the kernel's availability is looked up outside tracing)
+        ep = torch.export.export(m, args)
+        targets = [str(n.target) for n in ep.graph.nodes]
+        if _hopper_wheel():
+            assert any("paged_fwd_sm90" in t for t in targets), targets
+        torch.testing.assert_close(ep.module()(*args), m(*args), rtol=0, atol=0)
+        args2 = (torch.randn_like(args[0]),) + args[1:]
+        torch.testing.assert_close(ep.module()(*args2), m(*args2), rtol=0, atol=0)
