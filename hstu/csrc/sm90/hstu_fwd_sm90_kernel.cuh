@@ -17,10 +17,13 @@
 // Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
 // in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
 //
-// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent or rab kernels): the whole producer warpgroup copies
-// each K / V tile with 16-byte cp.async from the cache pages and the new tokens, row by row, into the swizzled layout
-// the TMA writes; the full barriers then count 128 arrivals (cp.async.mbarrier.arrive.noinc: each thread's arrive
-// lands when its copies have). The consumers are unchanged.
+// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent or rab kernels): the full barriers count 128
+// arrivals, one per producer thread. A tile of cached keys only is TMA-loaded page segment by page segment (a map over
+// the pool's rows, box min(page_size, BN) rows; pages and tiles are both aligned powers of 2), a tile of new tokens
+// only from the new tokens' map (lane 0 expects the bytes, the other threads arrive); the one tile of a sequence
+// that holds both is copied by the whole producer warpgroup with 16-byte cp.async, row by row, into the swizzled
+// layout the TMA writes (cp.async.mbarrier.arrive.noinc: each thread's arrive lands when its copies have). The
+// consumers are unchanged.
 #pragma once
 
 #include <cuda.h>
@@ -163,7 +166,7 @@ template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
-                         const SchedArgs sched, const Sm90PagedKV pk) {
+                         const SchedArgs sched, const Sm90PagedKV pk, const __grid_constant__ CUtensorMap tm_pool) {
   constexpr int kStagesT = Config::stages(D);
   constexpr int kQB = Config::kPersistent ? 2 : 0;
   static_assert(kQB == 0 || !kSched, "persistent CTAs: grid order");
@@ -251,6 +254,9 @@ __global__ void __launch_bounds__(384, 1)
       if (paged && n_tiles > 0) {
         if (tid == 0) {
           prefetch_tensormap(&tm_q);
+          prefetch_tensormap(&tm_k);
+          prefetch_tensormap(&tm_v);
+          prefetch_tensormap(&tm_pool);
           mbar_arrive_expect_tx(bar_q(0), C::kQBytes);
 #pragma unroll
           for (int pn = 0; pn < C::kPanels; ++pn) {
@@ -274,6 +280,51 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(bar_empty_k(s), ph ^ 1);
           mbar_wait(bar_empty_v(s), ph ^ 1);
           const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN;
+          if (j0 + BN <= cached || j0 >= cached) {
+            // A tile of cached keys only (BN / box whole page segments) or of new tokens only: TMA loads issued by
+            // lane 0 of warp 0 (its lanes look the pages up), the other 127 threads arrive.
+            if (tid < 32) {
+              const bool pages = j0 < cached;
+              const int box = 1 << pk.box_shift, nseg = BN >> pk.box_shift;
+              int row = 0;  // lane k: the pool row of segment k (K; V is page_size rows further)
+              if (pages && tid < nseg) {
+                const int j = j0 + tid * box;
+                const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
+                const int page = min(max(__ldg(pk.page_ids + e), 0), pk.num_pages - 1);
+                row = (page << (pk.page_shift + 1)) + (j & ps_mask);
+              }
+              if (tid == 0) {
+                mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
+                mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+              }
+              for (int k = 0; k < (pages ? nseg : 1); ++k) {
+                const int rk = __shfl_sync(0xffffffffu, row, k);
+                if (tid == 0) {
+#pragma unroll
+                  for (int pn = 0; pn < C::kPanels; ++pn) {
+                    const uint32_t off = pn * C::kKVPanelBytes + (k * box) * 128;
+                    if (pages) {
+                      tma_load_3d(sK + s * C::kTileBytes + off, &tm_pool, bar_full_k(s), pn * 64, h, rk);
+                      tma_load_3d(sV + s * C::kTileBytes + off, &tm_pool, bar_full_v(s), pn * 64, h, rk + ps_mask + 1);
+                    } else {
+                      const int rn = si.q_start + j0 - cached;
+                      tma_load_3d(sK + s * C::kTileBytes + off, &tm_k, bar_full_k(s), pn * 64, h, rn);
+                      tma_load_3d(sV + s * C::kTileBytes + off, &tm_v, bar_full_v(s), pn * 64, h, rn);
+                    }
+                  }
+                }
+              }
+              if (tid != 0) {
+                mbar_arrive(bar_full_k(s));
+                mbar_arrive(bar_full_v(s));
+              }
+            } else {
+              mbar_arrive(bar_full_k(s));
+              mbar_arrive(bar_full_v(s));
+            }
+            continue;
+          }
+          // The tile holding the last cached keys and the first new ones: 16-byte cp.async by all 128 threads.
           for (int r = tid / kChunks; r < BN; r += kRowsPass) {
             const int j = j0 + r;
             if (j >= si.lk) break;  // rows past the keys stay as they are (masked; V zeroed by the consumers)

@@ -85,7 +85,7 @@ constexpr int kFwdSplitPct = 120;
 // (p.fwd_tile_counter must be set), else FwdSm90Tile's kernel. Paged K/V (pk.pool set): never persistent; the K / V
 // tensor maps (unused then) span the new tokens.
 template <typename T, int D, class Config, bool kRab>
-cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, const Sm90PagedKV& pk = {}) {
+cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, Sm90PagedKV pk = {}) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
@@ -113,6 +113,15 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tv, p.v, kv_rows, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
+  // Paged: a map over the pool's rows (num_pages * 2 * page_size, H, D), boxes of min(page_size, BN) rows.
+  CUtensorMap tpool = tq;
+  if (pk.pool != nullptr) {
+    pk.box_shift = std::min(pk.page_shift, C::kBlockN == 128 ? 7 : 6);
+    if ((1 << pk.box_shift) < 8) return cudaErrorInvalidValue;  // (a box is whole 8-row swizzle atoms)
+    err = make_qkv_map<T>(&tpool, pk.pool, (int64_t{pk.num_pages} * 2) << pk.page_shift, p.heads, D,
+                          int64_t{p.heads} * D, D, 1 << pk.box_shift);
+    if (err != cudaSuccess) return err;
+  }
   const int64_t tiles = int64_t{m_blocks} * p.heads * p.batch;
   if constexpr (Config::kPersistent) {
     static_assert(!kRab && D <= 128, "persistent CTAs: D <= 128 without rab");
@@ -124,7 +133,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
       if (err != cudaSuccess) return err;
-      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{});
+      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{}, tq);
       return cudaGetLastError();
     }
   }
@@ -132,7 +141,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, false>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
-    kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk);
+    kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk,
+                                                                                   tpool);
     return cudaGetLastError();
   }
   if constexpr (!kSchedOk) {
@@ -143,7 +153,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     if (err != cudaSuccess) return err;
     err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
     if (err != cudaSuccess) return err;
-    return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk);
+    return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
   }
 }
 

@@ -27,6 +27,7 @@ struct Sm90PagedKV {
   int n_entries = 0;                         // length of page_ids (>= 1)
   int num_pages = 0;                         // pages of pool (>= 1)
   int page_shift = 0;                        // page_size = 1 << page_shift
+  int box_shift = 0;                         // set by the launcher: TMA box rows = 1 << box_shift (<= the tile)
 };
 
 // Forward on `stream` with K/V as `pk` says (requirements of run_hstu_fwd_sm90; p.k / p.v the new tokens, total_q
