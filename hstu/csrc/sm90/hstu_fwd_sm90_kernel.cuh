@@ -22,8 +22,8 @@
 // the pool's rows, box min(page_size, BN) rows; pages and tiles are both aligned powers of 2), a tile of new tokens
 // only from the new tokens' map (lane 0 expects the bytes, the other threads arrive); the one tile of a sequence
 // that holds both is copied by the whole producer warpgroup with 16-byte cp.async, row by row, into the swizzled
-// layout the TMA writes (cp.async.mbarrier.arrive.noinc: each thread's arrive lands when its copies have). The
-// consumers are unchanged.
+// layout the TMA writes (each thread waits for its copies, fences the proxies, then arrives). The consumers are
+// unchanged.
 #pragma once
 
 #include <cuda.h>
@@ -105,11 +105,6 @@ __device__ __forceinline__ void fwd_kv_chunk(int t_lo, int t_hi, int& nb_begin, 
 // Visited tiles of [nb_begin, nb_end) less the gap at or above tile x (nb_begin <= x <= nb_end).
 __device__ __forceinline__ int fwd_kv_count_from(int nb_end, int gap_end, int gap_len, int x) {
   return nb_end - x - max(0, gap_end - max(x, gap_end - gap_len));
-}
-
-// Arrives on `bar` once every cp.async this thread issued before has landed (the arrive counts toward the phase).
-__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
 // A persistent CTA's query tile, published by its producer in shared memory (h = -1: no more tiles).
@@ -344,8 +339,13 @@ __global__ void __launch_bounds__(384, 1)
             cp_async_16(sK + s * C::kTileBytes + off, src_k);
             cp_async_16(sV + s * C::kTileBytes + off, src_v);
           }
-          cp_async_mbar_arrive_noinc(bar_full_k(s));
-          cp_async_mbar_arrive_noinc(bar_full_v(s));
+          // The copies land, then a proxy fence orders these generic-proxy writes before the consumers' wgmma
+          // reads (async proxy), then the arrives release them (one tile per sequence waits here).
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async_smem();
+          mbar_arrive(bar_full_k(s));
+          mbar_arrive(bar_full_v(s));
         }
       }
     }
