@@ -770,7 +770,8 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(6, 256);
           if (ld_shared_u32(flag) == 0) return;
           __threadfence();
-          constexpr int G = 8;  // float4 groups in flight per partial
+          // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
+          constexpr int G = D <= 128 ? D / 8 : 8;
 #pragma unroll
           for (int j0 = 0; j0 < D / 8; j0 += G) {
             float4 sum[G];
