@@ -8,8 +8,10 @@ Cases (attention alone: the model layers' projections are not timed; bf16, causa
              256 candidates; B200: ~4.0 ms uncached, ~0.5 ms with 3968 tokens cached (128 new history + 256
              candidates as queries), batch 1 ~0.18 ms. Goals here (H200): cached batch 8 <= 0.8 ms, batch 1 <= 0.15.
 Rows: the uncached stack (varlen attention over whole sequences, every layer); the cached step eager and as one
-CUDA graph (bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: page gather + attention + append of the new history); the
-gather alone and the attention alone of one layer (bytes moved by the gather, GB/s); the bookkeeping alone
+CUDA graph (bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: paged attention (on Hopper the kernel
+reads the pages; elsewhere page gather + attention) + append of the new history); the gather alone and the
+attention over the gathered K/V of one layer (bytes moved by the gather, GB/s), and `hstu_attn_paged_func` of one
+layer (what the step runs); the bookkeeping alone
 (the fused kernel and the torch-ops path, each eager and as a CUDA graph; with --compile the torch ops fused by
 torch.compile); a page-size sweep of the cached step. The cache state is restored before every timed run, so
 each run appends the same tokens to the same cached lengths.
@@ -231,6 +233,12 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             q[0], kv[:, 0], kv[:, 1], cu_q, s.layout.cu_seqlens_k, sh.new, s.max_seqlen_k, None, tgt, 1, (-1, 0),
             scaling_seqlen=scaling, check_values=False))
         rows.append(dict(case=sh.name, row="attention, one layer", ms=ms_a))
+        # What a cached layer runs: hstu_attn_paged_func (on Hopper the kernel reads the pages; else gather + kernel).
+        kv0 = cache.layer_cache(0)
+        ms_p = timer(lambda: hstu_attn.hstu_attn_paged_func(
+            q[0], k[0], v[0], cu_q, kv0, s.page_offsets, s.page_ids, s.last_page_lens, sh.new, s.max_seqlen_k,
+            None, tgt, 1, (-1, 0), scaling_seqlen=scaling, check_values=False, layout=s.layout))
+        rows.append(dict(case=sh.name, row="paged attention, one layer", ms=ms_p))
         # Bookkeeping alone: the fused kernel (hstu_attn::kv_cache_begin_step, the default on CUDA) beside the
         # torch-ops path (the reference; ~250 launches), each eager and as a CUDA graph.
         book = lambda: cache.begin_step(users, cu_q, app, B * sh.new, sh.new)  # noqa: E731

@@ -66,9 +66,8 @@ def cached_hstu_attention(
     out = hstu_attn_paged_func(
         q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
         step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
-        window_size, alpha, rab, scaling_seqlen, check_values=False, error_flags=cache.error_flags,
-        layout=step.layout,
-    )
+        window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
+    )  # (the page table's flags went into cache.error_flags once, in begin_step)
     if append:
         cache.append(step, k, v, layer=layer_idx)
     return out
@@ -109,7 +108,7 @@ class CachedHSTUStack(torch.nn.Module):
 
     Every layer: projections, `hstu_attn_paged_func` over the layer's pages + the new tokens, output projection;
     then the final norm. The cache is read, not written: the new tokens' K/V of every layer are returned, and the
-    caller appends them (``cache.append(step, k_all, v_all)``, one launch each for K and V). With the same
+    caller appends them (``cache.append(step, k_all, v_all)``, one launch on CUDA). With the same
     ``max_seqlen_k`` (``step.max_seqlen_k``) it computes exactly what ``stack(x, ..., kv_manager=cache,
     cache_step=step)`` does (tests/hstu/test_inference_export.py).
 

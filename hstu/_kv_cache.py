@@ -96,6 +96,27 @@ def kernel_available() -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "CUDA")
 
 
+def _append_kernel(pool: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether `KVCacheManager.append` runs as the op `hstu_attn::kv_cache_append` (CUDA, rows of contiguous H x D
+    at 16-byte aligned addresses and strides; else two index_copy_, which also write the tokens that are not
+    appended to the sink page)."""
+    if not pool.is_cuda or not hasattr(torch.ops.hstu_attn, "kv_cache_append") or torch.compiler.is_compiling():
+        return False
+    step = 16 // pool.element_size()
+    for t in (k, v):
+        if t.stride(-1) != 1 or t.stride(-2) != t.shape[-1] or t.data_ptr() % 16 or any(
+                st % step for st in t.stride()[:-2]):
+            return False
+    return (pool.shape[-1] * pool.shape[-2]) % step == 0
+
+
+if hasattr(torch.ops.hstu_attn, "kv_cache_append") and not torch._C._dispatch_has_kernel_for_dispatch_key(
+        "hstu_attn::kv_cache_append", "Meta"):
+    @torch.library.register_fake("hstu_attn::kv_cache_append")
+    def _append_fake(pool, k, v, dst, src, page_size, num_pages):
+        return None
+
+
 def _spread_sink(append_rows: torch.Tensor, num_pages: int, page_size: int) -> torch.Tensor:
     """Tokens that are not appended write to the sink page: token t to its row t % page_size, so that thousands of
     candidates' K/V rows do not all land on one row (same-address stores serialize)."""
@@ -425,6 +446,7 @@ class KVCacheManager:
         max_seqlen_k = M * ps + max_seqlen_q
         layout = paged_kv_layout(page_offsets.to(torch.int32), page_ids, last_page_lens, cu_seqlens_q, total_q,
                                  P + 1, ps)
+        self.error_flags.bitwise_or_(layout.error_flags)  # once per step (the layers pass no error_flags)
         return CacheStep(slots=slot, cu_seqlens_q=cu_seqlens_q, num_append=(new_len - old_len).to(torch.int32),
                          page_offsets=page_offsets.to(torch.int32), page_ids=page_ids,
                          last_page_lens=last_page_lens, cached_lens=old_len.to(torch.int32),
@@ -452,7 +474,8 @@ class KVCacheManager:
         Args:
             step: this step's `CacheStep`.
             k, v: (total_q, H, D) of one layer (``layer`` given), or (num_layers, total_q, H, D) for every layer
-                at once (one launch each for K and V). Tokens that are not appended are written to the sink page.
+                at once. On CUDA one launch (`hstu_attn::kv_cache_append`) moves the appended tokens' K and V and
+                skips the others; elsewhere two index_copy_ write the others to the sink page.
             layer: the layer of a 3-d k/v; None for 4-d.
         """
         want = (step.append_rows.shape[0], self.num_heads, self.head_dim)
@@ -466,6 +489,14 @@ class KVCacheManager:
                 _err(name, f"{self.dtype} on {self.device} (the cache's)", f"{t.dtype} on {t.device}", TypeError)
         ps = self.page_size
         rows = step.append_rows
+        if _append_kernel(self.pool, k, v):
+            # One launch for K and V (and every layer); the tokens that are not appended move no bytes.
+            src = step.append_src
+            dst = rows if src is None else step.append_dst
+            pool = self.pool if layer is None else self.pool.narrow(0, layer, 1)
+            k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
+            torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages)
+            return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0
             k, v, rows = k.index_select(dim, step.append_src), v.index_select(dim, step.append_src), step.append_dst

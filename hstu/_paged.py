@@ -1,10 +1,13 @@
 """Paged KV attention: the keys and values of each sequence are its cached pages followed by its new tokens.
 
-v1 implementation: on the device and without a host synchronization, gather every sequence's pages plus its new
-tokens into one contiguous jagged K/V buffer (computed ``cu_seqlens_k``), then run `hstu_attn_varlen_func` with
-delta-q (the queries are the new tokens, the last Lq key positions). Both kernel families and every mask apply
-unchanged. The gather is torch ops only (an index_select of whole rows and two index_copy_), so it is CUDA-graph
-capturable and traceable by torch.export; its cost is measured in benchmarks/hstu_inference.py.
+On a Hopper GPU (compute capability 9.0, fp16/bf16, head dim 64/128/256, no rab) the forward reads the pages
+itself: `hstu_attn::paged_fwd_sm90`, whose producer warpgroup copies each K/V tile from the pages and the new tokens
+through the page table (hstu/csrc/sm90/hstu_fwd_sm90_paged.h); nothing is gathered. Elsewhere (the sm80-class
+kernels, rab, CPU, autograd): on the device and without a host synchronization, gather every sequence's pages plus
+its new tokens into one contiguous jagged K/V buffer (computed ``cu_seqlens_k``), then run `hstu_attn_varlen_func`
+with delta-q (the queries are the new tokens, the last Lq key positions). Every mask applies unchanged either way.
+The gather is torch ops only (an index_select of whole rows and two index_copy_), so it is CUDA-graph capturable
+and traceable by torch.export; both paths are measured in benchmarks/hstu_inference.py.
 
 Device values that break the page-table contract (offsets, page ids, last-page lengths) are clamped into range,
 so no access is ever out of bounds, and reported as bits in an optional error-flag tensor (`PAGED_ERROR_BITS`);
@@ -18,6 +21,9 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from . import _ops
+from ._checks import channel as _channel
+from ._checks import check_values_host
 from ._ops import _err, _shape, _skip_value_checks, hstu_attn_varlen_func
 from ._reference import hstu_attn_reference
 
@@ -199,6 +205,71 @@ def paged_kv_layout(
                        cached_lens=cached.to(torch.int32), capacity=capacity, error_flags=flags)
 
 
+# The Hopper paged forward (hstu/csrc/ops/hstu_ops.cc paged_fwd_sm90); its fake for torch.compile / torch.export.
+_PAGED_OP = "paged_fwd_sm90"
+if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel_for_dispatch_key(
+        f"hstu_attn::{_PAGED_OP}", "Meta"):
+    @torch.library.register_fake(f"hstu_attn::{_PAGED_OP}")
+    def _paged_fwd_fake(q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, kv_cache, page_offsets, page_ids, cached_lens,
+                        total_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size,
+                        window_left, window_right, alpha, scaling_seqlen, options):
+        return q.new_empty(q.shape)
+
+_paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
+
+
+def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
+    """Whether `hstu_attn_paged_func` reads the pages in the Hopper kernel (else it gathers): CUDA, fp16/bf16, head
+    dim 64/128/256, no rab, no autograd, the Hopper kernels not switched off (`kernel_options(sm90=False)`), a
+    compute capability 9.0 device with this build's unit (looked up once per device, dtype and head dim)."""
+    if rab is not None or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16) or q.shape[0] == 0:
+        return False
+    if q.shape[2] not in (64, 128, 256) or page_ids.shape[0] == 0 or not hasattr(torch.ops.hstu_attn, _PAGED_OP):
+        return False
+    if _ops._current_options() & _ops.OPTION_BITS["sm90"]:
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_new, v_new, kv_cache)):
+        return False
+    key = (q.device.index, q.dtype == torch.float16, q.shape[2])
+    ok = _paged_available.get(key)
+    if ok is None:
+        if torch.compiler.is_compiling():
+            return False  # (looked up in eager mode only)
+        ok = _paged_available[key] = bool(torch.ops.hstu_attn.paged_fwd_sm90_available(*key))
+    return ok
+
+
+def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, layout: PagedLayout,
+                  max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size, window_size, alpha,
+                  scaling_seqlen, check_values) -> torch.Tensor:
+    """The Hopper paged forward: the arguments checked as `hstu_attn_varlen_func` checks them against the keys'
+    (virtual) buffer of the layout, the values on the device (and on the host with check_values)."""
+    k_new, v_new = k_new.contiguous(), v_new.contiguous()
+    # Stands for the gathered keys in the checks (shape, dtype, device; no memory).
+    k_virt = k_new[:1].expand(layout.capacity + 1, *k_new.shape[1:])
+    window = tuple(window_size) if isinstance(window_size, list) else window_size
+    args = (q, k_virt, k_virt, cu_seqlens_q, layout.cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+            num_targets, target_group_size, window, alpha, None, False, scaling_seqlen, None, None)
+    norm = _ops._validate_fast(*args)
+    if norm is None:
+        norm = _ops._validate(*args)
+    window, cu_q, cu_k, num_contexts, num_targets, _, _, _ = norm
+    if check_values and not _skip_value_checks(q, cu_q):
+        check_values_host(q, k_virt, cu_q, cu_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, None, None)
+    compiling = torch.compiler.is_compiling()
+    if not compiling:
+        _channel.raise_pending()
+        _channel.ensure_block()
+    scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
+    out = torch.ops.hstu_attn.paged_fwd_sm90(
+        q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
+        layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
+        target_group_size, window[0], window[1], float(alpha), scaling, _ops._current_options())
+    if not compiling and _channel.strict:
+        _channel.after_call(q.device)
+    return out
+
+
 def gather_paged_kv(kv_cache: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
                     layout: PagedLayout) -> torch.Tensor:
     """Builds the contiguous jagged K/V of a page table: kv (capacity + 1, 2, H, D), kv[:, 0] the keys and
@@ -327,6 +398,10 @@ def hstu_attn_paged_func(
              f"capacity {layout.capacity}")
     if error_flags is not None:
         error_flags.bitwise_or_(layout.error_flags)
+    if _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab):
+        return _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, layout, max_seqlen_q,
+                             max_seqlen_k, num_contexts, num_targets, target_group_size, window_size, alpha,
+                             scaling_seqlen, check_values)
     kv = gather_paged_kv(kv_cache, k_new.contiguous(), v_new.contiguous(), layout)
     # (Few queries over long keys: the Hopper forward's planner splits their key ranges itself,
     # hstu_fwd_sm90_sched_layout.)

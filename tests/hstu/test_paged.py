@@ -301,3 +301,86 @@ def test_many_candidates_paged(mask):
         assert_same(out, hstu_attn_varlen_func(**contiguous, **common), f"seed {seed} ps {ps}")
         ok, (err, bound) = error_relative_ok(out, paged, common)
         assert ok, f"seed {seed} ps {ps}: {err:.3e} > {bound:.3e}"
+
+
+def _hopper_wheel() -> bool:
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    return torch.cuda.get_device_capability() == (9, 0) and any("sm_90a" in a for a in info.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask", ["none", "causal", "local", "context", "target_group", "context_target_group"])
+def test_paged_kernel_every_page_size_and_order(mask):
+    # On Hopper the forward reads the pages itself (hstu_attn::paged_fwd_sm90; its producer warpgroup copies every
+    # K/V tile through the page table): every page size (smaller and larger than a 128-key tile), head dims
+    # 64/128/256, the grid order and the work list, shuffled pages, partial last pages, empty histories, users with
+    # only candidates. The result is the contiguous call's (fp32 summation order aside) and meets the error rule;
+    # with the layout given, no gather kernel runs (only the hstu kernels).
+    seed = random.randrange(1 << 30)
+    hopper = _hopper_wheel()
+    for i, ps in enumerate(hstu_attn.PAGE_SIZES):
+        D = (64, 128, 256)[i % 3]
+        for work_list in (True, False):
+            paged, common, contiguous = make_paged_case(seed + i, "cuda", torch.bfloat16, mask, page_size=ps, D=D,
+                                                        H=2, batch=7, max_cached=3 * ps + 300, max_new=300)
+            layout = hstu_attn.paged_kv_layout(paged["page_offsets"], paged["page_ids"], paged["last_page_lens"],
+                                               paged["cu_seqlens_q"], paged["q"].shape[0],
+                                               paged["kv_cache"].shape[0], ps, common["max_seqlen_k"])
+            with hstu_attn._ops.kernel_options(fwd_work_list=work_list), torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                out = hstu_attn_paged_func(**paged, **common, layout=layout)
+                torch.cuda.synchronize()
+            msg = f"seed {seed + i} ps {ps} D {D} work_list {work_list}"
+            want = hstu_attn_varlen_func(**contiguous, **common)
+            assert_same(out, want, msg)
+            ok, (err, bound) = error_relative_ok(out, paged, common)
+            assert ok, f"{msg}: {err:.3e} > {bound:.3e}"
+            if hopper and common["rab"] is None:
+                names = {e.name for e in prof.events()}
+                assert any("hstu_fwd_sm90_kernel" in n for n in names), (msg, sorted(names))
+                gathers = ("index_select", "indexselect", "index_copy", "indexcopy", "gather")
+                assert not any(g in n.lower() for n in names for g in gathers), (msg, sorted(names))
+
+
+@pytest.mark.gpu
+def test_paged_kernel_large_batch_and_poisoned_spare_pages():
+    # Many users and queries (the grid the persistent kernel would take for contiguous K/V: the paged call keeps one
+    # CTA per query tile), spare pages and the page-0 rows no sequence uses filled with NaN: nothing outside the
+    # page table is read, and the output rows are all written (poisoned before the call).
+    seed = random.randrange(1 << 30)
+    paged, common, contiguous = make_paged_case(seed, "cuda", torch.bfloat16, "target_group", page_size=32, D=128,
+                                                H=4, batch=40, max_cached=700, max_new=400)
+    used = set(paged["page_ids"][: int(paged["page_offsets"][-1])].tolist())
+    spare = [p for p in range(paged["kv_cache"].shape[0]) if p not in used]
+    paged["kv_cache"][spare] = float("nan")
+    po, ids, last = (paged[n].tolist() for n in ("page_offsets", "page_ids", "last_page_lens"))
+    for b in range(len(po) - 1):  # the unused rows of each last page
+        if po[b + 1] > po[b]:
+            paged["kv_cache"][ids[po[b + 1] - 1], :, last[b]:] = float("nan")
+    out = hstu_attn_paged_func(**paged, **common)
+    want = hstu_attn_varlen_func(**contiguous, **common)
+    assert torch.isfinite(out).all(), f"seed {seed}"
+    assert_same(out, want, f"seed {seed}")
+    ok, (err, bound) = error_relative_ok(out, paged, common)
+    assert ok, f"seed {seed}: {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.gpu
+def test_export_of_the_paged_kernel_matches_eager():
+    # torch.export of PagedHSTUAttention at D = 128 on CUDA: on Hopper the graph holds hstu_attn::paged_fwd_sm90 (its
+    # fake gives the shapes) and the exported program equals the eager module, on fresh values too.
+    paged, common, _ = make_paged_case(random.randrange(1 << 30), "cuda", torch.bfloat16, "target_group",
+                                       page_size=32, D=128, H=2, batch=4, max_cached=200, max_new=100)
+    m = hstu_attn.PagedHSTUAttention(common["max_seqlen_q"], common["max_seqlen_k"], common["target_group_size"],
+                                     common["window_size"], common["alpha"])
+    args = tuple(paged[n] for n in ("q", "k_new", "v_new", "cu_seqlens_q", "kv_cache", "page_offsets", "page_ids",
+                                    "last_page_lens")) + (common["num_targets"],)
+    with torch.no_grad():
+        m(*args)  # (eager first: the kernel's availability is looked up outside tracing)
+        ep = torch.export.export(m, args)
+        targets = [str(n.target) for n in ep.graph.nodes]
+        if _hopper_wheel():
+            assert any("paged_fwd_sm90" in t for t in targets), targets
+        torch.testing.assert_close(ep.module()(*args), m(*args), rtol=0, atol=0)
+        args2 = (torch.randn_like(args[0]),) + args[1:]
+        torch.testing.assert_close(ep.module()(*args2), m(*args2), rtol=0, atol=0)

@@ -77,5 +77,21 @@ struct PageCopyParams {
 // Enqueues the copy kernel on `stream` (no synchronization; CUDA-graph capturable).
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream);
 
+// KVCacheManager.append in one launch for K and V (and for every layer): entry i of layer l copies the row src[i]
+// (i without src) of k[l] and v[l] to rows dst[i] and dst[i] + page_size of layer l's pool viewed as
+// (layer_rows, row_bytes). Entries whose destination is the sink page or out of range (dst[i] < 0 or dst[i] +
+// page_size >= sink_row) and sources out of range are skipped: tokens that are not appended move no bytes.
+struct AppendParams {
+  uint8_t* pool;               // (layers, layer_rows, row_bytes)
+  const uint8_t* k;            // row r of layer l at k + l * k_layer_stride + r * k_row_stride (bytes)
+  const uint8_t* v;
+  const int64_t* dst;          // (entries)
+  const int64_t* src;          // (entries) or nullptr
+  int64_t entries, layers, layer_rows, row_bytes, page_size, sink_row, src_rows;
+  int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
+};
+
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream);
+
 }  // namespace kvcache
 }  // namespace hstu

@@ -30,7 +30,41 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
   for (; i < n; i += kCopyThreads) d[i] = s[i];
 }
 
+// One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V.
+constexpr int kAppendWarps = 8;
+__global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams p) {
+  const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
+  if (i >= p.entries) return;
+  const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
+  if (d < 0 || d + p.page_size >= p.sink_row || s < 0 || s >= p.src_rows) return;
+  const uint4* ks = reinterpret_cast<const uint4*>(p.k + l * p.k_layer_stride + s * p.k_row_stride);
+  const uint4* vs = reinterpret_cast<const uint4*>(p.v + l * p.v_layer_stride + s * p.v_row_stride);
+  uint8_t* base = p.pool + l * p.layer_rows * p.row_bytes;
+  uint4* kd = reinterpret_cast<uint4*>(base + d * p.row_bytes);
+  uint4* vd = reinterpret_cast<uint4*>(base + (d + p.page_size) * p.row_bytes);
+  for (int64_t c = threadIdx.x % 32; c < p.row_bytes / 16; c += 32) {
+    const uint4 a = ks[c], b = vs[c];
+    kd[c] = a;
+    vd[c] = b;
+  }
+}
+
 }  // namespace detail
+
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream) {
+  if (p.entries <= 0 || p.layers <= 0) return cudaSuccess;
+  if (p.layers > 65535 || p.row_bytes % 16 != 0 || p.sink_row > p.layer_rows ||
+      reinterpret_cast<uintptr_t>(p.pool) % 16 != 0 || reinterpret_cast<uintptr_t>(p.k) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.v) % 16 != 0 ||
+      ((p.k_layer_stride | p.k_row_stride | p.v_layer_stride | p.v_row_stride) % 16) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t blocks = (p.entries + detail::kAppendWarps - 1) / detail::kAppendWarps;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  detail::append_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers)),
+                          32 * detail::kAppendWarps, 0, stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {
   if (p.entries <= 0 || p.layers <= 0) return cudaSuccess;

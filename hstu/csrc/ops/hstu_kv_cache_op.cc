@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 #include <tuple>
 
 #include <torch/csrc/stable/accelerator.h>
@@ -154,6 +155,57 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_copy_pages: CUDA error ", cudaGetErrorString(err));
 }
 
+// kv_cache_append: KVCacheManager.append in one launch (hstu_kv_cache.h AppendParams). pool (layers, pages + 1, 2,
+// page_size, H, D) contiguous (page `num_pages` the sink); k, v (layers, tokens, H, D) with contiguous rows; dst
+// (entries) int64 K rows of a layer's pool viewed as rows of H * D (V at + page_size); src (entries) int64 token rows
+// of k / v, or None: entry i reads token i. Sink and out-of-range entries are skipped.
+void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tensor> src, int64_t page_size,
+                 int64_t num_pages) {
+  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
+  torch::stable::accelerator::DeviceGuard guard(pool.get_device());
+  accel::check_contiguous(pool, "pool");
+  ACCEL_CHECK(pool.dim() == 6 && pool.size(1) == num_pages + 1 && pool.size(2) == 2 && pool.size(3) == page_size,
+              "pool: expected (layers, ", num_pages + 1, ", 2, ", page_size, ", H, D), got ", accel::shape_str(pool));
+  const int64_t L = pool.size(0), H = pool.size(4), D = pool.size(5);
+  for (const Tensor* t : {&k, &v}) {
+    const char* arg = t == &k ? "k" : "v";
+    ACCEL_CHECK(t->is_cuda(), arg, ": expected a CUDA tensor, got ", accel::device_name(*t));
+    accel::check_same_device(*t, arg, pool, "pool");
+    ACCEL_CHECK(t->scalar_type() == pool.scalar_type(), arg, ": expected the dtype of the pool, got ",
+                accel::dtype_name(t->scalar_type()));
+    ACCEL_CHECK(t->dim() == 4 && t->size(0) == L && t->size(2) == H && t->size(3) == D && t->stride(3) == 1 &&
+                    t->stride(2) == D,
+                arg, ": expected (", L, ", tokens, ", H, ", ", D, ") with contiguous rows, got shape ",
+                accel::shape_str(*t));
+  }
+  ACCEL_CHECK(k.size(1) == v.size(1), "v: expected ", k.size(1), " tokens like k, got ", v.size(1));
+  const int64_t E = dst.numel();
+  check_vec(dst, "dst", pool, ScalarType::Long, E, "pool");
+  if (src.has_value()) check_vec(*src, "src", pool, ScalarType::Long, E, "pool");
+  const int64_t es = pool.element_size();
+  kvcache::AppendParams p{};
+  p.pool = static_cast<uint8_t*>(pool.data_ptr());
+  p.k = static_cast<const uint8_t*>(k.data_ptr());
+  p.v = static_cast<const uint8_t*>(v.data_ptr());
+  p.dst = static_cast<const int64_t*>(dst.data_ptr());
+  p.src = src.has_value() ? static_cast<const int64_t*>(src->data_ptr()) : nullptr;
+  p.entries = E;
+  p.layers = L;
+  p.layer_rows = (num_pages + 1) * 2 * page_size;
+  p.row_bytes = H * D * es;
+  p.page_size = page_size;
+  p.sink_row = num_pages * 2 * page_size;
+  p.src_rows = k.size(1);
+  p.k_layer_stride = k.stride(0) * es;
+  p.k_row_stride = k.stride(1) * es;
+  p.v_layer_stride = v.stride(0) * es;
+  p.v_row_stride = v.stride(1) * es;
+  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
+  const cudaError_t err = kvcache::launch_append(p, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_append: CUDA error ", cudaGetErrorString(err),
+              " (16-byte aligned rows and strides expected)");
+}
+
 }  // namespace kvcache_op
 }  // namespace hstu
 
@@ -166,9 +218,12 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
       "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
+  m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "
+        "int num_pages) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("kv_cache_begin_step", TORCH_BOX(&hstu::kvcache_op::begin_step_cuda));
   m.impl("kv_cache_copy_pages", TORCH_BOX(&hstu::kvcache_op::copy_pages_cuda));
+  m.impl("kv_cache_append", TORCH_BOX(&hstu::kvcache_op::append_cuda));
 }

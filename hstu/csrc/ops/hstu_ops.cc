@@ -26,6 +26,7 @@
 #include "hstu/csrc/common/hstu_validate.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -391,6 +392,82 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   return out;
 }
 
+// The Hopper forward over a paged KV cache (hstu/_paged.py; hstu_fwd_sm90_paged.h): q, k_new, v_new the step's new
+// tokens (total_q rows), cu_seqlens_k the cached + new lengths (the layout's), total_k their bound (the gather buffer's
+// capacity: what the validation checks cu_seqlens_k against). The page table's values are clamped by the kernel;
+// the Python side flags them. Only where the Hopper forward applies (paged_fwd_sm90_available); no rab here.
+Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, Tensor kv_cache,
+                      Tensor page_offsets, Tensor page_ids, Tensor cached_lens, int64_t total_k, int64_t max_seqlen_q,
+                      int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+                      int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
+                      double scaling_seqlen, int64_t options) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
+                             std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
+  ACCEL_CHECK(k_new.size(0) == q.size(0), "k_new: expected ", q.size(0), " rows like q, got ", k_new.size(0));
+  ACCEL_CHECK(total_k >= 1, "total_k: expected >= 1, got ", total_k);
+  accel::check_same_device(kv_cache, "kv_cache", q, "q");
+  ACCEL_CHECK(kv_cache.scalar_type() == q.scalar_type(), "kv_cache: expected the dtype of q, got ",
+              accel::dtype_name(kv_cache.scalar_type()));
+  accel::check_dim(kv_cache, "kv_cache", 5);
+  accel::check_contiguous(kv_cache, "kv_cache");
+  const int64_t ps = kv_cache.size(2);
+  ACCEL_CHECK(kv_cache.size(0) >= 1 && kv_cache.size(1) == 2 && ps >= 1 && (ps & (ps - 1)) == 0 && ps <= 65536 &&
+                  kv_cache.size(3) == q.size(1) && kv_cache.size(4) == q.size(2),
+              "kv_cache: expected (num_pages >= 1, 2, page_size (a power of 2), ", q.size(1), ", ", q.size(2),
+              "), got ", accel::shape_str(kv_cache));
+  ACCEL_CHECK(reinterpret_cast<uintptr_t>(kv_cache.data_ptr()) % 16 == 0, "kv_cache: expected a 16-byte aligned "
+              "data pointer");
+  const int64_t batch = cu_seqlens_q.size(0) - 1;
+  for (const auto& [t, name, n] : {std::make_tuple(&page_offsets, "page_offsets", batch + 1),
+                                   std::make_tuple(&page_ids, "page_ids", int64_t{-1}),
+                                   std::make_tuple(&cached_lens, "cached_lens", batch)}) {
+    accel::check_same_device(*t, name, q, "q");
+    accel::check_dtype(*t, name, ScalarType::Int);
+    accel::check_dim(*t, name, 1);
+    accel::check_contiguous(*t, name);
+    ACCEL_CHECK(n < 0 || t->size(0) == n, name, ": expected ", n, " entries, got ", t->size(0));
+  }
+  ACCEL_CHECK(page_ids.size(0) >= 1 && page_ids.size(0) < (int64_t{1} << 31) && kv_cache.size(0) < (int64_t{1} << 31),
+              "page_ids: expected 1 to 2^31 - 1 entries (and fewer than 2^31 pages), got ", page_ids.size(0));
+  Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
+  p.out = out.data_ptr();
+  p.o_row_stride = out.stride(0);
+  p.o_head_stride = out.stride(1);
+  const bool half = q.scalar_type() == ScalarType::Half;
+  const int64_t plan_k = q.size(0);  // the launcher's total_k (run_paged_fwd): the plan must see the same
+  const FwdPlan plan = plan_fwd(p, plan_k, q.get_device(), half, HstuOptions::from_bits(options));
+  PagedFwdSm90Fn* slot = paged_fwd_sm90_slot(half, p.head_dim);
+  ACCEL_CHECK(plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
+              "hstu_attn::paged_fwd_sm90: expected a compute capability 9.0 device and a build with the Hopper "
+              "forward of this dtype and head dim ", p.head_dim, " (hstu_attn_paged_func gathers otherwise)");
+  cudaStream_t s = stream_of(q);
+  Tensor scratch = validate_on_device(p, q, total_k, plan.sched_bytes, p.out, q.size(0) * q.size(1) * q.size(2), s);
+  if (plan.sched_bytes > 0) {
+    p.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = plan.sched_bytes;
+  }
+  Sm90PagedKV pk;
+  pk.pool = kv_cache.data_ptr();
+  pk.page_offsets = static_cast<const int32_t*>(page_offsets.data_ptr());
+  pk.page_ids = static_cast<const int32_t*>(page_ids.data_ptr());
+  pk.cached_lens = static_cast<const int32_t*>(cached_lens.data_ptr());
+  pk.n_entries = static_cast<int>(page_ids.size(0));
+  pk.num_pages = static_cast<int>(kv_cache.size(0));
+  while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
+  const cudaError_t err = (*slot)(p, pk, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90: CUDA error ", cudaGetErrorString(err));
+  return out;
+}
+
+// 1 if paged_fwd_sm90 runs for this device, dtype (fp16 else bf16) and head dim (a build with its unit), else 0.
+int64_t paged_fwd_sm90_available(int64_t device, bool half, int64_t head_dim) {
+  PagedFwdSm90Fn* slot = paged_fwd_sm90_slot(half, static_cast<int>(head_dim));
+  return slot != nullptr && *slot != nullptr && device_is_sm90(static_cast<int>(device)) &&
+         sm90_unit_compiled(/*fwd=*/true, half, static_cast<int>(head_dim));
+}
+
 // The address of the package's pinned device error block (allocated here, once), or 0 without a usable CUDA device.
 int64_t device_error_block() {
   int n = 0;
@@ -463,6 +540,13 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
       "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
       "int options) -> Tensor");
+  // Private: the Hopper forward over a paged KV cache (hstu/_paged.py routes hstu_attn_paged_func to it).
+  m.def(
+      "paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+      "Tensor kv_cache, Tensor page_offsets, Tensor page_ids, Tensor cached_lens, int total_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, float alpha, float scaling_seqlen, int options) -> Tensor");
+  m.def("paged_fwd_sm90_available(int device, bool half, int head_dim) -> int");
   m.def("compiled_kernels() -> str");
   m.def("device_error_block() -> int");
   m.def("clear_device_error(int device) -> ()");
@@ -475,10 +559,12 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
   m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
   m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
+  m.impl("paged_fwd_sm90", TORCH_BOX(&hstu::paged_fwd_sm90));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {
   m.impl("compiled_kernels", TORCH_BOX(&hstu::compiled_kernels));
+  m.impl("paged_fwd_sm90_available", TORCH_BOX(&hstu::paged_fwd_sm90_available));
   m.impl("device_error_block", TORCH_BOX(&hstu::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&hstu::clear_device_error));
 }

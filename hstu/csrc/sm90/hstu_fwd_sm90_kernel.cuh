@@ -16,6 +16,14 @@
 //
 // Persistent (kQB = 2, D <= 128 grids of more than one wave): one CTA per SM takes query tiles from a global counter
 // in the grid's order; the next tile's Q and first K / V tiles load under the current tile's GEMMs and epilogue.
+//
+// Paged K/V (pk.pool set, hstu_fwd_sm90_paged.h; not the persistent or rab kernels): the full barriers count 128
+// arrivals, one per producer thread. A tile of cached keys only is TMA-loaded page segment by page segment (a map over
+// the pool's rows, box min(page_size, BN) rows; pages and tiles are both aligned powers of 2), a tile of new tokens
+// only from the new tokens' map (lane 0 expects the bytes, the other threads arrive); the one tile of a sequence
+// that holds both is copied by the whole producer warpgroup with 16-byte cp.async, row by row, into the swizzled
+// layout the TMA writes (each thread waits for its copies, fences the proxies, then arrives). The consumers are
+// unchanged.
 #pragma once
 
 #include <cuda.h>
@@ -25,6 +33,7 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_tiles.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
@@ -132,7 +141,7 @@ template <typename T, int D, class Config, bool kRab, bool kSched>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const HstuParams p, const int head_major,
-                         const SchedArgs sched) {
+                         const SchedArgs sched, const Sm90PagedKV pk, const __grid_constant__ CUtensorMap tm_pool) {
   constexpr int kStagesT = Config::stages(D);
   constexpr int kQB = Config::kPersistent ? 2 : 0;
   static_assert(kQB == 0 || !kSched, "persistent CTAs: grid order");
@@ -191,6 +200,8 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
   }
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
+  const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -202,8 +213,8 @@ __global__ void __launch_bounds__(384, 1)
     }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_k(s), 1);
-      mbar_init(bar_full_v(s), 1);
+      mbar_init(bar_full_k(s), paged ? 128 : 1);  // paged: one arrive per producer thread
+      mbar_init(bar_full_v(s), paged ? 128 : 1);
       mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
       mbar_init(bar_empty_v(s), 8);
     }
@@ -214,7 +225,111 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0 && (kPersist || n_tiles > 0)) {
+    if constexpr (kPagedOk) {
+      if (paged && n_tiles > 0) {
+        if (tid == 0) {
+          prefetch_tensormap(&tm_q);
+          prefetch_tensormap(&tm_k);
+          prefetch_tensormap(&tm_v);
+          prefetch_tensormap(&tm_pool);
+          mbar_arrive_expect_tx(bar_q(0), C::kQBytes);
+#pragma unroll
+          for (int pn = 0; pn < C::kPanels; ++pn) {
+            tma_load_3d(base + pn * C::kQPanelBytes, &tm_q, bar_q(0), pn * 64, h, si.q_start + m0);
+          }
+        }
+        // Thread tid copies 16-byte chunk tid % kChunks of rows tid / kChunks + k * kRowsPass of each K and V tile.
+        constexpr int kChunks = D / 8;
+        constexpr int kRowsPass = 128 / kChunks;
+        const int c = tid % kChunks;
+        const int cached = min(max(pk.cached_lens[b], 0), si.lk);
+        const int po = pk.page_offsets[b];
+        const int ps_mask = (1 << pk.page_shift) - 1;
+        const int64_t hd = int64_t{p.heads} * D;  // pool row stride (elements)
+        const T* pool = static_cast<const T*>(pk.pool) + h * D + c * 8;
+        const T* kn = static_cast<const T*>(p.k) + h * p.k_head_stride + c * 8;
+        const T* vn = static_cast<const T*>(p.v) + h * p.v_head_stride + c * 8;
+        for (int i = 0; i < n_tiles; ++i) {
+          const int s = i % S;
+          const uint32_t ph = (i / S) & 1;
+          mbar_wait(bar_empty_k(s), ph ^ 1);
+          mbar_wait(bar_empty_v(s), ph ^ 1);
+          const int j0 = fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN;
+          if (j0 + BN <= cached || j0 >= cached) {
+            // A tile of cached keys only (BN / box whole page segments) or of new tokens only: TMA loads issued by
+            // lane 0 of warp 0 (its lanes look the pages up), the other 127 threads arrive.
+            if (tid < 32) {
+              const bool pages = j0 < cached;
+              const int box = 1 << pk.box_shift, nseg = BN >> pk.box_shift;
+              int row = 0;  // lane k: the pool row of segment k (K; V is page_size rows further)
+              if (pages && tid < nseg) {
+                const int j = j0 + tid * box;
+                const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
+                const int page = min(max(__ldg(pk.page_ids + e), 0), pk.num_pages - 1);
+                row = (page << (pk.page_shift + 1)) + (j & ps_mask);
+              }
+              if (tid == 0) {
+                mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
+                mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
+              }
+              for (int k = 0; k < (pages ? nseg : 1); ++k) {
+                const int rk = __shfl_sync(0xffffffffu, row, k);
+                if (tid == 0) {
+#pragma unroll
+                  for (int pn = 0; pn < C::kPanels; ++pn) {
+                    const uint32_t off = pn * C::kKVPanelBytes + (k * box) * 128;
+                    if (pages) {
+                      tma_load_3d(sK + s * C::kTileBytes + off, &tm_pool, bar_full_k(s), pn * 64, h, rk);
+                      tma_load_3d(sV + s * C::kTileBytes + off, &tm_pool, bar_full_v(s), pn * 64, h, rk + ps_mask + 1);
+                    } else {
+                      const int rn = si.q_start + j0 - cached;
+                      tma_load_3d(sK + s * C::kTileBytes + off, &tm_k, bar_full_k(s), pn * 64, h, rn);
+                      tma_load_3d(sV + s * C::kTileBytes + off, &tm_v, bar_full_v(s), pn * 64, h, rn);
+                    }
+                  }
+                }
+              }
+              if (tid != 0) {
+                mbar_arrive(bar_full_k(s));
+                mbar_arrive(bar_full_v(s));
+              }
+            } else {
+              mbar_arrive(bar_full_k(s));
+              mbar_arrive(bar_full_v(s));
+            }
+            continue;
+          }
+          // The tile holding the last cached keys and the first new ones: 16-byte cp.async by all 128 threads.
+          for (int r = tid / kChunks; r < BN; r += kRowsPass) {
+            const int j = j0 + r;
+            if (j >= si.lk) break;  // rows past the keys stay as they are (masked; V zeroed by the consumers)
+            const T* src_k;
+            const T* src_v;
+            if (j < cached) {  // (entry and page clamped: never out of bounds, whatever the table holds)
+              const int e = min(max(po + (j >> pk.page_shift), 0), pk.n_entries - 1);
+              const int64_t page = min(max(__ldg(pk.page_ids + e), 0), pk.num_pages - 1);
+              src_k = pool + ((page << (pk.page_shift + 1)) + (j & ps_mask)) * hd;
+              src_v = src_k + (int64_t{ps_mask} + 1) * hd;
+            } else {
+              const int64_t row = min(max(si.q_start + j - cached, 0), static_cast<int>(p.total_q) - 1);
+              src_k = kn + row * p.k_row_stride;
+              src_v = vn + row * p.v_row_stride;
+            }
+            const uint32_t off = (c / 8) * C::kKVPanelBytes + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+            cp_async_16(sK + s * C::kTileBytes + off, src_k);
+            cp_async_16(sV + s * C::kTileBytes + off, src_v);
+          }
+          // The copies land, then a proxy fence orders these generic-proxy writes before the consumers' wgmma
+          // reads (async proxy), then the arrives release them (one tile per sequence waits here).
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async_smem();
+          mbar_arrive(bar_full_k(s));
+          mbar_arrive(bar_full_v(s));
+        }
+      }
+    }
+    if (tid == 0 && !paged && (kPersist || n_tiles > 0)) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_v);
@@ -581,7 +696,8 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(6, 256);
           if (ld_shared_u32(flag) == 0) return;
           __threadfence();
-          constexpr int G = 8;  // float4 groups in flight per partial
+          // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
+          constexpr int G = D <= 128 ? D / 8 : 8;
 #pragma unroll
           for (int j0 = 0; j0 < D / 8; j0 += G) {
             float4 sum[G];

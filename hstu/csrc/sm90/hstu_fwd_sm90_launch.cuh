@@ -2,13 +2,16 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -79,9 +82,10 @@ constexpr int kFwdSplitPct = 120;
 // Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
 // list in p.fwd_sched runs where the op gave a large enough workspace (FwdSm90Tile's kernel with kSched);
 // FwdSm90Persistent runs persistent CTAs where the grid order is kept and the grid is more than one wave
-// (p.fwd_tile_counter must be set), else FwdSm90Tile's kernel.
+// (p.fwd_tile_counter must be set), else FwdSm90Tile's kernel. Paged K/V (pk.pool set): never persistent; the K / V
+// tensor maps (unused then) span the new tokens.
 template <typename T, int D, class Config, bool kRab>
-cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream, Sm90PagedKV pk = {}) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || total_k <= 0) return cudaSuccess;
   if ((p.rab != nullptr) != kRab) return cudaErrorInvalidValue;
@@ -104,21 +108,32 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   if (err != cudaSuccess) return err;
   err = make_qkv_map<T>(&tq, p.q, p.total_q, p.heads, D, p.q_row_stride, p.q_head_stride, C::kBlockM);
   if (err != cudaSuccess) return err;
-  err = make_qkv_map<T>(&tk, p.k, total_k, p.heads, D, p.k_row_stride, p.k_head_stride, C::kBlockN);
+  const int64_t kv_rows = pk.pool != nullptr ? p.total_q : total_k;
+  err = make_qkv_map<T>(&tk, p.k, kv_rows, p.heads, D, p.k_row_stride, p.k_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
-  err = make_qkv_map<T>(&tv, p.v, total_k, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
+  err = make_qkv_map<T>(&tv, p.v, kv_rows, p.heads, D, p.v_row_stride, p.v_head_stride, C::kBlockN);
   if (err != cudaSuccess) return err;
+  // Paged: a map over the pool's rows (num_pages * 2 * page_size, H, D), boxes of min(page_size, BN) rows.
+  CUtensorMap tpool = tq;
+  if (pk.pool != nullptr) {
+    pk.box_shift = std::min(pk.page_shift, C::kBlockN == 128 ? 7 : 6);
+    if ((1 << pk.box_shift) < 8) return cudaErrorInvalidValue;  // (a box is whole 8-row swizzle atoms)
+    err = make_qkv_map<T>(&tpool, pk.pool, (int64_t{pk.num_pages} * 2) << pk.page_shift, p.heads, D,
+                          int64_t{p.heads} * D, D, 1 << pk.box_shift);
+    if (err != cudaSuccess) return err;
+  }
   const int64_t tiles = int64_t{m_blocks} * p.heads * p.batch;
   if constexpr (Config::kPersistent) {
     static_assert(!kRab && D <= 128, "persistent CTAs: D <= 128 without rab");
-    if (sa.items == nullptr && p.fwd_tile_counter != nullptr && tiles > sm_count() && tiles < (int64_t{1} << 30)) {
+    if (sa.items == nullptr && pk.pool == nullptr && p.fwd_tile_counter != nullptr && tiles > sm_count() &&
+        tiles < (int64_t{1} << 30)) {
       using CP = FwdSm90Traits<D, FwdSm90Persistent::stages(D), 2>;
       constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Persistent, false, false>;
       err = set_max_dynamic_smem<kernel>(CP::kSmem);
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
       if (err != cudaSuccess) return err;
-      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa);
+      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tv, p, 1, sa, Sm90PagedKV{}, tq);
       return cudaGetLastError();
     }
   }
@@ -126,7 +141,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, false>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
-    kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa);
+    kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk,
+                                                                                   tpool);
     return cudaGetLastError();
   }
   if constexpr (!kSchedOk) {
@@ -137,9 +153,31 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     if (err != cudaSuccess) return err;
     err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
     if (err != cudaSuccess) return err;
-    return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa);
+    return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
   }
 }
+
+// The paged forward (hstu_fwd_sm90_paged.h): FwdSm90Tile's kernel without rab (grid order or work list).
+template <typename T, int D>
+cudaError_t run_paged_fwd(const HstuParams& p, const Sm90PagedKV& pk, cudaStream_t stream) {
+  if (p.rab != nullptr || pk.pool == nullptr || pk.page_offsets == nullptr || pk.page_ids == nullptr ||
+      pk.cached_lens == nullptr || pk.n_entries < 1 || pk.num_pages < 1 || pk.page_shift < 0 || pk.page_shift > 16) {
+    return cudaErrorInvalidValue;
+  }
+  // (total_k: the key rows the plan and tensor maps see; the keys live in the pages and the new tokens)
+  return launch_fwd<T, D, FwdSm90Tile, false>(p, p.total_q, stream, pk);
+}
+
+// Fills the table slot of (T, D) when the instance file's run_hstu_fwd_sm90<T, D> is instantiated (below).
+template <typename T, int D>
+struct PagedFwdRegistrar {
+  static const bool registered;
+};
+template <typename T, int D>
+const bool PagedFwdRegistrar<T, D>::registered = [] {
+  *paged_fwd_sm90_slot(std::is_same_v<T, __half>, D) = &run_paged_fwd<T, D>;
+  return true;
+}();
 
 }  // namespace sm90
 
@@ -148,6 +186,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
 // p.fwd_tile_counter is null, the grid is one wave or the work list runs), FwdSm90Tile at D = 256.
 template <typename T, int D>
 cudaError_t run_hstu_fwd_sm90(const HstuParams& p, int64_t total_k, cudaStream_t stream) {
+  (void)sm90::PagedFwdRegistrar<T, D>::registered;  // (odr-use: the instance file registers its paged launcher)
   if (p.rab != nullptr) return sm90::launch_fwd<T, D, sm90::FwdSm90Tile, true>(p, total_k, stream);
   if constexpr (D <= 128) return sm90::launch_fwd<T, D, sm90::FwdSm90Persistent, false>(p, total_k, stream);
   return sm90::launch_fwd<T, D, sm90::FwdSm90Tile, false>(p, total_k, stream);

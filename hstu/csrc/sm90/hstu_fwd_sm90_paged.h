@@ -1,0 +1,44 @@
+// Paged K/V for the Hopper forward (inference, hstu_attn_paged_func): host-side declarations, no torch headers.
+//
+// Key position j of sequence b is, for j < cached_lens[b], row j % page_size of page
+// page_ids[page_offsets[b] + j / page_size] of `pool` (K at [page][0], V at [page][1]); else the new token
+// q_start + j - cached_lens[b] of p.k / p.v (the step's new tokens, total_q rows like q). cu_seqlens_k holds the
+// cached + new lengths. The producer warpgroup copies such tiles with cp.async into the layout TMA writes, so the
+// consumers and every mask are those of the contiguous forward (hstu_fwd_sm90_kernel.cuh).
+//
+// The paged launcher is reached through a table filled by the forward's instance files (one slot per dtype x head
+// dim; hstu_fwd_sm90_launch.cuh registers the slot of each run_hstu_fwd_sm90 it instantiates), so the shared
+// instance template and the backward units stay as they are. An empty slot: not compiled (no sm_90a device code).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_params.h"
+
+namespace hstu {
+
+struct Sm90PagedKV {
+  const void* pool = nullptr;                // (num_pages, 2, page_size, H, D) contiguous, q's dtype
+  const int32_t* page_offsets = nullptr;     // (B + 1) into page_ids
+  const int32_t* page_ids = nullptr;         // (n_entries)
+  const int32_t* cached_lens = nullptr;      // (B) cached tokens per sequence (<= its key length)
+  int n_entries = 0;                         // length of page_ids (>= 1)
+  int num_pages = 0;                         // pages of pool (>= 1)
+  int page_shift = 0;                        // page_size = 1 << page_shift
+  int box_shift = 0;                         // set by the launcher: TMA box rows = 1 << box_shift (<= the tile)
+};
+
+// Forward on `stream` with K/V as `pk` says (requirements of run_hstu_fwd_sm90; p.k / p.v the new tokens, total_q
+// rows; no rab). Persistent CTAs do not apply; the work list does where the plan gave its workspace.
+using PagedFwdSm90Fn = cudaError_t (*)(const HstuParams& p, const Sm90PagedKV& pk, cudaStream_t stream);
+
+// The slot of (dtype, D): half = fp16 (else bf16), D in {64, 128, 256}; nullptr for other D.
+inline PagedFwdSm90Fn* paged_fwd_sm90_slot(bool half, int head_dim) {
+  static PagedFwdSm90Fn table[2][3] = {};
+  const int di = head_dim == 64 ? 0 : head_dim == 128 ? 1 : head_dim == 256 ? 2 : -1;
+  return di < 0 ? nullptr : &table[half ? 1 : 0][di];
+}
+
+}  // namespace hstu
