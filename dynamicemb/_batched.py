@@ -342,7 +342,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         )
         if o.storage == "caching":
             store = make_store(o.backing_store, self.key_dtype, self.row_widths[i], o.dtype, o.max_capacity,
-                               o.bucket_capacity)
+                               o.bucket_capacity, self.device)
             return CachedTable(self._hbm_rows[i], self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity,
                                o.score_policy, initializer=tinit, device=self.device, store=store)
         if o.storage == "hybrid":
@@ -797,6 +797,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         tables; then, if some table misses, two for all the tables together (``_stage_missing``)."""
         cached = self._cached
         counts, bounds = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
+        dev_tables = [t for t in cached if counts[t] is None and self.tables[t].device_store]
+        if dev_tables:  # over a UvaStore: staged on the device, no count (one host wait: the capacity check)
+            self._stage_device(ids, offsets, dev_tables, train)
+            counts.update({t: 0 for t in dev_tables})
         unknown = [t for t in cached if counts[t] is None]
         found = None
         if unknown:
@@ -809,7 +813,40 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train)
         if not backward:
             return None
-        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
+        return StepPins(functools.partial(self._pin_keys, ids, offsets, cached, bounds), self.tables, cached)
+
+    def _pin_keys(self, ids, offsets, tables, bounds) -> dict:
+        """A step's ids per table for its ``StepPins``: slices at the host feature bounds when the step read them,
+        else (a step that never waited for them: staged on the device or by a prefetch job) the batch masked per
+        table on the device (no host wait; the empty key pads)."""
+        if bounds is not None or offsets.device.type == "cpu":
+            return self._table_keys(ids, offsets, tables, False, bounds)
+        keys = _prefetch.masked_keys(self, ids, offsets.long(), tables)[0]
+        if keys is None:
+            return {t: ids.new_empty(0) for t in tables}
+        return dict(zip(tables, keys.unbind(0)))
+
+    def _stage_device(self, ids, offsets, tables, train: bool, pins=()) -> int:
+        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) with no count
+        and no host bounds: each table's ids masked out of the batch on the device, looked up in its cache, the
+        misses deduplicated by a sort (padded with the empty key), then ``_uva_store.stage_tables_device`` (one
+        host wait). Returns the number of ids staged."""
+        from ._uva_store import stage_tables_device, unique_padded
+
+        offsets = offsets.long()
+        if offsets.device != ids.device:
+            offsets = to_device(offsets, ids.device)
+        keys, _, _ = _prefetch.masked_keys(self, ids, offsets, tables)
+        if keys is None:
+            return 0
+        present, missing = [], []
+        for j, t in enumerate(tables):
+            k = keys[j]
+            found, _ = self.tables[t]._cache_find(k)
+            miss = found | (k.view(torch.int64) < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) always miss
+            missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k.view(torch.int64))).view(self.key_dtype))
+            present.append(k)
+        return stage_tables_device([self.tables[t] for t in tables], present, missing, insert_new=train, pins=pins)
 
     def _lookup_features(self, ids, bounds, tables, found) -> None:
         """``found[i]`` = id i is in its table's cache, for the ids of the features of ``tables`` (one lookup per

@@ -108,6 +108,36 @@ def _ungroup(groups, blocks, rows, dim=0) -> List[torch.Tensor]:
     return out
 
 
+def pin_keys(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequence):
+    """Step 1 of a staging: the ids of ``present`` in each cache and the ids of live ``StepPins`` (``pin``) and of
+    ``pins`` get the maximum score, so the staging's insert evicts none of them (no host wait). Returns (per table
+    the pinned keys, absent ones masked to the empty key, and their true scores; the caches' op clocks)."""
+    from ._prefetch import in_worker
+
+    dev = tables[0].device
+    empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
+    clocks = [t.counters[0].clone() for t in tables]
+    held = []
+    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
+    for t, k in zip(tables, present):
+        live = list(t._pins) if pin else []
+        live += [p for p in pins if not any(p is q for q in live)]
+        parts = [k] + [p.keys_for(t, keep) for p in live]
+        keys = torch.cat([p.view(torch.int64) for p in parts if p is not None]).view(t.key_dtype)
+        found, scores = t._cache_find(keys)
+        keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
+        t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))
+        held.append((keys, scores))
+    return held, clocks
+
+
+def unpin_keys(tables: list, held: list, clocks: list) -> None:
+    """The last step of a staging: every pinned key gets its true score back, and the op clock is the step's."""
+    for t, (keys, scores), c in zip(tables, held, clocks):
+        t._set_scores(keys, scores)
+        t.counters[0].copy_(c)
+
+
 def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
                  pin: bool = True, pins: Sequence = ()) -> None:
     """Stages the ids of one step into several caching tables (``CachedTable``s, one device).
@@ -128,26 +158,13 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             are staged: rows moved, the same logical rows and scores, nothing lost; the others are unchanged).
     """
     from ._caching import CacheCapacityError
-    from ._prefetch import in_worker
     from ._table import ScoredHashTable
 
     if not tables:
         return
     dev = tables[0].device
     empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
-    clocks = [t.counters[0].clone() for t in tables]
-    # 1. pins: the step's ids present in each cache, and the ids of steps in flight, get the maximum score
-    held = []
-    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
-    for t, k in zip(tables, present):
-        live = list(t._pins) if pin else []
-        live += [p for p in pins if not any(p is q for q in live)]
-        parts = [k] + [p.keys_for(t, keep) for p in live]
-        keys = torch.cat([p.view(torch.int64) for p in parts if p is not None]).view(t.key_dtype)
-        found, scores = t._cache_find(keys)
-        keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
-        t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))
-        held.append((keys, scores))
+    held, clocks = pin_keys(tables, present, pin, pins)
     try:
         # 2. rows of the missing ids: prefetched ones, the rest from each store (host); one copy to the device for
         # the keys, scores and stored flags of every table, one per row layout for the rows
@@ -191,7 +208,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             hev = _ungroup(egroups, down[1:], [r[4] for r in res])
         if any(refused for _, refused in info):
             for t, r, (ne, _) in zip(tables, res, info):
-                _undo(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
+                undo_insert(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
             i = next(i for i, (_, refused) in enumerate(info) if refused)
             raise CacheCapacityError(
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
@@ -205,7 +222,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
         errors = [e for _, e in _each(write, list(range(len(tables))))]
         for t, r, p, (ne, _), e in zip(tables, res, plans, info, errors):
             if e is not None:  # this store took nothing: the cache goes back as it was
-                _undo(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
+                undo_insert(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
                 continue
             # 5. true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
             if r[0].numel():
@@ -216,13 +233,10 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             if e is not None:
                 raise e
     finally:
-        # 6. every pinned key gets its true score back, and the op clock is the step's
-        for t, (keys, scores), c in zip(tables, held, clocks):
-            t._set_scores(keys, scores)
-            t.counters[0].copy_(c)
+        unpin_keys(tables, held, clocks)  # 6.
 
 
-def _undo(t, ikeys, ek, ev, es):
+def undo_insert(t, ikeys, ek, ev, es):
     """Puts a cache back as before a staging insert: the inserted keys leave, the evicted rows return (into the
     slots the inserted keys free in their own buckets) with their scores."""
     from ._table import ScoredHashTable

@@ -167,8 +167,9 @@ class FlakyStore(HostStore):
         return super().write(*a)
 
 
-def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu"):
-    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two)."""
+def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu", store=None):
+    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two). ``store``: the
+    caching tables' ``backing_store`` (default: host memory)."""
     opt = opt or Adam(lr=0.01)
     opts = []
     for i in range(T):
@@ -178,6 +179,8 @@ def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu
             kw["hbm_budget_bytes"] = slots * opt.row_width(dim) * 4
             if flaky:
                 kw["backing_store"] = lambda kd, w, dt, cap: FlakyStore(kd, w, dt, cap, BC)
+            elif store is not None:
+                kw["backing_store"] = store
         opts.append(DynamicEmbTableOptions(dim=dim, max_capacity=CAP, bucket_capacity=BC,
                                            score_policy=("lru", "lfu")[i % 2],
                                            initializer=DynamicEmbInitializer("uniform", seed=11 + i), **kw))

@@ -1,0 +1,238 @@
+"""The device-indexed host store of the caching mode (``backing_store=UvaStoreSpec()``): every row of a caching
+table that is not in its HBM cache lives in pinned host memory, indexed by a scored hash table in HBM (a
+``HybridTable`` with ``hbm_rows=0``: keys, digests and scores in HBM, value rows in host memory that the table
+kernels read and write through UVA). So a staging is device work: the missing ids are looked up, their rows read,
+and the evicted rows written back by the table's CUDA kernels, queued on the staging's stream, with no copy of the
+ids to the host and no CPU store thread. One host wait per staging remains (all tables together): the cache's
+capacity check (and the store's: a full store bucket), before the staging is finished or undone.
+
+Capacity: the store has the table's ``max_capacity`` slots (like ``HostStore``), in buckets of the table's
+``bucket_capacity``. A write-back that finds its store bucket full is refused, never evicts: the staging is undone
+(cache and store as before) and ``StoreError`` raised; nothing is lost. Raise ``max_capacity`` (the store fills at
+a load factor below 1 when ids hash unevenly into its buckets).
+
+On a CPU module the table is the CPU twin (one buffer) and the same code runs on CPU tensors (tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Sequence
+
+import torch
+
+from ._storage import BackingStore, StoreError, StoreRows
+
+__all__ = ["UvaStore", "UvaStoreSpec", "stage_tables_device", "unique_padded"]
+
+_EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it (counted `illegal`)
+_MAX_SCORE = -1  # uint64 max as int64 bits
+
+
+@dataclasses.dataclass(frozen=True)
+class UvaStoreSpec:
+    """Chooses the device-indexed host store for a caching table (``DynamicEmbTableOptions.backing_store``).
+
+    The store holds ``max_capacity`` rows in pinned host memory (``max_capacity * row bytes``) and its index in HBM
+    (17 bytes per slot: key, digest, score), so its staging needs no host round trip but the capacity check.
+
+    Example:
+        >>> DynamicEmbTableOptions(dim=128, max_capacity=1 << 22, storage="caching", hbm_budget_bytes=1 << 28,
+        ...                        backing_store=UvaStoreSpec())
+    """
+
+    def open(self, key_dtype, value_dim, value_dtype, capacity, bucket_capacity=128, device=None) -> "UvaStore":
+        return UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device)
+
+
+class UvaStore(BackingStore):
+    """Rows in pinned host memory indexed in HBM: a ``HybridTable`` of ``capacity`` slots, ``hbm_rows=0``, caller
+    scores (customized policy). Unlike the other stores its tensors live on the table's device (it takes tensors
+    from any device); ``device_indexed`` tells the caching table to stage through ``stage_tables_device``.
+
+    Args:
+        key_dtype, value_dim, value_dtype: the table's.
+        capacity: slots (a multiple of ``bucket_capacity``).
+        bucket_capacity: slots per bucket.
+        device: the module's device (CUDA: index in HBM, rows in pinned host memory; CPU: the CPU twin).
+
+    Raises (``write``):
+        StoreError: a row does not fit (its bucket is full); the store is left as it was.
+
+    Example:
+        >>> s = UvaStore(torch.int64, 8, torch.float32, 1024, device="cuda")
+        >>> s.insert(torch.tensor([1, 2]), torch.ones(2, 8), torch.tensor([5, 6]))
+        >>> s.find(torch.tensor([2, 3])).found
+        tensor([ True, False], device='cuda:0')
+    """
+
+    device_indexed = True
+
+    def __init__(self, key_dtype: torch.dtype, value_dim: int, value_dtype: torch.dtype, capacity: int,
+                 bucket_capacity: int = 128, device=None):
+        from ._hybrid import HybridTable
+
+        self.key_dtype, self.value_dim, self.value_dtype = key_dtype, value_dim, value_dtype
+        self.table = HybridTable(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, "customized",
+                                 device=device, hbm_rows=0)
+        self.device = self.table.device
+
+    def _on(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.device).contiguous()
+
+    def find(self, keys):
+        keys = self._on(keys)
+        n = keys.numel()
+        values = self.table._empty(n, self.value_dim, dtype=self.value_dtype)
+        found = self.table._empty(n, dtype=torch.bool)
+        scores = self.table._empty(n, dtype=torch.int64)
+        if n:
+            self.table._lookup(keys, values, found, scores)
+        return StoreRows(values, scores, found)
+
+    def put(self, keys: torch.Tensor, values: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Queues the insert (assign if present) of rows without evicting any: at score 0 (a full bucket refuses
+        it: eviction needs a strictly higher score), then their own scores. Keys may hold the empty key (skipped).
+        Returns the insert's stats (device; ``stats[3]``: rows refused by full buckets)."""
+        stats = self.table._upsert("insert_or_assign", keys, values=values, scores=torch.zeros_like(scores))
+        self.table._upsert("assign_scores", keys, scores=scores)
+        return stats
+
+    def write(self, put_keys, put_values, put_scores, erase_keys):
+        pk, pv, ek = self._on(put_keys), self._on(put_values), self._on(erase_keys)
+        ps = self._on(put_scores.view(torch.int64))
+        erased = self.find(ek) if ek.numel() else None  # for the undo
+        before = self.find(pk) if pk.numel() else None
+        if ek.numel():
+            self.table.erase(ek)
+        if not pk.numel():
+            return
+        refused = int(self.put(pk, pv, ps)[3])
+        if refused:  # put the store back as it was: the puts leave, overwritten and erased rows return
+            self.table.erase(pk)
+            for k, r in ((pk, before), (ek, erased)):
+                if r is not None:
+                    keep = torch.where(r.found, k.view(torch.int64), _EMPTY_KEY).view(self.key_dtype)
+                    self.table._upsert("insert_or_assign", keep, values=r.values, scores=r.scores)
+            raise StoreError(f"UvaStore: full: expected room for {pk.numel()} rows, got {refused} refused by full "
+                             f"buckets of {self.table.capacity()} slots (nothing was written); raise max_capacity")
+
+    def export_batches(self, batch_rows, threshold=None):
+        yield from self.table.export_chunks(batch_rows, threshold)
+
+    def size(self):
+        return self.table.size()
+
+    def clear(self):
+        self.table.clear()
+
+
+def unique_padded(keys: torch.Tensor) -> torch.Tensor:
+    """``keys`` (n,) int64 bits sorted, each repeat replaced by the empty key: unique keys padded to n, with no host
+    wait (torch.unique's size would need one)."""
+    s = torch.sort(keys.view(torch.int64)).values
+    if s.numel() > 1:
+        s = torch.cat([s[:1], torch.where(s[1:] == s[:-1], _EMPTY_KEY, s[1:])])
+    return s
+
+
+def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
+                        pin: bool = True, pins: Sequence = ()) -> int:
+    """``_staging.stage_tables`` for caching tables over ``UvaStore``s: the same contract (see _caching.py), all
+    on the device. Per table: the store's lookup of the missing ids, the cache's insert at the maximum score with
+    its evictions, a lookup that checks it; then, only if no table's cache refused (a device flag, no wait), per
+    table the store's erase of the moved rows and the write-back of the evicted ones (never evicting in the store);
+    one host wait for every table's counts; then the moved rows' true scores and the new ids' placeholders erased.
+
+    Args:
+        tables, present, insert_new, pin, pins: as for ``stage_tables``.
+        missing: per table, ids its cache misses on the device: unique but for the empty key (padding), no
+            reserved key.
+
+    Returns:
+        the number of ids staged (missing ids, padding excluded), all tables together.
+
+    Raises:
+        CacheCapacityError: some cache cannot hold the step's ids; nothing changed (store writes were masked off).
+        StoreError: some store bucket is full; those tables are undone (cache and store as before), the others
+            staged.
+    """
+    from ._caching import CacheCapacityError
+    from ._staging import host_phase, pin_keys, to_host, undo_insert, unpin_keys
+    from ._table import ScoredHashTable
+
+    if not tables:
+        return 0
+    dev = tables[0].device
+    held, clocks = pin_keys(tables, present, pin, pins)
+    try:
+        res = []
+        for t, m in zip(tables, missing):
+            m = m.view(torch.int64).contiguous()
+            n = m.numel()
+            r = t.store.find(m.view(t.key_dtype))
+            real = m != _EMPTY_KEY
+            ins = (real if insert_new else r.found) & real
+            ikeys = torch.where(ins, m, _EMPTY_KEY).view(t.key_dtype)
+            ek = t._empty(n, dtype=t.key_dtype)
+            ev = t._empty(n, t.value_dim, dtype=t.value_dtype)
+            es = t._empty(n, dtype=torch.int64)
+            if n:
+                stats = t._custom("insert_and_evict", ikeys, values=r.values,
+                                  scores=torch.full((n,), _MAX_SCORE, dtype=torch.int64, device=dev),
+                                  evicted=(ek, ev, es))
+                now_in, _ = t._cache_find(ikeys)
+                refused = (ins & torch.logical_not(now_in)).sum()
+                evicted = stats[2]
+            else:
+                refused = evicted = torch.zeros((), dtype=torch.int64, device=dev)
+            res.append(dict(m=m, r=r, ins=ins, ikeys=ikeys, ek=ek, ev=ev, es=es, refused=refused, evicted=evicted,
+                            staged=real.sum()))
+        ok = torch.stack([x["refused"] for x in res]).sum() == 0
+        store_refused = []
+        for t, x in zip(tables, res):
+            n = x["m"].numel()
+            if not n:
+                store_refused.append(torch.zeros((), dtype=torch.int64, device=dev))
+                continue
+            moved = x["r"].found & x["ins"] & ok
+            x["moved"] = torch.where(moved, x["m"], _EMPTY_KEY).view(t.key_dtype)
+            out = (torch.arange(n, device=dev) < x["evicted"]) & ok
+            x["out"] = torch.where(out, x["ek"].view(torch.int64), _EMPTY_KEY).view(t.key_dtype)
+            t.store.table.erase(x["moved"])
+            store_refused.append(t.store.put(x["out"], x["ev"], x["es"])[3])
+        info = torch.stack([torch.stack([x["refused"], s, x["evicted"], x["staged"]])
+                            for x, s in zip(res, store_refused)])
+        hinfo = to_host(info)[0]  # the one wait: capacity checks of every cache and store
+        with host_phase():
+            info = hinfo.tolist()
+        if any(c for c, _, _, _ in info):
+            for t, x, (_, _, ne, _) in zip(tables, res, info):
+                undo_insert(t, x["ikeys"], x["ek"][:ne], x["ev"][:ne], x["es"][:ne])
+            i = next(i for i, row in enumerate(info) if row[0])
+            raise CacheCapacityError(
+                f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
+                f" {info[i][0]} new-to-the-cache keys refused (their buckets are full of keys of this step or of steps"
+                f" in flight); raise hbm_budget_bytes (nothing was changed)")
+        full = []
+        for t, x, (_, sref, ne, _) in zip(tables, res, info):
+            if not x["m"].numel():
+                continue
+            if sref:  # this store could not take its write-back: store and cache go back as they were
+                t.store.table.erase(x["out"])
+                t.store.table._upsert("insert_or_assign", x["moved"], values=x["r"].values, scores=x["r"].scores)
+                undo_insert(t, x["ikeys"], x["ek"][:ne], x["ev"][:ne], x["es"][:ne])
+                full.append((t, sref))
+                continue
+            # true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
+            t._set_scores(x["moved"], x["r"].scores)
+            new = torch.where(x["ins"] & torch.logical_not(x["r"].found), x["m"], _EMPTY_KEY)
+            ScoredHashTable.erase(t, new.view(t.key_dtype))
+        if full:
+            t, sref = full[0]
+            raise StoreError(f"UvaStore: full: expected room for the rows evicted from the cache, got {sref} refused "
+                             f"by full buckets of the store's {t.store.table.capacity()} slots (this table's staging "
+                             f"was undone, nothing lost); raise max_capacity")
+        return sum(row[3] for row in info)
+    finally:
+        unpin_keys(tables, held, clocks)
