@@ -114,6 +114,7 @@ class CachedTable(ScoredHashTable):
         self._pins = weakref.WeakSet()
         self._gen = getattr(self, "_gen", 0)  # see mutated()
         self._pending: List[tuple] = []  # prefetched host (sorted keys, rows, scores) not staged yet
+        self.rows_moved = [0, 0]  # rows staged from the store into the cache, rows written back (host counts)
         meta = store.get_meta()  # a persistent store carries the op clock and epoch of its last flush
         if meta:
             self.counters[0] = int(meta.get("clock", 0))

@@ -187,7 +187,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
             else:
                 refused = evicted = torch.zeros((), dtype=torch.int64, device=dev)
             res.append(dict(m=m, r=r, ins=ins, ikeys=ikeys, ek=ek, ev=ev, es=es, refused=refused, evicted=evicted,
-                            staged=real.sum()))
+                            staged=real.sum(), read=(r.found & ins).sum()))
         ok = torch.stack([x["refused"] for x in res]).sum() == 0
         store_refused = []
         for t, x in zip(tables, res):
@@ -201,13 +201,13 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
             x["out"] = torch.where(out, x["ek"].view(torch.int64), _EMPTY_KEY).view(t.key_dtype)
             t.store.table.erase(x["moved"])
             store_refused.append(t.store.put(x["out"], x["ev"], x["es"])[3])
-        info = torch.stack([torch.stack([x["refused"], s, x["evicted"], x["staged"]])
+        info = torch.stack([torch.stack([x["refused"], s, x["evicted"], x["staged"], x["read"]])
                             for x, s in zip(res, store_refused)])
         hinfo = to_host(info)[0]  # the one wait: capacity checks of every cache and store
         with host_phase():
             info = hinfo.tolist()
-        if any(c for c, _, _, _ in info):
-            for t, x, (_, _, ne, _) in zip(tables, res, info):
+        if any(row[0] for row in info):
+            for t, x, (_, _, ne, _, _) in zip(tables, res, info):
                 undo_insert(t, x["ikeys"], x["ek"][:ne], x["ev"][:ne], x["es"][:ne])
             i = next(i for i, row in enumerate(info) if row[0])
             raise CacheCapacityError(
@@ -215,7 +215,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                 f" {info[i][0]} new-to-the-cache keys refused (their buckets are full of keys of this step or of steps"
                 f" in flight); raise hbm_budget_bytes (nothing was changed)")
         full = []
-        for t, x, (_, sref, ne, _) in zip(tables, res, info):
+        for t, x, (_, sref, ne, _, nread) in zip(tables, res, info):
             if not x["m"].numel():
                 continue
             if sref:  # this store could not take its write-back: store and cache go back as they were
@@ -225,6 +225,8 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                 full.append((t, sref))
                 continue
             # true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
+            t.rows_moved[0] += nread
+            t.rows_moved[1] += ne
             t._set_scores(x["moved"], x["r"].scores)
             new = torch.where(x["ins"] & torch.logical_not(x["r"].found), x["m"], _EMPTY_KEY)
             ScoredHashTable.erase(t, new.view(t.key_dtype))
