@@ -799,7 +799,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         counts, bounds = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         dev_tables = [t for t in cached if counts[t] is None and self.tables[t].device_store]
         if dev_tables:  # over a UvaStore: staged on the device, no count (one host wait: the capacity check)
-            self._stage_device(ids, offsets, dev_tables, train)
+            bounds = self._stage_device(ids, offsets, dev_tables, train, bounds=bounds)[1]
             counts.update({t: 0 for t in dev_tables})
         unknown = [t for t in cached if counts[t] is None]
         found = None
@@ -826,27 +826,24 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             return {t: ids.new_empty(0) for t in tables}
         return dict(zip(tables, keys.unbind(0)))
 
-    def _stage_device(self, ids, offsets, tables, train: bool, pins=()) -> int:
-        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) with no count
-        and no host bounds: each table's ids masked out of the batch on the device, looked up in its cache, the
-        misses deduplicated by a sort (padded with the empty key), then ``_uva_store.stage_tables_device`` (one
-        host wait). Returns the number of ids staged."""
+    def _stage_device(self, ids, offsets, tables, train: bool, pins=(), bounds=None):
+        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) with no miss
+        count: each table's ids (slices at the feature bounds: a host sync when ``offsets`` is on the device and
+        ``bounds`` not given) looked up in its cache, the misses deduplicated by a sort (padded with the empty key),
+        then ``_uva_store.stage_tables_device`` (one host wait). Returns (ids staged, the feature bounds)."""
         from ._uva_store import stage_tables_device, unique_padded
 
-        offsets = offsets.long()
-        if offsets.device != ids.device:
-            offsets = to_device(offsets, ids.device)
-        keys, _, _ = _prefetch.masked_keys(self, ids, offsets, tables)
-        if keys is None:
-            return 0
-        present, missing = [], []
-        for j, t in enumerate(tables):
-            k = keys[j]
+        bounds = self._bounds(offsets) if bounds is None else bounds
+        present = self._table_keys(ids, None, tables, False, bounds)
+        missing = []
+        for t in tables:
+            k = present[t].contiguous()
             found, _ = self.tables[t]._cache_find(k)
             miss = found | (k.view(torch.int64) < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) always miss
             missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k.view(torch.int64))).view(self.key_dtype))
-            present.append(k)
-        return stage_tables_device([self.tables[t] for t in tables], present, missing, insert_new=train, pins=pins)
+        staged = stage_tables_device([self.tables[t] for t in tables], [present[t] for t in tables], missing,
+                                     insert_new=train, pins=pins)
+        return staged, bounds
 
     def _lookup_features(self, ids, bounds, tables, found) -> None:
         """``found[i]`` = id i is in its table's cache, for the ids of the features of ``tables`` (one lookup per

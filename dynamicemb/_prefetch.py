@@ -167,15 +167,18 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
     the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
     queued before one host wait (``_count_misses``). Tables over a ``UvaStore`` stage on the device first
-    (``_stage_device``: no count, one host wait). Returns (bounds or None, {table: generation after}, missed ids)."""
+    (``_stage_device``: the bounds, no count, one host wait). Returns (bounds, {table: generation after}, missed
+    ids)."""
     from . import _staging
 
     dev_tables = [t for t in tables if module.tables[t].device_store]
-    missed = module._stage_device(ids, offsets, dev_tables, True, pins) if dev_tables else 0
+    missed, bounds = module._stage_device(ids, offsets, dev_tables, True, pins) if dev_tables else (0, None)
     tables = [t for t in tables if t not in dev_tables]
-    if not tables:  # every table staged on the device: no host bounds (the step's pins mask the batch instead)
-        return None, {t: module.tables[t].generation for t in dev_tables}, missed
-    if getattr(module, "prefetch_early_count", False):
+    if not tables:  # every table staged on the device
+        return bounds, {t: module.tables[t].generation for t in dev_tables}, missed
+    if bounds is not None:
+        found, counts = module._miss_counts(ids, bounds, tables)
+    elif getattr(module, "prefetch_early_count", False):
         miss, found, ends = _count_misses(module, ids, offsets, tables)
         hmiss, hends = _staging.to_host(miss, ends)
         with _staging.host_phase():
@@ -234,7 +237,9 @@ def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
     if c is None or c[0] != key:
         fmap = module.feature_table_map
         m = torch.tensor([[fmap[f] == t for f in range(len(fmap))] for t in tables], dtype=torch.bool)
-        c = module.__dict__["_prefetch_feature_mask"] = (key, m.to(device))
+        from ._staging import to_device
+
+        c = module.__dict__["_prefetch_feature_mask"] = (key, to_device(m, device))  # no blocking copy
     return c[1]
 
 

@@ -293,3 +293,51 @@ class SyncCounter:
         delattr(self.module, self.method)
         self._mode.__exit__(*exc)
         return False
+
+
+def power_law(n, R, gen, alpha=1.05):
+    """n ids in [1, R] drawn with P(k) ~ k^-alpha (inverse CDF), scattered over the id space by a fixed odd
+    multiplier (so hot ids do not share buckets by construction)."""
+    a = 1.0 - alpha
+    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    k = ((R ** a - 1.0) * u + 1.0) ** (1.0 / a)
+    return (k.floor().clamp_(1, R).to(torch.int64) * 0x9E3779B97F4A7C15) & ((1 << 62) - 1)
+
+
+def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3):
+    """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
+    64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
+    (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
+    all-HBM (``prefetch``: forward i, prefetch i + 1, backward i) and asserts bit-identical outputs, rows, scores
+    and optimizer state. Returns the caching module."""
+    def mk(storage):
+        kw = dict(storage=storage)
+        if storage == "caching":
+            kw.update(hbm_budget_bytes=int(0.1 * R) * opt.row_width(16) * 4, backing_store=store)
+        return BatchedDynamicEmbeddingTables(
+            [DynamicEmbTableOptions(dim=16, max_capacity=R, bucket_capacity=64,
+                                    initializer=DynamicEmbInitializer("uniform", seed=21 + i), **kw)
+             for i in range(T)], pooling="sum", optimizer=opt, device=device)
+
+    ref, m = mk("hbm"), mk("caching")
+    assert all(t.capacity() == 768 for t in m.tables)
+    g = torch.Generator().manual_seed(5)
+    data = []
+    for _ in range(4):
+        ids = torch.cat([power_law(n, R, g) for _ in range(T)])
+        data.append((ids.to(device), torch.arange(T * n + 1).to(device), torch.randn(n, T * 16, generator=g).to(device)))
+    seq = [data[i % 4] for i in range(4 * rounds)]
+    moved = []
+    for i, (ids, off, w) in enumerate(seq):
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if prefetch and i + 1 < len(seq):
+            m.prefetch(*seq[i + 1][:2]) if device != "cpu" else m._prefetch_stage(*seq[i + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), f"step {i}"
+        moved.append(sum(t.rows_moved[0] for t in m.tables))
+    if device != "cpu":
+        torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert all(b > a for a, b in zip(moved[4:-2], moved[5:-1])), moved  # warm steps still miss (rows move in)
+    return m

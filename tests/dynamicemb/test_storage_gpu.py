@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library
 
 # DYNAMICEMB_TEST_SMALL=1 shrinks the large test (for runs under compute-sanitizer, which is ~100x slower).
 SMALL = os.environ.get("DYNAMICEMB_TEST_SMALL") == "1"
-MODES = ["hybrid-0", "hybrid-half", "caching-host"] + (["caching-disk"] if HAVE_ROCKS else [])
+MODES = ["hybrid-0", "hybrid-half", "caching-host", "caching-uva"] + (["caching-disk"] if HAVE_ROCKS else [])
 
 
 def build(mode, tmp_path, opt):
@@ -29,6 +29,10 @@ def build(mode, tmp_path, opt):
         return make("hybrid", opt, device="cuda", budget_rows=0)
     if mode == "hybrid-half":
         return make("hybrid", opt, device="cuda", budget_rows=512)
+    if mode == "caching-uva":
+        from dynamicemb._uva_store import UvaStoreSpec
+
+        return make("caching", opt, device="cuda", stores=(UvaStoreSpec(), UvaStoreSpec()))
     return make("caching", opt, device="cuda", stores=disk(tmp_path) if mode == "caching-disk" else (None, None))
 
 
