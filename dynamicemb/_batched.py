@@ -797,10 +797,6 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         tables; then, if some table misses, two for all the tables together (``_stage_missing``)."""
         cached = self._cached
         counts, bounds = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
-        dev_tables = [t for t in cached if counts[t] is None and self.tables[t].device_store]
-        if dev_tables:  # over a UvaStore: staged on the device, no count (one host wait: the capacity check)
-            bounds = self._stage_device(ids, offsets, dev_tables, train, bounds=bounds)[1]
-            counts.update({t: 0 for t in dev_tables})
         unknown = [t for t in cached if counts[t] is None]
         found = None
         if unknown:
@@ -813,37 +809,24 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train)
         if not backward:
             return None
-        return StepPins(functools.partial(self._pin_keys, ids, offsets, cached, bounds), self.tables, cached)
+        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
 
-    def _pin_keys(self, ids, offsets, tables, bounds) -> dict:
-        """A step's ids per table for its ``StepPins``: slices at the host feature bounds when the step read them,
-        else (a step that never waited for them: staged on the device or by a prefetch job) the batch masked per
-        table on the device (no host wait; the empty key pads)."""
-        if bounds is not None or offsets.device.type == "cpu":
-            return self._table_keys(ids, offsets, tables, False, bounds)
-        keys = _prefetch.masked_keys(self, ids, offsets.long(), tables)[0]
-        if keys is None:
-            return {t: ids.new_empty(0) for t in tables}
-        return dict(zip(tables, keys.unbind(0)))
-
-    def _stage_device(self, ids, offsets, tables, train: bool, pins=(), bounds=None):
-        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) with no miss
-        count: each table's ids (slices at the feature bounds: a host sync when ``offsets`` is on the device and
-        ``bounds`` not given) looked up in its cache, the misses deduplicated by a sort (padded with the empty key),
-        then ``_uva_store.stage_tables_device`` (one host wait). Returns (ids staged, the feature bounds)."""
+    def _stage_device(self, ids, bounds, tables, found, train: bool, pins=()) -> None:
+        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device:
+        per table its ids (slices at the feature bounds) and their found mask (``found``, the step's count), the
+        misses deduplicated by a sort (padded with the empty key), then ``_uva_store.stage_tables_device`` (one
+        host wait, the capacity checks)."""
         from ._uva_store import stage_tables_device, unique_padded
 
-        bounds = self._bounds(offsets) if bounds is None else bounds
         present = self._table_keys(ids, None, tables, False, bounds)
+        hits = self._table_keys(found, None, tables, False, bounds)
         missing = []
         for t in tables:
-            k = present[t].contiguous()
-            found, _ = self.tables[t]._cache_find(k)
-            miss = found | (k.view(torch.int64) < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) always miss
-            missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k.view(torch.int64))).view(self.key_dtype))
-        staged = stage_tables_device([self.tables[t] for t in tables], [present[t] for t in tables], missing,
-                                     insert_new=train, pins=pins)
-        return staged, bounds
+            k = present[t].view(torch.int64)
+            miss = hits[t] | (k < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) always miss
+            missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k)).view(self.key_dtype))
+        stage_tables_device([self.tables[t] for t in tables], [present[t] for t in tables], missing,
+                            insert_new=train, pins=pins)
 
     def _lookup_features(self, ids, bounds, tables, found) -> None:
         """``found[i]`` = id i is in its table's cache, for the ids of the features of ``tables`` (one lookup per
@@ -877,11 +860,22 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         duplicates) together: one readback of every missing id (``nonzero_static``: no wait for the count), the
         staging of all tables (``_staging.stage_tables``: one more). ``found``: the found mask of the tables in
         ``covered`` (None: none); the other tables of ``todo`` are looked up here. ``pins``: more ``StepPins``
-        to pin (a prefetch job's)."""
+        to pin (a prefetch job's). Tables over a ``UvaStore`` stage on the device first (``_stage_device``).
+        Raises what the stagings raise (a ``CacheCapacityError`` of the device staging before the others run)."""
         n = ids.numel()
         if found is None:
             found = torch.ones(n, dtype=torch.bool, device=ids.device)
         self._lookup_features(ids, bounds, [t for t in todo if t not in covered], found)
+        dev = [t for t in todo if self.tables[t].device_store]
+        if dev:  # over a UvaStore: staged on the device (no readback of the missing ids, no store threads)
+            self._stage_device(ids, bounds, dev, found, train, pins)
+            todo = [t for t in todo if t not in dev]
+            if not todo:
+                return
+            found = found.clone()  # the other tables' misses only (``total`` still bounds them)
+            for f in range(self.num_features):
+                if self.feature_table_map[f] in dev:
+                    found[bounds[f]:bounds[f + 1]] = True
         pos = torch.nonzero_static(torch.logical_not(found), size=total, fill_value=-1).view(-1)
         hpos, hkeys = to_host(pos, ids.view(torch.int64)[pos.clamp(min=0)])
         with host_phase():

@@ -166,19 +166,11 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
     The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
     the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
-    queued before one host wait (``_count_misses``). Tables over a ``UvaStore`` stage on the device first
-    (``_stage_device``: the bounds, no count, one host wait). Returns (bounds, {table: generation after}, missed
-    ids)."""
+    queued before one host wait (``_count_misses``). Tables over a ``UvaStore`` stage on the device
+    (``_stage_missing`` routes them). Returns (bounds, {table: generation after}, missed ids)."""
     from . import _staging
 
-    dev_tables = [t for t in tables if module.tables[t].device_store]
-    missed, bounds = module._stage_device(ids, offsets, dev_tables, True, pins) if dev_tables else (0, None)
-    tables = [t for t in tables if t not in dev_tables]
-    if not tables:  # every table staged on the device
-        return bounds, {t: module.tables[t].generation for t in dev_tables}, missed
-    if bounds is not None:
-        found, counts = module._miss_counts(ids, bounds, tables)
-    elif getattr(module, "prefetch_early_count", False):
+    if getattr(module, "prefetch_early_count", False):
         miss, found, ends = _count_misses(module, ids, offsets, tables)
         hmiss, hends = _staging.to_host(miss, ends)
         with _staging.host_phase():
@@ -187,10 +179,10 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
         bounds = module._bounds(offsets)
         found, counts = module._miss_counts(ids, bounds, tables)
     todo = [t for t in tables if counts[t]]
-    missed += sum(counts[t] for t in todo)
+    missed = sum(counts[t] for t in todo)
     if todo:
-        module._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(tables), True, pins)
-    return bounds, {t: module.tables[t].generation for t in tables + dev_tables}, missed
+        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins)
+    return bounds, {t: module.tables[t].generation for t in tables}, missed
 
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it
@@ -202,32 +194,21 @@ def _count_misses(module, ids, offsets, tables: List[int]):
     its feature reads no table of ``tables``; the F + 1 feature bounds), all on the device. Each id's feature is a
     search among the feature ends; each table looks the whole batch up, the other tables' ids masked to the empty
     key (which lookups skip): len(tables) lookups of N keys and a (len(tables), N) mask."""
-    n, dev = ids.numel(), ids.device
-    keys, mine, ends = masked_keys(module, ids, offsets, tables)
-    if keys is None:
-        return torch.zeros(len(tables), dtype=torch.int64, device=dev), torch.ones(n, dtype=torch.bool, device=dev), ends
-    found = torch.empty_like(mine)
-    for j, t in enumerate(tables):
-        module.tables[t]._lookup(keys[j], found_out=found[j])
-    miss = (mine & torch.logical_not(found)).sum(1)
-    return miss, (found | torch.logical_not(mine)).all(0), ends
-
-
-def masked_keys(module, ids, offsets, tables: List[int]):
-    """Each table's ids of the batch with no host wait: (keys (len(tables), n) of the ids' dtype, each row the
-    batch with the other tables' ids masked to the empty key; mine (len(tables), n) bool, the ids of each table;
-    the F + 1 feature bounds on the device). Keys and mine are None for an empty batch."""
     F = module.num_features
     B = (offsets.numel() - 1) // F
     n, dev = ids.numel(), ids.device
     ends = offsets[::B].contiguous() if B else torch.zeros(F + 1, dtype=torch.int64, device=dev)
     if not n or not B:
-        return None, None, ends
+        return torch.zeros(len(tables), dtype=torch.int64, device=dev), torch.ones(n, dtype=torch.bool, device=dev), ends
     pos = torch.arange(n, dtype=torch.int64, device=dev)
     feat = torch.searchsorted(ends[1:], pos, right=True).clamp_(max=F - 1)
     mine = _feature_mask(module, dev, tables)[:, feat]  # (T', n): id i belongs to tables[j]
     keys = torch.where(mine, ids.view(torch.int64)[None, :], _EMPTY_KEY).view(ids.dtype)
-    return keys, mine, ends
+    found = torch.empty_like(mine)
+    for j, t in enumerate(tables):
+        module.tables[t]._lookup(keys[j], found_out=found[j])
+    miss = (mine & torch.logical_not(found)).sum(1)
+    return miss, (found | torch.logical_not(mine)).all(0), ends
 
 
 def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:

@@ -97,23 +97,25 @@ def test_uva_staging_parity_many_tables(T):
 
 
 def test_uva_staging_host_waits():
-    """A step whose ids miss in every cache waits twice whatever the number of tables: the feature bounds (no
-    device wait with host offsets, as here) and the capacity check of every cache and store together; it runs 12
-    table ops per table; after a prefetch of its batch it waits for nothing (the job waits twice)."""
+    """A step whose ids miss in every cache waits three times whatever the number of tables: the feature bounds (no
+    device wait with host offsets, as here), the miss counts, and the capacity check of every cache and store
+    together (the host store: 4); it runs 11 table ops per table and one lookup per feature; after a prefetch of
+    its batch it waits for nothing and runs nothing (its job waits three times)."""
     for T in (1, 2, 5, 8):
         m = make_t("caching", T, slots=8 * BC, store=UVA)
+        ops = 11 * T + T + 1
         for ids, off, w in t_batches(T, 5, seed=3, hi=2000):
             with SyncCounter(m) as c:
                 out = m(ids, off)
             (out * w).sum().backward()
-            assert (c.waits, c.table_ops) == (2, 12 * T), (T, c.waits, c.table_ops)
+            assert (c.waits, c.table_ops) == (3, ops), (T, c.waits, c.table_ops)
         for ids, off, w in t_batches(T, 3, seed=4, hi=2000):
             with SyncCounter(m, "_prefetch_stage") as job:
                 m._prefetch_stage(ids, off)
             with SyncCounter(m) as c:
                 out = m(ids, off)
             (out * w).sum().backward()
-            assert (c.waits, c.table_ops, job.waits, job.table_ops) == (0, 0, 2, 12 * T), (T, c.waits, job.waits)
+            assert (c.waits, c.table_ops, job.waits, job.table_ops) == (0, 0, 3, ops), (T, c.waits, job.waits)
 
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["inline", "thread"])
@@ -228,3 +230,26 @@ def test_ten_percent_cache_parity(store, prefetch):
     from dynamicemb._optimizers import Adam
 
     ten_percent("cpu", Adam(lr=0.01), prefetch, UVA if store == "uva" else None)
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "job"])
+def test_mixed_stores_in_one_module(prefetch):
+    """One module with a table over a UvaStore and tables over host stores: the uva table stages on the device,
+    the others on the host path (their misses only), in one step or one job; bit-identical to all-HBM."""
+    T = 3
+    ref = make_t("hbm", T)
+    m = make_t("caching", T, slots=16 * BC, store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, cap, BC))
+    m.tables[1].store = __import__("dynamicemb._storage", fromlist=["HostStore"]).HostStore(
+        m.key_dtype, m.tables[1].value_dim, m.tables[1].value_dtype, 1024, BC)  # table 1: host store (empty yet)
+    assert [t.device_store for t in m.tables] == [True, False, True]
+    data = list(t_batches(T, 10, seed=21, hi=2000))
+    for i, (ids, off, w) in enumerate(data):
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if prefetch and i + 1 < len(data):
+            job = _prefetch.submit(m, data[i + 1][0], data[i + 1][1], None, False)
+            assert job.error is None, job.error
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), f"step {i}"
+    assert all(t.rows_moved[1] > 0 for t in m.tables)  # every table evicted into its store
+    assert_same(ref, m)
