@@ -343,9 +343,18 @@ class Fa2Peer:
         return vfwd, vbwd
 
 
+def pybind_type_name(t: str) -> str:
+    """a pybind11 parameter type in the spelling of pybind11 2.x: 3.x writes int and float parameters as
+    typing.SupportsInt / typing.SupportsFloat and std::optional<T> as "T | None" (torch 2.11 ships pybind11 3.0)"""
+    t = {"typing.SupportsInt": "int", "typing.SupportsFloat": "float"}.get(t, t)
+    if t.endswith(" | None"):
+        return f"typing.Optional[{t[:-len(' | None')]}]"
+    return t
+
+
 def pybind_types(fn) -> Optional[List[str]]:
-    """the parameter types of a pybind11 function, from its signature line ("name(arg0: T, arg1: U) -> V"); None if
-    the docstring has none"""
+    """the parameter types of a pybind11 function, from its signature line ("name(arg0: T, arg1: U) -> V"), spelled
+    as pybind11 2.x does (pybind_type_name); None if the docstring has none"""
     doc = (getattr(fn, "__doc__", None) or "").strip().splitlines()
     m = re.match(r"\w+\((.*)\)\s*->", doc[0]) if doc else None
     if m is None:
@@ -356,7 +365,7 @@ def pybind_types(fn) -> Optional[List[str]]:
         depth -= ch == "]"
         if ch == "," and depth == 0:
             if cur.strip():
-                params.append(cur.split(":", 1)[1].strip())
+                params.append(pybind_type_name(cur.split(":", 1)[1].strip()))
             cur = ""
         else:
             cur += ch

@@ -26,7 +26,7 @@ import torch
 from . import _ops
 from ._checks import channel as _channel
 from ._checks import RULE_SCALE, RULES, check_values_host
-from ._reference import _compute_dtype, _host_list, _sequence_scores, hstu_attn_reference_backward, resolve_lengths
+from ._reference import _attend, hstu_attn_reference_backward
 
 __all__ = ["FP8_DTYPE", "FP8_MAX", "BLOCK_ROWS", "DESCALE_MODES", "descale_shape", "quantize_fp8",
            "dequantize_fp8", "hstu_attn_fp8_reference", "hstu_attn_fp8_reference_backward", "fp8_attention"]
@@ -216,22 +216,15 @@ def hstu_attn_fp8_reference(
         torch.bfloat16
     """
     cdt = compute_dtype
-    H = q8.shape[1]
     qd, kd, vd = (dequantize_fp8(x8, s, cu, descale_mode, cdt) for x8, s, cu in (
         (q8, q_descale, cu_seqlens_q), (k8, k_descale, cu_seqlens_k), (v8, v_descale, cu_seqlens_k)))
     if dequant_dtype is not None:
         qd, kd, vd = (t.to(dequant_dtype).to(cdt) for t in (qd, kd, vd))
     if scaling_seqlen is None or scaling_seqlen <= 0:
         scaling_seqlen = max(int(max_seqlen_q), 1)
-    ctx_list, tgt_list = _host_list(num_contexts), _host_list(num_targets)
-    out = torch.zeros(q8.shape[0], H, v8.shape[2], dtype=cdt, device=q8.device)
-    for b, (sq, lq, sk, lk) in enumerate(resolve_lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
-        if lq <= 0 or lk <= 0:
-            continue
-        _, _, vb, s, mask = _sequence_scores(qd, kd, vd, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
-                                             target_group_size, window_size, mask_convention)
-        p = torch.where(mask, torch.nn.functional.silu(s), torch.zeros((), dtype=cdt, device=q8.device))
-        out[sq:sq + lq] = torch.matmul(_round_p(p, p_dtype, p_scale, scaling_seqlen), vb).transpose(0, 1)
+    out = _attend(qd, kd, vd, rab, alpha, cdt, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, num_contexts,
+                  num_targets, target_group_size, window_size, mask_convention,
+                  lambda p: _round_p(p, p_dtype, p_scale, scaling_seqlen))
     return out.to(out_dtype)
 
 

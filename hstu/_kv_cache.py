@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._kv_offload import HostTier, free_slots, reset_sink_slot
+from ._kv_offload import HostTier, free_slots, new_slot_table, reset_sink_slot
 from ._ops import _err
 from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
 
@@ -219,17 +219,10 @@ class KVCacheManager:
         self.use_kernel = (dev.type == "cuda" and kernel_available() and max_users <= KERNEL_MAX_USERS
                            if use_kernel is None else bool(use_kernel))
         self.pool = torch.zeros(num_layers, num_pages + 1, 2, page_size, num_heads, head_dim, dtype=dtype, device=dev)
-        U, P = max_users, num_pages
         i64 = dict(dtype=torch.int64, device=dev)
-        # The user table: slot U is the sink (never valid, holds only the sink page).
-        self.slot_user = torch.full((U + 1,), -1, **i64)
-        self.slot_valid = torch.zeros(U + 1, dtype=torch.bool, device=dev)
-        self.slot_len = torch.zeros(U + 1, **i64)
-        self.slot_pages = torch.full((U + 1, max_pages_per_user), P, **i64)
-        self.last_used = torch.zeros(U + 1, **i64)
-        # Free pages: a stack, free_pages[:free_count] (entry P is a dump for pushes that do not happen).
-        self.free_pages = torch.cat((torch.arange(P, **i64), torch.full((1,), P, **i64)))
-        self.free_count = torch.full((), P, **i64)
+        # The user table (slot max_users is the sink) and the free-page stack
+        (self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
+         self.free_count) = new_slot_table(max_users, num_pages, max_pages_per_user, dev)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
         self.offload = None

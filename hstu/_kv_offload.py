@@ -43,6 +43,18 @@ if not torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_copy_
     torch.library.register_fake("hstu_attn::kv_cache_copy_pages", lambda src, dst, sp, dp, count: None)
 
 
+def new_slot_table(users: int, num_pages: int, max_pages_per_user: int, device: torch.device) -> tuple:
+    """An empty user-slot table on the device: (user ids, valid flags, lengths, page lists, last-used clocks, free-page
+    stack, free count). Slot ``users`` is the sink (never valid, holds only the sink page ``num_pages``); the stack is
+    free_pages[:free_count], its last entry a dump for pushes that do not happen."""
+    i64 = dict(dtype=torch.int64, device=device)
+    return (torch.full((users + 1,), -1, **i64), torch.zeros(users + 1, dtype=torch.bool, device=device),
+            torch.zeros(users + 1, **i64), torch.full((users + 1, max_pages_per_user), num_pages, **i64),
+            torch.zeros(users + 1, **i64),
+            torch.cat((torch.arange(num_pages, **i64), torch.full((1,), num_pages, **i64))),
+            torch.full((), num_pages, **i64))
+
+
 def free_slots(pages, valid, lens, user, free_pages, free_count, mask, num_pages: int) -> None:
     """A slot table's eviction (KVCacheManager's users and the host tier's alike): pushes the pages (< num_pages)
     of the slots in mask onto the free stack (free_pages, with a sink entry at num_pages; free_count a 0-d tensor,
@@ -98,14 +110,9 @@ class HostTier:
         # page num_pages is a sink; pinned so that the copy kernel reaches it through UVA
         self.pool = torch.zeros(shape, dtype=cache.dtype, pin_memory=dev.type == "cuda")
         i64 = dict(dtype=torch.int64, device=dev)
-        Uh, Ph, E = max_users, num_pages, pages_per_step
-        self.user = torch.full((Uh + 1,), -1, **i64)
-        self.valid = torch.zeros(Uh + 1, dtype=torch.bool, device=dev)
-        self.len = torch.zeros(Uh + 1, **i64)
-        self.pages = torch.full((Uh + 1, M), Ph, **i64)
-        self.last_used = torch.zeros(Uh + 1, **i64)
-        self.free_pages = torch.cat((torch.arange(Ph, **i64), torch.full((1,), Ph, **i64)))
-        self.free_count = torch.full((), Ph, **i64)
+        Ph, E = num_pages, pages_per_step
+        (self.user, self.valid, self.len, self.pages, self.last_used, self.free_pages,
+         self.free_count) = new_slot_table(max_users, num_pages, M, dev)
         # the last step's copy lists (fixed size E; entries past the count are not copied)
         self.spill_src, self.spill_dst = torch.full((E,), 0, **i64), torch.full((E,), Ph, **i64)
         self.reload_src, self.reload_dst = torch.full((E,), Ph, **i64), torch.full((E,), 0, **i64)

@@ -199,6 +199,23 @@ def _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_
     return qb, kb, vb, s, mask
 
 
+def _attend(q, k, v, rab, alpha, cdt, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, num_contexts, num_targets,
+            target_group_size, window_size, mask_convention, p_of) -> torch.Tensor:
+    """The forward of every sequence: out (total_q, H, D) in `cdt` = p_of(SiLU(S) masked) · V per sequence, where
+    p_of is the caller's P as its P·V sees it (the 1 / scaling_seqlen factor and any rounding)."""
+    ctx_list, tgt_list = _host_list(num_contexts), _host_list(num_targets)
+    out = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=cdt, device=q.device)
+    zero = torch.zeros((), dtype=cdt, device=q.device)
+    for b, (sq, lq, sk, lk) in enumerate(resolve_lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
+        if lq <= 0 or lk <= 0:
+            continue
+        _, _, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
+                                             target_group_size, window_size, mask_convention)
+        p = torch.where(mask, torch.nn.functional.silu(s), zero)
+        out[sq : sq + lq] = torch.matmul(p_of(p), vb).transpose(0, 1)  # (H, lq, D) -> (lq, H, D)
+    return out
+
+
 def hstu_attn_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -258,22 +275,14 @@ def hstu_attn_reference(
     round_p = upcast and q.dtype in (torch.float16, torch.bfloat16)
     if scaling_seqlen is None or scaling_seqlen <= 0:
         scaling_seqlen = max(int(max_seqlen_q), 1)
-    ctx_list = _host_list(num_contexts)
-    tgt_list = _host_list(num_targets)
-    H, D = q.shape[1], v.shape[2]
-    out = torch.zeros(q.shape[0], H, D, dtype=cdt, device=q.device)
-    for b, (sq, lq, sk, lk) in enumerate(resolve_lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
-        if lq <= 0 or lk <= 0:
-            continue
-        qb, kb, vb, s, mask = _sequence_scores(q, k, v, rab, alpha, cdt, b, sq, lq, sk, lk, ctx_list, tgt_list,
-                                               target_group_size, window_size, mask_convention)
+
+    def p_of(p):
         # Scale P before P·V so that a same-dtype (upcast=False) float16 run does not overflow.
-        p = torch.where(mask, torch.nn.functional.silu(s), torch.zeros((), dtype=cdt, device=q.device))
         p = p / scaling_seqlen
-        if round_p:
-            p = p.to(q.dtype).to(cdt)
-        o = torch.matmul(p, vb)  # (H, lq, D)
-        out[sq : sq + lq] = o.transpose(0, 1)
+        return p.to(q.dtype).to(cdt) if round_p else p
+
+    out = _attend(q, k, v, rab, alpha, cdt, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, num_contexts,
+                  num_targets, target_group_size, window_size, mask_convention, p_of)
     if torch.is_grad_enabled() and not out.requires_grad:
         # No used row touched the inputs (all sequences empty or unused): still hand autograd a graph so
         # gradients come back as zeros, like the CUDA op's, instead of an error. Empty sums are exact zeros.

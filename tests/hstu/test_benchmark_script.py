@@ -221,6 +221,10 @@ def test_pybind_types(bench):
     f.__doc__ = ("varlen_fwd(arg0: torch.Tensor, arg1: typing.Optional[torch.Tensor], arg2: Tuple[int, int], "
                  "arg3: float) -> list\n\nhelp")
     assert bench.pybind_types(f) == ["torch.Tensor", "typing.Optional[torch.Tensor]", "Tuple[int, int]", "float"]
+    # pybind11 3.x (torch 2.11's) spells int / float parameters and optionals otherwise: the same list comes back
+    f.__doc__ = ("varlen_fwd(arg0: torch.Tensor, arg1: torch.Tensor | None, arg2: typing.SupportsInt, "
+                 "arg3: typing.SupportsFloat, arg4: bool) -> list")
+    assert bench.pybind_types(f) == ["torch.Tensor", "typing.Optional[torch.Tensor]", "int", "float", "bool"]
     f.__doc__ = "varlen_fwd() -> None"
     assert bench.pybind_types(f) == []
     f.__doc__ = None

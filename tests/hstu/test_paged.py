@@ -193,6 +193,11 @@ def _break(paged, common, what):
             return False
         last[b] = paged["kv_cache"].shape[2] + 1
     elif what == "max_seqlen_k":
+        # breakable only if some sequence's keys (cached + new) outnumber the longest query run
+        ps, new = paged["kv_cache"].shape[2], paged["cu_seqlens_q"][1:] - paged["cu_seqlens_q"][:-1]
+        cached = torch.where(npages > 0, (npages - 1) * ps + last, torch.zeros_like(last))
+        if not bool(((cached + new) > common["max_seqlen_q"]).any()):
+            return False
         common["max_seqlen_k"] = common["max_seqlen_q"]
         common["rab"] = None
     paged.update(page_offsets=po, page_ids=ids, last_page_lens=last)

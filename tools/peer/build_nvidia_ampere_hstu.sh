@@ -15,11 +15,13 @@
 #
 # Environment: NVCC (default: nvcc on PATH), JOBS (parallel nvcc, default 2), CUDA_CC (compute capability to build
 # for, e.g. 80, 89, 90; default: the first GPU's, from torch), CUTLASS_INCLUDE_DIR (default: the checkout's
-# third_party/cutlass/include, a submodule), TORCH_DIR (the torch package folder; default: the importable torch's).
-# The .so must be built against the torch version that will load it.
+# third_party/cutlass/include, a submodule), TORCH_DIR (the torch package folder; default: the importable torch's),
+# CUDA_LIB_INCLUDE (cuSPARSE / cuBLAS / cuSOLVER headers, which ATen's CUDA headers include; default: the CUDA
+# library wheels' nvidia/cu*/include beside TORCH_DIR). python3 must be the Python that will load the module (its
+# headers and extension suffix are used). The .so must be built against the torch version that will load it.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    sed -n '2,20p' "$0"
+    sed -n '2,21p' "$0"
     exit 2
 fi
 checkout=$(cd "$1" && pwd)
@@ -72,7 +74,16 @@ print(f"peer: {len(srcs)} generated units")
 PY
 )
 
-includes="-I$work/csrc/hstu_attn/src -I$cutlass"
+# The kernel units include ATen's headers too (CUDA context, philox), as the peer's setup.py build gives them: torch's
+# include folders and its CXX11 ABI flag (from the torch that TORCH_DIR names; 1 where it does not import here).
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo 1)
+includes="-I$work/csrc/hstu_attn/src -I$cutlass -I$torch_dir/include -I$torch_dir/include/torch/csrc/api/include"
+features="$features -D_GLIBCXX_USE_CXX11_ABI=$abi"
+# ATen's CUDA headers include cuSPARSE / cuBLAS / cuSOLVER ones, which a CUDA toolkit with only the compiler lacks:
+# CUDA_LIB_INCLUDE (default: the CUDA library wheels' include folder beside a pip-installed torch) is searched last,
+# after the toolkit's own headers, so that nvcc's runtime headers stay the ones it came with.
+libinc=${CUDA_LIB_INCLUDE:-$(ls -d "$torch_dir"/../nvidia/cu*/include 2>/dev/null | head -1)}
+if [ -n "$libinc" ]; then includes="$includes -Xcompiler -idirafter -Xcompiler $libinc"; fi
 export nvcc features includes obj work cc
 # shellcheck disable=SC2016
 xargs -P "$jobs" -I{} bash -c '
@@ -85,14 +96,33 @@ xargs -P "$jobs" -I{} bash -c '
         -Xcompiler -fPIC -c "$work/{}" -o "$o.tmp" 2> "$o.log" && mv "$o.tmp" "$o" \
         && echo "peer: built $(basename "$o")" || { echo "peer: FAILED {} (log: $o.log)" >&2; exit 255; }' < "$work/sources.txt"
 
-# The Python binding (host C++ against torch's and Python's headers; its CXX11 ABI flag from torch).
-abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo 1)
+# The Python binding (host C++ against torch's and Python's headers).
 pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 # shellcheck disable=SC2086
-g++ -O3 -std=c++17 -fPIC -D_GLIBCXX_USE_CXX11_ABI=$abi $features -DTORCH_EXTENSION_NAME=hstu_attn_2_cuda \
+g++ -O3 -std=c++17 -fPIC $features -DTORCH_EXTENSION_NAME=hstu_attn_2_cuda \
     -DTORCH_API_INCLUDE_EXTENSION_H -I"$torch_dir/include" -I"$torch_dir/include/torch/csrc/api/include" \
-    -I"$pyinc" -I"$cuda_home/include" $includes -c "$src/csrc/hstu_attn/hstu_api.cpp" -o "$obj/hstu_api.o"
-g++ -shared -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o -L"$torch_dir/lib" -ltorch_python -ltorch -ltorch_cpu \
-    -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart
+    -I"$pyinc" -I"$cuda_home/include" ${includes//-Xcompiler /} -c "$src/csrc/hstu_attn/hstu_api.cpp" -o "$obj/hstu_api.o"
+# The module should load wherever the torch wheel (manylinux_2_28) does, also where it was built on a newer glibc:
+# the dl* calls of torch's headers go through trampolines to their oldest versions (libdl's before glibc 2.34), and
+# libstdc++'s __libc_single_threaded (2.32) reads as 0, "always lock" (the way tools/manylinux does it for our wheels).
+dlsyms="dlclose dlerror dlopen dlsym"
+{
+    for f in $dlsyms; do
+        printf '  .section .text.__wrap_%s,"ax",@progbits\n  .globl __wrap_%s\n  .hidden __wrap_%s\n' "$f" "$f" "$f"
+        printf '  .type __wrap_%s, @function\n__wrap_%s:\n  jmp __compat_%s@PLT\n' "$f" "$f" "$f"
+        printf '  .size __wrap_%s, .-__wrap_%s\n  .symver __compat_%s, %s@GLIBC_2.2.5\n' "$f" "$f" "$f" "$f"
+    done
+    printf '  .data\n  .globl __wrap___libc_single_threaded\n  .hidden __wrap___libc_single_threaded\n'
+    printf '  .type __wrap___libc_single_threaded, @object\n  .size __wrap___libc_single_threaded, 1\n'
+    printf '__wrap___libc_single_threaded:\n  .byte 0\n  .section .note.GNU-stack,"",@progbits\n'
+} > "$work/glibc_compat.S"
+gcc -c "$work/glibc_compat.S" -o "$work/glibc_compat.o"
+wraps=$(for f in $dlsyms __libc_single_threaded; do printf -- '-Wl,--wrap=%s ' "$f"; done)
+# shellcheck disable=SC2086
+g++ -shared -fuse-ld=bfd -o "$out/hstu_attn_2_cuda$suffix" "$obj"/*.o "$work/glibc_compat.o" $wraps -L"$torch_dir/lib" \
+    -ltorch_python -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_home/lib64" -lcudart \
+    -Wl,--no-as-needed -l:libdl.so.2
+glibc=$(objdump -T "$out/hstu_attn_2_cuda$suffix" | grep -o 'GLIBC_[0-9.]*' | sort -V -u | tail -1)
+echo "peer: newest glibc symbol version needed: $glibc"
 echo "peer: $out/hstu_attn_2_cuda$suffix ready (PYTHONPATH=$out), sm_$cc"

@@ -79,6 +79,20 @@ struct HstuErrorTag {};
 
 uint16_t nan_bits(const Tensor& t) { return t.scalar_type() == ScalarType::Half ? 0x7E00 : 0x7FC0; }
 
+// The device error block for a kernel that records bad inputs on `s`: allocated by the Python channel before the
+// first call, or here for a call that skipped it (a torch.compile'd graph), but never during a capture
+// (cudaHostAlloc would invalidate it): then nullptr, and nothing is recorded.
+accel::DeviceErrorBlock* error_block_for(cudaStream_t s) {
+  accel::DeviceErrorBlock* b = accel::device_error_block_if_allocated<HstuErrorTag>();
+  if (b == nullptr) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) {
+      b = accel::device_error_block<HstuErrorTag>();
+    }
+  }
+  return b;
+}
+
 // Allocates the call's scratch: `extra_bytes` for the caller first (offset 0, 256-aligned), then the validation's
 // words (hstu_validate.h). Launches the validation on `s` (on a violation it fills `fill`, fill_numel 16-bit
 // elements, with NaN) and points p's int32 vectors at the sanitized copies, so the kernels read only those.
@@ -106,15 +120,7 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   v.fill = static_cast<uint16_t*>(fill);
   v.fill_numel = fill_numel;
   v.nan_bits = nan_bits(q);
-  // The block is allocated by the Python channel before the first call, or here for a call that skipped it (a
-  // torch.compile'd graph), but never during a capture (cudaHostAlloc would invalidate it): then nothing is recorded.
-  v.errors = accel::device_error_block_if_allocated<HstuErrorTag>();
-  if (v.errors == nullptr) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
-    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) {
-      v.errors = accel::device_error_block<HstuErrorTag>();
-    }
-  }
+  v.errors = error_block_for(s);
   v.device = static_cast<int>(q.get_device());
   const cudaError_t err = hstu_validate(v, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
@@ -320,13 +326,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_d
     p.n[i] = in[i]->numel();
   }
   cudaStream_t s = stream_of(q_descale);
-  p.errors = accel::device_error_block_if_allocated<HstuErrorTag>();
-  if (p.errors == nullptr) {  // as in validate_on_device: never allocate during a capture
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
-    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) {
-      p.errors = accel::device_error_block<HstuErrorTag>();
-    }
-  }
+  p.errors = error_block_for(s);
   p.device = static_cast<int>(q_descale.get_device());
   const cudaError_t err = hstu_check_fp8_scales(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_check_scales: CUDA error ", cudaGetErrorString(err));
