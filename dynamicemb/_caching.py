@@ -281,7 +281,8 @@ class CachedTable(ScoredHashTable):
 
     @settled
     def size_tensor(self) -> torch.Tensor:
-        return self.counters[1] + self.store.size()
+        st = getattr(self.store, "size_tensor", None)  # a device-indexed store counts on the device (no wait)
+        return self.counters[1] + (st() if st is not None else self.store.size())
 
     @settled
     def find(self, keys: torch.Tensor, *, return_scores: bool = False, default: float = 0.0) -> FindResult:

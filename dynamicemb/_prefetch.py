@@ -181,7 +181,7 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     todo = [t for t in tables if counts[t]]
     missed = sum(counts[t] for t in todo)
     if todo:
-        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins)
+        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins, counts)
     return bounds, {t: module.tables[t].generation for t in tables}, missed
 
 

@@ -123,6 +123,10 @@ class UvaStore(BackingStore):
     def size(self):
         return self.table.size()
 
+    def size_tensor(self) -> torch.Tensor:
+        """Stored rows as a 0-d int64 device tensor (no host wait)."""
+        return self.table.size_tensor()
+
     def clear(self):
         self.table.clear()
 
@@ -140,7 +144,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                         pin: bool = True, pins: Sequence = ()) -> int:
     """``_staging.stage_tables`` for caching tables over ``UvaStore``s: the same contract (see _caching.py), all
     on the device. Per table: the store's lookup of the missing ids, the cache's insert at the maximum score with
-    its evictions, a lookup that checks it; then, only if no table's cache refused (a device flag, no wait), per
+    its evictions (its stats count the refused keys); then, only if no table's cache refused (a device flag, no wait), per
     table the store's erase of the moved rows and the write-back of the evicted ones (never evicting in the store);
     one host wait for every table's counts; then the moved rows' true scores and the new ids' placeholders erased.
 
@@ -181,9 +185,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                 stats = t._custom("insert_and_evict", ikeys, values=r.values,
                                   scores=torch.full((n,), _MAX_SCORE, dtype=torch.int64, device=dev),
                                   evicted=(ek, ev, es))
-                now_in, _ = t._cache_find(ikeys)
-                refused = (ins & torch.logical_not(now_in)).sum()
-                evicted = stats[2]
+                refused, evicted = stats[3], stats[2]  # keys unique: a refused insert is one left out
             else:
                 refused = evicted = torch.zeros((), dtype=torch.int64, device=dev)
             res.append(dict(m=m, r=r, ins=ins, ikeys=ikeys, ek=ek, ev=ev, es=es, refused=refused, evicted=evicted,

@@ -304,12 +304,30 @@ def power_law(n, R, gen, alpha=1.05):
     return (k.floor().clamp_(1, R).to(torch.int64) * 0x9E3779B97F4A7C15) & ((1 << 62) - 1)
 
 
-def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3):
+def power_law_unique(n, R, gen, alpha=1.05):
+    """n distinct ids of ``power_law``: the first n distinct ones of a longer draw (hot ids stay likely)."""
+    draw = power_law(8 * n, R, gen, alpha)
+    first = torch.ones(draw.numel(), dtype=torch.bool)
+    s, order = torch.sort(draw, stable=True)
+    first[order[1:]] = s[1:] != s[:-1]
+    out = draw[first][:n]
+    assert out.numel() == n, "power_law_unique: too few distinct ids"
+    return out
+
+
+def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None):
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
     all-HBM (``prefetch``: forward i, prefetch i + 1, backward i) and asserts bit-identical outputs, rows, scores
-    and optimizer state. Returns the caching module."""
+    and optimizer state. Returns the caching module.
+
+    ``unique`` (default on CUDA): each table's ids of a step are distinct. CUDA's fused backward sums a hot id's
+    gradients in pieces when its segment crosses warp boundaries and adds the pieces in arrival order
+    (csrc/lookup/segment_kernels.cu), so two modules (or two runs) agree bit for bit only on such rows when every
+    id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding."""
+    unique = device != "cpu" if unique is None else unique
+    draw = power_law_unique if unique else power_law
     def mk(storage):
         kw = dict(storage=storage)
         if storage == "caching":
@@ -324,7 +342,7 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3)
     g = torch.Generator().manual_seed(5)
     data = []
     for _ in range(4):
-        ids = torch.cat([power_law(n, R, g) for _ in range(T)])
+        ids = torch.cat([draw(n, R, g) for _ in range(T)])
         data.append((ids.to(device), torch.arange(T * n + 1).to(device), torch.randn(n, T * 16, generator=g).to(device)))
     seq = [data[i % 4] for i in range(4 * rounds)]
     moved = []

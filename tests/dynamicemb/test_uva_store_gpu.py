@@ -1,6 +1,6 @@
 """The device-indexed host store (``UvaStoreSpec``) on CUDA (skip without a GPU): its rows really are in pinned
 host memory; training bit-identical to all-HBM at a 10 % cache that misses every step, with and without the
-prefetch job; host syncs of a staging step (at most three more than all-HBM, none after a prefetch); capacity and
+prefetch job; host syncs of a staging step (at most two more than all-HBM, none after a prefetch); capacity and
 full-store errors change nothing; checkpoints (state_dict, dump/load across modes). Parity over the optimizers:
 test_storage_gpu.py's MODES."""
 
@@ -51,9 +51,10 @@ def test_ten_percent_cache_parity_cuda(opt, prefetch):
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
 def test_uva_staging_syncs_cuda(prefetch):
-    """Every step misses in every cache: at most three host syncs more than the all-HBM step (the feature bounds of
-    the device offsets, the miss counts, the capacity check), the same for 2 and 5 tables, none after a prefetch of
-    the batch; training bit-identical to all-HBM."""
+    """Every step misses in every cache: at most two host syncs more than the all-HBM step (the miss counts read
+    back with the feature bounds of the device offsets, the capacity check), the same for 2 and 5 tables, none
+    after a prefetch of the batch; training bit-identical to all-HBM. (The process's first caching step also runs
+    one-time setup, so the comparison starts at the second step.)"""
     extra, where = {}, {}
     for T in (2, 5):
         ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
@@ -77,8 +78,8 @@ def test_uva_staging_syncs_cuda(prefetch):
         assert_same(ref, m)
         assert sum(t.rows_moved[1] for t in m.tables) > 0  # rows were written back to the stores
         extra[T] = per_step
-    assert extra[2] == extra[5], (extra, where)
-    assert max(extra[5]) <= (0 if prefetch else 3), (extra, where)
+    assert extra[2][1:] == extra[5][1:], (extra, where)
+    assert max(extra[5]) <= (0 if prefetch else 2), (extra, where)
 
 
 def test_uva_prefetch_pipeline_cuda():
