@@ -829,23 +829,26 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
 
     def _stage_device(self, ids, bounds, tables, found, train: bool, pins=(), counts=None) -> None:
-        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device:
-        per table its ids (slices at the feature bounds) and their found mask (``found``), the misses compacted
-        into ``counts[t]`` entries (the step's count of them, duplicates included: ``nonzero_static``, no wait)
-        and deduplicated by a sort (padded with the empty key), then ``_uva_store.stage_tables_device`` (one host
-        wait, the capacity checks). Every buffer of the staging is sized by the misses, not by the batch."""
-        from ._uva_store import stage_tables_device, unique_padded
+        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device,
+        then ``_uva_store.stage_tables_device`` (one host wait, the capacity checks). The missing ids of every
+        table come out of the found mask (``found``) together: with ``counts`` (per table the step's misses,
+        duplicates included) one ``nonzero_static`` of exactly their number, a sort by (table, id) and the repeats
+        masked to the empty key, so that table t's missing ids are the ``counts[t]`` entries after the other
+        tables' (no wait; buffers sized by the misses, not by the batch); without counts, per table a sort of its
+        slice of the batch."""
+        from ._uva_store import missing_by_table, stage_tables_device, unique_padded
 
         present = self._table_keys(ids, None, tables, False, bounds)
-        hits = self._table_keys(found, None, tables, False, bounds)
-        missing = []
-        for t in tables:
-            k = present[t].view(torch.int64)
-            need = torch.logical_not(hits[t]) & (k > RESERVED_KEYS[-1])  # reserved ids (never stored) are skipped
-            size = k.numel() if counts is None or counts.get(t) is None else min(int(counts[t]), k.numel())
-            pos = torch.nonzero_static(need, size=size, fill_value=-1).view(-1)
-            miss = torch.where(pos >= 0, k[pos.clamp(min=0)], _EMPTY_KEY)
-            missing.append(unique_padded(miss).view(self.key_dtype))
+        if counts is not None and all(counts.get(t) is not None for t in tables):
+            missing = missing_by_table(ids, bounds, self.feature_table_map, tables, found,
+                                       [int(counts[t]) for t in tables])
+        else:
+            hits = self._table_keys(found, None, tables, False, bounds)
+            missing = []
+            for t in tables:
+                k = present[t].view(torch.int64)
+                miss = hits[t] | (k < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) are skipped
+                missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k)).view(self.key_dtype))
         stage_tables_device([self.tables[t] for t in tables], [present[t] for t in tables], missing,
                             insert_new=train, pins=pins)
 

@@ -122,8 +122,8 @@ def pin_keys(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequenc
     for t, k in zip(tables, present):
         live = list(t._pins) if pin else []
         live += [p for p in pins if not any(p is q for q in live)]
-        parts = [k] + [p.keys_for(t, keep) for p in live]
-        keys = torch.cat([p.view(torch.int64) for p in parts if p is not None]).view(t.key_dtype)
+        parts = [x.view(torch.int64) for x in [k] + [p.keys_for(t, keep) for p in live] if x is not None]
+        keys = (torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()).view(t.key_dtype)
         found, scores = t._cache_find(keys)
         keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
         t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))

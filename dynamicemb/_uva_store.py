@@ -23,10 +23,11 @@ import torch
 
 from ._storage import BackingStore, StoreError, StoreRows
 
-__all__ = ["UvaStore", "UvaStoreSpec", "stage_tables_device", "unique_padded"]
+__all__ = ["UvaStore", "UvaStoreSpec", "missing_by_table", "stage_tables_device", "unique_padded"]
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it (counted `illegal`)
 _MAX_SCORE = -1  # uint64 max as int64 bits
+_RESERVED_MAX = -(2**63) + 2  # the largest reserved key (int64 bits): table ops skip the three reserved keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,13 +141,46 @@ def unique_padded(keys: torch.Tensor) -> torch.Tensor:
     return s
 
 
+def missing_by_table(ids: torch.Tensor, bounds: List[int], feature_table: List[int], tables: List[int],
+                     found: torch.Tensor, sizes: List[int]) -> List[torch.Tensor]:
+    """Per table of ``tables``, the step's ids its cache misses, with no host wait: ``found`` False at the positions
+    of its features (``bounds``: the F + 1 feature bounds; ``feature_table``: each feature's table); ``sizes``: how
+    many such positions each table has (its miss count, repeats and reserved ids included). One
+    ``nonzero_static`` of exactly that many positions, a sort by (table, id), repeats and reserved ids masked to the
+    empty key: table j's are the ``sizes[j]`` entries after the tables before it (slices of one buffer), unique
+    but for the empty key."""
+    from ._staging import to_device
+
+    dev = ids.device
+    j_of = {t: j for j, t in enumerate(tables)}
+    F = len(feature_table)
+    small = to_device(torch.tensor([[j_of.get(feature_table[f], len(tables)) for f in range(F)],
+                                    [bounds[f + 1] - bounds[f] for f in range(F)]], dtype=torch.int64), dev)
+    tpos = torch.repeat_interleave(small[0], small[1], output_size=ids.numel())  # each position's table index
+    total = sum(sizes)
+    need = torch.logical_not(found) & (tpos < len(tables))
+    pos = torch.nonzero_static(need, size=total, fill_value=0).view(-1)
+    k = ids.view(torch.int64)[pos]
+    k = torch.where(k < _RESERVED_MAX + 1, _EMPTY_KEY, k)  # reserved ids are never stored
+    sk, p1 = torch.sort(k, stable=True)
+    st, p2 = torch.sort(tpos[pos][p1], stable=True)
+    sk = sk[p2]
+    if total > 1:
+        rep = torch.zeros(total, dtype=torch.bool, device=dev)
+        rep[1:] = (sk[1:] == sk[:-1]) & (st[1:] == st[:-1])
+        sk = torch.where(rep, _EMPTY_KEY, sk)
+    return [x.view(ids.dtype) for x in torch.split(sk, sizes)]
+
+
 def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
                         pin: bool = True, pins: Sequence = ()) -> int:
     """``_staging.stage_tables`` for caching tables over ``UvaStore``s: the same contract (see _caching.py), all
     on the device. Per table: the store's lookup of the missing ids, the cache's insert at the maximum score with
-    its evictions (its stats count the refused keys); then, only if no table's cache refused (a device flag, no wait), per
-    table the store's erase of the moved rows and the write-back of the evicted ones (never evicting in the store);
-    one host wait for every table's counts; then the moved rows' true scores and the new ids' placeholders erased.
+    its evictions (its stats count the refused keys); then, only if no table's cache refused (a device flag, no
+    wait), per table the store's erase of the moved rows and the write-back of the evicted ones (never evicting in
+    the store); one host wait for every table's counts; then the moved rows' true scores and the new ids'
+    placeholders erased. The element-wise work runs once for all tables (their missing ids side by side in one
+    buffer, each table op on its slice): per table only the table ops are launched.
 
     Args:
         tables, present, insert_new, pin, pins: as for ``stage_tables``.
@@ -162,76 +196,100 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
             staged.
     """
     from ._caching import CacheCapacityError
-    from ._staging import host_phase, pin_keys, to_host, undo_insert, unpin_keys
+    from ._staging import host_phase, pin_keys, to_device, to_host, undo_insert, unpin_keys
     from ._table import ScoredHashTable
 
     if not tables:
         return 0
     dev = tables[0].device
+    sizes = [m.numel() for m in missing]
+    cuts = [0]
+    for n in sizes:
+        cuts.append(cuts[-1] + n)
+    total = cuts[-1]
+    part = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
     held, clocks = pin_keys(tables, present, pin, pins)
     try:
-        res = []
-        for t, m in zip(tables, missing):
-            m = m.view(torch.int64).contiguous()
-            n = m.numel()
-            r = t.store.find(m.view(t.key_dtype))
-            real = m != _EMPTY_KEY
-            ins = (real if insert_new else r.found) & real
-            ikeys = torch.where(ins, m, _EMPTY_KEY).view(t.key_dtype)
-            ek = t._empty(n, dtype=t.key_dtype)
-            ev = t._empty(n, t.value_dim, dtype=t.value_dtype)
-            es = t._empty(n, dtype=torch.int64)
-            if n:
-                stats = t._custom("insert_and_evict", ikeys, values=r.values,
-                                  scores=torch.full((n,), _MAX_SCORE, dtype=torch.int64, device=dev),
-                                  evicted=(ek, ev, es))
-                refused, evicted = stats[3], stats[2]  # keys unique: a refused insert is one left out
+        m = (torch.cat([x.view(torch.int64) for x in missing]) if len(missing) > 1
+             else missing[0].view(torch.int64)).contiguous()
+        # 1. per table: the store's rows of the missing ids (found flags and scores side by side for all tables)
+        found = torch.zeros(total, dtype=torch.bool, device=dev)
+        sscores = torch.zeros(total, dtype=torch.int64, device=dev)
+        svalues = []
+        for t, p in zip(tables, part):
+            v = t.store.table._empty(p.stop - p.start, t.value_dim, dtype=t.value_dtype)
+            if p.stop > p.start:
+                t.store.table._lookup(m[p].view(t.key_dtype), v, found[p], sscores[p])
+            svalues.append(v)
+        real = m != _EMPTY_KEY
+        ins = (real & found) if not insert_new else real
+        ikeys = torch.where(ins, m, _EMPTY_KEY)
+        top = torch.full((total,), _MAX_SCORE, dtype=torch.int64, device=dev)
+        ek = torch.full((total,), _EMPTY_KEY, dtype=torch.int64, device=dev)
+        es = torch.empty(total, dtype=torch.int64, device=dev)
+        evs, stats = [], []
+        # 2. per table: the insert at the maximum score, evicting only unpinned keys
+        for t, p, v in zip(tables, part, svalues):
+            ev = t._empty(p.stop - p.start, t.value_dim, dtype=t.value_dtype)
+            if p.stop > p.start:
+                stats.append(t._custom("insert_and_evict", ikeys[p].view(t.key_dtype), values=v, scores=top[p],
+                                       evicted=(ek[p].view(t.key_dtype), ev, es[p])))
             else:
-                refused = evicted = torch.zeros((), dtype=torch.int64, device=dev)
-            res.append(dict(m=m, r=r, ins=ins, ikeys=ikeys, ek=ek, ev=ev, es=es, refused=refused, evicted=evicted,
-                            staged=real.sum(), read=(r.found & ins).sum()))
-        ok = torch.stack([x["refused"] for x in res]).sum() == 0
+                stats.append(torch.zeros(5, dtype=torch.int64, device=dev))
+            evs.append(ev)
+        st = torch.stack(stats)  # (tables, 5): refused at 3, evicted at 2 (keys unique: a refused key is left out)
+        ok = st[:, 3].sum() == 0
+        # 3. only if no cache refused: the moved rows leave the stores, the evicted rows go in (never evicting)
+        moved = torch.where(found & ins & ok, m, _EMPTY_KEY)
+        small = to_device(torch.tensor([sizes, cuts[:-1]], dtype=torch.int64), dev)
+        seg = torch.repeat_interleave(torch.arange(len(tables), device=dev), small[0], output_size=total)
+        local = torch.arange(total, device=dev) - small[1][seg]
+        out = torch.where((local < st[:, 2][seg]) & ok, ek, _EMPTY_KEY)
+        zero = torch.zeros(total, dtype=torch.int64, device=dev)
         store_refused = []
-        for t, x in zip(tables, res):
-            n = x["m"].numel()
-            if not n:
+        for t, p, ev in zip(tables, part, evs):
+            if p.stop == p.start:
                 store_refused.append(torch.zeros((), dtype=torch.int64, device=dev))
                 continue
-            moved = x["r"].found & x["ins"] & ok
-            x["moved"] = torch.where(moved, x["m"], _EMPTY_KEY).view(t.key_dtype)
-            out = (torch.arange(n, device=dev) < x["evicted"]) & ok
-            x["out"] = torch.where(out, x["ek"].view(torch.int64), _EMPTY_KEY).view(t.key_dtype)
-            t.store.table.erase(x["moved"])
-            store_refused.append(t.store.put(x["out"], x["ev"], x["es"])[3])
-        info = torch.stack([torch.stack([x["refused"], s, x["evicted"], x["staged"], x["read"]])
-                            for x, s in zip(res, store_refused)])
+            t.store.table.erase(moved[p].view(t.key_dtype))
+            k = out[p].view(t.key_dtype)
+            stats_put = t.store.table._upsert("insert_or_assign", k, values=ev, scores=zero[p])
+            t.store.table._upsert("assign_scores", k, scores=es[p])
+            store_refused.append(stats_put[3])
+        staged = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, real.long()) if total \
+            else torch.zeros(len(tables), dtype=torch.int64, device=dev)
+        read = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, (found & ins).long()) \
+            if total else staged
+        info = torch.stack([st[:, 3], torch.stack(store_refused), st[:, 2], staged, read], 1)
         hinfo = to_host(info)[0]  # the one wait: capacity checks of every cache and store
         with host_phase():
             info = hinfo.tolist()
         if any(row[0] for row in info):
-            for t, x, (_, _, ne, _, _) in zip(tables, res, info):
-                undo_insert(t, x["ikeys"], x["ek"][:ne], x["ev"][:ne], x["es"][:ne])
+            for t, p, ev, (_, _, ne, _, _) in zip(tables, part, evs, info):
+                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p][:ne].view(t.key_dtype), ev[:ne], es[p][:ne])
             i = next(i for i, row in enumerate(info) if row[0])
             raise CacheCapacityError(
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
                 f" {info[i][0]} new-to-the-cache keys refused (their buckets are full of keys of this step or of steps"
                 f" in flight); raise hbm_budget_bytes (nothing was changed)")
         full = []
-        for t, x, (_, sref, ne, _, nread) in zip(tables, res, info):
-            if not x["m"].numel():
+        for t, p, v, ev, (_, sref, ne, _, nread) in zip(tables, part, svalues, evs, info):
+            if p.stop == p.start:
                 continue
             if sref:  # this store could not take its write-back: store and cache go back as they were
-                t.store.table.erase(x["out"])
-                t.store.table._upsert("insert_or_assign", x["moved"], values=x["r"].values, scores=x["r"].scores)
-                undo_insert(t, x["ikeys"], x["ek"][:ne], x["ev"][:ne], x["es"][:ne])
+                t.store.table.erase(out[p].view(t.key_dtype))
+                t.store.table._upsert("insert_or_assign", moved[p].view(t.key_dtype), values=v, scores=sscores[p])
+                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p][:ne].view(t.key_dtype), ev[:ne], es[p][:ne])
                 full.append((t, sref))
                 continue
-            # true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
             t.rows_moved[0] += nread
             t.rows_moved[1] += ne
-            t._set_scores(x["moved"], x["r"].scores)
-            new = torch.where(x["ins"] & torch.logical_not(x["r"].found), x["m"], _EMPTY_KEY)
-            ScoredHashTable.erase(t, new.view(t.key_dtype))
+        # true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
+        new = torch.where(ins & torch.logical_not(found), m, _EMPTY_KEY)
+        for t, p in zip(tables, part):
+            if p.stop > p.start and not any(t is f for f, _ in full):
+                t._set_scores(moved[p].view(t.key_dtype), sscores[p])
+                ScoredHashTable.erase(t, new[p].view(t.key_dtype))
         if full:
             t, sref = full[0]
             raise StoreError(f"UvaStore: full: expected room for the rows evicted from the cache, got {sref} refused "
