@@ -172,6 +172,63 @@ def missing_by_table(ids: torch.Tensor, bounds: List[int], feature_table: List[i
     return [x.view(ids.dtype) for x in torch.split(sk, sizes)]
 
 
+def _bucket_of(h: torch.Tensor, num_buckets: torch.Tensor) -> torch.Tensor:
+    """The home bucket of hashes ``h`` (int64 bits of the uint64 hash): the high 64 bits of h * num_buckets (the
+    kernels' ``bucket_of_hash``), in 32-bit halves so that int64 never overflows (num_buckets < 2**31)."""
+    hi = (h >> 32) & 0xFFFFFFFF
+    lo = h & 0xFFFFFFFF
+    return (hi * num_buckets + ((lo * num_buckets) >> 32)) >> 32
+
+
+def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list) -> None:
+    """Frees, in each bucket of each cache, as many slots as the keys about to be inserted there (``ikeys``: the
+    tables' new-to-the-cache keys side by side, table j's at ``part[j]``; the empty key elsewhere) need beyond the
+    bucket's free slots: the bucket's unpinned rows of lowest score (ties: lowest slot), the ones the insert's own
+    eviction would take, for every bucket at once (one sort of every bucket's scores). A pinned row (maximum score)
+    or a reserved slot is never taken. The rows are copied into ``outs[j]`` = (keys int64, rows, scores), each of
+    ``part[j]``'s length, the empty key after the last, then erased from the cache. No host wait."""
+    from ._hash import hash_keys
+    from ._staging import to_device
+    from ._table import ScoredHashTable
+
+    dev = ikeys.device
+    groups: dict = {}
+    for j, t in enumerate(tables):
+        if part[j].stop > part[j].start:
+            groups.setdefault(t.bucket_capacity, []).append(j)
+    for cap, js in groups.items():
+        nbs = [tables[j].capacity() // cap for j in js]
+        boff = [0]
+        for nb in nbs:
+            boff.append(boff[-1] + nb)
+        sizes = [part[j].stop - part[j].start for j in js]
+        keys = torch.cat([ikeys[part[j]] for j in js]) if len(js) > 1 else ikeys[part[js[0]]]
+        small = to_device(torch.tensor([nbs, boff[:-1]], dtype=torch.int64), dev)
+        seg = torch.repeat_interleave(torch.arange(len(js), device=dev), to_device(
+            torch.tensor(sizes, dtype=torch.int64), dev), output_size=sum(sizes))
+        bucket = _bucket_of(hash_keys(keys.contiguous()), small[0][seg]) + small[1][seg]
+        incoming = torch.zeros(boff[-1], dtype=torch.int64, device=dev).index_add_(0, bucket,
+                                                                                  (keys != _EMPTY_KEY).long())
+        k = torch.cat([tables[j].keys.view(torch.int64) for j in js]).view(-1, cap)
+        sc = torch.cat([tables[j].scores for j in js]).view(-1, cap)
+        need = (incoming - (k == _EMPTY_KEY).sum(1)).clamp_(min=0)
+        # unsigned score order as int64 order (flip the sign bit); pinned (max score) and reserved slots last
+        order_key = torch.where((k > _RESERVED_MAX) & (sc != _MAX_SCORE), sc ^ _EMPTY_KEY, 2**63 - 1)
+        sv, order = torch.sort(order_key, dim=1, stable=True)
+        take = (torch.arange(cap, device=dev)[None, :] < need[:, None]) & (sv != 2**63 - 1)
+        for i, j in enumerate(js):
+            t, (ok_, ov, os_) = tables[j], outs[j]
+            rows = slice(boff[i], boff[i + 1])
+            pos = torch.nonzero_static(take[rows].reshape(-1), size=sizes[i], fill_value=-1).view(-1)
+            got = pos >= 0
+            p0 = pos.clamp(min=0)
+            slot = torch.div(p0, cap, rounding_mode="floor") * cap + order[rows].reshape(-1)[p0]
+            ok_.copy_(torch.where(got, t.keys.view(torch.int64)[slot], _EMPTY_KEY))
+            torch.index_select(t.scores, 0, slot, out=os_)
+            torch.index_select(t.values, 0, slot, out=ov)
+            ScoredHashTable.erase(t, ok_.view(t.key_dtype))
+
+
 def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
                         pin: bool = True, pins: Sequence = ()) -> int:
     """``_staging.stage_tables`` for caching tables over ``UvaStore``s: the same contract (see _caching.py), all
@@ -225,61 +282,75 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
         ins = (real & found) if not insert_new else real
         ikeys = torch.where(ins, m, _EMPTY_KEY)
         top = torch.full((total,), _MAX_SCORE, dtype=torch.int64, device=dev)
-        ek = torch.full((total,), _EMPTY_KEY, dtype=torch.int64, device=dev)
-        es = torch.empty(total, dtype=torch.int64, device=dev)
-        evs, stats = [], []
-        # 2. per table: the insert at the maximum score, evicting only unpinned keys
-        for t, p, v in zip(tables, part, svalues):
-            ev = t._empty(p.stop - p.start, t.value_dim, dtype=t.value_dtype)
-            if p.stop > p.start:
+        # evicted rows, per table 2 n entries: [those make_room evicts | those the insert itself evicts]
+        ek = torch.full((2 * total,), _EMPTY_KEY, dtype=torch.int64, device=dev)
+        es = torch.zeros(2 * total, dtype=torch.int64, device=dev)
+        evs = [t._empty(2 * (p.stop - p.start), t.value_dim, dtype=t.value_dtype) for t, p in zip(tables, part)]
+        half = [slice(2 * p.start, p.start + p.stop) for p in part]
+        own = [slice(p.start + p.stop, 2 * p.stop) for p in part]
+        # 2. room for the inserts: per bucket the lowest-score unpinned rows the bucket's new keys need leave the
+        # cache for all buckets at once (the insert's own eviction path takes them one key after the other under
+        # the bucket lock: ~20 us each, and a step's misses crowd into the buckets that overflow)
+        make_room(tables, part, ikeys, [(ek[h], ev[: h.stop - h.start], es[h]) for h, ev in zip(half, evs)])
+        # 3. per table: the insert at the maximum score (into the freed slots; it still evicts, never a pinned key,
+        # if a bucket lacks room)
+        stats = []
+        for t, p, o, v, ev in zip(tables, part, own, svalues, evs):
+            n = p.stop - p.start
+            if n:
                 stats.append(t._custom("insert_and_evict", ikeys[p].view(t.key_dtype), values=v, scores=top[p],
-                                       evicted=(ek[p].view(t.key_dtype), ev, es[p])))
+                                       evicted=(ek[o].view(t.key_dtype), ev[n:], es[o])))
             else:
                 stats.append(torch.zeros(5, dtype=torch.int64, device=dev))
-            evs.append(ev)
         st = torch.stack(stats)  # (tables, 5): refused at 3, evicted at 2 (keys unique: a refused key is left out)
         ok = st[:, 3].sum() == 0
-        # 3. only if no cache refused: the moved rows leave the stores, the evicted rows go in (never evicting)
+        # 4. only if no cache refused: the moved rows leave the stores, the evicted rows go in (never evicting)
         moved = torch.where(found & ins & ok, m, _EMPTY_KEY)
         small = to_device(torch.tensor([sizes, cuts[:-1]], dtype=torch.int64), dev)
         seg = torch.repeat_interleave(torch.arange(len(tables), device=dev), small[0], output_size=total)
-        local = torch.arange(total, device=dev) - small[1][seg]
-        out = torch.where((local < st[:, 2][seg]) & ok, ek, _EMPTY_KEY)
-        zero = torch.zeros(total, dtype=torch.int64, device=dev)
+        seg2 = torch.repeat_interleave(torch.arange(len(tables), device=dev), 2 * small[0], output_size=2 * total)
+        local = torch.arange(2 * total, device=dev) - 2 * small[1][seg2] - small[0][seg2]  # < 0: make_room's
+        valid = torch.where(local < 0, ek != _EMPTY_KEY, local < st[:, 2][seg2])
+        out = torch.where(valid & ok, ek, _EMPTY_KEY)
+        evicted = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg2, valid.long())
+        zero = torch.zeros(2 * total, dtype=torch.int64, device=dev)
         store_refused = []
-        for t, p, ev in zip(tables, part, evs):
+        for t, p, h, ev in zip(tables, part, half, evs):
             if p.stop == p.start:
                 store_refused.append(torch.zeros((), dtype=torch.int64, device=dev))
                 continue
+            w = slice(h.start, h.start + 2 * (p.stop - p.start))
             t.store.table.erase(moved[p].view(t.key_dtype))
-            k = out[p].view(t.key_dtype)
-            stats_put = t.store.table._upsert("insert_or_assign", k, values=ev, scores=zero[p])
-            t.store.table._upsert("assign_scores", k, scores=es[p])
+            k = out[w].view(t.key_dtype)
+            stats_put = t.store.table._upsert("insert_or_assign", k, values=ev, scores=zero[w])
+            t.store.table._upsert("assign_scores", k, scores=es[w])
             store_refused.append(stats_put[3])
-        staged = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, real.long()) if total \
-            else torch.zeros(len(tables), dtype=torch.int64, device=dev)
-        read = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, (found & ins).long()) \
-            if total else staged
-        info = torch.stack([st[:, 3], torch.stack(store_refused), st[:, 2], staged, read], 1)
+        staged = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, real.long())
+        read = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, (found & ins).long())
+        info = torch.stack([st[:, 3], torch.stack(store_refused), evicted, staged, read], 1)
         hinfo = to_host(info)[0]  # the one wait: capacity checks of every cache and store
         with host_phase():
             info = hinfo.tolist()
+        # the evicted rows of a table, masked (every undo re-inserts them whatever their count)
+        back = torch.where(valid, ek, _EMPTY_KEY)
         if any(row[0] for row in info):
-            for t, p, ev, (_, _, ne, _, _) in zip(tables, part, evs, info):
-                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p][:ne].view(t.key_dtype), ev[:ne], es[p][:ne])
+            for t, p, h, ev in zip(tables, part, half, evs):
+                w = slice(h.start, h.start + 2 * (p.stop - p.start))
+                undo_insert(t, ikeys[p].view(t.key_dtype), back[w].view(t.key_dtype), ev, es[w])
             i = next(i for i, row in enumerate(info) if row[0])
             raise CacheCapacityError(
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
                 f" {info[i][0]} new-to-the-cache keys refused (their buckets are full of keys of this step or of steps"
                 f" in flight); raise hbm_budget_bytes (nothing was changed)")
         full = []
-        for t, p, v, ev, (_, sref, ne, _, nread) in zip(tables, part, svalues, evs, info):
+        for t, p, h, v, ev, (_, sref, ne, _, nread) in zip(tables, part, half, svalues, evs, info):
             if p.stop == p.start:
                 continue
             if sref:  # this store could not take its write-back: store and cache go back as they were
-                t.store.table.erase(out[p].view(t.key_dtype))
+                w = slice(h.start, h.start + 2 * (p.stop - p.start))
+                t.store.table.erase(out[w].view(t.key_dtype))
                 t.store.table._upsert("insert_or_assign", moved[p].view(t.key_dtype), values=v, scores=sscores[p])
-                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p][:ne].view(t.key_dtype), ev[:ne], es[p][:ne])
+                undo_insert(t, ikeys[p].view(t.key_dtype), back[w].view(t.key_dtype), ev, es[w])
                 full.append((t, sref))
                 continue
             t.rows_moved[0] += nread
