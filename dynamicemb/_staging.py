@@ -108,22 +108,28 @@ def _ungroup(groups, blocks, rows, dim=0) -> List[torch.Tensor]:
     return out
 
 
+def keys_to_keep(t, present: torch.Tensor, pin: bool, pins: Sequence) -> torch.Tensor:
+    """The keys a staging of table ``t`` must not evict: ``present`` (the step's ids of the table), the ids of its
+    live ``StepPins`` (``pin``) and those of ``pins``, in one tensor (repeats allowed)."""
+    from ._prefetch import in_worker
+
+    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
+    live = list(t._pins) if pin else []
+    live += [p for p in pins if not any(p is q for q in live)]
+    parts = [x.view(torch.int64) for x in [present] + [p.keys_for(t, keep) for p in live] if x is not None]
+    return (torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()).view(t.key_dtype)
+
+
 def pin_keys(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequence):
     """Step 1 of a staging: the ids of ``present`` in each cache and the ids of live ``StepPins`` (``pin``) and of
     ``pins`` get the maximum score, so the staging's insert evicts none of them (no host wait). Returns (per table
     the pinned keys, absent ones masked to the empty key, and their true scores; the caches' op clocks)."""
-    from ._prefetch import in_worker
-
     dev = tables[0].device
     empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
     clocks = [t.counters[0].clone() for t in tables]
     held = []
-    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
     for t, k in zip(tables, present):
-        live = list(t._pins) if pin else []
-        live += [p for p in pins if not any(p is q for q in live)]
-        parts = [x.view(torch.int64) for x in [k] + [p.keys_for(t, keep) for p in live] if x is not None]
-        keys = (torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()).view(t.key_dtype)
+        keys = keys_to_keep(t, k, pin, pins)
         found, scores = t._cache_find(keys)
         keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
         t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))

@@ -180,13 +180,34 @@ def _bucket_of(h: torch.Tensor, num_buckets: torch.Tensor) -> torch.Tensor:
     return (hi * num_buckets + ((lo * num_buckets) >> 32)) >> 32
 
 
-def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list) -> None:
+def guard_slots(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequence):
+    """Per table, a (capacity,) bool mask of the cache slots a staging must not free: those of ``present`` (the
+    step's ids of the table) and of the ids of live ``StepPins`` (``pin``) and of ``pins`` (one lookup per table,
+    no host wait; they keep their scores); and the op clocks, restored when the staging ends."""
+    from ._staging import keys_to_keep
+
+    clocks = [t.counters[0].clone() for t in tables]
+    masks = []
+    for t, k in zip(tables, present):
+        keys = keys_to_keep(t, k, pin, pins)
+        cap = t.capacity()
+        mask = torch.zeros(cap + 1, dtype=torch.bool, device=t.device)
+        if keys.numel():
+            slots = t._empty(keys.numel(), dtype=torch.int64)
+            t._lookup(keys, slots_out=slots)
+            mask.index_fill_(0, torch.where(slots >= 0, slots, cap), True)  # absent ones mark the spare entry
+        masks.append(mask[:cap])
+    return masks, clocks
+
+
+def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list, guards: list) -> None:
     """Frees, in each bucket of each cache, as many slots as the keys about to be inserted there (``ikeys``: the
     tables' new-to-the-cache keys side by side, table j's at ``part[j]``; the empty key elsewhere) need beyond the
-    bucket's free slots: the bucket's unpinned rows of lowest score (ties: lowest slot), the ones the insert's own
-    eviction would take, for every bucket at once (one sort of every bucket's scores). A pinned row (maximum score)
-    or a reserved slot is never taken. The rows are copied into ``outs[j]`` = (keys int64, rows, scores), each of
-    ``part[j]``'s length, the empty key after the last, then erased from the cache. No host wait."""
+    bucket's free slots: the bucket's rows of lowest score (ties: lowest slot) that ``guards[j]`` does not protect
+    (``guard_slots``), the ones an insert's eviction would take with those rows pinned, for every bucket at once (one
+    sort of every bucket's scores). A guarded row, a row of the maximum score and a reserved slot are never taken.
+    The rows are copied into ``outs[j]`` = (keys int64, rows, scores), each of ``part[j]``'s length, the empty key
+    after the last, then erased from the cache. No host wait."""
     from ._hash import hash_keys
     from ._staging import to_device
     from ._table import ScoredHashTable
@@ -211,9 +232,11 @@ def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list) 
                                                                                   (keys != _EMPTY_KEY).long())
         k = torch.cat([tables[j].keys.view(torch.int64) for j in js]).view(-1, cap)
         sc = torch.cat([tables[j].scores for j in js]).view(-1, cap)
+        guard = (torch.cat([guards[j] for j in js]) if len(js) > 1 else guards[js[0]]).view(-1, cap)
         need = (incoming - (k == _EMPTY_KEY).sum(1)).clamp_(min=0)
-        # unsigned score order as int64 order (flip the sign bit); pinned (max score) and reserved slots last
-        order_key = torch.where((k > _RESERVED_MAX) & (sc != _MAX_SCORE), sc ^ _EMPTY_KEY, 2**63 - 1)
+        # unsigned score order as int64 order (flip the sign bit); guarded, max-score and reserved slots last
+        free_ok = (k > _RESERVED_MAX) & (sc != _MAX_SCORE) & torch.logical_not(guard)
+        order_key = torch.where(free_ok, sc ^ _EMPTY_KEY, 2**63 - 1)
         sv, order = torch.sort(order_key, dim=1, stable=True)
         take = (torch.arange(cap, device=dev)[None, :] < need[:, None]) & (sv != 2**63 - 1)
         for i, j in enumerate(js):
@@ -253,7 +276,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
             staged.
     """
     from ._caching import CacheCapacityError
-    from ._staging import host_phase, pin_keys, to_device, to_host, undo_insert, unpin_keys
+    from ._staging import host_phase, to_device, to_host, undo_insert
     from ._table import ScoredHashTable
 
     if not tables:
@@ -265,7 +288,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
         cuts.append(cuts[-1] + n)
     total = cuts[-1]
     part = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
-    held, clocks = pin_keys(tables, present, pin, pins)
+    guards, clocks = guard_slots(tables, present, pin, pins)
     try:
         m = (torch.cat([x.view(torch.int64) for x in missing]) if len(missing) > 1
              else missing[0].view(torch.int64)).contiguous()
@@ -281,49 +304,40 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
         real = m != _EMPTY_KEY
         ins = (real & found) if not insert_new else real
         ikeys = torch.where(ins, m, _EMPTY_KEY)
-        top = torch.full((total,), _MAX_SCORE, dtype=torch.int64, device=dev)
-        # evicted rows, per table 2 n entries: [those make_room evicts | those the insert itself evicts]
-        ek = torch.full((2 * total,), _EMPTY_KEY, dtype=torch.int64, device=dev)
-        es = torch.zeros(2 * total, dtype=torch.int64, device=dev)
-        evs = [t._empty(2 * (p.stop - p.start), t.value_dim, dtype=t.value_dtype) for t, p in zip(tables, part)]
-        half = [slice(2 * p.start, p.start + p.stop) for p in part]
-        own = [slice(p.start + p.stop, 2 * p.stop) for p in part]
-        # 2. room for the inserts: per bucket the lowest-score unpinned rows the bucket's new keys need leave the
-        # cache for all buckets at once (the insert's own eviction path takes them one key after the other under
-        # the bucket lock: ~20 us each, and a step's misses crowd into the buckets that overflow)
-        make_room(tables, part, ikeys, [(ek[h], ev[: h.stop - h.start], es[h]) for h, ev in zip(half, evs)])
-        # 3. per table: the insert at the maximum score (into the freed slots; it still evicts, never a pinned key,
-        # if a bucket lacks room)
+        zero = torch.zeros(total, dtype=torch.int64, device=dev)
+        # 2. room for the inserts: per bucket the lowest-score unguarded rows the bucket's new keys need leave the
+        # cache, for all buckets at once (an insert's own eviction path would take them one key after the other
+        # under the bucket lock, ~20 us each on the H200, and a step's misses crowd into the buckets that overflow)
+        ek = torch.full((total,), _EMPTY_KEY, dtype=torch.int64, device=dev)
+        es = torch.zeros(total, dtype=torch.int64, device=dev)
+        evs = [t._empty(p.stop - p.start, t.value_dim, dtype=t.value_dtype) for t, p in zip(tables, part)]
+        make_room(tables, part, ikeys, [(ek[p], ev, es[p]) for p, ev in zip(part, evs)], guards)
+        # 3. per table: the insert at score 0 into the freed slots: it never evicts (eviction needs a strictly
+        # higher score), so a bucket without room refuses (the capacity check); the true scores come in step 6
         stats = []
-        for t, p, o, v, ev in zip(tables, part, own, svalues, evs):
-            n = p.stop - p.start
-            if n:
-                stats.append(t._custom("insert_and_evict", ikeys[p].view(t.key_dtype), values=v, scores=top[p],
-                                       evicted=(ek[o].view(t.key_dtype), ev[n:], es[o])))
+        for t, p, v in zip(tables, part, svalues):
+            if p.stop > p.start:
+                stats.append(t._custom("insert_or_assign", ikeys[p].view(t.key_dtype), values=v, scores=zero[p]))
             else:
                 stats.append(torch.zeros(5, dtype=torch.int64, device=dev))
-        st = torch.stack(stats)  # (tables, 5): refused at 3, evicted at 2 (keys unique: a refused key is left out)
+        st = torch.stack(stats)  # (tables, 5): refused at 3 (keys unique: a refused key is one left out)
         ok = st[:, 3].sum() == 0
         # 4. only if no cache refused: the moved rows leave the stores, the evicted rows go in (never evicting)
         moved = torch.where(found & ins & ok, m, _EMPTY_KEY)
-        small = to_device(torch.tensor([sizes, cuts[:-1]], dtype=torch.int64), dev)
-        seg = torch.repeat_interleave(torch.arange(len(tables), device=dev), small[0], output_size=total)
-        seg2 = torch.repeat_interleave(torch.arange(len(tables), device=dev), 2 * small[0], output_size=2 * total)
-        local = torch.arange(2 * total, device=dev) - 2 * small[1][seg2] - small[0][seg2]  # < 0: make_room's
-        valid = torch.where(local < 0, ek != _EMPTY_KEY, local < st[:, 2][seg2])
+        small = to_device(torch.tensor(sizes, dtype=torch.int64), dev)
+        seg = torch.repeat_interleave(torch.arange(len(tables), device=dev), small, output_size=total)
+        valid = ek != _EMPTY_KEY
         out = torch.where(valid & ok, ek, _EMPTY_KEY)
-        evicted = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg2, valid.long())
-        zero = torch.zeros(2 * total, dtype=torch.int64, device=dev)
+        evicted = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, valid.long())
         store_refused = []
-        for t, p, h, ev in zip(tables, part, half, evs):
+        for t, p, ev in zip(tables, part, evs):
             if p.stop == p.start:
                 store_refused.append(torch.zeros((), dtype=torch.int64, device=dev))
                 continue
-            w = slice(h.start, h.start + 2 * (p.stop - p.start))
             t.store.table.erase(moved[p].view(t.key_dtype))
-            k = out[w].view(t.key_dtype)
-            stats_put = t.store.table._upsert("insert_or_assign", k, values=ev, scores=zero[w])
-            t.store.table._upsert("assign_scores", k, scores=es[w])
+            k = out[p].view(t.key_dtype)
+            stats_put = t.store.table._upsert("insert_or_assign", k, values=ev, scores=zero[p])
+            t.store.table._upsert("assign_scores", k, scores=es[p])
             store_refused.append(stats_put[3])
         staged = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, real.long())
         read = torch.zeros(len(tables), dtype=torch.int64, device=dev).index_add_(0, seg, (found & ins).long())
@@ -331,26 +345,22 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
         hinfo = to_host(info)[0]  # the one wait: capacity checks of every cache and store
         with host_phase():
             info = hinfo.tolist()
-        # the evicted rows of a table, masked (every undo re-inserts them whatever their count)
-        back = torch.where(valid, ek, _EMPTY_KEY)
-        if any(row[0] for row in info):
-            for t, p, h, ev in zip(tables, part, half, evs):
-                w = slice(h.start, h.start + 2 * (p.stop - p.start))
-                undo_insert(t, ikeys[p].view(t.key_dtype), back[w].view(t.key_dtype), ev, es[w])
+        if any(row[0] for row in info):  # every cache goes back: the inserted keys leave, the freed rows return
+            for t, p, ev in zip(tables, part, evs):
+                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p].view(t.key_dtype), ev, es[p])
             i = next(i for i, row in enumerate(info) if row[0])
             raise CacheCapacityError(
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
                 f" {info[i][0]} new-to-the-cache keys refused (their buckets are full of keys of this step or of steps"
                 f" in flight); raise hbm_budget_bytes (nothing was changed)")
         full = []
-        for t, p, h, v, ev, (_, sref, ne, _, nread) in zip(tables, part, half, svalues, evs, info):
+        for t, p, v, ev, (_, sref, ne, _, nread) in zip(tables, part, svalues, evs, info):
             if p.stop == p.start:
                 continue
             if sref:  # this store could not take its write-back: store and cache go back as they were
-                w = slice(h.start, h.start + 2 * (p.stop - p.start))
-                t.store.table.erase(out[w].view(t.key_dtype))
+                t.store.table.erase(out[p].view(t.key_dtype))
                 t.store.table._upsert("insert_or_assign", moved[p].view(t.key_dtype), values=v, scores=sscores[p])
-                undo_insert(t, ikeys[p].view(t.key_dtype), back[w].view(t.key_dtype), ev, es[w])
+                undo_insert(t, ikeys[p].view(t.key_dtype), ek[p].view(t.key_dtype), ev, es[p])
                 full.append((t, sref))
                 continue
             t.rows_moved[0] += nread
@@ -368,4 +378,5 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                              f"was undone, nothing lost); raise max_capacity")
         return sum(row[3] for row in info)
     finally:
-        unpin_keys(tables, held, clocks)
+        for t, c in zip(tables, clocks):  # the step sees the op clock it had before the staging
+            t.counters[0].copy_(c)

@@ -99,13 +99,13 @@ def test_uva_staging_parity_many_tables(T):
 def test_uva_staging_host_waits():
     """A step whose ids miss in every cache waits three times whatever the number of tables: the feature bounds (no
     device wait with host offsets, as here), the miss counts, and the capacity check of every cache and store
-    together (the host store: 4); it runs 11 table ops per table, one lookup per feature and one hash of the
+    together (the host store: 4); it runs 9 table ops per table, one lookup per feature and one hash of the
     missing ids (make_room); after a prefetch of its batch it waits for nothing and runs nothing (its job waits
     twice: its miss counts with the feature bounds, the capacity check; it looks each table up once over the whole
     batch instead of once per feature)."""
     for T in (1, 2, 5, 8):
         m = make_t("caching", T, slots=8 * BC, store=UVA)
-        ops = 11 * T + T + 1 + 1
+        ops = 9 * T + T + 1 + 1
         for ids, off, w in t_batches(T, 5, seed=3, hi=2000):
             with SyncCounter(m) as c:
                 out = m(ids, off)
