@@ -255,12 +255,14 @@ def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list, 
 def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
                         pin: bool = True, pins: Sequence = ()) -> int:
     """``_staging.stage_tables`` for caching tables over ``UvaStore``s: the same contract (see _caching.py), all
-    on the device. Per table: the store's lookup of the missing ids, the cache's insert at the maximum score with
-    its evictions (its stats count the refused keys); then, only if no table's cache refused (a device flag, no
-    wait), per table the store's erase of the moved rows and the write-back of the evicted ones (never evicting in
-    the store); one host wait for every table's counts; then the moved rows' true scores and the new ids'
-    placeholders erased. The element-wise work runs once for all tables (their missing ids side by side in one
-    buffer, each table op on its slice): per table only the table ops are launched.
+    on the device. Guard masks of the slots of the step's ids and of steps in flight (``guard_slots``); per table
+    the store's lookup of the missing ids; room for them in every cache at once (``make_room``: per bucket the
+    lowest-score unguarded rows its new keys need); per table the cache's insert at score 0 into the freed slots
+    (it never evicts: a bucket without room refuses, counted in its stats); then, only if no table's cache refused
+    (a device flag, no wait), per table the store's erase of the moved rows and the write-back of the freed ones
+    (never evicting in the store); one host wait for every table's counts; then the moved rows' true scores and
+    the new ids' placeholders erased. The element-wise work runs once for all tables (their missing ids side by
+    side in one buffer, each table op on its slice): per table only its 9 table ops are launched.
 
     Args:
         tables, present, insert_new, pin, pins: as for ``stage_tables``.
