@@ -3,8 +3,9 @@
 Host synchronizations per step do not depend on the number of tables: the missing ids of every table come to the
 host in one readback, the rows read from the backing stores go to the device in one copy per row layout, and the
 insert results (eviction counts, refusals, evicted rows) of every table come back in one readback. Per table there
-remain the table ops themselves (a lookup and two score assignments for the pins, one insert, one lookup to check
-it, one score assignment and one erase to finish), all queued without waiting, and the store calls on the host
+remain the table ops themselves (a lookup and two score assignments for the pins, the erase of the rows that make
+room (``_uva_store.make_room``, one hash for all tables), one insert, one score assignment and one erase to
+finish), all queued without waiting, and the store calls on the host
 (the tables' stores in parallel threads: each has its own store and lock, and the store calls release the GIL).
 
 ``host_phase()`` marks work on host tensors only (store reads and writes, splitting by table): it changes nothing
@@ -186,23 +187,30 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
         up = [to_device(x, dev) for x in up]
         dmeta = _ungroup([list(range(len(plans)))], up[:1], metas, 1)
         dvals = _ungroup(vgroups, up[1:], [p[1] for p in plans])
-        # 3. insert at the maximum score: evicts only unpinned keys (strictly lower scores), reports them
+        # 3. room for the inserts in every cache at once (``_uva_store.make_room``: per bucket the lowest-score
+        # unpinned rows its new keys need), then per table the insert at score 0 into the freed slots: it never
+        # evicts (a bucket without room refuses: the capacity check); make_room's rows are the evicted rows
+        from ._uva_store import make_room
+
+        sizes = [m.shape[1] for m in dmeta]
+        part, c = [], 0
+        for n in sizes:
+            part.append(slice(c, c + n))
+            c += n
+        outs = [(torch.full((n,), _EMPTY_KEY, dtype=torch.int64, device=dev), t._empty(n, t.value_dim,
+                 dtype=t.value_dtype), torch.zeros(n, dtype=torch.int64, device=dev)) for t, n in zip(tables, sizes)]
+        make_room(tables, part, up[0][0], outs, None)
         res = []
-        for t, m, vals in zip(tables, dmeta, dvals):
+        for t, m, vals, (ek, ev, es) in zip(tables, dmeta, dvals, outs):
             n = m.shape[1]
             ikeys = m[0].contiguous().view(t.key_dtype)
-            ek = t._empty(n, dtype=t.key_dtype)
-            ev = t._empty(n, t.value_dim, dtype=t.value_dtype)
-            es = t._empty(n, dtype=torch.int64)
             if n:
-                stats = t._custom("insert_and_evict", ikeys, values=vals.contiguous(),
-                                  scores=torch.full((n,), _MAX_SCORE, dtype=torch.int64, device=dev),
-                                  evicted=(ek, ev, es))
-                now_in, _ = t._cache_find(ikeys)
-                info = torch.stack([stats[2], torch.logical_not(now_in).sum()])
+                stats = t._custom("insert_or_assign", ikeys, values=vals.contiguous(),
+                                  scores=torch.zeros(n, dtype=torch.int64, device=dev))
+                info = torch.stack([(ek != _EMPTY_KEY).sum(), stats[3]])  # rows freed, keys refused
             else:
                 info = torch.zeros(2, dtype=torch.int64, device=dev)
-            res.append((ikeys, m[1].contiguous(), m[2].bool(), ek, ev, es, info))
+            res.append((ikeys, m[1].contiguous(), m[2].bool(), ek.view(t.key_dtype), ev, es, info))
         # one readback for every table: the counts and the evicted rows (whole buffers: once the cache is full,
         # nearly every inserted row evicts one)
         ints = [torch.stack([r[6] for r in res]).view(-1)] + [torch.cat([r[3].view(torch.int64), r[5]]) for r in res]

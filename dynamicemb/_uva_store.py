@@ -200,12 +200,12 @@ def guard_slots(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequ
     return masks, clocks
 
 
-def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list, guards: list) -> None:
+def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list, guards: Optional[list]) -> None:
     """Frees, in each bucket of each cache, as many slots as the keys about to be inserted there (``ikeys``: the
     tables' new-to-the-cache keys side by side, table j's at ``part[j]``; the empty key elsewhere) need beyond the
     bucket's free slots: the bucket's rows of lowest score (ties: lowest slot) that ``guards[j]`` does not protect
-    (``guard_slots``), the ones an insert's eviction would take with those rows pinned, for every bucket at once (one
-    sort of every bucket's scores). A guarded row, a row of the maximum score and a reserved slot are never taken.
+    (``guard_slots``; None: no guards, the host path pins by score), the ones an insert's eviction would take with
+    those rows pinned, for every bucket at once (one sort of every bucket's scores). A guarded row, a row of the maximum score and a reserved slot are never taken.
     The rows are copied into ``outs[j]`` = (keys int64, rows, scores), each of ``part[j]``'s length, the empty key
     after the last, then erased from the cache. No host wait."""
     from ._hash import hash_keys
@@ -232,10 +232,13 @@ def make_room(tables: list, part: List[slice], ikeys: torch.Tensor, outs: list, 
                                                                                   (keys != _EMPTY_KEY).long())
         k = torch.cat([tables[j].keys.view(torch.int64) for j in js]).view(-1, cap)
         sc = torch.cat([tables[j].scores for j in js]).view(-1, cap)
-        guard = (torch.cat([guards[j] for j in js]) if len(js) > 1 else guards[js[0]]).view(-1, cap)
+        guard = None if guards is None else (
+            torch.cat([guards[j] for j in js]) if len(js) > 1 else guards[js[0]]).view(-1, cap)
         need = (incoming - (k == _EMPTY_KEY).sum(1)).clamp_(min=0)
         # unsigned score order as int64 order (flip the sign bit); guarded, max-score and reserved slots last
-        free_ok = (k > _RESERVED_MAX) & (sc != _MAX_SCORE) & torch.logical_not(guard)
+        free_ok = (k > _RESERVED_MAX) & (sc != _MAX_SCORE)
+        if guard is not None:
+            free_ok &= torch.logical_not(guard)
         order_key = torch.where(free_ok, sc ^ _EMPTY_KEY, 2**63 - 1)
         sv, order = torch.sort(order_key, dim=1, stable=True)
         take = (torch.arange(cap, device=dev)[None, :] < need[:, None]) & (sv != 2**63 - 1)
