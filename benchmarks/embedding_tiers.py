@@ -13,7 +13,8 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     find/find_or_insert, written for insert_or_assign/assign), so at most bw / (row bytes / 2) keys/s.
 (b) train step (NVIDIA's published config): 10 tables, 104,857 ids per table per step, D=128 fp32, power law
     alpha=1.05 over --rows ids per table, pooling none, SGD and Adam; caching tables with 10/25/50 % of --rows in the
-    HBM cache (host store), with and without ``prefetch`` of the next batch (its ids already on the device, as in
+    HBM cache (host store; and the uva store: rows in pinned host memory indexed in HBM, staged by the table
+    kernels on the device), with and without ``prefetch`` of the next batch (its ids already on the device, as in
     TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step (wall clock
     of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
     batches run in turn: at 25 % and 50 % the cache holds their ids and a warm step misses nothing.
@@ -23,7 +24,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
-        [--fracs 0.1,0.25,0.5] [--opts sgd,adam]
+        [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva]
 Skips (exit 0) without a GPU.
 """
 
@@ -49,6 +50,7 @@ from dynamicemb._hybrid import HybridTable  # noqa: E402
 from dynamicemb._optimizers import SGD, Adam  # noqa: E402
 from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 from dynamicemb._table import ScoredHashTable  # noqa: E402
+from dynamicemb._uva_store import UvaStoreSpec  # noqa: E402
 
 
 def cuda_ms(fn, warmup=3, reps=10):
@@ -138,10 +140,12 @@ def bench_hkv(cap, bw, n=1 << 20):
     return rows
 
 
-def make_module(T, dim, rows_per_table, opt, storage, frac):
+def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
     kw = {}
     if storage == "caching":
         kw = dict(storage="caching", hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
+        if store == "uva":
+            kw["backing_store"] = UvaStoreSpec()
     opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
     return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
 
@@ -156,7 +160,12 @@ def step_batches(T, B, rows_per_table, count=4):
     return out
 
 
-def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam")):
+def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
+               stores=("host", "uva"), bw=None):
+    """Rows (optimizer, storage, ms, rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms,
+    note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
+    (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
+    embedding and optimizer state)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
@@ -166,14 +175,19 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
         if opt_name.lower() not in opts:
             continue
-        cases = [("all-HBM", "hbm", 1.0, False)] + [
-            (f"caching {int(f * 100)}%{' + prefetch' if p else ''}", "caching", f, p)
-            for f in fracs for p in (False, True)]
-        for name, storage, frac, pre in cases:
+        cases = [("all-HBM", "hbm", 1.0, False, None)] + [
+            (f"caching {int(f * 100)}%{' (uva store)' if st == 'uva' else ''}{' + prefetch' if p else ''}", "caching",
+             f, p, st)
+            for st in stores for f in fracs for p in (False, True)]
+        row_bytes = opt.row_width(dim) * 4
+        nan = float("nan")
+        for name, storage, frac, pre, store in cases:
             try:
-                m = make_module(T, dim, rows_per_table, opt, storage, frac)
+                t0 = time.perf_counter()
+                m = make_module(T, dim, rows_per_table, opt, storage, frac, store)
+                built = time.perf_counter() - t0
             except Exception as e:  # noqa: BLE001  a configuration that does not fit is reported, not fatal
-                out.append((opt_name, name, float("nan"), str(e)[:60]))
+                out.append((opt_name, name, nan, nan, nan, nan, str(e)[:60]))
                 continue
             it = [0]
             if grad is None:
@@ -187,11 +201,20 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
                     m.prefetch(*dev[it[0] % len(dev)])
                 o.backward(grad)
 
+            reps = 5 if quick else 10
+            moved = lambda: [sum(t.rows_moved[j] for t in m.tables if hasattr(t, "rows_moved")) for j in (0, 1)]  # noqa: E731
             try:
-                ms = wall_ms(one, warmup=warmup, reps=5 if quick else 10)
-                out.append((opt_name, name, ms, ""))
+                for _ in range(warmup):
+                    one()
+                m0 = moved()
+                ms = wall_ms(one, warmup=0, reps=reps)
+                m1 = moved()
+                rin, rout = ((m1[0] - m0[0]) / reps, (m1[1] - m0[1]) / reps)
+                mb = (rin + rout) * row_bytes / 1e6
+                out.append((opt_name, name, ms, f"{rin:,.0f} / {rout:,.0f}", mb, mb / bw if bw else nan,
+                            f"built in {built:.1f} s"))
             except Exception as e:  # noqa: BLE001
-                out.append((opt_name, name, float("nan"), f"{type(e).__name__}: {str(e)[:60]}"))
+                out.append((opt_name, name, nan, nan, nan, nan, f"{type(e).__name__}: {str(e)[:60]}"))
             print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
             del m
             torch.cuda.empty_cache()
@@ -240,6 +263,8 @@ def main():
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
     ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
+    ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
+                    "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")
@@ -271,11 +296,15 @@ def main():
     step_rows = None
     if "step" not in skip:
         step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch,
-                                               [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","))
+                                               [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
+                                               a.stores.split(","), bw)
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
-               f"pooling none (ms per step, wall clock, a device sync after each step)", "", "| optimizer | storage | ms | note |", "|---|---|---:|---|"]
-        for o, n, ms, note in step_rows:
-            md.append(f"| {o} | {n} | {ms:.2f} | {note} |")
+               f"pooling none (ms per step, wall clock, a device sync after each step; rows moved per step between "
+               f"store and caches, the MB they put on PCIe and that at the measured {bw:.1f} GB/s)", "",
+               "| optimizer | storage | ms | rows in / out per step | PCIe MB per step | PCIe bound ms | note |",
+               "|---|---|---:|---:|---:|---:|---|"]
+        for o, n, ms, rio, mb, bound, note in step_rows:
+            md.append(f"| {o} | {n} | {ms:.2f} | {rio} | {mb:.1f} | {bound:.2f} | {note} |")
         md.append("")
     if "disk" not in skip:
         rows, dim = bench_disk(a.quick, a.disk_rows)
@@ -290,8 +319,8 @@ def main():
         if plt is None:
             return 0
         fig, ax = plt.subplots(figsize=(10, 4))
-        labels = [f"{o}\n{n}" for o, n, _, _ in step_rows]
-        ax.bar(range(len(step_rows)), [ms for _, _, ms, _ in step_rows])
+        labels = [f"{r[0]}\n{r[1]}" for r in step_rows]
+        ax.bar(range(len(step_rows)), [r[2] for r in step_rows])
         ax.set_xticks(range(len(step_rows)))
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("ms per train step")

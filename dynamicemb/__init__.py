@@ -13,8 +13,9 @@ Public API (everything else is private):
     RefusedInsertError
     DeviceInputError, check_errors, strict_checks, set_strict_checks   device-side input checks (no host sync)
     hash_keys                                 the table's key hash as an op (CPU and CUDA)
-    BackingStore, HostStore, DiskStore, DiskStoreSpec, StoreError, CacheCapacityError   storage tiers (caching
-                                              tables over a backing store; docs/dynamicemb_storage.md)
+    BackingStore, HostStore, DiskStore, DiskStoreSpec, UvaStore, UvaStoreSpec, StoreError, CacheCapacityError
+                                              storage tiers (caching tables over a backing store;
+                                              docs/dynamicemb_storage.md)
 """
 
 from ._load import load_library
@@ -32,6 +33,7 @@ from ._routing import route_keys  # noqa: E402
 from ._sharded import ShardedDynamicEmbeddingTables  # noqa: E402
 from ._storage import BackingStore, DiskStore, DiskStoreSpec, HostStore, StoreError  # noqa: E402
 from ._table import ScoredHashTable, TableInitializer  # noqa: E402
+from ._uva_store import UvaStore, UvaStoreSpec  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -78,6 +80,8 @@ __all__ = [
     "ShardedDynamicEmbeddingTables",
     "StoreError",
     "TableInitializer",
+    "UvaStore",
+    "UvaStoreSpec",
     "__version__",
     "check_errors",
     "hash_keys",

@@ -319,8 +319,10 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         self.overlap_csr = True
         #: prefetch jobs (_prefetch.py) queue their miss count before their first host wait (a masked lookup per
         #: caching table of the whole batch) instead of after reading the feature bounds back (a lookup per
-        #: feature): their launches then overlap the step's forward but compete with its thread for the GIL
-        self.prefetch_early_count = False
+        #: feature): their launches then overlap the step's forward but compete with its thread for the GIL. On
+        #: (the default): the job's count then ends right after the forward on the device, one host wait, the
+        #: step's own count does the same (``_count_with_bounds``)
+        self.prefetch_early_count = True
         if dev.type == "cuda":
             self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
             cols = [0]
@@ -342,7 +344,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         )
         if o.storage == "caching":
             store = make_store(o.backing_store, self.key_dtype, self.row_widths[i], o.dtype, o.max_capacity,
-                               o.bucket_capacity)
+                               o.bucket_capacity, self.device)
             return CachedTable(self._hbm_rows[i], self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity,
                                o.score_policy, initializer=tinit, device=self.device, store=store)
         if o.storage == "hybrid":
@@ -800,16 +802,55 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         unknown = [t for t in cached if counts[t] is None]
         found = None
         if unknown:
-            bounds = self._bounds(offsets) if bounds is None else bounds
-            found, measured = self._miss_counts(ids, bounds, unknown)
-            counts.update(measured)
+            if bounds is None and offsets.is_cuda:
+                # device offsets: the count and the feature bounds come back together (one host wait)
+                found, counts_b, bounds = self._count_with_bounds(ids, offsets, unknown)
+                counts.update(counts_b)
+            else:
+                bounds = self._bounds(offsets) if bounds is None else bounds
+                found, measured = self._miss_counts(ids, bounds, unknown)
+                counts.update(measured)
         todo = [t for t in cached if counts[t]]
         if todo:
             bounds = self._bounds(offsets) if bounds is None else bounds
-            self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train)
+            self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train,
+                                counts=counts)
         if not backward:
             return None
         return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
+
+    def _count_with_bounds(self, ids, offsets, tables):
+        """(found mask, {table: misses}, the F + 1 feature bounds) with one host wait: the lookups of every table
+        of ``tables`` are queued over the whole batch (``_prefetch._count_misses``: no bounds needed), then the
+        miss counts and the bounds are read back together."""
+        miss, found, ends = _prefetch._count_misses(self, ids, offsets, tables)
+        hmiss, hends = to_host(miss, ends)
+        with host_phase():
+            return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
+
+    def _stage_device(self, ids, bounds, tables, found, train: bool, pins=(), counts=None) -> None:
+        """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device,
+        then ``_uva_store.stage_tables_device`` (one host wait, the capacity checks). The missing ids of every
+        table come out of the found mask (``found``) together: with ``counts`` (per table the step's misses,
+        duplicates included) one ``nonzero_static`` of exactly their number, a sort by (table, id) and the repeats
+        masked to the empty key, so that table t's missing ids are the ``counts[t]`` entries after the other
+        tables' (no wait; buffers sized by the misses, not by the batch); without counts, per table a sort of its
+        slice of the batch."""
+        from ._uva_store import missing_by_table, stage_tables_device, unique_padded
+
+        present = self._table_keys(ids, None, tables, False, bounds)
+        if counts is not None and all(counts.get(t) is not None for t in tables):
+            missing = missing_by_table(ids, bounds, self.feature_table_map, tables, found,
+                                       [int(counts[t]) for t in tables])
+        else:
+            hits = self._table_keys(found, None, tables, False, bounds)
+            missing = []
+            for t in tables:
+                k = present[t].view(torch.int64)
+                miss = hits[t] | (k < RESERVED_KEYS[-1] + 1)  # reserved ids (never stored) are skipped
+                missing.append(unique_padded(torch.where(miss, _EMPTY_KEY, k)).view(self.key_dtype))
+        stage_tables_device([self.tables[t] for t in tables], [present[t] for t in tables], missing,
+                            insert_new=train, pins=pins)
 
     def _lookup_features(self, ids, bounds, tables, found) -> None:
         """``found[i]`` = id i is in its table's cache, for the ids of the features of ``tables`` (one lookup per
@@ -838,16 +879,28 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
                 out[self.feature_table_map[f]] += m
         return found, out
 
-    def _stage_missing(self, ids, bounds, todo, total, found, covered, train, pins=()) -> None:
+    def _stage_missing(self, ids, bounds, todo, total, found, covered, train, pins=(), counts=None) -> None:
         """Stages the step's ids into the caches of ``todo`` (tables that miss ``total`` ids or fewer, counting
         duplicates) together: one readback of every missing id (``nonzero_static``: no wait for the count), the
         staging of all tables (``_staging.stage_tables``: one more). ``found``: the found mask of the tables in
         ``covered`` (None: none); the other tables of ``todo`` are looked up here. ``pins``: more ``StepPins``
-        to pin (a prefetch job's)."""
+        to pin (a prefetch job's). ``counts``: {table: its misses, duplicates counted} where known (bounds the
+        device staging's buffers). Tables over a ``UvaStore`` stage on the device first (``_stage_device``).
+        Raises what the stagings raise (a ``CacheCapacityError`` of the device staging before the others run)."""
         n = ids.numel()
         if found is None:
             found = torch.ones(n, dtype=torch.bool, device=ids.device)
         self._lookup_features(ids, bounds, [t for t in todo if t not in covered], found)
+        dev = [t for t in todo if self.tables[t].device_store]
+        if dev:  # over a UvaStore: staged on the device (no readback of the missing ids, no store threads)
+            self._stage_device(ids, bounds, dev, found, train, pins, counts)
+            todo = [t for t in todo if t not in dev]
+            if not todo:
+                return
+            found = found.clone()  # the other tables' misses only (``total`` still bounds them)
+            for f in range(self.num_features):
+                if self.feature_table_map[f] in dev:
+                    found[bounds[f]:bounds[f + 1]] = True
         pos = torch.nonzero_static(torch.logical_not(found), size=total, fill_value=-1).view(-1)
         hpos, hkeys = to_host(pos, ids.view(torch.int64)[pos.clamp(min=0)])
         with host_phase():

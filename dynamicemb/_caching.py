@@ -114,6 +114,7 @@ class CachedTable(ScoredHashTable):
         self._pins = weakref.WeakSet()
         self._gen = getattr(self, "_gen", 0)  # see mutated()
         self._pending: List[tuple] = []  # prefetched host (sorted keys, rows, scores) not staged yet
+        self.rows_moved = [0, 0]  # rows staged from the store into the cache, rows written back (host counts)
         meta = store.get_meta()  # a persistent store carries the op clock and epoch of its last flush
         if meta:
             self.counters[0] = int(meta.get("clock", 0))
@@ -146,6 +147,11 @@ class CachedTable(ScoredHashTable):
     def _set_scores(self, keys, scores):
         if keys.numel():
             self._custom("assign_scores", keys.contiguous(), scores=scores.contiguous())
+
+    @property
+    def device_store(self) -> bool:
+        """The store is indexed on the device (``UvaStore``): staging runs there (``stage_tables_device``)."""
+        return getattr(self.store, "device_indexed", False)
 
     def _drop_pending(self):
         self._pending = []
@@ -185,7 +191,7 @@ class CachedTable(ScoredHashTable):
         """Brings every key of ``keys`` that the table holds into the cache and (``insert_new``) reserves a free
         slot in its bucket for every key it does not hold; scores and op clock end as they were. Host-synchronizing
         (two waits: the missing keys, the insert's results; ``_staging.stage_tables`` stages several tables with
-        the same two).
+        the same two; over a ``UvaStore`` one: the insert's results, ``_uva_store.stage_tables_device``).
 
         Args:
             keys: (n,) key dtype on the table's device, unique.
@@ -198,6 +204,12 @@ class CachedTable(ScoredHashTable):
         """
         keys = keys.contiguous()
         found, _ = self._cache_find(keys)
+        if self.device_store:  # staged on the device: one host wait (the capacity check)
+            from ._uva_store import stage_tables_device, unique_padded
+
+            miss = torch.where(found, _EMPTY_KEY, keys.view(torch.int64))
+            stage_tables_device([self], [keys], [unique_padded(miss).view(self.key_dtype)], insert_new, pin)
+            return
         hk, hf = to_host(keys, found)
         with host_phase():
             missing = hk[torch.logical_not(hf)]
@@ -254,7 +266,7 @@ class CachedTable(ScoredHashTable):
     def _prefetch_missing(self, miss: torch.Tensor) -> None:
         """Reads the rows of ``miss`` (CPU keys, unique, sorted as int64, missing from the cache) that the store
         holds into the prefetched rows."""
-        if miss.numel() == 0:
+        if miss.numel() == 0 or self.device_store:  # a device store's staging reads its rows on the device
             return
         r = self.store.find(miss)
         if bool(r.found.any()):
@@ -269,7 +281,8 @@ class CachedTable(ScoredHashTable):
 
     @settled
     def size_tensor(self) -> torch.Tensor:
-        return self.counters[1] + self.store.size()
+        st = getattr(self.store, "size_tensor", None)  # a device-indexed store counts on the device (no wait)
+        return self.counters[1] + (st() if st is not None else self.store.size())
 
     @settled
     def find(self, keys: torch.Tensor, *, return_scores: bool = False, default: float = 0.0) -> FindResult:
@@ -339,8 +352,8 @@ class CachedTable(ScoredHashTable):
 
     @settled
     def flush(self) -> None:
-        """Moves every cached row to the store (the cache is empty afterwards and refills on use) and makes the
-        store durable together with the op clock and epoch (a reopened ``DiskStore`` continues from them)."""
+        """Moves every cached row to the store (the cache is empty afterwards and refills on use; a full store
+        raises StoreError with the rest of the cache kept) and makes the store durable together with the op clock and epoch (a reopened ``DiskStore`` continues from them)."""
         self._drop_pending()
         for k, v, s in list(ScoredHashTable.export_chunks(self, 1 << 20)):
             self.store.write(self._host(k), self._host(v), self._host(s), self._host(k)[:0])

@@ -124,7 +124,8 @@ class DynamicEmbTableOptions:
             (rounded down to a bucket multiple, at least one bucket). None: the module's ``hbm_budget_bytes``
             share (or, without one, the whole table for hybrid).
         backing_store: caching only: None (host memory: a CPU table of ``max_capacity`` slots), a directory path
-            or ``DiskStoreSpec`` (a RocksDB store there), or a callable ``(key_dtype, row_width, dtype,
+            or ``DiskStoreSpec`` (a RocksDB store there), ``UvaStoreSpec()`` (pinned host memory indexed in HBM,
+            ``max_capacity`` slots: staging runs on the device), or a callable ``(key_dtype, row_width, dtype,
             max_capacity) -> BackingStore``.
 
     Example:
@@ -204,8 +205,11 @@ class DynamicEmbTableOptions:
 
             if self.storage != "caching":
                 raise bad("backing_store", f"None unless storage='caching' (storage={self.storage!r})")
-            if not isinstance(self.backing_store, (str, DiskStoreSpec)) and not callable(self.backing_store):
-                raise bad("backing_store", "None, a directory path, a DiskStoreSpec or a store factory")
+            from ._uva_store import UvaStoreSpec
+
+            if not isinstance(self.backing_store, (str, DiskStoreSpec, UvaStoreSpec)) and not callable(
+                    self.backing_store):
+                raise bad("backing_store", "None, a directory path, a DiskStoreSpec, a UvaStoreSpec or a store factory")
         return self
 
     # ------------------------------------------------------------------ derived values

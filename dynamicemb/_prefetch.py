@@ -166,7 +166,8 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
     The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
     the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
-    queued before one host wait (``_count_misses``). Returns (bounds, {table: generation after}, missed ids)."""
+    queued before one host wait (``_count_misses``). Tables over a ``UvaStore`` stage on the device
+    (``_stage_missing`` routes them). Returns (bounds, {table: generation after}, missed ids)."""
     from . import _staging
 
     if getattr(module, "prefetch_early_count", False):
@@ -180,7 +181,7 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     todo = [t for t in tables if counts[t]]
     missed = sum(counts[t] for t in todo)
     if todo:
-        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins)
+        module._stage_missing(ids, bounds, todo, missed, found, set(tables), True, pins, counts)
     return bounds, {t: module.tables[t].generation for t in tables}, missed
 
 
@@ -217,7 +218,9 @@ def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
     if c is None or c[0] != key:
         fmap = module.feature_table_map
         m = torch.tensor([[fmap[f] == t for f in range(len(fmap))] for t in tables], dtype=torch.bool)
-        c = module.__dict__["_prefetch_feature_mask"] = (key, m.to(device))
+        from ._staging import to_device
+
+        c = module.__dict__["_prefetch_feature_mask"] = (key, to_device(m, device))  # no blocking copy
     return c[1]
 
 

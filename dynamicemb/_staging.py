@@ -3,8 +3,9 @@
 Host synchronizations per step do not depend on the number of tables: the missing ids of every table come to the
 host in one readback, the rows read from the backing stores go to the device in one copy per row layout, and the
 insert results (eviction counts, refusals, evicted rows) of every table come back in one readback. Per table there
-remain the table ops themselves (a lookup and two score assignments for the pins, one insert, one lookup to check
-it, one score assignment and one erase to finish), all queued without waiting, and the store calls on the host
+remain the table ops themselves (a lookup and two score assignments for the pins, the erase of the rows that make
+room (``_uva_store.make_room``, one hash for all tables), one insert, one score assignment and one erase to
+finish), all queued without waiting, and the store calls on the host
 (the tables' stores in parallel threads: each has its own store and lock, and the store calls release the GIL).
 
 ``host_phase()`` marks work on host tensors only (store reads and writes, splitting by table): it changes nothing
@@ -108,6 +109,42 @@ def _ungroup(groups, blocks, rows, dim=0) -> List[torch.Tensor]:
     return out
 
 
+def keys_to_keep(t, present: torch.Tensor, pin: bool, pins: Sequence) -> torch.Tensor:
+    """The keys a staging of table ``t`` must not evict: ``present`` (the step's ids of the table), the ids of its
+    live ``StepPins`` (``pin``) and those of ``pins``, in one tensor (repeats allowed)."""
+    from ._prefetch import in_worker
+
+    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
+    live = list(t._pins) if pin else []
+    live += [p for p in pins if not any(p is q for q in live)]
+    parts = [x.view(torch.int64) for x in [present] + [p.keys_for(t, keep) for p in live] if x is not None]
+    return (torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()).view(t.key_dtype)
+
+
+def pin_keys(tables: list, present: List[torch.Tensor], pin: bool, pins: Sequence):
+    """Step 1 of a staging: the ids of ``present`` in each cache and the ids of live ``StepPins`` (``pin``) and of
+    ``pins`` get the maximum score, so the staging's insert evicts none of them (no host wait). Returns (per table
+    the pinned keys, absent ones masked to the empty key, and their true scores; the caches' op clocks)."""
+    dev = tables[0].device
+    empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
+    clocks = [t.counters[0].clone() for t in tables]
+    held = []
+    for t, k in zip(tables, present):
+        keys = keys_to_keep(t, k, pin, pins)
+        found, scores = t._cache_find(keys)
+        keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
+        t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))
+        held.append((keys, scores))
+    return held, clocks
+
+
+def unpin_keys(tables: list, held: list, clocks: list) -> None:
+    """The last step of a staging: every pinned key gets its true score back, and the op clock is the step's."""
+    for t, (keys, scores), c in zip(tables, held, clocks):
+        t._set_scores(keys, scores)
+        t.counters[0].copy_(c)
+
+
 def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.Tensor], insert_new: bool,
                  pin: bool = True, pins: Sequence = ()) -> None:
     """Stages the ids of one step into several caching tables (``CachedTable``s, one device).
@@ -128,26 +165,13 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             are staged: rows moved, the same logical rows and scores, nothing lost; the others are unchanged).
     """
     from ._caching import CacheCapacityError
-    from ._prefetch import in_worker
     from ._table import ScoredHashTable
 
     if not tables:
         return
     dev = tables[0].device
     empty = torch.full((), _EMPTY_KEY, dtype=torch.int64, device=dev)  # a fill: torch.tensor(.., device) is a blocking copy
-    clocks = [t.counters[0].clone() for t in tables]
-    # 1. pins: the step's ids present in each cache, and the ids of steps in flight, get the maximum score
-    held = []
-    keep = not in_worker()  # a job's stream computes pin keys it does not keep (see StepPins.keys_for)
-    for t, k in zip(tables, present):
-        live = list(t._pins) if pin else []
-        live += [p for p in pins if not any(p is q for q in live)]
-        parts = [k] + [p.keys_for(t, keep) for p in live]
-        keys = torch.cat([p.view(torch.int64) for p in parts if p is not None]).view(t.key_dtype)
-        found, scores = t._cache_find(keys)
-        keys = torch.where(found, keys.view(torch.int64), empty).view(t.key_dtype)  # absent ones: skipped
-        t._set_scores(keys, torch.full_like(scores, _MAX_SCORE))
-        held.append((keys, scores))
+    held, clocks = pin_keys(tables, present, pin, pins)
     try:
         # 2. rows of the missing ids: prefetched ones, the rest from each store (host); one copy to the device for
         # the keys, scores and stored flags of every table, one per row layout for the rows
@@ -163,23 +187,30 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
         up = [to_device(x, dev) for x in up]
         dmeta = _ungroup([list(range(len(plans)))], up[:1], metas, 1)
         dvals = _ungroup(vgroups, up[1:], [p[1] for p in plans])
-        # 3. insert at the maximum score: evicts only unpinned keys (strictly lower scores), reports them
+        # 3. room for the inserts in every cache at once (``_uva_store.make_room``: per bucket the lowest-score
+        # unpinned rows its new keys need), then per table the insert at score 0 into the freed slots: it never
+        # evicts (a bucket without room refuses: the capacity check); make_room's rows are the evicted rows
+        from ._uva_store import make_room
+
+        sizes = [m.shape[1] for m in dmeta]
+        part, c = [], 0
+        for n in sizes:
+            part.append(slice(c, c + n))
+            c += n
+        outs = [(torch.full((n,), _EMPTY_KEY, dtype=torch.int64, device=dev), t._empty(n, t.value_dim,
+                 dtype=t.value_dtype), torch.zeros(n, dtype=torch.int64, device=dev)) for t, n in zip(tables, sizes)]
+        make_room(tables, part, up[0][0], outs, None)
         res = []
-        for t, m, vals in zip(tables, dmeta, dvals):
+        for t, m, vals, (ek, ev, es) in zip(tables, dmeta, dvals, outs):
             n = m.shape[1]
             ikeys = m[0].contiguous().view(t.key_dtype)
-            ek = t._empty(n, dtype=t.key_dtype)
-            ev = t._empty(n, t.value_dim, dtype=t.value_dtype)
-            es = t._empty(n, dtype=torch.int64)
             if n:
-                stats = t._custom("insert_and_evict", ikeys, values=vals.contiguous(),
-                                  scores=torch.full((n,), _MAX_SCORE, dtype=torch.int64, device=dev),
-                                  evicted=(ek, ev, es))
-                now_in, _ = t._cache_find(ikeys)
-                info = torch.stack([stats[2], torch.logical_not(now_in).sum()])
+                stats = t._custom("insert_or_assign", ikeys, values=vals.contiguous(),
+                                  scores=torch.zeros(n, dtype=torch.int64, device=dev))
+                info = torch.stack([(ek != _EMPTY_KEY).sum(), stats[3]])  # rows freed, keys refused
             else:
                 info = torch.zeros(2, dtype=torch.int64, device=dev)
-            res.append((ikeys, m[1].contiguous(), m[2].bool(), ek, ev, es, info))
+            res.append((ikeys, m[1].contiguous(), m[2].bool(), ek.view(t.key_dtype), ev, es, info))
         # one readback for every table: the counts and the evicted rows (whole buffers: once the cache is full,
         # nearly every inserted row evicts one)
         ints = [torch.stack([r[6] for r in res]).view(-1)] + [torch.cat([r[3].view(torch.int64), r[5]]) for r in res]
@@ -191,7 +222,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             hev = _ungroup(egroups, down[1:], [r[4] for r in res])
         if any(refused for _, refused in info):
             for t, r, (ne, _) in zip(tables, res, info):
-                _undo(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
+                undo_insert(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
             i = next(i for i, (_, refused) in enumerate(info) if refused)
             raise CacheCapacityError(
                 f"caching table: expected the HBM cache of {tables[i].capacity()} slots to hold this step's keys, got"
@@ -205,9 +236,12 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
         errors = [e for _, e in _each(write, list(range(len(tables))))]
         for t, r, p, (ne, _), e in zip(tables, res, plans, info, errors):
             if e is not None:  # this store took nothing: the cache goes back as it was
-                _undo(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
+                undo_insert(t, r[0], r[3][:ne], r[4][:ne], r[5][:ne])
                 continue
             # 5. true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
+            with host_phase():
+                t.rows_moved[0] += int(p[3].sum())
+            t.rows_moved[1] += ne
             if r[0].numel():
                 t._set_scores(torch.where(r[2], r[0].view(torch.int64), empty).view(t.key_dtype), r[1])
                 ScoredHashTable.erase(t, torch.where(r[2], empty, r[0].view(torch.int64)).view(t.key_dtype))
@@ -216,13 +250,10 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
             if e is not None:
                 raise e
     finally:
-        # 6. every pinned key gets its true score back, and the op clock is the step's
-        for t, (keys, scores), c in zip(tables, held, clocks):
-            t._set_scores(keys, scores)
-            t.counters[0].copy_(c)
+        unpin_keys(tables, held, clocks)  # 6.
 
 
-def _undo(t, ikeys, ek, ev, es):
+def undo_insert(t, ikeys, ek, ev, es):
     """Puts a cache back as before a staging insert: the inserted keys leave, the evicted rows return (into the
     slots the inserted keys free in their own buckets) with their scores."""
     from ._table import ScoredHashTable

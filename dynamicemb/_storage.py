@@ -4,7 +4,8 @@ A store maps keys to (row, score) and is *exclusive* with its cache: a key lives
 store, never in both (a cache miss moves the row into the cache, an eviction moves it back). All tensors crossing
 this interface are on the CPU.
 
-Two implementations:
+Three implementations (and ``UvaStore`` in ``_uva_store.py``: rows in pinned host memory indexed in HBM, staged
+by CUDA kernels; its tensors live on the device):
   - ``HostStore``: host memory, a CPU scored hash table (the C++ twin of the GPU table) with caller scores, so
     a full store evicts per bucket by score exactly like an all-HBM table of the same capacity.
   - ``DiskStore``: a RocksDB database in a directory (PyPI ``rocksdict``, RocksDB bundled), for tables larger than
@@ -492,11 +493,16 @@ StoreFactory = Callable[[torch.dtype, int, torch.dtype, int], BackingStore]
 
 
 def make_store(spec: Union[None, str, DiskStoreSpec, StoreFactory], key_dtype: torch.dtype, value_dim: int,
-               value_dtype: torch.dtype, capacity: int, bucket_capacity: int) -> BackingStore:
+               value_dtype: torch.dtype, capacity: int, bucket_capacity: int, device=None) -> BackingStore:
     """Opens the backing store a ``DynamicEmbTableOptions.backing_store`` value describes (None: ``HostStore`` of
-    ``capacity`` slots; a path or ``DiskStoreSpec``: ``DiskStore``; a callable: its result)."""
+    ``capacity`` slots; a path or ``DiskStoreSpec``: ``DiskStore``; ``UvaStoreSpec``: ``UvaStore`` of ``capacity``
+    slots on ``device``; a callable: its result)."""
+    from ._uva_store import UvaStoreSpec
+
     if spec is None:
         return HostStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity)
+    if isinstance(spec, UvaStoreSpec):
+        return spec.open(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device)
     if isinstance(spec, (str, os.PathLike)):
         spec = DiskStoreSpec(str(spec))
     if isinstance(spec, DiskStoreSpec):

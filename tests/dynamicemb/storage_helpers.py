@@ -167,8 +167,9 @@ class FlakyStore(HostStore):
         return super().write(*a)
 
 
-def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu"):
-    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two)."""
+def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu", store=None):
+    """T tables (dims 4 and 8 alternating: two row layouts), T + 1 features (table 0 read by two). ``store``: the
+    caching tables' ``backing_store`` (default: host memory)."""
     opt = opt or Adam(lr=0.01)
     opts = []
     for i in range(T):
@@ -178,6 +179,8 @@ def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu
             kw["hbm_budget_bytes"] = slots * opt.row_width(dim) * 4
             if flaky:
                 kw["backing_store"] = lambda kd, w, dt, cap: FlakyStore(kd, w, dt, cap, BC)
+            elif store is not None:
+                kw["backing_store"] = store
         opts.append(DynamicEmbTableOptions(dim=dim, max_capacity=CAP, bucket_capacity=BC,
                                            score_policy=("lru", "lfu")[i % 2],
                                            initializer=DynamicEmbInitializer("uniform", seed=11 + i), **kw))
@@ -290,3 +293,69 @@ class SyncCounter:
         delattr(self.module, self.method)
         self._mode.__exit__(*exc)
         return False
+
+
+def power_law(n, R, gen, alpha=1.05):
+    """n ids in [1, R] drawn with P(k) ~ k^-alpha (inverse CDF), scattered over the id space by a fixed odd
+    multiplier (so hot ids do not share buckets by construction)."""
+    a = 1.0 - alpha
+    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    k = ((R ** a - 1.0) * u + 1.0) ** (1.0 / a)
+    return (k.floor().clamp_(1, R).to(torch.int64) * 0x9E3779B97F4A7C15) & ((1 << 62) - 1)
+
+
+def power_law_unique(n, R, gen, alpha=1.05):
+    """n distinct ids of ``power_law``: the first n distinct ones of a longer draw (hot ids stay likely)."""
+    draw = power_law(8 * n, R, gen, alpha)
+    first = torch.ones(draw.numel(), dtype=torch.bool)
+    s, order = torch.sort(draw, stable=True)
+    first[order[1:]] = s[1:] != s[:-1]
+    out = draw[first][:n]
+    assert out.numel() == n, "power_law_unique: too few distinct ids"
+    return out
+
+
+def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None):
+    """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
+    64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
+    (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
+    all-HBM (``prefetch``: forward i, prefetch i + 1, backward i) and asserts bit-identical outputs, rows, scores
+    and optimizer state. Returns the caching module.
+
+    ``unique`` (default on CUDA): each table's ids of a step are distinct. CUDA's fused backward sums a hot id's
+    gradients in pieces when its segment crosses warp boundaries and adds the pieces in arrival order
+    (csrc/lookup/segment_kernels.cu), so two modules (or two runs) agree bit for bit only on such rows when every
+    id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding."""
+    unique = device != "cpu" if unique is None else unique
+    draw = power_law_unique if unique else power_law
+    def mk(storage):
+        kw = dict(storage=storage)
+        if storage == "caching":
+            kw.update(hbm_budget_bytes=int(0.1 * R) * opt.row_width(16) * 4, backing_store=store)
+        return BatchedDynamicEmbeddingTables(
+            [DynamicEmbTableOptions(dim=16, max_capacity=R, bucket_capacity=64,
+                                    initializer=DynamicEmbInitializer("uniform", seed=21 + i), **kw)
+             for i in range(T)], pooling="sum", optimizer=opt, device=device)
+
+    ref, m = mk("hbm"), mk("caching")
+    assert all(t.capacity() == 768 for t in m.tables)
+    g = torch.Generator().manual_seed(5)
+    data = []
+    for _ in range(4):
+        ids = torch.cat([draw(n, R, g) for _ in range(T)])
+        data.append((ids.to(device), torch.arange(T * n + 1).to(device), torch.randn(n, T * 16, generator=g).to(device)))
+    seq = [data[i % 4] for i in range(4 * rounds)]
+    moved = []
+    for i, (ids, off, w) in enumerate(seq):
+        o_ref = step(ref, ids, off, w)
+        out = m(ids, off)
+        if prefetch and i + 1 < len(seq):
+            m.prefetch(*seq[i + 1][:2]) if device != "cpu" else m._prefetch_stage(*seq[i + 1][:2])
+        (out * w).sum().backward()
+        assert torch.equal(o_ref, out), f"step {i}"
+        moved.append(sum(t.rows_moved[0] for t in m.tables))
+    if device != "cpu":
+        torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert all(b > a for a, b in zip(moved[4:-2], moved[5:-1])), moved  # warm steps still miss (rows move in)
+    return m

@@ -15,6 +15,7 @@ from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
 from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
+from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
@@ -25,13 +26,15 @@ pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so no
 
 needs_rocks = pytest.mark.skipif(not HAVE_ROCKS, reason="rocksdict not installed")
 
-MODES = ["hybrid", "caching-host"] + (["caching-disk"] if HAVE_ROCKS else [])
+MODES = ["hybrid", "caching-host", "caching-uva"] + (["caching-disk"] if HAVE_ROCKS else [])
+UVA = (UvaStoreSpec(), UvaStoreSpec())
 
 
 def build(mode, tmp_path, opt=None, **kw):
     if mode == "hbm" or mode == "hybrid":
         return make(mode, opt, **kw)
-    return make("caching", opt, stores=disk(tmp_path) if mode == "caching-disk" else (None, None), **kw)
+    stores = disk(tmp_path) if mode == "caching-disk" else UVA if mode == "caching-uva" else (None, None)
+    return make("caching", opt, stores=stores, **kw)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -346,9 +349,10 @@ def test_staging_host_waits_do_not_grow_with_tables():
     for T in (1, 2, 5, 8):
         waits, table_ops = _staging_counts(T)
         assert waits == {4}, (T, waits)
-        # per table: pin lookup + two score writes, insert + check lookup, the moved rows' scores and the
-        # placeholders' erase; one lookup per feature (T + 1) for the found mask
-        assert all(x == 7 * T + T + 1 for x in table_ops), (T, table_ops)
+        # per table: pin lookup + two score writes, make_room's erase, the insert, the moved rows' scores and the
+        # placeholders' erase; one hash of every table's missing ids (make_room); one lookup per feature (T + 1)
+        # for the found mask
+        assert all(x == 7 * T + 1 + T + 1 for x in table_ops), (T, table_ops)
 
 
 @pytest.mark.parametrize("fail", ["find", "write"])

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library
 
 # DYNAMICEMB_TEST_SMALL=1 shrinks the large test (for runs under compute-sanitizer, which is ~100x slower).
 SMALL = os.environ.get("DYNAMICEMB_TEST_SMALL") == "1"
-MODES = ["hybrid-0", "hybrid-half", "caching-host"] + (["caching-disk"] if HAVE_ROCKS else [])
+MODES = ["hybrid-0", "hybrid-half", "caching-host", "caching-uva"] + (["caching-disk"] if HAVE_ROCKS else [])
 
 
 def build(mode, tmp_path, opt):
@@ -29,6 +29,10 @@ def build(mode, tmp_path, opt):
         return make("hybrid", opt, device="cuda", budget_rows=0)
     if mode == "hybrid-half":
         return make("hybrid", opt, device="cuda", budget_rows=512)
+    if mode == "caching-uva":
+        from dynamicemb._uva_store import UvaStoreSpec
+
+        return make("caching", opt, device="cuda", stores=(UvaStoreSpec(), UvaStoreSpec()))
     return make("caching", opt, device="cuda", stores=disk(tmp_path) if mode == "caching-disk" else (None, None))
 
 
@@ -180,8 +184,9 @@ def _sync_warnings(fn) -> list:
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
 def test_batched_staging_syncs_cuda(prefetch):
     """Every step misses in every cache (128 of 400 ids per table cached): the same training as all-HBM with T
-    tables of two row layouts, and the host syncs of a caching step do not grow with T: at most 4 more than the
-    all-HBM step (feature bounds, miss counts, missing ids, insert results), none after a prefetch of the batch
+    tables of two row layouts, and the host syncs of a caching step do not grow with T: at most 3 more than the
+    all-HBM step (miss counts read back with the feature bounds, missing ids, insert results), none after a
+    prefetch of the batch
     (its job, in the job thread, staged it; the job is waited for before counting: its syncs are its thread's)."""
     extra, where = {}, {}
     for T in (2, 5):
@@ -206,7 +211,7 @@ def test_batched_staging_syncs_cuda(prefetch):
         assert_same(ref, m)
         extra[T] = per_step
     assert extra[2] == extra[5], (extra, where)
-    assert max(extra[5]) <= (0 if prefetch else 4), (extra, where)
+    assert max(extra[5]) <= (0 if prefetch else 3), (extra, where)
 
 
 def test_hybrid_module_rows_and_checkpoints_cuda(tmp_path):

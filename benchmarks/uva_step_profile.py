@@ -1,0 +1,113 @@
+"""Where the uva caching step's time goes (issue 32): NVIDIA's config as benchmarks/embedding_tiers.py (b) with the
+uva store, per cache fraction (and all-HBM first): ms per step (synced, as embedding_tiers; and pipelined over 12
+steps), then the torch profiler's top host ops (self CPU) and CUDA kernels (device time) of 4 synced steps, with and
+without prefetch; ``--label``: also the host and CUDA time of each kind of table op (op, mode, cache or store).
+The loss is ``out.sum()``, so its backward adds a full-size gradient fill to every step (all-HBM included).
+
+Usage: python benchmarks/uva_step_profile.py [--fracs 0.1,0.25] [--opt sgd] [--rows N] [--batch N] [--top 15]
+    [--label]
+Skips (exit 0) without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from embedding_tiers import make_module, step_batches  # noqa: E402
+
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+
+
+def label_table_ops():
+    """Wraps the table ops in profiler ranges named by op, mode and table kind (cache or store), so the CUDA time
+    of each kind of table op in the staging shows up as one row."""
+    from dynamicemb._table import ScoredHashTable
+    from dynamicemb._caching import CachedTable
+
+    def kind(t):
+        return "cache" if isinstance(t, CachedTable) else "store" if type(t).__name__ == "HybridTable" else "table"
+
+    def wrap(name, fn, mode_arg):
+        def w(self, *a, **k):
+            mode = a[0] if mode_arg and a else ""
+            with torch.profiler.record_function(f"## {kind(self)} {name} {mode}"):
+                return fn(self, *a, **k)
+        return w
+
+    ScoredHashTable._upsert = wrap("upsert", ScoredHashTable._upsert, True)
+    ScoredHashTable._lookup = wrap("lookup", ScoredHashTable._lookup, False)
+    ScoredHashTable.erase = wrap("erase", ScoredHashTable.erase, False)
+
+
+def run(m, data, i, prefetch):
+    ids, off = data[i % 4]
+    out = m(ids, off)
+    if prefetch:
+        m.prefetch(*data[(i + 1) % 4])
+    out.sum().backward()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fracs", default="0.1,0.25")
+    ap.add_argument("--opt", default="sgd")
+    ap.add_argument("--rows", type=int, default=1 << 20)
+    ap.add_argument("--batch", type=int, default=104857)
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--label", action="store_true", help="name the table ops' profiler ranges (op, mode, kind)")
+    a = ap.parse_args()
+    if a.label:
+        label_table_ops()
+    if not torch.cuda.is_available():
+        print("no GPU: skipped")
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    T, dim = 10, 128
+    data = step_batches(T, a.batch, a.rows)
+    mk = (lambda: SGD(lr=0.01)) if a.opt == "sgd" else (lambda: Adam(lr=0.001))
+    print(f"GPU: {torch.cuda.get_device_name()}, fp32 rows D={dim}, {T} tables x {a.batch} ids, {a.opt}; ms per step")
+    cases = [(None, False)] + [(float(x), p) for x in a.fracs.split(",") for p in (False, True)]
+    for frac, prefetch in cases:
+        m = (make_module(T, dim, a.rows, mk(), "hbm", 1.0) if frac is None
+             else make_module(T, dim, a.rows, mk(), "caching", frac, "uva"))
+        for i in range(6):
+            run(m, data, i, prefetch)
+        torch.cuda.synchronize()
+        synced = []
+        for i in range(6, 16):
+            t0 = time.perf_counter()
+            run(m, data, i, prefetch)
+            torch.cuda.synchronize()
+            synced.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        for i in range(16, 28):
+            run(m, data, i, prefetch)
+        torch.cuda.synchronize()
+        piped = (time.perf_counter() - t0) * 1e3 / 12
+        synced.sort()
+        name = "all-HBM" if frac is None else f"uva {frac:.0%}{' + prefetch' if prefetch else ''}"
+        print(f"| {name} | synced {synced[5]:.2f} | pipelined {piped:.2f} |")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            for i in range(28, 32):
+                run(m, data, i, prefetch)
+                torch.cuda.synchronize()
+        ka = p.key_averages()
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=a.top, max_name_column_width=48))
+        print(ka.table(sort_by="self_cuda_time_total", row_limit=a.top, max_name_column_width=48))
+        rows = sorted((e for e in ka if e.key.startswith("## ")), key=lambda e: -e.device_time_total)
+        print("table ops (4 steps): name | calls | CPU total ms | CUDA total ms")
+        for e in rows:
+            print(f"  {e.key[3:]:<32} | {e.count} | {e.cpu_time_total / 1e3:.2f} | {e.device_time_total / 1e3:.2f}")
+        del m
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

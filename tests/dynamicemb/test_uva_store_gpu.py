@@ -1,0 +1,168 @@
+"""The device-indexed host store (``UvaStoreSpec``) on CUDA (skip without a GPU): its rows really are in pinned
+host memory; training bit-identical to all-HBM at a 10 % cache that misses every step, with and without the
+prefetch job; host syncs of a staging step (at most two more than all-HBM, none after a prefetch); capacity and
+full-store errors change nothing; checkpoints (state_dict, dump/load across modes). Parity over the optimizers:
+test_storage_gpu.py's MODES."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from dynamicemb import _prefetch
+from dynamicemb._caching import CacheCapacityError
+from dynamicemb._load import load_library
+from dynamicemb._optimizers import SGD, Adam
+from dynamicemb._storage import StoreError
+from dynamicemb._uva_store import UvaStore, UvaStoreSpec
+
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import BC, assert_same, batches, make, make_t, rows, step, t_batches, ten_percent  # noqa: E402
+from test_storage_gpu import _sync_warnings  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
+              pytest.mark.filterwarnings("ignore:dynamicemb. table")]
+
+UVA = UvaStoreSpec()
+
+
+def _same(a, b):
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_uva_store_rows_in_host_memory():
+    m = make("caching", device="cuda", stores=(UVA, UVA))
+    for t in m.tables:
+        st = t.store
+        assert isinstance(st, UvaStore) and t.device_store
+        assert st.table.values.numel() == 0 and st.table.values_host.is_pinned()
+        assert st.table.keys.is_cuda and st.table.values_host.shape[0] == st.table.capacity()
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_ten_percent_cache_parity_cuda(opt, prefetch):
+    """NVIDIA's config scaled down (storage_helpers.ten_percent): a 10 % cache that misses every step over the uva
+    store, bit-identical to all-HBM, with and without the prefetch job on the side stream."""
+    m = ten_percent("cuda", opt, prefetch, UVA)
+    assert all(t.store.size() > 0 for t in m.tables)
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+def test_uva_staging_syncs_cuda(prefetch):
+    """Every step misses in every cache: at most two host syncs more than the all-HBM step (the miss counts read
+    back with the feature bounds of the device offsets, the capacity check), the same for 2 and 5 tables, none
+    after a prefetch of the batch; training bit-identical to all-HBM. (The process's first caching step also runs
+    one-time setup, so the comparison starts at the second step.)"""
+    extra, where = {}, {}
+    for T in (2, 5):
+        ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
+        per_step = []
+        for ids, off, w in t_batches(T, 6, seed=3, device="cuda"):
+            if prefetch:
+                m.prefetch(ids, off)
+                _prefetch.settle(m)
+                job = _prefetch._JOBS[m][-1]
+                assert job.error is None and job.missed > 0, job.error
+            torch.cuda.synchronize()
+            outs = []
+            n_ref = _sync_warnings(lambda: outs.append(ref(ids, off)))
+            n = _sync_warnings(lambda: outs.append(m(ids, off)))
+            for o in outs:
+                (o * w).sum().backward()
+            assert torch.equal(outs[0], outs[1])
+            per_step.append(len(n) - len(n_ref))
+            where[T] = n
+        torch.cuda.synchronize()
+        assert_same(ref, m)
+        assert sum(t.rows_moved[1] for t in m.tables) > 0  # rows were written back to the stores
+        extra[T] = per_step
+    assert extra[2][1:] == extra[5][1:], (extra, where)
+    assert max(extra[5]) <= (0 if prefetch else 2), (extra, where)
+
+
+def test_uva_prefetch_pipeline_cuda():
+    """Forward i, prefetch i + 1, backward i with every step missing: step i + 1 stages nothing and does not wait
+    for the device (a sleep queued ahead of it still runs when its forward returns); bit-identical to all-HBM."""
+    T = 3
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    data = list(t_batches(T, 10, seed=17, hi=2000, device="cuda"))
+    staged = 0
+    for i, (ids, off, w) in enumerate(data):
+        o_ref = step(ref, ids, off, w)
+        if i:
+            _prefetch.settle(m)
+            torch.cuda._sleep(1 << 24)
+        out = m(ids, off)
+        if i:
+            assert not torch.cuda.current_stream().query(), f"step {i} waited for the device"
+        if i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])
+            job = _prefetch._LAST[m]
+        (out * w).sum().backward()
+        if i + 1 < len(data):
+            job.wait()
+            assert job.error is None, job.error
+            staged += job.missed > 0
+        assert torch.equal(o_ref, out), f"step {i}"
+    torch.cuda.synchronize()
+    assert staged >= 6, staged
+    assert_same(ref, m)
+
+
+def test_uva_errors_change_nothing_cuda():
+    """A step too large for a cache (CacheCapacityError) and a store too small for the write-backs (StoreError):
+    caches and stores as before the step."""
+    T = 3
+    m = make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
+    data = list(t_batches(T, 3, seed=8, hi=2000, device="cuda"))
+    for ids, off, w in data[:2]:
+        step(m, ids, off, w)
+    before = [rows(t) for t in m.tables] + [rows(t.store.table) for t in m.tables]
+    sizes = m.sizes()
+    ids, off = data[2][:2]
+    big = torch.arange(5000, 5000 + 40 * BC, device="cuda")
+    ids = torch.cat([ids[:off[1]], big, ids[off[1]:]])
+    off = off.clone()
+    off[1:] += 40 * BC  # feature 0 (table 0) gets far too many ids
+    with pytest.raises(CacheCapacityError, match="raise hbm_budget_bytes"):
+        m(ids, off)
+    assert m.sizes() == sizes
+    assert all(_same(b, a) for b, a in zip(before, [rows(t) for t in m.tables] + [rows(t.store.table)
+                                                                                  for t in m.tables]))
+    small = make_t("caching", 2, slots=8 * BC, device="cuda",
+                   store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 8 * BC, BC, device="cuda"))
+    raised = False
+    for ids, off, w in t_batches(2, 30, seed=2, hi=3000, device="cuda"):
+        snap, sizes = [rows(t) for t in small.tables], small.sizes()
+        try:
+            step(small, ids, off, w)
+        except StoreError as e:
+            assert "full" in str(e)
+            assert small.sizes() == sizes and all(_same(b, rows(t)) for b, t in zip(snap, small.tables))
+            raised = True
+            break
+    assert raised
+
+
+def test_uva_checkpoints_cuda(tmp_path):
+    """state_dict into a fresh uva module, dump -> load into all-HBM and back: the same rows as all-HBM."""
+    ref, m = make("hbm", device="cuda"), make("caching", device="cuda", stores=(UVA, UVA))
+    data = list(batches(8, seed=4, device="cuda"))
+    for ids, off, w in data[:5]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    m2 = make("caching", device="cuda", stores=(UVA, UVA))
+    m2.load_state_dict(m.state_dict())
+    assert_same(ref, m2)
+    m.dump(str(tmp_path / "full"))
+    h = make("hbm", device="cuda")
+    h.load(str(tmp_path / "full"))
+    assert_same(ref, h)
+    ref.dump(str(tmp_path / "ref"))
+    m3 = make("caching", device="cuda", stores=(UVA, UVA))
+    m3.load(str(tmp_path / "ref"))
+    assert_same(ref, m3)
+    for ids, off, w in data[5:]:
+        assert torch.equal(step(ref, ids, off, w), step(m3, ids, off, w))
+    assert_same(ref, m3)
