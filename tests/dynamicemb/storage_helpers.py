@@ -1,9 +1,10 @@
-"""Shared helpers of the storage-tier tests (test_storage_cpu.py, test_storage_gpu.py)."""
+"""Shared helpers of the storage-tier tests (test_storage_*.py, test_uva_store_*.py)."""
 
 import contextlib
 
 import torch
 
+from dynamicemb import _prefetch
 from dynamicemb._batched import BatchedDynamicEmbeddingTables
 from dynamicemb._optimizers import Adam
 from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
@@ -374,3 +375,64 @@ def sync_warnings(fn) -> list:
     finally:
         torch.cuda.set_sync_debug_mode(prev)
     return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+
+
+def two_steps_in_flight(ref, m, data, i):
+    """Steps i and i + 1 of data forward before either backward (the first's rows stay while the second stages):
+    the same outputs from ref and m."""
+    outs = []
+    for x in (ref, m):
+        o1 = x(data[i][0], data[i][1])
+        o2 = x(data[i + 1][0], data[i + 1][1])
+        ((o1 * data[i][2]).sum() + (o2 * data[i + 1][2]).sum()).backward()
+        outs.append((o1, o2))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+def prefetch_pipeline_cuda(ref, m, data):
+    """The pipeline shape on CUDA (forward i, prefetch i + 1, backward i): step i + 1 does not wait for the device
+    (a sleep queued ahead of it still runs when its forward returns), every job succeeds, and each step equals
+    ref's. Returns how many jobs staged rows."""
+    staged = 0
+    for i, (ids, off, w) in enumerate(data):
+        o_ref = step(ref, ids, off, w)
+        if i:
+            _prefetch.settle(m)
+            torch.cuda._sleep(1 << 24)
+        out = m(ids, off)
+        if i:
+            assert not torch.cuda.current_stream().query(), f"step {i} waited for the device"
+        if i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])
+            job = _prefetch._LAST[m]
+        (out * w).sum().backward()
+        if i + 1 < len(data):
+            job.wait()
+            assert job.error is None, job.error
+            staged += job.missed > 0
+        assert torch.equal(o_ref, out), f"step {i}"
+    torch.cuda.synchronize()
+    return staged
+
+
+def staging_syncs_cuda(ref, m, data, prefetch, clean_jobs=False):
+    """Per step of data on CUDA: the host syncs of m's forward less ref's (each step's batch prefetched and its job
+    settled first with prefetch: the job must have staged rows, and with clean_jobs succeeded); outputs equal.
+    Returns the per-step counts and the last step's sync sites."""
+    per_step, n = [], []
+    for ids, off, w in data:
+        if prefetch:
+            m.prefetch(ids, off)
+            _prefetch.settle(m)
+            job = _prefetch._JOBS[m][-1]
+            assert job.missed > 0 and (not clean_jobs or job.error is None), job.error
+        torch.cuda.synchronize()
+        outs = []
+        n_ref = sync_warnings(lambda: outs.append(ref(ids, off)))
+        n = sync_warnings(lambda: outs.append(m(ids, off)))
+        for o in outs:
+            (o * w).sum().backward()
+        assert torch.equal(outs[0], outs[1])
+        per_step.append(len(n) - len(n_ref))
+    torch.cuda.synchronize()
+    return per_step, n

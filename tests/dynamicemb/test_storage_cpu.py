@@ -15,11 +15,11 @@ from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
 from dynamicemb._options import DynamicEmbTableOptions
 from dynamicemb._storage import DiskStore, DiskStoreSpec, HostStore, StoreError
-from dynamicemb._uva_store import UvaStore, UvaStoreSpec
+from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
-                             make, make_t, rows, step, t_batches)
+                             make, make_t, rows, step, t_batches, two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -310,13 +310,7 @@ def test_batched_staging_parity_many_tables(T):
     prefetched = 0
     for i, (ids, off, w) in enumerate(data):
         if i == 4:  # two steps in flight: the first's rows stay while the second stages
-            outs = []
-            for x in (ref, m):
-                o1 = x(ids, off)
-                o2 = x(data[i + 1][0], data[i + 1][1])
-                ((o1 * w).sum() + (o2 * data[i + 1][2]).sum()).backward()
-                outs.append((o1, o2))
-            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            two_steps_in_flight(ref, m, data, i)
             continue
         if i == 5:
             continue

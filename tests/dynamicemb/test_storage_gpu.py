@@ -14,7 +14,8 @@ from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, DIM, HAVE_ROCKS, assert_same, batches, deterministic, disk, make,  # noqa: E402
-                             make_t, step, sync_warnings, t_batches, table_ops_agree)
+                             make_t, prefetch_pipeline_cuda, staging_syncs_cuda, step, t_batches,
+                             table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -142,26 +143,7 @@ def test_prefetch_job_stages_while_step_in_flight_cuda(opt):
     the training is bit-identical to all-HBM."""
     T = 3
     ref, m = make_t("hbm", T, opt=opt, device="cuda"), make_t("caching", T, slots=16 * BC, opt=opt, device="cuda")
-    data = list(t_batches(T, 12, seed=17, hi=2000, device="cuda"))
-    staged = 0
-    for i, (ids, off, w) in enumerate(data):
-        o_ref = step(ref, ids, off, w)
-        if i:
-            _prefetch.settle(m)
-            torch.cuda._sleep(1 << 24)
-        out = m(ids, off)
-        if i:
-            assert not torch.cuda.current_stream().query(), f"step {i} waited for the device"
-        if i + 1 < len(data):
-            m.prefetch(*data[i + 1][:2])
-            job = _prefetch._LAST[m]
-        (out * w).sum().backward()
-        if i + 1 < len(data):
-            job.wait()
-            assert job.error is None, job.error
-            staged += job.missed > 0
-        assert torch.equal(o_ref, out), f"step {i}"
-    torch.cuda.synchronize()
+    staged = prefetch_pipeline_cuda(ref, m, list(t_batches(T, 12, seed=17, hi=2000, device="cuda")))
     assert staged >= 8, staged
     assert_same(ref, m)
 
@@ -177,24 +159,8 @@ def test_batched_staging_syncs_cuda(prefetch):
     for T in (2, 5):
         ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda")
         assert m.use_kernels
-        per_step = []
-        for ids, off, w in t_batches(T, 6, seed=3, device="cuda"):
-            if prefetch:
-                m.prefetch(ids, off)
-                _prefetch.settle(m)
-                assert _prefetch._JOBS[m][-1].missed > 0  # the job staged something
-            torch.cuda.synchronize()
-            outs = []
-            n_ref = sync_warnings(lambda: outs.append(ref(ids, off)))
-            n = sync_warnings(lambda: outs.append(m(ids, off)))
-            for o in outs:
-                (o * w).sum().backward()
-            assert torch.equal(outs[0], outs[1])
-            per_step.append(len(n) - len(n_ref))
-            where[T] = n
-        torch.cuda.synchronize()
+        extra[T], where[T] = staging_syncs_cuda(ref, m, t_batches(T, 6, seed=3, device="cuda"), prefetch)
         assert_same(ref, m)
-        extra[T] = per_step
     assert extra[2] == extra[5], (extra, where)
     assert max(extra[5]) <= (0 if prefetch else 3), (extra, where)
 

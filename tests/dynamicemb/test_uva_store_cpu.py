@@ -17,7 +17,7 @@ from dynamicemb._uva_store import UvaStore, UvaStoreSpec, unique_padded
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, CACHE_SLOTS, SyncCounter, assert_same, make_t, rows, step, t_batches,  # noqa: E402
-                             ten_percent)
+                             ten_percent, two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -76,14 +76,8 @@ def test_uva_staging_parity_many_tables(T):
     assert all(t.device_store for t in m.tables)
     data = list(t_batches(T, 14, seed=T))
     for i, (ids, off, w) in enumerate(data):
-        if i == 4:
-            outs = []
-            for x in (ref, m):
-                o1 = x(ids, off)
-                o2 = x(data[i + 1][0], data[i + 1][1])  # staged while step 4's backward has not run
-                ((o1 * w).sum() + (o2 * data[i + 1][2]).sum()).backward()
-                outs.append((o1, o2))
-            assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+        if i == 4:  # two steps in flight: the first's rows stay while the second stages
+            two_steps_in_flight(ref, m, data, i)
             continue
         if i == 5:
             continue

@@ -10,7 +10,6 @@ import sys
 import pytest
 import torch
 
-from dynamicemb import _prefetch
 from dynamicemb._caching import CacheCapacityError
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
@@ -18,8 +17,8 @@ from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, assert_same, batches, make, make_t, rows, step, sync_warnings,  # noqa: E402
-                             t_batches, ten_percent)
+from storage_helpers import (BC, assert_same, batches, make, make_t, prefetch_pipeline_cuda, rows,  # noqa: E402
+                             staging_syncs_cuda, step, t_batches, ten_percent)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -58,26 +57,10 @@ def test_uva_staging_syncs_cuda(prefetch):
     extra, where = {}, {}
     for T in (2, 5):
         ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
-        per_step = []
-        for ids, off, w in t_batches(T, 6, seed=3, device="cuda"):
-            if prefetch:
-                m.prefetch(ids, off)
-                _prefetch.settle(m)
-                job = _prefetch._JOBS[m][-1]
-                assert job.error is None and job.missed > 0, job.error
-            torch.cuda.synchronize()
-            outs = []
-            n_ref = sync_warnings(lambda: outs.append(ref(ids, off)))
-            n = sync_warnings(lambda: outs.append(m(ids, off)))
-            for o in outs:
-                (o * w).sum().backward()
-            assert torch.equal(outs[0], outs[1])
-            per_step.append(len(n) - len(n_ref))
-            where[T] = n
-        torch.cuda.synchronize()
+        extra[T], where[T] = staging_syncs_cuda(ref, m, t_batches(T, 6, seed=3, device="cuda"), prefetch,
+                                                clean_jobs=True)
         assert_same(ref, m)
         assert sum(t.rows_moved[1] for t in m.tables) > 0  # rows were written back to the stores
-        extra[T] = per_step
     assert extra[2][1:] == extra[5][1:], (extra, where)
     assert max(extra[5]) <= (0 if prefetch else 2), (extra, where)
 
@@ -87,26 +70,7 @@ def test_uva_prefetch_pipeline_cuda():
     for the device (a sleep queued ahead of it still runs when its forward returns); bit-identical to all-HBM."""
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
-    data = list(t_batches(T, 10, seed=17, hi=2000, device="cuda"))
-    staged = 0
-    for i, (ids, off, w) in enumerate(data):
-        o_ref = step(ref, ids, off, w)
-        if i:
-            _prefetch.settle(m)
-            torch.cuda._sleep(1 << 24)
-        out = m(ids, off)
-        if i:
-            assert not torch.cuda.current_stream().query(), f"step {i} waited for the device"
-        if i + 1 < len(data):
-            m.prefetch(*data[i + 1][:2])
-            job = _prefetch._LAST[m]
-        (out * w).sum().backward()
-        if i + 1 < len(data):
-            job.wait()
-            assert job.error is None, job.error
-            staged += job.missed > 0
-        assert torch.equal(o_ref, out), f"step {i}"
-    torch.cuda.synchronize()
+    staged = prefetch_pipeline_cuda(ref, m, list(t_batches(T, 10, seed=17, hi=2000, device="cuda")))
     assert staged >= 6, staged
     assert_same(ref, m)
 

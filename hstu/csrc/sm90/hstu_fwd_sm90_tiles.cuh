@@ -11,8 +11,8 @@ namespace sm90 {
 // KV tiles (of BN keys) that query tile m0 (BM rows) of a sequence must visit: [nb_begin, nb_end) less the masked
 // gap [gap_end - gap_len, gap_end) between its history and its target group (gap_len = 0: none; SeqMask::key_tiles);
 // empty (0, 0) when no row is used or every key is masked. The Hopper forwards (bf16 and FP8) walk them from the
-// last down: the i-th is fwd_kv_tile(nb_end, gap_end, gap_len, i). The bf16 one packs the gap into one word
-// (fwd_gap_word: 16 bits each), so it is not skipped past 65535 tiles (4M keys). Shared by the kernels and the
+// last down: the i-th is fwd_kv_tile(nb_end, gap_end, gap_len, i). No gap is skipped past 65535 tiles (4M keys),
+// for both: the bf16 one packs the gap into one word (fwd_gap_word: 16 bits each). Shared by the kernels and the
 // work-list planner (whose units count the visited tiles, n = fwd_kv_count; an item's chunk of them: fwd_kv_chunk).
 template <int BM, int BN>
 __device__ __forceinline__ void fwd_kv_tiles(const SeqInfo& si, int m0, int& nb_begin, int& nb_end, int& gap_end,
