@@ -38,6 +38,20 @@ def _same(a, b):
     return all(torch.equal(x, y) for x, y in zip(a, b))
 
 
+I64, F32 = torch.int64, torch.float32
+
+
+@pytest.mark.parametrize("args, exc, msg", [
+    ((I64, 2, F32, 100, 16), ValueError, "capacity: expected a positive multiple of bucket_capacity=16, got 100"),
+    ((I64, 0, F32, 64, 16), ValueError, "value_dim: expected a positive int, got 0"),
+    ((torch.int32, 2, F32, 64, 16), TypeError, "key_dtype: expected torch.int64 or torch.uint64, got torch.int32"),
+    ((I64, 2, F32, 64, 0), ValueError, r"bucket_capacity: expected a power of two in \[16, 256\], got 0"),
+])
+def test_uva_store_bad_arguments(args, exc, msg):
+    with pytest.raises(exc, match=msg):
+        UvaStore(*args)
+
+
 def test_uva_store_interface():
     s = UvaStore(torch.int64, 2, torch.float32, 64, 16)
     assert s.device_indexed and s.table.hbm_rows == 0
