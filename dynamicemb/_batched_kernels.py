@@ -65,6 +65,7 @@ def _pack_meta(fields: dict) -> bytes:
         raise RuntimeError(f"TableMeta fields: missing {sorted(set(layout) - set(fields))}, "
                            f"unknown {sorted(set(fields) - set(layout))}")
     return struct.pack("<" + "".join(layout.values()), *(fields[n] for n in layout))
+_VALIDATE_SLOTS = 1024  # csrc/lookup/validate_types.h kValidateSlots (the step workspace's header holds them)
 # the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
 # more host time than the overlap saves on the device)
 _OVERLAP_MIN_IDS = 1 << 16
@@ -75,7 +76,8 @@ def _step_ws_entries(n, num_tables):
     lookup_step_ws_size says the same, a CPU test compares): for the fake kernel, where n may be symbolic."""
     def up(b):
         return (b + 255) // 256 * 256
-    return (up(16 + 8 * num_tables) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
+    # header: skip flag, count, refusals, pending + spare, the device checks' block flags (kValidateSlots int32)
+    return (up(16 + 8 * num_tables + 4 * _VALIDATE_SLOTS) + 3 * up(4 * n) + 3 * up(8 * n)) // 8
 
 
 def _kernels_available() -> bool:

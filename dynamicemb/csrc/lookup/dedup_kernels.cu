@@ -1,6 +1,7 @@
 // Per-table id dedup of one step, without a sort, in three passes over the ids:
 //   clear    fills the per-step set with FREE (so the set is in L2 when the insert starts), zeroes the unique
-//            count, and writes the bag of the first id of every chunk of kChunk ids (a thread per bag);
+//            count, and writes the bag of the first id of every chunk of kChunk ids (a thread per bag); in a
+//            lookup_step it also sets the step's header (DedupParams: skip flag, refusals, pending, clocks);
 //   insert   exact (table, id) insert of every id into the set; a slot holds the POSITION of the id that claimed
 //            it (4 bytes: an 8M-slot set is 32 MB and lives in L2), and a prober compares its key with ids[pos]
 //            and its table with the table of pos (from the feature boundaries in offsets). Claimers take compact
@@ -46,6 +47,18 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kClearBlock;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kClearBlock + threadIdx.x;
   if (t0 == 0) *p.count = 0;
+  // the step's header (lookup_step): the device checks' verdict, zeroed counters, the step clocks
+  if (blockIdx.x == 0 && p.skip_out != nullptr) {  // block-uniform
+    int bad = 0;
+    for (int k = threadIdx.x; k < p.check_blocks; k += kClearBlock) bad |= p.check_flags[k];
+    bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) *p.skip_out = bad != 0;
+  }
+  if (t0 == 0 && p.pending != nullptr) *p.pending = 0;
+  for (int64_t t = t0; t < p.num_tables; t += stride) {
+    if (p.refused != nullptr) p.refused[t] = 0;
+    if (p.clock_meta != nullptr) reinterpret_cast<int64_t*>(p.clock_meta[t].counters)[table::kCounterClock] += 1;
+  }
   const int64_t q = p.set_capacity >> 2;
   uint4* s4 = reinterpret_cast<uint4*>(p.set);
   const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);

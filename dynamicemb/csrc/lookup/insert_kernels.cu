@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(256) row_address_kernel(InsertParams p) {
 template <int V>
 void launch_insert(const InsertParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (p.train) {
+  if (p.train && !p.clock_done) {
     detail::begin_step_kernel<<<1, 64, 0, st>>>(p.meta, p.num_tables);
     check_launch("begin step");
   }

@@ -118,6 +118,17 @@ struct DedupParams {
   const int32_t* skip;       // (1) or null: nonzero (inputs that failed the device checks) -> no uniques, every
                              // inverse -1, so the step reads fallback rows and inserts and updates nothing
   bool no_bags;              // bag is not written (a sequence step whose kernels read no bags: kAddrUnique)
+  // The step's workspace header, set by the clear pass so that lookup_step needs no memset (all null / 0 for
+  // the plain dedup): skip_out = OR of the device checks' block flags (0 without checks), refused (num_tables)
+  // and pending zeroed; with clock_meta, every table's step clock advances (insert's begin_step, folded here:
+  // nothing between the clear and the hit pass reads the clock).
+  int32_t* skip_out;         // (1) or null
+  const int32_t* check_flags;  // (check_blocks) validate's block_bad slots, or null
+  int check_blocks;
+  int64_t* refused;          // (num_tables) or null
+  int32_t* pending;          // (1) or null
+  const TableMeta* clock_meta;  // (num_tables) or null
+  int num_tables;
 };
 void launch_dedup(const DedupParams& p, void* stream);
 
@@ -139,6 +150,7 @@ struct InsertParams {
                             // (the sequence forward reads the rows through inverse / urow, kAddrUnique)
   int32_t* pending;         // (1) zeroed before the step (train): the hit pass sets it when a unique missed, so
                             // the insert and resolve passes of a step without misses return at once
+  bool clock_done;          // the step clocks were advanced already (the dedup's clear pass): no begin_step
 };
 template <int V>
 void launch_insert(const InsertParams& p, void* stream);

@@ -44,6 +44,7 @@ __device__ __forceinline__ int64_t seg_clamp(int64_t v, int64_t n) { return v < 
 // bag), so the valid entries sort first.
 __global__ void __launch_bounds__(kSegBlock) seg_keys_kernel(BackwardParams p) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x;
+  if (i == 0) p.seg_start[p.n] = 0;  // the valid entries' total (seg_bounds sets it when there are any)
   if (i >= p.n) return;
   int32_t u = p.inverse[i];
   if (p.pooling != kPoolNone) {
@@ -345,7 +346,6 @@ void launch_segment_csr(const BackwardParams& p, void* stream) {
     if (e != cudaSuccess)
       throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
   };
-  fail("segment total", cudaMemsetAsync(p.seg_start + p.n, 0, sizeof(int32_t), st));
   const unsigned grid = blocks_for(p.n, detail::kSegBlock);
   detail::seg_keys_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
   check_launch("segment keys");
@@ -375,6 +375,39 @@ cudaStream_t side_stream(int device) {
   }
   return streams[device];
 }
+
+// The fork's two events of this thread on `device` (ready: the dedup is done; done: the CSR is built), made once
+// and re-recorded every step: a wait takes the event's state when it is enqueued, and a thread joins its fork in
+// the same op before it forks again, so no step waits on another's record (per thread: threads may step at once).
+struct ForkEvents {
+  cudaEvent_t ready = nullptr, done = nullptr;
+};
+struct ThreadForkEvents {  // destroyed with the thread (errors ignored: the runtime may be gone at exit)
+  std::vector<ForkEvents> per_device;
+  ~ThreadForkEvents() {
+    for (ForkEvents& e : per_device)
+      if (e.ready) {
+        cudaEventDestroy(e.ready);
+        cudaEventDestroy(e.done);
+      }
+  }
+};
+ForkEvents& fork_events(int device) {
+  thread_local ThreadForkEvents events;
+  std::vector<ForkEvents>& v = events.per_device;
+  if (static_cast<int>(v.size()) <= device) v.resize(device + 1);
+  ForkEvents& e = v[device];
+  if (!e.ready) {
+    cudaEvent_t ready = nullptr, done = nullptr;
+    cuda_ok("event", cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    const cudaError_t err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    if (err != cudaSuccess) cudaEventDestroy(ready);
+    cuda_ok("event", err);
+    e.ready = ready;
+    e.done = done;
+  }
+  return e;
+}
 }  // namespace
 
 void* fork_segment_csr(const BackwardParams& p, void* stream) {
@@ -388,23 +421,17 @@ void* fork_segment_csr(const BackwardParams& p, void* stream) {
   int dev = 0;
   cuda_ok("device", cudaGetDevice(&dev));
   cudaStream_t side = side_stream(dev);
-  cudaEvent_t ready = nullptr, done = nullptr;
-  cuda_ok("event", cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  cuda_ok("event record", cudaEventRecord(ready, st));
-  cuda_ok("stream wait", cudaStreamWaitEvent(side, ready, 0));
-  cudaEventDestroy(ready);  // released once recorded work completes
+  ForkEvents& ev = fork_events(dev);
+  cuda_ok("event record", cudaEventRecord(ev.ready, st));
+  cuda_ok("stream wait", cudaStreamWaitEvent(side, ev.ready, 0));
   launch_segment_csr(p, side);
-  cuda_ok("event", cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  cuda_ok("event record", cudaEventRecord(done, side));
-  return done;
+  cuda_ok("event record", cudaEventRecord(ev.done, side));
+  return ev.done;
 }
 
 void join_side_stream(void* token, void* stream) {
   if (!token) return;
-  cudaEvent_t done = static_cast<cudaEvent_t>(token);
-  const cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done, 0);
-  cudaEventDestroy(done);
-  cuda_ok("stream join", e);
+  cuda_ok("stream join", cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(token), 0));
 }
 
 void zero_async(void* ptr, size_t bytes, void* stream) {

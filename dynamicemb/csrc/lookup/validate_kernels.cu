@@ -23,9 +23,16 @@ __device__ __forceinline__ void report(accel::DeviceErrorBlock* block, int devic
   accel::report_device_error(block, &g_claim, device, arg, rule, index, value, bound);
 }
 
-__device__ __forceinline__ void fail(const ValidateParams& p, accel::DeviceErrorBlock* block, int device,
-                                     int32_t arg, int32_t rule, int64_t index, int64_t value, int64_t bound) {
-  *reinterpret_cast<volatile int32_t*>(p.bad) = 1;
+// Marks the batch bad: the step's flag (`bad`), or this thread's share of its block's slot (block_bad).
+__device__ __forceinline__ void mark_bad(const ValidateParams& p, bool& seen) {
+  if (p.block_bad == nullptr) *reinterpret_cast<volatile int32_t*>(p.bad) = 1;
+  seen = true;
+}
+
+__device__ __forceinline__ void fail(const ValidateParams& p, bool& seen, accel::DeviceErrorBlock* block,
+                                     int device, int32_t arg, int32_t rule, int64_t index, int64_t value,
+                                     int64_t bound) {
+  mark_bad(p, seen);
   report(block, device, arg, rule, index, value, bound);
 }
 
@@ -33,13 +40,14 @@ __global__ void __launch_bounds__(kCheckBlock) validate_kernel(ValidateParams p,
                                                                int device) {
   const int64_t items = p.n > p.num_bags + 1 ? p.n : p.num_bags + 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCheckBlock;
+  bool seen = false;  // this thread saw a violation that empties the batch
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kCheckBlock + threadIdx.x; i < items; i += stride) {
     if (i < p.n) {
       const uint64_t k = p.ids[i];
       if (p.uint64_keys) {
-        if (table::is_reserved_key(k)) fail(p, block, device, kArgIds, kRuleReservedId, i, static_cast<int64_t>(k), 0);
+        if (table::is_reserved_key(k)) fail(p, seen, block, device, kArgIds, kRuleReservedId, i, static_cast<int64_t>(k), 0);
       } else if (static_cast<int64_t>(k) < 0) {
-        fail(p, block, device, kArgIds, kRuleNegativeId, i, static_cast<int64_t>(k), 0);
+        fail(p, seen, block, device, kArgIds, kRuleNegativeId, i, static_cast<int64_t>(k), 0);
       }
       if (p.psw != nullptr) {
         const float w = p.psw[i];
@@ -53,22 +61,26 @@ __global__ void __launch_bounds__(kCheckBlock) validate_kernel(ValidateParams p,
     const int64_t o = p.offsets[i];
     if (i == p.num_bags) {
       if (o != p.n) {
-        if (p.lengths_only) fail(p, block, device, kArgLengths, kRuleLengthSum, i, o, p.n);
-        else fail(p, block, device, kArgOffsets, kRuleLastOffset, i, o, p.n);
+        if (p.lengths_only) fail(p, seen, block, device, kArgLengths, kRuleLengthSum, i, o, p.n);
+        else fail(p, seen, block, device, kArgOffsets, kRuleLastOffset, i, o, p.n);
       }
       continue;
     }
-    if (i == 0 && o != 0) fail(p, block, device, kArgOffsets, kRuleFirstOffset, 0, o, 0);
+    if (i == 0 && o != 0) fail(p, seen, block, device, kArgOffsets, kRuleFirstOffset, 0, o, 0);
     const int64_t next = p.offsets[i + 1];
     if (p.lengths_only) {
       const int64_t len = p.lengths[i];
-      if (len < 0) fail(p, block, device, kArgLengths, kRuleNegativeLength, i, len, 0);
-      else if (next < o) *reinterpret_cast<volatile int32_t*>(p.bad) = 1;  // an overflowed cumsum
+      if (len < 0) fail(p, seen, block, device, kArgLengths, kRuleNegativeLength, i, len, 0);
+      else if (next < o) mark_bad(p, seen);  // an overflowed cumsum
       continue;
     }
-    if (o > next) fail(p, block, device, kArgOffsets, kRuleDecreasing, i, o, next);
+    if (o > next) fail(p, seen, block, device, kArgOffsets, kRuleDecreasing, i, o, next);
     if (p.lengths != nullptr && p.lengths[i] != next - o)
-      fail(p, block, device, kArgLengths, kRuleLengthMismatch, i, p.lengths[i], next - o);
+      fail(p, seen, block, device, kArgLengths, kRuleLengthMismatch, i, p.lengths[i], next - o);
+  }
+  if (p.block_bad != nullptr) {  // every thread reaches this (no early return above)
+    const int any = __syncthreads_or(seen);
+    if (threadIdx.x == 0) p.block_bad[blockIdx.x] = any;
   }
 }
 
@@ -105,14 +117,17 @@ void clear_error_claim(int device, void* stream) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb: clear_device_error: ") + cudaGetErrorString(e));
 }
 
-void launch_validate(const ValidateParams& p, void* stream) {
+int launch_validate(const ValidateParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const int64_t items = p.n > p.num_bags + 1 ? p.n : p.num_bags + 1;
   const unsigned grid = blocks_for(items, detail::kCheckBlock);
-  const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kCheckBlock));
-  detail::validate_kernel<<<grid < cap ? grid : cap, detail::kCheckBlock, 0, st>>>(
+  unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kCheckBlock));
+  if (p.block_bad != nullptr && cap > static_cast<unsigned>(kValidateSlots)) cap = kValidateSlots;
+  const unsigned blocks = grid < cap ? grid : cap;
+  detail::validate_kernel<<<blocks, detail::kCheckBlock, 0, st>>>(
       p, accel::device_error_block<detail::ErrorTag>(), detail::current_device());
   check_launch("validate");
+  return static_cast<int>(blocks);
 }
 
 void launch_report_nonfinite(const int64_t* counts, int64_t* seen, void* stream) {

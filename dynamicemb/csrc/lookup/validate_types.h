@@ -46,11 +46,18 @@ struct ValidateParams {
   const int64_t* lengths;   // (num_bags) or null
   bool lengths_only;        // offsets = cumsum(lengths) built by the caller: report the rules on lengths
   const float* psw;         // (n) or null
-  int32_t* bad;             // (1) zero on entry; 1 after a violation of ids / offsets / lengths
+  int32_t* bad;             // (1) zero on entry; 1 after a violation of ids / offsets / lengths (block_bad null)
+  int32_t* block_bad;       // (kValidateSlots) or null: every block writes its own slot (0 / 1 after a violation)
+                            // instead of `bad`, so nothing needs zeroing first; the dedup's clear pass ORs them
+                            // into the step's flag (lookup_step: one launch fewer than a memset of the flag)
 };
 
-// Checks one step's inputs (one launch) on `stream`.
-void launch_validate(const ValidateParams& p, void* stream);
+// Slots of block_bad: the grid of a launch that writes them has at most this many blocks (grid-stride).
+constexpr int kValidateSlots = 1024;
+
+// Checks one step's inputs (one launch) on `stream`; returns the number of blocks launched (the slots of
+// block_bad it writes).
+int launch_validate(const ValidateParams& p, void* stream);
 
 // Reports the rows / steps the update skipped for non-finite gradients since the last report (nonfinite="raise"):
 // counts (2) = [rows, steps] of the module, seen (1) = the total at the last report.

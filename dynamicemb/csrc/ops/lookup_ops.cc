@@ -191,7 +191,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
 // so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
-// int64 refused inserts per table, int32 miss flag of the hit pass), the dedup's and the insert's arrays, and,
+// int64 refused inserts per table, int32 miss flag of the hit pass, the checks' int32 block flags; set by the
+// dedup's clear pass, so a step with ids launches no memset), the dedup's and the insert's arrays, and,
 // when the forward built it, the CSR of the segmented backward (sort keys and values, segment bounds, entries,
 // scales, the sort's scratch).
 // X(enumerator, python name, bit): op lookup_contract lists them; dynamicemb/_batched_kernels.py checks its _STEP_* against it.
@@ -275,14 +276,17 @@ CsrLayout csr_layout(int64_t n, bool scaled) {
 }
 
 struct StepLayout {
-  int64_t header, inverse, bag, utables, ukeys, urow, rowp, csr, total;  // csr: -1 without one
+  int64_t header, pending, checks, inverse, bag, utables, ukeys, urow, rowp, csr, total;  // csr: -1 without one
 };
 
 StepLayout step_layout(int64_t n, int64_t num_tables, bool with_csr, bool scaled) {
   StepLayout l{};
   int64_t off = 0;
-  // int32 skip flag, int32 count, int64 refused[num_tables], int32 pending (the hit pass's miss flag) + 4 spare
-  l.header = 8 + 8 * num_tables + 8;
+  // int32 skip flag, int32 count, int64 refused[num_tables], int32 pending (the hit pass's miss flag) + 4 spare,
+  // int32 block flags of the device checks (kValidateSlots; the dedup's clear pass ORs them into the skip flag)
+  l.pending = 8 + 8 * num_tables;
+  l.checks = l.pending + 8;
+  l.header = l.checks + 4 * kValidateSlots;
   off = up256(l.header);
   l.inverse = off; off += up256(n * 4);
   l.bag = off; off += up256(n * 4);
@@ -305,7 +309,7 @@ int64_t lookup_step_ws_size(int64_t n, int64_t num_tables, bool with_csr, bool s
 
 // The step's per-id and per-unique arrays inside a workspace.
 struct StepArrays {
-  int32_t *skip, *count, *pending, *inverse, *bag, *utables;
+  int32_t *skip, *count, *pending, *check_flags, *inverse, *bag, *utables;
   int64_t *refused, *urow;
   uint64_t *ukeys, *rowp;
   char* csr;  // null without one
@@ -317,7 +321,8 @@ StepArrays step_arrays(const Tensor& ws, const StepLayout& l) {
   a.skip = reinterpret_cast<int32_t*>(b);
   a.count = reinterpret_cast<int32_t*>(b + 4);
   a.refused = reinterpret_cast<int64_t*>(b + 8);
-  a.pending = reinterpret_cast<int32_t*>(b + l.header - 8);
+  a.pending = reinterpret_cast<int32_t*>(b + l.pending);
+  a.check_flags = reinterpret_cast<int32_t*>(b + l.checks);
   a.inverse = reinterpret_cast<int32_t*>(b + l.inverse);
   a.bag = reinterpret_cast<int32_t*>(b + l.bag);
   a.utables = reinterpret_cast<int32_t*>(b + l.utables);
@@ -423,9 +428,15 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   const int64_t rows = pooling == kPoolNone ? n : batch;
   Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   const StepArrays a = step_arrays(ws, l);
-  zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip flag, count, refused
+  // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
+  const bool probe = !train && pooling == kPoolNone;
+  // with the dedup's clear pass (ids, no probe) that pass sets the header (skip flag from the checks' block
+  // flags, count, refused, pending) and advances the step clocks: no memset and no begin_step launch
+  const bool header_by_clear = n > 0 && !probe;
+  if (!header_by_clear) zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
+  int check_blocks = 0;
   if (validate) {
     ValidateParams v{};
     v.ids = id_ptr;
@@ -437,10 +448,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.lengths_only = flags & kStepLengthsOnly;
     v.psw = pw;
     v.bad = a.skip;
-    launch_validate(v, stream);
+    v.block_bad = header_by_clear ? a.check_flags : nullptr;
+    check_blocks = launch_validate(v, stream);
   }
-  // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
-  const bool probe = !train && pooling == kPoolNone;
   DedupParams d{};
   d.ids = id_ptr;
   d.offsets = off_ptr;
@@ -461,6 +471,15 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // addresses and no bags (only the atomic scatter, the pooled forward and the pooled CSR read them)
   const bool via_unique = with_csr && pooling == kPoolNone;
   d.no_bags = via_unique;
+  if (header_by_clear) {
+    d.skip_out = a.skip;
+    d.check_flags = validate ? a.check_flags : nullptr;
+    d.check_blocks = validate ? check_blocks : 0;
+    d.refused = a.refused;
+    d.pending = a.pending;
+    d.clock_meta = train ? meta_ptr(meta) : nullptr;
+    d.num_tables = static_cast<int>(T);
+  }
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
   if (a.csr) {  // the CSR needs only the dedup
@@ -489,6 +508,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.n_ids = n;
   ip.rowp = via_unique ? nullptr : a.rowp;
   ip.pending = a.pending;
+  ip.clock_done = header_by_clear && train;
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
