@@ -802,7 +802,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         unknown = [t for t in cached if counts[t] is None]
         found = None
         if unknown:
-            if bounds is None and offsets.is_cuda:
+            if (bounds is None and offsets.is_cuda) or _prefetch.probe_op_serves(self, ids):
                 # device offsets: the count and the feature bounds come back together (one host wait)
                 found, counts_b, bounds = self._count_with_bounds(ids, offsets, unknown)
                 counts.update(counts_b)
@@ -820,13 +820,11 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
 
     def _count_with_bounds(self, ids, offsets, tables):
-        """(found mask, {table: misses}, the F + 1 feature bounds) with one host wait: the lookups of every table
-        of ``tables`` are queued over the whole batch (``_prefetch._count_misses``: no bounds needed), then the
-        miss counts and the bounds are read back together."""
-        miss, found, ends = _prefetch._count_misses(self, ids, offsets, tables)
-        hmiss, hends = to_host(miss, ends)
-        with host_phase():
-            return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
+        """(found mask, {table: misses}, the F + 1 feature bounds) with one host wait: on the kernel path one
+        launch of op ``cache_probe`` for every table of ``tables``, else the lookups of every table queued over the
+        whole batch (``_prefetch._count_misses``: no bounds needed); then the miss counts and the bounds are read
+        back together (``_prefetch.count_step``)."""
+        return _prefetch.count_step(self, ids, offsets, tables)
 
     def _stage_device(self, ids, bounds, tables, found, train: bool, pins=(), counts=None) -> None:
         """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device,

@@ -171,10 +171,7 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
     from . import _staging
 
     if getattr(module, "prefetch_early_count", False):
-        miss, found, ends = _count_misses(module, ids, offsets, tables)
-        hmiss, hends = _staging.to_host(miss, ends)
-        with _staging.host_phase():
-            counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
+        found, counts, bounds = count_step(module, ids, offsets, tables)
     else:
         bounds = module._bounds(offsets)
         found, counts = module._miss_counts(ids, bounds, tables)
@@ -186,6 +183,53 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
 
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it
+
+
+def probe_op_serves(module, ids) -> bool:
+    """The multi-table miss check (op ``cache_probe``, one launch for every caching table) serves this module's
+    step: the fused kernel path on CUDA (its table metadata), outside a graph capture."""
+    from ._batched_step import _capturing
+
+    return (module.use_kernels and ids.is_cuda and module.device.type == "cuda"
+            and hasattr(torch.ops.dynamicemb, "cache_probe") and not _capturing())
+
+
+def count_step(module, ids, offsets, tables: List[int]):
+    """(found mask over the batch, {table: ids of the batch its cache misses, duplicates counted}, the F + 1
+    feature bounds) for the caching tables ``tables``, with one host wait and no host bounds needed. On the kernel
+    path one launch of op ``cache_probe`` (every table probed by one kernel; counts and bounds in one int64 tensor,
+    one readback); else ``_count_misses`` (one masked lookup of the whole batch per table)."""
+    from ._staging import host_phase, to_device, to_host
+
+    if probe_op_serves(module, ids):
+        F = module.num_features
+        B = (offsets.numel() - 1) // F
+        dev = ids.device
+        off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
+        found, info = torch.ops.dynamicemb.cache_probe(module._kernel_meta(), ids.contiguous(), off.contiguous(),
+                                                       module._ftable_i32, B, _table_mask(module, dev, tables))
+        h = to_host(info)[0]
+        with host_phase():
+            v = h.tolist()
+        T = len(module.tables)
+        return found, {t: v[t] for t in tables}, v[T:]
+    miss, found, ends = _count_misses(module, ids, offsets, tables)
+    hmiss, hends = to_host(miss, ends)
+    with host_phase():
+        return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
+
+
+def _table_mask(module, device, tables: List[int]) -> torch.Tensor:
+    """(T,) int32 on ``device``: 1 for the tables of ``tables`` (op cache_probe probes those); made once per
+    module and tables."""
+    key = (str(device), tuple(tables))
+    c = module.__dict__.get("_probe_table_mask")
+    if c is None or c[0] != key:
+        from ._staging import to_device
+
+        m = torch.tensor([int(t in tables) for t in range(len(module.tables))], dtype=torch.int32)
+        c = module.__dict__["_probe_table_mask"] = (key, to_device(m, device))  # no blocking copy
+    return c[1]
 
 
 def _count_misses(module, ids, offsets, tables: List[int]):

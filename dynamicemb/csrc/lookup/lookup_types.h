@@ -226,6 +226,25 @@ struct BackwardParams {
   void* scan_temp;              // sort scratch of segment_scan_bytes(n) bytes
   size_t scan_temp_bytes;
 };
+// ---------------------------------------------------------------- caching tables' miss check
+// One launch for every caching table of a step (probe_kernels.cu): each id's feature (from offsets) and table; an
+// id of a table with table_mask set is probed read-only in that table (its HBM cache), found[i] set when present
+// (reserved ids never are), and each miss counted into info[table]; ids of other tables are found. info also gets
+// the F + 1 feature bounds offsets[f * batch] (raw) at [num_tables, num_tables + F], so one readback gives both.
+struct CacheProbeParams {
+  const TableMeta* meta;        // (num_tables) device
+  int num_tables;
+  const int32_t* table_mask;    // (num_tables) nonzero: probe this table
+  const uint64_t* ids;          // (n)
+  const int64_t* offsets;       // (num_bags + 1)
+  int64_t n, num_bags, batch;
+  const int32_t* feature_table; // (num_features)
+  int num_features;
+  bool* found;                  // (n)
+  int64_t* info;                // (num_tables + num_features + 1), zeroed by the caller
+};
+void launch_cache_probe(const CacheProbeParams& p, void* stream);
+
 // Rows wider than this many columns (4-wide access) / kMaxScalarDim (scalar access) take the torch path.
 constexpr int kMaxVecDim = 512;
 constexpr int kMaxScalarDim = 128;
