@@ -1,7 +1,8 @@
-"""The caching tables' one-launch miss check (op ``cache_probe``, ``_prefetch.count_step``) on CUDA (skip without a
-GPU): the same found mask, per-table misses and feature bounds as one masked lookup per table; the step and the
-prefetch job take it; a warm step waits once on the host for its counts (the all-HBM step not at all), and a warm
-step after a prefetch of its batch makes no host synchronization at all (sync debug mode "error")."""
+"""The caching tables' device ops on CUDA (skip without a GPU): the one-launch miss check (op ``cache_probe``,
+``_prefetch.count_step``) gives the same found mask, per-table misses and feature bounds as one masked lookup per
+table, and the Python staging's step and prefetch job take it; with op ``cache_stage`` (the default over the uva
+store) no step makes a host synchronization, warm or missing, with or without prefetch (sync debug mode
+"error")."""
 
 import os
 import sys
@@ -70,6 +71,7 @@ def test_step_and_job_count_with_one_launch_cuda(monkeypatch):
     monkeypatch.setattr(_prefetch, "_count_misses", no_lookups)
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
+    m.device_staging = False  # the Python staging counts first (op cache_stage probes inside its own op)
     data = list(t_batches(T, 6, seed=9, hi=2000, device="cuda"))
     for i, (ids, off, w) in enumerate(data):
         o_ref = ref(ids, off)
@@ -87,38 +89,47 @@ def test_step_and_job_count_with_one_launch_cuda(monkeypatch):
     assert_same(ref, m)
 
 
-def test_warm_step_host_syncs_cuda():
-    """A warm step (every id in the caches) syncs once more than all-HBM (its miss counts, one readback for every
-    table), and not at all after a prefetch of its batch: forward and backward run under sync debug mode
-    "error" (any host synchronization raises)."""
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+def test_no_host_sync_cuda(prefetch):
+    """Op cache_stage (the default over the uva store): a warm step (every id in the caches) and a step that misses
+    in every cache make no host synchronization at all, forward and backward under sync debug mode "error" (any
+    synchronization raises), with and without a prefetch of the batch (the job's own wait is in its thread, settled
+    first); bit-identical to all-HBM. With the Python staging a warm step syncs once (its counts: op cache_probe,
+    one readback for every table), all-HBM never."""
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
-    ids, off, w = next(t_batches(T, 1, seed=13, hi=300, device="cuda"))
+    data = list(t_batches(T, 6, seed=13, hi=3000, device="cuda"))
+    warm = data[0]
     for mod in (ref, m):
         for _ in range(2):
-            (mod(ids, off) * w).sum().backward()
+            (mod(warm[0], warm[1]) * warm[2]).sum().backward()
     torch.cuda.synchronize()
+    for i, (ids, off, w) in enumerate([warm] + data[1:] + [warm]):
+        if prefetch:
+            m.prefetch(ids, off)
+            _prefetch.settle(m)
+            job = _prefetch._JOBS[m][-1]
+            assert job.error is None, job.error
+        torch.cuda.synchronize()
+        prev = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            o_ref = ref(ids, off)
+            out = m(ids, off)
+            (o_ref * w).sum().backward()
+            (out * w).sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode(prev)
+        assert torch.equal(o_ref, out), f"step {i}"
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert sum(t.rows_moved[1] for t in m.tables) > 0  # steps missed and evicted
+    m.device_staging = False
     outs = []
-    n_ref = _sync_warnings(lambda: outs.append(ref(ids, off)))
-    n = _sync_warnings(lambda: outs.append(m(ids, off)))
-    assert len(n_ref) == 0, n_ref
-    assert len(n) == 1, n
+    n_ref = _sync_warnings(lambda: outs.append(ref(warm[0], warm[1])))
+    n = _sync_warnings(lambda: outs.append(m(warm[0], warm[1])))
+    assert len(n_ref) == 0 and len(n) == 1, (n_ref, n)
     for o in outs:
-        (o * w).sum().backward()
-    m.prefetch(ids, off)
-    _prefetch.settle(m)  # the job's own waits happen in its thread, before the step
-    job = _prefetch._JOBS[m][-1]
-    assert job.error is None and job.missed == 0, (job.error, job.missed)
+        (o * warm[2]).sum().backward()
     torch.cuda.synchronize()
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        o_ref = ref(ids, off)
-        out = m(ids, off)
-        (o_ref * w).sum().backward()
-        (out * w).sum().backward()
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
-    torch.cuda.synchronize()
-    assert torch.equal(o_ref, out)
     assert_same(ref, m)

@@ -1,7 +1,8 @@
 // The caching tables' miss check of a step (CacheProbeParams, lookup_types.h): one thread per id finds its
 // feature and table and probes the table read-only; misses are counted per table in shared memory (one global
 // atomic per table and block), the feature bounds are copied next to the counts. Replaces one masked lookup of
-// the whole batch per caching table (T launches, a (T, n) mask) by one launch over the batch.
+// the whole batch per caching table (T launches, a (T, n) mask) by one launch over the batch. With `stage` set
+// (op cache_stage) a hit also stamps its cache slot with the step's stamp (the staging's guard).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/probe_meta.cuh"
 
@@ -25,7 +26,11 @@ __global__ void __launch_bounds__(kProbeBlock) cache_probe_kernel(CacheProbePara
     bool hit = true;
     if (__ldg(p.table_mask + t)) {
       const uint64_t key = __ldg(p.ids + i);
-      hit = !table::is_reserved_key(key) && probe_meta_slot(p.meta[t], key) >= 0;
+      const int64_t slot = table::is_reserved_key(key) ? -1 : probe_meta_slot(p.meta[t], key);
+      hit = slot >= 0;
+      if (hit && p.stage != nullptr)  // the guard of this step's rows (stage_common.h)
+        atomicMax(reinterpret_cast<unsigned long long*>(p.stage[t].stamps) + slot,
+                  static_cast<unsigned long long>(p.cur));
       if (!hit) {
         if (smem) atomicAdd(&miss[t], 1ull);
         else atomicAdd(reinterpret_cast<unsigned long long*>(p.info + t), 1ull);

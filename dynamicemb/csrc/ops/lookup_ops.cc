@@ -187,45 +187,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   return std::make_tuple(inverse, bag, ukeys, utables, count);
 }
 
-// ---------------------------------------------------------------- caching tables' miss check
-// (found (n,) bool, info (num_tables + F + 1,) int64): per id whether its table's cache holds it (ids of tables
-// without table_mask: true), the misses per table, then the F + 1 feature bounds (CacheProbeParams). One launch,
-// no host wait; the caller reads info back once.
-std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, Tensor feature_table, int64_t batch,
-                                       Tensor table_mask) {
-  check_ids(ids);
-  check_cuda(meta, "meta", ids, ScalarType::Long);
-  check_cuda(offsets, "offsets", ids, ScalarType::Long);
-  accel::check_dim(offsets, "offsets", 1);
-  check_cuda(feature_table, "feature_table", ids, ScalarType::Int);
-  check_cuda(table_mask, "table_mask", ids, ScalarType::Int);
-  const int64_t T = num_tables_of(meta);
-  const int64_t F = feature_table.numel();
-  ACCEL_CHECK(table_mask.numel() == T, "table_mask: expected ", T, " entries (one per table), got ", table_mask.numel());
-  ACCEL_CHECK(F >= 1, "feature_table: expected at least one feature");
-  ACCEL_CHECK(batch >= 0, "batch: expected >= 0, got ", batch);
-  ACCEL_CHECK(offsets.numel() == F * batch + 1, "offsets: expected F * batch + 1 = ", F * batch + 1,
-              " entries, got ", offsets.numel());
-  torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
-  Tensor found = torch::stable::new_empty(ids, {ids.numel()}, ScalarType::Bool);
-  Tensor info = torch::stable::new_zeros(ids, {T + F + 1}, ScalarType::Long);
-  CacheProbeParams p{};
-  p.meta = meta_ptr(meta);
-  p.num_tables = static_cast<int>(T);
-  p.table_mask = static_cast<const int32_t*>(table_mask.data_ptr());
-  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.n = ids.numel();
-  p.num_bags = offsets.numel() - 1;
-  p.batch = batch;
-  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
-  p.num_features = static_cast<int>(F);
-  p.found = static_cast<bool*>(found.data_ptr());
-  p.info = static_cast<int64_t*>(info.data_ptr());
-  launch_cache_probe(p, accel::current_cuda_stream(ids.get_device_index()));
-  return std::make_tuple(found, info);
-}
-
 // ---------------------------------------------------------------- one step's workspace
 // The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
 // so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
@@ -417,7 +378,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                        std::optional<Tensor> lengths, std::optional<Tensor> psw,
                                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling,
                                        int64_t flags, int64_t max_dim, int64_t out_cols, int64_t out_kind, Tensor set,
-                                       Tensor refused_total) {
+                                       Tensor refused_total, std::optional<Tensor> skip) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
   check_ids(ids);
@@ -452,6 +413,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     ACCEL_CHECK(lengths->numel() == nb, "lengths: expected ", nb, " entries (offsets has ", nb + 1, "), got ",
                 lengths->numel());
   }
+  if (skip.has_value()) {
+    check_cuda(*skip, "skip", ids, ScalarType::Int);
+    ACCEL_CHECK(skip->numel() == 1, "skip: expected 1 entry (cache_stage's flag), got ", skip->numel());
+  }
   ACCEL_CHECK(!(flags & kStepLengthsOnly) || lengths.has_value(), "flags: lengths only, but lengths is None");
   check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
@@ -463,6 +428,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   const StepArrays a = step_arrays(ws, l);
   zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip flag, count, refused
+  // an external skip flag (a device staging that could not stage every id: the step inserts and updates nothing)
+  if (skip.has_value()) copy_async(a.skip, skip->data_ptr(), sizeof(int32_t), stream);
+  const bool skipping = validate || skip.has_value();
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
   if (validate) {
@@ -495,7 +463,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   d.ukeys = a.ukeys;
   d.utables = a.utables;
   d.count = a.count;
-  d.skip = validate ? a.skip : nullptr;
+  d.skip = skipping ? a.skip : nullptr;
   // a sequence whose backward is segmented (the CSR is built here) reads its rows through the uniques: no row
   // addresses and no bags (only the atomic scatter, the pooled forward and the pooled CSR read them)
   const bool via_unique = with_csr && pooling == kPoolNone;
@@ -724,16 +692,13 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "lookup_step(Tensor(a!) meta, int value_kind, Tensor ids, Tensor offsets, Tensor? lengths, Tensor? psw, "
       "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
-      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total) -> (Tensor, Tensor)");
+      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None) -> (Tensor, Tensor)");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "
       "int opt, float weight_decay, float beta1, float beta2, float eps, float max_grad_value, "
       "float max_grad_norm, Tensor lr, Tensor step, Tensor(b!) gsum, Tensor(c!) seg, int seg_chunk, "
       "int nonfinite=0, Tensor(d!)? nonfinite_count=None, Tensor(e!)? nonfinite_seen=None) -> Tensor");
-  m.def(
-      "cache_probe(Tensor meta, Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor table_mask) "
-      "-> (Tensor, Tensor)");
   m.def("lookup_step_ws_size(int n, int num_tables, bool with_csr, bool scaled) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
   m.def("lookup_contract() -> str");
@@ -745,7 +710,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
   m.impl("report_nonfinite", TORCH_BOX(&dynamicemb::lookup::report_nonfinite));
   m.impl("lookup_step", TORCH_BOX(&dynamicemb::lookup::lookup_step));
   m.impl("lookup_backward", TORCH_BOX(&dynamicemb::lookup::lookup_backward));
-  m.impl("cache_probe", TORCH_BOX(&dynamicemb::lookup::cache_probe));
 }
 
 // No tensor argument to dispatch on: CompositeExplicitAutograd serves every backend (and CPU-only torch).
