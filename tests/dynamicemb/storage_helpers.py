@@ -295,6 +295,21 @@ class SyncCounter:
         return False
 
 
+def sync_warnings(fn) -> list:
+    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
+    import warnings
+
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+
+
 def logical_rows(m):
     """Per table of ``m`` its rows (cache and store) as {key: (row on the CPU, score)}."""
     out = []

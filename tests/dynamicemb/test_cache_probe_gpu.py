@@ -15,8 +15,7 @@ from dynamicemb._load import load_library
 from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, assert_same, make_t, t_batches  # noqa: E402
-from test_storage_gpu import _sync_warnings  # noqa: E402
+from storage_helpers import BC, assert_same, make_t, sync_warnings, t_batches  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -126,8 +125,8 @@ def test_no_host_sync_cuda(prefetch):
     assert sum(t.rows_moved[1] for t in m.tables) > 0  # steps missed and evicted
     m.device_staging = False
     outs = []
-    n_ref = _sync_warnings(lambda: outs.append(ref(warm[0], warm[1])))
-    n = _sync_warnings(lambda: outs.append(m(warm[0], warm[1])))
+    n_ref = sync_warnings(lambda: outs.append(ref(warm[0], warm[1])))
+    n = sync_warnings(lambda: outs.append(m(warm[0], warm[1])))
     assert len(n_ref) == 0 and len(n) == 1, (n_ref, n)
     for o in outs:
         (o * warm[2]).sum().backward()

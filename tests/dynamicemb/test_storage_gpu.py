@@ -14,7 +14,7 @@ from dynamicemb._optimizers import SGD, Adam, RowWiseAdagrad
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, DIM, HAVE_ROCKS, assert_same, batches, deterministic, disk, make,  # noqa: E402
-                             make_t, step, t_batches, table_ops_agree)
+                             make_t, step, sync_warnings, t_batches, table_ops_agree)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -166,21 +166,6 @@ def test_prefetch_job_stages_while_step_in_flight_cuda(opt):
     assert_same(ref, m)
 
 
-def _sync_warnings(fn) -> list:
-    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
-    import warnings
-
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
-    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
-
-
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
 def test_batched_staging_syncs_cuda(prefetch):
     """Every step misses in every cache (128 of 400 ids per table cached): the same training as all-HBM with T
@@ -200,8 +185,8 @@ def test_batched_staging_syncs_cuda(prefetch):
                 assert _prefetch._JOBS[m][-1].missed > 0  # the job staged something
             torch.cuda.synchronize()
             outs = []
-            n_ref = _sync_warnings(lambda: outs.append(ref(ids, off)))
-            n = _sync_warnings(lambda: outs.append(m(ids, off)))
+            n_ref = sync_warnings(lambda: outs.append(ref(ids, off)))
+            n = sync_warnings(lambda: outs.append(m(ids, off)))
             for o in outs:
                 (o * w).sum().backward()
             assert torch.equal(outs[0], outs[1])

@@ -18,8 +18,8 @@ from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, assert_same, batches, make, make_t, rows, step, t_batches, ten_percent  # noqa: E402
-from test_storage_gpu import _sync_warnings  # noqa: E402
+from storage_helpers import (BC, assert_same, batches, make, make_t, rows, step, sync_warnings, t_batches,  # noqa: E402
+                             ten_percent)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -70,8 +70,8 @@ def test_uva_staging_syncs_cuda(prefetch):
                 assert job.error is None and job.missed > 0, job.error
             torch.cuda.synchronize()
             outs = []
-            n_ref = _sync_warnings(lambda: outs.append(ref(ids, off)))
-            n = _sync_warnings(lambda: outs.append(m(ids, off)))
+            n_ref = sync_warnings(lambda: outs.append(ref(ids, off)))
+            n = sync_warnings(lambda: outs.append(m(ids, off)))
             for o in outs:
                 (o * w).sum().backward()
             assert torch.equal(outs[0], outs[1])
