@@ -56,33 +56,39 @@ def _ptr(t: Optional[torch.Tensor]) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def _identity(t, st):
+    """The tensors a StageTable record points into (None: not a uva caching table)."""
+    if st is None:
+        return None
+    return (t.keys, t.__dict__.get("_stamps"), st.keys, st.digests, st.scores, st.values,
+            getattr(st, "values_host", None), st.locks, st.counters)
+
+
 def stage_meta(module) -> torch.Tensor:
     """(T * 11,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
     stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table's
-    tensors changed."""
+    tensors changed (checked by identity: no data pointer is read on the hot path)."""
     from ._staging import to_device
 
-    key, rows = [], []
-    for t in module.tables:
-        st = getattr(getattr(t, "store", None), "table", None) if getattr(t, "device_store", False) else None
+    tabs = [(t, t.store.table) if getattr(t, "device_store", False) else (t, None) for t in module.tables]
+    key = [_identity(t, st) for t, st in tabs]
+    c = module.__dict__.get("_stage_meta")
+    if c is not None and len(c[0]) == len(key) and all(
+            (a is None) == (b is None) and (a is None or all(x is y for x, y in zip(a, b))) for a, b in zip(c[0], key)):
+        return c[1]
+    rows = []
+    for t, st in tabs:
         if st is None:
-            key.append(None)
             rows.append([0] * 11)
             continue
         stamps = t.__dict__.get("_stamps")
         if stamps is None or stamps.numel() != t.capacity():
             stamps = t.__dict__["_stamps"] = torch.zeros(t.capacity(), dtype=torch.int64, device=t.device)
         vh = getattr(st, "values_host", None)
-        parts = (t.keys, st.keys, st.digests, st.scores, st.values, vh, st.locks, st.counters, stamps)
-        key.append(parts)
         rows.append([_ptr(st.keys), _ptr(st.digests), _ptr(st.scores), _ptr(st.values), _ptr(vh),
                      int(getattr(st, "hbm_rows", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
                      st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps)])
-    c = module.__dict__.get("_stage_meta")
-    if c is not None and len(c[0]) == len(key) and all(
-            (a is None and b is None) or (a is not None and b is not None and all(x is y for x, y in zip(a, b)))
-            for a, b in zip(c[0], key)):
-        return c[1]
+    key = [_identity(t, st) for t, st in tabs]
     host = torch.tensor(rows, dtype=torch.int64).view(-1)
     module.__dict__["_stage_meta"] = (key, to_device(host, module.device), host)  # the host copy stays alive
     return module.__dict__["_stage_meta"][1]

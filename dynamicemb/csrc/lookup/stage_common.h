@@ -46,7 +46,7 @@ struct StageParams {
   int num_features;
   const bool* found;          // (n) the probe's
   int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused]
-  int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1
+  int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
@@ -81,18 +81,27 @@ TABLE_HD void stage_fail(const StageParams& p, int32_t rule, int table, uint64_t
   }
 }
 
+// Slots are read kScan at a time (independent loads in flight; bucket_capacity is a multiple of 16).
+constexpr int kScan = 8;
+
 // Slot of `key` in the bucket [base, base + cap) of `keys` (a scan of its keys), or -1.
 template <class A>
 TABLE_HD int64_t stage_find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
-  for (int j = 0; j < cap; ++j)
-    if (A::ld(keys + base + j) == key) return base + j;
+  for (int j = 0; j < cap; j += kScan) {
+    uint64_t k[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) k[r] = A::ld(keys + base + j + r);
+#pragma unroll
+    for (int r = 0; r < kScan; ++r)
+      if (k[r] == key) return base + j + r;
+  }
   return -1;
 }
 
 template <class A>
 TABLE_HD void stage_one(const StageParams& p, int64_t i) {
+  if (p.found[i]) return;  // (a warm step: every thread returns here; `place` is read only where found is clear)
   p.place[i] = -1;
-  if (p.found[i]) return;
   const uint64_t key = p.ids[i];
   if (table::is_reserved_key(key)) return;
   const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
@@ -116,23 +125,30 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   // the cache bucket: the key (a duplicate of this step staged it), its first free slot, its eviction candidate
   int64_t free_slot = -1, victim = -1;
   uint64_t vscore = 0;
-  for (int j = 0; j < ccap; ++j) {
-    const int64_t slot = cbase + j;
-    const uint64_t k2 = A::ld(ck + slot);
-    if (k2 == key) {
+  for (int j0 = 0; j0 < ccap; j0 += kScan) {
+    uint64_t k2[kScan], sc[kScan], st[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      k2[r] = A::ld(ck + cbase + j0 + r);
+      sc[r] = A::ld(cs + cbase + j0 + r);
+      st[r] = A::ld(reinterpret_cast<uint64_t*>(stamps + cbase + j0 + r));
+    }
+    bool hit = false;
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      const int64_t slot = cbase + j0 + r;
+      hit |= k2[r] == key;
+      if (k2[r] == table::kEmptyKey) {
+        if (free_slot < 0) free_slot = slot;
+      } else if (!table::is_reserved_key(k2[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < p.min_live &&
+                 (victim < 0 || sc[r] < vscore)) {
+        victim = slot;
+        vscore = sc[r];
+      }
+    }
+    if (hit) {
       A::unlock(clock);
       return;
-    }
-    if (k2 == table::kEmptyKey) {
-      if (free_slot < 0) free_slot = slot;
-      continue;
-    }
-    if (table::is_reserved_key(k2)) continue;
-    const uint64_t sc = A::ld(cs + slot);
-    if (sc == ~0ull || static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(stamps + slot))) >= p.min_live) continue;
-    if (victim < 0 || sc < vscore) {
-      victim = slot;
-      vscore = sc;
     }
   }
   // the key in its store
@@ -201,6 +217,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
 // After every stage_one: id i's placeholder leaves; every free slot of its bucket is stamped with cur.
 template <class A>
 TABLE_HD void unplace_one(const StageParams& p, int64_t i) {
+  if (p.found[i]) return;
   const int64_t slot = p.place[i];
   if (slot < 0) return;
   const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
