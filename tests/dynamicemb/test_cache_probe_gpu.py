@@ -93,8 +93,8 @@ def test_no_host_sync_cuda(prefetch):
     """Op cache_stage (the default over the uva store): a warm step (every id in the caches) and a step that misses
     in every cache make no host synchronization at all, forward and backward under sync debug mode "error" (any
     synchronization raises), with and without a prefetch of the batch (the job's own wait is in its thread, settled
-    first); bit-identical to all-HBM. With the Python staging a warm step syncs once (its counts: op cache_probe,
-    one readback for every table), all-HBM never."""
+    first); bit-identical to all-HBM. With the Python staging a warm step syncs once more than all-HBM (its
+    counts: op cache_probe, one readback for every table)."""
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     data = list(t_batches(T, 6, seed=13, hi=3000, device="cuda"))
@@ -109,13 +109,13 @@ def test_no_host_sync_cuda(prefetch):
             _prefetch.settle(m)
             job = _prefetch._JOBS[m][-1]
             assert job.error is None, job.error
+        o_ref = ref(ids, off, validate=False)
+        (o_ref * w).sum().backward()
         torch.cuda.synchronize()
         prev = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode("error")
+        torch.cuda.set_sync_debug_mode("error")  # as test_embedding_gpu.py::test_training_step_has_no_host_sync
         try:
-            o_ref = ref(ids, off)
-            out = m(ids, off)
-            (o_ref * w).sum().backward()
+            out = m(ids, off, validate=False)
             (out * w).sum().backward()
         finally:
             torch.cuda.set_sync_debug_mode(prev)
@@ -125,9 +125,9 @@ def test_no_host_sync_cuda(prefetch):
     assert sum(t.rows_moved[1] for t in m.tables) > 0  # steps missed and evicted
     m.device_staging = False
     outs = []
-    n_ref = sync_warnings(lambda: outs.append(ref(warm[0], warm[1])))
-    n = sync_warnings(lambda: outs.append(m(warm[0], warm[1])))
-    assert len(n_ref) == 0 and len(n) == 1, (n_ref, n)
+    n_ref = sync_warnings(lambda: outs.append(ref(warm[0], warm[1], validate=False)))
+    n = sync_warnings(lambda: outs.append(m(warm[0], warm[1], validate=False)))
+    assert len(n) - len(n_ref) == 1, (n_ref, n)
     for o in outs:
         (o * warm[2]).sum().backward()
     torch.cuda.synchronize()
