@@ -37,8 +37,9 @@ def next_stamp() -> int:
 
 def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) -> bool:
     """Whether op cache_stage stages the caching tables ``tables`` of this step: ``module.device_staging`` (on by
-    default on CUDA), every table over a ``UvaStore``, the fused kernel path on CUDA (outside a graph capture), and
-    every live step's pins (and ``pins``) stamped (a step staged by the Python path has no stamps in the caches)."""
+    default on CUDA), every table over a ``UvaStore`` and of one dtype, the fused kernel path on CUDA (outside a
+    graph capture), and every live step's pins (and ``pins``) stamped (a step staged by the Python path has no
+    stamps in the caches)."""
     if not tables or not getattr(module, "device_staging", False) or not hasattr(torch.ops.dynamicemb, "cache_stage"):
         return False
     if module.device.type == "cuda":
@@ -47,8 +48,8 @@ def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) ->
         if not (module.use_kernels and ids.is_cuda) or _capturing():
             return False
     ts = [module.tables[t] for t in tables]
-    if not all(getattr(t, "device_store", False) for t in ts):
-        return False
+    if not all(getattr(t, "device_store", False) for t in ts) or len({t.value_dtype for t in ts}) != 1:
+        return False  # (one value_bytes for the op: the fused kernel path has one dtype anyway)
     return all(getattr(p, "stamp", None) is not None for p in list(pins) + [p for t in ts for p in list(t._pins)])
 
 
