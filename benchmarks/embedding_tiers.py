@@ -144,10 +144,13 @@ def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
     kw = {}
     if storage == "caching":
         kw = dict(storage="caching", hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
-        if store == "uva":
+        if store in ("uva", "uva-py"):
             kw["backing_store"] = UvaStoreSpec()
     opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
-    return BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
+    m = BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
+    if store == "uva-py":  # the Python staging over the uva store (op cache_stage off)
+        m.device_staging = False
+    return m
 
 
 def step_batches(T, B, rows_per_table, count=4):
@@ -158,6 +161,9 @@ def step_batches(T, B, rows_per_table, count=4):
         ids = torch.cat([power_law_ids(B, rows_per_table, 1.05, gen) for _ in range(T)])
         out.append((ids.cuda(), torch.arange(0, T * B + 1, dtype=torch.int64, device="cuda")))
     return out
+
+
+_STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
 def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
@@ -176,7 +182,7 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
         if opt_name.lower() not in opts:
             continue
         cases = [("all-HBM", "hbm", 1.0, False, None)] + [
-            (f"caching {int(f * 100)}%{' (uva store)' if st == 'uva' else ''}{' + prefetch' if p else ''}", "caching",
+            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching",
              f, p, st)
             for st in stores for f in fracs for p in (False, True)]
         row_bytes = opt.row_width(dim) * 4
@@ -264,7 +270,8 @@ def main():
     ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
-                    "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device)")
+                    "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device by op cache_stage), "
+                    "uva-py (the same store staged by the Python staging)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("embedding_tiers: no GPU, skipped")

@@ -86,7 +86,7 @@ from ._checks import CHANNEL, ERR_ARG_CODES, host_error
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._table import RESERVED_KEYS, ScoredHashTable, TableInitializer, _check_key_tensor
-from . import _prefetch
+from . import _device_stage, _prefetch
 from ._caching import CachedTable, StepPins
 from ._prefetch import settled
 from ._staging import host_phase, stage_tables, to_device, to_host
@@ -323,6 +323,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         #: (the default): the job's count then ends right after the forward on the device, one host wait, the
         #: step's own count does the same (``_count_with_bounds``)
         self.prefetch_early_count = True
+        #: caching tables over the uva store stage on the device (op cache_stage: no host wait, capacity failures
+        #: raised from the device error record; _device_stage.py); False: the Python staging (one wait or two)
+        self.device_staging = dev.type == "cuda"
         if dev.type == "cuda":
             self._ftable_i32 = torch.tensor(fmap, dtype=torch.int32, device=dev)
             cols = [0]
@@ -756,9 +759,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
     def _forward_impl(self, ids, offsets, psw, train: bool, backward: bool = False, skip=None, checks=None):
         """Forward of the step (``backward``: called by _LookupFunction, a backward follows; autograd runs this
         with grad mode off). ``skip``: the device checks' flag (nonzero: the batch is treated as empty)."""
-        pins = self._stage_caches(ids, offsets, train, backward) if self._cached else None
+        pins, stage_skip = self._stage_caches(ids, offsets, train, backward) if self._cached else (None, None)
         if self.use_kernels:
-            out, saved = self._forward_kernels(ids, offsets, psw, train, backward, checks=checks)
+            out, saved = self._forward_kernels(ids, offsets, psw, train, backward, checks=checks, skip=stage_skip)
         else:
             out, saved = self._forward_torch(ids, offsets, psw, train, backward, skip)
         if saved is not None and pins is not None:
@@ -789,20 +792,27 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             out[t] = torch.unique(k.view(torch.int64)).view(self.key_dtype) if unique else k
         return out
 
-    def _stage_caches(self, ids, offsets, train: bool, backward: bool) -> Optional[StepPins]:
+    def _stage_caches(self, ids, offsets, train: bool, backward: bool):
         """Stages the step's ids into the caching tables that miss some of them (see _caching.py); returns the
         step's pins when a backward follows (the rows it will update stay in the cache until it ran).
 
         Host syncs (docs/dynamicemb_storage.md): none after a prefetch of this very batch (``prefetch`` with the
         step's device ids: its job staged the batch) for every cache that did not change since; else one for the
         feature bounds (none with CPU offsets or after such a prefetch) and one for the miss counts of the other
-        tables; then, if some table misses, two for all the tables together (``_stage_missing``)."""
+        tables; then, if some table misses, two for all the tables together (``_stage_missing``). Caching tables
+        over the uva store stage on the device instead (``_device_stage``: none). Returns (pins, the device
+        staging's skip flag for lookup_step or None)."""
         cached = self._cached
-        counts, bounds = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
+        counts, bounds, stamp = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
-        found = None
-        if unknown:
-            if bounds is None and offsets.is_cuda:
+        found = skip = None
+        if unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
+            stamp = _device_stage.next_stamp()
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]
+            unknown = []
+        elif unknown:
+            stamp = None
+            if (bounds is None and offsets.is_cuda) or _prefetch.probe_op_serves(self, ids):
                 # device offsets: the count and the feature bounds come back together (one host wait)
                 found, counts_b, bounds = self._count_with_bounds(ids, offsets, unknown)
                 counts.update(counts_b)
@@ -816,17 +826,17 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
             self._stage_missing(ids, bounds, todo, sum(counts[t] for t in todo), found, set(unknown), train,
                                 counts=counts)
         if not backward:
-            return None
-        return StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
+            return None, skip
+        pins = StepPins(functools.partial(self._table_keys, ids, offsets, cached, False, bounds), self.tables, cached)
+        pins.stamp = stamp
+        return pins, skip
 
     def _count_with_bounds(self, ids, offsets, tables):
-        """(found mask, {table: misses}, the F + 1 feature bounds) with one host wait: the lookups of every table
-        of ``tables`` are queued over the whole batch (``_prefetch._count_misses``: no bounds needed), then the
-        miss counts and the bounds are read back together."""
-        miss, found, ends = _prefetch._count_misses(self, ids, offsets, tables)
-        hmiss, hends = to_host(miss, ends)
-        with host_phase():
-            return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
+        """(found mask, {table: misses}, the F + 1 feature bounds) with one host wait: on the kernel path one
+        launch of op ``cache_probe`` for every table of ``tables``, else the lookups of every table queued over the
+        whole batch (``_prefetch._count_misses``: no bounds needed); then the miss counts and the bounds are read
+        back together (``_prefetch.count_step``)."""
+        return _prefetch.count_step(self, ids, offsets, tables)
 
     def _stage_device(self, ids, bounds, tables, found, train: bool, pins=(), counts=None) -> None:
         """Stages the step's ids into the caches of ``tables`` (caching tables over a ``UvaStore``) on the device,

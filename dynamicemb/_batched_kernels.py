@@ -262,9 +262,10 @@ class _KernelStep:
         return (self.backward_chunk > 0 and not (mgn is not None and mgn > 0)
                 and self.optimizer.nonfinite != "skip_step" and self.max_dim <= (128 if self._vec4 else 32))
 
-    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, checks=None):
+    def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, checks=None, skip=None):
         """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
-        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling."""
+        backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
+        ``skip``: the device staging's flag (``_device_stage``: nonzero, the step inserts and updates nothing)."""
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
@@ -291,7 +292,7 @@ class _KernelStep:
         out, ws = torch.ops.dynamicemb.lookup_step(
             meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
             _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count)
+            self._dedup_set(n), self.refused_count, skip)
         if not train:
             return out, None
         self._after_insert(ws=ws)

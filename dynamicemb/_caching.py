@@ -65,6 +65,10 @@ class StepPins:
         table_ids: the table indices ``keys`` covers (default: ``keys``' own, when it is a dict).
     """
 
+    #: the step's stamp in the caches (op cache_stage, _device_stage.py): its slots stay guarded while it lives;
+    #: None for a step staged by the Python path (its keys are looked up instead)
+    stamp: Optional[int] = None
+
     def __init__(self, keys, tables: List["CachedTable"], table_ids: Optional[List[int]] = None):
         self._keys = keys if isinstance(keys, dict) else None
         self._fn = None if isinstance(keys, dict) else keys
@@ -114,11 +118,28 @@ class CachedTable(ScoredHashTable):
         self._pins = weakref.WeakSet()
         self._gen = getattr(self, "_gen", 0)  # see mutated()
         self._pending: List[tuple] = []  # prefetched host (sorted keys, rows, scores) not staged yet
-        self.rows_moved = [0, 0]  # rows staged from the store into the cache, rows written back (host counts)
+        self._rows_moved = [0, 0]  # rows staged from the store into the cache, rows written back (host counts)
+        self._moved_dev = None  # (3,) device counts of the device stagings (_device_stage._totals)
         meta = store.get_meta()  # a persistent store carries the op clock and epoch of its last flush
         if meta:
             self.counters[0] = int(meta.get("clock", 0))
             self.epoch = int(meta.get("epoch", 0))
+
+    @property
+    def rows_moved(self) -> List[int]:
+        """[rows staged from the store into the cache, rows written back to the store] so far; reading the device
+        stagings' counts (op cache_stage) waits for the device."""
+        out = list(self.__dict__.get("_rows_moved") or self.__dict__.get("rows_moved") or [0, 0])
+        if getattr(self, "_moved_dev", None) is not None:
+            d = self._moved_dev.tolist()
+            out = [out[0] + d[0], out[1] + d[1]]
+        return out
+
+    def _count_moved(self, moved_in: int, written_back: int) -> None:
+        if "_rows_moved" not in self.__dict__:
+            self._rows_moved = list(self.__dict__.get("rows_moved") or [0, 0])
+        self._rows_moved[0] += moved_in
+        self._rows_moved[1] += written_back
 
     # ------------------------------------------------------------------ helpers
     def _host(self, t: torch.Tensor) -> torch.Tensor:

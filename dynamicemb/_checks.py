@@ -26,7 +26,8 @@ def _rid(v: int) -> int:
 
 #: Argument and rule codes of the error record: dynamicemb/csrc/lookup/validate_types.h (CheckArg, CheckRule);
 #: tests/dynamicemb/test_embedding_cpu.py compares the two.
-ERR_ARGS = {1: "ids", 2: "offsets", 3: "lengths", 4: "per_sample_weights", 5: "gradient"}
+ERR_ARGS = {1: "ids", 2: "offsets", 3: "lengths", 4: "per_sample_weights", 5: "gradient", 6: "hbm_budget_bytes",
+            7: "max_capacity"}
 ERR_RULES = {
     1: lambda a, i, v, b: f"expected ids >= 0, got {a}[{i}] = {v}",
     2: lambda a, i, v, b: f"expected no reserved id (2**63 + 0, 1, 2), got {a}[{i}] = {_rid(v)}",
@@ -39,6 +40,13 @@ ERR_RULES = {
     9: lambda a, i, v, b: f"expected finite values, got {a}[{i}] = {v}",
     10: lambda a, i, v, b: (f"expected finite summed row gradients (optimizer nonfinite='raise'), got {v} rows or "
                             f"steps skipped for a NaN/inf ({b} so far)"),
+    # a caching table's device staging (dynamicemb/_device_stage.py): index = table, value = id, bound = slots
+    11: lambda a, i, v, b: (f"expected the HBM cache of table {i} to hold the step's ids and those of steps in flight,"
+                            f" got id {v} with no free or evictable slot in its bucket of {b} (that step was skipped:"
+                            f" nothing inserted or updated); raise hbm_budget_bytes"),
+    12: lambda a, i, v, b: (f"expected room in the uva store of table {i} for the rows its cache evicts, got a full "
+                            f"store bucket of {b} slots while staging id {v} (that step was skipped: nothing inserted"
+                            f" or updated, nothing lost); raise max_capacity"),
 }
 ERR_ARG_CODES = {v: k for k, v in ERR_ARGS.items()}
 RULE_NONFINITE_GRAD = 10

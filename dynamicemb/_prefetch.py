@@ -74,7 +74,7 @@ class PrefetchJob:
         self.ids, self.offsets, self.tables, self.pins, self.ready = ids, offsets, tables, pins, ready
         self.sig = signature(ids, offsets)
         self.future = None
-        self.bounds = self.gens = self.error = None
+        self.bounds = self.gens = self.error = self.stamp = None
         self.missed = 0
         self.seconds = 0.0
 
@@ -135,7 +135,8 @@ def _run(module, job: PrefetchJob, stream) -> None:
             try:
                 if job.ready is not None:
                     stream.wait_event(job.ready)
-                job.bounds, job.gens, job.missed = stage_batch(module, job.ids, job.offsets, job.tables, job.pins)
+                job.bounds, job.gens, job.missed = stage_batch(module, job.ids, job.offsets, job.tables, job.pins,
+                                                               job)
             except Exception as e:  # noqa: BLE001  kept for the step, which stages itself and raises its own
                 job.error = _detached(e)
             finally:
@@ -161,20 +162,31 @@ def _detached(e: BaseException) -> BaseException:
     return e
 
 
-def stage_batch(module, ids, offsets, tables: List[int], pins: list):
+def stage_batch(module, ids, offsets, tables: List[int], pins: list, job=None):
     """The job's work: per table the batch's ids its cache misses and the batch's feature bounds, then, if some
     cache misses ids, the staging of those tables with ``pins`` (``StepPins`` of steps in flight) pinned as well.
     The count: the feature bounds read back (a wait for the step's forward on the device), one lookup per feature,
     the counts read back (the step's own ``_miss_counts``); or, with ``module.prefetch_early_count``, everything
     queued before one host wait (``_count_misses``). Tables over a ``UvaStore`` stage on the device
-    (``_stage_missing`` routes them). Returns (bounds, {table: generation after}, missed ids)."""
-    from . import _staging
+    (``_stage_missing`` routes them); with op cache_stage (``_device_stage.serves``) every table in one op and one
+    wait (its result; ``job.stamp`` gets the stamp the batch's step inherits). Returns (bounds, {table: generation
+    after}, missed ids)."""
+    from . import _device_stage, _staging
 
-    if getattr(module, "prefetch_early_count", False):
-        miss, found, ends = _count_misses(module, ids, offsets, tables)
-        hmiss, hends = _staging.to_host(miss, ends)
+    if _device_stage.serves(module, ids, tables, pins):  # op cache_stage; the job's one wait is its result
+        stamp = _device_stage.next_stamp()
+        failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, pins, report=False)
+        hf, hi = _staging.to_host(failed, info)
+        T, F = len(module.tables), module.num_features
+        if int(hf[0]):
+            raise _device_stage.failure(module, hi)
         with _staging.host_phase():
-            counts, bounds = dict(zip(tables, hmiss.tolist())), hends.tolist()
+            v = hi.tolist()
+        if job is not None:
+            job.stamp = stamp
+        return v[T:T + F + 1], {t: module.tables[t].generation for t in tables}, sum(v[t] for t in tables)
+    if getattr(module, "prefetch_early_count", False):
+        found, counts, bounds = count_step(module, ids, offsets, tables)
     else:
         bounds = module._bounds(offsets)
         found, counts = module._miss_counts(ids, bounds, tables)
@@ -186,6 +198,53 @@ def stage_batch(module, ids, offsets, tables: List[int], pins: list):
 
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): every table op skips it
+
+
+def probe_op_serves(module, ids) -> bool:
+    """The multi-table miss check (op ``cache_probe``, one launch for every caching table) serves this module's
+    step: the fused kernel path on CUDA (its table metadata), outside a graph capture."""
+    from ._batched_step import _capturing
+
+    return (module.use_kernels and ids.is_cuda and module.device.type == "cuda"
+            and hasattr(torch.ops.dynamicemb, "cache_probe") and not _capturing())
+
+
+def count_step(module, ids, offsets, tables: List[int]):
+    """(found mask over the batch, {table: ids of the batch its cache misses, duplicates counted}, the F + 1
+    feature bounds) for the caching tables ``tables``, with one host wait and no host bounds needed. On the kernel
+    path one launch of op ``cache_probe`` (every table probed by one kernel; counts and bounds in one int64 tensor,
+    one readback); else ``_count_misses`` (one masked lookup of the whole batch per table)."""
+    from ._staging import host_phase, to_device, to_host
+
+    if probe_op_serves(module, ids):
+        F = module.num_features
+        B = (offsets.numel() - 1) // F
+        dev = ids.device
+        off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
+        found, info = torch.ops.dynamicemb.cache_probe(module._kernel_meta(), ids.contiguous(), off.contiguous(),
+                                                       module._ftable_i32, B, _table_mask(module, dev, tables))
+        h = to_host(info)[0]
+        with host_phase():
+            v = h.tolist()
+        T = len(module.tables)
+        return found, {t: v[t] for t in tables}, v[T:]
+    miss, found, ends = _count_misses(module, ids, offsets, tables)
+    hmiss, hends = to_host(miss, ends)
+    with host_phase():
+        return found, dict(zip(tables, hmiss.tolist())), hends.tolist()
+
+
+def _table_mask(module, device, tables: List[int]) -> torch.Tensor:
+    """(T,) int32 on ``device``: 1 for the tables of ``tables`` (op cache_probe probes those); made once per
+    module and tables."""
+    key = (str(device), tuple(tables))
+    c = module.__dict__.get("_probe_table_mask")
+    if c is None or c[0] != key:
+        from ._staging import to_device
+
+        m = torch.tensor([int(t in tables) for t in range(len(module.tables))], dtype=torch.int32)
+        c = module.__dict__["_probe_table_mask"] = (key, to_device(m, device))  # no blocking copy
+    return c[1]
 
 
 def _count_misses(module, ids, offsets, tables: List[int]):
@@ -246,18 +305,19 @@ def settled(fn):
 def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     """For the step of batch (``ids``, ``offsets``): waits for the module's jobs, takes the latest job of this batch
     and returns ({table: 0 where the job left every id of the batch in the cache and the cache did not change
-    since, else None}, the batch's feature bounds from the job, or None)."""
+    since, else None}, the batch's feature bounds from the job, or None; the job's stamp in the caches (a device
+    staging's, ``_device_stage``), or None)."""
     none = {t: None for t in cached}
     settle(module)
     recs = _JOBS.get(module)
     if not recs:
-        return none, None
+        return none, None, None
     sig = signature(ids, offsets)
     mine = [j for j in recs if j.sig == sig]
     if not mine:
-        return none, None
+        return none, None, None
     recs[:] = [j for j in recs if j.sig != sig]
     job = mine[-1]
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
-    return none, job.bounds
+    return none, job.bounds, job.stamp

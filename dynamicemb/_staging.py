@@ -240,8 +240,7 @@ def stage_tables(tables: list, present: List[torch.Tensor], missing: List[torch.
                 continue
             # 5. true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
             with host_phase():
-                t.rows_moved[0] += int(p[3].sum())
-            t.rows_moved[1] += ne
+                t._count_moved(int(p[3].sum()), ne)
             if r[0].numel():
                 t._set_scores(torch.where(r[2], r[0].view(torch.int64), empty).view(t.key_dtype), r[1])
                 ScoredHashTable.erase(t, torch.where(r[2], empty, r[0].view(torch.int64)).view(t.key_dtype))

@@ -368,8 +368,7 @@ def stage_tables_device(tables: list, present: List[torch.Tensor], missing: List
                 undo_insert(t, ikeys[p].view(t.key_dtype), ek[p].view(t.key_dtype), ev, es[p])
                 full.append((t, sref))
                 continue
-            t.rows_moved[0] += nread
-            t.rows_moved[1] += ne
+            t._count_moved(nread, ne)
         # true scores for the moved rows; the new ids' placeholders go (their slots stay free for the step)
         new = torch.where(ins & torch.logical_not(found), m, _EMPTY_KEY)
         for t, p in zip(tables, part):

@@ -296,6 +296,36 @@ class SyncCounter:
         return False
 
 
+def sync_warnings(fn) -> list:
+    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
+    import warnings
+
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+
+
+def logical_rows(m):
+    """Per table of ``m`` its rows (cache and store) as {key: (row on the CPU, score)}."""
+    out = []
+    for t in m.tables:
+        k, v, sc = t.items()
+        out.append({int(a): (b.cpu(), int(c)) for a, b, c in zip(k.tolist(), v, sc.tolist())})
+    return out
+
+
+def same_logical(a, b) -> bool:
+    """``logical_rows`` of two modules (or two moments) hold the same keys, rows and scores."""
+    return all(x.keys() == y.keys() and all(torch.equal(x[k][0], y[k][0]) and x[k][1] == y[k][1] for k in x)
+               for x, y in zip(a, b))
+
+
 def power_law(n, R, gen, alpha=1.05):
     """n ids in [1, R] drawn with P(k) ~ k^-alpha (inverse CDF), scattered over the id space by a fixed odd
     multiplier (so hot ids do not share buckets by construction)."""
@@ -316,7 +346,7 @@ def power_law_unique(n, R, gen, alpha=1.05):
     return out
 
 
-def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None):
+def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None, device_staging=None):
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
@@ -326,7 +356,8 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     ``unique`` (default on CUDA): each table's ids of a step are distinct. CUDA's fused backward sums a hot id's
     gradients in pieces when its segment crosses warp boundaries and adds the pieces in arrival order
     (csrc/lookup/segment_kernels.cu), so two modules (or two runs) agree bit for bit only on such rows when every
-    id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding."""
+    id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding.
+    ``device_staging``: the caching module's ``device_staging`` (default: the module's own)."""
     unique = device != "cpu" if unique is None else unique
     draw = power_law_unique if unique else power_law
     def mk(storage):
@@ -339,6 +370,8 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
              for i in range(T)], pooling="sum", optimizer=opt, device=device)
 
     ref, m = mk("hbm"), mk("caching")
+    if device_staging is not None:
+        m.device_staging = device_staging
     assert all(t.capacity() == 768 for t in m.tables)
     g = torch.Generator().manual_seed(5)
     data = []

@@ -58,7 +58,7 @@ def test_error_codes_match_the_kernels_header():
     args = {int(v): k for k, v in re.findall(r"\bkArg(\w+) = (\d+)", text)}
     rules = {int(v) for v in re.findall(r"\bkRule\w+ = (\d+)", text)}
     names = {"Ids": "ids", "Offsets": "offsets", "Lengths": "lengths", "PerSampleWeights": "per_sample_weights",
-             "Gradient": "gradient"}
+             "Gradient": "gradient", "HbmBudget": "hbm_budget_bytes", "MaxCapacity": "max_capacity"}
     assert {c: names[k] for c, k in args.items()} == ERR_ARGS
     assert rules == set(ERR_RULES)
 

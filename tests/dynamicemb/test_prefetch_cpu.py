@@ -221,3 +221,31 @@ def test_job_count_equals_the_step_count():
         assert ends.tolist() == m._bounds(off)
         out = m(ids.clamp(min=0), off)  # fills the caches for the next batch
         out.sum().backward()
+
+
+def test_count_step_one_wait_and_warm_step_stages_nothing():
+    """``_prefetch.count_step`` (the step's and the job's miss check; on CUDA the one-launch op ``cache_probe``,
+    here its CPU form): the step's per-feature counts, found mask and the feature bounds with exactly one host wait;
+    a warm step (every id cached, no prefetch) runs no staging table op but its count's lookups (one per feature)
+    and waits twice on a CPU module (its offsets are host tensors: the bounds, then the counts; on CUDA the op
+    reads both back at once, test_cache_probe_gpu.py)."""
+    T = 3
+    m = make_t("caching", T, slots=16 * BC)
+    ids, off, w = next(t_batches(T, 1, seed=21, hi=300))
+    cached = m._cached
+    for _ in range(2):  # the second step finds every id in the caches
+        out = m(ids, off)
+        (out * w).sum().backward()
+    bad = ids.clone()
+    bad[:3] = -(2**63)  # reserved ids always miss
+    bad[3:9] += 5000  # ids no table holds
+    with SyncCounter(m, "_count_with_bounds") as c:
+        found, counts, bounds = m._count_with_bounds(bad, off, cached)
+    assert c.waits == 1, c.waits
+    want_found, want = m._miss_counts(bad, m._bounds(off), cached)
+    assert counts == want and torch.equal(found, want_found) and bounds == m._bounds(off)
+    assert sum(counts.values()) >= 9
+    with SyncCounter(m) as c:
+        out = m(ids, off)
+    (out * w).sum().backward()
+    assert c.waits == 2 and c.table_ops == T + 1, (c.waits, c.table_ops)

@@ -26,15 +26,17 @@ pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so no
 
 needs_rocks = pytest.mark.skipif(not HAVE_ROCKS, reason="rocksdict not installed")
 
-MODES = ["hybrid", "caching-host", "caching-uva"] + (["caching-disk"] if HAVE_ROCKS else [])
+MODES = ["hybrid", "caching-host", "caching-uva", "caching-uva-op"] + (["caching-disk"] if HAVE_ROCKS else [])
 UVA = (UvaStoreSpec(), UvaStoreSpec())
 
 
 def build(mode, tmp_path, opt=None, **kw):
     if mode == "hbm" or mode == "hybrid":
         return make(mode, opt, **kw)
-    stores = disk(tmp_path) if mode == "caching-disk" else UVA if mode == "caching-uva" else (None, None)
-    return make("caching", opt, stores=stores, **kw)
+    stores = disk(tmp_path) if mode == "caching-disk" else UVA if mode.startswith("caching-uva") else (None, None)
+    m = make("caching", opt, stores=stores, **kw)
+    m.device_staging = mode == "caching-uva-op"  # op cache_stage's CPU twin (the CUDA default over the uva store)
+    return m
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,12 +12,13 @@ import torch
 from dynamicemb import _prefetch
 from dynamicemb._caching import CacheCapacityError, CachedTable
 from dynamicemb._load import load_library
+from dynamicemb._optimizers import SGD, Adam
 from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec, unique_padded
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, CACHE_SLOTS, SyncCounter, assert_same, make_t, rows, step, t_batches,  # noqa: E402
-                             ten_percent, two_steps_in_flight)
+from storage_helpers import (BC, CACHE_SLOTS, SyncCounter, assert_same, logical_rows, make_t, rows,  # noqa: E402
+                             same_logical, step, t_batches, ten_percent, two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -81,12 +82,15 @@ def test_unique_padded():
     assert u.numel() == k.numel() and sorted(u[u != EMPTY].tolist()) == [3, 5, 9]
 
 
+@pytest.mark.parametrize("dstage", [False, True], ids=["python", "op"])
 @pytest.mark.parametrize("T", [1, 3, 6])
-def test_uva_staging_parity_many_tables(T):
+def test_uva_staging_parity_many_tables(T, dstage):
     """Tables over UvaStores stage on the device (no host store, no readback of ids): bit-identical to all-HBM with
-    T tables of two row layouts under eviction pressure, with two steps in flight (pins); CPU-ids prefetch reads
-    nothing ahead (the staging reads the store on the device)."""
+    T tables of two row layouts under eviction pressure, with two steps in flight (pins: their keys, or with op
+    cache_stage (``dstage``, its CPU twin) their stamps); CPU-ids prefetch reads nothing ahead (the staging reads
+    the store on the device)."""
     ref, m = make_t("hbm", T), make_t("caching", T, slots=CACHE_SLOTS + 4 * BC, store=UVA)
+    m.device_staging = dstage
     assert all(t.device_store for t in m.tables)
     data = list(t_batches(T, 14, seed=T))
     for i, (ids, off, w) in enumerate(data):
@@ -129,16 +133,23 @@ def test_uva_staging_host_waits():
                                                                                     job.table_ops)
 
 
+@pytest.mark.parametrize("dstage", [False, True], ids=["python", "op"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["inline", "thread"])
-def test_uva_prefetched_steps_equal_hbm(threaded):
+def test_uva_prefetched_steps_equal_hbm(threaded, dstage, monkeypatch):
     """Forward i, prefetch i + 1 (the job stages it on the device path), backward i: step i's rows stay, step i + 1
-    stages nothing, training bit-identical to all-HBM; a logical write between a job and its step voids the job."""
+    stages nothing, training bit-identical to all-HBM; a logical write between a job and its step voids the job.
+    ``dstage``: op cache_stage (its CPU twin) stages the steps and the jobs."""
+    from dynamicemb import _device_stage
+
     T = 3
     ref, m = make_t("hbm", T), make_t("caching", T, slots=16 * BC, store=UVA)
+    m.device_staging = dstage
     data = list(t_batches(T, 10, seed=13, hi=2000))
     calls = []
     orig = m._stage_device
     m._stage_device = lambda *a, **k: (calls.append(1), orig(*a, **k))[1]
+    dorig = _device_stage.stage
+    monkeypatch.setattr(_device_stage, "stage", lambda *a, **k: (calls.append(1), dorig(*a, **k))[1])
     skipped = 0
     for i, (ids, off, w) in enumerate(data):
         o_ref = step(ref, ids, off, w)
@@ -158,6 +169,7 @@ def test_uva_prefetched_steps_equal_hbm(threaded):
     assert skipped >= 7, skipped
     assert_same(ref, m)
     assert all(len(t._pins) == 0 for t in m.tables)
+    assert (getattr(m, "_stage_totals", None) is not None) == dstage
 
 
 def _overfull(data, off_src):
@@ -264,3 +276,86 @@ def test_mixed_stores_in_one_module(prefetch):
         assert torch.equal(o_ref, out), f"step {i}"
     assert all(t.rows_moved[1] > 0 for t in m.tables)  # every table evicted into its store
     assert_same(ref, m)
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
+@pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
+def test_device_staging_twin_parity(opt, prefetch):
+    """Op cache_stage's CPU twin (the per-id staging of stage_common.h that the CUDA kernels run): NVIDIA's config
+    scaled down with a 10 % cache that misses and evicts every step, bit-identical to all-HBM, with and without
+    the prefetch job; every staging went through the op (its counts), none through the Python staging."""
+    from dynamicemb import _uva_store
+
+    calls = []
+    real = _uva_store.stage_tables_device
+    _uva_store.stage_tables_device = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        m = ten_percent("cpu", opt, prefetch, UVA, device_staging=True)
+    finally:
+        _uva_store.stage_tables_device = real
+    assert not calls
+    tot = m._stage_totals
+    assert int(tot[:, 0].sum()) > 0 and int(tot[:, 1].sum()) > 0 and int(tot[:, 2].sum()) == 0
+    assert all(t.rows_moved[1] >= int(tot[i, 1]) > 0 for i, t in enumerate(m.tables))
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "job"])
+def test_device_staging_capacity_error_loses_nothing(prefetch):
+    """Op cache_stage (CPU twin) with one cache unable to hold the step's ids: DeviceInputError on
+    hbm_budget_bytes (at once on the CPU; on CUDA at the next call or check_errors), the ids that fit were staged
+    and nothing else changed: every table holds the same rows and scores (cache + store) and sizes. A failed job
+    leaves the step to stage and raise."""
+    from dynamicemb import DeviceInputError
+
+    T = 3
+    m = make_t("caching", T, slots=8 * BC, store=UVA)
+    m.device_staging = True
+    data = list(t_batches(T, 3, seed=8, hi=2000))
+    for ids, off, w in data[:2]:
+        step(m, ids, off, w)
+    before, sizes = logical_rows(m), m.sizes()
+    ids, off = _overfull(data[2], data[2][1])
+    if prefetch:
+        job = _prefetch.submit(m, ids, off, None, False)
+        assert isinstance(job.error, DeviceInputError) and job.gens is None
+    with pytest.raises(DeviceInputError, match="hbm_budget_bytes.*table 0.*raise hbm_budget_bytes") as e:
+        m(ids, off)
+    assert e.value.arg == "hbm_budget_bytes" and e.value.index == 0
+    assert m.sizes() == sizes and same_logical(before, logical_rows(m))
+    for ids, off, w in data[:2]:  # the module trains on
+        step(m, ids, off, w)
+
+
+def test_device_staging_full_store_loses_nothing():
+    """Op cache_stage (CPU twin) with a store too small for the rows its cache evicts: DeviceInputError on
+    max_capacity; every row and score still held, sizes unchanged."""
+    from dynamicemb import DeviceInputError
+
+    T = 2
+    m = make_t("caching", T, slots=8 * BC, store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 8 * BC, BC))
+    m.device_staging = True
+    raised = False
+    for ids, off, w in t_batches(T, 30, seed=2, hi=3000):
+        before, sizes = logical_rows(m), m.sizes()
+        try:
+            step(m, ids, off, w)
+        except DeviceInputError as e:
+            assert e.arg == "max_capacity" and "raise max_capacity" in str(e)
+            assert m.sizes() == sizes and same_logical(before, logical_rows(m))
+            raised = True
+            break
+    assert raised
+
+
+def test_device_staging_step_ops():
+    """A step over op cache_stage (CPU twin) runs one table op (the op itself) and waits for nothing, whatever the
+    number of tables and whether it misses (the CPU harness SyncCounter: host waits, table ops)."""
+    for T in (1, 5):
+        m = make_t("caching", T, slots=8 * BC, store=UVA)
+        m.device_staging = True
+        for i, (ids, off, w) in enumerate(t_batches(T, 4, seed=3, hi=2000)):
+            for _ in range(2):  # the second step of a batch misses nothing
+                with SyncCounter(m) as c:
+                    out = m(ids, off)
+                (out * w).sum().backward()
+                assert (c.waits, c.table_ops) == (0, 1), (T, i, c.waits, c.table_ops)

@@ -39,13 +39,16 @@ def test_uva_store_rows_in_host_memory():
         assert st.table.keys.is_cuda and st.table.values_host.shape[0] == st.table.capacity()
 
 
+@pytest.mark.parametrize("dstage", [True, False], ids=["op", "python"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
-def test_ten_percent_cache_parity_cuda(opt, prefetch):
+def test_ten_percent_cache_parity_cuda(opt, prefetch, dstage):
     """NVIDIA's config scaled down (storage_helpers.ten_percent): a 10 % cache that misses every step over the uva
-    store, bit-identical to all-HBM, with and without the prefetch job on the side stream."""
-    m = ten_percent("cuda", opt, prefetch, UVA)
+    store, bit-identical to all-HBM, with and without the prefetch job on the side stream; staged by op
+    cache_stage (the default) or the Python staging."""
+    m = ten_percent("cuda", opt, prefetch, UVA, device_staging=dstage)
     assert all(t.store.size() > 0 for t in m.tables)
+    assert (getattr(m, "_stage_totals", None) is not None) == dstage
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
@@ -80,6 +83,7 @@ def test_uva_errors_change_nothing_cuda():
     caches and stores as before the step."""
     T = 3
     m = make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
+    m.device_staging = False  # the Python staging (op cache_stage: test_device_staging_errors_cuda)
     data = list(t_batches(T, 3, seed=8, hi=2000, device="cuda"))
     for ids, off, w in data[:2]:
         step(m, ids, off, w)
@@ -97,6 +101,7 @@ def test_uva_errors_change_nothing_cuda():
                                                                                   for t in m.tables]))
     small = make_t("caching", 2, slots=8 * BC, device="cuda",
                    store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 8 * BC, BC, device="cuda"))
+    small.device_staging = False
     raised = False
     for ids, off, w in t_batches(2, 30, seed=2, hi=3000, device="cuda"):
         snap, sizes = [rows(t) for t in small.tables], small.sizes()
@@ -130,3 +135,49 @@ def test_uva_checkpoints_cuda(tmp_path):
     for ids, off, w in data[5:]:
         assert torch.equal(step(ref, ids, off, w), step(m3, ids, off, w))
     assert_same(ref, m3)
+
+
+@pytest.mark.parametrize("kind", ["cache", "store"])
+def test_device_staging_errors_cuda(kind):
+    """Op cache_stage cannot stage every id (a cache bucket full of this step's rows; a store bucket without room
+    for an evicted row): the step is skipped on the device (nothing inserted or updated), no host wait, and
+    DeviceInputError (hbm_budget_bytes / max_capacity) raised by check_errors(); every row and score is still
+    held (cache + store), sizes unchanged; the module trains on afterwards."""
+    import dynamicemb
+    from storage_helpers import logical_rows, same_logical
+
+    if kind == "cache":
+        T = 3
+        m = make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
+        data = list(t_batches(T, 3, seed=8, hi=2000, device="cuda"))
+        for ids, off, w in data[:2]:
+            step(m, ids, off, w)
+        before, sizes = logical_rows(m), m.sizes()
+        ids, off = data[2][:2]
+        big = torch.arange(5000, 5000 + 40 * BC, device="cuda")
+        ids = torch.cat([ids[:off[1]], big, ids[off[1]:]])
+        off = off.clone()
+        off[1:] += 40 * BC
+        out = m(ids, off)
+        out.sum().backward()
+        with pytest.raises(dynamicemb.DeviceInputError, match="raise hbm_budget_bytes") as e:
+            dynamicemb.check_errors()
+        assert e.value.arg == "hbm_budget_bytes" and e.value.index == 0
+        assert m.sizes() == sizes and same_logical(before, logical_rows(m))
+        for ids, off, w in data[:2]:
+            step(m, ids, off, w)
+        return
+    small = make_t("caching", 2, slots=8 * BC, device="cuda",
+                   store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 8 * BC, BC, device="cuda"))
+    raised = False
+    for ids, off, w in t_batches(2, 30, seed=2, hi=3000, device="cuda"):
+        before, sizes = logical_rows(small), small.sizes()
+        step(small, ids, off, w)
+        try:
+            dynamicemb.check_errors()
+        except dynamicemb.DeviceInputError as e:
+            assert e.arg == "max_capacity" and "raise max_capacity" in str(e)
+            assert small.sizes() == sizes and same_logical(before, logical_rows(small))
+            raised = True
+            break
+    assert raised

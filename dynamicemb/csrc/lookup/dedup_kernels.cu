@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   if (blockIdx.x == 0 && p.skip_out != nullptr) {  // block-uniform
     int bad = 0;
     for (int k = threadIdx.x; k < p.check_blocks; k += kClearBlock) bad |= p.check_flags[k];
+    if (threadIdx.x == 0 && p.skip_in != nullptr) bad |= *p.skip_in;
     bad = __syncthreads_or(bad);
     if (threadIdx.x == 0) *p.skip_out = bad != 0;
   }

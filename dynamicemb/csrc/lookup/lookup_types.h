@@ -123,6 +123,7 @@ struct DedupParams {
   // and pending zeroed; with clock_meta, every table's step clock advances (insert's begin_step, folded here:
   // nothing between the clear and the hit pass reads the clock).
   int32_t* skip_out;         // (1) or null
+  const int32_t* skip_in;    // (1) or null: an external skip flag (cache_stage's), ORed into skip_out
   const int32_t* check_flags;  // (check_blocks) validate's block_bad slots, or null
   int check_blocks;
   int64_t* refused;          // (num_tables) or null
@@ -238,6 +239,36 @@ struct BackwardParams {
   void* scan_temp;              // sort scratch of segment_scan_bytes(n) bytes
   size_t scan_temp_bytes;
 };
+// ---------------------------------------------------------------- caching tables over the uva store
+// Per table: its uva store's table (hbm_rows = 0: rows at values_host on CUDA, at values on the CPU) and the
+// stamps of its cache slots. Packed by Python (dynamicemb/_device_stage.py `stage_meta`) in this field order.
+struct StageTable {
+  int64_t keys, digests, scores, values, values_host, hbm_rows, locks, counters, num_buckets, bucket_capacity;
+  int64_t stamps;  // (cache capacity,) int64: the stamp of the last step that used the slot
+};
+static_assert(sizeof(StageTable) == 11 * 8, "StageTable: 11 fields of 8 bytes");
+
+
+// One launch for every caching table of a step (probe_kernels.cu): each id's feature (from offsets) and table; an
+// id of a table with table_mask set is probed read-only in that table (its HBM cache), found[i] set when present
+// (reserved ids never are), and each miss counted into info[table]; ids of other tables are found. info also gets
+// the F + 1 feature bounds offsets[f * batch] (raw) at [num_tables, num_tables + F], so one readback gives both.
+struct CacheProbeParams {
+  const TableMeta* meta;        // (num_tables) device
+  int num_tables;
+  const int32_t* table_mask;    // (num_tables) nonzero: probe this table
+  const uint64_t* ids;          // (n)
+  const int64_t* offsets;       // (num_bags + 1)
+  int64_t n, num_bags, batch;
+  const int32_t* feature_table; // (num_features)
+  int num_features;
+  bool* found;                  // (n)
+  int64_t* info;                // (num_tables + num_features + 1), zeroed by the caller
+  const StageTable* stage;      // (num_tables) or null: a hit's cache slot gets stamps[slot] = cur (stage_common.h)
+  int64_t cur;
+};
+void launch_cache_probe(const CacheProbeParams& p, void* stream);
+
 // Rows wider than this many columns (4-wide access) / kMaxScalarDim (scalar access) take the torch path.
 constexpr int kMaxVecDim = 512;
 constexpr int kMaxScalarDim = 128;
@@ -258,6 +289,8 @@ void* fork_segment_csr(const BackwardParams& p, void* stream);
 void join_side_stream(void* token, void* stream);
 // cudaMemsetAsync(ptr, 0, bytes) on `stream` (for the ops, which include no CUDA header).
 void zero_async(void* ptr, size_t bytes, void* stream);
+// cudaMemcpyAsync(dst, src, bytes, device to device) on `stream`.
+void copy_async(void* dst, const void* src, size_t bytes, void* stream);
 
 }  // namespace lookup
 }  // namespace dynamicemb

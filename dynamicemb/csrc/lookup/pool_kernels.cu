@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/probe_meta.cuh"
 #include "dynamicemb/csrc/table/probe.cuh"
 
 namespace dynamicemb {
@@ -141,19 +142,10 @@ __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
   }
 }
 
-// Feature of position i for the probing sequence kernel: the largest f in [0, num_features) with bound(f) <= i
-// (bound(0) = 0, bound(f) = offsets[f * batch] clamped to [0, n], unbounded past the bags): the dedup's function
-// (dedup_kernels.cu features_of), so a fallback row reads the same table as on the dedup path.
+// Feature of position i for the probing sequence kernel (probe_meta.cuh: the dedup's function, so a fallback row
+// reads the same table as on the dedup path).
 __device__ __forceinline__ int feature_at(const ForwardParams& p, int64_t i) {
-  int f = 0, hi = p.num_features - 1;
-  while (f < hi) {
-    const int mid = (f + hi + 1) >> 1;
-    const int64_t b = static_cast<int64_t>(mid) * p.batch;
-    const bool ge = b < p.num_bags && clamp_off(__ldg(p.offsets + b), p.n) <= i;
-    f = ge ? mid : f;
-    hi = ge ? hi : mid - 1;
-  }
-  return f;
+  return feature_of_pos(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i);
 }
 
 // Row address of id i (0: no row) and the table of its feature (ForwardParams::addr; see the file comment).
@@ -172,25 +164,8 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
     table = __ldg(p.feature_table + feature_at(p, i));
     if (skip || table::is_reserved_key(key)) return 0;
     const TableMeta& m = p.meta[table];
-    const table::KeyHome h = table::home_of(m, key);
-    const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys);
-    const uint4* dg = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(m.digests) + h.base);
-    const int chunks = static_cast<int>(m.bucket_capacity / 16);
-    for (int c0 = 0; c0 < chunks; c0 += 4) {  // 4 digest chunks in flight, then their key compares
-      uint32_t mk[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) mk[e] = c0 + e < chunks ? table::match16(dg[c0 + e], h.d4) : 0u;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        while (mk[e]) {
-          const int j = __ffs(mk[e]) - 1;
-          mk[e] &= mk[e] - 1;
-          const int64_t s = h.base + 16 * (c0 + e) + j;
-          if (keys[s] == key) return reinterpret_cast<uint64_t>(meta_row<T>(m, s));
-        }
-      }
-    }
-    return 0;
+    const int64_t s = probe_meta_slot(m, key);
+    return s < 0 ? 0 : reinterpret_cast<uint64_t>(meta_row<T>(m, s));
   }
 }
 

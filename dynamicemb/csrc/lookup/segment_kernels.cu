@@ -438,6 +438,10 @@ void zero_async(void* ptr, size_t bytes, void* stream) {
   cuda_ok("memset", cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(stream)));
 }
 
+void copy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  cuda_ok("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
+
 template <int V>
 void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);

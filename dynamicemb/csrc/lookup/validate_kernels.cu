@@ -93,6 +93,15 @@ __global__ void report_nonfinite_kernel(const int64_t* counts, int64_t* seen, ac
   }
 }
 
+// The first failure of a device staging (stage_common.h): a cache bucket without room reports on
+// hbm_budget_bytes, a full store bucket on max_capacity.
+__global__ void report_stage_kernel(const int64_t* first_fail, accel::DeviceErrorBlock* block, int device) {
+  const int64_t rule = first_fail[0];
+  if (rule == 0) return;
+  report(block, device, rule == kRuleStoreFull ? kArgMaxCapacity : kArgHbmBudget, static_cast<int32_t>(rule),
+         first_fail[1], first_fail[2], first_fail[3]);
+}
+
 inline int current_device() {
   int d = 0;
   cudaGetDevice(&d);
@@ -134,6 +143,12 @@ void launch_report_nonfinite(const int64_t* counts, int64_t* seen, void* stream)
   detail::report_nonfinite_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
       counts, seen, accel::device_error_block<detail::ErrorTag>(), detail::current_device());
   check_launch("report non-finite");
+}
+
+void launch_report_stage(const int64_t* first_fail, void* stream) {
+  detail::report_stage_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      first_fail, accel::device_error_block<detail::ErrorTag>(), detail::current_device());
+  check_launch("report staging");
 }
 
 }  // namespace lookup

@@ -21,6 +21,8 @@ enum CheckArg : int32_t {
   kArgLengths = 3,
   kArgPerSampleWeights = 4,
   kArgGradient = 5,  // the summed row gradients of the fused update (nonfinite="raise")
+  kArgHbmBudget = 6,    // a caching table's HBM cache (its hbm_budget_bytes) could not hold a step's ids
+  kArgMaxCapacity = 7,  // a caching table's uva store (its max_capacity) could not take an evicted row
 };
 
 // Rule codes of the error record (`rule`); index / value / bound as noted.
@@ -35,6 +37,8 @@ enum CheckRule : int32_t {
   kRuleLengthMismatch = 8,   // lengths[index] = value != offsets[index + 1] - offsets[index] = bound
   kRuleNonFinite = 9,        // per_sample_weights[index] = value (double bits) is NaN or inf
   kRuleNonFiniteGrad = 10,   // value rows (and steps) skipped since the last report; bound: their total so far
+  kRuleCacheFull = 11,       // index: table, value: the id, bound: bucket slots (the device staging, stage_common.h)
+  kRuleStoreFull = 12,       // index: table, value: the id being staged, bound: the store's bucket slots
 };
 
 struct ValidateParams {
@@ -62,6 +66,10 @@ int launch_validate(const ValidateParams& p, void* stream);
 // Reports the rows / steps the update skipped for non-finite gradients since the last report (nonfinite="raise"):
 // counts (2) = [rows, steps] of the module, seen (1) = the total at the last report.
 void launch_report_nonfinite(const int64_t* counts, int64_t* seen, void* stream);
+
+// Reports the first failure of a device staging (op cache_stage; first_fail (4) = [rule, table, id, bucket
+// slots], rule 0: none) into the error record, on `stream`.
+void launch_report_stage(const int64_t* first_fail, void* stream);
 
 // The package's pinned error block (its host address; 0 if it could not be allocated) and the reset of a
 // device's claim word (in stream order on `stream`, a stream of `device`).

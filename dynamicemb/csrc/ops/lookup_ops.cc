@@ -383,7 +383,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
                                        std::optional<Tensor> lengths, std::optional<Tensor> psw,
                                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling,
                                        int64_t flags, int64_t max_dim, int64_t out_cols, int64_t out_kind, Tensor set,
-                                       Tensor refused_total) {
+                                       Tensor refused_total, std::optional<Tensor> skip) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
   check_ids(ids);
@@ -418,6 +418,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     ACCEL_CHECK(lengths->numel() == nb, "lengths: expected ", nb, " entries (offsets has ", nb + 1, "), got ",
                 lengths->numel());
   }
+  if (skip.has_value()) {
+    check_cuda(*skip, "skip", ids, ScalarType::Int);
+    ACCEL_CHECK(skip->numel() == 1, "skip: expected 1 entry (cache_stage's flag), got ", skip->numel());
+  }
   ACCEL_CHECK(!(flags & kStepLengthsOnly) || lengths.has_value(), "flags: lengths only, but lengths is None");
   check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
@@ -431,9 +435,15 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
   const bool probe = !train && pooling == kPoolNone;
   // with the dedup's clear pass (ids, no probe) that pass sets the header (skip flag from the checks' block
-  // flags, count, refused, pending) and advances the step clocks: no memset and no begin_step launch
+  // flags and the external flag, count, refused, pending) and advances the step clocks: no memset, no begin_step
   const bool header_by_clear = n > 0 && !probe;
-  if (!header_by_clear) zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
+  const auto* skip_in = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : nullptr;
+  if (!header_by_clear) {
+    zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
+    // an external skip flag (a device staging that could not stage every id: the step inserts and updates nothing)
+    if (skip_in != nullptr) copy_async(a.skip, skip_in, sizeof(int32_t), stream);
+  }
+  const bool skipping = validate || skip_in != nullptr;
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
   int check_blocks = 0;
@@ -466,13 +476,14 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   d.ukeys = a.ukeys;
   d.utables = a.utables;
   d.count = a.count;
-  d.skip = validate ? a.skip : nullptr;
+  d.skip = skipping ? a.skip : nullptr;
   // a sequence whose backward is segmented (the CSR is built here) reads its rows through the uniques: no row
   // addresses and no bags (only the atomic scatter, the pooled forward and the pooled CSR read them)
   const bool via_unique = with_csr && pooling == kPoolNone;
   d.no_bags = via_unique;
   if (header_by_clear) {
     d.skip_out = a.skip;
+    d.skip_in = skip_in;
     d.check_flags = validate ? a.check_flags : nullptr;
     d.check_blocks = validate ? check_blocks : 0;
     d.refused = a.refused;
@@ -705,7 +716,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "lookup_step(Tensor(a!) meta, int value_kind, Tensor ids, Tensor offsets, Tensor? lengths, Tensor? psw, "
       "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
-      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total) -> (Tensor, Tensor)");
+      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None) -> (Tensor, Tensor)");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "

@@ -1,0 +1,136 @@
+"""The caching tables' device ops on CUDA (skip without a GPU): the one-launch miss check (op ``cache_probe``,
+``_prefetch.count_step``) gives the same found mask, per-table misses and feature bounds as one masked lookup per
+table, and the Python staging's step and prefetch job take it; with op ``cache_stage`` (the default over the uva
+store) no step makes a host synchronization, warm or missing, with or without prefetch (sync debug mode
+"error")."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from dynamicemb import _prefetch
+from dynamicemb._load import load_library
+from dynamicemb._uva_store import UvaStoreSpec
+
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import BC, assert_same, make_t, sync_warnings, t_batches  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
+              pytest.mark.filterwarnings("ignore:dynamicemb. table")]
+
+UVA = UvaStoreSpec()
+
+
+def _mixed():
+    """Caching (uva store), all-HBM, caching (host store) tables; table 0 read by two features."""
+    from dynamicemb._batched import BatchedDynamicEmbeddingTables
+    from dynamicemb._options import DynamicEmbTableOptions
+
+    opts = [DynamicEmbTableOptions(dim=4, max_capacity=2048, bucket_capacity=BC, storage=s,
+                                   hbm_budget_bytes=128 * 12 * 4 if s == "caching" else None,
+                                   backing_store=UVA if i == 0 else None)
+            for i, s in enumerate(("caching", "hbm", "caching"))]
+    return BatchedDynamicEmbeddingTables(opts, [0, 1, 2, 0], pooling="sum", device="cuda")
+
+
+def test_cache_probe_equals_lookups_cuda():
+    """Random batches (empty bags, reserved ids, ids of no table): the op's found mask, counts and bounds equal the
+    masked lookups' (``_count_misses``) and the per-feature count (``_miss_counts``), for every subset of tables."""
+    m = _mixed()
+    assert m.use_kernels and _prefetch.probe_op_serves(m, torch.zeros(1, dtype=torch.int64, device="cuda"))
+    g = torch.Generator().manual_seed(5)
+    for i in range(6):
+        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
+        off = torch.zeros(21, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, 900, (int(off[-1]),), generator=g)
+        if i == 3:
+            ids[:2] = -(2**63)
+        ids, off = ids.cuda(), off.cuda()
+        for tables in ([0, 2], [0], [2]):
+            found, counts, bounds = _prefetch.count_step(m, ids, off, tables)
+            miss, jfound, ends = _prefetch._count_misses(m, ids, off, tables)
+            assert counts == dict(zip(tables, miss.tolist())) and torch.equal(found, jfound), (i, tables)
+            assert bounds == ends.tolist() == m._bounds(off)
+            sfound, scounts = m._miss_counts(ids, bounds, tables)
+            assert scounts == counts and torch.equal(sfound, found)
+        out = m(ids.clamp(min=0), off)  # fills the caches for the next batch
+        out.sum().backward()
+    torch.cuda.synchronize()
+
+
+def test_step_and_job_count_with_one_launch_cuda(monkeypatch):
+    """The step's and the prefetch job's miss checks take the op (the per-table lookups are not called), and the
+    training stays bit-identical to all-HBM with misses in every step."""
+    def no_lookups(*a, **k):
+        raise AssertionError("_count_misses called: the op cache_probe should serve the count")
+
+    monkeypatch.setattr(_prefetch, "_count_misses", no_lookups)
+    T = 3
+    # 16 buckets: the next batch is prefetched while this step's rows are pinned (8 did not hold both)
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    m.device_staging = False  # the Python staging counts first (op cache_stage probes inside its own op)
+    data = list(t_batches(T, 6, seed=9, hi=2000, device="cuda"))
+    for i, (ids, off, w) in enumerate(data):
+        o_ref = ref(ids, off)
+        out = m(ids, off)
+        if i + 1 < len(data):
+            m.prefetch(*data[i + 1][:2])
+            job = _prefetch._LAST[m]
+        (o_ref * w).sum().backward()
+        (out * w).sum().backward()
+        if i + 1 < len(data):
+            job.wait()
+            assert job.error is None, job.error
+            assert job.missed > 0, f"step {i}: the prefetch found every id cached (no miss to count)"
+        assert torch.equal(o_ref, out), f"step {i}"
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
+def test_no_host_sync_cuda(prefetch):
+    """Op cache_stage (the default over the uva store): a warm step (every id in the caches) and a step that misses
+    in every cache make no host synchronization at all, forward and backward under sync debug mode "error" (any
+    synchronization raises), with and without a prefetch of the batch (the job's own wait is in its thread, settled
+    first); bit-identical to all-HBM. With the Python staging a warm step syncs once more than all-HBM (its
+    counts: op cache_probe, one readback for every table)."""
+    T = 3
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    data = list(t_batches(T, 6, seed=13, hi=3000, device="cuda"))
+    warm = data[0]
+    for mod in (ref, m):
+        for _ in range(2):
+            (mod(warm[0], warm[1]) * warm[2]).sum().backward()
+    torch.cuda.synchronize()
+    for i, (ids, off, w) in enumerate([warm] + data[1:] + [warm]):
+        if prefetch:
+            m.prefetch(ids, off)
+            _prefetch.settle(m)
+            job = _prefetch._JOBS[m][-1]
+            assert job.error is None, job.error
+        o_ref = ref(ids, off, validate=False)
+        (o_ref * w).sum().backward()
+        torch.cuda.synchronize()
+        prev = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")  # as test_embedding_gpu.py::test_training_step_has_no_host_sync
+        try:
+            out = m(ids, off, validate=False)
+            (out * w).sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode(prev)
+        assert torch.equal(o_ref, out), f"step {i}"
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+    assert sum(t.rows_moved[1] for t in m.tables) > 0  # steps missed and evicted
+    m.device_staging = False
+    outs = []
+    n_ref = sync_warnings(lambda: outs.append(ref(warm[0], warm[1], validate=False)))
+    n = sync_warnings(lambda: outs.append(m(warm[0], warm[1], validate=False)))
+    assert len(n) - len(n_ref) == 1, (n_ref, n)
+    for o in outs:
+        (o * warm[2]).sum().backward()
+    torch.cuda.synchronize()
+    assert_same(ref, m)
