@@ -36,6 +36,9 @@ struct SchedArgs {
   int heads_inner;  // grid order: the heads of a unit side by side (else each head's units of a sequence in a row)
   float4* zero;     // zeroed by the planner's other CTAs while it plans (the backward's dq workspace), or nullptr
   int64_t zero_n4;
+  // Header word 2 = 1 when a longest-first list has at most this many CTAs (items x H): the forward's chunks of a
+  // split unit then sum their partials together (hstu_fwd_sm90_split.cuh). 0: never (the backward).
+  int together_ctas;
 };
 
 // The item and head of this CTA of a work-list kernel (after its griddepcontrol.wait); false: none. Header word 1
@@ -152,6 +155,7 @@ __device__ __forceinline__ int plan_grid_header(const SchedArgs& a, int heads, i
   if (threadIdx.x == 0) {
     a.count[0] = inner ? units_c : units_c * heads;
     a.count[1] = inner ? 0 : 1;
+    a.count[2] = 0;
   }
   return units_c;
 }
@@ -182,7 +186,8 @@ __device__ __forceinline__ void plan_count_chunks(int* s_key, KeyOf key_of, int 
 
 // Exclusive scan of the first nkeys chunk-size buckets into their offsets (4 per thread; all threads call it), and
 // the list's header (the chunk count, longest-first kind). Ends with a barrier: the offsets are visible.
-__device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int* s_key, int nkeys, int* s_warp) {
+__device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int heads, int* s_key, int nkeys,
+                                                    int* s_warp) {
   const int tid = threadIdx.x;
   int v[4], sum = 0;
 #pragma unroll
@@ -200,6 +205,7 @@ __device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int* s_k
   if (tid == 0) {
     a.count[0] = min(all, a.capacity);
     a.count[1] = 0;
+    a.count[2] = static_cast<long long>(min(all, a.capacity)) * heads <= a.together_ctas ? 1 : 0;
   }
   __syncthreads();
 }
@@ -223,7 +229,11 @@ __device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads,
   const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
   const int sid = atomicAdd(s_split, 1);
   const int first = atomicAdd(s_part_next, k);
-  for (int hh = 0; hh < heads; ++hh) a.counters[sid * heads + hh] = 0;
+  for (int hh = 0; hh < heads; ++hh) {  // (the counters of both ways to sum: hstu_fwd_sm90_split.cuh)
+    a.counters[sid * heads + hh] = 0;
+    a.counters[first * heads + hh] = 0;
+    a.counters[(first + 1) * heads + hh] = 0;
+  }
   int c_lo = t.z;
   for (int c = 0; c < k; ++c) {
     const int size = q + (c < r ? 1 : 0);
@@ -284,7 +294,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
   if (tid < total) plan_count_chunks(s_key, key_of, cap, n, 1);
   __syncthreads();
-  plan_bucket_offsets(a, s_key, nkeys, s_warp);
+  plan_bucket_offsets(a, H, s_key, nkeys, s_warp);
   if (tid < total) plan_scatter_unit(a, H, cap, t, s_key, key_of, s_split, s_part_next);
 }
 
@@ -426,7 +436,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     for_units([&](int, int, int lo, int hi, int, int) { add_chunks(hi - lo, 1); });
   }
   __syncthreads();
-  plan_bucket_offsets(a, s_key, kPlanBuckets, s_warp);
+  plan_bucket_offsets(a, H, s_key, kPlanBuckets, s_warp);
   for_units([&](int b, int u, int lo, int hi, int, int) {
     plan_scatter_unit(a, H, cap, make_int4(b, u, lo, hi), s_key, key_of, &s_split, &s_part_next);
   });
