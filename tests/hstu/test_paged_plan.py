@@ -1,0 +1,185 @@
+"""One plan per serving step for the Hopper paged forward (hstu_attn._paged._kernel_plan): the layers of a step share
+the layout, and with it the device validation of the lengths and the kernel's work list, made by the first layer.
+
+CPU: the plan cache's rules (made once for the same tensors and masks, again for others, none while tracing) with
+a stand-in for the op, and a shared layout over several layers computing what separate calls compute. CUDA (Hopper
+wheel): several layers over one layout run the planner and the validation once, give bitwise the outputs of
+separate calls (whose split tiles sum their partials alone or together: the same order), repeat bitwise (the
+split counters end at zero), and a violation found by the step's validation turns every layer's output to NaN and
+raises.
+"""
+
+import random
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import _paged, hstu_attn_paged_func, hstu_attn_paged_reference
+
+
+def make_step(seed, device, dtype, batch, cached, new, page_size, H, D, num_cand):
+    """A page table over a shuffled pool (cached[b] tokens of user b), new tokens per user, num_cand[b] of them
+    candidates; q, k, v of one layer come from `layer_qkv`."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    npages = [(c + page_size - 1) // page_size for c in cached]
+    num_pages = sum(npages) + 2
+    perm = list(range(num_pages))
+    rng.shuffle(perm)
+    ids, po, last = [], [0], []
+    for b in range(batch):
+        ids += perm[len(ids): len(ids) + npages[b]]
+        po.append(len(ids))
+        last.append(cached[b] - (npages[b] - 1) * page_size if npages[b] else 0)
+    i32 = dict(dtype=torch.int32, device=device)
+    cu_q = torch.tensor([0] + [sum(new[: b + 1]) for b in range(batch)], **i32)
+    step = dict(
+        cu_seqlens_q=cu_q,
+        kv_cache=torch.randn(num_pages, 2, page_size, H, D, generator=gen).to(device=device, dtype=dtype),
+        page_offsets=torch.tensor(po, **i32), page_ids=torch.tensor(ids or [0], **i32),
+        last_page_lens=torch.tensor(last, **i32))
+    common = dict(max_seqlen_q=max(new), max_seqlen_k=max(c + n for c, n in zip(cached, new)),
+                  num_targets=torch.tensor(num_cand, **i32), window_size=(-1, 0), alpha=0.5)
+    return step, common, gen
+
+
+def layer_qkv(gen, total_q, H, D, device, dtype):
+    return {n: torch.randn(total_q, H, D, generator=gen).to(device=device, dtype=dtype) for n in ("q", "k_new", "v_new")}
+
+
+def shared_layout(step, common, total_q):
+    return hstu_attn.paged_kv_layout(step["page_offsets"], step["page_ids"], step["last_page_lens"],
+                                     step["cu_seqlens_q"], total_q, step["kv_cache"].shape[0],
+                                     step["kv_cache"].shape[2], common["max_seqlen_k"])
+
+
+def test_plan_made_once_per_tensors_and_masks(monkeypatch):
+    made = []
+    step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
+    layout = shared_layout(step, common, 8)
+    q = torch.randn(8, 2, 32)
+    nt = common["num_targets"]
+
+    def make():
+        made.append(torch.empty(1))
+        return made[-1]
+
+    key = (5, 47, 1, (-1, 0), True, False)
+    first = _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key)
+    for _ in range(3):  # the other layers of the step
+        assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key) is first
+    assert len(made) == 1
+    # Another num_targets tensor (same values), other masks, other kernel options, another shape: a plan each.
+    other = _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt.clone()), key)
+    assert other is not first and len(made) == 2
+    _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key[:3] + ((7, 0),) + key[4:])
+    assert len(made) == 3
+    with hstu_attn._ops.kernel_options(fwd_work_list=False):
+        _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key)
+    assert len(made) == 4
+    _paged._kernel_plan(layout, make, q[:, :1].contiguous(), (step["cu_seqlens_q"], None, nt), key)
+    assert len(made) == 5
+    # A fresh layout (the next step) has no plans.
+    assert not shared_layout(step, common, 8).kernel_plans
+    # While torch.compile / torch.export trace: no plan (the op validates and plans itself).
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key) is None
+    assert len(made) == 5
+
+
+def test_shared_layout_over_layers_cpu():
+    # The CPU path (gather + the varlen reference kernels) over a layout shared by four layers computes what
+    # separate calls compute, and keeps no kernel plan (there is no kernel to plan for).
+    H, D = 2, 32
+    step, common, gen = make_step(random.randrange(1 << 30), "cpu", torch.float64, 3, [70, 0, 33], [9, 4, 6], 16, H, D,
+                                  [4, 4, 2])
+    layout = shared_layout(step, common, 19)
+    for _ in range(4):
+        qkv = layer_qkv(gen, 19, H, D, "cpu", torch.float64)
+        got = hstu_attn_paged_func(**qkv, **step, **common, layout=layout)
+        want = hstu_attn_paged_func(**qkv, **step, **common)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        ref = hstu_attn_paged_reference(**qkv, **step, **common)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    assert not layout.kernel_plans
+
+
+def _hopper_wheel() -> bool:
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    return torch.cuda.get_device_capability() == (9, 0) and any("sm_90a" in a for a in info.values())
+
+
+def _kernel_counts(prof):
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("validate" in n.lower() for n in names),
+            sum("hstu_fwd_sm90_kernel" in n for n in names))
+
+
+# (batch, cached, new, candidates, H, D, page size): few queries over long histories (the NVIDIA batch-1 shape: the
+# list splits every query tile's KV range and the chunks sum together), and a larger jagged batch.
+SHAPES = {
+    "b1_long": (1, [3968], [384], [256], 4, 128, 64),
+    "b3_mixed": (3, [2000, 0, 700], [300, 40, 129], [128, 40, 64], 2, 64, 32),
+    "b2_d256": (2, [2600, 1500], [130, 256], [100, 200], 2, 256, 128),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_one_plan_for_every_layer(shape):
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES[shape]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    total_q = sum(new)
+    layers = [layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16) for _ in range(4)]
+    separate = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False) for qkv in layers]
+    layout = shared_layout(step, common, total_q)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        shared = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout) for qkv in layers]
+        torch.cuda.synchronize()
+    plans, validations, kernels = _kernel_counts(prof)
+    assert kernels == 4 and validations == 1 and plans <= 1, (seed, plans, validations, kernels)
+    assert len(layout.kernel_plans) == 1
+    for l, (a, b) in enumerate(zip(shared, separate)):
+        assert torch.isfinite(a).all(), f"seed {seed} layer {l}"
+        assert torch.equal(a, b), f"seed {seed} layer {l}: the shared plan differs from a call's own"
+        ref = hstu_attn_paged_reference(**{n: t.float() for n, t in layers[l].items()}, **dict(
+            step, kv_cache=step["kv_cache"].float()), **common)
+        low = hstu_attn_paged_reference(**layers[l], **step, **common, upcast=False)
+        err, bound = (a.float() - ref).abs().max().item(), 2 * (low.float() - ref).abs().max().item() + 1e-3
+        assert err <= bound, f"seed {seed} layer {l}: {err:.3e} > {bound:.3e}"
+    # The plan again (the split counters ended at zero; outputs poisoned first): the same bits.
+    again = [torch.full_like(s, float("nan")) for s in shared]
+    for qkv, out in zip(layers, again):
+        out.copy_(hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout))
+    for l, (a, b) in enumerate(zip(again, shared)):
+        assert torch.equal(a, b), f"seed {seed} layer {l}: a second run over the plan differs"
+    # Other num_targets (a new tensor): a plan of its own.
+    hstu_attn_paged_func(**layers[0], **step, **dict(common, num_targets=common["num_targets"].clone()),
+                         check_values=False, layout=layout)
+    assert len(layout.kernel_plans) == 2
+
+
+@pytest.mark.gpu
+def test_violation_in_the_plan_poisons_every_layer():
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    try:
+        hstu_attn.check_errors()
+    except hstu_attn.DeviceInputError:
+        pass
+    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
+    step, common, gen = make_step(random.randrange(1 << 30), "cuda", torch.bfloat16, batch, cached, new, ps, H, D,
+                                  cand)
+    common["num_targets"] = torch.tensor([cached[0] + new[0] + 1], dtype=torch.int32, device="cuda")  # > Lk
+    layout = shared_layout(step, common, sum(new))
+    outs = [hstu_attn_paged_func(**layer_qkv(gen, sum(new), H, D, "cuda", torch.bfloat16), **step, **common,
+                                 check_values=False, layout=layout) for _ in range(3)]
+    torch.cuda.synchronize()
+    for l, o in enumerate(outs):
+        assert torch.isnan(o).all(), f"layer {l}: expected every element NaN after the plan's violation"
+    with pytest.raises(hstu_attn.DeviceInputError, match="num_targets"):
+        hstu_attn.check_errors()
