@@ -45,7 +45,8 @@ def make_step(seed, device, dtype, batch, cached, new, page_size, H, D, num_cand
 
 
 def layer_qkv(gen, total_q, H, D, device, dtype):
-    return {n: torch.randn(total_q, H, D, generator=gen).to(device=device, dtype=dtype) for n in ("q", "k_new", "v_new")}
+    return {n: torch.randn(total_q, H, D, generator=gen).to(device=device, dtype=dtype)
+            for n in ("q", "k_new", "v_new")}
 
 
 def shared_layout(step, common, total_q):
@@ -111,7 +112,7 @@ def _hopper_wheel() -> bool:
 
 
 def _kernel_counts(prof):
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    names = [e.name for e in prof.events()]
     return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("validate" in n.lower() for n in names),
             sum("hstu_fwd_sm90_kernel" in n for n in names))
 
@@ -176,6 +177,9 @@ def test_violation_in_the_plan_poisons_every_layer():
                                   cand)
     common["num_targets"] = torch.tensor([cached[0] + new[0] + 1], dtype=torch.int32, device="cuda")  # > Lk
     layout = shared_layout(step, common, sum(new))
+    # The stream busy first, so that no layer's call sees the record before all are queued (a call raises an error
+    # an earlier one recorded; here they must all run).
+    torch.cuda._sleep(200_000_000)
     outs = [hstu_attn_paged_func(**layer_qkv(gen, sum(new), H, D, "cuda", torch.bfloat16), **step, **common,
                                  check_values=False, layout=layout) for _ in range(3)]
     torch.cuda.synchronize()

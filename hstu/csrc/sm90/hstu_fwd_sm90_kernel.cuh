@@ -132,7 +132,8 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
   const uint16_t nan = std::is_same_v<T, __half> ? 0x7E00 : 0x7FC0;
   const int64_t n = static_cast<int64_t>(p.total_q) * p.heads * p.head_dim;  // (out is fresh and contiguous)
   const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t cta = blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+  const int64_t cta =
+      blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
   uint16_t* o = static_cast<uint16_t*>(p.out);
   for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
 }
