@@ -441,6 +441,9 @@ __global__ void __launch_bounds__(384, 1)
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
+    if constexpr (kSched) {  // a split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh)
+      if (ctid == 0) fwd_split_started(sched, p.heads, h);
+    }
     int kv0 = 0, q_it = 0;  // K / V tiles and Q tiles consumed before this tile (persistent)
     for (;;) {
       const int qb = q_it % C::kQBufs;

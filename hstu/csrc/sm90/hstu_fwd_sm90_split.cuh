@@ -3,14 +3,19 @@
 //
 // Two ways to sum them, both adding the partials in chunk order 0, 1, ..., k - 1 from 0.0f for every element (so
 // the output is deterministic, and the same bits either way):
-// - together (header word 2 = 1, set by the planner when every listed CTA can be resident at once: items x heads
-//   <= the SMs): every chunk stores its partial, arrives on the unit's counter and waits until all k have; then
+// - together: every chunk stores its partial, arrives on the unit's counter and waits until all k have; then
 //   chunk c sums the c-th k-th of the tile's elements over the k partials and stores those outputs itself. The
 //   critical path reads one partial's bytes (spread over k SMs) instead of k partials on one SM.
-// - alone (otherwise: CTAs that wait could hold every SM while a chunk they wait for is not yet resident): the last
-//   chunk to arrive sums every partial and goes on to the normal epilogue; the others are done.
-// Either way the counters end at zero (the last user resets them), so a work list serves several launches (one
-// plan for all layers of an inference step, hstu_attn::paged_fwd_sm90 with a plan).
+// - alone: the last chunk to arrive sums every partial and goes on to the normal epilogue; the others are done.
+// Together only where the planner allows it (header word 2 = 1: every listed CTA fits on the SMs at once, so no
+// item waits for an SM a waiting chunk holds) and, per unit, only when all k chunks had started when the first of
+// them finished (the first to finish decides for the unit): a chunk then waits only for CTAs that are running and
+// wait for nothing, so no wait can deadlock, whatever else runs on the GPU (other streams' kernels included).
+// Counters (two words per unit and head, at the unit's first two parts): word 0 = started (low 16 bits) and
+// finished (high 16 bits); word 1 = the decision (low 2 bits: 0 undecided, 1 alone, 2 together) and departures
+// (high 16 bits). Both end at zero (the last to depart resets them), and so does the plain per-split counter of
+// the alone-only path, so a work list serves several launches (one plan for all layers of an inference step,
+// hstu_attn::paged_fwd_sm90 with a plan).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,16 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
   return v;
+}
+
+// A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
+// and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
+__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
+  if (sched.count[2] == 0) return;
+  int idx, hh;
+  sched_cta_item(sched, heads, idx, hh);
+  const int4 sp = sched.items[2 * idx + 1];
+  if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
 }
 
 // Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
@@ -52,18 +67,38 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   }
   __threadfence();
   named_barrier_sync(6, 256);
-  const bool together = sched.count[2] != 0;
   const int k = sp.z;
-  if (!together) {
-    int* counter = sched.counters + sp.x * p.heads + h;
-    if (ctid == 0) {
+  if (ctid == 0) {
+    uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together
+    if (sched.count[2] == 0) {
+      int* counter = sched.counters + sp.x * p.heads + h;
       const int old = atomicAdd(counter, 1);
       if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
-      st_shared_u32(flag, old == k - 1 ? 1u : 0u);
+      mode = old == k - 1 ? 1u : 0u;
+    } else {
+      int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
+      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      const int v = atomicAdd(w0, 1 << 16);
+      if ((v >> 16) == 0) atomicOr(w1, (v & 0xffff) == k ? 2 : 1);  // the first to finish decides
+      int d;
+      while ((d = ld_acquire_gpu(w1) & 3) == 0) __nanosleep(32);  // (the first to finish sets it right away)
+      if (d == 2) {
+        while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
+      }
+      // Every chunk has read the decision (and the arrivals) once all have departed: the last resets both words.
+      if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
+        *w0 = 0;
+        *w1 = 0;
+      }
+      mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
     }
-    named_barrier_sync(6, 256);
-    if (ld_shared_u32(flag) == 0) return false;
-    __threadfence();
+    st_shared_u32(flag, mode);
+  }
+  named_barrier_sync(6, 256);
+  const uint32_t mode = ld_shared_u32(flag);
+  if (mode == 0) return false;
+  __threadfence();
+  if (mode == 1) {
     // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
     constexpr int G = D <= 128 ? D / 8 : 8;
 #pragma unroll
@@ -92,20 +127,6 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     }
     return true;
   }
-  // Together: arrivals on the unit's first part's counter, departures on its second's (k >= 2).
-  int* arrive = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
-  int* depart = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
-  if (ctid == 0) {
-    atomicAdd(arrive, 1);
-    while (ld_acquire_gpu(arrive) < k) __nanosleep(64);
-    // Every chunk has seen all arrivals once all have departed: the last one resets both counters.
-    if (atomicAdd(depart, 1) == k - 1) {
-      *arrive = 0;
-      *depart = 0;
-    }
-  }
-  named_barrier_sync(6, 256);
-  __threadfence();
   // Chunk c sums float4 elements [e0, e1) of the partials' layout (index i = j * 256 + thread) and stores their
   // outputs: float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1} of rows r and r + 8,
   // r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4. Rows past the sequence are not stored.

@@ -6,8 +6,8 @@
 // the items are sorted by decreasing tile count, CTA x running item x / H of head x % H, so the hardware's in-order
 // dispatch is a longest-first list schedule; a unit with more tiles than the planner's cap C is split into k
 // balanced chunks of its range: each chunk leaves its fp32 partial (the forward's O, the backward's dK / dV) in parts
-// [(first part + chunk) * H + h]; the forward's chunks sum them together when the list fits on the SMs (header word
-// 2), else the last of the k to count itself on counters[split id * H + h] adds the others' and runs the normal
+// [(first part + chunk) * H + h]; the forward's chunks may sum them together when the list fits on the SMs (header
+// word 2), else the last of the k to count itself on counters[split id * H + h] adds the others' and runs the normal
 // epilogue (hstu_fwd_sm90_split.cuh; the backward: the latter). Counters end at zero, so a list serves several
 // launches. Past that, the units keep the kernel's grid order
 // (sched_cta_item).
@@ -39,7 +39,7 @@ struct SchedArgs {
   float4* zero;     // zeroed by the planner's other CTAs while it plans (the backward's dq workspace), or nullptr
   int64_t zero_n4;
   // Header word 2 = 1 when a longest-first list has at most this many CTAs (items x H): the forward's chunks of a
-  // split unit then sum their partials together (hstu_fwd_sm90_split.cuh). 0: never (the backward).
+  // split unit may then sum their partials together (hstu_fwd_sm90_split.cuh). 0: never (the backward).
   int together_ctas;
 };
 
