@@ -257,6 +257,8 @@ def _kernel_plan(layout: PagedLayout, make: Callable[[], torch.Tensor], q, args:
     instead of one per layer. `args`: the caller's device tensors the plan reads (cu_seqlens_q, num_contexts,
     num_targets), matched by identity, so a call with other tensors (or other masks, `key`) makes its own plan;
     the contract is that a tensor is not modified between the calls sharing a layout (as for the layout itself).
+    One entry per key (masks, options, q's shape): a plan over other tensors replaces the key's entry, so calls
+    with fresh tensors each time plan each time without the layout's plans growing.
     None (the op validates and plans itself) while torch.compile / torch.export trace and for fake or meta tensors:
     the plan's size is known to the op only."""
     if torch.compiler.is_compiling() or q.is_meta or _ops._is_fake(q):

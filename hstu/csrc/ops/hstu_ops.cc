@@ -141,6 +141,7 @@ HstuParams call_params(int64_t options, const Args&... args) {
               int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
+  p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
   return p;
 }
 

@@ -78,6 +78,15 @@ inline int sm_count() {
 
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
+// The default's fixed cap: 0 the percent rule above (floor 4 tiles), kPlanCapWave the one-wave rule (plan_wave_cap;
+// docs/hstu_inference.md, the batch-1 sweep).
+constexpr int kFwdSplitDefaultCap = 0;
+// The planner's split percent and fixed cap for p.fwd_split_tiles (0: the default, -1: no splits, -2: the one-wave
+// rule, n: n tiles).
+inline int fwd_split_pct(const HstuParams& p) { return p.fwd_split_tiles == -1 ? 0 : kFwdSplitPct; }
+inline int fwd_split_cap(const HstuParams& p) {
+  return p.fwd_split_tiles > 0 ? p.fwd_split_tiles : p.fwd_split_tiles == -2 ? kPlanCapWave : kFwdSplitDefaultCap;
+}
 
 // Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
 // list in p.fwd_sched runs where the op gave a large enough workspace (FwdSm90Tile's kernel with kSched);
@@ -156,7 +165,8 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       kernel<<<static_cast<unsigned>(sched_ctas), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk, tpool);
       return cudaGetLastError();
     }
-    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
+                                                            fwd_split_cap(p));
     if (err != cudaSuccess) return err;
     return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
   }
@@ -185,7 +195,8 @@ cudaError_t run_paged_plan(const HstuParams& p, cudaStream_t stream) {
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
   SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
   sa.together_ctas = sm_count();
-  return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
+  return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
+                                                          fwd_split_cap(p));
 }
 
 // Fills the table slots of (T, D) when the instance file's run_hstu_fwd_sm90<T, D> is instantiated (below).

@@ -142,12 +142,37 @@ __device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m
   __syncthreads();  // (the slots are reused)
 }
 
-// Initial split cap: ceil(split_pct / 100 * W * H / num_sms) for a work sum w, at least 4 (split_pct = 0: no splits).
-__device__ __forceinline__ int plan_initial_cap(unsigned long long w, int heads, int num_sms, int split_pct) {
+// Initial split cap: ceil(split_pct / 100 * W * H / num_sms) for a work sum w, at least 4 (split_pct = 0: no splits);
+// fixed_cap > 0: that many tiles instead (kernel_options(fwd_split_tiles=...), for comparisons; kPlanCapWave: see
+// plan_wave_cap).
+__device__ __forceinline__ int plan_initial_cap(unsigned long long w, int heads, int num_sms, int split_pct,
+                                                int fixed_cap) {
+  if (fixed_cap > 0 && split_pct > 0) return fixed_cap;
   const unsigned long long wt = w * static_cast<unsigned long long>(heads);
   const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
                                 (100ull * num_sms);
   return split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+}
+
+// fixed_cap of the "one wave" rule (kernel_options(fwd_split_tiles="wave")): the smallest cap C >= 2 whose list
+// (each unit of n > C tiles as ceil(n / C) chunks) has at most `slots` CTAs (items x H; the SMs), so every chunk
+// runs at once and the chunks sum together; searched from C = ceil(tiles x H / slots) up (C / 8 + 1 steps). No such
+// C up to the longest unit (more units than the SMs take): the planner's rule.
+constexpr int kPlanCapWave = -1;
+
+// The one-wave cap for this thread's unit of n tiles (has_unit) among the CTA's (all threads call it: block
+// reductions); `rule`: the cap otherwise.
+__device__ __forceinline__ int plan_wave_cap(int n, bool has_unit, int heads, int slots, int maxn, int rule) {
+  unsigned long long tiles = has_unit ? static_cast<unsigned long long>(n) : 0ull;
+  int unused = 0;
+  plan_block_sum_max(tiles, unused);
+  const unsigned long long lo = (tiles * heads + slots - 1) / max(slots, 1);
+  for (int c = static_cast<int>(max(2ull, min(lo, 1ull << 20))); c <= maxn; c += c / 8 + 1) {
+    unsigned long long items = has_unit ? static_cast<unsigned long long>(n > c ? (n + c - 1) / c : 1) : 0ull;
+    plan_block_sum_max(items, unused);
+    if (items * heads <= static_cast<unsigned long long>(slots)) return c;
+  }
+  return rule;
 }
 
 // Grid order's header (sched_cta_item: the item count and kind), written by thread 0; returns the units listed.
@@ -248,15 +273,16 @@ __device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads,
   }
 }
 
-// The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel): s_seq holds the
+// The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel; the only one that
+// applies the one-wave rule, kPlanCapWave; the two-pass path takes the planner's rule then): s_seq holds the
 // batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units; s_key, *s_split and
 // *s_part_next are zeroed. Same cap, splits, chunk ranges and order as the two-pass path (ties among equal chunk
 // sizes in another order).
 template <class Units>
 __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, const SchedArgs& a, int num_sms,
-                                                        int split_pct, const SeqInfo* s_seq, int* s_pre, int* s_key,
-                                                        int* s_warp, int* s_split, int* s_part_next, int pre,
-                                                        int total) {
+                                                        int split_pct, int fixed_cap, const SeqInfo* s_seq,
+                                                        int* s_pre, int* s_key, int* s_warp, int* s_split,
+                                                        int* s_part_next, int pre, int total) {
   const int tid = threadIdx.x;
   const int H = p.heads, nb = p.batch;
   if (tid < nb) s_pre[tid] = pre;
@@ -275,7 +301,8 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   unsigned long long w = tid < total ? static_cast<unsigned long long>(n + 1) : 0ull;
   int maxn = n;
   plan_block_sum_max(w, maxn);
-  int cap = plan_initial_cap(w, H, num_sms, split_pct);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct, fixed_cap);
+  if (fixed_cap == kPlanCapWave && split_pct > 0) cap = plan_wave_cap(n, tid < total, H, num_sms, maxn, cap);
   if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, total);
     const int first = tid - t.y;  // the sequence's first unit
@@ -314,7 +341,8 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
 // Batches of at most kPlanThreads units take the one-pass path (hstu_sm90_plan_one_pass) instead of the two visits.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
-    hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
+    hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct,
+                          const int fixed_cap) {
   // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
   // this grid's completion (griddepcontrol.wait) before reading the list.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -388,8 +416,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     int total;
     const int pre = plan_block_scan(nu0, s_warp, &total);  // (its barriers also publish s_seq)
     if (total <= kPlanThreads) {
-      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, s_seq, s_pre, s_key, s_warp, &s_split, &s_part_next,
-                                     pre, total);
+      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
+                                     &s_part_next, pre, total);
       return;
     }
     __syncthreads();  // (s_warp is reused)
@@ -404,7 +432,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   });
   plan_block_sum_max(w, maxn);  // (its barriers also publish s_hist)
   const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
-  int cap = plan_initial_cap(w, H, num_sms, split_pct);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct, fixed_cap);
   if (cap >= maxn && static_cast<long long>(units) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, units);
     for_units([&](int b, int u, int lo, int hi, int pos, int nu) {
@@ -484,13 +512,14 @@ cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int thre
 // Launches the planner on `stream` (a CTA with kPlanSmem bytes of dynamic shared memory; with a.zero, up to
 // num_sms - 1 more that zero a.zero meanwhile, 16 float4 per thread or more).
 template <class Units>
-cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream) {
+cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream,
+                        int fixed_cap = 0) {
   constexpr auto kernel = hstu_sm90_plan_kernel<Units>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   const int64_t want = a.zero != nullptr ? (a.zero_n4 + 16 * kPlanThreads - 1) / (16 * kPlanThreads) : 0;
   const int zero_ctas = static_cast<int>(std::min<int64_t>(want, std::max(1, num_sms - 1)));
-  kernel<<<1 + zero_ctas, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct);
+  kernel<<<1 + zero_ctas, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct, fixed_cap);
   return cudaGetLastError();
 }
 
