@@ -16,8 +16,8 @@ with ``check_values=True`` in eager mode they are checked on the host first (one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -63,6 +63,9 @@ class PagedLayout:
         cached_lens: (B,) int32 cached tokens per sequence.
         capacity: int, rows of the buffer before the dump row: ``len(page_ids) * page_size + total_q``.
         error_flags: () int32, the `PAGED_ERROR_BITS` this page table broke (0 if none).
+        kernel_plans: the Hopper paged forward's plans made over this layout (`_kernel_plan`: the validation of the
+            lengths and the work list, once per step for all layers with the same lengths and masks); filled by
+            `hstu_attn_paged_func`, empty elsewhere.
     """
 
     src_rows: torch.Tensor
@@ -71,6 +74,7 @@ class PagedLayout:
     cached_lens: torch.Tensor
     capacity: int
     error_flags: torch.Tensor
+    kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _check_int_vector(t, arg: str, ref: torch.Tensor, length: Optional[int]) -> None:
@@ -212,7 +216,7 @@ if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel
     @torch.library.register_fake(f"hstu_attn::{_PAGED_OP}")
     def _paged_fwd_fake(q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, kv_cache, page_offsets, page_ids, cached_lens,
                         total_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size,
-                        window_left, window_right, alpha, scaling_seqlen, options):
+                        window_left, window_right, alpha, scaling_seqlen, options, plan=None):
         return q.new_empty(q.shape)
 
 _paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
@@ -239,11 +243,43 @@ def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
     return ok
 
 
+def _make_plan(q, cu_q, cu_k, total_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size,
+               window, options) -> torch.Tensor:
+    """hstu_attn::paged_fwd_sm90_plan (a module function: the CPU tests stand in for it)."""
+    return torch.ops.hstu_attn.paged_fwd_sm90_plan(q, cu_q, cu_k, total_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                                                   num_targets, target_group_size, window[0], window[1], options)
+
+
+def _kernel_plan(layout: PagedLayout, make: Callable[[], torch.Tensor], q, args: Sequence[torch.Tensor],
+                 key: tuple) -> Optional[torch.Tensor]:
+    """The plan (`_make_plan`) of a paged forward over a layout shared by several calls (the layers of a step), made
+    by the first call with these arguments and reused by the others: one validation and one work list per step
+    instead of one per layer. `args`: the caller's device tensors the plan reads (cu_seqlens_q, num_contexts,
+    num_targets), matched by identity, so a call with other tensors (or other masks, `key`) makes its own plan;
+    the contract is that a tensor is not modified between the calls sharing a layout (as for the layout itself).
+    One entry per key (masks, options, q's shape): a plan over other tensors replaces the key's entry, so calls
+    with fresh tensors each time plan each time without the layout's plans growing.
+    None (the op validates and plans itself) while torch.compile / torch.export trace and for fake or meta tensors:
+    the plan's size is known to the op only."""
+    if torch.compiler.is_compiling() or q.is_meta or _ops._is_fake(q):
+        return None
+    key = (q.device, q.dtype, tuple(q.shape), _ops._current_options()) + key
+    hit = layout.kernel_plans.get(key)
+    if hit is not None and len(hit[0]) == len(args) and all(a is b for a, b in zip(hit[0], args)):
+        return hit[1]
+    plan = make()
+    layout.kernel_plans[key] = (tuple(args), plan)
+    return plan
+
+
 def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, layout: PagedLayout,
                   max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size, window_size, alpha,
-                  scaling_seqlen, check_values) -> torch.Tensor:
+                  scaling_seqlen, check_values, shared_layout: bool = False) -> torch.Tensor:
     """The Hopper paged forward: the arguments checked as `hstu_attn_varlen_func` checks them against the keys'
-    (virtual) buffer of the layout, the values on the device (and on the host with check_values)."""
+    (virtual) buffer of the layout, the values on the device (and on the host with check_values). With a layout
+    shared by the caller (the layers of a step), the device validation and the work list come from the layout's
+    plan (`_kernel_plan`), made once."""
+    user_vectors = (cu_seqlens_q, num_contexts, num_targets)
     k_new, v_new = k_new.contiguous(), v_new.contiguous()
     # Stands for the gathered keys in the checks (shape, dtype, device; no memory).
     k_virt = k_new[:1].expand(layout.capacity + 1, *k_new.shape[1:])
@@ -261,10 +297,18 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
         _channel.raise_pending()
         _channel.ensure_block()
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
+    options = _ops._current_options()
+    plan = None
+    if shared_layout:
+        plan = _kernel_plan(
+            layout, lambda: _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
+                                       num_targets, target_group_size, window, options),
+            q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window, num_contexts is None,
+                              num_targets is None))
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-        target_group_size, window[0], window[1], float(alpha), scaling, _ops._current_options())
+        target_group_size, window[0], window[1], float(alpha), scaling, options, plan)
     if not compiling and _channel.strict:
         _channel.after_call(q.device)
     return out
@@ -342,7 +386,10 @@ def hstu_attn_paged_func(
             capture and for fake tensors. Either way out-of-range values are clamped, never read out of bounds.
         error_flags: optional int32 tensor (1,) on q's device; the `PAGED_ERROR_BITS` of broken device values
             are OR-ed into it without a synchronization (`KVCacheManager` passes its own).
-        layout: optional `paged_kv_layout` of this page table, to share its index computation across layers.
+        layout: optional `paged_kv_layout` of this page table, to share its index computation across layers. On
+            the Hopper paged forward the layout also carries the plan of the calls over it (the device validation
+            of the lengths and the kernel's work list): the first call with given cu_seqlens_q / num_targets /
+            num_contexts tensors and masks makes it, later calls with the same tensors (unchanged) reuse it.
 
     Returns:
         out: (total_q, H, D) in q's dtype.
@@ -390,6 +437,7 @@ def hstu_attn_paged_func(
                                  max_seqlen_k)
     if batch == 0:
         return q.new_zeros(q.shape)
+    shared_layout = layout is not None
     if layout is None:
         layout = paged_kv_layout(page_offsets, page_ids, last_page_lens, cu_seqlens_q, q.shape[0], num_pages,
                                  page_size, max_seqlen_k)
@@ -401,7 +449,7 @@ def hstu_attn_paged_func(
     if _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab):
         return _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_ids, layout, max_seqlen_q,
                              max_seqlen_k, num_contexts, num_targets, target_group_size, window_size, alpha,
-                             scaling_seqlen, check_values)
+                             scaling_seqlen, check_values, shared_layout)
     kv = gather_paged_kv(kv_cache, k_new.contiguous(), v_new.contiguous(), layout)
     # (Few queries over long keys: the Hopper forward's planner splits their key ranges itself,
     # hstu_fwd_sm90_sched_layout.)

@@ -50,3 +50,23 @@ def test_benchmark_smoke_prints_the_table(bench, capsys, tmp_path):
 def test_benchmark_skips_without_gpu(bench, capsys):
     assert bench.main(["--quick"]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+def test_split_sweep_script_skips_and_reads_a_list(load_script, capsys):
+    # benchmarks/hstu_paged_split.py: without a Hopper GPU it says so and exits 0; its step builder gives what the
+    # reference computes, and it reads a work list's header and items back from a plan tensor.
+    m = load_script("benchmarks/hstu_paged_split.py")
+    if not torch.cuda.is_available():
+        assert m.main(["--quick"]) == 0
+        assert "skipped" in capsys.readouterr().out
+    step, common, qkv = m.make_step(torch.device("cpu"), torch.float64, 2, 150, 24, 10, 2, 32, 64, seed=3)
+    layout = hstu_attn.paged_kv_layout(step["page_offsets"], step["page_ids"], step["last_page_lens"],
+                                       step["cu_seqlens_q"], 48, step["kv_cache"].shape[0], 64, common["max_seqlen_k"])
+    got = hstu_attn.hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+    want = hstu_attn.hstu_attn_paged_reference(**qkv, **step, **common)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+    assert m.plan_list(layout) == {}  # (the CPU path keeps no plan)
+    # A list of 3 items: a unit of 9 tiles split into chunks of 5 and 4, and an unsplit one of 2 tiles.
+    words = [3, 0, 1, 0] + [0, 0, 0, 5, 0, 0, 2, 0] + [0, 0, 5, 9, 0, 1, 2, 0] + [1, 0, 0, 2, -1, 0, 1, 0]
+    layout.kernel_plans[("key",)] = ((), torch.tensor(words + [7] * 8, dtype=torch.int32).view(torch.uint8))
+    assert m.plan_list(layout) == dict(items=3, kind=0, together=1, max_tiles=5, min_tiles=2, split_items=2)

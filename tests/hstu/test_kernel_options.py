@@ -25,7 +25,8 @@ def test_bits_match_the_plan_header():
     assert {NAMES[k]: v for k, v in bits.items()} == _ops.OPTION_BITS
     assert int(re.search(r"kOptBwdGridShift = (\d+),", text).group(1)) == _ops.BWD_GRID_SHIFT
     known = int(re.search(r"kOptKnownMask = (0x[0-9a-f]+),", text).group(1), 16)
-    assert known == sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT)
+    assert int(re.search(r"kOptFwdSplitShift = (\d+),", text).group(1)) == _ops.FWD_SPLIT_SHIFT
+    assert known == sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
 
 
 def test_kernel_options_pack_and_restore():
@@ -45,6 +46,14 @@ def test_kernel_options_pack_and_restore():
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
         with _ops.kernel_options(bwd_grid=3):
             pass
+    # The forward's split: None the planner's rule (0), 0 no splits (255), n chunks of at most n KV tiles.
+    for tiles, field in ((None, 0), (0, 255), ("wave", 254), (1, 1), (3, 3), (253, 253)):
+        with _ops.kernel_options(fwd_split_tiles=tiles):
+            assert _ops._current_options() == field << _ops.FWD_SPLIT_SHIFT
+    for bad in (-1, 254, 2.0, True, "auto"):
+        with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
+            with _ops.kernel_options(fwd_split_tiles=bad):
+                pass
 
 
 def test_options_do_not_change_the_cpu_path():

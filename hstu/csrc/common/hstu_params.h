@@ -51,6 +51,10 @@ struct HstuParams {
   // Hopper forward only: one int of any contents (the launcher zeroes it), the tile counter of the persistent
   // grid-order kernel (sm90/hstu_fwd_sm90_kernel.cuh), or nullptr: one CTA per query tile.
   int* fwd_tile_counter;
+  // Hopper forward work list only (hstu_sm90_plan_kernel's cap): 0 = the planner's rule, -1 = no unit split, -2 = the
+  // smallest cap whose list fits the SMs at once (plan_wave_cap), n > 0 = chunks of at most n KV tiles (for
+  // comparisons: kernel_options(fwd_split_tiles=...)).
+  int fwd_split_tiles;
 
   // Backward.
   const void* dout;  // (total_q, H, D)

@@ -141,6 +141,7 @@ HstuParams call_params(int64_t options, const Args&... args) {
               int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
+  p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
   return p;
 }
 
@@ -392,6 +393,57 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   return out;
 }
 
+// Bytes of a paged forward's plan (paged_fwd_sm90_plan): the work list's workspace (256-aligned), then the
+// validation's words (hstu_validate.h: the status word, the sanitized vectors).
+int64_t paged_plan_bytes(const HstuParams& p, int64_t sched_bytes) {
+  const HstuScratchLayout l = hstu_scratch_layout(p.batch, false, false, p.num_targets != nullptr,
+                                                  p.num_contexts != nullptr);
+  return (sched_bytes + 255) / 256 * 256 + 4 * l.words;
+}
+
+// Points p's int32 vectors at a plan's validated copies (the layout validate_on_device wrote); returns its status
+// word.
+const int32_t* use_plan_vectors(HstuParams& p, const Tensor& plan, int64_t sched_bytes) {
+  const HstuScratchLayout l = hstu_scratch_layout(p.batch, false, false, p.num_targets != nullptr,
+                                                  p.num_contexts != nullptr);
+  int32_t* w = reinterpret_cast<int32_t*>(static_cast<char*>(plan.data_ptr()) + (sched_bytes + 255) / 256 * 256);
+  p.cu_seqlens_q = w + l.cu_q;
+  p.cu_seqlens_k = w + l.cu_k;
+  p.num_targets = l.num_targets >= 0 ? w + l.num_targets : nullptr;
+  p.num_contexts = l.num_contexts >= 0 ? w + l.num_contexts : nullptr;
+  return w;
+}
+
+// One plan for every paged forward of an inference step (every layer: the same lengths, page table and masks):
+// the device validation of the int32 vectors and the Hopper work list, in one uint8 tensor that paged_fwd_sm90
+// takes as `plan` (its other arguments the same as here, by contract: hstu/_paged.py keys its plans on them).
+// After a violation the record goes to the device error block here and every forward over the plan fills its
+// output with NaN.
+Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t total_k, int64_t max_seqlen_q,
+                           int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+                           int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
+                             num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
+                             std::nullopt, std::nullopt);
+  ACCEL_CHECK(total_k >= 1, "total_k: expected >= 1, got ", total_k);
+  const bool half = q.scalar_type() == ScalarType::Half;
+  const FwdPlan fwd_plan = plan_fwd(p, q.size(0), q.get_device(), half, HstuOptions::from_bits(options));
+  PagedPlanSm90Fn* slot = paged_plan_sm90_slot(half, p.head_dim);
+  ACCEL_CHECK(fwd_plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
+              "hstu_attn::paged_fwd_sm90_plan: expected a compute capability 9.0 device and a build with the Hopper "
+              "forward of this dtype and head dim ", p.head_dim);
+  cudaStream_t s = stream_of(q);
+  Tensor scratch = validate_on_device(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s);
+  if (fwd_plan.sched_bytes > 0) {
+    p.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = fwd_plan.sched_bytes;
+    const cudaError_t err = (*slot)(p, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));
+  }
+  return scratch;
+}
+
 // The Hopper forward over a paged KV cache (hstu/_paged.py; hstu_fwd_sm90_paged.h): q, k_new, v_new the step's new
 // tokens (total_q rows), cu_seqlens_k the cached + new lengths (the layout's), total_k their bound (the gather buffer's
 // capacity: what the validation checks cu_seqlens_k against). The page table's values are clamped by the kernel;
@@ -400,7 +452,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       Tensor page_offsets, Tensor page_ids, Tensor cached_lens, int64_t total_k, int64_t max_seqlen_q,
                       int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
                       int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
-                      double scaling_seqlen, int64_t options) {
+                      double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
@@ -437,18 +489,30 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   p.o_head_stride = out.stride(1);
   const bool half = q.scalar_type() == ScalarType::Half;
   const int64_t plan_k = q.size(0);  // the launcher's total_k (run_paged_fwd): the plan must see the same
-  const FwdPlan plan = plan_fwd(p, plan_k, q.get_device(), half, HstuOptions::from_bits(options));
+  const FwdPlan fwd_plan = plan_fwd(p, plan_k, q.get_device(), half, HstuOptions::from_bits(options));
   PagedFwdSm90Fn* slot = paged_fwd_sm90_slot(half, p.head_dim);
-  ACCEL_CHECK(plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
+  ACCEL_CHECK(fwd_plan.family == KernelFamily::kSm90 && slot != nullptr && *slot != nullptr,
               "hstu_attn::paged_fwd_sm90: expected a compute capability 9.0 device and a build with the Hopper "
               "forward of this dtype and head dim ", p.head_dim, " (hstu_attn_paged_func gathers otherwise)");
   cudaStream_t s = stream_of(q);
-  Tensor scratch = validate_on_device(p, q, total_k, plan.sched_bytes, p.out, q.size(0) * q.size(1) * q.size(2), s);
-  if (plan.sched_bytes > 0) {
-    p.fwd_sched = scratch.data_ptr();
-    p.fwd_sched_bytes = plan.sched_bytes;
-  }
   Sm90PagedKV pk;
+  if (plan.has_value()) {  // paged_fwd_sm90_plan's: validated vectors and work list (same arguments, by contract)
+    accel::check_same_device(*plan, "plan", q, "q");
+    accel::check_dtype(*plan, "plan", ScalarType::Byte);
+    accel::check_dim(*plan, "plan", 1);
+    const int64_t want = paged_plan_bytes(p, fwd_plan.sched_bytes);
+    ACCEL_CHECK(plan->size(0) == want, "plan: expected the ", want, "-byte plan of these lengths and masks ",
+                "(hstu_attn::paged_fwd_sm90_plan), got ", plan->size(0), " bytes");
+    pk.status = use_plan_vectors(p, *plan, fwd_plan.sched_bytes);
+    pk.planned = 1;
+  }
+  Tensor scratch = plan.has_value() ? *plan
+                                    : validate_on_device(p, q, total_k, fwd_plan.sched_bytes, p.out,
+                                                         q.size(0) * q.size(1) * q.size(2), s);
+  if (fwd_plan.sched_bytes > 0) {
+    p.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = fwd_plan.sched_bytes;
+  }
   pk.pool = kv_cache.data_ptr();
   pk.page_offsets = static_cast<const int32_t*>(page_offsets.data_ptr());
   pk.page_ids = static_cast<const int32_t*>(page_ids.data_ptr());
@@ -545,7 +609,12 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
       "Tensor kv_cache, Tensor page_offsets, Tensor page_ids, Tensor cached_lens, int total_k, int max_seqlen_q, "
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
-      "int window_right, float alpha, float scaling_seqlen, int options) -> Tensor");
+      "int window_right, float alpha, float scaling_seqlen, int options, Tensor? plan=None) -> Tensor");
+  // Private: one plan (validation + work list) for the paged forwards of every layer of a step (hstu/_paged.py).
+  m.def(
+      "paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int total_k, int max_seqlen_q, "
+      "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
+      "int window_right, int options) -> Tensor");
   m.def("paged_fwd_sm90_available(int device, bool half, int head_dim) -> int");
   m.def("compiled_kernels() -> str");
   m.def("device_error_block() -> int");
@@ -560,6 +629,7 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
   m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
   m.impl("paged_fwd_sm90", TORCH_BOX(&hstu::paged_fwd_sm90));
+  m.impl("paged_fwd_sm90_plan", TORCH_BOX(&hstu::paged_fwd_sm90_plan));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {

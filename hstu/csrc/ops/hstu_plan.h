@@ -28,7 +28,10 @@ enum HstuOptionBits : int64_t {
                                 // 2 (head, key block, batch)
   kOptNoFp8Kernel = 1 << 10,    // FP8 forward calls on Hopper dequantize and run the bf16/fp16 kernels even where the
                                 // FP8 kernel applies (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd)
-  kOptKnownMask = 0x7ff,
+  kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
+                                // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
+                                // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
+  kOptKnownMask = 0x7ffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -48,6 +51,7 @@ struct HstuOptions {
   bool bwd_sm80_pair = false;
   bool bwd_sm80_pair_2stage = true;
   int bwd_grid = 0;
+  int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -60,6 +64,8 @@ struct HstuOptions {
     o.bwd_sm80_pair = (bits & kOptBwdSm80Pair) != 0;
     o.bwd_sm80_pair_2stage = !(bits & kOptNoBwdSm80Pair2Stage);
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
+    const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
+    o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     return o;
   }
 };

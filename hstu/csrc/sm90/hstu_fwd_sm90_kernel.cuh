@@ -34,6 +34,7 @@
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_split.cuh"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_tiles.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
@@ -122,6 +123,21 @@ struct FwdSm90Persistent {
   static constexpr int stages(int) { return 2; }
 };
 
+// A paged forward over a plan made before (pk.status set: the plan's validation status word): after a violation
+// the plan's lengths are all empty, so every CTA ends here without work and fills its share of `out` with NaN (what
+// the validation does for a call that validates itself). Called by all threads of a CTA that has no work.
+template <typename T>
+__device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, const Sm90PagedKV& pk) {
+  if (pk.status == nullptr || *pk.status == 0) return;
+  const uint16_t nan = std::is_same_v<T, __half> ? 0x7E00 : 0x7FC0;
+  const int64_t n = static_cast<int64_t>(p.total_q) * p.heads * p.head_dim;  // (out is fresh and contiguous)
+  const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t cta =
+      blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+  uint16_t* o = static_cast<uint16_t*>(p.out);
+  for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
+}
+
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
 // wgmmas (pingpong, named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
@@ -176,7 +192,10 @@ __global__ void __launch_bounds__(384, 1)
   int t_lo = 0, t_hi = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    if (!sched_cta_work(sched, p.heads, it, h)) return;
+    if (!sched_cta_work(sched, p.heads, it, h)) {
+      paged_poison_if_invalid<T>(p, pk);
+      return;
+    }
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -194,7 +213,10 @@ __global__ void __launch_bounds__(384, 1)
   }
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
-  if (!kPersist && m0 >= si.lq_alloc) return;
+  if (!kPersist && m0 >= si.lq_alloc) {
+    if constexpr (!kPersist && !kRab) paged_poison_if_invalid<T>(p, pk);
+    return;
+  }
   if constexpr (!kPersist) {
     fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
@@ -419,6 +441,9 @@ __global__ void __launch_bounds__(384, 1)
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
+    if constexpr (kSched) {  // a split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh)
+      if (ctid == 0) fwd_split_started(sched, p.heads, h);
+    }
     int kv0 = 0, q_it = 0;  // K / V tiles and Q tiles consumed before this tile (persistent)
     for (;;) {
       const int qb = q_it % C::kQBufs;
@@ -671,58 +696,10 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(acc_o);
       }
 
-      // Split tile (work list): store this chunk's partial, count it; the last chunk sums all partials in chunk
-      // order and goes on to the epilogue, the others are done. The item is re-read here (nothing kept live).
+      // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
+      // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        int idx, hh;
-        sched_cta_item(sched, p.heads, idx, hh);
-        const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
-        if (sp.x >= 0) {
-          constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
-          float4* parts = reinterpret_cast<float4*>(sched.parts);
-          float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j) {
-            __stcg(own + j * 256 + ctid,
-                   make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
-          }
-          __threadfence();
-          named_barrier_sync(6, 256);
-          const uint32_t flag = bar + 120u;  // a free word after the mbarriers
-          if (ctid == 0) {
-            const int old = atomicAdd(sched.counters + sp.x * p.heads + h, 1);
-            st_shared_u32(flag, old == sp.z - 1 ? 1u : 0u);
-          }
-          named_barrier_sync(6, 256);
-          if (ld_shared_u32(flag) == 0) return;
-          __threadfence();
-          // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
-          constexpr int G = D <= 128 ? D / 8 : 8;
-#pragma unroll
-          for (int j0 = 0; j0 < D / 8; j0 += G) {
-            float4 sum[G];
-#pragma unroll
-            for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int c = 0; c < sp.z; ++c) {
-              const float4* src = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4 + ctid;
-#pragma unroll
-              for (int g = 0; g < G; ++g) {
-                const float4 v = __ldcg(src + (j0 + g) * 256);
-                sum[g].x += v.x;
-                sum[g].y += v.y;
-                sum[g].z += v.z;
-                sum[g].w += v.w;
-              }
-            }
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-              acc_o[4 * (j0 + g)] = sum[g].x;
-              acc_o[4 * (j0 + g) + 1] = sum[g].y;
-              acc_o[4 * (j0 + g) + 2] = sum[g].z;
-              acc_o[4 * (j0 + g) + 3] = sum[g].w;
-            }
-          }
-        }
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o)) return;
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),

@@ -78,6 +78,15 @@ inline int sm_count() {
 
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
+// The default's fixed cap: 0 the percent rule above (floor 4 tiles), kPlanCapWave the one-wave rule (plan_wave_cap;
+// docs/hstu_inference.md, the batch-1 sweep).
+constexpr int kFwdSplitDefaultCap = 0;
+// The planner's split percent and fixed cap for p.fwd_split_tiles (0: the default, -1: no splits, -2: the one-wave
+// rule, n: n tiles).
+inline int fwd_split_pct(const HstuParams& p) { return p.fwd_split_tiles == -1 ? 0 : kFwdSplitPct; }
+inline int fwd_split_cap(const HstuParams& p) {
+  return p.fwd_split_tiles > 0 ? p.fwd_split_tiles : p.fwd_split_tiles == -2 ? kPlanCapWave : kFwdSplitDefaultCap;
+}
 
 // Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
 // list in p.fwd_sched runs where the op gave a large enough workspace (FwdSm90Tile's kernel with kSched);
@@ -100,6 +109,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
     if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
       sa = sched_args(p.fwd_sched, l, sm_count());
+      sa.together_ctas = sm_count();
       sched_ctas = l.capacity * p.heads;
     }
   }
@@ -151,7 +161,12 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, true>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
-    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), kFwdSplitPct, stream);
+    if (pk.planned != 0) {  // the list of a plan made before (paged_plan_sm90): a plain launch
+      kernel<<<static_cast<unsigned>(sched_ctas), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk, tpool);
+      return cudaGetLastError();
+    }
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
+                                                            fwd_split_cap(p));
     if (err != cudaSuccess) return err;
     return launch_behind_plan(kernel, sched_ctas, C::kThreads, C::kSmem, stream, tq, tk, tv, p, 1, sa, pk, tpool);
   }
@@ -168,7 +183,23 @@ cudaError_t run_paged_fwd(const HstuParams& p, const Sm90PagedKV& pk, cudaStream
   return launch_fwd<T, D, FwdSm90Tile, false>(p, p.total_q, stream, pk);
 }
 
-// Fills the table slot of (T, D) when the instance file's run_hstu_fwd_sm90<T, D> is instantiated (below).
+// The planner of run_paged_fwd's work list alone (its layout and arguments as launch_fwd computes them).
+template <typename T, int D>
+cudaError_t run_paged_plan(const HstuParams& p, cudaStream_t stream) {
+  using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
+  if (p.rab != nullptr) return cudaErrorInvalidValue;
+  if (p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0) {
+    return cudaSuccess;
+  }
+  const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
+  if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
+  SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
+  sa.together_ctas = sm_count();
+  return launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), fwd_split_pct(p), stream,
+                                                          fwd_split_cap(p));
+}
+
+// Fills the table slots of (T, D) when the instance file's run_hstu_fwd_sm90<T, D> is instantiated (below).
 template <typename T, int D>
 struct PagedFwdRegistrar {
   static const bool registered;
@@ -176,6 +207,7 @@ struct PagedFwdRegistrar {
 template <typename T, int D>
 const bool PagedFwdRegistrar<T, D>::registered = [] {
   *paged_fwd_sm90_slot(std::is_same_v<T, __half>, D) = &run_paged_fwd<T, D>;
+  *paged_plan_sm90_slot(std::is_same_v<T, __half>, D) = &run_paged_plan<T, D>;
   return true;
 }();
 

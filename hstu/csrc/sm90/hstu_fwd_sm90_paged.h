@@ -28,15 +28,29 @@ struct Sm90PagedKV {
   int num_pages = 0;                         // pages of pool (>= 1)
   int page_shift = 0;                        // page_size = 1 << page_shift
   int box_shift = 0;                         // set by the launcher: TMA box rows = 1 << box_shift (<= the tile)
+  // A plan made before (paged_plan_sm90): p.fwd_sched holds its work list (or none: grid order) and p's int32
+  // vectors its validated copies; the planner does not run again and `status` is the validation's status word
+  // (after a violation every CTA fills out with NaN). 0 / nullptr: the launcher plans (the op validated).
+  int planned = 0;
+  const int32_t* status = nullptr;
 };
 
 // Forward on `stream` with K/V as `pk` says (requirements of run_hstu_fwd_sm90; p.k / p.v the new tokens, total_q
 // rows; no rab). Persistent CTAs do not apply; the work list does where the plan gave its workspace.
 using PagedFwdSm90Fn = cudaError_t (*)(const HstuParams& p, const Sm90PagedKV& pk, cudaStream_t stream);
 
+// Only the work list of that forward (the planner kernel) into p.fwd_sched, for launches with pk.planned (one plan
+// for every layer of an inference step); nothing when p.fwd_sched is null (grid order).
+using PagedPlanSm90Fn = cudaError_t (*)(const HstuParams& p, cudaStream_t stream);
+
 // The slot of (dtype, D): half = fp16 (else bf16), D in {64, 128, 256}; nullptr for other D.
 inline PagedFwdSm90Fn* paged_fwd_sm90_slot(bool half, int head_dim) {
   static PagedFwdSm90Fn table[2][3] = {};
+  const int di = head_dim == 64 ? 0 : head_dim == 128 ? 1 : head_dim == 256 ? 2 : -1;
+  return di < 0 ? nullptr : &table[half ? 1 : 0][di];
+}
+inline PagedPlanSm90Fn* paged_plan_sm90_slot(bool half, int head_dim) {
+  static PagedPlanSm90Fn table[2][3] = {};
   const int di = head_dim == 64 ? 0 : head_dim == 128 ? 1 : head_dim == 256 ? 2 : -1;
   return di < 0 ? nullptr : &table[half ? 1 : 0][di];
 }

@@ -6,8 +6,10 @@
 // the items are sorted by decreasing tile count, CTA x running item x / H of head x % H, so the hardware's in-order
 // dispatch is a longest-first list schedule; a unit with more tiles than the planner's cap C is split into k
 // balanced chunks of its range: each chunk leaves its fp32 partial (the forward's O, the backward's dK / dV) in parts
-// [(first part + chunk) * H + h] and counts itself on counters[split id * H + h]; the last of the k adds the
-// others' and runs the normal epilogue (one rounding). Past that, the units keep the kernel's grid order
+// [(first part + chunk) * H + h]; the forward's chunks may sum them together when the list fits on the SMs (header
+// word 2), else the last of the k to count itself on counters[split id * H + h] adds the others' and runs the normal
+// epilogue (hstu_fwd_sm90_split.cuh; the backward: the latter). Counters end at zero, so a list serves several
+// launches. Past that, the units keep the kernel's grid order
 // (sched_cta_item).
 #pragma once
 
@@ -36,6 +38,9 @@ struct SchedArgs {
   int heads_inner;  // grid order: the heads of a unit side by side (else each head's units of a sequence in a row)
   float4* zero;     // zeroed by the planner's other CTAs while it plans (the backward's dq workspace), or nullptr
   int64_t zero_n4;
+  // Header word 2 = 1 when a longest-first list has at most this many CTAs (items x H): the forward's chunks of a
+  // split unit may then sum their partials together (hstu_fwd_sm90_split.cuh). 0: never (the backward).
+  int together_ctas;
 };
 
 // The item and head of this CTA of a work-list kernel (after its griddepcontrol.wait); false: none. Header word 1
@@ -137,12 +142,37 @@ __device__ __forceinline__ void plan_block_sum_max(unsigned long long& w, int& m
   __syncthreads();  // (the slots are reused)
 }
 
-// Initial split cap: ceil(split_pct / 100 * W * H / num_sms) for a work sum w, at least 4 (split_pct = 0: no splits).
-__device__ __forceinline__ int plan_initial_cap(unsigned long long w, int heads, int num_sms, int split_pct) {
+// Initial split cap: ceil(split_pct / 100 * W * H / num_sms) for a work sum w, at least 4 (split_pct = 0: no splits);
+// fixed_cap > 0: that many tiles instead (kernel_options(fwd_split_tiles=...), for comparisons; kPlanCapWave: see
+// plan_wave_cap).
+__device__ __forceinline__ int plan_initial_cap(unsigned long long w, int heads, int num_sms, int split_pct,
+                                                int fixed_cap) {
+  if (fixed_cap > 0 && split_pct > 0) return fixed_cap;
   const unsigned long long wt = w * static_cast<unsigned long long>(heads);
   const unsigned long long c0 = (wt * static_cast<unsigned long long>(split_pct) + 100ull * num_sms - 1) /
                                 (100ull * num_sms);
   return split_pct > 0 ? max(static_cast<int>(min(c0, 1ull << 30)), 4) : (1 << 30);
+}
+
+// fixed_cap of the "one wave" rule (kernel_options(fwd_split_tiles="wave")): the smallest cap C >= 2 whose list
+// (each unit of n > C tiles as ceil(n / C) chunks) has at most `slots` CTAs (items x H; the SMs), so every chunk
+// runs at once and the chunks sum together; searched from C = ceil(tiles x H / slots) up (C / 8 + 1 steps). No such
+// C up to the longest unit (more units than the SMs take): the planner's rule.
+constexpr int kPlanCapWave = -1;
+
+// The one-wave cap for this thread's unit of n tiles (has_unit) among the CTA's (all threads call it: block
+// reductions); `rule`: the cap otherwise.
+__device__ __forceinline__ int plan_wave_cap(int n, bool has_unit, int heads, int slots, int maxn, int rule) {
+  unsigned long long tiles = has_unit ? static_cast<unsigned long long>(n) : 0ull;
+  int unused = 0;
+  plan_block_sum_max(tiles, unused);
+  const unsigned long long lo = (tiles * heads + slots - 1) / max(slots, 1);
+  for (int c = static_cast<int>(max(2ull, min(lo, 1ull << 20))); c <= maxn; c += c / 8 + 1) {
+    unsigned long long items = has_unit ? static_cast<unsigned long long>(n > c ? (n + c - 1) / c : 1) : 0ull;
+    plan_block_sum_max(items, unused);
+    if (items * heads <= static_cast<unsigned long long>(slots)) return c;
+  }
+  return rule;
 }
 
 // Grid order's header (sched_cta_item: the item count and kind), written by thread 0; returns the units listed.
@@ -152,6 +182,7 @@ __device__ __forceinline__ int plan_grid_header(const SchedArgs& a, int heads, i
   if (threadIdx.x == 0) {
     a.count[0] = inner ? units_c : units_c * heads;
     a.count[1] = inner ? 0 : 1;
+    a.count[2] = 0;
   }
   return units_c;
 }
@@ -182,7 +213,8 @@ __device__ __forceinline__ void plan_count_chunks(int* s_key, KeyOf key_of, int 
 
 // Exclusive scan of the first nkeys chunk-size buckets into their offsets (4 per thread; all threads call it), and
 // the list's header (the chunk count, longest-first kind). Ends with a barrier: the offsets are visible.
-__device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int* s_key, int nkeys, int* s_warp) {
+__device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int heads, int* s_key, int nkeys,
+                                                    int* s_warp) {
   const int tid = threadIdx.x;
   int v[4], sum = 0;
 #pragma unroll
@@ -200,6 +232,7 @@ __device__ __forceinline__ void plan_bucket_offsets(const SchedArgs& a, int* s_k
   if (tid == 0) {
     a.count[0] = min(all, a.capacity);
     a.count[1] = 0;
+    a.count[2] = static_cast<long long>(min(all, a.capacity)) * heads <= a.together_ctas ? 1 : 0;
   }
   __syncthreads();
 }
@@ -223,7 +256,11 @@ __device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads,
   const int q = n / k, r = n % k;  // r chunks of q + 1 tiles, k - r of q
   const int sid = atomicAdd(s_split, 1);
   const int first = atomicAdd(s_part_next, k);
-  for (int hh = 0; hh < heads; ++hh) a.counters[sid * heads + hh] = 0;
+  for (int hh = 0; hh < heads; ++hh) {  // (the counters of both ways to sum: hstu_fwd_sm90_split.cuh)
+    a.counters[sid * heads + hh] = 0;
+    a.counters[first * heads + hh] = 0;
+    a.counters[(first + 1) * heads + hh] = 0;
+  }
   int c_lo = t.z;
   for (int c = 0; c < k; ++c) {
     const int size = q + (c < r ? 1 : 0);
@@ -236,15 +273,16 @@ __device__ __forceinline__ void plan_scatter_unit(const SchedArgs& a, int heads,
   }
 }
 
-// The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel): s_seq holds the
+// The planner's one-pass path (at most kPlanThreads units, one round; see hstu_sm90_plan_kernel; the only one that
+// applies the one-wave rule, kPlanCapWave; the two-pass path takes the planner's rule then): s_seq holds the
 // batch's sequences, `pre` this thread's exclusive unit prefix (thread b < B), `total` the units; s_key, *s_split and
 // *s_part_next are zeroed. Same cap, splits, chunk ranges and order as the two-pass path (ties among equal chunk
 // sizes in another order).
 template <class Units>
 __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, const SchedArgs& a, int num_sms,
-                                                        int split_pct, const SeqInfo* s_seq, int* s_pre, int* s_key,
-                                                        int* s_warp, int* s_split, int* s_part_next, int pre,
-                                                        int total) {
+                                                        int split_pct, int fixed_cap, const SeqInfo* s_seq,
+                                                        int* s_pre, int* s_key, int* s_warp, int* s_split,
+                                                        int* s_part_next, int pre, int total) {
   const int tid = threadIdx.x;
   const int H = p.heads, nb = p.batch;
   if (tid < nb) s_pre[tid] = pre;
@@ -263,7 +301,8 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   unsigned long long w = tid < total ? static_cast<unsigned long long>(n + 1) : 0ull;
   int maxn = n;
   plan_block_sum_max(w, maxn);
-  int cap = plan_initial_cap(w, H, num_sms, split_pct);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct, fixed_cap);
+  if (fixed_cap == kPlanCapWave && split_pct > 0) cap = plan_wave_cap(n, tid < total, H, num_sms, maxn, cap);
   if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, total);
     const int first = tid - t.y;  // the sequence's first unit
@@ -284,7 +323,7 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
   auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
   if (tid < total) plan_count_chunks(s_key, key_of, cap, n, 1);
   __syncthreads();
-  plan_bucket_offsets(a, s_key, nkeys, s_warp);
+  plan_bucket_offsets(a, H, s_key, nkeys, s_warp);
   if (tid < total) plan_scatter_unit(a, H, cap, t, s_key, key_of, s_split, s_part_next);
 }
 
@@ -302,7 +341,8 @@ __device__ __forceinline__ void hstu_sm90_plan_one_pass(const HstuParams& p, con
 // Batches of at most kPlanThreads units take the one-pass path (hstu_sm90_plan_one_pass) instead of the two visits.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
-    hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct) {
+    hstu_sm90_plan_kernel(const HstuParams p, const SchedArgs a, const int num_sms, const int split_pct,
+                          const int fixed_cap) {
   // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
   // this grid's completion (griddepcontrol.wait) before reading the list.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -376,8 +416,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     int total;
     const int pre = plan_block_scan(nu0, s_warp, &total);  // (its barriers also publish s_seq)
     if (total <= kPlanThreads) {
-      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, s_seq, s_pre, s_key, s_warp, &s_split, &s_part_next,
-                                     pre, total);
+      hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
+                                     &s_part_next, pre, total);
       return;
     }
     __syncthreads();  // (s_warp is reused)
@@ -392,7 +432,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   });
   plan_block_sum_max(w, maxn);  // (its barriers also publish s_hist)
   const bool exact = maxn < kPlanBuckets - 1;  // s_hist holds every n exactly
-  int cap = plan_initial_cap(w, H, num_sms, split_pct);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct, fixed_cap);
   if (cap >= maxn && static_cast<long long>(units) * H > a.lpt_ctas) {  // grid order
     const int units_c = plan_grid_header(a, H, units);
     for_units([&](int b, int u, int lo, int hi, int pos, int nu) {
@@ -426,7 +466,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     for_units([&](int, int, int lo, int hi, int, int) { add_chunks(hi - lo, 1); });
   }
   __syncthreads();
-  plan_bucket_offsets(a, s_key, kPlanBuckets, s_warp);
+  plan_bucket_offsets(a, H, s_key, kPlanBuckets, s_warp);
   for_units([&](int b, int u, int lo, int hi, int, int) {
     plan_scatter_unit(a, H, cap, make_int4(b, u, lo, hi), s_key, key_of, &s_split, &s_part_next);
   });
@@ -472,13 +512,14 @@ cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int thre
 // Launches the planner on `stream` (a CTA with kPlanSmem bytes of dynamic shared memory; with a.zero, up to
 // num_sms - 1 more that zero a.zero meanwhile, 16 float4 per thread or more).
 template <class Units>
-cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream) {
+cudaError_t launch_plan(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct, cudaStream_t stream,
+                        int fixed_cap = 0) {
   constexpr auto kernel = hstu_sm90_plan_kernel<Units>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   const int64_t want = a.zero != nullptr ? (a.zero_n4 + 16 * kPlanThreads - 1) / (16 * kPlanThreads) : 0;
   const int zero_ctas = static_cast<int>(std::min<int64_t>(want, std::max(1, num_sms - 1)));
-  kernel<<<1 + zero_ctas, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct);
+  kernel<<<1 + zero_ctas, kPlanThreads, kPlanSmem, stream>>>(p, a, num_sms, split_pct, fixed_cap);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,181 @@
+// The Hopper forward's split query tiles (work list, hstu_sm90_work_list.cuh): a unit whose KV range was cut into
+// k chunks leaves k fp32 partials of its BM x D output tile; their sum is the tile's accumulator.
+//
+// Two ways to sum them, both adding the partials in chunk order 0, 1, ..., k - 1 from 0.0f for every element (so
+// the output is deterministic, and the same bits either way):
+// - together: every chunk stores its partial, arrives on the unit's counter and waits until all k have; then
+//   chunk c sums the c-th k-th of the tile's elements over the k partials and stores those outputs itself. The
+//   critical path reads one partial's bytes (spread over k SMs) instead of k partials on one SM.
+// - alone: the last chunk to arrive sums every partial and goes on to the normal epilogue; the others are done.
+// Together only where the planner allows it (header word 2 = 1: every listed CTA fits on the SMs at once, so no
+// item waits for an SM a waiting chunk holds) and, per unit, only when all k chunks had started when the first of
+// them finished (the first to finish decides for the unit): a chunk then waits only for CTAs that are running and
+// wait for nothing, so no wait can deadlock, whatever else runs on the GPU (other streams' kernels included).
+// Counters (two words per unit and head, at the unit's first two parts): word 0 = started (low 16 bits) and
+// finished (high 16 bits); word 1 = the decision (low 2 bits: 0 undecided, 1 alone, 2 together) and departures
+// (high 16 bits). Both end at zero (the last to depart resets them), and so does the plain per-split counter of
+// the alone-only path, so a work list serves several launches (one plan for all layers of an inference step,
+// hstu_attn::paged_fwd_sm90 with a plan).
+#pragma once
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
+// A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
+// and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
+__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
+  if (sched.count[2] == 0) return;
+  int idx, hh;
+  sched_cta_item(sched, heads, idx, hh);
+  const int4 sp = sched.items[2 * idx + 1];
+  if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
+}
+
+// Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
+// unit's) accumulator in the wgmma layout (thread ctid holds float4 j of rows 64 wg + 16 warp + lane / 4 (+ 8) at
+// columns 8 j + 2 (lane % 4) (+ 1)). Returns true when the CTA goes on to the normal epilogue with acc_o the unit's
+// sum (an unsplit item, or the last chunk summing alone); false when it is done (the tile's outputs stored by the
+// chunks together, or another chunk sums). `flag`: a free shared word. si, m0, h: the tile's sequence, first row
+// and head; sc: the output scale.
+template <typename T, int BM, int D>
+__device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const HstuParams& p, int h, int ctid,
+                                                 uint32_t flag, const SeqInfo& si, int m0, float (&acc_o)[D / 2]) {
+  static_assert(BM == 128, "two consumer warpgroups of 64 rows");
+  int idx, hh;
+  sched_cta_item(sched, p.heads, idx, hh);
+  const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
+  if (sp.x < 0) return true;
+  constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
+  float4* parts = reinterpret_cast<float4*>(sched.parts);
+  float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    __stcg(own + j * 256 + ctid, make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
+  }
+  __threadfence();
+  named_barrier_sync(6, 256);
+  const int k = sp.z;
+  if (ctid == 0) {
+    uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together
+    if (sched.count[2] == 0) {
+      int* counter = sched.counters + sp.x * p.heads + h;
+      const int old = atomicAdd(counter, 1);
+      if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
+      mode = old == k - 1 ? 1u : 0u;
+    } else {
+      int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
+      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      const int v = atomicAdd(w0, 1 << 16);
+      if ((v >> 16) == 0) atomicOr(w1, (v & 0xffff) == k ? 2 : 1);  // the first to finish decides
+      int d;
+      while ((d = ld_acquire_gpu(w1) & 3) == 0) __nanosleep(32);  // (the first to finish sets it right away)
+      if (d == 2) {
+        while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
+      }
+      // Every chunk has read the decision (and the arrivals) once all have departed: the last resets both words.
+      if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
+        *w0 = 0;
+        *w1 = 0;
+      }
+      mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
+    }
+    st_shared_u32(flag, mode);
+  }
+  named_barrier_sync(6, 256);
+  const uint32_t mode = ld_shared_u32(flag);
+  if (mode == 0) return false;
+  __threadfence();
+  if (mode == 1) {
+    // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
+    constexpr int G = D <= 128 ? D / 8 : 8;
+#pragma unroll
+    for (int j0 = 0; j0 < D / 8; j0 += G) {
+      float4 sum[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = 0; c < k; ++c) {
+        const float4* src = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4 + ctid;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float4 v = __ldcg(src + (j0 + g) * 256);
+          sum[g].x += v.x;
+          sum[g].y += v.y;
+          sum[g].z += v.z;
+          sum[g].w += v.w;
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        acc_o[4 * (j0 + g)] = sum[g].x;
+        acc_o[4 * (j0 + g) + 1] = sum[g].y;
+        acc_o[4 * (j0 + g) + 2] = sum[g].z;
+        acc_o[4 * (j0 + g) + 3] = sum[g].w;
+      }
+    }
+    return true;
+  }
+  // Chunk c sums float4 elements [e0, e1) of the partials' layout (index i = j * 256 + thread) and stores their
+  // outputs: float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1} of rows r and r + 8,
+  // r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4. Rows past the sequence are not stored.
+  const int e0 = static_cast<int>(static_cast<int64_t>(kPartF4) * sp.y / k);
+  const int e1 = static_cast<int>(static_cast<int64_t>(kPartF4) * (sp.y + 1) / k);
+  const float4* base = parts + static_cast<int64_t>(sp.w) * p.heads * kPartF4 + static_cast<int64_t>(h) * kPartF4;
+  const int64_t part_stride = static_cast<int64_t>(p.heads) * kPartF4;
+  const float sc = p.inv_scaling;
+  const int rows = si.lq_alloc - m0;
+  T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
+          static_cast<int64_t>(h) * p.o_head_stride;
+  constexpr int kPerPass = 4;  // float4 elements per thread per pass, each summed over all k partials
+  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * kPerPass) {
+    float4 sum[kPerPass];
+#pragma unroll
+    for (int e = 0; e < kPerPass; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int c = 0; c < k; ++c) {
+      const float4* src = base + c * part_stride;
+#pragma unroll
+      for (int e = 0; e < kPerPass; ++e) {
+        const int i = i0 + e * 256;
+        if (i < e1) {
+          const float4 v = __ldcg(src + i);
+          sum[e].x += v.x;
+          sum[e].y += v.y;
+          sum[e].z += v.z;
+          sum[e].w += v.w;
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kPerPass; ++e) {
+      const int i = i0 + e * 256;
+      if (i >= e1) continue;
+      const int j = i / 256, t = i % 256;
+      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
+      const int col = 8 * j + 2 * (t % 4);
+      if (r < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * p.o_row_stride + col) =
+            pack2<T>(sum[e].x * sc, sum[e].y * sc);
+      }
+      if (r + 8 < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * p.o_row_stride + col) =
+            pack2<T>(sum[e].z * sc, sum[e].w * sc);
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace sm90
+}  // namespace hstu

@@ -1,0 +1,280 @@
+"""One plan per serving step for the Hopper paged forward (hstu_attn._paged._kernel_plan): the layers of a step share
+the layout, and with it the device validation of the lengths and the kernel's work list, made by the first layer.
+
+CPU: the plan cache's rules (made once for the same tensors and masks, again for others, none while tracing) with
+a stand-in for the op, and a shared layout over several layers computing what separate calls compute. CUDA (Hopper
+wheel): several layers over one layout run the planner and the validation once, give bitwise the outputs of
+separate calls (whose split tiles sum their partials alone or together: the same order), repeat bitwise (the
+split counters end at zero), and a violation found by the step's validation turns every layer's output to NaN and
+raises.
+"""
+
+import random
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import _paged, hstu_attn_paged_func, hstu_attn_paged_reference
+
+
+def make_step(seed, device, dtype, batch, cached, new, page_size, H, D, num_cand):
+    """A page table over a shuffled pool (cached[b] tokens of user b), new tokens per user, num_cand[b] of them
+    candidates; q, k, v of one layer come from `layer_qkv`."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    npages = [(c + page_size - 1) // page_size for c in cached]
+    num_pages = sum(npages) + 2
+    perm = list(range(num_pages))
+    rng.shuffle(perm)
+    ids, po, last = [], [0], []
+    for b in range(batch):
+        ids += perm[len(ids): len(ids) + npages[b]]
+        po.append(len(ids))
+        last.append(cached[b] - (npages[b] - 1) * page_size if npages[b] else 0)
+    i32 = dict(dtype=torch.int32, device=device)
+    cu_q = torch.tensor([0] + [sum(new[: b + 1]) for b in range(batch)], **i32)
+    step = dict(
+        cu_seqlens_q=cu_q,
+        kv_cache=torch.randn(num_pages, 2, page_size, H, D, generator=gen).to(device=device, dtype=dtype),
+        page_offsets=torch.tensor(po, **i32), page_ids=torch.tensor(ids or [0], **i32),
+        last_page_lens=torch.tensor(last, **i32))
+    common = dict(max_seqlen_q=max(new), max_seqlen_k=max(c + n for c, n in zip(cached, new)),
+                  num_targets=torch.tensor(num_cand, **i32), window_size=(-1, 0), alpha=0.5)
+    return step, common, gen
+
+
+def layer_qkv(gen, total_q, H, D, device, dtype):
+    return {n: torch.randn(total_q, H, D, generator=gen).to(device=device, dtype=dtype)
+            for n in ("q", "k_new", "v_new")}
+
+
+def shared_layout(step, common, total_q):
+    return hstu_attn.paged_kv_layout(step["page_offsets"], step["page_ids"], step["last_page_lens"],
+                                     step["cu_seqlens_q"], total_q, step["kv_cache"].shape[0],
+                                     step["kv_cache"].shape[2], common["max_seqlen_k"])
+
+
+def test_plan_made_once_per_tensors_and_masks(monkeypatch):
+    made = []
+    step, common, gen = make_step(1, "cpu", torch.float32, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
+    layout = shared_layout(step, common, 8)
+    q = torch.randn(8, 2, 32)
+    nt = common["num_targets"]
+
+    def make():
+        made.append(torch.empty(1))
+        return made[-1]
+
+    key = (5, 47, 1, (-1, 0), True, False)
+    first = _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key)
+    for _ in range(3):  # the other layers of the step
+        assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key) is first
+    assert len(made) == 1
+    # Another num_targets tensor (same values), other masks, other kernel options, another shape: a plan each. A
+    # plan over other tensors takes the entry of its key (one entry per key: fresh tensors every call do not grow
+    # the layout's plans), so the first tensor plans again after it.
+    nt2 = nt.clone()
+    other = _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt2), key)
+    assert other is not first and len(made) == 2
+    assert len(layout.kernel_plans) == 1 and next(iter(layout.kernel_plans.values()))[0][2] is nt2
+    assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt2), key) is other
+    assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key) is not first
+    assert len(made) == 3
+    _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key[:3] + ((7, 0),) + key[4:])
+    assert len(made) == 4
+    with hstu_attn._ops.kernel_options(fwd_work_list=False):
+        _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key)
+    assert len(made) == 5
+    with hstu_attn._ops.kernel_options(fwd_split_tiles=3):
+        _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key)
+    assert len(made) == 6
+    _paged._kernel_plan(layout, make, q[:, :1].contiguous(), (step["cu_seqlens_q"], None, nt), key)
+    assert len(made) == 7
+    # A fresh layout (the next step) has no plans.
+    assert not shared_layout(step, common, 8).kernel_plans
+    # While torch.compile / torch.export trace: no plan (the op validates and plans itself).
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert _paged._kernel_plan(layout, make, q, (step["cu_seqlens_q"], None, nt), key) is None
+    assert len(made) == 7
+
+
+def test_shared_layout_over_layers_cpu():
+    # The CPU path (gather + the varlen reference kernels) over a layout shared by four layers computes what
+    # separate calls compute, and keeps no kernel plan (there is no kernel to plan for).
+    H, D = 2, 32
+    step, common, gen = make_step(random.randrange(1 << 30), "cpu", torch.float64, 3, [70, 0, 33], [9, 4, 6], 16, H, D,
+                                  [4, 4, 2])
+    layout = shared_layout(step, common, 19)
+    for _ in range(4):
+        qkv = layer_qkv(gen, 19, H, D, "cpu", torch.float64)
+        got = hstu_attn_paged_func(**qkv, **step, **common, layout=layout)
+        want = hstu_attn_paged_func(**qkv, **step, **common)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        ref = hstu_attn_paged_reference(**qkv, **step, **common)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    assert not layout.kernel_plans
+
+
+def _hopper_wheel() -> bool:
+    info = hstu_attn.compiled_kernels()["instance_archs"]
+    return torch.cuda.get_device_capability() == (9, 0) and any("sm_90a" in a for a in info.values())
+
+
+def _kernel_counts(prof):
+    names = [e.name for e in prof.events()]
+    return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("validate" in n.lower() for n in names),
+            sum("hstu_fwd_sm90_kernel" in n for n in names))
+
+
+# (batch, cached, new, candidates, H, D, page size): few queries over long histories (the NVIDIA batch-1 shape: the
+# list splits every query tile's KV range and the chunks sum together), and a larger jagged batch.
+SHAPES = {
+    "b1_long": (1, [3968], [384], [256], 4, 128, 64),
+    "b3_mixed": (3, [2000, 0, 700], [300, 40, 129], [128, 40, 64], 2, 64, 32),
+    "b2_d256": (2, [2600, 1500], [130, 256], [100, 200], 2, 256, 128),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_one_plan_for_every_layer(shape):
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES[shape]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    total_q = sum(new)
+    layers = [layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16) for _ in range(4)]
+    separate = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False) for qkv in layers]
+    layout = shared_layout(step, common, total_q)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        shared = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout) for qkv in layers]
+        torch.cuda.synchronize()
+    plans, validations, kernels = _kernel_counts(prof)
+    assert kernels == 4 and validations == 1 and plans <= 1, (seed, plans, validations, kernels)
+    assert len(layout.kernel_plans) == 1
+    for l, (a, b) in enumerate(zip(shared, separate)):
+        assert torch.isfinite(a).all(), f"seed {seed} layer {l}"
+        assert torch.equal(a, b), f"seed {seed} layer {l}: the shared plan differs from a call's own"
+        ref = hstu_attn_paged_reference(**{n: t.float() for n, t in layers[l].items()}, **dict(
+            step, kv_cache=step["kv_cache"].float()), **common)
+        low = hstu_attn_paged_reference(**layers[l], **step, **common, upcast=False)
+        err, bound = (a.float() - ref).abs().max().item(), 2 * (low.float() - ref).abs().max().item() + 1e-3
+        assert err <= bound, f"seed {seed} layer {l}: {err:.3e} > {bound:.3e}"
+    # The plan again (the split counters ended at zero; outputs poisoned first): the same bits.
+    again = [torch.full_like(s, float("nan")) for s in shared]
+    for qkv, out in zip(layers, again):
+        out.copy_(hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout))
+    for l, (a, b) in enumerate(zip(again, shared)):
+        assert torch.equal(a, b), f"seed {seed} layer {l}: a second run over the plan differs"
+    # Other num_targets (a new tensor, same values): a plan of its own (the planner and the validation run again),
+    # which takes the key's entry in the layout (one entry per key), and the same output.
+    (_, first_plan), = layout.kernel_plans.values()
+    nt2 = common["num_targets"].clone()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out2 = hstu_attn_paged_func(**layers[0], **step, **dict(common, num_targets=nt2), check_values=False,
+                                    layout=layout)
+        torch.cuda.synchronize()
+    plans, validations, kernels = _kernel_counts(prof)
+    assert kernels == 1 and validations == 1 and plans <= 1, (seed, plans, validations, kernels)
+    (args2, plan2), = layout.kernel_plans.values()
+    assert plan2 is not first_plan and args2[2] is nt2
+    assert torch.equal(out2, shared[0]), f"seed {seed}: a plan over a copy of num_targets differs"
+
+
+@pytest.mark.gpu
+def test_violation_in_the_plan_poisons_every_layer():
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    try:
+        hstu_attn.check_errors()
+    except hstu_attn.DeviceInputError:
+        pass
+    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
+    step, common, gen = make_step(random.randrange(1 << 30), "cuda", torch.bfloat16, batch, cached, new, ps, H, D,
+                                  cand)
+    common["num_targets"] = torch.tensor([cached[0] + new[0] + 1], dtype=torch.int32, device="cuda")  # > Lk
+    total_q = sum(new)
+    # Every input on the device first: a host-to-device copy from pageable memory synchronizes the stream, and a
+    # call after that would see the violation the first layer's plan recorded and raise (a call raises what an
+    # earlier one recorded; here all three must run).
+    layers = [layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16) for _ in range(3)]
+    layout = shared_layout(step, common, total_q)
+    # The same kernels once over a valid plan: their modules loaded and the allocator's blocks cached, so nothing
+    # in the calls below waits for the device.
+    ok = dict(common, num_targets=torch.tensor(cand, dtype=torch.int32, device="cuda"))
+    warm = hstu_attn_paged_func(**layers[0], **step, **ok, check_values=False, layout=shared_layout(step, ok, total_q))
+    torch.cuda.synchronize()
+    assert torch.isfinite(warm).all()
+    hstu_attn.check_errors()
+    del warm
+    # The stream busy (~0.5 s), so that no layer's call sees the record before all are queued.
+    torch.cuda._sleep(1_000_000_000)
+    asleep = torch.cuda.Event()
+    asleep.record()
+    outs = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout) for qkv in layers]
+    assert not asleep.query(), "the stream went idle before every layer was queued (the test's premise)"
+    torch.cuda.synchronize()
+    for l, o in enumerate(outs):
+        assert torch.isnan(o).all(), f"layer {l}: expected every element NaN after the plan's violation"
+    with pytest.raises(hstu_attn.DeviceInputError, match="num_targets"):
+        hstu_attn.check_errors()
+
+
+def _b1_list(tiles, heads, sms):
+    """The work list the planner makes for SHAPES["b1_long"] (hstu_sm90_plan_kernel, hstu_fwd_sm90_launch.cuh):
+    three query tiles of 128 rows over 32, 33 and 33 KV tiles of 128 keys (rows at key positions 3968-4095 see keys
+    0-4095; the 256 targets see the 4096 history keys and themselves, the last tile past a gap of one tile). Cap C:
+    the rule max(ceil(1.2 W H / SMs), 4) with W = sum(n + 1), or `tiles`, or ("wave") the smallest C from
+    ceil(sum(n) H / SMs) up (steps of C / 8 + 1) whose chunks x H fit the SMs; grown by C / 2 + 1 while the partials
+    (chunks of split units x H, 128 x 128 fp32 each) exceed 16 MB. Returns (items, together)."""
+    n = [32, 33, 33]
+    if tiles == 0:
+        return len(n), int(len(n) * heads <= sms)
+
+    def chunks(c):
+        return sum(-(-x // c) if x > c else 1 for x in n)
+
+    cap = max((sum(x + 1 for x in n) * heads * 120 + 100 * sms - 1) // (100 * sms), 4)
+    if tiles == "wave":
+        c = max(2, -(-sum(n) * heads // sms))
+        while c <= max(n) and chunks(c) * heads > sms:
+            c += c // 8 + 1
+        cap = c if c <= max(n) else cap
+    elif tiles:
+        cap = tiles
+    while cap < max(n) and sum(-(-x // cap) for x in n if x > cap) * heads > (16 << 20) // (128 * 128 * 4):
+        cap += cap // 2 + 1
+    items = chunks(cap)
+    return items, int(items * heads <= sms)
+
+
+@pytest.mark.gpu
+def test_split_settings_b1():
+    # kernel_options(fwd_split_tiles=...) reaches the planner through the plan op: the list read back from the plan
+    # holds the predicted chunks, the output is right for every setting and repeats bitwise over the plan.
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    total_q = sum(new)
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+    ref = hstu_attn_paged_reference(**{n: t.float() for n, t in qkv.items()}, **dict(
+        step, kv_cache=step["kv_cache"].float()), **common)
+    low = hstu_attn_paged_reference(**qkv, **step, **common, upcast=False)
+    bound = 2 * (low.float() - ref).abs().max().item() + 1e-3
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for tiles in (None, 0, "wave", 1, 2, 3, 8, 16):
+        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles):
+            layout = shared_layout(step, common, total_q)
+            out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+            again = torch.full_like(out, float("nan"))
+            again.copy_(hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout))
+        (_, plan), = layout.kernel_plans.values()
+        items, _, together = plan[:12].view(torch.int32).tolist()
+        assert (items, together) == _b1_list(tiles, H, sms), (seed, tiles, items, together)
+        err = (out.float() - ref).abs().max().item()
+        assert err <= bound, f"seed {seed} fwd_split_tiles={tiles}: {err:.3e} > {bound:.3e}"
+        assert torch.equal(out, again), f"seed {seed} fwd_split_tiles={tiles}: a second run over the plan differs"
