@@ -182,12 +182,14 @@ OPTION_BITS = {
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
+BWD_SM80_CFG_SHIFT = 11  # bits 11-12: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-3)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
-_KNOWN_OPTIONS = sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | sum(FLAG_BITS.values())
+_KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (3 << BWD_SM80_CFG_SHIFT) |
+                  sum(FLAG_BITS.values()))
 _options_state = threading.local()
 
 
@@ -199,7 +201,7 @@ def _current_options() -> int:
 def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist: bool = True,
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
-                   fp8_kernel: bool = True) -> Iterator[None]:
+                   fp8_kernel: bool = True, bwd_sm80_cfg: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -207,7 +209,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     backward's grid order, 0 automatic, 1 (key block, head, batch), 2 (head, key block, batch).
     ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
     GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
-    it runs on an A100. ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
+    it runs on an A100. ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16
+    backward at D = 128 / 256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit
+    the device's shared memory, or for fp16 and other head dims, the default runs). ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
     where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). A call records its options in
     the forward, so its backward runs under the same ones.
 
@@ -217,7 +221,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     """
     if bwd_grid not in (0, 1, 2):
         _err("bwd_grid", "0, 1 or 2", bwd_grid)
-    bits = bwd_grid << BWD_GRID_SHIFT
+    if bwd_sm80_cfg not in (0, 1, 2, 3):
+        _err("bwd_sm80_cfg", "0, 1, 2 or 3", bwd_sm80_cfg)
+    bits = (bwd_grid << BWD_GRID_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

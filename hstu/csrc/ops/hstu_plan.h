@@ -28,7 +28,9 @@ enum HstuOptionBits : int64_t {
                                 // 2 (head, key block, batch)
   kOptNoFp8Kernel = 1 << 10,    // FP8 forward calls on Hopper dequantize and run the bf16/fp16 kernels even where the
                                 // FP8 kernel applies (read by hstu/_fp8.py, which routes hstu_attn::fp8_fwd)
-  kOptKnownMask = 0x7ff,
+  kOptBwdSm80CfgShift = 11,     // bits 11-12: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
+                                // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
+  kOptKnownMask = 0x1fff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -48,6 +50,7 @@ struct HstuOptions {
   bool bwd_sm80_pair = false;
   bool bwd_sm80_pair_2stage = true;
   int bwd_grid = 0;
+  int bwd_sm80_cfg = 0;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -60,6 +63,7 @@ struct HstuOptions {
     o.bwd_sm80_pair = (bits & kOptBwdSm80Pair) != 0;
     o.bwd_sm80_pair_2stage = !(bits & kOptNoBwdSm80Pair2Stage);
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
+    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
     return o;
   }
 };
@@ -133,6 +137,7 @@ struct BwdPlan {
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid
   int bwd_sm80_pair = 0;    // p.bwd_sm80_pair
+  int bwd_sm80_cfg = 0;     // p.bwd_sm80_cfg
   bool zeroed_workspace() const { return dq_floats > 0 && zero_words == 0 && sched_bytes == 0; }
 };
 
@@ -141,6 +146,7 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
                         int64_t dq_row_stride, const HstuOptions& o) {
   BwdPlan plan;
   plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
+  plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
   if (deterministic) return plan;
   plan.dq_floats = p.total_q * p.heads * p.head_dim;
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;
