@@ -496,15 +496,17 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   }
 }
 
-// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks; D = 128
-// with 2 stages, the candidates over 99 KB) cannot fit sm86 / sm89's opt-in limit, and the launchers run them there
-// never (launch_hstu_bwd_fitting picks the 1-stage / compact forms, the candidates fall back): in sm_86 / sm_89 code
-// they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed on any
-// GPU keeps the body).
+// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks; the
+// candidates over 99 KB) cannot fit sm86 / sm89's opt-in limit, and the launchers run them there never
+// (launch_hstu_bwd_fitting picks the compact form, the candidates fall back): in sm_86 / sm_89 code they are a trap,
+// which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed on any GPU keeps the
+// body). D <= 128's default tiles keep their bodies (sm87, 163 KB, runs the sm_86 code's 2-stage form).
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
-  if constexpr (bwd_smem_bytes<D, BM, BN, NWARPS, KSPLIT>(STAGES) > 99 * 1024) {
+  constexpr bool kDefaultTile = D < 256 && KSPLIT == 1 && BM == BwdSm80Config<D>::kBlockM &&
+                                BN == BwdSm80Config<D>::kBlockN;
+  if constexpr (!kDefaultTile && bwd_smem_bytes<D, BM, BN, NWARPS, KSPLIT>(STAGES) > 99 * 1024) {
     __trap();
   } else {
     hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
@@ -744,26 +746,31 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
 // 163 KB). Otherwise
 // BwdSm80Config: the preferred number of Q/dO stages, else one stage (D = 128 on sm86 / sm89, 99 KB: 96 KB instead
 // of 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
-// The per-block opt-in shared memory the sm80-class backward may use on the current device: sm86 / sm89's builds
-// trap the layouts over 99 KB (hstu_bwd_kernel), so compute capability 8.x other than 8.0 counts as 99 KB.
-inline cudaError_t bwd_sm80_smem_limit(int& max_smem) {
+// The per-block opt-in shared memory the sm80-class backward may use on the current device. cap_sm8x: a layout that
+// sm86 / sm89's builds trap over 99 KB (hstu_bwd_kernel), so compute capability 8.x other than 8.0 counts as 99 KB.
+inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
   int dev = 0, major = 0, minor = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (err == cudaSuccess && major == 8 && minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
+  if (err == cudaSuccess && cap_sm8x && major == 8 && minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
   return err;
 }
 
-// Issue 39's candidate CFG (p.bwd_sm80_cfg) for bf16 D = 128 / 256 where its shared memory fits; otherwise (fp16,
-// other head dims, too little shared memory) cudaErrorNotSupported and the default layouts run.
+// The candidate a call that asks for none (p.bwd_sm80_cfg == 0) runs: 0 = the default layouts (BwdSm80Config, the
+// pair switch). A measured winner becomes the default here, e.g. `D == 128 ? 1 : 0`, for fp16 too.
+template <int D>
+constexpr int kBwdSm80DefaultCfg = 0;
+
+// Candidate CFG for bf16 (and the default one for fp16) at D = 128 / 256 where its shared memory fits; otherwise
+// (fp16, other head dims, too little shared memory) cudaErrorNotSupported and the default layouts run.
 template <typename T, int D, int CFG>
 cudaError_t launch_hstu_bwd_candidate_n(const HstuParams& p, cudaStream_t stream) {
   using C = BwdSm80Candidate<D, CFG>;
-  if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
+  if constexpr (C::kExists && (std::is_same<T, __nv_bfloat16>::value || CFG == kBwdSm80DefaultCfg<D>)) {
     int max_smem = 0;
-    cudaError_t err = bwd_sm80_smem_limit(max_smem);
+    cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
     if (err != cudaSuccess) return err;
     if (C::smem(C::kStages) <= max_smem) return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
   }
@@ -771,8 +778,8 @@ cudaError_t launch_hstu_bwd_candidate_n(const HstuParams& p, cudaStream_t stream
 }
 
 template <typename T, int D>
-cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, cudaStream_t stream) {
-  switch (p.bwd_sm80_cfg) {
+cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t stream) {
+  switch (cfg) {
     case 1:
       return launch_hstu_bwd_candidate_n<T, D, 1>(p, stream);
     case 2:
@@ -786,8 +793,10 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, cudaStream_t stream) 
 
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
-  if (p.bwd_sm80_cfg != 0) {
-    const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, stream);
+  const int cfgs[2] = {p.bwd_sm80_cfg, kBwdSm80DefaultCfg<D>};  // the call's candidate, else the default one
+  for (const int cfg : cfgs) {
+    if (cfg == 0) continue;
+    const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, cfg, stream);
     if (err != cudaErrorNotSupported) return err;
   }
   using C = BwdSm80Config<D>;
@@ -796,7 +805,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
   } else {
     int max_smem = 0;  // (the layouts over 99 KB are compiled for sm_80 and sm_90+ only, see hstu_bwd_kernel)
-    cudaError_t err = bwd_sm80_smem_limit(max_smem);
+    cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/D == 256);
     if (err != cudaSuccess) return err;
     if constexpr (D == 256) {
       using P = BwdSm80PairConfig<D>;
