@@ -373,3 +373,26 @@ def test_timed_calls_follow_the_kernel_options(bench):
     assert _ops_called(fwd) == ["hstu_attn.fwd_with_options.default"]
     assert _ops_called(bwd) == ["hstu_attn.bwd_with_options.default"]
     torch.testing.assert_close(fwd(), plain, rtol=0, atol=0)  # the CPU path ignores kernel choices
+
+
+def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys):
+    # benchmarks/hstu_sm80_candidates.py (issue 39): its shapes parse to causal H4 cases, every variant's switches
+    # are accepted by kernel_options, bad shapes are refused, and without a GPU it says so and times nothing.
+    import hstu_attn
+
+    cand = load_script("benchmarks/hstu_sm80_candidates.py")
+    case = cand.parse_shape("B128 S1K D128")
+    assert (len(case.lengths), case.lengths[0], case.H, case.D, case.window) == (128, 1024, 4, 128, (-1, 0))
+    assert cand.parse_shape("B2 S300 D64").lengths == [300, 300]
+    with pytest.raises(SystemExit, match="--shapes: expected"):
+        cand.parse_shape("B16 X D1")
+    assert [n for n, _ in cand.variants(64)] == ["default"]
+    for D in (128, 256):
+        names = [n for n, _ in cand.variants(D)]
+        assert names[0] == "default" and len(set(names)) == len(names) >= 4
+        for _, switches in cand.variants(D):
+            with hstu_attn._ops.kernel_options(sm90=False, **switches):
+                pass
+    if not torch.cuda.is_available():
+        assert cand.main(["--no-peers"]) == 0
+        assert "nothing timed" in capsys.readouterr().out

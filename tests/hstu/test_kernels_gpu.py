@@ -635,6 +635,65 @@ def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
         assert names and all(n.endswith(f"256, 32, 64, {want}(hstu::HstuParams)") for n in names), (switches, names)
 
 
+# Issue 39's candidate sm80-class backward tiles (kernel_options(bwd_sm80_cfg=n), bf16, D = 128 / 256): the kernel's
+# template arguments after T and D (BM, BN, warps, column chunk, Q / dO stages, KSPLIT) and its shared memory bytes
+# (bwd_smem_bytes in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh).
+def _candidate_tile(D, cfg):
+    bm, bn, ksplit, stages = {(128, 1): (64, 128, 1, 1), (128, 2): (64, 64, 1, 1), (128, 3): (64, 64, 1, 2),
+                              (256, 1): (32, 32, 2, 1), (256, 2): (64, 64, 2, 1), (256, 3): (32, 32, 2, 2)}[(D, cfg)]
+    warps = ksplit * bn // 16
+    smem = (2 * bn * D + stages * 2 * bm * D + 2 * bn * bm) * 2 + (warps * 32 * 2 * (bm // 8) * 16 if ksplit > 1 else 0)
+    return f"{D}, {bm}, {bn}, {warps}, {D // ksplit}, {stages}, {ksplit}>", smem
+
+
+def _candidate_fits(smem):
+    major, minor = torch.cuda.get_device_capability(0)
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    return smem <= (min(optin, 99 * 1024) if major == 8 and minor != 0 else optin)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic", [
+    ("causal", False, 0, False), ("target", False, 0, False), ("context_target_group", True, 1, False),
+    ("local_context_target", False, 2, True)])
+@pytest.mark.parametrize("lens", ["jagged", "dense"])
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_candidates(D, lens, mask, delta_q, rab_heads, deterministic, kernel_opts):
+    """Every candidate backward tile (kernel_options(sm90=False, bwd_sm80_cfg=1..3)) meets the error rule against the
+    fp32 reference, jagged lengths at the 32 / 64 / 128 tile edges and dense ones, causal, targets, contexts with
+    groups, rab / drab and the deterministic dq kernel; one that does not fit the GPU runs the default layout."""
+    lk = [300, 0, 1, 129, 128, 77, 64, 33] if lens == "jagged" else [320] * 3
+    case = make_case(zlib.crc32(repr(("cand", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                     rab_heads, delta_q=delta_q)
+    for cfg in (1, 2, 3):
+        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        check_case(case, 0.5, deterministic=deterministic)
+
+
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
+    """kernel_options(sm90=False, bwd_sm80_cfg=n) runs the candidate's kernel where its shared memory fits the GPU
+    (else the default one), for bf16; fp16 keeps the default kernel."""
+    for dtype in (torch.bfloat16, torch.float16):
+        case = make_case(11, [200, 64], 2, D, dtype, "causal", 0)
+        names_by_cfg = {}
+        for cfg in (0, 1, 2, 3):
+            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+            out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                torch.autograd.grad(out, leaves, torch.randn_like(out))
+                torch.cuda.synchronize()
+            names_by_cfg[cfg] = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name}
+            assert len(names_by_cfg[cfg]) == 1, (cfg, names_by_cfg[cfg])
+        for cfg in (1, 2, 3):
+            tile, smem = _candidate_tile(D, cfg)
+            (name,) = names_by_cfg[cfg]
+            if dtype == torch.bfloat16 and _candidate_fits(smem):
+                assert name.endswith(f"{tile}(hstu::HstuParams)"), (cfg, name)
+            else:
+                assert names_by_cfg[cfg] == names_by_cfg[0], (dtype, cfg, name)
+
+
 @pytest.mark.parametrize("rab_heads", [1, 2])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm90_backward_with_rab_runs_the_hopper_kernel(D, rab_heads):

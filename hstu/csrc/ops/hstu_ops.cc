@@ -221,6 +221,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
       plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), HstuOptions::from_bits(options));
   p.bwd_grid = plan.bwd_grid;
   p.bwd_sm80_pair = plan.bwd_sm80_pair;
+  p.bwd_sm80_cfg = plan.bwd_sm80_cfg;
   // dq_accum: the fp32 dq workspace, zeroed unless the Hopper kernel zeroes it itself (its flags behind the floats)
   // or the D = 256 work list's planner does (the list's workspace in `sched`).
   std::optional<Tensor> dq_accum;

@@ -31,7 +31,9 @@ enum HstuOptionBits : int64_t {
   kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
-  kOptKnownMask = 0x7ffff,
+  kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
+                                // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
+  kOptKnownMask = 0x1fffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -52,6 +54,7 @@ struct HstuOptions {
   bool bwd_sm80_pair_2stage = true;
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
+  int bwd_sm80_cfg = 0;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -66,6 +69,7 @@ struct HstuOptions {
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
+    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
     return o;
   }
 };
@@ -139,6 +143,7 @@ struct BwdPlan {
   int dq_conv_behind = 0;   // p.dq_conv_behind
   int bwd_grid = 0;         // p.bwd_grid
   int bwd_sm80_pair = 0;    // p.bwd_sm80_pair
+  int bwd_sm80_cfg = 0;     // p.bwd_sm80_cfg
   bool zeroed_workspace() const { return dq_floats > 0 && zero_words == 0 && sched_bytes == 0; }
 };
 
@@ -147,6 +152,7 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
                         int64_t dq_row_stride, const HstuOptions& o) {
   BwdPlan plan;
   plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
+  plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
   if (deterministic) return plan;
   plan.dq_floats = p.total_q * p.heads * p.head_dim;
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;

@@ -30,6 +30,14 @@ constexpr int bwd_exchange_bytes() {
   return KSPLIT > 1 ? NWARPS * 32 * 2 * (BM / 8) * 4 * 4 : 0;
 }
 
+// Shared memory of hstu_bwd_kernel<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>: K, V; STAGES Q / dO buffers and two
+// dS^T tiles (STAGES = 0, the compact layout: one Q / dO buffer, dS^T staged in it); the pair exchange.
+template <int D, int BM, int BN, int NWARPS, int KSPLIT>
+constexpr int bwd_smem_bytes(int stages) {
+  return (stages == 0 ? (2 * BN * D + 2 * BM * D) * 2 : (2 * BN * D + stages * 2 * BM * D + 2 * BN * BM) * 2) +
+         bwd_exchange_bytes<BM, NWARPS, KSPLIT>();
+}
+
 template <int D>
 struct BwdSm80Config {
   static constexpr int kBlockM = D >= 128 ? 32 : 64;  // D >= 128: 64-row query tiles spill a few registers
@@ -42,10 +50,7 @@ struct BwdSm80Config {
   static constexpr int kStages = D == 256 ? 1 : 2;
   // stages = 0 is the compact single-stage layout: dS^T is staged in the Q buffer (extra barriers, no dS^T
   // buffers), for devices whose per-block opt-in shared memory (sm86 / sm89: 99 KB) the 1-stage layout exceeds.
-  static constexpr int smem(int stages) {
-    return stages == 0 ? (2 * kBlockN * D + 2 * kBlockM * D) * 2
-                       : (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2;
-  }
+  static constexpr int smem(int stages) { return bwd_smem_bytes<D, kBlockM, kBlockN, kWarps, kSplitK>(stages); }
   static constexpr int kSmem = smem(kStages);
 };
 
@@ -60,11 +65,43 @@ struct BwdSm80PairConfig {
   static constexpr int kSplitK = 2;
   static constexpr int kWarps = kSplitK * kBlockN / 16;
   static constexpr int kChunkD = D / kSplitK;  // output columns per warp
-  static constexpr int smem(int stages) {
-    return (2 * kBlockN * D + stages * 2 * kBlockM * D + 2 * kBlockN * kBlockM) * 2 +
-           bwd_exchange_bytes<kBlockM, kWarps, kSplitK>();
-  }
+  static constexpr int smem(int stages) { return bwd_smem_bytes<D, kBlockM, kBlockN, kWarps, kSplitK>(stages); }
 };
+
+// Issue 39's candidate backward tiles (kernel_options(bwd_sm80_cfg=n), bf16 only, comparisons until measured): BM
+// queries x BN keys per step, KSPLIT = 2 the warp pairs splitting D, STAGES Q / dO buffers. NVIDIA's Ampere HSTU
+// backward (FA2's) uses 64 x 128 tiles of 8 warps at D <= 128 and 64 x 64 of 8 warps at D = 256, one Q / dO stage.
+template <int D, int BM, int BN, int KSPLIT, int STAGES>
+struct BwdSm80Tile {
+  static constexpr int kBlockM = BM;
+  static constexpr int kBlockN = BN;
+  static constexpr int kSplitK = KSPLIT;
+  static constexpr int kWarps = KSPLIT * BN / 16;
+  static constexpr int kChunkD = KSPLIT > 1 ? D / KSPLIT : D;
+  static constexpr int kStages = STAGES;
+  static constexpr int smem(int stages) { return bwd_smem_bytes<D, BM, BN, kWarps, KSPLIT>(stages); }
+};
+template <int D, int CFG>
+struct BwdSm80Candidate {
+  static constexpr bool kExists = false;
+};
+// D = 128. 1: NVIDIA's tile, 64 x 128, 8 warps, 1 stage (128 KB; A100, Hopper). 2: 64 x 64, 4 warps, 1 stage (80 KB;
+// fits sm86 / sm89, 2 blocks per SM on A100 / Hopper). 3: 64 x 64, 4 warps, 2 stages (112 KB; Hopper 2 blocks per SM).
+template <>
+struct BwdSm80Candidate<128, 1> : BwdSm80Tile<128, 64, 128, 1, 1> { static constexpr bool kExists = true; };
+template <>
+struct BwdSm80Candidate<128, 2> : BwdSm80Tile<128, 64, 64, 1, 1> { static constexpr bool kExists = true; };
+template <>
+struct BwdSm80Candidate<128, 3> : BwdSm80Tile<128, 64, 64, 1, 2> { static constexpr bool kExists = true; };
+// D = 256, all warp pairs (S and dP computed once per tile pair). 1: 32 x 32, 4 warps, 1 stage (84 KB: fits sm86 /
+// sm89; 2 blocks per SM on Hopper). 2: NVIDIA's tile, 64 x 64, 8 warps, 1 stage (208 KB with the 64 KB exchange;
+// Hopper only). 3: 32 x 32, 4 warps, 2 stages (116 KB; A100, Hopper).
+template <>
+struct BwdSm80Candidate<256, 1> : BwdSm80Tile<256, 32, 32, 2, 1> { static constexpr bool kExists = true; };
+template <>
+struct BwdSm80Candidate<256, 2> : BwdSm80Tile<256, 64, 64, 2, 1> { static constexpr bool kExists = true; };
+template <>
+struct BwdSm80Candidate<256, 3> : BwdSm80Tile<256, 32, 32, 2, 2> { static constexpr bool kExists = true; };
 
 // Launches the dK/dV/dQ kernel of config C with STAGES Q/dO buffers (0: compact single stage).
 template <typename T, int D, typename C, int STAGES>
@@ -459,14 +496,17 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
   }
 }
 
-// D = 256 with Q / dO stages (the warp pairs, the 1-stage column chunks: 104 KB and more) cannot fit sm86 / sm89's
-// 99 KB, and the launcher runs them only on compute capability 8.0 or >= 9.0 (launch_hstu_bwd_fitting): in sm_86 /
-// sm_89 code they are a trap, which keeps those builds' register report free of their spills (a compute_80 PTX
-// JIT-ed on any GPU keeps the body).
+// Layouts over 99 KB of shared memory (D = 256 with Q / dO stages: the warp pairs, the 1-stage column chunks; the
+// candidates over 99 KB) cannot fit sm86 / sm89's opt-in limit, and the launchers run them there never
+// (launch_hstu_bwd_fitting picks the compact form, the candidates fall back): in sm_86 / sm_89 code they are a trap,
+// which keeps those builds' register report free of their spills (a compute_80 PTX JIT-ed on any GPU keeps the
+// body). D <= 128's default tiles keep their bodies (sm87, 163 KB, runs the sm_86 code's 2-stage form).
 template <typename T, int D, int BM, int BN, int NWARPS, int DC, int STAGES, int KSPLIT>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_kernel(const HstuParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
-  if constexpr (D == 256 && STAGES > 0) {
+  constexpr bool kDefaultTile = D < 256 && KSPLIT == 1 && BM == BwdSm80Config<D>::kBlockM &&
+                                BN == BwdSm80Config<D>::kBlockN;
+  if constexpr (!kDefaultTile && bwd_smem_bytes<D, BM, BN, NWARPS, KSPLIT>(STAGES) > 99 * 1024) {
     __trap();
   } else {
     hstu_bwd_body<T, D, BM, BN, NWARPS, DC, STAGES, KSPLIT>(p);
@@ -706,25 +746,68 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
 // 163 KB). Otherwise
 // BwdSm80Config: the preferred number of Q/dO stages, else one stage (D = 128 on sm86 / sm89, 99 KB: 96 KB instead
 // of 112 KB), else the compact layout (D = 256 there: 96 KB instead of 104 KB).
+// The per-block opt-in shared memory the sm80-class backward may use on the current device. cap_sm8x: a layout that
+// sm86 / sm89's builds trap over 99 KB (hstu_bwd_kernel), so compute capability 8.x other than 8.0 counts as 99 KB.
+inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
+  int dev = 0, major = 0, minor = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (err == cudaSuccess && cap_sm8x && major == 8 && minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
+  return err;
+}
+
+// The candidate a call that asks for none (p.bwd_sm80_cfg == 0) runs: 0 = the default layouts (BwdSm80Config, the
+// pair switch). A measured winner becomes the default here, e.g. `D == 128 ? 1 : 0`, for fp16 too.
+template <int D>
+constexpr int kBwdSm80DefaultCfg = 0;
+
+// Candidate CFG for bf16 (and the default one for fp16) at D = 128 / 256 where its shared memory fits; otherwise
+// (fp16, other head dims, too little shared memory) cudaErrorNotSupported and the default layouts run.
+template <typename T, int D, int CFG>
+cudaError_t launch_hstu_bwd_candidate_n(const HstuParams& p, cudaStream_t stream) {
+  using C = BwdSm80Candidate<D, CFG>;
+  if constexpr (C::kExists && (std::is_same<T, __nv_bfloat16>::value || CFG == kBwdSm80DefaultCfg<D>)) {
+    int max_smem = 0;
+    cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+    if (err != cudaSuccess) return err;
+    if (C::smem(C::kStages) <= max_smem) return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
+  }
+  return cudaErrorNotSupported;
+}
+
+template <typename T, int D>
+cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t stream) {
+  switch (cfg) {
+    case 1:
+      return launch_hstu_bwd_candidate_n<T, D, 1>(p, stream);
+    case 2:
+      return launch_hstu_bwd_candidate_n<T, D, 2>(p, stream);
+    case 3:
+      return launch_hstu_bwd_candidate_n<T, D, 3>(p, stream);
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
+  const int cfgs[2] = {p.bwd_sm80_cfg, kBwdSm80DefaultCfg<D>};  // the call's candidate, else the default one
+  for (const int cfg : cfgs) {
+    if (cfg == 0) continue;
+    const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, cfg, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
   using C = BwdSm80Config<D>;
   constexpr int kSmallestOptin = 99 * 1024;  // sm86 / sm89
   if constexpr (C::kSmem <= kSmallestOptin) {
     return launch_hstu_bwd_main<T, D, C, C::kStages>(p, stream);
   } else {
-    int dev = 0, max_smem = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err != cudaSuccess) return err;
-    err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int max_smem = 0;  // (the layouts over 99 KB are compiled for sm_80 and sm_90+ only, see hstu_bwd_kernel)
+    cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/D == 256);
     if (err != cudaSuccess) return err;
     if constexpr (D == 256) {
-      int major = 0, minor = 0;
-      err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-      if (err != cudaSuccess) return err;
-      // the staged D = 256 layouts are compiled for sm_80 and sm_90+ only (see hstu_bwd_kernel)
-      if (major == 8 && minor != 0) max_smem = kSmallestOptin;
       using P = BwdSm80PairConfig<D>;
       if (p.bwd_sm80_pair >= 2 && P::smem(2) <= max_smem) return launch_hstu_bwd_main<T, D, P, 2>(p, stream);
       if (p.bwd_sm80_pair >= 1 && P::smem(1) <= max_smem) return launch_hstu_bwd_main<T, D, P, 1>(p, stream);

@@ -1,0 +1,140 @@
+"""Issue 39: the portable (sm80-class, mma.sync) HSTU backward's candidate tile configurations, timed side by side.
+
+For each shape (bf16, causal, H4; FA FLOP convention: forward 4*H*D*L^2 per sequence halved for causal, backward
+2.5x that) the portable forward once and the portable backward under each variant: the default layouts, the
+`kernel_options(bwd_sm80_cfg=n)` candidates (hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate) and, at
+D = 256, the opt-in warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where
+its module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs
+(the medians of each). Prints one markdown table; "vs default" / "vs FA2" / "vs NV" > 1: the variant is faster.
+
+Usage:
+    python benchmarks/hstu_sm80_candidates.py [--shapes "B16 S4K D128" ...] [--reps 15] [--no-peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+import torch
+
+import hstu_attn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hstu_attention as ha  # noqa: E402
+from bench_util import command, git_commit  # noqa: E402
+
+SHAPES = ["B16 S4K D128", "B16 S4K D256", "B16 S8K D64", "B128 S1K D128"]
+# name -> kernel_options switches (sm90=False added: the portable kernels on any GPU)
+VARIANTS = {
+    128: [("default", {}), ("cfg1 64x128 8w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 64x64 4w 1st", dict(bwd_sm80_cfg=2)),
+          ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3))],
+    256: [("default", {}), ("pair 32x64 8w 2st", dict(bwd_sm80_pair=True)),
+          ("pair 32x64 8w 1st", dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False)),
+          ("cfg1 pair 32x32 4w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 pair 64x64 8w 1st", dict(bwd_sm80_cfg=2)),
+          ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3))],
+}
+
+
+def parse_shape(text: str) -> ha.Case:
+    """'B16 S4K D128' -> a causal Case of B sequences of S tokens, H4"""
+    try:
+        b, s, d = text.split()
+        B, D = int(b[1:]), int(d[1:])
+        S = int(float(s[1:-1]) * 1024) if s.upper().endswith("K") else int(s[1:])
+    except ValueError:
+        raise SystemExit(f"--shapes: expected 'B<batch> S<len>[K] D<head dim>', got {text!r}") from None
+    return ha.Case("portable", text, [S] * B, 4, D)
+
+
+def variants(D: int):
+    return VARIANTS.get(D, [("default", {})])
+
+
+def fmt(ms: Optional[float], flops: float) -> str:
+    return "n/a" if ms is None else f"{ms:.3f} ({flops / (ms * 1e-3) / 1e12:.0f})"
+
+
+def ratio(ms: Optional[float], other: Optional[float]) -> str:
+    return "n/a" if ms is None or other is None else f"{other / ms:.2f}x"
+
+
+def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list) -> List[str]:
+    """one table row per variant (peers: rows of their own)"""
+    B, H, D = len(case.lengths), case.H, case.D
+    total, L = sum(case.lengths), case.lengths[0]
+    torch.manual_seed(0)
+    cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
+    q, k, v, dout = (torch.randn(total, H, D, device=device, dtype=torch.bfloat16) for _ in range(4))
+    args = (cu, cu, L, L, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(L), None, None)
+    fwd_flops = 4.0 * H * D * L * L * B / 2
+    bwd_flops = 2.5 * fwd_flops
+    calls = []
+    for name, switches in variants(D):
+        with hstu_attn._ops.kernel_options(sm90=False, **switches):
+            calls.append((name, *ha.timed_calls(q, k, v, dout, args)))
+    fwd_ms = timer(calls[0][1])
+    bwd_ms = timer.interleaved(*[c[2] for c in calls])
+    peer_ms = {}
+    for peer in peers:
+        try:
+            pf, pb = peer.calls(q, k, v, dout, cu, L, None, None, case, 1.0 / D**0.5, L)
+            peer_ms[peer.label] = (timer(pf), timer(pb))
+        except RuntimeError as e:  # a head dim the peer's build lacks
+            print(f"- {case.name}: {peer.label}: {str(e).splitlines()[0][:100]}")
+    fa2 = peer_ms.get("FA2", (None, None))[1]
+    nv = peer_ms.get("NV Ampere", (None, None))[1]
+    rows = []
+    for (name, _, _), ms in zip(calls, bwd_ms):
+        fms = fwd_ms if name == "default" else None
+        rows.append(f"| {case.name} | {name} | {fmt(fms, fwd_flops) if fms else '='} | {fmt(ms, bwd_flops)} | "
+                    f"{ratio(ms, bwd_ms[0])} | {ratio(ms, fa2)} | {ratio(ms, nv)} |")
+    for label, (pf, pb) in peer_ms.items():
+        rows.append(f"| {case.name} | {label} | {fmt(pf, fwd_flops)} | {fmt(pb, bwd_flops)} | "
+                    f"{ratio(pb, bwd_ms[0])} | | |")
+    return rows
+
+
+def make_peers(device) -> list:
+    peers = []
+    for label, cls in (("FA2", ha.Fa2Peer), ("NV Ampere", ha.NvidiaAmperePeer)):
+        try:
+            peer = cls(device)
+        except SystemExit as e:
+            print(f"- peer {label} skipped: {str(e)[:120]}")
+            continue
+        peer.label = label
+        peers.append(peer)
+    return peers
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", nargs="+", default=SHAPES)
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--no-peers", action="store_true")
+    args = p.parse_args(argv)
+    cases = [parse_shape(s) for s in args.shapes]
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU (the portable kernels): nothing timed")
+        return 0
+    device = torch.device("cuda")
+    timer = ha.Timer(device, args.warmup, args.reps, warmup_ms=200.0)
+    peers = [] if args.no_peers else make_peers(device)
+    print(f"## Portable backward candidates: {torch.cuda.get_device_name(device)}, bf16, causal, H4, "
+          f"ms (TFLOP/s, FA convention)\n")
+    print(f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n")
+    print("| shape | variant | fwd | bwd | bwd vs default | bwd vs FA2 | bwd vs NV |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for case in cases:
+        for row in run_shape(case, device, timer, peers):
+            print(row, flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
