@@ -116,7 +116,11 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--quick", action="store_true", help="the first shape only, 5 repetitions")
+    p.add_argument("--results", help="append the markdown table to this file")
     args = p.parse_args(argv)
+    if args.quick:
+        args.shapes, args.reps = args.shapes[:1], min(args.reps, 5)
     cases = [parse_shape(s) for s in args.shapes]
     if not torch.cuda.is_available():
         print("needs a CUDA GPU (the portable kernels): nothing timed")
@@ -124,15 +128,20 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     timer = ha.Timer(device, args.warmup, args.reps, warmup_ms=200.0)
     peers = [] if args.no_peers else make_peers(device)
-    print(f"## Portable backward candidates: {torch.cuda.get_device_name(device)}, bf16, causal, H4, "
-          f"ms (TFLOP/s, FA convention)\n")
-    print(f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n")
-    print("| shape | variant | fwd | bwd | bwd vs default | bwd vs FA2 | bwd vs NV |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    lines = [f"## Portable backward candidates: {torch.cuda.get_device_name(device)}, bf16, causal, H4, "
+             f"ms (TFLOP/s, FA convention)\n",
+             f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n",
+             "| shape | variant | fwd | bwd | bwd vs default | bwd vs FA2 | bwd vs NV |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    print("\n".join(lines), flush=True)
     for case in cases:
         for row in run_shape(case, device, timer, peers):
             print(row, flush=True)
+            lines.append(row)
         torch.cuda.empty_cache()
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write("\n" + "\n".join(lines) + "\n")
     return 0
 
 
