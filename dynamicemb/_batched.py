@@ -803,9 +803,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         over the uva store stage on the device instead (``_device_stage``: none). Returns (pins, the device
         staging's skip flag for lookup_step or None)."""
         cached = self._cached
-        counts, bounds, stamp = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
+        counts, bounds, stamp, skip = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
-        found = skip = None
+        found = None
         if unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
             stamp = _device_stage.next_stamp()
             skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]

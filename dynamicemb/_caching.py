@@ -47,6 +47,7 @@ __all__ = ["CachedTable", "CacheCapacityError", "StepPins"]
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): no table op finds or stores it
 _CUSTOMIZED = 2
+LIVE_PINS = weakref.WeakSet()  # every live StepPins of the process (a few: the steps in flight of every module)
 
 
 class CacheCapacityError(RuntimeError):
@@ -76,6 +77,7 @@ class StepPins:
         for t in ids:
             tables[t]._pins.add(self)
         self._idx = {id(tables[t]): t for t in ids}
+        LIVE_PINS.add(self)  # (op cache_stage's guard reads the stamps of these: _device_stage.live_stamps)
 
     @property
     def keys(self) -> Dict[int, torch.Tensor]:
