@@ -185,7 +185,8 @@ class CachedTable(ScoredHashTable):
         """Counts a change of the cache that may remove keys (every op but the step's own find_or_insert, which
         only fills free slots after staging): a prefetch's hit count taken before is no longer proof that a batch's
         ids are all in the cache (``generation``)."""
-        self._gen = getattr(self, "_gen", 0) + 1
+        d = self.__dict__
+        d["_gen"] = d.get("_gen", 0) + 1
 
     @property
     def generation(self) -> int:

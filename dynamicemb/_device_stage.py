@@ -25,6 +25,10 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from . import _batched_step, _caching
+from ._staging import host_phase, to_device
+from ._table import state_epoch
+
 __all__ = ["serves", "stage", "stage_meta", "next_stamp"]
 
 _STAMPS = itertools.count(1)  # step stamps, increasing across modules and threads (next() is atomic in CPython)
@@ -40,9 +44,7 @@ def _plan(module, tables: List[int], device):
     """What a step of ``tables`` needs besides its ids, made once per (tables, device) and kept while no table
     tensor was replaced (``_table.state_epoch``) and the module has the same table objects: None when op
     cache_stage cannot serve them (the op missing, a table not over a ``UvaStore``, mixed value dtypes); else
-    (feature table, table mask, value bytes, the ids of the tables' objects)."""
-    from ._table import state_epoch
-
+    (feature table, table mask, value bytes, the ids of the tables' objects, the tables)."""
     key = (tuple(tables), device, state_epoch())
     c = module.__dict__.get("_stage_plan")
     if c is not None and c[0] == key and all(map(operator.is_, c[1], module.tables)):
@@ -54,7 +56,7 @@ def _plan(module, tables: List[int], device):
         from ._prefetch import _table_mask
 
         plan = (_ftable(module, device), _table_mask(module, device, tables), ts[0].value_dtype.itemsize,
-                frozenset(id(t) for t in ts))
+                frozenset(id(t) for t in ts), ts)
     module.__dict__["_stage_plan"] = (key, list(module.tables), plan)
     return plan
 
@@ -62,9 +64,7 @@ def _plan(module, tables: List[int], device):
 def live_stamps(table_ids) -> List[Optional[int]]:
     """Stamps of the live ``StepPins`` (steps whose backward has not run) of the tables whose ``id()`` is in
     ``table_ids`` (None for a step staged by the Python path): one pass over the few live pins of the process."""
-    from ._caching import LIVE_PINS
-
-    return [p.stamp for p in list(LIVE_PINS) if not table_ids.isdisjoint(p._idx)]
+    return [p.stamp for p in list(_caching.LIVE_PINS) if not table_ids.isdisjoint(p._idx)]
 
 
 def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) -> bool:
@@ -75,9 +75,7 @@ def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) ->
     if not tables or not getattr(module, "device_staging", False):
         return False
     if module.device.type == "cuda":
-        from ._batched_step import _capturing
-
-        if not (module.use_kernels and ids.is_cuda) or _capturing():
+        if not (module.use_kernels and ids.is_cuda) or _batched_step._capturing():
             return False
     plan = _plan(module, tables, ids.device)
     if plan is None:
@@ -94,9 +92,6 @@ def stage_meta(module) -> torch.Tensor:
     stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table
     tensor was replaced (``_table.state_epoch``) or the module holds other table objects: no data pointer and no
     tensor identity is read on the hot path."""
-    from ._staging import to_device
-    from ._table import state_epoch
-
     c = module.__dict__.get("_stage_meta")
     if c is not None and c[0] == state_epoch() and all(map(operator.is_, c[1], module.tables)):
         return c[2]
@@ -154,10 +149,8 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     Raises (CPU twin only, at once; CUDA reports through the device error record when ``report``):
         DeviceInputError: some id could not be staged (see the module docstring).
     """
-    from ._staging import host_phase, to_device
-
     dev = ids.device
-    ftable, mask, vb, tids = _plan(module, tables, dev)
+    ftable, mask, vb, tids, ts = _plan(module, tables, dev)
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
     if off.dtype != torch.int64:
@@ -168,8 +161,8 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
         module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
         report and dev.type == "cuda")
-    for t in tables:
-        module.tables[t].mutated()  # keys may have moved: a prefetch job's proof for this cache is void
+    for t in ts:
+        t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)
         with host_phase():
             if int(failed[0]):
