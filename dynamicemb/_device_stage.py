@@ -13,8 +13,12 @@ staged (nothing lost), the rest are left, and the step is skipped on the device 
 nothing inserted or updated, fallback rows read); the first failure is written into the device error record and
 raised as ``DeviceInputError`` (arg ``hbm_budget_bytes`` or ``max_capacity``) at the start of the next call of a
 dynamicemb module, or by ``dynamicemb.check_errors()`` (which synchronizes) at once. The CPU twin raises at once.
-A prefetch job stages with reporting off and reads the result back in its thread: a failed job changes the
-step's nothing but what it staged (losslessly), and the step stages and reports itself.
+A prefetch of a device batch is this op queued on the prefetch side stream (``_prefetch.queue_device``): it reports
+like a step, and its step takes its skip flag and stamp.
+
+Host cost per step: ``serves`` and the op's records are kept per module (``_plan``, ``stage_meta``) while no table
+tensor is replaced (``_table.state_epoch``); the guard's stamps are one pass over the live pins of the process
+(``_caching.LIVE_PINS``); the op adds the rows moved into the module's totals itself.
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 already on the device queues a job that stages the batch's ids into the caches ahead of its step, so that the step
 itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb_storage.md, "Prefetch").
 
+Over caching tables that stage on the device (op cache_stage, ``_device_stage``) the job is that op queued on the
+prefetch side stream with an end event (``queue_device``): no thread, no host wait; the step waits for the event on
+the device and takes the op's skip flag and stamp. The rest of this docstring is the general job.
+
 A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
 order): behind a device wait for the work queued before the prefetch call (the current step's forward and its
 insert), it counts the batch's misses per table (reading the feature bounds and the counts back), and, when some
@@ -91,7 +95,8 @@ class PrefetchJob:
 def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, threaded: Optional[bool] = None):
     """Queues the staging of batch (``ids``, ``offsets``: the module's layout, int64 offsets) for its caching
     tables. ``stream``: the CUDA side stream the job runs on (None: the current one, CPU modules). ``threaded``:
-    run in the job thread (default: on CUDA) or inline. Returns the job."""
+    run in the job thread (default: on CUDA, unless op cache_stage serves the tables: then the op is queued on
+    ``stream``, ``queue_device``) or inline. Returns the job."""
     cached = module._cached
     tables = module.tables
     if not threaded and _device_served(module, ids, cached):  # op cache_stage queued, no thread (queue_device)
