@@ -929,7 +929,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
           the fast form): returns at once; a job stages the batch into the caches on a side stream in a background
           host thread (it waits on the device for the work queued so far: call it after the current step's
-          forward), with the rows of the steps in flight (forward run, backward not yet) pinned. The step given
+          forward), with the rows of the steps in flight (forward run, backward not yet) pinned. Over tables
+          staged on the device (op cache_stage, the default over a ``UvaStore``) the job is that op queued on the
+          side stream with an event: no thread, no host wait. The step given
           these very tensors (int64 offsets, not modified in place since) then stages nothing and waits for
           nothing, as an all-HBM step, for every cache that did not change since the job; otherwise it checks and
           stages itself. Calls that touch the tables (the next step among them) wait for the job first.
