@@ -128,9 +128,10 @@ class CachedTable(ScoredHashTable):
             self.epoch = int(meta.get("epoch", 0))
 
     @property
+    @settled
     def rows_moved(self) -> List[int]:
         """[rows staged from the store into the cache, rows written back to the store] so far; reading the device
-        stagings' counts (op cache_stage) waits for the device."""
+        stagings' counts (op cache_stage) waits for the device (and for a prefetch queued on its side stream)."""
         out = list(self.__dict__.get("_rows_moved") or self.__dict__.get("rows_moved") or [0, 0])
         if getattr(self, "_moved_dev", None) is not None:
             d = self._moved_dev.tolist()
