@@ -34,8 +34,13 @@ __global__ void __launch_bounds__(kProbeBlock) cache_probe_kernel(CacheProbePara
         // thousands of threads hit the same hot slots; only those that still see an older stamp (the first few,
         // before the first atomic lands in L2) issue the atomic, the rest read it and go on (no same-address
         // atomic serialization). A stale read can only show a smaller stamp: then the atomic runs, as before.
+        // Lanes of a warp on one slot (a hot id repeated in the batch) elect their lowest lane: one read (and at
+        // most one atomic) per slot and warp.
         unsigned long long* st = reinterpret_cast<unsigned long long*>(p.stage[t].stamps) + slot;
-        if (static_cast<int64_t>(__ldcg(st)) < p.cur) atomicMax(st, static_cast<unsigned long long>(p.cur));
+        const unsigned peers = __match_any_sync(__activemask(), reinterpret_cast<unsigned long long>(st));
+        const unsigned lane = threadIdx.x & 31u;
+        if ((peers & ((1u << lane) - 1u)) == 0u && static_cast<int64_t>(__ldcg(st)) < p.cur)
+          atomicMax(st, static_cast<unsigned long long>(p.cur));
       }
       if (!hit) {
         if (smem) atomicAdd(&miss[t], 1ull);
