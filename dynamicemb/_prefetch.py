@@ -80,8 +80,23 @@ class PrefetchJob:
         self.future = None
         self.bounds = self.gens = self.error = self.stamp = None
         self.skip = self.done = None  # a queued device job's (queue_device): the step's skip flag, its end event
-        self.missed = 0
+        self._info = None  # and its op's info (misses per table first), read back only if ``missed`` is asked
+        self._missed = 0
         self.seconds = 0.0
+
+    @property
+    def missed(self) -> int:
+        """Ids of the batch its caches missed (duplicates counted); a queued device job reads them back from the
+        device when asked (a host wait: diagnostics and tests only)."""
+        if self._info is not None:
+            self.wait()
+            h = self._info.tolist()
+            self._info, self._missed = None, sum(h[t] for t in self.tables)
+        return self._missed
+
+    @missed.setter
+    def missed(self, v: int) -> None:
+        self._missed = v
 
     def wait(self) -> None:
         """Waits until the job ran (a no-op inside a job or when it ran inline); a queued device job: the current
@@ -144,8 +159,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     tables: ``settle``) waits for on the device. No thread, no host wait, no readback: a failure is written into
     the device error record (raised at the next call, as for the step's own staging) and the step is skipped on
     the device through the job's skip flag, which the step takes as its own. ``stream`` None (CPU twin): run at
-    once; a failure then is the job's ``error`` (the step stages and raises itself). ``missed`` is None (unknown
-    without a readback) on CUDA."""
+    once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
+    op's counts back when asked (a host wait; nothing on the step's path asks)."""
     from . import _device_stage
     from ._staging import host_phase
 
@@ -167,12 +182,11 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
         cur = torch.cuda.current_stream(ids.device)
         stream.wait_stream(cur)
         with torch.cuda.stream(stream):
-            failed, _ = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=True)
+            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=True)
             job.done = torch.cuda.Event()
             job.done.record(stream)
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
         offsets.record_stream(stream)
-        job.missed = None
     job.skip, job.stamp = failed, stamp
     job.gens = {t: module.tables[t].generation for t in tables}
     return job
