@@ -803,9 +803,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         over the uva store stage on the device instead (``_device_stage``: none). Returns (pins, the device
         staging's skip flag for lookup_step or None)."""
         cached = self._cached
-        counts, bounds, stamp = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
+        counts, bounds, stamp, skip = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
-        found = skip = None
+        found = None
         if unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
             stamp = _device_stage.next_stamp()
             skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]
@@ -929,7 +929,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         - ids and offsets on the module's device (the batch already copied, as in TorchRec's prefetch pipeline;
           the fast form): returns at once; a job stages the batch into the caches on a side stream in a background
           host thread (it waits on the device for the work queued so far: call it after the current step's
-          forward), with the rows of the steps in flight (forward run, backward not yet) pinned. The step given
+          forward), with the rows of the steps in flight (forward run, backward not yet) pinned. Over tables
+          staged on the device (op cache_stage, the default over a ``UvaStore``) the job is that op queued on the
+          side stream with an event: no thread, no host wait. The step given
           these very tensors (int64 offsets, not modified in place since) then stages nothing and waits for
           nothing, as an all-HBM step, for every cache that did not change since the job; otherwise it checks and
           stages itself. Calls that touch the tables (the next step among them) wait for the job first.

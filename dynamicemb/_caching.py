@@ -47,6 +47,7 @@ __all__ = ["CachedTable", "CacheCapacityError", "StepPins"]
 
 _EMPTY_KEY = -(2**63)  # the reserved empty key (int64 bits): no table op finds or stores it
 _CUSTOMIZED = 2
+LIVE_PINS = weakref.WeakSet()  # every live StepPins of the process (a few: the steps in flight of every module)
 
 
 class CacheCapacityError(RuntimeError):
@@ -76,6 +77,7 @@ class StepPins:
         for t in ids:
             tables[t]._pins.add(self)
         self._idx = {id(tables[t]): t for t in ids}
+        LIVE_PINS.add(self)  # (op cache_stage's guard reads the stamps of these: _device_stage.live_stamps)
 
     @property
     def keys(self) -> Dict[int, torch.Tensor]:
@@ -126,9 +128,10 @@ class CachedTable(ScoredHashTable):
             self.epoch = int(meta.get("epoch", 0))
 
     @property
+    @settled
     def rows_moved(self) -> List[int]:
         """[rows staged from the store into the cache, rows written back to the store] so far; reading the device
-        stagings' counts (op cache_stage) waits for the device."""
+        stagings' counts (op cache_stage) waits for the device (and for a prefetch queued on its side stream)."""
         out = list(self.__dict__.get("_rows_moved") or self.__dict__.get("rows_moved") or [0, 0])
         if getattr(self, "_moved_dev", None) is not None:
             d = self._moved_dev.tolist()
@@ -183,7 +186,8 @@ class CachedTable(ScoredHashTable):
         """Counts a change of the cache that may remove keys (every op but the step's own find_or_insert, which
         only fills free slots after staging): a prefetch's hit count taken before is no longer proof that a batch's
         ids are all in the cache (``generation``)."""
-        self._gen = getattr(self, "_gen", 0) + 1
+        d = self.__dict__
+        d["_gen"] = d.get("_gen", 0) + 1
 
     @property
     def generation(self) -> int:

@@ -13,16 +13,25 @@ staged (nothing lost), the rest are left, and the step is skipped on the device 
 nothing inserted or updated, fallback rows read); the first failure is written into the device error record and
 raised as ``DeviceInputError`` (arg ``hbm_budget_bytes`` or ``max_capacity``) at the start of the next call of a
 dynamicemb module, or by ``dynamicemb.check_errors()`` (which synchronizes) at once. The CPU twin raises at once.
-A prefetch job stages with reporting off and reads the result back in its thread: a failed job changes the
-step's nothing but what it staged (losslessly), and the step stages and reports itself.
+A prefetch of a device batch is this op queued on the prefetch side stream (``_prefetch.queue_device``): it reports
+like a step, and its step takes its skip flag and stamp.
+
+Host cost per step: ``serves`` and the op's records are kept per module (``_plan``, ``stage_meta``) while no table
+tensor is replaced (``_table.state_epoch``); the guard's stamps are one pass over the live pins of the process
+(``_caching.LIVE_PINS``); the op adds the rows moved into the module's totals itself.
 """
 
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import List, Optional, Sequence
 
 import torch
+
+from . import _batched_step, _caching
+from ._staging import host_phase, to_device
+from ._table import state_epoch
 
 __all__ = ["serves", "stage", "stage_meta", "next_stamp"]
 
@@ -35,53 +44,67 @@ def next_stamp() -> int:
     return next(_STAMPS)
 
 
+def _plan(module, tables: List[int], device):
+    """What a step of ``tables`` needs besides its ids, made once per (tables, device) and kept while no table
+    tensor was replaced (``_table.state_epoch``) and the module has the same table objects: None when op
+    cache_stage cannot serve them (the op missing, a table not over a ``UvaStore``, mixed value dtypes); else
+    (feature table, table mask, value bytes, the ids of the tables' objects, the tables)."""
+    key = (tuple(tables), device, state_epoch())
+    c = module.__dict__.get("_stage_plan")
+    if c is not None and c[0] == key and all(map(operator.is_, c[1], module.tables)):
+        return c[2]
+    ts = [module.tables[t] for t in tables]
+    plan = None
+    if (hasattr(torch.ops.dynamicemb, "cache_stage") and all(getattr(t, "device_store", False) for t in ts)
+            and len({t.value_dtype for t in ts}) == 1):  # (one value_bytes for the op: one dtype on the fused path)
+        from ._prefetch import _table_mask
+
+        plan = (_ftable(module, device), _table_mask(module, device, tables), ts[0].value_dtype.itemsize,
+                frozenset(id(t) for t in ts), ts)
+    module.__dict__["_stage_plan"] = (key, list(module.tables), plan)
+    return plan
+
+
+def live_stamps(table_ids) -> List[Optional[int]]:
+    """Stamps of the live ``StepPins`` (steps whose backward has not run) of the tables whose ``id()`` is in
+    ``table_ids`` (None for a step staged by the Python path): one pass over the few live pins of the process."""
+    return [p.stamp for p in list(_caching.LIVE_PINS) if not table_ids.isdisjoint(p._idx)]
+
+
 def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) -> bool:
     """Whether op cache_stage stages the caching tables ``tables`` of this step: ``module.device_staging`` (on by
     default on CUDA), every table over a ``UvaStore`` and of one dtype, the fused kernel path on CUDA (outside a
     graph capture), and every live step's pins (and ``pins``) stamped (a step staged by the Python path has no
-    stamps in the caches)."""
-    if not tables or not getattr(module, "device_staging", False) or not hasattr(torch.ops.dynamicemb, "cache_stage"):
+    stamps in the caches). O(1) per step: the table checks are kept (``_plan``)."""
+    if not tables or not getattr(module, "device_staging", False):
         return False
     if module.device.type == "cuda":
-        from ._batched_step import _capturing
-
-        if not (module.use_kernels and ids.is_cuda) or _capturing():
+        if not (module.use_kernels and ids.is_cuda) or _batched_step._capturing():
             return False
-    ts = [module.tables[t] for t in tables]
-    if not all(getattr(t, "device_store", False) for t in ts) or len({t.value_dtype for t in ts}) != 1:
-        return False  # (one value_bytes for the op: the fused kernel path has one dtype anyway)
-    return all(getattr(p, "stamp", None) is not None for p in list(pins) + [p for t in ts for p in list(t._pins)])
+    plan = _plan(module, tables, ids.device)
+    if plan is None:
+        return False
+    return None not in live_stamps(plan[3]) and all(getattr(p, "stamp", None) is not None for p in pins)
 
 
 def _ptr(t: Optional[torch.Tensor]) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def _identity(t, st):
-    """The tensors a StageTable record points into (None: not a uva caching table)."""
-    if st is None:
-        return None
-    return (t.keys, t.__dict__.get("_stamps"), st.keys, st.digests, st.scores, st.values,
-            getattr(st, "values_host", None), st.locks, st.counters)
-
-
 def stage_meta(module) -> torch.Tensor:
     """(T * 11,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
-    stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table's
-    tensors changed (checked by identity: no data pointer is read on the hot path)."""
-    from ._staging import to_device
-
-    tabs = [(t, t.store.table) if getattr(t, "device_store", False) else (t, None) for t in module.tables]
-    key = [_identity(t, st) for t, st in tabs]
+    stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table
+    tensor was replaced (``_table.state_epoch``) or the module holds other table objects: no data pointer and no
+    tensor identity is read on the hot path."""
     c = module.__dict__.get("_stage_meta")
-    if c is not None and len(c[0]) == len(key) and all(
-            (a is None) == (b is None) and (a is None or all(x is y for x, y in zip(a, b))) for a, b in zip(c[0], key)):
-        return c[1]
+    if c is not None and c[0] == state_epoch() and all(map(operator.is_, c[1], module.tables)):
+        return c[2]
     rows = []
-    for t, st in tabs:
-        if st is None:
+    for t in module.tables:
+        if not getattr(t, "device_store", False):
             rows.append([0] * 11)
             continue
+        st = t.store.table
         stamps = t.__dict__.get("_stamps")
         if stamps is None or stamps.numel() != t.capacity():
             stamps = t.__dict__["_stamps"] = torch.zeros(t.capacity(), dtype=torch.int64, device=t.device)
@@ -89,10 +112,12 @@ def stage_meta(module) -> torch.Tensor:
         rows.append([_ptr(st.keys), _ptr(st.digests), _ptr(st.scores), _ptr(st.values), _ptr(vh),
                      int(getattr(st, "hbm_rows", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
                      st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps)])
-    key = [_identity(t, st) for t, st in tabs]
     host = torch.tensor(rows, dtype=torch.int64).view(-1)
-    module.__dict__["_stage_meta"] = (key, to_device(host, module.device), host)  # the host copy stays alive
-    return module.__dict__["_stage_meta"][1]
+    # the tensors the records point into are kept alive with it (so an address cannot be reused unnoticed)
+    keep = [(t.keys, t.__dict__.get("_stamps"), t.store.table) for t in module.tables
+            if getattr(t, "device_store", False)]
+    module.__dict__["_stage_meta"] = (state_epoch(), list(module.tables), to_device(host, module.device), host, keep)
+    return module.__dict__["_stage_meta"][2]
 
 
 def _ftable(module, device) -> torch.Tensor:
@@ -104,7 +129,7 @@ def _ftable(module, device) -> torch.Tensor:
 
 def _totals(module) -> torch.Tensor:
     """(T, 3) int64 device counts of the device stagings per table: rows moved in, rows written back, ids left
-    unstaged (``CachedTable.rows_moved`` adds the first two)."""
+    unstaged (``CachedTable.rows_moved`` adds the first two); op cache_stage adds to it on the device."""
     tot = module.__dict__.get("_stage_totals")
     if tot is None:
         tot = module.__dict__["_stage_totals"] = torch.zeros(len(module.tables), 3, dtype=torch.int64,
@@ -118,32 +143,30 @@ def _totals(module) -> torch.Tensor:
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
           pins: Sequence = (), report: bool = True):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
-    guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA.
+    guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
+    per-step host work is the op call, a pass over the live pins and one generation bump per table.
 
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
-        bounds, per table [moved in, written back, left unstaged], the first failure [rule, table, id, slots]).
+        bounds, the first failure [rule, table, id, slots]). The rows moved per table go into ``_totals``.
 
     Raises (CPU twin only, at once; CUDA reports through the device error record when ``report``):
         DeviceInputError: some id could not be staged (see the module docstring).
     """
-    from ._prefetch import _table_mask
-    from ._staging import host_phase, to_device
-
     dev = ids.device
-    F = module.num_features
-    B = (offsets.numel() - 1) // F
+    ftable, mask, vb, tids, ts = _plan(module, tables, dev)
+    B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
-    live = [p.stamp for t in tables for p in list(module.tables[t]._pins)] + [p.stamp for p in pins]
-    min_live = min([s for s in live if s is not None] + [stamp])
-    vb = torch.empty((), dtype=module.tables[tables[0]].value_dtype).element_size()
+    if off.dtype != torch.int64:
+        off = off.long()
+    live = [s for s in live_stamps(tids) if s is not None] + [p.stamp for p in pins if p.stamp is not None]
+    min_live = min(live + [stamp])
     failed, info = torch.ops.dynamicemb.cache_stage(
-        module._kernel_meta(), stage_meta(module), ids.contiguous(), off.long().contiguous(), _ftable(module, dev),
-        B, _table_mask(module, dev, tables), stamp, min_live, insert_new, vb, report and dev.type == "cuda")
-    T = len(module.tables)
-    for t in tables:
-        module.tables[t].mutated()  # keys may have moved: a prefetch job's proof for this cache is void
-    _totals(module).add_(info[T + F + 1:T + F + 1 + 3 * T].view(T, 3))
+        module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
+        off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
+        report and dev.type == "cuda")
+    for t in ts:
+        t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)
         with host_phase():
             if int(failed[0]):
@@ -159,6 +182,6 @@ def failure(module, info: torch.Tensor):
 
     T, F = len(module.tables), module.num_features
     with host_phase():
-        rule, table, key, slots = [int(x) for x in info[T + F + 1 + 3 * T:].tolist()]
+        rule, table, key, slots = [int(x) for x in info[T + F + 1:T + F + 5].tolist()]
     arg = _ARG_MAX_CAPACITY if rule == _RULE_STORE_FULL else _ARG_HBM_BUDGET
     return host_error(arg, rule, table, key, slots)

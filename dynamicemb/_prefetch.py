@@ -2,6 +2,10 @@
 already on the device queues a job that stages the batch's ids into the caches ahead of its step, so that the step
 itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb_storage.md, "Prefetch").
 
+Over caching tables that stage on the device (op cache_stage, ``_device_stage``) the job is that op queued on the
+prefetch side stream with an end event (``queue_device``): no thread, no host wait; the step waits for the event on
+the device and takes the op's skip flag and stamp. The rest of this docstring is the general job.
+
 A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
 order): behind a device wait for the work queued before the prefetch call (the current step's forward and its
 insert), it counts the batch's misses per table (reading the feature bounds and the counts back), and, when some
@@ -75,21 +79,43 @@ class PrefetchJob:
         self.sig = signature(ids, offsets)
         self.future = None
         self.bounds = self.gens = self.error = self.stamp = None
-        self.missed = 0
+        self.skip = self.done = None  # a queued device job's (queue_device): the step's skip flag, its end event
+        self._info = None  # and its op's info (misses per table first), read back only if ``missed`` is asked
+        self._missed = 0
         self.seconds = 0.0
 
+    @property
+    def missed(self) -> int:
+        """Ids of the batch its caches missed (duplicates counted); a queued device job reads them back from the
+        device when asked (a host wait: diagnostics and tests only)."""
+        if self._info is not None:
+            self.wait()
+            h = self._info.tolist()
+            self._info, self._missed = None, sum(h[t] for t in self.tables)
+        return self._missed
+
+    @missed.setter
+    def missed(self, v: int) -> None:
+        self._missed = v
+
     def wait(self) -> None:
-        """Waits until the job ran (a no-op inside a job or when it ran inline)."""
-        if self.future is not None and not in_worker():
+        """Waits until the job ran (a no-op inside a job or when it ran inline); a queued device job: the current
+        stream waits for its end event on the device (no host wait)."""
+        if self.done is not None:
+            torch.cuda.current_stream(self.ids.device).wait_event(self.done)
+        elif self.future is not None and not in_worker():
             self.future.result()
 
 
 def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, threaded: Optional[bool] = None):
     """Queues the staging of batch (``ids``, ``offsets``: the module's layout, int64 offsets) for its caching
     tables. ``stream``: the CUDA side stream the job runs on (None: the current one, CPU modules). ``threaded``:
-    run in the job thread (default: on CUDA) or inline. Returns the job."""
+    run in the job thread (default: on CUDA, unless op cache_stage serves the tables: then the op is queued on
+    ``stream``, ``queue_device``) or inline. Returns the job."""
     cached = module._cached
     tables = module.tables
+    if not threaded and _device_served(module, ids, cached):  # op cache_stage queued, no thread (queue_device)
+        return _register(module, queue_device(module, ids, offsets, cached, stream), cached)
     pins, seen = [], set()
     for t in cached:  # steps in flight now: the job keeps them pinned until it ran
         for p in list(tables[t]._pins):
@@ -100,19 +126,69 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
     if stream is not None:
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(ids.device))
-    job = PrefetchJob(ids, offsets, cached, pins, ready)
-    recs = _JOBS.setdefault(module, [])
-    recs.append(job)
-    del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
-    _LAST[module] = job
-    for t in cached:
-        _LAST[tables[t]] = job
+    job = _register(module, PrefetchJob(ids, offsets, cached, pins, ready), cached)
     if threaded is None:
         threaded = stream is not None
     if threaded:
         job.future = _executor().submit(_run_in_worker, module, job, stream)
     else:
         _run(module, job, stream)
+    return job
+
+
+def _register(module, job: PrefetchJob, cached: List[int]) -> PrefetchJob:
+    recs = _JOBS.setdefault(module, [])
+    recs.append(job)
+    del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
+    _LAST[module] = job
+    for t in cached:
+        _LAST[module.tables[t]] = job
+    return job
+
+
+def _device_served(module, ids, cached: List[int]) -> bool:
+    from . import _device_stage
+
+    return _device_stage.serves(module, ids, cached)
+
+
+def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob:
+    """The prefetch of a batch over device-staged tables (op cache_stage serves them): the op queued on ``stream``
+    behind the work queued so far on the current stream, with a fresh stamp (which the batch's step inherits) and
+    the guard of every live step's stamp; an event marks its end, which the step (and every call that touches the
+    tables: ``settle``) waits for on the device. No thread, no host wait, no readback: a failure is written into
+    the device error record (raised at the next call, as for the step's own staging) and the step is skipped on
+    the device through the job's skip flag, which the step takes as its own. ``stream`` None (CPU twin): run at
+    once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
+    op's counts back when asked (a host wait; nothing on the step's path asks)."""
+    from . import _device_stage
+    from ._staging import host_phase
+
+    job = PrefetchJob(ids, offsets, tables, [], None)
+    stamp = _device_stage.next_stamp()
+    if stream is None:
+        try:
+            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
+            T, F = len(module.tables), module.num_features
+            with host_phase():
+                if int(failed[0]):
+                    raise _device_stage.failure(module, info)
+                v = info.tolist()
+            job.bounds, job.missed = v[T:T + F + 1], sum(v[t] for t in tables)
+        except Exception as e:  # noqa: BLE001  kept for the step, which stages itself and raises its own
+            job.error = _detached(e)
+            return job
+    else:
+        cur = torch.cuda.current_stream(ids.device)
+        stream.wait_stream(cur)
+        with torch.cuda.stream(stream):
+            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=True)
+            job.done = torch.cuda.Event()
+            job.done.record(stream)
+        ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
+        offsets.record_stream(stream)
+    job.skip, job.stamp = failed, stamp
+    job.gens = {t: module.tables[t].generation for t in tables}
     return job
 
 
@@ -306,18 +382,22 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     """For the step of batch (``ids``, ``offsets``): waits for the module's jobs, takes the latest job of this batch
     and returns ({table: 0 where the job left every id of the batch in the cache and the cache did not change
     since, else None}, the batch's feature bounds from the job, or None; the job's stamp in the caches (a device
-    staging's, ``_device_stage``), or None)."""
+    staging's, ``_device_stage``), or None; a queued device job's skip flag (``queue_device``) when the job
+    covers every table of the step, else None)."""
     none = {t: None for t in cached}
     settle(module)
     recs = _JOBS.get(module)
     if not recs:
-        return none, None, None
+        return none, None, None, None
     sig = signature(ids, offsets)
     mine = [j for j in recs if j.sig == sig]
     if not mine:
-        return none, None, None
+        return none, None, None, None
     recs[:] = [j for j in recs if j.sig != sig]
     job = mine[-1]
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
-    return none, job.bounds, job.stamp
+    skip = job.skip
+    if skip is not None and job.done is not None:
+        skip.record_stream(torch.cuda.current_stream(ids.device))  # made on the job's stream, read on this one
+    return none, job.bounds, job.stamp, (skip if None not in none.values() else None)

@@ -64,6 +64,17 @@ _NUM_COUNTERS = 4  # [clock, size, spare, spare]
 
 
 _EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF
+# Attributes whose replacement changes what a kernel's table record points to (and the caching table's store).
+_STATE_ATTRS = frozenset({"keys", "digests", "scores", "values", "values_host", "hbm_rows", "locks", "counters",
+                          "store"})
+_STATE_EPOCH = [0]
+
+
+def state_epoch() -> int:
+    """A process-wide count of replaced table tensors (any ``ScoredHashTable`` assigning one of its state
+    attributes, or unpickled): records built from tables' tensors (``_device_stage.stage_meta``) stay valid while it
+    does not change, so the hot path checks one int instead of every tensor's identity."""
+    return _STATE_EPOCH[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,6 +354,12 @@ class ScoredHashTable:
     def __setstate__(self, d):
         self.__dict__.update(d)
         self._lock = threading.RLock()
+        _STATE_EPOCH[0] += 1
+
+    def __setattr__(self, name, value):
+        if name in _STATE_ATTRS:
+            _STATE_EPOCH[0] += 1
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ state
     def _new_state(self, capacity: int) -> Dict[str, torch.Tensor]:

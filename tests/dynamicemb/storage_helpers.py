@@ -469,3 +469,49 @@ def staging_syncs_cuda(ref, m, data, prefetch, clean_jobs=False):
         per_step.append(len(n) - len(n_ref))
     torch.cuda.synchronize()
     return per_step, n
+
+
+def hot_stamps(device):
+    """Op cache_stage's probe stamps on a warm step whose ids are a few hot ids repeated thousands of times (the
+    kernel's read-before-write: most threads of a hot slot only read): afterwards every slot that an id of the
+    step hits carries max(its stamp before, the step's stamp), every other slot keeps its own; slots stamped above
+    the step's keep theirs (stamps never decrease). Returns the number of hit slots checked."""
+    from dynamicemb import _device_stage
+    from dynamicemb._uva_store import UvaStoreSpec
+
+    T = 2
+    m = make_t("caching", T, slots=16 * BC, device=device, store=UvaStoreSpec())
+    m.device_staging = True
+    g = torch.Generator().manual_seed(21)
+    F, B = T + 1, 4
+    bags = []
+    for _ in range(F * B):  # per bag: 1500 copies of a hot id, a few copies of others, 40 of a cold range
+        bags.append(torch.cat([torch.full((1500,), 7), torch.full((300,), int(torch.randint(0, 5, (1,), generator=g))),
+                               torch.randint(0, 90, (40,), generator=g)]))
+    off = torch.zeros(F * B + 1, dtype=torch.int64)
+    torch.cumsum(torch.tensor([b.numel() for b in bags]), 0, out=off[1:])
+    ids, off = torch.cat(bags)[torch.randperm(int(off[-1]), generator=g)].to(device), off.to(device)
+    w = torch.randn(B, 4 + 4 + 8, generator=g).to(device)
+    for _ in range(2):  # stages every id, then a warm step
+        (m(ids, off) * w).sum().backward()
+    cached = m._cached
+    assert _device_stage.serves(m, ids, cached)
+    stamps = [m.tables[t]._stamps for t in cached]
+    high = 1 << 40
+    for s in stamps:  # random old stamps, some above the coming step's
+        s.copy_(torch.where(torch.rand(s.numel(), generator=g) < 0.2, high, torch.randint(0, 5, (s.numel(),),
+                                                                                          generator=g)).to(device))
+    before = [s.clone() for s in stamps]
+    keys = m._table_keys(ids, off, cached)
+    stamp = _device_stage.next_stamp()
+    failed, _ = _device_stage.stage(m, ids, off, cached, True, stamp)
+    assert int(failed[0]) == 0
+    checked = 0
+    for t, s, b in zip(cached, stamps, before):
+        slots, found, _ = m.tables[t].find_slots(keys[t])
+        assert bool(found.all()), "the warm step's ids are all cached"
+        want = b.clone()
+        want[slots] = torch.clamp(b[slots], min=stamp)
+        assert torch.equal(s, want), t
+        checked += slots.numel()
+    return checked

@@ -15,7 +15,7 @@ from dynamicemb._load import load_library
 from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, assert_same, make_t, sync_warnings, t_batches  # noqa: E402
+from storage_helpers import BC, assert_same, hot_stamps, make_t, sync_warnings, t_batches  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -134,3 +134,52 @@ def test_no_host_sync_cuda(prefetch):
         (o * warm[2]).sum().backward()
     torch.cuda.synchronize()
     assert_same(ref, m)
+
+
+def test_probe_stamps_hot_slots_cuda():
+    """The probe kernel's stamps with hot slots hit by thousands of threads of one launch (read before write):
+    every hit slot carries max(its old stamp, the step's), the rest keep theirs, none decreases (as the CPU twin:
+    test_device_stage_cpu.py)."""
+    assert hot_stamps("cuda") > 0
+
+
+def test_prefetch_queued_on_device_cuda(monkeypatch):
+    """Forward i, prefetch i + 1, backward i over device-staged tables that miss and evict every step: the prefetch
+    is op cache_stage queued on the side stream (no job thread, an end event; the call and the step make no host
+    synchronization: sync debug mode "error"), each prefetched step stages nothing (one op call per batch: the
+    first step's, then the jobs'), the previous step's rows survive the job, bit-identical to all-HBM."""
+    from dynamicemb import _device_stage
+
+    calls = []
+    real = _device_stage.stage
+    monkeypatch.setattr(_device_stage, "stage", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    T = 3
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    data = list(t_batches(T, 8, seed=17, hi=3000, device="cuda"))
+    ref_outs, outs = [], []
+    for ids, off, w in data:
+        o = ref(ids, off, validate=False)
+        (o * w).sum().backward()
+        ref_outs.append(o.detach())
+    torch.cuda.synchronize()
+    prev = torch.cuda.get_sync_debug_mode()
+    try:
+        for i, (ids, off, w) in enumerate(data):
+            out = m(ids, off, validate=False)
+            if i == 0:  # after the first step's one-time setup (error block, records): no synchronization at all
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            if i + 1 < len(data):
+                m.prefetch(data[i + 1][0], data[i + 1][1])
+                job = _prefetch._LAST[m]
+                assert job.future is None and job.done is not None and job.skip is not None
+            (out * w).sum().backward()
+            outs.append(out.detach())
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    torch.cuda.synchronize()
+    assert len(calls) == len(data), calls  # step 0, then one per job; no prefetched step staged
+    for i, (a, b) in enumerate(zip(ref_outs, outs)):
+        assert torch.equal(a, b), f"step {i}"
+    assert_same(ref, m)
+    assert sum(t.rows_moved[1] for t in m.tables) > 0  # the jobs evicted

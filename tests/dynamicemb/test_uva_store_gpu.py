@@ -137,16 +137,18 @@ def test_uva_checkpoints_cuda(tmp_path):
     assert_same(ref, m3)
 
 
-@pytest.mark.parametrize("kind", ["cache", "store"])
+@pytest.mark.parametrize("kind", ["cache", "store", "prefetch"])
 def test_device_staging_errors_cuda(kind):
     """Op cache_stage cannot stage every id (a cache bucket full of this step's rows; a store bucket without room
     for an evicted row): the step is skipped on the device (nothing inserted or updated), no host wait, and
     DeviceInputError (hbm_budget_bytes / max_capacity) raised by check_errors(); every row and score is still
-    held (cache + store), sizes unchanged; the module trains on afterwards."""
+    held (cache + store), sizes unchanged; the module trains on afterwards. ``prefetch``: the failing batch was
+    prefetched (op cache_stage queued on the side stream): the job reports the error, its step stages nothing and
+    is skipped through the job's flag."""
     import dynamicemb
     from storage_helpers import logical_rows, same_logical
 
-    if kind == "cache":
+    if kind in ("cache", "prefetch"):
         T = 3
         m = make_t("caching", T, slots=8 * BC, device="cuda", store=UVA)
         data = list(t_batches(T, 3, seed=8, hi=2000, device="cuda"))
@@ -158,11 +160,23 @@ def test_device_staging_errors_cuda(kind):
         ids = torch.cat([ids[:off[1]], big, ids[off[1]:]])
         off = off.clone()
         off[1:] += 40 * BC
+        if kind == "prefetch":
+            m.prefetch(ids, off)
+            with pytest.raises(dynamicemb.DeviceInputError, match="raise hbm_budget_bytes") as e:
+                dynamicemb.check_errors()  # the job's report
+            assert e.value.arg == "hbm_budget_bytes" and e.value.index == 0
+            assert m.sizes() == sizes and same_logical(before, logical_rows(m))
         out = m(ids, off)
         out.sum().backward()
-        with pytest.raises(dynamicemb.DeviceInputError, match="raise hbm_budget_bytes") as e:
-            dynamicemb.check_errors()
-        assert e.value.arg == "hbm_budget_bytes" and e.value.index == 0
+        if kind == "prefetch":  # skipped through the job's flag (reported already), or restaged and failed again
+            try:
+                dynamicemb.check_errors()
+            except dynamicemb.DeviceInputError as e2:
+                assert e2.arg == "hbm_budget_bytes"
+        else:
+            with pytest.raises(dynamicemb.DeviceInputError, match="raise hbm_budget_bytes") as e:
+                dynamicemb.check_errors()
+            assert e.value.arg == "hbm_budget_bytes" and e.value.index == 0
         assert m.sizes() == sizes and same_logical(before, logical_rows(m))
         for ids, off, w in data[:2]:
             step(m, ids, off, w)

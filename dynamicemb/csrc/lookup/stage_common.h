@@ -45,7 +45,8 @@ struct StageParams {
   const int32_t* feature_table;
   int num_features;
   const bool* found;          // (n) the probe's
-  int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused]
+  int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused],
+                              // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id

@@ -112,18 +112,21 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
   return std::make_tuple(a.found, a.info);
 }
 
-// (failed (1,) int32: the step's skip flag; info: the probe's T + F + 1, then per table [moved in, written back,
-// refused] (3 T), then the first failure [rule, table, id, bucket slots] (4)). `stage`: num_tables StageTable
-// records; `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to
-// the device error record (CUDA; the CPU caller raises from info).
-std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor ids, Tensor offsets, Tensor feature_table,
-                                       int64_t batch, Tensor table_mask, int64_t cur, int64_t min_live,
-                                       bool insert_new, int64_t value_bytes, bool report) {
+// (failed (1,) int32: the step's skip flag; info: the probe's T + F + 1, then the first failure [rule, table, id,
+// bucket slots] (4)). `stage`: num_tables StageTable records; `totals` (num_tables, 3) int64: per table [moved in,
+// written back, refused] accumulated by the kernels (the module's running counts: no add of the caller's per step);
+// `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
+// error record (CUDA; the CPU caller raises from info).
+std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals, Tensor ids, Tensor offsets,
+                                       Tensor feature_table, int64_t batch, Tensor table_mask, int64_t cur,
+                                       int64_t min_live, bool insert_new, int64_t value_bytes, bool report) {
   const int64_t T = meta.numel() / kMetaWords;
-  ProbeArgs a = bind_probe(meta, ids, offsets, feature_table, batch, table_mask, 3 * T + 4);
+  ProbeArgs a = bind_probe(meta, ids, offsets, feature_table, batch, table_mask, 4);
   check_arg(stage, "stage", ids, ScalarType::Long);
   ACCEL_CHECK(stage.numel() == T * kStageWords, "stage: expected ", T, " x ", kStageWords, " int64 fields, got ",
               stage.numel());
+  check_arg(totals, "totals", ids, ScalarType::Long);
+  ACCEL_CHECK(totals.numel() == 3 * T, "totals: expected ", T, " x 3 int64 counts, got ", totals.numel());
   ACCEL_CHECK(value_bytes == 2 || value_bytes == 4, "value_bytes: expected 2 or 4, got ", value_bytes);
   ACCEL_CHECK(cur >= 1 && min_live >= 1 && min_live <= cur, "cur/min_live: expected 1 <= min_live <= cur, got ",
               min_live, " and ", cur);
@@ -145,13 +148,13 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor ids, Te
   p.feature_table = a.p.feature_table;
   p.num_features = a.p.num_features;
   p.found = a.p.found;
-  p.counts = a.p.info + T + F + 1;
+  p.counts = static_cast<int64_t*>(totals.data_ptr());
   p.place = static_cast<int64_t*>(place.data_ptr());
   p.cur = cur;
   p.min_live = min_live;
   p.insert_new = insert_new;
   p.failed = static_cast<int32_t*>(failed.data_ptr());
-  p.first_fail = p.counts + 3 * T;
+  p.first_fail = a.p.info + T + F + 1;
   p.value_bytes = static_cast<int>(value_bytes);
   if (ids.is_cuda()) {
     torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
@@ -173,7 +176,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "cache_probe(Tensor meta, Tensor ids, Tensor offsets, Tensor feature_table, int batch, Tensor table_mask) "
       "-> (Tensor, Tensor)");
   m.def(
-      "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
+      "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
       "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report) -> (Tensor, Tensor)");
 }
 
