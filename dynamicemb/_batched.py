@@ -806,7 +806,9 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, nn.Module):
         counts, bounds, stamp, skip = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
         found = None
-        if unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
+        if skip is not None:  # a device prefetch of this batch: the op stages what it left (gated on the device)
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip)[0]
+        elif unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
             stamp = _device_stage.next_stamp()
             skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]
             unknown = []

@@ -13,8 +13,9 @@ staged (nothing lost), the rest are left, and the step is skipped on the device 
 nothing inserted or updated, fallback rows read); the first failure is written into the device error record and
 raised as ``DeviceInputError`` (arg ``hbm_budget_bytes`` or ``max_capacity``) at the start of the next call of a
 dynamicemb module, or by ``dynamicemb.check_errors()`` (which synchronizes) at once. The CPU twin raises at once.
-A prefetch of a device batch is this op queued on the prefetch side stream (``_prefetch.queue_device``): it reports
-like a step, and its step takes its skip flag and stamp.
+A prefetch of a device batch is this op queued on the prefetch side stream (``_prefetch.queue_device``) with
+reporting off: its step takes its stamp and runs the op gated by its failed flag (``stage(gate=...)``: nothing to do
+when the prefetch staged the whole batch), which stages what the prefetch left and reports like a step.
 
 Host cost per step: ``serves`` and the op's records are kept per module (``_plan``, ``stage_meta``) while no table
 tensor is replaced (``_table.state_epoch``); the guard's stamps are one pass over the live pins of the process
@@ -141,10 +142,12 @@ def _totals(module) -> torch.Tensor:
 
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
-          pins: Sequence = (), report: bool = True):
+          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
-    per-step host work is the op call, a pass over the live pins and one generation bump per table.
+    per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
+    a prefetch's failed flag ((1,) int32 on the device): the op does nothing where it reads 0 (the prefetch staged
+    the whole batch) and stages what the prefetch left otherwise (on the device: no host wait either way).
 
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
@@ -164,7 +167,7 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     failed, info = torch.ops.dynamicemb.cache_stage(
         module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
-        report and dev.type == "cuda")
+        report and dev.type == "cuda", gate)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)

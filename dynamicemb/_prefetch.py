@@ -4,7 +4,8 @@ itself stages nothing and waits for nothing, as an all-HBM step (docs/dynamicemb
 
 Over caching tables that stage on the device (op cache_stage, ``_device_stage``) the job is that op queued on the
 prefetch side stream with an end event (``queue_device``): no thread, no host wait; the step waits for the event on
-the device and takes the op's skip flag and stamp. The rest of this docstring is the general job.
+the device, takes the op's stamp, and runs its own op gated by the job's failed flag (a no-op when the job staged
+the whole batch). The rest of this docstring is the general job.
 
 A job runs on the prefetch side stream, in a background host thread (one per process; jobs run one at a time, in
 order): behind a device wait for the work queued before the prefetch call (the current step's forward and its
@@ -157,8 +158,9 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     behind the work queued so far on the current stream, with a fresh stamp (which the batch's step inherits) and
     the guard of every live step's stamp; an event marks its end, which the step (and every call that touches the
     tables: ``settle``) waits for on the device. No thread, no host wait, no readback: a failure is written into
-    the device error record (raised at the next call, as for the step's own staging) and the step is skipped on
-    the device through the job's skip flag, which the step takes as its own. ``stream`` None (CPU twin): run at
+    the device error record: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
+    leaves the rest, losslessly, and the step's own op, gated by the job's failed flag, stages them once those steps
+    ended (nothing when the flag is 0: the op's launches return at once) and reports its own failure. ``stream`` None (CPU twin): run at
     once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
     op's counts back when asked (a host wait; nothing on the step's path asks)."""
     from . import _device_stage
@@ -182,7 +184,9 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
         cur = torch.cuda.current_stream(ids.device)
         stream.wait_stream(cur)
         with torch.cuda.stream(stream):
-            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=True)
+            # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
+            # is no error; its failed flag gates the step's own op, which stages the rest and reports
+            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
             job.done = torch.cuda.Event()
             job.done.record(stream)
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)

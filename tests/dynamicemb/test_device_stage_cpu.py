@@ -1,7 +1,8 @@
 """Op cache_stage's host path on CPU modules (its CPU twin; the Python code is the one that runs on CUDA): the
 per-step checks are kept between steps and follow what changes (a replaced table tensor, a live step staged by
 the Python path, device_staging switched off); the running totals are accumulated by the op; a prefetch over
-device-staged tables is queued (no thread) and its step takes the job's skip flag and stamp and stages nothing."""
+device-staged tables is queued (no thread) and its step takes the job's stamp and runs the op gated by the job's
+failed flag (nothing staged when the job staged the batch)."""
 
 import os
 import sys
@@ -93,8 +94,9 @@ def test_totals_accumulate_in_the_op():
 
 def test_prefetch_queued_step_takes_its_flag():
     """A prefetch over device-staged tables is the op queued (here at once: CPU), no job thread; the batch's step
-    stages nothing and takes the job's skip flag and stamp (its pins carry the job's stamp); training stays
-    bit-identical to all-HBM with the previous step in flight while the job stages."""
+    takes the job's stamp (its pins carry it) and runs one op gated by the job's failed flag, which stages nothing
+    (the job staged the whole batch: no rows move); training stays bit-identical to all-HBM with the previous step
+    in flight while the job stages."""
     T = 3
     ref, m = make_t("hbm", T), _module(T)
     data = list(t_batches(T, 8, seed=6, hi=2000))
@@ -104,7 +106,7 @@ def test_prefetch_queued_step_takes_its_flag():
     take = _prefetch.take
 
     def counting_stage(*a, **k):
-        calls.append(1)
+        calls.append(k.get("gate"))
         return real(*a, **k)
 
     def recording_take(*a, **k):
@@ -116,12 +118,13 @@ def test_prefetch_queued_step_takes_its_flag():
     try:
         for i, (ids, off, w) in enumerate(data):
             o_ref = step(ref, ids, off, w)
-            n0 = len(calls)
+            n0, moved0 = len(calls), m._stage_totals.clone() if i > 0 else None
             out = m(ids, off)
             if i > 0:
-                assert len(calls) == n0, f"step {i} staged after its prefetch"
                 counts, bounds, stamp, skip = takes[-1]
                 assert skip is not None and int(skip[0]) == 0 and stamp is not None
+                assert len(calls) == n0 + 1 and calls[-1] is skip, f"step {i}: one op call, gated by the job's flag"
+                assert torch.equal(m._stage_totals, moved0), f"step {i} staged rows after its prefetch"
             if i + 1 < len(data):
                 job = _prefetch.submit(m, data[i + 1][0], data[i + 1][1], None, None)
                 assert job.future is None and job.error is None and job.skip is not None and job.missed >= 0
@@ -129,7 +132,7 @@ def test_prefetch_queued_step_takes_its_flag():
             assert torch.equal(o_ref, out), f"step {i}"
     finally:
         _device_stage.stage, _prefetch.take = real, take
-    assert len(calls) == len(data)  # the first step, then one job per later batch
+    assert len(calls) == 2 * len(data) - 1  # the first step; then per later batch its job and its gated step
     assert_same(ref, m)
     assert int(m._stage_totals[:, 0].sum()) > 0  # the jobs moved rows
 

@@ -266,6 +266,8 @@ struct CacheProbeParams {
   int64_t* info;                // (num_tables + num_features + 1), zeroed by the caller
   const StageTable* stage;      // (num_tables) or null: a hit's cache slot gets stamps[slot] = cur (stage_common.h)
   int64_t cur;
+  const int32_t* gate;          // (1) or null: *gate == 0 -> nothing to do (op cache_stage after a prefetch that
+                                // staged the whole batch; its failed flag is the gate)
 };
 void launch_cache_probe(const CacheProbeParams& p, void* stream);
 

@@ -15,6 +15,7 @@ constexpr int kProbeBlock = 256;
 constexpr int kProbeSmemTables = 64;  // tables counted in shared memory; more count with global atomics
 
 __global__ void __launch_bounds__(kProbeBlock) cache_probe_kernel(CacheProbeParams p) {
+  if (p.gate != nullptr && *p.gate == 0) return;  // a prefetch staged the batch (info stays zero)
   __shared__ unsigned long long miss[kProbeSmemTables];
   const bool smem = p.num_tables <= kProbeSmemTables;
   for (int t = threadIdx.x; t < kProbeSmemTables; t += kProbeBlock) miss[t] = 0;

@@ -53,6 +53,7 @@ struct StageParams {
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
   int64_t* first_fail;        // (4) [rule, table, id, bucket slots] of the first failure
   int value_bytes;            // bytes per value element (2 or 4)
+  const int32_t* gate;        // (1) or null: *gate == 0 -> nothing to stage (CacheProbeParams::gate)
 };
 
 // Feature of position i (host and device; the dedup's function, see probe_meta.cuh feature_of_pos).

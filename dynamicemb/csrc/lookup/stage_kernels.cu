@@ -86,12 +86,14 @@ struct DeviceStageAtomics {
 };
 
 __global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
+  if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride)
     stage_one<DeviceStageAtomics>(p, i);
 }
 
 __global__ void __launch_bounds__(kStageBlock) unplace_kernel(StageParams p) {
+  if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride)
     unplace_one<DeviceStageAtomics>(p, i);

@@ -8,6 +8,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <tuple>
 
 #include "common/stable_utils.h"
@@ -116,10 +117,13 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 // bucket slots] (4)). `stage`: num_tables StageTable records; `totals` (num_tables, 3) int64: per table [moved in,
 // written back, refused] accumulated by the kernels (the module's running counts: no add of the caller's per step);
 // `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
-// error record (CUDA; the CPU caller raises from info).
+// error record (CUDA; the CPU caller raises from info); `gate` (1,) int32 or None: when it reads 0 the op does
+// nothing (the step after a prefetch of its batch passes the prefetch's failed flag: it stages only what the
+// prefetch left).
 std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals, Tensor ids, Tensor offsets,
                                        Tensor feature_table, int64_t batch, Tensor table_mask, int64_t cur,
-                                       int64_t min_live, bool insert_new, int64_t value_bytes, bool report) {
+                                       int64_t min_live, bool insert_new, int64_t value_bytes, bool report,
+                                       std::optional<Tensor> gate) {
   const int64_t T = meta.numel() / kMetaWords;
   ProbeArgs a = bind_probe(meta, ids, offsets, feature_table, batch, table_mask, 4);
   check_arg(stage, "stage", ids, ScalarType::Long);
@@ -130,6 +134,11 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   ACCEL_CHECK(value_bytes == 2 || value_bytes == 4, "value_bytes: expected 2 or 4, got ", value_bytes);
   ACCEL_CHECK(cur >= 1 && min_live >= 1 && min_live <= cur, "cur/min_live: expected 1 <= min_live <= cur, got ",
               min_live, " and ", cur);
+  if (gate.has_value()) {
+    check_arg(*gate, "gate", ids, ScalarType::Int);
+    ACCEL_CHECK(gate->numel() == 1, "gate: expected 1 entry (a prefetch's failed flag), got ", gate->numel());
+  }
+  const int32_t* gate_ptr = gate.has_value() ? static_cast<const int32_t*>(gate->data_ptr()) : nullptr;
   const int64_t n = ids.numel(), F = feature_table.numel();
   Tensor failed = torch::stable::new_zeros(ids, {1}, ScalarType::Int);
   Tensor place = torch::stable::new_empty(ids, {n > 0 ? n : 1}, ScalarType::Long);
@@ -156,10 +165,11 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   p.failed = static_cast<int32_t*>(failed.data_ptr());
   p.first_fail = a.p.info + T + F + 1;
   p.value_bytes = static_cast<int>(value_bytes);
+  a.p.gate = p.gate = gate_ptr;
   if (ids.is_cuda()) {
     torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
     launch_cache_stage(a.p, p, report, accel::current_cuda_stream(ids.get_device_index()));
-  } else {
+  } else if (gate_ptr == nullptr || *gate_ptr != 0) {  // (the CPU twin reads its gate at once)
     probe_cpu(a.p);
     for (int64_t i = 0; i < n; ++i) stage_one<HostStageAtomics>(p, i);
     for (int64_t i = 0; i < n; ++i) unplace_one<HostStageAtomics>(p, i);
@@ -177,7 +187,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "-> (Tensor, Tensor)");
   m.def(
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
-      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report) -> (Tensor, Tensor)");
+      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None) "
+      "-> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
