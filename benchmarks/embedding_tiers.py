@@ -18,13 +18,16 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step (wall clock
     of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
     batches run in turn: at 25 % and 50 % the cache holds their ids and a warm step misses nothing.
+(b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
+    per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
+    tens of percent between processes and minutes, and these steps are host-bound.
 (c) disk store: ``DiskStore.find`` rows/s of --disk-rows stored rows, for a cold working set (first read after the
     store is reopened) and a warm one (the same keys read again).
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
-        [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva]
+        [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]]
 Skips (exit 0) without a GPU.
 """
 
@@ -227,6 +230,72 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     return out, (T, B, dim, rows_per_table)
 
 
+def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,), opts=("sgd", "adam"),
+                      stores=("uva",), reps=20):
+    """(b2) the train step of (b), every case of an optimizer built at once and timed in ``rounds`` interleaved
+    rounds (the case order rotated each round), so that a slow spell of the host shows in every case of that round
+    instead of in one: per round and case ``reps`` pipelined steps (one sync at the end: ms per step) and ``reps``
+    synchronized steps (median). Rows: (optimizer, storage, pipelined median / min / max, synchronized median,
+    pipelined and synchronized ratio to all-HBM: the median over the rounds of the same-round ratio)."""
+    T, dim = 10, 128
+    rows_per_table = rows_per_table or (1 << 20)
+    B = B or 104857
+    dev = step_batches(T, B, rows_per_table)
+    grad = torch.ones(T * B, dim, device="cuda")
+    out = []
+    for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
+        if opt_name.lower() not in opts:
+            continue
+        cases = [("all-HBM", "hbm", 1.0, False, None)] + [
+            (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching", f, p, st)
+            for st in stores for f in fracs for p in (False, True)]
+        built = []
+        for name, storage, frac, pre, store in cases:
+            m = make_module(T, dim, rows_per_table, opt, storage, frac, store)
+            it = [0]
+
+            def one(m=m, it=it, pre=pre):
+                i = it[0] % len(dev)
+                it[0] += 1
+                o = m(*dev[i], validate=False)
+                if pre:
+                    m.prefetch(*dev[it[0] % len(dev)])
+                o.backward(grad)
+
+            for _ in range(warmup):
+                one()
+            built.append((name, one))
+        torch.cuda.synchronize()
+        pipe = {n: [] for n, _ in built}
+        sync = {n: [] for n, _ in built}
+        for r in range(rounds):
+            k = r % len(built)
+            for name, one in built[k:] + built[:k]:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    one()
+                torch.cuda.synchronize()
+                pipe[name].append((time.perf_counter() - t0) * 1e3 / reps)
+                ts = []
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    one()
+                    torch.cuda.synchronize()
+                    ts.append((time.perf_counter() - t0) * 1e3)
+                sync[name].append(statistics.median(ts))
+        base = built[0][0]
+        for name, _ in built:
+            rp = statistics.median(a / b for a, b in zip(pipe[name], pipe[base]))
+            rs = statistics.median(a / b for a, b in zip(sync[name], sync[base]))
+            out.append((opt_name, name, statistics.median(pipe[name]), min(pipe[name]), max(pipe[name]),
+                        statistics.median(sync[name]), rp, rs))
+            print(f"step rounds: {out[-1]}", flush=True)
+        del built
+        torch.cuda.empty_cache()
+    return out, (T, B, dim, rows_per_table)
+
+
 def bench_disk(quick, n_rows=None):
     from dynamicemb._storage import DiskStore
 
@@ -269,6 +338,9 @@ def main():
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
     ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
+    ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
+                    "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
+    ap.add_argument("--round-reps", type=int, default=20, help="steps per case and round of (b2)")
     ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
                     "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device by op cache_stage), "
                     "uva-py (the same store staged by the Python staging)")
@@ -312,6 +384,19 @@ def main():
                "|---|---|---:|---:|---:|---:|---|"]
         for o, n, ms, rio, mb, bound, note in step_rows:
             md.append(f"| {o} | {n} | {ms:.2f} | {rio} | {mb:.1f} | {bound:.2f} | {note} |")
+        md.append("")
+    if a.rounds > 0:
+        rr, (T, B, dim, R) = bench_step_rounds(warmup, a.rounds, a.step_rows, a.step_batch,
+                                               [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
+                                               a.stores.split(","), a.round_reps)
+        md += [f"### (b2) train step, {a.rounds} interleaved rounds of {a.round_reps} steps per case: {T} tables x {B} "
+               f"ids, D={dim} fp32, power law 1.05 over {R} ids per table, pooling none (ms per step; pipelined: no "
+               f"sync between steps; synchronized: a device sync after each step, median; ratios to all-HBM paired "
+               f"per round, their median)", "",
+               "| optimizer | storage | pipelined ms (median, min-max) | synchronized ms | pipelined / all-HBM | "
+               "synchronized / all-HBM |", "|---|---|---:|---:|---:|---:|"]
+        for o, n, pm, plo, phi, sm, rp, rs in rr:
+            md.append(f"| {o} | {n} | {pm:.3f} ({plo:.3f}-{phi:.3f}) | {sm:.3f} | {rp:.2f}x | {rs:.2f}x |")
         md.append("")
     if "disk" not in skip:
         rows, dim = bench_disk(a.quick, a.disk_rows)
