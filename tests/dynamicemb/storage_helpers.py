@@ -280,7 +280,7 @@ class SyncCounter:
         torch.Tensor.tolist = counted_tolist
         setattr(self.module, self.method, counted_stage)
         # modules that imported to_host by name
-        import dynamicemb._batched as b
+        import dynamicemb._batched_tiers as b
         import dynamicemb._caching as c
 
         for mod in (b, c):

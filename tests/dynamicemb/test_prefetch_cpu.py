@@ -168,7 +168,7 @@ def test_failed_job_leaves_the_step_to_raise(fault, threaded):
 def test_job_pins_the_steps_in_flight_when_queued(monkeypatch):
     """A job keeps pinned the steps in flight when it was queued, even when their backward runs (and releases
     them) before the job stages: on CUDA that backward's update may still be queued on the device."""
-    import dynamicemb._batched as b
+    import dynamicemb._batched_tiers as b  # the module whose staging calls stage_tables
 
     T = 2
     m = make_t("caching", T, slots=16 * BC)
