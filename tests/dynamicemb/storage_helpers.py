@@ -395,20 +395,6 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     return m
 
 
-def sync_warnings(fn) -> list:
-    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
-    import warnings
-
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
-    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
-
 
 def two_steps_in_flight(ref, m, data, i):
     """Steps i and i + 1 of data forward before either backward (the first's rows stay while the second stages):
