@@ -188,6 +188,21 @@ def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu
     return BatchedDynamicEmbeddingTables(opts, [0] + list(range(T)), pooling="sum", optimizer=opt, device=device)
 
 
+def probe_batches(n, hi, seed, device="cpu"):
+    """n random (ids, offsets) of 4 features x 5 bags (0-8 ids per bag: empty bags too), ids in [0, hi); batch 3
+    starts with two reserved empty keys (-2**63: always a miss). For the miss-count tests (a table read by two
+    features, ids of no table)."""
+    g = torch.Generator().manual_seed(seed)
+    for i in range(n):
+        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
+        off = torch.zeros(21, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, hi, (int(off[-1]),), generator=g)
+        if i == 3:
+            ids[:2] = -(2**63)
+        yield ids.to(device), off.to(device)
+
+
 def t_batches(T, n, seed=0, hi=400, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     F, B = T + 1, 4
