@@ -372,3 +372,41 @@ def test_pdl_in_a_cuda_graph():
             msg = f"seed {seed} replay {rep} layer {l}"
             assert torch.isfinite(b).all(), msg
             assert torch.equal(a, b), f"{msg}: the captured PDL step differs from eager plain launches"
+
+
+@pytest.mark.gpu
+def test_pdl_behind_the_append_in_a_serving_run():
+    # The serving path: per layer the paged forward, then the append of its new K/V (whose kernel signals its
+    # dependents right after its own wait: the next layer's forward, launched with pdl=True, starts under it).
+    # Two managers, the same inputs, pdl off and on: every layer's output and the pools end bitwise equal.
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    L, H, D = 3, 2, 64
+    caches = [hstu_attn.KVCacheManager(L, H, D, num_pages=64, page_size=64, max_users=4, max_pages_per_user=12,
+                                       dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    users = torch.tensor([3, 1], device="cuda")
+    outs = {False: [], True: []}
+    for it in range(3):
+        hist = [rng.randint(1, 200) for _ in range(2)]
+        cand = [rng.randint(1, 40) for _ in range(2)]
+        new = [h + c for h, c in zip(hist, cand)]
+        cu = torch.tensor([0, new[0], new[0] + new[1]], dtype=torch.int32, device="cuda")
+        nt = torch.tensor(cand, dtype=torch.int32, device="cuda")
+        qkv = [[torch.randn(sum(new), H, D, generator=gen).to("cuda", torch.bfloat16) for _ in range(3)]
+               for _ in range(L)]
+        for pdl, cache in zip((False, True), caches):
+            step = cache.begin_step(users, cu, torch.tensor(hist, dtype=torch.int32, device="cuda"), sum(new),
+                                    max(new))
+            with hstu_attn._ops.kernel_options(pdl=pdl):
+                for l in range(L):
+                    outs[pdl].append(hstu_attn.cached_hstu_attention(cache, step, l, *qkv[l], max(new),
+                                                                     num_targets=nt))
+    torch.cuda.synchronize()
+    for c in caches:
+        c.check()
+    for i, (a, b) in enumerate(zip(outs[True], outs[False])):
+        assert torch.isfinite(b).all(), f"seed {seed} call {i}"
+        assert torch.equal(a, b), f"seed {seed} call {i}: pdl=True differs behind the append"
+    assert torch.equal(caches[0].pool, caches[1].pool), f"seed {seed}: the pools differ"

@@ -33,6 +33,14 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
 // One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V.
 constexpr int kAppendWarps = 8;
 __global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch: the wait is a no-op in a plain launch; the signal lets a kernel behind this one
+  // that was launched with programmatic serialization (the next layer's paged forward under
+  // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
+  // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
   const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
