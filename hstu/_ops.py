@@ -180,7 +180,7 @@ OPTION_BITS = {
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
-    "pdl": 1 << 21,            # SET: the paged Hopper forward as a programmatic dependent launch (opt-in)
+    "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -223,9 +223,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
     256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
     memory, or for fp16 and other head dims, the default runs). ``pdl=True``: the paged Hopper forward
-    (``hstu_attn_paged_func``, the cached inference step) is launched as a programmatic dependent launch, its CTAs
-    set up under the previous kernel's tail and waiting for it in-kernel (same results bit for bit; opt-in until
-    measured, docs/hstu_inference.md). A call records its options in the forward, so its backward runs under the
+    (``hstu_attn_paged_func``, the cached inference step) and the cache's append kernel are launched as
+    programmatic dependent launches, their CTAs starting under the previous kernel and waiting for it in-kernel
+    (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call records its options in the forward, so its backward runs under the
     same ones.
 
     Example:

@@ -376,9 +376,10 @@ def test_pdl_in_a_cuda_graph():
 
 @pytest.mark.gpu
 def test_pdl_behind_the_append_in_a_serving_run():
-    # The serving path: per layer the paged forward, then the append of its new K/V (whose kernel signals its
-    # dependents right after its own wait: the next layer's forward, launched with pdl=True, starts under it).
-    # Two managers, the same inputs, pdl off and on: every layer's output and the pools end bitwise equal.
+    # The serving path: per layer the paged forward, then the append of its new K/V (under pdl=True both are
+    # programmatic dependent launches: the append behind the forward, the next layer's forward behind the append,
+    # whose kernel signals right after its own wait). Two managers, the same inputs, pdl off and on: every layer's
+    # output and the pools end bitwise equal.
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     seed = random.randrange(1 << 30)

@@ -33,9 +33,10 @@ enum HstuOptionBits : int64_t {
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
                                 // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
-  kOptPdl = 1 << 21,            // the paged Hopper forward launched as a programmatic dependent launch: its CTAs
-                                // start under the previous kernel's tail and wait for it in-kernel (opt-in until its
-                                // GPU tests and the serving benchmark have run; docs/hstu_inference.md)
+  kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
+                                // programmatic dependent launches: their CTAs start under the previous kernel and
+                                // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
+                                // run; docs/hstu_inference.md)
   kOptKnownMask = 0x3fffff,
 };
 
