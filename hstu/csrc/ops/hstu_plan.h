@@ -33,7 +33,11 @@ enum HstuOptionBits : int64_t {
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
                                 // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
-  kOptKnownMask = 0x1fffff,
+  kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
+                                // programmatic dependent launches: their CTAs start under the previous kernel and
+                                // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
+                                // run; docs/hstu_inference.md)
+  kOptKnownMask = 0x3fffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -55,6 +59,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
+  bool pdl = false;  // Sm90PagedKV::pdl
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -70,6 +75,7 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
+    o.pdl = (bits & kOptPdl) != 0;
     return o;
   }
 };
