@@ -44,6 +44,60 @@ __device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int he
   if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
 }
 
+// The together path's sum and stores: thread ctid takes float4 elements i0 + 256 e (e < E) of [e0, e1) per pass and
+// issues the loads of KB partials for all of them before adding any, so one pass costs ceil(k / KB) dependent L2
+// round trips (the plain loop kept ~8 loads in flight: 5 round trips at k = 9). Bitwise the same as a plain loop:
+// every element is still summed from 0.0f in chunk order 0, 1, ..., k - 1 (batches in order, partials in order
+// within a batch); only when the loads are issued changes. float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1}
+// of rows r and r + 8, r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4; rows past the sequence are not stored.
+template <typename T, int E, int KB>
+__device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64_t part_stride, int k, int e0, int e1,
+                                                       int ctid, T* og, int64_t o_row_stride, int rows, float sc) {
+  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * E) {
+    float4 sum[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int c0 = 0; c0 < k; c0 += KB) {
+      float4 v[KB][E];
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if (c0 + b < k && i0 + e * 256 < e1) v[b][e] = __ldcg(base + (c0 + b) * part_stride + i0 + e * 256);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if (c0 + b < k && i0 + e * 256 < e1) {
+            sum[e].x += v[b][e].x;
+            sum[e].y += v[b][e].y;
+            sum[e].z += v[b][e].z;
+            sum[e].w += v[b][e].w;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = i0 + e * 256;
+      if (i >= e1) continue;
+      const int j = i / 256, t = i % 256;
+      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
+      const int col = 8 * j + 2 * (t % 4);
+      if (r < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * o_row_stride + col) =
+            pack2<T>(sum[e].x * sc, sum[e].y * sc);
+      }
+      if (r + 8 < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * o_row_stride + col) =
+            pack2<T>(sum[e].z * sc, sum[e].w * sc);
+      }
+    }
+  }
+}
+
 // Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
 // unit's) accumulator in the wgmma layout (thread ctid holds float4 j of rows 64 wg + 16 warp + lane / 4 (+ 8) at
 // columns 8 j + 2 (lane % 4) (+ 1)). Returns true when the CTA goes on to the normal epilogue with acc_o the unit's
@@ -128,8 +182,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     return true;
   }
   // Chunk c sums float4 elements [e0, e1) of the partials' layout (index i = j * 256 + thread) and stores their
-  // outputs: float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1} of rows r and r + 8,
-  // r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4. Rows past the sequence are not stored.
+  // outputs (fwd_split_sum_together).
   const int e0 = static_cast<int>(static_cast<int64_t>(kPartF4) * sp.y / k);
   const int e1 = static_cast<int>(static_cast<int64_t>(kPartF4) * (sp.y + 1) / k);
   const float4* base = parts + static_cast<int64_t>(sp.w) * p.heads * kPartF4 + static_cast<int64_t>(h) * kPartF4;
@@ -138,41 +191,16 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   const int rows = si.lq_alloc - m0;
   T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
           static_cast<int64_t>(h) * p.o_head_stride;
-  constexpr int kPerPass = 4;  // float4 elements per thread per pass, each summed over all k partials
-  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * kPerPass) {
-    float4 sum[kPerPass];
-#pragma unroll
-    for (int e = 0; e < kPerPass; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int c = 0; c < k; ++c) {
-      const float4* src = base + c * part_stride;
-#pragma unroll
-      for (int e = 0; e < kPerPass; ++e) {
-        const int i = i0 + e * 256;
-        if (i < e1) {
-          const float4 v = __ldcg(src + i);
-          sum[e].x += v.x;
-          sum[e].y += v.y;
-          sum[e].z += v.z;
-          sum[e].w += v.w;
-        }
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < kPerPass; ++e) {
-      const int i = i0 + e * 256;
-      if (i >= e1) continue;
-      const int j = i / 256, t = i % 256;
-      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
-      const int col = 8 * j + 2 * (t % 4);
-      if (r < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * p.o_row_stride + col) =
-            pack2<T>(sum[e].x * sc, sum[e].y * sc);
-      }
-      if (r + 8 < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * p.o_row_stride + col) =
-            pack2<T>(sum[e].z * sc, sum[e].w * sc);
-      }
-    }
+  if (k <= 2) {
+    fwd_split_sum_together<T, 8, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else if (k <= 4) {
+    fwd_split_sum_together<T, 4, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else if (k <= 8 || D > 128) {
+    fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else {
+    // k >= 9 (the NVIDIA batch-1 shape has k = 9): a chunk's share is <= 4096 / 9 float4, <= 2 per thread, so one batch of
+    // 16 partials is every load the thread makes (32 float4; acc_o is dead on this path).
+    fwd_split_sum_together<T, 2, 16>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
   return false;
 }
