@@ -34,6 +34,29 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   return v;
 }
 
+// atom.add with acquire and release semantics at GPU scope; returns the old value.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* ptr, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
+  return old;
+}
+
+// A chunk leaves its unit's counters (ctid 0, where the planner allows summing together; every chunk exactly once,
+// after its last access to them): the last of the k to depart resets both words for the next launch over this list.
+// Called after the chunk's sum, off the path to its outputs (the departures only serve the reset: the sum reads the
+// partials, which nothing resets or rewrites within this launch). Safe: each chunk's arrival, decision read and polls
+// precede its departure in program order (the polls are acquire loads, so later operations are not reordered before
+// them), so when the last departs no chunk of this launch reads or writes the words again; the next launch over the
+// list touches them only after its griddepcontrol.wait, i.e. after this grid completed.
+__device__ __forceinline__ void fwd_split_depart(const SchedArgs& sched, int heads, int h, int first_part, int k) {
+  int* w0 = sched.counters + static_cast<int64_t>(first_part) * heads + h;
+  int* w1 = sched.counters + static_cast<int64_t>(first_part + 1) * heads + h;
+  if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
+    *w0 = 0;
+    *w1 = 0;
+  }
+}
+
 // A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
 // and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
 __device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
@@ -119,30 +142,31 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   for (int j = 0; j < D / 8; ++j) {
     __stcg(own + j * 256 + ctid, make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
   }
-  __threadfence();
+  // Memory order without a full fence per thread: the barrier orders every consumer thread's partial stores before
+  // ctid 0's arrival, whose release (atom.acq_rel.gpu) publishes them at GPU scope (release is cumulative over
+  // what precedes it in causality order, barriers included: the pattern of cooperative groups' grid sync). A
+  // reader acquires on its own arrival (the last to arrive, through the chain of read-modify-writes on the
+  // counter) or on its polls of the finished count (ld.acquire.gpu), then the barrier below passes that order to
+  // its other threads before they load the partials. Before: __threadfence() (fence.sc) in all 256 threads, twice.
   named_barrier_sync(6, 256);
   const int k = sp.z;
+  const bool together_ok = sched.count[2] != 0;
   if (ctid == 0) {
     uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together
-    if (sched.count[2] == 0) {
+    if (!together_ok) {
       int* counter = sched.counters + sp.x * p.heads + h;
-      const int old = atomicAdd(counter, 1);
+      const int old = atom_add_acq_rel_gpu(counter, 1);
       if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
       mode = old == k - 1 ? 1u : 0u;
     } else {
       int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
       int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
-      const int v = atomicAdd(w0, 1 << 16);
+      const int v = atom_add_acq_rel_gpu(w0, 1 << 16);
       if ((v >> 16) == 0) atomicOr(w1, (v & 0xffff) == k ? 2 : 1);  // the first to finish decides
       int d;
       while ((d = ld_acquire_gpu(w1) & 3) == 0) __nanosleep(32);  // (the first to finish sets it right away)
       if (d == 2) {
         while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
-      }
-      // Every chunk has read the decision (and the arrivals) once all have departed: the last resets both words.
-      if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
-        *w0 = 0;
-        *w1 = 0;
       }
       mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
     }
@@ -150,8 +174,10 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   }
   named_barrier_sync(6, 256);
   const uint32_t mode = ld_shared_u32(flag);
-  if (mode == 0) return false;
-  __threadfence();
+  if (mode == 0) {
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
+    return false;
+  }
   if (mode == 1) {
     // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
     constexpr int G = D <= 128 ? D / 8 : 8;
@@ -179,6 +205,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
         acc_o[4 * (j0 + g) + 3] = sum[g].w;
       }
     }
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
     return true;
   }
   // Chunk c sums float4 elements [e0, e1) of the partials' layout (index i = j * 256 + thread) and stores their
@@ -202,6 +229,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     // 16 partials is every load the thread makes (32 float4; acc_o is dead on this path).
     fwd_split_sum_together<T, 2, 16>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
+  if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
   return false;
 }
 
