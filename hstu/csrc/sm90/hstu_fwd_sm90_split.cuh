@@ -218,16 +218,20 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   const int rows = si.lq_alloc - m0;
   T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
           static_cast<int64_t>(h) * p.o_head_stride;
-  if (k <= 2) {
+  // Loads in flight per thread: 16 float4 (8 at D = 256); 32 made ptxas spill. k = 9 (the NVIDIA batch-1 rule):
+  // 2 round trips. The plain loop's 8 (kPerPass 4 over 2 partials) is kept as the floor at k <= 2.
+  if constexpr (D > 128) {
+    if (k <= 2) {
+      fwd_split_sum_together<T, 4, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+    } else {
+      fwd_split_sum_together<T, 2, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+    }
+  } else if (k <= 2) {
     fwd_split_sum_together<T, 8, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   } else if (k <= 4) {
     fwd_split_sum_together<T, 4, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
-  } else if (k <= 8 || D > 128) {
-    fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   } else {
-    // k >= 9 (the NVIDIA batch-1 shape has k = 9): a chunk's share is <= 4096 / 9 float4, <= 2 per thread, so one batch of
-    // 16 partials is every load the thread makes (32 float4; acc_o is dead on this path).
-    fwd_split_sum_together<T, 2, 16>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+    fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
   if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
   return false;
