@@ -292,9 +292,11 @@ def test_split_together_bitwise_alone(tiles):
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     batch, cached, new, cand, _, D, ps = SHAPES["b1_long"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    items = _b1_list(tiles, 4, sms)[0]
+    items, together = _b1_list(tiles, 4, sms)
+    if not together:
+        pytest.skip(f"{items} items x 4 heads exceed the {sms} SMs: no sum together to compare")
     big = sms // items + 1  # items x big > SMs: alone
-    assert _b1_list(tiles, big, sms) == (items, 0) and _b1_list(tiles, 4, sms) == (items, 1), (tiles, big, sms)
+    assert _b1_list(tiles, big, sms) == (items, 0), (tiles, big, sms)
     seed = random.randrange(1 << 30)
     step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, big, D, cand)
     total_q = sum(new)

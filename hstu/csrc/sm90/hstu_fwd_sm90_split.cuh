@@ -80,20 +80,25 @@ __device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64
     float4 sum[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    // Unpredicated loads: predicated ones were interleaved with their adds by ptxas (a round trip every ~5 loads;
+    // 7 predicate registers), these issue all 16 before the first add (SASS checked). An element past e1 reads
+    // element e1 - 1 (summed, never stored); a partial past k - 1 reads partial k - 1 again (not added).
+    int ie[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) ie[e] = min(i0 + e * 256, e1 - 1);
     for (int c0 = 0; c0 < k; c0 += KB) {
       float4 v[KB][E];
 #pragma unroll
       for (int b = 0; b < KB; ++b) {
+        const float4* src = base + min(c0 + b, k - 1) * part_stride;
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-          if (c0 + b < k && i0 + e * 256 < e1) v[b][e] = __ldcg(base + (c0 + b) * part_stride + i0 + e * 256);
-        }
+        for (int e = 0; e < E; ++e) v[b][e] = __ldcg(src + ie[e]);
       }
 #pragma unroll
       for (int b = 0; b < KB; ++b) {
+        if (c0 + b < k) {
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-          if (c0 + b < k && i0 + e * 256 < e1) {
+          for (int e = 0; e < E; ++e) {
             sum[e].x += v[b][e].x;
             sum[e].y += v[b][e].y;
             sum[e].z += v[b][e].z;
