@@ -4,9 +4,9 @@ the layout, and with it the device validation of the lengths and the kernel's wo
 CPU: the plan cache's rules (made once for the same tensors and masks, again for others, none while tracing) with
 a stand-in for the op, and a shared layout over several layers computing what separate calls compute. CUDA (Hopper
 wheel): several layers over one layout run the planner and the validation once, give bitwise the outputs of
-separate calls (whose split tiles sum their partials alone or together: the same order), repeat bitwise (the
-split counters end at zero), and a violation found by the step's validation turns every layer's output to NaN and
-raises.
+separate calls (whose split tiles sum their partials alone or together: the same order, also checked directly at
+the same chunks), repeat bitwise (the split counters end at zero), and a violation found by the step's validation
+turns every layer's output to NaN and raises.
 """
 
 import random
@@ -411,3 +411,40 @@ def test_pdl_behind_the_append_in_a_serving_run():
         assert torch.isfinite(b).all(), f"seed {seed} call {i}"
         assert torch.equal(a, b), f"seed {seed} call {i}: pdl=True differs behind the append"
     assert torch.equal(caches[0].pool, caches[1].pool), f"seed {seed}: the pools differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiles", [16, 8, 4])
+def test_split_together_bitwise_alone(tiles):
+    # The chunks' partials summed together (every chunk adds its share of the tile over the k partials,
+    # hstu_fwd_sm90_split.cuh fwd_split_sum_together) give the bits of the last chunk summing alone: both add in
+    # chunk order from 0.0f. Heads are independent, so the b1 shape at H = 4 (few CTAs: together) is compared with
+    # its first 4 heads inside a larger H whose CTAs overflow the SMs (alone), at the same chunks (caps 16 / 8 / 4:
+    # k = 2-3, 4-5, 8-9, the last the rule's batch-1 list).
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, _, D, ps = SHAPES["b1_long"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    items, together = _b1_list(tiles, 4, sms)
+    if not together:
+        pytest.skip(f"{items} items x 4 heads exceed the {sms} SMs: no sum together to compare")
+    big = sms // items + 1  # items x big > SMs: alone
+    assert _b1_list(tiles, big, sms) == (items, 0), (tiles, big, sms)
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, big, D, cand)
+    total_q = sum(new)
+    qkv = layer_qkv(gen, total_q, big, D, "cuda", torch.bfloat16)
+    small_step = dict(step, kv_cache=step["kv_cache"][:, :, :, :4].contiguous())
+    small_qkv = {n: t[:, :4].contiguous() for n, t in qkv.items()}
+    outs, flags = [], []
+    for s, x in ((step, qkv), (small_step, small_qkv)):
+        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles):
+            layout = shared_layout(s, common, total_q)
+            out = hstu_attn_paged_func(**x, **s, **common, check_values=False, layout=layout)
+        (_, plan), = layout.kernel_plans.values()
+        n, _, together = plan[:12].view(torch.int32).tolist()
+        flags.append((n, together))
+        outs.append(out[:, :4])
+    assert flags == [(items, 0), (items, 1)], (seed, tiles, flags)
+    assert torch.isfinite(outs[1]).all(), f"seed {seed} tiles {tiles}"
+    assert torch.equal(outs[0], outs[1]), f"seed {seed} tiles {tiles}: the chunks summing together differ from alone"
