@@ -103,7 +103,7 @@ def _register_lookup_fakes():
         return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
 
     def step(meta, value_kind, ids, offsets, lengths, psw, feature_table, feature_col, batch, pooling, flags,
-             max_dim, out_cols, out_kind, dedup_set, refused_total):
+             max_dim, out_cols, out_kind, dedup_set, refused_total, *staging):
         if flags & _STEP_CSR:
             raise RuntimeError("lookup_step: a traced step builds its CSR in the backward (flags without CSR)")
         n = ids.numel()
@@ -265,7 +265,8 @@ class _KernelStep:
     def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, checks=None, skip=None):
         """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
         backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
-        ``skip``: the device staging's flag (``_device_stage``: nonzero, the step inserts and updates nothing)."""
+        ``skip``: the device staging's flag (``_device_stage``: nonzero, the step inserts and updates nothing), or
+        the staging's arguments (``_device_stage.Deferred``): the op stages first and takes its flag."""
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
@@ -289,10 +290,16 @@ class _KernelStep:
         if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
             flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
-        out, ws = torch.ops.dynamicemb.lookup_step(
-            meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-            _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count, skip)
+        if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (_Deferred)
+            out, ws = torch.ops.dynamicemb.lookup_step(
+                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+                self._dedup_set(n), self.refused_count, None, *skip)
+        else:
+            out, ws = torch.ops.dynamicemb.lookup_step(
+                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+                self._dedup_set(n), self.refused_count, skip)
         if not train:
             return out, None
         self._after_insert(ws=ws)

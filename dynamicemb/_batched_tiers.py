@@ -12,6 +12,7 @@ from typing import List
 import torch
 
 from . import _device_stage, _prefetch
+from ._batched_step import _compiling
 from ._batched_torch import _EMPTY_KEY
 from ._caching import CachedTable, StepPins
 from ._staging import host_phase, stage_tables, to_device, to_host
@@ -55,16 +56,20 @@ class _TierStaging:
         feature bounds (none with CPU offsets or after such a prefetch) and one for the miss counts of the other
         tables; then, if some table misses, two for all the tables together (``_stage_missing``). Caching tables
         over the uva store stage on the device instead (``_device_stage``: none). Returns (pins, the device
-        staging's skip flag for lookup_step or None)."""
+        staging's skip flag for lookup_step, or its deferred arguments (``_device_stage.Deferred``) on the fused
+        kernel path, or None)."""
         cached = self._cached
         counts, bounds, stamp, skip = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
         found = None
+        # the fused kernel path stages inside the step's lookup_step (one op call per step): ``skip`` is then the
+        # op's staging arguments (_device_stage.Deferred), else the staging op's failed flag
+        defer = self.use_kernels and not _compiling()
         if skip is not None:  # a device prefetch of this batch: the op stages what it left (gated on the device)
-            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip)[0]
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip, defer=defer)[0]
         elif unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
             stamp = _device_stage.next_stamp()
-            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, defer=defer)[0]
             unknown = []
         elif unknown:
             stamp = None

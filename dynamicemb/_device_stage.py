@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -141,29 +141,49 @@ def _totals(module) -> torch.Tensor:
     return tot
 
 
+class Deferred(NamedTuple):
+    """A step's staging left to its lookup_step op (``stage(defer=True)``): op cache_stage's arguments that the
+    step's op takes after its own (insert_new is the step's training flag; the op always reports)."""
+
+    stage: torch.Tensor
+    totals: torch.Tensor
+    mask: torch.Tensor
+    cur: int
+    min_live: int
+    gate: Optional[torch.Tensor]
+
+
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
-          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None):
+          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
     per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
     a prefetch's failed flag ((1,) int32 on the device): the op does nothing where it reads 0 (the prefetch staged
     the whole batch) and stages what the prefetch left otherwise (on the device: no host wait either way).
 
+    ``defer`` (a step on the fused kernel path, CUDA): the op is not called; its arguments go into the step's
+    lookup_step, which stages first (the same kernels, on the same stream, reporting): one op call per step.
+
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
-        bounds, the first failure [rule, table, id, slots]). The rows moved per table go into ``_totals``.
+        bounds, the first failure [rule, table, id, slots]); with ``defer``: (``Deferred``, None). The rows moved
+        per table go into ``_totals``.
 
     Raises (CPU twin only, at once; CUDA reports through the device error record when ``report``):
         DeviceInputError: some id could not be staged (see the module docstring).
     """
     dev = ids.device
     ftable, mask, vb, tids, ts = _plan(module, tables, dev)
+    live = [s for s in live_stamps(tids) if s is not None] + [p.stamp for p in pins if p.stamp is not None]
+    min_live = min(live + [stamp])
+    if defer:
+        for t in ts:
+            t.mutated()  # keys may move (in the step's op)
+        return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
     if off.dtype != torch.int64:
         off = off.long()
-    live = [s for s in live_stamps(tids) if s is not None] + [p.stamp for p in pins if p.stamp is not None]
-    min_live = min(live + [stamp])
     failed, info = torch.ops.dynamicemb.cache_stage(
         module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,

@@ -138,14 +138,19 @@ def test_probe_stamps_hot_slots_cuda():
 def test_prefetch_queued_on_device_cuda(monkeypatch):
     """Forward i, prefetch i + 1, backward i over device-staged tables that miss and evict every step: the prefetch
     is op cache_stage queued on the side stream (no job thread, an end event; the call and the step make no host
-    synchronization: sync debug mode "error"), each prefetched step runs its op gated by the job's failed flag (the
-    first step's op, then per batch the job's and the gated step's), the previous step's rows survive the job,
-    bit-identical to all-HBM."""
+    synchronization: sync debug mode "error"), each prefetched step runs its staging gated by the job's failed flag
+    (the first step's, then per batch the job's and the gated step's), the previous step's rows survive the job,
+    bit-identical to all-HBM. The steps stage inside their lookup_step (one op call per step): op cache_stage is
+    called by the jobs only."""
     from dynamicemb import _device_stage
 
-    calls = []
+    calls, ops = [], []
     real = _device_stage.stage
     monkeypatch.setattr(_device_stage, "stage", lambda *a, **k: (calls.append(k.get("gate")), real(*a, **k))[1])
+    ns = torch.ops.dynamicemb
+    for name in ("cache_stage", "lookup_step"):
+        op = getattr(ns, name)
+        monkeypatch.setattr(ns, name, lambda *a, _op=op, _n=name, **k: (ops.append(_n), _op(*a, **k))[1])
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     data = list(t_batches(T, 8, seed=17, hi=3000, device="cuda"))
@@ -173,6 +178,7 @@ def test_prefetch_queued_on_device_cuda(monkeypatch):
     torch.cuda.synchronize()
     # step 0, then per later batch its job (no gate) and its step's op gated by the job's failed flag
     assert len(calls) == 2 * len(data) - 1 and all(g is not None for g in calls[2::2]), calls
+    assert ops.count("lookup_step") == len(data) and ops.count("cache_stage") == len(data) - 1, ops
     for i, (a, b) in enumerate(zip(ref_outs, outs)):
         assert torch.equal(a, b), f"step {i}"
     assert_same(ref, m)
