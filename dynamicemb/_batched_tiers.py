@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 from typing import List
 
 import torch
@@ -26,8 +27,14 @@ class _TierStaging:
 
     @property
     def _cached(self) -> List[int]:
-        """Indices of the caching tables that some feature reads."""
-        return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
+        """Indices of the caching tables that some feature reads (kept while the module holds the same table
+        objects: asked several times per step)."""
+        c = self.__dict__.get("_cached_idx")
+        if c is not None and len(c[0]) == len(self.tables) and all(map(operator.is_, c[0], self.tables)):
+            return c[1]
+        idx = [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
+        self.__dict__["_cached_idx"] = (list(self.tables), idx)
+        return idx
 
     def _bounds(self, offsets) -> List[int]:
         """The F + 1 feature bounds of ``offsets`` on the host (a host sync when ``offsets`` is on the device)."""
@@ -67,9 +74,9 @@ class _TierStaging:
         defer = self.use_kernels and not _compiling()
         if skip is not None:  # a device prefetch of this batch: the op stages what it left (gated on the device)
             skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip, defer=defer)[0]
-        elif unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
+        elif unknown and (served := _device_stage.serves(self, ids, cached)):  # on the device, no host wait
             stamp = _device_stage.next_stamp()
-            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, defer=defer)[0]
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, defer=defer, served=served)[0]
             unknown = []
         elif unknown:
             stamp = None

@@ -72,11 +72,12 @@ def live_stamps(table_ids) -> List[Optional[int]]:
     return [p.stamp for p in list(_caching.LIVE_PINS) if not table_ids.isdisjoint(p._idx)]
 
 
-def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) -> bool:
+def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()):
     """Whether op cache_stage stages the caching tables ``tables`` of this step: ``module.device_staging`` (on by
     default on CUDA), every table over a ``UvaStore`` and of one dtype, the fused kernel path on CUDA (outside a
     graph capture), and every live step's pins (and ``pins``) stamped (a step staged by the Python path has no
-    stamps in the caches). O(1) per step: the table checks are kept (``_plan``)."""
+    stamps in the caches). O(1) per step: the table checks are kept (``_plan``). Returns a false value, or (the
+    plan, the live stamps) for ``stage(served=...)``, which then need not look them up again."""
     if not tables or not getattr(module, "device_staging", False):
         return False
     if module.device.type == "cuda":
@@ -85,7 +86,10 @@ def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) ->
     plan = _plan(module, tables, ids.device)
     if plan is None:
         return False
-    return None not in live_stamps(plan[3]) and all(getattr(p, "stamp", None) is not None for p in pins)
+    live = live_stamps(plan[3])
+    if None in live or not all(getattr(p, "stamp", None) is not None for p in pins):
+        return False
+    return plan, live
 
 
 def _ptr(t: Optional[torch.Tensor]) -> int:
@@ -154,7 +158,8 @@ class Deferred(NamedTuple):
 
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
-          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False):
+          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False,
+          served=None):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
     per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
@@ -163,6 +168,7 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
 
     ``defer`` (a step on the fused kernel path, CUDA): the op is not called; its arguments go into the step's
     lookup_step, which stages first (the same kernels, on the same stream, reporting): one op call per step.
+    ``served``: what ``serves`` returned for these tables just before (the plan and live stamps are reused).
 
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
@@ -173,8 +179,10 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
         DeviceInputError: some id could not be staged (see the module docstring).
     """
     dev = ids.device
-    ftable, mask, vb, tids, ts = _plan(module, tables, dev)
-    live = [s for s in live_stamps(tids) if s is not None] + [p.stamp for p in pins if p.stamp is not None]
+    plan, live = served if served else (_plan(module, tables, dev), None)
+    ftable, mask, vb, tids, ts = plan
+    live = [s for s in (live_stamps(tids) if live is None else live) if s is not None] + [
+        p.stamp for p in pins if p.stamp is not None]
     min_live = min(live + [stamp])
     if defer:
         for t in ts:

@@ -115,8 +115,8 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
     ``stream``, ``queue_device``) or inline. Returns the job."""
     cached = module._cached
     tables = module.tables
-    if not threaded and _device_served(module, ids, cached):  # op cache_stage queued, no thread (queue_device)
-        return _register(module, queue_device(module, ids, offsets, cached, stream), cached)
+    if not threaded and (served := _device_served(module, ids, cached)):  # op cache_stage queued (queue_device)
+        return _register(module, queue_device(module, ids, offsets, cached, stream, served), cached)
     pins, seen = [], set()
     for t in cached:  # steps in flight now: the job keeps them pinned until it ran
         for p in list(tables[t]._pins):
@@ -153,7 +153,7 @@ def _device_served(module, ids, cached: List[int]) -> bool:
     return _device_stage.serves(module, ids, cached)
 
 
-def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob:
+def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -> PrefetchJob:
     """The prefetch of a batch over device-staged tables (op cache_stage serves them): the op queued on ``stream``
     behind the work queued so far on the current stream, with a fresh stamp (which the batch's step inherits) and
     the guard of every live step's stamp; an event marks its end, which the step (and every call that touches the
@@ -162,7 +162,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     leaves the rest, losslessly, and the step's own op, gated by the job's failed flag, stages them once those steps
     ended (nothing when the flag is 0: the op's launches return at once) and reports its own failure. ``stream`` None (CPU twin): run at
     once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
-    op's counts back when asked (a host wait; nothing on the step's path asks)."""
+    op's counts back when asked (a host wait; nothing on the step's path asks). ``served``: ``serves``' result
+    for these tables (reused by ``_device_stage.stage``)."""
     from . import _device_stage
     from ._staging import host_phase
 
@@ -170,7 +171,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     stamp = _device_stage.next_stamp()
     if stream is None:
         try:
-            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
+            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                               served=served)
             T, F = len(module.tables), module.num_features
             with host_phase():
                 if int(failed[0]):
@@ -186,7 +188,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
         with torch.cuda.stream(stream):
             # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
             # is no error; its failed flag gates the step's own op, which stages the rest and reports
-            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
+            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                                    served=served)
             job.done = torch.cuda.Event()
             job.done.record(stream)
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
