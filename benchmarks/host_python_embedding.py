@@ -62,7 +62,7 @@ def stub_module(opt_name: str, tables: int, samples: int, dim: int, storage: str
     grad = torch.ones(n, dim)
     ns = torch.ops.dynamicemb
     real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward", "cache_stage")}
-    setattr(ns, "lookup_step", lambda *a: (out, ws))
+    setattr(ns, "lookup_step", lambda *a, **k: (out, ws))
     setattr(ns, "lookup_backward", lambda *a: out.new_empty(0))
     failed, info = torch.zeros(1, dtype=torch.int32), torch.zeros(2 * tables + 5, dtype=torch.int64)
     setattr(ns, "cache_stage", lambda *a: (failed, info))

@@ -273,7 +273,8 @@ class _KernelStep:
         compiling = _compiling()
         # host bookkeeping of an eager step (grow tables, report refusals, re-link groups, table metadata); a
         # compiled step uses the metadata of the last eager one
-        if compiling or _capturing():
+        eager = not (compiling or _capturing())
+        if not eager:
             meta = self._meta
         else:
             if backward:
@@ -290,11 +291,18 @@ class _KernelStep:
         if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
             flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
+        # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
+        mirror = self._refused_pinned.address() if train and eager else 0
         if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (_Deferred)
             out, ws = torch.ops.dynamicemb.lookup_step(
                 meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
                 _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-                self._dedup_set(n), self.refused_count, None, *skip)
+                self._dedup_set(n), self.refused_count, None, *skip, mirror)
+        elif mirror:
+            out, ws = torch.ops.dynamicemb.lookup_step(
+                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+                self._dedup_set(n), self.refused_count, skip, refused_host=mirror)
         else:
             out, ws = torch.ops.dynamicemb.lookup_step(
                 meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),

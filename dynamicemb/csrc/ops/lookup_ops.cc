@@ -3,6 +3,8 @@
 // and never synchronizes with the host, so a whole training step can be captured in a CUDA graph. Outputs are
 // allocated here through torch's allocator (graph-capture aware). Argument checks keep memory safe; the
 // user-facing validation lives in Python.
+#include <cuda_runtime.h>
+
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -384,13 +386,16 @@ struct SideJoin {
 // first stages its ids into the caches of the masked caching tables (op cache_stage's kernels, reporting into the
 // device error record, insert_new = training, gated by a prefetch's failed flag `gate`), and the staging's failed
 // flag is its skip flag: one op call per step instead of two (the Python: _device_stage.stage(defer=True)).
+// `refused_host` (nonzero: the address of a pinned num_tables int64 buffer): a training step copies refused_total
+// there after its insert (the host's non-blocking view of the refusals, read for on_refused="warn").
 std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets,
                                        std::optional<Tensor> lengths, std::optional<Tensor> psw,
                                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling,
                                        int64_t flags, int64_t max_dim, int64_t out_cols, int64_t out_kind, Tensor set,
                                        Tensor refused_total, std::optional<Tensor> skip, std::optional<Tensor> stage,
                                        std::optional<Tensor> stage_totals, std::optional<Tensor> stage_mask,
-                                       int64_t stage_cur, int64_t stage_min_live, std::optional<Tensor> gate) {
+                                       int64_t stage_cur, int64_t stage_min_live, std::optional<Tensor> gate,
+                                       int64_t refused_host) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
   check_ids(ids);
@@ -575,6 +580,14 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (!probe) launch_insert<V.value>(ip, stream);
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
   });
+  // the module's host mirror of refused_total (pinned, num_tables int64): one copy queued after the insert, so the
+  // host reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror)
+  if (refused_host != 0 && train) {
+    const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
+                                          refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
+                                          cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
+    ACCEL_CHECK(e == cudaSuccess, "lookup_step: the refusals' host copy failed: ", cudaGetErrorString(e));
+  }
   return std::make_tuple(out, ws);
 }
 
@@ -745,7 +758,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
       "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None, Tensor(d!)? stage=None, "
       "Tensor(e!)? stage_totals=None, Tensor? stage_mask=None, int stage_cur=0, int stage_min_live=0, "
-      "Tensor? gate=None) -> (Tensor, Tensor)");
+      "Tensor? gate=None, int refused_host=0) -> (Tensor, Tensor)");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "
