@@ -45,7 +45,9 @@ import torch
 _WORKER: list = []  # [pid, executor] of the job thread, made on first use in a process (a fork has none)
 _LOCAL = threading.local()
 _JOBS = weakref.WeakKeyDictionary()  # module -> [PrefetchJob] not taken by a step yet (the last 4)
-_LAST = weakref.WeakKeyDictionary()  # module or caching table -> its latest PrefetchJob (settle waits for it)
+_LAST = weakref.WeakKeyDictionary()  # module -> its latest PrefetchJob (settle waits for it)
+_TABLE_LAST = "_prefetch_last"  # a caching table's attribute: its latest PrefetchJob (one attribute set per table
+# and prefetch: cheaper than a weak-key entry, which makes a weak reference each time)
 _KEEP = 4
 
 
@@ -143,14 +145,19 @@ def _register(module, job: PrefetchJob, cached: List[int]) -> PrefetchJob:
     del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
     _LAST[module] = job
     for t in cached:
-        _LAST[module.tables[t]] = job
+        module.tables[t].__dict__[_TABLE_LAST] = job
     return job
 
 
-def _device_served(module, ids, cached: List[int]) -> bool:
-    from . import _device_stage
+_DS = []  # [the _device_stage module], imported on first use (it imports this module)
 
-    return _device_stage.serves(module, ids, cached)
+
+def _device_served(module, ids, cached: List[int]):
+    if not _DS:
+        from . import _device_stage
+
+        _DS.append(_device_stage)
+    return _DS[0].serves(module, ids, cached)
 
 
 def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -> PrefetchJob:
@@ -184,19 +191,32 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
             return job
     else:
         cur = torch.cuda.current_stream(ids.device)
-        stream.wait_stream(cur)
+        ready, done = _events(module, stream)
+        ready.record(cur)
+        stream.wait_event(ready)
         with torch.cuda.stream(stream):
             # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
             # is no error; its failed flag gates the step's own op, which stages the rest and reports
             failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
                                                     served=served)
-            job.done = torch.cuda.Event()
-            job.done.record(stream)
+        done.record(stream)
+        job.done = done
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
         offsets.record_stream(stream)
     job.skip, job.stamp = failed, stamp
     job.gens = {t: module.tables[t].generation for t in tables}
     return job
+
+
+def _events(module, stream):
+    """The module's two events of device prefetch jobs on ``stream`` (made once, re-recorded by every job): ready
+    (the work queued before the prefetch call, which the job waits for) and done (the job's end). A wait takes
+    the event's latest record when it is queued: a step waits for its job, or for a later job of the same stream,
+    which runs after it (never for work queued after the wait)."""
+    c = module.__dict__.get("_prefetch_events")
+    if c is None or c[0] is not stream:
+        c = module.__dict__["_prefetch_events"] = (stream, torch.cuda.Event(), torch.cuda.Event())
+    return c[1], c[2]
 
 
 def _run_in_worker(module, job, stream):
@@ -366,6 +386,13 @@ def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
     return c[1]
 
 
+def pending(obj) -> Optional["PrefetchJob"]:
+    """The latest prefetch job queued for ``obj`` (a module or a caching table) that nothing settled yet, or None."""
+    d = getattr(obj, "__dict__", None)
+    job = d.get(_TABLE_LAST) if d is not None else None
+    return job if job is not None else _LAST.get(obj)
+
+
 def settle(obj) -> None:
     """Waits for the prefetch jobs queued for ``obj`` (a module or a caching table); cheap when there are none."""
     job = _LAST.get(obj)
@@ -373,13 +400,19 @@ def settle(obj) -> None:
         job.wait()
         if _LAST.get(obj) is job:
             del _LAST[obj]
+    d = getattr(obj, "__dict__", None)
+    job = d.get(_TABLE_LAST) if d is not None else None
+    if job is not None:
+        job.wait()
+        if d.get(_TABLE_LAST) is job:
+            del d[_TABLE_LAST]
 
 
 def settled(fn):
     """Method decorator: ``settle(self)`` first (module and caching-table calls that touch the tables)."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        if _LAST:
+        if _LAST or _TABLE_LAST in self.__dict__:
             settle(self)
         return fn(self, *args, **kwargs)
     return wrapper
