@@ -194,11 +194,20 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
         ready, done = _events(module, stream)
         ready.record(cur)
         stream.wait_event(ready)
-        with torch.cuda.stream(stream):
-            # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
-            # is no error; its failed flag gates the step's own op, which stages the rest and reports
-            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
-                                                    served=served)
+        # on the side stream: set and restored directly when it is the current device's (torch.cuda.stream's
+        # context looks the device up again, through torch.cuda.is_available's environment checks)
+        same = torch.cuda.current_device() == stream.device_index
+        with contextlib.nullcontext() if same else torch.cuda.stream(stream):
+            if same:
+                torch.cuda.set_stream(stream)
+            try:
+                # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in
+                # flight) is no error; its failed flag gates the step's own staging, which stages the rest, reports
+                failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                                        served=served)
+            finally:
+                if same:
+                    torch.cuda.set_stream(cur)
         done.record(stream)
         job.done = done
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
