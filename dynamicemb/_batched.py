@@ -689,7 +689,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         # this module's device addresses, and its key (the tensors' identities) would match the copy's tensors.
         _prefetch.settle(self)  # a copy must not see a table mid-staging
         d = dict(super().__getstate__())
-        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetch_events"):  # (CUDA events do not copy)
+        # (and the prefetch's CUDA events and pinned flag slots are this module's, not the copy's)
+        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetch_events", "_prefetch_flags"):
             d.pop(k, None)
         d["_meta"] = d["_meta_key"] = d["_meta_host"] = None
         return d

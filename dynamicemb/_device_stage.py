@@ -159,7 +159,7 @@ class Deferred(NamedTuple):
 
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
           pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False,
-          served=None):
+          served=None, failed_host: int = 0):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
     per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
@@ -169,6 +169,8 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     ``defer`` (a step on the fused kernel path, CUDA): the op is not called; its arguments go into the step's
     lookup_step, which stages first (the same kernels, on the same stream, reporting): one op call per step.
     ``served``: what ``serves`` returned for these tables just before (the plan and live stamps are reused).
+    ``failed_host`` (CUDA): the address of a pinned int32 that gets a copy of the failed flag after the op's kernels
+    (a prefetch's: ``_prefetch.take`` reads it).
 
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
@@ -195,7 +197,7 @@ def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], i
     failed, info = torch.ops.dynamicemb.cache_stage(
         module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
-        report and dev.type == "cuda", gate)
+        report and dev.type == "cuda", gate, failed_host)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)

@@ -83,6 +83,7 @@ class PrefetchJob:
         self.future = None
         self.bounds = self.gens = self.error = self.stamp = None
         self.skip = self.done = None  # a queued device job's (queue_device): the step's skip flag, its end event
+        self.flag = None  # and the slot of the flag's pinned host copy (_flag_slot)
         self._info = None  # and its op's info (misses per table first), read back only if ``missed`` is asked
         self._missed = 0
         self.seconds = 0.0
@@ -197,6 +198,7 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
         # on the side stream: set and restored directly when it is the current device's (torch.cuda.stream's
         # context looks the device up again, through torch.cuda.is_available's environment checks)
         same = torch.cuda.current_device() == stream.device_index
+        job.flag, flag_addr = _flag_slot(module)
         with contextlib.nullcontext() if same else torch.cuda.stream(stream):
             if same:
                 torch.cuda.set_stream(stream)
@@ -204,7 +206,7 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
                 # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in
                 # flight) is no error; its failed flag gates the step's own staging, which stages the rest, reports
                 failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
-                                                        served=served)
+                                                        served=served, failed_host=flag_addr)
             finally:
                 if same:
                     torch.cuda.set_stream(cur)
@@ -215,6 +217,49 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
     job.skip, job.stamp = failed, stamp
     job.gens = {t: module.tables[t].generation for t in tables}
     return job
+
+
+_FLAG_SLOTS = 64
+
+
+def _flag_slot(module):
+    """(slot, address) of a pinned int32 of the module, armed to -1, into which a device job's op copies its failed
+    flag after its kernels; (None, 0) when every slot is armed. A slot is re-armed only after the host saw its copy
+    land (value >= 0), so a late copy can never overwrite a newer job's flag."""
+    c = module.__dict__.get("_prefetch_flags")
+    if c is None:
+        import ctypes
+
+        from ._batched_step import _pinned_slice
+
+        buf = _pinned_slice(_FLAG_SLOTS // 2)  # (kept alive here; int64 slices: 2 int32 slots each)
+        view = (ctypes.c_int32 * _FLAG_SLOTS).from_address(buf.data_ptr())
+        c = module.__dict__["_prefetch_flags"] = [buf, view, list(range(_FLAG_SLOTS)), set()]
+    buf, view, free, armed = c
+    if not free:
+        landed = [i for i in armed if view[i] >= 0]
+        armed.difference_update(landed)
+        free.extend(landed)
+        if not free:
+            return None, 0
+    i = free.pop()
+    view[i] = -1
+    armed.add(i)
+    return i, buf.data_ptr() + 4 * i
+
+
+def _flag_seen(module, slot) -> Optional[int]:
+    """The failed flag a device job copied into ``slot`` (0: it staged its whole batch), or None while the copy has
+    not landed; a landed slot is free again."""
+    c = module.__dict__.get("_prefetch_flags")
+    if slot is None or c is None or slot not in c[3]:
+        return None
+    v = c[1][slot]
+    if v < 0:
+        return None
+    c[3].discard(slot)
+    c[2].append(slot)
+    return v
 
 
 def _events(module, stream):
@@ -446,6 +491,9 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     job = mine[-1]
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
+    if _flag_seen(module, job.flag) == 0 and None not in none.values():
+        # the job staged its whole batch and the host already sees it: the step stages nothing (no gated launches)
+        return none, job.bounds, job.stamp, None
     skip = job.skip
     if skip is not None and job.done is not None:
         skip.record_stream(torch.cuda.current_stream(ids.device))  # made on the job's stream, read on this one

@@ -2,6 +2,8 @@
 // check, one launch) and cache_stage (the miss check and the staging of every missing id into the HBM caches of
 // caching tables over the uva store, four launches, no host wait; stage_common.h). The CPU twin runs the same
 // per-id code in one thread (tests). Python: dynamicemb/_prefetch.py count_step, dynamicemb/_device_stage.py.
+#include <cuda_runtime.h>
+
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -82,11 +84,12 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 // `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
 // error record (CUDA; the CPU caller raises from info); `gate` (1,) int32 or None: when it reads 0 the op does
 // nothing (the step after a prefetch of its batch passes the prefetch's failed flag: it stages only what the
-// prefetch left).
+// prefetch left); `failed_host` (CUDA, nonzero): the address of a pinned int32 that gets a copy of the failed flag
+// after the kernels (the host learns, without waiting, that a prefetch staged its whole batch).
 std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals, Tensor ids, Tensor offsets,
                                        Tensor feature_table, int64_t batch, Tensor table_mask, int64_t cur,
                                        int64_t min_live, bool insert_new, int64_t value_bytes, bool report,
-                                       std::optional<Tensor> gate) {
+                                       std::optional<Tensor> gate, int64_t failed_host) {
   CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, table_mask);
   const int64_t n = ids.numel();
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
@@ -102,7 +105,13 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
                                  static_cast<int32_t*>(failed.data_ptr()));
   if (ids.is_cuda()) {
-    launch_cache_stage(probe, p, report, accel::current_cuda_stream(ids.get_device_index()));
+    void* stream = accel::current_cuda_stream(ids.get_device_index());
+    launch_cache_stage(probe, p, report, stream);
+    if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
+      const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
+                                            sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
+      ACCEL_CHECK(e == cudaSuccess, "cache_stage: the failed flag's host copy failed: ", cudaGetErrorString(e));
+    }
   } else if (p.gate == nullptr || *p.gate != 0) {  // (the CPU twin reads its gate at once)
     probe_cpu(probe);
     for (int64_t i = 0; i < n; ++i) stage_one<HostStageAtomics>(p, i);
@@ -121,8 +130,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "-> (Tensor, Tensor)");
   m.def(
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
-      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None) "
-      "-> (Tensor, Tensor)");
+      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None, "
+      "int failed_host=0) -> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
