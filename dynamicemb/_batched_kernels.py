@@ -66,6 +66,9 @@ def _pack_meta(fields: dict) -> bytes:
                            f"unknown {sorted(set(fields) - set(layout))}")
     return struct.pack("<" + "".join(layout.values()), *(fields[n] for n in layout))
 _VALIDATE_SLOTS = 1024  # csrc/lookup/validate_types.h kValidateSlots (the step workspace's header holds them)
+# lookup_step's staging arguments of a step that stages nothing (stage, stage_totals, stage_mask, stage_cur,
+# stage_min_live, gate)
+_NO_STAGING = (None, None, None, 0, 0, None)
 # the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
 # more host time than the overlap saves on the device)
 _OVERLAP_MIN_IDS = 1 << 16
@@ -293,16 +296,15 @@ class _KernelStep:
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
         # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
         mirror = self._refused_pinned.address() if train and eager else 0
-        if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (_Deferred)
+        if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (Deferred)
+            skip, staging = None, tuple(skip)
+        else:
+            staging = _NO_STAGING
+        if mirror or staging is not _NO_STAGING:  # (every argument positional: tests replay the captured list)
             out, ws = torch.ops.dynamicemb.lookup_step(
                 meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
                 _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-                self._dedup_set(n), self.refused_count, None, *skip, mirror)
-        elif mirror:
-            out, ws = torch.ops.dynamicemb.lookup_step(
-                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-                self._dedup_set(n), self.refused_count, skip, refused_host=mirror)
+                self._dedup_set(n), self.refused_count, skip, *staging, mirror)
         else:
             out, ws = torch.ops.dynamicemb.lookup_step(
                 meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
