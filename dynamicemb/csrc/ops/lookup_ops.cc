@@ -452,10 +452,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::kFailWords);
     sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n)}, ScalarType::Long);
     auto* w = static_cast<int64_t*>(sws.data_ptr());
-    zero_async(w, static_cast<size_t>(head) * 8, stream);
     const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
                                           value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,
                                           reinterpret_cast<int32_t*>(w));
+    zero_async(w, static_cast<size_t>(head) * 8, stream);
     launch_cache_stage(probe, sp, /*report=*/true, stream);
     staged_skip = sp.failed;
   }

@@ -99,11 +99,11 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   Tensor info = torch::stable::new_empty(ids, {sb::info_words(probe.num_tables, probe.num_features, sb::kFailWords)},
                                          ScalarType::Long);
   Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
-  zero_on(ids, info.data_ptr(), static_cast<size_t>(info.numel()) * 8);
-  zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
                                  static_cast<int32_t*>(failed.data_ptr()));
+  zero_on(ids, info.data_ptr(), static_cast<size_t>(info.numel()) * 8);
+  zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
     void* stream = accel::current_cuda_stream(ids.get_device_index());
     launch_cache_stage(probe, p, report, stream);
