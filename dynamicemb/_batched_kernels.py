@@ -5,6 +5,7 @@ the TableMeta layout the ops take, their fake kernels for torch.compile, and the
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 
 import torch
@@ -13,7 +14,7 @@ from ._batched_step import _capturing, _compiling
 from ._checks import CHANNEL
 from ._load import load_library
 from ._optimizers import NONFINITE_POLICIES, SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
-from ._table import ScoredHashTable
+from ._table import ScoredHashTable, state_epoch
 
 # ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
 # The codes the lookup ops take. The C++ side defines each once (lookup_types.h, lookup_ops.cc StepFlags) and
@@ -168,11 +169,20 @@ class _KernelStep:
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
+        # fast path: no table tensor of the process was replaced since (_table.state_epoch), the same table objects
+        # and epochs
+        fast = self.__dict__.get("_meta_fast")
+        tables = self.tables
+        if (self._meta is not None and fast is not None and fast[0] == state_epoch()
+                and all(map(operator.is_, fast[1], tables)) and all(t.epoch == e for t, e in zip(tables, fast[2]))):
+            return self._meta
         key = self._meta_key
         if self._meta is not None and (_capturing() or all(
                 t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
                 and getattr(t, "values_host", None) is h
                 for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
+            if not _capturing():
+                self.__dict__["_meta_fast"] = (state_epoch(), list(tables), [t.epoch for t in tables])
             return self._meta
         key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
@@ -202,6 +212,7 @@ class _KernelStep:
         self._meta_host = host  # keeps the pinned source alive until the copy ran
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
+        self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
 
     def _dedup_set(self, n: int) -> torch.Tensor:
