@@ -8,10 +8,14 @@ trimmed and timed without a device. What it does not see: the ops' C++ (launches
 mirror copies, the step counter's kernel, autograd's device thread), so compare its figures with each other, not
 with a GPU step.
 
+``--storage uva``: the tables are caching tables over the uva store with 25 % of the rows in the cache (issue 32),
+staged by op cache_stage (stubbed as well: the step's staging Python, not the op, is timed); every step's ids are
+in the caches (a warm set).
+
 Prints the mean us per step and, with --profile, the functions by own time per step (cProfile adds its own cost).
 
 Usage:
-    python benchmarks/host_python_embedding.py [--opt adam] [--steps 2000] [--profile]
+    python benchmarks/host_python_embedding.py [--opt adam] [--steps 2000] [--profile] [--storage hbm|uva]
 """
 
 from __future__ import annotations
@@ -31,11 +35,19 @@ from dynamicemb import SGD, Adam, BatchedDynamicEmbeddingTables, DynamicEmbTable
 from dynamicemb._batched_kernels import _step_ws_entries  # noqa: E402
 
 
-def stub_module(opt_name: str, tables: int, samples: int, dim: int):
-    """(module, step function, restore function): a CPU module on the kernel path with both ops stubbed."""
+def stub_module(opt_name: str, tables: int, samples: int, dim: int, storage: str = "hbm"):
+    """(module, step function, restore function): a CPU module on the kernel path with its ops stubbed (lookup_step,
+    lookup_backward; with ``storage`` "uva" caching tables over the uva store, staged by a stubbed cache_stage)."""
     opt = Adam(lr=1e-3) if opt_name == "adam" else SGD(lr=0.01)
-    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=dim, max_capacity=1 << 12)] * tables,
+    cap = 1 << 12
+    kw = {}
+    if storage == "uva":
+        from dynamicemb._uva_store import UvaStoreSpec
+
+        kw = dict(storage="caching", backing_store=UvaStoreSpec(), hbm_budget_bytes=cap // 4 * opt.row_width(dim) * 4)
+    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=dim, max_capacity=cap, **kw)] * tables,
                                       pooling="none", optimizer=opt, device="cpu")
+    m.device_staging = storage == "uva"  # op cache_stage (the CUDA default over the uva store)
     # what the CUDA constructor sets up for the kernel path
     m._ftable_i32 = torch.tensor(m.feature_table_map, dtype=torch.int32)
     m._fcol = torch.zeros(len(m.feature_table_map), dtype=torch.int64)
@@ -49,9 +61,11 @@ def stub_module(opt_name: str, tables: int, samples: int, dim: int):
     ws = torch.zeros(_step_ws_entries(n, tables), dtype=torch.int64)
     grad = torch.ones(n, dim)
     ns = torch.ops.dynamicemb
-    real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward")}
-    setattr(ns, "lookup_step", lambda *a: (out, ws))
+    real = {k: getattr(ns, k) for k in ("lookup_step", "lookup_backward", "cache_stage")}
+    setattr(ns, "lookup_step", lambda *a, **k: (out, ws))
     setattr(ns, "lookup_backward", lambda *a: out.new_empty(0))
+    failed, info = torch.zeros(1, dtype=torch.int32), torch.zeros(2 * tables + 5, dtype=torch.int64)
+    setattr(ns, "cache_stage", lambda *a: (failed, info))
 
     def step():
         m(ids, offsets, validate="off").backward(grad)
@@ -71,10 +85,12 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=1000, help="ids per table (the Python does not depend on it)")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--profile", action="store_true", help="also list the functions by own time (cProfile)")
+    p.add_argument("--storage", choices=["hbm", "uva"], default="hbm",
+                   help="uva: caching tables over the uva store (25 %% cache), staged by a stubbed op cache_stage")
     args = p.parse_args(argv)
     if args.quick:
         args.steps = 20
-    _, step, restore = stub_module(args.opt, args.tables, args.samples, args.dim)
+    _, step, restore = stub_module(args.opt, args.tables, args.samples, args.dim, args.storage)
     try:
         for _ in range(max(args.steps // 20, 5)):
             step()
@@ -82,7 +98,7 @@ def main(argv=None):
         for _ in range(args.steps):
             step()
         us = (time.perf_counter() - t0) / args.steps * 1e6
-        print(f"{args.opt}: {us:.1f} us of Python per step (ops stubbed, CPU, mean of {args.steps})")
+        print(f"{args.opt} {args.storage}: {us:.1f} us of Python per step (ops stubbed, CPU, mean of {args.steps})")
         rows = []
         if args.profile:
             pr = cProfile.Profile()

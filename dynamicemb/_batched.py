@@ -90,7 +90,7 @@ from ._caching import CachedTable
 from ._prefetch import settled
 from ._storage import make_store
 from ._batched_kernels import _KernelStep, _VALUE_KIND, _kernels_available
-from ._batched_step import _HostMirror, _LookupFunction, _capturing, _compiling
+from ._batched_step import _HostMirror, _LookupFunction, _PinnedMirror, _capturing, _compiling
 from ._batched_tiers import _TierStaging
 from ._batched_torch import _EMPTY_KEY, _TorchStep
 # re-exported: tests, benchmarks and _sharded.py import these from here
@@ -282,6 +282,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
         self._sizes = _HostMirror(T)
         self._refused_seen = _HostMirror(T)
+        #: the kernel path's view of refused_count: lookup_step copies it into pinned memory after its insert
+        self._refused_pinned = _PinnedMirror(T)
         self._refused_warned = [0] * T
         self._make_lock()
         self._link_groups()
@@ -679,14 +681,16 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
                             f"scores); on_refused='error'")
             if self._may_grow and self._sizes.ready():
                 self._sizes.push(torch.stack([tb.size_tensor() for tb in self.tables]))
-            self._refused_seen.push(self.refused_count)
+            if refused_step is not None:  # the torch path (lookup_step copies into _refused_pinned itself)
+                self._refused_seen.push(self.refused_count)
 
     def __getstate__(self):
         # A lock neither pickles nor deep-copies. Copies (deepcopy, pickle) rebuild the table metadata: it holds
         # this module's device addresses, and its key (the tensors' identities) would match the copy's tensors.
         _prefetch.settle(self)  # a copy must not see a table mid-staging
         d = dict(super().__getstate__())
-        for k in ("_step_lock", "_step_cond", "_inflight"):
+        # (and the prefetch's CUDA events and pinned flag slots are this module's, not the copy's)
+        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetch_events", "_prefetch_flags"):
             d.pop(k, None)
         d["_meta"] = d["_meta_key"] = d["_meta_host"] = None
         return d
@@ -715,7 +719,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
                                 lambda: not self._inflight, timeout=10.0) and (
                                 t.capacity() < t.max_capacity and sizes[i] > o.grow_load_factor * t.capacity()):
                             t.grow()
-        refused = self._refused_seen.poll()
+        refused = self._refused_pinned.poll() if self.use_kernels else self._refused_seen.poll()
         if refused is not None:
             for i, r in enumerate(refused):
                 if r > self._refused_warned[i] and self.options[i].on_refused == "warn":
@@ -883,6 +887,7 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         self._sizes.reset([t.size() for t in self.tables])
         refused = [int(x) for x in self.refused_count.tolist()]
         self._refused_seen.reset(refused)
+        self._refused_pinned.reset(refused)
         self._refused_warned = refused
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,

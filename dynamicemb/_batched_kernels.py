@@ -5,6 +5,7 @@ the TableMeta layout the ops take, their fake kernels for torch.compile, and the
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 
 import torch
@@ -13,7 +14,7 @@ from ._batched_step import _capturing, _compiling
 from ._checks import CHANNEL
 from ._load import load_library
 from ._optimizers import NONFINITE_POLICIES, SGD, Adagrad, Adam, EmbOptimizer, RowWiseAdagrad
-from ._table import ScoredHashTable
+from ._table import ScoredHashTable, state_epoch
 
 # ---------------------------------------------------------------------- fused CUDA kernels (csrc/lookup)
 # The codes the lookup ops take. The C++ side defines each once (lookup_types.h, lookup_ops.cc StepFlags) and
@@ -66,6 +67,9 @@ def _pack_meta(fields: dict) -> bytes:
                            f"unknown {sorted(set(fields) - set(layout))}")
     return struct.pack("<" + "".join(layout.values()), *(fields[n] for n in layout))
 _VALIDATE_SLOTS = 1024  # csrc/lookup/validate_types.h kValidateSlots (the step workspace's header holds them)
+# lookup_step's staging arguments of a step that stages nothing (stage, stage_totals, stage_mask, stage_cur,
+# stage_min_live, gate)
+_NO_STAGING = (None, None, None, 0, 0, None)
 # the forward builds the backward's CSR on a side stream from this many ids on (below it the stream handoff costs
 # more host time than the overlap saves on the device)
 _OVERLAP_MIN_IDS = 1 << 16
@@ -103,7 +107,7 @@ def _register_lookup_fakes():
         return i32(n), i32(n), ids.new_empty(n, dtype=torch.int64), i32(n), i32(1)
 
     def step(meta, value_kind, ids, offsets, lengths, psw, feature_table, feature_col, batch, pooling, flags,
-             max_dim, out_cols, out_kind, dedup_set, refused_total):
+             max_dim, out_cols, out_kind, dedup_set, refused_total, *staging):
         if flags & _STEP_CSR:
             raise RuntimeError("lookup_step: a traced step builds its CSR in the backward (flags without CSR)")
         n = ids.numel()
@@ -165,11 +169,20 @@ class _KernelStep:
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
+        # fast path: no table tensor of the process was replaced since (_table.state_epoch), the same table objects
+        # and epochs
+        fast = self.__dict__.get("_meta_fast")
+        tables = self.tables
+        if (self._meta is not None and fast is not None and fast[0] == state_epoch()
+                and all(map(operator.is_, fast[1], tables)) and all(t.epoch == e for t, e in zip(tables, fast[2]))):
+            return self._meta
         key = self._meta_key
         if self._meta is not None and (_capturing() or all(
                 t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
                 and getattr(t, "values_host", None) is h
                 for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
+            if not _capturing():
+                self.__dict__["_meta_fast"] = (state_epoch(), list(tables), [t.epoch for t in tables])
             return self._meta
         key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
@@ -199,6 +212,7 @@ class _KernelStep:
         self._meta_host = host  # keeps the pinned source alive until the copy ran
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
+        self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
 
     def _dedup_set(self, n: int) -> torch.Tensor:
@@ -265,14 +279,16 @@ class _KernelStep:
     def _forward_kernels(self, ids, offsets, psw, train: bool, backward: bool = False, checks=None, skip=None):
         """One lookup_step op: the device checks (``checks``), dedup, the backward's CSR (a training step that a
         backward follows; on a side stream for large batches), find_or_insert / find and the gather / pooling.
-        ``skip``: the device staging's flag (``_device_stage``: nonzero, the step inserts and updates nothing)."""
+        ``skip``: the device staging's flag (``_device_stage``: nonzero, the step inserts and updates nothing), or
+        the staging's arguments (``_device_stage.Deferred``): the op stages first and takes its flag."""
         n = ids.numel()
         F = self.num_features
         B = (offsets.numel() - 1) // F
         compiling = _compiling()
         # host bookkeeping of an eager step (grow tables, report refusals, re-link groups, table metadata); a
         # compiled step uses the metadata of the last eager one
-        if compiling or _capturing():
+        eager = not (compiling or _capturing())
+        if not eager:
             meta = self._meta
         else:
             if backward:
@@ -289,10 +305,22 @@ class _KernelStep:
         if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
             flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
-        out, ws = torch.ops.dynamicemb.lookup_step(
-            meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-            _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count, skip)
+        # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
+        mirror = self._refused_pinned.address() if train and eager else 0
+        if skip is not None and not isinstance(skip, torch.Tensor):  # the step's staging, in its op (Deferred)
+            skip, staging = None, tuple(skip)
+        else:
+            staging = _NO_STAGING
+        if mirror or staging is not _NO_STAGING:  # (every argument positional: tests replay the captured list)
+            out, ws = torch.ops.dynamicemb.lookup_step(
+                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+                self._dedup_set(n), self.refused_count, skip, *staging, mirror)
+        else:
+            out, ws = torch.ops.dynamicemb.lookup_step(
+                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+                self._dedup_set(n), self.refused_count, skip)
         if not train:
             return out, None
         self._after_insert(ws=ws)

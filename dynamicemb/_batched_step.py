@@ -65,6 +65,53 @@ class _HostMirror:
         return self.value
 
 
+_SLAB_LOCK = threading.Lock()
+_SLABS: list = []  # [pinned int64 slab, next free entry]: never freed (an op's copy may still be in flight)
+
+
+def _pinned_slice(n: int) -> torch.Tensor:
+    """(n,) int64 zeros in pinned host memory for the life of the process: an op copies into it without the host
+    waiting, so it must never be returned to torch's pinned pool and reused while a copy is in flight. Slices of
+    64 KB slabs (a few bytes per module)."""
+    with _SLAB_LOCK:
+        if not _SLABS or _SLABS[-1][1] + n > _SLABS[-1][0].numel():
+            pin = torch.cuda.is_available()  # (a CPU-only process: plain memory; no op copies into it there)
+            _SLABS.append([torch.zeros(max(8192, n), dtype=torch.int64, pin_memory=pin), 0])
+        slab = _SLABS[-1]
+        out = slab[0][slab[1]:slab[1] + n]
+        slab[1] += n
+        return out
+
+
+class _PinnedMirror:
+    """Latest value of a small int64 device tensor that an op copies into pinned host memory itself (lookup_step's
+    ``refused_host``: the refusals after its insert): the host reads it with no copy, event or query of its own.
+    The value lags the queued steps; between two reads it only grows (counters)."""
+
+    def __init__(self, n: int):
+        self._n = n
+        self._host = None
+        self._addr = 0
+
+    def __getstate__(self):
+        return {"_n": self._n, "_host": None, "_addr": 0}  # a copy gets its own buffer on its first step
+
+    def address(self) -> int:
+        """The pinned buffer's address for the op (allocated on first use)."""
+        if self._host is None:
+            self._host = _pinned_slice(self._n)
+            self._addr = self._host.data_ptr()
+        return self._addr
+
+    def poll(self) -> Optional[List[int]]:
+        return None if self._host is None else self._host.tolist()
+
+    def reset(self, value: List[int]) -> None:
+        """Sets the value (after a load, which synchronized: no copy is in flight)."""
+        if self._host is not None:
+            self._host.copy_(torch.tensor(value, dtype=torch.int64))
+
+
 class _LookupFunction(torch.autograd.Function):
     """Forward: pooled/sequence embeddings. Backward: optimizer update of the table rows; returns no table grad."""
 

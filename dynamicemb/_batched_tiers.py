@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 from typing import List
 
 import torch
 
 from . import _device_stage, _prefetch
+from ._batched_step import _compiling
 from ._batched_torch import _EMPTY_KEY
 from ._caching import CachedTable, StepPins
 from ._staging import host_phase, stage_tables, to_device, to_host
@@ -25,8 +27,14 @@ class _TierStaging:
 
     @property
     def _cached(self) -> List[int]:
-        """Indices of the caching tables that some feature reads."""
-        return [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
+        """Indices of the caching tables that some feature reads (kept while the module holds the same table
+        objects: asked several times per step)."""
+        c = self.__dict__.get("_cached_idx")
+        if c is not None and len(c[0]) == len(self.tables) and all(map(operator.is_, c[0], self.tables)):
+            return c[1]
+        idx = [t for t in sorted(set(self.feature_table_map)) if isinstance(self.tables[t], CachedTable)]
+        self.__dict__["_cached_idx"] = (list(self.tables), idx)
+        return idx
 
     def _bounds(self, offsets) -> List[int]:
         """The F + 1 feature bounds of ``offsets`` on the host (a host sync when ``offsets`` is on the device)."""
@@ -55,16 +63,20 @@ class _TierStaging:
         feature bounds (none with CPU offsets or after such a prefetch) and one for the miss counts of the other
         tables; then, if some table misses, two for all the tables together (``_stage_missing``). Caching tables
         over the uva store stage on the device instead (``_device_stage``: none). Returns (pins, the device
-        staging's skip flag for lookup_step or None)."""
+        staging's skip flag for lookup_step, or its deferred arguments (``_device_stage.Deferred``) on the fused
+        kernel path, or None)."""
         cached = self._cached
         counts, bounds, stamp, skip = _prefetch.take(self, ids, offsets, cached)  # waits for queued prefetch jobs
         unknown = [t for t in cached if counts[t] is None]
         found = None
+        # the fused kernel path stages inside the step's lookup_step (one op call per step): ``skip`` is then the
+        # op's staging arguments (_device_stage.Deferred), else the staging op's failed flag
+        defer = self.use_kernels and not _compiling()
         if skip is not None:  # a device prefetch of this batch: the op stages what it left (gated on the device)
-            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip)[0]
-        elif unknown and _device_stage.serves(self, ids, cached):  # on the device, no host wait (_device_stage.py)
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, gate=skip, defer=defer)[0]
+        elif unknown and (served := _device_stage.serves(self, ids, cached)):  # on the device, no host wait
             stamp = _device_stage.next_stamp()
-            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp)[0]
+            skip = _device_stage.stage(self, ids, offsets, cached, train, stamp, defer=defer, served=served)[0]
             unknown = []
         elif unknown:
             stamp = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -72,11 +72,12 @@ def live_stamps(table_ids) -> List[Optional[int]]:
     return [p.stamp for p in list(_caching.LIVE_PINS) if not table_ids.isdisjoint(p._idx)]
 
 
-def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) -> bool:
+def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()):
     """Whether op cache_stage stages the caching tables ``tables`` of this step: ``module.device_staging`` (on by
     default on CUDA), every table over a ``UvaStore`` and of one dtype, the fused kernel path on CUDA (outside a
     graph capture), and every live step's pins (and ``pins``) stamped (a step staged by the Python path has no
-    stamps in the caches). O(1) per step: the table checks are kept (``_plan``)."""
+    stamps in the caches). O(1) per step: the table checks are kept (``_plan``). Returns a false value, or (the
+    plan, the live stamps) for ``stage(served=...)``, which then need not look them up again."""
     if not tables or not getattr(module, "device_staging", False):
         return False
     if module.device.type == "cuda":
@@ -85,7 +86,10 @@ def serves(module, ids: torch.Tensor, tables: List[int], pins: Sequence = ()) ->
     plan = _plan(module, tables, ids.device)
     if plan is None:
         return False
-    return None not in live_stamps(plan[3]) and all(getattr(p, "stamp", None) is not None for p in pins)
+    live = live_stamps(plan[3])
+    if None in live or not all(getattr(p, "stamp", None) is not None for p in pins):
+        return False
+    return plan, live
 
 
 def _ptr(t: Optional[torch.Tensor]) -> int:
@@ -141,33 +145,59 @@ def _totals(module) -> torch.Tensor:
     return tot
 
 
+class Deferred(NamedTuple):
+    """A step's staging left to its lookup_step op (``stage(defer=True)``): op cache_stage's arguments that the
+    step's op takes after its own (insert_new is the step's training flag; the op always reports)."""
+
+    stage: torch.Tensor
+    totals: torch.Tensor
+    mask: torch.Tensor
+    cur: int
+    min_live: int
+    gate: Optional[torch.Tensor]
+
+
 def stage(module, ids: torch.Tensor, offsets: torch.Tensor, tables: List[int], insert_new: bool, stamp: int,
-          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None):
+          pins: Sequence = (), report: bool = True, gate: Optional[torch.Tensor] = None, defer: bool = False,
+          served=None, failed_host: int = 0):
     """Queues op cache_stage for the caching tables ``tables`` (``serves`` holds) with this step's ``stamp``; the
     guard covers the stamps of the live ``StepPins`` of those tables and of ``pins``. No host wait on CUDA; the
     per-step host work is the op call, a pass over the live pins and one generation bump per table. ``gate``:
     a prefetch's failed flag ((1,) int32 on the device): the op does nothing where it reads 0 (the prefetch staged
     the whole batch) and stages what the prefetch left otherwise (on the device: no host wait either way).
 
+    ``defer`` (a step on the fused kernel path, CUDA): the op is not called; its arguments go into the step's
+    lookup_step, which stages first (the same kernels, on the same stream, reporting): one op call per step.
+    ``served``: what ``serves`` returned for these tables just before (the plan and live stamps are reused).
+    ``failed_host`` (CUDA): the address of a pinned int32 that gets a copy of the failed flag after the op's kernels
+    (a prefetch's: ``_prefetch.take`` reads it).
+
     Returns:
         (failed (1,) int32: the step's skip flag for lookup_step; info int64: per table misses, the F + 1 feature
-        bounds, the first failure [rule, table, id, slots]). The rows moved per table go into ``_totals``.
+        bounds, the first failure [rule, table, id, slots]); with ``defer``: (``Deferred``, None). The rows moved
+        per table go into ``_totals``.
 
     Raises (CPU twin only, at once; CUDA reports through the device error record when ``report``):
         DeviceInputError: some id could not be staged (see the module docstring).
     """
     dev = ids.device
-    ftable, mask, vb, tids, ts = _plan(module, tables, dev)
+    plan, live = served if served else (_plan(module, tables, dev), None)
+    ftable, mask, vb, tids, ts = plan
+    live = [s for s in (live_stamps(tids) if live is None else live) if s is not None] + [
+        p.stamp for p in pins if p.stamp is not None]
+    min_live = min(live + [stamp])
+    if defer:
+        for t in ts:
+            t.mutated()  # keys may move (in the step's op)
+        return Deferred(stage_meta(module), _totals(module), mask, stamp, min_live, gate), None
     B = (offsets.numel() - 1) // module.num_features
     off = offsets if offsets.device == dev else to_device(offsets.long().contiguous(), dev)
     if off.dtype != torch.int64:
         off = off.long()
-    live = [s for s in live_stamps(tids) if s is not None] + [p.stamp for p in pins if p.stamp is not None]
-    min_live = min(live + [stamp])
     failed, info = torch.ops.dynamicemb.cache_stage(
         module._kernel_meta(), stage_meta(module), _totals(module), ids if ids.is_contiguous() else ids.contiguous(),
         off if off.is_contiguous() else off.contiguous(), ftable, B, mask, stamp, min_live, insert_new, vb,
-        report and dev.type == "cuda", gate)
+        report and dev.type == "cuda", gate, failed_host)
     for t in ts:
         t.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
     if dev.type != "cuda" and report:  # the CPU twin raises at once (host tensors: no wait)

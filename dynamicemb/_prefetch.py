@@ -45,7 +45,9 @@ import torch
 _WORKER: list = []  # [pid, executor] of the job thread, made on first use in a process (a fork has none)
 _LOCAL = threading.local()
 _JOBS = weakref.WeakKeyDictionary()  # module -> [PrefetchJob] not taken by a step yet (the last 4)
-_LAST = weakref.WeakKeyDictionary()  # module or caching table -> its latest PrefetchJob (settle waits for it)
+_LAST = weakref.WeakKeyDictionary()  # module -> its latest PrefetchJob (settle waits for it)
+_TABLE_LAST = "_prefetch_last"  # a caching table's attribute: its latest PrefetchJob (one attribute set per table
+# and prefetch: cheaper than a weak-key entry, which makes a weak reference each time)
 _KEEP = 4
 
 
@@ -81,6 +83,7 @@ class PrefetchJob:
         self.future = None
         self.bounds = self.gens = self.error = self.stamp = None
         self.skip = self.done = None  # a queued device job's (queue_device): the step's skip flag, its end event
+        self.flag = None  # and the slot of the flag's pinned host copy (_flag_slot)
         self._info = None  # and its op's info (misses per table first), read back only if ``missed`` is asked
         self._missed = 0
         self.seconds = 0.0
@@ -115,8 +118,8 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
     ``stream``, ``queue_device``) or inline. Returns the job."""
     cached = module._cached
     tables = module.tables
-    if not threaded and _device_served(module, ids, cached):  # op cache_stage queued, no thread (queue_device)
-        return _register(module, queue_device(module, ids, offsets, cached, stream), cached)
+    if not threaded and (served := _device_served(module, ids, cached)):  # op cache_stage queued (queue_device)
+        return _register(module, queue_device(module, ids, offsets, cached, stream, served), cached)
     pins, seen = [], set()
     for t in cached:  # steps in flight now: the job keeps them pinned until it ran
         for p in list(tables[t]._pins):
@@ -143,17 +146,22 @@ def _register(module, job: PrefetchJob, cached: List[int]) -> PrefetchJob:
     del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
     _LAST[module] = job
     for t in cached:
-        _LAST[module.tables[t]] = job
+        module.tables[t].__dict__[_TABLE_LAST] = job
     return job
 
 
-def _device_served(module, ids, cached: List[int]) -> bool:
-    from . import _device_stage
-
-    return _device_stage.serves(module, ids, cached)
+_DS = []  # [the _device_stage module], imported on first use (it imports this module)
 
 
-def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob:
+def _device_served(module, ids, cached: List[int]):
+    if not _DS:
+        from . import _device_stage
+
+        _DS.append(_device_stage)
+    return _DS[0].serves(module, ids, cached)
+
+
+def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -> PrefetchJob:
     """The prefetch of a batch over device-staged tables (op cache_stage serves them): the op queued on ``stream``
     behind the work queued so far on the current stream, with a fresh stamp (which the batch's step inherits) and
     the guard of every live step's stamp; an event marks its end, which the step (and every call that touches the
@@ -162,7 +170,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     leaves the rest, losslessly, and the step's own op, gated by the job's failed flag, stages them once those steps
     ended (nothing when the flag is 0: the op's launches return at once) and reports its own failure. ``stream`` None (CPU twin): run at
     once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
-    op's counts back when asked (a host wait; nothing on the step's path asks)."""
+    op's counts back when asked (a host wait; nothing on the step's path asks). ``served``: ``serves``' result
+    for these tables (reused by ``_device_stage.stage``)."""
     from . import _device_stage
     from ._staging import host_phase
 
@@ -170,7 +179,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
     stamp = _device_stage.next_stamp()
     if stream is None:
         try:
-            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
+            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                               served=served)
             T, F = len(module.tables), module.num_features
             with host_phase():
                 if int(failed[0]):
@@ -182,18 +192,85 @@ def queue_device(module, ids, offsets, tables: List[int], stream) -> PrefetchJob
             return job
     else:
         cur = torch.cuda.current_stream(ids.device)
-        stream.wait_stream(cur)
-        with torch.cuda.stream(stream):
-            # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in flight)
-            # is no error; its failed flag gates the step's own op, which stages the rest and reports
-            failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False)
-            job.done = torch.cuda.Event()
-            job.done.record(stream)
+        ready, done = _events(module, stream)
+        ready.record(cur)
+        stream.wait_event(ready)
+        # on the side stream: set and restored directly when it is the current device's (torch.cuda.stream's
+        # context looks the device up again, through torch.cuda.is_available's environment checks)
+        same = torch.cuda.current_device() == stream.device_index
+        job.flag, flag_addr = _flag_slot(module)
+        with contextlib.nullcontext() if same else torch.cuda.stream(stream):
+            if same:
+                torch.cuda.set_stream(stream)
+            try:
+                # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in
+                # flight) is no error; its failed flag gates the step's own staging, which stages the rest, reports
+                failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                                        served=served, failed_host=flag_addr)
+            finally:
+                if same:
+                    torch.cuda.set_stream(cur)
+        done.record(stream)
+        job.done = done
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
         offsets.record_stream(stream)
     job.skip, job.stamp = failed, stamp
     job.gens = {t: module.tables[t].generation for t in tables}
     return job
+
+
+_FLAG_SLOTS = 64
+
+
+def _flag_slot(module):
+    """(slot, address) of a pinned int32 of the module, armed to -1, into which a device job's op copies its failed
+    flag after its kernels; (None, 0) when every slot is armed. A slot is re-armed only after the host saw its copy
+    land (value >= 0), so a late copy can never overwrite a newer job's flag."""
+    c = module.__dict__.get("_prefetch_flags")
+    if c is None:
+        import ctypes
+
+        from ._batched_step import _pinned_slice
+
+        buf = _pinned_slice(_FLAG_SLOTS // 2)  # (kept alive here; int64 slices: 2 int32 slots each)
+        view = (ctypes.c_int32 * _FLAG_SLOTS).from_address(buf.data_ptr())
+        c = module.__dict__["_prefetch_flags"] = [buf, view, list(range(_FLAG_SLOTS)), set()]
+    buf, view, free, armed = c
+    if not free:
+        landed = [i for i in armed if view[i] >= 0]
+        armed.difference_update(landed)
+        free.extend(landed)
+        if not free:
+            return None, 0
+    i = free.pop()
+    view[i] = -1
+    armed.add(i)
+    return i, buf.data_ptr() + 4 * i
+
+
+def _flag_seen(module, slot) -> Optional[int]:
+    """The failed flag a device job copied into ``slot`` (0: it staged its whole batch), or None while the copy has
+    not landed; a landed slot is free again."""
+    c = module.__dict__.get("_prefetch_flags")
+    if slot is None or c is None or slot not in c[3]:
+        return None
+    v = c[1][slot]
+    if v < 0:
+        return None
+    c[3].discard(slot)
+    c[2].append(slot)
+    return v
+
+
+def _events(module, stream):
+    """The module's two events of device prefetch jobs on ``stream`` (made once, re-recorded by every job): ready
+    (the work queued before the prefetch call, which the job waits for) and done (the job's end). A wait takes
+    the event's latest record when it is queued: a step waits for its job, or for a later job of the same stream,
+    which runs after it (never for work queued after the wait)."""
+    c = module.__dict__.get("_prefetch_events")
+    if c is None or c[0] is not stream:
+        c = module.__dict__["_prefetch_events"] = (stream, torch.cuda.Event(), torch.cuda.Event())
+    return c[1], c[2]
 
 
 def _run_in_worker(module, job, stream):
@@ -363,6 +440,13 @@ def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
     return c[1]
 
 
+def pending(obj) -> Optional["PrefetchJob"]:
+    """The latest prefetch job queued for ``obj`` (a module or a caching table) that nothing settled yet, or None."""
+    d = getattr(obj, "__dict__", None)
+    job = d.get(_TABLE_LAST) if d is not None else None
+    return job if job is not None else _LAST.get(obj)
+
+
 def settle(obj) -> None:
     """Waits for the prefetch jobs queued for ``obj`` (a module or a caching table); cheap when there are none."""
     job = _LAST.get(obj)
@@ -370,13 +454,19 @@ def settle(obj) -> None:
         job.wait()
         if _LAST.get(obj) is job:
             del _LAST[obj]
+    d = getattr(obj, "__dict__", None)
+    job = d.get(_TABLE_LAST) if d is not None else None
+    if job is not None:
+        job.wait()
+        if d.get(_TABLE_LAST) is job:
+            del d[_TABLE_LAST]
 
 
 def settled(fn):
     """Method decorator: ``settle(self)`` first (module and caching-table calls that touch the tables)."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        if _LAST:
+        if _LAST or _TABLE_LAST in self.__dict__:
             settle(self)
         return fn(self, *args, **kwargs)
     return wrapper
@@ -401,6 +491,9 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     job = mine[-1]
     if job.gens is not None:
         none.update({t: 0 for t, g in job.gens.items() if t in none and module.tables[t].generation == g})
+    if _flag_seen(module, job.flag) == 0 and None not in none.values():
+        # the job staged its whole batch and the host already sees it: the step stages nothing (no gated launches)
+        return none, job.bounds, job.stamp, None
     skip = job.skip
     if skip is not None and job.done is not None:
         skip.record_stream(torch.cuda.current_stream(ids.device))  # made on the job's stream, read on this one

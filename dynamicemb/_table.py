@@ -349,6 +349,7 @@ class ScoredHashTable:
     def __getstate__(self):  # a lock neither pickles nor deep-copies
         d = dict(self.__dict__)
         d.pop("_lock", None)
+        d.pop("_prefetch_last", None)  # a caching table's pending prefetch job (_prefetch.py): not the copy's
         return d
 
     def __setstate__(self, d):

@@ -123,7 +123,7 @@ def test_prefetch_job_thread_and_table_calls():
     assert sizes == m.sizes()
     _prefetch.submit(m, data[2][0], data[2][1], None, threaded=True)
     n = m.tables[1].size()  # a table call waits too
-    assert _prefetch._LAST.get(m.tables[1]) is None and n == m.tables[1].size()
+    assert _prefetch.pending(m.tables[1]) is None and n == m.tables[1].size()
 
 
 @pytest.mark.parametrize("fault", ["capacity", "store"])

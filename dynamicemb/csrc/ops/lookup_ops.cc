@@ -3,6 +3,8 @@
 // and never synchronizes with the host, so a whole training step can be captured in a CUDA graph. Outputs are
 // allocated here through torch's allocator (graph-capture aware). Argument checks keep memory safe; the
 // user-facing validation lives in Python.
+#include <cuda_runtime.h>
+
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -18,6 +20,7 @@
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
+#include "dynamicemb/csrc/ops/stage_bind.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -378,12 +381,21 @@ struct SideJoin {
 // batch is treated as empty), the dedup, the CSR of the backward (kStepCsr; on the side stream with kStepOverlap,
 // joined before return), find_or_insert / find of every unique, the gather / pooling into the output. Returns
 // (output, workspace); the workspace goes to lookup_backward. `refused_total` (num_tables int64) is the module's
-// running count of refused inserts; this step's own count is in the workspace header.
+// running count of refused inserts; this step's own count is in the workspace header. With `stage` (and
+// stage_totals, stage_mask, stage_cur, stage_min_live, gate: op cache_stage's arguments, stage_bind.h) the step
+// first stages its ids into the caches of the masked caching tables (op cache_stage's kernels, reporting into the
+// device error record, insert_new = training, gated by a prefetch's failed flag `gate`), and the staging's failed
+// flag is its skip flag: one op call per step instead of two (the Python: _device_stage.stage(defer=True)).
+// `refused_host` (nonzero: the address of a pinned num_tables int64 buffer): a training step copies refused_total
+// there after its insert (the host's non-blocking view of the refusals, read for on_refused="warn").
 std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor ids, Tensor offsets,
                                        std::optional<Tensor> lengths, std::optional<Tensor> psw,
                                        Tensor feature_table, Tensor feature_col, int64_t batch, int64_t pooling,
                                        int64_t flags, int64_t max_dim, int64_t out_cols, int64_t out_kind, Tensor set,
-                                       Tensor refused_total, std::optional<Tensor> skip) {
+                                       Tensor refused_total, std::optional<Tensor> skip, std::optional<Tensor> stage,
+                                       std::optional<Tensor> stage_totals, std::optional<Tensor> stage_mask,
+                                       int64_t stage_cur, int64_t stage_min_live, std::optional<Tensor> gate,
+                                       int64_t refused_host) {
   const int64_t T = num_tables_of(meta);
   const bool train = flags & kStepTrain, validate = flags & kStepValidate, with_csr = flags & kStepCsr;
   check_ids(ids);
@@ -422,11 +434,31 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     check_cuda(*skip, "skip", ids, ScalarType::Int);
     ACCEL_CHECK(skip->numel() == 1, "skip: expected 1 entry (cache_stage's flag), got ", skip->numel());
   }
+  ACCEL_CHECK(!stage.has_value() || (stage_totals.has_value() && stage_mask.has_value() && !skip.has_value()),
+              "stage: expected stage_totals and stage_mask with it, and no skip flag (the staging's is the step's)");
   ACCEL_CHECK(!(flags & kStepLengthsOnly) || lengths.has_value(), "flags: lengths only, but lengths is None");
   check_psw(psw, n, ids);
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   void* stream = accel::current_cuda_stream(ids.get_device_index());
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
+  // Staging first (caching tables over the uva store; _device_stage.py): op cache_stage's kernels on this stream,
+  // before the insert, their failed flag the step's external skip flag. Its scratch is one allocation: [failed +
+  // pad | info | place | found]; the flag and info are zeroed by one memset.
+  Tensor sws;
+  const int32_t* staged_skip = nullptr;
+  if (stage.has_value()) {
+    namespace sb = stage_bind;
+    CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, *stage_mask);
+    const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::kFailWords);
+    sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n)}, ScalarType::Long);
+    auto* w = static_cast<int64_t*>(sws.data_ptr());
+    const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
+                                          value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,
+                                          reinterpret_cast<int32_t*>(w));
+    zero_async(w, static_cast<size_t>(head) * 8, stream);
+    launch_cache_stage(probe, sp, /*report=*/true, stream);
+    staged_skip = sp.failed;
+  }
   const StepLayout l = step_layout(n, T, with_csr, csr_scaled(pw != nullptr, pooling));
   Tensor ws = torch::stable::new_empty(ids, {l.total / 8}, ScalarType::Long);
   const int64_t rows = pooling == kPoolNone ? n : batch;
@@ -437,7 +469,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // with the dedup's clear pass (ids, no probe) that pass sets the header (skip flag from the checks' block
   // flags and the external flag, count, refused, pending) and advances the step clocks: no memset, no begin_step
   const bool header_by_clear = n > 0 && !probe;
-  const auto* skip_in = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : nullptr;
+  const auto* skip_in = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : staged_skip;
   if (!header_by_clear) {
     zero_async(ws.data_ptr(), static_cast<size_t>(l.header), stream);  // skip, count, refused
     // an external skip flag (a device staging that could not stage every id: the step inserts and updates nothing)
@@ -548,6 +580,14 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (!probe) launch_insert<V.value>(ip, stream);
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
   });
+  // the module's host mirror of refused_total (pinned, num_tables int64): one copy queued after the insert, so the
+  // host reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror)
+  if (refused_host != 0 && train) {
+    const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
+                                          refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
+                                          cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
+    ACCEL_CHECK(e == cudaSuccess, "lookup_step: the refusals' host copy failed: ", cudaGetErrorString(e));
+  }
   return std::make_tuple(out, ws);
 }
 
@@ -716,7 +756,9 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def(
       "lookup_step(Tensor(a!) meta, int value_kind, Tensor ids, Tensor offsets, Tensor? lengths, Tensor? psw, "
       "Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, int out_cols, "
-      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None) -> (Tensor, Tensor)");
+      "int out_kind, Tensor(b!) set, Tensor(c!) refused_total, Tensor? skip=None, Tensor(d!)? stage=None, "
+      "Tensor(e!)? stage_totals=None, Tensor? stage_mask=None, int stage_cur=0, int stage_min_live=0, "
+      "Tensor? gate=None, int refused_host=0) -> (Tensor, Tensor)");
   m.def(
       "lookup_backward(Tensor(a!) meta, int value_kind, Tensor grad, Tensor ids, Tensor offsets, Tensor ws, "
       "Tensor? psw, Tensor feature_table, Tensor feature_col, int batch, int pooling, int flags, int max_dim, "

@@ -2,18 +2,22 @@
 // check, one launch) and cache_stage (the miss check and the staging of every missing id into the HBM caches of
 // caching tables over the uva store, four launches, no host wait; stage_common.h). The CPU twin runs the same
 // per-id code in one thread (tests). Python: dynamicemb/_prefetch.py count_step, dynamicemb/_device_stage.py.
+#include <cuda_runtime.h>
+
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <tuple>
 
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/lookup/stage_common.h"
+#include "dynamicemb/csrc/ops/stage_bind.h"
 
 namespace dynamicemb {
 namespace lookup {
@@ -21,57 +25,12 @@ namespace {
 
 using torch::stable::Tensor;
 using accel::ScalarType;
-constexpr int64_t kMetaWords = sizeof(TableMeta) / 8;
-constexpr int64_t kStageWords = sizeof(StageTable) / 8;
+namespace sb = stage_bind;
 
-void check_arg(const Tensor& t, const char* name, const Tensor& ref, ScalarType dtype) {
-  accel::check_dtype(t, name, dtype);
-  accel::check_contiguous(t, name);
-  accel::check_same_device(t, name, ref, "ids");
-}
-
-struct ProbeArgs {
-  CacheProbeParams p{};
-  Tensor found, info;
-};
-
-// Checks and binds the miss check's arguments; `extra` int64 words follow info's T + F + 1 (the staging's).
-ProbeArgs bind_probe(const Tensor& meta, const Tensor& ids, const Tensor& offsets, const Tensor& feature_table,
-                     int64_t batch, const Tensor& table_mask, int64_t extra) {
-  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
-              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
-  accel::check_dim(ids, "ids", 1);
-  accel::check_contiguous(ids, "ids");
-  check_arg(meta, "meta", ids, ScalarType::Long);
-  check_arg(offsets, "offsets", ids, ScalarType::Long);
-  accel::check_dim(offsets, "offsets", 1);
-  check_arg(feature_table, "feature_table", ids, ScalarType::Int);
-  check_arg(table_mask, "table_mask", ids, ScalarType::Int);
-  ACCEL_CHECK(meta.numel() % kMetaWords == 0 && meta.numel() > 0, "meta: expected num_tables x ", kMetaWords,
-              " int64 fields, got ", meta.numel());
-  const int64_t T = meta.numel() / kMetaWords, F = feature_table.numel();
-  ACCEL_CHECK(table_mask.numel() == T, "table_mask: expected ", T, " entries (one per table), got ", table_mask.numel());
-  ACCEL_CHECK(F >= 1, "feature_table: expected at least one feature");
-  ACCEL_CHECK(batch >= 0, "batch: expected >= 0, got ", batch);
-  ACCEL_CHECK(offsets.numel() == F * batch + 1, "offsets: expected F * batch + 1 = ", F * batch + 1, " entries, got ",
-              offsets.numel());
-  ProbeArgs a;
-  a.found = torch::stable::new_empty(ids, {ids.numel()}, ScalarType::Bool);
-  a.info = torch::stable::new_zeros(ids, {T + F + 1 + extra}, ScalarType::Long);
-  CacheProbeParams& p = a.p;
-  p.meta = static_cast<const TableMeta*>(meta.data_ptr());
-  p.num_tables = static_cast<int>(T);
-  p.table_mask = static_cast<const int32_t*>(table_mask.data_ptr());
-  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
-  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
-  p.n = ids.numel();
-  p.num_bags = offsets.numel() - 1;
-  p.batch = batch;
-  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
-  p.num_features = static_cast<int>(F);
-  p.found = static_cast<bool*>(a.found.data_ptr());
-  p.info = static_cast<int64_t*>(a.info.data_ptr());
-  return a;
+// Zeroes `bytes` at `ptr` on the tensors' device (CUDA: on the current stream, no kernel of torch's).
+void zero_on(const Tensor& ids, void* ptr, size_t bytes) {
+  if (ids.is_cuda()) zero_async(ptr, bytes, accel::current_cuda_stream(ids.get_device_index()));
+  else std::memset(ptr, 0, bytes);
 }
 
 // The CPU twin of the probe kernel (probe_kernels.cu): the same results, one thread.
@@ -103,14 +62,20 @@ void probe_cpu(const CacheProbeParams& p) {
 
 std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, Tensor feature_table, int64_t batch,
                                        Tensor table_mask) {
-  ProbeArgs a = bind_probe(meta, ids, offsets, feature_table, batch, table_mask, 0);
+  CacheProbeParams p = sb::bind_probe(meta, ids, offsets, feature_table, batch, table_mask);
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (ids.is_cuda()) guard.emplace(ids.get_device_index());
+  Tensor found = torch::stable::new_empty(ids, {ids.numel()}, ScalarType::Bool);
+  Tensor info = torch::stable::new_empty(ids, {sb::info_words(p.num_tables, p.num_features, 0)}, ScalarType::Long);
+  p.found = static_cast<bool*>(found.data_ptr());
+  p.info = static_cast<int64_t*>(info.data_ptr());
+  zero_on(ids, p.info, static_cast<size_t>(info.numel()) * 8);
   if (ids.is_cuda()) {
-    torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
-    launch_cache_probe(a.p, accel::current_cuda_stream(ids.get_device_index()));
+    launch_cache_probe(p, accel::current_cuda_stream(ids.get_device_index()));
   } else {
-    probe_cpu(a.p);
+    probe_cpu(p);
   }
-  return std::make_tuple(a.found, a.info);
+  return std::make_tuple(found, info);
 }
 
 // (failed (1,) int32: the step's skip flag; info: the probe's T + F + 1, then the first failure [rule, table, id,
@@ -119,62 +84,40 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 // `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
 // error record (CUDA; the CPU caller raises from info); `gate` (1,) int32 or None: when it reads 0 the op does
 // nothing (the step after a prefetch of its batch passes the prefetch's failed flag: it stages only what the
-// prefetch left).
+// prefetch left); `failed_host` (CUDA, nonzero): the address of a pinned int32 that gets a copy of the failed flag
+// after the kernels (the host learns, without waiting, that a prefetch staged its whole batch).
 std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals, Tensor ids, Tensor offsets,
                                        Tensor feature_table, int64_t batch, Tensor table_mask, int64_t cur,
                                        int64_t min_live, bool insert_new, int64_t value_bytes, bool report,
-                                       std::optional<Tensor> gate) {
-  const int64_t T = meta.numel() / kMetaWords;
-  ProbeArgs a = bind_probe(meta, ids, offsets, feature_table, batch, table_mask, 4);
-  check_arg(stage, "stage", ids, ScalarType::Long);
-  ACCEL_CHECK(stage.numel() == T * kStageWords, "stage: expected ", T, " x ", kStageWords, " int64 fields, got ",
-              stage.numel());
-  check_arg(totals, "totals", ids, ScalarType::Long);
-  ACCEL_CHECK(totals.numel() == 3 * T, "totals: expected ", T, " x 3 int64 counts, got ", totals.numel());
-  ACCEL_CHECK(value_bytes == 2 || value_bytes == 4, "value_bytes: expected 2 or 4, got ", value_bytes);
-  ACCEL_CHECK(cur >= 1 && min_live >= 1 && min_live <= cur, "cur/min_live: expected 1 <= min_live <= cur, got ",
-              min_live, " and ", cur);
-  if (gate.has_value()) {
-    check_arg(*gate, "gate", ids, ScalarType::Int);
-    ACCEL_CHECK(gate->numel() == 1, "gate: expected 1 entry (a prefetch's failed flag), got ", gate->numel());
-  }
-  const int32_t* gate_ptr = gate.has_value() ? static_cast<const int32_t*>(gate->data_ptr()) : nullptr;
-  const int64_t n = ids.numel(), F = feature_table.numel();
-  Tensor failed = torch::stable::new_zeros(ids, {1}, ScalarType::Int);
-  Tensor place = torch::stable::new_empty(ids, {n > 0 ? n : 1}, ScalarType::Long);
-  a.p.stage = static_cast<const StageTable*>(stage.data_ptr());
-  a.p.cur = cur;
-  StageParams p{};
-  p.meta = a.p.meta;
-  p.stage = a.p.stage;
-  p.num_tables = a.p.num_tables;
-  p.table_mask = a.p.table_mask;
-  p.ids = a.p.ids;
-  p.offsets = a.p.offsets;
-  p.n = n;
-  p.num_bags = a.p.num_bags;
-  p.batch = batch;
-  p.feature_table = a.p.feature_table;
-  p.num_features = a.p.num_features;
-  p.found = a.p.found;
-  p.counts = static_cast<int64_t*>(totals.data_ptr());
-  p.place = static_cast<int64_t*>(place.data_ptr());
-  p.cur = cur;
-  p.min_live = min_live;
-  p.insert_new = insert_new;
-  p.failed = static_cast<int32_t*>(failed.data_ptr());
-  p.first_fail = a.p.info + T + F + 1;
-  p.value_bytes = static_cast<int>(value_bytes);
-  a.p.gate = p.gate = gate_ptr;
+                                       std::optional<Tensor> gate, int64_t failed_host) {
+  CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, table_mask);
+  const int64_t n = ids.numel();
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (ids.is_cuda()) guard.emplace(ids.get_device_index());
+  // three allocations (the per-id scratch, info, the flag) and two memsets: no fill kernels of torch's
+  Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n)}, ScalarType::Long);
+  Tensor info = torch::stable::new_empty(ids, {sb::info_words(probe.num_tables, probe.num_features, sb::kFailWords)},
+                                         ScalarType::Long);
+  Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
+  StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
+                                 static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
+                                 static_cast<int32_t*>(failed.data_ptr()));
+  zero_on(ids, info.data_ptr(), static_cast<size_t>(info.numel()) * 8);
+  zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
-    torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
-    launch_cache_stage(a.p, p, report, accel::current_cuda_stream(ids.get_device_index()));
-  } else if (gate_ptr == nullptr || *gate_ptr != 0) {  // (the CPU twin reads its gate at once)
-    probe_cpu(a.p);
+    void* stream = accel::current_cuda_stream(ids.get_device_index());
+    launch_cache_stage(probe, p, report, stream);
+    if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
+      const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
+                                            sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
+      ACCEL_CHECK(e == cudaSuccess, "cache_stage: the failed flag's host copy failed: ", cudaGetErrorString(e));
+    }
+  } else if (p.gate == nullptr || *p.gate != 0) {  // (the CPU twin reads its gate at once)
+    probe_cpu(probe);
     for (int64_t i = 0; i < n; ++i) stage_one<HostStageAtomics>(p, i);
     for (int64_t i = 0; i < n; ++i) unplace_one<HostStageAtomics>(p, i);
   }
-  return std::make_tuple(failed, a.info);
+  return std::make_tuple(failed, info);
 }
 
 }  // namespace
@@ -187,8 +130,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "-> (Tensor, Tensor)");
   m.def(
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
-      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None) "
-      "-> (Tensor, Tensor)");
+      "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None, "
+      "int failed_host=0) -> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {

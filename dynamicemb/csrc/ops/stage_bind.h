@@ -1,0 +1,129 @@
+// The caching tables' staging arguments, checked and bound once for the two ops that stage (torch stable ABI,
+// host code): op cache_stage (stage_ops.cc: the prefetch's, the CPU twin's) and op lookup_step (lookup_ops.cc: a
+// step that stages its own batch first, so that a step costs one op call). The scratch the kernels use (found,
+// place, info, failed) comes from the caller; `scratch_words` says how many int64 words it needs.
+#pragma once
+
+#include <torch/csrc/stable/tensor.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "common/stable_utils.h"
+#include "dynamicemb/csrc/lookup/lookup_types.h"
+#include "dynamicemb/csrc/lookup/stage_common.h"
+
+namespace dynamicemb {
+namespace lookup {
+namespace stage_bind {
+
+constexpr int64_t kMetaWords = sizeof(TableMeta) / 8;
+constexpr int64_t kStageWords = sizeof(StageTable) / 8;
+constexpr int64_t kFailWords = 4;  // info's tail: the first failure [rule, table, id, bucket slots]
+
+inline void check_arg(const torch::stable::Tensor& t, const char* name, const torch::stable::Tensor& ref,
+                      accel::ScalarType dtype) {
+  accel::check_dtype(t, name, dtype);
+  accel::check_contiguous(t, name);
+  accel::check_same_device(t, name, ref, "ids");
+}
+
+// int64 words of info: per table its misses, the F + 1 feature bounds, then `extra` words (the first failure).
+inline int64_t info_words(int64_t num_tables, int64_t num_features, int64_t extra) {
+  return num_tables + num_features + 1 + extra;
+}
+
+// int64 words of the probe's and the staging's per-id scratch for n ids: place (n int64), found (n bool).
+inline int64_t scratch_words(int64_t n) { return (n > 0 ? n : 1) + (n + 7) / 8; }
+
+// Checks the miss check's arguments and binds them; `found` / `info` point to the caller's scratch (info zeroed).
+inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torch::stable::Tensor& ids,
+                                   const torch::stable::Tensor& offsets, const torch::stable::Tensor& feature_table,
+                                   int64_t batch, const torch::stable::Tensor& table_mask) {
+  using accel::ScalarType;
+  ACCEL_CHECK(ids.scalar_type() == ScalarType::Long || ids.scalar_type() == ScalarType::UInt64,
+              "ids: expected dtype int64 or uint64, got ", accel::dtype_name(ids.scalar_type()));
+  accel::check_dim(ids, "ids", 1);
+  accel::check_contiguous(ids, "ids");
+  check_arg(meta, "meta", ids, ScalarType::Long);
+  check_arg(offsets, "offsets", ids, ScalarType::Long);
+  accel::check_dim(offsets, "offsets", 1);
+  check_arg(feature_table, "feature_table", ids, ScalarType::Int);
+  check_arg(table_mask, "table_mask", ids, ScalarType::Int);
+  ACCEL_CHECK(meta.numel() % kMetaWords == 0 && meta.numel() > 0, "meta: expected num_tables x ", kMetaWords,
+              " int64 fields, got ", meta.numel());
+  const int64_t T = meta.numel() / kMetaWords, F = feature_table.numel();
+  ACCEL_CHECK(table_mask.numel() == T, "table_mask: expected ", T, " entries (one per table), got ", table_mask.numel());
+  ACCEL_CHECK(F >= 1, "feature_table: expected at least one feature");
+  ACCEL_CHECK(batch >= 0, "batch: expected >= 0, got ", batch);
+  ACCEL_CHECK(offsets.numel() == F * batch + 1, "offsets: expected F * batch + 1 = ", F * batch + 1, " entries, got ",
+              offsets.numel());
+  CacheProbeParams p{};
+  p.meta = static_cast<const TableMeta*>(meta.data_ptr());
+  p.num_tables = static_cast<int>(T);
+  p.table_mask = static_cast<const int32_t*>(table_mask.data_ptr());
+  p.ids = static_cast<const uint64_t*>(ids.data_ptr());
+  p.offsets = static_cast<const int64_t*>(offsets.data_ptr());
+  p.n = ids.numel();
+  p.num_bags = offsets.numel() - 1;
+  p.batch = batch;
+  p.feature_table = static_cast<const int32_t*>(feature_table.data_ptr());
+  p.num_features = static_cast<int>(F);
+  return p;
+}
+
+// Checks the staging's own arguments and binds the staging over a bound probe (`probe`, updated: its stamps and
+// gate). Scratch: `scratch` (scratch_words(n) int64: place, then found), `info` (info_words(T, F, 4), zeroed),
+// `failed` (1 int32, zeroed).
+inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tensor& ids,
+                              const torch::stable::Tensor& stage, const torch::stable::Tensor& totals, int64_t cur,
+                              int64_t min_live, bool insert_new, int64_t value_bytes,
+                              const std::optional<torch::stable::Tensor>& gate, int64_t* scratch, int64_t* info,
+                              int32_t* failed) {
+  using accel::ScalarType;
+  const int64_t T = probe.num_tables, n = probe.n;
+  check_arg(stage, "stage", ids, ScalarType::Long);
+  ACCEL_CHECK(stage.numel() == T * kStageWords, "stage: expected ", T, " x ", kStageWords, " int64 fields, got ",
+              stage.numel());
+  check_arg(totals, "totals", ids, ScalarType::Long);
+  ACCEL_CHECK(totals.numel() == 3 * T, "totals: expected ", T, " x 3 int64 counts, got ", totals.numel());
+  ACCEL_CHECK(value_bytes == 2 || value_bytes == 4, "value_bytes: expected 2 or 4, got ", value_bytes);
+  ACCEL_CHECK(cur >= 1 && min_live >= 1 && min_live <= cur, "cur/min_live: expected 1 <= min_live <= cur, got ",
+              min_live, " and ", cur);
+  if (gate.has_value()) {
+    check_arg(*gate, "gate", ids, ScalarType::Int);
+    ACCEL_CHECK(gate->numel() == 1, "gate: expected 1 entry (a prefetch's failed flag), got ", gate->numel());
+  }
+  probe.found = reinterpret_cast<bool*>(scratch + (n > 0 ? n : 1));
+  probe.info = info;
+  probe.stage = static_cast<const StageTable*>(stage.data_ptr());
+  probe.cur = cur;
+  probe.gate = gate.has_value() ? static_cast<const int32_t*>(gate->data_ptr()) : nullptr;
+  StageParams p{};
+  p.meta = probe.meta;
+  p.stage = probe.stage;
+  p.num_tables = probe.num_tables;
+  p.table_mask = probe.table_mask;
+  p.ids = probe.ids;
+  p.offsets = probe.offsets;
+  p.n = n;
+  p.num_bags = probe.num_bags;
+  p.batch = probe.batch;
+  p.feature_table = probe.feature_table;
+  p.num_features = probe.num_features;
+  p.found = probe.found;
+  p.counts = static_cast<int64_t*>(totals.data_ptr());
+  p.place = scratch;
+  p.cur = cur;
+  p.min_live = min_live;
+  p.insert_new = insert_new;
+  p.failed = failed;
+  p.first_fail = info + T + probe.num_features + 1;
+  p.value_bytes = static_cast<int>(value_bytes);
+  p.gate = probe.gate;
+  return p;
+}
+
+}  // namespace stage_bind
+}  // namespace lookup
+}  // namespace dynamicemb
