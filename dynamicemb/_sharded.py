@@ -711,7 +711,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         #    uniques' rows (in the output dtype: the same values as converting after the gather)
         if fast and n_u == 0:  # every id reserved (validate=False): they read a zero row
             U = U.new_zeros(1, Dm)
-        fused = fast and self.pooling != "none" and not (psw is not None and psw.requires_grad)
+        fused = fast and not (psw is not None and psw.requires_grad)
         if self.pooling == "none":
             out, E, lengths = U.to(self.output_dtype).index_select(0, inverse), None, None
         elif fused:
@@ -775,8 +775,13 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         dev, Dm = self.device, self.max_dim
         n_u = saved["n_u"]
         # per-unique sums straight into (n_u, Dm): one index_add_ over the ids ("none" has no bag gradient), or
-        # CUDA's embedding_bag backward from the bag gradients (no (n, Dm) per-id buffer, no atomics)
-        if saved["fused"]:
+        # on CUDA torch's embedding backward (a sort of the unique indices, then segment sums: no atomics, no
+        # (n, Dm) per-id buffer for bags)
+        if saved["fused"] and self.pooling == "none":
+            gU = torch.ops.aten.embedding_dense_backward(grad_out.to(torch.float32), saved["inverse"], max(n_u, 1),
+                                                         -1, False)[:n_u]
+            grad_psw = None
+        elif saved["fused"]:
             gU, grad_psw = self._bag_grad(grad_out, saved)[:n_u], None
         else:
             gU, grad_psw = _id_gradients(grad_out, dict(saved, n=max(n_u, 1)), self.pooling, self.feature_dims, Dm,
