@@ -5,14 +5,17 @@ tables: one ``BatchedDynamicEmbeddingTables`` per embedding width ("shard module
 per table), so the scored hash table, its kernels, optimizers, score policies, admission and growth are reused
 unchanged. A step on each rank, for its own batch:
 
-  forward   1. dedup (owner, table, id) of the local ids (sorts; fixed shapes);
+  forward   1. dedup (owner, table, id) of the local ids (CUDA: the single-rank module's dedup kernel, then a
+               sort of the uniques' (owner, table) codes; CPU: sorts of the ids; fixed shapes);
             2. all_to_all of the (W, T) unique counts (fixed size), then ONE host sync for the split sizes;
             3. all_to_all of the unique ids (plus their occurrence counts when a table counts admission);
             4. the owner looks its received ids up in its shard modules (find_or_insert in training, find in
                eval): ids from all peers in one call, so an id sent by two ranks is one unique there;
             5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32);
-            6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module.
-  backward  1. bag gradients -> per-unique sums on the sending rank; 2. all_to_all of them (fp32) to the owners;
+            6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module
+               (CUDA: one embedding_bag op from the uniques' rows; CPU: the single-rank torch path's ops).
+  backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: torch's embedding(_bag) backward, a
+               sort and segment sums; CPU: index_add_); 2. all_to_all of them (fp32) to the owners;
             3. the owner runs its shard modules' backward: sums per unique over peers, clips, fused optimizer.
 
 Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by the owner to the per-id sums over
@@ -518,8 +521,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         and table; (W * T,) counts; what ``_kernel_inverse`` needs after the split-size sync; the bag of each id
         (int32) or None)."""
         W, T, n, nseg = self.world_size, len(self.options), ids.numel(), self.world_size * len(self.options)
-        inv, bag, uk, ut, count = torch.ops.dynamicemb.lookup_dedup(ids, offsets, self._feature_table32, B,
-                                                                      self._dedup_buffer(n))
+        inv, bag, uk, ut, count = torch.ops.dynamicemb.lookup_dedup(ids.contiguous(), offsets, self._feature_table32,
+                                                                      B, self._dedup_buffer(n))
         bag = bag if self.pooling != "none" else None
         if nseg == 1:
             return uk, count.long(), (inv, None), bag
@@ -572,8 +575,8 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         B = (offsets.numel() - 1) // F
         Dm = self.max_dim
         nseg = W * T
-        # CUDA: the single-rank module's dedup kernel (a hash set, three passes over the ids), then a sort of the
-        # uniques' small (owner, table) codes; CPU: two sorts of the ids (bit for bit the torch path's order)
+        # 1. dedup. CUDA: the single-rank module's dedup kernel (a hash set, three passes over the ids), then a
+        #    sort of the uniques' small (owner, table) codes; CPU: two sorts of the ids (the torch path's order)
         fast = self._kernel_dedup and n > 0 and B > 0
         self._mark("start")
         if fast:
