@@ -738,8 +738,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         (n, Dm) per-id rows). Returns (out (B, sum of dims) in the output dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
         pw = None if psw is None else psw.to(torch.float32)
-        bags = torch.ops.aten._embedding_bag(U, inverse, offsets, False, 0 if self.pooling == "sum" else 1, False,
-                                             pw, True, -1)[0].view(F, B, Dm)
+        # offsets clamped to [0, n]: in bounds for any offsets (validate=False), as the dedup kernel's bags
+        bags = torch.ops.aten._embedding_bag(U, inverse, offsets.clamp(0, inverse.numel()),
+                                             False, 0 if self.pooling == "sum" else 1, False, pw, True, -1)[0]
+        bags = bags.view(F, B, Dm)
         if all(d == Dm for d in self.feature_dims):
             out = bags.transpose(0, 1).reshape(B, F * Dm)
         else:
