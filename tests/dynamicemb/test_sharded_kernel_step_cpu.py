@@ -2,7 +2,7 @@
 uniques in a random order, garbage past the unique count), the rest as on a GPU (the uniques' code sort, the
 inverse through it, embedding_bag pooling and its backward, embedding backward for pooling none). Every parity
 case of test_sharded_cpu.py (routing, pooling, optimizer, clipping, per-sample weights, admission, uint64 keys,
-empty steps) must match the single-rank module fed all ranks' batches."""
+empty steps; weights with a gradient) must match the single-rank module fed all ranks' batches."""
 
 import os
 import sys
@@ -25,6 +25,12 @@ pytestmark = pytest.mark.skipif(not (load_library() and torch.distributed.is_ava
                          ids=["w1", "w2", "w3"])
 def test_kernel_step_parity(world, cases):
     run_ranks(dedup_twin.parity_with_twin, world, cases, timeout=300)
+
+
+@pytest.mark.parametrize("twin", [True, False], ids=["cuda_step", "cpu_step"])
+@pytest.mark.parametrize("world", [1, 2])
+def test_weight_gradients(world, twin):
+    run_ranks(dedup_twin.psw_grad_parity, world, twin, timeout=300)
 
 
 def test_twin_keeps_the_op_contract():
