@@ -23,6 +23,7 @@ from typing import Optional
 import torch
 
 from ._hash import _to_i64, fmix64_tensor
+from ._load import load_library
 
 __all__ = ["ROUTING_MODES", "route_keys", "route_keys_by_table"]
 
@@ -123,7 +124,9 @@ def route_keys_by_table(keys: torch.Tensor, tables: torch.Tensor, world_size: in
     T = len(key_spaces)
     if mode == "hash":
         salts = _table_constants("salt", W, T, k.device, lambda: [_to_i64(_GOLDEN * (t + 1)) for t in range(T)])
-        h = fmix64_tensor(k ^ salts[tables])
+        x = k ^ salts[tables]
+        # fmix64 in one kernel (op hash_keys, the same bits) where the op library is loaded, else 11 torch ops
+        h = torch.ops.dynamicemb.hash_keys(x) if load_library() else fmix64_tensor(x)
         return (((h >> 32) & 0xFFFFFFFF) * W) >> 32
     spaces = tuple(check_key_space(_KEY_SPACE_MAX if s is None else s) for s in key_spaces)
     # per table: the block size and the last key of the space (K - 1 fits int64 even for K = 2**63)

@@ -5,14 +5,17 @@ tables: one ``BatchedDynamicEmbeddingTables`` per embedding width ("shard module
 per table), so the scored hash table, its kernels, optimizers, score policies, admission and growth are reused
 unchanged. A step on each rank, for its own batch:
 
-  forward   1. dedup (owner, table, id) of the local ids (sorts; fixed shapes);
+  forward   1. dedup (owner, table, id) of the local ids (CUDA: the single-rank module's dedup kernel, then a
+               sort of the uniques' (owner, table) codes; CPU: sorts of the ids; fixed shapes);
             2. all_to_all of the (W, T) unique counts (fixed size), then ONE host sync for the split sizes;
             3. all_to_all of the unique ids (plus their occurrence counts when a table counts admission);
             4. the owner looks its received ids up in its shard modules (find_or_insert in training, find in
                eval): ids from all peers in one call, so an id sent by two ranks is one unique there;
             5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32);
-            6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module.
-  backward  1. bag gradients -> per-unique sums on the sending rank; 2. all_to_all of them (fp32) to the owners;
+            6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module
+               (CUDA: one embedding_bag op from the uniques' rows; CPU: the single-rank torch path's ops).
+  backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: torch's embedding(_bag) backward, a
+               sort and segment sums; CPU: index_add_); 2. all_to_all of them (fp32) to the owners;
             3. the owner runs its shard modules' backward: sums per unique over peers, clips, fused optimizer.
 
 Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by the owner to the per-id sums over
@@ -39,6 +42,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gradients, _pool_rows
+from ._batched_kernels import _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
@@ -280,6 +284,10 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._table_dim = torch.tensor(dims, dtype=torch.int64, device=dev)
         self._table_group = torch.tensor(self._group_of, dtype=torch.int64, device=dev)
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
+        # CUDA: the sender's dedup, pooling and gradient sums in fused ops (the dedup kernel, embedding_bag)
+        self._kernel_dedup = dev.type == "cuda" and _kernels_available()
+        self._kset = self._ar32 = self._ar64 = None
+        self._no_max = torch.empty(0, dtype=torch.int64, device=dev)  # embedding_bag's max indices (none)
         #: a list to time the phases of each step into (``(phase, event)`` pairs: CUDA events on CUDA, host
         #: times on CPU); None (default) records nothing. benchmarks/embedding_distributed.py reads it.
         self.phase_log: Optional[list] = None
@@ -458,24 +466,19 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         """Owner of each (key, table) pair ("hash" salts by table, "continuous" has a key space per table)."""
         return route_keys_by_table(keys, tbl, self.world_size, self.routing, self.key_spaces)
 
-    def _step_forward(self, ids, offsets, psw, train: bool, backward: bool = False):
+    def _dedup_sort(self, ids, offsets, B):
+        """Dedup of (owner, table, key) by sorts (the CPU path): returns (ukeys (n,) int64 whose first n_u entries
+        are the uniques ordered by owner, table, key; (W * T,) unique counts per (owner, table); (n,) int64 unique
+        index of each id; the bag of each id, pooling sum / mean). A stable sort by key, then a stable sort of the
+        small (owner, table) code (int16 for W * T < 2**15); one sort when there is one segment. The code is made in
+        key order: the table of an id from its position (features are contiguous runs of B bags: a search in the
+        F - 1 feature boundaries), the owner from key and table."""
         dev, W, T, F = self.device, self.world_size, len(self.options), self.num_features
-        pg = self.process_group
-        n = ids.numel()
-        B = (offsets.numel() - 1) // F
-        Dm = self.max_dim
+        n, nseg = ids.numel(), W * T
         k64 = ids.view(torch.int64)
-        nseg = W * T
-        # the bag of each id (pooling sum / mean only)
         bag = None
         if self.pooling != "none":
             bag = torch.searchsorted(offsets[1:], torch.arange(n, dtype=torch.int64, device=dev), right=True)
-
-        self._mark("start")
-        # 1. dedup (owner, table, key): the uniques come out ordered by owner, then table, then key. A stable sort
-        #    by key, then a stable sort of the small (owner, table) code (int16 for W * T < 2**15); one sort when
-        #    there is one segment. The code is made in key order: the table of an id from its position (features
-        #    are contiguous runs of B bags: a search in the F - 1 feature boundaries), the owner from key and table.
         sk, perm = torch.sort(k64, stable=True)
         if nseg > 1:
             if B > 0 and F > 1:
@@ -508,7 +511,78 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             ends = torch.searchsorted(sseg, self._segs, right=True)
             upto = torch.where(ends > 0, uidx[(ends - 1).clamp_(min=0)] + 1, 0)
             cnt_send = torch.diff(upto, prepend=upto.new_zeros(1))
+        return ukeys, cnt_send, inverse, bag
 
+    def _dedup_kernel(self, ids, offsets, B):
+        """Dedup of (owner, table, key) on CUDA: op lookup_dedup (the single-rank module's per-table hash-set
+        dedup: uniques in about the ids' order, the unique and the bag of every id) and one stable sort of the n
+        uniques' (owner, table) codes (int16: two radix passes; the slots past the unique count sort last). The
+        owner is routed on the uniques, not the ids. Returns (ukeys (n,) int64, the first n_u ordered by owner
+        and table; (W * T,) counts; what ``_kernel_inverse`` needs after the split-size sync; the bag of each id
+        (int32) or None)."""
+        W, T, n, nseg = self.world_size, len(self.options), ids.numel(), self.world_size * len(self.options)
+        inv, bag, uk, ut, count = torch.ops.dynamicemb.lookup_dedup(ids.contiguous(), offsets, self._feature_table32,
+                                                                      B, self._dedup_buffer(n))
+        bag = bag if self.pooling != "none" else None
+        if nseg == 1:
+            return uk, count.long(), (inv, None), bag
+        valid = self._iota(n) < count  # the kernel leaves the slots past the unique count unwritten
+        if W == 1:
+            seg = ut
+        else:
+            ut = torch.where(valid, ut, 0)
+            seg = torch.add(ut, self._route(uk, ut), alpha=T)  # owner * T + table
+        seg = torch.where(valid, seg, nseg).to(self._seg_dtype)
+        sseg, order = torch.sort(seg, stable=True)
+        cnt_send = torch.diff(torch.searchsorted(sseg, self._segs, right=True), prepend=self._zero1)
+        return uk[order], cnt_send, (inv, order), bag
+
+    def _kernel_inverse(self, pending, n_u: int) -> torch.Tensor:
+        """(n,) int64 unique index of each id in the sent order, from the kernel dedup's (its own order) and the
+        codes' sort. Ids the kernel reserves (no unique: -1; refused by the input checks) read unique 0."""
+        inv, order = pending
+        inv = inv.clamp(min=0)
+        if order is None:
+            return inv.long()
+        rank = torch.empty(max(n_u, 1), dtype=torch.int64, device=self.device)
+        rank[:1] = 0
+        rank.scatter_(0, order[:n_u], self._iota64(n_u))
+        return rank.index_select(0, inv)
+
+    def _dedup_buffer(self, n: int) -> torch.Tensor:
+        """The kernel dedup's per-step (table, id) set, allocated once per size (scratch: refilled by every call)."""
+        cap = _dedup_set_size(n)
+        if self._kset is None or self._kset.numel() < cap:
+            self._kset = torch.empty(cap, dtype=torch.int32, device=self.device)
+        return self._kset
+
+    def _iota(self, n: int) -> torch.Tensor:
+        """0 .. n - 1 (int32), made once per size."""
+        if self._ar32 is None or self._ar32.numel() < n:
+            self._ar32 = torch.arange(max(n, 1024), dtype=torch.int32, device=self.device)
+        return self._ar32[:n]
+
+    def _iota64(self, n: int) -> torch.Tensor:
+        """0 .. n - 1 (int64), made once per size."""
+        if self._ar64 is None or self._ar64.numel() < n:
+            self._ar64 = torch.arange(max(n, 1024), dtype=torch.int64, device=self.device)
+        return self._ar64[:n]
+
+    def _step_forward(self, ids, offsets, psw, train: bool, backward: bool = False):
+        dev, W, T, F = self.device, self.world_size, len(self.options), self.num_features
+        pg = self.process_group
+        n = ids.numel()
+        B = (offsets.numel() - 1) // F
+        Dm = self.max_dim
+        nseg = W * T
+        # 1. dedup. CUDA: the single-rank module's dedup kernel (a hash set, three passes over the ids), then a
+        #    sort of the uniques' small (owner, table) codes; CPU: two sorts of the ids (the torch path's order)
+        fast = self._kernel_dedup and n > 0 and B > 0
+        self._mark("start")
+        if fast:
+            ukeys, cnt_send, pending, bag = self._dedup_kernel(ids, offsets, B)
+        else:
+            ukeys, cnt_send, inverse, bag = self._dedup_sort(ids, offsets, B)
         self._mark("dedup")
         # 2. unique counts per (peer, table), then the one host sync of the step: the split sizes
         if W == 1:
@@ -526,12 +600,16 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         recv_splits = [sum(c) for c in cr]
 
         self._mark("splits a2a")
+        if fast:  # queued while the host prepares the rest (the device idles after the sync)
+            inverse = self._kernel_inverse(pending, n_u)
+            self._mark("inverse")
         # 3. unique ids (and occurrence counts for admission) to their owners (one rank: they are its own)
         ukeys = ukeys[:n_u]
         rkeys = ukeys if W == 1 else _a2a(ukeys, send_splits, recv_splits, pg)
         rocc = None
         if self._counts:
-            occ = torch.zeros(n, dtype=torch.int64, device=dev).scatter_add_(0, uidx, torch.ones_like(uidx))[:n_u]
+            occ = torch.zeros(max(n, 1), dtype=torch.int64, device=dev).scatter_add_(
+                0, inverse, torch.ones_like(inverse))[:n_u]
             rocc = occ if W == 1 else _a2a(occ, send_splits, recv_splits, pg)
 
         self._mark("ids a2a")
@@ -634,19 +712,66 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("rows a2a")
         # 6. pooling where the bag lives (the single-rank module's CPU path, op for op); "none" is a gather of the
         #    uniques' rows (in the output dtype: the same values as converting after the gather)
+        if fast and n_u == 0:  # every id reserved (validate=False): they read a zero row
+            U = U.new_zeros(1, Dm)
+        fused = fast and not (psw is not None and psw.requires_grad)
         if self.pooling == "none":
-            out, E, lengths = U.to(self.output_dtype)[inverse], None, None
+            out, E, lengths = U.to(self.output_dtype).index_select(0, inverse), None, None
+        elif fused:
+            out, lengths = self._bag_pool(U, inverse, offsets, psw, B)
+            E = None
         else:
+            bag = bag.long()  # (the kernel dedup's bags are int32)
             out, E, lengths = _pool_rows(U, inverse, psw, offsets, bag, self.pooling, self.feature_dims, Dm, B,
                                          self.output_dtype)
         self._mark("pool")
         saved = None
         if backward:
-            saved = dict(bag=bag, inverse=inverse, psw=psw, lengths=lengths, B=B, n=n, n_u=n_u, utbl=utbl,
+            saved = dict(bag=bag, inverse=inverse, psw=psw, lengths=lengths, B=B, n=n, n_u=n_u, utbl=utbl, fused=fused,
                          E=E if (psw is not None and psw.requires_grad) else None, outs=outs, spans=spans,
                          first=first_pos, newpos=newpos, rtbl=rtbl, el_send=el_send, el_recv=el_recv,
                          inner_keys=inner_keys, ngroups=len(outs), tcounts=tcounts)
         return out, saved
+
+    def _bag_pool(self, U, inverse, offsets, psw, B):
+        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm) fp32 into bags, in one embedding_bag op (no
+        (n, Dm) per-id rows). Returns (out (B, sum of dims) in the output dtype, the bags' lengths (int64))."""
+        F, Dm = self.num_features, self.max_dim
+        pw = None if psw is None else psw.to(torch.float32)
+        # offsets clamped to [0, n]: in bounds for any offsets (validate=False), as the dedup kernel's bags
+        bags = torch.ops.aten._embedding_bag(U, inverse, offsets.clamp(0, inverse.numel()),
+                                             False, 0 if self.pooling == "sum" else 1, False, pw, True, -1)[0]
+        bags = bags.view(F, B, Dm)
+        if all(d == Dm for d in self.feature_dims):
+            out = bags.transpose(0, 1).reshape(B, F * Dm)
+        else:
+            out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
+        return out.to(self.output_dtype), offsets[1:] - offsets[:-1]
+
+    def _bag_grad(self, grad_out, saved) -> torch.Tensor:
+        """The backward of ``_bag_pool``: (max(n_u, 1), Dm) fp32 per-unique sums of the ids' gradients (CUDA's
+        embedding_bag backward: a sort of the unique indices, then segment sums; weights and the mean's division
+        applied per id). With one dim for all features the bag gradients are read in place from the (B, F * Dm)
+        output gradient (each id's bag renumbered to its row there)."""
+        F, Dm, B = self.num_features, self.max_dim, saved["B"]
+        g = grad_out.to(torch.float32)
+        bag, lengths = saved["bag"].long(), saved["lengths"]  # (int32 from the kernel dedup)
+        if all(d == Dm for d in self.feature_dims):
+            gb = g.contiguous().view(B * F, Dm)
+            bag = (bag % B) * F + torch.div(bag, B, rounding_mode="floor")  # bag f * B + b -> row b * F + f
+            lengths = lengths.view(F, B).t().reshape(-1)
+        else:
+            gb = torch.zeros(F, B, Dm, dtype=torch.float32, device=g.device)
+            c = 0
+            for f, d in enumerate(self.feature_dims):
+                gb[f, :, :d] = g[:, c:c + d]
+                c += d
+            gb = gb.view(F * B, Dm)
+        psw = saved["psw"]
+        pw = None if psw is None else psw.to(torch.float32)
+        return torch.ops.aten._embedding_bag_dense_backward(
+            gb, saved["inverse"], bag, lengths, self._no_max, max(saved["n_u"], 1), False,
+            0 if self.pooling == "sum" else 1, pw, -1)
 
     # ------------------------------------------------------------------ backward
     @torch.no_grad()
@@ -654,9 +779,19 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._mark("bwd start")
         dev, Dm = self.device, self.max_dim
         n_u = saved["n_u"]
-        # per-unique sums straight into (n_u, Dm) (one index_add_ over the ids; "none" has no bag gradient)
-        gU, grad_psw = _id_gradients(grad_out, dict(saved, n=n_u), self.pooling, self.feature_dims, Dm,
-                                     psw_requires_grad)
+        # per-unique sums straight into (n_u, Dm): one index_add_ over the ids ("none" has no bag gradient), or
+        # on CUDA torch's embedding backward (a sort of the unique indices, then segment sums: no atomics, no
+        # (n, Dm) per-id buffer for bags)
+        if saved["fused"] and self.pooling == "none":
+            gU = torch.ops.aten.embedding_dense_backward(grad_out.to(torch.float32), saved["inverse"], max(n_u, 1),
+                                                         -1, False)[:n_u]
+            grad_psw = None
+        elif saved["fused"]:
+            gU, grad_psw = self._bag_grad(grad_out, saved)[:n_u], None
+        else:
+            gU, grad_psw = _id_gradients(grad_out, dict(saved, n=max(n_u, 1)), self.pooling, self.feature_dims, Dm,
+                                         psw_requires_grad)
+            gU = gU[:n_u]
 
         self._mark("grad reduce")
         # gradients of the uniques to their owners (fp32, each table's width; no all_to_all on one rank)

@@ -109,3 +109,19 @@ def test_dump_load_round_trip(nccl, tmp_path):
         a, i = sh.local_table(t)
         b, j = sh2.local_table(t)
         assert table_rows(a.tables[i]) == table_rows(b.tables[j])
+
+
+def test_weight_gradients(nccl):
+    # per-sample weights that need a gradient take the unfused pooling (the ids' rows are kept for it)
+    ref, sh = _pair("sum", lambda: de.SGD(lr=0.1), dims=(16, 8))
+    gen = torch.Generator().manual_seed(8)
+    for _ in range(3):
+        ids, off, w, _ = global_batch(gen, len(FMAP), 1, B, V, max_len=4, weighted=True)
+        ids, off = ids.cuda(), off.cuda()
+        wa, wb = w.cuda().requires_grad_(), w.cuda().requires_grad_()
+        a, b = ref(ids, off, per_sample_weights=wa), sh(ids, off, per_sample_weights=wb)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+        R = torch.randn(a.shape, generator=gen).cuda()
+        (a * R).sum().backward()
+        (b * R).sum().backward()
+        torch.testing.assert_close(wb.grad, wa.grad, rtol=1e-5, atol=1e-5)
