@@ -45,6 +45,12 @@ __device__ __forceinline__ void publish_key(void* keys, int64_t slot, uint64_t k
   unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
   asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
 }
+// Publishes a key right after a release operation of the same thread (the bucket lock's release store): a
+// strong relaxed store, ordered after the writes before that release by the release's fence.
+__device__ __forceinline__ void publish_key_after_release(void* keys, int64_t slot, uint64_t key) {
+  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
+}
 // Claims a free slot (EMPTY -> LOCKED). Relaxed: nothing of the slot is read after the claim, and the claimer's
 // writes are ordered before the key by the release store that publishes it.
 __device__ __forceinline__ uint64_t claim_free(void* keys, int64_t slot) {
@@ -292,6 +298,10 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   const uint32_t e4 = 0x01010101u * empty_digest();
   const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
   BucketScan r{-1, -1, -1, ~0ull};
+  // The lane's later chunks' scores (a 128-byte line each) start moving into L2 now: the loop below waits for
+  // one chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy).
+  for (int c = static_cast<int>(tile.thread_rank()) + kTile; c < chunks; c += kTile)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(scores + base + c * 16));
 #pragma unroll 1
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
     const int64_t s0 = base + c * 16;

@@ -209,7 +209,9 @@ struct KeyArgs {
 
 // Fills a freshly claimed (or evicted) slot and publishes it. find_or_insert computes the initial row once and
 // writes it to the slot and to the caller's output.
-template <int V>
+// kPublish false: the caller publishes the key itself after the tile's sync (the eviction path: after releasing
+// the bucket lock, whose release store orders the slot's writes before the key's).
+template <int V, bool kPublish = true>
 __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p, const KeyArgs& a,
                                          const typename Val<V>::T* row_in, uint8_t digest, int64_t slot,
                                          uint64_t score) {
@@ -225,8 +227,10 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p
     t.scores[slot] = score;
     t.digests[slot] = digest;
   }
-  tile.sync();
-  if (tile.thread_rank() == 0) publish_key(t.keys, slot, a.key);
+  if (kPublish) {
+    tile.sync();
+    if (tile.thread_rank() == 0) publish_key(t.keys, slot, a.key);
+  }
 }
 
 // A hit inside the insert pass: a key a duplicate of this batch inserted (or held locked in the hit pass).
@@ -338,6 +342,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   const bool lead = tile.thread_rank() == 0;
   int32_t* lock = t.locks + base / t.bucket_capacity;
   Outcome out{-1, kStatRefused, false};
+  if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
     if (lead) got = try_lock_bucket(lock);
@@ -407,7 +413,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     is_free = tile.shfl(is_free, 0);
     if (!claimed) continue;
     if (is_free) {
-      fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
+      fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+      filled = victim;
       out = Outcome{victim, kStatInserted, false};
       break;
     }
@@ -424,12 +431,19 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
         copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
       tile.sync();
     }
-    fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
+    fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+    filled = victim;
     out = Outcome{victim, kStatEvicted, false};
     break;
   }
   tile.sync();
-  if (lead) unlock_bucket(lock);
+  if (lead) {
+    // One release for both: the lock's release store orders the tile's writes (row, score, digest, the evicted
+    // copy) before it and before the key's store that follows it (a strong store after the release fence). The
+    // next holder may see the slot LOCKED for a moment: its scan and claim wait LOCKED slots out.
+    unlock_bucket(lock);
+    if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
+  }
   return out;
 }
 
