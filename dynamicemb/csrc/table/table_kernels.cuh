@@ -25,10 +25,12 @@
 //   - a hit that writes the row locks its slot (atomicCAS(key -> LOCKED), acquire) while it writes the row and
 //     score, then restores the key (release), so rows are never torn and an eviction never overwrites a row
 //     someone is reading.
-//   - eviction (bucket has no free slot) takes the bucket's lock, rescans the keys (waiting out LOCKED slots,
-//     whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new score is
-//     strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock serializes all
-//     remaining changes of that bucket.
+//   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
+//     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
+//     waited out, whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new
+//     score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
+//     serializes all remaining changes of that bucket. A key the first pass found missing from a full bucket
+//     comes to the insert pass flagged (kPendingFullBucket) and goes straight to this path.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
 // Why this shape (first-pass claims, digest chunks loaded together, rows unrolled twice, per-family occupancy, a
