@@ -113,7 +113,8 @@ def test_full_table_one_key_per_bucket_matches_cpu_twin(bc, policy):
             oc = torch.argsort(rc.evicted_keys[:m].view(torch.int64))
             assert torch.equal(rg.evicted_keys[:m].view(torch.int64).cpu()[og], rc.evicted_keys[:m].view(torch.int64)[oc])
             assert torch.equal(rg.evicted_scores[:m].cpu()[og], rc.evicted_scores[:m][oc])
-            assert torch.equal(rg.evicted_values[:m].cpu()[og], rc.evicted_values[:m][oc])
+            # rows a find_or_insert initialized differ from the twin's by float rounding (as in assert_same_state)
+            torch.testing.assert_close(rg.evicted_values[:m].cpu()[og], rc.evicted_values[:m][oc], atol=1e-6, rtol=1e-6)
             assert torch.equal(rg.stats.cpu(), rc.stats)
         elif op == "find_or_insert":
             rg = g.find_or_insert(kg, None if sc is None else sc.cuda())
