@@ -179,10 +179,8 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
     }
     if (slot < 0) {  // full bucket: evict the minimum score under the bucket's lock
       int32_t* lock = reinterpret_cast<int32_t*>(m.locks) + h.bucket;
-      if (lead) {
-        while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
-        __threadfence();
-      }
+      if (lead)
+        while (!table::try_lock_bucket(lock)) __nanosleep(64);
       tile.sync();
       int64_t free_slot = -1, min_slot = -1;
       uint64_t min_score = ~0ull;
@@ -228,10 +226,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
         }
       }
       tile.sync();
-      if (lead) {
-        __threadfence();
-        atomicExch(lock, 0);
-      }
+      if (lead) table::unlock_bucket(lock);
     }
     if (lead) {
       p.urow[u] = slot;

@@ -45,6 +45,12 @@ __device__ __forceinline__ void publish_key(void* keys, int64_t slot, uint64_t k
   unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
   asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
 }
+// Publishes a key right after a release operation of the same thread (the bucket lock's release store): a
+// strong relaxed store, ordered after the writes before that release by the release's fence.
+__device__ __forceinline__ void publish_key_after_release(void* keys, int64_t slot, uint64_t key) {
+  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(key) : "memory");
+}
 // Claims a free slot (EMPTY -> LOCKED). Relaxed: nothing of the slot is read after the claim, and the claimer's
 // writes are ordered before the key by the release store that publishes it.
 __device__ __forceinline__ uint64_t claim_free(void* keys, int64_t slot) {
@@ -260,58 +266,73 @@ __device__ __forceinline__ bool lock_hit(const Tile& tile, const TableRef& t, in
   return tile.shfl(ok, 0);
 }
 
+// The bucket's eviction lock. Acquire CAS to take it, release store to free it: the critical section's writes
+// (made visible to the tile's lead by a tile.sync) reach the next holder through the release/acquire pair. (This
+// replaced atomicCAS / atomicExch with a __threadfence each: fence.sc compiles to MEMBAR.SC.GPU, the acquire CAS
+// to the atomic plus an L1 invalidate and the release store to MEMBAR.ALL.GPU plus the store.)
+__device__ __forceinline__ bool try_lock_bucket(int32_t* lock) {
+  int32_t old;
+  asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
+  return old == 0;
+}
+__device__ __forceinline__ void unlock_bucket(int32_t* lock) {
+  asm volatile("st.release.gpu.global.b32 [%0], 0;" : : "l"(lock) : "memory");
+}
+
 // Bucket scan under the bucket's eviction lock: the key, a free slot and the minimum-score slot (ties: lowest
-// slot) among the lane's slots. Each lane reads a contiguous run of bucket_capacity / kTile keys and scores with
-// 16-byte relaxed loads (independent, so they pipeline); only LOCKED slots (a hit in progress, whose holder never
-// waits) are waited out with acquire loads. The victim is re-validated by the claiming CAS, so a stale read costs
-// a retry, never a wrong eviction.
+// slot). Reads the bucket's digests and scores (1.1 KB for 128 slots; the keys, another 1 KB, only where a digest
+// is the key's or the empty digest): lane l takes the 16-slot chunks l, l + kTile, ..., one 16-byte digest load
+// and eight 16-byte score loads per chunk, all issued before any is used.
+// Why digests suffice under the lock: only the lock holder changes which key a slot holds, except claims of free
+// slots (EMPTY -> LOCKED -> key, digest written before the key), which read as the empty digest or the new key's
+// digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
+// keeps its key and digest; its score may change: the victim is re-validated by the claiming CAS and a re-read of
+// its score, so a stale score costs a rescan, never a wrong eviction.
 struct BucketScan {
   int64_t found, free_slot, min_slot;
   uint64_t min_score;
 };
-__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, uint64_t key, int64_t base) {
-  const int per = t.bucket_capacity / kTile;  // >= 2 and even (bucket_capacity >= 16, a power of two)
-  const int64_t s0 = base + static_cast<int64_t>(tile.thread_rank()) * per;
-  const uint4* kp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.keys) + s0);
-  const uint4* sp = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned long long*>(t.scores) + s0);
+__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, uint64_t key, int64_t base,
+                                                  uint32_t d4) {
+  const int chunks = t.bucket_capacity / 16;
+  const uint32_t e4 = 0x01010101u * empty_digest();
+  const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
   BucketScan r{-1, -1, -1, ~0ull};
-  // Batches of kBatch 16-byte key / score pairs loaded before any is looked at: a LOCKED slot's acquire load
-  // (asm volatile, memory clobber) may not be crossed by later loads, so loading inside the check loop made the
-  // scan ~per/2 dependent memory round trips; batched, it is per/(2 kBatch).
-  constexpr int kBatch = 4;
-  const int pairs = per / 2;
+  // The lane's later chunks' scores (a 128-byte line each) start moving into L2 now: the loop below waits for
+  // one chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy).
+  for (int c = static_cast<int>(tile.thread_rank()) + kTile; c < chunks; c += kTile)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(scores + base + c * 16));
 #pragma unroll 1
-  for (int q0 = 0; q0 < pairs; q0 += kBatch) {
-    uint4 kk[kBatch], ss[kBatch];
+  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
+    const int64_t s0 = base + c * 16;
+    const uint4 d = load_digests(t.digests, base, c, true);
+    uint4 ss[8];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (q0 + b < pairs) {
-        kk[b] = __ldcg(kp + q0 + b);
-        ss[b] = __ldcg(sp + q0 + b);
-      }
-    }
+    for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
+    const uint32_t look = match16(d, d4) | match16(d, e4);  // slots whose key word must be read
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (q0 + b >= pairs) break;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t slot = s0 + 2 * (q0 + b) + e;
-        uint64_t k = e ? (static_cast<uint64_t>(kk[b].w) << 32 | kk[b].z)
-                       : (static_cast<uint64_t>(kk[b].y) << 32 | kk[b].x);
-        uint64_t sc = e ? (static_cast<uint64_t>(ss[b].w) << 32 | ss[b].z)
-                        : (static_cast<uint64_t>(ss[b].y) << 32 | ss[b].x);
+    for (int j = 0; j < 16; ++j) {
+      const int64_t slot = s0 + j;
+      uint64_t sc = (j & 1) ? (static_cast<uint64_t>(ss[j / 2].w) << 32 | ss[j / 2].z)
+                            : (static_cast<uint64_t>(ss[j / 2].y) << 32 | ss[j / 2].x);
+      if ((look >> j) & 1u) {
+        uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
         if (k == kLockedKey) {
           k = wait_unlocked(t.keys, slot);
-          sc = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot);
+          sc = __ldcg(scores + slot);
         }
         if (k == key) {
           r.found = slot;
-        } else if (k == kEmptyKey) {
-          if (r.free_slot < 0) r.free_slot = slot;
-        } else if (r.min_slot < 0 || sc < r.min_score) {
-          r.min_score = sc;
-          r.min_slot = slot;
+          continue;
         }
+        if (k == kEmptyKey) {
+          if (r.free_slot < 0) r.free_slot = slot;
+          continue;
+        }
+      }
+      if (r.min_slot < 0 || sc < r.min_score) {  // slots ascend within a lane: ties keep the lower slot
+        r.min_score = sc;
+        r.min_slot = slot;
       }
     }
   }

@@ -25,10 +25,12 @@
 //   - a hit that writes the row locks its slot (atomicCAS(key -> LOCKED), acquire) while it writes the row and
 //     score, then restores the key (release), so rows are never torn and an eviction never overwrites a row
 //     someone is reading.
-//   - eviction (bucket has no free slot) takes the bucket's lock, rescans the keys (waiting out LOCKED slots,
-//     whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new score is
-//     strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock serializes all
-//     remaining changes of that bucket.
+//   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
+//     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
+//     waited out, whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new
+//     score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
+//     serializes all remaining changes of that bucket. A key the first pass found missing from a full bucket
+//     comes to the insert pass flagged (kPendingFullBucket) and goes straight to this path.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
 // Why this shape (first-pass claims, digest chunks loaded together, rows unrolled twice, per-family occupancy, a
@@ -187,6 +189,9 @@ __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams&
 }
 
 
+// Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
+constexpr long long kPendingFullBucket = 1ll << 62;
+
 // Result of one key's upsert.
 struct Outcome {
   int64_t slot;  // slot now holding the key, -1 if refused / not inserted
@@ -206,7 +211,9 @@ struct KeyArgs {
 
 // Fills a freshly claimed (or evicted) slot and publishes it. find_or_insert computes the initial row once and
 // writes it to the slot and to the caller's output.
-template <int V>
+// kPublish false: the caller publishes the key itself after the tile's sync (the eviction path: after releasing
+// the bucket lock, whose release store orders the slot's writes before the key's).
+template <int V, bool kPublish = true>
 __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p, const KeyArgs& a,
                                          const typename Val<V>::T* row_in, uint8_t digest, int64_t slot,
                                          uint64_t score) {
@@ -222,8 +229,10 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const UpsertParams& p
     t.scores[slot] = score;
     t.digests[slot] = digest;
   }
-  tile.sync();
-  if (tile.thread_rank() == 0) publish_key(t.keys, slot, a.key);
+  if (kPublish) {
+    tile.sync();
+    if (tile.thread_rank() == 0) publish_key(t.keys, slot, a.key);
+  }
 }
 
 // A hit inside the insert pass: a key a duplicate of this batch inserted (or held locked in the hit pass).
@@ -335,9 +344,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   const bool lead = tile.thread_rank() == 0;
   int32_t* lock = t.locks + base / t.bucket_capacity;
   Outcome out{-1, kStatRefused, false};
+  if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
-    if (lead) got = atomicCAS(lock, 0, 1) == 0;
+    if (lead) got = try_lock_bucket(lock);
     if (tile.shfl(got, 0)) break;
     // The bucket is busy. Its holder may be inserting this very key (a hot key missing from a full bucket brings
     // all its duplicates here; measured on H200, Zipf keys at load factor 1: they serialized on this lock): look
@@ -346,10 +357,9 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     if (s >= 0 && serve_hit<V, P>(tile, p, a, row_in, s, out)) return out;
     __nanosleep(64);
   }
-  if (lead) __threadfence();  // acquire the bucket
-  tile.sync();
+  tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
   while (true) {
-    BucketScan sc = scan_bucket(tile, t, a.key, base);
+    BucketScan sc = scan_bucket(tile, t, a.key, base, 0x01010101u * digest);
     uint32_t b = tile.ballot(sc.found >= 0);
     if (b) {
       if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(sc.found, __ffs(b) - 1), out)) break;
@@ -358,9 +368,13 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     b = tile.ballot(sc.free_slot >= 0);
     int64_t victim;
     uint64_t victim_score = 0;
-    const bool is_free = b != 0;
+    bool is_free = b != 0;
     if (is_free) {
-      victim = tile.shfl(sc.free_slot, __ffs(b) - 1);
+      for (int o = kTile / 2; o > 0; o >>= 1) {  // the lowest free slot
+        const int64_t of = tile.shfl_xor(sc.free_slot, o);
+        if (of >= 0 && (sc.free_slot < 0 || of < sc.free_slot)) sc.free_slot = of;
+      }
+      victim = sc.free_slot;
     } else {
       // min-reduce (score, slot)
       for (int o = kTile / 2; o > 0; o >>= 1) {
@@ -375,15 +389,19 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       victim_score = sc.min_score;
       if (victim < 0 || !(new_score > victim_score)) break;  // refused
     }
-    // Claim the victim; if a hit changed its score since the scan, put it back and rescan.
+    // Claim the victim; if a hit changed its score since the scan, put it back and rescan. (The scan reads no
+    // key word of a slot whose digest is neither the key's nor the empty digest: a LOCKED victim is waited out
+    // here, and a victim found EMPTY, whose digest was not the empty digest, is taken as a free slot.)
     bool claimed = false;
     uint64_t victim_key = 0;
     if (lead) {
       if (is_free) {
         claimed = claim_free(t.keys, victim) == kEmptyKey;
       } else {
-        const uint64_t expect = ld_key(t.keys, victim);
-        if (!is_reserved_key(expect) && cas_key(t.keys, victim, expect, kLockedKey) == expect) {
+        const uint64_t expect = wait_unlocked(t.keys, victim);
+        if (expect == kEmptyKey) {
+          claimed = is_free = claim_free(t.keys, victim) == kEmptyKey;
+        } else if (!is_reserved_key(expect) && cas_key(t.keys, victim, expect, kLockedKey) == expect) {
           if (__ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score) {
             claimed = true;
             victim_key = expect;
@@ -394,9 +412,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       }
     }
     claimed = tile.shfl(claimed, 0);
+    is_free = tile.shfl(is_free, 0);
     if (!claimed) continue;
     if (is_free) {
-      fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
+      fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+      filled = victim;
       out = Outcome{victim, kStatInserted, false};
       break;
     }
@@ -413,24 +433,32 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
         copy_row<T, true>(tile, row_ptr<T>(p.evicted_values, pos, dim), row_ptr<T>(t, victim), dim, true);
       tile.sync();
     }
-    fill_new<V>(tile, p, a, row_in, digest, victim, new_score);
+    fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
+    filled = victim;
     out = Outcome{victim, kStatEvicted, false};
     break;
   }
   tile.sync();
   if (lead) {
-    __threadfence();
-    atomicExch(lock, 0);
+    // One release for both: the lock's release store orders the tile's writes (row, score, digest, the evicted
+    // copy) before it and before the key's store that follows it (a strong store after the release fence). The
+    // next holder may see the slot LOCKED for a moment: its scan and claim wait LOCKED slots out.
+    unlock_bucket(lock);
+    if (filled >= 0) publish_key_after_release(t.keys, filled, a.key);
   }
   return out;
 }
 
 // The upsert of one key by one tile (insert pass and rehash): probe, serve a hit, else claim a free slot in
 // probe order, else evict. `row_in`: the caller's row (or null). `p_cold`: the same parameters as `p`, in shared
-// or local memory, for the out-of-line eviction path. Tile-uniform control flow throughout.
+// or local memory, for the out-of-line eviction path. `full_bucket`: the first pass found the key missing and its
+// bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
+// eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
+// duplicate inserted it meanwhile. Tile-uniform control flow throughout.
 template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
-                                              const KeyArgs& a, const typename Val<V>::T* row_in) {
+                                              const KeyArgs& a, const typename Val<V>::T* row_in,
+                                              bool full_bucket = false) {
   const TableRef& t = p.t;
   const KeyHome h = home_of(t, a.key);
   const int mode = p.mode;
@@ -438,6 +466,10 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   FreeMasks free_mask;
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
+  if (full_bucket && may_insert)
+    return evict_insert<K, V, P>(
+        p_cold, a, row_in, h.base, static_cast<uint8_t>(h.d4),
+        policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
   while (true) {  // restarts when a key we saw gets evicted under us
     const int64_t slot = probe_concurrent(tile, t, a.key, h, free_mask);
@@ -548,6 +580,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   const bool lead = tile.thread_rank() == 0;
   bool defer = false;
+  bool full = false;  // deferred: a missing key whose bucket has no free slot left
   if (i < p.n) {
     const TableRef& t = p.t;
     const int64_t dim = t.dim;
@@ -610,6 +643,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
         }
         // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
         defer = !owner && stat < 0;
+        full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
       }
       if (owner) {
         // Score and digest first: fewer values stay live across the out-of-line initializer call.
@@ -669,7 +703,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
   if (want) {
     const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
     reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
-        make_longlong2(static_cast<long long>(key), static_cast<long long>(i));
+        make_longlong2(static_cast<long long>(key), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
   }
   flush_stats(p, s_stats);
 }
@@ -707,13 +741,13 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     KeyArgs a;
     const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
     a.key = static_cast<uint64_t>(e.x);
-    a.i = e.y;
+    a.i = e.y & ~kPendingFullBucket;
     a.score_given = p.scores_in != nullptr;
     a.score_in = a.score_given ? p.scores_in[a.i] : 0;
     a.clock = clock;
     a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
     const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-    const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in);
+    const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
     if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
       init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
     if (tile.thread_rank() == 0) {
