@@ -135,6 +135,17 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
   return plan;
 }
 
+// The Hopper FP8 forward's (hstu_fwd_fp8_sm90_launch.cuh; the op checked that it applies): the bf16 forward's work
+// list for jagged batches, without its splits (hstu_fwd_sm90_sched_layout, splits = false), else persistent CTAs at
+// D <= 128; the same kernel_options switches (fwd_work_list, fwd_persist).
+inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
+  FwdPlan plan;
+  plan.family = KernelFamily::kSm90;
+  if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
+  plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
+  return plan;
+}
+
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (total_q x H x D, or the Hopper D = 256 layout); 0 when deterministic

@@ -1,4 +1,5 @@
-// Host launcher of the Hopper FP8 forward: the Vt pre-pass, the TMA tensor maps (e4m3 as bytes) and the kernel.
+// Host launcher of the Hopper FP8 forward: the Vt pre-pass, the TMA tensor maps (e4m3 as bytes), the work list's
+// planner where it runs, and the kernel (grid, work list or persistent CTAs: Fp8FwdMode).
 #pragma once
 
 #include <cuda.h>
@@ -9,7 +10,7 @@
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"
-#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // tensor_map_encoder, bind_device_context
+#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // tensor_map_encoder, bind_device_context, fwd_list_args
 
 namespace hstu {
 namespace sm90 {
@@ -53,11 +54,36 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
                     {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
                     {C::kBlockN, D, 1});
   if (err != cudaSuccess) return err;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D>;
+  const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
+  // The bf16 forward's schedules (launch_fwd): the jagged work list where the op gave its workspace (planned without
+  // splits), else persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one
+  // wave, else the grid.
+  int64_t list_ctas = 0;
+  const SchedArgs sa = fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  if (sa.items != nullptr) {
+    constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List>;
+    err = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (err != cudaSuccess) return err;
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
+    if (err != cudaSuccess) return err;
+    return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, p, f, sa);
+  }
+  if constexpr (D <= 128) {
+    if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
+      using CP = Fp8FwdTraits<D, 2>;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist>;
+      err = set_max_dynamic_smem<kernel>(CP::kSmem);
+      if (err != cudaSuccess) return err;
+      err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+      if (err != cudaSuccess) return err;
+      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, p, f, sa);
+      return cudaGetLastError();
+    }
+  }
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
-  const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, p, f);
+  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, p, f, sa);
   return cudaGetLastError();
 }
 

@@ -1,8 +1,9 @@
 // Pieces shared by the Hopper forwards (bf16 and FP8): the KV tiles a query tile visits (also the work-list
-// planner's) and the masked SiLU of an S tile.
+// planner's), their scheduling (the work list's units, the persistent CTAs' tiles) and the masked SiLU of an S tile.
 #pragma once
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"  // tanh_fast
 
 namespace hstu {
@@ -28,6 +29,75 @@ __device__ __forceinline__ int fwd_kv_count(int nb_begin, int nb_end, int gap_le
 __device__ __forceinline__ int fwd_kv_tile(int nb_end, int gap_end, int gap_len, int i) {
   const int t = nb_end - 1 - i;
   return t < gap_end ? t - gap_len : t;
+}
+
+// The forwards' work-list units (hstu_sm90_work_list.cuh): query tiles of BM rows, their KV tiles of BN keys.
+template <int BM, int BN>
+struct FwdPlanUnits {
+  static constexpr bool kHeavyLast = true;  // (causal: the last query tiles see the most keys)
+  static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
+    return min((p.max_seqlen_q + BM - 1) / BM, (si.lq_alloc + BM - 1) / BM);
+  }
+  // A unit's tiles as positions [0, n) of its visited KV tiles (the kernel maps an item's chunk: fwd_kv_chunk).
+  static __device__ __forceinline__ void range(const SeqInfo& si, int u, int& lo, int& hi) {
+    int nb_begin, nb_end, gap_end, gap_len;
+    fwd_kv_tiles<BM, BN>(si, u * BM, nb_begin, nb_end, gap_end, gap_len);
+    lo = 0;
+    hi = fwd_kv_count(nb_begin, nb_end, gap_len);
+  }
+};
+
+// Persistent CTAs (one per SM): the producer takes query tiles of the grid kernels' head-major order (m_block
+// reversed, then h, then b) from a global counter (p.fwd_tile_counter, zeroed by the launcher; CTA x starts with
+// tile x) and publishes each in a shared-memory slot beside the Q buffer it loads; h = -1 ends the CTA.
+struct FwdTile {
+  SeqInfo si;
+  int h, b, m_block, nb_begin, nb_end, gap_end, gap_len;
+};
+static_assert(sizeof(FwdTile) <= 128, "the forwards reserve 128 bytes per slot");
+
+// Tile `tile` of that order: its sequence, head, query block and KV tiles; false when it lies past its sequence
+// (nothing to publish: take the next).
+template <int BM, int BN>
+__device__ __forceinline__ bool fwd_persist_tile(const HstuParams& p, int m_blocks, int tile, SeqInfo& si, int& h,
+                                                 int& b, int& m_block, int& nb_begin, int& nb_end, int& gap_end,
+                                                 int& gap_len) {
+  m_block = m_blocks - 1 - tile % m_blocks;
+  h = tile / m_blocks % p.heads;
+  b = tile / m_blocks / p.heads;
+  si = seq_info(p, b);
+  if (m_block * BM >= si.lq_alloc) return false;
+  fwd_kv_tiles<BM, BN>(si, m_block * BM, nb_begin, nb_end, gap_end, gap_len);
+  return true;
+}
+// The next tile of this CTA.
+__device__ __forceinline__ int fwd_persist_next(const HstuParams& p) {
+  return atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x);
+}
+__device__ __forceinline__ void fwd_tile_store(FwdTile* slot, const SeqInfo& si, int h, int b, int m_block,
+                                               int nb_begin, int nb_end, int gap_end, int gap_len) {
+  slot->si = si;
+  slot->h = h;
+  slot->b = b;
+  slot->m_block = m_block;
+  slot->nb_begin = nb_begin;
+  slot->nb_end = nb_end;
+  slot->gap_end = gap_end;
+  slot->gap_len = gap_len;
+}
+// The consumers' read of a published tile (once its Q buffer's full barrier passed); false: the end.
+__device__ __forceinline__ bool fwd_tile_load(const FwdTile* slot, SeqInfo& si, int& h, int& b, int& m_block,
+                                              int& nb_begin, int& nb_end, int& gap_end, int& gap_len) {
+  h = slot->h;
+  if (h < 0) return false;
+  b = slot->b;
+  m_block = slot->m_block;
+  nb_begin = slot->nb_begin;
+  nb_end = slot->nb_end;
+  gap_end = slot->gap_end;
+  gap_len = slot->gap_len;
+  si = slot->si;
+  return true;
 }
 
 // P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
