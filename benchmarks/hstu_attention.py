@@ -13,6 +13,9 @@ Named sweeps (shared defaults: H=4, bf16, causal):
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
 FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hopper; --kernel-option fp8_kernel=0 times
 the dequantize path), beside the bf16 op on the bf16 inputs, alternating.
+--fp8-sched: the FP8 forward as scheduled by default (work list, persistent CTAs) against its grid order and the bf16
+forward: targets (B32 1K history + 2K targets, B8 4K + 256; group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and
+dense B16 S16K D128, causal, per-tensor descale (--quick: the first three).
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
@@ -713,6 +716,10 @@ def main(argv=None) -> int:
                         "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
     p.add_argument("--fp8", action="store_true",
                    help="time the FP8 (e4m3) forward against the bf16 forward instead of the sweeps (issue 36)")
+    p.add_argument("--fp8-sched", action="store_true",
+                   help="time the FP8 forward's schedules (work list, persistent CTAs) against its grid order "
+                        "(kernel_options(fwd_work_list=False, fwd_persist=False)) and the bf16 forward, on the "
+                        "targets and jagged Zipf shapes (issue 36)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -744,9 +751,9 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
-    if args.fp8:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: the dequantize path)
+    if args.fp8 or args.fp8_sched:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: dequantize path)
         with options:
-            text = run_fp8(args, device, timer)
+            text = run_fp8_sched(args, device, timer) if args.fp8_sched else run_fp8(args, device, timer)
         print()
         publish(text, args.results)
         return 0
@@ -814,6 +821,63 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         "",
         "| case | descale | FP8 path | bf16 fwd ms | bf16 TFLOP/s | FP8 fwd ms | FP8 TFLOP/s | speedup | diff |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ] + rows)
+
+
+# --fp8-sched: (name, lengths, D, targets per sequence), causal, H = 4, group 1, per-tensor descale.
+FP8_SCHED_CASES = [("targets B32 1K+2K", [3072] * 32, 128, 2048), ("targets B8 4K+256", [4352] * 8, 128, 256),
+                   ("zipf1.2 B32 max4K", zipf_lengths(32, 4096), 128, 0),
+                   ("zipf1.2 B32 max4K", zipf_lengths(32, 4096), 256, 0), ("dense B16 S16K", [16384] * 16, 128, 0)]
+
+
+def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
+    """--fp8-sched: the FP8 forward as scheduled by default against its grid order and the bf16 forward."""
+    from hstu_attn._fp8 import _fp8_kernel_applies, quantize_fp8
+
+    cases = [("smoke B3", [100, 7, 300], 64, 20)] if args.smoke else FP8_SCHED_CASES[:3] if args.quick \
+        else FP8_SCHED_CASES
+    default = hstu_attn._ops._current_options()
+    grid_opts = default | hstu_attn._ops.OPTION_BITS["fwd_work_list"] | hstu_attn._ops.OPTION_BITS["fwd_persist"]
+    rows = []
+    for name, lens, D, targets in cases:
+        if device.type == "cuda" and rows and args.cooldown > 0:
+            torch.cuda.synchronize()
+            time.sleep(args.cooldown)
+        B, L = len(lens), max(lens)
+        cu = torch.tensor([0] + lens, device=device).cumsum(0).to(torch.int32)
+        q, k, v = (torch.randn(sum(lens), 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
+        (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, "tensor") for x in (q, k, v))
+        nt = torch.tensor([min(targets, n) for n in lens], dtype=torch.int32, device=device) if targets else None
+        lens_args = (cu, cu, L, L, None, nt, 1, -1, 0, D ** -0.5)
+
+        def fp8(opts):
+            return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, 0, 0, *lens_args, None, float(L), None,
+                                                       None, opts)
+
+        bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens_args, None, float(L), None, None)  # noqa: E731
+        sched_ms, grid_ms, b_ms = timer.interleaved(fp8(default), fp8(grid_opts), bf16)
+        same = torch.equal(fp8(default)(), fp8(grid_opts)())
+        kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, default)
+        rows.append(f"| {name} D{D} | {'FP8 kernel' if kernel else 'dequantize+bf16'} | {b_ms:.3f} | {grid_ms:.3f} "
+                    f"| {sched_ms:.3f} | {grid_ms / sched_ms:.2f}x | {b_ms / sched_ms:.2f}x | {same} |")
+        print(rows[-1], flush=True)
+        del q, k, v, q8, k8, v8
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return "\n".join([
+        f"## hstu_attention --fp8-sched: {gpu}, FP8 e4m3 forward schedules, {datetime.date.today().isoformat()}",
+        "",
+        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        "- dtypes: FP8 = float8_e4m3fn q/k/v, per-tensor descale (quantize_fp8 of the bf16 inputs), output bf16; bf16 "
+        "= the bf16 forward on the bf16 inputs; H = 4, causal, alpha = 1/sqrt(D), targets in groups of 1",
+        f"- units: ms (median of {args.reps} runs, the three alternating, CUDA events, L2 flushed); FP8 grid = "
+        "kernel_options(fwd_work_list=False, fwd_persist=False); FP8 default = the work list or persistent CTAs where "
+        "they apply; same = the two FP8 outputs bitwise equal",
+        f"- command: `{command()}`",
+        "",
+        "| case | FP8 path | bf16 ms | FP8 grid ms | FP8 default ms | grid / default | bf16 / FP8 default | same |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ] + rows)
 
 

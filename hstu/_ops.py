@@ -172,8 +172,8 @@ _BWD_OPTIONS = torch.ops.hstu_attn.bwd_with_options.default
 # choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
 OPTION_BITS = {
     "sm90": 1 << 0,            # cleared: the sm80-class kernels even where the Hopper ones apply
-    "fwd_work_list": 1 << 1,   # cleared: Hopper forward in grid order for jagged batches too
-    "fwd_persist": 1 << 2,     # cleared: Hopper forward D <= 128 with one CTA per query tile
+    "fwd_work_list": 1 << 1,   # cleared: Hopper forward (bf16 / fp16 and FP8) in grid order for jagged batches too
+    "fwd_persist": 1 << 2,     # cleared: Hopper forward (bf16 / fp16 and FP8) D <= 128 with one CTA per query tile
     "bwd_work_list": 1 << 3,   # cleared: Hopper backward D = 256 in grid order for jagged batches too
     "dq_self_zero": 1 << 4,    # cleared: Hopper backward D = 64 / 128 with a zeroed dq workspace
     "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion

@@ -6,6 +6,7 @@ S, SiLU and P·V in bf16, P rounded to FP8): |path - gold| <= 2 * |bf16 emulatio
 """
 
 import random
+import re
 
 import pytest
 import torch
@@ -31,8 +32,10 @@ def i32(*vals, device="cpu"):
     return torch.tensor(vals, dtype=torch.int32, device=device)
 
 
-def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16):
-    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors."""
+def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16, targets_max=3,
+              contexts_max=4):
+    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors (up to
+    targets_max targets and contexts_max contexts per sequence where the mask has them)."""
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     window, ctx, tgt, g = MASKS[mask]
@@ -45,8 +48,8 @@ def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.
         return (x * (1 + 3 * torch.rand(n, H, 1, generator=gen, device=device))).to(dtype)
 
     q, k, v = rand(sum(lens_q)), rand(sum(lens_k)), rand(sum(lens_k))
-    nt = [rng.randint(0, min(lk, 3)) for lk in lens_k] if tgt else None
-    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), 4)) for b, lk in enumerate(lens_k)] if ctx else None
+    nt = [rng.randint(0, min(lk, targets_max)) for lk in lens_k] if tgt else None
+    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), contexts_max)) for b, lk in enumerate(lens_k)] if ctx else None
     return dict(q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
                 max_seqlen_k=max(lens_k), target_group_size=g, window_size=window,
                 num_contexts=None if nc is None else torch.tensor(nc, dtype=torch.int32, device=device),
@@ -462,6 +465,76 @@ def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
     with_rab = hstu_attn_varlen_func(*q8s, **args)
     with hstu_attn._ops.kernel_options(fp8_kernel=False):
         torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
+
+
+def zipf_lengths(rng, n, top):
+    """n jagged lengths, Zipf-like (rank r gets about top / r^1.2, shuffled), one of them `top`, one empty."""
+    lens = [max(1, int(top / (r + 1) ** 1.2 * rng.uniform(0.7, 1.3))) for r in range(n - 1)]
+    lens = [min(top, x) for x in lens] + [0]
+    lens[0] = top
+    rng.shuffle(lens)
+    return lens
+
+
+def fp8_kernel_names(fn):
+    """fn()'s result and the names of the CUDA kernels it launched."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, [e.name for e in prof.events()]
+
+
+# (lengths, D, schedule the default takes on an sm_90 GPU): "list" the jagged work list (a planner kernel, then
+# hstu_fwd_fp8_sm90_kernel<D, 1>), "persist" persistent CTAs (<D, 2>: D <= 128, grids of more than one wave with
+# most CTAs busy).
+SCHEDULE_CASES = [("zipf", 64, "list"), ("zipf", 128, "list"), ("zipf", 256, "list"), ("busy", 64, "persist"),
+                  ("busy", 128, "persist"), ("busy", 256, "grid")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lengths,D,expect", SCHEDULE_CASES)
+@pytest.mark.parametrize("mask", ["context_target_group", "causal"])
+def test_cuda_fp8_kernel_schedules_match(lengths, D, expect, mask):
+    """The Hopper FP8 forward runs the bf16 forward's schedules: the work list (longest-first query tiles, no
+    splits) for jagged Zipf lengths, persistent CTAs for busy grids of more than one wave at D <= 128, switched
+    off by kernel_options(fwd_work_list=False / fwd_persist=False). Jagged, delta-q, contexts and long target
+    groups (the gap skip), an empty sequence, block descale factors. The grid order meets the error rule against
+    the fp64 FP8 emulation; every schedule gives bitwise the grid's output (the same arithmetic per query tile)."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    rng = random.Random(f"{lengths}-{D}-{mask}")
+    if lengths == "zipf":  # B40 H2: up to 8 x 40 x 2 grid CTAs, most of them empty
+        lens = zipf_lengths(rng, 40, 1000)
+    else:  # 48 sequences x 2 heads x 3 query tiles, most with work (no list)
+        lens = [rng.randint(200, 384) for _ in range(42)] + [0, 1, 128, 129, 256, 383]
+    c = make_case(rng.randrange(1 << 30), lens, 2, D, mask, device="cuda", targets_max=600, contexts_max=40)
+    q8s, scales = quantized(c, "block")
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, "block", 0.2))
+
+    grid, _ = run(fwd_work_list=False, fwd_persist=False)
+    assert not torch.isnan(grid).any()
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
+    q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
+    gold = hstu_attn_fp8_reference(*q8c, *sc, "block", alpha=0.2, out_dtype=torch.float64,
+                                   compute_dtype=torch.float64, **lengths_args(cpu))
+    low = hstu_attn_fp8_reference(*q8c, *sc, "block", alpha=0.2, out_dtype=torch.float64,
+                                  compute_dtype=torch.bfloat16, **lengths_args(cpu))
+    assert_rel("FP8 kernel, grid order", grid.cpu(), gold, low, 2)
+    for wl in (False, True):
+        for ps in (False, True):
+            out, names = run(fwd_work_list=wl, fwd_persist=ps)
+            kernels = [n for n in names if "hstu_fwd_fp8_sm90_kernel" in n]
+            mode = {"list": 1 if wl else 2 if ps else 0, "persist": 2 if ps else 0, "grid": 0}[expect]
+            if expect == "list" and not wl and D == 256:
+                mode = 0  # (no persistent CTAs at D = 256)
+            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*>", n)
+                                   for n in kernels), (wl, ps, sorted(set(kernels)))
+            assert any("hstu_sm90_plan_kernel" in n for n in names) == (mode == 1), (wl, ps)
+            assert torch.equal(out, grid), f"work list {wl}, persistent {ps}: differs from the grid order"
 
 
 @pytest.mark.gpu

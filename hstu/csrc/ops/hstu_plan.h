@@ -15,8 +15,9 @@ namespace hstu {
 // (hstu/_ops.py kernel_options packs the same bits; tests/hstu/test_api.py checks both agree). 0 is the product.
 enum HstuOptionBits : int64_t {
   kOptNoSm90 = 1 << 0,          // the sm80-class kernels even where the Hopper ones apply
-  kOptNoFwdWorkList = 1 << 1,   // Hopper forward: grid order for jagged batches too
-  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128: one CTA per query tile instead of persistent CTAs
+  kOptNoFwdWorkList = 1 << 1,   // Hopper forward (bf16 / fp16 and FP8): grid order for jagged batches too
+  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128 (bf16 / fp16 and FP8): one CTA per query tile instead of
+                                // persistent CTAs
   kOptNoBwdWorkList = 1 << 3,   // Hopper backward D = 256: grid order for jagged batches too
   kOptNoDqSelfZero = 1 << 4,    // Hopper backward D = 64 / 128: a zeroed dq workspace instead of self-zeroing
   kOptNoDqConvBehind = 1 << 5,  // Hopper backward D = 128 causal / local: a separate dq conversion pass
