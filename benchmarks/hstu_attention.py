@@ -776,16 +776,42 @@ FP8_CASES = [(16, 16384, 128, "tensor"), (16, 16384, 256, "tensor"), (16, 4096, 
              (16, 4096, 128, "tensor"), (16, 16384, 128, "block")]
 
 
+def fp8_rows(args, device: torch.device, cases, run_case) -> List[str]:
+    """run_case(*case) for each case (a table row, printed as it comes), the GPU rested --cooldown seconds between
+    cases and its cached memory released after each."""
+    rows = []
+    for case in cases:
+        if device.type == "cuda" and rows and args.cooldown > 0:
+            torch.cuda.synchronize()
+            time.sleep(args.cooldown)
+        rows.append(run_case(*case))
+        print(rows[-1], flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def fp8_report(device: torch.device, title: str, notes: List[str], columns: List[str], rows: List[str]) -> str:
+    """The markdown section of an FP8 mode: heading, device line, notes, command, table."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    align = ["---" if c in ("case", "descale", "FP8 path") else "---:" for c in columns]
+    return "\n".join([
+        f"## hstu_attention {title}: {gpu}, {datetime.date.today().isoformat()}",
+        "",
+        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        *notes,
+        f"- command: `{command()}`",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join(align) + "|",
+    ] + rows)
+
+
 def run_fp8(args, device: torch.device, timer: Timer) -> str:
     """--fp8: the FP8 forward (hstu_attn::fp8_fwd) vs the bf16 forward (hstu_attn::fwd), markdown table."""
     from hstu_attn._fp8 import DESCALE_MODES, _fp8_kernel_applies, quantize_fp8
 
-    cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
-    rows = []
-    for B, S, D, mode in cases:
-        if device.type == "cuda" and rows and args.cooldown > 0:
-            torch.cuda.synchronize()
-            time.sleep(args.cooldown)
+    def run_case(B, S, D, mode):
         cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
         q, k, v = (torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
         (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, mode) for x in (q, k, v))
@@ -799,29 +825,21 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         diff = (fp8().float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
         flops = 4 * 4 * D * S * S * B / 2
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
-        rows.append(f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
-                    f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
-                    f"{b_ms / f8_ms:.2f}x | {diff:.1e} |")
-        print(rows[-1], flush=True)
-        del q, k, v, q8, k8, v8
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    return "\n".join([
-        f"## hstu_attention --fp8: {gpu}, FP8 e4m3 vs bf16 forward, {datetime.date.today().isoformat()}",
-        "",
-        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        return (f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
+                f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
+                f"{b_ms / f8_ms:.2f}x | {diff:.1e} |")
+
+    cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
+    rows = fp8_rows(args, device, cases, run_case)
+    return fp8_report(device, "--fp8", [
         "- dtypes: FP8 = float8_e4m3fn q/k/v with float32 descale factors (quantize_fp8 of the bf16 inputs), output "
         "bf16, P rounded to e4m3; bf16 = the bf16 forward on the bf16 inputs; fp32 accumulation in both; H = 4, alpha "
         "= 1/sqrt(D), causal",
         f"- units: ms (median of {args.reps} runs, the two ops alternating, CUDA events, L2 flushed); TFLOP/s = "
         "4*H*D*L^2/2 per sequence over the time (the FP8 time includes the descale check and the Vt pre-pass); "
-        "diff = max |fp8 - bf16| / max |bf16|",
-        f"- command: `{command()}`",
-        "",
-        "| case | descale | FP8 path | bf16 fwd ms | bf16 TFLOP/s | FP8 fwd ms | FP8 TFLOP/s | speedup | diff |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ] + rows)
+        "diff = max |fp8 - bf16| / max |bf16|"],
+        ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup", "diff"],
+        rows)
 
 
 # --fp8-sched: (name, lengths, D, targets per sequence), causal, H = 4, group 1, per-tensor descale.
@@ -834,16 +852,11 @@ def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
     """--fp8-sched: the FP8 forward as scheduled by default against its grid order and the bf16 forward."""
     from hstu_attn._fp8 import _fp8_kernel_applies, quantize_fp8
 
-    cases = [("smoke B3", [100, 7, 300], 64, 20)] if args.smoke else FP8_SCHED_CASES[:3] if args.quick \
-        else FP8_SCHED_CASES
     default = hstu_attn._ops._current_options()
     grid_opts = default | hstu_attn._ops.OPTION_BITS["fwd_work_list"] | hstu_attn._ops.OPTION_BITS["fwd_persist"]
-    rows = []
-    for name, lens, D, targets in cases:
-        if device.type == "cuda" and rows and args.cooldown > 0:
-            torch.cuda.synchronize()
-            time.sleep(args.cooldown)
-        B, L = len(lens), max(lens)
+
+    def run_case(name, lens, D, targets):
+        L = max(lens)
         cu = torch.tensor([0] + lens, device=device).cumsum(0).to(torch.int32)
         q, k, v = (torch.randn(sum(lens), 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
         (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, "tensor") for x in (q, k, v))
@@ -858,27 +871,20 @@ def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
         sched_ms, grid_ms, b_ms = timer.interleaved(fp8(default), fp8(grid_opts), bf16)
         same = torch.equal(fp8(default)(), fp8(grid_opts)())
         kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, default)
-        rows.append(f"| {name} D{D} | {'FP8 kernel' if kernel else 'dequantize+bf16'} | {b_ms:.3f} | {grid_ms:.3f} "
-                    f"| {sched_ms:.3f} | {grid_ms / sched_ms:.2f}x | {b_ms / sched_ms:.2f}x | {same} |")
-        print(rows[-1], flush=True)
-        del q, k, v, q8, k8, v8
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    return "\n".join([
-        f"## hstu_attention --fp8-sched: {gpu}, FP8 e4m3 forward schedules, {datetime.date.today().isoformat()}",
-        "",
-        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        return (f"| {name} D{D} | {'FP8 kernel' if kernel else 'dequantize+bf16'} | {b_ms:.3f} | {grid_ms:.3f} "
+                f"| {sched_ms:.3f} | {grid_ms / sched_ms:.2f}x | {b_ms / sched_ms:.2f}x | {same} |")
+
+    cases = [("smoke B3", [100, 7, 300], 64, 20)] if args.smoke else FP8_SCHED_CASES[:3] if args.quick \
+        else FP8_SCHED_CASES
+    rows = fp8_rows(args, device, cases, run_case)
+    return fp8_report(device, "--fp8-sched", [
         "- dtypes: FP8 = float8_e4m3fn q/k/v, per-tensor descale (quantize_fp8 of the bf16 inputs), output bf16; bf16 "
         "= the bf16 forward on the bf16 inputs; H = 4, causal, alpha = 1/sqrt(D), targets in groups of 1",
         f"- units: ms (median of {args.reps} runs, the three alternating, CUDA events, L2 flushed); FP8 grid = "
         "kernel_options(fwd_work_list=False, fwd_persist=False); FP8 default = the work list or persistent CTAs where "
-        "they apply; same = the two FP8 outputs bitwise equal",
-        f"- command: `{command()}`",
-        "",
-        "| case | FP8 path | bf16 ms | FP8 grid ms | FP8 default ms | grid / default | bf16 / FP8 default | same |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ] + rows)
+        "they apply; same = the two FP8 outputs bitwise equal"],
+        ["case", "FP8 path", "bf16 ms", "FP8 grid ms", "FP8 default ms", "grid / default", "bf16 / FP8 default",
+         "same"], rows)
 
 
 def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
 // Schedules (kMode; the bf16 forward's, hstu_fwd_sm90_launch.cuh picks them the same way): kFp8Grid, grid (m_blocks,
 // H, B), the query tiles of each (b, h) heaviest (last) first; kFp8List, the jagged work list (hstu_sm90_work_list.cuh,
 // planned without splits: CTA x runs one whole query tile); kFp8Persist, one CTA per SM taking the grid's tiles from a
-// global counter (fwd_persist_tile), two Q buffers with their published tiles, the K / Vt pipeline running on across
+// global counter (fwd_persist_produce), two Q buffers with their published tiles, the K / Vt pipeline running on across
 // tiles (the next tile's Q and first K / Vt tiles load under the current tile's last GEMMs and epilogue). A query
 // tile's arithmetic is the same in all three: the outputs are identical.
 enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
@@ -230,22 +230,7 @@ __global__ void __launch_bounds__(384, 1)
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
 
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    mbar_init(bar_q(0), 1);
-    if constexpr (kPersist) {
-      mbar_init(bar_q(1), 1);
-      mbar_init(bar_q_empty(0), 8);
-      mbar_init(bar_q_empty(1), 8);
-    }
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_k(s), 1);
-      mbar_init(bar_full_v(s), 1);
-      mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
-      mbar_init(bar_empty_v(s), 8);
-    }
-    fence_barrier_init();
-  }
+  if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
   __syncthreads();
 
   if (tid < 128) {
@@ -281,37 +266,8 @@ __global__ void __launch_bounds__(384, 1)
         load_q(0);
         for (int i = 0; i < n_tiles; ++i) load_kv(i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
       } else {
-        const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
-        const int n_work = m_blocks * p.heads * p.batch;
-        int kv_it = 0, q_it = 0;
-        for (int t = blockIdx.x;;) {
-          const int qb = q_it % 2;
-          const uint32_t qph = (q_it / 2) & 1;
-          if (t >= n_work) {  // the end: a tile of h = -1
-            mbar_wait(bar_q_empty(qb), qph ^ 1);
-            tile_slot(qb)->h = -1;
-            mbar_arrive(bar_q(qb));
-            break;
-          }
-          // (the next tile is taken once this one's loads are issued, as in the bf16 forward)
-          if (!fwd_persist_tile<BM, BN>(p, m_blocks, t, si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len)) {
-            t = fwd_persist_next(p);  // past the sequence: nothing to publish
-            continue;
-          }
-          m0 = m_block * BM;
-          n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-          ++q_it;
-          mbar_wait(bar_q_empty(qb), qph ^ 1);
-          fwd_tile_store(tile_slot(qb), si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len);
-          if (n_tiles > 0) {
-            load_q(qb);  // (its arrive releases the slot's stores to the consumers)
-          } else {
-            mbar_arrive(bar_q(qb));  // no keys: the slot turns all the same (zeros are stored)
-          }
-          for (int i = 0; i < n_tiles; ++i) load_kv(kv_it + i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
-          kv_it += n_tiles;
-          t = fwd_persist_next(p);
-        }
+        fwd_persist_produce<BM, BN>(p, bar_q, bar_q_empty, tile_slot, load_q, load_kv, si, h, b, m_block, m0, nb_begin,
+                                    nb_end, gap_end, gap_len, n_tiles);
       }
     }
     return;
@@ -323,16 +279,15 @@ __global__ void __launch_bounds__(384, 1)
   const int wtid = ctid % 128;
   const int warp = wtid / 32;
   const int lane = wtid % 32;
-  int kv0 = 0, q_it = 0;  // K / Vt tiles and Q tiles consumed before this tile (persistent)
-  for (;;) {
+  int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
+  for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
     const int qb = q_it % C::kQBufs;
-    const uint32_t qph = (q_it / C::kQBufs) & 1;
     if constexpr (kPersist) {
-      ++q_it;
-      mbar_wait(bar_q(qb), qph);
-      if (!fwd_tile_load(tile_slot(qb), si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len)) break;
-      m0 = m_block * BM;
-      n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+      const uint32_t qph = (q_it / 2) & 1;
+      if (!fwd_persist_consume<BM>(bar_q(qb), qph, tile_slot(qb), si, h, b, m_block, m0, nb_begin, nb_end, gap_end,
+                                   gap_len, n_tiles)) {
+        break;
+      }
     }
     const uint32_t sQ = base + qb * C::kQBytes;
     auto tile = [&](int i) { return fwd_kv_tile(nb_end, gap_end, gap_len, i); };
@@ -419,7 +374,7 @@ __global__ void __launch_bounds__(384, 1)
         if (lane == 0) mbar_arrive(bb);
       };
 
-      if constexpr (!kPersist) mbar_wait(bar_q(qb), qph);
+      if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.

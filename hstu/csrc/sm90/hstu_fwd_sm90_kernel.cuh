@@ -372,18 +372,31 @@ __global__ void __launch_bounds__(384, 1)
             mbar_arrive(bar_q(qb));
             break;
           }
+          m_block = m_blocks - 1 - tile % m_blocks;
+          h = tile / m_blocks % p.heads;
+          b = tile / m_blocks / p.heads;
+          si = seq_info(p, b);
+          m0 = m_block * BM;
           // The next tile is taken once this one's loads are issued (a few K / V tiles before the consumers need
           // it): taken earlier, a CTA would hold a tile it cannot start while others run out of work at the end.
-          auto take_next = [&]() { tile = fwd_persist_next(p); };
-          if (!fwd_persist_tile<BM, BN>(p, m_blocks, tile, si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len)) {
-            take_next();  // past the sequence: nothing to publish
+          auto take_next = [&]() { tile = atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x); };
+          if (m0 >= si.lq_alloc) {  // past the sequence: nothing to publish
+            take_next();
             continue;
           }
-          m0 = m_block * BM;
+          fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
           n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
           ++q_it;
           mbar_wait(bar_q_empty(qb), qph ^ 1);
-          fwd_tile_store(tile_slot(qb), si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len);
+          FwdTile* slot = tile_slot(qb);
+          slot->si = si;
+          slot->h = h;
+          slot->b = b;
+          slot->m_block = m_block;
+          slot->nb_begin = nb_begin;
+          slot->nb_end = nb_end;
+          slot->gap_end = gap_end;
+          slot->gap_len = gap_len;
           if (n_tiles > 0) {
             load_q(qb);  // (its arrive releases the slot's stores to the consumers)
           } else {
@@ -415,7 +428,16 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kPersist) {
         ++q_it;
         mbar_wait(bar_q(qb), qph);
-        if (!fwd_tile_load(tile_slot(qb), si, h, b, m_block, nb_begin, nb_end, gap_end, gap_len)) break;
+        const FwdTile* slot = tile_slot(qb);
+        h = slot->h;
+        if (h < 0) break;
+        b = slot->b;
+        m_block = slot->m_block;
+        nb_begin = slot->nb_begin;
+        nb_end = slot->nb_end;
+        gap_end = slot->gap_end;
+        gap_len = slot->gap_len;
+        si = slot->si;
         m0 = m_block * BM;
         n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
       }

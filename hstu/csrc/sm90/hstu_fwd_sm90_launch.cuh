@@ -103,7 +103,7 @@ inline SchedArgs fwd_list_args(const HstuParams& p, int64_t total_k, bool splits
   return sa;
 }
 
-// Persistent CTAs (fwd_persist_tile) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
+// Persistent CTAs (fwd_persist_produce) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
 // is more than one wave.
 inline bool fwd_persist_applies(const HstuParams& p, int64_t tiles) {
   return p.fwd_tile_counter != nullptr && tiles > sm_count() && tiles < (int64_t{1} << 30);

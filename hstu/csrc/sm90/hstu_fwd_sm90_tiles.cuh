@@ -49,45 +49,82 @@ struct FwdPlanUnits {
 
 // Persistent CTAs (one per SM): the producer takes query tiles of the grid kernels' head-major order (m_block
 // reversed, then h, then b) from a global counter (p.fwd_tile_counter, zeroed by the launcher; CTA x starts with
-// tile x) and publishes each in a shared-memory slot beside the Q buffer it loads; h = -1 ends the CTA.
+// tile x) and publishes each in a shared-memory slot beside the Q buffer it loads (fwd_persist_produce); the
+// consumers read it there (fwd_persist_consume); h = -1 ends the CTA.
 struct FwdTile {
   SeqInfo si;
   int h, b, m_block, nb_begin, nb_end, gap_end, gap_len;
 };
 static_assert(sizeof(FwdTile) <= 128, "the forwards reserve 128 bytes per slot");
 
-// Tile `tile` of that order: its sequence, head, query block and KV tiles; false when it lies past its sequence
-// (nothing to publish: take the next).
-template <int BM, int BN>
-__device__ __forceinline__ bool fwd_persist_tile(const HstuParams& p, int m_blocks, int tile, SeqInfo& si, int& h,
-                                                 int& b, int& m_block, int& nb_begin, int& nb_end, int& gap_end,
-                                                 int& gap_len) {
-  m_block = m_blocks - 1 - tile % m_blocks;
-  h = tile / m_blocks % p.heads;
-  b = tile / m_blocks / p.heads;
-  si = seq_info(p, b);
-  if (m_block * BM >= si.lq_alloc) return false;
-  fwd_kv_tiles<BM, BN>(si, m_block * BM, nb_begin, nb_end, gap_end, gap_len);
-  return true;
+// The producer thread of a persistent CTA: takes the tiles (CTA x first tile x, then the counter's; tiles past their
+// sequence are skipped), publishes each in the slot of Q buffer q_it % 2 once that buffer is free (bar_q_empty), then
+// load_q(qb) (its arrive on bar_q(qb) releases the slot; a tile without keys: a plain arrive) and load_kv(kv_it, nb)
+// for each of its KV tiles nb, from the last down (kv_it counts the K / V tiles loaded before); ends with a tile of
+// h = -1. si ... n_tiles: the current tile's, which the loaders read. Used by the FP8 forward; the bf16 forward's
+// persistent kernel keeps the same steps inline (written there first): through these helpers (and
+// fwd_persist_consume, fwd_init_barriers) ptxas spilled 4-8 bytes in its D = 128 instance (branch fp8wl, 4 builds).
+template <int BM, int BN, class BarQ, class BarQEmpty, class Slot, class LoadQ, class LoadKV>
+__device__ __forceinline__ void fwd_persist_produce(const HstuParams& p, BarQ bar_q, BarQEmpty bar_q_empty,
+                                                    Slot tile_slot, LoadQ load_q, LoadKV load_kv, SeqInfo& si,
+                                                    int& h, int& b, int& m_block, int& m0, int& nb_begin,
+                                                    int& nb_end, int& gap_end, int& gap_len, int& n_tiles) {
+  const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+  const int n_work = m_blocks * p.heads * p.batch;
+  int kv_it = 0, q_it = 0;
+  for (int tile = blockIdx.x;;) {
+    const int qb = q_it % 2;
+    const uint32_t qph = (q_it / 2) & 1;
+    if (tile >= n_work) {  // the end: a tile of h = -1
+      mbar_wait(bar_q_empty(qb), qph ^ 1);
+      tile_slot(qb)->h = -1;
+      mbar_arrive(bar_q(qb));
+      break;
+    }
+    // The next tile is taken once this one's loads are issued (a few K / V tiles before the consumers need it):
+    // taken earlier, a CTA would hold a tile it cannot start while others run out of work at the end.
+    auto take_next = [&]() { tile = atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x); };
+    m_block = m_blocks - 1 - tile % m_blocks;
+    h = tile / m_blocks % p.heads;
+    b = tile / m_blocks / p.heads;
+    si = seq_info(p, b);
+    m0 = m_block * BM;
+    if (m0 >= si.lq_alloc) {  // past the sequence: nothing to publish
+      take_next();
+      continue;
+    }
+    fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+    n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+    ++q_it;
+    mbar_wait(bar_q_empty(qb), qph ^ 1);
+    FwdTile* slot = tile_slot(qb);
+    slot->si = si;
+    slot->h = h;
+    slot->b = b;
+    slot->m_block = m_block;
+    slot->nb_begin = nb_begin;
+    slot->nb_end = nb_end;
+    slot->gap_end = gap_end;
+    slot->gap_len = gap_len;
+    if (n_tiles > 0) {
+      load_q(qb);  // (its arrive releases the slot's stores to the consumers)
+    } else {
+      mbar_arrive(bar_q(qb));  // no keys: the slot turns all the same (zeros are staged there)
+    }
+    for (int i = 0; i < n_tiles; ++i) load_kv(kv_it + i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
+    kv_it += n_tiles;
+    take_next();
+  }
 }
-// The next tile of this CTA.
-__device__ __forceinline__ int fwd_persist_next(const HstuParams& p) {
-  return atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x);
-}
-__device__ __forceinline__ void fwd_tile_store(FwdTile* slot, const SeqInfo& si, int h, int b, int m_block,
-                                               int nb_begin, int nb_end, int gap_end, int gap_len) {
-  slot->si = si;
-  slot->h = h;
-  slot->b = b;
-  slot->m_block = m_block;
-  slot->nb_begin = nb_begin;
-  slot->nb_end = nb_end;
-  slot->gap_end = gap_end;
-  slot->gap_len = gap_len;
-}
-// The consumers' read of a published tile (once its Q buffer's full barrier passed); false: the end.
-__device__ __forceinline__ bool fwd_tile_load(const FwdTile* slot, SeqInfo& si, int& h, int& b, int& m_block,
-                                              int& nb_begin, int& nb_end, int& gap_end, int& gap_len) {
+
+// The consumers' next tile of a persistent CTA: waits for its Q buffer's full barrier (bar_full, phase), reads the
+// published tile; false: the end.
+template <int BM>
+__device__ __forceinline__ bool fwd_persist_consume(uint32_t bar_full, uint32_t phase, const FwdTile* slot,
+                                                    SeqInfo& si, int& h, int& b, int& m_block, int& m0,
+                                                    int& nb_begin, int& nb_end, int& gap_end, int& gap_len,
+                                                    int& n_tiles) {
+  mbar_wait(bar_full, phase);
   h = slot->h;
   if (h < 0) return false;
   b = slot->b;
@@ -97,7 +134,30 @@ __device__ __forceinline__ bool fwd_tile_load(const FwdTile* slot, SeqInfo& si, 
   gap_end = slot->gap_end;
   gap_len = slot->gap_len;
   si = slot->si;
+  m0 = m_block * BM;
+  n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
   return true;
+}
+
+// Thread 0's setup of a forward's mbarriers, 8 bytes each from `bar`: Q full at + 0 (one TMA arrive); the K full,
+// V full, K empty and V empty barriers of S stages from + 8 (full: full_count arrivals, empty: one per consumer
+// warp); persistent: the second Q full at + q1 and the two Q empty barriers behind it (one arrive per consumer warp).
+template <int S, bool kPersist>
+__device__ __forceinline__ void fwd_init_barriers(uint32_t bar, uint32_t q1, int full_count) {
+  mbar_init(bar, 1);
+  if constexpr (kPersist) {
+    mbar_init(bar + q1, 1);
+    mbar_init(bar + q1 + 8u, 8);
+    mbar_init(bar + q1 + 16u, 8);
+  }
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    mbar_init(bar + 8u + 8u * s, full_count);
+    mbar_init(bar + 8u + 8u * (S + s), full_count);
+    mbar_init(bar + 8u + 8u * (2 * S + s), 8);
+    mbar_init(bar + 8u + 8u * (3 * S + s), 8);
+  }
+  fence_barrier_init();
 }
 
 // P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,

@@ -75,7 +75,8 @@ inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t t
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
   const int64_t units = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
   const bool causal = p.window_right >= 0 && p.window_left < 0;
-  const bool short_grid = splits && causal && m_blocks >= kSm90FwdShortGridBlocks && m_blocks * B * H <= kSm90FwdShortGridCtas;
+  const bool short_grid =
+      splits && causal && m_blocks >= kSm90FwdShortGridBlocks && m_blocks * B * H <= kSm90FwdShortGridCtas;
   const bool few_queries = splits && causal && p.rab == nullptr && m_blocks * B * H <= kSm90FwdFewQueryCtas &&
                            p.max_seqlen_k >= kSm90FwdShortGridBlocks * BM;
   if (!short_grid && !few_queries && hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
