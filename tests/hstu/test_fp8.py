@@ -484,17 +484,19 @@ def fp8_kernel_names(fn):
     return out, [e.name for e in prof.events()]
 
 
-# (lengths, D, schedule the default takes on an sm_90 GPU): "list" the jagged work list (a planner kernel, then
+# (lengths, D, mask, schedule the default takes on an sm_90 GPU): "list" the jagged work list (a planner kernel, then
 # hstu_fwd_fp8_sm90_kernel<D, 1>), "persist" persistent CTAs (<D, 2>: D <= 128, grids of more than one wave with
-# most CTAs busy).
-SCHEDULE_CASES = [("zipf", 64, "list"), ("zipf", 128, "list"), ("zipf", 256, "list"), ("busy", 64, "persist"),
-                  ("busy", 128, "persist"), ("busy", 256, "grid")]
+# most CTAs busy), "grid" the grid (<D, 0>).
+SCHEDULE_CASES = [(lengths, D, mask, expect) for lengths, D, expect in
+                  [("zipf", 64, "list"), ("zipf", 128, "list"), ("zipf", 256, "list")]
+                  for mask in ("context_target_group", "causal")]
+SCHEDULE_CASES += [("busy", D, "context_target_group", expect) for D, expect in
+                   [(64, "persist"), (128, "persist"), (256, "grid")]]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lengths,D,expect", SCHEDULE_CASES)
-@pytest.mark.parametrize("mask", ["context_target_group", "causal"])
-def test_cuda_fp8_kernel_schedules_match(lengths, D, expect, mask):
+@pytest.mark.parametrize("lengths,D,mask,expect", SCHEDULE_CASES)
+def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
     """The Hopper FP8 forward runs the bf16 forward's schedules: the work list (longest-first query tiles, no
     splits) for jagged Zipf lengths, persistent CTAs for busy grids of more than one wave at D <= 128, switched
     off by kernel_options(fwd_work_list=False / fwd_persist=False). Jagged, delta-q, contexts and long target
@@ -504,10 +506,10 @@ def test_cuda_fp8_kernel_schedules_match(lengths, D, expect, mask):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"{lengths}-{D}-{mask}")
     if lengths == "zipf":  # B40 H2: up to 8 x 40 x 2 grid CTAs, most of them empty
-        lens = zipf_lengths(rng, 40, 1000)
-    else:  # 48 sequences x 2 heads x 3 query tiles, most with work (no list)
-        lens = [rng.randint(200, 384) for _ in range(42)] + [0, 1, 128, 129, 256, 383]
-    c = make_case(rng.randrange(1 << 30), lens, 2, D, mask, device="cuda", targets_max=600, contexts_max=40)
+        lens, H = zipf_lengths(rng, 40, 1000), 2
+    else:  # 24 sequences x 4 heads x 3 query tiles (288 CTAs, more than the SMs), most with work (no list)
+        lens, H = [rng.randint(200, 384) for _ in range(19)] + [0, 1, 129, 256, 383], 4
+    c = make_case(rng.randrange(1 << 30), lens, H, D, mask, device="cuda", targets_max=600, contexts_max=40)
     q8s, scales = quantized(c, "block")
 
     def run(**switches):
