@@ -61,14 +61,14 @@ static_assert(sizeof(FwdTile) <= 128, "the forwards reserve 128 bytes per slot")
 // sequence are skipped), publishes each in the slot of Q buffer q_it % 2 once that buffer is free (bar_q_empty), then
 // load_q(qb) (its arrive on bar_q(qb) releases the slot; a tile without keys: a plain arrive) and load_kv(kv_it, nb)
 // for each of its KV tiles nb, from the last down (kv_it counts the K / V tiles loaded before); ends with a tile of
-// h = -1. si ... n_tiles: the current tile's, which the loaders read. Used by the FP8 forward; the bf16 forward's
-// persistent kernel keeps the same steps inline (written there first): through these helpers (and
-// fwd_persist_consume, fwd_init_barriers) ptxas spilled 4-8 bytes in its D = 128 instance (branch fp8wl, 4 builds).
+// h = -1. si ... n_tiles: the current tile's, which the loaders read. The callables go by reference: taken by value
+// (copies of the kernel's lambdas), ptxas spilled 4 bytes in the bf16 persistent D = 128 kernel.
 template <int BM, int BN, class BarQ, class BarQEmpty, class Slot, class LoadQ, class LoadKV>
-__device__ __forceinline__ void fwd_persist_produce(const HstuParams& p, BarQ bar_q, BarQEmpty bar_q_empty,
-                                                    Slot tile_slot, LoadQ load_q, LoadKV load_kv, SeqInfo& si,
-                                                    int& h, int& b, int& m_block, int& m0, int& nb_begin,
-                                                    int& nb_end, int& gap_end, int& gap_len, int& n_tiles) {
+__device__ __forceinline__ void fwd_persist_produce(const HstuParams& p, const BarQ& bar_q,
+                                                    const BarQEmpty& bar_q_empty, const Slot& tile_slot,
+                                                    const LoadQ& load_q, const LoadKV& load_kv, SeqInfo& si, int& h,
+                                                    int& b, int& m_block, int& m0, int& nb_begin, int& nb_end,
+                                                    int& gap_end, int& gap_len, int& n_tiles) {
   const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
   const int n_work = m_blocks * p.heads * p.batch;
   int kv_it = 0, q_it = 0;
