@@ -12,10 +12,12 @@ Named sweeps (shared defaults: H=4, bf16, causal):
 --fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
 FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hopper; --kernel-option fp8_kernel=0 times
-the dequantize path), beside the bf16 op on the bf16 inputs, alternating.
---fp8-sched: the FP8 forward as scheduled by default (work list, persistent CTAs) against its grid order and the bf16
-forward: targets (B32 1K history + 2K targets, B8 4K + 256; group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and
-dense B16 S16K D128, causal, per-tensor descale (--quick: the first three).
+the dequantize path), beside the bf16 op on the bf16 inputs and the FP8 op with kernel_options(fp8_early_pack=False)
+(P converted to e4m3 after the P V wait, the order before issue 36's fp8fast), alternating.
+--fp8-sched: the FP8 forward as scheduled by default (grid order) against kernel_options(fp8_sched=True) (the bf16
+forward's work list and persistent CTAs) and the bf16 forward: targets (B32 1K history + 2K targets, B8 4K + 256;
+group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and dense B16 S16K D128, causal, per-tensor descale (--quick: the
+first three).
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
@@ -715,11 +717,12 @@ def main(argv=None) -> int:
                    help="one more hstu_attn._ops.kernel_options switch, for before / after comparisons (e.g. "
                         "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
     p.add_argument("--fp8", action="store_true",
-                   help="time the FP8 (e4m3) forward against the bf16 forward instead of the sweeps (issue 36)")
+                   help="time the FP8 (e4m3) forward against the bf16 forward and against its P conversion after "
+                        "the P V wait (kernel_options(fp8_early_pack=False)) instead of the sweeps (issue 36)")
     p.add_argument("--fp8-sched", action="store_true",
-                   help="time the FP8 forward's schedules (work list, persistent CTAs) against its grid order "
-                        "(kernel_options(fwd_work_list=False, fwd_persist=False)) and the bf16 forward, on the "
-                        "targets and jagged Zipf shapes (issue 36)")
+                   help="time the FP8 forward's default (grid order) against its opt-in schedules (work list, "
+                        "persistent CTAs: kernel_options(fp8_sched=True)) and the bf16 forward, on the targets, "
+                        "jagged Zipf and dense shapes (issue 36)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -816,18 +819,25 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         q, k, v = (torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
         (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, mode) for x in (q, k, v))
         alpha, opts = 1.0 / D**0.5, hstu_attn._ops._current_options()
+        late_opts = opts | hstu_attn._ops.OPTION_BITS["fp8_early_pack"]
         lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
-        fp8 = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index(mode), 0,  # noqa: E731
-                                                  *lens, None, float(S), None, None, opts)
+
+        def fp8(o):
+            return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index(mode), 0, *lens,
+                                                       None, float(S), None, None, o)
+
         bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens, None, float(S), None, None)  # noqa: E731
         kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, opts)
-        f8_ms, b_ms = timer.interleaved(fp8, bf16)
-        diff = (fp8().float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
+        f8_ms, late_ms, b_ms = timer.interleaved(fp8(opts), fp8(late_opts), bf16)
+        out = fp8(opts)()
+        same = torch.equal(out, fp8(late_opts)())
+        diff = (out.float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
         flops = 4 * 4 * D * S * S * B / 2
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
         return (f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
                 f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
-                f"{b_ms / f8_ms:.2f}x | {diff:.1e} |")
+                f"{b_ms / f8_ms:.2f}x | {late_ms:.3f} | {tflops(flops, late_ms)} | {late_ms / f8_ms:.3f}x | {same} "
+                f"| {diff:.1e} |")
 
     cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
     rows = fp8_rows(args, device, cases, run_case)
@@ -835,10 +845,13 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         "- dtypes: FP8 = float8_e4m3fn q/k/v with float32 descale factors (quantize_fp8 of the bf16 inputs), output "
         "bf16, P rounded to e4m3; bf16 = the bf16 forward on the bf16 inputs; fp32 accumulation in both; H = 4, alpha "
         "= 1/sqrt(D), causal",
-        f"- units: ms (median of {args.reps} runs, the two ops alternating, CUDA events, L2 flushed); TFLOP/s = "
+        f"- units: ms (median of {args.reps} runs, the three ops alternating, CUDA events, L2 flushed); TFLOP/s = "
         "4*H*D*L^2/2 per sequence over the time (the FP8 time includes the descale check and the Vt pre-pass); "
-        "diff = max |fp8 - bf16| / max |bf16|"],
-        ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup", "diff"],
+        "late = kernel_options(fp8_early_pack=False), P converted after the P V wait (the order before fp8fast); "
+        "late / FP8 = its time over the default's; same = the two FP8 outputs bitwise equal; diff = max |fp8 - "
+        "bf16| / max |bf16|"],
+        ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup",
+         "late ms", "late TFLOP/s", "late / FP8", "same", "diff"],
         rows)
 
 
@@ -849,11 +862,11 @@ FP8_SCHED_CASES = [("targets B32 1K+2K", [3072] * 32, 128, 2048), ("targets B8 4
 
 
 def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
-    """--fp8-sched: the FP8 forward as scheduled by default against its grid order and the bf16 forward."""
+    """--fp8-sched: the FP8 forward as scheduled by default (grid order) against fp8_sched=True and bf16."""
     from hstu_attn._fp8 import _fp8_kernel_applies, quantize_fp8
 
     default = hstu_attn._ops._current_options()
-    grid_opts = default | hstu_attn._ops.OPTION_BITS["fwd_work_list"] | hstu_attn._ops.OPTION_BITS["fwd_persist"]
+    sched_opts = default | hstu_attn._ops.OPTION_BITS["fp8_sched"]
 
     def run_case(name, lens, D, targets):
         L = max(lens)
@@ -868,11 +881,11 @@ def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
                                                        None, opts)
 
         bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens_args, None, float(L), None, None)  # noqa: E731
-        sched_ms, grid_ms, b_ms = timer.interleaved(fp8(default), fp8(grid_opts), bf16)
-        same = torch.equal(fp8(default)(), fp8(grid_opts)())
+        grid_ms, sched_ms, b_ms = timer.interleaved(fp8(default), fp8(sched_opts), bf16)
+        same = torch.equal(fp8(default)(), fp8(sched_opts)())
         kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, default)
         return (f"| {name} D{D} | {'FP8 kernel' if kernel else 'dequantize+bf16'} | {b_ms:.3f} | {grid_ms:.3f} "
-                f"| {sched_ms:.3f} | {grid_ms / sched_ms:.2f}x | {b_ms / sched_ms:.2f}x | {same} |")
+                f"| {sched_ms:.3f} | {sched_ms / grid_ms:.2f}x | {b_ms / grid_ms:.2f}x | {same} |")
 
     cases = [("smoke B3", [100, 7, 300], 64, 20)] if args.smoke else FP8_SCHED_CASES[:3] if args.quick \
         else FP8_SCHED_CASES
@@ -880,11 +893,11 @@ def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
     return fp8_report(device, "--fp8-sched", [
         "- dtypes: FP8 = float8_e4m3fn q/k/v, per-tensor descale (quantize_fp8 of the bf16 inputs), output bf16; bf16 "
         "= the bf16 forward on the bf16 inputs; H = 4, causal, alpha = 1/sqrt(D), targets in groups of 1",
-        f"- units: ms (median of {args.reps} runs, the three alternating, CUDA events, L2 flushed); FP8 grid = "
-        "kernel_options(fwd_work_list=False, fwd_persist=False); FP8 default = the work list or persistent CTAs where "
-        "they apply; same = the two FP8 outputs bitwise equal"],
-        ["case", "FP8 path", "bf16 ms", "FP8 grid ms", "FP8 default ms", "grid / default", "bf16 / FP8 default",
-         "same"], rows)
+        f"- units: ms (median of {args.reps} runs, the three alternating, CUDA events, L2 flushed); FP8 default = the "
+        "grid order; FP8 sched = kernel_options(fp8_sched=True), the work list or persistent CTAs where they apply "
+        "(sched / default > 1: the schedules lose); same = the two FP8 outputs bitwise equal"],
+        ["case", "FP8 path", "bf16 ms", "FP8 default (grid) ms", "FP8 sched ms", "sched / default",
+         "bf16 / FP8 default", "same"], rows)
 
 
 def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:

@@ -172,14 +172,16 @@ _BWD_OPTIONS = torch.ops.hstu_attn.bwd_with_options.default
 # choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
 OPTION_BITS = {
     "sm90": 1 << 0,            # cleared: the sm80-class kernels even where the Hopper ones apply
-    "fwd_work_list": 1 << 1,   # cleared: Hopper forward (bf16 / fp16 and FP8) in grid order for jagged batches too
-    "fwd_persist": 1 << 2,     # cleared: Hopper forward (bf16 / fp16 and FP8) D <= 128 with one CTA per query tile
+    "fwd_work_list": 1 << 1,   # cleared: Hopper forward (bf16 / fp16; FP8 with fp8_sched) in grid order, jagged too
+    "fwd_persist": 1 << 2,     # cleared: Hopper forward (bf16 / fp16; FP8 with fp8_sched) D <= 128, CTA per query tile
     "bwd_work_list": 1 << 3,   # cleared: Hopper backward D = 256 in grid order for jagged batches too
     "dq_self_zero": 1 << 4,    # cleared: Hopper backward D = 64 / 128 with a zeroed dq workspace
     "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
+    "fp8_sched": 1 << 21,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
+    "fp8_early_pack": 1 << 22,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -205,7 +207,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
-                   bwd_sm80_cfg: int = 0) -> Iterator[None]:
+                   bwd_sm80_cfg: int = 0, fp8_sched: bool = False, fp8_early_pack: bool = True) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -214,11 +216,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
     GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
     it runs on an A100. ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
-    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fwd_split_tiles``: how the Hopper
-    forward's work list splits a query tile's long KV range into chunks summed afterwards (few queries over long
-    keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per SM, chunks of at
-    least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once (every chunk running
-    together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at most n KV tiles.
+    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fp8_sched=True``: that kernel with the
+    bf16 forward's schedules (the jagged work list, persistent CTAs at D <= 128; ``fwd_work_list`` / ``fwd_persist``
+    switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
+    False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
+    same output bitwise; for comparisons). ``fwd_split_tiles``: how the Hopper forward's work list splits a query
+    tile's long KV range into chunks summed afterwards (few queries over long keys, e.g. a cached inference step):
+    None the planner's rule (120 % of the average work per SM, chunks of at least 4 KV tiles), 0 no split,
+    ``"wave"`` the smallest cap whose list fits the SMs at once (every chunk running together; batches of at most
+    1024 query tiles, else the rule), n in 1..253 chunks of at most n KV tiles.
     ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
     256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
     memory, or for fp16 and other head dims, the default runs). A call records its options in
@@ -240,8 +246,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
-                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel)):
-        if not on:  # (bwd_sm80_pair's bit is set when it is on: the opt-in switch)
+                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
+                     ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack)):
+        if not on:  # (bwd_sm80_pair's and fp8_sched's bits are set when they are on: opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

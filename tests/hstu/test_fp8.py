@@ -484,9 +484,9 @@ def fp8_kernel_names(fn):
     return out, [e.name for e in prof.events()]
 
 
-# (lengths, D, mask, schedule the default takes on an sm_90 GPU): "list" the jagged work list (a planner kernel, then
-# hstu_fwd_fp8_sm90_kernel<D, 1>), "persist" persistent CTAs (<D, 2>: D <= 128, grids of more than one wave with
-# most CTAs busy), "grid" the grid (<D, 0>).
+# (lengths, D, mask, schedule kernel_options(fp8_sched=True) takes on an sm_90 GPU; the default is the grid):
+# "list" the jagged work list (a planner kernel, then hstu_fwd_fp8_sm90_kernel<D, 1, ...>), "persist" persistent CTAs
+# (<D, 2, ...>: D <= 128, grids of more than one wave with most CTAs busy), "grid" the grid (<D, 0, ...>).
 SCHEDULE_CASES = [(lengths, D, mask, expect) for lengths, D, expect in
                   [("zipf", 64, "list"), ("zipf", 128, "list"), ("zipf", 256, "list")]
                   for mask in ("context_target_group", "causal")]
@@ -497,11 +497,12 @@ SCHEDULE_CASES += [("busy", D, "context_target_group", expect) for D, expect in
 @pytest.mark.gpu
 @pytest.mark.parametrize("lengths,D,mask,expect", SCHEDULE_CASES)
 def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
-    """The Hopper FP8 forward runs the bf16 forward's schedules: the work list (longest-first query tiles, no
-    splits) for jagged Zipf lengths, persistent CTAs for busy grids of more than one wave at D <= 128, switched
-    off by kernel_options(fwd_work_list=False / fwd_persist=False). Jagged, delta-q, contexts and long target
-    groups (the gap skip), an empty sequence, block descale factors. The grid order meets the error rule against
-    the fp64 FP8 emulation; every schedule gives bitwise the grid's output (the same arithmetic per query tile)."""
+    """The Hopper FP8 forward runs in grid order by default; kernel_options(fp8_sched=True) gives it the bf16
+    forward's schedules: the work list (longest-first query tiles, no splits) for jagged Zipf lengths, persistent
+    CTAs for busy grids of more than one wave at D <= 128, switched off by kernel_options(fwd_work_list=False /
+    fwd_persist=False). Jagged, delta-q, contexts and long target groups (the gap skip), an empty sequence, block
+    descale factors. The grid order meets the error rule against the fp64 FP8 emulation; every schedule, and the
+    late P conversion (fp8_early_pack=False), gives bitwise the default's output (the same arithmetic per tile)."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"{lengths}-{D}-{mask}")
@@ -517,8 +518,13 @@ def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
         with hstu_attn._ops.kernel_options(**switches):
             return fp8_kernel_names(lambda: run_path(c, q8s, scales, "block", 0.2))
 
-    grid, _ = run(fwd_work_list=False, fwd_persist=False)
+    grid, names = run()  # (the default: grid order)
     assert not torch.isnan(grid).any()
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*>", n) for n in names), names
+    assert not any("hstu_sm90_plan_kernel" in n for n in names)
+    late, names = run(fp8_early_pack=False)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*false\s*>", n) for n in names), names
+    assert torch.equal(late, grid), "fp8_early_pack=False differs from the default"
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
     q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
     gold = hstu_attn_fp8_reference(*q8c, *sc, "block", alpha=0.2, out_dtype=torch.float64,
@@ -528,15 +534,18 @@ def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
     assert_rel("FP8 kernel, grid order", grid.cpu(), gold, low, 2)
     for wl in (False, True):
         for ps in (False, True):
-            out, names = run(fwd_work_list=wl, fwd_persist=ps)
+            out, names = run(fp8_sched=True, fwd_work_list=wl, fwd_persist=ps)
             kernels = [n for n in names if "hstu_fwd_fp8_sm90_kernel" in n]
             mode = {"list": 1 if wl else 2 if ps else 0, "persist": 2 if ps else 0, "grid": 0}[expect]
             if expect == "list" and not wl and D == 256:
                 mode = 0  # (no persistent CTAs at D = 256)
-            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*>", n)
+            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*,\s*true\s*>", n)
                                    for n in kernels), (wl, ps, sorted(set(kernels)))
             assert any("hstu_sm90_plan_kernel" in n for n in names) == (mode == 1), (wl, ps)
             assert torch.equal(out, grid), f"work list {wl}, persistent {ps}: differs from the grid order"
+    late, names = run(fp8_sched=True, fp8_early_pack=False)  # (the late conversion in the list / persistent kernels)
+    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<[^>]*false\s*>", n) for n in names), names
+    assert torch.equal(late, grid), "fp8_sched=True, fp8_early_pack=False differs from the grid order"
 
 
 @pytest.mark.gpu

@@ -391,10 +391,12 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.descale_mode = static_cast<int>(descale_mode);
   f.out_half = out_dtype == 1 ? 1 : 0;
   f.total_k = total_k;
+  const HstuOptions opts = HstuOptions::from_bits(options);
+  f.late_pack = opts.fp8_early_pack ? 0 : 1;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).
-  const FwdPlan plan = plan_fwd_fp8(p, total_k, HstuOptions::from_bits(options));
+  const FwdPlan plan = plan_fwd_fp8(p, total_k, opts);
   Tensor scratch = validate_on_device(p, q, total_k, plan.sched_bytes + (plan.tile_counter ? 16 : 0), p.out,
                                       q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);

@@ -15,9 +15,10 @@ namespace hstu {
 // (hstu/_ops.py kernel_options packs the same bits; tests/hstu/test_api.py checks both agree). 0 is the product.
 enum HstuOptionBits : int64_t {
   kOptNoSm90 = 1 << 0,          // the sm80-class kernels even where the Hopper ones apply
-  kOptNoFwdWorkList = 1 << 1,   // Hopper forward (bf16 / fp16 and FP8): grid order for jagged batches too
-  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128 (bf16 / fp16 and FP8): one CTA per query tile instead of
-                                // persistent CTAs
+  kOptNoFwdWorkList = 1 << 1,   // Hopper forward (bf16 / fp16; FP8 under kOptFp8Sched): grid order for jagged
+                                // batches too
+  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128 (bf16 / fp16; FP8 under kOptFp8Sched): one CTA per query
+                                // tile instead of persistent CTAs
   kOptNoBwdWorkList = 1 << 3,   // Hopper backward D = 256: grid order for jagged batches too
   kOptNoDqSelfZero = 1 << 4,    // Hopper backward D = 64 / 128: a zeroed dq workspace instead of self-zeroing
   kOptNoDqConvBehind = 1 << 5,  // Hopper backward D = 128 causal / local: a separate dq conversion pass
@@ -34,7 +35,12 @@ enum HstuOptionBits : int64_t {
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
                                 // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
-  kOptKnownMask = 0x1fffff,
+  kOptFp8Sched = 1 << 21,       // SET: the Hopper FP8 forward with the bf16 forward's work list / persistent CTAs
+                                // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
+                                // batches, session 7)
+  kOptNoFp8EarlyPack = 1 << 22, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
+                                // issue 36's fp8fast; bitwise the same output, for comparisons)
+  kOptKnownMask = 0x7fffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -56,6 +62,8 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
+  bool fp8_sched = false;
+  bool fp8_early_pack = true;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -71,6 +79,8 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
+    o.fp8_sched = (bits & kOptFp8Sched) != 0;
+    o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     return o;
   }
 };
@@ -136,12 +146,15 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
   return plan;
 }
 
-// The Hopper FP8 forward's (hstu_fwd_fp8_sm90_launch.cuh; the op checked that it applies): the bf16 forward's work
-// list for jagged batches, without its splits (hstu_fwd_sm90_sched_layout, splits = false), else persistent CTAs at
-// D <= 128; the same kernel_options switches (fwd_work_list, fwd_persist).
+// The Hopper FP8 forward's (hstu_fwd_fp8_sm90_launch.cuh; the op checked that it applies): the grid order by
+// default; with kernel_options(fp8_sched=True) the bf16 forward's work list for jagged batches, without its splits
+// (hstu_fwd_sm90_sched_layout, splits = false), else persistent CTAs at D <= 128, under the same switches
+// (fwd_work_list, fwd_persist). Opt-in since both lost to the grid on the H200 (Zipf B32 max 4K: 0.86x / 0.89x at
+// D 128 / 256 with the planner's launch; dense B16 S16K D128 persistent: 0.97x; only targets B32 1K+2K won, 1.05x).
 inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
   FwdPlan plan;
   plan.family = KernelFamily::kSm90;
+  if (!o.fp8_sched) return plan;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
   plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
   return plan;

@@ -182,7 +182,9 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
 // tile's arithmetic is the same in all three: the outputs are identical.
 enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
-template <int D, int kMode>
+// kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
+// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output.
+template <int D, int kMode, bool kEarlyPack>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const HstuParams p,
@@ -316,7 +318,11 @@ __global__ void __launch_bounds__(384, 1)
 
     if (n_tiles > 0) {
       float acc_s[BN / 2];
+      // P as e4m3 A fragments: pf = P_{i-1}, read by the P V wgmma in flight. kEarlyPack: P_i is packed into pn
+      // inside the SiLU's code (its conversions interleaved with the MUFU stream, off the path from the P V wait to
+      // the next issue), then copied to pf once that wgmma is waited for; else P_i goes into pf after the wait.
       uint32_t pf[BN / 32][4];
+      uint32_t pn[BN / 32][4];
       const float half_alpha_q = 0.5f * p.alpha * qs;
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
@@ -353,21 +359,43 @@ __global__ void __launch_bounds__(384, 1)
           v_cur = vf;
         }
       };
-      // P = SiLU(alpha q_s k_s S), masked to 0, in acc_s (fwd_silu_mask).
-      auto silu_mask = [&](int nb) {
-        const int n0 = nb * BN;
-        fwd_silu_mask<BN>(acc_s, half_alpha_q * k_factor(nb), mk, row_w0, warp, lane, n0, D <= 128);
-      };
       // P to e4m3 A fragments: k-slot 4 t + i of block ks holds key 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3),
       // i.e. accumulator elements 16 ks + {0, 1, 4, 5} (a0; + 2 for the row + 8: a1; + 8 for keys + 16: a2, a3).
-      auto pack_p = [&]() {
+      auto pack_into = [&](uint32_t(&dst)[BN / 32][4]) {
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-            pf[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+            dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
           }
+        }
+      };
+      // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
+      // paths.
+      auto silu_mask = [&](int nb) {
+        const int n0 = nb * BN;
+        const float sc = half_alpha_q * k_factor(nb);
+        if constexpr (kEarlyPack) {
+          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+        } else {
+          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);
+        }
+      };
+      // P_i into pf, the next P V's A operand (its previous contents waited for). The copy is an opaque prmt: a plain
+      // move lets ptxas coalesce pn with pf, so the SiLU would write registers of the P V in flight, and ptxas then
+      // serializes every wgmma of the kernel (C7513).
+      auto take_p = [&]() {
+        if constexpr (kEarlyPack) {
+#pragma unroll
+          for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              asm volatile("prmt.b32 %0, %1, %1, 0x3210;\n" : "=r"(pf[ks][q]) : "r"(pn[ks][q]));
+            }
+          }
+        } else {
+          pack_into(pf);
         }
       };
       auto release = [&](uint32_t bb) {
@@ -391,7 +419,7 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(acc_s);
         release(bar_empty_k(s0));
         silu_mask(tile(0));
-        pack_p();
+        take_p();
       }
       for (int i = 1; i < n_tiles; ++i) {
         const int nb = tile(i);
@@ -407,11 +435,11 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
         release(bar_empty_k(s));
-        silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs); P_i into pn
         wgmma_wait<0>();
         pin_all(pf);
         release(bar_empty_v(sp));
-        pack_p();
+        take_p();
       }
       const int il = n_tiles - 1;
       const int sl = stage(il);

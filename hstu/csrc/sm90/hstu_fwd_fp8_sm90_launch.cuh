@@ -28,7 +28,7 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int D>
+template <int D, bool kEarlyPack>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -55,13 +55,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
                     {C::kBlockN, D, 1});
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  // The bf16 forward's schedules (launch_fwd): the jagged work list where the op gave its workspace (planned without
-  // splits), else persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one
-  // wave, else the grid.
+  // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
+  // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
+  // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
   const SchedArgs sa = fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
   if (sa.items != nullptr) {
-    constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List>;
+    constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
     err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
@@ -71,7 +71,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if constexpr (D <= 128) {
     if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
       using CP = Fp8FwdTraits<D, 2>;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist>;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(CP::kSmem);
       if (err != cudaSuccess) return err;
       err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
@@ -80,7 +80,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       return cudaGetLastError();
     }
   }
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, p, f, sa);
@@ -91,7 +91,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
-  return sm90::launch_fwd_fp8<D>(p, f, stream);
+  return f.late_pack ? sm90::launch_fwd_fp8<D, false>(p, f, stream) : sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
 }  // namespace hstu

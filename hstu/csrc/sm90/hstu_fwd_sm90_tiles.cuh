@@ -163,10 +163,16 @@ __device__ __forceinline__ void fwd_init_barriers(uint32_t bar, uint32_t q1, int
 // P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
 // in place in acc_s: this thread's part (warp, lane of a warpgroup) of the m64nBN fp32 wgmma accumulator of rows
 // [row_w0, row_w0 + 64) and keys [n0, n0 + BN). full_targets: the unmasked fast path is decided by tile_full_targets
-// (else tile_full). Shared by the bf16 and FP8 forwards (the same accumulator layout).
-template <int BN>
+// (else tile_full). Shared by the bf16 and FP8 forwards (the same accumulator layout). tail(): called at the end of
+// each of the three paths, in its basic block (the FP8 forward packs P to e4m3 there, so that ptxas interleaves the
+// conversions with the path's MUFU stream instead of running them after it; the bf16 forward passes nothing).
+struct NoSiluTail {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <int BN, class Tail = NoSiluTail>
 __device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, const SeqMask& mk, int row_w0,
-                                              int warp, int lane, int n0, bool full_targets) {
+                                              int warp, int lane, int n0, bool full_targets,
+                                              const Tail& tail = Tail()) {
   if (full_targets ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                    : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
 #pragma unroll
@@ -174,6 +180,7 @@ __device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, 
       const float x = acc_s[e] * sc;
       acc_s[e] = fmaf(x, tanh_fast(x), x);
     }
+    tail();
   } else if (mk.hist == mk.lk) {
     // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
     const int jj = n0 + 2 * (lane % 4);
@@ -198,6 +205,7 @@ __device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, 
       const int j = jj + 8 * (e / 4) + (e % 2);
       acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
     }
+    tail();
   } else {
     // Targets: the general rule, evaluated into a bit mask by a rolled loop (keeps one copy of the code).
     const int rr = row_w0 + 16 * warp + lane / 4;
@@ -221,6 +229,7 @@ __device__ __forceinline__ void fwd_silu_mask(float (&acc_s)[BN / 2], float sc, 
       const float v = fmaf(x, tanh_fast(x), x);
       acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
     }
+    tail();
   }
 }
 
