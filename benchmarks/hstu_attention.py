@@ -12,8 +12,9 @@ Named sweeps (shared defaults: H=4, bf16, causal):
 --fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
 FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hopper; --kernel-option fp8_kernel=0 times
-the dequantize path), beside the bf16 op on the bf16 inputs and the FP8 op with kernel_options(fp8_early_pack=False)
-(P converted to e4m3 after the P V wait, the order before issue 36's fp8fast), alternating.
+the dequantize path), beside the bf16 op on the bf16 inputs, the FP8 op with kernel_options(fp8_early_pack=False)
+(P converted to e4m3 after the P V wait, the order before issue 36's fp8fast) and with kernel_options(fp8_bn192=True)
+(192-key tiles at D = 128), alternating.
 --fp8-sched: the FP8 forward as scheduled by default (grid order) against kernel_options(fp8_sched=True) (the bf16
 forward's work list and persistent CTAs) and the bf16 forward: targets (B32 1K history + 2K targets, B8 4K + 256;
 group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and dense B16 S16K D128, causal, per-tensor descale (--quick: the
@@ -820,6 +821,7 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, mode) for x in (q, k, v))
         alpha, opts = 1.0 / D**0.5, hstu_attn._ops._current_options()
         late_opts = opts | hstu_attn._ops.OPTION_BITS["fp8_early_pack"]
+        wide_opts = opts | hstu_attn._ops.OPTION_BITS["fp8_bn192"]
         lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
 
         def fp8(o):
@@ -828,16 +830,17 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
 
         bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens, None, float(S), None, None)  # noqa: E731
         kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, opts)
-        f8_ms, late_ms, b_ms = timer.interleaved(fp8(opts), fp8(late_opts), bf16)
-        out = fp8(opts)()
-        same = torch.equal(out, fp8(late_opts)())
-        diff = (out.float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
+        f8_ms, late_ms, wide_ms, b_ms = timer.interleaved(fp8(opts), fp8(late_opts), fp8(wide_opts), bf16)
+        out, ref = fp8(opts)().float(), bf16().float()
+        same = torch.equal(fp8(opts)(), fp8(late_opts)())
+        scale = max(ref.abs().max().item(), 1e-30)
+        diff, wide_diff = ((x - ref).abs().max().item() / scale for x in (out, fp8(wide_opts)().float()))
         flops = 4 * 4 * D * S * S * B / 2
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
         return (f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
                 f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
-                f"{b_ms / f8_ms:.2f}x | {late_ms:.3f} | {tflops(flops, late_ms)} | {late_ms / f8_ms:.3f}x | {same} "
-                f"| {diff:.1e} |")
+                f"{b_ms / f8_ms:.2f}x | {late_ms:.3f} | {late_ms / f8_ms:.3f}x | {same} | {wide_ms:.3f} | "
+                f"{tflops(flops, wide_ms)} | {f8_ms / wide_ms:.3f}x | {diff:.1e} | {wide_diff:.1e} |")
 
     cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
     rows = fp8_rows(args, device, cases, run_case)
@@ -845,13 +848,14 @@ def run_fp8(args, device: torch.device, timer: Timer) -> str:
         "- dtypes: FP8 = float8_e4m3fn q/k/v with float32 descale factors (quantize_fp8 of the bf16 inputs), output "
         "bf16, P rounded to e4m3; bf16 = the bf16 forward on the bf16 inputs; fp32 accumulation in both; H = 4, alpha "
         "= 1/sqrt(D), causal",
-        f"- units: ms (median of {args.reps} runs, the three ops alternating, CUDA events, L2 flushed); TFLOP/s = "
+        f"- units: ms (median of {args.reps} runs, the four ops alternating, CUDA events, L2 flushed); TFLOP/s = "
         "4*H*D*L^2/2 per sequence over the time (the FP8 time includes the descale check and the Vt pre-pass); "
         "late = kernel_options(fp8_early_pack=False), P converted after the P V wait (the order before fp8fast); "
-        "late / FP8 = its time over the default's; same = the two FP8 outputs bitwise equal; diff = max |fp8 - "
-        "bf16| / max |bf16|"],
+        "late / FP8 = its time over the default's; same = the two bitwise equal; bn192 = kernel_options(fp8_bn192="
+        "True), 192-key tiles (D = 128 and not block mode; else the default kernel), bn192 gain = FP8 ms / bn192 "
+        "ms; diff = max |fp8 - bf16| / max |bf16| (bn192 diff: the same for its output)"],
         ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup",
-         "late ms", "late TFLOP/s", "late / FP8", "same", "diff"],
+         "late ms", "late / FP8", "same", "bn192 ms", "bn192 TFLOP/s", "bn192 gain", "diff", "bn192 diff"],
         rows)
 
 

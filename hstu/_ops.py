@@ -182,6 +182,7 @@ OPTION_BITS = {
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
     "fp8_sched": 1 << 21,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 22,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
+    "fp8_bn192": 1 << 23,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -207,7 +208,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
-                   bwd_sm80_cfg: int = 0, fp8_sched: bool = False, fp8_early_pack: bool = True) -> Iterator[None]:
+                   bwd_sm80_cfg: int = 0, fp8_sched: bool = False, fp8_early_pack: bool = True,
+                   fp8_bn192: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -220,7 +222,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     bf16 forward's schedules (the jagged work list, persistent CTAs at D <= 128; ``fwd_work_list`` / ``fwd_persist``
     switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
-    same output bitwise; for comparisons). ``fwd_split_tiles``: how the Hopper forward's work list splits a query
+    same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
+    (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
+    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``: how the Hopper forward's work list splits a query
     tile's long KV range into chunks summed afterwards (few queries over long keys, e.g. a cached inference step):
     None the planner's rule (120 % of the average work per SM, chunks of at least 4 KV tiles), 0 no split,
     ``"wave"`` the smallest cap whose list fits the SMs at once (every chunk running together; batches of at most
@@ -247,8 +251,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
-                     ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack)):
-        if not on:  # (bwd_sm80_pair's and fp8_sched's bits are set when they are on: opt-in switches)
+                     ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack), ("fp8_bn192", not fp8_bn192)):
+        if not on:  # (bwd_sm80_pair's, fp8_sched's and fp8_bn192's bits are set when they are on: opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

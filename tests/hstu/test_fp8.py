@@ -387,15 +387,15 @@ def fp8_kernel_runs(D):
         torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, 0)
 
 
-def fp8_path(kernel):
+def fp8_path(kernel, **switches):
     """kernel_options selecting the FP8 kernel (True, the default; skips where it cannot run) or the dequantize
-    path."""
+    path (and any other kernel_options switches)."""
     if kernel and not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    return hstu_attn._ops.kernel_options(fp8_kernel=kernel)
+    return hstu_attn._ops.kernel_options(fp8_kernel=kernel, **switches)
 
 
-def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
+def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, switches=None, **kw):
     """The FP8 kernel's output (poisoned allocations first) against its fp64 emulation: 2x the error of the same
     emulation computed in bf16, and within 5 % of the output's scale. (Not the CPU path's 2^-7: the kernel's SiLU is
     tanh.approx-based, so about 1 % of the P elements round to the neighbouring e4m3 value (1/16 to 1/8 of P away);
@@ -405,7 +405,7 @@ def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
     q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
     kw_cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
     poison_allocator(16 * c["q"].numel() * 2)
-    with fp8_path(True):
+    with fp8_path(True, **(switches or {})):
         out = hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1],
                                     v_descale=scales[2], descale_mode=mode, out_dtype=out_dtype, **lengths_args(c),
                                     **kw)
@@ -467,6 +467,40 @@ def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
         torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_kernel_bn192(mode, mask):
+    """kernel_options(fp8_bn192=True): the D = 128 kernel with 192-key tiles (Vt in two panels, m64n192k32 for S)
+    meets the error rule against the fp64 emulation for every mask and the descale modes of one factor per CTA, on
+    lengths ending inside both Vt panels of a tile (first / last 64 keys) and on several tiles; its late P
+    conversion gives bitwise its output; block mode (factors per 128 keys) and the opt-in schedules keep the
+    128-key kernel, bitwise the default's output."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 3000 + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
+    c = make_case(seed, [300, 0, 700, 77, 129, 450, 193], 2, 128, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    wide = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True))
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
+
+    _, names = run(fp8_bn192=True)
+    bn = 128 if mode == "block" else 192
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*>", n)
+               for n in names), names
+    late, _ = run(fp8_bn192=True, fp8_early_pack=False)
+    assert torch.equal(late, wide), "fp8_bn192 with fp8_early_pack=False differs"
+    default, _ = run()
+    sched, _ = run(fp8_bn192=True, fp8_sched=True)
+    assert torch.equal(sched, default), "fp8_bn192 under fp8_sched=True: expected the 128-key kernel"
+    if mode == "block":
+        assert torch.equal(wide, default), "fp8_bn192 in block mode: expected the 128-key kernel"
+
+
 def zipf_lengths(rng, n, top):
     """n jagged lengths, Zipf-like (rank r gets about top / r^1.2, shuffled), one of them `top`, one empty."""
     lens = [max(1, int(top / (r + 1) ** 1.2 * rng.uniform(0.7, 1.3))) for r in range(n - 1)]
@@ -520,10 +554,10 @@ def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
 
     grid, names = run()  # (the default: grid order)
     assert not torch.isnan(grid).any()
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*>", n) for n in names), names
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\b", n) for n in names), names
     assert not any("hstu_sm90_plan_kernel" in n for n in names)
     late, names = run(fp8_early_pack=False)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*false\s*>", n) for n in names), names
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*false\b", n) for n in names), names
     assert torch.equal(late, grid), "fp8_early_pack=False differs from the default"
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
     q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
@@ -539,12 +573,12 @@ def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
             mode = {"list": 1 if wl else 2 if ps else 0, "persist": 2 if ps else 0, "grid": 0}[expect]
             if expect == "list" and not wl and D == 256:
                 mode = 0  # (no persistent CTAs at D = 256)
-            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*,\s*true\s*>", n)
+            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*,\s*true\b", n)
                                    for n in kernels), (wl, ps, sorted(set(kernels)))
             assert any("hstu_sm90_plan_kernel" in n for n in names) == (mode == 1), (wl, ps)
             assert torch.equal(out, grid), f"work list {wl}, persistent {ps}: differs from the grid order"
     late, names = run(fp8_sched=True, fp8_early_pack=False)  # (the late conversion in the list / persistent kernels)
-    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<[^>]*false\s*>", n) for n in names), names
+    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<[^>]*false\b", n) for n in names), names
     assert torch.equal(late, grid), "fp8_sched=True, fp8_early_pack=False differs from the grid order"
 
 

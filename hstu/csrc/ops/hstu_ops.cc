@@ -393,6 +393,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.total_k = total_k;
   const HstuOptions opts = HstuOptions::from_bits(options);
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
+  f.bn192 = opts.fp8_bn192 ? 1 : 0;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).

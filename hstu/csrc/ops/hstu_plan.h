@@ -40,7 +40,9 @@ enum HstuOptionBits : int64_t {
                                 // batches, session 7)
   kOptNoFp8EarlyPack = 1 << 22, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast; bitwise the same output, for comparisons)
-  kOptKnownMask = 0x7fffff,
+  kOptFp8Bn192 = 1 << 23,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
+                                // order, descale modes other than block; opt-in until measured)
+  kOptKnownMask = 0xffffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -64,6 +66,7 @@ struct HstuOptions {
   int bwd_sm80_cfg = 0;
   bool fp8_sched = false;
   bool fp8_early_pack = true;
+  bool fp8_bn192 = false;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -81,6 +84,7 @@ struct HstuOptions {
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
+    o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     return o;
   }
 };

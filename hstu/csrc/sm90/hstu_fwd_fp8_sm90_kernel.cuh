@@ -17,10 +17,13 @@
 // - descale factors: q's is constant per CTA in every mode (a 128-row query tile lies in one 128-row block), k's
 //   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
 //   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
-//   the factor changes (block mode only: other modes have one factor per CTA).
+//   the factor changes (block mode only: other modes have one factor per CTA);
+// - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
+//   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36, session 7);
+// - kernel_options(fp8_bn192=True): KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode.
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
-// query tiles scheduled (work list, persistent CTAs: Fp8FwdMode) as in the bf16 forward. No rab (the op keeps the
-// dequantize + bf16 path for rab).
+// query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
+// persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
 #pragma once
 
 #include <cuda.h>
@@ -39,12 +42,16 @@
 namespace hstu {
 namespace sm90 {
 
-// QBUFS: Q buffers (2: persistent CTAs, the next tile's Q loads under the current one).
-template <int D, int QBUFS = 1>
+// QBUFS: Q buffers (2: persistent CTAs, the next tile's Q loads under the current one). BN: keys per KV tile (a
+// multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
+// per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
+// there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
-  static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per KV tile (a multiple of 32: Vt's permuted groups)
-  static constexpr int kStages = D == 256 ? 3 : 4;
+  static constexpr int kBlockN = BN;
+  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -59,9 +66,10 @@ struct Fp8FwdTraits {
   // + slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + (QBUFS > 1 ? 128 * QBUFS : 0) + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerRegs = BN > 128 ? 24 : 40;   // (BN 192: grid order only, the plain producer)
+  static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
+  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
@@ -81,9 +89,11 @@ template <int N>
 __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (N == 64) {
     wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
-  } else {
-    static_assert(N == 128, "QK^T tile width");
+  } else if constexpr (N == 128) {
     wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  } else {
+    static_assert(N == 192, "QK^T tile width");
+    wgmma_m64n192k32_ss_e4m3(d, da, db, scale_d);
   }
 }
 
@@ -174,7 +184,8 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
   }
 }
 
-// Schedules (kMode; the bf16 forward's, hstu_fwd_sm90_launch.cuh picks them the same way): kFp8Grid, grid (m_blocks,
+// Schedules (kMode; the grid by default, the other two on kernel_options(fp8_sched=True), picked then as the bf16
+// forward's are in hstu_fwd_sm90_launch.cuh): kFp8Grid, grid (m_blocks,
 // H, B), the query tiles of each (b, h) heaviest (last) first; kFp8List, the jagged work list (hstu_sm90_work_list.cuh,
 // planned without splits: CTA x runs one whole query tile); kFp8Persist, one CTA per SM taking the grid's tiles from a
 // global counter (fwd_persist_produce), two Q buffers with their published tiles, the K / Vt pipeline running on across
@@ -183,14 +194,16 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
 enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
-// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output.
-template <int D, int kMode, bool kEarlyPack>
+// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
+// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise).
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128)>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                             const __grid_constant__ CUtensorMap tm_vt, const HstuParams p,
-                             const HstuFp8FwdParams f, const SchedArgs sched) {
+                             const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
+                             const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1>;
+  static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -242,6 +255,7 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_vt);
+      if constexpr (BN > 128) prefetch_tensormap(&tm_vt2);
       auto load_q = [&](int qb) {
         mbar_arrive_expect_tx(bar_q(qb), C::kQBytes);
 #pragma unroll
@@ -263,6 +277,9 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(bar_empty_v(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
         tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col0 + nb * BN, 0, h);
+        if constexpr (BN > 128) {  // panel 1: keys 128 .. BN - 1 of the tile, 64-byte rows
+          tma_load_3d(sV + s * C::kTileBytes + D * 128, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + 128, 0, h);
+        }
       };
       if constexpr (!kPersist) {
         load_q(0);
@@ -344,7 +361,11 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
-          wgmma_rs_e4m3<D>(acc_o, pf[ks], make_desc_kmajor(sV + s * C::kTileBytes + ks * 32, BN));
+          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
+          const uint32_t vt = sV + s * C::kTileBytes;
+          const uint64_t db = ks * 32 < 128 ? make_desc_kmajor(vt + ks * 32, C::kVtRowBytes)
+                                            : make_desc_kmajor(vt + D * 128 + (ks * 32 - 128), 64);
+          wgmma_rs_e4m3<D>(acc_o, pf[ks], db);
         }
         wgmma_commit();
       };
