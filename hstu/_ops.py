@@ -224,11 +224,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
     same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
     (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
-    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``: how the Hopper forward's work list splits a query
-    tile's long KV range into chunks summed afterwards (few queries over long keys, e.g. a cached inference step):
-    None the planner's rule (120 % of the average work per SM, chunks of at least 4 KV tiles), 0 no split,
-    ``"wave"`` the smallest cap whose list fits the SMs at once (every chunk running together; batches of at most
-    1024 query tiles, else the rule), n in 1..253 chunks of at most n KV tiles.
+    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``:
+    how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
+    queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
+    SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
+    (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
+    most n KV tiles.
     ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
     256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
     memory, or for fp16 and other head dims, the default runs). A call records its options in
