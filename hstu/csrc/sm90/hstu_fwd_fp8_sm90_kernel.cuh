@@ -370,8 +370,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
       };
       // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
-      auto rescale_o = [&](int nb) {
-        const float vf = v_factor(nb);
+      auto rescale_o = [&](float vf) {
         if (vf != v_cur) {
           pin_all(acc_o);
           const float r = v_cur / vf;
@@ -394,9 +393,9 @@ __global__ void __launch_bounds__(384, 1)
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
       // paths.
-      auto silu_mask = [&](int nb) {
+      auto silu_mask = [&](int nb, float kf) {
         const int n0 = nb * BN;
-        const float sc = half_alpha_q * k_factor(nb);
+        const float sc = half_alpha_q * kf;
         if constexpr (kEarlyPack) {
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
         } else {
@@ -430,6 +429,11 @@ __global__ void __launch_bounds__(384, 1)
       auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
       auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
       if (wg == 1) named_barrier_arrive(4, 256);
+      // Block mode's k / v factors (global loads) are loaded an iteration before their use, off the path from S_i's
+      // wait to the SiLU and from P_{i-1}'s to the next issue: kf_nx = k factor of tile i + 1, vf_nx = v factor of
+      // tile i at the end of iteration i (other modes: the CTA's constants).
+      float kf_nx = n_tiles > 1 ? k_factor(tile(1)) : 0.f;
+      float vf_nx = v_cur;
       {
         const int s0 = stage(0);
         mbar_wait(bar_full_k(s0), phase(0));
@@ -439,16 +443,19 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         pin_all(acc_s);
         release(bar_empty_k(s0));
-        silu_mask(tile(0));
+        silu_mask(tile(0), k_factor(tile(0)));
         take_p();
       }
       for (int i = 1; i < n_tiles; ++i) {
         const int nb = tile(i);
         const int s = stage(i);
         const int sp = stage(i - 1);
+        const float kf = kf_nx, vf_prev = vf_nx;  // tile i's k factor, tile i - 1's v factor
+        kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
+        vf_nx = v_factor(nb);
         mbar_wait(bar_full_k(s), phase(i));
         mbar_wait(bar_full_v(sp), phase(i - 1));
-        rescale_o(tile(i - 1));
+        rescale_o(vf_prev);
         pp_sync();
         issue_qk(s);   // S_i, in flight during the P V below
         issue_pv(sp);  // O += P_{i-1} Vt_{i-1}
@@ -456,7 +463,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
         release(bar_empty_k(s));
-        silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs); P_i into pn
+        silu_mask(nb, kf);  // overlaps the P V wgmma (and the other warpgroup's GEMMs); P_i into pn
         wgmma_wait<0>();
         pin_all(pf);
         release(bar_empty_v(sp));
@@ -465,7 +472,7 @@ __global__ void __launch_bounds__(384, 1)
       const int il = n_tiles - 1;
       const int sl = stage(il);
       mbar_wait(bar_full_v(sl), phase(il));
-      rescale_o(tile(il));
+      rescale_o(vf_nx);  // (tile il's v factor)
       pp_sync();
       issue_pv(sl);
       if (wg == 0) pp_arrive();
