@@ -499,6 +499,13 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
     assert torch.equal(sched, default), "fp8_bn192 under fp8_sched=True: expected the 128-key kernel"
     if mode == "block":
         assert torch.equal(wide, default), "fp8_bn192 in block mode: expected the 128-key kernel"
+    if mode == "head" and mask == "local_context_target":  # seqused, fp16 out, GR mask
+        cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
+        su_q = i32(*[max(0, cu_q[b + 1] - cu_q[b] - 5) for b in range(7)], device="cuda")
+        su_k = i32(*[max(0, cu_k[b + 1] - cu_k[b] - 2) for b in range(7)], device="cuda")
+        for conv in ("nvidia", "meta_gr"):
+            check_fp8_kernel(c, mode, 0.2, torch.float16, switches=dict(fp8_bn192=True), seqused_q=su_q,
+                             seqused_k=su_k, mask_convention=conv)
 
 
 def zipf_lengths(rng, n, top):
