@@ -277,13 +277,7 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
                     one()
                 torch.cuda.synchronize()
                 pipe[name].append((time.perf_counter() - t0) * 1e3 / reps)
-                ts = []
-                for _ in range(reps):
-                    t0 = time.perf_counter()
-                    one()
-                    torch.cuda.synchronize()
-                    ts.append((time.perf_counter() - t0) * 1e3)
-                sync[name].append(statistics.median(ts))
+                sync[name].append(wall_ms(one, warmup=0, reps=reps))
         base = built[0][0]
         for name, _ in built:
             rp = statistics.median(a / b for a, b in zip(pipe[name], pipe[base]))

@@ -33,7 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from embedding import power_law_ids  # noqa: E402
 from embedding_tiers import pcie_gbps  # noqa: E402
 
-import dynamicemb._batched as _b  # noqa: E402
+try:  # the callers of to_host / stage_tables (in _batched.py before the storage-tier split)
+    import dynamicemb._batched_tiers as _b  # noqa: E402
+except ImportError:
+    import dynamicemb._batched as _b  # noqa: E402
 import dynamicemb._staging as _st  # noqa: E402
 from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
 from dynamicemb._optimizers import SGD, Adam  # noqa: E402

@@ -213,9 +213,7 @@ class _TorchStep:
     def _backward_impl(self, grad_out, saved, psw_requires_grad):
         if saved.get("kernels"):
             return self._backward_kernels(grad_out, saved, psw_requires_grad)
-        dev = self.device
-        n, B = saved["n"], saved["B"]
-        F, Dm = self.num_features, self.max_dim
+        Dm = self.max_dim
         gU, grad_psw = _id_gradients(grad_out, saved, self.pooling, self.feature_dims, Dm, psw_requires_grad)
         opt = self.optimizer
         # non-finite policy (_optimizers.py; the kernels do the same): per unique row, before clipping

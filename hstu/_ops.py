@@ -180,9 +180,10 @@ OPTION_BITS = {
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
-    "fp8_sched": 1 << 21,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
-    "fp8_early_pack": 1 << 22,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
-    "fp8_bn192": 1 << 23,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
+    "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
+    "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
+    "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
+    "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -208,8 +209,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
-                   bwd_sm80_cfg: int = 0, fp8_sched: bool = False, fp8_early_pack: bool = True,
-                   fp8_bn192: bool = False) -> Iterator[None]:
+                   bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
+                   fp8_early_pack: bool = True, fp8_bn192: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -232,8 +233,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     most n KV tiles.
     ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
     256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
-    memory, or for fp16 and other head dims, the default runs). A call records its options in
-    the forward, so its backward runs under the same ones.
+    memory, or for fp16 and other head dims, the default runs). ``pdl=True``: the paged Hopper forward
+    (``hstu_attn_paged_func``, the cached inference step) and the cache's append kernel are launched as
+    programmatic dependent launches, their CTAs starting under the previous kernel and waiting for it in-kernel
+    (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call records its options in the
+    forward, so its backward runs under the same ones.
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -252,8 +256,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
-                     ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack), ("fp8_bn192", not fp8_bn192)):
-        if not on:  # (bwd_sm80_pair's, fp8_sched's and fp8_bn192's bits are set when they are on: opt-in switches)
+                     ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
+                     ("fp8_bn192", not fp8_bn192)):
+        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's and fp8_bn192's bits are set when on: opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

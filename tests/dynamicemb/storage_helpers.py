@@ -188,6 +188,21 @@ def make_t(storage, T, slots=2 * CACHE_SLOTS, flaky=False, opt=None, device="cpu
     return BatchedDynamicEmbeddingTables(opts, [0] + list(range(T)), pooling="sum", optimizer=opt, device=device)
 
 
+def probe_batches(n, hi, seed, device="cpu"):
+    """n random (ids, offsets) of 4 features x 5 bags (0-8 ids per bag: empty bags too), ids in [0, hi); batch 3
+    starts with two reserved empty keys (-2**63: always a miss). For the miss-count tests (a table read by two
+    features, ids of no table)."""
+    g = torch.Generator().manual_seed(seed)
+    for i in range(n):
+        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
+        off = torch.zeros(21, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=off[1:])
+        ids = torch.randint(0, hi, (int(off[-1]),), generator=g)
+        if i == 3:
+            ids[:2] = -(2**63)
+        yield ids.to(device), off.to(device)
+
+
 def t_batches(T, n, seed=0, hi=400, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     F, B = T + 1, 4
@@ -280,7 +295,7 @@ class SyncCounter:
         torch.Tensor.tolist = counted_tolist
         setattr(self.module, self.method, counted_stage)
         # modules that imported to_host by name
-        import dynamicemb._batched as b
+        import dynamicemb._batched_tiers as b
         import dynamicemb._caching as c
 
         for mod in (b, c):
@@ -394,20 +409,6 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     assert all(b > a for a, b in zip(moved[4:-2], moved[5:-1])), moved  # warm steps still miss (rows move in)
     return m
 
-
-def sync_warnings(fn) -> list:
-    """Where torch reports a host synchronization (sync debug mode "warn") while ``fn`` runs: file:line each."""
-    import warnings
-
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
-    return [f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
 
 
 def two_steps_in_flight(ref, m, data, i):

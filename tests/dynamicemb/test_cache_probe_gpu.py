@@ -15,7 +15,7 @@ from dynamicemb._load import load_library
 from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, assert_same, hot_stamps, make_t, sync_warnings, t_batches  # noqa: E402
+from storage_helpers import BC, assert_same, hot_stamps, make_t, probe_batches, sync_warnings, t_batches  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -40,15 +40,7 @@ def test_cache_probe_equals_lookups_cuda():
     masked lookups' (``_count_misses``) and the per-feature count (``_miss_counts``), for every subset of tables."""
     m = _mixed()
     assert m.use_kernels and _prefetch.probe_op_serves(m, torch.zeros(1, dtype=torch.int64, device="cuda"))
-    g = torch.Generator().manual_seed(5)
-    for i in range(6):
-        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
-        off = torch.zeros(21, dtype=torch.int64)
-        torch.cumsum(lengths, 0, out=off[1:])
-        ids = torch.randint(0, 900, (int(off[-1]),), generator=g)
-        if i == 3:
-            ids[:2] = -(2**63)
-        ids, off = ids.cuda(), off.cuda()
+    for i, (ids, off) in enumerate(probe_batches(6, 900, seed=5, device="cuda")):
         for tables in ([0, 2], [0], [2]):
             found, counts, bounds = _prefetch.count_step(m, ids, off, tables)
             miss, jfound, ends = _prefetch._count_misses(m, ids, off, tables)

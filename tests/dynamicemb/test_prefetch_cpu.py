@@ -15,7 +15,7 @@ from dynamicemb._load import load_library
 from dynamicemb._storage import StoreError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import BC, SyncCounter, assert_same, make_t, step, t_batches  # noqa: E402
+from storage_helpers import BC, SyncCounter, assert_same, make_t, probe_batches, step, t_batches  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -168,7 +168,7 @@ def test_failed_job_leaves_the_step_to_raise(fault, threaded):
 def test_job_pins_the_steps_in_flight_when_queued(monkeypatch):
     """A job keeps pinned the steps in flight when it was queued, even when their backward runs (and releases
     them) before the job stages: on CUDA that backward's update may still be queued on the device."""
-    import dynamicemb._batched as b
+    import dynamicemb._batched_tiers as b  # the module whose staging calls stage_tables
 
     T = 2
     m = make_t("caching", T, slots=16 * BC)
@@ -205,14 +205,7 @@ def test_job_count_equals_the_step_count():
                                    hbm_budget_bytes=128 * 12 * 4 if s == "caching" else None)
             for s in ("caching", "hbm", "caching")]
     m = BatchedDynamicEmbeddingTables(opts, [0, 1, 2, 0], pooling="sum", device="cpu")
-    g = torch.Generator().manual_seed(2)
-    for i in range(6):
-        lengths = torch.randint(0, 9, (4 * 5,), generator=g)
-        off = torch.zeros(21, dtype=torch.int64)
-        torch.cumsum(lengths, 0, out=off[1:])
-        ids = torch.randint(0, 700, (int(off[-1]),), generator=g)
-        if i == 3:
-            ids[:2] = -(2**63)  # the reserved empty key: always a miss
+    for i, (ids, off) in enumerate(probe_batches(6, 700, seed=2)):  # batch 3: reserved keys, always a miss
         cached = m._cached
         assert cached == [0, 2]
         found, want = m._miss_counts(ids, m._bounds(off), cached)

@@ -35,14 +35,18 @@ enum HstuOptionBits : int64_t {
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
                                 // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
-  kOptFp8Sched = 1 << 21,       // SET: the Hopper FP8 forward with the bf16 forward's work list / persistent CTAs
+  kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
+                                // programmatic dependent launches: their CTAs start under the previous kernel and
+                                // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
+                                // run; docs/hstu_inference.md)
+  kOptFp8Sched = 1 << 22,       // SET: the Hopper FP8 forward with the bf16 forward's work list / persistent CTAs
                                 // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
                                 // batches, session 7)
-  kOptNoFp8EarlyPack = 1 << 22, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
+  kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast; bitwise the same output, for comparisons)
-  kOptFp8Bn192 = 1 << 23,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
+  kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block; opt-in until measured)
-  kOptKnownMask = 0xffffff,
+  kOptKnownMask = 0x1ffffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -64,6 +68,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
+  bool pdl = false;  // Sm90PagedKV::pdl
   bool fp8_sched = false;
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
@@ -82,6 +87,7 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
+    o.pdl = (bits & kOptPdl) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
