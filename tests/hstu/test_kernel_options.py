@@ -44,8 +44,16 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.OPTION_BITS["bwd_sm80_pair_2stage"]
         with _ops.kernel_options(fp8_kernel=False):
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_kernel"]
-         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel", "kOptPdl": "pdl",
-         "kOptFp8Sched": "fp8_sched", "kOptNoFp8EarlyPack": "fp8_early_pack", "kOptFp8Bn192": "fp8_bn192"}
+        with _ops.kernel_options(pdl=True):  # the opt-in switch: its bit set when on
+            assert _ops._current_options() == _ops.OPTION_BITS["pdl"] == 1 << 21
+        with _ops.kernel_options(pdl=False):
+            assert _ops._current_options() == 0
+        with _ops.kernel_options(fp8_sched=True, fp8_early_pack=False):  # (fp8_sched: set when on, opt-in)
+            assert _ops._current_options() == _ops.OPTION_BITS["fp8_sched"] | _ops.OPTION_BITS["fp8_early_pack"]
+        with _ops.kernel_options(fp8_sched=False, fp8_early_pack=True, fp8_bn192=False):
+            assert _ops._current_options() == 0
+        with _ops.kernel_options(fp8_bn192=True):
+            assert _ops._current_options() == _ops.OPTION_BITS["fp8_bn192"]
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
