@@ -12,7 +12,13 @@ Named sweeps (shared defaults: H=4, bf16, causal):
 --fp8: instead of the sweeps, the FP8 (e4m3) forward against the bf16 forward on the same shapes (issue 36): B16 S16K
 D128 / D256 and S4K D64 / D128, causal; inputs quantized with descale_mode "tensor" (and "block" for one row), the
 FP8 op timed as called (descale check, Vt pre-pass, kernel: the default on Hopper; --kernel-option fp8_kernel=0 times
-the dequantize path), beside the bf16 op on the bf16 inputs, alternating.
+the dequantize path), beside the bf16 op on the bf16 inputs, the FP8 op with kernel_options(fp8_early_pack=False)
+(P converted to e4m3 after the P V wait, the order before issue 36's fp8fast) and with kernel_options(fp8_bn192=True)
+(192-key tiles at D = 128), alternating.
+--fp8-sched: the FP8 forward as scheduled by default (grid order) against kernel_options(fp8_sched=True) (the bf16
+forward's work list and persistent CTAs) and the bf16 forward: targets (B32 1K history + 2K targets, B8 4K + 256;
+group 1), jagged Zipf(1.2) B32 max 4K (D128 / D256) and dense B16 S16K D128, causal, per-tensor descale (--quick: the
+first three).
 
 FLOPs, FlashAttention convention (the one behind every published attention/HSTU TFLOP/s number, NVIDIA's
 HSTU figures included): forward = sum over sequences of 4*H*D*L^2 (two GEMMs of 2*H*D*L^2 each), halved when
@@ -712,7 +718,12 @@ def main(argv=None) -> int:
                    help="one more hstu_attn._ops.kernel_options switch, for before / after comparisons (e.g. "
                         "bwd_sm80_pair=0: the sm80-class D = 256 backward's column chunks); repeatable")
     p.add_argument("--fp8", action="store_true",
-                   help="time the FP8 (e4m3) forward against the bf16 forward instead of the sweeps (issue 36)")
+                   help="time the FP8 (e4m3) forward against the bf16 forward and against its P conversion after "
+                        "the P V wait (kernel_options(fp8_early_pack=False)) instead of the sweeps (issue 36)")
+    p.add_argument("--fp8-sched", action="store_true",
+                   help="time the FP8 forward's default (grid order) against its opt-in schedules (work list, "
+                        "persistent CTAs: kernel_options(fp8_sched=True)) and the bf16 forward, on the targets, "
+                        "jagged Zipf and dense shapes (issue 36)")
     p.add_argument("--convention", choices=sorted(CONVENTIONS), default="fa",
                    help="FLOP count: fa = 4*H*D*L^2 per forward (default, as published numbers), issue = 2*H*D*L^2")
     args = p.parse_args(argv)
@@ -744,9 +755,9 @@ def main(argv=None) -> int:
     if portable:
         switches = dict(switches, sm90=False)
     options = hstu_attn._ops.kernel_options(**switches) if switches else contextlib.nullcontext()
-    if args.fp8:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: the dequantize path)
+    if args.fp8 or args.fp8_sched:  # (the FP8 kernel is the default; --kernel-option fp8_kernel=0: dequantize path)
         with options:
-            text = run_fp8(args, device, timer)
+            text = run_fp8_sched(args, device, timer) if args.fp8_sched else run_fp8(args, device, timer)
         print()
         publish(text, args.results)
         return 0
@@ -769,52 +780,128 @@ FP8_CASES = [(16, 16384, 128, "tensor"), (16, 16384, 256, "tensor"), (16, 4096, 
              (16, 4096, 128, "tensor"), (16, 16384, 128, "block")]
 
 
+def fp8_rows(args, device: torch.device, cases, run_case) -> List[str]:
+    """run_case(*case) for each case (a table row, printed as it comes), the GPU rested --cooldown seconds between
+    cases and its cached memory released after each."""
+    rows = []
+    for case in cases:
+        if device.type == "cuda" and rows and args.cooldown > 0:
+            torch.cuda.synchronize()
+            time.sleep(args.cooldown)
+        rows.append(run_case(*case))
+        print(rows[-1], flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def fp8_report(device: torch.device, title: str, notes: List[str], columns: List[str], rows: List[str]) -> str:
+    """The markdown section of an FP8 mode: heading, device line, notes, command, table."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    align = ["---" if c in ("case", "descale", "FP8 path") else "---:" for c in columns]
+    return "\n".join([
+        f"## hstu_attention {title}: {gpu}, {datetime.date.today().isoformat()}",
+        "",
+        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        *notes,
+        f"- command: `{command()}`",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join(align) + "|",
+    ] + rows)
+
+
 def run_fp8(args, device: torch.device, timer: Timer) -> str:
     """--fp8: the FP8 forward (hstu_attn::fp8_fwd) vs the bf16 forward (hstu_attn::fwd), markdown table."""
     from hstu_attn._fp8 import DESCALE_MODES, _fp8_kernel_applies, quantize_fp8
 
-    cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
-    rows = []
-    for B, S, D, mode in cases:
-        if device.type == "cuda" and rows and args.cooldown > 0:
-            torch.cuda.synchronize()
-            time.sleep(args.cooldown)
+    def run_case(B, S, D, mode):
         cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
         q, k, v = (torch.randn(B * S, 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
         (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, mode) for x in (q, k, v))
         alpha, opts = 1.0 / D**0.5, hstu_attn._ops._current_options()
+        late_opts = opts | hstu_attn._ops.OPTION_BITS["fp8_early_pack"]
+        wide_opts = opts | hstu_attn._ops.OPTION_BITS["fp8_bn192"]
         lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
-        fp8 = lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index(mode), 0,  # noqa: E731
-                                                  *lens, None, float(S), None, None, opts)
+
+        def fp8(o):
+            return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index(mode), 0, *lens,
+                                                       None, float(S), None, None, o)
+
         bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens, None, float(S), None, None)  # noqa: E731
         kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, opts)
-        f8_ms, b_ms = timer.interleaved(fp8, bf16)
-        diff = (fp8().float() - bf16().float()).abs().max().item() / max(bf16().float().abs().max().item(), 1e-30)
+        f8_ms, late_ms, wide_ms, b_ms = timer.interleaved(fp8(opts), fp8(late_opts), fp8(wide_opts), bf16)
+        out, ref = fp8(opts)().float(), bf16().float()
+        same = torch.equal(fp8(opts)(), fp8(late_opts)())
+        scale = max(ref.abs().max().item(), 1e-30)
+        diff, wide_diff = ((x - ref).abs().max().item() / scale for x in (out, fp8(wide_opts)().float()))
         flops = 4 * 4 * D * S * S * B / 2
         name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
-        rows.append(f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
-                    f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
-                    f"{b_ms / f8_ms:.2f}x | {diff:.1e} |")
-        print(rows[-1], flush=True)
-        del q, k, v, q8, k8, v8
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    return "\n".join([
-        f"## hstu_attention --fp8: {gpu}, FP8 e4m3 vs bf16 forward, {datetime.date.today().isoformat()}",
-        "",
-        f"- device: {gpu}; torch {torch.__version__}; hstu_attn {hstu_attn.__version__}; commit {git_commit()}",
+        return (f"| {name} causal | {mode} | {'FP8 kernel' if kernel else 'dequantize+bf16'} "
+                f"| {b_ms:.3f} | {tflops(flops, b_ms)} | {f8_ms:.3f} | {tflops(flops, f8_ms)} | "
+                f"{b_ms / f8_ms:.2f}x | {late_ms:.3f} | {late_ms / f8_ms:.3f}x | {same} | {wide_ms:.3f} | "
+                f"{tflops(flops, wide_ms)} | {f8_ms / wide_ms:.3f}x | {diff:.1e} | {wide_diff:.1e} |")
+
+    cases = [(2, 256, 64, "tensor")] if args.smoke else FP8_CASES[:2] if args.quick else FP8_CASES
+    rows = fp8_rows(args, device, cases, run_case)
+    return fp8_report(device, "--fp8", [
         "- dtypes: FP8 = float8_e4m3fn q/k/v with float32 descale factors (quantize_fp8 of the bf16 inputs), output "
         "bf16, P rounded to e4m3; bf16 = the bf16 forward on the bf16 inputs; fp32 accumulation in both; H = 4, alpha "
         "= 1/sqrt(D), causal",
-        f"- units: ms (median of {args.reps} runs, the two ops alternating, CUDA events, L2 flushed); TFLOP/s = "
+        f"- units: ms (median of {args.reps} runs, the four ops alternating, CUDA events, L2 flushed); TFLOP/s = "
         "4*H*D*L^2/2 per sequence over the time (the FP8 time includes the descale check and the Vt pre-pass); "
-        "diff = max |fp8 - bf16| / max |bf16|",
-        f"- command: `{command()}`",
-        "",
-        "| case | descale | FP8 path | bf16 fwd ms | bf16 TFLOP/s | FP8 fwd ms | FP8 TFLOP/s | speedup | diff |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ] + rows)
+        "late = kernel_options(fp8_early_pack=False), P converted after the P V wait (the order before fp8fast); "
+        "late / FP8 = its time over the default's; same = the two bitwise equal; bn192 = kernel_options(fp8_bn192="
+        "True), 192-key tiles (D = 128 and not block mode; else the default kernel), bn192 gain = FP8 ms / bn192 "
+        "ms; diff = max |fp8 - bf16| / max |bf16| (bn192 diff: the same for its output)"],
+        ["case", "descale", "FP8 path", "bf16 fwd ms", "bf16 TFLOP/s", "FP8 fwd ms", "FP8 TFLOP/s", "speedup",
+         "late ms", "late / FP8", "same", "bn192 ms", "bn192 TFLOP/s", "bn192 gain", "diff", "bn192 diff"],
+        rows)
+
+
+# --fp8-sched: (name, lengths, D, targets per sequence), causal, H = 4, group 1, per-tensor descale.
+FP8_SCHED_CASES = [("targets B32 1K+2K", [3072] * 32, 128, 2048), ("targets B8 4K+256", [4352] * 8, 128, 256),
+                   ("zipf1.2 B32 max4K", zipf_lengths(32, 4096), 128, 0),
+                   ("zipf1.2 B32 max4K", zipf_lengths(32, 4096), 256, 0), ("dense B16 S16K", [16384] * 16, 128, 0)]
+
+
+def run_fp8_sched(args, device: torch.device, timer: Timer) -> str:
+    """--fp8-sched: the FP8 forward as scheduled by default (grid order) against fp8_sched=True and bf16."""
+    from hstu_attn._fp8 import _fp8_kernel_applies, quantize_fp8
+
+    default = hstu_attn._ops._current_options()
+    sched_opts = default | hstu_attn._ops.OPTION_BITS["fp8_sched"]
+
+    def run_case(name, lens, D, targets):
+        L = max(lens)
+        cu = torch.tensor([0] + lens, device=device).cumsum(0).to(torch.int32)
+        q, k, v = (torch.randn(sum(lens), 4, D, device=device, dtype=torch.bfloat16) for _ in range(3))
+        (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, "tensor") for x in (q, k, v))
+        nt = torch.tensor([min(targets, n) for n in lens], dtype=torch.int32, device=device) if targets else None
+        lens_args = (cu, cu, L, L, None, nt, 1, -1, 0, D ** -0.5)
+
+        def fp8(opts):
+            return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, 0, 0, *lens_args, None, float(L), None,
+                                                       None, opts)
+
+        bf16 = lambda: torch.ops.hstu_attn.fwd(q, k, v, *lens_args, None, float(L), None, None)  # noqa: E731
+        grid_ms, sched_ms, b_ms = timer.interleaved(fp8(default), fp8(sched_opts), bf16)
+        same = torch.equal(fp8(default)(), fp8(sched_opts)())
+        kernel = device.type == "cuda" and _fp8_kernel_applies(q8, None, default)
+        return (f"| {name} D{D} | {'FP8 kernel' if kernel else 'dequantize+bf16'} | {b_ms:.3f} | {grid_ms:.3f} "
+                f"| {sched_ms:.3f} | {sched_ms / grid_ms:.2f}x | {b_ms / grid_ms:.2f}x | {same} |")
+
+    cases = [("smoke B3", [100, 7, 300], 64, 20)] if args.smoke else FP8_SCHED_CASES[:3] if args.quick \
+        else FP8_SCHED_CASES
+    rows = fp8_rows(args, device, cases, run_case)
+    return fp8_report(device, "--fp8-sched", [
+        "- dtypes: FP8 = float8_e4m3fn q/k/v, per-tensor descale (quantize_fp8 of the bf16 inputs), output bf16; bf16 "
+        "= the bf16 forward on the bf16 inputs; H = 4, causal, alpha = 1/sqrt(D), targets in groups of 1",
+        f"- units: ms (median of {args.reps} runs, the three alternating, CUDA events, L2 flushed); FP8 default = the "
+        "grid order; FP8 sched = kernel_options(fp8_sched=True), the work list or persistent CTAs where they apply "
+        "(sched / default > 1: the schedules lose); same = the two FP8 outputs bitwise equal"],
+        ["case", "FP8 path", "bf16 ms", "FP8 default (grid) ms", "FP8 sched ms", "sched / default",
+         "bf16 / FP8 default", "same"], rows)
 
 
 def wanted(case: Case, sweeps: Optional[List[str]]) -> bool:

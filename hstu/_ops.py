@@ -172,8 +172,8 @@ _BWD_OPTIONS = torch.ops.hstu_attn.bwd_with_options.default
 # choice). Tests and benchmarks reach them through `kernel_options`; no environment variable chooses a kernel.
 OPTION_BITS = {
     "sm90": 1 << 0,            # cleared: the sm80-class kernels even where the Hopper ones apply
-    "fwd_work_list": 1 << 1,   # cleared: Hopper forward in grid order for jagged batches too
-    "fwd_persist": 1 << 2,     # cleared: Hopper forward D <= 128 with one CTA per query tile
+    "fwd_work_list": 1 << 1,   # cleared: Hopper forward (bf16 / fp16; FP8 with fp8_sched) in grid order, jagged too
+    "fwd_persist": 1 << 2,     # cleared: Hopper forward (bf16 / fp16; FP8 with fp8_sched) D <= 128, CTA per query tile
     "bwd_work_list": 1 << 3,   # cleared: Hopper backward D = 256 in grid order for jagged batches too
     "dq_self_zero": 1 << 4,    # cleared: Hopper backward D = 64 / 128 with a zeroed dq workspace
     "dq_conv_behind": 1 << 5,  # cleared: Hopper backward D = 128 causal / local with a separate dq conversion
@@ -181,6 +181,9 @@ OPTION_BITS = {
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
     "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
+    "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
+    "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
+    "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -206,7 +209,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
-                   bwd_sm80_cfg: int = 0, pdl: bool = False) -> Iterator[None]:
+                   bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
+                   fp8_early_pack: bool = True, fp8_bn192: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -215,18 +219,25 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
     GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
     it runs on an A100. ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
-    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fwd_split_tiles``: how the Hopper
-    forward's work list splits a query tile's long KV range into chunks summed afterwards (few queries over long
-    keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per SM, chunks of at
-    least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once (every chunk running
-    together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at most n KV tiles.
+    where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fp8_sched=True``: that kernel with the
+    bf16 forward's schedules (the jagged work list, persistent CTAs at D <= 128; ``fwd_work_list`` / ``fwd_persist``
+    switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
+    False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
+    same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
+    (FA3's FP8 forward runs 224) where they apply: grid order, no local window, descale modes other than "block" (opt-in until
+    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``:
+    how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
+    queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
+    SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
+    (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
+    most n KV tiles.
     ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
     256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
     memory, or for fp16 and other head dims, the default runs). ``pdl=True``: the paged Hopper forward
     (``hstu_attn_paged_func``, the cached inference step) and the cache's append kernel are launched as
     programmatic dependent launches, their CTAs starting under the previous kernel and waiting for it in-kernel
-    (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call records its options in the forward, so its backward runs under the
-    same ones.
+    (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call records its options in the
+    forward, so its backward runs under the same ones.
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -245,8 +256,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
-                     ("pdl", not pdl)):
-        if not on:  # (bwd_sm80_pair's and pdl's bits are set when they are on: the opt-in switches)
+                     ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
+                     ("fp8_bn192", not fp8_bn192)):
+        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's and fp8_bn192's bits are set when on: opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

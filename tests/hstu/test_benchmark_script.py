@@ -396,3 +396,18 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
     if not torch.cuda.is_available():
         assert cand.main(["--no-peers"]) == 0
         assert "nothing timed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", ["--fp8", "--fp8-sched"])
+def test_fp8_modes_smoke_run_print_their_tables(bench, capsys, mode):
+    """--fp8 / --fp8-sched on the CPU path: one case, its row in a table under the mode's heading (--fp8: the default
+    and fp8_early_pack=False calls give the same output; --fp8-sched: the default and fp8_sched=True calls do)."""
+    assert bench.main([mode, "--smoke", "--reps", "2", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"## hstu_attention {mode}: CPU" in out
+    rows = [line for line in out.splitlines() if line.startswith("| B2 S256 D64") or line.startswith("| smoke B3")]
+    assert rows, out
+    if mode == "--fp8-sched":
+        assert rows[-1].rstrip().endswith("| True |"), rows[-1]
+    else:
+        assert "| True |" in rows[-1], rows[-1]

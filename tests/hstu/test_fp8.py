@@ -6,6 +6,7 @@ S, SiLU and P·V in bf16, P rounded to FP8): |path - gold| <= 2 * |bf16 emulatio
 """
 
 import random
+import re
 
 import pytest
 import torch
@@ -31,8 +32,10 @@ def i32(*vals, device="cpu"):
     return torch.tensor(vals, dtype=torch.int32, device=device)
 
 
-def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16):
-    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors."""
+def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16, targets_max=3,
+              contexts_max=4):
+    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors (up to
+    targets_max targets and contexts_max contexts per sequence where the mask has them)."""
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     window, ctx, tgt, g = MASKS[mask]
@@ -45,8 +48,8 @@ def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.
         return (x * (1 + 3 * torch.rand(n, H, 1, generator=gen, device=device))).to(dtype)
 
     q, k, v = rand(sum(lens_q)), rand(sum(lens_k)), rand(sum(lens_k))
-    nt = [rng.randint(0, min(lk, 3)) for lk in lens_k] if tgt else None
-    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), 4)) for b, lk in enumerate(lens_k)] if ctx else None
+    nt = [rng.randint(0, min(lk, targets_max)) for lk in lens_k] if tgt else None
+    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), contexts_max)) for b, lk in enumerate(lens_k)] if ctx else None
     return dict(q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
                 max_seqlen_k=max(lens_k), target_group_size=g, window_size=window,
                 num_contexts=None if nc is None else torch.tensor(nc, dtype=torch.int32, device=device),
@@ -384,15 +387,15 @@ def fp8_kernel_runs(D):
         torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, 0)
 
 
-def fp8_path(kernel):
+def fp8_path(kernel, **switches):
     """kernel_options selecting the FP8 kernel (True, the default; skips where it cannot run) or the dequantize
-    path."""
+    path (and any other kernel_options switches)."""
     if kernel and not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    return hstu_attn._ops.kernel_options(fp8_kernel=kernel)
+    return hstu_attn._ops.kernel_options(fp8_kernel=kernel, **switches)
 
 
-def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
+def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, switches=None, **kw):
     """The FP8 kernel's output (poisoned allocations first) against its fp64 emulation: 2x the error of the same
     emulation computed in bf16, and within 5 % of the output's scale. (Not the CPU path's 2^-7: the kernel's SiLU is
     tanh.approx-based, so about 1 % of the P elements round to the neighbouring e4m3 value (1/16 to 1/8 of P away);
@@ -402,7 +405,7 @@ def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, **kw):
     q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
     kw_cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
     poison_allocator(16 * c["q"].numel() * 2)
-    with fp8_path(True):
+    with fp8_path(True, **(switches or {})):
         out = hstu_attn_varlen_func(*q8s, alpha=alpha, q_descale=scales[0], k_descale=scales[1],
                                     v_descale=scales[2], descale_mode=mode, out_dtype=out_dtype, **lengths_args(c),
                                     **kw)
@@ -462,6 +465,129 @@ def test_cuda_fp8_kernel_vs_dequantize_path_and_rab_fallback():
     with_rab = hstu_attn_varlen_func(*q8s, **args)
     with hstu_attn._ops.kernel_options(fp8_kernel=False):
         torch.testing.assert_close(with_rab, hstu_attn_varlen_func(*q8s, **args), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_kernel_bn192(mode, mask):
+    """kernel_options(fp8_bn192=True): the D = 128 kernel with 192-key tiles (Vt in two panels, m64n192k32 for S)
+    meets the error rule against the fp64 emulation for every mask and the descale modes of one factor per CTA, on
+    lengths ending inside both Vt panels of a tile (first / last 64 keys) and on several tiles; its late P
+    conversion gives bitwise its output; block mode (factors per 128 keys) and the opt-in schedules keep the
+    128-key kernel, bitwise the default's output."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 3000 + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask)
+    c = make_case(seed, [300, 0, 700, 77, 129, 450, 193], 2, 128, mask, device="cuda")
+    q8s, scales = quantized(c, mode)
+    wide = check_fp8_kernel(c, mode, 128 ** -0.5, switches=dict(fp8_bn192=True))
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
+
+    _, names = run(fp8_bn192=True)
+    narrow = mode == "block" or MASKS[mask][0][0] >= 0  # block mode and local windows keep the 128-key kernel
+    bn = 128 if narrow else 192
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*>", n)
+               for n in names), names
+    late, _ = run(fp8_bn192=True, fp8_early_pack=False)
+    assert torch.equal(late, wide), "fp8_bn192 with fp8_early_pack=False differs"
+    default, _ = run()
+    sched, _ = run(fp8_bn192=True, fp8_sched=True)
+    assert torch.equal(sched, default), "fp8_bn192 under fp8_sched=True: expected the 128-key kernel"
+    if narrow:
+        assert torch.equal(wide, default), "fp8_bn192 in block mode / a local window: expected the 128-key kernel"
+    if mode == "head" and mask == "local_context_target":  # seqused, fp16 out, GR mask
+        cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
+        su_q = i32(*[max(0, cu_q[b + 1] - cu_q[b] - 5) for b in range(7)], device="cuda")
+        su_k = i32(*[max(0, cu_k[b + 1] - cu_k[b] - 2) for b in range(7)], device="cuda")
+        for conv in ("nvidia", "meta_gr"):
+            check_fp8_kernel(c, mode, 0.2, torch.float16, switches=dict(fp8_bn192=True), seqused_q=su_q,
+                             seqused_k=su_k, mask_convention=conv)
+
+
+def zipf_lengths(rng, n, top):
+    """n jagged lengths, Zipf-like (rank r gets about top / r^1.2, shuffled), one of them `top`, one empty."""
+    lens = [max(1, int(top / (r + 1) ** 1.2 * rng.uniform(0.7, 1.3))) for r in range(n - 1)]
+    lens = [min(top, x) for x in lens] + [0]
+    lens[0] = top
+    rng.shuffle(lens)
+    return lens
+
+
+def fp8_kernel_names(fn):
+    """fn()'s result and the names of the CUDA kernels it launched."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, [e.name for e in prof.events()]
+
+
+# (lengths, D, mask, schedule kernel_options(fp8_sched=True) takes on an sm_90 GPU; the default is the grid):
+# "list" the jagged work list (a planner kernel, then hstu_fwd_fp8_sm90_kernel<D, 1, ...>), "persist" persistent CTAs
+# (<D, 2, ...>: D <= 128, grids of more than one wave with most CTAs busy), "grid" the grid (<D, 0, ...>).
+SCHEDULE_CASES = [(lengths, D, mask, expect) for lengths, D, expect in
+                  [("zipf", 64, "list"), ("zipf", 128, "list"), ("zipf", 256, "list")]
+                  for mask in ("context_target_group", "causal")]
+SCHEDULE_CASES += [("busy", D, "context_target_group", expect) for D, expect in
+                   [(64, "persist"), (128, "persist"), (256, "grid")]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lengths,D,mask,expect", SCHEDULE_CASES)
+def test_cuda_fp8_kernel_schedules_match(lengths, D, mask, expect):
+    """The Hopper FP8 forward runs in grid order by default; kernel_options(fp8_sched=True) gives it the bf16
+    forward's schedules: the work list (longest-first query tiles, no splits) for jagged Zipf lengths, persistent
+    CTAs for busy grids of more than one wave at D <= 128, switched off by kernel_options(fwd_work_list=False /
+    fwd_persist=False). Jagged, delta-q, contexts and long target groups (the gap skip), an empty sequence, block
+    descale factors. The grid order meets the error rule against the fp64 FP8 emulation; every schedule, and the
+    late P conversion (fp8_early_pack=False), gives bitwise the default's output (the same arithmetic per tile)."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    rng = random.Random(f"{lengths}-{D}-{mask}")
+    if lengths == "zipf":  # B40 H2: up to 8 x 40 x 2 grid CTAs, most of them empty
+        lens, H = zipf_lengths(rng, 40, 1000), 2
+    else:  # 24 sequences x 4 heads x 3 query tiles (288 CTAs, more than the SMs), most with work (no list)
+        lens, H = [rng.randint(200, 384) for _ in range(19)] + [0, 1, 129, 256, 383], 4
+    c = make_case(rng.randrange(1 << 30), lens, H, D, mask, device="cuda", targets_max=600, contexts_max=40)
+    q8s, scales = quantized(c, "block")
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, "block", 0.2))
+
+    grid, names = run()  # (the default: grid order)
+    assert not torch.isnan(grid).any()
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\b", n) for n in names), names
+    assert not any("hstu_sm90_plan_kernel" in n for n in names)
+    late, names = run(fp8_early_pack=False)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*false\b", n) for n in names), names
+    assert torch.equal(late, grid), "fp8_early_pack=False differs from the default"
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in c.items()}
+    q8c, sc = [t.cpu() for t in q8s], [s.cpu() for s in scales]
+    gold = hstu_attn_fp8_reference(*q8c, *sc, "block", alpha=0.2, out_dtype=torch.float64,
+                                   compute_dtype=torch.float64, **lengths_args(cpu))
+    low = hstu_attn_fp8_reference(*q8c, *sc, "block", alpha=0.2, out_dtype=torch.float64,
+                                  compute_dtype=torch.bfloat16, **lengths_args(cpu))
+    assert_rel("FP8 kernel, grid order", grid.cpu(), gold, low, 2)
+    for wl in (False, True):
+        for ps in (False, True):
+            out, names = run(fp8_sched=True, fwd_work_list=wl, fwd_persist=ps)
+            kernels = [n for n in names if "hstu_fwd_fp8_sm90_kernel" in n]
+            mode = {"list": 1 if wl else 2 if ps else 0, "persist": 2 if ps else 0, "grid": 0}[expect]
+            if expect == "list" and not wl and D == 256:
+                mode = 0  # (no persistent CTAs at D = 256)
+            assert kernels and all(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{mode}\s*,\s*true\b", n)
+                                   for n in kernels), (wl, ps, sorted(set(kernels)))
+            assert any("hstu_sm90_plan_kernel" in n for n in names) == (mode == 1), (wl, ps)
+            assert torch.equal(out, grid), f"work list {wl}, persistent {ps}: differs from the grid order"
+    late, names = run(fp8_sched=True, fp8_early_pack=False)  # (the late conversion in the list / persistent kernels)
+    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<[^>]*false\b", n) for n in names), names
+    assert torch.equal(late, grid), "fp8_sched=True, fp8_early_pack=False differs from the grid order"
 
 
 @pytest.mark.gpu

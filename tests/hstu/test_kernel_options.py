@@ -15,7 +15,8 @@ PLAN = os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_plan.h")
 NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdPersist": "fwd_persist",
          "kOptNoBwdWorkList": "bwd_work_list", "kOptNoDqSelfZero": "dq_self_zero",
          "kOptNoDqConvBehind": "dq_conv_behind", "kOptBwdSm80Pair": "bwd_sm80_pair",
-         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel", "kOptPdl": "pdl"}
+         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel", "kOptPdl": "pdl",
+         "kOptFp8Sched": "fp8_sched", "kOptNoFp8EarlyPack": "fp8_early_pack", "kOptFp8Bn192": "fp8_bn192"}
 
 
 @pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
@@ -47,6 +48,12 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.OPTION_BITS["pdl"] == 1 << 21
         with _ops.kernel_options(pdl=False):
             assert _ops._current_options() == 0
+        with _ops.kernel_options(fp8_sched=True, fp8_early_pack=False):  # (fp8_sched: set when on, opt-in)
+            assert _ops._current_options() == _ops.OPTION_BITS["fp8_sched"] | _ops.OPTION_BITS["fp8_early_pack"]
+        with _ops.kernel_options(fp8_sched=False, fp8_early_pack=True, fp8_bn192=False):
+            assert _ops._current_options() == 0
+        with _ops.kernel_options(fp8_bn192=True):
+            assert _ops._current_options() == _ops.OPTION_BITS["fp8_bn192"]
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):

@@ -134,6 +134,17 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   return scratch;
 }
 
+// Points p at the work list's workspace and the tile counter that `plan` asked for in front of `scratch`'s
+// validation words (validate_on_device's extra bytes).
+void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
+  char* extra = static_cast<char*>(scratch.data_ptr());
+  if (plan.sched_bytes > 0) {  // the jagged work list's workspace (docs/archive/hstu_sm90_log.md)
+    p.fwd_sched = extra;
+    p.fwd_sched_bytes = plan.sched_bytes;
+  }
+  if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
+}
+
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
@@ -166,12 +177,7 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   // after a violation (all empty) `out` keeps the validation's NaN.
   Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0), p.out,
                                       q.size(0) * q.size(1) * q.size(2), s);
-  char* extra = static_cast<char*>(scratch.data_ptr());
-  if (plan.sched_bytes > 0) {  // the jagged work list's workspace (docs/archive/hstu_sm90_log.md)
-    p.fwd_sched = extra;
-    p.fwd_sched_bytes = plan.sched_bytes;
-  }
-  if (plan.tile_counter) p.fwd_tile_counter = reinterpret_cast<int*>(extra + plan.sched_bytes);
+  use_fwd_plan(p, plan, scratch);
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);
@@ -385,9 +391,16 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.descale_mode = static_cast<int>(descale_mode);
   f.out_half = out_dtype == 1 ? 1 : 0;
   f.total_k = total_k;
+  const HstuOptions opts = HstuOptions::from_bits(options);
+  f.late_pack = opts.fp8_early_pack ? 0 : 1;
+  f.bn192 = opts.fp8_bn192 ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN.
-  Tensor scratch = validate_on_device(p, q, total_k, 0, p.out, q.size(0) * q.size(1) * q.size(2), s);
+  // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
+  // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).
+  const FwdPlan plan = plan_fwd_fp8(p, total_k, opts);
+  Tensor scratch = validate_on_device(p, q, total_k, plan.sched_bytes + (plan.tile_counter ? 16 : 0), p.out,
+                                      q.size(0) * q.size(1) * q.size(2), s);
+  use_fwd_plan(p, plan, scratch);
   const cudaError_t err = by_head_dim<64, 128, 256>(
       p.head_dim, [&](auto d) { return run_hstu_fwd_fp8_sm90<decltype(d)::value>(p, f, s); });
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_fwd_sm90: CUDA error ", cudaGetErrorString(err));

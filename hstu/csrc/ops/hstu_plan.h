@@ -15,8 +15,10 @@ namespace hstu {
 // (hstu/_ops.py kernel_options packs the same bits; tests/hstu/test_api.py checks both agree). 0 is the product.
 enum HstuOptionBits : int64_t {
   kOptNoSm90 = 1 << 0,          // the sm80-class kernels even where the Hopper ones apply
-  kOptNoFwdWorkList = 1 << 1,   // Hopper forward: grid order for jagged batches too
-  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128: one CTA per query tile instead of persistent CTAs
+  kOptNoFwdWorkList = 1 << 1,   // Hopper forward (bf16 / fp16; FP8 under kOptFp8Sched): grid order for jagged
+                                // batches too
+  kOptNoFwdPersist = 1 << 2,    // Hopper forward D <= 128 (bf16 / fp16; FP8 under kOptFp8Sched): one CTA per query
+                                // tile instead of persistent CTAs
   kOptNoBwdWorkList = 1 << 3,   // Hopper backward D = 256: grid order for jagged batches too
   kOptNoDqSelfZero = 1 << 4,    // Hopper backward D = 64 / 128: a zeroed dq workspace instead of self-zeroing
   kOptNoDqConvBehind = 1 << 5,  // Hopper backward D = 128 causal / local: a separate dq conversion pass
@@ -37,7 +39,14 @@ enum HstuOptionBits : int64_t {
                                 // programmatic dependent launches: their CTAs start under the previous kernel and
                                 // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
                                 // run; docs/hstu_inference.md)
-  kOptKnownMask = 0x3fffff,
+  kOptFp8Sched = 1 << 22,       // SET: the Hopper FP8 forward with the bf16 forward's work list / persistent CTAs
+                                // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
+                                // batches, session 7)
+  kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
+                                // issue 36's fp8fast; bitwise the same output, for comparisons)
+  kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
+                                // order, descale modes other than block; opt-in until measured)
+  kOptKnownMask = 0x1ffffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -60,6 +69,9 @@ struct HstuOptions {
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
   bool pdl = false;  // Sm90PagedKV::pdl
+  bool fp8_sched = false;
+  bool fp8_early_pack = true;
+  bool fp8_bn192 = false;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -76,6 +88,9 @@ struct HstuOptions {
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
     o.pdl = (bits & kOptPdl) != 0;
+    o.fp8_sched = (bits & kOptFp8Sched) != 0;
+    o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
+    o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     return o;
   }
 };
@@ -138,6 +153,20 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.family = KernelFamily::kSm90;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k).bytes;
   plan.tile_counter = p.rab == nullptr && p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
+  return plan;
+}
+
+// The Hopper FP8 forward's (hstu_fwd_fp8_sm90_launch.cuh; the op checked that it applies): the grid order by
+// default; with kernel_options(fp8_sched=True) the bf16 forward's work list for jagged batches, without its splits
+// (hstu_fwd_sm90_sched_layout, splits = false), else persistent CTAs at D <= 128, under the same switches
+// (fwd_work_list, fwd_persist). Opt-in since both lost to the grid on the H200 (Zipf B32 max 4K: 0.86x / 0.89x at
+// D 128 / 256 with the planner's launch; dense B16 S16K D128 persistent: 0.97x; only targets B32 1K+2K won, 1.05x).
+inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
+  FwdPlan plan;
+  plan.family = KernelFamily::kSm90;
+  if (!o.fp8_sched) return plan;
+  if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
+  plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
   return plan;
 }
 

@@ -31,6 +31,8 @@ struct HstuFp8FwdParams {
   int descale_mode;  // Fp8DescaleMode
   int out_half;      // 1: p.out is float16, 0: bfloat16
   int64_t total_k;   // rows of k / v (block mode: the column count total_k / 128 + B of k_descale / v_descale)
+  int late_pack;     // 1: P packed to e4m3 after the P V wait (kernel_options(fp8_early_pack=False)), 0: the default
+  int bn192;         // 1: 192-key tiles at D = 128 where they apply (kernel_options(fp8_bn192=True)), 0: the default
 };
 
 // First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b

@@ -17,9 +17,13 @@
 // - descale factors: q's is constant per CTA in every mode (a 128-row query tile lies in one 128-row block), k's
 //   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
 //   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
-//   the factor changes (block mode only: other modes have one factor per CTA).
-// The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), as in the
-// bf16 forward. No rab, no persistent CTAs or work list (the op keeps the dequantize + bf16 path for rab).
+//   the factor changes (block mode only: other modes have one factor per CTA);
+// - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
+//   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36, session 7);
+// - kernel_options(fp8_bn192=True): KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode.
+// The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
+// query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
+// persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
 #pragma once
 
 #include <cuda.h>
@@ -32,16 +36,23 @@
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_tiles.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
 #include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
 
 namespace hstu {
 namespace sm90 {
 
-template <int D>
+// QBUFS: Q buffers (2: persistent CTAs, the next tile's Q loads under the current one). BN: keys per KV tile (a
+// multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
+// per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
+// there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
-  static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per KV tile (a multiple of 32: Vt's permuted groups)
-  static constexpr int kStages = D == 256 ? 3 : 4;
+  static constexpr int kBlockN = BN;
+  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
+  static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
   static constexpr int kQPanelBytes = kBlockM * kRowBytes;
@@ -50,13 +61,17 @@ struct Fp8FwdTraits {
   static constexpr int kTileBytes = kBlockN * D;       // one K tile or one Vt tile (D rows of kBlockN keys)
   static constexpr int kOPanelBytes = kBlockM * 128;   // output staging: 64 16-bit columns per panel
   static constexpr int kOBytes = kBlockM * D * 2;
-  static constexpr int kBarOffset = kQBytes + 2 * kStages * kTileBytes + kOBytes;
-  static constexpr int kSmem = kBarOffset + 256 + 1024;  // + mbarriers + slack to align the base to 1024 bytes
+  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + kOBytes;
+  // + mbarriers (the persistent Q buffer 1 full / empty at 200-223) + the persistent FwdTile slots (128 bytes each)
+  // + slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + 256 + (QBUFS > 1 ? 128 * QBUFS : 0) + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerRegs = BN > 128 ? 24 : 40;   // (BN 192: grid order only, the plain producer)
+  static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
-  static_assert(8 + 32 * kStages <= 256, "mbarriers");
+  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
+  static_assert(8 + 32 * kStages <= 200, "mbarriers");
+  static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
 
@@ -74,9 +89,11 @@ template <int N>
 __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (N == 64) {
     wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
-  } else {
-    static_assert(N == 128, "QK^T tile width");
+  } else if constexpr (N == 128) {
     wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  } else {
+    static_assert(N == 192, "QK^T tile width");
+    wgmma_m64n192k32_ss_e4m3(d, da, db, scale_d);
   }
 }
 
@@ -167,13 +184,26 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
   }
 }
 
-// Grid (m_blocks, H, B), query tiles of each (b, h) heaviest (last) first.
-template <int D>
+// Schedules (kMode; the grid by default, the other two on kernel_options(fp8_sched=True), picked then as the bf16
+// forward's are in hstu_fwd_sm90_launch.cuh): kFp8Grid, grid (m_blocks,
+// H, B), the query tiles of each (b, h) heaviest (last) first; kFp8List, the jagged work list (hstu_sm90_work_list.cuh,
+// planned without splits: CTA x runs one whole query tile); kFp8Persist, one CTA per SM taking the grid's tiles from a
+// global counter (fwd_persist_produce), two Q buffers with their published tiles, the K / Vt pipeline running on across
+// tiles (the next tile's Q and first K / Vt tiles load under the current tile's last GEMMs and epilogue). A query
+// tile's arithmetic is the same in all three: the outputs are identical.
+enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
+
+// kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
+// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
+// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise).
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128)>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                             const __grid_constant__ CUtensorMap tm_vt, const HstuParams p,
-                             const HstuFp8FwdParams f) {
-  using C = Fp8FwdTraits<D>;
+                             const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
+                             const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
+  constexpr bool kPersist = kMode == kFp8Persist;
+  static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -181,60 +211,61 @@ __global__ void __launch_bounds__(384, 1)
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sQ = base;
-  const uint32_t sK = sQ + C::kQBytes;
+  // Q buffer qb at base + qb * kQBytes, then the K and Vt stages, the output staging, the mbarriers, the slots.
+  const uint32_t sK = base + C::kQBufs * C::kQBytes;
   const uint32_t sV = sK + S * C::kTileBytes;
   const uint32_t sO = sV + S * C::kTileBytes;
   const uint32_t bar = base + C::kBarOffset;
-  const uint32_t bar_q = bar;
+  auto bar_q = [&](int qb) { return qb == 0 ? bar : bar + 200u; };
+  auto bar_q_empty = [&](int qb) { return bar + 208u + 8u * qb; };  // persistent: one arrive per consumer warp
   auto bar_full_k = [&](int s) { return bar + 8u + 8u * s; };
   auto bar_full_v = [&](int s) { return bar + 8u + 8u * (S + s); };
   auto bar_empty_k = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
   auto bar_empty_v = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
+  auto tile_slot = [&](int qb) {
+    return reinterpret_cast<FwdTile*>(smem_raw + (bar + 256u + 128u * qb - smem_addr(smem_raw)));
+  };
 
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
-  const SeqInfo si = seq_info(p, b);
-  const int m0 = m_block * BM;
-  if (m0 >= si.lq_alloc) return;
+  int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
+  if constexpr (kMode == kFp8List) {
+    int4 it;
+    if (!sched_cta_work(sched, p.heads, it, h)) return;
+    b = it.x;
+    m_block = it.y;  // (it.z, it.w: all of the tile's KV tiles, the list has no splits)
+  } else if constexpr (kMode == kFp8Grid) {
+    m_block = gridDim.x - 1 - blockIdx.x;
+    h = blockIdx.y;
+    b = blockIdx.z;
+  }
+  SeqInfo si = seq_info(p, b);
+  int m0 = m_block * BM;
+  if (!kPersist && m0 >= si.lq_alloc) return;
   // KV tiles from the last down, skipping the masked gap between the history and this tile's target group.
-  int nb_begin, nb_end, gap_end, gap_len;
-  fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
-  const int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-  auto tile = [&](int i) { return fwd_kv_tile(nb_end, gap_end, gap_len, i); };
+  if constexpr (!kPersist) fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
+  int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
 
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    mbar_init(bar_q, 1);
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_k(s), 1);
-      mbar_init(bar_full_v(s), 1);
-      mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
-      mbar_init(bar_empty_v(s), 8);
-    }
-    fence_barrier_init();
-  }
+  if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 200u, 1);
   __syncthreads();
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (tid == 0 && n_tiles > 0) {
+    if (tid == 0 && (kPersist || n_tiles > 0)) {
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_vt);
-      mbar_arrive_expect_tx(bar_q, C::kQBytes);
+      if constexpr (BN > 128) prefetch_tensormap(&tm_vt2);
+      auto load_q = [&](int qb) {
+        mbar_arrive_expect_tx(bar_q(qb), C::kQBytes);
 #pragma unroll
-      for (int pn = 0; pn < C::kPanels; ++pn) {
-        tma_load_3d(sQ + pn * C::kQPanelBytes, &tm_q, bar_q, pn * RB, h, si.q_start + m0);
-      }
-      const int vt_col0 = static_cast<int>(hstu_fp8_vt_start(si.k_start, b));  // 16-byte aligned (TMA)
-      for (int i = 0; i < n_tiles; ++i) {
-        const int nb = tile(i);
-        const int s = i % S;
-        const uint32_t ph = (i / S) & 1;
+        for (int pn = 0; pn < C::kPanels; ++pn) {
+          tma_load_3d(base + qb * C::kQBytes + pn * C::kQPanelBytes, &tm_q, bar_q(qb), pn * RB, h, si.q_start + m0);
+        }
+      };
+      auto load_kv = [&](int it, int nb) {  // it: K / Vt tiles loaded before this one
+        const int s = it % S;
+        const uint32_t ph = (it / S) & 1;
         mbar_wait(bar_empty_k(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_k(s), C::kTileBytes);
 #pragma unroll
@@ -242,9 +273,20 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_3d(sK + s * C::kTileBytes + pn * C::kKPanelBytes, &tm_k, bar_full_k(s), pn * RB, h,
                       si.k_start + nb * BN);
         }
+        const int vt_col0 = static_cast<int>(hstu_fp8_vt_start(si.k_start, b));  // 16-byte aligned (TMA)
         mbar_wait(bar_empty_v(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
         tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col0 + nb * BN, 0, h);
+        if constexpr (BN > 128) {  // panel 1: keys 128 .. BN - 1 of the tile, 64-byte rows
+          tma_load_3d(sV + s * C::kTileBytes + D * 128, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + 128, 0, h);
+        }
+      };
+      if constexpr (!kPersist) {
+        load_q(0);
+        for (int i = 0; i < n_tiles; ++i) load_kv(i, fwd_kv_tile(nb_end, gap_end, gap_len, i));
+      } else {
+        fwd_persist_produce<BM, BN>(p, bar_q, bar_q_empty, tile_slot, load_q, load_kv, si, h, b, m_block, m0, nb_begin,
+                                    nb_end, gap_end, gap_len, n_tiles);
       }
     }
     return;
@@ -256,174 +298,234 @@ __global__ void __launch_bounds__(384, 1)
   const int wtid = ctid % 128;
   const int warp = wtid / 32;
   const int lane = wtid % 32;
-  const SeqMask& mk = si.mask;
-  const int row_w0 = m0 + mk.offset + 64 * wg;  // key position of this warpgroup's first row
-  const int64_t k_cols = f.total_k / 128 + p.batch;
-  // k and v factors: per KV tile in block mode, else one per CTA (loaded once, off the main loop's path).
-  const bool per_tile = f.descale_mode == kFp8Block;
-  const float k_const = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
-  const float v_const = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
-  auto k_factor = [&](int nb) {
-    return per_tile ? fp8_descale(f.k_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
-                    : k_const;
-  };
-  auto v_factor = [&](int nb) {
-    return per_tile ? fp8_descale(f.v_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
-                    : v_const;
-  };
-
-  float acc_o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
-  float v_cur = 1.f;  // acc_o * v_cur is the output so far (times scaling_seqlen)
-  const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, p.total_q / 128 + p.batch, si.q_start,
-                               m_block);
-
-  if (n_tiles > 0) {
-    float acc_s[BN / 2];
-    uint32_t pf[BN / 32][4];
-    const float half_alpha_q = 0.5f * p.alpha * qs;
-    v_cur = v_factor(tile(0));
-    auto issue_qk = [&](int s) {
-      wgmma_fence();
-      const uint32_t q_wg = sQ + wg * 64 * RB;
-#pragma unroll
-      for (int ks = 0; ks < D / 32; ++ks) {
-        const int off = (ks * 32) % RB;  // k offset inside the panel row
-        const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-        const uint64_t db = make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-        wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+  int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
+  for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
+    const int qb = q_it % C::kQBufs;
+    if constexpr (kPersist) {
+      const uint32_t qph = (q_it / 2) & 1;
+      if (!fwd_persist_consume<BM>(bar_q(qb), qph, tile_slot(qb), si, h, b, m_block, m0, nb_begin, nb_end, gap_end,
+                                   gap_len, n_tiles)) {
+        break;
       }
-      wgmma_commit();
-    };
-    auto issue_pv = [&](int s) {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < BN / 32; ++ks) {
-        wgmma_rs_e4m3<D>(acc_o, pf[ks], make_desc_kmajor(sV + s * C::kTileBytes + ks * 32, BN));
-      }
-      wgmma_commit();
-    };
-    // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
-    auto rescale_o = [&](int nb) {
-      const float vf = v_factor(nb);
-      if (vf != v_cur) {
-        pin_all(acc_o);
-        const float r = v_cur / vf;
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) acc_o[i] *= r;
-        v_cur = vf;
-      }
-    };
-    // P = SiLU(alpha q_s k_s S), masked to 0, in acc_s (fwd_silu_mask).
-    auto silu_mask = [&](int nb) {
-      const int n0 = nb * BN;
-      fwd_silu_mask<BN>(acc_s, half_alpha_q * k_factor(nb), mk, row_w0, warp, lane, n0, D <= 128);
-    };
-    // P to e4m3 A fragments: k-slot 4 t + i of block ks holds key 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3),
-    // i.e. accumulator elements 16 ks + {0, 1, 4, 5} (a0; + 2 for the row + 8: a1; + 8 for keys + 16: a2, a3).
-    auto pack_p = [&]() {
-#pragma unroll
-      for (int ks = 0; ks < BN / 32; ++ks) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-          pf[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
-        }
-      }
-    };
-    auto release = [&](uint32_t bb) {
-      if (lane == 0) mbar_arrive(bb);
-    };
-    auto stage = [&](int i) { return i % S; };
-    auto phase = [&](int i) { return static_cast<uint32_t>((i / S) & 1); };
-
-    mbar_wait(bar_q, 0);
-    // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
-    // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
-    // arrive.
-    auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
-    auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
-    if (wg == 1) named_barrier_arrive(4, 256);
-    {
-      mbar_wait(bar_full_k(0), 0);
-      pp_sync();
-      issue_qk(0);
-      pp_arrive();
-      wgmma_wait<0>();
-      pin_all(acc_s);
-      release(bar_empty_k(0));
-      silu_mask(tile(0));
-      pack_p();
     }
-    for (int i = 1; i < n_tiles; ++i) {
-      const int nb = tile(i);
-      const int s = stage(i);
-      const int sp = stage(i - 1);
-      mbar_wait(bar_full_k(s), phase(i));
-      mbar_wait(bar_full_v(sp), phase(i - 1));
-      rescale_o(tile(i - 1));
+    const uint32_t sQ = base + qb * C::kQBytes;
+    auto tile = [&](int i) { return fwd_kv_tile(nb_end, gap_end, gap_len, i); };
+    const SeqMask& mk = si.mask;
+    const int row_w0 = m0 + mk.offset + 64 * wg;  // key position of this warpgroup's first row
+    const int64_t k_cols = f.total_k / 128 + p.batch;
+    // k and v factors: per KV tile in block mode, else one per CTA (loaded once, off the main loop's path).
+    const bool per_tile = f.descale_mode == kFp8Block;
+    const float k_const = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
+    const float v_const = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, k_cols, si.k_start, 0);
+    auto k_factor = [&](int nb) {
+      return per_tile ? fp8_descale(f.k_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                      : k_const;
+    };
+    auto v_factor = [&](int nb) {
+      return per_tile ? fp8_descale(f.v_descale, kFp8Block, b, h, p.heads, k_cols, si.k_start, nb * BN / 128)
+                      : v_const;
+    };
+
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+    float v_cur = 1.f;  // acc_o * v_cur is the output so far (times scaling_seqlen)
+    const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, p.total_q / 128 + p.batch, si.q_start,
+                                 m_block);
+
+    if (n_tiles > 0) {
+      float acc_s[BN / 2];
+      // P as e4m3 A fragments: pf = P_{i-1}, read by the P V wgmma in flight. kEarlyPack: P_i is packed into pn
+      // inside the SiLU's code (its conversions interleaved with the MUFU stream, off the path from the P V wait to
+      // the next issue), then copied to pf once that wgmma is waited for; else P_i goes into pf after the wait.
+      uint32_t pf[BN / 32][4];
+      uint32_t pn[BN / 32][4];
+      const float half_alpha_q = 0.5f * p.alpha * qs;
+      v_cur = v_factor(tile(0));
+      auto stage = [&](int i) { return (kv0 + i) % S; };
+      auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
+      auto issue_qk = [&](int s) {
+        wgmma_fence();
+        const uint32_t q_wg = sQ + wg * 64 * RB;
+#pragma unroll
+        for (int ks = 0; ks < D / 32; ++ks) {
+          const int off = (ks * 32) % RB;  // k offset inside the panel row
+          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+          const uint64_t db =
+              make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
+          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+      };
+      auto issue_pv = [&](int s) {
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BN / 32; ++ks) {
+          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
+          const uint32_t vt = sV + s * C::kTileBytes;
+          const uint64_t db = ks * 32 < 128 ? make_desc_kmajor(vt + ks * 32, C::kVtRowBytes)
+                                            : make_desc_kmajor(vt + D * 128 + (ks * 32 - 128), 64);
+          wgmma_rs_e4m3<D>(acc_o, pf[ks], db);
+        }
+        wgmma_commit();
+      };
+      // The next P V adds tile nb: O kept in units of its v factor (acc_o settled: no P V in flight here).
+      auto rescale_o = [&](float vf) {
+        if (vf != v_cur) {
+          pin_all(acc_o);
+          const float r = v_cur / vf;
+#pragma unroll
+          for (int i = 0; i < D / 2; ++i) acc_o[i] *= r;
+          v_cur = vf;
+        }
+      };
+      // P to e4m3 A fragments: k-slot 4 t + i of block ks holds key 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3),
+      // i.e. accumulator elements 16 ks + {0, 1, 4, 5} (a0; + 2 for the row + 8: a1; + 8 for keys + 16: a2, a3).
+      auto pack_into = [&](uint32_t(&dst)[BN / 32][4]) {
+#pragma unroll
+        for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+            dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+          }
+        }
+      };
+      // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
+      // paths.
+      auto silu_mask = [&](int nb, float kf) {
+        const int n0 = nb * BN;
+        const float sc = half_alpha_q * kf;
+        if constexpr (kEarlyPack) {
+          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+        } else {
+          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);
+        }
+      };
+      // P_i into pf, the next P V's A operand (its previous contents waited for). The copy is an opaque prmt: a plain
+      // move lets ptxas coalesce pn with pf, so the SiLU would write registers of the P V in flight, and ptxas then
+      // serializes every wgmma of the kernel (C7513).
+      auto take_p = [&]() {
+        if constexpr (kEarlyPack) {
+#pragma unroll
+          for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              asm volatile("prmt.b32 %0, %1, %1, 0x3210;\n" : "=r"(pf[ks][q]) : "r"(pn[ks][q]));
+            }
+          }
+        } else {
+          pack_into(pf);
+        }
+      };
+      auto release = [&](uint32_t bb) {
+        if (lane == 0) mbar_arrive(bb);
+      };
+
+      if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
+      // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
+      // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
+      // arrive.
+      auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
+      auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
+      if (wg == 1) named_barrier_arrive(4, 256);
+      // Block mode's k / v factors (global loads) are loaded an iteration before their use, off the path from S_i's
+      // wait to the SiLU and from P_{i-1}'s to the next issue: kf_nx = k factor of tile i + 1, vf_nx = v factor of
+      // tile i at the end of iteration i (other modes: the CTA's constants).
+      float kf_nx = n_tiles > 1 ? k_factor(tile(1)) : 0.f;
+      float vf_nx = v_cur;
+      {
+        const int s0 = stage(0);
+        mbar_wait(bar_full_k(s0), phase(0));
+        pp_sync();
+        issue_qk(s0);
+        pp_arrive();
+        wgmma_wait<0>();
+        pin_all(acc_s);
+        release(bar_empty_k(s0));
+        silu_mask(tile(0), k_factor(tile(0)));
+        take_p();
+      }
+      for (int i = 1; i < n_tiles; ++i) {
+        const int nb = tile(i);
+        const int s = stage(i);
+        const int sp = stage(i - 1);
+        const float kf = kf_nx, vf_prev = vf_nx;  // tile i's k factor, tile i - 1's v factor
+        kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
+        vf_nx = v_factor(nb);
+        mbar_wait(bar_full_k(s), phase(i));
+        mbar_wait(bar_full_v(sp), phase(i - 1));
+        rescale_o(vf_prev);
+        pp_sync();
+        issue_qk(s);   // S_i, in flight during the P V below
+        issue_pv(sp);  // O += P_{i-1} Vt_{i-1}
+        pp_arrive();
+        wgmma_wait<1>();  // S_i done
+        pin_all(acc_s);
+        release(bar_empty_k(s));
+        silu_mask(nb, kf);  // overlaps the P V wgmma (and the other warpgroup's GEMMs); P_i into pn
+        wgmma_wait<0>();
+        pin_all(pf);
+        release(bar_empty_v(sp));
+        take_p();
+      }
+      const int il = n_tiles - 1;
+      const int sl = stage(il);
+      mbar_wait(bar_full_v(sl), phase(il));
+      rescale_o(vf_nx);  // (tile il's v factor)
       pp_sync();
-      issue_qk(s);   // S_i, in flight during the P V below
-      issue_pv(sp);  // O += P_{i-1} Vt_{i-1}
-      pp_arrive();
-      wgmma_wait<1>();  // S_i done
-      pin_all(acc_s);
-      release(bar_empty_k(s));
-      silu_mask(nb);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+      issue_pv(sl);
+      if (wg == 0) pp_arrive();
       wgmma_wait<0>();
       pin_all(pf);
-      release(bar_empty_v(sp));
-      pack_p();
+      release(bar_empty_v(sl));
+      pin_all(acc_o);
     }
-    const int il = n_tiles - 1;
-    const int sl = stage(il);
-    mbar_wait(bar_full_v(sl), phase(il));
-    rescale_o(tile(il));
-    pp_sync();
-    issue_pv(sl);
-    if (wg == 0) pp_arrive();
-    wgmma_wait<0>();
-    pin_all(pf);
-    release(bar_empty_v(sl));
-    pin_all(acc_o);
-  }
 
-  // Epilogue: scale, round to the output dtype, stage this warpgroup's 64 rows (128-byte swizzled panels of 64
-  // columns), then 16-byte coalesced stores. Rows past the sequence are not stored.
-  // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
-  const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
-  const bool out_half = f.out_half != 0;
+    // Epilogue: scale, round to the output dtype, stage this warpgroup's 64 rows (128-byte swizzled panels of 64
+    // columns), then 16-byte coalesced stores. Rows past the sequence are not stored.
+    // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
+    // Persistent: the warpgroup's reads of the previous tile's staging are done before it is written again.
+    if constexpr (kPersist) named_barrier_sync(2 + wg, 128);
+    const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
+    const bool out_half = f.out_half != 0;
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
+    for (int j = 0; j < D / 8; ++j) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int rr = 16 * warp + lane / 4 + 8 * half;
-      const float x0 = acc_o[4 * j + 2 * half] * sc, x1 = acc_o[4 * j + 2 * half + 1] * sc;
-      const uint32_t v = out_half ? pack2<__half>(x0, x1) : pack2<__nv_bfloat16>(x0, x1);
-      const uint32_t a =
-          sO + (j / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
-      st_shared_u32(a, v);
+      for (int half = 0; half < 2; ++half) {
+        const int rr = 16 * warp + lane / 4 + 8 * half;
+        const float x0 = acc_o[4 * j + 2 * half] * sc, x1 = acc_o[4 * j + 2 * half + 1] * sc;
+        const uint32_t v = out_half ? pack2<__half>(x0, x1) : pack2<__nv_bfloat16>(x0, x1);
+        const uint32_t a =
+            sO + (j / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((j % 8) ^ (rr % 8)) << 4) + (lane % 4) * 4;
+        st_shared_u32(a, v);
+      }
     }
-  }
-  named_barrier_sync(2 + wg, 128);
-  const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
-  uint16_t* og = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
-                 static_cast<int64_t>(h) * p.o_head_stride;
-  constexpr int kChunks = D / 8;
+    named_barrier_sync(2 + wg, 128);
+    const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
+    uint16_t* og = static_cast<uint16_t*>(p.out) +
+                   static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
+                   static_cast<int64_t>(h) * p.o_head_stride;
+    constexpr int kChunks = D / 8;
 #pragma unroll 4
-  for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
-    const int rr = idx / kChunks;
-    const int c = idx % kChunks;
-    if (rr < rows_store) {
-      uint4 val;
-      const uint32_t a = sO + (c / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                   : "r"(a));
-      st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+    for (int idx = wtid; idx < 64 * kChunks; idx += 128) {
+      const int rr = idx / kChunks;
+      const int c = idx % kChunks;
+      if (rr < rows_store) {
+        uint4 val;
+        const uint32_t a = sO + (c / 8) * C::kOPanelBytes + (64 * wg + rr) * 128 + (((c % 8) ^ (rr % 8)) << 4);
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                     : "r"(a));
+        st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
+      }
     }
-  }
+    if constexpr (!kPersist) break;
+    // Persistent: this warp is done with the tile's Q buffer (its wgmmas waited for) and slot.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar_q_empty(qb));
+    kv0 += n_tiles;
+  }  // query tiles
 }
 
 }  // namespace sm90

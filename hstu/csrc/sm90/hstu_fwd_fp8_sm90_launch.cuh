@@ -1,4 +1,5 @@
-// Host launcher of the Hopper FP8 forward: the Vt pre-pass, the TMA tensor maps (e4m3 as bytes) and the kernel.
+// Host launcher of the Hopper FP8 forward: the Vt pre-pass, the TMA tensor maps (e4m3 as bytes), the work list's
+// planner where it runs, and the kernel (grid, work list or persistent CTAs: Fp8FwdMode).
 #pragma once
 
 #include <cuda.h>
@@ -9,7 +10,7 @@
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"
-#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // tensor_map_encoder, bind_device_context
+#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"  // tensor_map_encoder, bind_device_context, fwd_list_args
 
 namespace hstu {
 namespace sm90 {
@@ -27,7 +28,7 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int D>
+template <int D, bool kEarlyPack>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -49,15 +50,66 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
                     {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
                     {C::kRowBytes, 1, C::kBlockN});
   if (err != cudaSuccess) return err;
-  err = make_u8_map(&tvt, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
-                    {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
-                    {C::kBlockN, D, 1});
-  if (err != cudaSuccess) return err;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D>;
-  err = set_max_dynamic_smem<kernel>(C::kSmem);
+  auto vt_map = [&](CUtensorMap* map, cuuint32_t box_keys) {
+    return make_u8_map(map, f.vt, {static_cast<cuuint64_t>(f.vt_cols), D, static_cast<cuuint64_t>(p.heads)},
+                       {static_cast<cuuint64_t>(f.vt_cols), static_cast<cuuint64_t>(f.vt_cols) * D},
+                       {box_keys, D, 1});
+  };
+  err = vt_map(&tvt, C::kBlockN);
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, p, f);
+  // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
+  // one descale factor per CTA (not block mode: its k / v factors change every 128 keys), no local window (its
+  // window + contexts + targets case missed the error rule on the H200 in session 7). Its K map's box has 192
+  // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
+  if constexpr (D == 128) {
+    if (f.bn192 && f.descale_mode != kFp8Block && p.window_left < 0 && p.fwd_sched == nullptr &&
+        p.fwd_tile_counter == nullptr) {
+      using CW = Fp8FwdTraits<D, 1, 192>;
+      CUtensorMap tkw, tvt2;
+      err = make_u8_map(&tkw, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
+                        {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
+                        {CW::kRowBytes, 1, CW::kBlockN});
+      if (err != cudaSuccess) return err;
+      err = vt_map(&tvt2, 64);
+      if (err != cudaSuccess) return err;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192>;
+      err = set_max_dynamic_smem<kernel>(CW::kSmem);
+      if (err != cudaSuccess) return err;
+      kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tkw, tvt, tvt2, p, f,
+                                                                                      SchedArgs{});
+      return cudaGetLastError();
+    }
+  }
+  // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
+  // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
+  // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
+  int64_t list_ctas = 0;
+  const SchedArgs sa = fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  if (sa.items != nullptr) {
+    constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
+    err = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (err != cudaSuccess) return err;
+    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
+    if (err != cudaSuccess) return err;
+    return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
+  }
+  if constexpr (D <= 128) {
+    if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
+      using CP = Fp8FwdTraits<D, 2>;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
+      err = set_max_dynamic_smem<kernel>(CP::kSmem);
+      if (err != cudaSuccess) return err;
+      err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+      if (err != cudaSuccess) return err;
+      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
+      return cudaGetLastError();
+    }
+  }
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack>;
+  err = set_max_dynamic_smem<kernel>(C::kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
   return cudaGetLastError();
 }
 
@@ -65,7 +117,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
-  return sm90::launch_fwd_fp8<D>(p, f, stream);
+  return f.late_pack ? sm90::launch_fwd_fp8<D, false>(p, f, stream) : sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
 }  // namespace hstu

@@ -88,29 +88,6 @@ __device__ __forceinline__ int fwd_kv_count_from(int nb_end, int gap_end, int ga
   return nb_end - x - max(0, gap_end - max(x, gap_end - gap_len));
 }
 
-// A persistent CTA's query tile, published by its producer in shared memory (h = -1: no more tiles).
-struct FwdTile {
-  SeqInfo si;
-  int h, b, m_block, nb_begin, nb_end, gap_end, gap_len;
-};
-static_assert(sizeof(FwdTile) <= 128, "FwdSm90Traits reserves 128 bytes per slot");
-
-// The forward's work-list units (hstu_sm90_work_list.cuh): query tiles of BM rows, their KV tiles of BN keys.
-template <int BM, int BN>
-struct FwdPlanUnits {
-  static constexpr bool kHeavyLast = true;  // (causal: the last query tiles see the most keys)
-  static __device__ __forceinline__ int count(const HstuParams& p, const SeqInfo& si) {
-    return min((p.max_seqlen_q + BM - 1) / BM, (si.lq_alloc + BM - 1) / BM);
-  }
-  // A unit's tiles as positions [0, n) of its visited KV tiles (the kernel maps an item's chunk: fwd_kv_chunk).
-  static __device__ __forceinline__ void range(const SeqInfo& si, int u, int& lo, int& hi) {
-    int nb_begin, nb_end, gap_end, gap_len;
-    fwd_kv_tiles<BM, BN>(si, u * BM, nb_begin, nb_end, gap_end, gap_len);
-    lo = 0;
-    hi = fwd_kv_count(nb_begin, nb_end, gap_len);
-  }
-};
-
 // The forward's named configurations (the plan picks one per call: FwdPlan::persistent).
 // FwdSm90Tile: one CTA per query tile (grid order or work list); K/V pipeline as deep as smem allows.
 struct FwdSm90Tile {
@@ -246,22 +223,7 @@ __global__ void __launch_bounds__(384, 1)
   const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    mbar_init(bar_q(0), 1);
-    if constexpr (kPersist) {
-      mbar_init(bar_q(1), 1);
-      mbar_init(bar_q_empty(0), 8);
-      mbar_init(bar_q_empty(1), 8);
-    }
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_k(s), paged ? 128 : 1);  // paged: one arrive per producer thread
-      mbar_init(bar_full_v(s), paged ? 128 : 1);
-      mbar_init(bar_empty_k(s), 8);  // one arrive per consumer warp
-      mbar_init(bar_empty_v(s), 8);
-    }
-    fence_barrier_init();
-  }
+  if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
 
   if (tid < 128) {
@@ -403,54 +365,9 @@ __global__ void __launch_bounds__(384, 1)
         load_q(0);
         for (int i = 0; i < n_tiles; ++i) load_kv(i, si.k_start + fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN);
       } else {
-        const int m_blocks = (p.max_seqlen_q + BM - 1) / BM;
-        const int n_work = m_blocks * p.heads * p.batch;
-        int kv_it = 0, q_it = 0;
-        for (int tile = blockIdx.x; ;) {
-          const int qb = q_it % C::kQBufs;
-          const uint32_t qph = (q_it / C::kQBufs) & 1;
-          if (tile >= n_work) {  // the end: a tile of h = -1
-            mbar_wait(bar_q_empty(qb), qph ^ 1);
-            tile_slot(qb)->h = -1;
-            mbar_arrive(bar_q(qb));
-            break;
-          }
-          m_block = m_blocks - 1 - tile % m_blocks;
-          h = tile / m_blocks % p.heads;
-          b = tile / m_blocks / p.heads;
-          si = seq_info(p, b);
-          m0 = m_block * BM;
-          // The next tile is taken once this one's loads are issued (a few K / V tiles before the consumers need
-          // it): taken earlier, a CTA would hold a tile it cannot start while others run out of work at the end.
-          auto take_next = [&]() { tile = atomicAdd(p.fwd_tile_counter, 1) + static_cast<int>(gridDim.x); };
-          if (m0 >= si.lq_alloc) {  // past the sequence: nothing to publish
-            take_next();
-            continue;
-          }
-          fwd_kv_tiles<BM, BN>(si, m0, nb_begin, nb_end, gap_end, gap_len);
-          n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-          ++q_it;
-          mbar_wait(bar_q_empty(qb), qph ^ 1);
-          FwdTile* slot = tile_slot(qb);
-          slot->si = si;
-          slot->h = h;
-          slot->b = b;
-          slot->m_block = m_block;
-          slot->nb_begin = nb_begin;
-          slot->nb_end = nb_end;
-          slot->gap_end = gap_end;
-          slot->gap_len = gap_len;
-          if (n_tiles > 0) {
-            load_q(qb);  // (its arrive releases the slot's stores to the consumers)
-          } else {
-            mbar_arrive(bar_q(qb));  // no keys: the slot turns all the same (zeros are staged there)
-          }
-          for (int i = 0; i < n_tiles; ++i) {
-            load_kv(kv_it + i, si.k_start + fwd_kv_tile(nb_end, gap_end, gap_len, i) * BN);
-          }
-          kv_it += n_tiles;
-          take_next();
-        }
+        fwd_persist_produce<BM, BN>(p, bar_q, bar_q_empty, tile_slot, load_q,
+                                    [&](int it, int nb) { load_kv(it, si.k_start + nb * BN); }, si, h, b, m_block, m0,
+                                    nb_begin, nb_end, gap_end, gap_len, n_tiles);
       }
     }
   } else {
@@ -470,19 +387,10 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t qph = (q_it / C::kQBufs) & 1;
       if constexpr (kPersist) {
         ++q_it;
-        mbar_wait(bar_q(qb), qph);
-        const FwdTile* slot = tile_slot(qb);
-        h = slot->h;
-        if (h < 0) break;
-        b = slot->b;
-        m_block = slot->m_block;
-        nb_begin = slot->nb_begin;
-        nb_end = slot->nb_end;
-        gap_end = slot->gap_end;
-        gap_len = slot->gap_len;
-        si = slot->si;
-        m0 = m_block * BM;
-        n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
+        if (!fwd_persist_consume<BM>(bar_q(qb), qph, tile_slot(qb), si, h, b, m_block, m0, nb_begin, nb_end, gap_end,
+                                     gap_len, n_tiles)) {
+          break;
+        }
       }
       const uint32_t sQ = base + qb * C::kQBytes;
       const SeqMask& mk = si.mask;

@@ -88,6 +88,27 @@ inline int fwd_split_cap(const HstuParams& p) {
   return p.fwd_split_tiles > 0 ? p.fwd_split_tiles : p.fwd_split_tiles == -2 ? kPlanCapWave : kFwdSplitDefaultCap;
 }
 
+// The work list's arguments over p.fwd_sched where the op gave a large enough workspace for the layout
+// (hstu_fwd_sm90_sched_layout with `splits`), and *ctas its kernel's grid; sa.items null: the grid order.
+inline SchedArgs fwd_list_args(const HstuParams& p, int64_t total_k, bool splits, int64_t* ctas) {
+  SchedArgs sa{};
+  *ctas = 0;
+  if (p.fwd_sched == nullptr) return sa;
+  const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k, splits);
+  if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
+    sa = sched_args(p.fwd_sched, l, sm_count());
+    sa.together_ctas = sm_count();
+    *ctas = l.capacity * p.heads;
+  }
+  return sa;
+}
+
+// Persistent CTAs (fwd_persist_produce) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
+// is more than one wave.
+inline bool fwd_persist_applies(const HstuParams& p, int64_t tiles) {
+  return p.fwd_tile_counter != nullptr && tiles > sm_count() && tiles < (int64_t{1} << 30);
+}
+
 // Launches the forward of configuration Config with or without rab, in the head-major grid order. The jagged work
 // list in p.fwd_sched runs where the op gave a large enough workspace (FwdSm90Tile's kernel with kSched);
 // FwdSm90Persistent runs persistent CTAs where the grid order is kept and the grid is more than one wave
@@ -105,14 +126,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   // D = 128 with rab keeps the grid order: its work-list kernel spilled inside the main loop (ptxas), see
   // docs/archive/hstu_sm90_log.md.
   constexpr bool kSchedOk = !(kRab && D == 128);
-  if (kSchedOk && p.fwd_sched != nullptr) {
-    const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, total_k);
-    if (l.bytes > 0 && p.fwd_sched_bytes >= l.bytes) {
-      sa = sched_args(p.fwd_sched, l, sm_count());
-      sa.together_ctas = sm_count();
-      sched_ctas = l.capacity * p.heads;
-    }
-  }
+  if (kSchedOk) sa = fwd_list_args(p, total_k, /*splits=*/true, &sched_ctas);
   CUtensorMap tq, tk, tv;
   cudaError_t err = bind_device_context();
   if (err != cudaSuccess) return err;
@@ -135,8 +149,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
   const int64_t tiles = int64_t{m_blocks} * p.heads * p.batch;
   if constexpr (Config::kPersistent) {
     static_assert(!kRab && D <= 128, "persistent CTAs: D <= 128 without rab");
-    if (sa.items == nullptr && pk.pool == nullptr && p.fwd_tile_counter != nullptr && tiles > sm_count() &&
-        tiles < (int64_t{1} << 30)) {
+    if (sa.items == nullptr && pk.pool == nullptr && fwd_persist_applies(p, tiles)) {
       using CP = FwdSm90Traits<D, FwdSm90Persistent::stages(D), 2>;
       constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Persistent, false, false>;
       err = set_max_dynamic_smem<kernel>(CP::kSmem);

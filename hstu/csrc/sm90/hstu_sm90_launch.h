@@ -23,10 +23,12 @@ struct Sm90SchedLayout {
   int64_t bytes = 0;
 };
 
-// `units`: an upper bound of the units over all sequences; partials of part_bytes, 16 MB of them at most.
-inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int64_t part_bytes) {
+// `units`: an upper bound of the units over all sequences; partials of part_bytes, part_budget bytes of them at most
+// (0: a list that never splits a unit).
+inline Sm90SchedLayout hstu_sm90_sched_layout(int64_t units, int64_t heads, int64_t part_bytes,
+                                              int64_t part_budget = int64_t{16} << 20) {
   Sm90SchedLayout l;
-  l.max_parts = (int64_t{16} << 20) / part_bytes;  // (128 at D = 256)
+  l.max_parts = part_budget / part_bytes;  // (128 at D = 256 with 16 MB)
   l.capacity = units + l.max_parts / heads;         // each split unit of k chunks adds k - 1 items, k * H parts
   if (l.capacity * heads >= (int64_t{1} << 31)) return Sm90SchedLayout{};
   l.items = 16;
@@ -64,17 +66,21 @@ inline bool hstu_sm90_keep_grid(const HstuParams& p, int64_t total_k, int64_t bl
 constexpr int64_t kSm90FwdShortGridCtas = 264;
 constexpr int64_t kSm90FwdShortGridBlocks = 16;
 constexpr int64_t kSm90FwdFewQueryCtas = 66;
-inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k) {
+// splits = false (the FP8 forward, hstu_fwd_fp8_sm90_launch.cuh): a list that only orders the query tiles (no
+// partials, so the outputs do not depend on it), taken for jagged batches alone (the short-grid and few-query cases
+// gain from the splits only).
+inline Sm90SchedLayout hstu_fwd_sm90_sched_layout(const HstuParams& p, int64_t total_k, bool splits = true) {
   const int64_t B = p.batch, H = p.heads, D = p.head_dim, BM = 128;
   if (B <= 0 || H <= 0 || p.max_seqlen_q <= 0 || p.total_q <= 0 || (D != 64 && D != 128 && D != 256)) return {};
   const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
   const int64_t units = std::min((p.total_q + BM - 1) / BM + B, B * m_blocks);
   const bool causal = p.window_right >= 0 && p.window_left < 0;
-  const bool short_grid = causal && m_blocks >= kSm90FwdShortGridBlocks && m_blocks * B * H <= kSm90FwdShortGridCtas;
-  const bool few_queries = causal && p.rab == nullptr && m_blocks * B * H <= kSm90FwdFewQueryCtas &&
+  const bool short_grid =
+      splits && causal && m_blocks >= kSm90FwdShortGridBlocks && m_blocks * B * H <= kSm90FwdShortGridCtas;
+  const bool few_queries = splits && causal && p.rab == nullptr && m_blocks * B * H <= kSm90FwdFewQueryCtas &&
                            p.max_seqlen_k >= kSm90FwdShortGridBlocks * BM;
   if (!short_grid && !few_queries && hstu_sm90_keep_grid(p, total_k, m_blocks, units)) return {};
-  return hstu_sm90_sched_layout(units, H, BM * D * 4);
+  return hstu_sm90_sched_layout(units, H, BM * D * 4, splits ? int64_t{16} << 20 : 0);
 }
 
 // The D = 256 backward's (no rab): units = key blocks of 64 keys (at most total_k / 64 + B, and B * nblk),
