@@ -31,9 +31,10 @@ enum HstuOptionBits : int64_t {
   kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
-  kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
-                                // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
-  kOptKnownMask = 0x1fffff,
+  kOptBwdSm80CfgShift = 19,     // bits 19-21: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
+                                // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4 / 5 FA2's warp layout with 1 / 2 Q/dO
+                                // stages (hstu_bwd_sm80_pds_kernel.cuh; issue 39; comparisons until measured)
+  kOptKnownMask = 0x3fffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -69,7 +70,7 @@ struct HstuOptions {
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
-    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
+    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 7);
     return o;
   }
 };

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh"
 
 namespace hstu {
 
@@ -786,6 +787,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       return launch_hstu_bwd_candidate_n<T, D, 2>(p, stream);
     case 3:
       return launch_hstu_bwd_candidate_n<T, D, 3>(p, stream);
+    case 4:  // FA2's warp layout, P and dS through shared memory (hstu_bwd_sm80_pds_kernel.cuh), 1 / 2 Q/dO stages
+    case 5:
+      // (bf16; fp16 only once a measured default: not compiled for it before)
+      if constexpr (BwdPdsConfig<D>::kExists &&
+                    (std::is_same<T, __nv_bfloat16>::value || kBwdSm80DefaultCfg<D> >= 4)) {
+        if (std::is_same<T, __nv_bfloat16>::value || cfg == kBwdSm80DefaultCfg<D>) {
+          int max_smem = 0;
+          const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+          if (err != cudaSuccess) return err;
+          return cfg == 4 ? launch_hstu_bwd_pds<T, D, 1>(p, max_smem, stream)
+                          : launch_hstu_bwd_pds<T, D, 2>(p, max_smem, stream);
+        }
+      }
+      return cudaErrorNotSupported;
     default:
       return cudaErrorNotSupported;
   }
