@@ -270,7 +270,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         if constexpr (kDpParts > 1) dp_part(std::integral_constant<int, 1>());
         // drab = dS: deterministic shared rab: this head's fp32 slice (summed over heads afterwards); shared rab:
         // fp32 atomics, the sum over heads; per-head rab: drab itself. One loop per kind (one pointer live each).
-        if (p.drab_heads != nullptr) {
+        if (p.drab == nullptr) {
+        } else if (p.drab_heads != nullptr) {
           float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = acc[mt][nt][e];
@@ -281,7 +282,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
               atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
           });
-        } else if (p.drab != nullptr) {
+        } else {
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(acc[mt][nt][e]);
