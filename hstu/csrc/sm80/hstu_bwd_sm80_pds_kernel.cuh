@@ -191,7 +191,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
-#pragma unroll 1
+#pragma unroll 2
           for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[SMT][4];
 #pragma unroll
