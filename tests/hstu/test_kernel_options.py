@@ -56,11 +56,11 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
             with _ops.kernel_options(fwd_split_tiles=bad):
                 pass
-    for cfg in (1, 2, 3, 4, 5):
+    for cfg in range(1, 8):
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (6, -1, True, 2.0):
-        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 5\], got"):
+    for bad in (8, -1, True, 2.0):
+        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 7\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
 

@@ -32,8 +32,9 @@ enum HstuOptionBits : int64_t {
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptBwdSm80CfgShift = 19,     // bits 19-21: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
-                                // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4 / 5 FA2's warp layout with 1 / 2 Q/dO
-                                // stages (hstu_bwd_sm80_pds_kernel.cuh; issue 39; comparisons until measured)
+                                // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2
+                                // Q/dO stages, D = 128 4 warps 1 / 2: hstu_bwd_sm80_pds_kernel.cuh; issue 39;
+                                // comparisons until measured)
   kOptKnownMask = 0x3fffff,
 };
 

@@ -27,19 +27,27 @@
 
 namespace hstu {
 
-// BM queries x BN keys per step; SWM / KWN / QWM warps along the queries (S, dP), keys (dK, dV), queries (dQ) of
-// the 8; QPW dQ columns per pass (bounds the dQ accumulator registers next to dK / dV's 128).
-template <int D>
+// BM queries x BN keys per step, NWARPS warps; SWM / KWN / QWM warps along the queries (S, dP), keys (dK, dV),
+// queries (dQ); QPW dQ columns per pass (bounds the dQ accumulator registers next to dK / dV's 128). Every variant
+// has the same warp tiles (S / dP 32 x 32 or 16 x 32, dK / dV 32 keys x 64 columns, dQ 32 rows), so the same
+// registers; the 4-warp D = 128 tile is half the block: two blocks per SM (their barriers independent), and at one
+// stage 80 KB, within sm86 / sm89's 99 KB.
+template <int D, int NWARPS>
 struct BwdPdsConfig {
   static constexpr bool kExists = false;
 };
 template <>
-struct BwdPdsConfig<128> {
+struct BwdPdsConfig<128, 8> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 2, kQPW = 32;
 };
 template <>
-struct BwdPdsConfig<256> {
+struct BwdPdsConfig<128, 4> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
+};
+template <>
+struct BwdPdsConfig<256, 8> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
@@ -69,11 +77,11 @@ __device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
     }
 }
 
-template <typename T, int D, int STAGES>
+template <typename T, int D, int STAGES, int NWARPS>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
-  using C = BwdPdsConfig<D>;
+  using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
-  constexpr int NWARPS = 8, NT = NWARPS * 32;
+  constexpr int NT = NWARPS * 32;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -87,6 +95,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     QPW % 16 == 0,
                 "bad warp tiles");
   static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
+  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  constexpr int kUnrollS = 4;
+#else
+  constexpr int kUnrollS = 2;
+#endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
 
@@ -137,10 +151,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         acc_dv[mt][i][e] = 0.f;
       }
 
-  // Warp coordinates of the three phases.
-  const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
-  const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
-  const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
   const float half_alpha = 0.5f * p.alpha;
   const float ds_scale = p.inv_scaling * p.alpha;
   const int64_t dq_row_stride = (int64_t)p.heads * D;
@@ -179,6 +189,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       {
         float acc[SMT][SNT][4];  // S, then SiLU'(alpha S) * alpha / scaling (masked), then dP, then dS
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        // (each phase's warp coordinates formed in the phase: fewer registers live across the loop)
+        const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
@@ -191,7 +203,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
-#pragma unroll 2
+#pragma unroll kUnrollS
           for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[SMT][4];
 #pragma unroll
@@ -302,6 +314,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       {
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
 #pragma unroll 1
@@ -339,6 +352,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       if (with_dq) {
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
         const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
         const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
 #pragma unroll
@@ -383,6 +397,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
+  const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
   const int rows_store = min(BN, si.lk_alloc - n0);
   T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
   T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
@@ -403,32 +418,39 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       }
 }
 
-// Every layout here needs more than sm86 / sm89's 99 KB per block: in their code the kernel is a trap (the launcher
+// The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES>
-__global__ void __launch_bounds__(256, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
-  __trap();
+  using C = BwdPdsConfig<D, NWARPS>;
+  if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
+    __trap();
+  } else {
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+  }
 #else
-  hstu_bwd_pds_body<T, D, STAGES>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
 #endif
 }
 
 // Launches the kernel where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
 // cudaErrorNotSupported (the caller runs the default layout).
-template <typename T, int D, int STAGES>
+template <typename T, int D, int STAGES, int NWARPS>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
-  using C = BwdPdsConfig<D>;
+  using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
     return cudaErrorNotSupported;
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    auto kernel = hstu_bwd_pds_kernel<T, D, STAGES>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (err != cudaSuccess) return err;
+    auto kernel = hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    if (kSmem > 48 * 1024) {
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      if (err != cudaSuccess) return err;
+    }
     dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
-    kernel<<<grid, 256, kSmem, stream>>>(p);
+    kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
     return cudaGetLastError();
   }
 }
