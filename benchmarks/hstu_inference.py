@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 import hstu_attn
+from hstu_attn import _ops
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import capture_graph, once_ms, parser, publish, pyplot, save_figure  # noqa: E402
@@ -308,6 +309,9 @@ def main(argv=None) -> int:
     ap.add_argument("--page-size", type=int, default=64, choices=hstu_attn.PAGE_SIZES)
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--compile", action="store_true", help="also time the bookkeeping fused by torch.compile")
+    ap.add_argument("--shapes", help="comma-separated shape names to run (default: all), e.g. nvidia_b1,nvidia_b8")
+    ap.add_argument("--pdl", action="store_true", help="the paged forward as a programmatic dependent launch "
+                    "(kernel_options(pdl=True); docs/hstu_inference.md)")
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's kernel table of each shape's "
                     "cached step instead of the timings")
     args = ap.parse_args(argv)
@@ -319,18 +323,27 @@ def main(argv=None) -> int:
             print("hstu_inference: no CUDA device (or no op library): skipped")
             return 0
         device, dtype, shapes = torch.device("cuda"), torch.bfloat16, SHAPES
+    if args.shapes:
+        unknown = sorted(set(args.shapes.split(",")) - set(shapes))
+        if unknown:
+            ap.error(f"--shapes: expected names among {sorted(shapes)}, got {unknown}")
+        shapes = {n: sh for n, sh in shapes.items() if n in args.shapes.split(",")}
     reps = args.reps or (2 if args.smoke else 10 if args.quick else 30)
     timer = Timer(device, warmup=1 if args.smoke else 3, reps=reps)
     if args.profile:
         if device.type == "cuda":
-            for sh in shapes.values():
-                print(profile_step(sh, device, dtype, args.page_size))
+            with _ops.kernel_options(pdl=args.pdl):
+                for sh in shapes.values():
+                    print(profile_step(sh, device, dtype, args.page_size))
         return 0
     rows = []
-    for name, sh in shapes.items():
-        sweep = name == "nvidia_b8" and not args.quick
-        rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
+    with _ops.kernel_options(pdl=args.pdl):
+        for name, sh in shapes.items():
+            sweep = name == "nvidia_b8" and not args.quick
+            rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
     text = table(rows, device, dtype, args.page_size)
+    if args.pdl:
+        text = "kernel_options(pdl=True): the paged forward launched as a programmatic dependent launch\n\n" + text
     publish(text, args.results)
     if args.plot:
         plot(rows, args.plot)

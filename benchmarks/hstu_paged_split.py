@@ -106,10 +106,13 @@ def run(args) -> List[Dict]:
     total_q = qkv["q"].shape[0]
     ref = None
     rows = []
-    for label, opts in SETTINGS:
+    # --pdl both: each setting plain, then as a programmatic dependent launch (kernel_options(pdl=True)).
+    pdls = {"off": (False,), "on": (True,), "both": (False, True)}[args.pdl]
+    for (label, opts), pdl in [(s, p) for s in SETTINGS for p in pdls]:
         if args.quick and label not in QUICK:
             continue
-        with _ops.kernel_options(**opts):
+        label = label + (", pdl" if pdl else "")
+        with _ops.kernel_options(**opts, pdl=pdl):
             layout = hstu_attn.paged_kv_layout(step["page_offsets"], step["page_ids"], step["last_page_lens"],
                                                step["cu_seqlens_q"], total_q, step["kv_cache"].shape[0],
                                                args.page_size, common["max_seqlen_k"])
@@ -151,13 +154,16 @@ def run(args) -> List[Dict]:
         for _ in range(args.graph_calls):
             lone_call()
 
-    diff = (lone_call().float() - ref).abs().max().item()
-    for _ in range(3):
-        lone()
-    graph = capture_graph(lone)
-    rows.append(dict(setting="auto, lone call (validates + plans itself)", graph=time_us(graph.replay,
-                     args.graph_calls, args.reps), eager=time_us(lone, args.graph_calls, args.reps), diff=diff))
-    del graph
+    for pdl in pdls:
+        with _ops.kernel_options(pdl=pdl):
+            diff = (lone_call().float() - ref).abs().max().item()
+            for _ in range(3):
+                lone()
+            graph = capture_graph(lone)
+            rows.append(dict(setting="auto, lone call (validates + plans itself)" + (", pdl" if pdl else ""),
+                             graph=time_us(graph.replay, args.graph_calls, args.reps),
+                             eager=time_us(lone, args.graph_calls, args.reps), diff=diff))
+            del graph
     return rows
 
 
@@ -189,6 +195,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--new", type=int, default=384)
     ap.add_argument("--candidates", type=int, default=256)
     ap.add_argument("--page-size", type=int, default=64, choices=hstu_attn.PAGE_SIZES)
+    ap.add_argument("--pdl", choices=("off", "on", "both"), default="off",
+                    help="the kernel as a programmatic dependent launch (kernel_options(pdl=True)): off, on, or "
+                    "each setting both ways (rows marked ', pdl')")
     ap.add_argument("--results", help="append the markdown table to this file")
     args = ap.parse_args(argv)
     if not (torch.cuda.is_available() and hstu_attn.library_loaded()

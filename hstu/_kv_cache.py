@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._kv_offload import HostTier, free_slots, new_slot_table, reset_sink_slot
-from ._ops import _err
+from ._ops import OPTION_BITS, _current_options, _err
 from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
 
 __all__ = ["KVCacheManager", "CacheStep", "KVCacheError", "CACHE_ERROR_BITS"]
@@ -113,7 +113,7 @@ def _append_kernel(pool: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool
 if hasattr(torch.ops.hstu_attn, "kv_cache_append") and not torch._C._dispatch_has_kernel_for_dispatch_key(
         "hstu_attn::kv_cache_append", "Meta"):
     @torch.library.register_fake("hstu_attn::kv_cache_append")
-    def _append_fake(pool, k, v, dst, src, page_size, num_pages):
+    def _append_fake(pool, k, v, dst, src, page_size, num_pages, options=0):
         return None
 
 
@@ -495,7 +495,9 @@ class KVCacheManager:
             dst = rows if src is None else step.append_dst
             pool = self.pool if layer is None else self.pool.narrow(0, layer, 1)
             k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
-            torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages)
+            # (kernel_options(pdl=True): a programmatic dependent launch, like the paged forward's)
+            torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages,
+                                                _current_options() & OPTION_BITS["pdl"])
             return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0

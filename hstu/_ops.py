@@ -180,12 +180,13 @@ OPTION_BITS = {
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
+    "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-BWD_SM80_CFG_SHIFT = 19  # bits 19-21: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-7)
+BWD_SM80_CFG_SHIFT = 22  # bits 22-24: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-7)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
@@ -205,7 +206,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_work_list: bool = True, dq_self_zero: bool = True, dq_conv_behind: bool = True,
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
-                   bwd_sm80_cfg: int = 0) -> Iterator[None]:
+                   bwd_sm80_cfg: int = 0, pdl: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -223,8 +224,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     256: 1-3 tile sizes of the default kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh); 4-7
     FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
     8 warps with one / two Q-dO stages (4 / 5), D = 128's 4-warp tile with one / two (6 / 7); where one does not fit
-    the device's shared memory (sm86 / sm89: only 6), or for fp16 and other head dims, the default runs. A call records its options in
-    the forward, so its backward runs under the same ones.
+    the device's shared memory (sm86 / sm89: only 6), or for fp16 and other head dims, the default runs.
+    ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
+    append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
+    waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
+    records its options in the forward, so its backward runs under the same ones.
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -242,8 +246,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
-                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel)):
-        if not on:  # (bwd_sm80_pair's bit is set when it is on: the opt-in switch)
+                     ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
+                     ("pdl", not pdl)):
+        if not on:  # (bwd_sm80_pair's and pdl's bits are set when they are on: the opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

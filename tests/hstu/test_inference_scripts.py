@@ -46,6 +46,19 @@ def test_benchmark_smoke_prints_the_table(bench, capsys, tmp_path):
     assert "| case | row |" in results.read_text()
 
 
+def test_benchmark_shapes_and_pdl_flags(bench, capsys):
+    # --shapes runs only the named shapes; --pdl runs them under kernel_options(pdl=True) and says so; a wrong name
+    # is an argument error naming the choices.
+    assert bench.main(["--smoke", "--reps", "1", "--shapes", "nvidia_b8", "--pdl"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel_options(pdl=True)" in out and "| nvidia_b8 | cached step, eager" in out, out
+    assert "| dlrmv3 |" not in out, out
+    with pytest.raises(SystemExit) as info:
+        bench.main(["--smoke", "--shapes", "nvidia_b3"])
+    assert info.value.code == 2
+    assert "--shapes: expected names among" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the no-GPU path")
 def test_benchmark_skips_without_gpu(bench, capsys):
     assert bench.main(["--quick"]) == 0

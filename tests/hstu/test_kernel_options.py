@@ -15,7 +15,7 @@ PLAN = os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_plan.h")
 NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdPersist": "fwd_persist",
          "kOptNoBwdWorkList": "bwd_work_list", "kOptNoDqSelfZero": "dq_self_zero",
          "kOptNoDqConvBehind": "dq_conv_behind", "kOptBwdSm80Pair": "bwd_sm80_pair",
-         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel"}
+         "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel", "kOptPdl": "pdl"}
 
 
 @pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
@@ -43,6 +43,10 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.OPTION_BITS["bwd_sm80_pair_2stage"]
         with _ops.kernel_options(fp8_kernel=False):
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_kernel"]
+        with _ops.kernel_options(pdl=True):  # the opt-in switch: its bit set when on
+            assert _ops._current_options() == _ops.OPTION_BITS["pdl"] == 1 << 21
+        with _ops.kernel_options(pdl=False):
+            assert _ops._current_options() == 0
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):

@@ -4,9 +4,9 @@ the layout, and with it the device validation of the lengths and the kernel's wo
 CPU: the plan cache's rules (made once for the same tensors and masks, again for others, none while tracing) with
 a stand-in for the op, and a shared layout over several layers computing what separate calls compute. CUDA (Hopper
 wheel): several layers over one layout run the planner and the validation once, give bitwise the outputs of
-separate calls (whose split tiles sum their partials alone or together: the same order), repeat bitwise (the
-split counters end at zero), and a violation found by the step's validation turns every layer's output to NaN and
-raises.
+separate calls (whose split tiles sum their partials alone or together: the same order, also checked directly at
+the same chunks), repeat bitwise (the split counters end at zero), and a violation found by the step's validation
+turns every layer's output to NaN and raises.
 """
 
 import random
@@ -278,3 +278,173 @@ def test_split_settings_b1():
         err = (out.float() - ref).abs().max().item()
         assert err <= bound, f"seed {seed} fwd_split_tiles={tiles}: {err:.3e} > {bound:.3e}"
         assert torch.equal(out, again), f"seed {seed} fwd_split_tiles={tiles}: a second run over the plan differs"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kernel_options(pdl=True): the paged forward as a programmatic dependent launch (hstu_fwd_sm90_kernel.cuh: its
+# CTAs set up under the previous kernel and wait for it before their first global read). Same bits as without.
+
+
+def test_pdl_option_leaves_the_cpu_path_alone():
+    step, common, gen = make_step(5, "cpu", torch.float64, 2, [40, 7], [5, 3], 16, 2, 32, [2, 1])
+    qkv = layer_qkv(gen, 8, 2, 32, "cpu", torch.float64)
+    want = hstu_attn_paged_func(**qkv, **step, **common)
+    with hstu_attn._ops.kernel_options(pdl=True):
+        got = hstu_attn_paged_func(**qkv, **step, **common)
+    assert torch.equal(got, want)
+
+
+def _staged(qkv, pad=1 << 24):
+    """q, k_new, v_new as views at the end of one large buffer that a single elementwise kernel writes (x * 1.0,
+    exact; its last CTAs write them, ~15 us after it starts): the kernel right before the attention produces its
+    inputs, as a layer's projection does, so an attention CTA that read them before its wait would read the NaN
+    poison."""
+    total_q, H, D = qkv["q"].shape
+    body = torch.stack([qkv[n] for n in ("q", "k_new", "v_new")]).flatten()
+    src = torch.cat([torch.randn(pad, device=body.device).to(body.dtype), body])
+    big = torch.full_like(src, float("nan"))
+    views = big[pad:].view(3, total_q, H, D)
+    return src, big, dict(q=views[0], k_new=views[1], v_new=views[2])
+
+
+def _produce_and_attend(staged, step, common, layout):
+    src, big, views = staged
+    big.fill_(float("nan"))
+    torch.mul(src, 1.0, out=big)  # the attention's producer: a kernel right before it on the stream (not a memcpy)
+    return hstu_attn_paged_func(**views, **step, **common, check_values=False, layout=layout)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_pdl_gives_the_same_bits(shape):
+    # Lone calls (validation and planner before the kernel), a shared plan (the kernel right behind its
+    # producer), the grid order (no work list): the PDL launch's output equals the plain launch's bit for bit,
+    # over several layers, and no input is read before the producer finished (else NaN).
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES[shape]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    total_q = sum(new)
+    layers = [_staged(layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)) for _ in range(3)]
+    for mode in ("lone", "shared", "grid"):
+        outs = {}
+        for pdl in (False, True):
+            with hstu_attn._ops.kernel_options(pdl=pdl, fwd_work_list=mode != "grid"):
+                layout = None if mode == "lone" else shared_layout(step, common, total_q)
+                outs[pdl] = [_produce_and_attend(st, step, common, layout) for st in layers]
+        torch.cuda.synchronize()
+        for l, (a, b) in enumerate(zip(outs[True], outs[False])):
+            msg = f"seed {seed} {shape} {mode} layer {l}"
+            assert torch.isfinite(b).all(), msg
+            assert torch.equal(a, b), f"{msg}: the PDL launch differs from the plain one"
+
+
+@pytest.mark.gpu
+def test_pdl_in_a_cuda_graph():
+    # The serving step's shape (NVIDIA batch 1) captured with pdl=True: each layer's producer, then its attention
+    # (the first layer's plan inside the graph too). Replays over fresh inputs equal eager plain launches bitwise.
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    total_q = sum(new)
+    layers = [_staged(layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)) for _ in range(4)]
+    with hstu_attn._ops.kernel_options(pdl=True):
+        warm = [_produce_and_attend(st, step, common, shared_layout(step, common, total_q)) for st in layers[:1]]
+        torch.cuda.synchronize()
+        del warm
+        layout = shared_layout(step, common, total_q)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = [_produce_and_attend(st, step, common, layout) for st in layers]
+    for rep in range(2):
+        for src, _, _ in layers:  # fresh inputs in place
+            pad = src.numel() - 3 * total_q * H * D
+            src[pad:].copy_(torch.randn(3 * total_q * H * D, generator=gen).to(device="cuda", dtype=src.dtype))
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = [_produce_and_attend(st, step, common, shared_layout(step, common, total_q)) for st in layers]
+        for l, (a, b) in enumerate(zip(outs, want)):
+            msg = f"seed {seed} replay {rep} layer {l}"
+            assert torch.isfinite(b).all(), msg
+            assert torch.equal(a, b), f"{msg}: the captured PDL step differs from eager plain launches"
+
+
+@pytest.mark.gpu
+def test_pdl_behind_the_append_in_a_serving_run():
+    # The serving path: per layer the paged forward, then the append of its new K/V (under pdl=True both are
+    # programmatic dependent launches: the append behind the forward, the next layer's forward behind the append,
+    # whose kernel signals right after its own wait). Two managers, the same inputs, pdl off and on: every layer's
+    # output and the pools end bitwise equal.
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    L, H, D = 3, 2, 64
+    caches = [hstu_attn.KVCacheManager(L, H, D, num_pages=64, page_size=64, max_users=4, max_pages_per_user=12,
+                                       dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    users = torch.tensor([3, 1], device="cuda")
+    outs = {False: [], True: []}
+    for it in range(3):
+        hist = [rng.randint(1, 200) for _ in range(2)]
+        cand = [rng.randint(1, 40) for _ in range(2)]
+        new = [h + c for h, c in zip(hist, cand)]
+        cu = torch.tensor([0, new[0], new[0] + new[1]], dtype=torch.int32, device="cuda")
+        nt = torch.tensor(cand, dtype=torch.int32, device="cuda")
+        qkv = [[torch.randn(sum(new), H, D, generator=gen).to("cuda", torch.bfloat16) for _ in range(3)]
+               for _ in range(L)]
+        for pdl, cache in zip((False, True), caches):
+            step = cache.begin_step(users, cu, torch.tensor(hist, dtype=torch.int32, device="cuda"), sum(new),
+                                    max(new))
+            with hstu_attn._ops.kernel_options(pdl=pdl):
+                for l in range(L):
+                    outs[pdl].append(hstu_attn.cached_hstu_attention(cache, step, l, *qkv[l], max(new),
+                                                                     num_targets=nt))
+    torch.cuda.synchronize()
+    for c in caches:
+        c.check()
+    for i, (a, b) in enumerate(zip(outs[True], outs[False])):
+        assert torch.isfinite(b).all(), f"seed {seed} call {i}"
+        assert torch.equal(a, b), f"seed {seed} call {i}: pdl=True differs behind the append"
+    assert torch.equal(caches[0].pool, caches[1].pool), f"seed {seed}: the pools differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiles", [16, 8, 4])
+def test_split_together_bitwise_alone(tiles):
+    # The chunks' partials summed together (every chunk adds its share of the tile over the k partials,
+    # hstu_fwd_sm90_split.cuh fwd_split_sum_together) give the bits of the last chunk summing alone: both add in
+    # chunk order from 0.0f. Heads are independent, so the b1 shape at H = 4 (few CTAs: together) is compared with
+    # its first 4 heads inside a larger H whose CTAs overflow the SMs (alone), at the same chunks (caps 16 / 8 / 4:
+    # k = 2-3, 4-5, 8-9, the last the rule's batch-1 list).
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, _, D, ps = SHAPES["b1_long"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    items, together = _b1_list(tiles, 4, sms)
+    if not together:
+        pytest.skip(f"{items} items x 4 heads exceed the {sms} SMs: no sum together to compare")
+    big = sms // items + 1  # items x big > SMs: alone
+    assert _b1_list(tiles, big, sms) == (items, 0), (tiles, big, sms)
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, big, D, cand)
+    total_q = sum(new)
+    qkv = layer_qkv(gen, total_q, big, D, "cuda", torch.bfloat16)
+    small_step = dict(step, kv_cache=step["kv_cache"][:, :, :, :4].contiguous())
+    small_qkv = {n: t[:, :4].contiguous() for n, t in qkv.items()}
+    outs, flags = [], []
+    for s, x in ((step, qkv), (small_step, small_qkv)):
+        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles):
+            layout = shared_layout(s, common, total_q)
+            out = hstu_attn_paged_func(**x, **s, **common, check_values=False, layout=layout)
+        (_, plan), = layout.kernel_plans.values()
+        n, _, together = plan[:12].view(torch.int32).tolist()
+        flags.append((n, together))
+        outs.append(out[:, :4])
+    assert flags == [(items, 0), (items, 1)], (seed, tiles, flags)
+    assert torch.isfinite(outs[1]).all(), f"seed {seed} tiles {tiles}"
+    assert torch.equal(outs[0], outs[1]), f"seed {seed} tiles {tiles}: the chunks summing together differ from alone"

@@ -91,7 +91,9 @@ struct AppendParams {
   int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
 };
 
-cudaError_t launch_append(const AppendParams& p, cudaStream_t stream);
+// pdl: launched with programmatic stream serialization (its CTAs may start while the kernel before it runs; the
+// kernel waits for it first thing). Only on devices that run the kernel's sm_90 code (the caller checks).
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl = false);
 
 }  // namespace kvcache
 }  // namespace hstu

@@ -15,6 +15,7 @@
 
 #include "common/stable_utils.h"
 #include "hstu/csrc/kv_cache/hstu_kv_cache.h"
+#include "hstu/csrc/ops/hstu_plan.h"
 
 namespace hstu {
 namespace kvcache_op {
@@ -158,9 +159,10 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
 // kv_cache_append: KVCacheManager.append in one launch (hstu_kv_cache.h AppendParams). pool (layers, pages + 1, 2,
 // page_size, H, D) contiguous (page `num_pages` the sink); k, v (layers, tokens, H, D) with contiguous rows; dst
 // (entries) int64 K rows of a layer's pool viewed as rows of H * D (V at + page_size); src (entries) int64 token rows
-// of k / v, or None: entry i reads token i. Sink and out-of-range entries are skipped.
+// of k / v, or None: entry i reads token i. Sink and out-of-range entries are skipped. options: kernel_options bits
+// (kOptPdl: a programmatic dependent launch, on compute capability 9.0 devices, which run its sm_90 code).
 void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tensor> src, int64_t page_size,
-                 int64_t num_pages) {
+                 int64_t num_pages, int64_t options) {
   ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
   torch::stable::accelerator::DeviceGuard guard(pool.get_device());
   accel::check_contiguous(pool, "pool");
@@ -201,7 +203,10 @@ void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tens
   p.v_layer_stride = v.stride(0) * es;
   p.v_row_stride = v.stride(1) * es;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
-  const cudaError_t err = kvcache::launch_append(p, s);
+  ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
+              ", got ", options);
+  const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
+  const cudaError_t err = kvcache::launch_append(p, s, pdl);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_append: CUDA error ", cudaGetErrorString(err),
               " (16-byte aligned rows and strides expected)");
 }
@@ -219,7 +224,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
   // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
   m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "
-        "int num_pages) -> ()");
+        "int num_pages, int options=0) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {

@@ -521,6 +521,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.n_entries = static_cast<int>(page_ids.size(0));
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
+  pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
   const cudaError_t err = (*slot)(p, pk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90: CUDA error ", cudaGetErrorString(err));
   return out;

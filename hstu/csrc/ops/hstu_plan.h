@@ -31,11 +31,15 @@ enum HstuOptionBits : int64_t {
   kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
-  kOptBwdSm80CfgShift = 19,     // bits 19-21: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
+  kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
+                                // programmatic dependent launches: their CTAs start under the previous kernel and
+                                // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
+                                // run; docs/hstu_inference.md)
+  kOptBwdSm80CfgShift = 22,     // bits 22-24: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
                                 // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2
                                 // Q/dO stages, D = 128 4 warps 1 / 2: hstu_bwd_sm80_pds_kernel.cuh; issue 39;
-                                // comparisons until measured)
-  kOptKnownMask = 0x3fffff,
+                                // comparisons until measured); bits 19-20 (its earlier place) are unused
+  kOptKnownMask = 0x1e7ffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -57,6 +61,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
+  bool pdl = false;  // Sm90PagedKV::pdl
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -72,6 +77,7 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 7);
+    o.pdl = (bits & kOptPdl) != 0;
     return o;
   }
 };

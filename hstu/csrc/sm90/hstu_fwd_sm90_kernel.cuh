@@ -188,11 +188,31 @@ __global__ void __launch_bounds__(384, 1)
     return reinterpret_cast<FwdTile*>(smem_raw + (slot_addr(qb) - smem_addr(smem_raw)));
   };
 
+  // Programmatic dependent launch (paged, pk.pdl): before the wait for the previous kernel only what needs the
+  // kernel's arguments alone (the tensor-map prefetch); no global memory is read before it. The work list's CTAs
+  // wait in sched_cta_work, the grid order's here. After its wait a CTA lets the next kernel launch (its CTAs take
+  // the SMs this grid leaves free and wait for this grid in turn), so that kernel's pre-wait part still sees every
+  // kernel before this one complete.
+  if constexpr (!Config::kPersistent && !kRab) {
+    if (pk.pdl != 0) {
+      if (D <= 128 && threadIdx.x == 0) {  // (D = 256: the list kernel spilled with it; prefetched later)
+        prefetch_tensormap(&tm_q);
+        prefetch_tensormap(&tm_k);
+        prefetch_tensormap(&tm_v);
+        prefetch_tensormap(&tm_pool);
+      }
+      if constexpr (!kSched) {
+        griddep_wait();
+        griddep_launch_dependents();
+      }
+    }
+  }
+
   int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
   int t_lo = 0, t_hi = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    if (!sched_cta_work(sched, p.heads, it, h)) {
+    if (!sched_cta_work(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0)) {
       paged_poison_if_invalid<T>(p, pk);
       return;
     }

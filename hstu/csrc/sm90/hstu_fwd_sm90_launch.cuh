@@ -147,10 +147,16 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
       return cudaGetLastError();
     }
   }
+  // Paged with pk.pdl (kernel_options(pdl=True)): programmatic dependent launches (hstu_fwd_sm90_kernel.cuh).
+  const bool pdl = pk.pool != nullptr && pk.pdl != 0;
   if (sa.items == nullptr) {  // grid order: the kSched = false kernel (no work list code at all)
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, false>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
+    if (pdl) {
+      return launch_ex(kernel, dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream, true, tq, tk, tv, p,
+                       1, sa, pk, tpool);
+    }
     kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk,
                                                                                    tpool);
     return cudaGetLastError();
@@ -161,7 +167,11 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, true>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
-    if (pk.planned != 0) {  // the list of a plan made before (paged_plan_sm90): a plain launch
+    if (pk.planned != 0) {  // the list of a plan made before (paged_plan_sm90): a plain launch, or pdl
+      if (pdl) {
+        return launch_ex(kernel, dim3(static_cast<unsigned>(sched_ctas)), C::kThreads, C::kSmem, stream, true, tq,
+                         tk, tv, p, 1, sa, pk, tpool);
+      }
       kernel<<<static_cast<unsigned>(sched_ctas), C::kThreads, C::kSmem, stream>>>(tq, tk, tv, p, 1, sa, pk, tpool);
       return cudaGetLastError();
     }

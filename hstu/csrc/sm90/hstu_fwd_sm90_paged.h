@@ -33,6 +33,10 @@ struct Sm90PagedKV {
   // (after a violation every CTA fills out with NaN). 0 / nullptr: the launcher plans (the op validated).
   int planned = 0;
   const int32_t* status = nullptr;
+  // 1: launched with programmatic stream serialization (kernel_options(pdl=True)): each CTA starts (and at
+  // D <= 128 prefetches its tensor maps, kernel arguments only) while the previous kernel on the stream still runs,
+  // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
+  int pdl = 0;
 };
 
 // Forward on `stream` with K/V as `pk` says (requirements of run_hstu_fwd_sm90; p.k / p.v the new tokens, total_q

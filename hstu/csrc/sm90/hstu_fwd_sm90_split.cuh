@@ -34,6 +34,29 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   return v;
 }
 
+// atom.add with acquire and release semantics at GPU scope; returns the old value.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* ptr, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
+  return old;
+}
+
+// A chunk leaves its unit's counters (ctid 0, where the planner allows summing together; every chunk exactly once,
+// after its last access to them): the last of the k to depart resets both words for the next launch over this list.
+// Called after the chunk's sum, off the path to its outputs (the departures only serve the reset: the sum reads the
+// partials, which nothing resets or rewrites within this launch). Safe: each chunk's arrival, decision read and polls
+// precede its departure in program order (the polls are acquire loads, so later operations are not reordered before
+// them), so when the last departs no chunk of this launch reads or writes the words again; the next launch over the
+// list touches them only after its griddepcontrol.wait, i.e. after this grid completed.
+__device__ __forceinline__ void fwd_split_depart(const SchedArgs& sched, int heads, int h, int first_part, int k) {
+  int* w0 = sched.counters + static_cast<int64_t>(first_part) * heads + h;
+  int* w1 = sched.counters + static_cast<int64_t>(first_part + 1) * heads + h;
+  if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
+    *w0 = 0;
+    *w1 = 0;
+  }
+}
+
 // A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
 // and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
 __device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
@@ -42,6 +65,65 @@ __device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int he
   sched_cta_item(sched, heads, idx, hh);
   const int4 sp = sched.items[2 * idx + 1];
   if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
+}
+
+// The together path's sum and stores: thread ctid takes float4 elements i0 + 256 e (e < E) of [e0, e1) per pass and
+// issues the loads of KB partials for all of them before adding any, so one pass costs ceil(k / KB) dependent L2
+// round trips (the plain loop kept ~8 loads in flight: 5 round trips at k = 9). Bitwise the same as a plain loop:
+// every element is still summed from 0.0f in chunk order 0, 1, ..., k - 1 (batches in order, partials in order
+// within a batch); only when the loads are issued changes. float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1}
+// of rows r and r + 8, r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4; rows past the sequence are not stored.
+template <typename T, int E, int KB>
+__device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64_t part_stride, int k, int e0, int e1,
+                                                       int ctid, T* og, int64_t o_row_stride, int rows, float sc) {
+  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * E) {
+    float4 sum[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    // Unpredicated loads: predicated ones were interleaved with their adds by ptxas (a round trip every ~5 loads;
+    // 7 predicate registers), these issue all 16 before the first add (SASS checked). An element past e1 reads
+    // element e1 - 1 (summed, never stored); a partial past k - 1 reads partial k - 1 again (not added).
+    int ie[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) ie[e] = min(i0 + e * 256, e1 - 1);
+    for (int c0 = 0; c0 < k; c0 += KB) {
+      float4 v[KB][E];
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+        const float4* src = base + min(c0 + b, k - 1) * part_stride;
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[b][e] = __ldcg(src + ie[e]);
+      }
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+        if (c0 + b < k) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            sum[e].x += v[b][e].x;
+            sum[e].y += v[b][e].y;
+            sum[e].z += v[b][e].z;
+            sum[e].w += v[b][e].w;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = i0 + e * 256;
+      if (i >= e1) continue;
+      const int j = i / 256, t = i % 256;
+      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
+      const int col = 8 * j + 2 * (t % 4);
+      if (r < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * o_row_stride + col) =
+            pack2<T>(sum[e].x * sc, sum[e].y * sc);
+      }
+      if (r + 8 < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * o_row_stride + col) =
+            pack2<T>(sum[e].z * sc, sum[e].w * sc);
+      }
+    }
+  }
 }
 
 // Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
@@ -65,30 +147,31 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   for (int j = 0; j < D / 8; ++j) {
     __stcg(own + j * 256 + ctid, make_float4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
   }
-  __threadfence();
+  // Memory order without a full fence per thread: the barrier orders every consumer thread's partial stores before
+  // ctid 0's arrival, whose release (atom.acq_rel.gpu) publishes them at GPU scope (release is cumulative over
+  // what precedes it in causality order, barriers included: the pattern of cooperative groups' grid sync). A
+  // reader acquires on its own arrival (the last to arrive, through the chain of read-modify-writes on the
+  // counter) or on its polls of the finished count (ld.acquire.gpu), then the barrier below passes that order to
+  // its other threads before they load the partials. Before: __threadfence() (fence.sc) in all 256 threads, twice.
   named_barrier_sync(6, 256);
   const int k = sp.z;
+  const bool together_ok = sched.count[2] != 0;
   if (ctid == 0) {
     uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together
-    if (sched.count[2] == 0) {
+    if (!together_ok) {
       int* counter = sched.counters + sp.x * p.heads + h;
-      const int old = atomicAdd(counter, 1);
+      const int old = atom_add_acq_rel_gpu(counter, 1);
       if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
       mode = old == k - 1 ? 1u : 0u;
     } else {
       int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
       int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
-      const int v = atomicAdd(w0, 1 << 16);
+      const int v = atom_add_acq_rel_gpu(w0, 1 << 16);
       if ((v >> 16) == 0) atomicOr(w1, (v & 0xffff) == k ? 2 : 1);  // the first to finish decides
       int d;
       while ((d = ld_acquire_gpu(w1) & 3) == 0) __nanosleep(32);  // (the first to finish sets it right away)
       if (d == 2) {
         while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
-      }
-      // Every chunk has read the decision (and the arrivals) once all have departed: the last resets both words.
-      if ((atomicAdd(w1, 1 << 16) >> 16) == k - 1) {
-        *w0 = 0;
-        *w1 = 0;
       }
       mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
     }
@@ -96,8 +179,10 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   }
   named_barrier_sync(6, 256);
   const uint32_t mode = ld_shared_u32(flag);
-  if (mode == 0) return false;
-  __threadfence();
+  if (mode == 0) {
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
+    return false;
+  }
   if (mode == 1) {
     // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128
     constexpr int G = D <= 128 ? D / 8 : 8;
@@ -125,11 +210,11 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
         acc_o[4 * (j0 + g) + 3] = sum[g].w;
       }
     }
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
     return true;
   }
   // Chunk c sums float4 elements [e0, e1) of the partials' layout (index i = j * 256 + thread) and stores their
-  // outputs: float4 (j, t) holds columns 8 j + 2 (lane % 4) + {0, 1} of rows r and r + 8,
-  // r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4. Rows past the sequence are not stored.
+  // outputs (fwd_split_sum_together).
   const int e0 = static_cast<int>(static_cast<int64_t>(kPartF4) * sp.y / k);
   const int e1 = static_cast<int>(static_cast<int64_t>(kPartF4) * (sp.y + 1) / k);
   const float4* base = parts + static_cast<int64_t>(sp.w) * p.heads * kPartF4 + static_cast<int64_t>(h) * kPartF4;
@@ -138,42 +223,22 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   const int rows = si.lq_alloc - m0;
   T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
           static_cast<int64_t>(h) * p.o_head_stride;
-  constexpr int kPerPass = 4;  // float4 elements per thread per pass, each summed over all k partials
-  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * kPerPass) {
-    float4 sum[kPerPass];
-#pragma unroll
-    for (int e = 0; e < kPerPass; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int c = 0; c < k; ++c) {
-      const float4* src = base + c * part_stride;
-#pragma unroll
-      for (int e = 0; e < kPerPass; ++e) {
-        const int i = i0 + e * 256;
-        if (i < e1) {
-          const float4 v = __ldcg(src + i);
-          sum[e].x += v.x;
-          sum[e].y += v.y;
-          sum[e].z += v.z;
-          sum[e].w += v.w;
-        }
-      }
+  // Loads in flight per thread: 16 float4 (8 at D = 256); 32 made ptxas spill. k = 9 (the NVIDIA batch-1 rule):
+  // 2 round trips. The plain loop's 8 (kPerPass 4 over 2 partials) is kept as the floor at k <= 2.
+  if constexpr (D > 128) {
+    if (k <= 2) {
+      fwd_split_sum_together<T, 4, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+    } else {
+      fwd_split_sum_together<T, 2, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
     }
-#pragma unroll
-    for (int e = 0; e < kPerPass; ++e) {
-      const int i = i0 + e * 256;
-      if (i >= e1) continue;
-      const int j = i / 256, t = i % 256;
-      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
-      const int col = 8 * j + 2 * (t % 4);
-      if (r < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * p.o_row_stride + col) =
-            pack2<T>(sum[e].x * sc, sum[e].y * sc);
-      }
-      if (r + 8 < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * p.o_row_stride + col) =
-            pack2<T>(sum[e].z * sc, sum[e].w * sc);
-      }
-    }
+  } else if (k <= 2) {
+    fwd_split_sum_together<T, 8, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else if (k <= 4) {
+    fwd_split_sum_together<T, 4, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else {
+    fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
+  if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
   return false;
 }
 

@@ -125,6 +125,15 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// Programmatic dependent launch (a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization): wait
+// until the grids before it on the stream have completed and their writes are visible (a no-op in a kernel launched
+// without the attribute); let the grid behind it start its CTAs (they wait in turn before reading this one's
+// outputs; a CTA that exits counts as having signalled).
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // wgmma helpers
 

@@ -61,9 +61,12 @@ __device__ __forceinline__ bool sched_cta_item(const SchedArgs& s, int heads, in
 }
 
 // The CTA's item {b, u, lo, hi} and head, once the planner's list is complete and visible (griddepcontrol.wait:
-// the kernel runs behind the planner); false: none.
-__device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h) {
+// the kernel runs behind the planner); false: none. launch_dependents: then let the next kernel launch (a
+// programmatic dependent launch behind this one may start its CTAs; hstu_fwd_sm90_kernel.cuh, pk.pdl).
+__device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h,
+                                               bool launch_dependents = false) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (launch_dependents) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   int idx;
   if (!sched_cta_item(s, heads, idx, h)) return false;
   item = s.items[2 * idx];
@@ -491,22 +494,33 @@ inline SchedArgs sched_args(void* ws, const Sm90SchedLayout& l, int num_sms) {
   return a;
 }
 
-// Launches a work-list kernel (ctas = capacity x H) behind the planner: with programmatic stream serialization
-// its CTAs start while the planner runs and wait for it in-kernel (griddepcontrol.wait).
+// Launches `kernel` with programmatic stream serialization (pdl) or as a plain launch: with it, its CTAs may start
+// while the kernel before it on the stream runs (or once that one's CTAs all ran griddepcontrol.launch_dependents)
+// and must wait for it in-kernel (griddepcontrol.wait) before reading anything it wrote. Stream capture records
+// the attribute as a programmatic edge of the CUDA graph (CUDA >= 12.3).
 template <typename... Params, typename... Args>
-cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int threads, int smem, cudaStream_t stream,
-                               Args&&... args) {
+cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, bool pdl,
+                      Args&&... args) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Launches a work-list kernel (ctas = capacity x H) behind the planner: with programmatic stream serialization
+// its CTAs start while the planner runs and wait for it in-kernel (griddepcontrol.wait).
+template <typename... Params, typename... Args>
+cudaError_t launch_behind_plan(void (*kernel)(Params...), int64_t ctas, int threads, int smem, cudaStream_t stream,
+                               Args&&... args) {
+  return launch_ex(kernel, dim3(static_cast<unsigned>(ctas)), threads, smem, stream, true,
+                   std::forward<Args>(args)...);
 }
 
 // Launches the planner on `stream` (a CTA with kPlanSmem bytes of dynamic shared memory; with a.zero, up to
