@@ -2,7 +2,8 @@
 
 For each shape (bf16, causal, H4; FA FLOP convention: forward 4*H*D*L^2 per sequence halved for causal, backward
 2.5x that) the portable forward once and the portable backward under each variant: the default layouts, the
-`kernel_options(bwd_sm80_cfg=n)` candidates (hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate) and, at
+`kernel_options(bwd_sm80_cfg=n)` candidates (1-3: hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate; 4 / 5:
+4-7: FA2's warp layout, hstu_bwd_sm80_pds_kernel.cuh) and, at
 D = 256, the opt-in warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where
 its module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs
 (the medians of each). Prints one markdown table; "vs default" / "vs FA2" / "vs NV" > 1: the variant is faster.
@@ -30,11 +31,14 @@ SHAPES = ["B16 S4K D128", "B16 S4K D256", "B16 S8K D64", "B128 S1K D128"]
 # name -> kernel_options switches (sm90=False added: the portable kernels on any GPU)
 VARIANTS = {
     128: [("default", {}), ("cfg1 64x128 8w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 64x64 4w 1st", dict(bwd_sm80_cfg=2)),
-          ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3))],
+          ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
+          ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)), ("cfg6 FA2 layout 64x64 4w 1st", dict(bwd_sm80_cfg=6)),
+          ("cfg7 FA2 layout 64x64 4w 2st", dict(bwd_sm80_cfg=7))],
     256: [("default", {}), ("pair 32x64 8w 2st", dict(bwd_sm80_pair=True)),
           ("pair 32x64 8w 1st", dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False)),
           ("cfg1 pair 32x32 4w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 pair 64x64 8w 1st", dict(bwd_sm80_cfg=2)),
-          ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3))],
+          ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x64 1st", dict(bwd_sm80_cfg=4)),
+          ("cfg5 FA2 layout 64x64 2st", dict(bwd_sm80_cfg=5))],
 }
 
 

@@ -189,14 +189,14 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-BWD_SM80_CFG_SHIFT = 19  # bits 19-20: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-3)
+BWD_SM80_CFG_SHIFT = 25  # bits 25-27: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-7)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
-                  | (3 << BWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
+                  | (7 << BWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
 _options_state = threading.local()
 
 
@@ -231,13 +231,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
     (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
     most n KV tiles.
-    ``bwd_sm80_cfg=n`` (1-3): issue 39's candidate tile configurations of the sm80-class bf16 backward at D = 128 /
-    256 (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh; where one does not fit the device's shared
-    memory, or for fp16 and other head dims, the default runs). ``pdl=True``: the paged Hopper forward
-    (``hstu_attn_paged_func``, the cached inference step) and the cache's append kernel are launched as
-    programmatic dependent launches, their CTAs starting under the previous kernel and waiting for it in-kernel
-    (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call records its options in the
-    forward, so its backward runs under the same ones.
+    ``bwd_sm80_cfg=n`` (1-7): issue 39's candidate configurations of the sm80-class bf16 backward at D = 128 /
+    256: 1-3 tile sizes of the default kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh); 4-7
+    FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
+    8 warps with one / two Q-dO stages (4 / 5), D = 128's 4-warp tile with one / two (6 / 7); where one does not fit
+    the device's shared memory (sm86 / sm89: only 6), or for fp16 and other head dims, the default runs.
+    ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
+    append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
+    waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
+    records its options in the forward, so its backward runs under the same ones.
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -249,8 +251,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             fwd_split_tiles, int) or not 0 <= fwd_split_tiles <= 253):
         _err("fwd_split_tiles", "None, 'wave' or an int in [0, 253]", fwd_split_tiles)
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
-    if bwd_sm80_cfg not in (0, 1, 2, 3):
-        _err("bwd_sm80_cfg", "0, 1, 2 or 3", bwd_sm80_cfg)
+    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 7:
+        _err("bwd_sm80_cfg", "an int in [0, 7]", bwd_sm80_cfg)
     bits = (bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),

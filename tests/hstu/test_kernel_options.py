@@ -29,7 +29,7 @@ def test_bits_match_the_plan_header():
     known = int(re.search(r"kOptKnownMask = (0x[0-9a-f]+),", text).group(1), 16)
     assert int(re.search(r"kOptFwdSplitShift = (\d+),", text).group(1)) == _ops.FWD_SPLIT_SHIFT
     assert known == (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
-                     | (3 << _ops.BWD_SM80_CFG_SHIFT))
+                     | (7 << _ops.BWD_SM80_CFG_SHIFT))
 
 
 def test_kernel_options_pack_and_restore():
@@ -67,12 +67,13 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
             with _ops.kernel_options(fwd_split_tiles=bad):
                 pass
-    for cfg in (1, 2, 3):
+    for cfg in range(1, 8):
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    with pytest.raises(ValueError, match="bwd_sm80_cfg: expected 0, 1, 2 or 3, got 4"):
-        with _ops.kernel_options(bwd_sm80_cfg=4):
-            pass
+    for bad in (8, -1, True, 2.0):
+        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 7\], got"):
+            with _ops.kernel_options(bwd_sm80_cfg=bad):
+                pass
 
 
 def test_options_do_not_change_the_cpu_path():

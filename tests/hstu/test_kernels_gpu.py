@@ -641,6 +641,13 @@ def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
 # template arguments after T and D (BM, BN, warps, column chunk, Q / dO stages, KSPLIT) and its shared memory bytes
 # (bwd_smem_bytes in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh).
 def _candidate_tile(D, cfg):
+    if cfg >= 4:  # hstu_bwd_pds_kernel<T, D, stages, warps>: K, V, Q / dO stages, P, dS (bwd_pds_smem_bytes)
+        if D == 256 and cfg >= 6:  # (no 4-warp tile at D = 256: the default runs)
+            return "none", 1 << 30
+        warps, stages = (8, cfg - 3) if cfg <= 5 else (4, cfg - 5)
+        bm, bn = 64, 128 if (D == 128 and warps == 8) else 64
+        return (f"pds_kernel<__nv_bfloat16, {D}, {stages}, {warps}>",
+                (2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2)
     bm, bn, ksplit, stages = {(128, 1): (64, 128, 1, 1), (128, 2): (64, 64, 1, 1), (128, 3): (64, 64, 1, 2),
                               (256, 1): (32, 32, 2, 1), (256, 2): (64, 64, 2, 1), (256, 3): (32, 32, 2, 2)}[(D, cfg)]
     warps = ksplit * bn // 16
@@ -660,13 +667,14 @@ def _candidate_fits(smem):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [128, 256])
 def test_sm80_backward_candidates(D, lens, mask, delta_q, rab_heads, deterministic, kernel_opts):
-    """Every candidate backward tile (kernel_options(sm90=False, bwd_sm80_cfg=1..3)) meets the error rule against the
-    fp32 reference, jagged lengths at the 32 / 64 / 128 tile edges and dense ones, causal, targets, contexts with
-    groups, rab / drab and the deterministic dq kernel; one that does not fit the GPU runs the default layout."""
+    """Every candidate backward (kernel_options(sm90=False, bwd_sm80_cfg=1..7): the tiles 1-3, FA2's warp layout 4-7)
+    meets the error rule against the fp32 reference, jagged lengths at the 32 / 64 / 128 tile edges and dense ones,
+    causal, targets, contexts with groups, rab / drab and the deterministic dq kernel; one that does not fit the GPU
+    runs the default layout."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33] if lens == "jagged" else [320] * 3
     case = make_case(zlib.crc32(repr(("cand", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
                      rab_heads, delta_q=delta_q)
-    for cfg in (1, 2, 3):
+    for cfg in range(1, 8):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         check_case(case, 0.5, deterministic=deterministic)
 
@@ -678,22 +686,48 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
     for dtype in (torch.bfloat16, torch.float16):
         case = make_case(11, [200, 64], 2, D, dtype, "causal", 0)
         names_by_cfg = {}
-        for cfg in (0, 1, 2, 3):
+        for cfg in range(8):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
             out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 torch.autograd.grad(out, leaves, torch.randn_like(out))
                 torch.cuda.synchronize()
-            names_by_cfg[cfg] = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name}
+            names_by_cfg[cfg] = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or
+                                 "hstu_bwd_pds_kernel<" in e.name}
             assert len(names_by_cfg[cfg]) == 1, (cfg, names_by_cfg[cfg])
-        for cfg in (1, 2, 3):
+        for cfg in range(1, 8):
             tile, smem = _candidate_tile(D, cfg)
             (name,) = names_by_cfg[cfg]
             if dtype == torch.bfloat16 and _candidate_fits(smem):
                 assert name.endswith(f"{tile}(hstu::HstuParams)"), (cfg, name)
             else:
                 assert names_by_cfg[cfg] == names_by_cfg[0], (dtype, cfg, name)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 2, False), ("local_context_target", True, 1, True), ("target_group", True, 0, False)])
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_fa2_layout_matches_the_default(D, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """FA2's warp layout (bwd_sm80_cfg=4-7, P and dS through shared memory) gives the default sm80-class kernel's
+    gradients up to fp32 summation order and bf16 rounding (outputs poisoned), lengths across several 64-query /
+    128-key tiles, seqused and rab / drab; both meet the error rule against the fp32 reference."""
+    case = make_case(zlib.crc32(repr(("pds", D, mask)).encode()), [700, 129, 0, 1, 64, 255], 2, D, torch.bfloat16,
+                     mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    dout = torch.randn_like(q)
+    grads = {}
+    for cfg in (0, 4, 5, 6, 7):
+        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        check_case(case, 0.5)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
+        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                    has_drab=rab is not None, **_varlen_kwargs(case))
+        poison_allocator(8 * q.numel() * q.element_size())
+        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
+    for cfg in (4, 5, 6, 7):
+        assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[0], f"bwd_sm80_cfg={cfg} vs default")
 
 
 @pytest.mark.parametrize("rab_heads", [1, 2])

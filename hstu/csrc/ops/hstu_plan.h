@@ -33,8 +33,6 @@ enum HstuOptionBits : int64_t {
   kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
-  kOptBwdSm80CfgShift = 19,     // bits 19-20: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
-                                // 0 the default, 1-3 BwdSm80Candidate<D, n> (issue 39; comparisons until measured)
   kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
                                 // programmatic dependent launches: their CTAs start under the previous kernel and
                                 // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
@@ -46,7 +44,11 @@ enum HstuOptionBits : int64_t {
                                 // issue 36's fp8fast; bitwise the same output, for comparisons)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block; opt-in until measured)
-  kOptKnownMask = 0x1ffffff,
+  kOptBwdSm80CfgShift = 25,     // bits 25-27: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
+                                // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2
+                                // Q/dO stages, D = 128 4 warps 1 / 2: hstu_bwd_sm80_pds_kernel.cuh; issue 39;
+                                // comparisons until measured); bits 19-20 (its earlier place) are unused
+  kOptKnownMask = 0xfe7ffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -86,7 +88,7 @@ struct HstuOptions {
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
-    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 3);
+    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 7);
     o.pdl = (bits & kOptPdl) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh"
 
 namespace hstu {
 
@@ -786,6 +787,30 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       return launch_hstu_bwd_candidate_n<T, D, 2>(p, stream);
     case 3:
       return launch_hstu_bwd_candidate_n<T, D, 3>(p, stream);
+    case 4:  // FA2's warp layout, P and dS through shared memory (hstu_bwd_sm80_pds_kernel.cuh): 8 warps with 1 / 2
+    case 5:  // Q/dO stages; 6 / 7: D = 128's 4-warp tile (two blocks per SM), 1 / 2 stages
+    case 6:
+    case 7:
+      // (bf16; fp16 only once a measured default: not compiled for it before)
+      if constexpr (BwdPdsConfig<D, 8>::kExists &&
+                    (std::is_same<T, __nv_bfloat16>::value || kBwdSm80DefaultCfg<D> >= 4)) {
+        if (std::is_same<T, __nv_bfloat16>::value || cfg == kBwdSm80DefaultCfg<D>) {
+          int max_smem = 0;
+          const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+          if (err != cudaSuccess) return err;
+          switch (cfg) {
+            case 4:
+              return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+            case 5:
+              return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+            case 6:
+              return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
+            default:
+              return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
+          }
+        }
+      }
+      return cudaErrorNotSupported;
     default:
       return cudaErrorNotSupported;
   }

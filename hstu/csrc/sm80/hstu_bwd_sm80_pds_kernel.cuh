@@ -1,0 +1,458 @@
+// HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39; opt-in as
+// kernel_options(sm90=False, bwd_sm80_cfg=4 / 5), bf16, D = 128 / 256, until measured).
+//
+// The default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
+// registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
+// D = 128), and at D = 256 the dK / dV accumulators force a column split that recomputes S and dP. Here the eight
+// warps of a block change roles between the three GEMM phases of a (query tile, key block) pair, each phase with
+// its own warp grid, and P and dS pass through shared memory (bf16, BM x BN each):
+//   1. S = Q K^T, dP = dO V^T: SWM x (8 / SWM) warps over queries x keys (D = 128: 32 x 32 warp tiles); the
+//      pointwise SiLU / SiLU' / mask / rab / drab in registers; P and dS stored.
+//   2. dV += P^T dO, dK += dS^T Q: KWN x (8 / KWN) warps over keys x head dim (32 keys x 64 columns each), P^T and
+//      dS^T read back with ldmatrix.trans; the accumulators live across the query tiles (128 floats a thread).
+//   3. dQ += dS K: QWM x (8 / QWM) warps over queries x head dim, QPW columns per pass, fp32 atomics into the
+//      workspace as the default kernel (skipped in deterministic mode: hstu_bwd_dq_kernel computes dQ).
+// About 0.06 byte per flop over the five GEMMs and S / dP computed once at every D (5 GEMM passes, not 7 at D = 256).
+// The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
+// element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 KB at D = 128, 144 / 208 KB at
+// D = 256 (1 / 2 stages): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
+// the default layout runs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "hstu/csrc/common/hstu_common.cuh"
+
+namespace hstu {
+
+// BM queries x BN keys per step, NWARPS warps; SWM / KWN / QWM warps along the queries (S, dP), keys (dK, dV),
+// queries (dQ); QPW dQ columns per pass (bounds the dQ accumulator registers next to dK / dV's 128). Every variant
+// has the same warp tiles (S / dP 32 x 32 or 16 x 32, dK / dV 32 keys x 64 columns, dQ 32 rows), so the same
+// registers; the 4-warp D = 128 tile is half the block: two blocks per SM (their barriers independent), and at one
+// stage 80 KB, within sm86 / sm89's 99 KB.
+template <int D, int NWARPS>
+struct BwdPdsConfig {
+  static constexpr bool kExists = false;
+};
+template <>
+struct BwdPdsConfig<128, 8> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 2, kQPW = 32;
+};
+template <>
+struct BwdPdsConfig<128, 4> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
+};
+template <>
+struct BwdPdsConfig<256, 8> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
+};
+
+template <int D, int BM, int BN>
+constexpr int bwd_pds_smem_bytes(int stages) {
+  return (2 * BN * D + stages * 2 * BM * D + 2 * BM * BN) * 2;
+}
+
+// Calls f(mt, nt, e, r, j) for each S / dP accumulator element of a warp (row position r = rbase + mt*16 + (e/2)*8,
+// key j = jbase + nt*8 + (e&1)) row by row, with r and j hidden from the optimizer: the mask / rab / drab passes
+// then keep one row's values live, not every row's and key's derived values at once (which spilled).
+template <int SMT, int SNT, typename F>
+__device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = static_cast<int>(opaque(static_cast<uint32_t>(rbase + mt * 16 + hf * 8)));
+#pragma unroll
+      for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int j = static_cast<int>(opaque(static_cast<uint32_t>(jbase + nt * 8 + e2)));
+          f(mt, nt, hf * 2 + e2, r, j);
+        }
+    }
+}
+
+template <typename T, int D, int STAGES, int NWARPS>
+__device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
+  using C = BwdPdsConfig<D, NWARPS>;
+  constexpr int BM = C::kBlockM, BN = C::kBlockN;
+  constexpr int NT = NWARPS * 32;
+  // Phase 1 warp tile: SM queries x SN keys.
+  constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
+  constexpr int SMT = SM / 16, SNT = SN / 8;
+  // Phase 2 warp tile: KR keys x KC columns.
+  constexpr int KR = BN / C::kKWN, KC = D / (NWARPS / C::kKWN);
+  constexpr int KMT = KR / 16, KNT = KC / 8;
+  // Phase 3 warp tile: QR queries x QC columns, QPW at a time.
+  constexpr int QR = BM / C::kQWM, QC = D / (NWARPS / C::kQWM), QPW = C::kQPW;
+  constexpr int QMT = QR / 16;
+  static_assert(SM % 16 == 0 && SN % 16 == 0 && KR % 16 == 0 && KC % 16 == 0 && QR % 16 == 0 && QC % QPW == 0 &&
+                    QPW % 16 == 0,
+                "bad warp tiles");
+  static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
+  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  constexpr int kUnrollS = 4;
+#else
+  constexpr int kUnrollS = 2;
+#endif
+  using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
+  using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t sK = smem_u32(smem);
+  const uint32_t sV = sK + BN * D * 2;
+  const uint32_t sQ0 = sV + BN * D * 2;  // stage s: Q at sQ0 + s * kStageBytes, dO right after it
+  constexpr uint32_t kStageBytes = 2 * BM * D * 2;
+  const uint32_t sP = sQ0 + STAGES * kStageBytes;
+  const uint32_t sdS = sP + BM * BN * 2;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int n_block = blockIdx.x;
+  const int b = blockIdx.y;
+  const int h = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
+  const SeqMask& mk = si.mask;
+
+  // Q / dO rows from m of this sequence and head into stage buffer sq (pointers formed per load: fewer registers
+  // live across the loop).
+  auto load_q_do = [&](const uint32_t sq, const int m, const uint32_t t) {
+    const T* qg = static_cast<const T*>(p.q) + (int64_t)(si.q_start + m) * p.q_row_stride + h * p.q_head_stride;
+    const T* dog =
+        static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) * p.do_row_stride + h * p.do_head_stride;
+    load_tile_async<BM, D, NT>(sq, qg, p.q_row_stride, si.lq - m, t);
+    load_tile_async<BM, D, NT>(sq + BM * D * 2, dog, p.do_row_stride, si.lq - m, t);
+  };
+  const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
+  const T* vg = static_cast<const T*>(p.v) + (int64_t)(si.k_start + n0) * p.v_row_stride + h * p.v_head_stride;
+  const int keys_used = max(0, min(BN, si.lk - n0));
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
+  const int mb_end = mb_begin + n_mt;
+
+  float acc_dk[KMT][KNT][4];
+  float acc_dv[KMT][KNT][4];
+#pragma unroll
+  for (int mt = 0; mt < KMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < KNT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc_dk[mt][i][e] = 0.f;
+        acc_dv[mt][i][e] = 0.f;
+      }
+
+  const float half_alpha = 0.5f * p.alpha;
+  const float ds_scale = p.inv_scaling * p.alpha;
+  const int64_t dq_row_stride = (int64_t)p.heads * D;
+  // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
+  const bool with_dq = p.dq_accum != nullptr;
+
+  if (mb_end > mb_begin) {
+    load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
+    load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
+    {
+      const int m0 = mb_begin * BM;
+      load_q_do(sQ0, m0, tid);
+    }
+    cp_async_commit();
+
+    int stage = 0;
+    for (int mb = mb_begin; mb < mb_end; ++mb, stage ^= (STAGES == 2 ? 1 : 0)) {
+      const int m0 = mb * BM;
+      const int r0 = m0 + mk.offset;
+      cp_async_wait<0>();
+      __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
+      if (STAGES == 2 && mb + 1 < mb_end) {
+        const int mn = m0 + BM;
+        const uint32_t ot = opaque(tid);
+        const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
+        load_q_do(sQn, mn, ot);
+        cp_async_commit();
+      }
+      const uint32_t sQ = sQ0 + stage * kStageBytes;
+      const uint32_t sdO = sQ + BM * D * 2;
+
+      // ---- Phase 1: S = Q K^T, then dP = dO V^T, over this warp's SM queries x SN keys. Two passes over D, not
+      // one: the rab / mask / SiLU work between them runs with only S live next to dK / dV (a fused pass spilled).
+      // Element (mt, nt, e): query row m0 + s_m + mt*16 + lane/4 + (e/2)*8 (position r = row + offset), key
+      // j = n0 + s_n + nt*8 + 2*(lane%4) + (e&1).
+      {
+        float acc[SMT][SNT][4];  // S, then SiLU'(alpha S) * alpha / scaling (masked), then dP, then dS
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        // (each phase's warp coordinates formed in the phase: fewer registers live across the loop)
+        const int s_m = (warp % C::kSWM) * SM, s_n = (warp / C::kSWM) * SN;
+        const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
+        const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
+        // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
+        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0) {
+          constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
+          constexpr int NP0 = decltype(np0)::value;
+#pragma unroll
+          for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 2 * NPN; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
+#pragma unroll kUnrollS
+          for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[SMT][4];
+#pragma unroll
+            for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+#pragma unroll
+            for (int np = 0; np < NPN; ++np) {
+              uint32_t bb[4];
+              ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+#pragma unroll
+              for (int mt = 0; mt < SMT; ++mt) {
+                mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              }
+            }
+          }
+        };
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>());
+
+        const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
+        if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
+          const T* rab = static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
+          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+            if (r < mk.lk && j < mk.lk) acc[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+          });
+        }
+        // keep: bit (mt * SNT + nt) * 4 + e set where the element is visible (all set for a fully visible tile).
+        static_assert(SMT * SNT * 4 <= 32, "one mask bit per accumulator element");
+        uint32_t keep = ~0u;
+        if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
+          keep = 0u;
+          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+            if (mk.allowed(r, j)) keep |= 1u << ((mt * SNT + nt) * 4 + e);
+          });
+        }
+        // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
+        // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc.
+        const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
+#pragma unroll
+        for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              float pv[2];
+#pragma unroll
+              for (int e2 = 0; e2 < 2; ++e2) {
+                const int e = hf * 2 + e2;
+                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & 1u;
+                const float hh = acc[mt][nt][e] * half_alpha;
+                const float t = tanh_approx(hh);
+                const float sig = fmaf(0.5f, t, 0.5f);
+                pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
+                acc[mt][nt][e] = vis ? ds_scale * sig * fmaf(hh, 1.f - t, 1.f) : 0.f;
+              }
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
+                           "r"(pack2<T>(pv[0], pv[1])));
+            }
+
+        // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
+        // accumulators live next to the factor and dK / dV; the dO fragments are loaded twice).
+        constexpr int kDpParts = SMT > 1 ? 2 : 1;
+        constexpr int kNpPart = SN / 16 / kDpParts;
+        static_assert(kNpPart >= 1, "bad dP split");
+        auto dp_part = [&](auto part) {
+          constexpr int P0 = decltype(part)::value * kNpPart;
+          float acc_dp[SMT][2 * kNpPart][4];
+          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>());
+#pragma unroll
+          for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 2 * kNpPart; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[mt][2 * P0 + i][e] *= acc_dp[mt][i][e];
+        };
+        dp_part(std::integral_constant<int, 0>());
+        if constexpr (kDpParts > 1) dp_part(std::integral_constant<int, 1>());
+        // drab = dS: deterministic shared rab: this head's fp32 slice (summed over heads afterwards); shared rab:
+        // fp32 atomics, the sum over heads; per-head rab: drab itself. One loop per kind (one pointer live each).
+        if (p.drab == nullptr) {
+        } else if (p.drab_heads != nullptr) {
+          float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
+          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = acc[mt][nt][e];
+          });
+        } else if (p.drab_accum != nullptr) {
+          float* d = p.drab_accum + b * p.drab_batch_stride;
+          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+            if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
+              atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
+          });
+        } else {
+          T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
+          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(acc[mt][nt][e]);
+          });
+        }
+#pragma unroll
+        for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
+                           "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
+      }
+      __syncthreads();  // P, dS complete
+
+      // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
+      {
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
+        const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
+        const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
+#pragma unroll 1
+        for (int ks = 0; ks < BM / 16; ++ks) {
+          uint32_t ap[KMT][4], ad[KMT][4];
+#pragma unroll
+          for (int mt = 0; mt < KMT; ++mt) {
+            ldsm_x4_t(ap[mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
+            ldsm_x4_t(ad[mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
+          }
+#pragma unroll
+          for (int dp = 0; dp < KC / 16; ++dp) {
+            uint32_t bo[4], bq[4];
+            ldsm_x4_t(bo, sdO + L::xadd(tBt, ks * 16, dp * 16));
+            ldsm_x4_t(bq, sQ + L::xadd(tBt, ks * 16, dp * 16));
+#pragma unroll
+            for (int mt = 0; mt < KMT; ++mt) {
+              mma_16816<T>(acc_dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
+              mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
+              mma_16816<T>(acc_dk[mt][2 * dp], ad[mt], bq[0], bq[1]);
+              mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
+            }
+          }
+        }
+      }
+      if (STAGES == 1 && mb + 1 < mb_end) {
+        __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
+        const int mn = m0 + BM;
+        const uint32_t ot = opaque(tid);
+        load_q_do(sQ, mn, ot);
+        cp_async_commit();
+      }
+
+      // ---- Phase 3: dQ[m0 + q_m .., q_d ..] += dS K, QPW columns per pass, added to the fp32 workspace.
+      if (with_dq) {
+        float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
+        const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+        const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
+        const uint32_t tdA = LP::swz(q_m + ln % 16, (ln / 16) * 8);                     // dS as A
+        const uint32_t tK = L::swz(ln % 8 + ((ln / 8) % 2) * 8, q_d + (ln / 16) * 8);  // K as B
+#pragma unroll
+        for (int piece = 0; piece < QC / QPW; ++piece) {
+          float acc_q[QMT][QPW / 8][4];
+#pragma unroll
+          for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+            for (int i = 0; i < QPW / 8; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
+#pragma unroll 1
+          for (int ks = 0; ks < BN / 16; ++ks) {
+            uint32_t a[QMT][4];
+#pragma unroll
+            for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
+#pragma unroll
+            for (int dp = 0; dp < QPW / 16; ++dp) {
+              uint32_t bk[4];
+              ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+#pragma unroll
+              for (int mt = 0; mt < QMT; ++mt) {
+                mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
+                mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+              }
+            }
+          }
+#pragma unroll
+          for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+            for (int dt = 0; dt < QPW / 8; ++dt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                const int i = m0 + q_m + mt * 16 + lane / 4 + hf * 8;
+                const int col = q_d + piece * QPW + dt * 8 + (lane % 4) * 2;
+                atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
+                              acc_q[mt][dt][2 * hf + 1], i < si.lq);
+              }
+        }
+      }
+    }
+  }
+
+  // Epilogue: dK, dV (rows past seqused are zeros).
+  const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
+  const int rows_store = min(BN, si.lk_alloc - n0);
+  T* dkg = static_cast<T*>(p.dk) + (int64_t)(si.k_start + n0) * p.dk_row_stride + h * p.dk_head_stride;
+  T* dvg = static_cast<T*>(p.dv) + (int64_t)(si.k_start + n0) * p.dv_row_stride + h * p.dv_head_stride;
+#pragma unroll
+  for (int mt = 0; mt < KMT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < KNT; ++dt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = k_n + mt * 16 + lane / 4 + hf * 8;
+        const int col = k_d + dt * 8 + (lane % 4) * 2;
+        if (row < rows_store) {
+          *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
+              pack2<T>(acc_dk[mt][dt][2 * hf], acc_dk[mt][dt][2 * hf + 1]);
+          *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =
+              pack2<T>(acc_dv[mt][dt][2 * hf] * p.inv_scaling, acc_dv[mt][dt][2 * hf + 1] * p.inv_scaling);
+        }
+      }
+}
+
+// The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
+// never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
+template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  using C = BwdPdsConfig<D, NWARPS>;
+  if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
+    __trap();
+  } else {
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+  }
+#else
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+#endif
+}
+
+// Launches the kernel where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
+// cudaErrorNotSupported (the caller runs the default layout).
+template <typename T, int D, int STAGES, int NWARPS>
+cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
+  using C = BwdPdsConfig<D, NWARPS>;
+  if constexpr (!C::kExists) {
+    return cudaErrorNotSupported;
+  } else {
+    constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
+    if (kSmem > max_smem) return cudaErrorNotSupported;
+    auto kernel = hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    if (kSmem > 48 * 1024) {
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      if (err != cudaSuccess) return err;
+    }
+    dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
+    kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
+    return cudaGetLastError();
+  }
+}
+
+}  // namespace hstu
