@@ -224,7 +224,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
     same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
-    (FA3's FP8 forward runs 224) where they apply: grid order, no local window, descale modes other than "block" (opt-in until
+    (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
     measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

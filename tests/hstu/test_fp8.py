@@ -415,7 +415,11 @@ def check_fp8_kernel(c, mode, alpha, out_dtype=torch.bfloat16, switches=None, **
     low = hstu_attn_fp8_reference(*q8c, *sc, mode, alpha=alpha, out_dtype=torch.float64,
                                   compute_dtype=torch.bfloat16, **lengths_args(cpu), **kw_cpu)
     assert_rel(f"FP8 kernel ({mode})", out.cpu(), gold, low, 2)
-    assert max_err(out.cpu(), gold) <= 0.05 * gold.abs().max().item() + 1e-6
+    # A local window leaves few keys per query (window 7 here, plus contexts / targets): one P element one e4m3 step
+    # (1/8) away on a dominant term moves the output by up to 1/8 of that term; measured 5.4 % of max |out| on the
+    # H200 (session 7, the 128- and the 192-key kernels alike), within 2x the bf16 emulation's error above.
+    cap = 0.05 if c["window_size"][0] < 0 else 0.08
+    assert max_err(out.cpu(), gold) <= cap * gold.abs().max().item() + 1e-6
     return out
 
 
@@ -489,8 +493,7 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
             return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
 
     _, names = run(fp8_bn192=True)
-    narrow = mode == "block" or MASKS[mask][0][0] >= 0  # block mode and local windows keep the 128-key kernel
-    bn = 128 if narrow else 192
+    bn = 128 if mode == "block" else 192
     assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*>", n)
                for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)
@@ -498,8 +501,8 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
     default, _ = run()
     sched, _ = run(fp8_bn192=True, fp8_sched=True)
     assert torch.equal(sched, default), "fp8_bn192 under fp8_sched=True: expected the 128-key kernel"
-    if narrow:
-        assert torch.equal(wide, default), "fp8_bn192 in block mode / a local window: expected the 128-key kernel"
+    if mode == "block":
+        assert torch.equal(wide, default), "fp8_bn192 in block mode: expected the 128-key kernel"
     if mode == "head" and mask == "local_context_target":  # seqused, fp16 out, GR mask
         cu_q, cu_k = c["cu_seqlens_q"].tolist(), c["cu_seqlens_k"].tolist()
         su_q = i32(*[max(0, cu_q[b + 1] - cu_q[b] - 5) for b in range(7)], device="cuda")

@@ -59,12 +59,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
-  // one descale factor per CTA (not block mode: its k / v factors change every 128 keys), no local window (its
-  // window + contexts + targets case missed the error rule on the H200 in session 7). Its K map's box has 192
+  // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
   if constexpr (D == 128) {
-    if (f.bn192 && f.descale_mode != kFp8Block && p.window_left < 0 && p.fwd_sched == nullptr &&
-        p.fwd_tile_counter == nullptr) {
+    if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
       err = make_u8_map(&tkw, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
