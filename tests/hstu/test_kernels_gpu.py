@@ -742,7 +742,7 @@ def test_sm80_backward_fa2_layout_matches_the_old_default(D, dtype, mask, delta_
     """FA2's warp layout (the default, bwd_sm80_cfg=0, and its variants 4-7 (bf16), P and dS through shared memory)
     gives the old default kernel's gradients (bwd_sm80_cfg=8) up to fp32 summation order and bf16 / fp16 rounding
     (outputs poisoned), lengths across several 64-query / 128-key tiles, seqused and rab / drab; each meets the error
-    rule against the fp32 reference."""
+    rule against the fp32 reference (the default in deterministic mode too: its dQ from hstu_bwd_dq_kernel)."""
     case = make_case(zlib.crc32(repr(("pds", D, mask)).encode()), [700, 129, 0, 1, 64, 255], 2, D, dtype,
                      mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
@@ -752,6 +752,8 @@ def test_sm80_backward_fa2_layout_matches_the_old_default(D, dtype, mask, delta_
     for cfg in cfgs:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         check_case(case, 0.5)
+        if cfg == 0:
+            check_case(case, 0.5, deterministic=True)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
         out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
                                     has_drab=rab is not None, **_varlen_kwargs(case))

@@ -796,21 +796,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     case 5:  // Q/dO stages; 6 / 7: D = 128's 4-warp tile (two blocks per SM), 1 / 2 stages. bf16 here (fp16 runs
     case 6:  // 4 / 5 as the default, launch_hstu_bwd_fitting)
     case 7:
-      if constexpr (kBwdSm80PdsDefault<D>) {
-        if (std::is_same<T, __nv_bfloat16>::value) {
-          int max_smem = 0;
-          const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
-          if (err != cudaSuccess) return err;
-          switch (cfg) {
-            case 4:
-              return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
-            case 5:
-              return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-            case 6:
-              return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
-            default:
-              return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
-          }
+      if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value) {
+        int max_smem = 0;
+        const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        if (err != cudaSuccess) return err;
+        switch (cfg) {
+          case 4:
+            return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+          case 5:
+            return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+          case 6:
+            return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
+          default:
+            return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
         }
       }
       return cudaErrorNotSupported;

@@ -6,7 +6,7 @@
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
 // D = 128), and at D = 256 the dK / dV accumulators force a column split that recomputes S and dP. Here the eight
 // warps of a block change roles between the three GEMM phases of a (query tile, key block) pair, each phase with
-// its own warp grid, and P and dS pass through shared memory (bf16, BM x BN each):
+// its own warp grid, and P and dS pass through shared memory (in T, BM x BN each):
 //   1. S = Q K^T, dP = dO V^T: SWM x (8 / SWM) warps over queries x keys (D = 128: 32 x 32 warp tiles); the
 //      pointwise SiLU / SiLU' / mask / rab / drab in registers; P and dS stored.
 //   2. dV += P^T dO, dK += dS^T Q: KWN x (8 / KWN) warps over keys x head dim (32 keys x 64 columns each), P^T and
