@@ -1,15 +1,17 @@
 """Issue 39: the portable (sm80-class, mma.sync) HSTU backward's candidate tile configurations, timed side by side.
 
 For each shape (bf16, causal, H4; FA FLOP convention: forward 4*H*D*L^2 per sequence halved for causal, backward
-2.5x that) the portable forward once and the portable backward under each variant: the default layouts, the
-`kernel_options(bwd_sm80_cfg=n)` candidates (1-3: hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate; 4 / 5:
-4-7: FA2's warp layout, hstu_bwd_sm80_pds_kernel.cuh) and, at
-D = 256, the opt-in warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where
-its module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs
-(the medians of each). Prints one markdown table; "vs default" / "vs FA2" / "vs NV" > 1: the variant is faster.
+2.5x that) the portable forward once and the portable backward under each variant: the old default layouts
+(`bwd_sm80_cfg=8`, the first row, which the others are compared with), the default (since issue 39 FA2's warp layout,
+hstu_bwd_sm80_pds_kernel.cuh, with two Q / dO stages where they fit, else one), the `kernel_options(bwd_sm80_cfg=n)`
+candidates (1-3: hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh, BwdSm80Candidate; 4-7: FA2's warp layout's variants) and,
+at D = 256, the warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's flash SDPA backend) and, where its
+module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs (the
+medians of each). Prints one markdown table; "vs old" / "vs FA2" / "vs NV" > 1: the variant is faster.
 
 Usage:
     python benchmarks/hstu_sm80_candidates.py [--shapes "B16 S4K D128" ...] [--reps 15] [--no-peers]
+        [--variants old default cfg5 ...]   # only the variants whose names start so (the old default always)
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from bench_util import command, git_commit  # noqa: E402
 SHAPES = ["B16 S4K D128", "B16 S4K D256", "B16 S8K D64", "B128 S1K D128"]
 # name -> kernel_options switches (sm90=False added: the portable kernels on any GPU)
 VARIANTS = {
-    128: [("default", {}), ("cfg1 64x128 8w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 64x64 4w 1st", dict(bwd_sm80_cfg=2)),
-          ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
+    128: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("cfg1 64x128 8w 1st", dict(bwd_sm80_cfg=1)),
+          ("cfg2 64x64 4w 1st", dict(bwd_sm80_cfg=2)), ("cfg3 64x64 4w 2st", dict(bwd_sm80_cfg=3)),
+          ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
           ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)), ("cfg6 FA2 layout 64x64 4w 1st", dict(bwd_sm80_cfg=6)),
           ("cfg7 FA2 layout 64x64 4w 2st", dict(bwd_sm80_cfg=7))],
-    256: [("default", {}), ("pair 32x64 8w 2st", dict(bwd_sm80_pair=True)),
+    256: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("pair 32x64 8w 2st", dict(bwd_sm80_pair=True)),
           ("pair 32x64 8w 1st", dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False)),
           ("cfg1 pair 32x32 4w 1st", dict(bwd_sm80_cfg=1)), ("cfg2 pair 64x64 8w 1st", dict(bwd_sm80_cfg=2)),
           ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x64 1st", dict(bwd_sm80_cfg=4)),
@@ -53,8 +56,11 @@ def parse_shape(text: str) -> ha.Case:
     return ha.Case("portable", text, [S] * B, 4, D)
 
 
-def variants(D: int):
-    return VARIANTS.get(D, [("default", {})])
+def variants(D: int, only: Optional[List[str]] = None):
+    """(name, switches) of head dim D's variants, the first the one the others are compared with; only: the names
+    starting with one of these (and the first)"""
+    found = VARIANTS.get(D, [("default", {})])
+    return [v for i, v in enumerate(found) if i == 0 or not only or any(v[0].startswith(o) for o in only)]
 
 
 def fmt(ms: Optional[float], flops: float) -> str:
@@ -65,7 +71,7 @@ def ratio(ms: Optional[float], other: Optional[float]) -> str:
     return "n/a" if ms is None or other is None else f"{other / ms:.2f}x"
 
 
-def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list) -> List[str]:
+def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optional[List[str]] = None) -> List[str]:
     """one table row per variant (peers: rows of their own)"""
     B, H, D = len(case.lengths), case.H, case.D
     total, L = sum(case.lengths), case.lengths[0]
@@ -76,7 +82,7 @@ def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list) -> List[str]:
     fwd_flops = 4.0 * H * D * L * L * B / 2
     bwd_flops = 2.5 * fwd_flops
     calls = []
-    for name, switches in variants(D):
+    for name, switches in variants(D, only):
         with hstu_attn._ops.kernel_options(sm90=False, **switches):
             calls.append((name, *ha.timed_calls(q, k, v, dout, args)))
     fwd_ms = timer(calls[0][1])
@@ -92,7 +98,7 @@ def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list) -> List[str]:
     nv = peer_ms.get("NV Ampere", (None, None))[1]
     rows = []
     for (name, _, _), ms in zip(calls, bwd_ms):
-        fms = fwd_ms if name == "default" else None
+        fms = fwd_ms if name == calls[0][0] else None
         rows.append(f"| {case.name} | {name} | {fmt(fms, fwd_flops) if fms else '='} | {fmt(ms, bwd_flops)} | "
                     f"{ratio(ms, bwd_ms[0])} | {ratio(ms, fa2)} | {ratio(ms, nv)} |")
     for label, (pf, pb) in peer_ms.items():
@@ -120,6 +126,8 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--variants", nargs="+", help="only the variants whose names start so (and the first, the old "
+                   "default), e.g. default cfg4")
     p.add_argument("--quick", action="store_true", help="the first shape only, 5 repetitions")
     p.add_argument("--results", help="append the markdown table to this file")
     args = p.parse_args(argv)
@@ -135,11 +143,11 @@ def main(argv=None) -> int:
     lines = [f"## Portable backward candidates: {torch.cuda.get_device_name(device)}, bf16, causal, H4, "
              f"ms (TFLOP/s, FA convention)\n",
              f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n",
-             "| shape | variant | fwd | bwd | bwd vs default | bwd vs FA2 | bwd vs NV |",
+             "| shape | variant | fwd | bwd | bwd vs old | bwd vs FA2 | bwd vs NV |",
              "|---|---|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     for case in cases:
-        for row in run_shape(case, device, timer, peers):
+        for row in run_shape(case, device, timer, peers, args.variants):
             print(row, flush=True)
             lines.append(row)
         torch.cuda.empty_cache()

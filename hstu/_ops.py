@@ -189,14 +189,17 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-BWD_SM80_CFG_SHIFT = 25  # bits 25-27: the sm80-class bf16 D = 128 / 256 backward's candidate tiles (0 default, 1-7)
+# bits 25-28: the sm80-class D = 128 / 256 backward's tiles: 0 the default (FA2's warp layout where it fits), 1-7
+# issue 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before (for comparisons)
+BWD_SM80_CFG_SHIFT = 25
+BWD_SM80_CFG_OLD = 8
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
-                  | (7 << BWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
+                  | (15 << BWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
 _options_state = threading.local()
 
 
@@ -216,9 +219,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
     Hopper GPU, the others select the Hopper kernels' variants (see OPTION_BITS). ``bwd_grid``: the D = 256 Hopper
     backward's grid order, 0 automatic, 1 (key block, head, batch), 2 (head, key block, batch).
-    ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (opt-in until measured on a
-    GPU; the default is two column chunks); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as
-    it runs on an A100. ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
+    ``bwd_sm80_pair=True``: the sm80-class D = 256 backward by warp pairs splitting D (instead of the default, FA2's
+    warp layout); ``bwd_sm80_pair_2stage=False``: the warp-pair kernel single-buffered, as it runs on an A100.
+    ``fp8_kernel=False``: FP8 forward calls dequantize q/k/v and run the bf16/fp16 kernels even
     where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fp8_sched=True``: that kernel with the
     bf16 forward's schedules (the jagged work list, persistent CTAs at D <= 128; ``fwd_work_list`` / ``fwd_persist``
     switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
@@ -231,11 +234,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
     (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
     most n KV tiles.
-    ``bwd_sm80_cfg=n`` (1-7): issue 39's candidate configurations of the sm80-class bf16 backward at D = 128 /
-    256: 1-3 tile sizes of the default kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh); 4-7
-    FlashAttention-2's warp layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh),
-    8 warps with one / two Q-dO stages (4 / 5), D = 128's 4-warp tile with one / two (6 / 7); where one does not fit
-    the device's shared memory (sm86 / sm89: only 6), or for fp16 and other head dims, the default runs.
+    ``bwd_sm80_cfg``: the sm80-class backward's tiles at D = 128 / 256. 0 (the default): FlashAttention-2's warp
+    layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh), 8 warps, two Q / dO
+    stages where they fit (5: 160 / 208 KB, Hopper), else one (4: 128 / 144 KB, A100), else the old layouts
+    (sm86 / sm89); bf16 and fp16. On an H200 it cut the backward 1.05-1.07x at D = 128 and 1.28x at D = 256 (issue
+    39, docs/hstu_attn.md). 1-7 (bf16; fp16 and other head dims run the default): issue 39's candidates, 1-3 tile
+    sizes of the old kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 4 / 5 the default's
+    one / two stage kernels, 6 / 7 D = 128's 4-warp tile with one / two stages (6 fits sm86 / sm89); where one does
+    not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
+    before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
@@ -251,8 +258,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             fwd_split_tiles, int) or not 0 <= fwd_split_tiles <= 253):
         _err("fwd_split_tiles", "None, 'wave' or an int in [0, 253]", fwd_split_tiles)
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
-    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 7:
-        _err("bwd_sm80_cfg", "an int in [0, 7]", bwd_sm80_cfg)
+    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 8:
+        _err("bwd_sm80_cfg", "an int in [0, 8]", bwd_sm80_cfg)
     bits = (bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),

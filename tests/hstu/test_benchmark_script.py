@@ -389,7 +389,10 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
     assert [n for n, _ in cand.variants(64)] == ["default"]
     for D in (128, 256):
         names = [n for n, _ in cand.variants(D)]
-        assert names[0] == "default" and len(set(names)) == len(names) >= 4
+        assert names[:2] == ["old default", "default"] and len(set(names)) == len(names) >= 4
+        assert cand.variants(D)[0][1] == {"bwd_sm80_cfg": hstu_attn._ops.BWD_SM80_CFG_OLD}
+        cfg4 = [n for n in names if n.startswith("cfg4")]
+        assert [n for n, _ in cand.variants(D, ["default", "cfg4"])] == ["old default", "default"] + cfg4
         for _, switches in cand.variants(D):
             with hstu_attn._ops.kernel_options(sm90=False, **switches):
                 pass

@@ -29,7 +29,12 @@ def test_bits_match_the_plan_header():
     known = int(re.search(r"kOptKnownMask = (0x[0-9a-f]+),", text).group(1), 16)
     assert int(re.search(r"kOptFwdSplitShift = (\d+),", text).group(1)) == _ops.FWD_SPLIT_SHIFT
     assert known == (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
-                     | (7 << _ops.BWD_SM80_CFG_SHIFT))
+                     | (15 << _ops.BWD_SM80_CFG_SHIFT))
+    # The field holds the candidates 1-7 and the old layouts' value (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg).
+    assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
+        old = int(re.search(r"constexpr int kBwdSm80OldCfg = (\d+);", f.read()).group(1))
+    assert old == _ops.BWD_SM80_CFG_OLD and 7 < old < 16
 
 
 def test_kernel_options_pack_and_restore():
@@ -67,11 +72,11 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fwd_split_tiles: expected None, 'wave' or an int in"):
             with _ops.kernel_options(fwd_split_tiles=bad):
                 pass
-    for cfg in range(1, 8):
+    for cfg in range(1, 9):  # (8: the old layouts, bit 28)
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
-    for bad in (8, -1, True, 2.0):
-        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 7\], got"):
+    for bad in (9, -1, True, 2.0):
+        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 8\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
 

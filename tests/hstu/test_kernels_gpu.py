@@ -604,49 +604,54 @@ def test_sm80_and_sm90_kernels_agree_with_reference(mask, D, kernel_opts):
     ("context_target_group", True, 1, False), ("local_context_target", False, 0, True), ("causal", False, 1, True)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_sm80_d256_backward_layouts(mask, delta_q, rab_heads, deterministic, dtype, kernel_opts):
-    """The sm80-class D = 256 backward in its three layouts (kernel_options(sm90=False)): warp pairs
+    """The sm80-class D = 256 backward in its four layouts (kernel_options(sm90=False)): warp pairs
     (bwd_sm80_pair=True) with two Q / dO stages where 168 KB fit (sm90), with one (bwd_sm80_pair_2stage=False; the
-    sm80 layout), and the two column chunks (the default; sm86 / sm89 run their compact form) each meet the error
-    rule, with lengths at the 64-key / 32-query tile edges, rab / drab and the deterministic dq kernel; where a
-    layout does not fit the GPU the launcher runs the next one, so every call is checked all the same."""
+    sm80 layout), the two column chunks (bwd_sm80_cfg=8, the old default; sm86 / sm89 run their compact form) and
+    the default (FA2's warp layout, bf16 and fp16) each meet the error rule, with lengths at the 64-key / 32-query
+    tile edges, rab / drab and the deterministic dq kernel; where a layout does not fit the GPU the launcher runs the
+    next one, so every call is checked all the same."""
     case = make_case(zlib.crc32(repr((mask, delta_q, rab_heads, dtype)).encode()), [300, 0, 1, 129, 128, 77, 64, 33],
                      2, 256, dtype, mask, rab_heads, delta_q=delta_q)
-    for switches in (dict(bwd_sm80_pair=True), dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False), dict()):
+    for switches in (dict(bwd_sm80_pair=True), dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False),
+                     dict(bwd_sm80_cfg=8), dict()):
         kernel_opts(sm90=False, **switches)
         check_case(case, 0.5, deterministic=deterministic)
 
 
 def test_sm80_d256_backward_runs_the_layout_that_fits(kernel_opts):
-    """Which D = 256 sm80-class backward kernel runs (its template arguments: ..., warps, column chunk, Q / dO stages,
-    KSPLIT), by the switches and the device's per-block shared memory: warp pairs 168 KB with two stages, 136 KB with
-    one; else (and by default) the column chunks, 104 KB, else their compact 96 KB layout."""
+    """Which D = 256 sm80-class backward kernel runs (hstu_bwd_kernel's template arguments: ..., warps, column chunk,
+    Q / dO stages, KSPLIT), by the switches and the device's per-block shared memory: warp pairs 168 KB with two
+    stages, 136 KB with one; else (bwd_sm80_cfg=8, the old default) the column chunks, 104 KB, else their compact
+    96 KB layout; by default FA2's warp layout where it fits (_sm80_default_kernel)."""
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    chunks = "4, 128, 1, 1>" if optin >= 106496 else "4, 128, 0, 1>"
-    pair1 = "8, 128, 1, 2>" if optin >= 139264 else chunks
-    pair2 = "8, 128, 2, 2>" if optin >= 172032 else pair1
+    chunks = _sm80_old_kernel(256)
+    pair1 = "256, 32, 64, 8, 128, 1, 2>" if optin >= 139264 else chunks
+    pair2 = "256, 32, 64, 8, 128, 2, 2>" if optin >= 172032 else pair1
     case = make_case(7, [200, 64], 2, 256, torch.bfloat16, "causal", 0)
     for switches, want in ((dict(bwd_sm80_pair=True), pair2), (dict(bwd_sm80_pair=True, bwd_sm80_pair_2stage=False),
-                                                               pair1), (dict(), chunks)):
+                                                               pair1), (dict(bwd_sm80_cfg=8), chunks),
+                           (dict(), _sm80_default_kernel(256, torch.bfloat16))):
         kernel_opts(sm90=False, **switches)
         leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
         out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             torch.autograd.grad(out, leaves, torch.randn_like(out))
             torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name]
-        assert names and all(n.endswith(f"256, 32, 64, {want}(hstu::HstuParams)") for n in names), (switches, names)
+        names = [e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds_kernel<" in e.name]
+        assert names and all(n.endswith(f"{want}(hstu::HstuParams)") for n in names), (switches, names)
 
 
 # Issue 39's candidate sm80-class backward tiles (kernel_options(bwd_sm80_cfg=n), bf16, D = 128 / 256): the kernel's
 # template arguments after T and D (BM, BN, warps, column chunk, Q / dO stages, KSPLIT) and its shared memory bytes
 # (bwd_smem_bytes in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh).
-def _candidate_tile(D, cfg):
+def _candidate_tile(D, cfg, dtype=torch.bfloat16):
     if cfg >= 4:  # hstu_bwd_pds_kernel<T, D, stages, warps>: K, V, Q / dO stages, P, dS (bwd_pds_smem_bytes)
         if D == 256 and cfg >= 6:  # (no 4-warp tile at D = 256: the default runs)
             return "none", 1 << 30
         warps, stages = (8, cfg - 3) if cfg <= 5 else (4, cfg - 5)
         bm, bn = 64, 128 if (D == 128 and warps == 8) else 64
-        return (f"pds_kernel<__nv_bfloat16, {D}, {stages}, {warps}>",
+        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        return (f"pds_kernel<{ctype}, {D}, {stages}, {warps}>",
                 (2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2)
     bm, bn, ksplit, stages = {(128, 1): (64, 128, 1, 1), (128, 2): (64, 64, 1, 1), (128, 3): (64, 64, 1, 2),
                               (256, 1): (32, 32, 2, 1), (256, 2): (64, 64, 2, 1), (256, 3): (32, 32, 2, 2)}[(D, cfg)]
@@ -661,20 +666,40 @@ def _candidate_fits(smem):
     return smem <= (min(optin, 99 * 1024) if major == 8 and minor != 0 else optin)
 
 
+def _sm80_old_kernel(D):
+    """The old default's hstu_bwd_kernel (bwd_sm80_cfg=8; BwdSm80Config) on this GPU, as the end of its name: D = 128
+    32 x 128 tiles of 8 warps with two Q / dO stages (112 KB) or one; D = 256 two column chunks of 4 warps, one stage
+    (104 KB) or the compact layout."""
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    if D == 128:
+        return f"128, 32, 128, 8, 128, {2 if optin >= 114688 else 1}, 1>"
+    return f"256, 32, 64, 4, 128, {1 if _candidate_fits(106496) else 0}, 1>"
+
+
+def _sm80_default_kernel(D, dtype):
+    """The sm80-class backward's default kernel at D = 128 / 256 on this GPU: FA2's warp layout with two Q / dO stages
+    where they fit (bwd_sm80_cfg 5's kernel), else one (4's), else the old layouts."""
+    for cfg in (5, 4):
+        tile, smem = _candidate_tile(D, cfg, dtype)
+        if _candidate_fits(smem):
+            return tile
+    return _sm80_old_kernel(D)
+
+
 @pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic", [
     ("causal", False, 0, False), ("target", False, 0, False), ("context_target_group", True, 1, False),
     ("local_context_target", False, 2, True)])
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [128, 256])
 def test_sm80_backward_candidates(D, lens, mask, delta_q, rab_heads, deterministic, kernel_opts):
-    """Every candidate backward (kernel_options(sm90=False, bwd_sm80_cfg=1..7): the tiles 1-3, FA2's warp layout 4-7)
-    meets the error rule against the fp32 reference, jagged lengths at the 32 / 64 / 128 tile edges and dense ones,
-    causal, targets, contexts with groups, rab / drab and the deterministic dq kernel; one that does not fit the GPU
-    runs the default layout."""
+    """Every candidate backward (kernel_options(sm90=False, bwd_sm80_cfg=1..8): the tiles 1-3, FA2's warp layout 4-7,
+    the old default 8) meets the error rule against the fp32 reference, jagged lengths at the 32 / 64 / 128 tile
+    edges and dense ones, causal, targets, contexts with groups, rab / drab and the deterministic dq kernel; one that
+    does not fit the GPU runs the default layout."""
     lk = [300, 0, 1, 129, 128, 77, 64, 33] if lens == "jagged" else [320] * 3
     case = make_case(zlib.crc32(repr(("cand", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
                      rab_heads, delta_q=delta_q)
-    for cfg in range(1, 8):
+    for cfg in range(1, 9):
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         check_case(case, 0.5, deterministic=deterministic)
 
@@ -682,11 +707,12 @@ def test_sm80_backward_candidates(D, lens, mask, delta_q, rab_heads, determinist
 @pytest.mark.parametrize("D", [128, 256])
 def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, bwd_sm80_cfg=n) runs the candidate's kernel where its shared memory fits the GPU
-    (else the default one), for bf16; fp16 keeps the default kernel."""
+    (else the default one), for bf16; fp16 runs the default kernel for 1-7. The default (0) is FA2's warp layout
+    where it fits (both dtypes), 8 the old default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = make_case(11, [200, 64], 2, D, dtype, "causal", 0)
         names_by_cfg = {}
-        for cfg in range(8):
+        for cfg in range(9):
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
             out = hstu_attn_varlen_func(*leaves, **_varlen_kwargs(case))
@@ -696,6 +722,9 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
             names_by_cfg[cfg] = {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or
                                  "hstu_bwd_pds_kernel<" in e.name}
             assert len(names_by_cfg[cfg]) == 1, (cfg, names_by_cfg[cfg])
+        (default,), (old,) = names_by_cfg[0], names_by_cfg[8]
+        assert default.endswith(f"{_sm80_default_kernel(D, dtype)}(hstu::HstuParams)"), (dtype, default)
+        assert "hstu_bwd_kernel<" in old and old.endswith(f"{_sm80_old_kernel(D)}(hstu::HstuParams)"), (dtype, old)
         for cfg in range(1, 8):
             tile, smem = _candidate_tile(D, cfg)
             (name,) = names_by_cfg[cfg]
@@ -707,27 +736,32 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 2, False), ("local_context_target", True, 1, True), ("target_group", True, 0, False)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_fa2_layout_matches_the_default(D, mask, delta_q, rab_heads, seqused, kernel_opts):
-    """FA2's warp layout (bwd_sm80_cfg=4-7, P and dS through shared memory) gives the default sm80-class kernel's
-    gradients up to fp32 summation order and bf16 rounding (outputs poisoned), lengths across several 64-query /
-    128-key tiles, seqused and rab / drab; both meet the error rule against the fp32 reference."""
-    case = make_case(zlib.crc32(repr(("pds", D, mask)).encode()), [700, 129, 0, 1, 64, 255], 2, D, torch.bfloat16,
+def test_sm80_backward_fa2_layout_matches_the_old_default(D, dtype, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """FA2's warp layout (the default, bwd_sm80_cfg=0, and its variants 4-7 (bf16), P and dS through shared memory)
+    gives the old default kernel's gradients (bwd_sm80_cfg=8) up to fp32 summation order and bf16 / fp16 rounding
+    (outputs poisoned), lengths across several 64-query / 128-key tiles, seqused and rab / drab; each meets the error
+    rule against the fp32 reference (the default in deterministic mode too: its dQ from hstu_bwd_dq_kernel)."""
+    case = make_case(zlib.crc32(repr(("pds", D, mask)).encode()), [700, 129, 0, 1, 64, 255], 2, D, dtype,
                      mask, rab_heads, delta_q=delta_q, seqused=seqused)
     q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
     dout = torch.randn_like(q)
     grads = {}
-    for cfg in (0, 4, 5, 6, 7):
+    cfgs = (8, 0, 4, 5, 6, 7) if dtype == torch.bfloat16 else (8, 0)  # (fp16 runs the default for 1-7)
+    for cfg in cfgs:
         kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
         check_case(case, 0.5)
+        if cfg == 0:
+            check_case(case, 0.5, deterministic=True)
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
         out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
                                     has_drab=rab is not None, **_varlen_kwargs(case))
         poison_allocator(8 * q.numel() * q.element_size())
         grads[cfg] = torch.autograd.grad(out, leaves, dout)
         assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-    for cfg in (4, 5, 6, 7):
-        assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[0], f"bwd_sm80_cfg={cfg} vs default")
+    for cfg in cfgs[1:]:
+        assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[8], f"bwd_sm80_cfg={cfg} vs the old default")
 
 
 @pytest.mark.parametrize("rab_heads", [1, 2])

@@ -44,11 +44,12 @@ enum HstuOptionBits : int64_t {
                                 // issue 36's fp8fast; bitwise the same output, for comparisons)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block; opt-in until measured)
-  kOptBwdSm80CfgShift = 25,     // bits 25-27: sm80-class backward D = 128 / 256 (bf16) candidate tile configuration,
-                                // 0 the default, 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2
-                                // Q/dO stages, D = 128 4 warps 1 / 2: hstu_bwd_sm80_pds_kernel.cuh; issue 39;
-                                // comparisons until measured); bits 19-20 (its earlier place) are unused
-  kOptKnownMask = 0xfe7ffff,
+  kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
+                                // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),
+                                // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
+                                // D = 128 4 warps 1 / 2) (bf16), 8 the old layouts (BwdSm80Config, the warp-pair
+                                // switch) for comparisons (issue 39); bits 19-20 (its earlier place) are unused
+  kOptKnownMask = 0x1fe7ffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -88,7 +89,7 @@ struct HstuOptions {
     o.bwd_grid = static_cast<int>((bits >> kOptBwdGridShift) & 3);
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
-    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 7);
+    o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.pdl = (bits & kOptPdl) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);

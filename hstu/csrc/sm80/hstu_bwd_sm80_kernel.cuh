@@ -759,17 +759,22 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
   return err;
 }
 
-// The candidate a call that asks for none (p.bwd_sm80_cfg == 0) runs: 0 = the default layouts (BwdSm80Config, the
-// pair switch). A measured winner becomes the default here, e.g. `D == 128 ? 1 : 0`, for fp16 too.
+// The sm80-class backward a call gets by default (p.bwd_sm80_cfg == 0, no warp-pair switch) at D = 128 / 256, bf16
+// and fp16: FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh) with 8 warps, two Q / dO stages where they fit (cfg 5:
+// 160 KB at D = 128, 208 KB at D = 256; Hopper), else one (cfg 4: 128 / 144 KB; A100), else the old layouts
+// (BwdSm80Config; sm86 / sm89's 99 KB). Measured on an H200 (issue 39, bwd ms, B16 S4K D128 / D256, B128 S1K D128):
+// old 3.671 / 9.653 / 2.480, cfg 5 3.440 / 7.552 / 2.371, cfg 4 3.475 / 7.682 / 2.384. kBwdSm80OldCfg (8) runs the
+// old layouts where this default would apply, for comparisons.
 template <int D>
-constexpr int kBwdSm80DefaultCfg = 0;
+constexpr bool kBwdSm80PdsDefault = BwdPdsConfig<D, 8>::kExists;
+constexpr int kBwdSm80OldCfg = 8;
 
-// Candidate CFG for bf16 (and the default one for fp16) at D = 128 / 256 where its shared memory fits; otherwise
-// (fp16, other head dims, too little shared memory) cudaErrorNotSupported and the default layouts run.
+// Candidate CFG (1-3, bf16) at D = 128 / 256 where its shared memory fits; otherwise (fp16, other head dims, too
+// little shared memory) cudaErrorNotSupported and the default runs.
 template <typename T, int D, int CFG>
 cudaError_t launch_hstu_bwd_candidate_n(const HstuParams& p, cudaStream_t stream) {
   using C = BwdSm80Candidate<D, CFG>;
-  if constexpr (C::kExists && (std::is_same<T, __nv_bfloat16>::value || CFG == kBwdSm80DefaultCfg<D>)) {
+  if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
     int max_smem = 0;
     cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
     if (err != cudaSuccess) return err;
@@ -788,26 +793,22 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     case 3:
       return launch_hstu_bwd_candidate_n<T, D, 3>(p, stream);
     case 4:  // FA2's warp layout, P and dS through shared memory (hstu_bwd_sm80_pds_kernel.cuh): 8 warps with 1 / 2
-    case 5:  // Q/dO stages; 6 / 7: D = 128's 4-warp tile (two blocks per SM), 1 / 2 stages
-    case 6:
+    case 5:  // Q/dO stages; 6 / 7: D = 128's 4-warp tile (two blocks per SM), 1 / 2 stages. bf16 here (fp16 runs
+    case 6:  // 4 / 5 as the default, launch_hstu_bwd_fitting)
     case 7:
-      // (bf16; fp16 only once a measured default: not compiled for it before)
-      if constexpr (BwdPdsConfig<D, 8>::kExists &&
-                    (std::is_same<T, __nv_bfloat16>::value || kBwdSm80DefaultCfg<D> >= 4)) {
-        if (std::is_same<T, __nv_bfloat16>::value || cfg == kBwdSm80DefaultCfg<D>) {
-          int max_smem = 0;
-          const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
-          if (err != cudaSuccess) return err;
-          switch (cfg) {
-            case 4:
-              return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
-            case 5:
-              return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-            case 6:
-              return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
-            default:
-              return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
-          }
+      if constexpr (kBwdSm80PdsDefault<D> && std::is_same<T, __nv_bfloat16>::value) {
+        int max_smem = 0;
+        const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+        if (err != cudaSuccess) return err;
+        switch (cfg) {
+          case 4:
+            return launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+          case 5:
+            return launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+          case 6:
+            return launch_hstu_bwd_pds<T, D, 1, 4>(p, max_smem, stream);
+          default:
+            return launch_hstu_bwd_pds<T, D, 2, 4>(p, max_smem, stream);
         }
       }
       return cudaErrorNotSupported;
@@ -818,12 +819,21 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
 
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
-  const int cfgs[2] = {p.bwd_sm80_cfg, kBwdSm80DefaultCfg<D>};  // the call's candidate, else the default one
-  for (const int cfg : cfgs) {
-    if (cfg == 0) continue;
-    const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, cfg, stream);
+  if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= 7) {  // the call's candidate where it applies and fits
+    const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
     if (err != cudaErrorNotSupported) return err;
   }
+  if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
+    if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {
+      int max_smem = 0;
+      cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+      if (err != cudaSuccess) return err;
+      err = launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
+      if (err == cudaErrorNotSupported) err = launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+      if (err != cudaErrorNotSupported) return err;
+    }
+  }
+  // The old layouts (kBwdSm80OldCfg, the warp-pair switch, other head dims, sm86 / sm89).
   using C = BwdSm80Config<D>;
   constexpr int kSmallestOptin = 99 * 1024;  // sm86 / sm89
   if constexpr (C::kSmem <= kSmallestOptin) {

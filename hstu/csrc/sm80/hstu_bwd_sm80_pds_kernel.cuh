@@ -1,11 +1,12 @@
-// HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39; opt-in as
-// kernel_options(sm90=False, bwd_sm80_cfg=4 / 5), bf16, D = 128 / 256, until measured).
+// HSTU attention backward, sm80-class, FlashAttention-2's warp layout (issue 39): the default sm80-class backward at
+// D = 128 / 256 (bf16 and fp16) where 8 warps' shared memory fits (launch_hstu_bwd_fitting); its variants
+// kernel_options(sm90=False, bwd_sm80_cfg=4..7) (bf16).
 //
-// The default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
+// The old default kernel (hstu_bwd_sm80_kernel.cuh) gives each warp 16 key rows for every GEMM, so P^T / dS^T stay in
 // registers but every warp loads the whole Q / dO tile per MMA row (about 0.081 byte of ldmatrix per MMA flop at
 // D = 128), and at D = 256 the dK / dV accumulators force a column split that recomputes S and dP. Here the eight
 // warps of a block change roles between the three GEMM phases of a (query tile, key block) pair, each phase with
-// its own warp grid, and P and dS pass through shared memory (bf16, BM x BN each):
+// its own warp grid, and P and dS pass through shared memory (in T, BM x BN each):
 //   1. S = Q K^T, dP = dO V^T: SWM x (8 / SWM) warps over queries x keys (D = 128: 32 x 32 warp tiles); the
 //      pointwise SiLU / SiLU' / mask / rab / drab in registers; P and dS stored.
 //   2. dV += P^T dO, dK += dS^T Q: KWN x (8 / KWN) warps over keys x head dim (32 keys x 64 columns each), P^T and
@@ -16,7 +17,7 @@
 // The mask, rab / drab, delta-q, seqused and jagged handling are the default kernel's (same SeqInfo, bwd_work_tiles,
 // element rules). Shared memory: K, V, STAGES Q / dO buffers, P, dS; 128 / 160 KB at D = 128, 144 / 208 KB at
 // D = 256 (1 / 2 stages): A100 and Hopper, not sm86 / sm89 (99 KB), where the launcher reports not supported and
-// the default layout runs.
+// the old layouts run (4-warp D = 128: 80 KB, fits them).
 #pragma once
 
 #include <cuda_runtime.h>
