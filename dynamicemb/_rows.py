@@ -19,7 +19,7 @@ def _register_fakes():
     def gather(src, index):
         return src.new_empty(index.shape[0], src.shape[1])
 
-    def pool(src, index, offsets, weight, mean):
+    def pool(src, index, offsets, weight, mean, batch=0):
         return src.new_empty(offsets.shape[0] - 1, src.shape[1])
 
     def segment_sum(grad, inverse, num_unique, row_of=None, weight=None):

@@ -744,12 +744,11 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        bags = torch.ops.dynamicemb.pool_rows(U.contiguous(), inverse, offsets.contiguous(), pw,
-                                              self.pooling == "mean")
-        bags = bags.view(F, B, Dm)
-        if all(d == Dm for d in self.feature_dims):
-            out = bags.transpose(0, 1).reshape(B, F * Dm)
+        mean, U, offsets = self.pooling == "mean", U.contiguous(), offsets.contiguous()
+        if all(d == Dm for d in self.feature_dims):  # bag f * B + b written straight to out[b, f * Dm:]
+            out = torch.ops.dynamicemb.pool_rows(U, inverse, offsets, pw, mean, B).view(B, F * Dm)
         else:
+            bags = torch.ops.dynamicemb.pool_rows(U, inverse, offsets, pw, mean).view(F, B, Dm)
             out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
         return out.to(self.output_dtype), offsets[1:] - offsets[:-1]
 

@@ -60,7 +60,7 @@ def pool_reference(src, idx, offsets, w, mean):
     return ref, absref
 
 
-def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9):
+def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9, batch=0):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(0, max_len, (nb,), generator=g)
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)]).to(dev)
@@ -69,9 +69,12 @@ def check_pool(dev, nb, m, d, weighted, mean, seed, max_len=9):
     idx = rand_index(g, n, m, torch.int64, dev)
     w = torch.rand(n, generator=g).add_(0.5).to(dev) if weighted else None
     poison(dev)
-    out = OPS.pool_rows(src, idx, offsets, w, mean)
+    out = OPS.pool_rows(src, idx, offsets, w, mean, batch)
     ref, absref = pool_reference(src, idx, offsets, w, mean)
-    check_close(out, ref, absref, f"pool_rows {dev} nb={nb} d={d} weighted={weighted} mean={mean}")
+    if batch:  # bag f * batch + j -> row j * (nb // batch) + f
+        ref = ref.view(nb // batch, batch, d).transpose(0, 1).reshape(nb, d)
+        absref = absref.view(nb // batch, batch, d).transpose(0, 1).reshape(nb, d)
+    check_close(out, ref, absref, f"pool_rows {dev} nb={nb} d={d} weighted={weighted} mean={mean} batch={batch}")
     return src, idx, offsets, w
 
 

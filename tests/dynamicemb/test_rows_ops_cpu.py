@@ -27,6 +27,7 @@ def test_gather_rows(d, dtype, idx_dtype):
 @pytest.mark.parametrize("d", [8, 3])
 def test_pool_rows(weighted, mean, d):
     rc.check_pool("cpu", 60, 30, d, weighted, mean, seed=d * 3 + weighted + 2 * mean)
+    rc.check_pool("cpu", 60, 30, d, weighted, mean, seed=d * 3 + weighted + 2 * mean + 1, batch=12)
 
 
 @pytest.mark.parametrize("pooled,weighted", [(False, False), (True, False), (True, True)])
@@ -44,6 +45,8 @@ def test_argument_errors():
         rc.OPS.gather_rows(src, torch.zeros(2))
     with pytest.raises(RuntimeError, match="src: expected"):
         rc.OPS.pool_rows(src.double(), torch.zeros(2, dtype=torch.int64), torch.tensor([0, 2]), None, False)
+    with pytest.raises(RuntimeError, match="batch: expected 0 or a divisor"):
+        rc.OPS.pool_rows(src, torch.zeros(2, dtype=torch.int64), torch.tensor([0, 1, 2]), None, False, 3)
     with pytest.raises(RuntimeError, match="weight: expected shape"):
         rc.OPS.pool_rows(src, torch.zeros(2, dtype=torch.int64), torch.tensor([0, 2]), torch.ones(3), False)
     with pytest.raises(RuntimeError, match="grad: expected a row per entry"):
@@ -60,4 +63,5 @@ def test_fake_kernels_trace():
         src, idx = torch.empty(7, 5), torch.empty(11, dtype=torch.int64)
         assert rc.OPS.gather_rows(src, idx).shape == (11, 5)
         assert rc.OPS.pool_rows(src, idx, torch.empty(4, dtype=torch.int64), None, True).shape == (3, 5)
+        assert rc.OPS.pool_rows(src, idx, torch.empty(5, dtype=torch.int64), None, True, 2).shape == (4, 5)
         assert rc.OPS.segment_sum_rows(torch.empty(11, 5), idx, 6).shape == (6, 5)

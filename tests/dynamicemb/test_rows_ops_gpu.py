@@ -35,6 +35,7 @@ def test_gather_rows_misaligned():
 @pytest.mark.parametrize("weighted,mean", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("d", [128, 7])
 def test_pool_rows(weighted, mean, d):
+    rc.check_pool("cuda", 3000, 400, d, weighted, mean, seed=d + weighted + 2 * mean + 50, max_len=13, batch=1000)
     args = rc.check_pool("cuda", 3000, 400, d, weighted, mean, seed=d + weighted + 2 * mean, max_len=13)
     a = rc.OPS.pool_rows(*args, mean)
     b = rc.OPS.pool_rows(*args, mean)

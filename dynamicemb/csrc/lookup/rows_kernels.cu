@@ -114,8 +114,9 @@ __global__ void __launch_bounds__(kRowsBlock) pool_rows_kernel(PoolRowsParams p)
       r = load_index(p.index, p.index64, j);
       w = p.weight ? p.weight[j] : 1.f;
     };
+    const int64_t row = p.batch > 0 ? (b % p.batch) * (p.num_bags / p.batch) + b / p.batch : b;
     warp_row_sum<VEC4>(p.src, p.m, p.d, s, e, entry, p.mean && e > s ? static_cast<float>(e - s) : 0.f,
-                       p.out + b * p.d);
+                       p.out + row * p.d);
   }
 }
 
@@ -197,7 +198,8 @@ __global__ void __launch_bounds__(kRowsBlock) seg_sum_kernel(SegmentSumParams p,
 }
 
 void cuda_check(const char* what, cudaError_t e) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb rows: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("dynamicemb rows: ") + what + ": " + cudaGetErrorString(e));
 }
 
 unsigned warp_blocks(int64_t rows) { return blocks_for(rows, kRowsBlock / 32); }

@@ -22,7 +22,8 @@ struct GatherRowsParams {
 void launch_gather_rows(const GatherRowsParams& p, void* stream);
 
 // out[b] = sum over i in [offsets[b], offsets[b+1]) of weight[i] * src[index[i]] (fp32 rows of d columns,
-// index outside [0, m) skipped, offsets clamped to [0, n]); mean: times 1 / (bag length), empty bags zero.
+// index outside [0, m) skipped, offsets clamped to [0, n]); mean: divided by the bag's length, empty bags zero.
+// batch > 0: bag b = f * batch + j is written to row j * (num_bags / batch) + f (the (batch, F * d) layout).
 struct PoolRowsParams {
   const float* src;
   float* out;
@@ -30,7 +31,7 @@ struct PoolRowsParams {
   bool index64;
   const int64_t* offsets;
   const float* weight;  // null: 1
-  int64_t n, m, d, num_bags;
+  int64_t n, m, d, num_bags, batch;
   bool mean, vec4;
 };
 void launch_pool_rows(const PoolRowsParams& p, void* stream);

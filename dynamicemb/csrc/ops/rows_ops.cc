@@ -2,9 +2,10 @@
 // in the same order, for the CPU tests of that step):
 //   gather_rows(src (m, D), index (n,)) -> (n, D): out[i] = src[index[i]] (any dtype; an index outside [0, m): a
 //     zero row)
-//   pool_rows(src (m, D) fp32, index (n,), offsets (nb + 1,) int64, weight (n,) fp32 or None, mean) -> (nb, D)
-//     fp32: bag b sums weight[i] * src[index[i]] over i in [offsets[b], offsets[b+1]) in order (mean: divided by
-//     the bag's length; empty bags zero)
+//   pool_rows(src (m, D) fp32, index (n,), offsets (nb + 1,) int64, weight (n,) fp32 or None, mean, batch=0) ->
+//     (nb, D) fp32: bag b sums weight[i] * src[index[i]] over i in [offsets[b], offsets[b+1]) in order (mean:
+//     divided by the bag's length; empty bags zero); batch > 0 (dividing nb): bag f * batch + j goes to row
+//     j * (nb / batch) + f, i.e. the output viewed as (batch, nb / batch * D) holds sample j's features in a row
 //   segment_sum_rows(grad (rows, D) fp32, inverse (n,), num_unique, row_of (n,) or None, weight (n,) fp32 or
 //     None) -> (num_unique, D) fp32: unique u sums weight[i] * grad[row_of[i]] (row_of None: row i) over the
 //     entries i with inverse[i] == u, in increasing i (no atomics: deterministic)
@@ -107,7 +108,7 @@ Tensor gather_rows(Tensor src, Tensor index) {
 }
 
 // ---------------------------------------------------------------- pool_rows
-Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor> weight, bool mean) {
+Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor> weight, bool mean, int64_t batch) {
   check_rows(src, "src", true);
   check_index(index, "index", -1, src, "src");
   accel::check_dtype(offsets, "offsets", ScalarType::Long);
@@ -117,6 +118,9 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
   ACCEL_CHECK(offsets.numel() >= 1, "offsets: expected at least 1 entry (num_bags + 1), got 0");
   const int64_t n = index.numel(), m = src.size(0), d = src.size(1), nb = offsets.numel() - 1;
   check_weight(weight, n, src, "src");
+  ACCEL_CHECK(batch >= 0 && (batch == 0 || nb % batch == 0), "batch: expected 0 or a divisor of the ", nb,
+              " bags, got ", batch);
+  const int64_t per = batch > 0 ? nb / batch : 0;  // features per sample
   Tensor out = torch::stable::new_empty(src, {nb, d});
   if (nb == 0 || d == 0) return out;
   const float* s = static_cast<const float*>(src.data_ptr());
@@ -127,7 +131,7 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
     auto clamp = [n](int64_t v) { return v < 0 ? 0 : (v > n ? n : v); };
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t lo = clamp(off[b]), e1 = clamp(off[b + 1]), hi = e1 < lo ? lo : e1;
-      float* ob = o + b * d;
+      float* ob = o + (batch > 0 ? (b % batch) * per + b / batch : b) * d;
       std::fill(ob, ob + d, 0.f);
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t r = index_at(index, i);
@@ -152,6 +156,7 @@ Tensor pool_rows(Tensor src, Tensor index, Tensor offsets, std::optional<Tensor>
   p.m = m;
   p.d = d;
   p.num_bags = nb;
+  p.batch = batch;
   p.mean = mean;
   p.vec4 = d % 4 == 0 && aligned(s, 16) && aligned(o, 16);
   launch_pool_rows(p, accel::current_cuda_stream(src.get_device_index()));
@@ -214,7 +219,7 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
 
 STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("gather_rows(Tensor src, Tensor index) -> Tensor");
-  m.def("pool_rows(Tensor src, Tensor index, Tensor offsets, Tensor? weight, bool mean) -> Tensor");
+  m.def("pool_rows(Tensor src, Tensor index, Tensor offsets, Tensor? weight, bool mean, int batch=0) -> Tensor");
   m.def(
       "segment_sum_rows(Tensor grad, Tensor inverse, int num_unique, Tensor? row_of=None, Tensor? weight=None) "
       "-> Tensor");
