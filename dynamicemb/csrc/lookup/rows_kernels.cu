@@ -3,7 +3,12 @@
 // per block; pool_rows and segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the
 // columns (float4 when the columns allow), and add the entries' rows in entry order, four rows in flight: fixed
 // order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
-// stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts.
+// stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts. Its sums
+// give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per unique: a power-law
+// batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole segment is stored
+// to the output; the pieces of a segment cut by chunk boundaries go to two per-chunk slots (0: the chunk's first
+// run when its segment began before; 1: its last run when its segment goes on), which a second kernel adds in
+// chunk order. Fixed order everywhere: no atomics, the same bits run to run.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -19,6 +24,7 @@ namespace lookup {
 namespace {
 
 constexpr int kRowsBlock = 256;
+constexpr int64_t kSegChunk = 64;  // sorted entries per warp in segment_sum_rows
 
 template <int V> struct Chunk;
 template <> struct Chunk<16> { using T = int4; };
@@ -122,6 +128,7 @@ __global__ void __launch_bounds__(kRowsBlock) pool_rows_kernel(PoolRowsParams p)
 
 struct SegScratch {
   int32_t *keys, *keys_sorted, *vals, *vals_sorted, *start;
+  float* pieces;  // (2 * chunks, d)
   void* sort_temp;
   size_t sort_bytes, total;
 };
@@ -142,7 +149,9 @@ size_t sort_bytes(int64_t n, int64_t num_unique) {
   return bytes;
 }
 
-SegScratch seg_scratch(char* temp, int64_t n, int64_t num_unique) {
+__host__ __device__ inline int64_t seg_chunks(int64_t n) { return (n + kSegChunk - 1) / kSegChunk; }
+
+SegScratch seg_scratch(char* temp, int64_t n, int64_t num_unique, int64_t d) {
   SegScratch s{};
   int64_t off = 0;
   auto take = [&](int64_t bytes) {
@@ -155,6 +164,7 @@ SegScratch seg_scratch(char* temp, int64_t n, int64_t num_unique) {
   s.vals = reinterpret_cast<int32_t*>(take(4 * n));
   s.vals_sorted = reinterpret_cast<int32_t*>(take(4 * n));
   s.start = reinterpret_cast<int32_t*>(take(4 * (num_unique + 1)));
+  s.pieces = reinterpret_cast<float*>(take(4 * 2 * seg_chunks(n) * d));
   s.sort_bytes = sort_bytes(n, num_unique);
   s.sort_temp = take(static_cast<int64_t>(s.sort_bytes) + 1);
   s.total = static_cast<size_t>(off);
@@ -182,18 +192,79 @@ __global__ void seg_start_kernel(const int32_t* sk, int64_t n, int64_t num_uniqu
   }
 }
 
+// One warp per chunk of kSegChunk sorted entries: the runs of equal uniques summed in entry order (four entries'
+// rows in flight); a run that is its unique's whole segment goes to the output, a piece of a longer segment to the
+// chunk's slot (see the top of the file). Entries of key num_unique (skipped ids) are dropped.
 template <bool VEC4>
-__global__ void __launch_bounds__(kRowsBlock) seg_sum_kernel(SegmentSumParams p, const int32_t* start,
-                                                             const int32_t* pos) {
+__global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams p, const int32_t* keys,
+                                                               const int32_t* pos, float* pieces) {
+  using C = Cols<VEC4>;
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = seg_chunks(p.n), warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
+  for (int64_t c = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; c < chunks; c += warps) {
+    const int64_t b = c * kSegChunk, e = b + kSegChunk < p.n ? b + kSegChunk : p.n;
+    const int32_t before = b > 0 ? keys[b - 1] : -1, after = e < p.n ? keys[e] : -1;
+    for (int64_t col = lane * C::kWidth; col < p.d; col += 32 * C::kWidth) {
+      auto flush = [&](int32_t u, int64_t run_begin, int64_t run_end, const typename C::T& acc) {
+        if (u >= p.num_unique) return;
+        const bool began = run_begin == b && before == u, goes_on = run_end == e && after == u;
+        float* dst = !began && !goes_on ? p.out + u * p.d : pieces + (2 * c + (began ? 0 : 1)) * p.d;
+        C::store(dst + col, acc);
+      };
+      typename C::T acc = C::zero();
+      int32_t cur = keys[b];
+      int64_t run_begin = b;
+      for (int64_t j = b; j < e; j += 4) {
+        int32_t k[4];
+        float w[4];
+        typename C::T v[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          int64_t r = -1;
+          w[q] = 0.f;
+          k[q] = -1;
+          if (j + q < e) {
+            k[q] = keys[j + q];
+            const int64_t i = pos[j + q];
+            r = p.row_of ? load_index(p.row_of, p.row_of64, i) : i;
+            w[q] = p.weight ? p.weight[i] : 1.f;
+          }
+          v[q] = (r >= 0 && r < p.grad_rows) ? C::load(p.grad + r * p.d + col) : C::zero();
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (j + q >= e) break;
+          if (k[q] != cur) {
+            flush(cur, run_begin, j + q, acc);
+            acc = C::zero();
+            cur = k[q];
+            run_begin = j + q;
+          }
+          C::fma(acc, w[q], v[q]);
+        }
+      }
+      flush(cur, run_begin, e, acc);
+    }
+  }
+}
+
+// One warp per unique: no entries -> a zero row; a segment cut by chunk boundaries -> its pieces added in chunk
+// order (slot 1 of its first chunk, slot 0 of every later one); others were written by seg_chunk_kernel.
+template <bool VEC4>
+__global__ void __launch_bounds__(kRowsBlock) seg_join_kernel(SegmentSumParams p, const int32_t* start,
+                                                              const float* pieces) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
+  const int64_t slots = 2 * seg_chunks(p.n);
   for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; u < p.num_unique;
        u += warps) {
+    const int64_t s = start[u], e = start[u + 1];
+    const int64_t c0 = s / kSegChunk, c1 = e > s ? (e - 1) / kSegChunk : c0;
+    if (e > s && c0 == c1) continue;
     auto entry = [&](int64_t j, int64_t& r, float& w) {
-      const int64_t i = pos[j];
-      r = p.row_of ? load_index(p.row_of, p.row_of64, i) : i;
-      w = p.weight ? p.weight[i] : 1.f;
+      r = j == 0 ? 2 * c0 + 1 : 2 * (c0 + j);
+      w = 1.f;
     };
-    warp_row_sum<VEC4>(p.grad, p.grad_rows, p.d, start[u], start[u + 1], entry, 0.f, p.out + u * p.d);
+    warp_row_sum<VEC4>(pieces, slots, p.d, 0, e > s ? c1 - c0 + 1 : 0, entry, 0.f, p.out + u * p.d);
   }
 }
 
@@ -240,7 +311,9 @@ void launch_pool_rows(const PoolRowsParams& p, void* stream) {
   check_launch("pool_rows");
 }
 
-size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique) { return seg_scratch(nullptr, n, num_unique).total; }
+size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique, int64_t d) {
+  return seg_scratch(nullptr, n, num_unique, d).total;
+}
 
 void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
   if (p.num_unique == 0 || p.d == 0) return;
@@ -249,7 +322,7 @@ void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
     cuda_check("segment_sum_rows zero", cudaMemsetAsync(p.out, 0, sizeof(float) * p.num_unique * p.d, st));
     return;
   }
-  SegScratch s = seg_scratch(p.temp, p.n, p.num_unique);
+  SegScratch s = seg_scratch(p.temp, p.n, p.num_unique, p.d);
   const unsigned grid = std::min<unsigned>(blocks_for(p.n, kRowsBlock), 1u << 20);
   seg_keys_kernel<<<grid, kRowsBlock, 0, st>>>(p, s.keys, s.vals);
   check_launch("segment_sum_rows keys");
@@ -259,11 +332,15 @@ void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
                                              static_cast<int>(p.n), 0, sort_bits(p.num_unique), st));
   seg_start_kernel<<<grid, kRowsBlock, 0, st>>>(s.keys_sorted, p.n, p.num_unique, s.start);
   check_launch("segment_sum_rows starts");
-  const unsigned sgrid = std::min<unsigned>(warp_blocks(p.num_unique), 1u << 20);
-  if (p.vec4)
-    seg_sum_kernel<true><<<sgrid, kRowsBlock, 0, st>>>(p, s.start, s.vals_sorted);
-  else
-    seg_sum_kernel<false><<<sgrid, kRowsBlock, 0, st>>>(p, s.start, s.vals_sorted);
+  const unsigned cgrid = std::min<unsigned>(warp_blocks(seg_chunks(p.n)), 1u << 20);
+  const unsigned ugrid = std::min<unsigned>(warp_blocks(p.num_unique), 1u << 20);
+  if (p.vec4) {
+    seg_chunk_kernel<true><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+    seg_join_kernel<true><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+  } else {
+    seg_chunk_kernel<false><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+    seg_join_kernel<false><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+  }
   check_launch("segment_sum_rows sums");
 }
 

@@ -39,7 +39,7 @@ void launch_pool_rows(const PoolRowsParams& p, void* stream);
 // out[u] = sum over the entries i with inverse[i] == u, in increasing i, of weight[i] * grad[row_of[i]] (fp32,
 // d columns). row_of null: row i; weight null: 1; entries whose unique is outside [0, num_unique) or whose row is
 // outside [0, grad_rows) are skipped. Scratch (temp, segment_sum_temp_bytes): sort keys and values, segment
-// starts, the radix sort's storage.
+// starts, the pieces of segments cut by chunk boundaries, the radix sort's storage.
 struct SegmentSumParams {
   const float* grad;
   float* out;
@@ -52,7 +52,7 @@ struct SegmentSumParams {
   bool vec4;
   char* temp;
 };
-size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique);
+size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique, int64_t d);
 void launch_segment_sum_rows(const SegmentSumParams& p, void* stream);
 
 }  // namespace lookup

@@ -194,7 +194,7 @@ Tensor segment_sum_rows(Tensor grad, Tensor inverse, int64_t num_unique, std::op
   }
   torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
   Tensor temp = torch::stable::new_empty(
-      grad, {static_cast<int64_t>(segment_sum_temp_bytes(n, num_unique))}, ScalarType::Byte);
+      grad, {static_cast<int64_t>(segment_sum_temp_bytes(n, num_unique, d))}, ScalarType::Byte);
   SegmentSumParams p{};
   p.grad = g;
   p.out = o;
