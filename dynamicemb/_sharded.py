@@ -46,8 +46,8 @@ from ._batched import BatchedDynamicEmbeddingTables, RefusedInsertError, _id_gra
 from ._batched_kernels import _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
-from ._rows import rows_ops_available  # noqa: F401  (registers the row ops' fake kernels)
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
+from ._rows import rows_ops_available  # (importing it registers the row ops' fake kernels)
 from ._table import RESERVED_KEYS
 
 __all__ = ["ShardedDynamicEmbeddingTables"]
