@@ -13,9 +13,10 @@ unchanged. A step on each rank, for its own batch:
                eval): ids from all peers in one call, so an id sent by two ranks is one unique there;
             5. all_to_all of the rows back (in the tables' dtype when they share one, else fp32);
             6. pooling (sum / mean / none, per-sample weights) where the bag lives, as the single-rank module
-               (CUDA: one embedding_bag op from the uniques' rows; CPU: the single-rank torch path's ops).
-  backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: torch's embedding(_bag) backward, a
-               sort and segment sums; CPU: index_add_); 2. all_to_all of them (fp32) to the owners;
+               (CUDA: op pool_rows / gather_rows from the uniques' rows; CPU: the single-rank torch path's ops).
+  backward  1. bag gradients -> per-unique sums on the sending rank (CUDA: op segment_sum_rows, a stable sort
+               of the ids by unique and ordered sums per unique; CPU: index_add_); 2. all_to_all of them (fp32)
+               to the owners;
             3. the owner runs its shard modules' backward: sums per unique over peers, clips, fused optimizer.
 
 Global gradient clipping (``max_grad_value``, ``max_grad_norm``) is applied by the owner to the per-id sums over
@@ -46,6 +47,7 @@ from ._batched_kernels import _dedup_set_size, _kernels_available
 from ._optimizers import SGD, EmbOptimizer
 from ._options import DynamicEmbTableOptions
 from ._routing import ROUTING_MODES, check_key_space, route_keys, route_keys_by_table
+from ._rows import rows_ops_available  # (importing it registers the row ops' fake kernels)
 from ._table import RESERVED_KEYS
 
 __all__ = ["ShardedDynamicEmbeddingTables"]
@@ -284,10 +286,9 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._table_dim = torch.tensor(dims, dtype=torch.int64, device=dev)
         self._table_group = torch.tensor(self._group_of, dtype=torch.int64, device=dev)
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
-        # CUDA: the sender's dedup, pooling and gradient sums in fused ops (the dedup kernel, embedding_bag)
-        self._kernel_dedup = dev.type == "cuda" and _kernels_available()
+        # CUDA: the sender's dedup, pooling and gradient sums in fused ops (the dedup kernel, the row ops)
+        self._kernel_dedup = dev.type == "cuda" and _kernels_available() and rows_ops_available()
         self._kset = self._ar32 = self._ar64 = None
-        self._no_max = torch.empty(0, dtype=torch.int64, device=dev)  # embedding_bag's max indices (none)
         #: a list to time the phases of each step into (``(phase, event)`` pairs: CUDA events on CUDA, host
         #: times on CPU); None (default) records nothing. benchmarks/embedding_distributed.py reads it.
         self.phase_log: Optional[list] = None
@@ -711,12 +712,15 @@ class ShardedDynamicEmbeddingTables(nn.Module):
 
         self._mark("rows a2a")
         # 6. pooling where the bag lives (the single-rank module's CPU path, op for op); "none" is a gather of the
-        #    uniques' rows (in the output dtype: the same values as converting after the gather)
+        #    uniques' rows (in the output dtype: the same values as converting after the gather; CUDA: op
+        #    gather_rows, 16-byte copies)
         if fast and n_u == 0:  # every id reserved (validate=False): they read a zero row
             U = U.new_zeros(1, Dm)
         fused = fast and not (psw is not None and psw.requires_grad)
         if self.pooling == "none":
-            out, E, lengths = U.to(self.output_dtype).index_select(0, inverse), None, None
+            Uo = U.to(self.output_dtype)
+            out = torch.ops.dynamicemb.gather_rows(Uo.contiguous(), inverse) if fast else Uo.index_select(0, inverse)
+            E, lengths = None, None
         elif fused:
             out, lengths = self._bag_pool(U, inverse, offsets, psw, B)
             E = None
@@ -734,28 +738,29 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         return out, saved
 
     def _bag_pool(self, U, inverse, offsets, psw, B):
-        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm) fp32 into bags, in one embedding_bag op (no
-        (n, Dm) per-id rows). Returns (out (B, sum of dims) in the output dtype, the bags' lengths (int64))."""
+        """CUDA sum / mean pooling of the uniques' rows U (n_u, Dm) fp32 into bags, in one op (pool_rows: a warp
+        per bag adds its ids' rows in order; no (n, Dm) per-id rows; offsets clamped to [0, n] by the op, in bounds
+        for any offsets (validate=False), as the dedup kernel's bags). Returns (out (B, sum of dims) in the output
+        dtype, the bags' lengths (int64))."""
         F, Dm = self.num_features, self.max_dim
-        pw = None if psw is None else psw.to(torch.float32)
-        # offsets clamped to [0, n]: in bounds for any offsets (validate=False), as the dedup kernel's bags
-        bags = torch.ops.aten._embedding_bag(U, inverse, offsets.clamp(0, inverse.numel()),
-                                             False, 0 if self.pooling == "sum" else 1, False, pw, True, -1)[0]
-        bags = bags.view(F, B, Dm)
-        if all(d == Dm for d in self.feature_dims):
-            out = bags.transpose(0, 1).reshape(B, F * Dm)
+        pw = None if psw is None else psw.to(torch.float32).contiguous()
+        mean, U, offsets = self.pooling == "mean", U.contiguous(), offsets.contiguous()
+        if all(d == Dm for d in self.feature_dims):  # bag f * B + b written straight to out[b, f * Dm:]
+            out = torch.ops.dynamicemb.pool_rows(U, inverse, offsets, pw, mean, B).view(B, F * Dm)
         else:
+            bags = torch.ops.dynamicemb.pool_rows(U, inverse, offsets, pw, mean).view(F, B, Dm)
             out = torch.cat([bags[f, :, :d] for f, d in enumerate(self.feature_dims)], dim=1)
         return out.to(self.output_dtype), offsets[1:] - offsets[:-1]
 
     def _bag_grad(self, grad_out, saved) -> torch.Tensor:
-        """The backward of ``_bag_pool``: (max(n_u, 1), Dm) fp32 per-unique sums of the ids' gradients (CUDA's
-        embedding_bag backward: a sort of the unique indices, then segment sums; weights and the mean's division
-        applied per id). With one dim for all features the bag gradients are read in place from the (B, F * Dm)
-        output gradient (each id's bag renumbered to its row there)."""
+        """The backward of ``_bag_pool``: (n_u, Dm) fp32 per-unique sums of the ids' gradients (op
+        segment_sum_rows: a stable sort of the ids by unique, then each unique's ids' bag gradients added in id
+        order, times the ids' weights; the mean's division applied to the bag gradients first). With one dim for
+        all features the bag gradients are read in place from the (B, F * Dm) output gradient (each id's bag
+        renumbered to its row there)."""
         F, Dm, B = self.num_features, self.max_dim, saved["B"]
         g = grad_out.to(torch.float32)
-        bag, lengths = saved["bag"].long(), saved["lengths"]  # (int32 from the kernel dedup)
+        bag, lengths = saved["bag"], saved["lengths"]  # (int32 from the kernel dedup)
         if all(d == Dm for d in self.feature_dims):
             gb = g.contiguous().view(B * F, Dm)
             bag = (bag % B) * F + torch.div(bag, B, rounding_mode="floor")  # bag f * B + b -> row b * F + f
@@ -767,11 +772,11 @@ class ShardedDynamicEmbeddingTables(nn.Module):
                 gb[f, :, :d] = g[:, c:c + d]
                 c += d
             gb = gb.view(F * B, Dm)
+        if self.pooling == "mean":
+            gb = gb / lengths.clamp(min=1).to(torch.float32)[:, None]
         psw = saved["psw"]
-        pw = None if psw is None else psw.to(torch.float32)
-        return torch.ops.aten._embedding_bag_dense_backward(
-            gb, saved["inverse"], bag, lengths, self._no_max, max(saved["n_u"], 1), False,
-            0 if self.pooling == "sum" else 1, pw, -1)
+        pw = None if psw is None else psw.to(torch.float32).contiguous()
+        return torch.ops.dynamicemb.segment_sum_rows(gb, saved["inverse"], saved["n_u"], bag.contiguous(), pw)
 
     # ------------------------------------------------------------------ backward
     @torch.no_grad()
@@ -780,14 +785,14 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         dev, Dm = self.device, self.max_dim
         n_u = saved["n_u"]
         # per-unique sums straight into (n_u, Dm): one index_add_ over the ids ("none" has no bag gradient), or
-        # on CUDA torch's embedding backward (a sort of the unique indices, then segment sums: no atomics, no
-        # (n, Dm) per-id buffer for bags)
+        # on CUDA op segment_sum_rows (a stable sort of the ids by unique, then ordered sums per unique: no
+        # atomics, deterministic, no (n, Dm) per-id buffer for bags)
         if saved["fused"] and self.pooling == "none":
-            gU = torch.ops.aten.embedding_dense_backward(grad_out.to(torch.float32), saved["inverse"], max(n_u, 1),
-                                                         -1, False)[:n_u]
+            gU = torch.ops.dynamicemb.segment_sum_rows(grad_out.to(torch.float32).contiguous(), saved["inverse"],
+                                                       n_u)
             grad_psw = None
         elif saved["fused"]:
-            gU, grad_psw = self._bag_grad(grad_out, saved)[:n_u], None
+            gU, grad_psw = self._bag_grad(grad_out, saved), None
         else:
             gU, grad_psw = _id_gradients(grad_out, dict(saved, n=max(n_u, 1)), self.pooling, self.feature_dims, Dm,
                                          psw_requires_grad)

@@ -63,13 +63,8 @@ def _train(ref, sh, steps, gen, tol, weighted=False, empty=()):
         (b.float() * R).sum().backward()
 
 
-@pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
-@pytest.mark.parametrize("opt", ["adam", "rowwise_clip"])
-def test_parity_with_single_rank_cuda(nccl, pooling, opt):
-    mk = {"adam": lambda: de.Adam(lr=0.02), "rowwise_clip": lambda: de.RowWiseAdagrad(lr=0.1, max_grad_norm=0.5)}[opt]
-    ref, sh = _pair(pooling, mk, dims=(16, 16) if pooling == "none" else (16, 8))
-    tol = dict(rtol=1e-5, atol=1e-5)
-    _train(ref, sh, 4, torch.Generator().manual_seed(3), tol, weighted=pooling == "sum")
+def _check_rows(ref, sh, tol):
+    """Every table's ids and rows on the (one) rank equal the single-rank module's."""
     for t in range(2):
         inner, i = sh.local_table(t)
         mine, theirs = table_rows(inner.tables[i]), table_rows(ref.tables[t])
@@ -77,6 +72,25 @@ def test_parity_with_single_rank_cuda(nccl, pooling, opt):
         k = sorted(mine)
         torch.testing.assert_close(torch.tensor([mine[x][0] for x in k]), torch.tensor([theirs[x][0] for x in k]),
                                    **tol)
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
+@pytest.mark.parametrize("opt", ["adam", "rowwise_clip"])
+def test_parity_with_single_rank_cuda(nccl, pooling, opt):
+    mk = {"adam": lambda: de.Adam(lr=0.02), "rowwise_clip": lambda: de.RowWiseAdagrad(lr=0.1, max_grad_norm=0.5)}[opt]
+    ref, sh = _pair(pooling, mk, dims=(16, 16) if pooling == "none" else (16, 8))
+    tol = dict(rtol=1e-5, atol=1e-5)
+    _train(ref, sh, 4, torch.Generator().manual_seed(3), tol, weighted=pooling == "sum")
+    _check_rows(ref, sh, tol)
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean"])
+def test_pooled_one_dim(nccl, pooling):
+    # one dim for every feature: op pool_rows writes the (B, F * D) output directly and the gradient sums read
+    # the output gradient in place (mixed dims take the per-feature copies)
+    ref, sh = _pair(pooling, lambda: de.Adam(lr=0.02), dims=(16, 16))
+    _train(ref, sh, 3, torch.Generator().manual_seed(11), dict(rtol=1e-5, atol=1e-5), weighted=pooling == "sum")
+    _check_rows(ref, sh, dict(rtol=1e-5, atol=1e-5))
 
 
 def test_step_with_a_table_without_ids(nccl):

@@ -1,0 +1,348 @@
+// Row kernels of the sharded module's CUDA step (rows_types.h): gather_rows moves whole rows with the widest
+// vector the row size and the addresses allow (16-byte loads for fp32 rows of a multiple of 4 columns), many rows
+// per block; pool_rows and segment_sum_rows give one warp to one output row (a bag, a unique), its lanes over the
+// columns (float4 when the columns allow), and add the entries' rows in entry order, four rows in flight: fixed
+// order, so the results do not depend on scheduling. segment_sum_rows first builds the CSR unique -> entries: a
+// stable cub radix sort of (unique, entry) pairs over the bits of num_unique, then the segment starts. Its sums
+// give each warp a fixed chunk of kSegChunk sorted entries (hot ids would serialize a warp per unique: a power-law
+// batch's hottest id has ~10 k entries): a run of one unique inside a chunk that is its whole segment is stored
+// to the output; the pieces of a segment cut by chunk boundaries go to two per-chunk slots (0: the chunk's first
+// run when its segment began before; 1: its last run when its segment goes on), which a second kernel adds in
+// chunk order. Fixed order everywhere: no atomics, the same bits run to run.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/rows_types.h"
+
+namespace dynamicemb {
+namespace lookup {
+namespace {
+
+constexpr int kRowsBlock = 256;
+constexpr int64_t kSegChunk = 64;  // sorted entries per warp in segment_sum_rows
+
+template <int V> struct Chunk;
+template <> struct Chunk<16> { using T = int4; };
+template <> struct Chunk<8> { using T = int2; };
+template <> struct Chunk<4> { using T = int; };
+template <> struct Chunk<2> { using T = short; };
+template <> struct Chunk<1> { using T = char; };
+
+__device__ __forceinline__ int64_t load_index(const void* p, bool i64, int64_t i) {
+  return i64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+// One thread per V-byte chunk of an output row (I: the chunk counter's type; 32-bit when the chunks fit).
+template <int V, typename I>
+__global__ void __launch_bounds__(kRowsBlock) gather_rows_kernel(GatherRowsParams p) {
+  using T = typename Chunk<V>::T;
+  const I cpr = static_cast<I>(p.row_bytes / V);
+  const I total = static_cast<I>(p.n) * cpr;
+  const I stride = static_cast<I>(gridDim.x) * kRowsBlock;
+  for (I t = static_cast<I>(blockIdx.x) * kRowsBlock + threadIdx.x; t < total; t += stride) {
+    const I i = t / cpr, c = t - i * cpr;
+    const int64_t r = load_index(p.index, p.index64, i);
+    T v{};
+    if (r >= 0 && r < p.m) v = __ldg(reinterpret_cast<const T*>(p.src + r * p.row_bytes) + c);
+    reinterpret_cast<T*>(p.out + static_cast<int64_t>(i) * p.row_bytes)[c] = v;
+  }
+}
+
+template <bool VEC4>
+struct Cols;
+template <>
+struct Cols<true> {
+  using T = float4;
+  static constexpr int kWidth = 4;
+  __device__ static T zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+  __device__ static T load(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+  __device__ static void fma(T& a, float w, const T& v) {
+    a.x = fmaf(w, v.x, a.x); a.y = fmaf(w, v.y, a.y); a.z = fmaf(w, v.z, a.z); a.w = fmaf(w, v.w, a.w);
+  }
+  __device__ static void div(T& a, float s) { a.x /= s; a.y /= s; a.z /= s; a.w /= s; }
+  __device__ static void store(float* p, const T& v) { *reinterpret_cast<float4*>(p) = v; }
+};
+template <>
+struct Cols<false> {
+  using T = float;
+  static constexpr int kWidth = 1;
+  __device__ static T zero() { return 0.f; }
+  __device__ static T load(const float* p) { return __ldg(p); }
+  __device__ static void fma(T& a, float w, const T& v) { a = fmaf(w, v, a); }
+  __device__ static void div(T& a, float s) { a /= s; }
+  __device__ static void store(float* p, const T& v) { *p = v; }
+};
+
+// One warp: out_row = sum over entries j in [s, e), in order, of w_j * src[r_j] (entry(j, r, w) gives the row and
+// the weight; a row outside [0, m) adds nothing), divided by `div` when it is nonzero.
+template <bool VEC4, typename Entry>
+__device__ __forceinline__ void warp_row_sum(const float* src, int64_t m, int64_t d, int64_t s, int64_t e,
+                                             const Entry& entry, float div, float* out_row) {
+  using C = Cols<VEC4>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t c = lane * C::kWidth; c < d; c += 32 * C::kWidth) {
+    typename C::T acc = C::zero();
+    int64_t j = s;
+    for (; j + 4 <= e; j += 4) {  // four rows in flight, added in entry order
+      int64_t r[4];
+      float w[4];
+      typename C::T v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) entry(j + k, r[k], w[k]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = (r[k] >= 0 && r[k] < m) ? C::load(src + r[k] * d + c) : C::zero();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) C::fma(acc, w[k], v[k]);
+    }
+    for (; j < e; ++j) {
+      int64_t r;
+      float w;
+      entry(j, r, w);
+      if (r >= 0 && r < m) C::fma(acc, w, C::load(src + r * d + c));
+    }
+    if (div != 0.f) C::div(acc, div);
+    C::store(out_row + c, acc);
+  }
+}
+
+template <bool VEC4>
+__global__ void __launch_bounds__(kRowsBlock) pool_rows_kernel(PoolRowsParams p) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
+  for (int64_t b = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; b < p.num_bags; b += warps) {
+    const int64_t s = clamp_off(p.offsets[b], p.n);
+    const int64_t e1 = clamp_off(p.offsets[b + 1], p.n), e = e1 < s ? s : e1;
+    auto entry = [&](int64_t j, int64_t& r, float& w) {
+      r = load_index(p.index, p.index64, j);
+      w = p.weight ? p.weight[j] : 1.f;
+    };
+    const int64_t row = p.batch > 0 ? (b % p.batch) * (p.num_bags / p.batch) + b / p.batch : b;
+    warp_row_sum<VEC4>(p.src, p.m, p.d, s, e, entry, p.mean && e > s ? static_cast<float>(e - s) : 0.f,
+                       p.out + row * p.d);
+  }
+}
+
+struct SegScratch {
+  int32_t *keys, *keys_sorted, *vals, *vals_sorted, *start;
+  float* pieces;  // (2 * chunks, d)
+  void* sort_temp;
+  size_t sort_bytes, total;
+};
+
+int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
+
+int sort_bits(int64_t num_unique) {  // keys 0 .. num_unique (num_unique: the entries to skip)
+  int bits = 1;
+  while ((int64_t(1) << bits) <= num_unique) ++bits;
+  return bits;
+}
+
+size_t sort_bytes(int64_t n, int64_t num_unique) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                  static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                  static_cast<int>(n), 0, sort_bits(num_unique));
+  return bytes;
+}
+
+__host__ __device__ inline int64_t seg_chunks(int64_t n) { return (n + kSegChunk - 1) / kSegChunk; }
+
+SegScratch seg_scratch(char* temp, int64_t n, int64_t num_unique, int64_t d) {
+  SegScratch s{};
+  int64_t off = 0;
+  auto take = [&](int64_t bytes) {
+    char* q = temp ? temp + off : nullptr;
+    off += up256(bytes);
+    return q;
+  };
+  s.keys = reinterpret_cast<int32_t*>(take(4 * n));
+  s.keys_sorted = reinterpret_cast<int32_t*>(take(4 * n));
+  s.vals = reinterpret_cast<int32_t*>(take(4 * n));
+  s.vals_sorted = reinterpret_cast<int32_t*>(take(4 * n));
+  s.start = reinterpret_cast<int32_t*>(take(4 * (num_unique + 1)));
+  s.pieces = reinterpret_cast<float*>(take(4 * 2 * seg_chunks(n) * d));
+  s.sort_bytes = sort_bytes(n, num_unique);
+  s.sort_temp = take(static_cast<int64_t>(s.sort_bytes) + 1);
+  s.total = static_cast<size_t>(off);
+  return s;
+}
+
+__global__ void seg_keys_kernel(SegmentSumParams p, int32_t* keys, int32_t* vals) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x; i < p.n;
+       i += static_cast<int64_t>(gridDim.x) * kRowsBlock) {
+    const int64_t u = load_index(p.inverse, p.inverse64, i);
+    keys[i] = (u >= 0 && u < p.num_unique) ? static_cast<int32_t>(u) : static_cast<int32_t>(p.num_unique);
+    vals[i] = static_cast<int32_t>(i);
+  }
+}
+
+// start[u] (u in [0, num_unique]): the first sorted entry whose key is >= u (n when none is).
+__global__ void seg_start_kernel(const int32_t* sk, int64_t n, int64_t num_unique, int32_t* start) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * kRowsBlock) {
+    const int64_t k = sk[i];
+    const int64_t kp = i > 0 ? sk[i - 1] : -1;
+    for (int64_t u = kp + 1; u <= k; ++u) start[u] = static_cast<int32_t>(i);
+    if (i == n - 1)
+      for (int64_t u = k + 1; u <= num_unique; ++u) start[u] = static_cast<int32_t>(n);
+  }
+}
+
+// One warp per chunk of kSegChunk sorted entries: the runs of equal uniques summed in entry order (four entries'
+// rows in flight); a run that is its unique's whole segment goes to the output, a piece of a longer segment to the
+// chunk's slot (see the top of the file). Entries of key num_unique (skipped ids) are dropped.
+template <bool VEC4>
+__global__ void __launch_bounds__(kRowsBlock) seg_chunk_kernel(SegmentSumParams p, const int32_t* keys,
+                                                               const int32_t* pos, float* pieces) {
+  using C = Cols<VEC4>;
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = seg_chunks(p.n), warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
+  for (int64_t c = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; c < chunks; c += warps) {
+    const int64_t b = c * kSegChunk, e = b + kSegChunk < p.n ? b + kSegChunk : p.n;
+    const int32_t before = b > 0 ? keys[b - 1] : -1, after = e < p.n ? keys[e] : -1;
+    for (int64_t col = lane * C::kWidth; col < p.d; col += 32 * C::kWidth) {
+      auto flush = [&](int32_t u, int64_t run_begin, int64_t run_end, const typename C::T& acc) {
+        if (u >= p.num_unique) return;
+        const bool began = run_begin == b && before == u, goes_on = run_end == e && after == u;
+        float* dst = !began && !goes_on ? p.out + u * p.d : pieces + (2 * c + (began ? 0 : 1)) * p.d;
+        C::store(dst + col, acc);
+      };
+      typename C::T acc = C::zero();
+      int32_t cur = keys[b];
+      int64_t run_begin = b;
+      for (int64_t j = b; j < e; j += 4) {
+        int32_t k[4];
+        float w[4];
+        typename C::T v[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          int64_t r = -1;
+          w[q] = 0.f;
+          k[q] = -1;
+          if (j + q < e) {
+            k[q] = keys[j + q];
+            const int64_t i = pos[j + q];
+            r = p.row_of ? load_index(p.row_of, p.row_of64, i) : i;
+            w[q] = p.weight ? p.weight[i] : 1.f;
+          }
+          v[q] = (r >= 0 && r < p.grad_rows) ? C::load(p.grad + r * p.d + col) : C::zero();
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (j + q >= e) break;
+          if (k[q] != cur) {
+            flush(cur, run_begin, j + q, acc);
+            acc = C::zero();
+            cur = k[q];
+            run_begin = j + q;
+          }
+          C::fma(acc, w[q], v[q]);
+        }
+      }
+      flush(cur, run_begin, e, acc);
+    }
+  }
+}
+
+// One warp per unique: no entries -> a zero row; a segment cut by chunk boundaries -> its pieces added in chunk
+// order (slot 1 of its first chunk, slot 0 of every later one); others were written by seg_chunk_kernel.
+template <bool VEC4>
+__global__ void __launch_bounds__(kRowsBlock) seg_join_kernel(SegmentSumParams p, const int32_t* start,
+                                                              const float* pieces) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kRowsBlock / 32);
+  const int64_t slots = 2 * seg_chunks(p.n);
+  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kRowsBlock + threadIdx.x) / 32; u < p.num_unique;
+       u += warps) {
+    const int64_t s = start[u], e = start[u + 1];
+    const int64_t c0 = s / kSegChunk, c1 = e > s ? (e - 1) / kSegChunk : c0;
+    if (e > s && c0 == c1) continue;
+    auto entry = [&](int64_t j, int64_t& r, float& w) {
+      r = j == 0 ? 2 * c0 + 1 : 2 * (c0 + j);
+      w = 1.f;
+    };
+    warp_row_sum<VEC4>(pieces, slots, p.d, 0, e > s ? c1 - c0 + 1 : 0, entry, 0.f, p.out + u * p.d);
+  }
+}
+
+void cuda_check(const char* what, cudaError_t e) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("dynamicemb rows: ") + what + ": " + cudaGetErrorString(e));
+}
+
+unsigned warp_blocks(int64_t rows) { return blocks_for(rows, kRowsBlock / 32); }
+
+}  // namespace
+
+void launch_gather_rows(const GatherRowsParams& p, void* stream) {
+  if (p.n == 0 || p.row_bytes == 0) return;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const int64_t total = p.n * (p.row_bytes / p.vec);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks_for(total, kRowsBlock), 1 << 20));
+  const bool small = total < (int64_t(1) << 31) - int64_t(grid) * kRowsBlock;
+  auto go = [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    if (small)
+      gather_rows_kernel<V, uint32_t><<<grid, kRowsBlock, 0, st>>>(p);
+    else
+      gather_rows_kernel<V, int64_t><<<grid, kRowsBlock, 0, st>>>(p);
+  };
+  switch (p.vec) {
+    case 16: go(std::integral_constant<int, 16>{}); break;
+    case 8: go(std::integral_constant<int, 8>{}); break;
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    default: go(std::integral_constant<int, 1>{}); break;
+  }
+  check_launch("gather_rows");
+}
+
+void launch_pool_rows(const PoolRowsParams& p, void* stream) {
+  if (p.num_bags == 0 || p.d == 0) return;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const unsigned grid = std::min<unsigned>(warp_blocks(p.num_bags), 1u << 20);
+  if (p.vec4)
+    pool_rows_kernel<true><<<grid, kRowsBlock, 0, st>>>(p);
+  else
+    pool_rows_kernel<false><<<grid, kRowsBlock, 0, st>>>(p);
+  check_launch("pool_rows");
+}
+
+size_t segment_sum_temp_bytes(int64_t n, int64_t num_unique, int64_t d) {
+  return seg_scratch(nullptr, n, num_unique, d).total;
+}
+
+void launch_segment_sum_rows(const SegmentSumParams& p, void* stream) {
+  if (p.num_unique == 0 || p.d == 0) return;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (p.n == 0) {
+    cuda_check("segment_sum_rows zero", cudaMemsetAsync(p.out, 0, sizeof(float) * p.num_unique * p.d, st));
+    return;
+  }
+  SegScratch s = seg_scratch(p.temp, p.n, p.num_unique, p.d);
+  const unsigned grid = std::min<unsigned>(blocks_for(p.n, kRowsBlock), 1u << 20);
+  seg_keys_kernel<<<grid, kRowsBlock, 0, st>>>(p, s.keys, s.vals);
+  check_launch("segment_sum_rows keys");
+  size_t bytes = s.sort_bytes;
+  cuda_check("segment_sum_rows sort",
+             cub::DeviceRadixSort::SortPairs(s.sort_temp, bytes, s.keys, s.keys_sorted, s.vals, s.vals_sorted,
+                                             static_cast<int>(p.n), 0, sort_bits(p.num_unique), st));
+  seg_start_kernel<<<grid, kRowsBlock, 0, st>>>(s.keys_sorted, p.n, p.num_unique, s.start);
+  check_launch("segment_sum_rows starts");
+  const unsigned cgrid = std::min<unsigned>(warp_blocks(seg_chunks(p.n)), 1u << 20);
+  const unsigned ugrid = std::min<unsigned>(warp_blocks(p.num_unique), 1u << 20);
+  if (p.vec4) {
+    seg_chunk_kernel<true><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+    seg_join_kernel<true><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+  } else {
+    seg_chunk_kernel<false><<<cgrid, kRowsBlock, 0, st>>>(p, s.keys_sorted, s.vals_sorted, s.pieces);
+    seg_join_kernel<false><<<ugrid, kRowsBlock, 0, st>>>(p, s.start, s.pieces);
+  }
+  check_launch("segment_sum_rows sums");
+}
+
+}  // namespace lookup
+}  // namespace dynamicemb
