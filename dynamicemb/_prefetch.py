@@ -317,13 +317,13 @@ class _DeviceBinding:
                 or offsets.get_device() != idx or ids.dim() != 1 or nb % self.F
                 or not ids.is_contiguous() or not offsets.is_contiguous()
                 or not getattr(module, "device_staging", False) or not module.use_kernels
-                or torch.compiler.is_compiling()):
+                or torch.compiler.is_compiling() or _CAPTURING()):
             return None
         if self._warm(module):  # (before the binding's other checks: a step staging itself is always correct)
             return SKIPPED
         ds = _device_stage()
         if (ds.state_epoch() != self.epoch or not all(map(operator.is_, self.tables, module.tables))
-                or _GET_DEVICE() != idx or _CAPTURING()):
+                or _GET_DEVICE() != idx):
             return None
         live = ds.live_stamps(self.tids)
         if None in live:
