@@ -280,7 +280,7 @@ def test_prefetch_adaptive_warm_set_cuda():
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     assert m.prefetch_adaptive
-    warm = list(t_batches(T, 4, seed=31, hi=120, device="cuda"))
+    warm = list(t_batches(T, 4, seed=31, hi=60, device="cuda"))  # (<= 60 ids per table: 256 slots)
     cold = list(t_batches(T, 40, seed=37, hi=1 << 20, device="cuda"))
     calls = []
     ns = torch.ops.dynamicemb
