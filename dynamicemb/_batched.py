@@ -323,6 +323,12 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         #: (the default): the job's count then ends right after the forward on the device, one host wait, the
         #: step's own count does the same (``_count_with_bounds``)
         self.prefetch_early_count = True
+        #: a device prefetch over device-staged tables (op cache_stage) samples its jobs' miss counts (one copy to
+        #: pinned memory every ``_prefetch.SAMPLE_EVERY`` jobs, read when it landed, no wait); after a sample with
+        #: no miss (a warm working set) the next ``SAMPLE_EVERY - 1`` prefetches queue nothing: their steps stage
+        #: inside their own lookup_step (a warm staging: launches that return at once), which a prefetch would only
+        #: duplicate at the cost of an op call. False: every prefetch queues its job
+        self.prefetch_adaptive = True
         #: caching tables over the uva store stage on the device (op cache_stage: no host wait, capacity failures
         #: raised from the device error record; _device_stage.py); False: the Python staging (one wait or two)
         self.device_staging = dev.type == "cuda"
@@ -690,7 +696,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         _prefetch.settle(self)  # a copy must not see a table mid-staging
         d = dict(super().__getstate__())
         # (and the prefetch's CUDA events and pinned flag slots are this module's, not the copy's)
-        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetch_events", "_prefetch_flags"):
+        for k in ("_step_lock", "_step_cond", "_inflight", "_prefetch_events", "_prefetch_flags", "_prefetch_bind",
+                  "_prefetch_last", "_prefetch_jobs"):
             d.pop(k, None)
         d["_meta"] = d["_meta_key"] = d["_meta_host"] = None
         return d
@@ -784,7 +791,11 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
           side stream with an event: no thread, no host wait. The step given
           these very tensors (int64 offsets, not modified in place since) then stages nothing and waits for
           nothing, as an all-HBM step, for every cache that did not change since the job; otherwise it checks and
-          stages itself. Calls that touch the tables (the next step among them) wait for the job first.
+          stages itself. Calls that touch the tables (the next step among them) wait for the job first. After the
+          first such call the module keeps the job's op arguments bound (``_prefetch._DeviceBinding``: one op call
+          and its stream/event calls per prefetch); with ``prefetch_adaptive`` (the default) it samples one job's
+          misses in 16 and, over a warm working set (a sample with no miss), queues nothing for the next 15
+          prefetches: their steps stage inside their own op, as without a prefetch.
         - ids on the CPU: reads the rows the caches miss from the backing stores into host memory (the step's
           staging then moves them into the caches without reading the stores; worth it for slow stores). Changes
           no table.
@@ -802,6 +813,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         Example:
             >>> out = emb(ids, offsets); emb.prefetch(next_ids, next_offsets); out.sum().backward()
         """
+        if offsets is not None and _prefetch.queue_bound(self, ids, offsets) is not None:
+            return  # a device batch over device-staged tables: the bound job (its checks are O(1) and its own)
         if not self._cached:
             return
         if not isinstance(ids, torch.Tensor) or ids.dtype != self.key_dtype or ids.dim() != 1:

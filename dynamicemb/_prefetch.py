@@ -34,21 +34,43 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import threading
 import time
-import weakref
 from typing import List, Optional
 
 import torch
 
 _WORKER: list = []  # [pid, executor] of the job thread, made on first use in a process (a fork has none)
 _LOCAL = threading.local()
-_JOBS = weakref.WeakKeyDictionary()  # module -> [PrefetchJob] not taken by a step yet (the last 4)
-_LAST = weakref.WeakKeyDictionary()  # module -> its latest PrefetchJob (settle waits for it)
-_TABLE_LAST = "_prefetch_last"  # a caching table's attribute: its latest PrefetchJob (one attribute set per table
-# and prefetch: cheaper than a weak-key entry, which makes a weak reference each time)
+_TABLE_LAST = "_prefetch_last"  # a module's or caching table's attribute: its latest PrefetchJob (settle waits for
+# it; an attribute set per prefetch is cheaper than a weak-key entry, which makes a weak reference each time)
+_MODULE_JOBS = "_prefetch_jobs"  # a module's attribute: [PrefetchJob] not taken by a step yet (the last 4)
 _KEEP = 4
+
+
+class _AttrMap:
+    """Read-only view obj -> its attribute ``name`` (``_LAST[m]``, ``_JOBS[m]``: what tests and tools read)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def get(self, obj, default=None):
+        return getattr(obj, "__dict__", {}).get(self.name, default)
+
+    def __getitem__(self, obj):
+        v = self.get(obj)
+        if v is None:
+            raise KeyError(obj)
+        return v
+
+    def __contains__(self, obj) -> bool:
+        return self.get(obj) is not None
+
+
+_LAST = _AttrMap(_TABLE_LAST)  # module or table -> its latest PrefetchJob
+_JOBS = _AttrMap(_MODULE_JOBS)  # module -> its jobs not taken yet
 
 
 def in_worker() -> bool:
@@ -106,9 +128,19 @@ class PrefetchJob:
         """Waits until the job ran (a no-op inside a job or when it ran inline); a queued device job: the current
         stream waits for its end event on the device (no host wait)."""
         if self.done is not None:
-            torch.cuda.current_stream(self.ids.device).wait_event(self.done)
+            self.done.wait(current_stream(self.ids.get_device()))
         elif self.future is not None and not in_worker():
             self.future.result()
+
+
+_GET_STREAM = getattr(torch._C, "_cuda_getCurrentStream", None)  # (CUDA builds) -> (stream id, device, type)
+_STREAMS: dict = {}  # that triple -> its torch.cuda.Stream
+
+
+def current_stream(index: int):
+    """``torch.cuda.current_stream(index)`` for a CUDA device index, one Stream object per stream kept (the
+    torch call makes a new object and looks the device up each time: per-step host time of a prefetch)."""
+    return _stream_of(_GET_STREAM(index))
 
 
 def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, threaded: Optional[bool] = None):
@@ -141,12 +173,17 @@ def submit(module, ids: torch.Tensor, offsets: torch.Tensor, stream=None, thread
 
 
 def _register(module, job: PrefetchJob, cached: List[int]) -> PrefetchJob:
-    recs = _JOBS.setdefault(module, [])
+    d = module.__dict__
+    recs = d.get(_MODULE_JOBS)
+    if recs is None:
+        recs = d[_MODULE_JOBS] = []
     recs.append(job)
-    del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
-    _LAST[module] = job
+    if len(recs) > _KEEP:
+        del recs[:-_KEEP]  # a batch prefetched but never run is forgotten after _KEEP more
+    d[_TABLE_LAST] = job
+    tables = module.tables
     for t in cached:
-        module.tables[t].__dict__[_TABLE_LAST] = job
+        tables[t].__dict__[_TABLE_LAST] = job
     return job
 
 
@@ -154,11 +191,7 @@ _DS = []  # [the _device_stage module], imported on first use (it imports this m
 
 
 def _device_served(module, ids, cached: List[int]):
-    if not _DS:
-        from . import _device_stage
-
-        _DS.append(_device_stage)
-    return _DS[0].serves(module, ids, cached)
+    return _device_stage().serves(module, ids, cached)
 
 
 def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -> PrefetchJob:
@@ -214,9 +247,151 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
         job.done = done
         ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
         offsets.record_stream(stream)
+        if same and served and offsets.dtype == torch.int64:  # the next prefetches take the bound path
+            module.__dict__[_BIND] = _DeviceBinding(module, ids, tables, stream, served[0])
     job.skip, job.stamp = failed, stamp
     job.gens = {t: module.tables[t].generation for t in tables}
     return job
+
+
+_BIND = "_prefetch_bind"  # a module's attribute: its _DeviceBinding
+_SET_STREAM = getattr(torch._C, "_cuda_setStream", None)  # (CUDA builds)
+_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)
+_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+
+
+def queue_bound(module, ids: torch.Tensor, offsets: torch.Tensor) -> Optional[PrefetchJob]:
+    """``prefetch`` of a device batch through the module's bound job (``_DeviceBinding``), or None when it has none
+    or it does not hold for this call (the full path then runs)."""
+    b = module.__dict__.get(_BIND)
+    return b.queue(module, ids, offsets) if b is not None else None
+
+
+class _DeviceBinding:
+    """A module's device prefetch over tables that op cache_stage serves with everything but the batch bound
+    (made by the first such ``queue_device`` on CUDA): ``queue`` checks in O(1) that the binding still holds (no
+    table tensor replaced: ``_table.state_epoch``; the same table objects, device staging and kernel path; the
+    batch a contiguous key_dtype / int64 pair on the bound device, its current device; no graph capture or
+    compile; every live step stamped) and queues the op on the side stream exactly as ``queue_device`` does (the
+    same op, arguments, events and flag slot), with no per-call plan lookup, Stream objects or weak references.
+    The host cost of a warm prefetch is then the op call and its CUDA calls."""
+
+    __slots__ = ("epoch", "tables", "cached", "ftable", "mask", "vb", "tids", "ts", "index", "kdt", "F",
+                 "stream", "side", "ready", "done", "sample", "sample_host", "sample_armed", "idle", "jobs")
+
+    def __init__(self, module, ids, cached: List[int], stream, plan):
+        from ._table import state_epoch
+
+        self.epoch = state_epoch()
+        self.tables, self.cached = list(module.tables), list(cached)
+        self.ftable, self.mask, self.vb, self.tids, self.ts = plan
+        self.index, self.kdt, self.F = ids.get_device(), ids.dtype, module.num_features
+        self.stream, self.side = stream, (stream.stream_id, stream.device_index, stream.device_type)
+        self.ready, self.done = _events(module, stream)
+        # the miss-count sample (``prefetch_adaptive``): a pinned (T,) int64 that a job's per-table misses are
+        # copied into, armed to -1 (landed once every entry is >= 0); prefetches left to skip; prefetch calls since
+        # the last sample
+        self.sample, self.sample_host, self.sample_armed = None, None, False
+        self.idle, self.jobs = 0, SAMPLE_EVERY
+
+    def _warm(self, module) -> bool:
+        """``prefetch_adaptive``: True when this prefetch may queue nothing (a landed sample read no miss, and
+        fewer than SAMPLE_EVERY prefetches since)."""
+        if not getattr(module, "prefetch_adaptive", False):
+            return False
+        self.jobs += 1  # (prefetch calls since the last sample, queued or not)
+        if self.sample_armed and min(self.sample_host) >= 0:  # the sample landed
+            self.sample_armed = False
+            self.idle = SAMPLE_EVERY - 1 if sum(self.sample_host) == 0 else 0
+        if self.idle > 0:
+            self.idle -= 1
+            return True
+        return False
+
+    def queue(self, module, ids: torch.Tensor, offsets: torch.Tensor):
+        """Queues the job (returns it), or returns ``SKIPPED`` (``_warm``: the step stages itself), or None when
+        the binding does not hold (the caller takes the full path)."""
+        idx = self.index
+        nb = offsets.numel() - 1
+        if (ids.dtype is not self.kdt or offsets.dtype is not torch.int64 or ids.get_device() != idx
+                or offsets.get_device() != idx or ids.dim() != 1 or nb % self.F
+                or not ids.is_contiguous() or not offsets.is_contiguous()
+                or not getattr(module, "device_staging", False) or not module.use_kernels
+                or torch.compiler.is_compiling() or _CAPTURING()):
+            return None
+        if self._warm(module):  # (before the binding's other checks: a step staging itself is always correct)
+            return SKIPPED
+        ds = _device_stage()
+        if (ds.state_epoch() != self.epoch or not all(map(operator.is_, self.tables, module.tables))
+                or _GET_DEVICE() != idx):
+            return None
+        live = ds.live_stamps(self.tids)
+        if None in live:
+            return None
+        stamp = ds.next_stamp()
+        min_live = min(live) if live else stamp
+        # the records first, on the current stream (a rebuild copies them there; the job waits for it)
+        meta, stage, totals = module._kernel_meta(), ds.stage_meta(module), ds._totals(module)
+        slot, flag_addr = _flag_slot(module)
+        cur_k = _GET_STREAM(idx)
+        stream, ready, done = self.stream, self.ready, self.done
+        ready.record(_stream_of(cur_k))
+        stream.wait_event(ready)
+        _SET_STREAM(*self.side)
+        try:  # as queue_device: reporting off, the failed flag's copy into the slot
+            failed, info = torch.ops.dynamicemb.cache_stage(
+                meta, stage, totals, ids, offsets, self.ftable, nb // self.F, self.mask, stamp, min(min_live, stamp),
+                True, self.vb, False, None, flag_addr)
+            if (self.jobs >= SAMPLE_EVERY and not self.sample_armed
+                    and getattr(module, "prefetch_adaptive", False)):  # this job's misses, copied after its op
+                self._arm_sample(len(module.tables))
+                self.sample.copy_(info[:len(module.tables)], non_blocking=True)
+                self.jobs = 0
+        finally:
+            _SET_STREAM(*cur_k)
+        job = PrefetchJob(ids, offsets, self.cached, [], None)
+        gens = job.gens = {}
+        for t, tb in zip(self.cached, self.ts):
+            tb.mutated()  # keys may have moved: a prefetch job's proof for this cache is void
+            gens[t] = tb.generation
+        done.record(stream)
+        ids.record_stream(stream)  # (the batch's memory is not reused before the job ran, whatever its owner does)
+        offsets.record_stream(stream)
+        job.done, job.flag, job._info, job.skip, job.stamp = done, slot, info, failed, stamp
+        return _register(module, job, self.cached)
+
+    def _arm_sample(self, T: int) -> None:
+        if self.sample is None:
+            import ctypes
+
+            from ._batched_step import _pinned_slice
+
+            self.sample = _pinned_slice(T)  # (process-lifetime pinned memory: a late copy lands in no reused block)
+            self.sample_host = (ctypes.c_int64 * T).from_address(self.sample.data_ptr())
+        for i in range(T):
+            self.sample_host[i] = -1
+        self.sample_armed = True
+
+
+SAMPLE_EVERY = 16  # a device prefetch samples one job's misses in this many (``prefetch_adaptive``)
+SKIPPED = object()  # _DeviceBinding.queue: this prefetch queued nothing (a warm working set)
+
+
+def _stream_of(k):
+    s = _STREAMS.get(k)
+    if s is None:
+        if len(_STREAMS) > 64:  # (streams made and dropped by the caller: forget old ones)
+            _STREAMS.clear()
+        s = _STREAMS[k] = torch.cuda.Stream(stream_id=k[0], device_index=k[1], device_type=k[2])
+    return s
+
+
+def _device_stage():
+    if not _DS:
+        from . import _device_stage as ds
+
+        _DS.append(ds)
+    return _DS[0]
 
 
 _FLAG_SLOTS = 64
@@ -443,17 +618,11 @@ def _feature_mask(module, device, tables: List[int]) -> torch.Tensor:
 def pending(obj) -> Optional["PrefetchJob"]:
     """The latest prefetch job queued for ``obj`` (a module or a caching table) that nothing settled yet, or None."""
     d = getattr(obj, "__dict__", None)
-    job = d.get(_TABLE_LAST) if d is not None else None
-    return job if job is not None else _LAST.get(obj)
+    return d.get(_TABLE_LAST) if d is not None else None
 
 
 def settle(obj) -> None:
     """Waits for the prefetch jobs queued for ``obj`` (a module or a caching table); cheap when there are none."""
-    job = _LAST.get(obj)
-    if job is not None:
-        job.wait()
-        if _LAST.get(obj) is job:
-            del _LAST[obj]
     d = getattr(obj, "__dict__", None)
     job = d.get(_TABLE_LAST) if d is not None else None
     if job is not None:
@@ -466,7 +635,7 @@ def settled(fn):
     """Method decorator: ``settle(self)`` first (module and caching-table calls that touch the tables)."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        if _LAST or _TABLE_LAST in self.__dict__:
+        if _TABLE_LAST in self.__dict__:
             settle(self)
         return fn(self, *args, **kwargs)
     return wrapper
@@ -478,9 +647,9 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
     since, else None}, the batch's feature bounds from the job, or None; the job's stamp in the caches (a device
     staging's, ``_device_stage``), or None; a queued device job's skip flag (``queue_device``) when the job
     covers every table of the step, else None)."""
-    none = {t: None for t in cached}
+    none = dict.fromkeys(cached)
     settle(module)
-    recs = _JOBS.get(module)
+    recs = module.__dict__.get(_MODULE_JOBS)
     if not recs:
         return none, None, None, None
     sig = signature(ids, offsets)
@@ -496,5 +665,5 @@ def take(module, ids: torch.Tensor, offsets: torch.Tensor, cached: List[int]):
         return none, job.bounds, job.stamp, None
     skip = job.skip
     if skip is not None and job.done is not None:
-        skip.record_stream(torch.cuda.current_stream(ids.device))  # made on the job's stream, read on this one
+        skip.record_stream(current_stream(ids.get_device()))  # made on the job's stream, read on this one
     return none, job.bounds, job.stamp, (skip if None not in none.values() else None)

@@ -428,6 +428,7 @@ def prefetch_pipeline_cuda(ref, m, data):
     (a sleep queued ahead of it still runs when its forward returns), every job succeeds, and each step equals
     ref's. Returns how many jobs staged rows."""
     staged = 0
+    m.prefetch_adaptive = False  # (a job per prefetch: this reads each one)
     for i, (ids, off, w) in enumerate(data):
         o_ref = step(ref, ids, off, w)
         if i:
@@ -454,6 +455,7 @@ def staging_syncs_cuda(ref, m, data, prefetch, clean_jobs=False):
     settled first with prefetch: the job must have staged rows, and with clean_jobs succeeded); outputs equal.
     Returns the per-step counts and the last step's sync sites."""
     per_step, n = [], []
+    m.prefetch_adaptive = False  # (a job per prefetch: this reads each one)
     for ids, off, w in data:
         if prefetch:
             m.prefetch(ids, off)

@@ -92,6 +92,7 @@ def test_no_host_sync_cuda(prefetch):
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     data = list(t_batches(T, 6, seed=13, hi=3000, device="cuda"))
+    m.prefetch_adaptive = False  # (a job per prefetch: this test reads each one)
     warm = data[0]
     for mod in (ref, m):
         for _ in range(2):
@@ -154,6 +155,7 @@ def test_prefetch_queued_on_device_cuda(monkeypatch):
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     data = list(t_batches(T, 8, seed=17, hi=3000, device="cuda"))
+    m.prefetch_adaptive = False  # (a job per prefetch: this test reads each one)
     ref_outs, outs = [], []
     for ids, off, w in data:
         o = ref(ids, off, validate=False)
@@ -177,10 +179,13 @@ def test_prefetch_queued_on_device_cuda(monkeypatch):
     finally:
         torch.cuda.set_sync_debug_mode(prev)
     torch.cuda.synchronize()
-    # step 0, then per later batch its job (no gate) and, unless the host saw the job's flag land as 0, its step's
-    # staging gated by the job's failed flag
+    # step 0, then per later batch its job (no gate: the first through _device_stage.stage, the later ones through
+    # the module's bound job, which calls the op itself) and, unless the host saw the job's flag land as 0, its
+    # step's staging gated by the job's failed flag
     jobs = [g for g in calls[1:] if g is None]
-    assert calls[0] is None and len(jobs) == len(data) - 1 and len(calls) <= 2 * len(data) - 1, calls
+    gated = [g for g in calls[1:] if g is not None]
+    assert calls[0] is None and len(jobs) == 1 and len(gated) <= len(data) - 1, calls
+    assert "_prefetch_bind" in m.__dict__
     assert ops.count("lookup_step") == len(data) and ops.count("cache_stage") == len(data) - 1, ops
     for i, (a, b) in enumerate(zip(ref_outs, outs)):
         assert torch.equal(a, b), f"step {i}"
@@ -201,6 +206,7 @@ def test_prefetch_seen_staged_step_stages_nothing_cuda(monkeypatch):
     T = 3
     ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
     data = list(t_batches(T, 12, seed=23, hi=3000, device="cuda"))
+    m.prefetch_adaptive = False  # (a job per prefetch: this test reads each one)
     skipped = 0
     for i, (ids, off, w) in enumerate(data):
         (ref(ids, off, validate=False) * w).sum().backward()
@@ -219,3 +225,90 @@ def test_prefetch_seen_staged_step_stages_nothing_cuda(monkeypatch):
     assert len(flags[3]) <= 1 and len(flags[2]) >= 63  # seen slots are free again (the last job's: never taken)
     assert_same(ref, m)
     assert sum(t.rows_moved[0] for t in m.tables) > 0  # the jobs moved rows in
+
+
+def test_prefetch_bound_path_cuda():
+    """The module's bound prefetch job (``_prefetch._DeviceBinding``, made by the first device prefetch over
+    device-staged tables): later prefetches of a device batch go through it (one op call, no ``serves`` /
+    ``_device_stage.stage``), and it steps aside (the full path runs) for int32 offsets, CPU ids, device staging
+    off and a replaced table tensor (``_table.state_epoch``); training is bit-identical to all-HBM."""
+    from dynamicemb import _device_stage, _table
+
+    T = 3
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    data = list(t_batches(T, 8, seed=29, hi=3000, device="cuda"))
+    m.prefetch_adaptive = False  # (a job per prefetch: this test reads each one)
+    served = []
+    real = _device_stage.serves
+    _device_stage.serves = lambda *a, **k: (served.append(1), real(*a, **k))[1]
+    try:
+        for i, (ids, off, w) in enumerate(data):
+            o_ref = ref(ids, off, validate=False)
+            (o_ref * w).sum().backward()
+            out = m(ids, off, validate=False)
+            if i + 1 < len(data):
+                n0 = len(served)
+                m.prefetch(data[i + 1][0], data[i + 1][1])
+                bound = len(served) == n0
+                assert bound == (i > 0), (i, bound)  # the first prefetch binds, the later ones use the binding
+                assert _prefetch._LAST[m].done is not None
+            (out * w).sum().backward()
+            assert torch.equal(o_ref, out), f"step {i}"
+    finally:
+        _device_stage.serves = real
+    torch.cuda.synchronize()
+    assert_same(ref, m)
+    ids, off = data[0][0], data[0][1]
+    assert _prefetch.queue_bound(m, ids, off) is not None
+    assert _prefetch.queue_bound(m, ids, off.int()) is None
+    assert _prefetch.queue_bound(m, ids.cpu(), off.cpu()) is None
+    m.device_staging = False
+    assert _prefetch.queue_bound(m, ids, off) is None
+    m.device_staging = True
+    _table._STATE_EPOCH[0] += 1  # as a replaced table tensor
+    assert _prefetch.queue_bound(m, ids, off) is None
+    m.prefetch(ids, off)  # the full path binds again
+    assert _prefetch.queue_bound(m, ids, off) is not None
+    _prefetch.settle(m)
+
+
+def test_prefetch_adaptive_warm_set_cuda():
+    """``prefetch_adaptive`` (the default): over a warm working set (every id of the batches cached) the sampled
+    jobs read no miss and most prefetches queue nothing (their steps stage themselves inside lookup_step); once
+    the batches miss again (cold ids), a sample sees it and every prefetch queues its job again. Training is
+    bit-identical to all-HBM throughout."""
+    T = 3
+    ref, m = make_t("hbm", T, device="cuda"), make_t("caching", T, slots=16 * BC, device="cuda", store=UVA)
+    assert m.prefetch_adaptive
+    warm = list(t_batches(T, 4, seed=31, hi=60, device="cuda"))  # (<= 60 ids per table: 256 slots)
+    # cold: 16 batches over ids < 700 (~540 distinct per table: over the 256-slot cache, so they keep missing, and
+    # within max_capacity 1024 of both modules, so neither evicts what the other keeps)
+    cold = list(t_batches(T, 16, seed=37, hi=700, device="cuda"))
+    calls = []
+    ns = torch.ops.dynamicemb
+    real = ns.cache_stage
+    ns.cache_stage = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+
+    def run(seq, steps):
+        n0 = len(calls)
+        for i in range(steps):
+            ids, off, w = seq[i % len(seq)]
+            o_ref = ref(ids, off, validate=False)
+            (o_ref * w).sum().backward()
+            out = m(ids, off, validate=False)
+            m.prefetch(*seq[(i + 1) % len(seq)][:2])
+            (out * w).sum().backward()
+            assert torch.equal(o_ref, out), i
+            torch.cuda.synchronize()  # (a sample's copy lands before the next prefetch looks)
+        return len(calls) - n0
+
+    try:
+        run(warm, 32)  # every id of the warm batches cached, a sample read 0
+        queued = run(warm, 48)
+        assert 2 <= queued <= 5, queued  # a sampled job in 16 prefetches (SAMPLE_EVERY)
+        queued = run(cold, 40)
+        assert queued >= 24, queued  # the first sample of the cold batches sees misses: every prefetch queues
+    finally:
+        ns.cache_stage = real
+    torch.cuda.synchronize()
+    assert_same(ref, m)

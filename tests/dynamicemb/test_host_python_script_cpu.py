@@ -15,6 +15,25 @@ def test_host_python_script_runs_and_restores_the_ops(load_script):
     assert torch.ops.dynamicemb.lookup_step is real
 
 
+def test_host_python_script_prefetch_modes(load_script):
+    # --storage uva --prefetch: the device prefetch's Python with its CUDA calls stubbed; the bound and adaptive
+    # modes go through the module's bound job (the adaptive one queues 1 job in 16 on the stub's warm set); the
+    # stubs are given back afterwards
+    mod = load_script("benchmarks/host_python_embedding.py")
+    from dynamicemb import _prefetch
+
+    real_stage, real_event, real_get = torch.ops.dynamicemb.cache_stage, torch.cuda.Event, _prefetch._GET_STREAM
+    for mode in ("full", "bound", "adaptive"):
+        us, rows = mod.main(["--quick", "--storage", "uva", "--prefetch", mode, "--samples", "50", "--dim", "8",
+                             "--profile"])
+        assert us > 0
+        names = " ".join(r[3] for r in rows)
+        assert ("queue_device" in names) == (mode == "full"), (mode, names)
+        assert ("(queue)" in names) == (mode != "full"), (mode, names)
+    assert torch.ops.dynamicemb.cache_stage is real_stage and torch.cuda.Event is real_event
+    assert _prefetch._GET_STREAM is real_get
+
+
 def test_host_native_profile_summarizes_a_raw_file(load_script, tmp_path):
     # benchmarks/host_native_profile.py: samples go to their innermost Python frame and the library of their leaf
     # frame; the us per step follow the rate and the steps sampled; without a py-spy binary it skips (exit 0).
