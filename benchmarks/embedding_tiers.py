@@ -17,7 +17,9 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     kernels on the device), with and without ``prefetch`` of the next batch (its ids already on the device, as in
     TorchRec's prefetch pipeline: issued after the step's forward, before its backward); ms per step (wall clock
     of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
-    batches run in turn: at 25 % and 50 % the cache holds their ids and a warm step misses nothing.
+    batches run in turn (--batches, default 4): at 25 % and 50 % the cache holds the ids of 4 batches and a warm step
+    misses nothing; with --batches 64 the working set outgrows a 25 % cache and every step misses (the case a
+    prefetch is for: the rows moved per step say which case a row is).
 (b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
     tens of percent between processes and minutes, and these steps are host-bound.
@@ -27,7 +29,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
-        [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]]
+        [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
 Skips (exit 0) without a GPU.
 """
 
@@ -170,7 +172,7 @@ _STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
 def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
-               stores=("host", "uva"), bw=None):
+               stores=("host", "uva"), bw=None, batches=4):
     """Rows (optimizer, storage, ms, rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms,
     note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
     (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
@@ -178,7 +180,7 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
-    dev = step_batches(T, B, rows_per_table)
+    dev = step_batches(T, B, rows_per_table, batches)
     out = []
     grad = None
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
@@ -211,7 +213,7 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
                 o.backward(grad)
 
             reps = 5 if quick else 10
-            moved = lambda: [sum(t.rows_moved[j] for t in m.tables if hasattr(t, "rows_moved")) for j in (0, 1)]  # noqa: E731
+            moved = lambda: rows_moved(m)  # noqa: E731
             try:
                 for _ in range(warmup):
                     one()
@@ -230,17 +232,23 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     return out, (T, B, dim, rows_per_table)
 
 
+def rows_moved(m):
+    """[rows staged into the caches, rows written back] so far, over the module's caching tables."""
+    return [sum(t.rows_moved[j] for t in m.tables if hasattr(t, "rows_moved")) for j in (0, 1)]
+
+
 def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,), opts=("sgd", "adam"),
-                      stores=("uva",), reps=20):
+                      stores=("uva",), reps=20, batches=4):
     """(b2) the train step of (b), every case of an optimizer built at once and timed in ``rounds`` interleaved
     rounds (the case order rotated each round), so that a slow spell of the host shows in every case of that round
     instead of in one: per round and case ``reps`` pipelined steps (one sync at the end: ms per step) and ``reps``
     synchronized steps (median). Rows: (optimizer, storage, pipelined median / min / max, synchronized median,
-    pipelined and synchronized ratio to all-HBM: the median over the rounds of the same-round ratio)."""
+    pipelined and synchronized ratio to all-HBM: the median over the rounds of the same-round ratio, rows staged
+    into the caches per timed step)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or (1 << 20)
     B = B or 104857
-    dev = step_batches(T, B, rows_per_table)
+    dev = step_batches(T, B, rows_per_table, batches)
     grad = torch.ones(T * B, dim, device="cuda")
     out = []
     for opt_name, opt in (("SGD", SGD(lr=0.01)), ("Adam", Adam(lr=1e-3))):
@@ -264,13 +272,14 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
 
             for _ in range(warmup):
                 one()
-            built.append((name, one))
+            built.append((name, one, m))
         torch.cuda.synchronize()
-        pipe = {n: [] for n, _ in built}
-        sync = {n: [] for n, _ in built}
+        moved0 = {n: rows_moved(m)[0] for n, _, m in built}
+        pipe = {n: [] for n, _, _ in built}
+        sync = {n: [] for n, _, _ in built}
         for r in range(rounds):
             k = r % len(built)
-            for name, one in built[k:] + built[:k]:
+            for name, one, _ in built[k:] + built[:k]:
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 for _ in range(reps):
@@ -279,11 +288,12 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
                 pipe[name].append((time.perf_counter() - t0) * 1e3 / reps)
                 sync[name].append(wall_ms(one, warmup=0, reps=reps))
         base = built[0][0]
-        for name, _ in built:
+        for name, _, m in built:
             rp = statistics.median(a / b for a, b in zip(pipe[name], pipe[base]))
             rs = statistics.median(a / b for a, b in zip(sync[name], sync[base]))
+            rin = (rows_moved(m)[0] - moved0[name]) / (2 * rounds * reps)  # (pipelined + synchronized steps)
             out.append((opt_name, name, statistics.median(pipe[name]), min(pipe[name]), max(pipe[name]),
-                        statistics.median(sync[name]), rp, rs))
+                        statistics.median(sync[name]), rp, rs, rin))
             print(f"step rounds: {out[-1]}", flush=True)
         del built
         torch.cuda.empty_cache()
@@ -335,6 +345,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
     ap.add_argument("--round-reps", type=int, default=20, help="steps per case and round of (b2)")
+    ap.add_argument("--batches", type=int, default=4, help="distinct batches (b) and (b2) cycle through (default 4: "
+                    "a warm set at 25 %%; 64: a working set larger than a 25 %% cache, misses every step)")
     ap.add_argument("--stores", default="host,uva", help="backing stores of (b)'s caching rows: host (HostStore), "
                     "uva (UvaStoreSpec: rows in pinned host memory indexed in HBM, staged on the device by op cache_stage), "
                     "uva-py (the same store staged by the Python staging)")
@@ -370,7 +382,7 @@ def main():
     if "step" not in skip:
         step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch,
                                                [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
-                                               a.stores.split(","), bw)
+                                               a.stores.split(","), bw, a.batches)
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
                f"pooling none (ms per step, wall clock, a device sync after each step; rows moved per step between "
                f"store and caches, the MB they put on PCIe and that at the measured {bw:.1f} GB/s)", "",
@@ -382,15 +394,16 @@ def main():
     if a.rounds > 0:
         rr, (T, B, dim, R) = bench_step_rounds(warmup, a.rounds, a.step_rows, a.step_batch,
                                                [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
-                                               a.stores.split(","), a.round_reps)
+                                               a.stores.split(","), a.round_reps, a.batches)
         md += [f"### (b2) train step, {a.rounds} interleaved rounds of {a.round_reps} steps per case: {T} tables x {B} "
                f"ids, D={dim} fp32, power law 1.05 over {R} ids per table, pooling none (ms per step; pipelined: no "
                f"sync between steps; synchronized: a device sync after each step, median; ratios to all-HBM paired "
-               f"per round, their median)", "",
+               f"per round, their median; {a.batches} batches cycled; rows staged: into the caches per timed step)", "",
                "| optimizer | storage | pipelined ms (median, min-max) | synchronized ms | pipelined / all-HBM | "
-               "synchronized / all-HBM |", "|---|---|---:|---:|---:|---:|"]
-        for o, n, pm, plo, phi, sm, rp, rs in rr:
-            md.append(f"| {o} | {n} | {pm:.3f} ({plo:.3f}-{phi:.3f}) | {sm:.3f} | {rp:.2f}x | {rs:.2f}x |")
+               "synchronized / all-HBM | rows staged per step |", "|---|---|---:|---:|---:|---:|---:|"]
+        for o, n, pm, plo, phi, sm, rp, rs, rin in rr:
+            md.append(f"| {o} | {n} | {pm:.3f} ({plo:.3f}-{phi:.3f}) | {sm:.3f} | {rp:.2f}x | {rs:.2f}x | "
+                      f"{rin:,.0f} |")
         md.append("")
     if "disk" not in skip:
         rows, dim = bench_disk(a.quick, a.disk_rows)
