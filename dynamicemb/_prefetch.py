@@ -205,19 +205,18 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
     once; a failure then is the job's ``error`` (the step stages and raises itself). On CUDA ``missed`` reads the
     op's counts back when asked (a host wait; nothing on the step's path asks). ``served``: ``serves``' result
     for these tables (reused by ``_device_stage.stage``)."""
-    from . import _device_stage
     from ._staging import host_phase
 
+    ds = _device_stage()
     job = PrefetchJob(ids, offsets, tables, [], None)
-    stamp = _device_stage.next_stamp()
+    stamp = ds.next_stamp()
     if stream is None:
         try:
-            failed, info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
-                                               served=served)
+            failed, info = ds.stage(module, ids, offsets, tables, True, stamp, report=False, served=served)
             T, F = len(module.tables), module.num_features
             with host_phase():
                 if int(failed[0]):
-                    raise _device_stage.failure(module, info)
+                    raise ds.failure(module, info)
                 v = info.tolist()
             job.bounds, job.missed = v[T:T + F + 1], sum(v[t] for t in tables)
         except Exception as e:  # noqa: BLE001  kept for the step, which stages itself and raises its own
@@ -238,8 +237,8 @@ def queue_device(module, ids, offsets, tables: List[int], stream, served=None) -
             try:
                 # reporting off: a prefetch that cannot stage every id (its caches full of the rows of steps in
                 # flight) is no error; its failed flag gates the step's own staging, which stages the rest, reports
-                failed, job._info = _device_stage.stage(module, ids, offsets, tables, True, stamp, report=False,
-                                                        served=served, failed_host=flag_addr)
+                failed, job._info = ds.stage(module, ids, offsets, tables, True, stamp, report=False,
+                                             served=served, failed_host=flag_addr)
             finally:
                 if same:
                     torch.cuda.set_stream(cur)
