@@ -288,7 +288,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         self._anchor = torch.empty(0, device=dev, requires_grad=True)
         # CUDA: the sender's dedup, pooling and gradient sums in fused ops (the dedup kernel, the row ops)
         self._kernel_dedup = dev.type == "cuda" and _kernels_available() and rows_ops_available()
-        self._kset = self._ar32 = self._ar64 = None
+        self._kset, self._iotas = None, {}  # the kernel dedup's set; 0 .. n - 1 per dtype (_iota)
         #: a list to time the phases of each step into (``(phase, event)`` pairs: CUDA events on CUDA, host
         #: times on CPU); None (default) records nothing. benchmarks/embedding_distributed.py reads it.
         self.phase_log: Optional[list] = None
@@ -547,7 +547,7 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             return inv.long()
         rank = torch.empty(max(n_u, 1), dtype=torch.int64, device=self.device)
         rank[:1] = 0
-        rank.scatter_(0, order[:n_u], self._iota64(n_u))
+        rank.scatter_(0, order[:n_u], self._iota(n_u, torch.int64))
         return rank.index_select(0, inv)
 
     def _dedup_buffer(self, n: int) -> torch.Tensor:
@@ -557,17 +557,12 @@ class ShardedDynamicEmbeddingTables(nn.Module):
             self._kset = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._kset
 
-    def _iota(self, n: int) -> torch.Tensor:
-        """0 .. n - 1 (int32), made once per size."""
-        if self._ar32 is None or self._ar32.numel() < n:
-            self._ar32 = torch.arange(max(n, 1024), dtype=torch.int32, device=self.device)
-        return self._ar32[:n]
-
-    def _iota64(self, n: int) -> torch.Tensor:
-        """0 .. n - 1 (int64), made once per size."""
-        if self._ar64 is None or self._ar64.numel() < n:
-            self._ar64 = torch.arange(max(n, 1024), dtype=torch.int64, device=self.device)
-        return self._ar64[:n]
+    def _iota(self, n: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+        """0 .. n - 1 in ``dtype``, made once per size and dtype."""
+        a = self._iotas.get(dtype)
+        if a is None or a.numel() < n:
+            a = self._iotas[dtype] = torch.arange(max(n, 1024), dtype=dtype, device=self.device)
+        return a[:n]
 
     def _step_forward(self, ids, offsets, psw, train: bool, backward: bool = False):
         dev, W, T, F = self.device, self.world_size, len(self.options), self.num_features
@@ -575,7 +570,6 @@ class ShardedDynamicEmbeddingTables(nn.Module):
         n = ids.numel()
         B = (offsets.numel() - 1) // F
         Dm = self.max_dim
-        nseg = W * T
         # 1. dedup. CUDA: the single-rank module's dedup kernel (a hash set, three passes over the ids), then a
         #    sort of the uniques' small (owner, table) codes; CPU: two sorts of the ids (the torch path's order)
         fast = self._kernel_dedup and n > 0 and B > 0
