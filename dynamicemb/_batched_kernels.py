@@ -311,16 +311,12 @@ class _KernelStep:
             skip, staging = None, tuple(skip)
         else:
             staging = _NO_STAGING
-        if mirror or staging is not _NO_STAGING:  # (every argument positional: tests replay the captured list)
-            out, ws = torch.ops.dynamicemb.lookup_step(
-                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-                self._dedup_set(n), self.refused_count, skip, *staging, mirror)
-        else:
-            out, ws = torch.ops.dynamicemb.lookup_step(
-                meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
-                _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-                self._dedup_set(n), self.refused_count, skip)
+        # the staging and mirror arguments only when used (every argument positional: tests replay the captured list)
+        extra = (*staging, mirror) if mirror or staging is not _NO_STAGING else ()
+        out, ws = torch.ops.dynamicemb.lookup_step(
+            meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
+            _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
+            self._dedup_set(n), self.refused_count, skip, *extra)
         if not train:
             return out, None
         self._after_insert(ws=ws)
