@@ -5,7 +5,7 @@ without prefetch; ``--label``: also the host and CUDA time of each kind of table
 The loss is ``out.sum()``, so its backward adds a full-size gradient fill to every step (all-HBM included).
 
 Usage: python benchmarks/uva_step_profile.py [--fracs 0.1,0.25] [--opt sgd] [--rows N] [--batch N] [--top 15]
-    [--label]
+    [--label] [--batches N]
 Skips (exit 0) without a GPU.
 """
 
@@ -46,10 +46,10 @@ def label_table_ops():
 
 
 def run(m, data, i, prefetch):
-    ids, off = data[i % 4]
+    ids, off = data[i % len(data)]
     out = m(ids, off)
     if prefetch:
-        m.prefetch(*data[(i + 1) % 4])
+        m.prefetch(*data[(i + 1) % len(data)])
     out.sum().backward()
 
 
@@ -61,6 +61,8 @@ def main():
     ap.add_argument("--batch", type=int, default=104857)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--label", action="store_true", help="name the table ops' profiler ranges (op, mode, kind)")
+    ap.add_argument("--batches", type=int, default=4,
+                    help="distinct batches cycled (4: a warm set at 25 %%; 64: every step misses)")
     a = ap.parse_args()
     if a.label:
         label_table_ops()
@@ -70,7 +72,7 @@ def main():
     from torch.profiler import ProfilerActivity, profile
 
     T, dim = 10, 128
-    data = step_batches(T, a.batch, a.rows)
+    data = step_batches(T, a.batch, a.rows, a.batches)
     mk = (lambda: SGD(lr=0.01)) if a.opt == "sgd" else (lambda: Adam(lr=0.001))
     print(f"GPU: {torch.cuda.get_device_name()}, fp32 rows D={dim}, {T} tables x {a.batch} ids, {a.opt}; ms per step")
     cases = [(None, False)] + [(float(x), p) for x in a.fracs.split(",") for p in (False, True)]
