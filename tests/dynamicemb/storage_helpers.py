@@ -518,3 +518,51 @@ def hot_stamps(device):
         assert torch.equal(s, want), t
         checked += slots.numel()
     return checked
+
+
+def pending_reuse(device, steps=8, seed=0):
+    """Store slots reused within one staging (op cache_stage, stage_common.h's pending slots): one table whose 31
+    ids all live in cache bucket 0 (16 slots, full) and a UvaStore of one bucket of 16 slots (15 rows: one slot
+    short of full). Every staged id evicts a victim; the first victim of a staging takes the store's one free slot,
+    every later one the slot that an earlier id's row left in the same staging (before that row was copied: the
+    staging settles the earlier id's copies first). Trains it (device staging) and an all-HBM module on the same
+    batches (repeats, hits and misses in one step) and asserts bit-identical rows, scores and optimizer state after
+    every step, the store one slot short of full with no pending key left, and that the first reuse step moved
+    3 rows each way. Returns the caching module."""
+    from dynamicemb._uva_store import UvaStore
+    from table_helpers import keys_in_bucket
+
+    def store(kd, w, dt, cap):
+        return UvaStore(kd, w, dt, BC, BC, device=device)
+
+    m = make_t("caching", 1, slots=2 * BC, device=device, store=store)
+    m.device_staging = True
+    ref = make_t("hbm", 1, device=device)
+    t = m.tables[0]
+    keys = keys_in_bucket(0, t.capacity() // BC, 2 * BC - 1)
+    g = torch.Generator().manual_seed(seed)
+
+    def stored():
+        k = t.store.table.keys.view(torch.int64).cpu()
+        assert not bool((k == -(2**63) + 1).any()), "a pending key outlived its staging"
+        return [x for x in k.tolist() if x != -(2**63)]
+
+    def both(ids, split):
+        ids_t = torch.tensor(ids, dtype=torch.int64, device=device)
+        off = torch.tensor([0, split, len(ids)], dtype=torch.int64, device=device)
+        w = torch.randn(1, 8, generator=g).to(device)
+        for mod in (m, ref):
+            step(mod, ids_t, off, w)
+        assert_same(ref, m)
+        assert len(stored()) == BC - 1
+
+    both(keys[:BC], 5)  # the cache bucket full of new ids
+    both(keys[BC:], 7)  # 15 new ids: 15 victims written back, the store one slot short of full
+    s, cached = stored(), [k for k in keys if k not in set(stored())]
+    before = m._stage_totals.clone()
+    both([s[0], s[1], cached[0], s[0], s[2], s[1]], 3)  # three misses (two repeated) and a hit
+    assert (m._stage_totals - before)[0, :2].tolist() == [3, 3]
+    for _ in range(steps):  # random repeats over the 31 ids (at most 12 distinct: the bucket holds them)
+        idx = torch.randint(0, len(keys), (12,), generator=g).tolist()
+        both([keys[i] for i in idx], 6)
+    return m

@@ -17,8 +17,8 @@ from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec, unique_padded
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, CACHE_SLOTS, SyncCounter, assert_same, logical_rows, make_t, rows,  # noqa: E402
-                             same_logical, step, t_batches, ten_percent, two_steps_in_flight)
+from storage_helpers import (BC, CACHE_SLOTS, SyncCounter, assert_same, logical_rows, make_t,  # noqa: E402
+                             pending_reuse, rows, same_logical, step, t_batches, ten_percent, two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -347,6 +347,13 @@ def test_device_staging_full_store_loses_nothing():
             raised = True
             break
     assert raised
+
+
+def test_device_staging_reuses_store_slots():
+    """Op cache_stage (CPU twin) with a store one slot short of full under a full cache bucket: within one staging
+    each victim after the first takes the store slot an earlier id's row left (its copies settled first); rows,
+    scores and optimizer state bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
+    pending_reuse("cpu")
 
 
 def test_device_staging_step_ops():

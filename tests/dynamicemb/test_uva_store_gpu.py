@@ -17,8 +17,8 @@ from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, assert_same, batches, make, make_t, prefetch_pipeline_cuda, rows,  # noqa: E402
-                             staging_syncs_cuda, step, t_batches, ten_percent)
+from storage_helpers import (BC, assert_same, batches, make, make_t, pending_reuse,  # noqa: E402
+                             prefetch_pipeline_cuda, rows, staging_syncs_cuda, step, t_batches, ten_percent)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -187,3 +187,10 @@ def test_device_staging_errors_cuda(kind):
             raised = True
             break
     assert raised
+
+
+def test_device_staging_reuses_store_slots_cuda():
+    """The CUDA kernels with a store one slot short of full under a full cache bucket: within one staging each
+    victim after the first takes the store slot an earlier id's row left (settled under the store bucket's lock
+    before the move pass); bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
+    pending_reuse("cuda")

@@ -1,8 +1,8 @@
 // Staging of one step's ids into the HBM caches of caching tables over the uva store (UvaStore: a scored hash
 // table with its rows in pinned host memory and its index in HBM), for every table in one pass and with no host
 // wait: op cache_stage (ops/stage_ops.cc), CUDA kernels in stage_kernels.cu, the CPU twin in stage_ops.cc. Both
-// run the per-id step below (`stage_one`, `unplace_one`), written once for host and device; only the atomics and
-// the bucket locks differ (the policy `A`).
+// run the per-id steps below (`stage_one`, `move_one`, `unplace_one`), written once for host and device; only the
+// atomics, the bucket locks and the lanes of a row copy differ (the policy `A`).
 //
 // Per step (cur: the step's stamp, min_live: the stamp of the oldest step whose backward has not run):
 //   probe    every id of a masked table is looked up in its cache; a hit stamps its slot with cur (the guard: a
@@ -17,7 +17,19 @@
 //            acquired in that order only: no deadlock). A bucket with neither a free nor an evictable slot, or a
 //            store bucket without a free slot for the evicted row, leaves the id unstaged (nothing changes for
 //            it) and records the failure: `failed` (the step's skip flag: its lookup_step inserts and updates
-//            nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`;
+//            nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`.
+//            The rows themselves are not copied here: keys, scores, digests, stamps and counters change under the
+//            locks, and the copies are appended as a move record [cache slot, victim's store slot, stored row's
+//            slot, table] (`moves`, `move_count`). The store slot a moved-in row leaves keeps the key kPendingKey
+//            (its record's index in its score) until `move` read it: no other id's victim can overwrite the row
+//            first. A victim that finds a pending slot before any free slot of its bucket (the slot it would have
+//            taken had the row been copied at once) runs that record's copies itself (`settle_pending`, under the
+//            store bucket's lock), marks the record done and then writes its own row there: the same slots, keys
+//            and rows as copying under the lock;
+//   move     per record (CUDA: kMoveLanes threads share a row): the victim's row cache -> store, then the stored
+//            row store -> cache, then the pending key leaves (empty). Every record touches its own cache slot and
+//            store slots only (a slot is stamped cur once taken, so no later id of the launch evicts it; victims
+//            are never ids of the step, whose cached rows the probe stamped): no order between records is needed;
 //   unplace  the placeholders leave (their slots are free for the step's insert), and every free slot of their
 //            buckets is stamped with cur, so the slot the step's insert takes is guarded as well.
 // The moved rows keep their scores; no score and no op clock of the cache changes otherwise, so the step sees
@@ -48,6 +60,8 @@ struct StageParams {
   int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused],
                               // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
+  int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one, move_one)
+  int64_t* move_count;        // (1) zero on entry: records in `moves`
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
@@ -55,6 +69,14 @@ struct StageParams {
   int value_bytes;            // bytes per value element (2 or 4)
   const int32_t* gate;        // (1) or null: *gate == 0 -> nothing to stage (CacheProbeParams::gate)
 };
+
+// A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
+// table]; both -1: done (settle_pending copied its rows).
+constexpr int kMoveWords = 4;
+// Key of a store slot whose row moves into the cache in this launch and has not been read yet (a reserved key:
+// never a free slot to stage_find(kEmptyKey), never an id); its score holds its move record's index. Only inside
+// one op call: the move pass empties every such slot.
+constexpr uint64_t kPendingKey = table::kReclaimedKey;
 
 // Feature of position i (host and device; the dedup's function, see probe_meta.cuh feature_of_pos).
 TABLE_HD int stage_feature_of(const int64_t* offsets, int64_t n, int64_t num_bags, int64_t batch, int num_features,
@@ -100,6 +122,47 @@ TABLE_HD int64_t stage_find(const uint64_t* keys, int64_t base, int cap, uint64_
   return -1;
 }
 
+// The row at `slot` of a store / of a cache (bytes).
+TABLE_HD uint8_t* store_row(const StageTable& s, int64_t slot, int64_t row_bytes) {
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
+                                   s.hbm_rows, slot, row_bytes);
+}
+TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes) {
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
+}
+
+// The first slot of the store bucket [base, base + cap) that a victim may take: empty, or pending (a row of this
+// launch leaves it: settle_pending first). -1 when none.
+template <class A>
+TABLE_HD int64_t stage_find_room(const uint64_t* keys, int64_t base, int cap) {
+  for (int j = 0; j < cap; j += kScan) {
+    uint64_t k[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) k[r] = A::ld(keys + base + j + r);
+#pragma unroll
+    for (int r = 0; r < kScan; ++r)
+      if (k[r] == table::kEmptyKey || k[r] == kPendingKey) return base + j + r;
+  }
+  return -1;
+}
+
+// A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
+// copies now (its victim's row out of its cache slot, then the row at `at` into that slot) and is marked done,
+// so `at` may take another row. The record was complete before its pending key was published under this lock.
+// (A pending slot of table t's store was left by an id of table t: the record's cache is `c`.)
+template <class A>
+TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const StageTable& s, int64_t at,
+                             int64_t row_bytes) {
+  int64_t* rec = p.moves + kMoveWords * static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(s.scores) + at));
+  const int64_t slot = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec)));
+  const int64_t out = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 1)));
+  uint8_t* crow = cache_row(c, slot, row_bytes);
+  if (out >= 0) A::copy_row(store_row(s, out, row_bytes), crow, row_bytes, 0, 1);
+  A::copy_row(crow, store_row(s, at, row_bytes), row_bytes, 0, 1);
+  rec[1] = -1;
+  rec[2] = -1;
+}
+
 template <class A>
 TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   if (p.found[i]) return;  // (a warm step: every thread returns here; `place` is read only where found is clear)
@@ -120,6 +183,10 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   const int ccap = static_cast<int>(c.bucket_capacity), scap = static_cast<int>(s.bucket_capacity);
   const int64_t row_bytes = c.row_stride * p.value_bytes;
   const uint64_t h = accel_hash_key(key);
+  // the key in its store, before the cache lock: only a duplicate of this id (under the same cache lock, which
+  // then finds the key in the cache below) moves it; victims written back are never ids of the step
+  const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
+  const int64_t at = stage_find<A>(sk, sbase, scap, key);
   const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets)));
   const int64_t cbase = cb * ccap;
   int32_t* clock = reinterpret_cast<int32_t*>(c.locks) + cb;
@@ -153,9 +220,6 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
       return;
     }
   }
-  // the key in its store
-  const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
-  const int64_t at = stage_find<A>(sk, sbase, scap, key);
   if (at < 0 && !p.insert_new) {  // not stored, no slot to reserve (eval)
     A::unlock(clock);
     return;
@@ -166,22 +230,26 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::unlock(clock);
     return;
   }
-  void* crow = table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
+  int64_t out = -1;      // the store slot the victim's row goes to (copied by move_one)
   if (slot == victim) {  // the victim's row goes back to a free slot of its store bucket first
     const uint64_t vk = A::ld(ck + slot);
     const uint64_t vh = accel_hash_key(vk);
     const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(vh, static_cast<uint64_t>(s.num_buckets)));
     int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + vb;
     A::lock(slock);
-    const int64_t fs = stage_find<A>(sk, vb * scap, scap, table::kEmptyKey);
+    const int64_t fs = stage_find_room<A>(sk, vb * scap, scap);
     if (fs < 0) {
       A::unlock(slock);
       stage_fail<A>(p, kRuleStoreFull, t, key, scap);
       A::unlock(clock);
       return;
     }
-    A::copy_row(table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
-                                          s.hbm_rows, fs, row_bytes), crow, row_bytes);
+    if (A::ld(sk + fs) == kPendingKey) {  // a row of this launch leaves fs: its copies first, then the victim's
+      settle_pending<A>(p, c, s, fs, row_bytes);
+      A::copy_row(store_row(s, fs, row_bytes), cache_row(c, slot, row_bytes), row_bytes, 0, 1);
+    } else {
+      out = fs;
+    }
     ss[fs] = vscore;
     sd[fs] = table::digest_of_hash(vh);
     A::publish_key(sk + fs, vk);
@@ -191,29 +259,55 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::add(p.counts + 3 * t + 1, 1);
   }
   uint64_t score = 0;
-  if (at >= 0) {  // the stored row moves in with its score, and leaves the store
-    const int64_t kb = sbase / scap;
-    int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + kb;
-    A::lock(slock);
-    A::copy_row(crow, table::table_row<uint8_t>(reinterpret_cast<void*>(s.values),
-                                                reinterpret_cast<void*>(s.values_host), s.hbm_rows, at, row_bytes),
-                row_bytes);
-    score = A::ld(ss + at);
-    sd[at] = table::empty_digest();
-    ss[at] = 0;
-    A::publish_key(sk + at, table::kEmptyKey);
-    A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
-    A::unlock(slock);
-    A::add(p.counts + 3 * t, 1);
-  } else {
-    p.place[i] = slot;  // a new id's placeholder (unplace frees it)
+  if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
+    const int64_t r = A::claim_index(p.move_count);
+    int64_t* rec = p.moves + kMoveWords * r;
+    rec[0] = slot;
+    rec[1] = out;
+    rec[2] = at;
+    rec[3] = t;
+    if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
+      int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
+      A::lock(slock);
+      score = A::ld(ss + at);
+      sd[at] = table::empty_digest();
+      ss[at] = static_cast<uint64_t>(r);
+      A::publish_key(sk + at, kPendingKey);
+      A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
+      A::unlock(slock);
+      A::add(p.counts + 3 * t, 1);
+    }
   }
+  if (at < 0) p.place[i] = slot;  // a new id's placeholder (unplace frees it)
   cs[slot] = score;
   cd[slot] = table::digest_of_hash(h);
   stamps[slot] = p.cur;
   A::publish_key(ck + slot, key);
   A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, 1);
   A::unlock(clock);
+}
+
+// After every stage_one: record r's copies (lanes `lanes` share each row; lane `lane` copies its part of both
+// rows, in order, so no lane reads a part of the cache slot that another already overwrote), then its pending key
+// leaves. Records marked done by settle_pending do nothing.
+template <class A>
+TABLE_HD void move_one(const StageParams& p, int64_t r, int lane, int lanes) {
+  const int64_t* rec = p.moves + kMoveWords * r;
+  const int64_t out = rec[1], in = rec[2];
+  if (out < 0 && in < 0) return;
+  const int t = static_cast<int>(rec[3]);
+  const TableMeta& c = p.meta[t];
+  const StageTable& s = p.stage[t];
+  const int64_t row_bytes = c.row_stride * p.value_bytes;
+  uint8_t* crow = cache_row(c, rec[0], row_bytes);
+  if (out >= 0) A::copy_row(store_row(s, out, row_bytes), crow, row_bytes, lane, lanes);
+  if (in >= 0) {
+    A::copy_row(crow, store_row(s, in, row_bytes), row_bytes, lane, lanes);
+    if (lane == 0) {
+      reinterpret_cast<uint64_t*>(s.scores)[in] = 0;
+      reinterpret_cast<uint64_t*>(s.keys)[in] = table::kEmptyKey;
+    }
+  }
 }
 
 // After every stage_one: id i's placeholder leaves; every free slot of its bucket is stamped with cur.
@@ -247,17 +341,27 @@ struct HostStageAtomics {
   }
   static void publish(int64_t* rec, int32_t rule) { rec[0] = rule; }
   static void publish_key(uint64_t* a, uint64_t k) { *a = k; }
+  static int64_t claim_index(int64_t* count) { return (*count)++; }
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
-  static void copy_row(void* dst, const void* src, int64_t bytes) {
+  // (one lane: lanes == 1)
+  static void copy_row(void* dst, const void* src, int64_t bytes, int, int) {
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
     for (int64_t b = 0; b < bytes; ++b) d[b] = s[b];
   }
 };
 
-// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one and unplace_one over
-// every id, then the report of the first failure into the device error record (when `report`).
+// The CPU twin of the staging after its probe: the same passes in the kernels' order, one thread.
+inline void stage_host(const StageParams& p) {
+  for (int64_t i = 0; i < p.n; ++i) stage_one<HostStageAtomics>(p, i);
+  for (int64_t r = 0; r < *p.move_count; ++r) move_one<HostStageAtomics>(p, r, 0, 1);
+  for (int64_t i = 0; i < p.n; ++i) unplace_one<HostStageAtomics>(p, i);
+}
+
+// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one over every id, move_one
+// over the records, unplace_one over every id, then the report of the first failure into the device error record
+// (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 
 }  // namespace lookup

@@ -1,7 +1,8 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), one thread per id for stage_one, one per id for unplace_one, and the report of
-// the first failure. Four launches per step whatever the number of tables; a step without misses returns from
-// the last three at once (every thread reads its found flag and exits).
+// twin): the probe (stamping hits), one thread per id for stage_one, kMoveLanes threads per move record for
+// move_one (the row copies, out of the bucket locks), one per id for unplace_one, and the report of the first
+// failure. Five launches per step whatever the number of tables; a step without misses returns from the last four
+// at once (every thread reads its found flag, or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -59,25 +60,33 @@ struct DeviceStageAtomics {
     atomicExch(l, 0);
 #endif
   }
-  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes) {
+  __host__ __device__ static int64_t claim_index(int64_t* count) {
+#if defined(__CUDA_ARCH__)
+    return static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(count), 1ull));
+#else
+    return 0;
+#endif
+  }
+  // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
+  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned.
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
 #if defined(__CUDA_ARCH__)
     const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
     if ((al & 15) == 0 && (bytes & 15) == 0) {
-      // 8 loads in flight before their stores: one round trip per 128 bytes (a host row is ~1 us away)
       const uint4* s4 = static_cast<const uint4*>(src);
       uint4* d4 = static_cast<uint4*>(dst);
       const int64_t n4 = bytes >> 4;
-      for (int64_t b = 0; b < n4; b += 8) {
-        uint4 r[8];
+      for (int64_t b = lane; b < n4; b += 4 * lanes) {
+        uint4 r[4];
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (b + k < n4) r[k] = __ldcg(s4 + b + k);
+        for (int k = 0; k < 4; ++k)
+          if (b + k * lanes < n4) r[k] = __ldcg(s4 + b + k * lanes);
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (b + k < n4) d4[b + k] = r[k];
+        for (int k = 0; k < 4; ++k)
+          if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
       }
     } else {
-      for (int64_t b = 0; b < bytes; b += 2)
+      for (int64_t b = 2 * lane; b < bytes; b += 2 * lanes)
         *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + b) =
             *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(src) + b);
     }
@@ -90,6 +99,19 @@ __global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride)
     stage_one<DeviceStageAtomics>(p, i);
+}
+
+// kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight); the records
+// counted by stage_kernel (a gated or warm launch: none).
+constexpr int kMoveLanes = 8;
+
+__global__ void __launch_bounds__(kStageBlock) move_kernel(StageParams p) {
+  const int64_t count = static_cast<int64_t>(DeviceStageAtomics::ld(reinterpret_cast<const uint64_t*>(p.move_count)));
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < count;
+       r += stride)
+    move_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
 }
 
 __global__ void __launch_bounds__(kStageBlock) unplace_kernel(StageParams p) {
@@ -109,6 +131,9 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
     detail::stage_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache stage");
+    const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
+    detail::move_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move");
     detail::unplace_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache unplace");
   }
