@@ -1,7 +1,8 @@
 // Staging of one step's ids into the HBM caches of caching tables over the uva store (UvaStore: a scored hash
 // table with its rows in pinned host memory and its index in HBM), for every table in one pass and with no host
 // wait: op cache_stage (ops/stage_ops.cc), CUDA kernels in stage_kernels.cu, the CPU twin in stage_ops.cc. Both
-// run the per-id steps below (`stage_one`, `move_one`, `unplace_one`), written once for host and device; only the
+// run the per-id steps below (`stage_one`, `move_out_one` / `move_in_one`, `unplace_one`), written once for host
+// and device; only the
 // atomics, the bucket locks and the lanes of a row copy differ (the policy `A`).
 //
 // Per step (cur: the step's stamp, min_live: the stamp of the oldest step whose backward has not run):
@@ -26,10 +27,12 @@
 //            taken had the row been copied at once) runs that record's copies itself (`settle_pending`, under the
 //            store bucket's lock), marks the record done and then writes its own row there: the same slots, keys
 //            and rows as copying under the lock;
-//   move     per record (CUDA: kMoveLanes threads share a row): the victim's row cache -> store, then the stored
-//            row store -> cache, then the pending key leaves (empty). Every record touches its own cache slot and
-//            store slots only (a slot is stamped cur once taken, so no later id of the launch evicts it; victims
-//            are never ids of the step, whose cached rows the probe stamped): no order between records is needed;
+//   move     per record (CUDA: kMoveLanes threads share a row, the records in the order of their store slots'
+//            host addresses): every victim's row cache -> store, then every stored row store -> cache and its
+//            pending key leaves (empty). Every record touches its own cache slot and store slots only (a slot is
+//            stamped cur once taken, so no later id of the launch evicts it; victims are never ids of the step,
+//            whose cached rows the probe stamped): no order between records is needed, only the victims' pass
+//            before the stored rows' pass (a record's two copies share its cache slot);
 //   unplace  the placeholders leave (their slots are free for the step's insert), and every free slot of their
 //            buckets is stamped with cur, so the slot the step's insert takes is guarded as well.
 // The moved rows keep their scores; no score and no op clock of the cache changes otherwise, so the step sees
@@ -60,8 +63,12 @@ struct StageParams {
   int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused],
                               // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
-  int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one, move_one)
+  int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one)
   int64_t* move_count;        // (1) zero on entry: records in `moves`
+  int64_t* move_split;        // (2) zero on entry: [victim copies, all copies] in `move_order` (CUDA)
+  int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per bin of store slots (CUDA)
+  int bins_per_table;         // move_bins_per_table(num_tables)
+  int32_t* move_order;        // (2 n) scratch: record indices, victims' then stored rows', by store address (CUDA)
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
@@ -71,11 +78,21 @@ struct StageParams {
 };
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
-// table]; both -1: done (settle_pending copied its rows).
+// table | kMoveDone once settle_pending copied its rows].
 constexpr int kMoveWords = 4;
+constexpr int64_t kMoveDone = int64_t(1) << 40;
+// The CUDA move passes copy in the order of the store rows' host addresses (random host rows are ~5x slower through
+// UVA than the same rows in address order, H200): a counting sort of the copies into ranges (bins) of each
+// table's store slots (the counts by stage_one, then a scan and a scatter), victims' copies and stored rows'
+// copies apart. Bins per table: up to 2048 (a 1M-row store: 512 rows per bin), fewer for many tables (the scan
+// is one block).
+TABLE_HD int move_bins_per_table(int num_tables) {
+  const int b = 65536 / (num_tables > 0 ? num_tables : 1);
+  return b > 2048 ? 2048 : (b < 16 ? 16 : b);
+}
 // Key of a store slot whose row moves into the cache in this launch and has not been read yet (a reserved key:
 // never a free slot to stage_find(kEmptyKey), never an id); its score holds its move record's index. Only inside
-// one op call: the move pass empties every such slot.
+// one op call: the stored rows' move pass empties every such slot.
 constexpr uint64_t kPendingKey = table::kReclaimedKey;
 
 // Feature of position i (host and device; the dedup's function, see probe_meta.cuh feature_of_pos).
@@ -131,6 +148,12 @@ TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes)
   return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
 }
 
+// Bin of store slot `slot` of table t (its rows in address order: host rows are one allocation per store).
+TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
+  const StageTable& s = p.stage[t];
+  return static_cast<int64_t>(t) * p.bins_per_table + slot * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
+}
+
 // The first slot of the store bucket [base, base + cap) that a victim may take: empty, or pending (a row of this
 // launch leaves it: settle_pending first). -1 when none.
 template <class A>
@@ -159,8 +182,7 @@ TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const Sta
   uint8_t* crow = cache_row(c, slot, row_bytes);
   if (out >= 0) A::copy_row(store_row(s, out, row_bytes), crow, row_bytes, 0, 1);
   A::copy_row(crow, store_row(s, at, row_bytes), row_bytes, 0, 1);
-  rec[1] = -1;
-  rec[2] = -1;
+  rec[3] = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone;
 }
 
 template <class A>
@@ -230,7 +252,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::unlock(clock);
     return;
   }
-  int64_t out = -1;      // the store slot the victim's row goes to (copied by move_one)
+  int64_t out = -1;      // the store slot the victim's row goes to (copied by move_out_one)
   if (slot == victim) {  // the victim's row goes back to a free slot of its store bucket first
     const uint64_t vk = A::ld(ck + slot);
     const uint64_t vh = accel_hash_key(vk);
@@ -266,6 +288,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     rec[1] = out;
     rec[2] = at;
     rec[3] = t;
+    A::count_move(p, t, out, at);
     if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
       int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
       A::lock(slock);
@@ -287,26 +310,31 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   A::unlock(clock);
 }
 
-// After every stage_one: record r's copies (lanes `lanes` share each row; lane `lane` copies its part of both
-// rows, in order, so no lane reads a part of the cache slot that another already overwrote), then its pending key
-// leaves. Records marked done by settle_pending do nothing.
+// After every stage_one: record r's copies, the victim's row out (every record's before any row comes in: the
+// same cache slot), then the stored row in and its pending key leaves (empty). Lanes `lanes` share a row; lane
+// `lane` copies its 16-byte words of it. Records settle_pending marked done do nothing.
 template <class A>
-TABLE_HD void move_one(const StageParams& p, int64_t r, int lane, int lanes) {
+TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int64_t* rec = p.moves + kMoveWords * r;
-  const int64_t out = rec[1], in = rec[2];
-  if (out < 0 && in < 0) return;
+  if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
   const int t = static_cast<int>(rec[3]);
-  const TableMeta& c = p.meta[t];
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(store_row(p.stage[t], rec[1], row_bytes), cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane,
+              lanes);
+}
+
+template <class A>
+TABLE_HD void move_in_one(const StageParams& p, int64_t r, int lane, int lanes) {
+  const int64_t* rec = p.moves + kMoveWords * r;
+  const int64_t in = rec[2];
+  if (in < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
   const StageTable& s = p.stage[t];
-  const int64_t row_bytes = c.row_stride * p.value_bytes;
-  uint8_t* crow = cache_row(c, rec[0], row_bytes);
-  if (out >= 0) A::copy_row(store_row(s, out, row_bytes), crow, row_bytes, lane, lanes);
-  if (in >= 0) {
-    A::copy_row(crow, store_row(s, in, row_bytes), row_bytes, lane, lanes);
-    if (lane == 0) {
-      reinterpret_cast<uint64_t*>(s.scores)[in] = 0;
-      reinterpret_cast<uint64_t*>(s.keys)[in] = table::kEmptyKey;
-    }
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), store_row(s, in, row_bytes), row_bytes, lane, lanes);
+  if (lane == 0) {
+    reinterpret_cast<uint64_t*>(s.scores)[in] = 0;
+    reinterpret_cast<uint64_t*>(s.keys)[in] = table::kEmptyKey;
   }
 }
 
@@ -342,6 +370,7 @@ struct HostStageAtomics {
   static void publish(int64_t* rec, int32_t rule) { rec[0] = rule; }
   static void publish_key(uint64_t* a, uint64_t k) { *a = k; }
   static int64_t claim_index(int64_t* count) { return (*count)++; }
+  static void count_move(const StageParams&, int, int64_t, int64_t) {}  // (the twin copies in record order)
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
   // (one lane: lanes == 1)
@@ -355,13 +384,14 @@ struct HostStageAtomics {
 // The CPU twin of the staging after its probe: the same passes in the kernels' order, one thread.
 inline void stage_host(const StageParams& p) {
   for (int64_t i = 0; i < p.n; ++i) stage_one<HostStageAtomics>(p, i);
-  for (int64_t r = 0; r < *p.move_count; ++r) move_one<HostStageAtomics>(p, r, 0, 1);
+  for (int64_t r = 0; r < *p.move_count; ++r) move_out_one<HostStageAtomics>(p, r, 0, 1);
+  for (int64_t r = 0; r < *p.move_count; ++r) move_in_one<HostStageAtomics>(p, r, 0, 1);
   for (int64_t i = 0; i < p.n; ++i) unplace_one<HostStageAtomics>(p, i);
 }
 
-// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one over every id, move_one
-// over the records, unplace_one over every id, then the report of the first failure into the device error record
-// (when `report`).
+// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one over every id, the order
+// of the copies (scan, scatter), move_out_one and move_in_one over the records in that order, unplace_one over
+// every id, then the report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 
 }  // namespace lookup

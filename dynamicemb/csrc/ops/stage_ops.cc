@@ -79,9 +79,9 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 }
 
 // (failed (1,) int32: the step's skip flag; info: the probe's T + F + 1, then the first failure [rule, table, id,
-// bucket slots] (4), the count of move records (1)). `stage`: num_tables StageTable records; `totals`
-// (num_tables, 3) int64: per table [moved in, written back, refused] accumulated by the kernels (the module's
-// running counts: no add of the caller's per step);
+// bucket slots] (4), then the staging's own counts (stage_bind.h info_tail)). `stage`: num_tables StageTable
+// records; `totals` (num_tables, 3) int64: per table [moved in, written back, refused] accumulated by the kernels
+// (the module's running counts: no add of the caller's per step);
 // `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
 // error record (CUDA; the CPU caller raises from info); `gate` (1,) int32 or None: when it reads 0 the op does
 // nothing (the step after a prefetch of its batch passes the prefetch's failed flag: it stages only what the
@@ -97,8 +97,8 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   if (ids.is_cuda()) guard.emplace(ids.get_device_index());
   // three allocations (the per-id scratch, info, the flag) and two memsets: no fill kernels of torch's
   Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n)}, ScalarType::Long);
-  Tensor info = torch::stable::new_empty(ids, {sb::info_words(probe.num_tables, probe.num_features, sb::kInfoTail)},
-                                         ScalarType::Long);
+  const int64_t info_n = sb::info_words(probe.num_tables, probe.num_features, sb::info_tail(probe.num_tables));
+  Tensor info = torch::stable::new_empty(ids, {info_n}, ScalarType::Long);
   Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
   StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
