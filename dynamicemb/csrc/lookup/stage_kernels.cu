@@ -71,8 +71,9 @@ struct DeviceStageAtomics {
   // A record's copies counted into their bins (stage_one; the scan and the scatter order them).
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
 #if defined(__CUDA_ARCH__)
+    const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;  // (the stored rows' bins)
     if (out >= 0) atomicAdd(p.move_bins + move_bin(p, t, out), 1);
-    if (in >= 0) atomicAdd(p.move_bins + static_cast<int64_t>(p.num_tables) * p.bins_per_table + move_bin(p, t, in), 1);
+    if (in >= 0) atomicAdd(p.move_bins + half + move_bin(p, t, in), 1);
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
