@@ -2,8 +2,7 @@
 // table with its rows in pinned host memory and its index in HBM), for every table in one pass and with no host
 // wait: op cache_stage (ops/stage_ops.cc), CUDA kernels in stage_kernels.cu, the CPU twin in stage_ops.cc. Both
 // run the per-id steps below (`stage_one`, `move_out_one` / `move_in_one`, `unplace_one`), written once for host
-// and device; only the
-// atomics, the bucket locks and the lanes of a row copy differ (the policy `A`).
+// and device; only the atomics, the bucket locks and the lanes of a row copy differ (the policy `A`).
 //
 // Per step (cur: the step's stamp, min_live: the stamp of the oldest step whose backward has not run):
 //   probe    every id of a masked table is looked up in its cache; a hit stamps its slot with cur (the guard: a
