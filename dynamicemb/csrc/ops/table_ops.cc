@@ -5,6 +5,7 @@
 // dynamicemb/_table.py; the checks here only keep memory safe.
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <optional>
@@ -158,10 +159,9 @@ std::optional<HostRows> host_rows_for(const Table& t, const Tensor& keys, int64_
   while ((int64_t(1) << bits) < host_rows) ++bits;
   ACCEL_CHECK(bits <= 29 && n < (int64_t(1) << 32), "hybrid table: expected at most 2^29 host rows and 2^32 keys "
               "per op, got ", host_rows, " rows and ", n, " keys");
-  HostRows h;
   const int64_t ops_words = (n + 31) / 32 * 32;  // 256-byte aligned start of launch_host_rows' scratch
   const int64_t extra = static_cast<int64_t>((host_rows_scratch_bytes(n, bits) + 7) / 8);
-  h.scratch = torch::stable::new_empty(keys, {ops_words + extra}, ScalarType::Long);
+  HostRows h{torch::stable::new_empty(keys, {ops_words + extra}, ScalarType::Long)};
   host.ops = static_cast<uint64_t*>(h.scratch.data_ptr());
   host.bits = bits;
   h.rows.ops = host.ops;
