@@ -157,7 +157,7 @@ std::optional<HostRows> host_rows_for(const Table& t, const Tensor& keys, int64_
   if (host_rows == 0) return std::nullopt;
   int bits = 0;
   while ((int64_t(1) << bits) < host_rows) ++bits;
-  ACCEL_CHECK(bits <= 29 && n < (int64_t(1) << 32), "hybrid table: expected at most 2^29 host rows and 2^32 keys "
+  ACCEL_CHECK(bits <= 29 && n < (int64_t(1) << 31), "hybrid table: expected at most 2^29 host rows and 2^31 keys "
               "per op, got ", host_rows, " rows and ", n, " keys");
   const int64_t ops_words = (n + 31) / 32 * 32;  // 256-byte aligned start of launch_host_rows' scratch
   const int64_t extra = static_cast<int64_t>((host_rows_scratch_bytes(n, bits) + 7) / 8);
