@@ -346,6 +346,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   int32_t* lock = t.locks + base / t.bucket_capacity;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
@@ -610,6 +611,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
       const KeyHome h = home_of(t, key);
+      // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
+      // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
+      if (F == kFamilyCopy && p.values_in)
+        prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
       FreeMasks free_mask;
       slot = probe_concurrent(tile, t, key, h, free_mask);
       hit = slot >= 0;
