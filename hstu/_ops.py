@@ -195,7 +195,7 @@ BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 # bits 29-31: the sm80-class forward's tiles: 0 the default, 1-4 issue 39's candidates (bf16; FWD_SM80_CFGS)
 FWD_SM80_CFG_SHIFT = 29
-FWD_SM80_CFGS = 4
+FWD_SM80_CFGS = 5
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {

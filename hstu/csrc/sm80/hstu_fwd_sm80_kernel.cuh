@@ -19,9 +19,10 @@ namespace hstu {
 // Tile shape of one forward kernel: BM query rows per block (MT = BM / (16 * WARPS) m16 tiles per warp), K/V tiles
 // of BN keys computed in sub-tiles of BNS keys, MINB blocks per SM (__launch_bounds__), STAGES K/V buffers (2: tile
 // n-1 loads while tile n is computed, one barrier per tile; 1: FA2's order, V of tile n loads during Q K^T and K of
-// tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on tiles that the mask cuts, each warp skips the
-// 16-key chunks that every one of its rows has masked (the causal diagonal).
-template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, bool SKIP>
+// tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on sub-tiles that the mask cuts, each warp skips the
+// work on keys that every one of its rows has masked (the causal diagonal): 1 whole sub-tiles, 2 also 16-key chunks
+// of a sub-tile (at D = 128 with one m16 tile per warp the chunk branches cost spills at the 128-register cap).
+template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -29,7 +30,7 @@ struct FwdSm80Tile {
   static constexpr int kWarps = WARPS;
   static constexpr int kMinBlocks = MINB;
   static constexpr int kStages = STAGES;
-  static constexpr bool kSkip = SKIP;
+  static constexpr int kSkip = SKIP;
   static constexpr int kSmem = (BM + STAGES * 2 * BN) * D * 2;
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
 };
@@ -39,44 +40,50 @@ struct FwdSm80Tile {
 // 32 keys. K/V double-buffered.
 template <int D>
 struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (D == 256 || D == 64) ? 32 : 64,
-                                   D <= 128 ? 8 : 4, D <= 128 ? 2 : 1, 2, false> {};
+                                   D <= 128 ? 8 : 4, D <= 128 ? 2 : 1, 2, 0> {};
 
 // Issue 39's forward candidates (kernel_options(fwd_sm80_cfg=n), bf16, comparisons until measured; fp16, D = 32 and
 // a candidate a head dim lacks run the default). FlashAttention-2's forward on A100 / H100 runs 128 x 64 tiles of 4
 // warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
-//   1: D = 64 / 128: 4 warps x 32 rows, 128 x 64 tiles, K/V double-buffered (96 / 48 KB);
-//   2: FA2's tiles and order, one K/V stage: D = 64 / 128 as 1 (64 / 32 KB), D = 256 64 x 64, 4 warps x 16 rows;
-//   3: 1 with the warp skip (D = 256: 2 with it);
-//   4: the default's tiles with the warp skip.
-// Every candidate fits 99 KB (sm86 / sm89 too).
-constexpr int kFwdSm80Candidates = 4;
+//   1: D = 64 / 128: 4 warps x 32 rows, 128 x 64 tiles, K/V double-buffered, 32-key sub-tiles (96 / 48 KB; 64-key
+//      sub-tiles spill 108 B at D = 128);
+//   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
+//      4 warps x 16 rows (96 KB);
+//   3: 2 with the warp skip (16-key chunks);
+//   4: the default's tiles with the warp skip (whole sub-tiles; D = 256 16-key chunks);
+//   5: 1 with the warp skip (whole 32-key sub-tiles: the same as chunks with 32 rows per warp).
+// Every candidate fits 99 KB (sm86 / sm89 too); ptxas (sm_80, sm_90a): 255 registers or fewer, no spills.
+constexpr int kFwdSm80Candidates = 5;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
 };
 template <int D>
-struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, 64, 64, 4, 2, 2, false> {
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
-struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, false> {
+struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 0> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 3>
-    : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, D == 256 ? 1 : 2, true> {
+struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 2> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, FwdSm80Config<D>::kBlockM, FwdSm80Config<D>::kBlockN,
-                                            FwdSm80Config<D>::kSubN, FwdSm80Config<D>::kWarps,
-                                            FwdSm80Config<D>::kMinBlocks, 2, true> {
+struct FwdSm80Candidate<D, 4>
+    : FwdSm80Tile<D, FwdSm80Config<D>::kBlockM, FwdSm80Config<D>::kBlockN, FwdSm80Config<D>::kSubN,
+                  FwdSm80Config<D>::kWarps, FwdSm80Config<D>::kMinBlocks, 2, D == 256 ? 2 : 1> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+};
+template <int D>
+struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 1> {
+  static constexpr bool kExists = D == 64 || D == 128;
 };
 
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, bool SKIP>
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM / (16 * NWARPS);  // m16 tiles per warp
@@ -133,7 +140,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   const float half_alpha = 0.5f * p.alpha;
   // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges).
   int warp_kend = lk;
-  if constexpr (SKIP) {
+  if constexpr (SKIP > 0) {
     const int wr0 = r0 + warp_row0, wr1 = min(wr0 + MT * 16, lk);
     warp_kend = 0;
     if (wr1 > wr0) {
@@ -187,9 +194,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const bool full = n0 >= full_lo && n0 <= full_hi;
-        // SKIP: this warp computes the sub-tile's keys [n0, n0 + lim) in 16-key chunks (none when lim <= 0).
-        const int lim = SKIP && !full ? min(BNS, warp_kend - n0) : BNS;
-        const bool work = !SKIP || lim > 0;
+        // SKIP: this warp computes the sub-tile's keys [n0, n0 + lim) (1: all or, when lim <= 0, none; 2: in 16-key
+        // chunks).
+        const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
+        const bool work = SKIP == 0 || lim > 0;
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -215,7 +223,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
 #pragma unroll
           for (int np = 0; np < BNS / 16; ++np) {
-            if (SKIP && np * 16 >= lim) continue;  // warp-uniform
+            if (SKIP >= 2 && np * 16 >= lim) continue;  // warp-uniform
             uint32_t bb[4];
             ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
 #pragma unroll
@@ -275,8 +283,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 
         // O += P V
 #pragma unroll
-        for (int ks = 0; ks < BNS / 16; ++ks) {
-          if (SKIP && ks * 16 >= lim) continue;  // warp-uniform (lim <= 0: the whole sub-tile)
+        for (int ks = 0; ks < BNS / 16 && work; ++ks) {
+          if (SKIP >= 2 && ks * 16 >= lim) continue;  // warp-uniform
           uint32_t a[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -362,7 +370,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
@@ -372,6 +380,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+    case 5:
+      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
