@@ -20,8 +20,9 @@ namespace hstu {
 // of BN keys computed in sub-tiles of BNS keys, MINB blocks per SM (__launch_bounds__), STAGES K/V buffers (2: tile
 // n-1 loads while tile n is computed, one barrier per tile; 1: FA2's order, V of tile n loads during Q K^T and K of
 // tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on sub-tiles that the mask cuts, each warp skips the
-// work on keys that every one of its rows has masked (the causal diagonal): 1 whole sub-tiles, 2 also 16-key chunks
-// of a sub-tile (at D = 128 with one m16 tile per warp the chunk branches cost spills at the 128-register cap).
+// work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
+// sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
+// 16-key chunks of a sub-tile.
 template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
@@ -51,9 +52,9 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      sub-tiles spill 108 B at D = 128);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
-//   3: 2 with the warp skip (16-key chunks);
-//   4: the default's tiles with the warp skip (whole sub-tiles; D = 256 16-key chunks);
-//   5: 1 with the warp skip (whole 32-key sub-tiles: the same as chunks with 32 rows per warp).
+//   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
+//   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
+//   5: 1 with the warp skip (whole 32-key sub-tiles: as good as chunks with 32 rows per warp).
 // Every candidate fits 99 KB (sm86 / sm89 too); ptxas (sm_80, sm_90a): 255 registers or fewer, no spills.
 constexpr int kFwdSm80Candidates = 5;
 template <int D, int CFG>
@@ -69,17 +70,17 @@ struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 2> {
+struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, D == 128 ? 1 : 3> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
 struct FwdSm80Candidate<D, 4>
     : FwdSm80Tile<D, FwdSm80Config<D>::kBlockM, FwdSm80Config<D>::kBlockN, FwdSm80Config<D>::kSubN,
-                  FwdSm80Config<D>::kWarps, FwdSm80Config<D>::kMinBlocks, 2, D == 256 ? 2 : 1> {
+                  FwdSm80Config<D>::kWarps, FwdSm80Config<D>::kMinBlocks, 2, D == 256 ? 3 : D == 64 ? 2 : 1> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 1> {
+struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 2> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 
@@ -198,6 +199,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         // chunks).
         const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
         const bool work = SKIP == 0 || lim > 0;
+        if (SKIP == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -223,7 +225,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
 #pragma unroll
           for (int np = 0; np < BNS / 16; ++np) {
-            if (SKIP >= 2 && np * 16 >= lim) continue;  // warp-uniform
+            if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
             uint32_t bb[4];
             ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
 #pragma unroll
@@ -283,8 +285,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 
         // O += P V
 #pragma unroll
-        for (int ks = 0; ks < BNS / 16 && work; ++ks) {
-          if (SKIP >= 2 && ks * 16 >= lim) continue;  // warp-uniform
+        for (int ks = 0; ks < BNS / 16; ++ks) {
+          if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
           uint32_t a[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
