@@ -55,7 +55,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
 //   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
 //   5: 1 with the warp skip (whole 32-key sub-tiles: as good as chunks with 32 rows per warp).
-// Every candidate fits 99 KB (sm86 / sm89 too); ptxas (sm_80, sm_90a): 255 registers or fewer, no spills.
+// Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
+// in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
 constexpr int kFwdSm80Candidates = 5;
 template <int D, int CFG>
 struct FwdSm80Candidate {
@@ -195,8 +196,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const bool full = n0 >= full_lo && n0 <= full_hi;
-        // SKIP: this warp computes the sub-tile's keys [n0, n0 + lim) (1: all or, when lim <= 0, none; 2: in 16-key
-        // chunks).
+        // SKIP: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them).
         const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
         const bool work = SKIP == 0 || lim > 0;
         if (SKIP == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
@@ -214,64 +214,64 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
-       if (work) {
-        // S = Q K^T
+        if (work) {
+          // S = Q K^T
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ++ks) {
-          uint32_t a[MT][4];
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
-          }
-#pragma unroll
-          for (int np = 0; np < BNS / 16; ++np) {
-            if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
-            uint32_t bb[4];
-            ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+          for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
-              mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+            }
+#pragma unroll
+            for (int np = 0; np < BNS / 16; ++np) {
+              if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
+              uint32_t bb[4];
+              ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              }
             }
           }
-        }
 
-        // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
-        // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
-        // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
-        if (rab != nullptr) {
+          // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
+          // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
+          // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
+          if (rab != nullptr) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                  if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                }
+          }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
-              }
-        }
+              for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
+          if (!full) {
+            const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < NTILES; ++nt)
+              for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
-        if (!full) {
-          const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NTILES; ++nt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
-              }
-        }
+                for (int e = 0; e < 4; ++e) {
+                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                  if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
+                }
+          }
 
-       }  // work
+        }
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V of tile nb landed; every warp is done with K: K of the next tile loads during P V
