@@ -28,8 +28,8 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16):
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
-        if cfg in (1, 5) and D != 256:
-            t = (128, 64, 32, 4, 2, 2, 0 if cfg == 1 else 2)
+        if cfg in (1, 5) and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
+            t = (128, 128, 64, 4, 2, 2, 0 if cfg == 1 else 3) if D == 64 else (128, 64, 32, 4, 2, 2, 0 if cfg == 1 else 2)
         elif cfg == 2:
             t = fa2 + (0,)
         elif cfg == 3:

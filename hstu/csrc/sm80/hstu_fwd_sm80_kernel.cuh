@@ -48,13 +48,13 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
-//   1: D = 64 / 128: 4 warps x 32 rows, 128 x 64 tiles, K/V double-buffered, 32-key sub-tiles (96 / 48 KB; 64-key
-//      sub-tiles spill 108 B at D = 128);
+//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered; D = 128 128 x 64 tiles in 32-key sub-tiles (96 KB; 64-key
+//      sub-tiles spill 108 B), D = 64 FA2's 128 x 128 in 64-key sub-tiles (80 KB);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
 //   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
-//   5: 1 with the warp skip (whole 32-key sub-tiles: as good as chunks with 32 rows per warp).
+//   5: 1 with the warp skip (D = 128 whole 32-key sub-tiles: as good as chunks with 32 rows per warp; D = 64 chunks).
 // Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
 // in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
 constexpr int kFwdSm80Candidates = 5;
@@ -63,7 +63,7 @@ struct FwdSm80Candidate {
   static constexpr bool kExists = false;
 };
 template <int D>
-struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 0> {
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
@@ -81,7 +81,7 @@ struct FwdSm80Candidate<D, 4>
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 32, 4, 2, 2, 2> {
+struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, D == 64 ? 3 : 2> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 
