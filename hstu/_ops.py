@@ -196,6 +196,8 @@ BWD_SM80_CFG_OLD = 8
 # bits 29-31: the sm80-class forward's tiles: 0 the default, 1-4 issue 39's candidates (bf16; FWD_SM80_CFGS)
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
+FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
+FWD_SM80_LONG_ROWS = 4096  # bf16 mean query rows per sequence from which the default runs candidate 2
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
@@ -251,7 +253,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles) with K / V
     double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 1 with the
     warp skip (each warp skips the key chunks its rows all have masked; D = 256: 2 with it); 4 the default's
-    tiles with the warp skip (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh).
+    tiles with the warp skip; 5 1 with the warp skip (``FwdSm80Candidate`` in
+    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh). 0 (the default) runs candidate 2 for bf16 calls whose mean query rows
+    per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 4096 (on an H200: 1.10-1.14x the old tiles
+    at S8K-S16K, 1.11x at D = 256 S4K, 0.63x at S1K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles
+    whatever the shape, for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
@@ -269,8 +275,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 8:
         _err("bwd_sm80_cfg", "an int in [0, 8]", bwd_sm80_cfg)
-    if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFGS:
-        _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFGS}]", fwd_sm80_cfg)
+    if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
+        _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),

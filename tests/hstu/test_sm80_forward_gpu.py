@@ -88,3 +88,33 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
             want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype)}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
+    """The default (fwd_sm80_cfg=0) runs candidate 2 for bf16 once the mean query rows per sequence reach
+    FWD_SM80_LONG_ROWS (bitwise candidate 2's output), the old tiles just below it and for fp16; fwd_sm80_cfg=6
+    runs the old tiles whatever the shape (bitwise the old default's output)."""
+    long_rows = _ops.FWD_SM80_LONG_ROWS
+    for dtype in (torch.bfloat16, torch.float16):
+        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        for lens, is_long in (([long_rows + 40, long_rows - 40], True), ([long_rows + 40, long_rows - 41], False)):
+            case = kg.make_case(zlib.crc32(repr(("long", D, lens, str(dtype))).encode()), lens, 2, D, dtype,
+                                "causal", 0)
+            outs, names = {}, {}
+            for cfg in (0, 2, _ops.FWD_SM80_CFG_OLD):
+                kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+                kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+                    torch.cuda.synchronize()
+                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 2 if is_long else 0, dtype)}(hstu::HstuParams)"
+            assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
+            old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
+            assert len(names[6]) == 1 and next(iter(names[6])).endswith(old), (dtype, lens, names[6], old)
+            same = 2 if is_long and dtype == torch.bfloat16 else _ops.FWD_SM80_CFG_OLD
+            assert torch.equal(outs[0], outs[same]), (dtype, lens)
+            if is_long and dtype == torch.bfloat16:  # the error rule on the default's candidate 2
+                kernel_opts(sm90=False)
+                kg.check_case(case, 0.5, backward=False)

@@ -58,6 +58,12 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
 // in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
 constexpr int kFwdSm80Candidates = 5;
+// kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
+constexpr int kFwdSm80CfgOld = 6;
+// The default (fwd_sm80_cfg=0) runs candidate 2 (FA2's tiles, one K/V stage) for bf16 when the mean query rows per
+// sequence (total_q / batch, host values) reach this: on an H200 it ran B16 S16K D128 1.14x, S4K D256 1.11x, S8K D64
+// 1.10x the default tiles, S4K D128 1.00x, and B128 S1K D128 0.63x (docs/hstu_attn.md, issue 39).
+constexpr int64_t kFwdSm80LongRows = 4096;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -373,6 +379,9 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value && FwdSm80Candidate<D, 2>::kExists &&
+      p.total_q >= kFwdSm80LongRows * p.batch)
+    return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
@@ -384,7 +393,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
     case 5:
       return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
-    default:
+    default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }
 }
