@@ -20,7 +20,8 @@ Times: CUDA events after warm-up, median of --reps runs. Without a GPU the scrip
 runs tiny shapes on the CPU to exercise the code).
 
 Usage:
-    python benchmarks/hstu_inference.py [--quick] [--results FILE] [--plot FILE.png] [--smoke]
+    python benchmarks/hstu_inference.py [--quick] [--results FILE] [--plot FILE.png] [--smoke] [--shapes A,B]
+        [--pdl] [--portable] [--profile]
 """
 
 from __future__ import annotations
@@ -310,6 +311,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--compile", action="store_true", help="also time the bookkeeping fused by torch.compile")
     ap.add_argument("--shapes", help="comma-separated shape names to run (default: all), e.g. nvidia_b1,nvidia_b8")
+    ap.add_argument("--portable", action="store_true", help="the portable (sm80-class) kernels on a Hopper GPU "
+                    "(kernel_options(sm90=False)), to compare the two families on one device")
     ap.add_argument("--pdl", action="store_true", help="the paged forward as a programmatic dependent launch "
                     "(kernel_options(pdl=True); docs/hstu_inference.md)")
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's kernel table of each shape's "
@@ -332,18 +335,20 @@ def main(argv=None) -> int:
     timer = Timer(device, warmup=1 if args.smoke else 3, reps=reps)
     if args.profile:
         if device.type == "cuda":
-            with _ops.kernel_options(pdl=args.pdl):
+            with _ops.kernel_options(pdl=args.pdl, sm90=not args.portable):
                 for sh in shapes.values():
                     print(profile_step(sh, device, dtype, args.page_size))
         return 0
     rows = []
-    with _ops.kernel_options(pdl=args.pdl):
+    with _ops.kernel_options(pdl=args.pdl, sm90=not args.portable):
         for name, sh in shapes.items():
             sweep = name == "nvidia_b8" and not args.quick
             rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
     text = table(rows, device, dtype, args.page_size)
     if args.pdl:
         text = "kernel_options(pdl=True): the paged forward launched as a programmatic dependent launch\n\n" + text
+    if args.portable:
+        text = "kernel_options(sm90=False): the portable (sm80-class) kernels\n\n" + text
     publish(text, args.results)
     if args.plot:
         plot(rows, args.plot)

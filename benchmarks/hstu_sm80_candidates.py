@@ -1,4 +1,4 @@
-"""Issue 39: the portable (sm80-class, mma.sync) HSTU backward's candidate tile configurations, timed side by side.
+"""Issue 39: the portable (sm80-class, mma.sync) HSTU kernels' candidate tile configurations, timed side by side.
 
 For each shape (bf16, causal, H4; FA FLOP convention: forward 4*H*D*L^2 per sequence halved for causal, backward
 2.5x that) the portable forward once and the portable backward under each variant: the old default layouts
@@ -9,9 +9,13 @@ at D = 256, the warp-pair kernel (bwd_sm80_pair), plus FlashAttention-2 (torch's
 module `hstu_attn_2_cuda` imports, NVIDIA's Ampere HSTU kernels. Variants of one shape alternate their timed runs (the
 medians of each). Prints one markdown table; "vs old" / "vs FA2" / "vs NV" > 1: the variant is faster.
 
+With --fwd the forward instead: the default and the `kernel_options(fwd_sm80_cfg=n)` candidates (FwdSm80Candidate in
+hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh; those a head dim lacks left out), alternated, beside the peers' forwards.
+
 Usage:
     python benchmarks/hstu_sm80_candidates.py [--shapes "B16 S4K D128" ...] [--reps 15] [--no-peers]
         [--variants old default cfg5 ...]   # only the variants whose names start so (the old default always)
+    python benchmarks/hstu_sm80_candidates.py --fwd [--variants fcfg2 ...]   # the forward candidates
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ VARIANTS = {
           ("cfg5 FA2 layout 64x64 2st", dict(bwd_sm80_cfg=5))],
 }
 
+# The forward's: name, kernel_options switches, head dims that have the candidate (the others run the default).
+FWD_VARIANTS = [("default", {}, (32, 64, 128, 256)),
+                ("fcfg1 4w x 32 rows 2st", dict(fwd_sm80_cfg=1), (64, 128)),
+                ("fcfg2 FA2 tiles 1st", dict(fwd_sm80_cfg=2), (64, 128, 256)),
+                ("fcfg3 FA2 tiles 1st skip", dict(fwd_sm80_cfg=3), (64, 128, 256)),
+                ("fcfg4 default skip", dict(fwd_sm80_cfg=4), (64, 128, 256)),
+                ("fcfg5 4w x 32 rows 2st skip", dict(fwd_sm80_cfg=5), (64, 128))]
+
 
 def parse_shape(text: str) -> ha.Case:
     """'B16 S4K D128' -> a causal Case of B sequences of S tokens, H4"""
@@ -61,6 +73,12 @@ def variants(D: int, only: Optional[List[str]] = None):
     starting with one of these (and the first)"""
     found = VARIANTS.get(D, [("default", {})])
     return [v for i, v in enumerate(found) if i == 0 or not only or any(v[0].startswith(o) for o in only)]
+
+
+def fwd_variants(D: int, only: Optional[List[str]] = None):
+    """(name, switches) of head dim D's forward variants, the default first; only: as in variants"""
+    return [(n, sw) for i, (n, sw, dims) in enumerate(FWD_VARIANTS)
+            if D in dims and (i == 0 or not only or any(n.startswith(o) for o in only))]
 
 
 def fmt(ms: Optional[float], flops: float) -> str:
@@ -107,6 +125,34 @@ def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optiona
     return rows
 
 
+def run_shape_fwd(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optional[List[str]] = None) -> List[str]:
+    """one table row per forward variant, then the peers' forwards"""
+    B, H, D = len(case.lengths), case.H, case.D
+    total, L = sum(case.lengths), case.lengths[0]
+    torch.manual_seed(0)
+    cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
+    q, k, v, dout = (torch.randn(total, H, D, device=device, dtype=torch.bfloat16) for _ in range(4))
+    args = (cu, cu, L, L, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(L), None, None)
+    flops = 4.0 * H * D * L * L * B / 2
+    calls = []
+    for name, switches in fwd_variants(D, only):
+        with hstu_attn._ops.kernel_options(sm90=False, **switches):
+            calls.append((name, ha.timed_calls(q, k, v, dout, args)[0]))
+    ms = timer.interleaved(*[c[1] for c in calls])
+    peer_ms = {}
+    for peer in peers:
+        try:
+            pf, _ = peer.calls(q, k, v, dout, cu, L, None, None, case, 1.0 / D**0.5, L)
+            peer_ms[peer.label] = timer(pf)
+        except RuntimeError as e:  # a head dim the peer's build lacks
+            print(f"- {case.name}: {peer.label}: {str(e).splitlines()[0][:100]}")
+    fa2, nv = peer_ms.get("FA2"), peer_ms.get("NV Ampere")
+    rows = [f"| {case.name} | {name} | {fmt(t, flops)} | {ratio(t, ms[0])} | {ratio(t, fa2)} | {ratio(t, nv)} |"
+            for (name, _), t in zip(calls, ms)]
+    rows += [f"| {case.name} | {label} | {fmt(t, flops)} | {ratio(t, ms[0])} | | |" for label, t in peer_ms.items()]
+    return rows
+
+
 def make_peers(device) -> list:
     peers = []
     for label, cls in (("FA2", ha.Fa2Peer), ("NV Ampere", ha.NvidiaAmperePeer)):
@@ -129,6 +175,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", nargs="+", help="only the variants whose names start so (and the first, the old "
                    "default), e.g. default cfg4")
     p.add_argument("--quick", action="store_true", help="the first shape only, 5 repetitions")
+    p.add_argument("--fwd", action="store_true", help="the forward's candidates (fwd_sm80_cfg) instead of the "
+                   "backward's")
     p.add_argument("--results", help="append the markdown table to this file")
     args = p.parse_args(argv)
     if args.quick:
@@ -140,14 +188,15 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     timer = ha.Timer(device, args.warmup, args.reps, warmup_ms=200.0)
     peers = [] if args.no_peers else make_peers(device)
-    lines = [f"## Portable backward candidates: {torch.cuda.get_device_name(device)}, bf16, causal, H4, "
-             f"ms (TFLOP/s, FA convention)\n",
-             f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n",
-             "| shape | variant | fwd | bwd | bwd vs old | bwd vs FA2 | bwd vs NV |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [f"## Portable {'forward' if args.fwd else 'backward'} candidates: {torch.cuda.get_device_name(device)}, "
+             f"bf16, causal, H4, ms (TFLOP/s, FA convention)\n",
+             f"commit {git_commit()}, torch {torch.__version__}, `{command(argv)}`\n"]
+    lines += (["| shape | variant | fwd | vs default | vs FA2 | vs NV |", "|---|---|---:|---:|---:|---:|"] if args.fwd
+              else ["| shape | variant | fwd | bwd | bwd vs old | bwd vs FA2 | bwd vs NV |",
+                    "|---|---|---:|---:|---:|---:|---:|"])
     print("\n".join(lines), flush=True)
     for case in cases:
-        for row in run_shape(case, device, timer, peers, args.variants):
+        for row in (run_shape_fwd if args.fwd else run_shape)(case, device, timer, peers, args.variants):
             print(row, flush=True)
             lines.append(row)
         torch.cuda.empty_cache()

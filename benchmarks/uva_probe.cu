@@ -1,7 +1,9 @@
 // Why hybrid lookups reach ~16 % of the PCIe bound (issue 32): random 256-byte rows read from / written to pinned
 // host memory by SM loads through UVA, for host buffers of several sizes, allocated three ways, and with three
 // thread shapes per row. If the rate falls with the buffer size and rises with the mapping's page size, the GPU's
-// address translation of host pages (TLB reach) is the limit, not the bytes in flight.
+// address translation of host pages (TLB reach) is the limit, not the bytes in flight. The "sorted" shapes read
+// the same rows in address order (what a sort of the host slots before the copy buys; HierarchicalKV's hybrid
+// mode sorts its value addresses): on the H200 host, 16 GB, 30 -> 150-170 M rows/s (RESULTS.md, session 8).
 //
 //   allocations: "hostalloc" cudaHostAlloc (what torch's pin_memory does); "thp" mmap + madvise(MADV_HUGEPAGE) +
 //   cudaHostRegister; "vmm" cuMemCreate on host NUMA node 0 at the driver's recommended (large) granularity,
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <vector>
 
 #define CK(x)                                                                                   \
@@ -186,7 +189,12 @@ int main(int argc, char** argv) {
       s ^= s << 13, s ^= s >> 7, s ^= s << 17;
       h[i] = static_cast<int64_t>(s % rows);
     }
+    std::vector<int64_t> hs(h);
+    std::sort(hs.begin(), hs.end());
+    int64_t* idx_sorted = nullptr;
+    CK(cudaMalloc(&idx_sorted, n * sizeof(int64_t)));
     CK(cudaMemcpy(idx, h.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(idx_sorted, hs.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
     for (int k = 0; k < 3; ++k) {
       Buf b;
       if (!alloc(b, k, bytes)) {
@@ -201,6 +209,10 @@ int main(int argc, char** argv) {
           {"16/row", "read", run<16, false>(hp, dev, idx, n)},
           {"1/row", "read", run<1, false>(hp, dev, idx, n)},
           {"4/row", "write", run<4, true>(hp, dev, idx, n)},
+          // the same rows in address order: consecutive threads on neighbouring host pages
+          {"4/row, sorted", "read", run<4, false>(hp, dev, idx_sorted, n)},
+          {"16/row, sorted", "read", run<16, false>(hp, dev, idx_sorted, n)},
+          {"4/row, sorted", "write", run<4, true>(hp, dev, idx_sorted, n)},
       };
       CK(cudaGetLastError());
       for (auto& r : res)
@@ -209,6 +221,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       release(b);
     }
+    CK(cudaFree(idx_sorted));
   }
   return 0;
 }

@@ -193,13 +193,18 @@ FWD_SPLIT_SHIFT = 11
 # issue 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before (for comparisons)
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
+# bits 29-31: the sm80-class forward's tiles: 0 the default, 1-4 issue 39's candidates (bf16; FWD_SM80_CFGS)
+FWD_SM80_CFG_SHIFT = 29
+FWD_SM80_CFGS = 5
+FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
+FWD_SM80_LONG_ROWS = 4096  # bf16 mean query rows per sequence from which the default runs candidate 2
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
-                  | (15 << BWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
+                  | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
 _options_state = threading.local()
 
 
@@ -213,7 +218,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_grid: int = 0, bwd_sm80_pair: bool = False, bwd_sm80_pair_2stage: bool = True,
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
-                   fp8_early_pack: bool = True, fp8_bn192: bool = False) -> Iterator[None]:
+                   fp8_early_pack: bool = True, fp8_bn192: bool = False,
+                   fwd_sm80_cfg: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -243,6 +249,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     one / two stage kernels, 6 / 7 D = 128's 4-warp tile with one / two stages (6 fits sm86 / sm89); where one does
     not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons.
+    ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
+    without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles) with K / V
+    double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 1 with the
+    warp skip (each warp skips the key chunks its rows all have masked; D = 256: 2 with it); 4 the default's
+    tiles with the warp skip; 5 1 with the warp skip (``FwdSm80Candidate`` in
+    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh). 0 (the default) runs candidate 2 for bf16 calls whose mean query rows
+    per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 4096 (on an H200: 1.10-1.14x the old tiles
+    at S8K-S16K, 1.11x at D = 256 S4K, 0.63x at S1K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles
+    whatever the shape, for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
@@ -260,7 +275,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
     if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 8:
         _err("bwd_sm80_cfg", "an int in [0, 8]", bwd_sm80_cfg)
-    bits = (bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
+    if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
+        _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
+    bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
+            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -233,3 +233,39 @@ def test_hybrid_contention_invariants():
     keys, values, _ = t.items()
     assert torch.unique(keys).numel() == keys.numel() == t.size()
     assert whole(keys, values)
+
+
+@pytest.mark.parametrize("dtype,dim", [(torch.float32, 64), (torch.float16, 6), (torch.float16, 7)],
+                         ids=["fp32x64", "fp16x6", "fp16x7"])
+def test_hybrid_sorted_rows_duplicates(dtype, dim):
+    """The host rows of a hybrid table are copied after the probe, sorted by host slot (16-, 4- and 2-byte
+    words): batches with many duplicates give every duplicate of a new key the same initial row as an all-HBM
+    table; a written row is one duplicate's row, whole; without duplicates both tables agree bit for bit."""
+    from dynamicemb._hybrid import HybridTable
+    from dynamicemb._table import ScoredHashTable, TableInitializer
+
+    cap = 1 << 12
+    kw = dict(value_dtype=dtype, bucket_capacity=128, initializer=TableInitializer("uniform", low=-1.0, high=1.0,
+                                                                                   seed=7), device="cuda")
+    a, b = ScoredHashTable(cap, dim, **kw), HybridTable(cap, dim, hbm_rows=cap // 4, **kw)
+    g = torch.Generator().manual_seed(11)
+    pool = torch.randint(-(1 << 62), 1 << 62, (1500,), generator=g)
+    for step in range(6):
+        k = pool[torch.randint(0, pool.numel(), (800,), generator=g)].cuda()  # ~ 1/3 of the keys repeat
+        ra, rb = a.find_or_insert(k), b.find_or_insert(k)
+        assert torch.equal(ra.values, rb.values), step  # stored rows or the key's initial row, per duplicate
+        v = torch.randn(k.numel(), dim, generator=g).to("cuda", dtype)
+        op = "insert_or_assign" if step % 2 == 0 else "assign"
+        for t in (a, b):
+            getattr(t, op)(k, v)
+            got = t.find(k).values
+            same_key = k[:, None] == k[None, :]
+            match = (got[:, None, :] == v[None, :, :]).all(-1) & same_key  # got[i] is some duplicate's row
+            assert bool(match.any(1).all()), (step, op)
+        u = torch.unique(k)
+        vu = torch.randn(u.numel(), dim, generator=g).to("cuda", dtype)
+        for t in (a, b):
+            t.insert_or_assign(u, vu)  # no duplicates: one result
+        fa, fb = a.find(pool.cuda(), default=-2.0), b.find(pool.cuda(), default=-2.0)
+        assert torch.equal(fa.values, fb.values) and torch.equal(fa.found, fb.found), step
+    assert int((b.find_slots(pool.cuda()).slots >= b.hbm_rows).sum()) > 500  # most rows are host rows

@@ -28,8 +28,14 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptBwdSm80CfgShift = (\d+),", text).group(1)) == _ops.BWD_SM80_CFG_SHIFT
     known = int(re.search(r"kOptKnownMask = (0x[0-9a-f]+),", text).group(1), 16)
     assert int(re.search(r"kOptFwdSplitShift = (\d+),", text).group(1)) == _ops.FWD_SPLIT_SHIFT
+    assert int(re.search(r"kOptFwdSm80CfgShift = (\d+),", text).group(1)) == _ops.FWD_SM80_CFG_SHIFT
     assert known == (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
-                     | (15 << _ops.BWD_SM80_CFG_SHIFT))
+                     | (15 << _ops.BWD_SM80_CFG_SHIFT) | (7 << _ops.FWD_SM80_CFG_SHIFT))
+    assert re.search(r"\(bits >> kOptFwdSm80CfgShift\) & 7\)", text)
+    # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
+        n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
+    assert n == _ops.FWD_SM80_CFGS and n < 8
     # The field holds the candidates 1-7 and the old layouts' value (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
@@ -79,6 +85,14 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 8\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
+    for cfg in range(1, _ops.FWD_SM80_CFG_OLD + 1):  # (bits 29-31; 6: the old tiles)
+        with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
+            assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)
+                                               | (8 << _ops.BWD_SM80_CFG_SHIFT))
+    for bad in (_ops.FWD_SM80_CFG_OLD + 1, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected an int in \[0, \d\], got"):
+            with _ops.kernel_options(fwd_sm80_cfg=bad):
+                pass
 
 
 def test_options_do_not_change_the_cpu_path():
@@ -92,7 +106,7 @@ def test_options_do_not_change_the_cpu_path():
         return [out] + list(torch.autograd.grad(out, (q, k, v), dout))
 
     want = run()
-    with _ops.kernel_options(sm90=False, fwd_work_list=False, bwd_grid=1):
+    with _ops.kernel_options(sm90=False, fwd_work_list=False, bwd_grid=1, fwd_sm80_cfg=3):
         got = run()
     for w, g in zip(want, got):
         assert torch.equal(w, g)

@@ -5,6 +5,7 @@
 // dynamicemb/_table.py; the checks here only keep memory safe.
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <optional>
@@ -143,6 +144,35 @@ void dispatch_value(int v, Fn&& fn) {
 
 void* stream_of(const Table& t) { return accel::current_cuda_stream(t.device); }
 
+// Hybrid CUDA tables: the scratch of the deferred host-row copies (HostOps in table_types.h) of an op on n keys:
+// the entries, then launch_host_rows' own scratch. `rows`: the host-row parameters, filled but for src / dst.
+struct HostRows {
+  Tensor scratch;
+  HostRowsParams rows{};
+};
+std::optional<HostRows> host_rows_for(const Table& t, const Tensor& keys, int64_t n, const OptTensor& tvh,
+                                      HostOps& host) {
+  if (!tvh.has_value() || n == 0) return std::nullopt;
+  const int64_t host_rows = tvh->size(0);
+  if (host_rows == 0) return std::nullopt;
+  int bits = 0;
+  while ((int64_t(1) << bits) < host_rows) ++bits;
+  ACCEL_CHECK(bits <= 29 && n < (int64_t(1) << 31), "hybrid table: expected at most 2^29 host rows and 2^31 keys "
+              "per op, got ", host_rows, " rows and ", n, " keys");
+  const int64_t ops_words = (n + 31) / 32 * 32;  // 256-byte aligned start of launch_host_rows' scratch
+  const int64_t extra = static_cast<int64_t>((host_rows_scratch_bytes(n, bits) + 7) / 8);
+  HostRows h{torch::stable::new_empty(keys, {ops_words + extra}, ScalarType::Long)};
+  host.ops = static_cast<uint64_t*>(h.scratch.data_ptr());
+  host.bits = bits;
+  h.rows.ops = host.ops;
+  h.rows.n = n;
+  h.rows.bits = bits;
+  h.rows.scratch = host.ops + ops_words;
+  h.rows.host = t.ref.values_host;
+  h.rows.row_bytes = t.ref.dim * tvh->element_size();
+  return h;
+}
+
 // ---------------------------------------------------------------- ops
 void table_lookup(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor tc, int64_t bucket_capacity,
                   int64_t policy, Tensor keys, OptTensor values_out, OptTensor found_out, OptTensor scores_out,
@@ -161,8 +191,14 @@ void table_lookup(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.missing_value = static_cast<float>(missing_value);
   if (t.cuda) {
     torch::stable::accelerator::DeviceGuard guard(t.device);
+    // Hybrid: the rows of host slots are read in host-slot order after the probe.
+    std::optional<HostRows> h = p.values_out ? host_rows_for(t, keys, p.n, tvh, p.host) : std::nullopt;
     dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
              [&](auto K, auto V, auto P) { launch_lookup<K.value, V.value, P.value>(p, stream_of(t)); });
+    if (h) {
+      h->rows.dst = p.values_out;
+      launch_host_rows(h->rows, stream_of(t));
+    }
   } else {
     dispatch_value(t.value_kind, [&](auto V) { cpu::lookup<V.value>(p); });
   }
@@ -220,8 +256,27 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
     p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n + kPendingExtra));
     ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % 16 == 0, "pending: expected a 16-byte aligned tensor");
     torch::stable::accelerator::DeviceGuard guard(t.device);
-    dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
-             [&](auto K, auto V, auto P) { launch_upsert<K.value, V.value, P.value>(p, stream_of(t)); });
+    // Hybrid: the first pass leaves its host-row copies (rows written; find_or_insert: rows read) to
+    // launch_host_rows, which runs before the insert pass (that one, and accum_or_assign, copy in place).
+    const bool defers = (mode == kFindOrInsert && p.values_out) || mode == kInsertOrAssign ||
+                        mode == kInsertAndEvict || mode == kAssign;
+    std::optional<HostRows> h = defers ? host_rows_for(t, keys, p.n, tvh, p.host) : std::nullopt;
+    auto launch = [&] {
+      dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
+               [&](auto K, auto V, auto P) { launch_upsert<K.value, V.value, P.value>(p, stream_of(t)); });
+    };
+    if (!h) {
+      launch();
+    } else {
+      p.first_pass_only = true;
+      launch();
+      h->rows.src = mode == kFindOrInsert ? p.values_out : p.values_in;
+      h->rows.dst = mode == kFindOrInsert ? p.values_out : nullptr;
+      launch_host_rows(h->rows, stream_of(t));
+      p.first_pass_only = false;
+      p.insert_pass_only = true;
+      launch();
+    }
   } else {
     dispatch_value(t.value_kind, [&](auto V) { cpu::upsert<V.value>(p, static_cast<int>(policy)); });
   }

@@ -288,6 +288,20 @@ __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
 // digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
 // keeps its key and digest; its score may change: the victim is re-validated by the claiming CAS and a re-read of
 // its score, so a stale score costs a rescan, never a wrong eviction.
+// Starts moving a bucket's digest and score lines (1.1 KB for 128 slots) into L2 without waiting for them (no
+// registers held): issued before the bucket lock's CAS, so that the scan under the lock reads from L2 instead of
+// DRAM (one DRAM round trip of the eviction path's chain overlaps the lock's). A hint only: the scan's loads
+// after the lock's acquire read the coherent values (L2 is the point of coherence).
+__device__ __forceinline__ void prefetch_bucket_l2(const Tile& tile, const TableRef& t, int64_t base) {
+  const char* sc = reinterpret_cast<const char*>(t.scores + base);
+  const int64_t score_bytes = static_cast<int64_t>(t.bucket_capacity) * 8;
+  for (int64_t off = static_cast<int64_t>(tile.thread_rank()) * 128; off < score_bytes; off += kTile * 128)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(sc + off));
+  const char* dg = reinterpret_cast<const char*>(t.digests + base);
+  for (int64_t off = static_cast<int64_t>(tile.thread_rank()) * 128; off < t.bucket_capacity; off += kTile * 128)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(dg + off));
+}
+
 struct BucketScan {
   int64_t found, free_slot, min_slot;
   uint64_t min_score;
@@ -298,10 +312,8 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   const uint32_t e4 = 0x01010101u * empty_digest();
   const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
   BucketScan r{-1, -1, -1, ~0ull};
-  // The lane's later chunks' scores (a 128-byte line each) start moving into L2 now: the loop below waits for
-  // one chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy).
-  for (int c = static_cast<int>(tile.thread_rank()) + kTile; c < chunks; c += kTile)
-    asm volatile("prefetch.global.L2 [%0];" : : "l"(scores + base + c * 16));
+  // The loop waits for one chunk at a time (all of a lane's loads at once would cost the insert pass its
+  // occupancy); the caller prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
 #pragma unroll 1
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
     const int64_t s0 = base + c * 16;

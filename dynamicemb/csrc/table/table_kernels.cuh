@@ -155,20 +155,21 @@ __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
 // output row (`pp`: the parameters in shared memory). Inline: an out-of-line call's ABI spills registers at the
 // first pass's occupancy, and the normal draw uses cospif, whose range reduction needs no local memory.
 // kConstOnly: the caller knows the initializer is a constant for every column (no drawing code compiled in).
+// to_slot false (a hybrid table's host row): only the output row; launch_host_rows copies it to the slot.
 template <int V, bool kConstOnly>
 __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slot, int64_t i, uint64_t key,
-                                          uint64_t clock) {
+                                          uint64_t clock, bool to_slot) {
   using T = typename Val<V>::T;
   const UpsertParams& p = *pp;
   const int64_t dim = p.t.dim;
-  T* dst = row_ptr<T>(p.t, slot);
+  T* dst = to_slot ? row_ptr<T>(p.t, slot) : nullptr;
   T* dst2 = p.values_out ? row_ptr<T>(p.values_out, i, dim) : nullptr;
   const int lane = static_cast<int>(threadIdx.x) & (kTile - 1);
   const Initializer& in = p.init;
   if (kConstOnly || (in.kind == kInitConstant && in.init_cols < 0)) {
     const T v = Val<V>::from_f(in.value);
     for (int64_t j = lane; j < dim; j += kTile) {
-      dst[j] = v;
+      if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
     }
     return;
@@ -176,7 +177,7 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
   if constexpr (!kConstOnly) {
     for (int64_t j = lane; j < dim; j += kTile) {
       const T v = Val<V>::from_f(init_value(in, clock, key, j));
-      dst[j] = v;
+      if (dst) dst[j] = v;
       if (dst2) dst2[j] = v;
     }
   }
@@ -345,6 +346,7 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   int32_t* lock = t.locks + base / t.bucket_capacity;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
+  prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
   while (true) {
     bool got = false;
@@ -597,6 +599,11 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
     int64_t slot = -1;
     int stat = -1;
     bool hit = false;
+    // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
+    // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
+    // the key's row, 1 a read into values_out, -1 none).
+    const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && s >= t.hbm_rows; };
+    int host_rw = -1;
     if (is_reserved_key(key)) {
       stat = kStatIllegal;
     } else {
@@ -604,6 +611,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
       const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
       const KeyHome h = home_of(t, key);
+      // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
+      // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
+      if (F == kFamilyCopy && p.values_in)
+        prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
       FreeMasks free_mask;
       slot = probe_concurrent(tile, t, key, h, free_mask);
       hit = slot >= 0;
@@ -611,7 +622,8 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
       const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
       const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
-      if (hit && mode == kFindOrInsert && p.values_out) prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+      if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
+        prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
       // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
       // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
       // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
@@ -654,11 +666,12 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
         }
         T* row = row_ptr<T>(t, slot);
         const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
+        if (deferred(slot)) host_rw = 0;
         if (mode == kFindOrInsert)
-          init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock());
+          init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
         else if (hit && mode == kAccumOrAssign)
           accum_row<V>(tile, row, row_in, dim);
-        else
+        else if (host_rw < 0)
           copy_row(tile, row, row_in, dim, false);
         tile.sync();
         if (lead) publish_key(t.keys, slot, key);
@@ -666,7 +679,8 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       } else if (hit && reads_only) {
         // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
         // prefetched into L2 before the inserts' claims above).
-        if (mode == kFindOrInsert && p.values_out)
+        if (deferred(slot)) host_rw = 1;
+        else if (mode == kFindOrInsert && p.values_out)
           copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
         if (lead) touch_score<P>(p, slot, clock(), given, score_in());
         stat = kStatAssigned;
@@ -685,6 +699,9 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
         if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
       }
     }
+    if (F != kFamilyOther && lead && p.host.ops)
+      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, slot - t.hbm_rows, i)
+                                   : host_op_none(p.host.bits, i);
   }
   // Queue the deferred keys: offsets inside the block from shared-memory atomics (one per warp), then ONE global
   // atomic per block. (One global atomic per warp on the shared count serialized at its L2 slice: measured on
@@ -773,9 +790,12 @@ __global__ void __launch_bounds__(kBlock) lookup_kernel(LookupParams p) {
   if (!is_reserved_key(key)) slot = probe_readonly(tile, p.t, key, home_of(p.t, key));
   if (p.values_out && slot < 0 && p.fill_missing)
     fill_row<V>(tile, row_ptr<T>(p.values_out, i, p.t.dim), p.t.dim, p.missing_value);
-  if (p.values_out && slot >= 0)
+  const bool deferred = p.host.ops != nullptr && slot >= p.t.hbm_rows;  // hybrid: launch_host_rows reads it
+  if (p.values_out && slot >= 0 && !deferred)
     copy_row(tile, row_ptr<T>(p.values_out, i, p.t.dim), row_ptr<T>(p.t, slot), p.t.dim, false);
   if (tile.thread_rank() == 0) {
+    if (p.host.ops)
+      p.host.ops[i] = deferred ? host_op(p.host.bits, true, slot - p.t.hbm_rows, i) : host_op_none(p.host.bits, i);
     if (p.found_out) p.found_out[i] = slot >= 0;
     if (p.slots_out) p.slots_out[i] = slot;
     if (p.scores_out && slot >= 0) p.scores_out[i] = p.t.scores[slot];
@@ -904,6 +924,9 @@ inline unsigned grid_for_tiles(int64_t n) {
 }
 
 template <int K, int V, int P>
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
+
+template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
   if (p.n == 0) return;
   lookup_kernel<K, V, P><<<grid_for_tiles(p.n), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(p);
@@ -914,6 +937,15 @@ void launch_upsert(const UpsertParams& p, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
+  if (p.n == 0 || p.first_pass_only) return;
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), kInsertGrid), kBlock, 0, s>>>(p);
+  check_launch("upsert insert pass");
+  DYNAMICEMB_TABLE_PHASE_HOOK(s);
+}
+// begin_op and the first pass of an upsert.
+template <int K, int V, int P>
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
       p.t.counters, p.stats,
       p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
@@ -930,9 +962,6 @@ void launch_upsert(const UpsertParams& p, void* stream) {
   else
     upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert first pass");
-  DYNAMICEMB_TABLE_PHASE_HOOK(s);
-  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), kInsertGrid), kBlock, 0, s>>>(p);
-  check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
 template <int K, int V, int P>

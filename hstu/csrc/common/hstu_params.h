@@ -55,6 +55,9 @@ struct HstuParams {
   // smallest cap whose list fits the SMs at once (plan_wave_cap), n > 0 = chunks of at most n KV tiles (for
   // comparisons: kernel_options(fwd_split_tiles=...)).
   int fwd_split_tiles;
+  // sm80-class forward: one of issue 39's candidate tile configurations (FwdSm80Candidate in
+  // hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh, 1-4, bf16, where the head dim has it); 0 = the default.
+  int fwd_sm80_cfg;
 
   // Backward.
   const void* dout;  // (total_q, H, D)

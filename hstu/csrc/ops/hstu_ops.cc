@@ -153,6 +153,7 @@ HstuParams call_params(int64_t options, const Args&... args) {
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
+  p.fwd_sm80_cfg = HstuOptions::from_bits(options).fwd_sm80_cfg;
   return p;
 }
 

@@ -49,7 +49,9 @@ enum HstuOptionBits : int64_t {
                                 // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
                                 // D = 128 4 warps 1 / 2) (bf16), 8 the old layouts (BwdSm80Config, the warp-pair
                                 // switch) for comparisons (issue 39); bits 19-20 (its earlier place) are unused
-  kOptKnownMask = 0x1fe7ffff,
+  kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
+                                // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
+  kOptKnownMask = 0xffe7ffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -71,6 +73,7 @@ struct HstuOptions {
   int bwd_grid = 0;
   int fwd_split_tiles = 0;  // HstuParams::fwd_split_tiles
   int bwd_sm80_cfg = 0;
+  int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg
   bool pdl = false;  // Sm90PagedKV::pdl
   bool fp8_sched = false;
   bool fp8_early_pack = true;
@@ -90,6 +93,7 @@ struct HstuOptions {
     const int split = static_cast<int>((bits >> kOptFwdSplitShift) & 255);
     o.fwd_split_tiles = split == 255 ? -1 : split == 254 ? -2 : split;
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
+    o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
     o.pdl = (bits & kOptPdl) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);

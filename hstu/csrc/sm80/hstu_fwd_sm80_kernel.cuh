@@ -10,24 +10,88 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "hstu/csrc/common/hstu_common.cuh"
 
 namespace hstu {
 
-template <int D>
-struct FwdSm80Config {
-  static constexpr int kBlockM = D <= 128 ? 128 : 64;
-  // KV tile loaded per pipeline stage (kBlockN keys) and processed in sub-tiles of kSubN keys (bounds the S
-  // registers: D = 128 with 64-key S fragments sits at 255 registers and spills).
-  static constexpr int kBlockN = D <= 128 ? 64 : 32;
-  static constexpr int kSubN = (D == 256 || D == 64) ? 32 : 64;
-  static constexpr int kWarps = D <= 128 ? 8 : 4;  // D <= 128: one m16 tile per warp, 2 blocks (16 warps) per SM
-  static constexpr int kMinBlocks = D <= 128 ? 2 : 1;  // __launch_bounds__ min blocks per SM
-  static constexpr int kStages = 2;  // K/V double buffer: tile n-1 loads while tile n is computed
-  static constexpr int kSmem = (kBlockM + kStages * 2 * kBlockN) * D * 2;
+// Tile shape of one forward kernel: BM query rows per block (MT = BM / (16 * WARPS) m16 tiles per warp), K/V tiles
+// of BN keys computed in sub-tiles of BNS keys, MINB blocks per SM (__launch_bounds__), STAGES K/V buffers (2: tile
+// n-1 loads while tile n is computed, one barrier per tile; 1: FA2's order, V of tile n loads during Q K^T and K of
+// tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on sub-tiles that the mask cuts, each warp skips the
+// work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
+// sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
+// 16-key chunks of a sub-tile.
+template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP>
+struct FwdSm80Tile {
+  static constexpr int kBlockM = BM;
+  static constexpr int kBlockN = BN;
+  static constexpr int kSubN = BNS;
+  static constexpr int kWarps = WARPS;
+  static constexpr int kMinBlocks = MINB;
+  static constexpr int kStages = STAGES;
+  static constexpr int kSkip = SKIP;
+  static constexpr int kSmem = (BM + STAGES * 2 * BN) * D * 2;
+  static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
 };
 
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB>
+// The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
+// KV tiles of 64 keys in sub-tiles of 64 (32 at D = 64: its S registers) . D = 256: 4 warps of 16 rows, KV tiles of
+// 32 keys. K/V double-buffered.
+template <int D>
+struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (D == 256 || D == 64) ? 32 : 64,
+                                   D <= 128 ? 8 : 4, D <= 128 ? 2 : 1, 2, 0> {};
+
+// Issue 39's forward candidates (kernel_options(fwd_sm80_cfg=n), bf16, comparisons until measured; fp16, D = 32 and
+// a candidate a head dim lacks run the default). FlashAttention-2's forward on A100 / H100 runs 128 x 64 tiles of 4
+// warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
+// D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
+// bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
+//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered; D = 128 128 x 64 tiles in 32-key sub-tiles (96 KB; 64-key
+//      sub-tiles spill 108 B), D = 64 FA2's 128 x 128 in 64-key sub-tiles (80 KB);
+//   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
+//      4 warps x 16 rows (96 KB);
+//   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
+//   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
+//   5: 1 with the warp skip (D = 128 whole 32-key sub-tiles: as good as chunks with 32 rows per warp; D = 64 chunks).
+// Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
+// in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
+constexpr int kFwdSm80Candidates = 5;
+// kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
+constexpr int kFwdSm80CfgOld = 6;
+// The default (fwd_sm80_cfg=0) runs candidate 2 (FA2's tiles, one K/V stage) for bf16 when the mean query rows per
+// sequence (total_q / batch, host values) reach this: on an H200 it ran B16 S16K D128 1.14x, S4K D256 1.11x, S8K D64
+// 1.10x the default tiles, S4K D128 1.00x, and B128 S1K D128 0.63x (docs/hstu_attn.md, issue 39).
+constexpr int64_t kFwdSm80LongRows = 4096;
+template <int D, int CFG>
+struct FwdSm80Candidate {
+  static constexpr bool kExists = false;
+};
+template <int D>
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, 0> {
+  static constexpr bool kExists = D == 64 || D == 128;
+};
+template <int D>
+struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 0> {
+  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+};
+template <int D>
+struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, D == 128 ? 1 : 3> {
+  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+};
+template <int D>
+struct FwdSm80Candidate<D, 4>
+    : FwdSm80Tile<D, FwdSm80Config<D>::kBlockM, FwdSm80Config<D>::kBlockN, FwdSm80Config<D>::kSubN,
+                  FwdSm80Config<D>::kWarps, FwdSm80Config<D>::kMinBlocks, 2, D == 256 ? 3 : D == 64 ? 2 : 1> {
+  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+};
+template <int D>
+struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, D == 64 ? 3 : 2> {
+  static constexpr bool kExists = D == 64 || D == 128;
+};
+
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM / (16 * NWARPS);  // m16 tiles per warp
@@ -82,30 +146,52 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 
   const int warp_row0 = warp * MT * 16;
   const float half_alpha = 0.5f * p.alpha;
+  // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges).
+  int warp_kend = lk;
+  if constexpr (SKIP > 0) {
+    const int wr0 = r0 + warp_row0, wr1 = min(wr0 + MT * 16, lk);
+    warp_kend = 0;
+    if (wr1 > wr0) {
+      int kb, ke;
+      mk.key_range(wr0, wr1, kb, ke);
+      warp_kend = min(ke, lk);
+    }
+  }
 
   if (nb_end > nb_begin) {
-    // smem: Q | stage 0: K, V | stage 1: K, V
+    // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V)
     const uint32_t sKV0 = sQ0 + BM * D * 2;
     load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
     {
       const int n0 = (nb_end - 1) * BN;
       load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
-      load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride, si.lk - n0,
-                                 tid);
+      if constexpr (STAGES == 2) {
+        load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
+                                   si.lk - n0, tid);
+      }
     }
     cp_async_commit();
 
     int stage = 0;
     for (int nb = nb_end - 1; nb >= nb_begin; nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
-      __syncthreads();  // K, V of tile nb landed; every warp is done with the other stage (the tile before)
-      if (nb > nb_begin) {
-        const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
-        const uint32_t ot = opaque(tid);
-        const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
-        load_tile_async<BN, D, NT, true>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0, ot);
-        load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
-                                         lk - nn0, ot);
+      // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
+      // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
+      __syncthreads();
+      if constexpr (STAGES == 2) {
+        if (nb > nb_begin) {
+          const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
+          const uint32_t ot = opaque(tid);
+          const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
+          load_tile_async<BN, D, NT, true>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0, ot);
+          load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
+                                           lk - nn0, ot);
+          cp_async_commit();
+        }
+      } else {  // V of tile nb, during Q K^T
+        const int n0 = nb * BN;
+        load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
+                                         lk - n0, opaque(tid));
         cp_async_commit();
       }
 
@@ -115,6 +201,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
+        const bool full = n0 >= full_lo && n0 <= full_hi;
+        // SKIP: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them).
+        const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
+        const bool work = SKIP == 0 || lim > 0;
+        if (SKIP == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -129,65 +220,79 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_s[mt][i][e] = 0.f;
 
-        // S = Q K^T
+        if (work) {
+          // S = Q K^T
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ++ks) {
-          uint32_t a[MT][4];
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
-          }
-#pragma unroll
-          for (int np = 0; np < BNS / 16; ++np) {
-            uint32_t bb[4];
-            ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+          for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
-              mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
+            }
+#pragma unroll
+            for (int np = 0; np < BNS / 16; ++np) {
+              if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
+              uint32_t bb[4];
+              ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+              }
             }
           }
-        }
 
-        // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
-        // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
-        // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
-        const bool full = n0 >= full_lo && n0 <= full_hi;
-        if (rab != nullptr) {
+          // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
+          // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
+          // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
+          if (rab != nullptr) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                  if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
+                }
+          }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
-              }
+              for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
+          if (!full) {
+            const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                  if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
+                }
+          }
+
         }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < NTILES; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
-        if (!full) {
-          const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NTILES; ++nt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
-              }
+        if constexpr (STAGES == 1) {
+          cp_async_wait<0>();
+          __syncthreads();  // V of tile nb landed; every warp is done with K: K of the next tile loads during P V
+          if (nb > nb_begin) {
+            const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
+            load_tile_async<BN, D, NT, true>(sKV0, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0,
+                                             opaque(tid));
+            cp_async_commit();
+          }
         }
 
         // O += P V
 #pragma unroll
         for (int ks = 0; ks < BNS / 16; ++ks) {
+          if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
           uint32_t a[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -208,7 +313,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
         }
       }
-      stage ^= 1;
+      if constexpr (STAGES == 2) stage ^= 1;
     }
   }
 
@@ -246,11 +351,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
 }
 
-template <typename T, int D>
-cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  using C = FwdSm80Config<D>;
-  if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks>;
+template <typename T, int D, typename C>
+cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
+  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip>;
   if (C::kSmem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (err != cudaSuccess) return err;
@@ -258,6 +362,40 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   dim3 grid((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM, p.batch, p.heads);
   kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.
+template <typename T, int D, int CFG>
+cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) {
+  using C = FwdSm80Candidate<D, CFG>;
+  if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
+    static_assert(C::kSmem <= 99 * 1024, "forward candidates fit sm86 / sm89");
+    return launch_hstu_fwd<T, D, C>(p, stream);
+  }
+  return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
+}
+
+template <typename T, int D>
+cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
+  if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
+  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value && FwdSm80Candidate<D, 2>::kExists &&
+      p.total_q >= kFwdSm80LongRows * p.batch)
+    return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+  switch (p.fwd_sm80_cfg) {
+    case 1:
+      return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
+    case 2:
+      return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+    case 3:
+      return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
+    case 4:
+      return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
+    case 5:
+      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
+    default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
+      return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
+  }
 }
 
 }  // namespace hstu

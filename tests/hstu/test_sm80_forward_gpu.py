@@ -1,0 +1,120 @@
+"""Issue 39's candidate sm80-class forward kernels (kernel_options(sm90=False, fwd_sm80_cfg=n), bf16; FwdSm80Candidate
+in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh): each meets the error rule of test_kernels_gpu.py against the fp32
+reference (outputs poisoned, unused rows exactly zero) and agrees with the default kernel, and the kernel that runs
+is the candidate's (fp16, D = 32 and a head dim without the candidate run the default)."""
+
+import os
+import sys
+import zlib
+
+import pytest
+import torch
+
+from hstu_attn import _ops, hstu_attn_varlen_func
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hstu_kernel_checks as kg  # noqa: E402
+from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the fixtures)
+
+pytestmark = pytest.mark.gpu
+
+# hstu_fwd_kernel's template arguments after T and D: BM, BN, BNS, warps, min blocks, K/V stages, SKIP.
+_DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0), 64: (128, 64, 32, 8, 2, 2, 0), 128: (128, 64, 64, 8, 2, 2, 0),
+            256: (64, 32, 32, 4, 1, 2, 0)}
+
+
+def fwd_tile(D, cfg, dtype=torch.bfloat16):
+    """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D."""
+    t = _DEFAULT[D]
+    if dtype == torch.bfloat16 and D != 32:
+        fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
+        if cfg in (1, 5) and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
+            t = (128, 128, 64, 4, 2, 2, 0 if cfg == 1 else 3) if D == 64 else (128, 64, 32, 4, 2, 2, 0 if cfg == 1 else 2)
+        elif cfg == 2:
+            t = fa2 + (0,)
+        elif cfg == 3:
+            t = fa2 + (1 if D == 128 else 3,)
+        elif cfg == 4:
+            t = t[:6] + ({64: 2, 128: 1, 256: 3}[D],)
+    return ", ".join(str(x) for x in (D,) + t) + ">"
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])
+@pytest.mark.parametrize("lens", ["jagged", "dense"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_candidates(D, lens, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """Every candidate forward (1-5) and the default meet the error rule, jagged lengths at the 32 / 64 / 128 tile
+    edges and dense ones across several tiles, masks that cut tiles on the diagonal (the warp skip), windows,
+    targets with groups, contexts, delta-q, seqused, rab; and each agrees with the default's output (the same keys,
+    fp32 sums in the same or another tile order)."""
+    lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
+    case = kg.make_case(zlib.crc32(repr(("fwd", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                        rab_heads, delta_q=delta_q, seqused=seqused)
+    outs = {}
+    for cfg in range(_ops.FWD_SM80_CFGS + 1):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+        kg.check_case(case, 0.5, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                          **kg._varlen_kwargs(case))
+    for cfg in range(1, _ops.FWD_SM80_CFGS + 1):
+        kg.assert_agree(("out",), (outs[cfg],), (outs[0],), f"fwd_sm80_cfg={cfg} vs the default")
+
+
+@pytest.mark.parametrize("mask", ["gr_local_context", "gr_local_context_target"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_candidates_gr_convention(mask, D, kernel_opts):
+    """The candidates under mask_convention="meta_gr" (the warp skip's key ranges follow the GR window rule)."""
+    case = kg._gr_case(mask, D, True, 1 if D == 128 else 0)
+    for cfg in range(1, _ops.FWD_SM80_CFGS + 1):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+        kg.check_case(case, 0.5, backward=False, mask_convention="meta_gr")
+
+
+@pytest.mark.parametrize("D", [32, 64, 128, 256])
+def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
+    """kernel_options(sm90=False, fwd_sm80_cfg=n) runs the candidate's hstu_fwd_kernel for bf16 where the head dim
+    has it, else (fp16, D = 32, 1 / 5 at D = 256) the default one."""
+    for dtype in (torch.bfloat16, torch.float16):
+        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        case = kg.make_case(13, [200, 64], 2, D, dtype, "causal", 0)
+        for cfg in range(_ops.FWD_SM80_CFGS + 1):
+            kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+                torch.cuda.synchronize()
+            names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype)}(hstu::HstuParams)"
+            assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
+    """The default (fwd_sm80_cfg=0) runs candidate 2 for bf16 once the mean query rows per sequence reach
+    FWD_SM80_LONG_ROWS (bitwise candidate 2's output), the old tiles just below it and for fp16; fwd_sm80_cfg=6
+    runs the old tiles whatever the shape (bitwise the old default's output)."""
+    long_rows = _ops.FWD_SM80_LONG_ROWS
+    for dtype in (torch.bfloat16, torch.float16):
+        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        for lens, is_long in (([long_rows + 40, long_rows - 40], True), ([long_rows + 40, long_rows - 41], False)):
+            case = kg.make_case(zlib.crc32(repr(("long", D, lens, str(dtype))).encode()), lens, 2, D, dtype,
+                                "causal", 0)
+            outs, names = {}, {}
+            for cfg in (0, 2, _ops.FWD_SM80_CFG_OLD):
+                kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+                kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+                    torch.cuda.synchronize()
+                names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 2 if is_long else 0, dtype)}(hstu::HstuParams)"
+            assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
+            old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
+            assert len(names[6]) == 1 and next(iter(names[6])).endswith(old), (dtype, lens, names[6], old)
+            same = 2 if is_long and dtype == torch.bfloat16 else _ops.FWD_SM80_CFG_OLD
+            assert torch.equal(outs[0], outs[same]), (dtype, lens)
+            if is_long and dtype == torch.bfloat16:  # the error rule on the default's candidate 2
+                kernel_opts(sm90=False)
+                kg.check_case(case, 0.5, backward=False)
