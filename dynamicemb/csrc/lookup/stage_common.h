@@ -8,16 +8,17 @@
 //   probe    every id of a masked table is looked up in its cache; a hit stamps its slot with cur (the guard: a
 //            slot stamped >= min_live is never evicted, so the rows of this step and of steps in flight stay);
 //            misses are counted per table (CacheProbeParams, probe_kernels.cu);
-//   stage    per missing id (one thread each, duplicates allowed), under its cache bucket's lock: if the id is in
-//            the cache by now (a duplicate staged it) nothing; else its store row, if any, moves into a slot of
-//            the bucket (a free slot, else the unguarded row of lowest score, ties lowest slot, never one of the
-//            maximum score: that row is first written back into a free slot of its store bucket); a new id
-//            (training) takes such a slot as a placeholder (score 0), so the step's insert finds room; the slot is
-//            stamped with cur. Store buckets are locked one at a time while a cache bucket lock is held (locks are
-//            acquired in that order only: no deadlock). A bucket with neither a free nor an evictable slot, or a
-//            store bucket without a free slot for the evicted row, leaves the id unstaged (nothing changes for
-//            it) and records the failure: `failed` (the step's skip flag: its lookup_step inserts and updates
-//            nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`.
+//   stage    per missing id (CUDA: one warp each, its lanes scanning the buckets together; duplicates allowed:
+//            a repeat that finds its key in the cache before locking returns at once), under its cache bucket's
+//            lock: if the id is in the cache by now (a duplicate staged it) nothing; else its store row, if any,
+//            moves into a slot of the bucket (a free slot, else the unguarded row of lowest score, ties lowest
+//            slot, never one of the maximum score: that row is first written back into a free slot of its store
+//            bucket); a new id (training) takes such a slot as a placeholder (score 0), so the step's insert finds
+//            room; the slot is stamped with cur. Store buckets are locked one at a time while a cache bucket lock
+//            is held (locks are acquired in that order only: no deadlock). A bucket with neither a free nor an
+//            evictable slot, or a store bucket without a free slot for the evicted row, leaves the id unstaged
+//            (nothing changes for it) and records the failure: `failed` (the step's skip flag: its lookup_step
+//            inserts and updates nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`.
 //            The rows themselves are not copied here: keys, scores, digests, stamps and counters change under the
 //            locks, and the copies are appended as a move record [cache slot, victim's store slot, stored row's
 //            slot, table] (`moves`, `move_count`). The store slot a moved-in row leaves keeps the key kPendingKey
@@ -114,9 +115,9 @@ template <class A>
 TABLE_HD void stage_fail(const StageParams& p, int32_t rule, int table, uint64_t key, int64_t bound) {
   A::add(p.counts + 3 * table + 2, 1);
   if (A::claim(p.failed)) {
-    p.first_fail[1] = table;
-    p.first_fail[2] = static_cast<int64_t>(key);
-    p.first_fail[3] = bound;
+    A::st(p.first_fail + 1, static_cast<int64_t>(table));
+    A::st(p.first_fail + 2, static_cast<int64_t>(key));
+    A::st(p.first_fail + 3, bound);
     A::publish(p.first_fail, rule);
   }
 }
@@ -168,6 +169,44 @@ TABLE_HD int64_t stage_find_room(const uint64_t* keys, int64_t base, int cap) {
   return -1;
 }
 
+// What stage_one needs of its cache bucket [base, base + cap) (keys, scores, stamps): the slot of its key, its first
+// free slot, its eviction candidate (the unguarded row of lowest score, ties lowest slot, never the maximum score
+// nor a reserved key), each -1 when none. The host scans slot by slot (stage_scan_bucket); the CUDA staging's
+// lanes scan it together and reduce with the same rule (stage_kernels.cu): the same slots either way.
+struct BucketScan {
+  int64_t hit, free_slot, victim;
+  uint64_t vscore;
+};
+
+template <class A>
+TABLE_HD BucketScan stage_scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps, int64_t base,
+                                      int cap, uint64_t key, int64_t min_live) {
+  BucketScan b{-1, -1, -1, 0};
+  for (int j0 = 0; j0 < cap; j0 += kScan) {
+    uint64_t k2[kScan], sc[kScan], st[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      k2[r] = A::ld(ck + base + j0 + r);
+      sc[r] = A::ld(cs + base + j0 + r);
+      st[r] = A::ld(reinterpret_cast<const uint64_t*>(stamps + base + j0 + r));
+    }
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      const int64_t slot = base + j0 + r;
+      if (k2[r] == key && b.hit < 0) b.hit = slot;
+      if (k2[r] == table::kEmptyKey) {
+        if (b.free_slot < 0) b.free_slot = slot;
+      } else if (!table::is_reserved_key(k2[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < min_live &&
+                 (b.victim < 0 || sc[r] < b.vscore)) {
+        b.victim = slot;
+        b.vscore = sc[r];
+      }
+    }
+    if (b.hit >= 0) return b;
+  }
+  return b;
+}
+
 // A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
 // copies now (its victim's row out of its cache slot, then the row at `at` into that slot) and is marked done,
 // so `at` may take another row. The record was complete before its pending key was published under this lock.
@@ -179,15 +218,20 @@ TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const Sta
   const int64_t slot = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec)));
   const int64_t out = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 1)));
   uint8_t* crow = cache_row(c, slot, row_bytes);
-  if (out >= 0) A::copy_row(store_row(s, out, row_bytes), crow, row_bytes, 0, 1);
-  A::copy_row(crow, store_row(s, at, row_bytes), row_bytes, 0, 1);
-  rec[3] = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone;
+  if (out >= 0) A::copy_rows(store_row(s, out, row_bytes), crow, row_bytes);
+  A::copy_rows(crow, store_row(s, at, row_bytes), row_bytes);
+  A::st(rec + 3, static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone);
 }
 
+// Stages id i (see the header). The policy `A` does the bucket scans (A::find, A::find_room, A::scan_bucket: the
+// host slot by slot, the CUDA staging with the lanes of one warp on one id), the locks and every write (A::st and
+// the atomics: the host directly, on CUDA lane 0 only) and the row copies settle_pending runs (A::copy_rows: every
+// lane of the warp); every read that steers the control flow gives the same value to every lane (A::ld), so a
+// warp takes one path through this function.
 template <class A>
 TABLE_HD void stage_one(const StageParams& p, int64_t i) {
-  if (p.found[i]) return;  // (a warm step: every thread returns here; `place` is read only where found is clear)
-  p.place[i] = -1;
+  if (p.found[i]) return;  // (a warm step: every id returns here; `place` is read only where found is clear)
+  A::st(p.place + i, int64_t(-1));
   const uint64_t key = p.ids[i];
   if (table::is_reserved_key(key)) return;
   const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
@@ -204,61 +248,38 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   const int ccap = static_cast<int>(c.bucket_capacity), scap = static_cast<int>(s.bucket_capacity);
   const int64_t row_bytes = c.row_stride * p.value_bytes;
   const uint64_t h = accel_hash_key(key);
+  const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets)));
+  const int64_t cbase = cb * ccap;
+  // a repeat of an id a duplicate already staged returns here, without a lock: a key of this step found in the
+  // cache stays there for the whole launch (stamped cur), and an id the probe missed is in the cache only once a
+  // duplicate staged it (what the locked scan below would find too)
+  if (A::find(ck, cbase, ccap, key) >= 0) return;
   // the key in its store, before the cache lock: only a duplicate of this id (under the same cache lock, which
   // then finds the key in the cache below) moves it; victims written back are never ids of the step
   const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
-  const int64_t at = stage_find<A>(sk, sbase, scap, key);
-  const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets)));
-  const int64_t cbase = cb * ccap;
+  const int64_t at = A::find(sk, sbase, scap, key);
   int32_t* clock = reinterpret_cast<int32_t*>(c.locks) + cb;
   A::lock(clock);
   // the cache bucket: the key (a duplicate of this step staged it), its first free slot, its eviction candidate
-  int64_t free_slot = -1, victim = -1;
-  uint64_t vscore = 0;
-  for (int j0 = 0; j0 < ccap; j0 += kScan) {
-    uint64_t k2[kScan], sc[kScan], st[kScan];
-#pragma unroll
-    for (int r = 0; r < kScan; ++r) {
-      k2[r] = A::ld(ck + cbase + j0 + r);
-      sc[r] = A::ld(cs + cbase + j0 + r);
-      st[r] = A::ld(reinterpret_cast<uint64_t*>(stamps + cbase + j0 + r));
-    }
-    bool hit = false;
-#pragma unroll
-    for (int r = 0; r < kScan; ++r) {
-      const int64_t slot = cbase + j0 + r;
-      hit |= k2[r] == key;
-      if (k2[r] == table::kEmptyKey) {
-        if (free_slot < 0) free_slot = slot;
-      } else if (!table::is_reserved_key(k2[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < p.min_live &&
-                 (victim < 0 || sc[r] < vscore)) {
-        victim = slot;
-        vscore = sc[r];
-      }
-    }
-    if (hit) {
-      A::unlock(clock);
-      return;
-    }
-  }
-  if (at < 0 && !p.insert_new) {  // not stored, no slot to reserve (eval)
+  const BucketScan b = A::scan_bucket(ck, cs, stamps, cbase, ccap, key, p.min_live);
+  if (b.hit >= 0 || (at < 0 && !p.insert_new)) {  // staged by a duplicate; or not stored, no slot to reserve (eval)
     A::unlock(clock);
     return;
   }
-  const int64_t slot = free_slot >= 0 ? free_slot : victim;
+  const int64_t slot = b.free_slot >= 0 ? b.free_slot : b.victim;
   if (slot < 0) {
     stage_fail<A>(p, kRuleCacheFull, t, key, ccap);
     A::unlock(clock);
     return;
   }
-  int64_t out = -1;      // the store slot the victim's row goes to (copied by move_out_one)
-  if (slot == victim) {  // the victim's row goes back to a free slot of its store bucket first
+  int64_t out = -1;        // the store slot the victim's row goes to (copied by move_out_one)
+  if (slot == b.victim) {  // the victim's row goes back to a free slot of its store bucket first
     const uint64_t vk = A::ld(ck + slot);
     const uint64_t vh = accel_hash_key(vk);
     const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(vh, static_cast<uint64_t>(s.num_buckets)));
     int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + vb;
     A::lock(slock);
-    const int64_t fs = stage_find_room<A>(sk, vb * scap, scap);
+    const int64_t fs = A::find_room(sk, vb * scap, scap);
     if (fs < 0) {
       A::unlock(slock);
       stage_fail<A>(p, kRuleStoreFull, t, key, scap);
@@ -267,12 +288,12 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     }
     if (A::ld(sk + fs) == kPendingKey) {  // a row of this launch leaves fs: its copies first, then the victim's
       settle_pending<A>(p, c, s, fs, row_bytes);
-      A::copy_row(store_row(s, fs, row_bytes), cache_row(c, slot, row_bytes), row_bytes, 0, 1);
+      A::copy_rows(store_row(s, fs, row_bytes), cache_row(c, slot, row_bytes), row_bytes);
     } else {
       out = fs;
     }
-    ss[fs] = vscore;
-    sd[fs] = table::digest_of_hash(vh);
+    A::st(ss + fs, b.vscore);
+    A::st(sd + fs, table::digest_of_hash(vh));
     A::publish_key(sk + fs, vk);
     A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, 1);
     A::unlock(slock);
@@ -283,27 +304,27 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
     const int64_t r = A::claim_index(p.move_count);
     int64_t* rec = p.moves + kMoveWords * r;
-    rec[0] = slot;
-    rec[1] = out;
-    rec[2] = at;
-    rec[3] = t;
+    A::st(rec, slot);
+    A::st(rec + 1, out);
+    A::st(rec + 2, at);
+    A::st(rec + 3, static_cast<int64_t>(t));
     A::count_move(p, t, out, at);
     if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
       int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
       A::lock(slock);
       score = A::ld(ss + at);
-      sd[at] = table::empty_digest();
-      ss[at] = static_cast<uint64_t>(r);
+      A::st(sd + at, table::empty_digest());
+      A::st(ss + at, static_cast<uint64_t>(r));
       A::publish_key(sk + at, kPendingKey);
       A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
       A::unlock(slock);
       A::add(p.counts + 3 * t, 1);
     }
   }
-  if (at < 0) p.place[i] = slot;  // a new id's placeholder (unplace frees it)
-  cs[slot] = score;
-  cd[slot] = table::digest_of_hash(h);
-  stamps[slot] = p.cur;
+  if (at < 0) A::st(p.place + i, slot);  // a new id's placeholder (unplace frees it)
+  A::st(cs + slot, score);
+  A::st(cd + slot, table::digest_of_hash(h));
+  A::st(stamps + slot, p.cur);
   A::publish_key(ck + slot, key);
   A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, 1);
   A::unlock(clock);
@@ -372,6 +393,21 @@ struct HostStageAtomics {
   static void count_move(const StageParams&, int, int64_t, int64_t) {}  // (the twin copies in record order)
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
+  template <class T, class U>
+  static void st(T* a, U v) {
+    *a = static_cast<T>(v);
+  }
+  static int64_t find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
+    return stage_find<HostStageAtomics>(keys, base, cap, key);
+  }
+  static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
+    return stage_find_room<HostStageAtomics>(keys, base, cap);
+  }
+  static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps, int64_t base, int cap,
+                                uint64_t key, int64_t min_live) {
+    return stage_scan_bucket<HostStageAtomics>(ck, cs, stamps, base, cap, key, min_live);
+  }
+  static void copy_rows(void* dst, const void* src, int64_t bytes) { copy_row(dst, src, bytes, 0, 1); }
   // (one lane: lanes == 1)
   static void copy_row(void* dst, const void* src, int64_t bytes, int, int) {
     auto* d = static_cast<uint8_t*>(dst);
