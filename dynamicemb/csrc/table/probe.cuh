@@ -169,8 +169,9 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // acquire CAS (key -> LOCKED) instead of an acquire load and then the caller's CAS: one round trip fewer per hit. A
 // slot read LOCKED is never CASed, so a hot key's duplicates do not hammer its lock word (they back off as in the
 // plain probe). *lock: what the CAS settled (HitLock). Holders never wait: a tile that took its key's slot, or met
-// it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing probes again
-// with loads, waiting LOCKED slots out. A key whose digest is the empty digest matches every free slot: loads only.
+// it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing waits out the
+// slots it read LOCKED (no second load of the others). A key whose digest is the empty digest matches every free
+// slot: loads only.
 template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask,
@@ -199,22 +200,27 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 #pragma unroll
     for (int r = 0; r < kMaxRounds; ++r) {
       uint32_t m = match[r];
+      uint32_t wait = 0;  // the matches left to the loads below: read LOCKED (or a CAS that met another key)
       const int c = r * kTile + static_cast<int>(tile.thread_rank());
       while (m) {
         const int i = __ffs(m) - 1;
         m &= m - 1;
         const int64_t slot = h.base + c * 16 + i;
         const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+        bool left = k == kLockedKey;
         if (k == key) {
           // Keys do not leave slots in the first pass: the CAS sees the key (locked now) or LOCKED (a duplicate
           // locked it since the load).
           const uint64_t old = cas_key(t.keys, slot, key, kLockedKey);
           if (old == key) found = slot;
           else if (old == kLockedKey) held = slot;
-          else unsettled = true;
+          else left = true;
         }
-        unsettled |= k == kLockedKey;
+        if (left) wait |= 1u << i;
       }
+      // A slot read holding another key keeps it (first pass): only these can still turn out to be the key's.
+      match[r] = wait;
+      unsettled |= wait != 0;
     }
     const uint32_t b = tile.ballot(found >= 0);
     if (b) {
@@ -238,8 +244,9 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       m &= m - 1;
       const int64_t slot = h.base + c * 16 + i;
       // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
-      // every free slot); only our key or a LOCKED slot needs the acquire wait.
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+      // every free slot); only our key or a LOCKED slot needs the acquire wait. (After the lock-taking loop above,
+      // the matches left were read LOCKED: straight to the wait.)
+      const uint64_t k = lock_hit ? kLockedKey : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
       if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
     }
   }
