@@ -89,29 +89,42 @@ def ratio(ms: Optional[float], other: Optional[float]) -> str:
     return "n/a" if ms is None or other is None else f"{other / ms:.2f}x"
 
 
-def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optional[List[str]] = None) -> List[str]:
-    """one table row per variant (peers: rows of their own)"""
+def _inputs(case: ha.Case, device):
+    """(q, k, v, dout, cu, L, the op's positional args, forward FLOPs) of a dense causal bf16 case, seeded"""
     B, H, D = len(case.lengths), case.H, case.D
     total, L = sum(case.lengths), case.lengths[0]
     torch.manual_seed(0)
     cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
     q, k, v, dout = (torch.randn(total, H, D, device=device, dtype=torch.bfloat16) for _ in range(4))
     args = (cu, cu, L, L, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(L), None, None)
-    fwd_flops = 4.0 * H * D * L * L * B / 2
+    return q, k, v, dout, cu, L, args, 4.0 * H * D * L * L * B / 2
+
+
+def _peer_times(peers: list, case: ha.Case, inp, timer: ha.Timer, backward: bool) -> dict:
+    """{peer label: (forward ms, backward ms or None)} of the peers that run the case"""
+    q, k, v, dout, cu, L = inp[:6]
+    out = {}
+    for peer in peers:
+        try:
+            pf, pb = peer.calls(q, k, v, dout, cu, L, None, None, case, 1.0 / case.D**0.5, L)
+            out[peer.label] = (timer(pf), timer(pb) if backward else None)
+        except RuntimeError as e:  # a head dim the peer's build lacks
+            print(f"- {case.name}: {peer.label}: {str(e).splitlines()[0][:100]}")
+    return out
+
+
+def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optional[List[str]] = None) -> List[str]:
+    """one table row per variant (peers: rows of their own)"""
+    inp = _inputs(case, device)
+    q, k, v, dout, args, fwd_flops = *inp[:4], inp[6], inp[7]
     bwd_flops = 2.5 * fwd_flops
     calls = []
-    for name, switches in variants(D, only):
+    for name, switches in variants(case.D, only):
         with hstu_attn._ops.kernel_options(sm90=False, **switches):
             calls.append((name, *ha.timed_calls(q, k, v, dout, args)))
     fwd_ms = timer(calls[0][1])
     bwd_ms = timer.interleaved(*[c[2] for c in calls])
-    peer_ms = {}
-    for peer in peers:
-        try:
-            pf, pb = peer.calls(q, k, v, dout, cu, L, None, None, case, 1.0 / D**0.5, L)
-            peer_ms[peer.label] = (timer(pf), timer(pb))
-        except RuntimeError as e:  # a head dim the peer's build lacks
-            print(f"- {case.name}: {peer.label}: {str(e).splitlines()[0][:100]}")
+    peer_ms = _peer_times(peers, case, inp, timer, backward=True)
     fa2 = peer_ms.get("FA2", (None, None))[1]
     nv = peer_ms.get("NV Ampere", (None, None))[1]
     rows = []
@@ -127,25 +140,14 @@ def run_shape(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optiona
 
 def run_shape_fwd(case: ha.Case, device, timer: ha.Timer, peers: list, only: Optional[List[str]] = None) -> List[str]:
     """one table row per forward variant, then the peers' forwards"""
-    B, H, D = len(case.lengths), case.H, case.D
-    total, L = sum(case.lengths), case.lengths[0]
-    torch.manual_seed(0)
-    cu = torch.tensor([0] + case.lengths, device=device).cumsum(0).to(torch.int32)
-    q, k, v, dout = (torch.randn(total, H, D, device=device, dtype=torch.bfloat16) for _ in range(4))
-    args = (cu, cu, L, L, None, None, 1, -1, 0, 1.0 / D**0.5, None, float(L), None, None)
-    flops = 4.0 * H * D * L * L * B / 2
+    inp = _inputs(case, device)
+    q, k, v, dout, args, flops = *inp[:4], inp[6], inp[7]
     calls = []
-    for name, switches in fwd_variants(D, only):
+    for name, switches in fwd_variants(case.D, only):
         with hstu_attn._ops.kernel_options(sm90=False, **switches):
             calls.append((name, ha.timed_calls(q, k, v, dout, args)[0]))
     ms = timer.interleaved(*[c[1] for c in calls])
-    peer_ms = {}
-    for peer in peers:
-        try:
-            pf, _ = peer.calls(q, k, v, dout, cu, L, None, None, case, 1.0 / D**0.5, L)
-            peer_ms[peer.label] = timer(pf)
-        except RuntimeError as e:  # a head dim the peer's build lacks
-            print(f"- {case.name}: {peer.label}: {str(e).splitlines()[0][:100]}")
+    peer_ms = {label: t[0] for label, t in _peer_times(peers, case, inp, timer, backward=False).items()}
     fa2, nv = peer_ms.get("FA2"), peer_ms.get("NV Ampere")
     rows = [f"| {case.name} | {name} | {fmt(t, flops)} | {ratio(t, ms[0])} | {ratio(t, fa2)} | {ratio(t, nv)} |"
             for (name, _), t in zip(calls, ms)]

@@ -121,6 +121,17 @@ def _hopper_wheel() -> bool:
     return torch.cuda.get_device_capability() == (9, 0) and any("sm_90a" in a for a in info.values())
 
 
+def _hopper_step(shape):
+    """Skips without the Hopper paged forward; else (seed, step, common, gen, total_q, H, D) of SHAPES[shape] at a
+    fresh seed (make_step's step and common arguments, bf16 on CUDA)."""
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    batch, cached, new, cand, H, D, ps = SHAPES[shape]
+    seed = random.randrange(1 << 30)
+    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
+    return seed, step, common, gen, sum(new), H, D
+
+
 def _kernel_counts(prof):
     names = [e.name for e in prof.events()]
     return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("validate" in n.lower() for n in names),
@@ -139,12 +150,7 @@ SHAPES = {
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_one_plan_for_every_layer(shape):
-    if not _hopper_wheel():
-        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
-    batch, cached, new, cand, H, D, ps = SHAPES[shape]
-    seed = random.randrange(1 << 30)
-    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
-    total_q = sum(new)
+    seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     layers = [layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16) for _ in range(4)]
     separate = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False) for qkv in layers]
     layout = shared_layout(step, common, total_q)
@@ -254,12 +260,7 @@ def _b1_list(tiles, heads, sms):
 def test_split_settings_b1():
     # kernel_options(fwd_split_tiles=...) reaches the planner through the plan op: the list read back from the plan
     # holds the predicted chunks, the output is right for every setting and repeats bitwise over the plan.
-    if not _hopper_wheel():
-        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
-    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
-    seed = random.randrange(1 << 30)
-    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
-    total_q = sum(new)
+    seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
     ref = hstu_attn_paged_reference(**{n: t.float() for n, t in qkv.items()}, **dict(
         step, kv_cache=step["kv_cache"].float()), **common)
@@ -320,12 +321,7 @@ def test_pdl_gives_the_same_bits(shape):
     # Lone calls (validation and planner before the kernel), a shared plan (the kernel right behind its
     # producer), the grid order (no work list): the PDL launch's output equals the plain launch's bit for bit,
     # over several layers, and no input is read before the producer finished (else NaN).
-    if not _hopper_wheel():
-        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
-    batch, cached, new, cand, H, D, ps = SHAPES[shape]
-    seed = random.randrange(1 << 30)
-    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
-    total_q = sum(new)
+    seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     layers = [_staged(layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)) for _ in range(3)]
     for mode in ("lone", "shared", "grid"):
         outs = {}
@@ -344,12 +340,7 @@ def test_pdl_gives_the_same_bits(shape):
 def test_pdl_in_a_cuda_graph():
     # The serving step's shape (NVIDIA batch 1) captured with pdl=True: each layer's producer, then its attention
     # (the first layer's plan inside the graph too). Replays over fresh inputs equal eager plain launches bitwise.
-    if not _hopper_wheel():
-        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
-    batch, cached, new, cand, H, D, ps = SHAPES["b1_long"]
-    seed = random.randrange(1 << 30)
-    step, common, gen = make_step(seed, "cuda", torch.bfloat16, batch, cached, new, ps, H, D, cand)
-    total_q = sum(new)
+    seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     layers = [_staged(layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)) for _ in range(4)]
     with hstu_attn._ops.kernel_options(pdl=True):
         warm = [_produce_and_attend(st, step, common, shared_layout(step, common, total_q)) for st in layers[:1]]

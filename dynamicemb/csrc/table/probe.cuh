@@ -156,13 +156,29 @@ struct FreeMasks {
   __device__ __forceinline__ uint32_t get(int r) const { return (w[r / 2] >> (16 * (r & 1))) & 0xffffu; }
 };
 
+// What the lock-taking probe's CAS settled (probe_concurrent<true>): nothing (the caller locks the returned slot,
+// as after a plain probe), the tile holds the slot LOCKED, or the CAS met the key's slot LOCKED (a duplicate of this
+// batch holds it: the outcome of the caller's own CAS seeing LOCKED).
+enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
+
 // Concurrent probe (upsert kernels): slot holding `key` (seen after LOCKED cleared, acquired) or -1, and each
 // lane's masks of candidate free slots (digest == empty digest), one 16-bit mask per round. All digest chunks are
 // loaded before any key is read (independent loads in flight together).
+// kLockHit (row writers whose every hit locks its slot: the first pass of assign / insert_or_assign): a digest
+// match's key word is read relaxed as in the plain probe, and a slot read holding `key` is locked at once by the
+// acquire CAS (key -> LOCKED) instead of an acquire load and then the caller's CAS: one round trip fewer per hit. A
+// slot read LOCKED is never CASed, so a hot key's duplicates do not hammer its lock word (they back off as in the
+// plain probe). *lock: what the CAS settled (HitLock). Holders never wait: a tile that took its key's slot, or met
+// it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing waits out the
+// slots it read LOCKED (no second load of the others). A key whose digest is the empty digest matches every free
+// slot: loads only.
+template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
-                                                    const KeyHome& h, FreeMasks& free_mask) {
+                                                    const KeyHome& h, FreeMasks& free_mask,
+                                                    int* lock = nullptr) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
+  const bool lock_hit = kLockHit && h.d4 != e4;
   uint32_t match[kMaxRounds];
 #pragma unroll
   for (int g = 0; g < kMaxRounds; g += 2) {
@@ -178,6 +194,47 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
     }
   }
   int64_t found = -1;
+  if (lock_hit) {
+    int64_t held = -1;
+    bool unsettled = false;  // a LOCKED slot of unknown key (or a CAS that met another key): the loads decide
+#pragma unroll
+    for (int r = 0; r < kMaxRounds; ++r) {
+      uint32_t m = match[r];
+      uint32_t wait = 0;  // the matches left to the loads below: read LOCKED (or a CAS that met another key)
+      const int c = r * kTile + static_cast<int>(tile.thread_rank());
+      while (m) {
+        const int i = __ffs(m) - 1;
+        m &= m - 1;
+        const int64_t slot = h.base + c * 16 + i;
+        const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+        bool left = k == kLockedKey;
+        if (k == key) {
+          // Keys do not leave slots in the first pass: the CAS sees the key (locked now) or LOCKED (a duplicate
+          // locked it since the load).
+          const uint64_t old = cas_key(t.keys, slot, key, kLockedKey);
+          if (old == key) found = slot;
+          else if (old == kLockedKey) held = slot;
+          else left = true;
+        }
+        if (left) wait |= 1u << i;
+      }
+      // A slot read holding another key keeps it (first pass): only these can still turn out to be the key's.
+      match[r] = wait;
+      unsettled |= wait != 0;
+    }
+    const uint32_t b = tile.ballot(found >= 0);
+    if (b) {
+      *lock = kHitLockOwned;
+      return tile.shfl(found, __ffs(b) - 1);
+    }
+    const uint32_t bh = tile.ballot(held >= 0);
+    if (bh) {
+      *lock = kHitLockHeld;
+      return tile.shfl(held, __ffs(bh) - 1);
+    }
+    *lock = kHitLockNone;
+    if (!tile.any(unsettled)) return -1;
+  }
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
     uint32_t m = match[r];
@@ -187,8 +244,9 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       m &= m - 1;
       const int64_t slot = h.base + c * 16 + i;
       // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
-      // every free slot); only our key or a LOCKED slot needs the acquire wait.
-      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+      // every free slot); only our key or a LOCKED slot needs the acquire wait. (After the lock-taking loop above,
+      // the matches left were read LOCKED: straight to the wait.)
+      const uint64_t k = lock_hit ? kLockedKey : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
       if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
     }
   }

@@ -24,7 +24,9 @@
 //     key) and turns into a hit: duplicates share one slot.
 //   - a hit that writes the row locks its slot (atomicCAS(key -> LOCKED), acquire) while it writes the row and
 //     score, then restores the key (release), so rows are never torn and an eviction never overwrites a row
-//     someone is reading.
+//     someone is reading. The row copiers' first pass (assign, insert_or_assign) takes that lock inside the probe
+//     (the CAS right after the relaxed load that read the key; never on a slot read LOCKED; probe_concurrent<true>),
+//     and a tile that took it, or met it held by a duplicate, never waits on another slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
 //     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
 //     waited out, whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new
@@ -616,7 +618,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       if (F == kFamilyCopy && p.values_in)
         prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
       FreeMasks free_mask;
-      slot = probe_concurrent(tile, t, key, h, free_mask);
+      // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
+      int lock = kHitLockNone;
+      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, &lock)
+                              : probe_concurrent(tile, t, key, h, free_mask);
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
@@ -632,11 +637,15 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
         int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
         while (target >= 0) {
           uint64_t seen = 0;
-          if (lead) {
-            seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-            if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+          if (locking && lock != kHitLockNone) {
+            seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
+          } else {
+            if (lead) {
+              seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+              if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+            }
+            seen = tile.shfl(seen, 0);
           }
-          seen = tile.shfl(seen, 0);
           if (locking) {
             owner = seen == key;
             // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
