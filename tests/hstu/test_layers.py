@@ -576,6 +576,11 @@ def test_layer_fp8_cuda_with_rab_no_grad():
     _check_fp8_results(results, "FP8 layer cuda with rab")
 
 
+def _close_grads(got, want):
+    """Gradients of two runs of the same step: the Hopper backward accumulates dq with atomics (not deterministic)."""
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().max().item())
+
+
 def _fp8_stack_cuda(seed):
     torch.manual_seed(seed)
     stack = HSTUStack(2, 128, 2, 64, attention_fp8="block").cuda()
@@ -613,8 +618,8 @@ def test_layer_fp8_forward_backward_in_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     hstu_attn.check_errors()
-    torch.testing.assert_close(captured, eager, rtol=0, atol=0)
-    torch.testing.assert_close(stack.layers[0].uvqk.weight.grad, eager_grad)
+    torch.testing.assert_close(captured, eager, rtol=0, atol=0)  # the FP8 forward is deterministic
+    _close_grads(stack.layers[0].uvqk.weight.grad, eager_grad)
 
 
 @pytest.mark.gpu
@@ -631,6 +636,6 @@ def test_layer_fp8_cuda_torch_compile():
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out = compiled(x2, cu, L, nc, nt)
     out.float().sum().backward()
-    torch.testing.assert_close(out, eager)
-    torch.testing.assert_close(x2.grad, x.grad)
-    torch.testing.assert_close(stack.layers[0].uvqk.weight.grad, want)
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    _close_grads(x2.grad, x.grad)
+    _close_grads(stack.layers[0].uvqk.weight.grad, want)
