@@ -251,8 +251,8 @@ class HSTULayer(nn.Module):
             quantized values through the bf16/fp16 kernels (correct, not faster), on CPU the fp32 emulation of the
             FP8 kernel's rounding. The output comes back in attn_dtype; the backward is the bf16/fp16 backward of
             the dequantized inputs, its gradients passed straight through to q, k, v. Needs attn_impl="kernel"; a
-            rab that requires grad (a learned relative bias in training) and the paged serving path (kv_manager)
-            are refused (FP8 attention has no rab gradient and no paged kernel yet).
+            rab that requires grad (a learned relative bias in training) and the paged serving path (kv_manager,
+            CachedHSTUStack) are refused (FP8 attention has no rab gradient and no paged kernel yet).
 
     Forward: ``layer(x, cu_seqlens, max_seqlen, num_contexts=None, num_targets=None, rab=None, kv_cache=None,
     return_kv=False)``

@@ -525,6 +525,8 @@ def test_layer_fp8_errors_name_the_argument():
         assert stack(x, cu, 4).shape == (7, 16)
     with pytest.raises(NotImplementedError, match="kv_manager: expected None with attention_fp8"):
         stack.layers[0](x, cu, 4, kv_manager=object())
+    with pytest.raises(NotImplementedError, match="stack: expected layers without attention_fp8"):
+        hstu_attn.CachedHSTUStack(HSTUStack(2, 16, 2, 8, attention_fp8="head"), 4, 8)
 
 
 def test_layer_fp8_traces_fullgraph():
