@@ -182,7 +182,8 @@ def main(argv=None) -> int:
     for name, seed, fp8 in plan:
         print(f"== {name}", flush=True)
         s = train.main(run_args(args, seed, fp8))
-        plain = "bf16" if torch.device(args.device).type == "cuda" else "fp32 (dense torch)"  # the example's CPU default
+        # the example's attention without FP8: bf16 kernels on CUDA, fp32 dense torch attention on CPU
+        plain = "bf16" if torch.device(args.device).type == "cuda" else "fp32 (dense torch)"
         runs[name] = {"attention": f"FP8 e4m3 ({args.mode})" if fp8 else plain, "seed": seed,
                       "losses": s["losses"], "step_s": s["step_s"], "final": s["final"]}
     text = report(args, runs)
