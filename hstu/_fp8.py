@@ -396,18 +396,22 @@ _FP8_BWD = torch.ops.hstu_attn.fp8_bwd.default
 class Fp8AttnFunction(torch.autograd.Function):
     """autograd.Function over ``hstu_attn::fp8_fwd`` / ``fp8_bwd`` for `fp8_quant_mode` (straight-through).
 
-    ``apply(params, q, k, v, q8, k8, v8, q_descale, k_descale, v_descale, cu_q, cu_k, nc, nt, rab, su_q, su_k)``:
-    q, k, v are the float16/bfloat16 tensors that were quantized into q8, k8, v8; the gradients with respect to the
-    dequantized inputs go to them unchanged (the quantization's rounding is not differentiated).
+    ``apply(slots, params, *tensors)``: ``tensors`` are the distinct tensors among (q, k, v, q8, k8, v8, q_descale,
+    k_descale, v_descale, cu_q, cu_k, nc, nt, rab, su_q, su_k) and ``slots`` maps each of those 16 to its index in
+    ``tensors`` (-1 for None; `_ops.distinct_tensors`: torch.compile traces no tensor passed twice, and
+    self-attention passes cu_q = cu_k). q, k, v are the float16/bfloat16 tensors that were quantized into q8, k8,
+    v8; the gradients with respect to the dequantized inputs go to them unchanged (the quantization's rounding is
+    not differentiated), summed where one tensor fills several of the three slots.
     ``params`` = (descale_mode code, out_dtype code, max_q, max_k, group, wl, wr, alpha, scaling, deterministic,
     options).
     """
 
     @staticmethod
-    def forward(ctx, params, q, k, v, *tensors):
-        ctx.save_for_backward(*tensors)
-        ctx.params = params
-        return _fp8_op_fwd(params, *tensors)
+    def forward(ctx, slots, params, *tensors):
+        args = [None if i < 0 else tensors[i] for i in slots[3:]]
+        ctx.save_for_backward(*args)
+        ctx.slots, ctx.params, ctx.count = slots, params, len(tensors)
+        return _fp8_op_fwd(params, *args)
 
     @staticmethod
     def backward(ctx, dout):
@@ -417,7 +421,10 @@ class Fp8AttnFunction(torch.autograd.Function):
         mode, out_dt, max_q, max_k, group, wl, wr, alpha, scaling, deterministic, options = ctx.params
         dq, dk, dv = _FP8_BWD(dout.contiguous(), q8, k8, v8, qs, ks, vs, mode, out_dt, cu_q, cu_k, max_q, max_k, nc,
                               nt, group, wl, wr, alpha, rab, scaling, su_q, su_k, deterministic, options)
-        return (None, dq, dk, dv) + (None,) * 13
+        grads = [None] * ctx.count
+        for slot, g in zip(ctx.slots[:3], (dq, dk, dv)):
+            grads[slot] = g if grads[slot] is None else grads[slot] + g
+        return (None, None) + tuple(grads)
 
 
 def _fp8_op_fwd(params, q8, k8, v8, qs, ks, vs, cu_q, cu_k, nc, nt, rab, su_q, su_k):
@@ -510,7 +517,8 @@ def fp8_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_
     tensors = (q, k, v, q_descale, k_descale, v_descale, cu_seqlens_q, cu_seqlens_k, num_contexts, num_targets, rab,
                seqused_q, seqused_k)
     if high is not None and torch.is_grad_enabled() and any(t.requires_grad for t in high):
-        out = Fp8AttnFunction.apply(params, *high, *tensors)
+        slots, uniq = _ops.distinct_tensors(high + tensors)
+        out = Fp8AttnFunction.apply(slots, params, *uniq)
     else:
         out = _fp8_op_fwd(params, *tensors)
     if not compiling and on_cuda and _channel.strict:

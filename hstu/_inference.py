@@ -140,6 +140,10 @@ class CachedHSTUStack(torch.nn.Module):
         if getattr(stack, "relative_bias", None) is not None:
             raise NotImplementedError("hstu_attn: stack: expected an HSTUStack without relative_bias (the cache "
                                       "keeps no timestamps), got one with a bias")
+        fp8 = [getattr(layer, "attention_fp8", None) for layer in stack.layers]
+        if any(m is not None for m in fp8):
+            raise NotImplementedError("hstu_attn: stack: expected layers without attention_fp8 (the paged attention "
+                                      f"has no FP8 path), got attention_fp8={next(m for m in fp8 if m)!r}")
         self.stack = stack
         self.max_seqlen_q, self.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
 

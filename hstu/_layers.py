@@ -13,6 +13,10 @@ from tensor shapes or from max lengths the caller passes), so a forward / train 
 captures in a CUDA graph. On CUDA two steps run as fused kernels by default (`_fused.py`; ``fused=False`` keeps
 the plain composition): the SiLU of the projection with its split into contiguous u, v, q, k, and LayerNorm(a) * u
 (forward and backward each). Not fused: the input LayerNorm, the projections (cuBLAS), dropout + residual.
+
+``attention_fp8="tensor" | "head" | "batch_head" | "block"`` runs the attention in FP8 (e4m3, issue 36): q, k, v are
+quantized on the device in that descale mode inside the attention call (`hstu_attn_varlen_func(...,
+fp8_quant_mode=)`), gradients go straight through to the bf16/fp16 q, k, v. See `HSTULayer` and docs/hstu_attn.md.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._fp8 import DESCALE_MODES as FP8_MODES
 from ._fused import KERNEL_DTYPES, LayerNormMulFunction, SiluSplitFunction, fused_kernels_available
 from ._jagged import jagged_concat, jagged_to_padded, lengths_to_offsets, padded_to_jagged
 from ._ops import hstu_attn_varlen_func
@@ -237,6 +242,17 @@ class HSTULayer(nn.Module):
         fused: on CUDA (when `_C.so` has the kernels), run the SiLU + split of the projection and LayerNorm(a) * u
             as fused kernels (default); False: the plain torch composition (for comparisons). CPU tensors always
             take the composition.
+        attention_fp8: None (default): the attention in the activations' float16/bfloat16. "tensor", "head",
+            "batch_head" or "block": the attention in FP8 (e4m3): q, k, v (float32 activations first cast to
+            attn_dtype) are quantized on the device with descale factors of that granularity (one per tensor, head,
+            sequence x head, 128-row block x head; `hstu_attn.fp8_descale_shape`), no host sync, and
+            ``hstu_attn_varlen_func(..., fp8_quant_mode=attention_fp8)`` runs: on Hopper the FP8 forward kernel
+            (head_dim 64 / 128 / 256, no rab), elsewhere on CUDA (rab, other head dims, the sm80 class) the same
+            quantized values through the bf16/fp16 kernels (correct, not faster), on CPU the fp32 emulation of the
+            FP8 kernel's rounding. The output comes back in attn_dtype; the backward is the bf16/fp16 backward of
+            the dequantized inputs, its gradients passed straight through to q, k, v. Needs attn_impl="kernel"; a
+            rab that requires grad (a learned relative bias in training) and the paged serving path (kv_manager,
+            CachedHSTUStack) are refused (FP8 attention has no rab gradient and no paged kernel yet).
 
     Forward: ``layer(x, cu_seqlens, max_seqlen, num_contexts=None, num_targets=None, rab=None, kv_cache=None,
     return_kv=False)``
@@ -258,6 +274,9 @@ class HSTULayer(nn.Module):
         >>> y = layer(torch.randn(8, 64), cu, max_seqlen=5, num_targets=torch.tensor([1, 2], dtype=torch.int32))
         >>> y.shape
         torch.Size([8, 64])
+        >>> fp8 = HSTULayer(embedding_dim=64, num_heads=2, head_dim=32, attention_fp8="block")
+        >>> fp8(torch.randn(8, 64), cu, max_seqlen=5).shape
+        torch.Size([8, 64])
     """
 
     def __init__(
@@ -275,6 +294,7 @@ class HSTULayer(nn.Module):
         attn_dtype: torch.dtype = torch.bfloat16,
         eps: float = 1e-5,
         fused: bool = True,
+        attention_fp8: Optional[str] = None,
     ):
         super().__init__()
         for name, val in (("embedding_dim", embedding_dim), ("num_heads", num_heads), ("head_dim", head_dim)):
@@ -290,6 +310,12 @@ class HSTULayer(nn.Module):
             _err("attn_dtype", "torch.float16 or torch.bfloat16", attn_dtype, TypeError)
         if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2):
             _err("window_size", "a (left, right) pair of ints", window_size, TypeError)
+        if attention_fp8 is not None and attention_fp8 not in FP8_MODES:
+            _err("attention_fp8", f"None or one of {list(FP8_MODES)}", repr(attention_fp8))
+        if attention_fp8 is not None and attn_impl != "kernel":
+            _err("attn_impl", "'kernel' with attention_fp8 (the dense PyTorch attention has no FP8 path)",
+                 repr(attn_impl))
+        self.attention_fp8 = attention_fp8
         self.embedding_dim, self.num_heads, self.head_dim = embedding_dim, num_heads, head_dim
         self.window_size = (int(window_size[0]), int(window_size[1]))
         self.target_group_size = int(target_group_size)
@@ -319,6 +345,12 @@ class HSTULayer(nn.Module):
                   window_size=self.window_size, alpha=self.alpha, rab=rab, scaling_seqlen=scaling)
         if self.attn_impl == "torch":
             return dense_hstu_attention(q, k, v, cu_q, cu_k, max_q, max_k, mask_convention=self.mask_convention, **kw)
+        if self.attention_fp8 is not None:
+            if rab is not None and rab.requires_grad:
+                _err("rab", "a bias without requires_grad with attention_fp8 (FP8 attention computes no rab "
+                     "gradient yet: detach it, or train without a learned relative bias)", "requires_grad=True")
+            return hstu_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, check_values=False,
+                                         mask_convention=self.mask_convention, fp8_quant_mode=self.attention_fp8, **kw)
         return hstu_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, has_drab=rab is not None and
                                      rab.requires_grad, check_values=False, mask_convention=self.mask_convention,
                                      **kw)
@@ -343,6 +375,9 @@ class HSTULayer(nn.Module):
         if rab is not None:
             rab = rab.to(attn_dtype)
         if kv_manager is not None:  # serving step: paged history of a KVCacheManager (see HSTUStack)
+            if self.attention_fp8 is not None:
+                _err("kv_manager", "None with attention_fp8 (the paged serving path has no FP8 attention)",
+                     type(kv_manager).__name__, NotImplementedError)
             a = self._paged_attention(kv_manager, cache_step, layer_idx, q, k, v, max_seqlen, num_contexts,
                                       num_targets, rab)
             return self._finish(x, a, u)
@@ -372,7 +407,9 @@ class HSTULayer(nn.Module):
             u, v, q, k = F.silu(proj).split([hd, hd, hd, hd], dim=-1)
         q, k, v = q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)
         attn_dtype = q.dtype
-        if x.is_cuda and q.dtype not in (torch.float16, torch.bfloat16) and self.attn_impl == "kernel":
+        # the kernels (and FP8 quantization from them, on any device) take float16/bfloat16 q, k, v
+        if ((x.is_cuda or self.attention_fp8 is not None) and q.dtype not in (torch.float16, torch.bfloat16)
+                and self.attn_impl == "kernel"):
             attn_dtype = self.attn_dtype
             q, k, v = q.to(attn_dtype), k.to(attn_dtype), v.to(attn_dtype)
         return u, q, k, v, attn_dtype
@@ -408,7 +445,8 @@ class HSTULayer(nn.Module):
     def extra_repr(self):
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, window_size={self.window_size}, "
                 f"target_group_size={self.target_group_size}, alpha={self.alpha:.4g}, "
-                f"mask_convention={self.mask_convention!r}, attn_impl={self.attn_impl!r}, fused={self.fused}")
+                f"mask_convention={self.mask_convention!r}, attn_impl={self.attn_impl!r}, fused={self.fused}"
+                + (f", attention_fp8={self.attention_fp8!r}" if self.attention_fp8 is not None else ""))
 
 
 class HSTUStack(nn.Module):
@@ -417,7 +455,8 @@ class HSTUStack(nn.Module):
     Args:
         num_layers: N >= 1.
         embedding_dim, num_heads, head_dim, dropout, window_size, target_group_size, alpha, scaling_seqlen,
-        mask_convention, attn_impl, attn_dtype, fused: passed to every `HSTULayer`.
+        mask_convention, attn_impl, attn_dtype, fused, attention_fp8: passed to every `HSTULayer` (attention_fp8:
+            FP8 attention in that descale mode; a relative_bias is then refused in training, see `HSTULayer`).
         relative_bias: None, or a module called as ``relative_bias(cu_seqlens_k, max_seqlen_k, timestamps)``
             returning rab (B, 1 or H, max_seqlen_k, max_seqlen_k), e.g. `RelativeBucketedBias`; computed once per
             forward and shared by the layers (its gradient flows through every layer's attention).
@@ -444,13 +483,13 @@ class HSTUStack(nn.Module):
                  window_size: Tuple[int, int] = (-1, 0), target_group_size: int = 1, alpha: Optional[float] = None,
                  scaling_seqlen: float = -1, mask_convention: str = "nvidia", attn_impl: str = "kernel",
                  attn_dtype: torch.dtype = torch.bfloat16, relative_bias: Optional[nn.Module] = None,
-                 final_norm: bool = True, fused: bool = True):
+                 final_norm: bool = True, fused: bool = True, attention_fp8: Optional[str] = None):
         super().__init__()
         if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
             _err("num_layers", "an int >= 1", num_layers)
         self.layers = nn.ModuleList(
             HSTULayer(embedding_dim, num_heads, head_dim, dropout, window_size, target_group_size, alpha,
-                      scaling_seqlen, mask_convention, attn_impl, attn_dtype, fused=fused)
+                      scaling_seqlen, mask_convention, attn_impl, attn_dtype, fused=fused, attention_fp8=attention_fp8)
             for _ in range(num_layers))
         self.relative_bias = relative_bias
         self.final_norm = nn.LayerNorm(embedding_dim) if final_norm else nn.Identity()

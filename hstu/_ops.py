@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -354,9 +354,17 @@ def _apply(q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k, params):
         max_q, max_k, group, wl, wr, alpha, scaling, _, _, options = params
         args = (q, k, v, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
         return _FWD_OPTIONS(*args, options) if options else _FWD(*args)
-    uniq = []
+    slots, uniq = distinct_tensors((q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k))
+    return HstuAttnFunction.apply(slots, params, *uniq)
+
+
+def distinct_tensors(tensors) -> Tuple[Tuple[int, ...], List[torch.Tensor]]:
+    """(slots, uniq): the distinct tensors of `tensors` (None skipped) and each entry's index in them (-1 for None).
+    An autograd.Function under torch.compile takes no tensor twice (Dynamo refuses a duplicate input), and
+    self-attention passes the same cu_seqlens (or q = k = v) in two slots."""
+    uniq: List[torch.Tensor] = []
     slots = []
-    for t in (q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k):
+    for t in tensors:
         if t is None:
             slots.append(-1)
             continue
@@ -367,7 +375,7 @@ def _apply(q, k, v, rab, cu_q, cu_k, nc, nt, su_q, su_k, params):
         else:
             slots.append(len(uniq))
             uniq.append(t)
-    return HstuAttnFunction.apply(tuple(slots), params, *uniq)
+    return tuple(slots), uniq
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ class ModelConfig:
                                    # the other sequences of the batch (train, eval and cached scoring agree)
     attn_impl: str = "auto"        # "kernel" (hstu_attn), "torch" (dense PyTorch attention), auto: kernel on CUDA
     fused: bool = True             # HSTULayer's fused kernels on CUDA (False: the plain torch composition)
+    attention_fp8: str = ""        # "": attention in bf16; tensor / head / batch_head / block: FP8 (e4m3) attention
+                                   # with descale factors of that granularity (HSTULayer(attention_fp8=); needs
+                                   # max_distance 0 in training: FP8 attention computes no relative-bias gradient)
 
 
 class TorchEmbeddings(nn.Module):
@@ -66,12 +69,15 @@ class DenseTower(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        if cfg.attention_fp8 and cfg.max_distance > 0:
+            raise ValueError(f"max_distance: expected 0 with attention_fp8={cfg.attention_fp8!r} (FP8 attention "
+                             f"computes no gradient for the relative bias), got {cfg.max_distance}")
         bias = (hstu_attn.RelativeBucketedBias(1, cfg.max_distance, cfg.time_buckets) if cfg.max_distance > 0
                 else None)
         self.stack = hstu_attn.HSTUStack(
             cfg.layers, cfg.dim, cfg.heads, cfg.head_dim, dropout=cfg.dropout,
             window_size=(cfg.max_attn_len, 0), scaling_seqlen=cfg.max_seqlen, mask_convention=cfg.mask_convention,
-            attn_impl=cfg.attn_impl, fused=cfg.fused,
+            attn_impl=cfg.attn_impl, fused=cfg.fused, attention_fp8=cfg.attention_fp8 or None,
             relative_bias=bias)
         self.candidate = nn.Parameter(torch.randn(cfg.dim) * 0.05)
         self.heads = nn.Sequential(nn.Linear(cfg.dim, cfg.dim), nn.SiLU(), nn.Linear(cfg.dim, 2))
@@ -102,8 +108,9 @@ class RankingModel(nn.Module):
         super().__init__()
         if cfg.attn_impl == "auto":
             # the CPU op is the per-sequence reference (a Python loop): the batched dense PyTorch attention computes
-            # the same math faster there; on CUDA the hstu_attn kernels
-            cfg = dataclasses.replace(cfg, attn_impl="kernel" if torch.device(device).type == "cuda" else "torch")
+            # the same math faster there; on CUDA the hstu_attn kernels; FP8 attention: the op (on CPU its emulation)
+            kernel = torch.device(device).type == "cuda" or bool(cfg.attention_fp8)
+            cfg = dataclasses.replace(cfg, attn_impl="kernel" if kernel else "torch")
         self.cfg = cfg
         caps = [cfg.user_capacity, cfg.item_capacity, 128]
         fmap = [0, 1, 2, 1]

@@ -10,6 +10,9 @@ Run (CPU, tiny, about a minute):
 GPU (bf16 attention kernels; add --compile to compile the dense tower):
     python examples/hstu_ranking/train.py --device cuda --steps 2000 --batch-size 256 --dim 128 --heads 4 \\
         --head-dim 64 --layers 4 --max-history 200
+FP8 (e4m3) attention, per-block descale factors (no relative bias: FP8 attention computes no bias gradient;
+benchmarks/hstu_fp8_training.py compares the loss curve with bf16's):
+    python examples/hstu_ranking/train.py --device cuda --amp --attention-fp8 block --max-distance 0 --head-dim 64
 MovieLens (no download here: point to a ratings.dat / ratings.csv you have):
     python examples/hstu_ranking/train.py --data ml-1m/ratings.dat --steps 2000
 Checkpoints: --ckpt-dir DIR writes DIR/step_N/ (dynamic tables as a dynamicemb dump + dense.pt with the dense
@@ -83,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=int, default=32)
     g.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate of the dense weights")
     g.add_argument("--rating-weight", type=float, default=0.5, help="weight of the rating (MSE) loss")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="seed of the dense weights' init, dropout and (by default) data")
+    g.add_argument("--data-seed", type=int, default=-1,
+                   help="seed of the synthetic data and the batch sampling (-1: --seed); fixed data with another "
+                        "--seed measures the seed-to-seed noise of a run")
     g.add_argument("--eval-every", type=int, default=100, help="evaluate every N steps (0: only at the end)")
     g.add_argument("--eval-batches", type=int, default=8, help="batches per evaluation")
     g.add_argument("--amp", action="store_true", help="bfloat16 autocast of the dense tower (GPU)")
@@ -211,12 +217,13 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     cfg = ModelConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ModelConfig)})
     cfg.max_seqlen = max(cfg.max_seqlen, 1 + args.max_history + args.candidates)
+    data_seed = args.seed if args.data_seed < 0 else args.data_seed
     if args.data == "synthetic":
-        seqs = synthetic_sequences(args.users, args.items, seed=args.seed,
+        seqs = synthetic_sequences(args.users, args.items, seed=data_seed,
                                    max_len=max(64, args.max_history + 2 * args.candidates + 1))
     else:
         seqs = load_movielens(args.data)
-    batcher = Batcher(seqs, args.batch_size, args.max_history, args.candidates, seed=args.seed)
+    batcher = Batcher(seqs, args.batch_size, args.max_history, args.candidates, seed=data_seed)
     model = RankingModel(cfg, device)
     opt = make_optimizer(model, args.lr)
     forward = model
@@ -227,11 +234,12 @@ def main(argv=None):
     if args.resume:
         start, path = load_checkpoint(args.resume, model, opt)
         print(f"resumed from {path} (step {start})")
-    summary = {"device": str(device), "losses": [], "evals": [], "start_step": start}
+    summary = {"device": str(device), "losses": [], "step_s": [], "evals": [], "start_step": start}
     bar = _progress(args.steps, start, args.no_progress)
     t0, tokens = time.perf_counter(), 0
     model.train()
     for step in range(start, args.steps):
+        t_step = time.perf_counter()
         b = to_device(batcher.train_batch(step), device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp):
             pred = forward(b).float()
@@ -240,7 +248,8 @@ def main(argv=None):
         loss.backward()  # also applies the dynamic tables' fused Adam to the rows of this batch
         opt.step()
         tokens += int(b["user"].shape[0] + b["hist_items"].shape[0] + b["cand_items"].shape[0])
-        summary["losses"].append(loss.item())
+        summary["losses"].append(loss.item())  # (reads the loss: the step has finished on the device)
+        summary["step_s"].append(time.perf_counter() - t_step)  # batch building + step, host wall time
         bar.update(1)
         bar.set_postfix_str(f"loss {loss.item():.4f} click {click.item():.4f} rating {rating.item():.4f}")
         done = step + 1

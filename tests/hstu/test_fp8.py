@@ -320,6 +320,31 @@ def test_torch_compile_fullgraph_fp8_call(small):
     torch.testing.assert_close(compiled(*q8s, *scales), f(*q8s, *scales), rtol=0, atol=0)
 
 
+def test_fp8_quant_mode_one_tensor_in_several_slots():
+    """Self-attention passes the same cu_seqlens for q and k (and may pass q = k = v): the straight-through
+    Function takes each tensor once (torch.compile refuses a duplicate input) and sums the gradients of a tensor
+    used as q, k and v; compiled and eager agree."""
+    c = make_case(12, [70, 40], 2, 64, "causal", delta_q=False)
+    cu, L = c["cu_seqlens_q"], c["max_seqlen_q"]
+
+    def f(x):
+        return hstu_attn_varlen_func(x, x, x, cu, cu, L, L, window_size=(-1, 0), alpha=0.2,
+                                     fp8_quant_mode="block").float()
+
+    x = c["q"].clone().requires_grad_()
+    out = f(x)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(12))
+    (dx,) = torch.autograd.grad(out, [x], dout)
+    leaves = [c["q"].clone().requires_grad_() for _ in range(3)]
+    parts = torch.autograd.grad(hstu_attn_varlen_func(*leaves, cu, cu, L, L, window_size=(-1, 0), alpha=0.2,
+                                                      fp8_quant_mode="block").float(), leaves, dout)
+    torch.testing.assert_close(dx, parts[0] + parts[1] + parts[2], rtol=0, atol=0)
+    xc = c["q"].clone().requires_grad_()
+    outc = torch.compile(f, fullgraph=True, backend="aot_eager")(xc)
+    torch.testing.assert_close(outc, out, rtol=0, atol=0)
+    torch.testing.assert_close(torch.autograd.grad(outc, [xc], dout)[0], dx, rtol=0, atol=0)
+
+
 def test_check_codes_and_float_records():
     from hstu_attn import _checks
     assert _checks.ARGS[_checks.ARG_K_DESCALE] == "k_descale" and _checks.ARG_K_DESCALE in _checks.FLOAT_ARGS

@@ -3,7 +3,8 @@
 The layer is judged against a plain PyTorch composition of the same math written here (per sequence, with the mask
 of `hstu_mask`), forward and gradients: CPU float64 tightly; CUDA bfloat16 with the error-relative rule
 |ours - ref64| <= k |torch_bf16 - ref64| (k = 2 forward, 5 backward). GR's convention is checked against an
-independent implementation of GR's rule.
+independent implementation of GR's rule. FP8 attention (``attention_fp8``, issue 36): the same composition with an
+FP8-emulating attention (`fp8_attention_ref`), in float64 as the reference and in bfloat16 as "same-dtype torch".
 """
 
 import math
@@ -16,6 +17,7 @@ import hstu_attn
 from hstu_attn import (HSTUKVCache, HSTULayer, HSTUStack, RelativeBucketedBias, dense_hstu_attention, hstu_mask,
                        jagged_concat, jagged_positions, jagged_split, jagged_to_padded, lengths_to_offsets,
                        offsets_to_lengths, padded_to_jagged)
+from hstu_attn._fp8 import DESCALE_MODES, dequantize_fp8, hstu_attn_fp8_reference, quantize_fp8
 
 
 def rand_lengths(gen, B, lo, hi):
@@ -84,10 +86,11 @@ def test_jagged_helpers_trace_without_graph_breaks():
 
 # ---------------------------------------------------------------------------------------------- the layer
 def plain_layer(layer, x, cu, max_seqlen, num_contexts=None, num_targets=None, rab=None, dtype=None,
-                convention="nvidia"):
+                convention="nvidia", attention=None):
     """The same math as HSTULayer, written as a plain per-sequence PyTorch composition (independent of the
     layer's code path): LayerNorm -> uvqk + SiLU -> masked SiLU attention -> LayerNorm * u -> projection + residual.
-    ``dtype`` casts inputs and weights (float64 reference or bfloat16 "same-dtype torch")."""
+    ``dtype`` casts inputs and weights (float64 reference or bfloat16 "same-dtype torch"). ``attention(q, k, v)``
+    (packed (total, H, D)) replaces the per-sequence attention (the FP8 tests)."""
     p = {n: t.to(dtype) for n, t in layer.named_parameters()}
     x = x.to(dtype)
     H, D = layer.num_heads, layer.head_dim
@@ -97,7 +100,9 @@ def plain_layer(layer, x, cu, max_seqlen, num_contexts=None, num_targets=None, r
     u, v, q, k = uvqk.split(H * D, dim=-1)
     attn = torch.zeros_like(v)
     scaling = layer.scaling_seqlen if layer.scaling_seqlen > 0 else max_seqlen
-    for b in range(cu.shape[0] - 1):
+    if attention is not None:
+        attn = attention(q.reshape(-1, H, D), k.reshape(-1, H, D), v.reshape(-1, H, D)).reshape(-1, H * D)
+    for b in range(cu.shape[0] - 1 if attention is None else 0):
         s0, s1 = int(cu[b]), int(cu[b + 1])
         L = s1 - s0
         if L == 0:
@@ -388,3 +393,251 @@ def test_layer_forward_backward_in_a_cuda_graph():
     torch.cuda.synchronize()
     torch.testing.assert_close(captured, eager)
     torch.testing.assert_close(stack.layers[0].uvqk.weight.grad, eager_grad)
+
+
+# ---------------------------------------------------------------------------------------------- FP8 attention
+class _StraightThrough(torch.autograd.Function):
+    """Value of `value`, gradient passed to `x` unchanged (the quantization's straight-through estimator)."""
+
+    @staticmethod
+    def forward(ctx, x, value):
+        return value.detach().clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def fp8_attention_ref(layer, mode, cu, L, nc, nt, rab=None):
+    """The attention of ``HSTULayer(attention_fp8=mode)`` written from its definition, for `plain_layer`: q, k, v
+    rounded to bfloat16 (the layer's attn_dtype) and quantized in `mode` from the caller's own values; forward value
+    = the FP8 emulation (`hstu_attn_fp8_reference`: P rounded to e4m3) computed in q's dtype (float64: the
+    reference; bfloat16: "same-dtype torch"); gradients = those of the exact attention of the dequantized inputs,
+    straight through to q, k, v (the layer's stated backward)."""
+    scaling = layer.scaling_seqlen if layer.scaling_seqlen > 0 else float(L)
+    kw = dict(num_contexts=nc, num_targets=nt, target_group_size=layer.target_group_size,
+              window_size=layer.window_size, alpha=layer.alpha, scaling_seqlen=scaling)
+
+    def attend(q, k, v):
+        dt = q.dtype
+        quant = [quantize_fp8(t.detach().to(torch.bfloat16), cu, mode) for t in (q, k, v)]
+        deq = [_StraightThrough.apply(t, dequantize_fp8(x8, s, cu, mode, dt)) for t, (x8, s) in zip((q, k, v), quant)]
+        r = None if rab is None else rab.to(dt)
+        exact = hstu_attn.hstu_attn_reference(*deq, cu, cu, L, L, rab=r, upcast=False, **kw)
+        emul = hstu_attn_fp8_reference(*(x8 for x8, _ in quant), *(s for _, s in quant), mode, cu, cu, L, L, rab=r,
+                                       out_dtype=dt, compute_dtype=dt, **kw)
+        return _StraightThrough.apply(exact, emul)
+
+    return attend
+
+
+def _fp8_layer_case(mode, device, dtype, window=(-1, 0), E=32, H=2, D=16, B=4, lo=1, hi=300, seed=31):
+    """(layer, x, cu, L, nc, nt, g): an FP8 layer with fresh random LayerNorm weights (lengths past 128 so "block"
+    has several blocks per sequence) and an output gradient."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    layer = HSTULayer(E, H, D, window_size=window, target_group_size=2, attention_fp8=mode)
+    with torch.no_grad():
+        for ln in (layer.input_norm, layer.attn_norm):
+            ln.weight.copy_(torch.rand(ln.weight.shape, generator=gen) + 0.5)
+            ln.bias.copy_(torch.randn(ln.bias.shape, generator=gen) * 0.1)
+    lens, cu, L, x, nc, nt = make_batch(gen, B=B, lo=lo, hi=hi, E=E, dtype=torch.float32)
+    g = torch.randn(x.shape, generator=gen)
+    return (layer.to(device=device, dtype=dtype), x.detach().to(device), cu.to(device), L, nc.to(device),
+            nt.to(device), g.to(device))
+
+
+def _fp8_layer_results(layer, x, cu, L, nc, nt, g, mode, ours_dtype, rab=None):
+    """{"ours", "ref", "low"}: [out, dx, d uvqk.weight] of the layer (in ours_dtype) and of `plain_layer` with
+    `fp8_attention_ref` in float64 and bfloat16."""
+    results = {}
+    for name, dt in (("ours", ours_dtype), ("ref", torch.float64), ("low", torch.bfloat16)):
+        xi = x.to(dt).requires_grad_()
+        if name == "ours":
+            m = layer.to(dt)
+            out = m(xi, cu, L, nc, nt, rab)
+            w = m.uvqk.weight
+        else:
+            m = layer.to(torch.float32)
+            w = m.uvqk.weight  # plain_layer reads the parameters through .to(dt): the gradient reaches them
+            out = plain_layer(m, xi, cu, L, nc, nt, rab, dt, attention=fp8_attention_ref(m, mode, cu, L, nc, nt, rab))
+        results[name] = [out] + list(torch.autograd.grad(out, [xi, w], g.to(dt)))
+    return results
+
+
+def _check_fp8_results(results, what):
+    for i, name in enumerate(["out", "dx", "d uvqk.weight"]):
+        ours = results["ours"][i]
+        assert ours.dtype == results["ours"][0].dtype and not torch.isnan(ours).any(), f"{what} {name}: NaN"
+        _err_rel(ours, results["ref"][i], results["low"][i], 2 if i == 0 else 5, f"{what} {name}")
+
+
+@pytest.mark.parametrize("mode", DESCALE_MODES)
+@pytest.mark.parametrize("window", [(-1, 0), (20, 0)])
+def test_layer_fp8_cpu_error_relative(mode, window):
+    """CPU (the op's fp32 emulation of the FP8 kernel): output and gradients of a float32 FP8 layer against the
+    float64 FP8-emulating composition, 2x / 5x the bfloat16 composition's error; the layer without FP8 misses."""
+    layer, x, cu, L, nc, nt, g = _fp8_layer_case(mode, "cpu", torch.float32, window)
+    results = _fp8_layer_results(layer, x, cu, L, nc, nt, g, mode, torch.float32)
+    _check_fp8_results(results, f"FP8 layer ({mode}, window {window})")
+    # FP8 is what ran: the same layer without it (bf16 attention) is much farther from the FP8 reference
+    layer.attention_fp8 = None
+    plain, ref = layer(x, cu, L, nc, nt).double(), results["ref"][0]
+    assert (plain - ref).abs().max() > 3 * (results["ours"][0].double() - ref).abs().max()
+
+
+def test_layer_fp8_with_rab_and_kv_cache_cpu():
+    """A rab without grad (inference with a relative bias) goes into the FP8 call; delta-q over a cache runs FP8 too
+    and matches the full pass within FP8's rounding (the quantization groups differ)."""
+    layer, x, cu, L, nc, nt, g = _fp8_layer_case("head", "cpu", torch.float32, hi=40)
+    rab = torch.randn(4, 1, L, L, generator=torch.Generator().manual_seed(5))
+    results = _fp8_layer_results(layer, x, cu, L, nc, nt, g, "head", torch.float32, rab=rab)
+    _check_fp8_results(results, "FP8 layer with rab")
+    lens = offsets_to_lengths(cu).long()
+    hist = lens // 2
+    new = lens - hist
+    oh, on = lengths_to_offsets(hist), lengths_to_offsets(new)
+    # history = the first half of each sequence, new tokens = the rest
+    rows_h = torch.cat([torch.arange(int(cu[b]), int(cu[b]) + int(hist[b])) for b in range(4)])
+    rows_n = torch.cat([torch.arange(int(cu[b]) + int(hist[b]), int(cu[b + 1])) for b in range(4)])
+    layer.scaling_seqlen = float(L)
+    with torch.no_grad():
+        full = layer(x, cu, L)
+        _, cache = layer(x[rows_h], oh, int(hist.max()), return_kv=True)
+        cached = layer(x[rows_n], on, int(new.max()), kv_cache=cache)
+    ref = full[rows_n]
+    assert (cached - ref).abs().max() <= 0.1 * ref.abs().max()
+
+
+def test_layer_fp8_errors_name_the_argument():
+    with pytest.raises(ValueError, match="attention_fp8: expected None or one of \\['tensor'"):
+        HSTULayer(16, 2, 8, attention_fp8="row")
+    with pytest.raises(ValueError, match="attn_impl: expected 'kernel' with attention_fp8"):
+        HSTULayer(16, 2, 8, attn_impl="torch", attention_fp8="tensor")
+    with pytest.raises(ValueError, match="attention_fp8: expected None or one of"):
+        HSTUStack(1, 16, 2, 8, attention_fp8=True)
+    stack = HSTUStack(1, 16, 2, 8, relative_bias=RelativeBucketedBias(1, 8), attention_fp8="block")
+    cu = torch.tensor([0, 3, 7], dtype=torch.int32)
+    x = torch.randn(7, 16)
+    with pytest.raises(ValueError, match="rab: expected a bias without requires_grad with attention_fp8"):
+        stack(x, cu, 4)
+    with torch.no_grad():  # inference: the bias carries no gradient, the FP8 call takes it
+        assert stack(x, cu, 4).shape == (7, 16)
+    with pytest.raises(NotImplementedError, match="kv_manager: expected None with attention_fp8"):
+        stack.layers[0](x, cu, 4, kv_manager=object())
+    with pytest.raises(NotImplementedError, match="stack: expected layers without attention_fp8"):
+        hstu_attn.CachedHSTUStack(HSTUStack(2, 16, 2, 8, attention_fp8="head"), 4, 8)
+
+
+def test_layer_fp8_traces_fullgraph():
+    """No graph break and no host sync with attention_fp8 (quantization, the FP8 op's fake, the straight-through
+    autograd.Function): compiled output and gradients equal eager's."""
+    gen = torch.Generator().manual_seed(7)
+    torch.manual_seed(7)
+    stack = HSTUStack(2, 32, 2, 8, attention_fp8="block")
+    lens, cu, L, x, nc, nt = make_batch(gen, dtype=torch.float32)
+    eager = stack(x, cu, L, nc, nt)
+    eager.square().sum().backward()
+    want = [x.grad.clone(), stack.layers[0].uvqk.weight.grad.clone()]
+    x.grad = None
+    stack.zero_grad()
+    out = torch.compile(stack, backend="aot_eager", fullgraph=True)(x, cu, L, nc, nt)
+    torch.testing.assert_close(out, eager)
+    out.square().sum().backward()
+    torch.testing.assert_close(x.grad, want[0])
+    torch.testing.assert_close(stack.layers[0].uvqk.weight.grad, want[1])
+
+
+def _needs_kernels():
+    if not hstu_attn.library_loaded():
+        pytest.skip("the op library is not built")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["tensor", "head", "block"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_layer_fp8_cuda_error_relative(mode, D):
+    """A bfloat16 FP8 layer on CUDA (the Hopper FP8 forward where it runs, the dequantize path elsewhere; the
+    dequantized bf16 backward) against the float64 FP8-emulating composition: 2x / 5x the bfloat16 composition's
+    error; outputs poisoned first."""
+    _needs_kernels()
+    layer, x, cu, L, nc, nt, g = _fp8_layer_case(mode, "cuda", torch.bfloat16, E=128, H=2, D=D, B=6, lo=20, hi=300)
+    torch.full((1 << 22,), float("nan"), device="cuda")  # NaN-filled cached block: the next allocations start NaN
+    results = _fp8_layer_results(layer, x, cu, L, nc, nt, g, mode, torch.bfloat16)
+    _check_fp8_results(results, f"FP8 layer cuda ({mode}, D {D})")
+
+
+@pytest.mark.gpu
+def test_layer_fp8_cuda_with_rab_no_grad():
+    """With a rab (no grad) the FP8 call takes the dequantize path on CUDA: the same rule."""
+    _needs_kernels()
+    layer, x, cu, L, nc, nt, g = _fp8_layer_case("block", "cuda", torch.bfloat16, E=128, H=2, D=64, B=4, lo=20,
+                                                 hi=200)
+    rab = torch.randn(4, 1, L, L, generator=torch.Generator().manual_seed(8)).cuda()
+    results = _fp8_layer_results(layer, x, cu, L, nc, nt, g, "block", torch.bfloat16, rab=rab)
+    _check_fp8_results(results, "FP8 layer cuda with rab")
+
+
+def _close_grads(got, want):
+    """Gradients of two runs of the same step: the Hopper backward accumulates dq with atomics (not deterministic)."""
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().max().item())
+
+
+def _fp8_stack_cuda(seed):
+    torch.manual_seed(seed)
+    stack = HSTUStack(2, 128, 2, 64, attention_fp8="block").cuda()
+    gen = torch.Generator().manual_seed(seed)
+    lens, cu, L, x, nc, nt = make_batch(gen, B=8, lo=10, hi=200, E=128, dtype=torch.float32)
+    return stack, cu.cuda(), L, x.detach().cuda().requires_grad_(), nc.cuda(), nt.cuda()
+
+
+@pytest.mark.gpu
+def test_layer_fp8_forward_backward_in_a_cuda_graph():
+    _needs_kernels()
+    stack, cu, L, x, nc, nt = _fp8_stack_cuda(4)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = stack(x, cu, L, nc, nt)
+        out.float().square().mean().backward()
+        return out
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # warm-up outside the graph (allocations, lazy init, the error block)
+            stack.zero_grad(set_to_none=False)
+            x.grad = None
+            eager = step().detach().clone()
+    torch.cuda.current_stream().wait_stream(s)
+    eager_grad = stack.layers[0].uvqk.weight.grad.clone()
+    graph = torch.cuda.CUDAGraph()
+    stack.zero_grad(set_to_none=False)
+    x.grad = None
+    with torch.cuda.graph(graph):
+        captured = step()
+    stack.zero_grad(set_to_none=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()
+    torch.testing.assert_close(captured, eager, rtol=0, atol=0)  # the FP8 forward is deterministic
+    _close_grads(stack.layers[0].uvqk.weight.grad, eager_grad)
+
+
+@pytest.mark.gpu
+def test_layer_fp8_cuda_torch_compile():
+    _needs_kernels()
+    stack, cu, L, x, nc, nt = _fp8_stack_cuda(5)
+    x2 = x.detach().clone().requires_grad_()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        eager = stack(x, cu, L, nc, nt)
+    eager.float().sum().backward()
+    want = stack.layers[0].uvqk.weight.grad.clone()
+    stack.zero_grad()
+    compiled = torch.compile(stack, backend="aot_eager", fullgraph=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = compiled(x2, cu, L, nc, nt)
+    out.float().sum().backward()
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    _close_grads(x2.grad, x.grad)
+    _close_grads(stack.layers[0].uvqk.weight.grad, want)
