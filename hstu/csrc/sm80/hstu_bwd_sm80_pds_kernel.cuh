@@ -47,6 +47,13 @@ struct BwdPdsConfig<128, 4> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
 };
+// D = 64 (candidates only, kernel_options(bwd_sm80_cfg=10 / 9)): FA2's D = 64 tile, 128 x 128 with 8 warps (S / dP
+// 64 x 32 warp tiles: 64 score elements a thread, a 64-bit keep mask; dK / dV 32 keys x 32 columns; dQ 32 x 32).
+template <>
+struct BwdPdsConfig<64, 8> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 128, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 4, kQPW = 32;
+};
 template <>
 struct BwdPdsConfig<256, 8> {
   static constexpr bool kExists = true;
@@ -78,7 +85,32 @@ __device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
     }
 }
 
-template <typename T, int D, int STAGES, int NWARPS>
+// ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
+template <int NA, int NB>
+struct PdsFrags {
+  uint32_t a[NA][4];
+  uint32_t b[NB][4];
+};
+
+// The PIPE variant's k-loops (kernel_options(bwd_sm80_cfg=9)): KS k-steps (even), fully unrolled, the fragments of
+// step ks + 1 loaded (load(frags, ks + 1)) before the MMAs of step ks (mma(frags)) in two register buffers, so a
+// warp's ldmatrix latency overlaps its own tensor-core work (FA2's CuTe gemm loop) instead of each step waiting for
+// its loads; 8 warps per SM leave only two per scheduler to hide it otherwise.
+template <int KS, typename F, typename Load, typename Mma>
+__device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
+  static_assert(KS % 2 == 0, "an even number of k-steps");
+  F f[2];
+  load(f[0], 0);
+#pragma unroll
+  for (int ks = 0; ks < KS; ks += 2) {
+    load(f[1], ks + 1);
+    mma(f[0]);
+    if (ks + 2 < KS) load(f[0], ks + 2);
+    mma(f[1]);
+  }
+}
+
+template <typename T, int D, int STAGES, int NWARPS, bool PIPE>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -96,11 +128,18 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     QPW % 16 == 0,
                 "bad warp tiles");
   static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
-  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2)
+  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE: the dK / dV
+  // and dQ k-loops pipelined (pipelined_k_loop), but not in sm_80 code of D = 128's 8-warp tile, where the dK / dV
+  // one spilled 4 B (pipelining S / dP too spilled 40-160 B everywhere: its k-loops keep the plain form).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
 #else
-  constexpr int kUnrollS = 2;
+  constexpr int kUnrollS = D == 64 ? 1 : 2;  // (D = 64's 128 x 128 tile: by 2 its sm_80 code spilled 4 B)
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kPipeKv = PIPE && !(D == 128 && NWARPS == 8);
+#else
+  constexpr bool kPipeKv = PIPE;
 #endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
@@ -231,12 +270,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           });
         }
         // keep: bit (mt * SNT + nt) * 4 + e set where the element is visible (all set for a fully visible tile).
-        static_assert(SMT * SNT * 4 <= 32, "one mask bit per accumulator element");
-        uint32_t keep = ~0u;
+        // (64 bits where a warp holds 64 score elements: D = 64's 64 x 32 warp tile)
+        using Keep = std::conditional_t<(SMT * SNT * 4 > 32), uint64_t, uint32_t>;
+        static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
+        Keep keep = ~Keep{0};
         if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
           keep = 0u;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (mk.allowed(r, j)) keep |= 1u << ((mt * SNT + nt) * 4 + e);
+            if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
           });
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
@@ -252,7 +293,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #pragma unroll
               for (int e2 = 0; e2 < 2; ++e2) {
                 const int e = hf * 2 + e2;
-                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & 1u;
+                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
                 const float hh = acc[mt][nt][e] * half_alpha;
                 const float t = tanh_approx(hh);
                 const float sig = fmaf(0.5f, t, 0.5f);
@@ -318,6 +359,44 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
+        if constexpr (kPipeKv) {
+          // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
+          // (two buffers each, the loops fully unrolled).
+          constexpr int KSB = BM / 16, NDP = KC / 16;
+          uint32_t ap[2][KMT][4], ad[2][KMT][4], bo[2][4], bq[2][4];
+          auto load_a = [&](const int buf, const int ks) {
+#pragma unroll
+            for (int mt = 0; mt < KMT; ++mt) {
+              ldsm_x4_t(ap[buf][mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
+              ldsm_x4_t(ad[buf][mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
+            }
+          };
+          auto load_b = [&](const int buf, const int ks, const int dp) {
+            ldsm_x4_t(bo[buf], sdO + L::xadd(tBt, ks * 16, dp * 16));
+            ldsm_x4_t(bq[buf], sQ + L::xadd(tBt, ks * 16, dp * 16));
+          };
+          load_a(0, 0);
+          load_b(0, 0, 0);
+#pragma unroll
+          for (int ks = 0; ks < KSB; ++ks)
+#pragma unroll
+            for (int dp = 0; dp < NDP; ++dp) {
+              const int st = ks * NDP + dp;
+              if (dp == 0 && ks + 1 < KSB) load_a((ks + 1) & 1, ks + 1);
+              if (dp + 1 < NDP) {
+                load_b((st + 1) & 1, ks, dp + 1);
+              } else if (ks + 1 < KSB) {
+                load_b((st + 1) & 1, ks + 1, 0);
+              }
+#pragma unroll
+              for (int mt = 0; mt < KMT; ++mt) {
+                mma_16816<T>(acc_dv[mt][2 * dp], ap[ks & 1][mt], bo[st & 1][0], bo[st & 1][1]);
+                mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[ks & 1][mt], bo[st & 1][2], bo[st & 1][3]);
+                mma_16816<T>(acc_dk[mt][2 * dp], ad[ks & 1][mt], bq[st & 1][0], bq[st & 1][1]);
+                mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[ks & 1][mt], bq[st & 1][2], bq[st & 1][3]);
+              }
+            }
+        } else {
 #pragma unroll 1
         for (int ks = 0; ks < BM / 16; ++ks) {
           uint32_t ap[KMT][4], ad[KMT][4];
@@ -339,6 +418,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
             }
           }
+        }
         }
       }
       if (STAGES == 1 && mb + 1 < mb_end) {
@@ -365,6 +445,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
+          if constexpr (PIPE) {
+            using F = PdsFrags<QMT, QPW / 16>;
+            pipelined_k_loop<BN / 16, F>(
+                [&](F& f, const int ks) {
+#pragma unroll
+                  for (int mt = 0; mt < QMT; ++mt) ldsm_x4(f.a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
+#pragma unroll
+                  for (int dp = 0; dp < QPW / 16; ++dp)
+                    ldsm_x4_t(f.b[dp], sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+                },
+                [&](const F& f) {
+#pragma unroll
+                  for (int dp = 0; dp < QPW / 16; ++dp)
+#pragma unroll
+                    for (int mt = 0; mt < QMT; ++mt) {
+                      mma_16816<T>(acc_q[mt][2 * dp], f.a[mt], f.b[dp][0], f.b[dp][1]);
+                      mma_16816<T>(acc_q[mt][2 * dp + 1], f.a[mt], f.b[dp][2], f.b[dp][3]);
+                    }
+                });
+          } else {
 #pragma unroll 1
           for (int ks = 0; ks < BN / 16; ++ks) {
             uint32_t a[QMT][4];
@@ -380,6 +480,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                 mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
               }
             }
+          }
           }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
@@ -421,23 +522,32 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+template <typename T, int D, int STAGES, int NWARPS, bool PIPE>
+__device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
 #endif
 }
-
-// Launches the kernel where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
-// cudaErrorNotSupported (the caller runs the default layout).
 template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, false>(p);
+}
+// The same with the pipelined k-loops (pipelined_k_loop; kernel_options(bwd_sm80_cfg=9)).
+template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, true>(p);
+}
+
+// Launches the kernel (PIPE: the pipelined one) where its shared memory fits max_smem (the device's usable
+// per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
+template <typename T, int D, int STAGES, int NWARPS, bool PIPE = false>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -445,7 +555,7 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    auto kernel = hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    auto kernel = PIPE ? hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS> : hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
     if (kSmem > 48 * 1024) {
       cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       if (err != cudaSuccess) return err;
