@@ -88,9 +88,8 @@ struct HstuParams {
   // pairs) with up to this many Q / dO stages where its shared memory fits the device (2 or 1); 0 = the two column
   // chunks (BwdSm80Config).
   int bwd_sm80_pair;
-  // sm80-class backward, bf16: one of issue 39's candidate tile configurations (launch_hstu_bwd_candidate in
-  // hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 1-7 and 9-11, where it applies and its shared memory fits the device;
-  // 0 = the default layouts, 8 = the old ones.
+  // sm80-class backward D = 128 / 256, bf16: one of issue 39's candidate tile configurations (BwdSm80Candidate in
+  // hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 1-3, where its shared memory fits the device; 0 = the default layouts.
   int bwd_sm80_cfg;
 
   // drab (only when has_drab): per-head rab gets its gradient written directly into `drab` (dtype of q);
