@@ -129,14 +129,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                 "bad warp tiles");
   static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
   // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE: the dK / dV
-  // and dQ k-loops pipelined (pipelined_k_loop), but not in sm_80 code of D = 128's 8-warp tile, where the dK / dV
-  // one spilled 4 B (pipelining S / dP too spilled 40-160 B everywhere: its k-loops keep the plain form).
+  // and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile nor in
+  // sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B (pipelining S / dP too spilled 40-160 B everywhere:
+  // its k-loops keep the plain form).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
 #else
   constexpr int kUnrollS = D == 64 ? 1 : 2;  // (D = 64's 128 x 128 tile: by 2 its sm_80 code spilled 4 B)
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  constexpr bool kPipeKv = false;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kPipeKv = PIPE && !(D == 128 && NWARPS == 8);
 #else
   constexpr bool kPipeKv = PIPE;
@@ -555,7 +558,13 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    auto kernel = PIPE ? hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS> : hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    const auto kernel = [] {  // (only the kernel launched is instantiated: fp16 has no pipelined one)
+      if constexpr (PIPE) {
+        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS>;
+      } else {
+        return hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+      }
+    }();
     if (kSmem > 48 * 1024) {
       cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       if (err != cudaSuccess) return err;
