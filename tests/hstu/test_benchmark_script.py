@@ -387,9 +387,9 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
     with pytest.raises(SystemExit, match="--shapes: expected"):
         cand.parse_shape("B16 X D1")
     assert [n for n, _ in cand.variants(32)] == ["default"]
-    # D = 64 (issue 39's second round): the default first (the old layout), then candidates 9 / 10, all accepted
+    # D = 64 (issue 39's second round): the default first (the old layout), then candidates 9 / 10 / 12, all accepted
     names64 = [n for n, _ in cand.variants(64)]
-    assert names64[0] == "default" and [n.split()[0] for n in names64[1:]] == ["cfg9", "cfg10"]
+    assert names64[0] == "default" and [n.split()[0] for n in names64[1:]] == ["cfg9", "cfg10", "cfg12"]
     assert [n for n, _ in cand.variants(64, ["cfg10"])] == ["default", names64[2]]
     for _, switches in cand.variants(64):
         with hstu_attn._ops.kernel_options(sm90=False, **switches):

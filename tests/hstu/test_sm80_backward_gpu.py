@@ -1,9 +1,10 @@
-"""Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..11), bf16;
+"""Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
-k-loops (hstu_bwd_pds_pipe_kernel; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel), 11
-D = 128's 4-warp tile pipelined. Each meets the error rule of test_kernels_gpu.py against the fp32 reference (fresh
-random inputs, gradients poisoned) and agrees with the default's gradients, and the kernel that runs is the
-candidate's (fp16, and a head dim the candidate lacks, run the default)."""
+k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
+11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>). Each meets the error rule
+of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
+default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
+default)."""
 
 import os
 import sys
@@ -20,11 +21,11 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-CANDIDATES = (9, 10, 11)
-# (head dim, cfg) -> (kernel name stem, warps, BM, BN) of the candidate where it applies (else the default runs)
-_TILES = {(64, 9): ("pds_pipe_kernel", 8, 128, 128), (128, 9): ("pds_pipe_kernel", 8, 64, 128),
-          (256, 9): ("pds_pipe_kernel", 8, 64, 64), (64, 10): ("pds_kernel", 8, 128, 128),
-          (128, 11): ("pds_pipe_kernel", 4, 64, 64)}
+CANDIDATES = (9, 10, 11, 12)
+# (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
+# the default runs)
+_TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
+          (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128), (128, 12): (2, 8, 64, 128), (256, 12): (2, 8, 64, 64)}
 
 
 def _fits(smem):
@@ -38,10 +39,12 @@ def candidate_kernel(D, cfg):
     else one), or None where it does not apply or fit (the default runs)."""
     if (D, cfg) not in _TILES:
         return None
-    stem, warps, bm, bn = _TILES[(D, cfg)]
+    pipe, warps, bm, bn = _TILES[(D, cfg)]
     for stages in (2, 1):  # K, V, the Q / dO stages, P, dS (bwd_pds_smem_bytes)
         if _fits((2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2):
-            return f"hstu_bwd_{stem}<__nv_bfloat16, {D}, {stages}, {warps}>(hstu::HstuParams)"
+            if pipe == 0:
+                return f"hstu_bwd_pds_kernel<__nv_bfloat16, {D}, {stages}, {warps}>(hstu::HstuParams)"
+            return f"hstu_bwd_pds_pipe_kernel<__nv_bfloat16, {D}, {stages}, {warps}, {pipe}>(hstu::HstuParams)"
     return None
 
 
@@ -62,7 +65,7 @@ def _bwd_kernels(case):
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
-    """Candidates 9-11 meet the error rule against the fp32 reference (jagged lengths at the 32 / 64 / 128 tile
+    """Candidates 9-12 meet the error rule against the fp32 reference (jagged lengths at the 32 / 64 / 128 tile
     edges, dense ones across several 128-query tiles, masks cutting tiles, contexts and targets with groups,
     delta-q, seqused, rab / drab, the deterministic dq kernel) and give the default's gradients up to fp32
     summation order (outputs poisoned before each run)."""
@@ -88,7 +91,7 @@ def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, determini
 
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
-    """kernel_options(sm90=False, bwd_sm80_cfg=9..11) runs the candidate's kernel for bf16 where it applies and its
+    """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
     shared memory fits the GPU; fp16, and the head dims without the candidate, run the default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)

@@ -768,11 +768,11 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
-constexpr int kBwdSm80LastCfg = 11;  // 9-11: issue 39's second round (pipelined k-loops, D = 64's FA2 tile)
+constexpr int kBwdSm80LastCfg = 12;  // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile)
 
-// FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE: its pipelined k-loops) with two Q / dO stages where they fit
-// the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
-template <typename T, int D, int NWARPS, bool PIPE>
+// FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
+// they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
+template <typename T, int D, int NWARPS, int PIPE>
 cudaError_t launch_hstu_bwd_pds_fitting(const HstuParams& p, cudaStream_t stream) {
   int max_smem = 0;
   cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
@@ -825,16 +825,18 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
       }
       return cudaErrorNotSupported;
-    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with pipelined k-loops (D = 64: FA2's 128 x 128
-    // tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile pipelined; two Q / dO stages
-    // where they fit, else one.
+    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
+    // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
+    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one.
     case 9:
     case 10:
     case 11:
+    case 12:
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, true>(p, stream);
-        if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, false>(p, stream);
-        if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, true>(p, stream);
+        if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
+        if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
+        if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
+        if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
       }
       return cudaErrorNotSupported;
     default:
@@ -851,7 +853,7 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
     if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {
-      const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, false>(p, stream);
+      const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
       if (err != cudaErrorNotSupported) return err;
     }
   }

@@ -92,10 +92,10 @@ struct PdsFrags {
   uint32_t b[NB][4];
 };
 
-// The PIPE variant's k-loops (kernel_options(bwd_sm80_cfg=9)): KS k-steps (even), fully unrolled, the fragments of
-// step ks + 1 loaded (load(frags, ks + 1)) before the MMAs of step ks (mma(frags)) in two register buffers, so a
-// warp's ldmatrix latency overlaps its own tensor-core work (FA2's CuTe gemm loop) instead of each step waiting for
-// its loads; 8 warps per SM leave only two per scheduler to hide it otherwise.
+// The PIPE variants' k-loops (kernel_options(bwd_sm80_cfg=9, 11, 12)): KS k-steps (even), fully unrolled, the
+// fragments of step ks + 1 loaded (load(frags, ks + 1)) before the MMAs of step ks (mma(frags)) in two register
+// buffers, so a warp's ldmatrix latency overlaps its own tensor-core work (FA2's CuTe gemm loop) instead of each step
+// waiting for its loads; 8 warps per SM leave only two per scheduler to hide it otherwise.
 template <int KS, typename F, typename Load, typename Mma>
 __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   static_assert(KS % 2 == 0, "an even number of k-steps");
@@ -110,7 +110,7 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
-template <typename T, int D, int STAGES, int NWARPS, bool PIPE>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -128,10 +128,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     QPW % 16 == 0,
                 "bad warp tiles");
   static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
-  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE: the dK / dV
-  // and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile nor in
-  // sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B (pipelining S / dP too spilled 40-160 B everywhere:
-  // its k-loops keep the plain form).
+  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE >= 1: the
+  // dK / dV and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile
+  // nor in sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B; PIPE = 2: the S k-loop too (the dP one stays
+  // plain: pipelined it spilled 16-160 B, its 32 dS factors live beside dK / dV).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
 #else
@@ -140,10 +140,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr bool kPipeKv = false;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kPipeKv = PIPE && !(D == 128 && NWARPS == 8);
+  constexpr bool kPipeKv = PIPE != 0 && !(D == 128 && NWARPS == 8);
 #else
-  constexpr bool kPipeKv = PIPE;
+  constexpr bool kPipeKv = PIPE != 0;
 #endif
+  constexpr bool kPipeS = PIPE >= 2;
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
 
@@ -237,7 +238,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
-        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0) {
+        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
 #pragma unroll
@@ -246,6 +247,26 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
+          if constexpr (decltype(pipe)::value) {
+            using F = PdsFrags<SMT, NPN>;
+            pipelined_k_loop<D / 16, F>(
+                [&](F& f, const int ks) {
+#pragma unroll
+                  for (int mt = 0; mt < SMT; ++mt) ldsm_x4(f.a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+#pragma unroll
+                  for (int np = 0; np < NPN; ++np) ldsm_x4(f.b[np], sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+                },
+                [&](const F& f) {
+#pragma unroll
+                  for (int np = 0; np < NPN; ++np)
+#pragma unroll
+                    for (int mt = 0; mt < SMT; ++mt) {
+                      mma_16816<T>(c[mt][2 * np], f.a[mt], f.b[np][0], f.b[np][1]);
+                      mma_16816<T>(c[mt][2 * np + 1], f.a[mt], f.b[np][2], f.b[np][3]);
+                    }
+                });
+            return;
+          }
 #pragma unroll kUnrollS
           for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[SMT][4];
@@ -263,7 +284,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -315,7 +336,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
           float acc_dp[SMT][2 * kNpPart][4];
-          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>());
+          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type());
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -448,7 +469,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          if constexpr (PIPE) {
+          if constexpr (PIPE != 0) {
             using F = PdsFrags<QMT, QPW / 16>;
             pipelined_k_loop<BN / 16, F>(
                 [&](F& f, const int ks) {
@@ -525,7 +546,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, bool PIPE>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
@@ -540,17 +561,18 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0>(p);
 }
-// The same with the pipelined k-loops (pipelined_k_loop; kernel_options(bwd_sm80_cfg=9)).
-template <typename T, int D, int STAGES, int NWARPS>
+// The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
+// 2 S too (bwd_sm80_cfg=12).
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, true>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE>(p);
 }
 
-// Launches the kernel (PIPE: the pipelined one) where its shared memory fits max_smem (the device's usable
+// Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
 // per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
-template <typename T, int D, int STAGES, int NWARPS, bool PIPE = false>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE = 0>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -559,8 +581,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
     const auto kernel = [] {  // (only the kernel launched is instantiated: fp16 has no pipelined one)
-      if constexpr (PIPE) {
-        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS>;
+      if constexpr (PIPE != 0) {
+        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>;
       } else {
         return hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
       }
