@@ -265,21 +265,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                       mma_16816<T>(c[mt][2 * np + 1], f.a[mt], f.b[np][2], f.b[np][3]);
                     }
                 });
-            return;
-          }
+          } else {
 #pragma unroll kUnrollS
-          for (int ks = 0; ks < D / 16; ++ks) {
-            uint32_t a[SMT][4];
+            for (int ks = 0; ks < D / 16; ++ks) {
+              uint32_t a[SMT][4];
 #pragma unroll
-            for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+              for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
 #pragma unroll
-            for (int np = 0; np < NPN; ++np) {
-              uint32_t bb[4];
-              ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+              for (int np = 0; np < NPN; ++np) {
+                uint32_t bb[4];
+                ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
 #pragma unroll
-              for (int mt = 0; mt < SMT; ++mt) {
-                mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
-                mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+                for (int mt = 0; mt < SMT; ++mt) {
+                  mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
+                  mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+                }
               }
             }
           }
@@ -422,27 +422,27 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
         } else {
 #pragma unroll 1
-        for (int ks = 0; ks < BM / 16; ++ks) {
-          uint32_t ap[KMT][4], ad[KMT][4];
-#pragma unroll
-          for (int mt = 0; mt < KMT; ++mt) {
-            ldsm_x4_t(ap[mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
-            ldsm_x4_t(ad[mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
-          }
-#pragma unroll
-          for (int dp = 0; dp < KC / 16; ++dp) {
-            uint32_t bo[4], bq[4];
-            ldsm_x4_t(bo, sdO + L::xadd(tBt, ks * 16, dp * 16));
-            ldsm_x4_t(bq, sQ + L::xadd(tBt, ks * 16, dp * 16));
+          for (int ks = 0; ks < BM / 16; ++ks) {
+            uint32_t ap[KMT][4], ad[KMT][4];
 #pragma unroll
             for (int mt = 0; mt < KMT; ++mt) {
-              mma_16816<T>(acc_dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
-              mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
-              mma_16816<T>(acc_dk[mt][2 * dp], ad[mt], bq[0], bq[1]);
-              mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
+              ldsm_x4_t(ap[mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
+              ldsm_x4_t(ad[mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
+            }
+#pragma unroll
+            for (int dp = 0; dp < KC / 16; ++dp) {
+              uint32_t bo[4], bq[4];
+              ldsm_x4_t(bo, sdO + L::xadd(tBt, ks * 16, dp * 16));
+              ldsm_x4_t(bq, sQ + L::xadd(tBt, ks * 16, dp * 16));
+#pragma unroll
+              for (int mt = 0; mt < KMT; ++mt) {
+                mma_16816<T>(acc_dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
+                mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
+                mma_16816<T>(acc_dk[mt][2 * dp], ad[mt], bq[0], bq[1]);
+                mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
+              }
             }
           }
-        }
         }
       }
       if (STAGES == 1 && mb + 1 < mb_end) {
@@ -490,21 +490,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                 });
           } else {
 #pragma unroll 1
-          for (int ks = 0; ks < BN / 16; ++ks) {
-            uint32_t a[QMT][4];
+            for (int ks = 0; ks < BN / 16; ++ks) {
+              uint32_t a[QMT][4];
 #pragma unroll
-            for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
+              for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
 #pragma unroll
-            for (int dp = 0; dp < QPW / 16; ++dp) {
-              uint32_t bk[4];
-              ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+              for (int dp = 0; dp < QPW / 16; ++dp) {
+                uint32_t bk[4];
+                ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
 #pragma unroll
-              for (int mt = 0; mt < QMT; ++mt) {
-                mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
-                mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+                for (int mt = 0; mt < QMT; ++mt) {
+                  mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
+                  mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+                }
               }
             }
-          }
           }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
