@@ -189,10 +189,11 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
-# bits 25-28: the sm80-class D = 128 / 256 backward's tiles: 0 the default (FA2's warp layout where it fits), 1-7
-# issue 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before (for comparisons)
+# bits 25-28: the sm80-class backward's tiles: 0 the default (FA2's warp layout where it fits), 1-7 and 9-12 issue
+# 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before (for comparisons)
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
+BWD_SM80_CFG_LAST = 12  # kBwdSm80LastCfg
 # bits 29-31: the sm80-class forward's tiles: 0 the default, 1-4 issue 39's candidates (bf16; FWD_SM80_CFGS)
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
@@ -248,7 +249,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     sizes of the old kernel (``BwdSm80Candidate`` in hstu/csrc/sm80/hstu_bwd_sm80_kernel.cuh), 4 / 5 the default's
     one / two stage kernels, 6 / 7 D = 128's 4-warp tile with one / two stages (6 fits sm86 / sm89); where one does
     not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
-    before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons.
+    before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
+    where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256,
+    and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (the default elsewhere); 11 D = 128's 4-warp
+    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles) with K / V
     double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 1 with the
@@ -273,8 +277,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             fwd_split_tiles, int) or not 0 <= fwd_split_tiles <= 253):
         _err("fwd_split_tiles", "None, 'wave' or an int in [0, 253]", fwd_split_tiles)
     split = {None: 0, 0: 255, "wave": 254}.get(fwd_split_tiles, fwd_split_tiles)
-    if isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int) or not 0 <= bwd_sm80_cfg <= 8:
-        _err("bwd_sm80_cfg", "an int in [0, 8]", bwd_sm80_cfg)
+    if (isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int)
+            or not 0 <= bwd_sm80_cfg <= BWD_SM80_CFG_LAST):
+        _err("bwd_sm80_cfg", f"an int in [0, {BWD_SM80_CFG_LAST}]", bwd_sm80_cfg)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)

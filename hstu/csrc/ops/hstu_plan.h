@@ -48,7 +48,8 @@ enum HstuOptionBits : int64_t {
                                 // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),
                                 // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
                                 // D = 128 4 warps 1 / 2) (bf16), 8 the old layouts (BwdSm80Config, the warp-pair
-                                // switch) for comparisons (issue 39); bits 19-20 (its earlier place) are unused
+                                // switch) for comparisons, 9-12 the second round (pipelined k-loops, D = 64's FA2
+                                // tile; bf16) (issue 39); bits 19-20 (its earlier place) are unused
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffe7ffff,

@@ -766,8 +766,21 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 // old 3.671 / 9.653 / 2.480, cfg 5 3.440 / 7.552 / 2.371, cfg 4 3.475 / 7.682 / 2.384. kBwdSm80OldCfg (8) runs the
 // old layouts where this default would apply, for comparisons.
 template <int D>
-constexpr bool kBwdSm80PdsDefault = BwdPdsConfig<D, 8>::kExists;
+constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
+constexpr int kBwdSm80LastCfg = 12;  // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile)
+
+// FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
+// they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
+template <typename T, int D, int NWARPS, int PIPE>
+cudaError_t launch_hstu_bwd_pds_fitting(const HstuParams& p, cudaStream_t stream) {
+  int max_smem = 0;
+  cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+  if (err != cudaSuccess) return err;
+  err = launch_hstu_bwd_pds<T, D, 2, NWARPS, PIPE>(p, max_smem, stream);
+  if (err == cudaErrorNotSupported) err = launch_hstu_bwd_pds<T, D, 1, NWARPS, PIPE>(p, max_smem, stream);
+  return err;
+}
 
 // Candidate CFG (1-3, bf16) at D = 128 / 256 where its shared memory fits; otherwise (fp16, other head dims, too
 // little shared memory) cudaErrorNotSupported and the default runs.
@@ -812,6 +825,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
       }
       return cudaErrorNotSupported;
+    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
+    // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
+    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one.
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
+        if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
+        if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
+        if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+      }
+      return cudaErrorNotSupported;
     default:
       return cudaErrorNotSupported;
   }
@@ -819,17 +846,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
 
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
-  if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= 7) {  // the call's candidate where it applies and fits
+  if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
+    // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
     if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {
-      int max_smem = 0;
-      cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
-      if (err != cudaSuccess) return err;
-      err = launch_hstu_bwd_pds<T, D, 2, 8>(p, max_smem, stream);
-      if (err == cudaErrorNotSupported) err = launch_hstu_bwd_pds<T, D, 1, 8>(p, max_smem, stream);
+      const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
       if (err != cudaErrorNotSupported) return err;
     }
   }

@@ -47,6 +47,13 @@ struct BwdPdsConfig<128, 4> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
 };
+// D = 64 (candidates only, kernel_options(bwd_sm80_cfg=10 / 9)): FA2's D = 64 tile, 128 x 128 with 8 warps (S / dP
+// 64 x 32 warp tiles: 64 score elements a thread, a 64-bit keep mask; dK / dV 32 keys x 32 columns; dQ 32 x 32).
+template <>
+struct BwdPdsConfig<64, 8> {
+  static constexpr bool kExists = true;
+  static constexpr int kBlockM = 128, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 4, kQPW = 32;
+};
 template <>
 struct BwdPdsConfig<256, 8> {
   static constexpr bool kExists = true;
@@ -78,7 +85,32 @@ __device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
     }
 }
 
-template <typename T, int D, int STAGES, int NWARPS>
+// ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
+template <int NA, int NB>
+struct PdsFrags {
+  uint32_t a[NA][4];
+  uint32_t b[NB][4];
+};
+
+// The PIPE variants' k-loops (kernel_options(bwd_sm80_cfg=9, 11, 12)): KS k-steps (even), fully unrolled, the
+// fragments of step ks + 1 loaded (load(frags, ks + 1)) before the MMAs of step ks (mma(frags)) in two register
+// buffers, so a warp's ldmatrix latency overlaps its own tensor-core work (FA2's CuTe gemm loop) instead of each step
+// waiting for its loads; 8 warps per SM leave only two per scheduler to hide it otherwise.
+template <int KS, typename F, typename Load, typename Mma>
+__device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
+  static_assert(KS % 2 == 0, "an even number of k-steps");
+  F f[2];
+  load(f[0], 0);
+#pragma unroll
+  for (int ks = 0; ks < KS; ks += 2) {
+    load(f[1], ks + 1);
+    mma(f[0]);
+    if (ks + 2 < KS) load(f[0], ks + 2);
+    mma(f[1]);
+  }
+}
+
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -96,12 +128,23 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     QPW % 16 == 0,
                 "bad warp tiles");
   static_assert(STAGES == 1 || STAGES == 2, "one or two Q / dO stages");
-  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2)
+  // S / dP k-loop unrolled by 2 (4 in sm_86 / sm_89 code, whose ptxas spilled 4 B with 1 and 2). PIPE >= 1: the
+  // dK / dV and dQ k-loops pipelined (pipelined_k_loop), the dK / dV one not in sm_80 code of D = 128's 8-warp tile
+  // nor in sm_86 / sm_89 code (4-warp D = 128), where it spilled 4 B; PIPE = 2: the S k-loop too (the dP one stays
+  // plain: pipelined it spilled 16-160 B, its 32 dS factors live beside dK / dV).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr int kUnrollS = 4;
 #else
-  constexpr int kUnrollS = 2;
+  constexpr int kUnrollS = D == 64 ? 1 : 2;  // (D = 64's 128 x 128 tile: by 2 its sm_80 code spilled 4 B)
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  constexpr bool kPipeKv = false;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kPipeKv = PIPE != 0 && !(D == 128 && NWARPS == 8);
+#else
+  constexpr bool kPipeKv = PIPE != 0;
+#endif
+  constexpr bool kPipeS = PIPE >= 2;
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
 
@@ -195,7 +238,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
-        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0) {
+        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
 #pragma unroll
@@ -204,24 +247,44 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < 2 * NPN; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) c[mt][i][e] = 0.f;
+          if constexpr (decltype(pipe)::value) {
+            using F = PdsFrags<SMT, NPN>;
+            pipelined_k_loop<D / 16, F>(
+                [&](F& f, const int ks) {
+#pragma unroll
+                  for (int mt = 0; mt < SMT; ++mt) ldsm_x4(f.a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+#pragma unroll
+                  for (int np = 0; np < NPN; ++np) ldsm_x4(f.b[np], sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+                },
+                [&](const F& f) {
+#pragma unroll
+                  for (int np = 0; np < NPN; ++np)
+#pragma unroll
+                    for (int mt = 0; mt < SMT; ++mt) {
+                      mma_16816<T>(c[mt][2 * np], f.a[mt], f.b[np][0], f.b[np][1]);
+                      mma_16816<T>(c[mt][2 * np + 1], f.a[mt], f.b[np][2], f.b[np][3]);
+                    }
+                });
+          } else {
 #pragma unroll kUnrollS
-          for (int ks = 0; ks < D / 16; ++ks) {
-            uint32_t a[SMT][4];
+            for (int ks = 0; ks < D / 16; ++ks) {
+              uint32_t a[SMT][4];
 #pragma unroll
-            for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
+              for (int mt = 0; mt < SMT; ++mt) ldsm_x4(a[mt], sa + L::xadd(tA, mt * 16, ks * 16));
 #pragma unroll
-            for (int np = 0; np < NPN; ++np) {
-              uint32_t bb[4];
-              ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
+              for (int np = 0; np < NPN; ++np) {
+                uint32_t bb[4];
+                ldsm_x4(bb, sb + L::xadd(tB, (NP0 + np) * 16, ks * 16));
 #pragma unroll
-              for (int mt = 0; mt < SMT; ++mt) {
-                mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
-                mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+                for (int mt = 0; mt < SMT; ++mt) {
+                  mma_16816<T>(c[mt][2 * np], a[mt], bb[0], bb[1]);
+                  mma_16816<T>(c[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+                }
               }
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -231,12 +294,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           });
         }
         // keep: bit (mt * SNT + nt) * 4 + e set where the element is visible (all set for a fully visible tile).
-        static_assert(SMT * SNT * 4 <= 32, "one mask bit per accumulator element");
-        uint32_t keep = ~0u;
+        // (64 bits where a warp holds 64 score elements: D = 64's 64 x 32 warp tile)
+        using Keep = std::conditional_t<(SMT * SNT * 4 > 32), uint64_t, uint32_t>;
+        static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
+        Keep keep = ~Keep{0};
         if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
           keep = 0u;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (mk.allowed(r, j)) keep |= 1u << ((mt * SNT + nt) * 4 + e);
+            if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
           });
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
@@ -252,7 +317,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #pragma unroll
               for (int e2 = 0; e2 < 2; ++e2) {
                 const int e = hf * 2 + e2;
-                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & 1u;
+                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
                 const float hh = acc[mt][nt][e] * half_alpha;
                 const float t = tanh_approx(hh);
                 const float sig = fmaf(0.5f, t, 0.5f);
@@ -271,7 +336,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
           float acc_dp[SMT][2 * kNpPart][4];
-          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>());
+          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type());
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -318,25 +383,64 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
-#pragma unroll 1
-        for (int ks = 0; ks < BM / 16; ++ks) {
-          uint32_t ap[KMT][4], ad[KMT][4];
-#pragma unroll
-          for (int mt = 0; mt < KMT; ++mt) {
-            ldsm_x4_t(ap[mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
-            ldsm_x4_t(ad[mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
-          }
-#pragma unroll
-          for (int dp = 0; dp < KC / 16; ++dp) {
-            uint32_t bo[4], bq[4];
-            ldsm_x4_t(bo, sdO + L::xadd(tBt, ks * 16, dp * 16));
-            ldsm_x4_t(bq, sQ + L::xadd(tBt, ks * 16, dp * 16));
+        if constexpr (kPipeKv) {
+          // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
+          // (two buffers each, the loops fully unrolled).
+          constexpr int KSB = BM / 16, NDP = KC / 16;
+          uint32_t ap[2][KMT][4], ad[2][KMT][4], bo[2][4], bq[2][4];
+          auto load_a = [&](const int buf, const int ks) {
 #pragma unroll
             for (int mt = 0; mt < KMT; ++mt) {
-              mma_16816<T>(acc_dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
-              mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
-              mma_16816<T>(acc_dk[mt][2 * dp], ad[mt], bq[0], bq[1]);
-              mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
+              ldsm_x4_t(ap[buf][mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
+              ldsm_x4_t(ad[buf][mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
+            }
+          };
+          auto load_b = [&](const int buf, const int ks, const int dp) {
+            ldsm_x4_t(bo[buf], sdO + L::xadd(tBt, ks * 16, dp * 16));
+            ldsm_x4_t(bq[buf], sQ + L::xadd(tBt, ks * 16, dp * 16));
+          };
+          load_a(0, 0);
+          load_b(0, 0, 0);
+#pragma unroll
+          for (int ks = 0; ks < KSB; ++ks)
+#pragma unroll
+            for (int dp = 0; dp < NDP; ++dp) {
+              const int st = ks * NDP + dp;
+              if (dp == 0 && ks + 1 < KSB) load_a((ks + 1) & 1, ks + 1);
+              if (dp + 1 < NDP) {
+                load_b((st + 1) & 1, ks, dp + 1);
+              } else if (ks + 1 < KSB) {
+                load_b((st + 1) & 1, ks + 1, 0);
+              }
+#pragma unroll
+              for (int mt = 0; mt < KMT; ++mt) {
+                mma_16816<T>(acc_dv[mt][2 * dp], ap[ks & 1][mt], bo[st & 1][0], bo[st & 1][1]);
+                mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[ks & 1][mt], bo[st & 1][2], bo[st & 1][3]);
+                mma_16816<T>(acc_dk[mt][2 * dp], ad[ks & 1][mt], bq[st & 1][0], bq[st & 1][1]);
+                mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[ks & 1][mt], bq[st & 1][2], bq[st & 1][3]);
+              }
+            }
+        } else {
+#pragma unroll 1
+          for (int ks = 0; ks < BM / 16; ++ks) {
+            uint32_t ap[KMT][4], ad[KMT][4];
+#pragma unroll
+            for (int mt = 0; mt < KMT; ++mt) {
+              ldsm_x4_t(ap[mt], sP + LP::xadd(tPt, ks * 16, mt * 16));
+              ldsm_x4_t(ad[mt], sdS + LP::xadd(tPt, ks * 16, mt * 16));
+            }
+#pragma unroll
+            for (int dp = 0; dp < KC / 16; ++dp) {
+              uint32_t bo[4], bq[4];
+              ldsm_x4_t(bo, sdO + L::xadd(tBt, ks * 16, dp * 16));
+              ldsm_x4_t(bq, sQ + L::xadd(tBt, ks * 16, dp * 16));
+#pragma unroll
+              for (int mt = 0; mt < KMT; ++mt) {
+                mma_16816<T>(acc_dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
+                mma_16816<T>(acc_dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
+                mma_16816<T>(acc_dk[mt][2 * dp], ad[mt], bq[0], bq[1]);
+                mma_16816<T>(acc_dk[mt][2 * dp + 1], ad[mt], bq[2], bq[3]);
+              }
             }
           }
         }
@@ -365,19 +469,40 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
+          if constexpr (PIPE != 0) {
+            using F = PdsFrags<QMT, QPW / 16>;
+            pipelined_k_loop<BN / 16, F>(
+                [&](F& f, const int ks) {
+#pragma unroll
+                  for (int mt = 0; mt < QMT; ++mt) ldsm_x4(f.a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
+#pragma unroll
+                  for (int dp = 0; dp < QPW / 16; ++dp)
+                    ldsm_x4_t(f.b[dp], sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+                },
+                [&](const F& f) {
+#pragma unroll
+                  for (int dp = 0; dp < QPW / 16; ++dp)
+#pragma unroll
+                    for (int mt = 0; mt < QMT; ++mt) {
+                      mma_16816<T>(acc_q[mt][2 * dp], f.a[mt], f.b[dp][0], f.b[dp][1]);
+                      mma_16816<T>(acc_q[mt][2 * dp + 1], f.a[mt], f.b[dp][2], f.b[dp][3]);
+                    }
+                });
+          } else {
 #pragma unroll 1
-          for (int ks = 0; ks < BN / 16; ++ks) {
-            uint32_t a[QMT][4];
+            for (int ks = 0; ks < BN / 16; ++ks) {
+              uint32_t a[QMT][4];
 #pragma unroll
-            for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
+              for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
 #pragma unroll
-            for (int dp = 0; dp < QPW / 16; ++dp) {
-              uint32_t bk[4];
-              ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+              for (int dp = 0; dp < QPW / 16; ++dp) {
+                uint32_t bk[4];
+                ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
 #pragma unroll
-              for (int mt = 0; mt < QMT; ++mt) {
-                mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
-                mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+                for (int mt = 0; mt < QMT; ++mt) {
+                  mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
+                  mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+                }
               }
             }
           }
@@ -421,23 +546,33 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+__device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
 #endif
 }
-
-// Launches the kernel where its shared memory fits max_smem (the device's usable per-block opt-in bytes); else
-// cudaErrorNotSupported (the caller runs the default layout).
 template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0>(p);
+}
+// The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
+// 2 S too (bwd_sm80_cfg=12).
+template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE>(p);
+}
+
+// Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
+// per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
+template <typename T, int D, int STAGES, int NWARPS, int PIPE = 0>
 cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t stream) {
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (!C::kExists) {
@@ -445,7 +580,13 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    auto kernel = hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    const auto kernel = [] {  // (only the kernel launched is instantiated: fp16 has no pipelined one)
+      if constexpr (PIPE != 0) {
+        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>;
+      } else {
+        return hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+      }
+    }();
     if (kSmem > 48 * 1024) {
       cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       if (err != cudaSuccess) return err;

@@ -1,0 +1,108 @@
+"""Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
+hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
+k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
+11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>). Each meets the error rule
+of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
+default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
+default)."""
+
+import os
+import sys
+import zlib
+
+import pytest
+import torch
+
+from hstu_attn import hstu_attn_varlen_func
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hstu_kernel_checks as kg  # noqa: E402
+from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the fixtures)
+
+pytestmark = pytest.mark.gpu
+
+CANDIDATES = (9, 10, 11, 12)
+# (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
+# the default runs)
+_TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
+          (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128), (128, 12): (2, 8, 64, 128), (256, 12): (2, 8, 64, 64)}
+
+
+def _fits(smem):
+    major, minor = torch.cuda.get_device_capability(0)
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    return smem <= (min(optin, 99 * 1024) if major == 8 and minor != 0 else optin)
+
+
+def candidate_kernel(D, cfg):
+    """The end of the name of candidate cfg's kernel at head dim D on this GPU (two Q / dO stages where they fit,
+    else one), or None where it does not apply or fit (the default runs)."""
+    if (D, cfg) not in _TILES:
+        return None
+    pipe, warps, bm, bn = _TILES[(D, cfg)]
+    for stages in (2, 1):  # K, V, the Q / dO stages, P, dS (bwd_pds_smem_bytes)
+        if _fits((2 * bn * D + stages * 2 * bm * D + 2 * bm * bn) * 2):
+            if pipe == 0:
+                return f"hstu_bwd_pds_kernel<__nv_bfloat16, {D}, {stages}, {warps}>(hstu::HstuParams)"
+            return f"hstu_bwd_pds_pipe_kernel<__nv_bfloat16, {D}, {stages}, {warps}, {pipe}>(hstu::HstuParams)"
+    return None
+
+
+def _bwd_kernels(case):
+    """names of the sm80-class backward main kernels one backward of case runs"""
+    leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    out = hstu_attn_varlen_func(*leaves, **kg._varlen_kwargs(case))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.autograd.grad(out, leaves, torch.randn_like(out))
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if "hstu_bwd_kernel<" in e.name or "hstu_bwd_pds" in e.name}
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,deterministic,seqused", [
+    ("causal", False, 0, False, False), ("target", False, 0, False, True), ("context_target_group", True, 1, False,
+                                                                             False),
+    ("local_context_target", False, 2, True, False), ("none", True, 2, False, True)])
+@pytest.mark.parametrize("lens", ["jagged", "dense"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, deterministic, seqused, kernel_opts):
+    """Candidates 9-12 meet the error rule against the fp32 reference (jagged lengths at the 32 / 64 / 128 tile
+    edges, dense ones across several 128-query tiles, masks cutting tiles, contexts and targets with groups,
+    delta-q, seqused, rab / drab, the deterministic dq kernel) and give the default's gradients up to fp32
+    summation order (outputs poisoned before each run)."""
+    lk = [300, 0, 1, 129, 128, 77, 64, 33, 700] if lens == "jagged" else [384] * 3
+    case = kg.make_case(zlib.crc32(repr(("bwd2", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16,
+                        mask, rab_heads, delta_q=delta_q, seqused=seqused)
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    dout = torch.randn_like(q)
+    grads = {}
+    for cfg in (0,) + CANDIDATES:
+        kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+        if cfg:
+            kg.check_case(case, 0.5, deterministic=deterministic)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
+        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                    has_drab=rab is not None, deterministic=deterministic, **kg._varlen_kwargs(case))
+        kg.poison_allocator(8 * q.numel() * q.element_size())
+        grads[cfg] = torch.autograd.grad(out, leaves, dout)
+        assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
+    for cfg in CANDIDATES:
+        kg.assert_agree(("dq", "dk", "dv", "drab"), grads[cfg], grads[0], f"bwd_sm80_cfg={cfg} vs the default")
+
+
+@pytest.mark.parametrize("D", [32, 64, 128, 256])
+def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
+    """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
+    shared memory fits the GPU; fp16, and the head dims without the candidate, run the default's kernel."""
+    for dtype in (torch.bfloat16, torch.float16):
+        case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
+        kernel_opts(sm90=False)
+        default = _bwd_kernels(case)
+        assert len(default) == 1, default
+        for cfg in CANDIDATES:
+            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            names = _bwd_kernels(case)
+            want = candidate_kernel(D, cfg) if dtype == torch.bfloat16 else None
+            if want is None:
+                assert names == default, (dtype, cfg, names, default)
+            else:
+                assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
