@@ -146,6 +146,15 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
+  // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
+  // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
+  // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
+  // 17 b | m_block << 16.
+  unsigned long long* const trace = kSched && D <= 128 ? pk.trace : nullptr;
+  if (kSched && D <= 128 && threadIdx.x == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 0, fwd_now());
+    fwd_trace_put(trace, 16, clock64());
+  }
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -190,9 +199,12 @@ __global__ void __launch_bounds__(384, 1)
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
     if (!sched_cta_work(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0)) {
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       return;
     }
+    if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -225,6 +237,13 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
+  if (tid == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 2, fwd_now());
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+    fwd_trace_put(trace, 15, smid | (static_cast<uint64_t>(n_tiles) << 8) | (static_cast<uint64_t>(h) << 24));
+    fwd_trace_put(trace, 17, static_cast<uint64_t>(b) | (static_cast<uint64_t>(m_block) << 16));
+  }
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -241,6 +260,7 @@ __global__ void __launch_bounds__(384, 1)
           for (int pn = 0; pn < C::kPanels; ++pn) {
             tma_load_3d(base + pn * C::kQPanelBytes, &tm_q, bar_q(0), pn * 64, h, si.q_start + m0);
           }
+          if (trace != nullptr) fwd_trace_put(trace, 3, fwd_now());
         }
         // Thread tid copies 16-byte chunk tid % kChunks of rows tid / kChunks + k * kRowsPass of each K and V tile.
         constexpr int kChunks = D / 8;
@@ -296,6 +316,8 @@ __global__ void __launch_bounds__(384, 1)
               if (tid != 0) {
                 mbar_arrive(bar_full_k(s));
                 mbar_arrive(bar_full_v(s));
+              } else if (i == 0 && trace != nullptr) {
+                fwd_trace_put(trace, 4, fwd_now());
               }
             } else {
               mbar_arrive(bar_full_k(s));
@@ -331,6 +353,7 @@ __global__ void __launch_bounds__(384, 1)
           mbar_arrive(bar_full_k(s));
           mbar_arrive(bar_full_v(s));
         }
+        if (tid == 0 && trace != nullptr) fwd_trace_put(trace, 5, fwd_now());
       }
     }
     if (tid == 0 && !paged && (kPersist || n_tiles > 0)) {
@@ -374,6 +397,7 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<C::kConsumerRegs>();
     const int ctid = tid - 128;
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 6, fwd_now());
     const int wg = ctid / 128;  // 0 or 1: rows [64 wg, 64 wg + 64) of the tile
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
@@ -521,6 +545,7 @@ __global__ void __launch_bounds__(384, 1)
         };
 
         if constexpr (!kPersist) mbar_wait(bar_q(qb), qph);
+        if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 7, fwd_now());
         // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
         // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
         auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
@@ -569,6 +594,7 @@ __global__ void __launch_bounds__(384, 1)
             const int s0 = stage(ia);
             const uint32_t ph0 = phase(ia);
             mbar_wait(bar_full_k(s0), ph0);
+            if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 8, fwd_now());
             pp_sync();
             issue_qk(s0);
             pp_arrive();
@@ -580,6 +606,7 @@ __global__ void __launch_bounds__(384, 1)
             pack_p();
             mbar_wait(bar_full_v(s0), ph0);
             if (ia == 0) fix_boundary_v(nb_end - 1, s0);
+            if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 9, fwd_now());
           }
           for (int i = ia + 1; i < ib; ++i) {
             const int nb = kv_tile(i);
@@ -623,11 +650,15 @@ __global__ void __launch_bounds__(384, 1)
         }
         pin_all(acc_o);
       }
+      if (ctid == 0 && trace != nullptr) {
+        fwd_trace_put(trace, 10, fwd_now());
+        fwd_trace_put(trace, 18, clock64());
+      }
 
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o)) return;
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace)) return;
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
@@ -670,6 +701,7 @@ __global__ void __launch_bounds__(384, 1)
           st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
         }
       }
+      if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       if constexpr (kPersist) {
         // This warp has read its part of the staging: the buffer may take a later tile's Q (its generic stores are
         // ordered before the TMA's writes by the proxy fence).
