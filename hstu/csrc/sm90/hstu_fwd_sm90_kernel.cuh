@@ -150,8 +150,10 @@ __global__ void __launch_bounds__(384, 1)
   // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
   // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
   // 17 b | m_block << 16.
-  unsigned long long* const trace = kSched && D <= 128 ? pk.trace : nullptr;
-  if (kSched && D <= 128 && threadIdx.x == 0 && trace != nullptr) {
+  // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
+  constexpr bool kTrace = kSched && !kRab && D <= 128;
+  unsigned long long* const trace = kTrace ? pk.trace : nullptr;
+  if (kTrace && threadIdx.x == 0 && trace != nullptr) {
     fwd_trace_put(trace, 0, fwd_now());
     fwd_trace_put(trace, 16, clock64());
   }
