@@ -200,13 +200,18 @@ __global__ void __launch_bounds__(384, 1)
   int t_lo = 0, t_hi = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    if (!sched_cta_work(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0)) {
+    int4 split;
+    int together;
+    if (!sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0, &split,
+                              &together)) {
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       return;
     }
     if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+    // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
+    if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -222,6 +227,16 @@ __global__ void __launch_bounds__(384, 1)
     b = blockIdx.x / p.heads;
     m_block = gridDim.y - 1 - blockIdx.y;  // heaviest (causal) query tiles of all heads first
   }
+  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
+  // Paged: the sequence's cached length and page-table base load with seq_info's words (one round trip, not one
+  // after the barriers below).
+  int pg_cached = 0, pg_po = 0;
+  if constexpr (kPagedOk) {
+    if (pk.pool != nullptr && threadIdx.x < 128) {
+      pg_cached = pk.cached_lens[b];
+      pg_po = pk.page_offsets[b];
+    }
+  }
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) {
@@ -233,7 +248,6 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
   }
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
   const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
@@ -268,8 +282,8 @@ __global__ void __launch_bounds__(384, 1)
         constexpr int kChunks = D / 8;
         constexpr int kRowsPass = 128 / kChunks;
         const int c = tid % kChunks;
-        const int cached = min(max(pk.cached_lens[b], 0), si.lk);
-        const int po = pk.page_offsets[b];
+        const int cached = min(max(pg_cached, 0), si.lk);
+        const int po = pg_po;
         const int ps_mask = (1 << pk.page_shift) - 1;
         const int64_t hd = int64_t{p.heads} * D;  // pool row stride (elements)
         const T* pool = static_cast<const T*>(pk.pool) + h * D + c * 8;
@@ -404,9 +418,6 @@ __global__ void __launch_bounds__(384, 1)
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
-    if constexpr (kSched) {  // a split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh)
-      if (ctid == 0) fwd_split_started(sched, p.heads, h);
-    }
     int kv0 = 0, q_it = 0;  // K / V tiles and Q tiles consumed before this tile (persistent)
     for (;;) {
       const int qb = q_it % C::kQBufs;

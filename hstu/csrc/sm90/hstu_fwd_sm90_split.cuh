@@ -69,14 +69,11 @@ __device__ __forceinline__ void fwd_split_depart(const SchedArgs& sched, int hea
   }
 }
 
-// A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
-// and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
-__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
-  if (sched.count[2] == 0) return;
-  int idx, hh;
-  sched_cta_item(sched, heads, idx, hh);
-  const int4 sp = sched.items[2 * idx + 1];
-  if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
+// A chunk of a split unit counts itself as started (thread 0, at the CTA's start, once its item is known and before
+// it finishes: hstu_fwd_sm90_kernel; sp its item's split word, together the list header's word 2), where the
+// planner allows summing together.
+__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h, int4 sp, int together) {
+  if (together != 0 && sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
 }
 
 // The together path's sum and stores: thread ctid takes float4 elements i0 + 256 e (e < E) of [e0, e1) per pass and
