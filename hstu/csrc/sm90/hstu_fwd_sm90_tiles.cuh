@@ -160,12 +160,6 @@ __device__ __forceinline__ void fwd_init_barriers(uint32_t bar, uint32_t q1, int
   fence_barrier_init();
 }
 
-// P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
-// in place in acc_s: this thread's part (warp, lane of a warpgroup) of the m64nBN fp32 wgmma accumulator of rows
-// [row_w0, row_w0 + 64) and keys [n0, n0 + BN). full_targets: the unmasked fast path is decided by tile_full_targets
-// (else tile_full). Shared by the bf16 and FP8 forwards (the same accumulator layout). tail(): called at the end of
-// each of the three paths, in its basic block (the FP8 forward packs P to e4m3 there, so that ptxas interleaves the
-// conversions with the path's MUFU stream instead of running them after it; the bf16 forward passes nothing).
 // fwd_silu_mask's target path: sets bit e % 32 of bits[e / 32] for this thread's accumulator elements e = 4 c +
 // 2 half + odd (row `half`, key jj + 8 c + odd; jj = n0 + 2 (lane % 4)) whose key lies in [lo, hi) (any ints).
 template <int BN>
@@ -186,6 +180,12 @@ __device__ __forceinline__ void fwd_key_interval_bits(uint32_t (&bits)[BN / 64],
   }
 }
 
+// P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
+// in place in acc_s: this thread's part (warp, lane of a warpgroup) of the m64nBN fp32 wgmma accumulator of rows
+// [row_w0, row_w0 + 64) and keys [n0, n0 + BN). full_targets: the unmasked fast path is decided by tile_full_targets
+// (else tile_full). Shared by the bf16 and FP8 forwards (the same accumulator layout). tail(): called at the end of
+// each of the three paths, in its basic block (the FP8 forward packs P to e4m3 there, so that ptxas interleaves the
+// conversions with the path's MUFU stream instead of running them after it; the bf16 forward passes nothing).
 struct NoSiluTail {
   __device__ __forceinline__ void operator()() const {}
 };
