@@ -180,6 +180,7 @@ OPTION_BITS = {
     "bwd_sm80_pair": 1 << 6,   # SET: sm80-class backward D = 256 by warp pairs instead of two column chunks (opt-in)
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
+    "fwd_trace": 1 << 19,      # SET: the paged Hopper forward's CTAs stamp their phases into a buffer (diagnostics)
     "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
@@ -220,7 +221,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
-                   fwd_sm80_cfg: int = 0) -> Iterator[None]:
+                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -266,6 +267,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
     records its options in the forward, so its backward runs under the same ones.
+    ``fwd_trace=True`` (diagnostics): the paged Hopper forward's work-list CTAs write ``%globaltimer`` at their
+    phases into a device buffer that ``paged_fwd_trace()`` returns (hstu/_paged.py; the same output, a little
+    slower).
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -289,7 +293,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
                      ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
-                     ("fp8_bn192", not fp8_bn192)):
+                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace)):
         if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's and fp8_bn192's bits are set when on: opt-in switches)
             bits |= OPTION_BITS[name]
     old = _current_options()

@@ -439,3 +439,31 @@ def test_split_together_bitwise_alone(tiles):
     assert flags == [(items, 0), (items, 1)], (seed, tiles, flags)
     assert torch.isfinite(outs[1]).all(), f"seed {seed} tiles {tiles}"
     assert torch.equal(outs[0], outs[1]), f"seed {seed} tiles {tiles}: the chunks summing together differ from alone"
+
+
+@pytest.mark.gpu
+def test_trace_stamps_b1():
+    # kernel_options(fwd_trace=True) (diagnostics): the same bits as without; every listed CTA stamps its phases in
+    # order (start, item, barriers, Q / first K / V issued, all issued; consumers: start, Q landed, K landed, first
+    # P, main loop done, end), the CTAs past the list only their start, item and end.
+    seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+    layout = shared_layout(step, common, total_q)
+    plain = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+    with hstu_attn._ops.kernel_options(fwd_trace=True):
+        layout_t = shared_layout(step, common, total_q)
+        traced = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout_t)
+        tr = torch.ops.hstu_attn.paged_fwd_trace(qkv["q"]).cpu()
+    assert torch.equal(traced, plain), f"seed {seed}: the traced launch differs"
+    (_, plan), = layout_t.kernel_plans.values()
+    items = plan[:4].view(torch.int32).item()
+    ran = tr[:, 0] > 0
+    work = tr[:, 10] > 0
+    assert int(work.sum()) == items * H, (seed, int(work.sum()), items)
+    assert bool((work <= ran).all()) and bool((tr[:, 14][ran] > 0).all())
+    # (8 and 9 only where warpgroup 0 has a tile of its own in the chunk)
+    for a, b in ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (1, 6), (6, 7), (7, 10), (7, 8), (8, 9), (9, 10), (10, 14)):
+        rows = work & (tr[:, a] > 0) & (tr[:, b] > 0)
+        assert bool((tr[rows, a] <= tr[rows, b]).all()), f"seed {seed}: stamp {a} after stamp {b}"
+    for a in (1, 2, 3, 4, 5, 6, 7):
+        assert bool((tr[work, a] > 0).all()), f"seed {seed}: stamp {a} missing"

@@ -226,6 +226,33 @@ struct SeqMask {
     return (wl < 0 || tj >= ti - wl || (gr && ti - wl < ctx)) && (wr < 0 || tj <= ti + wr);
   }
 
+  // The keys row position r sees, as two intervals: allowed(r, j) == (hlo <= j < hhi || tlo <= j < thi) for every
+  // key j >= 0 (positions and window sizes below 2^30): its history keys [hlo, hhi) (hhi <= hist) and its target
+  // group's keys [tlo, thi) (empty for a history row). The element rule's divisions by the group size once per row
+  // instead of per element. For a target row, tpos(j) - tpos(r) = j - r inside its group, so the window is j - r.
+  __device__ __forceinline__ void row_keys(int r, int& hlo, int& hhi, int& tlo, int& thi) const {
+    hlo = hhi = tlo = thi = 0;
+    if (r >= lk) return;
+    const bool rt = r >= hist;
+    const int g_off = rt ? (r - hist) % group : 0;  // r's place in its target group
+    const int ti = rt ? hist + g_off : r;  // tpos(r)
+    const bool open_left = wl < 0 || (gr && ti - wl < ctx);
+    const int kend = min(hist, lk);
+    if (r < ctx) {
+      hlo = INT_MIN;
+      hhi = kend;
+    } else {
+      hlo = open_left ? INT_MIN : ti - wl;
+      hhi = (wr < 0 || wr >= kend - ti) ? kend : ti + wr + 1;
+    }
+    if (rt) {
+      const int g0 = r - g_off;  // r's group: keys [g0, g0 + group)
+      tlo = open_left ? g0 : max(g0, r - wl);
+      thi = group >= lk - g0 ? lk : g0 + group;
+      if (wr >= 0 && wr < thi - r) thi = r + wr + 1;
+    }
+  }
+
   // The two parts of the keys that rows with positions [r0, r1) (r1 <= lk) can possibly see (conservative): history
   // keys [hb, he) (contexts, window) and target keys [tb, te) (the groups of the target rows); a part is empty when
   // its end is <= its begin. Between them lie the other groups' targets, masked for every row.

@@ -459,6 +459,31 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
   return scratch;
 }
 
+// The phase stamps of the paged forward's CTAs (kernel_options(fwd_trace=True), diagnostics): one buffer of
+// kFwdTraceCtas x kFwdTraceSlots words per device, allocated on first use and zeroed before each traced launch.
+unsigned long long* paged_trace_buffer(int device) {
+  static unsigned long long* bufs[64] = {};
+  ACCEL_CHECK(device >= 0 && device < 64, "device: expected 0 to 63, got ", device);
+  if (bufs[device] == nullptr) {
+    void* ptr = nullptr;
+    const cudaError_t err = cudaMalloc(&ptr, sizeof(unsigned long long) * kFwdTraceCtas * kFwdTraceSlots);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_trace: CUDA error ", cudaGetErrorString(err));
+    bufs[device] = static_cast<unsigned long long*>(ptr);
+  }
+  return bufs[device];
+}
+
+// A copy of that buffer, (kFwdTraceCtas, kFwdTraceSlots) int64 on q's device (stream-ordered after the launches).
+Tensor paged_fwd_trace(Tensor q) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  Tensor out = torch::stable::new_empty(q, {kFwdTraceCtas, kFwdTraceSlots}, ScalarType::Long);
+  const cudaError_t err = cudaMemcpyAsync(out.data_ptr(), paged_trace_buffer(q.get_device()),
+                                          sizeof(unsigned long long) * kFwdTraceCtas * kFwdTraceSlots,
+                                          cudaMemcpyDeviceToDevice, stream_of(q));
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_trace: CUDA error ", cudaGetErrorString(err));
+  return out;
+}
+
 // The Hopper forward over a paged KV cache (hstu/_paged.py; hstu_fwd_sm90_paged.h): q, k_new, v_new the step's new
 // tokens (total_q rows), cu_seqlens_k the cached + new lengths (the layout's), total_k their bound (the gather buffer's
 // capacity: what the validation checks cu_seqlens_k against). The page table's values are clamped by the kernel;
@@ -536,6 +561,12 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
   pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
+  if (HstuOptions::from_bits(options).fwd_trace) {
+    pk.trace = paged_trace_buffer(q.get_device());
+    const cudaError_t e0 =
+        cudaMemsetAsync(pk.trace, 0, sizeof(unsigned long long) * kFwdTraceCtas * kFwdTraceSlots, s);
+    ACCEL_CHECK(e0 == cudaSuccess, "hstu_attn::paged_fwd_sm90: CUDA error ", cudaGetErrorString(e0));
+  }
   const cudaError_t err = (*slot)(p, pk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90: CUDA error ", cudaGetErrorString(err));
   return out;
@@ -632,6 +663,8 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
       "int window_right, int options) -> Tensor");
   m.def("paged_fwd_sm90_available(int device, bool half, int head_dim) -> int");
+  // Private diagnostics: the paged forward's phase stamps (kernel_options(fwd_trace=True)).
+  m.def("paged_fwd_trace(Tensor q) -> Tensor");
   m.def("compiled_kernels() -> str");
   m.def("device_error_block() -> int");
   m.def("clear_device_error(int device) -> ()");
@@ -646,6 +679,7 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
   m.impl("paged_fwd_sm90", TORCH_BOX(&hstu::paged_fwd_sm90));
   m.impl("paged_fwd_sm90_plan", TORCH_BOX(&hstu::paged_fwd_sm90_plan));
+  m.impl("paged_fwd_trace", TORCH_BOX(&hstu::paged_fwd_trace));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CompositeExplicitAutograd, m) {

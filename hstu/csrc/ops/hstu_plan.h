@@ -33,6 +33,8 @@ enum HstuOptionBits : int64_t {
   kOptFwdSplitShift = 11,       // bits 11-18: Hopper forward work list's split of long KV ranges, 0 auto (120 % of
                                 // the average work per SM, chunks of at least 4 KV tiles), 255 never, 254 the
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
+  kOptFwdTrace = 1 << 19,      // SET: the paged Hopper forward's work-list CTAs stamp their phases (%globaltimer)
+                                // into a device buffer (hstu_attn::paged_fwd_trace; diagnostics, slower)
   kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
                                 // programmatic dependent launches: their CTAs start under the previous kernel and
                                 // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
@@ -52,7 +54,7 @@ enum HstuOptionBits : int64_t {
                                 // tile; bf16) (issue 39); bits 19-20 (its earlier place) are unused
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
-  kOptKnownMask = 0xffe7ffff,
+  kOptKnownMask = 0xffefffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -76,6 +78,7 @@ struct HstuOptions {
   int bwd_sm80_cfg = 0;
   int fwd_sm80_cfg = 0;  // HstuParams::fwd_sm80_cfg
   bool pdl = false;  // Sm90PagedKV::pdl
+  bool fwd_trace = false;  // Sm90PagedKV::trace
   bool fp8_sched = false;
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
@@ -96,6 +99,7 @@ struct HstuOptions {
     o.bwd_sm80_cfg = static_cast<int>((bits >> kOptBwdSm80CfgShift) & 15);
     o.fwd_sm80_cfg = static_cast<int>((bits >> kOptFwdSm80CfgShift) & 7);
     o.pdl = (bits & kOptPdl) != 0;
+    o.fwd_trace = (bits & kOptFwdTrace) != 0;
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;

@@ -146,6 +146,17 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
+  // Phase stamps (fwd_trace_put): 0 start, 1 item read, 2 barriers set up, 3 Q issued, 4 first K / V issued, 5 all
+  // issued, 6 consumers started, 7 Q landed, 8 first K landed, 9 first tile's P ready, 10 main loop done, 11-13 the
+  // split sum (hstu_fwd_sm90_split.cuh), 14 end; 15 info (SM | tiles << 8 | head << 24), 16 / 18 clock64 at 0 / 10,
+  // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
+  // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
+  constexpr bool kTrace = kSched && !kRab && D <= 128;
+  unsigned long long* const trace = kTrace ? pk.trace : nullptr;
+  if (kTrace && threadIdx.x == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 0, fwd_now());
+    fwd_trace_put(trace, 16, clock64());
+  }
 
   extern __shared__ char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -189,10 +200,18 @@ __global__ void __launch_bounds__(384, 1)
   int t_lo = 0, t_hi = 0;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
-    if (!sched_cta_work(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0)) {
+    int4 split;
+    int together;
+    if (!sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0, &split,
+                              &together)) {
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
+      if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       return;
     }
+    if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
+    // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
+    if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -208,6 +227,16 @@ __global__ void __launch_bounds__(384, 1)
     b = blockIdx.x / p.heads;
     m_block = gridDim.y - 1 - blockIdx.y;  // heaviest (causal) query tiles of all heads first
   }
+  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
+  // Paged: the sequence's cached length and page-table base load with seq_info's words (one round trip, not one
+  // after the barriers below).
+  int pg_cached = 0, pg_po = 0;
+  if constexpr (kPagedOk) {
+    if (pk.pool != nullptr && threadIdx.x < 128) {
+      pg_cached = pk.cached_lens[b];
+      pg_po = pk.page_offsets[b];
+    }
+  }
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) {
@@ -219,12 +248,19 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kSched) fwd_kv_chunk(t_lo, t_hi, nb_begin, nb_end, gap_end, gap_len);
   }
   int n_tiles = fwd_kv_count(nb_begin, nb_end, gap_len);
-  constexpr bool kPagedOk = !kPersist && !kRab;  // (with rab the kernels' registers have no room: ptxas spilled)
   const bool paged = kPagedOk && pk.pool != nullptr;
 
   const int tid = threadIdx.x;
   if (tid == 0) fwd_init_barriers<S, kPersist>(bar, 128u, paged ? 128 : 1);  // paged: one arrive per producer thread
   __syncthreads();
+  if (tid == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 2, fwd_now());
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+    fwd_trace_put(trace, 15, smid | (static_cast<uint64_t>(n_tiles) << 8) | (static_cast<uint64_t>(h) << 24));
+    fwd_trace_put(trace, 17, static_cast<uint64_t>(b) | (static_cast<uint64_t>(m_block) << 16) |
+                                 (static_cast<uint64_t>(t_lo) << 32) | (static_cast<uint64_t>(t_hi) << 48));
+  }
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -241,13 +277,14 @@ __global__ void __launch_bounds__(384, 1)
           for (int pn = 0; pn < C::kPanels; ++pn) {
             tma_load_3d(base + pn * C::kQPanelBytes, &tm_q, bar_q(0), pn * 64, h, si.q_start + m0);
           }
+          if (trace != nullptr) fwd_trace_put(trace, 3, fwd_now());
         }
         // Thread tid copies 16-byte chunk tid % kChunks of rows tid / kChunks + k * kRowsPass of each K and V tile.
         constexpr int kChunks = D / 8;
         constexpr int kRowsPass = 128 / kChunks;
         const int c = tid % kChunks;
-        const int cached = min(max(pk.cached_lens[b], 0), si.lk);
-        const int po = pk.page_offsets[b];
+        const int cached = min(max(pg_cached, 0), si.lk);
+        const int po = pg_po;
         const int ps_mask = (1 << pk.page_shift) - 1;
         const int64_t hd = int64_t{p.heads} * D;  // pool row stride (elements)
         const T* pool = static_cast<const T*>(pk.pool) + h * D + c * 8;
@@ -296,6 +333,8 @@ __global__ void __launch_bounds__(384, 1)
               if (tid != 0) {
                 mbar_arrive(bar_full_k(s));
                 mbar_arrive(bar_full_v(s));
+              } else if (i == 0 && trace != nullptr) {
+                fwd_trace_put(trace, 4, fwd_now());
               }
             } else {
               mbar_arrive(bar_full_k(s));
@@ -331,6 +370,7 @@ __global__ void __launch_bounds__(384, 1)
           mbar_arrive(bar_full_k(s));
           mbar_arrive(bar_full_v(s));
         }
+        if (tid == 0 && trace != nullptr) fwd_trace_put(trace, 5, fwd_now());
       }
     }
     if (tid == 0 && !paged && (kPersist || n_tiles > 0)) {
@@ -374,13 +414,11 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<C::kConsumerRegs>();
     const int ctid = tid - 128;
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 6, fwd_now());
     const int wg = ctid / 128;  // 0 or 1: rows [64 wg, 64 wg + 64) of the tile
     const int wtid = ctid % 128;
     const int warp = wtid / 32;
     const int lane = wtid % 32;
-    if constexpr (kSched) {  // a split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh)
-      if (ctid == 0) fwd_split_started(sched, p.heads, h);
-    }
     int kv0 = 0, q_it = 0;  // K / V tiles and Q tiles consumed before this tile (persistent)
     for (;;) {
       const int qb = q_it % C::kQBufs;
@@ -521,6 +559,7 @@ __global__ void __launch_bounds__(384, 1)
         };
 
         if constexpr (!kPersist) mbar_wait(bar_q(qb), qph);
+        if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 7, fwd_now());
         // Pingpong turns: warpgroup wg syncs on barrier 4 + wg before issuing, then arrives on the other's. Each
         // issues n_tiles + 1 times; warpgroup 1 opens warpgroup 0's first turn and skips its last arrive.
         auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
@@ -569,6 +608,7 @@ __global__ void __launch_bounds__(384, 1)
             const int s0 = stage(ia);
             const uint32_t ph0 = phase(ia);
             mbar_wait(bar_full_k(s0), ph0);
+            if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 8, fwd_now());
             pp_sync();
             issue_qk(s0);
             pp_arrive();
@@ -580,6 +620,7 @@ __global__ void __launch_bounds__(384, 1)
             pack_p();
             mbar_wait(bar_full_v(s0), ph0);
             if (ia == 0) fix_boundary_v(nb_end - 1, s0);
+            if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 9, fwd_now());
           }
           for (int i = ia + 1; i < ib; ++i) {
             const int nb = kv_tile(i);
@@ -623,11 +664,15 @@ __global__ void __launch_bounds__(384, 1)
         }
         pin_all(acc_o);
       }
+      if (ctid == 0 && trace != nullptr) {
+        fwd_trace_put(trace, 10, fwd_now());
+        fwd_trace_put(trace, 18, clock64());
+      }
 
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o)) return;
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace)) return;
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
@@ -670,6 +715,7 @@ __global__ void __launch_bounds__(384, 1)
           st_global_v4(og + static_cast<int64_t>(rr) * p.o_row_stride + c * 8, val);
         }
       }
+      if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
       if constexpr (kPersist) {
         // This warp has read its part of the staging: the buffer may take a later tile's Q (its generic stores are
         // ordered before the TMA's writes by the proxy fence).

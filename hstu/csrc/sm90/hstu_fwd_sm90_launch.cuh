@@ -103,6 +103,22 @@ inline SchedArgs fwd_list_args(const HstuParams& p, int64_t total_k, bool splits
   return sa;
 }
 
+// CTAs of a work list's grid (capacity x H), or fewer where the items are bounded tighter: each of the layout's
+// units (query tiles) visits at most ceil(max_seqlen_k / BN) KV tiles (the validation holds every length to
+// max_seqlen_k) and is cut into chunks of at least the planner's smallest cap (4 under the rule's floor, 2 for the
+// one-wave rule, n for fwd_split_tiles = n, whole units without splits; hstu_sm90_plan_kernel only grows the cap).
+// The CTAs past the list's items exit at once, but a grid of many of them occupies SMs (one CTA per SM) after the
+// working CTAs of a full wave, and the kernel ends with its last CTA (NVIDIA batch 1: 108 CTAs instead of 268).
+inline int64_t fwd_list_ctas(const HstuParams& p, int64_t capacity, int block_n) {
+  constexpr int64_t BM = 128;
+  const int64_t m_blocks = (p.max_seqlen_q + BM - 1) / BM;
+  const int64_t units = std::min((p.total_q + BM - 1) / BM + p.batch, int64_t{p.batch} * m_blocks);
+  const int64_t tiles = std::max<int64_t>(1, (int64_t{p.max_seqlen_k} + block_n - 1) / block_n);
+  const int fixed = fwd_split_cap(p);
+  const int64_t cap = fwd_split_pct(p) == 0 ? tiles : fixed > 0 ? fixed : fixed == kPlanCapWave ? 2 : 4;
+  return std::min(capacity, units * ((tiles + cap - 1) / cap)) * p.heads;
+}
+
 // Persistent CTAs (fwd_persist_produce) for a grid of `tiles` query tiles: the op gave the tile counter and the grid
 // is more than one wave.
 inline bool fwd_persist_applies(const HstuParams& p, int64_t tiles) {
@@ -180,6 +196,7 @@ cudaError_t launch_fwd(const HstuParams& p, int64_t total_k, cudaStream_t stream
     constexpr auto kernel = hstu_fwd_sm90_kernel<T, D, FwdSm90Tile, kRab, true>;
     err = set_max_dynamic_smem<kernel>(C::kSmem);
     if (err != cudaSuccess) return err;
+    sched_ctas = fwd_list_ctas(p, sched_ctas / p.heads, C::kBlockN);
     if (pk.planned != 0) {  // the list of a plan made before (paged_plan_sm90): a plain launch, or pdl
       if (pdl) {
         return launch_ex(kernel, dim3(static_cast<unsigned>(sched_ctas)), C::kThreads, C::kSmem, stream, true, tq,

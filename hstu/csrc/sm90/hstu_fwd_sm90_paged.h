@@ -37,7 +37,14 @@ struct Sm90PagedKV {
   // D <= 128 prefetches its tensor maps, kernel arguments only) while the previous kernel on the stream still runs,
   // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
   int pdl = 0;
+  // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
+  // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
+  // back by hstu_attn::paged_fwd_trace. nullptr: nothing is written.
+  unsigned long long* trace = nullptr;
 };
+
+constexpr int kFwdTraceSlots = 32;
+constexpr int kFwdTraceCtas = 2048;
 
 // Forward on `stream` with K/V as `pk` says (requirements of run_hstu_fwd_sm90; p.k / p.v the new tokens, total_q
 // rows; no rab). Persistent CTAs do not apply; the work list does where the plan gave its workspace.

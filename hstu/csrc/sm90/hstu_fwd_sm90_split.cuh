@@ -22,11 +22,23 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_work_list.cuh"
 
 namespace hstu {
 namespace sm90 {
+
+// Diagnostics (pk.trace: kernel_options(fwd_trace=True)): value v into slot `slot` of this CTA's trace row; the
+// stamps are %globaltimer (ns) unless noted (hstu_fwd_sm90_paged.h; the work-list kernel at D <= 128 only).
+__device__ __forceinline__ uint64_t fwd_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slot, uint64_t v) {
+  if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
+}
 
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
@@ -57,14 +69,11 @@ __device__ __forceinline__ void fwd_split_depart(const SchedArgs& sched, int hea
   }
 }
 
-// A chunk of a split unit counts itself as started (one consumer thread, at the CTA's start, once its item is known
-// and before it finishes: hstu_fwd_sm90_kernel), where the planner allows summing together.
-__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h) {
-  if (sched.count[2] == 0) return;
-  int idx, hh;
-  sched_cta_item(sched, heads, idx, hh);
-  const int4 sp = sched.items[2 * idx + 1];
-  if (sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
+// A chunk of a split unit counts itself as started (thread 0, at the CTA's start, once its item is known and before
+// it finishes: hstu_fwd_sm90_kernel; sp its item's split word, together the list header's word 2), where the
+// planner allows summing together.
+__device__ __forceinline__ void fwd_split_started(const SchedArgs& sched, int heads, int h, int4 sp, int together) {
+  if (together != 0 && sp.x >= 0) atomicAdd(sched.counters + static_cast<int64_t>(sp.w) * heads + h, 1);
 }
 
 // The together path's sum and stores: thread ctid takes float4 elements i0 + 256 e (e < E) of [e0, e1) per pass and
@@ -134,7 +143,8 @@ __device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64
 // and head; sc: the output scale.
 template <typename T, int BM, int D>
 __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const HstuParams& p, int h, int ctid,
-                                                 uint32_t flag, const SeqInfo& si, int m0, float (&acc_o)[D / 2]) {
+                                                 uint32_t flag, const SeqInfo& si, int m0, float (&acc_o)[D / 2],
+                                                 unsigned long long* trace = nullptr) {
   static_assert(BM == 128, "two consumer warpgroups of 64 rows");
   int idx, hh;
   sched_cta_item(sched, p.heads, idx, hh);
@@ -154,6 +164,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   // counter) or on its polls of the finished count (ld.acquire.gpu), then the barrier below passes that order to
   // its other threads before they load the partials. Before: __threadfence() (fence.sc) in all 256 threads, twice.
   named_barrier_sync(6, 256);
+  if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 11, fwd_now());
   const int k = sp.z;
   const bool together_ok = sched.count[2] != 0;
   if (ctid == 0) {
@@ -176,10 +187,12 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
       mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
     }
     st_shared_u32(flag, mode);
+    if (trace != nullptr) fwd_trace_put(trace, 12, fwd_now() | (static_cast<uint64_t>(mode) << 62));
   }
   named_barrier_sync(6, 256);
   const uint32_t mode = ld_shared_u32(flag);
   if (mode == 0) {
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
     if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
     return false;
   }
@@ -210,6 +223,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
         acc_o[4 * (j0 + g) + 3] = sum[g].w;
       }
     }
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 13, fwd_now());
     if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
     return true;
   }
@@ -237,6 +251,10 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     fwd_split_sum_together<T, 4, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   } else {
     fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  }
+  if (ctid == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 13, fwd_now());
+    fwd_trace_put(trace, 14, fwd_now());
   }
   if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
   return false;

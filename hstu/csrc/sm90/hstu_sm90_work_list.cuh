@@ -63,10 +63,35 @@ __device__ __forceinline__ bool sched_cta_item(const SchedArgs& s, int heads, in
 // The CTA's item {b, u, lo, hi} and head, once the planner's list is complete and visible (griddepcontrol.wait:
 // the kernel runs behind the planner); false: none. launch_dependents: then let the next kernel launch (a
 // programmatic dependent launch behind this one may start its CTAs; hstu_fwd_sm90_kernel.cuh, pk.pdl).
+// kEarly (the bf16 / fp16 forward): the header and the item of either kind in one round trip instead of two (the
+// item's slots do not depend on the header: x / H for longest-first lists, x for grid-order ones; all exist, as
+// the grid has at most capacity x H CTAs); also the item's split word and the header's "together" word (for
+// fwd_split_started without more loads).
+template <bool kEarly = false>
 __device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h,
-                                               bool launch_dependents = false) {
+                                               bool launch_dependents = false, int4* split = nullptr,
+                                               int* together = nullptr) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (launch_dependents) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if constexpr (kEarly) {
+    const int x = static_cast<int>(blockIdx.x);
+    const int4 hdr = *reinterpret_cast<const int4*>(s.count);  // (16-byte header)
+    const int4 by_head = s.items[2 * (x / heads)];
+    const int4 by_head_split = s.items[2 * (x / heads) + 1];
+    const int4 own = s.items[2 * x];
+    const int4 own_split = s.items[2 * x + 1];
+    *together = hdr.z;
+    if (hdr.y == 0) {
+      h = x % heads;
+      item = by_head;
+      *split = by_head_split;
+      return x / heads < hdr.x;
+    }
+    h = own_split.w;
+    item = own;
+    *split = own_split;
+    return x < hdr.x;
+  }
   int idx;
   if (!sched_cta_item(s, heads, idx, h)) return false;
   item = s.items[2 * idx];

@@ -1,0 +1,102 @@
+"""The Hopper forward's target-mask path (hstu_fwd_sm90_tiles.cuh fwd_silu_mask) against the element rule, on the
+CPU: SeqMask::row_keys (a row's keys as two intervals) and fwd_key_interval_bits (those intervals as the bits of a
+thread's accumulator elements) must give SeqMask::allowed(r, j) for every element of every thread of a tile, for
+random masks (targets, groups, contexts, left / right windows, the GR rule) and BN 64 / 128 / 192. The device code
+is compiled as host C++ (its __device__ qualifiers dropped) by the system's C++ compiler."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+COMMON = os.path.join(ROOT, "hstu", "csrc", "common", "hstu_common.cuh")
+TILES = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_sm90_tiles.cuh")
+CXX = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+
+DRIVER = r"""
+#include <climits>
+#include <cstdint>
+#include <algorithm>
+#include <cstdio>
+#include <random>
+using std::max;
+using std::min;
+#define __device__
+#define __forceinline__ inline
+%(seqmask)s
+%(bits)s
+template <int BN>
+long check(const SeqMask& m, std::mt19937& rng, long& bad) {
+  long n = 0;
+  for (int n0 = 0; n0 < m.lk + BN; n0 += BN) {
+    const int row_w0 = std::uniform_int_distribution<int>(-70, m.lk + 10)(rng);
+    for (int warp = 0; warp < 4; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int jj = n0 + 2 * (lane %% 4);  // the kernel's indexing (fwd_silu_mask)
+        uint32_t bits[BN / 64] = {};
+        for (int half = 0; half < 2; ++half) {
+          int hlo, hhi, tlo, thi;
+          m.row_keys(row_w0 + 16 * warp + lane / 4 + 8 * half, hlo, hhi, tlo, thi);
+          fwd_key_interval_bits<BN>(bits, jj, half, hlo, hhi);
+          fwd_key_interval_bits<BN>(bits, jj, half, tlo, thi);
+        }
+        for (int e = 0; e < BN / 2; ++e) {
+          const int r = row_w0 + 16 * warp + lane / 4 + 8 * ((e %% 4) / 2);
+          const int j = jj + 8 * (e / 4) + (e %% 2);
+          ++n;
+          if (m.allowed(r, j) != static_cast<bool>((bits[e / 32] >> (e %% 32)) & 1u) && ++bad <= 5) {
+            printf("mismatch BN %%d lk %%d hist %%d ctx %%d group %%d wl %%d wr %%d gr %%d: r %%d j %%d\n", BN,
+                   m.lk, m.hist, m.ctx, m.group, m.wl, m.wr, m.gr, r, j);
+          }
+        }
+      }
+    }
+  }
+  return n;
+}
+int main() {
+  std::mt19937 rng(%(seed)d);
+  long n = 0, bad = 0;
+  for (int it = 0; it < %(masks)d; ++it) {
+    auto u = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+    SeqMask m;
+    m.lk = u(0, 700);
+    m.hist = m.lk - (u(0, 3) == 0 ? 0 : u(0, m.lk));
+    m.ctx = u(0, 2) == 0 ? 0 : u(0, min(m.hist, 90));
+    if (u(0, 9) == 0) m.ctx = u(0, m.lk + 3);  // (past the contract too)
+    m.group = u(0, 2) == 0 ? 1 : (u(0, 1) ? u(1, 12) : u(1, 300));
+    if (u(0, 20) == 0) m.group = INT_MAX;
+    m.wl = u(0, 2) == 0 ? -1 : (u(0, 30) == 0 ? (1 << 30) - 1 : u(0, 400));
+    m.wr = u(0, 2) == 0 ? 0 : (u(0, 1) ? -1 : (u(0, 30) == 0 ? (1 << 30) - 1 : u(0, 400)));
+    m.gr = u(0, 1);
+    m.offset = 0;
+    n += check<64>(m, rng, bad) + check<128>(m, rng, bad) + check<192>(m, rng, bad);
+  }
+  printf("elements %%ld mismatches %%ld\n", n, bad);
+  return bad != 0;
+}
+"""
+
+
+def _block(text, start, end_line):
+    i = text.index(start)
+    return text[i:text.index(end_line, i) + len(end_line)]
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler")
+@pytest.mark.skipif(not (os.path.exists(COMMON) and os.path.exists(TILES)), reason="hstu/csrc is not in this tree")
+def test_target_mask_bits_match_the_element_rule(tmp_path):
+    seqmask = _block(open(COMMON).read(), "struct SeqMask {", "\n};\n")
+    bits = _block(open(TILES).read(), "template <int BN>\n__device__ __forceinline__ void fwd_key_interval_bits",
+                  "\n}\n")
+    assert "row_keys" in seqmask and re.search(r"bool allowed\(int r, int j\)", seqmask)
+    src = tmp_path / "mask_rows.cpp"
+    src.write_text(DRIVER % dict(seqmask=seqmask, bits=bits, seed=20261129, masks=3000))
+    exe = tmp_path / "mask_rows"
+    subprocess.run([CXX, "-O2", "-std=c++17", str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout
+    assert " mismatches 0" in res.stdout and int(res.stdout.split()[1]) > 10**8, res.stdout
