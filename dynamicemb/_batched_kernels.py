@@ -231,6 +231,15 @@ class _KernelStep:
         self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
 
+    def _host_step_flags(self) -> tuple:
+        """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
+        table metadata) under ``host_rows_order``."""
+        fwd, bwd = self.__dict__.get("_host_flags", (0, 0))
+        order = getattr(self, "host_rows_order", "step")  # (a module pickled before the attribute)
+        if order not in ("step", "forward", "off"):
+            raise ValueError(f"host_rows_order: expected 'step', 'forward' or 'off', got {order!r}")
+        return (fwd if order != "off" else 0), (bwd if order == "step" else 0)
+
     def _dedup_set(self, n: int) -> torch.Tensor:
         """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
         position of the id that claimed them. Scratch: the dedup fills it before every use, so it is allocated once
@@ -312,7 +321,7 @@ class _KernelStep:
             self._check_groups()
             meta = self._kernel_meta()
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        host_flags = self.__dict__.get("_host_flags", (0, 0))
+        host_flags = self._host_step_flags()
         flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0) | host_flags[0]
         lengths = None
         if checks is not None:

@@ -154,7 +154,7 @@ void launch_host_stage_in(const HostStageParams& p, void* stream) {
                                                                                                   vals_in);
   check_launch("host stage keys");
   size_t tb = static_cast<size_t>(l.temp_bytes);
-  cuda_ok("host stage sort", cub::DeviceRadixSort::SortPairs(b + l.temp, tb, keys_in, keys_out, vals_in, vals_out,
+  detail::cuda_ok("host stage sort", cub::DeviceRadixSort::SortPairs(b + l.temp, tb, keys_in, keys_out, vals_in, vals_out,
                                                              static_cast<int>(p.n), 0, detail::kAddrBits, st));
   detail::stage_rows_kernel<true><<<blocks_for(p.n * detail::kStageLanes, detail::kStageBlock), detail::kStageBlock,
                                     0, st>>>(p, keys_out, vals_out, b + l.rows);

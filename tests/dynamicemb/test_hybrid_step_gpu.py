@@ -1,0 +1,139 @@
+"""The training step over hybrid tables (rows past hbm_rows in pinned host memory) moves the step's host rows
+through HBM scratch rows in host-address order (lookup ops, kStepHostRows; docs/dynamicemb_storage.md "hybrid").
+Every path of the fused kernels that reads or writes a row (pooled / sequence forward, segmented backward, atomic
+scatter with per-unique sums or straight into the rows, per-sample weight gradients, fp16 rows, scalar rows, two
+steps in flight) must give bit-identical outputs, rows and optimizer state to all-HBM tables. Skips without a GPU."""
+
+import pytest
+import torch
+
+from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbInitializer, DynamicEmbTableOptions
+from dynamicemb._load import load_library
+from dynamicemb._optimizers import SGD, Adagrad, Adam
+
+pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
+              pytest.mark.filterwarnings("ignore:dynamicemb. table")]
+
+CAP, BC, B = 4096, 128, 48
+FEATURES = [0, 1, 1]  # three features over two tables
+
+
+def make(storage, opt, dim, dtype, pooling, hbm_rows):
+    kw = {}
+    if storage == "hybrid":
+        row = opt.row_width(dim) * torch.empty(0, dtype=dtype).element_size()
+        kw = dict(storage="hybrid", hbm_budget_bytes=hbm_rows * row)
+    opts = [DynamicEmbTableOptions(dim=dim, dtype=dtype, max_capacity=CAP, bucket_capacity=BC, score_policy=p,
+                                   initializer=DynamicEmbInitializer("uniform", seed=5 + i), **kw)
+            for i, p in enumerate(("lru", "lfu"))]
+    m = BatchedDynamicEmbeddingTables(opts, FEATURES, pooling=pooling, optimizer=opt, device="cuda")
+    assert m.use_kernels
+    return m
+
+
+def batch(gen, unique):
+    """ids of len(FEATURES) * B bags (0..3 ids each), power law over 3000 ids plus new ids each step; `unique`:
+    no id twice in a table's features (for the atomics straight into the rows, whose order is free)."""
+    lengths = torch.randint(0, 4, (len(FEATURES) * B,), generator=gen)
+    n = int(lengths.sum())
+    if unique:
+        ids = torch.randperm(20000, generator=gen)[:n]
+    else:
+        u = torch.rand(n, generator=gen)
+        ids = (3000 * u ** 3).long()  # skewed: hot ids repeat within a step
+        ids[::7] = torch.randint(3000, 1 << 40, (ids[::7].numel(),), generator=gen)
+    off = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
+    off[1:] = torch.cumsum(lengths, 0)
+    return ids.cuda(), off.cuda()
+
+
+def poison():
+    """Fills free blocks of the caching allocator with NaN, so that outputs and scratch start as garbage."""
+    x = torch.full((1 << 24,), float("nan"), device="cuda")
+    del x
+
+
+def rows(t):
+    k, v, s = t.items()
+    o = torch.argsort(k.view(torch.int64))
+    return k[o], v[o], s[o]
+
+
+def assert_same(ref, m):
+    assert ref.sizes() == m.sizes()
+    for ta, tb in zip(ref.tables, m.tables):
+        for x, y in zip(rows(ta), rows(tb)):
+            assert torch.equal(x.view(torch.uint8) if x.is_floating_point() else x,
+                               y.view(torch.uint8) if y.is_floating_point() else y)
+
+
+# Paths whose atomics add several terms into one row or sum (plain SGD straight into the rows, the atomic scatter)
+# run on ids that occur once per step: the order of such atomics is free, so all-HBM tables differ among
+# themselves there. The segmented backward sums hot ids in registers (at most two pieces per sum here: exact).
+CASES = {  # name: (pooling, optimizer, dim, dtype, per-sample weights, unique ids, backward_chunk)
+    "none-adam-32": ("none", lambda: Adam(lr=0.01), 32, torch.float32, False, False, 128),
+    "sum-sgd-16": ("sum", lambda: SGD(lr=0.1), 16, torch.float32, False, True, 128),
+    "sum-adam-16-psw": ("sum", lambda: Adam(lr=0.01), 16, torch.float32, True, False, 128),
+    "mean-adagrad-6-fp16": ("mean", lambda: Adagrad(lr=0.05), 6, torch.float16, False, False, 128),
+    "sum-adam-136-scatter": ("sum", lambda: Adam(lr=0.01), 136, torch.float32, False, True, 128),
+    "none-adagrad-12-scatter": ("none", lambda: Adagrad(lr=0.05), 12, torch.float32, False, True, 0),
+    "sum-sgd-136-direct": ("sum", lambda: SGD(lr=0.1), 136, torch.float32, False, True, 128),
+    "none-sgd-7-bf16": ("none", lambda: SGD(lr=0.1, weight_decay=0.01), 7, torch.bfloat16, False, False, 128),
+}
+
+
+@pytest.mark.parametrize("hbm_rows", [0, 1024], ids=["host", "quarter"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_hybrid_step_equals_hbm(case, hbm_rows):
+    pooling, opt, dim, dtype, with_psw, unique, chunk = CASES[case]
+    ref = make("hbm", opt(), dim, dtype, pooling, hbm_rows)
+    m = make("hybrid", opt(), dim, dtype, pooling, hbm_rows)
+    assert all(t.values_host is not None and t.hbm_rows == hbm_rows for t in m.tables)
+    for x in (ref, m):
+        x.backward_chunk = chunk
+    gen = torch.Generator().manual_seed(sum(case.encode()) + hbm_rows)
+    for it in range(6):
+        ids, off = batch(gen, unique)
+        psw = torch.rand(ids.numel(), generator=gen).cuda().requires_grad_() if with_psw else None
+        outs, grads = [], []
+        for x in (ref, m):
+            poison()
+            p = None if psw is None else psw.detach().clone().requires_grad_()
+            o = x(ids, off, per_sample_weights=p)
+            w = torch.randn(o.shape, generator=torch.Generator().manual_seed(it)).cuda()
+            (o.float() * w).sum().backward()
+            outs.append(o)
+            grads.append(None if p is None else p.grad)
+        assert torch.equal(outs[0], outs[1]), (case, it)
+        if with_psw:
+            assert torch.equal(grads[0], grads[1]), (case, it)
+    assert_same(ref, m)
+    assert int((m.tables[0].find_slots(rows(m.tables[0])[0]).slots >= hbm_rows).sum()) > 0  # host rows trained
+
+
+@pytest.mark.parametrize("opt", ["adam", "sgd"])
+def test_hybrid_two_steps_in_flight(opt):
+    """Two forwards, then their backwards (ids shared between the steps): the second backward updates the rows
+    the first one wrote (the backward copies its host rows in after the first wrote them back), as on all-HBM."""
+    make_opt = (lambda: Adam(lr=0.01)) if opt == "adam" else (lambda: SGD(lr=0.1, weight_decay=0.01))
+    ref = make("hbm", make_opt(), 16, torch.float32, "sum", 512)
+    m = make("hybrid", make_opt(), 16, torch.float32, "sum", 512)
+    gen = torch.Generator().manual_seed(3)
+    for it in range(4):
+        b1, b2 = batch(gen, False), batch(gen, False)
+        res = []
+        for x in (ref, m):
+            poison()
+            o1 = x(*b1)
+            o2 = x(*b2)
+            w1 = torch.randn(o1.shape, generator=torch.Generator().manual_seed(2 * it)).cuda()
+            w2 = torch.randn(o2.shape, generator=torch.Generator().manual_seed(2 * it + 1)).cuda()
+            (o1 * w1).sum().backward()
+            (o2 * w2).sum().backward()
+            res.append((o1, o2))
+        assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1]), it
+    assert_same(ref, m)
+    # eval reads the trained rows (find, no insert)
+    ref.eval(), m.eval()
+    ids, off = batch(gen, False)
+    assert torch.equal(ref(ids, off), m(ids, off))
