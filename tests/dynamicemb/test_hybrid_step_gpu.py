@@ -82,12 +82,14 @@ CASES = {  # name: (pooling, optimizer, dim, dtype, per-sample weights, unique i
 }
 
 
+@pytest.mark.parametrize("order", ["step", "forward"])
 @pytest.mark.parametrize("hbm_rows", [0, 1024], ids=["host", "quarter"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_hybrid_step_equals_hbm(case, hbm_rows):
+def test_hybrid_step_equals_hbm(case, hbm_rows, order):
     pooling, opt, dim, dtype, with_psw, unique, chunk = CASES[case]
     ref = make("hbm", opt(), dim, dtype, pooling, hbm_rows)
     m = make("hybrid", opt(), dim, dtype, pooling, hbm_rows)
+    m.host_rows_order = order
     assert all(t.values_host is not None and t.hbm_rows == hbm_rows for t in m.tables)
     for x in (ref, m):
         x.backward_chunk = chunk
@@ -109,6 +111,8 @@ def test_hybrid_step_equals_hbm(case, hbm_rows):
             assert torch.equal(grads[0], grads[1]), (case, it)
     assert_same(ref, m)
     assert int((m.tables[0].find_slots(rows(m.tables[0])[0]).slots >= hbm_rows).sum()) > 0  # host rows trained
+    fwd, bwd = m._host_step_flags()  # the ops were asked to stage: the forward always, the backward for "step"
+    assert fwd == 1024 and ((bwd >> 32) > 0) == (order == "step") and ((bwd & 1024) > 0) == (order == "step")
 
 
 @pytest.mark.parametrize("opt", ["adam", "sgd"])
