@@ -171,8 +171,11 @@ class _LookupFunction(torch.autograd.Function):
             with ctx.module._step_lock:
                 grad_psw = ctx.module._backward_impl(grad_out, saved, ctx.psw_requires_grad)
                 ctx.inflight.done()
+        pins = saved.get("pins")
+        if pins is not None:  # unpinned now, not when the last reference to the step's tensors goes
+            pins.release()
         if ctx.inflight is not None:
-            ctx.saved = None  # releases the step's tensors and host values (a caching table's pins) now
+            ctx.saved = None  # releases the step's tensors and host values now
         return None, None, None, None, grad_psw, None, None
 
 

@@ -56,8 +56,8 @@ class CacheCapacityError(RuntimeError):
 
 
 class StepPins:
-    """Keys of one training step per caching table, pinned (never evicted by staging) while this object lives: the
-    module keeps it with the step's saved tensors, which are released when its backward ran or its graph died.
+    """Keys of one training step per caching table, pinned (never evicted by staging) until its backward ran
+    (``release``) or this object died with the step's graph: the module keeps it with the step's saved tensors.
 
     Args:
         keys: {table index: keys} or a callable returning it, called the first time a staging asks (so a step whose
@@ -77,7 +77,15 @@ class StepPins:
         for t in ids:
             tables[t]._pins.add(self)
         self._idx = {id(tables[t]): t for t in ids}
+        self._sets = [tables[t]._pins for t in ids]
         LIVE_PINS.add(self)  # (op cache_stage's guard reads the stamps of these: _device_stage.live_stamps)
+
+    def release(self) -> None:
+        """Unpins the step's keys now (its backward ran), whatever still references this object: a traceback, a
+        debugger or a sanitizer can keep the step's frames, and so its saved tensors, alive past the backward."""
+        LIVE_PINS.discard(self)
+        for s in self._sets:
+            s.discard(self)
 
     @property
     def keys(self) -> Dict[int, torch.Tensor]:

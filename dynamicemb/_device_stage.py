@@ -6,7 +6,7 @@ cache slots of the step's hits with the step's stamp), then, on the device, ever
 into its cache bucket (a free slot, else the unguarded row of lowest score, written back to its store first), new
 ids given a free slot for the step's insert, and those slots stamped too. A slot stamped by a step whose backward
 has not run (``StepPins.stamp`` >= the oldest live one) is never evicted: the guard that the Python staging gets
-from looking up the pinned keys. A warm step costs four launches (the last three return at once) and no host wait.
+from looking up the pinned keys. A warm step costs five launches (the last four return at once) and no host wait.
 
 Failure (a cache bucket full of guarded rows, a store bucket without room for an evicted row): the ids that fit are
 staged (nothing lost), the rest are left, and the step is skipped on the device (``lookup_step``'s skip flag:

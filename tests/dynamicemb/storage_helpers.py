@@ -518,3 +518,154 @@ def hot_stamps(device):
         assert torch.equal(s, want), t
         checked += slots.numel()
     return checked
+
+
+def pending_reuse(device, steps=8, seed=0, order=None):
+    """Store slots reused within one staging (op cache_stage, stage_common.h's pending slots): one table whose 31
+    ids all live in cache bucket 0 (16 slots, full) and a UvaStore of one bucket of 16 slots (15 rows: one slot
+    short of full). Every staged id evicts a victim; the first victim of a staging takes the store's one free slot,
+    every later one the slot that an earlier id's row left in the same staging (before that row was copied: the
+    staging settles the earlier id's copies first). Trains it (device staging) and an all-HBM module on the same
+    batches (repeats, hits and misses in one step) and asserts bit-identical rows, scores and optimizer state after
+    every step, the store one slot short of full with no pending key left, and that the first reuse step moved
+    3 rows each way. ``order`` (a seed): every step's ids in a random order (both modules), so the CPU twin, which
+    stages in batch order, runs other serial orders of the same ids (the CUDA warps take one of them).
+    Returns the caching module."""
+    from dynamicemb._uva_store import UvaStore
+    from table_helpers import keys_in_bucket
+
+    def store(kd, w, dt, cap):
+        return UvaStore(kd, w, dt, BC, BC, device=device)
+
+    m = make_t("caching", 1, slots=2 * BC, device=device, store=store)
+    m.device_staging = True
+    ref = make_t("hbm", 1, device=device)
+    t = m.tables[0]
+    keys = keys_in_bucket(0, t.capacity() // BC, 2 * BC - 1)
+    g = torch.Generator().manual_seed(seed)
+    go = None if order is None else torch.Generator().manual_seed(order)
+
+    def stored():
+        k = t.store.table.keys.view(torch.int64).cpu()
+        assert not bool((k == -(2**63) + 1).any()), "a pending key outlived its staging"
+        return [x for x in k.tolist() if x != -(2**63)]
+
+    def both(ids, split, held=BC - 1):
+        if go is not None:
+            ids = [ids[i] for i in torch.randperm(len(ids), generator=go).tolist()]
+        ids_t = torch.tensor(ids, dtype=torch.int64, device=device)
+        off = torch.tensor([0, split, len(ids)], dtype=torch.int64, device=device)
+        w = torch.randn(1, 8, generator=g).to(device)
+        for mod in (m, ref):
+            step(mod, ids_t, off, w)
+        assert_same(ref, m)
+        assert len(stored()) == held
+
+    both(keys[:BC], 5, held=0)  # the cache bucket full of new ids
+    both(keys[BC:], 7)  # 15 new ids: 15 victims written back, the store one slot short of full
+    s, cached = stored(), [k for k in keys if k not in set(stored())]
+    before = m._stage_totals.clone()
+    both([s[0], s[1], cached[0], s[0], s[2], s[1]], 3)  # three misses (two repeated) and a hit
+    assert (m._stage_totals - before)[0, :2].tolist() == [3, 3]
+    for _ in range(steps):  # random repeats over the 31 ids (at most 12 distinct: the bucket holds them)
+        idx = torch.randint(0, len(keys), (12,), generator=g).tolist()
+        both([keys[i] for i in idx], 6)
+    return m
+
+
+def raw_state(t):
+    """A caching table over a UvaStore slot by slot: its cache's keys, digests, scores, rows, counters and stamps,
+    its store's keys, digests, scores, rows (host or HBM) and counters."""
+    st = t.store.table
+    vh = getattr(st, "values_host", None)
+    srows = vh if vh is not None and vh.numel() else st.values
+    return [t.keys, t.digests, t.scores, t.values, t.counters, t.__dict__["_stamps"], st.keys, st.digests, st.scores,
+            srows, st.counters]
+
+
+def _one_miss_per_bucket(m, g, base=10**6):
+    """A batch (B = 1) for make_t(T) whose missing ids are at most one distinct id per cache bucket and table
+    (stored or new, repeated 1-3 times), with up to 3 cached ids (hits) per bucket: the staging's outcome does not
+    depend on the order of the ids (a store bucket's keys lie in one cache bucket), so its slots are the CPU
+    twin's. Ids shuffled over the table's features."""
+    from table_helpers import bucket_of
+
+    per_feature = [[] for _ in m.feature_table_map]
+    for ti, t in enumerate(m.tables):
+        nb = t.capacity() // t.bucket_capacity
+        st = t.store.table
+        assert (st.capacity() // st.bucket_capacity) % nb == 0  # (a store bucket maps into one cache bucket)
+        ck = t.keys.view(torch.int64).cpu().tolist()
+        sk = [k for k in st.keys.view(torch.int64).cpu().tolist() if k >= 0]
+        stored = [[] for _ in range(nb)]
+        for k in sk:
+            stored[bucket_of(k, nb)].append(k)
+        new = [[] for _ in range(nb)]
+        while min(len(x) for x in new) < 2:
+            k = base + int(torch.randint(0, 10**6, (1,), generator=g))
+            if k not in new[bucket_of(k, nb)]:
+                new[bucket_of(k, nb)].append(k)
+        ids = []
+        for b in range(nb):
+            cached = [k for k in ck[b * t.bucket_capacity:(b + 1) * t.bucket_capacity] if k >= 0]
+            u = float(torch.rand((), generator=g))
+            pool = stored[b] if u < 0.6 and stored[b] else (new[b] if u < 0.85 else [])
+            if pool:
+                miss = pool[int(torch.randint(0, len(pool), (1,), generator=g))]
+                ids += [miss] * int(torch.randint(1, 4, (1,), generator=g))
+            for _ in range(int(torch.randint(0, 4, (1,), generator=g))):
+                if cached:
+                    ids.append(cached[int(torch.randint(0, len(cached), (1,), generator=g))])
+        feats = [f for f, tt in enumerate(m.feature_table_map) if tt == ti]
+        for k in ids:
+            per_feature[feats[int(torch.randint(0, len(feats), (1,), generator=g))]].append(k)
+    for f in per_feature:
+        perm = torch.randperm(len(f), generator=g).tolist()
+        f[:] = [f[i] for i in perm]
+    off = torch.tensor([0] + [len(f) for f in per_feature]).cumsum(0)
+    return torch.tensor([k for f in per_feature for k in f], dtype=torch.int64), off
+
+
+def staging_matches_twin(device, rounds=6, seed=0):
+    """Op cache_stage on `device` (CUDA: a warp per missing id) against the CPU twin, slot by slot: a module over
+    UvaStores trains a few steps on `device` (full caches, rows in the stores, scores of several steps: ties),
+    a CPU module gets its raw state, then both stage the same batches with at most one missing id per cache
+    bucket (_one_miss_per_bucket: an outcome independent of the ids' order). After every staging every array of
+    every cache and store (keys, digests, scores, rows, counters, stamps) and the rows-moved totals are
+    bit-identical: the same slots, victims, store slots and rows."""
+    import dynamicemb
+    from dynamicemb import _device_stage
+    from dynamicemb._uva_store import UvaStore
+
+    def make(dev):
+        m = make_t("caching", 2, slots=8 * BC, device=dev,
+                   store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 64 * BC, BC, device=dev))
+        m.device_staging = True
+        return m
+
+    m, twin = make(device), make("cpu")
+    for ids, off, w in t_batches(2, 6, seed=seed, hi=400, device=device):
+        step(m, ids, off, w)
+    dynamicemb.check_errors()
+    _device_stage.stage_meta(m)
+    _device_stage.stage_meta(twin)  # (the stamps)
+    for tm, tt in zip(m.tables, twin.tables):
+        for a, b in zip(raw_state(tt), raw_state(tm)):
+            a.copy_(b.cpu())
+    g = torch.Generator().manual_seed(seed + 1)
+    moved = 0
+    for r in range(rounds):
+        ids, off = _one_miss_per_bucket(m, g)
+        stamp = _device_stage.next_stamp()
+        totals = [x._stage_totals.cpu().clone() if "_stage_totals" in x.__dict__ else 0 for x in (m, twin)]
+        for x in (m, twin):
+            _device_stage.stage(x, ids.to(x.device), off.to(x.device), list(x._cached), True, stamp)
+        dynamicemb.check_errors()
+        for i, (tm, tt) in enumerate(zip(m.tables, twin.tables)):
+            for j, (a, b) in enumerate(zip(raw_state(tm), raw_state(tt))):
+                assert torch.equal(a.cpu(), b), f"round {r} table {i} array {j}"
+        d = [x._stage_totals.cpu() - t0 for x, t0 in zip((m, twin), totals)]
+        assert torch.equal(d[0], d[1]), (r, d)
+        moved += int(d[0][:, :2].sum())
+    assert moved > 0
+    return moved

@@ -123,6 +123,20 @@ def test_pins_keep_rows_of_steps_in_flight():
     assert len(m.tables[0]._pins) == 0  # released with the graph
 
 
+def test_backward_releases_pins_while_the_step_is_referenced():
+    """The backward unpins its step's keys even while something keeps the step's saved tensors alive (a traceback,
+    a debugger, compute-sanitizer kept the frames): a later staging may then evict them."""
+    from dynamicemb import _caching
+
+    m = make("caching", budget_rows=2 * CACHE_SLOTS)
+    (a, oa, wa), = list(batches(1, seed=3, hi=1000))
+    o = m(a, oa)
+    held = [p for p in _caching.LIVE_PINS if m.tables[0] in [m.tables[t] for t in p._idx.values()]]
+    assert len(held) == 1 and len(m.tables[0]._pins) == 1  # pinned between forward and backward
+    (o * wa).sum().backward()  # `held` keeps the pins object alive past it
+    assert len(m.tables[0]._pins) == 0 and held[0] not in _caching.LIVE_PINS
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_checkpoints_every_mode(mode, tmp_path):
     ref, m = make("hbm"), build(mode, tmp_path)

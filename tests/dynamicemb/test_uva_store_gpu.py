@@ -17,8 +17,9 @@ from dynamicemb._storage import StoreError
 from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from storage_helpers import (BC, assert_same, batches, make, make_t, prefetch_pipeline_cuda, rows,  # noqa: E402
-                             staging_syncs_cuda, step, t_batches, ten_percent)
+from storage_helpers import (BC, assert_same, batches, make, make_t, pending_reuse,  # noqa: E402
+                             prefetch_pipeline_cuda, rows, staging_matches_twin, staging_syncs_cuda, step, t_batches,
+                             ten_percent)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -187,3 +188,19 @@ def test_device_staging_errors_cuda(kind):
             raised = True
             break
     assert raised
+
+
+def test_device_staging_reuses_store_slots_cuda():
+    """The CUDA kernels with a store one slot short of full under a full cache bucket: within one staging each
+    victim after the first takes the store slot an earlier id's row left (settled under the store bucket's lock
+    before the move pass); bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
+    pending_reuse("cuda")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_device_staging_matches_twin_cuda(seed):
+    """The CUDA staging (a warp per missing id, its lanes scanning the buckets together) against the CPU twin,
+    slot by slot, from the same raw state over the same batches (at most one missing id per cache bucket: an
+    order-free outcome): the same cache slots, victims, store slots, rows, scores, digests, stamps, counters and
+    rows-moved totals after every staging (storage_helpers.staging_matches_twin)."""
+    assert staging_matches_twin("cuda", seed=seed) > 0

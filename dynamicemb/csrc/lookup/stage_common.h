@@ -1,23 +1,38 @@
 // Staging of one step's ids into the HBM caches of caching tables over the uva store (UvaStore: a scored hash
 // table with its rows in pinned host memory and its index in HBM), for every table in one pass and with no host
 // wait: op cache_stage (ops/stage_ops.cc), CUDA kernels in stage_kernels.cu, the CPU twin in stage_ops.cc. Both
-// run the per-id step below (`stage_one`, `unplace_one`), written once for host and device; only the atomics and
-// the bucket locks differ (the policy `A`).
+// run the per-id steps below (`stage_one`, `move_out_one` / `move_in_one`, `unplace_one`), written once for host
+// and device; only the atomics, the bucket locks and the lanes of a row copy differ (the policy `A`).
 //
 // Per step (cur: the step's stamp, min_live: the stamp of the oldest step whose backward has not run):
 //   probe    every id of a masked table is looked up in its cache; a hit stamps its slot with cur (the guard: a
 //            slot stamped >= min_live is never evicted, so the rows of this step and of steps in flight stay);
 //            misses are counted per table (CacheProbeParams, probe_kernels.cu);
-//   stage    per missing id (one thread each, duplicates allowed), under its cache bucket's lock: if the id is in
-//            the cache by now (a duplicate staged it) nothing; else its store row, if any, moves into a slot of
-//            the bucket (a free slot, else the unguarded row of lowest score, ties lowest slot, never one of the
-//            maximum score: that row is first written back into a free slot of its store bucket); a new id
-//            (training) takes such a slot as a placeholder (score 0), so the step's insert finds room; the slot is
-//            stamped with cur. Store buckets are locked one at a time while a cache bucket lock is held (locks are
-//            acquired in that order only: no deadlock). A bucket with neither a free nor an evictable slot, or a
-//            store bucket without a free slot for the evicted row, leaves the id unstaged (nothing changes for
-//            it) and records the failure: `failed` (the step's skip flag: its lookup_step inserts and updates
-//            nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`;
+//   stage    per missing id (CUDA: one warp each, its lanes scanning the buckets together; duplicates allowed:
+//            a repeat that finds its key in the cache before locking returns at once), under its cache bucket's
+//            lock: if the id is in the cache by now (a duplicate staged it) nothing; else its store row, if any,
+//            moves into a slot of the bucket (a free slot, else the unguarded row of lowest score, ties lowest
+//            slot, never one of the maximum score: that row is first written back into a free slot of its store
+//            bucket); a new id (training) takes such a slot as a placeholder (score 0), so the step's insert finds
+//            room; the slot is stamped with cur. Store buckets are locked one at a time while a cache bucket lock
+//            is held (locks are acquired in that order only: no deadlock). A bucket with neither a free nor an
+//            evictable slot, or a store bucket without a free slot for the evicted row, leaves the id unstaged
+//            (nothing changes for it) and records the failure: `failed` (the step's skip flag: its lookup_step
+//            inserts and updates nothing) and the first failure's [rule, table, id, bucket slots] in `first_fail`.
+//            The rows themselves are not copied here: keys, scores, digests, stamps and counters change under the
+//            locks, and the copies are appended as a move record [cache slot, victim's store slot, stored row's
+//            slot, table] (`moves`, `move_count`). The store slot a moved-in row leaves keeps the key kPendingKey
+//            (its record's index in its score) until `move` read it: no other id's victim can overwrite the row
+//            first. A victim that finds a pending slot before any free slot of its bucket (the slot it would have
+//            taken had the row been copied at once) runs that record's copies itself (`settle_pending`, under the
+//            store bucket's lock), marks the record done and then writes its own row there: the same slots, keys
+//            and rows as copying under the lock;
+//   move     per record (CUDA: kMoveLanes threads share a row, the records in the order of their store slots'
+//            host addresses): every victim's row cache -> store, then every stored row store -> cache and its
+//            pending key leaves (empty). Every record touches its own cache slot and store slots only (a slot is
+//            stamped cur once taken, so no later id of the launch evicts it; victims are never ids of the step,
+//            whose cached rows the probe stamped): no order between records is needed, only the victims' pass
+//            before the stored rows' pass (a record's two copies share its cache slot);
 //   unplace  the placeholders leave (their slots are free for the step's insert), and every free slot of their
 //            buckets is stamped with cur, so the slot the step's insert takes is guarded as well.
 // The moved rows keep their scores; no score and no op clock of the cache changes otherwise, so the step sees
@@ -48,6 +63,12 @@ struct StageParams {
   int64_t* counts;            // (3 num_tables): per table [rows moved in, rows written back, ids refused],
                               // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
+  int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one)
+  int64_t* move_count;        // (1) zero on entry: records in `moves`
+  int64_t* move_split;        // (2) zero on entry: [victim copies, all copies] in `move_order` (CUDA)
+  int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per bin of store slots (CUDA)
+  int bins_per_table;         // move_bins_per_table(num_tables)
+  int32_t* move_order;        // (2 n) scratch: record indices, victims' then stored rows', by store address (CUDA)
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
@@ -55,6 +76,24 @@ struct StageParams {
   int value_bytes;            // bytes per value element (2 or 4)
   const int32_t* gate;        // (1) or null: *gate == 0 -> nothing to stage (CacheProbeParams::gate)
 };
+
+// A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
+// table | kMoveDone once settle_pending copied its rows].
+constexpr int kMoveWords = 4;
+constexpr int64_t kMoveDone = int64_t(1) << 40;
+// The CUDA move passes copy in the order of the store rows' host addresses (random host rows are ~5x slower through
+// UVA than the same rows in address order, H200): a counting sort of the copies into ranges (bins) of each
+// table's store slots (the counts by stage_one, then a scan and a scatter), victims' copies and stored rows'
+// copies apart. Bins per table: up to 2048 (a 1M-row store: 512 rows per bin), fewer for many tables (the scan
+// is one block).
+TABLE_HD int move_bins_per_table(int num_tables) {
+  const int b = 65536 / (num_tables > 0 ? num_tables : 1);
+  return b > 2048 ? 2048 : (b < 16 ? 16 : b);
+}
+// Key of a store slot whose row moves into the cache in this launch and has not been read yet (a reserved key:
+// never a free slot to stage_find(kEmptyKey), never an id); its score holds its move record's index. Only inside
+// one op call: the stored rows' move pass empties every such slot.
+constexpr uint64_t kPendingKey = table::kReclaimedKey;
 
 // Feature of position i (host and device; the dedup's function, see probe_meta.cuh feature_of_pos).
 TABLE_HD int stage_feature_of(const int64_t* offsets, int64_t n, int64_t num_bags, int64_t batch, int num_features,
@@ -76,9 +115,9 @@ template <class A>
 TABLE_HD void stage_fail(const StageParams& p, int32_t rule, int table, uint64_t key, int64_t bound) {
   A::add(p.counts + 3 * table + 2, 1);
   if (A::claim(p.failed)) {
-    p.first_fail[1] = table;
-    p.first_fail[2] = static_cast<int64_t>(key);
-    p.first_fail[3] = bound;
+    A::st(p.first_fail + 1, static_cast<int64_t>(table));
+    A::st(p.first_fail + 2, static_cast<int64_t>(key));
+    A::st(p.first_fail + 3, bound);
     A::publish(p.first_fail, rule);
   }
 }
@@ -100,10 +139,99 @@ TABLE_HD int64_t stage_find(const uint64_t* keys, int64_t base, int cap, uint64_
   return -1;
 }
 
+// The row at `slot` of a store / of a cache (bytes).
+TABLE_HD uint8_t* store_row(const StageTable& s, int64_t slot, int64_t row_bytes) {
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
+                                   s.hbm_rows, slot, row_bytes);
+}
+TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes) {
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
+}
+
+// Bin of store slot `slot` of table t (its rows in address order: host rows are one allocation per store).
+TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
+  const StageTable& s = p.stage[t];
+  return static_cast<int64_t>(t) * p.bins_per_table + slot * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
+}
+
+// The first slot of the store bucket [base, base + cap) that a victim may take: empty, or pending (a row of this
+// launch leaves it: settle_pending first). -1 when none.
+template <class A>
+TABLE_HD int64_t stage_find_room(const uint64_t* keys, int64_t base, int cap) {
+  for (int j = 0; j < cap; j += kScan) {
+    uint64_t k[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) k[r] = A::ld(keys + base + j + r);
+#pragma unroll
+    for (int r = 0; r < kScan; ++r)
+      if (k[r] == table::kEmptyKey || k[r] == kPendingKey) return base + j + r;
+  }
+  return -1;
+}
+
+// What stage_one needs of its cache bucket [base, base + cap) (keys, scores, stamps): the slot of its key, its first
+// free slot, its eviction candidate (the unguarded row of lowest score, ties lowest slot, never the maximum score
+// nor a reserved key), each -1 when none. The host scans slot by slot (stage_scan_bucket); the CUDA staging's
+// lanes scan it together and reduce with the same rule (stage_kernels.cu): the same slots either way.
+struct BucketScan {
+  int64_t hit, free_slot, victim;
+  uint64_t vscore;
+};
+
+template <class A>
+TABLE_HD BucketScan stage_scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps, int64_t base,
+                                      int cap, uint64_t key, int64_t min_live) {
+  BucketScan b{-1, -1, -1, 0};
+  for (int j0 = 0; j0 < cap; j0 += kScan) {
+    uint64_t k2[kScan], sc[kScan], st[kScan];
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      k2[r] = A::ld(ck + base + j0 + r);
+      sc[r] = A::ld(cs + base + j0 + r);
+      st[r] = A::ld(reinterpret_cast<const uint64_t*>(stamps + base + j0 + r));
+    }
+#pragma unroll
+    for (int r = 0; r < kScan; ++r) {
+      const int64_t slot = base + j0 + r;
+      if (k2[r] == key && b.hit < 0) b.hit = slot;
+      if (k2[r] == table::kEmptyKey) {
+        if (b.free_slot < 0) b.free_slot = slot;
+      } else if (!table::is_reserved_key(k2[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < min_live &&
+                 (b.victim < 0 || sc[r] < b.vscore)) {
+        b.victim = slot;
+        b.vscore = sc[r];
+      }
+    }
+    if (b.hit >= 0) return b;
+  }
+  return b;
+}
+
+// A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
+// copies now (its victim's row out of its cache slot, then the row at `at` into that slot) and is marked done,
+// so `at` may take another row. The record was complete before its pending key was published under this lock.
+// (A pending slot of table t's store was left by an id of table t: the record's cache is `c`.)
+template <class A>
+TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const StageTable& s, int64_t at,
+                             int64_t row_bytes) {
+  int64_t* rec = p.moves + kMoveWords * static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(s.scores) + at));
+  const int64_t slot = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec)));
+  const int64_t out = static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 1)));
+  uint8_t* crow = cache_row(c, slot, row_bytes);
+  if (out >= 0) A::copy_rows(store_row(s, out, row_bytes), crow, row_bytes);
+  A::copy_rows(crow, store_row(s, at, row_bytes), row_bytes);
+  A::st(rec + 3, static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone);
+}
+
+// Stages id i (see the header). The policy `A` does the bucket scans (A::find, A::find_room, A::scan_bucket: the
+// host slot by slot, the CUDA staging with the lanes of one warp on one id), the locks and every write (A::st and
+// the atomics: the host directly, on CUDA lane 0 only) and the row copies settle_pending runs (A::copy_rows: every
+// lane of the warp); every read that steers the control flow gives the same value to every lane (A::ld), so a
+// warp takes one path through this function.
 template <class A>
 TABLE_HD void stage_one(const StageParams& p, int64_t i) {
-  if (p.found[i]) return;  // (a warm step: every thread returns here; `place` is read only where found is clear)
-  p.place[i] = -1;
+  if (p.found[i]) return;  // (a warm step: every id returns here; `place` is read only where found is clear)
+  A::st(p.place + i, int64_t(-1));
   const uint64_t key = p.ids[i];
   if (table::is_reserved_key(key)) return;
   const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
@@ -122,68 +250,50 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   const uint64_t h = accel_hash_key(key);
   const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets)));
   const int64_t cbase = cb * ccap;
+  // a repeat of an id a duplicate already staged returns here, without a lock: a key of this step found in the
+  // cache stays there for the whole launch (stamped cur), and an id the probe missed is in the cache only once a
+  // duplicate staged it (what the locked scan below would find too)
+  if (A::find(ck, cbase, ccap, key) >= 0) return;
+  // the key in its store, before the cache lock: only a duplicate of this id (under the same cache lock, which
+  // then finds the key in the cache below) moves it; victims written back are never ids of the step
+  const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
+  const int64_t at = A::find(sk, sbase, scap, key);
   int32_t* clock = reinterpret_cast<int32_t*>(c.locks) + cb;
   A::lock(clock);
   // the cache bucket: the key (a duplicate of this step staged it), its first free slot, its eviction candidate
-  int64_t free_slot = -1, victim = -1;
-  uint64_t vscore = 0;
-  for (int j0 = 0; j0 < ccap; j0 += kScan) {
-    uint64_t k2[kScan], sc[kScan], st[kScan];
-#pragma unroll
-    for (int r = 0; r < kScan; ++r) {
-      k2[r] = A::ld(ck + cbase + j0 + r);
-      sc[r] = A::ld(cs + cbase + j0 + r);
-      st[r] = A::ld(reinterpret_cast<uint64_t*>(stamps + cbase + j0 + r));
-    }
-    bool hit = false;
-#pragma unroll
-    for (int r = 0; r < kScan; ++r) {
-      const int64_t slot = cbase + j0 + r;
-      hit |= k2[r] == key;
-      if (k2[r] == table::kEmptyKey) {
-        if (free_slot < 0) free_slot = slot;
-      } else if (!table::is_reserved_key(k2[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < p.min_live &&
-                 (victim < 0 || sc[r] < vscore)) {
-        victim = slot;
-        vscore = sc[r];
-      }
-    }
-    if (hit) {
-      A::unlock(clock);
-      return;
-    }
-  }
-  // the key in its store
-  const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
-  const int64_t at = stage_find<A>(sk, sbase, scap, key);
-  if (at < 0 && !p.insert_new) {  // not stored, no slot to reserve (eval)
+  const BucketScan b = A::scan_bucket(ck, cs, stamps, cbase, ccap, key, p.min_live);
+  if (b.hit >= 0 || (at < 0 && !p.insert_new)) {  // staged by a duplicate; or not stored, no slot to reserve (eval)
     A::unlock(clock);
     return;
   }
-  const int64_t slot = free_slot >= 0 ? free_slot : victim;
+  const int64_t slot = b.free_slot >= 0 ? b.free_slot : b.victim;
   if (slot < 0) {
     stage_fail<A>(p, kRuleCacheFull, t, key, ccap);
     A::unlock(clock);
     return;
   }
-  void* crow = table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
-  if (slot == victim) {  // the victim's row goes back to a free slot of its store bucket first
+  int64_t out = -1;        // the store slot the victim's row goes to (copied by move_out_one)
+  if (slot == b.victim) {  // the victim's row goes back to a free slot of its store bucket first
     const uint64_t vk = A::ld(ck + slot);
     const uint64_t vh = accel_hash_key(vk);
     const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(vh, static_cast<uint64_t>(s.num_buckets)));
     int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + vb;
     A::lock(slock);
-    const int64_t fs = stage_find<A>(sk, vb * scap, scap, table::kEmptyKey);
+    const int64_t fs = A::find_room(sk, vb * scap, scap);
     if (fs < 0) {
       A::unlock(slock);
       stage_fail<A>(p, kRuleStoreFull, t, key, scap);
       A::unlock(clock);
       return;
     }
-    A::copy_row(table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
-                                          s.hbm_rows, fs, row_bytes), crow, row_bytes);
-    ss[fs] = vscore;
-    sd[fs] = table::digest_of_hash(vh);
+    if (A::ld(sk + fs) == kPendingKey) {  // a row of this launch leaves fs: its copies first, then the victim's
+      settle_pending<A>(p, c, s, fs, row_bytes);
+      A::copy_rows(store_row(s, fs, row_bytes), cache_row(c, slot, row_bytes), row_bytes);
+    } else {
+      out = fs;
+    }
+    A::st(ss + fs, b.vscore);
+    A::st(sd + fs, table::digest_of_hash(vh));
     A::publish_key(sk + fs, vk);
     A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, 1);
     A::unlock(slock);
@@ -191,29 +301,61 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::add(p.counts + 3 * t + 1, 1);
   }
   uint64_t score = 0;
-  if (at >= 0) {  // the stored row moves in with its score, and leaves the store
-    const int64_t kb = sbase / scap;
-    int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + kb;
-    A::lock(slock);
-    A::copy_row(crow, table::table_row<uint8_t>(reinterpret_cast<void*>(s.values),
-                                                reinterpret_cast<void*>(s.values_host), s.hbm_rows, at, row_bytes),
-                row_bytes);
-    score = A::ld(ss + at);
-    sd[at] = table::empty_digest();
-    ss[at] = 0;
-    A::publish_key(sk + at, table::kEmptyKey);
-    A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
-    A::unlock(slock);
-    A::add(p.counts + 3 * t, 1);
-  } else {
-    p.place[i] = slot;  // a new id's placeholder (unplace frees it)
+  if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
+    const int64_t r = A::claim_index(p.move_count);
+    int64_t* rec = p.moves + kMoveWords * r;
+    A::st(rec, slot);
+    A::st(rec + 1, out);
+    A::st(rec + 2, at);
+    A::st(rec + 3, static_cast<int64_t>(t));
+    A::count_move(p, t, out, at);
+    if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
+      int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
+      A::lock(slock);
+      score = A::ld(ss + at);
+      A::st(sd + at, table::empty_digest());
+      A::st(ss + at, static_cast<uint64_t>(r));
+      A::publish_key(sk + at, kPendingKey);
+      A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
+      A::unlock(slock);
+      A::add(p.counts + 3 * t, 1);
+    }
   }
-  cs[slot] = score;
-  cd[slot] = table::digest_of_hash(h);
-  stamps[slot] = p.cur;
+  if (at < 0) A::st(p.place + i, slot);  // a new id's placeholder (unplace frees it)
+  A::st(cs + slot, score);
+  A::st(cd + slot, table::digest_of_hash(h));
+  A::st(stamps + slot, p.cur);
   A::publish_key(ck + slot, key);
   A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, 1);
   A::unlock(clock);
+}
+
+// After every stage_one: record r's copies, the victim's row out (every record's before any row comes in: the
+// same cache slot), then the stored row in and its pending key leaves (empty). Lanes `lanes` share a row; lane
+// `lane` copies its 16-byte words of it. Records settle_pending marked done do nothing.
+template <class A>
+TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes) {
+  const int64_t* rec = p.moves + kMoveWords * r;
+  if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(store_row(p.stage[t], rec[1], row_bytes), cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane,
+              lanes);
+}
+
+template <class A>
+TABLE_HD void move_in_one(const StageParams& p, int64_t r, int lane, int lanes) {
+  const int64_t* rec = p.moves + kMoveWords * r;
+  const int64_t in = rec[2];
+  if (in < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
+  const StageTable& s = p.stage[t];
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), store_row(s, in, row_bytes), row_bytes, lane, lanes);
+  if (lane == 0) {
+    reinterpret_cast<uint64_t*>(s.scores)[in] = 0;
+    reinterpret_cast<uint64_t*>(s.keys)[in] = table::kEmptyKey;
+  }
 }
 
 // After every stage_one: id i's placeholder leaves; every free slot of its bucket is stamped with cur.
@@ -247,16 +389,43 @@ struct HostStageAtomics {
   }
   static void publish(int64_t* rec, int32_t rule) { rec[0] = rule; }
   static void publish_key(uint64_t* a, uint64_t k) { *a = k; }
+  static int64_t claim_index(int64_t* count) { return (*count)++; }
+  static void count_move(const StageParams&, int, int64_t, int64_t) {}  // (the twin copies in record order)
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
-  static void copy_row(void* dst, const void* src, int64_t bytes) {
+  template <class T, class U>
+  static void st(T* a, U v) {
+    *a = static_cast<T>(v);
+  }
+  static int64_t find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
+    return stage_find<HostStageAtomics>(keys, base, cap, key);
+  }
+  static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
+    return stage_find_room<HostStageAtomics>(keys, base, cap);
+  }
+  static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps, int64_t base, int cap,
+                                uint64_t key, int64_t min_live) {
+    return stage_scan_bucket<HostStageAtomics>(ck, cs, stamps, base, cap, key, min_live);
+  }
+  static void copy_rows(void* dst, const void* src, int64_t bytes) { copy_row(dst, src, bytes, 0, 1); }
+  // (one lane: lanes == 1)
+  static void copy_row(void* dst, const void* src, int64_t bytes, int, int) {
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
     for (int64_t b = 0; b < bytes; ++b) d[b] = s[b];
   }
 };
 
-// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one and unplace_one over
+// The CPU twin of the staging after its probe: the same passes in the kernels' order, one thread.
+inline void stage_host(const StageParams& p) {
+  for (int64_t i = 0; i < p.n; ++i) stage_one<HostStageAtomics>(p, i);
+  for (int64_t r = 0; r < *p.move_count; ++r) move_out_one<HostStageAtomics>(p, r, 0, 1);
+  for (int64_t r = 0; r < *p.move_count; ++r) move_in_one<HostStageAtomics>(p, r, 0, 1);
+  for (int64_t i = 0; i < p.n; ++i) unplace_one<HostStageAtomics>(p, i);
+}
+
+// The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one over every id, the order
+// of the copies (scan, scatter), move_out_one and move_in_one over the records in that order, unplace_one over
 // every id, then the report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 

@@ -1,7 +1,9 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), one thread per id for stage_one, one per id for unplace_one, and the report of
-// the first failure. Four launches per step whatever the number of tables; a step without misses returns from
-// the last three at once (every thread reads its found flag and exits).
+// twin): the probe (stamping hits), one warp per missing id for stage_one, the order of the row copies by store
+// address (a one-block scan of the bins' counts, a scatter of the records), kMoveLanes threads per record for the
+// victims' copies, then for the stored rows' copies (in one launch with unplace_one, one thread per id), and the
+// report of the first failure. Seven launches per step whatever the number of tables; a step without misses
+// returns from the last six at once (every thread reads its found flag, or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -59,25 +61,41 @@ struct DeviceStageAtomics {
     atomicExch(l, 0);
 #endif
   }
-  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes) {
+  __host__ __device__ static int64_t claim_index(int64_t* count) {
+#if defined(__CUDA_ARCH__)
+    return static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(count), 1ull));
+#else
+    return 0;
+#endif
+  }
+  // A record's copies counted into their bins (stage_one; the scan and the scatter order them).
+  __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
+#if defined(__CUDA_ARCH__)
+    const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;  // (the stored rows' bins)
+    if (out >= 0) atomicAdd(p.move_bins + move_bin(p, t, out), 1);
+    if (in >= 0) atomicAdd(p.move_bins + half + move_bin(p, t, in), 1);
+#endif
+  }
+  // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
+  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned.
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
 #if defined(__CUDA_ARCH__)
     const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
     if ((al & 15) == 0 && (bytes & 15) == 0) {
-      // 8 loads in flight before their stores: one round trip per 128 bytes (a host row is ~1 us away)
       const uint4* s4 = static_cast<const uint4*>(src);
       uint4* d4 = static_cast<uint4*>(dst);
       const int64_t n4 = bytes >> 4;
-      for (int64_t b = 0; b < n4; b += 8) {
-        uint4 r[8];
+      for (int64_t b = lane; b < n4; b += 4 * lanes) {
+        uint4 r[4];
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (b + k < n4) r[k] = __ldcg(s4 + b + k);
+        for (int k = 0; k < 4; ++k)
+          if (b + k * lanes < n4) r[k] = __ldcg(s4 + b + k * lanes);
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          if (b + k < n4) d4[b + k] = r[k];
+        for (int k = 0; k < 4; ++k)
+          if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
       }
     } else {
-      for (int64_t b = 0; b < bytes; b += 2)
+      for (int64_t b = 2 * lane; b < bytes; b += 2 * lanes)
         *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + b) =
             *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(src) + b);
     }
@@ -85,18 +103,263 @@ struct DeviceStageAtomics {
   }
 };
 
+// The staging pass's policy: the 32 lanes of a warp stage one id together (stage_one runs on every lane, with the
+// same control flow). The bucket scans are split over the lanes (slot j on lane j % 32: one load per lane and
+// array per 32 slots, all in flight) and reduced with shuffles to what the host's slot-by-slot scan gives (the
+// lowest slot of a match; the victim of lowest score, ties lowest slot). Lane 0 alone takes the locks, runs the
+// atomics and writes (the other lanes wait at __syncwarp); reads that steer the control flow are lane 0's value,
+// broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released.
+struct DeviceWarpStage : DeviceStageAtomics {
+  static constexpr unsigned kFull = 0xffffffffu;
+  static constexpr int kNone = 0x7fffffff;  // (no slot: above every slot of a bucket)
+  // (host branches: never called; the host twin uses HostStageAtomics)
+  __host__ __device__ static int lane() {
+#if defined(__CUDA_ARCH__)
+    return static_cast<int>(threadIdx.x & 31u);
+#else
+    return 0;
+#endif
+  }
+  __host__ __device__ static void sync() {
+#if defined(__CUDA_ARCH__)
+    __syncwarp();
+#endif
+  }
+  template <class T>
+  __host__ __device__ static T from_lane0(T v) {
+#if defined(__CUDA_ARCH__)
+    return __shfl_sync(kFull, v, 0);
+#else
+    return v;
+#endif
+  }
+  __host__ __device__ static int warp_min(int v) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(kFull, v, d));
+#endif
+    return v;
+  }
+  __host__ __device__ static uint64_t ld(const uint64_t* a) {
+    unsigned long long v = 0;
+    if (lane() == 0) v = DeviceStageAtomics::ld(a);
+    return from_lane0(v);
+  }
+  __host__ __device__ static void add(int64_t* a, int64_t v) {
+    if (lane() == 0) DeviceStageAtomics::add(a, v);
+  }
+  __host__ __device__ static bool claim(int32_t* f) {
+    int won = 0;
+    if (lane() == 0) won = DeviceStageAtomics::claim(f) ? 1 : 0;
+    return from_lane0(won) != 0;
+  }
+  __host__ __device__ static void publish(int64_t* rec, int32_t rule) {
+    if (lane() == 0) DeviceStageAtomics::publish(rec, rule);
+  }
+  __host__ __device__ static void publish_key(uint64_t* a, uint64_t k) {
+    if (lane() == 0) DeviceStageAtomics::publish_key(a, k);
+  }
+  template <class T, class U>
+  __host__ __device__ static void st(T* a, U v) {
+    if (lane() == 0) *a = static_cast<T>(v);
+  }
+  __host__ __device__ static void lock(int32_t* l) {
+    sync();
+    if (lane() == 0) DeviceStageAtomics::lock(l);
+    sync();
+  }
+  __host__ __device__ static void unlock(int32_t* l) {
+#if defined(__CUDA_ARCH__)
+    __threadfence();  // every lane's writes (settle_pending's row copies) before the release
+    __syncwarp();
+    if (lane() == 0) atomicExch(l, 0);
+#endif
+  }
+  __host__ __device__ static int64_t claim_index(int64_t* count) {
+    unsigned long long r = 0;
+    if (lane() == 0) r = static_cast<unsigned long long>(DeviceStageAtomics::claim_index(count));
+    return static_cast<int64_t>(from_lane0(r));
+  }
+  __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
+    if (lane() == 0) DeviceStageAtomics::count_move(p, t, out, in);
+  }
+  __host__ __device__ static void copy_rows(void* dst, const void* src, int64_t bytes) {
+    sync();  // (a copy may read what the previous one wrote, on other lanes)
+    DeviceStageAtomics::copy_row(dst, src, bytes, lane(), 32);
+    sync();
+  }
+  // The lowest slot of [base, base + cap) whose key is `key` (kRoom: empty or pending), or -1.
+  template <bool kRoom>
+  __host__ __device__ static int64_t first_of(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
+    int best = kNone;
+    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+      uint64_t k[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * 32 + lane();
+        k[r] = j < cap ? DeviceStageAtomics::ld(keys + base + j) : key + 1;
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * 32 + lane();
+        const bool m = kRoom ? (j < cap && (k[r] == table::kEmptyKey || k[r] == kPendingKey)) : k[r] == key;
+        if (m && j < best) best = j;
+      }
+    }
+    best = warp_min(best);
+    return best == kNone ? -1 : base + best;
+  }
+  __host__ __device__ static int64_t find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
+    return first_of<false>(keys, base, cap, key);
+  }
+  __host__ __device__ static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
+    return first_of<true>(keys, base, cap, 0);
+  }
+  __host__ __device__ static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps,
+                                                    int64_t base, int cap, uint64_t key, int64_t min_live) {
+    int hit = kNone, fr = kNone, vj = kNone;
+    unsigned long long vs = ~0ull;
+    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+      uint64_t k[4], sc[4], st[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * 32 + lane();
+        const bool in = j < cap;
+        k[r] = in ? DeviceStageAtomics::ld(ck + base + j) : table::kEmptyKey;
+        sc[r] = in ? DeviceStageAtomics::ld(cs + base + j) : 0;
+        st[r] = in ? DeviceStageAtomics::ld(reinterpret_cast<const uint64_t*>(stamps + base + j)) : 0;
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {  // this lane's slots in increasing order: `<` keeps the lowest on ties
+        const int j = j0 + r * 32 + lane();
+        if (j >= cap) continue;
+        if (k[r] == key && j < hit) hit = j;
+        if (k[r] == table::kEmptyKey) {
+          if (j < fr) fr = j;
+        } else if (!table::is_reserved_key(k[r]) && sc[r] != ~0ull && static_cast<int64_t>(st[r]) < min_live &&
+                   sc[r] < vs) {
+          vs = sc[r];
+          vj = j;
+        }
+      }
+    }
+    hit = warp_min(hit);
+    fr = warp_min(fr);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {  // (lowest score, then lowest slot); a lane without a candidate: (~0, none)
+      const unsigned long long os = __shfl_xor_sync(kFull, vs, d);
+      const int oj = __shfl_xor_sync(kFull, vj, d);
+      if (os < vs || (os == vs && oj < vj)) {
+        vs = os;
+        vj = oj;
+      }
+    }
+#endif
+    BucketScan b;
+    b.hit = hit == kNone ? -1 : base + hit;
+    b.free_slot = fr == kNone ? -1 : base + fr;
+    b.victim = vj == kNone ? -1 : base + vj;
+    b.vscore = vj == kNone ? 0 : vs;
+    return b;
+  }
+};
+
+// One warp per missing id: a warp reads the found flags of 32 consecutive ids and stages their misses one after
+// the other, all lanes on each (a warm step: one load and one ballot per 32 ids).
 __global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride)
-    stage_one<DeviceStageAtomics>(p, i);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  for (int64_t base = warp * 32; base < p.n; base += stride) {
+    const int64_t i = base + lane;
+    unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    while (miss != 0u) {
+      const int b = __ffs(miss) - 1;
+      miss &= miss - 1u;
+      stage_one<DeviceWarpStage>(p, base + b);
+    }
+  }
 }
 
-__global__ void __launch_bounds__(kStageBlock) unplace_kernel(StageParams p) {
-  if (p.gate != nullptr && *p.gate == 0) return;
+// kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
+constexpr int kMoveLanes = 8;
+constexpr int kScanThreads = 1024;
+
+// One block: the bins' counts (victims' bins, then stored rows' bins) become their first positions in move_order
+// (an exclusive scan over both halves); move_split = [victims' copies, all copies]. Nothing when no record.
+__global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
+  if (*p.move_count == 0) return;
+  const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table, total = 2 * half;
+  const int64_t per = (total + kScanThreads - 1) / kScanThreads;
+  const int64_t b0 = threadIdx.x * per, b1 = b0 + per < total ? b0 + per : total;
+  int32_t sum = 0;
+  for (int64_t b = b0; b < b1; ++b) sum += p.move_bins[b];
+  // block exclusive scan of the per-thread sums: within warps, then over the warps' totals
+  __shared__ int32_t warp_total[kScanThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int32_t inc = sum;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int32_t v = __shfl_up_sync(0xffffffffu, inc, d);
+    if (lane >= d) inc += v;
+  }
+  if (lane == 31) warp_total[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t w = warp_total[lane];  // (kScanThreads / 32 == 32 warps)
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += v;
+    }
+    warp_total[lane] = w;  // inclusive over the warps
+  }
+  __syncthreads();
+  int32_t run = inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
+  for (int64_t b = b0; b < b1; ++b) {
+    if (b == half) p.move_split[0] = run;
+    const int32_t v = p.move_bins[b];
+    p.move_bins[b] = run;
+    run += v;
+  }
+  if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
+}
+
+// Every record's copies into their bins' positions (the order within a bin is the atomics' order).
+__global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p) {
+  const int64_t count = *p.move_count, half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride)
-    unplace_one<DeviceStageAtomics>(p, i);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; r < count; r += stride) {
+    const int64_t* rec = p.moves + kMoveWords * r;
+    const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
+    if (rec[1] >= 0) p.move_order[atomicAdd(p.move_bins + move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(r);
+    if (rec[2] >= 0)
+      p.move_order[atomicAdd(p.move_bins + half + move_bin(p, t, rec[2]), 1)] = static_cast<int32_t>(r);
+  }
+}
+
+// The victims' copies, kMoveLanes threads per record, consecutive groups on consecutive positions of move_order.
+__global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
+  const int64_t end = p.move_split[0];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride)
+    move_out_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
+}
+
+// The placeholders leave (unplace_one over every id), then the stored rows' copies in order (independent: a
+// placeholder's slot receives no row).
+__global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParams p) {
+  if (p.gate != nullptr && *p.gate == 0) return;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
+  for (int64_t i = tid; i < p.n; i += stride) unplace_one<DeviceStageAtomics>(p, i);
+  const int64_t begin = p.move_split[0], end = p.move_split[1];
+  const int lane = threadIdx.x % kMoveLanes;
+  for (int64_t k = begin + tid / kMoveLanes; k < end; k += stride / kMoveLanes)
+    move_in_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
 }
 
 }  // namespace detail
@@ -109,8 +372,16 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
     detail::stage_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache stage");
-    detail::unplace_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache unplace");
+    const unsigned sgrid = grid < cap ? grid : cap;
+    detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
+    check_launch("cache move scan");
+    detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move scatter");
+    const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
+    detail::move_out_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move out");
+    detail::move_in_unplace_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);
 }

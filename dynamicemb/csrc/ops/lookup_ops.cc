@@ -475,7 +475,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   if (stage.has_value()) {
     namespace sb = stage_bind;
     CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, *stage_mask);
-    const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::kFailWords);
+    const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::info_tail(T));
     sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n)}, ScalarType::Long);
     auto* w = static_cast<int64_t*>(sws.data_ptr());
     const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,

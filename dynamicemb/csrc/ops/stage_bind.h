@@ -19,7 +19,13 @@ namespace stage_bind {
 
 constexpr int64_t kMetaWords = sizeof(TableMeta) / 8;
 constexpr int64_t kStageWords = sizeof(StageTable) / 8;
-constexpr int64_t kFailWords = 4;  // info's tail: the first failure [rule, table, id, bucket slots]
+constexpr int64_t kFailWords = 4;  // the first failure [rule, table, id, bucket slots]
+
+// int64 words of info's tail (zeroed with it): the first failure, then the move records' count (1), the split of
+// the ordered copies (2), the copies' bins (2 T bins_per_table int32).
+inline int64_t info_tail(int64_t num_tables) {
+  return kFailWords + 3 + (2 * num_tables * move_bins_per_table(static_cast<int>(num_tables)) + 1) / 2;
+}
 
 inline void check_arg(const torch::stable::Tensor& t, const char* name, const torch::stable::Tensor& ref,
                       accel::ScalarType dtype) {
@@ -33,8 +39,9 @@ inline int64_t info_words(int64_t num_tables, int64_t num_features, int64_t extr
   return num_tables + num_features + 1 + extra;
 }
 
-// int64 words of the probe's and the staging's per-id scratch for n ids: place (n int64), found (n bool).
-inline int64_t scratch_words(int64_t n) { return (n > 0 ? n : 1) + (n + 7) / 8; }
+// int64 words of the probe's and the staging's per-id scratch for n ids: place (n int64), the move records
+// (kMoveWords n int64), their order (2 n int32), found (n bool).
+inline int64_t scratch_words(int64_t n) { return (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8; }
 
 // Checks the miss check's arguments and binds them; `found` / `info` point to the caller's scratch (info zeroed).
 inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torch::stable::Tensor& ids,
@@ -73,8 +80,8 @@ inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torc
 }
 
 // Checks the staging's own arguments and binds the staging over a bound probe (`probe`, updated: its stamps and
-// gate). Scratch: `scratch` (scratch_words(n) int64: place, then found), `info` (info_words(T, F, 4), zeroed),
-// `failed` (1 int32, zeroed).
+// gate). Scratch: `scratch` (scratch_words(n) int64: place, moves, order, found), `info` (info_words(T, F,
+// info_tail(T)), zeroed), `failed` (1 int32, zeroed).
 inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tensor& ids,
                               const torch::stable::Tensor& stage, const torch::stable::Tensor& totals, int64_t cur,
                               int64_t min_live, bool insert_new, int64_t value_bytes,
@@ -94,7 +101,7 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
     check_arg(*gate, "gate", ids, ScalarType::Int);
     ACCEL_CHECK(gate->numel() == 1, "gate: expected 1 entry (a prefetch's failed flag), got ", gate->numel());
   }
-  probe.found = reinterpret_cast<bool*>(scratch + (n > 0 ? n : 1));
+  probe.found = reinterpret_cast<bool*>(scratch + (n > 0 ? n : 1) + (kMoveWords + 1) * n);
   probe.info = info;
   probe.stage = static_cast<const StageTable*>(stage.data_ptr());
   probe.cur = cur;
@@ -114,11 +121,17 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
   p.found = probe.found;
   p.counts = static_cast<int64_t*>(totals.data_ptr());
   p.place = scratch;
+  p.moves = scratch + (n > 0 ? n : 1);
+  p.move_order = reinterpret_cast<int32_t*>(p.moves + kMoveWords * n);
   p.cur = cur;
   p.min_live = min_live;
   p.insert_new = insert_new;
   p.failed = failed;
   p.first_fail = info + T + probe.num_features + 1;
+  p.move_count = p.first_fail + kFailWords;
+  p.move_split = p.move_count + 1;
+  p.move_bins = reinterpret_cast<int32_t*>(p.move_split + 2);
+  p.bins_per_table = move_bins_per_table(static_cast<int>(T));
   p.value_bytes = static_cast<int>(value_bytes);
   p.gate = probe.gate;
   return p;

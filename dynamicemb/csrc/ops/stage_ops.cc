@@ -1,6 +1,6 @@
 // The caching tables' ops over the step's tables (torch stable ABI, CPU twin + CUDA): cache_probe (the miss
 // check, one launch) and cache_stage (the miss check and the staging of every missing id into the HBM caches of
-// caching tables over the uva store, four launches, no host wait; stage_common.h). The CPU twin runs the same
+// caching tables over the uva store, five launches, no host wait; stage_common.h). The CPU twin runs the same
 // per-id code in one thread (tests). Python: dynamicemb/_prefetch.py count_step, dynamicemb/_device_stage.py.
 #include <cuda_runtime.h>
 
@@ -79,8 +79,9 @@ std::tuple<Tensor, Tensor> cache_probe(Tensor meta, Tensor ids, Tensor offsets, 
 }
 
 // (failed (1,) int32: the step's skip flag; info: the probe's T + F + 1, then the first failure [rule, table, id,
-// bucket slots] (4)). `stage`: num_tables StageTable records; `totals` (num_tables, 3) int64: per table [moved in,
-// written back, refused] accumulated by the kernels (the module's running counts: no add of the caller's per step);
+// bucket slots] (4), then the staging's own counts (stage_bind.h info_tail)). `stage`: num_tables StageTable
+// records; `totals` (num_tables, 3) int64: per table [moved in, written back, refused] accumulated by the kernels
+// (the module's running counts: no add of the caller's per step);
 // `cur` / `min_live`: this step's stamp and the oldest guarded one; `report`: the first failure goes to the device
 // error record (CUDA; the CPU caller raises from info); `gate` (1,) int32 or None: when it reads 0 the op does
 // nothing (the step after a prefetch of its batch passes the prefetch's failed flag: it stages only what the
@@ -96,8 +97,8 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   if (ids.is_cuda()) guard.emplace(ids.get_device_index());
   // three allocations (the per-id scratch, info, the flag) and two memsets: no fill kernels of torch's
   Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n)}, ScalarType::Long);
-  Tensor info = torch::stable::new_empty(ids, {sb::info_words(probe.num_tables, probe.num_features, sb::kFailWords)},
-                                         ScalarType::Long);
+  const int64_t info_n = sb::info_words(probe.num_tables, probe.num_features, sb::info_tail(probe.num_tables));
+  Tensor info = torch::stable::new_empty(ids, {info_n}, ScalarType::Long);
   Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
   StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
@@ -114,8 +115,7 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
     }
   } else if (p.gate == nullptr || *p.gate != 0) {  // (the CPU twin reads its gate at once)
     probe_cpu(probe);
-    for (int64_t i = 0; i < n; ++i) stage_one<HostStageAtomics>(p, i);
-    for (int64_t i = 0; i < n; ++i) unplace_one<HostStageAtomics>(p, i);
+    stage_host(p);
   }
   return std::make_tuple(failed, info);
 }
