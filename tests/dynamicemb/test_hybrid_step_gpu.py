@@ -48,9 +48,10 @@ def batch(gen, unique):
 
 
 def poison():
-    """Fills free blocks of the caching allocator with NaN, so that outputs and scratch start as garbage."""
-    x = torch.full((1 << 24,), float("nan"), device="cuda")
-    del x
+    """Fills free blocks of the caching allocator (its small-block pool and a large block) with NaN, so that the
+    step's outputs and the ops' scratch start as garbage."""
+    xs = [torch.full((n,), float("nan"), device="cuda") for n in [1 << 17] * 32 + [1 << 24]]
+    del xs
 
 
 def rows(t):
