@@ -574,8 +574,9 @@ def test_host_rows_flags():
     got = _host_rows_flags([table(64, 64, 100, torch.float32), table(64, 8, 7, torch.float16),
                             table(64, 32, 9, torch.float16)])
     assert got == (hr, hr | (32 << _HOST_PITCH_SHIFT))
-    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)])
+    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)], optimizer=SGD(lr=0.1))
     m.__dict__["_host_flags"] = got
+    assert m.host_rows_order == "forward" and m._host_step_flags() == (hr, 0)  # the default
     expect = {"step": got, "forward": (hr, 0), "off": (0, 0)}
     for order, flags in expect.items():
         m.host_rows_order = order
@@ -583,3 +584,13 @@ def test_host_rows_flags():
     m.host_rows_order = "sorted"
     with pytest.raises(ValueError, match=r"host_rows_order: expected 'step', 'forward' or 'off', got 'sorted'"):
         m._host_step_flags()
+    # "step" (the sorted backward) is refused with optimizer state; the other orders stay available
+    for opt in (Adam(lr=0.1), Adagrad(lr=0.1), RowWiseAdagrad(lr=0.1)):
+        m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)], optimizer=opt)
+        m.__dict__["_host_flags"] = got
+        assert m._host_step_flags() == (hr, 0)
+        m.host_rows_order = "step"
+        with pytest.raises(ValueError, match=r"host_rows_order: 'step' \(the sorted backward\) only with an "
+                           rf"optimizer without state \(SGD\); expected 'forward' or 'off' with "
+                           rf"{type(opt).__name__}, got 'step'"):
+            m._host_step_flags()

@@ -92,6 +92,12 @@ def test_hybrid_step_equals_hbm(case, hbm_rows, order):
     m = make("hybrid", opt(), dim, dtype, pooling, hbm_rows)
     m.host_rows_order = order
     assert all(t.values_host is not None and t.hbm_rows == hbm_rows for t in m.tables)
+    if order == "step" and not isinstance(m.optimizer, SGD):  # the sorted backward refuses optimizer state
+        ids, off = batch(torch.Generator().manual_seed(1), unique)
+        with pytest.raises(ValueError, match=r"host_rows_order: 'step' \(the sorted backward\) only with an "
+                           r"optimizer without state"):
+            m(ids, off)
+        return
     for x in (ref, m):
         x.backward_chunk = chunk
     gen = torch.Generator().manual_seed(sum(case.encode()) + hbm_rows)
@@ -116,13 +122,15 @@ def test_hybrid_step_equals_hbm(case, hbm_rows, order):
     assert fwd == 1024 and ((bwd >> 32) > 0) == (order == "step") and ((bwd & 1024) > 0) == (order == "step")
 
 
-@pytest.mark.parametrize("opt", ["adam", "sgd"])
-def test_hybrid_two_steps_in_flight(opt):
+@pytest.mark.parametrize("opt,order", [("adam", "forward"), ("sgd", "forward"), ("sgd", "step")])
+def test_hybrid_two_steps_in_flight(opt, order):
     """Two forwards, then their backwards (ids shared between the steps): the second backward updates the rows
-    the first one wrote (the backward copies its host rows in after the first wrote them back), as on all-HBM."""
+    the first one wrote (with "step" the backward copies its host rows in after the first wrote them back), as on
+    all-HBM."""
     make_opt = (lambda: Adam(lr=0.01)) if opt == "adam" else (lambda: SGD(lr=0.1, weight_decay=0.01))
     ref = make("hbm", make_opt(), 16, torch.float32, "sum", 512)
     m = make("hybrid", make_opt(), 16, torch.float32, "sum", 512)
+    m.host_rows_order = order
     gen = torch.Generator().manual_seed(3)
     for it in range(4):
         b1, b2 = batch(gen, False), batch(gen, False)
