@@ -23,7 +23,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     misses nothing; with --batches 64 the working set outgrows a 25 % cache and every step misses (the case a
     prefetch is for: the rows moved per step say which case a row is). With --hybrid-fracs also hybrid tables
     with that share of the rows in HBM and the rest in pinned host memory, which the step reads and writes
-    through UVA (no rows moved; the step's host rows go through HBM scratch rows in host-address order).
+    through UVA (no rows moved; the forward's host rows go through HBM scratch rows in host-address order).
 (b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
     tens of percent between processes and minutes, and these steps are host-bound.
@@ -34,7 +34,7 @@ Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
         [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
-        [--hybrid-fracs 0.25,0.5 [--hybrid-orders step,forward,off]]
+        [--hybrid-fracs 0.25,0.5 [--hybrid-orders forward,step,off]]
 Skips (exit 0) without a GPU.
 """
 
@@ -210,13 +210,13 @@ _STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
 def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
-               stores=("host", "uva"), bw=None, batches=4, hybrid_fracs=(), hybrid_orders=("step",)):
+               stores=("host", "uva"), bw=None, batches=4, hybrid_fracs=(), hybrid_orders=("forward",)):
     """Rows (optimizer, storage, ms, rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms,
     note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
     (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
     embedding and optimizer state). ``hybrid_fracs``: also hybrid tables with that share of the rows in HBM (the
     rest in pinned host memory, touched by the step through UVA; no rows moved), one row per ``hybrid_orders``
-    (the module's ``host_rows_order``: step, forward, off)."""
+    (the module's ``host_rows_order``: forward, step (SGD only: refused with Adam, a row with the error), off)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
@@ -230,7 +230,7 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
             (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching",
              f, p, st)
             for st in stores for f in fracs for p in (False, True)] + [
-            (f"hybrid {int(f * 100)}%{'' if o == 'step' else f' (order {o})'}", "hybrid", f, False, o)
+            (f"hybrid {int(f * 100)}%{'' if o == 'forward' else f' (order {o})'}", "hybrid", f, False, o)
             for f in hybrid_fracs for o in hybrid_orders]
         row_bytes = opt.row_width(dim) * 4
         nan = float("nan")
@@ -385,8 +385,9 @@ def main():
     ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b) (empty: no caching rows)")
     ap.add_argument("--hybrid-fracs", default="", help="HBM fractions of (b)'s hybrid rows (default none; e.g. "
                     "0.25,0.5: hybrid tables with that share of the rows in HBM, the rest in pinned host memory)")
-    ap.add_argument("--hybrid-orders", default="step", help="host_rows_order of (b)'s hybrid rows: step (the "
-                    "default: host rows through HBM scratch in address order, forward and backward), forward, off")
+    ap.add_argument("--hybrid-orders", default="forward", help="host_rows_order of (b)'s hybrid rows: forward (the "
+                    "default: the forward reads host rows through HBM scratch in address order), step (forward and "
+                    "backward; SGD only), off")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
