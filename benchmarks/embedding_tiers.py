@@ -216,7 +216,7 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
     (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
     embedding and optimizer state). ``hybrid_fracs``: also hybrid tables with that share of the rows in HBM (the
     rest in pinned host memory, touched by the step through UVA; no rows moved), one row per ``hybrid_orders``
-    (the module's ``host_rows_order``: forward, step (SGD only: refused with Adam, a row with the error), off)."""
+    (the module's ``host_rows_order``: forward, step, off)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
@@ -387,7 +387,7 @@ def main():
                     "0.25,0.5: hybrid tables with that share of the rows in HBM, the rest in pinned host memory)")
     ap.add_argument("--hybrid-orders", default="forward", help="host_rows_order of (b)'s hybrid rows: forward (the "
                     "default: the forward reads host rows through HBM scratch in address order), step (forward and "
-                    "backward; SGD only), off")
+                    "backward), off")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")

@@ -238,11 +238,6 @@ class _KernelStep:
         order = getattr(self, "host_rows_order", "forward")  # (a module pickled before the attribute)
         if order not in ("step", "forward", "off"):
             raise ValueError(f"host_rows_order: expected 'step', 'forward' or 'off', got {order!r}")
-        if order == "step" and any(self.optimizer.state_dim(d) > 0 for d in self.dims):
-            # the sorted backward with optimizer state (Adam) gave rows that differ from all-HBM tables on an H200
-            # (docs/dynamicemb_storage.md "hybrid"); until that is understood, only stateless SGD may take it
-            raise ValueError(f"host_rows_order: 'step' (the sorted backward) only with an optimizer without state "
-                             f"(SGD); expected 'forward' or 'off' with {type(self.optimizer).__name__}, got 'step'")
         return (fwd if order != "off" else 0), (bwd if order == "step" else 0)
 
     def _dedup_set(self, n: int) -> torch.Tensor:
