@@ -21,7 +21,9 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
     of one step with a device sync after it, the median of 10), after --warmup steps that fill the tables. The 4
     batches run in turn (--batches, default 4): at 25 % and 50 % the cache holds the ids of 4 batches and a warm step
     misses nothing; with --batches 64 the working set outgrows a 25 % cache and every step misses (the case a
-    prefetch is for: the rows moved per step say which case a row is).
+    prefetch is for: the rows moved per step say which case a row is). With --hybrid-fracs also hybrid tables
+    with that share of the rows in HBM and the rest in pinned host memory, which the step reads and writes
+    through UVA (no rows moved; the forward's host rows go through HBM scratch rows in host-address order).
 (b2) with --rounds N: (b)'s cases for one optimizer built at once and timed in N interleaved rounds (pipelined ms
     per step and synchronized median; the ratio to all-HBM paired per round): a lent machine's host time drifts by
     tens of percent between processes and minutes, and these steps are host-bound.
@@ -32,6 +34,7 @@ Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
         [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
+        [--hybrid-fracs 0.25,0.5 [--hybrid-orders forward,step,off]]
 Skips (exit 0) without a GPU.
 """
 
@@ -180,14 +183,16 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3):
 
 def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
     kw = {}
-    if storage == "caching":
-        kw = dict(storage="caching", hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
+    if storage in ("caching", "hybrid"):
+        kw = dict(storage=storage, hbm_budget_bytes=int(rows_per_table * frac) * opt.row_width(dim) * 4)
         if store in ("uva", "uva-py"):
             kw["backing_store"] = UvaStoreSpec()
     opts = [DynamicEmbTableOptions(dim=dim, max_capacity=rows_per_table, **kw) for _ in range(T)]
     m = BatchedDynamicEmbeddingTables(opts, pooling="none", optimizer=opt, device="cuda")
     if store == "uva-py":  # the Python staging over the uva store (op cache_stage off)
         m.device_staging = False
+    if storage == "hybrid" and store:  # how the step reaches the host rows (an older module ignores it)
+        m.host_rows_order = store
     return m
 
 
@@ -205,11 +210,13 @@ _STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
 def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5), opts=("sgd", "adam"),
-               stores=("host", "uva"), bw=None, batches=4):
+               stores=("host", "uva"), bw=None, batches=4, hybrid_fracs=(), hybrid_orders=("forward",)):
     """Rows (optimizer, storage, ms, rows in + out per step, PCIe MB per step, its time at ``bw`` GB/s in ms,
     note). Rows in/out: what the caching tables' stagings moved from the store into the caches and wrote back
     (``CachedTable.rows_moved``) over the timed steps, per step; each crosses PCIe once (row bytes = row width x 4:
-    embedding and optimizer state)."""
+    embedding and optimizer state). ``hybrid_fracs``: also hybrid tables with that share of the rows in HBM (the
+    rest in pinned host memory, touched by the step through UVA; no rows moved), one row per ``hybrid_orders``
+    (the module's ``host_rows_order``: forward, step, off)."""
     T, dim = 10, 128
     rows_per_table = rows_per_table or ((1 << 17) if quick else (1 << 20))
     B = B or (16384 if quick else 104857)
@@ -222,7 +229,9 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
         cases = [("all-HBM", "hbm", 1.0, False, None)] + [
             (f"caching {int(f * 100)}%{_STORE_LABEL.get(st, '')}{' + prefetch' if p else ''}", "caching",
              f, p, st)
-            for st in stores for f in fracs for p in (False, True)]
+            for st in stores for f in fracs for p in (False, True)] + [
+            (f"hybrid {int(f * 100)}%{'' if o == 'forward' else f' (order {o})'}", "hybrid", f, False, o)
+            for f in hybrid_fracs for o in hybrid_orders]
         row_bytes = opt.row_width(dim) * 4
         nan = float("nan")
         for name, storage, frac, pre, store in cases:
@@ -373,7 +382,12 @@ def main():
     ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
     ap.add_argument("--step-batch", type=int, default=None, help="ids per table per step of (b) (default 104857)")
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
-    ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b)")
+    ap.add_argument("--fracs", default="0.1,0.25,0.5", help="cache fractions of (b) (empty: no caching rows)")
+    ap.add_argument("--hybrid-fracs", default="", help="HBM fractions of (b)'s hybrid rows (default none; e.g. "
+                    "0.25,0.5: hybrid tables with that share of the rows in HBM, the rest in pinned host memory)")
+    ap.add_argument("--hybrid-orders", default="forward", help="host_rows_order of (b)'s hybrid rows: forward (the "
+                    "default: the forward reads host rows through HBM scratch in address order), step (forward and "
+                    "backward), off")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
@@ -420,8 +434,10 @@ def main():
     step_rows = None
     if "step" not in skip:
         step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch,
-                                               [float(x) for x in a.fracs.split(",")], a.opts.lower().split(","),
-                                               a.stores.split(","), bw, a.batches)
+                                               [float(x) for x in a.fracs.split(",") if x],
+                                               a.opts.lower().split(","), [s for s in a.stores.split(",") if s], bw,
+                                               a.batches, [float(x) for x in a.hybrid_fracs.split(",") if x],
+                                               [o for o in a.hybrid_orders.split(",") if o])
         md += [f"### (b) train step: {T} tables x {B} ids, D={dim} fp32, power law 1.05 over {R} ids per table, "
                f"pooling none (ms per step, wall clock, a device sync after each step; rows moved per step between "
                f"store and caches, the MB they put on PCIe and that at the measured {bw:.1f} GB/s)", "",

@@ -29,10 +29,12 @@ _META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fiel
 
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
-_STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD = 64, 128, 256, 512
+_STEP_PSW_GRAD, _STEP_DIRECT, _STEP_AGGREGATE, _STEP_DECOUPLED_WD, _STEP_HOST_ROWS = 64, 128, 256, 512, 1024
 _STEP_CODE = {"train": _STEP_TRAIN, "validate": _STEP_VALIDATE, "lengths_only": _STEP_LENGTHS_ONLY,
               "csr": _STEP_CSR, "overlap": _STEP_OVERLAP, "vec4": _STEP_VEC4, "psw_grad": _STEP_PSW_GRAD,
-              "direct": _STEP_DIRECT, "aggregate": _STEP_AGGREGATE, "decoupled_wd": _STEP_DECOUPLED_WD}
+              "direct": _STEP_DIRECT, "aggregate": _STEP_AGGREGATE, "decoupled_wd": _STEP_DECOUPLED_WD,
+              "host_rows": _STEP_HOST_ROWS}
+_HOST_PITCH_SHIFT = 32  # lookup_backward's flags: the host rows' scratch pitch in bytes from this bit (lookup_ops.cc)
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,6 +157,19 @@ def _host_rows(t: ScoredHashTable):
     return _uva_address(host), t.hbm_rows
 
 
+def _host_rows_flags(tables) -> tuple:
+    """(forward, backward) step flags of tables some of which keep rows in host memory (hybrid): kStepHostRows, and
+    for the backward the scratch row pitch in bytes (the widest such row, rounded up to 16) in bits
+    _HOST_PITCH_SHIFT and up: the ops then move the step's host rows through HBM in host-address order. (0, 0)
+    for all-HBM tables."""
+    rows = [t.value_dim * t.values.element_size() for t in tables
+            if getattr(t, "values_host", None) is not None and t.hbm_rows < t.capacity()]
+    if not rows:
+        return 0, 0
+    pitch = -(-max(rows) // 16) * 16
+    return _STEP_HOST_ROWS, _STEP_HOST_ROWS | (pitch << _HOST_PITCH_SHIFT)
+
+
 def _uva_address(host: torch.Tensor) -> int:
     """Device address of pinned host memory (cudaHostGetDevicePointer; equal to the host address on every 64-bit
     platform with unified addressing, which CUDA 13 requires)."""
@@ -212,8 +227,18 @@ class _KernelStep:
         self._meta_host = host  # keeps the pinned source alive until the copy ran
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
+        self.__dict__["_host_flags"] = _host_rows_flags(self.tables)
         self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
+
+    def _host_step_flags(self) -> tuple:
+        """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
+        table metadata) under ``host_rows_order``."""
+        fwd, bwd = self.__dict__.get("_host_flags", (0, 0))
+        order = getattr(self, "host_rows_order", "forward")  # (a module pickled before the attribute)
+        if order not in ("step", "forward", "off"):
+            raise ValueError(f"host_rows_order: expected 'step', 'forward' or 'off', got {order!r}")
+        return (fwd if order != "off" else 0), (bwd if order == "step" else 0)
 
     def _dedup_set(self, n: int) -> torch.Tensor:
         """(lookup_dedup_set_size(n)) int32 per-step (table, id) set of the dedup kernels: 4-byte slots holding the
@@ -296,7 +321,8 @@ class _KernelStep:
             self._check_groups()
             meta = self._kernel_meta()
         pw = None if psw is None else psw.to(torch.float32).contiguous()
-        flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0)
+        host_flags = self._host_step_flags()
+        flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0) | host_flags[0]
         lengths = None
         if checks is not None:
             lengths = checks[0]
@@ -324,7 +350,7 @@ class _KernelStep:
             self._gsum_buffer(n)
             self._seg_buffer(n)
         saved = dict(kernels=True, ids=ids, offsets=offsets, ws=ws, psw=pw, psw_dtype=None if psw is None else psw.dtype,
-                     B=B, meta=meta, csr=flags & _STEP_CSR)
+                     B=B, meta=meta, csr=flags & _STEP_CSR, host=host_flags[1])
         return out, saved
 
     @torch.no_grad()
@@ -341,7 +367,7 @@ class _KernelStep:
         direct = self._direct_sgd()
         # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
         seg_chunk = int(self.backward_chunk) if self._segmented() else 0
-        flags = (saved["csr"] | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
+        flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
         grad_psw = torch.ops.dynamicemb.lookup_backward(

@@ -551,3 +551,44 @@ def test_host_mirror_copies_keep_the_value_not_the_copy_in_flight():
     m._event, m._host, m._pending = object(), object(), True  # as after a CUDA push whose copy is in flight
     for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
         assert c.value == [4, 5, 6] and c._event is None and c._host is None and c.ready()
+
+
+def test_host_rows_flags():
+    """The step flags of hybrid tables (_host_rows_flags): none for all-HBM tables and for hybrid tables with every
+    row in HBM; else kStepHostRows, and for the backward the widest host-row table's row bytes rounded up to 16 in
+    bits 32 and up; host_rows_order picks which op gets them ("off": neither) and rejects other values."""
+    from types import SimpleNamespace
+
+    from dynamicemb._batched_kernels import _HOST_PITCH_SHIFT, _STEP_CODE, _host_rows_flags
+
+    def table(cap, hbm_rows, width, dtype, host=True):
+        return SimpleNamespace(capacity=lambda: cap, hbm_rows=hbm_rows, value_dim=width,
+                               values=torch.empty(0, dtype=dtype), values_host=torch.empty(0) if host else None)
+
+    hr = _STEP_CODE["host_rows"]
+    assert hr == 1024
+    assert _host_rows_flags([table(64, 64, 12, torch.float32, host=False)]) == (0, 0)
+    assert _host_rows_flags([table(64, 64, 12, torch.float32)]) == (0, 0)  # every row in HBM
+    assert _host_rows_flags([table(64, 0, 12, torch.float32)]) == (hr, hr | (48 << _HOST_PITCH_SHIFT))
+    # the widest table with host rows sets the pitch (a wider all-HBM table does not); fp16 rows of 7: 14 -> 16
+    got = _host_rows_flags([table(64, 64, 100, torch.float32), table(64, 8, 7, torch.float16),
+                            table(64, 32, 9, torch.float16)])
+    assert got == (hr, hr | (32 << _HOST_PITCH_SHIFT))
+    m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)], optimizer=SGD(lr=0.1))
+    m.__dict__["_host_flags"] = got
+    assert m.host_rows_order == "forward" and m._host_step_flags() == (hr, 0)  # the default
+    expect = {"step": got, "forward": (hr, 0), "off": (0, 0)}
+    for order, flags in expect.items():
+        m.host_rows_order = order
+        assert m._host_step_flags() == flags, order
+    m.host_rows_order = "sorted"
+    with pytest.raises(ValueError, match=r"host_rows_order: expected 'step', 'forward' or 'off', got 'sorted'"):
+        m._host_step_flags()
+    # every order with optimizer state too (session 9 refused "step" with Adam on a mismatch that was the
+    # reference's own nondeterminism: test_hybrid_step_gpu.py)
+    for opt in (Adam(lr=0.1), Adagrad(lr=0.1), RowWiseAdagrad(lr=0.1)):
+        m = BatchedDynamicEmbeddingTables([DynamicEmbTableOptions(dim=4, max_capacity=128)], optimizer=opt)
+        m.__dict__["_host_flags"] = got
+        assert m._host_step_flags() == (hr, 0)
+        m.host_rows_order = "step"
+        assert m._host_step_flags() == got

@@ -181,6 +181,8 @@ struct ForwardParams {
   const int64_t* urow;          // (n) kAddrUnique: slot of each unique, -1 none
   const int32_t* utables;       // (n) kAddrUnique: table of each unique
   const int32_t* skip;          // (1) or null, kAddrProbe: the device checks' flag (nonzero: no id has a row)
+  const uint64_t* uaddr;        // (n) or null, kAddrUnique: row address of each unique (HostStageParams), else
+                                // meta_row of urow
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);
@@ -194,6 +196,7 @@ struct BackwardParams {
   const uint64_t* rowp;         // (n) row address of each id (0: no row)
   const int32_t* count;         // (1) uniques
   const int64_t* urow;          // (n) slot of each unique
+  const uint64_t* uaddr;        // (n) or null: row address of each unique (HostStageParams), else meta_row of urow
   const int32_t* utables;       // (n)
   const float* psw;             // (n) or null
   const int32_t* feature_table;
@@ -289,6 +292,37 @@ size_t segment_scan_bytes(int64_t n);
 // e.g. while `stream` is being captured into a CUDA graph). The caller joins before the workspace can be freed.
 void* fork_segment_csr(const BackwardParams& p, void* stream);
 void join_side_stream(void* token, void* stream);
+// ---------------------------------------------------------------- hybrid tables: the step's host rows in HBM
+// Random-order UVA accesses of pinned host rows run at ~30 M rows/s, the same rows in host-address order at
+// 94-206 M (docs/dynamicemb_storage.md). So a step over hybrid tables (kStepHostRows) does not let its kernels
+// touch host rows in id/unique order: after the insert, launch_host_stage_in sorts the step's uniques with a host
+// row by host address (cub radix sort of (address, unique)), copies those rows into HBM scratch rows in that order
+// (16 lanes per row) and gives every unique its row address (uaddr: the scratch row, else meta_row, 0 without a
+// row) and every id its unique's (rowp, when not null). The forward copies the `dim` embedding columns and reads
+// them; the backward copies whole rows ([embedding | state]), runs its kernels on them, and launch_host_stage_out
+// writes them back in the same order. Every host row of the step is one unique (a slot has one key in a step), so
+// the scratch rows never alias. The scratch (host_stage_bytes) is the op's: nothing is kept between ops.
+struct HostStageParams {
+  const TableMeta* meta;
+  const int32_t* count;         // (1) uniques
+  int64_t n;                    // capacity of the unique arrays
+  const int64_t* urow;          // (n) slot of each unique, -1 none
+  const int32_t* utables;       // (n)
+  const int32_t* inverse;       // (n_ids) unique of each id, -1 none
+  int64_t n_ids;
+  uint64_t* rowp;               // (n_ids <= n) the row address of each id (out; bind_host_stage), or null: none
+  uint64_t* uaddr;              // (n) the row address of each unique (out; bind_host_stage)
+  bool whole_row;               // copy row_stride columns (backward), else dim (forward)
+  int value_bytes;              // bytes of one value (2 or 4)
+  int64_t pitch;                // bytes between scratch rows (a multiple of 16, >= the widest copied row)
+  void* scratch;                // host_stage_bytes(n, pitch) bytes, 256-byte aligned (bind_host_stage)
+};
+size_t host_stage_bytes(int64_t n, int64_t pitch);
+// Sets p.scratch and points p.uaddr / p.rowp into it (host_stage_bytes(p.n, p.pitch) bytes; p.n and p.pitch set).
+void bind_host_stage(HostStageParams& p, void* scratch);
+void launch_host_stage_in(const HostStageParams& p, void* stream);
+void launch_host_stage_out(const HostStageParams& p, void* stream);  // same p (and scratch) as the stage-in
+
 // cudaMemsetAsync(ptr, 0, bytes) on `stream` (for the ops, which include no CUDA header).
 void zero_async(void* ptr, size_t bytes, void* stream);
 // cudaMemcpyAsync(dst, src, bytes, device to device) on `stream`.

@@ -157,6 +157,7 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
   } else if constexpr (ADDR == kAddrUnique) {
     const int32_t u = p.inverse[i];
     if (u < 0) return 0;
+    if (p.uaddr != nullptr) return p.uaddr[u];  // a step over hybrid tables: host rows in HBM scratch
     const int64_t r = p.urow[u];
     return r < 0 ? 0 : reinterpret_cast<uint64_t>(meta_row<T>(p.meta[p.utables[u]], r));
   } else {

@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
       const TableMeta& m = p.meta[p.utables[u]];
       dim = static_cast<int>(m.dim);
       const int64_t r = p.urow[u];
-      if (r >= 0) rowa = reinterpret_cast<uint64_t>(meta_row<T>(m, r));
+      if (p.uaddr != nullptr) rowa = p.uaddr[u];  // a step over hybrid tables: host rows in HBM scratch
+      else if (r >= 0) rowa = reinterpret_cast<uint64_t>(meta_row<T>(m, r));
     }
     un = __shfl_down_sync(0xffffffffu, u, 1);
     if (lane == cnt - 1) un = base + cnt < w1 ? p.seg_occ[base + cnt].x : -1;

@@ -215,7 +215,8 @@ __global__ void __launch_bounds__(kBwdBlock, C == 1 ? 3 : 2) update_kernel(Backw
       const int64_t r = p.urow[base + lane];
       const TableMeta& m = p.meta[p.utables[base + lane]];
       my_dim = static_cast<int>(m.dim);
-      if (r >= 0) my_row = reinterpret_cast<uint64_t>(meta_row<T>(m, r));
+      if (p.uaddr != nullptr) my_row = p.uaddr[base + lane];  // hybrid tables: host rows in HBM scratch
+      else if (r >= 0) my_row = reinterpret_cast<uint64_t>(meta_row<T>(m, r));
     }
     for (int j = 0; j < cnt; j += K) {
       float g[K][C][N], w[K][C][N], s1[K][C][N], s2[K][C][N];

@@ -209,7 +209,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   X(kStepPswGrad, "psw_grad", 64)          /* backward: gradient of the per-sample weights */                  \
   X(kStepDirect, "direct", 128)            /* backward: plain fp32 SGD adds -lr g straight into the rows */    \
   X(kStepAggregate, "aggregate", 256)      /* backward: sum repeated targets of 32 consecutive ids first */    \
-  X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */
+  X(kStepDecoupledWd, "decoupled_wd", 512) /* backward: Adam's decoupled weight decay */                     \
+  X(kStepHostRows, "host_rows", 1024)      /* hybrid tables: host rows through HBM in address order (below) */
 #define DYNAMICEMB_STEP_FLAG(e, name, v) e = v,
 enum StepFlags : int64_t { DYNAMICEMB_STEP_FLAGS(DYNAMICEMB_STEP_FLAG) };
 #undef DYNAMICEMB_STEP_FLAG
@@ -375,6 +376,31 @@ struct SideJoin {
     }
   }
 };
+
+// kStepHostRows (a module with hybrid tables; lookup_types.h HostStageParams): the step's host rows are copied into
+// HBM scratch rows in host-address order after the insert, the kernels run on them, and the backward writes them
+// back in that order. The backward's flags carry the scratch row pitch (bytes, a multiple of 16, >= the widest row
+// of a table with host rows) in bits kHostPitchShift and up. The scratch is one allocation per op (stream ordered).
+constexpr int kHostPitchShift = 32;
+
+// Binds `hs` and its scratch (returned) for the uniques of workspace `a` (n ids).
+Tensor bind_host_rows(HostStageParams& hs, const Tensor& ids, const Tensor& meta, const StepArrays& a, int64_t n,
+                      int64_t value_kind, bool whole_row, int64_t pitch) {
+  hs.meta = meta_ptr(meta);
+  hs.count = a.count;
+  hs.n = n;
+  hs.urow = a.urow;
+  hs.utables = a.utables;
+  hs.inverse = a.inverse;
+  hs.n_ids = n;
+  hs.whole_row = whole_row;
+  hs.value_bytes = value_kind == kValueFp32 ? 4 : 2;
+  hs.pitch = pitch;
+  const int64_t bytes = static_cast<int64_t>(host_stage_bytes(n, pitch));
+  Tensor scratch = torch::stable::new_empty(ids, {(bytes + 7) / 8}, ScalarType::Long);
+  bind_host_stage(hs, scratch.data_ptr());
+  return scratch;
+}
 
 // ---------------------------------------------------------------- the step's forward
 // One op for a whole forward (train or eval) on the current stream: the device checks (kStepValidate; a failing
@@ -576,8 +602,20 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.utables = a.utables;
   f.skip = d.skip;
   const bool vec4 = flags & kStepVec4;
+  // hybrid tables: the forward reads the `dim` columns of its host rows from HBM scratch rows, copied in host order
+  HostStageParams hs{};
+  Tensor host_scratch;
+  const bool host_rows = (flags & kStepHostRows) && !probe && n > 0;
+  if (host_rows) {
+    const int64_t vb = value_kind == kValueFp32 ? 4 : 2;
+    host_scratch = bind_host_rows(hs, ids, meta, a, n, value_kind, /*whole_row=*/false, (max_dim * vb + 15) / 16 * 16);
+    f.uaddr = hs.uaddr;
+    if (!via_unique) f.rowp = hs.rowp;
+    else hs.rowp = nullptr;
+  }
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
+    if (host_rows) launch_host_stage_in(hs, stream);
     dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
   });
   // the module's host mirror of refused_total (pinned, num_tables int64): one copy queued after the insert, so the
@@ -650,6 +688,12 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
     ACCEL_CHECK(nonfinite_seen->numel() == 1, "nonfinite_seen: expected 1 entry, got ", nonfinite_seen->numel());
   }
   ACCEL_CHECK(opt >= kSgd && opt <= kAdam, "opt: expected 0..3, got ", opt);
+  const int64_t host_pitch = (flags & kStepHostRows) ? (flags >> kHostPitchShift) : 0;
+  ACCEL_CHECK(!(flags & kStepHostRows) ||
+                  (host_pitch % 16 == 0 && host_pitch >= max_dim * (value_kind == kValueFp32 ? 4 : 2) &&
+                   host_pitch <= (int64_t(1) << 20)),
+              "flags: host_rows (", int64_t(kStepHostRows), ") needs the scratch row pitch in bytes (a multiple of ",
+              "16, >= max_dim values, <= 2^20) in bits ", kHostPitchShift, " and up, got ", host_pitch);
   ACCEL_CHECK(!psw_grad || psw.has_value(), "flags: psw_grad needs per_sample_weights");
   ACCEL_CHECK(seg_chunk >= 0 && seg_chunk <= (int64_t(1) << 20), "seg_chunk: expected 0 (atomic scatter) or ",
               "1..2^20 (segmented), got ", seg_chunk);
@@ -734,7 +778,19 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
     p.seg_done = static_cast<int32_t*>(seg.data_ptr());
     if (!a.csr) launch_segment_csr(p, stream);
   }
+  // hybrid tables: the update reads and writes whole host rows ([embedding | state]) in HBM scratch rows, copied in
+  // and back in host order
+  HostStageParams hs{};
+  Tensor host_scratch;
+  const bool host_rows = (flags & kStepHostRows) && n > 0;
+  if (host_rows) {
+    host_scratch = bind_host_rows(hs, ids, meta, a, n, value_kind, /*whole_row=*/true, host_pitch);
+    launch_host_stage_in(hs, stream);
+    p.uaddr = hs.uaddr;
+    p.rowp = hs.rowp;
+  }
   dispatch_value(value_kind, [&](auto V) { launch_backward<V.value>(p, vec4, stream); });
+  if (host_rows) launch_host_stage_out(hs, stream);
   if (nonfinite == kNonFiniteRaise)
     launch_report_nonfinite(p.nonfinite_count, static_cast<int64_t*>(nonfinite_seen->data_ptr()), stream);
   return grad_psw;
