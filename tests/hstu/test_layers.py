@@ -359,6 +359,30 @@ def test_layer_gr_convention_with_window_and_contexts_on_cuda(sm90):
     assert (nv.double() - results["ours"][0].double()).abs().max() > 1e-2
 
 
+def _graph_and_eager(stack, x, step):
+    """Runs step() (forward + backward of ``stack`` on input ``x``) eagerly on a side stream (warm-up: allocations,
+    lazy init, the error block), then captures it in a CUDA graph and replays it. Returns (captured output, eager
+    output, eager grad of the first layer's uvqk weight); the replay's grads are left on the stack."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            stack.zero_grad(set_to_none=False)
+            x.grad = None
+            eager = step().detach().clone()
+    torch.cuda.current_stream().wait_stream(s)
+    eager_grad = stack.layers[0].uvqk.weight.grad.clone()
+    graph = torch.cuda.CUDAGraph()
+    stack.zero_grad(set_to_none=False)
+    x.grad = None
+    with torch.cuda.graph(graph):
+        captured = step()
+    stack.zero_grad(set_to_none=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    return captured, eager, eager_grad
+
+
 @pytest.mark.gpu
 def test_layer_forward_backward_in_a_cuda_graph():
     if not hstu_attn.library_loaded():
@@ -374,23 +398,7 @@ def test_layer_forward_backward_in_a_cuda_graph():
         out.square().mean().backward()
         return out
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):  # warm-up outside the graph (allocations, lazy init)
-            stack.zero_grad(set_to_none=False)
-            x.grad = None
-            eager = step().detach().clone()
-    torch.cuda.current_stream().wait_stream(s)
-    eager_grad = stack.layers[0].uvqk.weight.grad.clone()
-    graph = torch.cuda.CUDAGraph()
-    stack.zero_grad(set_to_none=False)
-    x.grad = None
-    with torch.cuda.graph(graph):
-        captured = step()
-    stack.zero_grad(set_to_none=False)
-    graph.replay()
-    torch.cuda.synchronize()
+    captured, eager, eager_grad = _graph_and_eager(stack, x, step)
     torch.testing.assert_close(captured, eager)
     torch.testing.assert_close(stack.layers[0].uvqk.weight.grad, eager_grad)
 
@@ -602,23 +610,7 @@ def test_layer_fp8_forward_backward_in_a_cuda_graph():
         out.float().square().mean().backward()
         return out
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):  # warm-up outside the graph (allocations, lazy init, the error block)
-            stack.zero_grad(set_to_none=False)
-            x.grad = None
-            eager = step().detach().clone()
-    torch.cuda.current_stream().wait_stream(s)
-    eager_grad = stack.layers[0].uvqk.weight.grad.clone()
-    graph = torch.cuda.CUDAGraph()
-    stack.zero_grad(set_to_none=False)
-    x.grad = None
-    with torch.cuda.graph(graph):
-        captured = step()
-    stack.zero_grad(set_to_none=False)
-    graph.replay()
-    torch.cuda.synchronize()
+    captured, eager, eager_grad = _graph_and_eager(stack, x, step)
     hstu_attn.check_errors()
     torch.testing.assert_close(captured, eager, rtol=0, atol=0)  # the FP8 forward is deterministic
     _close_grads(stack.layers[0].uvqk.weight.grad, eager_grad)
