@@ -6,12 +6,18 @@ steps in flight) must give bit-identical outputs, rows and optimizer state to al
 all-HBM step is itself bitwise repeatable (see NOCUT); where it is not (segments of hot, weighted ids cut by warp
 boundaries) within a tolerance relative to all-HBM's own run-to-run difference. Skips without a GPU."""
 
+import os
+import sys
+
 import pytest
 import torch
 
 from dynamicemb import BatchedDynamicEmbeddingTables, DynamicEmbInitializer, DynamicEmbTableOptions
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adagrad, Adam
+
+sys.path.insert(0, os.path.dirname(__file__))
+from storage_helpers import assert_same, rows  # noqa: E402  (rows: keys, values, scores by key, on the CPU)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -62,20 +68,6 @@ def poison():
     step's outputs and the ops' scratch start as garbage."""
     xs = [torch.full((n,), float("nan"), device="cuda") for n in [1 << 17] * 32 + [1 << 24]]
     del xs
-
-
-def rows(t):
-    k, v, s = t.items()
-    o = torch.argsort(k.view(torch.int64))
-    return k[o], v[o], s[o]
-
-
-def assert_same(ref, m):
-    assert ref.sizes() == m.sizes()
-    for ta, tb in zip(ref.tables, m.tables):
-        for x, y in zip(rows(ta), rows(tb)):
-            assert torch.equal(x.view(torch.uint8) if x.is_floating_point() else x,
-                               y.view(torch.uint8) if y.is_floating_point() else y)
 
 
 # Bitwise equality needs an all-HBM reference that is itself bitwise repeatable; the code decides which inputs give
@@ -135,7 +127,7 @@ def test_hybrid_step_equals_hbm(case, hbm_rows, order):
         if with_psw:
             assert torch.equal(grads[0], grads[1]), (case, it)
     assert_same(ref, m)
-    assert int((m.tables[0].find_slots(rows(m.tables[0])[0]).slots >= hbm_rows).sum()) > 0  # host rows trained
+    assert int((m.tables[0].find_slots(rows(m.tables[0])[0].cuda()).slots >= hbm_rows).sum()) > 0  # host rows trained
     fwd, bwd = m._host_step_flags()  # the ops were asked to stage: the forward always, the backward for "step"
     assert fwd == 1024 and ((bwd >> 32) > 0) == (order == "step") and ((bwd & 1024) > 0) == (order == "step")
 
@@ -245,7 +237,7 @@ def one_round(order, opt, rnd, setting="nocut"):
         if a.shape != b.shape or not torch.equal(bits(a), bits(b)):
             return what
     if order != "hbm" and hbm_rows < CAP:  # the hybrid tables really trained host rows
-        assert int((m.tables[1].find_slots(rows(m.tables[1])[0]).slots >= hbm_rows).sum()) > 0
+        assert int((m.tables[1].find_slots(rows(m.tables[1])[0].cuda()).slots >= hbm_rows).sum()) > 0
     return None
 
 
