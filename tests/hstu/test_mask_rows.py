@@ -1,8 +1,11 @@
-"""The Hopper forward's target-mask path (hstu_fwd_sm90_tiles.cuh fwd_silu_mask) against the element rule, on the
-CPU: SeqMask::row_keys (a row's keys as two intervals) and fwd_key_interval_bits (those intervals as the bits of a
-thread's accumulator elements) must give SeqMask::allowed(r, j) for every element of every thread of a tile, for
-random masks (targets, groups, contexts, left / right windows, the GR rule) and BN 64 / 128 / 192. The device code
-is compiled as host C++ (its __device__ qualifiers dropped) by the system's C++ compiler."""
+"""The target-mask paths against the element rule, on the CPU. Forwards (Hopper fwd_silu_mask in
+hstu_fwd_sm90_tiles.cuh, sm80-class hstu_fwd_kernel): SeqMask::row_keys (a row's keys as two intervals) and
+fwd_key_interval_bits (hstu_common.cuh: those intervals as the bits of a thread's accumulator elements), BN 32 (the
+sm80-class 32-key sub-tiles) / 64 / 128 / 192. Hopper backward (hstu_bwd_sm90_kernel.cuh): bwd_row_key_bits
+(hstu_bwd_sm90_traits.cuh, the bits of a thread's S^T elements from row_keys) and the no-target rule on tiles without
+target rows or keys. Each must give SeqMask::allowed(r, j) for every element of every thread of a tile, for random
+masks (targets, groups, contexts, left / right windows, the GR rule). The device code is compiled as host C++ (its
+__device__ qualifiers dropped) by the system's C++ compiler."""
 
 import os
 import re
@@ -13,7 +16,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COMMON = os.path.join(ROOT, "hstu", "csrc", "common", "hstu_common.cuh")
-TILES = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_sm90_tiles.cuh")
+BWD = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_bwd_sm90_traits.cuh")
 CXX = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 DRIVER = r"""
@@ -28,6 +31,7 @@ using std::min;
 #define __forceinline__ inline
 %(seqmask)s
 %(bits)s
+%(bwd_bits)s
 template <int BN>
 long check(const SeqMask& m, std::mt19937& rng, long& bad) {
   long n = 0;
@@ -36,7 +40,7 @@ long check(const SeqMask& m, std::mt19937& rng, long& bad) {
     for (int warp = 0; warp < 4; ++warp) {
       for (int lane = 0; lane < 32; ++lane) {
         const int jj = n0 + 2 * (lane %% 4);  // the kernel's indexing (fwd_silu_mask)
-        uint32_t bits[BN / 64] = {};
+        uint32_t bits[(BN + 63) / 64] = {};
         for (int half = 0; half < 2; ++half) {
           int hlo, hhi, tlo, thi;
           m.row_keys(row_w0 + 16 * warp + lane / 4 + 8 * half, hlo, hhi, tlo, thi);
@@ -57,7 +61,38 @@ long check(const SeqMask& m, std::mt19937& rng, long& bad) {
   }
   return n;
 }
-int main() {
+// The backward's S^T tiles (BM query positions from r0 >= 0, 64 keys from n0 per warpgroup): bwd_row_key_bits on
+// every tile, the kernel's no-target rule on the tiles it takes it for.
+template <int BM>
+long check_bwd(const SeqMask& m, std::mt19937& rng, long& bad) {
+  long n = 0;
+  for (int n0 = 0; n0 < m.lk + 64; n0 += 64) {
+    const int r0 = std::uniform_int_distribution<int>(0, m.lk + 10)(rng);
+    const bool no_tgt = (m.hist == m.lk || max(r0 + BM, n0 + 64) <= m.hist) && !m.gr_window();
+    for (int warp = 0; warp < 4; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int jr = n0 + 16 * warp + lane / 4;  // the kernel's indexing (S^T fragment)
+        const int rc = r0 + 2 * (lane %% 4);
+        const uint32_t bits = bwd_row_key_bits<BM>(m, rc, jr);
+        for (int e = 0; e < BM / 2; ++e) {
+          const int j = jr + 8 * ((e %% 4) / 2);
+          const int r = rc + 8 * (e / 4) + (e %% 2);
+          const bool want = m.allowed(r, j);
+          const bool fast = r < m.lk && j < m.lk &&
+                            (r < m.ctx || ((m.wl < 0 || j >= r - m.wl) && (m.wr < 0 || j <= r + m.wr)));
+          ++n;
+          if ((want != static_cast<bool>((bits >> e) & 1u) || (no_tgt && fast != want)) && ++bad <= 5) {
+            printf("bwd mismatch BM %%d lk %%d hist %%d ctx %%d group %%d wl %%d wr %%d gr %%d: r %%d j %%d\n", BM,
+                   m.lk, m.hist, m.ctx, m.group, m.wl, m.wr, m.gr, r, j);
+          }
+        }
+      }
+    }
+  }
+  return n;
+}
+int main(int argc, char** argv) {
+  const bool bwd = argc > 1 && argv[1][0] == 'b';
   std::mt19937 rng(%(seed)d);
   long n = 0, bad = 0;
   for (int it = 0; it < %(masks)d; ++it) {
@@ -73,7 +108,8 @@ int main() {
     m.wr = u(0, 2) == 0 ? 0 : (u(0, 1) ? -1 : (u(0, 30) == 0 ? (1 << 30) - 1 : u(0, 400)));
     m.gr = u(0, 1);
     m.offset = 0;
-    n += check<64>(m, rng, bad) + check<128>(m, rng, bad) + check<192>(m, rng, bad);
+    n += bwd ? check_bwd<64>(m, rng, bad) + check_bwd<64>(m, rng, bad)
+             : check<32>(m, rng, bad) + check<64>(m, rng, bad) + check<128>(m, rng, bad) + check<192>(m, rng, bad);
   }
   printf("elements %%ld mismatches %%ld\n", n, bad);
   return bad != 0;
@@ -87,16 +123,19 @@ def _block(text, start, end_line):
 
 
 @pytest.mark.skipif(CXX is None, reason="no C++ compiler")
-@pytest.mark.skipif(not (os.path.exists(COMMON) and os.path.exists(TILES)), reason="hstu/csrc is not in this tree")
-def test_target_mask_bits_match_the_element_rule(tmp_path):
+@pytest.mark.skipif(not all(os.path.exists(f) for f in (COMMON, BWD)), reason="hstu/csrc is not in this tree")
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_target_mask_bits_match_the_element_rule(tmp_path, kernel):
     seqmask = _block(open(COMMON).read(), "struct SeqMask {", "\n};\n")
-    bits = _block(open(TILES).read(), "template <int BN>\n__device__ __forceinline__ void fwd_key_interval_bits",
+    bits = _block(open(COMMON).read(), "template <int BN>\n__device__ __forceinline__ void fwd_key_interval_bits",
                   "\n}\n")
+    bwd_bits = _block(open(BWD).read(), "template <int BM>\n__device__ __forceinline__ uint32_t bwd_row_key_bits",
+                      "\n}\n")
     assert "row_keys" in seqmask and re.search(r"bool allowed\(int r, int j\)", seqmask)
     src = tmp_path / "mask_rows.cpp"
-    src.write_text(DRIVER % dict(seqmask=seqmask, bits=bits, seed=20261129, masks=3000))
+    src.write_text(DRIVER % dict(seqmask=seqmask, bits=bits, bwd_bits=bwd_bits, seed=20261129, masks=3000))
     exe = tmp_path / "mask_rows"
     subprocess.run([CXX, "-O2", "-std=c++17", str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
-    res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    res = subprocess.run([str(exe), kernel], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout
     assert " mismatches 0" in res.stdout and int(res.stdout.split()[1]) > 10**8, res.stdout

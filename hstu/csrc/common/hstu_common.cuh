@@ -392,6 +392,29 @@ struct SeqMask {
   }
 };
 
+// The forwards' target path (Hopper fwd_silu_mask, hstu_fwd_sm90_tiles.cuh; sm80-class hstu_fwd_kernel): sets bit
+// e % 32 of bits[e / 32] for this thread's accumulator elements e = 4 c + 2 half + odd (row `half`, key jj + 8 c +
+// odd, c < BN / 8; jj = n0 + 2 (lane % 4): the m16n8 / wgmma accumulator layout) whose key lies in [lo, hi) (any
+// ints); with SeqMask::row_keys' two intervals per row, the bits of allowed(r, j).
+template <int BN>
+__device__ __forceinline__ void fwd_key_interval_bits(uint32_t (&bits)[(BN + 63) / 64], int jj, int half, int lo,
+                                                      int hi) {
+  lo = max(lo, jj);  // (then lo - jj >= 0 and hi - jj <= BN: no overflow below)
+  hi = min(hi, jj + BN);
+#pragma unroll
+  for (int odd = 0; odd < 2; ++odd) {
+    // keys jj + 8 c + odd in [lo, hi): c in [cb, ce) (ceil(x / 8) = (x + 7) >> 3, an arithmetic shift)
+    const int cb = min((lo - jj - odd + 7) >> 3, BN / 8);
+    const int ce = max(cb, (hi - jj - odd + 7) >> 3);
+#pragma unroll
+    for (int w = 0; w < (BN + 63) / 64; ++w) {  // word w holds c in [8 w, 8 w + 8), 4 bits each
+      const int b0 = 4 * min(max(cb - 8 * w, 0), 8), b1 = 4 * min(max(ce - 8 * w, 0), 8);
+      const uint32_t span = static_cast<uint32_t>((1ull << b1) - (1ull << b0));
+      bits[w] |= span & (0x11111111u << (2 * half + odd));
+    }
+  }
+}
+
 struct SeqInfo {
   int q_start, k_start;  // first token of the sequence
   int lq_alloc, lk_alloc;  // rows present in the tensors (cu_seqlens)

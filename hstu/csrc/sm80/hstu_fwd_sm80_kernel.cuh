@@ -265,16 +265,39 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
               for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
           if (!full) {
             const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            if constexpr (MT == 1) {
+              // The mask as bits first (bit 4 nt + e for acc_s[0][nt][e]): each row's keys as two intervals
+              // (SeqMask::row_keys: the group-size division once per row, not two per element as allowed(r, j)
+              // takes on target tiles), by a rolled loop over the two rows; then the selects.
+              static_assert(NTILES <= 8, "one word of mask bits");
+              uint32_t bits[1] = {0u};
+#pragma unroll 1
+              for (int hf = 0; hf < 2; ++hf) {
+                int hlo, hhi, tlo, thi;
+                mk2.row_keys(r0 + warp_row0 + lane / 4 + hf * 8, hlo, hhi, tlo, thi);
+                fwd_key_interval_bits<NTILES * 8>(bits, n0 + (lane % 4) * 2, hf, hlo, hhi);
+                fwd_key_interval_bits<NTILES * 8>(bits, n0 + (lane % 4) * 2, hf, tlo, thi);
+              }
 #pragma unroll
               for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                  if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
+                  if (!((bits[0] >> (4 * nt + e)) & 1u)) acc_s[0][nt][e] = 0.f;
                 }
+            } else {
+              // Two m16 tiles per warp (issue 39's 4-warp candidates): the element rule (with the bits, their
+              // D = 128 one-stage kernels spilled 8-84 B at 255 registers).
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NTILES; ++nt)
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                    const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                    if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
+                  }
+            }
           }
 
         }

@@ -438,8 +438,9 @@ __global__ void __launch_bounds__(384, 1)
               const int rc = r0 + 2 * (lane % 4);
               bits = 0;
               // kRab: mk.hist re-read through opaque() (the comparison hoisted out of the loop spilled 4 B)
-              if ((kRab ? static_cast<int>(opaque(static_cast<uint32_t>(mk.hist))) : mk.hist) == mk.lk &&
-                  !mk.gr_window()) {  // GR window: the general rule below
+              const int hist = kRab ? static_cast<int>(opaque(static_cast<uint32_t>(mk.hist))) : mk.hist;
+              // no target row or key in the tile (the rule below is allowed()'s there); GR window: the row rule
+              if ((hist == mk.lk || max(r0 + BM, n0 + 64) <= hist) && !mk.gr_window()) {
 #pragma unroll
                 for (int e = 0; e < BM / 2; ++e) {
                   const int j = jr + 8 * ((e % 4) / 2);
@@ -449,12 +450,7 @@ __global__ void __launch_bounds__(384, 1)
                   bits |= static_cast<uint32_t>(ok) << e;
                 }
               } else {
-#pragma unroll 1
-                for (int e = 0; e < BM / 2; ++e) {
-                  const int j = jr + 8 * ((e % 4) / 2);
-                  const int r = rc + 8 * (e / 4) + (e % 2);
-                  bits |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
-                }
+                bits = bwd_row_key_bits<BM>(mk, rc, jr);
               }
             }
             return bits;
@@ -801,8 +797,9 @@ __global__ void __launch_bounds__(384, 1)
           const int jr = j_w0 + 16 * warp + lane / 4;
           const int rc = r0 + 2 * (lane % 4);
           bits = 0;
-          if (mk.hist == mk.lk && !mk.gr_window()) {  // GR window: the general rule below
-            // No targets: (r < lk, j < lk) and (context row, or inside the window).
+          // No target row or key in the tile (or none in the sequence), no GR window: (r < lk, j < lk) and
+          // (context row, or inside the window), allowed()'s rule there.
+          if ((mk.hist == mk.lk || max(r0 + BM, j_w0 + 64) <= mk.hist) && !mk.gr_window()) {
 #pragma unroll
             for (int e = 0; e < BM / 2; ++e) {
               const int j = jr + 8 * ((e % 4) / 2);
@@ -812,13 +809,8 @@ __global__ void __launch_bounds__(384, 1)
               bits |= static_cast<uint32_t>(ok) << e;
             }
           } else {
-            // Targets or a GR window: the general rule by a rolled loop (one copy of the code).
-#pragma unroll 1
-            for (int e = 0; e < BM / 2; ++e) {
-              const int j = jr + 8 * ((e % 4) / 2);
-              const int r = rc + 8 * (e / 4) + (e % 2);
-              bits |= static_cast<uint32_t>(mk.allowed(r, j)) << e;
-            }
+            // Targets or a GR window: each query row's key intervals (a rolled loop, one copy of the code).
+            bits = bwd_row_key_bits<BM>(mk, rc, jr);
           }
         }
         // S^T = K_wg Q^T and dP^T = V_wg dO^T (64 keys x 64 queries each).

@@ -1,5 +1,6 @@
 // Hopper HSTU backward: tile shapes and shared-memory layout (BwdSm90Traits), the wgmma shapes of its GEMMs and the
-// rab / drab fragment loads and stores of the kRab kernels (hstu_bwd_sm90_kernel.cuh).
+// rab / drab fragment loads and stores of the kRab kernels, the mask bits of a thread's S^T elements on target tiles
+// (hstu_bwd_sm90_kernel.cuh).
 #pragma once
 
 #include <cuda.h>
@@ -154,6 +155,28 @@ __device__ __forceinline__ void bwd_store_drab_rows(const HstuParams& p, uint32_
       }
     }
   }
+}
+
+// The mask bits of this thread's BM / 2 S^T elements on a tile the element rule would cover (targets, or the GR
+// window): bit e for key jr + 8 ((e % 4) / 2), query position rc + 8 (e / 4) + (e % 2) (the S^T fragment layout),
+// from each query row's two key intervals (SeqMask::row_keys: the group-size divisions once per row, BM / 4 rows)
+// instead of allowed() per element (two divisions each); the same bits (tests/hstu/test_mask_rows.py).
+template <int BM>
+__device__ __forceinline__ uint32_t bwd_row_key_bits(const SeqMask& mk, int rc, int jr) {
+  uint32_t bits = 0;
+#pragma unroll 1
+  for (int k = 0; k < BM / 8; ++k) {  // query positions rc + 8 k, rc + 8 k + 1
+#pragma unroll
+    for (int odd = 0; odd < 2; ++odd) {
+      int hlo, hhi, tlo, thi;
+      mk.row_keys(rc + 8 * k + odd, hlo, hhi, tlo, thi);
+      const int j1 = jr + 8;
+      const bool ok0 = (jr >= hlo && jr < hhi) || (jr >= tlo && jr < thi);
+      const bool ok1 = (j1 >= hlo && j1 < hhi) || (j1 >= tlo && j1 < thi);
+      bits |= (static_cast<uint32_t>(ok0) | static_cast<uint32_t>(ok1) << 2) << (4 * k + odd);
+    }
+  }
+  return bits;
 }
 
 }  // namespace sm90

@@ -160,26 +160,6 @@ __device__ __forceinline__ void fwd_init_barriers(uint32_t bar, uint32_t q1, int
   fence_barrier_init();
 }
 
-// fwd_silu_mask's target path: sets bit e % 32 of bits[e / 32] for this thread's accumulator elements e = 4 c +
-// 2 half + odd (row `half`, key jj + 8 c + odd; jj = n0 + 2 (lane % 4)) whose key lies in [lo, hi) (any ints).
-template <int BN>
-__device__ __forceinline__ void fwd_key_interval_bits(uint32_t (&bits)[BN / 64], int jj, int half, int lo, int hi) {
-  lo = max(lo, jj);  // (then lo - jj >= 0 and hi - jj <= BN: no overflow below)
-  hi = min(hi, jj + BN);
-#pragma unroll
-  for (int odd = 0; odd < 2; ++odd) {
-    // keys jj + 8 c + odd in [lo, hi): c in [cb, ce) (ceil(x / 8) = (x + 7) >> 3, an arithmetic shift)
-    const int cb = min((lo - jj - odd + 7) >> 3, BN / 8);
-    const int ce = max(cb, (hi - jj - odd + 7) >> 3);
-#pragma unroll
-    for (int w = 0; w < BN / 64; ++w) {  // word w holds c in [8 w, 8 w + 8), 4 bits each
-      const int b0 = 4 * min(max(cb - 8 * w, 0), 8), b1 = 4 * min(max(ce - 8 * w, 0), 8);
-      const uint32_t span = static_cast<uint32_t>((1ull << b1) - (1ull << b0));
-      bits[w] |= span & (0x11111111u << (2 * half + odd));
-    }
-  }
-}
-
 // P = SiLU(S) as h + h tanh(h) with h = sc S (sc: alpha / 2 times any descale factors; one MUFU op), masked to 0,
 // in place in acc_s: this thread's part (warp, lane of a warpgroup) of the m64nBN fp32 wgmma accumulator of rows
 // [row_w0, row_w0 + 64) and keys [n0, n0 + BN). full_targets: the unmasked fast path is decided by tile_full_targets
