@@ -1,9 +1,9 @@
 """The per-step id dedup op (torch.ops.dynamicemb.lookup_dedup, csrc/lookup/dedup_kernels.cu) on a CUDA device
 against a CPU reference (torch.unique over (table, id), torch.searchsorted for the bags): exact uniques, inverse,
-count and bags for repeats, all-distinct ids in a full set, one id repeated everywhere, the same id in several
-tables, ids crafted to share one home slot, the ids one rank owns under the hash routing spread over the set,
-reserved ids, ids outside the offsets, many empty bags, one huge bag, and a set reused with leftovers of another
-step."""
+count and bags for repeats, uniques numbered in the order of their first occurrences (repeatable), all-distinct
+ids in a full set, one id repeated everywhere, the same id in several tables, ids crafted to share one home slot,
+the ids one rank owns under the hash routing spread over the set, reserved ids, ids outside the offsets, many
+empty bags, one huge bag, and a set reused with leftovers of another step."""
 
 import pytest
 import torch
@@ -54,6 +54,10 @@ def check(ids, offsets, ftable, batch, **kw):
     assert torch.equal(ukeys[u], k[live]) and torch.equal(utables[u].long(), rtable[live])
     upairs = torch.stack([utables[:c].long(), ukeys[:c]], 1)
     assert torch.unique(upairs, dim=0).shape[0] == c  # every unique once
+    # numbered in the order of first occurrences (the same in every run, whatever the scheduling)
+    first = torch.full((c,), ids.numel(), dtype=torch.int64)
+    first.scatter_reduce_(0, u, torch.arange(ids.numel())[live], "amin")
+    assert bool((first[1:] > first[:-1]).all())
     return inverse, c
 
 

@@ -75,8 +75,10 @@ def poison():
 # run on ids that occur once per step. The segmented backward (segment_kernels.cu) sums each unique's CSR segment
 # in registers in id order (stable sort), which is repeatable, EXCEPT a segment cut by a warp boundary (every
 # backward_chunk entries): its pieces meet in the unique's fp32 sum (red.global.add, arrival order), and WHERE the
-# cuts fall moves between runs, because the CSR is in unique order and the dedup numbers uniques by which
-# occurrence of a repeated id wins its set slot (dedup_insert_kernel's atomicCAS race). A cut changes the bits even
+# cuts fall moved between runs, because the CSR is in unique order and the dedup numbered uniques by which
+# occurrence of a repeated id won its set slot (an atomicCAS race). Since branch detdedup the dedup numbers them by
+# first occurrence: the cuts are fixed, and a segment of two pieces (at most backward_chunk + 1 entries, scaled or
+# not) is repeatable (test_repeatable_step_gpu.py); what follows held before it. A cut changes the bits even
 # for two entries when they carry a scale (per-sample weight, mean pooling): uncut, `acc += g * s` is one FMA per
 # entry (fma(g1, s1, g0 * s0), one rounding); cut, the pieces are rounded products added after. Two unscaled
 # entries are the same either way (0 + a + b in any order), 3+ are not ((a + b) + c vs a + (b + c)). Hence the

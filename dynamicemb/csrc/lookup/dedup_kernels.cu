@@ -1,14 +1,19 @@
-// Per-table id dedup of one step, without a sort, in three passes over the ids:
+// Per-table id dedup of one step, without a sort, in five passes over the ids:
 //   clear    fills the per-step set with FREE (so the set is in L2 when the insert starts), zeroes the unique
 //            count, and writes the bag of the first id of every chunk of kChunk ids (a thread per bag); in a
 //            lookup_step it also sets the step's header (DedupParams: skip flag, refusals, pending, clocks);
-//   insert   exact (table, id) insert of every id into the set; a slot holds the POSITION of the id that claimed
-//            it (4 bytes: an 8M-slot set is 32 MB and lives in L2), and a prober compares its key with ids[pos]
-//            and its table with the table of pos (from the feature boundaries in offsets). Claimers take compact
-//            unique indices (one atomic per block, so uniques follow the id order) and write their inverse;
-//            the other ids write -(pos + 2) of their claimer;
-//   resolve  inverse[i] = inverse[pos] for those, and bag[i] of every id (binary search over the bag ends of
-//            its chunk, starting at the chunk's first bag).
+//   insert   exact (table, id) insert of every id into the set; a slot holds the LOWEST POSITION of its (table,
+//            id) (4 bytes: an 8M-slot set is 32 MB and lives in L2: FREE -> position by CAS, then atomicMin by
+//            every later match), and a prober compares its key with ids[pos] and its table with the table of pos
+//            (from the feature boundaries in offsets). Every id writes its slot into inverse;
+//   count    the claimer of a slot is the id at its final position (the first occurrence, whatever the
+//            scheduling); per chunk of kChunk ids: the number of claimers (into bag[chunk * kChunk + 1], a word
+//            the resolve pass rewrites) and the total count; the other ids write -(claimer + 2);
+//   number   claimers take unique indices in position order (the claimers of all earlier chunks, then the
+//            chunk's own) and write ukeys / utables / inverse. The numbering, and so the CSR of the segmented
+//            backward and where its warp boundaries cut a hot id, is the same in every run;
+//   resolve  inverse[i] = inverse[pos] for the others, and bag[i] of every id (binary search over the bag ends
+//            of its chunk, starting at the chunk's first bag).
 // no_bags (a sequence step whose kernels read no bags): clear and resolve write no bags.
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
@@ -115,12 +120,12 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
 
 // kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
 // that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
-// 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is claimed with one CAS (FREE ->
-// position); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table. A slot
-// is written once per step, so a prober needs no fence: what it reads of the ids is the kernel's input, and a
-// slot it saw occupied never changes. The set has at least n slots and at most n - 1 are claimed while a thread
-// still probes, so every probe ends. Claimers then take unique indices in id order within the block (one
-// atomic per block) and write ukeys / utables; every id writes inverse (unique, -1 reserved, or -(pos + 2)).
+// 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
+// position); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
+// match at a higher position lowers it (atomicMin), so that the slot ends at the id's first position whatever
+// the order the ids arrive in. A slot only ever holds positions of one (table, key), so a prober needs no fence:
+// whichever of them it reads compares the same. The set has at least n slots and at most n - 1 are taken while a
+// thread still probes, so every probe ends. Every id writes inverse: its slot, or -1 (reserved id, skipped step).
 // kSmem (at most kSmemFeatures features): the bounds live in shared memory, and when they are monotone (valid
 // offsets) a key match at a position inside the prober's own feature needs no search. Else every search reads
 // the bounds from offsets (the same function either way).
@@ -131,14 +136,23 @@ constexpr int kPerThread = 4;
 constexpr uint64_t kSetSalt = 0xd6e8feb86659fd93ull;
 constexpr int kInsertWarps = kInsertBlock / 32;
 constexpr int kSmemFeatures = 256;
-static_assert(kPerThread * kInsertWarps == 32, "insert: one lane per (round, warp) in the block's scan");
+static_assert(kPerThread * kInsertWarps == 32, "number: one lane per (round, warp) in the block's scan");
+static_assert(kPerThread * kInsertBlock == kChunk, "count / number: a block per chunk of the resolve pass");
+
+// The feature bounds in shared memory (kSmem) and whether they are monotone; block-wide (syncs).
+template <bool kSmem>
+__device__ __forceinline__ bool load_bounds(const DedupParams& p, int32_t* sbound) {
+  if constexpr (!kSmem) return false;
+  const int F = p.num_features;
+  for (int f = threadIdx.x; f <= F; f += kInsertBlock) sbound[f] = f < F ? feature_bound(p, f) : INT32_MAX;
+  __syncthreads();
+  return __syncthreads_and(threadIdx.x >= F || sbound[threadIdx.x] <= sbound[threadIdx.x + 1]);
+}
 
 template <bool kSmem>
 __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
-  __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers
   __shared__ int32_t sbound[kSmemFeatures + 1];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int F = p.num_features;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
   const uint32_t cap = static_cast<uint32_t>(p.set_capacity);
@@ -146,19 +160,14 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
   int32_t idx[K], t[K], inv[K];  // idx: position (valid where base + r * kInsertBlock < n)
   uint64_t key[K];
   uint32_t s[K];
-  bool todo[K], claimed[K], live[K];
+  bool todo[K], live[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     live[r] = base + r * kInsertBlock < p.n;
     idx[r] = live[r] ? static_cast<int32_t>(base + r * kInsertBlock) : 0;
     key[r] = live[r] ? __ldg(ids + idx[r]) : 0;
   }
-  bool mono = false;
-  if constexpr (kSmem) {
-    for (int f = threadIdx.x; f <= F; f += kInsertBlock) sbound[f] = f < F ? feature_bound(p, f) : INT32_MAX;
-    __syncthreads();
-    mono = __syncthreads_and(threadIdx.x >= F || sbound[threadIdx.x] <= sbound[threadIdx.x + 1]);
-  }
+  const bool mono = load_bounds<kSmem>(p, sbound);
   auto bound = [&](int g) {
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
@@ -167,7 +176,6 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     todo[r] = live[r] && !skip && !table::is_reserved_key(key[r]);
-    claimed[r] = false;
     inv[r] = -1;
   }
   int f[K];
@@ -193,7 +201,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (todo[r] && v[r] == kFree) {  // the CAS took it
-        claimed[r] = true;
+        inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
       }
       k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
@@ -217,23 +225,90 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
     }
 #pragma unroll
     for (int r = 0; r < K; ++r) {
-      if (m[r]) {
-        inv[r] = -static_cast<int32_t>(v[r]) - 2;
+      if (m[r]) {  // the first position of the id wins the slot
+        if (vp[r] > idx[r]) atomicMin(p.set + s[r], static_cast<uint32_t>(idx[r]));
+        inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
       } else if (todo[r]) {
         s[r] = s[r] + 1 == cap ? 0 : s[r] + 1;
       }
     }
   }
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+    if (live[r]) p.inverse[idx[r]] = inv[r];
+}
+
+// ---------------------------------------------------------------- count
+// Block c: ids [c * kChunk, (c + 1) * kChunk), laid out as in the insert. An id is its slot's claimer when the
+// slot's final position is its own; the others write -(claimer + 2). The chunk's claimers go to
+// bag[c * kChunk + 1] (read by the number pass of later chunks, all full; rewritten by the resolve pass) and
+// into the unique count (a sum: the same in every run).
+__global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  int32_t x[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    x[r] = i < p.n ? p.inverse[i] : -1;
+  }
+  uint32_t m[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
+  int total = 0;
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
+    if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
+    total += __syncthreads_count(claimer);
+  }
+  if (threadIdx.x == 0) {
+    if (c0 + 1 < p.n) p.bag[c0 + 1] = total;
+    if (total > 0) atomicAdd(p.count, total);
+  }
+}
+
+// ---------------------------------------------------------------- number
+// Block c: the claimers of chunk c (inverse >= 0 after the count pass) take unique indices from the claimers of
+// chunks 0 .. c - 1 on, in position order ((round, warp) counts scanned by one warp, then the lane's rank), and
+// write ukeys, utables (their table found again from the bounds) and their own inverse.
+template <bool kSmem>
+__global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first kInsertWarps: block sum
+  __shared__ int32_t sbound[kSmemFeatures + 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  int before = 0;  // claimers of the earlier chunks
+  for (int64_t c = threadIdx.x; c < blockIdx.x; c += kInsertBlock) before += p.bag[c * kChunk + 1];
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) before += __shfl_xor_sync(0xffffffffu, before, d);
+  if (lane == 0) wbase[warp] = before;
+  __syncthreads();
+  before = 0;
+#pragma unroll
+  for (int k = 0; k < kInsertWarps; ++k) before += wbase[k];
+  load_bounds<kSmem>(p, sbound);
+  int32_t idx[K];
+  bool claimed[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
+    claimed[r] = i < p.n && p.inverse[i] >= 0;
+  }
   unsigned ball[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) ball[r] = __ballot_sync(0xffffffffu, claimed[r]);
+  __syncthreads();  // every warp has read the block sums
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < K; ++r) wbase[r * kInsertWarps + warp] = __popc(ball[r]);
   }
   __syncthreads();
-  if (warp == 0) {  // exclusive scan of the 32 (round, warp) counts in id order, one atomic for the block
+  if (warp == 0) {  // exclusive scan of the 32 (round, warp) counts in id order
     const int c = wbase[lane];
     int incl = c;
 #pragma unroll
@@ -241,21 +316,24 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
       const int y = __shfl_up_sync(0xffffffffu, incl, d);
       if (lane >= d) incl += y;
     }
-    const int total = __shfl_sync(0xffffffffu, incl, 31);
-    int b = 0;
-    if (lane == 0 && total > 0) b = atomicAdd(p.count, total);
-    wbase[lane] = __shfl_sync(0xffffffffu, b, 0) + incl - c;
+    wbase[lane] = before + incl - c;
   }
-  __syncthreads();
+  if (__syncthreads_or(claimed[0] | claimed[1] | claimed[2] | claimed[3]) == 0) return;
+  auto bound = [&](int g) {
+    if constexpr (kSmem) return sbound[g];
+    else return feature_bound(p, g);
+  };
+  int f[K];
+  features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     if (claimed[r]) {
-      inv[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
-      p.ukeys[inv[r]] = key[r];
-      p.utables[inv[r]] = t[r];
+      const int32_t u = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
+      p.ukeys[u] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
+      p.utables[u] = __ldg(p.feature_table + f[r]);
+      p.inverse[idx[r]] = u;
     }
-    if (live[r]) p.inverse[idx[r]] = inv[r];
   }
 }
 
@@ -341,11 +419,15 @@ void launch_dedup(const DedupParams& p, void* stream) {
   detail::dedup_clear_kernel<<<clear_grid < cap_grid ? clear_grid : cap_grid, detail::kClearBlock, 0, st>>>(p);
   check_launch("dedup clear");
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
-  if (p.num_features <= detail::kSmemFeatures)
-    detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  else
-    detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  const bool smem = p.num_features <= detail::kSmemFeatures;
+  if (smem) detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  else detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   check_launch("dedup insert");
+  detail::dedup_count_kernel<<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  check_launch("dedup count");
+  if (smem) detail::dedup_number_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  else detail::dedup_number_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  check_launch("dedup number");
   detail::dedup_resolve_kernel<<<blocks_for(p.n, detail::kChunk), detail::kResolveBlock, 0, st>>>(p);
   check_launch("dedup resolve");
 }

@@ -19,8 +19,9 @@
 // per-unique counter of summed occurrences) applies the optimizer and re-zeroes the sum and the counter.
 // The CSR is in unique order, and the dedup numbers uniques in (roughly) the order of their first occurrence,
 // so concurrent warps read the bag gradients of nearby bags (L2 reuse; singletons read them in stream order).
-// Results are deterministic except for the rows of segments cut by warp boundaries (their pieces add in
-// arrival order). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
+// Results are deterministic except for the rows of segments cut by warp boundaries into 3+ pieces, or into 2
+// by plain fp32 SGD (their pieces add in arrival order; the dedup's numbering, and so the cuts, is the same in
+// every run). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
 // runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
 // are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
