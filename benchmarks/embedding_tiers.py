@@ -32,7 +32,8 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
-        [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--step-rows N] [--step-batch N] [--disk-rows N]
+        [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--hkv-tables all-HBM,hybrid] [--hkv-reps N]
+        [--step-rows N] [--step-batch N] [--disk-rows N]
         [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
         [--hybrid-fracs 0.25,0.5 [--hybrid-orders forward,step,off]]
 Skips (exit 0) without a GPU.
@@ -120,7 +121,7 @@ HKV_MEASURED = {"find": 0.193, "find_or_insert": 0.153, "insert_or_assign": 0.15
 HIT_RATE = 0.6
 
 
-def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3):
+def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid")):
     """HKV's hybrid config: dim 64 fp32, hbm_rows = cap / 2, load factor 0.5, n keys per op; two key sets:
     n distinct stored keys (all hits), and HKV's shape: hit rate 0.6 (60 % stored keys, then 40 % absent ones;
     fresh ones for every call, erased again after the op's timing, which keeps the load factor).
@@ -135,6 +136,8 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3):
     for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
                      ("hybrid (half the rows in host)", lambda: HybridTable(cap, dim, device="cuda",
                                                                              hbm_rows=cap // 2))):
+        if name.split(" ")[0] not in tables:
+            continue
         t = mk()
         for off in range(0, stored.numel(), 1 << 22):
             t.find_or_insert(stored[off:off + (1 << 22)])
@@ -379,6 +382,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: hybrid,hkv,step,disk")
     ap.add_argument("--hkv-capacity", type=int, default=None, help="slots of (a2) (default 128M; --quick 16M)")
+    ap.add_argument("--hkv-tables", default="all-HBM,hybrid", help="tables of (a2): all-HBM, hybrid (comma list)")
+    ap.add_argument("--hkv-reps", type=int, default=10, help="timed calls per op of (a2) (median; 3 warm-up calls)")
     ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
     ap.add_argument("--step-batch", type=int, default=None, help="ids per table per step of (b) (default 104857)")
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
@@ -424,7 +429,7 @@ def main():
                "| table | keys | op | n | load factor | ms | G KV/s (1e9) | G KV/s (2^30) | HKV (2^30) | x HKV | "
                "host | PCIe bound (1e9) | % of bound |",
                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in bench_hkv(cap, bw):
+        for r in bench_hkv(cap, bw, reps=a.hkv_reps, tables=a.hkv_tables.split(",")):
             name, keyset, op, nk, lf, ms, g9, g30, hkv, bound, host = r
             ok = bound == bound
             md.append(f"| {name} | {keyset} | {op} | {nk} | {lf:.2f} | {ms:.3f} | {g9:.3f} | {g30:.3f} | "

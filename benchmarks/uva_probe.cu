@@ -14,6 +14,10 @@
 // Build: nvcc -O3 -arch=sm_90 -o uva_probe benchmarks/uva_probe.cu   (driver calls through the runtime's entry
 //        points: no libcuda needed at link time)
 // Run:   ./uva_probe [GB ...]   (default 2 16); prints a markdown table (M rows/s, GB/s).
+//        ./uva_probe sparse       sorted passes of few rows over a large buffer (branch hyb10, issue 32): does a
+//        pass cost per row, per host region touched, or a floor per pass? One pass of mixed reads and writes vs a
+//        write pass then a read pass (find_or_insert's old shape); the sorted rows dealt to K interleaved chunks
+//        (more distant host regions in flight at once); cudaHostAlloc vs cuMemCreate (2 MB) buffers.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
@@ -22,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                   \
@@ -167,7 +172,133 @@ static float run(uint4* host, uint4* dev, const int64_t* idx, int64_t n) {
   return ms / 3;
 }
 
+// One pass over rows in the given order, 16 lanes per 256-byte row: idx >= 0 reads host row idx into dev row r,
+// idx < 0 writes dev row r to host row ~idx (the shape of hybrid_rows.cu's copy kernel).
+__global__ void sweep(uint4* host, uint4* dev, const int64_t* idx, int64_t n) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t r = t / kVec;
+  const int lane = static_cast<int>(t % kVec);
+  if (r >= n) return;
+  const int64_t x = idx[r];
+  uint4* h = host + (x < 0 ? ~x : x) * kVec;
+  uint4* d = dev + r * kVec;
+  if (x < 0) h[lane] = d[lane];
+  else d[lane] = __ldcg(h + lane);
+}
+
+// ms of one pass over idx (host vector, copied to the device), the mean of 3 after a warm one.
+static float pass_ms(uint4* host, uint4* dev, int64_t* didx, const std::vector<int64_t>& idx) {
+  const int64_t n = static_cast<int64_t>(idx.size());
+  CK(cudaMemcpy(didx, idx.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+  const int grid = static_cast<int>((n * kVec + 255) / 256);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  sweep<<<grid, 256>>>(host, dev, didx, n);
+  cudaEventRecord(a);
+  for (int i = 0; i < 3; ++i) sweep<<<grid, 256>>>(host, dev, didx, n);
+  cudaEventRecord(b);
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / 3;
+}
+
+static std::vector<int64_t> draw(int64_t n, int64_t rows, uint64_t seed) {
+  std::vector<int64_t> v(n);
+  for (auto& x : v) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    x = static_cast<int64_t>(seed % rows);
+  }
+  return v;
+}
+
+// The sorted rows dealt to k chunks: launch position j takes chunk j % k's next row.
+static std::vector<int64_t> interleave(const std::vector<int64_t>& sorted, int64_t k) {
+  const int64_t n = static_cast<int64_t>(sorted.size()), per = (n + k - 1) / k;
+  std::vector<int64_t> out;
+  out.reserve(n);
+  for (int64_t j = 0; j < per; ++j)
+    for (int64_t c = 0; c < k; ++c)
+      if (c * per + j < n) out.push_back(sorted[c * per + j]);
+  return out;
+}
+
+static int sparse_main() {
+  const int64_t nmax = 1 << 22;
+  uint4* dev = nullptr;
+  int64_t* didx = nullptr;
+  CK(cudaMalloc(&dev, nmax * kRow));
+  CK(cudaMalloc(&didx, nmax * sizeof(int64_t)));
+  std::printf("| host buffer | GB | case | rows | ms | M rows/s | GB/s |\n|---|---:|---|---:|---:|---:|---:|\n");
+  auto row = [](const char* kind, double gb, const char* c, int64_t n, float ms) {
+    std::printf("| %s | %.0f | %s | %lld | %.3f | %.1f | %.1f |\n", kind, gb, c, static_cast<long long>(n), ms,
+                n / ms / 1e3, n * double(kRow) / ms / 1e6);
+    std::fflush(stdout);
+  };
+  const struct { int kind; double gb; bool full; } runs[] = {{0, 16, true}, {0, 2, false}, {2, 16, false}};
+  const char* kinds[] = {"hostalloc", "thp", "vmm"};
+  for (const auto& run : runs) {
+    Buf b;
+    if (!alloc(b, run.kind, static_cast<size_t>(run.gb * (1ull << 30)))) {
+      std::printf("| %s | %.0f | unavailable | | | | |\n", kinds[run.kind], run.gb);
+      cudaGetLastError();
+      release(b);
+      continue;
+    }
+    uint4* hp = static_cast<uint4*>(b.p);
+    const int64_t rows = static_cast<int64_t>(run.gb * (1ull << 30)) / kRow;
+    for (int64_t n : {int64_t(1) << 16, int64_t(1) << 17, int64_t(1) << 18, int64_t(1) << 19, int64_t(1) << 20,
+                      int64_t(1) << 22}) {
+      if (!run.full && (n < (1 << 18) || n > (1 << 20))) continue;
+      std::vector<int64_t> v = draw(n, rows, 88172645463325252ull + n);
+      std::sort(v.begin(), v.end());
+      row(kinds[run.kind], run.gb, "sorted reads", n, pass_ms(hp, dev, didx, v));
+    }
+    if (!run.full) {
+      release(b);
+      continue;
+    }
+    // find_or_insert's shape at HKV's hit rate 0.6: 0.3M reads (hits) and 0.2M writes (new rows) over 16 GB.
+    std::vector<int64_t> rd = draw(300000, rows, 7), wr = draw(200000, rows, 11);
+    std::sort(rd.begin(), rd.end());
+    std::sort(wr.begin(), wr.end());
+    std::vector<int64_t> wneg(wr.size());
+    for (size_t j = 0; j < wr.size(); ++j) wneg[j] = ~wr[j];
+    const float t_w = pass_ms(hp, dev, didx, wneg), t_r = pass_ms(hp, dev, didx, rd);
+    row(kinds[run.kind], run.gb, "writes pass (0.2M)", 200000, t_w);
+    row(kinds[run.kind], run.gb, "reads pass (0.3M)", 300000, t_r);
+    row(kinds[run.kind], run.gb, "two passes, sum (find_or_insert before)", 500000, t_w + t_r);
+    {
+      // one pass in address order, writes marked (the hyb10 kernel's shape)
+      std::vector<int64_t> m;
+      m.reserve(500000);
+      size_t i = 0, j = 0;
+      while (i < rd.size() || j < wr.size()) {
+        if (j == wr.size() || (i < rd.size() && rd[i] <= wr[j])) m.push_back(rd[i++]);
+        else m.push_back(~wr[j++]);
+      }
+      row(kinds[run.kind], run.gb, "one mixed pass (hyb10)", 500000, pass_ms(hp, dev, didx, m));
+    }
+    std::vector<int64_t> r5 = draw(1 << 19, rows, 99);
+    std::sort(r5.begin(), r5.end());
+    for (int64_t k : {4, 32, 256, 2048}) {
+      char c[64];
+      std::snprintf(c, sizeof c, "sorted reads, %lld chunks interleaved", static_cast<long long>(k));
+      row(kinds[run.kind], run.gb, c, r5.size(), pass_ms(hp, dev, didx, interleave(r5, k)));
+    }
+    std::vector<int64_t> rr = draw(1 << 19, rows, 99);
+    row(kinds[run.kind], run.gb, "random-order reads", rr.size(), pass_ms(hp, dev, didx, rr));
+    release(b);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "sparse") {
+    CK(cudaSetDevice(0));
+    return sparse_main();
+  }
   std::vector<double> gbs;
   for (int i = 1; i < argc; ++i) gbs.push_back(std::atof(argv[i]));
   if (gbs.empty()) gbs = {2, 16};

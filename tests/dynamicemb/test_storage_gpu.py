@@ -269,3 +269,37 @@ def test_hybrid_sorted_rows_duplicates(dtype, dim):
         fa, fb = a.find(pool.cuda(), default=-2.0), b.find(pool.cuda(), default=-2.0)
         assert torch.equal(fa.values, fb.values) and torch.equal(fa.found, fb.found), step
     assert int((b.find_slots(pool.cuda()).slots >= b.hbm_rows).sum()) > 500  # most rows are host rows
+
+
+@pytest.mark.parametrize("dtype,dim", [(torch.float32, 64), (torch.float16, 7)], ids=["fp32x64", "fp16x7"])
+def test_hybrid_one_pass_long_duplicate_runs(dtype, dim):
+    """The hybrid host rows are written and read in one pass (hybrid_rows.cu): a read of a slot the same op writes
+    (a duplicate of a new find_or_insert key) takes the writer's row. Long runs of one new key and of one stored
+    key, mixed with distinct new and stored keys, in random order: every output row equals an all-HBM table's,
+    every duplicate of a new key got the same initial row, and the rows stored afterwards agree."""
+    from dynamicemb._hybrid import HybridTable
+    from dynamicemb._table import ScoredHashTable, TableInitializer
+
+    cap = 1 << 12
+    kw = dict(value_dtype=dtype, bucket_capacity=128, initializer=TableInitializer("uniform", low=-1.0, high=1.0,
+                                                                                   seed=5), device="cuda")
+    a, b = ScoredHashTable(cap, dim, **kw), HybridTable(cap, dim, hbm_rows=0, **kw)
+    g = torch.Generator().manual_seed(23)
+    pool = torch.unique(torch.randint(-(1 << 62), 1 << 62, (1200,), generator=g))
+    stored, fresh = pool[:600], pool[600:]
+    v = torch.randn(stored.numel(), dim, generator=g).to("cuda", dtype)
+    for t in (a, b):
+        t.insert_or_assign(stored.cuda(), v)
+    for step in range(3):
+        new_run = fresh[step].repeat(300)  # one new key, 300 times
+        hit_run = stored[step].repeat(200)  # one stored key, 200 times
+        new_few = fresh[10 + 60 * step: 70 + 60 * step].repeat(3)  # new keys, 3 times each
+        k = torch.cat([new_run, hit_run, new_few, stored[100 + step * 100: 200 + step * 100]])
+        k = k[torch.randperm(k.numel(), generator=g)].cuda()
+        ra, rb = a.find_or_insert(k), b.find_or_insert(k)
+        assert torch.equal(ra.values, rb.values), step
+        same = rb.values[k == int(fresh[step])]
+        assert same.shape[0] == 300 and bool((same == same[:1]).all()), step
+        assert bool((rb.values[k == int(stored[step])] == v[step]).all()), step
+        fa, fb = a.find(pool.cuda(), default=-2.0), b.find(pool.cuda(), default=-2.0)
+        assert torch.equal(fa.values, fb.values) and torch.equal(fa.found, fb.found), step

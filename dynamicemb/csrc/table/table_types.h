@@ -112,15 +112,17 @@ TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_rows, int64_t
 // Hybrid tables: host-row copies deferred out of the table kernels, so that they reach pinned host memory in
 // host-slot order (random-order UVA accesses of 256-byte rows ran ~5x slower than the same rows sorted by address,
 // measured on H200). The table kernel writes one entry per key, entry i = (code << 32) | i with
-// code = (read << bits) | host_slot (a row to read into the caller's output, or to write from the caller's
-// rows), or code = 2 << bits (nothing); launch_host_rows sorts the entries on the code (stable: same-slot entries
-// stay in key order) and copies the rows with several lanes per row, all writes before all reads.
+// code = (host_slot << 1) | read (a row to read into the caller's output, or to write from the caller's rows), or
+// code = 2 << bits (nothing: above every slot's code); launch_host_rows sorts the entries on the code (stable:
+// same-slot entries stay in key order, a slot's writes before its reads) and copies every row in ONE pass over the
+// host addresses (a pass costs per host region touched, not per byte: see hybrid_rows.cu).
 struct HostOps {
   uint64_t* ops;  // (n) or null: host rows are copied in place by the table kernels
   int bits;       // host slots < 2^bits (bits <= 29)
 };
 TABLE_HD uint64_t host_op(int bits, bool read, int64_t host_slot, int64_t i) {
-  return ((static_cast<uint64_t>(read) << bits | static_cast<uint64_t>(host_slot)) << 32) | static_cast<uint32_t>(i);
+  (void)bits;
+  return ((static_cast<uint64_t>(host_slot) << 1 | static_cast<uint64_t>(read)) << 32) | static_cast<uint32_t>(i);
 }
 TABLE_HD uint64_t host_op_none(int bits, int64_t i) { return ((uint64_t(2) << bits) << 32) | static_cast<uint32_t>(i); }
 
@@ -133,7 +135,9 @@ struct HostRowsParams {
   void* host;           // the table's host rows (values_host, UVA)
   int64_t row_bytes;
   const void* src;      // (n, row) rows written to host rows (entries without the read bit), or null
-  void* dst;            // (n, row) rows read from host rows (entries with the read bit), or null
+  void* dst;            // (n, row) rows read from host rows (entries with the read bit), or null; a read of
+                        // a slot this op also writes copies the last writer's src row (src and dst may alias:
+                        // their rows are distinct keys')
 };
 size_t host_rows_scratch_bytes(int64_t n, int bits);
 void launch_host_rows(const HostRowsParams& p, void* stream);
