@@ -151,8 +151,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
 
   // 2. Lookup: each valid slot binary-searches its id among the batch's; the lowest matching slot wins.
   for (int64_t s = tid; s < U; s += NT) {
-    if (!p.slot_valid[s]) continue;
-    const int64_t u = p.slot_user[s];
+    const bool valid = p.slot_valid[s];
+    const int64_t u = p.slot_user[s];  // (loaded with valid, not after it: one round trip)
+    if (!valid) continue;
     int lo = 0, hi = B;
     while (lo < hi) {
       const int mid = (lo + hi) >> 1;
