@@ -13,7 +13,6 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
 from ._paged import hstu_attn_paged_func, paged_kv_layout
 
@@ -88,14 +87,15 @@ def _append_stream(cache: KVCacheManager, k: torch.Tensor) -> Optional[torch.Str
     """The side stream on which a layer's append runs beside its attention, or None (in order, after it).
 
     Side by side while a CUDA graph is captured on CUDA (the serving step's form; eager steps are bound by the
-    host, where the fork and join would cost more than they hide), unless ``cache.overlap_append`` is off or the
-    paged forward is a programmatic dependent launch (``kernel_options(pdl=True)``: its edge to the previous
-    kernel must stay on one stream). Safe because the attention reads a page's rows of cached tokens only (whole
+    host, where the fork and join would cost more than they hide), unless ``cache.overlap_append`` is off. Under
+    ``kernel_options(pdl=True)`` both launches are programmatic: the captured edges from the kernels before them
+    (the previous layer's attention and append) are programmatic edges, and each kernel waits for all of them
+    (griddepcontrol.wait) before its first read. Safe because the attention reads a page's rows of cached tokens only (whole
     page segments of fully cached key tiles; the tile holding the last cached and the first new keys row by row),
     while the append writes the rows after them, and k / v are not written by either."""
     if not (cache.overlap_append and k.is_cuda) or torch.compiler.is_compiling():
         return None
-    if _ops._current_options() & _ops.OPTION_BITS["pdl"] or k.device.index != torch.cuda.current_device():
+    if k.device.index != torch.cuda.current_device():
         return None
     if not torch.cuda.is_current_stream_capturing():
         return None

@@ -214,9 +214,10 @@ def test_cached_serving_equals_uncached_model():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("overlap", [True, False])
-def test_cuda_graph_step_replays_like_eager(overlap):
-    # overlap: the captured step runs each layer's append on the cache's side stream beside the attention.
+@pytest.mark.parametrize("overlap,pdl", [(True, False), (False, False), (True, True)])
+def test_cuda_graph_step_replays_like_eager(overlap, pdl):
+    # overlap: the captured step runs each layer's append on the cache's side stream beside the attention; pdl:
+    # the attention and the appends as programmatic dependent launches (their captured edges programmatic).
     dev, dt = "cuda", torch.bfloat16
     B, new, L = 4, [40, 7, 64, 1], 2
 
@@ -245,7 +246,7 @@ def test_cuda_graph_step_replays_like_eager(overlap):
                      overlap_append=overlap)
     assert hstu_attn._inference._append_stream(graphed, k[0]) is None  # not capturing: in order
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g), hstu_attn._ops.kernel_options(pdl=pdl):
         side = hstu_attn._inference._append_stream(graphed, k[0])
         out_g = serve(graphed)
     assert (side is graphed._append_stream) if overlap else side is None
