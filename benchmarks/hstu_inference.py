@@ -217,7 +217,8 @@ def timeline_step(sh: Shape, device, dtype, ps: int) -> str:
     t0 = float(last[0]["ts"])
     end = max(float(e["ts"]) + float(e["dur"]) for e in last)
     lines = [f"### {sh.name}: one CUDA-graph replay of the cached step, {len(last)} kernels, span {end - t0:.1f} us "
-             f"(replays seen: {len(groups)})", "| start us | dur us | gap us | stream | kernel |", "|---|---|---|---|---|"]
+             f"(replays seen: {len(groups)})", "| start us | dur us | gap us | stream | kernel |",
+             "|---|---|---|---|---|"]
     prev_end, kinds = None, {}
     for e in last:
         ts, du = float(e["ts"]), float(e["dur"])

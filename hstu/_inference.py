@@ -90,9 +90,11 @@ def _append_stream(cache: KVCacheManager, k: torch.Tensor) -> Optional[torch.Str
     host, where the fork and join would cost more than they hide), unless ``cache.overlap_append`` is off. Under
     ``kernel_options(pdl=True)`` both launches are programmatic: the captured edges from the kernels before them
     (the previous layer's attention and append) are programmatic edges, and each kernel waits for all of them
-    (griddepcontrol.wait) before its first read. Safe because the attention reads a page's rows of cached tokens only (whole
-    page segments of fully cached key tiles; the tile holding the last cached and the first new keys row by row),
-    while the append writes the rows after them, and k / v are not written by either."""
+    (griddepcontrol.wait) before its first read.
+
+    Safe because the attention reads a page's rows of cached tokens only (whole page segments of fully cached key
+    tiles; the tile holding the last cached and the first new keys row by row), while the append writes the rows
+    after them, and neither writes k / v."""
     if not (cache.overlap_append and k.is_cuda) or torch.compiler.is_compiling():
         return None
     if k.device.index != torch.cuda.current_device():
