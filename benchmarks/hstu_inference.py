@@ -9,6 +9,7 @@ Cases (attention alone: the model layers' projections are not timed; bf16, causa
              candidates as queries), batch 1 ~0.18 ms. Goals here (H200): cached batch 8 <= 0.8 ms, batch 1 <= 0.15.
 Rows: the uncached stack (varlen attention over whole sequences, every layer); the cached step eager and as one
 CUDA graph (the graph runs each layer's append on a side stream beside its attention; "appends in order": after it;
+"one append after all layers": every layer's K/V by one launch at the end, as a caller of CachedHSTUStack does;
 bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: paged attention (on Hopper the kernel
 reads the pages; elsewhere page gather + attention) + append of the new history); the gather alone and the
 attention over the gathered K/V of one layer (bytes moved by the gather, GB/s), and `hstu_attn_paged_func` of one
@@ -118,10 +119,11 @@ def snapshot(cache):
     return restore
 
 
-def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = False):
+def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = False, one_append: bool = False):
     """A cache holding every user's cached history, the cached serving step of the shape (bookkeeping + every
     layer's paged attention + append), and a function restoring the cache state before the step. max_append:
-    begin_step gets the step's appended-token count, so the appends move only the new history rows."""
+    begin_step gets the step's appended-token count, so the appends move only the new history rows. one_append:
+    every layer's K/V appended by one launch after the last layer (as a caller of CachedHSTUStack does)."""
     H, D, L, B = sh.heads, sh.dim, sh.layers, sh.batch
     i32 = dict(dtype=torch.int32, device=device)
     tgt = torch.full((B,), sh.candidates, **i32)
@@ -146,7 +148,9 @@ def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = Fals
                              max_append=B * (sh.history - sh.cached) if max_append else None)
         for l in range(L):
             hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
-                                            scaling_seqlen=scaling)
+                                            scaling_seqlen=scaling, append=not one_append)
+        if one_append:
+            cache.append(s, k, v)
 
     return cache, step, restore, (users, cu_q, app, q, k, v)
 
@@ -296,6 +300,14 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             restore2()
             c2.check()
             del c2, g2
+            c3, step3, restore3, _ = cached_setup(sh, device, dtype, ps, rnd, one_append=True)
+            g3 = graphed(step3, device)
+            restore3()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, one append after all layers",
+                             ms=timer(g3, restore3), tokens=sh.tokens))
+            restore3()
+            c3.check()
+            del c3, g3
         # One layer's gather and attention apart, and the bookkeeping alone.
         s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
         restore()
