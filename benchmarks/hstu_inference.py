@@ -8,7 +8,9 @@ Cases (attention alone: the model layers' projections are not timed; bf16, causa
              256 candidates; B200: ~4.0 ms uncached, ~0.5 ms with 3968 tokens cached (128 new history + 256
              candidates as queries), batch 1 ~0.18 ms. Goals here (H200): cached batch 8 <= 0.8 ms, batch 1 <= 0.15.
 Rows: the uncached stack (varlen attention over whole sequences, every layer); the cached step eager and as one
-CUDA graph (bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: paged attention (on Hopper the kernel
+CUDA graph (the graph runs each layer's append on a side stream beside its attention; "appends in order": after it;
+"one append after all layers": every layer's K/V by one launch at the end, as a caller of CachedHSTUStack does;
+bookkeeping `begin_step`, the fused kernel on CUDA, + per layer: paged attention (on Hopper the kernel
 reads the pages; elsewhere page gather + attention) + append of the new history); the gather alone and the
 attention over the gathered K/V of one layer (bytes moved by the gather, GB/s), and `hstu_attn_paged_func` of one
 layer (what the step runs); the bookkeeping alone
@@ -21,7 +23,7 @@ runs tiny shapes on the CPU to exercise the code).
 
 Usage:
     python benchmarks/hstu_inference.py [--quick] [--results FILE] [--plot FILE.png] [--smoke] [--shapes A,B]
-        [--pdl] [--portable] [--profile]
+        [--pdl] [--portable] [--profile] [--timeline] [--fwd-split rule|wave]
 """
 
 from __future__ import annotations
@@ -117,10 +119,11 @@ def snapshot(cache):
     return restore
 
 
-def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = False):
+def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = False, one_append: bool = False):
     """A cache holding every user's cached history, the cached serving step of the shape (bookkeeping + every
     layer's paged attention + append), and a function restoring the cache state before the step. max_append:
-    begin_step gets the step's appended-token count, so the appends move only the new history rows."""
+    begin_step gets the step's appended-token count, so the appends move only the new history rows. one_append:
+    every layer's K/V appended by one launch after the last layer (as a caller of CachedHSTUStack does)."""
     H, D, L, B = sh.heads, sh.dim, sh.layers, sh.batch
     i32 = dict(dtype=torch.int32, device=device)
     tgt = torch.full((B,), sh.candidates, **i32)
@@ -145,7 +148,9 @@ def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = Fals
                              max_append=B * (sh.history - sh.cached) if max_append else None)
         for l in range(L):
             hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
-                                            scaling_seqlen=scaling)
+                                            scaling_seqlen=scaling, append=not one_append)
+        if one_append:
+            cache.append(s, k, v)
 
     return cache, step, restore, (users, cu_q, app, q, k, v)
 
@@ -172,6 +177,69 @@ def profile_step(sh: Shape, device, dtype, ps: int) -> str:
         except (AttributeError, KeyError, ValueError):
             continue
     return str(avg)
+
+
+def timeline_step(sh: Shape, device, dtype, ps: int) -> str:
+    """The kernels of one replay of the cached step's CUDA graph, in start order (torch.profiler's trace): each
+    one's start from the first, duration, the gap since the previous kernel ended (negative: overlapping), stream;
+    then the totals by kind. Where the graph's time goes between the kernels, which the eager profile cannot show."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
+    _, step, restore, _ = cached_setup(sh, device, dtype, ps, rnd)
+    g = graphed(step, device)
+    restore()
+    for _ in range(3):
+        g()
+        restore()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            g()
+            torch.cuda.synchronize()
+            restore()
+            torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name)).get("traceEvents", [])
+    ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    groups, cur = [], []
+    for e in ks:  # replays are separated by the synchronizations and the restore's copies
+        if cur and float(e["ts"]) - max(float(c["ts"]) + float(c["dur"]) for c in cur) > 50:
+            groups.append(cur)
+            cur = []
+        cur.append(e)
+    if cur:
+        groups.append(cur)
+    if not groups:
+        return f"### {sh.name}: no kernel events in the trace of the graph's replays"
+    last = groups[-1]
+    t0 = float(last[0]["ts"])
+    end = max(float(e["ts"]) + float(e["dur"]) for e in last)
+    lines = [f"### {sh.name}: one CUDA-graph replay of the cached step, {len(last)} kernels, span {end - t0:.1f} us "
+             f"(replays seen: {len(groups)})", "| start us | dur us | gap us | stream | kernel |",
+             "|---|---|---|---|---|"]
+    prev_end, kinds = None, {}
+    for e in last:
+        ts, du = float(e["ts"]), float(e["dur"])
+        gap = "" if prev_end is None else f"{ts - prev_end:.1f}"
+        name = e.get("name", "?")
+        short = name.split("(")[0].replace("void ", "")[:70]
+        lines.append(f"| {ts - t0:.1f} | {du:.1f} | {gap} | {e.get('args', {}).get('stream', '')} | {short} |")
+        prev_end = ts + du if prev_end is None else max(prev_end, ts + du)
+        kind = next((k for k in ("fwd_sm90", "append", "begin_step", "layout", "plan", "validate") if k in name),
+                    "other")
+        n, t = kinds.get(kind, (0, 0.0))
+        kinds[kind] = (n + 1, t + du)
+    busy = sum(t for _, t in kinds.values())
+    lines.append("")
+    lines.append("totals: " + ", ".join(f"{k} {n} x = {t:.1f} us" for k, (n, t) in sorted(kinds.items())) +
+                 f"; kernel time {busy:.1f} us of the {end - t0:.1f} us span")
+    return "\n".join(lines)
 
 
 def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: bool,
@@ -209,6 +277,17 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             rows.append(dict(case=sh.name, row=f"cached step, CUDA graph{label}", ms=timer(g, restore),
                              tokens=sh.tokens))
         restore()
+        if g is not None and not label and hasattr(cache, "overlap_append"):
+            # The same step with every layer's append after its attention on one stream (the graph above runs
+            # each append on a side stream beside its layer's attention: KVCacheManager(overlap_append=True)).
+            cache.overlap_append = False
+            g_seq = graphed(step, device)
+            restore()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, appends in order", ms=timer(g_seq, restore),
+                             tokens=sh.tokens))
+            restore()
+            cache.overlap_append = True
+            del g_seq
         cache.check()
         if sweep and ps != page_size:
             continue
@@ -221,6 +300,14 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             restore2()
             c2.check()
             del c2, g2
+            c3, step3, restore3, _ = cached_setup(sh, device, dtype, ps, rnd, one_append=True)
+            g3 = graphed(step3, device)
+            restore3()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, one append after all layers",
+                             ms=timer(g3, restore3), tokens=sh.tokens))
+            restore3()
+            c3.check()
+            del c3, g3
         # One layer's gather and attention apart, and the bookkeeping alone.
         s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
         restore()
@@ -317,6 +404,11 @@ def main(argv=None) -> int:
                     "(kernel_options(pdl=True); docs/hstu_inference.md)")
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's kernel table of each shape's "
                     "cached step instead of the timings")
+    ap.add_argument("--timeline", action="store_true", help="print the kernels of one CUDA-graph replay of each "
+                    "shape's cached step (start, duration, gap, stream) instead of the timings")
+    ap.add_argument("--fwd-split", choices=("rule", "wave"), default="rule", help="the Hopper forward's split of "
+                    "few-query tiles: the planner's rule (default) or the smallest cap whose list fits the SMs at "
+                    "once (kernel_options(fwd_split_tiles='wave'))")
     args = ap.parse_args(argv)
     if args.smoke:
         device, dtype, shapes = torch.device("cpu"), torch.float32, SMOKE
@@ -339,12 +431,21 @@ def main(argv=None) -> int:
                 for sh in shapes.values():
                     print(profile_step(sh, device, dtype, args.page_size))
         return 0
+    split = {} if args.fwd_split == "rule" else dict(fwd_split_tiles="wave")
+    if args.timeline:
+        if device.type == "cuda":
+            with _ops.kernel_options(pdl=args.pdl, sm90=not args.portable, **split):
+                for sh in shapes.values():
+                    print(timeline_step(sh, device, dtype, args.page_size))
+        return 0
     rows = []
-    with _ops.kernel_options(pdl=args.pdl, sm90=not args.portable):
+    with _ops.kernel_options(pdl=args.pdl, sm90=not args.portable, **split):
         for name, sh in shapes.items():
             sweep = name == "nvidia_b8" and not args.quick
             rows += run_shape(sh, device, dtype, timer, args.page_size, sweep, args.compile and name == "nvidia_b8")
     text = table(rows, device, dtype, args.page_size)
+    if split:
+        text = "kernel_options(fwd_split_tiles='wave'): the one-wave split of few-query tiles\n\n" + text
     if args.pdl:
         text = "kernel_options(pdl=True): the paged forward launched as a programmatic dependent launch\n\n" + text
     if args.portable:

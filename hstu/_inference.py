@@ -52,7 +52,9 @@ def cached_hstu_attention(
         scaling_seqlen: divisor of P·V; -1 = max_seqlen_q. To reproduce an uncached model exactly, pass the
             uncached run's value (e.g. its max sequence length).
         append: write the appended tokens' K/V now (False: the caller appends later, e.g. every layer at once
-            with `KVCacheManager.append(step, k_all, v_all)`).
+            with `KVCacheManager.append(step, k_all, v_all)`). While a CUDA graph is captured the append runs on
+            a side stream beside the attention (``cache.overlap_append``); either way both are ordered before
+            whatever the caller runs next on the current stream.
 
     Returns:
         out: (total_q, H, D).
@@ -63,14 +65,43 @@ def cached_hstu_attention(
         ...     q, k, v = layer.qkv(x)
         ...     attn = hstu_attn.cached_hstu_attention(cache, step, l, q, k, v, max_q, num_targets=num_cand)
     """
+    side = _append_stream(cache, k) if append else None
+    if side is not None:
+        main = torch.cuda.current_stream(k.device)
+        side.wait_stream(main)  # the fork, before the attention: the append needs k / v and begin_step's rows only
     out = hstu_attn_paged_func(
         q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
         step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
         window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
     )  # (the page table's flags went into cache.error_flags once, in begin_step)
-    if append:
+    if side is not None:
+        with torch.cuda.stream(side):
+            cache.append(step, k, v, layer=layer_idx)
+        main.wait_stream(side)  # the join: whatever the caller runs next comes after both
+    elif append:
         cache.append(step, k, v, layer=layer_idx)
     return out
+
+
+def _append_stream(cache: KVCacheManager, k: torch.Tensor) -> Optional[torch.Stream]:
+    """The side stream on which a layer's append runs beside its attention, or None (in order, after it).
+
+    Side by side while a CUDA graph is captured on CUDA (the serving step's form; eager steps are bound by the
+    host, where the fork and join would cost more than they hide), unless ``cache.overlap_append`` is off. Under
+    ``kernel_options(pdl=True)`` both launches are programmatic: the captured edges from the kernels before them
+    (the previous layer's attention and append) are programmatic edges, and each kernel waits for all of them
+    (griddepcontrol.wait) before its first read.
+
+    Safe because the attention reads a page's rows of cached tokens only (whole page segments of fully cached key
+    tiles; the tile holding the last cached and the first new keys row by row), while the append writes the rows
+    after them, and neither writes k / v."""
+    if not (cache.overlap_append and k.is_cuda) or torch.compiler.is_compiling():
+        return None
+    if k.device.index != torch.cuda.current_device():
+        return None
+    if not torch.cuda.is_current_stream_capturing():
+        return None
+    return cache._append_stream
 
 
 class PagedHSTUAttention(torch.nn.Module):

@@ -189,7 +189,7 @@ class KVCacheManager:
         max_pages_per_user: page budget of one user (fixes the step's shapes).
         dtype, device: of the pool.
         evict: evict LRU users when the pool or the table is full; False flags `pool_full` / `users_full`.
-        use_kernel: `begin_step` as one fused CUDA kernel (`hstu_attn::kv_cache_begin_step`, 2 launches) instead
+        use_kernel: `begin_step` as one fused CUDA kernel (`hstu_attn::kv_cache_begin_step`, 1-2 launches) instead
             of ~250 torch-op launches; None = on CUDA whenever it is compiled in and the batch fits (<= 511 users,
             max_users <= 65536). Both give the same state, tensor for tensor (the torch ops are the reference).
         offload_pages: > 0 keeps evicted users' caches in a host tier of that many pages of pinned host memory
@@ -199,6 +199,9 @@ class KVCacheManager:
         offload_pages_per_step: pages copied per step and direction at most (default min(offload_pages,
             4 * max_pages_per_user)); users beyond it are dropped and flagged (`offload_dropped`,
             `reload_dropped`).
+        overlap_append: in a CUDA-graph capture, `cached_hstu_attention` runs a layer's append on a side stream
+            beside the layer's attention (forked before it, joined after it: the same order guarantees for the
+            caller, the append's launch off the step's critical path); False: in order, after the attention.
 
     Raises:
         ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
@@ -219,7 +222,8 @@ class KVCacheManager:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, *, num_pages: int, page_size: int = 64,
                  max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
                  device="cuda", evict: bool = True, use_kernel: Optional[bool] = None, offload_pages: int = 0,
-                 offload_users: Optional[int] = None, offload_pages_per_step: Optional[int] = None):
+                 offload_users: Optional[int] = None, offload_pages_per_step: Optional[int] = None,
+                 overlap_append: bool = True):
         for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
                           ("num_pages", num_pages), ("max_users", max_users),
                           ("max_pages_per_user", max_pages_per_user)):
@@ -246,6 +250,9 @@ class KVCacheManager:
          self.free_count) = new_slot_table(max_users, num_pages, max_pages_per_user, dev)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.overlap_append = bool(overlap_append)
+        # (taken now: a stream taken during a graph capture could be the pool's first, created then)
+        self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self.offload = None
         if offload_pages:
             per_step = min(offload_pages, 4 * max_pages_per_user) if offload_pages_per_step is None else \
@@ -459,7 +466,7 @@ class KVCacheManager:
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict)
-        append_rows = _spread_sink(append_rows, self.num_pages, self.page_size)
+        # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         layout = PagedLayout(src_rows=src_rows, dst_new=dst_new, cu_seqlens_k=cu_k, cached_lens=cached_lens,
                              capacity=capacity, error_flags=lflags[0])

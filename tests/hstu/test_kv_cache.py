@@ -214,13 +214,16 @@ def test_cached_serving_equals_uncached_model():
 
 
 @pytest.mark.gpu
-def test_cuda_graph_step_replays_like_eager():
+@pytest.mark.parametrize("overlap,pdl", [(True, False), (False, False), (True, True)])
+def test_cuda_graph_step_replays_like_eager(overlap, pdl):
+    # overlap: the captured step runs each layer's append on the cache's side stream beside the attention; pdl:
+    # the attention and the appends as programmatic dependent launches (their captured edges programmatic).
     dev, dt = "cuda", torch.bfloat16
     B, new, L = 4, [40, 7, 64, 1], 2
 
     def make():
         return KVCacheManager(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt,
-                              device=dev)  # 3 steps of 60 appended tokens fit a user's 16 pages
+                              device=dev, overlap_append=overlap)  # 3 steps of 60 appended tokens fit 16 pages
 
     eager, graphed = make(), make()
     gen = torch.Generator(device=dev).manual_seed(random.randrange(1 << 30))
@@ -239,10 +242,14 @@ def test_cuda_graph_step_replays_like_eager():
     with torch.cuda.stream(s):
         serve(graphed)  # warm-up step (allocations), then reset the cache by hand
     torch.cuda.current_stream().wait_stream(s)
-    graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt, device=dev)
+    graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt, device=dev,
+                     overlap_append=overlap)
+    assert hstu_attn._inference._append_stream(graphed, k[0]) is None  # not capturing: in order
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g), hstu_attn._ops.kernel_options(pdl=pdl):
+        side = hstu_attn._inference._append_stream(graphed, k[0])
         out_g = serve(graphed)
+    assert (side is graphed._append_stream) if overlap else side is None
     for it in range(3):  # the same users come back: each replay appends and reads the growing history
         want = serve(eager)
         g.replay()
@@ -280,8 +287,11 @@ def test_fused_kernel_equals_torch_path(evict):
         pytest.skip("the fused bookkeeping kernel is not compiled in")
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    for trial in range(6):
-        U, P, M, ps = rng.choice([(6, 20, 4, 16), (16, 40, 6, 32), (300, 900, 5, 16)])
+    # (the last: gather plans over kvcache::kFoldRows rows (B >= 11) come from the grid kernel, smaller ones from
+    # the bookkeeping kernel itself)
+    configs = [(6, 20, 4, 16), (16, 40, 6, 32), (300, 900, 5, 16), (40, 400, 24, 32)]
+    for trial in range(8):
+        U, P, M, ps = configs[trial % len(configs)]
         kw = dict(num_pages=P, page_size=ps, max_users=U, max_pages_per_user=M, dtype=torch.bfloat16,
                   device="cuda", evict=evict)
         a = KVCacheManager(1, H, D, use_kernel=True, **kw)

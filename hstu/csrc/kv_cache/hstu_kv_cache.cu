@@ -1,4 +1,5 @@
-// KVCacheManager.begin_step as one single-block CUDA kernel (+ one grid kernel for the gather plan).
+// KVCacheManager.begin_step as one single-block CUDA kernel (+ one grid kernel for a gather plan of more than
+// kFoldRows rows; smaller ones are written by the first kernel).
 //
 // Why one block: the batch is small (B <= 511) and every phase depends on the previous one (lookup -> slots ->
 // victims -> pages -> page table), so one block with __syncthreads between phases replaces ~250 launches of the
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   int64_t* s_start = s_new + B;
   int64_t* s_cq = s_start + B;       // B + 1, clamped to [0, total_q] and made non-decreasing
   int64_t* s_po = s_cq + (B + 1);    // B + 1
-  int64_t* s_buf = s_po + (B + 1);   // 40 (scans, reductions)
+  int64_t* s_cuk = s_po + (B + 1);   // B + 1, cu_seqlens_k (step 9 and the folded gather plan read it here)
+  int64_t* s_buf = s_cuk + (B + 1);  // 40 (scans, reductions)
   int32_t* s_sorted_idx = reinterpret_cast<int32_t*>(s_buf + 40);
   int32_t* s_found = s_sorted_idx + B;
   int32_t* s_dup = s_found + B;
@@ -109,6 +111,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   uint32_t* s_inbatch = reinterpret_cast<uint32_t*>(s_newslot + B);  // held by this batch
   uint32_t* s_evict = s_inbatch + words;                             // evicted this step
   __shared__ int32_t s_flags;
+  __shared__ int32_t s_pids[kFoldRows / 16];  // the page table, for the folded gather plan (B * M <= this)
   __shared__ int64_t s_clock, s_fc, s_before;
   __shared__ uint64_t s_prev;
 
@@ -148,8 +151,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
 
   // 2. Lookup: each valid slot binary-searches its id among the batch's; the lowest matching slot wins.
   for (int64_t s = tid; s < U; s += NT) {
-    if (!p.slot_valid[s]) continue;
-    const int64_t u = p.slot_user[s];
+    const bool valid = p.slot_valid[s];
+    const int64_t u = p.slot_user[s];  // (loaded with valid, not after it: one round trip)
+    if (!valid) continue;
     int lo = 0, hi = B;
     while (lo < hi) {
       const int mid = (lo + hi) >> 1;
@@ -320,6 +324,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
       val = static_cast<int32_t>(p.slot_pages[s_slot[lo] * M + (e - s_po[lo])]);
     }
     p.page_ids[e] = val;
+    if (p.fold_layout) s_pids[e] = val;
   }
   {
     const int64_t lk = tid < B ? s_old[tid] + (s_cq[tid + 1] - s_cq[tid]) : 0;
@@ -327,6 +332,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     const int64_t incl = block_scan<false>(lk, &tot_k, s_buf);
     if (tid < B) {
       const int64_t old = s_old[tid], have = s_have[tid];
+      s_cuk[tid + 1] = incl;
       p.cu_seqlens_k[tid + 1] = static_cast<int32_t>(incl);
       p.page_offsets[tid] = static_cast<int32_t>(s_po[tid]);
       p.slots[tid] = s_slot[tid];
@@ -335,6 +341,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
       p.cached_lens[tid] = static_cast<int32_t>(old);
     }
     if (tid == 0) {
+      s_cuk[0] = 0;
       p.cu_seqlens_k[0] = 0;
       p.page_offsets[B] = static_cast<int32_t>(s_po[B]);
     }
@@ -352,14 +359,38 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     const int bt = min(lo, B - 1);
     const int64_t r = t - s_cq[bt];
     const bool ok = t >= s_cq[0] && r < s_new[bt] - s_old[bt];
-    int64_t row = P * 2 * ps;
+    const int64_t sink = P * 2 * ps;
+    int64_t row = sink;
     if (ok) {
       const int64_t pos = s_old[bt] + r;
       row = p.slot_pages[s_slot[bt] * M + min(pos / ps, M - 1)] * 2 * ps + pos % ps;
     }
-    p.append_rows[t] = row;
+    // Tokens that are not appended (and those past a full pool) land on the sink page, token t on its row
+    // t % page_size (_kv_cache._spread_sink: same-row stores would serialize on the index_copy_ path).
+    p.append_rows[t] = row >= sink ? sink + t % ps : row;
     const bool inside = t >= s_cq[0] && t < s_cq[B];
-    p.dst_new[t] = inside ? static_cast<int64_t>(p.cu_seqlens_k[bt]) + s_old[bt] + r : capacity;
+    p.dst_new[t] = inside ? static_cast<int32_t>(s_cuk[bt]) + s_old[bt] + r : capacity;
+  }
+  // The gather plan (layout_kernel's rows), here when it is small: one launch less per step.
+  if (p.fold_layout) {
+    const int64_t n_entries = int64_t{B} * M, rows = capacity + 1;
+    for (int64_t q = tid; q < rows; q += NT) {
+      int lo = 0, hi = B;  // b = #{b in 1..B : cu_k[b] <= q}, clamped to B - 1
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (static_cast<int32_t>(s_cuk[mid + 1]) <= q) lo = mid + 1; else hi = mid;
+      }
+      const int b = min(lo, B - 1);
+      const int64_t j = q - static_cast<int32_t>(s_cuk[b]);
+      int64_t k_row = 0;
+      if (j >= 0 && j < static_cast<int32_t>(s_old[b])) {
+        const int64_t e = min(max(static_cast<int32_t>(s_po[b]) + j / ps, int64_t{0}), n_entries - 1);
+        const int64_t page = min(max(static_cast<int64_t>(s_pids[e]), int64_t{0}), P);
+        k_row = page * 2 * ps + j % ps;
+      }
+      p.src_rows[2 * q] = k_row;
+      p.src_rows[2 * q + 1] = k_row + ps;
+    }
   }
   __syncthreads();
 
@@ -413,7 +444,7 @@ __global__ void __launch_bounds__(256) layout_kernel(BeginStepParams p) {
 
 size_t begin_step_smem_bytes(int batch, int64_t max_users) {
   const size_t B = static_cast<size_t>(batch), words = static_cast<size_t>((max_users + 1 + 31) / 32);
-  return sizeof(int64_t) * (5 * B + 2 * (B + 1) + 40) + sizeof(int32_t) * 7 * B + sizeof(uint32_t) * 2 * words;
+  return sizeof(int64_t) * (5 * B + 3 * (B + 1) + 40) + sizeof(int32_t) * 7 * B + sizeof(uint32_t) * 2 * words;
 }
 
 cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
@@ -426,10 +457,12 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(p);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
   const int64_t rows = int64_t{p.batch} * p.max_pages_per_user * p.page_size + p.total_q + 1;
+  BeginStepParams q = p;
+  q.fold_layout = rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
+  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess || q.fold_layout) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);
   detail::layout_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p);
   return cudaGetLastError();

@@ -14,6 +14,10 @@ namespace kvcache {
 constexpr int kThreads = 512;        // the bookkeeping kernel's block
 constexpr int kMaxBatch = kThreads - 1;  // B + 1 offsets are scanned one per thread
 constexpr int64_t kMaxUsers = 65536;     // user-table bitmasks live in shared memory
+// Gather plans of at most this many rows (and page tables of at most kFoldRows / 16 entries) are written by the
+// bookkeeping kernel itself (a few rows per thread, the page table staged in shared memory) instead of the grid
+// kernel: one launch less per step for small batches (NVIDIA's batch 1: 4,481 rows).
+constexpr int64_t kFoldRows = 8192;
 
 // CACHE_ERROR_BITS of _kv_cache.py.
 constexpr int32_t kPoolFull = 1 << 8;
@@ -44,7 +48,7 @@ struct BeginStepParams {
   int32_t* page_ids;         // (B * M)
   int32_t* last_page_lens;   // (B)
   int32_t* cached_lens;      // (B)
-  int64_t* append_rows;      // (total_q)
+  int64_t* append_rows;      // (total_q), tokens not appended on the sink page (row t % page_size)
   int64_t* src_rows;         // (2 * (B * M * page_size + total_q + 1))
   int64_t* dst_new;          // (total_q)
   int32_t* cu_seqlens_k;     // (B + 1)
@@ -52,12 +56,14 @@ struct BeginStepParams {
   int batch;
   int64_t max_users, num_pages, max_pages_per_user, page_size, total_q;
   bool create, evict;
+  bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
 };
 
 // Bytes of dynamic shared memory the bookkeeping kernel needs.
 size_t begin_step_smem_bytes(int batch, int64_t max_users);
 
-// Enqueues both kernels on `stream` (no synchronization; CUDA-graph capturable).
+// Enqueues the kernels on `stream` (the second only for gather plans over kFoldRows rows; no synchronization;
+// CUDA-graph capturable).
 cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream);
 
 // Page copies between two page pools of the same page shape, for KVCacheManager's offload to pinned host memory
