@@ -361,7 +361,8 @@ def power_law_unique(n, R, gen, alpha=1.05):
     return out
 
 
-def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None, device_staging=None):
+def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None, device_staging=None,
+                dim=16, frac=0.1, bucket=64, cycle=4):
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
@@ -372,28 +373,31 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     gradients in pieces when its segment crosses warp boundaries and adds the pieces in arrival order
     (csrc/lookup/segment_kernels.cu), so two modules (or two runs) agree bit for bit only on such rows when every
     id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding.
-    ``device_staging``: the caching module's ``device_staging`` (default: the module's own)."""
+    ``device_staging``: the caching module's ``device_staging`` (default: the module's own). ``dim``, ``frac``
+    (the cache's share of R), ``bucket`` (bucket capacity) and ``cycle`` (distinct batches in turn) scale it: a
+    cycle whose ids outgrow the cache makes every step write victims back and bring stored rows in."""
     unique = device != "cpu" if unique is None else unique
     draw = power_law_unique if unique else power_law
     def mk(storage):
         kw = dict(storage=storage)
         if storage == "caching":
-            kw.update(hbm_budget_bytes=int(0.1 * R) * opt.row_width(16) * 4, backing_store=store)
+            kw.update(hbm_budget_bytes=int(frac * R) * opt.row_width(dim) * 4, backing_store=store)
         return BatchedDynamicEmbeddingTables(
-            [DynamicEmbTableOptions(dim=16, max_capacity=R, bucket_capacity=64,
+            [DynamicEmbTableOptions(dim=dim, max_capacity=R, bucket_capacity=bucket,
                                     initializer=DynamicEmbInitializer("uniform", seed=21 + i), **kw)
              for i in range(T)], pooling="sum", optimizer=opt, device=device)
 
     ref, m = mk("hbm"), mk("caching")
     if device_staging is not None:
         m.device_staging = device_staging
-    assert all(t.capacity() == 768 for t in m.tables)
+    assert (R, frac, bucket) != (8192, 0.1, 64) or all(t.capacity() == 768 for t in m.tables)
     g = torch.Generator().manual_seed(5)
     data = []
-    for _ in range(4):
+    for _ in range(cycle):
         ids = torch.cat([draw(n, R, g) for _ in range(T)])
-        data.append((ids.to(device), torch.arange(T * n + 1).to(device), torch.randn(n, T * 16, generator=g).to(device)))
-    seq = [data[i % 4] for i in range(4 * rounds)]
+        data.append((ids.to(device), torch.arange(T * n + 1).to(device),
+                     torch.randn(n, T * dim, generator=g).to(device)))
+    seq = [data[i % cycle] for i in range(cycle * rounds)]
     moved = []
     for i, (ids, off, w) in enumerate(seq):
         o_ref = step(ref, ids, off, w)
@@ -406,7 +410,7 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     if device != "cpu":
         torch.cuda.synchronize()
     assert_same(ref, m)
-    assert all(b > a for a, b in zip(moved[4:-2], moved[5:-1])), moved  # warm steps still miss (rows move in)
+    assert all(b > a for a, b in zip(moved[cycle:-2], moved[cycle + 1:-1])), moved  # later steps bring rows in
     return m
 
 
