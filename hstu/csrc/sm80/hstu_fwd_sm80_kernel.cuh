@@ -93,6 +93,14 @@ struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 
   static constexpr bool kExists = D == 64 || D == 128;
 };
 
+// The AND mask of P's packed pair q of k16 step ks (the A fragment of P V: acc_s[mt][2 ks + q / 2][2 (q % 2) + {0,
+// 1}]) from one m16 tile's mask bits (bit 4 nt + 2 hf + odd: fwd_key_interval_bits over the thread's two rows): the
+// half of an element whose bit is clear becomes 0x0000, what pack2 makes of its 0.f.
+__device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) {
+  const int k = 4 * (2 * ks + q / 2) + 2 * (q % 2);  // the bit of the pair's first element
+  return (((bits >> k) & 1u) ? 0xffffu : 0u) | (((bits >> (k + 1)) & 1u) ? 0xffff0000u : 0u);
+}
+
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
   constexpr int NT = NWARPS * 32;
@@ -322,10 +330,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
             for (int ks = 0; ks < BNS / 16; ++ks)
 #pragma unroll
               for (int q = 0; q < 4; ++q) {
-                const int k = 4 * (2 * ks + q / 2) + 2 * (q % 2);  // bit of the pair's first element
-                const uint32_t keep =
-                    (((bits[0] >> k) & 1u) ? 0xffffu : 0u) | (((bits[0] >> (k + 1)) & 1u) ? 0xffff0000u : 0u);
-                pk[mt][ks][q] &= keep;  // (the pair of a masked element packs its 0.f as 0x0000: bitwise the same)
+                pk[mt][ks][q] &= fwd_pair_keep(bits[0], ks, q);
               }
           }
         }
