@@ -57,8 +57,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
 //   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
 //   5: 1 with the warp skip (D = 128 whole 32-key sub-tiles: as good as chunks with 32 rows per warp; D = 64 chunks).
-// Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
-// in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
+// Every candidate fits 99 KB (sm86 / sm89 too). ptxas (with the row-key table): no spills but D = 128's 3 (sm_90a
+// 68 B, sm_86 / sm_89 32 B) and 4 (sm_90a 20 B, sm_80 8 B); the defaults and 2 none (docs/hstu_attn.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
