@@ -95,10 +95,20 @@ struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 
 
 // The AND mask of P's packed pair q of k16 step ks (the A fragment of P V: acc_s[mt][2 ks + q / 2][2 (q % 2) + {0,
 // 1}]) from one m16 tile's mask bits (bit 4 nt + 2 hf + odd: fwd_key_interval_bits over the thread's two rows): the
-// half of an element whose bit is clear becomes 0x0000, what pack2 makes of its 0.f.
+// half of an element whose bit is clear becomes 0x0000, what pack2 makes of its 0.f. Bit k goes to bit 7 of x's
+// byte 0, bit k + 1 to bit 7 of y's; prmt's sign mode (selector nibbles 8: x's byte 0, C: y's) replicates each
+// across its half (2 shifts and a prmt per pair: -20 % instructions on a masked sub-tile against two selects).
 __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) {
   const int k = 4 * (2 * ks + q / 2) + 2 * (q % 2);  // the bit of the pair's first element
-  return (((bits >> k) & 1u) ? 0xffffu : 0u) | (((bits >> (k + 1)) & 1u) ? 0xffff0000u : 0u);
+  const uint32_t x = k <= 7 ? bits << (7 - k) : bits >> (k - 7);
+  const uint32_t y = k <= 6 ? bits << (6 - k) : bits >> (k - 6);
+#ifdef __CUDA_ARCH__
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, 0xCC88;\n" : "=r"(r) : "r"(x), "r"(y));
+  return r;
+#else  // (host code: tests/hstu/test_mask_rows.py) prmt's sign mode on the same bytes
+  return ((x & 0x80u) ? 0xffffu : 0u) | ((y & 0x80u) ? 0xffff0000u : 0u);
+#endif
 }
 
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
