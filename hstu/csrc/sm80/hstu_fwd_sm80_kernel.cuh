@@ -185,8 +185,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 
   // Each row's keys as two intervals (SeqMask::row_keys: its history keys, its target group's keys; the group-size
   // divisions once per row and block), behind Q and K / V in shared memory: the sub-tiles that are not fully visible
-  // (the diagonal, contexts, windows, targets) read their rows' intervals there and compare each key with them, no
-  // division and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
+  // (the diagonal, contexts, windows, targets) read their rows' intervals there and turn them into bits, no division
+  // and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
   const uint32_t sRowKeys0 = sQ0 + (BM + STAGES * 2 * BN) * D * 2;
   if (nb_end > nb_begin) {
     static_assert(NT >= BM, "one row per thread");
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
                                        acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
         if (work && !full) {
           // Keys jw + 8 nt + odd of rows warp_row0 + lane / 4 + 16 mt + 8 hf (an opaque lane: not hoisted); per
-          // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the selects.
+          // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the pairs' AND masks.
           static_assert(NTILES <= 8, "one word of mask bits per m16 tile");
           const int lm = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
           const uint32_t tr = sRowKeys0 + (warp_row0 + lm / 4) * 16;
