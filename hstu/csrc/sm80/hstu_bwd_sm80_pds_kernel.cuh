@@ -322,7 +322,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
         if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
-          keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
+          if constexpr (kPipeS) {
+            // (cfg 12's pipelined S k-loop: with the row loop its kernels spilled 16-44 B; the element rule kept)
+            keep = 0u;
+            for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+              if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
+            });
+          } else {
+            keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
+          }
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
         // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc.
