@@ -168,6 +168,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kPipeKv = PIPE != 0;
 #endif
   constexpr bool kPipeS = PIPE >= 2;
+  // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
+  // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code) and, in sm_80 code, the PIPE
+  // candidates, D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
+#else
+  constexpr bool kRowMask = !kPipeS;
+#endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
 
@@ -322,14 +330,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
         if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
-          if constexpr (kPipeS) {
-            // (cfg 12's pipelined S k-loop: with the row loop its kernels spilled 16-44 B; the element rule kept)
+          if constexpr (!kRowMask) {
             keep = 0u;
             for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
               if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
             });
           } else {
-            keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
+            // (the mask fields re-read, not kept live through the loop: else sm_80 code of the D = 256 kernels
+            // spilled 12 B)
+            const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+            keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk2, rbase, jbase);
           }
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
