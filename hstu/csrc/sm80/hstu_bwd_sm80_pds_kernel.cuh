@@ -171,10 +171,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
   // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code) and, in sm_80 code, the PIPE
   // candidates, D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default).
+  // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
+  // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
   constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
+  constexpr bool kMaskReread = true;
 #else
   constexpr bool kRowMask = !kPipeS;
+  constexpr bool kMaskReread = false;
 #endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
@@ -336,10 +340,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
             });
           } else {
-            // (the mask fields re-read, not kept live through the loop: else sm_80 code of the D = 256 kernels
-            // spilled 12 B)
-            const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
-            keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk2, rbase, jbase);
+            if constexpr (kMaskReread) {
+              const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+              keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk2, rbase, jbase);
+            } else {
+              keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
+            }
           }
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
