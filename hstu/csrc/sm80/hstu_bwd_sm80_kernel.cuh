@@ -417,8 +417,27 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
           acc_dp[nt][e] = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
         }
       }
-      if (!full) {
+      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2: D = 256's
+      // candidate 1, opt-in) keep the element rule: by rows their spill grew 4 -> 8 / 12 B there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+      constexpr bool kRowMask = KSPLIT == 1;
+#else
+      constexpr bool kRowMask = true;
+#endif
+      if (!full && kRowMask) {
         bwd_st_mask_rows(mk, r0 + (lane % 4) * 2, n0 + wrow + lane / 4, acc_s, acc_dp);
+      } else if (!full) {
+#pragma unroll
+        for (int nt = 0; nt < QTILES; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = n0 + wrow + lane / 4 + (e / 2) * 8;
+            const int r = r0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+            if (!mk.allowed(r, j)) {
+              acc_s[nt][e] = 0.f;
+              acc_dp[nt][e] = 0.f;
+            }
+          }
       }
       if (drab != nullptr || drab_acc != nullptr || drab_h != nullptr) {  // (KSPLIT > 1: the wgrp 0 warps)
 #pragma unroll

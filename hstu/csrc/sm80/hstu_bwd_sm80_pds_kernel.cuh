@@ -169,13 +169,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #endif
   constexpr bool kPipeS = PIPE >= 2;
   // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
-  // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code) and, in sm_80 code, the PIPE
-  // candidates, D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default).
+  // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code); in sm_80 code the PIPE candidates,
+  // D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default); in sm_86 / sm_89
+  // code every kernel of this layout (the 4-warp D = 128 tiles, opt-in there: 4-8 B).
   // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
   // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
   constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
   constexpr bool kMaskReread = true;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kRowMask = false;
+  constexpr bool kMaskReread = false;
 #else
   constexpr bool kRowMask = !kPipeS;
   constexpr bool kMaskReread = false;
