@@ -5,8 +5,12 @@ sm80-class 32-key sub-tiles) / 64 / 128 / 192. Hopper backward (hstu_bwd_sm90_ke
 (hstu_bwd_sm90_traits.cuh, the bits of a thread's S^T elements from row_keys) and the no-target rule on tiles without
 target rows or keys. The sm80-class forward (hstu_fwd_sm80_kernel.cuh): row_keys of each query row once per block
 (its shared-memory table), fwd_key_interval_bits per m16 tile (one or two per warp) over 32- / 64-key sub-tiles, and
-fwd_pair_keep, the AND masks of P's packed pairs. Each must give SeqMask::allowed(r, j) for every element of every
-thread of a tile, for random masks (targets, groups, contexts, left / right windows, the GR rule). The device code is compiled as host C++ (its
+fwd_pair_keep, the AND masks of P's packed pairs. The sm80-class backward (`bwd80`): bwd_pds_keep_bits
+(hstu_bwd_sm80_pds_kernel.cuh, FA2's warp layout: SMT x SNT m16n8 score tiles per warp, 32 / 64-bit keep masks),
+bwd_st_mask_rows (hstu_bwd_sm80_kernel.cuh, the old layouts' S^T fragments, zeroing S and dP) and the deterministic
+dQ kernel's fwd_key_interval_bits over 16 / 32 keys (the `fwd` case's check<16>, <32>). Each must give
+SeqMask::allowed(r, j) for every element of every thread of a tile, for random masks (targets, groups, contexts, left
+/ right windows, the GR rule). The device code is compiled as host C++ (its
 __device__ qualifiers dropped) by the system's C++ compiler."""
 
 import os
@@ -20,6 +24,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COMMON = os.path.join(ROOT, "hstu", "csrc", "common", "hstu_common.cuh")
 FWD80 = os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")
 BWD = os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_bwd_sm90_traits.cuh")
+PDS80 = os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_pds_kernel.cuh")
+BWD80 = os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")
 CXX = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 DRIVER = r"""
@@ -36,6 +42,8 @@ using std::min;
 %(bits)s
 %(bwd_bits)s
 %(pair_keep)s
+%(pds80)s
+%(st80)s
 template <int BN>
 long check(const SeqMask& m, std::mt19937& rng, long& bad) {
   long n = 0;
@@ -139,8 +147,64 @@ long check_fwd80(const SeqMask& m, std::mt19937& rng, long& bad) {
   }
   return n;
 }
+// The sm80-class FA2-layout backward's score tiles (warp tiles of SMT x SNT m16n8 tiles at query positions from
+// r0 >= 0, keys from n0; 4 warps at random offsets): bwd_pds_keep_bits on every tile.
+template <int SMT, int SNT, typename Keep>
+long check_pds(const SeqMask& m, std::mt19937& rng, long& bad) {
+  long n = 0;
+  for (int n0 = 0; n0 < m.lk + 8 * SNT; n0 += 8 * SNT) {
+    const int r0 = std::uniform_int_distribution<int>(0, m.lk + 10)(rng);
+    for (int warp = 0; warp < 4; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int rbase = r0 + 16 * SMT * warp + lane / 4, jbase = n0 + 2 * (lane %% 4);  // (hstu_bwd_pds_body)
+        const Keep keep = bwd_pds_keep_bits<SMT, SNT, Keep>(m, rbase, jbase);
+        for (int mt = 0; mt < SMT; ++mt)
+          for (int nt = 0; nt < SNT; ++nt)
+            for (int e = 0; e < 4; ++e) {
+              const int r = rbase + mt * 16 + (e / 2) * 8, j = jbase + nt * 8 + (e %% 2);
+              ++n;
+              if (m.allowed(r, j) != static_cast<bool>((keep >> ((mt * SNT + nt) * 4 + e)) & 1u) && ++bad <= 5) {
+                printf("pds mismatch SMT %%d SNT %%d lk %%d hist %%d ctx %%d group %%d wl %%d wr %%d gr %%d: r %%d j %%d\n",
+                       SMT, SNT, m.lk, m.hist, m.ctx, m.group, m.wl, m.wr, m.gr, r, j);
+              }
+            }
+      }
+    }
+  }
+  return n;
+}
+// The old sm80-class layouts' S^T fragments (BM = 8 QT query positions from r0 >= 0, 16 keys per warp from n0):
+// bwd_st_mask_rows zeroes exactly the masked elements of S and dP.
+template <int QT>
+long check_st(const SeqMask& m, std::mt19937& rng, long& bad) {
+  long n = 0;
+  for (int n0 = 0; n0 < m.lk + 64; n0 += 64) {
+    const int r0 = std::uniform_int_distribution<int>(0, m.lk + 10)(rng);
+    for (int warp = 0; warp < 4; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int rc = r0 + 2 * (lane %% 4), jr = n0 + 16 * warp + lane / 4;  // (hstu_bwd_body)
+        float s[QT][4], dp[QT][4];
+        for (int nt = 0; nt < QT; ++nt)
+          for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 1.f + e;
+        bwd_st_mask_rows(m, rc, jr, s, dp);
+        for (int nt = 0; nt < QT; ++nt)
+          for (int e = 0; e < 4; ++e) {
+            const int r = rc + 8 * nt + (e %% 2), j = jr + 8 * (e / 2);
+            const float want = m.allowed(r, j) ? 1.f + e : 0.f;
+            ++n;
+            if ((s[nt][e] != want || dp[nt][e] != want) && ++bad <= 5) {
+              printf("st mismatch QT %%d lk %%d hist %%d ctx %%d group %%d wl %%d wr %%d gr %%d: r %%d j %%d\n", QT,
+                     m.lk, m.hist, m.ctx, m.group, m.wl, m.wr, m.gr, r, j);
+            }
+          }
+      }
+    }
+  }
+  return n;
+}
 int main(int argc, char** argv) {
-  const bool bwd = argc > 1 && argv[1][0] == 'b';
+  const bool bwd = argc > 1 && argv[1][0] == 'b' && argv[1][3] != '8';
+  const bool bwd80 = argc > 1 && argv[1][0] == 'b' && argv[1][3] == '8';
   const bool fwd80 = argc > 1 && argv[1][0] == 's';
   std::mt19937 rng(%(seed)d);
   long n = 0, bad = 0;
@@ -160,10 +224,14 @@ int main(int argc, char** argv) {
     if (fwd80) {
       n += check_fwd80<32, 1>(m, rng, bad) + check_fwd80<64, 1>(m, rng, bad) + check_fwd80<32, 2>(m, rng, bad) +
            check_fwd80<64, 2>(m, rng, bad);
-      continue;
+    } else if (bwd80) {
+      n += check_pds<2, 4, uint32_t>(m, rng, bad) + check_pds<1, 4, uint32_t>(m, rng, bad) +
+           check_pds<4, 4, uint64_t>(m, rng, bad) + check_st<8>(m, rng, bad) + check_st<4>(m, rng, bad);
+    } else {
+      n += bwd ? check_bwd<64>(m, rng, bad) + check_bwd<64>(m, rng, bad)
+               : check<16>(m, rng, bad) + check<32>(m, rng, bad) + check<64>(m, rng, bad) + check<128>(m, rng, bad) +
+                     check<192>(m, rng, bad);
     }
-    n += bwd ? check_bwd<64>(m, rng, bad) + check_bwd<64>(m, rng, bad)
-             : check<32>(m, rng, bad) + check<64>(m, rng, bad) + check<128>(m, rng, bad) + check<192>(m, rng, bad);
   }
   printf("elements %%ld mismatches %%ld\n", n, bad);
   return bad != 0;
@@ -177,8 +245,9 @@ def _block(text, start, end_line):
 
 
 @pytest.mark.skipif(CXX is None, reason="no C++ compiler")
-@pytest.mark.skipif(not all(os.path.exists(f) for f in (COMMON, BWD, FWD80)), reason="hstu/csrc is not in this tree")
-@pytest.mark.parametrize("kernel", ["fwd", "bwd", "sm80_fwd"])
+@pytest.mark.skipif(not all(os.path.exists(f) for f in (COMMON, BWD, FWD80, PDS80, BWD80)),
+                    reason="hstu/csrc is not in this tree")
+@pytest.mark.parametrize("kernel", ["fwd", "bwd", "sm80_fwd", "bwd80"])
 def test_target_mask_bits_match_the_element_rule(tmp_path, kernel):
     seqmask = _block(open(COMMON).read(), "struct SeqMask {", "\n};\n")
     bits = _block(open(COMMON).read(), "template <int BN>\n__device__ __forceinline__ void fwd_key_interval_bits",
@@ -186,10 +255,13 @@ def test_target_mask_bits_match_the_element_rule(tmp_path, kernel):
     bwd_bits = _block(open(BWD).read(), "template <int BM>\n__device__ __forceinline__ uint32_t bwd_row_key_bits",
                       "\n}\n")
     pair_keep = _block(open(FWD80).read(), "__device__ __forceinline__ uint32_t fwd_pair_keep", "\n}\n")
+    pds80 = _block(open(PDS80).read(), "template <int SMT, int SNT, typename Keep>\n__device__ __forceinline__ Keep "
+                   "bwd_pds_keep_bits", "\n}\n")
+    st80 = _block(open(BWD80).read(), "template <int QT>\n__device__ __forceinline__ void bwd_st_mask_rows", "\n}\n")
     assert "row_keys" in seqmask and re.search(r"bool allowed\(int r, int j\)", seqmask)
     src = tmp_path / "mask_rows.cpp"
-    src.write_text(DRIVER % dict(seqmask=seqmask, bits=bits, bwd_bits=bwd_bits, pair_keep=pair_keep, seed=20261129,
-                                masks=3000))
+    src.write_text(DRIVER % dict(seqmask=seqmask, bits=bits, bwd_bits=bwd_bits, pair_keep=pair_keep, pds80=pds80,
+                                st80=st80, seed=20261129, masks=3000))
     exe = tmp_path / "mask_rows"
     subprocess.run([CXX, "-O2", "-std=c++17", str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
     res = subprocess.run([str(exe), kernel], capture_output=True, text=True, timeout=300)
