@@ -117,8 +117,8 @@ def test_hybrid_host_share_matches_model(load, expect):
     """At HKV's shape (128-slot buckets, half of each in HBM) the share of stored rows in host slots is the
     buckets' overflow: ~5 % at load factor 0.5 and ~33 % at 0.75 (the model; before split buckets: 50 %; at 1.0
     the model gives 48 %)."""
-    assert abs(_host_share_model(B * nb, nb, B, B // 2) - 0.48) < 0.01
     B, nb = 128, 256
+    assert abs(_host_share_model(B * nb, nb, B, B // 2) - 0.48) < 0.01
     t = HybridTable(B * nb, 1, bucket_capacity=B, hbm_rows=B * nb // 2)
     g = torch.Generator().manual_seed(2)
     keys = torch.unique(torch.randint(-(1 << 62), 1 << 62, (int(load * B * nb),), generator=g))

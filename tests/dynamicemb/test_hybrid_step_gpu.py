@@ -2,9 +2,10 @@
 step's host rows through HBM scratch rows in host-address order (lookup ops, kStepHostRows;
 docs/dynamicemb_storage.md "hybrid"). Every path of the fused kernels that reads or writes a row (pooled / sequence
 forward, segmented backward, atomic scatter with per-unique sums or straight into the rows, per-sample weight
-gradients, fp16 rows, scalar rows, two steps in flight) must give bit-identical outputs, rows and optimizer state to all-HBM tables, on inputs where the
-all-HBM step is itself bitwise repeatable (see NOCUT); where it is not (segments of hot, weighted ids cut by warp
-boundaries) within a tolerance relative to all-HBM's own run-to-run difference. Skips without a GPU."""
+gradients, fp16 rows, scalar rows, two steps in flight) must give bit-identical outputs, rows and optimizer state
+to all-HBM tables, on inputs where the all-HBM step is itself bitwise repeatable (see NOCUT); where it is not
+(segments of hot, weighted ids cut by warp boundaries) within a tolerance relative to all-HBM's own run-to-run
+difference. Skips without a GPU."""
 
 import os
 import sys
