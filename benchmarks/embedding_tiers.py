@@ -156,8 +156,8 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
     stored_all = torch.unique(torch.randint(0, 1 << 62, (int(cap * load),), device="cuda", generator=gen))
     rows, shares = [], []
     for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
-                     ("hybrid (half the rows in host)", lambda: HybridTable(cap, dim, device="cuda",
-                                                                             hbm_rows=cap // 2))):
+                     ("hybrid (half the slots in host)", lambda: HybridTable(cap, dim, device="cuda",
+                                                                              hbm_rows=cap // 2))):
         if name.split(" ")[0] not in tables:
             continue
         t = mk()
