@@ -40,6 +40,35 @@ def test_split_rows_mapping(B, h):
     assert row[host].tolist() == list(range(nb * (B - h)))
 
 
+class _SplitOnCpu(HybridTable):
+    """A CPU HybridTable that keeps its rows in two buffers as a CUDA one does (split: True), for the host-side
+    row access (all_values, _load_values, _read_rows, _write_rows); table ops are not run on it."""
+
+    split = True
+
+
+@pytest.mark.parametrize("h", [0, 5, 16])
+def test_hybrid_host_side_rows_follow_the_split(h):
+    """state_dict values (all_values), loads (_load_values) and the snapshot / checkpoint row access (_read_rows /
+    _write_rows) of a table whose rows are in two buffers put every slot's row where split_rows says."""
+    B, nb, dim = 16, 6, 3
+    t = _SplitOnCpu(nb * B, dim, bucket_capacity=B, hbm_rows=h * nb)
+    x = torch.randn(nb * B, dim)
+    nan = float("nan")
+    s = {"values": torch.full((h * nb, dim), nan), "values_host": torch.full(((B - h) * nb, dim), nan)}
+    t._load_values(s, x)
+    host, row = split_rows(torch.arange(nb * B), h, B)
+    assert torch.equal(s["values"][row[~host]], x[~host]) and torch.equal(s["values_host"][row[host]], x[host])
+    t.values, t.values_host = s["values"], s["values_host"]
+    assert torch.equal(t.all_values(), x)
+    pick = torch.randperm(nb * B)[:40]
+    assert torch.equal(t._read_rows(pick), x[pick])
+    r = torch.randn(40, dim)
+    t._write_rows(pick, r)
+    x[pick] = r
+    assert torch.equal(t.all_values(), x)
+
+
 def test_hybrid_rows_rounded_per_bucket():
     t = HybridTable(32 * 16, 4, bucket_capacity=16, hbm_rows=5 * 32 + 7)
     assert (t.hbm_slots, t.hbm_rows) == (5, 160)
