@@ -166,15 +166,15 @@ def test_batched_staging_syncs_cuda(prefetch):
 
 
 def test_hybrid_module_rows_and_checkpoints_cuda(tmp_path):
-    """set_rows / get_rows, dump / load, state_dict and erase of a module whose tables keep half their rows in
-    host memory: the same as all-HBM, and a loaded table stays hybrid (it came back all-HBM before)."""
+    """set_rows / get_rows, dump / load, state_dict and erase of a module whose tables keep half of each bucket's
+    slots in host memory: the same as all-HBM, and a loaded table stays hybrid (it came back all-HBM before)."""
     from dynamicemb._hybrid import HybridTable
 
     ref, m = make("hbm", device="cuda"), make("hybrid", device="cuda", budget_rows=512)
     data = list(batches(8, seed=4, device="cuda"))
     for ids, off, w in data[:4]:
         step(ref, ids, off, w), step(m, ids, off, w)
-    ids = torch.arange(1000, 1300, device="cuda")  # new ids: about half of them get host rows
+    ids = torch.arange(1000, 1300, device="cuda")  # new ids: the fuller buckets put them in host slots
     wts = torch.randn(300, DIM, device="cuda")
     for x in (ref, m):
         x.set_rows(1, ids, wts)
