@@ -231,6 +231,8 @@ class KVCacheManager:
                 _err(name, "an int >= 1", val)
         if page_size not in PAGE_SIZES:
             _err("page_size", f"one of {PAGE_SIZES}", page_size)
+        if not isinstance(overlap_append, bool):
+            _err("overlap_append", "a bool", repr(overlap_append), TypeError)
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:  # "cuda" means the current device: compare with its index
             dev = torch.device("cuda", torch.cuda.current_device())
@@ -250,7 +252,7 @@ class KVCacheManager:
          self.free_count) = new_slot_table(max_users, num_pages, max_pages_per_user, dev)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.overlap_append = bool(overlap_append)
+        self.overlap_append = overlap_append
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self.offload = None

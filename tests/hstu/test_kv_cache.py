@@ -145,6 +145,9 @@ def test_host_argument_errors():
                            dtype=torch.float32, device="cpu")
     with pytest.raises(ValueError, match="page_size: expected"):
         KVCacheManager(1, H, D, num_pages=4, page_size=10, max_users=2, max_pages_per_user=2, device="cpu")
+    with pytest.raises(TypeError, match="overlap_append: expected a bool"):
+        KVCacheManager(1, H, D, num_pages=4, page_size=16, max_users=2, max_pages_per_user=2, device="cpu",
+                       overlap_append="no")
     with pytest.raises(TypeError, match="user_ids: expected"):
         cache.begin_step(torch.tensor([1], dtype=torch.int32), cu_of([1], "cpu"), torch.ones(1, dtype=torch.int32),
                          1, 1)
