@@ -304,6 +304,18 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _options_state.bits = old
 
 
+@contextlib.contextmanager
+def _more_option_bits(bits: int) -> Iterator[None]:
+    """The calls made inside (in this thread) run with `bits` set besides the current `kernel_options` (a library
+    default switched on by its caller, e.g. the serving step's programmatic launches, `KVCacheManager(pdl=)`)."""
+    old = _current_options()
+    _options_state.bits = old | bits
+    try:
+        yield
+    finally:
+        _options_state.bits = old
+
+
 # ----------------------------------------------------------------------------------------------------
 # Layer 2: autograd
 # ----------------------------------------------------------------------------------------------------
