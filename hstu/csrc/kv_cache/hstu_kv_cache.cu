@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   const int B = p.batch, tid = threadIdx.x, NT = blockDim.x;
   const int64_t U = p.max_users, P = p.num_pages, M = p.max_pages_per_user, ps = p.page_size;
   const PageDiv pd(ps);
+  const bool small_table = int64_t{B} * M <= INT_MAX;
   const int64_t words = (U + 1 + 31) / 32;
   // Shared layout: int64 arrays first (alignment), then int32, then the two slot bitmasks.
   int64_t* s_uid = reinterpret_cast<int64_t*>(smem);
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   if (found_t) set_bit(s_inbatch, s_found[tid]);
   int64_t n_free_taken = 0;
   if (n_miss > 0) {
-    const int64_t chunk = (U + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
+    const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
     for (int64_t s = s0; s < s1; ++s) cnt += !p.slot_valid[s];
     int64_t n_free;
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // 6. Push the evicted users' pages on the free stack (slot order, each row's pages in column order) and clear
   // their slots (last_used stays, as in the torch path).
   {
-    const int64_t chunk = (U + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
+    const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
     for (int64_t s = s0; s < s1; ++s)
       if (bit(s_evict, s)) cnt += pages_held(p.slot_pages + s * M, M, P);
@@ -315,8 +316,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // 7. Pop: user b takes stack entries fc - 1 - (start[b] + i), i < n_alloc[b]; past the bottom: the sink page.
   const int64_t fc = s_fc;
   for (int64_t idx = tid; idx < int64_t{B} * M; idx += NT) {
-    const int b = static_cast<int>(idx / M);
-    const int64_t i = idx % M;
+    // (32-bit division where the table fits: U <= 65536 users, B <= 511; the 64-bit one is a subroutine call)
+    const int b = small_table ? static_cast<int>(idx) / static_cast<int>(M) : static_cast<int>(idx / M);
+    const int64_t i = idx - int64_t{b} * M;
     if (i >= s_alloc[b]) continue;
     const int64_t pos = fc - 1 - (s_start[b] + i);
     p.slot_pages[s_slot[b] * M + s_have[b] + i] = pos >= 0 ? p.free_pages[pos] : P;
