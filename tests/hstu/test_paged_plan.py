@@ -407,36 +407,35 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["lone", "shared"])
-def test_pdl_validation_waits_for_its_producer(mode):
-    # Under pdl=True the device validation (of a lone call, or of a step's plan) is a programmatic dependent launch
-    # too (hstu_validate.cu): its block starts under the kernel before it and must wait for it before reading the
-    # vectors. Here that kernel writes cu_seqlens_q and num_targets last (views at the end of a large buffer, ~15 us
-    # of one elementwise kernel) over a poison that fails validation (cu_seqlens_q[0] = -7): a validation that read
-    # before its wait would flag the call and NaN its output. Equal bitwise to plain launches, finite.
+def test_pdl_validation_waits_for_its_producer():
+    # Under pdl=True the device validation of a step's plan is a programmatic dependent launch too (hstu_validate.cu):
+    # its block starts under the kernel before it and must wait for it before reading the vectors. Here that kernel
+    # writes cu_seqlens_q and num_targets last (views at the end of a large buffer, ~30 us of one elementwise
+    # kernel) over a poison the validation rejects (cu_seqlens_q[0] = -7), and nothing runs between it and the
+    # validation (the layout made before it from equal tensors, a fresh one per call so each call plans): a
+    # validation that read before its wait would flag the call (check_errors raises) and NaN the output. Equal
+    # bitwise to plain launches, finite.
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
     cu, nt = step["cu_seqlens_q"], common["num_targets"]
     pad = 1 << 24
     src = torch.cat([torch.randint(0, 100, (pad,), dtype=torch.int32, device="cuda"), cu, nt])
     big = torch.empty_like(src)
-    views = dict(cu_seqlens_q=big[pad:pad + cu.numel()], num_targets=big[pad + cu.numel():])
+    args = dict(step, cu_seqlens_q=big[pad:pad + cu.numel()])
+    common_v = dict(common, num_targets=big[pad + cu.numel():])
     outs = {}
     for pdl in (False, True):
         with hstu_attn._ops.kernel_options(pdl=pdl):
             outs[pdl] = []
             for _ in range(3):
+                layout = shared_layout(step, common, total_q)  # (from cu itself, before the producer)
                 big.fill_(-7)
-                torch.add(src, 0, out=big)  # the vectors' producer, right before the validation
-                layout = None if mode == "lone" else shared_layout(dict(step, cu_seqlens_q=views["cu_seqlens_q"]),
-                                                                   common, total_q)
-                outs[pdl].append(hstu_attn_paged_func(**qkv, **dict(step, cu_seqlens_q=views["cu_seqlens_q"]),
-                                                      **dict(common, num_targets=views["num_targets"]),
-                                                      check_values=False, layout=layout))
+                torch.add(src, 0, out=big)  # the vectors' producer, right before the plan's validation
+                outs[pdl].append(hstu_attn_paged_func(**qkv, **args, **common_v, check_values=False, layout=layout))
     torch.cuda.synchronize()
     hstu_attn.check_errors()  # (a flagged validation would raise here)
     for i, (a, b) in enumerate(zip(outs[True], outs[False])):
-        msg = f"seed {seed} {mode} call {i}"
+        msg = f"seed {seed} call {i}"
         assert torch.isfinite(b).all() and torch.isfinite(a).all(), msg
         assert torch.equal(a, b), f"{msg}: the PDL validation's call differs from the plain one"
 
