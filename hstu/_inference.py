@@ -9,6 +9,7 @@ history items' K/V are then appended to the cache, so history is computed once.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional, Tuple
 
 import torch
@@ -68,8 +69,9 @@ def cached_hstu_attention(
     """
     # cache.pdl (the default on Hopper): the attention, its step plan's validation and the append as programmatic
     # dependent launches (each waits in-kernel for the kernels before it before its first global read).
-    pdl = _ops.OPTION_BITS["pdl"] if getattr(cache, "pdl", False) and q.is_cuda else 0
-    with _ops._more_option_bits(pdl):
+    # (not while torch.compile traces: the op's options there come from the caller's kernel_options alone)
+    pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext():
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)
