@@ -292,6 +292,17 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             restore()
             cache.overlap_append = True
             del g_seq
+        if g is not None and not label and getattr(cache, "pdl", False):
+            # The same step with plain launches (KVCacheManager(pdl=False); the default on Hopper launches the
+            # serving step's attention, its plan's validation and the appends as programmatic dependent launches).
+            cache.pdl = False
+            g_plain = graphed(step, device)
+            restore()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, plain launches", ms=timer(g_plain, restore),
+                             tokens=sh.tokens))
+            restore()
+            cache.pdl = True
+            del g_plain
         cache.check()
         if sweep and ps != page_size:
             continue
