@@ -222,8 +222,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // key block's work starts at the tile of the context rows; the tiles between those rows and the rows the keys reach
   // without them are fully masked and skipped (bwd_work_tiles' gap; walking them doubled the causal time with 64
   // contexts). Skipped tiles only added zeros: dK / dV keep their order of sums.
-  // (The PIPE candidates and D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code.)
+  // (The PIPE candidates and D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code;
+  // so do D = 256's one-stage kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose
+  // only kernel of this layout is the opt-in 4-warp D = 128 tile (20 B).)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kSkipGap = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kSkipGap = false;
+#else
   constexpr bool kSkipGap = PIPE == 0 && D != 64;
+#endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
   const int mb_end = mb_begin + n_mt;  // (without kSkipGap)
@@ -408,7 +416,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         // k-loop fully unrolled, P stored after it), so ptxas fills the 5 idle issue slots behind each mma.sync
         // (stall 6 on sm_90a) with the pointwise work instead of running it alone between the GEMMs; the same
         // arithmetic and MMA chains: bitwise the same gradients. Else the SiLU pass first, then the dP loops.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+        // Only D = 256 in sm_90a code: at D = 128 (255 registers already) the unrolled dP loop spilled 36-64 B, in
+        // sm_80 code D = 256 spilled 4-12 B.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kOverlapDp = false;
 #else
         constexpr bool kOverlapDp = PIPE == 0 && D == 256;
