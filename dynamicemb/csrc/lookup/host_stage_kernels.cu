@@ -23,8 +23,6 @@ constexpr int kStageLanes = 16;   // lanes per row: 16 x 16 bytes cover 256 byte
 constexpr int kStageBlock = 256;
 constexpr int kAddrBits = 48;     // UVA addresses of x86-64 / aarch64 user space (only the order depends on it)
 
-int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
-
 void cuda_ok(const char* what, cudaError_t e) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
 }

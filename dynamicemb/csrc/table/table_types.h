@@ -268,6 +268,10 @@ TABLE_HD float uniform01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t c
 }
 
 }  // namespace table
+
+// Bytes rounded up to a multiple of 256: the alignment of every region the ops carve out of a workspace.
+inline int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
+
 }  // namespace dynamicemb
 
 // ---- initializer math (shared by GPU and CPU; float math, so values agree to rounding) ----
