@@ -133,7 +133,18 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
-template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+// A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
+// tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
+// (the context gap, CTX). add.rn: not contracted or folded away.
+__device__ __forceinline__ float drab_value(float x) {
+  float y;
+  asm("add.rn.f32 %0, %1, 0f00000000;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
+// to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -222,15 +233,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // key block's work starts at the tile of the context rows; the tiles between those rows and the rows the keys reach
   // without them are fully masked and skipped (bwd_work_tiles' gap; walking them doubled the causal time with 64
   // contexts). Skipped tiles only added zeros: dK / dV keep their order of sums.
-  // (The PIPE candidates and D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code;
-  // so do D = 256's one-stage kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose
-  // only kernel of this layout is the opt-in 4-warp D = 128 tile (20 B).)
+  // Only in the CTX kernels (calls with contexts; kBwdPdsCtxKernel: the 8-warp defaults). (The PIPE candidates and
+  // D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code; so do D = 256's one-stage
+  // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
+  // is the opt-in 4-warp D = 128 tile (20 B).)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kSkipGap = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
+  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kSkipGap = false;
 #else
-  constexpr bool kSkipGap = PIPE == 0 && D != 64;
+  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64;
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -471,7 +483,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         } else if (p.drab_heads != nullptr) {
           float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = acc[mt][nt][e];
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(acc[mt][nt][e]);
           });
         } else if (p.drab_accum != nullptr) {
           float* d = p.drab_accum + b * p.drab_batch_stride;
@@ -482,7 +494,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         } else {
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(acc[mt][nt][e]);
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
 #pragma unroll
@@ -667,28 +679,36 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, false>(p);
 }
+// The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
+// gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
+template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
+}
+template <int D, int NWARPS, int PIPE>
+constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8 && D != 64;
 // The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
 // 2 S too (bwd_sm80_cfg=12).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
 }
 
 // Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
@@ -701,20 +721,24 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    const auto kernel = [] {  // (only the kernel launched is instantiated: fp16 has no pipelined one)
-      if constexpr (PIPE != 0) {
-        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>;
-      } else {
-        return hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    // (only the kernel launched is instantiated: fp16 has no pipelined one)
+    const auto launch = [&](const auto kernel) {
+      if (kSmem > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        if (err != cudaSuccess) return err;
       }
-    }();
-    if (kSmem > 48 * 1024) {
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-      if (err != cudaSuccess) return err;
+      dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
+      kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
+      return cudaGetLastError();
+    };
+    if constexpr (PIPE != 0) {
+      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
+    } else {
+      if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
+        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
+      }
+      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);
     }
-    dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
-    kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
-    return cudaGetLastError();
   }
 }
 
