@@ -6,7 +6,10 @@ convention; two without targets) x two jagged layouts x kernels: the default (FA
 bf16 and fp16; the old layouts at D = 32 / 64), bwd_sm80_cfg=8 (the old layouts at D = 128 / 256), cfg 10 (D = 64
 FA2 tile, 64-bit keep mask), cfg 6 (D = 128 4-warp tile), deterministic=True (the dQ kernel), and rab + drab.
 dk, dv, drab (one CTA each) and deterministic dq by SHA-1; atomic dq (fp32 reduce-adds in any order) kept whole
-and compared bitwise, else within the baseline's own run-to-run spread. Same seeds in both runs."""
+and compared bitwise, else within the baseline's own run-to-run spread. Same seeds in both runs.
+bwdilp2: drab also by the SHA-1 of its values with -0 made +0 (a difference only there: the sign of masked zeros);
+every case with contexts (and the default kernels) also records each gradient's error against the fp64 reference
+(max |g - ref| / max |ref|, atomic dq of the first run), printed side by side for the cases that differ."""
 import hashlib
 import random
 import sys
@@ -16,6 +19,7 @@ import torch
 
 import hstu_attn
 from hstu_attn import _ops
+from hstu_attn._reference import hstu_attn_reference_backward
 
 MASKS = {
     "causal": ((-1, 0), False, 1, "nvidia", False),  # control: no targets
@@ -64,6 +68,27 @@ def case(seed, hists, cands, H, D, mask, dtype, rab):
     return q, k, v, kw, leaves, rnd(T, H, D)
 
 
+def err_cases(name):
+    """cases whose errors against the fp64 reference are recorded: the default kernels at D = 128 / 256 (FA2's warp
+    layout) with contexts"""
+    return "/default/" in name and ("context" in name) and ("/D128/" in name or "/D256/" in name)
+
+
+def ref_errors(q, k, v, kw, dout, gs):
+    """{tag: max |g - ref| / max |ref|} of gradients gs against the fp64 reference"""
+    rab = kw.get("rab")
+    d = lambda t: None if t is None else t.detach().double()  # noqa: E731
+    ref = hstu_attn_reference_backward(
+        d(dout), d(q), d(k), d(v), d(rab), rab is not None, kw["cu_seqlens_q"], kw["cu_seqlens_k"],
+        kw["max_seqlen_q"], kw["max_seqlen_k"], kw["num_contexts"], kw["num_targets"], kw["target_group_size"],
+        kw["window_size"], kw["alpha"], mask_convention=kw["mask_convention"])
+    out = {}
+    for tag, g, r in zip(["dq", "dk", "dv", "drab"], gs, ref):
+        if r is not None:
+            out[tag] = ((g.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+    return out
+
+
 def sha(t):
     return hashlib.sha1(t.contiguous().view(torch.int16).cpu().numpy()).hexdigest()
 
@@ -99,6 +124,10 @@ def grads():
             else:
                 h0, h1 = sha(g0), sha(g1)
                 res[f"{name}/{tag}"] = h0 if h0 == h1 else h0 + " (not reproducible)"
+                if tag == "drab":  # zeros' sign made +0
+                    res[f"{name}/drab_pz"] = sha(torch.where(g0 == 0, torch.zeros_like(g0), g0))
+        if err_cases(name):
+            res[f"{name}/ref_err"] = ref_errors(q, k, v, kw, dout, gs2[0])
     return res
 
 
@@ -111,9 +140,9 @@ def main():
         print(f"bits80: {len(res)} entries dumped; atomic dq run-to-run differs in {nz} cases")
         return
     ref = torch.load(path)
-    bad, spread_ok, spread_bad, eq = [], 0, [], 0
+    bad, spread_ok, spread_bad, eq, pz = [], 0, [], 0, []
     for n in res:
-        if n.endswith("/dq_spread"):
+        if n.endswith(("/dq_spread", "/drab_pz", "/ref_err")):
             continue
         if n not in ref:
             bad.append((n, float("nan")))
@@ -121,6 +150,9 @@ def main():
         tensors = torch.is_tensor(res[n]) and torch.is_tensor(ref[n])
         if (torch.equal(res[n], ref[n]) if tensors else res[n] == ref[n]):
             eq += 1
+            continue
+        if n.endswith("/drab") and res.get(n + "_pz") == ref.get(n + "_pz", "-"):
+            pz.append(n)
             continue
         if not tensors:
             bad.append((n, float("nan")))
@@ -133,14 +165,32 @@ def main():
             spread_bad.append((n, d, sp))
     for n, d in bad[:12]:
         print(f"DIFFERS {n}: max |diff| {d:.3e}")
-    for n, d, sp in spread_bad[:8]:
+    for n, d, sp in spread_bad[:16]:
         print(f"DQ DIFFERS {n}: max |diff| {d:.3e} (run-to-run {sp:.3e})")
+    # errors against the fp64 reference, baseline -> this wheel, where the gradients differ (and the worst ratio)
+    worst = {}
+    for n in sorted(k for k in res if k.endswith("/ref_err")):
+        base = n[: -len("/ref_err")]
+        if n not in ref:
+            continue
+        for tag, e in res[n].items():
+            e0 = ref[n].get(tag, float("nan"))
+            r = e / e0 if e0 > 0 else (1.0 if e == e0 else float("inf"))
+            worst[tag] = max(worst.get(tag, (0.0, "")), (r, base))
+            differs = any(x[0] == f"{base}/{tag}" for x in bad + spread_bad) or f"{base}/{tag}" in pz
+            if differs:
+                print(f"REFERR {base}/{tag}: vs fp64 reference {e0:.3e} (baseline) -> {e:.3e} (this), x{r:.3f}")
+    print("bits80: error vs the fp64 reference, worst ratio this / baseline over "
+          f"{sum(1 for k in res if k.endswith('/ref_err'))} cases: "
+          + ", ".join(f"{t} x{r:.3f} ({c})" for t, (r, c) in sorted(worst.items())))
+    print(f"bits80: drab equal but for the sign of zeros (-0 in the baseline, +0 here): {len(pz)} {pz[:4]}")
     nan = [n for n in res if torch.is_tensor(res[n]) and torch.isnan(res[n]).any()]
     nrep = [n for n in res if isinstance(res[n], str) and "not reproducible" in res[n]]
-    total = len([n for n in res if not n.endswith("/dq_spread")])
+    total = len([n for n in res if not n.endswith(("/dq_spread", "/drab_pz", "/ref_err"))])
     print(f"bits80: not reproducible within this run (dk / dv / drab / deterministic dq): {len(nrep)} {nrep[:3]}")
     print(f"bits80: {eq} of {total} gradients bitwise equal to the baseline's; atomic dq within run-to-run spread: "
-          f"{spread_ok}; differing: {len(bad)} (dq beyond spread {len(spread_bad)}); NaN in {len(nan)}; "
+          f"{spread_ok}; drab up to zeros' sign: {len(pz)}; differing: {len(bad)} (dq beyond spread "
+          f"{len(spread_bad)}); NaN in {len(nan)}; "
           f"errors {sum(n.endswith('/error') for n in res)}")
 
 
