@@ -9,7 +9,8 @@ dk, dv, drab (one CTA each) and deterministic dq by SHA-1; atomic dq (fp32 reduc
 and compared bitwise, else within the baseline's own run-to-run spread. Same seeds in both runs.
 bwdilp2: drab also by the SHA-1 of its values with -0 made +0 (a difference only there: the sign of masked zeros);
 every case with contexts (and the default kernels) also records each gradient's error against the fp64 reference
-(max |g - ref| / max |ref|, atomic dq of the first run), printed side by side for the cases that differ."""
+(max |g - ref| / max |ref| and the rms ratio, atomic dq of the first run), printed side by side for the cases that
+differ."""
 import hashlib
 import random
 import sys
@@ -75,7 +76,8 @@ def err_cases(name):
 
 
 def ref_errors(q, k, v, kw, dout, gs):
-    """{tag: max |g - ref| / max |ref|} of gradients gs against the fp64 reference"""
+    """{tag: max |g - ref| / max |ref|, tag_rms: rms(g - ref) / rms(ref)} of gradients gs against the fp64
+    reference"""
     rab = kw.get("rab")
     d = lambda t: None if t is None else t.detach().double()  # noqa: E731
     ref = hstu_attn_reference_backward(
@@ -85,7 +87,9 @@ def ref_errors(q, k, v, kw, dout, gs):
     out = {}
     for tag, g, r in zip(["dq", "dk", "dv", "drab"], gs, ref):
         if r is not None:
-            out[tag] = ((g.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+            e = g.double() - r
+            out[tag] = (e.abs().max() / r.abs().max().clamp_min(1e-30)).item()
+            out[tag + "_rms"] = (e.square().mean().sqrt() / r.square().mean().sqrt().clamp_min(1e-30)).item()
     return out
 
 
@@ -177,9 +181,13 @@ def main():
             e0 = ref[n].get(tag, float("nan"))
             r = e / e0 if e0 > 0 else (1.0 if e == e0 else float("inf"))
             worst[tag] = max(worst.get(tag, (0.0, "")), (r, base))
+            if tag.endswith("_rms"):
+                continue
             differs = any(x[0] == f"{base}/{tag}" for x in bad + spread_bad) or f"{base}/{tag}" in pz
             if differs:
-                print(f"REFERR {base}/{tag}: vs fp64 reference {e0:.3e} (baseline) -> {e:.3e} (this), x{r:.3f}")
+                e0r, er = ref[n].get(tag + "_rms", float("nan")), res[n].get(tag + "_rms", float("nan"))
+                print(f"REFERR {base}/{tag} vs fp64, baseline -> this: max {e0:.4e} -> {e:.4e} (x{r:.3f}), rms "
+                      f"{e0r:.4e} -> {er:.4e} (x{er / e0r if e0r > 0 else float('nan'):.3f})")
     print("bits80: error vs the fp64 reference, worst ratio this / baseline over "
           f"{sum(1 for k in res if k.endswith('/ref_err'))} cases: "
           + ", ".join(f"{t} x{r:.3f} ({c})" for t, (r, c) in sorted(worst.items())))
