@@ -4,7 +4,8 @@ k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D =
 11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
-default)."""
+default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
+context gap, hstu_bwd_pds_kernel walks every tile) and drab with long contexts, a local window, targets and rab."""
 
 import os
 import sys
@@ -106,3 +107,54 @@ def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
                 assert names == default, (dtype, cfg, names, default)
             else:
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
+
+
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_context_kernel(D, kernel_opts):
+    """The sm80-class default backward at D = 128 / 256 (FA2's warp layout) runs hstu_bwd_pds_ctx_kernel for calls
+    with contexts (it skips the query tiles of the context gap) and hstu_bwd_pds_kernel, with the same template
+    arguments, for calls without (the plain tile walk): chosen on the host by num_contexts being given."""
+    for dtype in (torch.bfloat16, torch.float16):
+        case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
+        kernel_opts(sm90=False)
+        without = _bwd_kernels(dict(case, num_contexts=None))
+        assert len(without) == 1, without
+        (plain,) = without
+        if "hstu_bwd_pds_kernel<" not in plain:
+            pytest.skip(f"the default is not FA2's warp layout on this GPU: {plain}")
+        (ctx,) = _bwd_kernels(case)
+        assert "hstu_bwd_pds_ctx_kernel<" in ctx, ctx
+        assert ctx.split("<", 1)[1] == plain.split("<", 1)[1], (ctx, plain)
+
+
+@pytest.mark.parametrize("rab_heads,deterministic", [(2, False), (1, False), (1, True)])
+@pytest.mark.parametrize("mask", ["local_context_target", "gr_local_context_target", "context_target_group"])
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, kernel_opts):
+    """The sm80-class default backward with contexts longer than a query tile, rab and drab (per-head rab, shared
+    rab by atomics and by the deterministic per-head slices), targets and a local window (the GR convention too):
+    every gradient meets the error rule against the fp32 reference, and drab's zeros are +0. A masked element's dS
+    is 0 * dP, -0 where dP < 0; the kernel stores +0, the value drab starts with, so that drab's bits do not
+    depend on which fully masked query tiles it walks (hstu_bwd_pds_ctx_kernel skips the context gap's)."""
+    conv = "meta_gr" if mask.startswith("gr_") else "nvidia"
+    if conv == "meta_gr":
+        case = kg._gr_case(mask, D, False, rab_heads)
+    else:
+        lens = [700, 129, 64, 1, 330, 257, 1100]
+        case = kg.make_case(zlib.crc32(repr(("ctx_drab80", mask, D, rab_heads)).encode()), lens, 2, D,
+                            torch.bfloat16, mask, rab_heads)
+        nt = case["num_targets"].tolist()
+        want = [200, 65, 63, 1, 64, 0, 130]
+        nc = [max(0, min(c, lk - t)) for c, lk, t in zip(want, lens, nt)]
+        case["num_contexts"] = torch.tensor(nc, dtype=torch.int32, device="cuda")
+    kernel_opts(sm90=False)
+    kg.check_case(case, 0.5, deterministic=deterministic, mask_convention=conv)
+    leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"], case["rab"])]
+    out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=leaves[3], has_drab=True, deterministic=deterministic,
+                                mask_convention=conv, **kg._varlen_kwargs(case))
+    kg.poison_allocator(8 * case["q"].numel() * case["q"].element_size())
+    (drab,) = torch.autograd.grad(out, leaves[3:], torch.randn_like(out))
+    zeros = drab == 0
+    assert zeros.any() and not torch.isnan(drab).any()
+    neg = torch.signbit(drab[zeros]).sum().item()
+    assert neg == 0, f"{neg} of drab's {zeros.sum().item()} zeros are -0"

@@ -133,7 +133,18 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
-template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+// A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
+// tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
+// (the context gap, CTX). add.rn: not contracted or folded away.
+__device__ __forceinline__ float drab_value(float x) {
+  float y;
+  asm("add.rn.f32 %0, %1, 0f00000000;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
+// to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -218,9 +229,42 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
   const T* vg = static_cast<const T*>(p.v) + (int64_t)(si.k_start + n0) * p.v_row_stride + h * p.v_head_stride;
   const int keys_used = max(0, min(BN, si.lk - n0));
+  // The work's query tiles: [mb_begin, a_end), then from a_end + gap on (n_mt in all). With contexts every history
+  // key block's work starts at the tile of the context rows; the tiles between those rows and the rows the keys reach
+  // without them are fully masked and skipped (bwd_work_tiles' gap; walking them doubled the causal time with 64
+  // contexts). Skipped tiles only added zeros: dK / dV keep their order of sums.
+  // Only in the CTX kernels (calls with contexts; kBwdPdsCtxKernel: the 8-warp defaults). (The PIPE candidates and
+  // D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code; so do D = 256's one-stage
+  // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
+  // is the opt-in 4-warp D = 128 tile (20 B).)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kSkipGap = false;
+#else
+  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64;
+#endif
   int mb_begin, n_a, gap, n_mt;
-  bwd_work_tiles<BM, BN, false>(si, n0, mb_begin, n_a, gap, n_mt);
-  const int mb_end = mb_begin + n_mt;
+  bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
+  const int mb_end = mb_begin + n_mt;  // (without kSkipGap)
+  // The gap's first tile (the end when there is none), its size and one past the last tile, parked in shared memory
+  // and re-read on each use inside the loop (written before its first barrier): held in registers they made the
+  // kernels spill 4-80 B (255 registers before them).
+  __shared__ int4 tile_map;
+  if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
+  const uint32_t sMap = smem_u32(&tile_map);
+  auto next_tile = [&](const int mb) {  // the tile after mb
+    if constexpr (!kSkipGap) return mb + 1;
+    int a_end, g;
+    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a_end), "=r"(g) : "r"(sMap));
+    return mb + 1 == a_end ? a_end + g : mb + 1;
+  };
+  auto tiles_end = [&] {
+    if constexpr (!kSkipGap) return mb_end;
+    int e;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(e) : "r"(sMap + 8));
+    return e;
+  };
 
   float acc_dk[KMT][KNT][4];
   float acc_dv[KMT][KNT][4];
@@ -240,7 +284,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
 
-  if (mb_end > mb_begin) {
+  if (n_mt > 0) {
     load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, keys_used, tid);
     load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, keys_used, tid);
     {
@@ -250,13 +294,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
     cp_async_commit();
 
     int stage = 0;
-    for (int mb = mb_begin; mb < mb_end; ++mb, stage ^= (STAGES == 2 ? 1 : 0)) {
+    int mb = mb_begin;
+    do {
       const int m0 = mb * BM;
       const int r0 = m0 + mk.offset;
       cp_async_wait<0>();
       __syncthreads();  // Q, dO of tile mb landed; every warp is done with the previous tile (P, dS, other stage)
-      if (STAGES == 2 && mb + 1 < mb_end) {
-        const int mn = m0 + BM;
+      if (STAGES == 2 && next_tile(mb) < tiles_end()) {
+        const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
         load_q_do(sQn, mn, ot);
@@ -277,9 +322,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
-        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe) {
+        // full: the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
+        // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency).
+        auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe, auto full) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
+          constexpr int kUnroll = decltype(full)::value ? D / 16 : kUnrollS;
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -305,7 +353,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     }
                 });
           } else {
-#pragma unroll kUnrollS
+#pragma unroll kUnroll
             for (int ks = 0; ks < D / 16; ++ks) {
               uint32_t a[SMT][4];
 #pragma unroll
@@ -323,7 +371,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(), std::false_type());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -353,38 +401,73 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
-        // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc.
+        // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc. silu_pair: the
+        // two elements of row half hf of n8 tile (mt, nt), P packed; store_p stores them.
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
+        auto silu_pair = [&](const int mt, const int nt, const int hf) {
+          float pv[2];
 #pragma unroll
-        for (int mt = 0; mt < SMT; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-              float pv[2];
-#pragma unroll
-              for (int e2 = 0; e2 < 2; ++e2) {
-                const int e = hf * 2 + e2;
-                const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
-                const float hh = acc[mt][nt][e] * half_alpha;
-                const float t = tanh_approx(hh);
-                const float sig = fmaf(0.5f, t, 0.5f);
-                pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
-                acc[mt][nt][e] = vis ? ds_scale * sig * fmaf(hh, 1.f - t, 1.f) : 0.f;
-              }
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
-                           "r"(pack2<T>(pv[0], pv[1])));
-            }
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int e = hf * 2 + e2;
+            const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
+            const float hh = acc[mt][nt][e] * half_alpha;
+            const float t = tanh_approx(hh);
+            const float sig = fmaf(0.5f, t, 0.5f);
+            pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
+            acc[mt][nt][e] = vis ? ds_scale * sig * fmaf(hh, 1.f - t, 1.f) : 0.f;
+          }
+          return pack2<T>(pv[0], pv[1]);
+        };
+        auto store_p = [&](const int mt, const int nt, const int hf, const uint32_t pk) {
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))), "r"(pk));
+        };
 
         // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
         // accumulators live next to the factor and dK / dV; the dO fragments are loaded twice).
+        // kOverlapDp (issue 39's ILP step): each part's SiLU / SiLU' runs in the basic block of its dP GEMM (the
+        // k-loop fully unrolled, P stored after it), so ptxas fills the 5 idle issue slots behind each mma.sync
+        // (stall 6 on sm_90a) with the pointwise work instead of running it alone between the GEMMs; the same
+        // arithmetic and MMA chains: bitwise the same gradients. Else the SiLU pass first, then the dP loops.
+        // Only D = 256 in sm_90a code: at D = 128 (255 registers already) the unrolled dP loop spilled 36-64 B, in
+        // sm_80 code D = 256 spilled 4-12 B.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr bool kOverlapDp = false;
+#else
+        constexpr bool kOverlapDp = PIPE == 0 && D == 256;
+#endif
         constexpr int kDpParts = SMT > 1 ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
+        if constexpr (!kOverlapDp) {
+#pragma unroll
+          for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < SNT; ++nt)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) store_p(mt, nt, hf, silu_pair(mt, nt, hf));
+        }
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
+          uint32_t pp[SMT][2 * kNpPart][2];  // P of the part's n8 tiles 2 P0 + i
+          if constexpr (kOverlapDp) {
+#pragma unroll
+            for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+              for (int i = 0; i < 2 * kNpPart; ++i)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf);
+          }
           float acc_dp[SMT][2 * kNpPart][4];
-          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type());
+          gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
+               std::integral_constant<bool, kOverlapDp>());
+          if constexpr (kOverlapDp) {
+#pragma unroll
+            for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+              for (int i = 0; i < 2 * kNpPart; ++i)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]);
+          }
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -400,7 +483,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         } else if (p.drab_heads != nullptr) {
           float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = acc[mt][nt][e];
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(acc[mt][nt][e]);
           });
         } else if (p.drab_accum != nullptr) {
           float* d = p.drab_accum + b * p.drab_batch_stride;
@@ -411,7 +494,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         } else {
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(acc[mt][nt][e]);
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
 #pragma unroll
@@ -493,9 +576,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
         }
       }
-      if (STAGES == 1 && mb + 1 < mb_end) {
+      if (STAGES == 1 && next_tile(mb) < tiles_end()) {
         __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
-        const int mn = m0 + BM;
+        const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         load_q_do(sQ, mn, ot);
         cp_async_commit();
@@ -567,7 +650,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               }
         }
       }
-    }
+      mb = next_tile(mb);
+      stage ^= (STAGES == 2 ? 1 : 0);
+    } while (mb < tiles_end());
   }
 
   // Epilogue: dK, dV (rows past seqused are zeros).
@@ -594,28 +679,36 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, int PIPE>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, false>(p);
 }
+// The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
+// gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
+template <typename T, int D, int STAGES, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
+}
+template <int D, int NWARPS, int PIPE>
+constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8 && D != 64;
 // The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
 // 2 S too (bwd_sm80_cfg=12).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
 }
 
 // Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
@@ -628,20 +721,24 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
-    const auto kernel = [] {  // (only the kernel launched is instantiated: fp16 has no pipelined one)
-      if constexpr (PIPE != 0) {
-        return hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>;
-      } else {
-        return hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>;
+    // (only the kernel launched is instantiated: fp16 has no pipelined one)
+    const auto launch = [&](const auto kernel) {
+      if (kSmem > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        if (err != cudaSuccess) return err;
       }
-    }();
-    if (kSmem > 48 * 1024) {
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-      if (err != cudaSuccess) return err;
+      dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
+      kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
+      return cudaGetLastError();
+    };
+    if constexpr (PIPE != 0) {
+      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
+    } else {
+      if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
+        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
+      }
+      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);
     }
-    dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
-    kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
-    return cudaGetLastError();
   }
 }
 
