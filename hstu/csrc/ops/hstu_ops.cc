@@ -24,6 +24,7 @@
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/ops/hstu_plan.h"
 #include "hstu/csrc/common/hstu_validate.h"
+#include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
@@ -408,6 +409,80 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   return out;
 }
 
+// The FP8 backward's device pre-pass (private; hstu/_fp8.py `fp8_bwd_prepass`, CPU definition
+// `fp8_bwd_prepass_reference`): dO quantized to e4m3 per (head, 128-row block) and the transposed e4m3 copies
+// Q^T, dO^T, K^T the Hopper FP8 backward's GEMMs over rows read (hstu_fp8_bwd_prepass.h). Returns uint8 tensors
+// (do8 (total_q, H, D), qt / dot (H, D, hstu_fp8_vt_cols(total_q, B)), kt (H, D, hstu_fp8_vt_cols(total_k, B)))
+// and do_descale float32 (H, total_q / 128 + B). The int32 vectors must be valid (the forward validated them).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
+                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                                                                   std::optional<Tensor> seqused_q,
+                                                                   std::optional<Tensor> seqused_k) {
+  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+  ACCEL_CHECK(dout.dim() == 3 && q8.dim() == 3 && k8.dim() == 3, "dout/q/k: expected (rows, H, D) tensors");
+  ACCEL_CHECK(dout.scalar_type() == ScalarType::BFloat16 || dout.scalar_type() == ScalarType::Half,
+              "dout: expected dtype bfloat16 or float16");
+  accel::check_dtype(q8, "q", ScalarType::Float8_e4m3fn);
+  accel::check_dtype(k8, "k", ScalarType::Float8_e4m3fn);
+  accel::check_contiguous(dout, "dout");
+  accel::check_contiguous(q8, "q");
+  accel::check_contiguous(k8, "k");
+  const int64_t total_q = dout.size(0), H = dout.size(1), D = dout.size(2), total_k = k8.size(0);
+  ACCEL_CHECK(q8.size(0) == total_q && q8.size(1) == H && q8.size(2) == D && k8.size(1) == H && k8.size(2) == D,
+              "q/k: expected the shape of dout (q) and its heads and head dim (k)");
+  ACCEL_CHECK(D % 16 == 0 && D <= 256, "dout: expected a head dim that is a multiple of 16, at most 256, got ", D);
+  for (const Tensor* t : {&q8, &k8, &cu_seqlens_q, &cu_seqlens_k}) {
+    accel::check_same_device(*t, "q/k/cu_seqlens", dout, "dout");
+  }
+  accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
+  accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
+  const int64_t B = cu_seqlens_q.numel() - 1;
+  ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
+  HstuFp8BwdPrepassParams p{};
+  p.dout = dout.data_ptr();
+  p.dout_half = dout.scalar_type() == ScalarType::Half ? 1 : 0;
+  p.do_row_stride = dout.stride(0);
+  p.do_head_stride = dout.stride(1);
+  p.q8 = static_cast<const uint8_t*>(q8.data_ptr());
+  p.q_row_stride = q8.stride(0);
+  p.q_head_stride = q8.stride(1);
+  p.k8 = static_cast<const uint8_t*>(k8.data_ptr());
+  p.k_row_stride = k8.stride(0);
+  p.k_head_stride = k8.stride(1);
+  p.do_cols = total_q / 128 + B;
+  p.q_cols = hstu_fp8_vt_cols(total_q, B);
+  p.k_cols = hstu_fp8_vt_cols(total_k, B);
+  Tensor do8 = torch::stable::new_empty(dout, {total_q, H, D}, ScalarType::Byte);
+  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
+  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
+  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
+  p.do_descale = static_cast<float*>(do_descale.data_ptr());
+  p.qt = static_cast<uint8_t*>(qt.data_ptr());
+  p.dot = static_cast<uint8_t*>(dot.data_ptr());
+  p.kt = static_cast<uint8_t*>(kt.data_ptr());
+  p.cu_seqlens_q = static_cast<const int*>(cu_seqlens_q.data_ptr());
+  p.cu_seqlens_k = static_cast<const int*>(cu_seqlens_k.data_ptr());
+  for (const std::optional<Tensor>* u : {&seqused_q, &seqused_k}) {
+    if (u->has_value()) {
+      accel::check_dtype(**u, "seqused", ScalarType::Int);
+      accel::check_same_device(**u, "seqused", dout, "dout");
+      ACCEL_CHECK((*u)->numel() == B, "seqused_q/k: expected B = ", B, " entries, got ", (*u)->numel());
+    }
+  }
+  p.seqused_q = seqused_q.has_value() ? static_cast<const int*>(seqused_q->data_ptr()) : nullptr;
+  p.seqused_k = seqused_k.has_value() ? static_cast<const int*>(seqused_k->data_ptr()) : nullptr;
+  p.batch = static_cast<int>(B);
+  p.heads = static_cast<int>(H);
+  p.head_dim = static_cast<int>(D);
+  p.total_q = total_q;
+  p.total_k = total_k;
+  const cudaError_t err = hstu_fp8_bwd_prepass(p, stream_of(dout));
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_prepass: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(do8, do_descale, qt, dot, kt);
+}
+
 // Bytes of a paged forward's plan (paged_fwd_sm90_plan): the work list's workspace (256-aligned), then the
 // validation's words (hstu_validate.h: the status word, the sanitized vectors).
 int64_t paged_plan_bytes(const HstuParams& p, int64_t sched_bytes) {
@@ -651,6 +726,10 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
       "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
       "int options) -> Tensor");
+  // Private: the FP8 backward's device pre-pass (hstu/_fp8.py fp8_bwd_prepass; hstu_fp8_bwd_prepass.h).
+  m.def(
+      "fp8_bwd_prepass(Tensor dout, Tensor q, Tensor k, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+      "Tensor? seqused_q, Tensor? seqused_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Private: the Hopper forward over a paged KV cache (hstu/_paged.py routes hstu_attn_paged_func to it).
   m.def(
       "paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
@@ -677,6 +756,7 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
   m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
   m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
+  m.impl("fp8_bwd_prepass", TORCH_BOX(&hstu::fp8_bwd_prepass));
   m.impl("paged_fwd_sm90", TORCH_BOX(&hstu::paged_fwd_sm90));
   m.impl("paged_fwd_sm90_plan", TORCH_BOX(&hstu::paged_fwd_sm90_plan));
   m.impl("paged_fwd_trace", TORCH_BOX(&hstu::paged_fwd_trace));
