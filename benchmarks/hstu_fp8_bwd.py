@@ -66,7 +66,7 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     kernel_opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     kernel = None
     why = "not built"
-    if device.type == "cuda" and hstu_attn._ops._has_op("fp8_bwd_sm90"):
+    if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None

@@ -232,10 +232,13 @@ def hstu_attn_fp8_backward_reference(
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 
-def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int) -> Optional[str]:
-    """Why ``kernel_options(fp8_bwd=True)`` cannot run the FP8 backward for this call (None: it can). Host facts."""
+def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
+    """Why ``kernel_options(fp8_bwd=True)`` cannot run the FP8 backward for this call (None: it can). Host facts
+    (the unit lookup is cached by torch's op registry; no synchronization)."""
     if rab is not None:
         return "rab: expected None with kernel_options(fp8_bwd=True) (the FP8 backward computes no rab term)"
+    if deterministic:
+        return "deterministic: expected False with kernel_options(fp8_bwd=True) (dQ is added with atomics)"
     if q8.shape[2] not in FP8_BWD_HEAD_DIMS:
         return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True) (D = 128 is "
                 f"built first), got {q8.shape[2]}")
@@ -246,20 +249,30 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int) -> Optional[str]:
     return None
 
 
-def fp8_bwd_cuda(dout, args, options):
+def fp8_bwd_kernel_built(head_dim: int = 128) -> bool:
+    """This build holds the Hopper FP8 backward's unit of head_dim (compiled for sm_90a)."""
+    return (_ops._has_op("fp8_bwd_sm90")
+            and f"\"hstu_bwd_sm90_fp8_hdim{head_dim}\"" in torch.ops.hstu_attn.compiled_kernels())
+
+
+def fp8_bwd_cuda(dout, args, deterministic, options):
     """hstu_attn::fp8_bwd's CUDA path under ``kernel_options(fp8_bwd=True)``: the pre-pass, then the Hopper FP8
-    backward kernel once it is built (`hstu_attn::fp8_bwd_sm90`); until then NotImplementedError after the
-    pre-pass (which runs, so its cost and errors show in this path)."""
+    backward kernel (`hstu_attn::fp8_bwd_sm90`); NotImplementedError for what it cannot run (the pre-pass runs
+    first when only the kernel is missing, so its cost and errors show in this path)."""
     q8, k8, rab = args[0], args[1], args[18]
-    why = fp8_bwd_refusal(q8, rab, options)
+    why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is not None:
         raise NotImplementedError(f"hstu_attn: {why}")
     cu_q, cu_k, su_q, su_k = args[8], args[9], args[20], args[21]
-    pre = fp8_bwd_prepass(dout, q8, k8, cu_q, cu_k, su_q, su_k)
-    if not _ops._has_op("fp8_bwd_sm90"):
+    do8, do_s, qt, dot, kt = fp8_bwd_prepass(dout, q8, k8, cu_q, cu_k, su_q, su_k)
+    if not fp8_bwd_kernel_built(q8.shape[2]):
         raise NotImplementedError(
             "hstu_attn: kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::"
-            "fp8_bwd_sm90), got a build with its pre-pass only (issue 36; docs/hstu_attn.md 'The Hopper FP8 "
-            "backward' lists what is left); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
+            "fp8_bwd_sm90, unit hstu_bwd_sm90_fp8_hdim128), got a build without it (issue 36; docs/hstu_attn.md "
+            "'The Hopper FP8 backward'); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
     scales = torch.ops.hstu_attn.fp8_check_scales(*args[3:6])
-    return torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), *pre, *args[:3], *scales, *args[6:22], options)
+    out_code = 1 if dout.dtype == torch.float16 else 0
+    q, k, v = (t.contiguous() for t in args[:3])
+    dq, dk, dv = torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), do8.view(torch.uint8), do_s, qt, dot, kt, q, k,
+                                                  v, *scales, args[6], out_code, *args[8:22], options)
+    return dq.to(dout.dtype), dk, dv

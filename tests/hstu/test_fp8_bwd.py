@@ -200,7 +200,7 @@ def test_cuda_prepass_no_host_sync_and_graph_capture():
 
 
 def fp8_bwd_kernel_built():
-    return hstu_attn._ops._has_op("fp8_bwd_sm90")
+    return fb.fp8_bwd_kernel_built(128)
 
 
 @pytest.mark.sm90

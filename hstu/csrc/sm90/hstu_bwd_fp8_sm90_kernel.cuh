@@ -1,0 +1,409 @@
+// Hopper (sm_90a) FP8 (e4m3) HSTU backward, first version (issue 36; private: kernel_options(fp8_bwd=True)).
+//
+// Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
+// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
+// a producer warpgroup issuing TMA (K, V, K^T once; Q, dO, Q^T, dO^T per 64-row query tile into a 2-stage pipeline),
+// two consumer warpgroups of 64 keys each, walking the query tiles their block can see (bwd_work_tiles, ascending).
+// Per query tile a consumer warpgroup runs, all five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators:
+//   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
+//   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed, tile_full)
+//   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the warpgroup's tile (shuffles + 4 smem words)
+//   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
+//                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
+//   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
+//                                                    rescaled when they change; u only grows, by powers of two)
+//   dQ = dS8 K^T_wg (fresh), * u k_s / q_s           SS: dS8 stored as (queries x keys) in smem, byte pairs (key j,
+//                                                    j + 8) of one query per 16-bit store, so K^T holds the keys
+//                                                    paired the same way (hstu_fp8_pair_perm); m64n128 over the
+//                                                    warpgroup's own 64 keys (its own u), red.global.add.v2.f32
+//                                                    into f.dq_accum
+// dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
+// transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
+// Not yet: the bf16 kernel's overlap (dQ one tile late, the SiLU under the other GEMMs), stmatrix for dS, the tiled
+// dQ workspace, the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_attn.md, "The Hopper FP8
+// backward".
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // fp8_descale, make_desc_kmajor, cvt_e4m3x4
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
+#include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+template <int D>
+struct Fp8BwdTraits {
+  static_assert(D == 128, "the FP8 backward: D = 128 first");
+  static constexpr int kBlockM = 64;   // query rows per tile
+  static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
+  static constexpr int kStages = 2;
+  static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (128-byte swizzle)
+  static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
+  static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
+  static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kQtBytes;  // Q, dO, Q^T, dO^T
+  static constexpr int kdSBytes = kBlockM * 64;  // per warpgroup: 64 queries x its 64 keys (64-byte swizzle)
+  static constexpr int kOffV = kKVBytes;
+  static constexpr int kOffKt = 2 * kKVBytes;
+  static constexpr int kOffStage = kOffKt + kKtBytes;
+  static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
+  static constexpr int kOffRed = kOffdS + 2 * kdSBytes;  // amax words: 2 warpgroups x 2 parities x 4 warps
+  static constexpr int kBarOffset = kOffRed + 64;
+  // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + 144 + 1024;
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(8 + 16 * kStages <= 64 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
+  static_assert(kSmem <= 232448, "shared memory");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+};
+
+// The smallest power of two >= x for x > 0 (exponent arithmetic on the bits, as hstu/_fp8_bwd.py _pow2_ceil); 0 for
+// x <= 0.
+__device__ __forceinline__ float fp8_pow2_ceil(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  uint32_t e = bits & 0x7F800000u;
+  if (bits & 0x7FFFFFu) e += 0x800000u;
+  return x > 0.f ? __uint_as_float(e) : 0.f;
+}
+
+// Two fp32 -> e4m3 (nearest even, saturated), byte 0 = lo.
+__device__ __forceinline__ uint16_t cvt_e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
+// A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
+// of 32 queries: k-slot 4 t + i of step ks holds query 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3), i.e. elements
+// 16 ks + {0, 1, 4, 5} (the permutation of Q^T / dO^T's columns).
+__device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&dst)[2][4]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+      dst[ks][q] = cvt_e4m3x4(acc[e], acc[e + 1], acc[e + 4], acc[e + 5]);
+    }
+  }
+}
+
+__device__ __forceinline__ void red_add_v2(float* a, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(a), "f"(x), "f"(y) : "memory");
+}
+
+__device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
+// 64 keys x 128 columns of one warpgroup's accumulator (m64n128 layout) times `scale`, rounded to bf16 / fp16 into
+// rows [k_start + j] of out (j < rows_alloc: the sequence's rows).
+__device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float scale, void* out, int64_t row_stride,
+                                                   int64_t head_stride, int h, int k_start, int j_first, int rows_alloc,
+                                                   int out_half, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = j_first + 8 * half;
+    if (j >= rows_alloc) continue;
+    const int64_t off = static_cast<int64_t>(k_start + j) * row_stride + static_cast<int64_t>(h) * head_stride +
+                        2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+      const float x = acc[4 * c + 2 * half] * scale, y = acc[4 * c + 2 * half + 1] * scale;
+      if (out_half) {
+        *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off + 8 * c) = __floats2half2_rn(x, y);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off + 8 * c) =
+            __floats2bfloat162_rn(x, y);
+      }
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(384, 1)
+    hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                             const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                             const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
+                             const __grid_constant__ CUtensorMap tm_kt, const HstuParams p, const HstuFp8BwdParams f) {
+  using C = Fp8BwdTraits<D>;
+  constexpr int BM = C::kBlockM;
+  constexpr int BN = C::kBlockN;
+  constexpr int S = C::kStages;
+  extern __shared__ char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base;
+  const uint32_t sV = base + C::kOffV;
+  const uint32_t sKt = base + C::kOffKt;
+  const uint32_t bar = base + C::kBarOffset;  // bar: K, V, K^T; then full / empty per stage
+  auto bar_full = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_empty = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto stage = [&](int s) { return base + C::kOffStage + s * C::kStageBytes; };  // Q, dO, Q^T, dO^T
+
+  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
+  auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbar_init(bar, 1);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full(s), 1);
+      mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
+    }
+    fence_barrier_init();
+    *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw))) = si;
+    int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+    tmap[0] = mb_begin;
+    tmap[1] = n_a;
+    tmap[2] = gap;
+    tmap[3] = n_mt;
+  }
+  __syncthreads();
+
+  if (tid < 128) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0 && n_mt > 0) {
+      prefetch_tensormap(&tm_q);
+      prefetch_tensormap(&tm_k);
+      prefetch_tensormap(&tm_v);
+      prefetch_tensormap(&tm_do);
+      prefetch_tensormap(&tm_qt);
+      prefetch_tensormap(&tm_dot);
+      prefetch_tensormap(&tm_kt);
+      mbar_arrive_expect_tx(bar, 2 * C::kKVBytes + C::kKtBytes);
+      tma_load_3d(sK, &tm_k, bar, 0, h, si.k_start + n0);
+      tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
+      tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
+      const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
+      for (int i = 0; i < n_mt; ++i) {
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        const int m0 = tile_of(i) * BM;
+        const uint32_t st = stage(s);
+        mbar_wait(bar_empty(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full(s), C::kStageBytes);
+        tma_load_3d(st, &tm_q, bar_full(s), 0, h, si.q_start + m0);
+        tma_load_3d(st + C::kQBytes, &tm_do, bar_full(s), 0, h, si.q_start + m0);
+        tma_load_3d(st + 2 * C::kQBytes, &tm_qt, bar_full(s), qt_col0 + m0, 0, h);
+        tma_load_3d(st + 2 * C::kQBytes + C::kQtBytes, &tm_dot, bar_full(s), qt_col0 + m0, 0, h);
+      }
+    }
+    return;
+  }
+  // ---------------------------------------------------------------- consumer warpgroups
+  setmaxnreg_inc<C::kConsumerRegs>();
+  const int ctid = tid - 128;
+  const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
+  const int warp = (ctid % 128) / 32;
+  const int lane = ctid % 32;
+  // The sequence's fields and the work's tile map, parked in shared memory and re-read where used (they would hold
+  // ~20 registers through the loop, where the accumulators leave none).
+  const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw)));
+  const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+  const int kr0 = 64 * wg;
+  const uint32_t sdS = base + C::kOffdS + wg * C::kdSBytes;
+  const uint32_t sRed = base + C::kOffRed + wg * 32;
+
+  float acc_dk[D / 2];
+  float acc_dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) {
+    acc_dk[i] = 0.f;
+    acc_dv[i] = 0.f;
+  }
+  float u = 0.f;        // dS' factor of the tiles so far (acc_dk's unit)
+  float do_cur = 0.f;   // dO factor of acc_dv's unit
+  for (int i = 0; i < tmap[3]; ++i) {
+    const int s = i % S;
+    const uint32_t ph = (i / S) & 1;
+    const int m0 = (tmap[0] + i + (i >= tmap[1] ? tmap[2] : 0)) * BM;
+    // Shared-memory bases made opaque per tile: otherwise the 16 wgmma descriptors of the loop are hoisted out of it
+    // and spilled.
+    uint32_t st = stage(s), a_k = sK + kr0 * 128, a_v = sV + kr0 * 128, a_kt = sKt + kr0, a_ds = sdS;
+    asm volatile("" : "+r"(st), "+r"(a_k), "+r"(a_v), "+r"(a_kt), "+r"(a_ds));
+    if (i == 0) mbar_wait(bar, 0);
+    mbar_wait(bar_full(s), ph);
+    float acc_s[32];
+    float acc_dp[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_s, make_desc_kmajor(a_k + kk * 32, 128),
+                              make_desc_kmajor(st + kk * 32, 128), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_dp, make_desc_kmajor(a_v + kk * 32, 128),
+                              make_desc_kmajor(st + C::kQBytes + kk * 32, 128), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's.
+    const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+    const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
+                                 sq.k_start, n_block);
+    // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
+    // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
+    const int j_w0 = n0 + kr0;
+    const int jrow = j_w0 + 16 * warp + lane / 4;
+    const int qcol = m0 + 2 * (lane % 4);
+    uint32_t ok_bits = 0xffffffffu;
+    if (!(m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
+          sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64))) {
+      ok_bits = 0;
+#pragma unroll 4
+      for (int e = 0; e < 32; ++e) {
+        const int j = jrow + 8 * ((e % 4) / 2);
+        const int qi = qcol + 8 * (e / 4) + (e % 2);
+        if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+      }
+    }
+    // Phase 1 (S^T done, dP^T may still run): P^T -> P8 fragments, SiLU' kept in fp16 pairs (2^-11 relative: well
+    // under dS's e4m3 step), then dV += P8^T dO^T issued at once (acc_dv first in dO's factor of this tile).
+    wgmma_wait<1>();
+    pin_all(acc_s);
+    const float s_scale = p.alpha * qs * ks;
+    __half2 dsil[16];
+#pragma unroll
+    for (int e = 0; e < 32; e += 2) {
+      float d2[2];
+#pragma unroll
+      for (int o = 0; o < 2; ++o) {
+        const float x = acc_s[e + o] * s_scale;
+        const float hx = 0.5f * x;
+        const float t = tanh_fast(hx);
+        const float sig = 0.5f + 0.5f * t;
+        d2[o] = sig * (1.f + x * (1.f - sig));
+        acc_s[e + o] = (ok_bits >> (e + o)) & 1u ? hx + hx * t : 0.f;
+      }
+      dsil[e / 2] = __floats2half2_rn(d2[0], d2[1]);
+    }
+    uint32_t pa[2][4];
+    fp8_pack_a64(acc_s, pa);
+    if (dos != do_cur) {
+      if (do_cur != 0.f) {
+        const float r = do_cur / dos;
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) acc_dv[k] *= r;
+      }
+      do_cur = dos;
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk], make_desc_kmajor(st + 2 * C::kQBytes + C::kQtBytes + kk * 32, 64), 1);
+    }
+    wgmma_commit();
+    // Phase 2 (dP^T done; dV runs): dS'^T = dP^T dO_s v_s / N SiLU' alpha q_s, masked; the tile's amax.
+    wgmma_wait<1>();
+    pin_all(acc_dp);
+    const float ds_scale = dos * fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
+                                             sq.k_start, n_block) * p.inv_scaling * p.alpha * qs;
+    float amax = 0.f;
+#pragma unroll
+    for (int e = 0; e < 32; e += 2) {
+      const float2 d2 = __half22float2(dsil[e / 2]);
+      acc_dp[e] = (ok_bits >> e) & 1u ? acc_dp[e] * ds_scale * d2.x : 0.f;
+      acc_dp[e + 1] = (ok_bits >> (e + 1)) & 1u ? acc_dp[e + 1] * ds_scale * d2.y : 0.f;
+      amax = fmaxf(amax, fmaxf(fabsf(acc_dp[e]), fabsf(acc_dp[e + 1])));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const uint32_t red = sRed + 16 * (i & 1);
+    if (lane == 0) st_shared_u32(red + 4 * warp, __float_as_uint(amax));
+    named_barrier_sync(1 + wg, 128);
+    amax = fmaxf(fmaxf(__uint_as_float(ld_shared_u32(red)), __uint_as_float(ld_shared_u32(red + 4))),
+                 fmaxf(__uint_as_float(ld_shared_u32(red + 8)), __uint_as_float(ld_shared_u32(red + 12))));
+    // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
+    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    if (sf > u) {
+      if (u > 0.f) {
+        const float r = u / sf;
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) acc_dk[k] *= r;
+      }
+      u = sf;
+    }
+    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc_dp[e] *= inv_u;
+    uint32_t da[2][4];
+    fp8_pack_a64(acc_dp, da);
+    // dS8 as (queries x this warpgroup's 64 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
+    // 16 warp + 2 (lane / 4) of the query's 64-byte row (hstu_fp8_pair_perm), 64-byte swizzle (16-byte chunk XOR
+    // (row / 2) % 4; row 8 c + 2 (lane % 4) + odd: the chunk is warp ^ (lane % 4) for every c and odd).
+    const uint32_t ds_thread = a_ds + (2 * (lane % 4)) * 64 + ((warp ^ (lane % 4)) << 4) + 2 * (lane / 4);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        st_shared_u16(ds_thread + (8 * c + odd) * 64, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
+      }
+    }
+    fence_proxy_async_smem();
+    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle).
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(st + 2 * C::kQBytes + kk * 32, 64), 1);
+    }
+    wgmma_commit();
+    named_barrier_sync(3 + wg, 128);  // every thread's dS8 bytes written (and fenced)
+    float acc_dq[64];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_ss_e4m3(acc_dq, make_desc_kmajor(a_ds + kk * 32, 64),
+                               make_desc_kmajor(a_kt + kk * 32, 128), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_all(pa);  // (the RS fragments stay untouched until their wgmmas completed)
+    pin_all(da);
+    pin_all(acc_dq);
+    pin_all(acc_dk);
+    pin_all(acc_dv);
+    if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
+    // dQ of the tile: rows m0 + 16 warp + lane / 4 (+ 8), in dS8's units: * u k_s / q_s.
+    const float dq_scale = u * ks / qs;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int qi = m0 + 16 * warp + lane / 4 + 8 * half;
+      if (qi < sq.lq) {
+        float* dst = f.dq_accum + (static_cast<int64_t>(sq.q_start + qi) * p.heads + h) * D + 2 * (lane % 4);
+#pragma unroll
+        for (int c = 0; c < 16; ++c) {
+          red_add_v2(dst + 8 * c, acc_dq[4 * c + 2 * half] * dq_scale, acc_dq[4 * c + 2 * half + 1] * dq_scale);
+        }
+      }
+    }
+  }
+  // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
+  const int j_first = kr0 + n0 + 16 * warp + lane / 4;
+  fp8_bwd_store_rows(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+                     f.out_half, lane);
+  fp8_bwd_store_rows(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start, j_first,
+                     sq.lk_alloc, f.out_half, lane);
+}
+
+}  // namespace sm90
+}  // namespace hstu
