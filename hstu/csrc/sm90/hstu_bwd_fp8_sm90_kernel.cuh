@@ -11,7 +11,8 @@
 //   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
 //                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
 //   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
-//                                                    rescaled when they change; u only grows, by powers of two)
+//                                                    rescaled when they change; u only grows, by powers of two);
+//                                                    dV is issued before the amax exchange, so it runs under it
 //   dQ = dS8 K^T_wg (fresh), * u k_s / q_s           SS: dS8 stored as (queries x keys) in smem, byte pairs (key j,
 //                                                    j + 8) of one query per 16-bit store, so K^T holds the keys
 //                                                    paired the same way (hstu_fp8_pair_perm); m64n128 over the
@@ -234,10 +235,12 @@ __global__ void __launch_bounds__(384, 1)
     const int s = i % S;
     const uint32_t ph = (i / S) & 1;
     const int m0 = (tmap[0] + i + (i >= tmap[1] ? tmap[2] : 0)) * BM;
-    // Shared-memory bases made opaque per tile: otherwise the 16 wgmma descriptors of the loop are hoisted out of it
-    // and spilled.
-    uint32_t st = stage(s), a_k = sK + kr0 * 128, a_v = sV + kr0 * 128, a_kt = sKt + kr0, a_ds = sdS;
-    asm volatile("" : "+r"(st), "+r"(a_k), "+r"(a_v), "+r"(a_kt), "+r"(a_ds));
+    // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
+    // hoisted out of it (or held through the SiLU) and spilled.
+    auto opaque = [](uint32_t x) {
+      asm volatile("" : "+r"(x));
+      return x;
+    };
     if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full(s), ph);
     float acc_s[32];
@@ -245,14 +248,14 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_s, make_desc_kmajor(a_k + kk * 32, 128),
-                              make_desc_kmajor(st + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_s, make_desc_kmajor(opaque(sK + kr0 * 128) + kk * 32, 128),
+                              make_desc_kmajor(opaque(stage(s)) + kk * 32, 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dp, make_desc_kmajor(a_v + kk * 32, 128),
-                              make_desc_kmajor(st + C::kQBytes + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_dp, make_desc_kmajor(opaque(sV + kr0 * 128) + kk * 32, 128),
+                              make_desc_kmajor(opaque(stage(s)) + C::kQBytes + kk * 32, 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's.
@@ -277,28 +280,35 @@ __global__ void __launch_bounds__(384, 1)
         if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
       }
     }
-    // Phase 1 (S^T done, dP^T may still run): P^T -> P8 fragments, SiLU' kept in fp16 pairs (2^-11 relative: well
-    // under dS's e4m3 step), then dV += P8^T dO^T issued at once (acc_dv first in dO's factor of this tile).
-    wgmma_wait<1>();
+    // S^T and dP^T done: P^T (into acc_s) and dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by
+    // select; the tile's amax.
+    wgmma_wait<0>();
     pin_all(acc_s);
+    pin_all(acc_dp);
     const float s_scale = p.alpha * qs * ks;
-    __half2 dsil[16];
+    const float ds_scale = dos * fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
+                                             sq.k_start, n_block) * p.inv_scaling * p.alpha * qs;
+    float amax = 0.f;
+    uint32_t pa[2][4];
 #pragma unroll
-    for (int e = 0; e < 32; e += 2) {
-      float d2[2];
+    for (int kk = 0; kk < 2; ++kk) {  // per k-step of dV (32 queries): its 16 elements, then its 4 P8 fragments
 #pragma unroll
-      for (int o = 0; o < 2; ++o) {
-        const float x = acc_s[e + o] * s_scale;
+      for (int e = 16 * kk; e < 16 * kk + 16; ++e) {
+        const bool ok = (ok_bits >> e) & 1u;
+        const float x = acc_s[e] * s_scale;
         const float hx = 0.5f * x;
         const float t = tanh_fast(hx);
         const float sig = 0.5f + 0.5f * t;
-        d2[o] = sig * (1.f + x * (1.f - sig));
-        acc_s[e + o] = (ok_bits >> (e + o)) & 1u ? hx + hx * t : 0.f;
+        acc_dp[e] = ok ? acc_dp[e] * ds_scale * (sig * (1.f + x * (1.f - sig))) : 0.f;
+        acc_s[e] = ok ? hx + hx * t : 0.f;
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
-      dsil[e / 2] = __floats2half2_rn(d2[0], d2[1]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int e = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
+        pa[kk][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+      }
     }
-    uint32_t pa[2][4];
-    fp8_pack_a64(acc_s, pa);
     if (dos != do_cur) {
       if (do_cur != 0.f) {
         const float r = do_cur / dos;
@@ -310,22 +320,10 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk], make_desc_kmajor(st + 2 * C::kQBytes + C::kQtBytes + kk * 32, 64), 1);
+      wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk],
+                               make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes + kk * 32, 64), 1);
     }
     wgmma_commit();
-    // Phase 2 (dP^T done; dV runs): dS'^T = dP^T dO_s v_s / N SiLU' alpha q_s, masked; the tile's amax.
-    wgmma_wait<1>();
-    pin_all(acc_dp);
-    const float ds_scale = dos * fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
-                                             sq.k_start, n_block) * p.inv_scaling * p.alpha * qs;
-    float amax = 0.f;
-#pragma unroll
-    for (int e = 0; e < 32; e += 2) {
-      const float2 d2 = __half22float2(dsil[e / 2]);
-      acc_dp[e] = (ok_bits >> e) & 1u ? acc_dp[e] * ds_scale * d2.x : 0.f;
-      acc_dp[e + 1] = (ok_bits >> (e + 1)) & 1u ? acc_dp[e + 1] * ds_scale * d2.y : 0.f;
-      amax = fmaxf(amax, fmaxf(fabsf(acc_dp[e]), fabsf(acc_dp[e + 1])));
-    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const uint32_t red = sRed + 16 * (i & 1);
@@ -351,7 +349,7 @@ __global__ void __launch_bounds__(384, 1)
     // dS8 as (queries x this warpgroup's 64 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
     // 16 warp + 2 (lane / 4) of the query's 64-byte row (hstu_fp8_pair_perm), 64-byte swizzle (16-byte chunk XOR
     // (row / 2) % 4; row 8 c + 2 (lane % 4) + odd: the chunk is warp ^ (lane % 4) for every c and odd).
-    const uint32_t ds_thread = a_ds + (2 * (lane % 4)) * 64 + ((warp ^ (lane % 4)) << 4) + 2 * (lane / 4);
+    const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4)) * 64 + ((warp ^ (lane % 4)) << 4) + 2 * (lane / 4);
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
 #pragma unroll
@@ -364,7 +362,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(st + 2 * C::kQBytes + kk * 32, 64), 1);
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + kk * 32, 64), 1);
     }
     wgmma_commit();
     named_barrier_sync(3 + wg, 128);  // every thread's dS8 bytes written (and fenced)
@@ -372,8 +370,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_ss_e4m3(acc_dq, make_desc_kmajor(a_ds + kk * 32, 64),
-                               make_desc_kmajor(a_kt + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n128k32_ss_e4m3(acc_dq, make_desc_kmajor(opaque(sdS) + kk * 32, 64),
+                               make_desc_kmajor(opaque(sKt + kr0) + kk * 32, 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
