@@ -108,8 +108,8 @@ def main(argv=None) -> int:
              f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",
-             "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff | pre-pass ms "
-             "| kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff |",
+             "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     rows = []

@@ -107,8 +107,8 @@ def fp8_bwd_prepass_reference(dout, q8, k8, cu_seqlens_q, cu_seqlens_k, seqused_
     used = _used_rows_mask(dout.shape[0], cu_seqlens_q, seqused_q)
     d = torch.where(used.view(-1, 1, 1), dout.float(), torch.zeros((), device=dout.device))
     do8, do_descale = quantize_fp8(d, cu_seqlens_q, "block")
-    return (do8, do_descale, _transposed(q8, cu_seqlens_q, seqused_q, 32), _transposed(do8, cu_seqlens_q, seqused_q, 32),
-            _transposed(k8, cu_seqlens_k, seqused_k, 16))
+    return (do8, do_descale, _transposed(q8, cu_seqlens_q, seqused_q, 32),
+            _transposed(do8, cu_seqlens_q, seqused_q, 32), _transposed(k8, cu_seqlens_k, seqused_k, 16))
 
 
 FP8_BWD_PREPASS_SCHEMA = ("fp8_bwd_prepass(Tensor dout, Tensor q, Tensor k, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "

@@ -239,8 +239,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
     measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
     (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
-    (`hstu_attn._fp8.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
-    refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward"). ``fwd_split_tiles``:
+    (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
+    refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
+    ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
