@@ -362,7 +362,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + kk * 32, 64), 1);
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + kk * 32, 64),
+                               1);
     }
     wgmma_commit();
     named_barrier_sync(3 + wg, 128);  // every thread's dS8 bytes written (and fenced)
