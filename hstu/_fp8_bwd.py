@@ -10,11 +10,11 @@ e4m3 per (head, 128-row block). Rounding points (`hstu_attn_fp8_backward_referen
    `quantize_fp8`; rows past seqused_q count as 0).
 2. S, P = SiLU(S) in fp32 as the forward; P8 = e4m3(P) (the forward's rounding) for dV = P8ᵀ·dO8 · do_descale / N.
 3. dP = dO8·V8ᵀ · do_descale · v_descale / N and dS = dP · SiLU'(S) · alpha in fp32.
-4. dS' = dS · q_descale (the query row's factor, constant over a 64-row query tile), quantized per (head, 64-key
-   group of the key block, 64-row query tile) with a power-of-two factor u: u of a tile = the running maximum, over
-   the group's query tiles in ascending order, of pow2ceil(amax|dS'| / 448) (0 while every dS' so far is 0); dS8 =
-   e4m3(dS' / u). One factor per warpgroup tile keeps the amax a reduction inside the warpgroup; the running maximum
-   only grows, so the dK accumulator (in units of u) is rescaled exactly (a power of two) and rarely.
+4. dS' = dS · q_descale (the query row's factor, constant over a 64-row query tile), quantized per (head, 128-key
+   block, 64-row query tile) with a power-of-two factor u: u of a tile = the running maximum, over the block's query
+   tiles in ascending order, of pow2ceil(amax|dS'| / 448) (0 while every dS' so far is 0); dS8 = e4m3(dS' / u). One
+   factor per CTA tile (both warpgroups exchange their maxima) lets dQ sum over all 128 keys of the block; the running
+   maximum only grows, so the dK accumulator (in units of u) is rescaled exactly (a power of two) and rarely.
 5. dK = Σ (dS8 · u)ᵀ · Q8 (q's factor is inside dS'), dQ = Σ (dS8 · u / q_descale) · K8 · k_descale, dV as in 2;
    fp32 accumulation, rounded once to dout's dtype.
 """
@@ -32,8 +32,8 @@ from ._reference import _host_list, _sequence_scores, resolve_lengths
 __all__ = ["fp8_vt_start", "fp8_vt_cols", "fp8_key_perm", "fp8_pair_perm", "fp8_bwd_prepass",
            "fp8_bwd_prepass_reference", "hstu_attn_fp8_backward_reference"]
 
-#: keys per consumer warpgroup and query rows per tile of the Hopper backward: the groups of dS's factors
-DS_KEYS, DS_ROWS = 64, 64
+#: keys per CTA (key block) and query rows per tile of the Hopper FP8 backward: the groups of dS's factors
+DS_KEYS, DS_ROWS = 128, 64
 
 
 def fp8_vt_start(start: int, b: int) -> int:
@@ -162,8 +162,8 @@ def _pow2_ceil(x: torch.Tensor) -> torch.Tensor:
 
 
 def ds_group_factors(ds_q: torch.Tensor) -> torch.Tensor:
-    """(H, lq, lk) dS' of one sequence -> the factor u of each element (rounding point 4): per head, 64-key group
-    and 64-row query tile, the running maximum over the query tiles of pow2ceil(amax / 448)."""
+    """(H, lq, lk) dS' of one sequence -> the factor u of each element (rounding point 4): per head, DS_KEYS-key
+    block and DS_ROWS-row query tile, the running maximum over the query tiles of pow2ceil(amax / 448)."""
     heads, lq, lk = ds_q.shape
     nt, ng = -(-lq // DS_ROWS), -(-lk // DS_KEYS)
     pad = torch.zeros(heads, nt * DS_ROWS, ng * DS_KEYS, dtype=torch.float32, device=ds_q.device)

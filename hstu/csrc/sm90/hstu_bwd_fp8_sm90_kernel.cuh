@@ -7,17 +7,19 @@
 // Per query tile a consumer warpgroup runs, all five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators:
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed, tile_full)
-//   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the warpgroup's tile (shuffles + 4 smem words)
+//   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the CTA's (128 keys x 64 queries) tile: shuffles,
+//                                                    8 warp words in smem, one barrier of both warpgroups
 //   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
 //                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
 //   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
 //                                                    rescaled when they change; u only grows, by powers of two);
 //                                                    dV is issued before the amax exchange, so it runs under it
-//   dQ = dS8 K^T_wg (fresh), * u k_s / q_s           SS: dS8 stored as (queries x keys) in smem, byte pairs (key j,
-//                                                    j + 8) of one query per 16-bit store, so K^T holds the keys
-//                                                    paired the same way (hstu_fp8_pair_perm); m64n128 over the
-//                                                    warpgroup's own 64 keys (its own u), red.global.add.v2.f32
-//                                                    into f.dq_accum
+//   dQ = dS8 K^T (fresh), * u k_s / q_s             SS: both warpgroups' dS8 stored as one (queries x 128 keys)
+//                                                    tile in smem, byte pairs (key j, j + 8) of one query per 16-bit
+//                                                    store, so K^T holds the keys paired the same way
+//                                                    (hstu_fp8_pair_perm); warpgroup g takes dQ's columns
+//                                                    [64 g, 64 g + 64) over all 128 keys (m64n64, the bf16 kernel's
+//                                                    column split), red.global.add.v2.f32 into f.dq_accum
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the bf16 kernel's overlap (dQ one tile late, the SiLU under the other GEMMs), stmatrix for dS, the tiled
@@ -52,12 +54,12 @@ struct Fp8BwdTraits {
   static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
   static constexpr int kStageBytes = 2 * kQBytes + 2 * kQtBytes;  // Q, dO, Q^T, dO^T
-  static constexpr int kdSBytes = kBlockM * 64;  // per warpgroup: 64 queries x its 64 keys (64-byte swizzle)
+  static constexpr int kdSBytes = kBlockM * kBlockN;  // dS8: 64 queries x the block's 128 keys (128-byte swizzle)
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffKt = 2 * kKVBytes;
   static constexpr int kOffStage = kOffKt + kKtBytes;
   static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
-  static constexpr int kOffRed = kOffdS + 2 * kdSBytes;  // amax words: 2 warpgroups x 2 parities x 4 warps
+  static constexpr int kOffRed = kOffdS + kdSBytes;  // amax words: 2 parities x 8 consumer warps
   static constexpr int kBarOffset = kOffRed + 64;
   // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 144 + 1024;
@@ -219,8 +221,8 @@ __global__ void __launch_bounds__(384, 1)
   const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw)));
   const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
   const int kr0 = 64 * wg;
-  const uint32_t sdS = base + C::kOffdS + wg * C::kdSBytes;
-  const uint32_t sRed = base + C::kOffRed + wg * 32;
+  const uint32_t sdS = base + C::kOffdS;
+  const uint32_t sRed = base + C::kOffRed;
 
   float acc_dk[D / 2];
   float acc_dv[D / 2];
@@ -326,11 +328,14 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const uint32_t red = sRed + 16 * (i & 1);
-    if (lane == 0) st_shared_u32(red + 4 * warp, __float_as_uint(amax));
-    named_barrier_sync(1 + wg, 128);
-    amax = fmaxf(fmaxf(__uint_as_float(ld_shared_u32(red)), __uint_as_float(ld_shared_u32(red + 4))),
-                 fmaxf(__uint_as_float(ld_shared_u32(red + 8)), __uint_as_float(ld_shared_u32(red + 12))));
+    // One factor per (key block, query tile), shared by both warpgroups (dQ sums over all 128 keys): their 8 warp
+    // maxima through shared memory, one barrier of both (the slot of tile i's parity: a warpgroup reaches tile i + 2's
+    // writes only after both passed tile i + 1's barrier, so after every read of tile i's words).
+    const uint32_t red = sRed + 32 * (i & 1);
+    if (lane == 0) st_shared_u32(red + 4 * (4 * wg + warp), __float_as_uint(amax));
+    named_barrier_sync(1, 256);
+#pragma unroll
+    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
     // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
     const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
@@ -346,15 +351,16 @@ __global__ void __launch_bounds__(384, 1)
     for (int e = 0; e < 32; ++e) acc_dp[e] *= inv_u;
     uint32_t da[2][4];
     fp8_pack_a64(acc_dp, da);
-    // dS8 as (queries x this warpgroup's 64 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
-    // 16 warp + 2 (lane / 4) of the query's 64-byte row (hstu_fp8_pair_perm), 64-byte swizzle (16-byte chunk XOR
-    // (row / 2) % 4; row 8 c + 2 (lane % 4) + odd: the chunk is warp ^ (lane % 4) for every c and odd).
-    const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4)) * 64 + ((warp ^ (lane % 4)) << 4) + 2 * (lane / 4);
+    // dS8 as (queries x the block's 128 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
+    // 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk
+    // XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 = 2 (lane % 4) + odd for every c).
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int odd = 0; odd < 2; ++odd) {
+      const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4) + odd) * 128 +
+                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
 #pragma unroll
-      for (int odd = 0; odd < 2; ++odd) {
-        st_shared_u16(ds_thread + (8 * c + odd) * 64, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
+      for (int c = 0; c < 8; ++c) {
+        st_shared_u16(ds_thread + 8 * c * 128, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
       }
     }
     fence_proxy_async_smem();
@@ -366,13 +372,14 @@ __global__ void __launch_bounds__(384, 1)
                                1);
     }
     wgmma_commit();
-    named_barrier_sync(3 + wg, 128);  // every thread's dS8 bytes written (and fenced)
-    float acc_dq[64];
+    named_barrier_sync(2, 256);  // both warpgroups' dS8 bytes written (and fenced)
+    // dQ[:, 64 wg : 64 wg + 64] = dS8 K^T over all 128 keys (SS: A the dS8 tile, B K^T's rows 64 wg ..).
+    float acc_dq[32];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_ss_e4m3(acc_dq, make_desc_kmajor(opaque(sdS) + kk * 32, 64),
-                               make_desc_kmajor(opaque(sKt + kr0) + kk * 32, 128), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < BN / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_dq, make_desc_kmajor(opaque(sdS) + kk * 32, 128),
+                              make_desc_kmajor(opaque(sKt + kr0 * 128) + kk * 32, 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -382,15 +389,16 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dk);
     pin_all(acc_dv);
     if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
-    // dQ of the tile: rows m0 + 16 warp + lane / 4 (+ 8), in dS8's units: * u k_s / q_s.
+    // dQ of the tile: rows m0 + 16 warp + lane / 4 (+ 8), columns 64 wg + .., in dS8's units: * u k_s / q_s.
     const float dq_scale = u * ks / qs;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int qi = m0 + 16 * warp + lane / 4 + 8 * half;
       if (qi < sq.lq) {
-        float* dst = f.dq_accum + (static_cast<int64_t>(sq.q_start + qi) * p.heads + h) * D + 2 * (lane % 4);
+        float* dst =
+            f.dq_accum + (static_cast<int64_t>(sq.q_start + qi) * p.heads + h) * D + kr0 + 2 * (lane % 4);
 #pragma unroll
-        for (int c = 0; c < 16; ++c) {
+        for (int c = 0; c < 8; ++c) {
           red_add_v2(dst + 8 * c, acc_dq[4 * c + 2 * half] * dq_scale, acc_dq[4 * c + 2 * half + 1] * dq_scale);
         }
       }
