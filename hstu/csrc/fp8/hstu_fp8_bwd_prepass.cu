@@ -116,12 +116,17 @@ struct TransposeJob {
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ __align__(16) uint8_t tile[64][256 + 16];
   __shared__ int64_t src_row[64];
-  const TransposeJob jobs[3] = {
-      {p.q8, p.q_row_stride, p.q_head_stride, p.q_cols, p.qt, p.cu_seqlens_q, p.seqused_q, 32},
-      {p.do8, static_cast<int64_t>(p.heads) * p.head_dim, p.head_dim, p.q_cols, p.dot, p.cu_seqlens_q, p.seqused_q,
-       32},
-      {p.k8, p.k_row_stride, p.k_head_stride, p.k_cols, p.kt, p.cu_seqlens_k, p.seqused_k, 16}};
-  const TransposeJob& j = jobs[blockIdx.z];
+  // (selected field by field: an indexed array of the three would live in local memory)
+  const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
+  TransposeJob j;
+  j.src = kz ? p.k8 : dz ? p.do8 : p.q8;
+  j.row_stride = kz ? p.k_row_stride : dz ? static_cast<int64_t>(p.heads) * p.head_dim : p.q_row_stride;
+  j.head_stride = kz ? p.k_head_stride : dz ? p.head_dim : p.q_head_stride;
+  j.cols = kz ? p.k_cols : p.q_cols;
+  j.dst = kz ? p.kt : dz ? p.dot : p.qt;
+  j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
+  j.seqused = kz ? p.seqused_k : p.seqused_q;
+  j.group = kz ? 16 : 32;
   const int h = blockIdx.y, D = p.head_dim;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
   if (c0 >= j.cols) return;
