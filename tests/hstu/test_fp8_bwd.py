@@ -57,6 +57,34 @@ def test_permutations_are_bijections_and_pair_keys_j_and_j_plus_8():
     assert fb.fp8_vt_start(17, 2) == 32 + 96 and fb.fp8_vt_cols(100, 3) % 16 == 0
 
 
+def test_kernel_index_maps_match_the_prepass_permutations():
+    """The host mirror of hstu_bwd_fp8_sm90_kernel.cuh's index arithmetic: (a) fp8_pack_a64 puts into RS A k-slot k
+    of a thread's row the Sᵀ element whose query is fp8_key_perm(k) (Qᵀ / dOᵀ's column order); (b) the dS stores
+    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8) put key j of query c at the byte whose Kᵀ column
+    holds key j (fp8_pair_perm)."""
+    for w in range(4):
+        for lane in range(32):
+            def elem(e):  # m64nN accumulator: (row = key, column = query) of element e
+                return 16 * w + lane // 4 + 8 * ((e % 4) // 2), 8 * (e // 4) + 2 * (lane % 4) + (e % 2)
+            for ks in range(2):
+                for q in range(4):
+                    e0 = 16 * ks + 8 * (q >> 1) + 2 * (q & 1)
+                    for byte, e in enumerate((e0, e0 + 1, e0 + 4, e0 + 5)):
+                        k = 4 * (lane % 4) + byte + 16 * (q >> 1)  # the A fragment's k-slot of this byte
+                        assert elem(e) == (16 * w + lane // 4 + 8 * (q & 1), 32 * ks + fb.fp8_key_perm(k))
+            for wg in range(2):
+                for odd in range(2):
+                    t = 2 * (lane % 4) + odd
+                    base = t * 128 + (((4 * wg + w) ^ t) << 4) + 2 * (lane // 4)
+                    for c in range(8):
+                        for hb in range(2):  # low byte: element 4 c + odd (key row + 0), high: + 2 (key row + 8)
+                            addr = base + 8 * c * 128 + hb
+                            row, col = addr // 128, addr % 128
+                            col = (((col // 16) ^ (row % 8)) << 4) + col % 16  # unswizzled byte
+                            key, query = elem(4 * c + odd + 2 * hb)
+                            assert row == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == 64 * wg + key
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_prepass_reference_layout(seed):
     rng = random.Random(seed)
