@@ -21,7 +21,7 @@ e4m3 per (head, 128-row block). Rounding points (`hstu_attn_fp8_backward_referen
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 

@@ -20,7 +20,7 @@ from hstu_attn import _fp8_bwd as fb
 from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_attn_fp8_reference_backward
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_fp8 import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
+from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
                       quantized)
 
 
