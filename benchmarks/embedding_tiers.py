@@ -33,6 +33,7 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
         [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--hkv-tables all-HBM,hybrid] [--hkv-reps N]
+        [--hkv-load 0.5,1.0]
         [--step-rows N] [--step-batch N] [--disk-rows N]
         [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
         [--hybrid-fracs 0.25,0.5 [--hybrid-orders forward,step,off]]
@@ -121,8 +122,29 @@ HKV_MEASURED = {"find": 0.193, "find_or_insert": 0.153, "insert_or_assign": 0.15
 HIT_RATE = 0.6
 
 
-def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid")):
-    """HKV's hybrid config: dim 64 fp32, hbm_rows = cap / 2, load factor 0.5, n keys per op; two key sets:
+def host_slot_mask(t, sl):
+    """Which slots (-1: none) of table t have their rows in host memory: split buckets (hbm_slots, since branch
+    hsplit) or, for older wheels, slots >= hbm_rows; none for all-HBM tables."""
+    hs = getattr(t, "hbm_slots", None)
+    if hs is None:
+        return (sl >= getattr(t, "hbm_rows", t.capacity())) & (sl >= 0)
+    return (sl % t.bucket_capacity >= hs) & (sl >= 0) & (t.hbm_rows < t.capacity())
+
+
+def host_share(m):
+    """Share of a module's stored rows that are in host slots (its hybrid tables; host_slot_mask)."""
+    host = stored = 0
+    for t in m.tables:
+        slots = torch.arange(t.capacity(), device=t.keys.device)
+        live = t.keys.view(torch.int64) != -(1 << 63)
+        stored += int(live.sum())
+        host += int((host_slot_mask(t, slots) & live).sum())
+    return host / max(stored, 1)
+
+
+def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"), load=0.5):
+    """HKV's hybrid config: dim 64 fp32, hbm_rows = cap / 2, load factor ``load`` (0.5: HKV's; at 1.0 the fill
+    evicts, and the stored keys are those still found), n keys per op; two key sets:
     n distinct stored keys (all hits), and HKV's shape: hit rate 0.6 (60 % stored keys, then 40 % absent ones;
     fresh ones for every call, erased again after the op's timing, which keeps the load factor).
     Per row: billion KV/s in 1e9 and in HKV's 2^30 units, and the PCIe bound: the host rows the op touches per key
@@ -131,18 +153,24 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
     dim = 64
     rb = dim * 4
     gen = torch.Generator(device="cuda").manual_seed(3)
-    stored = torch.unique(torch.randint(0, 1 << 62, (cap // 2,), device="cuda", generator=gen))
-    rows = []
+    stored_all = torch.unique(torch.randint(0, 1 << 62, (int(cap * load),), device="cuda", generator=gen))
+    rows, shares = [], []
     for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
-                     ("hybrid (half the rows in host)", lambda: HybridTable(cap, dim, device="cuda",
-                                                                             hbm_rows=cap // 2))):
+                     ("hybrid (half the slots in host)", lambda: HybridTable(cap, dim, device="cuda",
+                                                                              hbm_rows=cap // 2))):
         if name.split(" ")[0] not in tables:
             continue
         t = mk()
-        for off in range(0, stored.numel(), 1 << 22):
-            t.find_or_insert(stored[off:off + (1 << 22)])
+        for off in range(0, stored_all.numel(), 1 << 22):
+            t.find_or_insert(stored_all[off:off + (1 << 22)])
         lf = t.load_factor()
-        hbm_rows = getattr(t, "hbm_rows", cap)
+        found, nhost = [], 0
+        for off in range(0, stored_all.numel(), 1 << 22):
+            sl = t.find_slots(stored_all[off:off + (1 << 22)]).slots
+            found.append(sl >= 0)
+            nhost += int(host_slot_mask(t, sl).sum())
+        stored = stored_all[torch.cat(found)]
+        shares.append((name, lf, stored.numel(), nhost / max(stored.numel(), 1)))
         hits = torch.unique(stored[torch.randint(0, stored.numel(), (n,), device="cuda", generator=gen)])
         hits = hits[torch.randperm(hits.numel(), device="cuda", generator=gen)]
         vals = torch.randn(n, dim, device="cuda")
@@ -153,7 +181,7 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
                 sets, ms_ = [], []
                 for _ in range(reps + warmup):
                     m = torch.randint(0, 1 << 62, (n - nh,), device="cuda", generator=gen)
-                    m = m[~torch.isin(m, stored)]
+                    m = m[~torch.isin(m, stored_all)]
                     h = stored[torch.randint(0, stored.numel(), (n - m.numel(),), device="cuda", generator=gen)]
                     sets.append(torch.cat([h, m]))
                     ms_.append(m)
@@ -174,14 +202,14 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
                 sl = t.find_or_insert_slots(k).slots if inserting else t.find_slots(k).slots
                 if misses is not None and inserting:
                     t.erase(misses)
-                host = int(((sl >= hbm_rows) & (sl >= 0)).sum()) / k.numel()
+                host = int(host_slot_mask(t, sl).sum()) / k.numel()
                 bound = bw / (rb * host) if host > 0 else float("nan")  # billion (1e9) KV/s
                 rows.append((name, keyset, op, k.numel(), lf, ms, k.numel() / ms / 1e6,
                              k.numel() * 1e3 / ms / (1 << 30), HKV_MEASURED[op] if misses is not None else None,
                              bound, host))
         del t
         torch.cuda.empty_cache()
-    return rows
+    return rows, shares
 
 
 def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
@@ -267,8 +295,10 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
                 m1 = moved()
                 rin, rout = ((m1[0] - m0[0]) / reps, (m1[1] - m0[1]) / reps)
                 mb = (rin + rout) * row_bytes / 1e6
-                out.append((opt_name, name, ms, f"{rin:,.0f} / {rout:,.0f}", mb, mb / bw if bw else nan,
-                            f"built in {built:.1f} s"))
+                note = f"built in {built:.1f} s"
+                if storage == "hybrid":
+                    note += f", {100 * host_share(m):.1f} % of the stored rows in host slots"
+                out.append((opt_name, name, ms, f"{rin:,.0f} / {rout:,.0f}", mb, mb / bw if bw else nan, note))
             except Exception as e:  # noqa: BLE001
                 out.append((opt_name, name, nan, nan, nan, nan, f"{type(e).__name__}: {str(e)[:60]}"))
             print(f"step: {out[-1]}", flush=True)  # progress (a run cut short keeps its finished rows)
@@ -384,6 +414,7 @@ def main():
     ap.add_argument("--hkv-capacity", type=int, default=None, help="slots of (a2) (default 128M; --quick 16M)")
     ap.add_argument("--hkv-tables", default="all-HBM,hybrid", help="tables of (a2): all-HBM, hybrid (comma list)")
     ap.add_argument("--hkv-reps", type=int, default=10, help="timed calls per op of (a2) (median; 3 warm-up calls)")
+    ap.add_argument("--hkv-load", default="0.5", help="load factors (a2) fills to, comma list (default 0.5, HKV's)")
     ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
     ap.add_argument("--step-batch", type=int, default=None, help="ids per table per step of (b) (default 104857)")
     ap.add_argument("--disk-rows", type=int, default=None, help="stored rows of (c) (default 4M; --quick 200K)")
@@ -421,21 +452,30 @@ def main():
         md.append("")
     if "hkv" not in skip:
         cap = a.hkv_capacity or ((1 << 24) if a.quick else (1 << 27))
-        md += [f"### (a2) HierarchicalKV's hybrid config: dim 64 fp32, capacity {cap}, hbm_rows = capacity / 2, "
-               f"1M-key batches: distinct stored keys (all hits) and HKV's hit rate {HIT_RATE}", "",
-               "billion KV/s in 1e9 and in HKV's units (2^30); HKV: its own benchmark measured on this H200 today, "
-               "HKV ae24eec, hit rate 0.6, load factor 0.5 (2^30 units); host: host rows touched per key; PCIe "
-               "bound: the measured copy bandwidth over those rows (1e9 KV/s).", "",
-               "| table | keys | op | n | load factor | ms | G KV/s (1e9) | G KV/s (2^30) | HKV (2^30) | x HKV | "
-               "host | PCIe bound (1e9) | % of bound |",
-               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in bench_hkv(cap, bw, reps=a.hkv_reps, tables=a.hkv_tables.split(",")):
-            name, keyset, op, nk, lf, ms, g9, g30, hkv, bound, host = r
-            ok = bound == bound
-            md.append(f"| {name} | {keyset} | {op} | {nk} | {lf:.2f} | {ms:.3f} | {g9:.3f} | {g30:.3f} | "
-                      f"{hkv if hkv is not None else ''} | {f'{g30 / hkv:.2f}' if hkv else ''} | {host:.2f} | "
-                      f"{f'{bound:.3f}' if ok else ''} | {f'{100 * g9 / bound:.0f}' if ok else ''} |")
-        md.append("")
+        for load in [float(x) for x in str(a.hkv_load).split(",")]:
+            md += [f"### (a2) HierarchicalKV's hybrid config: dim 64 fp32, capacity {cap}, hbm_rows = capacity / 2, "
+                   f"filled to load factor {load}, "
+                   f"1M-key batches: distinct stored keys (all hits) and HKV's hit rate {HIT_RATE}", "",
+                   "billion KV/s in 1e9 and in HKV's units (2^30); HKV: its own benchmark measured on this H200 "
+                   "today, HKV ae24eec, hit rate 0.6, load factor 0.5 (2^30 units); host: host rows touched per key; "
+                   "PCIe bound: the measured copy bandwidth over those rows (1e9 KV/s).", "",
+                   "| table | keys | op | n | load factor | ms | G KV/s (1e9) | G KV/s (2^30) | HKV (2^30) | x HKV | "
+                   "host | PCIe bound (1e9) | % of bound |",
+                   "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            rows, shares = bench_hkv(cap, bw, reps=a.hkv_reps, tables=a.hkv_tables.split(","), load=load)
+            for r in rows:
+                name, keyset, op, nk, lf, ms, g9, g30, hkv, bound, host = r
+                ok = bound == bound
+                md.append(f"| {name} | {keyset} | {op} | {nk} | {lf:.2f} | {ms:.3f} | {g9:.3f} | {g30:.3f} | "
+                          f"{hkv if hkv is not None else ''} | {f'{g30 / hkv:.2f}' if hkv else ''} | {host:.2f} | "
+                          f"{f'{bound:.3f}' if ok else ''} | {f'{100 * g9 / bound:.0f}' if ok else ''} |")
+                print(f"a2: load {load}: {md[-1]}", flush=True)  # progress (a run cut short keeps these)
+            md.append("")
+            for name, lf, ns, sh in shares:
+                md.append(f"- {name}: load factor {lf:.3f}, {ns} stored keys, {100 * sh:.1f} % of them in host "
+                          "slots")
+                print(f"a2: load {load}: {md[-1]}", flush=True)
+            md.append("")
     step_rows = None
     if "step" not in skip:
         step_rows, (T, B, dim, R) = bench_step(a.quick, warmup, a.step_rows, a.step_batch,

@@ -155,13 +155,19 @@ def cached_setup(sh: Shape, device, dtype, ps: int, rnd, max_append: bool = Fals
     return cache, step, restore, (users, cu_q, app, q, k, v)
 
 
+def seeded_step(sh: Shape, device, dtype, ps: int):
+    """(step, restore) of cached_setup on inputs drawn from seed 0 (the profile and the timeline)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
+    _, step, restore, _ = cached_setup(sh, device, dtype, ps, rnd)
+    return step, restore
+
+
 def profile_step(sh: Shape, device, dtype, ps: int) -> str:
     """torch.profiler's kernel table of 3 cached steps of the shape (where the step's time goes)."""
     from torch.profiler import ProfilerActivity, profile
 
-    gen = torch.Generator(device=device).manual_seed(0)
-    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
-    _, step, restore, _ = cached_setup(sh, device, dtype, ps, rnd)
+    step, restore = seeded_step(sh, device, dtype, ps)
     step()
     restore()
     torch.cuda.synchronize()
@@ -188,9 +194,7 @@ def timeline_step(sh: Shape, device, dtype, ps: int) -> str:
 
     from torch.profiler import ProfilerActivity, profile
 
-    gen = torch.Generator(device=device).manual_seed(0)
-    rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
-    _, step, restore, _ = cached_setup(sh, device, dtype, ps, rnd)
+    step, restore = seeded_step(sh, device, dtype, ps)
     g = graphed(step, device)
     restore()
     for _ in range(3):
@@ -288,6 +292,17 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             restore()
             cache.overlap_append = True
             del g_seq
+        if g is not None and not label and getattr(cache, "pdl", False):
+            # The same step with plain launches (KVCacheManager(pdl=False); the default on Hopper launches the
+            # serving step's attention, its plan's validation and the appends as programmatic dependent launches).
+            cache.pdl = False
+            g_plain = graphed(step, device)
+            restore()
+            rows.append(dict(case=sh.name, row="cached step, CUDA graph, plain launches", ms=timer(g_plain, restore),
+                             tokens=sh.tokens))
+            restore()
+            cache.pdl = True
+            del g_plain
         cache.check()
         if sweep and ps != page_size:
             continue

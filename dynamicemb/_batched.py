@@ -317,12 +317,13 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         #: overlaps the insert; forking after the insert, overlapping the pooling, measured 0.035 ms slower)
         #: instead of at the start of the backward
         self.overlap_csr = True
-        #: hybrid tables (rows past hbm_rows in pinned host memory), fused kernel path: how the step's kernels
-        #: reach the host rows. "forward" (the default): the forward reads them from HBM scratch rows copied in
-        #: host-address order (sorted UVA accesses run 3-6x faster than random ones), the backward reads and writes
-        #: them in place (random order, but reads and writes overlap on the bus); "step": the backward too copies
-        #: whole rows in, updates them there and writes them back in that order (faster than "forward" only for SGD
-        #: with a quarter of the rows in HBM); "off": every kernel in place (docs/dynamicemb_storage.md "hybrid")
+        #: hybrid tables (each bucket's rows beyond its HBM slots in pinned host memory), fused kernel path: how
+        #: the step's kernels reach the host rows. "forward" (the default): the forward reads them from HBM scratch
+        #: rows copied in host-address order (sorted UVA accesses run 3-6x faster than random ones), the backward
+        #: reads and writes them in place (random order, but reads and writes overlap on the bus); "step": the
+        #: backward too copies whole rows in, updates them there and writes them back in that order (faster than
+        #: "forward" only for SGD with a quarter of the rows in HBM); "off": every kernel in place
+        #: (docs/dynamicemb_storage.md "hybrid")
         self.host_rows_order = "forward"
         #: prefetch jobs (_prefetch.py) queue their miss count before their first host wait (a masked lookup per
         #: caching table of the whole batch) instead of after reading the feature bounds back (a lookup per

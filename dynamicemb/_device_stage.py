@@ -115,7 +115,7 @@ def stage_meta(module) -> torch.Tensor:
             stamps = t.__dict__["_stamps"] = torch.zeros(t.capacity(), dtype=torch.int64, device=t.device)
         vh = getattr(st, "values_host", None)
         rows.append([_ptr(st.keys), _ptr(st.digests), _ptr(st.scores), _ptr(st.values), _ptr(vh),
-                     int(getattr(st, "hbm_rows", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
+                     int(getattr(st, "hbm_slots", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
                      st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps)])
     host = torch.tensor(rows, dtype=torch.int64).view(-1)
     # the tensors the records point into are kept alive with it (so an address cannot be reused unnoticed)

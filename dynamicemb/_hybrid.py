@@ -1,35 +1,57 @@
-"""The hybrid storage mode: one scored hash table whose value rows [0, hbm_rows) are in HBM and rows
-[hbm_rows, capacity) in pinned host memory, which the kernels read and write through UVA (zero-copy); keys, digests
-and scores stay in HBM. Every kernel reaches a table row through one helper (``table::table_row``,
-csrc/table/table_types.h) that picks the pointer, so the hybrid table runs the same ops as an all-HBM one and
-gives the same results. On the CPU the twin keeps one buffer (``hbm_rows`` is only recorded).
+"""The hybrid storage mode: one scored hash table whose value rows are split between HBM and pinned host memory,
+which the kernels read and write through UVA (zero-copy); keys, digests and scores stay in HBM.
+
+Placement (split buckets): every bucket's first ``hbm_slots`` slots have their rows in HBM, its other slots in host
+memory, and inserts claim a bucket's free HBM slots before its host slots, so that host rows hold only the
+buckets' overflow (at load factor 0.5 with half of each bucket in HBM: ~5 % of the stored rows, instead of 50 % when
+whole buckets were HBM or host). Every kernel reaches a table row through one helper (``table::table_row``,
+csrc/table/table_types.h) that picks the buffer and row, so the hybrid table runs the same ops as an all-HBM one.
+On the CPU the twin keeps one buffer (slot order) and claims slots in the same order.
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
 from ._table import ScoredHashTable
 
-__all__ = ["HybridTable"]
+__all__ = ["HybridTable", "split_rows"]
+
+
+def split_rows(slots: torch.Tensor, hbm_slots: int, bucket_capacity: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(host, row) of table ``slots`` under the split-bucket placement (table_types.h ``table_row``): slot
+    ``b * B + j`` is HBM row ``b * hbm_slots + j`` when ``j < hbm_slots``, else host row
+    ``b * (B - hbm_slots) + j - hbm_slots``.
+
+    Example:
+        >>> split_rows(torch.tensor([0, 5, 6, 17]), 6, 16)
+        (tensor([False, False,  True, False]), tensor([0, 5, 0, 7]))
+    """
+    j = slots % bucket_capacity
+    b = slots // bucket_capacity
+    host = j >= hbm_slots
+    return host, torch.where(host, b * (bucket_capacity - hbm_slots) + j - hbm_slots, b * hbm_slots + j)
 
 
 class HybridTable(ScoredHashTable):
-    """A ``ScoredHashTable`` whose rows past ``hbm_rows`` live in pinned host memory (CUDA tables).
+    """A ``ScoredHashTable`` whose buckets keep their first ``hbm_slots`` rows in HBM and the rest in pinned host
+    memory (CUDA tables); inserts fill a bucket's HBM slots first.
 
     Args:
         capacity, value_dim, value_dtype, key_dtype, bucket_capacity, score_policy, initializer, device: as for
             ``ScoredHashTable`` (``max_capacity`` is ``capacity``: a hybrid table does not grow).
-        hbm_rows: rows kept in HBM, in [0, capacity].
+        hbm_rows: rows kept in HBM, in [0, capacity]; rounded down to a multiple of the number of buckets
+            (``hbm_slots = hbm_rows // num_buckets`` slots of every bucket).
 
     Attributes:
+        hbm_slots: HBM slots per bucket; hbm_rows: ``hbm_slots * num_buckets``.
         values: (hbm_rows, dim) device rows on CUDA ((capacity, dim) on the CPU).
         values_host: (capacity - hbm_rows, dim) pinned host rows on CUDA (None on the CPU).
 
     Example:
-        >>> t = HybridTable(1 << 20, 64, device="cuda", hbm_rows=1 << 18)   # 3/4 of the rows in host memory
+        >>> t = HybridTable(1 << 20, 64, device="cuda", hbm_rows=1 << 19)   # 64 of each bucket's 128 slots in HBM
     """
 
     def __init__(self, capacity: int, value_dim: int, value_dtype=torch.float32, key_dtype=torch.int64,
@@ -37,7 +59,9 @@ class HybridTable(ScoredHashTable):
                  hbm_rows: int = 0):
         if not isinstance(hbm_rows, int) or not 0 <= hbm_rows <= capacity:
             raise ValueError(f"hbm_rows: expected an int in [0, {capacity}], got {hbm_rows!r}")
-        self.hbm_rows = hbm_rows
+        nb = capacity // bucket_capacity if isinstance(bucket_capacity, int) and bucket_capacity > 0 else 1
+        self.hbm_slots = hbm_rows // max(nb, 1)
+        self.hbm_rows = self.hbm_slots * nb
         self.values_host = None
         super().__init__(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, score_policy,
                          max_capacity=capacity, initializer=initializer, device=device, check_keys=False)
@@ -46,6 +70,9 @@ class HybridTable(ScoredHashTable):
     def split(self) -> bool:
         """Rows are in two buffers (a CUDA table with rows in host memory)."""
         return self.device.type == "cuda" and self.hbm_rows < self.capacity()
+
+    def _claim_hbm_slots(self) -> int:
+        return self.hbm_slots
 
     def _new_state(self, capacity: int) -> Dict[str, torch.Tensor]:
         if self.device.type == "cpu" or self.hbm_rows >= capacity:
@@ -64,11 +91,21 @@ class HybridTable(ScoredHashTable):
         super()._set_state(s)
         self.values_host = s.get("values_host")
 
+    def _bucket_views(self, values: torch.Tensor):
+        """(HBM part, host part) of (capacity, dim) slot-order rows: (nb, hbm_slots, dim), (nb, B - hbm_slots, dim)
+        views."""
+        v = values.view(-1, self.bucket_capacity, self.value_dim)
+        return v[:, : self.hbm_slots], v[:, self.hbm_slots:]
+
     def all_values(self) -> torch.Tensor:
         """(capacity, dim) every row in slot order (a copy on the CPU when the rows are split)."""
         if not self.split:
             return self.values
-        return torch.cat([self.values.cpu(), self.values_host])
+        out = torch.empty(self.capacity(), self.value_dim, dtype=self.value_dtype)
+        hbm, host = self._bucket_views(out)
+        hbm.copy_(self.values.cpu().view(hbm.shape))
+        host.copy_(self.values_host.view(host.shape))
+        return out
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
         sd = super().state_dict()
@@ -78,26 +115,34 @@ class HybridTable(ScoredHashTable):
     def _load_values(self, s: Dict[str, torch.Tensor], values: torch.Tensor):
         if "values_host" not in s:
             return super()._load_values(s, values)
-        s["values"].copy_(values[: self.hbm_rows])
-        s["values_host"].copy_(values[self.hbm_rows:])
+        hbm, host = self._bucket_views(values.contiguous())
+        s["values"].copy_(hbm.reshape(-1, self.value_dim))
+        s["values_host"].copy_(host.reshape(-1, self.value_dim))
 
     def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
         if not self.split:
             return super()._read_rows(slots)
-        host = slots >= self.hbm_rows
+        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity)
         out = torch.empty(slots.numel(), self.value_dim, dtype=self.value_dtype, device=self.device)
-        out[~host] = self.values[slots[~host]]
-        hs = (slots[host] - self.hbm_rows).cpu()  # a blocking copy: the stream's kernels finished their writes
+        out[~host] = self.values[row[~host]]
+        hs = row[host].cpu()  # a blocking copy: the stream's kernels finished their writes
         out[host] = self.values_host[hs].to(self.device)
         return out
 
     def _write_rows(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
         if not self.split:
             return super()._write_rows(slots, rows)
-        host = slots >= self.hbm_rows
-        self.values[slots[~host]] = rows[~host]
-        hs = (slots[host] - self.hbm_rows).cpu()  # blocking: no kernel queued before still reads these rows
+        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity)
+        self.values[row[~host]] = rows[~host]
+        hs = row[host].cpu()  # blocking: no kernel queued before still reads these rows
         self.values_host[hs] = rows[host].cpu()
+
+    def host_slots(self, slots: torch.Tensor) -> torch.Tensor:
+        """Which of ``slots`` (-1: none) have their rows in host memory (False for all on a table without host
+        rows; on the CPU, where the placement applies to the slots, as on CUDA)."""
+        if self.hbm_rows >= self.capacity():
+            return torch.zeros_like(slots, dtype=torch.bool)
+        return (slots >= 0) & split_rows(slots, self.hbm_slots, self.bucket_capacity)[0]
 
     def reserve(self, capacity: int) -> torch.Tensor:
         """A hybrid table keeps its capacity; returns zero stats."""

@@ -65,8 +65,8 @@ _NUM_COUNTERS = 4  # [clock, size, spare, spare]
 
 _EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF
 # Attributes whose replacement changes what a kernel's table record points to (and the caching table's store).
-_STATE_ATTRS = frozenset({"keys", "digests", "scores", "values", "values_host", "hbm_rows", "locks", "counters",
-                          "store"})
+_STATE_ATTRS = frozenset({"keys", "digests", "scores", "values", "values_host", "hbm_rows", "hbm_slots", "locks",
+                          "counters", "store"})
 _STATE_EPOCH = [0]
 
 
@@ -413,6 +413,10 @@ class ScoredHashTable:
         """The pinned host rows of a hybrid table (passed to the ops after their own arguments), else None."""
         return None
 
+    def _claim_hbm_slots(self) -> int:
+        """HBM slots per bucket that inserts claim before the others (a hybrid table's split), -1: no split."""
+        return -1
+
     def _table_args(self):
         return (self.keys, self.digests, self.scores, self.values, self.locks, self.counters, self.bucket_capacity)
 
@@ -538,7 +542,7 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
-            self._values_host(),
+            self._values_host(), self._claim_hbm_slots(),
         )
         return stats
 

@@ -9,10 +9,12 @@ history items' K/V are then appended to the cache, so history is computed once.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional, Tuple
 
 import torch
 
+from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
 from ._paged import hstu_attn_paged_func, paged_kv_layout
 
@@ -65,21 +67,26 @@ def cached_hstu_attention(
         ...     q, k, v = layer.qkv(x)
         ...     attn = hstu_attn.cached_hstu_attention(cache, step, l, q, k, v, max_q, num_targets=num_cand)
     """
-    side = _append_stream(cache, k) if append else None
-    if side is not None:
-        main = torch.cuda.current_stream(k.device)
-        side.wait_stream(main)  # the fork, before the attention: the append needs k / v and begin_step's rows only
-    out = hstu_attn_paged_func(
-        q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
-        step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
-        window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
-    )  # (the page table's flags went into cache.error_flags once, in begin_step)
-    if side is not None:
-        with torch.cuda.stream(side):
+    # cache.pdl (the default on Hopper): the attention, its step plan's validation and the append as programmatic
+    # dependent launches (each waits in-kernel for the kernels before it before its first global read).
+    # (not while torch.compile traces: the op's options there come from the caller's kernel_options alone)
+    pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext():
+        side = _append_stream(cache, k) if append else None
+        if side is not None:
+            main = torch.cuda.current_stream(k.device)
+            side.wait_stream(main)  # the fork, before the attention: the append needs k / v and begin_step's rows
+        out = hstu_attn_paged_func(
+            q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
+            step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
+            window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
+        )  # (the page table's flags went into cache.error_flags once, in begin_step)
+        if side is not None:
+            with torch.cuda.stream(side):
+                cache.append(step, k, v, layer=layer_idx)
+            main.wait_stream(side)  # the join: whatever the caller runs next comes after both
+        elif append:
             cache.append(step, k, v, layer=layer_idx)
-        main.wait_stream(side)  # the join: whatever the caller runs next comes after both
-    elif append:
-        cache.append(step, k, v, layer=layer_idx)
     return out
 
 

@@ -202,6 +202,11 @@ class KVCacheManager:
         overlap_append: in a CUDA-graph capture, `cached_hstu_attention` runs a layer's append on a side stream
             beside the layer's attention (forked before it, joined after it: the same order guarantees for the
             caller, the append's launch off the step's critical path); False: in order, after the attention.
+        pdl: `cached_hstu_attention` launches its paged Hopper forward (with the step plan's validation) and its
+            append as programmatic dependent launches on compute capability 9.0 devices, as under
+            ``kernel_options(pdl=True)``: each kernel's CTAs start while the kernel before it runs and wait for it
+            in-kernel before their first global read (same results bit for bit; docs/hstu_inference.md). False:
+            plain launches (unless the caller's ``kernel_options(pdl=True)`` asks for them).
 
     Raises:
         ValueError / TypeError naming the argument for bad host arguments; `KVCacheError` from `check()`.
@@ -223,7 +228,7 @@ class KVCacheManager:
                  max_users: int, max_pages_per_user: int, dtype: torch.dtype = torch.bfloat16,
                  device="cuda", evict: bool = True, use_kernel: Optional[bool] = None, offload_pages: int = 0,
                  offload_users: Optional[int] = None, offload_pages_per_step: Optional[int] = None,
-                 overlap_append: bool = True):
+                 overlap_append: bool = True, pdl: bool = True):
         for name, val in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
                           ("num_pages", num_pages), ("max_users", max_users),
                           ("max_pages_per_user", max_pages_per_user)):
@@ -231,6 +236,10 @@ class KVCacheManager:
                 _err(name, "an int >= 1", val)
         if page_size not in PAGE_SIZES:
             _err("page_size", f"one of {PAGE_SIZES}", page_size)
+        if not isinstance(overlap_append, bool):
+            _err("overlap_append", "a bool", repr(overlap_append), TypeError)
+        if not isinstance(pdl, bool):
+            _err("pdl", "a bool", repr(pdl), TypeError)
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:  # "cuda" means the current device: compare with its index
             dev = torch.device("cuda", torch.cuda.current_device())
@@ -250,7 +259,10 @@ class KVCacheManager:
          self.free_count) = new_slot_table(max_users, num_pages, max_pages_per_user, dev)
         self.clock = torch.zeros((), **i64)
         self.error_flags = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.overlap_append = bool(overlap_append)
+        self.overlap_append = overlap_append
+        # The serving step's launches as programmatic dependent launches (Hopper only: the bits select nothing
+        # elsewhere, and the gathered path's varlen call keeps the plain op).
+        self.pdl = bool(pdl) and dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self.offload = None

@@ -270,8 +270,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     whatever the shape, for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
-    waiting for it in-kernel (same results bit for bit; opt-in until measured, docs/hstu_inference.md). A call
-    records its options in the forward, so its backward runs under the same ones.
+    waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
+    paged call or step plan. The serving step (`cached_hstu_attention`) does this by default on Hopper
+    (``KVCacheManager(pdl=True)``); elsewhere it is opt-in. A call records its options in the forward, so its
+    backward runs under the same ones.
     ``fwd_trace=True`` (diagnostics): the paged Hopper forward's work-list CTAs write ``%globaltimer`` at their
     phases into a device buffer that ``paged_fwd_trace()`` returns (hstu/_paged.py; the same output, a little
     slower).
@@ -303,6 +305,18 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits
+    try:
+        yield
+    finally:
+        _options_state.bits = old
+
+
+@contextlib.contextmanager
+def _more_option_bits(bits: int) -> Iterator[None]:
+    """The calls made inside (in this thread) run with `bits` set besides the current `kernel_options` (a library
+    default switched on by its caller, e.g. the serving step's programmatic launches, `KVCacheManager(pdl=)`)."""
+    old = _current_options()
+    _options_state.bits = old | bits
     try:
         yield
     finally:

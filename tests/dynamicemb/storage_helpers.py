@@ -85,11 +85,35 @@ def _slots(t):
     return (t.keys.view(torch.int64).cpu(), t.digests.cpu(), t.scores.cpu(), t.counters[:2].cpu(), v.cpu())
 
 
+def _contents(t):
+    """What a table holds, whatever slots its keys took: its live keys in key order with their scores and rows,
+    and its clock and size counters. (A hybrid table claims a bucket's HBM slots first, so the same ids sit in
+    other slots than in an all-HBM table.)"""
+    keys, _, scores, counters, values = _slots(t)
+    live = keys != -(1 << 63)
+    o = torch.argsort(keys[live])
+    return keys[live][o], scores[live][o], values[live][o], counters
+
+
+def check_split_placement(t):
+    """A hybrid table's split (hbm_slots of every bucket in HBM): a bucket has keys in host slots only while
+    every one of its HBM slots holds a key, as long as no key left the bucket (no erase or eviction since the
+    inserts). Returns the number of keys in host slots."""
+    B, h = t.bucket_capacity, t.hbm_slots
+    used = (t.keys.view(torch.int64).cpu() != -(1 << 63)).view(-1, B)
+    hbm_used, host_used = used[:, :h].sum(1), used[:, h:].sum(1)
+    assert bool(((host_used == 0) | (hbm_used == h)).all()), "a host slot taken while the bucket's HBM slots were free"
+    return int(host_used.sum())
+
+
 def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     """Runs one sequence of every table op on an all-HBM table and a HybridTable of ``hbm_rows`` HBM rows (16
     buckets of 16 slots, keys from a pool of 600, so buckets fill and evict) and asserts equal results and equal
-    slots after each op. Each op's batch holds at most one key per bucket: a GPU table then has no choice that
-    thread order could decide, so the two tables must agree bit for bit."""
+    contents (keys, scores, rows; _contents) after each op, and equal slots where the split leaves the claim order
+    as it is (hbm_rows 0: every slot a host slot; 256: every slot in HBM). Each op's batch holds at most one key per
+    bucket (a GPU table then has no choice that thread order could decide) and the scores of a bucket's keys differ
+    (LRU: one op clock per key; LFU: caller scores in [1, 2^40)): with equal minimum scores the victim is the
+    lowest slot of each table's own layout, which the split changes; so the two tables must agree bit for bit."""
     import zlib
 
     from dynamicemb._hybrid import HybridTable
@@ -101,18 +125,20 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     kw = dict(bucket_capacity=bc, score_policy=policy, initializer=init, device=device)
     a = ScoredHashTable(nb * bc, dim, **kw)
     b = HybridTable(nb * bc, dim, hbm_rows=hbm_rows, **kw)
+    same_slots = b.hbm_slots in (0, bc)
     if device != "cpu":
         assert (b.values_host is not None) == (hbm_rows < nb * bc)
     g = torch.Generator().manual_seed(zlib.crc32(f"{hbm_rows}{policy}{seed}".encode()))
     pool = torch.randint(1, 1 << 62, (600,), generator=g).tolist()
     ops = ["find_or_insert", "insert_or_assign", "insert_and_evict", "find_or_insert_slots", "assign",
            "accum_or_assign", "assign_scores", "erase"]
+    host_seen = 0
     for i in range(steps):
         idx = torch.randint(0, len(pool), (4 * nb,), generator=g).tolist()
         keys = key_tensor(one_per_bucket([pool[j] for j in idx], nb), torch.int64, device)
         n = keys.numel()
         vals = torch.randn(n, dim, generator=g).to(device)
-        sc = torch.randint(1, 100, (n,), generator=g).to(device) if policy == "lfu" else None
+        sc = torch.randint(1, 1 << 40, (n,), generator=g).to(device) if policy == "lfu" else None
         flags = (torch.rand(n, generator=g) < 0.5).to(device)
         op = ops[i % len(ops)] if i >= 16 else ops[i % 3]  # fill the table first
         res = []
@@ -129,7 +155,10 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
                 res.append((r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats))
             elif op == "find_or_insert_slots":
                 r = t.find_or_insert_slots(keys, sc)
-                res.append((r.slots, r.found, r.stats))
+                got = r.slots >= 0  # the slot holds the key (the slot itself depends on the layout)
+                held = t.keys.view(torch.int64)[r.slots.clamp(min=0)] == keys.view(torch.int64)
+                assert bool((held | ~got).all()), f"step {i}"
+                res.append((got, r.found, r.stats) + ((r.slots,) if same_slots else ()))
             elif op == "assign":
                 res.append((t.assign(keys, vals),))
             elif op == "accum_or_assign":
@@ -142,13 +171,22 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
             res[-1] += (f.values, f.found, torch.where(f.found, f.scores, 0))
         for x, y in zip(*res):
             assert torch.equal(x.cpu(), y.cpu()), f"step {i}: {op}"
-        for x, y in zip(_slots(a), _slots(b)):
-            assert torch.equal(x, y), f"step {i}: {op} (slots)"
+        for x, y in zip(_contents(a), _contents(b)):
+            assert torch.equal(x, y), f"step {i}: {op} (contents)"
+        if same_slots:
+            for x, y in zip(_slots(a), _slots(b)):
+                assert torch.equal(x, y), f"step {i}: {op} (slots)"
+        if i < 16 and 0 < b.hbm_slots < bc:  # inserts only so far: the HBM slots fill first
+            host_seen = check_split_placement(b)
     assert a.size() > nb * bc // 2  # the table filled up (evictions ran)
+    if 0 < b.hbm_slots < bc:
+        assert host_seen > 0  # buckets overflowed into their host slots
     sd = b.state_dict()
     c = HybridTable(nb * bc, dim, hbm_rows=hbm_rows, **kw)
     c.load_state_dict(sd)
-    for x, y in zip(_slots(a), _slots(c)):
+    for x, y in zip(_slots(b), _slots(c)):
+        assert torch.equal(x, y)
+    for x, y in zip(_contents(a), _contents(c)):
         assert torch.equal(x, y)
 
 

@@ -83,3 +83,14 @@ def test_split_sweep_script_skips_and_reads_a_list(load_script, capsys):
     words = [3, 0, 1, 0] + [0, 0, 0, 5, 0, 0, 2, 0] + [0, 0, 5, 9, 0, 1, 2, 0] + [1, 0, 0, 2, -1, 0, 1, 0]
     layout.kernel_plans[("key",)] = ((), torch.tensor(words + [7] * 8, dtype=torch.int32).view(torch.uint8))
     assert m.plan_list(layout) == dict(items=3, kind=0, together=1, max_tiles=5, min_tiles=2, split_items=2)
+
+
+def test_b1_kernels_script_skips_without_a_gpu(load_script, capsys):
+    # benchmarks/hstu_b1_kernels.py (the batch-1 step's small kernels, in the step's graph vs warm): it imports
+    # the inference benchmark's step builder; without a GPU it says so and exits 0 (the GPU run is the script).
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the script itself is the run")
+    m = load_script("benchmarks/hstu_b1_kernels.py")
+    assert m.main() == 0
+    assert "skipped" in capsys.readouterr().out
+    assert [k for k, _ in m.KERNELS] == ["begin_step", "validation", "planner", "attention", "append"]

@@ -145,6 +145,11 @@ def test_host_argument_errors():
                            dtype=torch.float32, device="cpu")
     with pytest.raises(ValueError, match="page_size: expected"):
         KVCacheManager(1, H, D, num_pages=4, page_size=10, max_users=2, max_pages_per_user=2, device="cpu")
+    with pytest.raises(TypeError, match="overlap_append: expected a bool"):
+        KVCacheManager(1, H, D, num_pages=4, page_size=16, max_users=2, max_pages_per_user=2, device="cpu",
+                       overlap_append="no")
+    with pytest.raises(TypeError, match="pdl: expected a bool"):
+        KVCacheManager(1, H, D, num_pages=4, page_size=16, max_users=2, max_pages_per_user=2, device="cpu", pdl=1)
     with pytest.raises(TypeError, match="user_ids: expected"):
         cache.begin_step(torch.tensor([1], dtype=torch.int32), cu_of([1], "cpu"), torch.ones(1, dtype=torch.int32),
                          1, 1)
@@ -214,18 +219,21 @@ def test_cached_serving_equals_uncached_model():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("overlap,pdl", [(True, False), (False, False), (True, True)])
-def test_cuda_graph_step_replays_like_eager(overlap, pdl):
-    # overlap: the captured step runs each layer's append on the cache's side stream beside the attention; pdl:
-    # the attention and the appends as programmatic dependent launches (their captured edges programmatic).
+@pytest.mark.parametrize("overlap,pdl,option", [(True, False, False), (False, False, False), (True, True, False),
+                                                (False, True, False), (True, False, True)])
+def test_cuda_graph_step_replays_like_eager(overlap, pdl, option):
+    # overlap: the captured step runs each layer's append on the cache's side stream beside the attention; pdl
+    # (KVCacheManager(pdl=), the default on Hopper) or option (kernel_options(pdl=True) around the capture of a
+    # pdl=False cache): the attention, its plan's validation and the appends as programmatic dependent launches
+    # (their captured edges programmatic). The eager reference serves with plain launches.
     dev, dt = "cuda", torch.bfloat16
     B, new, L = 4, [40, 7, 64, 1], 2
 
-    def make():
+    def make(pdl):
         return KVCacheManager(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt,
-                              device=dev, overlap_append=overlap)  # 3 steps of 60 appended tokens fit 16 pages
+                              device=dev, overlap_append=overlap, pdl=pdl)  # 3 steps of 60 appended tokens fit 16 pages
 
-    eager, graphed = make(), make()
+    eager, graphed = make(False), make(pdl)
     gen = torch.Generator(device=dev).manual_seed(random.randrange(1 << 30))
     users = torch.tensor([3, 1, 4, 5], device=dev)
     cu = cu_of(new, dev)
@@ -243,10 +251,11 @@ def test_cuda_graph_step_replays_like_eager(overlap, pdl):
         serve(graphed)  # warm-up step (allocations), then reset the cache by hand
     torch.cuda.current_stream().wait_stream(s)
     graphed.__init__(L, H, 64, num_pages=64, page_size=16, max_users=8, max_pages_per_user=16, dtype=dt, device=dev,
-                     overlap_append=overlap)
+                     overlap_append=overlap, pdl=pdl)
     assert hstu_attn._inference._append_stream(graphed, k[0]) is None  # not capturing: in order
+    assert graphed.pdl == (pdl and torch.cuda.get_device_capability() == (9, 0)) and not eager.pdl
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g), hstu_attn._ops.kernel_options(pdl=pdl):
+    with torch.cuda.graph(g), hstu_attn._ops.kernel_options(pdl=option):
         side = hstu_attn._inference._append_stream(graphed, k[0])
         out_g = serve(graphed)
     assert (side is graphed._append_stream) if overlap else side is None

@@ -376,8 +376,10 @@ def test_pdl_behind_the_append_in_a_serving_run():
     seed = random.randrange(1 << 30)
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     L, H, D = 3, 2, 64
+    # (KVCacheManager(pdl=) is the serving step's switch, on by default: off for the plain run)
     caches = [hstu_attn.KVCacheManager(L, H, D, num_pages=64, page_size=64, max_users=4, max_pages_per_user=12,
-                                       dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+                                       dtype=torch.bfloat16, device="cuda", pdl=pdl) for pdl in (False, True)]
+    assert not caches[0].pdl and caches[1].pdl
     users = torch.tensor([3, 1], device="cuda")
     outs = {False: [], True: []}
     for it in range(3):
@@ -402,6 +404,40 @@ def test_pdl_behind_the_append_in_a_serving_run():
         assert torch.isfinite(b).all(), f"seed {seed} call {i}"
         assert torch.equal(a, b), f"seed {seed} call {i}: pdl=True differs behind the append"
     assert torch.equal(caches[0].pool, caches[1].pool), f"seed {seed}: the pools differ"
+
+
+@pytest.mark.gpu
+def test_pdl_validation_waits_for_its_producer():
+    # Under pdl=True the device validation of a step's plan is a programmatic dependent launch too (hstu_validate.cu):
+    # its block starts under the kernel before it and must wait for it before reading the vectors. Here that kernel
+    # writes cu_seqlens_q and num_targets last (views at the end of a large buffer, ~30 us of one elementwise
+    # kernel) over a poison the validation rejects (cu_seqlens_q[0] = -7), and nothing runs between it and the
+    # validation (the layout made before it from equal tensors, a fresh one per call so each call plans): a
+    # validation that read before its wait would flag the call (check_errors raises) and NaN the output. Equal
+    # bitwise to plain launches, finite.
+    seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+    cu, nt = step["cu_seqlens_q"], common["num_targets"]
+    pad = 1 << 24
+    src = torch.cat([torch.randint(0, 100, (pad,), dtype=torch.int32, device="cuda"), cu, nt])
+    big = torch.empty_like(src)
+    args = dict(step, cu_seqlens_q=big[pad:pad + cu.numel()])
+    common_v = dict(common, num_targets=big[pad + cu.numel():])
+    outs = {}
+    for pdl in (False, True):
+        with hstu_attn._ops.kernel_options(pdl=pdl):
+            outs[pdl] = []
+            for _ in range(3):
+                layout = shared_layout(step, common, total_q)  # (from cu itself, before the producer)
+                big.fill_(-7)
+                torch.add(src, 0, out=big)  # the vectors' producer, right before the plan's validation
+                outs[pdl].append(hstu_attn_paged_func(**qkv, **args, **common_v, check_values=False, layout=layout))
+    torch.cuda.synchronize()
+    hstu_attn.check_errors()  # (a flagged validation would raise here)
+    for i, (a, b) in enumerate(zip(outs[True], outs[False])):
+        msg = f"seed {seed} call {i}"
+        assert torch.isfinite(b).all() and torch.isfinite(a).all(), msg
+        assert torch.equal(a, b), f"{msg}: the PDL validation's call differs from the plain one"
 
 
 @pytest.mark.gpu

@@ -1,7 +1,7 @@
 // A training step's host rows of hybrid tables, moved through HBM in host-address order (HostStageParams,
 // lookup_types.h).
 //
-//   keys     one thread per unique: its row address; a host row (slot >= hbm_rows of a table with host rows) gets
+//   keys     one thread per unique: its row address; a host row (a host slot of a table with host rows) gets
 //            the sort key = its UVA address, every other unique key kNone and its final address (meta_row, 0 without
 //            a row) in uaddr at once;
 //   sort     cub radix sort of (address, unique) pairs over the address bits (kNone sorts last);
@@ -22,8 +22,6 @@ constexpr uint64_t kNone = ~uint64_t(0);
 constexpr int kStageLanes = 16;   // lanes per row: 16 x 16 bytes cover 256 bytes of a row per access
 constexpr int kStageBlock = 256;
 constexpr int kAddrBits = 48;     // UVA addresses of x86-64 / aarch64 user space (only the order depends on it)
-
-int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
 
 void cuda_ok(const char* what, cudaError_t e) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
@@ -67,10 +65,10 @@ __global__ void __launch_bounds__(kStageBlock) stage_keys_kernel(HostStageParams
     const int64_t r = p.urow[u];
     if (r >= 0) {
       const TableMeta& m = p.meta[p.utables[u]];
-      const uint64_t a = reinterpret_cast<uint64_t>(table::table_row<uint8_t>(
-          reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host), m.hbm_rows, r,
-          m.row_stride * p.value_bytes));
-      if (m.values_host != 0 && r >= m.hbm_rows) key = a;
+      const uint64_t a = reinterpret_cast<uint64_t>(
+          table::table_row<uint8_t>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host),
+                                    m.hbm_slots, m.bucket_capacity, r, m.row_stride * p.value_bytes));
+      if (m.values_host != 0 && table::is_host_slot(m.hbm_slots, m.bucket_capacity, r)) key = a;
       else addr = a;
     }
   }

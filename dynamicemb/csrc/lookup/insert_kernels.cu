@@ -143,7 +143,9 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
     const uint64_t score = new_score(m, clock, false, 0);
     int64_t slot = -1;
     bool inserted = false;
-    // free-slot candidates (digest == empty digest), claimed in probe order
+    // free-slot candidates (digest == empty digest), claimed in probe order; a hybrid table's HBM slots (each
+    // bucket's first hbm_slots) before its host slots, as table::next_free_candidate does
+    const int hs = m.values_host != 0 ? static_cast<int>(m.hbm_slots) : B;
     uint32_t free_mask[2] = {0u, 0u};  // rounds of kTile chunks (bucket_capacity <= 256)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
       if (c < chunks) free_mask[r] = match16(__ldcg(reinterpret_cast<const uint4*>(digests + h.base) + c), e4);
     }
     while (true) {
-      int best = B, best_r = 0, best_i = 0;
+      int best = 2 * B, best_r = 0, best_i = 0;  // rotated distance, + B for a host slot
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         uint32_t mk = free_mask[r];
@@ -159,12 +161,12 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
         while (mk) {
           const int i = __ffs(mk) - 1;
           mk &= mk - 1;
-          const int dist = (c * 16 + i - h.start) & (B - 1);
+          const int dist = ((c * 16 + i - h.start) & (B - 1)) + (c * 16 + i >= hs ? B : 0);
           if (dist < best) { best = dist; best_r = r; best_i = i; }
         }
       }
       const int win = cg::reduce(tile, (best << 8) | static_cast<int>(tile.thread_rank()), cg::less<int>());
-      if ((win >> 8) >= B) break;
+      if ((win >> 8) >= 2 * B) break;
       if ((win & 0xff) == static_cast<int>(tile.thread_rank())) free_mask[best_r] &= ~(1u << best_i);
       const int64_t cand = h.base + (((win >> 8) + h.start) & (B - 1));
       uint64_t seen = 0;

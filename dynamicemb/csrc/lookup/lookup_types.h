@@ -55,8 +55,9 @@ namespace lookup {
   /* eval missing -> the eval initializer */                                                                    \
   X(int64_t, refused_zero) X(int64_t, eval_kind) X(double, eval_a) X(double, eval_b) X(double, eval_mean)       \
   X(double, eval_std) X(double, eval_value) X(int64_t, eval_seed)                                               \
-  /* hybrid storage: device (UVA) address of rows [hbm_rows, capacity) in pinned host memory; 0: none */         \
-  X(int64_t, values_host) X(int64_t, hbm_rows) /* rows at `values` (HBM) */
+  /* hybrid storage: device (UVA) address of the host rows (pinned host memory); 0: none; hbm_slots: each */   \
+  /* bucket's first hbm_slots slots have their rows at `values` (HBM), the rest at values_host */              \
+  X(int64_t, values_host) X(int64_t, hbm_slots)
 
 struct TableMeta {
 #define DYNAMICEMB_META_MEMBER(type, name) type name;
@@ -68,8 +69,8 @@ static_assert(sizeof(TableMeta) == 33 * 8, "TableMeta: 33 fields of 8 bytes");
 // Address of row `r` of a table (table::table_row: HBM or, for hybrid tables, host rows).
 template <typename T>
 TABLE_HD T* meta_row(const TableMeta& m, int64_t r) {
-  return table::table_row<T>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host), m.hbm_rows,
-                             r, m.row_stride);
+  return table::table_row<T>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host), m.hbm_slots,
+                             m.bucket_capacity, r, m.row_stride);
 }
 
 // (unique, gradient row) of the segmented backward; layout of CUDA's int2 without its header.
@@ -243,10 +244,10 @@ struct BackwardParams {
   size_t scan_temp_bytes;
 };
 // ---------------------------------------------------------------- caching tables over the uva store
-// Per table: its uva store's table (hbm_rows = 0: rows at values_host on CUDA, at values on the CPU) and the
+// Per table: its uva store's table (hbm_slots = 0: rows at values_host on CUDA, at values on the CPU) and the
 // stamps of its cache slots. Packed by Python (dynamicemb/_device_stage.py `stage_meta`) in this field order.
 struct StageTable {
-  int64_t keys, digests, scores, values, values_host, hbm_rows, locks, counters, num_buckets, bucket_capacity;
+  int64_t keys, digests, scores, values, values_host, hbm_slots, locks, counters, num_buckets, bucket_capacity;
   int64_t stamps;  // (cache capacity,) int64: the stamp of the last step that used the slot
 };
 static_assert(sizeof(StageTable) == 11 * 8, "StageTable: 11 fields of 8 bytes");

@@ -133,8 +133,6 @@ struct SegScratch {
   size_t sort_bytes, total;
 };
 
-int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
-
 int sort_bits(int64_t num_unique) {  // keys 0 .. num_unique (num_unique: the entries to skip)
   int bits = 1;
   while ((int64_t(1) << bits) <= num_unique) ++bits;

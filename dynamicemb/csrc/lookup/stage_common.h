@@ -142,10 +142,10 @@ TABLE_HD int64_t stage_find(const uint64_t* keys, int64_t base, int cap, uint64_
 // The row at `slot` of a store / of a cache (bytes).
 TABLE_HD uint8_t* store_row(const StageTable& s, int64_t slot, int64_t row_bytes) {
   return table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
-                                   s.hbm_rows, slot, row_bytes);
+                                   s.hbm_slots, s.bucket_capacity, slot, row_bytes);
 }
 TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes) {
-  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, slot, row_bytes);
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, c.bucket_capacity, slot, row_bytes);
 }
 
 // Bin of store slot `slot` of table t (its rows in address order: host rows are one allocation per store).

@@ -260,8 +260,6 @@ struct CsrLayout {
   int64_t keys, vals, start, occ, scale, temp, temp_bytes, total;
 };
 
-int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
-
 // Whether the CSR carries a per-entry gradient scale (per-sample weights or mean pooling).
 bool csr_scaled(bool psw, int64_t pooling) { return psw || pooling == kPoolMean; }
 

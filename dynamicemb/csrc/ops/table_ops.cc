@@ -86,13 +86,18 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
   t.ref.bucket_capacity = static_cast<int>(bucket_capacity);
   t.ref.num_buckets = cap / bucket_capacity;
   t.ref.dim = values.size(1);
-  t.ref.hbm_rows = values.size(0);
+  t.ref.hbm_slots = bucket_capacity;  // every row at `values`
   if (values_host.has_value()) {  // hybrid: pinned host rows, reached by the kernels through UVA
     ACCEL_CHECK(t.cuda && !values_host->is_cuda() && values_host->scalar_type() == values.scalar_type() &&
                     values_host->dim() == 2 && values_host->size(1) == values.size(1) && values_host->is_contiguous(),
                 "table_values_host: expected contiguous pinned host rows (n, ", values.size(1), ") like the values of a "
                 "CUDA table");
     t.ref.values_host = values_host->data_ptr();
+    // split buckets (table_types.h table_row): every bucket's first hbm_slots slots in HBM, the rest in host memory
+    const int64_t nb = cap / bucket_capacity;
+    ACCEL_CHECK(values.size(0) % nb == 0, "table_values: a hybrid table keeps the same number of HBM rows in each of "
+                "its ", nb, " buckets; expected a multiple of ", nb, " rows, got ", values.size(0));
+    t.ref.hbm_slots = values.size(0) / nb;
   }
   return t;
 }
@@ -210,8 +215,15 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
                   bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
-                  int64_t seed, OptTensor pending, OptTensor tvh) {
+                  int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots) {
   Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
+  // hybrid tables claim each bucket's HBM slots first. The CPU twin keeps one buffer: hbm_slots (>= 0) gives it
+  // the same claim order as the CUDA table of that split; CUDA tables take it from their buffers (make_table).
+  ACCEL_CHECK(hbm_slots >= -1 && hbm_slots <= bucket_capacity && (!tvh.has_value() || hbm_slots < 0 ||
+                                                                   hbm_slots == t.ref.hbm_slots),
+              "hbm_slots: expected -1 or the table's HBM slots per bucket in [0, ", bucket_capacity, "] (",
+              t.ref.hbm_slots, " for its buffers), got ", hbm_slots);
+  if (hbm_slots >= 0) t.ref.hbm_slots = hbm_slots;
   accel::check_dim(keys, "keys", 1);
   ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
   UpsertParams p{};
@@ -368,7 +380,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
       "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None, "
-      "Tensor(o!)? table_values_host=None) -> ()");
+      "Tensor(o!)? table_values_host=None, int hbm_slots=-1) -> ()");
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "

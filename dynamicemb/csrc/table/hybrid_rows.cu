@@ -35,8 +35,6 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb hybrid rows: ") + what + ": " + cudaGetErrorString(e));
 }
 
-int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
-
 __device__ __forceinline__ uint32_t code_of(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
 
 // Index of the first entry in [0, hi) whose code is >= c (the entries are sorted by code).

@@ -254,29 +254,38 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// Next free-slot candidate in probe order (rotated distance from start), removing it from the masks; -1 if none.
+// Next free-slot candidate in claim order, removing it from the masks; -1 if none. Claim order: the probe order
+// (rotated distance from start); a hybrid table's HBM slots (each bucket's first hbm_slots, table_types.h
+// table_row) before its host slots, each part in probe order, so that host rows hold only a full HBM part's
+// overflow. All-HBM tables (hbm_slots == B) have one part.
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
                                                        FreeMasks& free_mask) {
   const int B = t.bucket_capacity;
+  const int hs = static_cast<int>(t.hbm_slots);
   const int start_chunk = h.start >> 4;
   const uint32_t from_start = 0xffffu << (h.start & 15);
-  int best = B;  // rotated distance
+  int best = 2 * B;  // rotated distance, + B for a host slot
   int best_r = 0, best_i = 0;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
     const uint32_t m = free_mask.get(r);
     if (m == 0) continue;
     const int c = r * kTile + static_cast<int>(tile.thread_rank());
+    // the chunk's HBM slots (bits below hs - 16 c): the free ones first
+    const int lo = hs - c * 16;
+    const uint32_t hbm = lo >= 16 ? 0xffffu : (lo <= 0 ? 0u : (1u << lo) - 1u);
+    const uint32_t part = (m & hbm) ? (m & hbm) : m;
+    const int extra = (m & hbm) ? 0 : B;
     // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
     // after the start come first (one ffs per chunk instead of a loop over its free slots).
-    const uint32_t after = c == start_chunk ? (m & from_start) : 0u;
-    const int i = __ffs(after ? after : m) - 1;
-    const int dist = (c * 16 + i - h.start) & (B - 1);
+    const uint32_t after = c == start_chunk ? (part & from_start) : 0u;
+    const int i = __ffs(after ? after : part) - 1;
+    const int dist = ((c * 16 + i - h.start) & (B - 1)) + extra;
     if (dist < best) { best = dist; best_r = r; best_i = i; }
   }
   int key = (best << 8) | static_cast<int>(tile.thread_rank());
   int win = cg::reduce(tile, key, cg::less<int>());
-  if ((win >> 8) >= B) return -1;
+  if ((win >> 8) >= 2 * B) return -1;
   if ((win & 0xff) == static_cast<int>(tile.thread_rank())) {
 #pragma unroll
     for (int r = 0; r < kMaxRounds; ++r)

@@ -120,9 +120,14 @@ void upsert(const UpsertParams& p, int policy) {
       } else if (may_insert) {
         const uint64_t new_score = policy_score(policy, p.use_epoch, p.epoch, clock, given, score_in, false, 0);
         int64_t target = -1;
-        for (int d = 0; d < t.bucket_capacity && target < 0; ++d) {
-          int64_t s = h.base + ((h.start + d) & (t.bucket_capacity - 1));
-          if (t.digests[s] == empty_dg && key_at(t, s) == kEmptyKey) target = s;
+        // claim order (probe.cuh next_free_candidate): the probe order, a hybrid table's HBM slots (each bucket's
+        // first hbm_slots) before its host slots
+        for (int part = 0; part < 2 && target < 0; ++part) {
+          for (int d = 0; d < t.bucket_capacity && target < 0; ++d) {
+            const int j = (h.start + d) & (t.bucket_capacity - 1);
+            const int64_t s = h.base + j;
+            if ((j >= t.hbm_slots) == (part == 1) && t.digests[s] == empty_dg && key_at(t, s) == kEmptyKey) target = s;
+          }
         }
         stat = kStatInserted;
         if (target < 0) {

@@ -150,7 +150,7 @@ __device__ __forceinline__ T* row_ptr(void* values, int64_t slot, int64_t dim) {
 // Row `slot` of the table itself (hybrid tables: HBM or host rows, see table_row).
 template <typename T>
 __device__ __forceinline__ T* row_ptr(const TableRef& t, int64_t slot) {
-  return table_row<T>(t.values, t.values_host, t.hbm_rows, slot, t.dim);
+  return ref_row<T>(t, slot);
 }
 
 // The initial row of a key claimed by the first pass of find_or_insert, written to its slot and to the caller's
@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
     // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
     // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
     // the key's row, 1 a read into values_out, -1 none).
-    const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && s >= t.hbm_rows; };
+    const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s); };
     int host_rw = -1;
     if (is_reserved_key(key)) {
       stat = kStatIllegal;
@@ -709,7 +709,7 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       }
     }
     if (F != kFamilyOther && lead && p.host.ops)
-      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, slot - t.hbm_rows, i)
+      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
                                    : host_op_none(p.host.bits, i);
   }
   // Queue the deferred keys: offsets inside the block from shared-memory atomics (one per warp), then ONE global
@@ -799,12 +799,13 @@ __global__ void __launch_bounds__(kBlock) lookup_kernel(LookupParams p) {
   if (!is_reserved_key(key)) slot = probe_readonly(tile, p.t, key, home_of(p.t, key));
   if (p.values_out && slot < 0 && p.fill_missing)
     fill_row<V>(tile, row_ptr<T>(p.values_out, i, p.t.dim), p.t.dim, p.missing_value);
-  const bool deferred = p.host.ops != nullptr && slot >= p.t.hbm_rows;  // hybrid: launch_host_rows reads it
+  const bool deferred = p.host.ops != nullptr && ref_host_slot(p.t, slot);  // hybrid: launch_host_rows reads it
   if (p.values_out && slot >= 0 && !deferred)
     copy_row(tile, row_ptr<T>(p.values_out, i, p.t.dim), row_ptr<T>(p.t, slot), p.t.dim, false);
   if (tile.thread_rank() == 0) {
     if (p.host.ops)
-      p.host.ops[i] = deferred ? host_op(p.host.bits, true, slot - p.t.hbm_rows, i) : host_op_none(p.host.bits, i);
+      p.host.ops[i] =
+          deferred ? host_op(p.host.bits, true, ref_host_row(p.t, slot), i) : host_op_none(p.host.bits, i);
     if (p.found_out) p.found_out[i] = slot >= 0;
     if (p.slots_out) p.slots_out[i] = slot;
     if (p.scores_out && slot >= 0) p.scores_out[i] = p.t.scores[slot];

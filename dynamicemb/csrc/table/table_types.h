@@ -96,17 +96,54 @@ struct TableRef {
   int64_t num_buckets;
   int bucket_capacity;
   int64_t dim;
-  void* values_host;  // hybrid storage: rows [hbm_rows, capacity) (pinned host memory, UVA); null: all at `values`
-  int64_t hbm_rows;
+  void* values_host;  // hybrid storage: each bucket's slots [hbm_slots, bucket_capacity) (pinned host memory, UVA
+                      // on CUDA; a second buffer on the CPU); null: every row at `values`
+  int64_t hbm_slots;  // hybrid storage: each bucket's first hbm_slots slots have their rows at `values`
 };
 
+// Hybrid placement (split buckets): slot = bucket * B + j. Slots j < hbm_slots of every bucket have their rows in
+// HBM (`values`, row bucket * hbm_slots + j), the others in host memory (`values_host`, row
+// bucket * (B - hbm_slots) + j - hbm_slots): inserts claim a bucket's HBM slots first (next_free_candidate), so
+// host rows hold only the buckets' overflow. B is a power of two.
+TABLE_HD int bucket_shift(int64_t bucket_capacity) {
+#if defined(__CUDA_ARCH__)
+  return __ffsll(static_cast<long long>(bucket_capacity)) - 1;
+#else
+  return __builtin_ctzll(static_cast<unsigned long long>(bucket_capacity));
+#endif
+}
+// Whether `slot` of a table with host rows (values_host != null) has its row in host memory.
+TABLE_HD bool is_host_slot(int64_t hbm_slots, int64_t bucket_capacity, int64_t slot) {
+  return (slot & (bucket_capacity - 1)) >= hbm_slots;
+}
+// The host row of a host slot (is_host_slot): host rows ascend with slots.
+TABLE_HD int64_t host_row_of(int64_t hbm_slots, int64_t bucket_capacity, int64_t slot) {
+  return (slot >> bucket_shift(bucket_capacity)) * (bucket_capacity - hbm_slots) + (slot & (bucket_capacity - 1)) -
+         hbm_slots;
+}
+
 // Address of row `slot` of a table's values: the ONE place a table row address is computed (table kernels, CPU
-// twin, lookup kernels). Hybrid tables keep rows [0, hbm_rows) at `values` (HBM) and the rest at `values_host`
-// (pinned host memory the kernels reach through UVA); values_host == null: every row at `values`.
+// twin, lookup kernels). values_host == null: every row at `values`; else the split above.
 template <typename T>
-TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_rows, int64_t slot, int64_t dim) {
-  return (values_host == nullptr || slot < hbm_rows) ? static_cast<T*>(values) + slot * dim
-                                                      : static_cast<T*>(values_host) + (slot - hbm_rows) * dim;
+TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_slots, int64_t bucket_capacity, int64_t slot,
+                      int64_t dim) {
+  if (values_host == nullptr) return static_cast<T*>(values) + slot * dim;
+  const int64_t j = slot & (bucket_capacity - 1);
+  if (j < hbm_slots) return static_cast<T*>(values) + ((slot >> bucket_shift(bucket_capacity)) * hbm_slots + j) * dim;
+  return static_cast<T*>(values_host) + host_row_of(hbm_slots, bucket_capacity, slot) * dim;
+}
+// A table's own row (TableRef).
+template <typename T>
+TABLE_HD T* ref_row(const TableRef& t, int64_t slot) {
+  return table_row<T>(t.values, t.values_host, t.hbm_slots, t.bucket_capacity, slot, t.dim);
+}
+// The host row of a host slot of table t.
+TABLE_HD int64_t ref_host_row(const TableRef& t, int64_t slot) {
+  return host_row_of(t.hbm_slots, t.bucket_capacity, slot);
+}
+// Whether `slot` (-1: none) of table t has its row in host memory.
+TABLE_HD bool ref_host_slot(const TableRef& t, int64_t slot) {
+  return t.values_host != nullptr && slot >= 0 && is_host_slot(t.hbm_slots, t.bucket_capacity, slot);
 }
 
 // Hybrid tables: host-row copies deferred out of the table kernels, so that they reach pinned host memory in
@@ -231,6 +268,10 @@ TABLE_HD float uniform01(uint64_t seed, uint64_t clock, uint64_t key, uint64_t c
 }
 
 }  // namespace table
+
+// Bytes rounded up to a multiple of 256: the alignment of every region the ops carve out of a workspace.
+inline int64_t up256(int64_t b) { return (b + 255) / 256 * 256; }
+
 }  // namespace dynamicemb
 
 // ---- initializer math (shared by GPU and CPU; float math, so values agree to rounding) ----

@@ -95,6 +95,10 @@ struct HstuValidateParams {
 
   accel::DeviceErrorBlock* errors;  // the package's pinned block (nullptr: not allocated, nothing recorded)
   int device;                       // the CUDA device of the call (the record's slot)
+  // A programmatic dependent launch (compute capability 9.0 devices only; the paged forward's kOptPdl): the block
+  // may start while the kernel before it on the stream runs (the serving step's begin_step) and waits for it
+  // (griddepcontrol.wait) before its first read. false: a plain launch.
+  bool pdl = false;
 };
 
 // Launches the validation block on `stream`.

@@ -62,6 +62,22 @@ __device__ uint64_t block_min(uint64_t v, uint64_t* buf) {
   return r;
 }
 
+// Quotient and remainder of x >= 0 by the page size: a shift and a mask for the powers of 2 (every size in
+// PAGE_SIZES), else the 64-bit division (a ~70-instruction subroutine per call: the folded gather plan made 2 per
+// row, ~9 rows per thread at batch 1, all on the step's critical path).
+struct PageDiv {
+  int64_t ps;
+  int shift;  // log2(ps) when ps is a power of 2, else -1
+  __device__ explicit PageDiv(int64_t page_size) : ps(page_size), shift(-1) {
+    if (page_size > 0 && (page_size & (page_size - 1)) == 0) {
+      shift = 0;
+      while ((int64_t{1} << shift) < page_size) ++shift;
+    }
+  }
+  __device__ __forceinline__ int64_t div(int64_t x) const { return shift >= 0 ? x >> shift : x / ps; }
+  __device__ __forceinline__ int64_t mod(int64_t x) const { return shift >= 0 ? x & (ps - 1) : x % ps; }
+};
+
 __device__ __forceinline__ bool bit(const uint32_t* m, int64_t s) { return (m[s >> 5] >> (s & 31)) & 1u; }
 __device__ __forceinline__ void set_bit(uint32_t* m, int64_t s) { atomicOr(&m[s >> 5], 1u << (s & 31)); }
 
@@ -90,6 +106,8 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   extern __shared__ __align__(16) unsigned char smem[];
   const int B = p.batch, tid = threadIdx.x, NT = blockDim.x;
   const int64_t U = p.max_users, P = p.num_pages, M = p.max_pages_per_user, ps = p.page_size;
+  const PageDiv pd(ps);
+  const bool small_table = int64_t{B} * M <= INT_MAX;
   const int64_t words = (U + 1 + 31) / 32;
   // Shared layout: int64 arrays first (alignment), then int32, then the two slot bitmasks.
   int64_t* s_uid = reinterpret_cast<int64_t*>(smem);
@@ -114,6 +132,12 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   __shared__ int32_t s_pids[kFoldRows / 16];  // the page table, for the folded gather plan (B * M <= this)
   __shared__ int64_t s_clock, s_fc, s_before;
   __shared__ uint64_t s_prev;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A kernel launched behind this one with programmatic serialization (the step plan's validation under
+  // kernel_options(pdl=True), the serving step's default) may start now; it waits for this grid to complete
+  // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   if (tid == 0) {
     s_flags = 0;
@@ -172,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   if (found_t) set_bit(s_inbatch, s_found[tid]);
   int64_t n_free_taken = 0;
   if (n_miss > 0) {
-    const int64_t chunk = (U + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
+    const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
     for (int64_t s = s0; s < s1; ++s) cnt += !p.slot_valid[s];
     int64_t n_free;
@@ -225,7 +249,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
       atomicOr(&s_flags, kUserTooLong);
       nl = M * ps;
     }
-    const int64_t have = (old + ps - 1) / ps, need = (nl + ps - 1) / ps;
+    const int64_t have = pd.div(old + ps - 1), need = pd.div(nl + ps - 1);
     n_alloc_t = need - have;
     s_old[tid] = old;
     s_new[tid] = nl;
@@ -267,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // 6. Push the evicted users' pages on the free stack (slot order, each row's pages in column order) and clear
   // their slots (last_used stays, as in the torch path).
   {
-    const int64_t chunk = (U + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
+    const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
     for (int64_t s = s0; s < s1; ++s)
       if (bit(s_evict, s)) cnt += pages_held(p.slot_pages + s * M, M, P);
@@ -292,8 +316,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // 7. Pop: user b takes stack entries fc - 1 - (start[b] + i), i < n_alloc[b]; past the bottom: the sink page.
   const int64_t fc = s_fc;
   for (int64_t idx = tid; idx < int64_t{B} * M; idx += NT) {
-    const int b = static_cast<int>(idx / M);
-    const int64_t i = idx % M;
+    // (32-bit division where the table fits: U <= 65536 users, B <= 511; the 64-bit one is a subroutine call)
+    const int b = small_table ? static_cast<int>(idx) / static_cast<int>(M) : static_cast<int>(idx / M);
+    const int64_t i = idx - int64_t{b} * M;
     if (i >= s_alloc[b]) continue;
     const int64_t pos = fc - 1 - (s_start[b] + i);
     p.slot_pages[s_slot[b] * M + s_have[b] + i] = pos >= 0 ? p.free_pages[pos] : P;
@@ -363,11 +388,11 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     int64_t row = sink;
     if (ok) {
       const int64_t pos = s_old[bt] + r;
-      row = p.slot_pages[s_slot[bt] * M + min(pos / ps, M - 1)] * 2 * ps + pos % ps;
+      row = p.slot_pages[s_slot[bt] * M + min(pd.div(pos), M - 1)] * 2 * ps + pd.mod(pos);  // (pos >= 0)
     }
     // Tokens that are not appended (and those past a full pool) land on the sink page, token t on its row
     // t % page_size (_kv_cache._spread_sink: same-row stores would serialize on the index_copy_ path).
-    p.append_rows[t] = row >= sink ? sink + t % ps : row;
+    p.append_rows[t] = row >= sink ? sink + pd.mod(t) : row;
     const bool inside = t >= s_cq[0] && t < s_cq[B];
     p.dst_new[t] = inside ? static_cast<int32_t>(s_cuk[bt]) + s_old[bt] + r : capacity;
   }
@@ -384,9 +409,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
       const int64_t j = q - static_cast<int32_t>(s_cuk[b]);
       int64_t k_row = 0;
       if (j >= 0 && j < static_cast<int32_t>(s_old[b])) {
-        const int64_t e = min(max(static_cast<int32_t>(s_po[b]) + j / ps, int64_t{0}), n_entries - 1);
+        const int64_t e = min(max(static_cast<int32_t>(s_po[b]) + pd.div(j), int64_t{0}), n_entries - 1);
         const int64_t page = min(max(static_cast<int64_t>(s_pids[e]), int64_t{0}), P);
-        k_row = page * 2 * ps + j % ps;
+        k_row = page * 2 * ps + pd.mod(j);  // (j >= 0)
       }
       p.src_rows[2 * q] = k_row;
       p.src_rows[2 * q + 1] = k_row + ps;
@@ -420,6 +445,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
 __global__ void __launch_bounds__(256) layout_kernel(BeginStepParams p) {
   const int B = p.batch;
   const int64_t ps = p.page_size, n_entries = int64_t{B} * p.max_pages_per_user;
+  const PageDiv pd(ps);
   const int64_t rows = int64_t{B} * p.max_pages_per_user * ps + p.total_q + 1;
   for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < rows; q += int64_t{gridDim.x} * blockDim.x) {
     int lo = 0, hi = B;  // b = #{b in 1..B : cu_k[b] <= q}, clamped to B - 1
@@ -431,9 +457,9 @@ __global__ void __launch_bounds__(256) layout_kernel(BeginStepParams p) {
     const int64_t j = q - p.cu_seqlens_k[b];
     int64_t k_row = 0;
     if (j >= 0 && j < p.cached_lens[b]) {
-      const int64_t e = min(max(p.page_offsets[b] + j / ps, int64_t{0}), n_entries - 1);
+      const int64_t e = min(max(p.page_offsets[b] + pd.div(j), int64_t{0}), n_entries - 1);
       const int64_t page = min(max(static_cast<int64_t>(p.page_ids[e]), int64_t{0}), p.num_pages);
-      k_row = page * 2 * ps + j % ps;
+      k_row = page * 2 * ps + pd.mod(j);  // (j >= 0)
     }
     p.src_rows[2 * q] = k_row;
     p.src_rows[2 * q + 1] = k_row + ps;

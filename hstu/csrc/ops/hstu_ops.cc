@@ -99,8 +99,9 @@ accel::DeviceErrorBlock* error_block_for(cudaStream_t s) {
 // Allocates the call's scratch: `extra_bytes` for the caller first (offset 0, 256-aligned), then the validation's
 // words (hstu_validate.h). Launches the validation on `s` (on a violation it fills `fill`, fill_numel 16-bit
 // elements, with NaN) and points p's int32 vectors at the sanitized copies, so the kernels read only those.
+// pdl (the paged Hopper forward under kOptPdl): the validation as a programmatic dependent launch (hstu_validate.h).
 Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64_t extra_bytes, void* fill,
-                          int64_t fill_numel, cudaStream_t s) {
+                          int64_t fill_numel, cudaStream_t s, bool pdl = false) {
   const HstuScratchLayout l = hstu_scratch_layout(p.batch, p.seqused_q != nullptr, p.seqused_k != nullptr,
                                                   p.num_targets != nullptr, p.num_contexts != nullptr);
   const int64_t extra = (extra_bytes + 255) / 256 * 256;
@@ -125,6 +126,7 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   v.nan_bits = nan_bits(q);
   v.errors = error_block_for(s);
   v.device = static_cast<int>(q.get_device());
+  v.pdl = pdl;
   const cudaError_t err = hstu_validate(v, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
   p.cu_seqlens_q = w + l.cu_q;
@@ -595,7 +597,8 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
               "hstu_attn::paged_fwd_sm90_plan: expected a compute capability 9.0 device and a build with the Hopper "
               "forward of this dtype and head dim ", p.head_dim);
   cudaStream_t s = stream_of(q);
-  Tensor scratch = validate_on_device(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s);
+  // (a Hopper device here: kOptPdl launches the validation programmatically behind the step's begin_step)
+  Tensor scratch = validate_on_device(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s, (options & kOptPdl) != 0);
   if (fwd_plan.sched_bytes > 0) {
     p.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = fwd_plan.sched_bytes;
@@ -694,7 +697,8 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   }
   Tensor scratch = plan.has_value() ? *plan
                                     : validate_on_device(p, q, total_k, fwd_plan.sched_bytes, p.out,
-                                                         q.size(0) * q.size(1) * q.size(2), s);
+                                                         q.size(0) * q.size(1) * q.size(2), s,
+                                                         (options & kOptPdl) != 0);
   if (fwd_plan.sched_bytes > 0) {
     p.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = fwd_plan.sched_bytes;

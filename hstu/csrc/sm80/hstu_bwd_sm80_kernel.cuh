@@ -119,6 +119,30 @@ cudaError_t launch_hstu_bwd_main(const HstuParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Zeroes the masked elements of a warp's S^T / dP^T fragments on a tile that is not full: element (nt, e) is key
+// jr + 8 (e / 2), query position rc + 8 nt + (e % 2). Per query row of the thread (2 QT rows, 2 keys each) its keys
+// as two intervals (SeqMask::row_keys: the group-size division once per row, where allowed(r, j) takes two per
+// element on target tiles); the same predicate (tests/hstu/test_mask_rows.py, `bwd80` case).
+template <int QT>
+__device__ __forceinline__ void bwd_st_mask_rows(const SeqMask& mk, int rc, int jr, float (&s)[QT][4],
+                                                 float (&dp)[QT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < QT; ++nt)
+#pragma unroll
+    for (int odd = 0; odd < 2; ++odd) {
+      int hlo, hhi, tlo, thi;
+      mk.row_keys(rc + nt * 8 + odd, hlo, hhi, tlo, thi);
+#pragma unroll
+      for (int kh = 0; kh < 2; ++kh) {
+        const int j = jr + kh * 8;
+        if (!((j >= hlo && j < hhi) || (j >= tlo && j < thi))) {
+          s[nt][2 * kh + odd] = 0.f;
+          dp[nt][2 * kh + odd] = 0.f;
+        }
+      }
+    }
+}
+
 // Stores one k16 slice of a warp's dS^T A-fragment (keys wrow + lane/4 (+8), queries ks*16 + 2*(lane%4) (+1, +8))
 // into the swizzled BN x BM dS^T tile; t = LS::swz(wrow + lane / 4, (lane % 4) * 2).
 template <int BM>
@@ -393,7 +417,16 @@ __device__ __forceinline__ void hstu_bwd_body(const HstuParams& p) {
           acc_dp[nt][e] = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
         }
       }
-      if (!full) {
+      // The mask by rows (bwd_st_mask_rows); in sm_86 / sm_89 code the warp-pair kernels (KSPLIT 2: D = 256's
+      // candidate 1, opt-in) keep the element rule: by rows their spill grew 4 -> 8 / 12 B there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+      constexpr bool kRowMask = KSPLIT == 1;
+#else
+      constexpr bool kRowMask = true;
+#endif
+      if (!full && kRowMask) {
+        bwd_st_mask_rows(mk, r0 + (lane % 4) * 2, n0 + wrow + lane / 4, acc_s, acc_dp);
+      } else if (!full) {
 #pragma unroll
         for (int nt = 0; nt < QTILES; ++nt)
 #pragma unroll
@@ -675,8 +708,23 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
           mma_16816<T>(acc_dp[2 * np + 1], ao, bv[2], bv[3]);
         }
       }
-      // dS (with alpha and 1 / scaling_seqlen), masked.
-      const bool full = mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+      // dS (with alpha and 1 / scaling_seqlen), masked: the mask as bits (bit 4 nt + e) from the thread's two
+      // rows' key intervals (SeqMask::row_keys, fwd_key_interval_bits: one group-size division per row, not two
+      // per element), all set on a fully visible tile.
+      uint32_t keep[(BN + 63) / 64];
+#pragma unroll
+      for (int w = 0; w < (BN + 63) / 64; ++w) keep[w] = ~0u;
+      if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
+#pragma unroll
+        for (int w = 0; w < (BN + 63) / 64; ++w) keep[w] = 0u;
+#pragma unroll 1
+        for (int hf = 0; hf < 2; ++hf) {
+          int hlo, hhi, tlo, thi;
+          mk.row_keys(r0 + warp_row0 + lane / 4 + hf * 8, hlo, hhi, tlo, thi);
+          fwd_key_interval_bits<BN>(keep, n0 + (lane % 4) * 2, hf, hlo, hhi);
+          fwd_key_interval_bits<BN>(keep, n0 + (lane % 4) * 2, hf, tlo, thi);
+        }
+      }
 #pragma unroll
       for (int nt = 0; nt < NTILES; ++nt) {
 #pragma unroll
@@ -689,7 +737,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_dq_kernel(const HstuP
           const float t = tanh_approx(hh);
           const float sig = fmaf(0.5f, t, 0.5f);
           float ds = acc_dp[nt][e] * ds_scale * sig * fmaf(hh, 1.f - t, 1.f);
-          if (!full && !mk.allowed(r, j)) ds = 0.f;
+          if (!((keep[nt / 8] >> ((4 * nt + e) % 32)) & 1u)) ds = 0.f;
           acc_dp[nt][e] = ds;
         }
       }

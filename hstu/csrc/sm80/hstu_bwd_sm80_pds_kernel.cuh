@@ -85,6 +85,29 @@ __device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
     }
 }
 
+// The visibility bits of a warp's SMT x SNT m16n8 score tiles on a tile that is not full: bit (mt SNT + nt) 4 + e
+// for the element of query position rbase + 16 mt + 8 (e / 2), key jbase + 8 nt + (e % 2) (the accumulator
+// layout). Each of the thread's 2 SMT rows' keys as two intervals (SeqMask::row_keys: the group-size division once
+// per row, where allowed(r, j) takes two per element on target tiles), turned into the row's bits by
+// fwd_key_interval_bits, in a rolled loop over the rows; the same bits as allowed() (tests/hstu/test_mask_rows.py,
+// `bwd80` case).
+template <int SMT, int SNT, typename Keep>
+__device__ __forceinline__ Keep bwd_pds_keep_bits(const SeqMask& mk, int rbase, int jbase) {
+  static_assert(SNT <= 8 && SMT * SNT * 4 <= 8 * static_cast<int>(sizeof(Keep)), "one word of bits per row pair");
+  Keep keep = 0u;
+#pragma unroll 1
+  for (int k = 0; k < 2 * SMT; ++k) {
+    const int mt = k / 2, hf = k % 2;
+    int hlo, hhi, tlo, thi;
+    mk.row_keys(rbase + mt * 16 + hf * 8, hlo, hhi, tlo, thi);
+    uint32_t w[1] = {0u};
+    fwd_key_interval_bits<SNT * 8>(w, jbase, hf, hlo, hhi);
+    fwd_key_interval_bits<SNT * 8>(w, jbase, hf, tlo, thi);
+    keep |= static_cast<Keep>(w[0]) << (mt * SNT * 4);
+  }
+  return keep;
+}
+
 // ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
 template <int NA, int NB>
 struct PdsFrags {
@@ -145,6 +168,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kPipeKv = PIPE != 0;
 #endif
   constexpr bool kPipeS = PIPE >= 2;
+  // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
+  // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code); in sm_80 code the PIPE candidates,
+  // D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default); in sm_86 / sm_89
+  // code every kernel of this layout (the 4-warp D = 128 tiles, opt-in there: 4-8 B).
+  // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
+  // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+  constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
+  constexpr bool kMaskReread = true;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kRowMask = false;
+  constexpr bool kMaskReread = false;
+#else
+  constexpr bool kRowMask = !kPipeS;
+  constexpr bool kMaskReread = false;
+#endif
   using L = SmemLayout<D>;    // K, V, Q, dO: rows x D
   using LP = SmemLayout<BN>;  // P, dS: BM query rows x BN keys
 
@@ -299,10 +338,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
         if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
-          keep = 0u;
-          for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
-          });
+          if constexpr (!kRowMask) {
+            keep = 0u;
+            for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
+              if (mk.allowed(r, j)) keep |= Keep{1} << ((mt * SNT + nt) * 4 + e);
+            });
+          } else {
+            if constexpr (kMaskReread) {
+              const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
+              keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk2, rbase, jbase);
+            } else {
+              keep = bwd_pds_keep_bits<SMT, SNT, Keep>(mk, rbase, jbase);
+            }
+          }
         }
         // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
         // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc.

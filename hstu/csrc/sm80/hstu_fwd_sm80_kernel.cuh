@@ -32,7 +32,9 @@ struct FwdSm80Tile {
   static constexpr int kMinBlocks = MINB;
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
-  static constexpr int kSmem = (BM + STAGES * 2 * BN) * D * 2;
+  // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full)
+  static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
+  static constexpr int kSmem = kSmemRowKeys + BM * 16;
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
 };
 
@@ -55,8 +57,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
 //   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
 //   5: 1 with the warp skip (D = 128 whole 32-key sub-tiles: as good as chunks with 32 rows per warp; D = 64 chunks).
-// Every candidate fits 99 KB (sm86 / sm89 too). ptxas: no spills in sm_90a code; in sm_80 / sm_89 code D = 128 spills
-// in 2 (8 B), 3 (60-100 B) and, on sm_80, 4 (12 B) (docs/hstu_attn.md).
+// Every candidate fits 99 KB (sm86 / sm89 too). ptxas (with the row-key table): no spills but D = 128's 3 (sm_90a
+// 68 B, sm_86 / sm_89 32 B) and 4 (sm_90a 20 B, sm_80 8 B); the defaults and 2 none (docs/hstu_attn.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
@@ -91,6 +93,24 @@ struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 
   static constexpr bool kExists = D == 64 || D == 128;
 };
 
+// The AND mask of P's packed pair q of k16 step ks (the A fragment of P V: acc_s[mt][2 ks + q / 2][2 (q % 2) + {0,
+// 1}]) from one m16 tile's mask bits (bit 4 nt + 2 hf + odd: fwd_key_interval_bits over the thread's two rows): the
+// half of an element whose bit is clear becomes 0x0000, what pack2 makes of its 0.f. Bit k goes to bit 7 of x's
+// byte 0, bit k + 1 to bit 7 of y's; prmt's sign mode (selector nibbles 8: x's byte 0, C: y's) replicates each
+// across its half (2 shifts and a prmt per pair: -20 % instructions on a masked sub-tile against two selects).
+__device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) {
+  const int k = 4 * (2 * ks + q / 2) + 2 * (q % 2);  // the bit of the pair's first element
+  const uint32_t x = k <= 7 ? bits << (7 - k) : bits >> (k - 7);
+  const uint32_t y = k <= 6 ? bits << (6 - k) : bits >> (k - 6);
+#ifdef __CUDA_ARCH__
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, 0xCC88;\n" : "=r"(r) : "r"(x), "r"(y));
+  return r;
+#else  // (host code: tests/hstu/test_mask_rows.py) prmt's sign mode on the same bytes
+  return ((x & 0x80u) ? 0xffffu : 0u) | ((y & 0x80u) ? 0xffff0000u : 0u);
+#endif
+}
+
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
   constexpr int NT = NWARPS * 32;
@@ -120,12 +140,17 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   const T* qg = static_cast<const T*>(p.q) + (int64_t)(si.q_start + m0) * p.q_row_stride + h * p.q_head_stride;
   const T* kg = static_cast<const T*>(p.k) + (int64_t)si.k_start * p.k_row_stride + h * p.k_head_stride;
   const T* vg = static_cast<const T*>(p.v) + (int64_t)si.k_start * p.v_row_stride + h * p.v_head_stride;
-  const T* rab = p.rab == nullptr ? nullptr
-                                  : static_cast<const T*>(p.rab) + b * p.rab_batch_stride + h * p.rab_head_stride;
+  // K / V of the sequence and head re-derived inside the main loop (an opaque batch index: a cached load, not
+  // hoisted) rather than two 64-bit pointers kept live through it (the 4-warp D = 128 kernels sit at 255 registers).
+  auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
+    const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
+           static_cast<int64_t>(blockIdx.z) * head_stride;
+  };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
-  // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the masked and rab
-  // paths re-derive the mask (seq_info of an opaque batch index: not hoisted, cached loads, rarely taken).
+  // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
+  // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
   const int lk = si.lk;
   int full_lo, full_hi;
   mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
@@ -158,8 +183,20 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     }
   }
 
+  // Each row's keys as two intervals (SeqMask::row_keys: its history keys, its target group's keys; the group-size
+  // divisions once per row and block), behind Q and K / V in shared memory: the sub-tiles that are not fully visible
+  // (the diagonal, contexts, windows, targets) read their rows' intervals there and turn them into bits, no division
+  // and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
+  const uint32_t sRowKeys0 = sQ0 + (BM + STAGES * 2 * BN) * D * 2;
   if (nb_end > nb_begin) {
-    // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V)
+    static_assert(NT >= BM, "one row per thread");
+    if (tid < BM) {
+      int hlo, hhi, tlo, thi;
+      mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
+                   "r"(tlo), "r"(thi));
+    }  // (visible after the loop's first barrier)
+    // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
     load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
     {
@@ -183,15 +220,16 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
           const uint32_t ot = opaque(tid);
           const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
-          load_tile_async<BN, D, NT, true>(sKn, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0, ot);
-          load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vg + (int64_t)nn0 * p.v_row_stride, p.v_row_stride,
-                                           lk - nn0, ot);
+          const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
+          const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)nn0 * p.v_row_stride;
+          load_tile_async<BN, D, NT, true>(sKn, kn, p.k_row_stride, lk - nn0, ot);
+          load_tile_async<BN, D, NT, true>(sKn + kTileBytes, vn, p.v_row_stride, lk - nn0, ot);
           cp_async_commit();
         }
       } else {  // V of tile nb, during Q K^T
         const int n0 = nb * BN;
-        load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
-                                         lk - n0, opaque(tid));
+        const T* vn = kv_rows(p.v, p.v_row_stride, p.v_head_stride) + (int64_t)n0 * p.v_row_stride;
+        load_tile_async<BN, D, NT, true>(sKV0 + kTileBytes, vn, p.v_row_stride, lk - n0, opaque(tid));
         cp_async_commit();
       }
 
@@ -243,9 +281,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
 
           // P = SiLU(alpha * (S + rab)), masked. SiLU(s) = h + h tanh(h), h = s / 2 (one MUFU op). Three passes
-          // (rab, SiLU, mask); the rab and mask passes sit behind block-uniform branches, so the common case (no
-          // rab, sub-tile fully visible) runs the SiLU pass alone, with no per-element index or mask arithmetic.
-          if (rab != nullptr) {
+          // (rab, SiLU, then the mask on the packed pairs below); the rab and mask passes sit behind block-uniform
+          // branches, so the common case (no rab, sub-tile fully visible) runs the SiLU pass alone, with no
+          // per-element index or mask arithmetic.
+          if (p.rab != nullptr) {
+            // (re-derived here, not kept live through the loop)
+            const T* rab = static_cast<const T*>(p.rab) + static_cast<int>(blockIdx.y) * p.rab_batch_stride +
+                           static_cast<int>(blockIdx.z) * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -263,51 +305,52 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
             for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = silu_from_half(acc_s[mt][nt][e] * half_alpha);
-          if (!full) {
-            const SeqMask mk2 = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b)))).mask;
-            if constexpr (MT == 1) {
-              // The mask as bits first (bit 4 nt + e for acc_s[0][nt][e]): each row's keys as two intervals
-              // (SeqMask::row_keys: the group-size division once per row, not two per element as allowed(r, j)
-              // takes on target tiles), by a rolled loop over the two rows; then the selects.
-              static_assert(NTILES <= 8, "one word of mask bits");
-              uint32_t bits[1] = {0u};
-#pragma unroll 1
-              for (int hf = 0; hf < 2; ++hf) {
-                int hlo, hhi, tlo, thi;
-                mk2.row_keys(r0 + warp_row0 + lane / 4 + hf * 8, hlo, hhi, tlo, thi);
-                fwd_key_interval_bits<NTILES * 8>(bits, n0 + (lane % 4) * 2, hf, hlo, hhi);
-                fwd_key_interval_bits<NTILES * 8>(bits, n0 + (lane % 4) * 2, hf, tlo, thi);
-              }
+        }
+        // P as the A operand of P V (bf16 / fp16 pairs), then the mask of a sub-tile that is not fully visible on
+        // the pairs (half the registers of S: the 4-warp kernels sit at 255), from each row's key intervals.
+        uint32_t pk[MT][BNS / 16][4];
 #pragma unroll
-              for (int nt = 0; nt < NTILES; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  if (!((bits[0] >> (4 * nt + e)) & 1u)) acc_s[0][nt][e] = 0.f;
-                }
-            } else {
-              // Two m16 tiles per warp (issue 39's 4-warp candidates): the element rule (with the bits, their
-              // D = 128 one-stage kernels spilled 8-84 B at 255 registers).
+          for (int ks = 0; ks < BNS / 16; ++ks)
 #pragma unroll
-              for (int mt = 0; mt < MT; ++mt)
+            for (int q = 0; q < 4; ++q)
+              pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
+                                       acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
+        if (work && !full) {
+          // Keys jw + 8 nt + odd of rows warp_row0 + lane / 4 + 16 mt + 8 hf (an opaque lane: not hoisted); per
+          // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the pairs' AND masks.
+          static_assert(NTILES <= 8, "one word of mask bits per m16 tile");
+          const int lm = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t tr = sRowKeys0 + (warp_row0 + lm / 4) * 16;
+          const int jw = n0 + (lm % 4) * 2;
 #pragma unroll
-                for (int nt = 0; nt < NTILES; ++nt)
+          for (int mt = 0; mt < MT; ++mt) {
+            uint32_t bits[1] = {0u};
 #pragma unroll
-                  for (int e = 0; e < 4; ++e) {
-                    const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                    const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-                    if (!mk2.allowed(r, j)) acc_s[mt][nt][e] = 0.f;
-                  }
+            for (int hf = 0; hf < 2; ++hf) {
+              int hlo, hhi, tlo, thi;
+              asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                           : "=r"(hlo), "=r"(hhi), "=r"(tlo), "=r"(thi)
+                           : "r"(tr + (mt * 16 + hf * 8) * 16));
+              fwd_key_interval_bits<NTILES * 8>(bits, jw, hf, hlo, hhi);
+              fwd_key_interval_bits<NTILES * 8>(bits, jw, hf, tlo, thi);
             }
+#pragma unroll
+            for (int ks = 0; ks < BNS / 16; ++ks)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                pk[mt][ks][q] &= fwd_pair_keep(bits[0], ks, q);
+              }
           }
-
         }
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V of tile nb landed; every warp is done with K: K of the next tile loads during P V
           if (nb > nb_begin) {
             const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
-            load_tile_async<BN, D, NT, true>(sKV0, kg + (int64_t)nn0 * p.k_row_stride, p.k_row_stride, lk - nn0,
-                                             opaque(tid));
+            const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
+            load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
             cp_async_commit();
           }
         }
@@ -318,12 +361,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
           uint32_t a[MT][4];
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            a[mt][0] = pack2<T>(acc_s[mt][2 * ks][0], acc_s[mt][2 * ks][1]);
-            a[mt][1] = pack2<T>(acc_s[mt][2 * ks][2], acc_s[mt][2 * ks][3]);
-            a[mt][2] = pack2<T>(acc_s[mt][2 * ks + 1][0], acc_s[mt][2 * ks + 1][1]);
-            a[mt][3] = pack2<T>(acc_s[mt][2 * ks + 1][2], acc_s[mt][2 * ks + 1][3]);
-          }
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) a[mt][q] = pk[mt][ks][q];
 #pragma unroll
           for (int dp = 0; dp < D / 16; ++dp) {
             uint32_t bb[4];

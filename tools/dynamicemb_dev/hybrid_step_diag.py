@@ -6,11 +6,15 @@ the dedup's atomicCAS race picks the unique numbering (test_hybrid_step_gpu.py, 
 each setting of test_hybrid_step_gpu.SETTINGS and `rounds` rounds of one_round, how many rounds differ:
   cut   (chunk 32, hot ids uncapped, weights): > 0 expected, the all-HBM control included (call 12: 8/12);
   cut2  (chunk 32, ids at most twice, no weights) and nocut (chunk 2^20, uncapped, weights): 0 expected.
-Usage: python3 hybrid_step_diag.py [rounds]; ~15 s on an H200."""
+Usage: python3 tools/dynamicemb_dev/hybrid_step_diag.py [rounds] (from the repository root, the wheels on
+PYTHONPATH); ~15 s on an H200. Since session 10 the dedup numbers uniques by first occurrence, so the race named
+above is gone (tests/dynamicemb/test_repeatable_step_gpu.py); not re-run since."""
 
+import os
 import sys
 
-from test_hybrid_step_gpu import one_round
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "dynamicemb"))
+from test_hybrid_step_gpu import one_round  # noqa: E402
 
 if __name__ == "__main__":
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
