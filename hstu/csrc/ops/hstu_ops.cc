@@ -506,12 +506,14 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets, int64_t target_group_size,
     int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
-    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options) {
+    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options, int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
+  ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7,
+              "diag: expected 0 (or a timing-only variant 1, 2, 4, 7 of tools/hstu_dev/fp8_bwd_split.py), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   check_fp8_descales(p, q, total_k, descale_mode, q_descale, k_descale, v_descale);
@@ -548,6 +550,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.out_half = out_dtype == 1 ? 1 : 0;
   f.total_k = total_k;
   f.dq_accum = static_cast<float*>(dq_accum.data_ptr());
+  f.diag = static_cast<int>(diag);
   cudaStream_t s = stream_of(q);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   const cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
@@ -812,7 +815,8 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, int descale_mode, int out_dtype, "
       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, "
       "Tensor? num_targets, int target_group_size, int window_left, int window_right, float alpha, Tensor? rab, "
-      "float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, int options) -> (Tensor, Tensor, Tensor)");
+      "float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, int options, int diag=0) -> (Tensor, Tensor, "
+      "Tensor)");
   // Private: the Hopper forward over a paged KV cache (hstu/_paged.py routes hstu_attn_paged_func to it).
   m.def(
       "paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "

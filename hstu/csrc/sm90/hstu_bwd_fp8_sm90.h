@@ -25,8 +25,15 @@ struct HstuFp8BwdParams {
   int descale_mode;  // Fp8DescaleMode (hstu_fp8_sm90.h)
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
-  float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (red.global.add)
+  float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (bulk tensor reduce-adds)
+  int diag;          // 0; else a timing-only kernel variant (kFp8BwdDiag* bits; wrong gradients): dev tool only
 };
+
+// Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
+// never the product path): each bit removes one phase, so the time it takes shows in the difference.
+constexpr int kFp8BwdDiagNoDq = 1;            // no dQ staging / reduce-adds (the dQ GEMM still runs)
+constexpr int kFp8BwdDiagNoSilu = 2;          // no tanh: P = S / 2, SiLU' = 1
+constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax: no exchange, no barrier// The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7.
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,

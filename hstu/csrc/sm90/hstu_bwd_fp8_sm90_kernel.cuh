@@ -35,6 +35,7 @@
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_bwd_sm90_dq.cuh"  // tma_reduce_add_3d, bulk_commit, bulk_wait_read0
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // fp8_descale, make_desc_kmajor, cvt_e4m3x4
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
@@ -59,7 +60,11 @@ struct Fp8BwdTraits {
   static constexpr int kOffKt = 2 * kKVBytes;
   static constexpr int kOffStage = kOffKt + kKtBytes;
   static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
-  static constexpr int kOffRed = kOffdS + kdSBytes;  // amax words: 2 parities x 8 consumer warps
+  // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
+  // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
+  static constexpr int kDqWarpBytes = 4096;
+  static constexpr int kOffDq = kOffdS + kdSBytes;
+  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;  // amax words: 2 parities x 8 consumer warps
   static constexpr int kBarOffset = kOffRed + 64;
   // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 144 + 1024;
@@ -68,6 +73,7 @@ struct Fp8BwdTraits {
   static constexpr int kConsumerRegs = 240;
   static_assert(8 + 16 * kStages <= 64 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
   static_assert(kSmem <= 232448, "shared memory");
+  static_assert(kOffDq % 1024 == 0, "128B-swizzled dQ panels");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
 };
 
@@ -101,10 +107,6 @@ __device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&
   }
 }
 
-__device__ __forceinline__ void red_add_v2(float* a, float x, float y) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(a), "f"(x), "f"(y) : "memory");
-}
-
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
 }
@@ -133,12 +135,19 @@ __device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float
   }
 }
 
-template <int D>
+__device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
+// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange.
+template <int D, int kDiag>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                              const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
-                             const __grid_constant__ CUtensorMap tm_kt, const HstuParams p, const HstuFp8BwdParams f) {
+                             const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_dq,
+                             const HstuParams p, const HstuFp8BwdParams f) {
   using C = Fp8BwdTraits<D>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -190,6 +199,7 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_qt);
       prefetch_tensormap(&tm_dot);
       prefetch_tensormap(&tm_kt);
+      prefetch_tensormap(&tm_dq);
       mbar_arrive_expect_tx(bar, 2 * C::kKVBytes + C::kKtBytes);
       tma_load_3d(sK, &tm_k, bar, 0, h, si.k_start + n0);
       tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
@@ -260,11 +270,14 @@ __global__ void __launch_bounds__(384, 1)
                               make_desc_kmajor(opaque(stage(s)) + C::kQBytes + kk * 32, 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's.
+    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's,
+    // v's.
     const int64_t blk_cols_q = p.total_q / 128 + p.batch;
     const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
+                                 sq.k_start, n_block);
+    const float vs = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
                                  sq.k_start, n_block);
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
@@ -282,33 +295,35 @@ __global__ void __launch_bounds__(384, 1)
         if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
       }
     }
-    // S^T and dP^T done: P^T (into acc_s) and dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by
-    // select; the tile's amax.
-    wgmma_wait<0>();
+    // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
+    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM).
+    wgmma_wait<1>();
     pin_all(acc_s);
-    pin_all(acc_dp);
     const float s_scale = p.alpha * qs * ks;
-    const float ds_scale = dos * fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
-                                             sq.k_start, n_block) * p.inv_scaling * p.alpha * qs;
-    float amax = 0.f;
     uint32_t pa[2][4];
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {  // per k-step of dV (32 queries): its 16 elements, then its 4 P8 fragments
+    for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
-      for (int e = 16 * kk; e < 16 * kk + 16; ++e) {
-        const bool ok = (ok_bits >> e) & 1u;
-        const float x = acc_s[e] * s_scale;
-        const float hx = 0.5f * x;
-        const float t = tanh_fast(hx);
-        const float sig = 0.5f + 0.5f * t;
-        acc_dp[e] = ok ? acc_dp[e] * ds_scale * (sig * (1.f + x * (1.f - sig))) : 0.f;
-        acc_s[e] = ok ? hx + hx * t : 0.f;
-        amax = fmaxf(amax, fabsf(acc_dp[e]));
-      }
+      for (int q = 0; q < 4; ++q) {  // the 4 elements of one e4m3 x4 A register: e, e + 1, e + 4, e + 5
+        const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
+        float pv[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int e = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
-        pa[kk][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+        for (int c = 0; c < 4; ++c) {
+          const int e = e0 + (c & 1) + 4 * (c >> 1);
+          const bool ok = (ok_bits >> e) & 1u;
+          const float x = acc_s[e] * s_scale;
+          const float hx = 0.5f * x;
+          if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
+            pv[c] = ok ? hx : 0.f;
+            acc_s[e] = 1.f;
+          } else {
+            const float t = tanh_fast(hx);
+            const float sig = 0.5f + 0.5f * t;
+            pv[c] = ok ? hx + hx * t : 0.f;
+            acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+          }
+        }
+        pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
       }
     }
     if (dos != do_cur) {
@@ -326,16 +341,30 @@ __global__ void __launch_bounds__(384, 1)
                                make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes + kk * 32, 64), 1);
     }
     wgmma_commit();
+    // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
+    // the tile's amax.
+    wgmma_wait<1>();
+    pin_all(acc_dp);
+    const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
+    float amax = 0.f;
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const bool ok = (ok_bits >> e) & 1u;
+      acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
+      amax = fmaxf(amax, fabsf(acc_dp[e]));
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     // One factor per (key block, query tile), shared by both warpgroups (dQ sums over all 128 keys): their 8 warp
     // maxima through shared memory, one barrier of both (the slot of tile i's parity: a warpgroup reaches tile i + 2's
     // writes only after both passed tile i + 1's barrier, so after every read of tile i's words).
-    const uint32_t red = sRed + 32 * (i & 1);
-    if (lane == 0) st_shared_u32(red + 4 * (4 * wg + warp), __float_as_uint(amax));
-    named_barrier_sync(1, 256);
+    if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) == 0) {
+      const uint32_t red = sRed + 32 * (i & 1);
+      if (lane == 0) st_shared_u32(red + 4 * (4 * wg + warp), __float_as_uint(amax));
+      named_barrier_sync(1, 256);
 #pragma unroll
-    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
+      for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
+    }
     // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
     const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
@@ -389,20 +418,36 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dk);
     pin_all(acc_dv);
     if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
-    // dQ of the tile: rows m0 + 16 warp + lane / 4 (+ 8), columns 64 wg + .., in dS8's units: * u k_s / q_s.
-    const float dq_scale = u * ks / qs;
+    // dQ of the tile in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63,
+    // staged as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows
+    // past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      const float dq_scale = u * ks / qs;
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
+      if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
+      __syncwarp();
+      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int qi = m0 + 16 * warp + lane / 4 + 8 * half;
-      if (qi < sq.lq) {
-        float* dst =
-            f.dq_accum + (static_cast<int64_t>(sq.q_start + qi) * p.heads + h) * D + kr0 + 2 * (lane % 4);
+      for (int j = 0; j < 8; ++j) {
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          red_add_v2(dst + 8 * c, acc_dq[4 * c + 2 * half] * dq_scale, acc_dq[4 * c + 2 * half + 1] * dq_scale);
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t a = rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
+          st_shared_v2_f32(a, acc_dq[4 * j + 2 * half] * dq_scale, acc_dq[4 * j + 2 * half + 1] * dq_scale);
         }
       }
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int pn = 0; pn < 2; ++pn) {
+          tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, sq.q_start + m0 + 16 * warp);
+        }
+        bulk_commit();
+      }
     }
+  }
+  if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+    if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
   const int j_first = kr0 + n0 + 16 * warp + lane / 4;

@@ -6,10 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90_kernel.cuh"
+#include "hstu/csrc/sm90/hstu_bwd_sm90_launch.cuh"  // make_dq_accum_map
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_launch.cuh"  // make_u8_map, bind_device_context, set_max_dynamic_smem
 
 namespace hstu {
@@ -41,12 +43,30 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = cols_map(&tqt, f.qt, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
   if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
-  constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D>;
-  err = set_max_dynamic_smem<kernel>(C::kSmem);
-  if (err != cudaSuccess) return err;
+  CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
+  if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
-  kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, p, f);
-  return cudaGetLastError();
+  auto go = [&](auto diag) {
+    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, decltype(diag)::value>;
+    cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (e != cudaSuccess) return e;
+    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
+    return cudaGetLastError();
+  };
+  switch (f.diag) {  // the variants built (hstu_bwd_fp8_sm90.h)
+    case 0:
+      return go(std::integral_constant<int, 0>{});
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    case 7:
+      return go(std::integral_constant<int, 7>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace sm90
