@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
@@ -106,6 +107,10 @@ __device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&
     }
   }
 }
+
+// The descriptor of k-step kk (32 bytes further along the rows) from k-step 0's: the start address field is
+// address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
+__device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
 
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
@@ -260,14 +265,14 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_s, make_desc_kmajor(opaque(sK + kr0 * 128) + kk * 32, 128),
-                              make_desc_kmajor(opaque(stage(s)) + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_s, desc_k32(make_desc_kmajor(opaque(sK + kr0 * 128), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage(s)), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dp, make_desc_kmajor(opaque(sV + kr0 * 128) + kk * 32, 128),
-                              make_desc_kmajor(opaque(stage(s)) + C::kQBytes + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * 128), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's,
@@ -285,8 +290,10 @@ __global__ void __launch_bounds__(384, 1)
     const int jrow = j_w0 + 16 * warp + lane / 4;
     const int qcol = m0 + 2 * (lane % 4);
     uint32_t ok_bits = 0xffffffffu;
-    if (!(m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
-          sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64))) {
+    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles)
+    const bool full_tile = m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
+                           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+    if (!full_tile) {
       ok_bits = 0;
 #pragma unroll 4
       for (int e = 0; e < 32; ++e) {
@@ -296,35 +303,44 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
-    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM).
+    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM). kFull: the copy for
+    // tiles every element of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from
+    // a register, ~3 logic ops per element and pass).
     wgmma_wait<1>();
     pin_all(acc_s);
     const float s_scale = p.alpha * qs * ks;
     uint32_t pa[2][4];
+    auto p_part = [&](auto kFull) {
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
+      for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {  // the 4 elements of one e4m3 x4 A register: e, e + 1, e + 4, e + 5
-        const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
-        float pv[4];
+        for (int q = 0; q < 4; ++q) {  // the 4 elements of one e4m3 x4 A register: e, e + 1, e + 4, e + 5
+          const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
+          float pv[4];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int e = e0 + (c & 1) + 4 * (c >> 1);
-          const bool ok = (ok_bits >> e) & 1u;
-          const float x = acc_s[e] * s_scale;
-          const float hx = 0.5f * x;
-          if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
-            pv[c] = ok ? hx : 0.f;
-            acc_s[e] = 1.f;
-          } else {
-            const float t = tanh_fast(hx);
-            const float sig = 0.5f + 0.5f * t;
-            pv[c] = ok ? hx + hx * t : 0.f;
-            acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+          for (int c = 0; c < 4; ++c) {
+            const int e = e0 + (c & 1) + 4 * (c >> 1);
+            const bool ok = decltype(kFull)::value || ((ok_bits >> e) & 1u);
+            const float x = acc_s[e] * s_scale;
+            const float hx = 0.5f * x;
+            if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
+              pv[c] = ok ? hx : 0.f;
+              acc_s[e] = 1.f;
+            } else {
+              const float t = tanh_fast(hx);
+              const float sig = 0.5f + 0.5f * t;
+              pv[c] = ok ? hx + hx * t : 0.f;
+              acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+            }
           }
+          pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
         }
-        pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
       }
+    };
+    if (full_tile) {
+      p_part(std::true_type{});
+    } else {
+      p_part(std::false_type{});
     }
     if (dos != do_cur) {
       if (do_cur != 0.f) {
@@ -338,7 +354,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk],
-                               make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes + kk * 32, 64), 1);
+                               desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes, 64), kk),
+                               1);
     }
     wgmma_commit();
     // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
@@ -347,11 +364,19 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dp);
     const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
     float amax = 0.f;
+    if (full_tile) {
 #pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const bool ok = (ok_bits >> e) & 1u;
-      acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
-      amax = fmaxf(amax, fabsf(acc_dp[e]));
+      for (int e = 0; e < 32; ++e) {
+        acc_dp[e] = acc_dp[e] * ds_scale * acc_s[e];
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const bool ok = (ok_bits >> e) & 1u;
+        acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
+      }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -397,7 +422,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + kk * 32, 64),
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
                                1);
     }
     wgmma_commit();
@@ -407,8 +432,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dq, make_desc_kmajor(opaque(sdS) + kk * 32, 128),
-                              make_desc_kmajor(opaque(sKt + kr0 * 128) + kk * 32, 128), kk > 0 ? 1 : 0);
+      wgmma_m64n64k32_ss_e4m3(acc_dq, desc_k32(make_desc_kmajor(opaque(sdS), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -431,7 +456,8 @@ __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < 8; ++j) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const uint32_t a = rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
+          const uint32_t a =
+              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
           st_shared_v2_f32(a, acc_dq[4 * j + 2 * half] * dq_scale, acc_dq[4 * j + 2 * half + 1] * dq_scale);
         }
       }
