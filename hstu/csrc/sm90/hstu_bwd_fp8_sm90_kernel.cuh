@@ -418,14 +418,6 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     fence_proxy_async_smem();
-    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle).
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
-                               1);
-    }
-    wgmma_commit();
     named_barrier_sync(2, 256);  // both warpgroups' dS8 bytes written (and fenced)
     // dQ[:, 64 wg : 64 wg + 64] = dS8 K^T over all 128 keys (SS: A the dS8 tile, B K^T's rows 64 wg ..).
     float acc_dq[32];
@@ -436,13 +428,17 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle), after dQ: it runs under dQ's staging.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
+                               1);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done
     pin_all(pa);  // (the RS fragments stay untouched until their wgmmas completed)
-    pin_all(da);
     pin_all(acc_dq);
-    pin_all(acc_dk);
     pin_all(acc_dv);
-    if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
     // dQ of the tile in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63,
     // staged as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows
     // past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
@@ -471,6 +467,10 @@ __global__ void __launch_bounds__(384, 1)
         bulk_commit();
       }
     }
+    wgmma_wait<0>();  // dK done
+    pin_all(da);
+    pin_all(acc_dk);
+    if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
   }
   if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
