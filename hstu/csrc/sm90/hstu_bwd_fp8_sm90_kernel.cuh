@@ -1,4 +1,4 @@
-// Hopper (sm_90a) FP8 (e4m3) HSTU backward, first version (issue 36; private: kernel_options(fp8_bwd=True)).
+// Hopper (sm_90a) FP8 (e4m3) HSTU backward, second version (issue 36; private: kernel_options(fp8_bwd=True)).
 //
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
 // backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
@@ -6,25 +6,29 @@
 // two consumer warpgroups of 64 keys each, walking the query tiles their block can see (bwd_work_tiles, ascending).
 // Per query tile a consumer warpgroup runs, all five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators:
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
-//   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed, tile_full)
+//   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
+//                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
 //   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the CTA's (128 keys x 64 queries) tile: shuffles,
 //                                                    8 warp words in smem, one barrier of both warpgroups
 //   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
 //                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
 //   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
 //                                                    rescaled when they change; u only grows, by powers of two);
-//                                                    dV is issued before the amax exchange, so it runs under it
+//                                                    dV is issued before dS, so it runs under dS and the amax
+//                                                    exchange
 //   dQ = dS8 K^T (fresh), * u k_s / q_s             SS: both warpgroups' dS8 stored as one (queries x 128 keys)
 //                                                    tile in smem, byte pairs (key j, j + 8) of one query per 16-bit
 //                                                    store, so K^T holds the keys paired the same way
 //                                                    (hstu_fp8_pair_perm); warpgroup g takes dQ's columns
 //                                                    [64 g, 64 g + 64) over all 128 keys (m64n64, the bf16 kernel's
-//                                                    column split), red.global.add.v2.f32 into f.dq_accum
+//                                                    column split), issued before dK; staged per warp in smem
+//                                                    (two 128B-swizzled 16 x 32 fp32 panels, under dK) and added
+//                                                    to f.dq_accum by bulk tensor reduce-adds (the bf16 kernel's)
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
-// Not yet: the bf16 kernel's overlap (dQ one tile late, the SiLU under the other GEMMs), stmatrix for dS, the tiled
-// dQ workspace, the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_attn.md, "The Hopper FP8
-// backward".
+// Not yet: the bf16 kernel's overlap across warpgroups (they meet twice per tile here: the amax exchange and dS8),
+// stmatrix for dS, the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_attn.md, "The Hopper
+// FP8 backward".
 #pragma once
 
 #include <cuda.h>
