@@ -240,6 +240,11 @@ __global__ void __launch_bounds__(384, 1)
   const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw)));
   const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
   const int kr0 = 64 * wg;
+  // k's and v's factors: one per CTA in every mode (its 128 keys are one block).
+  const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch, sq.k_start,
+                               n_block);
+  const float vs = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch, sq.k_start,
+                               n_block);
   const uint32_t sdS = base + C::kOffdS;
   const uint32_t sRed = base + C::kOffRed;
 
@@ -279,15 +284,10 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout), k's,
-    // v's.
+    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
     const int64_t blk_cols_q = p.total_q / 128 + p.batch;
     const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
     const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
-    const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
-                                 sq.k_start, n_block);
-    const float vs = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch,
-                                 sq.k_start, n_block);
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
     const int j_w0 = n0 + kr0;
@@ -383,7 +383,9 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    // The warp's maximum in one instruction: amax is a non-negative float (fmaxf drops NaN), whose bits order
+    // as unsigned integers.
+    amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
     // One factor per (key block, query tile), shared by both warpgroups (dQ sums over all 128 keys): their 8 warp
     // maxima through shared memory, one barrier of both (the slot of tile i's parity: a warpgroup reaches tile i + 2's
     // writes only after both passed tile i + 1's barrier, so after every read of tile i's words).
