@@ -85,6 +85,24 @@ def test_kernel_index_maps_match_the_prepass_permutations():
                             assert row == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == 64 * wg + key
 
 
+
+def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
+    """The host mirror of the kernel's dQ staging stores: each warp's m64n64 accumulator elements (rows lane / 4 + 8
+    half, columns 8 j + 2 (lane % 4) + t) land once each in its two 2 KB panels at the bytes where the dq_accum
+    tensor map's 16 x 32 fp32 boxes (128B swizzle: 16-byte chunk XOR row % 8) read element (row, column)."""
+    seen = set()
+    for lane in range(32):
+        rowa = (lane // 4) * 128 + (lane % 2) * 8
+        for j in range(8):
+            for half in range(2):
+                a = rowa + (j // 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) // 2) ^ (lane // 4)) << 4)
+                for t in range(2):
+                    r, c = lane // 4 + 8 * half, 8 * j + 2 * (lane % 4) + t
+                    pn, cb = c // 32, 4 * (c % 32)
+                    assert a + 4 * t == pn * 2048 + r * 128 + (((cb // 16) ^ (r % 8)) << 4) + cb % 16
+                    seen.add(a + 4 * t)
+    assert len(seen) == 1024
+
 @pytest.mark.parametrize("seed", range(4))
 def test_prepass_reference_layout(seed):
     rng = random.Random(seed)
