@@ -5,6 +5,8 @@ product path), each without one phase, so that the phase's cost is the differenc
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
   diag 4: no amax exchange between the warpgroups (no named barrier 1)
   diag 7: all three
+  diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
+  diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -19,7 +21,8 @@ import torch
 import hstu_attn
 from hstu_attn import _fp8, _fp8_bwd
 
-DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three")]
+DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
+         (8, "no pointwise math"), (15, "none of the four")]
 
 
 def once_ms(fn) -> float:

@@ -327,7 +327,9 @@ __global__ void __launch_bounds__(384, 1)
             const bool ok = decltype(kFull)::value || ((ok_bits >> e) & 1u);
             const float x = acc_s[e] * s_scale;
             const float hx = 0.5f * x;
-            if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
+            if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
+              pv[c] = acc_s[e];
+            } else if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
               pv[c] = ok ? hx : 0.f;
               acc_s[e] = 1.f;
             } else {
@@ -368,7 +370,10 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dp);
     const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
     float amax = 0.f;
-    if (full_tile) {
+    if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
+    } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         acc_dp[e] = acc_dp[e] * ds_scale * acc_s[e];
@@ -382,7 +387,6 @@ __global__ void __launch_bounds__(384, 1)
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     }
-#pragma unroll
     // The warp's maximum in one instruction: amax is a non-negative float (fmaxf drops NaN), whose bits order
     // as unsigned integers.
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));

@@ -64,6 +64,10 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
       return go(std::integral_constant<int, 4>{});
     case 7:
       return go(std::integral_constant<int, 7>{});
+    case 8:
+      return go(std::integral_constant<int, 8>{});
+    case 15:
+      return go(std::integral_constant<int, 15>{});
     default:
       return cudaErrorInvalidValue;
   }
