@@ -149,7 +149,8 @@ __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y
 }
 
 // kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
-// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange.
+// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange /
+// no pointwise math at all.
 template <int D, int kDiag>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
