@@ -30,6 +30,7 @@ from ._device_errors import DeviceInputError
 from ._fp8 import DESCALE_MODES as FP8_DESCALE_MODES
 from ._fp8 import dequantize_fp8, hstu_attn_fp8_reference, quantize_fp8
 from ._fp8 import descale_shape as fp8_descale_shape
+from . import _fp8_bwd  # noqa: F401  (registers hstu_attn::fp8_bwd_prepass's CPU and fake kernels; private)
 from ._inference import CachedHSTUStack, PagedHSTUAttention, cached_hstu_attention
 from ._jagged import (
     jagged_concat,

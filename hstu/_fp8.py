@@ -356,6 +356,9 @@ def _fp8_fwd_cuda(*args):
 
 
 def _fp8_bwd_cuda(dout, *args):
+    if args[-1] & _ops.OPTION_BITS["fp8_bwd"]:  # kernel_options(fp8_bwd=True): private, being built (_fp8_bwd.py)
+        from ._fp8_bwd import fp8_bwd_cuda
+        return fp8_bwd_cuda(dout, args[:-2], args[-2], args[-1])
     fwd_args, deterministic, options = _dequantized_args(args[:-2]), args[-2], args[-1]
     bwd_args = (dout,) + fwd_args + (False, deterministic)
     dq, dk, dv, _ = _ops._BWD_OPTIONS(*bwd_args, options) if options else _ops._BWD(*bwd_args)

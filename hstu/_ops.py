@@ -181,6 +181,7 @@ OPTION_BITS = {
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
     "fwd_trace": 1 << 19,      # SET: the paged Hopper forward's CTAs stamp their phases into a buffer (diagnostics)
+    "fp8_bwd": 1 << 20,        # SET: FP8 backward calls on Hopper take the FP8 backward (private, opt-in: issue 36)
     "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
@@ -221,7 +222,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
-                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False) -> Iterator[None]:
+                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -236,7 +237,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
     same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
     (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
-    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fwd_split_tiles``:
+    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
+    (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
+    (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
+    refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
+    ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
@@ -295,8 +300,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
                      ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
-                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace)):
-        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's and fp8_bn192's bits are set when on: opt-in switches)
+                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace), ("fp8_bwd", not fp8_bwd)):
+        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's, fp8_bn192's, fp8_bwd's bits are set when on: opt-in)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

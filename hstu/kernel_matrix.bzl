@@ -70,3 +70,12 @@ HSTU_SM90_FP8_INSTANCES = {
     "hstu_fwd_sm90_fp8_hdim%d" % hdim: {"HDIM": str(hdim), "NAME": "hstu_fwd_sm90_fp8_hdim%d" % hdim}
     for hdim in HSTU_SM90_FP8_HDIMS
 }
+
+# Hopper FP8 backward (issue 36; hstu/csrc/sm90/hstu_bwd_fp8_sm90_kernel.cuh; private, kernel_options(fp8_bwd=True)):
+# D = 128 first.
+HSTU_SM90_FP8_BWD_HDIMS = [128]
+
+HSTU_SM90_FP8_BWD_INSTANCES = {
+    "hstu_bwd_sm90_fp8_hdim%d" % hdim: {"HDIM": str(hdim), "NAME": "hstu_bwd_sm90_fp8_hdim%d" % hdim}
+    for hdim in HSTU_SM90_FP8_BWD_HDIMS
+}

@@ -5,8 +5,10 @@ The error-relative rule for FP8: "same-dtype PyTorch" is the same emulation comp
 S, SiLU and P·V in bf16, P rounded to FP8): |path - gold| <= 2 * |bf16 emulation - gold| + atol forward, 5x backward.
 """
 
+import os
 import random
 import re
+import sys
 
 import pytest
 import torch
@@ -18,65 +20,12 @@ from hstu_attn._fp8 import (BLOCK_ROWS, DESCALE_MODES, FP8_DTYPE, dequantize_fp8
                             hstu_attn_fp8_reference, hstu_attn_fp8_reference_backward, quantize_fp8)
 from hstu_attn._reference import hstu_attn_reference
 
-# name -> (window, contexts, targets, target_group_size)
-MASKS = {
-    "none": ((-1, -1), False, False, 1),
-    "causal": ((-1, 0), False, False, 1),
-    "local": ((9, 4), False, False, 1),
-    "context_target_group": ((-1, 0), True, True, 2),
-    "local_context_target": ((7, 0), True, True, 1),
-}
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
+                        quantized)
 
 def i32(*vals, device="cpu"):
     return torch.tensor(vals, dtype=torch.int32, device=device)
-
-
-def make_case(seed, lens_k, H, D, mask, device="cpu", delta_q=True, dtype=torch.bfloat16, targets_max=3,
-              contexts_max=4):
-    """bf16 q/k/v (std 1, plus a few larger rows so the scale groups differ), lengths, mask tensors (up to
-    targets_max targets and contexts_max contexts per sequence where the mask has them)."""
-    rng = random.Random(seed)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    window, ctx, tgt, g = MASKS[mask]
-    lens_q = [lk - rng.randint(0, lk // 2) if delta_q else lk for lk in lens_k]
-    cu_q = torch.tensor([0] + lens_q, device=device).cumsum(0).to(torch.int32)
-    cu_k = torch.tensor([0] + lens_k, device=device).cumsum(0).to(torch.int32)
-
-    def rand(n):
-        x = torch.randn(n, H, D, generator=gen, device=device)
-        return (x * (1 + 3 * torch.rand(n, H, 1, generator=gen, device=device))).to(dtype)
-
-    q, k, v = rand(sum(lens_q)), rand(sum(lens_k)), rand(sum(lens_k))
-    nt = [rng.randint(0, min(lk, targets_max)) for lk in lens_k] if tgt else None
-    nc = [rng.randint(0, min(lk - (nt[b] if nt else 0), contexts_max)) for b, lk in enumerate(lens_k)] if ctx else None
-    return dict(q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
-                max_seqlen_k=max(lens_k), target_group_size=g, window_size=window,
-                num_contexts=None if nc is None else torch.tensor(nc, dtype=torch.int32, device=device),
-                num_targets=None if nt is None else torch.tensor(nt, dtype=torch.int32, device=device))
-
-
-def lengths_args(c):
-    return {n: c[n] for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "num_contexts",
-                              "num_targets", "target_group_size", "window_size")}
-
-
-def quantized(c, mode):
-    q8, qs = quantize_fp8(c["q"], c["cu_seqlens_q"], mode)
-    k8, ks = quantize_fp8(c["k"], c["cu_seqlens_k"], mode)
-    v8, vs = quantize_fp8(c["v"], c["cu_seqlens_k"], mode)
-    return (q8, k8, v8), (qs, ks, vs)
-
-
-def max_err(a, b):
-    return 0.0 if a.numel() == 0 else (a.double() - b.double()).abs().max().item()
-
-
-def assert_rel(name, got, gold, low, k):
-    scale = gold.abs().max().item() if gold.numel() else 0.0
-    atol = 1e-6 + 1e-4 * scale
-    err, err_lp = max_err(got, gold), max_err(low, gold)
-    assert err <= k * err_lp + atol, f"{name}: err {err:.3e} > {k} * same-dtype err {err_lp:.3e} + {atol:.1e}"
 
 
 # ------------------------------------------------------------------------------------------------ layouts
@@ -352,12 +301,6 @@ def test_check_codes_and_float_records():
 
 
 # ------------------------------------------------------------------------------------------------ GPU
-def poison_allocator(nbytes):
-    """NaN-filled cached block: the next allocations start out as NaN."""
-    if nbytes > 0:
-        torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device="cuda")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", DESCALE_MODES)
 @pytest.mark.parametrize("mask", ["causal", "context_target_group", "local"])

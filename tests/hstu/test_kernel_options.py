@@ -17,7 +17,7 @@ NAMES = {"kOptNoSm90": "sm90", "kOptNoFwdWorkList": "fwd_work_list", "kOptNoFwdP
          "kOptNoDqConvBehind": "dq_conv_behind", "kOptBwdSm80Pair": "bwd_sm80_pair",
          "kOptNoBwdSm80Pair2Stage": "bwd_sm80_pair_2stage", "kOptNoFp8Kernel": "fp8_kernel", "kOptPdl": "pdl",
          "kOptFp8Sched": "fp8_sched", "kOptNoFp8EarlyPack": "fp8_early_pack", "kOptFp8Bn192": "fp8_bn192",
-         "kOptFwdTrace": "fwd_trace"}
+         "kOptFwdTrace": "fwd_trace", "kOptFp8Bwd": "fp8_bwd"}
 
 
 @pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
@@ -69,6 +69,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 0
         with _ops.kernel_options(fp8_bn192=True):
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bn192"]
+        with _ops.kernel_options(fp8_bwd=True):  # (private, opt-in)
+            assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)

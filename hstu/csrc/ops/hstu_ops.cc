@@ -24,7 +24,9 @@
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/ops/hstu_plan.h"
 #include "hstu/csrc/common/hstu_validate.h"
+#include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
@@ -345,6 +347,26 @@ std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_d
   return std::make_tuple(outs[0], outs[1], outs[2]);
 }
 
+// The three descale factors of an FP8 op: float32, on q's device, contiguous, the mode's count (fp8_descale_shape).
+void check_fp8_descales(const HstuParams& p, const Tensor& q, int64_t total_k, int64_t descale_mode,
+                        const Tensor& q_descale, const Tensor& k_descale, const Tensor& v_descale) {
+  ACCEL_CHECK(descale_mode >= kFp8Tensor && descale_mode <= kFp8Block, "descale_mode: expected 0..3, got ",
+              descale_mode);
+  const int64_t H = q.size(1), B = p.batch;
+  const Tensor* sc[3] = {&q_descale, &k_descale, &v_descale};
+  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+  for (int i = 0; i < 3; ++i) {
+    accel::check_dtype(*sc[i], names[i], ScalarType::Float);
+    accel::check_same_device(*sc[i], names[i], q, "q");
+    accel::check_contiguous(*sc[i], names[i]);
+    const int64_t rows = i == 0 ? p.total_q : total_k;
+    const int64_t want = descale_mode == kFp8Tensor ? 1 : descale_mode == kFp8Head ? H
+                         : descale_mode == kFp8BatchHead ? B * H : H * (rows / 128 + B);
+    ACCEL_CHECK(sc[i]->numel() == want, names[i], ": expected ", want, " factors for descale_mode ", descale_mode,
+                ", got ", sc[i]->numel());
+  }
+}
+
 // The Hopper FP8 forward (private: hstu/_fp8.py runs it for hstu_attn::fp8_fwd's CUDA path on sm_90 devices whose
 // build holds the unit, without rab; fp8_fwd's schema). The descale factors come checked (fp8_check_scales'
 // copies: all NaN after a violation, which the kernel turns into NaN outputs); int32 vectors are validated here.
@@ -364,18 +386,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
               descale_mode);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0);
-  const Tensor* sc[3] = {&q_descale, &k_descale, &v_descale};
-  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
-  for (int i = 0; i < 3; ++i) {
-    accel::check_dtype(*sc[i], names[i], ScalarType::Float);
-    accel::check_same_device(*sc[i], names[i], q, "q");
-    accel::check_contiguous(*sc[i], names[i]);
-    const int64_t rows = i == 0 ? p.total_q : total_k;
-    const int64_t want = descale_mode == kFp8Tensor ? 1 : descale_mode == kFp8Head ? H
-                         : descale_mode == kFp8BatchHead ? B * H : H * (rows / 128 + B);
-    ACCEL_CHECK(sc[i]->numel() == want, names[i], ": expected ", want, " factors for descale_mode ", descale_mode,
-                ", got ", sc[i]->numel());
-  }
+  check_fp8_descales(p, q, total_k, descale_mode, q_descale, k_descale, v_descale);
   Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)},
                                         out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16);
   p.out = out.data_ptr();
@@ -408,6 +419,145 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
       p.head_dim, [&](auto d) { return run_hstu_fwd_fp8_sm90<decltype(d)::value>(p, f, s); });
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_fwd_sm90: CUDA error ", cudaGetErrorString(err));
   return out;
+}
+
+// The FP8 backward's device pre-pass (private; hstu/_fp8.py `fp8_bwd_prepass`, CPU definition
+// `fp8_bwd_prepass_reference`): dO quantized to e4m3 per (head, 128-row block) and the transposed e4m3 copies
+// Q^T, dO^T, K^T the Hopper FP8 backward's GEMMs over rows read (hstu_fp8_bwd_prepass.h). Returns uint8 tensors
+// (do8 (total_q, H, D), qt / dot (H, D, hstu_fp8_vt_cols(total_q, B)), kt (H, D, hstu_fp8_vt_cols(total_k, B)))
+// and do_descale float32 (H, total_q / 128 + B). The int32 vectors must be valid (the forward validated them).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
+                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                                                                   std::optional<Tensor> seqused_q,
+                                                                   std::optional<Tensor> seqused_k) {
+  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+  ACCEL_CHECK(dout.dim() == 3 && q8.dim() == 3 && k8.dim() == 3, "dout/q/k: expected (rows, H, D) tensors");
+  ACCEL_CHECK(dout.scalar_type() == ScalarType::BFloat16 || dout.scalar_type() == ScalarType::Half,
+              "dout: expected dtype bfloat16 or float16");
+  accel::check_dtype(q8, "q", ScalarType::Float8_e4m3fn);
+  accel::check_dtype(k8, "k", ScalarType::Float8_e4m3fn);
+  accel::check_contiguous(dout, "dout");
+  accel::check_contiguous(q8, "q");
+  accel::check_contiguous(k8, "k");
+  const int64_t total_q = dout.size(0), H = dout.size(1), D = dout.size(2), total_k = k8.size(0);
+  ACCEL_CHECK(q8.size(0) == total_q && q8.size(1) == H && q8.size(2) == D && k8.size(1) == H && k8.size(2) == D,
+              "q/k: expected the shape of dout (q) and its heads and head dim (k)");
+  ACCEL_CHECK(D % 16 == 0 && D <= 256, "dout: expected a head dim that is a multiple of 16, at most 256, got ", D);
+  for (const Tensor* t : {&q8, &k8, &cu_seqlens_q, &cu_seqlens_k}) {
+    accel::check_same_device(*t, "q/k/cu_seqlens", dout, "dout");
+  }
+  accel::check_dtype(cu_seqlens_q, "cu_seqlens_q", ScalarType::Int);
+  accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
+  const int64_t B = cu_seqlens_q.numel() - 1;
+  ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
+  HstuFp8BwdPrepassParams p{};
+  p.dout = dout.data_ptr();
+  p.dout_half = dout.scalar_type() == ScalarType::Half ? 1 : 0;
+  p.do_row_stride = dout.stride(0);
+  p.do_head_stride = dout.stride(1);
+  p.q8 = static_cast<const uint8_t*>(q8.data_ptr());
+  p.q_row_stride = q8.stride(0);
+  p.q_head_stride = q8.stride(1);
+  p.k8 = static_cast<const uint8_t*>(k8.data_ptr());
+  p.k_row_stride = k8.stride(0);
+  p.k_head_stride = k8.stride(1);
+  p.do_cols = total_q / 128 + B;
+  p.q_cols = hstu_fp8_vt_cols(total_q, B);
+  p.k_cols = hstu_fp8_vt_cols(total_k, B);
+  Tensor do8 = torch::stable::new_empty(dout, {total_q, H, D}, ScalarType::Byte);
+  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
+  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
+  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
+  p.do_descale = static_cast<float*>(do_descale.data_ptr());
+  p.qt = static_cast<uint8_t*>(qt.data_ptr());
+  p.dot = static_cast<uint8_t*>(dot.data_ptr());
+  p.kt = static_cast<uint8_t*>(kt.data_ptr());
+  p.cu_seqlens_q = static_cast<const int*>(cu_seqlens_q.data_ptr());
+  p.cu_seqlens_k = static_cast<const int*>(cu_seqlens_k.data_ptr());
+  for (const std::optional<Tensor>* u : {&seqused_q, &seqused_k}) {
+    if (u->has_value()) {
+      accel::check_dtype(**u, "seqused", ScalarType::Int);
+      accel::check_same_device(**u, "seqused", dout, "dout");
+      ACCEL_CHECK((*u)->numel() == B, "seqused_q/k: expected B = ", B, " entries, got ", (*u)->numel());
+    }
+  }
+  p.seqused_q = seqused_q.has_value() ? static_cast<const int*>(seqused_q->data_ptr()) : nullptr;
+  p.seqused_k = seqused_k.has_value() ? static_cast<const int*>(seqused_k->data_ptr()) : nullptr;
+  p.batch = static_cast<int>(B);
+  p.heads = static_cast<int>(H);
+  p.head_dim = static_cast<int>(D);
+  p.total_q = total_q;
+  p.total_k = total_k;
+  const cudaError_t err = hstu_fp8_bwd_prepass(p, stream_of(dout));
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_prepass: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(do8, do_descale, qt, dot, kt);
+}
+
+// The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it under kernel_options(fp8_bwd=True) on sm_90 devices
+// whose build holds the unit, D = 128, no rab). Takes fp8_bwd_prepass's outputs (do8, do_descale, qt, dot, kt) and
+// fp8_bwd's arguments; the descale factors come checked (fp8_check_scales' copies). Returns (dq_accum float32, dk,
+// dv in out_dtype): the caller rounds dq_accum to out_dtype. The int32 vectors are validated here again (as the
+// forward did: after a violation the kernel sees empty sequences and the gradients stay 0).
+std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
+    Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, Tensor v,
+    Tensor q_descale, Tensor k_descale, Tensor v_descale, int64_t descale_mode, int64_t out_dtype,
+    Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets, int64_t target_group_size,
+    int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
+    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options, int64_t diag) {
+  torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
+  ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
+  ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7 || diag == 8 || diag == 15,
+              "diag: expected 0 (or a timing-only variant 1, 2, 4, 7, 8, 15 of tools/hstu_dev/fp8_bwd_split.py), got ",
+              diag);
+  ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
+  const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
+  check_fp8_descales(p, q, total_k, descale_mode, q_descale, k_descale, v_descale);
+  HstuFp8BwdParams f{};
+  f.q_cols = hstu_fp8_vt_cols(p.total_q, B);
+  f.k_cols = hstu_fp8_vt_cols(total_k, B);
+  ACCEL_CHECK(do8.scalar_type() == ScalarType::Byte && do8.numel() == p.total_q * H * D && do8.is_contiguous(),
+              "do8: expected fp8_bwd_prepass's (total_q, H, D) uint8 tensor");
+  ACCEL_CHECK(do_descale.scalar_type() == ScalarType::Float && do_descale.numel() == H * (p.total_q / 128 + B),
+              "do_descale: expected fp8_bwd_prepass's (H, total_q / 128 + B) float32 tensor");
+  ACCEL_CHECK(qt.numel() == H * D * f.q_cols && dot.numel() == H * D * f.q_cols && kt.numel() == H * D * f.k_cols,
+              "qt/dot/kt: expected fp8_bwd_prepass's transposed copies");
+  ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
+              "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
+  Tensor dq_accum = torch::stable::new_zeros(q, {p.total_q, H, D}, ScalarType::Float);
+  Tensor dk = torch::stable::new_zeros(q, {total_k, H, D}, odt);
+  Tensor dv = torch::stable::new_zeros(q, {total_k, H, D}, odt);
+  p.dk = dk.data_ptr();
+  p.dv = dv.data_ptr();
+  p.dk_row_stride = dk.stride(0);
+  p.dk_head_stride = dk.stride(1);
+  p.dv_row_stride = dv.stride(0);
+  p.dv_head_stride = dv.stride(1);
+  f.do8 = do8.data_ptr();
+  f.do_descale = static_cast<const float*>(do_descale.data_ptr());
+  f.qt = qt.data_ptr();
+  f.dot = dot.data_ptr();
+  f.kt = kt.data_ptr();
+  f.q_descale = static_cast<const float*>(q_descale.data_ptr());
+  f.k_descale = static_cast<const float*>(k_descale.data_ptr());
+  f.v_descale = static_cast<const float*>(v_descale.data_ptr());
+  f.descale_mode = static_cast<int>(descale_mode);
+  f.out_half = out_dtype == 1 ? 1 : 0;
+  f.total_k = total_k;
+  f.dq_accum = static_cast<float*>(dq_accum.data_ptr());
+  f.diag = static_cast<int>(diag);
+  cudaStream_t s = stream_of(q);
+  Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
+  const cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  (void)dout;
+  return std::make_tuple(dq_accum, dk, dv);
 }
 
 // Bytes of a paged forward's plan (paged_fwd_sm90_plan): the work list's workspace (256-aligned), then the
@@ -655,6 +805,19 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
       "int max_seqlen_k, Tensor? num_contexts, Tensor? num_targets, int target_group_size, int window_left, "
       "int window_right, float alpha, Tensor? rab, float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, "
       "int options) -> Tensor");
+  // Private: the FP8 backward's device pre-pass (hstu/_fp8.py fp8_bwd_prepass; hstu_fp8_bwd_prepass.h).
+  m.def(
+      "fp8_bwd_prepass(Tensor dout, Tensor q, Tensor k, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+      "Tensor? seqused_q, Tensor? seqused_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Private: the Hopper FP8 backward (hstu/_fp8_bwd.py, kernel_options(fp8_bwd=True)): the pre-pass's outputs and
+  // fp8_bwd's arguments -> (dq_accum float32, dk, dv).
+  m.def(
+      "fp8_bwd_sm90(Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, "
+      "Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, int descale_mode, int out_dtype, "
+      "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, "
+      "Tensor? num_targets, int target_group_size, int window_left, int window_right, float alpha, Tensor? rab, "
+      "float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, int options, int diag=0) -> (Tensor, Tensor, "
+      "Tensor)");
   // Private: the Hopper forward over a paged KV cache (hstu/_paged.py routes hstu_attn_paged_func to it).
   m.def(
       "paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
@@ -681,6 +844,8 @@ STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("bwd_with_options", TORCH_BOX(&hstu::bwd_with_options));
   m.impl("fp8_check_scales", TORCH_BOX(&hstu::fp8_check_scales));
   m.impl("fp8_fwd_sm90", TORCH_BOX(&hstu::fp8_fwd_sm90));
+  m.impl("fp8_bwd_prepass", TORCH_BOX(&hstu::fp8_bwd_prepass));
+  m.impl("fp8_bwd_sm90", TORCH_BOX(&hstu::fp8_bwd_sm90));
   m.impl("paged_fwd_sm90", TORCH_BOX(&hstu::paged_fwd_sm90));
   m.impl("paged_fwd_sm90_plan", TORCH_BOX(&hstu::paged_fwd_sm90_plan));
   m.impl("paged_fwd_trace", TORCH_BOX(&hstu::paged_fwd_trace));

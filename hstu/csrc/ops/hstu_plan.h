@@ -35,6 +35,9 @@ enum HstuOptionBits : int64_t {
                                 // one-wave rule, n in 1-253 chunks of at most n KV tiles (HstuParams::fwd_split_tiles)
   kOptFwdTrace = 1 << 19,      // SET: the paged Hopper forward's work-list CTAs stamp their phases (%globaltimer)
                                 // into a device buffer (hstu_attn::paged_fwd_trace; diagnostics, slower)
+  kOptFp8Bwd = 1 << 20,         // SET: FP8 backward calls on Hopper run the FP8 backward (pre-pass + e4m3 kernel;
+                                // private, opt-in while it is built: read by hstu/_fp8.py, which refuses what it
+                                // cannot run yet) instead of dequantize + the bf16/fp16 backward
   kOptPdl = 1 << 21,            // the paged Hopper forward and the cache append (kv_cache_append) launched as
                                 // programmatic dependent launches: their CTAs start under the previous kernel and
                                 // wait for it in-kernel (opt-in until its GPU tests and the serving benchmark have
@@ -51,10 +54,10 @@ enum HstuOptionBits : int64_t {
                                 // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
                                 // D = 128 4 warps 1 / 2) (bf16), 8 the old layouts (BwdSm80Config, the warp-pair
                                 // switch) for comparisons, 9-12 the second round (pipelined k-loops, D = 64's FA2
-                                // tile; bf16) (issue 39); bits 19-20 (its earlier place) are unused
+                                // tile; bf16) (issue 39)
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
-  kOptKnownMask = 0xffefffff,
+  kOptKnownMask = 0xffffffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -82,6 +85,7 @@ struct HstuOptions {
   bool fp8_sched = false;
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
+  bool fp8_bwd = false;
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -103,6 +107,7 @@ struct HstuOptions {
     o.fp8_sched = (bits & kOptFp8Sched) != 0;
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
+    o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     return o;
   }
 };

@@ -1,0 +1,128 @@
+"""The FP8 attention backward on Hopper (issue 36): the bf16 backward, the FP8 backward's default path today
+(dequantize + the bf16 backward), the FP8 backward's device pre-pass alone, and the Hopper FP8 backward kernel
+(`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
+distance to the bf16 backward.
+
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--results FILE]
+Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
+H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from typing import List, Optional
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_util  # noqa: E402
+
+import hstu_attn  # noqa: E402
+from hstu_attn import _fp8, _fp8_bwd  # noqa: E402
+
+CASES = [(16, 16384, 128), (16, 4096, 128)]  # (B, S, D)
+
+
+def bwd_flops(B: int, S: int, D: int, H: int = 4) -> float:
+    """FA convention: the backward is 2.5x the forward's 4 * H * D * S^2 / 2 per sequence (causal)."""
+    return 2.5 * 4 * H * D * S * S / 2 * B
+
+
+def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Optional[torch.Tensor]) -> List[float]:
+    """Median ms of each fn (None: skipped), the fns alternating each rep, L2 flushed before each timed call."""
+    for f in fns:
+        for _ in range(warmup if f is not None else 0):
+            f()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            if f is None:
+                continue
+            if flush is not None:
+                flush.zero_()
+            times[i].append(bench_util.once_ms(f, device))
+    return [statistics.median(t) if t else float("nan") for t in times]
+
+
+def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device) -> str:
+    H = 4
+    cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
+    q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
+    dout = (torch.randn(B * S, H, D, device=device) * 1e-2).to(torch.bfloat16)
+    (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, mode) for x in (q, k, v))
+    alpha = D ** -0.5
+    lens = (cu, cu, S, S, None, None, 1, -1, 0, alpha)
+    m = _fp8.DESCALE_MODES.index(mode)
+
+    def fp8(opts):
+        return lambda: torch.ops.hstu_attn.fp8_bwd(dout, q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None,
+                                                   None, False, opts)
+
+    bf16 = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *lens, None, float(S), None, None, False, False)  # noqa
+    pre = lambda: _fp8_bwd.fp8_bwd_prepass(dout, q8, k8, cu, cu)  # noqa: E731
+    kernel_opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    kernel = None
+    why = "not built"
+    if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
+        why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
+        kernel = fp8(kernel_opts) if why is None else None
+    flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
+    b_ms, d_ms, p_ms, k_ms = interleaved_ms([bf16, fp8(0), pre, kernel], reps, warmup, device, flush)
+    ref = bf16()[:3]
+    scale = [max(r.float().abs().max().item(), 1e-30) for r in ref]
+
+    def diff(gs) -> str:
+        return "/".join(f"{(g.float() - r.float()).abs().max().item() / s:.1e}" for g, r, s in zip(gs, ref, scale))
+
+    flops = bwd_flops(B, S, D, H)
+    tf = lambda ms: f"{flops / ms / 1e9:.1f}" if ms == ms else "n/a"  # noqa: E731
+    name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
+    k_cells = (f"{k_ms:.3f} | {tf(k_ms)} | {b_ms / k_ms:.2f}x | {diff(kernel())}" if kernel is not None
+               else f"n/a ({why}) | n/a | n/a | n/a")
+    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_ms:.3f} | {tf(d_ms)} | {diff(fp8(0)())} | "
+            f"{p_ms:.3f} | {k_cells} |")
+
+
+def main(argv=None) -> int:
+    p = bench_util.parser(__doc__, "the S16K case only")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
+    p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
+    p.add_argument("--results", help="append the table to this markdown file")
+    bench_util.add_device_arg(p)
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    cases = [(2, 256, 128)] if args.smoke else CASES[:1] if args.quick else CASES
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    lines = [f"## hstu_fp8_bwd: {gpu}", "",
+             f"- device: {gpu}; torch {torch.__version__}; commit {bench_util.git_commit()}; "
+             f"command: `{bench_util.command(argv)}`",
+             "- dtypes: bf16 = the bf16 backward on bf16 q/k/v; FP8 = float8_e4m3fn q/k/v + float32 descale factors "
+             "(quantize_fp8), bf16 dout and gradients; dequant = today's FP8 backward (dequantize, bf16 backward); "
+             "pre-pass = fp8_bwd_prepass alone (dO per-block e4m3 + Q^T / dO^T / K^T); kernel = "
+             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel)",
+             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
+             "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
+             "|g_bf16| for dq/dk/dv", "",
+             "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    print("\n".join(lines), flush=True)
+    rows = []
+    for B, S, D in cases:
+        rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device))
+        print(rows[-1], flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write("\n" + "\n".join(lines + rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+// The FP8 backward's device pre-pass (hstu_fp8_bwd_prepass.h says what it writes and why). Plain CUDA (no sm_90a
+// instructions): compiled for every arch of the build; the conversions use cuda_fp8.h (round to nearest even,
+// saturated to +-448, NaN kept), bit-equal to torch's `.clamp(-448, 448).to(torch.float8_e4m3fn)`.
+#include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+namespace hstu {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ int used_rows(const int* cu, const int* seqused, int b) {
+  const int len = cu[b + 1] - cu[b];
+  const int used = seqused != nullptr ? min(seqused[b], len) : len;
+  return max(used, 0);
+}
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+__device__ __forceinline__ uint8_t to_e4m3(float x) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Block (col, h): dO's block column col of head h (quantize_fp8's "block" layout: sequence b's block m is column
+// cu_q[b] / 128 + b + m). amax over the block's used rows (NaN propagates, as torch.amax), descale = amax / 448
+// (IEEE division; at least FLT_MIN; 1.0 for a zero, NaN or empty block, as torch.where(amax > 0, ...)), rows
+// x / descale in e4m3, unused rows 0. Block col == do_cols zeroes the rows of no sequence.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ float red[kThreads / 32];
+  __shared__ int nan_seen;
+  const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
+  const int64_t col = blockIdx.x;
+  const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
+  uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
+  const int64_t out_row = static_cast<int64_t>(p.heads) * D;
+  if (col == p.do_cols) {  // rows past cu_q[batch]
+    for (int64_t r = p.cu_seqlens_q[p.batch] + threadIdx.x / vecs; r < p.total_q; r += kThreads / vecs) {
+      if (threadIdx.x < (kThreads / vecs) * vecs) {
+        *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
+      }
+    }
+    return;
+  }
+  int lo = 0, hi = p.batch;  // the largest b with cu_q[b] / 128 + b <= col (strictly increasing in b)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (p.cu_seqlens_q[mid] / 128 + mid <= col) lo = mid; else hi = mid;
+  }
+  const int start = p.cu_seqlens_q[lo], len = p.cu_seqlens_q[lo + 1] - start;
+  const int64_t m = col - (start / 128 + lo);
+  const int used = used_rows(p.cu_seqlens_q, p.seqused_q, lo);
+  const int n = static_cast<int>(max(int64_t{0}, min(int64_t{128}, len - 128 * m)));    // rows of the block
+  const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
+  const int64_t r0 = start + 128 * m;
+  if (threadIdx.x == 0) nan_seen = 0;
+  float amax = 0.f;
+  bool nan = false;
+  for (int i = threadIdx.x; i < nu * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
+    const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+    const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float v = fabsf(to_float(x[e]));
+      nan |= v != v;
+      amax = fmaxf(amax, v);
+    }
+  }
+  __syncthreads();
+  if (nan) nan_seen = 1;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = red[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, red[w]);
+  const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
+  if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
+  if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
+  for (int i = threadIdx.x; i < n * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
+    uint32_t w[2] = {0, 0};
+    if (r < nu) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+      const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
+                                              << (8 * (e % 4));
+    }
+    *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+  }
+}
+
+// One transposed copy: source bytes (rows, H, D), destination (H, D, cols), slot -> row permutation in groups of
+// `group` (32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm).
+struct TransposeJob {
+  const uint8_t* src;
+  int64_t row_stride, head_stride, cols;
+  uint8_t* dst;
+  const int* cu;
+  const int* seqused;
+  int group;
+};
+
+// Block (x, h, z): columns [64 x, 64 x + 64) of head h of job z (qt, dot, kt).
+__global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
+  __shared__ __align__(16) uint8_t tile[64][256 + 16];
+  __shared__ int64_t src_row[64];
+  // (selected field by field: an indexed array of the three would live in local memory)
+  const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
+  TransposeJob j;
+  j.src = kz ? p.k8 : dz ? p.do8 : p.q8;
+  j.row_stride = kz ? p.k_row_stride : dz ? static_cast<int64_t>(p.heads) * p.head_dim : p.q_row_stride;
+  j.head_stride = kz ? p.k_head_stride : dz ? p.head_dim : p.q_head_stride;
+  j.cols = kz ? p.k_cols : p.q_cols;
+  j.dst = kz ? p.kt : dz ? p.dot : p.qt;
+  j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
+  j.seqused = kz ? p.seqused_k : p.seqused_q;
+  j.group = kz ? 16 : 32;
+  const int h = blockIdx.y, D = p.head_dim;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
+  if (c0 >= j.cols) return;
+  if (threadIdx.x < 64) {
+    const int64_t c = c0 + threadIdx.x;
+    int lo = 0, hi = p.batch;  // the largest b with hstu_fp8_vt_start(cu[b], b) <= c
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (hstu_fp8_vt_start(j.cu[mid], mid) <= c) lo = mid; else hi = mid;
+    }
+    int64_t src = -1;
+    const int start = j.cu[lo];
+    const int64_t first = hstu_fp8_vt_start(start, lo);
+    if (p.batch > 0 && c >= first) {
+      const int64_t l = c - first;
+      const int64_t row = j.group == 32 ? (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31))
+                                        : (l & ~int64_t{15}) + hstu_fp8_pair_perm(static_cast<int>(l & 15));
+      if (row < used_rows(j.cu, j.seqused, lo)) src = start + row;
+    }
+    src_row[threadIdx.x] = src;
+  }
+  __syncthreads();
+  const int chunks = D / 16;
+  const uint8_t* src = j.src + static_cast<int64_t>(h) * j.head_stride;
+  for (int idx = threadIdx.x; idx < 64 * chunks; idx += kThreads) {
+    const int col = idx / chunks, part = idx % chunks;
+    const int64_t r = src_row[col];
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (r >= 0) x = *reinterpret_cast<const uint4*>(src + r * j.row_stride + part * 16);
+    *reinterpret_cast<uint4*>(&tile[col][part * 16]) = x;
+  }
+  __syncthreads();
+  uint8_t* dst = j.dst + static_cast<int64_t>(h) * D * j.cols;
+  for (int idx = threadIdx.x; idx < D * 4; idx += kThreads) {
+    const int d = idx / 4, g = idx % 4;
+    const int64_t c = c0 + 16 * g;
+    if (c >= j.cols) continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint8_t* t = &tile[16 * g + 4 * q][d];
+      w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[272]) << 8 |
+             static_cast<uint32_t>(t[2 * 272]) << 16 | static_cast<uint32_t>(t[3 * 272]) << 24;
+    }
+    *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+}  // namespace
+
+cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
+  if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
+  if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  if (p.dout_half) {
+    fp8_quant_do_kernel<__half><<<qgrid, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, 0, stream>>>(p);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
+  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + 63) / 64), p.heads, 3), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace hstu

@@ -1,0 +1,46 @@
+// Host declarations of the Hopper (sm_90a) FP8 (e4m3) HSTU backward (issue 36; no torch headers). Private and opt-in
+// (kernel_options(fp8_bwd=True), hstu/_fp8_bwd.py): the kernel hstu_bwd_fp8_sm90_kernel.cuh, fed by the device
+// pre-pass hstu/csrc/fp8/hstu_fp8_bwd_prepass.h (dO in e4m3 with per-block factors, the transposed copies Q^T, dO^T,
+// K^T the GEMMs over rows read). Rounding points: hstu/_fp8_bwd.py (its reference emulates them).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_params.h"
+
+namespace hstu {
+
+struct HstuFp8BwdParams {
+  const void* do8;          // (total_q, H, D) e4m3, contiguous (the pre-pass's)
+  const float* do_descale;  // (H, total_q / 128 + B): one factor per head and 128-row block of a sequence
+  const void* qt;           // (H, D, q_cols) e4m3: Q^T, hstu_fp8_key_perm-permuted per 32 queries
+  const void* dot;          // (H, D, q_cols): dO^T, likewise
+  const void* kt;           // (H, D, k_cols): K^T, hstu_fp8_pair_perm-permuted per 16 keys
+  int64_t q_cols, k_cols;   // hstu_fp8_vt_cols(total_q, B), hstu_fp8_vt_cols(total_k, B)
+  const float* q_descale;   // checked copies (fp8_check_scales), Fp8DescaleMode layout
+  const float* k_descale;
+  const float* v_descale;
+  int descale_mode;  // Fp8DescaleMode (hstu_fp8_sm90.h)
+  int out_half;      // 1: dk / dv float16, 0: bfloat16
+  int64_t total_k;
+  float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (bulk tensor reduce-adds)
+  int diag;          // 0; else a timing-only kernel variant (kFp8BwdDiag* bits; wrong gradients): dev tool only
+};
+
+// Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
+// never the product path): each bit removes one phase, so the time it takes shows in the difference.
+constexpr int kFp8BwdDiagNoDq = 1;            // no dQ staging / reduce-adds (the dQ GEMM still runs)
+constexpr int kFp8BwdDiagNoSilu = 2;          // no tanh: P = S / 2, SiLU' = 1
+constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax: no exchange, no barrier
+constexpr int kFp8BwdDiagNoPointwise = 8;     // no pointwise math: P8 = e4m3(S^T), dS' = dP^T (no scale, no select)
+// The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7, 8, 15.
+
+// Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
+// p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,
+// sanitized int32 vectors. D = 128; cudaErrorNotSupported in builds without sm_90a device code.
+template <int D>
+cudaError_t run_hstu_bwd_fp8_sm90(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream);
+
+}  // namespace hstu

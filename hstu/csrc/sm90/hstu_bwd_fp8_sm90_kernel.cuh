@@ -1,0 +1,498 @@
+// Hopper (sm_90a) FP8 (e4m3) HSTU backward, second version (issue 36; private: kernel_options(fp8_bwd=True)).
+//
+// Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
+// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
+// a producer warpgroup issuing TMA (K, V, K^T once; Q, dO, Q^T, dO^T per 64-row query tile into a 2-stage pipeline),
+// two consumer warpgroups of 64 keys each, walking the query tiles their block can see (bwd_work_tiles, ascending).
+// Per query tile a consumer warpgroup runs, all five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators:
+//   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
+//   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
+//                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
+//   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the CTA's (128 keys x 64 queries) tile: shuffles,
+//                                                    8 warp words in smem, one barrier of both warpgroups
+//   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
+//                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
+//   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
+//                                                    rescaled when they change; u only grows, by powers of two);
+//                                                    dV is issued before dS, so it runs under dS and the amax
+//                                                    exchange
+//   dQ = dS8 K^T (fresh), * u k_s / q_s             SS: both warpgroups' dS8 stored as one (queries x 128 keys)
+//                                                    tile in smem, byte pairs (key j, j + 8) of one query per 16-bit
+//                                                    store, so K^T holds the keys paired the same way
+//                                                    (hstu_fp8_pair_perm); warpgroup g takes dQ's columns
+//                                                    [64 g, 64 g + 64) over all 128 keys (m64n64, the bf16 kernel's
+//                                                    column split), issued before dK; staged per warp in smem
+//                                                    (two 128B-swizzled 16 x 32 fp32 panels, under dK) and added
+//                                                    to f.dq_accum by bulk tensor reduce-adds (the bf16 kernel's)
+// dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
+// transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
+// Not yet: the bf16 kernel's overlap across warpgroups (they meet twice per tile here: the amax exchange and dS8),
+// stmatrix for dS, the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_attn.md, "The Hopper
+// FP8 backward".
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_bwd_sm90_dq.cuh"  // tma_reduce_add_3d, bulk_commit, bulk_wait_read0
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // fp8_descale, make_desc_kmajor, cvt_e4m3x4
+#include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
+#include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
+
+namespace hstu {
+namespace sm90 {
+
+template <int D>
+struct Fp8BwdTraits {
+  static_assert(D == 128, "the FP8 backward: D = 128 first");
+  static constexpr int kBlockM = 64;   // query rows per tile
+  static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
+  static constexpr int kStages = 2;
+  static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (128-byte swizzle)
+  static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
+  static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
+  static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kQtBytes;  // Q, dO, Q^T, dO^T
+  static constexpr int kdSBytes = kBlockM * kBlockN;  // dS8: 64 queries x the block's 128 keys (128-byte swizzle)
+  static constexpr int kOffV = kKVBytes;
+  static constexpr int kOffKt = 2 * kKVBytes;
+  static constexpr int kOffStage = kOffKt + kKtBytes;
+  static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
+  // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
+  // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
+  static constexpr int kDqWarpBytes = 4096;
+  static constexpr int kOffDq = kOffdS + kdSBytes;
+  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;  // amax words: 2 parities x 8 consumer warps
+  static constexpr int kBarOffset = kOffRed + 64;
+  // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + 144 + 1024;
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(8 + 16 * kStages <= 64 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
+  static_assert(kSmem <= 232448, "shared memory");
+  static_assert(kOffDq % 1024 == 0, "128B-swizzled dQ panels");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+};
+
+// The smallest power of two >= x for x > 0 (exponent arithmetic on the bits, as hstu/_fp8_bwd.py _pow2_ceil); 0 for
+// x <= 0.
+__device__ __forceinline__ float fp8_pow2_ceil(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  uint32_t e = bits & 0x7F800000u;
+  if (bits & 0x7FFFFFu) e += 0x800000u;
+  return x > 0.f ? __uint_as_float(e) : 0.f;
+}
+
+// Two fp32 -> e4m3 (nearest even, saturated), byte 0 = lo.
+__device__ __forceinline__ uint16_t cvt_e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
+// A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
+// of 32 queries: k-slot 4 t + i of step ks holds query 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3), i.e. elements
+// 16 ks + {0, 1, 4, 5} (the permutation of Q^T / dO^T's columns).
+__device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&dst)[2][4]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+      dst[ks][q] = cvt_e4m3x4(acc[e], acc[e + 1], acc[e + 4], acc[e + 5]);
+    }
+  }
+}
+
+// The descriptor of k-step kk (32 bytes further along the rows) from k-step 0's: the start address field is
+// address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
+__device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
+
+__device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
+// 64 keys x 128 columns of one warpgroup's accumulator (m64n128 layout) times `scale`, rounded to bf16 / fp16 into
+// rows [k_start + j] of out (j < rows_alloc: the sequence's rows).
+__device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float scale, void* out, int64_t row_stride,
+                                                   int64_t head_stride, int h, int k_start, int j_first, int rows_alloc,
+                                                   int out_half, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = j_first + 8 * half;
+    if (j >= rows_alloc) continue;
+    const int64_t off = static_cast<int64_t>(k_start + j) * row_stride + static_cast<int64_t>(h) * head_stride +
+                        2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+      const float x = acc[4 * c + 2 * half] * scale, y = acc[4 * c + 2 * half + 1] * scale;
+      if (out_half) {
+        *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off + 8 * c) = __floats2half2_rn(x, y);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off + 8 * c) =
+            __floats2bfloat162_rn(x, y);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
+// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange /
+// no pointwise math at all.
+template <int D, int kDiag>
+__global__ void __launch_bounds__(384, 1)
+    hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                             const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                             const __grid_constant__ CUtensorMap tm_qt, const __grid_constant__ CUtensorMap tm_dot,
+                             const __grid_constant__ CUtensorMap tm_kt, const __grid_constant__ CUtensorMap tm_dq,
+                             const HstuParams p, const HstuFp8BwdParams f) {
+  using C = Fp8BwdTraits<D>;
+  constexpr int BM = C::kBlockM;
+  constexpr int BN = C::kBlockN;
+  constexpr int S = C::kStages;
+  extern __shared__ char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base;
+  const uint32_t sV = base + C::kOffV;
+  const uint32_t sKt = base + C::kOffKt;
+  const uint32_t bar = base + C::kBarOffset;  // bar: K, V, K^T; then full / empty per stage
+  auto bar_full = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_empty = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto stage = [&](int s) { return base + C::kOffStage + s * C::kStageBytes; };  // Q, dO, Q^T, dO^T
+
+  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo si = seq_info(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= si.lk_alloc) return;
+  int mb_begin, n_a, gap, n_mt;
+  bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
+  auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbar_init(bar, 1);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full(s), 1);
+      mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
+    }
+    fence_barrier_init();
+    *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw))) = si;
+    int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+    tmap[0] = mb_begin;
+    tmap[1] = n_a;
+    tmap[2] = gap;
+    tmap[3] = n_mt;
+  }
+  __syncthreads();
+
+  if (tid < 128) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (tid == 0 && n_mt > 0) {
+      prefetch_tensormap(&tm_q);
+      prefetch_tensormap(&tm_k);
+      prefetch_tensormap(&tm_v);
+      prefetch_tensormap(&tm_do);
+      prefetch_tensormap(&tm_qt);
+      prefetch_tensormap(&tm_dot);
+      prefetch_tensormap(&tm_kt);
+      prefetch_tensormap(&tm_dq);
+      mbar_arrive_expect_tx(bar, 2 * C::kKVBytes + C::kKtBytes);
+      tma_load_3d(sK, &tm_k, bar, 0, h, si.k_start + n0);
+      tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
+      tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
+      const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
+      for (int i = 0; i < n_mt; ++i) {
+        const int s = i % S;
+        const uint32_t ph = (i / S) & 1;
+        const int m0 = tile_of(i) * BM;
+        const uint32_t st = stage(s);
+        mbar_wait(bar_empty(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full(s), C::kStageBytes);
+        tma_load_3d(st, &tm_q, bar_full(s), 0, h, si.q_start + m0);
+        tma_load_3d(st + C::kQBytes, &tm_do, bar_full(s), 0, h, si.q_start + m0);
+        tma_load_3d(st + 2 * C::kQBytes, &tm_qt, bar_full(s), qt_col0 + m0, 0, h);
+        tma_load_3d(st + 2 * C::kQBytes + C::kQtBytes, &tm_dot, bar_full(s), qt_col0 + m0, 0, h);
+      }
+    }
+    return;
+  }
+  // ---------------------------------------------------------------- consumer warpgroups
+  setmaxnreg_inc<C::kConsumerRegs>();
+  const int ctid = tid - 128;
+  const int wg = ctid / 128;  // keys [64 wg, 64 wg + 64) of the block
+  const int warp = (ctid % 128) / 32;
+  const int lane = ctid % 32;
+  // The sequence's fields and the work's tile map, parked in shared memory and re-read where used (they would hold
+  // ~20 registers through the loop, where the accumulators leave none).
+  const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw)));
+  const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+  const int kr0 = 64 * wg;
+  // k's and v's factors: one per CTA in every mode (its 128 keys are one block).
+  const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch, sq.k_start,
+                               n_block);
+  const float vs = fp8_descale(f.v_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch, sq.k_start,
+                               n_block);
+  const uint32_t sdS = base + C::kOffdS;
+  const uint32_t sRed = base + C::kOffRed;
+
+  float acc_dk[D / 2];
+  float acc_dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) {
+    acc_dk[i] = 0.f;
+    acc_dv[i] = 0.f;
+  }
+  float u = 0.f;        // dS' factor of the tiles so far (acc_dk's unit)
+  float do_cur = 0.f;   // dO factor of acc_dv's unit
+  for (int i = 0; i < tmap[3]; ++i) {
+    const int s = i % S;
+    const uint32_t ph = (i / S) & 1;
+    const int m0 = (tmap[0] + i + (i >= tmap[1] ? tmap[2] : 0)) * BM;
+    // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
+    // hoisted out of it (or held through the SiLU) and spilled.
+    auto opaque = [](uint32_t x) {
+      asm volatile("" : "+r"(x));
+      return x;
+    };
+    if (i == 0) mbar_wait(bar, 0);
+    mbar_wait(bar_full(s), ph);
+    float acc_s[32];
+    float acc_dp[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_s, desc_k32(make_desc_kmajor(opaque(sK + kr0 * 128), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage(s)), 128), kk), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * 128), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(stage(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
+    const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+    const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
+    // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
+    const int j_w0 = n0 + kr0;
+    const int jrow = j_w0 + 16 * warp + lane / 4;
+    const int qcol = m0 + 2 * (lane % 4);
+    uint32_t ok_bits = 0xffffffffu;
+    // (uniform per warpgroup: the pointwise passes below take their copy without selects on such tiles)
+    const bool full_tile = m0 + BM <= sq.lq && j_w0 + 64 <= sq.lk &&
+                           sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
+    if (!full_tile) {
+      ok_bits = 0;
+#pragma unroll 4
+      for (int e = 0; e < 32; ++e) {
+        const int j = jrow + 8 * ((e % 4) / 2);
+        const int qi = qcol + 8 * (e / 4) + (e % 2);
+        if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+      }
+    }
+    // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
+    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM). kFull: the copy for
+    // tiles every element of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from
+    // a register, ~3 logic ops per element and pass).
+    wgmma_wait<1>();
+    pin_all(acc_s);
+    const float s_scale = p.alpha * qs * ks;
+    uint32_t pa[2][4];
+    auto p_part = [&](auto kFull) {
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // the 4 elements of one e4m3 x4 A register: e, e + 1, e + 4, e + 5
+          const int e0 = 16 * kk + 8 * (q >> 1) + 2 * (q & 1);
+          float pv[4];
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int e = e0 + (c & 1) + 4 * (c >> 1);
+            const bool ok = decltype(kFull)::value || ((ok_bits >> e) & 1u);
+            const float x = acc_s[e] * s_scale;
+            const float hx = 0.5f * x;
+            if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
+              pv[c] = acc_s[e];
+            } else if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
+              pv[c] = ok ? hx : 0.f;
+              acc_s[e] = 1.f;
+            } else {
+              const float t = tanh_fast(hx);
+              const float sig = 0.5f + 0.5f * t;
+              pv[c] = ok ? hx + hx * t : 0.f;
+              acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+            }
+          }
+          pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
+        }
+      }
+    };
+    if (full_tile) {
+      p_part(std::true_type{});
+    } else {
+      p_part(std::false_type{});
+    }
+    if (dos != do_cur) {
+      if (do_cur != 0.f) {
+        const float r = do_cur / dos;
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) acc_dv[k] *= r;
+      }
+      do_cur = dos;
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk],
+                               desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes, 64), kk),
+                               1);
+    }
+    wgmma_commit();
+    // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
+    // the tile's amax.
+    wgmma_wait<1>();
+    pin_all(acc_dp);
+    const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
+    float amax = 0.f;
+    if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(acc_dp[e]));
+    } else if (full_tile) {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        acc_dp[e] = acc_dp[e] * ds_scale * acc_s[e];
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const bool ok = (ok_bits >> e) & 1u;
+        acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
+        amax = fmaxf(amax, fabsf(acc_dp[e]));
+      }
+    }
+    // The warp's maximum in one instruction: amax is a non-negative float (fmaxf drops NaN), whose bits order
+    // as unsigned integers.
+    amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+    // One factor per (key block, query tile), shared by both warpgroups (dQ sums over all 128 keys): their 8 warp
+    // maxima through shared memory, one barrier of both (the slot of tile i's parity: a warpgroup reaches tile i + 2's
+    // writes only after both passed tile i + 1's barrier, so after every read of tile i's words).
+    if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) == 0) {
+      const uint32_t red = sRed + 32 * (i & 1);
+      if (lane == 0) st_shared_u32(red + 4 * (4 * wg + warp), __float_as_uint(amax));
+      named_barrier_sync(1, 256);
+#pragma unroll
+      for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
+    }
+    // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
+    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    if (sf > u) {
+      if (u > 0.f) {
+        const float r = u / sf;
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) acc_dk[k] *= r;
+      }
+      u = sf;
+    }
+    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc_dp[e] *= inv_u;
+    uint32_t da[2][4];
+    fp8_pack_a64(acc_dp, da);
+    // dS8 as (queries x the block's 128 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
+    // 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk
+    // XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 = 2 (lane % 4) + odd for every c).
+#pragma unroll
+    for (int odd = 0; odd < 2; ++odd) {
+      const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4) + odd) * 128 +
+                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        st_shared_u16(ds_thread + 8 * c * 128, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(2, 256);  // both warpgroups' dS8 bytes written (and fenced)
+    // dQ[:, 64 wg : 64 wg + 64] = dS8 K^T over all 128 keys (SS: A the dS8 tile, B K^T's rows 64 wg ..).
+    float acc_dq[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc_dq, desc_k32(make_desc_kmajor(opaque(sdS), 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle), after dQ: it runs under dQ's staging.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
+                               1);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done
+    pin_all(pa);  // (the RS fragments stay untouched until their wgmmas completed)
+    pin_all(acc_dq);
+    pin_all(acc_dv);
+    // dQ of the tile in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63,
+    // staged as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows
+    // past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      const float dq_scale = u * ks / qs;
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
+      if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
+      __syncwarp();
+      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t a =
+              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
+          st_shared_v2_f32(a, acc_dq[4 * j + 2 * half] * dq_scale, acc_dq[4 * j + 2 * half + 1] * dq_scale);
+        }
+      }
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int pn = 0; pn < 2; ++pn) {
+          tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, sq.q_start + m0 + 16 * warp);
+        }
+        bulk_commit();
+      }
+    }
+    wgmma_wait<0>();  // dK done
+    pin_all(da);
+    pin_all(acc_dk);
+    if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
+  }
+  if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+    if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
+  }
+  // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
+  const int j_first = kr0 + n0 + 16 * warp + lane / 4;
+  fp8_bwd_store_rows(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+                     f.out_half, lane);
+  fp8_bwd_store_rows(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start, j_first,
+                     sq.lk_alloc, f.out_half, lane);
+}
+
+}  // namespace sm90
+}  // namespace hstu

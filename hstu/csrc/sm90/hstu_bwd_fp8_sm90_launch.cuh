@@ -1,0 +1,83 @@
+// Host launcher of the Hopper FP8 backward (hstu_bwd_fp8_sm90_kernel.cuh): the seven TMA tensor maps (e4m3 as bytes)
+// and the grid (128-key block, head, batch).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
+#include "hstu/csrc/sm90/hstu_bwd_fp8_sm90_kernel.cuh"
+#include "hstu/csrc/sm90/hstu_bwd_sm90_launch.cuh"  // make_dq_accum_map
+#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_launch.cuh"  // make_u8_map, bind_device_context, set_max_dynamic_smem
+
+namespace hstu {
+namespace sm90 {
+
+template <int D>
+cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
+  using C = Fp8BwdTraits<D>;
+  if (p.max_seqlen_k <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
+  if (p.rab != nullptr || p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;
+  cudaError_t err = bind_device_context();
+  if (err != cudaSuccess) return err;
+  const auto u64 = [](int64_t x) { return static_cast<cuuint64_t>(x); };
+  // Row-major (rows, H, D) byte tensors: boxes of `rows` rows of D bytes (128-byte swizzle).
+  auto rows_map = [&](CUtensorMap* map, const void* ptr, int64_t total, int64_t row_stride, int64_t head_stride,
+                      cuuint32_t rows) {
+    return make_u8_map(map, ptr, {D, u64(p.heads), u64(total)}, {u64(p.heads > 1 ? head_stride : D), u64(row_stride)},
+                       {D, 1, rows});
+  };
+  // Transposed (H, D, cols) copies: boxes of `cols` columns (bytes) x D rows (swizzle of `cols` bytes).
+  auto cols_map = [&](CUtensorMap* map, const void* ptr, int64_t cols, cuuint32_t box) {
+    return make_u8_map(map, ptr, {u64(cols), D, u64(p.heads)}, {u64(cols), u64(cols) * D}, {box, D, 1});
+  };
+  CUtensorMap tq, tk, tv, tdo, tqt, tdot, tkt;
+  if ((err = rows_map(&tq, p.q, p.total_q, p.q_row_stride, p.q_head_stride, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = rows_map(&tk, p.k, f.total_k, p.k_row_stride, p.k_head_stride, C::kBlockN)) != cudaSuccess) return err;
+  if ((err = rows_map(&tv, p.v, f.total_k, p.v_row_stride, p.v_head_stride, C::kBlockN)) != cudaSuccess) return err;
+  if ((err = rows_map(&tdo, f.do8, p.total_q, int64_t{p.heads} * D, D, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tqt, f.qt, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tdot, f.dot, f.q_cols, C::kBlockM)) != cudaSuccess) return err;
+  if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
+  CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
+  if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
+  auto go = [&](auto diag) {
+    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, decltype(diag)::value>;
+    cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
+    if (e != cudaSuccess) return e;
+    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
+    return cudaGetLastError();
+  };
+  switch (f.diag) {  // the variants built (hstu_bwd_fp8_sm90.h)
+    case 0:
+      return go(std::integral_constant<int, 0>{});
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    case 7:
+      return go(std::integral_constant<int, 7>{});
+    case 8:
+      return go(std::integral_constant<int, 8>{});
+    case 15:
+      return go(std::integral_constant<int, 15>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace sm90
+
+template <int D>
+cudaError_t run_hstu_bwd_fp8_sm90(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
+  return sm90::launch_bwd_fp8<D>(p, f, stream);
+}
+
+}  // namespace hstu

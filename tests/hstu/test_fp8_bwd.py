@@ -1,0 +1,306 @@
+"""The FP8 backward (issue 36, hstu/_fp8_bwd.py): its device pre-pass (layout definition on the CPU, the CUDA op
+bit-equal to it), the reference that emulates its rounding points, and the private `kernel_options(fp8_bwd=True)`
+routing (the Hopper kernel: its accuracy test below runs once `hstu_attn::fp8_bwd_sm90` exists; until then the
+option refuses with NotImplementedError, which is tested).
+
+The error rule: |kernel - fp64 emulation| <= 5 * |bf16 emulation - fp64 emulation| + atol (the "same-dtype PyTorch"
+of an FP8 op is its emulation computed in bf16, as in test_fp8.py).
+"""
+
+import math
+import os
+import random
+import sys
+
+import pytest
+import torch
+
+import hstu_attn
+from hstu_attn import _fp8_bwd as fb
+from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_attn_fp8_reference_backward
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
+                      quantized)
+
+
+def jagged(seed, lens, H, D, device="cpu", dtype=torch.bfloat16, extra_rows=0, seqused=False):
+    """q8 / k8 (block mode), dout (std 1 with larger rows) and the lengths; optional seqused (< the lengths) and rows
+    of no sequence at the end (NaN in dout: they must not reach do8)."""
+    rng = random.Random(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    cu = torch.tensor([0] + lens, device=device).cumsum(0).to(torch.int32)
+    total = sum(lens) + extra_rows
+    x = torch.randn(total, H, D, generator=gen, device=device) * (1 + 3 * torch.rand(total, H, 1, generator=gen,
+                                                                                       device=device))
+    q8, _ = hstu_attn.quantize_fp8(x.to(dtype), cu, "block")
+    k8, _ = hstu_attn.quantize_fp8((x.flip(0) * 0.5).to(dtype), cu, "block")
+    dout = (torch.randn(total, H, D, generator=gen, device=device) * 1e-3).to(dtype)
+    used = None
+    if seqused:
+        used = torch.tensor([rng.randint(0, n) for n in lens], dtype=torch.int32, device=device)
+        for b, n in enumerate(lens):  # rows past seqused: garbage the pre-pass must ignore
+            dout[int(cu[b]) + int(used[b]):int(cu[b + 1])] = float("nan")
+    if extra_rows:
+        dout[sum(lens):] = float("nan")
+    return dout, q8, k8, cu, used
+
+
+# ------------------------------------------------------------------------------------------------ layouts (CPU)
+def test_permutations_are_bijections_and_pair_keys_j_and_j_plus_8():
+    assert sorted(fb.fp8_key_perm(s) for s in range(32)) == list(range(32))
+    assert sorted(fb.fp8_pair_perm(s) for s in range(16)) == list(range(16))
+    for i in range(8):  # one thread's dS bytes of one query: keys i and i + 8, adjacent in Kᵀ
+        assert (fb.fp8_pair_perm(2 * i), fb.fp8_pair_perm(2 * i + 1)) == (i, i + 8)
+    # the forward's Vt permutation: slot 4 t + i holds key 2 t + (i & 1) + 8 (i >> 1)
+    assert [fb.fp8_key_perm(s) for s in range(8)] == [0, 1, 8, 9, 2, 3, 10, 11]
+    assert fb.fp8_vt_start(17, 2) == 32 + 96 and fb.fp8_vt_cols(100, 3) % 16 == 0
+
+
+def test_kernel_index_maps_match_the_prepass_permutations():
+    """The host mirror of hstu_bwd_fp8_sm90_kernel.cuh's index arithmetic: (a) fp8_pack_a64 puts into RS A k-slot k
+    of a thread's row the Sᵀ element whose query is fp8_key_perm(k) (Qᵀ / dOᵀ's column order); (b) the dS stores
+    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8) put key j of query c at the byte whose Kᵀ column
+    holds key j (fp8_pair_perm)."""
+    for w in range(4):
+        for lane in range(32):
+            def elem(e):  # m64nN accumulator: (row = key, column = query) of element e
+                return 16 * w + lane // 4 + 8 * ((e % 4) // 2), 8 * (e // 4) + 2 * (lane % 4) + (e % 2)
+            for ks in range(2):
+                for q in range(4):
+                    e0 = 16 * ks + 8 * (q >> 1) + 2 * (q & 1)
+                    for byte, e in enumerate((e0, e0 + 1, e0 + 4, e0 + 5)):
+                        k = 4 * (lane % 4) + byte + 16 * (q >> 1)  # the A fragment's k-slot of this byte
+                        assert elem(e) == (16 * w + lane // 4 + 8 * (q & 1), 32 * ks + fb.fp8_key_perm(k))
+            for wg in range(2):
+                for odd in range(2):
+                    t = 2 * (lane % 4) + odd
+                    base = t * 128 + (((4 * wg + w) ^ t) << 4) + 2 * (lane // 4)
+                    for c in range(8):
+                        for hb in range(2):  # low byte: element 4 c + odd (key row + 0), high: + 2 (key row + 8)
+                            addr = base + 8 * c * 128 + hb
+                            row, col = addr // 128, addr % 128
+                            col = (((col // 16) ^ (row % 8)) << 4) + col % 16  # unswizzled byte
+                            key, query = elem(4 * c + odd + 2 * hb)
+                            assert row == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == 64 * wg + key
+
+
+
+def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
+    """The host mirror of the kernel's dQ staging stores: each warp's m64n64 accumulator elements (rows lane / 4 + 8
+    half, columns 8 j + 2 (lane % 4) + t) land once each in its two 2 KB panels at the bytes where the dq_accum
+    tensor map's 16 x 32 fp32 boxes (128B swizzle: 16-byte chunk XOR row % 8) read element (row, column)."""
+    seen = set()
+    for lane in range(32):
+        rowa = (lane // 4) * 128 + (lane % 2) * 8
+        for j in range(8):
+            for half in range(2):
+                a = rowa + (j // 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) // 2) ^ (lane // 4)) << 4)
+                for t in range(2):
+                    r, c = lane // 4 + 8 * half, 8 * j + 2 * (lane % 4) + t
+                    pn, cb = c // 32, 4 * (c % 32)
+                    assert a + 4 * t == pn * 2048 + r * 128 + (((cb // 16) ^ (r % 8)) << 4) + cb % 16
+                    seen.add(a + 4 * t)
+    assert len(seen) == 1024
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prepass_reference_layout(seed):
+    rng = random.Random(seed)
+    lens = [rng.choice([0, 1, 31, 33, 64, 129, rng.randint(0, 300)]) for _ in range(rng.randint(1, 5))]
+    lens[0] = max(lens[0], 1)
+    H, D = 2, 32
+    dout, q8, k8, cu, used = jagged(seed, lens, H, D, extra_rows=3 * (seed % 2), seqused=seed >= 2)
+    do8, ds, qt, dot, kt = fb.fp8_bwd_prepass_reference(dout, q8, k8, cu, cu, used, used)
+    total, batch = dout.shape[0], len(lens)
+    assert do8.dtype == FP8_DTYPE and tuple(ds.shape) == (H, total // BLOCK_ROWS + batch)
+    assert qt.shape == dot.shape == kt.shape == (H, D, fb.fp8_vt_cols(total, batch))
+    n_used = [min(n, int(used[b])) if used is not None else n for b, n in enumerate(lens)]
+    # every element by its own loop: column -> row, 0 where no used row lands
+    for name, t, src, group, perm in (("qt", qt, q8, 32, fb.fp8_key_perm), ("dot", dot, do8, 32, fb.fp8_key_perm),
+                                      ("kt", kt, k8, 16, fb.fp8_pair_perm)):
+        want = torch.zeros_like(t)
+        raw = src.view(torch.uint8)
+        for b in range(batch):
+            c0 = fb.fp8_vt_start(int(cu[b]), b)
+            for slot in range(-(-lens[b] // group) * group):
+                row = slot // group * group + perm(slot % group)
+                if row < n_used[b]:
+                    want[:, :, c0 + slot] = raw[int(cu[b]) + row]
+        assert torch.equal(t, want), name
+    # dO: rows past seqused and of no sequence are 0, the rest within the e4m3 round-trip bound of its block
+    deq = dequantize_fp8(do8, ds, cu, "block")
+    mask = fb._used_rows_mask(total, cu, used)
+    assert not torch.isnan(deq).any() and torch.equal(deq[~mask], torch.zeros_like(deq[~mask]))
+    x = dout.float()[mask]
+    assert ((deq[mask] - x).abs() <= 2 ** -4 * x.abs() + 2 ** -10 * ds.max()).all()
+    assert (ds > 0).all() and torch.isfinite(ds).all()
+
+
+def test_pow2_ceil_and_running_group_factors():
+    x = torch.tensor([1.0, 1.5, 3.0, 4.0, 2 ** -130, 1e30, 0.0])
+    assert fb._pow2_ceil(x).tolist() == [1.0, 2.0, 4.0, 4.0, 2 ** -126, 2.0 ** 100, 0.0]
+    gen = torch.Generator().manual_seed(0)
+    R, K = fb.DS_ROWS, fb.DS_KEYS
+    ds = torch.randn(2, 2 * R + 22, K + 2, generator=gen, dtype=torch.float64)
+    ds[:, R:2 * R] *= 10  # the second query tile's factors grow, the third's keep the running maximum
+    u = fb.ds_group_factors(ds)
+    for h in range(2):
+        for g in range(2):
+            run = 0.0
+            for t in range(3):
+                blk = ds[h, R * t:R * t + R, K * g:K * g + K]
+                f = (blk.abs().max().float() / torch.tensor(FP8_MAX)).item()  # float32, as the kernel
+                run = max(run, 2.0 ** math.ceil(math.log2(f)))
+                assert (u[h, R * t:R * t + R, K * g:K * g + K] == run).all()
+    assert ((ds / u).abs() <= FP8_MAX).all()
+
+
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", ["causal", "context_target_group", "local"])
+def test_backward_reference_against_exact_gradients(mode, mask):
+    """The emulation costs FP8's few percent against the exact gradients of the dequantized math, no more, and it
+    does round (it is farther from them than its own bf16 computation is from it)."""
+    c = make_case(7 + len(mask), [300, 0, 150, 77], 2, 64, mask)
+    (q8, k8, v8), scales = quantized(c, mode)
+    gen = torch.Generator().manual_seed(1)
+    dout = torch.randn(q8.shape, generator=gen).to(torch.bfloat16)
+    alpha = 64 ** -0.5
+    args = dict(alpha=alpha, **lengths_args(c))
+    exact = hstu_attn_fp8_reference_backward(dout.double(), q8, k8, v8, *scales, mode, None,
+                                             compute_dtype=torch.float64, **args)
+    emul = fb.hstu_attn_fp8_backward_reference(dout.double(), q8, k8, v8, *scales, mode,
+                                               compute_dtype=torch.float64, **args)
+    for name, e, g in zip(("dq", "dk", "dv"), emul, exact):
+        scale = g.abs().max().item()
+        assert not torch.isnan(e).any() and 1e-4 * scale < max_err(e, g) < 0.15 * scale, name
+
+
+def test_prepass_op_cpu_and_fake_shapes():
+    dout, q8, k8, cu, _ = jagged(3, [70, 130], 2, 32)
+    outs = fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    ref = fb.fp8_bwd_prepass_reference(dout, q8, k8, cu, cu)
+    for a, b in zip(outs, ref):
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8_DTYPE else a,
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fake = torch.ops.hstu_attn.fp8_bwd_prepass(torch.empty(200, 2, 32, dtype=torch.bfloat16),
+                                                   torch.empty(200, 2, 32, dtype=FP8_DTYPE),
+                                                   torch.empty(90, 2, 32, dtype=FP8_DTYPE),
+                                                   torch.zeros(3, dtype=torch.int32), torch.zeros(3, dtype=torch.int32),
+                                                   None, None)
+        assert [tuple(t.shape) for t in fake] == [(200, 2, 32), (2, 200 // 128 + 2), (2, 32, fb.fp8_vt_cols(200, 2)),
+                                                  (2, 32, fb.fp8_vt_cols(200, 2)), (2, 32, fb.fp8_vt_cols(90, 2))]
+
+
+def test_fp8_bwd_option_leaves_the_cpu_path_alone():
+    c = make_case(5, [90, 40], 2, 32, "causal")
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    g0 = torch.autograd.grad(hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="head", **lengths_args(c)).sum(),
+                             leaves)
+    with hstu_attn._ops.kernel_options(fp8_bwd=True):
+        out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="head", **lengths_args(c))
+    g1 = torch.autograd.grad(out.sum(), leaves)
+    assert all(torch.equal(a, b) for a, b in zip(g0, g1))
+
+
+# ------------------------------------------------------------------------------------------------ GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("seqused", [False, True])
+def test_cuda_prepass_bit_equal_to_reference(D, dtype, seqused):
+    lens = [300, 0, 129, 77, 1, 640]  # an empty sequence, unaligned starts, blocks and 32-groups cut short
+    dout, q8, k8, cu, used = jagged(D + seqused, lens, 3, D, device="cuda", dtype=dtype, extra_rows=5,
+                                    seqused=seqused)
+    poison_allocator(16 * dout.numel())
+    outs = fb.fp8_bwd_prepass(dout, q8, k8, cu, cu, used, used)
+    ref = fb.fp8_bwd_prepass_reference(*(None if t is None else t.cpu() for t in (dout, q8, k8, cu, cu, used, used)))
+    for name, a, b in zip(("do8", "do_descale", "qt", "dot", "kt"), outs, ref):
+        a = a.cpu()
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8_DTYPE else a,
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b), name
+
+
+@pytest.mark.gpu
+def test_cuda_prepass_no_host_sync_and_graph_capture():
+    dout, q8, k8, cu, _ = jagged(11, [500, 260], 2, 128, device="cuda")
+    fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)  # warm (the op's first call may load things)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        first = fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        captured = fb.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(first, captured):
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8_DTYPE else a,
+                           b.view(torch.uint8) if b.dtype == FP8_DTYPE else b)
+
+
+def fp8_bwd_kernel_built():
+    return fb.fp8_bwd_kernel_built(128)
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
+    c = make_case(21, [200, 90], 2, 64, "causal", device="cuda")
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    with hstu_attn._ops.kernel_options(fp8_bwd=True):
+        out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", **lengths_args(c))
+    with pytest.raises(NotImplementedError, match=r"hstu_attn: q: expected head dim in \[128\]"):
+        out.sum().backward()
+    c = make_case(22, [200, 90], 2, 128, "causal", device="cuda")
+    leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+    rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
+    with hstu_attn._ops.kernel_options(fp8_bwd=True):
+        out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", rab=rab, **lengths_args(c))
+    with pytest.raises(NotImplementedError, match="rab: expected None"):
+        out.sum().backward()
+    if not fp8_bwd_kernel_built():
+        with hstu_attn._ops.kernel_options(fp8_bwd=True):
+            out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", **lengths_args(c))
+        with pytest.raises(NotImplementedError, match="fp8_bwd_sm90"):
+            out.sum().backward()
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("mode", ["tensor", "head", "batch_head", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
+    """The Hopper FP8 backward (kernel_options(fp8_bwd=True), D = 128) against its fp64 emulation, 5x the bf16
+    emulation's error; and against the dequantized bf16 backward (the default path) within FP8's few percent."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build yet")
+    c = make_case(300 + len(mask) + len(mode), [300, 0, 700, 77, 129], 2, 128, mask, device="cuda")
+    alpha = 128 ** -0.5
+    (q8, k8, v8), scales = quantized(c, mode)
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    ops_args = (q8, k8, v8, *scales, ["tensor", "head", "batch_head", "block"].index(mode), 0,
+                lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"], lens["max_seqlen_k"],
+                lens["num_contexts"], lens["num_targets"], lens["target_group_size"], *lens["window_size"], alpha,
+                None, float(lens["max_seqlen_q"]), None, None, False)
+    poison_allocator(32 * q8.numel())
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    grads = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts)
+    base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, 0)  # dequantize + the bf16 backward
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens.items()}
+    host = [t.cpu() for t in (q8, k8, v8, *scales)]
+    gold = fb.hstu_attn_fp8_backward_reference(dout.cpu().double(), *host, mode, alpha=alpha,
+                                               compute_dtype=torch.float64, **cpu)
+    low = fb.hstu_attn_fp8_backward_reference(dout.cpu(), *host, mode, alpha=alpha, compute_dtype=torch.bfloat16,
+                                              **cpu)
+    for name, g, gg, gl, b in zip(("dq", "dk", "dv"), grads, gold, low, base):
+        assert not torch.isnan(g).any(), name
+        assert_rel(f"{name} ({mode}, {mask})", g.cpu(), gg, gl, 5)
+        assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name

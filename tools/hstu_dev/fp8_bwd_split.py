@@ -1,0 +1,88 @@
+"""Where the Hopper FP8 backward kernel's time goes (issue 36): times `hstu_attn::fp8_bwd_sm90` alone (the pre-pass
+run once before) and its timing-only variants (the op's private `diag` argument; wrong gradients, never on the
+product path), each without one phase, so that the phase's cost is the difference:
+  diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
+  diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
+  diag 4: no amax exchange between the warpgroups (no named barrier 1)
+  diag 7: all three
+  diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
+  diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
+Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
+
+Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
+"""
+
+import argparse
+import statistics
+import sys
+
+import torch
+
+import hstu_attn
+from hstu_attn import _fp8, _fp8_bwd
+
+DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
+         (8, "no pointwise math"), (15, "none of the four")]
+
+
+def once_ms(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def run_case(B, S, D, reps):
+    dev = torch.device("cuda")
+    H = 4
+    cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
+    q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    dout = (torch.randn(B * S, H, D, device=dev) * 1e-2).to(torch.bfloat16)
+    (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, "block") for x in (q, k, v))
+    do8, do_s, qt, dot, kt = _fp8_bwd.fp8_bwd_prepass(dout, q8, k8, cu, cu)
+    scales = torch.ops.hstu_attn.fp8_check_scales(qs, ks, vs)
+    m = _fp8.DESCALE_MODES.index("block")
+    flops = 2.5 * 4 * H * D * S * S / 2 * B
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+
+    def call(diag):
+        return lambda: torch.ops.hstu_attn.fp8_bwd_sm90(
+            dout, do8.view(torch.uint8), do_s, qt, dot, kt, q8, k8, v8, *scales, m, 0, cu, cu, S, S, None, None, 1,
+            -1, 0, D ** -0.5, None, float(S), None, None, opts, diag)
+
+    fns = [call(d) for d, _ in DIAGS]
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            times[i].append(once_ms(f))
+    ms = [statistics.median(t) for t in times]
+    name = f"B{B} S{S // 1024}K D{D}"
+    for (d, what), t in zip(DIAGS, ms):
+        print(f"| {name} causal | {d} | {what} | {t:.3f} | {flops / t / 1e9:.1f} | {t - ms[0]:+.3f} |", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="the S4K case only")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or not _fp8_bwd.fp8_bwd_kernel_built(128):
+        print("fp8_bwd_split: needs a GPU and a build with the Hopper FP8 backward")
+        return 0
+    print(f"## fp8_bwd_sm90 phase split: {torch.cuda.get_device_name()} (op alone, pre-pass excluded; dq_accum "
+          "zeroing and allocation included; ms median, FA TFLOP/s)\n")
+    print("| case | diag | without | ms | TFLOP/s | vs kernel ms |\n|---|---:|---|---:|---:|---:|")
+    cases = [(16, 4096, 128)] if args.quick else [(16, 16384, 128), (16, 4096, 128)]
+    for B, S, D in cases:
+        run_case(B, S, D, args.reps)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
