@@ -243,8 +243,8 @@ def _is_sm90():
 
 
 def test_sm90_kernels_present_when_built_for_sm90a():
-    """On an H100/H200 with a wheel built for sm_90a, the Hopper forward, backward and FP8 forward units are in the
-    library."""
+    """On an H100/H200 with a wheel built for sm_90a, the Hopper forward, backward and FP8 forward / backward units are
+    in the library."""
     info = hstu_attn.compiled_kernels()["instance_archs"]
     sm90 = {name: archs for name, archs in info.items() if "_sm90_" in name}
     built_for_90a = any("sm_90a" in archs for archs in info.values())
@@ -254,6 +254,7 @@ def test_sm90_kernels_present_when_built_for_sm90a():
     expected = [f"hstu_fwd_sm90_{dt}_hdim{d}" for dt in ("bf16", "fp16") for d in (64, 128, 256)]
     expected += [f"hstu_bwd_sm90_{dt}_hdim{d}" for dt in ("bf16", "fp16") for d in (64, 128, 256)]
     expected += [f"hstu_fwd_sm90_fp8_hdim{d}" for d in (64, 128, 256)]  # the FP8 (e4m3) forward (issue 36)
+    expected += ["hstu_bwd_sm90_fp8_hdim128"]  # the FP8 backward (opt-in, kernel_options(fp8_bwd=True)), D = 128
     assert sorted(sm90) == sorted(expected), sorted(sm90)
 
 
