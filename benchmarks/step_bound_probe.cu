@@ -113,16 +113,23 @@ __global__ void row_update_k(const int64_t* __restrict__ slot, float4* __restric
 // The same row update by fp32 vector reductions in L2 (the SGD kernel's red.global.add.v4.f32: no load by the SM).
 __global__ void row_red_k(const int64_t* __restrict__ slot, float4* __restrict__ rows, int64_t n, float lr) {
   const int64_t s = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += s) {
-    float4* p = rows + slot[t >> 5] * kD4 + (t & 31);
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < n; b += s * kIt) {
+    int64_t r[kIt];
+#pragma unroll
+    for (int k = 0; k < kIt; ++k) {
+      const int64_t t = b + k * s;
+      r[k] = t < n ? slot[t >> 5] * kD4 + (t & 31) : -1;
+    }
+#pragma unroll
+    for (int k = 0; k < kIt; ++k) {
+      if (r[k] < 0) continue;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(p, make_float4(-lr, -lr, -lr, -lr));
+      atomicAdd(rows + r[k], make_float4(-lr, -lr, -lr, -lr));
 #else
-    atomicAdd(&p->x, -lr);
-    atomicAdd(&p->y, -lr);
-    atomicAdd(&p->z, -lr);
-    atomicAdd(&p->w, -lr);
+      float* p = reinterpret_cast<float*>(rows + r[k]);
+      for (int e = 0; e < 4; ++e) atomicAdd(p + e, -lr);
 #endif
+    }
   }
 }
 
