@@ -63,6 +63,9 @@ def main():
                         "default arguments: device-side checks)")
     p.add_argument("--host-profile", action="store_true", help="cProfile of the host's issue of --reps steps")
     p.add_argument("--eval", action="store_true", help="also profile the eval (inference) step's kernels")
+    p.add_argument("--copy-tbs", type=float, default=4.27,
+                   help="DRAM rate (TB/s) the two big kernels' byte bound is taken at (pooling none): the H200's "
+                        "measured copy rate; benchmarks/step_bound_probe.cu measures it")
     args = p.parse_args()
     hotness, id_space, validate = 10, 100_000_000, False
     if args.preset == "nvidia":
@@ -210,7 +213,9 @@ def main():
         m.train()
 
     if not args.no_profile:
-        profile_kernels(train, args.steps, args.trace, tag + "train ")
+        per_kernel = profile_kernels(train, args.steps, args.trace, tag + "train ")
+        if args.pooling == "none" and args.opt in STATE_ROWS:
+            byte_bound(batches, T, B, D, args.opt, per_kernel, args.copy_tbs, tag)
         if args.eval:
             m.eval()
             profile_kernels(evalstep, args.steps, None, tag + "eval ")
@@ -322,6 +327,7 @@ def profile_kernels(fn, nsteps, trace, tag):
         tot += sum(ds) / ns
         print(f"{tag}{name:72s} {order[name]:8.3f} {len(ds) / ns:10.1f} {sum(ds) / ns:8.3f}")
     print(f"{tag}kernel sum {tot:.3f} ms/step")
+    per_step = {name: sum(ds) / ns for name, ds in per.items()}
     print(f"{tag}largest idle gaps inside a step (ms/step):")
     for k, v in sorted(gap_hist.items(), key=lambda kv: -kv[1])[:10]:
         print(f"{tag}  {v:.4f}  {k}")
@@ -331,6 +337,40 @@ def profile_kernels(fn, nsteps, trace, tag):
         if k.key in ("autograd::engine::evaluate_function: _LookupFunctionBackward", "_LookupFunction",
                      "dynamicemb::lookup_step", "dynamicemb::lookup_backward"):
             print(f"{tag}host {k.key}: cpu total {k.cpu_time_total / 1e3 / ns:.3f} ms/step")
+    return per_step
+
+
+STATE_ROWS = {"sgd": 1, "adam": 3}  # row width in units of dim: [embedding | optimizer state]
+
+
+def step_bytes(ids, offsets, tables, batch, dim, opt):
+    """Ideal DRAM bytes (forward gather, segmented backward) of a pooling-none training step over fp32 rows, and the
+    number of uniques (docs/dynamicemb.md, "Byte bound of the step's two big kernels"): the forward reads the
+    inverse (4 B per id), urow + utables (12 B per unique), each unique's embedding once (a repeat comes from L2)
+    and writes the output; the backward reads the CSR entries (8 B per id), urow + utables, every gradient row,
+    and reads and writes each unique's [embedding | state] once."""
+    n = ids.numel()
+    pos = torch.arange(n, device=ids.device)
+    bag = torch.searchsorted(offsets, pos, right=True) - 1
+    feature = torch.div(bag, batch, rounding_mode="floor").clamp_(0, tables - 1)
+    u = torch.unique(torch.stack([feature, ids], 1), dim=0).shape[0]
+    row = dim * 4
+    fwd = n * 4 + u * 12 + u * row + n * row
+    bwd = n * 8 + u * 12 + n * row + 2 * u * row * STATE_ROWS[opt]
+    return fwd, bwd, u
+
+
+def byte_bound(batches, tables, batch, dim, opt, per_kernel, tbs, tag):
+    """Prints each big kernel's ideal bytes, its bound at `tbs` TB/s and the profiled time's fraction of it."""
+    res = [step_bytes(i, o, tables, batch, dim, opt) for i, o in batches]
+    fwd, bwd, u = (statistics.mean(r[k] for r in res) for k in range(3))
+    print(f"{tag}byte bound at {tbs:.2f} TB/s (ideal DRAM bytes, {u:,.0f} uniques per step, "
+          f"docs/dynamicemb.md):")
+    for what, b in (("sequence_kernel", fwd), ("seg_apply_kernel", bwd)):
+        ms = sum(v for k, v in per_kernel.items() if what in k)
+        bound = b / (tbs * 1e12) * 1e3
+        frac = f"{bound / ms * 100:.0f} % of the bound" if ms > 0 else "not profiled"
+        print(f"{tag}  {what:18s} {b / 1e6:8.1f} MB  bound {bound:.3f} ms  measured {ms:.3f} ms  {frac}")
 
 
 if __name__ == "__main__":
