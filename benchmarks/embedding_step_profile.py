@@ -65,7 +65,7 @@ def main():
     p.add_argument("--eval", action="store_true", help="also profile the eval (inference) step's kernels")
     p.add_argument("--copy-tbs", type=float, default=4.27,
                    help="DRAM rate (TB/s) the two big kernels' byte bound is taken at (pooling none): the H200's "
-                        "measured copy rate; benchmarks/step_bound_probe.cu measures it")
+                        "measured copy rate; tools/dynamicemb_dev/step_bound_probe.cu measures it")
     args = p.parse_args()
     hotness, id_space, validate = 10, 100_000_000, False
     if args.preset == "nvidia":

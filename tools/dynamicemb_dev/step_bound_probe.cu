@@ -10,7 +10,7 @@
 //             the uniques' rows read and written once at their slots; each part timed alone, and in position order
 //             (sequential) for the floor
 // Thread per 16-byte chunk, IT independent chunks per thread (enough bytes in flight), grid-stride.
-// Build and run (GPU): nvcc -O3 -std=c++17 -arch=sm_90 -o step_bound_probe benchmarks/step_bound_probe.cu
+// Build and run (GPU): nvcc -O3 -std=c++17 -arch=sm_90 -o step_bound_probe tools/dynamicemb_dev/step_bound_probe.cu
 //                      ./step_bound_probe [reps]
 #include <cuda_runtime.h>
 
