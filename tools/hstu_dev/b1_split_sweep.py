@@ -15,6 +15,8 @@ benchmarks/hstu_inference.py: bookkeeping + 8 layers' paged attention + appends)
     attn us      median duration of the step's attention kernels in one replay (torch.profiler; --no-kernels: off)
     layer us     one layer's `hstu_attn_paged_func` over the step's layout, --calls calls in one CUDA graph, per call
     list         the layer's work list read back: items, CTAs (items x heads), longest chunk in KV tiles, the sum
+    phases       (a second table) the layer's work-list CTAs' phase stamps (kernel_options(fwd_trace=True)): item
+                 read, Q / first K landed, first P, loop done, partial stored, the sum's mode known, sum done, end
     rel diff     max |out - first setting's out| / max |first out| of that layer (the split changes the fp32
                  summation order: a few bf16 ulps, <= ~1e-2, is rounding)
 
@@ -88,6 +90,44 @@ def attn_kernel_us(graph: torch.cuda.CUDAGraph, restore) -> Optional[float]:
     return statistics.median(durs) if durs else None
 
 
+# The paged forward's phase stamps (kernel_options(fwd_trace=True); hstu_fwd_sm90_kernel.cuh fwd_trace_put): slot
+# -> name, for the working CTAs of the work-list kernel.
+PHASES = [(1, "item"), (7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
+          (12, "mode known"), (13, "sum done"), (14, "end")]
+
+
+def layer_phases(layer, q, calls: int) -> Dict:
+    """Median and max (us) of each phase over the working CTAs of the last of `calls` traced layer calls replayed as
+    one CUDA graph (warm), from the first CTA's item read (right after its griddepcontrol.wait); "span" to the last
+    end. Each traced call zeroes the trace buffer first (a memset node), so the calls do not overlap as the step's
+    programmatic launches do: the phases are the kernel's own chain."""
+    with _ops._more_option_bits(_ops.OPTION_BITS["fwd_trace"]):
+        layer()  # (the traced options make their own plan over the layout)
+
+        def traced():
+            for _ in range(calls):
+                layer()
+
+        g = capture_graph(traced)
+        g.replay()
+        tr = torch.ops.hstu_attn.paged_fwd_trace(q).cpu()
+        del g
+    tr[:, 12] &= (1 << 62) - 1  # (the sum's mode in the top bits)
+    work = tr[:, 10] > 0
+    if not bool(work.any()):
+        return {}
+    t0 = int(tr[work, 1].min())
+    out = {}
+    for slot, name in PHASES:
+        v = (tr[work, slot][tr[work, slot] > 0].double() - t0) / 1e3
+        if len(v):
+            out[name] = (float(v.median()), float(v.max()))
+    ran = tr[:, 0] > 0
+    out["span"] = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
+    out["start->item"] = float((tr[work, 1] - tr[work, 0]).double().median()) / 1e3
+    return out
+
+
 def run_setting(sh, label: str, opts: Dict, attrs: Dict, ps: int, args) -> Dict:
     device, dtype = torch.device("cuda"), torch.bfloat16
     gen = torch.Generator(device=device).manual_seed(0)  # the same inputs for every setting
@@ -138,6 +178,8 @@ def run_setting(sh, label: str, opts: Dict, attrs: Dict, ps: int, args) -> Dict:
             lt = [once_ms(lg.replay, device) * 1e3 / args.calls for _ in range(args.reps)]
             row["layer"] = statistics.median(lt)
             del lg
+            if args.trace and "items" in row:
+                row["phases"] = layer_phases(layer, q[0], args.calls)
         row["out"] = out
     return row
 
@@ -162,6 +204,18 @@ def table(rows: List[Dict], sh, args) -> str:
             lst = "grid | | |"
         lines.append(f"| {r['setting']} | {r['page']} | {r['step']:.1f} | {attn} | {r['layer']:.1f} | {lst} | "
                      f"{r['diff']:.2e} |")
+    ph = [r for r in rows if r.get("phases")]
+    if ph:
+        lines += ["", f"Phases of one layer's working CTAs (the last of {args.calls} traced calls in one CUDA graph; "
+                  "us from the first CTA's item read, right after its griddepcontrol.wait; median / max; "
+                  "start->item: median; each traced call behind the trace buffer's memset, so no programmatic "
+                  "overlap)", "",
+                  "| setting | start->item | " + " | ".join(n for _, n in PHASES) + " | span |",
+                  "|---|---|" + "---|" * len(PHASES) + "---|"]
+        for r in ph:
+            p = r["phases"]
+            cells = [f"{p[n][0]:.1f} / {p[n][1]:.1f}" if n in p else "" for _, n in PHASES]
+            lines.append(f"| {r['setting']} | {p['start->item']:.1f} | " + " | ".join(cells) + f" | {p['span']:.1f} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -173,6 +227,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--only", help="comma-separated setting labels to run (default: all, or --quick's)")
     ap.add_argument("--shape", default="nvidia_b1", choices=sorted(SHAPES))
     ap.add_argument("--no-kernels", dest="kernels", action="store_false", help="skip the profiler's kernel times")
+    ap.add_argument("--no-trace", dest="trace", action="store_false", help="skip the layer's phase stamps")
     args = ap.parse_args(argv)
     if not (torch.cuda.is_available() and hstu_attn.library_loaded()
             and torch.cuda.get_device_capability() == (9, 0)
