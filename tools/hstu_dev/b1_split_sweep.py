@@ -46,13 +46,15 @@ from bench_util import capture_graph, once_ms  # noqa: E402
 from hstu_inference import SHAPES, cached_setup  # noqa: E402  (the benchmark's step builder)
 from hstu_paged_split import plan_list  # noqa: E402  (the work list's read-back)
 
-# (label, kernel_options, cache attributes, page size). The first row is the library's default.
+# (label, kernel_options, cache attributes (one_append: cached_setup's), page size). The first row is the default.
 SETTINGS = [
     ("default (rule)", {}, {}, 64),
     ("rule, plain launches", {}, dict(pdl=False), 64),
     ("rule, appends in order", {}, dict(overlap_append=False), 64),
+    ("rule, one append after all layers", {}, dict(one_append=True), 64),
     ("wave", dict(fwd_split_tiles="wave"), {}, 64),
     ("wave, appends in order", dict(fwd_split_tiles="wave"), dict(overlap_append=False), 64),
+    ("wave, one append after all layers", dict(fwd_split_tiles="wave"), dict(one_append=True), 64),
     ("cap 2", dict(fwd_split_tiles=2), {}, 64),
     ("cap 3", dict(fwd_split_tiles=3), {}, 64),
     ("cap 5", dict(fwd_split_tiles=5), {}, 64),
@@ -134,9 +136,12 @@ def run_setting(sh, label: str, opts: Dict, attrs: Dict, ps: int, args) -> Dict:
     rnd = lambda *s: torch.randn(*s, device=device, dtype=dtype, generator=gen)  # noqa: E731
     row: Dict = dict(setting=label, page=ps)
     with _ops.kernel_options(**opts):
-        cache, step, restore, (users, cu_q, app, q, k, v) = cached_setup(sh, device, dtype, ps, rnd)
+        one_append = attrs.get("one_append", False)  # (cached_setup's form of a CachedHSTUStack caller)
+        cache, step, restore, (users, cu_q, app, q, k, v) = cached_setup(sh, device, dtype, ps, rnd,
+                                                                         one_append=one_append)
         for name, val in attrs.items():
-            setattr(cache, name, val)
+            if name != "one_append":
+                setattr(cache, name, val)
         graph = capture_graph(step)
         restore()
         for _ in range(3):
