@@ -347,9 +347,11 @@ std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_d
   return std::make_tuple(outs[0], outs[1], outs[2]);
 }
 
-// The three descale factors of an FP8 op: float32, on q's device, contiguous, the mode's count (fp8_descale_shape).
-void check_fp8_descales(const HstuParams& p, const Tensor& q, int64_t total_k, int64_t descale_mode,
-                        const Tensor& q_descale, const Tensor& k_descale, const Tensor& v_descale) {
+// The three descale factors of an FP8 op: float32, on q's device, contiguous, the mode's count (fp8_descale_shape);
+// then the fields the FP8 kernels share (F: HstuFp8FwdParams or HstuFp8BwdParams; out_dtype checked by the caller).
+template <class F>
+void set_fp8_descales(F& f, const HstuParams& p, const Tensor& q, int64_t total_k, int64_t descale_mode,
+                      int64_t out_dtype, const Tensor& q_descale, const Tensor& k_descale, const Tensor& v_descale) {
   ACCEL_CHECK(descale_mode >= kFp8Tensor && descale_mode <= kFp8Block, "descale_mode: expected 0..3, got ",
               descale_mode);
   const int64_t H = q.size(1), B = p.batch;
@@ -365,6 +367,12 @@ void check_fp8_descales(const HstuParams& p, const Tensor& q, int64_t total_k, i
     ACCEL_CHECK(sc[i]->numel() == want, names[i], ": expected ", want, " factors for descale_mode ", descale_mode,
                 ", got ", sc[i]->numel());
   }
+  f.q_descale = static_cast<const float*>(q_descale.data_ptr());
+  f.k_descale = static_cast<const float*>(k_descale.data_ptr());
+  f.v_descale = static_cast<const float*>(v_descale.data_ptr());
+  f.descale_mode = static_cast<int>(descale_mode);
+  f.out_half = out_dtype == 1 ? 1 : 0;
+  f.total_k = total_k;
 }
 
 // The Hopper FP8 forward (private: hstu/_fp8.py runs it for hstu_attn::fp8_fwd's CUDA path on sm_90 devices whose
@@ -382,29 +390,21 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
               "q: expected head dim 64, 128 or 256 for the FP8 kernel, got ", p.head_dim);
-  ACCEL_CHECK(descale_mode >= kFp8Tensor && descale_mode <= kFp8Block, "descale_mode: expected 0..3, got ",
-              descale_mode);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0);
-  check_fp8_descales(p, q, total_k, descale_mode, q_descale, k_descale, v_descale);
+  HstuFp8FwdParams f{};
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
   Tensor out = torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)},
                                         out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16);
   p.out = out.data_ptr();
   p.o_row_stride = out.stride(0);
   p.o_head_stride = out.stride(1);
-  HstuFp8FwdParams f{};
   f.vt_cols = hstu_fp8_vt_cols(total_k, B);
   ACCEL_CHECK(p.total_q < (int64_t{1} << 31) && f.vt_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and total_k + 48 B columns) for the FP8 kernel, got ", p.total_q,
               " and ", total_k);
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
-  f.q_descale = static_cast<const float*>(q_descale.data_ptr());
-  f.k_descale = static_cast<const float*>(k_descale.data_ptr());
-  f.v_descale = static_cast<const float*>(v_descale.data_ptr());
-  f.descale_mode = static_cast<int>(descale_mode);
-  f.out_half = out_dtype == 1 ? 1 : 0;
-  f.total_k = total_k;
   const HstuOptions opts = HstuOptions::from_bits(options);
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
@@ -517,8 +517,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
               diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
-  check_fp8_descales(p, q, total_k, descale_mode, q_descale, k_descale, v_descale);
   HstuFp8BwdParams f{};
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
   f.q_cols = hstu_fp8_vt_cols(p.total_q, B);
   f.k_cols = hstu_fp8_vt_cols(total_k, B);
   ACCEL_CHECK(do8.scalar_type() == ScalarType::Byte && do8.numel() == p.total_q * H * D && do8.is_contiguous(),
@@ -544,12 +544,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.qt = qt.data_ptr();
   f.dot = dot.data_ptr();
   f.kt = kt.data_ptr();
-  f.q_descale = static_cast<const float*>(q_descale.data_ptr());
-  f.k_descale = static_cast<const float*>(k_descale.data_ptr());
-  f.v_descale = static_cast<const float*>(v_descale.data_ptr());
-  f.descale_mode = static_cast<int>(descale_mode);
-  f.out_half = out_dtype == 1 ? 1 : 0;
-  f.total_k = total_k;
   f.dq_accum = static_cast<float*>(dq_accum.data_ptr());
   f.diag = static_cast<int>(diag);
   cudaStream_t s = stream_of(q);
