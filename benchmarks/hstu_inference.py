@@ -281,28 +281,20 @@ def run_shape(sh: Shape, device, dtype, timer: Timer, page_size: int, sweep: boo
             rows.append(dict(case=sh.name, row=f"cached step, CUDA graph{label}", ms=timer(g, restore),
                              tokens=sh.tokens))
         restore()
-        if g is not None and not label and hasattr(cache, "overlap_append"):
-            # The same step with every layer's append after its attention on one stream (the graph above runs
-            # each append on a side stream beside its layer's attention: KVCacheManager(overlap_append=True)).
-            cache.overlap_append = False
-            g_seq = graphed(step, device)
+        # The same step with one of the cache's defaults turned off (where it is on): overlap_append (each layer's
+        # append on a side stream beside its attention; off: after it on one stream) and pdl (on Hopper the serving
+        # step's attention, its plan's validation and the appends as programmatic dependent launches).
+        for attr, variant in (("overlap_append", "appends in order"), ("pdl", "plain launches")):
+            if g is None or label or not getattr(cache, attr, False):
+                continue
+            setattr(cache, attr, False)
+            g_off = graphed(step, device)
             restore()
-            rows.append(dict(case=sh.name, row="cached step, CUDA graph, appends in order", ms=timer(g_seq, restore),
+            rows.append(dict(case=sh.name, row=f"cached step, CUDA graph, {variant}", ms=timer(g_off, restore),
                              tokens=sh.tokens))
             restore()
-            cache.overlap_append = True
-            del g_seq
-        if g is not None and not label and getattr(cache, "pdl", False):
-            # The same step with plain launches (KVCacheManager(pdl=False); the default on Hopper launches the
-            # serving step's attention, its plan's validation and the appends as programmatic dependent launches).
-            cache.pdl = False
-            g_plain = graphed(step, device)
-            restore()
-            rows.append(dict(case=sh.name, row="cached step, CUDA graph, plain launches", ms=timer(g_plain, restore),
-                             tokens=sh.tokens))
-            restore()
-            cache.pdl = True
-            del g_plain
+            setattr(cache, attr, True)
+            del g_off
         cache.check()
         if sweep and ps != page_size:
             continue
