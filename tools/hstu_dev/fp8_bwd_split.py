@@ -13,6 +13,7 @@ Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.p
 """
 
 import argparse
+import os
 import statistics
 import sys
 
@@ -21,17 +22,11 @@ import torch
 import hstu_attn
 from hstu_attn import _fp8, _fp8_bwd
 
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")))
+from bench_util import event_ms  # noqa: E402
+
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
          (8, "no pointwise math"), (15, "none of the four")]
-
-
-def once_ms(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
 
 
 def run_case(B, S, D, reps):
@@ -59,7 +54,7 @@ def run_case(B, S, D, reps):
     times = [[] for _ in fns]
     for _ in range(reps):
         for i, f in enumerate(fns):
-            times[i].append(once_ms(f))
+            times[i].append(event_ms(f))
     ms = [statistics.median(t) for t in times]
     name = f"B{B} S{S // 1024}K D{D}"
     for (d, what), t in zip(DIAGS, ms):
