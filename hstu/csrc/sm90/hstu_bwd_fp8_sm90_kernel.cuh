@@ -61,15 +61,18 @@ struct Fp8BwdTraits {
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
   static constexpr int kStageBytes = 2 * kQBytes + 2 * kQtBytes;  // Q, dO, Q^T, dO^T
   static constexpr int kdSBytes = kBlockM * kBlockN;  // dS8: 64 queries x the block's 128 keys (128-byte swizzle)
+  static constexpr int kdSBufs = 2;  // dS8 of tile i (written) and i - 1 (dQ's A, issued in tile i)
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffKt = 2 * kKVBytes;
   static constexpr int kOffStage = kOffKt + kKtBytes;
   static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
   // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
-  // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
+  // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel); two
+  // buffers per warp, so a staging waits for the reduce-adds of two tiles before, not of the previous one.
   static constexpr int kDqWarpBytes = 4096;
-  static constexpr int kOffDq = kOffdS + kdSBytes;
-  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;  // amax words: 2 parities x 8 consumer warps
+  static constexpr int kDqBufs = 2;
+  static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
+  static constexpr int kOffRed = kOffDq + kDqBufs * 8 * kDqWarpBytes;  // amax words: 2 parities x 8 consumer warps
   static constexpr int kBarOffset = kOffRed + 64;
   // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 144 + 1024;
@@ -142,6 +145,12 @@ __device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float
       }
     }
   }
+}
+
+// This thread's bulk groups but the newest N have finished reading shared memory.
+template <int N>
+__device__ __forceinline__ void fp8_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
@@ -258,16 +267,74 @@ __global__ void __launch_bounds__(384, 1)
   }
   float u = 0.f;        // dS' factor of the tiles so far (acc_dk's unit)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
+  float dq_scale_prev = 0.f;  // u k_s / q_s of the previous tile (its dQ is issued and staged in this one)
+  // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
+  // hoisted out of it (or held through the SiLU) and spilled.
+  auto opaque = [](uint32_t x) {
+    asm volatile("" : "+r"(x));
+    return x;
+  };
+  auto tile_m0 = [&](int t) { return (tmap[0] + t + (t >= tmap[1] ? tmap[2] : 0)) * BM; };
+  // dQ[:, 64 wg : 64 wg + 64] of tile t = dS8 K^T over all 128 keys (SS: A the dS8 buffer of t's parity, B K^T's rows
+  // 64 wg ..), one tile late: issued in tile t + 1 after its dS pass (under the amax exchange, the quantization and
+  // dK), when the other warpgroup's dS8 of tile t is long written (named barrier 3 + 2 wg' + t % 2, arrived at after
+  // it was stored; all four warps of this warpgroup wrote theirs before they reach the sync).
+  auto dq_issue = [&](float(&acc)[32], int t) {
+    if (t >= 0) {
+      if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) != 0) {
+        named_barrier_sync(2, 256);  // (no exchange to bound the drift: both warpgroups meet here instead)
+      } else {
+        named_barrier_sync(3 + 2 * (wg ^ 1) + (t & 1), 256);
+      }
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc, desc_k32(make_desc_kmajor(opaque(sdS) + (t & 1) * C::kdSBytes, 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  // dQ of tile t in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63, staged
+  // as two 128B-swizzled 16 x 32 fp32 panels (buffer t % 2) and added to f.dq_accum by two bulk tensor reduce-adds
+  // (rows past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
+  auto dq_stage = [&](const float(&acc)[32], int t, float scale) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      constexpr bool kOneBuf = (kDiag & kFp8BwdDiagOneDqBuf) != 0;
+      const uint32_t stg =
+          opaque(base + C::kOffDq) + ((kOneBuf ? 0 : 8 * (t & 1)) + 4 * wg + warp) * C::kDqWarpBytes;
+      if (lane == 0) {  // this warp's reduce-adds from this buffer (two tiles ago) have read it
+        if constexpr (kOneBuf) {
+          bulk_wait_read0();
+        } else {
+          fp8_bulk_wait_read<1>();
+        }
+      }
+      __syncwarp();
+      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t a =
+              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
+          st_shared_v2_f32(a, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale);
+        }
+      }
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+        const int row = sq.q_start + tile_m0(t) + 16 * warp;
+#pragma unroll
+        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
+        bulk_commit();
+      }
+    }
+  };
   for (int i = 0; i < tmap[3]; ++i) {
     const int s = i % S;
     const uint32_t ph = (i / S) & 1;
-    const int m0 = (tmap[0] + i + (i >= tmap[1] ? tmap[2] : 0)) * BM;
-    // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
-    // hoisted out of it (or held through the SiLU) and spilled.
-    auto opaque = [](uint32_t x) {
-      asm volatile("" : "+r"(x));
-      return x;
-    };
+    const int m0 = tile_m0(i);
     if (i == 0) mbar_wait(bar, 0);
     mbar_wait(bar_full(s), ph);
     float acc_s[32];
@@ -388,6 +455,9 @@ __global__ void __launch_bounds__(384, 1)
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     }
+    // dQ of the previous tile (acc_s is dead here: its 32 registers go to acc_dq), under what follows.
+    float acc_dq[32];
+    dq_issue(acc_dq, i - 1);  // (tile 0: unconditional all the same, on buffer 1's stale bytes, never staged)
     // The warp's maximum in one instruction: amax is a non-negative float (fmaxf drops NaN), whose bits order
     // as unsigned integers.
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
@@ -401,7 +471,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
     }
-    // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
+    // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here: dK of tile i - 1 was waited
+    // for at its end).
     const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
     if (sf > u) {
       if (u > 0.f) {
@@ -416,12 +487,14 @@ __global__ void __launch_bounds__(384, 1)
     for (int e = 0; e < 32; ++e) acc_dp[e] *= inv_u;
     uint32_t da[2][4];
     fp8_pack_a64(acc_dp, da);
-    // dS8 as (queries x the block's 128 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
-    // 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk
-    // XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 = 2 (lane % 4) + odd for every c).
+    // dS8 as (queries x the block's 128 keys) for dQ (buffer i % 2): keys j, j + 8 of one query in one 16-bit store
+    // at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row (hstu_fp8_pair_perm), 128-byte swizzle
+    // (16-byte chunk XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 = 2 (lane % 4) + odd for every c). The
+    // buffer was last read by both warpgroups' dQ of tile i - 2, each waited for in its tile i - 1, before it reached
+    // this tile's amax exchange.
 #pragma unroll
     for (int odd = 0; odd < 2; ++odd) {
-      const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4) + odd) * 128 +
+      const uint32_t ds_thread = opaque(sdS) + (i & 1) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
                                  (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
@@ -429,59 +502,36 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     fence_proxy_async_smem();
-    named_barrier_sync(2, 256);  // both warpgroups' dS8 bytes written (and fenced)
-    // dQ[:, 64 wg : 64 wg + 64] = dS8 K^T over all 128 keys (SS: A the dS8 tile, B K^T's rows 64 wg ..).
-    float acc_dq[32];
+    // This warpgroup's dS8 of tile i is written (the other waits for it before its dQ of tile i, in tile i + 1; it
+    // arrives here again only after passing tile i + 2's amax exchange, so after that wait).
+    if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) == 0) named_barrier_arrive(3 + 2 * wg + (i & 1), 256);
+    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle): runs under dQ's staging.
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dq, desc_k32(make_desc_kmajor(opaque(sdS), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle), after dQ: it runs under dQ's staging.
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
                                1);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done
+    wgmma_wait<1>();  // dV and dQ of tile i - 1 done
     pin_all(pa);  // (the RS fragments stay untouched until their wgmmas completed)
-    pin_all(acc_dq);
     pin_all(acc_dv);
-    // dQ of the tile in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63,
-    // staged as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows
-    // past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
-    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
-      const float dq_scale = u * ks / qs;
-      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
-      if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
-      __syncwarp();
-      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint32_t a =
-              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
-          st_shared_v2_f32(a, acc_dq[4 * j + 2 * half] * dq_scale, acc_dq[4 * j + 2 * half + 1] * dq_scale);
-        }
-      }
-      fence_proxy_async_smem();
-      __syncwarp();
-      if (lane == 0) {
-#pragma unroll
-        for (int pn = 0; pn < 2; ++pn) {
-          tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, sq.q_start + m0 + 16 * warp);
-        }
-        bulk_commit();
-      }
+    if (i > 0) {
+      pin_all(acc_dq);
+      dq_stage(acc_dq, i - 1, dq_scale_prev);
     }
+    dq_scale_prev = u * ks / qs;
     wgmma_wait<0>();  // dK done
     pin_all(da);
     pin_all(acc_dk);
     if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
+  }
+  if (tmap[3] > 0) {  // dQ of the last tile
+    float acc_dq[32];
+    dq_issue(acc_dq, tmap[3] - 1);
+    wgmma_wait<0>();
+    pin_all(acc_dq);
+    dq_stage(acc_dq, tmap[3] - 1, dq_scale_prev);
   }
   if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
