@@ -94,13 +94,6 @@ __device__ __forceinline__ float fp8_pow2_ceil(float x) {
   return x > 0.f ? __uint_as_float(e) : 0.f;
 }
 
-// Two fp32 -> e4m3 (nearest even, saturated), byte 0 = lo.
-__device__ __forceinline__ uint16_t cvt_e4m3x2(float lo, float hi) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(r) : "f"(lo), "f"(hi));
-  return r;
-}
-
 // A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
 // of 32 queries: k-slot 4 t + i of step ks holds query 2 t + (i & 1) + 8 (i >> 1) (+ 16 for a2 / a3), i.e. elements
 // 16 ks + {0, 1, 4, 5} (the permutation of Q^T / dO^T's columns).
@@ -498,7 +491,12 @@ __global__ void __launch_bounds__(384, 1)
                                  (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        st_shared_u16(ds_thread + 8 * c * 128, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
+        // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
+        // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
+        const int bsel = 2 * (c % 2) + odd;
+        const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                                          static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
+        st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
       }
     }
     fence_proxy_async_smem();
