@@ -3,12 +3,11 @@ run once before) and its timing-only variants (the op's private `diag` argument;
 product path), each without one phase, so that the phase's cost is the difference:
   diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
-  diag 4: no amax exchange between the warpgroups (no named barrier 1)
+  diag 4: each warp's own amax for the dS factor (no exchange of the 8 words; the named barriers stay: they bound
+          the warpgroups' drift)
   diag 7: all three
   diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
   diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
-  diag 32: not a phase removed: one dQ staging buffer per warp (the second version's; the kernel has two, so a staging
-           waits for the reduce-adds of two tiles before)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(
 from bench_util import event_ms  # noqa: E402
 
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
-         (8, "no pointwise math"), (15, "none of the four"), (32, "(one dQ staging buffer)")]
+         (8, "no pointwise math"), (15, "none of the four")]
 
 
 def run_case(B, S, D, reps):

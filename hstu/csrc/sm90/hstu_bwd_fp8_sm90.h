@@ -33,11 +33,10 @@ struct HstuFp8BwdParams {
 // never the product path): each bit removes one phase, so the time it takes shows in the difference.
 constexpr int kFp8BwdDiagNoDq = 1;            // no dQ staging / reduce-adds (the dQ GEMM still runs)
 constexpr int kFp8BwdDiagNoSilu = 2;          // no tanh: P = S / 2, SiLU' = 1
-constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax: no exchange, no barrier
+constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax (the barriers stay: they
+                                              // also bound the warpgroups' drift)
 constexpr int kFp8BwdDiagNoPointwise = 8;     // no pointwise math: P8 = e4m3(S^T), dS' = dP^T (no scale, no select)
-constexpr int kFp8BwdDiagOneDqBuf = 32;       // one dQ staging buffer per warp (the second version's): each staging
-                                              // waits for the previous tile's reduce-adds to have read it
-// The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7, 8, 15, 32.
+// The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7, 8, 15.
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,

@@ -68,8 +68,6 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
       return go(std::integral_constant<int, 8>{});
     case 15:
       return go(std::integral_constant<int, 15>{});
-    case 32:
-      return go(std::integral_constant<int, 32>{});
     default:
       return cudaErrorInvalidValue;
   }
