@@ -60,8 +60,8 @@ def test_permutations_are_bijections_and_pair_keys_j_and_j_plus_8():
 def test_kernel_index_maps_match_the_prepass_permutations():
     """The host mirror of hstu_bwd_fp8_sm90_kernel.cuh's index arithmetic: (a) fp8_pack_a64 puts into RS A k-slot k
     of a thread's row the Sᵀ element whose query is fp8_key_perm(k) (Qᵀ / dOᵀ's column order); (b) the dS stores
-    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8) put key j of query c at the byte whose Kᵀ column
-    holds key j (fp8_pair_perm)."""
+    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8), their byte pairs permuted out of the packed A
+    fragments, put key j of query c at the byte whose Kᵀ column holds key j (fp8_pair_perm)."""
     for w in range(4):
         for lane in range(32):
             def elem(e):  # m64nN accumulator: (row = key, column = query) of element e
@@ -77,6 +77,12 @@ def test_kernel_index_maps_match_the_prepass_permutations():
                     t = 2 * (lane % 4) + odd
                     base = t * 128 + (((4 * wg + w) ^ t) << 4) + 2 * (lane // 4)
                     for c in range(8):
+                        # the stored pair: bytes bsel and 4 + bsel of (da[c / 4][2 ((c % 4) / 2)], + 1), one prmt
+                        bsel = 2 * (c % 2) + odd
+                        q0 = 2 * ((c % 4) // 2)
+                        src = [16 * (c // 4) + 8 * (qq >> 1) + 2 * (qq & 1) + d
+                               for qq in (q0, q0 + 1) for d in (0, 1, 4, 5)]
+                        assert (src[bsel], src[4 + bsel]) == (4 * c + odd, 4 * c + 2 + odd)
                         for hb in range(2):  # low byte: element 4 c + odd (key row + 0), high: + 2 (key row + 8)
                             addr = base + 8 * c * 128 + hb
                             row, col = addr // 128, addr % 128

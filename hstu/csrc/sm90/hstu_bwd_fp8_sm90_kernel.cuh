@@ -491,12 +491,16 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
-    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM). kFull: the copy for
-    // tiles every element of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from
-    // a register, ~3 logic ops per element and pass).
+    // and dS's factor SiLU'(S) ds_scale kept in acc_s (the pointwise pass's tanh part under the dP^T GEMM). With
+    // h = S / 2 (alpha q_s k_s folded in), t = tanh(h): SiLU(S) = h (1 + t), SiLU'(S) = (1 + t) / 2 (1 + h (1 - t)),
+    // so SiLU'(S) ds_scale = c (1 + t) (1 + a) with c = ds_scale / 2, a = h (1 - t): four FMAs per element after the
+    // tanh (seven operations and one more multiply in the dS pass before). kFull: the copy for tiles every element
+    // of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from a register, ~3 logic
+    // ops per element and pass).
     wgmma_wait<1>();
     pin_all(acc_s);
-    const float s_scale = p.alpha * qs * ks;
+    const float h_scale = 0.5f * p.alpha * qs * ks;
+    const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -508,18 +512,18 @@ __global__ void __launch_bounds__(384, 1)
           for (int c = 0; c < 4; ++c) {
             const int e = e0 + (c & 1) + 4 * (c >> 1);
             const bool ok = decltype(kFull)::value || ((ok_bits >> e) & 1u);
-            const float x = acc_s[e] * s_scale;
-            const float hx = 0.5f * x;
+            const float hx = acc_s[e] * h_scale;
             if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
               pv[c] = acc_s[e];
             } else if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
               pv[c] = ok ? hx : 0.f;
-              acc_s[e] = 1.f;
+              acc_s[e] = c_ds;
             } else {
               const float t = tanh_fast(hx);
-              const float sig = 0.5f + 0.5f * t;
-              pv[c] = ok ? hx + hx * t : 0.f;
-              acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+              pv[c] = ok ? fmaf(hx, t, hx) : 0.f;
+              const float a = fmaf(-hx, t, hx);
+              const float ct = fmaf(c_ds, t, c_ds);
+              acc_s[e] = fmaf(a, ct, ct);  // SiLU'(S) ds_scale (the dS select below masks)
             }
           }
           pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
@@ -550,7 +554,6 @@ __global__ void __launch_bounds__(384, 1)
     // the tile's amax.
     wgmma_wait<1>();
     pin_all(acc_dp);
-    const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
     float amax = 0.f;
     if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
 #pragma unroll
@@ -558,14 +561,14 @@ __global__ void __launch_bounds__(384, 1)
     } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        acc_dp[e] = acc_dp[e] * ds_scale * acc_s[e];
+        acc_dp[e] *= acc_s[e];
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     } else {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         const bool ok = (ok_bits >> e) & 1u;
-        acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
+        acc_dp[e] = ok ? acc_dp[e] * acc_s[e] : 0.f;
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     }
