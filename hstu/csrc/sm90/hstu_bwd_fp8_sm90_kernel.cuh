@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(384, 1)
   // dQ[:, 64 wg : 64 wg + 64] of tile t = dS8 K^T over all 128 keys (SS: A the dS8 buffer (t + 3) % 3, B K^T's
   // rows 64 wg ..), issued in tile t + 2, once the other warpgroup's half of dS8 of tile t is stored (written in its
   // tile t + 1; this warpgroup's four warps wrote theirs before they reach the sync). Tiles -2 and -1 (issued in
-  // iterations 0 and 1, never staged): buffers 1 and 2, on seeded barriers (below).
+  // iterations 0 and 1, never staged): buffers 1 and 2, tile -2 on a seeded barrier (below).
   auto dq_issue = [&](float(&acc)[32], int t) {
     named_barrier_sync(bar_ds8(wg ^ 1, t), 256);
     wgmma_fence();
@@ -352,7 +352,8 @@ __global__ void __launch_bounds__(384, 1)
   // tile earlier, so one's pointwise work runs under the other's GEMMs. The late part runs unconditionally from
   // iteration 0 on (ptxas serialized the wgmmas and spilled with it inside an if): tile -1 is all zeros (dS' slot
   // and amax words zeroed, dS8 buffer 2 zeroed and dK's B there: 0 x 0 adds exact zeros, u stays 0), and the
-  // barriers of tiles -2 / -1 are seeded with this warpgroup's arrivals.
+  // barriers no iteration arrives at (tile -2's dS8, tile -1's amax) are seeded with this warpgroup's arrivals: one
+  // arrival per wait on every barrier (a second, on tile -1's dS8 barrier, deadlocked the first device run).
   const int n = tmap[3];
   {
     const uint32_t z = opaque(sdS) + 2 * C::kdSBytes + ctid * 32;  // 8 KB: 32 B per consumer thread
@@ -363,9 +364,8 @@ __global__ void __launch_bounds__(384, 1)
     if (ctid < 8) st_shared_u32(sRed + 32 * 3 + 4 * ctid, 0u);
     fence_proxy_async_smem();
     named_barrier_sync(15, 256);
-    if (n > 0) {
+    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's)
       named_barrier_arrive(bar_ds8(wg, -2), 256);
-      named_barrier_arrive(bar_ds8(wg, -1), 256);
       named_barrier_arrive(bar_amax(wg, -1), 256);
     }
   }
