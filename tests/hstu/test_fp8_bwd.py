@@ -22,6 +22,7 @@ from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
                       quantized)
+import fp8_bwd_sync_model  # noqa: E402
 
 
 def jagged(seed, lens, H, D, device="cpu", dtype=torch.bfloat16, extra_rows=0, seqused=False):
@@ -90,6 +91,20 @@ def test_kernel_index_maps_match_the_prepass_permutations():
                             key, query = elem(4 * c + odd + 2 * hb)
                             assert row == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == 64 * wg + key
 
+
+
+def test_kernel_sync_protocol_model():
+    """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
+    for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
+    deadlock, every barrier generation completed by the two warpgroups' events of one tile, no tile reading another
+    tile's data, for 0 to 9 query tiles. And the model fails the first drift version's fault (tile -1's dS8 barrier
+    seeded although iteration 0 arrives at it: the device run hung)."""
+    for n in range(10):
+        for seed in range(60):
+            fp8_bwd_sync_model.run(n, seed)
+    with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
+        for seed in range(20):
+            fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
 
 
 def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
