@@ -22,6 +22,7 @@ from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
                       quantized)
+import fp8_bwd_sync_model  # noqa: E402
 
 
 def jagged(seed, lens, H, D, device="cpu", dtype=torch.bfloat16, extra_rows=0, seqused=False):
@@ -60,8 +61,8 @@ def test_permutations_are_bijections_and_pair_keys_j_and_j_plus_8():
 def test_kernel_index_maps_match_the_prepass_permutations():
     """The host mirror of hstu_bwd_fp8_sm90_kernel.cuh's index arithmetic: (a) fp8_pack_a64 puts into RS A k-slot k
     of a thread's row the Sᵀ element whose query is fp8_key_perm(k) (Qᵀ / dOᵀ's column order); (b) the dS stores
-    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8) put key j of query c at the byte whose Kᵀ column
-    holds key j (fp8_pair_perm)."""
+    (128-byte rows, 128-byte swizzle: 16-byte chunk XOR row % 8), their byte pairs permuted out of the packed A
+    fragments, put key j of query c at the byte whose Kᵀ column holds key j (fp8_pair_perm)."""
     for w in range(4):
         for lane in range(32):
             def elem(e):  # m64nN accumulator: (row = key, column = query) of element e
@@ -77,6 +78,12 @@ def test_kernel_index_maps_match_the_prepass_permutations():
                     t = 2 * (lane % 4) + odd
                     base = t * 128 + (((4 * wg + w) ^ t) << 4) + 2 * (lane // 4)
                     for c in range(8):
+                        # the stored pair: bytes bsel and 4 + bsel of (da[c / 4][2 ((c % 4) / 2)], + 1), one prmt
+                        bsel = 2 * (c % 2) + odd
+                        q0 = 2 * ((c % 4) // 2)
+                        src = [16 * (c // 4) + 8 * (qq >> 1) + 2 * (qq & 1) + d
+                               for qq in (q0, q0 + 1) for d in (0, 1, 4, 5)]
+                        assert (src[bsel], src[4 + bsel]) == (4 * c + odd, 4 * c + 2 + odd)
                         for hb in range(2):  # low byte: element 4 c + odd (key row + 0), high: + 2 (key row + 8)
                             addr = base + 8 * c * 128 + hb
                             row, col = addr // 128, addr % 128
@@ -84,6 +91,20 @@ def test_kernel_index_maps_match_the_prepass_permutations():
                             key, query = elem(4 * c + odd + 2 * hb)
                             assert row == query and (col & ~15) + fb.fp8_pair_perm(col & 15) == 64 * wg + key
 
+
+
+def test_kernel_sync_protocol_model():
+    """The kernel's barriers and buffers (fp8_bwd_sync_model: named barriers arrived at by one warpgroup and waited
+    for by the other, mbarrier rings, the dS8 buffers and amax words they guard) under random interleavings: no
+    deadlock, every barrier generation completed by the two warpgroups' events of one tile, no tile reading another
+    tile's data, for 0 to 9 query tiles. And the model fails the first drift version's fault (tile -1's dS8 barrier
+    seeded although iteration 0 arrives at it: the device run hung)."""
+    for n in range(10):
+        for seed in range(60):
+            fp8_bwd_sync_model.run(n, seed)
+    with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
+        for seed in range(20):
+            fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
 
 
 def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():

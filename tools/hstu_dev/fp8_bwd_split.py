@@ -3,7 +3,8 @@ run once before) and its timing-only variants (the op's private `diag` argument;
 product path), each without one phase, so that the phase's cost is the difference:
   diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
-  diag 4: no amax exchange between the warpgroups (no named barrier 1)
+  diag 4: each warp's own amax for the dS factor (no exchange of the 8 words; the named barriers stay: they bound
+          the warpgroups' drift)
   diag 7: all three
   diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
   diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)

@@ -33,7 +33,8 @@ struct HstuFp8BwdParams {
 // never the product path): each bit removes one phase, so the time it takes shows in the difference.
 constexpr int kFp8BwdDiagNoDq = 1;            // no dQ staging / reduce-adds (the dQ GEMM still runs)
 constexpr int kFp8BwdDiagNoSilu = 2;          // no tanh: P = S / 2, SiLU' = 1
-constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax: no exchange, no barrier
+constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax (the barriers stay: they
+                                              // also bound the warpgroups' drift)
 constexpr int kFp8BwdDiagNoPointwise = 8;     // no pointwise math: P8 = e4m3(S^T), dS' = dP^T (no scale, no select)
 // The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7, 8, 15.
 

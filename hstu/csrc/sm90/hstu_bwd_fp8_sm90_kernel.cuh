@@ -1,33 +1,37 @@
-// Hopper (sm_90a) FP8 (e4m3) HSTU backward, second version (issue 36; private: kernel_options(fp8_bwd=True)).
+// Hopper (sm_90a) FP8 (e4m3) HSTU backward, third version (issue 36; private: kernel_options(fp8_bwd=True)).
 //
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
 // backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
-// a producer warpgroup issuing TMA (K, V, K^T once; Q, dO, Q^T, dO^T per 64-row query tile into a 2-stage pipeline),
-// two consumer warpgroups of 64 keys each, walking the query tiles their block can see (bwd_work_tiles, ascending).
-// Per query tile a consumer warpgroup runs, all five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators:
+// a producer warpgroup issuing TMA (K, V, K^T once; per 64-row query tile Q, dO, dO^T into ring A and Q^T into ring
+// B, 2 stages each), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
+// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. Iteration i of a
+// consumer warpgroup:
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
-//   u = max(u, pow2ceil(amax |dS'| / 448))           amax over the CTA's (128 keys x 64 queries) tile: shuffles,
-//                                                    8 warp words in smem, one barrier of both warpgroups
-//   P8^T, dS8^T = e4m3(P^T), e4m3(dS'^T / u)       in registers, straight into RS A fragments: Q^T / dO^T hold the
-//                                                    queries permuted per 32 (hstu_fp8_key_perm), as the forward's Vt
-//   dV += P8^T dO^T, dK += dS8^T Q^T                 RS, m64n128 (acc_dv in units of dO's factor, acc_dk of u:
-//                                                    rescaled when they change; u only grows, by powers of two);
-//                                                    dV is issued before dS, so it runs under dS and the amax
-//                                                    exchange
-//   dQ = dS8 K^T (fresh), * u k_s / q_s             SS: both warpgroups' dS8 stored as one (queries x 128 keys)
-//                                                    tile in smem, byte pairs (key j, j + 8) of one query per 16-bit
-//                                                    store, so K^T holds the keys paired the same way
-//                                                    (hstu_fp8_pair_perm); warpgroup g takes dQ's columns
-//                                                    [64 g, 64 g + 64) over all 128 keys (m64n64, the bf16 kernel's
-//                                                    column split), issued before dK; staged per warp in smem
-//                                                    (two 128B-swizzled 16 x 32 fp32 panels, under dK) and added
-//                                                    to f.dq_accum by bulk tensor reduce-adds (the bf16 kernel's)
+//   dV += P8^T dO^T                                  RS, m64n128, P8 = e4m3(P) straight from registers (Q^T / dO^T
+//                                                    hold the queries permuted per 32, hstu_fp8_key_perm)
+//   amax |dS'| of tile i posted                      one word per warp in smem + a named-barrier arrive (no wait)
+//   dS' of tile i parked in smem (fp32), tile i - 1's taken back   (each thread its own 128 bytes)
+//   u = max(u, pow2ceil(amax / 448)) of tile i - 1   amax over the CTA's (128 keys x 64 queries) tile: the other
+//                                                    warpgroup's words were posted an iteration ago (the wait is
+//                                                    rarely one), so the warpgroups drift: one's pointwise work
+//                                                    runs under the other's GEMMs
+//   dS8 = e4m3(dS' / u) of tile i - 1               into RS A fragments and (16-bit stores, byte pairs (key j,
+//                                                    j + 8) of one query, 128-byte swizzle) into a (queries x 128
+//                                                    keys) dS8 buffer of 3 (K^T holds the keys paired the same way)
+//   dQ of tile i - 2 = dS8 K^T, * u k_s / q_s       SS m64n64 over all 128 keys, warpgroup g's columns
+//                                                    [64 g, 64 g + 64) (the bf16 kernel's column split), once the
+//                                                    other warpgroup's dS8 half is stored (a named barrier, arrived
+//                                                    at an iteration ago); staged per warp in smem (two
+//                                                    128B-swizzled 16 x 32 fp32 panels) and added to f.dq_accum by
+//                                                    bulk tensor reduce-adds (the bf16 kernel's)
+//   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
+//                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
+//                                                    they change (u only grows, by powers of two)
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
-// Not yet: the bf16 kernel's overlap across warpgroups (they meet twice per tile here: the amax exchange and dS8),
-// stmatrix for dS, the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_attn.md, "The Hopper
+// Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
 // FP8 backward".
 #pragma once
 
@@ -54,31 +58,43 @@ struct Fp8BwdTraits {
   static_assert(D == 128, "the FP8 backward: D = 128 first");
   static constexpr int kBlockM = 64;   // query rows per tile
   static constexpr int kBlockN = 128;  // keys per CTA: 2 consumer warpgroups x 64
-  static constexpr int kStages = 2;
   static constexpr int kKVBytes = kBlockN * D;  // K or V: 128 rows of D bytes (128-byte swizzle)
   static constexpr int kKtBytes = D * kBlockN;  // K^T: D rows of 128 keys (128-byte swizzle)
   static constexpr int kQBytes = kBlockM * D;   // Q or dO: 64 rows of D bytes
   static constexpr int kQtBytes = D * kBlockM;  // Q^T or dO^T: D rows of 64 queries (64-byte swizzle)
-  static constexpr int kStageBytes = 2 * kQBytes + 2 * kQtBytes;  // Q, dO, Q^T, dO^T
-  static constexpr int kdSBytes = kBlockM * kBlockN;  // dS8: 64 queries x the block's 128 keys (128-byte swizzle)
+  // Two rings of 2 stages: A = Q, dO, dO^T of a tile (S^T, dP^T, dV: released in the tile), B = Q^T (dK, one tile
+  // late: released at the end of the next tile).
+  static constexpr int kStages = 2;
+  static constexpr int kAStageBytes = 2 * kQBytes + kQtBytes;
   static constexpr int kOffV = kKVBytes;
   static constexpr int kOffKt = 2 * kKVBytes;
-  static constexpr int kOffStage = kOffKt + kKtBytes;
-  static constexpr int kOffdS = kOffStage + kStages * kStageBytes;
+  static constexpr int kOffA = kOffKt + kKtBytes;
+  static constexpr int kOffB = kOffA + kStages * kAStageBytes;
+  // dS' of a tile in fp32 (quantized one tile late): each thread's 32 values, 8 float4 at (k 128 + thread) of its
+  // warpgroup's 16 KB.
+  static constexpr int kOffDsf = kOffB + kStages * kQtBytes;
+  static constexpr int kDsfBytes = 2 * 128 * 32 * 4;
+  // dS8: 64 queries x the block's 128 keys (128-byte swizzle), 3 buffers (tile j's written in tile j + 1, read by
+  // dQ of tile j in tile j + 2)
+  static constexpr int kdSBytes = kBlockM * kBlockN;
+  static constexpr int kdSBufs = 3;
+  static constexpr int kOffdS = kOffDsf + kDsfBytes;
   // dQ staging: per consumer warp its 16 query rows x 64 columns fp32 as two 32-column (128-byte, 128B-swizzled)
   // panels of 2 KB, the boxes of the dq_accum tensor map (bulk tensor reduce-adds, as the bf16 kernel).
   static constexpr int kDqWarpBytes = 4096;
-  static constexpr int kOffDq = kOffdS + kdSBytes;
-  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;  // amax words: 2 parities x 8 consumer warps
-  static constexpr int kBarOffset = kOffRed + 64;
-  // mbarriers (64 B), the parked SeqInfo (64 B) and tile map (16 B), slack to align the base to 1024 bytes
-  static constexpr int kSmem = kBarOffset + 144 + 1024;
+  static constexpr int kOffDq = kOffdS + kdSBufs * kdSBytes;
+  static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
+  static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
+  static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
+  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B) and tile map
+  // (16 B), slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 16 * kStages <= 64 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
+  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
   static_assert(kSmem <= 232448, "shared memory");
-  static_assert(kOffDq % 1024 == 0, "128B-swizzled dQ panels");
+  static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
 };
 
@@ -89,13 +105,6 @@ __device__ __forceinline__ float fp8_pow2_ceil(float x) {
   uint32_t e = bits & 0x7F800000u;
   if (bits & 0x7FFFFFu) e += 0x800000u;
   return x > 0.f ? __uint_as_float(e) : 0.f;
-}
-
-// Two fp32 -> e4m3 (nearest even, saturated), byte 0 = lo.
-__device__ __forceinline__ uint16_t cvt_e4m3x2(float lo, float hi) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(r) : "f"(lo), "f"(hi));
-  return r;
 }
 
 // A 64 x 64 accumulator tile (m64n64 layout, rows = keys, columns = queries) as the e4m3 A fragments of two k-steps
@@ -144,6 +153,16 @@ __device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float
   }
 }
 
+__device__ __forceinline__ void st_shared_v4_f32(uint32_t addr, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ void ld_shared_v4_f32(uint32_t addr, float& x, float& y, float& z, float& w) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+               : "r"(addr)
+               : "memory");
+}
+
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -167,10 +186,13 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t sK = base;
   const uint32_t sV = base + C::kOffV;
   const uint32_t sKt = base + C::kOffKt;
-  const uint32_t bar = base + C::kBarOffset;  // bar: K, V, K^T; then full / empty per stage
-  auto bar_full = [&](int s) { return bar + 8u + 8u * s; };
-  auto bar_empty = [&](int s) { return bar + 8u + 8u * (S + s); };
-  auto stage = [&](int s) { return base + C::kOffStage + s * C::kStageBytes; };  // Q, dO, Q^T, dO^T
+  const uint32_t bar = base + C::kBarOffset;  // bar: K, V, K^T; then full / empty of ring A, then of ring B
+  auto bar_full_a = [&](int s) { return bar + 8u + 8u * s; };
+  auto bar_empty_a = [&](int s) { return bar + 8u + 8u * (S + s); };
+  auto bar_full_b = [&](int s) { return bar + 8u + 8u * (2 * S + s); };
+  auto bar_empty_b = [&](int s) { return bar + 8u + 8u * (3 * S + s); };
+  auto stage_a = [&](int s) { return base + C::kOffA + s * C::kAStageBytes; };  // Q, dO, dO^T
+  auto stage_b = [&](int s) { return base + C::kOffB + s * C::kQtBytes; };     // Q^T
 
   const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
@@ -185,12 +207,14 @@ __global__ void __launch_bounds__(384, 1)
     mbar_init(bar, 1);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full(s), 1);
-      mbar_init(bar_empty(s), 8);  // one arrive per consumer warp
+      mbar_init(bar_full_a(s), 1);
+      mbar_init(bar_empty_a(s), 8);  // one arrive per consumer warp
+      mbar_init(bar_full_b(s), 1);
+      mbar_init(bar_empty_b(s), 8);
     }
     fence_barrier_init();
-    *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw))) = si;
-    int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+    *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 128u - smem_addr(smem_raw))) = si;
+    int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 192u - smem_addr(smem_raw)));
     tmap[0] = mb_begin;
     tmap[1] = n_a;
     tmap[2] = gap;
@@ -215,17 +239,21 @@ __global__ void __launch_bounds__(384, 1)
       tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
       tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
       const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
+      // Tile i: ring A's slot (freed in tile i - 2), then ring B's (freed at the end of tile i - 1, so ring A's
+      // load of tile i + 1 goes out then too: one tile ahead, as with one ring).
       for (int i = 0; i < n_mt; ++i) {
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const int m0 = tile_of(i) * BM;
-        const uint32_t st = stage(s);
-        mbar_wait(bar_empty(s), ph ^ 1);
-        mbar_arrive_expect_tx(bar_full(s), C::kStageBytes);
-        tma_load_3d(st, &tm_q, bar_full(s), 0, h, si.q_start + m0);
-        tma_load_3d(st + C::kQBytes, &tm_do, bar_full(s), 0, h, si.q_start + m0);
-        tma_load_3d(st + 2 * C::kQBytes, &tm_qt, bar_full(s), qt_col0 + m0, 0, h);
-        tma_load_3d(st + 2 * C::kQBytes + C::kQtBytes, &tm_dot, bar_full(s), qt_col0 + m0, 0, h);
+        const uint32_t sa = stage_a(s);
+        mbar_wait(bar_empty_a(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_a(s), C::kAStageBytes);
+        tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
+        tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
+        tma_load_3d(sa + 2 * C::kQBytes, &tm_dot, bar_full_a(s), qt_col0 + m0, 0, h);
+        mbar_wait(bar_empty_b(s), ph ^ 1);
+        mbar_arrive_expect_tx(bar_full_b(s), C::kQtBytes);
+        tma_load_3d(stage_b(s), &tm_qt, bar_full_b(s), qt_col0 + m0, 0, h);
       }
     }
     return;
@@ -238,8 +266,8 @@ __global__ void __launch_bounds__(384, 1)
   const int lane = ctid % 32;
   // The sequence's fields and the work's tile map, parked in shared memory and re-read where used (they would hold
   // ~20 registers through the loop, where the accumulators leave none).
-  const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 64u - smem_addr(smem_raw)));
-  const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+  const SeqInfo& sq = *reinterpret_cast<const SeqInfo*>(smem_raw + (bar + 128u - smem_addr(smem_raw)));
+  const int* tmap = reinterpret_cast<const int*>(smem_raw + (bar + 192u - smem_addr(smem_raw)));
   const int kr0 = 64 * wg;
   // k's and v's factors: one per CTA in every mode (its 128 keys are one block).
   const float ks = fp8_descale(f.k_descale, f.descale_mode, b, h, p.heads, f.total_k / 128 + p.batch, sq.k_start,
@@ -248,6 +276,11 @@ __global__ void __launch_bounds__(384, 1)
                                n_block);
   const uint32_t sdS = base + C::kOffdS;
   const uint32_t sRed = base + C::kOffRed;
+  // Named barriers (0 is __syncthreads): warpgroup g's amax words of tile j posted, 1 + 4 g + j % 4; its dS8 half of
+  // tile j stored, 9 + 3 g + j % 3. Each is arrived at by the owner (128 threads) and waited for by the other
+  // (bar.sync, 128 threads: 256 in all).
+  auto bar_amax = [](int g, int j) { return static_cast<uint32_t>(1 + 4 * g + (j & 3)); };
+  auto bar_ds8 = [](int g, int j) { return static_cast<uint32_t>(9 + 3 * g + (j + 3) % 3); };  // j >= -2
 
   float acc_dk[D / 2];
   float acc_dv[D / 2];
@@ -256,33 +289,183 @@ __global__ void __launch_bounds__(384, 1)
     acc_dk[i] = 0.f;
     acc_dv[i] = 0.f;
   }
-  float u = 0.f;        // dS' factor of the tiles so far (acc_dk's unit)
+  float u = 0.f;        // dS' factor of the tiles quantized so far (acc_dk's unit)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
-  for (int i = 0; i < tmap[3]; ++i) {
+  float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
+  float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
+  // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
+  // hoisted out of it (or held through the SiLU) and spilled.
+  auto opaque = [](uint32_t x) {
+    asm volatile("" : "+r"(x));
+    return x;
+  };
+  auto tile_m0 = [&](int t) { return (tmap[0] + t + (t >= tmap[1] ? tmap[2] : 0)) * BM; };
+  // This thread's dS' slot: 8 float4 at (k 128 + thread) of its warpgroup's 16 KB (conflict-free).
+  auto dsf_addr = [&](int k) {
+    return opaque(base + C::kOffDsf) + wg * (C::kDsfBytes / 2) + (k * 128 + ctid % 128) * 16;
+  };
+  // dQ[:, 64 wg : 64 wg + 64] of tile t = dS8 K^T over all 128 keys (SS: A the dS8 buffer (t + 3) % 3, B K^T's
+  // rows 64 wg ..), issued in tile t + 2, once the other warpgroup's half of dS8 of tile t is stored (written in its
+  // tile t + 1; this warpgroup's four warps wrote theirs before they reach the sync). Tiles -2 and -1 (issued in
+  // iterations 0 and 1, never staged): buffers 1 and 2, tile -2 on a seeded barrier (below).
+  auto dq_issue = [&](float(&acc)[32], int t) {
+    named_barrier_sync(bar_ds8(wg ^ 1, t), 256);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; ++kk) {
+      wgmma_m64n64k32_ss_e4m3(acc, desc_k32(make_desc_kmajor(opaque(sdS) + ((t + 3) % 3) * C::kdSBytes, 128), kk),
+                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  // dQ of tile t in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63, staged
+  // as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows past the
+  // sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
+  auto dq_stage = [&](const float(&acc)[32], int t, float scale) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
+      if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
+      __syncwarp();
+      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t a =
+              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
+          st_shared_v2_f32(a, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale);
+        }
+      }
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+        const int row = sq.q_start + tile_m0(t) + 16 * warp;
+#pragma unroll
+        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
+        bulk_commit();
+      }
+    }
+  };
+  // Iteration i: the GEMMs and pointwise passes of tile i, then (late) the quantization of tile i - 1, dK of tile
+  // i - 1 and dQ of tile i - 2; after the loop the last tile's quantization, dK and dQ. The warpgroups never wait
+  // for each other's current tile: the amax of tile i - 1 and the dS8 of tile i - 2 they wait for were posted a
+  // tile earlier, so one's pointwise work runs under the other's GEMMs. The late part runs unconditionally from
+  // iteration 0 on (ptxas serialized the wgmmas and spilled with it inside an if): tile -1 is all zeros (dS' slot
+  // and amax words zeroed, dS8 buffer 2 zeroed and dK's B there: 0 x 0 adds exact zeros, u stays 0), and the
+  // barriers no iteration arrives at (tile -2's dS8, tile -1's amax) are seeded with this warpgroup's arrivals: one
+  // arrival per wait on every barrier (a second, on tile -1's dS8 barrier, deadlocked the first device run).
+  const int n = tmap[3];
+  {
+    const uint32_t z = opaque(sdS) + 2 * C::kdSBytes + ctid * 32;  // 8 KB: 32 B per consumer thread
+    st_shared_v4_f32(z, 0.f, 0.f, 0.f, 0.f);
+    st_shared_v4_f32(z + 16, 0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) st_shared_v4_f32(dsf_addr(k), 0.f, 0.f, 0.f, 0.f);
+    if (ctid < 8) st_shared_u32(sRed + 32 * 3 + 4 * ctid, 0u);
+    fence_proxy_async_smem();
+    named_barrier_sync(15, 256);
+    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's)
+      named_barrier_arrive(bar_ds8(wg, -2), 256);
+      named_barrier_arrive(bar_amax(wg, -1), 256);
+    }
+  }
+  // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
+  // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
+  auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a) {
+    // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
+    // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
+    // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
+    named_barrier_sync(bar_amax(wg ^ 1, i - 1), 256);
+    const uint32_t words = sRed + 32 * ((i - 1) & 3);
+    float amax = 0.f;
+    if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) != 0) {
+      amax = __uint_as_float(ld_shared_u32(words + 4 * (4 * wg + warp)));
+    } else {
+#pragma unroll
+      for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(words + 4 * w)));
+    }
+    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
+    if (sf > u) {
+      if (u > 0.f) {
+        const float r = u / sf;
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) acc_dk[k] *= r;
+      }
+      u = sf;
+    }
+    dq_scale2 = dq_scale1;
+    dq_scale1 = u * ks / qs_prev;
+    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
+    uint32_t da[2][4];
+    fp8_pack_a64(acc_x, da);
+    // dS8 of tile i - 1 as (queries x the block's 128 keys) for dQ (buffer (i + 2) % 3, last read by both
+    // warpgroups' dQ of tile i - 4, done in their iteration i - 2, before the other posted tile i - 1's amax): keys
+    // j, j + 8 of one query in one 16-bit store at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row
+    // (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 =
+    // 2 (lane % 4) + odd for every c).
+#pragma unroll
+    for (int odd = 0; odd < 2; ++odd) {
+      const uint32_t ds_thread = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
+                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
+        // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
+        const int bsel = 2 * (c % 2) + odd;
+        const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                                          static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
+        st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_arrive(bar_ds8(wg, i - 1), 256);
+    // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
+    // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
+    float acc_dq[32];
+    dq_issue(acc_dq, i - 2);
+    const int sb = (i + 1) % S;  // (tile i - 1's)
+    if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
+    const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(bq), 64), kk), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
+    pin_all(pa);      // (the RS fragments stay untouched until their wgmmas completed)
+    pin_all(acc_dv);
+    pin_all(acc_dq);
+    if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2);
+    qs_prev = qs_cur;
+    wgmma_wait<0>();  // dK of tile i - 1 done
+    pin_all(da);
+    pin_all(acc_dk);
+    if (i > 0 && lane == 0) mbar_arrive(bar_empty_b(sb));  // tile i - 1's Q^T
+  };
+  for (int i = 0; i < n; ++i) {
     const int s = i % S;
     const uint32_t ph = (i / S) & 1;
-    const int m0 = (tmap[0] + i + (i >= tmap[1] ? tmap[2] : 0)) * BM;
-    // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
-    // hoisted out of it (or held through the SiLU) and spilled.
-    auto opaque = [](uint32_t x) {
-      asm volatile("" : "+r"(x));
-      return x;
-    };
+    float acc_dp[32];   // dS'^T of tile i
+    uint32_t pa[2][4];  // P8^T of tile i (dV's A fragments)
+    const int m0 = tile_m0(i);
     if (i == 0) mbar_wait(bar, 0);
-    mbar_wait(bar_full(s), ph);
+    mbar_wait(bar_full_a(s), ph);
     float acc_s[32];
-    float acc_dp[32];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
       wgmma_m64n64k32_ss_e4m3(acc_s, desc_k32(make_desc_kmajor(opaque(sK + kr0 * 128), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(stage(s)), 128), kk), kk > 0 ? 1 : 0);
+                              desc_k32(make_desc_kmajor(opaque(stage_a(s)), 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
       wgmma_m64n64k32_ss_e4m3(acc_dp, desc_k32(make_desc_kmajor(opaque(sV + kr0 * 128), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(stage(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
+                              desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
@@ -308,13 +491,16 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
-    // and SiLU'(S) kept in acc_s for dS (the pointwise pass's tanh part under the dP^T GEMM). kFull: the copy for
-    // tiles every element of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from
-    // a register, ~3 logic ops per element and pass).
+    // and dS's factor SiLU'(S) ds_scale kept in acc_s (the pointwise pass's tanh part under the dP^T GEMM). With
+    // h = S / 2 (alpha q_s k_s folded in), t = tanh(h): SiLU(S) = h (1 + t), SiLU'(S) = (1 + t) / 2 (1 + h (1 - t)),
+    // so SiLU'(S) ds_scale = c (1 + t) (1 + a) with c = ds_scale / 2, a = h (1 - t): four FMAs per element after the
+    // tanh (seven operations and one more multiply in the dS pass before). kFull: the copy for tiles every element
+    // of which is allowed (no selects: ptxas kept the 32 mask bits as predicates rebuilt from a register, ~3 logic
+    // ops per element and pass).
     wgmma_wait<1>();
     pin_all(acc_s);
-    const float s_scale = p.alpha * qs * ks;
-    uint32_t pa[2][4];
+    const float h_scale = 0.5f * p.alpha * qs * ks;
+    const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -326,18 +512,18 @@ __global__ void __launch_bounds__(384, 1)
           for (int c = 0; c < 4; ++c) {
             const int e = e0 + (c & 1) + 4 * (c >> 1);
             const bool ok = decltype(kFull)::value || ((ok_bits >> e) & 1u);
-            const float x = acc_s[e] * s_scale;
-            const float hx = 0.5f * x;
+            const float hx = acc_s[e] * h_scale;
             if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
               pv[c] = acc_s[e];
             } else if constexpr ((kDiag & kFp8BwdDiagNoSilu) != 0) {
               pv[c] = ok ? hx : 0.f;
-              acc_s[e] = 1.f;
+              acc_s[e] = c_ds;
             } else {
               const float t = tanh_fast(hx);
-              const float sig = 0.5f + 0.5f * t;
-              pv[c] = ok ? hx + hx * t : 0.f;
-              acc_s[e] = sig * (1.f + x * (1.f - sig));  // SiLU'(S) (the dS select below masks)
+              pv[c] = ok ? fmaf(hx, t, hx) : 0.f;
+              const float a = fmaf(-hx, t, hx);
+              const float ct = fmaf(c_ds, t, c_ds);
+              acc_s[e] = fmaf(a, ct, ct);  // SiLU'(S) ds_scale (the dS select below masks)
             }
           }
           pa[kk][q] = cvt_e4m3x4(pv[0], pv[1], pv[2], pv[3]);
@@ -361,15 +547,13 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       wgmma_m64n128k32_rs_e4m3(acc_dv, pa[kk],
-                               desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes + C::kQtBytes, 64), kk),
-                               1);
+                               desc_k32(make_desc_kmajor(opaque(stage_a(s)) + 2 * C::kQBytes, 64), kk), 1);
     }
     wgmma_commit();
     // dP^T done (dV may still run): dS'^T = dP^T dO_s v_s / N SiLU'(S) alpha q_s (into acc_dp), masked by select;
     // the tile's amax.
     wgmma_wait<1>();
     pin_all(acc_dp);
-    const float ds_scale = dos * vs * p.inv_scaling * p.alpha * qs;
     float amax = 0.f;
     if constexpr ((kDiag & kFp8BwdDiagNoPointwise) != 0) {
 #pragma unroll
@@ -377,111 +561,45 @@ __global__ void __launch_bounds__(384, 1)
     } else if (full_tile) {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        acc_dp[e] = acc_dp[e] * ds_scale * acc_s[e];
+        acc_dp[e] *= acc_s[e];
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     } else {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         const bool ok = (ok_bits >> e) & 1u;
-        acc_dp[e] = ok ? acc_dp[e] * ds_scale * acc_s[e] : 0.f;
+        acc_dp[e] = ok ? acc_dp[e] * acc_s[e] : 0.f;
         amax = fmaxf(amax, fabsf(acc_dp[e]));
       }
     }
-    // The warp's maximum in one instruction: amax is a non-negative float (fmaxf drops NaN), whose bits order
-    // as unsigned integers.
+    // The warp's maximum in one instruction (amax is a non-negative float: fmaxf drops NaN; its bits order as
+    // unsigned integers), posted for both warpgroups (slot i % 4: rewritten in tile i + 4, when the other has
+    // passed tile i + 2's amax wait, so long after its read of this slot in tile i + 1).
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
-    // One factor per (key block, query tile), shared by both warpgroups (dQ sums over all 128 keys): their 8 warp
-    // maxima through shared memory, one barrier of both (the slot of tile i's parity: a warpgroup reaches tile i + 2's
-    // writes only after both passed tile i + 1's barrier, so after every read of tile i's words).
-    if constexpr ((kDiag & kFp8BwdDiagNoAmaxBarrier) == 0) {
-      const uint32_t red = sRed + 32 * (i & 1);
-      if (lane == 0) st_shared_u32(red + 4 * (4 * wg + warp), __float_as_uint(amax));
-      named_barrier_sync(1, 256);
+    if (lane == 0) st_shared_u32(sRed + 32 * (i & 3) + 4 * (4 * wg + warp), __float_as_uint(amax));
+    named_barrier_arrive(bar_amax(wg, i), 256);
+    // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
+    float acc_x[32];
 #pragma unroll
-      for (int w = 0; w < 8; ++w) amax = fmaxf(amax, __uint_as_float(ld_shared_u32(red + 4 * w)));
+    for (int k = 0; k < 8; ++k) {
+      ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+      st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
     }
-    // u only grows (powers of two): acc_dk rescaled exactly (no dK wgmma in flight here).
-    const float sf = fp8_pow2_ceil(__fdiv_rn(amax, 448.f));
-    if (sf > u) {
-      if (u > 0.f) {
-        const float r = u / sf;
+    late(i, acc_x, pa, qs, true, s);
+  }
+  if (n > 0) {  // the last tile's late part, then its dQ
+    float acc_x[32];
 #pragma unroll
-        for (int k = 0; k < D / 2; ++k) acc_dk[k] *= r;
-      }
-      u = sf;
+    for (int k = 0; k < 8; ++k) {
+      ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
     }
-    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
-#pragma unroll
-    for (int e = 0; e < 32; ++e) acc_dp[e] *= inv_u;
-    uint32_t da[2][4];
-    fp8_pack_a64(acc_dp, da);
-    // dS8 as (queries x the block's 128 keys) for dQ: keys j, j + 8 of one query in one 16-bit store at byte
-    // 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk
-    // XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 = 2 (lane % 4) + odd for every c).
-#pragma unroll
-    for (int odd = 0; odd < 2; ++odd) {
-      const uint32_t ds_thread = opaque(sdS) + (2 * (lane % 4) + odd) * 128 +
-                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
-#pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        st_shared_u16(ds_thread + 8 * c * 128, cvt_e4m3x2(acc_dp[4 * c + odd], acc_dp[4 * c + 2 + odd]));
-      }
-    }
-    fence_proxy_async_smem();
-    named_barrier_sync(2, 256);  // both warpgroups' dS8 bytes written (and fenced)
-    // dQ[:, 64 wg : 64 wg + 64] = dS8 K^T over all 128 keys (SS: A the dS8 tile, B K^T's rows 64 wg ..).
+    uint32_t pa[2][4] = {};
+    late(n, acc_x, pa, 0.f, false, 0);
     float acc_dq[32];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 32; ++kk) {
-      wgmma_m64n64k32_ss_e4m3(acc_dq, desc_k32(make_desc_kmajor(opaque(sdS), 128), kk),
-                              desc_k32(make_desc_kmajor(opaque(sKt + kr0 * 128), 128), kk), kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    // dK += dS8^T Q^T (RS, B: Q^T's 64-query rows of D, 64-byte swizzle), after dQ: it runs under dQ's staging.
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(stage(s)) + 2 * C::kQBytes, 64), kk),
-                               1);
-    }
-    wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done
-    pin_all(pa);  // (the RS fragments stay untouched until their wgmmas completed)
+    dq_issue(acc_dq, n - 1);
+    wgmma_wait<0>();
     pin_all(acc_dq);
-    pin_all(acc_dv);
-    // dQ of the tile in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63,
-    // staged as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows
-    // past the sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
-    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
-      const float dq_scale = u * ks / qs;
-      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
-      if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
-      __syncwarp();
-      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint32_t a =
-              rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
-          st_shared_v2_f32(a, acc_dq[4 * j + 2 * half] * dq_scale, acc_dq[4 * j + 2 * half + 1] * dq_scale);
-        }
-      }
-      fence_proxy_async_smem();
-      __syncwarp();
-      if (lane == 0) {
-#pragma unroll
-        for (int pn = 0; pn < 2; ++pn) {
-          tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, sq.q_start + m0 + 16 * warp);
-        }
-        bulk_commit();
-      }
-    }
-    wgmma_wait<0>();  // dK done
-    pin_all(da);
-    pin_all(acc_dk);
-    if (lane == 0) mbar_arrive(bar_empty(s));  // this warp is done with the stage's Q, dO, Q^T, dO^T
+    dq_stage(acc_dq, n - 1, dq_scale1);
   }
   if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
