@@ -132,11 +132,7 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   if (c0 >= j.cols) return;
   if (threadIdx.x < 64) {
     const int64_t c = c0 + threadIdx.x;
-    int lo = 0, hi = p.batch;  // the largest b with hstu_fp8_vt_start(cu[b], b) <= c
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (hstu_fp8_vt_start(j.cu[mid], mid) <= c) lo = mid; else hi = mid;
-    }
+    const int lo = hstu_fp8_vt_seq(j.cu, p.batch, c);
     int64_t src = -1;
     const int start = j.cu[lo];
     const int64_t first = hstu_fp8_vt_start(start, lo);

@@ -40,6 +40,16 @@ struct HstuFp8FwdParams {
 __host__ __device__ inline int64_t hstu_fp8_vt_start(int64_t k_start, int64_t b) {
   return (k_start + 15) / 16 * 16 + 48 * b;
 }
+// The sequence whose transposed columns hold column c: the largest b < batch with hstu_fp8_vt_start(cu[b], b) <= c
+// (binary search; the starts strictly increase in b). 0 when c lies before sequence 0's first column.
+__host__ __device__ inline int hstu_fp8_vt_seq(const int* cu, int batch, int64_t c) {
+  int lo = 0, hi = batch;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (hstu_fp8_vt_start(cu[mid], mid) <= c) lo = mid; else hi = mid;
+  }
+  return lo;
+}
 // Vt columns (a multiple of 16: the TMA row stride): hstu_fp8_vt_start(total_k, batch).
 inline int64_t hstu_fp8_vt_cols(int64_t total_k, int64_t batch) { return hstu_fp8_vt_start(total_k, batch); }
 

@@ -139,12 +139,7 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
   if (threadIdx.x < 64) {
     const int64_t c = c0 + threadIdx.x;
-    // The sequence: the largest b with hstu_fp8_vt_start(cu_k[b], b) <= c (strictly increasing in b).
-    int lo = 0, hi = p.batch;
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (hstu_fp8_vt_start(p.cu_seqlens_k[mid], mid) <= c) lo = mid; else hi = mid;
-    }
+    const int lo = hstu_fp8_vt_seq(p.cu_seqlens_k, p.batch, c);
     int64_t src = -1;
     const int start = p.cu_seqlens_k[lo];
     const int64_t col0 = hstu_fp8_vt_start(start, lo);
