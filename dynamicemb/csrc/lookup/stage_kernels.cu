@@ -1,9 +1,10 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
 // twin): the probe (stamping hits), one warp per missing id for stage_one, the order of the row copies by store
-// address (a one-block scan of the bins' counts, a scatter of the records), kMoveLanes threads per record for the
-// victims' copies, then for the stored rows' copies (in one launch with unplace_one, one thread per id), and the
-// report of the first failure. Seven launches per step whatever the number of tables; a step without misses
-// returns from the last six at once (every thread reads its found flag, or the record count, and exits).
+// address (a one-block scan of the bins' counts, a scatter of the records), the victims' rows of the first records
+// into the HBM stash, one pass of kMoveLanes threads per copy over both directions in store-address order, then the
+// stored rows of the records without a stash row (in one launch with unplace_one, one thread per id), and the report
+// of the first failure. Eight launches per step whatever the number of tables; a step without misses returns from
+// the last seven at once (every thread reads its found flag, or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -71,9 +72,8 @@ struct DeviceStageAtomics {
   // A record's copies counted into their bins (stage_one; the scan and the scatter order them).
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
 #if defined(__CUDA_ARCH__)
-    const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;  // (the stored rows' bins)
-    if (out >= 0) atomicAdd(p.move_bins + move_bin(p, t, out), 1);
-    if (in >= 0) atomicAdd(p.move_bins + half + move_bin(p, t, in), 1);
+    if (out >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, out), 1);
+    if (in >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, in) + 1, 1);
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
@@ -287,11 +287,24 @@ __global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
 constexpr int kMoveLanes = 8;
 constexpr int kScanThreads = 1024;
 
-// One block: the bins' counts (victims' bins, then stored rows' bins) become their first positions in move_order
-// (an exclusive scan over both halves); move_split = [victims' copies, all copies]. Nothing when no record.
+// One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
+// exclusive scan); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the widest row
+// of the tables, 16-byte multiple). Nothing when no record.
 __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
-  if (*p.move_count == 0) return;
-  const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table, total = 2 * half;
+  const int64_t count = *p.move_count;
+  if (count == 0) return;
+  if (threadIdx.x == 0) {
+    int64_t pitch = 0;
+    for (int t = 0; t < p.num_tables; ++t) {
+      const int64_t b = p.meta[t].row_stride * p.value_bytes;
+      pitch = b > pitch ? b : pitch;
+    }
+    pitch = (pitch + 15) / 16 * 16;
+    const int64_t fit = p.stash != nullptr && pitch > 0 ? p.stash_bytes / pitch : 0;
+    p.move_split[0] = fit < count ? fit : count;
+    p.move_split[2] = pitch;
+  }
+  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int64_t per = (total + kScanThreads - 1) / kScanThreads;
   const int64_t b0 = threadIdx.x * per, b1 = b0 + per < total ? b0 + per : total;
   int32_t sum = 0;
@@ -319,7 +332,6 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
   __syncthreads();
   int32_t run = inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
   for (int64_t b = b0; b < b1; ++b) {
-    if (b == half) p.move_split[0] = run;
     const int32_t v = p.move_bins[b];
     p.move_bins[b] = run;
     run += v;
@@ -327,39 +339,64 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
   if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
 }
 
-// Every record's copies into their bins' positions (the order within a bin is the atomics' order).
+// Every record's copies into their bins' positions (the order within a bin is the atomics' order); an entry is
+// 2 r + kind (0: the victim's row out, 1: the stored row in).
 __global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p) {
-  const int64_t count = *p.move_count, half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
+  const int64_t count = *p.move_count;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; r < count; r += stride) {
     const int64_t* rec = p.moves + kMoveWords * r;
     const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
-    if (rec[1] >= 0) p.move_order[atomicAdd(p.move_bins + move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(r);
+    if (rec[1] >= 0)
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(2 * r);
     if (rec[2] >= 0)
-      p.move_order[atomicAdd(p.move_bins + half + move_bin(p, t, rec[2]), 1)] = static_cast<int32_t>(r);
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
   }
 }
 
-// The victims' copies, kMoveLanes threads per record, consecutive groups on consecutive positions of move_order.
-__global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
+// The victims' rows of records [0, move_split[0]) into their stash rows (HBM to HBM), kMoveLanes threads per row.
+__global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) {
   const int64_t end = p.move_split[0];
   const int lane = threadIdx.x % kMoveLanes;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride)
-    move_out_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
+  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride)
+    stash_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
 }
 
-// The placeholders leave (unplace_one over every id), then the stored rows' copies in order (independent: a
-// placeholder's slot receives no row).
+// One pass over the copies in store-address order, both directions, kMoveLanes threads per copy (consecutive
+// groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
+// from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
+// in the stash).
+__global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
+  const int64_t end = p.move_split[1];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end;
+       k += stride) {
+    const int32_t e = p.move_order[k];
+    const int64_t r = e >> 1;
+    const uint8_t* from = stash_row(p, r);
+    if ((e & 1) == 0)
+      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
+    else if (from != nullptr)
+      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+  }
+}
+
+// The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
+// in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
 __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = tid; i < p.n; i += stride) unplace_one<DeviceStageAtomics>(p, i);
-  const int64_t begin = p.move_split[0], end = p.move_split[1];
+  const int64_t stashed = p.move_split[0], end = p.move_split[1];
+  if (stashed == *p.move_count) return;  // (every record's stored row came in with the mixed pass)
   const int lane = threadIdx.x % kMoveLanes;
-  for (int64_t k = begin + tid / kMoveLanes; k < end; k += stride / kMoveLanes)
-    move_in_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
+  for (int64_t k = tid / kMoveLanes; k < end; k += stride / kMoveLanes) {
+    const int32_t e = p.move_order[k];
+    if ((e & 1) != 0 && (e >> 1) >= stashed) move_in_one<DeviceStageAtomics>(p, e >> 1, lane, kMoveLanes);
+  }
 }
 
 }  // namespace detail
@@ -378,6 +415,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
+    detail::move_stash_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move stash");
     detail::move_out_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move out");
     detail::move_in_unplace_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
