@@ -28,11 +28,13 @@ inline int64_t info_tail(int64_t num_tables) {
 }
 
 // The HBM stash of the CUDA move passes (stage_common.h "move"): the victims' rows of the first records, so that one
-// pass moves rows both ways. Its cap bounds the scratch a step adds (64 MiB: 131K rows of D128 fp32 SGD, 43K of
-// D128 Adam); records beyond it take the two-pass path. No stash for the CPU twin.
+// pass moves rows both ways. 256 bytes per id of the batch (a cold step stages ~10 % of its ids: a 2.5 KB row's
+// records fit), at most 64 MiB (131K rows of D128 fp32 SGD, 43K of D128 Adam): the scratch a step adds. Records
+// beyond it take the two-pass path (their victims' copies in the mixed pass, their stored rows after it). No stash
+// for the CPU twin.
 constexpr int64_t kStashCapBytes = int64_t(64) << 20;
 inline int64_t stash_bytes(int64_t n, bool cuda) {
-  const int64_t want = n * 1024;  // (at most one record per id)
+  const int64_t want = n * 256;
   return cuda ? (want < kStashCapBytes ? want : kStashCapBytes) : 0;
 }
 
