@@ -266,8 +266,12 @@ struct DeviceWarpStage : DeviceStageAtomics {
 };
 
 // One warp per missing id: a warp reads the found flags of 32 consecutive ids and stages their misses one after
-// the other, all lanes on each (a warm step: one load and one ballot per 32 ids).
-__global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
+// the other, all lanes on each (a warm step: one load and one ballot per 32 ids). A miss is a chain of ~20
+// dependent L2 round trips and fences (bucket scans, locks, atomics), so the pass is bound by the warps resident
+// at once: at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps per
+// SM), the few spills (L1) cost far less than the round trips.
+constexpr int kStageMinBlocks = 4;
+__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
@@ -407,7 +411,10 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
-    detail::stage_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+    // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
+    static const unsigned stage_cap =
+        static_cast<unsigned>(persistent_blocks(resident_per_sm(detail::stage_kernel, detail::kStageBlock)));
+    detail::stage_kernel<<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
     detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
