@@ -289,6 +289,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
 
 // kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
 constexpr int kMoveLanes = 8;
+constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
 // One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
@@ -421,12 +422,16 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     check_launch("cache move scan");
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
+    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
+    // flight; the host pages' translations bound them, not the threads), so half of every SM stays free: the
+    // backward of the step in flight runs beside a prefetch's moves instead of after them.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    detail::move_stash_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+    detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    detail::move_out_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move out");
-    detail::move_in_unplace_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);
