@@ -103,32 +103,44 @@ struct DeviceStageAtomics {
   }
 };
 
-// The staging pass's policy: the 32 lanes of a warp stage one id together (stage_one runs on every lane, with the
-// same control flow). The bucket scans are split over the lanes (slot j on lane j % 32: one load per lane and
-// array per 32 slots, all in flight) and reduced with shuffles to what the host's slot-by-slot scan gives (the
-// lowest slot of a match; the victim of lowest score, ties lowest slot). Lane 0 alone takes the locks, runs the
-// atomics and writes (the other lanes wait at __syncwarp); reads that steer the control flow are lane 0's value,
-// broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released.
-struct DeviceWarpStage : DeviceStageAtomics {
+// The staging pass's policy: a group of G lanes of a warp (G = 8, 16 or 32; 32 / G groups per warp, each on its own
+// id) stages one id together (stage_one runs on every lane of the group, with the same control flow). The bucket
+// scans are split over the group's lanes (slot j on lane j % G: 4 loads per lane and array in flight per 4 G
+// slots) and reduced with shuffles to what the host's slot-by-slot scan gives (the lowest slot of a match; the
+// victim of lowest score, ties lowest slot). The group's lane 0 alone takes the locks, runs the atomics and writes
+// (the other lanes wait at __syncwarp of the group's mask); reads that steer the control flow are lane 0's value,
+// broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released. Groups of
+// one warp on ids of one cache bucket wait for each other's lock as warps do (independent thread scheduling).
+template <int G>
+struct DeviceGroupStage : DeviceStageAtomics {
+  static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr unsigned kFull = 0xffffffffu;
   static constexpr int kNone = 0x7fffffff;  // (no slot: above every slot of a bucket)
   // (host branches: never called; the host twin uses HostStageAtomics)
   __host__ __device__ static int lane() {
 #if defined(__CUDA_ARCH__)
-    return static_cast<int>(threadIdx.x & 31u);
+    return static_cast<int>(threadIdx.x & static_cast<unsigned>(G - 1));
 #else
     return 0;
 #endif
   }
+  // The group's lanes in its warp.
+  __host__ __device__ static unsigned mask() {
+#if defined(__CUDA_ARCH__)
+    return G == 32 ? kFull : ((1u << (G & 31)) - 1u) << (threadIdx.x & 31u & ~static_cast<unsigned>(G - 1));
+#else
+    return kFull;
+#endif
+  }
   __host__ __device__ static void sync() {
 #if defined(__CUDA_ARCH__)
-    __syncwarp();
+    __syncwarp(mask());
 #endif
   }
   template <class T>
   __host__ __device__ static T from_lane0(T v) {
 #if defined(__CUDA_ARCH__)
-    return __shfl_sync(kFull, v, 0);
+    return __shfl_sync(mask(), v, 0, G);
 #else
     return v;
 #endif
@@ -136,7 +148,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
   __host__ __device__ static int warp_min(int v) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
-    for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(kFull, v, d));
+    for (int d = G / 2; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(mask(), v, d, G));
 #endif
     return v;
   }
@@ -171,7 +183,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
   __host__ __device__ static void unlock(int32_t* l) {
 #if defined(__CUDA_ARCH__)
     __threadfence();  // every lane's writes (settle_pending's row copies) before the release
-    __syncwarp();
+    __syncwarp(mask());
     if (lane() == 0) atomicExch(l, 0);
 #endif
   }
@@ -185,23 +197,23 @@ struct DeviceWarpStage : DeviceStageAtomics {
   }
   __host__ __device__ static void copy_rows(void* dst, const void* src, int64_t bytes) {
     sync();  // (a copy may read what the previous one wrote, on other lanes)
-    DeviceStageAtomics::copy_row(dst, src, bytes, lane(), 32);
+    DeviceStageAtomics::copy_row(dst, src, bytes, lane(), G);
     sync();
   }
   // The lowest slot of [base, base + cap) whose key is `key` (kRoom: empty or pending), or -1.
   template <bool kRoom>
   __host__ __device__ static int64_t first_of(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
     int best = kNone;
-    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
       uint64_t k[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         k[r] = j < cap ? DeviceStageAtomics::ld(keys + base + j) : key + 1;
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         const bool m = kRoom ? (j < cap && (k[r] == table::kEmptyKey || k[r] == kPendingKey)) : k[r] == key;
         if (m && j < best) best = j;
       }
@@ -219,11 +231,11 @@ struct DeviceWarpStage : DeviceStageAtomics {
                                                     int64_t base, int cap, uint64_t key, int64_t min_live) {
     int hit = kNone, fr = kNone, vj = kNone;
     unsigned long long vs = ~0ull;
-    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
       uint64_t k[4], sc[4], st[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         const bool in = j < cap;
         k[r] = in ? DeviceStageAtomics::ld(ck + base + j) : table::kEmptyKey;
         sc[r] = in ? DeviceStageAtomics::ld(cs + base + j) : 0;
@@ -231,7 +243,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {  // this lane's slots in increasing order: `<` keeps the lowest on ties
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         if (j >= cap) continue;
         if (k[r] == key && j < hit) hit = j;
         if (k[r] == table::kEmptyKey) {
@@ -247,9 +259,9 @@ struct DeviceWarpStage : DeviceStageAtomics {
     fr = warp_min(fr);
 #if defined(__CUDA_ARCH__)
 #pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {  // (lowest score, then lowest slot); a lane without a candidate: (~0, none)
-      const unsigned long long os = __shfl_xor_sync(kFull, vs, d);
-      const int oj = __shfl_xor_sync(kFull, vj, d);
+    for (int d = G / 2; d > 0; d >>= 1) {  // (lowest score, then lowest slot); a lane without one: (~0, none)
+      const unsigned long long os = __shfl_xor_sync(mask(), vs, d, G);
+      const int oj = __shfl_xor_sync(mask(), vj, d, G);
       if (os < vs || (os == vs && oj < vj)) {
         vs = os;
         vj = oj;
@@ -265,24 +277,31 @@ struct DeviceWarpStage : DeviceStageAtomics {
   }
 };
 
-// One warp per missing id: a warp reads the found flags of 32 consecutive ids and stages their misses one after
-// the other, all lanes on each (a warm step: one load and one ballot per 32 ids). A miss is a chain of ~20
-// dependent L2 round trips and fences (bucket scans, locks, atomics), so the pass is bound by the warps resident
-// at once: at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps per
-// SM), the few spills (L1) cost far less than the round trips.
+// A group of kStageLanes lanes per missing id: a warp reads the found flags of 32 consecutive ids (one ballot; a
+// warm step: one load and one ballot per 32 ids) and its groups stage the misses, the k-th miss on group k mod
+// (32 / kStageLanes), all groups in the same rounds (one stage_one each per round: they run the same path side by
+// side). A miss is a chain of ~20 dependent L2 round trips and fences (bucket scans, locks, atomics), so the pass
+// is bound by the misses in flight: 4 groups per warp (each scan 4 rounds of loads instead of 1: ~30 round trips
+// per miss, 4 misses at once) and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took
+// 114: 2 blocks, 16 warps per SM; the few spills hit L1).
 constexpr int kStageMinBlocks = 4;
+constexpr int kStageLanes = 8;
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
+  constexpr int kGroups = 32 / kStageLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
-  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kStageLanes;
   for (int64_t base = warp * 32; base < p.n; base += stride) {
     const int64_t i = base + lane;
-    unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
-    while (miss != 0u) {
-      const int b = __ffs(miss) - 1;
-      miss &= miss - 1u;
-      stage_one<DeviceWarpStage>(p, base + b);
+    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    const int m = __popc(miss);
+    for (int k0 = 0; k0 < m; k0 += kGroups) {
+      const int k = k0 + group;
+      if (k >= m) continue;
+      unsigned rest = miss;  // (the k-th set bit)
+      for (int j = 0; j < k; ++j) rest &= rest - 1u;
+      stage_one<DeviceGroupStage<kStageLanes>>(p, base + __ffs(rest) - 1);
     }
   }
 }
