@@ -23,10 +23,13 @@
 //            locks, and the copies are appended as a move record [cache slot, victim's store slot, stored row's
 //            slot, table] (`moves`, `move_count`). The store slot a moved-in row leaves keeps the key kPendingKey
 //            (its record's index in its score) until `move` read it: no other id's victim can overwrite the row
-//            first. A victim that finds a pending slot before any free slot of its bucket (the slot it would have
-//            taken had the row been copied at once) runs that record's copies itself (`settle_pending`, under the
-//            store bucket's lock), marks the record done and then writes its own row there: the same slots, keys
-//            and rows as copying under the lock;
+//            first. A victim takes the first empty slot of its store bucket; only a bucket with no empty slot but
+//            a pending one makes it run that record's copies itself (`settle_pending`, under the store bucket's
+//            lock: two row copies through UVA in hash order, inside the pass), mark the record done and write its
+//            own row there. (Before session 12 a pending slot ahead of the first empty one was settled too, the
+//            slot the victim would have taken had the row been copied at once: with first-fit buckets that is most
+//            buckets a row left, and ~40 % of a cold step's victims settled in the pass at random-order UVA rates;
+//            any empty slot of the bucket is as good: a bucket's keys are found by a scan of all its slots);
 //   move     per record: its victim's row cache -> store, and its stored row store -> cache (its pending key
 //            leaves: empty). Every record touches its own cache slot and store slots only (a slot is stamped cur
 //            once taken, so no later id of the launch evicts it; victims are never ids of the step, whose cached
@@ -165,19 +168,22 @@ TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
   return static_cast<int64_t>(t) * p.bins_per_table + slot * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
 }
 
-// The first slot of the store bucket [base, base + cap) that a victim may take: empty, or pending (a row of this
-// launch leaves it: settle_pending first). -1 when none.
+// The slot of the store bucket [base, base + cap) that a victim takes: the first empty one, else the first pending
+// one (a row of this launch leaves it: settle_pending first). -1 when neither.
 template <class A>
 TABLE_HD int64_t stage_find_room(const uint64_t* keys, int64_t base, int cap) {
+  int64_t pending = -1;
   for (int j = 0; j < cap; j += kScan) {
     uint64_t k[kScan];
 #pragma unroll
     for (int r = 0; r < kScan; ++r) k[r] = A::ld(keys + base + j + r);
 #pragma unroll
-    for (int r = 0; r < kScan; ++r)
-      if (k[r] == table::kEmptyKey || k[r] == kPendingKey) return base + j + r;
+    for (int r = 0; r < kScan; ++r) {
+      if (k[r] == table::kEmptyKey) return base + j + r;
+      if (k[r] == kPendingKey && pending < 0) pending = base + j + r;
+    }
   }
-  return -1;
+  return pending;
 }
 
 // What stage_one needs of its cache bucket [base, base + cap) (keys, scores, stamps): the slot of its key, its first

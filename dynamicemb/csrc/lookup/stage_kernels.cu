@@ -200,10 +200,11 @@ struct DeviceGroupStage : DeviceStageAtomics {
     DeviceStageAtomics::copy_row(dst, src, bytes, lane(), G);
     sync();
   }
-  // The lowest slot of [base, base + cap) whose key is `key` (kRoom: empty or pending), or -1.
+  // The lowest slot of [base, base + cap) whose key is `key` (kRoom: the lowest empty slot, else the lowest
+  // pending one: stage_find_room's choice), or -1.
   template <bool kRoom>
   __host__ __device__ static int64_t first_of(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
-    int best = kNone;
+    int best = kNone, pend = kNone;
     for (int j0 = 0; j0 < cap; j0 += 4 * G) {
       uint64_t k[4];
 #pragma unroll
@@ -214,11 +215,13 @@ struct DeviceGroupStage : DeviceStageAtomics {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int j = j0 + r * G + lane();
-        const bool m = kRoom ? (j < cap && (k[r] == table::kEmptyKey || k[r] == kPendingKey)) : k[r] == key;
+        const bool m = kRoom ? (j < cap && k[r] == table::kEmptyKey) : k[r] == key;
         if (m && j < best) best = j;
+        if (kRoom && j < cap && k[r] == kPendingKey && j < pend) pend = j;
       }
     }
     best = warp_min(best);
+    if (kRoom && best == kNone) best = warp_min(pend);
     return best == kNone ? -1 : base + best;
   }
   __host__ __device__ static int64_t find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
