@@ -77,6 +77,24 @@ def test_cold_cache_beyond_stash_cuda(opt):
     assert moved_in > 8000, moved_in  # (the CPU twin of this run: 12,583 stored rows in over the 8 steps)
 
 
+def test_prefetch_under_eviction_pressure_cuda():
+    """Two batches prefetched ahead over the uva store (device staging, a cache of CACHE_SLOTS rows): the second
+    job may evict rows the first staged before the first batch's step uses them (that step stages them again, its
+    gated staging), and every step finds its ids in the cache; bit-identical to all-HBM (the CPU test's sequence)."""
+    ref, m = make("hbm", device="cuda"), make("caching", stores=(UVA, UVA), device="cuda")
+    data = list(batches(10, seed=1, device="cuda"))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    for i in range(4, 10, 2):
+        m.prefetch(data[i][0], data[i][1])
+        m.prefetch(data[i + 1][0], data[i + 1][1])
+        for ids, off, w in data[i:i + 2]:
+            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+            for t, k in m._table_keys(ids, off, [0, 1]).items():  # the step's ids are all in the cache
+                assert bool(m.tables[t]._cache_find(k)[0].all())
+    assert_same(ref, m)
+
+
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])
 def test_uva_staging_syncs_cuda(prefetch):
     """Every step misses in every cache: at most two host syncs more than the all-HBM step (the miss counts read
