@@ -1,5 +1,5 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), one warp per missing id for stage_one, the order of the row copies by store
+// twin): the probe (stamping hits), a group of kStageLanes lanes per missing id for stage_one, the order of the row copies by store
 // address (a one-block scan of the bins' counts, a scatter of the records), the victims' rows of the first records
 // into the HBM stash, one pass of kMoveLanes threads per copy over both directions in store-address order, then the
 // stored rows of the records without a stash row (in one launch with unplace_one, one thread per id), and the report
@@ -283,10 +283,11 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // A group of kStageLanes lanes per missing id: a warp reads the found flags of 32 consecutive ids (one ballot; a
 // warm step: one load and one ballot per 32 ids) and its groups stage the misses, the k-th miss on group k mod
 // (32 / kStageLanes), all groups in the same rounds (one stage_one each per round: they run the same path side by
-// side). A miss is a chain of ~20 dependent L2 round trips and fences (bucket scans, locks, atomics), so the pass
-// is bound by the misses in flight: 4 groups per warp (each scan 4 rounds of loads instead of 1: ~30 round trips
-// per miss, 4 misses at once) and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took
-// 114: 2 blocks, 16 warps per SM; the few spills hit L1).
+// side). A miss is a chain of ~20-30 dependent L2 round trips and fences (bucket scans, locks, atomics): 4 groups
+// per warp and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps
+// per SM; the few spills hit L1) put more misses in flight. Measured (H200, cold 25 % step, ~106K misses): 0.77 ms
+// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass (docs/
+// dynamicemb_storage_notes.md: the shared counters and fences are the candidates).
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
@@ -445,8 +446,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
     // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
-    // flight; the host pages' translations bound them, not the threads), so half of every SM stays free: the
-    // backward of the step in flight runs beside a prefetch's moves instead of after them.
+    // flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per SM, H200), so
+    // half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
