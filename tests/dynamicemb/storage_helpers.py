@@ -400,7 +400,7 @@ def power_law_unique(n, R, gen, alpha=1.05):
 
 
 def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3, unique=None, device_staging=None,
-                dim=16, frac=0.1, bucket=64, cycle=4):
+                dim=16, frac=0.1, bucket=64, cycle=4, uniform=False):
     """NVIDIA's caching config scaled down: T tables of R ids, an HBM cache of ~10 % of R (768 slots in buckets of
     64), n power-law ids per table per step (pooling sum, one id per bag), 4 batches in turn: the 4 batches' ids
     (~700 per table) overflow the cache's buckets, so every step misses and evicts. Runs ``rounds`` rounds against
@@ -413,9 +413,13 @@ def ten_percent(device, opt, prefetch, store=None, T=3, R=8192, n=400, rounds=3,
     id occurs once per step; with repeats the all-HBM reference itself differs run to run by rounding.
     ``device_staging``: the caching module's ``device_staging`` (default: the module's own). ``dim``, ``frac``
     (the cache's share of R), ``bucket`` (bucket capacity) and ``cycle`` (distinct batches in turn) scale it: a
-    cycle whose ids outgrow the cache makes every step write victims back and bring stored rows in."""
+    cycle whose ids outgrow the cache makes every step write victims back and bring stored rows in. ``uniform``:
+    n distinct ids per table drawn uniformly from R instead (no hot ids: most of a step's ids miss)."""
     unique = device != "cpu" if unique is None else unique
     draw = power_law_unique if unique else power_law
+    if uniform:
+        def draw(k, r, g):
+            return torch.randperm(r, generator=g)[:k]
     def mk(storage):
         kw = dict(storage=storage)
         if storage == "caching":

@@ -23,16 +23,25 @@
 //            locks, and the copies are appended as a move record [cache slot, victim's store slot, stored row's
 //            slot, table] (`moves`, `move_count`). The store slot a moved-in row leaves keeps the key kPendingKey
 //            (its record's index in its score) until `move` read it: no other id's victim can overwrite the row
-//            first. A victim that finds a pending slot before any free slot of its bucket (the slot it would have
-//            taken had the row been copied at once) runs that record's copies itself (`settle_pending`, under the
-//            store bucket's lock), marks the record done and then writes its own row there: the same slots, keys
-//            and rows as copying under the lock;
-//   move     per record (CUDA: kMoveLanes threads share a row, the records in the order of their store slots'
-//            host addresses): every victim's row cache -> store, then every stored row store -> cache and its
-//            pending key leaves (empty). Every record touches its own cache slot and store slots only (a slot is
-//            stamped cur once taken, so no later id of the launch evicts it; victims are never ids of the step,
-//            whose cached rows the probe stamped): no order between records is needed, only the victims' pass
-//            before the stored rows' pass (a record's two copies share its cache slot);
+//            first. A victim takes the first empty slot of its store bucket; only a bucket with no empty slot but
+//            a pending one makes it run that record's copies itself (`settle_pending`, under the store bucket's
+//            lock: two row copies through UVA in hash order, inside the pass), mark the record done and write its
+//            own row there. (Before session 12 a pending slot ahead of the first empty one was settled too, the
+//            slot the victim would have taken had the row been copied at once: with first-fit buckets that is most
+//            buckets a row left, and an estimated 40-50 % of a cold step's victims settled in the pass at
+//            random-order UVA rates: the staging pass 1.39 -> 0.77 ms once they stopped, H200; any empty slot of
+//            the bucket is as good: a bucket's keys are found by a scan of all its slots);
+//   move     per record: its victim's row cache -> store, and its stored row store -> cache (its pending key
+//            leaves: empty). Every record touches its own cache slot and store slots only (a slot is stamped cur
+//            once taken, so no later id of the launch evicts it; victims are never ids of the step, whose cached
+//            rows the probe stamped; a victim's store slot was empty, never a pending one): no order between
+//            records is needed, only a record's victim copy before its stored row's (they share its cache slot).
+//            The CPU twin: every victim's copy, then every stored row's. CUDA (kMoveLanes threads per row): the
+//            victims' rows of the first records (as many as the HBM stash holds) are first copied into the stash,
+//            then one pass runs every copy in the order of the store slots' host addresses, both directions
+//            mixed (a stashed record's victim copy reads the stash, so its stored row may land at any time; the
+//            host pages a pass touches are shared by the copies of both directions), and a last pass the stored
+//            rows of the records without a stash row (their victims' copies read the cache slot in the first);
 //   unplace  the placeholders leave (their slots are free for the step's insert), and every free slot of their
 //            buckets is stamped with cur, so the slot the step's insert takes is guarded as well.
 // The moved rows keep their scores; no score and no op clock of the cache changes otherwise, so the step sees
@@ -65,10 +74,15 @@ struct StageParams {
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
   int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one)
   int64_t* move_count;        // (1) zero on entry: records in `moves`
-  int64_t* move_split;        // (2) zero on entry: [victim copies, all copies] in `move_order` (CUDA)
-  int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per bin of store slots (CUDA)
+  int64_t* move_split;        // (3) zero on entry: [records with a stash row, copies in `move_order`, stash row
+                              // pitch in bytes] (CUDA; move_scan_kernel)
+  int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per (bin of store slots, kind),
+                              // index 2 bin + kind (0: a victim's row out, 1: a stored row in) (CUDA)
   int bins_per_table;         // move_bins_per_table(num_tables)
-  int32_t* move_order;        // (2 n) scratch: record indices, victims' then stored rows', by store address (CUDA)
+  int32_t* move_order;        // (2 n) scratch: the copies (2 record + kind) by store address, both kinds in one
+                              // order (CUDA)
+  uint8_t* stash;             // (stash_bytes) scratch, 16-byte aligned, or null: victims' rows in HBM (CUDA)
+  int64_t stash_bytes;
   int64_t cur, min_live;
   bool insert_new;            // training: reserve a slot for every new id
   int32_t* failed;            // (1) zero on entry; 1 when some id was left unstaged
@@ -83,8 +97,9 @@ constexpr int kMoveWords = 4;
 constexpr int64_t kMoveDone = int64_t(1) << 40;
 // The CUDA move passes copy in the order of the store rows' host addresses (random host rows are ~5x slower through
 // UVA than the same rows in address order, H200): a counting sort of the copies into ranges (bins) of each
-// table's store slots (the counts by stage_one, then a scan and a scatter), victims' copies and stored rows'
-// copies apart. Bins per table: up to 2048 (a 1M-row store: 512 rows per bin), fewer for many tables (the scan
+// table's store slots (the counts by stage_one, then a scan and a scatter); in a bin the victims' copies come
+// before the stored rows' copies, and the bins of both kinds interleave, so one pass walks each table's host rows in
+// address order in both directions at once. Bins per table: up to 2048 (a 1M-row store: 512 rows per bin), fewer for many tables (the scan
 // is one block).
 TABLE_HD int move_bins_per_table(int num_tables) {
   const int b = 65536 / (num_tables > 0 ? num_tables : 1);
@@ -154,19 +169,22 @@ TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
   return static_cast<int64_t>(t) * p.bins_per_table + slot * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
 }
 
-// The first slot of the store bucket [base, base + cap) that a victim may take: empty, or pending (a row of this
-// launch leaves it: settle_pending first). -1 when none.
+// The slot of the store bucket [base, base + cap) that a victim takes: the first empty one, else the first pending
+// one (a row of this launch leaves it: settle_pending first). -1 when neither.
 template <class A>
 TABLE_HD int64_t stage_find_room(const uint64_t* keys, int64_t base, int cap) {
+  int64_t pending = -1;
   for (int j = 0; j < cap; j += kScan) {
     uint64_t k[kScan];
 #pragma unroll
     for (int r = 0; r < kScan; ++r) k[r] = A::ld(keys + base + j + r);
 #pragma unroll
-    for (int r = 0; r < kScan; ++r)
-      if (k[r] == table::kEmptyKey || k[r] == kPendingKey) return base + j + r;
+    for (int r = 0; r < kScan; ++r) {
+      if (k[r] == table::kEmptyKey) return base + j + r;
+      if (k[r] == kPendingKey && pending < 0) pending = base + j + r;
+    }
   }
-  return -1;
+  return pending;
 }
 
 // What stage_one needs of its cache bucket [base, base + cap) (keys, scores, stamps): the slot of its key, its first
@@ -205,6 +223,11 @@ TABLE_HD BucketScan stage_scan_bucket(const uint64_t* ck, const uint64_t* cs, co
     if (b.hit >= 0) return b;
   }
   return b;
+}
+
+// The HBM stash row of record r (move_split: [records with a stash row, copies, pitch]), or null when r has none.
+TABLE_HD const uint8_t* stash_row(const StageParams& p, int64_t r) {
+  return r < p.move_split[0] ? p.stash + r * p.move_split[2] : nullptr;
 }
 
 // A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
@@ -330,17 +353,28 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   A::unlock(clock);
 }
 
-// After every stage_one: record r's copies, the victim's row out (every record's before any row comes in: the
-// same cache slot), then the stored row in and its pending key leaves (empty). Lanes `lanes` share a row; lane
-// `lane` copies its 16-byte words of it. Records settle_pending marked done do nothing.
+// After every stage_one: record r's copies, the victim's row out (before its stored row comes in: the same cache
+// slot; from `from`, its stash row, when not null), then the stored row in and its pending key leaves (empty).
+// Lanes `lanes` share a row; lane `lane` copies its 16-byte words of it. Records settle_pending marked done do
+// nothing.
 template <class A>
-TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes) {
+TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes, const uint8_t* from = nullptr) {
   const int64_t* rec = p.moves + kMoveWords * r;
   if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
   const int t = static_cast<int>(rec[3]);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-  A::copy_row(store_row(p.stage[t], rec[1], row_bytes), cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane,
-              lanes);
+  A::copy_row(store_row(p.stage[t], rec[1], row_bytes), from != nullptr ? from : cache_row(p.meta[t], rec[0], row_bytes),
+              row_bytes, lane, lanes);
+}
+
+// Record r's victim row into its stash row (CUDA, before the mixed pass; a record without a victim, or done: nothing).
+template <class A>
+TABLE_HD void stash_one(const StageParams& p, int64_t r, int lane, int lanes) {
+  const int64_t* rec = p.moves + kMoveWords * r;
+  if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  A::copy_row(p.stash + r * p.move_split[2], cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
 }
 
 template <class A>
@@ -425,8 +459,9 @@ inline void stage_host(const StageParams& p) {
 }
 
 // The op's launchers (CUDA, stage_kernels.cu): the probe (with stamps), then stage_one over every id, the order
-// of the copies (scan, scatter), move_out_one and move_in_one over the records in that order, unplace_one over
-// every id, then the report of the first failure into the device error record (when `report`).
+// of the copies (scan, scatter), the stash (stash_one), move_out_one and move_in_one in that order (one pass of
+// both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
+// report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 
 }  // namespace lookup

@@ -1,9 +1,10 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), one warp per missing id for stage_one, the order of the row copies by store
-// address (a one-block scan of the bins' counts, a scatter of the records), kMoveLanes threads per record for the
-// victims' copies, then for the stored rows' copies (in one launch with unplace_one, one thread per id), and the
-// report of the first failure. Seven launches per step whatever the number of tables; a step without misses
-// returns from the last six at once (every thread reads its found flag, or the record count, and exits).
+// twin): the probe (stamping hits), a group of kStageLanes lanes per missing id for stage_one, the order of the row copies by store
+// address (a one-block scan of the bins' counts, a scatter of the records), the victims' rows of the first records
+// into the HBM stash, one pass of kMoveLanes threads per copy over both directions in store-address order, then the
+// stored rows of the records without a stash row (in one launch with unplace_one, one thread per id), and the report
+// of the first failure. Eight launches per step whatever the number of tables; a step without misses returns from
+// the last seven at once (every thread reads its found flag, or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -71,9 +72,8 @@ struct DeviceStageAtomics {
   // A record's copies counted into their bins (stage_one; the scan and the scatter order them).
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
 #if defined(__CUDA_ARCH__)
-    const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;  // (the stored rows' bins)
-    if (out >= 0) atomicAdd(p.move_bins + move_bin(p, t, out), 1);
-    if (in >= 0) atomicAdd(p.move_bins + half + move_bin(p, t, in), 1);
+    if (out >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, out), 1);
+    if (in >= 0) atomicAdd(p.move_bins + 2 * move_bin(p, t, in) + 1, 1);
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
@@ -103,32 +103,44 @@ struct DeviceStageAtomics {
   }
 };
 
-// The staging pass's policy: the 32 lanes of a warp stage one id together (stage_one runs on every lane, with the
-// same control flow). The bucket scans are split over the lanes (slot j on lane j % 32: one load per lane and
-// array per 32 slots, all in flight) and reduced with shuffles to what the host's slot-by-slot scan gives (the
-// lowest slot of a match; the victim of lowest score, ties lowest slot). Lane 0 alone takes the locks, runs the
-// atomics and writes (the other lanes wait at __syncwarp); reads that steer the control flow are lane 0's value,
-// broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released.
-struct DeviceWarpStage : DeviceStageAtomics {
+// The staging pass's policy: a group of G lanes of a warp (G = 8, 16 or 32; 32 / G groups per warp, each on its own
+// id) stages one id together (stage_one runs on every lane of the group, with the same control flow). The bucket
+// scans are split over the group's lanes (slot j on lane j % G: 4 loads per lane and array in flight per 4 G
+// slots) and reduced with shuffles to what the host's slot-by-slot scan gives (the lowest slot of a match; the
+// victim of lowest score, ties lowest slot). The group's lane 0 alone takes the locks, runs the atomics and writes
+// (the other lanes wait at __syncwarp of the group's mask); reads that steer the control flow are lane 0's value,
+// broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released. Groups of
+// one warp on ids of one cache bucket wait for each other's lock as warps do (independent thread scheduling).
+template <int G>
+struct DeviceGroupStage : DeviceStageAtomics {
+  static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr unsigned kFull = 0xffffffffu;
   static constexpr int kNone = 0x7fffffff;  // (no slot: above every slot of a bucket)
   // (host branches: never called; the host twin uses HostStageAtomics)
   __host__ __device__ static int lane() {
 #if defined(__CUDA_ARCH__)
-    return static_cast<int>(threadIdx.x & 31u);
+    return static_cast<int>(threadIdx.x & static_cast<unsigned>(G - 1));
 #else
     return 0;
 #endif
   }
+  // The group's lanes in its warp.
+  __host__ __device__ static unsigned mask() {
+#if defined(__CUDA_ARCH__)
+    return G == 32 ? kFull : ((1u << (G & 31)) - 1u) << (threadIdx.x & 31u & ~static_cast<unsigned>(G - 1));
+#else
+    return kFull;
+#endif
+  }
   __host__ __device__ static void sync() {
 #if defined(__CUDA_ARCH__)
-    __syncwarp();
+    __syncwarp(mask());
 #endif
   }
   template <class T>
   __host__ __device__ static T from_lane0(T v) {
 #if defined(__CUDA_ARCH__)
-    return __shfl_sync(kFull, v, 0);
+    return __shfl_sync(mask(), v, 0, G);
 #else
     return v;
 #endif
@@ -136,7 +148,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
   __host__ __device__ static int warp_min(int v) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
-    for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(kFull, v, d));
+    for (int d = G / 2; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(mask(), v, d, G));
 #endif
     return v;
   }
@@ -171,7 +183,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
   __host__ __device__ static void unlock(int32_t* l) {
 #if defined(__CUDA_ARCH__)
     __threadfence();  // every lane's writes (settle_pending's row copies) before the release
-    __syncwarp();
+    __syncwarp(mask());
     if (lane() == 0) atomicExch(l, 0);
 #endif
   }
@@ -185,28 +197,31 @@ struct DeviceWarpStage : DeviceStageAtomics {
   }
   __host__ __device__ static void copy_rows(void* dst, const void* src, int64_t bytes) {
     sync();  // (a copy may read what the previous one wrote, on other lanes)
-    DeviceStageAtomics::copy_row(dst, src, bytes, lane(), 32);
+    DeviceStageAtomics::copy_row(dst, src, bytes, lane(), G);
     sync();
   }
-  // The lowest slot of [base, base + cap) whose key is `key` (kRoom: empty or pending), or -1.
+  // The lowest slot of [base, base + cap) whose key is `key` (kRoom: the lowest empty slot, else the lowest
+  // pending one: stage_find_room's choice), or -1.
   template <bool kRoom>
   __host__ __device__ static int64_t first_of(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
-    int best = kNone;
-    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+    int best = kNone, pend = kNone;
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
       uint64_t k[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         k[r] = j < cap ? DeviceStageAtomics::ld(keys + base + j) : key + 1;
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
-        const bool m = kRoom ? (j < cap && (k[r] == table::kEmptyKey || k[r] == kPendingKey)) : k[r] == key;
+        const int j = j0 + r * G + lane();
+        const bool m = kRoom ? (j < cap && k[r] == table::kEmptyKey) : k[r] == key;
         if (m && j < best) best = j;
+        if (kRoom && j < cap && k[r] == kPendingKey && j < pend) pend = j;
       }
     }
     best = warp_min(best);
+    if (kRoom && best == kNone) best = warp_min(pend);
     return best == kNone ? -1 : base + best;
   }
   __host__ __device__ static int64_t find(const uint64_t* keys, int64_t base, int cap, uint64_t key) {
@@ -219,11 +234,11 @@ struct DeviceWarpStage : DeviceStageAtomics {
                                                     int64_t base, int cap, uint64_t key, int64_t min_live) {
     int hit = kNone, fr = kNone, vj = kNone;
     unsigned long long vs = ~0ull;
-    for (int j0 = 0; j0 < cap; j0 += 4 * 32) {
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
       uint64_t k[4], sc[4], st[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         const bool in = j < cap;
         k[r] = in ? DeviceStageAtomics::ld(ck + base + j) : table::kEmptyKey;
         sc[r] = in ? DeviceStageAtomics::ld(cs + base + j) : 0;
@@ -231,7 +246,7 @@ struct DeviceWarpStage : DeviceStageAtomics {
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {  // this lane's slots in increasing order: `<` keeps the lowest on ties
-        const int j = j0 + r * 32 + lane();
+        const int j = j0 + r * G + lane();
         if (j >= cap) continue;
         if (k[r] == key && j < hit) hit = j;
         if (k[r] == table::kEmptyKey) {
@@ -247,9 +262,9 @@ struct DeviceWarpStage : DeviceStageAtomics {
     fr = warp_min(fr);
 #if defined(__CUDA_ARCH__)
 #pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {  // (lowest score, then lowest slot); a lane without a candidate: (~0, none)
-      const unsigned long long os = __shfl_xor_sync(kFull, vs, d);
-      const int oj = __shfl_xor_sync(kFull, vj, d);
+    for (int d = G / 2; d > 0; d >>= 1) {  // (lowest score, then lowest slot); a lane without one: (~0, none)
+      const unsigned long long os = __shfl_xor_sync(mask(), vs, d, G);
+      const int oj = __shfl_xor_sync(mask(), vj, d, G);
       if (os < vs || (os == vs && oj < vj)) {
         vs = os;
         vj = oj;
@@ -265,33 +280,59 @@ struct DeviceWarpStage : DeviceStageAtomics {
   }
 };
 
-// One warp per missing id: a warp reads the found flags of 32 consecutive ids and stages their misses one after
-// the other, all lanes on each (a warm step: one load and one ballot per 32 ids).
-__global__ void __launch_bounds__(kStageBlock) stage_kernel(StageParams p) {
+// A group of kStageLanes lanes per missing id: a warp reads the found flags of 32 consecutive ids (one ballot; a
+// warm step: one load and one ballot per 32 ids) and its groups stage the misses, the k-th miss on group k mod
+// (32 / kStageLanes), all groups in the same rounds (one stage_one each per round: they run the same path side by
+// side). A miss is a chain of ~20-30 dependent L2 round trips and fences (bucket scans, locks, atomics): 4 groups
+// per warp and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps
+// per SM; the few spills hit L1) put more misses in flight. Measured (H200, cold 25 % step, ~106K misses): 0.77 ms
+// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass (docs/
+// dynamicemb_storage_notes.md: the shared counters and fences are the candidates).
+constexpr int kStageMinBlocks = 4;
+constexpr int kStageLanes = 8;
+__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
+  constexpr int kGroups = 32 / kStageLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
-  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kStageLanes;
   for (int64_t base = warp * 32; base < p.n; base += stride) {
     const int64_t i = base + lane;
-    unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
-    while (miss != 0u) {
-      const int b = __ffs(miss) - 1;
-      miss &= miss - 1u;
-      stage_one<DeviceWarpStage>(p, base + b);
+    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    const int m = __popc(miss);
+    for (int k0 = 0; k0 < m; k0 += kGroups) {
+      const int k = k0 + group;
+      if (k >= m) continue;
+      unsigned rest = miss;  // (the k-th set bit)
+      for (int j = 0; j < k; ++j) rest &= rest - 1u;
+      stage_one<DeviceGroupStage<kStageLanes>>(p, base + __ffs(rest) - 1);
     }
   }
 }
 
 // kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
 constexpr int kMoveLanes = 8;
+constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
-// One block: the bins' counts (victims' bins, then stored rows' bins) become their first positions in move_order
-// (an exclusive scan over both halves); move_split = [victims' copies, all copies]. Nothing when no record.
+// One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
+// exclusive scan); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the widest row
+// of the tables, 16-byte multiple). Nothing when no record.
 __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
-  if (*p.move_count == 0) return;
-  const int64_t half = static_cast<int64_t>(p.num_tables) * p.bins_per_table, total = 2 * half;
+  const int64_t count = *p.move_count;
+  if (count == 0) return;
+  if (threadIdx.x == 0) {
+    int64_t pitch = 0;
+    for (int t = 0; t < p.num_tables; ++t) {
+      const int64_t b = p.meta[t].row_stride * p.value_bytes;
+      pitch = b > pitch ? b : pitch;
+    }
+    pitch = (pitch + 15) / 16 * 16;
+    const int64_t fit = p.stash != nullptr && pitch > 0 ? p.stash_bytes / pitch : 0;
+    p.move_split[0] = fit < count ? fit : count;
+    p.move_split[2] = pitch;
+  }
+  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int64_t per = (total + kScanThreads - 1) / kScanThreads;
   const int64_t b0 = threadIdx.x * per, b1 = b0 + per < total ? b0 + per : total;
   int32_t sum = 0;
@@ -319,7 +360,6 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
   __syncthreads();
   int32_t run = inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
   for (int64_t b = b0; b < b1; ++b) {
-    if (b == half) p.move_split[0] = run;
     const int32_t v = p.move_bins[b];
     p.move_bins[b] = run;
     run += v;
@@ -327,39 +367,64 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
   if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
 }
 
-// Every record's copies into their bins' positions (the order within a bin is the atomics' order).
+// Every record's copies into their bins' positions (the order within a bin is the atomics' order); an entry is
+// 2 r + kind (0: the victim's row out, 1: the stored row in).
 __global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p) {
-  const int64_t count = *p.move_count, half = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
+  const int64_t count = *p.move_count;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; r < count; r += stride) {
     const int64_t* rec = p.moves + kMoveWords * r;
     const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
-    if (rec[1] >= 0) p.move_order[atomicAdd(p.move_bins + move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(r);
+    if (rec[1] >= 0)
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(2 * r);
     if (rec[2] >= 0)
-      p.move_order[atomicAdd(p.move_bins + half + move_bin(p, t, rec[2]), 1)] = static_cast<int32_t>(r);
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
   }
 }
 
-// The victims' copies, kMoveLanes threads per record, consecutive groups on consecutive positions of move_order.
-__global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
+// The victims' rows of records [0, move_split[0]) into their stash rows (HBM to HBM), kMoveLanes threads per row.
+__global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) {
   const int64_t end = p.move_split[0];
   const int lane = threadIdx.x % kMoveLanes;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride)
-    move_out_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
+  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride)
+    stash_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
 }
 
-// The placeholders leave (unplace_one over every id), then the stored rows' copies in order (independent: a
-// placeholder's slot receives no row).
+// One pass over the copies in store-address order, both directions, kMoveLanes threads per copy (consecutive
+// groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
+// from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
+// in the stash).
+__global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
+  const int64_t end = p.move_split[1];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end;
+       k += stride) {
+    const int32_t e = p.move_order[k];
+    const int64_t r = e >> 1;
+    const uint8_t* from = stash_row(p, r);
+    if ((e & 1) == 0)
+      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
+    else if (from != nullptr)
+      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+  }
+}
+
+// The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
+// in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
 __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = tid; i < p.n; i += stride) unplace_one<DeviceStageAtomics>(p, i);
-  const int64_t begin = p.move_split[0], end = p.move_split[1];
+  const int64_t stashed = p.move_split[0], end = p.move_split[1];
+  if (stashed == *p.move_count) return;  // (every record's stored row came in with the mixed pass)
   const int lane = threadIdx.x % kMoveLanes;
-  for (int64_t k = begin + tid / kMoveLanes; k < end; k += stride / kMoveLanes)
-    move_in_one<DeviceStageAtomics>(p, p.move_order[k], lane, kMoveLanes);
+  for (int64_t k = tid / kMoveLanes; k < end; k += stride / kMoveLanes) {
+    const int32_t e = p.move_order[k];
+    if ((e & 1) != 0 && (e >> 1) >= stashed) move_in_one<DeviceStageAtomics>(p, e >> 1, lane, kMoveLanes);
+  }
 }
 
 }  // namespace detail
@@ -370,17 +435,26 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
-    detail::stage_kernel<<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+    // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
+    static const unsigned stage_cap =
+        static_cast<unsigned>(persistent_blocks(resident_per_sm(detail::stage_kernel, detail::kStageBlock)));
+    detail::stage_kernel<<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
     detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
     check_launch("cache move scan");
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
+    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
+    // flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per SM, H200), so
+    // half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    detail::move_out_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+    detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move stash");
+    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move out");
-    detail::move_in_unplace_kernel<<<mgrid < cap ? mgrid : cap, detail::kStageBlock, 0, st>>>(p);
+    detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);

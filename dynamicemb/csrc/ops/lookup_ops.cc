@@ -474,11 +474,11 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     namespace sb = stage_bind;
     CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, *stage_mask);
     const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::info_tail(T));
-    sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n)}, ScalarType::Long);
+    sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n, true)}, ScalarType::Long);
     auto* w = static_cast<int64_t*>(sws.data_ptr());
     const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
                                           value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,
-                                          reinterpret_cast<int32_t*>(w));
+                                          reinterpret_cast<int32_t*>(w), /*cuda=*/true);
     zero_async(w, static_cast<size_t>(head) * 8, stream);
     launch_cache_stage(probe, sp, /*report=*/true, stream);
     staged_skip = sp.failed;

@@ -21,10 +21,21 @@ constexpr int64_t kMetaWords = sizeof(TableMeta) / 8;
 constexpr int64_t kStageWords = sizeof(StageTable) / 8;
 constexpr int64_t kFailWords = 4;  // the first failure [rule, table, id, bucket slots]
 
-// int64 words of info's tail (zeroed with it): the first failure, then the move records' count (1), the split of
-// the ordered copies (2), the copies' bins (2 T bins_per_table int32).
+// int64 words of info's tail (zeroed with it): the first failure, then the move records' count (1), the move
+// passes' split (3: stashed records, copies, stash pitch), the copies' bins (2 T bins_per_table int32).
 inline int64_t info_tail(int64_t num_tables) {
-  return kFailWords + 3 + (2 * num_tables * move_bins_per_table(static_cast<int>(num_tables)) + 1) / 2;
+  return kFailWords + 4 + (2 * num_tables * move_bins_per_table(static_cast<int>(num_tables)) + 1) / 2;
+}
+
+// The HBM stash of the CUDA move passes (stage_common.h "move"): the victims' rows of the first records, so that one
+// pass moves rows both ways. 256 bytes per id of the batch (a cold step stages ~10 % of its ids: a 2.5 KB row's
+// records fit), at most 64 MiB (131K rows of D128 fp32 SGD, 43K of D128 Adam): the scratch a step adds. Records
+// beyond it take the two-pass path (their victims' copies in the mixed pass, their stored rows after it). No stash
+// for the CPU twin.
+constexpr int64_t kStashCapBytes = int64_t(64) << 20;
+inline int64_t stash_bytes(int64_t n, bool cuda) {
+  const int64_t want = n * 256;
+  return cuda ? (want < kStashCapBytes ? want : kStashCapBytes) : 0;
 }
 
 inline void check_arg(const torch::stable::Tensor& t, const char* name, const torch::stable::Tensor& ref,
@@ -40,8 +51,11 @@ inline int64_t info_words(int64_t num_tables, int64_t num_features, int64_t extr
 }
 
 // int64 words of the probe's and the staging's per-id scratch for n ids: place (n int64), the move records
-// (kMoveWords n int64), their order (2 n int32), found (n bool).
-inline int64_t scratch_words(int64_t n) { return (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8; }
+// (kMoveWords n int64), their order (2 n int32), found (n bool), then the stash (stash_bytes, CUDA) and a word to
+// align it to 16 bytes.
+inline int64_t scratch_words(int64_t n, bool cuda) {
+  return (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8 + (cuda ? stash_bytes(n, true) / 8 + 1 : 0);
+}
 
 // Checks the miss check's arguments and binds them; `found` / `info` point to the caller's scratch (info zeroed).
 inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torch::stable::Tensor& ids,
@@ -80,13 +94,13 @@ inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torc
 }
 
 // Checks the staging's own arguments and binds the staging over a bound probe (`probe`, updated: its stamps and
-// gate). Scratch: `scratch` (scratch_words(n) int64: place, moves, order, found), `info` (info_words(T, F,
-// info_tail(T)), zeroed), `failed` (1 int32, zeroed).
+// gate). Scratch: `scratch` (scratch_words(n, cuda) int64: place, moves, order, found, stash), `info`
+// (info_words(T, F, info_tail(T)), zeroed), `failed` (1 int32, zeroed).
 inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tensor& ids,
                               const torch::stable::Tensor& stage, const torch::stable::Tensor& totals, int64_t cur,
                               int64_t min_live, bool insert_new, int64_t value_bytes,
                               const std::optional<torch::stable::Tensor>& gate, int64_t* scratch, int64_t* info,
-                              int32_t* failed) {
+                              int32_t* failed, bool cuda) {
   using accel::ScalarType;
   const int64_t T = probe.num_tables, n = probe.n;
   check_arg(stage, "stage", ids, ScalarType::Long);
@@ -123,6 +137,11 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
   p.place = scratch;
   p.moves = scratch + (n > 0 ? n : 1);
   p.move_order = reinterpret_cast<int32_t*>(p.moves + kMoveWords * n);
+  p.stash_bytes = stash_bytes(n, cuda);
+  if (p.stash_bytes > 0) {  // after found, 16-byte aligned
+    const auto at = reinterpret_cast<uintptr_t>(scratch + (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8);
+    p.stash = reinterpret_cast<uint8_t*>((at + 15) / 16 * 16);
+  }
   p.cur = cur;
   p.min_live = min_live;
   p.insert_new = insert_new;
@@ -130,7 +149,7 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
   p.first_fail = info + T + probe.num_features + 1;
   p.move_count = p.first_fail + kFailWords;
   p.move_split = p.move_count + 1;
-  p.move_bins = reinterpret_cast<int32_t*>(p.move_split + 2);
+  p.move_bins = reinterpret_cast<int32_t*>(p.move_split + 3);
   p.bins_per_table = move_bins_per_table(static_cast<int>(T));
   p.value_bytes = static_cast<int>(value_bytes);
   p.gate = probe.gate;

@@ -96,13 +96,13 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
   if (ids.is_cuda()) guard.emplace(ids.get_device_index());
   // three allocations (the per-id scratch, info, the flag) and two memsets: no fill kernels of torch's
-  Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n)}, ScalarType::Long);
+  Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n, ids.is_cuda())}, ScalarType::Long);
   const int64_t info_n = sb::info_words(probe.num_tables, probe.num_features, sb::info_tail(probe.num_tables));
   Tensor info = torch::stable::new_empty(ids, {info_n}, ScalarType::Long);
   Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
   StageParams p = sb::bind_stage(probe, ids, stage, totals, cur, min_live, insert_new, value_bytes, gate,
                                  static_cast<int64_t*>(scratch.data_ptr()), static_cast<int64_t*>(info.data_ptr()),
-                                 static_cast<int32_t*>(failed.data_ptr()));
+                                 static_cast<int32_t*>(failed.data_ptr()), ids.is_cuda());
   zero_on(ids, info.data_ptr(), static_cast<size_t>(info.numel()) * 8);
   zero_on(ids, failed.data_ptr(), sizeof(int32_t));
   if (ids.is_cuda()) {
