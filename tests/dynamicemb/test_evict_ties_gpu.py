@@ -30,9 +30,11 @@ def test_victims_in_eviction_order_cuda(hbm_rows, bc):
     victims_in_order("cuda", hbm_rows, bc)
 
 
-@pytest.mark.parametrize("policy", ["lru", "lfu", "epoch_lru", "big"])
+@pytest.mark.parametrize("policy", ["lru", "epoch_lru", "big"])
 @pytest.mark.parametrize("hbm_rows", [0, 48, 128, 256])
 def test_hybrid_evicts_like_all_hbm_on_ties_cuda(hbm_rows, policy):
+    """(Not LFU here: its new keys score 1-3 and may evict one another, so a CUDA batch's outcome depends on thread
+    order in any layout; LRU's and "big"'s new keys outscore every older key, so only older keys are evicted.)"""
     assert tied_ops_agree("cuda", hbm_rows, policy) > 0
 
 
