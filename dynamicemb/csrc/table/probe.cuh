@@ -413,7 +413,8 @@ struct BucketScan {
   uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
 };
 // Lane l takes the 16-slot chunks l, l + kTile, ...: one 16-byte digest load and eight 16-byte score loads per chunk,
-// all issued before any is used; the chunk's least rank by a tree of 15 compares (depth 4), merged into the lane's.
+// all issued before any is used; then the key words the digests ask for; then the chunk's least rank by a tree of
+// 15 compares (depth 4), merged into the lane's.
 // Why digests suffice under the lock: only the lock holder changes which key a slot holds, except claims of free
 // slots (EMPTY -> LOCKED -> key, digest written before the key), which read as the empty digest or the new key's
 // digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
@@ -435,6 +436,26 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
     uint4 ss[8];
 #pragma unroll
     for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
+    // Key words first (slots whose digest is the key's or the empty digest: ~0.5 of each per bucket): a loop, so a
+    // basic block ends here and the score loads above stay issued together (in one block with the rank compares
+    // below, the compiler delayed two of them behind the compares: a second L2 round trip per chunk).
+    uint32_t look = look16(d, d4, e4);
+    while (look) {
+      const int j = __ffs(look) - 1;
+      look &= look - 1;
+      const int64_t slot = s0 + j;
+      uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+      if (k == kLockedKey) {
+        k = wait_unlocked(t.keys, slot);
+        const uint64_t sc = __ldcg(scores + slot);  // an extra candidate (the stale rank stays: see above)
+        r.big |= static_cast<uint32_t>(sc >> 32);
+        r.min = cand_min(r.min, EvictCand{evict_rank(static_cast<uint32_t>(sc), static_cast<uint32_t>(sc >> 32),
+                                                     digest_word(d, j), j & 3),
+                                          c * 16 + j, false});
+      }
+      if (k == key) r.found = slot;
+      else if (k == kEmptyKey && r.free_slot < 0) r.free_slot = slot;
+    }
     EvictCand e[8];
 #pragma unroll
     for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
@@ -451,23 +472,6 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
       for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
     e[0].idx += c * 16;  // chunk-local -> bucket-local slot
     r.min = cand_min(r.min, e[0]);
-    uint32_t look = look16(d, d4, e4);  // slots whose key word must be read
-    while (look) {
-      const int j = __ffs(look) - 1;
-      look &= look - 1;
-      const int64_t slot = s0 + j;
-      uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-      if (k == kLockedKey) {
-        k = wait_unlocked(t.keys, slot);
-        const uint64_t sc = __ldcg(scores + slot);
-        r.big |= static_cast<uint32_t>(sc >> 32);
-        r.min = cand_min(r.min, EvictCand{evict_rank(static_cast<uint32_t>(sc), static_cast<uint32_t>(sc >> 32),
-                                                     digest_word(d, j), j & 3),
-                                          c * 16 + j, false});
-      }
-      if (k == key) r.found = slot;
-      else if (k == kEmptyKey && r.free_slot < 0) r.free_slot = slot;
-    }
   }
   return r;
 }
