@@ -64,9 +64,11 @@ def test_cuda_tables_evict_like_the_cpu_twin(nb, bc, big):
             assert torch.equal(x, y.cpu()), i
 
 
-@pytest.mark.parametrize("policies", [("lru", "lru"), ("lru", "epoch_lru"), ("lru", "lfu")])
+@pytest.mark.parametrize("policies", [("lru", "lru"), ("lru", "epoch_lru")])
 def test_hybrid_step_evicts_like_all_hbm_cuda(policies):
     """The fused step's insert kernel (m.use_kernels) under eviction pressure with tied step scores: hybrid ==
-    all-HBM (outputs; rows with their optimizer state; scores)."""
+    all-HBM (outputs; rows with their optimizer state; scores). (Not LFU: its new ids score 1 and never evict, so
+    where a step brings a bucket more new ids than it has free slots, thread order picks the ones refused, in any
+    layout; device call 2 saw hybrid and all-HBM differ there.)"""
     assert small_module("hybrid", "cuda", policies).use_kernels
     tied_steps_agree("cuda", policies)
