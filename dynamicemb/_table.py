@@ -3,7 +3,10 @@
 Layout (HierarchicalKV-style): ``capacity = num_buckets * bucket_capacity`` slots; a key lives in one bucket
 (chosen by its 64-bit hash) and in one slot of it. Per slot: the key, an 8-bit digest of its hash, a uint64 score
 (stored in an int64 tensor as the same bits) and a value row ``values[slot]``. A bucket evicts only when full: a
-new key replaces the minimum-score slot if its score is strictly higher, otherwise the insert is refused.
+new key replaces the slot of least (score, digest, key) (scores and keys in unsigned 64-bit order) if its score is
+strictly higher than that slot's, otherwise the insert is refused. No slot position takes part in the choice, so
+tables whose keys sit in other slots of a bucket (a ``HybridTable``, the CPU twin) evict the same keys
+(docs/dynamicemb_storage_notes.md, "The eviction order").
 
 All state is torch tensors owned by the table object (``keys, digests, scores, values, locks, counters``), so it
 moves with ``state_dict()`` and allocates through torch. Every op is a stateless kernel on the current stream;

@@ -112,8 +112,8 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     contents (keys, scores, rows; _contents) after each op, and equal slots where the split leaves the claim order
     as it is (hbm_rows 0: every slot a host slot; 256: every slot in HBM). Each op's batch holds at most one key per
     bucket (a GPU table then has no choice that thread order could decide) and the scores of a bucket's keys differ
-    (LRU: one op clock per key; LFU: caller scores in [1, 2^40)): with equal minimum scores the victim is the
-    lowest slot of each table's own layout, which the split changes; so the two tables must agree bit for bit."""
+    (LRU: one op clock per key; LFU: caller scores in [1, 2^40)), so the two tables must agree bit for bit. (Tied
+    scores: tie_helpers.tied_ops_agree; the victim is the least (score, digest, key), whatever the layout.)"""
     import zlib
 
     from dynamicemb._hybrid import HybridTable

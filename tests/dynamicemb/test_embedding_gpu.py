@@ -165,8 +165,8 @@ def _pressure_schedule(policy, grow):
 
     The CPU twin of the table processes a batch's uniques in sorted key order, hits and inserts interleaved; the
     kernels touch every hit first, then insert the new keys concurrently, so where several new keys compete for
-    fewer slots, or one victim is chosen among equal scores (ties go to the lowest slot, and slot positions depend
-    on thread order), the two legitimately store different keys. The schedule keeps every outcome independent of
+    fewer slots, or one victim is chosen among equal scores (ties go to the least (digest, key), but which keys
+    are stored by then depends on thread order), the two legitimately store different keys. The schedule keeps every outcome independent of
     that order, so everything can be compared exactly: the new keys of a step are larger than its hits (the CPU
     touches the hits before any insert), an eviction takes a whole group of keys of one score, and a full bucket
     whose slots all carry a score >= the newcomers' refuses all of them (LRU: all touched in this step; LFU: new

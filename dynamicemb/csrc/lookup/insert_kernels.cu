@@ -2,9 +2,9 @@
 //
 // Works on the scored hash table's documented layout (dynamicemb/csrc/table/table_types.h: buckets of
 // bucket_capacity slots chosen by the key hash, 8-bit digests, probe order a rotation from hash & (B - 1), free
-// slots claimed EMPTY -> LOCKED and published with a release store, eviction of the minimum-score slot (ties:
-// lowest slot) under the bucket lock when the new score is strictly higher, scores by the table's policy, rows
-// initialized by the table's counter-based initializer), with the table's probe primitives (table/probe.cuh:
+// slots claimed EMPTY -> LOCKED and published with a release store, eviction of the slot of least (score, digest,
+// key) (table::evicts_before) under the bucket lock when the new score is strictly higher, scores by the table's
+// policy, rows initialized by the table's counter-based initializer), with the table's probe primitives (table/probe.cuh:
 // key-word claim / publish / wait, digest match, home bucket). The uniques are distinct (table, id) pairs (the dedup guarantees it), which
 // keeps this simpler than a general upsert:
 //   1. hit pass: read-only probe of every unique; hits take their new score (a single writer per slot); misses
@@ -184,8 +184,11 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
       if (lead)
         while (!table::try_lock_bucket(lock)) __nanosleep(64);
       tile.sync();
+      // The victim: the least (score, digest, key) (table::evicts_before, the table kernels' rule: no slot
+      // position, so a hybrid table evicts the key an all-HBM one does). Every key word is read here anyway.
       int64_t free_slot = -1, min_slot = -1;
-      uint64_t min_score = ~0ull;
+      uint64_t min_score = ~0ull, min_key = 0;
+      uint32_t min_dg = 0;
       for (int s = tile.thread_rank(); s < B; s += kTile) {
         const int64_t q = h.base + s;
         const uint64_t k = wait_unlocked(keys, q);
@@ -193,17 +196,27 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
           if (free_slot < 0) free_slot = q;
         } else {
           const uint64_t sc = __ldcg(reinterpret_cast<const unsigned long long*>(m.scores) + q);
-          if (sc < min_score || (sc == min_score && (min_slot < 0 || q < min_slot))) { min_score = sc; min_slot = q; }
+          const uint8_t dg = __ldcg(digests + q);
+          if (min_slot < 0 || table::evicts_before(sc, dg, k, min_score, static_cast<uint8_t>(min_dg), min_key)) {
+            min_score = sc;
+            min_dg = dg;
+            min_key = k;
+            min_slot = q;
+          }
         }
       }
 #pragma unroll
       for (int o = kTile / 2; o > 0; o >>= 1) {
         const int64_t of = tile.shfl_xor(free_slot, o);
         if (of >= 0 && (free_slot < 0 || of < free_slot)) free_slot = of;
-        const uint64_t os = tile.shfl_xor(min_score, o);
+        const uint64_t os = tile.shfl_xor(min_score, o), ok = tile.shfl_xor(min_key, o);
+        const uint32_t od = tile.shfl_xor(min_dg, o);
         const int64_t ol = tile.shfl_xor(min_slot, o);
-        if (ol >= 0 && (min_slot < 0 || os < min_score || (os == min_score && ol < min_slot))) {
+        if (ol >= 0 && (min_slot < 0 || table::evicts_before(os, static_cast<uint8_t>(od), ok, min_score,
+                                                             static_cast<uint8_t>(min_dg), min_key))) {
           min_score = os;
+          min_dg = od;
+          min_key = ok;
           min_slot = ol;
         }
       }

@@ -346,15 +346,6 @@ __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
   asm volatile("st.release.gpu.global.b32 [%0], 0;" : : "l"(lock) : "memory");
 }
 
-// Bucket scan under the bucket's eviction lock: the key, a free slot and the minimum-score slot (ties: lowest
-// slot). Reads the bucket's digests and scores (1.1 KB for 128 slots; the keys, another 1 KB, only where a digest
-// is the key's or the empty digest): lane l takes the 16-slot chunks l, l + kTile, ..., one 16-byte digest load
-// and eight 16-byte score loads per chunk, all issued before any is used.
-// Why digests suffice under the lock: only the lock holder changes which key a slot holds, except claims of free
-// slots (EMPTY -> LOCKED -> key, digest written before the key), which read as the empty digest or the new key's
-// digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
-// keeps its key and digest; its score may change: the victim is re-validated by the claiming CAS and a re-read of
-// its score, so a stale score costs a rescan, never a wrong eviction.
 // Starts moving a bucket's digest and score lines (1.1 KB for 128 slots) into L2 without waiting for them (no
 // registers held): issued before the bucket lock's CAS, so that the scan under the lock reads from L2 instead of
 // DRAM (one DRAM round trip of the eviction path's chain overlaps the lock's). A hint only: the scan's loads
@@ -369,16 +360,73 @@ __device__ __forceinline__ void prefetch_bucket_l2(const Tile& tile, const Table
     asm volatile("prefetch.global.L2 [%0];" : : "l"(dg + off));
 }
 
-struct BucketScan {
-  int64_t found, free_slot, min_slot;
-  uint64_t min_score;
+// ---------------------------------------------------------------- eviction scan under the bucket lock
+// The victim is the slot of minimum (score, digest, key) (table_types.h evicts_before): no slot position takes part,
+// so an all-HBM and a hybrid table (whose keys sit in other slots) evict the same key. The scan reads the bucket's
+// digests and scores only (1.1 KB for 128 slots); key words are read where a digest is the key's or the empty
+// digest (as before), and, rarely, where two slots tie in (score, digest) (victim_exact).
+//
+// Rank of a slot without its key: score << 8 | digest, in the eviction order while scores are below 2^56 (LRU
+// clocks, LFU counts, epochs below 2^24); a bucket holding a larger score is decided by victim_exact. Two
+// instructions: the high word is a funnel shift of the score, the low word a byte permute that puts the digest
+// under the score's low 24 bits.
+__device__ __forceinline__ uint64_t evict_rank(uint32_t sc_lo, uint32_t sc_hi, uint32_t dword, int byte) {
+  const uint32_t lo = __byte_perm(dword, sc_lo, 0x6540u | static_cast<uint32_t>(byte));
+  const uint32_t hi = __funnelshift_l(sc_lo, sc_hi, 8);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+// The least rank of a set of slots: its bucket-local slot (-1: none) and whether another slot of the set has the
+// same rank (then only the key words can decide: victim_exact).
+struct EvictCand {
+  uint64_t rank;
+  int idx;
+  bool tie;
 };
+__device__ __forceinline__ EvictCand cand_min(const EvictCand& a, const EvictCand& b) {
+  const bool lt = b.rank < a.rank;
+  const bool eq = b.rank == a.rank;
+  return EvictCand{lt ? b.rank : a.rank, lt ? b.idx : a.idx, lt ? b.tie : (a.tie || eq)};
+}
+// 0x80 in each byte of x that is zero (exact per byte: no borrow crosses bytes).
+__device__ __forceinline__ uint32_t zero_bytes(uint32_t x) {
+  return ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;
+}
+// 16-bit mask of a chunk's slots whose digest is d4's or e4's byte (the multiply gathers bits 7, 15, 23, 31 into
+// bits 28-31: its partial products land on distinct bits, so nothing carries into them).
+__device__ __forceinline__ uint32_t look16(uint4 c, uint32_t d4, uint32_t e4) {
+  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t z = zero_bytes(w[j] ^ d4) | zero_bytes(w[j] ^ e4);
+    m |= ((z * 0x00204081u) >> 28) << (4 * j);
+  }
+  return m;
+}
+__device__ __forceinline__ uint32_t digest_word(const uint4& d, int j) {
+  return j < 4 ? d.x : (j < 8 ? d.y : (j < 12 ? d.z : d.w));
+}
+
+struct BucketScan {
+  int64_t found, free_slot;
+  EvictCand min;  // the lane's least rank over its slots (those of found / free slots included: then unused)
+  uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
+};
+// Lane l takes the 16-slot chunks l, l + kTile, ...: one 16-byte digest load and eight 16-byte score loads per chunk,
+// all issued before any is used; then the key words the digests ask for; then the chunk's least rank by a tree of
+// 15 compares (depth 4), merged into the lane's.
+// Why digests suffice under the lock: only the lock holder changes which key a slot holds, except claims of free
+// slots (EMPTY -> LOCKED -> key, digest written before the key), which read as the empty digest or the new key's
+// digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
+// keeps its key and digest; its score may change: the slot is waited out and its score read again (an extra
+// candidate; the stale rank stays in the tree, and the claim re-checks the victim's score, so a stale score costs
+// a rescan, never a wrong eviction).
 __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, uint64_t key, int64_t base,
                                                   uint32_t d4) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
   const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
-  BucketScan r{-1, -1, -1, ~0ull};
+  BucketScan r{-1, -1, EvictCand{~0ull, -1, false}, 0u};
   // The loop waits for one chunk at a time (all of a lane's loads at once would cost the insert pass its
   // occupancy); the caller prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
 #pragma unroll 1
@@ -388,34 +436,115 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
     uint4 ss[8];
 #pragma unroll
     for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
-    const uint32_t look = match16(d, d4) | match16(d, e4);  // slots whose key word must be read
+    // Key words first (slots whose digest is the key's or the empty digest: ~0.5 of each per bucket): a loop, so a
+    // basic block ends here and the score loads above stay issued together (in one block with the rank compares
+    // below, the compiler delayed two of them behind the compares: a second L2 round trip per chunk).
+    uint32_t look = look16(d, d4, e4);
+    while (look) {
+      const int j = __ffs(look) - 1;
+      look &= look - 1;
+      const int64_t slot = s0 + j;
+      uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
+      if (k == kLockedKey) {
+        k = wait_unlocked(t.keys, slot);
+        const uint64_t sc = __ldcg(scores + slot);  // an extra candidate (the stale rank stays: see above)
+        r.big |= static_cast<uint32_t>(sc >> 32);
+        r.min = cand_min(r.min, EvictCand{evict_rank(static_cast<uint32_t>(sc), static_cast<uint32_t>(sc >> 32),
+                                                     digest_word(d, j), j & 3),
+                                          c * 16 + j, false});
+      }
+      if (k == key) r.found = slot;
+      else if (k == kEmptyKey && r.free_slot < 0) r.free_slot = slot;
+    }
+    EvictCand e[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
+      const uint32_t dw = digest_word(d, 2 * b);
+      const uint64_t r0 = evict_rank(ss[b].x, ss[b].y, dw, (2 * b) & 3);
+      const uint64_t r1 = evict_rank(ss[b].z, ss[b].w, dw, (2 * b + 1) & 3);
+      r.big |= ss[b].y | ss[b].w;
+      const bool lt = r1 < r0;
+      e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
+    }
+#pragma unroll
+    for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+      for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
+    e[0].idx += c * 16;  // chunk-local -> bucket-local slot
+    r.min = cand_min(r.min, e[0]);
+  }
+  return r;
+}
+
+// The tile's least rank (every lane gets the same rank, tie and big; idx agrees unless tie): shuffles of the rank
+// and of one word packing (idx + 1, tie, big).
+__device__ __forceinline__ EvictCand tile_min_rank(const Tile& tile, EvictCand m, bool& big) {
+#pragma unroll
+  for (int o = kTile / 2; o > 0; o >>= 1) {
+    const uint32_t pack = static_cast<uint32_t>(m.idx + 1) | (m.tie ? 0x200u : 0u) | (big ? 0x400u : 0u);
+    const uint64_t orank = tile.shfl_xor(m.rank, o);
+    const uint32_t op = tile.shfl_xor(pack, o);
+    m = cand_min(m, EvictCand{orank, static_cast<int>(op & 0x1ffu) - 1, (op & 0x200u) != 0});
+    big = big || (op & 0x400u) != 0;
+  }
+  return m;
+}
+
+// The victim by evicts_before itself (a tie of the tile's least rank, or a score >= 2^56 in the bucket): every slot
+// of the lane compared by (score, digest), key words read for slots that tie with the lane's best and for each
+// lane's best, then the lanes reduced by (score, digest, key). Only after the scan found neither the key nor a free
+// slot: every slot holds another key (LOCKED slots are waited out). Returns the slot and its score.
+__device__ __forceinline__ int64_t victim_exact(const Tile& tile, const TableRef& t, int64_t base,
+                                                uint64_t& victim_score) {
+  const int chunks = t.bucket_capacity / 16;
+  const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
+  int64_t best = -1;
+  uint64_t bs = 0, bk = 0;
+  uint32_t bd = 0;
+  bool bk_read = false;
+#pragma unroll 1
+  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
+    const int64_t s0 = base + c * 16;
+    const uint4 d = load_digests(t.digests, base, c, true);
+    uint4 ss[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const int64_t slot = s0 + j;
-      uint64_t sc = (j & 1) ? (static_cast<uint64_t>(ss[j / 2].w) << 32 | ss[j / 2].z)
-                            : (static_cast<uint64_t>(ss[j / 2].y) << 32 | ss[j / 2].x);
-      if ((look >> j) & 1u) {
-        uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-        if (k == kLockedKey) {
-          k = wait_unlocked(t.keys, slot);
-          sc = __ldcg(scores + slot);
+      const uint64_t sc = (j & 1) ? (static_cast<uint64_t>(ss[j / 2].w) << 32 | ss[j / 2].z)
+                                  : (static_cast<uint64_t>(ss[j / 2].y) << 32 | ss[j / 2].x);
+      const uint32_t dg = (digest_word(d, j) >> (8 * (j & 3))) & 0xffu;
+      if (best < 0 || sc < bs || (sc == bs && dg < bd)) {
+        best = s0 + j;
+        bs = sc;
+        bd = dg;
+        bk_read = false;
+      } else if (sc == bs && dg == bd) {
+        if (!bk_read) bk = wait_unlocked(t.keys, best);
+        bk_read = true;
+        const uint64_t k = wait_unlocked(t.keys, s0 + j);
+        if (k < bk) {
+          best = s0 + j;
+          bk = k;
         }
-        if (k == key) {
-          r.found = slot;
-          continue;
-        }
-        if (k == kEmptyKey) {
-          if (r.free_slot < 0) r.free_slot = slot;
-          continue;
-        }
-      }
-      if (r.min_slot < 0 || sc < r.min_score) {  // slots ascend within a lane: ties keep the lower slot
-        r.min_score = sc;
-        r.min_slot = slot;
       }
     }
   }
-  return r;
+  if (best >= 0 && !bk_read) bk = wait_unlocked(t.keys, best);
+#pragma unroll
+  for (int o = kTile / 2; o > 0; o >>= 1) {
+    const int64_t ob = tile.shfl_xor(best, o);
+    const uint64_t os = tile.shfl_xor(bs, o), ok = tile.shfl_xor(bk, o);
+    const uint32_t od = tile.shfl_xor(bd, o);
+    if (ob >= 0 && (best < 0 || evicts_before(os, static_cast<uint8_t>(od), ok, bs, static_cast<uint8_t>(bd), bk))) {
+      best = ob;
+      bs = os;
+      bd = od;
+      bk = ok;
+    }
+  }
+  victim_score = bs;
+  return best;
 }
 
 }  // namespace table

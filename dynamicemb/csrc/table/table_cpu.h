@@ -131,12 +131,16 @@ void upsert(const UpsertParams& p, int policy) {
         }
         stat = kStatInserted;
         if (target < 0) {
+          // the minimum (score, digest, key): evicts_before, the CUDA kernels' rule (no slot position)
           int64_t victim = -1;
           uint64_t min_score = ~0ull;
           for (int s = 0; s < t.bucket_capacity; ++s) {
-            int64_t slot2 = h.base + s;
-            if (victim < 0 || t.scores[slot2] < min_score) { min_score = t.scores[slot2]; victim = slot2; }
+            const int64_t q = h.base + s;
+            if (victim < 0 || evicts_before(t.scores[q], t.digests[q], key_at(t, q), t.scores[victim],
+                                            t.digests[victim], key_at(t, victim)))
+              victim = q;
           }
+          min_score = t.scores[victim];
           if (new_score > min_score) {
             target = victim;
             stat = kStatEvicted;

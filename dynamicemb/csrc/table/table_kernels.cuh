@@ -29,8 +29,8 @@
 //     and a tile that took it, or met it held by a duplicate, never waits on another slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
 //     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
-//     waited out, whose holders never wait), and replaces the minimum-score slot (ties: lowest slot) if the new
-//     score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
+//     waited out, whose holders never wait), and replaces the slot of least (score, digest, key) (evicts_before;
+//     no slot position, so every layout evicts the same key) if the new score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
 //     serializes all remaining changes of that bucket. A key the first pass found missing from a full bucket
 //     comes to the insert pass flagged (kPendingFullBucket) and goes straight to this path.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
@@ -380,18 +380,18 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
       }
       victim = sc.free_slot;
     } else {
-      // min-reduce (score, slot)
-      for (int o = kTile / 2; o > 0; o >>= 1) {
-        const uint64_t os = tile.shfl_xor(sc.min_score, o);
-        const int64_t ol = tile.shfl_xor(sc.min_slot, o);
-        if (ol >= 0 && (sc.min_slot < 0 || os < sc.min_score || (os == sc.min_score && ol < sc.min_slot))) {
-          sc.min_score = os;
-          sc.min_slot = ol;
-        }
+      // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
+      // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
+      bool big = (sc.big >> 24) != 0;
+      const EvictCand m = tile_min_rank(tile, sc.min, big);
+      if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
+      victim = base + m.idx;
+      victim_score = m.rank >> 8;
+      if (!big && !(new_score > victim_score)) break;  // refused (before any key word is read for a tie)
+      if (big || m.tie) {
+        victim = victim_exact(tile, t, base, victim_score);
+        if (!(new_score > victim_score)) break;  // refused
       }
-      victim = sc.min_slot;
-      victim_score = sc.min_score;
-      if (victim < 0 || !(new_score > victim_score)) break;  // refused
     }
     // Claim the victim; if a hit changed its score since the scan, put it back and rescan. (The scan reads no
     // key word of a slot whose digest is neither the key's nor the empty digest: a LOCKED victim is waited out

@@ -38,6 +38,19 @@ constexpr int kNumReservedKeys = 3;
 
 TABLE_HD bool is_reserved_key(uint64_t k) { return k - kEmptyKey < uint64_t(kNumReservedKeys); }
 
+// Eviction order (every eviction path: the table kernels' scan (probe.cuh), the step's insert (insert_kernels.cu),
+// the CPU twin (table_cpu.h)): a full bucket evicts its slot of minimum (score, digest, key), scores and keys in
+// unsigned 64-bit order. No slot position takes part, so tables whose keys sit in other slots of the bucket (an
+// all-HBM and a hybrid table, whose inserts claim the HBM slots first; two runs whose claims raced) evict the same
+// key. The digest (8 hash bits, stored per slot) settles almost every tie of score without reading a key word; the
+// key settles the rest. True when slot a is evicted before slot b (a total order on distinct keys).
+TABLE_HD bool evicts_before(uint64_t score_a, uint8_t digest_a, uint64_t key_a, uint64_t score_b, uint8_t digest_b,
+                            uint64_t key_b) {
+  if (score_a != score_b) return score_a < score_b;
+  if (digest_a != digest_b) return digest_a < digest_b;
+  return key_a < key_b;
+}
+
 TABLE_HD uint8_t digest_of_hash(uint64_t h) { return static_cast<uint8_t>(h >> 32); }
 // Free slots carry the digest of the EMPTY key: an insert finds candidate free slots by a digest compare.
 TABLE_HD uint8_t empty_digest() { return digest_of_hash(accel_hash_key(kEmptyKey)); }
