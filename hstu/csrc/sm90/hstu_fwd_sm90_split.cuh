@@ -237,8 +237,9 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   const int rows = si.lq_alloc - m0;
   T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
           static_cast<int64_t>(h) * p.o_head_stride;
-  // Loads in flight per thread: 16 float4 (8 at D = 256); 32 made ptxas spill. k = 9 (the NVIDIA batch-1 rule):
-  // 2 round trips. The plain loop's 8 (kPerPass 4 over 2 partials) is kept as the floor at k <= 2.
+  // Loads in flight per thread: 16 float4 (8 at D = 256); 32 made ptxas spill. k = 9 (the NVIDIA batch-1 rule's
+  // 33-tile units): 18, all 9 partials in one batch (in batches of 8 the second re-read the 9th partial 8 times:
+  // 32 loads, 2 round trips). The plain loop's 8 (kPerPass 4 over 2 partials) is kept as the floor at k <= 2.
   if constexpr (D > 128) {
     if (k <= 2) {
       fwd_split_sum_together<T, 4, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
@@ -249,6 +250,8 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     fwd_split_sum_together<T, 8, 2>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   } else if (k <= 4) {
     fwd_split_sum_together<T, 4, 4>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
+  } else if (k == 9) {
+    fwd_split_sum_together<T, 2, 9>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   } else {
     fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
