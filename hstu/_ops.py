@@ -196,7 +196,7 @@ FWD_SPLIT_SHIFT = 11
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
 BWD_SM80_CFG_LAST = 12  # kBwdSm80LastCfg
-# bits 29-31: the sm80-class forward's tiles: 0 the default, 1-4 issue 39's candidates (bf16; FWD_SM80_CFGS)
+# bits 29-31: the sm80-class forward's tiles: 0 the default, 1-5 issue 39's candidates (bf16; FWD_SM80_CFGS)
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
@@ -261,10 +261,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles) with K / V
-    double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 1 with the
-    warp skip (each warp skips the key chunks its rows all have masked; D = 256: 2 with it); 4 the default's
-    tiles with the warp skip; 5 1 with the warp skip (``FwdSm80Candidate`` in
-    hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh). 0 (the default) runs candidate 2 for bf16 calls whose mean query rows
+    double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 64 x 64
+    tiles of 4 warps x 16 rows, 3 blocks per SM (D = 64 / 128, short rows); 4 2 with the warp skip (a warp skips
+    the cut sub-tiles whose keys none of its rows sees); 5 D = 256 128 x 64 tiles of 8 warps (130 KB per block:
+    where it fits, not sm86 / sm89) (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh). Every
+    sm80-class forward kernel with more than 128 registers per thread walks its query tiles longest first over
+    chunks of sequences (the grid order; same outputs). 0 (the default) runs candidate 2 for bf16 calls whose mean query rows
     per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 4096 (on an H200: 1.10-1.14x the old tiles
     at S8K-S16K, 1.11x at D = 256 S4K, 0.63x at S1K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles
     whatever the shape, for comparisons.
