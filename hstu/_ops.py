@@ -260,8 +260,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (the default elsewhere); 11 D = 128's 4-warp
     tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
-    without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles) with K / V
-    double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 64 x 64
+    without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows, 128 x 64 tiles; D = 64
+    128 x 128) with K / V double-buffered and the warp skip of 4 at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps); 3 64 x 64
     tiles of 4 warps x 16 rows, 3 blocks per SM (D = 64 / 128, short rows); 4 2 with the warp skip (a warp skips
     the cut sub-tiles whose keys none of its rows sees); 5 D = 256 128 x 64 tiles of 8 warps (130 KB per block:
     where it fits, not sm86 / sm89) (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh). Every

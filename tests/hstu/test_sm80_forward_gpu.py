@@ -30,7 +30,7 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True):
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
-            t = (128, 128, 64, 4, 2, 2, 0) if D == 64 else (128, 64, 32, 4, 2, 2, 0)
+            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 2)
         elif cfg == 2:
             t = fa2 + (0,)
         elif cfg == 3 and D != 256:

@@ -52,8 +52,9 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
-//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered; D = 128 128 x 64 tiles in 32-key sub-tiles (96 KB; 64-key
-//      sub-tiles spill 108 B), D = 64 FA2's 128 x 128 in 64-key sub-tiles (80 KB);
+//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles, the warp
+//      skip (4's); D = 128 128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89), D = 64
+//      FA2's 128 x 128 (80 KB); (before session 12: D = 128 in 32-key sub-tiles, the 64-key ones spilled then);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
@@ -78,7 +79,7 @@ struct FwdSm80Candidate {
   static constexpr bool kExists = false;
 };
 template <int D>
-struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, 0> {
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, 2, 2> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
