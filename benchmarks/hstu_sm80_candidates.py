@@ -60,7 +60,7 @@ VARIANTS = {
 
 # The forward's: name, kernel_options switches, head dims that have the candidate (the others run the default).
 FWD_VARIANTS = [("default", {}, (32, 64, 128, 256)),
-                ("fcfg1 4w x 32 rows 2st skip", dict(fwd_sm80_cfg=1), (64, 128)),
+                ("fcfg1 4w x 32 rows 2st", dict(fwd_sm80_cfg=1), (64, 128)),
                 ("fcfg2 FA2 tiles 1st", dict(fwd_sm80_cfg=2), (64, 128, 256)),
                 ("fcfg3 64x64 4w x 16 rows 1st 3/SM", dict(fwd_sm80_cfg=3), (64, 128)),
                 ("fcfg4 FA2 tiles 1st skip", dict(fwd_sm80_cfg=4), (64, 128, 256)),

@@ -52,9 +52,9 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
-//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles, the warp
-//      skip (4's); D = 128 128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89), D = 64
-//      FA2's 128 x 128 (80 KB); (before session 12: D = 128 in 32-key sub-tiles, the 64-key ones spilled then);
+//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
+//      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; before session 12 32-key
+//      sub-tiles, the 64-key ones spilled then), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
@@ -70,16 +70,20 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
-// The default (fwd_sm80_cfg=0) runs candidate 2 (FA2's tiles, one K/V stage) for bf16 when the mean query rows per
-// sequence (total_q / batch, host values) reach this: on an H200 it ran B16 S16K D128 1.14x, S4K D256 1.11x, S8K D64
-// 1.10x the default tiles, S4K D128 1.00x, and B128 S1K D128 0.63x (docs/hstu_attn.md, issue 39).
-constexpr int64_t kFwdSm80LongRows = 4096;
+// The default (fwd_sm80_cfg=0) runs kFwdSm80DefaultCfg for bf16 when the mean query rows per sequence (total_q /
+// batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (session 12,
+// forward ms with the longest-first grid order; issue 39): candidate 2 at B128 S1K D128 0.473 against the old tiles'
+// 0.564 (session 8, before the row-table mask: 0.63x), B16 S4K 0.734 / 0.966, S16K 11.04 / 13.81, D256 S4K 1.728 /
+// 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below 1,024 rows unmeasured: the old tiles.
+constexpr int64_t kFwdSm80LongRows = 1024;
+template <int D>
+constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
 };
 template <int D>
-struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, 2, 2> {
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, 2, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
@@ -528,7 +532,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value && FwdSm80Candidate<D, 2>::kExists &&
       p.total_q >= kFwdSm80LongRows * p.batch)
-    return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+    return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
