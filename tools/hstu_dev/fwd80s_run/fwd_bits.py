@@ -1,6 +1,9 @@
-"""The sm80-class forward's outputs (kernel_options(sm90=False), bf16 fwd_sm80_cfg 0 / 1 / 2 / 6: the kernels whose
-tiles branch fwd80s keeps, only their grid order changed), bitwise: `dump FILE` under one wheel, `check FILE` under
-another; `self` under one wheel: candidate 4 (2 with the warp skip) against candidate 2, value for value. Masks: causal, bidirectional window, contexts, targets (groups 1 / 16 /
+"""The sm80-class forward's outputs (kernel_options(sm90=False), bf16 fwd_sm80_cfg 0 / 1 / 2 / 6), bitwise up to the
+sign of zero (a skipped sub-tile adds no +0.0): `dump FILE` under main's wheel, `check FILE` under branch fwd80s's,
+which compares each kernel with the same tiles: cfg 2 / 6 / 1 (D = 64; D = 128's candidate 1 changed its sub-tiles)
+with main's, and the branch's default with main's run of the kernel that the branch's default picks (bf16 from 1,024
+mean rows candidate 2, D = 64 candidate 1; else and fp16 the old tiles); `self` under one wheel: candidate 4 (2 with
+the warp skip) against candidate 2, value for value. Masks: causal, bidirectional window, contexts, targets (groups 1 / 16 /
 37), contexts + targets + groups, local windows with both, the GR convention with and without targets, none; layouts:
 dense B2 S4096 (mean rows 4096: the default runs candidate 2 for bf16), long jagged, short jagged with delta-q and
 seqused; D 64 / 128 / 256; bf16 (cfg 0-6) and fp16 (cfg 0); rab on some. SHA-1 of each output. Same seeds in both."""
@@ -71,11 +74,11 @@ def outputs(self_check=False):
     for lay in LAYOUTS:
         for mask in MASKS:
             for D in (64, 128, 256):
-                for dtype, cfgs in ((torch.bfloat16, [0, 1, 2, 6]), (torch.float16, [0])):
+                for dtype, cfgs in ((torch.bfloat16, [0, 1, 2, 6]), (torch.float16, [0, 6])):
                     names.append((f"{lay}/{mask}/D{D}/{str(dtype)[6:]}", lay, mask, D, dtype, cfgs, False))
     for lay, mask in RAB:
         for D in (64, 128, 256):
-            names.append((f"{lay}/{mask}/D{D}/bfloat16/rab", lay, mask, D, torch.bfloat16, [0, 2, 6], True))
+            names.append((f"{lay}/{mask}/D{D}/bfloat16/rab", lay, mask, D, torch.bfloat16, [0, 1, 2, 6], True))
     for name, lay, mask, D, dtype, cfgs, rab in names:
         q, k, v, kw = case(zlib.crc32(name.encode()), lay, mask, D, dtype, rab)
         if self_check:  # candidate 4 vs 2, values (the skipped products are zeros: -0.0 may become +0.0)
@@ -98,7 +101,12 @@ def outputs(self_check=False):
                 print(f"{key}: {res[key]}")
                 continue
             nan = bool(torch.isnan(o).any())
+            o = o + 0.0  # (-0.0 -> +0.0)
             res[key] = hashlib.sha1(o.contiguous().view(torch.int16).cpu().numpy()).hexdigest() + (" NaN" if nan else "")
+            if cfg == 0:  # the kernel the branch's default runs, for check
+                lens_q = (kw["cu_seqlens_q"][1:] - kw["cu_seqlens_q"][:-1])
+                long = dtype == torch.bfloat16 and int(lens_q.sum()) >= 1024 * len(lens_q)
+                res[key + "/branch_default"] = (1 if D == 64 else 2) if long else 6
     return res
 
 
@@ -113,15 +121,30 @@ def main():
     res = outputs()
     if mode == "dump":
         torch.save(res, path)
-        print(f"fwd_bits: {len(res)} outputs dumped ({sum('error' in v for v in res.values())} refused)")
+        print(f"fwd_bits: {len(res)} outputs dumped ({sum('error' in str(v) for v in res.values())} refused)")
         return
     ref = torch.load(path)
-    bad = [n for n in res if res[n] != ref.get(n)]
+    bad, skipped = [], 0
+    for n, h in res.items():
+        if n.endswith("/branch_default"):
+            continue
+        name, cfg = n.rsplit("/cfg", 1)
+        if cfg == "0":
+            want = ref.get(f"{name}/cfg{res[n + '/branch_default']}")
+        elif cfg == "1" and "/D128/" in n:
+            skipped += 1
+            continue
+        else:
+            want = ref.get(n)
+        if h != want:
+            bad.append(n)
+    res = {n: h for n, h in res.items() if not n.endswith("/branch_default") and not ("/D128/" in n and n.endswith("/cfg1"))}
     for n in bad[:12]:
         print(f"DIFFERS {n}: {res[n]} vs {ref.get(n)}")
-    nan = [n for n in res if res[n].endswith("NaN")]
+    nan = [n for n in res if str(res[n]).endswith("NaN")]
     print(f"fwd_bits: {len(res) - len(bad)} of {len(res)} sm80-class forward outputs bitwise equal to the baseline's; "
-          f"differing {len(bad)}; NaN in {len(nan)}; refused {sum('error' in v for v in res.values())}")
+          f"differing {len(bad)}; NaN in {len(nan)}; refused {sum('error' in str(v) for v in res.values())}; "
+          f"not compared (D = 128 candidate 1, new sub-tiles) {skipped}")
 
 
 if __name__ == "__main__":
