@@ -34,10 +34,9 @@ struct FwdSm80Tile {
   static constexpr int kMinBlocks = MINB;
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
-  // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
-  // each warp's key range (hstu_fwd_kernel, kWarpRange: 4 ints)
+  // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full)
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
-  static constexpr int kSmem = kSmemRowKeys + BM * 16 + WARPS * 16;
+  static constexpr int kSmem = kSmemRowKeys + BM * 16;
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
 };
 
@@ -192,11 +191,6 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
   const int lk = si.lk;
-  // kWarpRange: on a sub-tile that is not full for the block, a warp whose rows see none of its keys skips it (the
-  // diagonal's upper half; a tile with contexts: its non-context rows past their diagonal) and one whose rows all
-  // see all of them takes the unmasked path (the context rows' warps there). Not in the one-stage D = 128 kernel of
-  // two m16 tiles per warp (candidate 2 there): at 255 registers it spilled 8-24 B (sm_90a, sm_80, sm_89).
-  constexpr bool kWarpRange = SKIP == 0 && kFwdSm80Lpt<NWARPS, MINB> && !(STAGES == 1 && D == 128 && MT == 2);
   int full_lo, full_hi;
   mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
   const int rows_used = max(0, min(BM, si.lq - m0));
@@ -240,24 +234,6 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
       mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
                    "r"(tlo), "r"(thi));
-      if constexpr (kWarpRange) {
-        // The compute warp of this row (MT 16 rows: whole warps here, BM % 32 == 0): the hull of its rows' keys
-        // [lo, hi) and the history keys all of them see [clo, chi) (empty if one row has none).
-        int lo = min(hlo < hhi ? hlo : INT_MAX, tlo < thi ? tlo : INT_MAX);
-        int hi = max(hlo < hhi ? hhi : INT_MIN, tlo < thi ? thi : INT_MIN);
-        int clo = hlo, chi = hhi;
-#pragma unroll
-        for (int o = 1; o < MT * 16; o *= 2) {
-          lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-          hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
-          clo = max(clo, __shfl_xor_sync(0xffffffffu, clo, o));
-          chi = min(chi, __shfl_xor_sync(0xffffffffu, chi, o));
-        }
-        if (tid % (MT * 16) == 0) {
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + BM * 16 + tid / (MT * 16) * 16),
-                       "r"(lo), "r"(hi), "r"(clo), "r"(chi));
-        }
-      }
     }  // (visible after the loop's first barrier)
     // smem: Q | stage 0: K, V | stage 1: K, V (STAGES 1: Q | K | V) | row keys
     const uint32_t sKV0 = sQ0 + BM * D * 2;
@@ -302,21 +278,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
-        bool full = n0 >= full_lo && n0 <= full_hi;
+        const bool full = n0 >= full_lo && n0 <= full_hi;
         // SKIP: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them).
         const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
-        bool work = SKIP == 0 || lim > 0;
-        if constexpr (kWarpRange) {
-          if (!full) {  // (one broadcast load: warp-uniform)
-            int wlo, whi, wclo, wchi;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(wlo), "=r"(whi), "=r"(wclo), "=r"(wchi)
-                         : "r"(sRowKeys0 + BM * 16 + warp_row0 / (MT * 16) * 16));
-            work = max(wlo, n0) < min(whi, n0 + BNS);
-            full = wclo <= n0 && n0 + BNS <= wchi;
-          }
-        }
-        if ((SKIP == 2 || kWarpRange) && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
+        const bool work = SKIP == 0 || lim > 0;
+        if (SKIP == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -434,7 +400,6 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 #pragma unroll
         for (int ks = 0; ks < BNS / 16; ++ks) {
           if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
-          if (kWarpRange && STAGES == 1 && !work) continue;                              // warp-uniform
           uint32_t a[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
