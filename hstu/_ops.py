@@ -200,7 +200,7 @@ BWD_SM80_CFG_LAST = 12  # kBwdSm80LastCfg
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
-FWD_SM80_LONG_ROWS = 1024  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1)
+FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
@@ -267,9 +267,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     block: where it fits, not sm86 / sm89) (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
     (the grid order; same outputs). 0 (the default) runs candidate 2 (D = 64: 1) for bf16 calls whose mean query
-    rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 1024 (on an H200: 1.19x the old
-    tiles at B128 S1K D128, 1.32x at S4K, 1.25x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else the old
-    tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons.
+    rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles
+    at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K),
+    else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a

@@ -73,9 +73,10 @@ constexpr int kFwdSm80CfgOld = 6;
 // The default (fwd_sm80_cfg=0) runs kFwdSm80DefaultCfg for bf16 when the mean query rows per sequence (total_q /
 // batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (session 12,
 // forward ms with the longest-first grid order; issue 39): candidate 2 at B128 S1K D128 0.473 against the old tiles'
-// 0.564 (session 8, before the row-table mask: 0.63x), B16 S4K 0.734 / 0.966, S16K 11.04 / 13.81, D256 S4K 1.728 /
-// 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below 1,024 rows unmeasured: the old tiles.
-constexpr int64_t kFwdSm80LongRows = 1024;
+// 0.564 (session 8, before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966, S16K 11.04 /
+// 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below 512 rows
+// unmeasured: the old tiles.
+constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
 constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
 template <int D, int CFG>
