@@ -105,7 +105,7 @@ def outputs(self_check=False):
             res[key] = hashlib.sha1(o.contiguous().view(torch.int16).cpu().numpy()).hexdigest() + (" NaN" if nan else "")
             if cfg == 0:  # the kernel the branch's default runs, for check
                 lens_q = (kw["cu_seqlens_q"][1:] - kw["cu_seqlens_q"][:-1])
-                long = dtype == torch.bfloat16 and int(lens_q.sum()) >= 1024 * len(lens_q)
+                long = dtype == torch.bfloat16 and int(lens_q.sum()) >= _ops.FWD_SM80_LONG_ROWS * len(lens_q)
                 res[key + "/branch_default"] = (1 if D == 64 else 2) if long else 6
     return res
 

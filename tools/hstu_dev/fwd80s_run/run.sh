@@ -1,7 +1,7 @@
 #!/bin/bash
 # fwd80s (issue 39): the portable (sm80-class) forward: longest-first grid order over chunks of sequences (kernels
-# over 128 registers), each warp's key range on cut sub-tiles (skip / unmasked path; not candidate 2 at D = 128),
-# the bf16 default from 1,024 mean rows (was 4,096) candidate 2, at D = 64 candidate 1 (2 K/V stages); candidates
+# over 128 registers) (run 2 also had a per-warp key range, reverted after it),
+# the bf16 default from 512 mean rows (was 4,096) candidate 2, at D = 64 candidate 1 (2 K/V stages); candidates
 # 1 (D128 now 64-key sub-tiles), 3 (64 x 64, 4 warps, 3 blocks / SM), 4 (2 + warp skip), 5 (D256 128 x 64, 8 warps).
 # Branch wheel vs main's (ff9215e) in one call, on the H200:
 #   run(command="bash .carry/fwd80s/run.sh", carry=[".carry/fwd80s", ".carry/whl"], timeout_s=200)
