@@ -1,7 +1,7 @@
 """The sm80-class forward's outputs (kernel_options(sm90=False), bf16 fwd_sm80_cfg 0 / 1 / 2 / 6), bitwise up to the
 sign of zero (a skipped sub-tile adds no +0.0): `dump FILE` under main's wheel, `check FILE` under branch fwd80s's,
 which compares each kernel with the same tiles: cfg 2 / 6 / 1 (D = 64; D = 128's candidate 1 changed its sub-tiles)
-with main's, and the branch's default with main's run of the kernel that the branch's default picks (bf16 from 1,024
+with main's, and the branch's default with main's run of the kernel that the branch's default picks (bf16 from FWD_SM80_LONG_ROWS
 mean rows candidate 2, D = 64 candidate 1; else and fp16 the old tiles); `self` under one wheel: candidate 4 (2 with
 the warp skip) against candidate 2, value for value. Masks: causal, bidirectional window, contexts, targets (groups 1 / 16 /
 37), contexts + targets + groups, local windows with both, the GR convention with and without targets, none; layouts:
