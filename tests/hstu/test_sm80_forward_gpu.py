@@ -23,20 +23,30 @@ _DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0), 64: (128, 64, 32, 8, 2, 2, 0), 128: (
             256: (64, 32, 32, 4, 1, 2, 0)}
 
 
-def fwd_tile(D, cfg, dtype=torch.bfloat16):
-    """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D."""
+def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True):
+    """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (big_smem: the
+    device holds candidate 5's 130 KB per block and is no sm86 / sm89)."""
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
-        if cfg in (1, 5) and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
-            t = (128, 128, 64, 4, 2, 2, 0 if cfg == 1 else 3) if D == 64 else (128, 64, 32, 4, 2, 2, 0 if cfg == 1 else 2)
+        if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
+            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0)
         elif cfg == 2:
             t = fa2 + (0,)
-        elif cfg == 3:
-            t = fa2 + (1 if D == 128 else 3,)
+        elif cfg == 3 and D != 256:
+            t = (64, 64, 64, 4, 3, 1, 0)
         elif cfg == 4:
-            t = t[:6] + ({64: 2, 128: 1, 256: 3}[D],)
+            t = fa2 + (2,)
+        elif cfg == 5 and D == 256 and big_smem:
+            t = (128, 64, 64, 8, 1, 1, 0)
     return ", ".join(str(x) for x in (D,) + t) + ">"
+
+
+def _big_smem():
+    """candidate 5 runs here: no sm86 / sm89, and its 130 KB per block (Q, K, V tiles and the row table) fit"""
+    major, minor = torch.cuda.get_device_capability()
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    return not (major == 8 and minor != 0) and optin >= (128 + 2 * 64) * 256 * 2 + 128 * 16
 
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
@@ -76,7 +86,8 @@ def test_sm80_forward_candidates_gr_convention(mask, D, kernel_opts):
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, fwd_sm80_cfg=n) runs the candidate's hstu_fwd_kernel for bf16 where the head dim
-    has it, else (fp16, D = 32, 1 / 5 at D = 256) the default one."""
+    has it, else (fp16, D = 32, 1 / 3 at D = 256, 5 below D = 256 or where 130 KB per block do not fit) the default
+    one."""
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(13, [200, 64], 2, D, dtype, "causal", 0)
@@ -86,15 +97,16 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype)}(hstu::HstuParams)"
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype, _big_smem())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
-    """The default (fwd_sm80_cfg=0) runs candidate 2 for bf16 once the mean query rows per sequence reach
-    FWD_SM80_LONG_ROWS (bitwise candidate 2's output), the old tiles just below it and for fp16; fwd_sm80_cfg=6
-    runs the old tiles whatever the shape (bitwise the old default's output)."""
+    """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 1) for bf16 once the mean query rows per sequence
+    reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16;
+    fwd_sm80_cfg=6 runs the old tiles whatever the shape (bitwise the old default's output)."""
+    cand = 1 if D == 64 else 2
     long_rows = _ops.FWD_SM80_LONG_ROWS
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
@@ -102,19 +114,19 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             case = kg.make_case(zlib.crc32(repr(("long", D, lens, str(dtype))).encode()), lens, 2, D, dtype,
                                 "causal", 0)
             outs, names = {}, {}
-            for cfg in (0, 2, _ops.FWD_SM80_CFG_OLD):
+            for cfg in (0, cand, _ops.FWD_SM80_CFG_OLD):
                 kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
                 kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                     torch.cuda.synchronize()
                 names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 2 if is_long else 0, dtype)}(hstu::HstuParams)"
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cand if is_long else 0, dtype)}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
             assert len(names[6]) == 1 and next(iter(names[6])).endswith(old), (dtype, lens, names[6], old)
-            same = 2 if is_long and dtype == torch.bfloat16 else _ops.FWD_SM80_CFG_OLD
+            same = cand if is_long and dtype == torch.bfloat16 else _ops.FWD_SM80_CFG_OLD
             assert torch.equal(outs[0], outs[same]), (dtype, lens)
-            if is_long and dtype == torch.bfloat16:  # the error rule on the default's candidate 2
+            if is_long and dtype == torch.bfloat16:  # the error rule on the default's candidate
                 kernel_opts(sm90=False)
                 kg.check_case(case, 0.5, backward=False)

@@ -10,6 +10,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
@@ -50,28 +52,39 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // warps x 32 rows at D = 128 (64 KB, K and V one buffer each), 128 x 128 of 4 warps at D = 64, 64 x 64 of 4 warps at
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
-//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered; D = 128 128 x 64 tiles in 32-key sub-tiles (96 KB; 64-key
-//      sub-tiles spill 108 B), D = 64 FA2's 128 x 128 in 64-key sub-tiles (80 KB);
+//   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
+//      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; before session 12 32-key
+//      sub-tiles, the 64-key ones spilled then), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
-//   3: 2 with the warp skip (D = 64 / 256 16-key chunks, D = 128 Q K^T of whole sub-tiles: the others spill);
-//   4: the default's tiles with the warp skip (D = 64 whole sub-tiles, D = 128 their Q K^T, D = 256 16-key chunks);
-//   5: 1 with the warp skip (D = 128 whole 32-key sub-tiles: as good as chunks with 32 rows per warp; D = 64 chunks).
-// Every candidate fits 99 KB (sm86 / sm89 too). ptxas (with the row-key table): no spills but D = 128's 3 (sm_90a
-// 68 B, sm_86 / sm_89 32 B) and 4 (sm_90a 20 B, sm_80 8 B); the defaults and 2 none (docs/hstu_attn.md).
+//   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
+//      registers; 48 KB at D = 128): half the causal diagonal's masked work of a 128-row tile, twice the blocks;
+//   4: 2 with the warp skip over whole sub-tiles (a warp whose rows see none of a cut sub-tile's keys skips its
+//      Q K^T, SiLU and P V: the diagonal's upper half, the non-context rows of a tile with contexts);
+//   5: D = 256: 128 x 64 tiles of 8 warps x 16 rows, one K/V stage (130 KB, one block per SM: A100, Hopper; FA2's
+//      A100 tile): half the K / V bytes per MMA that candidate 2 streams from L2.
+// (Candidates 3-5 before session 12: 2 / the default's tiles / 1 with the warp skip, measured no faster.) All but 5
+// fit 99 KB; 5 runs where the device's opt-in shared memory holds it and not on sm86 / sm89 (their code of it traps;
+// elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at
+// D = 128 (16 B, opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
-// The default (fwd_sm80_cfg=0) runs candidate 2 (FA2's tiles, one K/V stage) for bf16 when the mean query rows per
-// sequence (total_q / batch, host values) reach this: on an H200 it ran B16 S16K D128 1.14x, S4K D256 1.11x, S8K D64
-// 1.10x the default tiles, S4K D128 1.00x, and B128 S1K D128 0.63x (docs/hstu_attn.md, issue 39).
-constexpr int64_t kFwdSm80LongRows = 4096;
+// The default (fwd_sm80_cfg=0) runs kFwdSm80DefaultCfg for bf16 when the mean query rows per sequence (total_q /
+// batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (session 12,
+// forward ms with the longest-first grid order; issue 39): candidate 2 at B128 S1K D128 0.473 against the old tiles'
+// 0.564 (session 8, before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966, S16K 11.04 /
+// 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below 512 rows
+// unmeasured: the old tiles.
+constexpr int64_t kFwdSm80LongRows = 512;
+template <int D>
+constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
 };
 template <int D>
-struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, 0> {
+struct FwdSm80Candidate<D, 1> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, 2, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
@@ -79,19 +92,23 @@ struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, D == 128 ? 1 : 3> {
-  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
-};
-template <int D>
-struct FwdSm80Candidate<D, 4>
-    : FwdSm80Tile<D, FwdSm80Config<D>::kBlockM, FwdSm80Config<D>::kBlockN, FwdSm80Config<D>::kSubN,
-                  FwdSm80Config<D>::kWarps, FwdSm80Config<D>::kMinBlocks, 2, D == 256 ? 3 : D == 64 ? 2 : 1> {
-  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
-};
-template <int D>
-struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, D == 64 ? 64 : 32, 4, 2, 2, D == 64 ? 3 : 2> {
+struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, 64, 64, 64, 4, 3, 1, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
+template <int D>
+struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 2> {
+  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+};
+template <int D>
+struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 64, 8, 1, 1, 0> {
+  static constexpr bool kExists = D == 256;
+};
+
+// The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
+// thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
+// (ptxas, sm_90a); those keep each sequence's tiles in order, heaviest first.
+template <int NWARPS, int MINB>
+constexpr bool kFwdSm80Lpt = 65536 / (NWARPS * 32 * MINB) > 128;
 
 // The AND mask of P's packed pair q of k16 step ks (the A fragment of P V: acc_s[mt][2 ks + q / 2][2 (q % 2) + {0,
 // 1}]) from one m16 tile's mask bits (bit 4 nt + 2 hf + odd: fwd_key_interval_bits over the thread's two rows): the
@@ -119,17 +136,40 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   constexpr int DTILES = D / 8;           // n8 tiles of O per m16 tile
   static_assert(MT >= 1 && BM % (16 * NWARPS) == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+  // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
+  if constexpr (FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP>::kSmem > 99 * 1024) {
+    __trap();
+    return;
+  }
+#endif
   using L = SmemLayout<D>;
   constexpr uint32_t kTileBytes = BN * D * 2;
 
   extern __shared__ __align__(128) char smem[];
   const uint32_t sQ0 = smem_u32(smem);
 
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) tiles first
-  const int b = blockIdx.y;
+  // Grid (n G, batch chunks, heads), G = 2^g sequences per chunk (launch_hstu_fwd): block x runs query tile rank
+  // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
+  // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
+  // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
+  auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
+    if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
+      const int n_m = (p.max_seqlen_q + BM - 1) / BM;
+      const int lg = __clz(n_m) - __clz(static_cast<int>(gridDim.x));
+      const int rank = static_cast<int>(bx >> lg);
+      bt = static_cast<int>((by << lg) + (bx & ((1u << lg) - 1)));
+      m0t = (p.num_contexts != nullptr ? (rank == 0 ? 0 : n_m - rank) : n_m - 1 - rank) * BM;
+    } else {  // grid (n, batch, heads), each sequence's heaviest (causal) tiles first
+      bt = static_cast<int>(by);
+      m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
+    }
+  };
+  int b, m0;
+  block_tile(blockIdx.x, blockIdx.y, b, m0);
+  if (b >= p.batch) return;
   const int h = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
-  const int m0 = m_block * BM;
   if (m0 >= si.lq_alloc) return;
 
   const int tid = threadIdx.x;
@@ -189,7 +229,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   // and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
   const uint32_t sRowKeys0 = sQ0 + (BM + STAGES * 2 * BN) * D * 2;
   if (nb_end > nb_begin) {
-    static_assert(NT >= BM, "one row per thread");
+    static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
     if (tid < BM) {
       int hlo, hhi, tlo, thi;
       mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
@@ -286,7 +326,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           // per-element index or mask arithmetic.
           if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
-            const T* rab = static_cast<const T*>(p.rab) + static_cast<int>(blockIdx.y) * p.rab_batch_stride +
+            int rb, rm0;
+            block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+            const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
                            static_cast<int>(blockIdx.z) * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -414,15 +456,53 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
 }
 
+// The current device's SM count and per-block opt-in shared memory (cached per device).
+inline cudaError_t fwd_sm80_device(int& sms, int& max_smem) {
+  static int cache[64][2] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (cache[dev][0] == 0) {
+    int n = 0, m = 0;
+    err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    cache[dev][1] = m;
+    cache[dev][0] = n > 0 ? n : 1;
+  }
+  sms = cache[dev][0];
+  max_smem = cache[dev][1];
+  return cudaSuccess;
+}
+
+// Launches config C. The grid walks the query tiles longest first over chunks of G sequences (per head): G batches'
+// rank-0 tiles (the heaviest: the last query tile, or tile 0 with contexts), then their rank-1 tiles, ... With
+// G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
+// chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
+// time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip>;
+  int sms = 0, max_smem = 0;
+  cudaError_t err = fwd_sm80_device(sms, max_smem);
+  if (err != cudaSuccess) return err;
   if (C::kSmem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (err != cudaSuccess) return err;
   }
-  dim3 grid((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM, p.batch, p.heads);
+  // G: the power of two at most 2 resident / n (and at most the batch's), at least 1
+  const int64_t n_m = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
+  if constexpr (!kFwdSm80Lpt<C::kWarps, C::kMinBlocks>) {
+    kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
+    return cudaGetLastError();
+  }
+  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  int lg = 0;
+  while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
+  if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg), p.heads);
   kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
   return cudaGetLastError();
 }
@@ -432,8 +512,17 @@ template <typename T, int D, int CFG>
 cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) {
   using C = FwdSm80Candidate<D, CFG>;
   if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
-    static_assert(C::kSmem <= 99 * 1024, "forward candidates fit sm86 / sm89");
-    return launch_hstu_fwd<T, D, C>(p, stream);
+    if constexpr (C::kSmem <= 99 * 1024) {
+      return launch_hstu_fwd<T, D, C>(p, stream);
+    } else {  // (over sm86 / sm89's 99 KB: their code of it traps, hstu_fwd_kernel)
+      int sms = 0, max_smem = 0, major = 0, minor = 0, dev = 0;
+      cudaError_t err = fwd_sm80_device(sms, max_smem);
+      if (err == cudaSuccess) err = cudaGetDevice(&dev);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+      if (err != cudaSuccess) return err;
+      if (C::kSmem <= max_smem && !(major == 8 && minor != 0)) return launch_hstu_fwd<T, D, C>(p, stream);
+    }
   }
   return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
 }
@@ -444,7 +533,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value && FwdSm80Candidate<D, 2>::kExists &&
       p.total_q >= kFwdSm80LongRows * p.batch)
-    return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
+    return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
