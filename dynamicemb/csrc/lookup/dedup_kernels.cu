@@ -11,13 +11,17 @@
 //            the resolve pass rewrites) and the total count; the other ids write -(claimer + 2);
 //   number   claimers take unique indices in position order (the claimers of all earlier chunks, then the
 //            chunk's own) and write ukeys / utables / inverse. The numbering, and so the CSR of the segmented
-//            backward and where its warp boundaries cut a hot id, is the same in every run;
+//            backward and where its warp boundaries cut a hot id, is the same in every run. In lookup_step
+//            (find_meta) they also find their slot in their table (urow; a training hit writes its new score):
+//            the step's hit pass, folded in (no launch, no re-read of the uniques, and every unique's probe in
+//            flight at once instead of ~10 in turn per 8-lane tile of a resident wave);
 //   resolve  inverse[i] = inverse[pos] for the others, and bag[i] of every id (binary search over the bag ends
 //            of its chunk, starting at the chunk's first bag).
 // no_bags (a sequence step whose kernels read no bags): clear and resolve write no bags.
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/probe_meta.cuh"
 
 namespace dynamicemb {
 namespace lookup {
@@ -273,7 +277,9 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // ---------------------------------------------------------------- number
 // Block c: the claimers of chunk c (inverse >= 0 after the count pass) take unique indices from the claimers of
 // chunks 0 .. c - 1 on, in position order ((round, warp) counts scanned by one warp, then the lane's rank), and
-// write ukeys, utables (their table found again from the bounds) and their own inverse.
+// write ukeys, utables (their table found again from the bounds) and their own inverse. With find_meta, then the
+// find of the step's hit pass (probe_meta.cuh find_slots): urow = slot, or -2 (training miss: pending, for the
+// insert pass) / -1 (eval miss).
 template <bool kSmem>
 __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams p) {
   constexpr int K = kPerThread;
@@ -326,14 +332,30 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
   int f[K];
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
+  int32_t u[K], t[K];
+  uint64_t key[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
+    u[r] = t[r] = 0;
+    key[r] = 0;
     if (claimed[r]) {
-      const int32_t u = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
-      p.ukeys[u] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
-      p.utables[u] = __ldg(p.feature_table + f[r]);
-      p.inverse[idx[r]] = u;
+      u[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
+      key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
+      t[r] = __ldg(p.feature_table + f[r]);
+      p.ukeys[u[r]] = key[r];
+      p.utables[u[r]] = t[r];
+      p.inverse[idx[r]] = u[r];
     }
+  }
+  if (p.find_meta == nullptr) return;
+  // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
+  int64_t slot[K];
+  find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (!claimed[r]) continue;
+    p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
+    if (p.find_train && slot[r] < 0) *p.pending = 1;  // (a plain store: every writer writes 1)
   }
 }
 
@@ -416,6 +438,8 @@ void launch_dedup(const DedupParams& p, void* stream) {
   const int64_t clear_items = (p.set_capacity >> 2) > p.num_bags ? (p.set_capacity >> 2) : p.num_bags;
   const unsigned clear_grid = blocks_for(clear_items, detail::kClearBlock);
   const unsigned cap_grid = static_cast<unsigned>(persistent_blocks(2048 / detail::kClearBlock));
+  if (p.find_meta != nullptr && (p.urow == nullptr || (p.find_train && p.pending == nullptr)))
+    throw std::runtime_error("dynamicemb lookup: dedup: the find needs urow (and pending in training)");
   detail::dedup_clear_kernel<<<clear_grid < cap_grid ? clear_grid : cap_grid, detail::kClearBlock, 0, st>>>(p);
   check_launch("dedup clear");
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
