@@ -160,8 +160,9 @@ __device__ __forceinline__ bool load_bounds(const DedupParams& p, int32_t* sboun
 // set over the block's kChunk ids (2 x kChunk slots, linear probing, the same CAS / atomicMin rule as the global
 // set); only that leader probes the global set, the others take its slot. The global set then sees one prober per
 // block and (table, key): a hot id (the NVIDIA preset's top id is ~7 % of its table's ids, ~70 per block) costs
-// one global CAS per block instead of a burst of same-address CASes and atomicMins from every occurrence, which
-// the L2 serializes. The slots' final positions (the global minimum is a block's minimum) are unchanged.
+// one global CAS per block instead of a burst of same-address CASes and atomicMins from every occurrence (H200,
+// NVIDIA preset: insert 0.050 -> 0.044 ms). The slots' final positions (the global minimum is a block's minimum)
+// are unchanged.
 constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
