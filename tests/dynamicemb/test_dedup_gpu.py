@@ -3,7 +3,8 @@ against a CPU reference (torch.unique over (table, id), torch.searchsorted for t
 count and bags for repeats, uniques numbered in the order of their first occurrences (repeatable), all-distinct
 ids in a full set, one id repeated everywhere, the same id in several tables, ids crafted to share one home slot,
 the ids one rank owns under the hash routing spread over the set, reserved ids, ids outside the offsets, many
-empty bags, one huge bag, and a set reused with leftovers of another step."""
+empty bags, one huge bag, a set reused with leftovers of another step, and power-law hot ids over many blocks with
+keys sharing one slot of the insert's shared-memory pre-dedup."""
 
 import pytest
 import torch
@@ -130,6 +131,23 @@ def test_dedup_adversarial_same_home_slot():
     check(ids, uniform_offsets(n, 2 * 100, gen), torch.tensor([0, 1], dtype=torch.int32), 100)
     # and the same keys with a set exactly as large as the id count
     check(ids, uniform_offsets(n, 2 * 100, gen), torch.tensor([1, 0], dtype=torch.int32), 100, set_entries=n)
+
+
+def test_dedup_hot_ids_across_blocks_and_one_local_slot():
+    """Power-law ids (a top id in ~17 % of its table's ids, like the NVIDIA preset's hot ids) over ~590 insert blocks
+    of 1,024 ids, so each block's ids of one (table, id) elect one prober of the set in shared memory; mixed with
+    keys crafted to share one slot of that shared-memory set (hash low 11 bits zero), each repeated."""
+    gen = torch.Generator().manual_seed(5)
+    T, B = 3, 200_000
+    n = T * B
+    ids = (1_000_000 * torch.rand(n, generator=gen) ** 8).long()
+    salt = 0xD6E8FEB86659FD93  # table 0: kSetSalt * (0 + 1)
+    crafted = [_inv_mix64(j << 11) ^ salt for j in range(1500)]
+    crafted = torch.tensor([k - (1 << 64) if k >= 1 << 63 else k for k in crafted], dtype=torch.int64)
+    where = torch.randperm(B, generator=gen)[: B // 5]  # in feature 0 (table 0)
+    ids[where] = crafted[torch.randint(0, crafted.numel(), (where.numel(),), generator=gen)]
+    inverse, c = check(ids, torch.arange(n + 1), torch.tensor([0, 1, 2], dtype=torch.int32), B)
+    assert c < n // 2  # many repeats
 
 
 @pytest.mark.parametrize("table", [0, 3])

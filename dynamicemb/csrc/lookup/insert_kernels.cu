@@ -7,18 +7,20 @@
 // policy, rows initialized by the table's counter-based initializer), with the table's probe primitives (table/probe.cuh:
 // key-word claim / publish / wait, digest match, home bucket). The uniques are distinct (table, id) pairs (the dedup guarantees it), which
 // keeps this simpler than a general upsert:
-//   1. hit pass: read-only probe of every unique; hits take their new score (a single writer per slot); misses
-//      are left to the insert pass (urow = -2). No key, digest or free slot changes in this pass.
+//   1. find: read-only probe of every unique; hits take their new score (a single writer per slot); misses
+//      are left to the insert pass (urow = kUrowPending). No key, digest or free slot changes in this pass. It
+//      runs inside the dedup's number pass (dedup_kernels.cu, probe_meta.cuh find_slots).
 //   2. insert pass: claim a free slot in probe order, or evict under the bucket lock. Every key touched by this
 //      step has a score >= any new key's score, so an insert never evicts a key of the same step.
 //   3. resolve (train): keep a slot only if it still holds the unique's key (a safety net for 2).
-// A step whose uniques all hit (the steady state of a warm table) skips 2 and 3: the hit pass raises the step's
+// A step whose uniques all hit (the steady state of a warm table) skips 2 and 3: the find raises the step's
 // `pending` flag on a miss, and both passes return at once without it (their launches stay: no host sync).
-// One 8-thread tile serves one unique: each lane reads 16 digests (one 16-byte load) of the bucket per round.
+// The insert pass serves one unique per 8-thread tile: each lane reads 16 digests (one 16-byte load) per round.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
+#include "dynamicemb/csrc/lookup/probe_meta.cuh"
 #include "dynamicemb/csrc/table/probe.cuh"
 
 namespace dynamicemb {
@@ -29,7 +31,6 @@ namespace cg = cooperative_groups;
 constexpr int kTile = 8;
 constexpr int kInsBlock = 256;
 constexpr int kSharedTables = 64;  // tables counted in shared memory; more go straight to global atomics
-constexpr int64_t kPending = -2;
 using Tile = cg::thread_block_tile<kTile, cg::thread_block>;
 
 using table::claim_free;
@@ -40,63 +41,9 @@ using table::match16;
 using table::publish_key;
 using table::wait_unlocked;
 
-__device__ __forceinline__ uint64_t new_score(const TableMeta& m, uint64_t clock, bool hit, uint64_t old) {
-  return table::policy_score(static_cast<int>(m.policy), m.use_epoch != 0, static_cast<uint64_t>(m.epoch), clock,
-                             false, 0, hit, old);
-}
-
 __global__ void begin_step_kernel(const TableMeta* meta, int num_tables) {
   for (int t = threadIdx.x; t < num_tables; t += blockDim.x)
     reinterpret_cast<int64_t*>(meta[t].counters)[table::kCounterClock] += 1;
-}
-
-// Pass 1 (train and eval): probe; train hits take their new score; train misses are marked pending.
-__global__ void __launch_bounds__(kInsBlock) hit_kernel(InsertParams p) {
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const int64_t count = *p.count;
-  const int64_t tiles = static_cast<int64_t>(gridDim.x) * (kInsBlock / kTile);
-  for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kInsBlock + threadIdx.x) / kTile; u < count; u += tiles) {
-    const uint64_t key = p.ukeys[u];
-    int64_t slot = -1;
-    bool miss = false;
-    if (!table::is_reserved_key(key)) {
-      const TableMeta& m = p.meta[p.utables[u]];
-      const KeyHome h = home_of(m, key);
-      const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys);
-      const uint8_t* digests = reinterpret_cast<const uint8_t*>(m.digests);
-      const int chunks = static_cast<int>(m.bucket_capacity / 16);
-      for (int c0 = 0; c0 < chunks && slot < 0; c0 += kTile) {
-        const int c = c0 + static_cast<int>(tile.thread_rank());
-        int64_t found = -1;
-        if (c < chunks) {
-          uint32_t mk = match16(*reinterpret_cast<const uint4*>(digests + h.base + 16 * c), h.d4);
-          while (mk) {
-            const int i = __ffs(mk) - 1;
-            mk &= mk - 1;
-            const int64_t s = h.base + 16 * c + i;
-            if (keys[s] == key) found = s;
-          }
-        }
-        const uint32_t b = tile.ballot(found >= 0);
-        if (b) slot = tile.shfl(found, __ffs(b) - 1);
-      }
-      if (p.train) {
-        if (slot >= 0) {
-          if (tile.thread_rank() == 0) {
-            uint64_t* scores = reinterpret_cast<uint64_t*>(m.scores);
-            const uint64_t clock = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
-            scores[slot] = new_score(m, clock, true, scores[slot]);
-          }
-        } else {
-          miss = true;
-        }
-      }
-    }
-    if (tile.thread_rank() == 0) {
-      p.urow[u] = miss ? kPending : slot;
-      if (miss) *p.pending = 1;  // (a plain store: every writer writes 1)
-    }
-  }
 }
 
 // Writes the initial row [embedding from the initializer | optimizer state fill], score and digest of a claimed
@@ -120,7 +67,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, i
 // Pass 2 (train): insert the pending uniques.
 template <int V>
 __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
-  if (*p.pending == 0) return;  // no unique missed in the hit pass (block-uniform)
+  if (*p.pending == 0) return;  // no unique missed in the find (block-uniform)
   __shared__ unsigned long long s_inserted[kSharedTables];
   for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_inserted[t] = 0;
   __syncthreads();
@@ -130,7 +77,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
   const int64_t tiles = static_cast<int64_t>(gridDim.x) * (kInsBlock / kTile);
   const uint32_t e4 = 0x01010101u * table::empty_digest();
   for (int64_t u = (static_cast<int64_t>(blockIdx.x) * kInsBlock + threadIdx.x) / kTile; u < count; u += tiles) {
-    if (p.urow[u] != kPending) continue;  // tile-uniform
+    if (p.urow[u] != kUrowPending) continue;  // tile-uniform
     const uint64_t key = p.ukeys[u];
     const int t = p.utables[u];
     const TableMeta& m = p.meta[t];
@@ -140,7 +87,7 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
     const int B = static_cast<int>(m.bucket_capacity);
     const int chunks = B / 16;
     const uint64_t clock = static_cast<uint64_t>(__ldcg(reinterpret_cast<const long long*>(m.counters)));
-    const uint64_t score = new_score(m, clock, false, 0);
+    const uint64_t score = step_score(m, clock, false, 0);
     int64_t slot = -1;
     bool inserted = false;
     // free-slot candidates (digest == empty digest), claimed in probe order; a hybrid table's HBM slots (each
@@ -321,13 +268,10 @@ void launch_insert(const InsertParams& p, void* stream) {
   if (p.n == 0) return;
   // grid-stride passes: one resident wave (a second, partial wave of equal-work blocks would double the time)
   const int64_t need = (p.n * detail::kTile + detail::kInsBlock - 1) / detail::kInsBlock;
-  static const int hit_per_sm = resident_per_sm(detail::hit_kernel, detail::kInsBlock);
+  // (the find ran in the dedup's number pass: urow holds every unique's slot or kUrowPending)
   static const int ins_per_sm = resident_per_sm(detail::insert_kernel<V>, detail::kInsBlock);
-  const int64_t cap = persistent_blocks(hit_per_sm), cap_ins = persistent_blocks(ins_per_sm);
-  const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);
+  const int64_t cap_ins = persistent_blocks(ins_per_sm);
   const unsigned grid_ins = static_cast<unsigned>(need < cap_ins ? need : cap_ins);
-  detail::hit_kernel<<<grid, detail::kInsBlock, 0, st>>>(p);
-  check_launch("hit pass");
   const unsigned agrid = blocks_for(p.n_ids, 256);
   if (!p.train) {
     if (p.n_ids > 0) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);

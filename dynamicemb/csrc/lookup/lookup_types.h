@@ -10,9 +10,9 @@
 //            table of pos), the claimers of a block take consecutive unique indices with one atomic (so
 //            uniques follow the id order) and write their own inverse; a resolve pass gives the other ids the
 //            unique of their claimer and writes every id's bag. No sort.
-//   insert   one launch for all tables: find_or_insert (train) / find (eval) of every unique in its own table
-//            (the scored hash table's device code), then a resolve pass (a key evicted by another key of the
-//            same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id (not for
+//   insert   find (the dedup's number pass: every unique's slot in its own table) then, training, an insert
+//            pass of the misses (the scored hash table's device code) and a resolve pass (a key evicted by
+//            another key of the same batch gets no row) -> urow (slot or -1) per unique, and the row address of every id (not for
 //            a sequence with the segmented backward: its gather reads urow through the inverse). Eval of a
 //            sequence skips the dedup and this pass: the gather probes each id's table (RowAddress below).
 //   forward  one warp per 32 consecutive bags (pooled) or ids (sequence) streams the ids' rows in order, eight
@@ -131,7 +131,14 @@ struct DedupParams {
   int32_t* pending;          // (1) or null
   const TableMeta* clock_meta;  // (num_tables) or null
   int num_tables;
+  // The step's find (lookup_step; null for the plain dedup): the number pass finds every unique in its table
+  // (read-only: no insert runs meanwhile) and writes urow = slot, or kUrowPending (training miss: sets *pending,
+  // the insert pass takes it) / -1 (eval miss); a training hit takes its new score (a single writer per slot).
+  const TableMeta* find_meta;  // (num_tables) or null
+  int64_t* urow;             // (n)
+  bool find_train;
 };
+constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 
 // ---------------------------------------------------------------- insert / find
@@ -143,14 +150,15 @@ struct InsertParams {
   const int32_t* count;     // (1) number of valid uniques
   int64_t n;                // capacity of the unique arrays (grid bound)
   bool train;               // find_or_insert (train) or find (eval)
-  int64_t* urow;            // (n) slot in the unique's table, -1 without a row
+  int64_t* urow;            // (n) slot in the unique's table, -1 without a row; found by the dedup's number pass
+                            // (DedupParams::find_meta), kUrowPending where the insert pass has to insert
   int64_t* refused;         // (num_tables) refused inserts of this step (train)
   int64_t* refused_total;   // (num_tables) or null: the module's running count, added to as well
   const int32_t* inverse;   // (n_ids) unique of each id, -1 none
   int64_t n_ids;
   uint64_t* rowp;           // (n_ids) address of the row of each id; 0 without a row. Null: no row-address pass
                             // (the sequence forward reads the rows through inverse / urow, kAddrUnique)
-  int32_t* pending;         // (1) zeroed before the step (train): the hit pass sets it when a unique missed, so
+  int32_t* pending;         // (1) zeroed before the step (train): the find sets it when a unique missed, so
                             // the insert and resolve passes of a step without misses return at once
   bool clock_done;          // the step clocks were advanced already (the dedup's clear pass): no begin_step
 };

@@ -194,7 +194,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
 // The step's forward (lookup_step) returns one int64 workspace holding every per-step array the backward reads,
 // so a step costs two allocations (workspace, output) and two op calls (lookup_step, lookup_backward). Byte
 // offsets of its parts (each 256-aligned): a header (int32 skip flag of the device checks, int32 unique count,
-// int64 refused inserts per table, int32 miss flag of the hit pass, the checks' int32 block flags; set by the
+// int64 refused inserts per table, int32 miss flag of the find, the checks' int32 block flags; set by the
 // dedup's clear pass, so a step with ids launches no memset), the dedup's and the insert's arrays, and,
 // when the forward built it, the CSR of the segmented backward (sort keys and values, segment bounds, entries,
 // scales, the sort's scratch).
@@ -284,7 +284,7 @@ struct StepLayout {
 StepLayout step_layout(int64_t n, int64_t num_tables, bool with_csr, bool scaled) {
   StepLayout l{};
   int64_t off = 0;
-  // int32 skip flag, int32 count, int64 refused[num_tables], int32 pending (the hit pass's miss flag) + 4 spare,
+  // int32 skip flag, int32 count, int64 refused[num_tables], int32 pending (the find's miss flag) + 4 spare,
   // int32 block flags of the device checks (kValidateSlots; the dedup's clear pass ORs them into the skip flag)
   l.pending = 8 + 8 * num_tables;
   l.checks = l.pending + 8;
@@ -546,6 +546,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.pending = a.pending;
     d.clock_meta = train ? meta_ptr(meta) : nullptr;
     d.num_tables = static_cast<int>(T);
+    // the find of every unique (the insert's first pass) in the dedup's number pass
+    d.find_meta = meta_ptr(meta);
+    d.urow = a.urow;
+    d.find_train = train;
   }
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
