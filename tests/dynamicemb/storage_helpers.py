@@ -106,6 +106,40 @@ def check_split_placement(t):
     return int(host_used.sum())
 
 
+INSERT_OPS = ("find_or_insert", "insert_or_assign", "insert_and_evict")
+
+
+def insert_op(t, op, keys, vals, sc):
+    """One of INSERT_OPS on table t; returns what two tables given the same keys must agree on (insert_and_evict:
+    the evicted keys, rows and scores sorted by key, then the stats)."""
+    if op == "find_or_insert":
+        r = t.find_or_insert(keys, sc)
+        return (r.values, r.found, r.stats)
+    if op == "insert_or_assign":
+        return (t.insert_or_assign(keys, vals, sc),)
+    r = t.insert_and_evict(keys, vals, sc)
+    m = int(r.num_evicted)
+    o = torch.argsort(r.evicted_keys[:m].view(torch.int64))
+    return (r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats)
+
+
+def prefetch_under_eviction_pressure(ref, m, device="cpu"):
+    """ref (all-HBM) and m (caching) after 4 common steps; then two batches prefetched ahead at a time: the second
+    job may evict rows the first staged before the first batch's step uses them (that step stages them again), and
+    every step finds its ids in the cache; outputs and final state bit-identical to ref."""
+    data = list(batches(10, seed=1, device=device))
+    for ids, off, w in data[:4]:
+        step(ref, ids, off, w), step(m, ids, off, w)
+    for i in range(4, 10, 2):
+        m.prefetch(data[i][0], data[i][1])
+        m.prefetch(data[i + 1][0], data[i + 1][1])
+        for ids, off, w in data[i:i + 2]:
+            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
+            for t, k in m._table_keys(ids, off, [0, 1]).items():  # the step's ids are all in the cache
+                assert bool(m.tables[t]._cache_find(k)[0].all())
+    assert_same(ref, m)
+
+
 def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
     """Runs one sequence of every table op on an all-HBM table and a HybridTable of ``hbm_rows`` HBM rows (16
     buckets of 16 slots, keys from a pool of 600, so buckets fill and evict) and asserts equal results and equal
@@ -143,16 +177,8 @@ def table_ops_agree(device, hbm_rows, policy, steps=48, seed=0):
         op = ops[i % len(ops)] if i >= 16 else ops[i % 3]  # fill the table first
         res = []
         for t in (a, b):
-            if op == "find_or_insert":
-                r = t.find_or_insert(keys, sc)
-                res.append((r.values, r.found, r.stats))
-            elif op == "insert_or_assign":
-                res.append((t.insert_or_assign(keys, vals, sc),))
-            elif op == "insert_and_evict":
-                r = t.insert_and_evict(keys, vals, sc)
-                m = int(r.num_evicted)
-                o = torch.argsort(r.evicted_keys[:m].view(torch.int64))
-                res.append((r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats))
+            if op in INSERT_OPS:
+                res.append(insert_op(t, op, keys, vals, sc))
             elif op == "find_or_insert_slots":
                 r = t.find_or_insert_slots(keys, sc)
                 got = r.slots >= 0  # the slot holds the key (the slot itself depends on the layout)

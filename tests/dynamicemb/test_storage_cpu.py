@@ -19,7 +19,8 @@ from dynamicemb._uva_store import UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, CACHE_SLOTS, DIM, HAVE_ROCKS, SyncCounter, assert_same, batches, disk,  # noqa: E402
-                             make, make_t, rows, step, t_batches, two_steps_in_flight)
+                             make, make_t, prefetch_under_eviction_pressure, rows, step, t_batches,
+                             two_steps_in_flight)
 
 pytestmark = [pytest.mark.skipif(not load_library(), reason="dynamicemb/_C.so not built"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -89,19 +90,8 @@ def test_module_budget_and_errors():
 
 
 def test_prefetch_under_eviction_pressure(tmp_path):
-    ref, m = make("hbm"), make("caching", stores=disk(tmp_path) if HAVE_ROCKS else (None, None))
-    data = list(batches(10, seed=1))
-    for ids, off, w in data[:4]:
-        step(ref, ids, off, w), step(m, ids, off, w)
-    # two batches prefetched ahead: the second's rows may be evicted by the first's step before use
-    for i in range(4, 10, 2):
-        m.prefetch(data[i][0], data[i][1])
-        m.prefetch(data[i + 1][0], data[i + 1][1])
-        for ids, off, w in data[i:i + 2]:
-            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
-            for t, k in m._table_keys(ids, off, [0, 1]).items():  # the step's ids are all in the cache
-                assert bool(m.tables[t]._cache_find(k)[0].all())
-    assert_same(ref, m)
+    stores = disk(tmp_path) if HAVE_ROCKS else (None, None)
+    prefetch_under_eviction_pressure(make("hbm"), make("caching", stores=stores))
 
 
 def test_pins_keep_rows_of_steps_in_flight():

@@ -18,8 +18,8 @@ from dynamicemb._uva_store import UvaStore, UvaStoreSpec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from storage_helpers import (BC, assert_same, batches, make, make_t, pending_reuse,  # noqa: E402
-                             prefetch_pipeline_cuda, rows, staging_matches_twin, staging_syncs_cuda, step, t_batches,
-                             ten_percent)
+                             prefetch_pipeline_cuda, prefetch_under_eviction_pressure, rows, staging_matches_twin,
+                             staging_syncs_cuda, step, t_batches, ten_percent)
 
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
@@ -81,18 +81,8 @@ def test_prefetch_under_eviction_pressure_cuda():
     """Two batches prefetched ahead over the uva store (device staging, a cache of CACHE_SLOTS rows): the second
     job may evict rows the first staged before the first batch's step uses them (that step stages them again, its
     gated staging), and every step finds its ids in the cache; bit-identical to all-HBM (the CPU test's sequence)."""
-    ref, m = make("hbm", device="cuda"), make("caching", stores=(UVA, UVA), device="cuda")
-    data = list(batches(10, seed=1, device="cuda"))
-    for ids, off, w in data[:4]:
-        step(ref, ids, off, w), step(m, ids, off, w)
-    for i in range(4, 10, 2):
-        m.prefetch(data[i][0], data[i][1])
-        m.prefetch(data[i + 1][0], data[i + 1][1])
-        for ids, off, w in data[i:i + 2]:
-            assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
-            for t, k in m._table_keys(ids, off, [0, 1]).items():  # the step's ids are all in the cache
-                assert bool(m.tables[t]._cache_find(k)[0].all())
-    assert_same(ref, m)
+    prefetch_under_eviction_pressure(make("hbm", device="cuda"), make("caching", stores=(UVA, UVA), device="cuda"),
+                                     device="cuda")
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetched"])

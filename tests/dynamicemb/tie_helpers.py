@@ -13,7 +13,7 @@ from dynamicemb._hybrid import HybridTable
 from dynamicemb._optimizers import SGD
 from dynamicemb._options import DynamicEmbInitializer, DynamicEmbTableOptions
 from dynamicemb._table import ScoredHashTable, TableInitializer
-from storage_helpers import _contents, assert_same, step
+from storage_helpers import INSERT_OPS, _contents, assert_same, insert_op, step
 from table_helpers import MASK64, bucket_of, key_tensor
 
 INIT = TableInitializer("uniform", low=-1.0, high=1.0, seed=5)
@@ -69,20 +69,12 @@ def tied_ops_agree(device, hbm_rows, policy, steps=15, seed=0):
             sc = torch.randint(1, 4, (n,), generator=g).to(device)
         elif policy == "big":  # later ops score higher, so that new keys can evict
             sc = (torch.randint(1, 4, (n,), generator=g) + BIG + 4 * i).to(device)
-        op = ("find_or_insert", "insert_or_assign", "insert_and_evict")[i % 3]
+        op = INSERT_OPS[i % 3]
         res = []
         for t in (a, b):
-            if op == "find_or_insert":
-                r = t.find_or_insert(keys, sc)
-                res.append((r.values, r.found, r.stats))
-            elif op == "insert_or_assign":
-                res.append((t.insert_or_assign(keys, vals, sc),))
-            else:
-                r = t.insert_and_evict(keys, vals, sc)
-                m = int(r.num_evicted)
-                o = torch.argsort(r.evicted_keys[:m].view(torch.int64))
-                res.append((r.evicted_keys[:m][o], r.evicted_values[:m][o], r.evicted_scores[:m][o], r.stats))
-                evicted += m
+            res.append(insert_op(t, op, keys, vals, sc))
+            if op == "insert_and_evict":
+                evicted += res[-1][0].numel()
         for x, y in zip(*res):
             assert torch.equal(x.cpu(), y.cpu()), f"op {i}: {op}"
         for x, y in zip(_contents(a), _contents(b)):
