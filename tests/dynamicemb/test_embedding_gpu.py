@@ -283,6 +283,52 @@ def rows(m, t, ids):
     return w.cpu(), s.cpu(), found.cpu()
 
 
+@pytest.mark.parametrize("in_forward", [True, False], ids=["csr_in_forward", "csr_in_backward"])
+@pytest.mark.parametrize("pooling", ["none", "mean"])
+@pytest.mark.parametrize("bags", [200, 40_000])
+def test_csr_sort_variants_agree(bags, pooling, in_forward):
+    """Every sort of the backward's CSR (lab op _lookup_lab_csr_sort: cub's DeviceRadixSort, cub's onesweep kernels
+    dispatched by hand with 8-bit or 10-bit digits; 1 to 3 passes over the key bits of ~600 and ~120K ids) gives
+    bitwise equal outputs, rows and Adam state over three steps with a random gradient. Ids repeat at most a few
+    dozen times per table (under backward_chunk + 1), so a cut segment has at most two pieces and the rows depend
+    only on the CSR's order inside each segment, which must be the stable one (positions ascending). The CSR is
+    built in the forward (its sort counters zeroed by the dedup's clear pass) or in the backward (one memset). The
+    find after the CSR fork (lab op _lookup_lab_find_later) gives the same results too."""
+    lab, later = torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later
+    gen = torch.Generator().manual_seed(11)
+    F, vocab = 3, 5000
+    data = []
+    for s in range(3):
+        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
+        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(lengths, 0)
+        data.append((torch.randint(0, vocab, (int(offsets[-1]),), generator=gen).cuda(), offsets.cuda()))
+    w0 = [torch.randn(vocab, 16, generator=gen) * 0.1 for _ in range(2)]
+    results = {}
+    old = (lab(-1), later(-1))
+    variants = [(0, 0), (1, 0), (2, 0), (3, 0), (2, 1)]
+    try:
+        for v in variants:
+            assert lab(v[0]) in (0, 1, 2, 3) and later(v[1]) in (0, 1)
+            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
+            m.overlap_csr = in_forward
+            for t in range(2):
+                m.set_rows(t, torch.arange(vocab, device="cuda"), w0[t].cuda())
+            outs = []
+            for s, (ids, offsets) in enumerate(data):
+                out = m(ids, offsets)
+                outs.append(out.detach().clone())
+                R = torch.randn(out.shape, generator=torch.Generator().manual_seed(100 + s)).cuda()
+                (out * R).sum().backward()
+            results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
+    finally:
+        lab(old[0])
+        later(old[1])
+    for v in variants[1:]:
+        for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
+            assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"
+
+
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_gpu_matches_cpu(pooling, opt):

@@ -23,6 +23,8 @@
 // no_bags (a sequence step whose kernels read no bags): clear and resolve write no bags.
 // Nothing depends on the set's content before the step (the clear pass rewrites it), so an interrupted step
 // leaves nothing to clean up.
+#include <atomic>
+
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/probe_meta.cuh"
 
@@ -77,6 +79,7 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
   for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
   if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+  for (int64_t k = t0; k < p.zero_bytes / 16; k += stride) static_cast<uint4*>(p.zero)[k] = make_uint4(0, 0, 0, 0);
   if (p.no_bags) return;
   for (int64_t b = t0; b < p.num_bags; b += stride) {
     const int64_t lo = b == 0 ? 0 : start_of(p, b);
@@ -399,7 +402,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
       p.inverse[idx[r]] = u[r];
     }
   }
-  if (p.find_meta == nullptr) return;
+  if (p.find_meta == nullptr || p.find_later) return;
   // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
   int64_t slot[K];
   find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
@@ -408,6 +411,34 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
     if (!claimed[r]) continue;
     p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
     if (p.find_train && slot[r] < 0) *p.pending = 1;  // (a plain store: every writer writes 1)
+  }
+}
+
+// ---------------------------------------------------------------- find (find_later)
+// The number pass's find over the numbered uniques (kPerThread per thread, probes in flight together): the same
+// slots, urow, pending flag and scores, as a kernel the step queues after forking the CSR build.
+__global__ void __launch_bounds__(kInsertBlock) dedup_find_kernel(DedupParams p) {
+  constexpr int K = kPerThread;
+  const int64_t count = *p.count;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
+  if (base >= count) return;
+  bool act[K];
+  uint64_t key[K];
+  int32_t t[K];
+  int64_t slot[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const int64_t u = base + r * kInsertBlock;
+    act[r] = u < count;
+    key[r] = act[r] ? p.ukeys[u] : 0;
+    t[r] = act[r] ? p.utables[u] : 0;
+  }
+  find_slots<K>(p.find_meta, p.find_train, act, key, t, slot);
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (!act[r]) continue;
+    p.urow[base + r * kInsertBlock] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
+    if (p.find_train && slot[r] < 0) *p.pending = 1;
   }
 }
 
@@ -487,7 +518,8 @@ void launch_dedup(const DedupParams& p, void* stream) {
     if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + cudaGetErrorString(e));
     return;
   }
-  const int64_t clear_items = (p.set_capacity >> 2) > p.num_bags ? (p.set_capacity >> 2) : p.num_bags;
+  int64_t clear_items = (p.set_capacity >> 2) > p.num_bags ? (p.set_capacity >> 2) : p.num_bags;
+  if (p.zero_bytes / 16 > clear_items) clear_items = p.zero_bytes / 16;
   const unsigned clear_grid = blocks_for(clear_items, detail::kClearBlock);
   const unsigned cap_grid = static_cast<unsigned>(persistent_blocks(2048 / detail::kClearBlock));
   if (p.find_meta != nullptr && (p.urow == nullptr || (p.find_train && p.pending == nullptr)))
@@ -506,6 +538,23 @@ void launch_dedup(const DedupParams& p, void* stream) {
   check_launch("dedup number");
   detail::dedup_resolve_kernel<<<blocks_for(p.n, detail::kChunk), detail::kResolveBlock, 0, st>>>(p);
   check_launch("dedup resolve");
+}
+
+namespace {
+std::atomic<int> g_find_later{0};
+}
+
+int find_later_variant(int v) {
+  const int old = g_find_later.load();
+  if (v == 0 || v == 1) g_find_later.store(v);
+  return old;
+}
+
+void launch_dedup_find(const DedupParams& p, void* stream) {
+  if (p.n == 0 || p.find_meta == nullptr) return;
+  detail::dedup_find_kernel<<<blocks_for(p.n, detail::kInsertBlock * detail::kPerThread), detail::kInsertBlock, 0,
+                              static_cast<cudaStream_t>(stream)>>>(p);
+  check_launch("dedup find");
 }
 
 }  // namespace lookup

@@ -137,9 +137,20 @@ struct DedupParams {
   const TableMeta* find_meta;  // (num_tables) or null
   int64_t* urow;             // (n)
   bool find_train;
+  // lookup_step with a CSR fork (lab, op _lookup_lab_find_later): the number pass leaves the find to
+  // launch_dedup_find, which the step queues after forking the CSR build, so that the sort overlaps the find
+  bool find_later;
+  // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
+  void* zero;                // 16-byte aligned
+  int64_t zero_bytes;        // a multiple of 16
 };
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
+// The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
+void launch_dedup_find(const DedupParams& p, void* stream);
+// Lab: 1 = lookup_step finds the uniques after the CSR fork (DedupParams::find_later), 0 = in the number pass;
+// sets it when v is 0 or 1, returns the one before.
+int find_later_variant(int v);
 
 // ---------------------------------------------------------------- insert / find
 struct InsertParams {
@@ -250,6 +261,7 @@ struct BackwardParams {
   float* seg_scale;             // (n) per-entry gradient scale (per-sample weight / mean bag length) or null
   void* scan_temp;              // sort scratch of segment_scan_bytes(n) bytes
   size_t scan_temp_bytes;
+  bool sort_zeroed;             // its first segment_sort_zero_bytes(n) bytes are zero (the step's dedup clear)
 };
 // ---------------------------------------------------------------- caching tables over the uva store
 // Per table: its uva store's table (hbm_slots = 0: rows at values_host on CUDA, at values on the CPU) and the
@@ -296,6 +308,13 @@ void launch_segment_csr(const BackwardParams& p, void* stream);
 template <int V>
 void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream);
 size_t segment_scan_bytes(int64_t n);
+// Bytes at the start of scan_temp that the CSR's sort needs zeroed before launch_segment_csr (0: none).
+size_t segment_sort_zero_bytes(int64_t n);
+// The CSR sort (lab comparisons, op _lookup_lab_csr_sort): cub's DeviceRadixSort, or cub's onesweep kernels
+// dispatched by hand with 8-bit digits (cub's tile), 10-bit digits (4K-key tiles) or 10-bit (6K-key tiles).
+enum CsrSort : int { kCsrSortCub = 0, kCsrSortHand8 = 1, kCsrSortHand10 = 2, kCsrSortHand10W = 3 };
+// Sets the variant when v is one of CsrSort (else leaves it), returns the one before.
+int csr_sort_variant(int v);
 // The CSR build on a per-device high-priority side stream, after the work queued on `stream` so far, so that it
 // overlaps what the caller queues next; returns what join_side_stream needs (null: it ran on `stream` itself,
 // e.g. while `stream` is being captured into a CUDA graph). The caller joins before the workspace can be freed.

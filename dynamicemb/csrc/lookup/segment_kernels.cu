@@ -27,8 +27,10 @@
 // are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
 // with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
 // H200 (benchmarks/RESULTS.md).
+#include <atomic>
 #include <mutex>
 #include <vector>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "dynamicemb/csrc/lookup/optimizer.cuh"
@@ -40,6 +42,108 @@ namespace detail {
 constexpr int kSegBlock = 256;
 
 __device__ __forceinline__ int64_t seg_clamp(int64_t v, int64_t n) { return v < 0 ? 0 : (v > n ? n : v); }
+
+// ---------------------------------------------------------------- the CSR's sort, dispatched by hand
+// cub's onesweep kernels launched directly, with our own keys pass in front: seg_keys_hist_kernel writes the
+// (key, position) pairs and counts every pass's digits (a shared-memory histogram per block, then one global
+// add per bin), and its last block turns the counts into each pass's exclusive digit offsets (what cub's
+// histogram and exclusive-sum kernels compute). The counters, bins and per-pass look-back words start at zero:
+// the step's dedup clear pass zeroes them (DedupParams::zero), else one memset. Against
+// cub::DeviceRadixSort::SortPairs: no 5 memsets, no histogram / exclusive-sum launches, no per-call occupancy
+// and attribute queries; with 10-bit digits the 20 key bits of ~1M ids sort in 2 onesweep passes instead of 3
+// (digits wider than 10 bits do not fit the ranking's per-warp counters in 48 KB of static shared memory).
+// Same stable order as cub's own dispatch (same kernels, an LSD radix sort is stable for any digit width).
+template <int RB, int THREADS, int IPT>
+struct SortCfg {
+  static constexpr int kBits = RB, kDigits = 1 << RB, kThreads = THREADS, kTile = THREADS * IPT;
+  struct Policy : cub::ChainedPolicy<500, Policy, Policy> {
+    using OnesweepPolicy =
+        cub::AgentRadixSortOnesweepPolicy<THREADS, IPT, uint32_t, 1, cub::RADIX_RANK_MATCH_EARLY_COUNTS_ANY,
+                                          cub::BLOCK_SCAN_RAKING_MEMOIZE, cub::RADIX_SORT_STORE_DIRECT, RB>;
+  };
+  static_assert(Policy::OnesweepPolicy::BLOCK_THREADS == THREADS && Policy::OnesweepPolicy::ITEMS_PER_THREAD == IPT,
+                "onesweep policy: 4-byte keys keep the nominal tile");
+};
+using SortHand8 = SortCfg<8, 384, 21>;    // cub's own sm80 / sm90 onesweep tile, 8-bit digits
+using SortHand10 = SortCfg<10, 256, 16>;  // 10-bit digits, 4,096-key tiles
+using SortHand10W = SortCfg<10, 256, 24>; // 10-bit digits, 6,144-key tiles
+
+constexpr int kSortHeader = 8;  // scratch words: [0, 4) the passes' tile counters, [7] the keys pass's ticket
+constexpr int kKeysBlock = 1024, kKeysPer = 8;
+
+template <typename C>
+constexpr int sort_max_passes() { return (31 + C::kBits - 1) / C::kBits; }
+
+// Scratch words (int32) the hand sort uses and needs zeroed: header, bins of every pass, look-back of every pass.
+template <typename C>
+int64_t sort_words(int64_t n, int bits) {
+  const int passes = (bits + C::kBits - 1) / C::kBits;
+  const int64_t blocks = (n + C::kTile - 1) / C::kTile;
+  return kSortHeader + static_cast<int64_t>(sort_max_passes<C>()) * C::kDigits + passes * blocks * C::kDigits;
+}
+
+// Keys (the unique of occurrence i, or n: contributes nothing) and values (i) into the first pass's input
+// buffer, and the digit counts of every pass; the last block to finish writes the passes' exclusive offsets.
+template <int RB>
+__global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParams p, uint32_t* keys, int32_t* vals,
+                                                                  int32_t* sc, int passes) {
+  constexpr int D = 1 << RB;
+  constexpr int kMaxPasses = (31 + RB - 1) / RB;
+  __shared__ int hist[kMaxPasses * D];
+  __shared__ bool last;
+  for (int k = threadIdx.x; k < passes * D; k += kKeysBlock) hist[k] = 0;
+  if (blockIdx.x == 0 && threadIdx.x == 0) p.seg_start[p.n] = 0;  // the valid entries' total (seg_bounds sets it)
+  int64_t lo = 0, hi = p.n;
+  if (p.pooling != kPoolNone) {
+    lo = seg_clamp(p.offsets[0], p.n);
+    hi = seg_clamp(p.offsets[p.num_bags], p.n);
+  }
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kKeysBlock * kKeysPer) + threadIdx.x;
+  int32_t u[kKeysPer];
+#pragma unroll
+  for (int r = 0; r < kKeysPer; ++r) {
+    const int64_t i = base + r * kKeysBlock;
+    u[r] = i < p.n ? p.inverse[i] : -1;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < kKeysPer; ++r) {
+    const int64_t i = base + r * kKeysBlock;
+    const bool live = i < p.n;
+    const uint32_t key = live && u[r] >= 0 && i >= lo && i < hi ? static_cast<uint32_t>(u[r]) : static_cast<uint32_t>(p.n);
+    if (live) {
+      keys[i] = key;
+      vals[i] = static_cast<int32_t>(i);
+    }
+    const unsigned act = __ballot_sync(0xffffffffu, live);
+    for (int q = 0; q < passes; ++q) {  // one shared add per distinct digit of the warp (hot ids repeat)
+      const int dig = static_cast<int>((key >> (q * RB)) & (D - 1));
+      const unsigned peers = __match_any_sync(0xffffffffu, live ? dig : -1);
+      if (live && (peers & ((1u << lane) - 1u) & act) == 0) atomicAdd(hist + q * D + dig, __popc(peers));
+    }
+  }
+  __syncthreads();
+  int32_t* bins = sc + kSortHeader;
+  for (int k = threadIdx.x; k < passes * D; k += kKeysBlock)
+    if (hist[k] != 0) atomicAdd(bins + k, hist[k]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(sc + 7, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  using Scan = cub::BlockScan<int, kKeysBlock>;
+  __shared__ typename Scan::TempStorage tmp;
+  static_assert(D <= kKeysBlock, "one bin per thread");
+  for (int q = 0; q < passes; ++q) {
+    const int v = threadIdx.x < D ? __ldcg(bins + q * D + threadIdx.x) : 0;
+    int ex = 0;
+    Scan(tmp).ExclusiveSum(v, ex);
+    if (threadIdx.x < D) bins[q * D + threadIdx.x] = ex;
+    __syncthreads();
+  }
+}
 
 // Sort keys: the unique of occurrence i, or n when it contributes nothing (reserved id; pooled: outside every
 // bag), so the valid entries sort first.
@@ -333,11 +437,53 @@ int segment_sort_bits(int64_t n) {
   return bits;
 }
 
+namespace {
+// The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process).
+std::atomic<int> g_csr_sort{kCsrSortHand10};
+
+// The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.
+template <typename C>
+bool hand_fits(int64_t n) { return n <= ((int64_t(1) << 28) - 1) / C::kTile * C::kTile; }
+
+template <typename F>
+void with_sort_cfg(int v, F&& f) {
+  switch (v) {
+    case kCsrSortHand8: f(detail::SortHand8{}); break;
+    case kCsrSortHand10W: f(detail::SortHand10W{}); break;
+    default: f(detail::SortHand10{}); break;
+  }
+}
+}  // namespace
+
+int csr_sort_variant(int v) {
+  const int old = g_csr_sort.load();
+  if (v >= kCsrSortCub && v <= kCsrSortHand10W) g_csr_sort.store(v);
+  return old;
+}
+
 size_t segment_scan_bytes(int64_t n) {
   size_t bytes = 0;
   cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                   static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                   static_cast<int>(n), 0, segment_sort_bits(n));
+  const int bits = segment_sort_bits(n);
+  for (int v = kCsrSortHand8; v <= kCsrSortHand10W; ++v)
+    with_sort_cfg(v, [&](auto c) {
+      using C = decltype(c);
+      const size_t b = static_cast<size_t>(detail::sort_words<C>(n, bits)) * 4;
+      if (b > bytes) bytes = b;
+    });
+  return bytes;
+}
+
+size_t segment_sort_zero_bytes(int64_t n) {
+  const int v = g_csr_sort.load();
+  size_t bytes = 0;
+  if (v == kCsrSortCub || n == 0) return 0;
+  with_sort_cfg(v, [&](auto c) {
+    using C = decltype(c);
+    if (hand_fits<C>(n)) bytes = (static_cast<size_t>(detail::sort_words<C>(n, segment_sort_bits(n))) * 4 + 15) / 16 * 16;
+  });
   return bytes;
 }
 
@@ -349,12 +495,47 @@ void launch_segment_csr(const BackwardParams& p, void* stream) {
       throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
   };
   const unsigned grid = blocks_for(p.n, detail::kSegBlock);
-  detail::seg_keys_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
-  check_launch("segment keys");
-  size_t bytes = p.scan_temp_bytes;
-  fail("segment sort", cub::DeviceRadixSort::SortPairs(p.scan_temp, bytes, p.seg_keys, p.seg_keys + p.n, p.seg_vals,
-                                                       p.seg_vals + p.n, static_cast<int>(p.n), 0,
-                                                       segment_sort_bits(p.n), st));
+  const int bits = segment_sort_bits(p.n);
+  const int v = g_csr_sort.load();
+  bool done = false;
+  if (v != kCsrSortCub) {
+    with_sort_cfg(v, [&](auto c) {
+      using C = decltype(c);
+      if (!hand_fits<C>(p.n)) return;
+      const int passes = (bits + C::kBits - 1) / C::kBits;
+      const int64_t words = detail::sort_words<C>(p.n, bits);
+      if (static_cast<size_t>(words) * 4 > p.scan_temp_bytes) throw std::runtime_error("dynamicemb lookup: sort scratch");
+      int32_t* sc = static_cast<int32_t*>(p.scan_temp);
+      if (!p.sort_zeroed) fail("sort scratch memset", cudaMemsetAsync(sc, 0, static_cast<size_t>(words) * 4, st));
+      // pass q reads buffer s ^ (q & 1) and writes the other; the last writes buffer 1 (seg_keys + n)
+      uint32_t* kb[2] = {reinterpret_cast<uint32_t*>(p.seg_keys), reinterpret_cast<uint32_t*>(p.seg_keys + p.n)};
+      int32_t* vb[2] = {p.seg_vals, p.seg_vals + p.n};
+      const int s0 = (passes - 1) & 1;
+      detail::seg_keys_hist_kernel<C::kBits><<<blocks_for(p.n, detail::kKeysBlock * detail::kKeysPer),
+                                               detail::kKeysBlock, 0, st>>>(p, kb[s0], vb[s0], sc, passes);
+      check_launch("segment keys");
+      const int blocks = static_cast<int>((p.n + C::kTile - 1) / C::kTile);
+      int32_t* lookback = sc + detail::kSortHeader + detail::sort_max_passes<C>() * C::kDigits;
+      for (int q = 0; q < passes; ++q) {
+        const int in = s0 ^ (q & 1), bit = q * C::kBits;
+        const int nb = bits - bit < C::kBits ? bits - bit : C::kBits;
+        cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<typename C::Policy, cub::SortOrder::Ascending, uint32_t,
+                                                               int32_t, int32_t, int, int>
+            <<<blocks, C::kThreads, 0, st>>>(lookback + static_cast<int64_t>(q) * blocks * C::kDigits, sc + q, nullptr,
+                                             sc + detail::kSortHeader + q * C::kDigits, kb[in ^ 1], kb[in], vb[in ^ 1],
+                                             vb[in], static_cast<int>(p.n), bit, nb);
+        check_launch("segment sort");
+      }
+      done = true;
+    });
+  }
+  if (!done) {
+    detail::seg_keys_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
+    check_launch("segment keys");
+    size_t bytes = p.scan_temp_bytes;
+    fail("segment sort", cub::DeviceRadixSort::SortPairs(p.scan_temp, bytes, p.seg_keys, p.seg_keys + p.n, p.seg_vals,
+                                                         p.seg_vals + p.n, static_cast<int>(p.n), 0, bits, st));
+  }
   detail::seg_bounds_kernel<<<grid, detail::kSegBlock, 0, st>>>(p);
   check_launch("segment bounds");
 }

@@ -139,6 +139,18 @@ void report_nonfinite(Tensor counts, Tensor seen) {
 // at least this many (op lookup_dedup_set_size), the dedup uses no more.
 int64_t dedup_set_size(int64_t n) { return n + n / 4 + 1024; }
 
+// Lab (benchmarks, tests): selects the CSR sort of later steps in this process (CsrSort in lookup_types.h; any
+// other value only reads it), returns the one before.
+int64_t lookup_lab_csr_sort(int64_t variant) {
+  return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand10W ? static_cast<int>(variant) : -1);
+}
+
+// Lab: 1 = a step with a CSR fork finds its uniques after the fork (DedupParams::find_later), 0 = in the dedup's
+// number pass; other values only read it. Returns the one before.
+int64_t lookup_lab_find_later(int64_t variant) {
+  return find_later_variant(variant == 0 || variant == 1 ? static_cast<int>(variant) : -1);
+}
+
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
   return dedup_set_size(n);
@@ -551,12 +563,18 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.urow = a.urow;
     d.find_train = train;
   }
-  if (!probe) launch_dedup(d, stream);
-  SideJoin side;
-  if (a.csr) {  // the CSR needs only the dedup
-    BackwardParams c{};
+  BackwardParams c{};
+  if (a.csr) {  // the CSR needs only the dedup, whose clear pass zeroes its sort's counters
     bind_inputs(c, a, off_ptr, nb, pw, pooling, n);
     bind_csr_parts(c, a.csr, csr_scaled(pw != nullptr, pooling), n);
+    d.zero = c.scan_temp;
+    d.zero_bytes = static_cast<int64_t>(segment_sort_zero_bytes(n));
+    c.sort_zeroed = true;  // (a.csr: a training step with ids, so the dedup and its clear pass run)
+    d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
+  }
+  if (!probe) launch_dedup(d, stream);
+  SideJoin side;
+  if (a.csr) {
     if (flags & kStepOverlap) {
       side.stream = stream;
       side.token = fork_segment_csr(c, stream);
@@ -564,6 +582,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
       launch_segment_csr(c, stream);
     }
   }
+  if (d.find_later) launch_dedup_find(d, stream);
   InsertParams ip{};
   ip.meta = meta_ptr(meta);
   ip.num_tables = static_cast<int>(T);
@@ -826,6 +845,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("lookup_step_ws_size(int n, int num_tables, bool with_csr, bool scaled) -> int");
   m.def("lookup_dedup_set_size(int n) -> int");
   m.def("lookup_contract() -> str");
+  m.def("_lookup_lab_csr_sort(int variant) -> int");
+  m.def("_lookup_lab_find_later(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -840,6 +861,8 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_dedup_set_size", TORCH_BOX(&dynamicemb::lookup::lookup_dedup_set_size));
   m.impl("lookup_contract", TORCH_BOX(&dynamicemb::lookup::lookup_contract));
+  m.impl("_lookup_lab_csr_sort", TORCH_BOX(&dynamicemb::lookup::lookup_lab_csr_sort));
+  m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
