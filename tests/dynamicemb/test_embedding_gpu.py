@@ -293,7 +293,7 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
     dozen times per table (under backward_chunk + 1), so a cut segment has at most two pieces and the rows depend
     only on the CSR's order inside each segment, which must be the stable one (positions ascending). The CSR is
     built in the forward (its sort counters zeroed by the dedup's clear pass) or in the backward (one memset). The
-    find after the CSR fork (lab op _lookup_lab_find_later) gives the same results too."""
+    find after the CSR fork or in the dedup's insert (lab op _lookup_lab_find_later 1 / 2) gives the same results."""
     lab, later = torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later
     gen = torch.Generator().manual_seed(11)
     F, vocab = 3, 5000
@@ -306,10 +306,10 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
     w0 = [torch.randn(vocab, 16, generator=gen) * 0.1 for _ in range(2)]
     results = {}
     old = (lab(-1), later(-1))
-    variants = [(0, 0), (1, 0), (2, 0), (3, 0), (2, 1)]
+    variants = [(0, 0), (1, 0), (2, 0), (3, 0), (2, 1), (2, 2)]
     try:
         for v in variants:
-            assert lab(v[0]) in (0, 1, 2, 3) and later(v[1]) in (0, 1)
+            assert lab(v[0]) in (0, 1, 2, 3) and later(v[1]) in (0, 1, 2)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.overlap_csr = in_forward
             for t in range(2):

@@ -170,7 +170,7 @@ constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
-template <bool kSmem>
+template <bool kSmem, bool kFind = false>
 __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
   const uint32_t cap = static_cast<uint32_t>(p.set_capacity);
   const unsigned long long* ids = reinterpret_cast<const unsigned long long*>(p.ids);
   int32_t idx[K], t[K], inv[K];  // idx: position (valid where base + r * kInsertBlock < n)
+  bool won[K];                    // kFind: this id's CAS took a FREE set slot (one per (table, key) and step)
   uint64_t key[K];
   uint32_t s[K];
   bool todo[K], live[K];
@@ -202,6 +203,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
   for (int r = 0; r < K; ++r) {
     todo[r] = live[r] && !skip && !table::is_reserved_key(key[r]);
     inv[r] = -1;
+    won[r] = false;
   }
   int f[K];
   features_of<K>(F, bound, idx, todo, f);
@@ -258,6 +260,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
       if (todo[r] && v[r] == kFree) {  // the CAS took it
         inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
+        won[r] = true;
       }
       k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
     }
@@ -288,6 +291,15 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
         s[r] = s[r] + 1 == cap ? 0 : s[r] + 1;
       }
     }
+  }
+  if constexpr (kFind) {
+    // the step's find by the set slot's first taker (exactly one per (table, key)): its table slot (or -1) into
+    // slot_row[set slot], for the number pass's claimer; a training hit takes its new score here
+    int64_t slot[K];
+    find_slots<K>(p.find_meta, p.find_train, won, key, t, slot);
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+      if (won[r]) p.slot_row[inv[r]] = slot[r];
   }
   int32_t* linv = ltab;  // the leaders' slots (every ltab read was before the last barrier)
 #pragma unroll
@@ -351,13 +363,14 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
 #pragma unroll
   for (int k = 0; k < kInsertWarps; ++k) before += wbase[k];
   load_bounds<kSmem>(p, sbound);
-  int32_t idx[K];
+  int32_t idx[K], sset[K];  // sset: a claimer's set slot (its inverse after the count pass)
   bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
-    claimed[r] = i < p.n && p.inverse[i] >= 0;
+    sset[r] = i < p.n ? p.inverse[i] : -1;
+    claimed[r] = sset[r] >= 0;
   }
   unsigned ball[K];
 #pragma unroll
@@ -403,6 +416,16 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
     }
   }
   if (p.find_meta == nullptr || p.find_later) return;
+  if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (!claimed[r]) continue;
+      const int64_t sl = p.slot_row[sset[r]];
+      p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
+      if (p.find_train && sl < 0) *p.pending = 1;
+    }
+    return;
+  }
   // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
   int64_t slot[K];
   find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
@@ -528,8 +551,14 @@ void launch_dedup(const DedupParams& p, void* stream) {
   check_launch("dedup clear");
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
-  if (smem) detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  else detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
+    if (smem) detail::dedup_insert_kernel<true, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+    else detail::dedup_insert_kernel<false, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  } else if (smem) {
+    detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  } else {
+    detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  }
   check_launch("dedup insert");
   detail::dedup_count_kernel<<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   check_launch("dedup count");
@@ -546,7 +575,7 @@ std::atomic<int> g_find_later{0};
 
 int find_later_variant(int v) {
   const int old = g_find_later.load();
-  if (v == 0 || v == 1) g_find_later.store(v);
+  if (v >= 0 && v <= 2) g_find_later.store(v);
   return old;
 }
 

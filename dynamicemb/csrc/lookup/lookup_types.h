@@ -140,6 +140,9 @@ struct DedupParams {
   // lookup_step with a CSR fork (lab, op _lookup_lab_find_later): the number pass leaves the find to
   // launch_dedup_find, which the step queues after forking the CSR build, so that the sort overlaps the find
   bool find_later;
+  // lab (op _lookup_lab_find_later 2): (set capacity) scratch; the insert's first taker of a set slot finds its
+  // (table, key) and writes the table slot (or -1) here, the number pass copies the claimer's into urow
+  int64_t* slot_row;
   // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
@@ -148,8 +151,9 @@ constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still 
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
 void launch_dedup_find(const DedupParams& p, void* stream);
-// Lab: 1 = lookup_step finds the uniques after the CSR fork (DedupParams::find_later), 0 = in the number pass;
-// sets it when v is 0 or 1, returns the one before.
+// Lab: where lookup_step finds its uniques: 0 = in the dedup's number pass, 1 = after the CSR fork
+// (DedupParams::find_later), 2 = in the dedup's insert (DedupParams::slot_row); sets it when v is 0..2, returns
+// the one before.
 int find_later_variant(int v);
 
 // ---------------------------------------------------------------- insert / find

@@ -145,10 +145,10 @@ int64_t lookup_lab_csr_sort(int64_t variant) {
   return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand10W ? static_cast<int>(variant) : -1);
 }
 
-// Lab: 1 = a step with a CSR fork finds its uniques after the fork (DedupParams::find_later), 0 = in the dedup's
-// number pass; other values only read it. Returns the one before.
+// Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
+// dedup's insert); other values only read it. Returns the one before.
 int64_t lookup_lab_find_later(int64_t variant) {
-  return find_later_variant(variant == 0 || variant == 1 ? static_cast<int>(variant) : -1);
+  return find_later_variant(variant >= 0 && variant <= 2 ? static_cast<int>(variant) : -1);
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -571,6 +571,11 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.zero_bytes = static_cast<int64_t>(segment_sort_zero_bytes(n));
     c.sort_zeroed = true;  // (a.csr: a training step with ids, so the dedup and its clear pass run)
     d.find_later = d.find_meta != nullptr && find_later_variant(-1) == 1;
+  }
+  Tensor slot_row;  // lab: the find in the dedup's insert
+  if (d.find_meta != nullptr && find_later_variant(-1) == 2) {
+    slot_row = torch::stable::new_empty(ids, {cap}, ScalarType::Long);
+    d.slot_row = static_cast<int64_t*>(slot_row.data_ptr());
   }
   if (!probe) launch_dedup(d, stream);
   SideJoin side;
