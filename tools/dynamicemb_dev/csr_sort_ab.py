@@ -1,6 +1,7 @@
 """The training step at NVIDIA's config (benchmarks/embedding_step_profile.py --preset nvidia) under each lab
 variant, in one process: S/F = the CSR sort S (op _lookup_lab_csr_sort; lookup_types.h CsrSort: 0 cub's SortPairs,
-1 hand-dispatched onesweep 8-bit, 2 10-bit 4K tiles, 3 10-bit 6K tiles) and where the step finds its uniques F (op
+1 hand-dispatched onesweep 8-bit (default), 2 10-bit 4K tiles, 3 10-bit 6K tiles, 4 8-bit with the
+warp-aggregated histogram) and where the step finds its uniques F (op
 _lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
@@ -97,7 +98,7 @@ def main():
 
     for _ in range(6):
         train()
-    sorts = {0: "cub sort", 1: "hand 8-bit", 2: "hand 10-bit 4K", 3: "hand 10-bit 6K"}
+    sorts = {0: "cub sort", 1: "hand 8-bit", 2: "hand 10-bit 4K", 3: "hand 10-bit 6K", 4: "hand 8-bit, match hist"}
     finds = {0: "", 1: ", find after fork", 2: ", find in insert"}
     name = {v: ("main" if v is None else sorts[int(v.split("/")[0])] + finds[int(v.split("/")[1])]) for v in variants}
     prof = {}

@@ -314,9 +314,10 @@ void launch_segmented_backward(const BackwardParams& p, bool vec4, void* stream)
 size_t segment_scan_bytes(int64_t n);
 // Bytes at the start of scan_temp that the CSR's sort needs zeroed before launch_segment_csr (0: none).
 size_t segment_sort_zero_bytes(int64_t n);
-// The CSR sort (lab comparisons, op _lookup_lab_csr_sort): cub's DeviceRadixSort, or cub's onesweep kernels
-// dispatched by hand with 8-bit digits (cub's tile), 10-bit digits (4K-key tiles) or 10-bit (6K-key tiles).
-enum CsrSort : int { kCsrSortCub = 0, kCsrSortHand8 = 1, kCsrSortHand10 = 2, kCsrSortHand10W = 3 };
+// The CSR sort (op _lookup_lab_csr_sort compares them): cub's DeviceRadixSort, or cub's onesweep kernels
+// dispatched by hand with 8-bit digits and cub's tile (the default), 10-bit digits (4K- or 6K-key tiles: 2 passes
+// for ~1M ids, each slower than an 8-bit one), or 8-bit with a warp-aggregated histogram.
+enum CsrSort : int { kCsrSortCub = 0, kCsrSortHand8 = 1, kCsrSortHand10 = 2, kCsrSortHand10W = 3, kCsrSortHand8Match = 4 };
 // Sets the variant when v is one of CsrSort (else leaves it), returns the one before.
 int csr_sort_variant(int v);
 // The CSR build on a per-device high-priority side stream, after the work queued on `stream` so far, so that it

@@ -29,6 +29,7 @@
 // H200 (benchmarks/RESULTS.md).
 #include <atomic>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -67,6 +68,7 @@ struct SortCfg {
 using SortHand8 = SortCfg<8, 384, 21>;    // cub's own sm80 / sm90 onesweep tile, 8-bit digits
 using SortHand10 = SortCfg<10, 256, 16>;  // 10-bit digits, 4,096-key tiles
 using SortHand10W = SortCfg<10, 256, 24>; // 10-bit digits, 6,144-key tiles
+struct SortHand8Match : SortHand8 {};    // lab: SortHand8 with the warp-aggregated histogram (kMatch)
 
 constexpr int kSortHeader = 8;  // scratch words: [0, 4) the passes' tile counters, [7] the keys pass's ticket
 constexpr int kKeysBlock = 1024, kKeysPer = 8;
@@ -84,7 +86,9 @@ int64_t sort_words(int64_t n, int bits) {
 
 // Keys (the unique of occurrence i, or n: contributes nothing) and values (i) into the first pass's input
 // buffer, and the digit counts of every pass; the last block to finish writes the passes' exclusive offsets.
-template <int RB>
+// kMatch (lab): one shared add per distinct digit of a warp (__match_any_sync) instead of one per key; measured
+// slower on the H200 (session 13: 0.029 ms for the keys pass at the preset).
+template <int RB, bool kMatch = false>
 __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParams p, uint32_t* keys, int32_t* vals,
                                                                   int32_t* sc, int passes) {
   constexpr int D = 1 << RB;
@@ -116,11 +120,15 @@ __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParam
       keys[i] = key;
       vals[i] = static_cast<int32_t>(i);
     }
-    const unsigned act = __ballot_sync(0xffffffffu, live);
-    for (int q = 0; q < passes; ++q) {  // one shared add per distinct digit of the warp (hot ids repeat)
+    for (int q = 0; q < passes; ++q) {
       const int dig = static_cast<int>((key >> (q * RB)) & (D - 1));
-      const unsigned peers = __match_any_sync(0xffffffffu, live ? dig : -1);
-      if (live && (peers & ((1u << lane) - 1u) & act) == 0) atomicAdd(hist + q * D + dig, __popc(peers));
+      if constexpr (kMatch) {
+        const unsigned act = __ballot_sync(0xffffffffu, live);
+        const unsigned peers = __match_any_sync(0xffffffffu, live ? dig : -1);
+        if (live && (peers & ((1u << lane) - 1u) & act) == 0) atomicAdd(hist + q * D + dig, __popc(peers));
+      } else if (live) {
+        atomicAdd(hist + q * D + dig, 1);
+      }
     }
   }
   __syncthreads();
@@ -439,7 +447,7 @@ int segment_sort_bits(int64_t n) {
 
 namespace {
 // The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process).
-std::atomic<int> g_csr_sort{kCsrSortHand10};
+std::atomic<int> g_csr_sort{kCsrSortHand8};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.
 template <typename C>
@@ -448,16 +456,17 @@ bool hand_fits(int64_t n) { return n <= ((int64_t(1) << 28) - 1) / C::kTile * C:
 template <typename F>
 void with_sort_cfg(int v, F&& f) {
   switch (v) {
-    case kCsrSortHand8: f(detail::SortHand8{}); break;
+    case kCsrSortHand10: f(detail::SortHand10{}); break;
     case kCsrSortHand10W: f(detail::SortHand10W{}); break;
-    default: f(detail::SortHand10{}); break;
+    case kCsrSortHand8Match: f(detail::SortHand8Match{}); break;
+    default: f(detail::SortHand8{}); break;
   }
 }
 }  // namespace
 
 int csr_sort_variant(int v) {
   const int old = g_csr_sort.load();
-  if (v >= kCsrSortCub && v <= kCsrSortHand10W) g_csr_sort.store(v);
+  if (v >= kCsrSortCub && v <= kCsrSortHand8Match) g_csr_sort.store(v);
   return old;
 }
 
@@ -467,7 +476,7 @@ size_t segment_scan_bytes(int64_t n) {
                                   static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                   static_cast<int>(n), 0, segment_sort_bits(n));
   const int bits = segment_sort_bits(n);
-  for (int v = kCsrSortHand8; v <= kCsrSortHand10W; ++v)
+  for (int v = kCsrSortHand8; v <= kCsrSortHand8Match; ++v)
     with_sort_cfg(v, [&](auto c) {
       using C = decltype(c);
       const size_t b = static_cast<size_t>(detail::sort_words<C>(n, bits)) * 4;
@@ -511,8 +520,9 @@ void launch_segment_csr(const BackwardParams& p, void* stream) {
       uint32_t* kb[2] = {reinterpret_cast<uint32_t*>(p.seg_keys), reinterpret_cast<uint32_t*>(p.seg_keys + p.n)};
       int32_t* vb[2] = {p.seg_vals, p.seg_vals + p.n};
       const int s0 = (passes - 1) & 1;
-      detail::seg_keys_hist_kernel<C::kBits><<<blocks_for(p.n, detail::kKeysBlock * detail::kKeysPer),
-                                               detail::kKeysBlock, 0, st>>>(p, kb[s0], vb[s0], sc, passes);
+      constexpr bool kMatch = std::is_same_v<C, detail::SortHand8Match>;
+      detail::seg_keys_hist_kernel<C::kBits, kMatch><<<blocks_for(p.n, detail::kKeysBlock * detail::kKeysPer),
+                                                       detail::kKeysBlock, 0, st>>>(p, kb[s0], vb[s0], sc, passes);
       check_launch("segment keys");
       const int blocks = static_cast<int>((p.n + C::kTile - 1) / C::kTile);
       int32_t* lookback = sc + detail::kSortHeader + detail::sort_max_passes<C>() * C::kDigits;

@@ -142,7 +142,7 @@ int64_t dedup_set_size(int64_t n) { return n + n / 4 + 1024; }
 // Lab (benchmarks, tests): selects the CSR sort of later steps in this process (CsrSort in lookup_types.h; any
 // other value only reads it), returns the one before.
 int64_t lookup_lab_csr_sort(int64_t variant) {
-  return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand10W ? static_cast<int>(variant) : -1);
+  return csr_sort_variant(variant >= 0 && variant <= kCsrSortHand8Match ? static_cast<int>(variant) : -1);
 }
 
 // Lab: where a step finds its uniques (find_later_variant: 0 the dedup's number pass, 1 after the CSR fork, 2 the
