@@ -1,7 +1,8 @@
 // Per-table id dedup of one step, without a sort, in five passes over the ids:
 //   clear    fills the per-step set with FREE (so the set is in L2 when the insert starts), zeroes the unique
 //            count, and writes the bag of the first id of every chunk of kChunk ids (a thread per bag); in a
-//            lookup_step it also sets the step's header (DedupParams: skip flag, refusals, pending, clocks);
+//            lookup_step it also sets the step's header (DedupParams: skip flag, refusals, pending, clocks) and
+//            zeroes the CSR sort's counters (DedupParams::zero);
 //   insert   exact (table, id) insert of every id into the set; a slot holds the LOWEST POSITION of its (table,
 //            id) (4 bytes: an 8M-slot set is 32 MB and lives in L2: FREE -> position by CAS, then atomicMin by
 //            every later match), and a prober compares its key with ids[pos] and its table with the table of pos
