@@ -73,9 +73,9 @@ struct StageParams {
                               // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
   int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one)
-  int64_t* move_count;        // (1) zero on entry: records in `moves`
-  int64_t* move_split;        // (3) zero on entry: [records with a stash row, copies in `move_order`, stash row
-                              // pitch in bytes] (CUDA; move_scan_kernel)
+  int64_t* move_count;        // (1) zero on entry: records in `moves` (CUDA: n once any, see kMoveWords)
+  int64_t* move_split;        // (3) zero on entry: [victims' stash rows claimed (CUDA, the scatter; those beyond the
+                              // stash get none), copies in `move_order`, stash row pitch in bytes (move_scan_kernel)]
   int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per (bin of store slots, kind),
                               // index 2 bin + kind (0: a victim's row out, 1: a stored row in) (CUDA)
   int bins_per_table;         // move_bins_per_table(num_tables)
@@ -92,9 +92,14 @@ struct StageParams {
 };
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
-// table | kMoveDone once settle_pending copied its rows].
+// table | kMoveDone once settle_pending copied its rows | (its stash row + 1) << kStashShift (CUDA, set by the
+// scatter)]. CUDA: the record of id i is record i (no shared counter; `move_count` is n once any record was made,
+// else 0) and a miss without a record has word 3 = kNoRecord; the CPU twin numbers its records in order.
 constexpr int kMoveWords = 4;
 constexpr int64_t kMoveDone = int64_t(1) << 40;
+constexpr int kStashShift = 41;
+constexpr int64_t kMoveTableMask = kMoveDone - 1;
+constexpr int64_t kNoRecord = -1;
 // The CUDA move passes copy in the order of the store rows' host addresses (random host rows are ~5x slower through
 // UVA than the same rows in address order, H200): a counting sort of the copies into ranges (bins) of each
 // table's store slots (the counts by stage_one, then a scan and a scatter); in a bin the victims' copies come
@@ -225,9 +230,10 @@ TABLE_HD BucketScan stage_scan_bucket(const uint64_t* ck, const uint64_t* cs, co
   return b;
 }
 
-// The HBM stash row of record r (move_split: [records with a stash row, copies, pitch]), or null when r has none.
+// The HBM stash row of record r (its word 3's stash field; move_split[2]: the pitch), or null when r has none.
 TABLE_HD const uint8_t* stash_row(const StageParams& p, int64_t r) {
-  return r < p.move_split[0] ? p.stash + r * p.move_split[2] : nullptr;
+  const int64_t k = static_cast<int64_t>(static_cast<uint64_t>(p.moves[kMoveWords * r + 3]) >> kStashShift);
+  return k > 0 ? p.stash + (k - 1) * p.move_split[2] : nullptr;
 }
 
 // A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
@@ -325,7 +331,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   }
   uint64_t score = 0;
   if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
-    const int64_t r = A::claim_index(p.move_count);
+    const int64_t r = A::claim_index(p, i);
     int64_t* rec = p.moves + kMoveWords * r;
     A::st(rec, slot);
     A::st(rec + 1, out);
@@ -361,20 +367,21 @@ template <class A>
 TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes, const uint8_t* from = nullptr) {
   const int64_t* rec = p.moves + kMoveWords * r;
   if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3]);
+  const int t = static_cast<int>(rec[3] & kMoveTableMask);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(store_row(p.stage[t], rec[1], row_bytes), from != nullptr ? from : cache_row(p.meta[t], rec[0], row_bytes),
               row_bytes, lane, lanes);
 }
 
-// Record r's victim row into its stash row (CUDA, before the mixed pass; a record without a victim, or done: nothing).
+// Record r's victim row into its stash row (CUDA, before the mixed pass; a record without one: nothing).
 template <class A>
 TABLE_HD void stash_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int64_t* rec = p.moves + kMoveWords * r;
-  if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3]);
+  const uint8_t* to = stash_row(p, r);
+  if (to == nullptr || rec[1] < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3] & kMoveTableMask);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-  A::copy_row(p.stash + r * p.move_split[2], cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
+  A::copy_row(const_cast<uint8_t*>(to), cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
 }
 
 template <class A>
@@ -382,7 +389,7 @@ TABLE_HD void move_in_one(const StageParams& p, int64_t r, int lane, int lanes) 
   const int64_t* rec = p.moves + kMoveWords * r;
   const int64_t in = rec[2];
   if (in < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3]);
+  const int t = static_cast<int>(rec[3] & kMoveTableMask);
   const StageTable& s = p.stage[t];
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), store_row(s, in, row_bytes), row_bytes, lane, lanes);
@@ -423,7 +430,7 @@ struct HostStageAtomics {
   }
   static void publish(int64_t* rec, int32_t rule) { rec[0] = rule; }
   static void publish_key(uint64_t* a, uint64_t k) { *a = k; }
-  static int64_t claim_index(int64_t* count) { return (*count)++; }
+  static int64_t claim_index(const StageParams& p, int64_t) { return (*p.move_count)++; }
   static void count_move(const StageParams&, int, int64_t, int64_t) {}  // (the twin copies in record order)
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
@@ -463,6 +470,9 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
+// Lab switch of the CUDA staging's variants (stage_kernels.cu; op _stage_variant): sets it when v >= 0, returns
+// the previous one.
+int set_stage_variant(int v);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -111,7 +111,11 @@ struct DeviceStageAtomics {
 // (the other lanes wait at __syncwarp of the group's mask); reads that steer the control flow are lane 0's value,
 // broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released. Groups of
 // one warp on ids of one cache bucket wait for each other's lock as warps do (independent thread scheduling).
-template <int G>
+// kLight: the locks' fences acquire / release (fence.acq_rel) instead of sequentially consistent, and no fence
+// before a key published under a lock (the lock's release orders it: every reader of a key of this launch either
+// holds that lock or only tests the key's presence). kPos: the record of id i is record i (claim_index: no shared
+// counter; the kernel marks every miss kNoRecord first).
+template <int G, bool kLight = false, bool kPos = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr unsigned kFull = 0xffffffffu;
@@ -168,28 +172,48 @@ struct DeviceGroupStage : DeviceStageAtomics {
   __host__ __device__ static void publish(int64_t* rec, int32_t rule) {
     if (lane() == 0) DeviceStageAtomics::publish(rec, rule);
   }
+  __host__ __device__ static void fence() {
+#if defined(__CUDA_ARCH__)
+    if (kLight) {
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    } else {
+      __threadfence();
+    }
+#endif
+  }
   __host__ __device__ static void publish_key(uint64_t* a, uint64_t k) {
-    if (lane() == 0) DeviceStageAtomics::publish_key(a, k);
+#if defined(__CUDA_ARCH__)
+    if (lane() == 0) {
+      if (!kLight) __threadfence();
+      *reinterpret_cast<volatile unsigned long long*>(a) = k;
+    }
+#endif
   }
   template <class T, class U>
   __host__ __device__ static void st(T* a, U v) {
     if (lane() == 0) *a = static_cast<T>(v);
   }
   __host__ __device__ static void lock(int32_t* l) {
+#if defined(__CUDA_ARCH__)
     sync();
-    if (lane() == 0) DeviceStageAtomics::lock(l);
+    if (lane() == 0) {
+      while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
+      fence();
+    }
     sync();
+#endif
   }
   __host__ __device__ static void unlock(int32_t* l) {
 #if defined(__CUDA_ARCH__)
-    __threadfence();  // every lane's writes (settle_pending's row copies) before the release
+    fence();  // every lane's writes (settle_pending's row copies) before the release
     __syncwarp(mask());
     if (lane() == 0) atomicExch(l, 0);
 #endif
   }
-  __host__ __device__ static int64_t claim_index(int64_t* count) {
+  __host__ __device__ static int64_t claim_index(const StageParams& p, int64_t i) {
+    if (kPos) return i;
     unsigned long long r = 0;
-    if (lane() == 0) r = static_cast<unsigned long long>(DeviceStageAtomics::claim_index(count));
+    if (lane() == 0) r = static_cast<unsigned long long>(DeviceStageAtomics::claim_index(p.move_count));
     return static_cast<int64_t>(from_lane0(r));
   }
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
@@ -290,34 +314,41 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // dynamicemb_storage_notes.md: the shared counters and fences are the candidates).
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
+template <bool kLight, bool kPos>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   constexpr int kGroups = 32 / kStageLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
   const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kStageLanes;
+  bool any = false;
   for (int64_t base = warp * 32; base < p.n; base += stride) {
     const int64_t i = base + lane;
-    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    const bool mine = i < p.n && !p.found[i];
+    if (kPos && mine) p.moves[kMoveWords * i + 3] = kNoRecord;  // (stage_one's record overwrites it)
+    const unsigned miss = __ballot_sync(0xffffffffu, mine);
+    if (kPos) __syncwarp();  // (the marks before any group's record)
     const int m = __popc(miss);
+    any = any || m > 0;
     for (int k0 = 0; k0 < m; k0 += kGroups) {
       const int k = k0 + group;
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kStageLanes>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kStageLanes, kLight, kPos>>(p, base + __ffs(rest) - 1);
     }
   }
+  if (kPos && any && lane == 0) *reinterpret_cast<volatile int64_t*>(p.move_count) = p.n;  // (records: 0..n)
 }
 
-// kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
+// kMoveLanes threads per move record by default (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
 constexpr int kMoveLanes = 8;
 constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
 // One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
-// exclusive scan); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the widest row
-// of the tables, 16-byte multiple). Nothing when no record.
+// exclusive scan); move_split[1] = all copies, move_split[2] = the stash row pitch (the widest row of the tables,
+// 16-byte multiple). Nothing when no record.
 __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
   const int64_t count = *p.move_count;
   if (count == 0) return;
@@ -327,10 +358,7 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
       const int64_t b = p.meta[t].row_stride * p.value_bytes;
       pitch = b > pitch ? b : pitch;
     }
-    pitch = (pitch + 15) / 16 * 16;
-    const int64_t fit = p.stash != nullptr && pitch > 0 ? p.stash_bytes / pitch : 0;
-    p.move_split[0] = fit < count ? fit : count;
-    p.move_split[2] = pitch;
+    p.move_split[2] = (pitch + 15) / 16 * 16;
   }
   const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int64_t per = (total + kScanThreads - 1) / kScanThreads;
@@ -367,95 +395,160 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
   if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
 }
 
+// Stash rows the HBM stash holds (pitch: move_split[2]).
+__device__ __forceinline__ int64_t stash_fit(const StageParams& p) {
+  return p.stash != nullptr && p.move_split[2] > 0 ? p.stash_bytes / p.move_split[2] : 0;
+}
+
 // Every record's copies into their bins' positions (the order within a bin is the atomics' order); an entry is
-// 2 r + kind (0: the victim's row out, 1: the stored row in).
+// 2 r + kind (0: the victim's row out, 1: the stored row in). Every victim's copy not yet done claims a stash row
+// (one atomic per warp), kept in its record's word 3 when the stash holds it. kPos: records 0..n, those of found
+// ids and kNoRecord ones skipped.
+template <bool kPos>
 __global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p) {
   const int64_t count = *p.move_count;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; r < count; r += stride) {
-    const int64_t* rec = p.moves + kMoveWords * r;
-    const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
-    if (rec[1] >= 0)
-      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(2 * r);
-    if (rec[2] >= 0)
-      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
+  const int64_t fit = stash_fit(p);
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kStageBlock + (threadIdx.x & ~31u); r0 < count; r0 += stride) {
+    const int64_t r = r0 + lane;  // (whole warps per iteration: the stash claim's ballot)
+    int64_t* rec = p.moves + kMoveWords * r;
+    bool live = r < count && !(kPos && p.found[r]);
+    int64_t w3 = live ? rec[3] : 0;
+    live = live && !(kPos && w3 == kNoRecord);
+    const int t = static_cast<int>(w3 & kMoveTableMask);
+    const int64_t out = live ? rec[1] : -1, in = live ? rec[2] : -1;
+    if (out >= 0) p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, out), 1)] = static_cast<int32_t>(2 * r);
+    if (in >= 0) p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, in) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
+    const bool want = out >= 0 && !(w3 & kMoveDone);
+    const unsigned vote = __ballot_sync(0xffffffffu, want);
+    if (vote == 0) continue;
+    unsigned long long k0 = 0;
+    if (lane == __ffs(vote) - 1) k0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.move_split), __popc(vote));
+    k0 = __shfl_sync(0xffffffffu, k0, __ffs(vote) - 1);
+    const int64_t k = static_cast<int64_t>(k0) + __popc(vote & ((1u << lane) - 1u));
+    if (want && k < fit) rec[3] = w3 | ((k + 1) << kStashShift);
   }
 }
 
-// The victims' rows of records [0, move_split[0]) into their stash rows (HBM to HBM), kMoveLanes threads per row.
+// The victims' rows with a stash row into it (HBM to HBM), L threads per row, over the victims' copies in order.
+template <int L>
 __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) {
-  const int64_t end = p.move_split[0];
-  const int lane = threadIdx.x % kMoveLanes;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride)
-    stash_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+  const int64_t end = p.move_split[1];
+  const int lane = threadIdx.x % L;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / L);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / L; k < end; k += stride) {
+    const int32_t e = p.move_order[k];
+    if ((e & 1) == 0) stash_one<DeviceStageAtomics>(p, e >> 1, lane, L);
+  }
 }
 
-// One pass over the copies in store-address order, both directions, kMoveLanes threads per copy (consecutive
-// groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
-// from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
-// in the stash).
+// One pass over the copies in store-address order, both directions, L threads per copy (consecutive groups on
+// consecutive positions of move_order): every victim's row out (from its stash row if it has one, else from its
+// cache slot), and the stored rows in of the records whose cache slot is free to overwrite (no victim, or a
+// stashed one).
+template <int L>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
-  const int lane = threadIdx.x % kMoveLanes;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end;
-       k += stride) {
+  const int lane = threadIdx.x % L;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / L);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / L; k < end; k += stride) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
     if ((e & 1) == 0)
-      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
-    else if (from != nullptr)
-      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+      move_out_one<DeviceStageAtomics>(p, r, lane, L, from);
+    else if (from != nullptr || p.moves[kMoveWords * r + 1] < 0)
+      move_in_one<DeviceStageAtomics>(p, r, lane, L);
   }
 }
 
-// The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
-// in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
+// The placeholders leave (unplace_one over every id), then the stored rows in of the records whose victim had no
+// stash row, in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
+template <int L>
 __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = tid; i < p.n; i += stride) unplace_one<DeviceStageAtomics>(p, i);
-  const int64_t stashed = p.move_split[0], end = p.move_split[1];
-  if (stashed == *p.move_count) return;  // (every record's stored row came in with the mixed pass)
-  const int lane = threadIdx.x % kMoveLanes;
-  for (int64_t k = tid / kMoveLanes; k < end; k += stride / kMoveLanes) {
+  const int64_t end = p.move_split[1];
+  if (p.move_split[0] <= stash_fit(p)) return;  // (every victim had a stash row: every stored row came in)
+  const int lane = threadIdx.x % L;
+  for (int64_t k = tid / L; k < end; k += stride / L) {
     const int32_t e = p.move_order[k];
-    if ((e & 1) != 0 && (e >> 1) >= stashed) move_in_one<DeviceStageAtomics>(p, e >> 1, lane, kMoveLanes);
+    const int64_t r = e >> 1;
+    if ((e & 1) != 0 && p.moves[kMoveWords * r + 1] >= 0 && stash_row(p, r) == nullptr)
+      move_in_one<DeviceStageAtomics>(p, r, lane, L);
   }
 }
 
 }  // namespace detail
 
+// Lab variants (private op _stage_variant; docs/dynamicemb_storage_notes.md, session 13): bit 0 kLight, bit 1
+// kPos (DeviceGroupStage), bits 2-3 the move passes' lanes per row (8, 16, 32, 4), bits 4-5 their blocks per SM
+// (2, 1, 4, 8).
+namespace {
+int g_stage_variant = 3;
+
+template <int L>
+void launch_moves(const StageParams& p, unsigned grid, cudaStream_t st) {
+  detail::move_stash_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move stash");
+  detail::move_out_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move out");
+  detail::move_in_unplace_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move in, unplace");
+}
+
+template <bool kLight, bool kPos>
+void launch_stage_pass(const StageParams& p, unsigned grid, unsigned sgrid, cudaStream_t st) {
+  // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
+  static const unsigned stage_cap = static_cast<unsigned>(
+      persistent_blocks(resident_per_sm(detail::stage_kernel<kLight, kPos>, detail::kStageBlock)));
+  detail::stage_kernel<kLight, kPos><<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache stage");
+  detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
+  check_launch("cache move scan");
+  detail::move_scatter_kernel<kPos><<<sgrid, detail::kStageBlock, 0, st>>>(p);
+  check_launch("cache move scatter");
+}
+}  // namespace
+
+int set_stage_variant(int v) {
+  const int old = g_stage_variant;
+  if (v >= 0) g_stage_variant = v;
+  return old;
+}
+
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
+    const int v = g_stage_variant;
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
-    // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
-    static const unsigned stage_cap =
-        static_cast<unsigned>(persistent_blocks(resident_per_sm(detail::stage_kernel, detail::kStageBlock)));
-    detail::stage_kernel<<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
-    detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
-    check_launch("cache move scan");
-    detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move scatter");
-    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
-    // flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per SM, H200), so
-    // half of every SM stays free for the step running beside a prefetch's moves.
-    const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
-    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
-    detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move stash");
-    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move out");
-    detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    check_launch("cache move in, unplace");
+    switch (v & 3) {
+      case 0: launch_stage_pass<false, false>(p, grid, sgrid, st); break;
+      case 1: launch_stage_pass<true, false>(p, grid, sgrid, st); break;
+      case 2: launch_stage_pass<false, true>(p, grid, sgrid, st); break;
+      default: launch_stage_pass<true, true>(p, grid, sgrid, st); break;
+    }
+    // The move passes: 2 blocks per SM by default (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB
+    // of bytes in flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per
+    // SM, H200), so half of every SM stays free for the step running beside a prefetch's moves.
+    static const int kLanes[4] = {detail::kMoveLanes, 16, 32, 4};
+    static const int kPerSm[4] = {detail::kMoveBlocksPerSm, 1, 4, 8};
+    const int lanes = kLanes[(v >> 2) & 3];
+    const unsigned mgrid = blocks_for(p.n * lanes, detail::kStageBlock);
+    const unsigned mcap = static_cast<unsigned>(persistent_blocks(kPerSm[(v >> 4) & 3]));
+    const unsigned g = mgrid < mcap ? mgrid : mcap;
+    switch (lanes) {
+      case 16: launch_moves<16>(p, g, st); break;
+      case 32: launch_moves<32>(p, g, st); break;
+      case 4: launch_moves<4>(p, g, st); break;
+      default: launch_moves<detail::kMoveLanes>(p, g, st); break;
+    }
   }
   if (report) launch_report_stage(p.first_fail, stream);
 }
