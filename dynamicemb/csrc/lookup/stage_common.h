@@ -73,9 +73,9 @@ struct StageParams {
                               // running totals (added to)
   int64_t* place;             // (n) scratch: the placeholder slot of id i, else -1 (ids not found only)
   int64_t* moves;             // (kMoveWords n) scratch: the move records of the staged ids (stage_one)
-  int64_t* move_count;        // (1) zero on entry: records in `moves` (CUDA: n once any, see kMoveWords)
-  int64_t* move_split;        // (3) zero on entry: [victims' stash rows claimed (CUDA, the scatter; those beyond the
-                              // stash get none), copies in `move_order`, stash row pitch in bytes (move_scan_kernel)]
+  int64_t* move_count;        // (1) zero on entry: records in `moves`
+  int64_t* move_split;        // (3) zero on entry: [records with a stash row, copies in `move_order`, stash row
+                              // pitch in bytes] (CUDA; move_scan_kernel)
   int32_t* move_bins;         // (2 num_tables bins_per_table) zero on entry: copies per (bin of store slots, kind),
                               // index 2 bin + kind (0: a victim's row out, 1: a stored row in) (CUDA)
   int bins_per_table;         // move_bins_per_table(num_tables)
@@ -92,14 +92,9 @@ struct StageParams {
 };
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
-// table | kMoveDone once settle_pending copied its rows | (its stash row + 1) << kStashShift (CUDA, set by the
-// scatter)]. CUDA: the record of id i is record i (no shared counter; `move_count` is n once any record was made,
-// else 0) and a miss without a record has word 3 = kNoRecord; the CPU twin numbers its records in order.
+// table | kMoveDone once settle_pending copied its rows].
 constexpr int kMoveWords = 4;
 constexpr int64_t kMoveDone = int64_t(1) << 40;
-constexpr int kStashShift = 41;
-constexpr int64_t kMoveTableMask = kMoveDone - 1;
-constexpr int64_t kNoRecord = -1;
 // The CUDA move passes copy in the order of the store rows' host addresses (random host rows are ~5x slower through
 // UVA than the same rows in address order, H200): a counting sort of the copies into ranges (bins) of each
 // table's store slots (the counts by stage_one, then a scan and a scatter); in a bin the victims' copies come
@@ -230,10 +225,9 @@ TABLE_HD BucketScan stage_scan_bucket(const uint64_t* ck, const uint64_t* cs, co
   return b;
 }
 
-// The HBM stash row of record r (its word 3's stash field; move_split[2]: the pitch), or null when r has none.
+// The HBM stash row of record r (move_split: [records with a stash row, copies, pitch]), or null when r has none.
 TABLE_HD const uint8_t* stash_row(const StageParams& p, int64_t r) {
-  const int64_t k = static_cast<int64_t>(static_cast<uint64_t>(p.moves[kMoveWords * r + 3]) >> kStashShift);
-  return k > 0 ? p.stash + (k - 1) * p.move_split[2] : nullptr;
+  return r < p.move_split[0] ? p.stash + r * p.move_split[2] : nullptr;
 }
 
 // A victim found the pending store slot `at` (its store bucket's lock held): the record that left it runs its
@@ -250,6 +244,24 @@ TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const Sta
   if (out >= 0) A::copy_rows(store_row(s, out, row_bytes), crow, row_bytes);
   A::copy_rows(crow, store_row(s, at, row_bytes), row_bytes);
   A::st(rec + 3, static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone);
+}
+
+// The stored row at store slot `at` (bucket sb) leaves the store for record r: its key turns pending (the record's
+// index in its score) until the move pass reads it. Returns its score (what the cache slot takes).
+template <class A>
+TABLE_HD uint64_t stage_leave_store(const StageParams& p, const StageTable& s, int t, int64_t sb, int64_t at,
+                                    int64_t r) {
+  uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
+  int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sb;
+  A::lock(slock);
+  const uint64_t score = A::ld(ss + at);
+  A::st(reinterpret_cast<uint8_t*>(s.digests) + at, table::empty_digest());
+  A::st(ss + at, static_cast<uint64_t>(r));
+  A::publish_key(reinterpret_cast<uint64_t*>(s.keys) + at, kPendingKey);
+  A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
+  A::unlock(slock);
+  A::add(p.counts + 3 * t, 1);
+  return score;
 }
 
 // Stages id i (see the header). The policy `A` does the bucket scans (A::find, A::find_room, A::scan_bucket: the
@@ -287,6 +299,10 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   // then finds the key in the cache below) moves it; victims written back are never ids of the step
   const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
   const int64_t at = A::find(sk, sbase, scap, key);
+  // A::kLate: the stored row's score read here (only this id's staging changes slot `at`: a duplicate finds the
+  // key in the cache under the cache lock first), and `at` turned pending after the cache lock is released (a
+  // shorter section under the cache lock; the record is complete before either)
+  const uint64_t at_score = A::kLate && at >= 0 ? A::ld(ss + at) : 0;
   int32_t* clock = reinterpret_cast<int32_t*>(c.locks) + cb;
   A::lock(clock);
   // the cache bucket: the key (a duplicate of this step staged it), its first free slot, its eviction candidate
@@ -329,26 +345,17 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, -1);
     A::add(p.counts + 3 * t + 1, 1);
   }
-  uint64_t score = 0;
+  uint64_t score = at_score;
+  int64_t r = -1;
   if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
-    const int64_t r = A::claim_index(p, i);
+    r = A::claim_index(p.move_count);
     int64_t* rec = p.moves + kMoveWords * r;
     A::st(rec, slot);
     A::st(rec + 1, out);
     A::st(rec + 2, at);
     A::st(rec + 3, static_cast<int64_t>(t));
     A::count_move(p, t, out, at);
-    if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
-      int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
-      A::lock(slock);
-      score = A::ld(ss + at);
-      A::st(sd + at, table::empty_digest());
-      A::st(ss + at, static_cast<uint64_t>(r));
-      A::publish_key(sk + at, kPendingKey);
-      A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
-      A::unlock(slock);
-      A::add(p.counts + 3 * t, 1);
-    }
+    if (at >= 0 && !A::kLate) score = stage_leave_store<A>(p, s, t, sbase / scap, at, r);
   }
   if (at < 0) A::st(p.place + i, slot);  // a new id's placeholder (unplace frees it)
   A::st(cs + slot, score);
@@ -357,6 +364,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   A::publish_key(ck + slot, key);
   A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, 1);
   A::unlock(clock);
+  if (at >= 0 && A::kLate) stage_leave_store<A>(p, s, t, sbase / scap, at, r);
 }
 
 // After every stage_one: record r's copies, the victim's row out (before its stored row comes in: the same cache
@@ -367,21 +375,20 @@ template <class A>
 TABLE_HD void move_out_one(const StageParams& p, int64_t r, int lane, int lanes, const uint8_t* from = nullptr) {
   const int64_t* rec = p.moves + kMoveWords * r;
   if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3] & kMoveTableMask);
+  const int t = static_cast<int>(rec[3]);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(store_row(p.stage[t], rec[1], row_bytes), from != nullptr ? from : cache_row(p.meta[t], rec[0], row_bytes),
               row_bytes, lane, lanes);
 }
 
-// Record r's victim row into its stash row (CUDA, before the mixed pass; a record without one: nothing).
+// Record r's victim row into its stash row (CUDA, before the mixed pass; a record without a victim, or done: nothing).
 template <class A>
 TABLE_HD void stash_one(const StageParams& p, int64_t r, int lane, int lanes) {
   const int64_t* rec = p.moves + kMoveWords * r;
-  const uint8_t* to = stash_row(p, r);
-  if (to == nullptr || rec[1] < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3] & kMoveTableMask);
+  if (rec[1] < 0 || (rec[3] & kMoveDone)) return;
+  const int t = static_cast<int>(rec[3]);
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-  A::copy_row(const_cast<uint8_t*>(to), cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
+  A::copy_row(p.stash + r * p.move_split[2], cache_row(p.meta[t], rec[0], row_bytes), row_bytes, lane, lanes);
 }
 
 template <class A>
@@ -389,7 +396,7 @@ TABLE_HD void move_in_one(const StageParams& p, int64_t r, int lane, int lanes) 
   const int64_t* rec = p.moves + kMoveWords * r;
   const int64_t in = rec[2];
   if (in < 0 || (rec[3] & kMoveDone)) return;
-  const int t = static_cast<int>(rec[3] & kMoveTableMask);
+  const int t = static_cast<int>(rec[3]);
   const StageTable& s = p.stage[t];
   const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
   A::copy_row(cache_row(p.meta[t], rec[0], row_bytes), store_row(s, in, row_bytes), row_bytes, lane, lanes);
@@ -421,6 +428,7 @@ TABLE_HD void unplace_one(const StageParams& p, int64_t i) {
 
 // Host policy (the CPU twin: one thread, no locks).
 struct HostStageAtomics {
+  static constexpr bool kLate = false;  // (one thread: the same outcome either way)
   static uint64_t ld(const uint64_t* a) { return *a; }
   static void add(int64_t* a, int64_t v) { *a += v; }
   static bool claim(int32_t* f) {
@@ -430,7 +438,7 @@ struct HostStageAtomics {
   }
   static void publish(int64_t* rec, int32_t rule) { rec[0] = rule; }
   static void publish_key(uint64_t* a, uint64_t k) { *a = k; }
-  static int64_t claim_index(const StageParams& p, int64_t) { return (*p.move_count)++; }
+  static int64_t claim_index(int64_t* count) { return (*count)++; }
   static void count_move(const StageParams&, int, int64_t, int64_t) {}  // (the twin copies in record order)
   static void lock(int32_t*) {}
   static void unlock(int32_t*) {}
@@ -470,8 +478,8 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
-// Lab switch of the CUDA staging's variants (stage_kernels.cu; op _stage_variant): sets it when v >= 0, returns
-// the previous one.
+// Lab switch of the CUDA staging pass's variant (stage_kernels.cu; op _stage_variant): sets it when v >= 0,
+// returns the previous one.
 int set_stage_variant(int v);
 
 }  // namespace lookup

@@ -111,13 +111,14 @@ struct DeviceStageAtomics {
 // (the other lanes wait at __syncwarp of the group's mask); reads that steer the control flow are lane 0's value,
 // broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released. Groups of
 // one warp on ids of one cache bucket wait for each other's lock as warps do (independent thread scheduling).
-// kLight: the locks' fences acquire / release (fence.acq_rel) instead of sequentially consistent, and no fence
-// before a key published under a lock (the lock's release orders it: every reader of a key of this launch either
-// holds that lock or only tests the key's presence). kPos: the record of id i is record i (claim_index: no shared
-// counter; the kernel marks every miss kNoRecord first).
-template <int G, bool kLight = false, bool kPos = false>
+// kLight (the default): the locks' fences acquire / release (fence.acq_rel.gpu) instead of sequentially consistent
+// (__threadfence), and no fence before a key published under a lock (the lock's release orders it: every reader
+// of a key of this launch holds that lock or only tests the key's presence); -6 % of the pass (H200, cold 25 %
+// step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one).
+template <int G, bool kLight = true, bool kLateLeave = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
+  static constexpr bool kLate = kLateLeave;
   static constexpr unsigned kFull = 0xffffffffu;
   static constexpr int kNone = 0x7fffffff;  // (no slot: above every slot of a bucket)
   // (host branches: never called; the host twin uses HostStageAtomics)
@@ -181,6 +182,7 @@ struct DeviceGroupStage : DeviceStageAtomics {
     }
 #endif
   }
+  // (every publish_key of stage_one is under a lock)
   __host__ __device__ static void publish_key(uint64_t* a, uint64_t k) {
 #if defined(__CUDA_ARCH__)
     if (lane() == 0) {
@@ -198,22 +200,21 @@ struct DeviceGroupStage : DeviceStageAtomics {
     sync();
     if (lane() == 0) {
       while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
-      fence();
+      fence();  // (acquire)
     }
     sync();
 #endif
   }
   __host__ __device__ static void unlock(int32_t* l) {
 #if defined(__CUDA_ARCH__)
-    fence();  // every lane's writes (settle_pending's row copies) before the release
+    fence();  // (release) every lane's writes (settle_pending's row copies) before the lock is free
     __syncwarp(mask());
     if (lane() == 0) atomicExch(l, 0);
 #endif
   }
-  __host__ __device__ static int64_t claim_index(const StageParams& p, int64_t i) {
-    if (kPos) return i;
+  __host__ __device__ static int64_t claim_index(int64_t* count) {
     unsigned long long r = 0;
-    if (lane() == 0) r = static_cast<unsigned long long>(DeviceStageAtomics::claim_index(p.move_count));
+    if (lane() == 0) r = static_cast<unsigned long long>(DeviceStageAtomics::claim_index(count));
     return static_cast<int64_t>(from_lane0(r));
   }
   __host__ __device__ static void count_move(const StageParams& p, int t, int64_t out, int64_t in) {
@@ -310,45 +311,43 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // side). A miss is a chain of ~20-30 dependent L2 round trips and fences (bucket scans, locks, atomics): 4 groups
 // per warp and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps
 // per SM; the few spills hit L1) put more misses in flight. Measured (H200, cold 25 % step, ~106K misses): 0.77 ms
-// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass (docs/
-// dynamicemb_storage_notes.md: the shared counters and fences are the candidates).
+// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass; neither is the one record
+// counter (a record per id position instead: no gain); light fences -6 % (session 13, docs/
+// dynamicemb_storage_notes.md).
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
-template <bool kLight, bool kPos>
+template <int kLanes, bool kLight, bool kLate>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
-  constexpr int kGroups = 32 / kStageLanes;
+  constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
-  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kStageLanes;
-  bool any = false;
+  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kLanes;
   for (int64_t base = warp * 32; base < p.n; base += stride) {
     const int64_t i = base + lane;
-    const bool mine = i < p.n && !p.found[i];
-    if (kPos && mine) p.moves[kMoveWords * i + 3] = kNoRecord;  // (stage_one's record overwrites it)
-    const unsigned miss = __ballot_sync(0xffffffffu, mine);
-    if (kPos) __syncwarp();  // (the marks before any group's record)
+    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
     const int m = __popc(miss);
-    any = any || m > 0;
     for (int k0 = 0; k0 < m; k0 += kGroups) {
       const int k = k0 + group;
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kStageLanes, kLight, kPos>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate>>(p, base + __ffs(rest) - 1);
     }
   }
-  if (kPos && any && lane == 0) *reinterpret_cast<volatile int64_t*>(p.move_count) = p.n;  // (records: 0..n)
 }
 
-// kMoveLanes threads per move record by default (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
+// kMoveLanes threads per move record (a 512-byte row: 32 16-byte words, 4 per lane, all in flight).
 constexpr int kMoveLanes = 8;
 constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
 // One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
-// exclusive scan); move_split[1] = all copies, move_split[2] = the stash row pitch (the widest row of the tables,
-// 16-byte multiple). Nothing when no record.
+// exclusive scan, in tiles of kScanPer bins per thread staged in shared memory: coalesced loads and stores, the
+// block's scan per tile, a running carry; the per-thread serial pass over a contiguous range it replaces took
+// ~55 us for 41K bins, H200); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the
+// widest row of the tables, 16-byte multiple). Nothing when no record.
+constexpr int kScanPer = 8;
 __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
   const int64_t count = *p.move_count;
   if (count == 0) return;
@@ -358,159 +357,134 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
       const int64_t b = p.meta[t].row_stride * p.value_bytes;
       pitch = b > pitch ? b : pitch;
     }
-    p.move_split[2] = (pitch + 15) / 16 * 16;
+    pitch = (pitch + 15) / 16 * 16;
+    const int64_t fit = p.stash != nullptr && pitch > 0 ? p.stash_bytes / pitch : 0;
+    p.move_split[0] = fit < count ? fit : count;
+    p.move_split[2] = pitch;
   }
-  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
-  const int64_t per = (total + kScanThreads - 1) / kScanThreads;
-  const int64_t b0 = threadIdx.x * per, b1 = b0 + per < total ? b0 + per : total;
-  int32_t sum = 0;
-  for (int64_t b = b0; b < b1; ++b) sum += p.move_bins[b];
-  // block exclusive scan of the per-thread sums: within warps, then over the warps' totals
+  constexpr int kTile = kScanThreads * kScanPer;
+  __shared__ int32_t tile[kTile];
   __shared__ int32_t warp_total[kScanThreads / 32];
+  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int32_t inc = sum;
+  int32_t carry = 0;
+  for (int64_t t0 = 0; t0 < total; t0 += kTile) {
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads) tile[j] = t0 + j < total ? p.move_bins[t0 + j] : 0;
+    __syncthreads();
+    int32_t v[kScanPer], sum = 0;
 #pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t v = __shfl_up_sync(0xffffffffu, inc, d);
-    if (lane >= d) inc += v;
-  }
-  if (lane == 31) warp_total[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    int32_t w = warp_total[lane];  // (kScanThreads / 32 == 32 warps)
+    for (int k = 0; k < kScanPer; ++k) {
+      v[k] = tile[threadIdx.x * kScanPer + k];
+      sum += v[k];
+    }
+    // block exclusive scan of the per-thread sums: within warps, then over the warps' totals
+    int32_t inc = sum;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
-      const int32_t v = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += v;
+      const int32_t o = __shfl_up_sync(0xffffffffu, inc, d);
+      if (lane >= d) inc += o;
     }
-    warp_total[lane] = w;  // inclusive over the warps
+    if (lane == 31) warp_total[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+      int32_t w = warp_total[lane];  // (kScanThreads / 32 == 32 warps)
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int32_t o = __shfl_up_sync(0xffffffffu, w, d);
+        if (lane >= d) w += o;
+      }
+      warp_total[lane] = w;  // inclusive over the warps
+    }
+    __syncthreads();
+    int32_t run = carry + inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
+#pragma unroll
+    for (int k = 0; k < kScanPer; ++k) {
+      tile[threadIdx.x * kScanPer + k] = run;
+      run += v[k];
+    }
+    carry += warp_total[31];
+    __syncthreads();
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads)
+      if (t0 + j < total) p.move_bins[t0 + j] = tile[j];
+    __syncthreads();  // (tile and warp_total are rewritten by the next tile)
   }
-  __syncthreads();
-  int32_t run = inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
-  for (int64_t b = b0; b < b1; ++b) {
-    const int32_t v = p.move_bins[b];
-    p.move_bins[b] = run;
-    run += v;
-  }
-  if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
-}
-
-// Stash rows the HBM stash holds (pitch: move_split[2]).
-__device__ __forceinline__ int64_t stash_fit(const StageParams& p) {
-  return p.stash != nullptr && p.move_split[2] > 0 ? p.stash_bytes / p.move_split[2] : 0;
+  if (threadIdx.x == 0) p.move_split[1] = carry;
 }
 
 // Every record's copies into their bins' positions (the order within a bin is the atomics' order); an entry is
-// 2 r + kind (0: the victim's row out, 1: the stored row in). Every victim's copy not yet done claims a stash row
-// (one atomic per warp), kept in its record's word 3 when the stash holds it. kPos: records 0..n, those of found
-// ids and kNoRecord ones skipped.
-template <bool kPos>
+// 2 r + kind (0: the victim's row out, 1: the stored row in).
 __global__ void __launch_bounds__(kStageBlock) move_scatter_kernel(StageParams p) {
   const int64_t count = *p.move_count;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
-  const int64_t fit = stash_fit(p);
-  const int lane = static_cast<int>(threadIdx.x & 31u);
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kStageBlock + (threadIdx.x & ~31u); r0 < count; r0 += stride) {
-    const int64_t r = r0 + lane;  // (whole warps per iteration: the stash claim's ballot)
-    int64_t* rec = p.moves + kMoveWords * r;
-    bool live = r < count && !(kPos && p.found[r]);
-    int64_t w3 = live ? rec[3] : 0;
-    live = live && !(kPos && w3 == kNoRecord);
-    const int t = static_cast<int>(w3 & kMoveTableMask);
-    const int64_t out = live ? rec[1] : -1, in = live ? rec[2] : -1;
-    if (out >= 0) p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, out), 1)] = static_cast<int32_t>(2 * r);
-    if (in >= 0) p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, in) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
-    const bool want = out >= 0 && !(w3 & kMoveDone);
-    const unsigned vote = __ballot_sync(0xffffffffu, want);
-    if (vote == 0) continue;
-    unsigned long long k0 = 0;
-    if (lane == __ffs(vote) - 1) k0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.move_split), __popc(vote));
-    k0 = __shfl_sync(0xffffffffu, k0, __ffs(vote) - 1);
-    const int64_t k = static_cast<int64_t>(k0) + __popc(vote & ((1u << lane) - 1u));
-    if (want && k < fit) rec[3] = w3 | ((k + 1) << kStashShift);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; r < count; r += stride) {
+    const int64_t* rec = p.moves + kMoveWords * r;
+    const int t = static_cast<int>(rec[3] & (kMoveDone - 1));
+    if (rec[1] >= 0)
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[1]), 1)] = static_cast<int32_t>(2 * r);
+    if (rec[2] >= 0)
+      p.move_order[atomicAdd(p.move_bins + 2 * move_bin(p, t, rec[2]) + 1, 1)] = static_cast<int32_t>(2 * r + 1);
   }
 }
 
-// The victims' rows with a stash row into it (HBM to HBM), L threads per row, over the victims' copies in order.
-template <int L>
+// The victims' rows of records [0, move_split[0]) into their stash rows (HBM to HBM), kMoveLanes threads per row.
 __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) {
-  const int64_t end = p.move_split[1];
-  const int lane = threadIdx.x % L;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / L);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / L; k < end; k += stride) {
-    const int32_t e = p.move_order[k];
-    if ((e & 1) == 0) stash_one<DeviceStageAtomics>(p, e >> 1, lane, L);
-  }
+  const int64_t end = p.move_split[0];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride)
+    stash_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
 }
 
-// One pass over the copies in store-address order, both directions, L threads per copy (consecutive groups on
-// consecutive positions of move_order): every victim's row out (from its stash row if it has one, else from its
-// cache slot), and the stored rows in of the records whose cache slot is free to overwrite (no victim, or a
-// stashed one).
-template <int L>
+// One pass over the copies in store-address order, both directions, kMoveLanes threads per copy (consecutive
+// groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
+// from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
+// in the stash).
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
-  const int lane = threadIdx.x % L;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / L);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / L; k < end; k += stride) {
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end;
+       k += stride) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
     if ((e & 1) == 0)
-      move_out_one<DeviceStageAtomics>(p, r, lane, L, from);
-    else if (from != nullptr || p.moves[kMoveWords * r + 1] < 0)
-      move_in_one<DeviceStageAtomics>(p, r, lane, L);
+      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
+    else if (from != nullptr)
+      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
   }
 }
 
-// The placeholders leave (unplace_one over every id), then the stored rows in of the records whose victim had no
-// stash row, in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
-template <int L>
+// The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
+// in order (their victims left in move_out_kernel; a placeholder's slot receives no row).
 __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
   for (int64_t i = tid; i < p.n; i += stride) unplace_one<DeviceStageAtomics>(p, i);
-  const int64_t end = p.move_split[1];
-  if (p.move_split[0] <= stash_fit(p)) return;  // (every victim had a stash row: every stored row came in)
-  const int lane = threadIdx.x % L;
-  for (int64_t k = tid / L; k < end; k += stride / L) {
+  const int64_t stashed = p.move_split[0], end = p.move_split[1];
+  if (stashed == *p.move_count) return;  // (every record's stored row came in with the mixed pass)
+  const int lane = threadIdx.x % kMoveLanes;
+  for (int64_t k = tid / kMoveLanes; k < end; k += stride / kMoveLanes) {
     const int32_t e = p.move_order[k];
-    const int64_t r = e >> 1;
-    if ((e & 1) != 0 && p.moves[kMoveWords * r + 1] >= 0 && stash_row(p, r) == nullptr)
-      move_in_one<DeviceStageAtomics>(p, r, lane, L);
+    if ((e & 1) != 0 && (e >> 1) >= stashed) move_in_one<DeviceStageAtomics>(p, e >> 1, lane, kMoveLanes);
   }
 }
 
 }  // namespace detail
 
-// Lab variants (private op _stage_variant; docs/dynamicemb_storage_notes.md, session 13): bit 0 kLight, bit 1
-// kPos (DeviceGroupStage), bits 2-3 the move passes' lanes per row (8, 16, 32, 4), bits 4-5 their blocks per SM
-// (2, 1, 4, 8).
+// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md session 13):
+// 0 the default (8 lanes per id, light fences), 1 session 12's (sequentially consistent fences), 2 the default
+// with kLate, 3 / 4 kLate with 16 / 32 lanes per id.
 namespace {
-int g_stage_variant = 3;
+int g_stage_variant = 0;
 
-template <int L>
-void launch_moves(const StageParams& p, unsigned grid, cudaStream_t st) {
-  detail::move_stash_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
-  check_launch("cache move stash");
-  detail::move_out_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
-  check_launch("cache move out");
-  detail::move_in_unplace_kernel<L><<<grid, detail::kStageBlock, 0, st>>>(p);
-  check_launch("cache move in, unplace");
-}
-
-template <bool kLight, bool kPos>
-void launch_stage_pass(const StageParams& p, unsigned grid, unsigned sgrid, cudaStream_t st) {
-  // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
-  static const unsigned stage_cap = static_cast<unsigned>(
-      persistent_blocks(resident_per_sm(detail::stage_kernel<kLight, kPos>, detail::kStageBlock)));
-  detail::stage_kernel<kLight, kPos><<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
-  check_launch("cache stage");
-  detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
-  check_launch("cache move scan");
-  detail::move_scatter_kernel<kPos><<<sgrid, detail::kStageBlock, 0, st>>>(p);
-  check_launch("cache move scatter");
+template <int kLanes, bool kLight, bool kLate>
+void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+  // (the blocks resident at once, one wave of warps striding over the ids)
+  static const unsigned cap = static_cast<unsigned>(
+      persistent_blocks(resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
 
@@ -524,31 +498,32 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
-    const int v = g_stage_variant;
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
+    switch (g_stage_variant) {
+      case 1: launch_stage_pass<detail::kStageLanes, false, false>(p, grid, st); break;
+      case 2: launch_stage_pass<detail::kStageLanes, true, true>(p, grid, st); break;
+      case 3: launch_stage_pass<16, true, true>(p, grid, st); break;
+      case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
+      default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+    }
+    check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
-    switch (v & 3) {
-      case 0: launch_stage_pass<false, false>(p, grid, sgrid, st); break;
-      case 1: launch_stage_pass<true, false>(p, grid, sgrid, st); break;
-      case 2: launch_stage_pass<false, true>(p, grid, sgrid, st); break;
-      default: launch_stage_pass<true, true>(p, grid, sgrid, st); break;
-    }
-    // The move passes: 2 blocks per SM by default (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB
-    // of bytes in flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per
-    // SM, H200), so half of every SM stays free for the step running beside a prefetch's moves.
-    static const int kLanes[4] = {detail::kMoveLanes, 16, 32, 4};
-    static const int kPerSm[4] = {detail::kMoveBlocksPerSm, 1, 4, 8};
-    const int lanes = kLanes[(v >> 2) & 3];
-    const unsigned mgrid = blocks_for(p.n * lanes, detail::kStageBlock);
-    const unsigned mcap = static_cast<unsigned>(persistent_blocks(kPerSm[(v >> 4) & 3]));
-    const unsigned g = mgrid < mcap ? mgrid : mcap;
-    switch (lanes) {
-      case 16: launch_moves<16>(p, g, st); break;
-      case 32: launch_moves<32>(p, g, st); break;
-      case 4: launch_moves<4>(p, g, st); break;
-      default: launch_moves<detail::kMoveLanes>(p, g, st); break;
-    }
+    detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
+    check_launch("cache move scan");
+    detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move scatter");
+    // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
+    // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
+    // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
+    const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
+    const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+    detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move stash");
+    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move out");
+    detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);
 }
