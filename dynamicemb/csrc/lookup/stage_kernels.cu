@@ -114,8 +114,10 @@ struct DeviceStageAtomics {
 // kLight (the default): the locks' fences acquire / release (fence.acq_rel.gpu) instead of sequentially consistent
 // (__threadfence), and no fence before a key published under a lock (the lock's release orders it: every reader
 // of a key of this launch holds that lock or only tests the key's presence); -6 % of the pass (H200, cold 25 %
-// step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one).
-template <int G, bool kLight = true, bool kLateLeave = false>
+// step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
+// waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
+// at the L2 while ~30 % of the acquisitions wait).
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr bool kLate = kLateLeave;
@@ -199,7 +201,15 @@ struct DeviceGroupStage : DeviceStageAtomics {
 #if defined(__CUDA_ARCH__)
     sync();
     if (lane() == 0) {
-      while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
+      if (kTtas) {
+        unsigned ns = 32;
+        while (__ldcg(l) != 0 || atomicCAS(l, 0, 1) != 0) {
+          __nanosleep(ns);
+          ns = ns < 512 ? 2 * ns : 512;
+        }
+      } else {
+        while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
+      }
       fence();  // (acquire)
     }
     sync();
@@ -316,7 +326,7 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // dynamicemb_storage_notes.md).
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
-template <int kLanes, bool kLight, bool kLate>
+template <int kLanes, bool kLight, bool kLate, bool kTtas>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   constexpr int kGroups = 32 / kLanes;
@@ -332,7 +342,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kLanes, kLight, kLate>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas>>(p, base + __ffs(rest) - 1);
     }
   }
 }
@@ -475,16 +485,16 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 
 // Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md session 13):
 // 0 the default (8 lanes per id, light fences), 1 session 12's (sequentially consistent fences), 2 the default
-// with kLate, 3 / 4 kLate with 16 / 32 lanes per id.
+// with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default with kTtas, 6 with kLate and kTtas.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate>
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   // (the blocks resident at once, one wave of warps striding over the ids)
-  static const unsigned cap = static_cast<unsigned>(
-      persistent_blocks(resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+  static const unsigned cap = static_cast<unsigned>(persistent_blocks(
+      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
 
@@ -505,6 +515,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 2: launch_stage_pass<detail::kStageLanes, true, true>(p, grid, st); break;
       case 3: launch_stage_pass<16, true, true>(p, grid, st); break;
       case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
+      case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
+      case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
