@@ -15,9 +15,10 @@ namespace detail {
 
 constexpr int kStageBlock = 256;
 
-// Device policy: bucket spin locks (the tables' eviction locks: no other kernel runs on these tables meanwhile),
-// key, score and stamp reads from L2 (another SM may have written them under the same lock), keys published after
-// a fence. Host branches are never called (the host twin uses HostStageAtomics).
+// Device policy of the move passes, and the base of the staging pass's (DeviceGroupStage: the bucket spin locks, the
+// tables' eviction locks: no other kernel runs on these tables meanwhile): key, score and stamp reads from L2
+// (another SM may have written them under the same lock), keys published after a fence. Host branches are never
+// called (the host twin uses HostStageAtomics).
 struct DeviceStageAtomics {
   __host__ __device__ static uint64_t ld(const uint64_t* a) {
 #if defined(__CUDA_ARCH__)
@@ -48,18 +49,6 @@ struct DeviceStageAtomics {
 #if defined(__CUDA_ARCH__)
     __threadfence();
     *reinterpret_cast<volatile unsigned long long*>(a) = k;
-#endif
-  }
-  __host__ __device__ static void lock(int32_t* l) {
-#if defined(__CUDA_ARCH__)
-    while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
-    __threadfence();
-#endif
-  }
-  __host__ __device__ static void unlock(int32_t* l) {
-#if defined(__CUDA_ARCH__)
-    __threadfence();
-    atomicExch(l, 0);
 #endif
   }
   __host__ __device__ static int64_t claim_index(int64_t* count) {
