@@ -77,6 +77,25 @@ def test_cold_cache_beyond_stash_cuda(opt):
     assert moved_in > 8000, moved_in  # (the CPU twin of this run: 12,583 stored rows in over the 8 steps)
 
 
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6])
+def test_cold_cache_parity_stage_variants_cuda(variant):
+    """The staging pass's lab variants (private op _stage_variant, csrc/lookup/stage_kernels.cu: 1 sequentially
+    consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
+    lanes per id, 5 polling locks with backoff, 6 = 2 + 5): the cold parity run (SGD) bit-identical to all-HBM, as
+    the default is."""
+    op = getattr(torch.ops.dynamicemb, "_stage_variant", None)
+    if op is None:
+        pytest.skip("no op _stage_variant in this build")
+    old = op(variant)
+    try:
+        m = ten_percent("cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25,
+                        bucket=128, cycle=8)
+    finally:
+        op(old)
+    moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
+    assert moved[0] > 2000 and moved[1] > 2000, moved
+
+
 def test_prefetch_under_eviction_pressure_cuda():
     """Two batches prefetched ahead over the uva store (device staging, a cache of CACHE_SLOTS rows): the second
     job may evict rows the first staged before the first batch's step uses them (that step stages them again, its

@@ -246,6 +246,24 @@ TABLE_HD void settle_pending(const StageParams& p, const TableMeta& c, const Sta
   A::st(rec + 3, static_cast<int64_t>(A::ld(reinterpret_cast<uint64_t*>(rec + 3))) | kMoveDone);
 }
 
+// The stored row at store slot `at` (bucket sb) leaves the store for record r: its key turns pending (the record's
+// index in its score) until the move pass reads it. Returns its score (what the cache slot takes).
+template <class A>
+TABLE_HD uint64_t stage_leave_store(const StageParams& p, const StageTable& s, int t, int64_t sb, int64_t at,
+                                    int64_t r) {
+  uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
+  int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sb;
+  A::lock(slock);
+  const uint64_t score = A::ld(ss + at);
+  A::st(reinterpret_cast<uint8_t*>(s.digests) + at, table::empty_digest());
+  A::st(ss + at, static_cast<uint64_t>(r));
+  A::publish_key(reinterpret_cast<uint64_t*>(s.keys) + at, kPendingKey);
+  A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
+  A::unlock(slock);
+  A::add(p.counts + 3 * t, 1);
+  return score;
+}
+
 // Stages id i (see the header). The policy `A` does the bucket scans (A::find, A::find_room, A::scan_bucket: the
 // host slot by slot, the CUDA staging with the lanes of one warp on one id), the locks and every write (A::st and
 // the atomics: the host directly, on CUDA lane 0 only) and the row copies settle_pending runs (A::copy_rows: every
@@ -281,6 +299,10 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   // then finds the key in the cache below) moves it; victims written back are never ids of the step
   const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
   const int64_t at = A::find(sk, sbase, scap, key);
+  // A::kLate: the stored row's score read here (only this id's staging changes slot `at`: a duplicate finds the
+  // key in the cache under the cache lock first), and `at` turned pending after the cache lock is released (a
+  // shorter section under the cache lock; the record is complete before either)
+  const uint64_t at_score = A::kLate && at >= 0 ? A::ld(ss + at) : 0;
   int32_t* clock = reinterpret_cast<int32_t*>(c.locks) + cb;
   A::lock(clock);
   // the cache bucket: the key (a duplicate of this step staged it), its first free slot, its eviction candidate
@@ -323,26 +345,17 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
     A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, -1);
     A::add(p.counts + 3 * t + 1, 1);
   }
-  uint64_t score = 0;
+  uint64_t score = at_score;
+  int64_t r = -1;
   if (out >= 0 || at >= 0) {  // the copies to run: a record, complete before `at` turns pending
-    const int64_t r = A::claim_index(p.move_count);
+    r = A::claim_index(p.move_count);
     int64_t* rec = p.moves + kMoveWords * r;
     A::st(rec, slot);
     A::st(rec + 1, out);
     A::st(rec + 2, at);
     A::st(rec + 3, static_cast<int64_t>(t));
     A::count_move(p, t, out, at);
-    if (at >= 0) {  // the stored row moves in with its score, and leaves the store (pending until it is read)
-      int32_t* slock = reinterpret_cast<int32_t*>(s.locks) + sbase / scap;
-      A::lock(slock);
-      score = A::ld(ss + at);
-      A::st(sd + at, table::empty_digest());
-      A::st(ss + at, static_cast<uint64_t>(r));
-      A::publish_key(sk + at, kPendingKey);
-      A::add(reinterpret_cast<int64_t*>(s.counters) + table::kCounterSize, -1);
-      A::unlock(slock);
-      A::add(p.counts + 3 * t, 1);
-    }
+    if (at >= 0 && !A::kLate) score = stage_leave_store<A>(p, s, t, sbase / scap, at, r);
   }
   if (at < 0) A::st(p.place + i, slot);  // a new id's placeholder (unplace frees it)
   A::st(cs + slot, score);
@@ -351,6 +364,7 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   A::publish_key(ck + slot, key);
   A::add(reinterpret_cast<int64_t*>(c.counters) + table::kCounterSize, 1);
   A::unlock(clock);
+  if (at >= 0 && A::kLate) stage_leave_store<A>(p, s, t, sbase / scap, at, r);
 }
 
 // After every stage_one: record r's copies, the victim's row out (before its stored row comes in: the same cache
@@ -414,6 +428,7 @@ TABLE_HD void unplace_one(const StageParams& p, int64_t i) {
 
 // Host policy (the CPU twin: one thread, no locks).
 struct HostStageAtomics {
+  static constexpr bool kLate = false;  // (one thread: the same outcome either way)
   static uint64_t ld(const uint64_t* a) { return *a; }
   static void add(int64_t* a, int64_t v) { *a += v; }
   static bool claim(int32_t* f) {
@@ -463,6 +478,9 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
+// Lab switch of the CUDA staging pass's variant (stage_kernels.cu; op _stage_variant): sets it when v >= 0,
+// returns the previous one.
+int set_stage_variant(int v);
 
 }  // namespace lookup
 }  // namespace dynamicemb

@@ -15,9 +15,10 @@ namespace detail {
 
 constexpr int kStageBlock = 256;
 
-// Device policy: bucket spin locks (the tables' eviction locks: no other kernel runs on these tables meanwhile),
-// key, score and stamp reads from L2 (another SM may have written them under the same lock), keys published after
-// a fence. Host branches are never called (the host twin uses HostStageAtomics).
+// Device policy of the move passes, and the base of the staging pass's (DeviceGroupStage: the bucket spin locks, the
+// tables' eviction locks: no other kernel runs on these tables meanwhile): key, score and stamp reads from L2
+// (another SM may have written them under the same lock), keys published after a fence. Host branches are never
+// called (the host twin uses HostStageAtomics).
 struct DeviceStageAtomics {
   __host__ __device__ static uint64_t ld(const uint64_t* a) {
 #if defined(__CUDA_ARCH__)
@@ -48,18 +49,6 @@ struct DeviceStageAtomics {
 #if defined(__CUDA_ARCH__)
     __threadfence();
     *reinterpret_cast<volatile unsigned long long*>(a) = k;
-#endif
-  }
-  __host__ __device__ static void lock(int32_t* l) {
-#if defined(__CUDA_ARCH__)
-    while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
-    __threadfence();
-#endif
-  }
-  __host__ __device__ static void unlock(int32_t* l) {
-#if defined(__CUDA_ARCH__)
-    __threadfence();
-    atomicExch(l, 0);
 #endif
   }
   __host__ __device__ static int64_t claim_index(int64_t* count) {
@@ -111,9 +100,16 @@ struct DeviceStageAtomics {
 // (the other lanes wait at __syncwarp of the group's mask); reads that steer the control flow are lane 0's value,
 // broadcast. settle_pending's row copies use every lane, fenced by every lane before a lock is released. Groups of
 // one warp on ids of one cache bucket wait for each other's lock as warps do (independent thread scheduling).
-template <int G>
+// kLight (the default): the locks' fences acquire / release (fence.acq_rel.gpu) instead of sequentially consistent
+// (__threadfence), and no fence before a key published under a lock (the lock's release orders it: every reader
+// of a key of this launch holds that lock or only tests the key's presence); -6 % of the pass (H200, cold 25 %
+// step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
+// waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
+// at the L2 while ~30 % of the acquisitions wait).
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
+  static constexpr bool kLate = kLateLeave;
   static constexpr unsigned kFull = 0xffffffffu;
   static constexpr int kNone = 0x7fffffff;  // (no slot: above every slot of a bucket)
   // (host branches: never called; the host twin uses HostStageAtomics)
@@ -168,21 +164,49 @@ struct DeviceGroupStage : DeviceStageAtomics {
   __host__ __device__ static void publish(int64_t* rec, int32_t rule) {
     if (lane() == 0) DeviceStageAtomics::publish(rec, rule);
   }
+  __host__ __device__ static void fence() {
+#if defined(__CUDA_ARCH__)
+    if (kLight) {
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    } else {
+      __threadfence();
+    }
+#endif
+  }
+  // (every publish_key of stage_one is under a lock)
   __host__ __device__ static void publish_key(uint64_t* a, uint64_t k) {
-    if (lane() == 0) DeviceStageAtomics::publish_key(a, k);
+#if defined(__CUDA_ARCH__)
+    if (lane() == 0) {
+      if (!kLight) __threadfence();
+      *reinterpret_cast<volatile unsigned long long*>(a) = k;
+    }
+#endif
   }
   template <class T, class U>
   __host__ __device__ static void st(T* a, U v) {
     if (lane() == 0) *a = static_cast<T>(v);
   }
   __host__ __device__ static void lock(int32_t* l) {
+#if defined(__CUDA_ARCH__)
     sync();
-    if (lane() == 0) DeviceStageAtomics::lock(l);
+    if (lane() == 0) {
+      if (kTtas) {
+        unsigned ns = 32;
+        while (__ldcg(l) != 0 || atomicCAS(l, 0, 1) != 0) {
+          __nanosleep(ns);
+          ns = ns < 512 ? 2 * ns : 512;
+        }
+      } else {
+        while (atomicCAS(l, 0, 1) != 0) __nanosleep(64);
+      }
+      fence();  // (acquire)
+    }
     sync();
+#endif
   }
   __host__ __device__ static void unlock(int32_t* l) {
 #if defined(__CUDA_ARCH__)
-    __threadfence();  // every lane's writes (settle_pending's row copies) before the release
+    fence();  // (release) every lane's writes (settle_pending's row copies) before the lock is free
     __syncwarp(mask());
     if (lane() == 0) atomicExch(l, 0);
 #endif
@@ -286,16 +310,18 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // side). A miss is a chain of ~20-30 dependent L2 round trips and fences (bucket scans, locks, atomics): 4 groups
 // per warp and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps
 // per SM; the few spills hit L1) put more misses in flight. Measured (H200, cold 25 % step, ~106K misses): 0.77 ms
-// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass (docs/
-// dynamicemb_storage_notes.md: the shared counters and fences are the candidates).
+// against 0.82 with a warp per id, so the misses in flight are not what bounds the pass; neither is the one record
+// counter (a record per id position instead: no gain); light fences -6 % (session 13, docs/
+// dynamicemb_storage_notes.md).
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
+template <int kLanes, bool kLight, bool kLate, bool kTtas>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
-  constexpr int kGroups = 32 / kStageLanes;
+  constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
-  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kStageLanes;
+  const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kLanes;
   for (int64_t base = warp * 32; base < p.n; base += stride) {
     const int64_t i = base + lane;
     const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
@@ -305,7 +331,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kStageLanes>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas>>(p, base + __ffs(rest) - 1);
     }
   }
 }
@@ -316,8 +342,11 @@ constexpr int kMoveBlocksPerSm = 2;
 constexpr int kScanThreads = 1024;
 
 // One block: the bins' counts ((bin, kind) pairs in bin order) become their first positions in move_order (an
-// exclusive scan); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the widest row
-// of the tables, 16-byte multiple). Nothing when no record.
+// exclusive scan, in tiles of kScanPer bins per thread staged in shared memory: coalesced loads and stores, the
+// block's scan per tile, a running carry; the per-thread serial pass over a contiguous range it replaces took
+// ~55 us for 41K bins, H200); move_split = [records with a stash row, all copies, stash row pitch] (the pitch: the
+// widest row of the tables, 16-byte multiple). Nothing when no record.
+constexpr int kScanPer = 8;
 __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) {
   const int64_t count = *p.move_count;
   if (count == 0) return;
@@ -332,39 +361,53 @@ __global__ void __launch_bounds__(kScanThreads) move_scan_kernel(StageParams p) 
     p.move_split[0] = fit < count ? fit : count;
     p.move_split[2] = pitch;
   }
-  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
-  const int64_t per = (total + kScanThreads - 1) / kScanThreads;
-  const int64_t b0 = threadIdx.x * per, b1 = b0 + per < total ? b0 + per : total;
-  int32_t sum = 0;
-  for (int64_t b = b0; b < b1; ++b) sum += p.move_bins[b];
-  // block exclusive scan of the per-thread sums: within warps, then over the warps' totals
+  constexpr int kTile = kScanThreads * kScanPer;
+  __shared__ int32_t tile[kTile];
   __shared__ int32_t warp_total[kScanThreads / 32];
+  const int64_t total = 2 * static_cast<int64_t>(p.num_tables) * p.bins_per_table;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int32_t inc = sum;
+  int32_t carry = 0;
+  for (int64_t t0 = 0; t0 < total; t0 += kTile) {
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads) tile[j] = t0 + j < total ? p.move_bins[t0 + j] : 0;
+    __syncthreads();
+    int32_t v[kScanPer], sum = 0;
 #pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t v = __shfl_up_sync(0xffffffffu, inc, d);
-    if (lane >= d) inc += v;
-  }
-  if (lane == 31) warp_total[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    int32_t w = warp_total[lane];  // (kScanThreads / 32 == 32 warps)
+    for (int k = 0; k < kScanPer; ++k) {
+      v[k] = tile[threadIdx.x * kScanPer + k];
+      sum += v[k];
+    }
+    // block exclusive scan of the per-thread sums: within warps, then over the warps' totals
+    int32_t inc = sum;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
-      const int32_t v = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += v;
+      const int32_t o = __shfl_up_sync(0xffffffffu, inc, d);
+      if (lane >= d) inc += o;
     }
-    warp_total[lane] = w;  // inclusive over the warps
+    if (lane == 31) warp_total[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+      int32_t w = warp_total[lane];  // (kScanThreads / 32 == 32 warps)
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int32_t o = __shfl_up_sync(0xffffffffu, w, d);
+        if (lane >= d) w += o;
+      }
+      warp_total[lane] = w;  // inclusive over the warps
+    }
+    __syncthreads();
+    int32_t run = carry + inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
+#pragma unroll
+    for (int k = 0; k < kScanPer; ++k) {
+      tile[threadIdx.x * kScanPer + k] = run;
+      run += v[k];
+    }
+    carry += warp_total[31];
+    __syncthreads();
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads)
+      if (t0 + j < total) p.move_bins[t0 + j] = tile[j];
+    __syncthreads();  // (tile and warp_total are rewritten by the next tile)
   }
-  __syncthreads();
-  int32_t run = inc - sum + (warp > 0 ? warp_total[warp - 1] : 0);
-  for (int64_t b = b0; b < b1; ++b) {
-    const int32_t v = p.move_bins[b];
-    p.move_bins[b] = run;
-    run += v;
-  }
-  if (threadIdx.x == kScanThreads - 1) p.move_split[1] = run;
+  if (threadIdx.x == 0) p.move_split[1] = carry;
 }
 
 // Every record's copies into their bins' positions (the order within a bin is the atomics' order); an entry is
@@ -429,16 +472,42 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 
 }  // namespace detail
 
+// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md session 13):
+// 0 the default (8 lanes per id, light fences), 1 session 12's (sequentially consistent fences), 2 the default
+// with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default with kTtas, 6 with kLate and kTtas.
+namespace {
+int g_stage_variant = 0;
+
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false>
+void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+  // (the blocks resident at once, one wave of warps striding over the ids)
+  static const unsigned cap = static_cast<unsigned>(persistent_blocks(
+      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+}
+}  // namespace
+
+int set_stage_variant(int v) {
+  const int old = g_stage_variant;
+  if (v >= 0) g_stage_variant = v;
+  return old;
+}
+
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
     const unsigned cap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
-    // (the staging pass: the blocks resident at once, one wave of warps striding over the ids)
-    static const unsigned stage_cap =
-        static_cast<unsigned>(persistent_blocks(resident_per_sm(detail::stage_kernel, detail::kStageBlock)));
-    detail::stage_kernel<<<grid < stage_cap ? grid : stage_cap, detail::kStageBlock, 0, st>>>(p);
+    switch (g_stage_variant) {
+      case 1: launch_stage_pass<detail::kStageLanes, false, false>(p, grid, st); break;
+      case 2: launch_stage_pass<detail::kStageLanes, true, true>(p, grid, st); break;
+      case 3: launch_stage_pass<16, true, true>(p, grid, st); break;
+      case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
+      case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
+      case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
+      default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+    }
     check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
     detail::move_scan_kernel<<<1, detail::kScanThreads, 0, st>>>(p);
@@ -446,8 +515,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     detail::move_scatter_kernel<<<sgrid, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move scatter");
     // The move passes: 2 blocks per SM (8.4K rows in flight on 132 SMs, far beyond the link's ~0.5 MB of bytes in
-    // flight; the host pages' translations bound them, not the threads: the same ms as 4 blocks per SM, H200), so
-    // half of every SM stays free for the step running beside a prefetch's moves.
+    // flight; the host pages' translations bound them, not the threads: the same ms as 1, 4 or 8 blocks per SM
+    // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);

@@ -120,6 +120,9 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   return std::make_tuple(failed, info);
 }
 
+// Lab only (benchmarks, tools/dynamicemb_dev): the CUDA staging's variant (stage_kernels.cu set_stage_variant).
+int64_t stage_variant(int64_t v) { return set_stage_variant(static_cast<int>(v)); }
+
 }  // namespace
 }  // namespace lookup
 }  // namespace dynamicemb
@@ -132,11 +135,16 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
       "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None, "
       "int failed_host=0) -> (Tensor, Tensor)");
+  m.def("_stage_variant(int v) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
   m.impl("cache_probe", TORCH_BOX(&dynamicemb::lookup::cache_probe));
   m.impl("cache_stage", TORCH_BOX(&dynamicemb::lookup::cache_stage));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
+  m.impl("_stage_variant", TORCH_BOX(&dynamicemb::lookup::stage_variant));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {

@@ -1,0 +1,215 @@
+"""The cold caching step (issue 32) kernel by kernel: NVIDIA's config (10 tables x 104,857 ids, D128 fp32, SGD), a
+25 % HBM cache over the uva store, 64 distinct batches cycled (every step stages ~106K rows in and writes as many
+back), after one warm-up cycle.
+
+1. timeline: every kernel of one step with prefetch (the next batch's staging on the side stream), in start order:
+   start (us from the step's first kernel), duration, stream;
+2. variants (wheels with the private op ``_stage_variant``, stage_kernels.cu): per variant, the staging kernels'
+   device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
+   and without prefetch; ``thp``: the stores' rows moved to THP-registered host memory first (session 13: the
+   moves did not change, 2.10 ms against 2.09).
+
+Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+from embedding_tiers import make_module, rows_moved, step_batches  # noqa: E402
+
+from dynamicemb._optimizers import SGD  # noqa: E402
+
+KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_in_unplace")
+
+
+def short(name):
+    n = name.split("(")[0]
+    for k in ("dynamicemb::lookup::detail::", "dynamicemb::table::detail::", "void ", "at::native::"):
+        n = n.replace(k, "")
+    return n[:60]
+
+
+def anon_huge_mb():
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("AnonHugePages"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def thp_stores(m):
+    """Moves every caching table's store rows (pinned host memory from torch's allocator: cudaHostAlloc) into an
+    anonymous mapping advised MADV_HUGEPAGE (2 MB aligned) and registered with cudaHostRegister: whether the moves'
+    per-host-region cost follows the host pages' size. Lab only: the stores' other users are not updated."""
+    import ctypes
+    import mmap
+
+    keep = []
+    before = anon_huge_mb()
+    t0 = time.perf_counter()
+    for t in m.tables:
+        st = getattr(getattr(t, "store", None), "table", None)
+        old = getattr(st, "values_host", None)
+        if old is None:
+            continue
+        nbytes = old.numel() * old.element_size()
+        align = 2 << 20
+        mm = mmap.mmap(-1, nbytes + align, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        off = (-base) % align
+        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes - nbytes % align)
+        buf = torch.frombuffer(mm, dtype=torch.uint8)[off:off + nbytes]
+        new = buf.view(old.dtype).view(old.shape)
+        new.copy_(old)
+        rc = torch.cuda.cudart().cudaHostRegister(new.data_ptr(), nbytes, 0)
+        if int(rc) != 0:
+            print(f"cudaHostRegister failed: {rc}")
+            return None
+        keep.append((mm, buf, new))
+        st.values_host = new
+        if hasattr(st, "_state") and isinstance(st._state, dict) and "values_host" in st._state:
+            st._state["values_host"] = new
+    m.__dict__.pop("_stage_meta", None)
+    torch.cuda.synchronize()
+    print(f"thp stores: {len(keep)} buffers in {time.perf_counter() - t0:.1f} s; AnonHugePages {before:.0f} -> "
+          f"{anon_huge_mb():.0f} MB")
+    return keep
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default="", help="comma list of _stage_variant values (empty: the wheel's default); "
+                    "'thp': the stores' rows moved to THP-registered host memory, then the wheel's default")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--warmup", type=int, default=64)
+    ap.add_argument("--batches", type=int, default=64)
+    ap.add_argument("--frac", type=float, default=0.25)
+    ap.add_argument("--steps", type=int, default=6, help="profiled / timed steps per variant")
+    ap.add_argument("--no-timeline", action="store_true")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("no GPU: skipped")
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    T, dim, rows, B = 10, 128, 1 << 20, 104857
+    data = step_batches(T, B, rows, a.batches)
+    grad = torch.ones(T * B, dim, device="cuda")
+    m = make_module(T, dim, rows, SGD(lr=0.01), "caching", a.frac, "uva")
+    it = [0]
+
+    def one(prefetch):
+        i = it[0] % len(data)
+        it[0] += 1
+        o = m(*data[i], validate=False)
+        if prefetch:
+            m.prefetch(*data[it[0] % len(data)])
+        o.backward(grad)
+
+    t0 = time.perf_counter()
+    for _ in range(a.warmup):
+        one(True)
+    torch.cuda.synchronize()
+    print(f"[{a.label}] warm-up {a.warmup} steps: {time.perf_counter() - t0:.1f} s")
+    has_op = hasattr(torch.ops.dynamicemb, "_stage_variant")
+    default = int(torch.ops.dynamicemb._stage_variant(-1)) if has_op else None
+
+    if not a.no_timeline:
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            for _ in range(3):
+                one(True)
+                torch.cuda.synchronize()
+        path = os.path.join(tempfile.mkdtemp(), "t.json")
+        p.export_chrome_trace(path)
+        ev = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel" or
+              e.get("cat") == "gpu_memcpy" or e.get("cat") == "gpu_memset"]
+        ev.sort(key=lambda e: e["ts"])
+        # the last step: from the last forward's first kernel (after the last sync gap > 200 us)
+        cut = 0
+        for j in range(1, len(ev)):
+            if ev[j]["ts"] - (ev[j - 1]["ts"] + ev[j - 1].get("dur", 0)) > 200:
+                cut = j
+        step = ev[cut:]
+        t_0 = step[0]["ts"]
+        end = max(e["ts"] + e.get("dur", 0) for e in step)
+        print(f"\n### [{a.label}] timeline of one cold step with prefetch (variant {default}): {len(step)} device "
+              f"ops, {end - t_0:.0f} us from first start to last end\n")
+        print("| start us | dur us | stream | kernel |")
+        print("|---:|---:|---:|---|")
+        for e in step:
+            print(f"| {e['ts'] - t_0:.0f} | {e.get('dur', 0):.0f} | {e.get('args', {}).get('stream', e.get('tid'))} | "
+                  f"{short(e['name'])} |")
+        busy = {}
+        for e in step:
+            s = e.get("args", {}).get("stream", e.get("tid"))
+            busy[s] = busy.get(s, 0) + e.get("dur", 0)
+        print("\nbusy us per stream: " + ", ".join(f"{k}: {v:.0f}" for k, v in busy.items()))
+
+    variants = [x for x in a.variants.split(",") if x] if has_op else []
+    if not variants:
+        variants = [str(default)]
+    print(f"\n### [{a.label}] per variant: staging kernels (ms per step, {a.steps} synced steps without prefetch), "
+          f"step ms (median of {2 * a.steps} synced / pipelined over {2 * a.steps}), rows in / out per step\n")
+    print("| variant | " + " | ".join(KERNELS) + " | sum | synced | pipelined | synced + prefetch | "
+          "pipelined + prefetch | rows in / out |")
+    print("|---" * (len(KERNELS) + 7) + "|")
+    keep = None
+    for v in variants:
+        if v == "thp":  # (from here on every variant runs on THP-registered store rows)
+            keep = thp_stores(m)
+            if keep is None:
+                break
+            v = str(default)
+        if has_op:
+            torch.ops.dynamicemb._stage_variant(int(v))
+        if keep is not None:
+            v = f"{v} thp"
+        for _ in range(3):
+            one(False)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            for _ in range(a.steps):
+                one(False)
+                torch.cuda.synchronize()
+        ka = p.key_averages()
+        ms = {k: sum(e.device_time_total for e in ka if k in e.key) / a.steps / 1e3 for k in KERNELS}
+        res = []
+        r0 = rows_moved(m)
+        for pre in (False, True):
+            for _ in range(2):
+                one(pre)
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(2 * a.steps):
+                t0 = time.perf_counter()
+                one(pre)
+                torch.cuda.synchronize()
+                ts.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            for _ in range(2 * a.steps):
+                one(pre)
+            torch.cuda.synchronize()
+            res += [statistics.median(ts), (time.perf_counter() - t0) * 1e3 / (2 * a.steps)]
+        r1 = rows_moved(m)
+        k = 2 * (2 * a.steps + 2 + 2 * a.steps)
+        print(f"| {a.label} {v} | " + " | ".join(f"{ms[x]:.3f}" for x in KERNELS) + f" | {sum(ms.values()):.3f} | "
+              + " | ".join(f"{x:.2f}" for x in res) + f" | {(r1[0] - r0[0]) / k:,.0f} / {(r1[1] - r0[1]) / k:,.0f} |",
+              flush=True)
+    if has_op:
+        torch.ops.dynamicemb._stage_variant(default)
+
+
+if __name__ == "__main__":
+    main()
