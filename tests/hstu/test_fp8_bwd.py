@@ -325,3 +325,41 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
         assert not torch.isnan(g).any(), name
         assert_rel(f"{name} ({mode}, {mask})", g.cpu(), gg, gl, 5)
         assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name
+
+
+def _has_dq_pair():
+    """This build's fp8_bwd_cuda takes the private diag (the dQ pair variant, kFp8BwdDqPair = 64)."""
+    return "diag" in fb.fp8_bwd_cuda.__code__.co_varnames
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_dq_pair_matches_the_kernel(mode, mask):
+    """The dQ pair variant (private diag 64, kFp8BwdDqPair: clusters of 2 CTAs, key blocks 2 c and 2 c + 1, that sum
+    their dQ tiles of the query tiles both walk in distributed shared memory before one bulk reduce-add) against the
+    default kernel: dk / dv bit-equal (the same per-CTA math), dq up to the fp32 sum order (one bf16 rounding)."""
+    if not fp8_bwd_kernel_built() or not _has_dq_pair():
+        pytest.skip("the Hopper FP8 backward kernel with the dQ pair variant is not in this build")
+    # odd and even key-block counts, sequences of one block, an empty one, delta-q (make_case)
+    c = make_case(700 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    alpha = 128 ** -0.5
+    (q8, k8, v8), scales = quantized(c, mode)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, ["tensor", "head", "batch_head", "block"].index(mode), 0, lens["cu_seqlens_q"],
+            lens["cu_seqlens_k"], lens["max_seqlen_q"], lens["max_seqlen_k"], lens["num_contexts"],
+            lens["num_targets"], lens["target_group_size"], *lens["window_size"], alpha, None,
+            float(lens["max_seqlen_q"]), None, None)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    poison_allocator(32 * q8.numel())
+    base = fb.fp8_bwd_cuda(dout, args, False, opts)
+    poison_allocator(32 * q8.numel())
+    pair = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
+    torch.cuda.synchronize()
+    assert torch.equal(pair[1], base[1]) and torch.equal(pair[2], base[2]), "dk / dv"
+    a, b = base[0].float(), pair[0].float()
+    assert not torch.isnan(b).any()
+    bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()
+    assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
