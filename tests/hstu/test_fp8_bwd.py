@@ -22,6 +22,7 @@ from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
                       quantized)
+import fp8_bwd_pair_model  # noqa: E402
 import fp8_bwd_sync_model  # noqa: E402
 
 
@@ -105,6 +106,24 @@ def test_kernel_sync_protocol_model():
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
+
+
+def test_kernel_dq_pair_protocol_model():
+    """The dQ pair variant's cross-CTA protocol (fp8_bwd_pair_model: per warp, the k-th shared query tile summed in
+    rank k % 2's inbox, freed one iteration ahead, free / full mbarriers with the kernel's parities; the named
+    barriers coupling each CTA's warpgroups) under random interleavings: no deadlock, no write into an inbox not
+    freed for it, no read of another tile; for the causal shape (rank 1 starts 2 tiles later), disjoint, equal and
+    random tile sets, one CTA without tiles. And the model fails a protocol without the last frees."""
+    rnd = random.Random(3)
+    cases = [(list(range(12)), list(range(2, 12))), ([], [0, 1, 2]), ([0, 1, 2, 3, 4], []),
+             ([0, 1, 2, 7, 8], [1, 2, 3, 9]), ([4], [4]), ([0], [1]), (list(range(10)), list(range(10)))]
+    for _ in range(30):
+        cases.append(tuple(sorted(rnd.sample(range(14), rnd.randint(0, 9))) for _ in range(2)))
+    for a, b in cases:
+        for seed in range(30):
+            fp8_bwd_pair_model.run(a, b, seed)
+    with pytest.raises(fp8_bwd_pair_model.PairError, match="deadlock"):
+        fp8_bwd_pair_model.run(list(range(8)), list(range(2, 8)), 0, free_ahead=3)
 
 
 def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
