@@ -22,7 +22,6 @@ from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
                       quantized)
-import fp8_bwd_pair_model  # noqa: E402
 import fp8_bwd_sync_model  # noqa: E402
 
 
@@ -103,27 +102,13 @@ def test_kernel_sync_protocol_model():
     for n in range(10):
         for seed in range(60):
             fp8_bwd_sync_model.run(n, seed)
+            fp8_bwd_sync_model.run(n, seed, seeds=(("amax", -1),), late_fence=True)  # kFp8BwdLateFence
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
-
-
-def test_kernel_dq_pair_protocol_model():
-    """The dQ pair variant's cross-CTA protocol (fp8_bwd_pair_model: per warp, the k-th shared query tile summed in
-    rank k % 2's inbox, freed one iteration ahead, free / full mbarriers with the kernel's parities; the named
-    barriers coupling each CTA's warpgroups) under random interleavings: no deadlock, no write into an inbox not
-    freed for it, no read of another tile; for the causal shape (rank 1 starts 2 tiles later), disjoint, equal and
-    random tile sets, one CTA without tiles. And the model fails a protocol without the last frees."""
-    rnd = random.Random(3)
-    cases = [(list(range(12)), list(range(2, 12))), ([], [0, 1, 2]), ([0, 1, 2, 3, 4], []),
-             ([0, 1, 2, 7, 8], [1, 2, 3, 9]), ([4], [4]), ([0], [1]), (list(range(10)), list(range(10)))]
-    for _ in range(30):
-        cases.append(tuple(sorted(rnd.sample(range(14), rnd.randint(0, 9))) for _ in range(2)))
-    for a, b in cases:
-        for seed in range(30):
-            fp8_bwd_pair_model.run(a, b, seed)
-    with pytest.raises(fp8_bwd_pair_model.PairError, match="deadlock"):
-        fp8_bwd_pair_model.run(list(range(8)), list(range(2, 8)), 0, free_ahead=3)
+    with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):  # the late-fence kernel with the seed
+        for seed in range(20):
+            fp8_bwd_sync_model.run(2, seed, late_fence=True)
 
 
 def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
@@ -346,21 +331,21 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
         assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name
 
 
-def _has_dq_pair():
-    """This build's fp8_bwd_cuda takes the private diag (the dQ pair variant, kFp8BwdDqPair = 64)."""
+def _has_diag():
+    """This build's fp8_bwd_cuda takes the private diag (the kernel variants of hstu_bwd_fp8_sm90.h)."""
     return "diag" in fb.fp8_bwd_cuda.__code__.co_varnames
 
 
 @pytest.mark.sm90
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
-def test_cuda_fp8_bwd_dq_pair_matches_the_kernel(mode, mask):
-    """The dQ pair variant (private diag 64, kFp8BwdDqPair: clusters of 2 CTAs, key blocks 2 c and 2 c + 1, that sum
-    their dQ tiles of the query tiles both walk in distributed shared memory before one bulk reduce-add) against the
-    default kernel: dk / dv bit-equal (the same per-CTA math), dq up to the fp32 sum order (one bf16 rounding)."""
-    if not fp8_bwd_kernel_built() or not _has_dq_pair():
-        pytest.skip("the Hopper FP8 backward kernel with the dQ pair variant is not in this build")
-    # odd and even key-block counts, sequences of one block, an empty one, delta-q (make_case)
+def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
+    """The late-fence variant (private diag 64, kFp8BwdLateFence: the proxy fence of tile i's dS8 stores and dQ
+    staging issued an iteration later, with the dS8 arrive and the reduce-adds) against the default kernel: dk / dv
+    bit-equal (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding)."""
+    if not fp8_bwd_kernel_built() or not _has_diag():
+        pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
+    # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
     c = make_case(700 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)
@@ -375,10 +360,10 @@ def test_cuda_fp8_bwd_dq_pair_matches_the_kernel(mode, mask):
     poison_allocator(32 * q8.numel())
     base = fb.fp8_bwd_cuda(dout, args, False, opts)
     poison_allocator(32 * q8.numel())
-    pair = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
+    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
     torch.cuda.synchronize()
-    assert torch.equal(pair[1], base[1]) and torch.equal(pair[2], base[2]), "dk / dv"
-    a, b = base[0].float(), pair[0].float()
+    assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
+    a, b = base[0].float(), late[0].float()
     assert not torch.isnan(b).any()
     bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"

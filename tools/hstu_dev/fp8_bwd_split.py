@@ -10,8 +10,10 @@ product path), each without one phase, so that the phase's cost is the differenc
   diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
   diag 16: dQ staged in shared memory but no bulk reduce-adds (16 - 1: the staging; 0 - 16: the global reduce traffic)
   diag 32: dS' not parked in shared memory (tile i's own dS' quantized a tile late; the parking's cost)
-  diag 64: not timing-only: the dQ pair variant (clusters of 2 CTAs sum their dQ tiles in distributed shared
-           memory before one bulk reduce-add: half the global reduce traffic on the tiles both walk)
+  diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
+            staging (racy); 144: 128 and 16
+  diag 64: not timing-only: the late-fence variant (the fences of a tile's dS8 stores and dQ staging one iteration
+           later, one for both)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -32,7 +34,8 @@ from bench_util import event_ms  # noqa: E402
 
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
          (8, "no pointwise math"), (15, "none of the four"), (16, "no reduce-adds (staging kept)"),
-         (32, "no dS' parking"), (64, "(dQ pair variant)")]
+         (32, "no dS' parking"), (128, "no proxy fences"), (144, "no proxy fences, no reduce-adds"),
+         (64, "(late-fence variant)")]
 
 
 def run_case(B, S, D, reps):

@@ -86,10 +86,9 @@ struct Fp8BwdTraits {
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
-  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B) and tile maps
-  // (this CTA's and its cluster partner's, 32 B), the dQ pair's mbarriers (kFp8BwdDqPair: full / free per consumer
-  // warp, 128 B), slack to align the base to 1024 bytes
-  static constexpr int kSmem = kBarOffset + 384 + 1024;
+  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B) and tile map
+  // (16 B), slack to align the base to 1024 bytes
+  static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -167,43 +166,10 @@ __device__ __forceinline__ void ld_shared_v4_f32(uint32_t addr, float& x, float&
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
-__device__ __forceinline__ void ld_shared_v2_f32(uint32_t addr, float& x, float& y) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
-}
-
-// Cluster (2 CTAs: kFp8BwdDqPair) primitives: the partner's address of a shared::cta address, stores and mbarrier
-// arrivals there (release at cluster scope), waits that acquire at cluster scope, the cluster-wide barrier.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster_v2_f32(uint32_t addr, float x, float y) {
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 
 // kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
 // bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange /
-// no pointwise math at all; or kFp8BwdDqPair (correct gradients; launched as clusters of 2 CTAs, key blocks 2 c and
-// 2 c + 1): the two CTAs sum their dQ tiles of the query tiles both walk through distributed shared memory, and one
-// of them (alternating) issues the bulk reduce-adds: half the global reduce traffic on those tiles.
+// no pointwise math at all.
 template <int D, int kDiag>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -235,14 +201,7 @@ __global__ void __launch_bounds__(384, 1)
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
-  constexpr bool kPair = (kDiag & kFp8BwdDqPair) != 0;
-  // kPair: the partner CTA's (key block n_block ^ 1) tile map; the pair works together only if both have tiles
-  // (then neither returned above, and both take this branch: the predicate is symmetric).
-  int pmb = 0, pn_a = 0, pgap = 0, pn_mt = 0;
-  if constexpr (kPair) {
-    bwd_work_tiles<BM, BN, true>(si, (n_block ^ 1) * BN, pmb, pn_a, pgap, pn_mt);
-    if (n_mt == 0 || (n_block ^ 1) * BN >= si.lk_alloc) pn_mt = 0;
-  }
+  constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -254,29 +213,15 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_full_b(s), 1);
       mbar_init(bar_empty_b(s), 8);
     }
+    fence_barrier_init();
     *reinterpret_cast<SeqInfo*>(smem_raw + (bar + 128u - smem_addr(smem_raw))) = si;
     int* tmap = reinterpret_cast<int*>(smem_raw + (bar + 192u - smem_addr(smem_raw)));
     tmap[0] = mb_begin;
     tmap[1] = n_a;
     tmap[2] = gap;
     tmap[3] = n_mt;
-    tmap[4] = pmb;
-    tmap[5] = pn_a;
-    tmap[6] = pgap;
-    tmap[7] = pn_mt;
-    if constexpr (kPair) {
-#pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        mbar_init(bar + 256u + 8u * w, 32);  // full: the partner warp's 32 lanes stored their dQ values here
-        mbar_init(bar + 320u + 8u * w, 1);   // free: the partner warp's inbox may be written (its lane 0)
-      }
-    }
-    fence_barrier_init();
   }
   __syncthreads();
-  if constexpr (kPair) {
-    if (pn_mt > 0) cluster_sync_all();  // the partner's mbarriers initialized before any remote arrival
-  }
 
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -355,6 +300,11 @@ __global__ void __launch_bounds__(384, 1)
     asm volatile("" : "+r"(x));
     return x;
   };
+  // fence.proxy.async (SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S: the warp waits for its stores to complete); none
+  // in the timing-only diag kFp8BwdDiagNoFence.
+  auto proxy_fence = [] {
+    if constexpr ((kDiag & kFp8BwdDiagNoFence) == 0) fence_proxy_async_smem();
+  };
   auto tile_m0 = [&](int t) { return (tmap[0] + t + (t >= tmap[1] ? tmap[2] : 0)) * BM; };
   // This thread's dS' slot: 8 float4 at (k 128 + thread) of its warpgroup's 16 KB (conflict-free).
   auto dsf_addr = [&](int k) {
@@ -377,88 +327,27 @@ __global__ void __launch_bounds__(384, 1)
   // dQ of tile t in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63, staged
   // as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows past the
   // sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
-  // kPair: tiles both CTAs of the cluster walk (the same query rows and dQ columns) are "shared"; the k-th shared
-  // tile (k counted in tile order, the same in both) is summed in CTA k % 2's staging panels (its "inbox"): the
-  // other CTA's warp waits until the inbox is free, stores its scaled dQ there (distributed shared memory) and
-  // arrives on the inbox's full barrier; the receiving warp adds its own values and issues the reduce-adds. The
-  // receiver frees its inbox (its previous reduce-adds have read it) one iteration before its stage (pair_free), so
-  // the sender's stores rarely wait; no other stage of the receiver falls between the two.
-  const uint32_t rank = static_cast<uint32_t>(n_block & 1);
-  const int w8 = 4 * wg + warp;
-  int k_shared = 0;  // shared tiles staged so far by this warp
-  auto shared_tile = [&](int t) {
-    if constexpr (!kPair) {
-      return false;
-    } else {
-      int x = tmap[0] + t + (t >= tmap[1] ? tmap[2] : 0) - tmap[4];  // query tile - the partner's first
-      if (x < 0) return false;
-      if (x >= tmap[5]) {
-        x -= tmap[6];
-        if (x < tmap[5]) return false;
-      }
-      return x < tmap[7];
-    }
-  };
-  auto pair_free = [&](int t) {
-    if constexpr (kPair) {
-      if (t >= 0 && shared_tile(t) && (k_shared & 1) == static_cast<int>(rank)) {
-        __syncwarp();
-        if (lane == 0) {
-          bulk_wait_read0();  // this warp's previous reduce-adds have read the inbox
-          mbar_arrive_cluster(cluster_map(bar + 320u + 8u * w8, rank ^ 1u));
-        }
-      }
-    }
-  };
-  auto dq_stage = [&](const float(&acc)[32], int t, float scale) {
+  // The staged panels of tile t to f.dq_accum: the proxy fence (the stores seen by the bulk copies), then lane 0's two
+  // reduce-adds. kLateFence: issued an iteration after the stores (with the dS8 arrive, one fence for both).
+  auto dq_flush = [&](int t, bool fence) {
     if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
-      const uint32_t stg = opaque(base + C::kOffDq) + w8 * C::kDqWarpBytes;
-      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
-      if constexpr (kPair) {
-        if (shared_tile(t)) {
-          const bool recv = (k_shared & 1) == static_cast<int>(rank);
-          const uint32_t par = static_cast<uint32_t>((k_shared >> 1) & 1);
-          ++k_shared;
-          if (!recv) {  // the partner's inbox: same panel offsets, same lane layout
-            mbar_wait_cluster(bar + 320u + 8u * w8, par);
-            const uint32_t rrow = cluster_map(rowa, rank ^ 1u);
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
+      if (fence) proxy_fence();
+      __syncwarp();
+      if ((kDiag & kFp8BwdDiagNoReduce) == 0 && lane == 0) {
+        const int row = sq.q_start + tile_m0(t) + 16 * warp;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-#pragma unroll
-              for (int half = 0; half < 2; ++half) {
-                const uint32_t o =
-                    (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
-                st_cluster_v2_f32(rrow + o, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale);
-              }
-            }
-            mbar_arrive_cluster(cluster_map(bar + 256u + 8u * w8, rank ^ 1u));
-            return;
-          }
-          mbar_wait_cluster(bar + 256u + 8u * w8, par);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint32_t a =
-                  rowa + (j / 4) * 2048 + half * 8 * 128 + (((2 * (j % 4) + (lane % 4) / 2) ^ (lane / 4)) << 4);
-              float x, y;
-              ld_shared_v2_f32(a, x, y);
-              st_shared_v2_f32(a, fmaf(acc[4 * j + 2 * half], scale, x), fmaf(acc[4 * j + 2 * half + 1], scale, y));
-            }
-          }
-          fence_proxy_async_smem();
-          __syncwarp();
-          if (lane == 0) {
-            const int row = sq.q_start + tile_m0(t) + 16 * warp;
-#pragma unroll
-            for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
-            bulk_commit();
-          }
-          return;
-        }
+        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
+        bulk_commit();
       }
+    }
+  };
+  auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
       __syncwarp();
+      const uint32_t rowa = stg + (lane / 4) * 128 + (lane % 2) * 8;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -468,14 +357,7 @@ __global__ void __launch_bounds__(384, 1)
           st_shared_v2_f32(a, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale);
         }
       }
-      fence_proxy_async_smem();
-      __syncwarp();
-      if ((kDiag & kFp8BwdDiagNoReduce) == 0 && lane == 0) {
-        const int row = sq.q_start + tile_m0(t) + 16 * warp;
-#pragma unroll
-        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
-        bulk_commit();
-      }
+      if (flush) dq_flush(t, true);
     }
   };
   // Iteration i: the GEMMs and pointwise passes of tile i, then (late) the quantization of tile i - 1, dK of tile
@@ -496,11 +378,21 @@ __global__ void __launch_bounds__(384, 1)
     if (ctid < 8) st_shared_u32(sRed + 32 * 3 + 4 * ctid, 0u);
     fence_proxy_async_smem();
     named_barrier_sync(15, 256);
-    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's)
-      named_barrier_arrive(bar_ds8(wg, -2), 256);
+    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's; kLateFence:
+                  // tile i - 2's by iteration i, tile -2's too)
+      if (!kLateFence) named_barrier_arrive(bar_ds8(wg, -2), 256);
       named_barrier_arrive(bar_amax(wg, -1), 256);
     }
   }
+  // kLateFence, iteration i (i = n: after the loop), once its S^T / dP^T are issued: the proxy fence for the dS8
+  // stores of tile i - 2 and the dQ staging of tile i - 3 (both in the late part of iteration i - 1: by now they
+  // have long completed, so the fence's MEMBAR rarely waits; one fence for both), then the dS8 arrive and the
+  // reduce-adds. The other warpgroup waits for that dS8 in its late part of iteration i (dQ of tile i - 2).
+  auto late_flush = [&](int i) {
+    proxy_fence();
+    named_barrier_arrive(bar_ds8(wg, i - 2), 256);
+    if (i > 2) dq_flush(i - 3, false);
+  };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a) {
@@ -551,8 +443,10 @@ __global__ void __launch_bounds__(384, 1)
         st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
       }
     }
-    fence_proxy_async_smem();
-    named_barrier_arrive(bar_ds8(wg, i - 1), 256);
+    if (!kLateFence || !release_a) {  // (kLateFence: in iteration i + 1, after its GEMMs' issue; the last at once)
+      proxy_fence();
+      named_barrier_arrive(bar_ds8(wg, i - 1), 256);
+    }
     // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
@@ -571,7 +465,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dv);
     pin_all(acc_dq);
     if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2);
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
@@ -600,7 +494,7 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    pair_free(i - 2);  // (staged at the end of this iteration)
+    if constexpr (kLateFence) late_flush(i);
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
     const int64_t blk_cols_q = p.total_q / 128 + p.batch;
     const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
@@ -726,20 +620,19 @@ __global__ void __launch_bounds__(384, 1)
     late(i, acc_x, pa, qs, true, s);
   }
   if (n > 0) {  // the last tile's late part, then its dQ
+    if constexpr (kLateFence) late_flush(n);
     float acc_x[32];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
     }
     uint32_t pa[2][4] = {};
-    pair_free(n - 2);
     late(n, acc_x, pa, 0.f, false, 0);
     float acc_dq[32];
     dq_issue(acc_dq, n - 1);
-    pair_free(n - 1);
     wgmma_wait<0>();
     pin_all(acc_dq);
-    dq_stage(acc_dq, n - 1, dq_scale1);
+    dq_stage(acc_dq, n - 1, dq_scale1, true);
   }
   if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes

@@ -55,32 +55,16 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
   CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
-  // One launch for every variant: kFp8BwdDqPair as clusters of 2 CTAs along the key blocks (an even count; a CTA
-  // past the keys returns at once), the others plain.
-  const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-  auto go = [&](auto diag) {
-    constexpr int kDiag = decltype(diag)::value;
-    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, kDiag>;
-    constexpr bool kPair = (kDiag & kFp8BwdDqPair) != 0;
+  const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
+  auto go = [&](auto diag) {  // one launch for every variant
+    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, decltype(diag)::value>;
     cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
     if (e != cudaSuccess) return e;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(kPair ? (n_blocks + 1) / 2 * 2 : n_blocks, p.heads, p.batch);
-    cfg.blockDim = dim3(C::kThreads);
-    cfg.dynamicSmemBytes = C::kSmem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = kPair ? 1 : 0;
-    e = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
-    if (e != cudaSuccess) return e;
+    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
     return cudaGetLastError();
   };
-  return dispatch_diag(go, f.diag, std::integer_sequence<int, 0, 1, 2, 4, 7, 8, 15, 16, 32, kFp8BwdDqPair>{});
+  using Built = std::integer_sequence<int, 0, 1, 2, 4, 7, 8, 15, 16, 32, kFp8BwdLateFence, 128, 144>;
+  return dispatch_diag(go, f.diag, Built{});
 }
 
 }  // namespace sm90
