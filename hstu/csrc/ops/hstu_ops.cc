@@ -518,9 +518,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
   ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7 || diag == 8 || diag == 15 ||
-                  diag == 16 || diag == 32 || diag == 64 || diag == 128 || diag == 144,
-              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant 1, 2, 4, 7, 8, 15, 16, 32, 128, "
-              "144 of tools/hstu_dev/fp8_bwd_split.py, got ", diag);
+                  diag == 16 || diag == 32 || diag == 64 || diag == 96 || diag == 128 || diag == 144,
+              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant 1, 2, 4, 7, 8, 15, 16, 32, 96, "
+              "128, 144 of tools/hstu_dev/fp8_bwd_split.py, got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};

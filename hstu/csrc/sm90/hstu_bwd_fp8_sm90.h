@@ -44,8 +44,8 @@ constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 store
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
 constexpr int kFp8BwdLateFence = 64;
-// The variants built (the diag values the launcher and the op accept): 0, 1, 2, 4, 7, 8, 15, 16, 32, 64, 128,
-// 144 (16 | 128).
+// The variants built (the diag values the launcher and the op accept): 0, 1, 2, 4, 7, 8, 15, 16, 32, 64, 96 (64 |
+// 32), 128, 144 (128 | 16).
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,
