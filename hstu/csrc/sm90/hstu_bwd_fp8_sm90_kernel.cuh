@@ -29,6 +29,8 @@
 //   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
+// Private variant kFp8BwdLateFence (diag 64): the proxy fences of the dS8 stores and the dQ staging one iteration
+// later, one for both (late_flush); measured against the default in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
