@@ -69,8 +69,13 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
+    # the late-fence variant (private diag 64, kFp8BwdLateFence) through the same path, where this build has it
+    late = None
+    if kernel is not None and "diag" in _fp8_bwd.fp8_bwd_cuda.__code__.co_varnames:
+        pargs = (q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None, None)
+        late = lambda: _fp8_bwd.fp8_bwd_cuda(dout, pargs, False, kernel_opts, diag=64)  # noqa: E731
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
-    b_ms, d_ms, p_ms, k_ms = interleaved_ms([bf16, fp8(0), pre, kernel], reps, warmup, device, flush)
+    b_ms, d_ms, p_ms, k_ms, lf_ms = interleaved_ms([bf16, fp8(0), pre, kernel, late], reps, warmup, device, flush)
     ref = bf16()[:3]
     scale = [max(r.float().abs().max().item(), 1e-30) for r in ref]
 
@@ -82,8 +87,9 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
     k_cells = (f"{k_ms:.3f} | {tf(k_ms)} | {b_ms / k_ms:.2f}x | {diff(kernel())}" if kernel is not None
                else f"n/a ({why}) | n/a | n/a | n/a")
+    lf_cells = (f"{lf_ms:.3f} | {tf(lf_ms)} | {diff(late())}" if late is not None else "n/a | n/a | n/a")
     return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_ms:.3f} | {tf(d_ms)} | {diff(fp8(0)())} | "
-            f"{p_ms:.3f} | {k_cells} |")
+            f"{p_ms:.3f} | {k_cells} | {lf_cells} |")
 
 
 def main(argv=None) -> int:
@@ -104,13 +110,15 @@ def main(argv=None) -> int:
              "- dtypes: bf16 = the bf16 backward on bf16 q/k/v; FP8 = float8_e4m3fn q/k/v + float32 descale factors "
              "(quantize_fp8), bf16 dout and gradients; dequant = today's FP8 backward (dequantize, bf16 backward); "
              "pre-pass = fp8_bwd_prepass alone (dO per-block e4m3 + Q^T / dO^T / K^T); kernel = "
-             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel)",
+             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel); late fence = the same with the "
+             "kernel's private late-fence variant (diag 64: the proxy fences of a tile's dS8 / dQ stores a tile later)",
              f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",
              "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
-             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | late fence ms | "
+             "late fence TFLOP/s | late fence diff |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     rows = []
     for B, S, D in cases:

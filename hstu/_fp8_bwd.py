@@ -255,10 +255,12 @@ def fp8_bwd_kernel_built(head_dim: int = 128) -> bool:
             and f"\"hstu_bwd_sm90_fp8_hdim{head_dim}\"" in torch.ops.hstu_attn.compiled_kernels())
 
 
-def fp8_bwd_cuda(dout, args, deterministic, options):
+def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0):
     """hstu_attn::fp8_bwd's CUDA path under ``kernel_options(fp8_bwd=True)``: the pre-pass, then the Hopper FP8
     backward kernel (`hstu_attn::fp8_bwd_sm90`); NotImplementedError for what it cannot run (the pre-pass runs
-    first when only the kernel is missing, so its cost and errors show in this path)."""
+    first when only the kernel is missing, so its cost and errors show in this path). ``diag`` (private, for the
+    tests and benchmarks; the op passes 0): the kernel variant (hstu_bwd_fp8_sm90.h kFp8BwdDqPair = 64: dQ summed by
+    pairs of CTAs; the other values are timing-only, wrong gradients)."""
     q8, k8, rab = args[0], args[1], args[18]
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is not None:
@@ -274,5 +276,5 @@ def fp8_bwd_cuda(dout, args, deterministic, options):
     out_code = 1 if dout.dtype == torch.float16 else 0
     q, k, v = (t.contiguous() for t in args[:3])
     dq, dk, dv = torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), do8.view(torch.uint8), do_s, qt, dot, kt, q, k,
-                                                  v, *scales, args[6], out_code, *args[8:22], options)
+                                                  v, *scales, args[6], out_code, *args[8:22], options, diag)
     return dq.to(dout.dtype), dk, dv

@@ -13,8 +13,10 @@ class SyncError(Exception):
     pass
 
 
-def _consumer(wg, n, seeds):
-    """Warpgroup wg's ops in the kernel's order (the loop over n tiles, then the last tile's late part and dQ)."""
+def _consumer(wg, n, seeds, late_fence=False):
+    """Warpgroup wg's ops in the kernel's order (the loop over n tiles, then the last tile's late part and dQ).
+    late_fence (kFp8BwdLateFence): the dS8 arrive of tile i - 1 moves from the late part of iteration i to iteration
+    i + 1, after its GEMMs' issue (tile -2's by iteration 0: no seed for it); the last one stays in place."""
     o = 1 - wg
     amax = lambda g, j: 1 + 4 * g + (j & 3)  # noqa: E731 (the kernel's bar_amax / bar_ds8)
     ds8 = lambda g, j: 9 + 3 * g + (j + 3) % 3  # noqa: E731
@@ -27,7 +29,8 @@ def _consumer(wg, n, seeds):
         yield ("sync", amax(o, i - 1), (wg, "amax", i - 1))
         yield ("read_words", i - 1)
         yield ("write_ds8", i - 1)
-        yield ("arrive", ds8(wg, i - 1), (wg, "ds8", i - 1))
+        if not late_fence or not release_a:
+            yield ("arrive", ds8(wg, i - 1), (wg, "ds8", i - 1))
         yield ("sync", ds8(o, i - 2), (wg, "ds8", i - 2))
         yield ("read_ds8", i - 2)
         if i > 0:
@@ -46,10 +49,14 @@ def _consumer(wg, n, seeds):
             yield ("mbwait", "kv", 0)
         yield ("mbwait", ("full_a", i % 2), (i // 2) & 1)
         yield ("read_a", i)
+        if late_fence:
+            yield ("arrive", ds8(wg, i - 2), (wg, "ds8", i - 2))
         yield ("write_words", i)
         yield ("arrive", amax(wg, i), (wg, "amax", i))
         yield from late(i, True)
     if n > 0:
+        if late_fence:
+            yield ("arrive", ds8(wg, n - 2), (wg, "ds8", n - 2))
         yield from late(n, False)
         yield ("sync", ds8(o, n - 1), (wg, "ds8", n - 1))
         yield ("read_ds8", n - 1)
@@ -69,9 +76,9 @@ def _producer(n):
     yield ("done",)
 
 
-def run(n, seed, seeds=(("ds8", -2), ("amax", -1))):
+def run(n, seed, seeds=(("ds8", -2), ("amax", -1)), late_fence=False):
     """One random interleaving of a CTA with n query tiles; raises SyncError on a fault. seeds: the arrivals each
-    warpgroup makes before its loop (the kernel's)."""
+    warpgroup makes before its loop (the kernel's; with late_fence the kernel seeds only ("amax", -1))."""
     rnd = random.Random(seed)
     bars = {}  # named barrier -> [units, generation, events]
     mbar = {"kv": [0, 0, 1]}  # mbarrier -> [arrivals, completed phases, arrivals per phase]
@@ -88,7 +95,7 @@ def run(n, seed, seeds=(("ds8", -2), ("amax", -1))):
         if m[0] == m[2]:
             m[0], m[1] = 0, m[1] + 1
 
-    agents = {0: _consumer(0, n, seeds), 1: _consumer(1, n, seeds), "p": _producer(n)}
+    agents = {0: _consumer(0, n, seeds, late_fence), 1: _consumer(1, n, seeds, late_fence), "p": _producer(n)}
     cur = {k: next(g) for k, g in agents.items()}
     waiting, done, loads = {}, set(), []
     while len(done) < 3 or loads:

@@ -102,9 +102,13 @@ def test_kernel_sync_protocol_model():
     for n in range(10):
         for seed in range(60):
             fp8_bwd_sync_model.run(n, seed)
+            fp8_bwd_sync_model.run(n, seed, seeds=(("amax", -1),), late_fence=True)  # kFp8BwdLateFence
     with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):
         for seed in range(20):
             fp8_bwd_sync_model.run(2, seed, seeds=(("ds8", -2), ("ds8", -1), ("amax", -1)))
+    with pytest.raises(fp8_bwd_sync_model.SyncError, match="completed by"):  # the late-fence kernel with the seed
+        for seed in range(20):
+            fp8_bwd_sync_model.run(2, seed, late_fence=True)
 
 
 def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
@@ -325,3 +329,41 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
         assert not torch.isnan(g).any(), name
         assert_rel(f"{name} ({mode}, {mask})", g.cpu(), gg, gl, 5)
         assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name
+
+
+def _has_diag():
+    """This build's fp8_bwd_cuda takes the private diag (the kernel variants of hstu_bwd_fp8_sm90.h)."""
+    return "diag" in fb.fp8_bwd_cuda.__code__.co_varnames
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
+    """The late-fence variant (private diag 64, kFp8BwdLateFence: the proxy fence of tile i's dS8 stores and dQ
+    staging issued an iteration later, with the dS8 arrive and the reduce-adds) against the default kernel: dk / dv
+    bit-equal (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding)."""
+    if not fp8_bwd_kernel_built() or not _has_diag():
+        pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
+    # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
+    c = make_case(700 + len(mask) + len(mode), [1100, 0, 700, 77, 390, 129, 640, 257], 2, 128, mask, device="cuda")
+    alpha = 128 ** -0.5
+    (q8, k8, v8), scales = quantized(c, mode)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, ["tensor", "head", "batch_head", "block"].index(mode), 0, lens["cu_seqlens_q"],
+            lens["cu_seqlens_k"], lens["max_seqlen_q"], lens["max_seqlen_k"], lens["num_contexts"],
+            lens["num_targets"], lens["target_group_size"], *lens["window_size"], alpha, None,
+            float(lens["max_seqlen_q"]), None, None)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    poison_allocator(32 * q8.numel())
+    base = fb.fp8_bwd_cuda(dout, args, False, opts)
+    poison_allocator(32 * q8.numel())
+    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
+    torch.cuda.synchronize()
+    assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
+    a, b = base[0].float(), late[0].float()
+    assert not torch.isnan(b).any()
+    bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()
+    assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"

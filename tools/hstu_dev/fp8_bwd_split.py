@@ -8,6 +8,13 @@ product path), each without one phase, so that the phase's cost is the differenc
   diag 7: all three
   diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
   diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
+  diag 16: dQ staged in shared memory but no bulk reduce-adds (16 - 1: the staging; 0 - 16: the global reduce traffic)
+  diag 32: dS' not parked in shared memory (tile i's own dS' quantized a tile late; the parking's cost)
+  diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
+            staging (racy); 144: 128 and 16
+  diag 96: 64 and 32 (what the parking costs once the fences are late)
+  diag 64: not timing-only: the late-fence variant (the fences of a tile's dS8 stores and dQ staging one iteration
+           later, one for both)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -27,10 +34,12 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(
 from bench_util import event_ms  # noqa: E402
 
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
-         (8, "no pointwise math"), (15, "none of the four")]
+         (8, "no pointwise math"), (15, "none of the four"), (16, "no reduce-adds (staging kept)"),
+         (32, "no dS' parking"), (128, "no proxy fences"), (144, "no proxy fences, no reduce-adds"),
+         (64, "(late-fence variant)"), (96, "late fence, no dS' parking")]
 
 
-def run_case(B, S, D, reps):
+def run_case(B, S, D, reps, diags):
     dev = torch.device("cuda")
     H = 4
     cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
@@ -48,7 +57,7 @@ def run_case(B, S, D, reps):
             dout, do8.view(torch.uint8), do_s, qt, dot, kt, q8, k8, v8, *scales, m, 0, cu, cu, S, S, None, None, 1,
             -1, 0, D ** -0.5, None, float(S), None, None, opts, diag)
 
-    fns = [call(d) for d, _ in DIAGS]
+    fns = [call(d) for d, _ in diags]
     for f in fns:
         f()
     torch.cuda.synchronize()
@@ -58,7 +67,7 @@ def run_case(B, S, D, reps):
             times[i].append(event_ms(f))
     ms = [statistics.median(t) for t in times]
     name = f"B{B} S{S // 1024}K D{D}"
-    for (d, what), t in zip(DIAGS, ms):
+    for (d, what), t in zip(diags, ms):
         print(f"| {name} causal | {d} | {what} | {t:.3f} | {flops / t / 1e9:.1f} | {t - ms[0]:+.3f} |", flush=True)
 
 
@@ -66,16 +75,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="the S4K case only")
+    ap.add_argument("--s16k", action="store_true", help="the S16K case only")
+    ap.add_argument("--diags", help="comma-separated diag values (the first is the baseline); default: all")
     args = ap.parse_args(argv)
+    names = dict(DIAGS)
+    diags = DIAGS if not args.diags else [(int(d), names.get(int(d), "?")) for d in args.diags.split(",")]
     if not torch.cuda.is_available() or not _fp8_bwd.fp8_bwd_kernel_built(128):
         print("fp8_bwd_split: needs a GPU and a build with the Hopper FP8 backward")
         return 0
     print(f"## fp8_bwd_sm90 phase split: {torch.cuda.get_device_name()} (op alone, pre-pass excluded; dq_accum "
           "zeroing and allocation included; ms median, FA TFLOP/s)\n")
     print("| case | diag | without | ms | TFLOP/s | vs kernel ms |\n|---|---:|---|---:|---:|---:|")
-    cases = [(16, 4096, 128)] if args.quick else [(16, 16384, 128), (16, 4096, 128)]
+    cases = ([(16, 4096, 128)] if args.quick else [(16, 16384, 128)] if args.s16k
+             else [(16, 16384, 128), (16, 4096, 128)])
     for B, S, D in cases:
-        run_case(B, S, D, args.reps)
+        run_case(B, S, D, args.reps, diags)
         torch.cuda.empty_cache()
     return 0
 

@@ -131,18 +131,7 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
   if (c0 >= j.cols) return;
   if (threadIdx.x < 64) {
-    const int64_t c = c0 + threadIdx.x;
-    const int lo = hstu_fp8_vt_seq(j.cu, p.batch, c);
-    int64_t src = -1;
-    const int start = j.cu[lo];
-    const int64_t first = hstu_fp8_vt_start(start, lo);
-    if (p.batch > 0 && c >= first) {
-      const int64_t l = c - first;
-      const int64_t row = j.group == 32 ? (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31))
-                                        : (l & ~int64_t{15}) + hstu_fp8_pair_perm(static_cast<int>(l & 15));
-      if (row < used_rows(j.cu, j.seqused, lo)) src = start + row;
-    }
-    src_row[threadIdx.x] = src;
+    src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
   }
   __syncthreads();
   const int chunks = D / 16;

@@ -22,13 +22,9 @@
 
 #include <cstdint>
 
-#include "hstu/csrc/sm90/hstu_fp8_sm90.h"  // hstu_fp8_vt_start, hstu_fp8_vt_cols, hstu_fp8_key_perm
+#include "hstu/csrc/sm90/hstu_fp8_sm90.h"  // hstu_fp8_vt_cols, hstu_fp8_col_src_row (the column -> row map)
 
 namespace hstu {
-
-// Key (within its group of 16) held at K^T slot s: slot 2 i + h holds key i + 8 h (the byte pairs of dS that one
-// thread's S^T accumulators hold for one query: keys j and j + 8).
-__host__ __device__ inline int hstu_fp8_pair_perm(int s) { return ((s & 15) >> 1) + 8 * (s & 1) + (s & ~15); }
 
 struct HstuFp8BwdPrepassParams {
   const void* dout;  // (total_q, H, D) bfloat16 or float16 (dout_half), strides in elements

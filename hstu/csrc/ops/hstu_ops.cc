@@ -203,6 +203,16 @@ Tensor fwd_cuda(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seq
                           seqused_q, seqused_k, 0);
 }
 
+// dk / dv of a backward op (bf16 or FP8 kernels): pointers and (row, head) strides into p.
+void set_grads(HstuParams& p, const Tensor& dk, const Tensor& dv) {
+  p.dk = dk.data_ptr();
+  p.dv = dv.data_ptr();
+  p.dk_row_stride = dk.stride(0);
+  p.dk_head_stride = dk.stride(1);
+  p.dv_row_stride = dv.stride(0);
+  p.dv_head_stride = dv.stride(1);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     Tensor dout, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
     int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
@@ -254,14 +264,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
     p.dq_conv_behind = plan.dq_conv_behind;
   }
   p.dq = dq.data_ptr();
-  p.dk = dk.data_ptr();
-  p.dv = dv.data_ptr();
   p.dq_row_stride = dq.stride(0);
   p.dq_head_stride = dq.stride(1);
-  p.dk_row_stride = dk.stride(0);
-  p.dk_head_stride = dk.stride(1);
-  p.dv_row_stride = dv.stride(0);
-  p.dv_head_stride = dv.stride(1);
+  set_grads(p, dk, dv);
 
   Tensor drab = torch::stable::new_empty(q, {0});
   std::optional<Tensor> drab_accum;
@@ -512,9 +517,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
-  ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7 || diag == 8 || diag == 15,
-              "diag: expected 0 (or a timing-only variant 1, 2, 4, 7, 8, 15 of tools/hstu_dev/fp8_bwd_split.py), got ",
-              diag);
+  ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7 || diag == 8 || diag == 15 ||
+                  diag == 16 || diag == 32 || diag == 64 || diag == 96 || diag == 128 || diag == 144,
+              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant 1, 2, 4, 7, 8, 15, 16, 32, 96, "
+              "128, 144 of tools/hstu_dev/fp8_bwd_split.py, got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};
@@ -533,12 +539,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   Tensor dq_accum = torch::stable::new_zeros(q, {p.total_q, H, D}, ScalarType::Float);
   Tensor dk = torch::stable::new_zeros(q, {total_k, H, D}, odt);
   Tensor dv = torch::stable::new_zeros(q, {total_k, H, D}, odt);
-  p.dk = dk.data_ptr();
-  p.dv = dv.data_ptr();
-  p.dk_row_stride = dk.stride(0);
-  p.dk_head_stride = dk.stride(1);
-  p.dv_row_stride = dv.stride(0);
-  p.dv_head_stride = dv.stride(1);
+  set_grads(p, dk, dv);
   f.do8 = do8.data_ptr();
   f.do_descale = static_cast<const float*>(do_descale.data_ptr());
   f.qt = qt.data_ptr();

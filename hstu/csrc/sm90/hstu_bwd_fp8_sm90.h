@@ -26,7 +26,7 @@ struct HstuFp8BwdParams {
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
   float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (bulk tensor reduce-adds)
-  int diag;          // 0; else a timing-only kernel variant (kFp8BwdDiag* bits; wrong gradients): dev tool only
+  int diag;          // 0; 64 the late-fence variant; else a timing-only variant (kFp8BwdDiag* bits; wrong gradients)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -36,7 +36,16 @@ constexpr int kFp8BwdDiagNoSilu = 2;          // no tanh: P = S / 2, SiLU' = 1
 constexpr int kFp8BwdDiagNoAmaxBarrier = 4;   // the dS factor from each warp's own amax (the barriers stay: they
                                               // also bound the warpgroups' drift)
 constexpr int kFp8BwdDiagNoPointwise = 8;     // no pointwise math: P8 = e4m3(S^T), dS' = dP^T (no scale, no select)
-// The variants built (the diag values the launcher accepts): 0, 1, 2, 4, 7, 8, 15.
+constexpr int kFp8BwdDiagNoReduce = 16;       // dQ staged in shared memory, no bulk reduce-adds (with 1: what the
+                                              // staging and what the global reduce traffic cost)
+constexpr int kFp8BwdDiagNoPark = 32;         // dS' not parked in shared memory (tile i's own dS' quantized late)
+constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 stores, dQ staging: racy, timing only)
+// Not timing-only (correct gradients; the private op's diag argument until it is measured against 0): the proxy
+// fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
+// and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
+constexpr int kFp8BwdLateFence = 64;
+// The variants built (the diag values the launcher and the op accept): 0, 1, 2, 4, 7, 8, 15, 16, 32, 64, 96 (64 |
+// 32), 128, 144 (128 | 16).
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,

@@ -29,6 +29,8 @@
 //   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
+// Private variant kFp8BwdLateFence (diag 64): the proxy fences of the dS8 stores and the dQ staging one iteration
+// later, one for both (late_flush); measured against the default in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -201,6 +203,7 @@ __global__ void __launch_bounds__(384, 1)
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
+  constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -299,6 +302,11 @@ __global__ void __launch_bounds__(384, 1)
     asm volatile("" : "+r"(x));
     return x;
   };
+  // fence.proxy.async (SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S: the warp waits for its stores to complete); none
+  // in the timing-only diag kFp8BwdDiagNoFence.
+  auto proxy_fence = [] {
+    if constexpr ((kDiag & kFp8BwdDiagNoFence) == 0) fence_proxy_async_smem();
+  };
   auto tile_m0 = [&](int t) { return (tmap[0] + t + (t >= tmap[1] ? tmap[2] : 0)) * BM; };
   // This thread's dS' slot: 8 float4 at (k 128 + thread) of its warpgroup's 16 KB (conflict-free).
   auto dsf_addr = [&](int k) {
@@ -321,7 +329,22 @@ __global__ void __launch_bounds__(384, 1)
   // dQ of tile t in dS8's units, * u k_s / q_s: this warp's rows m0 + 16 warp .. + 15, columns 64 wg .. + 63, staged
   // as two 128B-swizzled 16 x 32 fp32 panels and added to f.dq_accum by two bulk tensor reduce-adds (rows past the
   // sequence add dS8's zeros: exact no-ops on the next sequence's rows, clipped past total_q).
-  auto dq_stage = [&](const float(&acc)[32], int t, float scale) {
+  // The staged panels of tile t to f.dq_accum: the proxy fence (the stores seen by the bulk copies), then lane 0's two
+  // reduce-adds. kLateFence: issued an iteration after the stores (with the dS8 arrive, one fence for both).
+  auto dq_flush = [&](int t, bool fence) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+      const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
+      if (fence) proxy_fence();
+      __syncwarp();
+      if ((kDiag & kFp8BwdDiagNoReduce) == 0 && lane == 0) {
+        const int row = sq.q_start + tile_m0(t) + 16 * warp;
+#pragma unroll
+        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
+        bulk_commit();
+      }
+    }
+  };
+  auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
     if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
       const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
@@ -336,14 +359,7 @@ __global__ void __launch_bounds__(384, 1)
           st_shared_v2_f32(a, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale);
         }
       }
-      fence_proxy_async_smem();
-      __syncwarp();
-      if (lane == 0) {
-        const int row = sq.q_start + tile_m0(t) + 16 * warp;
-#pragma unroll
-        for (int pn = 0; pn < 2; ++pn) tma_reduce_add_3d(&tm_dq, stg + pn * 2048, kr0 + 32 * pn, h, row);
-        bulk_commit();
-      }
+      if (flush) dq_flush(t, true);
     }
   };
   // Iteration i: the GEMMs and pointwise passes of tile i, then (late) the quantization of tile i - 1, dK of tile
@@ -364,11 +380,21 @@ __global__ void __launch_bounds__(384, 1)
     if (ctid < 8) st_shared_u32(sRed + 32 * 3 + 4 * ctid, 0u);
     fence_proxy_async_smem();
     named_barrier_sync(15, 256);
-    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's)
-      named_barrier_arrive(bar_ds8(wg, -2), 256);
+    if (n > 0) {  // (tile -1's dS8 barrier is arrived at by iteration 0's late part, as any tile's; kLateFence:
+                  // tile i - 2's by iteration i, tile -2's too)
+      if (!kLateFence) named_barrier_arrive(bar_ds8(wg, -2), 256);
       named_barrier_arrive(bar_amax(wg, -1), 256);
     }
   }
+  // kLateFence, iteration i (i = n: after the loop), once its S^T / dP^T are issued: the proxy fence for the dS8
+  // stores of tile i - 2 and the dQ staging of tile i - 3 (both in the late part of iteration i - 1: by now they
+  // have long completed, so the fence's MEMBAR rarely waits; one fence for both), then the dS8 arrive and the
+  // reduce-adds. The other warpgroup waits for that dS8 in its late part of iteration i (dQ of tile i - 2).
+  auto late_flush = [&](int i) {
+    proxy_fence();
+    named_barrier_arrive(bar_ds8(wg, i - 2), 256);
+    if (i > 2) dq_flush(i - 3, false);
+  };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a) {
@@ -419,8 +445,10 @@ __global__ void __launch_bounds__(384, 1)
         st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
       }
     }
-    fence_proxy_async_smem();
-    named_barrier_arrive(bar_ds8(wg, i - 1), 256);
+    if (!kLateFence || !release_a) {  // (kLateFence: in iteration i + 1, after its GEMMs' issue; the last at once)
+      proxy_fence();
+      named_barrier_arrive(bar_ds8(wg, i - 1), 256);
+    }
     // dQ of tile i - 2, then dK += dS8^T Q^T of tile i - 1 (RS, B: Q^T's 64-query rows of D, 64-byte swizzle, ring
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
@@ -439,7 +467,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dv);
     pin_all(acc_dq);
     if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2);
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
@@ -468,6 +496,7 @@ __global__ void __launch_bounds__(384, 1)
                               desc_k32(make_desc_kmajor(opaque(stage_a(s)) + C::kQBytes, 128), kk), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
+    if constexpr (kLateFence) late_flush(i);
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
     const int64_t blk_cols_q = p.total_q / 128 + p.batch;
     const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
@@ -580,14 +609,20 @@ __global__ void __launch_bounds__(384, 1)
     named_barrier_arrive(bar_amax(wg, i), 256);
     // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
     float acc_x[32];
+    if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
-      st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+      for (int e = 0; e < 32; ++e) acc_x[e] = acc_dp[e];
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+        st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+      }
     }
     late(i, acc_x, pa, qs, true, s);
   }
   if (n > 0) {  // the last tile's late part, then its dQ
+    if constexpr (kLateFence) late_flush(n);
     float acc_x[32];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -599,7 +634,7 @@ __global__ void __launch_bounds__(384, 1)
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();
     pin_all(acc_dq);
-    dq_stage(acc_dq, n - 1, dq_scale1);
+    dq_stage(acc_dq, n - 1, dq_scale1, true);
   }
   if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes

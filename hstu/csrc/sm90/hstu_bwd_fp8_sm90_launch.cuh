@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
@@ -16,6 +17,15 @@
 
 namespace hstu {
 namespace sm90 {
+
+// go(std::integral_constant<int, d>) for the built variant d == diag (hstu_bwd_fp8_sm90.h); cudaErrorInvalidValue
+// for any other diag.
+template <class Go, int... Ds>
+cudaError_t dispatch_diag(Go&& go, int diag, std::integer_sequence<int, Ds...>) {
+  cudaError_t e = cudaErrorInvalidValue;
+  (void)((diag == Ds ? (e = go(std::integral_constant<int, Ds>{}), true) : false) || ...);
+  return e;
+}
 
 template <int D>
 cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream) {
@@ -46,31 +56,15 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
-  auto go = [&](auto diag) {
+  auto go = [&](auto diag) {  // one launch for every variant
     constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, decltype(diag)::value>;
     cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
     if (e != cudaSuccess) return e;
     kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
     return cudaGetLastError();
   };
-  switch (f.diag) {  // the variants built (hstu_bwd_fp8_sm90.h)
-    case 0:
-      return go(std::integral_constant<int, 0>{});
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    case 4:
-      return go(std::integral_constant<int, 4>{});
-    case 7:
-      return go(std::integral_constant<int, 7>{});
-    case 8:
-      return go(std::integral_constant<int, 8>{});
-    case 15:
-      return go(std::integral_constant<int, 15>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
+  using Built = std::integer_sequence<int, 0, 1, 2, 4, 7, 8, 15, 16, 32, kFp8BwdLateFence, 96, 128, 144>;
+  return dispatch_diag(go, f.diag, Built{});
 }
 
 }  // namespace sm90

@@ -61,6 +61,30 @@ __host__ __device__ inline int hstu_fp8_key_perm(int s) {
   return hi + 2 * t + (i & 1) + 8 * (i >> 1);
 }
 
+// Key (within its group of 16) held at K^T slot s (the FP8 backward's K^T, hstu/csrc/fp8/hstu_fp8_bwd_prepass.h): slot
+// 2 i + h holds key i + 8 h (the byte pairs of dS that one thread's S^T accumulators hold for one query: keys j and
+// j + 8).
+__host__ __device__ inline int hstu_fp8_pair_perm(int s) { return ((s & 15) >> 1) + 8 * (s & 1) + (s & ~15); }
+
+// The source row of transposed column c (Vt, and the FP8 backward's Q^T / dO^T / K^T): the sequence holding c
+// (hstu_fp8_vt_seq), its slot l = c - hstu_fp8_vt_start(cu[b], b), the row of slot l under the group permutation
+// (group 32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm), cu[b] + row if row < the sequence's used rows (seqused[b]
+// capped at its length; all of them without seqused), else -1 (a zero column: padding, gaps, unused rows).
+__host__ __device__ inline int64_t hstu_fp8_col_src_row(const int* cu, const int* seqused, int batch, int64_t c,
+                                                        int group) {
+  if (batch <= 0) return -1;
+  const int b = hstu_fp8_vt_seq(cu, batch, c);
+  const int start = cu[b];
+  const int64_t first = hstu_fp8_vt_start(start, b);
+  if (c < first) return -1;
+  const int64_t l = c - first;
+  const int64_t row = group == 32 ? (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31))
+                                  : (l & ~int64_t{15}) + hstu_fp8_pair_perm(static_cast<int>(l & 15));
+  const int len = cu[b + 1] - start;
+  const int used = seqused != nullptr && seqused[b] < len ? seqused[b] : len;
+  return row < used ? start + row : -1;
+}
+
 // Runs the Vt pre-pass and the FP8 forward on `stream`. p: the op's HstuParams with q/k/v pointing at e4m3 data
 // (strides in elements = bytes; contiguous (rows, H, D)), p.out bf16 or fp16 per f.out_half, no rab, sanitized int32
 // vectors. D in {64, 128, 256}; cudaErrorNotSupported in builds without sm_90a device code.

@@ -138,19 +138,7 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
   const int h = blockIdx.y;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
   if (threadIdx.x < 64) {
-    const int64_t c = c0 + threadIdx.x;
-    const int lo = hstu_fp8_vt_seq(p.cu_seqlens_k, p.batch, c);
-    int64_t src = -1;
-    const int start = p.cu_seqlens_k[lo];
-    const int64_t col0 = hstu_fp8_vt_start(start, lo);
-    if (p.batch > 0 && c >= col0) {
-      const int64_t l = c - col0;
-      const int64_t key = (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31));
-      const int len = p.cu_seqlens_k[lo + 1] - start;
-      const int used = p.seqused_k ? min(p.seqused_k[lo], len) : len;
-      if (key < used) src = start + key;
-    }
-    src_row[threadIdx.x] = src;
+    src_row[threadIdx.x] = hstu_fp8_col_src_row(p.cu_seqlens_k, p.seqused_k, p.batch, c0 + threadIdx.x, 32);
   }
   __syncthreads();
   constexpr int kChunks = D / 16;
