@@ -478,6 +478,49 @@ def test_split_together_bitwise_alone(tiles):
 
 
 @pytest.mark.gpu
+def test_split_decided_alone_bitwise_together():
+    # A unit whose chunks were not all running when the first of them finished sums alone, after the together
+    # path's stores (hstu_fwd_sm90_split.cuh: each chunk stores the slice it kept back, counts itself again, and the
+    # last sums every partial). Forced here by raising the started count of every split unit in the plan's counters
+    # (no chunk then sees all k started): the same bits as the sum together, the trace's mode word says which path
+    # ran (2 together, 3 alone after the decision), and the counters end at zero (the next launch sums together).
+    seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+
+    def run():
+        out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+        tr = torch.ops.hstu_attn.paged_fwd_trace(qkv["q"]).cpu()
+        work = tr[:, 10] > 0
+        return out, ((tr[work, 12] >> 62) & 3).tolist()
+
+    with hstu_attn._ops.kernel_options(fwd_trace=True):
+        layout = shared_layout(step, common, total_q)
+        together, modes = run()
+        (_, plan), = layout.kernel_plans.values()
+        n, _, tog = plan[:12].view(torch.int32).tolist()
+        assert tog == 1 and set(modes) == {2}, (seed, tog, sorted(set(modes)))
+        # The list's layout (hstu_sm90_sched_layout): items at byte 16 (two int4 each), counters after capacity x H
+        # item slots, one int32 per partial.
+        items = plan[16: 16 + 32 * n].view(torch.int32).view(n, 8).cpu()
+        units = min(-(-total_q // 128) + 1, -(-common["max_seqlen_q"] // 128))
+        max_parts = (16 << 20) // (128 * D * 4)
+        off = 16 + 32 * (units + max_parts // H) * H
+        counters = plan[off: off + 4 * max_parts].view(torch.int32)
+        assert int(counters.abs().sum()) == 0, seed
+        for split, chunk, _, first in items[:, 4:].tolist():
+            if split >= 0 and chunk == 0:
+                counters[first * H: first * H + H] += 256
+        alone, modes = run()
+        assert set(modes) == {3}, (seed, sorted(set(modes)))
+        assert int(counters.abs().sum()) == 0, f"seed {seed}: the counters did not end at zero"
+        again, modes = run()
+        assert set(modes) == {2}, (seed, sorted(set(modes)))
+    assert torch.isfinite(together).all(), f"seed {seed}"
+    assert torch.equal(alone, together), f"seed {seed}: the sum alone after the decision differs from together"
+    assert torch.equal(again, together), f"seed {seed}"
+
+
+@pytest.mark.gpu
 def test_trace_stamps_b1():
     # kernel_options(fwd_trace=True) (diagnostics): the same bits as without; every listed CTA stamps its phases in
     # order (start, item, barriers, Q / first K / V issued, all issued; consumers: start, Q landed, K landed, first
