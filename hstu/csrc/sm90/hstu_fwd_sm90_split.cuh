@@ -42,6 +42,12 @@ __device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slo
   if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
 }
 
+__device__ __forceinline__ int ld_relaxed_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
@@ -255,11 +261,19 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     } else {
       int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
       int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      // The decision read before arriving (in flight beside the arrival's release; the first to finish has
+      // usually set it by then): a chunk that finds it set and arrives last waits for nothing more.
+      int d = ld_relaxed_gpu(w1) & 3;
       const int v = atom_add_acq_rel_gpu(w0, 1 << 16);
-      if ((v >> 16) == 0) atomicOr(w1, (v & 0xffff) == k ? 2 : 1);  // the first to finish decides
-      int d;
-      while ((d = ld_acquire_gpu(w1) & 3) == 0) __nanosleep(32);  // (the first to finish sets it right away)
-      if (d == 2) {
+      if ((v >> 16) == 0) {  // the first to finish decides
+        d = (v & 0xffff) == k ? 2 : 1;
+        atomicOr(w1, d);
+      }
+      while (d == 0) {  // (the first to finish sets it right away)
+        d = ld_acquire_gpu(w1) & 3;
+        if (d == 0) __nanosleep(32);
+      }
+      if (d == 2 && (v >> 16) < k - 1) {  // (the last to arrive acquired the others' partials by its own arrival)
         while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
       }
       mode = d == 2 ? 2u : 3u;
