@@ -308,8 +308,8 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
     return false;
   }
   if (mode == 1) {
-    // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128. This chunk's
-    // own partial from its registers (the values the packed copy holds).
+    // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128. Every
+    // partial from memory, this chunk's too (acc_o kept live through the loop made the D = 256 kernel spill).
     constexpr int G = D <= 128 ? D / 8 : 8;
 #pragma unroll
     for (int j0 = 0; j0 < D / 8; j0 += G) {
@@ -317,14 +317,6 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
 #pragma unroll
       for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int c = 0; c < k; ++c) {
-        if (c == sp.y) {
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-            const int j = j0 + g;
-            fwd_add4(sum[g], fwd_part_value4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]));
-          }
-          continue;
-        }
         float4* part = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4;
         uint2 va[G];
         uint32_t vb[G];
