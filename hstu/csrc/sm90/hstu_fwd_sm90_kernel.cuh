@@ -672,7 +672,15 @@ __global__ void __launch_bounds__(384, 1)
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, sQ, si, m0, acc_o, trace)) return;
+        bool epilogue;
+        if constexpr (kTrace) {  // (the paged kernels, D <= 128: the packed variant, pk.split_packed)
+          epilogue = pk.split_packed != 0
+                         ? fwd_split_reduce_packed<T, BM, D>(sched, p, h, ctid, bar + 120u, sQ, si, m0, acc_o, trace)
+                         : fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace);
+        } else {
+          epilogue = fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace);
+        }
+        if (!epilogue) return;
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),
