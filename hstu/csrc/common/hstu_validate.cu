@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "hstu/csrc/common/hstu_pdl.cuh"
+
 namespace hstu {
 namespace {
 
@@ -56,12 +58,10 @@ __global__ void __launch_bounds__(kValidateThreads) hstu_validate_kernel(const H
   __shared__ unsigned long long s_first;
   const int tid = threadIdx.x;
   if (tid == 0) s_first = kNoViolation;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // v.pdl: launched with programmatic serialization, the block waits here, before any global read, for the kernel
   // before it to complete (its writes visible); a no-op in a plain launch. No launch_dependents: what follows (the
   // planner) is a plain launch.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  griddep_wait();
   __syncthreads();
 
   const int B = v.batch;
@@ -179,20 +179,7 @@ __global__ void hstu_poison_kernel(const HstuPoisonParams p) {
 }  // namespace
 
 cudaError_t hstu_validate(const HstuValidateParams& v, cudaStream_t stream) {
-  if (v.pdl) {  // (stream capture records the attribute as a programmatic edge of the graph)
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1);
-    cfg.blockDim = dim3(kValidateThreads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, hstu_validate_kernel, v);
-  }
-  hstu_validate_kernel<<<1, kValidateThreads, 0, stream>>>(v);
-  return cudaGetLastError();
+  return launch_ex(hstu_validate_kernel, dim3(1), kValidateThreads, 0, stream, v.pdl, v);
 }
 
 cudaError_t hstu_check_fp8_scales(const HstuScaleCheckParams& p, cudaStream_t stream) {

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "hstu/csrc/common/hstu_pdl.cuh"
+
 namespace hstu {
 namespace kvcache {
 namespace detail {
@@ -132,12 +134,10 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   __shared__ int32_t s_pids[kFoldRows / 16];  // the page table, for the folded gather plan (B * M <= this)
   __shared__ int64_t s_clock, s_fc, s_before;
   __shared__ uint64_t s_prev;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A kernel launched behind this one with programmatic serialization (the step plan's validation under
   // kernel_options(pdl=True), the serving step's default) may start now; it waits for this grid to complete
   // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  griddep_launch_dependents();
 
   if (tid == 0) {
     s_flags = 0;

@@ -2,6 +2,7 @@
 // (entry, layer) copies a whole page with 16-byte loads and stores; blocks of entries past the live count exit.
 #include <cstdint>
 
+#include "hstu/csrc/common/hstu_pdl.cuh"
 #include "hstu/csrc/kv_cache/hstu_kv_cache.h"
 
 namespace hstu {
@@ -33,16 +34,14 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
 // One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V.
 constexpr int kAppendWarps = 8;
 __global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Programmatic dependent launch: the wait (first thing: nothing is read before it) holds a launch with
   // programmatic serialization (launch_append's pdl) until the kernel before it completed, and is a no-op in a plain
   // launch; the signal lets a kernel behind this one
   // that was launched with programmatic serialization (the next layer's paged forward under
   // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  griddep_wait();
+  griddep_launch_dependents();
   const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
   const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
@@ -72,20 +71,7 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl) 
   const int64_t blocks = (p.entries + detail::kAppendWarps - 1) / detail::kAppendWarps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
-  if (pdl) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(32 * detail::kAppendWarps);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, detail::append_kernel, p);
-  }
-  detail::append_kernel<<<grid, 32 * detail::kAppendWarps, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_ex(detail::append_kernel, grid, 32 * detail::kAppendWarps, 0, stream, pdl, p);
 }
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {

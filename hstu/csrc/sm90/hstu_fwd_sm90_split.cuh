@@ -12,10 +12,16 @@
 // them finished (the first to finish decides for the unit): a chunk then waits only for CTAs that are running and
 // wait for nothing, so no wait can deadlock, whatever else runs on the GPU (other streams' kernels included).
 // Counters (two words per unit and head, at the unit's first two parts): word 0 = started (low 16 bits) and
-// finished (high 16 bits); word 1 = the decision (low 2 bits: 0 undecided, 1 alone, 2 together) and departures
-// (high 16 bits). Both end at zero (the last to depart resets them), and so does the plain per-split counter of
-// the alone-only path, so a work list serves several launches (one plan for all layers of an inference step,
-// hstu_attn::paged_fwd_sm90 with a plan).
+// finished (high 16 bits); word 1 = the decision (low 2 bits: 0 undecided, 1 alone, 2 together), the packed
+// variant's second count (bits 2-15, below) and departures (high 16 bits). Both end at zero (the last to depart
+// resets them), and so does the plain per-split counter of the alone-only path, so a work list serves several
+// launches (one plan for all layers of an inference step, hstu_attn::paged_fwd_sm90 with a plan).
+//
+// The packed variant (fwd_split_reduce_packed; the paged forward at D <= 128 under kernel_options(
+// fwd_split_packed=True), pk.split_packed): the sum's time is its L2 traffic, so partials are stored with 24 bits
+// per value (12 bytes per float4) and chunk c keeps its own slice in shared memory instead of storing and reading
+// it back: (k - 1) / k x 3 / 4 of the bytes each way. Every reader adds the same rounded values in the same order,
+// so its together and alone sums are bitwise equal too (not to the default's: the rounding moves a few last bits).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,12 @@ __device__ __forceinline__ uint64_t fwd_now() {
 }
 __device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slot, uint64_t v) {
   if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
+}
+
+__device__ __forceinline__ int ld_relaxed_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
@@ -255,6 +267,308 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   } else {
     fwd_split_sum_together<T, 2, 8>(base, part_stride, k, e0, e1, ctid, og, p.o_row_stride, rows, sc);
   }
+  if (ctid == 0 && trace != nullptr) {
+    fwd_trace_put(trace, 13, fwd_now());
+    fwd_trace_put(trace, 14, fwd_now());
+  }
+  if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
+  return false;
+}
+
+// A partial is stored packed: each fp32 rounded to its top 24 bits (sign, exponent, 15 mantissa bits; ties away from
+// zero; inf and NaN kept), 12 bytes per float4 instead of 16: the split sum's time is its L2 traffic (every chunk
+// writes a partial and reads one partial's worth of slices back), and the rounding, at most 2^-16 of the value, is
+// 1/128 of the bf16 output's. Float4 element i of a partial at `part` (BM x D / 4 float4 of room): uint2 at
+// part_a[i] (x and y, each with a byte of w on top), uint32 at part_b[i] (z with w's top byte).
+__device__ __forceinline__ uint32_t fwd_part_round(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x7fffffffu) >= 0x7f800000u ? u : u + 0x80u;
+}
+// The value a packed element holds (what every reader of the partial adds).
+__device__ __forceinline__ float fwd_part_value(float v) { return __uint_as_float(fwd_part_round(v) & 0xffffff00u); }
+__device__ __forceinline__ float4 fwd_part_value4(float x, float y, float z, float w) {
+  return make_float4(fwd_part_value(x), fwd_part_value(y), fwd_part_value(z), fwd_part_value(w));
+}
+__device__ __forceinline__ uint2* fwd_part_a(float4* part) { return reinterpret_cast<uint2*>(part); }
+template <int kF4>
+__device__ __forceinline__ uint32_t* fwd_part_b(float4* part) {
+  return reinterpret_cast<uint32_t*>(part + kF4 / 2);
+}
+template <int kF4>
+__device__ __forceinline__ void fwd_part_store(float4* part, int i, float x, float y, float z, float w) {
+  const uint32_t rx = fwd_part_round(x), ry = fwd_part_round(y), rz = fwd_part_round(z), rw = fwd_part_round(w);
+  // bytes 1-3 of x (y, z), then byte 1 (2, 3) of w
+  __stcg(fwd_part_a(part) + i, make_uint2(__byte_perm(rx, rw, 0x5321), __byte_perm(ry, rw, 0x6321)));
+  __stcg(fwd_part_b<kF4>(part) + i, __byte_perm(rz, rw, 0x7321));
+}
+__device__ __forceinline__ float4 fwd_part_unpack(uint2 a, uint32_t b) {
+  const uint32_t w = __byte_perm(__byte_perm(a.x, a.y, 0x0730), b, 0x7210) & 0xffffff00u;
+  return make_float4(__uint_as_float(a.x << 8), __uint_as_float(a.y << 8), __uint_as_float(b << 8),
+                     __uint_as_float(w));
+}
+__device__ __forceinline__ void fwd_add4(float4& s, const float4& v) {
+  s.x += v.x;
+  s.y += v.y;
+  s.z += v.z;
+  s.w += v.w;
+}
+
+// The together path's sum and stores of chunk `own`'s slice [e0, e1) of float4 elements: thread ctid takes elements
+// i0 + 256 e (e < E) per pass. Its own partial's values come from shared memory (`stash`: element i at (i - e0) x
+// 16 bytes, never stored to global memory); the loads of KB of the k - 1 others are issued for all E elements before
+// any add, so a pass costs ceil((k - 1) / KB) dependent L2 round trips. Every element is summed from 0.0f in chunk
+// order 0, 1, ..., k - 1 (the alone path's order: the same bits). float4 (j, t) holds columns 8 j + 2 (lane % 4) +
+// {0, 1} of rows r and r + 8, r = 64 (t / 128) + 16 (t % 128 / 32) + (t % 32) / 4; rows past the sequence are not
+// stored.
+template <typename T, int kF4, int E, int KB>
+__device__ __forceinline__ void fwd_split_sum_packed(float4* base, int64_t part_stride, int k, int own,
+                                                       uint32_t stash, int e0, int e1, int ctid, T* og,
+                                                       int64_t o_row_stride, int rows, float sc) {
+  for (int i0 = e0 + ctid; i0 < e1; i0 += 256 * E) {
+    // Unpredicated loads: predicated ones were interleaved with their adds by ptxas (a round trip every ~5 loads),
+    // these issue all before the first add. An element past e1 reads element e1 - 1 (summed, never stored); a
+    // partial past the last reads the last again (not added).
+    int ie[E];
+    float4 sum[E], mine[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      ie[e] = min(i0 + e * 256, e1 - 1);
+      sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(mine[e].x), "=f"(mine[e].y), "=f"(mine[e].z), "=f"(mine[e].w)
+                   : "r"(stash + static_cast<uint32_t>(ie[e] - e0) * 16u));
+    }
+    for (int o0 = 0; o0 < k - 1; o0 += KB) {
+      uint2 va[KB][E];
+      uint32_t vb[KB][E];
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+        int c = min(o0 + b, k - 2);  // the c-th of the others: chunk c, or c + 1 from this chunk on
+        c += c >= own ? 1 : 0;
+        float4* part = base + c * part_stride;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          va[b][e] = __ldcg(fwd_part_a(part) + ie[e]);
+          vb[b][e] = __ldcg(fwd_part_b<kF4>(part) + ie[e]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < KB; ++b) {
+        if (o0 + b < k - 1) {
+          if (o0 + b == own) {
+#pragma unroll
+            for (int e = 0; e < E; ++e) fwd_add4(sum[e], mine[e]);
+          }
+#pragma unroll
+          for (int e = 0; e < E; ++e) fwd_add4(sum[e], fwd_part_unpack(va[b][e], vb[b][e]));
+        }
+      }
+    }
+    if (own == k - 1) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) fwd_add4(sum[e], mine[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = i0 + e * 256;
+      if (i >= e1) continue;
+      const int j = i / 256, t = i % 256;
+      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
+      const int col = 8 * j + 2 * (t % 4);
+      if (r < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * o_row_stride + col) =
+            pack2<T>(sum[e].x * sc, sum[e].y * sc);
+      }
+      if (r + 8 < rows) {
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * o_row_stride + col) =
+            pack2<T>(sum[e].z * sc, sum[e].w * sc);
+      }
+    }
+  }
+}
+
+// Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
+// unit's) accumulator in the wgmma layout (thread ctid holds float4 j of rows 64 wg + 16 warp + lane / 4 (+ 8) at
+// columns 8 j + 2 (lane % 4) (+ 1), float4 element j * 256 + ctid of the partial). Returns true when the CTA goes
+// on to the normal epilogue with acc_o the unit's sum (an unsplit item, or the last chunk summing alone); false
+// when it is done (the tile's outputs stored by the chunks together, or another chunk sums). `flag`: a free shared
+// word; `stash`: the Q buffer (free after the main loop, BM x D x 2 bytes: room for half a partial in fp32, the
+// largest slice). si, m0, h: the tile's sequence, first row and head; sc: the output scale.
+// Where the planner allows summing together, chunk c stores every element of its partial but its own slice (the
+// c-th k-th, which it sums) and keeps that slice in shared memory; should the unit sum alone after all (not every
+// chunk running), each chunk stores its slice then and counts itself again (word 1, bits 2-15): the last of those
+// sums. So the common path writes and reads (k - 1) / k of a partial per chunk.
+template <typename T, int BM, int D>
+__device__ __forceinline__ bool fwd_split_reduce_packed(const SchedArgs& sched, const HstuParams& p, int h, int ctid,
+                                                 uint32_t flag, uint32_t stash, const SeqInfo& si, int m0,
+                                                 float (&acc_o)[D / 2], unsigned long long* trace = nullptr) {
+  static_assert(BM == 128, "two consumer warpgroups of 64 rows");
+  int idx, hh;
+  sched_cta_item(sched, p.heads, idx, hh);
+  const int4 sp = sched.items[2 * idx + 1];  // {split id, chunk, chunks, first part}
+  if (sp.x < 0) return true;
+  constexpr int kPartF4 = BM * D / 4;  // float4 per partial: (D / 8) x 256 consumer threads
+  const int k = sp.z;
+  const bool together_ok = sched.count[2] != 0;
+  float4* parts = reinterpret_cast<float4*>(sched.parts);
+  float4* own = parts + static_cast<int64_t>((sp.w + sp.y) * p.heads + h) * kPartF4;
+  // This chunk's slice of the together sum: float4 elements [e0, e1) of the partials' layout (i = j * 256 + thread).
+  const int e0 = static_cast<int>(static_cast<int64_t>(kPartF4) * sp.y / k);
+  const int e1 = static_cast<int>(static_cast<int64_t>(kPartF4) * (sp.y + 1) / k);
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int i = j * 256 + ctid;
+    if (!together_ok || i < e0 || i >= e1) {
+      fwd_part_store<kPartF4>(own, i, acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]);
+    }
+  }
+  // Memory order without a full fence per thread: the barrier orders every consumer thread's partial stores before
+  // ctid 0's arrival, whose release (atom.acq_rel.gpu) publishes them at GPU scope (release is cumulative over
+  // what precedes it in causality order, barriers included: the pattern of cooperative groups' grid sync). A
+  // reader acquires on its own arrival (the last to arrive, through the chain of read-modify-writes on the
+  // counter) or on its polls of the finished count (ld.acquire.gpu), then the barrier below passes that order to
+  // its other threads before they load the partials.
+  named_barrier_sync(6, 256);
+  if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 11, fwd_now());
+  if (together_ok) {  // the own slice into the stash (both warpgroups are past their wgmmas on the Q buffer)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int i = j * 256 + ctid;
+      if (i >= e0 && i < e1) {
+        const float4 v = fwd_part_value4(acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(stash + static_cast<uint32_t>(i - e0) * 16u),
+                     "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                     : "memory");
+      }
+    }
+  }
+  if (ctid == 0) {
+    uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together, 3: alone after all (store the slice)
+    if (!together_ok) {
+      int* counter = sched.counters + sp.x * p.heads + h;
+      const int old = atom_add_acq_rel_gpu(counter, 1);
+      if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
+      mode = old == k - 1 ? 1u : 0u;
+    } else {
+      int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
+      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      // The decision read before arriving (in flight beside the arrival's release; the first to finish has
+      // usually set it by then): a chunk that finds it set and arrives last waits for nothing more.
+      int d = ld_relaxed_gpu(w1) & 3;
+      const int v = atom_add_acq_rel_gpu(w0, 1 << 16);
+      if ((v >> 16) == 0) {  // the first to finish decides
+        d = (v & 0xffff) == k ? 2 : 1;
+        atomicOr(w1, d);
+      }
+      while (d == 0) {  // (the first to finish sets it right away)
+        d = ld_acquire_gpu(w1) & 3;
+        if (d == 0) __nanosleep(32);
+      }
+      if (d == 2 && (v >> 16) < k - 1) {  // (the last to arrive acquired the others' partials by its own arrival)
+        while ((ld_acquire_gpu(w0) >> 16) < k) __nanosleep(64);  // every chunk is running: all will arrive
+      }
+      mode = d == 2 ? 2u : 3u;
+    }
+    st_shared_u32(flag, mode);
+    if (trace != nullptr) fwd_trace_put(trace, 12, fwd_now() | (static_cast<uint64_t>(mode) << 62));
+  }
+  named_barrier_sync(6, 256);
+  uint32_t mode = ld_shared_u32(flag);
+  if (mode == 3) {
+    // Alone after all: the slice kept back goes to the partial too, then every chunk counts itself again (word 1,
+    // bits 2-15; the release publishes the slice as above); the last to count sums alone, as without together_ok.
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int i = j * 256 + ctid;
+      if (i >= e0 && i < e1) {
+        fwd_part_store<kPartF4>(own, i, acc_o[4 * j], acc_o[4 * j + 1], acc_o[4 * j + 2], acc_o[4 * j + 3]);
+      }
+    }
+    named_barrier_sync(6, 256);
+    if (ctid == 0) {
+      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      const int old = atom_add_acq_rel_gpu(w1, 1 << 2);
+      st_shared_u32(flag, ((old >> 2) & 0x3fff) == k - 1 ? 1u : 0u);
+    }
+    named_barrier_sync(6, 256);
+    mode = ld_shared_u32(flag);
+  }
+  if (mode == 0) {
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
+    return false;
+  }
+  if (mode == 1) {
+    // float4 groups in flight per partial: all of a row's (one L2 round trip per chunk) up to D = 128. Every
+    // partial from memory, this chunk's too (acc_o kept live through the loop made the D = 256 kernel spill).
+    constexpr int G = D <= 128 ? D / 8 : 8;
+#pragma unroll
+    for (int j0 = 0; j0 < D / 8; j0 += G) {
+      float4 sum[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) sum[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = 0; c < k; ++c) {
+        float4* part = parts + static_cast<int64_t>((sp.w + c) * p.heads + h) * kPartF4;
+        uint2 va[G];
+        uint32_t vb[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          va[g] = __ldcg(fwd_part_a(part) + (j0 + g) * 256 + ctid);
+          vb[g] = __ldcg(fwd_part_b<kPartF4>(part) + (j0 + g) * 256 + ctid);
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) fwd_add4(sum[g], fwd_part_unpack(va[g], vb[g]));
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        acc_o[4 * (j0 + g)] = sum[g].x;
+        acc_o[4 * (j0 + g) + 1] = sum[g].y;
+        acc_o[4 * (j0 + g) + 2] = sum[g].z;
+        acc_o[4 * (j0 + g) + 3] = sum[g].w;
+      }
+    }
+    if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 13, fwd_now());
+    if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
+    return true;
+  }
+  // Together: chunk c sums its slice over the k partials and stores those outputs (fwd_split_sum_packed).
+  float4* base = parts + static_cast<int64_t>(sp.w) * p.heads * kPartF4 + static_cast<int64_t>(h) * kPartF4;
+  const int64_t part_stride = static_cast<int64_t>(p.heads) * kPartF4;
+  const float sc = p.inv_scaling;
+  const int rows = si.lq_alloc - m0;
+  T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
+          static_cast<int64_t>(h) * p.o_head_stride;
+  const int c = sp.y;
+  // E elements per thread and pass (a slice is kPartF4 / k elements: at most E x 256 where it fits), KB of the
+  // k - 1 other partials per batch of loads (all of them up to k = 9: the NVIDIA batch-1 rule's 8 and 9 chunks),
+  // 3 registers per element and partial.
+#define HSTU_SUM_TOGETHER(E, KB) \
+  fwd_split_sum_packed<T, kPartF4, E, KB>(base, part_stride, k, c, stash, e0, e1, ctid, og, p.o_row_stride, rows, sc)
+  if constexpr (D > 128) {
+    if (k == 2) {
+      HSTU_SUM_TOGETHER(4, 1);
+    } else {
+      HSTU_SUM_TOGETHER(2, 4);
+    }
+  } else {
+    constexpr int S = D < 128 ? 2 : 1;  // D = 64: half the elements per slice
+    if (k == 2) {
+      HSTU_SUM_TOGETHER(8 / S, 1);
+    } else if (k == 3) {
+      HSTU_SUM_TOGETHER(6 / S, 2);
+    } else if (k == 4) {
+      HSTU_SUM_TOGETHER(4 / S, 3);
+    } else if (k == 5) {
+      HSTU_SUM_TOGETHER(4 / S, 4);
+    } else if (k <= 7) {
+      HSTU_SUM_TOGETHER(3 / S, 6);
+    } else if (k == 8) {
+      HSTU_SUM_TOGETHER(2 / S, 7);
+    } else {
+      HSTU_SUM_TOGETHER(2 / S, 8);
+    }
+  }
+#undef HSTU_SUM_TOGETHER
   if (ctid == 0 && trace != nullptr) {
     fwd_trace_put(trace, 13, fwd_now());
     fwd_trace_put(trace, 14, fwd_now());

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"  // pack2
+#include "hstu/csrc/common/hstu_pdl.cuh"     // griddep_wait, griddep_launch_dependents
 #include "hstu/csrc/sm90/wgmma_sm90.cuh"
 
 namespace hstu {
@@ -123,15 +124,6 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, uint32_t sr
 
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-
-// Programmatic dependent launch (a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization): wait
-// until the grids before it on the stream have completed and their writes are visible (a no-op in a kernel launched
-// without the attribute); let the grid behind it start its CTAs (they wait in turn before reading this one's
-// outputs; a CTA that exits counts as having signalled).
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void griddep_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 
 #include "hstu/csrc/common/hstu_common.cuh"
 #include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/common/hstu_pdl.cuh"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 
@@ -71,8 +72,8 @@ template <bool kEarly = false>
 __device__ __forceinline__ bool sched_cta_work(const SchedArgs& s, int heads, int4& item, int& h,
                                                bool launch_dependents = false, int4* split = nullptr,
                                                int* together = nullptr) {
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (launch_dependents) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  griddep_wait();
+  if (launch_dependents) griddep_launch_dependents();
   if constexpr (kEarly) {
     const int x = static_cast<int>(blockIdx.x);
     const int4 hdr = *reinterpret_cast<const int4*>(s.count);  // (16-byte header)
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
                           const int fixed_cap) {
   // The kernel behind it (launched with programmatic stream serialization) may start its CTAs now; they wait for
   // this grid's completion (griddepcontrol.wait) before reading the list.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  griddep_launch_dependents();
   if (blockIdx.x > 0) {  // a zeroing CTA (launch_plan)
     const int64_t step = static_cast<int64_t>(gridDim.x - 1) * kPlanThreads;
     for (int64_t i = static_cast<int64_t>(blockIdx.x - 1) * kPlanThreads + threadIdx.x; i < a.zero_n4; i += step) {
@@ -517,26 +518,6 @@ inline SchedArgs sched_args(void* ws, const Sm90SchedLayout& l, int num_sms) {
   a.max_parts = static_cast<int>(l.max_parts);
   a.lpt_ctas = kListLptWaves * num_sms;
   return a;
-}
-
-// Launches `kernel` with programmatic stream serialization (pdl) or as a plain launch: with it, its CTAs may start
-// while the kernel before it on the stream runs (or once that one's CTAs all ran griddepcontrol.launch_dependents)
-// and must wait for it in-kernel (griddepcontrol.wait) before reading anything it wrote. Stream capture records
-// the attribute as a programmatic edge of the CUDA graph (CUDA >= 12.3).
-template <typename... Params, typename... Args>
-cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, bool pdl,
-                      Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl ? attr : nullptr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Launches a work-list kernel (ctas = capacity x H) behind the planner: with programmatic stream serialization

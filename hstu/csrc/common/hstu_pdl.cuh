@@ -1,0 +1,48 @@
+// Programmatic dependent launch (PDL), shared by the Hopper kernels, the validation and the cache append.
+//
+// A kernel launched with programmatic stream serialization may start its CTAs while the kernel before it on the
+// stream runs (or once that one's CTAs all ran griddepcontrol.launch_dependents) and must wait for it in-kernel
+// (griddep_wait) before reading anything it wrote. Stream capture records the attribute as a programmatic edge of
+// the CUDA graph (CUDA >= 12.3). Kept out of the sm80-class units' inputs (hstu/BUILD.bazel).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace hstu {
+
+// Wait until the grids before this one on the stream have completed and their writes are visible (a no-op in a
+// kernel launched without the attribute, and before sm_90).
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Let the grid behind this one start its CTAs (they wait in turn before reading this one's outputs; a CTA that
+// exits counts as having signalled).
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Launches `kernel` with programmatic stream serialization (pdl) or as a plain launch.
+template <typename... Params, typename... Args>
+cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, bool pdl,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace hstu
