@@ -423,20 +423,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         // dS factor ds_scale sigmoid (1 + h (1 - t)) = m (1 + h - h t) with m = ds_scale (1 + t) / 2 (four FMAs
         // after the tanh); P goes to shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays
         // in acc (kFmaFactor; else ds_scale sigmoid (1 + h (1 - t)) as written: with the FMA form the A100's D = 256
-        // kernel, sm_80 code, spilled 12 B). silu_pair: the two elements of row half hf of n8 tile (mt, nt), P
+        // kernel, sm_80 code, spilled 12 B, sm_86 / sm_89's 4-warp D = 128 one 4 B). silu_pair: the two elements of row half hf of n8 tile (mt, nt), P
         // packed; store_p stores them.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
         constexpr bool kFmaFactor = D != 256;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr bool kFmaFactor = false;  // (sm_86 / sm_89: the 4-warp D = 128 tile spilled 4 B)
 #else
         constexpr bool kFmaFactor = true;
 #endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-        auto silu_pair = [&](const int mt, const int nt, const int hf) {
+        auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
             const int e = hf * 2 + e2;
-            const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
+            const bool vis = !decltype(masked)::value || ((keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1});
             const float hh = acc[mt][nt][e] * half_alpha;
             const float t = tanh_approx(hh);
             pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
@@ -469,15 +471,37 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr int kDpParts = SMT > 1 ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
+        // kFullTilePass: on a fully visible tile the SiLU pass without the mask's bit tests and selects (3
+        // instructions fewer per element), where that compiled without spills (sm_90a: D = 128's two-stage kernels;
+        // sm_80: D = 128's; elsewhere 4-32 B).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+        constexpr bool kFullTilePass = D == 128 && PIPE == 0;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr bool kFullTilePass = false;
+#else
+        constexpr bool kFullTilePass = D == 128 && PIPE == 0 && STAGES == 2;
+#endif
         if constexpr (!kOverlapDp) {
-          for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf)); });
+          auto silu_pass = [&](auto masked) {
+            for_each_pair<SMT, SNT>(
+                [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, masked)); });
+          };
+          if constexpr (kFullTilePass) {
+            if (keep == ~Keep{0}) {
+              silu_pass(std::false_type());
+            } else {
+              silu_pass(std::true_type());
+            }
+          } else {
+            silu_pass(std::true_type());
+          }
         }
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
           uint32_t pp[SMT][2 * kNpPart][2];  // P of the part's n8 tiles 2 P0 + i
           if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
-                [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf); });
+                [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
           }
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
