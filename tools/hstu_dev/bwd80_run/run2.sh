@@ -1,7 +1,8 @@
 #!/bin/bash
 # bwd80 (issue 39, session 13), the one device call (merged wheels; <= 60 s): the portable backward of FA2's layout
-# with the grid (batch, key blocks, heads) (the heaviest key blocks first) and the dS factor in 3 FMAs, both the
-# default; kernel_options(bwd_sm80_cfg=13) adds dQ-first warps (opt-in). From the root of main's tree:
+# with the grid (batch, key blocks, heads) (the heaviest key blocks first), the dS factor in 3 FMAs and the SiLU pass
+# of full tiles without mask selects, all the default; kernel_options(bwd_sm80_cfg=13) adds dQ-first warps (opt-in).
+# From the root of main's tree:
 #   OUT=/tmp/o_bwd80 timeout 135 bash .carry/bwd80/run2.sh > /tmp/o_bwd80/stdout.txt 2>&1
 # 1. GPU tests (the branch's files, .carry/bwd80/tree): test_sm80_backward_gpu.py -k "grid_and_phase or
 #    context_kernel", test_kernel_options.py -k "bits_match or pack_and_restore"
