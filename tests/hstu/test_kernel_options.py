@@ -38,7 +38,7 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
     assert n == _ops.FWD_SM80_CFGS and n < 8
-    # The field holds the candidates 1-7 and 9-12 and the old layouts' value (hstu_bwd_sm80_kernel.cuh
+    # The field holds the candidates 1-7 and 9-12, the switch 13 and the old layouts' value (hstu_bwd_sm80_kernel.cuh
     # kBwdSm80OldCfg, kBwdSm80LastCfg).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
@@ -91,7 +91,7 @@ def test_kernel_options_pack_and_restore():
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
     for bad in (_ops.BWD_SM80_CFG_LAST + 1, -1, True, 2.0):
-        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 12\], got"):
+        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 13\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
     for cfg in range(1, _ops.FWD_SM80_CFG_OLD + 1):  # (bits 29-31; 6: the old tiles)

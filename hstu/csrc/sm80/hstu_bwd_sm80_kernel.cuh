@@ -816,7 +816,11 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
-constexpr int kBwdSm80LastCfg = 12;  // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile)
+// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 (kBwdPdsDqFirstCfg): the default kernels
+// with half of the warps running dQ before dK / dV (opt-in until measured; launch_hstu_bwd_candidate has no case for
+// it, so the default kernel runs and reads the switch itself)
+constexpr int kBwdSm80LastCfg = 13;
+static_assert(kBwdPdsDqFirstCfg == kBwdSm80LastCfg, "one switch after the candidates");
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
 // they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.

@@ -60,6 +60,10 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
+// kernel_options(bwd_sm80_cfg=13) (opt-in until measured): this layout's default kernels (PIPE 0, two Q / dO stages)
+// with half of the warps running phase 3 (dQ) before phase 2 (dK / dV), see hstu_bwd_pds_body.
+constexpr int kBwdPdsDqFirstCfg = 13;
+
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
   return (2 * BN * D + stages * 2 * BM * D + 2 * BM * BN) * 2;
@@ -83,6 +87,18 @@ __device__ __forceinline__ void for_each_score(int rbase, int jbase, F&& f) {
           f(mt, nt, hf * 2 + e2, r, j);
         }
     }
+}
+
+// Calls f(mt, i, hf) for row half hf of the warp's n8 score tiles (mt, i), mt < SMT, i < N: the order of the P / dS
+// stores (one packed pair of a row each).
+template <int SMT, int N, typename F>
+__device__ __forceinline__ void for_each_pair(F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < SMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) f(mt, i, hf);
 }
 
 // The visibility bits of a warp's SMT x SNT m16n8 score tiles on a tile that is not full: bit (mt SNT + nt) 4 + e
@@ -209,8 +225,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int n_block = blockIdx.x;
-  const int b = blockIdx.y;
+  // Grid (batch, key blocks, heads) (launch_hstu_bwd_pds): each head's key blocks 0 of every sequence (the heaviest
+  // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
+  // from blockIdx: a run-time choice of the order here made the one-stage and PIPE kernels spill 4-12 B.)
+  const int n_block = blockIdx.y;
+  const int b = blockIdx.x;
   const int h = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
@@ -279,7 +298,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       }
 
   const float half_alpha = 0.5f * p.alpha;
-  const float ds_scale = p.inv_scaling * p.alpha;
+  const float half_ds_scale = 0.5f * p.inv_scaling * p.alpha;
   const int64_t dq_row_stride = (int64_t)p.heads * D;
   // dq_accum == nullptr: deterministic mode, dQ is computed by hstu_bwd_dq_kernel instead (no atomics here).
   const bool with_dq = p.dq_accum != nullptr;
@@ -400,21 +419,35 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         }
-        // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)); P goes to
-        // shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays in acc. silu_pair: the
-        // two elements of row half hf of n8 tile (mt, nt), P packed; store_p stores them.
+        // h = alpha s / 2, t = tanh(h): P = SiLU(alpha s) = h (1 + t), SiLU' = sigmoid (1 + h (1 - t)), and the
+        // dS factor ds_scale sigmoid (1 + h (1 - t)) = m (1 + h - h t) with m = ds_scale (1 + t) / 2 (four FMAs
+        // after the tanh); P goes to shared memory (rows lane/4 and lane/4 + 8, two keys each), the dS factor stays
+        // in acc (kFmaFactor; else ds_scale sigmoid (1 + h (1 - t)) as written: with the FMA form the A100's D = 256
+        // kernel, sm_80 code, spilled 12 B, sm_86 / sm_89's 4-warp D = 128 one 4 B). silu_pair: the two elements of row half hf of n8 tile (mt, nt), P
+        // packed; store_p stores them.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+        constexpr bool kFmaFactor = D != 256;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr bool kFmaFactor = false;  // (sm_86 / sm_89: the 4-warp D = 128 tile spilled 4 B)
+#else
+        constexpr bool kFmaFactor = true;
+#endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-        auto silu_pair = [&](const int mt, const int nt, const int hf) {
+        auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
             const int e = hf * 2 + e2;
-            const bool vis = (keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1};
+            const bool vis = !decltype(masked)::value || ((keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1});
             const float hh = acc[mt][nt][e] * half_alpha;
             const float t = tanh_approx(hh);
-            const float sig = fmaf(0.5f, t, 0.5f);
             pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
-            acc[mt][nt][e] = vis ? ds_scale * sig * fmaf(hh, 1.f - t, 1.f) : 0.f;
+            if constexpr (kFmaFactor) {
+              const float m = fmaf(half_ds_scale, t, half_ds_scale);
+              acc[mt][nt][e] = vis ? fmaf(m, fmaf(-hh, t, hh), m) : 0.f;
+            } else {
+              acc[mt][nt][e] = vis ? (2.f * half_ds_scale) * fmaf(0.5f, t, 0.5f) * fmaf(hh, 1.f - t, 1.f) : 0.f;
+            }
           }
           return pack2<T>(pv[0], pv[1]);
         };
@@ -438,35 +471,44 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr int kDpParts = SMT > 1 ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
+        // kFullTilePass: on a fully visible tile the SiLU pass without the mask's bit tests and selects (3
+        // instructions fewer per element), where that compiled without spills (sm_90a: D = 128's two-stage kernels;
+        // sm_80: D = 128's; elsewhere 4-32 B).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+        constexpr bool kFullTilePass = D == 128 && PIPE == 0;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr bool kFullTilePass = false;
+#else
+        constexpr bool kFullTilePass = D == 128 && PIPE == 0 && STAGES == 2;
+#endif
         if constexpr (!kOverlapDp) {
-#pragma unroll
-          for (int mt = 0; mt < SMT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-              for (int hf = 0; hf < 2; ++hf) store_p(mt, nt, hf, silu_pair(mt, nt, hf));
+          auto silu_pass = [&](auto masked) {
+            for_each_pair<SMT, SNT>(
+                [&](int mt, int nt, int hf) { store_p(mt, nt, hf, silu_pair(mt, nt, hf, masked)); });
+          };
+          if constexpr (kFullTilePass) {
+            if (keep == ~Keep{0}) {
+              silu_pass(std::false_type());
+            } else {
+              silu_pass(std::true_type());
+            }
+          } else {
+            silu_pass(std::true_type());
+          }
         }
         auto dp_part = [&](auto part) {
           constexpr int P0 = decltype(part)::value * kNpPart;
           uint32_t pp[SMT][2 * kNpPart][2];  // P of the part's n8 tiles 2 P0 + i
           if constexpr (kOverlapDp) {
-#pragma unroll
-            for (int mt = 0; mt < SMT; ++mt)
-#pragma unroll
-              for (int i = 0; i < 2 * kNpPart; ++i)
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf);
+            for_each_pair<SMT, 2 * kNpPart>(
+                [&](int mt, int i, int hf) { pp[mt][i][hf] = silu_pair(mt, 2 * P0 + i, hf, std::true_type()); });
           }
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
                std::integral_constant<bool, kOverlapDp>());
           if constexpr (kOverlapDp) {
-#pragma unroll
-            for (int mt = 0; mt < SMT; ++mt)
-#pragma unroll
-              for (int i = 0; i < 2 * kNpPart; ++i)
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]);
+            for_each_pair<SMT, 2 * kNpPart>(
+                [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
           }
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
@@ -497,19 +539,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
-#pragma unroll
-        for (int mt = 0; mt < SMT; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < SNT; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
-                           "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
+        for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
+                       "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
+        });
       }
       __syncthreads();  // P, dS complete
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
-      {
+      auto phase_kv = [&] {
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
@@ -575,17 +613,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         }
-      }
-      if (STAGES == 1 && next_tile(mb) < tiles_end()) {
-        __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
-        const int mn = next_tile(mb) * BM;
-        const uint32_t ot = opaque(tid);
-        load_q_do(sQ, mn, ot);
-        cp_async_commit();
-      }
-
+      };
       // ---- Phase 3: dQ[m0 + q_m .., q_d ..] += dS K, QPW columns per pass, added to the fp32 workspace.
-      if (with_dq) {
+      auto phase_dq = [&] {
+        if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int q_m = (warp % C::kQWM) * QR, q_d = (warp / C::kQWM) * QC;
@@ -649,6 +680,31 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                               acc_q[mt][dt][2 * hf + 1], i < si.lq);
               }
         }
+      };
+      if constexpr (STAGES == 2 && PIPE == 0) {
+        // kernel_options(bwd_sm80_cfg=13) (opt-in until measured): the two warps of a scheduler (w, w + NWARPS / 2)
+        // run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at D = 128, back to
+        // back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead of both waiting
+        // in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill 88 B); not in
+        // the PIPE candidates (8-24 B).
+        const bool dq_first = warp >= NWARPS / 2 && p.bwd_sm80_cfg == kBwdPdsDqFirstCfg;
+        if (dq_first) {
+          phase_dq();
+          phase_kv();
+        } else {
+          phase_kv();
+          phase_dq();
+        }
+      } else {
+        phase_kv();
+        if (STAGES == 1 && next_tile(mb) < tiles_end()) {
+          __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
+          const int mn = next_tile(mb) * BM;
+          const uint32_t ot = opaque(tid);
+          load_q_do(sQ, mn, ot);
+          cp_async_commit();
+        }
+        phase_dq();
       }
       mb = next_tile(mb);
       stage ^= (STAGES == 2 ? 1 : 0);
@@ -727,7 +783,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         if (err != cudaSuccess) return err;
       }
-      dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.batch, p.heads);
+      // (batch, key blocks, heads): the heaviest key blocks first (causal: block 0 walks every query tile); in a
+      // dispatch model of B16 S4K 6 % shorter than (key blocks, batch, heads), whose last sequences' block 0 started
+      // last.
+      dim3 grid(p.batch, (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads);
       kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       return cudaGetLastError();
     };
