@@ -28,16 +28,20 @@
 //     (the CAS right after the relaxed load that read the key; never on a slot read LOCKED; probe_concurrent<true>),
 //     and a tile that took it, or met it held by a duplicate, never waits on another slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
-//     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
-//     waited out, whose holders never wait), and replaces the slot of least (score, digest, key) (evicts_before;
-//     no slot position, so every layout evicts the same key) if the new score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
-//     serializes all remaining changes of that bucket. A key the first pass found missing from a full bucket
-//     comes to the insert pass flagged (kPendingFullBucket) and goes straight to this path.
+//     rescans the bucket's digests and scores (scan_bucket), and replaces the slot of least (score, digest, key)
+//     (evicts_before; no slot position, so every layout evicts the same key) if the new score is strictly
+//     higher. The victim is locked by one exchange (key -> LOCKED) in the same round trip as the reads of the
+//     key words whose digest is the key's (a duplicate may have inserted the key: then the victim is put back);
+//     LOCKED slots (hits, whose holders never wait) are waited out and the bucket rescanned. A full bucket never
+//     gains free slots inside an insert kernel, so the lock serializes all remaining changes of that bucket. A
+//     key the first pass found missing from a full bucket comes to the insert pass flagged (kPendingFullBucket)
+//     and goes straight to this path.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
 // Why this shape (first-pass claims, digest chunks loaded together, rows unrolled twice, per-family occupancy, a
 // capped insert-pass grid, a constant-initializer instance at 6 blocks/SM): each was measured against the one before
-// it, with the variants that lost; see docs/archive/dynamicemb_lookup_log.md ("Table kernels").
+// it, with the variants that lost; see docs/archive/dynamicemb_lookup_log.md ("Table kernels"); the insert pass's
+// warp groups and eviction round trips: docs/dynamicemb_storage_notes.md ("The insert pass at load 1.0").
 #pragma once
 
 #include <cooperative_groups.h>
