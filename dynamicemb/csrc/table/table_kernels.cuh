@@ -196,6 +196,13 @@ __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams&
 }
 
 
+// The insert pass's group counter (upsert_insert_kernel): the word kInsertGroupWord past the pending count, in the
+// same reserved span of the pending scratch (kPendingExtra).
+constexpr int kInsertGroupWord = 4;
+__device__ __forceinline__ unsigned long long* insert_group_counter(const UpsertParams& p) {
+  return pending_count(p) + kInsertGroupWord;
+}
+
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
 constexpr long long kPendingFullBucket = 1ll << 62;
 
@@ -802,10 +809,17 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const uint64_t clock = static_cast<uint64_t>(s_clock);
-  // Group g of the grid's warps: keys g * kWarpKeys + (tile in warp), g = global warp, + the grid's warps, ...
+  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
+  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
+  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
+  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
+  unsigned long long* next_group = insert_group_counter(p);
+  int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
 #pragma unroll 1
-  for (int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32; g * kWarpKeys < count;
-       g += static_cast<int64_t>(gridDim.x) * (kBlock / 32)) {
+  while (g * kWarpKeys < count) {
+    unsigned long long nx = 0;
+    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
     if (j < count) {
       KeyArgs a;
@@ -828,6 +842,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
       }
     }
     __syncwarp();
+    g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
   flush_stats(p, s_stats);
 }
@@ -959,14 +974,18 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
 #endif
 
 namespace detail {
-// Advances the op clock and zeroes the op's stats and pending count; runs before every upsert (stream-ordered).
+// Advances the op clock and zeroes the op's stats, pending count and the insert pass's group counter; runs before
+// every upsert (stream-ordered).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
 __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count) {
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
-    if (pending_count) *pending_count = 0;
+    if (pending_count) {
+      pending_count[0] = 0;
+      pending_count[kInsertGroupWord] = 0;  // insert_group_counter
+    }
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
 }
