@@ -363,8 +363,9 @@ __device__ __forceinline__ void prefetch_bucket_l2(const Tile& tile, const Table
 // ---------------------------------------------------------------- eviction scan under the bucket lock
 // The victim is the slot of minimum (score, digest, key) (table_types.h evicts_before): no slot position takes part,
 // so an all-HBM and a hybrid table (whose keys sit in other slots) evict the same key. The scan reads the bucket's
-// digests and scores only (1.1 KB for 128 slots); key words are read where a digest is the key's or the empty
-// digest (as before), and, rarely, where two slots tie in (score, digest) (victim_exact).
+// digests and scores only (1.1 KB for 128 slots); the key words of slots whose digest is the key's are read after
+// it, in the round trip that claims the victim (evict_insert), and, rarely, where two slots tie in (score, digest)
+// (victim_exact).
 //
 // Rank of a slot without its key: score << 8 | digest, in the eviction order while scores are below 2^56 (LRU
 // clocks, LFU counts, epochs below 2^24); a bucket holding a larger score is decided by victim_exact. Two
@@ -387,82 +388,55 @@ __device__ __forceinline__ EvictCand cand_min(const EvictCand& a, const EvictCan
   const bool eq = b.rank == a.rank;
   return EvictCand{lt ? b.rank : a.rank, lt ? b.idx : a.idx, lt ? b.tie : (a.tie || eq)};
 }
-// 0x80 in each byte of x that is zero (exact per byte: no borrow crosses bytes).
-__device__ __forceinline__ uint32_t zero_bytes(uint32_t x) {
-  return ~(((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;
-}
-// 16-bit mask of a chunk's slots whose digest is d4's or e4's byte (the multiply gathers bits 7, 15, 23, 31 into
-// bits 28-31: its partial products land on distinct bits, so nothing carries into them).
-__device__ __forceinline__ uint32_t look16(uint4 c, uint32_t d4, uint32_t e4) {
-  const uint32_t w[4] = {c.x, c.y, c.z, c.w};
-  uint32_t m = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t z = zero_bytes(w[j] ^ d4) | zero_bytes(w[j] ^ e4);
-    m |= ((z * 0x00204081u) >> 28) << (4 * j);
-  }
-  return m;
-}
 __device__ __forceinline__ uint32_t digest_word(const uint4& d, int j) {
   return j < 4 ? d.x : (j < 8 ? d.y : (j < 12 ? d.z : d.w));
 }
 
-struct BucketScan {
-  int64_t found, free_slot;
-  EvictCand min;  // the lane's least rank over its slots (those of found / free slots included: then unused)
-  uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
+// One 16-slot chunk's digests (16 bytes) and scores (8 x 16 bytes), all nine loads issued before any is used
+// (coherent: L2, where the eviction path prefetched the bucket). Slot j's score: words (x, y) of ss[j / 2] for even
+// j, (z, w) for odd j.
+struct ChunkScores {
+  uint4 d;
+  uint4 ss[8];
 };
-// Lane l takes the 16-slot chunks l, l + kTile, ...: one 16-byte digest load and eight 16-byte score loads per chunk,
-// all issued before any is used; then the key words the digests ask for; then the chunk's least rank by a tree of
-// 15 compares (depth 4), merged into the lane's.
-// Why digests suffice under the lock: only the lock holder changes which key a slot holds, except claims of free
-// slots (EMPTY -> LOCKED -> key, digest written before the key), which read as the empty digest or the new key's
-// digest, both of which send us to the key word. A slot LOCKED by a hit (a row writer; its holder never waits)
-// keeps its key and digest; its score may change: the slot is waited out and its score read again (an extra
-// candidate; the stale rank stays in the tree, and the claim re-checks the victim's score, so a stale score costs
-// a rescan, never a wrong eviction).
-__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, uint64_t key, int64_t base,
-                                                  uint32_t d4) {
-  const int chunks = t.bucket_capacity / 16;
-  const uint32_t e4 = 0x01010101u * empty_digest();
-  const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
-  BucketScan r{-1, -1, EvictCand{~0ull, -1, false}, 0u};
-  // The loop waits for one chunk at a time (all of a lane's loads at once would cost the insert pass its
-  // occupancy); the caller prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
-#pragma unroll 1
-  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
-    const int64_t s0 = base + c * 16;
-    const uint4 d = load_digests(t.digests, base, c, true);
-    uint4 ss[8];
+__device__ __forceinline__ ChunkScores load_chunk_scores(const TableRef& t, int64_t base, int c) {
+  ChunkScores r;
+  r.d = load_digests(t.digests, base, c, true);
+  const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base + c * 16);
 #pragma unroll
-    for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
-    // Key words first (slots whose digest is the key's or the empty digest: ~0.5 of each per bucket): a loop, so a
-    // basic block ends here and the score loads above stay issued together (in one block with the rank compares
-    // below, the compiler delayed two of them behind the compares: a second L2 round trip per chunk).
-    uint32_t look = look16(d, d4, e4);
-    while (look) {
-      const int j = __ffs(look) - 1;
-      look &= look - 1;
-      const int64_t slot = s0 + j;
-      uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-      if (k == kLockedKey) {
-        k = wait_unlocked(t.keys, slot);
-        const uint64_t sc = __ldcg(scores + slot);  // an extra candidate (the stale rank stays: see above)
-        r.big |= static_cast<uint32_t>(sc >> 32);
-        r.min = cand_min(r.min, EvictCand{evict_rank(static_cast<uint32_t>(sc), static_cast<uint32_t>(sc >> 32),
-                                                     digest_word(d, j), j & 3),
-                                          c * 16 + j, false});
-      }
-      if (k == key) r.found = slot;
-      else if (k == kEmptyKey && r.free_slot < 0) r.free_slot = slot;
-    }
+  for (int b = 0; b < 8; ++b) r.ss[b] = __ldcg(sp + b);
+  return r;
+}
+
+struct BucketScan {
+  EvictCand min;  // the lane's least rank over its slots
+  uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
+  uint64_t look;  // the lane's slots whose digest is the key's: bit 16 i + j = slot j of the lane's chunk i
+};
+// Lane l takes the 16-slot chunks l, l + kTile, ...: one 16-byte digest load and eight 16-byte score loads per chunk
+// (load_chunk_scores), then the chunk's least rank by a tree of 15 compares (depth 4), merged into the lane's. No key
+// word is read here: the caller reads those of `look` together with its claim of the victim.
+// Why digests and scores suffice under the lock: the bucket has no free slot (a key comes here only after its
+// probe found none, and slots never become free during an upsert), and only the lock holder changes which key a
+// slot holds; a slot LOCKED by a hit (a row writer; its holder never waits) keeps its key and digest, and its score
+// may change: the claim re-checks the victim's score (a stale score costs a rescan, never a wrong eviction).
+__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4) {
+  const int chunks = t.bucket_capacity / 16;
+  BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
+  // One chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy); the caller
+  // prefetched the whole bucket into L2 before taking the lock (prefetch_bucket_l2).
+  int i = 0;
+#pragma unroll 1
+  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
+    const ChunkScores cs = load_chunk_scores(t, base, c);
+    r.look |= static_cast<uint64_t>(match16(cs.d, d4)) << (16 * i);
     EvictCand e[8];
 #pragma unroll
     for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
-      const uint32_t dw = digest_word(d, 2 * b);
-      const uint64_t r0 = evict_rank(ss[b].x, ss[b].y, dw, (2 * b) & 3);
-      const uint64_t r1 = evict_rank(ss[b].z, ss[b].w, dw, (2 * b + 1) & 3);
-      r.big |= ss[b].y | ss[b].w;
+      const uint32_t dw = digest_word(cs.d, 2 * b);
+      const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
+      const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
+      r.big |= cs.ss[b].y | cs.ss[b].w;
       const bool lt = r1 < r0;
       e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
     }
@@ -474,6 +448,15 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
     r.min = cand_min(r.min, e[0]);
   }
   return r;
+}
+// Bucket-local slot of bit `bit` of a lane's `look` mask (BucketScan).
+__device__ __forceinline__ int look_slot(const Tile& tile, int bit) {
+  return ((bit >> 4) * kTile + static_cast<int>(tile.thread_rank())) * 16 + (bit & 15);
+}
+// The `look` bit of bucket-local slot `idx`, in the lane that owns it (0 in the others).
+__device__ __forceinline__ uint64_t look_bit(const Tile& tile, int idx) {
+  const int c = idx >> 4;
+  return (c % kTile) == static_cast<int>(tile.thread_rank()) ? 1ull << (16 * (c / kTile) + (idx & 15)) : 0ull;
 }
 
 // The tile's least rank (every lane gets the same rank, tie and big; idx agrees unless tie): shuffles of the rank
@@ -492,12 +475,11 @@ __device__ __forceinline__ EvictCand tile_min_rank(const Tile& tile, EvictCand m
 
 // The victim by evicts_before itself (a tie of the tile's least rank, or a score >= 2^56 in the bucket): every slot
 // of the lane compared by (score, digest), key words read for slots that tie with the lane's best and for each
-// lane's best, then the lanes reduced by (score, digest, key). Only after the scan found neither the key nor a free
-// slot: every slot holds another key (LOCKED slots are waited out). Returns the slot and its score.
+// lane's best, then the lanes reduced by (score, digest, key). Only after the key words of the key's digest showed
+// the key absent: every slot holds another key (LOCKED slots are waited out). Returns the slot and its score.
 __device__ __forceinline__ int64_t victim_exact(const Tile& tile, const TableRef& t, int64_t base,
                                                 uint64_t& victim_score) {
   const int chunks = t.bucket_capacity / 16;
-  const unsigned long long* scores = reinterpret_cast<const unsigned long long*>(t.scores);
   int64_t best = -1;
   uint64_t bs = 0, bk = 0;
   uint32_t bd = 0;
@@ -505,15 +487,12 @@ __device__ __forceinline__ int64_t victim_exact(const Tile& tile, const TableRef
 #pragma unroll 1
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
     const int64_t s0 = base + c * 16;
-    const uint4 d = load_digests(t.digests, base, c, true);
-    uint4 ss[8];
-#pragma unroll
-    for (int b = 0; b < 8; ++b) ss[b] = __ldcg(reinterpret_cast<const uint4*>(scores + s0) + b);
+    const ChunkScores cs = load_chunk_scores(t, base, c);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const uint64_t sc = (j & 1) ? (static_cast<uint64_t>(ss[j / 2].w) << 32 | ss[j / 2].z)
-                                  : (static_cast<uint64_t>(ss[j / 2].y) << 32 | ss[j / 2].x);
-      const uint32_t dg = (digest_word(d, j) >> (8 * (j & 3))) & 0xffu;
+      const uint64_t sc = (j & 1) ? (static_cast<uint64_t>(cs.ss[j / 2].w) << 32 | cs.ss[j / 2].z)
+                                  : (static_cast<uint64_t>(cs.ss[j / 2].y) << 32 | cs.ss[j / 2].x);
+      const uint32_t dg = (digest_word(cs.d, j) >> (8 * (j & 3))) & 0xffu;
       if (best < 0 || sc < bs || (sc == bs && dg < bd)) {
         best = s0 + j;
         bs = sc;
@@ -545,6 +524,16 @@ __device__ __forceinline__ int64_t victim_exact(const Tile& tile, const TableRef
   }
   victim_score = bs;
   return best;
+}
+
+// Locks an occupied slot for eviction: key -> LOCKED by one exchange (acquire), returning the word replaced. No
+// prior load of the key is needed: a slot found LOCKED (a hit's lock) is left LOCKED (the exchange wrote the value
+// it held), a key is now held by the caller, who puts it back (publish_key) if it does not evict it.
+__device__ __forceinline__ uint64_t lock_victim(void* keys, int64_t slot) {
+  uint64_t old;
+  unsigned long long* p = reinterpret_cast<unsigned long long*>(keys) + slot;
+  asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(kLockedKey) : "memory");
+  return old;
 }
 
 }  // namespace table

@@ -28,16 +28,20 @@
 //     (the CAS right after the relaxed load that read the key; never on a slot read LOCKED; probe_concurrent<true>),
 //     and a tile that took it, or met it held by a duplicate, never waits on another slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
-//     rescans the bucket's digests and scores (scan_bucket; key words only where a digest asks, LOCKED slots
-//     waited out, whose holders never wait), and replaces the slot of least (score, digest, key) (evicts_before;
-//     no slot position, so every layout evicts the same key) if the new score is strictly higher; a full bucket never gains free slots inside an insert kernel, so the lock
-//     serializes all remaining changes of that bucket. A key the first pass found missing from a full bucket
-//     comes to the insert pass flagged (kPendingFullBucket) and goes straight to this path.
+//     rescans the bucket's digests and scores (scan_bucket), and replaces the slot of least (score, digest, key)
+//     (evicts_before; no slot position, so every layout evicts the same key) if the new score is strictly
+//     higher. The victim is locked by one exchange (key -> LOCKED) in the same round trip as the reads of the
+//     key words whose digest is the key's (a duplicate may have inserted the key: then the victim is put back);
+//     LOCKED slots (hits, whose holders never wait) are waited out and the bucket rescanned. A full bucket never
+//     gains free slots inside an insert kernel, so the lock serializes all remaining changes of that bucket. A
+//     key the first pass found missing from a full bucket comes to the insert pass flagged (kPendingFullBucket)
+//     and goes straight to this path.
 //   Holders of a slot lock never wait on anything, so there are no wait cycles.
 //
 // Why this shape (first-pass claims, digest chunks loaded together, rows unrolled twice, per-family occupancy, a
 // capped insert-pass grid, a constant-initializer instance at 6 blocks/SM): each was measured against the one before
-// it, with the variants that lost; see docs/archive/dynamicemb_lookup_log.md ("Table kernels").
+// it, with the variants that lost; see docs/archive/dynamicemb_lookup_log.md ("Table kernels"); the insert pass's
+// warp groups and eviction round trips: docs/dynamicemb_storage_notes.md ("The insert pass at load 1.0").
 #pragma once
 
 #include <cooperative_groups.h>
@@ -191,6 +195,13 @@ __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams&
   return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
 }
 
+
+// The insert pass's group counter (upsert_insert_kernel): the word kInsertGroupWord past the pending count, in the
+// same reserved span of the pending scratch (kPendingExtra).
+constexpr int kInsertGroupWord = 4;
+__device__ __forceinline__ unsigned long long* insert_group_counter(const UpsertParams& p) {
+  return pending_count(p) + kInsertGroupWord;
+}
 
 // Flag in a pending entry's index word: the first pass found the key missing and its bucket full.
 constexpr long long kPendingFullBucket = 1ll << 62;
@@ -362,72 +373,108 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     __nanosleep(64);
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
+  const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    BucketScan sc = scan_bucket(tile, t, a.key, base, 0x01010101u * digest);
-    uint32_t b = tile.ballot(sc.found >= 0);
-    if (b) {
-      if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(sc.found, __ffs(b) - 1), out)) break;
+    const BucketScan sc = scan_bucket(tile, t, base, d4);
+    // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
+    // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
+    bool big = (sc.big >> 24) != 0;
+    const EvictCand m = tile_min_rank(tile, sc.min, big);
+    uint64_t victim_score = m.rank >> 8;
+    const bool refuse = !big && !(new_score > victim_score);  // (before any key word is read for a tie)
+    const bool exact = big || m.tie;
+    // One round trip: the key words of the slots whose digest is the key's (a duplicate of this batch may have
+    // inserted the key) and, when the rank settled the victim, the victim's lock (lock_victim; its key word comes
+    // back from the exchange, so its look bit is dropped).
+    const bool spec = !refuse && !exact && m.idx >= 0;
+    int64_t victim = base + m.idx;
+    uint64_t look = sc.look & ~(spec ? look_bit(tile, m.idx) : 0ull);
+    int64_t found = -1;
+    bool held = false;  // a slot of the key's digest read LOCKED (a hit holds it: maybe the key's)
+    uint64_t k0 = 0;
+    int j0 = -1;
+    if (look) {
+      j0 = __ffsll(static_cast<long long>(look)) - 1;
+      look &= look - 1;
+      k0 = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j0));
+    }
+    uint64_t old = kLockedKey;
+    if (spec && lead) old = lock_victim(t.keys, victim);
+    if (j0 >= 0) {
+      if (k0 == a.key) found = base + look_slot(tile, j0);
+      held = k0 == kLockedKey;
+    }
+    while (look) {  // a second slot of the key's digest in this lane (rare)
+      const int j = __ffsll(static_cast<long long>(look)) - 1;
+      look &= look - 1;
+      const uint64_t k = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + base + look_slot(tile, j));
+      if (k == a.key) found = base + look_slot(tile, j);
+      held = held || k == kLockedKey;
+    }
+    const uint32_t bf = tile.ballot(found >= 0);
+    const bool any_held = tile.any(held);
+    old = tile.shfl(old, 0);
+    if (spec && (bf || any_held || old == a.key)) {
+      // The key may be present: put the victim back (its word unchanged, or LOCKED left to its holder).
+      if (lead && old != kLockedKey) publish_key(t.keys, victim, old);
+      if (old == a.key) found = lead ? victim : found;
+    }
+    const uint32_t bf2 = tile.ballot(found >= 0);
+    if (bf2) {
+      if (serve_hit<V, P>(tile, p, a, row_in, tile.shfl(found, __ffs(bf2) - 1), out)) break;
       continue;  // evicted under us: rescan
     }
-    b = tile.ballot(sc.free_slot >= 0);
-    int64_t victim;
-    uint64_t victim_score = 0;
-    bool is_free = b != 0;
-    if (is_free) {
-      for (int o = kTile / 2; o > 0; o >>= 1) {  // the lowest free slot
-        const int64_t of = tile.shfl_xor(sc.free_slot, o);
-        if (of >= 0 && (sc.free_slot < 0 || of < sc.free_slot)) sc.free_slot = of;
+    if (any_held) {
+      // Wait the LOCKED slots of the key's digest out, then rescan (their holders never wait).
+      uint64_t w = sc.look;
+      while (w) {
+        const int j = __ffsll(static_cast<long long>(w)) - 1;
+        w &= w - 1;
+        wait_unlocked(t.keys, base + look_slot(tile, j));
       }
-      victim = sc.free_slot;
-    } else {
-      // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
-      // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
-      bool big = (sc.big >> 24) != 0;
-      const EvictCand m = tile_min_rank(tile, sc.min, big);
-      if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
-      victim = base + m.idx;
-      victim_score = m.rank >> 8;
-      if (!big && !(new_score > victim_score)) break;  // refused (before any key word is read for a tie)
-      if (big || m.tie) {
-        victim = victim_exact(tile, t, base, victim_score);
-        if (!(new_score > victim_score)) break;  // refused
-      }
+      continue;
     }
-    // Claim the victim; if a hit changed its score since the scan, put it back and rescan. (The scan reads no
-    // key word of a slot whose digest is neither the key's nor the empty digest: a LOCKED victim is waited out
-    // here, and a victim found EMPTY, whose digest was not the empty digest, is taken as a free slot.)
-    bool claimed = false;
-    uint64_t victim_key = 0;
-    if (lead) {
-      if (is_free) {
-        claimed = claim_free(t.keys, victim) == kEmptyKey;
-      } else {
-        const uint64_t expect = wait_unlocked(t.keys, victim);
-        if (expect == kEmptyKey) {
-          claimed = is_free = claim_free(t.keys, victim) == kEmptyKey;
-        } else if (!is_reserved_key(expect) && cas_key(t.keys, victim, expect, kLockedKey) == expect) {
-          if (__ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score) {
-            claimed = true;
-            victim_key = expect;
-          } else {
-            publish_key(t.keys, victim, expect);
-          }
-        }
-      }
+    if (refuse) break;
+    if (m.idx < 0) break;  // no occupied slot (cannot happen in a full bucket): refused
+    if (exact) {
+      victim = victim_exact(tile, t, base, victim_score);
+      if (!(new_score > victim_score)) break;  // refused
+      if (lead) old = lock_victim(t.keys, victim);
+      old = tile.shfl(old, 0);
     }
-    claimed = tile.shfl(claimed, 0);
-    is_free = tile.shfl(is_free, 0);
-    if (!claimed) continue;
+    // The victim's lock: LOCKED means a hit holds the slot (wait it out, rescan); EMPTY (a free slot, which a full
+    // bucket does not have) is taken as one; a key is evicted if its score is still the scanned one (a hit may
+    // have changed it since the scan: then it is put back and the bucket rescanned).
+    if (old == kLockedKey) {
+      if (lead) wait_unlocked(t.keys, victim);
+      tile.sync();
+      continue;
+    }
+    const bool is_free = old == kEmptyKey;
+    bool claimed = true;
+    if (!is_free && lead) {
+      claimed = __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + victim) == victim_score;
+      if (!claimed) publish_key(t.keys, victim, old);
+    }
+    if (!tile.shfl(claimed, 0)) continue;
     if (is_free) {
       fill_new<V, false>(tile, p, a, row_in, digest, victim, new_score);
       filled = victim;
       out = Outcome{victim, kStatInserted, false};
       break;
     }
-    victim_key = tile.shfl(victim_key, 0);
+    const uint64_t victim_key = old;
     if (p.mode == kInsertAndEvict) {
+      // One atomic per group of converged tiles for the output positions (the count is one contended word).
       unsigned long long pos = 0;
-      if (lead) pos = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted, 1ull);
+      if (lead) {
+        const cg::coalesced_group g = cg::coalesced_threads();
+        unsigned long long b0 = 0;
+        if (g.thread_rank() == 0)
+          b0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.stats) + kStatEvicted,
+                         static_cast<unsigned long long>(g.size()));
+        pos = g.shfl(b0, 0) + g.thread_rank();
+      }
       pos = tile.shfl(pos, 0);
       if (lead) {
         if (p.evicted_keys) reinterpret_cast<KT*>(p.evicted_keys)[pos] = static_cast<KT>(victim_key);
@@ -735,13 +782,16 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
 }
 
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
-// kInsertGrid blocks, each looping over blocks of 64 pending keys (blocks past the count exit at once). 2 blocks/SM:
-// the loop needs 98 registers without spills (at 3 blocks/SM, 80 registers, it spills 12 bytes). Measured on
-// H200, dim 32, 1M keys: 14.8 -> 3.9 us with nothing pending; 189 -> 226 us with 45K keys pending (load factor 1).
+// the blocks that fit at once (2 per SM: the loop needs 98-128 registers without spills; at 3 blocks/SM, 80
+// registers, it spills), each warp looping over groups of 8 pending keys (blocks past the count exit at once).
+// The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
+// issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
+// warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
+  constexpr int kWarpKeys = 32 / kTile;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
@@ -755,36 +805,46 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   __shared__ unsigned s_stats[kNumStats];
   __shared__ UpsertParams s_p;  // for the out-of-line eviction path
   if (threadIdx.x == 0) s_p = p;
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const uint64_t clock = static_cast<uint64_t>(s_clock);
-  // Blocks of 64 pending keys: blockIdx.x, + gridDim.x, ...
-#pragma unroll 1
-  for (int64_t blk = blockIdx.x; blk * (kBlock / kTile) < count; blk += gridDim.x) {
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();
-  const int64_t j = (blk * kBlock + threadIdx.x) / kTile;
-  if (j < count) {
-    KeyArgs a;
-    const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
-    a.key = static_cast<uint64_t>(e.x);
-    a.i = e.y & ~kPendingFullBucket;
-    a.score_given = p.scores_in != nullptr;
-    a.score_in = a.score_given ? p.scores_in[a.i] : 0;
-    a.clock = clock;
-    a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
-    const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-    const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
-    if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
-      init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
-    if (tile.thread_rank() == 0) {
-      if (p.slots_out) p.slots_out[a.i] = o.slot;
-      if (p.found_out) p.found_out[a.i] = o.hit;
-      if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
-        atomicAdd(&s_stats[o.stat], 1u);
+  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const uint64_t clock = static_cast<uint64_t>(s_clock);
+  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
+  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
+  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
+  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
+  unsigned long long* next_group = insert_group_counter(p);
+  int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+#pragma unroll 1
+  while (g * kWarpKeys < count) {
+    unsigned long long nx = 0;
+    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+    const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
+    if (j < count) {
+      KeyArgs a;
+      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
+      a.key = static_cast<uint64_t>(e.x);
+      a.i = e.y & ~kPendingFullBucket;
+      a.score_given = p.scores_in != nullptr;
+      a.score_in = a.score_given ? p.scores_in[a.i] : 0;
+      a.clock = clock;
+      a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
+      const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
+        init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
+      if (tile.thread_rank() == 0) {
+        if (p.slots_out) p.slots_out[a.i] = o.slot;
+        if (p.found_out) p.found_out[a.i] = o.hit;
+        if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
+          atomicAdd(&s_stats[o.stat], 1u);
+      }
     }
+    __syncwarp();
+    g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
-  flush_stats(p, s_stats);  // (its readers of s_stats are the threads that zero it for the next block of keys)
-  }
+  flush_stats(p, s_stats);
 }
 
 template <int K, int V, int P>
@@ -914,21 +974,36 @@ __global__ void __launch_bounds__(kBlock, 2) rehash_kernel(RehashParams rp) {
 #endif
 
 namespace detail {
-// Advances the op clock and zeroes the op's stats and pending count; runs before every upsert (stream-ordered).
+// Advances the op clock and zeroes the op's stats, pending count and the insert pass's group counter; runs before
+// every upsert (stream-ordered).
 // A named namespace (not an anonymous one: kernel names must not depend on the source path, BUILD_CONTRACT.md),
 // and a template like every kernel here, so each generated unit owns its instance (no ODR clash at link time).
 template <int K, int V, int P>
 __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long long* pending_count) {
   if (threadIdx.x == 0) {
     counters[kCounterClock] += 1;
-    if (pending_count) *pending_count = 0;
+    if (pending_count) {
+      pending_count[0] = 0;
+      pending_count[kInsertGroupWord] = 0;  // insert_group_counter
+    }
   }
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
 }
 }  // namespace detail
 
-// The insert pass's grid: at most this many blocks (2 per SM fit), each looping over blocks of pending keys.
-constexpr unsigned kInsertGrid = 512;
+// The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
+// wave; each loops over groups of pending keys. The SM count is read once per device (no sync).
+inline unsigned insert_grid_cap() {
+  static int sms[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 512;
+  if (sms[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) return 512;
+    sms[dev] = n;
+  }
+  return 2u * static_cast<unsigned>(sms[dev]);
+}
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
@@ -949,7 +1024,7 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), kInsertGrid), kBlock, 0, s>>>(p);
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }

@@ -82,7 +82,7 @@ enum StatIndex : int { kStatInserted = 0, kStatAssigned = 1, kStatEvicted = 2, k
 constexpr int kNumStats = 5;
 enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
 // int64 words of the CUDA upsert's pending scratch past its 2n entries; the pending count is word 2n + 8, at
-// least 64 bytes past the last entry.
+// least 64 bytes past the last entry, and the insert pass's group counter word 2n + 12.
 constexpr int64_t kPendingExtra = 16;
 constexpr int kNumCounters = 4;
 

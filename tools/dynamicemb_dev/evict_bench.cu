@@ -1,0 +1,270 @@
+// Per-kernel device times of the scored hash table's inserting ops on a FULL table (load factor 1.0, HKV's fill),
+// one key/value/policy instance (uint64 keys, fp32 values, LRU) of dynamicemb/csrc/table/table_kernels.cuh built
+// on its own, so that two source trees (main's and a branch's) can be timed and profiled side by side:
+//
+//   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
+//        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] [ncu]
+//
+// Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
+// insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
+// capacity; then per op (find_or_insert, insert_or_assign, insert_and_evict) and rep: the table restored from a
+// snapshot, a batch of 60 % distinct hits drawn from the last batch inserted and 40 % new keys in random order,
+// each kernel timed by CUDA events around its launch (the stream kept busy before, so launches queue up); medians.
+// Prints the insert pass's pending count and an order-independent checksum of the table after the op (the multiset
+// of (bucket, key, score, digest, first row word)) and of the evicted (key, score) pairs: equal checksums between
+// two trees = the same eviction results. `ncu`: one rep per op inside cudaProfilerStart/Stop (for
+// `ncu --profile-from-start off`).
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+static cudaEvent_t g_ev[8];
+static int g_ne = 0;
+#define DYNAMICEMB_TABLE_PHASE_HOOK(stream)                          \
+  do {                                                               \
+    if (g_ne > 0 && g_ne < 8) cudaEventRecord(g_ev[g_ne++], stream); \
+  } while (0)
+#include "dynamicemb/csrc/table/table_kernels.cuh"
+
+using namespace dynamicemb::table;
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+constexpr int K = kKeyUInt64, V = kValueFp32, P = kPolicyLru;
+
+__host__ __device__ __forceinline__ uint64_t smix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+__global__ void init_table(uint64_t* keys, uint8_t* digests, uint64_t* scores, int64_t cap, uint8_t ed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < cap; i += (int64_t)gridDim.x * blockDim.x) {
+    keys[i] = kEmptyKey;
+    digests[i] = ed;
+    scores[i] = 0;
+  }
+}
+// Random keys below 2^62 (stored) from a stream id.
+__global__ void gen_keys(uint64_t* out, int64_t n, uint64_t stream) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 1 + smix(smix(stream) ^ (uint64_t)i) % ((1ull << 62) - 1);
+}
+__global__ void gen_values(float* v, int64_t n, uint64_t salt) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) v[i] = (float)((smix(i ^ salt) >> 40) * (1.0 / 16777216.0)) - 0.5f;
+}
+// Batch of rep r: 60 % distinct hits (pool[(a j + b) mod n], a odd: a permutation of the pool) and 40 % new keys
+// (>= 2^62), shuffled by position (position j gets a hit iff its hash says so; hits take consecutive pool indices).
+__global__ void gen_batch(const uint64_t* pool, uint64_t* keys, int64_t n, uint64_t r) {
+  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
+  if (h % 1000 < 600) {
+    const uint64_t a = (smix(r) | 1ull), b = smix(r + 7);
+    keys[j] = pool[(a * (uint64_t)j + b) & (uint64_t)(n - 1)];
+  } else {
+    keys[j] = (1ull << 62) + smix(h) % ((1ull << 62) - 1);
+  }
+}
+__global__ void table_sum(TableRef t, unsigned long long* out) {
+  unsigned long long s = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < t.capacity;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const uint64_t k = reinterpret_cast<const uint64_t*>(t.keys)[i];
+    if (is_reserved_key(k)) continue;
+    uint32_t w0;
+    memcpy(&w0, reinterpret_cast<const float*>(t.values) + i * t.dim, 4);
+    s += smix(k ^ smix(t.scores[i] ^ (uint64_t(t.digests[i]) << 56) ^ smix(i / t.bucket_capacity) ^ w0));
+  }
+  atomicAdd(out, s);
+}
+__global__ void evicted_sum(const uint64_t* k, const uint64_t* sc, const float* v, int64_t dim, int64_t n,
+                            unsigned long long* out) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t w0;
+  memcpy(&w0, v + i * dim, 4);
+  atomicAdd(out, smix(k[i] ^ smix(sc[i] ^ w0)));
+}
+__global__ void spin(long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+static float med(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.f : v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  const int cap_log2 = argc > 1 ? std::atoi(argv[1]) : 26;
+  const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
+  const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
+  const int64_t dim = 32;
+  const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  TableRef t{};
+  CK(cudaMalloc(&t.keys, cap * 8));
+  CK(cudaMalloc(&t.digests, cap));
+  CK(cudaMalloc(&t.scores, cap * 8));
+  CK(cudaMalloc(&t.values, cap * dim * 4));
+  CK(cudaMalloc(&t.locks, cap / B * 4));
+  CK(cudaMalloc(&t.counters, kNumCounters * 8));
+  CK(cudaMemset(t.locks, 0, cap / B * 4));
+  CK(cudaMemset(t.counters, 0, kNumCounters * 8));
+  t.capacity = cap;
+  t.num_buckets = cap / B;
+  t.bucket_capacity = B;
+  t.dim = dim;
+  init_table<<<4096, 256, 0, s>>>((uint64_t*)t.keys, t.digests, t.scores, cap, empty_digest());
+  uint64_t *fill, *keys, *ek, *es;
+  float *vin, *vout, *ev;
+  bool* found;
+  int64_t *stats, *pending;
+  unsigned long long* cnt;
+  CK(cudaMalloc(&fill, n * 8));
+  CK(cudaMalloc(&keys, n * 8));
+  CK(cudaMalloc(&ek, n * 8));
+  CK(cudaMalloc(&es, n * 8));
+  CK(cudaMalloc(&ev, n * dim * 4));
+  CK(cudaMalloc(&vin, n * dim * 4));
+  CK(cudaMalloc(&vout, n * dim * 4));
+  CK(cudaMalloc(&found, n));
+  CK(cudaMalloc(&stats, 64 * 8));
+  CK(cudaMalloc(&pending, (2 * n + kPendingExtra) * 8));
+  CK(cudaMalloc(&cnt, 8));
+  gen_values<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, n * dim, 1);
+  UpsertParams base{};
+  base.t = t;
+  base.stats = stats;
+  base.pending = pending;
+  // Fill: cap / n batches, then top-ups until within 0.001 of the capacity (the last batch inserted is the pool).
+  uint64_t stream = 1;
+  int64_t size = 0;
+  int64_t next = n;
+  for (int it = 0; it < 100000; ++it) {
+    const int64_t deficit = it < cap / n ? n : cap - size;
+    if (it >= cap / n && deficit <= cap / 1000) break;
+    next = std::min<int64_t>(n, deficit);
+    gen_keys<<<(n + 255) / 256, 256, 0, s>>>(fill, next, stream++);
+    UpsertParams p = base;
+    p.mode = kInsertOrAssign;
+    p.keys = fill;
+    p.n = next;
+    p.values_in = vin;
+    launch_upsert<K, V, P>(p, s);
+    if (it >= cap / n - 1) {
+      CK(cudaMemcpyAsync(&size, t.counters + kCounterSize, 8, cudaMemcpyDeviceToHost, s));
+      CK(cudaStreamSynchronize(s));
+    }
+  }
+  // The pool: the last full batch's keys (the top-ups are smaller; regenerate a full batch of the last stream).
+  uint64_t* pool;
+  CK(cudaMalloc(&pool, n * 8));
+  gen_keys<<<(n + 255) / 256, 256, 0, s>>>(pool, n, cap / n);  // the last full fill batch (all present: LRU)
+  CK(cudaStreamSynchronize(s));
+  std::printf("filled: size %lld of %lld slots (load %.4f), dim %lld, batch %lld\n", (long long)size,
+              (long long)cap, double(size) / cap, (long long)dim, (long long)n);
+  // Snapshot.
+  TableRef snap = t;
+  CK(cudaMalloc(&snap.keys, cap * 8));
+  CK(cudaMalloc(&snap.digests, cap));
+  CK(cudaMalloc(&snap.scores, cap * 8));
+  CK(cudaMalloc(&snap.values, cap * dim * 4));
+  CK(cudaMalloc(&snap.counters, kNumCounters * 8));
+  auto copy_table = [&](TableRef& d, const TableRef& src) {
+    CK(cudaMemcpyAsync(d.keys, src.keys, cap * 8, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(d.digests, src.digests, cap, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(d.scores, src.scores, cap * 8, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(d.values, src.values, cap * dim * 4, cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemcpyAsync(d.counters, src.counters, kNumCounters * 8, cudaMemcpyDeviceToDevice, s));
+  };
+  copy_table(snap, t);
+
+  const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict"};
+  for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
+  const int nreps = ncu ? 1 : reps + 1;
+  for (int op = 0; op < 3; ++op) {
+    std::vector<float> tk[8], ttot;
+    long long pend = -1, st[kNumStats] = {};
+    unsigned long long tsum = 0, esum = 0;
+    for (int r = 0; r < nreps; ++r) {
+      copy_table(t, snap);
+      gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op
+      UpsertParams p = base;
+      p.keys = keys;
+      p.n = n;
+      p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : kInsertAndEvict;
+      if (op == 0) {
+        p.values_out = vout;
+        p.found_out = found;
+      } else {
+        p.values_in = vin;
+      }
+      if (op == 2) {
+        p.evicted_keys = ek;
+        p.evicted_scores = es;
+        p.evicted_values = ev;
+      }
+      CK(cudaStreamSynchronize(s));
+      if (ncu) CK(cudaProfilerStart());
+      spin<<<1, 1, 0, s>>>(400000);
+      CK(cudaEventRecord(g_ev[0], s));
+      g_ne = 1;
+      launch_upsert<K, V, P>(p, s);
+      const int ne = g_ne;
+      g_ne = 0;
+      CK(cudaStreamSynchronize(s));
+      if (ncu) CK(cudaProfilerStop());
+      CK(cudaGetLastError());
+      if (r > 0 || ncu) {
+        for (int k = 1; k < ne; ++k) {
+          float ms;
+          CK(cudaEventElapsedTime(&ms, g_ev[k - 1], g_ev[k]));
+          tk[k - 1].push_back(ms * 1e3f);
+        }
+        float ms;
+        CK(cudaEventElapsedTime(&ms, g_ev[0], g_ev[ne - 1]));
+        ttot.push_back(ms * 1e3f);
+      }
+      if (r == nreps - 1) {  // checks of the last rep
+        CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemset(cnt, 0, 8));
+        table_sum<<<1024, 256, 0, s>>>(t, cnt);
+        CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        if (op == 2) {
+          CK(cudaMemset(cnt, 0, 8));
+          evicted_sum<<<(st[kStatEvicted] + 255) / 256 + 1, 256, 0, s>>>(ek, es, ev, dim, st[kStatEvicted], cnt);
+          CK(cudaMemcpyAsync(&esum, cnt, 8, cudaMemcpyDeviceToHost, s));
+          CK(cudaStreamSynchronize(s));
+        }
+      }
+    }
+    std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
+    const char* kn[] = {"begin", "first", "insert"};
+    for (int k = 0; k < 3; ++k)
+      if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
+    std::printf("  pending %lld  ins %lld asg %lld evi %lld ref %lld  table %016llx  evicted %016llx\n", pend, st[0],
+                st[1], st[2], st[3], tsum, esum);
+  }
+  CK(cudaStreamSynchronize(s));
+  return 0;
+}
