@@ -259,8 +259,8 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0):
     """hstu_attn::fp8_bwd's CUDA path under ``kernel_options(fp8_bwd=True)``: the pre-pass, then the Hopper FP8
     backward kernel (`hstu_attn::fp8_bwd_sm90`); NotImplementedError for what it cannot run (the pre-pass runs
     first when only the kernel is missing, so its cost and errors show in this path). ``diag`` (private, for the
-    tests and benchmarks; the op passes 0): the kernel variant (hstu_bwd_fp8_sm90.h kFp8BwdDqPair = 64: dQ summed by
-    pairs of CTAs; the other values are timing-only, wrong gradients)."""
+    tests and benchmarks; the op passes 0): the kernel variant (hstu_bwd_fp8_sm90.h: kFp8BwdLateFence = 64, the
+    proxy fences a tile later; the other values are timing-only, wrong gradients)."""
     q8, k8, rab = args[0], args[1], args[18]
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is not None:
