@@ -186,9 +186,6 @@ OPTION_BITS = {
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
     "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
-    # SET: the paged Hopper forward (D <= 128) sums split tiles' partials packed to 24 bits per value (opt-in; past
-    # the semantic flags' bits 32-39)
-    "fwd_split_packed": 1 << 40,
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -226,8 +223,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
-                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
-                   fwd_split_packed: bool = False) -> Iterator[None]:
+                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -286,9 +282,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fwd_trace=True`` (diagnostics): the paged Hopper forward's work-list CTAs write ``%globaltimer`` at their
     phases into a device buffer that ``paged_fwd_trace()`` returns (hstu/_paged.py; the same output, a little
     slower).
-    ``fwd_split_packed=True``: the paged Hopper forward (D <= 128) sums the chunks of a split query tile from
-    partials packed to 24 bits per value, each chunk keeping its own slice in shared memory (opt-in until measured;
-    the rounding, at most 2^-16 of a partial, moves a few last bits of the output; docs/hstu_inference.md).
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -312,9 +305,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
                      ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
-                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace), ("fp8_bwd", not fp8_bwd),
-                     ("fwd_split_packed", not fwd_split_packed)):
-        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's, fp8_bn192's, fp8_bwd's, fwd_split_packed's: opt-in)
+                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace), ("fp8_bwd", not fp8_bwd)):
+        if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's, fp8_bn192's, fp8_bwd's bits are set when on: opt-in)
             bits |= OPTION_BITS[name]
     old = _current_options()
     _options_state.bits = bits

@@ -148,15 +148,8 @@ SHAPES = {
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_one_plan_for_every_layer(shape, packed):
-    # packed: kernel_options(fwd_split_packed=True), the split sum over 24-bit partials (D <= 128; D = 256 ignores it)
-    with hstu_attn._ops.kernel_options(fwd_split_packed=packed):
-        _one_plan_for_every_layer(shape)
-
-
-def _one_plan_for_every_layer(shape):
+def test_one_plan_for_every_layer(shape):
     seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     layers = [layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16) for _ in range(4)]
     separate = [hstu_attn_paged_func(**qkv, **step, **common, check_values=False) for qkv in layers]
@@ -264,8 +257,7 @@ def _b1_list(tiles, heads, sms):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("packed", [False, True])
-def test_split_settings_b1(packed):
+def test_split_settings_b1():
     # kernel_options(fwd_split_tiles=...) reaches the planner through the plan op: the list read back from the plan
     # holds the predicted chunks, the output is right for every setting and repeats bitwise over the plan.
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
@@ -276,7 +268,7 @@ def test_split_settings_b1(packed):
     bound = 2 * (low.float() - ref).abs().max().item() + 1e-3
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for tiles in (None, 0, "wave", 1, 2, 3, 8, 16):
-        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles, fwd_split_packed=packed):
+        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles):
             layout = shared_layout(step, common, total_q)
             out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
             again = torch.full_like(out, float("nan"))
@@ -449,9 +441,8 @@ def test_pdl_validation_waits_for_its_producer():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("tiles", [16, 8, 4])
-def test_split_together_bitwise_alone(tiles, packed):
+def test_split_together_bitwise_alone(tiles):
     # The chunks' partials summed together (every chunk adds its share of the tile over the k partials,
     # hstu_fwd_sm90_split.cuh fwd_split_sum_together) give the bits of the last chunk summing alone: both add in
     # chunk order from 0.0f. Heads are independent, so the b1 shape at H = 4 (few CTAs: together) is compared with
@@ -474,7 +465,7 @@ def test_split_together_bitwise_alone(tiles, packed):
     small_qkv = {n: t[:, :4].contiguous() for n, t in qkv.items()}
     outs, flags = [], []
     for s, x in ((step, qkv), (small_step, small_qkv)):
-        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles, fwd_split_packed=packed):
+        with hstu_attn._ops.kernel_options(fwd_split_tiles=tiles):
             layout = shared_layout(s, common, total_q)
             out = hstu_attn_paged_func(**x, **s, **common, check_values=False, layout=layout)
         (_, plan), = layout.kernel_plans.values()
@@ -487,14 +478,12 @@ def test_split_together_bitwise_alone(tiles, packed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("packed", [False, True])
-def test_split_decided_alone_bitwise_together(packed):
+def test_split_decided_alone_bitwise_together():
     # A unit whose chunks were not all running when the first of them finished sums alone (hstu_fwd_sm90_split.cuh:
-    # the last to arrive sums every partial; packed, after the together path's stores: each chunk stores the slice
-    # it kept back, counts itself again, and the last of those sums). Forced here by raising the started count of
-    # every split unit in the plan's counters (no chunk then sees all k started): the same bits as the sum together,
-    # the trace's mode word says which path ran (2 together; alone: 1 the summing chunk, 0 the others, packed 3
-    # before its second count), and the counters end at zero (the next launch sums together).
+    # the last to arrive sums every partial). Forced here by raising the started count of every split unit in the
+    # plan's counters (no chunk then sees all k started): the same bits as the sum together, the trace's mode word
+    # says which path ran (2 together; alone: 1 the summing chunk, 0 the others), and the counters end at zero (the
+    # next launch sums together).
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
 
@@ -504,30 +493,28 @@ def test_split_decided_alone_bitwise_together(packed):
         work = tr[:, 10] > 0
         return out, ((tr[work, 12] >> 62) & 3).tolist()
 
-    with hstu_attn._ops.kernel_options(fwd_trace=True, fwd_split_packed=packed):
+    with hstu_attn._ops.kernel_options(fwd_trace=True):
         layout = shared_layout(step, common, total_q)
         together, modes = run()
         (_, plan), = layout.kernel_plans.values()
         n, _, tog = plan[:12].view(torch.int32).tolist()
         assert tog == 1 and set(modes) == {2}, (seed, tog, sorted(set(modes)))
         # The list's layout (hstu_sm90_sched_layout): items at byte 16 (two int4 each), counters after capacity x H
-        # item slots, one int32 per partial.
+        # item slots, one int32 per partial; a split unit's two words per head at its first part and the next (the
+        # planner zeroes those; the rest of the region is not initialized).
         items = plan[16: 16 + 32 * n].view(torch.int32).view(n, 8).cpu()
         units = min(-(-total_q // 128) + 1, -(-common["max_seqlen_q"] // 128))
         max_parts = (16 << 20) // (128 * D * 4)
         off = 16 + 32 * (units + max_parts // H) * H
         counters = plan[off: off + 4 * max_parts].view(torch.int32)
-        assert int(counters.abs().sum()) == 0, seed
-        for split, chunk, _, first in items[:, 4:].tolist():
-            if split >= 0 and chunk == 0:
-                counters[first * H: first * H + H] += 256
+        firsts = [first for split, chunk, _, first in items[:, 4:].tolist() if split >= 0 and chunk == 0]
+        words = torch.tensor([w * H + h for f in firsts for w in (f, f + 1) for h in range(H)], device=plan.device)
+        assert firsts and int(counters[words].abs().sum()) == 0, (seed, firsts)
+        for first in firsts:
+            counters[first * H: first * H + H] += 256
         alone, modes = run()
-        split_units = sum(1 for split, chunk, _, _ in items[:, 4:].tolist() if split >= 0 and chunk == 0)
-        if packed:
-            assert set(modes) == {3}, (seed, sorted(set(modes)))
-        else:
-            assert set(modes) <= {0, 1} and modes.count(1) == split_units * H, (seed, split_units, modes)
-        assert int(counters.abs().sum()) == 0, f"seed {seed}: the counters did not end at zero"
+        assert set(modes) <= {0, 1} and modes.count(1) == len(firsts) * H, (seed, firsts, modes)
+        assert int(counters[words].abs().sum()) == 0, f"seed {seed}: the counters did not end at zero"
         again, modes = run()
         assert set(modes) == {2}, (seed, sorted(set(modes)))
     assert torch.isfinite(together).all(), f"seed {seed}"

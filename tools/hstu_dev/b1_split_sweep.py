@@ -4,10 +4,10 @@ At batch 1 a layer's paged Hopper forward is a latency chain (384 queries x 4 he
 tiles of 128 rows over ~33 KV tiles of 128 keys each, cut by the step's work list into chunks summed afterwards;
 docs/hstu_inference.md, "How the paged forward splits a small batch"). What sets the split at run time:
 `kernel_options(fwd_split_tiles=...)` (None the planner's rule, "wave", n tiles per chunk, 0 none),
-`fwd_work_list=False` (grid order), `fwd_split_packed=True` (the split sum over 24-bit partials), the cache's page
-size (TMA boxes of min(page, 128) rows), and the serving step's launch form (`KVCacheManager.pdl`,
-`.overlap_append`). The query tile (128 rows), the K/V pipeline depth (3 stages at D <= 128) and the CTAs per SM
-(one: 384 threads x 168 registers fill the register file) are compile-time and not swept here.
+`fwd_work_list=False` (grid order), the cache's page size (TMA boxes of min(page, 128) rows), and the serving
+step's launch form (`KVCacheManager.pdl`, `.overlap_append`). The query tile (128 rows), the K/V pipeline depth
+(3 stages at D <= 128) and the CTAs per SM (one: 384 threads x 168 registers fill the register file) are
+compile-time and not swept here.
 
 For each setting the script builds the benchmark's own cached step (`cached_setup` of
 benchmarks/hstu_inference.py: bookkeeping + 8 layers' paged attention + appends) and prints:
@@ -49,8 +49,6 @@ from hstu_paged_split import plan_list  # noqa: E402  (the work list's read-back
 # (label, kernel_options, cache attributes (one_append: cached_setup's), page size). The first row is the default.
 SETTINGS = [
     ("default (rule)", {}, {}, 64),
-    ("packed sum", dict(fwd_split_packed=True), {}, 64),  # (kernel_options(fwd_split_packed=True): 24-bit partials)
-    ("packed sum + wave", dict(fwd_split_tiles="wave", fwd_split_packed=True), {}, 64),
     ("rule, plain launches", {}, dict(pdl=False), 64),
     ("rule, appends in order", {}, dict(overlap_append=False), 64),
     ("rule, one append after all layers", {}, dict(one_append=True), 64),
@@ -70,7 +68,6 @@ SETTINGS = [
     ("rule, page 256", {}, {}, 256),
     ("rule, page 32", {}, {}, 32),
     ("default again", {}, {}, 64),  # (the run's noise: against the first row)
-    ("packed sum again", dict(fwd_split_packed=True), {}, 64),
 ]
 QUICK = {"default (rule)", "rule, plain launches", "rule, appends in order", "wave", "wave, appends in order",
          "cap 2", "cap 3", "cap 6", "no split", "rule, page 128", "wave, page 128", "default again"}

@@ -710,7 +710,6 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
   pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
-  pk.split_packed = HstuOptions::from_bits(options).fwd_split_packed ? 1 : 0;
   if (HstuOptions::from_bits(options).fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());
     const cudaError_t e0 =

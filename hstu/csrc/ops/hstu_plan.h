@@ -57,11 +57,7 @@ enum HstuOptionBits : int64_t {
                                 // tile; bf16) (issue 39)
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
-  kOptFwdSplitPacked = int64_t{1} << 40,  // SET: the paged Hopper forward (D <= 128) sums its split tiles' partials
-                                          // packed to 24 bits per value, each chunk's own slice kept on its SM
-                                          // (hstu_fwd_sm90_split.cuh; opt-in until measured; bits 32-39 are the
-                                          // semantic flags below)
-  kOptKnownMask = 0x100ffffffff,
+  kOptKnownMask = 0xffffffff,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -90,7 +86,6 @@ struct HstuOptions {
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
-  bool fwd_split_packed = false;  // Sm90PagedKV::split_packed
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -113,7 +108,6 @@ struct HstuOptions {
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
-    o.fwd_split_packed = (bits & kOptFwdSplitPacked) != 0;
     return o;
   }
 };

@@ -152,8 +152,6 @@ __global__ void __launch_bounds__(384, 1)
   // 17 b | m_block << 16 | t_lo << 32 | t_hi << 48 (the chunk's visited tiles).
   // (the paged kernels only: not with rab, whose D = 64 work-list kernel spilled with the stamps)
   constexpr bool kTrace = kSched && !kRab && D <= 128;
-  // The packed split sum (pk.split_packed, kernel_options(fwd_split_packed=True)): the same kernels.
-  constexpr bool kPackedSum = kSched && !kRab && D <= 128;
   unsigned long long* const trace = kTrace ? pk.trace : nullptr;
   if (kTrace && threadIdx.x == 0 && trace != nullptr) {
     fwd_trace_put(trace, 0, fwd_now());
@@ -674,15 +672,7 @@ __global__ void __launch_bounds__(384, 1)
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        bool epilogue;
-        if constexpr (kPackedSum) {
-          epilogue = pk.split_packed != 0
-                         ? fwd_split_reduce_packed<T, BM, D>(sched, p, h, ctid, bar + 120u, sQ, si, m0, acc_o, trace)
-                         : fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace);
-        } else {
-          epilogue = fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace);
-        }
-        if (!epilogue) return;
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace)) return;
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),

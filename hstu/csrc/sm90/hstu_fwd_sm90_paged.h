@@ -41,9 +41,6 @@ struct Sm90PagedKV {
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
   // back by hstu_attn::paged_fwd_trace. nullptr: nothing is written.
   unsigned long long* trace = nullptr;
-  // 1 (kernel_options(fwd_split_packed=True), D <= 128): split tiles sum their partials packed to 24 bits per value,
-  // each chunk's own slice kept in shared memory (hstu_fwd_sm90_split.cuh fwd_split_reduce_packed).
-  int split_packed = 0;
 };
 
 constexpr int kFwdTraceSlots = 32;
