@@ -448,8 +448,10 @@ int segment_sort_bits(int64_t n) {
 }
 
 namespace {
-// The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process).
-std::atomic<int> g_csr_sort{kCsrSortHand8};
+// The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process). Default: cub's
+// DeviceRadixSort; the hand-launched onesweep (kCsrSortHand8) saves ~0.015 ms of device time per step but measured
+// 1-2 % slower pipelined in two runs (docs/dynamicemb.md, session 13).
+std::atomic<int> g_csr_sort{kCsrSortCub};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.
 template <typename C>
