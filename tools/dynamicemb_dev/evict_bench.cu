@@ -23,40 +23,8 @@
 #include <cstring>
 #include <vector>
 
-static cudaEvent_t g_ev[8];
-static int g_ne = 0;
-#define DYNAMICEMB_TABLE_PHASE_HOOK(stream)                          \
-  do {                                                               \
-    if (g_ne > 0 && g_ne < 8) cudaEventRecord(g_ev[g_ne++], stream); \
-  } while (0)
-#include "dynamicemb/csrc/table/table_kernels.cuh"
+#include "../../benchmarks/table_timing_harness.cuh"
 
-using namespace dynamicemb::table;
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
-
-constexpr int K = kKeyUInt64, V = kValueFp32, P = kPolicyLru;
-
-__host__ __device__ __forceinline__ uint64_t smix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-__global__ void init_table(uint64_t* keys, uint8_t* digests, uint64_t* scores, int64_t cap, uint8_t ed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < cap; i += (int64_t)gridDim.x * blockDim.x) {
-    keys[i] = kEmptyKey;
-    digests[i] = ed;
-    scores[i] = 0;
-  }
-}
 // Random keys below 2^62 (stored) from a stream id.
 __global__ void gen_keys(uint64_t* out, int64_t n, uint64_t stream) {
   int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
