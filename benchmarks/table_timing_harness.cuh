@@ -1,12 +1,14 @@
 // Shared by the stand-alone hash-table timers (benchmarks/table_kernel_timing.cu, tools/dynamicemb_dev/evict_bench.cu):
 // the per-kernel event hook, table_kernels.cuh with it, CUDA error checks, the timed instance (uint64 keys, fp32
-// values, LRU), a 64-bit mixer and the table's empty-state fill. Included by relative path, so a timer built
+// values, LRU), a 64-bit mixer, an empty table and the median. Included by relative path, so a timer built
 // against another source tree (-I<tree>) still finds it.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 // Records an event after each kernel of an upsert (table_kernels.cuh calls the hook between its launches).
 static cudaEvent_t g_ev[8];
@@ -42,4 +44,29 @@ __global__ void init_table(uint64_t* keys, uint8_t* digests, uint64_t* scores, i
     digests[i] = ed;
     scores[i] = 0;
   }
+}
+
+// A table of cap slots (buckets of 128) and dim fp32 values per row, every slot empty (enqueued on s).
+inline TableRef make_table(int64_t cap, int64_t dim, cudaStream_t s) {
+  const int64_t B = 128;
+  TableRef t{};
+  CK(cudaMalloc(&t.keys, cap * 8));
+  CK(cudaMalloc(&t.digests, cap));
+  CK(cudaMalloc(&t.scores, cap * 8));
+  CK(cudaMalloc(&t.values, cap * dim * 4));
+  CK(cudaMalloc(&t.locks, cap / B * 4));
+  CK(cudaMalloc(&t.counters, kNumCounters * 8));
+  CK(cudaMemset(t.locks, 0, cap / B * 4));
+  CK(cudaMemset(t.counters, 0, kNumCounters * 8));
+  t.capacity = cap;
+  t.num_buckets = cap / B;
+  t.bucket_capacity = B;
+  t.dim = dim;
+  init_table<<<4096, 256, 0, s>>>((uint64_t*)t.keys, t.digests, t.scores, cap, empty_digest());
+  return t;
+}
+
+static float med(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.f : v[v.size() / 2];
 }

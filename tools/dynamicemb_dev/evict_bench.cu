@@ -73,11 +73,6 @@ __global__ void spin(long long cycles) {
   }
 }
 
-static float med(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.f : v[v.size() / 2];
-}
-
 int main(int argc, char** argv) {
   const int cap_log2 = argc > 1 ? std::atoi(argv[1]) : 26;
   const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
@@ -87,20 +82,7 @@ int main(int argc, char** argv) {
   const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  TableRef t{};
-  CK(cudaMalloc(&t.keys, cap * 8));
-  CK(cudaMalloc(&t.digests, cap));
-  CK(cudaMalloc(&t.scores, cap * 8));
-  CK(cudaMalloc(&t.values, cap * dim * 4));
-  CK(cudaMalloc(&t.locks, cap / B * 4));
-  CK(cudaMalloc(&t.counters, kNumCounters * 8));
-  CK(cudaMemset(t.locks, 0, cap / B * 4));
-  CK(cudaMemset(t.counters, 0, kNumCounters * 8));
-  t.capacity = cap;
-  t.num_buckets = cap / B;
-  t.bucket_capacity = B;
-  t.dim = dim;
-  init_table<<<4096, 256, 0, s>>>((uint64_t*)t.keys, t.digests, t.scores, cap, empty_digest());
+  TableRef t = make_table(cap, dim, s);
   uint64_t *fill, *keys, *ek, *es;
   float *vin, *vout, *ev;
   bool* found;
