@@ -47,11 +47,6 @@ __global__ void count_found(const bool* f, int64_t n, unsigned long long* c) {
   int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (j < n && f[j]) atomicAdd(c, 1ull);
 }
-__global__ void spin(long long cycles) {
-  long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
 
 int main(int argc, char** argv) {
   const int cap_log2 = argc > 1 ? std::atoi(argv[1]) : 26;
@@ -142,14 +137,7 @@ int main(int argc, char** argv) {
       CK(cudaStreamSynchronize(s));
       CK(cudaGetLastError());
       if (r > 0) {
-        for (int k = 1; k < ne; ++k) {
-          float ms;
-          CK(cudaEventElapsedTime(&ms, ev[k - 1], ev[k]));
-          tk[k - 1].push_back(ms * 1e3f);
-        }
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev[0], ev[ne - 1]));
-        ttot.push_back(ms * 1e3f);
+        collect_times(ne, tk, ttot);
       }
       if (op != 0) {
         long long h_stats[kNumStats], h_pend = -1;

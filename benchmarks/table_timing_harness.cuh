@@ -46,6 +46,13 @@ __global__ void init_table(uint64_t* keys, uint8_t* digests, uint64_t* scores, i
   }
 }
 
+// Keeps the stream busy so that the timed launches behind it queue up.
+__global__ void spin(long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 // A table of cap slots (buckets of 128) and dim fp32 values per row, every slot empty (enqueued on s).
 inline TableRef make_table(int64_t cap, int64_t dim, cudaStream_t s) {
   const int64_t B = 128;
@@ -69,4 +76,16 @@ inline TableRef make_table(int64_t cap, int64_t dim, cudaStream_t s) {
 static float med(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.f : v[v.size() / 2];
+}
+
+// Appends the times (us) between the events g_ev[0..ne-1]: kernel k's to tk[k], the whole op's to total.
+static void collect_times(int ne, std::vector<float>* tk, std::vector<float>& total) {
+  for (int k = 1; k < ne; ++k) {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, g_ev[k - 1], g_ev[k]));
+    tk[k - 1].push_back(ms * 1e3f);
+  }
+  float ms;
+  CK(cudaEventElapsedTime(&ms, g_ev[0], g_ev[ne - 1]));
+  total.push_back(ms * 1e3f);
 }

@@ -67,11 +67,6 @@ __global__ void evicted_sum(const uint64_t* k, const uint64_t* sc, const float* 
   memcpy(&w0, v + i * dim, 4);
   atomicAdd(out, smix(k[i] ^ smix(sc[i] ^ w0)));
 }
-__global__ void spin(long long cycles) {
-  long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
 
 int main(int argc, char** argv) {
   const int cap_log2 = argc > 1 ? std::atoi(argv[1]) : 26;
@@ -184,14 +179,7 @@ int main(int argc, char** argv) {
       if (ncu) CK(cudaProfilerStop());
       CK(cudaGetLastError());
       if (r > 0 || ncu) {
-        for (int k = 1; k < ne; ++k) {
-          float ms;
-          CK(cudaEventElapsedTime(&ms, g_ev[k - 1], g_ev[k]));
-          tk[k - 1].push_back(ms * 1e3f);
-        }
-        float ms;
-        CK(cudaEventElapsedTime(&ms, g_ev[0], g_ev[ne - 1]));
-        ttot.push_back(ms * 1e3f);
+        collect_times(ne, tk, ttot);
       }
       if (r == nreps - 1) {  // checks of the last rep
         CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
