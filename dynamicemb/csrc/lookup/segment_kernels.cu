@@ -88,8 +88,8 @@ int64_t sort_words(int64_t n, int bits) {
 
 // Keys (the unique of occurrence i, or n: contributes nothing) and values (i) into the first pass's input
 // buffer, and the digit counts of every pass; the last block to finish writes the passes' exclusive offsets.
-// kMatch (lab): one shared add per distinct digit of a warp (__match_any_sync) instead of one per key; measured
-// slower on the H200 (session 13: 0.029 ms for the keys pass at the preset).
+// kMatch (lab): one shared add per distinct digit of a warp (__match_any_sync) instead of one per key; slower on
+// the H200 (docs/dynamicemb.md, "The CSR's sort by hand").
 template <int RB, bool kMatch = false>
 __global__ void __launch_bounds__(kKeysBlock) seg_keys_hist_kernel(BackwardParams p, uint32_t* keys, int32_t* vals,
                                                                   int32_t* sc, int passes) {
@@ -450,7 +450,7 @@ int segment_sort_bits(int64_t n) {
 namespace {
 // The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process). Default: cub's
 // DeviceRadixSort; the hand-launched onesweep (kCsrSortHand8) saves ~0.015 ms of device time per step but measured
-// 1-2 % slower pipelined in two runs (docs/dynamicemb.md, session 13).
+// 1-2 % slower pipelined (docs/dynamicemb.md, "The CSR's sort by hand").
 std::atomic<int> g_csr_sort{kCsrSortCub};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.

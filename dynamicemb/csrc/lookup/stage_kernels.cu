@@ -311,8 +311,8 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // per warp and at least kStageMinBlocks blocks per SM (64 registers; unbounded, ptxas took 114: 2 blocks, 16 warps
 // per SM; the few spills hit L1) put more misses in flight. Measured (H200, cold 25 % step, ~106K misses): 0.77 ms
 // against 0.82 with a warp per id, so the misses in flight are not what bounds the pass; neither is the one record
-// counter (a record per id position instead: no gain); light fences -6 % (session 13, docs/
-// dynamicemb_storage_notes.md).
+// counter (a record per id position instead: no gain); light fences -6 % (docs/dynamicemb_storage_notes.md, "The
+// cold step kernel by kernel").
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
 template <int kLanes, bool kLight, bool kLate, bool kTtas>
@@ -472,8 +472,8 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 
 }  // namespace detail
 
-// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md session 13):
-// 0 the default (8 lanes per id, light fences), 1 session 12's (sequentially consistent fences), 2 the default
+// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md, "The cold step
+// kernel by kernel"): 0 the default (8 lanes per id, light fences), 1 sequentially consistent fences, 2 the default
 // with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default with kTtas, 6 with kLate and kTtas.
 namespace {
 int g_stage_variant = 0;
