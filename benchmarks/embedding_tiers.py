@@ -237,6 +237,22 @@ def step_batches(T, B, rows_per_table, count=4):
     return out
 
 
+def train_step_fn(m, batches, grad, prefetch=False):
+    """A training step of module m per call over the cycled batches, backward with grad; `prefetch` (a default the
+    call may override) prefetches the next batch's rows after the forward (TorchRec's prefetch pipeline)."""
+    it = [0]
+
+    def one(prefetch=prefetch):
+        i = it[0] % len(batches)
+        it[0] += 1
+        o = m(*batches[i], validate=False)
+        if prefetch:
+            m.prefetch(*batches[it[0] % len(batches)])
+        o.backward(grad)
+
+    return one
+
+
 _STORE_LABEL = {"uva": " (uva store)", "uva-py": " (uva store, Python staging)"}
 
 
@@ -273,17 +289,9 @@ def bench_step(quick, warmup, rows_per_table=None, B=None, fracs=(0.1, 0.25, 0.5
             except Exception as e:  # noqa: BLE001  a configuration that does not fit is reported, not fatal
                 out.append((opt_name, name, nan, nan, nan, nan, str(e)[:60]))
                 continue
-            it = [0]
             if grad is None:
                 grad = torch.ones(T * B, dim, device="cuda")
-
-            def one():
-                i = it[0] % len(dev)
-                it[0] += 1
-                o = m(*dev[i], validate=False)
-                if pre:  # the next batch, already on the device (TorchRec's prefetch pipeline)
-                    m.prefetch(*dev[it[0] % len(dev)])
-                o.backward(grad)
+            one = train_step_fn(m, dev, grad, pre)
 
             reps = 5 if quick else 10
             moved = lambda: rows_moved(m)  # noqa: E731
@@ -335,15 +343,7 @@ def bench_step_rounds(warmup, rounds, rows_per_table=None, B=None, fracs=(0.25,)
         built = []
         for name, storage, frac, pre, store in cases:
             m = make_module(T, dim, rows_per_table, opt, storage, frac, store)
-            it = [0]
-
-            def one(m=m, it=it, pre=pre):
-                i = it[0] % len(dev)
-                it[0] += 1
-                o = m(*dev[i], validate=False)
-                if pre:
-                    m.prefetch(*dev[it[0] % len(dev)])
-                o.backward(grad)
+            one = train_step_fn(m, dev, grad, pre)
 
             for _ in range(warmup):
                 one()

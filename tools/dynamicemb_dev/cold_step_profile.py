@@ -25,7 +25,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
-from embedding_tiers import make_module, rows_moved, step_batches  # noqa: E402
+from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn  # noqa: E402
 
 from dynamicemb._optimizers import SGD  # noqa: E402
 
@@ -108,15 +108,7 @@ def main():
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
     m = make_module(T, dim, rows, SGD(lr=0.01), "caching", a.frac, "uva")
-    it = [0]
-
-    def one(prefetch):
-        i = it[0] % len(data)
-        it[0] += 1
-        o = m(*data[i], validate=False)
-        if prefetch:
-            m.prefetch(*data[it[0] % len(data)])
-        o.backward(grad)
+    one = train_step_fn(m, data, grad)  # one(prefetch)
 
     t0 = time.perf_counter()
     for _ in range(a.warmup):
