@@ -8,7 +8,7 @@
 // Why sorted: UVA accesses of pinned host memory in random row order ran at 30-31 M rows/s (256-byte rows, H200,
 // any thread shape), the same rows sorted by address at 151-169 M rows/s (16 lanes per row best for reads).
 // Why one pass (branch hyb10): a sorted pass over 16 GB of host rows costs ~5 ms whether it touches 0.3M or 0.5M
-// rows (session 8: find 0.3 host rows per key 5.46 ms, all hits 0.5 per key 5.65 ms; a fit of the numbers: the
+// rows (H200: find 0.3 host rows per key 5.46 ms, all hits 0.5 per key 5.65 ms; a fit of the numbers: the
 // time follows the host regions touched, ~40 M distinct 64 KB regions/s, not the bytes), so find_or_insert's
 // former write pass then read pass paid it twice (10.2 ms at HKV's hit rate 0.6).
 // Several writes of one slot (duplicate keys of a batch that each held the slot in turn): only the last in key

@@ -44,7 +44,7 @@ enum HstuOptionBits : int64_t {
                                 // run; docs/hstu_inference.md)
   kOptFp8Sched = 1 << 22,       // SET: the Hopper FP8 forward with the bf16 forward's work list / persistent CTAs
                                 // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
-                                // batches, session 7)
+                                // batches; docs/hstu_kernel_notes.md)
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast; bitwise the same output, for comparisons)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid

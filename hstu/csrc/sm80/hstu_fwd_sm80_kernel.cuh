@@ -53,8 +53,8 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // D = 256 (96 KB): a warp with two m16 tiles uses each K / V fragment it loads twice, half the default's ldmatrix
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
-//      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; before session 12 32-key
-//      sub-tiles, the 64-key ones spilled then), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64);
+//      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
@@ -63,7 +63,7 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      Q K^T, SiLU and P V: the diagonal's upper half, the non-context rows of a tile with contexts);
 //   5: D = 256: 128 x 64 tiles of 8 warps x 16 rows, one K/V stage (130 KB, one block per SM: A100, Hopper; FA2's
 //      A100 tile): half the K / V bytes per MMA that candidate 2 streams from L2.
-// (Candidates 3-5 before session 12: 2 / the default's tiles / 1 with the warp skip, measured no faster.) All but 5
+// (Earlier forms of 3-5: 2 / the default's tiles / 1 with the warp skip, measured no faster.) All but 5
 // fit 99 KB; 5 runs where the device's opt-in shared memory holds it and not on sm86 / sm89 (their code of it traps;
 // elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at
 // D = 128 (16 B, opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
@@ -71,11 +71,11 @@ constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // The default (fwd_sm80_cfg=0) runs kFwdSm80DefaultCfg for bf16 when the mean query rows per sequence (total_q /
-// batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (session 12,
-// forward ms with the longest-first grid order; issue 39): candidate 2 at B128 S1K D128 0.473 against the old tiles'
-// 0.564 (session 8, before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966, S16K 11.04 /
-// 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below 512 rows
-// unmeasured: the old tiles.
+// batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
+// with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
+// against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
+// S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below
+// 512 rows unmeasured: the old tiles.
 constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
 constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
