@@ -179,6 +179,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
   const bool lock_hit = kLockHit && h.d4 != e4;
+  const bool relaxed_first = h.d4 == e4;
   uint32_t match[kMaxRounds];
 #pragma unroll
   for (int g = 0; g < kMaxRounds; g += 2) {
@@ -193,6 +194,24 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       match[g + e] = match16(cp.d[e], h.d4);
     }
   }
+  // The lane's candidate free slot, when it has exactly one (at a full bucket: a slot of a key whose digest is the
+  // empty digest, ~1 per 2 buckets): its key word is read now, in the round trip of the key loads below, and the
+  // slot dropped from the candidates if it holds another key (an occupied slot never becomes free during an
+  // upsert), so that a miss at a full bucket defers without a CAS per such slot. EMPTY, LOCKED (a claim in
+  // progress, maybe a duplicate's) and the key itself stay candidates: the claim's CAS settles them as before.
+  int cand_bit = -1;  // 16 r + i of the lane's one candidate
+  uint64_t cand_key = kEmptyKey;
+  if (__popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
+    const uint32_t w0 = free_mask.w[0];
+    const int wb = w0 ? __ffs(w0) - 1 : 32 + __ffs(free_mask.w[kMaxRounds > 2 ? 1 : 0]) - 1;
+    cand_bit = wb;
+    const int c = (wb >> 4) * kTile + static_cast<int>(tile.thread_rank());
+    cand_key = __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + h.base + c * 16 + (wb & 15));
+  }
+  const auto drop_taken_candidate = [&] {
+    if (cand_bit >= 0 && cand_key != kEmptyKey && cand_key != kLockedKey && cand_key != key)
+      free_mask.w[cand_bit >> 5] &= ~(1u << (cand_bit & 31));
+  };
   int64_t found = -1;
   if (lock_hit) {
     int64_t held = -1;
@@ -233,7 +252,10 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       return tile.shfl(held, __ffs(bh) - 1);
     }
     *lock = kHitLockNone;
-    if (!tile.any(unsettled)) return -1;
+    if (!tile.any(unsettled)) {
+      drop_taken_candidate();
+      return -1;
+    }
   }
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
@@ -243,15 +265,21 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
       const int i = __ffs(m) - 1;
       m &= m - 1;
       const int64_t slot = h.base + c * 16 + i;
-      // Relaxed compare first (independent loads pipeline; a key whose digest equals the empty digest matches
-      // every free slot); only our key or a LOCKED slot needs the acquire wait. (After the lock-taking loop above,
-      // the matches left were read LOCKED: straight to the wait.)
-      const uint64_t k = lock_hit ? kLockedKey : __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot);
-      if ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key) found = slot;
+      // One acquire load per match (a hit's row is read after it: one round trip, not a relaxed compare and then
+      // an acquire load); only a LOCKED slot needs the wait. A key whose digest equals the empty digest matches
+      // every free slot: relaxed loads (they pipeline; acquire loads do not), then the acquire wait for our key.
+      // (After the lock-taking loop above, the matches left were read LOCKED: straight to the wait.)
+      const uint64_t k = lock_hit ? kLockedKey
+                         : relaxed_first ? __ldcg(reinterpret_cast<const unsigned long long*>(t.keys) + slot)
+                                         : ld_key(t.keys, slot);
+      if ((k == key && !relaxed_first) || ((k == key || k == kLockedKey) && wait_unlocked(t.keys, slot) == key))
+        found = slot;
     }
   }
   const uint32_t b = tile.ballot(found >= 0);
-  return b ? tile.shfl(found, __ffs(b) - 1) : -1;
+  if (b) return tile.shfl(found, __ffs(b) - 1);
+  drop_taken_candidate();
+  return -1;
 }
 
 // Next free-slot candidate in claim order, removing it from the masks; -1 if none. Claim order: the probe order
@@ -430,20 +458,48 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
     const ChunkScores cs = load_chunk_scores(t, base, c);
     r.look |= static_cast<uint64_t>(match16(cs.d, d4)) << (16 * i);
-    EvictCand e[8];
+    uint32_t hi_or = 0, lo_or = 0;
 #pragma unroll
-    for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
-      const uint32_t dw = digest_word(cs.d, 2 * b);
-      const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
-      const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
-      r.big |= cs.ss[b].y | cs.ss[b].w;
-      const bool lt = r1 < r0;
-      e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
+    for (int b = 0; b < 8; ++b) {
+      hi_or |= cs.ss[b].y | cs.ss[b].w;
+      lo_or |= cs.ss[b].x | cs.ss[b].z;
     }
+    r.big |= hi_or;
+    EvictCand e[8];
+    if ((hi_or | (lo_or >> 24)) == 0) {
+      // Every score of the chunk is below 2^24 (LRU clocks, small LFU counts): the rank score << 8 | digest fits
+      // 32 bits, so the least rank is a tree of 32-bit mins and its slot and tie come from one equality mask
+      // (about half the instructions of the 64-bit tree below, which tracks index and tie at every node).
+      uint32_t rk[16];
 #pragma unroll
-    for (int w = 4; w >= 1; w /= 2)
+      for (int j = 0; j < 16; ++j)
+        rk[j] = __byte_perm(digest_word(cs.d, j), (j & 1) ? cs.ss[j / 2].z : cs.ss[j / 2].x,
+                            0x6540u | static_cast<uint32_t>(j & 3));
+      uint32_t m[8];
 #pragma unroll
-      for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
+      for (int b = 0; b < 8; ++b) m[b] = min(rk[2 * b], rk[2 * b + 1]);
+#pragma unroll
+      for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+        for (int b = 0; b < w; ++b) m[b] = min(m[b], m[b + w]);
+      uint32_t eq = 0;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) eq |= (rk[j] == m[0] ? 1u : 0u) << j;
+      e[0] = EvictCand{m[0], __ffs(eq) - 1, (eq & (eq - 1)) != 0};
+    } else {
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {  // slots 2b (x, y) and 2b + 1 (z, w)
+        const uint32_t dw = digest_word(cs.d, 2 * b);
+        const uint64_t r0 = evict_rank(cs.ss[b].x, cs.ss[b].y, dw, (2 * b) & 3);
+        const uint64_t r1 = evict_rank(cs.ss[b].z, cs.ss[b].w, dw, (2 * b + 1) & 3);
+        const bool lt = r1 < r0;
+        e[b] = EvictCand{lt ? r1 : r0, 2 * b + (lt ? 1 : 0), r1 == r0};
+      }
+#pragma unroll
+      for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+        for (int b = 0; b < w; ++b) e[b] = cand_min(e[b], e[b + w]);
+    }
     e[0].idx += c * 16;  // chunk-local -> bucket-local slot
     r.min = cand_min(r.min, e[0]);
   }

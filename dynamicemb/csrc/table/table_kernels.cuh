@@ -131,7 +131,23 @@ template <int V>
 __device__ __forceinline__ void init_row(const Tile& tile, typename Val<V>::T* dst, typename Val<V>::T* dst2,
                                          int64_t dim, const Initializer& in, uint64_t clock, uint64_t key) {
   if (in.kind == kInitConstant && in.init_cols < 0) {
-    const typename Val<V>::T v = Val<V>::from_f(in.value);
+    using T = typename Val<V>::T;
+    const T v = Val<V>::from_f(in.value);
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(dst2);
+    if ((dim * sizeof(T)) % 16 == 0 && addr % 16 == 0) {
+      // 16-byte stores of the constant (for fp32 a quarter of the element loop's stores)
+      uint4 w;
+      T* wp = reinterpret_cast<T*>(&w);
+#pragma unroll
+      for (int e = 0; e < static_cast<int>(16 / sizeof(T)); ++e) wp[e] = v;
+      const int64_t nv = dim * static_cast<int64_t>(sizeof(T)) / 16;
+#pragma unroll 1
+      for (int64_t j = tile.thread_rank(); j < nv; j += kTile) {
+        if (dst) reinterpret_cast<uint4*>(dst)[j] = w;
+        if (dst2) reinterpret_cast<uint4*>(dst2)[j] = w;
+      }
+      return;
+    }
 #pragma unroll 1
     for (int64_t j = tile.thread_rank(); j < dim; j += kTile) {
       if (dst) dst[j] = v;
@@ -348,7 +364,7 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
 template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
-                                             int64_t base, uint8_t digest, uint64_t new_score) {
+                                             int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
   using KT = typename KeyT<K>::T;
   const UpsertParams& p = *pp;
@@ -356,7 +372,8 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   const int64_t dim = t.dim;
   const Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
-  int32_t* lock = t.locks + base / t.bucket_capacity;
+  const int64_t base = bucket * t.bucket_capacity;
+  int32_t* lock = t.locks + bucket;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
   prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
@@ -519,7 +536,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
     return evict_insert<K, V, P>(
-        p_cold, a, row_in, h.base, static_cast<uint8_t>(h.d4),
+        p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
         policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
   while (true) {  // restarts when a key we saw gets evicted under us
@@ -546,7 +563,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P>(p_cold, a, row_in, h.base, static_cast<uint8_t>(h.d4), new_score);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -626,9 +643,12 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
     // counters line is also the target of the size counter's atomics.
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
   }
+  // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
+  // would otherwise start their probes one round trip after the block starts).
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
+  const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
   const bool lead = tile.thread_rank() == 0;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
@@ -642,7 +662,6 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
                                                              : static_cast<int>(kInsertOrAssign))
                                         : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
                                                                     : static_cast<int>(kAssignScores));
-    const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
     // The op clock and the caller's score are read where used (fewer registers live across the probe).
     const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
     int64_t slot = -1;
@@ -774,9 +793,10 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
     s_queue_base = atomicAdd(pending_count(p), static_cast<unsigned long long>(s_queued));
   __syncthreads();
   if (want) {
-    const uint64_t key = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
+    // The key again (a cache hit): holding it in registers through the kernel costs the probe spills.
+    const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
     reinterpret_cast<longlong2*>(p.pending)[s_queue_base + warp_off + __popc(ballot & ((1u << lane) - 1u))] =
-        make_longlong2(static_cast<long long>(key), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
+        make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
   }
   flush_stats(p, s_stats);
 }
