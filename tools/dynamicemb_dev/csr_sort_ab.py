@@ -2,7 +2,10 @@
 variant, in one process: S/F = the CSR sort S (op _lookup_lab_csr_sort; lookup_types.h CsrSort: 0 cub's SortPairs,
 1 hand-dispatched onesweep 8-bit (default), 2 10-bit 4K tiles, 3 10-bit 6K tiles, 4 8-bit with the
 warp-aggregated histogram) and where the step finds its uniques F (op
-_lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert); per-kernel profile (torch.profiler:
+_lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert), and
+optionally /D, the dedup's bits (op _lookup_lab_dedup, lookup_types.h DedupInsert: 1 the set slot's first taker
+prefetches its key's start group for the find, 2 and its score sector, 4 CAS without a load first, 8 the count
+pass's claimers prefetch instead of the insert); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
 op runs as "main". Run (GPU):
@@ -46,6 +49,10 @@ def main():
         lab = (torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later)
     except (AttributeError, RuntimeError):
         lab = None
+    try:
+        lab_dedup = torch.ops.dynamicemb._lookup_lab_dedup
+    except (AttributeError, RuntimeError):
+        lab_dedup = None
     variants = [v for v in a.variants.split(",") if v] if lab is not None else [None]
     dev = torch.device("cuda")
     T, D, B = 10, 128, 104_857
@@ -92,15 +99,29 @@ def main():
 
     def use(v):
         if v is not None:
-            srt, fl = (int(x) for x in v.split("/"))
-            lab[0](srt)
-            lab[1](fl)
+            parts = [int(x) for x in v.split("/")]
+            lab[0](parts[0])
+            lab[1](parts[1])
+            if lab_dedup is not None:
+                lab_dedup(parts[2] if len(parts) > 2 else 0)
 
     for _ in range(6):
         train()
     sorts = {0: "cub sort", 1: "hand 8-bit", 2: "hand 10-bit 4K", 3: "hand 10-bit 6K", 4: "hand 8-bit, match hist"}
     finds = {0: "", 1: ", find after fork", 2: ", find in insert"}
-    name = {v: ("main" if v is None else sorts[int(v.split("/")[0])] + finds[int(v.split("/")[1])]) for v in variants}
+    def inserts(d):
+        out = ", CAS first" if d & 4 else ""
+        if d & 1:
+            out += ", prefetch keys" + (" + scores" if d & 2 else "") + (" (count)" if d & 8 else " (insert)")
+        return out
+
+    def vname(v):
+        if v is None:
+            return "main"
+        parts = [int(x) for x in v.split("/")]
+        return sorts[parts[0]] + finds[parts[1]] + (inserts(parts[2]) if len(parts) > 2 else "")
+
+    name = {v: vname(v) for v in variants}
     prof = {}
     for v in variants:
         use(v)

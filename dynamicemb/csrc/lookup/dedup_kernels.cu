@@ -47,6 +47,8 @@ static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 // [0, num_bags) with start(b) <= i (0 if none).
 __device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { return clamp_off(__ldg(p.offsets + b), p.n); }
 
+__device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];" : : "l"(a)); }
+
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
@@ -167,12 +169,23 @@ __device__ __forceinline__ bool load_bounds(const DedupParams& p, int32_t* sboun
 // one global CAS per block instead of a burst of same-address CASes and atomicMins from every occurrence (H200,
 // NVIDIA preset: insert 0.050 -> 0.044 ms). The slots' final positions (the global minimum is a block's minimum)
 // are unchanged.
+// Lab (DedupInsert): the number pass's find reads each unique's start group of keys (and, training, writes its
+// score sector): the set slot's first taker (one per (table, key)) starts those random DRAM reads into L2 while
+// the insert, bound by L2 atomics, leaves DRAM idle; nothing waits on them.
+__device__ __forceinline__ void prefetch_group(const DedupParams& p, uint64_t key, int32_t t, int flags) {
+  if ((flags & kInsertPrefetchKeys) == 0) return;
+  const TableMeta& m = p.find_meta[t];
+  const int64_t g = group_of(table::home_of(m, key));
+  prefetch_l2(reinterpret_cast<const uint64_t*>(m.keys) + g);
+  if (p.find_train && (flags & kInsertPrefetchScores) != 0) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
+}
+
 constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
 template <bool kSmem, bool kFind = false>
-__global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams p) {
+__global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
@@ -244,17 +257,25 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
     todo0[r] = todo[r];
     todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
+  const bool cas_first = (p.insert_flags & kInsertCasFirst) != 0;
+  const int prefetch = !kFind && p.find_meta != nullptr && (p.insert_flags & kInsertPrefetchInCount) == 0
+                           ? p.insert_flags & (kInsertPrefetchKeys | kInsertPrefetchScores) : 0;
   while (true) {
     bool any = false;
 #pragma unroll
     for (int r = 0; r < K; ++r) any |= todo[r];
     if (!any) break;
     uint32_t v[K];
+    if (cas_first) {  // the CAS returns the slot's value when it takes nothing: one L2 round trip per step
 #pragma unroll
-    for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
+      for (int r = 0; r < K; ++r) v[r] = todo[r] ? atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r])) : 0u;
+    } else {
 #pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
+      for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
+#pragma unroll
+      for (int r = 0; r < K; ++r)
+        if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
+    }
     uint64_t k2[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {
@@ -262,6 +283,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
         inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
         won[r] = true;
+        if (prefetch != 0) prefetch_group(p, key[r], t[r], prefetch);
       }
       k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
     }
@@ -331,14 +353,31 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 #pragma unroll
   for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
   int total = 0;
+  bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
+    claimed[r] = claimer;
     if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
+  // lab (DedupInsert kInsertPrefetchInCount): the claimers (one per (table, key)) prefetch for the number pass
+  if (p.find_meta != nullptr && (p.insert_flags & kInsertPrefetchInCount) != 0 &&
+      (p.insert_flags & kInsertPrefetchKeys) != 0) {
+    int32_t idx[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) idx[r] = claimed[r] ? static_cast<int32_t>(c0 + r * kInsertBlock + threadIdx.x) : 0;
+    int f[K];
+    features_of<K>(p.num_features, [&](int g) { return feature_bound(p, g); }, idx, claimed, f);
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (!claimed[r]) continue;
+      const uint64_t key = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
+      prefetch_group(p, key, __ldg(p.feature_table + f[r]), p.insert_flags);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- number
@@ -572,6 +611,13 @@ void launch_dedup(const DedupParams& p, void* stream) {
 
 namespace {
 std::atomic<int> g_find_later{0};
+std::atomic<int> g_insert_flags{0};
+}
+
+int dedup_insert_variant(int v) {
+  const int old = g_insert_flags.load();
+  if (v >= 0 && v <= 15) g_insert_flags.store(v);
+  return old;
 }
 
 int find_later_variant(int v) {

@@ -146,7 +146,18 @@ struct DedupParams {
   // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
+  // lab (op _lookup_lab_dedup, DedupInsert bits): how the insert pass probes the set and whether the set slot's
+  // first taker prefetches its key's start group (keys, and scores in training) into L2 for the number pass's find
+  int insert_flags;
 };
+enum DedupInsert : int {
+  kInsertPrefetchKeys = 1,    // with find_meta: the first taker of a set slot prefetches its key's start group
+  kInsertPrefetchScores = 2,  // ... and (training) the group's score sector the find writes
+  kInsertCasFirst = 4,        // the global set probe starts with the CAS (no load before it)
+  kInsertPrefetchInCount = 8, // the prefetches (1, 2) by the count pass's claimers instead of the insert
+};
+// Lab: the DedupInsert bits of later steps' dedup (0..15 sets; others only read); returns the ones before.
+int dedup_insert_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
