@@ -5,7 +5,7 @@ warp-aggregated histogram) and where the step finds its uniques F (op
 _lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert), and
 optionally /D, the dedup's bits (op _lookup_lab_dedup, lookup_types.h DedupInsert: 1 the set slot's first taker
 prefetches its key's start group for the find, 2 and its score sector, 4 CAS without a load first, 8 the count
-pass's claimers prefetch instead of the insert); per-kernel profile (torch.profiler:
+pass's claimers prefetch instead of the insert, 16 the insert kernel at 5 blocks per SM); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
 op runs as "main". Run (GPU):
@@ -110,7 +110,7 @@ def main():
     sorts = {0: "cub sort", 1: "hand 8-bit", 2: "hand 10-bit 4K", 3: "hand 10-bit 6K", 4: "hand 8-bit, match hist"}
     finds = {0: "", 1: ", find after fork", 2: ", find in insert"}
     def inserts(d):
-        out = ", CAS first" if d & 4 else ""
+        out = (", CAS first" if d & 4 else "") + (", insert 5 blocks/SM" if d & 16 else "")
         if d & 1:
             out += ", prefetch keys" + (" + scores" if d & 2 else "") + (" (count)" if d & 8 else " (insert)")
         return out

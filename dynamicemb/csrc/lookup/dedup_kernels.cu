@@ -162,13 +162,6 @@ __device__ __forceinline__ bool load_bounds(const DedupParams& p, int32_t* sboun
   return __syncthreads_and(threadIdx.x >= F || sbound[threadIdx.x] <= sbound[threadIdx.x + 1]);
 }
 
-// Block pre-dedup of the insert: the block's ids of one (table, key) elect their lowest position in a shared-memory
-// set over the block's kChunk ids (2 x kChunk slots, linear probing, the same CAS / atomicMin rule as the global
-// set); only that leader probes the global set, the others take its slot. The global set then sees one prober per
-// block and (table, key): a hot id (the NVIDIA preset's top id is ~7 % of its table's ids, ~70 per block) costs
-// one global CAS per block instead of a burst of same-address CASes and atomicMins from every occurrence (H200,
-// NVIDIA preset: insert 0.050 -> 0.044 ms). The slots' final positions (the global minimum is a block's minimum)
-// are unchanged.
 // Lab (DedupInsert): the number pass's find reads each unique's start group of keys (and, training, writes its
 // score sector): the set slot's first taker (one per (table, key)) starts those random DRAM reads into L2 while
 // the insert, bound by L2 atomics, leaves DRAM idle; nothing waits on them.
@@ -180,12 +173,20 @@ __device__ __forceinline__ void prefetch_group(const DedupParams& p, uint64_t ke
   if (p.find_train && (flags & kInsertPrefetchScores) != 0) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
 }
 
+// Block pre-dedup of the insert: the block's ids of one (table, key) elect their lowest position in a shared-memory
+// set over the block's kChunk ids (2 x kChunk slots, linear probing, the same CAS / atomicMin rule as the global
+// set); only that leader probes the global set, the others take its slot. The global set then sees one prober per
+// block and (table, key): a hot id (the NVIDIA preset's top id is ~7 % of its table's ids, ~70 per block) costs
+// one global CAS per block instead of a burst of same-address CASes and atomicMins from every occurrence (H200,
+// NVIDIA preset: insert 0.050 -> 0.044 ms). The slots' final positions (the global minimum is a block's minimum)
+// are unchanged.
 constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
-template <bool kSmem, bool kFind = false>
-__global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
+// MINB: blocks per SM the registers are fitted to (4: <= 64 registers, no spills; lab 5: <= 48, a few spills).
+template <bool kSmem, bool kFind = false, int MINB = 4>
+__global__ void __launch_bounds__(kInsertBlock, MINB) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
@@ -594,6 +595,8 @@ void launch_dedup(const DedupParams& p, void* stream) {
   if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     if (smem) detail::dedup_insert_kernel<true, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
     else detail::dedup_insert_kernel<false, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+  } else if (smem && (p.insert_flags & kInsertMinBlocks5) != 0) {
+    detail::dedup_insert_kernel<true, false, 5><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   } else if (smem) {
     detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   } else {
@@ -616,7 +619,7 @@ std::atomic<int> g_insert_flags{0};
 
 int dedup_insert_variant(int v) {
   const int old = g_insert_flags.load();
-  if (v >= 0 && v <= 15) g_insert_flags.store(v);
+  if (v >= 0 && v <= 31) g_insert_flags.store(v);
   return old;
 }
 

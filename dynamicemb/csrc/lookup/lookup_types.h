@@ -155,8 +155,9 @@ enum DedupInsert : int {
   kInsertPrefetchScores = 2,  // ... and (training) the group's score sector the find writes
   kInsertCasFirst = 4,        // the global set probe starts with the CAS (no load before it)
   kInsertPrefetchInCount = 8, // the prefetches (1, 2) by the count pass's claimers instead of the insert
+  kInsertMinBlocks5 = 16,     // the insert kernel fitted to 5 blocks per SM (<= 48 registers) instead of 4
 };
-// Lab: the DedupInsert bits of later steps' dedup (0..15 sets; others only read); returns the ones before.
+// Lab: the DedupInsert bits of later steps' dedup (0..31 sets; others only read); returns the ones before.
 int dedup_insert_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);

@@ -151,9 +151,9 @@ int64_t lookup_lab_find_later(int64_t variant) {
   return find_later_variant(variant >= 0 && variant <= 2 ? static_cast<int>(variant) : -1);
 }
 
-// Lab: the dedup's DedupInsert bits of later steps (0..15; other values only read them). Returns the ones before.
+// Lab: the dedup's DedupInsert bits of later steps (0..31; other values only read them). Returns the ones before.
 int64_t lookup_lab_dedup(int64_t variant) {
-  return dedup_insert_variant(variant >= 0 && variant <= 15 ? static_cast<int>(variant) : -1);
+  return dedup_insert_variant(variant >= 0 && variant <= 31 ? static_cast<int>(variant) : -1);
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
