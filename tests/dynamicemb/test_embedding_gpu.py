@@ -283,6 +283,18 @@ def rows(m, t, ids):
     return w.cpu(), s.cpu(), found.cpu()
 
 
+def train_random(m, data, seed):
+    """One training step per (ids, offsets) of data with the gradient of sum(out * R), R fixed by seed and step;
+    returns the outputs."""
+    outs = []
+    for s, (ids, offsets) in enumerate(data):
+        out = m(ids, offsets)
+        outs.append(out.detach().clone())
+        R = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + s)).cuda()
+        (out * R).sum().backward()
+    return outs
+
+
 @pytest.mark.parametrize("in_forward", [True, False], ids=["csr_in_forward", "csr_in_backward"])
 @pytest.mark.parametrize("pooling", ["none", "mean"])
 @pytest.mark.parametrize("bags", [200, 40_000])
@@ -315,12 +327,7 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
             m.overlap_csr = in_forward
             for t in range(2):
                 m.set_rows(t, torch.arange(vocab, device="cuda"), w0[t].cuda())
-            outs = []
-            for s, (ids, offsets) in enumerate(data):
-                out = m(ids, offsets)
-                outs.append(out.detach().clone())
-                R = torch.randn(out.shape, generator=torch.Generator().manual_seed(100 + s)).cuda()
-                (out * R).sum().backward()
+            outs = train_random(m, data, 100)
             results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
     finally:
         lab(old[0])
@@ -366,12 +373,7 @@ def test_dedup_insert_variants_agree(pooling):
             assert lab(v) in range(32)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.backward_chunk = 1 << 20  # no segment cut: hot ids' sums do not depend on the pieces' arrival order
-            outs = []
-            for s, (ids, offsets) in enumerate(data):
-                out = m(ids, offsets)
-                outs.append(out.detach().clone())
-                R = torch.randn(out.shape, generator=torch.Generator().manual_seed(200 + s)).cuda()
-                (out * R).sum().backward()
+            outs = train_random(m, data, 200)
             torch.cuda.synchronize()
             keys = [stored(m, t) for t in range(2)]
             results[v] = outs + [x for t in range(2) for x in keys[t]] + [
