@@ -35,6 +35,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--label", default="")
     p.add_argument("--print-kernels", action="store_true", help="print each variant's full kernel table")
+    p.add_argument("--gaps", action="store_true",
+                   help="also the device idle gaps of 8 pipelined steps of the first variant (pipelined_gaps.py)")
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.bench))
     from bench_util import median_ms  # noqa: E402
@@ -177,6 +179,18 @@ def main():
     print("|---|" + "---:|" * len(variants))
     for k in keys:
         print(f"| {k[:90]} | " + " | ".join(f"{prof[v][0].get(k, 0.0):.4f}" for v in variants) + " |")
+    sys.stdout.flush()
+    if a.gaps:  # the device's idle time in pipelined steps, by the ops around each gap (last: may be cut)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from pipelined_gaps import print_gaps, profile_pipelined  # noqa: E402
+
+        use(variants[0])
+        for _ in range(3):
+            train()
+        span, busy, gaps = profile_pipelined(train, 8)
+        print(f"\n{name[variants[0]]}, 8 pipelined steps behind a GPU sleep: span {span:.3f} ms per step, "
+              f"busy {busy:.3f}, idle {span - busy:.3f}")
+        print_gaps(f"{a.label}{name[variants[0]]}", gaps, 10)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,27 @@ def gaps_of(ops, nsteps):
     return (t1 - t0) / 1e3 / nsteps, busy / 1e3 / nsteps, gaps
 
 
+def profile_pipelined(train, steps):
+    """(span, busy, gaps) per step of `steps` calls of train issued behind a ~50 ms GPU sleep."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(100_000_000)  # the host issues every step before the device starts them
+        for _ in range(steps):
+            train()
+        torch.cuda.synchronize()
+    path = os.path.join(tempfile.mkdtemp(), "trace.json")
+    prof.export_chrome_trace(path)
+    return gaps_of(device_ops(path), steps)
+
+
+def print_gaps(title, gaps, top):
+    print(f"\n{title}: largest idle gaps (ms per step; device op before -> after)")
+    for (x, y), ms in sorted(gaps.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {ms:.4f}  {x} -> {y}")
+
+
 def short(name, n=44):
     name = name.replace("void ", "").replace("dynamicemb::lookup::detail::", "")
     name = name.split("(")[0]
@@ -63,7 +84,6 @@ def main():
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.bench))
     from embedding import gpu_warmup, make_batch  # noqa: E402
-    from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
     from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
     from dynamicemb._optimizers import SGD, Adam  # noqa: E402
@@ -107,21 +127,11 @@ def main():
                     lab(int(x))
         for _ in range(6):
             train()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            torch.cuda._sleep(100_000_000)  # ~50 ms: the host issues every step before the device starts them
-            for _ in range(a.steps):
-                train()
-            torch.cuda.synchronize()
-        path = os.path.join(tempfile.mkdtemp(), "trace.json")
-        prof.export_chrome_trace(path)
-        span, busy, gaps = gaps_of(device_ops(path), a.steps)
+        span, busy, gaps = profile_pipelined(train, a.steps)
         print(f"| {v or 'default'} | {span:.3f} | {busy:.3f} | {span - busy:.3f} |")
         tops[v] = gaps
     for v, gaps in tops.items():
-        print(f"\n{a.label}{v or 'default'}: largest idle gaps (ms per step; device op before -> after)")
-        for (x, y), ms in sorted(gaps.items(), key=lambda kv: -kv[1])[: a.top]:
-            print(f"  {ms:.4f}  {x} -> {y}")
+        print_gaps(f"{a.label}{v or 'default'}", gaps, a.top)
 
 
 if __name__ == "__main__":
