@@ -348,9 +348,8 @@ def stored(m, t):
 
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
-    """Every probe of the dedup insert (lab op _lookup_lab_dedup: prefetch of each unique's start group of keys,
-    and of its score sector, by the set slot's first taker or by the count pass's claimer; CAS without a load
-    first; the kernel fitted to 5 blocks per SM) gives bitwise equal outputs,
+    """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
+    count pass's prefetch of each unique's start group of keys and score sector) gives bitwise equal outputs,
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
     cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
@@ -367,10 +366,10 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 3, 4, 5, 7, 9, 11, 15, 16, 29]
+    variants = [0, 1, 2, 3, 6, 7]
     try:
         for v in variants:
-            assert lab(v) in range(32)
+            assert lab(v) in range(8)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.backward_chunk = 1 << 20  # no segment cut: hot ids' sums do not depend on the pieces' arrival order
             outs = train_random(m, data, 200)

@@ -136,8 +136,8 @@ def main():
             parts = [int(x) for x in v.split("/")]
             lab[0](parts[0])
             lab[1](parts[1])
-            if lab_dedup is not None:
-                lab_dedup(parts[2] if len(parts) > 2 else 0)
+            if lab_dedup is not None and len(parts) > 2:
+                lab_dedup(parts[2])
         name = "main" if v is None else f"sort/find_later/insert={v}"
         rec = {}
         for case, opt in (("preset", "sgd"), ("preset", "adam"), ("random", "adam")):

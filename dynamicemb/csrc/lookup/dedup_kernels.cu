@@ -134,7 +134,9 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
 // kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
 // that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
 // 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
-// position); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
+// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's
+// value, one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the
+// CAS first); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
 // match at a higher position lowers it (atomicMin), so that the slot ends at the id's first position whatever
 // the order the ids arrive in. A slot only ever holds positions of one (table, key), so a prober needs no fence:
 // whichever of them it reads compares the same. The set has at least n slots and at most n - 1 are taken while a
@@ -162,17 +164,6 @@ __device__ __forceinline__ bool load_bounds(const DedupParams& p, int32_t* sboun
   return __syncthreads_and(threadIdx.x >= F || sbound[threadIdx.x] <= sbound[threadIdx.x + 1]);
 }
 
-// Lab (DedupInsert): the number pass's find reads each unique's start group of keys (and, training, writes its
-// score sector): the set slot's first taker (one per (table, key)) starts those random DRAM reads into L2 while
-// the insert, bound by L2 atomics, leaves DRAM idle; nothing waits on them.
-__device__ __forceinline__ void prefetch_group(const DedupParams& p, uint64_t key, int32_t t, int flags) {
-  if ((flags & kInsertPrefetchKeys) == 0) return;
-  const TableMeta& m = p.find_meta[t];
-  const int64_t g = group_of(table::home_of(m, key));
-  prefetch_l2(reinterpret_cast<const uint64_t*>(m.keys) + g);
-  if (p.find_train && (flags & kInsertPrefetchScores) != 0) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
-}
-
 // Block pre-dedup of the insert: the block's ids of one (table, key) elect their lowest position in a shared-memory
 // set over the block's kChunk ids (2 x kChunk slots, linear probing, the same CAS / atomicMin rule as the global
 // set); only that leader probes the global set, the others take its slot. The global set then sees one prober per
@@ -184,9 +175,9 @@ constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
-// MINB: blocks per SM the registers are fitted to (4: <= 64 registers, no spills; lab 5: <= 48, a few spills).
-template <bool kSmem, bool kFind = false, int MINB = 4>
-__global__ void __launch_bounds__(kInsertBlock, MINB) dedup_insert_kernel(DedupParams p) {
+// Fitted to 4 blocks per SM (<= 64 registers, no spills; at 5, 48 registers: slower, docs/dynamicemb.md).
+template <bool kSmem, bool kFind = false>
+__global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
@@ -258,16 +249,14 @@ __global__ void __launch_bounds__(kInsertBlock, MINB) dedup_insert_kernel(DedupP
     todo0[r] = todo[r];
     todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
-  const bool cas_first = (p.insert_flags & kInsertCasFirst) != 0;
-  const int prefetch = !kFind && p.find_meta != nullptr && (p.insert_flags & kInsertPrefetchInCount) == 0
-                           ? p.insert_flags & (kInsertPrefetchKeys | kInsertPrefetchScores) : 0;
+  const bool cas_first = (p.flags & kDedupCasFirst) != 0;
   while (true) {
     bool any = false;
 #pragma unroll
     for (int r = 0; r < K; ++r) any |= todo[r];
     if (!any) break;
     uint32_t v[K];
-    if (cas_first) {  // the CAS returns the slot's value when it takes nothing: one L2 round trip per step
+    if (cas_first) {
 #pragma unroll
       for (int r = 0; r < K; ++r) v[r] = todo[r] ? atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r])) : 0u;
     } else {
@@ -284,7 +273,6 @@ __global__ void __launch_bounds__(kInsertBlock, MINB) dedup_insert_kernel(DedupP
         inv[r] = static_cast<int32_t>(s[r]);
         todo[r] = false;
         won[r] = true;
-        if (prefetch != 0) prefetch_group(p, key[r], t[r], prefetch);
       }
       k2[r] = todo[r] ? __ldg(ids + v[r]) : 0;
     }
@@ -364,9 +352,10 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
-  // lab (DedupInsert kInsertPrefetchInCount): the claimers (one per (table, key)) prefetch for the number pass
-  if (p.find_meta != nullptr && (p.insert_flags & kInsertPrefetchInCount) != 0 &&
-      (p.insert_flags & kInsertPrefetchKeys) != 0) {
+  // lab (DedupFlags): each claimer (one per (table, key)) prefetches into L2 what the number pass's find of its
+  // key reads (the start group of keys) and, training, the score sector it writes; nothing waits on them
+  if (p.find_meta != nullptr && (p.flags & kDedupPrefetchKeys) != 0) {
+    const bool scores = p.find_train && (p.flags & kDedupPrefetchScores) != 0;
     int32_t idx[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) idx[r] = claimed[r] ? static_cast<int32_t>(c0 + r * kInsertBlock + threadIdx.x) : 0;
@@ -375,8 +364,10 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (!claimed[r]) continue;
-      const uint64_t key = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
-      prefetch_group(p, key, __ldg(p.feature_table + f[r]), p.insert_flags);
+      const TableMeta& m = p.find_meta[__ldg(p.feature_table + f[r])];
+      const int64_t g = group_of(table::home_of(m, __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r])));
+      prefetch_l2(reinterpret_cast<const uint64_t*>(m.keys) + g);
+      if (scores) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
     }
   }
 }
@@ -595,8 +586,6 @@ void launch_dedup(const DedupParams& p, void* stream) {
   if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
     if (smem) detail::dedup_insert_kernel<true, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
     else detail::dedup_insert_kernel<false, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  } else if (smem && (p.insert_flags & kInsertMinBlocks5) != 0) {
-    detail::dedup_insert_kernel<true, false, 5><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   } else if (smem) {
     detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
   } else {
@@ -614,12 +603,12 @@ void launch_dedup(const DedupParams& p, void* stream) {
 
 namespace {
 std::atomic<int> g_find_later{0};
-std::atomic<int> g_insert_flags{0};
+std::atomic<int> g_dedup_flags{kDedupCasFirst};
 }
 
-int dedup_insert_variant(int v) {
-  const int old = g_insert_flags.load();
-  if (v >= 0 && v <= 31) g_insert_flags.store(v);
+int dedup_flags_variant(int v) {
+  const int old = g_dedup_flags.load();
+  if (v >= 0 && v <= kDedupFlagsAll) g_dedup_flags.store(v);
   return old;
 }
 

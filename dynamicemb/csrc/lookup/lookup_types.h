@@ -146,19 +146,17 @@ struct DedupParams {
   // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
-  // lab (op _lookup_lab_dedup, DedupInsert bits): how the insert pass probes the set and whether the set slot's
-  // first taker prefetches its key's start group (keys, and scores in training) into L2 for the number pass's find
-  int insert_flags;
+  int flags;                 // DedupFlags (dedup_flags_variant: the default, or the lab op _lookup_lab_dedup's)
 };
-enum DedupInsert : int {
-  kInsertPrefetchKeys = 1,    // with find_meta: the first taker of a set slot prefetches its key's start group
-  kInsertPrefetchScores = 2,  // ... and (training) the group's score sector the find writes
-  kInsertCasFirst = 4,        // the global set probe starts with the CAS (no load before it)
-  kInsertPrefetchInCount = 8, // the prefetches (1, 2) by the count pass's claimers instead of the insert
-  kInsertMinBlocks5 = 16,     // the insert kernel fitted to 5 blocks per SM (<= 48 registers) instead of 4
+enum DedupFlags : int {
+  kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
+  kDedupPrefetchKeys = 2,    // lab, with find_meta: the count pass's claimers prefetch their keys' start groups
+  kDedupPrefetchScores = 4,  // lab, with kDedupPrefetchKeys in training: and the groups' score sectors
+  kDedupFlagsAll = 7,
 };
-// Lab: the DedupInsert bits of later steps' dedup (0..31 sets; others only read); returns the ones before.
-int dedup_insert_variant(int v);
+// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst); sets them when v is in
+// [0, kDedupFlagsAll] (others only read), returns the ones before.
+int dedup_flags_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).

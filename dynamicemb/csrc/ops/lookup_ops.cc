@@ -151,9 +151,10 @@ int64_t lookup_lab_find_later(int64_t variant) {
   return find_later_variant(variant >= 0 && variant <= 2 ? static_cast<int>(variant) : -1);
 }
 
-// Lab: the dedup's DedupInsert bits of later steps (0..31; other values only read them). Returns the ones before.
+// Lab: the DedupFlags of later steps' dedup (0..kDedupFlagsAll; other values only read them). Returns the ones
+// before.
 int64_t lookup_lab_dedup(int64_t variant) {
-  return dedup_insert_variant(variant >= 0 && variant <= 31 ? static_cast<int>(variant) : -1);
+  return dedup_flags_variant(variant >= 0 && variant <= kDedupFlagsAll ? static_cast<int>(variant) : -1);
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -203,6 +204,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   p.utables = static_cast<int32_t*>(utables.data_ptr());
   p.count = static_cast<int32_t*>(count.data_ptr());
   p.skip = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : nullptr;
+  p.flags = dedup_flags_variant(-1);  // (the prefetch bits need the step's find: none here)
   launch_dedup(p, stream);
   return std::make_tuple(inverse, bag, ukeys, utables, count);
 }
@@ -567,8 +569,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.find_meta = meta_ptr(meta);
     d.urow = a.urow;
     d.find_train = train;
-    d.insert_flags = dedup_insert_variant(-1);
   }
+  d.flags = dedup_flags_variant(-1);
   BackwardParams c{};
   if (a.csr) {  // the CSR needs only the dedup, whose clear pass zeroes its sort's counters
     bind_inputs(c, a, off_ptr, nb, pw, pooling, n);
