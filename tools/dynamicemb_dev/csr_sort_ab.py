@@ -49,14 +49,10 @@ def main():
     from dynamicemb._optimizers import SGD, Adam  # noqa: E402
     from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
-    try:
-        lab = (torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later)
-    except (AttributeError, RuntimeError):
-        lab = None
-    try:
-        lab_dedup = torch.ops.dynamicemb._lookup_lab_dedup
-    except (AttributeError, RuntimeError):
-        lab_dedup = None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from lab_variants import lab_ops, use_variant  # noqa: E402
+
+    lab, lab_dedup = lab_ops()
     variants = [v for v in a.variants.split(",") if v] if lab is not None else [None]
     dev = torch.device("cuda")
     T, D, B = 10, 128, 104_857
@@ -108,12 +104,7 @@ def main():
             return s.elapsed_time(e) / reps, issue
 
         def use(v):
-            if v is not None:
-                parts = [int(x) for x in v.split("/")]
-                lab[0](parts[0])
-                lab[1](parts[1])
-                if lab_dedup is not None and len(parts) > 2:
-                    lab_dedup(parts[2])
+            use_variant(lab, lab_dedup, v)
 
         for _ in range(6):
             train()
@@ -193,7 +184,6 @@ def main():
             print(f"| {k[:90]} | " + " | ".join(f"{prof[v][0].get(k, 0.0):.4f}" for v in variants) + " |")
         sys.stdout.flush()
         if a.gaps and oi == len(a.opt.split(",")) - 1:  # last: the device's idle time of pipelined steps
-            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             from pipelined_gaps import print_gaps, profile_pipelined  # noqa: E402
 
             use(variants[0])

@@ -121,23 +121,14 @@ def main():
     from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
     mods = (make_batch, SGD, Adam, DynamicEmbTableOptions, BatchedDynamicEmbeddingTables)
     dev = torch.device("cuda")
-    try:
-        lab = (torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later)
-    except (AttributeError, RuntimeError):
-        lab = None
-    try:
-        lab_dedup = torch.ops.dynamicemb._lookup_lab_dedup
-    except (AttributeError, RuntimeError):
-        lab_dedup = None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from lab_variants import lab_ops, use_variant  # noqa: E402
+
+    lab, lab_dedup = lab_ops()
     variants = [v for v in a.variants.split(",") if v] if lab is not None else []
     res = {}
     for v in variants or [None]:
-        if v is not None:
-            parts = [int(x) for x in v.split("/")]
-            lab[0](parts[0])
-            lab[1](parts[1])
-            if lab_dedup is not None and len(parts) > 2:
-                lab_dedup(parts[2])
+        use_variant(lab, lab_dedup, v)
         name = "main" if v is None else f"sort/find_later/insert={v}"
         rec = {}
         for case, opt in (("preset", "sgd"), ("preset", "adam"), ("random", "adam")):
