@@ -283,6 +283,18 @@ def rows(m, t, ids):
     return w.cpu(), s.cpu(), found.cpu()
 
 
+def train_random(m, data, seed):
+    """One training step per (ids, offsets) of data with the gradient of sum(out * R), R fixed by seed and step;
+    returns the outputs."""
+    outs = []
+    for s, (ids, offsets) in enumerate(data):
+        out = m(ids, offsets)
+        outs.append(out.detach().clone())
+        R = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + s)).cuda()
+        (out * R).sum().backward()
+    return outs
+
+
 @pytest.mark.parametrize("in_forward", [True, False], ids=["csr_in_forward", "csr_in_backward"])
 @pytest.mark.parametrize("pooling", ["none", "mean"])
 @pytest.mark.parametrize("bags", [200, 40_000])
@@ -315,12 +327,7 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
             m.overlap_csr = in_forward
             for t in range(2):
                 m.set_rows(t, torch.arange(vocab, device="cuda"), w0[t].cuda())
-            outs = []
-            for s, (ids, offsets) in enumerate(data):
-                out = m(ids, offsets)
-                outs.append(out.detach().clone())
-                R = torch.randn(out.shape, generator=torch.Generator().manual_seed(100 + s)).cuda()
-                (out * R).sum().backward()
+            outs = train_random(m, data, 100)
             results[v] = outs + [x for t in range(2) for x in rows(m, t, torch.arange(vocab))]
     finally:
         lab(old[0])
@@ -328,6 +335,53 @@ def test_csr_sort_variants_agree(bags, pooling, in_forward):
     for v in variants[1:]:
         for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
             assert torch.equal(a, b), f"variant {v}, result {k} differs from cub's sort"
+
+
+def stored(m, t):
+    """Table t's stored keys in ascending order with their scores (slots depend on the insert's scheduling)."""
+    tab = m.tables[t]
+    keys = tab.keys.view(torch.int64)
+    slots = torch.nonzero(keys != -(2**63)).view(-1)
+    slots = slots[torch.argsort(keys[slots])]
+    return keys[slots].cpu(), tab.scores[slots].cpu()
+
+
+@pytest.mark.parametrize("pooling", ["none", "sum"])
+def test_dedup_insert_variants_agree(pooling):
+    """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
+    count pass's prefetch of each unique's start group of keys and score sector) gives bitwise equal outputs,
+    rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
+    cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    gen = torch.Generator().manual_seed(12)
+    F, bags, vocab = 3, 3000, 20000
+    data = []
+    for s in range(4):
+        lengths = torch.ones(F * bags, dtype=torch.int64) if pooling == "none" else torch.randint(0, 4, (F * bags,), generator=gen)
+        offsets = torch.zeros(F * bags + 1, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(lengths, 0)
+        n = int(offsets[-1])
+        u = torch.rand(n, generator=gen)
+        ids = (u ** 4 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(n, generator=gen) < 0.3).long()
+        data.append((ids.cuda(), offsets.cuda()))
+    results = {}
+    old = lab(-1)
+    variants = [0, 1, 2, 3, 6, 7]
+    try:
+        for v in variants:
+            assert lab(v) in range(8)
+            m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
+            m.backward_chunk = 1 << 20  # no segment cut: hot ids' sums do not depend on the pieces' arrival order
+            outs = train_random(m, data, 200)
+            torch.cuda.synchronize()
+            keys = [stored(m, t) for t in range(2)]
+            results[v] = outs + [x for t in range(2) for x in keys[t]] + [
+                x for t in range(2) for x in rows(m, t, keys[t][0])]
+    finally:
+        lab(old)
+    for v in variants[1:]:
+        for k, (a, b) in enumerate(zip(results[variants[0]], results[v])):
+            assert torch.equal(a, b), f"insert variant {v}, result {k} differs from the plain insert"
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none"])

@@ -8,7 +8,7 @@ eval output:
     rows do not depend on the arrival order of the pieces), SGD and Adam;
   - "random": 10 tables x 104,857 ids uniform over 300K ids per table (a unique repeats a few times, no segment is
     cut into more than two pieces), a random gradient (the sum order inside each segment shows in the rows), Adam.
-With the lab ops _lookup_lab_csr_sort / _lookup_lab_find_later (builds that have them) each variant S/F in
+With the lab ops _lookup_lab_csr_sort / _lookup_lab_find_later (builds that have them) each variant S/F[/D] in
 --variants (tools/dynamicemb_dev/csr_sort_ab.py) runs as its own record. Run:
     python3 -P tools/dynamicemb_dev/step_same.py --bench benchmarks --out a.json [--variants 0/0,2/1]
     python3 -P tools/dynamicemb_dev/step_same.py --compare a.json b.json
@@ -121,21 +121,18 @@ def main():
     from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
     mods = (make_batch, SGD, Adam, DynamicEmbTableOptions, BatchedDynamicEmbeddingTables)
     dev = torch.device("cuda")
-    try:
-        lab = (torch.ops.dynamicemb._lookup_lab_csr_sort, torch.ops.dynamicemb._lookup_lab_find_later)
-    except (AttributeError, RuntimeError):
-        lab = None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from lab_variants import lab_ops, use_variant  # noqa: E402
+
+    lab, lab_dedup = lab_ops()
     variants = [v for v in a.variants.split(",") if v] if lab is not None else []
     res = {}
     for v in variants or [None]:
-        if v is not None:
-            srt, fl = (int(x) for x in v.split("/"))
-            lab[0](srt)
-            lab[1](fl)
-        name = "main" if v is None else f"sort/find_later={v}"
+        use_variant(lab, lab_dedup, v)
+        name = "main" if v is None else f"sort/find_later/insert={v}"
         rec = {}
         for case, opt in (("preset", "sgd"), ("preset", "adam"), ("random", "adam")):
-            if v not in (None, "1/0", "0/0") and case == "preset" and opt == "adam":
+            if v is not None and v.split("/")[:2] not in (["1", "0"], ["0", "0"]) and case == "preset" and opt == "adam":
                 continue  # the build without variants, cub's sort and the default run every case
             r = run_case(case, opt, dev, mods)
             rec.update({f"{case}.{opt}.{k}": x for k, x in r.items()})

@@ -47,6 +47,8 @@ static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 // [0, num_bags) with start(b) <= i (0 if none).
 __device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { return clamp_off(__ldg(p.offsets + b), p.n); }
 
+__device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];" : : "l"(a)); }
+
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
@@ -132,7 +134,9 @@ __device__ __forceinline__ void features_of(int num_features, Bound bound, const
 // kPerThread ids per thread (ids base + r * kInsertBlock + thread, r < kPerThread), their probes in lockstep so
 // that each step's loads / CASes of all of them are in flight together. The home slot of (table, key) is a
 // 64-bit mix of both scaled to the capacity; linear probing. A FREE slot is taken with one CAS (FREE ->
-// position); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
+// position); each probe step is that CAS (kDedupCasFirst, default: a CAS that takes nothing returns the slot's
+// value, one L2 round trip) or a load and then the CAS on FREE (H200, NVIDIA preset: 0.048 -> 0.045 ms with the
+// CAS first); an occupied slot matches when ids[pos] is the key and pos is in a feature of the same table, and a
 // match at a higher position lowers it (atomicMin), so that the slot ends at the id's first position whatever
 // the order the ids arrive in. A slot only ever holds positions of one (table, key), so a prober needs no fence:
 // whichever of them it reads compares the same. The set has at least n slots and at most n - 1 are taken while a
@@ -171,8 +175,9 @@ constexpr int kLocalSlots = 2 * kChunk;
 constexpr uint32_t kLocalMask = kLocalSlots - 1;
 static_assert((kLocalSlots & kLocalMask) == 0, "local set: a power of two");
 
+// Fitted to 4 blocks per SM (<= 64 registers, no spills; at 5, 48 registers: slower, docs/dynamicemb.md).
 template <bool kSmem, bool kFind = false>
-__global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams p) {
+__global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   __shared__ int32_t sbound[kSmemFeatures + 1];
   __shared__ uint32_t lset[kLocalSlots];     // FREE or the lowest local index of a (table, key) in the block
@@ -244,17 +249,23 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_insert_kernel(DedupParams 
     todo0[r] = todo[r];
     todo[r] = todo[r] && lead[r] == r * kInsertBlock + static_cast<int>(threadIdx.x);  // leaders probe the set
   }
+  const bool cas_first = (p.flags & kDedupCasFirst) != 0;
   while (true) {
     bool any = false;
 #pragma unroll
     for (int r = 0; r < K; ++r) any |= todo[r];
     if (!any) break;
     uint32_t v[K];
+    if (cas_first) {
 #pragma unroll
-    for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
+      for (int r = 0; r < K; ++r) v[r] = todo[r] ? atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r])) : 0u;
+    } else {
 #pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
+      for (int r = 0; r < K; ++r) v[r] = todo[r] ? ld_relaxed(p.set + s[r]) : 0u;
+#pragma unroll
+      for (int r = 0; r < K; ++r)
+        if (todo[r] && v[r] == kFree) v[r] = atomicCAS(p.set + s[r], kFree, static_cast<uint32_t>(idx[r]));
+    }
     uint64_t k2[K];
 #pragma unroll
     for (int r = 0; r < K; ++r) {
@@ -331,14 +342,34 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 #pragma unroll
   for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
   int total = 0;
+  bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
+    claimed[r] = claimer;
     if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
+  // lab (DedupFlags): each claimer (one per (table, key)) prefetches into L2 what the number pass's find of its
+  // key reads (the start group of keys) and, training, the score sector it writes; nothing waits on them
+  if (p.find_meta != nullptr && (p.flags & kDedupPrefetchKeys) != 0) {
+    const bool scores = p.find_train && (p.flags & kDedupPrefetchScores) != 0;
+    int32_t idx[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) idx[r] = claimed[r] ? static_cast<int32_t>(c0 + r * kInsertBlock + threadIdx.x) : 0;
+    int f[K];
+    features_of<K>(p.num_features, [&](int g) { return feature_bound(p, g); }, idx, claimed, f);
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (!claimed[r]) continue;
+      const TableMeta& m = p.find_meta[__ldg(p.feature_table + f[r])];
+      const int64_t g = group_of(table::home_of(m, __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r])));
+      prefetch_l2(reinterpret_cast<const uint64_t*>(m.keys) + g);
+      if (scores) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- number
@@ -572,6 +603,13 @@ void launch_dedup(const DedupParams& p, void* stream) {
 
 namespace {
 std::atomic<int> g_find_later{0};
+std::atomic<int> g_dedup_flags{kDedupCasFirst};
+}
+
+int dedup_flags_variant(int v) {
+  const int old = g_dedup_flags.load();
+  if (v >= 0 && v <= kDedupFlagsAll) g_dedup_flags.store(v);
+  return old;
 }
 
 int find_later_variant(int v) {

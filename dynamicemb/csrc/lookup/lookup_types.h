@@ -146,7 +146,17 @@ struct DedupParams {
   // scratch the clear pass zeroes as well (the CSR sort's counters of the step: segment_sort_zero_bytes), or null
   void* zero;                // 16-byte aligned
   int64_t zero_bytes;        // a multiple of 16
+  int flags;                 // DedupFlags (dedup_flags_variant: the default, or the lab op _lookup_lab_dedup's)
 };
+enum DedupFlags : int {
+  kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
+  kDedupPrefetchKeys = 2,    // lab, with find_meta: the count pass's claimers prefetch their keys' start groups
+  kDedupPrefetchScores = 4,  // lab, with kDedupPrefetchKeys in training: and the groups' score sectors
+  kDedupFlagsAll = 7,
+};
+// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst); sets them when v is in
+// [0, kDedupFlagsAll] (others only read), returns the ones before.
+int dedup_flags_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).

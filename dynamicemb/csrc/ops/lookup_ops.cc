@@ -151,6 +151,12 @@ int64_t lookup_lab_find_later(int64_t variant) {
   return find_later_variant(variant >= 0 && variant <= 2 ? static_cast<int>(variant) : -1);
 }
 
+// Lab: the DedupFlags of later steps' dedup (0..kDedupFlagsAll; other values only read them). Returns the ones
+// before.
+int64_t lookup_lab_dedup(int64_t variant) {
+  return dedup_flags_variant(variant >= 0 && variant <= kDedupFlagsAll ? static_cast<int>(variant) : -1);
+}
+
 int64_t lookup_dedup_set_size(int64_t n) {
   ACCEL_CHECK(n >= 0, "n: expected >= 0 ids, got ", n);
   return dedup_set_size(n);
@@ -198,6 +204,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> lookup_dedup(Tensor ids, Tens
   p.utables = static_cast<int32_t*>(utables.data_ptr());
   p.count = static_cast<int32_t*>(count.data_ptr());
   p.skip = skip.has_value() ? static_cast<const int32_t*>(skip->data_ptr()) : nullptr;
+  p.flags = dedup_flags_variant(-1);  // (the prefetch bits need the step's find: none here)
   launch_dedup(p, stream);
   return std::make_tuple(inverse, bag, ukeys, utables, count);
 }
@@ -563,6 +570,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.urow = a.urow;
     d.find_train = train;
   }
+  d.flags = dedup_flags_variant(-1);
   BackwardParams c{};
   if (a.csr) {  // the CSR needs only the dedup, whose clear pass zeroes its sort's counters
     bind_inputs(c, a, off_ptr, nb, pw, pooling, n);
@@ -852,6 +860,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("lookup_contract() -> str");
   m.def("_lookup_lab_csr_sort(int variant) -> int");
   m.def("_lookup_lab_find_later(int variant) -> int");
+  m.def("_lookup_lab_dedup(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -868,6 +877,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("lookup_contract", TORCH_BOX(&dynamicemb::lookup::lookup_contract));
   m.impl("_lookup_lab_csr_sort", TORCH_BOX(&dynamicemb::lookup::lookup_lab_csr_sort));
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
+  m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
