@@ -4,8 +4,8 @@ back), after one warm-up cycle.
 
 1. timeline: every kernel of one step with prefetch (the next batch's staging on the side stream), in start order:
    start (us from the step's first kernel), duration, stream;
-2. variants (wheels with the private op ``_stage_variant``, stage_kernels.cu): per variant, the staging kernels'
-   device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
+2. variants (wheels with the private op ``_lookup_lab_stage``, stage_kernels.cu; older wheels: ``_stage_variant``):
+   per variant, the staging kernels' device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
    and without prefetch; ``thp``: the stores' rows moved to THP-registered host memory first (session 13: the
    moves did not change, 2.10 ms against 2.09).
 
@@ -29,7 +29,17 @@ from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn
 
 from dynamicemb._optimizers import SGD  # noqa: E402
 
-KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_in_unplace")
+KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_bulk",
+           "move_in_unplace")
+
+
+def lab_op():
+    """The staging's lab selector of this wheel (variant -1 reads it), or None."""
+    ops = torch.ops.dynamicemb
+    for name in ("_lookup_lab_stage", "_stage_variant"):
+        if hasattr(ops, name):
+            return getattr(ops, name)
+    return None
 
 
 def short(name):
@@ -90,7 +100,7 @@ def thp_stores(m):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="", help="comma list of _stage_variant values (empty: the wheel's default); "
+    ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's default); "
                     "'thp': the stores' rows moved to THP-registered host memory, then the wheel's default")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=64)
@@ -115,8 +125,9 @@ def main():
         one(True)
     torch.cuda.synchronize()
     print(f"[{a.label}] warm-up {a.warmup} steps: {time.perf_counter() - t0:.1f} s")
-    has_op = hasattr(torch.ops.dynamicemb, "_stage_variant")
-    default = int(torch.ops.dynamicemb._stage_variant(-1)) if has_op else None
+    lab = lab_op()
+    has_op = lab is not None
+    default = int(lab(-1)) if has_op else None
 
     if not a.no_timeline:
         with profile(activities=[ProfilerActivity.CUDA]) as p:
@@ -165,7 +176,7 @@ def main():
                 break
             v = str(default)
         if has_op:
-            torch.ops.dynamicemb._stage_variant(int(v))
+            lab(int(v))
         if keep is not None:
             v = f"{v} thp"
         for _ in range(3):
@@ -200,7 +211,7 @@ def main():
               + " | ".join(f"{x:.2f}" for x in res) + f" | {(r1[0] - r0[0]) / k:,.0f} / {(r1[1] - r0[1]) / k:,.0f} |",
               flush=True)
     if has_op:
-        torch.ops.dynamicemb._stage_variant(default)
+        lab(default)
 
 
 if __name__ == "__main__":

@@ -478,8 +478,9 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
-// Lab switch of the CUDA staging pass's variant (stage_kernels.cu; op _stage_variant): sets it when v >= 0,
-// returns the previous one.
+// Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
+// kStageVariants, returns the previous one.
+constexpr int kStageVariants = 9;
 int set_stage_variant(int v);
 
 }  // namespace lookup

@@ -92,6 +92,38 @@ struct DeviceStageAtomics {
   }
 };
 
+// Lab (variant 7): DeviceStageAtomics with the row copies' loads hinted to fetch 256 bytes into the L2
+// (ld.global.cg.L2::256B): whether host rows read as fewer, larger requests cross the link faster.
+struct DeviceStageAtomicsWide : DeviceStageAtomics {
+  __host__ __device__ static uint4 load16(const uint4* a) {
+    uint4 r;
+#if defined(__CUDA_ARCH__)
+    asm volatile("ld.global.cg.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(a));
+#else
+    r = *a;
+#endif
+    return r;
+  }
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+    const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
+    if ((al & 15) != 0 || (bytes & 15) != 0) return DeviceStageAtomics::copy_row(dst, src, bytes, lane, lanes);
+    const uint4* s4 = static_cast<const uint4*>(src);
+    uint4* d4 = static_cast<uint4*>(dst);
+    const int64_t n4 = bytes >> 4;
+    for (int64_t b = lane; b < n4; b += 4 * lanes) {
+      uint4 r[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (b + k * lanes < n4) r[k] = load16(s4 + b + k * lanes);
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
+    }
+  }
+};
+
 // The staging pass's policy: a group of G lanes of a warp (G = 8, 16 or 32; 32 / G groups per warp, each on its own
 // id) stages one id together (stage_one runs on every lane of the group, with the same control flow). The bucket
 // scans are split over the group's lanes (slot j on lane j % G: 4 loads per lane and array in flight per 4 G
@@ -438,6 +470,7 @@ __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) 
 // groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
 // from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
 // in the stash).
+template <class A = DeviceStageAtomics>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
   const int lane = threadIdx.x % kMoveLanes;
@@ -448,10 +481,118 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
     if ((e & 1) == 0)
-      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
+      move_out_one<A>(p, r, lane, kMoveLanes, from);
     else if (from != nullptr)
-      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+      move_in_one<A>(p, r, lane, kMoveLanes);
   }
+}
+
+// Lab (variant 8): the mixed pass by the bulk copy engine (TMA, sm_90): blocks of one warp whose lane 0 runs a
+// ring of kBulkRing row buffers in shared memory, each copy a bulk load (global -> shared, completion on its
+// buffer's mbarrier) issued up to kBulkRing - 2 copies ahead of its bulk store (shared -> global): larger requests
+// and many rows in flight with no SM thread per row. Rows wider than kBulkRow, or not 16-byte aligned, and builds
+// for older GPUs: copied by the thread itself. The same copies as move_out_kernel.
+constexpr int kBulkRing = 8;
+constexpr int kBulkRow = 2048;
+constexpr int kBulkBlocksPerSm = 8;
+
+struct BulkCopy {
+  uint8_t* dst;
+  const uint8_t* src;
+  int bytes;  // 0: nothing to copy
+};
+
+// Copy k of move_order (move_out_kernel's choice); an in-copy's store slot turns empty (read by later kernels only).
+__device__ BulkCopy bulk_copy_of(const StageParams& p, int64_t k) {
+  const int32_t e = p.move_order[k];
+  const int64_t r = e >> 1;
+  const int64_t* rec = p.moves + kMoveWords * r;
+  BulkCopy c{nullptr, nullptr, 0};
+  if (rec[3] & kMoveDone) return c;
+  const int t = static_cast<int>(rec[3]);
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  const uint8_t* from = stash_row(p, r);
+  if ((e & 1) == 0) {
+    if (rec[1] < 0) return c;
+    c.dst = store_row(p.stage[t], rec[1], row_bytes);
+    c.src = from != nullptr ? from : cache_row(p.meta[t], rec[0], row_bytes);
+  } else {
+    if (from == nullptr || rec[2] < 0) return c;
+    const StageTable& s = p.stage[t];
+    c.dst = cache_row(p.meta[t], rec[0], row_bytes);
+    c.src = store_row(s, rec[2], row_bytes);
+    reinterpret_cast<uint64_t*>(s.scores)[rec[2]] = 0;
+    reinterpret_cast<uint64_t*>(s.keys)[rec[2]] = table::kEmptyKey;
+  }
+  c.bytes = static_cast<int>(row_bytes);
+  return c;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* a) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(a));
+}
+
+__global__ void __launch_bounds__(32) move_bulk_kernel(StageParams p) {
+  if (threadIdx.x != 0) return;
+  const int64_t end = p.move_split[1];
+  const int64_t stride = gridDim.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ alignas(128) uint8_t buf[kBulkRing][kBulkRow];
+  __shared__ alignas(8) uint64_t bar[kBulkRing];
+  for (int b = 0; b < kBulkRing; ++b)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[b])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  uint8_t* dst[kBulkRing];
+  int bytes[kBulkRing];
+  uint32_t phase = 0;
+  int64_t k = blockIdx.x, issued = 0, retired = 0;
+  for (;;) {
+    while (issued - retired < kBulkRing - 2 && k < end) {  // loads ahead
+      const BulkCopy c = bulk_copy_of(p, k);
+      k += stride;
+      if (c.bytes == 0) continue;
+      if (c.bytes > kBulkRow || ((reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) |
+                                  static_cast<uintptr_t>(c.bytes)) & 15) != 0) {
+        DeviceStageAtomics::copy_row(c.dst, c.src, c.bytes, 0, 1);
+        continue;
+      }
+      const int b = static_cast<int>(issued % kBulkRing);
+      // every store but the newest has read its buffer (the newest is not b's: at most kBulkRing - 2 ahead)
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[b])), "r"(c.bytes)
+                   : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       smem_addr(buf[b])),
+                   "l"(c.src), "r"(c.bytes), "r"(smem_addr(&bar[b]))
+                   : "memory");
+      dst[b] = c.dst;
+      bytes[b] = c.bytes;
+      ++issued;
+    }
+    if (issued == retired) break;
+    const int b = static_cast<int>(retired % kBulkRing);  // the oldest: wait for its load, store it
+    uint32_t done = 0;
+    while (!done)
+      asm volatile(
+          "{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+          : "=r"(done)
+          : "r"(smem_addr(&bar[b])), "r"((phase >> b) & 1u)
+          : "memory");
+    phase ^= 1u << b;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst[b]), "r"(smem_addr(buf[b])),
+                 "r"(bytes[b])
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    ++retired;
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#else
+  for (int64_t k = blockIdx.x; k < end; k += stride) {
+    const BulkCopy c = bulk_copy_of(p, k);
+    if (c.bytes != 0) DeviceStageAtomics::copy_row(c.dst, c.src, c.bytes, 0, 1);
+  }
+#endif
 }
 
 // The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
@@ -472,9 +613,10 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 
 }  // namespace detail
 
-// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md, "The cold step
-// kernel by kernel"): 0 the default (8 lanes per id, light fences), 1 sequentially consistent fences, 2 the default
-// with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default with kTtas, 6 with kLate and kTtas.
+// Lab variants of the staging (private op _lookup_lab_stage, docs/dynamicemb_storage_notes.md, "The cold step
+// kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
+// sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
+// with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA).
 namespace {
 int g_stage_variant = 0;
 
@@ -489,7 +631,7 @@ void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
 
 int set_stage_variant(int v) {
   const int old = g_stage_variant;
-  if (v >= 0) g_stage_variant = v;
+  if (v >= 0 && v < kStageVariants) g_stage_variant = v;
   return old;
 }
 
@@ -521,7 +663,15 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    if (g_stage_variant == 7) {
+      detail::move_out_kernel<detail::DeviceStageAtomicsWide><<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    } else if (g_stage_variant == 8) {
+      static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
+      const unsigned bgrid = blocks_for(2 * p.n, 1);
+      detail::move_bulk_kernel<<<bgrid < bcap ? bgrid : bcap, 32, 0, st>>>(p);
+    } else {
+      detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    }
     check_launch("cache move out");
     detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move in, unplace");
