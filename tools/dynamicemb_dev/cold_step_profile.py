@@ -7,7 +7,7 @@ back), after one warm-up cycle.
 2. variants (wheels with the private op ``_lookup_lab_stage``, stage_kernels.cu; older wheels: ``_stage_variant``):
    per variant, the staging kernels' device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
    and without prefetch; ``thp``: the stores' rows moved to THP-registered host memory first (session 13: the
-   moves did not change, 2.10 ms against 2.09).
+   moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned memory (unsnooped PCIe accesses).
 
 Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
 """
@@ -98,10 +98,45 @@ def thp_stores(m):
     return keep
 
 
+def wc_stores(m):
+    """Moves every caching table's store rows into write-combined pinned host memory (cuMemHostAlloc with
+    CU_MEMHOSTALLOC_WRITECOMBINED: the GPU's accesses cross PCIe unsnooped): whether the moves are bound by the
+    host's cache snoops. Lab only: the stores' other users are not updated (and the CPU reads WC memory slowly)."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
+    keep = []
+    t0 = time.perf_counter()
+    for t in m.tables:
+        st = getattr(getattr(t, "store", None), "table", None)
+        old = getattr(st, "values_host", None)
+        if old is None:
+            continue
+        nbytes = old.numel() * old.element_size()
+        ptr = ctypes.c_void_p()
+        rc = cuda.cuMemHostAlloc(ctypes.byref(ptr), nbytes, 1 | 2 | 4)  # portable, device-mapped, write-combined
+        if rc != 0:
+            print(f"cuMemHostAlloc failed: {rc}")
+            return None
+        arr = (ctypes.c_uint8 * nbytes).from_address(ptr.value)
+        new = torch.frombuffer(arr, dtype=torch.uint8).view(old.dtype).view(old.shape)
+        new.copy_(old)
+        keep.append((arr, new))
+        st.values_host = new
+        if hasattr(st, "_state") and isinstance(st._state, dict) and "values_host" in st._state:
+            st._state["values_host"] = new
+    m.__dict__.pop("_stage_meta", None)
+    torch.cuda.synchronize()
+    print(f"wc stores: {len(keep)} buffers in {time.perf_counter() - t0:.1f} s")
+    return keep
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's default); "
-                    "'thp': the stores' rows moved to THP-registered host memory, then the wheel's default")
+                    "'thp' / 'wc': the stores' rows moved to THP-registered / write-combined host memory, then the "
+                    "wheel's default (the variants after it run on that memory too)")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
@@ -168,17 +203,17 @@ def main():
     print("| variant | " + " | ".join(KERNELS) + " | sum | synced | pipelined | synced + prefetch | "
           "pipelined + prefetch | rows in / out |")
     print("|---" * (len(KERNELS) + 7) + "|")
-    keep = None
+    keep, mem = None, ""
     for v in variants:
-        if v == "thp":  # (from here on every variant runs on THP-registered store rows)
-            keep = thp_stores(m)
+        if v in ("thp", "wc"):  # (from here on every variant runs on THP-registered / write-combined store rows)
+            keep, mem = (thp_stores if v == "thp" else wc_stores)(m), v
             if keep is None:
                 break
             v = str(default)
         if has_op:
             lab(int(v))
         if keep is not None:
-            v = f"{v} thp"
+            v = f"{v} {mem}"
         for _ in range(3):
             one(False)
         torch.cuda.synchronize()
