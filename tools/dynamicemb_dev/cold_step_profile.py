@@ -143,6 +143,9 @@ def main():
     ap.add_argument("--frac", type=float, default=0.25)
     ap.add_argument("--steps", type=int, default=6, help="profiled / timed steps per variant")
     ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--ncu", default="", help="after the warm-up, set this comma list of _lookup_lab_stage values "
+                    "(or 'wc' first: the stores in write-combined memory) and run one synced step without prefetch "
+                    "per value between cudaProfilerStart / Stop, then exit (for ncu --profile-from-start off)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no GPU: skipped")
@@ -160,10 +163,30 @@ def main():
         one(True)
     torch.cuda.synchronize()
     print(f"[{a.label}] warm-up {a.warmup} steps: {time.perf_counter() - t0:.1f} s")
+    stores = [t.store for t in m.tables if hasattr(getattr(t, "store", None), "size")]
+    if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
+        live = sum(int(s.size()) for s in stores)
+        row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
+        print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = {live * row_b / 2**20:,.0f} "
+              f"MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely")
     lab = lab_op()
     has_op = lab is not None
     default = int(lab(-1)) if has_op else None
 
+    if a.ncu:
+        for v in a.ncu.split(","):
+            if v == "wc":
+                keep = wc_stores(m)  # noqa: F841  (kept alive to the end)
+                continue
+            if has_op:
+                lab(int(v))
+            one(False)
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            one(False)
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
+        return
     if not a.no_timeline:
         with profile(activities=[ProfilerActivity.CUDA]) as p:
             for _ in range(3):
