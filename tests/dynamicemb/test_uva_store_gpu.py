@@ -77,12 +77,13 @@ def test_cold_cache_beyond_stash_cuda(opt):
     assert moved_in > 8000, moved_in  # (the CPU twin of this run: 12,583 stored rows in over the 8 steps)
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9])
 def test_cold_cache_parity_stage_variants_cuda(variant):
     """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu: 1 sequentially
     consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
     lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the mixed move pass with 7 its loads hinted L2::256B, 8
-    by bulk copies): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
+    by bulk copies; 9 the misses taken in an order spread over every table): the cold parity run (SGD)
+    bit-identical to all-HBM, as the default is."""
     op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
     if op is None:
         pytest.skip("no op _lookup_lab_stage in this build")

@@ -347,14 +347,21 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // cold step kernel by kernel").
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
-template <int kLanes, bool kLight, bool kLate, bool kTtas>
+// kSpread (lab): the warps take their 32-id chunks in the order chunk = c P mod chunks (P a prime that does not
+// divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
+// buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
+// counters bound the pass).
+template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
+  const int64_t chunks = (p.n + 31) / 32;
+  const int64_t prime = chunks % 1000003 != 0 ? 1000003 : 1000033;
   const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kLanes;
-  for (int64_t base = warp * 32; base < p.n; base += stride) {
+  for (int64_t c = warp; c < chunks; c += warps) {
+    const int64_t base = 32 * (kSpread ? c * prime % chunks : c);
     const int64_t i = base + lane;
     const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
     const int m = __popc(miss);
@@ -616,16 +623,18 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // Lab variants of the staging (private op _lookup_lab_stage, docs/dynamicemb_storage_notes.md, "The cold step
 // kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
-// with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA).
+// with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
+// 9 the default with kSpread.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate, bool kTtas = false>
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   // (the blocks resident at once, one wave of warps striding over the ids)
   static const unsigned cap = static_cast<unsigned>(persistent_blocks(
-      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread>
+      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
 
@@ -648,6 +657,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
       case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
+      case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
