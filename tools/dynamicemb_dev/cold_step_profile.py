@@ -5,9 +5,11 @@ back), after one warm-up cycle.
 1. timeline: every kernel of one step with prefetch (the next batch's staging on the side stream), in start order:
    start (us from the step's first kernel), duration, stream;
 2. variants (wheels with the private op ``_lookup_lab_stage``, stage_kernels.cu; older wheels: ``_stage_variant``):
-   per variant, the staging kernels' device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
-   and without prefetch; ``thp``: the stores' rows moved to THP-registered host memory first (session 13: the
-   moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned memory (unsnooped PCIe accesses).
+   per variant, the staging kernels' device ms per step (torch profiler, synced steps without prefetch) and the
+   step's ms synced / pipelined, with and without prefetch; ``thp``: the stores' rows moved to THP-registered host
+   memory first (session 13: the moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned
+   memory (unsnooped PCIe accesses); ``capN``: a new module whose stores have N slots per table (fewer 64 KB host
+   regions for the same rows).
 
 Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
 """
@@ -134,7 +136,9 @@ def wc_stores(m):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's default); "
+    ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's "
+                    "default); 'capN': a new module whose stores have N slots per table (the host rows' footprint), "
+                    "then the wheel's default; "
                     "'thp' / 'wc': the stores' rows moved to THP-registered / write-combined host memory, then the "
                     "wheel's default (the variants after it run on that memory too)")
     ap.add_argument("--label", default="")
@@ -155,20 +159,26 @@ def main():
     T, dim, rows, B = 10, 128, 1 << 20, 104857
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
-    m = make_module(T, dim, rows, SGD(lr=0.01), "caching", a.frac, "uva")
-    one = train_step_fn(m, data, grad)  # one(prefetch)
+    def build(cap):
+        """The module with stores of `cap` slots per table (the ids still over `rows`; the cache the same), warmed
+        up over one cycle of the batches."""
+        mm = make_module(T, dim, cap, SGD(lr=0.01), "caching", (rows * a.frac + 0.5) / cap, "uva")
+        fn = train_step_fn(mm, data, grad)  # fn(prefetch)
+        t0 = time.perf_counter()
+        for _ in range(a.warmup):
+            fn(True)
+        torch.cuda.synchronize()
+        print(f"[{a.label}] warm-up {a.warmup} steps (stores of {cap:,} slots): {time.perf_counter() - t0:.1f} s")
+        stores = [t.store for t in mm.tables if hasattr(getattr(t, "store", None), "size")]
+        if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
+            live = sum(int(s.size()) for s in stores)
+            row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
+            print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = "
+                  f"{live * row_b / 2**20:,.0f} MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely; "
+                  f"{len(stores) * cap * row_b / 65536:,.0f} regions allocated")
+        return mm, fn
 
-    t0 = time.perf_counter()
-    for _ in range(a.warmup):
-        one(True)
-    torch.cuda.synchronize()
-    print(f"[{a.label}] warm-up {a.warmup} steps: {time.perf_counter() - t0:.1f} s")
-    stores = [t.store for t in m.tables if hasattr(getattr(t, "store", None), "size")]
-    if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
-        live = sum(int(s.size()) for s in stores)
-        row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
-        print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = {live * row_b / 2**20:,.0f} "
-              f"MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely")
+    m, one = build(rows)
     lab = lab_op()
     has_op = lab is not None
     default = int(lab(-1)) if has_op else None
@@ -233,6 +243,13 @@ def main():
             if keep is None:
                 break
             v = str(default)
+        elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
+            del one, m
+            keep = None
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            m, one = build(int(v[3:]))
+            keep, mem, v = [], v, str(default)
         if has_op:
             lab(int(v))
         if keep is not None:

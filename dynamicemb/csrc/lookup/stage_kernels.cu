@@ -674,7 +674,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
     if (g_stage_variant == 7) {
-      detail::move_out_kernel<detail::DeviceStageAtomicsWide><<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+      detail::move_out_kernel<detail::DeviceStageAtomicsWide>
+          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 8) {
       static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
       const unsigned bgrid = blocks_for(2 * p.n, 1);
