@@ -61,76 +61,77 @@ def anon_huge_mb():
     return float("nan")
 
 
-def thp_stores(m):
-    """Moves every caching table's store rows (pinned host memory from torch's allocator: cudaHostAlloc) into an
-    anonymous mapping advised MADV_HUGEPAGE (2 MB aligned) and registered with cudaHostRegister: whether the moves'
-    per-host-region cost follows the host pages' size. Lab only: the stores' other users are not updated."""
-    import ctypes
-    import mmap
-
+def move_stores(m, alloc):
+    """Moves every caching table's store rows into host memory from ``alloc(nbytes)`` -> (owner kept alive, uint8
+    CPU tensor of nbytes the GPU can address) or None (a failure, printed). Lab only: the stores' other users are
+    not updated. Returns the owners, or None."""
     keep = []
-    before = anon_huge_mb()
-    t0 = time.perf_counter()
     for t in m.tables:
         st = getattr(getattr(t, "store", None), "table", None)
         old = getattr(st, "values_host", None)
         if old is None:
             continue
-        nbytes = old.numel() * old.element_size()
-        align = 2 << 20
-        mm = mmap.mmap(-1, nbytes + align, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        off = (-base) % align
-        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes - nbytes % align)
-        buf = torch.frombuffer(mm, dtype=torch.uint8)[off:off + nbytes]
-        new = buf.view(old.dtype).view(old.shape)
-        new.copy_(old)
-        rc = torch.cuda.cudart().cudaHostRegister(new.data_ptr(), nbytes, 0)
-        if int(rc) != 0:
-            print(f"cudaHostRegister failed: {rc}")
+        got = alloc(old.numel() * old.element_size())
+        if got is None:
             return None
-        keep.append((mm, buf, new))
+        new = got[1].view(old.dtype).view(old.shape)
+        new.copy_(old)
+        keep.append(got)
         st.values_host = new
         if hasattr(st, "_state") and isinstance(st._state, dict) and "values_host" in st._state:
             st._state["values_host"] = new
     m.__dict__.pop("_stage_meta", None)
     torch.cuda.synchronize()
-    print(f"thp stores: {len(keep)} buffers in {time.perf_counter() - t0:.1f} s; AnonHugePages {before:.0f} -> "
-          f"{anon_huge_mb():.0f} MB")
+    return keep
+
+
+def thp_stores(m):
+    """The stores' rows (pinned host memory from torch's allocator: cudaHostAlloc) moved into anonymous mappings
+    advised MADV_HUGEPAGE (2 MB aligned) and registered with cudaHostRegister: whether the moves' per-host-region
+    cost follows the host pages' size."""
+    import ctypes
+    import mmap
+
+    def alloc(nbytes):
+        align = 2 << 20
+        mm = mmap.mmap(-1, nbytes + align, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        off = (-ctypes.addressof(ctypes.c_char.from_buffer(mm))) % align
+        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes - nbytes % align)
+        buf = torch.frombuffer(mm, dtype=torch.uint8)[off:off + nbytes]
+        rc = torch.cuda.cudart().cudaHostRegister(buf.data_ptr(), nbytes, 0)
+        if int(rc) != 0:
+            print(f"cudaHostRegister failed: {rc}")
+            return None
+        return mm, buf
+
+    before, t0 = anon_huge_mb(), time.perf_counter()
+    keep = move_stores(m, alloc)
+    print(f"thp stores: {len(keep or [])} buffers in {time.perf_counter() - t0:.1f} s; AnonHugePages {before:.0f} "
+          f"-> {anon_huge_mb():.0f} MB")
     return keep
 
 
 def wc_stores(m):
-    """Moves every caching table's store rows into write-combined pinned host memory (cuMemHostAlloc with
-    CU_MEMHOSTALLOC_WRITECOMBINED: the GPU's accesses cross PCIe unsnooped): whether the moves are bound by the
-    host's cache snoops. Lab only: the stores' other users are not updated (and the CPU reads WC memory slowly)."""
+    """The stores' rows moved into write-combined pinned host memory (cuMemHostAlloc with
+    CU_MEMHOSTALLOC_WRITECOMBINED: the GPU's accesses cross PCIe unsnooped; the CPU reads it slowly): whether the
+    moves are bound by the host's cache snoops."""
     import ctypes
 
     cuda = ctypes.CDLL("libcuda.so.1")
     cuda.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
-    keep = []
-    t0 = time.perf_counter()
-    for t in m.tables:
-        st = getattr(getattr(t, "store", None), "table", None)
-        old = getattr(st, "values_host", None)
-        if old is None:
-            continue
-        nbytes = old.numel() * old.element_size()
+
+    def alloc(nbytes):
         ptr = ctypes.c_void_p()
         rc = cuda.cuMemHostAlloc(ctypes.byref(ptr), nbytes, 1 | 2 | 4)  # portable, device-mapped, write-combined
         if rc != 0:
             print(f"cuMemHostAlloc failed: {rc}")
             return None
         arr = (ctypes.c_uint8 * nbytes).from_address(ptr.value)
-        new = torch.frombuffer(arr, dtype=torch.uint8).view(old.dtype).view(old.shape)
-        new.copy_(old)
-        keep.append((arr, new))
-        st.values_host = new
-        if hasattr(st, "_state") and isinstance(st._state, dict) and "values_host" in st._state:
-            st._state["values_host"] = new
-    m.__dict__.pop("_stage_meta", None)
-    torch.cuda.synchronize()
-    print(f"wc stores: {len(keep)} buffers in {time.perf_counter() - t0:.1f} s")
+        return arr, torch.frombuffer(arr, dtype=torch.uint8)
+
+    t0 = time.perf_counter()
+    keep = move_stores(m, alloc)
+    print(f"wc stores: {len(keep or [])} buffers in {time.perf_counter() - t0:.1f} s")
     return keep
 
 

@@ -66,8 +66,11 @@ struct DeviceStageAtomics {
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
-  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned.
-  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned. kWide (lab,
+  // variant 7): the loads hinted to fetch 256 bytes into the L2 (ld.global.cg.L2::256B): whether host rows read as
+  // fewer, larger requests cross the link faster.
+  template <bool kWide = false>
+  __host__ __device__ static void copy_row_as(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
 #if defined(__CUDA_ARCH__)
     const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
     if ((al & 15) == 0 && (bytes & 15) == 0) {
@@ -78,7 +81,7 @@ struct DeviceStageAtomics {
         uint4 r[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-          if (b + k * lanes < n4) r[k] = __ldcg(s4 + b + k * lanes);
+          if (b + k * lanes < n4) r[k] = load16<kWide>(s4 + b + k * lanes);
 #pragma unroll
         for (int k = 0; k < 4; ++k)
           if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
@@ -90,37 +93,26 @@ struct DeviceStageAtomics {
     }
 #endif
   }
-};
-
-// Lab (variant 7): DeviceStageAtomics with the row copies' loads hinted to fetch 256 bytes into the L2
-// (ld.global.cg.L2::256B): whether host rows read as fewer, larger requests cross the link faster.
-struct DeviceStageAtomicsWide : DeviceStageAtomics {
-  __host__ __device__ static uint4 load16(const uint4* a) {
-    uint4 r;
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+    copy_row_as<false>(dst, src, bytes, lane, lanes);
+  }
 #if defined(__CUDA_ARCH__)
+  template <bool kWide>
+  __device__ static uint4 load16(const uint4* a) {
+    if (!kWide) return __ldcg(a);
+    uint4 r;
     asm volatile("ld.global.cg.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(a));
-#else
-    r = *a;
-#endif
     return r;
   }
+#endif
+};
+
+// Lab (variant 7): the move passes' row copies with kWide loads.
+struct DeviceStageAtomicsWide : DeviceStageAtomics {
   __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
-    const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
-    if ((al & 15) != 0 || (bytes & 15) != 0) return DeviceStageAtomics::copy_row(dst, src, bytes, lane, lanes);
-    const uint4* s4 = static_cast<const uint4*>(src);
-    uint4* d4 = static_cast<uint4*>(dst);
-    const int64_t n4 = bytes >> 4;
-    for (int64_t b = lane; b < n4; b += 4 * lanes) {
-      uint4 r[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (b + k * lanes < n4) r[k] = load16(s4 + b + k * lanes);
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
-    }
+    copy_row_as<true>(dst, src, bytes, lane, lanes);
   }
 };
 
