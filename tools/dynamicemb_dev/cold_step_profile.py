@@ -160,6 +160,7 @@ def main():
     T, dim, rows, B = 10, 128, 1 << 20, 104857
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
+
     def build(cap):
         """The module with stores of `cap` slots per table (the ids still over `rows`; the cache the same), warmed
         up over one cycle of the batches."""
