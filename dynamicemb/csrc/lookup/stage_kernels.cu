@@ -130,7 +130,7 @@ struct DeviceStageAtomicsWide : DeviceStageAtomics {
 // step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
 // waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
 // at the L2 while ~30 % of the acquisitions wait).
-template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false>
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr bool kLate = kLateLeave;
@@ -278,6 +278,38 @@ struct DeviceGroupStage : DeviceStageAtomics {
   __host__ __device__ static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
     return first_of<true>(keys, base, cap, 0);
   }
+  // stage_one's first look: true when `key` is in its cache bucket already (a duplicate staged it), else its store
+  // slot in *at (-1: none). The cache's scan first, the store's only on a miss; kFusedFind (lab): both buckets' key
+  // loads in the same rounds (4 round trips instead of 8 at 128 slots and 8 lanes).
+  __host__ __device__ static bool find_first(const uint64_t* ck, int64_t cbase, int ccap, const uint64_t* sk,
+                                             int64_t sbase, int scap, uint64_t key, int64_t* at) {
+    if (!kFusedFind) {
+      if (find(ck, cbase, ccap, key) >= 0) return true;
+      *at = find(sk, sbase, scap, key);
+      return false;
+    }
+    int hc = kNone, hs = kNone;
+    const int cap = ccap > scap ? ccap : scap;
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
+      uint64_t a[4], b[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * G + lane();
+        a[r] = j < ccap ? DeviceStageAtomics::ld(ck + cbase + j) : key + 1;
+        b[r] = j < scap ? DeviceStageAtomics::ld(sk + sbase + j) : key + 1;
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * G + lane();
+        if (a[r] == key && j < hc) hc = j;
+        if (b[r] == key && j < hs) hs = j;
+      }
+    }
+    hc = warp_min(hc);
+    hs = warp_min(hs);
+    *at = hs == kNone ? -1 : sbase + hs;
+    return hc != kNone;
+  }
   __host__ __device__ static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps,
                                                     int64_t base, int cap, uint64_t key, int64_t min_live) {
     int hit = kNone, fr = kNone, vj = kNone;
@@ -343,7 +375,7 @@ constexpr int kStageLanes = 8;
 // divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
 // buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
 // counters bound the pass).
-template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false>
+template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   constexpr int kGroups = 32 / kLanes;
@@ -362,7 +394,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused>>(p, base + __ffs(rest) - 1);
     }
   }
 }
@@ -616,16 +648,16 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
-// 9 the default with kSpread.
+// 9 the default with kSpread, 10 with kFusedFind.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false>
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   // (the blocks resident at once, one wave of warps striding over the ids)
   static const unsigned cap = static_cast<unsigned>(persistent_blocks(
-      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread>
+      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>
       <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
@@ -650,6 +682,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
       case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
+      case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
