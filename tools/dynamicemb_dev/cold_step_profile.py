@@ -178,6 +178,14 @@ def main():
             print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = "
                   f"{live * row_b / 2**20:,.0f} MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely; "
                   f"{len(stores) * cap * row_b / 65536:,.0f} regions allocated")
+            # where the rows sit in their buckets (first-fit: a prefix with holes): the 64 KB regions a slot-major
+            # host layout (slot j of every bucket contiguous) would span, slots j < J of every bucket
+            occ = sum((s.table.keys.view(torch.int64).view(-1, 128) > -(2**63) + 2).sum(0).cpu() for s in stores)
+            share = occ.cumsum(0).double() / max(int(occ.sum()), 1)
+            js = [int((share < q).sum()) + 1 for q in (0.5, 0.9, 0.99, 0.999)]
+            print(f"[{a.label}] store slots holding 50 / 90 / 99 / 99.9 % of the rows: j < {js[0]} / {js[1]} / "
+                  f"{js[2]} / {js[3]} of 128; slot-major, j < {js[3]}: "
+                  f"{len(stores) * (cap // 128) * js[3] * row_b / 65536:,.0f} regions")
         return mm, fn
 
     m, one = build(rows)
