@@ -53,6 +53,19 @@ def test_uva_store_bad_arguments(args, exc, msg):
         UvaStore(*args)
 
 
+@pytest.mark.parametrize("variant", [-2, 11, 1 << 40])
+def test_lab_stage_range(variant):
+    """The staging's lab selector (private op _lookup_lab_stage) refuses a variant outside -1 (read) .. 10 with an
+    error naming the argument, the range and the value, and changes nothing."""
+    op = torch.ops.dynamicemb._lookup_lab_stage
+    before = op(-1)
+    with pytest.raises(RuntimeError, match=rf"variant: expected -1 \(read\) or 0\.\.10 \(a staging variant\), got "
+                       rf"{variant}"):
+        op(variant)
+    assert op(-1) == before
+    assert op(before) == before  # (a valid value sets and returns the one before)
+
+
 def test_uva_store_interface():
     s = UvaStore(torch.int64, 2, torch.float32, 64, 16)
     assert s.device_indexed and s.table.hbm_rows == 0

@@ -77,23 +77,39 @@ def test_cold_cache_beyond_stash_cuda(opt):
     assert moved_in > 8000, moved_in  # (the CPU twin of this run: 12,583 stored rows in over the 8 steps)
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6])
-def test_cold_cache_parity_stage_variants_cuda(variant):
-    """The staging pass's lab variants (private op _stage_variant, csrc/lookup/stage_kernels.cu: 1 sequentially
-    consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
-    lanes per id, 5 polling locks with backoff, 6 = 2 + 5): the cold parity run (SGD) bit-identical to all-HBM, as
-    the default is."""
-    op = getattr(torch.ops.dynamicemb, "_stage_variant", None)
+def lab_stage_run(variant, *args, **kwargs):
+    """ten_percent(*args, **kwargs) with the staging's lab variant `variant` (private op _lookup_lab_stage), the
+    variant before restored after; skips where the build has no such op."""
+    op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
     if op is None:
-        pytest.skip("no op _stage_variant in this build")
+        pytest.skip("no op _lookup_lab_stage in this build")
     old = op(variant)
     try:
-        m = ten_percent("cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25,
-                        bucket=128, cycle=8)
+        return ten_percent(*args, **kwargs)
     finally:
         op(old)
+
+
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+def test_cold_cache_parity_stage_variants_cuda(variant):
+    """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu: 1 sequentially
+    consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
+    lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the mixed move pass with 7 its loads hinted L2::256B, 8
+    by bulk copies; 9 the misses taken in an order spread over every table; 10 the cache's and the store's first
+    scans in the same rounds): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
+    m = lab_stage_run(variant, "cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128,
+                      frac=0.25, bucket=128, cycle=8)
     moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
     assert moved[0] > 2000 and moved[1] > 2000, moved
+
+
+@pytest.mark.parametrize("variant", [7, 8])
+def test_cold_cache_beyond_stash_move_variants_cuda(variant):
+    """The move pass's lab variants (7, 8) with Adam's records beyond the stash (the two-pass path beside the mixed
+    pass): bit-identical to all-HBM."""
+    m = lab_stage_run(variant, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=128,
+                      frac=0.25, bucket=128, cycle=4, uniform=True)
+    assert sum(t.rows_moved[0] for t in m.tables) > 8000
 
 
 def test_prefetch_under_eviction_pressure_cuda():

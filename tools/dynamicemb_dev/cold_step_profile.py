@@ -4,10 +4,12 @@ back), after one warm-up cycle.
 
 1. timeline: every kernel of one step with prefetch (the next batch's staging on the side stream), in start order:
    start (us from the step's first kernel), duration, stream;
-2. variants (wheels with the private op ``_stage_variant``, stage_kernels.cu): per variant, the staging kernels'
-   device ms per step (torch profiler, synced steps without prefetch) and the step's ms synced / pipelined, with
-   and without prefetch; ``thp``: the stores' rows moved to THP-registered host memory first (session 13: the
-   moves did not change, 2.10 ms against 2.09).
+2. variants (wheels with the private op ``_lookup_lab_stage``, stage_kernels.cu; older wheels: ``_stage_variant``):
+   per variant, the staging kernels' device ms per step (torch profiler, synced steps without prefetch) and the
+   step's ms synced / pipelined, with and without prefetch; ``thp``: the stores' rows moved to THP-registered host
+   memory first (session 13: the moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned
+   memory (unsnooped PCIe accesses); ``capN``: a new module whose stores have N slots per table (fewer 64 KB host
+   regions for the same rows).
 
 Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
 """
@@ -29,7 +31,17 @@ from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn
 
 from dynamicemb._optimizers import SGD  # noqa: E402
 
-KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_in_unplace")
+KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_bulk",
+           "move_in_unplace")
+
+
+def lab_op():
+    """The staging's lab selector of this wheel (variant -1 reads it), or None."""
+    ops = torch.ops.dynamicemb
+    for name in ("_lookup_lab_stage", "_stage_variant"):
+        if hasattr(ops, name):
+            return getattr(ops, name)
+    return None
 
 
 def short(name):
@@ -49,55 +61,96 @@ def anon_huge_mb():
     return float("nan")
 
 
-def thp_stores(m):
-    """Moves every caching table's store rows (pinned host memory from torch's allocator: cudaHostAlloc) into an
-    anonymous mapping advised MADV_HUGEPAGE (2 MB aligned) and registered with cudaHostRegister: whether the moves'
-    per-host-region cost follows the host pages' size. Lab only: the stores' other users are not updated."""
-    import ctypes
-    import mmap
-
+def move_stores(m, alloc):
+    """Moves every caching table's store rows into host memory from ``alloc(nbytes)`` -> (owner kept alive, uint8
+    CPU tensor of nbytes the GPU can address) or None (a failure, printed). Lab only: the stores' other users are
+    not updated. Returns the owners, or None."""
     keep = []
-    before = anon_huge_mb()
-    t0 = time.perf_counter()
     for t in m.tables:
         st = getattr(getattr(t, "store", None), "table", None)
         old = getattr(st, "values_host", None)
         if old is None:
             continue
-        nbytes = old.numel() * old.element_size()
-        align = 2 << 20
-        mm = mmap.mmap(-1, nbytes + align, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        off = (-base) % align
-        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes - nbytes % align)
-        buf = torch.frombuffer(mm, dtype=torch.uint8)[off:off + nbytes]
-        new = buf.view(old.dtype).view(old.shape)
-        new.copy_(old)
-        rc = torch.cuda.cudart().cudaHostRegister(new.data_ptr(), nbytes, 0)
-        if int(rc) != 0:
-            print(f"cudaHostRegister failed: {rc}")
+        got = alloc(old.numel() * old.element_size())
+        if got is None:
             return None
-        keep.append((mm, buf, new))
+        new = got[1].view(old.dtype).view(old.shape)
+        new.copy_(old)
+        keep.append(got)
         st.values_host = new
         if hasattr(st, "_state") and isinstance(st._state, dict) and "values_host" in st._state:
             st._state["values_host"] = new
     m.__dict__.pop("_stage_meta", None)
     torch.cuda.synchronize()
-    print(f"thp stores: {len(keep)} buffers in {time.perf_counter() - t0:.1f} s; AnonHugePages {before:.0f} -> "
-          f"{anon_huge_mb():.0f} MB")
+    return keep
+
+
+def thp_stores(m):
+    """The stores' rows (pinned host memory from torch's allocator: cudaHostAlloc) moved into anonymous mappings
+    advised MADV_HUGEPAGE (2 MB aligned) and registered with cudaHostRegister: whether the moves' per-host-region
+    cost follows the host pages' size."""
+    import ctypes
+    import mmap
+
+    def alloc(nbytes):
+        align = 2 << 20
+        mm = mmap.mmap(-1, nbytes + align, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        off = (-ctypes.addressof(ctypes.c_char.from_buffer(mm))) % align
+        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes - nbytes % align)
+        buf = torch.frombuffer(mm, dtype=torch.uint8)[off:off + nbytes]
+        rc = torch.cuda.cudart().cudaHostRegister(buf.data_ptr(), nbytes, 0)
+        if int(rc) != 0:
+            print(f"cudaHostRegister failed: {rc}")
+            return None
+        return mm, buf
+
+    before, t0 = anon_huge_mb(), time.perf_counter()
+    keep = move_stores(m, alloc)
+    print(f"thp stores: {len(keep or [])} buffers in {time.perf_counter() - t0:.1f} s; AnonHugePages {before:.0f} "
+          f"-> {anon_huge_mb():.0f} MB")
+    return keep
+
+
+def wc_stores(m):
+    """The stores' rows moved into write-combined pinned host memory (cuMemHostAlloc with
+    CU_MEMHOSTALLOC_WRITECOMBINED: the GPU's accesses cross PCIe unsnooped; the CPU reads it slowly): whether the
+    moves are bound by the host's cache snoops."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
+
+    def alloc(nbytes):
+        ptr = ctypes.c_void_p()
+        rc = cuda.cuMemHostAlloc(ctypes.byref(ptr), nbytes, 1 | 2 | 4)  # portable, device-mapped, write-combined
+        if rc != 0:
+            print(f"cuMemHostAlloc failed: {rc}")
+            return None
+        arr = (ctypes.c_uint8 * nbytes).from_address(ptr.value)
+        return arr, torch.frombuffer(arr, dtype=torch.uint8)
+
+    t0 = time.perf_counter()
+    keep = move_stores(m, alloc)
+    print(f"wc stores: {len(keep or [])} buffers in {time.perf_counter() - t0:.1f} s")
     return keep
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="", help="comma list of _stage_variant values (empty: the wheel's default); "
-                    "'thp': the stores' rows moved to THP-registered host memory, then the wheel's default")
+    ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's "
+                    "default); 'capN': a new module whose stores have N slots per table (the host rows' footprint), "
+                    "then the wheel's default; "
+                    "'thp' / 'wc': the stores' rows moved to THP-registered / write-combined host memory, then the "
+                    "wheel's default (the variants after it run on that memory too)")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
     ap.add_argument("--frac", type=float, default=0.25)
     ap.add_argument("--steps", type=int, default=6, help="profiled / timed steps per variant")
     ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--ncu", default="", help="after the warm-up, set this comma list of _lookup_lab_stage values "
+                    "(or 'wc' first: the stores in write-combined memory) and run one synced step without prefetch "
+                    "per value between cudaProfilerStart / Stop, then exit (for ncu --profile-from-start off)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no GPU: skipped")
@@ -107,17 +160,53 @@ def main():
     T, dim, rows, B = 10, 128, 1 << 20, 104857
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
-    m = make_module(T, dim, rows, SGD(lr=0.01), "caching", a.frac, "uva")
-    one = train_step_fn(m, data, grad)  # one(prefetch)
 
-    t0 = time.perf_counter()
-    for _ in range(a.warmup):
-        one(True)
-    torch.cuda.synchronize()
-    print(f"[{a.label}] warm-up {a.warmup} steps: {time.perf_counter() - t0:.1f} s")
-    has_op = hasattr(torch.ops.dynamicemb, "_stage_variant")
-    default = int(torch.ops.dynamicemb._stage_variant(-1)) if has_op else None
+    def build(cap):
+        """The module with stores of `cap` slots per table (the ids still over `rows`; the cache the same), warmed
+        up over one cycle of the batches."""
+        mm = make_module(T, dim, cap, SGD(lr=0.01), "caching", (rows * a.frac + 0.5) / cap, "uva")
+        fn = train_step_fn(mm, data, grad)  # fn(prefetch)
+        t0 = time.perf_counter()
+        for _ in range(a.warmup):
+            fn(True)
+        torch.cuda.synchronize()
+        print(f"[{a.label}] warm-up {a.warmup} steps (stores of {cap:,} slots): {time.perf_counter() - t0:.1f} s")
+        stores = [t.store for t in mm.tables if hasattr(getattr(t, "store", None), "size")]
+        if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
+            live = sum(int(s.size()) for s in stores)
+            row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
+            print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = "
+                  f"{live * row_b / 2**20:,.0f} MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely; "
+                  f"{len(stores) * cap * row_b / 65536:,.0f} regions allocated")
+            # where the rows sit in their buckets (first-fit: a prefix with holes): the 64 KB regions a slot-major
+            # host layout (slot j of every bucket contiguous) would span, slots j < J of every bucket
+            occ = sum((s.table.keys.view(torch.int64).view(-1, 128) > -(2**63) + 2).sum(0).cpu() for s in stores)
+            share = occ.cumsum(0).double() / max(int(occ.sum()), 1)
+            js = [int((share < q).sum()) + 1 for q in (0.5, 0.9, 0.99, 0.999)]
+            print(f"[{a.label}] store slots holding 50 / 90 / 99 / 99.9 % of the rows: j < {js[0]} / {js[1]} / "
+                  f"{js[2]} / {js[3]} of 128; slot-major, j < {js[3]}: "
+                  f"{len(stores) * (cap // 128) * js[3] * row_b / 65536:,.0f} regions")
+        return mm, fn
 
+    m, one = build(rows)
+    lab = lab_op()
+    has_op = lab is not None
+    default = int(lab(-1)) if has_op else None
+
+    if a.ncu:
+        for v in a.ncu.split(","):
+            if v == "wc":
+                keep = wc_stores(m)  # noqa: F841  (kept alive to the end)
+                continue
+            if has_op:
+                lab(int(v))
+            one(False)
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            one(False)
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
+        return
     if not a.no_timeline:
         with profile(activities=[ProfilerActivity.CUDA]) as p:
             for _ in range(3):
@@ -157,17 +246,24 @@ def main():
     print("| variant | " + " | ".join(KERNELS) + " | sum | synced | pipelined | synced + prefetch | "
           "pipelined + prefetch | rows in / out |")
     print("|---" * (len(KERNELS) + 7) + "|")
-    keep = None
+    keep, mem = None, ""
     for v in variants:
-        if v == "thp":  # (from here on every variant runs on THP-registered store rows)
-            keep = thp_stores(m)
+        if v in ("thp", "wc"):  # (from here on every variant runs on THP-registered / write-combined store rows)
+            keep, mem = (thp_stores if v == "thp" else wc_stores)(m), v
             if keep is None:
                 break
             v = str(default)
+        elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
+            del one, m
+            keep = None
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            m, one = build(int(v[3:]))
+            keep, mem, v = [], v, str(default)
         if has_op:
-            torch.ops.dynamicemb._stage_variant(int(v))
+            lab(int(v))
         if keep is not None:
-            v = f"{v} thp"
+            v = f"{v} {mem}"
         for _ in range(3):
             one(False)
         torch.cuda.synchronize()
@@ -200,7 +296,7 @@ def main():
               + " | ".join(f"{x:.2f}" for x in res) + f" | {(r1[0] - r0[0]) / k:,.0f} / {(r1[1] - r0[1]) / k:,.0f} |",
               flush=True)
     if has_op:
-        torch.ops.dynamicemb._stage_variant(default)
+        lab(default)
 
 
 if __name__ == "__main__":

@@ -264,8 +264,8 @@ TABLE_HD uint64_t stage_leave_store(const StageParams& p, const StageTable& s, i
   return score;
 }
 
-// Stages id i (see the header). The policy `A` does the bucket scans (A::find, A::find_room, A::scan_bucket: the
-// host slot by slot, the CUDA staging with the lanes of one warp on one id), the locks and every write (A::st and
+// Stages id i (see the header). The policy `A` does the bucket scans (A::find_first, A::find_room, A::scan_bucket:
+// the host slot by slot, the CUDA staging with the lanes of one warp on one id), the locks and every write (A::st and
 // the atomics: the host directly, on CUDA lane 0 only) and the row copies settle_pending runs (A::copy_rows: every
 // lane of the warp); every read that steers the control flow gives the same value to every lane (A::ld), so a
 // warp takes one path through this function.
@@ -293,12 +293,12 @@ TABLE_HD void stage_one(const StageParams& p, int64_t i) {
   const int64_t cbase = cb * ccap;
   // a repeat of an id a duplicate already staged returns here, without a lock: a key of this step found in the
   // cache stays there for the whole launch (stamped cur), and an id the probe missed is in the cache only once a
-  // duplicate staged it (what the locked scan below would find too)
-  if (A::find(ck, cbase, ccap, key) >= 0) return;
-  // the key in its store, before the cache lock: only a duplicate of this id (under the same cache lock, which
-  // then finds the key in the cache below) moves it; victims written back are never ids of the step
+  // duplicate staged it (what the locked scan below would find too). Else the key in its store, before the cache
+  // lock: only a duplicate of this id (under the same cache lock, which then finds the key in the cache below)
+  // moves it; victims written back are never ids of the step (A::find_first: both scans)
   const int64_t sbase = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets))) * scap;
-  const int64_t at = A::find(sk, sbase, scap, key);
+  int64_t at = -1;
+  if (A::find_first(ck, cbase, ccap, sk, sbase, scap, key, &at)) return;
   // A::kLate: the stored row's score read here (only this id's staging changes slot `at`: a duplicate finds the
   // key in the cache under the cache lock first), and `at` turned pending after the cache lock is released (a
   // shorter section under the cache lock; the record is complete before either)
@@ -452,6 +452,12 @@ struct HostStageAtomics {
   static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
     return stage_find_room<HostStageAtomics>(keys, base, cap);
   }
+  static bool find_first(const uint64_t* ck, int64_t cbase, int ccap, const uint64_t* sk, int64_t sbase, int scap,
+                         uint64_t key, int64_t* at) {
+    if (find(ck, cbase, ccap, key) >= 0) return true;
+    *at = find(sk, sbase, scap, key);
+    return false;
+  }
   static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps, int64_t base, int cap,
                                 uint64_t key, int64_t min_live) {
     return stage_scan_bucket<HostStageAtomics>(ck, cs, stamps, base, cap, key, min_live);
@@ -478,8 +484,9 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
-// Lab switch of the CUDA staging pass's variant (stage_kernels.cu; op _stage_variant): sets it when v >= 0,
-// returns the previous one.
+// Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
+// kStageVariants, returns the previous one.
+constexpr int kStageVariants = 11;
 int set_stage_variant(int v);
 
 }  // namespace lookup

@@ -66,8 +66,11 @@ struct DeviceStageAtomics {
 #endif
   }
   // Lane `lane` of `lanes` copies its part of a row: 16-byte words lane, lane + lanes, ..., 4 loads in flight
-  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned.
-  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+  // before their stores (a host row is ~1 us away); 2-byte words when the row is not 16-byte aligned. kWide (lab,
+  // variant 7): the loads hinted to fetch 256 bytes into the L2 (ld.global.cg.L2::256B): whether host rows read as
+  // fewer, larger requests cross the link faster.
+  template <bool kWide = false>
+  __host__ __device__ static void copy_row_as(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
 #if defined(__CUDA_ARCH__)
     const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
     if ((al & 15) == 0 && (bytes & 15) == 0) {
@@ -78,7 +81,7 @@ struct DeviceStageAtomics {
         uint4 r[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-          if (b + k * lanes < n4) r[k] = __ldcg(s4 + b + k * lanes);
+          if (b + k * lanes < n4) r[k] = load16<kWide>(s4 + b + k * lanes);
 #pragma unroll
         for (int k = 0; k < 4; ++k)
           if (b + k * lanes < n4) d4[b + k * lanes] = r[k];
@@ -89,6 +92,27 @@ struct DeviceStageAtomics {
             *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(src) + b);
     }
 #endif
+  }
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+    copy_row_as<false>(dst, src, bytes, lane, lanes);
+  }
+#if defined(__CUDA_ARCH__)
+  template <bool kWide>
+  __device__ static uint4 load16(const uint4* a) {
+    if (!kWide) return __ldcg(a);
+    uint4 r;
+    asm volatile("ld.global.cg.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(a));
+    return r;
+  }
+#endif
+};
+
+// Lab (variant 7): the move passes' row copies with kWide loads.
+struct DeviceStageAtomicsWide : DeviceStageAtomics {
+  __host__ __device__ static void copy_row(void* dst, const void* src, int64_t bytes, int lane, int lanes) {
+    copy_row_as<true>(dst, src, bytes, lane, lanes);
   }
 };
 
@@ -106,7 +130,7 @@ struct DeviceStageAtomics {
 // step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
 // waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
 // at the L2 while ~30 % of the acquisitions wait).
-template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false>
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr bool kLate = kLateLeave;
@@ -254,6 +278,38 @@ struct DeviceGroupStage : DeviceStageAtomics {
   __host__ __device__ static int64_t find_room(const uint64_t* keys, int64_t base, int cap) {
     return first_of<true>(keys, base, cap, 0);
   }
+  // stage_one's first look: true when `key` is in its cache bucket already (a duplicate staged it), else its store
+  // slot in *at (-1: none). The cache's scan first, the store's only on a miss; kFusedFind (lab): both buckets' key
+  // loads in the same rounds (4 round trips instead of 8 at 128 slots and 8 lanes).
+  __host__ __device__ static bool find_first(const uint64_t* ck, int64_t cbase, int ccap, const uint64_t* sk,
+                                             int64_t sbase, int scap, uint64_t key, int64_t* at) {
+    if (!kFusedFind) {
+      if (find(ck, cbase, ccap, key) >= 0) return true;
+      *at = find(sk, sbase, scap, key);
+      return false;
+    }
+    int hc = kNone, hs = kNone;
+    const int cap = ccap > scap ? ccap : scap;
+    for (int j0 = 0; j0 < cap; j0 += 4 * G) {
+      uint64_t a[4], b[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * G + lane();
+        a[r] = j < ccap ? DeviceStageAtomics::ld(ck + cbase + j) : key + 1;
+        b[r] = j < scap ? DeviceStageAtomics::ld(sk + sbase + j) : key + 1;
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + r * G + lane();
+        if (a[r] == key && j < hc) hc = j;
+        if (b[r] == key && j < hs) hs = j;
+      }
+    }
+    hc = warp_min(hc);
+    hs = warp_min(hs);
+    *at = hs == kNone ? -1 : sbase + hs;
+    return hc != kNone;
+  }
   __host__ __device__ static BucketScan scan_bucket(const uint64_t* ck, const uint64_t* cs, const int64_t* stamps,
                                                     int64_t base, int cap, uint64_t key, int64_t min_live) {
     int hit = kNone, fr = kNone, vj = kNone;
@@ -315,14 +371,21 @@ struct DeviceGroupStage : DeviceStageAtomics {
 // cold step kernel by kernel").
 constexpr int kStageMinBlocks = 4;
 constexpr int kStageLanes = 8;
-template <int kLanes, bool kLight, bool kLate, bool kTtas>
+// kSpread (lab): the warps take their 32-id chunks in the order chunk = c P mod chunks (P a prime that does not
+// divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
+// buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
+// counters bound the pass).
+template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
   constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32) * 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
+  const int64_t chunks = (p.n + 31) / 32;
+  const int64_t prime = chunks % 1000003 != 0 ? 1000003 : 1000033;
   const int lane = static_cast<int>(threadIdx.x & 31u), group = lane / kLanes;
-  for (int64_t base = warp * 32; base < p.n; base += stride) {
+  for (int64_t c = warp; c < chunks; c += warps) {
+    const int64_t base = 32 * (kSpread ? c * prime % chunks : c);
     const int64_t i = base + lane;
     const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
     const int m = __popc(miss);
@@ -331,7 +394,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused>>(p, base + __ffs(rest) - 1);
     }
   }
 }
@@ -438,6 +501,7 @@ __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) 
 // groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
 // from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
 // in the stash).
+template <class A = DeviceStageAtomics>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
   const int lane = threadIdx.x % kMoveLanes;
@@ -448,10 +512,118 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
     if ((e & 1) == 0)
-      move_out_one<DeviceStageAtomics>(p, r, lane, kMoveLanes, from);
+      move_out_one<A>(p, r, lane, kMoveLanes, from);
     else if (from != nullptr)
-      move_in_one<DeviceStageAtomics>(p, r, lane, kMoveLanes);
+      move_in_one<A>(p, r, lane, kMoveLanes);
   }
+}
+
+// Lab (variant 8): the mixed pass by the bulk copy engine (TMA, sm_90): blocks of one warp whose lane 0 runs a
+// ring of kBulkRing row buffers in shared memory, each copy a bulk load (global -> shared, completion on its
+// buffer's mbarrier) issued up to kBulkRing - 2 copies ahead of its bulk store (shared -> global): larger requests
+// and many rows in flight with no SM thread per row. Rows wider than kBulkRow, or not 16-byte aligned, and builds
+// for older GPUs: copied by the thread itself. The same copies as move_out_kernel.
+constexpr int kBulkRing = 8;
+constexpr int kBulkRow = 2048;
+constexpr int kBulkBlocksPerSm = 8;
+
+struct BulkCopy {
+  uint8_t* dst;
+  const uint8_t* src;
+  int bytes;  // 0: nothing to copy
+};
+
+// Copy k of move_order (move_out_kernel's choice); an in-copy's store slot turns empty (read by later kernels only).
+__device__ BulkCopy bulk_copy_of(const StageParams& p, int64_t k) {
+  const int32_t e = p.move_order[k];
+  const int64_t r = e >> 1;
+  const int64_t* rec = p.moves + kMoveWords * r;
+  BulkCopy c{nullptr, nullptr, 0};
+  if (rec[3] & kMoveDone) return c;
+  const int t = static_cast<int>(rec[3]);
+  const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+  const uint8_t* from = stash_row(p, r);
+  if ((e & 1) == 0) {
+    if (rec[1] < 0) return c;
+    c.dst = store_row(p.stage[t], rec[1], row_bytes);
+    c.src = from != nullptr ? from : cache_row(p.meta[t], rec[0], row_bytes);
+  } else {
+    if (from == nullptr || rec[2] < 0) return c;
+    const StageTable& s = p.stage[t];
+    c.dst = cache_row(p.meta[t], rec[0], row_bytes);
+    c.src = store_row(s, rec[2], row_bytes);
+    reinterpret_cast<uint64_t*>(s.scores)[rec[2]] = 0;
+    reinterpret_cast<uint64_t*>(s.keys)[rec[2]] = table::kEmptyKey;
+  }
+  c.bytes = static_cast<int>(row_bytes);
+  return c;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* a) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(a));
+}
+
+__global__ void __launch_bounds__(32) move_bulk_kernel(StageParams p) {
+  if (threadIdx.x != 0) return;
+  const int64_t end = p.move_split[1];
+  const int64_t stride = gridDim.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ alignas(128) uint8_t buf[kBulkRing][kBulkRow];
+  __shared__ alignas(8) uint64_t bar[kBulkRing];
+  for (int b = 0; b < kBulkRing; ++b)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[b])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  uint8_t* dst[kBulkRing];
+  int bytes[kBulkRing];
+  uint32_t phase = 0;
+  int64_t k = blockIdx.x, issued = 0, retired = 0;
+  for (;;) {
+    while (issued - retired < kBulkRing - 2 && k < end) {  // loads ahead
+      const BulkCopy c = bulk_copy_of(p, k);
+      k += stride;
+      if (c.bytes == 0) continue;
+      if (c.bytes > kBulkRow || ((reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) |
+                                  static_cast<uintptr_t>(c.bytes)) & 15) != 0) {
+        DeviceStageAtomics::copy_row(c.dst, c.src, c.bytes, 0, 1);
+        continue;
+      }
+      const int b = static_cast<int>(issued % kBulkRing);
+      // every store but the newest has read its buffer (the newest is not b's: at most kBulkRing - 2 ahead)
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[b])), "r"(c.bytes)
+                   : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       smem_addr(buf[b])),
+                   "l"(c.src), "r"(c.bytes), "r"(smem_addr(&bar[b]))
+                   : "memory");
+      dst[b] = c.dst;
+      bytes[b] = c.bytes;
+      ++issued;
+    }
+    if (issued == retired) break;
+    const int b = static_cast<int>(retired % kBulkRing);  // the oldest: wait for its load, store it
+    uint32_t done = 0;
+    while (!done)
+      asm volatile(
+          "{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+          : "=r"(done)
+          : "r"(smem_addr(&bar[b])), "r"((phase >> b) & 1u)
+          : "memory");
+    phase ^= 1u << b;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst[b]), "r"(smem_addr(buf[b])),
+                 "r"(bytes[b])
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    ++retired;
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#else
+  for (int64_t k = blockIdx.x; k < end; k += stride) {
+    const BulkCopy c = bulk_copy_of(p, k);
+    if (c.bytes != 0) DeviceStageAtomics::copy_row(c.dst, c.src, c.bytes, 0, 1);
+  }
+#endif
 }
 
 // The placeholders leave (unplace_one over every id), then the stored rows in of the records without a stash row,
@@ -472,24 +644,27 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 
 }  // namespace detail
 
-// Lab variants of the staging pass (private op _stage_variant, docs/dynamicemb_storage_notes.md, "The cold step
-// kernel by kernel"): 0 the default (8 lanes per id, light fences), 1 sequentially consistent fences, 2 the default
-// with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default with kTtas, 6 with kLate and kTtas.
+// Lab variants of the staging (private op _lookup_lab_stage, docs/dynamicemb_storage_notes.md, "The cold step
+// kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
+// sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
+// with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
+// 9 the default with kSpread, 10 with kFusedFind.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate, bool kTtas = false>
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   // (the blocks resident at once, one wave of warps striding over the ids)
   static const unsigned cap = static_cast<unsigned>(persistent_blocks(
-      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas><<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>
+      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
 
 int set_stage_variant(int v) {
   const int old = g_stage_variant;
-  if (v >= 0) g_stage_variant = v;
+  if (v >= 0 && v < kStageVariants) g_stage_variant = v;
   return old;
 }
 
@@ -506,6 +681,8 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 4: launch_stage_pass<32, true, true>(p, grid, st); break;
       case 5: launch_stage_pass<detail::kStageLanes, true, false, true>(p, grid, st); break;
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
+      case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
+      case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
@@ -521,7 +698,16 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    if (g_stage_variant == 7) {
+      detail::move_out_kernel<detail::DeviceStageAtomicsWide>
+          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    } else if (g_stage_variant == 8) {
+      static const unsigned bcap = static_cast<unsigned>(persistent_blocks(detail::kBulkBlocksPerSm));
+      const unsigned bgrid = blocks_for(2 * p.n, 1);
+      detail::move_bulk_kernel<<<bgrid < bcap ? bgrid : bcap, 32, 0, st>>>(p);
+    } else {
+      detail::move_out_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    }
     check_launch("cache move out");
     detail::move_in_unplace_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move in, unplace");

@@ -120,8 +120,13 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   return std::make_tuple(failed, info);
 }
 
-// Lab only (benchmarks, tools/dynamicemb_dev): the CUDA staging's variant (stage_kernels.cu set_stage_variant).
-int64_t stage_variant(int64_t v) { return set_stage_variant(static_cast<int>(v)); }
+// Lab only (benchmarks, tools/dynamicemb_dev): selects the CUDA staging's variant of later steps in this process
+// (stage_kernels.cu, kStageVariants); -1 only reads it. Returns the one before.
+int64_t lookup_lab_stage(int64_t variant) {
+  ACCEL_CHECK(variant >= -1 && variant < kStageVariants, "variant: expected -1 (read) or 0..", kStageVariants - 1,
+              " (a staging variant), got ", variant);
+  return set_stage_variant(static_cast<int>(variant));
+}
 
 }  // namespace
 }  // namespace lookup
@@ -135,7 +140,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "cache_stage(Tensor(a!) meta, Tensor(b!) stage, Tensor(c!) totals, Tensor ids, Tensor offsets, Tensor feature_table, int batch, "
       "Tensor table_mask, int cur, int min_live, bool insert_new, int value_bytes, bool report, Tensor? gate=None, "
       "int failed_host=0) -> (Tensor, Tensor)");
-  m.def("_stage_variant(int v) -> int");
+  m.def("_lookup_lab_stage(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
@@ -144,7 +149,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CPU, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
-  m.impl("_stage_variant", TORCH_BOX(&dynamicemb::lookup::stage_variant));
+  m.impl("_lookup_lab_stage", TORCH_BOX(&dynamicemb::lookup::lookup_lab_stage));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
