@@ -462,7 +462,7 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
 
     _, names = run(fp8_bn192=True)
     bn = 128 if mode == "block" else 192
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*>", n)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*>", n)
                for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)
     assert torch.equal(late, wide), "fp8_bn192 with fp8_early_pack=False differs"
@@ -478,6 +478,39 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
         for conv in ("nvidia", "meta_gr"):
             check_fp8_kernel(c, mode, 0.2, torch.float16, switches=dict(fp8_bn192=True), seqused_q=su_q,
                              seqused_k=su_k, mask_convention=conv)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("silu", [1, 2])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_kernel_silu_forms(silu, mask, D):
+    """kernel_options(fp8_silu=1 / 2) (private): the SiLU of half / all of an unmasked tile's elements by ex2 and a
+    reciprocal on the FMA pipe (hstu_fwd_fp8_sm90_kernel.cuh Fp8SiluAct) meets the error rule against the fp64
+    emulation, runs its own grid kernel (also under fp8_sched=True), and with fp8_bn192=True its 192-key one."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    # lengths over several KV tiles (unmasked tiles take the new form), one empty, one short
+    c = make_case(4000 + 10 * silu + sorted(MASKS).index(mask) + D, [700, 0, 450, 77, 1030], 2, D, mask,
+                  device="cuda")
+    q8s, scales = quantized(c, "tensor")
+    out = check_fp8_kernel(c, "tensor", D ** -0.5, switches=dict(fp8_silu=silu))
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, "tensor", D ** -0.5))
+
+    again, names = run(fp8_silu=silu, fp8_sched=True)
+    bn = 64 if D == 256 else 128
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{silu}\s*>", n)
+               for n in names), names
+    assert torch.equal(again, out), "fp8_silu under fp8_sched=True: expected the same grid kernel"
+    if D == 128 and mask in ("causal", "local_context_target"):
+        check_fp8_kernel(c, "tensor", D ** -0.5, switches=dict(fp8_silu=silu, fp8_bn192=True))
+        _, names = run(fp8_silu=silu, fp8_bn192=True)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*{silu}\s*>",
+                             n) for n in names), names
 
 
 def zipf_lengths(rng, n, top):

@@ -58,6 +58,11 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,
+  // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's SiLU form
+  // (HstuFp8FwdParams::silu; private, for comparisons): 0 the default tanh.approx, 1 / 2 half / all of the elements
+  // by ex2 + a reciprocal on the FMA pipe (grid order)
+  kOptFp8SiluShift = 48,
+  kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -86,6 +91,7 @@ struct HstuOptions {
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
+  int fp8_silu = 0;  // HstuFp8FwdParams::silu
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -108,6 +114,7 @@ struct HstuOptions {
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
+    o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
     return o;
   }
 };
