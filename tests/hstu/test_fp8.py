@@ -513,6 +513,39 @@ def test_cuda_fp8_kernel_silu_forms(silu, mask, D):
                              n) for n in names), names
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("silu", [0, 2])
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("D", [128, 256])
+def test_cuda_fp8_kernel_q_in_registers(silu, mask, D):
+    """kernel_options(fp8_qreg=True) (private): S = Q K^T with Q's A fragments loaded from the swizzled Q tile by
+    ldmatrix into registers gives bitwise the output of the kernel reading Q from shared memory (the same wgmma
+    products), in its own grid kernel; with fp8_bn192=True it keeps 128-key tiles (192 spill)."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(5000 + 10 * silu + sorted(MASKS).index(mask) + D, [700, 0, 450, 77, 1030], 2, D, mask,
+                  device="cuda")
+    q8s, scales = quantized(c, "tensor")
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, "tensor", D ** -0.5))
+
+    bn = 64 if D == 256 else 128
+    smem, _ = run(fp8_silu=silu)
+    reg, names = run(fp8_silu=silu, fp8_qreg=True)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{silu}\s*,"
+                         rf"\s*true\s*>", n) for n in names), names
+    assert not torch.isnan(reg).any()
+    assert torch.equal(reg, smem), "Q in registers: expected bitwise the Q-in-shared-memory output"
+    if D == 128:
+        wide, _ = run(fp8_silu=silu, fp8_qreg=True, fp8_bn192=True)
+        assert torch.equal(wide, reg), "fp8_qreg with fp8_bn192: expected the 128-key kernel"
+    if mask == "causal":
+        check_fp8_kernel(c, "tensor", D ** -0.5, switches=dict(fp8_silu=silu, fp8_qreg=True))
+
+
 def zipf_lengths(rng, n, top):
     """n jagged lengths, Zipf-like (rank r gets about top / r^1.2, shuffled), one of them `top`, one empty."""
     lens = [max(1, int(top / (r + 1) ** 1.2 * rng.uniform(0.7, 1.3))) for r in range(n - 1)]

@@ -37,6 +37,8 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8SiluShift = (\d+),", text).group(1)) == _ops.FP8_SILU_SHIFT
     assert re.search(r"kOptFp8SiluMask = int64_t\{3\} << kOptFp8SiluShift,", text)
     assert re.search(r"\(bits >> kOptFp8SiluShift\) & 3\)", text)
+    qreg = int(re.search(r"kOptFp8QReg = int64_t\{1\} << (\d+),", text).group(1))
+    assert 1 << qreg == _ops.FP8_QREG_BIT
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
@@ -75,6 +77,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bn192"]
         with _ops.kernel_options(fp8_silu=2):  # (private)
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT
+        with _ops.kernel_options(fp8_qreg=True):  # (private)
+            assert _ops._current_options() == _ops.FP8_QREG_BIT == 1 << 50
         with _ops.kernel_options(fp8_bwd=True):  # (private, opt-in)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)

@@ -2,10 +2,11 @@
 
 Times hstu_attn::fp8_fwd (descale check, Vt pre-pass, kernel) on causal H4 batches with per-tensor descale under
 kernel_options(fp8_silu=0 / 1 / 2) (0: tanh.approx per element, the default; 1 / 2: half / all of an unmasked
-tile's elements by ex2 + a reciprocal on the FMA pipe), each also with fp8_bn192=True at D = 128; the variants
-interleaved (CUDA events, L2 flushed, median). `--default-only`: the default alone (for an older wheel, without the
-fp8_silu switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), gain over the default, and
-max |out - default| / max |default|.
+tile's elements by ex2 + a reciprocal on the FMA pipe), fp8_qreg=True (Q in registers for QK^T, D >= 128), and
+fp8_bn192=True at D = 128 (not with fp8_qreg: 192-key tiles with Q in registers spill), alone and combined; the
+variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the default alone (for an older wheel,
+without the fp8_silu switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), gain over the
+default, and max |out - default| / max |default|.
 
 Usage (GPU): python tools/hstu_dev/fp8_silu_bench.py [--reps 10] [--default-only] [--cases B16S16KD128,...]
 """
@@ -53,11 +54,12 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         if not args.default_only:
-            shift = hstu_attn._ops.FP8_SILU_SHIFT
+            shift, qreg, wide = hstu_attn._ops.FP8_SILU_SHIFT, hstu_attn._ops.FP8_QREG_BIT, bits["fp8_bn192"]
             variants += [("silu1", 1 << shift), ("silu2", 2 << shift)]
+            if D >= 128:
+                variants += [("qreg", qreg), ("qreg+silu1", qreg | 1 << shift), ("qreg+silu2", qreg | 2 << shift)]
             if D == 128:
-                variants += [("bn192", bits["fp8_bn192"]), ("bn192+silu1", bits["fp8_bn192"] | 1 << shift),
-                             ("bn192+silu2", bits["fp8_bn192"] | 2 << shift)]
+                variants += [("bn192", wide), ("bn192+silu1", wide | 1 << shift), ("bn192+silu2", wide | 2 << shift)]
 
         def call(o):
             return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0, *lens,

@@ -58,11 +58,14 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,
-  // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's SiLU form
+  // bits 48-50 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's SiLU form
   // (HstuFp8FwdParams::silu; private, for comparisons): 0 the default tanh.approx, 1 / 2 half / all of the elements
   // by ex2 + a reciprocal on the FMA pipe (grid order)
   kOptFp8SiluShift = 48,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
+  kOptFp8QReg = int64_t{1} << 50,  // the Hopper FP8 forward's QK^T with Q in registers (HstuFp8FwdParams::qreg;
+                                   // private, D >= 128, grid order)
+  kOptFp8LabMask = kOptFp8SiluMask | kOptFp8QReg,  // the private FP8 forward switches above the flags
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -92,6 +95,7 @@ struct HstuOptions {
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
   int fp8_silu = 0;  // HstuFp8FwdParams::silu
+  bool fp8_qreg = false;  // HstuFp8FwdParams::qreg
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -115,6 +119,7 @@ struct HstuOptions {
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
+    o.fp8_qreg = (bits & kOptFp8QReg) != 0;
     return o;
   }
 };

@@ -35,6 +35,7 @@ struct HstuFp8FwdParams {
   int bn192;         // 1: 192-key tiles at D = 128 where they apply (kernel_options(fp8_bn192=True)), 0: the default
   int silu;          // the SiLU's form (kernel_options(fp8_silu=...), private): 0 the default (tanh.approx), 1 half
                      // of the elements, 2 all of them by ex2 + a reciprocal on the FMA pipe (grid order only)
+  int qreg;          // 1: QK^T with Q in registers at D >= 128 (kernel_options(fp8_qreg=True), private; grid order)
 };
 
 // First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b

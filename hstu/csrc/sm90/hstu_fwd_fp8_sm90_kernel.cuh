@@ -98,14 +98,17 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
 }
 
 template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db,
+                                              int scale_d = 1) {
   if constexpr (N == 64) {
-    wgmma_m64n64k32_rs_e4m3(d, a, db, 1);
+    wgmma_m64n64k32_rs_e4m3(d, a, db, scale_d);
   } else if constexpr (N == 128) {
-    wgmma_m64n128k32_rs_e4m3(d, a, db, 1);
+    wgmma_m64n128k32_rs_e4m3(d, a, db, scale_d);
+  } else if constexpr (N == 192) {
+    wgmma_m64n192k32_rs_e4m3(d, a, db, scale_d);
   } else {
     static_assert(N == 256, "head dim");
-    wgmma_m64n256k32_rs_e4m3(d, a, db, 1);
+    wgmma_m64n256k32_rs_e4m3(d, a, db, scale_d);
   }
 }
 
@@ -204,13 +207,18 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
 // is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kSilu: Fp8SiluAct's form (0 the default).
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kSilu = 0>
+// kQReg (kernel_options(fp8_qreg=True), private; grid order, D >= 128): S = Q K^T with Q's A fragments in registers
+// (loaded once per tile by ldmatrix), so the QK^T wgmmas read only K from shared memory: at D = 256 (m64n64k32, both
+// operands from shared memory) their reads equal the tensor cores' time, with the TMA writes on top.
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kSilu = 0, bool kQReg = false>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  static_assert(!kQReg || (kMode == kFp8Grid && D >= 128 && kBN <= 128),
+                "Q in registers: grid order, 128-byte panels, not with 192-key tiles (ptxas spills ~200 bytes)");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -352,16 +360,34 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
+      // kQReg: this thread's A fragments of Q (rows 16 warp + lane / 4 (+ 8) of the warpgroup's 64, k-step ks).
+      uint32_t qf[kQReg ? D / 32 : 1][4];
+      auto load_q_frags = [&]() {
+        // ldmatrix.x4: lanes 8 j .. 8 j + 7 address matrix j = register j: rows + 8 (j & 1), bytes + 16 (j >> 1);
+        // a b16 pair of ldmatrix's layout is a thread's 4 e4m3 bytes of the A layout. 128-byte swizzled panels.
+        const int j = lane / 8;
+        const int r = 64 * wg + 16 * warp + 8 * (j & 1) + lane % 8;
+#pragma unroll
+        for (int ks = 0; ks < (kQReg ? D / 32 : 0); ++ks) {
+          const int kb = ks * 32 + 16 * (j >> 1);
+          const uint32_t addr = sQ + (kb / RB) * C::kQPanelBytes + r * RB + ((((kb % RB) / 16) ^ (r % 8)) << 4);
+          ldsm_x4(qf[ks], addr);
+        }
+      };
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
 #pragma unroll
         for (int ks = 0; ks < D / 32; ++ks) {
           const int off = (ks * 32) % RB;  // k offset inside the panel row
-          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
           const uint64_t db =
               make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+          if constexpr (kQReg) {
+            wgmma_rs_e4m3<BN>(acc_s, qf[ks], db, ks > 0 ? 1 : 0);
+          } else {
+            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+          }
         }
         wgmma_commit();
       };
@@ -440,6 +466,7 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
+      if constexpr (kQReg) load_q_frags();
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.
