@@ -208,7 +208,8 @@ FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
 # bits 48-49 (above the flags; hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form (private): 0 the
-# default tanh.approx, 1 / 2 half / all of the elements by ex2 + a reciprocal on the FMA pipe (grid order)
+# default tanh.approx, 1 / 3 / 2 half / three quarters / all of the elements by ex2 + a reciprocal on the FMA pipe
+# (grid order)
 FP8_SILU_SHIFT = 48
 FP8_QREG_BIT = 1 << 50  # the Hopper FP8 forward's QK^T with Q in registers (private; D >= 128, grid order)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
@@ -249,7 +250,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
     refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
     ``fp8_silu`` (private, for comparisons): the Hopper FP8 forward's SiLU, 0 (the default) tanh.approx per element,
-    1 / 2 half / all of the elements by one ex2 and a reciprocal on the FMA pipe (grid order; docs/hstu_attn.md);
+    1 / 3 / 2 half / three quarters / all of the elements by one ex2 and a reciprocal on the FMA pipe (grid order;
+    docs/hstu_attn.md);
     ``fp8_qreg=True`` (private): that kernel's S = Q K^T with Q in registers at D >= 128 (grid order).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
@@ -307,8 +309,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("bwd_sm80_cfg", f"an int in [0, {BWD_SM80_CFG_LAST}]", bwd_sm80_cfg)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
-    if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
-        _err("fp8_silu", "0, 1 or 2", fp8_silu)
+    if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2, 3):
+        _err("fp8_silu", "0, 1, 2 or 3", fp8_silu)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_silu << FP8_SILU_SHIFT) | (FP8_QREG_BIT if fp8_qreg else 0))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),

@@ -481,13 +481,14 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("silu", [1, 2])
+@pytest.mark.parametrize("silu", [1, 2, 3])
 @pytest.mark.parametrize("mask", sorted(MASKS))
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_cuda_fp8_kernel_silu_forms(silu, mask, D):
-    """kernel_options(fp8_silu=1 / 2) (private): the SiLU of half / all of an unmasked tile's elements by ex2 and a
-    reciprocal on the FMA pipe (hstu_fwd_fp8_sm90_kernel.cuh Fp8SiluAct) meets the error rule against the fp64
-    emulation, runs its own grid kernel (also under fp8_sched=True), and with fp8_bn192=True its 192-key one."""
+    """kernel_options(fp8_silu=1 / 3 / 2) (private): the SiLU of half / three quarters / all of an unmasked tile's
+    elements by ex2 and a reciprocal on the FMA pipe (hstu_fwd_fp8_sm90_kernel.cuh Fp8SiluAct) meets the error rule
+    against the fp64 emulation, runs its own grid kernel (also under fp8_sched=True), and with fp8_bn192=True its
+    192-key one."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     # lengths over several KV tiles (unmasked tiles take the new form), one empty, one short

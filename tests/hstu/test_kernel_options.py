@@ -85,8 +85,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
-    for bad in (3, -1, True):
-        with pytest.raises(ValueError, match="fp8_silu: expected 0, 1 or 2"):
+    for bad in (4, -1, True):
+        with pytest.raises(ValueError, match="fp8_silu: expected 0, 1, 2 or 3"):
             with _ops.kernel_options(fp8_silu=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):

@@ -1,17 +1,19 @@
 """The Hopper FP8 forward's SiLU forms and tiles side by side (issue 36; lab script, not a product benchmark).
 
 Times hstu_attn::fp8_fwd (descale check, Vt pre-pass, kernel) on causal H4 batches with per-tensor descale under
-kernel_options(fp8_silu=0 / 1 / 2) (0: tanh.approx per element, the default; 1 / 2: half / all of an unmasked
-tile's elements by ex2 + a reciprocal on the FMA pipe), fp8_qreg=True (Q in registers for QK^T, D >= 128), and
-fp8_bn192=True at D = 128 (not with fp8_qreg: 192-key tiles with Q in registers spill), alone and combined; the
-variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the default alone (for an older wheel,
-without the fp8_silu switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), gain over the
-default, and max |out - default| / max |default|.
+kernel_options(fp8_silu=0 / 1 / 3 / 2) (0: tanh.approx per element, the default; 1 / 3 / 2: half / three
+quarters / all of an unmasked tile's elements by ex2 + a reciprocal on the FMA pipe), fp8_qreg=True (Q in
+registers for QK^T, D >= 128), and fp8_bn192=True at D = 128 (not with fp8_qreg: 192-key tiles with Q in registers
+spill), alone and combined; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
+default alone (for an older wheel, without the fp8_silu switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2
+per sequence), gain over the default, and max |out - default| / max |default|.
 
 Usage (GPU): python tools/hstu_dev/fp8_silu_bench.py [--reps 10] [--default-only] [--cases B16S16KD128,...]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -19,18 +21,16 @@ import torch
 import hstu_attn
 from hstu_attn._fp8 import DESCALE_MODES, quantize_fp8
 
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")))
+from bench_util import event_ms  # noqa: E402
+
 CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S4KD128": (16, 4096, 128),
          "B16S4KD64": (16, 4096, 64), "B16S4KD256": (16, 4096, 256)}
 
 
 def once_ms(fn, flush):
-    flush.zero_()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b)
+    flush.zero_()  # (L2 flushed)
+    return event_ms(fn)
 
 
 def main():
@@ -55,11 +55,13 @@ def main():
         variants = [("default", 0)]
         if not args.default_only:
             shift, qreg, wide = hstu_attn._ops.FP8_SILU_SHIFT, hstu_attn._ops.FP8_QREG_BIT, bits["fp8_bn192"]
-            variants += [("silu1", 1 << shift), ("silu2", 2 << shift)]
+            variants += [("silu1", 1 << shift), ("silu3", 3 << shift), ("silu2", 2 << shift)]
             if D >= 128:
-                variants += [("qreg", qreg), ("qreg+silu1", qreg | 1 << shift), ("qreg+silu2", qreg | 2 << shift)]
+                variants += [("qreg", qreg), ("qreg+silu1", qreg | 1 << shift), ("qreg+silu3", qreg | 3 << shift),
+                             ("qreg+silu2", qreg | 2 << shift)]
             if D == 128:
-                variants += [("bn192", wide), ("bn192+silu1", wide | 1 << shift), ("bn192+silu2", wide | 2 << shift)]
+                variants += [("bn192", wide), ("bn192+silu1", wide | 1 << shift), ("bn192+silu3", wide | 3 << shift),
+                             ("bn192+silu2", wide | 2 << shift)]
 
         def call(o):
             return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0, *lens,

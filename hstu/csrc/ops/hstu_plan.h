@@ -58,9 +58,9 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,
-  // bits 48-50 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's SiLU form
-  // (HstuFp8FwdParams::silu; private, for comparisons): 0 the default tanh.approx, 1 / 2 half / all of the elements
-  // by ex2 + a reciprocal on the FMA pipe (grid order)
+  // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's SiLU form
+  // (HstuFp8FwdParams::silu; private, for comparisons): 0 the default tanh.approx, 1 / 3 / 2 half / three quarters /
+  // all of the elements by ex2 + a reciprocal on the FMA pipe (grid order)
   kOptFp8SiluShift = 48,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
   kOptFp8QReg = int64_t{1} << 50,  // the Hopper FP8 forward's QK^T with Q in registers (HstuFp8FwdParams::qreg;

@@ -140,11 +140,11 @@ __device__ __forceinline__ float silu_ex2_from_half(float h) {
 
 // The FP8 forward's SiLU forms on unmasked tiles (kernel_options(fp8_silu=...), private; masked tiles keep
 // fwd_silu_mask's tanh form): 0 the tanh form (the default), 1 the ex2 form for the elements of rows + 8 (half of
-// them: the MUFU and FMA pipes share the work), 2 the ex2 form for every element.
+// them: the MUFU and FMA pipes share the work), 3 for three quarters of them, 2 for every element.
 template <int kSilu>
 struct Fp8SiluAct {
   __device__ __forceinline__ float operator()(float h, int e) const {
-    if (kSilu == 2 || (kSilu == 1 && (e & 2) != 0)) return silu_ex2_from_half(h);
+    if (kSilu == 2 || (kSilu == 1 && (e & 2) != 0) || (kSilu == 3 && (e & 3) != 0)) return silu_ex2_from_half(h);
     return fmaf(h, tanh_fast(h), h);
   }
 };

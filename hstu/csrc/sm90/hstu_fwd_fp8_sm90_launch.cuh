@@ -124,11 +124,13 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
     if (f.qreg) {
       if (f.silu == 1) return sm90::launch_fwd_fp8<D, true, 1, true>(p, f, stream);
       if (f.silu == 2) return sm90::launch_fwd_fp8<D, true, 2, true>(p, f, stream);
+      if (f.silu == 3) return sm90::launch_fwd_fp8<D, true, 3, true>(p, f, stream);
       return sm90::launch_fwd_fp8<D, true, 0, true>(p, f, stream);
     }
   }
   if (f.silu == 1) return sm90::launch_fwd_fp8<D, true, 1>(p, f, stream);
   if (f.silu == 2) return sm90::launch_fwd_fp8<D, true, 2>(p, f, stream);
+  if (f.silu == 3) return sm90::launch_fwd_fp8<D, true, 3>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
