@@ -16,11 +16,6 @@ __device__ __forceinline__ float op_ex2(float x) {
   asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float op_rcp(float x) {
-  float y;
-  asm volatile("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 __device__ __forceinline__ float silu_tanh(float h) { return fmaf(h, op_tanh(h), h); }
 __device__ __forceinline__ float silu_ex2(float h) {
   const float a = fabsf(h);
@@ -43,7 +38,6 @@ __global__ void __launch_bounds__(kThreads, 1) rate(float* out, long long* cycle
     for (int c = 0; c < kChains; ++c) {
       if (kOp == 0) x[c] = op_tanh(x[c]);
       if (kOp == 1) x[c] = op_ex2(x[c]) - 1.f;
-      if (kOp == 2) x[c] = op_rcp(x[c]);
       if (kOp == 3) x[c] = fmaf(x[c], 0.999f, 1e-3f);
       if (kOp == 4) x[c] = silu_tanh(x[c]) * 0.5f;       // the tanh form (+1 FMUL to keep the chain bounded)
       if (kOp == 5) x[c] = silu_ex2(x[c]) * 0.5f;        // the ex2 + FMA-reciprocal form
@@ -82,7 +76,6 @@ int main() {
   printf("| op (one CTA of 1024 threads per SM, 8 chains each) | per SM per clock |\n|---|---:|\n");
   run<0>("tanh.approx.f32", sms, out, cyc);
   run<1>("ex2.approx.ftz.f32 (+FADD)", sms, out, cyc);
-  run<2>("rcp.approx.ftz.f32", sms, out, cyc);
   run<3>("FFMA", sms, out, cyc);
   run<4>("SiLU tanh form (+FMUL), elements", sms, out, cyc);
   run<5>("SiLU ex2 form (+FMUL), elements", sms, out, cyc);

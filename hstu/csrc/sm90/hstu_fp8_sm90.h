@@ -33,9 +33,8 @@ struct HstuFp8FwdParams {
   int64_t total_k;   // rows of k / v (block mode: the column count total_k / 128 + B of k_descale / v_descale)
   int late_pack;     // 1: P packed to e4m3 after the P V wait (kernel_options(fp8_early_pack=False)), 0: the default
   int bn192;         // 1: 192-key tiles at D = 128 where they apply (kernel_options(fp8_bn192=True)), 0: the default
-  int silu;          // the SiLU's form (kernel_options(fp8_silu=...), private): 0 the default (tanh.approx), 1 half,
-                     // 3 three quarters, 2 all of the elements by ex2 + a reciprocal on the FMA pipe (grid order)
-  int qreg;          // 1: QK^T with Q in registers at D >= 128 (kernel_options(fp8_qreg=True), private; grid order)
+  int diag;          // 0; else timing-only variants, WRONG outputs (kFp8FwdDiag* bits in hstu_fwd_fp8_sm90_kernel.cuh;
+                     // kernel_options(fp8_fwd_diag=...), private)
 };
 
 // First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b

@@ -98,17 +98,14 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
 }
 
 template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db,
-                                              int scale_d = 1) {
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
   if constexpr (N == 64) {
-    wgmma_m64n64k32_rs_e4m3(d, a, db, scale_d);
+    wgmma_m64n64k32_rs_e4m3(d, a, db, 1);
   } else if constexpr (N == 128) {
-    wgmma_m64n128k32_rs_e4m3(d, a, db, scale_d);
-  } else if constexpr (N == 192) {
-    wgmma_m64n192k32_rs_e4m3(d, a, db, scale_d);
+    wgmma_m64n128k32_rs_e4m3(d, a, db, 1);
   } else {
     static_assert(N == 256, "head dim");
-    wgmma_m64n256k32_rs_e4m3(d, a, db, scale_d);
+    wgmma_m64n256k32_rs_e4m3(d, a, db, 1);
   }
 }
 
@@ -124,30 +121,12 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
-// SiLU(2 h) with one MUFU op of full rate (ex2) and the reciprocal on the FMA pipe, against the tanh form's one
-// tanh.approx: e = exp(-2 |h|) in (0, 1], r = 1 / (1 + e) (a quadratic seed in e, 1 % relative error, then one
-// Newton step: ~1e-4), tanh|h| = 2 r - 1, SiLU(2 h) = h + |h| tanh|h| (odd tanh). |error| / |h| <= 2.1e-4 on
-// [-12, 12] (fp32 emulation), under tanh.approx's 2^-11; 10 instructions per element where the tanh form has 3.
-__device__ __forceinline__ float silu_ex2_from_half(float h) {
-  const float a = fabsf(h);
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(a * -2.8853900817779268f));  // -2 log2(e)
-  const float d = 1.f + e;
-  float r = fmaf(fmaf(0.32320888f, e, -0.80802402f), e, 0.98987667f);
-  r = fmaf(r, fmaf(-d, r, 1.f), r);
-  return fmaf(a, fmaf(2.f, r, -1.f), h);
-}
-
-// The FP8 forward's SiLU forms on unmasked tiles (kernel_options(fp8_silu=...), private; masked tiles keep
-// fwd_silu_mask's tanh form): 0 the tanh form (the default), 1 the ex2 form for the elements of rows + 8 (half of
-// them: the MUFU and FMA pipes share the work), 3 for three quarters of them, 2 for every element.
-template <int kSilu>
-struct Fp8SiluAct {
-  __device__ __forceinline__ float operator()(float h, int e) const {
-    if (kSilu == 2 || (kSilu == 1 && (e & 2) != 0) || (kSilu == 3 && (e & 3) != 0)) return silu_ex2_from_half(h);
-    return fmaf(h, tanh_fast(h), h);
-  }
-};
+// Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
+// unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
+// difference. kFp8FwdDiagNoMufu: P = h + h h (the FMUL and FFMA stay, the MUFU.TANH goes); kFp8FwdDiagNoCvt: P packed
+// by XORs of the fp32 bits (two ALU ops per 4 elements) instead of two F2FP.SATFINITE.E4M3.
+constexpr int kFp8FwdDiagNoMufu = 1;
+constexpr int kFp8FwdDiagNoCvt = 2;
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
@@ -206,19 +185,15 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
 // is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
-// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kSilu: Fp8SiluAct's form (0 the default).
-// kQReg (kernel_options(fp8_qreg=True), private; grid order, D >= 128): S = Q K^T with Q's A fragments in registers
-// (loaded once per tile by ldmatrix), so the QK^T wgmmas read only K from shared memory: at D = 256 (m64n64k32, both
-// operands from shared memory) their reads equal the tensor cores' time, with the TMA writes on top.
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kSilu = 0, bool kQReg = false>
+// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
-  static_assert(!kQReg || (kMode == kFp8Grid && D >= 128 && kBN <= 128),
-                "Q in registers: grid order, 128-byte panels, not with 192-key tiles (ptxas spills ~200 bytes)");
+  static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -360,34 +335,16 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
-      // kQReg: this thread's A fragments of Q (rows 16 warp + lane / 4 (+ 8) of the warpgroup's 64, k-step ks).
-      uint32_t qf[kQReg ? D / 32 : 1][4];
-      auto load_q_frags = [&]() {
-        // ldmatrix.x4: lanes 8 j .. 8 j + 7 address matrix j = register j: rows + 8 (j & 1), bytes + 16 (j >> 1);
-        // a b16 pair of ldmatrix's layout is a thread's 4 e4m3 bytes of the A layout. 128-byte swizzled panels.
-        const int j = lane / 8;
-        const int r = 64 * wg + 16 * warp + 8 * (j & 1) + lane % 8;
-#pragma unroll
-        for (int ks = 0; ks < (kQReg ? D / 32 : 0); ++ks) {
-          const int kb = ks * 32 + 16 * (j >> 1);
-          const uint32_t addr = sQ + (kb / RB) * C::kQPanelBytes + r * RB + ((((kb % RB) / 16) ^ (r % 8)) << 4);
-          ldsm_x4(qf[ks], addr);
-        }
-      };
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
 #pragma unroll
         for (int ks = 0; ks < D / 32; ++ks) {
           const int off = (ks * 32) % RB;  // k offset inside the panel row
+          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
           const uint64_t db =
               make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-          if constexpr (kQReg) {
-            wgmma_rs_e4m3<BN>(acc_s, qf[ks], db, ks > 0 ? 1 : 0);
-          } else {
-            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-            wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-          }
+          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
         wgmma_commit();
       };
@@ -421,7 +378,12 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-            dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+            if constexpr ((kDiag & kFp8FwdDiagNoCvt) != 0) {
+              dst[ks][q] = (__float_as_uint(acc_s[e]) ^ __float_as_uint(acc_s[e + 1])) ^
+                           (__float_as_uint(acc_s[e + 4]) ^ __float_as_uint(acc_s[e + 5]));
+            } else {
+              dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+            }
           }
         }
       };
@@ -431,11 +393,14 @@ __global__ void __launch_bounds__(384, 1)
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kEarlyPack) {
-          if constexpr (kSilu != 0) {  // the other SiLU forms on unmasked tiles (fwd_silu_mask's first path)
+          if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
             if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                          : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
 #pragma unroll
-              for (int e = 0; e < BN / 2; ++e) acc_s[e] = Fp8SiluAct<kSilu>{}(acc_s[e] * sc, e);
+              for (int e = 0; e < BN / 2; ++e) {
+                const float x = acc_s[e] * sc;
+                acc_s[e] = fmaf(x, x, x);
+              }
               pack_into(pn);
               return;
             }
@@ -466,7 +431,6 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
-      if constexpr (kQReg) load_q_frags();
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.

@@ -28,8 +28,8 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// kSilu (Fp8SiluAct) other than 0 and kQReg run in grid order only (with kEarlyPack).
-template <int D, bool kEarlyPack, int kSilu = 0, bool kQReg = false>
+// kDiag (the timing-only kFp8FwdDiag* variants): grid order only, with kEarlyPack.
+template <int D, bool kEarlyPack, int kDiag = 0>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -62,7 +62,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
-  if constexpr (D == 128 && !kQReg) {  // (Q in registers with 192-key tiles spills: 128-key tiles)
+  if constexpr (D == 128 && kDiag == 0) {
     if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
@@ -72,7 +72,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, kSilu>;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192>;
       err = set_max_dynamic_smem<kernel>(CW::kSmem);
       if (err != cudaSuccess) return err;
       kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tkw, tvt, tvt2, p, f,
@@ -84,9 +84,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
-  constexpr bool kLab = kSilu != 0 || kQReg;  // (grid order only)
-  const SchedArgs sa = kLab ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
-  if constexpr (!kLab) {
+  const SchedArgs sa = kDiag != 0 ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  if constexpr (kDiag == 0) {  // (the timing-only variants: grid order)
     if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(C::kSmem);
@@ -108,7 +107,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
     }
   }
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kSilu, kQReg>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
@@ -120,17 +119,9 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
-  if constexpr (D >= 128) {
-    if (f.qreg) {
-      if (f.silu == 1) return sm90::launch_fwd_fp8<D, true, 1, true>(p, f, stream);
-      if (f.silu == 2) return sm90::launch_fwd_fp8<D, true, 2, true>(p, f, stream);
-      if (f.silu == 3) return sm90::launch_fwd_fp8<D, true, 3, true>(p, f, stream);
-      return sm90::launch_fwd_fp8<D, true, 0, true>(p, f, stream);
-    }
-  }
-  if (f.silu == 1) return sm90::launch_fwd_fp8<D, true, 1>(p, f, stream);
-  if (f.silu == 2) return sm90::launch_fwd_fp8<D, true, 2>(p, f, stream);
-  if (f.silu == 3) return sm90::launch_fwd_fp8<D, true, 3>(p, f, stream);
+  if (f.diag == 1) return sm90::launch_fwd_fp8<D, true, 1>(p, f, stream);
+  if (f.diag == 2) return sm90::launch_fwd_fp8<D, true, 2>(p, f, stream);
+  if (f.diag == 3) return sm90::launch_fwd_fp8<D, true, 3>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
