@@ -119,9 +119,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
-  if (f.diag == 1) return sm90::launch_fwd_fp8<D, true, 1>(p, f, stream);
-  if (f.diag == 2) return sm90::launch_fwd_fp8<D, true, 2>(p, f, stream);
-  if (f.diag == 3) return sm90::launch_fwd_fp8<D, true, 3>(p, f, stream);
+  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
+  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu>(p, f, stream);
+  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt>(p, f, stream);
+  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
