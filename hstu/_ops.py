@@ -207,8 +207,12 @@ FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the def
 FLAG_BITS = {
     "mask_gr": 1 << 32,  # mask_convention="meta_gr" (HstuParams::mask_gr)
 }
+# bits 48-49 (above the flags; hstu_plan.h kOptFp8FwdDiagShift): the Hopper FP8 forward's timing-only variants
+# (private, WRONG outputs; kFp8FwdDiag* in hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh)
+FP8_FWD_DIAG_SHIFT = 48
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
-                  | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values()))
+                  | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
+                  | (3 << FP8_FWD_DIAG_SHIFT))
 _options_state = threading.local()
 
 
@@ -223,7 +227,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
-                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False) -> Iterator[None]:
+                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
+                   fp8_fwd_diag: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -242,6 +247,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
     (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
     refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
+    ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
+    in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -298,8 +305,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("bwd_sm80_cfg", f"an int in [0, {BWD_SM80_CFG_LAST}]", bwd_sm80_cfg)
     if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
+    if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):
+        _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
-            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT))
+            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -462,7 +462,7 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
 
     _, names = run(fp8_bn192=True)
     bn = 128 if mode == "block" else 192
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*>", n)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*>", n)
                for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)
     assert torch.equal(late, wide), "fp8_bn192 with fp8_early_pack=False differs"
@@ -478,6 +478,34 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
         for conv in ("nvidia", "meta_gr"):
             check_fp8_kernel(c, mode, 0.2, torch.float16, switches=dict(fp8_bn192=True), seqused_q=su_q,
                              seqused_k=su_k, mask_convention=conv)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_cuda_fp8_fwd_diag_variants_run_their_kernels(D):
+    """kernel_options(fp8_fwd_diag=1 / 2 / 3) (private, timing-only, wrong outputs by design) launch their own grid
+    kernel (also under fp8_sched=True and fp8_bn192=True; 1: no NaN, every row written over the poison) and leave
+    the default kernel's output as it was."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    c = make_case(4000 + D, [700, 0, 450, 77, 1030], 2, D, "causal", device="cuda")
+    q8s, scales = quantized(c, "tensor")
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, "tensor", D ** -0.5))
+
+    before, _ = run()
+    bn = 64 if D == 256 else 128
+    for diag in (1, 2, 3):
+        out, names = run(fp8_fwd_diag=diag, fp8_sched=True, fp8_bn192=True)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*>", n)
+                   for n in names), names
+        if diag == 1:  # (P = h + h h, rounded to e4m3: finite for these inputs; every row written)
+            assert not torch.isnan(out).any()
+    after, _ = run()
+    assert torch.equal(after, before)
 
 
 def zipf_lengths(rng, n, top):

@@ -337,6 +337,27 @@ def _has_diag():
 
 
 @pytest.mark.sm90
+def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
+    """The op accepts the diag values of hstu_bwd_fp8_sm90.h's one list (Fp8BwdDiagBuilt, which the launcher
+    instantiates) and refuses others on the host before any launch."""
+    if not fp8_bwd_kernel_built() or not _has_diag():
+        pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
+    c = make_case(710, [300, 129], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "tensor")
+    dout = (torch.randn(q8.shape, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    args = (q8, k8, v8, *scales, 0, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
+            *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    for bad in (3, 5, 33, 256, -1):
+        with pytest.raises(RuntimeError, match="diag: expected 0, 64"):
+            fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
+    fb.fp8_bwd_cuda(dout, args, False, opts, diag=1)  # a built timing-only variant runs (its values are wrong)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.sm90
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
 def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):

@@ -33,6 +33,10 @@ def test_bits_match_the_plan_header():
     assert known == (sum(_ops.OPTION_BITS.values()) | (3 << _ops.BWD_GRID_SHIFT) | (255 << _ops.FWD_SPLIT_SHIFT)
                      | (15 << _ops.BWD_SM80_CFG_SHIFT) | (7 << _ops.FWD_SM80_CFG_SHIFT))
     assert re.search(r"\(bits >> kOptFwdSm80CfgShift\) & 7\)", text)
+    # the FP8 forward's timing-only variants: two bits above the semantic flags
+    assert int(re.search(r"kOptFp8FwdDiagShift = (\d+),", text).group(1)) == _ops.FP8_FWD_DIAG_SHIFT
+    assert re.search(r"kOptFp8FwdDiagMask = int64_t\{3\} << kOptFp8FwdDiagShift,", text)
+    assert re.search(r"\(bits >> kOptFp8FwdDiagShift\) & 3\)", text)
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
@@ -69,12 +73,18 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 0
         with _ops.kernel_options(fp8_bn192=True):
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bn192"]
+        with _ops.kernel_options(fp8_fwd_diag=2):  # (private, timing-only)
+            assert _ops._current_options() == 2 << _ops.FP8_FWD_DIAG_SHIFT == 2 << 48
         with _ops.kernel_options(fp8_bwd=True):  # (private, opt-in)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
+    for bad in (4, -1, True):
+        with pytest.raises(ValueError, match="fp8_fwd_diag: expected 0, 1, 2 or 3"):
+            with _ops.kernel_options(fp8_fwd_diag=bad):
+                pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):
         with _ops.kernel_options(bwd_grid=3):
             pass

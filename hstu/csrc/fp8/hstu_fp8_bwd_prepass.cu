@@ -16,12 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ int used_rows(const int* cu, const int* seqused, int b) {
-  const int len = cu[b + 1] - cu[b];
-  const int used = seqused != nullptr ? min(seqused[b], len) : len;
-  return max(used, 0);
-}
-
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
@@ -57,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   }
   const int start = p.cu_seqlens_q[lo], len = p.cu_seqlens_q[lo + 1] - start;
   const int64_t m = col - (start / 128 + lo);
-  const int used = used_rows(p.cu_seqlens_q, p.seqused_q, lo);
+  const int used = hstu_fp8_used_rows(p.cu_seqlens_q, p.seqused_q, lo);
   const int n = static_cast<int>(max(int64_t{0}, min(int64_t{128}, len - 128 * m)));    // rows of the block
   const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
   const int64_t r0 = start + 128 * m;

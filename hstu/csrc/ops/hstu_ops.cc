@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -152,8 +153,8 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
-  ACCEL_CHECK((options & ~int64_t{kOptKnownMask | kFlagKnownMask}) == 0, "options: expected bits of ",
-              int64_t{kOptKnownMask | kFlagKnownMask}, ", got ", options);
+  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask;
+  ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
   p.fwd_split_tiles = HstuOptions::from_bits(options).fwd_split_tiles;
@@ -413,6 +414,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   const HstuOptions opts = HstuOptions::from_bits(options);
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
+  f.diag = opts.fp8_fwd_diag;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).
@@ -517,10 +519,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
-  ACCEL_CHECK(diag == 0 || diag == 1 || diag == 2 || diag == 4 || diag == 7 || diag == 8 || diag == 15 ||
-                  diag == 16 || diag == 32 || diag == 64 || diag == 96 || diag == 128 || diag == 144,
-              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant 1, 2, 4, 7, 8, 15, 16, 32, 96, "
-              "128, 144 of tools/hstu_dev/fp8_bwd_split.py, got ", diag);
+  ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
+              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant of "
+              "tools/hstu_dev/fp8_bwd_split.py (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};

@@ -58,6 +58,10 @@ enum HstuOptionBits : int64_t {
   kOptFwdSm80CfgShift = 29,     // bits 29-31: sm80-class forward tile configuration, 0 the default, 1-4 issue 39's
                                 // candidates (FwdSm80Candidate in hstu_fwd_sm80_kernel.cuh, bf16; comparisons)
   kOptKnownMask = 0xffffffff,
+  // bits 48-49 (above the semantic flags; the low 32 are taken): the Hopper FP8 forward's timing-only variants
+  // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
+  kOptFp8FwdDiagShift = 48,
+  kOptFp8FwdDiagMask = int64_t{3} << kOptFp8FwdDiagShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -86,6 +90,7 @@ struct HstuOptions {
   bool fp8_early_pack = true;
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
+  int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -108,6 +113,7 @@ struct HstuOptions {
     o.fp8_early_pack = !(bits & kOptNoFp8EarlyPack);
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
+    o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
     return o;
   }
 };

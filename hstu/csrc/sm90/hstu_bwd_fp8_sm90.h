@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "hstu/csrc/common/hstu_params.h"
 
@@ -44,8 +45,16 @@ constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 store
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
 constexpr int kFp8BwdLateFence = 64;
-// The variants built (the diag values the launcher and the op accept): 0, 1, 2, 4, 7, 8, 15, 16, 32, 64, 96 (64 |
-// 32), 128, 144 (128 | 16).
+// The variants built: the one list of diag values the launcher instantiates and the op accepts.
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
+                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
+                                              kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
+                                              kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce>;
+template <int... Ds>
+constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
+  return ((diag == Ds) || ...);
+}
+constexpr bool fp8_bwd_diag_built(int diag) { return fp8_bwd_diag_in(diag, Fp8BwdDiagBuilt{}); }
 
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,

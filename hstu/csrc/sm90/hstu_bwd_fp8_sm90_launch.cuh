@@ -63,8 +63,7 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
     kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
     return cudaGetLastError();
   };
-  using Built = std::integer_sequence<int, 0, 1, 2, 4, 7, 8, 15, 16, 32, kFp8BwdLateFence, 96, 128, 144>;
-  return dispatch_diag(go, f.diag, Built{});
+  return dispatch_diag(go, f.diag, Fp8BwdDiagBuilt{});
 }
 
 }  // namespace sm90

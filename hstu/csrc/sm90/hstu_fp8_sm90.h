@@ -33,6 +33,8 @@ struct HstuFp8FwdParams {
   int64_t total_k;   // rows of k / v (block mode: the column count total_k / 128 + B of k_descale / v_descale)
   int late_pack;     // 1: P packed to e4m3 after the P V wait (kernel_options(fp8_early_pack=False)), 0: the default
   int bn192;         // 1: 192-key tiles at D = 128 where they apply (kernel_options(fp8_bn192=True)), 0: the default
+  int diag;          // 0; else timing-only variants, WRONG outputs (kFp8FwdDiag* bits in hstu_fwd_fp8_sm90_kernel.cuh;
+                     // kernel_options(fp8_fwd_diag=...), private)
 };
 
 // First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b
@@ -66,10 +68,18 @@ __host__ __device__ inline int hstu_fp8_key_perm(int s) {
 // j + 8).
 __host__ __device__ inline int hstu_fp8_pair_perm(int s) { return ((s & 15) >> 1) + 8 * (s & 1) + (s & ~15); }
 
+// Rows of sequence b that hold data: seqused[b] capped at the sequence's length (all of them without seqused), at
+// least 0. The one used-row rule of the FP8 pre-passes (the transposed copies here, dO's quantization).
+__host__ __device__ inline int hstu_fp8_used_rows(const int* cu, const int* seqused, int b) {
+  const int len = cu[b + 1] - cu[b];
+  const int used = seqused != nullptr && seqused[b] < len ? seqused[b] : len;
+  return used > 0 ? used : 0;
+}
+
 // The source row of transposed column c (Vt, and the FP8 backward's Q^T / dO^T / K^T): the sequence holding c
 // (hstu_fp8_vt_seq), its slot l = c - hstu_fp8_vt_start(cu[b], b), the row of slot l under the group permutation
-// (group 32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm), cu[b] + row if row < the sequence's used rows (seqused[b]
-// capped at its length; all of them without seqused), else -1 (a zero column: padding, gaps, unused rows).
+// (group 32: hstu_fp8_key_perm, 16: hstu_fp8_pair_perm), cu[b] + row if row < hstu_fp8_used_rows(cu, seqused, b),
+// else -1 (a zero column: padding, gaps, unused rows).
 __host__ __device__ inline int64_t hstu_fp8_col_src_row(const int* cu, const int* seqused, int batch, int64_t c,
                                                         int group) {
   if (batch <= 0) return -1;
@@ -80,9 +90,7 @@ __host__ __device__ inline int64_t hstu_fp8_col_src_row(const int* cu, const int
   const int64_t l = c - first;
   const int64_t row = group == 32 ? (l & ~int64_t{31}) + hstu_fp8_key_perm(static_cast<int>(l & 31))
                                   : (l & ~int64_t{15}) + hstu_fp8_pair_perm(static_cast<int>(l & 15));
-  const int len = cu[b + 1] - start;
-  const int used = seqused != nullptr && seqused[b] < len ? seqused[b] : len;
-  return row < used ? start + row : -1;
+  return row < hstu_fp8_used_rows(cu, seqused, b) ? start + row : -1;
 }
 
 // Runs the Vt pre-pass and the FP8 forward on `stream`. p: the op's HstuParams with q/k/v pointing at e4m3 data

@@ -121,6 +121,13 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
+// Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
+// unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
+// difference. kFp8FwdDiagNoMufu: P = h + h h (the FMUL and FFMA stay, the MUFU.TANH goes); kFp8FwdDiagNoCvt: P packed
+// by XORs of the fp32 bits (two ALU ops per 4 elements) instead of two F2FP.SATFINITE.E4M3.
+constexpr int kFp8FwdDiagNoMufu = 1;
+constexpr int kFp8FwdDiagNoCvt = 2;
+
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
                                              int start, int blk) {
@@ -178,14 +185,15 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
 // is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
-// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise).
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128)>
+// grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -370,7 +378,12 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-            dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+            if constexpr ((kDiag & kFp8FwdDiagNoCvt) != 0) {
+              dst[ks][q] = (__float_as_uint(acc_s[e]) ^ __float_as_uint(acc_s[e + 1])) ^
+                           (__float_as_uint(acc_s[e + 4]) ^ __float_as_uint(acc_s[e + 5]));
+            } else {
+              dst[ks][q] = cvt_e4m3x4(acc_s[e], acc_s[e + 1], acc_s[e + 4], acc_s[e + 5]);
+            }
           }
         }
       };
@@ -380,6 +393,18 @@ __global__ void __launch_bounds__(384, 1)
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kEarlyPack) {
+          if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
+            if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                         : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+              for (int e = 0; e < BN / 2; ++e) {
+                const float x = acc_s[e] * sc;
+                acc_s[e] = fmaf(x, x, x);
+              }
+              pack_into(pn);
+              return;
+            }
+          }
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
         } else {
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);

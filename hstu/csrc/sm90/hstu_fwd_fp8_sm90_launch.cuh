@@ -28,7 +28,8 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int D, bool kEarlyPack>
+// kDiag (the timing-only kFp8FwdDiag* variants): grid order only, with kEarlyPack.
+template <int D, bool kEarlyPack, int kDiag = 0>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -61,7 +62,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
-  if constexpr (D == 128) {
+  if constexpr (D == 128 && kDiag == 0) {
     if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
@@ -83,28 +84,30 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
-  const SchedArgs sa = fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
-  if (sa.items != nullptr) {
-    constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
-    err = set_max_dynamic_smem<kernel>(C::kSmem);
-    if (err != cudaSuccess) return err;
-    err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
-    if (err != cudaSuccess) return err;
-    return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
-  }
-  if constexpr (D <= 128) {
-    if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
-      using CP = Fp8FwdTraits<D, 2>;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
-      err = set_max_dynamic_smem<kernel>(CP::kSmem);
+  const SchedArgs sa = kDiag != 0 ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  if constexpr (kDiag == 0) {  // (the timing-only variants: grid order)
+    if (sa.items != nullptr) {
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
+      err = set_max_dynamic_smem<kernel>(C::kSmem);
       if (err != cudaSuccess) return err;
-      err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+      err = launch_plan<FwdPlanUnits<C::kBlockM, C::kBlockN>>(p, sa, sm_count(), /*split_pct=*/0, stream);
       if (err != cudaSuccess) return err;
-      kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
-      return cudaGetLastError();
+      return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
+    }
+    if constexpr (D <= 128) {
+      if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
+        using CP = Fp8FwdTraits<D, 2>;
+        constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
+        err = set_max_dynamic_smem<kernel>(CP::kSmem);
+        if (err != cudaSuccess) return err;
+        err = cudaMemsetAsync(p.fwd_tile_counter, 0, sizeof(int), stream);
+        if (err != cudaSuccess) return err;
+        kernel<<<sm_count(), CP::kThreads, CP::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
+        return cudaGetLastError();
+      }
     }
   }
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
@@ -115,7 +118,12 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
-  return f.late_pack ? sm90::launch_fwd_fp8<D, false>(p, f, stream) : sm90::launch_fwd_fp8<D, true>(p, f, stream);
+  if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
+  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
+  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu>(p, f, stream);
+  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt>(p, f, stream);
+  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt>(p, f, stream);
+  return sm90::launch_fwd_fp8<D, true>(p, f, stream);
 }
 
 }  // namespace hstu

@@ -1,0 +1,88 @@
+"""Where the Hopper FP8 forward's time goes (issue 36; lab script): the op (descale check, Vt pre-pass, kernel)
+against its timing-only variants (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order; unmasked
+tiles), each removing one cost of P, so that its time shows in the difference:
+  diag 1: no MUFU.TANH in the SiLU (P = h + h h: the FMUL and FFMA stay)
+  diag 2: no e4m3 conversion of P (two ALU XORs per 4 elements instead of two F2FP.SATFINITE.E4M3)
+  diag 3: both
+and the 192-key tiles (kernel_options(fp8_bn192=True), D = 128) for reference. Causal H4 batches, per-tensor
+descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the default alone (for an
+older wheel without the switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), time over the
+default's.
+
+Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--cases B16S16KD128,...]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import hstu_attn
+from hstu_attn._fp8 import DESCALE_MODES, quantize_fp8
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")))
+from bench_util import event_ms  # noqa: E402
+
+CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S4KD128": (16, 4096, 128),
+         "B16S4KD64": (16, 4096, 64), "B16S4KD256": (16, 4096, 256)}
+
+
+def once_ms(fn, flush):
+    flush.zero_()  # (L2 flushed)
+    return event_ms(fn)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--warmup-ms", type=float, default=60.0)
+    ap.add_argument("--default-only", action="store_true")
+    ap.add_argument("--cases", default="B16S16KD128,B16S16KD256,B16S4KD128")
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+    print(f"- {torch.cuda.get_device_name(dev)}; hstu_attn {hstu_attn.__version__} at {hstu_attn.__file__}")
+    print("| case | variant | ms | TFLOP/s | time / default |\n|---|---|---:|---:|---:|")
+    for name in args.cases.split(","):
+        B, S, D = CASES[name]
+        cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
+        q, k, v = (torch.randn(B * S, 4, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+        (q8, qs), (k8, ks), (v8, vs) = (quantize_fp8(x, cu, "tensor") for x in (q, k, v))
+        del q, k, v
+        lens = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5)
+        bits = hstu_attn._ops.OPTION_BITS
+        variants = [("default", 0)]
+        if not args.default_only:
+            shift = hstu_attn._ops.FP8_FWD_DIAG_SHIFT
+            variants += [("diag 1 (no MUFU)", 1 << shift), ("diag 2 (no e4m3 cvt)", 2 << shift),
+                         ("diag 3 (neither)", 3 << shift)]
+            if D == 128:
+                variants += [("bn192", bits["fp8_bn192"])]
+
+        def call(o):
+            return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0, *lens,
+                                                       None, float(S), None, None, o)
+
+        fns = [call(o) for _, o in variants]
+        for fn in fns:
+            t0 = time.perf_counter()
+            while (time.perf_counter() - t0) * 1e3 < args.warmup_ms:
+                fn()
+                torch.cuda.synchronize()
+        times = [[] for _ in fns]
+        for _ in range(args.reps):
+            for fn, ts in zip(fns, times):
+                ts.append(once_ms(fn, flush))
+        med = [statistics.median(t) for t in times]
+        flops = 4 * 4 * D * S * S * B / 2
+        for (vname, _), ms in zip(variants, med):
+            print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
+                  f"{ms / med[0]:.3f} |", flush=True)
+        del q8, k8, v8, fns
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
