@@ -816,11 +816,13 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
-// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 (kBwdPdsDqFirstCfg): the default kernels
-// with half of the warps running dQ before dK / dV (opt-in until measured; launch_hstu_bwd_candidate has no case for
-// it, so the default kernel runs and reads the switch itself)
-constexpr int kBwdSm80LastCfg = 13;
-static_assert(kBwdPdsDqFirstCfg == kBwdSm80LastCfg, "one switch after the candidates");
+// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
+// kBwdPdsFixedOrderCfg): the default kernels with half of the warps running dQ before dK / dV (D = 256's default) /
+// every warp in the fixed order (D = 128's) (launch_hstu_bwd_candidate has no case for them, so the default kernel
+// runs and reads the switch itself); 15: D = 128's default kernel with dP in one pass (bf16, opt-in until measured).
+constexpr int kBwdSm80LastCfg = 15;
+static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
+              "the switches after the candidates");
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
 // they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
@@ -889,6 +891,11 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
         if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+      }
+      return cudaErrorNotSupported;
+    case kBwdPdsDpOnePassCfg:
+      if constexpr (std::is_same<T, __nv_bfloat16>::value && D == 128) {
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
       }
       return cudaErrorNotSupported;
     default:

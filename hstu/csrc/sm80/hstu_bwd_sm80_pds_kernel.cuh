@@ -60,9 +60,21 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
-// kernel_options(bwd_sm80_cfg=13) (opt-in until measured): this layout's default kernels (PIPE 0, two Q / dO stages)
-// with half of the warps running phase 3 (dQ) before phase 2 (dK / dV), see hstu_bwd_pds_body.
+// Dispatch of phases 2 / 3 in the default kernels (PIPE 0, two Q / dO stages), see hstu_bwd_pds_body: at D = 256
+// half of the warps run phase 3 (dQ) before phase 2 (dK / dV) by default (2.4 % faster on an H200), the fixed order
+// with kernel_options(bwd_sm80_cfg=14); at D = 128 the fixed order by default (dQ-first at par), dQ-first with
+// bwd_sm80_cfg=13.
 constexpr int kBwdPdsDqFirstCfg = 13;
+constexpr int kBwdPdsFixedOrderCfg = 14;
+template <int D>
+__device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
+  return D == 256 ? cfg != kBwdPdsFixedOrderCfg : cfg == kBwdPdsDqFirstCfg;
+}
+// kernel_options(bwd_sm80_cfg=15) (bf16, D = 128, opt-in until measured): the default kernel with dP = dO V^T in one
+// pass over the warp's keys (8 independent MMA chains, the dO fragments loaded once) instead of two halves
+// (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
+constexpr int kBwdPdsDpOnePassCfg = 15;
+constexpr int kPdsDpOnePass = 3;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -165,6 +177,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
+  // PIPE = kPdsDpOnePass: the default kernel's loops (kPipe 0) with dP in one pass.
+  constexpr bool kDpOnePass = PIPE == kPdsDpOnePass;
+  constexpr int kPipe = kDpOnePass ? 0 : PIPE;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -190,11 +205,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr bool kPipeKv = false;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kPipeKv = PIPE != 0 && !(D == 128 && NWARPS == 8);
+  constexpr bool kPipeKv = kPipe != 0 && !(D == 128 && NWARPS == 8);
 #else
-  constexpr bool kPipeKv = PIPE != 0;
+  constexpr bool kPipeKv = kPipe != 0;
 #endif
-  constexpr bool kPipeS = PIPE >= 2;
+  constexpr bool kPipeS = kPipe >= 2;
   // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
   // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code); in sm_80 code the PIPE candidates,
   // D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default); in sm_86 / sm_89
@@ -202,7 +217,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
   // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
+  constexpr bool kRowMask = kPipe == 0 && D != 64 && !(D == 256 && STAGES == 2);
   constexpr bool kMaskReread = true;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kRowMask = false;
@@ -257,11 +272,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
   // is the opt-in 4-warp D = 128 tile (20 B).)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
+  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64 && !(D == 256 && STAGES == 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kSkipGap = false;
 #else
-  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64;
+  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64;
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -466,20 +481,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kOverlapDp = false;
 #else
-        constexpr bool kOverlapDp = PIPE == 0 && D == 256;
+        constexpr bool kOverlapDp = kPipe == 0 && D == 256;
 #endif
-        constexpr int kDpParts = SMT > 1 ? 2 : 1;
+        constexpr int kDpParts = SMT > 1 && !kDpOnePass ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
         // kFullTilePass: on a fully visible tile the SiLU pass without the mask's bit tests and selects (3
         // instructions fewer per element), where that compiled without spills (sm_90a: D = 128's two-stage kernels;
         // sm_80: D = 128's; elsewhere 4-32 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-        constexpr bool kFullTilePass = D == 128 && PIPE == 0;
+        constexpr bool kFullTilePass = D == 128 && kPipe == 0;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = D == 128 && PIPE == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = D == 128 && kPipe == 0 && STAGES == 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -631,7 +646,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          if constexpr (PIPE != 0) {
+          if constexpr (kPipe != 0) {
             using F = PdsFrags<QMT, QPW / 16>;
             pipelined_k_loop<BN / 16, F>(
                 [&](F& f, const int ks) {
@@ -681,13 +696,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               }
         }
       };
-      if constexpr (STAGES == 2 && PIPE == 0) {
+      if constexpr (STAGES == 2 && kPipe == 0) {
         // kernel_options(bwd_sm80_cfg=13) (opt-in until measured): the two warps of a scheduler (w, w + NWARPS / 2)
         // run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at D = 128, back to
         // back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead of both waiting
         // in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill 88 B); not in
         // the PIPE candidates (8-24 B).
-        const bool dq_first = warp >= NWARPS / 2 && p.bwd_sm80_cfg == kBwdPdsDqFirstCfg;
+        const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
         if (dq_first) {
           phase_dq();
           phase_kv();
@@ -777,6 +792,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
+    // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
+    // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
+    static_assert(C::kBlockN >= 64, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
+    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > 65535) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
