@@ -818,8 +818,9 @@ constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
 // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
 // kBwdPdsFixedOrderCfg): the default kernels with half of the warps running dQ before dK / dV (D = 256's default) /
-// every warp in the fixed order (D = 128's) (launch_hstu_bwd_candidate has no case for them, so the default kernel
-// runs and reads the switch itself); 15: D = 128's default kernel with dP in one pass (bf16, opt-in until measured).
+// every warp in the fixed order (D = 128's) (the default kernel runs and reads the switch itself); 15: D = 128's
+// default kernel with dP in one pass, and at D = 128 14: 15 with the S and dQ k-loops fully unrolled (bf16, opt-in
+// until measured).
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -893,9 +894,11 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
       }
       return cudaErrorNotSupported;
+    case kBwdPdsFixedOrderCfg:  // (D = 256: the default kernel reads the switch)
     case kBwdPdsDpOnePassCfg:
       if constexpr (std::is_same<T, __nv_bfloat16>::value && D == 128) {
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
+        if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
       }
       return cudaErrorNotSupported;
     default:

@@ -75,6 +75,9 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 // (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
+// kernel_options(bwd_sm80_cfg=14) at D = 128 (bf16, opt-in until measured; at D = 256 14 is the fixed phase order):
+// 15's kernel with the S and dQ k-loops fully unrolled.
+constexpr int kPdsDpOnePassUnrolled = 4;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -177,9 +180,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
-  // PIPE = kPdsDpOnePass: the default kernel's loops (kPipe 0) with dP in one pass.
-  constexpr bool kDpOnePass = PIPE == kPdsDpOnePass;
+  // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
+  // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
+  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code).
+  constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || PIPE == kPdsDpOnePassUnrolled;
+  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled;
   constexpr int kPipe = kDpOnePass ? 0 : PIPE;
+  constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -405,7 +412,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(), std::false_type());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(),
+             std::integral_constant<bool, kUnrollSDq>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -666,7 +674,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     }
                 });
           } else {
-#pragma unroll 1
+#pragma unroll kDqUnroll
             for (int ks = 0; ks < BN / 16; ++ks) {
               uint32_t a[QMT][4];
 #pragma unroll
