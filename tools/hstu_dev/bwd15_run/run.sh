@@ -31,7 +31,7 @@ BG=$!
 echo "== 1. GPU tests ($SECONDS s)"
 cd $C/tree
 # (-v: a line per test as it ends, so a run cut by the timeout still says which passed)
-PYTHONPATH=/tmp/site_bwd15 timeout 17 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short \
+PYTHONPATH=/tmp/site_bwd15 timeout 13 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short \
     --maxfail=3 -rfE tests/hstu/test_sm80_backward_gpu.py tests/hstu/test_kernels_gpu.py -k "grid_and_phase or \
     key_blocks or context_kernel or long_contexts_drab or sm80_backward_with_long_contexts or fa2_layout or \
     sm80_d256_backward_layouts" > $OUT/tests.log 2>&1
@@ -39,9 +39,9 @@ echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) pa
 cd $R
 echo "== 2. time15 ($SECONDS s)"
 SH=(--only "B16 S4K D128" S16K S1K "S4K D256")
-PYTHONPATH=/tmp/site_bwd15_main timeout 8 python3 -P $C/time15.py main14 --cfgs 0 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_bwd15_main timeout 7 python3 -P $C/time15.py main14 --cfgs 0 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_bwd15 timeout 14 python3 -P $C/time15.py bwd15 --cfgs 0 14 15 --fa2 --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_bwd15 timeout 12 python3 -P $C/time15.py bwd15 --cfgs 0 14 15 --fa2 --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
