@@ -76,7 +76,8 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (bf16, opt-in until measured; at D = 256 14 is the fixed phase order):
-// 15's kernel with the S and dQ k-loops fully unrolled.
+// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK); at D = 256
+// (one dP pass already) cfg 15 runs this one.
 constexpr int kPdsDpOnePassUnrolled = 4;
 
 template <int D, int BM, int BN>
@@ -182,9 +183,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
   // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
-  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code).
+  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order.
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || PIPE == kPdsDpOnePassUnrolled;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled;
+  constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass ? 0 : PIPE;
   constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -570,12 +572,33 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       __syncthreads();  // P, dS complete
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
-      auto phase_kv = [&] {
+      // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
+      auto phase_kv = [&](auto parts) {
+        constexpr int kParts = decltype(parts)::value;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
-        if constexpr (kPipeKv) {
+        if constexpr (kParts != 3) {
+          const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
+          auto& acc = kParts == 1 ? acc_dv : acc_dk;
+#pragma unroll 1
+          for (int ks = 0; ks < BM / 16; ++ks) {
+            uint32_t a[KMT][4];
+#pragma unroll
+            for (int mt = 0; mt < KMT; ++mt) ldsm_x4_t(a[mt], sA + LP::xadd(tPt, ks * 16, mt * 16));
+#pragma unroll
+            for (int dp = 0; dp < KC / 16; ++dp) {
+              uint32_t bb[4];
+              ldsm_x4_t(bb, sB + L::xadd(tBt, ks * 16, dp * 16));
+#pragma unroll
+              for (int mt = 0; mt < KMT; ++mt) {
+                mma_16816<T>(acc[mt][2 * dp], a[mt], bb[0], bb[1]);
+                mma_16816<T>(acc[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
+              }
+            }
+          }
+        } else if constexpr (kPipeKv) {
           // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
           // (two buffers each, the loops fully unrolled).
           constexpr int KSB = BM / 16, NDP = KC / 16;
@@ -710,16 +733,24 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         // back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead of both waiting
         // in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill 88 B); not in
         // the PIPE candidates (8-24 B).
-        const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
-        if (dq_first) {
+        // kFa2Order: every warp dV, dQ, dK (FlashAttention-2's order: the dQ atomics drain under the dK MMAs).
+        constexpr auto kBoth = std::integral_constant<int, 3>();
+        if constexpr (kFa2Order) {
+          phase_kv(std::integral_constant<int, 1>());
           phase_dq();
-          phase_kv();
+          phase_kv(std::integral_constant<int, 2>());
         } else {
-          phase_kv();
-          phase_dq();
+          const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
+          if (dq_first) {
+            phase_dq();
+            phase_kv(kBoth);
+          } else {
+            phase_kv(kBoth);
+            phase_dq();
+          }
         }
       } else {
-        phase_kv();
+        phase_kv(std::integral_constant<int, 3>());
         if (STAGES == 1 && next_tile(mb) < tiles_end()) {
           __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
           const int mn = next_tile(mb) * BM;

@@ -5,7 +5,8 @@
 # 1. GPU tests (branch files in .carry/bwd15/tree): test_sm80_backward_gpu.py (grid / phase order incl. cfg 14 / 15,
 #    the key-block limit, context kernel, drab) + test_kernels_gpu.py -k sm80 backward (fa2 layout, d256, contexts)
 # 2. time15.py: main14's wheel cfg 0; branch cfg 0 / 14 / 15 + FA2 (causal B16 S4K/S16K, B128 S1K D128, B16 S4K D256)
-#    (cfg 14: D = 256 the fixed phase order, D = 128 15 with the S / dQ k-loops unrolled; 15: D = 128 dP in one pass)
+#    (cfg 14: D = 256 the fixed phase order, D = 128 15 with the S / dQ k-loops unrolled + FA2's phase order dV, dQ,
+#    dK; 15: D = 128 dP in one pass, D = 256 14's D = 128 form)
 # 3. ncu (one launch each, B16 S16K D128): ours (hstu_bwd_pds_kernel, branch default) and FA2's flash_bwd_dq_dk_dv
 set -u
 export PYTHONUNBUFFERED=1
@@ -57,7 +58,7 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"; grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -8
 grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
-echo "#### time15 (ms (TFLOP/s); main14 = main b0197ed's wheel; bwd15: cfg 0 the default (D256 dQ-first); 14: D256 the fixed order, D128 15 + S / dQ loops unrolled; 15: D128 dP in one pass (D256: the default))"
+echo "#### time15 (ms (TFLOP/s); main14 = main b0197ed's wheel; bwd15: cfg 0 the default (D256 dQ-first); 14: D256 the fixed order, D128 15 + S / dQ loops unrolled + dV,dQ,dK order; 15: D128 dP in one pass, D256 unrolled + dV,dQ,dK order)"
 grep -E "^###|^\| |rror" $OUT/time.log | cut -c1-200
 echo "#### ncu"; tail -3 $OUT/ncu.log | cut -c1-300; cut -c1-260 $OUT/ncu_digest.md | head -90
 echo "#### fa2 sass"; wc -l $OUT/fa2_names.txt $OUT/fa2_names128.txt $OUT/fa2_bwd128.sass 2>&1 | head -4; tail -2 $OUT/fa2_sass.err 2>/dev/null
