@@ -166,10 +166,10 @@ def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, ker
 def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, kernel_opts):
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
-    dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256; D = 128's default order), 15 (bf16,
-    D = 128) with dP in one pass (each dP element the same k-loop: the same dS), 14 at D = 128 (bf16) that with the
-    S and dQ k-loops unrolled and the phases in the order dV, dQ, dK (the same sums in the same order), 15 at
-    D = 256 (bf16) the same unrolled loops and order. Each meets the error rule against the fp32
+    dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256; D = 128's default order), 15
+    (D = 128) with dP in one pass (each dP element the same k-loop: the same dS), 14 at D = 128 that with the S and
+    dQ k-loops unrolled and the phases in the order dV, dQ, dK (the same sums in the same order), 15 at D = 256 the
+    same unrolled loops and order. Each meets the error rule against the fp32
     reference (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16 and fp16), and dK,
     dV and per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic
     (its own kernel); atomic dQ agrees to the summation order."""

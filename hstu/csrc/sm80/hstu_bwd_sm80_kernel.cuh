@@ -820,8 +820,8 @@ constexpr int kBwdSm80OldCfg = 8;
 // kBwdPdsFixedOrderCfg): the default kernels with half of the warps running dQ before dK / dV (D = 256's default) /
 // every warp in the fixed order (D = 128's) (the default kernel runs and reads the switch itself); 15: D = 128's
 // default kernel with dP in one pass, and at D = 128 14: 15 with the S and dQ k-loops fully unrolled and the phases
-// in FA2's order, dV, dQ, dK (bf16, opt-in until measured); 15 at D = 256 (bf16, opt-in): that kernel of D = 256
-// (whose dP is one pass already).
+// in FA2's order, dV, dQ, dK (opt-in until measured); 15 at D = 256 (opt-in): that kernel of D = 256 (whose dP is
+// one pass already). bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -896,12 +896,12 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       }
       return cudaErrorNotSupported;
     case kBwdPdsFixedOrderCfg:  // (D = 256: the default kernel reads the switch)
-    case kBwdPdsDpOnePassCfg:
-      if constexpr (std::is_same<T, __nv_bfloat16>::value && D == 128) {
+    case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
+      if constexpr (D == 128) {
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
         return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
       }
-      if constexpr (std::is_same<T, __nv_bfloat16>::value && D == 256) {  // (one dP pass already at D = 256)
+      if constexpr (D == 256) {  // (one dP pass already at D = 256)
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
       }
       return cudaErrorNotSupported;

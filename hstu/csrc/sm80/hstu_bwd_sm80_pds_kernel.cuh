@@ -70,12 +70,12 @@ template <int D>
 __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
   return D == 256 ? cfg != kBwdPdsFixedOrderCfg : cfg == kBwdPdsDqFirstCfg;
 }
-// kernel_options(bwd_sm80_cfg=15) (bf16, D = 128, opt-in until measured): the default kernel with dP = dO V^T in one
+// kernel_options(bwd_sm80_cfg=15) (D = 128, opt-in until measured): the default kernel with dP = dO V^T in one
 // pass over the warp's keys (8 independent MMA chains, the dO fragments loaded once) instead of two halves
 // (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
-// kernel_options(bwd_sm80_cfg=14) at D = 128 (bf16, opt-in until measured; at D = 256 14 is the fixed phase order):
+// kernel_options(bwd_sm80_cfg=14) at D = 128 (opt-in until measured; at D = 256 14 is the fixed phase order):
 // 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK); at D = 256
 // (one dP pass already) cfg 15 runs this one.
 constexpr int kPdsDpOnePassUnrolled = 4;
@@ -728,11 +728,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         }
       };
       if constexpr (STAGES == 2 && kPipe == 0) {
-        // kernel_options(bwd_sm80_cfg=13) (opt-in until measured): the two warps of a scheduler (w, w + NWARPS / 2)
-        // run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at D = 128, back to
-        // back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead of both waiting
-        // in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill 88 B); not in
-        // the PIPE candidates (8-24 B).
+        // dQ-first warps (bwd_pds_dq_first: D = 256's default, kernel_options(bwd_sm80_cfg=13) at D = 128): the two
+        // warps of a scheduler (w, w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs
+        // dK / dV (128 MMAs a warp at D = 128, back to back) the other runs dQ (short k-loops waiting on their loads,
+        // then the atomics), instead of both waiting in the same phase. Two straight paths, not a loop over the
+        // phases (which made D = 256 spill 88 B); not in the PIPE candidates (8-24 B).
         // kFa2Order: every warp dV, dQ, dK (FlashAttention-2's order: the dQ atomics drain under the dK MMAs).
         constexpr auto kBoth = std::integral_constant<int, 3>();
         if constexpr (kFa2Order) {
@@ -750,7 +750,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
         }
       } else {
-        phase_kv(std::integral_constant<int, 3>());
+        phase_kv(std::integral_constant<int, 3>());  // (both parts)
         if (STAGES == 1 && next_tile(mb) < tiles_end()) {
           __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
           const int mn = next_tile(mb) * BM;
