@@ -819,9 +819,10 @@ constexpr int kBwdSm80OldCfg = 8;
 // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
 // kBwdPdsFixedOrderCfg): the default kernels with half of the warps running dQ before dK / dV (D = 256's default) /
 // every warp in the fixed order (D = 128's) (the default kernel runs and reads the switch itself); 15: D = 128's
-// default kernel with dP in one pass, and at D = 128 14: 15 with the S and dQ k-loops fully unrolled and the phases
-// in FA2's order, dV, dQ, dK (opt-in until measured); 15 at D = 256 (opt-in): that kernel of D = 256 (whose dP is
-// one pass already). bf16 and fp16.
+// plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
+// for comparisons (D = 128's default kernel now has dP in one pass, the S and dQ k-loops unrolled and the phases in
+// FA2's order dV, dQ, dK: kBwdPdsDefaultBody); 15 at D = 256 (opt-in): that body at D = 256 (whose dP is one pass
+// already). bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -899,7 +900,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
       if constexpr (D == 128) {
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
       if constexpr (D == 256) {  // (one dP pass already at D = 256)
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);

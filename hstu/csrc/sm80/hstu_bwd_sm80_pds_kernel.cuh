@@ -70,15 +70,21 @@ template <int D>
 __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
   return D == 256 ? cfg != kBwdPdsFixedOrderCfg : cfg == kBwdPdsDqFirstCfg;
 }
-// kernel_options(bwd_sm80_cfg=15) (D = 128, opt-in until measured): the default kernel with dP = dO V^T in one
+// kernel_options(bwd_sm80_cfg=15) (D = 128, opt-in until measured): the plain body with dP = dO V^T in one
 // pass over the warp's keys (8 independent MMA chains, the dO fragments loaded once) instead of two halves
 // (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
-// kernel_options(bwd_sm80_cfg=14) at D = 128 (opt-in until measured; at D = 256 14 is the fixed phase order):
-// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK); at D = 256
-// (one dP pass already) cfg 15 runs this one.
+// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): the body of
+// D = 128's default kernel for calls without contexts (hstu_bwd_pds_kernel; calls with contexts run the plain body,
+// hstu_bwd_pds_ctx_kernel); at D = 256 (one dP pass already) cfg 15 runs it.
 constexpr int kPdsDpOnePassUnrolled = 4;
+// kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
+// (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
+constexpr int kPdsPlain = 5;
+// The body of the default kernels of D.
+template <int D>
+constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolled : 0;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -165,6 +171,29 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
+// The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
+// N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
+template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
+__device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& load_a, LoadB&& load_b) {
+  constexpr int NP = N8 / 2;
+#pragma unroll UNROLL
+  for (int ks = 0; ks < KS; ++ks) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_a(a[mt], ks, mt);
+#pragma unroll
+    for (int np = 0; np < NP; ++np) {
+      uint32_t b[4];
+      load_b(b, ks, np);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
 // tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
 // (the context gap, CTX). add.rn: not contracted or folded away.
@@ -187,7 +216,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || PIPE == kPdsDpOnePassUnrolled;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
-  constexpr int kPipe = kDpOnePass ? 0 : PIPE;
+  constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
   constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
@@ -581,23 +610,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
-          auto& acc = kParts == 1 ? acc_dv : acc_dk;
-#pragma unroll 1
-          for (int ks = 0; ks < BM / 16; ++ks) {
-            uint32_t a[KMT][4];
-#pragma unroll
-            for (int mt = 0; mt < KMT; ++mt) ldsm_x4_t(a[mt], sA + LP::xadd(tPt, ks * 16, mt * 16));
-#pragma unroll
-            for (int dp = 0; dp < KC / 16; ++dp) {
-              uint32_t bb[4];
-              ldsm_x4_t(bb, sB + L::xadd(tBt, ks * 16, dp * 16));
-#pragma unroll
-              for (int mt = 0; mt < KMT; ++mt) {
-                mma_16816<T>(acc[mt][2 * dp], a[mt], bb[0], bb[1]);
-                mma_16816<T>(acc[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
-              }
-            }
-          }
+          plain_k_loop<T, BM / 16, 1>(
+              kParts == 1 ? acc_dv : acc_dk,
+              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
+              [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
         } else if constexpr (kPipeKv) {
           // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
           // (two buffers each, the loops fully unrolled).
@@ -697,22 +713,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     }
                 });
           } else {
-#pragma unroll kDqUnroll
-            for (int ks = 0; ks < BN / 16; ++ks) {
-              uint32_t a[QMT][4];
-#pragma unroll
-              for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
-#pragma unroll
-              for (int dp = 0; dp < QPW / 16; ++dp) {
-                uint32_t bk[4];
-                ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
-#pragma unroll
-                for (int mt = 0; mt < QMT; ++mt) {
-                  mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
-                  mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
-                }
-              }
-            }
+            plain_k_loop<T, BN / 16, kDqUnroll>(
+                acc_q,
+                [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
+                [&](uint32_t(&f)[4], const int ks, const int dp) {
+                  ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+                });
           }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
@@ -804,10 +810,11 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D>, false>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
+// (The plain body: D = 128's default body with the gap's bookkeeping spilled 12-16 B in sm_90a code.)
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);

@@ -4,21 +4,13 @@
 # 0. background (CPU): FA2's backward kernels' SASS from torch's libtorch_cuda.so (cuobjdump -fun, names by grep)
 # 1. GPU tests (branch files in .carry/bwd15/tree): test_sm80_backward_gpu.py (grid / phase order incl. cfg 14 / 15,
 #    the key-block limit, context kernel, drab) + test_kernels_gpu.py -k sm80 backward (fa2 layout, d256, contexts)
-# 2. time15.py: main14's wheel cfg 0; branch cfg 0 / 14 / 15 + FA2 (causal B16 S4K/S16K, B128 S1K D128, B16 S4K D256)
+# 2. time80.py (main's tools/hstu_dev/bwd80_run; run 1 ran a copy of it): main14's wheel cfg 0; branch cfg 0 / 14 /
+#    15 + FA2 (causal B16 S4K / S16K, B128 S1K D128, B16 S4K D256)
 #    (cfg 14: D = 256 the fixed phase order, D = 128 15 with the S / dQ k-loops unrolled + FA2's phase order dV, dQ,
 #    dK; 15: D = 128 dP in one pass, D = 256 14's D = 128 form)
 # 3. ncu (one launch each, B16 S16K D128): ours (hstu_bwd_pds_kernel, branch default) and FA2's flash_bwd_dq_dk_dv
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_bwd15}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/bwd15
-left() { echo $((58 - SECONDS)); }
-rm -rf /tmp/site_bwd15 /tmp/site_bwd15_main
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_bwd15 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_bwd15_main $R/.carry/main14/whl/hstu_attn-*.whl \
-    2>&1 | grep -v WARN | tail -2
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+LIM=58
+source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, left, the wheels, GPU, T80)
 # 0. FA2 SASS in the background
 TL=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libtorch_cuda.so'))")
 CO=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
@@ -40,9 +32,9 @@ echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) pa
 cd $R
 echo "== 2. time15 ($SECONDS s)"
 SH=(--only "B16 S4K D128" S16K S1K "S4K D256")
-PYTHONPATH=/tmp/site_bwd15_main timeout 7 python3 -P $C/time15.py main14 --cfgs 0 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_bwd15_main timeout 7 python3 -P $T80 main14 --cfgs 0 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_bwd15 timeout 12 python3 -P $C/time15.py bwd15 --cfgs 0 14 15 --fa2 --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_bwd15 timeout 12 python3 -P $T80 bwd15 --cfgs 0 14 15 --fa2 --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
@@ -56,9 +48,6 @@ python3 $C/ncu_digest.py $OUT/ncu_raw.csv > $OUT/ncu_digest.md 2>&1
 wait $BG  # (its cuobjdump ends by 52 s)
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"; grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -8
-grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
-echo "#### time15 (ms (TFLOP/s); main14 = main b0197ed's wheel; bwd15: cfg 0 the default (D256 dQ-first); 14: D256 the fixed order, D128 15 + S / dQ loops unrolled + dV,dQ,dK order; 15: D128 dP in one pass, D256 unrolled + dV,dQ,dK order)"
-grep -E "^###|^\| |rror" $OUT/time.log | cut -c1-200
+digest_tests_time "bwd15: cfg 0 the default (D256 dQ-first); 14: D256 the fixed order, D128 15 + S / dQ loops unrolled; 15: D128 dP in one pass, D256 = default"
 echo "#### ncu"; tail -3 $OUT/ncu.log | cut -c1-300; cut -c1-260 $OUT/ncu_digest.md | head -90
 echo "#### fa2 sass"; wc -l $OUT/fa2_names.txt $OUT/fa2_names128.txt $OUT/fa2_bwd128.sass 2>&1 | head -4; tail -2 $OUT/fa2_sass.err 2>/dev/null
