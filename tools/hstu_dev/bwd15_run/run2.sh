@@ -17,7 +17,7 @@ cd $C/tree
 F=tests/hstu/test_sm80_backward_gpu.py
 K=tests/hstu/test_kernels_gpu.py
 # (-v: a line per test as it ends, so a run cut by the timeout still says which passed; node ids in this order)
-PYTHONPATH=/tmp/site_bwd15 timeout 24 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short \
+PYTHONPATH=/tmp/site_bwd15 timeout 22 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short \
     --maxfail=3 -rfE $F::test_sm80_backward_grid_and_phase_order $F::test_sm80_backward_refuses_too_many_key_blocks \
     $F::test_sm80_backward_context_kernel $F::test_sm80_backward_second_round_runs_its_kernel \
     $K::test_sm80_backward_fa2_layout_matches_the_old_default $K::test_sm80_backward_with_long_contexts \
@@ -34,7 +34,7 @@ echo "== 3. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ $(left) -gt 7 ]; then
   PYTHONPATH=/tmp/site_bwd15 timeout $(( $(left) - 1 )) $NCU --clock-control none -k "regex:hstu_bwd_pds_kernel" -c 1 \
-      --section SpeedOfLight --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
+      --section SpeedOfLight --section WarpStateStats --section InstructionStats \
       -o $OUT/prof15b -f python3 -P $C/prof15.py --seq 4096 --no-fa2 > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
   $NCU --import $OUT/prof15b.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
