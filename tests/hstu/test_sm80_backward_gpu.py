@@ -167,9 +167,10 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
     dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256). At D = 128 the default kernel has
-    dP in one pass, the S and dQ k-loops unrolled and the phases in the order dV, dQ, dK; 14 runs the plain body
-    that was the default (two dP halves), 15 that with dP in one pass (each dP element the same k-loop: the same
-    dS); 15 at D = 256 the default body of D = 128 (the same sums in the same order). Each meets the error rule
+    dP in one pass, the S and dQ k-loops unrolled and the phases in the order dV, dQ, dK; 13 runs that body in the
+    fixed order, 14 the plain body that was the default (two dP halves), 15 that with dP in one pass (each dP
+    element the same k-loop: the same dS); 15 at D = 256 the default body of D = 128 (the same sums in the same
+    order). Each meets the error rule
     against the fp32 reference (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16
     and fp16; with contexts the default runs the context kernel's plain body), and dK,
     dV and per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic
