@@ -192,11 +192,12 @@ BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
 FWD_SPLIT_SHIFT = 11
 # bits 25-28: the sm80-class backward's tiles: 0 the default (FA2's warp layout where it fits), 1-7 and 9-12 issue
-# 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before, 13 the default kernels with
-# dQ-first warps (opt-in)
+# 39's candidates (bf16), BWD_SM80_CFG_OLD the layouts that were the default before, 13 / 14 at D = 256 the default
+# kernel with dQ-first warps (its default) / the fixed phase order; at D = 128 13 the default body in the fixed phase
+# order, 14 the plain body that was the default, 15 that with dP in one pass (D = 256: D = 128's default body)
 BWD_SM80_CFG_SHIFT = 25
 BWD_SM80_CFG_OLD = 8
-BWD_SM80_CFG_LAST = 13  # kBwdSm80LastCfg
+BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 # bits 29-31: the sm80-class forward's tiles: 0 the default, 1-5 issue 39's candidates (bf16; FWD_SM80_CFGS)
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
@@ -266,9 +267,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
     where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256,
     and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (the default elsewhere); 11 D = 128's 4-warp
-    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too. 13 (bf16 and fp16, opt-in
-    until measured): the default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ
-    before dK / dV, so that the two warps of a scheduler run different phases.
+    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too. 13 / 14 (bf16 and fp16): the
+    default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
+    the two warps of a scheduler run different phases (13; D = 256's default: 2.4 % faster on an H200), / with
+    every warp in the fixed order (14 at D = 256). D = 128's default kernel computes dP = dO V^T in one pass over
+    the warp's keys, unrolls the S and dQ k-loops and runs dV, dQ, dK in FlashAttention-2's order (calls with
+    contexts: the plain body); 13 at D = 128 (opt-in until its GPU tests run): that body in the fixed phase order
+    (dK / dV, then dQ); 14 at D = 128: the plain body that was the default (two dP halves, rolled loops), for
+    comparisons; 15 at D = 128: the plain body with dP in one pass; 15 at D = 256: D = 128's default body at
+    D = 256 (whose dP is one pass). 13-15 bf16 and fp16.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64,

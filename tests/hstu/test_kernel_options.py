@@ -41,8 +41,8 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
     assert n == _ops.FWD_SM80_CFGS and n < 8
-    # The field holds the candidates 1-7 and 9-12, the switch 13 and the old layouts' value (hstu_bwd_sm80_kernel.cuh
-    # kBwdSm80OldCfg, kBwdSm80LastCfg).
+    # The field holds the candidates 1-7, 9-12 and 15, the switches 13 / 14 and the old layouts' value
+    # (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg, kBwdSm80LastCfg).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_kernel.cuh")) as f:
         kernel = f.read()
@@ -100,7 +100,7 @@ def test_kernel_options_pack_and_restore():
         with _ops.kernel_options(sm90=False, bwd_sm80_cfg=cfg):
             assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (cfg << _ops.BWD_SM80_CFG_SHIFT)
     for bad in (_ops.BWD_SM80_CFG_LAST + 1, -1, True, 2.0):
-        with pytest.raises(ValueError, match=r"bwd_sm80_cfg: expected an int in \[0, 13\], got"):
+        with pytest.raises(ValueError, match=rf"bwd_sm80_cfg: expected an int in \[0, {_ops.BWD_SM80_CFG_LAST}\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
     for cfg in range(1, _ops.FWD_SM80_CFG_OLD + 1):  # (bits 29-31; 6: the old tiles)
@@ -197,3 +197,21 @@ def test_mask_convention_is_checked():
     cu, qkv, _, kw = _gr_case()
     with pytest.raises(ValueError, match=r"mask_convention: expected one of \['nvidia', 'meta_gr'\], got 'gr'"):
         hstu_attn.hstu_attn_varlen_func(*qkv, cu, cu, 12, 12, **kw, mask_convention="gr")
+
+
+@pytest.mark.skipif(not os.path.exists(PLAN), reason="hstu/csrc/ops/hstu_plan.h is not in this tree")
+def test_sm80_backward_key_block_limit_matches_the_tiles():
+    """The op's bound on max_seqlen_k for the sm80-class backward (hstu_plan.h kBwdSm80MaxSeqlenK: its key blocks
+    sit in gridDim.y, at most 65535) assumes the narrowest key block of FA2's layout: every BwdPdsConfig's kBlockN
+    is at least kBwdSm80MinBlockN and one is that wide (a narrower tile would need a lower bound). The refusal
+    itself runs on the GPU (test_sm80_backward_gpu.py test_sm80_backward_refuses_too_many_key_blocks)."""
+    plan = open(PLAN).read()
+    assert int(re.search(r"kBwdSm80MaxKeyBlocks = (\d+);", plan).group(1)) == 65535
+    min_bn = int(re.search(r"kBwdSm80MinBlockN = (\d+);", plan).group(1))
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_pds_kernel.cuh")) as f:
+        pds = f.read()
+    tiles = [int(n) for n in re.findall(r"struct BwdPdsConfig<\d+, \d+> \{[^}]*kBlockN = (\d+)", pds)]
+    assert len(tiles) >= 4 and min(tiles) == min_bn
+    assert re.search(r"static_assert\(C::kBlockN >= %d," % min_bn, pds)
+    with open(os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_ops.cc")) as f:
+        assert "p.max_seqlen_k <= kBwdSm80MaxSeqlenK" in f.read()

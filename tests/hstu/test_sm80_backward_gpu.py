@@ -166,10 +166,15 @@ def test_sm80_backward_long_contexts_drab(D, mask, rab_heads, deterministic, ker
 def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, kernel_opts):
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
-    dK / dV. Both meet the error rule against the fp32 reference (nine jagged sequences of 0-1,100 rows, so key
-    blocks past a sequence's end; bf16 and fp16), and dK, dV and per-head drab (each sum one CTA's, in one order)
-    are bitwise the same in both, dQ too when deterministic (its own kernel); atomic dQ agrees to the summation
-    order."""
+    dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256). At D = 128 the default kernel has
+    dP in one pass, the S and dQ k-loops unrolled and the phases in the order dV, dQ, dK; 13 runs that body in the
+    fixed order, 14 the plain body that was the default (two dP halves), 15 that with dP in one pass (each dP
+    element the same k-loop: the same dS); 15 at D = 256 the default body of D = 128 (the same sums in the same
+    order). Each meets the error rule
+    against the fp32 reference (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16
+    and fp16; with contexts the default runs the context kernel's plain body), and dK,
+    dV and per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic
+    (its own kernel); atomic dQ agrees to the summation order."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("order80", D, mask, rab_heads)).encode()), lens, 2, D, dtype, mask,
@@ -177,7 +182,8 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
         q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
         dout = torch.randn_like(q)
         grads = {}
-        for cfg in (0, 13):
+        cfgs = (0, 13, 14, 15)
+        for cfg in cfgs:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5, deterministic=deterministic)
             leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
@@ -187,8 +193,31 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
             kg.poison_allocator(8 * q.numel() * q.element_size())
             grads[cfg] = torch.autograd.grad(out, leaves, dout)
             assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
-        for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[13], grads[0])):
-            if i == 0 and not deterministic:
-                kg.assert_agree((name,), [g], [w], "bwd_sm80_cfg=13 vs the default")
-            else:
-                assert torch.equal(g, w), (dtype, name)
+        for cfg in cfgs[1:]:
+            for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
+                if i == 0 and not deterministic:
+                    kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
+                else:
+                    assert torch.equal(g, w), (dtype, cfg, name)
+
+
+@pytest.mark.parametrize("D", [32, 128, 256])
+def test_sm80_backward_refuses_too_many_key_blocks(D, kernel_opts):
+    """The portable backward of FA2's layout puts a sequence's key blocks in gridDim.y (at most 65535, blocks of 64
+    keys at least: hstu_launch.h kBwdSm80MaxSeqlenK): the op refuses a larger max_seqlen_k before any launch with
+    the argument, the bound and the value (one rule at every head dim), and takes the bound itself."""
+    limit = 65535 * 64
+    lens = [5, 3]
+    case = kg.make_case(zlib.crc32(repr(("keyblocks", D)).encode()), lens, 2, D, torch.bfloat16, "causal", 0)
+    kernel_opts(sm90=False)
+    for max_k, ok in ((limit, True), (limit + 1, False)):
+        kw = kg._varlen_kwargs(case)
+        kw["max_seqlen_k"] = max_k
+        leaves = [t.detach().clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+        out = hstu_attn_varlen_func(*leaves, **kw)
+        if ok:
+            grads = torch.autograd.grad(out, leaves, torch.randn_like(out))
+            assert all(torch.isfinite(g).all() for g in grads)
+        else:
+            with pytest.raises(RuntimeError, match=rf"max_seqlen_k: expected at most {limit} .*got {max_k}"):
+                torch.autograd.grad(out, leaves, torch.randn_like(out))

@@ -241,6 +241,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
   const bool half = q.scalar_type() == ScalarType::Half;
   const BwdPlan plan =
       plan_bwd(p, k.size(0), q.get_device(), half, deterministic, dq.stride(0), HstuOptions::from_bits(options));
+  ACCEL_CHECK(plan.family != KernelFamily::kSm80 || p.max_seqlen_k <= kBwdSm80MaxSeqlenK,
+              "max_seqlen_k: expected at most ", kBwdSm80MaxSeqlenK,
+              " for the sm80-class backward (65535 key blocks of 64 in gridDim.y), got ", p.max_seqlen_k);
   p.bwd_grid = plan.bwd_grid;
   p.bwd_sm80_pair = plan.bwd_sm80_pair;
   p.bwd_sm80_cfg = plan.bwd_sm80_cfg;

@@ -193,6 +193,15 @@ inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOpti
   return plan;
 }
 
+// The sm80-class backward of FlashAttention-2's warp layout (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh) puts a
+// sequence's key blocks in gridDim.y (at most 65535), so a call takes at most 65535 blocks of its smallest kBlockN,
+// 64 keys (the D = 256 and 4-warp D = 128 tiles; launch_hstu_bwd_pds asserts every tile is at least that wide and
+// refuses a grid over the limit): 4,194,240 keys. The op refuses a larger max_seqlen_k with a message before any
+// launch, at every head dim (one rule).
+constexpr int64_t kBwdSm80MaxKeyBlocks = 65535;
+constexpr int64_t kBwdSm80MinBlockN = 64;
+constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
+
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
   int64_t dq_floats = 0;    // fp32 dq workspace (total_q x H x D, or the Hopper D = 256 layout); 0 when deterministic

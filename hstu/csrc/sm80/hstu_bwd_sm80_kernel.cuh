@@ -816,11 +816,16 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
-// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 (kBwdPdsDqFirstCfg): the default kernels
-// with half of the warps running dQ before dK / dV (opt-in until measured; launch_hstu_bwd_candidate has no case for
-// it, so the default kernel runs and reads the switch itself)
-constexpr int kBwdSm80LastCfg = 13;
-static_assert(kBwdPdsDqFirstCfg == kBwdSm80LastCfg, "one switch after the candidates");
+// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
+// kBwdPdsFixedOrderCfg) at D = 256: the default kernel with half of the warps running dQ before dK / dV (D = 256's
+// default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
+// plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
+// for comparisons (D = 128's default kernel now has dP in one pass, the S and dQ k-loops unrolled and the phases in
+// FA2's order dV, dQ, dK: kBwdPdsDefaultBody); 13 at D = 128 (opt-in): that body in the fixed phase order; 15 at
+// D = 256 (opt-in): that body at D = 256 (whose dP is one pass already). bf16 and fp16.
+constexpr int kBwdSm80LastCfg = 15;
+static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
+              "the switches after the candidates");
 
 // FA2's warp layout (hstu_bwd_sm80_pds_kernel.cuh, PIPE > 0: its pipelined k-loops) with two Q / dO stages where
 // they fit the device, else one; cudaErrorNotSupported where neither does or the layout lacks D / NWARPS.
@@ -889,6 +894,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
         if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+      }
+      return cudaErrorNotSupported;
+    case kBwdPdsDqFirstCfg:     // (D = 256: the default kernel reads 13 and 14)
+    case kBwdPdsFixedOrderCfg:
+    case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
+      if constexpr (D == 128) {
+        if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
+        if (cfg == kBwdPdsDqFirstCfg) {
+          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolledFixed>(p, stream);
+        }
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
+      }
+      if constexpr (D == 256) {  // (one dP pass already at D = 256)
+        if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
       }
       return cudaErrorNotSupported;
     default:

@@ -60,9 +60,35 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
-// kernel_options(bwd_sm80_cfg=13) (opt-in until measured): this layout's default kernels (PIPE 0, two Q / dO stages)
-// with half of the warps running phase 3 (dQ) before phase 2 (dK / dV), see hstu_bwd_pds_body.
+// Dispatch of phases 2 / 3 in the default kernels (PIPE 0, two Q / dO stages), see hstu_bwd_pds_body: at D = 256
+// half of the warps run phase 3 (dQ) before phase 2 (dK / dV) by default (2.4 % faster on an H200), the fixed order
+// with kernel_options(bwd_sm80_cfg=14); at D = 128 the fixed order by default (dQ-first at par), dQ-first with
+// bwd_sm80_cfg=13.
 constexpr int kBwdPdsDqFirstCfg = 13;
+constexpr int kBwdPdsFixedOrderCfg = 14;
+template <int D>
+__device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
+  return D == 256 ? cfg != kBwdPdsFixedOrderCfg : cfg == kBwdPdsDqFirstCfg;
+}
+// kernel_options(bwd_sm80_cfg=15) (D = 128, opt-in until measured): the plain body with dP = dO V^T in one
+// pass over the warp's keys (8 independent MMA chains, the dO fragments loaded once) instead of two halves
+// (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
+constexpr int kBwdPdsDpOnePassCfg = 15;
+constexpr int kPdsDpOnePass = 3;
+// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): the body of
+// D = 128's default kernel for calls without contexts (hstu_bwd_pds_kernel; calls with contexts run the plain body,
+// hstu_bwd_pds_ctx_kernel); at D = 256 (one dP pass already) cfg 15 runs it.
+constexpr int kPdsDpOnePassUnrolled = 4;
+// kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
+// (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
+constexpr int kPdsPlain = 5;
+// kernel_options(bwd_sm80_cfg=13) at D = 128 (opt-in; at D = 256 13 is dQ-first warps, the default there): the
+// default body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ). On an H200 (two runs) it was
+// 1.4-2.2 % faster than the default's FA2 order; its GPU tests are still to run.
+constexpr int kPdsDpOnePassUnrolledFixed = 6;
+// The body of the default kernels of D.
+template <int D>
+constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolled : 0;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -149,6 +175,29 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
+// The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
+// N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
+template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
+__device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& load_a, LoadB&& load_b) {
+  constexpr int NP = N8 / 2;
+#pragma unroll UNROLL
+  for (int ks = 0; ks < KS; ++ks) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_a(a[mt], ks, mt);
+#pragma unroll
+    for (int np = 0; np < NP; ++np) {
+      uint32_t b[4];
+      load_b(b, ks, np);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
 // tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
 // (the context gap, CTX). add.rn: not contracted or folded away.
@@ -165,6 +214,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
   constexpr int NT = NWARPS * 32;
+  // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
+  // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
+  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
+  // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
+  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsDpOnePassUnrolledFixed;
+  constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
+  constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
+  constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
+  constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -190,11 +248,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   constexpr bool kPipeKv = false;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool kPipeKv = PIPE != 0 && !(D == 128 && NWARPS == 8);
+  constexpr bool kPipeKv = kPipe != 0 && !(D == 128 && NWARPS == 8);
 #else
-  constexpr bool kPipeKv = PIPE != 0;
+  constexpr bool kPipeKv = kPipe != 0;
 #endif
-  constexpr bool kPipeS = PIPE >= 2;
+  constexpr bool kPipeS = kPipe >= 2;
   // Target tiles' mask bits by rows (bwd_pds_keep_bits) or by elements (allowed()): the element rule kept where the
   // row loop spilled: cfg 12 (the S k-loop pipelined: 16-44 B in sm_90a code); in sm_80 code the PIPE candidates,
   // D = 64's 128 x 128 tile and D = 256's two-stage kernel (4-52 B; none of them an A100 default); in sm_86 / sm_89
@@ -202,7 +260,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kMaskReread: the mask fields re-read from the parameters for the row loop, not kept live through the main loop
   // (sm_80 code: without it the D = 256 kernels spilled 12 B; in sm_90a code it made cfg 9 / 10 spill 8-36 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kRowMask = PIPE == 0 && D != 64 && !(D == 256 && STAGES == 2);
+  constexpr bool kRowMask = kPipe == 0 && D != 64 && !(D == 256 && STAGES == 2);
   constexpr bool kMaskReread = true;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kRowMask = false;
@@ -257,11 +315,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
   // is the opt-in 4-warp D = 128 tile (20 B).)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64 && !(D == 256 && STAGES == 1);
+  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64 && !(D == 256 && STAGES == 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kSkipGap = false;
 #else
-  constexpr bool kSkipGap = CTX && PIPE == 0 && D != 64;
+  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64;
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -390,7 +448,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             }
           }
         };
-        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(), std::false_type());
+        gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(),
+             std::integral_constant<bool, kUnrollSDq>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -466,20 +525,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kOverlapDp = false;
 #else
-        constexpr bool kOverlapDp = PIPE == 0 && D == 256;
+        constexpr bool kOverlapDp = kPipe == 0 && D == 256;
 #endif
-        constexpr int kDpParts = SMT > 1 ? 2 : 1;
+        constexpr int kDpParts = SMT > 1 && !kDpOnePass ? 2 : 1;
         constexpr int kNpPart = SN / 16 / kDpParts;
         static_assert(kNpPart >= 1, "bad dP split");
         // kFullTilePass: on a fully visible tile the SiLU pass without the mask's bit tests and selects (3
         // instructions fewer per element), where that compiled without spills (sm_90a: D = 128's two-stage kernels;
         // sm_80: D = 128's; elsewhere 4-32 B).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-        constexpr bool kFullTilePass = D == 128 && PIPE == 0;
+        constexpr bool kFullTilePass = D == 128 && kPipe == 0;
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = D == 128 && PIPE == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = D == 128 && kPipe == 0 && STAGES == 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -547,12 +606,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       __syncthreads();  // P, dS complete
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
-      auto phase_kv = [&] {
+      // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
+      auto phase_kv = [&](auto parts) {
+        constexpr int kParts = decltype(parts)::value;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
         const int k_n = (warp % C::kKWN) * KR, k_d = (warp / C::kKWN) * KC;
         const uint32_t tPt = LP::swz(ln % 8 + (ln / 16) * 8, k_n + ((ln / 8) % 2) * 8);  // P^T, dS^T as A
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
-        if constexpr (kPipeKv) {
+        if constexpr (kParts != 3) {
+          const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
+          plain_k_loop<T, BM / 16, 1>(
+              kParts == 1 ? acc_dv : acc_dk,
+              [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
+              [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
+        } else if constexpr (kPipeKv) {
           // P^T / dS^T fragments of k-step ks + 1 loaded at the start of step ks, dO / Q ones a column block ahead
           // (two buffers each, the loops fully unrolled).
           constexpr int KSB = BM / 16, NDP = KC / 16;
@@ -631,7 +698,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             for (int i = 0; i < QPW / 8; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc_q[mt][i][e] = 0.f;
-          if constexpr (PIPE != 0) {
+          if constexpr (kPipe != 0) {
             using F = PdsFrags<QMT, QPW / 16>;
             pipelined_k_loop<BN / 16, F>(
                 [&](F& f, const int ks) {
@@ -651,22 +718,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                     }
                 });
           } else {
-#pragma unroll 1
-            for (int ks = 0; ks < BN / 16; ++ks) {
-              uint32_t a[QMT][4];
-#pragma unroll
-              for (int mt = 0; mt < QMT; ++mt) ldsm_x4(a[mt], sdS + LP::xadd(tdA, mt * 16, ks * 16));
-#pragma unroll
-              for (int dp = 0; dp < QPW / 16; ++dp) {
-                uint32_t bk[4];
-                ldsm_x4_t(bk, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
-#pragma unroll
-                for (int mt = 0; mt < QMT; ++mt) {
-                  mma_16816<T>(acc_q[mt][2 * dp], a[mt], bk[0], bk[1]);
-                  mma_16816<T>(acc_q[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
-                }
-              }
-            }
+            plain_k_loop<T, BN / 16, kDqUnroll>(
+                acc_q,
+                [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4(f, sdS + LP::xadd(tdA, mt * 16, ks * 16)); },
+                [&](uint32_t(&f)[4], const int ks, const int dp) {
+                  ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
+                });
           }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
@@ -681,22 +738,30 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               }
         }
       };
-      if constexpr (STAGES == 2 && PIPE == 0) {
-        // kernel_options(bwd_sm80_cfg=13) (opt-in until measured): the two warps of a scheduler (w, w + NWARPS / 2)
-        // run phases 2 and 3 in opposite orders, so that while one runs dK / dV (128 MMAs a warp at D = 128, back to
-        // back) the other runs dQ (short k-loops waiting on their loads, then the atomics), instead of both waiting
-        // in the same phase. Two straight paths, not a loop over the phases (which made D = 256 spill 88 B); not in
-        // the PIPE candidates (8-24 B).
-        const bool dq_first = warp >= NWARPS / 2 && p.bwd_sm80_cfg == kBwdPdsDqFirstCfg;
-        if (dq_first) {
+      if constexpr (STAGES == 2 && kPipe == 0) {
+        // dQ-first warps (bwd_pds_dq_first: D = 256's default, kernel_options(bwd_sm80_cfg=13) at D = 128): the two
+        // warps of a scheduler (w, w + NWARPS / 2) run phases 2 and 3 in opposite orders, so that while one runs
+        // dK / dV (128 MMAs a warp at D = 128, back to back) the other runs dQ (short k-loops waiting on their loads,
+        // then the atomics), instead of both waiting in the same phase. Two straight paths, not a loop over the
+        // phases (which made D = 256 spill 88 B); not in the PIPE candidates (8-24 B).
+        // kFa2Order: every warp dV, dQ, dK (FlashAttention-2's order: the dQ atomics drain under the dK MMAs).
+        constexpr auto kBoth = std::integral_constant<int, 3>();
+        if constexpr (kFa2Order) {
+          phase_kv(std::integral_constant<int, 1>());
           phase_dq();
-          phase_kv();
+          phase_kv(std::integral_constant<int, 2>());
         } else {
-          phase_kv();
-          phase_dq();
+          const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
+          if (dq_first) {
+            phase_dq();
+            phase_kv(kBoth);
+          } else {
+            phase_kv(kBoth);
+            phase_dq();
+          }
         }
       } else {
-        phase_kv();
+        phase_kv(std::integral_constant<int, 3>());  // (both parts)
         if (STAGES == 1 && next_tile(mb) < tiles_end()) {
           __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
           const int mn = next_tile(mb) * BM;
@@ -750,10 +815,11 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D>, false>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
+// (The plain body: D = 128's default body with the gap's bookkeeping spilled 12-16 B in sm_90a code.)
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
@@ -777,6 +843,10 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
   } else {
     constexpr int kSmem = bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES);
     if (kSmem > max_smem) return cudaErrorNotSupported;
+    // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
+    // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
+    static_assert(C::kBlockN >= 64, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
+    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > 65535) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
