@@ -66,15 +66,30 @@ class PagedLayout:
         kernel_plans: the Hopper paged forward's plans made over this layout (`_kernel_plan`: the validation of the
             lengths and the work list, once per step for all layers with the same lengths and masks); filled by
             `hstu_attn_paged_func`, empty elsewhere.
+        src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
+            only calls the paged forward does not serve gather); None: src_rows is given.
     """
 
-    src_rows: torch.Tensor
+    src_rows: Optional[torch.Tensor]
     dst_new: torch.Tensor
     cu_seqlens_k: torch.Tensor
     cached_lens: torch.Tensor
     capacity: int
     error_flags: torch.Tensor
     kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
+    src_rows_fn: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.src_rows is None and self.src_rows_fn is not None:
+            del self.src_rows  # made on the first read (__getattr__)
+
+    def __getattr__(self, name):  # only for attributes not set: src_rows before its first read
+        fn = self.__dict__.get("src_rows_fn")
+        if name != "src_rows" or fn is None:
+            raise AttributeError(name)
+        rows = fn()
+        self.src_rows = rows
+        return rows
 
 
 def _check_int_vector(t, arg: str, ref: torch.Tensor, length: Optional[int]) -> None:

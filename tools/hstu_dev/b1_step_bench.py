@@ -1,0 +1,97 @@
+"""The NVIDIA cached serving step (benchmarks/hstu_inference.py's cached_setup) as a CUDA graph, for comparisons of
+two wheels in one device call (issue 34): per shape and KVCacheManager variant, the median / min time of one
+replay (the cache state restored before each, as the benchmark does), the variants' rounds interleaved so that a
+drift of the GPU's clock hits every variant alike; then (--timeline) the kernels of one replay of the default
+step (start, duration, gap, stream).
+
+Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
+  default       the manager as constructed
+  eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
+  plain         pdl = False (plain launches)
+
+    python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# (the branch's benchmarks, or those of the tree the script runs from: a copy of it may run outside the branch)
+for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmarks")):
+    if os.path.isdir(_d):
+        sys.path.insert(0, _d)
+
+VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--label", default="?")
+    ap.add_argument("--shapes", default="nvidia_b1")
+    ap.add_argument("--variants", default="default")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--timeline", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("b1_step_bench: no CUDA GPU, skipped")
+        return 0
+    import hstu_inference as hi
+    from bench_util import capture_graph
+
+    dev, dt = torch.device("cuda"), torch.bfloat16
+    print(f"| wheel | shape | variant | step us (median) | min | rounds' medians |")
+    print("|---|---|---|---|---|---|")
+    for name in args.shapes.split(","):
+        sh = hi.SHAPES[name]
+        runs = []
+        for var in args.variants.split(","):
+            gen = torch.Generator(device=dev).manual_seed(0)
+            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
+            cache, step, restore, _ = hi.cached_setup(sh, dev, dt, 64, rnd)
+            attrs = VARIANTS[var]
+            if any(not hasattr(cache, a) for a in attrs):
+                continue
+            for a, v in attrs.items():
+                setattr(cache, a, v)
+            restore()
+            g = capture_graph(step)
+            restore()
+            for _ in range(3):
+                g.replay()
+                restore()
+            torch.cuda.synchronize()
+            runs.append((var, g, restore, []))
+        for _ in range(args.rounds):
+            for var, g, restore, meds in runs:
+                ts = []
+                for _ in range(args.reps):
+                    restore()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    g.replay()
+                    e.record()
+                    e.synchronize()
+                    ts.append(s.elapsed_time(e) * 1e3)
+                meds.append(ts)
+        for var, _, _, meds in runs:
+            allt = [t for ts in meds for t in ts]
+            rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
+            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} |")
+        del runs
+        torch.cuda.synchronize()
+    if args.timeline:
+        for name in args.shapes.split(","):
+            print()
+            print(f"{args.label}: " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
