@@ -271,6 +271,10 @@ class KVCacheManager:
         # 256): only a call it does not serve (rab) gathers, so begin_step does not write it (at batch 1 a few
         # thousand rows, on the serving step's critical path). Elsewhere the fused kernel writes it. (Private: the
         # benchmarks compare both.)
+        # cached_hstu_attention's layers after the step's first (over its plan) let the paged forward's CTAs read
+        # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
+        # private, opt-in until measured).
+        self._prewait = False
         self._lazy_gather_plan = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0) and
                                   dtype in (torch.float16, torch.bfloat16) and head_dim in (64, 128, 256))
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)

@@ -16,6 +16,8 @@ with ``check_values=True`` in eager mode they are checked on the host first (one
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -236,6 +238,24 @@ if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel
 
 _paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
 
+# hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
+_PAGED_PREWAIT = 1 << 40
+_prewait_state = threading.local()
+
+
+@contextlib.contextmanager
+def _prewait_allowed():
+    """Calls made inside (in this thread) that run the Hopper paged forward under the pdl option over a plan made
+    by an earlier call let its CTAs read their work-list item and the sequence's lengths and page-table base before
+    their in-kernel wait (cached_hstu_attention with KVCacheManager._prewait: nothing writes those while a step's
+    layers run)."""
+    old = getattr(_prewait_state, "on", False)
+    _prewait_state.on = True
+    try:
+        yield
+    finally:
+        _prewait_state.on = old
+
 
 def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
     """Whether `hstu_attn_paged_func` reads the pages in the Hopper kernel (else it gathers): CUDA, fp16/bf16, head
@@ -314,16 +334,24 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
     options = _ops._current_options()
     plan = None
+    op_options = options
     if shared_layout:
-        plan = _kernel_plan(
-            layout, lambda: _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
-                                       num_targets, target_group_size, window, options),
-            q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window, num_contexts is None,
-                              num_targets is None))
+        made = []
+
+        def make():
+            made.append(True)
+            return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
+                              num_targets, target_group_size, window, options)
+
+        plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
+                                                             num_contexts is None, num_targets is None))
+        if (plan is not None and not made and options & _ops.OPTION_BITS["pdl"]
+                and getattr(_prewait_state, "on", False)):
+            op_options = options | _PAGED_PREWAIT  # (the plan was made by an earlier call: complete before this one)
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-        target_group_size, window[0], window[1], float(alpha), scaling, options, plan)
+        target_group_size, window[0], window[1], float(alpha), scaling, op_options, plan)
     if not compiling and _channel.strict:
         _channel.after_call(q.device)
     return out

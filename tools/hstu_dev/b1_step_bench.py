@@ -8,6 +8,8 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   default       the manager as constructed
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
+  prewait       _prewait = True: the layers after the first read their plan, page table and first cached K / V
+                tiles before the in-kernel wait; no_prewait: _prewait = False
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -26,7 +28,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False}}
+VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
+            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False}}
 
 
 def main() -> int:
