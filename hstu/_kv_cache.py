@@ -65,8 +65,10 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
     "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
-# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty).
+# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); a 128-thread block
+# for batches below 128 (private comparison).
 BEGIN_STEP_NO_GATHER_PLAN = 1
+BEGIN_STEP_SMALL_BLOCK = 2
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
 if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
@@ -275,6 +277,7 @@ class KVCacheManager:
         # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
         # private, opt-in until measured).
         self._prewait = False
+        self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
         self._lazy_gather_plan = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0) and
                                   dtype in (torch.float16, torch.bfloat16) and head_dim in (64, 128, 256))
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
@@ -493,7 +496,7 @@ class KVCacheManager:
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
-            BEGIN_STEP_NO_GATHER_PLAN if lazy else 0)
+            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_SMALL_BLOCK if self._small_block else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size

@@ -8,8 +8,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   default       the manager as constructed
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
-  prewait       _prewait = True: the layers after the first read their plan, page table and first cached K / V
-                tiles before the in-kernel wait; no_prewait: _prewait = False
+  prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
+                base before the in-kernel wait; no_prewait: _prewait = False
+  small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -29,7 +30,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
         sys.path.insert(0, _d)
 
 VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False}}
+            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
+            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True}}
 
 
 def main() -> int:

@@ -536,7 +536,8 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   q.rows_in_smem = begin_step_rows_in_smem(p.batch, p.max_pages_per_user);
   q.fold_layout =
       p.gather_plan && rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
-  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
+  const int threads = p.small_block && p.batch < kSmallBlock ? kSmallBlock : kThreads;  // (B + 1 <= threads)
+  detail::begin_step_kernel<<<1, threads, smem, stream>>>(q);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || q.fold_layout || !p.gather_plan) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);

@@ -18,6 +18,7 @@ constexpr int64_t kMaxUsers = 65536;     // user-table bitmasks live in shared m
 // bookkeeping kernel itself (a few rows per thread, the page table staged in shared memory) instead of the grid
 // kernel: one launch less per step for small batches (NVIDIA's batch 1: 4,481 rows).
 constexpr int64_t kFoldRows = 8192;
+constexpr int kSmallBlock = 128;
 
 // CACHE_ERROR_BITS of _kv_cache.py.
 constexpr int32_t kPoolFull = 1 << 8;
@@ -59,6 +60,9 @@ struct BeginStepParams {
   // The gather plan (src_rows) is written at all: false when its reader computes it on demand (KVCacheManager on
   // a Hopper device, where the paged forward reads the pages itself and only a rab call gathers).
   bool gather_plan = true;
+  // A block of kSmallBlock threads instead of kThreads for batches below it (fewer warps per block barrier; the
+  // kernel's loops stride by the block; private comparison, kv_cache_begin_step's option bit 1).
+  bool small_block = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };

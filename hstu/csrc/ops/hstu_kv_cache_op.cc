@@ -33,9 +33,11 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
 }
 
 // kv_cache_begin_step's options: bit 0 = no gather plan (src_rows returned empty; KVCacheManager makes it on demand
-// where the paged forward reads the pages itself).
+// where the paged forward reads the pages itself); bit 1 = a block of kvcache::kSmallBlock threads for batches
+// below it (private comparison).
 constexpr int64_t kBeginStepNoGatherPlan = 1;
-constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan;
+constexpr int64_t kBeginStepSmallBlock = 2;
+constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepSmallBlock;
 
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
@@ -112,6 +114,7 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.create = create;
   p.evict = evict;
   p.gather_plan = gather_plan;
+  p.small_block = (options & kBeginStepSmallBlock) != 0;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));
