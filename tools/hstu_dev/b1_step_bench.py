@@ -49,28 +49,62 @@ def main() -> int:
     import hstu_inference as hi
     from bench_util import capture_graph
 
+    import hstu_attn
+
     dev, dt = torch.device("cuda"), torch.bfloat16
     print(f"| wheel | shape | variant | step us (median) | min | rounds' medians |")
     print("|---|---|---|---|---|---|")
+    from hstu_attn._checks import channel
+
+    def pending_error() -> str:
+        torch.cuda.synchronize()
+        try:
+            channel.raise_pending()
+        except Exception as e:  # noqa: BLE001 (a device-side check's report, cleared by the raise)
+            return type(e).__name__ + ": " + str(e)[:140]
+        return ""
+
     for name in args.shapes.split(","):
         sh = hi.SHAPES[name]
         runs = []
+        ref = None
         for var in args.variants.split(","):
             gen = torch.Generator(device=dev).manual_seed(0)
             rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            cache, step, restore, _ = hi.cached_setup(sh, dev, dt, 64, rnd)
+            cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
             attrs = VARIANTS[var]
             if any(not hasattr(cache, a) for a in attrs):
                 continue
-            for a, v in attrs.items():
-                setattr(cache, a, v)
+            for a, val in attrs.items():
+                setattr(cache, a, val)
+            B = sh.batch
+            tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
+            res = torch.empty(sh.layers, B * sh.new, sh.heads, sh.dim, device=dev, dtype=dt)
+
+            def step(cache=cache, users=users, cu_q=cu_q, app=app, q=q, k=k, v=v, tgt=tgt, res=res):
+                # (cached_setup's step, each layer's output kept)
+                st = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+                for layer in range(sh.layers):
+                    res[layer].copy_(hstu_attn.cached_hstu_attention(
+                        cache, st, layer, q[layer], k[layer], v[layer], sh.new, num_targets=tgt,
+                        scaling_seqlen=float(sh.history + sh.candidates)))
+
             restore()
+            err0 = pending_error()
             g = capture_graph(step)
             restore()
+            res.fill_(float("nan"))
             for _ in range(3):
                 g.replay()
                 restore()
-            torch.cuda.synchronize()
+            err = pending_error()
+            finite = bool(torch.isfinite(res).all())
+            if ref is None and finite:
+                ref = res.clone()
+            same = "" if ref is None else ("bitwise" if torch.equal(res, ref) else
+                                           f"max diff {(res.float() - ref.float()).abs().max().item():.2e}")
+            print(f"<!-- {args.label} {name} {var}: outputs finite {finite}, vs first finite variant: {same}; "
+                  f"device error before capture: {err0 or 'none'}; after replays: {err or 'none'} -->")
             runs.append((var, g, restore, []))
         for _ in range(args.rounds):
             for var, g, restore, meds in runs:
@@ -86,8 +120,11 @@ def main() -> int:
                 meds.append(ts)
         for var, _, _, meds in runs:
             allt = [t for ts in meds for t in ts]
+            if not allt:
+                continue
             rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
             print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} |")
+        print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
         del runs
         torch.cuda.synchronize()
     if args.timeline:
