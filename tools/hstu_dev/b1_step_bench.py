@@ -105,9 +105,11 @@ def main() -> int:
                                            f"max diff {(res.float() - ref.float()).abs().max().item():.2e}")
             print(f"<!-- {args.label} {name} {var}: outputs finite {finite}, vs first finite variant: {same}; "
                   f"device error before capture: {err0 or 'none'}; after replays: {err or 'none'} -->")
-            runs.append((var, g, restore, []))
+            # (the step and its input tensors stay referenced as long as the graph: freed, their memory would be
+            # reused by the next variant's tensors while the graph still reads it)
+            runs.append((var, g, restore, [], (step, res)))
         for _ in range(args.rounds):
-            for var, g, restore, meds in runs:
+            for var, g, restore, meds, _ in runs:
                 ts = []
                 for _ in range(args.reps):
                     restore()
@@ -118,12 +120,14 @@ def main() -> int:
                     e.synchronize()
                     ts.append(s.elapsed_time(e) * 1e3)
                 meds.append(ts)
-        for var, _, _, meds in runs:
+        for var, _, _, meds, (_, res) in runs:
             allt = [t for ts in meds for t in ts]
             if not allt:
                 continue
             rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
-            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} |")
+            ok = bool(torch.isfinite(res).all()) and ref is not None and torch.equal(res, ref)
+            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
+                  f"{'outputs bitwise the first' if ok else 'OUTPUTS DIFFER'} |")
         print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
         del runs
         torch.cuda.synchronize()
