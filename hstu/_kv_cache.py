@@ -63,8 +63,12 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
     "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
-    "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+    "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
+# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); a 128-thread block
+# for batches below 128 (private comparison).
+BEGIN_STEP_NO_GATHER_PLAN = 1
+BEGIN_STEP_SMALL_BLOCK = 2
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
 if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
@@ -74,17 +78,18 @@ if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
 
 
 def _begin_step_fake(slot_user, slot_valid, slot_len, slot_pages, last_used, free_pages, free_count, clock,
-                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict):
+                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict, options=0):
     # shapes of the CacheStep / PagedLayout tensors (torch.compile, export)
     B, M = user_ids.shape[0], slot_pages.shape[1]
     cap = B * M * page_size + total_q
+    rows = 0 if options & BEGIN_STEP_NO_GATHER_PLAN else 2 * (cap + 1)
 
     def e(n, dt):
         return user_ids.new_empty((n,), dtype=dt)
 
     i32, i64 = torch.int32, torch.int64
     return (e(B, i64), e(B, i32), e(B + 1, i32), e(B * M, i32), e(B, i32), e(B, i32), e(total_q, i64),
-            e(2 * (cap + 1), i64), e(total_q, i64), e(B + 1, i32), e(1, i32))
+            e(rows, i64), e(total_q, i64), e(B + 1, i32), e(1, i32))
 
 
 if not torch._C._dispatch_has_kernel_for_dispatch_key("hstu_attn::kv_cache_begin_step", "Meta"):
@@ -263,6 +268,18 @@ class KVCacheManager:
         # The serving step's launches as programmatic dependent launches (Hopper only: the bits select nothing
         # elsewhere, and the gathered path's varlen call keeps the plain op).
         self.pdl = bool(pdl) and dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0)
+        # The step's gather plan (PagedLayout.src_rows) made on demand, by the torch ops of paged_kv_layout, where
+        # the Hopper paged forward reads the pages itself (compute capability 9.0, fp16 / bf16, head dim 64 / 128 /
+        # 256): only a call it does not serve (rab) gathers, so begin_step does not write it (at batch 1 a few
+        # thousand rows, on the serving step's critical path). Elsewhere the fused kernel writes it. (Private: the
+        # benchmarks compare both.)
+        # cached_hstu_attention's layers after the step's first (over its plan) let the paged forward's CTAs read
+        # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
+        # private switch for comparisons).
+        self._prewait = True
+        self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
+        self._lazy_gather_plan = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0) and
+                                  dtype in (torch.float16, torch.bfloat16) and head_dim in (64, 128, 256))
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self.offload = None
@@ -473,15 +490,23 @@ class KVCacheManager:
 
     def _begin_step_kernel(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
+        lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
-            num_append.contiguous(), total_q, self.page_size, bool(create), self.evict)
+            num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
+            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_SMALL_BLOCK if self._small_block else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
-        layout = PagedLayout(src_rows=src_rows, dst_new=dst_new, cu_seqlens_k=cu_k, cached_lens=cached_lens,
-                             capacity=capacity, error_flags=lflags[0])
+        P, ps = self.num_pages, self.page_size
+
+        def gather_rows():  # the torch path's plan (the same rows as the kernel's)
+            return paged_kv_layout(page_offsets, page_ids, last_page_lens, cu_seqlens_q, total_q, P + 1, ps).src_rows
+
+        layout = PagedLayout(src_rows=None if lazy else src_rows, dst_new=dst_new, cu_seqlens_k=cu_k,
+                             cached_lens=cached_lens, capacity=capacity, error_flags=lflags[0],
+                             src_rows_fn=gather_rows if lazy else None)
         return CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,

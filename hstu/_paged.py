@@ -16,6 +16,8 @@ with ``check_values=True`` in eager mode they are checked on the host first (one
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -66,15 +68,30 @@ class PagedLayout:
         kernel_plans: the Hopper paged forward's plans made over this layout (`_kernel_plan`: the validation of the
             lengths and the work list, once per step for all layers with the same lengths and masks); filled by
             `hstu_attn_paged_func`, empty elsewhere.
+        src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
+            only calls the paged forward does not serve gather); None: src_rows is given.
     """
 
-    src_rows: torch.Tensor
+    src_rows: Optional[torch.Tensor]
     dst_new: torch.Tensor
     cu_seqlens_k: torch.Tensor
     cached_lens: torch.Tensor
     capacity: int
     error_flags: torch.Tensor
     kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
+    src_rows_fn: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.src_rows is None and self.src_rows_fn is not None:
+            del self.src_rows  # made on the first read (__getattr__)
+
+    def __getattr__(self, name):  # only for attributes not set: src_rows before its first read
+        fn = self.__dict__.get("src_rows_fn")
+        if name != "src_rows" or fn is None:
+            raise AttributeError(name)
+        rows = fn()
+        self.src_rows = rows
+        return rows
 
 
 def _check_int_vector(t, arg: str, ref: torch.Tensor, length: Optional[int]) -> None:
@@ -221,6 +238,24 @@ if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel
 
 _paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
 
+# hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
+_PAGED_PREWAIT = 1 << 40
+_prewait_state = threading.local()
+
+
+@contextlib.contextmanager
+def _prewait_allowed():
+    """Calls made inside (in this thread) that run the Hopper paged forward under the pdl option over a plan made
+    by an earlier call let its CTAs read their work-list item and the sequence's lengths and page-table base before
+    their in-kernel wait (cached_hstu_attention with KVCacheManager._prewait: nothing writes those while a step's
+    layers run)."""
+    old = getattr(_prewait_state, "on", False)
+    _prewait_state.on = True
+    try:
+        yield
+    finally:
+        _prewait_state.on = old
+
 
 def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
     """Whether `hstu_attn_paged_func` reads the pages in the Hopper kernel (else it gathers): CUDA, fp16/bf16, head
@@ -299,16 +334,24 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
     scaling = float(max(max_seqlen_q, 1)) if scaling_seqlen == -1 else float(scaling_seqlen)
     options = _ops._current_options()
     plan = None
+    op_options = options
     if shared_layout:
-        plan = _kernel_plan(
-            layout, lambda: _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
-                                       num_targets, target_group_size, window, options),
-            q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window, num_contexts is None,
-                              num_targets is None))
+        made = []
+
+        def make():
+            made.append(True)
+            return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
+                              num_targets, target_group_size, window, options)
+
+        plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
+                                                             num_contexts is None, num_targets is None))
+        if (plan is not None and not made and options & _ops.OPTION_BITS["pdl"]
+                and getattr(_prewait_state, "on", False)):
+            op_options = options | _PAGED_PREWAIT  # (the plan was made by an earlier call: complete before this one)
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,
-        target_group_size, window[0], window[1], float(alpha), scaling, options, plan)
+        target_group_size, window[0], window[1], float(alpha), scaling, op_options, plan)
     if not compiling and _channel.strict:
         _channel.after_call(q.device)
     return out

@@ -296,15 +296,20 @@ def test_fused_kernel_equals_torch_path(evict):
         pytest.skip("the fused bookkeeping kernel is not compiled in")
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    # (the last: gather plans over kvcache::kFoldRows rows (B >= 11) come from the grid kernel, smaller ones from
-    # the bookkeeping kernel itself)
-    configs = [(6, 20, 4, 16), (16, 40, 6, 32), (300, 900, 5, 16), (40, 400, 24, 32)]
-    for trial in range(8):
+    # (the fourth: gather plans over kvcache::kFoldRows rows (B >= 11) come from the grid kernel, smaller ones from
+    # the bookkeeping kernel itself; the last: page-table rows of B x M > kvcache::kRowsInSmem entries (B >= 21)
+    # read from global memory, smaller ones kept in shared memory)
+    configs = [(6, 20, 4, 16), (16, 40, 6, 32), (300, 900, 5, 16), (40, 400, 24, 32), (40, 2000, 200, 16)]
+    for trial in range(10):
         U, P, M, ps = configs[trial % len(configs)]
         kw = dict(num_pages=P, page_size=ps, max_users=U, max_pages_per_user=M, dtype=torch.bfloat16,
                   device="cuda", evict=evict)
         a = KVCacheManager(1, H, D, use_kernel=True, **kw)
         b = KVCacheManager(1, H, D, use_kernel=False, **kw)
+        # every other trial without the kernel's gather plan (made on demand from the step's page table, as on
+        # Hopper at the paged forward's head dims)
+        a._lazy_gather_plan = trial % 2 == 1
+        a._small_block = trial % 4 >= 2  # (and half of them in begin_step's 128-thread block: B < 128 here)
         for it in range(12):
             B = rng.randint(1, min(U, 24))
             users = [rng.randrange(3 * U) for _ in range(B)]
@@ -324,11 +329,43 @@ def test_fused_kernel_equals_torch_path(evict):
                 assert torch.equal(getattr(a, n), getattr(b, n)), f"{n}: {where}"
             for n in STEP:
                 assert torch.equal(getattr(sa, n), getattr(sb, n)), f"step.{n}: {where}"
+            assert ("src_rows" in vars(sa.layout)) != a._lazy_gather_plan, where  # (made on the first read)
             for n in LAYOUT:
                 x, y = getattr(sa.layout, n), getattr(sb.layout, n)
                 assert torch.equal(x.reshape(-1), y.reshape(-1)), f"layout.{n}: {where}"
             assert sa.layout.capacity == sb.layout.capacity and sa.max_seqlen_k == sb.max_seqlen_k
         check_invariants(a)
+
+
+@pytest.mark.gpu
+def test_gather_plan_on_demand_serves_a_rab_call():
+    # Where the Hopper paged forward reads the pages (KVCacheManager._lazy_gather_plan: compute capability 9.0,
+    # fp16 / bf16, head dim 64 / 128 / 256) begin_step leaves the gather plan to its first reader, a call the paged
+    # forward does not serve (rab): the same rows and the same output as with the kernel's plan, in two steps.
+    if not hstu_attn._kv_cache.kernel_available():
+        pytest.skip("the fused bookkeeping kernel is not compiled in")
+    Hh, Dd = 2, 64
+    kw = dict(num_pages=24, page_size=16, max_users=4, max_pages_per_user=8, dtype=torch.bfloat16, device="cuda")
+    lazy, eager = KVCacheManager(1, Hh, Dd, **kw), KVCacheManager(1, Hh, Dd, **kw)
+    lazy._lazy_gather_plan, eager._lazy_gather_plan = True, False
+    gen = torch.Generator(device="cuda").manual_seed(random.randrange(1 << 30))
+    users = torch.tensor([3, 9], device="cuda")
+    for new, app in (([40, 17], [40, 17]), ([6, 9], [3, 5])):
+        cu = cu_of(new, "cuda")
+        na = torch.tensor(app, dtype=torch.int32, device="cuda")
+        q, k, v = (torch.randn(sum(new), Hh, Dd, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(3))
+        outs = []
+        for cache in (lazy, eager):
+            st = cache.begin_step(users, cu, na, sum(new), max(new))
+            assert ("src_rows" in vars(st.layout)) != cache._lazy_gather_plan
+            mk = st.max_seqlen_k
+            rab = torch.randn(2, Hh, mk, mk, device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))
+            outs.append(cached_hstu_attention(cache, st, 0, q, k, v, max(new), rab=rab.to(torch.bfloat16)))
+            assert "src_rows" in vars(st.layout)
+            outs.append(st.layout.src_rows)
+        assert torch.equal(outs[1], outs[3])
+        assert torch.equal(outs[0], outs[2])
+        torch.testing.assert_close(lazy.pool, eager.pool, rtol=0, atol=0)
 
 
 @pytest.mark.gpu

@@ -407,6 +407,76 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("graph", [False, True])
+def test_prewait_layers_bitwise_plain(graph):
+    # KVCacheManager._prewait: the layers after a step's first (over the step's plan, under pdl) read their item and
+    # the sequence's lengths and page-table base before the in-kernel wait. Against a manager without it
+    # (same inputs, plain launches): every layer's output of three steps and the pools bitwise equal, eagerly and
+    # with the step captured in a CUDA graph (the appends beside the attention on the side stream, each layer's
+    # q / k / v written by a kernel right before its call); long cached histories (split units).
+    if not _hopper_wheel():
+        pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
+    seed = random.randrange(1 << 30)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    L, H, D, B = 4, 2, 128, 2
+    kw = dict(num_pages=160, page_size=64, max_users=4, max_pages_per_user=70, dtype=torch.bfloat16, device="cuda")
+    plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
+    pre = hstu_attn.KVCacheManager(L, H, D, **kw)
+    pre._prewait = True
+    assert pre.pdl
+    users = torch.tensor([5, 2], device="cuda")
+    for it in range(3):
+        hist = [rng.randint(1500, 2000) if it == 0 else rng.randint(1, 150) for _ in range(B)]
+        cand = [rng.randint(1, 100) for _ in range(B)]
+        new = [h + c for h, c in zip(hist, cand)]
+        tq, mq = sum(new), max(new)
+        cu = torch.tensor([0, new[0], tq], dtype=torch.int32, device="cuda")
+        nt = torch.tensor(cand, dtype=torch.int32, device="cuda")
+        na = torch.tensor(hist, dtype=torch.int32, device="cuda")
+        base = torch.randn(L, 3, tq, H, D, generator=gen).to("cuda", torch.bfloat16)
+        outs = {}
+        for name, cache in (("plain", plain), ("pre", pre)):
+            res = [torch.empty(tq, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(L)]
+
+            def step():
+                st = cache.begin_step(users, cu, na, tq, mq)
+                for l in range(L):
+                    q, k, v = (base[l, i] * 1.0 for i in range(3))  # (written right before the call)
+                    res[l].copy_(hstu_attn.cached_hstu_attention(cache, st, l, q, k, v, mq, num_targets=nt))
+
+            if graph and name == "pre":
+                saved = {n: getattr(cache, n).clone() for n in ("slot_user", "slot_valid", "slot_len", "slot_pages",
+                                                                "last_used", "free_pages", "free_count", "clock",
+                                                                "pool")}
+                g = torch.cuda.CUDAGraph()
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    step()  # (warm-up, then the state restored)
+                torch.cuda.current_stream().wait_stream(side)
+                for n, t in saved.items():
+                    getattr(cache, n).copy_(t)
+                with torch.cuda.graph(g):
+                    step()
+                for n, t in saved.items():
+                    getattr(cache, n).copy_(t)
+                for r in res:
+                    r.fill_(float("nan"))
+                g.replay()
+            else:
+                step()
+            outs[name] = res
+        torch.cuda.synchronize()
+        for l in range(L):
+            a, b = outs["pre"][l], outs["plain"][l]
+            assert torch.isfinite(b).all(), f"seed {seed} step {it} layer {l}"
+            assert torch.equal(a, b), f"seed {seed} step {it} layer {l}: the pre-wait reads changed the output"
+        assert torch.equal(plain.pool, pre.pool), f"seed {seed} step {it}: the pools differ"
+    plain.check()
+    pre.check()
+
+
+@pytest.mark.gpu
 def test_pdl_validation_waits_for_its_producer():
     # Under pdl=True the device validation of a step's plan is a programmatic dependent launch too (hstu_validate.cu):
     # its block starts under the kernel before it and must wait for it before reading the vectors. Here that kernel

@@ -80,6 +80,13 @@ struct PageDiv {
   __device__ __forceinline__ int64_t mod(int64_t x) const { return shift >= 0 ? x & (ps - 1) : x % ps; }
 };
 
+// A found slot and its cached length in one word (lookup), so the length comes with the slot's id and valid flag
+// (one dependent round trip less): the lowest slot wins the atomicMin. Lengths outside [0, kLenMask) (never for
+// a table this kernel wrote: lengths are at most max_pages_per_user * page_size < 2^39) carry kLenMask, and the
+// user's thread reads the length again.
+constexpr int kLenBits = 47;  // slots < 2^17 (kMaxUsers + 1)
+constexpr uint64_t kLenMask = (uint64_t{1} << kLenBits) - 1;
+
 __device__ __forceinline__ bool bit(const uint32_t* m, int64_t s) { return (m[s >> 5] >> (s & 31)) & 1u; }
 __device__ __forceinline__ void set_bit(uint32_t* m, int64_t s) { atomicOr(&m[s >> 5], 1u << (s & 31)); }
 
@@ -121,7 +128,11 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   int64_t* s_po = s_cq + (B + 1);    // B + 1
   int64_t* s_cuk = s_po + (B + 1);   // B + 1, cu_seqlens_k (step 9 and the folded gather plan read it here)
   int64_t* s_buf = s_cuk + (B + 1);  // 40 (scans, reductions)
-  int32_t* s_sorted_idx = reinterpret_cast<int32_t*>(s_buf + 40);
+  uint64_t* s_fkey = reinterpret_cast<uint64_t*>(s_buf + 40);  // B: (lowest matching slot, its length)
+  // B x M: the batch's page-table rows after the pops (step 7), read by steps 8 and 9 instead of slot_pages
+  // (two dependent round trips less); nullptr when they do not fit (begin_step_rows_in_smem).
+  int64_t* s_rows = p.rows_in_smem ? reinterpret_cast<int64_t*>(s_fkey + B) : nullptr;
+  int32_t* s_sorted_idx = reinterpret_cast<int32_t*>(s_fkey + B + (p.rows_in_smem ? int64_t{B} * M : 0));
   int32_t* s_found = s_sorted_idx + B;
   int32_t* s_dup = s_found + B;
   int32_t* s_slot = s_dup + B;
@@ -147,7 +158,10 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   for (int b = tid; b < B; b += NT) {
     s_uid[b] = p.user_ids[b];
     s_found[b] = INT_MAX;
+    s_fkey[b] = kNone;
   }
+  // (loaded now, with the batch's ids: step 4 reads it; one entry per thread, B <= NT)
+  const int64_t num_append_t = tid < B ? static_cast<int64_t>(p.num_append[tid]) : 0;
   for (int64_t i = tid; i < words; i += NT) s_inbatch[i] = s_evict[i] = 0u;
   {  // cu_seqlens_q, clamped and cummax-ed (paged_kv_layout's rule); one entry per thread (B + 1 <= NT)
     int64_t v = tid <= B ? min(max(static_cast<int64_t>(p.cu_seqlens_q[tid]), int64_t{0}), p.total_q) : 0;
@@ -177,15 +191,27 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   for (int64_t s = tid; s < U; s += NT) {
     const bool valid = p.slot_valid[s];
     const int64_t u = p.slot_user[s];  // (loaded with valid, not after it: one round trip)
+    const int64_t len = p.slot_len[s];
     if (!valid) continue;
+    const uint64_t key = (static_cast<uint64_t>(s) << kLenBits) |
+                         (len >= 0 && static_cast<uint64_t>(len) < kLenMask ? static_cast<uint64_t>(len) : kLenMask);
     int lo = 0, hi = B;
     while (lo < hi) {
       const int mid = (lo + hi) >> 1;
       if (s_sorted[mid] < u) lo = mid + 1; else hi = mid;
     }
-    for (int j = lo; j < B && s_sorted[j] == u; ++j) atomicMin(&s_found[s_sorted_idx[j]], static_cast<int>(s));
+    for (int j = lo; j < B && s_sorted[j] == u; ++j) {
+      atomicMin(reinterpret_cast<unsigned long long*>(&s_fkey[s_sorted_idx[j]]), static_cast<unsigned long long>(key));
+    }
   }
   __syncthreads();
+  int64_t found_len = 0;  // thread b < B: the cached length of its found slot
+  if (tid < B && s_fkey[tid] != kNone) {
+    const uint64_t key = s_fkey[tid];
+    s_found[tid] = static_cast<int32_t>(key >> kLenBits);
+    found_len = static_cast<int64_t>(key & kLenMask);
+    if (found_len == static_cast<int64_t>(kLenMask)) found_len = p.slot_len[s_found[tid]];
+  }
 
   // 3. Slots. Found users keep theirs; the r-th missing user (batch order) takes the r-th free slot (index
   // order), then, with eviction on, the least-recently-used valid slots not held by the batch.
@@ -241,8 +267,8 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   int64_t n_alloc_t = 0, victim_pages = 0;
   if (tid < B) {
     const int32_t slot = s_slot[tid];
-    const int64_t old = found_t ? p.slot_len[slot] : 0;
-    int64_t app = max(static_cast<int64_t>(p.num_append[tid]), int64_t{0});
+    const int64_t old = found_t ? found_len : 0;
+    int64_t app = max(num_append_t, int64_t{0});
     if (slot == U) app = 0;
     int64_t nl = old + app;
     if (nl > M * ps) {
@@ -319,6 +345,19 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     // (32-bit division where the table fits: U <= 65536 users, B <= 511; the 64-bit one is a subroutine call)
     const int b = small_table ? static_cast<int>(idx) / static_cast<int>(M) : static_cast<int>(idx / M);
     const int64_t i = idx - int64_t{b} * M;
+    if (s_rows != nullptr) {  // entry i of b's row: popped (have <= i < have + alloc) or as it was
+      const int64_t k = i - s_have[b];
+      int64_t val;
+      if (k >= 0 && k < s_alloc[b]) {
+        const int64_t pos = fc - 1 - (s_start[b] + k);
+        val = pos >= 0 ? p.free_pages[pos] : P;
+        p.slot_pages[s_slot[b] * M + i] = val;
+      } else {
+        val = p.slot_pages[s_slot[b] * M + i];
+      }
+      s_rows[idx] = val;
+      continue;
+    }
     if (i >= s_alloc[b]) continue;
     const int64_t pos = fc - 1 - (s_start[b] + i);
     p.slot_pages[s_slot[b] * M + s_have[b] + i] = pos >= 0 ? p.free_pages[pos] : P;
@@ -346,7 +385,8 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
         const int mid = (lo + hi + 1) >> 1;
         if (s_po[mid] <= e) lo = mid; else hi = mid - 1;
       }
-      val = static_cast<int32_t>(p.slot_pages[s_slot[lo] * M + (e - s_po[lo])]);
+      val = static_cast<int32_t>(s_rows != nullptr ? s_rows[lo * M + (e - s_po[lo])]
+                                                   : p.slot_pages[s_slot[lo] * M + (e - s_po[lo])]);
     }
     p.page_ids[e] = val;
     if (p.fold_layout) s_pids[e] = val;
@@ -388,7 +428,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     int64_t row = sink;
     if (ok) {
       const int64_t pos = s_old[bt] + r;
-      row = p.slot_pages[s_slot[bt] * M + min(pd.div(pos), M - 1)] * 2 * ps + pd.mod(pos);  // (pos >= 0)
+      const int64_t c = min(pd.div(pos), M - 1);
+      row = (s_rows != nullptr ? s_rows[bt * M + c] : p.slot_pages[s_slot[bt] * M + c]) * 2 * ps +
+            pd.mod(pos);  // (pos >= 0)
     }
     // Tokens that are not appended (and those past a full pool) land on the sink page, token t on its row
     // t % page_size (_kv_cache._spread_sink: same-row stores would serialize on the index_copy_ path).
@@ -468,16 +510,22 @@ __global__ void __launch_bounds__(256) layout_kernel(BeginStepParams p) {
 
 }  // namespace detail
 
-size_t begin_step_smem_bytes(int batch, int64_t max_users) {
+bool begin_step_rows_in_smem(int batch, int64_t max_pages_per_user) {
+  return int64_t{batch} * max_pages_per_user <= kRowsInSmem;
+}
+
+size_t begin_step_smem_bytes(int batch, int64_t max_users, int64_t max_pages_per_user) {
   const size_t B = static_cast<size_t>(batch), words = static_cast<size_t>((max_users + 1 + 31) / 32);
-  return sizeof(int64_t) * (5 * B + 3 * (B + 1) + 40) + sizeof(int32_t) * 7 * B + sizeof(uint32_t) * 2 * words;
+  const size_t rows = begin_step_rows_in_smem(batch, max_pages_per_user) ? B * max_pages_per_user : 0;
+  return sizeof(int64_t) * (6 * B + 3 * (B + 1) + 40 + rows) + sizeof(int32_t) * 7 * B +
+         sizeof(uint32_t) * 2 * words;
 }
 
 cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   if (p.batch < 1 || p.batch > kMaxBatch || p.max_users < p.batch || p.max_users > kMaxUsers) {
     return cudaErrorInvalidValue;
   }
-  const size_t smem = begin_step_smem_bytes(p.batch, p.max_users);
+  const size_t smem = begin_step_smem_bytes(p.batch, p.max_users, p.max_pages_per_user);
   if (smem > 48 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(detail::begin_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
@@ -485,10 +533,13 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   }
   const int64_t rows = int64_t{p.batch} * p.max_pages_per_user * p.page_size + p.total_q + 1;
   BeginStepParams q = p;
-  q.fold_layout = rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
-  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
+  q.rows_in_smem = begin_step_rows_in_smem(p.batch, p.max_pages_per_user);
+  q.fold_layout =
+      p.gather_plan && rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
+  const int threads = p.small_block && p.batch < kSmallBlock ? kSmallBlock : kThreads;  // (B + 1 <= threads)
+  detail::begin_step_kernel<<<1, threads, smem, stream>>>(q);
   cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess || q.fold_layout) return e;
+  if (e != cudaSuccess || q.fold_layout || !p.gather_plan) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);
   detail::layout_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p);
   return cudaGetLastError();

@@ -18,6 +18,7 @@ constexpr int64_t kMaxUsers = 65536;     // user-table bitmasks live in shared m
 // bookkeeping kernel itself (a few rows per thread, the page table staged in shared memory) instead of the grid
 // kernel: one launch less per step for small batches (NVIDIA's batch 1: 4,481 rows).
 constexpr int64_t kFoldRows = 8192;
+constexpr int kSmallBlock = 128;
 
 // CACHE_ERROR_BITS of _kv_cache.py.
 constexpr int32_t kPoolFull = 1 << 8;
@@ -56,14 +57,26 @@ struct BeginStepParams {
   int batch;
   int64_t max_users, num_pages, max_pages_per_user, page_size, total_q;
   bool create, evict;
+  // The gather plan (src_rows) is written at all: false when its reader computes it on demand (KVCacheManager on
+  // a Hopper device, where the paged forward reads the pages itself and only a rab call gathers).
+  bool gather_plan = true;
+  // A block of kSmallBlock threads instead of kThreads for batches below it (fewer warps per block barrier; the
+  // kernel's loops stride by the block; private comparison, kv_cache_begin_step's option bit 1).
+  bool small_block = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
+  bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };
 
-// Bytes of dynamic shared memory the bookkeeping kernel needs.
-size_t begin_step_smem_bytes(int batch, int64_t max_users);
+// The batch's page-table rows (B x max_pages_per_user int64) are kept in the bookkeeping kernel's shared memory up
+// to this many entries (32 KB).
+constexpr int64_t kRowsInSmem = 4096;
+bool begin_step_rows_in_smem(int batch, int64_t max_pages_per_user);
 
-// Enqueues the kernels on `stream` (the second only for gather plans over kFoldRows rows; no synchronization;
-// CUDA-graph capturable).
+// Bytes of dynamic shared memory the bookkeeping kernel needs.
+size_t begin_step_smem_bytes(int batch, int64_t max_users, int64_t max_pages_per_user);
+
+// Enqueues the kernels on `stream` (the second only for gather plans over kFoldRows rows, none without
+// p.gather_plan; no synchronization; CUDA-graph capturable).
 cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream);
 
 // Page copies between two page pools of the same page shape, for KVCacheManager's offload to pinned host memory

@@ -32,12 +32,19 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
   ACCEL_CHECK(t.numel() == len, arg, ": expected ", len, " elements, got shape ", accel::shape_str(t));
 }
 
+// kv_cache_begin_step's options: bit 0 = no gather plan (src_rows returned empty; KVCacheManager makes it on demand
+// where the paged forward reads the pages itself); bit 1 = a block of kvcache::kSmallBlock threads for batches
+// below it (private comparison).
+constexpr int64_t kBeginStepNoGatherPlan = 1;
+constexpr int64_t kBeginStepSmallBlock = 2;
+constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepSmallBlock;
+
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Tensor slot_pages, Tensor last_used,
                         Tensor free_pages, Tensor free_count, Tensor clock, Tensor error_flags, Tensor user_ids,
                         Tensor cu_seqlens_q, Tensor num_append, int64_t total_q, int64_t page_size, bool create,
-                        bool evict) {
+                        bool evict, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(slot_user.get_device());
   ACCEL_CHECK(slot_user.is_cuda(), "slot_user: expected a CUDA tensor, got ", accel::device_name(slot_user));
   const int64_t U = slot_user.numel() - 1;
@@ -64,12 +71,15 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   check_vec(cu_seqlens_q, "cu_seqlens_q", slot_user, ScalarType::Int, B + 1);
   check_vec(num_append, "num_append", slot_user, ScalarType::Int, B);
 
+  ACCEL_CHECK((options & ~kBeginStepKnownOptions) == 0, "options: expected bits of ", kBeginStepKnownOptions,
+              ", got ", options);
+  const bool gather_plan = (options & kBeginStepNoGatherPlan) == 0;
   const int64_t capacity = B * M * page_size + total_q;
   auto i64 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Long); };
   auto i32 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Int); };
   Tensor slots = i64(B), num_app = i32(B), page_offsets = i32(B + 1), page_ids = i32(B * M);
   Tensor last_page_lens = i32(B), cached_lens = i32(B), append_rows = i64(total_q);
-  Tensor src_rows = i64(2 * (capacity + 1)), dst_new = i64(total_q), cu_k = i32(B + 1), layout_flags = i32(1);
+  Tensor src_rows = i64(gather_plan ? 2 * (capacity + 1) : 0), dst_new = i64(total_q), cu_k = i32(B + 1), layout_flags = i32(1);
 
   kvcache::BeginStepParams p{};
   p.slot_user = static_cast<int64_t*>(slot_user.data_ptr());
@@ -103,6 +113,8 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.total_q = total_q;
   p.create = create;
   p.evict = evict;
+  p.gather_plan = gather_plan;
+  p.small_block = (options & kBeginStepSmallBlock) != 0;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));
@@ -220,7 +232,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
       "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
       "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
       "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
-      "bool evict) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
   m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "

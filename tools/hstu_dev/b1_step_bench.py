@@ -1,0 +1,143 @@
+"""The NVIDIA cached serving step (benchmarks/hstu_inference.py's cached_setup) as a CUDA graph, for comparisons of
+two wheels in one device call (issue 34): per shape and KVCacheManager variant, the median / min time of one
+replay (the cache state restored before each, as the benchmark does), the variants' rounds interleaved so that a
+drift of the GPU's clock hits every variant alike; then (--timeline) the kernels of one replay of the default
+step (start, duration, gap, stream).
+
+Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
+  default       the manager as constructed
+  eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
+  plain         pdl = False (plain launches)
+  prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
+                base before the in-kernel wait; no_prewait: _prewait = False
+  small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
+
+    python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# (the branch's benchmarks, or those of the tree the script runs from: a copy of it may run outside the branch)
+for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmarks")):
+    if os.path.isdir(_d):
+        sys.path.insert(0, _d)
+
+VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
+            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
+            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--label", default="?")
+    ap.add_argument("--shapes", default="nvidia_b1")
+    ap.add_argument("--variants", default="default")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--timeline", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("b1_step_bench: no CUDA GPU, skipped")
+        return 0
+    import hstu_inference as hi
+    from bench_util import capture_graph
+
+    import hstu_attn
+
+    dev, dt = torch.device("cuda"), torch.bfloat16
+    print(f"| wheel | shape | variant | step us (median) | min | rounds' medians |")
+    print("|---|---|---|---|---|---|")
+    from hstu_attn._checks import channel
+
+    def pending_error() -> str:
+        torch.cuda.synchronize()
+        try:
+            channel.raise_pending()
+        except Exception as e:  # noqa: BLE001 (a device-side check's report, cleared by the raise)
+            return type(e).__name__ + ": " + str(e)[:140]
+        return ""
+
+    for name in args.shapes.split(","):
+        sh = hi.SHAPES[name]
+        runs = []
+        ref = None
+        for var in args.variants.split(","):
+            gen = torch.Generator(device=dev).manual_seed(0)
+            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
+            cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
+            attrs = VARIANTS[var]
+            if any(not hasattr(cache, a) for a in attrs):
+                continue
+            for a, val in attrs.items():
+                setattr(cache, a, val)
+            B = sh.batch
+            tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
+            res = torch.empty(sh.layers, B * sh.new, sh.heads, sh.dim, device=dev, dtype=dt)
+
+            def step(cache=cache, users=users, cu_q=cu_q, app=app, q=q, k=k, v=v, tgt=tgt, res=res):
+                # (cached_setup's step, each layer's output kept)
+                st = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+                for layer in range(sh.layers):
+                    res[layer].copy_(hstu_attn.cached_hstu_attention(
+                        cache, st, layer, q[layer], k[layer], v[layer], sh.new, num_targets=tgt,
+                        scaling_seqlen=float(sh.history + sh.candidates)))
+
+            restore()
+            err0 = pending_error()
+            g = capture_graph(step)
+            restore()
+            res.fill_(float("nan"))
+            for _ in range(3):
+                g.replay()
+                restore()
+            err = pending_error()
+            finite = bool(torch.isfinite(res).all())
+            if ref is None and finite:
+                ref = res.clone()
+            same = "" if ref is None else ("bitwise" if torch.equal(res, ref) else
+                                           f"max diff {(res.float() - ref.float()).abs().max().item():.2e}")
+            print(f"<!-- {args.label} {name} {var}: outputs finite {finite}, vs first finite variant: {same}; "
+                  f"device error before capture: {err0 or 'none'}; after replays: {err or 'none'} -->")
+            # (the step and its input tensors stay referenced as long as the graph: freed, their memory would be
+            # reused by the next variant's tensors while the graph still reads it)
+            runs.append((var, g, restore, [], (step, res)))
+        for _ in range(args.rounds):
+            for var, g, restore, meds, _ in runs:
+                ts = []
+                for _ in range(args.reps):
+                    restore()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    g.replay()
+                    e.record()
+                    e.synchronize()
+                    ts.append(s.elapsed_time(e) * 1e3)
+                meds.append(ts)
+        for var, _, _, meds, (_, res) in runs:
+            allt = [t for ts in meds for t in ts]
+            if not allt:
+                continue
+            rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
+            ok = bool(torch.isfinite(res).all()) and ref is not None and torch.equal(res, ref)
+            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
+                  f"{'outputs bitwise the first' if ok else 'OUTPUTS DIFFER'} |")
+        print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
+        del runs
+        torch.cuda.synchronize()
+    if args.timeline:
+        for name in args.shapes.split(","):
+            print()
+            print(f"{args.label}: " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
