@@ -26,11 +26,9 @@
 //            first. A victim takes the first empty slot of its store bucket; only a bucket with no empty slot but
 //            a pending one makes it run that record's copies itself (`settle_pending`, under the store bucket's
 //            lock: two row copies through UVA in hash order, inside the pass), mark the record done and write its
-//            own row there. (Before session 12 a pending slot ahead of the first empty one was settled too, the
-//            slot the victim would have taken had the row been copied at once: with first-fit buckets that is most
-//            buckets a row left, and an estimated 40-50 % of a cold step's victims settled in the pass at
-//            random-order UVA rates: the staging pass 1.39 -> 0.77 ms once they stopped, H200; any empty slot of
-//            the bucket is as good: a bucket's keys are found by a scan of all its slots);
+//            own row there. (Settling a pending slot ahead of the first empty one instead cost the staging pass
+//            1.39 against 0.77 ms on an H200: docs/dynamicemb_storage_notes.md; any empty slot of the bucket is as
+//            good: a bucket's keys are found by a scan of all its slots);
 //   move     per record: its victim's row cache -> store, and its stored row store -> cache (its pending key
 //            leaves: empty). Every record touches its own cache slot and store slots only (a slot is stamped cur
 //            once taken, so no later id of the launch evicts it; victims are never ids of the step, whose cached
