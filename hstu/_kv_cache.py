@@ -275,8 +275,8 @@ class KVCacheManager:
         # benchmarks compare both.)
         # cached_hstu_attention's layers after the step's first (over its plan) let the paged forward's CTAs read
         # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
-        # private switch for comparisons).
-        self._prewait = True
+        # private, opt-in: no gain measured, docs/hstu_inference.md).
+        self._prewait = False
         self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
         self._lazy_gather_plan = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0) and
                                   dtype in (torch.float16, torch.bfloat16) and head_dim in (64, 128, 256))
