@@ -506,7 +506,7 @@ def test_lookup_contract_matches_python():
 
     _check_contract()
     layout = _contract()["meta"]
-    assert len(layout) == 33 and set(layout.values()) == {"q", "d"}
+    assert len(layout) == 34 and set(layout.values()) == {"q", "d"}
     names = list(layout)
     assert names[:4] == ["keys", "digests", "scores", "values"] and names[-2:] == ["values_host", "hbm_slots"]
     assert [n for n in names if layout[n] == "d"] == [
