@@ -25,7 +25,7 @@ _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
 _NONFINITE_CODE = {name: i for i, name in enumerate(NONFINITE_POLICIES)}  # lookup_types.h NonFinite
 _OPT_CODE = {"sgd": 0, "adagrad": 1, "rowwise_adagrad": 2, "adam": 3}  # lookup_types.h OptKind
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes (packed by name)
+_META_FIELDS = 34  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 34 fields of 8 bytes (packed by name)
 
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
@@ -181,7 +181,7 @@ class _KernelStep:
     """BatchedDynamicEmbeddingTables' fused CUDA kernel path: the step's ops and their buffers."""
 
     def _kernel_meta(self) -> torch.Tensor:
-        """(T * 33,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
+        """(T * 34,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers

@@ -97,7 +97,7 @@ def _ptr(t: Optional[torch.Tensor]) -> int:
 
 
 def stage_meta(module) -> torch.Tensor:
-    """(T * 11,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
+    """(T * 12,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
     stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table
     tensor was replaced (``_table.state_epoch``) or the module holds other table objects: no data pointer and no
     tensor identity is read on the hot path."""

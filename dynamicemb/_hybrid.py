@@ -100,11 +100,11 @@ class HybridTable(ScoredHashTable):
         vh = self.values_host
         return vh.size(1) if vh is not None and vh.dim() == 3 else 0
 
-    def _host_buckets(self, vh: torch.Tensor) -> torch.Tensor:
-        """(nb, B - hbm_slots, dim) view of host rows ``vh`` in either layout."""
+    def _host_buckets(self, vh: torch.Tensor, nb: int) -> torch.Tensor:
+        """(nb, B - hbm_slots, dim) view of the host rows ``vh`` of nb buckets in either layout."""
         if vh.dim() == 3:
             return vh.transpose(0, 1)
-        return vh.view(-1, self.bucket_capacity - self.hbm_slots, self.value_dim)
+        return vh.view(nb, self.bucket_capacity - self.hbm_slots, self.value_dim)
 
     def _set_host_slot_major(self, slot_major: bool = True) -> None:
         """Private (lab): moves the host rows into the slot-major (or back to the bucket-major) layout, keeping
@@ -117,7 +117,7 @@ class HybridTable(ScoredHashTable):
         dim, nb = self.value_dim, self.capacity() // self.bucket_capacity
         shape = (self.bucket_capacity - self.hbm_slots, nb, dim) if self._slot_major else (old.numel() // dim, dim)
         new = torch.empty(shape, dtype=self.value_dtype, pin_memory=True)
-        self._host_buckets(new).copy_(self._host_buckets(old))
+        self._host_buckets(new, nb).copy_(self._host_buckets(old, nb))
         self.values_host = new
 
     def _values_host(self):
@@ -140,7 +140,7 @@ class HybridTable(ScoredHashTable):
         out = torch.empty(self.capacity(), self.value_dim, dtype=self.value_dtype)
         hbm, host = self._bucket_views(out)
         hbm.copy_(self.values.cpu().view(hbm.shape))
-        host.copy_(self._host_buckets(self.values_host))
+        host.copy_(self._host_buckets(self.values_host, host.shape[0]))
         return out
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
@@ -153,7 +153,7 @@ class HybridTable(ScoredHashTable):
             return super()._load_values(s, values)
         hbm, host = self._bucket_views(values.contiguous())
         s["values"].copy_(hbm.reshape(-1, self.value_dim))
-        self._host_buckets(s["values_host"]).copy_(host)
+        self._host_buckets(s["values_host"], host.shape[0]).copy_(host)
 
     def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
         if not self.split:

@@ -60,7 +60,7 @@ def test_hybrid_split_matches_cpu_twin(hs, slot_major):
     slots = torch.arange(nb * B)
     host, row = split_rows(slots, hs, B, g.host_run)
     b, j = slots // B, slots % B
-    assert torch.equal(row[host], (j - hs) * nb + b if slot_major else b * (B - hs) + j - hs)
+    assert torch.equal(row[host], ((j - hs) * nb + b if slot_major else b * (B - hs) + j - hs)[host])
     every = c.values  # the CPU twin's one buffer, in slot order
     assert torch.equal(g.values.cpu(), every[slots[~host]][torch.argsort(row[~host])])
     assert torch.equal(g.values_host.view(-1, dim), every[slots[host]][torch.argsort(row[host])])
