@@ -108,7 +108,7 @@ def test_uva_store_slot_major_rows_cuda():
     sm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda", _slot_major=True)
     assert sm.table.values_host.shape == (B, nb, dim) and sm.table.host_run == nb and bm.table.host_run == 0
     for s in (bm, sm):
-        assert int(s.put(keys, vals, scores)[3]) == 0
+        assert int(s.put(keys.cuda(), vals.cuda(), scores.cuda())[3]) == 0  # (put takes the table's device)
         r = s.find(keys)
         assert bool(r.found.all()) and torch.equal(r.values.cpu(), vals)
     sk = sm.table.keys.view(torch.int64).cpu()
