@@ -25,7 +25,7 @@ _POOL_CODE = {"sum": 0, "mean": 1, "none": 2}
 _NONFINITE_CODE = {name: i for i, name in enumerate(NONFINITE_POLICIES)}  # lookup_types.h NonFinite
 _OPT_CODE = {"sgd": 0, "adagrad": 1, "rowwise_adagrad": 2, "adam": 3}  # lookup_types.h OptKind
 _INIT_CODE = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
-_META_FIELDS = 33  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 33 fields of 8 bytes (packed by name)
+_META_FIELDS = 34  # TableMeta in dynamicemb/csrc/lookup/lookup_types.h: 34 fields of 8 bytes (packed by name)
 
 # lookup_step / lookup_backward flags (csrc/ops/lookup_ops.cc StepFlags)
 _STEP_TRAIN, _STEP_VALIDATE, _STEP_LENGTHS_ONLY, _STEP_CSR, _STEP_OVERLAP, _STEP_VEC4 = 1, 2, 4, 8, 16, 32
@@ -150,12 +150,12 @@ def _opt_code(opt: EmbOptimizer) -> int:
 
 
 def _host_rows(t: ScoredHashTable):
-    """(values_host address, hbm_slots) of TableMeta: a hybrid table's UVA address of its host rows and HBM slots
-    per bucket, else (0, bucket_capacity)."""
+    """(values_host address, hbm_slots, host_run) of TableMeta: a hybrid table's UVA address of its host rows, HBM
+    slots per bucket and host-row layout, else (0, bucket_capacity, 0)."""
     host = getattr(t, "values_host", None)
     if host is None:
-        return 0, t.bucket_capacity
-    return _uva_address(host), t.hbm_slots
+        return 0, t.bucket_capacity, 0
+    return _uva_address(host), t.hbm_slots, t.host_run
 
 
 def _host_rows_flags(tables) -> tuple:
@@ -181,7 +181,7 @@ class _KernelStep:
     """BatchedDynamicEmbeddingTables' fused CUDA kernel path: the step's ops and their buffers."""
 
     def _kernel_meta(self) -> torch.Tensor:
-        """(T * 33,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
+        """(T * 34,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
@@ -208,7 +208,7 @@ class _KernelStep:
             ev = self._eval_init[i]
             eseed = int(ev.seed) & ((1 << 64) - 1)
             eseed = eseed - (1 << 64) if eseed >= 1 << 63 else eseed
-            values_host, hbm_slots = _host_rows(t)
+            values_host, hbm_slots, host_run = _host_rows(t)
             buf += _pack_meta(dict(
                 keys=t.keys.data_ptr(), digests=t.digests.data_ptr(), scores=t.scores.data_ptr(),
                 values=t.values.data_ptr(), locks=t.locks.data_ptr(), counters=t.counters.data_ptr(),
@@ -220,7 +220,7 @@ class _KernelStep:
                 refused_zero=int(o.on_refused == "zero"),
                 eval_kind=_INIT_CODE[ev.kind], eval_a=float(ev.low), eval_b=float(ev.high),
                 eval_mean=float(ev.mean), eval_std=float(ev.std), eval_value=float(ev.value), eval_seed=eseed,
-                values_host=values_host, hbm_slots=hbm_slots,
+                values_host=values_host, hbm_slots=hbm_slots, host_run=host_run,
             ))
         host = torch.frombuffer(buf, dtype=torch.int64).clone()
         if torch.cuda.is_available():

@@ -97,7 +97,7 @@ def _ptr(t: Optional[torch.Tensor]) -> int:
 
 
 def stage_meta(module) -> torch.Tensor:
-    """(T * 11,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
+    """(T * 12,) int64 on the module's device: per caching table over a ``UvaStore`` its store's table and the
     stamps of its cache slots (lookup_types.h ``StageTable``), zeros for the other tables; rebuilt when a table
     tensor was replaced (``_table.state_epoch``) or the module holds other table objects: no data pointer and no
     tensor identity is read on the hot path."""
@@ -107,7 +107,7 @@ def stage_meta(module) -> torch.Tensor:
     rows = []
     for t in module.tables:
         if not getattr(t, "device_store", False):
-            rows.append([0] * 11)
+            rows.append([0] * 12)
             continue
         st = t.store.table
         stamps = t.__dict__.get("_stamps")
@@ -116,7 +116,8 @@ def stage_meta(module) -> torch.Tensor:
         vh = getattr(st, "values_host", None)
         rows.append([_ptr(st.keys), _ptr(st.digests), _ptr(st.scores), _ptr(st.values), _ptr(vh),
                      int(getattr(st, "hbm_slots", 0)) if vh is not None else 0, _ptr(st.locks), _ptr(st.counters),
-                     st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps)])
+                     st.capacity() // st.bucket_capacity, st.bucket_capacity, _ptr(stamps),
+                     int(getattr(st, "host_run", 0)) if vh is not None else 0])
     host = torch.tensor(rows, dtype=torch.int64).view(-1)
     # the tensors the records point into are kept alive with it (so an address cannot be reused unnoticed)
     keep = [(t.keys, t.__dict__.get("_stamps"), t.store.table) for t in module.tables

@@ -20,19 +20,24 @@ from ._table import ScoredHashTable
 __all__ = ["HybridTable", "split_rows"]
 
 
-def split_rows(slots: torch.Tensor, hbm_slots: int, bucket_capacity: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(host, row) of table ``slots`` under the split-bucket placement (table_types.h ``table_row``): slot
-    ``b * B + j`` is HBM row ``b * hbm_slots + j`` when ``j < hbm_slots``, else host row
-    ``b * (B - hbm_slots) + j - hbm_slots``.
+def split_rows(slots: torch.Tensor, hbm_slots: int, bucket_capacity: int,
+               host_run: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(host, row) of table ``slots`` under the split-bucket placement (table_types.h ``table_row`` and
+    ``host_row_of``): slot ``b * B + j`` is HBM row ``b * hbm_slots + j`` when ``j < hbm_slots``, else host row
+    ``b * (B - hbm_slots) + j - hbm_slots`` (bucket-major, ``host_run`` 0) or ``(j - hbm_slots) * host_run + b``
+    (slot-major, ``host_run`` = the number of buckets).
 
     Example:
         >>> split_rows(torch.tensor([0, 5, 6, 17]), 6, 16)
         (tensor([False, False,  True, False]), tensor([0, 5, 0, 7]))
+        >>> split_rows(torch.tensor([6, 7, 22]), 6, 16, host_run=2)
+        (tensor([True, True, True]), tensor([0, 2, 1]))
     """
     j = slots % bucket_capacity
     b = slots // bucket_capacity
     host = j >= hbm_slots
-    return host, torch.where(host, b * (bucket_capacity - hbm_slots) + j - hbm_slots, b * hbm_slots + j)
+    hrow = (j - hbm_slots) * host_run + b if host_run else b * (bucket_capacity - hbm_slots) + j - hbm_slots
+    return host, torch.where(host, hrow, b * hbm_slots + j)
 
 
 class HybridTable(ScoredHashTable):
@@ -56,13 +61,14 @@ class HybridTable(ScoredHashTable):
 
     def __init__(self, capacity: int, value_dim: int, value_dtype=torch.float32, key_dtype=torch.int64,
                  bucket_capacity: int = 128, score_policy: str = "lru", initializer=None, device=None,
-                 hbm_rows: int = 0):
+                 hbm_rows: int = 0, _slot_major: bool = False):
         if not isinstance(hbm_rows, int) or not 0 <= hbm_rows <= capacity:
             raise ValueError(f"hbm_rows: expected an int in [0, {capacity}], got {hbm_rows!r}")
         nb = capacity // bucket_capacity if isinstance(bucket_capacity, int) and bucket_capacity > 0 else 1
         self.hbm_slots = hbm_rows // max(nb, 1)
         self.hbm_rows = self.hbm_slots * nb
         self.values_host = None
+        self._slot_major = bool(_slot_major)  # private: slot-major host rows (split_rows), a lab layout
         super().__init__(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, score_policy,
                          max_capacity=capacity, initializer=initializer, device=device, check_keys=False)
 
@@ -81,8 +87,38 @@ class HybridTable(ScoredHashTable):
         d, dim = self.device, self.value_dim
         s = super()._new_state.__func__(_NoValues(self), capacity)
         s["values"] = torch.zeros(self.hbm_rows, dim, dtype=self.value_dtype, device=d)
-        s["values_host"] = torch.zeros(capacity - self.hbm_rows, dim, dtype=self.value_dtype, pin_memory=True)
+        shape = ((self.bucket_capacity - self.hbm_slots, capacity // self.bucket_capacity, dim)
+                 if getattr(self, "_slot_major", False)
+                 else (capacity - self.hbm_rows, dim))
+        s["values_host"] = torch.zeros(shape, dtype=self.value_dtype, pin_memory=True)
         return s
+
+    @property
+    def host_run(self) -> int:
+        """The host rows' layout (table_types.h ``host_row_of``): 0 bucket-major, the number of buckets slot-major
+        (the host tensor is then (B - hbm_slots, num_buckets, dim): the ops read the layout from its shape)."""
+        vh = self.values_host
+        return vh.size(1) if vh is not None and vh.dim() == 3 else 0
+
+    def _host_buckets(self, vh: torch.Tensor, nb: int) -> torch.Tensor:
+        """(nb, B - hbm_slots, dim) view of the host rows ``vh`` of nb buckets in either layout."""
+        if vh.dim() == 3:
+            return vh.transpose(0, 1)
+        return vh.view(nb, self.bucket_capacity - self.hbm_slots, self.value_dim)
+
+    def _set_host_slot_major(self, slot_major: bool = True) -> None:
+        """Private (lab): moves the host rows into the slot-major (or back to the bucket-major) layout, keeping
+        every row at its slot; later states (``clear``, ``load_state_dict``) keep the layout. Syncs the device."""
+        self._slot_major = bool(slot_major)
+        old = self.values_host
+        if old is None or (old.dim() == 3) == self._slot_major:
+            return
+        torch.cuda.synchronize(self.device)
+        dim, nb = self.value_dim, self.capacity() // self.bucket_capacity
+        shape = (self.bucket_capacity - self.hbm_slots, nb, dim) if self._slot_major else (old.numel() // dim, dim)
+        new = torch.empty(shape, dtype=self.value_dtype, pin_memory=True)
+        self._host_buckets(new, nb).copy_(self._host_buckets(old, nb))
+        self.values_host = new
 
     def _values_host(self):
         return self.values_host
@@ -104,7 +140,7 @@ class HybridTable(ScoredHashTable):
         out = torch.empty(self.capacity(), self.value_dim, dtype=self.value_dtype)
         hbm, host = self._bucket_views(out)
         hbm.copy_(self.values.cpu().view(hbm.shape))
-        host.copy_(self.values_host.view(host.shape))
+        host.copy_(self._host_buckets(self.values_host, host.shape[0]))
         return out
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
@@ -117,25 +153,25 @@ class HybridTable(ScoredHashTable):
             return super()._load_values(s, values)
         hbm, host = self._bucket_views(values.contiguous())
         s["values"].copy_(hbm.reshape(-1, self.value_dim))
-        s["values_host"].copy_(host.reshape(-1, self.value_dim))
+        self._host_buckets(s["values_host"], host.shape[0]).copy_(host)
 
     def _read_rows(self, slots: torch.Tensor) -> torch.Tensor:
         if not self.split:
             return super()._read_rows(slots)
-        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity)
+        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity, self.host_run)
         out = torch.empty(slots.numel(), self.value_dim, dtype=self.value_dtype, device=self.device)
         out[~host] = self.values[row[~host]]
         hs = row[host].cpu()  # a blocking copy: the stream's kernels finished their writes
-        out[host] = self.values_host[hs].to(self.device)
+        out[host] = self.values_host.view(-1, self.value_dim)[hs].to(self.device)
         return out
 
     def _write_rows(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
         if not self.split:
             return super()._write_rows(slots, rows)
-        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity)
+        host, row = split_rows(slots, self.hbm_slots, self.bucket_capacity, self.host_run)
         self.values[row[~host]] = rows[~host]
         hs = row[host].cpu()  # blocking: no kernel queued before still reads these rows
-        self.values_host[hs] = rows[host].cpu()
+        self.values_host.view(-1, self.value_dim)[hs] = rows[host].cpu()
 
     def host_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """Which of ``slots`` (-1: none) have their rows in host memory (False for all on a table without host

@@ -42,8 +42,11 @@ class UvaStoreSpec:
         ...                        backing_store=UvaStoreSpec())
     """
 
+    _slot_major: bool = dataclasses.field(default=False, repr=False)  # private (lab): slot-major host rows
+
     def open(self, key_dtype, value_dim, value_dtype, capacity, bucket_capacity=128, device=None) -> "UvaStore":
-        return UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device)
+        return UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device,
+                        _slot_major=self._slot_major)
 
 
 class UvaStore(BackingStore):
@@ -70,12 +73,12 @@ class UvaStore(BackingStore):
     device_indexed = True
 
     def __init__(self, key_dtype: torch.dtype, value_dim: int, value_dtype: torch.dtype, capacity: int,
-                 bucket_capacity: int = 128, device=None):
+                 bucket_capacity: int = 128, device=None, _slot_major: bool = False):
         from ._hybrid import HybridTable
 
         self.key_dtype, self.value_dim, self.value_dtype = key_dtype, value_dim, value_dtype
         self.table = HybridTable(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, "customized",
-                                 device=device, hbm_rows=0)
+                                 device=device, hbm_rows=0, _slot_major=_slot_major)
         self.device = self.table.device
 
     def _on(self, t: torch.Tensor) -> torch.Tensor:

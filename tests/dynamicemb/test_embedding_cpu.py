@@ -506,9 +506,10 @@ def test_lookup_contract_matches_python():
 
     _check_contract()
     layout = _contract()["meta"]
-    assert len(layout) == 33 and set(layout.values()) == {"q", "d"}
+    assert len(layout) == 34 and set(layout.values()) == {"q", "d"}
     names = list(layout)
-    assert names[:4] == ["keys", "digests", "scores", "values"] and names[-2:] == ["values_host", "hbm_slots"]
+    assert names[:4] == ["keys", "digests", "scores", "values"]
+    assert names[-3:] == ["values_host", "hbm_slots", "host_run"]
     assert [n for n in names if layout[n] == "d"] == [
         "init_a", "init_b", "init_mean", "init_std", "init_value", "init_fill",
         "eval_a", "eval_b", "eval_mean", "eval_std", "eval_value"]

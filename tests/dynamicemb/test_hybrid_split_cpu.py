@@ -47,19 +47,40 @@ class _SplitOnCpu(HybridTable):
     split = True
 
 
+@pytest.mark.parametrize("B,h", [(16, 0), (16, 6), (32, 31), (128, 64)])
+def test_split_rows_slot_major_mapping(B, h):
+    """split_rows with host_run = nb (the private slot-major host rows, table_types.h host_row_of): slot b * B + j
+    is host row (j - h) * nb + b (j >= h), HBM rows as bucket-major; host slot j of every bucket is one run of nb
+    rows, and the host rows are used once each."""
+    nb = 5
+    slots = torch.arange(nb * B)
+    host, row = split_rows(slots, h, B, host_run=nb)
+    for s in range(nb * B):
+        b, j = divmod(s, B)
+        assert bool(host[s]) == (j >= h)
+        assert int(row[s]) == ((j - h) * nb + b if j >= h else b * h + j)
+    assert sorted(row[host].tolist()) == list(range(nb * (B - h)))
+    assert torch.equal(row[~host], split_rows(slots, h, B)[1][~host])
+
+
+@pytest.mark.parametrize("slot_major", [False, True], ids=["bucket_major", "slot_major"])
 @pytest.mark.parametrize("h", [0, 5, 16])
-def test_hybrid_host_side_rows_follow_the_split(h):
+def test_hybrid_host_side_rows_follow_the_split(h, slot_major):
     """state_dict values (all_values), loads (_load_values) and the snapshot / checkpoint row access (_read_rows /
-    _write_rows) of a table whose rows are in two buffers put every slot's row where split_rows says."""
+    _write_rows) of a table whose rows are in two buffers put every slot's row where split_rows says (host rows
+    bucket-major, or slot-major: a (B - h, nb, dim) host buffer)."""
     B, nb, dim = 16, 6, 3
     t = _SplitOnCpu(nb * B, dim, bucket_capacity=B, hbm_rows=h * nb)
     x = torch.randn(nb * B, dim)
     nan = float("nan")
-    s = {"values": torch.full((h * nb, dim), nan), "values_host": torch.full(((B - h) * nb, dim), nan)}
+    shape = (B - h, nb, dim) if slot_major else ((B - h) * nb, dim)
+    s = {"values": torch.full((h * nb, dim), nan), "values_host": torch.full(shape, nan)}
     t._load_values(s, x)
-    host, row = split_rows(torch.arange(nb * B), h, B)
-    assert torch.equal(s["values"][row[~host]], x[~host]) and torch.equal(s["values_host"][row[host]], x[host])
+    host, row = split_rows(torch.arange(nb * B), h, B, nb if slot_major else 0)
+    flat = s["values_host"].view(-1, dim)
+    assert torch.equal(s["values"][row[~host]], x[~host]) and torch.equal(flat[row[host]], x[host])
     t.values, t.values_host = s["values"], s["values_host"]
+    assert t.host_run == (nb if slot_major else 0)
     assert torch.equal(t.all_values(), x)
     pick = torch.randperm(nb * B)[:40]
     assert torch.equal(t._read_rows(pick), x[pick])

@@ -1,6 +1,7 @@
 """The hybrid table's split buckets on CUDA (skip without a GPU): the table kernels (next_free_candidate) and the
 step's insert kernel claim a bucket's HBM slots first, as the CPU twin does; the rows sit where table_row says
-(HBM row b * hbm_slots + j, host row b * (B - hbm_slots) + j - hbm_slots); results equal all-HBM tables'."""
+(HBM row b * hbm_slots + j, host row b * (B - hbm_slots) + j - hbm_slots, or (j - hbm_slots) * num_buckets + b in
+the private slot-major layout); results equal all-HBM tables'."""
 
 import os
 import sys
@@ -24,15 +25,19 @@ pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library
 INIT = TableInitializer("uniform", low=-1.0, high=1.0, seed=9)
 
 
+@pytest.mark.parametrize("slot_major", [False, True], ids=["bucket_major", "slot_major"])
 @pytest.mark.parametrize("hs", [0, 5, 64, 127])
-def test_hybrid_split_matches_cpu_twin(hs):
+def test_hybrid_split_matches_cpu_twin(hs, slot_major):
     """Batches of at most one key per bucket (no contention: the CUDA table has no choice that thread order could
     decide): the CUDA hybrid table and its CPU twin agree slot for slot (the claim order) after every op, its two
-    buffers hold each slot's row where table_row puts it, and _read_rows / _write_rows go through the same map."""
+    buffers hold each slot's row where table_row puts it (host rows bucket-major, or slot-major: the private
+    layout, host row (j - hs) * nb + b), and _read_rows / _write_rows go through the same map."""
     B, nb, dim = 128, 16, 8
     kw = dict(bucket_capacity=B, initializer=INIT, hbm_rows=hs * nb)
-    c, g = HybridTable(nb * B, dim, device="cpu", **kw), HybridTable(nb * B, dim, device="cuda", **kw)
+    c = HybridTable(nb * B, dim, device="cpu", **kw)
+    g = HybridTable(nb * B, dim, device="cuda", _slot_major=slot_major, **kw)
     assert (g.values_host is not None) and g.values.shape[0] == hs * nb
+    assert g.host_run == (nb if slot_major else 0)
     gen = torch.Generator().manual_seed(hs)
     pool = torch.randint(1, 1 << 62, (4000,), generator=gen).tolist()
     for i in range(200):
@@ -50,12 +55,15 @@ def test_hybrid_split_matches_cpu_twin(hs):
         if i % 20 == 19 or i == 119:
             for x, y in zip(_slots(c), _slots(g)):
                 assert torch.equal(x, y), (i, op)
-    # the buffers: slot s of bucket b at HBM row b * hs + j or host row b * (B - hs) + j - hs
+    # the buffers: slot s of bucket b at HBM row b * hs + j or host row b * (B - hs) + j - hs (slot-major:
+    # (j - hs) * nb + b)
     slots = torch.arange(nb * B)
-    host, row = split_rows(slots, hs, B)
+    host, row = split_rows(slots, hs, B, g.host_run)
+    b, j = slots // B, slots % B
+    assert torch.equal(row[host], ((j - hs) * nb + b if slot_major else b * (B - hs) + j - hs)[host])
     every = c.values  # the CPU twin's one buffer, in slot order
     assert torch.equal(g.values.cpu(), every[slots[~host]][torch.argsort(row[~host])])
-    assert torch.equal(g.values_host, every[slots[host]][torch.argsort(row[host])])
+    assert torch.equal(g.values_host.view(-1, dim), every[slots[host]][torch.argsort(row[host])])
     pick = torch.randperm(nb * B, generator=gen)[:300].cuda()
     assert torch.equal(g._read_rows(pick).cpu(), every[pick.cpu()])
     new = torch.randn(300, dim, generator=gen)
@@ -86,12 +94,16 @@ def test_hybrid_split_fills_hbm_first_cuda():
         assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("slot_major", [False, True], ids=["bucket_major", "slot_major"])
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
-def test_hybrid_step_fills_hbm_first(opt):
+def test_hybrid_step_fills_hbm_first(opt, slot_major):
     """The fused step's insert kernel claims a bucket's HBM slots first (4 of 16 per bucket here); training equals
-    all-HBM tables'."""
+    all-HBM tables', with the host rows bucket-major or slot-major (the private layout)."""
     ref, m = make("hbm", opt, device="cuda"), make("hybrid", opt, device="cuda", budget_rows=256)
     assert m.use_kernels and all(t.hbm_slots == 4 for t in m.tables)
+    for t in m.tables:
+        t._set_host_slot_major(slot_major)
+        assert t.host_run == (t.capacity() // t.bucket_capacity if slot_major else 0)
     for ids, off, w in batches(8, device="cuda"):
         assert torch.equal(step(ref, ids, off, w), step(m, ids, off, w))
     assert_same(ref, m)

@@ -25,6 +25,8 @@ pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
 
 UVA = UvaStoreSpec()
+UVA_SM = UvaStoreSpec(_slot_major=True)  # private: slot-major host rows (table_types.h host_row_of)
+LAYOUTS = pytest.mark.parametrize("store", [UVA, UVA_SM], ids=["bucket_major", "slot_major"])
 
 
 def _same(a, b):
@@ -52,29 +54,77 @@ def test_ten_percent_cache_parity_cuda(opt, prefetch, dstage):
     assert (getattr(m, "_stage_totals", None) is not None) == dstage
 
 
+@LAYOUTS
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
-def test_cold_cache_parity_cuda(opt, prefetch):
+def test_cold_cache_parity_cuda(opt, prefetch, store):
     """A cold working set at a larger scale: 2 tables of 64K ids, D128 (512- and 1,536-byte rows), a 25 % cache,
     8 batches of 4K distinct power-law ids per table in turn (~18K ids: they outgrow the cache): thousands of victims
     written back and of stored rows brought in per step, over many blocks of the move kernels; bit-identical to
-    all-HBM."""
-    m = ten_percent("cuda", opt, prefetch, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25, bucket=128,
+    all-HBM, with the stores' host rows bucket-major (the default) or slot-major (the private layout)."""
+    m = ten_percent("cuda", opt, prefetch, store, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25, bucket=128,
                     cycle=8)
+    assert all((t.store.table.host_run != 0) == store._slot_major for t in m.tables)
     moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
     assert moved[0] > 2000 and moved[1] > 2000, moved
 
 
+@LAYOUTS
 @pytest.mark.parametrize("opt", [SGD(lr=0.1), Adam(lr=0.01)], ids=["sgd", "adam"])
-def test_cold_cache_beyond_stash_cuda(opt):
+def test_cold_cache_beyond_stash_cuda(opt, store):
     """Most ids of a step miss (2,048 uniform distinct ids per table of 16K, a 25 % cache): ~3K records a step
     against the move passes' HBM stash of 256 bytes per id (2 MB: 4,096 rows of SGD's 512 bytes, 1,365 of Adam's
     1,536), so SGD moves every row in the one mixed pass and Adam's records beyond the stash take the two-pass
-    path (victim from the cache slot, stored row after the pass); bit-identical to all-HBM either way."""
-    m = ten_percent("cuda", opt, False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=128, frac=0.25, bucket=128,
+    path (victim from the cache slot, stored row after the pass); bit-identical to all-HBM either way, with the
+    stores' host rows in either layout."""
+    m = ten_percent("cuda", opt, False, store, T=2, R=1 << 14, n=2048, rounds=2, dim=128, frac=0.25, bucket=128,
                     cycle=4, uniform=True)
     moved_in = sum(t.rows_moved[0] for t in m.tables)
     assert moved_in > 8000, moved_in  # (the CPU twin of this run: 12,583 stored rows in over the 8 steps)
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
+@pytest.mark.parametrize("dstage", [True, False], ids=["op", "python"])
+def test_ten_percent_cache_parity_slot_major_cuda(dstage, prefetch):
+    """The 10 % cache over slot-major stores (the private layout), staged by op cache_stage or by the Python
+    staging (the table ops on the (B, num_buckets, dim) host rows): bit-identical to all-HBM."""
+    m = ten_percent("cuda", SGD(lr=0.1), prefetch, UVA_SM, device_staging=dstage)
+    assert all(t.store.size() > 0 and t.store.table.values_host.dim() == 3 for t in m.tables)
+
+
+def test_uva_store_slot_major_rows_cuda():
+    """The private slot-major layout (UvaStore(_slot_major=True)): host rows (B, num_buckets, dim); the table
+    kernels write each key's row at host row j * num_buckets + b of its slot b * B + j (table_types.h host_row_of,
+    _hybrid.split_rows) and read it back; state_dict / load_state_dict move rows between the two layouts, and
+    _set_host_slot_major relays a store in place."""
+    from dynamicemb._hybrid import split_rows
+
+    g = torch.Generator().manual_seed(3)
+    B, nb, dim, n = 128, 128, 8, 3000
+    keys = torch.randperm(1 << 20, generator=g)[:n].to(torch.int64)
+    vals = torch.randn(n, dim, generator=g)
+    scores = torch.arange(1, n + 1)
+    bm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda")
+    sm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda", _slot_major=True)
+    assert sm.table.values_host.shape == (B, nb, dim) and sm.table.host_run == nb and bm.table.host_run == 0
+    for s in (bm, sm):
+        assert int(s.put(keys.cuda(), vals.cuda(), scores.cuda())[3]) == 0  # (put takes the table's device)
+        r = s.find(keys)
+        assert bool(r.found.all()) and torch.equal(r.values.cpu(), vals)
+    sk = sm.table.keys.view(torch.int64).cpu()
+    where = {k: i for i, k in enumerate(sk.tolist())}
+    slots = torch.tensor([where[k] for k in keys.tolist()])
+    host, row = split_rows(slots, 0, B, nb)
+    assert bool(host.all()) and torch.equal(row, (slots % B) * nb + slots // B)
+    assert torch.equal(sm.table.values_host.view(-1, dim)[row], vals)
+    for a, b in ((sm, bm), (bm, sm)):  # checkpoints across the layouts
+        c = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda", _slot_major=b is sm)
+        c.table.load_state_dict(a.table.state_dict())
+        assert torch.equal(c.find(keys).values.cpu(), vals) and c.table.host_run == b.table.host_run
+    bm.table._set_host_slot_major(True)
+    assert bm.table.host_run == nb and torch.equal(bm.find(keys).values.cpu(), vals)
+    bm.table._set_host_slot_major(False)
+    assert bm.table.host_run == 0 and torch.equal(bm.find(keys).values.cpu(), vals)
 
 
 def lab_stage_run(variant, *args, **kwargs):

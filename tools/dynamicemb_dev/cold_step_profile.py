@@ -9,7 +9,8 @@ back), after one warm-up cycle.
    step's ms synced / pipelined, with and without prefetch; ``thp``: the stores' rows moved to THP-registered host
    memory first (session 13: the moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned
    memory (unsnooped PCIe accesses); ``capN``: a new module whose stores have N slots per table (fewer 64 KB host
-   regions for the same rows).
+   regions for the same rows); ``slotmajor``: the stores' host rows moved into the slot-major layout (private
+   ``HybridTable._set_host_slot_major``: slot j of every bucket contiguous, table_types.h ``host_row_of``).
 
 Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
 """
@@ -141,7 +142,8 @@ def main():
                     "default); 'capN': a new module whose stores have N slots per table (the host rows' footprint), "
                     "then the wheel's default; "
                     "'thp' / 'wc': the stores' rows moved to THP-registered / write-combined host memory, then the "
-                    "wheel's default (the variants after it run on that memory too)")
+                    "wheel's default (the variants after it run on that memory too); 'slotmajor': the stores' host "
+                    "rows moved into the slot-major layout, then the wheel's default (the variants after it too)")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
@@ -253,6 +255,20 @@ def main():
             if keep is None:
                 break
             v = str(default)
+        elif v == "slotmajor":  # the stores' host rows slot-major (the same rows at the same slots)
+            sts = [t.store.table for t in m.tables if hasattr(getattr(t, "store", None), "table")]
+            if not all(hasattr(st, "_set_host_slot_major") for st in sts):
+                print(f"[{a.label}] slotmajor: this wheel has no HybridTable._set_host_slot_major")
+                break
+            one(False)  # (takes the pending prefetch's batch: no staging job holds the old rows)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for st in sts:
+                st._set_host_slot_major(True)
+            m.__dict__.pop("_stage_meta", None)
+            torch.cuda.synchronize()
+            print(f"[{a.label}] slotmajor: {len(sts)} stores relaid in {time.perf_counter() - t0:.1f} s", flush=True)
+            keep, mem, v = [], v, str(default)
         elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
             del one, m
             keep = None

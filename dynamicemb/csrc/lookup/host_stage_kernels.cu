@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kStageBlock) stage_keys_kernel(HostStageParams
       const TableMeta& m = p.meta[p.utables[u]];
       const uint64_t a = reinterpret_cast<uint64_t>(
           table::table_row<uint8_t>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host),
-                                    m.hbm_slots, m.bucket_capacity, r, m.row_stride * p.value_bytes));
+                                    m.hbm_slots, m.bucket_capacity, m.host_run, r, m.row_stride * p.value_bytes));
       if (m.values_host != 0 && table::is_host_slot(m.hbm_slots, m.bucket_capacity, r)) key = a;
       else addr = a;
     }

@@ -57,20 +57,21 @@ namespace lookup {
   X(double, eval_std) X(double, eval_value) X(int64_t, eval_seed)                                               \
   /* hybrid storage: device (UVA) address of the host rows (pinned host memory); 0: none; hbm_slots: each */   \
   /* bucket's first hbm_slots slots have their rows at `values` (HBM), the rest at values_host */              \
-  X(int64_t, values_host) X(int64_t, hbm_slots)
+  X(int64_t, values_host) X(int64_t, hbm_slots)                                                                 \
+  X(int64_t, host_run) /* 0: bucket-major host rows; num_buckets: slot-major (table::host_row_of) */
 
 struct TableMeta {
 #define DYNAMICEMB_META_MEMBER(type, name) type name;
   DYNAMICEMB_TABLE_META_FIELDS(DYNAMICEMB_META_MEMBER)
 #undef DYNAMICEMB_META_MEMBER
 };
-static_assert(sizeof(TableMeta) == 33 * 8, "TableMeta: 33 fields of 8 bytes");
+static_assert(sizeof(TableMeta) == 34 * 8, "TableMeta: 34 fields of 8 bytes");
 
 // Address of row `r` of a table (table::table_row: HBM or, for hybrid tables, host rows).
 template <typename T>
 TABLE_HD T* meta_row(const TableMeta& m, int64_t r) {
   return table::table_row<T>(reinterpret_cast<void*>(m.values), reinterpret_cast<void*>(m.values_host), m.hbm_slots,
-                             m.bucket_capacity, r, m.row_stride);
+                             m.bucket_capacity, m.host_run, r, m.row_stride);
 }
 
 // (unique, gradient row) of the segmented backward; layout of CUDA's int2 without its header.
@@ -282,9 +283,10 @@ struct BackwardParams {
 // stamps of its cache slots. Packed by Python (dynamicemb/_device_stage.py `stage_meta`) in this field order.
 struct StageTable {
   int64_t keys, digests, scores, values, values_host, hbm_slots, locks, counters, num_buckets, bucket_capacity;
-  int64_t stamps;  // (cache capacity,) int64: the stamp of the last step that used the slot
+  int64_t stamps;    // (cache capacity,) int64: the stamp of the last step that used the slot
+  int64_t host_run;  // the store's host-row layout (table::host_row_of): 0 bucket-major, num_buckets slot-major
 };
-static_assert(sizeof(StageTable) == 11 * 8, "StageTable: 11 fields of 8 bytes");
+static_assert(sizeof(StageTable) == 12 * 8, "StageTable: 12 fields of 8 bytes");
 
 
 // One launch for every caching table of a step (probe_kernels.cu): each id's feature (from offsets) and table; an

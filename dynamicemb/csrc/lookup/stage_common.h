@@ -155,16 +155,19 @@ TABLE_HD int64_t stage_find(const uint64_t* keys, int64_t base, int cap, uint64_
 // The row at `slot` of a store / of a cache (bytes).
 TABLE_HD uint8_t* store_row(const StageTable& s, int64_t slot, int64_t row_bytes) {
   return table::table_row<uint8_t>(reinterpret_cast<void*>(s.values), reinterpret_cast<void*>(s.values_host),
-                                   s.hbm_slots, s.bucket_capacity, slot, row_bytes);
+                                   s.hbm_slots, s.bucket_capacity, s.host_run, slot, row_bytes);
 }
 TABLE_HD uint8_t* cache_row(const TableMeta& c, int64_t slot, int64_t row_bytes) {
-  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, c.bucket_capacity, slot, row_bytes);
+  return table::table_row<uint8_t>(reinterpret_cast<void*>(c.values), nullptr, 0, c.bucket_capacity, 0, slot,
+                                   row_bytes);
 }
 
-// Bin of store slot `slot` of table t (its rows in address order: host rows are one allocation per store).
+// Bin of store slot `slot` of table t (its rows in address order: host rows are one allocation per store, placed
+// by table::host_row_of; a store's hbm_slots is 0).
 TABLE_HD int64_t move_bin(const StageParams& p, int t, int64_t slot) {
   const StageTable& s = p.stage[t];
-  return static_cast<int64_t>(t) * p.bins_per_table + slot * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
+  const int64_t r = s.host_run != 0 ? table::host_row_of(0, s.bucket_capacity, s.host_run, slot) : slot;
+  return static_cast<int64_t>(t) * p.bins_per_table + r * p.bins_per_table / (s.num_buckets * s.bucket_capacity);
 }
 
 // The slot of the store bucket [base, base + cap) that a victim takes: the first empty one, else the first pending

@@ -8,6 +8,7 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -64,7 +65,8 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
               "bucket_capacity: expected a power of two in [16, 256], got ", bucket_capacity);
   ACCEL_CHECK(cap % bucket_capacity == 0, "table capacity: expected a multiple of bucket_capacity ",
               bucket_capacity, ", got ", cap);
-  const int64_t host_rows = values_host.has_value() ? values_host->size(0) : 0;  // hybrid: rows in host memory
+  // hybrid: rows in host memory, (n, dim) bucket-major or (B - hbm_slots, num_buckets, dim) slot-major
+  const int64_t host_rows = values_host.has_value() ? values_host->numel() / std::max<int64_t>(values.size(1), 1) : 0;
   ACCEL_CHECK(digests.numel() == cap && scores.numel() == cap && values.size(0) + host_rows == cap,
               "table tensors: keys, digests, scores and values must have capacity ", cap, " rows");
   ACCEL_CHECK(locks.numel() == cap / bucket_capacity, "table locks: expected ", cap / bucket_capacity,
@@ -89,15 +91,22 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
   t.ref.hbm_slots = bucket_capacity;  // every row at `values`
   if (values_host.has_value()) {  // hybrid: pinned host rows, reached by the kernels through UVA
     ACCEL_CHECK(t.cuda && !values_host->is_cuda() && values_host->scalar_type() == values.scalar_type() &&
-                    values_host->dim() == 2 && values_host->size(1) == values.size(1) && values_host->is_contiguous(),
-                "table_values_host: expected contiguous pinned host rows (n, ", values.size(1), ") like the values of a "
-                "CUDA table");
+                    (values_host->dim() == 2 || values_host->dim() == 3) &&
+                    values_host->size(-1) == values.size(1) && values_host->is_contiguous(),
+                "table_values_host: expected contiguous pinned host rows (n, ", values.size(1), ") or (slots, buckets, ",
+                values.size(1), ") like the values of a CUDA table");
     t.ref.values_host = values_host->data_ptr();
     // split buckets (table_types.h table_row): every bucket's first hbm_slots slots in HBM, the rest in host memory
     const int64_t nb = cap / bucket_capacity;
     ACCEL_CHECK(values.size(0) % nb == 0, "table_values: a hybrid table keeps the same number of HBM rows in each of "
                 "its ", nb, " buckets; expected a multiple of ", nb, " rows, got ", values.size(0));
     t.ref.hbm_slots = values.size(0) / nb;
+    if (values_host->dim() == 3) {  // slot-major host rows (table_types.h host_row_of)
+      ACCEL_CHECK(values_host->size(0) == bucket_capacity - t.ref.hbm_slots && values_host->size(1) == nb,
+                  "table_values_host: slot-major host rows expected shape (", bucket_capacity - t.ref.hbm_slots, ", ",
+                  nb, ", dim), got (", values_host->size(0), ", ", values_host->size(1), ", dim)");
+      t.ref.host_run = nb;
+    }
   }
   return t;
 }
@@ -158,7 +167,7 @@ struct HostRows {
 std::optional<HostRows> host_rows_for(const Table& t, const Tensor& keys, int64_t n, const OptTensor& tvh,
                                       HostOps& host) {
   if (!tvh.has_value() || n == 0) return std::nullopt;
-  const int64_t host_rows = tvh->size(0);
+  const int64_t host_rows = tvh->numel() / std::max<int64_t>(tvh->size(-1), 1);
   if (host_rows == 0) return std::nullopt;
   int bits = 0;
   while ((int64_t(1) << bits) < host_rows) ++bits;

@@ -112,12 +112,15 @@ struct TableRef {
   void* values_host;  // hybrid storage: each bucket's slots [hbm_slots, bucket_capacity) (pinned host memory, UVA
                       // on CUDA; a second buffer on the CPU); null: every row at `values`
   int64_t hbm_slots;  // hybrid storage: each bucket's first hbm_slots slots have their rows at `values`
+  int64_t host_run;   // hybrid storage: 0: bucket-major host rows; num_buckets: slot-major (host_row_of)
 };
 
 // Hybrid placement (split buckets): slot = bucket * B + j. Slots j < hbm_slots of every bucket have their rows in
-// HBM (`values`, row bucket * hbm_slots + j), the others in host memory (`values_host`, row
-// bucket * (B - hbm_slots) + j - hbm_slots): inserts claim a bucket's HBM slots first (next_free_candidate), so
-// host rows hold only the buckets' overflow. B is a power of two.
+// HBM (`values`, row bucket * hbm_slots + j), the others in host memory (`values_host`): inserts claim a bucket's
+// HBM slots first (next_free_candidate), so host rows hold only the buckets' overflow. B is a power of two.
+// Host rows are bucket-major (host_run 0: row bucket * (B - hbm_slots) + j - hbm_slots) or slot-major (host_run =
+// num_buckets: row (j - hbm_slots) * num_buckets + bucket): buckets fill lowest slot first, so slot-major packs a
+// store's rows into the first few runs of num_buckets rows, and a pass over them touches fewer host regions.
 TABLE_HD int bucket_shift(int64_t bucket_capacity) {
 #if defined(__CUDA_ARCH__)
   return __ffsll(static_cast<long long>(bucket_capacity)) - 1;
@@ -129,30 +132,30 @@ TABLE_HD int bucket_shift(int64_t bucket_capacity) {
 TABLE_HD bool is_host_slot(int64_t hbm_slots, int64_t bucket_capacity, int64_t slot) {
   return (slot & (bucket_capacity - 1)) >= hbm_slots;
 }
-// The host row of a host slot (is_host_slot): host rows ascend with slots.
-TABLE_HD int64_t host_row_of(int64_t hbm_slots, int64_t bucket_capacity, int64_t slot) {
-  return (slot >> bucket_shift(bucket_capacity)) * (bucket_capacity - hbm_slots) + (slot & (bucket_capacity - 1)) -
-         hbm_slots;
+// The host row of a host slot (is_host_slot): the ONE place a host row is placed (layout above).
+TABLE_HD int64_t host_row_of(int64_t hbm_slots, int64_t bucket_capacity, int64_t host_run, int64_t slot) {
+  const int64_t b = slot >> bucket_shift(bucket_capacity), j = (slot & (bucket_capacity - 1)) - hbm_slots;
+  return host_run != 0 ? j * host_run + b : b * (bucket_capacity - hbm_slots) + j;
 }
 
 // Address of row `slot` of a table's values: the ONE place a table row address is computed (table kernels, CPU
 // twin, lookup kernels). values_host == null: every row at `values`; else the split above.
 template <typename T>
-TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_slots, int64_t bucket_capacity, int64_t slot,
-                      int64_t dim) {
+TABLE_HD T* table_row(void* values, void* values_host, int64_t hbm_slots, int64_t bucket_capacity, int64_t host_run,
+                      int64_t slot, int64_t dim) {
   if (values_host == nullptr) return static_cast<T*>(values) + slot * dim;
   const int64_t j = slot & (bucket_capacity - 1);
   if (j < hbm_slots) return static_cast<T*>(values) + ((slot >> bucket_shift(bucket_capacity)) * hbm_slots + j) * dim;
-  return static_cast<T*>(values_host) + host_row_of(hbm_slots, bucket_capacity, slot) * dim;
+  return static_cast<T*>(values_host) + host_row_of(hbm_slots, bucket_capacity, host_run, slot) * dim;
 }
 // A table's own row (TableRef).
 template <typename T>
 TABLE_HD T* ref_row(const TableRef& t, int64_t slot) {
-  return table_row<T>(t.values, t.values_host, t.hbm_slots, t.bucket_capacity, slot, t.dim);
+  return table_row<T>(t.values, t.values_host, t.hbm_slots, t.bucket_capacity, t.host_run, slot, t.dim);
 }
 // The host row of a host slot of table t.
 TABLE_HD int64_t ref_host_row(const TableRef& t, int64_t slot) {
-  return host_row_of(t.hbm_slots, t.bucket_capacity, slot);
+  return host_row_of(t.hbm_slots, t.bucket_capacity, t.host_run, slot);
 }
 // Whether `slot` (-1: none) of table t has its row in host memory.
 TABLE_HD bool ref_host_slot(const TableRef& t, int64_t slot) {
