@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dynamicemb._batched import _STEP_CSR, _STEP_PSW_GRAD, BatchedDynamicEmbeddingTables
+from dynamicemb._batched_kernels import _META_FIELDS
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import Adam
 from dynamicemb._options import DynamicEmbTableOptions
@@ -80,7 +81,7 @@ def test_step_ws_size_with_csr():
     ("psw_length", rf"per_sample_weights: expected shape \({N},\) \(one weight per id\), got \({N - 1},\)"),
     ("set_small", r"set: expected a contiguous 16-byte aligned int32 tensor of at least ids.numel\(\)"),
     ("refused_total", r"refused_total: expected 2 entries \(one per table\), got 3"),
-    ("meta", r"meta: expected a contiguous int64 tensor of num_tables x 33 fields"),
+    ("meta", rf"meta: expected a contiguous int64 tensor of num_tables x {_META_FIELDS} fields"),
     ("csr_eval", r"flags: a CSR \(8\) only in training"),
     ("lengths_only", r"flags: lengths only, but lengths is None"),
 ])
