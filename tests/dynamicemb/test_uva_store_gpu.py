@@ -24,8 +24,8 @@ from storage_helpers import (BC, assert_same, batches, make, make_t, pending_reu
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
 
-UVA = UvaStoreSpec(_slot_major=False)  # private: bucket-major host rows (the layout before slot-major)
-UVA_SM = UvaStoreSpec()  # the default: slot-major host rows (table_types.h host_row_of)
+UVA = UvaStoreSpec()
+UVA_SM = UvaStoreSpec(_slot_major=True)  # private: slot-major host rows (table_types.h host_row_of)
 LAYOUTS = pytest.mark.parametrize("store", [UVA, UVA_SM], ids=["bucket_major", "slot_major"])
 
 
@@ -93,7 +93,7 @@ def test_ten_percent_cache_parity_slot_major_cuda(dstage, prefetch):
 
 
 def test_uva_store_slot_major_rows_cuda():
-    """The default slot-major layout (UvaStore(_slot_major=True)): host rows (B, num_buckets, dim); the table
+    """The private slot-major layout (UvaStore(_slot_major=True)): host rows (B, num_buckets, dim); the table
     kernels write each key's row at host row j * num_buckets + b of its slot b * B + j (table_types.h host_row_of,
     _hybrid.split_rows) and read it back; state_dict / load_state_dict move rows between the two layouts, and
     _set_host_slot_major relays a store in place."""
@@ -105,7 +105,7 @@ def test_uva_store_slot_major_rows_cuda():
     vals = torch.randn(n, dim, generator=g)
     scores = torch.arange(1, n + 1)
     bm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda", _slot_major=False)
-    sm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda")
+    sm = UvaStore(torch.int64, dim, torch.float32, nb * B, device="cuda", _slot_major=True)
     assert sm.table.values_host.shape == (B, nb, dim) and sm.table.host_run == nb and bm.table.host_run == 0
     for s in (bm, sm):
         assert int(s.put(keys.cuda(), vals.cuda(), scores.cuda())[3]) == 0  # (put takes the table's device)
