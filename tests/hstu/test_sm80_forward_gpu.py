@@ -18,35 +18,42 @@ from hstu_kernel_checks import _no_tf32, kernel_opts  # noqa: E402, F401  (the f
 
 pytestmark = pytest.mark.gpu
 
-# hstu_fwd_kernel's template arguments after T and D: BM, BN, BNS, warps, min blocks, K/V stages, SKIP.
-_DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0), 64: (128, 64, 32, 8, 2, 2, 0), 128: (128, 64, 64, 8, 2, 2, 0),
-            256: (64, 32, 32, 4, 1, 2, 0)}
+# hstu_fwd_kernel's template arguments after T and D: BM, BN, BNS, warps, min blocks, K/V stages, SKIP, PAIR.
+_DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0, 1), 64: (128, 64, 32, 8, 2, 2, 0, 1), 128: (128, 64, 64, 8, 2, 2, 0, 1),
+            256: (64, 32, 32, 4, 1, 2, 0, 1)}
 
 
 def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True):
     """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (big_smem: the
-    device holds candidate 5's 130 KB per block and is no sm86 / sm89)."""
+    device holds candidate 5's 146 KB per block and is no sm86 / sm89; then candidate 1's 105 KB at D = 256 fit)."""
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
-            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0)
+            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0, 1)
+        elif cfg == 1 and big_smem:  # D = 256: warp pairs, 64 x 64
+            t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
-            t = fa2 + (0,)
+            t = fa2 + (0, 1)
         elif cfg == 3 and D != 256:
-            t = (64, 64, 64, 4, 3, 1, 0)
+            t = (64, 64, 64, 4, 3, 1, 0, 1)
+        elif cfg == 3:  # D = 256: warp pairs, 64 x 32 (69 KB)
+            t = (64, 32, 32, 4, 2, 1, 0, 2)
         elif cfg == 4:
-            t = fa2 + (2,)
-        elif cfg == 5 and D == 256 and big_smem:
-            t = (128, 64, 64, 8, 1, 1, 0)
+            t = fa2 + (2, 1)
+        elif cfg == 5 and D == 256 and big_smem:  # warp pairs, 128 x 64 (8 warps)
+            t = (128, 64, 64, 8, 1, 1, 0, 2)
+        elif cfg == 5 and D == 64:  # 128 x 64 in 32-key sub-tiles, two stages, 3 blocks per SM
+            t = (128, 64, 32, 4, 3, 2, 0, 1)
     return ", ".join(str(x) for x in (D,) + t) + ">"
 
 
 def _big_smem():
-    """candidate 5 runs here: no sm86 / sm89, and its 130 KB per block (Q, K, V tiles and the row table) fit"""
+    """candidate 5 runs here: no sm86 / sm89, and its 146 KB per block (Q, K, V tiles, the row table and P's
+    exchange) fit"""
     major, minor = torch.cuda.get_device_capability()
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    return not (major == 8 and minor != 0) and optin >= (128 + 2 * 64) * 256 * 2 + 128 * 16
+    return not (major == 8 and minor != 0) and optin >= (128 + 2 * 64) * 256 * 2 + 128 * 16 + 128 * 64 * 2
 
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
@@ -86,8 +93,8 @@ def test_sm80_forward_candidates_gr_convention(mask, D, kernel_opts):
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, fwd_sm80_cfg=n) runs the candidate's hstu_fwd_kernel for bf16 where the head dim
-    has it, else (fp16, D = 32, 1 / 3 at D = 256, 5 below D = 256 or where 130 KB per block do not fit) the default
-    one."""
+    has it, else (fp16, D = 32, 5 at D = 128, 1 / 5 at D = 256 where their 105 / 146 KB per block do not fit)
+    the default one."""
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(13, [200, 64], 2, D, dtype, "causal", 0)

@@ -24,8 +24,8 @@ namespace hstu {
 // tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on sub-tiles that the mask cuts, each warp skips the
 // work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
 // sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
-// 16-key chunks of a sub-tile.
-template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP>
+// 16-key chunks of a sub-tile. PAIR 2: warp pairs (below, hstu_fwd_kernel), one K/V stage, no skip.
+template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP, int PAIR = 1>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -34,10 +34,14 @@ struct FwdSm80Tile {
   static constexpr int kMinBlocks = MINB;
   static constexpr int kStages = STAGES;
   static constexpr int kSkip = SKIP;
-  // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full)
+  static constexpr int kPair = PAIR;
+  // Q | K, V per stage | each query row's keys (SeqMask::row_keys: 4 ints per row, the mask of tiles not full) |
+  // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
-  static constexpr int kSmem = kSmemRowKeys + BM * 16;
+  static constexpr int kSmemP = kSmemRowKeys + BM * 16;
+  static constexpr int kSmem = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
+  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && SKIP == 0), "warp pairs: one K/V stage, no skip");
 };
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -99,9 +103,21 @@ template <int D>
 struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 2> {
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
-template <int D>
-struct FwdSm80Candidate<D, 5> : FwdSm80Tile<D, 128, 64, 64, 8, 1, 1, 0> {
-  static constexpr bool kExists = D == 256;
+template <>
+struct FwdSm80Candidate<256, 5> : FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2> {
+  static constexpr bool kExists = true;
+};
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0> {
+  static constexpr bool kExists = true;
+};
+template <>
+struct FwdSm80Candidate<256, 1> : FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2> {
+  static constexpr bool kExists = true;
+};
+template <>
+struct FwdSm80Candidate<256, 3> : FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2> {
+  static constexpr bool kExists = true;
 };
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
@@ -128,17 +144,24 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP>
+// PAIR 2 (warp pairs): the two warps of a pair share 32 query rows (MT = 2 m16 tiles each); for S = Q K^T each takes
+// half of the sub-tile's keys over all of D, for O += P V half of D's columns over all the keys, so each K / V
+// fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
+// registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
+// 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
   constexpr int NT = NWARPS * 32;
-  constexpr int MT = BM / (16 * NWARPS);  // m16 tiles per warp
-  constexpr int NTILES = BNS / 8;         // n8 tiles of S per m16 tile (one sub-tile)
-  constexpr int DTILES = D / 8;           // n8 tiles of O per m16 tile
-  static_assert(MT >= 1 && BM % (16 * NWARPS) == 0, "bad tile config");
+  constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
+  constexpr int NTILES = BNS / 8 / PAIR;         // n8 tiles of S per m16 tile (the warp's keys of one sub-tile)
+  constexpr int DTILES = D / 8 / PAIR;           // n8 tiles of O per m16 tile (the warp's columns)
+  constexpr int KSW = BNS / 16 / PAIR;           // k16 steps of P V over the warp's own keys
+  static_assert(MT >= 1 && (BM * PAIR) % (16 * NWARPS) == 0 && NWARPS % PAIR == 0, "bad tile config");
   static_assert(BN % BNS == 0, "sub-tile must divide the KV tile");
+  using Tile = FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   // sm86 / sm89 (99 KB per block): a tile over it is never launched there (launch_hstu_fwd_candidate)
-  if constexpr (FwdSm80Tile<D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP>::kSmem > 99 * 1024) {
+  if constexpr (Tile::kSmem > 99 * 1024) {
     __trap();
     return;
   }
@@ -209,7 +232,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_o[mt][i][e] = 0.f;
 
-  const int warp_row0 = warp * MT * 16;
+  const int warp_row0 = (warp / PAIR) * MT * 16;
+  const int wh = warp % PAIR;  // PAIR 2: the warp's half of the keys (S) and of the columns (O)
   const float half_alpha = 0.5f * p.alpha;
   // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges).
   int warp_kend = lk;
@@ -279,6 +303,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sQ = sQ0;
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
+        const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
         const bool full = n0 >= full_lo && n0 <= full_hi;
         // SKIP: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them).
         const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
@@ -308,10 +333,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
               ldsm_x4(a[mt], sQ + (tQ ^ L::swz(mt * 16, ks * 16)));
             }
 #pragma unroll
-            for (int np = 0; np < BNS / 16; ++np) {
+            for (int np = 0; np < BNS / 16 / PAIR; ++np) {
               if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
               uint32_t bb[4];
-              ldsm_x4(bb, sK + (tK ^ L::swz(np * 16, ks * 16)));
+              ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt) {
                 mma_16816<T>(acc_s[mt][2 * np], a[mt], bb[0], bb[1]);
@@ -337,7 +362,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
-                  const int j = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+                  const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
                   if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
                 }
           }
@@ -350,11 +375,11 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         }
         // P as the A operand of P V (bf16 / fp16 pairs), then the mask of a sub-tile that is not fully visible on
         // the pairs (half the registers of S: the 4-warp kernels sit at 255), from each row's key intervals.
-        uint32_t pk[MT][BNS / 16][4];
+        uint32_t pk[MT][KSW][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int ks = 0; ks < BNS / 16; ++ks)
+          for (int ks = 0; ks < KSW; ++ks)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
               pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
@@ -365,7 +390,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           static_assert(NTILES <= 8, "one word of mask bits per m16 tile");
           const int lm = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
           const uint32_t tr = sRowKeys0 + (warp_row0 + lm / 4) * 16;
-          const int jw = n0 + (lm % 4) * 2;
+          const int jw = kw0 + (lm % 4) * 2;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             uint32_t bits[1] = {0u};
@@ -379,12 +404,23 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
               fwd_key_interval_bits<NTILES * 8>(bits, jw, hf, tlo, thi);
             }
 #pragma unroll
-            for (int ks = 0; ks < BNS / 16; ++ks)
+            for (int ks = 0; ks < KSW; ++ks)
 #pragma unroll
               for (int q = 0; q < 4; ++q) {
                 pk[mt][ks][q] &= fwd_pair_keep(bits[0], ks, q);
               }
           }
+        }
+        // PAIR 2: P's A fragments to the partner, lane-major (16 bytes per lane: conflict-free), slot (warp, mt, ks)
+        const uint32_t sP0 = sQ0 + Tile::kSmemP;
+        if constexpr (PAIR == 2) {
+          const uint32_t sPw = sP0 + (warp * MT * KSW * 32 + static_cast<int>(opaque(static_cast<uint32_t>(lane)))) * 16;
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int ks = 0; ks < KSW; ++ks)
+              asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sPw + (mt * KSW + ks) * 512),
+                           "r"(pk[mt][ks][0]), "r"(pk[mt][ks][1]), "r"(pk[mt][ks][2]), "r"(pk[mt][ks][3]));
         }
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
@@ -397,23 +433,37 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           }
         }
 
-        // O += P V
+        // O += P V (PAIR 2: the warp's own keys, then its partner's P from shared memory; the warp's columns)
 #pragma unroll
-        for (int ks = 0; ks < BNS / 16; ++ks) {
-          if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
-          uint32_t a[MT][4];
+        for (int j = 0; j < PAIR; ++j) {
+          const int hh = wh ^ j;  // the half of the keys
+          const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
+          for (int ks = 0; ks < KSW; ++ks) {
+            if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
+            uint32_t a[MT][4];
+            if (j == 0) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) a[mt][q] = pk[mt][ks][q];
+              for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int dp = 0; dp < D / 16; ++dp) {
-            uint32_t bb[4];
-            ldsm_x4_t(bb, sV + (tV ^ L::swz(ks * 16, dp * 16)));
+                for (int q = 0; q < 4; ++q) a[mt][q] = pk[mt][ks][q];
+            } else {
+              const uint32_t sPo = sP0 + ((warp ^ 1) * MT * KSW * 32 + lane) * 16;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma_16816<T>(acc_o[mt][2 * dp], a[mt], bb[0], bb[1]);
-              mma_16816<T>(acc_o[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
+              for (int mt = 0; mt < MT; ++mt)
+                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(a[mt][0]), "=r"(a[mt][1]), "=r"(a[mt][2]), "=r"(a[mt][3])
+                             : "r"(sPo + (mt * KSW + ks) * 512));
+            }
+#pragma unroll
+            for (int dp = 0; dp < D / 16 / PAIR; ++dp) {
+              uint32_t bb[4];
+              ldsm_x4_t(bb, sVh + (tV ^ L::swz(ks * 16, dp * 16)));
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                mma_16816<T>(acc_o[mt][2 * dp], a[mt], bb[0], bb[1]);
+                mma_16816<T>(acc_o[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
+              }
             }
           }
         }
@@ -433,7 +483,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + mt * 16 + lane / 4 + half * 8;
         const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling, acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
-        const uint32_t addr = sQ + L::offset(row, dt) + (lane % 4) * 4;
+        const uint32_t addr = sQ + L::offset(row, wh * DTILES + dt) + (lane % 4) * 4;
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
       }
     }
@@ -484,7 +534,7 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem) {
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip>;
+                                C::kSkip, C::kPair>;
   int sms = 0, max_smem = 0;
   cudaError_t err = fwd_sm80_device(sms, max_smem);
   if (err != cudaSuccess) return err;
