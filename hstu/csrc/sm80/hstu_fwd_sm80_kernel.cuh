@@ -24,7 +24,9 @@ namespace hstu {
 // tile n-1 during P V, two barriers per tile, BNS == BN), SKIP: on sub-tiles that the mask cuts, each warp skips the
 // work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
 // sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
-// 16-key chunks of a sub-tile. PAIR 2: warp pairs (below, hstu_fwd_kernel), one K/V stage, no skip.
+// 16-key chunks of a sub-tile; 4 only in tiles with context rows: 2, and each warp's own fully visible sub-tiles
+// take the unmasked path (a warp of context rows on the history). PAIR 2: warp pairs (below, hstu_fwd_kernel), one
+// K/V stage.
 template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP, int PAIR = 1>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
@@ -41,7 +43,7 @@ struct FwdSm80Tile {
   static constexpr int kSmemP = kSmemRowKeys + BM * 16;
   static constexpr int kSmem = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
-  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && SKIP == 0), "warp pairs: one K/V stage, no skip");
+  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP == 4)), "warp pairs: one K/V stage");
 };
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -100,8 +102,12 @@ struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, 64, 64, 64, 4, 3, 1, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
-struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2, 1, 2> {
-  static constexpr bool kExists = D == 64 || D == 128 || D == 256;
+struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 4> {
+  static constexpr bool kExists = D == 64 || D == 128;
+};
+template <>
+struct FwdSm80Candidate<256, 4> : FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 4, 2> {
+  static constexpr bool kExists = true;
 };
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2> {
@@ -235,8 +241,9 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   const int warp_row0 = (warp / PAIR) * MT * 16;
   const int wh = warp % PAIR;  // PAIR 2: the warp's half of the keys (S) and of the columns (O)
   const float half_alpha = 0.5f * p.alpha;
-  // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges).
-  int warp_kend = lk;
+  // SKIP: keys >= warp_kend are masked for every row of this warp (the hull of its rows' key ranges); SKIP 4: the
+  // warp's own fully visible sub-tiles [wfull_lo, wfull_hi] (as full_lo / full_hi for the block's rows).
+  int warp_kend = lk, wfull_lo = 1, wfull_hi = 0;
   if constexpr (SKIP > 0) {
     const int wr0 = r0 + warp_row0, wr1 = min(wr0 + MT * 16, lk);
     warp_kend = 0;
@@ -244,6 +251,15 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
       int kb, ke;
       mk.key_range(wr0, wr1, kb, ke);
       warp_kend = min(ke, lk);
+    }
+    if (SKIP == 4) {
+      if (mk.ctx > r0) {  // a tile with context rows: the warp's own full sub-tiles
+        mk.full_tiles(wr0, wr0 + MT * 16, BNS, wfull_lo, wfull_hi);
+      } else {  // the others: the block's, and no skip
+        wfull_lo = full_lo;
+        wfull_hi = full_hi;
+        warp_kend = INT_MAX / 2;
+      }
     }
   }
 
@@ -274,6 +290,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     cp_async_commit();
 
     int stage = 0;
+    constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
     for (int nb = nb_end - 1; nb >= nb_begin; nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
@@ -304,11 +321,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
-        const bool full = n0 >= full_lo && n0 <= full_hi;
-        // SKIP: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them).
-        const int lim = SKIP > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
-        const bool work = SKIP == 0 || lim > 0;
-        if (SKIP == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
+        const bool full = SKIP == 4 ? n0 >= wfull_lo && n0 <= wfull_hi : n0 >= full_lo && n0 <= full_hi;
+        // SK: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them); work: the
+        // warp's keys of S (PAIR 2: its half) start below lim.
+        const int lim = SK > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
+        const bool work = SK == 0 || wh * (BNS / PAIR) < lim;
+        if (SK == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
         // not hoisted out of the loop (see opaque()).
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -334,7 +352,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
             }
 #pragma unroll
             for (int np = 0; np < BNS / 16 / PAIR; ++np) {
-              if (SKIP == 3 && np * 16 >= lim) continue;  // warp-uniform
+              if (SK == 3 && np * 16 >= lim) continue;  // warp-uniform
               uint32_t bb[4];
               ldsm_x4(bb, sK + wh * (BNS / PAIR) * D * 2 + (tK ^ L::swz(np * 16, ks * 16)));
 #pragma unroll
@@ -414,7 +432,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
         // PAIR 2: P's A fragments to the partner, lane-major (16 bytes per lane: conflict-free), slot (warp, mt, ks)
         const uint32_t sP0 = sQ0 + Tile::kSmemP;
         if constexpr (PAIR == 2) {
-          const uint32_t sPw = sP0 + (warp * MT * KSW * 32 + static_cast<int>(opaque(static_cast<uint32_t>(lane)))) * 16;
+          const int lp = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
+          const uint32_t sPw = sP0 + (warp * MT * KSW * 32 + lp) * 16;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -440,7 +459,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
           for (int ks = 0; ks < KSW; ++ks) {
-            if ((SKIP == 3 || (SKIP == 2 && STAGES == 1)) && ks * 16 >= lim) continue;  // warp-uniform
+            if ((SK == 3 || (SK == 2 && STAGES == 1)) && hh * (BNS / PAIR) + ks * 16 >= lim) continue;  // uniform
             uint32_t a[MT][4];
             if (j == 0) {
 #pragma unroll

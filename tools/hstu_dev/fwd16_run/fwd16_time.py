@@ -15,7 +15,8 @@ from hstu_attn import _ops
 
 SHAPES = {"B16 S4K D256": (16, 4096, 256), "B64 S1K D256": (64, 1024, 256), "B16 S8K D64": (16, 8192, 64),
           "B64 S2K D64": (64, 2048, 64), "B16 S4K D128": (16, 4096, 128), "B128 S1K D128": (128, 1024, 128),
-          "B16 S16K D128": (16, 16384, 128), "B4 S16K D256": (4, 16384, 256)}
+          "B16 S16K D128": (16, 16384, 128), "B4 S16K D256": (4, 16384, 256),
+          "B256 S256 D256": (256, 256, 256)}
 # name: (D, contexts, targets, group)
 MASKS = {"D256 causal": (256, 0, 0, 1), "D256 ctx64": (256, 64, 0, 1), "D256 tgt256 g16": (256, 0, 256, 16),
          "D64 causal": (64, 0, 0, 1), "D64 ctx64": (64, 64, 0, 1), "D128 causal": (128, 0, 0, 1),
@@ -46,7 +47,7 @@ def jagged(cfgs, reps, D=256, ctx=3):
         g = torch.Generator(device="cuda").manual_seed(2)
         q, k, v = (torch.randn(sum(lens), 4, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
         cu = torch.tensor([0] + lens, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
-        nc = torch.full((len(lens),), ctx, device="cuda", dtype=torch.int32)
+        nc = torch.tensor([min(ctx, L) for L in lens], device="cuda", dtype=torch.int32)
         ms = timed({f"cfg{c}": ours(q, k, v, cu, max(lens), c, num_contexts=nc) for c in cfgs}, reps)
         fl = sum(4.0 * 4 * D * L * L / 2 for L in lens)
         tf[name] = {n: fl / t / 1e9 for n, t in ms.items()}
@@ -106,7 +107,8 @@ def main():
     ap.add_argument("--cfgs", type=int, nargs="+", default=[0, 1, 3, 5])
     ap.add_argument("--mask-cfgs", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--no-fa2", action="store_true")
-    ap.add_argument("--shapes", nargs="+", default=["B16 S4K D256", "B64 S1K D256", "B16 S8K D64", "B64 S2K D64"])
+    ap.add_argument("--shapes", nargs="+", default=["B16 S4K D256", "B64 S1K D256", "B256 S256 D256", "B16 S8K D64",
+                                                  "B64 S2K D64"])
     ap.add_argument("--masks", nargs="*", default=["D256 causal", "D256 ctx64", "D64 causal", "D64 ctx64"])
     ap.add_argument("--jagged-cfgs", type=int, nargs="*", default=[])
     a = ap.parse_args()

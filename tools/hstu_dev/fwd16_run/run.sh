@@ -2,7 +2,9 @@
 # fwd16 (issue 39, session 15), run 1 (<= 57 s), from the root of main's tree (main 794b180 on the device):
 #   OUT=/tmp/o_fwd16 timeout 75 bash .carry/fwd16/run.sh > /tmp/o_fwd16/stdout.txt 2>&1
 # The portable forward at D = 256 by warp pairs (fwd_sm80_cfg 1: 64 x 64 tiles, 105 KB; 3: 64 x 32, 69 KB; 5: 128 x 64
-# of 8 warps, 146 KB) and at D = 64 three blocks per SM (cfg 5), against the defaults (D256 cfg 2, D64 cfg 1) and FA2.
+# of 8 warps, 146 KB) and at D = 64 three blocks per SM (cfg 5), against the defaults (D256 cfg 2, D64 cfg 1) and FA2;
+# cfg 4: the default's tile (D256: the pairs) with the per-warp skip in tiles with context rows (contexts vs causal);
+# the jagged Zipf(1.2) B32 D256 ctx3 batch against dense batches of the same tokens.
 # 1. GPU tests (branch files in .carry/fwd16/tree): test_sm80_forward_gpu.py at D = 256 / 64 (every candidate vs the
 #    fp32 reference and vs the default; the kernel each cfg runs)
 # 2. fwd16_time.py: main15's wheel cfg 0; the branch cfg 0 / 1 / 3 / 5 + FA2; contexts vs causal
@@ -12,7 +14,7 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/o_fwd16}; mkdir -p "$OUT"
 R=$PWD
 C=$R/.carry/fwd16
-LIM=${LIM:-56}
+LIM=${LIM:-54}
 left() { echo $((LIM - SECONDS)); }
 rm -rf /tmp/site_fwd16 /tmp/site_fwd16_main
 python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fwd16 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
@@ -22,17 +24,20 @@ T=$C/fwd16_time.py
 echo "== 1. GPU tests ($SECONDS s)"
 cd $C/tree
 PT="python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
-for d in "256 12" "64 7"; do
+for d in "11 256 and not long_rows" "6 64 and not long_rows and not gr_convention"; do  # (D = 256: GR cases too)
   set -- $d
-  PYTHONPATH=/tmp/site_fwd16 timeout $2 $PT tests/hstu/test_sm80_forward_gpu.py -k "$1 and not gr_convention and not \
-      long_rows" >> $OUT/tests.log 2>&1
-  echo "D $1: rc $? (124: time ran out; $SECONDS s)"
+  t=$1; shift
+  PYTHONPATH=/tmp/site_fwd16 timeout $t $PT tests/hstu/test_sm80_forward_gpu.py -k "$*" >> $OUT/tests.log 2>&1
+  echo "-k $*: rc $? (124: time ran out; $SECONDS s)"
 done
 cd $R
 echo "== 2. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd16_main timeout 8 python3 -P $T main15 --cfgs 0 --no-fa2 --reps 8 --mask-cfgs 0 > $OUT/time.log 2>&1
+MS=(--masks "D256 causal" "D256 ctx64" "D128 causal" "D128 ctx64" "D64 causal" "D64 ctx64")
+PYTHONPATH=/tmp/site_fwd16_main timeout 7 python3 -P $T main15 --cfgs 0 --no-fa2 --reps 8 --mask-cfgs 0 "${MS[@]}" \
+    --jagged-cfgs 0 > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd16 timeout 13 python3 -P $T fwd16 --cfgs 0 1 3 5 --reps 8 --mask-cfgs 0 1 >> $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_fwd16 timeout 11 python3 -P $T fwd16 --cfgs 0 1 3 4 5 --reps 8 --mask-cfgs 0 1 4 "${MS[@]}" \
+    --jagged-cfgs 0 1 2 4 >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
