@@ -202,7 +202,8 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
-FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1)
+FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1; D256: 1
+# at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
 # honours them too. Set from the public functions' arguments, never by kernel_options.
 FLAG_BITS = {
@@ -278,15 +279,21 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     D = 256 (whose dP is one pass). 13-15 bf16 and fp16.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
-    128 x 128) with K / V double-buffered at D = 64 / 128; 2 FA2's tiles with one K / V stage (D = 256: 64 x 64,
-    4 warps); 3 64 x 64 tiles of 4 warps x 16 rows, 3 blocks per SM (D = 64 / 128); 4 2 with the warp skip (a warp
-    skips the cut sub-tiles whose keys none of its rows sees); 5 D = 256 128 x 64 tiles of 8 warps (130 KB per
-    block: where it fits, not sm86 / sm89) (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh).
+    128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
+    computes S for half of the keys and O for half of D, P handed over through shared memory; 64 x 64 tiles, 105
+    KB per block: where it fits, not sm86 / sm89); 2 FA2's tiles with one K / V stage (D = 256: 64 x 64, 4 warps);
+    3 64 x 64 tiles of 4 warps x 16 rows, 3 blocks per SM (D = 64 / 128), at D = 256 warp pairs in 64 x 32 tiles;
+    4 the default's tile (D = 256: 1's) where a warp skips the cut sub-tiles whose keys none of its rows sees and
+    takes the unmasked path on its own fully visible ones, in query tiles with context rows only; 5 D = 256 warp
+    pairs in 128 x 64 tiles of 8 warps (146 KB per block: where it fits, not sm86 / sm89), D = 64 128 x 64 tiles
+    in 32-key sub-tiles, 3 blocks per SM (``FwdSm80Candidate`` in hstu/csrc/sm80/hstu_fwd_sm80_kernel.cuh).
     Those kernels (over 128 registers per thread) walk their query tiles longest first over chunks of sequences
-    (the grid order; same outputs). 0 (the default) runs candidate 2 (D = 64: 1) for bf16 calls whose mean query
-    rows per sequence (``q.shape[0] / batch``) reach ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles
-    at B256 S512 D128, 1.19x at B128 S1K, 1.31x at S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K),
-    else the old tiles; 6 (``FWD_SM80_CFG_OLD``) the old tiles whatever the shape, for comparisons.
+    (the grid order; same outputs). 0 (the default) runs for bf16 at D = 256 candidate 1 (the warp pairs) at every
+    row count where it fits (on an H200: 1.13x candidate 2 at B16 S4K, 1.21x FA2; 1.10x the old tiles at B256 S256),
+    else candidate 2 (D = 64: 1) for bf16 calls whose mean query rows per sequence (``q.shape[0] / batch``) reach
+    ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles at B256 S512 D128, 1.19x at B128 S1K, 1.31x at
+    S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``)
+    the old tiles whatever the shape, for comparisons.
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a

@@ -23,15 +23,16 @@ _DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0, 1), 64: (128, 64, 32, 8, 2, 2, 0, 1), 
             256: (64, 32, 32, 4, 1, 2, 0, 1)}
 
 
-def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True):
+def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True, pairs=True):
     """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (big_smem: the
-    device holds candidate 5's 146 KB per block and is no sm86 / sm89; then candidate 1's 105 KB at D = 256 fit)."""
+    device holds candidate 5's 146 KB per block and is no sm86 / sm89; pairs: the same for the 105 KB of 1 and 4 at
+    D = 256)."""
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
         if cfg == 1 and D != 256:  # (D = 64: FA2's 128 x 128 tile in 64-key sub-tiles)
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2, 0, 1)
-        elif cfg == 1 and big_smem:  # D = 256: warp pairs, 64 x 64
+        elif cfg == 1 and pairs:  # D = 256: warp pairs, 64 x 64
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
@@ -41,7 +42,7 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True):
             t = (64, 32, 32, 4, 2, 1, 0, 2)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 4, 1)
-        elif cfg == 4 and big_smem:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
+        elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
             t = (64, 64, 64, 4, 2, 1, 4, 2)
         elif cfg == 5 and D == 256 and big_smem:  # warp pairs, 128 x 64 (8 warps)
             t = (128, 64, 64, 8, 1, 1, 0, 2)
@@ -56,6 +57,14 @@ def _big_smem():
     major, minor = torch.cuda.get_device_capability()
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     return not (major == 8 and minor != 0) and optin >= (128 + 2 * 64) * 256 * 2 + 128 * 16 + 128 * 64 * 2
+
+
+def _pairs_fit():
+    """D = 256's warp pairs in 64 x 64 tiles (candidate 1, the bf16 default there) run here: no sm86 / sm89, and their
+    105 KB per block fit"""
+    major, minor = torch.cuda.get_device_capability()
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    return not (major == 8 and minor != 0) and optin >= (64 + 2 * 64) * 256 * 2 + 64 * 16 + 64 * 64 * 2
 
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
@@ -106,16 +115,18 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
             names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype, _big_smem())}(hstu::HstuParams)"
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cfg, dtype, _big_smem(), _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
     """The default (fwd_sm80_cfg=0) runs candidate 2 (D = 64: 1) for bf16 once the mean query rows per sequence
-    reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16;
+    reach FWD_SM80_LONG_ROWS (bitwise that candidate's output), the old tiles just below it and for fp16; at D = 256
+    candidate 1 (the warp pairs) for bf16 at both row counts where its 105 KB fit (elsewhere the rule above);
     fwd_sm80_cfg=6 runs the old tiles whatever the shape (bitwise the old default's output)."""
-    cand = 1 if D == 64 else 2
+    pairs = D == 256 and _pairs_fit()
+    cand = 1 if D == 64 or pairs else 2
     long_rows = _ops.FWD_SM80_LONG_ROWS
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
@@ -130,12 +141,14 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                     torch.cuda.synchronize()
                 names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, cand if is_long else 0, dtype)}(hstu::HstuParams)"
+            runs_cand = dtype == torch.bfloat16 and (is_long or pairs)
+            tile = fwd_tile(D, cand if runs_cand else 0, dtype, pairs=pairs)
+            want = f"hstu_fwd_kernel<{ctype}, {tile}(hstu::HstuParams)"
             assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (dtype, lens, names[0], want)
             old = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
             assert len(names[6]) == 1 and next(iter(names[6])).endswith(old), (dtype, lens, names[6], old)
-            same = cand if is_long and dtype == torch.bfloat16 else _ops.FWD_SM80_CFG_OLD
+            same = cand if runs_cand else _ops.FWD_SM80_CFG_OLD
             assert torch.equal(outs[0], outs[same]), (dtype, lens)
-            if is_long and dtype == torch.bfloat16:  # the error rule on the default's candidate
+            if runs_cand:  # the error rule on the default's candidate
                 kernel_opts(sm90=False)
                 kg.check_case(case, 0.5, backward=False)

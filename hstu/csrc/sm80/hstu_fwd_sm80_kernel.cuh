@@ -60,24 +60,30 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 // bytes per MMA, and has the registers (255 at 2 blocks of 4 warps per SM) to keep fragments in flight.
 //   1: D = 64 / 128: 4 warps x 32 rows, K/V double-buffered (one barrier per KV tile), 64-key sub-tiles; D = 128
 //      128 x 64 tiles (98 KB: 2 blocks per SM on Hopper, 1 on the A100 and sm86 / sm89; 64-key sub-tiles once
-//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64);
+//      they stopped spilling), D = 64 FA2's 128 x 128 (80 KB; the bf16 default at D = 64); D = 256: warp pairs
+//      (PAIR 2, hstu_fwd_kernel), 64 x 64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
 //      registers; 48 KB at D = 128): half the causal diagonal's masked work of a 128-row tile, twice the blocks;
-//   4: 2 with the warp skip over whole sub-tiles (a warp whose rows see none of a cut sub-tile's keys skips its
-//      Q K^T, SiLU and P V: the diagonal's upper half, the non-context rows of a tile with contexts);
-//   5: D = 256: 128 x 64 tiles of 8 warps x 16 rows, one K/V stage (130 KB, one block per SM: A100, Hopper; FA2's
-//      A100 tile): half the K / V bytes per MMA that candidate 2 streams from L2.
-// (Earlier forms of 3-5: 2 / the default's tiles / 1 with the warp skip, measured no faster.) All but 5
-// fit 99 KB; 5 runs where the device's opt-in shared memory holds it and not on sm86 / sm89 (their code of it traps;
-// elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at
-// D = 128 (16 B, opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
+//      D = 256: warp pairs, 64 x 32 tiles (69 KB: 2 blocks per SM on the A100 too, fits sm86 / sm89);
+//   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 4, the warp skip in tiles with context rows;
+//   5: D = 256: warp pairs, 128 x 64 tiles of 8 warps, one K/V stage (146 KB, one block per SM: A100, Hopper): half
+//      the K / V bytes from L2; D = 64: 128 x 64 tiles in 32-key sub-tiles, two K/V stages, 3 blocks per SM (12 warps).
+// (Earlier forms: 3-5 at D <= 128 2 / the default's tiles / 1 with the warp skip, 4 2 with the warp skip everywhere,
+// 5 at D = 256 8 warps x 16 rows, measured no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the
+// device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps; elsewhere the default
+// runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (16 B,
+// opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
-// The default (fwd_sm80_cfg=0) runs kFwdSm80DefaultCfg for bf16 when the mean query rows per sequence (total_q /
-// batch, host values) reach this, else the old tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
+// The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
+// where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
+// candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
+// Zipf(1.2) B32 batch with 3 contexts 0.112 / 0.133. Elsewhere (and where they do not fit) it runs kFwdSm80DefaultCfg
+// for bf16 when the mean query rows per sequence (total_q / batch, host values) reach kFwdSm80LongRows, else the old
+// tiles (FwdSm80Config: fp16 always). Measured on an H200 (forward ms
 // with the longest-first grid order; issue 39; docs/hstu_kernel_notes.md): candidate 2 at B128 S1K D128 0.473
 // against the old tiles' 0.564 (before the row-table mask: 0.63x), B256 S512 0.297 / 0.337, B16 S4K 0.734 / 0.966,
 // S16K 11.04 / 13.81, D256 S4K 1.728 / 1.909; at D = 64 S8K candidate 1 1.614, 2 1.699, the old tiles 2.161. Below
@@ -85,6 +91,7 @@ constexpr int kFwdSm80CfgOld = 6;
 constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
 constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
+constexpr int kFwdSm80PairCfg = 1;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -525,23 +532,43 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
 }
 
-// The current device's SM count and per-block opt-in shared memory (cached per device).
-inline cudaError_t fwd_sm80_device(int& sms, int& max_smem) {
-  static int cache[64][2] = {};
+// The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
+// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps), cached per device.
+inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
+  static int cache[64][3] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
   if (cache[dev][0] == 0) {
-    int n = 0, m = 0;
+    int n = 0, m = 0, major = 0, minor = 0;
     err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) return err;
     cache[dev][1] = m;
+    cache[dev][2] = major == 8 && minor != 0;
     cache[dev][0] = n > 0 ? n : 1;
   }
   sms = cache[dev][0];
   max_smem = cache[dev][1];
+  narrow = cache[dev][2] != 0;
+  return cudaSuccess;
+}
+
+// Whether tile C runs on the current device: its shared memory within the opt-in limit, and over 99 KB not on
+// sm86 / sm89 (their code of it traps, hstu_fwd_kernel).
+template <typename C>
+cudaError_t fwd_sm80_fits(bool& fits) {
+  fits = true;
+  if constexpr (C::kSmem > 99 * 1024) {
+    int sms = 0, max_smem = 0;
+    bool narrow = false;
+    cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+    if (err != cudaSuccess) return err;
+    fits = C::kSmem <= max_smem && !narrow;
+  }
   return cudaSuccess;
 }
 
@@ -555,7 +582,8 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                 C::kSkip, C::kPair>;
   int sms = 0, max_smem = 0;
-  cudaError_t err = fwd_sm80_device(sms, max_smem);
+  bool narrow = false;
+  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
   if (C::kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
@@ -581,17 +609,10 @@ template <typename T, int D, int CFG>
 cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) {
   using C = FwdSm80Candidate<D, CFG>;
   if constexpr (C::kExists && std::is_same<T, __nv_bfloat16>::value) {
-    if constexpr (C::kSmem <= 99 * 1024) {
-      return launch_hstu_fwd<T, D, C>(p, stream);
-    } else {  // (over sm86 / sm89's 99 KB: their code of it traps, hstu_fwd_kernel)
-      int sms = 0, max_smem = 0, major = 0, minor = 0, dev = 0;
-      cudaError_t err = fwd_sm80_device(sms, max_smem);
-      if (err == cudaSuccess) err = cudaGetDevice(&dev);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-      if (err != cudaSuccess) return err;
-      if (C::kSmem <= max_smem && !(major == 8 && minor != 0)) return launch_hstu_fwd<T, D, C>(p, stream);
-    }
+    bool fits = false;
+    const cudaError_t err = fwd_sm80_fits<C>(fits);
+    if (err != cudaSuccess) return err;
+    if (fits) return launch_hstu_fwd<T, D, C>(p, stream);
   }
   return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
 }
@@ -600,9 +621,17 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
-  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value && FwdSm80Candidate<D, 2>::kExists &&
-      p.total_q >= kFwdSm80LongRows * p.batch)
-    return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
+    if constexpr (D == 256) {  // the warp pairs at every row count where they fit
+      using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
+      bool fits = false;
+      const cudaError_t err = fwd_sm80_fits<Pairs>(fits);
+      if (err != cudaSuccess) return err;
+      if (fits) return launch_hstu_fwd<T, D, Pairs>(p, stream);
+    }
+    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
+      return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+  }
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
