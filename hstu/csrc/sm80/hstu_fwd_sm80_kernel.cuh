@@ -112,26 +112,21 @@ template <int D>
 struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 4> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
-template <>
-struct FwdSm80Candidate<256, 4> : FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 4, 2> {
+// (the candidates of one head dim only)
+template <typename Tile>
+struct FwdSm80Only : Tile {
   static constexpr bool kExists = true;
 };
 template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2> {
-  static constexpr bool kExists = true;
-};
+struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0> {
-  static constexpr bool kExists = true;
-};
+struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2>> {};
 template <>
-struct FwdSm80Candidate<256, 1> : FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2> {
-  static constexpr bool kExists = true;
-};
+struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 4, 2>> {};
 template <>
-struct FwdSm80Candidate<256, 3> : FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2> {
-  static constexpr bool kExists = true;
-};
+struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2>> {};
+template <>
+struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0>> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -622,7 +617,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
-    if constexpr (D == 256) {  // the warp pairs at every row count where they fit
+    if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<Pairs>(fits);

@@ -6,12 +6,19 @@ markdown tables (ms and TFLOP/s in the FA convention, 4 H D L^2 B / 2) and `fwd1
 
 Usage: fwd16_time.py LABEL [--reps 10] [--cfgs 0 1 3 5] [--mask-cfgs 0 1] [--no-fa2] [--shapes ...]"""
 import argparse
+import os
+import sys
 
 import torch
-import torch.nn.functional as F
 
-import hstu_attn
-from hstu_attn import _ops
+# inputs(), ours(), fa2(), timed() of session 12's script (next to this folder in the tree; the run scripts run from
+# the tree's root, where this file may be a copy)
+for _d in (os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fwd80s_run"),
+           os.path.join(os.getcwd(), "tools", "hstu_dev", "fwd80s_run")):
+    if os.path.exists(os.path.join(_d, "fwd80s_time.py")):
+        sys.path.insert(0, _d)
+        break
+from fwd80s_time import fa2, inputs, ours, timed  # noqa: E402
 
 SHAPES = {"B16 S4K D256": (16, 4096, 256), "B64 S1K D256": (64, 1024, 256), "B16 S8K D64": (16, 8192, 64),
           "B64 S2K D64": (64, 2048, 64), "B16 S4K D128": (16, 4096, 128), "B128 S1K D128": (128, 1024, 128),
@@ -21,11 +28,11 @@ SHAPES = {"B16 S4K D256": (16, 4096, 256), "B64 S1K D256": (64, 1024, 256), "B16
 MASKS = {"D256 causal": (256, 0, 0, 1), "D256 ctx64": (256, 64, 0, 1), "D256 tgt256 g16": (256, 0, 256, 16),
          "D64 causal": (64, 0, 0, 1), "D64 ctx64": (64, 64, 0, 1), "D128 causal": (128, 0, 0, 1),
          "D128 ctx64": (128, 64, 0, 1)}
-# benchmarks/hstu_attention.py's jagged row (issue 6 / 39): Zipf(1.2) lengths B32 max 4K, D = 256, 3 contexts, against
-# dense batches of the same tokens (32 equal lengths; the stricter: few sequences of about the jagged max length)
 EXISTS = {1: (64, 128, 256), 2: (64, 128, 256), 3: (64, 128, 256), 4: (64, 128, 256), 5: (64, 256)}
 
 
+# benchmarks/hstu_attention.py's jagged row (issue 6 / 39): Zipf(1.2) lengths B32 max 4K, D = 256, 3 contexts, against
+# dense batches of the same tokens (32 equal lengths; the stricter: few sequences of about the jagged max length)
 def zipf_lengths(batch, max_len, seed=0, exponent=1.2):
     gen = torch.Generator().manual_seed(seed)
     weights = torch.arange(1, max_len + 1, dtype=torch.float64).pow(-exponent)
@@ -39,7 +46,8 @@ def jagged(cfgs, reps, D=256, ctx=3):
     b_long = max(1, round(tok / max(jag)))
     cases = [("zipf1.2 B32", jag), (f"dense B32 S{round(tok / 32)}", [round(tok / 32)] * 32),
              (f"dense B{b_long} S{round(tok / b_long)}", [round(tok / b_long)] * b_long)]
-    print(f"\n### jagged (Zipf(1.2) B32 max 4K, {tok} tokens) vs dense same tokens, D{D} ctx{ctx} causal H4, ms (TFLOP/s)")
+    print(f"\n### jagged (Zipf(1.2) B32 max 4K, {tok} tokens) vs dense same tokens, D{D} ctx{ctx} causal H4, ms "
+          "(TFLOP/s)")
     print("| case | " + " | ".join(f"cfg {c}" for c in cfgs) + " |")
     print("|---|" + "---:|" * len(cfgs))
     tf = {}
@@ -59,45 +67,39 @@ def jagged(cfgs, reps, D=256, ctx=3):
             f"{100 * tf[cases[0][0]][f'cfg{c}'] / tf[name][f'cfg{c}']:.0f} %" for c in cfgs) + " |")
 
 
-def inputs(B, S, D, H=4, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v = (torch.randn(B * S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-    cu = torch.arange(0, (B + 1) * S, S, device="cuda", dtype=torch.int32)
-    return q, k, v, cu
+def shape_times(name, cfgs, reps, with_fa2):
+    """{variant: ms} of one dense causal shape (the cfgs that exist at its head dim, FA2), its FA-convention flops"""
+    B, S, D = SHAPES[name]
+    q, k, v, cu = inputs(B, S, D)
+    run = {f"cfg{c}": ours(q, k, v, cu, S, c) for c in cfgs if c in (0, 6) or D in EXISTS.get(c, ())}
+    run.update({"FA2": fa2(q, k, v, B, S)} if with_fa2 else {})
+    ms = timed(run, reps)
+    del q, k, v, run
+    torch.cuda.empty_cache()
+    return ms, 4.0 * 4 * D * S * S * B / 2
 
 
-def ours(q, k, v, cu, S, cfg, **kw):
-    def call():
-        with torch.no_grad(), _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
-            return hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, S, S, window_size=(-1, 0),
-                                                   alpha=q.shape[-1] ** -0.5, **kw)
-    return call
-
-
-def fa2(q, k, v, B, S):
-    H, D = q.shape[1], q.shape[2]
-    q4, k4, v4 = (t.view(B, S, H, D).transpose(1, 2) for t in (q, k, v))
-
-    def call():
-        with torch.no_grad(), torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-            return F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)
-    return call
-
-
-def timed(calls, reps, warm=2):
-    for fn in calls.values():
-        for _ in range(warm):
-            fn()
-    ev = {n: [] for n in calls}
-    for _ in range(reps):
-        for n, fn in calls.items():
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            ev[n].append((a, b))
-    torch.cuda.synchronize()
-    return {n: sorted(a.elapsed_time(b) for a, b in lst)[len(lst) // 2] for n, lst in ev.items()}
+def masks(names, cfgs, reps, label):
+    """contexts / targets against plain causal (B16 S4K H4), per head dim one set of inputs"""
+    print("\n### masks, B16 S4K H4 (contexts per sequence, targets, group), ms; vs causal of the same cfg and D")
+    print("| mask | " + " | ".join(f"cfg {c}" for c in cfgs) + " |")
+    print("|---|" + "---:|" * len(cfgs))
+    for D in dict.fromkeys(MASKS[n][0] for n in names):
+        q, k, v, cu = inputs(16, 4096, D, seed=1)
+        causal = None
+        for name in [n for n in names if MASKS[n][0] == D]:
+            ctx, tgt, grp = MASKS[name][1:]
+            full = lambda x: torch.full((16,), x, device="cuda", dtype=torch.int32) if x else None  # noqa: E731
+            run = {f"cfg{c}": ours(q, k, v, cu, 4096, c, num_contexts=full(ctx), num_targets=full(tgt),
+                                   target_group_size=grp) for c in cfgs if c in (0, 6) or D in EXISTS.get(c, ())}
+            ms = timed(run, reps)
+            causal = ms if ctx == tgt == 0 else causal
+            print(f"| {name} | " + " | ".join(
+                f"{ms[n]:.4f} ({ms[n] / causal[n]:.3f}x)" if n in ms and causal else "="
+                for n in (f"cfg{c}" for c in cfgs)) + " |")
+            for n, t in ms.items():
+                print(f"fwd16 {label} | mask {name} | {n} | {t:.4f}", flush=True)
+        del q, k, v
 
 
 def main():
@@ -117,50 +119,20 @@ def main():
     print("| shape | " + " | ".join(f"cfg {c}" for c in a.cfgs) + " | FA2 | cfg 0 vs FA2 | best vs FA2 |")
     print("|---|" + "---:|" * (len(a.cfgs) + 3))
     for name in a.shapes:
-        B, S, D = SHAPES[name]
-        q, k, v, cu = inputs(B, S, D)
-        calls = {f"cfg{c}": ours(q, k, v, cu, S, c) for c in a.cfgs if c in (0, 6) or D in EXISTS.get(c, ())}
-        if not a.no_fa2:
-            calls["FA2"] = fa2(q, k, v, B, S)
-        ms = timed(calls, a.reps)
-        fl = 4.0 * 4 * D * S * S * B / 2
-        cell = lambda n: f"{ms[n]:.3f} ({fl / ms[n] / 1e9:.0f})" if n in ms else "="  # noqa: E731
+        ms, fl = shape_times(name, a.cfgs, a.reps, not a.no_fa2)
         ours_ms = {n: t for n, t in ms.items() if n != "FA2"}
         best = min(ours_ms, key=ours_ms.get)
-        r0 = f"{ms['FA2'] / ms['cfg0']:.3f}x" if "FA2" in ms and "cfg0" in ms else ""
-        rb = f"{ms['FA2'] / ms[best]:.3f}x ({best})" if "FA2" in ms else best
-        print(f"| {name} | " + " | ".join(cell(f"cfg{c}") for c in a.cfgs) + f" | {cell('FA2')} | {r0} | {rb} |",
-              flush=True)
+        vs = [f"{ms['FA2'] / ms[n]:.3f}x" + tag if "FA2" in ms and n in ms else ""
+              for n, tag in (("cfg0", ""), (best, f" ({best})"))]
+        cells = [f"{ms[n]:.3f} ({fl / ms[n] / 1e9:.0f})" if n in ms else "=" for n in
+                 [f"cfg{c}" for c in a.cfgs] + ["FA2"]]
+        print(f"| {name} | " + " | ".join(cells + vs) + " |", flush=True)
         for n, t in ms.items():
             print(f"fwd16 {a.label} | {name} | {n} | {t:.4f}", flush=True)
-        del q, k, v
-        torch.cuda.empty_cache()
     if a.jagged_cfgs:
         jagged(a.jagged_cfgs, a.reps)
-    if not a.masks:
-        return
-    print("\n### masks, B16 S4K H4 (contexts per sequence, targets, group), ms; vs causal of the same cfg and D")
-    print("| mask | " + " | ".join(f"cfg {c}" for c in a.mask_cfgs) + " |")
-    print("|---|" + "---:|" * len(a.mask_cfgs))
-    base, cache = {}, {}
-    for name in a.masks:
-        D, ctx, tgt, grp = MASKS[name]
-        if D not in cache:
-            cache.clear()
-            cache[D] = inputs(16, 4096, D, seed=1)
-        q, k, v, cu = cache[D]
-        i32 = dict(device="cuda", dtype=torch.int32)
-        kw = dict(num_contexts=torch.full((16,), ctx, **i32) if ctx else None,
-                  num_targets=torch.full((16,), tgt, **i32) if tgt else None, target_group_size=grp)
-        ms = timed({f"cfg{c}": ours(q, k, v, cu, 4096, c, **kw) for c in a.mask_cfgs
-                    if c in (0, 6) or D in EXISTS.get(c, ())}, a.reps)
-        if ctx == 0 and tgt == 0:
-            base[D] = ms
-        cells = [f"{ms[f'cfg{c}']:.4f} ({ms[f'cfg{c}'] / base[D][f'cfg{c}']:.3f}x)" if f"cfg{c}" in ms and D in base
-                 else "=" for c in a.mask_cfgs]
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
-        for n, t in ms.items():
-            print(f"fwd16 {a.label} | mask {name} | {n} | {t:.4f}", flush=True)
+    if a.masks:
+        masks(a.masks, a.mask_cfgs, a.reps, a.label)
 
 
 if __name__ == "__main__":

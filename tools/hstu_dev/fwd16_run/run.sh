@@ -9,21 +9,10 @@
 #    fp32 reference and vs the default; the kernel each cfg runs)
 # 2. fwd16_time.py: main15's wheel cfg 0; the branch cfg 0 / 1 / 3 / 5 + FA2; contexts vs causal
 # 3. ncu (one launch each): D256 cfg 2 (default) and 1 (pairs), D64 cfg 1 (default), FA2 D256
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_fwd16}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/fwd16
-LIM=${LIM:-54}
-left() { echo $((LIM - SECONDS)); }
-rm -rf /tmp/site_fwd16 /tmp/site_fwd16_main
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fwd16 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fwd16_main $R/.carry/main15/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
-T=$C/fwd16_time.py
+source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, the wheels, GPU, T, PT)
+left() { echo $((54 - SECONDS)); }
 echo "== 1. GPU tests ($SECONDS s)"
 cd $C/tree
-PT="python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
 for d in "11 256 and not long_rows" "6 64 and not long_rows and not gr_convention"; do  # (D = 256: GR cases too)
   set -- $d
   t=$1; shift
@@ -42,7 +31,8 @@ echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ "$(left)" -gt 8 ]; then
-  PYTHONPATH=/tmp/site_fwd16 timeout $(( $(left) - 3 )) $NCU --clock-control none -k "regex:hstu_fwd_kernel|flash_fwd" -c 4 \
+  PYTHONPATH=/tmp/site_fwd16 timeout $(( $(left) - 3 )) $NCU --clock-control none -c 4 \
+      -k "regex:hstu_fwd_kernel|flash_fwd" \
       --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section InstructionStats --section Occupancy -o $OUT/prof16 -f \
       python3 -P $C/prof16.py 256:2 256:1 64:0 --fa2 256 > $OUT/ncu.log 2>&1
@@ -53,9 +43,7 @@ if [ "$(left)" -gt 8 ]; then
 fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -8 | cut -c1-300
-grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
+digest_tests
 echo "#### time (ms (TFLOP/s); main15 = main 794b180's wheel)"
 grep -E "^###|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
 echo "#### ncu (kernels in order: D256 cfg 2, D256 cfg 1 (pairs), D64 cfg 1, FA2 D256)"

@@ -8,19 +8,9 @@
 #    (test_kernels_gpu.py sm80_and_sm90, GR convention); then the D = 64 / 128 candidates not run in run 1
 # 2. fwd16_time.py: main15's wheel cfg 0 against the branch's cfg 0 (the new default) / 2 (the old one at D = 256)
 #    + FA2 on issue 39's shapes and D = 256 at 1K / 256 rows; the jagged Zipf batch; contexts
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_fwd16}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/fwd16
-rm -rf /tmp/site_fwd16 /tmp/site_fwd16_main
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fwd16 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fwd16_main $R/.carry/main15/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
-T=$C/fwd16_time.py
+source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, the wheels, GPU, T, PT)
 echo "== 1. GPU tests ($SECONDS s)"
 cd $C/tree
-PT="python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
 PYTHONPATH=/tmp/site_fwd16 timeout 15 $PT tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_kernels_gpu.py -k \
     "long_rows or (256 and (runs_its_kernel or sm80_and_sm90 or gr_convention_both))" > $OUT/tests.log 2>&1
 echo "rc $? (124: time ran out; $SECONDS s)"
@@ -40,8 +30,6 @@ PYTHONPATH=/tmp/site_fwd16 timeout 10 python3 -P $T fwd16 --cfgs 0 2 --reps 8 --
 echo "rc $? ($SECONDS s)"
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
-grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -10 | cut -c1-300
-grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
+digest_tests
 echo "#### time (ms (TFLOP/s); main15 = main 794b180's wheel; branch cfg 0 = the new default, 2 = the old at D256)"
 grep -E "^###|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
