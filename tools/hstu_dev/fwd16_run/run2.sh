@@ -10,14 +10,9 @@
 #    + FA2 on issue 39's shapes and D = 256 at 1K / 256 rows; the jagged Zipf batch; contexts
 source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, the wheels, GPU, T, PT)
 echo "== 1. GPU tests ($SECONDS s)"
-cd $C/tree
-PYTHONPATH=/tmp/site_fwd16 timeout 15 $PT tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_kernels_gpu.py -k \
-    "long_rows or (256 and (runs_its_kernel or sm80_and_sm90 or gr_convention_both))" > $OUT/tests.log 2>&1
-echo "rc $? (124: time ran out; $SECONDS s)"
-PYTHONPATH=/tmp/site_fwd16 timeout 9 $PT tests/hstu/test_sm80_forward_gpu.py -k \
-    "test_sm80_forward_candidates and (128 or 64) and not gr_convention" >> $OUT/tests.log 2>&1
-echo "rc $? (124: time ran out; $SECONDS s)"
-cd $R
+run_tests 15 "long_rows or (256 and (runs_its_kernel or sm80_and_sm90 or gr_convention_both))" \
+    tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_kernels_gpu.py
+run_tests 9 "test_sm80_forward_candidates and (128 or 64) and not gr_convention" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
 SH=(--shapes "B16 S4K D256" "B64 S1K D256" "B256 S256 D256" "B16 S8K D64" "B16 S4K D128" "B16 S16K D128"
     "B128 S1K D128")

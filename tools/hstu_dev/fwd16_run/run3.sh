@@ -7,11 +7,8 @@
 # 2. fwd16_time.py: main15's default against the final one + FA2 on issue 39's five shapes
 source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, the wheels, GPU, T, PT)
 echo "== 1. GPU tests ($SECONDS s)"
-cd $C/tree
-PYTHONPATH=/tmp/site_fwd16 timeout 18 $PT tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_kernels_gpu.py -k \
-    "long_rows or test_sm80_forward_candidate_runs_its_kernel or (256 and sm80_and_sm90)" > $OUT/tests.log 2>&1
-echo "rc $? (124: time ran out; $SECONDS s)"
-cd $R
+run_tests 18 "long_rows or test_sm80_forward_candidate_runs_its_kernel or (256 and sm80_and_sm90)" \
+    tests/hstu/test_sm80_forward_gpu.py tests/hstu/test_kernels_gpu.py
 echo "== 2. time ($SECONDS s)"
 SH=(--shapes "B16 S4K D128" "B16 S16K D128" "B128 S1K D128" "B16 S4K D256" "B16 S8K D64")
 PYTHONPATH=/tmp/site_fwd16_main timeout 6 python3 -P $T main15 --cfgs 0 --no-fa2 --reps 8 "${SH[@]}" --masks \

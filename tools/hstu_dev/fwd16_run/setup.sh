@@ -19,3 +19,10 @@ digest_tests() {
   grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -10 | cut -c1-300
   grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
 }
+# run_tests TIMEOUT EXPR FILE...: the branch's test files (the carry's tree) under pytest -k EXPR, into tests.log
+run_tests() {
+  local t=$1 k=$2
+  shift 2
+  (cd $C/tree && PYTHONPATH=/tmp/site_fwd16 timeout $t $PT "$@" -k "$k" >> $OUT/tests.log 2>&1)
+  echo "rc $? (124: time ran out; $SECONDS s)"
+}
