@@ -821,8 +821,9 @@ constexpr int kBwdSm80OldCfg = 8;
 // default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
 // for comparisons (D = 128's default kernel now has dP in one pass, the S and dQ k-loops unrolled and the phases in
-// FA2's order dV, dQ, dK: kBwdPdsDefaultBody); 13 at D = 128 (opt-in): that body in the fixed phase order; 15 at
-// D = 256 (opt-in): that body at D = 256 (whose dP is one pass already). bf16 and fp16.
+// the fixed order: kBwdPdsDefaultBody); 13 at D = 128: that body in FA2's phase order dV, dQ, dK (comparisons); 15
+// at D = 256 (opt-in): the FA2-order body at D = 256 (whose dP is one pass already); 10 at D = 128
+// (kBwdPdsLoopFreeCfg, opt-in): the default body with fewer rolled k-loops (kPdsLoopFree). bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -884,11 +885,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       return cudaErrorNotSupported;
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
-    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one.
+    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. 10 at D = 128
+    // (bf16 and fp16): kPdsLoopFree.
     case 9:
     case 10:
     case 11:
     case 12:
+      if constexpr (D == 128) {  // (bf16 and fp16)
+        if (cfg == kBwdPdsLoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
+      }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
@@ -901,9 +906,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
       if constexpr (D == 128) {
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
-        if (cfg == kBwdPdsDqFirstCfg) {
-          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolledFixed>(p, stream);
-        }
+        if (cfg == kBwdPdsDqFirstCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
         return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
       if constexpr (D == 256) {  // (one dP pass already at D = 256)

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 
 namespace hstu {
 
@@ -82,13 +83,18 @@ constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
 // (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
 constexpr int kPdsPlain = 5;
-// kernel_options(bwd_sm80_cfg=13) at D = 128 (opt-in; at D = 256 13 is dQ-first warps, the default there): the
-// default body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ). On an H200 (two runs) it was
-// 1.4-2.2 % faster than the default's FA2 order; its GPU tests are still to run.
+// The same body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ; every warp): D = 128's
+// default body (1.4-2.2 % faster than FA2's order on an H200); kernel_options(bwd_sm80_cfg=13) at D = 128 runs the
+// FA2-order body for comparisons (at D = 256 13 is dQ-first warps, the default there).
 constexpr int kPdsDpOnePassUnrolledFixed = 6;
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (opt-in until measured; at D = 64 10 is FA2's tile): the fixed-order
+// body without rolled k-loops: dP and dK / dV unrolled too, every ldmatrix address a base register plus an
+// immediate (FA2's loop-free tile pair).
+constexpr int kBwdPdsLoopFreeCfg = 10;
+constexpr int kPdsLoopFree = 7;
 // The body of the default kernels of D.
 template <int D>
-constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolled : 0;
+constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolledFixed : 0;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -218,7 +224,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
   // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
   // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
-  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsDpOnePassUnrolledFixed;
+  // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled and the dP k-loop by
+  // kDpUnroll: fully unrolled it spilled 20 B in sm_90a code and 16-20 B in sm_80 code; the dV / dK k-loop of both
+  // operands unrolled spilled 20 B (sm_90a); by 4 the one-stage kernels spilled 4 B (sm_80, sm_90a).
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree;
+  constexpr int kDpUnroll = STAGES == 1 ? 2 : 4;
+  constexpr bool kFixedOrder = PIPE == kPdsDpOnePassUnrolledFixed || kLoopFree;
+  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
@@ -399,12 +411,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
-        // full: the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
-        // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency).
+        // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
+        // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
         auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe, auto full) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
-          constexpr int kUnroll = decltype(full)::value ? D / 16 : kUnrollS;
+          constexpr int kFull = decltype(full)::value;
+          constexpr int kUnroll = kFull > 1 ? kFull : kFull == 1 ? D / 16 : kUnrollS;
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -564,7 +577,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
-               std::integral_constant<bool, kOverlapDp>());
+               std::integral_constant<int, kLoopFree ? kDpUnroll : kOverlapDp>());
           if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
@@ -615,7 +628,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
-          plain_k_loop<T, BM / 16, 1>(
+          plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(
               kParts == 1 ? acc_dv : acc_dk,
               [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
               [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
@@ -750,8 +763,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_kv(std::integral_constant<int, 1>());
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
+        } else if constexpr (kLoopFree) {
+          phase_kv(std::integral_constant<int, 1>());
+          phase_kv(std::integral_constant<int, 2>());
+          phase_dq();
         } else {
-          const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
+          const bool dq_first = !kFixedOrder && warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
           if (dq_first) {
             phase_dq();
             phase_kv(kBoth);
@@ -845,8 +862,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if (kSmem > max_smem) return cudaErrorNotSupported;
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
-    static_assert(C::kBlockN >= 64, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
-    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > 65535) return cudaErrorInvalidConfiguration;
+    static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
+    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
