@@ -27,6 +27,14 @@ for i, h in enumerate(hdr):
         if "stalled" in h and all(_v in ("", "0", "0.00") for _v in vals):
             continue
         print(f"| {h} | " + " | ".join(v[:24] for v in vals) + " |")
+        if pairs and re.search(r"smsp__inst_executed\.sum$", h):
+            per = []
+            for v in vals:
+                try:
+                    per.append(f"{float(v.replace(',', '')) / pairs / 8:.0f}")
+                except ValueError:
+                    per.append("?")
+            print("| instructions per warp and pair | " + " | ".join(per) + " |")
 # opcode mix: sass__inst_executed_per_opcode instance values "OP: n; OP: n" (format varies by version)
 for i, h in enumerate(hdr):
     if "per_opcode" in h:

@@ -49,5 +49,5 @@ echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests_time "bwd16: cfg 0 the default (D128: the one-pass unrolled body, fixed order); 10: the loop-free candidate; 13: main's D128 body (FA2 order)"
 echo "#### ncu (cfg 0 / 10 / 13 in launch order)"; tail -2 $OUT/ncu.log 2>/dev/null | cut -c1-200
-grep -E "inst_executed.sum |issue_active.avg.pct_of_peak_sustained_active|pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch)|gpu__time" $OUT/ncu_digest.md 2>/dev/null | cut -c1-200
+grep -E "inst_executed.sum |per warp and pair |issue_active.avg.pct_of_peak_sustained_active|pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch)|gpu__time" $OUT/ncu_digest.md 2>/dev/null | cut -c1-200
 grep -E "per warp and pair|per HMMA" $OUT/ncu_digest.md 2>/dev/null | cut -c1-400
