@@ -267,8 +267,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
     where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256,
     and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (at D = 128, bf16 and fp16, opt-in until
-    measured: D = 128's default body with the dV and dK k-loops unrolled and the dP k-loop by 4; else the
-    default); 11 D = 128's 4-warp
+    measured: D = 128's default body with the dV and dK k-loops unrolled, the dP k-loop by 4 and the dQ
+    atomics unpredicated; else the default); 11 D = 128's 4-warp
     tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too. 13 / 14 (bf16 and fp16): the
     default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
     the two warps of a scheduler run different phases (13; D = 256's default: 2.4 % faster on an H200), / with

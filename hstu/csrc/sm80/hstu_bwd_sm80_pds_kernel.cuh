@@ -88,8 +88,8 @@ constexpr int kPdsPlain = 5;
 // FA2-order body for comparisons (at D = 256 13 is dQ-first warps, the default there).
 constexpr int kPdsDpOnePassUnrolledFixed = 6;
 // kernel_options(bwd_sm80_cfg=10) at D = 128 (opt-in until measured; at D = 64 10 is FA2's tile): the fixed-order
-// body without rolled k-loops: dP and dK / dV unrolled too, every ldmatrix address a base register plus an
-// immediate (FA2's loop-free tile pair).
+// body with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses base
+// registers plus immediates), the dP k-loop by 4, the dQ atomics without predicates (FA2's shape).
 constexpr int kBwdPdsLoopFreeCfg = 10;
 constexpr int kPdsLoopFree = 7;
 // The body of the default kernels of D.
@@ -204,6 +204,16 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
+// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate).
+__device__ __forceinline__ void red_add_f2(float* addr, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+#else
+  asm volatile("red.global.add.f32 [%0], %1;\n red.global.add.f32 [%0+4], %2;\n" ::"l"(addr), "f"(x), "f"(y)
+               : "memory");
+#endif
+}
+
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
 // tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
 // (the context gap, CTX). add.rn: not contracted or folded away.
@@ -224,8 +234,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
   // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
   // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
-  // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled and the dP k-loop by
-  // kDpUnroll: fully unrolled it spilled 20 B in sm_90a code and 16-20 B in sm_80 code; the dV / dK k-loop of both
+  // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled, the dP k-loop by kDpUnroll
+  // and unpredicated dQ atomics (phase_dq). kDpUnroll: fully unrolled it spilled 20 B in sm_90a code and 16-20 B in sm_80 code; the dV / dK k-loop of both
   // operands unrolled spilled 20 B (sm_90a); by 4 the one-stage kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kLoopFree = PIPE == kPdsLoopFree;
   constexpr int kDpUnroll = STAGES == 1 ? 2 : 4;
@@ -746,8 +756,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               for (int hf = 0; hf < 2; ++hf) {
                 const int i = m0 + q_m + mt * 16 + lane / 4 + hf * 8;
                 const int col = q_d + piece * QPW + dt * 8 + (lane % 4) * 2;
-                atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
-                              acc_q[mt][dt][2 * hf + 1], i < si.lq);
+                if constexpr (kLoopFree) {
+                  // Rows past lq hold dQ = 0 (their Q / dO rows were zero-filled): added to the last row instead of
+                  // skipped, so the adds need no predicate (ptxas branches around each predicated red). sm_90a:
+                  // the row's address formed once, the columns immediates (in sm_80 code that spilled 12 B).
+                  float* rp = dq_acc + (int64_t)min(i, si.lq - 1) * dq_row_stride + q_d + (lane % 4) * 2;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                  asm("mov.b64 %0, %0;\n" : "+l"(rp));
+#endif
+                  red_add_f2(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
+                } else {
+                  atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
+                                acc_q[mt][dt][2 * hf + 1], i < si.lq);
+                }
               }
         }
       };
