@@ -235,8 +235,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
   // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
   // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled, the dP k-loop by kDpUnroll
-  // and unpredicated dQ atomics (phase_dq). kDpUnroll: fully unrolled it spilled 20 B in sm_90a code and 16-20 B in sm_80 code; the dV / dK k-loop of both
-  // operands unrolled spilled 20 B (sm_90a); by 4 the one-stage kernels spilled 4 B (sm_80, sm_90a).
+  // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
+  // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
+  // kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kLoopFree = PIPE == kPdsLoopFree;
   constexpr int kDpUnroll = STAGES == 1 ? 2 : 4;
   constexpr bool kFixedOrder = PIPE == kPdsDpOnePassUnrolledFixed || kLoopFree;
