@@ -2,7 +2,7 @@
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
 k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
 11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 is the
-default body with the dV / dK k-loops unrolled and dP's by 4 (<..., 7>, bf16 and fp16). Each meets the error rule
+default body with the dP k-loop by 4 (<..., 7>, bf16 and fp16). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
 default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
@@ -172,11 +172,11 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
     dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256). At D = 128 the default kernel has
-    dP in one pass, the S and dQ k-loops unrolled and the phases in the fixed order; 13 runs that body in FA2's
-    order dV, dQ, dK, 10 with the dV and dK k-loops unrolled and dP's by 4, 14 the plain body that was the default
-    (two dP halves), 15 that with dP in one pass (each dP element the same k-loop: the same dS); 15 at D = 256 the
-    FA2-order body of D = 128 (the same sums in the same order; 10 at D = 256 runs the default). Each meets the
-    error rule
+    dP in one pass, its k-loops unrolled (dP's fully on Hopper), unpredicated dQ atomics and the phases in the fixed
+    order; 10 runs that body with the dP k-loop by 4, 13 the one-pass body with the S / dQ k-loops unrolled in FA2's
+    order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each dP element the same
+    k-loop: the same dS); 15 at D = 256 the FA2-order body of D = 128 (the same sums in the same order; 10 at D =
+    256 runs the default). Each meets the error rule
     against the fp32 reference (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16
     and fp16; with contexts the default runs the context kernel's plain body), and dK,
     dV and per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic

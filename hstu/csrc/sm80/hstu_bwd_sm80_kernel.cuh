@@ -820,10 +820,11 @@ constexpr int kBwdSm80OldCfg = 8;
 // kBwdPdsFixedOrderCfg) at D = 256: the default kernel with half of the warps running dQ before dK / dV (D = 256's
 // default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
-// for comparisons (D = 128's default kernel now has dP in one pass, the S and dQ k-loops unrolled and the phases in
-// the fixed order: kBwdPdsDefaultBody); 13 at D = 128: that body in FA2's phase order dV, dQ, dK (comparisons); 15
-// at D = 256 (opt-in): the FA2-order body at D = 256 (whose dP is one pass already); 10 at D = 128
-// (kBwdPdsLoopFreeCfg, opt-in): the default body with fewer rolled k-loops (kPdsLoopFree). bf16 and fp16.
+// for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled and the phases in the
+// fixed order: kBwdPdsDefaultBody, kPdsLoopFreeDp); 13 at D = 128: the one-pass body with the S / dQ k-loops
+// unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that body at
+// D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLoopFreeCfg): kPdsLoopFree (the default body with
+// the dP k-loop by 4, one store address per P / dS element). bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");

@@ -83,18 +83,22 @@ constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
 // (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
 constexpr int kPdsPlain = 5;
-// The same body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ; every warp): D = 128's
-// default body (1.4-2.2 % faster than FA2's order on an H200); kernel_options(bwd_sm80_cfg=13) at D = 128 runs the
-// FA2-order body for comparisons (at D = 256 13 is dQ-first warps, the default there).
+// The same body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ; every warp; 1.4-2.2 % faster
+// than FA2's order on an H200); kernel_options(bwd_sm80_cfg=13) at D = 128 runs the FA2-order body for comparisons
+// (at D = 256 13 is dQ-first warps, the default there).
 constexpr int kPdsDpOnePassUnrolledFixed = 6;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (opt-in until measured; at D = 64 10 is FA2's tile): the fixed-order
-// body with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses base
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): the fixed-order body with
+// fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses base
 // registers plus immediates), the dP k-loop by 4, the dQ atomics without predicates (FA2's shape).
 constexpr int kBwdPdsLoopFreeCfg = 10;
 constexpr int kPdsLoopFree = 7;
+// kPdsLoopFree with the P / dS store addresses as four base registers plus immediates (12 registers fewer live
+// across the dP GEMM): its dP k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled).
+// D = 128's default body (calls without contexts).
+constexpr int kPdsLoopFreeDp = 8;
 // The body of the default kernels of D.
 template <int D>
-constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolledFixed : 0;
+constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsLoopFreeDp : 0;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -238,8 +242,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree;
-  constexpr int kDpUnroll = STAGES == 1 ? 2 : 4;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp;
+  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
+#else
+  constexpr int kDpUnroll = kStoreXadd ? 1 : STAGES == 2 ? 4 : 2;  // (1: fully)
+#endif
   constexpr bool kFixedOrder = PIPE == kPdsDpOnePassUnrolledFixed || kLoopFree;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
@@ -516,6 +525,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr bool kFmaFactor = true;
 #endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
+        // Element (mt, nt, hf)'s P / dS address in the tile: kStoreXadd as (tP ^ lo) + hi (LP::xadd: four distinct
+        // lo, the rows immediates; tP has no bits in rows 8 / 16), else tP ^ swz (one register per store).
+        auto p_off = [&](const int mt, const int nt, const int hf) {
+          return kStoreXadd ? LP::xadd(tP, mt * 16 + hf * 8, nt * 8) : tP ^ LP::swz(mt * 16 + hf * 8, nt * 8);
+        };
         auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
@@ -535,7 +549,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           return pack2<T>(pv[0], pv[1]);
         };
         auto store_p = [&](const int mt, const int nt, const int hf, const uint32_t pk) {
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))), "r"(pk));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + p_off(mt, nt, hf)), "r"(pk));
         };
 
         // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
@@ -623,7 +637,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           });
         }
         for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + p_off(mt, nt, hf)),
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
