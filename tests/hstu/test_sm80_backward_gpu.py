@@ -2,7 +2,8 @@
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
 k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
 11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 is the
-default body with the dP k-loop by 4 (<..., 7>, bf16 and fp16). Each meets the error rule
+default body with the dP k-loop by 4 (<..., 7>), 12 the default body in FA2's phase order (<..., 9>) (bf16 and
+fp16). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
 default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
@@ -28,8 +29,8 @@ CANDIDATES = (9, 10, 11, 12)
 # the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
 _TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
           (128, 10): (7, 8, 64, 128), (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128),
-          (128, 12): (2, 8, 64, 128), (256, 12): (2, 8, 64, 64)}
-_BOTH_DTYPES = {(128, 10)}
+          (128, 12): (9, 8, 64, 128), (256, 12): (2, 8, 64, 64)}
+_BOTH_DTYPES = {(128, 10), (128, 12)}
 
 
 def _fits(smem):
@@ -97,7 +98,7 @@ def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, determini
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
-    shared memory fits the GPU (fp16 too for 10 at D = 128); fp16 otherwise, and the head dims without the
+    shared memory fits the GPU (fp16 too for 10 / 12 at D = 128); fp16 otherwise, and the head dims without the
     candidate, run the default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
@@ -173,7 +174,7 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
     dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256). At D = 128 the default kernel has
     dP in one pass, its k-loops unrolled (dP's fully on Hopper), unpredicated dQ atomics and the phases in the fixed
-    order; 10 runs that body with the dP k-loop by 4, 13 the one-pass body with the S / dQ k-loops unrolled in FA2's
+    order; 10 runs that body with the dP k-loop by 4, 12 in FA2's order dV, dQ, dK, 13 the one-pass body with the S / dQ k-loops unrolled in FA2's
     order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each dP element the same
     k-loop: the same dS); 15 at D = 256 the FA2-order body of D = 128 (the same sums in the same order; 10 at D =
     256 runs the default). Each meets the error rule
@@ -188,7 +189,7 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
         q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
         dout = torch.randn_like(q)
         grads = {}
-        cfgs = (0, 10, 13, 14, 15)
+        cfgs = (0, 10, 12, 13, 14, 15)
         for cfg in cfgs:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5, deterministic=deterministic)

@@ -824,7 +824,8 @@ constexpr int kBwdSm80OldCfg = 8;
 // fixed order: kBwdPdsDefaultBody, kPdsLoopFreeDp); 13 at D = 128: the one-pass body with the S / dQ k-loops
 // unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that body at
 // D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLoopFreeCfg): kPdsLoopFree (the default body with
-// the dP k-loop by 4, one store address per P / dS element). bf16 and fp16.
+// the dP k-loop by 4, one store address per P / dS element); 12 at D = 128 (kBwdPdsLoopFreeFa2Cfg): the default
+// body in FA2's phase order. bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -886,14 +887,15 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       return cudaErrorNotSupported;
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
-    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. 10 at D = 128
-    // (bf16 and fp16): kPdsLoopFree.
+    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
+    // (bf16 and fp16) 10 is kPdsLoopFree, 12 kPdsLoopFreeFa2.
     case 9:
     case 10:
     case 11:
     case 12:
       if constexpr (D == 128) {  // (bf16 and fp16)
         if (cfg == kBwdPdsLoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
+        if (cfg == kBwdPdsLoopFreeFa2Cfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFa2>(p, stream);
       }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);

@@ -96,6 +96,10 @@ constexpr int kPdsLoopFree = 7;
 // across the dP GEMM): its dP k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled).
 // D = 128's default body (calls without contexts).
 constexpr int kPdsLoopFreeDp = 8;
+// kernel_options(bwd_sm80_cfg=12) at D = 128 (opt-in until measured; elsewhere 12 is a pipelined candidate):
+// kPdsLoopFreeDp in FlashAttention-2's phase order dV, dQ, dK (two stages; the dQ atomics drain under the dK MMAs).
+constexpr int kBwdPdsLoopFreeFa2Cfg = 12;
+constexpr int kPdsLoopFreeFa2 = 9;
 // The body of the default kernels of D.
 template <int D>
 constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsLoopFreeDp : 0;
@@ -242,8 +246,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp;
-  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeFa2;
+  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeFa2;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
 #else
@@ -252,7 +256,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kFixedOrder = PIPE == kPdsDpOnePassUnrolledFixed || kLoopFree;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
-  constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
+  constexpr bool kFa2Order = (PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsLoopFreeFa2) && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
   constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
