@@ -100,9 +100,10 @@ constexpr int kPdsLoopFreeDp = 8;
 // kPdsLoopFreeDp in FlashAttention-2's phase order dV, dQ, dK (two stages; the dQ atomics drain under the dK MMAs).
 constexpr int kBwdPdsLoopFreeFa2Cfg = 12;
 constexpr int kPdsLoopFreeFa2 = 9;
-// The body of the default kernels of D.
-template <int D>
-constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsLoopFreeDp : 0;
+// The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
+// keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
+template <int D, int NWARPS>
+constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFreeDp : kPdsDpOnePassUnrolled;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -872,7 +873,7 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D>, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
