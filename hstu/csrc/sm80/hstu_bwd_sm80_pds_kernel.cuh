@@ -76,17 +76,13 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 // (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
-// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): the body of
-// D = 128's default kernel for calls without contexts (hstu_bwd_pds_kernel; calls with contexts run the plain body,
-// hstu_bwd_pds_ctx_kernel); at D = 256 (one dP pass already) cfg 15 runs it.
+// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): D = 128's
+// default body before kPdsLoopFreeDp, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
+// 4-warp D = 128 tile's kernels; at D = 256 (one dP pass already) cfg 15 runs it.
 constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
 // (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
 constexpr int kPdsPlain = 5;
-// The same body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ; every warp; 1.4-2.2 % faster
-// than FA2's order on an H200); kernel_options(bwd_sm80_cfg=13) at D = 128 runs the FA2-order body for comparisons
-// (at D = 256 13 is dQ-first warps, the default there).
-constexpr int kPdsDpOnePassUnrolledFixed = 6;
 // kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): the fixed-order body with
 // fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses base
 // registers plus immediates), the dP k-loop by 4, the dQ atomics without predicates (FA2's shape).
@@ -241,8 +237,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
   // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
-  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
-  // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
+  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order.
   // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled, the dP k-loop by kDpUnroll
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
@@ -254,7 +249,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #else
   constexpr int kDpUnroll = kStoreXadd ? 1 : STAGES == 2 ? 4 : 2;  // (1: fully)
 #endif
-  constexpr bool kFixedOrder = PIPE == kPdsDpOnePassUnrolledFixed || kLoopFree;
+  constexpr bool kFixedOrder = kLoopFree;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = (PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsLoopFreeFa2) && STAGES == 2;
