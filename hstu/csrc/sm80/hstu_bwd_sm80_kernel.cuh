@@ -901,7 +901,9 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if (cfg == 12 && D != 128) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+        if constexpr (D != 128) {  // (12 at D = 128: kPdsLoopFreeFa2 above)
+          if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+        }
       }
       return cudaErrorNotSupported;
     case kBwdPdsDqFirstCfg:     // (D = 256: the default kernel reads 13 and 14)
