@@ -2,8 +2,8 @@
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
 k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
 11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 is the
-default body with the dP k-loop by 4 (<..., 7>), 12 the default body in FA2's phase order (<..., 9>) (bf16 and
-fp16). Each meets the error rule
+default body with the dP k-loop fully unrolled on Hopper (<..., 8>), 12 the default body with the P / dS stores
+addresses as bases plus immediates (<..., 9>) (bf16 and fp16). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
 default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
@@ -28,7 +28,7 @@ CANDIDATES = (9, 10, 11, 12)
 # (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
 # the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
 _TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
-          (128, 10): (7, 8, 64, 128), (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128),
+          (128, 10): (8, 8, 64, 128), (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128),
           (128, 12): (9, 8, 64, 128), (256, 12): (2, 8, 64, 64)}
 _BOTH_DTYPES = {(128, 10), (128, 12)}
 
@@ -173,8 +173,9 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first); kernel_options(bwd_sm80_cfg=13) runs it with half of the warps doing dQ before
     dK / dV (D = 256's default), 14 with every warp in the fixed order (D = 256). At D = 128 the default kernel has
-    dP in one pass, its k-loops unrolled (dP's fully on Hopper), unpredicated dQ atomics and the phases in the fixed
-    order; 10 runs that body with the dP k-loop by 4, 12 in FA2's order dV, dQ, dK, 13 the one-pass body with the S / dQ k-loops unrolled in FA2's
+    dP in one pass, its k-loops unrolled (dP's by 4), unpredicated dQ atomics and the phases in the fixed order; 10
+    runs that body with four P / dS store addresses and the dP k-loop fully unrolled (on Hopper), 12 with those
+    store addresses, 13 the one-pass body with the S / dQ k-loops unrolled in FA2's
     order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each dP element the same
     k-loop: the same dS); 15 at D = 256 the FA2-order body of D = 128 (the same sums in the same order; 10 at D =
     256 runs the default). Each meets the error rule

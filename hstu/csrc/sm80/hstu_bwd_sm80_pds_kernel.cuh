@@ -83,23 +83,25 @@ constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
 // (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
 constexpr int kPdsPlain = 5;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): the fixed-order body with
-// fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses base
-// registers plus immediates), the dP k-loop by 4, the dQ atomics without predicates (FA2's shape).
-constexpr int kBwdPdsLoopFreeCfg = 10;
+// D = 128's default body (8 warps, calls without contexts): the one-pass body in the fixed phase order (dV, dK, then
+// dQ; every warp) with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses
+// base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
+// H200 3-5.5 % faster than the FA2-order body (two runs).
 constexpr int kPdsLoopFree = 7;
-// kPdsLoopFree with the P / dS store addresses as four base registers plus immediates (12 registers fewer live
-// across the dP GEMM): its dP k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled).
-// D = 128's default body (calls without contexts).
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the P / dS
+// store addresses as four base registers plus immediates (12 registers fewer live across the dP GEMM) and its dP
+// k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled): 10 % fewer instructions, but
+// 0.8-1.1 % slower on an H200 (the dP loads bunch up: mio_throttle, short_scoreboard).
+constexpr int kBwdPdsLoopFreeDpCfg = 10;
 constexpr int kPdsLoopFreeDp = 8;
 // kernel_options(bwd_sm80_cfg=12) at D = 128 (opt-in until measured; elsewhere 12 is a pipelined candidate):
-// kPdsLoopFreeDp in FlashAttention-2's phase order dV, dQ, dK (two stages; the dQ atomics drain under the dK MMAs).
-constexpr int kBwdPdsLoopFreeFa2Cfg = 12;
-constexpr int kPdsLoopFreeFa2 = 9;
+// kPdsLoopFree with kPdsLoopFreeDp's store addresses, the dP k-loop by 4.
+constexpr int kBwdPdsLoopFreeStoresCfg = 12;
+constexpr int kPdsLoopFreeStores = 9;
 // The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
 // keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFreeDp : kPdsDpOnePassUnrolled;
+constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFree : kPdsDpOnePassUnrolled;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -242,17 +244,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeFa2;
-  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeFa2;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
+  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
 #else
-  constexpr int kDpUnroll = kStoreXadd ? 1 : STAGES == 2 ? 4 : 2;  // (1: fully)
+  constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
 #endif
   constexpr bool kFixedOrder = kLoopFree;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
-  constexpr bool kFa2Order = (PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsLoopFreeFa2) && STAGES == 2;
+  constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
   constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
   // Phase 1 warp tile: SM queries x SN keys.
