@@ -55,3 +55,31 @@ ncu_profile() {
   $ncu --import $OUT/$tag.ncu-rep --page raw --csv --print-metric-instances details \
       --metrics sass__inst_executed_per_opcode > $OUT/ncu_opcodes.csv 2>> $OUT/ncu.log
 }
+# bwd16: the GPU test files; time_vs_main SECS MAIN_SECS CFG...: time80.py for the branch's cfgs + FA2, then $MAIN's
+# wheel (cfg 0), the causal D = 128 shapes, into $OUT/time.log; ncu_summary: the digest's ncu lines.
+TF=tests/hstu/test_sm80_backward_gpu.py
+TK=tests/hstu/test_kernels_gpu.py
+time_vs_main() {
+  local secs=$1 msecs=$2
+  shift 2
+  local sh=(--only "B16 S4K D128" S16K S1K)
+  PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P $T80 $NAME --cfgs "$@" --fa2 --reps 5 "${sh[@]}" > $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  PYTHONPATH=/tmp/site_${NAME}_main timeout $msecs python3 -P $T80 $MAIN --cfgs 0 --reps 5 "${sh[@]}" >> $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+}
+ncu_summary() {
+  tail -2 $OUT/ncu.log 2>/dev/null | cut -c1-200
+  grep -E "inst_executed.sum |per warp and pair |issue_active.avg.pct_of_peak_sustained_active|pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch)|gpu__time" $OUT/ncu_digest.md 2>/dev/null | cut -c1-200
+}
+# default_path_tests SECS [NODE...]: bwd16's GPU tests of the sm80-class default path (+ NODE...): grid / phase order
+# (the cfgs bitwise), which kernel runs, the context kernel, the key-block limit, sm80 vs the reference and the FA2
+# layout vs the old default (second-round candidates and the reference at D = 128 only).
+default_path_tests() {
+  local secs=$1
+  shift
+  gpu_tests $secs $TF::test_sm80_backward_grid_and_phase_order $TF::test_sm80_backward_second_round_runs_its_kernel \
+      "$@" $TK::test_sm80_and_sm90_kernels_agree_with_reference $TF::test_sm80_backward_refuses_too_many_key_blocks \
+      $TF::test_sm80_backward_context_kernel $TK::test_sm80_backward_fa2_layout_matches_the_old_default \
+      -k "not second_round[64 and not second_round[256 and not reference[64 and not reference[256"
+}

@@ -13,26 +13,19 @@
 #    S4K / S16K, B128 S1K D128)
 # 3. ncu (B16 S4K D128, one launch each of cfg 0 / 10 / 13): instructions per warp and tile pair, stalls, pipes
 NAME=bwd16 MAIN=main15 LIM=57
-source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, left, the wheels, GPU, T80, gpu_tests, ncu_profile)
+source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, left, wheels, GPU, T80, TF, TK, functions)
 echo "== 1. GPU tests ($SECONDS s)"
-F=tests/hstu/test_sm80_backward_gpu.py
-K=tests/hstu/test_kernels_gpu.py
-gpu_tests 20 $F::test_sm80_backward_grid_and_phase_order $F::test_sm80_backward_refuses_too_many_key_blocks \
-    $F::test_sm80_backward_second_round_runs_its_kernel $F::test_sm80_backward_context_kernel \
-    $F::test_sm80_backward_second_round -k "not second_round[64 and not second_round[256" \
-    $K::test_sm80_backward_fa2_layout_matches_the_old_default $K::test_sm80_backward_with_long_contexts \
-    $K::test_sm80_backward_candidate_runs_its_kernel
+gpu_tests 20 $TF::test_sm80_backward_grid_and_phase_order $TF::test_sm80_backward_refuses_too_many_key_blocks \
+    $TF::test_sm80_backward_second_round_runs_its_kernel $TF::test_sm80_backward_context_kernel \
+    $TF::test_sm80_backward_second_round -k "not second_round[64 and not second_round[256" \
+    $TK::test_sm80_backward_fa2_layout_matches_the_old_default $TK::test_sm80_backward_with_long_contexts \
+    $TK::test_sm80_backward_candidate_runs_its_kernel
 echo "== 2. time80 ($SECONDS s)"
-SH=(--only "B16 S4K D128" S16K S1K)
-PYTHONPATH=/tmp/site_bwd16 timeout 11 python3 -P $T80 bwd16 --cfgs 0 10 13 --fa2 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_bwd16_main timeout 8 python3 -P $T80 main15 --cfgs 0 --reps 5 "${SH[@]}" >> $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
+time_vs_main 11 8 0 10 13
 echo "== 3. ncu ($SECONDS s)"
 ncu_profile prof16 hstu_bwd_pds 3 $C/prof16.py --cfgs 0 10 13
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests_time "bwd16: cfg 0 the default (D128: the one-pass unrolled body, fixed order); 10: the loop-free candidate; 13: main's D128 body (FA2 order)"
-echo "#### ncu (cfg 0 / 10 / 13 in launch order)"; tail -2 $OUT/ncu.log 2>/dev/null | cut -c1-200
-grep -E "inst_executed.sum |per warp and pair |issue_active.avg.pct_of_peak_sustained_active|pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch)|gpu__time" $OUT/ncu_digest.md 2>/dev/null | cut -c1-200
-grep -E "^[^|].*per HMMA" $OUT/ncu_digest.md 2>/dev/null | cut -c1-400
+echo "#### ncu (cfg 0 / 10 / 13 in launch order)"
+ncu_summary
