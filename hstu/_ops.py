@@ -269,7 +269,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (at D = 128, bf16 and fp16: the default
     body with its dP k-loop fully unrolled on Hopper, for comparisons; else the default); 11 D = 128's 4-warp
     tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too (at D = 128, bf16 and fp16,
-    opt-in until measured: the default body with fewer P / dS store addresses). 13 / 14 (bf16 and fp16): the
+    for comparisons: the default body with fewer P / dS store addresses, 1-2 % slower on an H200). 13 / 14 (bf16 and fp16): the
     default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
     the two warps of a scheduler run different phases (13; D = 256's default: 2.4 % faster on an H200), / with
     every warp in the fixed order (14 at D = 256). D = 128's default kernel computes dP = dO V^T in one pass over

@@ -825,7 +825,7 @@ constexpr int kBwdSm80OldCfg = 8;
 // k-loops unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that
 // body at D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLoopFreeDpCfg): the default body with four
 // P / dS store addresses and the dP k-loop fully unrolled (comparisons); 12 at D = 128 (kBwdPdsLoopFreeStoresCfg,
-// opt-in): the default body with those store addresses. bf16 and fp16.
+// comparisons): the default body with those store addresses. bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");

@@ -86,7 +86,7 @@ constexpr int kPdsPlain = 5;
 // D = 128's default body (8 warps, calls without contexts): the one-pass body in the fixed phase order (dV, dK, then
 // dQ; every warp) with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
-// H200 3-5.5 % faster than the FA2-order body (two runs).
+// H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
 // kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the P / dS
 // store addresses as four base registers plus immediates (12 registers fewer live across the dP GEMM) and its dP
@@ -94,8 +94,8 @@ constexpr int kPdsLoopFree = 7;
 // 0.8-1.1 % slower on an H200 (the dP loads bunch up: mio_throttle, short_scoreboard).
 constexpr int kBwdPdsLoopFreeDpCfg = 10;
 constexpr int kPdsLoopFreeDp = 8;
-// kernel_options(bwd_sm80_cfg=12) at D = 128 (opt-in until measured; elsewhere 12 is a pipelined candidate):
-// kPdsLoopFree with kPdsLoopFreeDp's store addresses, the dP k-loop by 4.
+// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree
+// with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
 constexpr int kBwdPdsLoopFreeStoresCfg = 12;
 constexpr int kPdsLoopFreeStores = 9;
 // The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
