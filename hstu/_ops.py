@@ -267,14 +267,16 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
     where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256,
-    and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (the default elsewhere); 11 D = 128's 4-warp
-    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too. 13 / 14 (bf16 and fp16): the
+    and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (at D = 128, bf16 and fp16: the default
+    body with its dP k-loop fully unrolled on Hopper, for comparisons; else the default); 11 D = 128's 4-warp
+    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too (at D = 128, bf16 and fp16,
+    for comparisons: the default body with fewer P / dS store addresses, 1-2 % slower on an H200). 13 / 14 (bf16 and fp16): the
     default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
     the two warps of a scheduler run different phases (13; D = 256's default: 2.4 % faster on an H200), / with
     every warp in the fixed order (14 at D = 256). D = 128's default kernel computes dP = dO V^T in one pass over
-    the warp's keys, unrolls the S and dQ k-loops and runs dV, dQ, dK in FlashAttention-2's order (calls with
-    contexts: the plain body); 13 at D = 128 (opt-in until its GPU tests run): that body in the fixed phase order
-    (dK / dV, then dQ); 14 at D = 128: the plain body that was the default (two dP halves, rolled loops), for
+    the warp's keys, unrolls its k-loops (dP's by 4), adds dQ without predicates and runs the phases in the fixed
+    order (dV, dK, then dQ; calls with contexts: the plain body); 13 at D = 128: the one-pass body with
+    the S and dQ k-loops unrolled in FlashAttention-2's order (dV, dQ, dK; the default before), for comparisons; 14 at D = 128: the plain body that was the default (two dP halves, rolled loops), for
     comparisons; 15 at D = 128: the plain body with dP in one pass; 15 at D = 256: D = 128's default body at
     D = 256 (whose dP is one pass). 13-15 bf16 and fp16.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim

@@ -205,13 +205,16 @@ def test_sm80_backward_key_block_limit_matches_the_tiles():
     sit in gridDim.y, at most 65535) assumes the narrowest key block of FA2's layout: every BwdPdsConfig's kBlockN
     is at least kBwdSm80MinBlockN and one is that wide (a narrower tile would need a lower bound). The refusal
     itself runs on the GPU (test_sm80_backward_gpu.py test_sm80_backward_refuses_too_many_key_blocks)."""
-    plan = open(PLAN).read()
-    assert int(re.search(r"kBwdSm80MaxKeyBlocks = (\d+);", plan).group(1)) == 65535
-    min_bn = int(re.search(r"kBwdSm80MinBlockN = (\d+);", plan).group(1))
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_limits.h")) as f:
+        limits = f.read()
+    assert int(re.search(r"kBwdSm80MaxKeyBlocks = (\d+);", limits).group(1)) == 65535
+    min_bn = int(re.search(r"kBwdSm80MinBlockN = (\d+);", limits).group(1))
+    assert "kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN" in open(PLAN).read()
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_bwd_sm80_pds_kernel.cuh")) as f:
         pds = f.read()
     tiles = [int(n) for n in re.findall(r"struct BwdPdsConfig<\d+, \d+> \{[^}]*kBlockN = (\d+)", pds)]
     assert len(tiles) >= 4 and min(tiles) == min_bn
-    assert re.search(r"static_assert\(C::kBlockN >= %d," % min_bn, pds)
+    assert "static_assert(C::kBlockN >= kBwdSm80MinBlockN," in pds
+    assert "/ C::kBlockN > kBwdSm80MaxKeyBlocks)" in pds and "> 65535" not in pds
     with open(os.path.join(ROOT, "hstu", "csrc", "ops", "hstu_ops.cc")) as f:
         assert "p.max_seqlen_k <= kBwdSm80MaxSeqlenK" in f.read()

@@ -7,6 +7,7 @@
 
 #include "hstu/csrc/common/hstu_launch.h"
 #include "hstu/csrc/common/hstu_params.h"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
 
 namespace hstu {
@@ -199,13 +200,9 @@ inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOpti
   return plan;
 }
 
-// The sm80-class backward of FlashAttention-2's warp layout (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh) puts a
-// sequence's key blocks in gridDim.y (at most 65535), so a call takes at most 65535 blocks of its smallest kBlockN,
-// 64 keys (the D = 256 and 4-warp D = 128 tiles; launch_hstu_bwd_pds asserts every tile is at least that wide and
-// refuses a grid over the limit): 4,194,240 keys. The op refuses a larger max_seqlen_k with a message before any
-// launch, at every head dim (one rule).
-constexpr int64_t kBwdSm80MaxKeyBlocks = 65535;
-constexpr int64_t kBwdSm80MinBlockN = 64;
+// The sm80-class backward of FlashAttention-2's warp layout takes at most kBwdSm80MaxKeyBlocks key blocks of
+// kBwdSm80MinBlockN keys or more (hstu/csrc/sm80/hstu_bwd_sm80_limits.h): 4,194,240 keys. The op refuses a larger
+// max_seqlen_k with a message before any launch, at every head dim (one rule).
 constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 
 struct BwdPlan {

@@ -820,9 +820,12 @@ constexpr int kBwdSm80OldCfg = 8;
 // kBwdPdsFixedOrderCfg) at D = 256: the default kernel with half of the warps running dQ before dK / dV (D = 256's
 // default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
-// for comparisons (D = 128's default kernel now has dP in one pass, the S and dQ k-loops unrolled and the phases in
-// FA2's order dV, dQ, dK: kBwdPdsDefaultBody); 13 at D = 128 (opt-in): that body in the fixed phase order; 15 at
-// D = 256 (opt-in): that body at D = 256 (whose dP is one pass already). bf16 and fp16.
+// for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
+// phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ
+// k-loops unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that
+// body at D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLoopFreeDpCfg): the default body with four
+// P / dS store addresses and the dP k-loop fully unrolled (comparisons); 12 at D = 128 (kBwdPdsLoopFreeStoresCfg,
+// comparisons): the default body with those store addresses. bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -884,16 +887,25 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       return cudaErrorNotSupported;
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
-    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one.
+    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
+    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores.
     case 9:
     case 10:
     case 11:
     case 12:
+      if constexpr (D == 128) {  // (bf16 and fp16)
+        if (cfg == kBwdPdsLoopFreeDpCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDp>(p, stream);
+        if (cfg == kBwdPdsLoopFreeStoresCfg) {
+          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeStores>(p, stream);
+        }
+      }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+        if constexpr (D != 128) {  // (12 at D = 128: kPdsLoopFreeStores above)
+          if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+        }
       }
       return cudaErrorNotSupported;
     case kBwdPdsDqFirstCfg:     // (D = 256: the default kernel reads 13 and 14)
@@ -901,9 +913,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     case kBwdPdsDpOnePassCfg:   // (bf16 and fp16)
       if constexpr (D == 128) {
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePass>(p, stream);
-        if (cfg == kBwdPdsDqFirstCfg) {
-          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolledFixed>(p, stream);
-        }
+        if (cfg == kBwdPdsDqFirstCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
         return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
       if constexpr (D == 256) {  // (one dP pass already at D = 256)

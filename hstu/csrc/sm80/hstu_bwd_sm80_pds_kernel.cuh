@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 
 namespace hstu {
 
@@ -75,20 +76,32 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 // (hstu_bwd_pds_pipe_kernel with PIPE = kPdsDpOnePass; the k-loops otherwise the default's).
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
-// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): the body of
-// D = 128's default kernel for calls without contexts (hstu_bwd_pds_kernel; calls with contexts run the plain body,
-// hstu_bwd_pds_ctx_kernel); at D = 256 (one dP pass already) cfg 15 runs it.
+// 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): D = 128's
+// default body before kPdsLoopFreeDp, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
+// 4-warp D = 128 tile's kernels; at D = 256 (one dP pass already) cfg 15 runs it.
 constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
 // (two dP halves, rolled k-loops, dK / dV then dQ) that was D = 128's default, as hstu_bwd_pds_pipe_kernel.
 constexpr int kPdsPlain = 5;
-// kernel_options(bwd_sm80_cfg=13) at D = 128 (opt-in; at D = 256 13 is dQ-first warps, the default there): the
-// default body with phases 2 / 3 in the fixed order (dK / dV in one k-loop, then dQ). On an H200 (two runs) it was
-// 1.4-2.2 % faster than the default's FA2 order; its GPU tests are still to run.
-constexpr int kPdsDpOnePassUnrolledFixed = 6;
-// The body of the default kernels of D.
-template <int D>
-constexpr int kBwdPdsDefaultBody = D == 128 ? kPdsDpOnePassUnrolled : 0;
+// D = 128's default body (8 warps, calls without contexts): the one-pass body in the fixed phase order (dV, dK, then
+// dQ; every warp) with fewer instructions per tile pair: the dV and dK k-loops unrolled (their ldmatrix addresses
+// base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
+// H200 3-6 % faster than the FA2-order body (three runs).
+constexpr int kPdsLoopFree = 7;
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the P / dS
+// store addresses as four base registers plus immediates (12 registers fewer live across the dP GEMM) and its dP
+// k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled): 10 % fewer instructions, but
+// 0.8-1.1 % slower on an H200 (the dP loads bunch up: mio_throttle, short_scoreboard).
+constexpr int kBwdPdsLoopFreeDpCfg = 10;
+constexpr int kPdsLoopFreeDp = 8;
+// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree
+// with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
+constexpr int kBwdPdsLoopFreeStoresCfg = 12;
+constexpr int kPdsLoopFreeStores = 9;
+// The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
+// keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
+template <int D, int NWARPS>
+constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFree : kPdsDpOnePassUnrolled;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -198,6 +211,16 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
+// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate).
+__device__ __forceinline__ void red_add_f2(float* addr, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+#else
+  asm volatile("red.global.add.f32 [%0], %1;\n red.global.add.f32 [%0+4], %2;\n" ::"l"(addr), "f"(x), "f"(y)
+               : "memory");
+#endif
+}
+
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
 // tile writes: drab starts as zeros), so its bits do not depend on which fully masked query tiles a kernel walks
 // (the context gap, CTX). add.rn: not contracted or folded away.
@@ -216,9 +239,20 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   // PIPE = kPdsDpOnePass: the default kernel (kPipe 0) with dP in one pass; kPdsDpOnePassUnrolled: that with the S
   // and dQ k-loops fully unrolled (their shared-memory addresses compile-time offsets, no back-edge drains; the dP
-  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order;
-  // kPdsDpOnePassUnrolledFixed: the same in the fixed order.
-  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || PIPE == kPdsDpOnePassUnrolledFixed;
+  // and dK / dV loops unrolled too spilled 8-32 B in sm_90a code) and, with two stages, phases 2 / 3 in FA2's order.
+  // kPdsLoopFree: the fixed-order body with the dV and dK k-loops (one each) unrolled, the dP k-loop by kDpUnroll
+  // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
+  // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
+  // kernels spilled 4 B (sm_80, sm_90a).
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
+  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
+#else
+  constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
+#endif
+  constexpr bool kFixedOrder = kLoopFree;
+  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
@@ -399,12 +433,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tA = L::swz(s_m + ln % 16, (ln / 16) * 8);                      // Q, dO as A
         const uint32_t tB = L::swz(s_n + ln % 8 + (ln / 16) * 8, ((ln / 8) % 2) * 8);  // K, V as B
         // c[mt][i] += A B^T over D for the n8 key tiles NP0 * 2 + i of the warp (c: SMT x (2 NPN) n8 tiles).
-        // full: the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
-        // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency).
+        // full: 1 the plain k-loop fully unrolled (one basic block with the code around it, which ptxas can then
+        // interleave with the MMAs; a loop's back edge also waits out the last MMA's latency), N > 1 unrolled by N.
         auto gemm = [&](auto& c, const uint32_t sa, const uint32_t sb, auto np0, auto pipe, auto full) {
           constexpr int NPN = std::extent<std::remove_reference_t<decltype(c)>, 1>::value / 2;
           constexpr int NP0 = decltype(np0)::value;
-          constexpr int kUnroll = decltype(full)::value ? D / 16 : kUnrollS;
+          constexpr int kFull = decltype(full)::value;
+          constexpr int kUnroll = kFull > 1 ? kFull : kFull == 1 ? D / 16 : kUnrollS;
 #pragma unroll
           for (int mt = 0; mt < SMT; ++mt)
 #pragma unroll
@@ -492,6 +527,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr bool kFmaFactor = true;
 #endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
+        // Element (mt, nt, hf)'s P / dS address in the tile: kStoreXadd as (tP ^ lo) + hi (LP::xadd: four distinct
+        // lo, the rows immediates; tP has no bits in rows 8 / 16), else tP ^ swz (one register per store).
+        auto p_off = [&](const int mt, const int nt, const int hf) {
+          return kStoreXadd ? LP::xadd(tP, mt * 16 + hf * 8, nt * 8) : tP ^ LP::swz(mt * 16 + hf * 8, nt * 8);
+        };
         auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
@@ -511,7 +551,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           return pack2<T>(pv[0], pv[1]);
         };
         auto store_p = [&](const int mt, const int nt, const int hf, const uint32_t pk) {
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))), "r"(pk));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + p_off(mt, nt, hf)), "r"(pk));
         };
 
         // dS = dP * factor; dP in two halves of the keys where the warp has two query m16 tiles (D = 128: 16 fewer
@@ -564,7 +604,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
-               std::integral_constant<bool, kOverlapDp>());
+               std::integral_constant<int, kLoopFree ? kDpUnroll : kOverlapDp>());
           if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
@@ -599,7 +639,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           });
         }
         for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + (tP ^ LP::swz(mt * 16 + hf * 8, nt * 8))),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + p_off(mt, nt, hf)),
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
@@ -615,7 +655,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const uint32_t tBt = L::swz(ln % 8 + ((ln / 8) % 2) * 8, k_d + (ln / 16) * 8);   // dO, Q as B
         if constexpr (kParts != 3) {
           const uint32_t sA = kParts == 1 ? sP : sdS, sB = kParts == 1 ? sdO : sQ;
-          plain_k_loop<T, BM / 16, 1>(
+          plain_k_loop<T, BM / 16, kLoopFree ? BM / 16 : 1>(
               kParts == 1 ? acc_dv : acc_dk,
               [&](uint32_t(&f)[4], const int ks, const int mt) { ldsm_x4_t(f, sA + LP::xadd(tPt, ks * 16, mt * 16)); },
               [&](uint32_t(&f)[4], const int ks, const int dp) { ldsm_x4_t(f, sB + L::xadd(tBt, ks * 16, dp * 16)); });
@@ -733,8 +773,19 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
               for (int hf = 0; hf < 2; ++hf) {
                 const int i = m0 + q_m + mt * 16 + lane / 4 + hf * 8;
                 const int col = q_d + piece * QPW + dt * 8 + (lane % 4) * 2;
-                atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
-                              acc_q[mt][dt][2 * hf + 1], i < si.lq);
+                if constexpr (kLoopFree) {
+                  // Rows past lq hold dQ = 0 (their Q / dO rows were zero-filled): added to the last row instead of
+                  // skipped, so the adds need no predicate (ptxas branches around each predicated red). sm_90a:
+                  // the row's address formed once, the columns immediates (in sm_80 code that spilled 12 B).
+                  float* rp = dq_acc + (int64_t)min(i, si.lq - 1) * dq_row_stride + q_d + (lane % 4) * 2;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                  asm("mov.b64 %0, %0;\n" : "+l"(rp));
+#endif
+                  red_add_f2(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
+                } else {
+                  atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
+                                acc_q[mt][dt][2 * hf + 1], i < si.lq);
+                }
               }
         }
       };
@@ -750,8 +801,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_kv(std::integral_constant<int, 1>());
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
+        } else if constexpr (kLoopFree) {
+          phase_kv(std::integral_constant<int, 1>());
+          phase_kv(std::integral_constant<int, 2>());
+          phase_dq();
         } else {
-          const bool dq_first = warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
+          const bool dq_first = !kFixedOrder && warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
           if (dq_first) {
             phase_dq();
             phase_kv(kBoth);
@@ -815,7 +870,7 @@ __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D>, false>(p);
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
@@ -845,8 +900,8 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     if (kSmem > max_smem) return cudaErrorNotSupported;
     // Key blocks in gridDim.y (at most 65535): the op refuses max_seqlen_k over 65535 blocks of 64 keys with a
     // message before this (hstu/csrc/ops/hstu_plan.h kBwdSm80MaxSeqlenK, which assumes tiles of 64 keys or more).
-    static_assert(C::kBlockN >= 64, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
-    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > 65535) return cudaErrorInvalidConfiguration;
+    static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
+    if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
     const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {

@@ -1,11 +1,13 @@
 """Digest of an ncu raw CSV page (ncu --import R --page raw --csv --print-metric-instances values): one markdown
 table, a column per profiled kernel, for the metrics that say where a backward's cycles go (issue slots, tensor pipe,
-stall reasons per issued instruction, shared-memory traffic) and the SASS opcode mix per MMA (branch bwd15)."""
+stall reasons per issued instruction, shared-memory traffic) and the SASS opcode mix per MMA (branch bwd15; bwd16:
+with --pairs N, executed instructions and the opcode mix per warp and (query tile, key block) pair, 8 warps)."""
 import csv
 import re
 import sys
 
 rows = list(csv.reader(open(sys.argv[1])))
+pairs = int(sys.argv[sys.argv.index("--pairs") + 1]) if "--pairs" in sys.argv else 0
 # header row, units row, then one row per kernel
 hdr = rows[0]
 data = [r for r in rows[2:] if len(r) == len(hdr)]
@@ -25,6 +27,14 @@ for i, h in enumerate(hdr):
         if "stalled" in h and all(_v in ("", "0", "0.00") for _v in vals):
             continue
         print(f"| {h} | " + " | ".join(v[:24] for v in vals) + " |")
+        if pairs and re.search(r"smsp__inst_executed\.sum$", h):
+            per = []
+            for v in vals:
+                try:
+                    per.append(f"{float(v.replace(',', '')) / pairs / 8:.0f}")
+                except ValueError:
+                    per.append("?")
+            print("| instructions per warp and pair | " + " | ".join(per) + " |")
 # opcode mix: sass__inst_executed_per_opcode instance values "OP: n; OP: n" (format varies by version)
 for i, h in enumerate(hdr):
     if "per_opcode" in h:
@@ -42,5 +52,8 @@ for i, h in enumerate(hdr):
             top = sorted(cnt.items(), key=lambda t: -t[1])[:24]
             print(f"{n}: total {tot:.4g}, HMMA {cnt.get('HMMA', 0):.4g}, per HMMA {tot / mma:.2f}: " +
                   ", ".join(f"{op} {v / mma:.2f}" for op, v in top))
+            if pairs:
+                print(f"{n}: per warp and pair {tot / pairs / 8:.0f} instructions: " +
+                      ", ".join(f"{op} {v / pairs / 8:.0f}" for op, v in top))
             if not cnt:
                 print("  raw:", r[i][:600])

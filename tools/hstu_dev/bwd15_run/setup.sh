@@ -1,14 +1,17 @@
-# bwd15 run scripts' common setup, sourced by run.sh / run2.sh from the root of main's tree: strict mode, OUT, the
-# carry folder C, left() (seconds to the script's LIM, default 57), the branch's wheel in /tmp/site_bwd15 and
-# main14's in /tmp/site_bwd15_main, GPU (name and clocks), T80 (main's time80.py; the cfgs are passed through).
+# bwd15 / bwd16 run scripts' common setup, sourced by their run.sh / run2.sh from the root of main's tree: strict
+# mode, OUT, the carry folder C (.carry/$NAME), left() (seconds to the script's LIM, default 57), the branch's wheel
+# in /tmp/site_$NAME and $MAIN's in /tmp/site_${NAME}_main, GPU (name and clocks), T80 (main's time80.py; the cfgs
+# are passed through). NAME defaults to bwd15, MAIN to main14 (session 14's scripts set neither).
 set -u
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_bwd15}; mkdir -p "$OUT"
+NAME=${NAME:-bwd15}
+MAIN=${MAIN:-main14}
+OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
 R=$PWD
-C=$R/.carry/bwd15
+C=$R/.carry/$NAME
 left() { echo $((${LIM:-57} - SECONDS)); }
-rm -rf /tmp/site_bwd15 /tmp/site_bwd15_main
-for w in "bwd15 $C/whl" "bwd15_main $R/.carry/main14/whl"; do
+rm -rf /tmp/site_$NAME /tmp/site_${NAME}_main
+for w in "$NAME $C/whl" "${NAME}_main $R/.carry/$MAIN/whl"; do
   set -- $w
   python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_$1 $2/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
 done
@@ -19,6 +22,64 @@ digest_tests_time() {
   echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED lines"
   grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log | tail -8
   grep -E "PASSED|FAILED" $OUT/tests.log | sed 's/\[.*//' | sort | uniq -c
-  echo "#### time80 (ms (TFLOP/s); main14 = main b0197ed's wheel; $1)"
+  echo "#### time80 (ms (TFLOP/s); $MAIN = main's wheel; $1)"
   grep -E "^###|^\| |rror" $OUT/time.log | cut -c1-200
+}
+# gpu_tests SECONDS PYTEST_ARGS...: the branch's tests (its files in $C/tree) with the branch's wheel, -v (a line per
+# test as it ends, so a run cut by the timeout still says which passed), into $OUT/tests.log; prints a summary line.
+gpu_tests() {
+  local secs=$1
+  shift
+  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
+      --import-mode=importlib --tb=short --maxfail=3 -rfE "$@" > $OUT/tests.log 2>&1)
+  echo "rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
+}
+# ncu_profile TAG REGEX COUNT SCRIPT_ARGS...: ncu (speed of light, warp states, instruction stats) of the first COUNT
+# kernels matching REGEX while $C/SCRIPT_ARGS runs with the branch's wheel, within the time left; $OUT/TAG.ncu-rep,
+# ncu_raw.csv, ncu_digest.md (with --pairs N where the script prints "pairs N"), ncu_opcodes.csv.
+ncu_profile() {
+  local tag=$1 regex=$2 count=$3
+  shift 3
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  [ $(left) -gt 6 ] || return 0
+  PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 1 )) $ncu --clock-control none -k "regex:$regex" -c $count \
+      --section SpeedOfLight --section WarpStateStats --section InstructionStats -o $OUT/$tag -f \
+      python3 -P "$@" > $OUT/ncu.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  local pairs
+  pairs=$(grep -o "pairs [0-9]*" $OUT/ncu.log | head -1 | awk '{print $2}')
+  $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
+      > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
+  python3 $C/ncu_digest.py $OUT/ncu_raw.csv ${pairs:+--pairs $pairs} > $OUT/ncu_digest.md 2>&1
+  $ncu --import $OUT/$tag.ncu-rep --page raw --csv --print-metric-instances details \
+      --metrics sass__inst_executed_per_opcode > $OUT/ncu_opcodes.csv 2>> $OUT/ncu.log
+}
+# bwd16: the GPU test files; time_vs_main SECS MAIN_SECS CFG...: time80.py for the branch's cfgs + FA2, then $MAIN's
+# wheel (cfg 0), the causal D = 128 shapes, into $OUT/time.log; ncu_summary: the digest's ncu lines.
+TF=tests/hstu/test_sm80_backward_gpu.py
+TK=tests/hstu/test_kernels_gpu.py
+time_vs_main() {
+  local secs=$1 msecs=$2
+  shift 2
+  local sh=(--only "B16 S4K D128" S16K S1K)
+  PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P $T80 $NAME --cfgs "$@" --fa2 --reps 5 "${sh[@]}" > $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  PYTHONPATH=/tmp/site_${NAME}_main timeout $msecs python3 -P $T80 $MAIN --cfgs 0 --reps 5 "${sh[@]}" >> $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+}
+ncu_summary() {
+  tail -2 $OUT/ncu.log 2>/dev/null | cut -c1-200
+  grep -E "inst_executed.sum |per warp and pair |issue_active.avg.pct_of_peak_sustained_active|pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch)|gpu__time" $OUT/ncu_digest.md 2>/dev/null | cut -c1-200
+}
+# default_path_tests SECS [NODE...]: bwd16's GPU tests of the sm80-class default path (+ NODE...): grid / phase order
+# (the cfgs bitwise), which kernel runs, the context kernel, the key-block limit, sm80 vs the reference and the FA2
+# layout vs the old default (second-round candidates and the reference at D = 128 only).
+default_path_tests() {
+  local secs=$1
+  shift
+  gpu_tests $secs $TF::test_sm80_backward_grid_and_phase_order $TF::test_sm80_backward_second_round_runs_its_kernel \
+      "$@" $TK::test_sm80_and_sm90_kernels_agree_with_reference $TF::test_sm80_backward_refuses_too_many_key_blocks \
+      $TF::test_sm80_backward_context_kernel $TK::test_sm80_backward_fa2_layout_matches_the_old_default \
+      -k "not second_round[64 and not second_round[256 and not reference[64 and not reference[256"
 }
