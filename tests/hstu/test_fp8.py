@@ -462,7 +462,7 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
 
     _, names = run(fp8_bn192=True)
     bn = 128 if mode == "block" else 192
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*>", n)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*0\s*>", n)
                for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)
     assert torch.equal(late, wide), "fp8_bn192 with fp8_early_pack=False differs"
@@ -500,12 +500,46 @@ def test_cuda_fp8_fwd_diag_variants_run_their_kernels(D):
     bn = 64 if D == 256 else 128
     for diag in (1, 2, 3):
         out, names = run(fp8_fwd_diag=diag, fp8_sched=True, fp8_bn192=True)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*>", n)
-                   for n in names), names
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*0\s*>",
+                             n) for n in names), names
         if diag == 1:  # (P = h + h h, rounded to e4m3: finite for these inputs; every row written)
             assert not torch.isnan(out).any()
     after, _ = run()
     assert torch.equal(after, before)
+
+
+# (fp8_silu, descale mode, mask, D): every head dim for each form on causal tiles, the other modes and masks for 2.
+SILU_CASES = [(silu, "tensor", "causal", D) for silu in (1, 2, 3) for D in (64, 128, 256)]
+SILU_CASES += [(2, mode, mask, D) for mode, mask in (("block", "causal"), ("head", "none"),
+                                                      ("batch_head", "context_target_group")) for D in (64, 128, 256)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("silu,mode,mask,D", SILU_CASES)
+def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
+    """kernel_options(fp8_silu=1 / 2 / 3) (private until measured): the FP8 forward with the SiLU of 1/4, 1/2, 3/4
+    of the unmasked tiles' scores in half2 arithmetic (no MUFU) launches its own grid kernel (also under fp8_sched /
+    fp8_bn192), meets the error rule against the fp64 emulation, and differs from the tanh form only by P roundings."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    seed = 5000 + 100 * silu + DESCALE_MODES.index(mode) * 10 + sorted(MASKS).index(mask) + D
+    c = make_case(seed, [700, 0, 450, 77, 1030], 2, D, mask, device="cuda")
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_silu=silu))
+    q8s, scales = quantized(c, mode)
+
+    def run(**switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, D ** -0.5))
+
+    again, names = run(fp8_silu=silu, fp8_sched=True, fp8_bn192=True)
+    bn = 64 if D == 256 else 128
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*{silu}\s*>",
+                         n) for n in names), names
+    assert torch.equal(again, out)
+    default, _ = run()
+    assert not torch.equal(default, out), "the half2 SiLU did not run (no unmasked tile?)"
+    assert max_err(out, default) <= 0.05 * default.abs().max().item()
 
 
 def zipf_lengths(rng, n, top):

@@ -62,6 +62,11 @@ enum HstuOptionBits : int64_t {
   // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
   kOptFp8FwdDiagShift = 48,
   kOptFp8FwdDiagMask = int64_t{3} << kOptFp8FwdDiagShift,
+  // bits 50-51: the Hopper FP8 forward's SiLU on unmasked tiles (HstuFp8FwdParams::silu, fp8_silu_h2_word in
+  // hstu_fwd_fp8_sm90_kernel.cuh; private until measured, grid order): 0 the tanh form for every score, 1 / 2 / 3 a
+  // half2 polynomial form (no MUFU) for 1/4, 1/2 or 3/4 of each thread's scores
+  kOptFp8SiluShift = 50,
+  kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -97,6 +102,7 @@ struct HstuOptions {
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
+  int fp8_silu = 0;      // HstuFp8FwdParams::silu
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -120,6 +126,7 @@ struct HstuOptions {
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
+    o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
     return o;
   }
 };

@@ -121,6 +121,53 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
+// SiLU of four scores h0..h3 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0): fp16 pairs
+// (HFMA2: two scores per instruction; P is rounded to e4m3's 4 significant bits, fp16 keeps 11), P = relu(h) -
+// a r(a) with a = min(|h|, 6) and r a degree-5 minimax polynomial of sigmoid(-a) on [0, 6] (max a |error| 2.1e-3,
+// about the bf16 SiLU's; beyond 6 the term a sigmoid(-a) < 0.015 is dropped). 8 half2 ops per pair besides the
+// f32 -> f16x2 and f16x2 -> e4m3 conversions, against one MUFU.TANH + FFMA per score for the tanh form.
+__device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
+  // -r's coefficients (fp16 pairs), degree 5 down to 0, then the clamp 6.
+  constexpr uint32_t k5 = 0x86f586f5u, k4 = 0x160e160eu, k3 = 0x9a2b9a2bu, k2 = 0xa9e8a9e8u, k1 = 0x349a349au,
+                     k0 = 0xb80eb80eu, kClamp = 0x46004600u;
+  uint32_t r;
+  asm("{\n.reg .b32 x, a, p, y, z;\n.reg .b16 lo, hi;\n"
+      "mov.b32 z, 0;\n"
+      "cvt.rn.f16x2.f32 x, %2, %1;\n"
+      "abs.f16x2 a, x;\n"
+      "min.f16x2 a, a, %11;\n"
+      "fma.rn.f16x2 p, a, %5, %6;\n"
+      "fma.rn.f16x2 p, p, a, %7;\n"
+      "fma.rn.f16x2 p, p, a, %8;\n"
+      "fma.rn.f16x2 p, p, a, %9;\n"
+      "fma.rn.f16x2 p, p, a, %10;\n"
+      "max.f16x2 y, x, z;\n"
+      "fma.rn.f16x2 y, a, p, y;\n"
+      "cvt.rn.satfinite.e4m3x2.f16x2 lo, y;\n"
+      "cvt.rn.f16x2.f32 x, %4, %3;\n"
+      "abs.f16x2 a, x;\n"
+      "min.f16x2 a, a, %11;\n"
+      "fma.rn.f16x2 p, a, %5, %6;\n"
+      "fma.rn.f16x2 p, p, a, %7;\n"
+      "fma.rn.f16x2 p, p, a, %8;\n"
+      "fma.rn.f16x2 p, p, a, %9;\n"
+      "fma.rn.f16x2 p, p, a, %10;\n"
+      "max.f16x2 y, x, z;\n"
+      "fma.rn.f16x2 y, a, p, y;\n"
+      "cvt.rn.satfinite.e4m3x2.f16x2 hi, y;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(h0), "f"(h1), "f"(h2), "f"(h3), "r"(k5), "r"(k4), "r"(k3), "r"(k2), "r"(k1), "r"(k0), "r"(kClamp));
+  return r;
+}
+
+// The SiLU forms of unmasked tiles (kernel_options(fp8_silu=...), private until measured; grid order): kSilu 0 the
+// tanh form for every score; 1 / 2 / 3 silu_h2_e4m3x4 for 1/4, 1/2, 3/4 of a thread's P words (4 scores each,
+// spread over the tile so that the MUFU and the FMA pipes run side by side), the tanh form for the rest.
+__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
+  return (silu == 3 && w % 4 != 0) || (silu == 2 && w % 2 == 1) || (silu == 1 && w % 4 == 3);
+}
+
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
 // unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
 // difference. kFp8FwdDiagNoMufu: P = h + h h (the FMUL and FFMA stay, the MUFU.TANH goes); kFp8FwdDiagNoCvt: P packed
@@ -186,7 +233,8 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
 // is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0>
+// kSilu: the SiLU form of unmasked tiles (fp8_silu_h2_word; 0 the default, the others in grid order).
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0, int kSilu = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
@@ -194,6 +242,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
+  static_assert(kSilu == 0 || (kMode == kFp8Grid && kEarlyPack && kDiag == 0), "SiLU forms: grid order");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -393,6 +442,32 @@ __global__ void __launch_bounds__(384, 1)
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
         if constexpr (kEarlyPack) {
+          if constexpr (kSilu != 0) {  // (fwd_silu_mask's first path, part of the words in half2)
+            if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                         : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+              const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
+#pragma unroll
+              for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+                  if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
+                    pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
+                                               acc_s[e + 5] * sc2);
+                  } else {
+                    float v[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                      const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
+                      v[u] = fmaf(x, tanh_fast(x), x);
+                    }
+                    pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
+                  }
+                }
+              }
+              return;
+            }
+          }
           if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
             if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                          : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
