@@ -121,43 +121,37 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
-// SiLU of four scores h0..h3 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0): fp16 pairs
+// SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0): an fp16 pair
 // (HFMA2: two scores per instruction; P is rounded to e4m3's 4 significant bits, fp16 keeps 11), P = relu(h) -
 // a r(a) with a = min(|h|, 6) and r a degree-5 minimax polynomial of sigmoid(-a) on [0, 6] (max a |error| 2.1e-3,
 // about the bf16 SiLU's; beyond 6 the term a sigmoid(-a) < 0.015 is dropped). 8 half2 ops per pair besides the
 // f32 -> f16x2 and f16x2 -> e4m3 conversions, against one MUFU.TANH + FFMA per score for the tanh form.
-__device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
+__device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
   // -r's coefficients (fp16 pairs), degree 5 down to 0, then the clamp 6.
   constexpr uint32_t k5 = 0x86f586f5u, k4 = 0x160e160eu, k3 = 0x9a2b9a2bu, k2 = 0xa9e8a9e8u, k1 = 0x349a349au,
                      k0 = 0xb80eb80eu, kClamp = 0x46004600u;
-  uint32_t r;
-  asm("{\n.reg .b32 x, a, p, y, z;\n.reg .b16 lo, hi;\n"
+  uint16_t r;
+  asm("{\n.reg .b32 x, a, p, y, z;\n"
       "mov.b32 z, 0;\n"
       "cvt.rn.f16x2.f32 x, %2, %1;\n"
       "abs.f16x2 a, x;\n"
-      "min.f16x2 a, a, %11;\n"
-      "fma.rn.f16x2 p, a, %5, %6;\n"
+      "min.f16x2 a, a, %9;\n"
+      "fma.rn.f16x2 p, a, %3, %4;\n"
+      "fma.rn.f16x2 p, p, a, %5;\n"
+      "fma.rn.f16x2 p, p, a, %6;\n"
       "fma.rn.f16x2 p, p, a, %7;\n"
       "fma.rn.f16x2 p, p, a, %8;\n"
-      "fma.rn.f16x2 p, p, a, %9;\n"
-      "fma.rn.f16x2 p, p, a, %10;\n"
       "max.f16x2 y, x, z;\n"
       "fma.rn.f16x2 y, a, p, y;\n"
-      "cvt.rn.satfinite.e4m3x2.f16x2 lo, y;\n"
-      "cvt.rn.f16x2.f32 x, %4, %3;\n"
-      "abs.f16x2 a, x;\n"
-      "min.f16x2 a, a, %11;\n"
-      "fma.rn.f16x2 p, a, %5, %6;\n"
-      "fma.rn.f16x2 p, p, a, %7;\n"
-      "fma.rn.f16x2 p, p, a, %8;\n"
-      "fma.rn.f16x2 p, p, a, %9;\n"
-      "fma.rn.f16x2 p, p, a, %10;\n"
-      "max.f16x2 y, x, z;\n"
-      "fma.rn.f16x2 y, a, p, y;\n"
-      "cvt.rn.satfinite.e4m3x2.f16x2 hi, y;\n"
-      "mov.b32 %0, {lo, hi};\n}\n"
-      : "=r"(r)
-      : "f"(h0), "f"(h1), "f"(h2), "f"(h3), "r"(k5), "r"(k4), "r"(k3), "r"(k2), "r"(k1), "r"(k0), "r"(kClamp));
+      "cvt.rn.satfinite.e4m3x2.f16x2 %0, y;\n}\n"
+      : "=h"(r)
+      : "f"(h0), "f"(h1), "r"(k5), "r"(k4), "r"(k3), "r"(k2), "r"(k1), "r"(k0), "r"(kClamp));
+  return r;
+}
+// Four scores: bytes 0-3 = h0..h3.
+__device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
+  uint32_t r;
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2(h0, h1)), "h"(silu_h2_e4m3x2(h2, h3)));
   return r;
 }
 
