@@ -4,12 +4,13 @@ tiles), each removing one cost of P, so that its time shows in the difference:
   diag 1: no MUFU.TANH in the SiLU (P = h + h h: the FMUL and FFMA stay)
   diag 2: no e4m3 conversion of P (two ALU XORs per 4 elements instead of two F2FP.SATFINITE.E4M3)
   diag 3: both
-and the SiLU forms (kernel_options(fp8_silu=1 / 2 / 3), correct outputs: 1/4, 1/2, 3/4 of the unmasked tiles'
-scores in half2 arithmetic without the MUFU), `--split` adding diag 2 / 3 and the 192-key tiles (kernel_options(
-fp8_bn192=True), D = 128). Causal H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2
-flushed, median). `--default-only`: the default alone (for an older wheel without the switches). Prints a markdown
-table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), time over the default's, and for the correct variants max |out -
-default| / max |default| (the difference of two P roundings).
+and the SiLU forms (kernel_options(fp8_silu=1 / 2 / 3), correct outputs: the tanh form, half of the unmasked
+tiles' scores in half2 arithmetic without the MUFU (the default at D <= 128), that with a degree-4 polynomial), the
+192-key tiles (kernel_options(fp8_bn192=True), D = 128; the default form), `--split` adding diag 2 / 3. Causal
+H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
+default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
+sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
+difference of two P roundings).
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
 """
@@ -59,12 +60,12 @@ def main():
         variants = [("default", 0)]
         if not args.default_only:
             shift, silu = hstu_attn._ops.FP8_FWD_DIAG_SHIFT, hstu_attn._ops.FP8_SILU_SHIFT
-            variants += [("silu 1 (1/4 half2)", 1 << silu), ("silu 2 (1/2 half2)", 2 << silu),
-                         ("silu 3 (3/4 half2)", 3 << silu), ("diag 1 (no MUFU)", 1 << shift)]
+            variants += [("silu 1 (tanh)", 1 << silu), ("silu 2 (half2 mix)", 2 << silu),
+                         ("silu 3 (half2 mix, degree 4)", 3 << silu), ("diag 1 (no MUFU)", 1 << shift)]
+            if D == 128:
+                variants += [("bn192 (default form)", bits["fp8_bn192"])]
             if args.split:
                 variants += [("diag 2 (no e4m3 cvt)", 2 << shift), ("diag 3 (neither)", 3 << shift)]
-                if D == 128:
-                    variants += [("bn192", bits["fp8_bn192"])]
 
         def call(o):
             return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0, *lens,

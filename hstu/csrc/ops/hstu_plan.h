@@ -46,7 +46,7 @@ enum HstuOptionBits : int64_t {
                                 // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
                                 // batches; docs/hstu_kernel_notes.md)
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
-                                // issue 36's fp8fast; bitwise the same output, for comparisons)
+                                // issue 36's fp8fast, with the tanh SiLU: bitwise the tanh form's output)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block; opt-in until measured)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
@@ -62,9 +62,9 @@ enum HstuOptionBits : int64_t {
   // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
   kOptFp8FwdDiagShift = 48,
   kOptFp8FwdDiagMask = int64_t{3} << kOptFp8FwdDiagShift,
-  // bits 50-51: the Hopper FP8 forward's SiLU on unmasked tiles (HstuFp8FwdParams::silu, fp8_silu_h2_word in
-  // hstu_fwd_fp8_sm90_kernel.cuh; private until measured, grid order): 0 the tanh form for every score, 1 / 2 / 3 a
-  // half2 polynomial form (no MUFU) for 1/4, 1/2 or 3/4 of each thread's scores
+  // bits 50-51: the Hopper FP8 forward's SiLU form on unmasked tiles (HstuFp8FwdParams::silu; Fp8Silu in
+  // hstu_fwd_fp8_sm90_kernel.cuh): 0 the default (fp8_silu_default), 1 + an Fp8Silu value that form, in grid order
+  // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic, 3 that with a degree-4 polynomial
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
 };

@@ -121,46 +121,60 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
-// SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0): an fp16 pair
-// (HFMA2: two scores per instruction; P is rounded to e4m3's 4 significant bits, fp16 keeps 11), P = relu(h) -
-// a r(a) with a = min(|h|, 6) and r a degree-5 minimax polynomial of sigmoid(-a) on [0, 6] (max a |error| 2.1e-3,
-// about the bf16 SiLU's; beyond 6 the term a sigmoid(-a) < 0.015 is dropped). 8 half2 ops per pair besides the
-// f32 -> f16x2 and f16x2 -> e4m3 conversions, against one MUFU.TANH + FFMA per score for the tanh form.
+// fp16 pair ops (two scores per instruction).
+__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// -r's coefficient k for silu_h2_e4m3x2 (fp16 pairs, k = 0 the highest degree): degree 5 (max a |error| 2.1e-3 on
+// [0, 6]) and 4 (4.0e-3); minimax by a linear program over 1,500 points (docs/hstu_attn.md).
+__host__ __device__ constexpr uint32_t silu_h2_coef(int deg, int k) {
+  constexpr uint32_t d5[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
+  constexpr uint32_t d4[5] = {0x8bdc8bdcu, 0x1f361f36u, 0xac95ac95u, 0x35033503u, 0xb81cb81cu};
+  return deg == 5 ? d5[k] : d4[k];
+}
+
+// SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0), in fp16 (P is
+// rounded to e4m3's 4 significant bits, fp16 keeps 11): P = relu(h) - a r(a), a = min(|h|, 6), r a polynomial of
+// sigmoid(-a) of degree kDeg (5: about the bf16 SiLU's error; beyond 6 the term a sigmoid(-a) < 0.015 is dropped).
+// kDeg + 3 half2 ops per pair besides the f32 -> f16x2 and f16x2 -> e4m3 conversions.
+template <int kDeg>
 __device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
-  // -r's coefficients (fp16 pairs), degree 5 down to 0, then the clamp 6.
-  constexpr uint32_t k5 = 0x86f586f5u, k4 = 0x160e160eu, k3 = 0x9a2b9a2bu, k2 = 0xa9e8a9e8u, k1 = 0x349a349au,
-                     k0 = 0xb80eb80eu, kClamp = 0x46004600u;
+  static_assert(kDeg == 4 || kDeg == 5, "SiLU polynomial degree");
+  uint32_t x, a, y;
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(x) : "f"(h0), "f"(h1));
+  asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n" : "=r"(a) : "r"(x), "r"(0x46004600u));
+  uint32_t p = hfma2(a, silu_h2_coef(kDeg, 0), silu_h2_coef(kDeg, 1));
+#pragma unroll
+  for (int k = 2; k <= kDeg; ++k) p = hfma2(p, a, silu_h2_coef(kDeg, k));
+  asm("max.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(x), "r"(0u));
+  y = hfma2(a, p, y);
   uint16_t r;
-  asm("{\n.reg .b32 x, a, p, y, z;\n"
-      "mov.b32 z, 0;\n"
-      "cvt.rn.f16x2.f32 x, %2, %1;\n"
-      "abs.f16x2 a, x;\n"
-      "min.f16x2 a, a, %9;\n"
-      "fma.rn.f16x2 p, a, %3, %4;\n"
-      "fma.rn.f16x2 p, p, a, %5;\n"
-      "fma.rn.f16x2 p, p, a, %6;\n"
-      "fma.rn.f16x2 p, p, a, %7;\n"
-      "fma.rn.f16x2 p, p, a, %8;\n"
-      "max.f16x2 y, x, z;\n"
-      "fma.rn.f16x2 y, a, p, y;\n"
-      "cvt.rn.satfinite.e4m3x2.f16x2 %0, y;\n}\n"
-      : "=h"(r)
-      : "f"(h0), "f"(h1), "r"(k5), "r"(k4), "r"(k3), "r"(k2), "r"(k1), "r"(k0), "r"(kClamp));
+  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(r) : "r"(y));
   return r;
 }
 // Four scores: bytes 0-3 = h0..h3.
+template <int kDeg>
 __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
   uint32_t r;
-  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2(h0, h1)), "h"(silu_h2_e4m3x2(h2, h3)));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2<kDeg>(h0, h1)), "h"(silu_h2_e4m3x2<kDeg>(h2, h3)));
   return r;
 }
 
-// The SiLU forms of unmasked tiles (kernel_options(fp8_silu=...), private until measured; grid order): kSilu 0 the
-// tanh form for every score; 1 / 2 / 3 silu_h2_e4m3x4 for 1/4, 1/2, 3/4 of a thread's P words (4 scores each,
-// spread over the tile so that the MUFU and the FMA pipes run side by side), the tanh form for the rest.
-__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  return (silu == 3 && w % 4 != 0) || (silu == 2 && w % 2 == 1) || (silu == 1 && w % 4 == 3);
+// The SiLU forms of unmasked tiles (kSilu; kernel_options(fp8_silu=...)): kFp8SiluTanh the tanh form for every score;
+// kFp8SiluMixed / kFp8SiluMixedDeg4 silu_h2_e4m3x4 (degree 5 / 4) for the odd P words of each thread (4 scores
+// each, word 4 ks + q), the tanh form for the even ones, so that the MUFU and the FMA pipes share the SiLU. The
+// default (fp8_silu_default): mixed at D <= 128, where the MUFU binds (on an H200 0.936x the tanh form's time at B16
+// S16K D128), tanh at D = 256 (mixed 1.019x there: the MUFU is half the tensor cores' time) and in the late P
+// conversion (kEarlyPack false, the kernel as it was for comparisons: the half2 words would keep pn live across the
+// P V wait beside acc_s, and ptxas then serializes the wgmmas, C7511).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMixedDeg4 = 2 };
+__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
+  return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
 }
+__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) { return silu != kFp8SiluTanh && w % 2 == 1; }
 
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
 // unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
@@ -225,10 +239,12 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
 enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
-// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
+// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output for a SiLU form (the late one
+// runs the tanh form only: fp8_silu_default). kBN: Fp8FwdTraits's BN (192:
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
-// kSilu: the SiLU form of unmasked tiles (fp8_silu_h2_word; 0 the default, the others in grid order).
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0, int kSilu = 0>
+// kSilu: the SiLU form of unmasked tiles (Fp8Silu).
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0,
+          int kSilu = fp8_silu_default(D, kEarlyPack)>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
@@ -236,7 +252,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
-  static_assert(kSilu == 0 || (kMode == kFp8Grid && kEarlyPack && kDiag == 0), "SiLU forms: grid order");
+  static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -431,37 +447,37 @@ __global__ void __launch_bounds__(384, 1)
         }
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
-      // paths.
+      // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
       auto silu_mask = [&](int nb, float kf) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
-        if constexpr (kEarlyPack) {
-          if constexpr (kSilu != 0) {  // (fwd_silu_mask's first path, part of the words in half2)
-            if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                         : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
-              const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
+        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, the odd words in half2)
+          if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                       : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+            const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
 #pragma unroll
-              for (int ks = 0; ks < BN / 32; ++ks) {
+            for (int ks = 0; ks < BN / 32; ++ks) {
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                  const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-                  if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
-                    pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
-                                               acc_s[e + 5] * sc2);
-                  } else {
-                    float v[4];
+              for (int q = 0; q < 4; ++q) {
+                const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+                if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
+                  pn[ks][q] = silu_h2_e4m3x4<kSilu == kFp8SiluMixed ? 5 : 4>(
+                      acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2, acc_s[e + 5] * sc2);
+                } else {
+                  float v[4];
 #pragma unroll
-                    for (int u = 0; u < 4; ++u) {
-                      const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
-                      v[u] = fmaf(x, tanh_fast(x), x);
-                    }
-                    pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
+                  for (int u = 0; u < 4; ++u) {
+                    const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
+                    v[u] = fmaf(x, tanh_fast(x), x);
                   }
+                  pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
                 }
               }
-              return;
             }
+            return;
           }
+        }
+        if constexpr (kEarlyPack) {
           if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
             if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                          : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {

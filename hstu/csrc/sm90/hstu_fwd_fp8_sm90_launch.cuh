@@ -28,9 +28,9 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// kDiag (the timing-only kFp8FwdDiag* variants) and kSilu (the SiLU forms, fp8_silu_h2_word): grid order only, with
-// kEarlyPack.
-template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = 0>
+// kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
+// forms for comparisons): grid order only.
+template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -63,7 +63,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
-  constexpr bool kVariant = kDiag != 0 || kSilu != 0;
+  constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
   if constexpr (D == 128 && !kVariant) {
     if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
@@ -121,14 +121,16 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
-  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
-  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu>(p, f, stream);
-  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt>(p, f, stream);
-  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt>(p, f, stream);
-  if (f.silu == 1) return sm90::launch_fwd_fp8<D, true, 0, 1>(p, f, stream);
-  if (f.silu == 2) return sm90::launch_fwd_fp8<D, true, 0, 2>(p, f, stream);
-  if (f.silu == 3) return sm90::launch_fwd_fp8<D, true, 0, 3>(p, f, stream);
-  return sm90::launch_fwd_fp8<D, true>(p, f, stream);
+  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt, kTanh = sm90::kFp8SiluTanh;
+  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
+  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
+  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
+  // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
+  const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
+  if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
+  if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
+  if (silu == sm90::kFp8SiluMixed) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
+  return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixedDeg4>(p, f, stream);
 }
 
 }  // namespace hstu
