@@ -20,6 +20,8 @@
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
 //   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36);
+// - at D <= 128 half of an unmasked tile's scores take a SiLU in half2 arithmetic without the MUFU (kSilu,
+//   silu_h2_e4m3x2), the other half tanh.approx: the MUFU alone would bind there;
 // - kernel_options(fp8_bn192=True): KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode.
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
@@ -166,10 +168,10 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // The SiLU forms of unmasked tiles (kSilu; kernel_options(fp8_silu=...)): kFp8SiluTanh the tanh form for every score;
 // kFp8SiluMixed / kFp8SiluMixedDeg4 silu_h2_e4m3x4 (degree 5 / 4) for the odd P words of each thread (4 scores
 // each, word 4 ks + q), the tanh form for the even ones, so that the MUFU and the FMA pipes share the SiLU. The
-// default (fp8_silu_default): mixed at D <= 128, where the MUFU binds (on an H200 0.936x the tanh form's time at B16
-// S16K D128), tanh at D = 256 (mixed 1.019x there: the MUFU is half the tensor cores' time) and in the late P
-// conversion (kEarlyPack false, the kernel as it was for comparisons: the half2 words would keep pn live across the
-// P V wait beside acc_s, and ptxas then serializes the wgmmas, C7511).
+// default (fp8_silu_default): mixed at D <= 128, where one MUFU op per score matches the tensor cores' time (the mix
+// is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
+// adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
+// there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
 enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMixedDeg4 = 2 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
   return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
