@@ -212,7 +212,7 @@ FLAG_BITS = {
 # (private, WRONG outputs; kFp8FwdDiag* in hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh)
 FP8_FWD_DIAG_SHIFT = 48
 # bits 50-51 (hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form on unmasked tiles: 0 the default,
-# 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128), 3 that with a degree-4 polynomial
+# 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
 FP8_SILU_SHIFT = 50
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
@@ -257,8 +257,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
     D <= 128 half of each thread's scores by a degree-5 polynomial in half2 arithmetic (no MUFU op; fp16, P is
     rounded to e4m3 anyway), the other half by tanh.approx, so that the FMA and MUFU pipes share the SiLU; at
-    D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix, 3 the mix with
-    a degree-4 polynomial; a value other than the head dim's default runs the grid order.
+    D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix; a value other
+    than the head dim's default runs the grid order.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -323,8 +323,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
-    if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2, 3):
-        _err("fp8_silu", "0, 1, 2 or 3", fp8_silu)
+    if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
+        _err("fp8_silu", "0, 1 or 2", fp8_silu)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT))

@@ -510,8 +510,8 @@ def test_cuda_fp8_fwd_diag_variants_run_their_kernels(D):
 
 # (fp8_silu, descale mode, mask, D): each form at every head dim on causal tiles; in the other modes and masks the
 # form that is not the head dim's default (the default's run in test_cuda_fp8_kernel_matches_emulating_reference).
-SILU_CASES = [(silu, "tensor", "causal", D) for silu in (1, 2, 3) for D in (64, 128, 256)]
-SILU_CASES += [(2 if D == 256 else 3, mode, mask, D) for mode, mask in (("block", "causal"), ("head", "none"),
+SILU_CASES = [(silu, "tensor", "causal", D) for silu in (1, 2) for D in (64, 128, 256)]
+SILU_CASES += [(2 if D == 256 else 1, mode, mask, D) for mode, mask in (("block", "causal"), ("head", "none"),
                                                                           ("batch_head", "context_target_group"))
                for D in (64, 128, 256)]
 
@@ -526,7 +526,7 @@ def fp8_silu_default(D):
 @pytest.mark.parametrize("silu,mode,mask,D", SILU_CASES)
 def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     """kernel_options(fp8_silu=1 / 2 / 3): the FP8 forward with the SiLU of unmasked tiles in the tanh form, half of
-    each thread's scores in half2 arithmetic (no MUFU), or that with a degree-4 polynomial, meets the error rule
+    each thread's scores in half2 arithmetic (no MUFU; the default at D <= 128) meets the error rule
     against the fp64 emulation; the head dim's default form gives bitwise the default's output (its kernel named
     so), another form launches its own grid kernel (also under fp8_sched / fp8_bn192) and differs from the default
     only by P roundings."""

@@ -1,13 +1,14 @@
 // Issue rate of the SiLU's special-function ops on this GPU, per SM and clock (issue 36: the FP8 forward's SiLU
 // bound). One CTA per SM, 32 warps, 8 independent chains per thread; the CTA's SM cycles from clock64. The "P
 // words" rows time the kernel's whole path from S to e4m3 words (scale, SiLU, conversion; + 1 ALU op per element to
-// feed the word back into the chain): the tanh form, the half2 form (silu_h2_e4m3x4) and their mixes (fp8_silu).
+// feed the word back into the chain): the tanh form, the half2 form (silu_h2_e4m3x4) and mixes of the two (the FP8
+// forward's default at D <= 128 is the half mix).
 // Build and run (GPU machine): nvcc -O3 -arch=sm_90a -I. -o /tmp/mufu_rate tools/hstu_dev/mufu_rate.cu -lcuda &&
 // /tmp/mufu_rate
 #include <cstdio>
 #include <cuda_runtime.h>
 
-#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // silu_h2_e4m3x4, cvt_e4m3x4, fp8_silu_h2_word
+#include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // silu_h2_e4m3x4, cvt_e4m3x4
 
 constexpr int kIters = 4096, kChains = 8, kThreads = 1024;
 
@@ -31,12 +32,12 @@ __device__ __forceinline__ float silu_ex2(float h) {
   return fmaf(a, fmaf(2.f, r, -1.f), h);
 }
 
-// P words of 4 scores from chains c .. c + 3: word w (the kernel's 4 ks + q) in the form of fp8_silu = kSilu (4: every
-// word in half2), then each byte fed back into its chain (1 ALU op per element).
-template <int kSilu, int w>
+// P words of 4 scores from chains c .. c + 3: word w (0-3) in half2 for the last kQuarters of every 4 words, else in
+// the tanh form; then each byte fed back into its chain (1 ALU op per element).
+template <int kQuarters, int w>
 __device__ __forceinline__ void p_word(float* x) {
   uint32_t word;
-  if constexpr (kSilu == 4 || hstu::sm90::fp8_silu_h2_word(kSilu, w)) {
+  if constexpr (w >= 4 - kQuarters) {
     word = hstu::sm90::silu_h2_e4m3x4(x[0] * 0.37f, x[1] * 0.37f, x[2] * 0.37f, x[3] * 0.37f);
   } else {
     float v[4];
@@ -112,10 +113,10 @@ int main() {
   run<4>("SiLU tanh form (+FMUL), elements", sms, out, cyc);
   run<5>("SiLU ex2 form (+FMUL), elements", sms, out, cyc);
   run<6>("SiLU half each (+FMUL), elements", sms, out, cyc);
-  run<16>("P words, tanh form (fp8_silu=0), elements", sms, out, cyc);
-  run<17>("P words, fp8_silu=1 (1/4 half2), elements", sms, out, cyc);
-  run<18>("P words, fp8_silu=2 (1/2 half2), elements", sms, out, cyc);
-  run<19>("P words, fp8_silu=3 (3/4 half2), elements", sms, out, cyc);
+  run<16>("P words, tanh form, elements", sms, out, cyc);
+  run<17>("P words, 1/4 half2, elements", sms, out, cyc);
+  run<18>("P words, 1/2 half2 (the default mix), elements", sms, out, cyc);
+  run<19>("P words, 3/4 half2, elements", sms, out, cyc);
   run<20>("P words, all half2, elements", sms, out, cyc);
   return cudaGetLastError() != cudaSuccess;
 }

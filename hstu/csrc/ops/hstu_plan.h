@@ -64,7 +64,7 @@ enum HstuOptionBits : int64_t {
   kOptFp8FwdDiagMask = int64_t{3} << kOptFp8FwdDiagShift,
   // bits 50-51: the Hopper FP8 forward's SiLU form on unmasked tiles (HstuFp8FwdParams::silu; Fp8Silu in
   // hstu_fwd_fp8_sm90_kernel.cuh): 0 the default (fp8_silu_default), 1 + an Fp8Silu value that form, in grid order
-  // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic, 3 that with a degree-4 polynomial
+  // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
 };

@@ -130,27 +130,24 @@ __device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
   return d;
 }
 
-// -r's coefficient k for silu_h2_e4m3x2 (fp16 pairs, k = 0 the highest degree): degree 5 (max a |error| 2.1e-3 on
-// [0, 6]) and 4 (4.0e-3); minimax by a linear program over 1,500 points (docs/hstu_attn.md).
-__host__ __device__ constexpr uint32_t silu_h2_coef(int deg, int k) {
-  constexpr uint32_t d5[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
-  constexpr uint32_t d4[5] = {0x8bdc8bdcu, 0x1f361f36u, 0xac95ac95u, 0x35033503u, 0xb81cb81cu};
-  return deg == 5 ? d5[k] : d4[k];
+// -r's coefficient k for silu_h2_e4m3x2 (fp16 pairs, k = 0 for degree 5): the minimax polynomial of degree 5 of
+// sigmoid(-a) on [0, 6] weighted by a (max a |error| 2.1e-3; a linear program over 1,500 points, docs/hstu_attn.md).
+__host__ __device__ constexpr uint32_t silu_h2_coef(int k) {
+  constexpr uint32_t c[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
+  return c[k];
 }
 
 // SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0), in fp16 (P is
-// rounded to e4m3's 4 significant bits, fp16 keeps 11): P = relu(h) - a r(a), a = min(|h|, 6), r a polynomial of
-// sigmoid(-a) of degree kDeg (5: about the bf16 SiLU's error; beyond 6 the term a sigmoid(-a) < 0.015 is dropped).
-// kDeg + 3 half2 ops per pair besides the f32 -> f16x2 and f16x2 -> e4m3 conversions.
-template <int kDeg>
+// rounded to e4m3's 4 significant bits, fp16 keeps 11): P = relu(h) - a r(a), a = min(|h|, 6), r the degree-5
+// polynomial of sigmoid(-a) above (about the bf16 SiLU's error; beyond 6 the term a sigmoid(-a) < 0.015 is dropped).
+// 8 half2 ops per pair besides the f32 -> f16x2 and f16x2 -> e4m3 conversions (degree 4, one op less, was no faster).
 __device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
-  static_assert(kDeg == 4 || kDeg == 5, "SiLU polynomial degree");
   uint32_t x, a, y;
   asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(x) : "f"(h0), "f"(h1));
   asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n" : "=r"(a) : "r"(x), "r"(0x46004600u));
-  uint32_t p = hfma2(a, silu_h2_coef(kDeg, 0), silu_h2_coef(kDeg, 1));
+  uint32_t p = hfma2(a, silu_h2_coef(0), silu_h2_coef(1));
 #pragma unroll
-  for (int k = 2; k <= kDeg; ++k) p = hfma2(p, a, silu_h2_coef(kDeg, k));
+  for (int k = 2; k <= 5; ++k) p = hfma2(p, a, silu_h2_coef(k));
   asm("max.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(x), "r"(0u));
   y = hfma2(a, p, y);
   uint16_t r;
@@ -158,21 +155,20 @@ __device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
   return r;
 }
 // Four scores: bytes 0-3 = h0..h3.
-template <int kDeg>
 __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
   uint32_t r;
-  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2<kDeg>(h0, h1)), "h"(silu_h2_e4m3x2<kDeg>(h2, h3)));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2(h0, h1)), "h"(silu_h2_e4m3x2(h2, h3)));
   return r;
 }
 
 // The SiLU forms of unmasked tiles (kSilu; kernel_options(fp8_silu=...)): kFp8SiluTanh the tanh form for every score;
-// kFp8SiluMixed / kFp8SiluMixedDeg4 silu_h2_e4m3x4 (degree 5 / 4) for the odd P words of each thread (4 scores
-// each, word 4 ks + q), the tanh form for the even ones, so that the MUFU and the FMA pipes share the SiLU. The
+// kFp8SiluMixed silu_h2_e4m3x4 for the odd P words of each thread (4 scores each, word 4 ks + q), the tanh form
+// for the even ones, so that the MUFU and the FMA pipes share the SiLU. The
 // default (fp8_silu_default): mixed at D <= 128, where one MUFU op per score matches the tensor cores' time (the mix
 // is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
 // adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
 // there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMixedDeg4 = 2 };
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
   return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
 }
@@ -463,8 +459,8 @@ __global__ void __launch_bounds__(384, 1)
               for (int q = 0; q < 4; ++q) {
                 const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
                 if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
-                  pn[ks][q] = silu_h2_e4m3x4<kSilu == kFp8SiluMixed ? 5 : 4>(
-                      acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2, acc_s[e + 5] * sc2);
+                  pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
+                                             acc_s[e + 5] * sc2);
                 } else {
                   float v[4];
 #pragma unroll

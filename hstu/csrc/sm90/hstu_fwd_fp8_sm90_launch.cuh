@@ -129,8 +129,7 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
   if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
-  if (silu == sm90::kFp8SiluMixed) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
-  return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixedDeg4>(p, f, stream);
+  return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
 }
 
 }  // namespace hstu
