@@ -212,9 +212,12 @@ FLAG_BITS = {
 # bits 48-49 (above the flags; hstu_plan.h kOptFp8FwdDiagShift): the Hopper FP8 forward's timing-only variants
 # (private, WRONG outputs; kFp8FwdDiag* in hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh)
 FP8_FWD_DIAG_SHIFT = 48
+# bits 50-51 (hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form on unmasked tiles: 0 the default,
+# 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
+FP8_SILU_SHIFT = 50
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
-                  | (3 << FP8_FWD_DIAG_SHIFT))
+                  | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT))
 _options_state = threading.local()
 
 
@@ -230,7 +233,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
-                   fp8_fwd_diag: int = 0) -> Iterator[None]:
+                   fp8_fwd_diag: int = 0, fp8_silu: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -242,15 +245,21 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     where the Hopper FP8 (e4m3 wgmma) kernel applies (see hstu/_fp8.py). ``fp8_sched=True``: that kernel with the
     bf16 forward's schedules (the jagged work list, persistent CTAs at D <= 128; ``fwd_work_list`` / ``fwd_persist``
     switch them) instead of the grid order, its default (the schedules lost to it on the H200); ``fp8_early_pack=
-    False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast (the
-    same output bitwise; for comparisons); ``fp8_bn192=True``: that kernel at D = 128 with KV tiles of 192 keys
-    (FA3's FP8 forward runs 224) where they apply: grid order, descale modes other than "block" (opt-in until
+    False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast, with
+    the tanh SiLU (bitwise the output of ``fp8_silu=1``; for comparisons); ``fp8_bn192=True``: that kernel at
+    D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
+    other than "block" (opt-in until
     measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
     (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
     (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
     refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
     ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
     in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
+    ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
+    D <= 128 half of each thread's scores by a degree-5 polynomial in half2 arithmetic (no MUFU op; fp16, P is
+    rounded to e4m3 anyway), the other half by tanh.approx, so that the FMA and MUFU pipes share the SiLU; at
+    D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix; a value other
+    than the head dim's default runs the grid order.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -323,8 +332,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
+    if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
+        _err("fp8_silu", "0, 1 or 2", fp8_silu)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
-            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT))
+            | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
+            | (fp8_silu << FP8_SILU_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -420,7 +420,8 @@ def test_sm80_candidates_script_shapes_variants_and_cpu_run(load_script, capsys)
 @pytest.mark.parametrize("mode", ["--fp8", "--fp8-sched"])
 def test_fp8_modes_smoke_run_print_their_tables(bench, capsys, mode):
     """--fp8 / --fp8-sched on the CPU path: one case, its row in a table under the mode's heading (--fp8: the default
-    and fp8_early_pack=False calls give the same output; --fp8-sched: the default and fp8_sched=True calls do)."""
+    and the late P conversion the same output as the tanh SiLU; --fp8-sched: the default and fp8_sched=True calls
+    give the same output)."""
     assert bench.main([mode, "--smoke", "--reps", "2", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
     assert f"## hstu_attention {mode}: CPU" in out

@@ -4,12 +4,15 @@ tiles), each removing one cost of P, so that its time shows in the difference:
   diag 1: no MUFU.TANH in the SiLU (P = h + h h: the FMUL and FFMA stay)
   diag 2: no e4m3 conversion of P (two ALU XORs per 4 elements instead of two F2FP.SATFINITE.E4M3)
   diag 3: both
-and the 192-key tiles (kernel_options(fp8_bn192=True), D = 128) for reference. Causal H4 batches, per-tensor
-descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the default alone (for an
-older wheel without the switch). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per sequence), time over the
-default's.
+and the SiLU forms (kernel_options(fp8_silu=1 / 2), correct outputs: the tanh form, half of the unmasked tiles'
+scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
+192-key tiles (kernel_options(fp8_bn192=True), D = 128; the default form), `--split` adding diag 2 / 3. Causal
+H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
+default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
+sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
+difference of two P roundings).
 
-Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--cases B16S16KD128,...]
+Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
 """
 import argparse
 import os
@@ -39,12 +42,13 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup-ms", type=float, default=60.0)
     ap.add_argument("--default-only", action="store_true")
+    ap.add_argument("--split", action="store_true")
     ap.add_argument("--cases", default="B16S16KD128,B16S16KD256,B16S4KD128")
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
     print(f"- {torch.cuda.get_device_name(dev)}; hstu_attn {hstu_attn.__version__} at {hstu_attn.__file__}")
-    print("| case | variant | ms | TFLOP/s | time / default |\n|---|---|---:|---:|---:|")
+    print("| case | variant | ms | TFLOP/s | time / default | max diff / max |\n|---|---|---:|---:|---:|---:|")
     for name in args.cases.split(","):
         B, S, D = CASES[name]
         cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S
@@ -55,11 +59,13 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         if not args.default_only:
-            shift = hstu_attn._ops.FP8_FWD_DIAG_SHIFT
-            variants += [("diag 1 (no MUFU)", 1 << shift), ("diag 2 (no e4m3 cvt)", 2 << shift),
-                         ("diag 3 (neither)", 3 << shift)]
+            shift, silu = hstu_attn._ops.FP8_FWD_DIAG_SHIFT, hstu_attn._ops.FP8_SILU_SHIFT
+            variants += [("silu 1 (tanh)", 1 << silu), ("silu 2 (half2 mix)", 2 << silu),
+                         ("diag 1 (no MUFU)", 1 << shift)]
             if D == 128:
-                variants += [("bn192", bits["fp8_bn192"])]
+                variants += [("bn192 (default form)", bits["fp8_bn192"])]
+            if args.split:
+                variants += [("diag 2 (no e4m3 cvt)", 2 << shift), ("diag 3 (neither)", 3 << shift)]
 
         def call(o):
             return lambda: torch.ops.hstu_attn.fp8_fwd(q8, k8, v8, qs, ks, vs, DESCALE_MODES.index("tensor"), 0, *lens,
@@ -77,9 +83,13 @@ def main():
                 ts.append(once_ms(fn, flush))
         med = [statistics.median(t) for t in times]
         flops = 4 * 4 * D * S * S * B / 2
-        for (vname, _), ms in zip(variants, med):
+        ref = fns[0]().float()
+        for (vname, o), fn, ms in zip(variants, fns, med):
+            diff = "-"
+            if not o >> hstu_attn._ops.FP8_FWD_DIAG_SHIFT & 3:  # (the timing-only variants' outputs are wrong)
+                diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
-                  f"{ms / med[0]:.3f} |", flush=True)
+                  f"{ms / med[0]:.3f} | {diff} |", flush=True)
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
 

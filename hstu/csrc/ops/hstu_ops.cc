@@ -153,7 +153,7 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
-  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask;
+  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -418,6 +418,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
   f.diag = opts.fp8_fwd_diag;
+  f.silu = opts.fp8_silu;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).

@@ -47,7 +47,7 @@ enum HstuOptionBits : int64_t {
                                 // (plan_fwd_fp8; opt-in: on the H200 both lost to the grid order on Zipf and dense
                                 // batches; docs/hstu_kernel_notes.md)
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
-                                // issue 36's fp8fast; bitwise the same output, for comparisons)
+                                // issue 36's fp8fast, with the tanh SiLU: bitwise the tanh form's output)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
                                 // order, descale modes other than block; opt-in until measured)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
@@ -63,6 +63,11 @@ enum HstuOptionBits : int64_t {
   // (HstuFp8FwdParams::diag, kFp8FwdDiag* in hstu_fwd_fp8_sm90_kernel.cuh; private, WRONG outputs, grid order)
   kOptFp8FwdDiagShift = 48,
   kOptFp8FwdDiagMask = int64_t{3} << kOptFp8FwdDiagShift,
+  // bits 50-51: the Hopper FP8 forward's SiLU form on unmasked tiles (HstuFp8FwdParams::silu; Fp8Silu in
+  // hstu_fwd_fp8_sm90_kernel.cuh): 0 the default (fp8_silu_default), 1 + an Fp8Silu value that form, in grid order
+  // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
+  kOptFp8SiluShift = 50,
+  kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -98,6 +103,7 @@ struct HstuOptions {
   bool fp8_bn192 = false;
   bool fp8_bwd = false;
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
+  int fp8_silu = 0;      // HstuFp8FwdParams::silu
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -121,6 +127,7 @@ struct HstuOptions {
     o.fp8_bn192 = (bits & kOptFp8Bn192) != 0;
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
+    o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
     return o;
   }
 };

@@ -35,6 +35,8 @@ struct HstuFp8FwdParams {
   int bn192;         // 1: 192-key tiles at D = 128 where they apply (kernel_options(fp8_bn192=True)), 0: the default
   int diag;          // 0; else timing-only variants, WRONG outputs (kFp8FwdDiag* bits in hstu_fwd_fp8_sm90_kernel.cuh;
                      // kernel_options(fp8_fwd_diag=...), private)
+  int silu;          // 0: the default SiLU form (fp8_silu_default); 1 + an Fp8Silu value: that form, in grid order
+                     // (hstu_fwd_fp8_sm90_kernel.cuh; kernel_options(fp8_silu=...), for comparisons)
 };
 
 // First Vt column of sequence b (keys from cu_seqlens_k[b] = k_start): 16-byte aligned, and strictly increasing in b

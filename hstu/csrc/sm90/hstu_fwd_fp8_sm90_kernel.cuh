@@ -20,6 +20,8 @@
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
 //   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36);
+// - at D <= 128 half of an unmasked tile's scores take a SiLU in half2 arithmetic without the MUFU (kSilu,
+//   silu_h2_e4m3x2), the other half tanh.approx: the MUFU alone would bind there;
 // - kernel_options(fp8_bn192=True): KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode.
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
@@ -121,6 +123,57 @@ __device__ __forceinline__ uint32_t cvt_e4m3x4(float a, float b, float c, float 
   return r;
 }
 
+// fp16 pair ops (two scores per instruction).
+__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// -r's coefficient k for silu_h2_e4m3x2 (fp16 pairs, k = 0 for degree 5): the minimax polynomial of degree 5 of
+// sigmoid(-a) on [0, 6] weighted by a (max a |error| 2.1e-3; a linear program over 1,500 points, docs/hstu_attn.md).
+__host__ __device__ constexpr uint32_t silu_h2_coef(int k) {
+  constexpr uint32_t c[6] = {0x86f586f5u, 0x160e160eu, 0x9a2b9a2bu, 0xa9e8a9e8u, 0x349a349au, 0xb80eb80eu};
+  return c[k];
+}
+
+// SiLU of two scores h0, h1 (h = alpha q_s k_s S) without the MUFU, rounded to e4m3 (byte 0 = h0), in fp16 (P is
+// rounded to e4m3's 4 significant bits, fp16 keeps 11): P = relu(h) - a r(a), a = min(|h|, 6), r the degree-5
+// polynomial of sigmoid(-a) above (about the bf16 SiLU's error; beyond 6 the term a sigmoid(-a) < 0.015 is dropped).
+// 8 half2 ops per pair besides the f32 -> f16x2 and f16x2 -> e4m3 conversions (degree 4, one op less, was no faster).
+__device__ __forceinline__ uint16_t silu_h2_e4m3x2(float h0, float h1) {
+  uint32_t x, a, y;
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(x) : "f"(h0), "f"(h1));
+  asm("{\n.reg .b32 t;\nabs.f16x2 t, %1;\nmin.f16x2 %0, t, %2;\n}\n" : "=r"(a) : "r"(x), "r"(0x46004600u));
+  uint32_t p = hfma2(a, silu_h2_coef(0), silu_h2_coef(1));
+#pragma unroll
+  for (int k = 2; k <= 5; ++k) p = hfma2(p, a, silu_h2_coef(k));
+  asm("max.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(x), "r"(0u));
+  y = hfma2(a, p, y);
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(r) : "r"(y));
+  return r;
+}
+// Four scores: bytes 0-3 = h0..h3.
+__device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2, float h3) {
+  uint32_t r;
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(silu_h2_e4m3x2(h0, h1)), "h"(silu_h2_e4m3x2(h2, h3)));
+  return r;
+}
+
+// The SiLU forms of unmasked tiles (kSilu; kernel_options(fp8_silu=...)): kFp8SiluTanh the tanh form for every score;
+// kFp8SiluMixed silu_h2_e4m3x4 for the odd P words of each thread (4 scores each, word 4 ks + q), the tanh form
+// for the even ones, so that the MUFU and the FMA pipes share the SiLU. The
+// default (fp8_silu_default): mixed at D <= 128, where one MUFU op per score matches the tensor cores' time (the mix
+// is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
+// adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
+// there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1 };
+__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
+  return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
+}
+__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) { return silu != kFp8SiluTanh && w % 2 == 1; }
+
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
 // unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
 // difference. kFp8FwdDiagNoMufu: P = h + h h (the FMUL and FFMA stay, the MUFU.TANH goes); kFp8FwdDiagNoCvt: P packed
@@ -184,9 +237,12 @@ __global__ void __launch_bounds__(256) hstu_fp8_vt_kernel(const HstuParams p, co
 enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 
 // kEarlyPack (the default; false: kernel_options(fp8_early_pack=False), the order before, for comparisons): where P
-// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output. kBN: Fp8FwdTraits's BN (192:
+// is converted to e4m3, see pf / pn below. Both orders compute bitwise the same output for a SiLU form (the late one
+// runs the tanh form only: fp8_silu_default). kBN: Fp8FwdTraits's BN (192:
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
-template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0>
+// kSilu: the SiLU form of unmasked tiles (Fp8Silu).
+template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0,
+          int kSilu = fp8_silu_default(D, kEarlyPack)>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
@@ -194,6 +250,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
+  static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -388,10 +445,36 @@ __global__ void __launch_bounds__(384, 1)
         }
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
-      // paths.
+      // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
       auto silu_mask = [&](int nb, float kf) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
+        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, the odd words in half2)
+          if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                       : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+            const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
+#pragma unroll
+            for (int ks = 0; ks < BN / 32; ++ks) {
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+                if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
+                  pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2,
+                                             acc_s[e + 5] * sc2);
+                } else {
+                  float v[4];
+#pragma unroll
+                  for (int u = 0; u < 4; ++u) {
+                    const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
+                    v[u] = fmaf(x, tanh_fast(x), x);
+                  }
+                  pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
+                }
+              }
+            }
+            return;
+          }
+        }
         if constexpr (kEarlyPack) {
           if constexpr ((kDiag & kFp8FwdDiagNoMufu) != 0) {  // (fwd_silu_mask's first path without its MUFU)
             if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)

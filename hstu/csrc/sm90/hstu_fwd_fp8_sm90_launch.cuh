@@ -28,8 +28,9 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// kDiag (the timing-only kFp8FwdDiag* variants): grid order only, with kEarlyPack.
-template <int D, bool kEarlyPack, int kDiag = 0>
+// kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
+// forms for comparisons): grid order only.
+template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -62,7 +63,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
-  if constexpr (D == 128 && kDiag == 0) {
+  constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
+  if constexpr (D == 128 && !kVariant) {
     if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
@@ -84,8 +86,8 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
-  const SchedArgs sa = kDiag != 0 ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
-  if constexpr (kDiag == 0) {  // (the timing-only variants: grid order)
+  const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  if constexpr (!kVariant) {  // (the timing-only variants and the SiLU forms: grid order)
     if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(C::kSmem);
@@ -107,7 +109,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
     }
   }
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
@@ -119,11 +121,15 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
-  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
-  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu>(p, f, stream);
-  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt>(p, f, stream);
-  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt>(p, f, stream);
-  return sm90::launch_fwd_fp8<D, true>(p, f, stream);
+  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt, kTanh = sm90::kFp8SiluTanh;
+  if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
+  if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
+  if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
+  // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
+  const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
+  if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
+  if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
+  return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
 }
 
 }  // namespace hstu
