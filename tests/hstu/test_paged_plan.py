@@ -190,7 +190,15 @@ def test_one_plan_for_every_layer(shape):
 
 
 @pytest.mark.gpu
-def test_violation_in_the_plan_poisons_every_layer():
+@pytest.mark.parametrize("pdl", [False, True])
+def test_violation_in_the_plan_poisons_every_layer(pdl):
+    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged); False: the
+    # validation kernel and the planner.
+    with hstu_attn._ops.kernel_options(pdl=pdl):
+        _violation_in_the_plan_poisons_every_layer()
+
+
+def _violation_in_the_plan_poisons_every_layer():
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     try:
@@ -334,6 +342,37 @@ def test_pdl_gives_the_same_bits(shape):
             msg = f"seed {seed} {shape} {mode} layer {l}"
             assert torch.isfinite(b).all(), msg
             assert torch.equal(a, b), f"{msg}: the PDL launch differs from the plain one"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_step_plan_one_block_under_pdl(shape):
+    # Under pdl=True a step's plan is one block that validates and plans (hstu_paged_step_plan_kernel) instead of
+    # the validation kernel and the planner: the same status word and sanitized vectors (the plan's last bytes,
+    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels.
+    seed, step, common, gen, total_q, H, D = _hopper_step(shape)
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+    outs, plans = {}, {}
+    for pdl in (False, True):
+        layout = shared_layout(step, common, total_q)
+        with hstu_attn._ops.kernel_options(pdl=pdl), torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[pdl] = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events()]
+        fused = sum("hstu_paged_step_plan_kernel" in n for n in names)
+        plans_n, validations, kernels = _kernel_counts(prof)
+        want = (1, 0, 0, 1) if pdl else (0, 1, 1, 1)
+        assert (fused, validations, plans_n, kernels) == want, (seed, pdl, sorted(set(names)))
+        (_, plans[pdl]), = layout.kernel_plans.values()
+    B = step["cu_seqlens_q"].numel() - 1
+    r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
+    words = 4 + 2 * r4(B + 1) + r4(B) * sum(common.get(n) is not None for n in ("num_targets", "num_contexts"))
+    a, b = plans[True], plans[False]
+    assert a.numel() == b.numel()
+    assert torch.equal(a[-4 * words:], b[-4 * words:]), f"seed {seed}: the validation words differ"
+    assert a[-4 * words:].view(torch.int32)[0].item() == 0
+    assert torch.isfinite(outs[False]).all() and torch.equal(outs[True], outs[False]), f"seed {seed}"
 
 
 @pytest.mark.gpu
