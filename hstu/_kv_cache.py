@@ -278,9 +278,9 @@ class KVCacheManager:
         # private, opt-in: no gain measured, docs/hstu_inference.md).
         self._prewait = False
         self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
-        # The step plan (pdl) as one block that validates and plans; False: the validation kernel and the planner
-        # (private comparison; hstu/csrc/paged/hstu_paged_step_plan.h).
-        self._one_block_plan = True
+        # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
+        # planner; "warp" the block's list made by one warp (private comparisons; hstu/csrc/paged).
+        self._step_plan = "block"
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None

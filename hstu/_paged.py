@@ -241,8 +241,9 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 # hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
 _PAGED_PREWAIT = 1 << 40
 _prewait_state = threading.local()
-# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only.
-_PLAN_TWO_KERNELS = 1 << 41
+# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels / kOptPlanOneWarp: set on the plan op's options by
+# _paged_kernel only (KVCacheManager._step_plan, private comparisons).
+_STEP_PLAN_BITS = {"block": 0, "two": 1 << 41, "warp": 1 << 42}
 
 
 @contextlib.contextmanager
@@ -260,16 +261,17 @@ def _prewait_allowed():
 
 
 @contextlib.contextmanager
-def _plan_two_kernels():
-    """Plans made inside (in this thread) under the pdl option take the validation kernel and the planner instead
-    of the one block that does both (cached_hstu_attention with KVCacheManager._one_block_plan = False; private,
-    for comparisons)."""
-    old = getattr(_prewait_state, "two_kernels", False)
-    _prewait_state.two_kernels = True
+def _step_plan_kind(kind: str):
+    """Plans made inside (in this thread) under the pdl option: "block" one block that validates and plans (the
+    default), "two" the validation kernel and the planner, "warp" the block's list made by one warp
+    (cached_hstu_attention with KVCacheManager._step_plan; private, for comparisons)."""
+    bits = _STEP_PLAN_BITS[kind]
+    old = getattr(_prewait_state, "plan_bits", 0)
+    _prewait_state.plan_bits = bits
     try:
         yield
     finally:
-        _prewait_state.two_kernels = old
+        _prewait_state.plan_bits = old
 
 
 def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
@@ -364,9 +366,9 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
 
         def make():
             made.append(True)
-            two = _PLAN_TWO_KERNELS if getattr(_prewait_state, "two_kernels", False) else 0
+            bits = getattr(_prewait_state, "plan_bits", 0)
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
-                              num_targets, target_group_size, window, options | two)
+                              num_targets, target_group_size, window, options | bits)
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))

@@ -190,11 +190,11 @@ def test_one_plan_for_every_layer(shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pdl", [False, True])
-def test_violation_in_the_plan_poisons_every_layer(pdl):
-    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged); False: the
-    # validation kernel and the planner.
-    with hstu_attn._ops.kernel_options(pdl=pdl):
+@pytest.mark.parametrize("pdl, kind", [(False, "block"), (True, "block"), (True, "warp")])
+def test_violation_in_the_plan_poisons_every_layer(pdl, kind):
+    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged; "warp": its list by
+    # one warp, private); False: the validation kernel and the planner.
+    with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind):
         _violation_in_the_plan_poisons_every_layer()
 
 
@@ -349,31 +349,38 @@ def test_pdl_gives_the_same_bits(shape):
 def test_step_plan_one_block_under_pdl(shape):
     # Under pdl=True a step's plan is one block that validates and plans (hstu_paged_step_plan_kernel) instead of
     # the validation kernel and the planner: the same status word and sanitized vectors (the plan's last bytes,
-    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels.
+    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels. The
+    # same for the private variants (KVCacheManager._step_plan): "warp" (the block's list by one warp, at most 32
+    # units) and "two" (the two kernels under pdl).
     seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
     outs, plans, counts = {}, {}, {}
-    for pdl in (False, True):
+    for name, pdl, kind in (("plain", False, "block"), ("block", True, "block"), ("warp", True, "warp"),
+                            ("two", True, "two")):
         layout = shared_layout(step, common, total_q)
-        with hstu_attn._ops.kernel_options(pdl=pdl), torch.profiler.profile(
+        with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind), torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            outs[pdl] = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+            outs[name] = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
             torch.cuda.synchronize()
         names = [e.name for e in prof.events()]
-        counts[pdl] = (sum("hstu_paged_step_plan_kernel" in n for n in names),) + _kernel_counts(prof)
-        (_, plans[pdl]), = layout.kernel_plans.values()
+        counts[name] = (sum("hstu_paged_step_plan_kernel" in n for n in names),) + _kernel_counts(prof)
+        (_, plans[name]), = layout.kernel_plans.values()
     # (fused, planners, validations, attention kernels); a shape without a work list: the validation alone
-    listed = counts[False][1] == 1
-    assert counts[False] == (0, int(listed), 1, 1), (seed, counts)
-    assert counts[True] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, counts)
+    listed = counts["plain"][1] == 1
+    two = (0, int(listed), 1, 1)
+    assert counts["plain"] == two and counts["two"] == two, (seed, counts)
+    for name in ("block", "warp"):
+        assert counts[name] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, name, counts)
     B = step["cu_seqlens_q"].numel() - 1
     r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
     words = 4 + 2 * r4(B + 1) + r4(B) * sum(common.get(n) is not None for n in ("num_targets", "num_contexts"))
-    a, b = plans[True], plans[False]
-    assert a.numel() == b.numel()
-    assert torch.equal(a[-4 * words:], b[-4 * words:]), f"seed {seed}: the validation words differ"
-    assert a[-4 * words:].view(torch.int32)[0].item() == 0
-    assert torch.isfinite(outs[False]).all() and torch.equal(outs[True], outs[False]), f"seed {seed}"
+    want = plans["plain"][-4 * words:]
+    assert want.view(torch.int32)[0].item() == 0
+    assert torch.isfinite(outs["plain"]).all(), f"seed {seed}"
+    for name in ("block", "warp", "two"):
+        assert plans[name].numel() == plans["plain"].numel(), name
+        assert torch.equal(plans[name][-4 * words:], want), f"seed {seed} {name}: the validation words differ"
+        assert torch.equal(outs[name], outs["plain"]), f"seed {seed} {name}: the output differs from the plain one"
 
 
 @pytest.mark.gpu

@@ -16,12 +16,102 @@
 namespace hstu {
 
 #ifdef ACCEL_NO_DEVICE_CODE
-cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, bool, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 #else
 namespace sm90 {
 namespace {
+
+// Sum and max over warp 0's lanes (every lane gets both).
+__device__ __forceinline__ void warp_sum_max(unsigned long long& w, int& m) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    w += __shfl_xor_sync(0xffffffffu, w, off);
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  }
+}
+
+// hstu_sm90_plan_one_pass's list made by warp 0 alone, for at most 32 units (launch_step_plan's bound) and a cap
+// other than kPlanCapWave: the same cap, chunks and bucket order from warp shuffles instead of the block's
+// barriers (ties among equal chunk sizes in another order, as between the planner's two paths). Lane b < batch
+// holds sequence b (si, nu: its units, 0 after a violation); s_key, *s_split, *s_part_next are zeroed.
+template <class Units>
+__device__ __forceinline__ void plan_one_warp(const HstuParams& p, const SchedArgs& a, int num_sms, int split_pct,
+                                              int fixed_cap, SeqInfo* s_seq, int* s_key, int* s_split,
+                                              int* s_part_next, const SeqInfo& si, int nu) {
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x, H = p.heads, nb = p.batch;
+  if (lane < nb) s_seq[lane] = si;
+  int x = nu;  // inclusive prefix of the sequences' units
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int y = __shfl_up_sync(full, x, off);
+    if (lane >= off) x += y;
+  }
+  const int total = __shfl_sync(full, x, 31);
+  const int pre = x - nu;
+  __syncwarp();  // s_seq
+  // This lane's unit f = lane: the last sequence whose units' prefix is <= f (plan_unit_seq).
+  int seq = 0;
+  for (int b = 1; b < nb; ++b) {
+    if (__shfl_sync(full, pre, b) <= lane) seq = b;
+  }
+  const int seq_pre = __shfl_sync(full, pre, seq), seq_nu = __shfl_sync(full, nu, seq);
+  const bool has = lane < total;
+  int4 t = make_int4(0, 0, 0, 0);
+  int n = 0;
+  if (has) {
+    const int u = lane - seq_pre;
+    int r0, r1;
+    Units::range(s_seq[seq], u, r0, r1);
+    t = make_int4(seq, u, r0, r1);
+    n = r1 - r0;
+  }
+  unsigned long long w = has ? static_cast<unsigned long long>(n + 1) : 0ull;
+  int maxn = n;
+  warp_sum_max(w, maxn);
+  int cap = plan_initial_cap(w, H, num_sms, split_pct, fixed_cap);
+  if (cap >= maxn && static_cast<long long>(total) * H > a.lpt_ctas) {  // grid order
+    const int units_c = plan_grid_header(a, H, total);
+    const int first = lane - t.y;
+    if (has && first + seq_nu <= units_c) {
+      plan_grid_item(a, H, first, Units::kHeavyLast ? seq_nu - 1 - t.y : t.y, seq_nu, t);
+    }
+    return;
+  }
+  while (cap < maxn) {  // uniform over the lanes
+    unsigned long long parts = has && n > cap ? static_cast<unsigned long long>((n + cap - 1) / cap) : 0ull;
+    int unused = 0;
+    warp_sum_max(parts, unused);
+    if (static_cast<long long>(parts) * H <= a.max_parts) break;
+    cap += cap / 2 + 1;
+  }
+  const int top = min(cap, maxn);  // largest chunk size
+  const int nkeys = min(top, kPlanBuckets - 1) + 1;
+  auto key_of = [&](int size) { return min(kPlanBuckets - 1, top - size); };
+  if (has) plan_count_chunks(s_key, key_of, cap, n, 1);
+  __syncwarp();
+  int all = 0;  // exclusive scan of the buckets into their offsets (plan_bucket_offsets), 32 at a time
+  for (int k0 = 0; k0 < nkeys; k0 += 32) {
+    const int v = k0 + lane < nkeys ? s_key[k0 + lane] : 0;
+    int c = v;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const int y = __shfl_up_sync(full, c, off);
+      if (lane >= off) c += y;
+    }
+    if (k0 + lane < nkeys) s_key[k0 + lane] = all + c - v;
+    all += __shfl_sync(full, c, 31);
+  }
+  if (lane == 0) {
+    a.count[0] = min(all, a.capacity);
+    a.count[1] = 0;
+    a.count[2] = static_cast<long long>(min(all, a.capacity)) * H <= a.together_ctas ? 1 : 0;
+  }
+  __syncwarp();
+  if (has) plan_scatter_unit(a, H, cap, t, s_key, key_of, s_split, s_part_next);
+}
 
 // The validation block (validate::validate_block), then hstu_sm90_plan_kernel's one-pass path. p's vectors are the
 // call's inputs: each sequence's lengths are loaded beside the validation's loads (nothing waits for the sanitized
@@ -30,7 +120,7 @@ namespace {
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
-                                const int num_sms, const int split_pct, const int fixed_cap) {
+                                const int num_sms, const int split_pct, const int fixed_cap, const bool one_warp) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
@@ -54,6 +144,12 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   validate::validate_block(v, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
   if (s_first != validate::kNoViolation) nu = 0;
+  if (one_warp) {  // (uniform) at most 32 units: warp 0 plans, the others are done
+    if (tid < 32) {
+      plan_one_warp<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_key, &s_split, &s_part_next, si, nu);
+    }
+    return;
+  }
   if (tid < p.batch) s_seq[tid] = si;
   int total;
   const int pre = plan_block_scan(nu, s_warp, &total);  // (its barriers also publish s_seq)
@@ -63,7 +159,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 }
 
 template <int D>
-cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream) {
+cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, bool one_warp,
+                             cudaStream_t stream) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -71,9 +168,9 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
     return cudaErrorNotSupported;
   }
   // At most this many units (FwdPlanUnits::count): one pass of one block.
-  if (static_cast<int64_t>(p.batch) * ((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM) > kPlanThreads) {
-    return cudaErrorNotSupported;
-  }
+  const int64_t max_units = static_cast<int64_t>(p.batch) * ((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM);
+  if (max_units > kPlanThreads) return cudaErrorNotSupported;
+  one_warp = one_warp && max_units <= 32 && fwd_split_cap(p) != kPlanCapWave;
   const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
   if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
   SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
@@ -82,13 +179,14 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
-                   fwd_split_pct(p), fwd_split_cap(p));
+                   fwd_split_pct(p), fwd_split_cap(p), one_warp);
 }
 
 }  // namespace
 }  // namespace sm90
 
-cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& sanitized, cudaStream_t stream) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& sanitized, bool one_warp,
+                                 cudaStream_t stream) {
   int* claim = hstu_error_claim_word(stream);
   HstuParams p = sanitized;  // the kernel's p: the inputs (its block validates them)
   p.cu_seqlens_q = v.cu_seqlens_q;
@@ -99,11 +197,11 @@ cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& 
   p.num_contexts = v.num_contexts;
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream);
+      return sm90::launch_step_plan<64>(v, claim, p, one_warp, stream);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream);
+      return sm90::launch_step_plan<128>(v, claim, p, one_warp, stream);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream);
+      return sm90::launch_step_plan<256>(v, claim, p, one_warp, stream);
     default:
       return cudaErrorNotSupported;
   }
