@@ -619,12 +619,13 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
   // kOptPdl also behind begin_step) and the planner.
   const bool pdl = (options & kOptPdl) != 0;
   HstuValidateParams v{};
+  HstuParams inputs = p;  // (the one block plans from the inputs; validation_scratch points p at the copies)
   Tensor scratch = validation_scratch(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s, pdl, &v);
   if (fwd_plan.sched_bytes > 0) {
-    p.fwd_sched = scratch.data_ptr();
-    p.fwd_sched_bytes = fwd_plan.sched_bytes;
+    p.fwd_sched = inputs.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = inputs.fwd_sched_bytes = fwd_plan.sched_bytes;
   }
-  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, p, one_warp, s)
+  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, one_warp, s)
                                                                      : cudaErrorNotSupported;
   if (err != cudaErrorNotSupported) {
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));

@@ -185,16 +185,9 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
 }  // namespace
 }  // namespace sm90
 
-cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& sanitized, bool one_warp,
+cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, bool one_warp,
                                  cudaStream_t stream) {
   int* claim = hstu_error_claim_word(stream);
-  HstuParams p = sanitized;  // the kernel's p: the inputs (its block validates them)
-  p.cu_seqlens_q = v.cu_seqlens_q;
-  p.cu_seqlens_k = v.cu_seqlens_k;
-  p.seqused_q = v.seqused_q;
-  p.seqused_k = v.seqused_k;
-  p.num_targets = v.num_targets;
-  p.num_contexts = v.num_contexts;
   switch (p.head_dim) {
     case 64:
       return sm90::launch_step_plan<64>(v, claim, p, one_warp, stream);

@@ -22,8 +22,8 @@ constexpr int64_t kOptPlanTwoKernels = int64_t{1} << 41;
 // barriers) where the batch has at most 32 units and the cap is not the one-wave rule.
 constexpr int64_t kOptPlanOneWarp = int64_t{1} << 42;
 
-// v: the validation of p's vectors, whose copies p's vectors already point at (v.scratch); p.fwd_sched /
-// fwd_sched_bytes the work list's workspace. cudaErrorNotSupported (nothing launched) where the fused block does not
+// v: the validation of p's vectors (the call's inputs: the block plans from them; the forwards read v.scratch's
+// copies); p.fwd_sched / fwd_sched_bytes the work list's workspace. cudaErrorNotSupported (nothing launched) where the fused block does not
 // apply: a build without sm_90a, a head dim without the Hopper forward, a batch whose units could exceed one
 // planner block's threads, no work list, the error record's claim word not yet known (a first plan inside a
 // capture); the caller then launches the two kernels.
