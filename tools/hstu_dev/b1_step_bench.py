@@ -2,7 +2,9 @@
 two wheels in one device call (issue 34): per shape and KVCacheManager variant, the median / min time of one
 replay (the cache state restored before each, as the benchmark does), the variants' rounds interleaved so that a
 drift of the GPU's clock hits every variant alike; then (--timeline) the kernels of one replay of the default
-step (start, duration, gap, stream).
+step (start, duration, gap, stream). --hide-launch N: each variant also timed behind a GPU spin of N cycles, so
+that the host's launch of the graph overlaps it (rows "..., launch hidden": the step's GPU time without the launch
+latency that a replay on an idle GPU pays).
 
 Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
   default       the manager as constructed
@@ -47,6 +49,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--timeline", action="store_true")
+    # > 0: also each variant with a GPU spin of this many clock cycles before each timed replay (torch.cuda._sleep),
+    # so that the host's graph launch overlaps it: the rows "..., launch hidden" are the step's GPU time alone
+    ap.add_argument("--hide-launch", type=int, default=0)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_step_bench: no CUDA GPU, skipped")
@@ -113,26 +118,31 @@ def main() -> int:
             # (the step and its input tensors stay referenced as long as the graph: freed, their memory would be
             # reused by the next variant's tensors while the graph still reads it)
             runs.append((var, g, restore, [], (step, res)))
+        hidden = {var: [] for var, *_ in runs}
         for _ in range(args.rounds):
             for var, g, restore, meds, _ in runs:
-                ts = []
-                for _ in range(args.reps):
-                    restore()
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    g.replay()
-                    e.record()
-                    e.synchronize()
-                    ts.append(s.elapsed_time(e) * 1e3)
-                meds.append(ts)
+                for hide in (False, True) if args.hide_launch else (False,):
+                    ts = []
+                    for _ in range(args.reps):
+                        restore()
+                        if hide:  # the GPU busy while the host launches the graph: the step's GPU time alone
+                            torch.cuda._sleep(args.hide_launch)
+                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        s.record()
+                        g.replay()
+                        e.record()
+                        e.synchronize()
+                        ts.append(s.elapsed_time(e) * 1e3)
+                    (hidden[var] if hide else meds).append(ts)
         for var, _, _, meds, (_, res) in runs:
-            allt = [t for ts in meds for t in ts]
-            if not allt:
-                continue
-            rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
             ok = bool(torch.isfinite(res).all()) and ref is not None and torch.equal(res, ref)
-            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
-                  f"{'outputs bitwise the first' if ok else 'OUTPUTS DIFFER'} |")
+            for label, rounds in ((var, meds), (f"{var}, launch hidden", hidden[var])):
+                allt = [t for ts in rounds for t in ts]
+                if not allt:
+                    continue
+                rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in rounds)
+                print(f"| {args.label} | {name} | {label} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
+                      f"{'outputs bitwise the first' if ok else 'OUTPUTS DIFFER'} |")
         print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
         del runs
         torch.cuda.synchronize()
