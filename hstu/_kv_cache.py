@@ -279,8 +279,7 @@ class KVCacheManager:
         self._prewait = False
         self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
-        # planner; "warp" the block's list made by one warp; "warm" / "warp_warm" after a dry pass (private
-        # comparisons; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
+        # planner (a private comparison; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
         self._step_plan = "block"
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)

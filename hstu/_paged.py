@@ -241,9 +241,9 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 # hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
 _PAGED_PREWAIT = 1 << 40
 _prewait_state = threading.local()
-# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels / kOptPlanOneWarp / kOptPlanWarm: set on the plan
-# op's options by _paged_kernel only (KVCacheManager._step_plan, private comparisons).
-_STEP_PLAN_BITS = {"block": 0, "two": 1 << 41, "warp": 1 << 42, "warm": 1 << 43, "warp_warm": 3 << 42}
+# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
+# (KVCacheManager._step_plan, a private comparison).
+_STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
 
 
 @contextlib.contextmanager
@@ -263,8 +263,7 @@ def _prewait_allowed():
 @contextlib.contextmanager
 def _step_plan_kind(kind: str):
     """Plans made inside (in this thread) under the pdl option: "block" one block that validates and plans (the
-    default), "two" the validation kernel and the planner, "warp" the block's list made by one warp, "warm" /
-    "warp_warm" those after a dry pass before the wait (cached_hstu_attention with KVCacheManager._step_plan;
+    default), "two" the validation kernel and the planner (cached_hstu_attention with KVCacheManager._step_plan;
     private, for comparisons)."""
     bits = _STEP_PLAN_BITS[kind]
     old = getattr(_prewait_state, "plan_bits", 0)

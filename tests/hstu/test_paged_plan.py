@@ -190,10 +190,10 @@ def test_one_plan_for_every_layer(shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pdl, kind", [(False, "block"), (True, "block"), (True, "warp"), (True, "warp_warm")])
+@pytest.mark.parametrize("pdl, kind", [(False, "block"), (True, "block")])
 def test_violation_in_the_plan_poisons_every_layer(pdl, kind):
-    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged; "warp": its list by
-    # one warp, private); False: the validation kernel and the planner.
+    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged); False: the
+    # validation kernel and the planner.
     with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind):
         _violation_in_the_plan_poisons_every_layer()
 
@@ -350,13 +350,11 @@ def test_step_plan_one_block_under_pdl(shape):
     # Under pdl=True a step's plan is one block that validates and plans (hstu_paged_step_plan_kernel) instead of
     # the validation kernel and the planner: the same status word and sanitized vectors (the plan's last bytes,
     # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels. The
-    # same for the private variants (KVCacheManager._step_plan): "warp" (the block's list by one warp, at most 32
-    # units), "warm" / "warp_warm" (after a dry pass) and "two" (the two kernels under pdl).
+    # same for the private variant "two" (KVCacheManager._step_plan: the two kernels under pdl).
     seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
     outs, plans, counts = {}, {}, {}
-    kinds = ("block", "warp", "warm", "warp_warm")  # (the one block's)
-    for name, pdl, kind in (("plain", False, "block"), ("two", True, "two")) + tuple((k, True, k) for k in kinds):
+    for name, pdl, kind in (("plain", False, "block"), ("two", True, "two"), ("block", True, "block")):
         layout = shared_layout(step, common, total_q)
         with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind), torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -369,15 +367,14 @@ def test_step_plan_one_block_under_pdl(shape):
     listed = counts["plain"][1] == 1
     two = (0, int(listed), 1, 1)
     assert counts["plain"] == two and counts["two"] == two, (seed, counts)
-    for name in kinds:
-        assert counts[name] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, name, counts)
+    assert counts["block"] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, counts)
     B = step["cu_seqlens_q"].numel() - 1
     r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
     words = 4 + 2 * r4(B + 1) + r4(B) * sum(common.get(n) is not None for n in ("num_targets", "num_contexts"))
     want = plans["plain"][-4 * words:]
     assert want.view(torch.int32)[0].item() == 0
     assert torch.isfinite(outs["plain"]).all(), f"seed {seed}"
-    for name in kinds + ("two",):
+    for name in ("block", "two"):
         assert plans[name].numel() == plans["plain"].numel(), name
         assert torch.equal(plans[name][-4 * words:], want), f"seed {seed} {name}: the validation words differ"
         assert torch.equal(outs[name], outs["plain"]), f"seed {seed} {name}: the output differs from the plain one"

@@ -600,9 +600,8 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
                            int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
                            int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bits)
-  const bool one_warp = (options & kOptPlanOneWarp) != 0, warm = (options & kOptPlanWarm) != 0;
-  options &= ~(kOptPlanTwoKernels | kOptPlanOneWarp | kOptPlanWarm);
+  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bit)
+  options &= ~kOptPlanTwoKernels;
   HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
@@ -625,7 +624,7 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
     p.fwd_sched = inputs.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = inputs.fwd_sched_bytes = fwd_plan.sched_bytes;
   }
-  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, one_warp, warm, s)
+  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s)
                                                                      : cudaErrorNotSupported;
   if (err != cudaErrorNotSupported) {
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));

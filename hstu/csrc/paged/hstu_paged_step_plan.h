@@ -18,19 +18,12 @@ namespace hstu {
 // Set by hstu/_paged.py itself on the plan op's options (never by kernel_options; KVCacheManager._step_plan = "two",
 // for comparisons): the validation kernel and the planner even where the one block applies.
 constexpr int64_t kOptPlanTwoKernels = int64_t{1} << 41;
-// Likewise (KVCacheManager._step_plan = "warp"): the one block's list made by one warp (warp shuffles, no block
-// barriers) where the batch has at most 32 units and the cap is not the one-wave rule.
-constexpr int64_t kOptPlanOneWarp = int64_t{1} << 42;
-// Likewise ("warm", "warp_warm"): a dry pass over a made-up batch in shared memory before the wait, so that the
-// real pass finds the block's code in the SM's caches.
-constexpr int64_t kOptPlanWarm = int64_t{1} << 43;
 
 // v: the validation of p's vectors (the call's inputs: the block plans from them; the forwards read v.scratch's
-// copies); p.fwd_sched / fwd_sched_bytes the work list's workspace; one_warp, warm: kOptPlanOneWarp, kOptPlanWarm.
+// copies); p.fwd_sched / fwd_sched_bytes the work list's workspace.
 // cudaErrorNotSupported (nothing launched) where the one block does not apply: a build without sm_90a, a head dim
 // without the Hopper forward, a batch whose units could exceed one planner block's threads, no work list, the
 // error record's claim word not yet known (a first plan inside a capture); the caller then launches the two kernels.
-cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, bool one_warp, bool warm,
-                                 cudaStream_t stream);
+cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream);
 
 }  // namespace hstu
