@@ -14,7 +14,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
                 base before the in-kernel wait; no_prewait: _prewait = False
   small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
-  two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block
+  two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
+                one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
+                e.g. after two_kernel_plan: the order of the variants' graphs checked)
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -36,7 +38,7 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
             "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
             "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True},
-            "two_kernel_plan": {"_step_plan": "two"}}
+            "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
 
 
 def main() -> int:
