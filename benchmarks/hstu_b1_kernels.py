@@ -1,11 +1,12 @@
 """The small kernels of the NVIDIA batch-1 cached step: in one replay of the step's CUDA graph vs warm (issue 34).
 
 In one replay of the batch-1 step's graph (hstu_inference.py --timeline, H200) begin_step took ~14 us, the step
-plan's validation ~2.6 us and its planner ~9.7 us: far more than their work (one block each, a few hundred
-dependent instructions and a few global round trips). Here each one also runs 20 times in eager mode with the GPU
-idle in between (nothing else evicts its code or data), and torch.profiler's median durations are printed beside
-those of the same kernels in one replay of the step's graph. A large ratio: the step pays cold instruction / data
-fetches (then fewer distinct kernels or less code on their path is what helps); near 1: their own work is.
+plan's validation ~2.6 us and its planner ~9.7 us (under pdl now one block that does both, if the wheel has it:
+hstu_paged_step_plan_kernel): far more than their work (one block each, a few hundred dependent instructions and a
+few global round trips). Here each one also runs 20 times in eager mode with the GPU idle in between (nothing else
+evicts its code or data), and torch.profiler's median durations are printed beside those of the same kernels in one
+replay of the step's graph. A large ratio: the step pays cold instruction / data fetches (then fewer distinct
+kernels or less code on their path is what helps); near 1: their own work is.
 
     python benchmarks/hstu_b1_kernels.py            # skips without a CUDA GPU
 """
@@ -22,8 +23,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 KERNELS = (("begin_step", "begin_step_kernel"), ("validation", "hstu_validate_kernel"),
-           ("planner", "hstu_sm90_plan_kernel"), ("attention", "hstu_fwd_sm90_kernel"),
-           ("append", "append_kernel"))
+           ("planner", "hstu_sm90_plan_kernel"), ("step plan (validation + planner)", "hstu_paged_step_plan_kernel"),
+           ("attention", "hstu_fwd_sm90_kernel"), ("append", "append_kernel"))
 
 
 def _durations(prof) -> dict:
@@ -48,6 +49,7 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     import hstu_inference as hi  # the benchmark's step (same directory)
+    from hstu_attn._ops import OPTION_BITS
 
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
@@ -60,9 +62,11 @@ def main() -> int:
     restore()
     zero = torch.zeros_like(app)
 
-    def plan():  # the step plan's two kernels (validation, planner), as the first layer makes them
-        return torch.ops.hstu_attn.paged_fwd_sm90_plan(q[0], cu_q, s.layout.cu_seqlens_k, s.layout.capacity + 1,
-                                                       sh.new, s.max_seqlen_k, None, tgt, 1, -1, 0, 0)
+    def plan():  # the step plan as the first layer makes it: plain (validation, planner), then under the pdl bit
+        # (where the wheel has it: one block that validates and plans)
+        for options in (0, OPTION_BITS["pdl"]):
+            torch.ops.hstu_attn.paged_fwd_sm90_plan(q[0], cu_q, s.layout.cu_seqlens_k, s.layout.capacity + 1,
+                                                    sh.new, s.max_seqlen_k, None, tgt, 1, -1, 0, options)
 
     # In the step: one replay of its graph (after warm-up replays), as --timeline does.
     g = hi.graphed(step, dev)

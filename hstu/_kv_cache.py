@@ -18,7 +18,7 @@ import torch
 
 from ._kv_offload import HostTier, free_slots, new_slot_table, reset_sink_slot
 from ._ops import OPTION_BITS, _current_options, _err
-from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, paged_kv_layout
+from ._paged import PAGE_SIZES, PAGED_ERROR_BITS, PagedLayout, _paged_kernel_built, paged_kv_layout
 
 __all__ = ["KVCacheManager", "CacheStep", "KVCacheError", "CACHE_ERROR_BITS"]
 
@@ -269,17 +269,19 @@ class KVCacheManager:
         # elsewhere, and the gathered path's varlen call keeps the plain op).
         self.pdl = bool(pdl) and dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0)
         # The step's gather plan (PagedLayout.src_rows) made on demand, by the torch ops of paged_kv_layout, where
-        # the Hopper paged forward reads the pages itself (compute capability 9.0, fp16 / bf16, head dim 64 / 128 /
-        # 256): only a call it does not serve (rab) gathers, so begin_step does not write it (at batch 1 a few
-        # thousand rows, on the serving step's critical path). Elsewhere the fused kernel writes it. (Private: the
-        # benchmarks compare both.)
+        # the Hopper paged forward reads the pages itself (_paged_kernel_built: compute capability 9.0, fp16 / bf16,
+        # head dim 64 / 128 / 256, this build's unit): only a call it does not serve (rab) gathers, so begin_step
+        # does not write it (at batch 1 a few thousand rows, on the serving step's critical path). Elsewhere the
+        # fused kernel writes it. (Private: the benchmarks compare both.)
         # cached_hstu_attention's layers after the step's first (over its plan) let the paged forward's CTAs read
         # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
         # private, opt-in: no gain measured, docs/hstu_inference.md).
         self._prewait = False
         self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
-        self._lazy_gather_plan = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) == (9, 0) and
-                                  dtype in (torch.float16, torch.bfloat16) and head_dim in (64, 128, 256))
+        # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
+        # planner (a private comparison; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
+        self._step_plan = "block"
+        self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self.offload = None

@@ -241,6 +241,9 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 # hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
 _PAGED_PREWAIT = 1 << 40
 _prewait_state = threading.local()
+# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
+# (KVCacheManager._step_plan, a private comparison).
+_STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
 
 
 @contextlib.contextmanager
@@ -257,25 +260,48 @@ def _prewait_allowed():
         _prewait_state.on = old
 
 
-def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
-    """Whether `hstu_attn_paged_func` reads the pages in the Hopper kernel (else it gathers): CUDA, fp16/bf16, head
-    dim 64/128/256, no rab, no autograd, the Hopper kernels not switched off (`kernel_options(sm90=False)`), a
-    compute capability 9.0 device with this build's unit (looked up once per device, dtype and head dim)."""
-    if rab is not None or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16) or q.shape[0] == 0:
+@contextlib.contextmanager
+def _step_plan_kind(kind: str):
+    """Plans made inside (in this thread) under the pdl option: "block" one block that validates and plans (the
+    default), "two" the validation kernel and the planner (cached_hstu_attention with KVCacheManager._step_plan;
+    private, for comparisons)."""
+    bits = _STEP_PLAN_BITS[kind]
+    old = getattr(_prewait_state, "plan_bits", 0)
+    _prewait_state.plan_bits = bits
+    try:
+        yield
+    finally:
+        _prewait_state.plan_bits = old
+
+
+def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """The static part of `_paged_kernel_applies`: fp16/bf16 on a CUDA device of compute capability 9.0, head dim
+    64/128/256, with this build's Hopper paged unit (looked up once per device, dtype and head dim; eager mode only:
+    False while torch.compile traces a first lookup)."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16) or head_dim not in (64, 128, 256):
         return False
-    if q.shape[2] not in (64, 128, 256) or page_ids.shape[0] == 0 or not hasattr(torch.ops.hstu_attn, _PAGED_OP):
+    if not hasattr(torch.ops.hstu_attn, _PAGED_OP):
         return False
-    if _ops._current_options() & _ops.OPTION_BITS["sm90"]:
-        return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_new, v_new, kv_cache)):
-        return False
-    key = (q.device.index, q.dtype == torch.float16, q.shape[2])
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, dtype == torch.float16, head_dim)
     ok = _paged_available.get(key)
     if ok is None:
         if torch.compiler.is_compiling():
             return False  # (looked up in eager mode only)
         ok = _paged_available[key] = bool(torch.ops.hstu_attn.paged_fwd_sm90_available(*key))
     return ok
+
+
+def _paged_kernel_applies(q, k_new, v_new, kv_cache, page_ids, rab) -> bool:
+    """Whether `hstu_attn_paged_func` reads the pages in the Hopper kernel (else it gathers): `_paged_kernel_built`
+    for q, no rab, no autograd, the Hopper kernels not switched off (`kernel_options(sm90=False)`)."""
+    if rab is not None or q.shape[0] == 0 or page_ids.shape[0] == 0:
+        return False
+    if _ops._current_options() & _ops.OPTION_BITS["sm90"]:
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_new, v_new, kv_cache)):
+        return False
+    return _paged_kernel_built(q.device, q.dtype, q.shape[2])
 
 
 def _make_plan(q, cu_q, cu_k, total_k, max_seqlen_q, max_seqlen_k, num_contexts, num_targets, target_group_size,
@@ -340,8 +366,9 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
 
         def make():
             made.append(True)
+            bits = getattr(_prewait_state, "plan_bits", 0)
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
-                              num_targets, target_group_size, window, options)
+                              num_targets, target_group_size, window, options | bits)
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))

@@ -134,7 +134,7 @@ def _hopper_step(shape):
 
 def _kernel_counts(prof):
     names = [e.name for e in prof.events()]
-    return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("validate" in n.lower() for n in names),
+    return (sum("hstu_sm90_plan_kernel" in n for n in names), sum("hstu_validate_kernel" in n for n in names),
             sum("hstu_fwd_sm90_kernel" in n for n in names))
 
 
@@ -190,7 +190,15 @@ def test_one_plan_for_every_layer(shape):
 
 
 @pytest.mark.gpu
-def test_violation_in_the_plan_poisons_every_layer():
+@pytest.mark.parametrize("pdl, kind", [(False, "block"), (True, "block")])
+def test_violation_in_the_plan_poisons_every_layer(pdl, kind):
+    # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged); False: the
+    # validation kernel and the planner.
+    with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind):
+        _violation_in_the_plan_poisons_every_layer()
+
+
+def _violation_in_the_plan_poisons_every_layer():
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     try:
@@ -334,6 +342,53 @@ def test_pdl_gives_the_same_bits(shape):
             msg = f"seed {seed} {shape} {mode} layer {l}"
             assert torch.isfinite(b).all(), msg
             assert torch.equal(a, b), f"{msg}: the PDL launch differs from the plain one"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_step_plan_one_block_under_pdl(shape):
+    # Under pdl=True a step's plan is one block that validates and plans (hstu_paged_step_plan_kernel) instead of
+    # the validation kernel and the planner: the same status word and sanitized vectors (the plan's last bytes,
+    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels. The
+    # same for the private variant "two" (KVCacheManager._step_plan: the two kernels under pdl).
+    seed, step, common, gen, total_q, H, D = _hopper_step(shape)
+    qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
+    outs, plans, counts = {}, {}, {}
+    for name, pdl, kind in (("plain", False, "block"), ("two", True, "two"), ("block", True, "block")):
+        layout = shared_layout(step, common, total_q)
+        with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind), torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[name] = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events()]
+        counts[name] = (sum("hstu_paged_step_plan_kernel" in n for n in names),) + _kernel_counts(prof)
+        (_, plans[name]), = layout.kernel_plans.values()
+    # (fused, planners, validations, attention kernels); a shape without a work list: the validation alone
+    listed = counts["plain"][1] == 1
+    two = (0, int(listed), 1, 1)
+    assert counts["plain"] == two and counts["two"] == two, (seed, counts)
+    assert counts["block"] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, counts)
+    B = step["cu_seqlens_q"].numel() - 1
+    r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
+    given = [common[n] for n in ("num_targets", "num_contexts") if common.get(n) is not None]
+    words = 4 + 2 * r4(B + 1) + r4(B) * len(given)
+
+    def written(plan):  # the status word and the sanitized vectors (hstu_validate.h's layout; padding unwritten)
+        w = plan[-4 * words:].view(torch.int32)
+        parts, off = [w[:1], w[4:5 + B], w[4 + r4(B + 1):5 + r4(B + 1) + B]], 4 + 2 * r4(B + 1)
+        for _ in given:
+            parts.append(w[off:off + B])
+            off += r4(B)
+        return torch.cat(parts).tolist()
+
+    want = written(plans["plain"])
+    assert want[:B + 2] == [0] + step["cu_seqlens_q"].tolist(), (seed, want)
+    assert want[2 * B + 3:] == sum((g.tolist() for g in given), []), (seed, want)
+    assert torch.isfinite(outs["plain"]).all(), f"seed {seed}"
+    for name in ("block", "two"):
+        assert plans[name].numel() == plans["plain"].numel(), name
+        assert written(plans[name]) == want, f"seed {seed} {name}: the validation words differ"
+        assert torch.equal(outs[name], outs["plain"]), f"seed {seed} {name}: the output differs from the plain one"
 
 
 @pytest.mark.gpu

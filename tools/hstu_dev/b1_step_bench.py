@@ -2,7 +2,10 @@
 two wheels in one device call (issue 34): per shape and KVCacheManager variant, the median / min time of one
 replay (the cache state restored before each, as the benchmark does), the variants' rounds interleaved so that a
 drift of the GPU's clock hits every variant alike; then (--timeline) the kernels of one replay of the default
-step (start, duration, gap, stream).
+step (start, duration, gap, stream). --hide-launch N: each variant also timed behind a GPU spin of N cycles, so
+that the host's launch of the graph overlaps it (rows "..., launch hidden": the step's GPU time without the launch
+latency that a replay on an idle GPU pays). --bench-step: the graph of hstu_inference.py's own step (no copies of the
+layers' outputs between them, as the benchmark's "cached step, CUDA graph" row) instead of the kept-output one.
 
 Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
   default       the manager as constructed
@@ -11,6 +14,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
                 base before the in-kernel wait; no_prewait: _prewait = False
   small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
+  two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
+                one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
+                e.g. after two_kernel_plan: the order of the variants' graphs checked)
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -31,7 +37,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 
 VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
             "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
-            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True}}
+            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True},
+            "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
 
 
 def main() -> int:
@@ -42,6 +49,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--timeline", action="store_true")
+    # > 0: also each variant with a GPU spin of this many clock cycles before each timed replay (torch.cuda._sleep),
+    # so that the host's graph launch overlaps it: the rows "..., launch hidden" are the step's GPU time alone
+    ap.add_argument("--hide-launch", type=int, default=0)
+    # time cached_setup's own step (hstu_inference.py's "cached step, CUDA graph" row) instead of the one that copies
+    # each layer's output into a kept tensor (those copies are plain kernels between the layers' attentions)
+    ap.add_argument("--bench-step", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_step_bench: no CUDA GPU, skipped")
@@ -71,7 +84,7 @@ def main() -> int:
         for var in args.variants.split(","):
             gen = torch.Generator(device=dev).manual_seed(0)
             rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
+            cache, bench_step, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
             attrs = VARIANTS[var]
             if any(not hasattr(cache, a) for a in attrs):
                 continue
@@ -91,15 +104,15 @@ def main() -> int:
 
             restore()
             err0 = pending_error()
-            g = capture_graph(step)
+            g = capture_graph(bench_step if args.bench_step else step)
             restore()
             res.fill_(float("nan"))
             for _ in range(3):
                 g.replay()
                 restore()
             err = pending_error()
-            finite = bool(torch.isfinite(res).all())
-            if ref is None and finite:
+            finite = bool(torch.isfinite(res).all()) or args.bench_step  # (the benchmark's step keeps no outputs)
+            if ref is None and finite and not args.bench_step:
                 ref = res.clone()
             same = "" if ref is None else ("bitwise" if torch.equal(res, ref) else
                                            f"max diff {(res.float() - ref.float()).abs().max().item():.2e}")
@@ -107,27 +120,34 @@ def main() -> int:
                   f"device error before capture: {err0 or 'none'}; after replays: {err or 'none'} -->")
             # (the step and its input tensors stay referenced as long as the graph: freed, their memory would be
             # reused by the next variant's tensors while the graph still reads it)
-            runs.append((var, g, restore, [], (step, res)))
+            runs.append((var, g, restore, [], (res, step, bench_step)))
+        hidden = {var: [] for var, *_ in runs}
         for _ in range(args.rounds):
             for var, g, restore, meds, _ in runs:
-                ts = []
-                for _ in range(args.reps):
-                    restore()
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    g.replay()
-                    e.record()
-                    e.synchronize()
-                    ts.append(s.elapsed_time(e) * 1e3)
-                meds.append(ts)
-        for var, _, _, meds, (_, res) in runs:
-            allt = [t for ts in meds for t in ts]
-            if not allt:
-                continue
-            rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in meds)
+                for hide in (False, True) if args.hide_launch else (False,):
+                    ts = []
+                    for _ in range(args.reps):
+                        restore()
+                        if hide:  # the GPU busy while the host launches the graph: the step's GPU time alone
+                            torch.cuda._sleep(args.hide_launch)
+                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        s.record()
+                        g.replay()
+                        e.record()
+                        e.synchronize()
+                        ts.append(s.elapsed_time(e) * 1e3)
+                    (hidden[var] if hide else meds).append(ts)
+        for var, _, _, meds, (res, *_) in runs:
             ok = bool(torch.isfinite(res).all()) and ref is not None and torch.equal(res, ref)
-            print(f"| {args.label} | {name} | {var} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
-                  f"{'outputs bitwise the first' if ok else 'OUTPUTS DIFFER'} |")
+            note = "the benchmark's step (outputs not kept)" if args.bench_step else \
+                "outputs bitwise the first" if ok else "OUTPUTS DIFFER"
+            for label, rounds in ((var, meds), (f"{var}, launch hidden", hidden[var])):
+                allt = [t for ts in rounds for t in ts]
+                if not allt:
+                    continue
+                rm = " / ".join(f"{statistics.median(ts):.1f}" for ts in rounds)
+                print(f"| {args.label} | {name} | {label} | {statistics.median(allt):.1f} | {min(allt):.1f} | {rm} | "
+                      f"{note} |")
         print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
         del runs
         torch.cuda.synchronize()

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "hstu/csrc/common/hstu_pdl.cuh"
+#include "hstu/csrc/common/hstu_validate_block.cuh"
 
 namespace hstu {
 namespace {
@@ -13,123 +14,16 @@ namespace {
 __device__ int g_hstu_error_claim = 0;
 
 constexpr int kValidateThreads = 512;
-constexpr uint64_t kNoViolation = ~uint64_t{0};
-
-// Priority of a violation, smallest first: the order in which the host check (hstu/_checks.py, check_values)
-// finds them, so both report the same one: cu_seqlens_q's rules, then cu_seqlens_k's (each rule over its index),
-// then per sequence b: seqused_q, seqused_k, delta-q, targets, contexts.
-__device__ __forceinline__ uint64_t cu_key(int which, int rule_order, int64_t index) {
-  return (static_cast<uint64_t>(which * 4 + rule_order) << 32) | static_cast<uint64_t>(index);
-}
-__device__ __forceinline__ uint64_t seq_key(int b, int rule_order) {
-  return (uint64_t{8} << 32) | (static_cast<uint64_t>(b) * 8 + rule_order);
-}
-
-struct Violation {
-  uint64_t key = kNoViolation;
-  int32_t arg = 0, rule = 0;
-  int64_t index = 0, value = 0, bound = 0;
-
-  __device__ __forceinline__ void note(uint64_t k, int32_t a, int32_t r, int64_t i, int64_t v, int64_t b) {
-    if (k < key) {
-      key = k;
-      arg = a;
-      rule = r;
-      index = i;
-      value = v;
-      bound = b;
-    }
-  }
-};
-
-// Fills n 16-bit elements from p (2-byte aligned) with `bits`, 16-byte stores where aligned; thread t of nt.
-__device__ void fill_u16(uint16_t* p, int64_t n, uint16_t bits, int64_t t, int64_t nt) {
-  const int64_t head = min(n, static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(p) & 15)) & 15) / 2));
-  for (int64_t i = t; i < head; i += nt) p[i] = bits;
-  const uint32_t w = static_cast<uint32_t>(bits) | (static_cast<uint32_t>(bits) << 16);
-  const uint4 val = make_uint4(w, w, w, w);
-  uint4* v = reinterpret_cast<uint4*>(p + head);
-  const int64_t n4 = (n - head) / 8;
-  for (int64_t i = t; i < n4; i += nt) v[i] = val;
-  for (int64_t i = head + n4 * 8 + t; i < n; i += nt) p[i] = bits;
-}
+using validate::fill_u16;
+using validate::kNoViolation;
 
 __global__ void __launch_bounds__(kValidateThreads) hstu_validate_kernel(const HstuValidateParams v) {
   __shared__ unsigned long long s_first;
-  const int tid = threadIdx.x;
-  if (tid == 0) s_first = kNoViolation;
   // v.pdl: launched with programmatic serialization, the block waits here, before any global read, for the kernel
   // before it to complete (its writes visible); a no-op in a plain launch. No launch_dependents: what follows (the
   // planner) is a plain launch.
   griddep_wait();
-  __syncthreads();
-
-  const int B = v.batch;
-  Violation mine;
-  for (int i = tid; i <= B; i += kValidateThreads) {
-    // Offsets: element i of cu_seqlens_q / cu_seqlens_k.
-    for (int which = 0; which < 2; ++which) {
-      const int32_t* cu = which == 0 ? v.cu_seqlens_q : v.cu_seqlens_k;
-      const int32_t arg = which == 0 ? kArgCuSeqlensQ : kArgCuSeqlensK;
-      const int64_t c = cu[i];
-      if (i == 0 && c < 0) mine.note(cu_key(which, 0, 0), arg, kRuleOffsetNegative, 0, c, 0);
-      if (i > 0) {
-        const int64_t prev = cu[i - 1];
-        if (c < prev) mine.note(cu_key(which, 1, i), arg, kRuleOffsetDecreasing, i, c, prev);
-        const int64_t mx = which == 0 ? v.max_seqlen_q : v.max_seqlen_k;
-        if (c - prev > mx) mine.note(cu_key(which, 3, i - 1), arg, kRuleSeqTooLong, i - 1, c - prev, mx);
-      }
-      const int64_t total = which == 0 ? v.total_q : v.total_k;
-      if (i == B && c > total) mine.note(cu_key(which, 2, i), arg, kRuleOffsetPastEnd, i, c, total);
-    }
-    if (i == B) continue;
-    // Sequence b = i.
-    const int b = i;
-    int64_t lq = static_cast<int64_t>(v.cu_seqlens_q[b + 1]) - v.cu_seqlens_q[b];
-    int64_t lk = static_cast<int64_t>(v.cu_seqlens_k[b + 1]) - v.cu_seqlens_k[b];
-    if (v.seqused_q != nullptr) {
-      const int64_t u = v.seqused_q[b];
-      if (u < 0 || u > lq) mine.note(seq_key(b, 0), kArgSequsedQ, kRuleSeqused, b, u, lq);
-      lq = u;
-    }
-    if (v.seqused_k != nullptr) {
-      const int64_t u = v.seqused_k[b];
-      if (u < 0 || u > lk) mine.note(seq_key(b, 1), kArgSequsedK, kRuleSeqused, b, u, lk);
-      lk = u;
-    }
-    if (lq > lk) mine.note(seq_key(b, 2), kArgCuSeqlensQ, kRuleDeltaQ, b, lq, lk);
-    int64_t nt = 0;
-    if (v.num_targets != nullptr) {
-      nt = v.num_targets[b];
-      if (nt < 0 || nt > lk) mine.note(seq_key(b, 3), kArgNumTargets, kRuleTargets, b, nt, lk);
-    }
-    if (v.num_contexts != nullptr) {
-      const int64_t nc = v.num_contexts[b];
-      if (nc < 0 || nc > lk - nt) mine.note(seq_key(b, 4), kArgNumContexts, kRuleContexts, b, nc, lk - nt);
-    }
-  }
-  if (mine.key != kNoViolation) atomicMin(&s_first, static_cast<unsigned long long>(mine.key));
-  __syncthreads();
-  const bool bad = s_first != kNoViolation;
-  if (bad && mine.key == s_first) {  // keys are unique: exactly one thread reports
-    accel::report_device_error(v.errors, &g_hstu_error_claim, v.device, mine.arg, mine.rule, mine.index, mine.value,
-                               mine.bound);
-  }
-
-  // Sanitized copies: the inputs, or all zeros (every sequence empty) after a violation.
-  const HstuScratchLayout& l = v.layout;
-  int32_t* s = v.scratch;
-  for (int i = tid; i <= B; i += kValidateThreads) {
-    s[l.cu_q + i] = bad ? 0 : v.cu_seqlens_q[i];
-    s[l.cu_k + i] = bad ? 0 : v.cu_seqlens_k[i];
-    if (i == B) continue;
-    if (l.seqused_q >= 0) s[l.seqused_q + i] = bad ? 0 : v.seqused_q[i];
-    if (l.seqused_k >= 0) s[l.seqused_k + i] = bad ? 0 : v.seqused_k[i];
-    if (l.num_targets >= 0) s[l.num_targets + i] = bad ? 0 : v.num_targets[i];
-    if (l.num_contexts >= 0) s[l.num_contexts + i] = bad ? 0 : v.num_contexts[i];
-  }
-  if (tid == 0) s[0] = bad ? 1 : 0;
-  if (bad && v.fill != nullptr) fill_u16(v.fill, v.fill_numel, v.nan_bits, tid, kValidateThreads);
+  validate::validate_block(v, &g_hstu_error_claim, &s_first, threadIdx.x, kValidateThreads);
 }
 
 __global__ void __launch_bounds__(kValidateThreads) hstu_scale_check_kernel(const HstuScaleCheckParams p) {
@@ -203,6 +97,29 @@ cudaError_t hstu_clear_device_error_claim(cudaStream_t stream) {
   cudaError_t err = cudaGetSymbolAddress(&addr, g_hstu_error_claim);
   if (err != cudaSuccess) return err;
   return cudaMemsetAsync(addr, 0, sizeof(int), stream);
+}
+
+int* hstu_error_claim_word(cudaStream_t stream) {
+  static int* cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (cache[dev] == nullptr) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone) {
+      cudaGetLastError();
+      return nullptr;  // (resolved outside a capture only: it may load the module)
+    }
+    void* addr = nullptr;
+    if (cudaGetSymbolAddress(&addr, g_hstu_error_claim) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    cache[dev] = static_cast<int*>(addr);
+  }
+  return cache[dev];
 }
 
 }  // namespace hstu

@@ -129,4 +129,9 @@ cudaError_t hstu_check_fp8_scales(const HstuScaleCheckParams& p, cudaStream_t st
 // Resets this library's claim word on the current device (in `stream` order), so that a later violation is recorded.
 cudaError_t hstu_clear_device_error_claim(cudaStream_t stream);
 
+// The device address of that claim word on the current device (for a kernel of another unit that validates: the
+// paged step plan's, hstu/csrc/paged); nullptr if the runtime cannot give it, or before the first call outside a
+// capture of `stream` (the lookup is not made while it is captured).
+int* hstu_error_claim_word(cudaStream_t stream);
+
 }  // namespace hstu

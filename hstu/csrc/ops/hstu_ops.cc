@@ -27,6 +27,7 @@
 #include "hstu/csrc/common/hstu_validate.h"
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
+#include "hstu/csrc/paged/hstu_paged_step_plan.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
@@ -101,8 +102,10 @@ accel::DeviceErrorBlock* error_block_for(cudaStream_t s) {
 // words (hstu_validate.h). Launches the validation on `s` (on a violation it fills `fill`, fill_numel 16-bit
 // elements, with NaN) and points p's int32 vectors at the sanitized copies, so the kernels read only those.
 // pdl (the paged Hopper forward under kOptPdl): the validation as a programmatic dependent launch (hstu_validate.h).
-Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64_t extra_bytes, void* fill,
-                          int64_t fill_numel, cudaStream_t s, bool pdl = false) {
+// validation_scratch: the same scratch and the validation's parameters in *v, p pointed at the copies, nothing
+// launched (the caller launches a block that validates: hstu_paged_step_plan).
+Tensor validation_scratch(HstuParams& p, const Tensor& q, int64_t total_k, int64_t extra_bytes, void* fill,
+                          int64_t fill_numel, cudaStream_t s, bool pdl, HstuValidateParams* out) {
   const HstuScratchLayout l = hstu_scratch_layout(p.batch, p.seqused_q != nullptr, p.seqused_k != nullptr,
                                                   p.num_targets != nullptr, p.num_contexts != nullptr);
   const int64_t extra = (extra_bytes + 255) / 256 * 256;
@@ -128,14 +131,22 @@ Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64
   v.errors = error_block_for(s);
   v.device = static_cast<int>(q.get_device());
   v.pdl = pdl;
-  const cudaError_t err = hstu_validate(v, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
+  *out = v;
   p.cu_seqlens_q = w + l.cu_q;
   p.cu_seqlens_k = w + l.cu_k;
   p.seqused_q = l.seqused_q >= 0 ? w + l.seqused_q : nullptr;
   p.seqused_k = l.seqused_k >= 0 ? w + l.seqused_k : nullptr;
   p.num_targets = l.num_targets >= 0 ? w + l.num_targets : nullptr;
   p.num_contexts = l.num_contexts >= 0 ? w + l.num_contexts : nullptr;
+  return scratch;
+}
+
+Tensor validate_on_device(HstuParams& p, const Tensor& q, int64_t total_k, int64_t extra_bytes, void* fill,
+                          int64_t fill_numel, cudaStream_t s, bool pdl = false) {
+  HstuValidateParams v{};
+  Tensor scratch = validation_scratch(p, q, total_k, extra_bytes, fill, fill_numel, s, pdl, &v);
+  const cudaError_t err = hstu_validate(v, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
   return scratch;
 }
 
@@ -590,6 +601,8 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
                            int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
                            int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bit)
+  options &= ~kOptPlanTwoKernels;
   HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
@@ -601,12 +614,27 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
               "hstu_attn::paged_fwd_sm90_plan: expected a compute capability 9.0 device and a build with the Hopper "
               "forward of this dtype and head dim ", p.head_dim);
   cudaStream_t s = stream_of(q);
-  // (a Hopper device here: kOptPdl launches the validation programmatically behind the step's begin_step)
-  Tensor scratch = validate_on_device(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s, (options & kOptPdl) != 0);
+  // (a Hopper device here) kOptPdl, the serving step's plan: one block that validates and plans, launched
+  // programmatically behind begin_step (hstu_paged_step_plan.h), where it applies; else the validation (under
+  // kOptPdl also behind begin_step) and the planner.
+  const bool pdl = (options & kOptPdl) != 0;
+  HstuValidateParams v{};
+  HstuParams inputs = p;  // (the one block plans from the inputs; validation_scratch points p at the copies)
+  Tensor scratch = validation_scratch(p, q, total_k, fwd_plan.sched_bytes, nullptr, 0, s, pdl, &v);
   if (fwd_plan.sched_bytes > 0) {
-    p.fwd_sched = scratch.data_ptr();
-    p.fwd_sched_bytes = fwd_plan.sched_bytes;
-    const cudaError_t err = (*slot)(p, s);
+    p.fwd_sched = inputs.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = inputs.fwd_sched_bytes = fwd_plan.sched_bytes;
+  }
+  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s)
+                                                                     : cudaErrorNotSupported;
+  if (err != cudaErrorNotSupported) {
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));
+    return scratch;
+  }
+  err = hstu_validate(v, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn: input validation kernel: CUDA error ", cudaGetErrorString(err));
+  if (fwd_plan.sched_bytes > 0) {
+    err = (*slot)(p, s);
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));
   }
   return scratch;

@@ -1,0 +1,107 @@
+// The paged forward's step plan in one block (hstu_paged_step_plan.h says what and why).
+#include "hstu/csrc/paged/hstu_paged_step_plan.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#ifndef ACCEL_NO_DEVICE_CODE
+#include "hstu/csrc/common/hstu_launch.h"
+#include "hstu/csrc/common/hstu_validate_block.cuh"
+#include "hstu/csrc/sm90/hstu_fwd_sm90_launch.cuh"
+#include "hstu/csrc/sm90/hstu_sm90_launch.h"
+#endif
+
+namespace hstu {
+
+#ifdef ACCEL_NO_DEVICE_CODE
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
+#else
+namespace sm90 {
+namespace {
+
+// Behind the wait for the kernel before this one (begin_step's lengths and page table): the validation block
+// (validate::validate_block), then hstu_sm90_plan_kernel's one-pass path. p's vectors are the call's inputs: each
+// sequence's lengths are loaded beside the validation's loads (nothing waits for the sanitized copies); after a
+// violation every sequence counts no units, the list the sanitized copies (all empty) give. The layer's forward
+// behind this grid may start its CTAs at once; they wait for its completion.
+template <class Units>
+__global__ void __launch_bounds__(kPlanThreads, 1)
+    hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
+                                const int num_sms, const int split_pct, const int fixed_cap) {
+  griddep_launch_dependents();
+  __shared__ int s_key[kPlanBuckets];
+  __shared__ int s_warp[32];
+  __shared__ int s_split, s_part_next;
+  __shared__ unsigned long long s_first;
+  extern __shared__ int4 step_plan_smem[];  // kPlanSmem bytes
+  SeqInfo* s_seq = reinterpret_cast<SeqInfo*>(step_plan_smem);
+  int* s_pre = reinterpret_cast<int*>(s_seq + kPlanThreads);
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    s_split = 0;
+    s_part_next = 0;
+  }
+  for (int i = tid; i < kPlanBuckets; i += kPlanThreads) s_key[i] = 0;
+  griddep_wait();
+  SeqInfo si{};
+  int nu = 0;
+  if (tid < p.batch) {  // (indices inside the vectors; the values count only if valid)
+    si = seq_info(p, tid);
+    nu = Units::count(p, si);
+  }
+  validate::validate_block(v, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
+  if (s_first != validate::kNoViolation) nu = 0;
+  if (tid < p.batch) s_seq[tid] = si;
+  int total;
+  const int pre = plan_block_scan(nu, s_warp, &total);  // (its barriers also publish s_seq)
+  // (total <= kPlanThreads: launch_step_plan's bound)
+  hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
+                                 &s_part_next, pre, total);
+}
+
+template <int D>
+cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream) {
+  using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
+  using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
+  if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
+      p.total_q <= 0 || claim == nullptr) {
+    return cudaErrorNotSupported;
+  }
+  // At most this many units (FwdPlanUnits::count): one pass of one block.
+  if (static_cast<int64_t>(p.batch) * ((p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM) > kPlanThreads) {
+    return cudaErrorNotSupported;
+  }
+  const Sm90SchedLayout l = hstu_fwd_sm90_sched_layout(p, p.total_q);
+  if (l.bytes <= 0 || p.fwd_sched_bytes < l.bytes) return cudaErrorInvalidValue;
+  SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
+  sa.together_ctas = sm_count();
+  constexpr auto kernel = hstu_paged_step_plan_kernel<Units>;
+  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
+  if (err != cudaSuccess) return err;
+  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
+                   fwd_split_pct(p), fwd_split_cap(p));
+}
+
+}  // namespace
+}  // namespace sm90
+
+cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream) {
+  int* claim = hstu_error_claim_word(stream);
+  switch (p.head_dim) {
+    case 64:
+      return sm90::launch_step_plan<64>(v, claim, p, stream);
+    case 128:
+      return sm90::launch_step_plan<128>(v, claim, p, stream);
+    case 256:
+      return sm90::launch_step_plan<256>(v, claim, p, stream);
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+#endif
+
+}  // namespace hstu
