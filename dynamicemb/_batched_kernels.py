@@ -232,6 +232,19 @@ class _KernelStep:
         self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
 
+    def _step_tables(self) -> torch.Tensor:
+        """An eager step's table bookkeeping: _check_groups, then _kernel_meta (returned). Skipped while no table
+        of the process replaced a state tensor or its epoch (_table.state_epoch) and the module holds the same
+        table objects: one int and a pass of identities per step instead of both methods' checks."""
+        seen = self.__dict__.get("_tables_seen")
+        if (seen is not None and self._meta is not None and seen[0] == state_epoch()
+                and all(map(operator.is_, seen[1], self.tables))):
+            return self._meta
+        self._check_groups()
+        meta = self._kernel_meta()
+        self.__dict__["_tables_seen"] = (state_epoch(), list(self.tables))
+        return meta
+
     def _host_step_flags(self) -> tuple:
         """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
         table metadata) under ``host_rows_order``."""
@@ -319,8 +332,7 @@ class _KernelStep:
         else:
             if backward:
                 self._before_train_step()
-            self._check_groups()
-            meta = self._kernel_meta()
+            meta = self._step_tables()
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         host_flags = self._host_step_flags()
         flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0) | host_flags[0]
@@ -340,10 +352,12 @@ class _KernelStep:
             staging = _NO_STAGING
         # the staging and mirror arguments only when used (every argument positional: tests replay the captured list)
         extra = (*staging, mirror) if mirror or staging is not _NO_STAGING else ()
+        # (an eager step reads the buffer from its dict: nn.Module's attribute fallback costs ~1-2 us)
+        refused = self._buffers["refused_count"] if eager else self.refused_count
         out, ws = torch.ops.dynamicemb.lookup_step(
             meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
             _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count, skip, *extra)
+            self._dedup_set(n), refused, skip, *extra)
         if not train:
             return out, None
         self._after_insert(ws=ws)
@@ -357,10 +371,16 @@ class _KernelStep:
     @torch.no_grad()
     def _backward_kernels(self, grad_out, saved, psw_requires_grad):
         opt = self.optimizer
-        g = grad_out.to(torch.float32).contiguous()
+        g = grad_out if grad_out.dtype == torch.float32 else grad_out.to(torch.float32)
+        if not g.is_contiguous():
+            g = g.contiguous()
         if g.dim() == 1:
             g = g.view(-1, 1)
-        self.step.add_(1.0)
+        compiling = _compiling()
+        # (eager: the buffers from their dict, past nn.Module's attribute fallback)
+        bufs = self._buffers if not compiling else None
+        step = bufs["step"] if bufs is not None else self.step
+        step.add_(1.0)
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
         ids = saved["ids"]
@@ -374,9 +394,10 @@ class _KernelStep:
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
             self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
-            *self._opt_constants(), self.learning_rate, self.step, self._gsum_buffer(n), self._seg_buffer(n),
-            seg_chunk, _NONFINITE_CODE[opt.nonfinite], self.nonfinite_count, self._nonfinite_seen)
-        if not _compiling():
+            *self._opt_constants(), bufs["learning_rate"] if bufs is not None else self.learning_rate, step,
+            self._gsum_buffer(n), self._seg_buffer(n), seg_chunk, _NONFINITE_CODE[opt.nonfinite],
+            bufs["nonfinite_count"] if bufs is not None else self.nonfinite_count, self._nonfinite_seen)
+        if not compiling:
             CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 

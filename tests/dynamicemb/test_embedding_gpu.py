@@ -439,6 +439,23 @@ def test_training_step_has_no_host_sync():
     torch.cuda.synchronize()
 
 
+def test_set_epoch_reaches_the_next_step():
+    """The eager step reuses its table records while no table state changed: set_epoch between two steps must
+    still reach the second step's inserts (the epoch is the high 32 bits of an epoch_lru score)."""
+    gen = torch.Generator().manual_seed(5)
+    m = make("cuda", SGD(lr=0.1), pooling="none", score_policy="epoch_lru")
+    for epoch, lo in ((3, 0), (7, 1 << 40)):
+        m.set_epoch(epoch)
+        ids = lo + torch.randperm(1 << 20, generator=gen)[:3 * B].to("cuda")
+        offsets = torch.arange(3 * B + 1, device="cuda")
+        m(ids, offsets).sum().backward()
+        for t, tbl in enumerate(m.tables):
+            k = ids[t * B:(t + 1) * B] if t == 0 else ids[B:]
+            _, found, scores = tbl.find(k, return_scores=True)
+            assert bool(found.all())
+            assert set((scores >> 32).tolist()) == {epoch}, (epoch, t)
+
+
 @pytest.mark.parametrize("opt", ["sgd", "adam", "adagrad", "rowwise_adagrad"])
 @pytest.mark.parametrize("pooling", ["sum", "mean", "none", "weighted_sum"])
 def test_cuda_graph_train_step_matches_eager(opt, pooling):

@@ -1,0 +1,222 @@
+"""Host issue time of the embedding step at NVIDIA's config, by part, beside its device time (issue 35).
+
+For each case (eval: the lookup-only forward of a trained module; sgd / adam: the train step) in one process:
+  - sync: CUDA-event ms of one call, synchronized (median of --reps);
+  - pipe: ms per call of --pipe-reps calls issued back to back (events around all of them; the queue fills once);
+  - issue: host us per call with the device kept busy by a sleep kernel (the host never waits for it);
+  - span / busy: device ms per call with the host ahead (a profile of --steps calls behind a sleep: first device
+    op start to last end, and the union of kernel / memset / memcpy intervals), the largest idle gaps;
+  - host parts, from the same profile's CPU events (us per call, profiled: the profiler adds its own cost):
+    CUDA runtime calls by name, the ops' own time (dispatcher event minus the runtime calls inside), other torch
+    ops at top level, and the rest (Python, autograd, argument parsing before the dispatcher).
+Run (GPU): python3 -P tools/dynamicemb_dev/host_issue.py --bench benchmarks [--cases eval,sgd] [--label main]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import torch
+
+
+def build(opt_name, bench):
+    sys.path.insert(0, bench)
+    from embedding import make_batch
+
+    from dynamicemb._batched import BatchedDynamicEmbeddingTables
+    from dynamicemb._optimizers import SGD, Adam
+    from dynamicemb._options import DynamicEmbTableOptions
+
+    dev = torch.device("cuda")
+    T, B = 10, 104_857
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
+    batches = [(i.to(dev), o.to(dev)) for i, o in batches]
+    opt = SGD(lr=0.01) if opt_name != "adam" else Adam(lr=1e-3)
+    tables = [DynamicEmbTableOptions(dim=128, max_capacity=1 << 20, on_refused="zero")] * T
+    m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
+    return m, batches
+
+
+def host_parts(path, steps):
+    """us per call of the host's parts (see the module docstring) from a chrome trace with "step" annotations."""
+    with open(path) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    marks = sorted((e for e in ev if e.get("cat") == "user_annotation" and e["name"] == "step"),
+                   key=lambda e: e["ts"])
+    if not marks:
+        return {}
+    lo, hi = marks[0]["ts"], marks[-1]["ts"] + marks[-1]["dur"]
+    cpu = [e for e in ev if lo <= e["ts"] <= hi and e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")]
+    rt = [e for e in cpu if e.get("cat") != "cpu_op"]
+    ops = [e for e in cpu if e.get("cat") == "cpu_op"]
+    parts = defaultdict(float)
+    wall = sum(m["dur"] for m in marks)
+    parts["wall (step annotation)"] = wall
+
+    def inside(e, outer):
+        return outer["tid"] == e["tid"] and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]
+
+    # top-level cpu ops (not inside another cpu op of the same thread)
+    ops.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    top, last = [], {}
+    for e in ops:
+        o = last.get(e["tid"])
+        if o is not None and inside(e, o):
+            continue
+        top.append(e)
+        last[e["tid"]] = e
+    for r in rt:
+        parts["runtime " + r["name"]] += r["dur"]
+        parts["runtime calls (count, not us)"] += 1
+    top_ids = {id(o) for o in top}
+    for o in top:
+        inner = sum(r["dur"] for r in rt if inside(r, o))
+        ours = o["name"].startswith("dynamicemb::")
+        if ours:  # torch ops called inside ours (allocations: aten::empty / new_empty), apart
+            nested = [e for e in ops if id(e) not in top_ids and inside(e, o)]
+            lvl1 = [e for e in nested if not any(x is not e and inside(e, x) for x in nested)]
+            for e in lvl1:
+                parts["torch ops inside ours: " + e["name"]] += e["dur"]
+            inner += sum(e["dur"] for e in lvl1)
+        parts[("op " + o["name"] + " (own: boxing, checks, launch code)") if ours
+              else "other torch ops (top level, own)"] += o["dur"] - inner
+    # the autograd thread's time overlaps the main thread's wait; "rest" is the main thread's remainder
+    main_tid = marks[0]["tid"]
+    main_busy = sum(o["dur"] for o in top if o["tid"] == main_tid)
+    main_rt_out = sum(r["dur"] for r in rt if r["tid"] == main_tid and not any(inside(r, o) for o in top
+                                                                                 if o["tid"] == main_tid))
+    # other threads (autograd's device thread runs the backward): their span per step, during which the main
+    # thread waits inside backward()
+    other = 0.0
+    for mk in marks:
+        evs = [e for e in cpu if e["tid"] != main_tid and mk["ts"] <= e["ts"] <= mk["ts"] + mk["dur"]]
+        if evs:
+            other += max(e["ts"] + e["dur"] for e in evs) - min(e["ts"] for e in evs)
+    parts["span of other threads (the backward on autograd's thread)"] = other
+    parts["rest of the main thread (Python, autograd, arg parsing)"] = wall - main_busy - main_rt_out - other
+    return {k: v / steps for k, v in parts.items()}
+
+
+def measure(case, m, batches, reps, pipe_reps, steps):
+    it = [0]
+    grads = {}
+
+    def nxt():
+        it[0] = (it[0] + 1) % len(batches)
+        return batches[it[0]]
+
+    def train():
+        ids, off = nxt()
+        out = m(ids, off)
+        g = grads.get(out.shape)
+        if g is None:
+            g = grads[out.shape] = torch.ones_like(out)
+        out.backward(g)
+
+    def evalstep():
+        ids, off = nxt()
+        with torch.no_grad():
+            m(ids, off)
+
+    for _ in range(8):
+        train()
+    fn = train
+    if case == "eval":
+        m.eval()
+        fn = evalstep
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    r = {}
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    r["sync ms"] = statistics.median(ts)
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(pipe_reps):
+        fn()
+    b.record()
+    b.synchronize()
+    r["pipe ms"] = a.elapsed_time(b) / pipe_reps
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)
+    t0 = time.perf_counter()
+    for _ in range(pipe_reps):
+        fn()
+    r["issue us"] = (time.perf_counter() - t0) / pipe_reps * 1e6
+    torch.cuda.synchronize()
+    from pipelined_gaps import device_ops, gaps_of
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(200_000_000)
+        for _ in range(steps):
+            with record_function("step"):
+                fn()
+        torch.cuda.synchronize()
+    path = os.path.join(tempfile.mkdtemp(), "trace.json")
+    prof.export_chrome_trace(path)
+    span, busy, gaps = gaps_of(device_ops(path), steps)
+    r["span ms"], r["busy ms"] = span, busy
+    r["gaps"] = sorted(gaps.items(), key=lambda kv: -kv[1])[:5]
+    r["host"] = host_parts(path, steps)
+    if case == "eval":
+        m.train()
+    return r
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bench", default="benchmarks", help="folder of embedding.py")
+    p.add_argument("--tools", default="tools/dynamicemb_dev", help="folder of pipelined_gaps.py")
+    p.add_argument("--cases", default="eval,sgd")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--pipe-reps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--label", default="")
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args()
+    sys.path.insert(0, args.tools)
+    sys.path.insert(0, args.bench)
+    res = {}
+    mods = {}
+    for case in args.cases.split(","):
+        opt = "adam" if case in ("adam", "eval_adam") else "sgd"
+        if opt not in mods:
+            mods.clear()
+            torch.cuda.empty_cache()
+            mods[opt] = build(opt, args.bench)
+        m, batches = mods[opt]
+        res[case] = measure(case.split("_")[0], m, batches, args.reps, args.pipe_reps, args.steps)
+    tag = f"[{args.label}] " if args.label else ""
+    for case, r in res.items():
+        print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms, pipelined {r['pipe ms']:.3f} ms, host issue "
+              f"{r['issue us']:.0f} us, device with the host ahead: span {r['span ms']:.3f} busy {r['busy ms']:.3f}")
+        for (x, y), ms in r["gaps"]:
+            print(f"{tag}  gap {ms:.4f} ms  {x} -> {y}")
+        print(f"{tag}  host parts (us per call, profiled):")
+        for k, v in sorted(r["host"].items(), key=lambda kv: -kv[1]):
+            print(f"{tag}    {v:8.1f}  {k}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({c: {k: v for k, v in r.items() if k != "gaps"} for c, r in res.items()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
