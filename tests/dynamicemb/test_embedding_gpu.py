@@ -255,6 +255,22 @@ def _pressure_run(policy, on_refused, pooling, grow, devices=("cpu", "cuda")):
         assert bool(c) == (on_refused == "warn" and refused_total > 0)
 
 
+@pytest.mark.parametrize("pooling", ["sum", "none"])
+def test_refusal_mirror_follows_refused_count(pooling):
+    """The pinned host mirror of the refusals (written by the forward kernel, or by a copy when no forward runs)
+    equals refused_count after each training step: refusals, then a step without ids."""
+    m = _pressure_module("cuda", "lru", "zero", pooling, grow=False)  # one 16-slot bucket
+    gen = torch.Generator().manual_seed(3)
+    for n in (200, 0, 120):
+        ids = torch.randperm(1 << 20, generator=gen)[:n].cuda()
+        offsets = torch.sort(torch.randint(0, n + 1, (17,), generator=gen)).values
+        offsets[0], offsets[-1] = 0, n
+        m(ids, offsets.cuda()).sum().backward()
+        torch.cuda.synchronize()
+        assert m._refused_pinned.poll() == m.refused_count.cpu().tolist(), n
+    assert m.refused_count.item() > 0
+
+
 @pytest.mark.parametrize("grow", [False, True], ids=["one_bucket", "grow"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
 @pytest.mark.parametrize("policy", ["lru", "lfu"])

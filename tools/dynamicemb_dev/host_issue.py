@@ -28,7 +28,7 @@ import torch
 
 def build(opt_name, bench):
     sys.path.insert(0, bench)
-    from embedding import make_batch
+    from embedding import gpu_warmup, make_batch
 
     from dynamicemb._batched import BatchedDynamicEmbeddingTables
     from dynamicemb._optimizers import SGD, Adam
@@ -42,6 +42,7 @@ def build(opt_name, bench):
     opt = SGD(lr=0.01) if opt_name != "adam" else Adam(lr=1e-3)
     tables = [DynamicEmbTableOptions(dim=128, max_capacity=1 << 20, on_refused="zero")] * T
     m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
+    gpu_warmup(dev, 0.3)  # clocks up
     return m, batches
 
 
@@ -153,8 +154,16 @@ def measure(case, m, batches, reps, pipe_reps, steps):
     b.record()
     b.synchronize()
     r["pipe ms"] = a.elapsed_time(b) / pipe_reps
+    torch.cuda.synchronize()  # as embedding_step_profile.py's figure: 10 calls after a synchronize
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(10):
+        fn()
+    b.record()
+    b.synchronize()
+    r["pipe10 ms"] = a.elapsed_time(b) / 10
     torch.cuda.synchronize()
-    torch.cuda._sleep(100_000_000)
+    torch.cuda._sleep(200_000_000)  # ~0.1 s: the host never catches up with the device
     t0 = time.perf_counter()
     for _ in range(pipe_reps):
         fn()
@@ -176,6 +185,29 @@ def measure(case, m, batches, reps, pipe_reps, steps):
     r["span ms"], r["busy ms"] = span, busy
     r["gaps"] = sorted(gaps.items(), key=lambda kv: -kv[1])[:5]
     r["host"] = host_parts(path, steps)
+    if case == "eval":  # the floor of a synchronized call: the same call replayed as a CUDA graph
+        try:
+            from bench_util import capture_graph
+
+            sids, soff = batches[0][0].clone(), batches[0][1].clone()
+
+            def ev0():
+                with torch.no_grad():
+                    m(sids, soff)
+
+            g = capture_graph(ev0, warmup=2)
+            ts = []
+            for _ in range(reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                g.replay()
+                b.record()
+                b.synchronize()
+                ts.append(a.elapsed_time(b))
+            r["graph sync ms"] = statistics.median(ts)
+            del g
+        except Exception as ex:  # noqa: BLE001
+            print(f"graph capture failed: {type(ex).__name__}: {ex}")
     if case == "eval":
         m.train()
     return r
@@ -203,16 +235,18 @@ def main():
             torch.cuda.empty_cache()
             mods[opt] = build(opt, args.bench)
         m, batches = mods[opt]
-        res[case] = measure(case.split("_")[0], m, batches, args.reps, args.pipe_reps, args.steps)
-    tag = f"[{args.label}] " if args.label else ""
-    for case, r in res.items():
-        print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms, pipelined {r['pipe ms']:.3f} ms, host issue "
-              f"{r['issue us']:.0f} us, device with the host ahead: span {r['span ms']:.3f} busy {r['busy ms']:.3f}")
+        r = res[case] = measure(case.split("_")[0], m, batches, args.reps, args.pipe_reps, args.steps)
+        tag = f"[{args.label}] " if args.label else ""
+        gs = f", CUDA graph replay sync {r['graph sync ms']:.3f} ms" if "graph sync ms" in r else ""
+        print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms{gs}, pipelined {r['pipe ms']:.3f} ms (10 calls after a sync "
+              f"{r['pipe10 ms']:.3f}), host issue {r['issue us']:.0f} us, device with the host ahead: span "
+              f"{r['span ms']:.3f} busy {r['busy ms']:.3f}")
         for (x, y), ms in r["gaps"]:
             print(f"{tag}  gap {ms:.4f} ms  {x} -> {y}")
         print(f"{tag}  host parts (us per call, profiled):")
         for k, v in sorted(r["host"].items(), key=lambda kv: -kv[1]):
             print(f"{tag}    {v:8.1f}  {k}")
+        sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({c: {k: v for k, v in r.items() if k != "gaps"} for c, r in res.items()}, f, indent=1)

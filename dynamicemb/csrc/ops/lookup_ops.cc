@@ -20,6 +20,7 @@
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
+#include "dynamicemb/csrc/ops/forward_mirror.h"
 #include "dynamicemb/csrc/ops/stage_bind.h"
 
 namespace dynamicemb {
@@ -647,14 +648,21 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (!via_unique) f.rowp = hs.rowp;
     else hs.rowp = nullptr;
   }
+  // the module's host mirror of refused_total (pinned, num_tables int64), written after the insert, so the host
+  // reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror): by
+  // the forward kernel's first block when the forward launches (forward_mirror.h), else by a copy
+  const bool forward_runs = (pooling == kPoolNone ? n : nb) > 0;
+  auto* mirror = refused_host != 0 && train && forward_runs ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
+                                                            : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
     if (host_rows) launch_host_stage_in(hs, stream);
-    dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
+    dispatch_value(out_kind, [&](auto O) {
+      launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
+                                                static_cast<int>(T), stream);
+    });
   });
-  // the module's host mirror of refused_total (pinned, num_tables int64): one copy queued after the insert, so the
-  // host reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror)
-  if (refused_host != 0 && train) {
+  if (refused_host != 0 && train && mirror == nullptr) {
     const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
                                           refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
                                           cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
