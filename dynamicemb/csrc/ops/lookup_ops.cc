@@ -771,7 +771,9 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   }
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
-  Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
+  // the global norm's accumulator: only global-norm clipping and skip_step read it (one allocation less otherwise)
+  std::optional<Tensor> norm;
+  if (max_grad_norm > 0 || nonfinite == kNonFiniteSkipStep) norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
   const StepArrays a = step_arrays(ws, l);
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   BackwardParams p{};
@@ -800,7 +802,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.eps = static_cast<float>(eps);
   p.max_grad_value = static_cast<float>(max_grad_value);
   p.max_grad_norm = static_cast<float>(max_grad_norm);
-  p.norm_sq = static_cast<double*>(norm.data_ptr());
+  p.norm_sq = norm.has_value() ? static_cast<double*>(norm->data_ptr()) : nullptr;
   p.nonfinite = static_cast<int>(nonfinite);
   p.nonfinite_count = nonfinite_count.has_value() ? static_cast<int64_t*>(nonfinite_count->data_ptr()) : nullptr;
   p.grad_psw = psw_grad ? static_cast<float*>(grad_psw.data_ptr()) : nullptr;
