@@ -269,25 +269,30 @@ class _KernelStep:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._set
 
-    def _direct_sgd(self) -> bool:
+    def _direct_sgd(self, segmented=None) -> bool:
         """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows. The
-        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum)."""
+        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum).
+        ``segmented``: _segmented(), when the caller has it."""
         opt = self.optimizer
         return (type(opt) is SGD and not opt.weight_decay and opt.max_grad_value is None
                 and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32]
-                and (opt.nonfinite == "propagate" or self._segmented()))
+                and (opt.nonfinite == "propagate" or (self._segmented() if segmented is None else segmented)))
 
-    def _gsum_buffer(self, n: int) -> torch.Tensor:
+    def _gsum_buffer(self, n: int, segmented=None, direct=None) -> torch.Tensor:
         """(rows, max dim rounded to 4) fp32 gradient sums of the backward (lookup_types.h BackwardParams::gsum:
         the atomic scatter needs one row per unique, the segmented reduction one per warp of backward_chunk
         entries, direct SGD without a non-finite policy none); zero between steps (the kernels restore the
         zeros), so it is allocated once per size (eagerly, before any graph capture; a compiled step that finds
-        none allocates its own)."""
+        none allocates its own). ``segmented`` / ``direct``: _segmented() / _direct_sgd(), when the caller has them."""
         w = -(-self.max_dim // 4) * 4
-        if self._segmented():
-            direct_prop = self._direct_sgd() and self.optimizer.nonfinite == "propagate"
+        if segmented is None:
+            segmented = self._segmented()
+        if direct is None:
+            direct = self._direct_sgd(segmented)
+        if segmented:
+            direct_prop = direct and self.optimizer.nonfinite == "propagate"
             n = 1 if direct_prop else -(-n // int(self.backward_chunk))
-        elif self._direct_sgd():
+        elif direct:
             n = 1
         n = max(n, 1)
         if self._gsum is None or self._gsum.shape[0] < n:
@@ -341,7 +346,8 @@ class _KernelStep:
             lengths = checks[0]
             flags |= _STEP_VALIDATE | (_STEP_LENGTHS_ONLY if checks[1] else 0)
         # the backward's CSR needs only the dedup: built in the forward (a compiled step builds it in the backward)
-        if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
+        segmented = self._segmented() if backward else False
+        if backward and n > 0 and self.overlap_csr and not compiling and segmented:
             flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
         # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
@@ -362,7 +368,7 @@ class _KernelStep:
             return out, None
         self._after_insert(ws=ws)
         if backward and not compiling:
-            self._gsum_buffer(n)
+            self._gsum_buffer(n, segmented)
             self._seg_buffer(n)
         saved = dict(kernels=True, ids=ids, offsets=offsets, ws=ws, psw=pw, psw_dtype=None if psw is None else psw.dtype,
                      B=B, meta=meta, csr=flags & _STEP_CSR, host=host_flags[1])
@@ -385,9 +391,10 @@ class _KernelStep:
         want_psw = psw is not None and psw_requires_grad
         ids = saved["ids"]
         n = ids.numel()
-        direct = self._direct_sgd()
+        segmented = self._segmented()
+        direct = self._direct_sgd(segmented)
         # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
-        seg_chunk = int(self.backward_chunk) if self._segmented() else 0
+        seg_chunk = int(self.backward_chunk) if segmented else 0
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
@@ -395,7 +402,7 @@ class _KernelStep:
             saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
             self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
             *self._opt_constants(), bufs["learning_rate"] if bufs is not None else self.learning_rate, step,
-            self._gsum_buffer(n), self._seg_buffer(n), seg_chunk, _NONFINITE_CODE[opt.nonfinite],
+            self._gsum_buffer(n, segmented, direct), self._seg_buffer(n), seg_chunk, _NONFINITE_CODE[opt.nonfinite],
             bufs["nonfinite_count"] if bufs is not None else self.nonfinite_count, self._nonfinite_seen)
         if not compiling:
             CHANNEL.after_call(self.device)
