@@ -505,8 +505,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   }
   const StepLayout l = step_layout(n, T, with_csr, csr_scaled(pw != nullptr, pooling));
   Tensor ws = torch::stable::new_empty(ids, {l.total / 8}, ScalarType::Long);
-  const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   const StepArrays a = step_arrays(ws, l);
   // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
   const bool probe = !train && pooling == kPoolNone;
@@ -613,6 +611,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.rowp = via_unique ? nullptr : a.rowp;
   ip.pending = a.pending;
   ip.clock_done = header_by_clear && train;
+  // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
+  // one allocation earlier
+  const int64_t rows = pooling == kPoolNone ? n : batch;
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
