@@ -2,7 +2,9 @@
 
 For each case (eval: the lookup-only forward of a trained module; sgd / adam: the train step) in one process:
   - sync: CUDA-event ms of one call, synchronized (median of --reps);
-  - pipe: ms per call of --pipe-reps calls issued back to back (events around all of them; the queue fills once);
+  - pipe: ms per call of --pipe-reps calls issued back to back (events around all of them; the queue fills once,
+    from a synchronize: the first call's host time is in the figure); pipe10: the same over 10 calls (the figure of
+    embedding_step_profile.py); steady: the first event queued behind 5 calls (no fill: max(host issue, device));
   - issue: host us per call with the device kept busy by a sleep kernel (the host never waits for it);
   - span / busy: device ms per call with the host ahead (a profile of --steps calls behind a sleep: first device
     op start to last end, and the union of kernel / memset / memcpy intervals), the largest idle gaps;
@@ -154,6 +156,16 @@ def measure(case, m, batches, reps, pipe_reps, steps):
     b.record()
     b.synchronize()
     r["pipe ms"] = a.elapsed_time(b) / pipe_reps
+    torch.cuda.synchronize()  # steady state: the first event is queued behind 5 calls, so no fill is timed
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(5):
+        fn()
+    a.record()
+    for _ in range(pipe_reps):
+        fn()
+    b.record()
+    b.synchronize()
+    r["steady ms"] = a.elapsed_time(b) / pipe_reps
     torch.cuda.synchronize()  # as embedding_step_profile.py's figure: 10 calls after a synchronize
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
@@ -239,7 +251,7 @@ def main():
         tag = f"[{args.label}] " if args.label else ""
         gs = f", CUDA graph replay sync {r['graph sync ms']:.3f} ms" if "graph sync ms" in r else ""
         print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms{gs}, pipelined {r['pipe ms']:.3f} ms (10 calls after a sync "
-              f"{r['pipe10 ms']:.3f}), host issue {r['issue us']:.0f} us, device with the host ahead: span "
+              f"{r['pipe10 ms']:.3f}; steady, queued behind 5 calls {r['steady ms']:.3f}), host issue {r['issue us']:.0f} us, device with the host ahead: span "
               f"{r['span ms']:.3f} busy {r['busy ms']:.3f}")
         for (x, y), ms in r["gaps"]:
             print(f"{tag}  gap {ms:.4f} ms  {x} -> {y}")
