@@ -50,7 +50,11 @@ def build(opt_name, bench):
 
 
 def host_parts(path, steps):
-    """us per call of the host's parts (see the module docstring) from a chrome trace with "step" annotations."""
+    """us per call of the host's parts (see the module docstring) from a chrome trace with "step" annotations: the
+    self time of every CPU op by name (its time minus its child ops and the CUDA runtime calls directly inside;
+    autograd's records of our Function, "_LookupFunction" / "..._LookupFunctionBackward", hold its Python), the
+    runtime calls by name, the span of the other threads (the backward on autograd's device thread, while the main
+    thread waits) and the rest of the main thread (Python outside any op)."""
     with open(path) as f:
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     marks = sorted((e for e in ev if e.get("cat") == "user_annotation" and e["name"] == "step"),
@@ -59,53 +63,45 @@ def host_parts(path, steps):
         return {}
     lo, hi = marks[0]["ts"], marks[-1]["ts"] + marks[-1]["dur"]
     cpu = [e for e in ev if lo <= e["ts"] <= hi and e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")]
-    rt = [e for e in cpu if e.get("cat") != "cpu_op"]
-    ops = [e for e in cpu if e.get("cat") == "cpu_op"]
     parts = defaultdict(float)
     wall = sum(m["dur"] for m in marks)
     parts["wall (step annotation)"] = wall
-
-    def inside(e, outer):
-        return outer["tid"] == e["tid"] and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]
-
-    # top-level cpu ops (not inside another cpu op of the same thread)
-    ops.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
-    top, last = [], {}
-    for e in ops:
-        o = last.get(e["tid"])
-        if o is not None and inside(e, o):
-            continue
-        top.append(e)
-        last[e["tid"]] = e
-    for r in rt:
-        parts["runtime " + r["name"]] += r["dur"]
-        parts["runtime calls (count, not us)"] += 1
-    top_ids = {id(o) for o in top}
-    for o in top:
-        inner = sum(r["dur"] for r in rt if inside(r, o))
-        ours = o["name"].startswith("dynamicemb::")
-        if ours:  # torch ops called inside ours (allocations: aten::empty / new_empty), apart
-            nested = [e for e in ops if id(e) not in top_ids and inside(e, o)]
-            lvl1 = [e for e in nested if not any(x is not e and inside(e, x) for x in nested)]
-            for e in lvl1:
-                parts["torch ops inside ours: " + e["name"]] += e["dur"]
-            inner += sum(e["dur"] for e in lvl1)
-        parts[("op " + o["name"] + " (own: boxing, checks, launch code)") if ours
-              else "other torch ops (top level, own)"] += o["dur"] - inner
-    # the autograd thread's time overlaps the main thread's wait; "rest" is the main thread's remainder
     main_tid = marks[0]["tid"]
-    main_busy = sum(o["dur"] for o in top if o["tid"] == main_tid)
-    main_rt_out = sum(r["dur"] for r in rt if r["tid"] == main_tid and not any(inside(r, o) for o in top
-                                                                                 if o["tid"] == main_tid))
-    # other threads (autograd's device thread runs the backward): their span per step, during which the main
-    # thread waits inside backward()
+    main_top = 0.0  # main thread: time inside top-level ops and runtime calls
+    by_tid = defaultdict(list)
+    for e in cpu:
+        by_tid[e["tid"]].append(e)
+    for tid, evs in by_tid.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []  # open cpu ops: [event, time of direct children]
+        selfs = []
+
+        def close_until(t):
+            while stack and stack[-1][0]["ts"] + stack[-1][0]["dur"] <= t:
+                e, child = stack.pop()
+                selfs.append((e["name"], e["dur"] - child))
+
+        for e in evs:
+            close_until(e["ts"])
+            if stack:
+                stack[-1][1] += e["dur"]
+            elif tid == main_tid:
+                main_top += e["dur"]
+            if e.get("cat") == "cpu_op":
+                stack.append([e, 0.0])
+            else:
+                parts["runtime " + e["name"]] += e["dur"]
+                parts["runtime calls (count, not us)"] += 1
+        close_until(float("inf"))
+        for name, t in selfs:
+            parts["op self: " + name] += t
     other = 0.0
     for mk in marks:
         evs = [e for e in cpu if e["tid"] != main_tid and mk["ts"] <= e["ts"] <= mk["ts"] + mk["dur"]]
         if evs:
             other += max(e["ts"] + e["dur"] for e in evs) - min(e["ts"] for e in evs)
     parts["span of other threads (the backward on autograd's thread)"] = other
-    parts["rest of the main thread (Python, autograd, arg parsing)"] = wall - main_busy - main_rt_out - other
+    parts["rest of the main thread (Python outside ops)"] = wall - main_top - other
     return {k: v / steps for k, v in parts.items()}
 
 
