@@ -12,7 +12,7 @@ For each case (eval: the lookup-only forward of a trained module; sgd / adam: th
     CUDA runtime calls by name, the ops' own time (dispatcher event minus the runtime calls inside), other torch
     ops at top level, and the rest (Python, autograd, argument parsing before the dispatcher).
 Run (GPU): python3 -P tools/dynamicemb_dev/host_issue.py --bench benchmarks [--cases eval,sgd,sgd:1/0,adam] [--label main]
-(a case "sgd:S/F" runs lab variant S/F of tools/dynamicemb_dev/lab_variants.py, then restores 0/0).
+(a case "sgd:S/F" runs lab variant S/F of tools/dynamicemb_dev/lab_variants.py, then restores the build's).
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ def main():
     res = {}
     mods = {}
     for case in args.cases.split(","):
-        base, _, variant = case.partition(":")  # "sgd:1/0": the lab variant S/F (tools/dynamicemb_dev/lab_variants)
+        base, _, variant = case.partition(":")  # "sgd:0/0": the lab variant S/F (tools/dynamicemb_dev/lab_variants)
         opt = "adam" if base in ("adam", "eval_adam") else "sgd"
         if opt not in mods:
             mods.clear()
@@ -270,10 +270,12 @@ def main():
             if lab is None:
                 print(f"{case}: this build has no lab ops")
                 continue
+            before = (lab[0](-1), lab[1](-1))  # (-1 reads) the build's defaults, restored after the case
             use_variant(lab, dedup, variant)
         r = res[case] = measure(base.split("_")[0], m, batches, args.reps, args.pipe_reps, args.steps)
         if lab is not None:
-            use_variant(lab, dedup, "0/0")
+            lab[0](before[0])
+            lab[1](before[1])
         tag = f"[{args.label}] " if args.label else ""
         gs = f", CUDA graph replay sync {r['graph sync ms']:.3f} ms" if "graph sync ms" in r else ""
         print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms{gs}, pipelined {r['pipe ms']:.3f} ms (10 calls after a sync "
