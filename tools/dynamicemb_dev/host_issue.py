@@ -12,7 +12,8 @@ For each case (eval: the lookup-only forward of a trained module; sgd / adam: th
     CUDA runtime calls by name, the ops' own time (dispatcher event minus the runtime calls inside), other torch
     ops at top level, and the rest (Python, autograd, argument parsing before the dispatcher).
 Run (GPU): python3 -P tools/dynamicemb_dev/host_issue.py --bench benchmarks [--cases eval,sgd,sgd:1/0,adam] [--label main]
-(a case "sgd:S/F" runs lab variant S/F of tools/dynamicemb_dev/lab_variants.py, then restores the build's).
+(a case "sgd:S/F" runs lab variant S/F of tools/dynamicemb_dev/lab_variants.py, "sgd:mirror1" the refusals' host
+mirror by a copy (op _lookup_lab_mirror); each restores the build's default after).
 """
 
 from __future__ import annotations
@@ -263,7 +264,15 @@ def main():
             mods[opt] = build(opt, args.bench)
         m, batches = mods[opt]
         lab = None
-        if variant:
+        if variant.startswith("mirror"):  # "sgd:mirror1": the refusals' mirror by a copy (op _lookup_lab_mirror)
+            op = getattr(torch.ops.dynamicemb, "_lookup_lab_mirror", None)
+            if op is None:
+                print(f"{case}: this build has no op _lookup_lab_mirror")
+                continue
+            lab = [op]
+            before = (op(-1),)
+            op(int(variant[len("mirror"):]))
+        elif variant:
             from lab_variants import lab_ops, use_variant
 
             lab, dedup = lab_ops()
@@ -274,8 +283,8 @@ def main():
             use_variant(lab, dedup, variant)
         r = res[case] = measure(base.split("_")[0], m, batches, args.reps, args.pipe_reps, args.steps)
         if lab is not None:
-            lab[0](before[0])
-            lab[1](before[1])
+            for op, v in zip(lab, before):
+                op(v)
         tag = f"[{args.label}] " if args.label else ""
         gs = f", CUDA graph replay sync {r['graph sync ms']:.3f} ms" if "graph sync ms" in r else ""
         print(f"\n{tag}{case}: sync {r['sync ms']:.3f} ms{gs}, pipelined {r['pipe ms']:.3f} ms (10 calls after a sync "

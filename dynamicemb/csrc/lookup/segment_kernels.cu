@@ -449,9 +449,10 @@ int segment_sort_bits(int64_t n) {
 
 namespace {
 // The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process). Default: cub's
-// onesweep kernel launched by hand (kCsrSortHand8: its counters zeroed by the dedup's clear pass, no memsets and no
-// host queries; ~7 fewer host calls per step than cub's DeviceRadixSort, the same kernels, bitwise the same CSR).
-std::atomic<int> g_csr_sort{kCsrSortHand8};
+// DeviceRadixSort; the hand-launched onesweep (kCsrSortHand8) issues ~7 fewer host calls per step, but with the host
+// ahead both give the same step time (docs/dynamicemb.md, "The CSR's sort by hand" and "The eval and train steps'
+// host issue").
+std::atomic<int> g_csr_sort{kCsrSortCub};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.
 template <typename C>

@@ -11,6 +11,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -156,6 +157,15 @@ int64_t lookup_lab_find_later(int64_t variant) {
 // before.
 int64_t lookup_lab_dedup(int64_t variant) {
   return dedup_flags_variant(variant >= 0 && variant <= kDedupFlagsAll ? static_cast<int>(variant) : -1);
+}
+
+// Lab: how a training step writes the refusals' host mirror: 0 the forward kernel's first block (default), 1 a
+// copy after the forward (as before the kernel wrote it); other values only read it. Returns the one before.
+std::atomic<int> g_mirror_copy{0};
+int64_t lookup_lab_mirror(int64_t variant) {
+  const int old = g_mirror_copy.load();
+  if (variant == 0 || variant == 1) g_mirror_copy.store(static_cast<int>(variant));
+  return old;
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -654,8 +664,9 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   // reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror): by
   // the forward kernel's first block when the forward launches (forward_mirror.h), else by a copy
   const bool forward_runs = (pooling == kPoolNone ? n : nb) > 0;
-  auto* mirror = refused_host != 0 && train && forward_runs ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
-                                                            : nullptr;
+  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0
+                     ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
+                     : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
     if (host_rows) launch_host_stage_in(hs, stream);
@@ -873,6 +884,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_csr_sort(int variant) -> int");
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
+  m.def("_lookup_lab_mirror(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -890,6 +902,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_csr_sort", TORCH_BOX(&dynamicemb::lookup::lookup_lab_csr_sort));
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
+  m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
