@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -135,43 +134,20 @@ def measure(case, m, batches, reps, pipe_reps, steps):
         fn = evalstep
         for _ in range(3):
             fn()
+    from bench_util import event_ms, median_ms
+
+    def per_call_ms(n, queued=0):
+        """ms per call of n calls between two events, the first queued behind `queued` calls."""
+        torch.cuda.synchronize()
+        for _ in range(queued):
+            fn()
+        return event_ms(lambda: [fn() for _ in range(n)]) / n
+
     torch.cuda.synchronize()
-    r = {}
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    r["sync ms"] = statistics.median(ts)
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(pipe_reps):
-        fn()
-    b.record()
-    b.synchronize()
-    r["pipe ms"] = a.elapsed_time(b) / pipe_reps
-    torch.cuda.synchronize()  # steady state: the first event is queued behind 5 calls, so no fill is timed
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(5):
-        fn()
-    a.record()
-    for _ in range(pipe_reps):
-        fn()
-    b.record()
-    b.synchronize()
-    r["steady ms"] = a.elapsed_time(b) / pipe_reps
-    torch.cuda.synchronize()  # as embedding_step_profile.py's figure: 10 calls after a synchronize
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(10):
-        fn()
-    b.record()
-    b.synchronize()
-    r["pipe10 ms"] = a.elapsed_time(b) / 10
+    r = {"sync ms": median_ms(fn, 0, reps)}
+    r["pipe ms"] = per_call_ms(pipe_reps)
+    r["steady ms"] = per_call_ms(pipe_reps, queued=5)  # the queue's fill is not timed
+    r["pipe10 ms"] = per_call_ms(10)  # as embedding_step_profile.py's figure: 10 calls after a synchronize
     torch.cuda.synchronize()
     torch.cuda._sleep(200_000_000)  # ~0.1 s: the host never catches up with the device
     t0 = time.perf_counter()
@@ -206,15 +182,7 @@ def measure(case, m, batches, reps, pipe_reps, steps):
                     m(sids, soff)
 
             g = capture_graph(ev0, warmup=2)
-            ts = []
-            for _ in range(reps):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                g.replay()
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b))
-            r["graph sync ms"] = statistics.median(ts)
+            r["graph sync ms"] = median_ms(g.replay, 0, reps)
             del g
         except Exception as ex:  # noqa: BLE001
             print(f"graph capture failed: {type(ex).__name__}: {ex}")
