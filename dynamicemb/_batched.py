@@ -650,7 +650,8 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         if lengths_only:
             offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
             torch.cumsum(lengths.long(), 0, out=offsets[1:])
-        offsets = offsets.long()
+        if offsets.dtype != torch.int64:  # (a call of .long() on int64 offsets costs a dispatch for nothing)
+            offsets = offsets.long()
         skip = None  # the torch path's device-check flag (nonzero: the batch failed and is treated as empty)
         checks = None  # the kernel path's: (lengths, lengths_only), checked inside lookup_step
         if cuda:

@@ -232,6 +232,19 @@ class _KernelStep:
         self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
         return self._meta
 
+    def _step_tables(self) -> torch.Tensor:
+        """An eager step's table bookkeeping: _check_groups, then _kernel_meta (returned). Skipped while no table
+        of the process replaced a state tensor or its epoch (_table.state_epoch) and the module holds the same
+        table objects: one int and a pass of identities per step instead of both methods' checks."""
+        seen = self.__dict__.get("_tables_seen")
+        if (seen is not None and self._meta is not None and seen[0] == state_epoch()
+                and all(map(operator.is_, seen[1], self.tables))):
+            return self._meta
+        self._check_groups()
+        meta = self._kernel_meta()
+        self.__dict__["_tables_seen"] = (state_epoch(), list(self.tables))
+        return meta
+
     def _host_step_flags(self) -> tuple:
         """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
         table metadata) under ``host_rows_order``."""
@@ -256,25 +269,30 @@ class _KernelStep:
             self._set = torch.empty(cap, dtype=torch.int32, device=self.device)
         return self._set
 
-    def _direct_sgd(self) -> bool:
+    def _direct_sgd(self, segmented=None) -> bool:
         """Plain fp32 SGD (no weight decay, no clipping): the backward adds -lr * g straight into the rows. The
-        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum)."""
+        atomic scatter can do so only when non-finite gradients propagate (it never sees a row's whole sum).
+        ``segmented``: _segmented(), when the caller has it."""
         opt = self.optimizer
         return (type(opt) is SGD and not opt.weight_decay and opt.max_grad_value is None
                 and opt.max_grad_norm is None and self._value_kind == _VALUE_KIND[torch.float32]
-                and (opt.nonfinite == "propagate" or self._segmented()))
+                and (opt.nonfinite == "propagate" or (self._segmented() if segmented is None else segmented)))
 
-    def _gsum_buffer(self, n: int) -> torch.Tensor:
+    def _gsum_buffer(self, n: int, segmented=None, direct=None) -> torch.Tensor:
         """(rows, max dim rounded to 4) fp32 gradient sums of the backward (lookup_types.h BackwardParams::gsum:
         the atomic scatter needs one row per unique, the segmented reduction one per warp of backward_chunk
         entries, direct SGD without a non-finite policy none); zero between steps (the kernels restore the
         zeros), so it is allocated once per size (eagerly, before any graph capture; a compiled step that finds
-        none allocates its own)."""
+        none allocates its own). ``segmented`` / ``direct``: _segmented() / _direct_sgd(), when the caller has them."""
         w = -(-self.max_dim // 4) * 4
-        if self._segmented():
-            direct_prop = self._direct_sgd() and self.optimizer.nonfinite == "propagate"
+        if segmented is None:
+            segmented = self._segmented()
+        if direct is None:
+            direct = self._direct_sgd(segmented)
+        if segmented:
+            direct_prop = direct and self.optimizer.nonfinite == "propagate"
             n = 1 if direct_prop else -(-n // int(self.backward_chunk))
-        elif self._direct_sgd():
+        elif direct:
             n = 1
         n = max(n, 1)
         if self._gsum is None or self._gsum.shape[0] < n:
@@ -319,8 +337,7 @@ class _KernelStep:
         else:
             if backward:
                 self._before_train_step()
-            self._check_groups()
-            meta = self._kernel_meta()
+            meta = self._step_tables()
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         host_flags = self._host_step_flags()
         flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0) | host_flags[0]
@@ -329,7 +346,8 @@ class _KernelStep:
             lengths = checks[0]
             flags |= _STEP_VALIDATE | (_STEP_LENGTHS_ONLY if checks[1] else 0)
         # the backward's CSR needs only the dedup: built in the forward (a compiled step builds it in the backward)
-        if backward and n > 0 and self.overlap_csr and not compiling and self._segmented():
+        segmented = self._segmented() if backward else False
+        if backward and n > 0 and self.overlap_csr and not compiling and segmented:
             flags |= _STEP_CSR | (_STEP_OVERLAP if n >= _OVERLAP_MIN_IDS else 0)
         out_cols = sum(self.feature_dims) if self.pooling != "none" else self.feature_dims[0]
         # an eager training step copies the refusals into the pinned mirror (_before_train_step reads it)
@@ -340,15 +358,17 @@ class _KernelStep:
             staging = _NO_STAGING
         # the staging and mirror arguments only when used (every argument positional: tests replay the captured list)
         extra = (*staging, mirror) if mirror or staging is not _NO_STAGING else ()
+        # (an eager step reads the buffer from its dict: nn.Module's attribute fallback costs ~1-2 us)
+        refused = self._buffers["refused_count"] if eager else self.refused_count
         out, ws = torch.ops.dynamicemb.lookup_step(
             meta, self._value_kind, ids, offsets, lengths, pw, self._ftable_i32, self._fcol, max(B, 1),
             _POOL_CODE[self.pooling], flags, self.max_dim, out_cols, _VALUE_KIND[self.output_dtype],
-            self._dedup_set(n), self.refused_count, skip, *extra)
+            self._dedup_set(n), refused, skip, *extra)
         if not train:
             return out, None
         self._after_insert(ws=ws)
         if backward and not compiling:
-            self._gsum_buffer(n)
+            self._gsum_buffer(n, segmented)
             self._seg_buffer(n)
         saved = dict(kernels=True, ids=ids, offsets=offsets, ws=ws, psw=pw, psw_dtype=None if psw is None else psw.dtype,
                      B=B, meta=meta, csr=flags & _STEP_CSR, host=host_flags[1])
@@ -357,26 +377,34 @@ class _KernelStep:
     @torch.no_grad()
     def _backward_kernels(self, grad_out, saved, psw_requires_grad):
         opt = self.optimizer
-        g = grad_out.to(torch.float32).contiguous()
+        g = grad_out if grad_out.dtype == torch.float32 else grad_out.to(torch.float32)
+        if not g.is_contiguous():
+            g = g.contiguous()
         if g.dim() == 1:
             g = g.view(-1, 1)
-        self.step.add_(1.0)
+        compiling = _compiling()
+        # (eager: the buffers from their dict, past nn.Module's attribute fallback)
+        bufs = self._buffers if not compiling else None
+        step = bufs["step"] if bufs is not None else self.step
+        step.add_(1.0)
         psw = saved["psw"]
         want_psw = psw is not None and psw_requires_grad
         ids = saved["ids"]
         n = ids.numel()
-        direct = self._direct_sgd()
+        segmented = self._segmented()
+        direct = self._direct_sgd(segmented)
         # seg_chunk > 0 selects the segmented reduction (the forward's CSR, if it built one, goes with it)
-        seg_chunk = int(self.backward_chunk) if self._segmented() else 0
+        seg_chunk = int(self.backward_chunk) if segmented else 0
         flags = (saved["csr"] | saved.get("host", 0) | (_STEP_VEC4 if self._vec4 else 0) | (_STEP_PSW_GRAD if want_psw else 0)
                  | (_STEP_DIRECT if direct else 0) | (_STEP_AGGREGATE if self.aggregate_grads else 0)
                  | (_STEP_DECOUPLED_WD if getattr(opt, "decoupled_weight_decay", False) else 0))
         grad_psw = torch.ops.dynamicemb.lookup_backward(
             saved["meta"], self._value_kind, g, ids, saved["offsets"], saved["ws"], psw, self._ftable_i32,
             self._fcol, max(saved["B"], 1), _POOL_CODE[self.pooling], flags, self.max_dim, _opt_code(opt),
-            *self._opt_constants(), self.learning_rate, self.step, self._gsum_buffer(n), self._seg_buffer(n),
-            seg_chunk, _NONFINITE_CODE[opt.nonfinite], self.nonfinite_count, self._nonfinite_seen)
-        if not _compiling():
+            *self._opt_constants(), bufs["learning_rate"] if bufs is not None else self.learning_rate, step,
+            self._gsum_buffer(n, segmented, direct), self._seg_buffer(n), seg_chunk, _NONFINITE_CODE[opt.nonfinite],
+            bufs["nonfinite_count"] if bufs is not None else self.nonfinite_count, self._nonfinite_seen)
+        if not compiling:
             CHANNEL.after_call(self.device)
         return grad_psw.to(saved["psw_dtype"]) if want_psw else None
 

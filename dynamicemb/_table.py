@@ -68,8 +68,9 @@ _NUM_COUNTERS = 4  # [clock, size, spare, spare]
 
 _EMPTY_DIGEST = (fmix64(1 << 63) >> 32) & 0xFF
 # Attributes whose replacement changes what a kernel's table record points to (and the caching table's store).
+# The epoch is in the kernels' table record too.
 _STATE_ATTRS = frozenset({"keys", "digests", "scores", "values", "values_host", "hbm_rows", "hbm_slots", "locks",
-                          "counters", "store"})
+                          "counters", "store", "epoch"})
 _STATE_EPOCH = [0]
 
 

@@ -255,6 +255,22 @@ def _pressure_run(policy, on_refused, pooling, grow, devices=("cpu", "cuda")):
         assert bool(c) == (on_refused == "warn" and refused_total > 0)
 
 
+@pytest.mark.parametrize("pooling", ["sum", "none"])
+def test_refusal_mirror_follows_refused_count(pooling):
+    """The pinned host mirror of the refusals (written by the forward kernel, or by a copy when no forward runs)
+    equals refused_count after each training step: refusals, then a step without ids."""
+    m = _pressure_module("cuda", "lru", "zero", pooling, grow=False)  # one 16-slot bucket
+    gen = torch.Generator().manual_seed(3)
+    for n in (200, 0, 120):
+        ids = torch.randperm(1 << 20, generator=gen)[:n].cuda()
+        offsets = torch.sort(torch.randint(0, n + 1, (17,), generator=gen)).values
+        offsets[0], offsets[-1] = 0, n
+        m(ids, offsets.cuda()).sum().backward()
+        torch.cuda.synchronize()
+        assert m._refused_pinned.poll() == m.refused_count.cpu().tolist(), n
+    assert m.refused_count.item() > 0
+
+
 @pytest.mark.parametrize("grow", [False, True], ids=["one_bucket", "grow"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
@@ -437,6 +453,23 @@ def test_training_step_has_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
+
+
+def test_set_epoch_reaches_the_next_step():
+    """The eager step reuses its table records while no table state changed: set_epoch between two steps must
+    still reach the second step's inserts (the epoch is the high 32 bits of an epoch_lru score)."""
+    gen = torch.Generator().manual_seed(5)
+    m = make("cuda", SGD(lr=0.1), pooling="none", score_policy="epoch_lru")
+    for epoch, lo in ((3, 0), (7, 1 << 40)):
+        m.set_epoch(epoch)
+        ids = lo + torch.randperm(1 << 20, generator=gen)[:3 * B].to("cuda")
+        offsets = torch.arange(3 * B + 1, device="cuda")
+        m(ids, offsets).sum().backward()
+        for t, tbl in enumerate(m.tables):
+            k = ids[t * B:(t + 1) * B] if t == 0 else ids[B:]
+            _, found, scores = tbl.find(k, return_scores=True)
+            assert bool(found.all())
+            assert set((scores >> 32).tolist()) == {epoch}, (epoch, t)
 
 
 @pytest.mark.parametrize("opt", ["sgd", "adam", "adagrad", "rowwise_adagrad"])

@@ -16,6 +16,15 @@
 
 namespace dynamicemb {
 namespace lookup {
+
+// The training forward's copy of the module's running refusals into their pinned host mirror (declared with
+// launch_forward_mirrored in dynamicemb/csrc/ops/forward_mirror.h, the ops' side).
+struct RefusalMirror {
+  const int64_t* refused_total;  // (num_tables) device: the module's running count
+  int64_t* host;                 // (num_tables) pinned host memory (device-mapped: UVA), or null: no stores
+  int num_tables;
+};
+
 namespace detail {
 
 constexpr int kFwdBlock = 128;  // ~90 registers (8 rows in flight): 5 blocks per SM
@@ -25,6 +34,12 @@ constexpr int kUnroll = 8;
 // off the streaming loop.
 __device__ __noinline__ float fallback_at(const TableMeta* m, bool train, uint64_t key, int64_t col) {
   return fallback_value(*m, train, key, col);
+}
+
+// The refusal mirror's stores by the first block (dynamicemb/csrc/ops/forward_mirror.h).
+__device__ __forceinline__ void store_mirror(const RefusalMirror& m) {
+  if (m.host != nullptr && blockIdx.x == 0)
+    for (int t = threadIdx.x; t < m.num_tables; t += blockDim.x) m.host[t] = m.refused_total[t];
 }
 
 // Writes bag j (its dim, first output element and end are held by lane j) from `acc`, then starts bag j + 1.
@@ -49,7 +64,8 @@ __device__ __forceinline__ void emit_bag(typename Val<O>::T* out, int c, bool me
 }
 
 template <int V, int O, int N>
-__global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p) {
+__global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p, RefusalMirror mirror) {
+  store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
   const int lane = threadIdx.x & 31;
@@ -171,7 +187,8 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
 }
 
 template <int V, int O, int N, int ADDR>
-__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p) {
+__global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
+  store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
   const int lane = threadIdx.x & 31;
@@ -248,7 +265,9 @@ __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p)
 }  // namespace detail
 
 template <int V, int O>
-void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
+void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* refused_total, int64_t* refused_host,
+                             int num_tables, void* stream) {
+  const RefusalMirror mirror{refused_total, refused_host, num_tables};
   const bool seq = p.pooling == kPoolNone;
   const int64_t items = seq ? p.n : p.num_bags;
   if (items == 0) return;
@@ -257,20 +276,27 @@ void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
   if (seq) {
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if (vec4) detail::sequence_kernel<V, O, 4, A><<<grid, detail::kFwdBlock, 0, st>>>(p);
-      else detail::sequence_kernel<V, O, 1, A><<<grid, detail::kFwdBlock, 0, st>>>(p);
+      if (vec4) detail::sequence_kernel<V, O, 4, A><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
+      else detail::sequence_kernel<V, O, 1, A><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
     };
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
     else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
     else go(std::integral_constant<int, kAddrRowp>{});
   } else {
-    if (vec4) detail::pooled_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p);
-    else detail::pooled_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p);
+    if (vec4) detail::pooled_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
+    else detail::pooled_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
   }
   check_launch("forward");
 }
 
-#define DYNAMICEMB_LOOKUP_FWD(V, O) template void launch_forward<V, O>(const ForwardParams&, bool, void*);
+template <int V, int O>
+void launch_forward(const ForwardParams& p, bool vec4, void* stream) {
+  launch_forward_mirrored<V, O>(p, vec4, nullptr, nullptr, 0, stream);
+}
+
+#define DYNAMICEMB_LOOKUP_FWD(V, O)                                             \
+  template void launch_forward<V, O>(const ForwardParams&, bool, void*); \
+  template void launch_forward_mirrored<V, O>(const ForwardParams&, bool, const int64_t*, int64_t*, int, void*);
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp32)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueFp16)
 DYNAMICEMB_LOOKUP_FWD(kValueFp32, kValueBf16)

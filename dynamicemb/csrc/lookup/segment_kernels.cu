@@ -449,8 +449,9 @@ int segment_sort_bits(int64_t n) {
 
 namespace {
 // The CSR sort's variant (lab: op _lookup_lab_csr_sort; benchmarks compare them in one process). Default: cub's
-// DeviceRadixSort; the hand-launched onesweep (kCsrSortHand8) saves ~0.015 ms of device time per step but measured
-// 1-2 % slower pipelined (docs/dynamicemb.md, "The CSR's sort by hand").
+// DeviceRadixSort; the hand-launched onesweep (kCsrSortHand8) issues ~7 fewer host calls per step, but with the host
+// ahead both give the same step time (docs/dynamicemb.md, "The CSR's sort by hand" and "The eval and train steps'
+// host issue").
 std::atomic<int> g_csr_sort{kCsrSortCub};
 
 // The hand sort runs one onesweep portion (cub splits larger inputs): n up to 2^28 - a tile.

@@ -11,6 +11,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "common/stable_utils.h"
 #include "dynamicemb/csrc/lookup/lookup_types.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
+#include "dynamicemb/csrc/ops/forward_mirror.h"
 #include "dynamicemb/csrc/ops/stage_bind.h"
 
 namespace dynamicemb {
@@ -155,6 +157,15 @@ int64_t lookup_lab_find_later(int64_t variant) {
 // before.
 int64_t lookup_lab_dedup(int64_t variant) {
   return dedup_flags_variant(variant >= 0 && variant <= kDedupFlagsAll ? static_cast<int>(variant) : -1);
+}
+
+// Lab: how a training step writes the refusals' host mirror: 0 the forward kernel's first block (default), 1 a
+// copy after the forward (as before the kernel wrote it); other values only read it. Returns the one before.
+std::atomic<int> g_mirror_copy{0};
+int64_t lookup_lab_mirror(int64_t variant) {
+  const int old = g_mirror_copy.load();
+  if (variant == 0 || variant == 1) g_mirror_copy.store(static_cast<int>(variant));
+  return old;
 }
 
 int64_t lookup_dedup_set_size(int64_t n) {
@@ -504,8 +515,6 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   }
   const StepLayout l = step_layout(n, T, with_csr, csr_scaled(pw != nullptr, pooling));
   Tensor ws = torch::stable::new_empty(ids, {l.total / 8}, ScalarType::Long);
-  const int64_t rows = pooling == kPoolNone ? n : batch;
-  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   const StepArrays a = step_arrays(ws, l);
   // eval of a sequence (pooling none): no dedup and no find pass; the forward probes each id's table itself
   const bool probe = !train && pooling == kPoolNone;
@@ -612,6 +621,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.rowp = via_unique ? nullptr : a.rowp;
   ip.pending = a.pending;
   ip.clock_done = header_by_clear && train;
+  // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
+  // one allocation earlier
+  const int64_t rows = pooling == kPoolNone ? n : batch;
+  Tensor out = torch::stable::new_empty(ids, {rows, out_cols}, scalar_of(out_kind));
   ForwardParams f{};
   f.meta = ip.meta;
   f.ids = id_ptr;
@@ -647,14 +660,22 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     if (!via_unique) f.rowp = hs.rowp;
     else hs.rowp = nullptr;
   }
+  // the module's host mirror of refused_total (pinned, num_tables int64), written after the insert, so the host
+  // reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror): by
+  // the forward kernel's first block when the forward launches (forward_mirror.h), else by a copy
+  const bool forward_runs = (pooling == kPoolNone ? n : nb) > 0;
+  auto* mirror = refused_host != 0 && train && forward_runs && g_mirror_copy.load() == 0
+                     ? reinterpret_cast<int64_t*>(static_cast<uintptr_t>(refused_host))
+                     : nullptr;
   dispatch_value(value_kind, [&](auto V) {
     if (!probe) launch_insert<V.value>(ip, stream);
     if (host_rows) launch_host_stage_in(hs, stream);
-    dispatch_value(out_kind, [&](auto O) { launch_forward<V.value, O.value>(f, vec4, stream); });
+    dispatch_value(out_kind, [&](auto O) {
+      launch_forward_mirrored<V.value, O.value>(f, vec4, static_cast<const int64_t*>(refused_total.data_ptr()), mirror,
+                                                static_cast<int>(T), stream);
+    });
   });
-  // the module's host mirror of refused_total (pinned, num_tables int64): one copy queued after the insert, so the
-  // host reads the refusals without a copy, an event or a query of its own per step (_batched_step._PinnedMirror)
-  if (refused_host != 0 && train) {
+  if (refused_host != 0 && train && mirror == nullptr) {
     const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(refused_host)),
                                           refused_total.data_ptr(), static_cast<size_t>(T) * sizeof(int64_t),
                                           cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
@@ -763,7 +784,9 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   }
   torch::stable::accelerator::DeviceGuard guard(ids.get_device_index());
   Tensor grad_psw = torch::stable::new_empty(ids, {psw_grad ? n : 0}, ScalarType::Float);
-  Tensor norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
+  // the global norm's accumulator: only global-norm clipping and skip_step read it (one allocation less otherwise)
+  std::optional<Tensor> norm;
+  if (max_grad_norm > 0 || nonfinite == kNonFiniteSkipStep) norm = torch::stable::new_empty(ids, {1}, ScalarType::Double);
   const StepArrays a = step_arrays(ws, l);
   const float* pw = psw.has_value() ? static_cast<const float*>(psw->data_ptr()) : nullptr;
   BackwardParams p{};
@@ -792,7 +815,7 @@ Tensor lookup_backward(Tensor meta, int64_t value_kind, Tensor grad, Tensor ids,
   p.eps = static_cast<float>(eps);
   p.max_grad_value = static_cast<float>(max_grad_value);
   p.max_grad_norm = static_cast<float>(max_grad_norm);
-  p.norm_sq = static_cast<double*>(norm.data_ptr());
+  p.norm_sq = norm.has_value() ? static_cast<double*>(norm->data_ptr()) : nullptr;
   p.nonfinite = static_cast<int>(nonfinite);
   p.nonfinite_count = nonfinite_count.has_value() ? static_cast<int64_t*>(nonfinite_count->data_ptr()) : nullptr;
   p.grad_psw = psw_grad ? static_cast<float*>(grad_psw.data_ptr()) : nullptr;
@@ -861,6 +884,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_csr_sort(int variant) -> int");
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
+  m.def("_lookup_lab_mirror(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -878,6 +902,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_csr_sort", TORCH_BOX(&dynamicemb::lookup::lookup_lab_csr_sort));
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
+  m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
