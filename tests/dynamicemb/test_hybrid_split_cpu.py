@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from dynamicemb._checkpoint import _blank_like
 from dynamicemb._hybrid import HybridTable, split_rows
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
@@ -235,6 +236,7 @@ def test_slot_major_cpu_twin_follows_host_run(h):
     c = HybridTable(nb * B, dim, _slot_major=True, **kw)
     c.load_state_dict(sm.state_dict())
     assert c.host_run == nb and torch.equal(c.all_values(), ref) and torch.equal(c.values_host, sm.values_host)
+    assert _blank_like(sm, sm.capacity()).host_run == nb  # a checkpoint load's new table keeps the layout
     sm._set_host_slot_major(False)
     assert sm.values_host is None and torch.equal(sm.values, ref)
     sm._set_host_slot_major(True)
