@@ -42,8 +42,9 @@ class UvaStoreSpec:
         ...                        backing_store=UvaStoreSpec())
     """
 
-    # Slot-major host rows (slot j of every bucket one contiguous run: a cold step's moves touch fewer host regions;
-    # docs/dynamicemb_storage_notes.md, "Slot-major host rows"); private: False = bucket-major, for comparisons.
+    # Slot-major host rows (slot j of every bucket one contiguous run, slots claimed lowest first: a cold step's
+    # moves touch fewer host regions; docs/dynamicemb_storage_notes.md, "Slot-major host rows"); private: False =
+    # bucket-major, for comparisons.
     _slot_major: bool = dataclasses.field(default=True, repr=False)
 
     def open(self, key_dtype, value_dim, value_dtype, capacity, bucket_capacity=128, device=None) -> "UvaStore":

@@ -1,7 +1,8 @@
 // Scored hash table: the CPU twin. Same layout, hash, probe order, scores and eviction choices as the CUDA
 // kernels (table_kernels.cuh); keys of a batch are processed in order, so where the GPU has no contention for a
 // full bucket inside one batch the two agree slot for slot. Rows are placed by ref_row, as on CUDA (a twin with a
-// second row buffer keeps its rows where the CUDA table keeps them: table_types.h host_row_of). Used as the test oracle and as the CPU implementation.
+// second row buffer keeps its rows where the CUDA table keeps them: table_types.h host_row_of). Used as the test
+// oracle and as the CPU implementation.
 #pragma once
 
 #include <algorithm>
