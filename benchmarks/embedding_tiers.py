@@ -32,8 +32,8 @@ an HBM cache of 10/25/50 % of the rows (with and without prefetch) against all-H
 
 Usage:
     python benchmarks/embedding_tiers.py [--quick] [--results benchmarks/RESULTS.md] [--plot tiers.png]
-        [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--hkv-tables all-HBM,hybrid] [--hkv-reps N]
-        [--hkv-load 0.5,1.0]
+        [--skip hybrid,hkv,step,disk] [--hkv-capacity N] [--hkv-tables all-HBM,hybrid,hybrid-sm] [--hkv-reps N]
+        [--hkv-load 0.5,1.0] [--hkv-keysets hits,hkv]
         [--step-rows N] [--step-batch N] [--disk-rows N]
         [--fracs 0.1,0.25,0.5] [--opts sgd,adam] [--stores host,uva] [--rounds N [--round-reps N]] [--batches N]
         [--hybrid-fracs 0.25,0.5 [--hybrid-orders forward,step,off]]
@@ -142,7 +142,8 @@ def host_share(m):
     return host / max(stored, 1)
 
 
-def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"), load=0.5):
+def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"), load=0.5,
+              keysets=("all hits", f"hit rate {HIT_RATE}")):
     """HKV's hybrid config: dim 64 fp32, hbm_rows = cap / 2, load factor ``load`` (0.5: HKV's; at 1.0 the fill
     evicts, and the stored keys are those still found), n keys per op; two key sets:
     n distinct stored keys (all hits), and HKV's shape: hit rate 0.6 (60 % stored keys, then 40 % absent ones;
@@ -157,7 +158,10 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
     rows, shares = [], []
     for name, mk in (("all-HBM", lambda: ScoredHashTable(cap, dim, device="cuda")),
                      ("hybrid (half the slots in host)", lambda: HybridTable(cap, dim, device="cuda",
-                                                                              hbm_rows=cap // 2))):
+                                                                              hbm_rows=cap // 2)),
+                     # private layout: slot-major host rows (claimed lowest slot first where the wheel does)
+                     ("hybrid-sm (slot-major host rows)", lambda: HybridTable(cap, dim, device="cuda",
+                                                                               hbm_rows=cap // 2, _slot_major=True))):
         if name.split(" ")[0] not in tables:
             continue
         t = mk()
@@ -174,7 +178,7 @@ def bench_hkv(cap, bw, n=1 << 20, reps=10, warmup=3, tables=("all-HBM", "hybrid"
         hits = torch.unique(stored[torch.randint(0, stored.numel(), (n,), device="cuda", generator=gen)])
         hits = hits[torch.randperm(hits.numel(), device="cuda", generator=gen)]
         vals = torch.randn(n, dim, device="cuda")
-        for keyset in ("all hits", f"hit rate {HIT_RATE}"):
+        for keyset in keysets:
             sets, misses = [hits], None
             if keyset != "all hits":  # as HKV's create_keys_for_hitrate: stored keys first, then absent ones
                 nh = int(n * HIT_RATE)
@@ -223,7 +227,10 @@ def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
     if store == "uva-py":  # the Python staging over the uva store (op cache_stage off)
         m.device_staging = False
     if storage == "hybrid" and store:  # how the step reaches the host rows (an older module ignores it)
-        m.host_rows_order = store
+        m.host_rows_order = store.removesuffix("-sm").removesuffix("-bm")
+        if store.endswith(("-sm", "-bm")):  # host-row layout: slot-major (the CUDA default) or private bucket-major
+            for t in m.tables:
+                t._set_host_slot_major(store.endswith("-sm"))
     return m
 
 
@@ -412,7 +419,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: hybrid,hkv,step,disk")
     ap.add_argument("--hkv-capacity", type=int, default=None, help="slots of (a2) (default 128M; --quick 16M)")
-    ap.add_argument("--hkv-tables", default="all-HBM,hybrid", help="tables of (a2): all-HBM, hybrid (comma list)")
+    ap.add_argument("--hkv-tables", default="all-HBM,hybrid", help="tables of (a2): all-HBM, hybrid, hybrid-sm "
+                    "(the private slot-major host rows) (comma list)")
+    ap.add_argument("--hkv-keysets", default="hits,hkv", help="key sets of (a2): hits (all hits), hkv (HKV's hit "
+                    "rate 0.6) (comma list)")
     ap.add_argument("--hkv-reps", type=int, default=10, help="timed calls per op of (a2) (median; 3 warm-up calls)")
     ap.add_argument("--hkv-load", default="0.5", help="load factors (a2) fills to, comma list (default 0.5, HKV's)")
     ap.add_argument("--step-rows", type=int, default=None, help="rows per table of (b) (default 1M; --quick 128K)")
@@ -423,7 +433,8 @@ def main():
                     "0.25,0.5: hybrid tables with that share of the rows in HBM, the rest in pinned host memory)")
     ap.add_argument("--hybrid-orders", default="forward", help="host_rows_order of (b)'s hybrid rows: forward (the "
                     "default: the forward reads host rows through HBM scratch in address order), step (forward and "
-                    "backward), off")
+                    "backward), off; a -bm / -sm suffix (e.g. forward-bm): the tables' host rows bucket-major "
+                    "(private) / slot-major (the default)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")
@@ -462,7 +473,9 @@ def main():
                    "| table | keys | op | n | load factor | ms | G KV/s (1e9) | G KV/s (2^30) | HKV (2^30) | x HKV | "
                    "host | PCIe bound (1e9) | % of bound |",
                    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-            rows, shares = bench_hkv(cap, bw, reps=a.hkv_reps, tables=a.hkv_tables.split(","), load=load)
+            ks = {"hits": "all hits", "hkv": f"hit rate {HIT_RATE}"}
+            rows, shares = bench_hkv(cap, bw, reps=a.hkv_reps, tables=a.hkv_tables.split(","), load=load,
+                                     keysets=[ks[k] for k in a.hkv_keysets.split(",")])
             for r in rows:
                 name, keyset, op, nk, lf, ms, g9, g30, hkv, bound, host = r
                 ok = bound == bound

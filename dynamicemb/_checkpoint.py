@@ -133,11 +133,11 @@ def _all_tables(m):
 
 def _blank_like(table: ScoredHashTable, capacity: int) -> ScoredHashTable:
     """An empty table configured like ``table`` (built aside, swapped in once a load has fully succeeded). A
-    hybrid table stays hybrid, with its own capacity and HBM rows (it does not grow)."""
+    hybrid table stays hybrid, with its own capacity, HBM rows (it does not grow) and host-row layout."""
     if isinstance(table, HybridTable):
         return HybridTable(table.capacity(), table.value_dim, table.value_dtype, table.key_dtype,
                            table.bucket_capacity, table.score_policy, initializer=table.initializer,
-                           device=table.device, hbm_rows=table.hbm_rows)
+                           device=table.device, hbm_rows=table.hbm_rows, _slot_major=table._slot_major)
     return ScoredHashTable(capacity, table.value_dim, table.value_dtype, table.key_dtype, table.bucket_capacity,
                            table.score_policy, max_capacity=table.max_capacity, initializer=table.initializer,
                            device=table.device, check_keys=table.check_keys)

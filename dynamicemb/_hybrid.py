@@ -6,7 +6,10 @@ memory, and inserts claim a bucket's free HBM slots before its host slots, so th
 buckets' overflow (at load factor 0.5 with half of each bucket in HBM: ~5 % of the stored rows, instead of 50 % when
 whole buckets were HBM or host). Every kernel reaches a table row through one helper (``table::table_row``,
 csrc/table/table_types.h) that picks the buffer and row, so the hybrid table runs the same ops as an all-HBM one.
-On the CPU the twin keeps one buffer (slot order) and claims slots in the same order.
+On the CPU the twin claims slots in the same order; it keeps one buffer (slot order) for bucket-major host rows,
+and two buffers laid out as the CUDA table's for slot-major ones (``_two_buffers``), whose host slots are claimed
+lowest first (table_types.h ``claim_position``). The module's ``storage="hybrid"`` tables are slot-major on CUDA
+(``_batched._make_table``) and keep one buffer on the CPU (the torch path reads one).
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ class HybridTable(ScoredHashTable):
 
     Attributes:
         hbm_slots: HBM slots per bucket; hbm_rows: ``hbm_slots * num_buckets``.
-        values: (hbm_rows, dim) device rows on CUDA ((capacity, dim) on the CPU).
-        values_host: (capacity - hbm_rows, dim) pinned host rows on CUDA (None on the CPU).
+        values: (hbm_rows, dim) device rows on CUDA ((capacity, dim) on a bucket-major CPU twin).
+        values_host: (capacity - hbm_rows, dim) pinned host rows on CUDA, or (B - hbm_slots, num_buckets, dim)
+            slot-major (``_slot_major``, the module's CUDA default: also on the CPU twin, not pinned); None on a
+            bucket-major CPU twin.
 
     Example:
         >>> t = HybridTable(1 << 20, 64, device="cuda", hbm_rows=1 << 19)   # 64 of each bucket's 128 slots in HBM
@@ -68,30 +73,41 @@ class HybridTable(ScoredHashTable):
         self.hbm_slots = hbm_rows // max(nb, 1)
         self.hbm_rows = self.hbm_slots * nb
         self.values_host = None
-        self._slot_major = bool(_slot_major)  # private: slot-major host rows (split_rows), a lab layout
+        # slot-major host rows (split_rows), host slots first fit; the module passes True on CUDA
+        self._slot_major = bool(_slot_major)
         super().__init__(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, score_policy,
                          max_capacity=capacity, initializer=initializer, device=device, check_keys=False)
 
     @property
     def split(self) -> bool:
-        """Rows are in two buffers (a CUDA table with rows in host memory)."""
-        return self.device.type == "cuda" and self.hbm_rows < self.capacity()
+        """Rows are in two buffers (``values`` and ``values_host``: ``_two_buffers``)."""
+        return self.values_host is not None
 
     def _claim_hbm_slots(self) -> int:
         return self.hbm_slots
 
     def _new_state(self, capacity: int) -> Dict[str, torch.Tensor]:
-        if self.device.type == "cpu" or self.hbm_rows >= capacity:
+        if not self._two_buffers(capacity):
             return super()._new_state(capacity)
-        # keys, digests, scores, locks, counters in HBM as usual; the rows split between HBM and pinned host memory
-        d, dim = self.device, self.value_dim
+        # keys, digests, scores, locks, counters as usual; the rows split between `values` and the host rows
         s = super()._new_state.__func__(_NoValues(self), capacity)
-        s["values"] = torch.zeros(self.hbm_rows, dim, dtype=self.value_dtype, device=d)
-        shape = ((self.bucket_capacity - self.hbm_slots, capacity // self.bucket_capacity, dim)
-                 if getattr(self, "_slot_major", False)
-                 else (capacity - self.hbm_rows, dim))
-        s["values_host"] = torch.zeros(shape, dtype=self.value_dtype, pin_memory=True)
+        s["values"] = torch.zeros(self.hbm_rows, self.value_dim, dtype=self.value_dtype, device=self.device)
+        s["values_host"] = torch.zeros(self._host_shape(capacity), dtype=self.value_dtype,
+                                       pin_memory=self.device.type == "cuda")
         return s
+
+    def _two_buffers(self, capacity: int) -> bool:
+        """Whether the rows are in two buffers: a CUDA table with host slots, and the CPU twin of a slot-major one
+        (its rows where the CUDA table's are: the same bits, row for row, and the same claim order,
+        table_types.h claim_position). A bucket-major CPU twin keeps one buffer in slot order."""
+        return self.hbm_rows < capacity and (self.device.type == "cuda" or self._slot_major)
+
+    def _host_shape(self, capacity: int) -> Tuple[int, ...]:
+        """The host rows' tensor shape: (capacity - hbm_rows, dim) bucket-major, (B - hbm_slots, num_buckets, dim)
+        slot-major (the ops read the layout from it: table_ops.cc make_table)."""
+        if self._slot_major:
+            return (self.bucket_capacity - self.hbm_slots, capacity // self.bucket_capacity, self.value_dim)
+        return (capacity - self.hbm_rows, self.value_dim)
 
     @property
     def host_run(self) -> int:
@@ -108,16 +124,26 @@ class HybridTable(ScoredHashTable):
 
     def _set_host_slot_major(self, slot_major: bool = True) -> None:
         """Private (lab): moves the host rows into the slot-major (or back to the bucket-major) layout, keeping
-        every row at its slot; later states (``clear``, ``load_state_dict``) keep the layout. Syncs the device."""
-        self._slot_major = bool(slot_major)
-        old = self.values_host
-        if old is None or (old.dim() == 3) == self._slot_major:
+        every row at its slot (a CPU twin changes between two buffers and one); later states (``clear``,
+        ``load_state_dict``) keep the layout. Syncs the device."""
+        cap, nb = self.capacity(), self.capacity() // self.bucket_capacity
+        if bool(slot_major) == self._slot_major and self.split == self._two_buffers(cap):
             return
-        torch.cuda.synchronize(self.device)
-        dim, nb = self.value_dim, self.capacity() // self.bucket_capacity
-        shape = (self.bucket_capacity - self.hbm_slots, nb, dim) if self._slot_major else (old.numel() // dim, dim)
-        new = torch.empty(shape, dtype=self.value_dtype, pin_memory=True)
-        self._host_buckets(new, nb).copy_(self._host_buckets(old, nb))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        one = None if self.split else self.values  # a one-buffer CPU twin's rows, slot order
+        rows = self.all_values() if self.split and self.device.type == "cpu" else None
+        self._slot_major = bool(slot_major)
+        if not self._two_buffers(cap):  # a CPU twin back to one buffer
+            self.values, self.values_host = rows, None
+            return
+        new = torch.empty(self._host_shape(cap), dtype=self.value_dtype, pin_memory=self.device.type == "cuda")
+        if one is None:
+            self._host_buckets(new, nb).copy_(self._host_buckets(self.values_host, nb))
+        else:
+            hbm, host = self._bucket_views(one)
+            self.values = hbm.reshape(-1, self.value_dim).clone()
+            self._host_buckets(new, nb).copy_(host)
         self.values_host = new
 
     def _values_host(self):

@@ -42,7 +42,10 @@ class UvaStoreSpec:
         ...                        backing_store=UvaStoreSpec())
     """
 
-    _slot_major: bool = dataclasses.field(default=False, repr=False)  # private (lab): slot-major host rows
+    # Slot-major host rows (slot j of every bucket one contiguous run, slots claimed lowest first: a cold step's
+    # moves touch fewer host regions; docs/dynamicemb_storage_notes.md, "Slot-major host rows"); private: False =
+    # bucket-major, for comparisons.
+    _slot_major: bool = dataclasses.field(default=True, repr=False)
 
     def open(self, key_dtype, value_dim, value_dtype, capacity, bucket_capacity=128, device=None) -> "UvaStore":
         return UvaStore(key_dtype, value_dim, value_dtype, capacity, bucket_capacity, device,
@@ -73,7 +76,7 @@ class UvaStore(BackingStore):
     device_indexed = True
 
     def __init__(self, key_dtype: torch.dtype, value_dim: int, value_dtype: torch.dtype, capacity: int,
-                 bucket_capacity: int = 128, device=None, _slot_major: bool = False):
+                 bucket_capacity: int = 128, device=None, _slot_major: bool = True):
         from ._hybrid import HybridTable
 
         self.key_dtype, self.value_dim, self.value_dtype = key_dtype, value_dim, value_dtype

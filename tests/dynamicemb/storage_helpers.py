@@ -698,20 +698,22 @@ def _one_miss_per_bucket(m, g, base=10**6):
     return torch.tensor([k for f in per_feature for k in f], dtype=torch.int64), off
 
 
-def staging_matches_twin(device, rounds=6, seed=0):
+def staging_matches_twin(device, rounds=6, seed=0, slot_major=True):
     """Op cache_stage on `device` (CUDA: a warp per missing id) against the CPU twin, slot by slot: a module over
     UvaStores trains a few steps on `device` (full caches, rows in the stores, scores of several steps: ties),
     a CPU module gets its raw state, then both stage the same batches with at most one missing id per cache
     bucket (_one_miss_per_bucket: an outcome independent of the ids' order). After every staging every array of
     every cache and store (keys, digests, scores, rows, counters, stamps) and the rows-moved totals are
-    bit-identical: the same slots, victims, store slots and rows."""
+    bit-identical: the same slots, victims, store slots and rows (the stores' host rows slot-major, the default, or
+    bucket-major: the twin's rows in the same layout)."""
     import dynamicemb
     from dynamicemb import _device_stage
     from dynamicemb._uva_store import UvaStore
 
     def make(dev):
         m = make_t("caching", 2, slots=8 * BC, device=dev,
-                   store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 64 * BC, BC, device=dev))
+                   store=lambda kd, w, dt, cap: UvaStore(kd, w, dt, 64 * BC, BC, device=dev,
+                                                         _slot_major=slot_major))
         m.device_staging = True
         return m
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from dynamicemb._checkpoint import _blank_like
 from dynamicemb._hybrid import HybridTable, split_rows
 from dynamicemb._load import load_library
 from dynamicemb._optimizers import SGD, Adam
@@ -190,3 +191,53 @@ def test_hybrid_module_split_cpu(opt):
     assert_same(ref, m)
     for t in m.tables:
         assert check_split_placement(t) > 0
+
+
+@pytest.mark.parametrize("h", [0, 5])
+def test_slot_major_cpu_twin_follows_host_run(h):
+    """The CPU twin of a slot-major table keeps its rows in two buffers as the CUDA table does: ``values`` (h * nb,
+    dim) and host rows (B - h, nb, dim), each slot's row at table_types.h host_row_of (split_rows with host_run =
+    nb), so that raw states compare bit for bit across devices; it claims a bucket's host slots lowest first
+    (claim_position), so with no erase a bucket's host keys fill its first host slots. Its ops (find_or_insert,
+    insert_or_assign, evictions by score, find, erase, export, state_dict) hold what a one-buffer twin holds;
+    _set_host_slot_major relays it to one buffer and back."""
+    B, nb, dim = 16, 8, 3
+    kw = dict(bucket_capacity=B, initializer=INIT, hbm_rows=h * nb)
+    one, sm = HybridTable(nb * B, dim, **kw), HybridTable(nb * B, dim, _slot_major=True, **kw)
+    assert one.values_host is None and one.values.shape == (nb * B, dim)
+    assert sm.values.shape == (h * nb, dim) and sm.values_host.shape == (B - h, nb, dim) and sm.host_run == nb
+    g = torch.Generator().manual_seed(7 + h)
+    for i in range(6):  # past the capacity: full buckets evict (the least score: no slot position)
+        k = torch.unique(torch.randint(-(1 << 62), 1 << 62, (40,), generator=g))
+        if i % 2:
+            v = torch.randn(k.numel(), dim, generator=g)
+            assert torch.equal(one.insert_or_assign(k, v), sm.insert_or_assign(k, v))
+            slots = sm.find_slots(k).slots
+            host, row = split_rows(slots.clamp(min=0), h, B, nb)
+            ok = (slots >= 0) & host
+            assert torch.equal(sm.values_host.view(-1, dim)[row[ok]], v[ok])  # written at host_row_of
+            assert torch.equal(sm.values[row[(slots >= 0) & ~host]], v[(slots >= 0) & ~host])
+        else:
+            ra, rb = one.find_or_insert(k), sm.find_or_insert(k)
+            assert torch.equal(ra.values, rb.values) and torch.equal(ra.stats, rb.stats)
+        if i < 2:  # no eviction yet: a bucket's host keys are its first host slots
+            used = (sm.keys.view(torch.int64) != -(1 << 63)).view(nb, B)[:, h:]
+            assert torch.equal(used, torch.arange(B - h) < used.sum(1, keepdim=True))
+        for x, y in zip(_contents(one), _contents(sm)):
+            assert torch.equal(x, y), i
+    live = one.keys.view(torch.int64)[one.keys.view(torch.int64) != -(1 << 63)]
+    assert torch.equal(one.find(live).values, sm.find(live).values)
+    e = live[::3].contiguous()
+    assert int(one.erase(e)) == int(sm.erase(e)) == e.numel()
+    x, y = one.export_batch(0, nb * B), sm.export_batch(0, nb * B)
+    o1, o2 = torch.argsort(x.keys[: int(x.count)]), torch.argsort(y.keys[: int(y.count)])
+    assert torch.equal(x.values[o1], y.values[o2]) and torch.equal(x.scores[o1], y.scores[o2])
+    ref = sm.all_values().clone()
+    c = HybridTable(nb * B, dim, _slot_major=True, **kw)
+    c.load_state_dict(sm.state_dict())
+    assert c.host_run == nb and torch.equal(c.all_values(), ref) and torch.equal(c.values_host, sm.values_host)
+    assert _blank_like(sm, sm.capacity()).host_run == nb  # a checkpoint load's new table keeps the layout
+    sm._set_host_slot_major(False)
+    assert sm.values_host is None and torch.equal(sm.values, ref)
+    sm._set_host_slot_major(True)
+    assert sm.host_run == nb and torch.equal(sm.all_values(), ref)

@@ -29,12 +29,13 @@ INIT = TableInitializer("uniform", low=-1.0, high=1.0, seed=9)
 @pytest.mark.parametrize("hs", [0, 5, 64, 127])
 def test_hybrid_split_matches_cpu_twin(hs, slot_major):
     """Batches of at most one key per bucket (no contention: the CUDA table has no choice that thread order could
-    decide): the CUDA hybrid table and its CPU twin agree slot for slot (the claim order) after every op, its two
-    buffers hold each slot's row where table_row puts it (host rows bucket-major, or slot-major: the private
-    layout, host row (j - hs) * nb + b), and _read_rows / _write_rows go through the same map."""
+    decide): the CUDA hybrid table and its CPU twin agree slot for slot (the claim order; slot-major host slots
+    lowest first) after every op, its two buffers hold each slot's row where table_row puts it (host rows
+    bucket-major, or slot-major: the private layout, host row (j - hs) * nb + b; the twin's buffers bit-identical),
+    and _read_rows / _write_rows go through the same map."""
     B, nb, dim = 128, 16, 8
     kw = dict(bucket_capacity=B, initializer=INIT, hbm_rows=hs * nb)
-    c = HybridTable(nb * B, dim, device="cpu", **kw)
+    c = HybridTable(nb * B, dim, device="cpu", _slot_major=slot_major, **kw)  # slot-major: two buffers, first fit
     g = HybridTable(nb * B, dim, device="cuda", _slot_major=slot_major, **kw)
     assert (g.values_host is not None) and g.values.shape[0] == hs * nb
     assert g.host_run == (nb if slot_major else 0)
@@ -61,7 +62,9 @@ def test_hybrid_split_matches_cpu_twin(hs, slot_major):
     host, row = split_rows(slots, hs, B, g.host_run)
     b, j = slots // B, slots % B
     assert torch.equal(row[host], ((j - hs) * nb + b if slot_major else b * (B - hs) + j - hs)[host])
-    every = c.values  # the CPU twin's one buffer, in slot order
+    every = c.all_values()  # the CPU twin's rows, in slot order
+    if slot_major:  # the twin's two buffers hold the same bits as the CUDA table's
+        assert torch.equal(g.values.cpu(), c.values) and torch.equal(g.values_host, c.values_host)
     assert torch.equal(g.values.cpu(), every[slots[~host]][torch.argsort(row[~host])])
     assert torch.equal(g.values_host.view(-1, dim), every[slots[host]][torch.argsort(row[host])])
     pick = torch.randperm(nb * B, generator=gen)[:300].cuda()

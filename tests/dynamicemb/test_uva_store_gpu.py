@@ -24,9 +24,9 @@ from storage_helpers import (BC, assert_same, batches, make, make_t, pending_reu
 pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() and load_library()), reason="needs a GPU and _C.so"),
               pytest.mark.filterwarnings("ignore:dynamicemb. table")]
 
-UVA = UvaStoreSpec()
-UVA_SM = UvaStoreSpec(_slot_major=True)  # private: slot-major host rows (table_types.h host_row_of)
-LAYOUTS = pytest.mark.parametrize("store", [UVA, UVA_SM], ids=["bucket_major", "slot_major"])
+UVA = UvaStoreSpec()  # the default: slot-major host rows (table_types.h host_row_of)
+UVA_BM = UvaStoreSpec(_slot_major=False)  # private: bucket-major host rows (the layout before slot-major)
+LAYOUTS = pytest.mark.parametrize("store", [UVA_BM, UVA], ids=["bucket_major", "slot_major"])
 
 
 def _same(a, b):
@@ -39,7 +39,7 @@ def test_uva_store_rows_in_host_memory():
         st = t.store
         assert isinstance(st, UvaStore) and t.device_store
         assert st.table.values.numel() == 0 and st.table.values_host.is_pinned()
-        assert st.table.keys.is_cuda and st.table.values_host.shape[0] == st.table.capacity()
+        assert st.table.keys.is_cuda and st.table.values_host.numel() == st.table.capacity() * st.table.value_dim
 
 
 @pytest.mark.parametrize("dstage", [True, False], ids=["op", "python"])
@@ -61,7 +61,7 @@ def test_cold_cache_parity_cuda(opt, prefetch, store):
     """A cold working set at a larger scale: 2 tables of 64K ids, D128 (512- and 1,536-byte rows), a 25 % cache,
     8 batches of 4K distinct power-law ids per table in turn (~18K ids: they outgrow the cache): thousands of victims
     written back and of stored rows brought in per step, over many blocks of the move kernels; bit-identical to
-    all-HBM, with the stores' host rows bucket-major (the default) or slot-major (the private layout)."""
+    all-HBM, with the stores' host rows bucket-major (the private layout) or slot-major (the default)."""
     m = ten_percent("cuda", opt, prefetch, store, T=2, R=1 << 16, n=4096, rounds=2, dim=128, frac=0.25, bucket=128,
                     cycle=8)
     assert all((t.store.table.host_run != 0) == store._slot_major for t in m.tables)
@@ -85,15 +85,15 @@ def test_cold_cache_beyond_stash_cuda(opt, store):
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["step", "prefetch"])
 @pytest.mark.parametrize("dstage", [True, False], ids=["op", "python"])
-def test_ten_percent_cache_parity_slot_major_cuda(dstage, prefetch):
-    """The 10 % cache over slot-major stores (the private layout), staged by op cache_stage or by the Python
-    staging (the table ops on the (B, num_buckets, dim) host rows): bit-identical to all-HBM."""
-    m = ten_percent("cuda", SGD(lr=0.1), prefetch, UVA_SM, device_staging=dstage)
-    assert all(t.store.size() > 0 and t.store.table.values_host.dim() == 3 for t in m.tables)
+def test_ten_percent_cache_parity_bucket_major_cuda(dstage, prefetch):
+    """The 10 % cache over bucket-major stores (the private layout), staged by op cache_stage or by the Python
+    staging (the table ops on the (n, dim) host rows): bit-identical to all-HBM."""
+    m = ten_percent("cuda", SGD(lr=0.1), prefetch, UVA_BM, device_staging=dstage)
+    assert all(t.store.size() > 0 and t.store.table.values_host.dim() == 2 for t in m.tables)
 
 
 def test_uva_store_slot_major_rows_cuda():
-    """The private slot-major layout (UvaStore(_slot_major=True)): host rows (B, num_buckets, dim); the table
+    """The default slot-major layout (UvaStore(_slot_major=True)): host rows (B, num_buckets, dim); the table
     kernels write each key's row at host row j * num_buckets + b of its slot b * B + j (table_types.h host_row_of,
     _hybrid.split_rows) and read it back; state_dict / load_state_dict move rows between the two layouts, and
     _set_host_slot_major relays a store in place."""
@@ -315,10 +315,12 @@ def test_device_staging_reuses_store_slots_cuda():
     pending_reuse("cuda")
 
 
+@pytest.mark.parametrize("slot_major", [True, False], ids=["slot_major", "bucket_major"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_device_staging_matches_twin_cuda(seed):
+def test_device_staging_matches_twin_cuda(seed, slot_major):
     """The CUDA staging (a warp per missing id, its lanes scanning the buckets together) against the CPU twin,
     slot by slot, from the same raw state over the same batches (at most one missing id per cache bucket: an
-    order-free outcome): the same cache slots, victims, store slots, rows, scores, digests, stamps, counters and
-    rows-moved totals after every staging (storage_helpers.staging_matches_twin)."""
-    assert staging_matches_twin("cuda", seed=seed) > 0
+    order-free outcome): the same cache slots, victims, store slots, rows (in the stores' host-row layout: the
+    twin's host rows follow it), scores, digests, stamps, counters and rows-moved totals after every staging
+    (storage_helpers.staging_matches_twin)."""
+    assert staging_matches_twin("cuda", seed=seed, slot_major=slot_major) > 0

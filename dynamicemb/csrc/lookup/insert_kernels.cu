@@ -91,8 +91,9 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
     int64_t slot = -1;
     bool inserted = false;
     // free-slot candidates (digest == empty digest), claimed in probe order; a hybrid table's HBM slots (each
-    // bucket's first hbm_slots) before its host slots, as table::next_free_candidate does
+    // bucket's first hbm_slots) before its host slots, as table::next_free_candidate does (table::claim_position)
     const int hs = m.values_host != 0 ? static_cast<int>(m.hbm_slots) : B;
+    const bool ff = table::host_first_fit(m.values_host != 0, m.host_run);
     uint32_t free_mask[2] = {0u, 0u};  // rounds of kTile chunks (bucket_capacity <= 256)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -108,14 +109,15 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
         while (mk) {
           const int i = __ffs(mk) - 1;
           mk &= mk - 1;
-          const int dist = ((c * 16 + i - h.start) & (B - 1)) + (c * 16 + i >= hs ? B : 0);
+          const int pos = c * 16 + i;
+          const int dist = pos >= hs ? B + (ff ? pos : (pos - h.start) & (B - 1)) : (pos - h.start) & (B - 1);
           if (dist < best) { best = dist; best_r = r; best_i = i; }
         }
       }
       const int win = cg::reduce(tile, (best << 8) | static_cast<int>(tile.thread_rank()), cg::less<int>());
       if ((win >> 8) >= 2 * B) break;
       if ((win & 0xff) == static_cast<int>(tile.thread_rank())) free_mask[best_r] &= ~(1u << best_i);
-      const int64_t cand = h.base + (((win >> 8) + h.start) & (B - 1));
+      const int64_t cand = h.base + table::claim_position(win >> 8, h.start, B, ff);
       uint64_t seen = 0;
       if (lead) seen = claim_free(keys, cand);
       seen = tile.shfl(seen, 0);

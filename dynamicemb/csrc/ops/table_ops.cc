@@ -89,12 +89,12 @@ Table make_table(const Tensor& keys, const Tensor& digests, const Tensor& scores
   t.ref.num_buckets = cap / bucket_capacity;
   t.ref.dim = values.size(1);
   t.ref.hbm_slots = bucket_capacity;  // every row at `values`
-  if (values_host.has_value()) {  // hybrid: pinned host rows, reached by the kernels through UVA
-    ACCEL_CHECK(t.cuda && !values_host->is_cuda() && values_host->scalar_type() == values.scalar_type() &&
+  if (values_host.has_value()) {  // hybrid: host rows (pinned, reached through UVA; the CPU twin: a second buffer)
+    ACCEL_CHECK(!values_host->is_cuda() && values_host->scalar_type() == values.scalar_type() &&
                     (values_host->dim() == 2 || values_host->dim() == 3) &&
                     values_host->size(-1) == values.size(1) && values_host->is_contiguous(),
-                "table_values_host: expected contiguous pinned host rows (n, ", values.size(1), ") or (slots, buckets, ",
-                values.size(1), ") like the values of a CUDA table");
+                "table_values_host: expected contiguous host rows (n, ", values.size(1), ") or (slots, buckets, ",
+                values.size(1), ") like the values of the table");
     t.ref.values_host = values_host->data_ptr();
     // split buckets (table_types.h table_row): every bucket's first hbm_slots slots in HBM, the rest in host memory
     const int64_t nb = cap / bucket_capacity;
@@ -226,8 +226,8 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
                   int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots) {
   Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
-  // hybrid tables claim each bucket's HBM slots first. The CPU twin keeps one buffer: hbm_slots (>= 0) gives it
-  // the same claim order as the CUDA table of that split; CUDA tables take it from their buffers (make_table).
+  // hybrid tables claim each bucket's HBM slots first. A CPU twin of one buffer: hbm_slots (>= 0) gives it the same
+  // claim order as the CUDA table of that split; tables of two buffers take it from them (make_table).
   ACCEL_CHECK(hbm_slots >= -1 && hbm_slots <= bucket_capacity && (!tvh.has_value() || hbm_slots < 0 ||
                                                                    hbm_slots == t.ref.hbm_slots),
               "hbm_slots: expected -1 or the table's HBM slots per bucket in [0, ", bucket_capacity, "] (",

@@ -285,14 +285,16 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
 // Next free-slot candidate in claim order, removing it from the masks; -1 if none. Claim order: the probe order
 // (rotated distance from start); a hybrid table's HBM slots (each bucket's first hbm_slots, table_types.h
 // table_row) before its host slots, each part in probe order, so that host rows hold only a full HBM part's
-// overflow. All-HBM tables (hbm_slots == B) have one part.
+// overflow. All-HBM tables (hbm_slots == B) have one part. Slot-major host rows (host_run != 0) are claimed
+// lowest slot first (host_first_fit): a bucket's host rows then sit in the first runs of the layout.
 __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const TableRef& t, const KeyHome& h,
                                                        FreeMasks& free_mask) {
   const int B = t.bucket_capacity;
   const int hs = static_cast<int>(t.hbm_slots);
+  const bool ff = host_first_fit(t.values_host != nullptr, t.host_run);
   const int start_chunk = h.start >> 4;
   const uint32_t from_start = 0xffffu << (h.start & 15);
-  int best = 2 * B;  // rotated distance, + B for a host slot
+  int best = 2 * B;  // rotated distance (first fit: the slot), + B for a host slot
   int best_r = 0, best_i = 0;
 #pragma unroll
   for (int r = 0; r < kMaxRounds; ++r) {
@@ -303,12 +305,13 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
     const int lo = hs - c * 16;
     const uint32_t hbm = lo >= 16 ? 0xffffu : (lo <= 0 ? 0u : (1u << lo) - 1u);
     const uint32_t part = (m & hbm) ? (m & hbm) : m;
-    const int extra = (m & hbm) ? 0 : B;
+    const bool host = (m & hbm) == 0;
     // A chunk's slots are in probe order from its lowest bit, except in the start's chunk, where the slots at or
     // after the start come first (one ffs per chunk instead of a loop over its free slots).
-    const uint32_t after = c == start_chunk ? (part & from_start) : 0u;
+    const uint32_t after = c == start_chunk && !(ff && host) ? (part & from_start) : 0u;
     const int i = __ffs(after ? after : part) - 1;
-    const int dist = ((c * 16 + i - h.start) & (B - 1)) + extra;
+    const int dist = host ? B + (ff ? c * 16 + i : (c * 16 + i - h.start) & (B - 1))
+                          : (c * 16 + i - h.start) & (B - 1);
     if (dist < best) { best = dist; best_r = r; best_i = i; }
   }
   int key = (best << 8) | static_cast<int>(tile.thread_rank());
@@ -319,7 +322,7 @@ __device__ __forceinline__ int64_t next_free_candidate(const Tile& tile, const T
     for (int r = 0; r < kMaxRounds; ++r)
       if (r == best_r) free_mask.w[r / 2] &= ~(1u << (best_i + 16 * (r & 1)));
   }
-  return h.base + (((win >> 8) + h.start) & (B - 1));
+  return h.base + claim_position(win >> 8, h.start, B, ff);
 }
 
 // Claims the first free slot of `key`'s bucket in probe order (EMPTY -> LOCKED) from the probe's free masks.

@@ -1,6 +1,8 @@
 // Scored hash table: the CPU twin. Same layout, hash, probe order, scores and eviction choices as the CUDA
 // kernels (table_kernels.cuh); keys of a batch are processed in order, so where the GPU has no contention for a
-// full bucket inside one batch the two agree slot for slot. Used as the test oracle and as the CPU implementation.
+// full bucket inside one batch the two agree slot for slot. Rows are placed by ref_row, as on CUDA (a twin with a
+// second row buffer keeps its rows where the CUDA table keeps them: table_types.h host_row_of). Used as the test
+// oracle and as the CPU implementation.
 #pragma once
 
 #include <algorithm>
@@ -55,7 +57,7 @@ void lookup(const LookupParams& p) {
     int64_t slot = is_reserved_key(key) ? -1 : probe(t, key, home_of(t, key));
     if (p.values_out) {
       T* out = static_cast<T*>(p.values_out) + i * t.dim;
-      if (slot >= 0) std::memcpy(out, static_cast<const T*>(t.values) + slot * t.dim, sizeof(T) * t.dim);
+      if (slot >= 0) std::memcpy(out, ref_row<const T>(t, slot), sizeof(T) * t.dim);
       else if (p.fill_missing) std::fill(out, out + t.dim, from_f<T>(p.missing_value));
     }
     if (p.found_out) p.found_out[i] = slot >= 0;
@@ -104,7 +106,7 @@ void upsert(const UpsertParams& p, int policy) {
         result_slot = slot;
         if (!(mode == kAccumOrAssign && !flag)) {
           stat = kStatAssigned;
-          T* row = static_cast<T*>(t.values) + slot * dim;
+          T* row = ref_row<T>(t, slot);
           if (mode == kFindOrInsert) {
             if (out_row) std::memcpy(out_row, row, sizeof(T) * dim);
           } else if (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) {
@@ -121,10 +123,11 @@ void upsert(const UpsertParams& p, int policy) {
         const uint64_t new_score = policy_score(policy, p.use_epoch, p.epoch, clock, given, score_in, false, 0);
         int64_t target = -1;
         // claim order (probe.cuh next_free_candidate): the probe order, a hybrid table's HBM slots (each bucket's
-        // first hbm_slots) before its host slots
+        // first hbm_slots) before its host slots (slot-major host rows: lowest first, table_types.h claim_position)
+        const bool ff = host_first_fit(t.values_host != nullptr, t.host_run);
         for (int part = 0; part < 2 && target < 0; ++part) {
           for (int d = 0; d < t.bucket_capacity && target < 0; ++d) {
-            const int j = (h.start + d) & (t.bucket_capacity - 1);
+            const int j = claim_position(d + part * t.bucket_capacity, h.start, t.bucket_capacity, ff);
             const int64_t s = h.base + j;
             if ((j >= t.hbm_slots) == (part == 1) && t.digests[s] == empty_dg && key_at(t, s) == kEmptyKey) target = s;
           }
@@ -150,14 +153,14 @@ void upsert(const UpsertParams& p, int policy) {
               if (p.evicted_scores) p.evicted_scores[pos] = t.scores[victim];
               if (p.evicted_values)
                 std::memcpy(static_cast<T*>(p.evicted_values) + pos * dim,
-                            static_cast<const T*>(t.values) + victim * dim, sizeof(T) * dim);
+                            ref_row<const T>(t, victim), sizeof(T) * dim);
             }
           } else {
             stat = kStatRefused;
           }
         }
         if (target >= 0) {
-          T* row = static_cast<T*>(t.values) + target * dim;
+          T* row = ref_row<T>(t, target);
           if (mode == kFindOrInsert) {
             init_row<V>(row, dim, p.init, clock, key);
             if (out_row) std::memcpy(out_row, row, sizeof(T) * dim);
@@ -220,8 +223,7 @@ void export_batch(const ExportParams& p) {
     if (p.scores_out) p.scores_out[pos] = t.scores[slot];
     if (p.slots_out) p.slots_out[pos] = slot;
     if (p.values_out)
-      std::memcpy(static_cast<T*>(p.values_out) + pos * t.dim, static_cast<const T*>(t.values) + slot * t.dim,
-                  sizeof(T) * t.dim);
+      std::memcpy(static_cast<T*>(p.values_out) + pos * t.dim, ref_row<const T>(t, slot), sizeof(T) * t.dim);
     ++pos;
   }
   *p.count = pos;
@@ -240,7 +242,7 @@ void rehash(const RehashParams& rp) {
     p.mode = kInsertOrAssign;
     p.keys = &k;
     p.n = 1;
-    p.values_in = static_cast<const typename CpuVal<V>::T*>(s.values) + slot * s.dim;
+    p.values_in = ref_row<const typename CpuVal<V>::T>(s, slot);
     p.scores_in = s.scores + slot;
     int64_t st[kNumStats];
     p.stats = st;

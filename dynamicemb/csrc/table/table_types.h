@@ -138,6 +138,17 @@ TABLE_HD int64_t host_row_of(int64_t hbm_slots, int64_t bucket_capacity, int64_t
   return host_run != 0 ? j * host_run + b : b * (bucket_capacity - hbm_slots) + j;
 }
 
+// Claim order of free slots (probe.cuh next_free_candidate, the lookup insert, the CPU twin): a bucket's HBM slots
+// before its host slots, each part in probe order (rotated from the key's start), except the host slots of
+// slot-major host rows, claimed lowest first: with no churn a bucket's host rows are then its first host slots,
+// and a batch's new host rows fall in the first few runs of num_buckets rows (fewer host regions per pass).
+TABLE_HD bool host_first_fit(bool has_host_rows, int64_t host_run) { return has_host_rows && host_run != 0; }
+// The bucket position of claim rank `d` (a rotated distance in [0, B), or B + that of a host slot; first fit:
+// B + the position).
+TABLE_HD int claim_position(int d, int start, int bucket_capacity, bool first_fit) {
+  return first_fit && d >= bucket_capacity ? d - bucket_capacity : (d + start) & (bucket_capacity - 1);
+}
+
 // Address of row `slot` of a table's values: the ONE place a table row address is computed (table kernels, CPU
 // twin, lookup kernels). values_host == null: every row at `values`; else the split above.
 template <typename T>
