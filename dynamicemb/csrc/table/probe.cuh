@@ -171,10 +171,11 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // plain probe). *lock: what the CAS settled (HitLock). Holders never wait: a tile that took its key's slot, or met
 // it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing waits out the
 // slots it read LOCKED (no second load of the others). A key whose digest is the empty digest matches every free
-// slot: loads only.
+// slot: loads only. may_insert false (the caller never claims a free slot for a missing key): the candidate free
+// slot's key word (below) is not read.
 template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
-                                                    const KeyHome& h, FreeMasks& free_mask,
+                                                    const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
                                                     int* lock = nullptr) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
@@ -201,7 +202,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   // progress, maybe a duplicate's) and the key itself stay candidates: the claim's CAS settles them as before.
   int cand_bit = -1;  // 16 r + i of the lane's one candidate
   uint64_t cand_key = kEmptyKey;
-  if (__popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
+  if (may_insert && __popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
     const uint32_t w0 = free_mask.w[0];
     const int wb = w0 ? __ffs(w0) - 1 : 32 + __ffs(free_mask.w[kMaxRounds > 2 ? 1 : 0]) - 1;
     cand_bit = wb;
@@ -361,17 +362,21 @@ __device__ __forceinline__ bool lock_hit(const Tile& tile, const TableRef& t, in
   return tile.shfl(ok, 0);
 }
 
-// The bucket's eviction lock. Acquire CAS to take it, release store to free it: the critical section's writes
-// (made visible to the tile's lead by a tile.sync) reach the next holder through the release/acquire pair. (This
-// replaced atomicCAS / atomicExch with a __threadfence each: fence.sc compiles to MEMBAR.SC.GPU, the acquire CAS
-// to the atomic plus an L1 invalidate and the release store to MEMBAR.ALL.GPU plus the store.)
-__device__ __forceinline__ bool try_lock_bucket(int32_t* lock) {
-  int32_t old;
-  asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
-  return old == 0;
+// The bucket's eviction lock, which is also the bucket's version: even = free, odd = held. Taken by an acquire
+// fetch-or of 1 (the returned word is the version the holder found), freed by a release add of 1, so every holder
+// advances the word by 2: a reader that saw the word even and later takes the lock at that same word knows that
+// no evictor changed the bucket in between (the insert pass's staged scan). The critical section's writes (made
+// visible to the tile's lead by a tile.sync) reach the next holder through the release/acquire pair. (This
+// replaced atomicCAS / atomicExch with a __threadfence each: fence.sc compiles to MEMBAR.SC.GPU, the acquire
+// atomic to the atomic plus an L1 invalidate and the release to MEMBAR.ALL.GPU plus the reduction.)
+__device__ __forceinline__ uint32_t lock_bucket_word(int32_t* lock) {
+  uint32_t old;
+  asm volatile("atom.acquire.gpu.global.or.b32 %0, [%1], 1;" : "=r"(old) : "l"(lock) : "memory");
+  return old;
 }
+__device__ __forceinline__ bool try_lock_bucket(int32_t* lock) { return (lock_bucket_word(lock) & 1u) == 0; }
 __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
-  asm volatile("st.release.gpu.global.b32 [%0], 0;" : : "l"(lock) : "memory");
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(lock) : "memory");
 }
 
 // Starts moving a bucket's digest and score lines (1.1 KB for 128 slots) into L2 without waiting for them (no

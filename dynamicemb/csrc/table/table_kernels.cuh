@@ -63,6 +63,10 @@ namespace dynamicemb {
 namespace table {
 
 constexpr int kBlock = 256;
+// The first pass's blocks: 128 threads (32 keys). Its deferred keys are queued at a block barrier, so a block
+// lives as long as its slowest key: 32 keys instead of 64 halve that tail, for twice the queue atomics (measured
+// on H200 at load factor 1.0: first pass -1 to -4 %).
+constexpr int kMainBlock = 128;
 
 template <int K> struct KeyT;
 template <> struct KeyT<kKeyInt64> { using T = int64_t; };
@@ -621,12 +625,12 @@ TABLE_HD int main_family(int mode) {
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
                                                                                    : kFamilyOther;
 }
-// Blocks per SM: 6 for the copiers and constant-initializer find_or_insert (40 registers), 5 for the others (48
-// registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
+// Warps per SM: 48 (12 blocks of kMainBlock) for the copiers and constant-initializer find_or_insert (40
+// registers), 40 for the others (48 registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
 // pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6 (spill-free)
 // find_or_insert's 437.6 -> 391.0 us.
 template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitConst ? 6 : 5)
+__global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyInitConst ? 12 : 10)
     upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -645,11 +649,13 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
   }
   // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
   // would otherwise start their probes one round trip after the block starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
+  // The warp's lanes that probe (the __syncwarp after the probe, below).
+  const unsigned probe_lanes = __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key));
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
   if (i < p.n) {
@@ -686,8 +692,18 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       FreeMasks free_mask;
       // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
       int lock = kHitLockNone;
-      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, &lock)
-                              : probe_concurrent(tile, t, key, h, free_mask);
+      // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
+      // assign_scores never insert; accum_or_assign inserts only keys without the flag).
+      const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
+                              : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
+                                                  : true;
+      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock)
+                              : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+      // The warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave them apart),
+      // so that the hit's row copy and score touch run once per warp instead of once per straggling tile group.
+      // Only where the probe takes no lock: a row copier's probe locks its hit's slot, which another tile of the
+      // warp may be waiting for inside its own probe (a duplicate key), so the copiers cannot meet here.
+      if (F != kFamilyCopy) __syncwarp(probe_lanes);
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
@@ -1058,14 +1074,15 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
   const int family = main_family(p.mode);
+  const unsigned grid = static_cast<unsigned>((p.n * kTile + kMainBlock - 1) / kMainBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid, kMainBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
-    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid, kMainBlock, 0, s>>>(p);
   else if (family == kFamilyCopy)
-    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid, kMainBlock, 0, s>>>(p);
   else
-    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyOther><<<grid, kMainBlock, 0, s>>>(p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
