@@ -846,6 +846,31 @@ __global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyIn
   flush_stats(p, s_stats);
 }
 
+// One pending entry (key, index | kPendingFullBucket) of the insert pass: its upsert and its outputs (slot, found,
+// the initial row of a refused find_or_insert key, the block's stats).
+template <int K, int V, int P, bool kStaged = false>
+__device__ __forceinline__ void insert_pending(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
+                                               longlong2 e, uint64_t clock, unsigned* s_stats,
+                                               InsertStage* st = nullptr) {
+  using T = typename Val<V>::T;
+  KeyArgs a;
+  a.key = static_cast<uint64_t>(e.x);
+  a.i = e.y & ~kPendingFullBucket;
+  a.score_given = p.scores_in != nullptr;
+  a.score_in = a.score_given ? p.scores_in[a.i] : 0;
+  a.clock = clock;
+  a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
+  const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
+  const Outcome o = upsert_one<K, V, P, kStaged>(tile, p, p_cold, a, row_in, (e.y & kPendingFullBucket) != 0, st);
+  if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
+    init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
+  if (tile.thread_rank() == 0) {
+    if (p.slots_out) p.slots_out[a.i] = o.slot;
+    if (p.found_out) p.found_out[a.i] = o.hit;
+    if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict)) atomicAdd(&s_stats[o.stat], 1u);
+  }
+}
+
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
 // the blocks that fit at once (2 per SM: the loop needs 98-128 registers without spills; at 3 blocks/SM, 80
 // registers, it spills), each warp looping over groups of 8 pending keys (blocks past the count exit at once).
@@ -854,8 +879,6 @@ __global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyIn
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
-  using KT = typename KeyT<K>::T;
-  using T = typename Val<V>::T;
   constexpr int kWarpKeys = 32 / kTile;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
@@ -886,26 +909,8 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     unsigned long long nx = 0;
     if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
-    if (j < count) {
-      KeyArgs a;
-      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
-      a.key = static_cast<uint64_t>(e.x);
-      a.i = e.y & ~kPendingFullBucket;
-      a.score_given = p.scores_in != nullptr;
-      a.score_in = a.score_given ? p.scores_in[a.i] : 0;
-      a.clock = clock;
-      a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
-      const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
-      if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
-        init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
-      if (tile.thread_rank() == 0) {
-        if (p.slots_out) p.slots_out[a.i] = o.slot;
-        if (p.found_out) p.found_out[a.i] = o.hit;
-        if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
-          atomicAdd(&s_stats[o.stat], 1u);
-      }
-    }
+    if (j < count)  // (key, index): one load, not two
+      insert_pending<K, V, P>(tile, p, &s_p, reinterpret_cast<const longlong2*>(p.pending)[j], clock, s_stats);
     __syncwarp();
     g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
@@ -922,7 +927,6 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
 // taken from the counter two groups ahead.
 template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_staged_kernel(UpsertParams p) {
-  using T = typename Val<V>::T;
   constexpr int kWarpKeys = 32 / kTile;
   extern __shared__ uint4 s_stage_raw[];
   __shared__ long long s_count;
@@ -991,25 +995,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_staged_kernel(UpsertP
       if (lead) v1 = read_bucket_version(p.t.locks + h1.bucket, p.insert_variant == 2);
       prefetch_bucket_l2(tile, p.t, h1.base);
     }
-    if (j < count) {
-      KeyArgs a;
-      a.key = static_cast<uint64_t>(e.x);
-      a.i = e.y & ~kPendingFullBucket;
-      a.score_given = p.scores_in != nullptr;
-      a.score_in = a.score_given ? p.scores_in[a.i] : 0;
-      a.clock = clock;
-      a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
-      const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-      const Outcome o = upsert_one<K, V, P, true>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0, st);
-      if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
-        init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
-      if (tile.thread_rank() == 0) {
-        if (p.slots_out) p.slots_out[a.i] = o.slot;
-        if (p.found_out) p.found_out[a.i] = o.hit;
-        if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
-          atomicAdd(&s_stats[o.stat], 1u);
-      }
-    }
+    if (j < count) insert_pending<K, V, P, true>(tile, p, &s_p, e, clock, s_stats, st);
     // The next key's bucket into shared memory, at the version read above (this key's scan is done with b).
     const uint32_t v = tile.shfl(v1, 0);
     const bool ok = base1 >= 0 && (v & 1u) == 0;
