@@ -363,7 +363,7 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// The staged insert pass's per-tile area in shared memory (upsert_insert_staged_kernel): the bucket of the tile's
+// The staged insert pass's per-tile area in shared memory (upsert_insert_kernel<..., true>): the bucket of the tile's
 // current key (digests and scores, copied while the key before it was served) and the pending entries of the
 // current and the next key. The copy is used only if the bucket lock's word (probe.cuh lock_bucket_word: a
 // version) is still the one read before the copy was issued: no evictor changed the bucket in between. (Scores that
@@ -380,7 +380,7 @@ struct InsertStage {
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kStaged (upsert_insert_staged_kernel): `st` is the tile's staging area; the first scan reads the staged bucket
+// kStaged (upsert_insert_kernel<..., true>): `st` is the tile's staging area; the first scan reads the staged bucket
 // when the lock's word shows it current.
 template <int K, int V, int P, bool kStaged = false>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
@@ -877,7 +877,15 @@ __device__ __forceinline__ void insert_pending(const Tile& tile, const UpsertPar
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-template <int K, int V, int P>
+// kStaged: the insert pass with the staged scan (private option UpsertParams::insert_variant; buckets of <= 128
+// slots): the same loop, pipelined per tile. While a group's keys are served, each tile has already read its
+// next key's pending entry (copied into shared memory one group earlier), reads that key's lock word and moves
+// its bucket into L2; once the current key is done, it copies the next key's digests and scores into shared
+// memory (cp.async; issued after the lock word came back, so the copy sees that version or a later one) and the
+// entry of the key after it. A key's eviction then starts with the lock's atomic (an L2 hit) and scans shared
+// memory, instead of the entry, the lock and two scan chunks one round trip after the other. Group numbers are
+// taken from the counter two groups ahead.
+template <int K, int V, int P, bool kStaged = false>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   constexpr int kWarpKeys = 32 / kTile;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
@@ -895,124 +903,100 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   if (threadIdx.x == 0) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const uint64_t clock = static_cast<uint64_t>(s_clock);
-  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
-  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
-  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
-  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
-  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
-  unsigned long long* next_group = insert_group_counter(p);
-  int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
-#pragma unroll 1
-  while (g * kWarpKeys < count) {
-    unsigned long long nx = 0;
-    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
-    const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
-    if (j < count)  // (key, index): one load, not two
-      insert_pending<K, V, P>(tile, p, &s_p, reinterpret_cast<const longlong2*>(p.pending)[j], clock, s_stats);
-    __syncwarp();
-    g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
-  }
-  flush_stats(p, s_stats);
-}
-
-// The insert pass with the staged scan (private option UpsertParams::insert_variant; buckets of <= 128 slots): the
-// loop of upsert_insert_kernel, pipelined per tile. While a group's keys are served, each tile has already read its
-// next key's pending entry (copied into shared memory one group earlier), reads that key's lock word and moves
-// its bucket into L2; once the current key is done, it copies the next key's digests and scores into shared
-// memory (cp.async; issued after the lock word came back, so the copy sees that version or a later one) and the
-// entry of the key after it. A key's eviction then starts with the lock's atomic (an L2 hit) and scans shared
-// memory, instead of the entry, the lock and two scan chunks one round trip after the other. Group numbers are
-// taken from the counter two groups ahead.
-template <int K, int V, int P>
-__global__ void __launch_bounds__(kBlock, 2) upsert_insert_staged_kernel(UpsertParams p) {
-  constexpr int kWarpKeys = 32 / kTile;
-  extern __shared__ uint4 s_stage_raw[];
-  __shared__ long long s_count;
-  __shared__ unsigned long long s_clock;
-  if (threadIdx.x == 0) {
-    s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
-    s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
-  }
-  __syncthreads();
-  const int64_t count = s_count;
-  if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;
-  __shared__ unsigned s_stats[kNumStats];
-  __shared__ UpsertParams s_p;
-  if (threadIdx.x == 0) s_p = p;
-  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  InsertStage* st = reinterpret_cast<InsertStage*>(s_stage_raw) + threadIdx.x / kTile;
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const bool lead = tile.thread_rank() == 0;
-  const uint64_t clock = static_cast<uint64_t>(s_clock);
-  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
-  unsigned long long* next_group = insert_group_counter(p);
-  const int64_t tw = (threadIdx.x & 31) / kTile;
-  const longlong2* pend = reinterpret_cast<const longlong2*>(p.pending);
-  int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
-  unsigned long long n1 = 0, n2 = 0;
-  if ((threadIdx.x & 31) == 0) {
-    n1 = atomicAdd(next_group, 1ull);
-    n2 = atomicAdd(next_group, 1ull);
-  }
-  int64_t g1 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n1, 0));
-  int64_t g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n2, 0));
-  if (lead) {
-    st->valid = 0;
-    const int64_t j1 = g1 * kWarpKeys + tw;
-    if (j1 < count) cp_async16(&st->next, pend + j1);
-    else st->next = make_longlong2(0, -1);
-  }
-  cp_async_commit();  // entry of the next key
-  cp_async_commit();  // (no bucket staged for the first key)
-  __syncthreads();
-  bool first = true;
-#pragma unroll 1
-  while (g * kWarpKeys < count) {
-    unsigned long long nx = 0;
-    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
-    const int64_t j = g * kWarpKeys + tw;
-    const int64_t j2 = g2 * kWarpKeys + tw;
-    // Copies in flight, oldest first: the next key's entry, this key's bucket. Wait for the entry only.
-    cp_async_wait<1>();
-    tile.sync();
-    const longlong2 e = first ? (j < count ? pend[j] : make_longlong2(0, -1)) : st->cur;
-    const longlong2 e1 = st->next;
-    tile.sync();
+  if constexpr (kStaged) {
+    extern __shared__ uint4 s_stage_raw[];
+    InsertStage* st = reinterpret_cast<InsertStage*>(s_stage_raw) + threadIdx.x / kTile;
+    Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+    const bool lead = tile.thread_rank() == 0;
+    const uint64_t clock = static_cast<uint64_t>(s_clock);
+    const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
+    unsigned long long* next_group = insert_group_counter(p);
+    const int64_t tw = (threadIdx.x & 31) / kTile;
+    const longlong2* pend = reinterpret_cast<const longlong2*>(p.pending);
+    int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+    unsigned long long n1 = 0, n2 = 0;
+    if ((threadIdx.x & 31) == 0) {
+      n1 = atomicAdd(next_group, 1ull);
+      n2 = atomicAdd(next_group, 1ull);
+    }
+    int64_t g1 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n1, 0));
+    int64_t g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n2, 0));
     if (lead) {
-      st->cur = e1;
-      if (j2 < count) cp_async16(&st->next, pend + j2);
+      st->valid = 0;
+      const int64_t j1 = g1 * kWarpKeys + tw;
+      if (j1 < count) cp_async16(&st->next, pend + j1);
       else st->next = make_longlong2(0, -1);
     }
-    cp_async_commit();
-    // The next key: its lock word (the version its staged bucket will be checked against) and its bucket into L2.
-    int64_t base1 = -1;
-    uint32_t v1 = 1u;
-    if (e1.y >= 0) {
-      const KeyHome h1 = home_of(p.t, static_cast<uint64_t>(e1.x));
-      base1 = h1.base;
-      if (lead) v1 = read_bucket_version(p.t.locks + h1.bucket, p.insert_variant == 2);
-      prefetch_bucket_l2(tile, p.t, h1.base);
+    cp_async_commit();  // entry of the next key
+    cp_async_commit();  // (no bucket staged for the first key)
+    __syncthreads();
+    bool first = true;
+#pragma unroll 1
+    while (g * kWarpKeys < count) {
+      unsigned long long nx = 0;
+      if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+      const int64_t j = g * kWarpKeys + tw;
+      const int64_t j2 = g2 * kWarpKeys + tw;
+      // Copies in flight, oldest first: the next key's entry, this key's bucket. Wait for the entry only.
+      cp_async_wait<1>();
+      tile.sync();
+      const longlong2 e = first ? (j < count ? pend[j] : make_longlong2(0, -1)) : st->cur;
+      const longlong2 e1 = st->next;
+      tile.sync();
+      if (lead) {
+        st->cur = e1;
+        if (j2 < count) cp_async16(&st->next, pend + j2);
+        else st->next = make_longlong2(0, -1);
+      }
+      cp_async_commit();
+      // The next key: its lock word (the version its staged bucket will be checked against) and its bucket into L2.
+      int64_t base1 = -1;
+      uint32_t v1 = 1u;
+      if (e1.y >= 0) {
+        const KeyHome h1 = home_of(p.t, static_cast<uint64_t>(e1.x));
+        base1 = h1.base;
+        if (lead) v1 = read_bucket_version(p.t.locks + h1.bucket, p.insert_variant == 2);
+        prefetch_bucket_l2(tile, p.t, h1.base);
+      }
+      if (j < count) insert_pending<K, V, P, true>(tile, p, &s_p, e, clock, s_stats, st);
+      // The next key's bucket into shared memory, at the version read above (this key's scan is done with b).
+      const uint32_t v = tile.shfl(v1, 0);
+      const bool ok = base1 >= 0 && (v & 1u) == 0;
+      if (ok) stage_bucket(tile, p.t, base1, &st->b);
+      cp_async_commit();
+      if (lead) {
+        st->base = base1;
+        st->v = v;
+        st->valid = ok;
+      }
+      first = false;
+      __syncwarp();
+      g = g1;
+      g1 = g2;
+      g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
     }
-    if (j < count) insert_pending<K, V, P, true>(tile, p, &s_p, e, clock, s_stats, st);
-    // The next key's bucket into shared memory, at the version read above (this key's scan is done with b).
-    const uint32_t v = tile.shfl(v1, 0);
-    const bool ok = base1 >= 0 && (v & 1u) == 0;
-    if (ok) stage_bucket(tile, p.t, base1, &st->b);
-    cp_async_commit();
-    if (lead) {
-      st->base = base1;
-      st->v = v;
-      st->valid = ok;
+    cp_async_wait<0>();
+  } else {
+    Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+    const uint64_t clock = static_cast<uint64_t>(s_clock);
+    // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
+    // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
+    // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
+    // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+    const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
+    unsigned long long* next_group = insert_group_counter(p);
+    int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+#pragma unroll 1
+    while (g * kWarpKeys < count) {
+      unsigned long long nx = 0;
+      if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+      const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
+      if (j < count)  // (key, index): one load, not two
+        insert_pending<K, V, P>(tile, p, &s_p, reinterpret_cast<const longlong2*>(p.pending)[j], clock, s_stats);
+      __syncwarp();
+      g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
     }
-    first = false;
-    __syncwarp();
-    g = g1;
-    g1 = g2;
-    g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
-  cp_async_wait<0>();
   flush_stats(p, s_stats);
 }
 
@@ -1196,9 +1180,9 @@ void launch_upsert(const UpsertParams& p, void* stream) {
   const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
   if (p.insert_variant != 0 && p.t.bucket_capacity <= 128) {
     constexpr int kStageBytes = (kBlock / kTile) * static_cast<int>(sizeof(InsertStage));
-    cudaFuncSetAttribute(upsert_insert_staged_kernel<K, V, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(upsert_insert_kernel<K, V, P, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          kStageBytes);
-    upsert_insert_staged_kernel<K, V, P><<<grid, kBlock, kStageBytes, s>>>(p);
+    upsert_insert_kernel<K, V, P, true><<<grid, kBlock, kStageBytes, s>>>(p);
   } else {
     upsert_insert_kernel<K, V, P><<<grid, kBlock, 0, s>>>(p);
   }
