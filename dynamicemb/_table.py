@@ -292,10 +292,6 @@ class ScoredHashTable:
         tensor(True)
     """
 
-    # Private: a variant of the CUDA insert pass for benchmarks and tests (0: the default; 1, 2: the staged scan,
-    # table_types.h UpsertParams::insert_variant).
-    _insert_variant = 0
-
     def __init__(
         self,
         capacity: int,
@@ -549,7 +545,7 @@ class ScoredHashTable:
         _ops().table_upsert(
             *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
-            self._values_host(), self._claim_hbm_slots(), self._insert_variant,
+            self._values_host(), self._claim_hbm_slots(),
         )
         return stats
 

@@ -3,8 +3,7 @@
 // on its own, so that two source trees (main's and a branch's) can be timed and profiled side by side:
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
-//        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] [ncu|-]
-//        [variant=0]
+//        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] [ncu]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
@@ -74,9 +73,6 @@ int main(int argc, char** argv) {
   const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
-  // argv[5]: the private insert-pass variant (UpsertParams::insert_variant of trees that have it; build with
-  // -DEVICT_BENCH_VARIANT): 1, 2 = the staged scan.
-  const int variant = argc > 5 ? std::atoi(argv[5]) : 0;
   const int64_t dim = 32;
   const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
   cudaStream_t s;
@@ -103,11 +99,6 @@ int main(int argc, char** argv) {
   base.t = t;
   base.stats = stats;
   base.pending = pending;
-#ifdef EVICT_BENCH_VARIANT
-  base.insert_variant = variant;
-#else
-  if (variant != 0) std::printf("variant %d ignored: built without -DEVICT_BENCH_VARIANT\n", variant);
-#endif
   // Fill: cap / n batches, then top-ups until within 0.001 of the capacity (the last batch inserted is the pool).
   uint64_t stream = 1;
   int64_t size = 0;

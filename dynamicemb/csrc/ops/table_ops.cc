@@ -224,7 +224,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
                   Tensor stats, OptTensor evicted_keys, OptTensor evicted_values, OptTensor evicted_scores,
                   bool use_epoch, int64_t epoch, int64_t init_kind, double init_a, double init_b,
                   double init_mean, double init_std, double init_value, int64_t init_cols, double init_fill,
-                  int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots, int64_t insert_variant) {
+                  int64_t seed, OptTensor pending, OptTensor tvh, int64_t hbm_slots) {
   Table t = make_table(tk, td, ts, tv, tl, tc, bucket_capacity, tvh);
   // hybrid tables claim each bucket's HBM slots first. The CPU twin keeps one buffer: hbm_slots (>= 0) gives it
   // the same claim order as the CUDA table of that split; CUDA tables take it from their buffers (make_table).
@@ -270,9 +270,6 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.init_cols = init_cols;
   p.init.fill = static_cast<float>(init_fill);
   p.init.seed = static_cast<uint64_t>(seed);
-  // Private variants of the CUDA insert pass (benchmarks and tests only): 1, 2 = the staged scan (UpsertParams).
-  ACCEL_CHECK(insert_variant >= 0 && insert_variant <= 2, "insert_variant: expected 0, 1 or 2, got ", insert_variant);
-  p.insert_variant = static_cast<int>(insert_variant);
   if (t.cuda) {
     // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
     ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",
@@ -392,7 +389,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
       "Tensor(k!)? evicted_keys, Tensor(l!)? evicted_values, Tensor(m!)? evicted_scores, bool use_epoch, "
       "int epoch, int init_kind, float init_a, float init_b, float init_mean, float init_std, "
       "float init_value, int init_cols, float init_fill, int seed, Tensor(n!)? pending=None, "
-      "Tensor(o!)? table_values_host=None, int hbm_slots=-1, int insert_variant=0) -> ()");
+      "Tensor(o!)? table_values_host=None, int hbm_slots=-1) -> ()");
   m.def(
       "table_erase(Tensor(a!) table_keys, Tensor(b!) table_digests, Tensor table_scores, Tensor table_values, "
       "Tensor table_locks, Tensor(c!) table_counters, int bucket_capacity, Tensor? keys, int threshold, "

@@ -362,34 +362,17 @@ __device__ __forceinline__ bool lock_hit(const Tile& tile, const TableRef& t, in
   return tile.shfl(ok, 0);
 }
 
-// The bucket's eviction lock, which is also the bucket's version: even = free, odd = held. Taken by an acquire
-// fetch-or of 1 (the returned word is the version the holder found), freed by a release add of 1, so every holder
-// advances the word by 2: a reader that saw the word even and later takes the lock at that same word knows that
-// no evictor changed the bucket in between (the insert pass's staged scan). The critical section's writes (made
-// visible to the tile's lead by a tile.sync) reach the next holder through the release/acquire pair. (This
-// replaced atomicCAS / atomicExch with a __threadfence each: fence.sc compiles to MEMBAR.SC.GPU, the acquire
-// atomic to the atomic plus an L1 invalidate and the release to MEMBAR.ALL.GPU plus the reduction.)
-__device__ __forceinline__ uint32_t lock_bucket_word(int32_t* lock) {
-  uint32_t old;
-  asm volatile("atom.acquire.gpu.global.or.b32 %0, [%1], 1;" : "=r"(old) : "l"(lock) : "memory");
-  return old;
-}
-__device__ __forceinline__ bool try_lock_bucket(int32_t* lock) { return (lock_bucket_word(lock) & 1u) == 0; }
-// The lock word as a version, read without taking the lock. The staged scan copies a bucket after this read
-// returned an even word W and uses the copy only if it later takes the lock at W (no holder in between). Relaxed
-// (insert_variant 1): the copy's loads issue only once the word is back (a branch on it) and read L2 (cp.async.cg),
-// where the last holder's writes were before its release changed the word; acquire (2): that order by the memory
-// model, for a wait of the warp on this load.
-__device__ __forceinline__ uint32_t read_bucket_version(const int32_t* lock, bool acquire) {
-  uint32_t v;
-  if (acquire)
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(lock) : "memory");
-  else
-    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(lock) : "memory");
-  return v;
+// The bucket's eviction lock. Acquire CAS to take it, release store to free it: the critical section's writes
+// (made visible to the tile's lead by a tile.sync) reach the next holder through the release/acquire pair. (This
+// replaced atomicCAS / atomicExch with a __threadfence each: fence.sc compiles to MEMBAR.SC.GPU, the acquire CAS
+// to the atomic plus an L1 invalidate and the release store to MEMBAR.ALL.GPU plus the store.)
+__device__ __forceinline__ bool try_lock_bucket(int32_t* lock) {
+  int32_t old;
+  asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
+  return old == 0;
 }
 __device__ __forceinline__ void unlock_bucket(int32_t* lock) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(lock) : "memory");
+  asm volatile("st.release.gpu.global.b32 [%0], 0;" : : "l"(lock) : "memory");
 }
 
 // Starts moving a bucket's digest and score lines (1.1 KB for 128 slots) into L2 without waiting for them (no
@@ -454,40 +437,6 @@ __device__ __forceinline__ ChunkScores load_chunk_scores(const TableRef& t, int6
   return r;
 }
 
-// A bucket's digests and scores staged in shared memory (the insert pass's staged scan, buckets of <= 128 slots):
-// chunk c's digests at d[c], its scores at s[8 c .. 8 c + 7] (the layout of load_chunk_scores).
-struct StagedBucket {
-  uint4 d[8];
-  uint4 s[64];
-};
-__device__ __forceinline__ ChunkScores load_chunk_scores_staged(const StagedBucket* sb, int c) {
-  ChunkScores r;
-  r.d = sb->d[c];
-#pragma unroll
-  for (int b = 0; b < 8; ++b) r.ss[b] = sb->s[8 * c + b];
-  return r;
-}
-// 16-byte asynchronous copies global -> shared (cp.async.cg: through L2, no registers held).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" : : : "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" : : "n"(N) : "memory");
-}
-// Starts copying a bucket's digests and scores into `sb`: each lane its own chunks (the chunks it scans).
-__device__ __forceinline__ void stage_bucket(const Tile& tile, const TableRef& t, int64_t base, StagedBucket* sb) {
-  const int chunks = t.bucket_capacity / 16;
-  for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile) {
-    cp_async16(&sb->d[c], t.digests + base + c * 16);
-    const uint4* sp = reinterpret_cast<const uint4*>(t.scores + base + c * 16);
-#pragma unroll
-    for (int b = 0; b < 8; ++b) cp_async16(&sb->s[8 * c + b], sp + b);
-  }
-}
-
 struct BucketScan {
   EvictCand min;  // the lane's least rank over its slots
   uint32_t big;   // OR of the high words of the lane's scores: a score >= 2^56 when big >> 24 != 0
@@ -500,11 +449,7 @@ struct BucketScan {
 // probe found none, and slots never become free during an upsert), and only the lock holder changes which key a
 // slot holds; a slot LOCKED by a hit (a row writer; its holder never waits) keeps its key and digest, and its score
 // may change: the claim re-checks the victim's score (a stale score costs a rescan, never a wrong eviction).
-// kStaged: the chunks come from the bucket staged in shared memory at `sb` (the caller checked that the bucket has
-// not changed since it was staged: the lock's version).
-template <bool kStaged = false>
-__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4,
-                                                  const StagedBucket* sb = nullptr) {
+__device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableRef& t, int64_t base, uint32_t d4) {
   const int chunks = t.bucket_capacity / 16;
   BucketScan r{EvictCand{~0ull, -1, false}, 0u, 0ull};
   // One chunk at a time (all of a lane's loads at once would cost the insert pass its occupancy); the caller
@@ -512,7 +457,7 @@ __device__ __forceinline__ BucketScan scan_bucket(const Tile& tile, const TableR
   int i = 0;
 #pragma unroll 1
   for (int c = static_cast<int>(tile.thread_rank()); c < chunks; c += kTile, ++i) {
-    const ChunkScores cs = kStaged ? load_chunk_scores_staged(sb, c) : load_chunk_scores(t, base, c);
+    const ChunkScores cs = load_chunk_scores(t, base, c);
     r.look |= static_cast<uint64_t>(match16(cs.d, d4)) << (16 * i);
     uint32_t hi_or = 0, lo_or = 0;
 #pragma unroll

@@ -63,10 +63,6 @@ namespace dynamicemb {
 namespace table {
 
 constexpr int kBlock = 256;
-// The first pass's blocks: 128 threads (32 keys). Its deferred keys are queued at a block barrier, so a block
-// lives as long as its slowest key: 32 keys instead of 64 halve that tail, for twice the queue atomics (measured
-// on H200 at load factor 1.0: first pass -1 to -4 %).
-constexpr int kMainBlock = 128;
 
 template <int K> struct KeyT;
 template <> struct KeyT<kKeyInt64> { using T = int64_t; };
@@ -363,29 +359,12 @@ __device__ __forceinline__ int64_t probe_bucket(const Tile& tile, const TableRef
   return b ? tile.shfl(found, __ffs(b) - 1) : -1;
 }
 
-// The staged insert pass's per-tile area in shared memory (upsert_insert_kernel<..., true>): the bucket of the tile's
-// current key (digests and scores, copied while the key before it was served) and the pending entries of the
-// current and the next key. The copy is used only if the bucket lock's word (probe.cuh lock_bucket_word: a
-// version) is still the one read before the copy was issued: no evictor changed the bucket in between. (Scores that
-// hits change without the lock are re-checked at the claim, as after any scan.)
-struct InsertStage {
-  StagedBucket b;
-  longlong2 next;  // the next key's pending entry (y < 0: none)
-  longlong2 cur;   // the current key's
-  int64_t base;    // first slot of the bucket in b
-  uint32_t v;      // the lock word read before b was copied (even)
-  int valid;       // b holds bucket `base` at version v
-};
-
 // Eviction path of one key whose bucket had no free slot: the bucket stays full for the rest of the kernel.
 // Out of line (rarely taken below full load; its registers would otherwise be held across the common path);
 // `pp` points at a copy of the parameters in shared or local memory, never at the kernel parameter itself.
-// kStaged (upsert_insert_kernel<..., true>): `st` is the tile's staging area; the first scan reads the staged bucket
-// when the lock's word shows it current.
-template <int K, int V, int P, bool kStaged = false>
+template <int K, int V, int P>
 __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, const typename Val<V>::T* row_in,
-                                             int64_t bucket, uint8_t digest, uint64_t new_score,
-                                             InsertStage* st = nullptr) {
+                                             int64_t bucket, uint8_t digest, uint64_t new_score) {
   using T = typename Val<V>::T;
   using KT = typename KeyT<K>::T;
   const UpsertParams& p = *pp;
@@ -397,15 +376,11 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
   int32_t* lock = t.locks + bucket;
   Outcome out{-1, kStatRefused, false};
   if (row_in != nullptr) prefetch_row_l2(tile, row_in, dim);  // read after the claim: an L2 hit by then
-  // the scan's digests and scores move into L2 while the lock is taken (staged: already there)
-  if (!kStaged || !st->valid) prefetch_bucket_l2(tile, t, base);
+  prefetch_bucket_l2(tile, t, base);  // the scan's digests and scores move into L2 while the lock is taken
   int64_t filled = -1;  // the slot this tile filled under the lock, published after the unlock
-  bool use_staged = false;
   while (true) {
-    uint32_t w = 1u;
-    if (lead) w = lock_bucket_word(lock);
-    const bool got = (w & 1u) == 0;
-    if (kStaged && lead && got) use_staged = st->valid && st->base == base && st->v == w;
+    bool got = false;
+    if (lead) got = try_lock_bucket(lock);
     if (tile.shfl(got, 0)) break;
     // The bucket is busy. Its holder may be inserting this very key (a hot key missing from a full bucket brings
     // all its duplicates here; measured on H200, Zipf keys at load factor 1: they serialized on this lock): look
@@ -415,17 +390,9 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
     __nanosleep(64);
   }
   tile.sync();  // the lead's acquire orders the tile's scan after the previous holder's writes
-  if (kStaged) use_staged = tile.shfl(use_staged, 0);
   const uint32_t d4 = 0x01010101u * digest;
   while (true) {
-    BucketScan sc;
-    if (kStaged && use_staged) {
-      cp_async_wait<1>();  // this bucket's copy (the entry copied after it may still be in flight)
-      sc = scan_bucket<true>(tile, t, base, d4, &st->b);
-    } else {
-      sc = scan_bucket(tile, t, base, d4);
-    }
-    use_staged = false;
+    const BucketScan sc = scan_bucket(tile, t, base, d4);
     // The victim: the least (score, digest, key) (probe.cuh, "eviction scan"). The tile's least rank settles it
     // unless two slots share it (or a score >= 2^56 makes ranks inexact): then victim_exact reads key words.
     bool big = (sc.big >> 24) != 0;
@@ -556,10 +523,10 @@ __device__ __noinline__ Outcome evict_insert(const UpsertParams* pp, KeyArgs a, 
 // bucket without a free slot; a bucket gains no free slot during an upsert, so the key goes straight to the
 // eviction path, whose scan under the lock (and its probe while waiting for the lock) finds the key if a
 // duplicate inserted it meanwhile. Tile-uniform control flow throughout.
-template <int K, int V, int P, bool kStaged = false>
+template <int K, int V, int P>
 __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
                                               const KeyArgs& a, const typename Val<V>::T* row_in,
-                                              bool full_bucket = false, InsertStage* st = nullptr) {
+                                              bool full_bucket = false) {
   const TableRef& t = p.t;
   const KeyHome h = home_of(t, a.key);
   const int mode = p.mode;
@@ -568,9 +535,9 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
   const bool may_insert = mode == kFindOrInsert || mode == kInsertOrAssign || mode == kInsertAndEvict ||
                           (mode == kAccumOrAssign && !a.accum_flag);
   if (full_bucket && may_insert)
-    return evict_insert<K, V, P, kStaged>(
+    return evict_insert<K, V, P>(
         p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4),
-        policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0), st);
+        policy_score(P, p.use_epoch, p.epoch, a.clock, a.score_given, a.score_in, false, 0));
 
   while (true) {  // restarts when a key we saw gets evicted under us
     const int64_t slot = probe_concurrent(tile, t, a.key, h, free_mask);
@@ -596,7 +563,7 @@ __device__ __forceinline__ Outcome upsert_one(const Tile& tile, const UpsertPara
       if (serve_hit<V, P>(tile, p, a, row_in, cand, o)) return o;
       continue;
     }
-    return evict_insert<K, V, P, kStaged>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score, st);
+    return evict_insert<K, V, P>(p_cold, a, row_in, h.bucket, static_cast<uint8_t>(h.d4), new_score);
   }
 }
 
@@ -654,12 +621,19 @@ TABLE_HD int main_family(int mode) {
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
                                                                                    : kFamilyOther;
 }
-// Warps per SM: 48 (12 blocks of kMainBlock) for the copiers and constant-initializer find_or_insert (40
-// registers), 40 for the others (48 registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
-// pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6 (spill-free)
-// find_or_insert's 437.6 -> 391.0 us.
+// Warps per SM: 48 for the copiers and constant-initializer find_or_insert (40 registers), 40 for the others (48
+// registers). Measured on H200, dim 32, 1M keys at load factor 0.5, blocks of 256: 4 -> 5 blocks/SM took
+// find_or_insert's first pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6
+// (spill-free) find_or_insert's 437.6 -> 391.0 us.
+// Block size (kMainBlock): find_or_insert's blocks are 128 threads (32 keys). The deferred keys are queued at a
+// block barrier, so a block lives as long as its slowest key: 32 keys instead of 64 halve that tail, for twice the
+// queue atomics (H200, load factor 1.0, with the warp meet below: find_or_insert's first pass 329 -> 297 us). The
+// row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
+template <int F>
+constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
 template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyInitConst ? 12 : 10)
+__global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFamilyInitConst ? 48 : 40) * 32 /
+                                                       kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -678,13 +652,14 @@ __global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyIn
   }
   // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
   // would otherwise start their probes one round trip after the block starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
-  // The warp's lanes that probe (the __syncwarp after the probe, below).
-  const unsigned probe_lanes = __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key));
+  // The warp's lanes that probe (find_or_insert: the __syncwarp after the probe, below).
+  constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
+  const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
   if (i < p.n) {
@@ -728,11 +703,13 @@ __global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyIn
                                                   : true;
       slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock)
                               : probe_concurrent(tile, t, key, h, free_mask, may_insert);
-      // The warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave them apart),
-      // so that the hit's row copy and score touch run once per warp instead of once per straggling tile group.
-      // Only where the probe takes no lock: a row copier's probe locks its hit's slot, which another tile of the
-      // warp may be waiting for inside its own probe (a duplicate key), so the copiers cannot meet here.
-      if (F != kFamilyCopy) __syncwarp(probe_lanes);
+      // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
+      // them apart), so that the hits' row copies and score touches run once per warp instead of once per
+      // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
+      // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
+      // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
+      // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
+      if (kMeet) __syncwarp(probe_lanes);
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
@@ -846,47 +823,16 @@ __global__ void __launch_bounds__(kMainBlock, F == kFamilyCopy || F == kFamilyIn
   flush_stats(p, s_stats);
 }
 
-// One pending entry (key, index | kPendingFullBucket) of the insert pass: its upsert and its outputs (slot, found,
-// the initial row of a refused find_or_insert key, the block's stats).
-template <int K, int V, int P, bool kStaged = false>
-__device__ __forceinline__ void insert_pending(const Tile& tile, const UpsertParams& p, const UpsertParams* p_cold,
-                                               longlong2 e, uint64_t clock, unsigned* s_stats,
-                                               InsertStage* st = nullptr) {
-  using T = typename Val<V>::T;
-  KeyArgs a;
-  a.key = static_cast<uint64_t>(e.x);
-  a.i = e.y & ~kPendingFullBucket;
-  a.score_given = p.scores_in != nullptr;
-  a.score_in = a.score_given ? p.scores_in[a.i] : 0;
-  a.clock = clock;
-  a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
-  const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
-  const Outcome o = upsert_one<K, V, P, kStaged>(tile, p, p_cold, a, row_in, (e.y & kPendingFullBucket) != 0, st);
-  if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
-    init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
-  if (tile.thread_rank() == 0) {
-    if (p.slots_out) p.slots_out[a.i] = o.slot;
-    if (p.found_out) p.found_out[a.i] = o.hit;
-    if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict)) atomicAdd(&s_stats[o.stat], 1u);
-  }
-}
-
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
 // the blocks that fit at once (2 per SM: the loop needs 98-128 registers without spills; at 3 blocks/SM, 80
 // registers, it spills), each warp looping over groups of 8 pending keys (blocks past the count exit at once).
 // The warp's tiles meet at a __syncwarp after each group, so that their next keys' loads, lock CASes and scans
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
-// kStaged: the insert pass with the staged scan (private option UpsertParams::insert_variant; buckets of <= 128
-// slots): the same loop, pipelined per tile. While a group's keys are served, each tile has already read its
-// next key's pending entry (copied into shared memory one group earlier), reads that key's lock word and moves
-// its bucket into L2; once the current key is done, it copies the next key's digests and scores into shared
-// memory (cp.async; issued after the lock word came back, so the copy sees that version or a later one) and the
-// entry of the key after it. A key's eviction then starts with the lock's atomic (an L2 hit) and scans shared
-// memory, instead of the entry, the lock and two scan chunks one round trip after the other. Group numbers are
-// taken from the counter two groups ahead.
-template <int K, int V, int P, bool kStaged = false>
+template <int K, int V, int P>
 __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
+  using KT = typename KeyT<K>::T;
+  using T = typename Val<V>::T;
   constexpr int kWarpKeys = 32 / kTile;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
@@ -903,99 +849,42 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
   if (threadIdx.x == 0) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   __syncthreads();
-  if constexpr (kStaged) {
-    extern __shared__ uint4 s_stage_raw[];
-    InsertStage* st = reinterpret_cast<InsertStage*>(s_stage_raw) + threadIdx.x / kTile;
-    Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-    const bool lead = tile.thread_rank() == 0;
-    const uint64_t clock = static_cast<uint64_t>(s_clock);
-    const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
-    unsigned long long* next_group = insert_group_counter(p);
-    const int64_t tw = (threadIdx.x & 31) / kTile;
-    const longlong2* pend = reinterpret_cast<const longlong2*>(p.pending);
-    int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
-    unsigned long long n1 = 0, n2 = 0;
-    if ((threadIdx.x & 31) == 0) {
-      n1 = atomicAdd(next_group, 1ull);
-      n2 = atomicAdd(next_group, 1ull);
-    }
-    int64_t g1 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n1, 0));
-    int64_t g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, n2, 0));
-    if (lead) {
-      st->valid = 0;
-      const int64_t j1 = g1 * kWarpKeys + tw;
-      if (j1 < count) cp_async16(&st->next, pend + j1);
-      else st->next = make_longlong2(0, -1);
-    }
-    cp_async_commit();  // entry of the next key
-    cp_async_commit();  // (no bucket staged for the first key)
-    __syncthreads();
-    bool first = true;
+  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
+  const uint64_t clock = static_cast<uint64_t>(s_clock);
+  // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
+  // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
+  // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
+  // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
+  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
+  unsigned long long* next_group = insert_group_counter(p);
+  int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
 #pragma unroll 1
-    while (g * kWarpKeys < count) {
-      unsigned long long nx = 0;
-      if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
-      const int64_t j = g * kWarpKeys + tw;
-      const int64_t j2 = g2 * kWarpKeys + tw;
-      // Copies in flight, oldest first: the next key's entry, this key's bucket. Wait for the entry only.
-      cp_async_wait<1>();
-      tile.sync();
-      const longlong2 e = first ? (j < count ? pend[j] : make_longlong2(0, -1)) : st->cur;
-      const longlong2 e1 = st->next;
-      tile.sync();
-      if (lead) {
-        st->cur = e1;
-        if (j2 < count) cp_async16(&st->next, pend + j2);
-        else st->next = make_longlong2(0, -1);
+  while (g * kWarpKeys < count) {
+    unsigned long long nx = 0;
+    if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
+    const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
+    if (j < count) {
+      KeyArgs a;
+      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
+      a.key = static_cast<uint64_t>(e.x);
+      a.i = e.y & ~kPendingFullBucket;
+      a.score_given = p.scores_in != nullptr;
+      a.score_in = a.score_given ? p.scores_in[a.i] : 0;
+      a.clock = clock;
+      a.accum_flag = p.accum_flags != nullptr && p.accum_flags[a.i];
+      const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + a.i * p.t.dim : nullptr;
+      const Outcome o = upsert_one<K, V, P>(tile, p, &s_p, a, row_in, (e.y & kPendingFullBucket) != 0);
+      if (p.mode == kFindOrInsert && o.slot < 0 && p.values_out)  // refused: the initial row
+        init_row<V>(tile, row_ptr<T>(p.values_out, a.i, p.t.dim), nullptr, p.t.dim, p.init, clock, a.key);
+      if (tile.thread_rank() == 0) {
+        if (p.slots_out) p.slots_out[a.i] = o.slot;
+        if (p.found_out) p.found_out[a.i] = o.hit;
+        if (o.stat >= 0 && !(o.stat == kStatEvicted && p.mode == kInsertAndEvict))
+          atomicAdd(&s_stats[o.stat], 1u);
       }
-      cp_async_commit();
-      // The next key: its lock word (the version its staged bucket will be checked against) and its bucket into L2.
-      int64_t base1 = -1;
-      uint32_t v1 = 1u;
-      if (e1.y >= 0) {
-        const KeyHome h1 = home_of(p.t, static_cast<uint64_t>(e1.x));
-        base1 = h1.base;
-        if (lead) v1 = read_bucket_version(p.t.locks + h1.bucket, p.insert_variant == 2);
-        prefetch_bucket_l2(tile, p.t, h1.base);
-      }
-      if (j < count) insert_pending<K, V, P, true>(tile, p, &s_p, e, clock, s_stats, st);
-      // The next key's bucket into shared memory, at the version read above (this key's scan is done with b).
-      const uint32_t v = tile.shfl(v1, 0);
-      const bool ok = base1 >= 0 && (v & 1u) == 0;
-      if (ok) stage_bucket(tile, p.t, base1, &st->b);
-      cp_async_commit();
-      if (lead) {
-        st->base = base1;
-        st->v = v;
-        st->valid = ok;
-      }
-      first = false;
-      __syncwarp();
-      g = g1;
-      g1 = g2;
-      g2 = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
     }
-    cp_async_wait<0>();
-  } else {
-    Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-    const uint64_t clock = static_cast<uint64_t>(s_clock);
-    // Group g: keys g * kWarpKeys + (tile in warp). A warp starts with its own global index as its group and takes
-    // each next one from a counter (insert_group_counter), fetched at the start of the group before (one atomic per
-    // group, its latency hidden): warps whose keys were quick take more groups, so the pass ends with its last keys
-    // instead of its slowest warp's share (measured: insert_and_evict's insert pass -11 %).
-    const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kBlock / 32);
-    unsigned long long* next_group = insert_group_counter(p);
-    int64_t g = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
-#pragma unroll 1
-    while (g * kWarpKeys < count) {
-      unsigned long long nx = 0;
-      if ((threadIdx.x & 31) == 0) nx = atomicAdd(next_group, 1ull);
-      const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
-      if (j < count)  // (key, index): one load, not two
-        insert_pending<K, V, P>(tile, p, &s_p, reinterpret_cast<const longlong2*>(p.pending)[j], clock, s_stats);
-      __syncwarp();
-      g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
-    }
+    __syncwarp();
+    g = nwarps + static_cast<int64_t>(__shfl_sync(0xffffffffu, nx, 0));
   }
   flush_stats(p, s_stats);
 }
@@ -1177,15 +1066,7 @@ void launch_upsert(const UpsertParams& p, void* stream) {
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
   if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  const unsigned grid = std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap());
-  if (p.insert_variant != 0 && p.t.bucket_capacity <= 128) {
-    constexpr int kStageBytes = (kBlock / kTile) * static_cast<int>(sizeof(InsertStage));
-    cudaFuncSetAttribute(upsert_insert_kernel<K, V, P, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kStageBytes);
-    upsert_insert_kernel<K, V, P, true><<<grid, kBlock, kStageBytes, s>>>(p);
-  } else {
-    upsert_insert_kernel<K, V, P><<<grid, kBlock, 0, s>>>(p);
-  }
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
@@ -1199,15 +1080,16 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
   const int family = main_family(p.mode);
-  const unsigned grid = static_cast<unsigned>((p.n * kTile + kMainBlock - 1) / kMainBlock);
+  constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
+  const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid, kMainBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
-    upsert_main_kernel<K, V, P, kFamilyInit><<<grid, kMainBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyCopy)
-    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid, kMainBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
-    upsert_main_kernel<K, V, P, kFamilyOther><<<grid, kMainBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }

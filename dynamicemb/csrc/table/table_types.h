@@ -233,9 +233,6 @@ struct UpsertParams {
   Initializer init;
   int64_t* pending;           // (2n + kPendingExtra) CUDA scratch: (key, index) of the keys the hit pass leaves to
                               // the insert pass, then the pending count (word 2n + kPendingExtra / 2)
-  int insert_variant;         // private (a lab option; 0 by default): 1 = the insert pass stages each next key's
-                              // bucket in shared memory (table_kernels.cuh, upsert_insert_staged_kernel); 2 = the
-                              // same with an acquire load of the version word
 };
 
 struct EraseParams {
