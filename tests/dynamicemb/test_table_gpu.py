@@ -327,8 +327,8 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     """A full table (every bucket's 128 slots taken), batches of hits and misses with duplicates, sizes that are
     no multiple of a first-pass block's keys (32): one op per family of the first pass.
 
-    find_or_insert and assign_scores / accum_or_assign meet their warp's tiles after the probe (the hit code runs
-    converged); assign (a row copier that never inserts) skips the probe's candidate free-slot read. Every key's
+    find_or_insert runs in 128-thread blocks whose warps meet after the probe; assign and assign_scores (never
+    inserting) skip the probe's candidate free-slot read, accum_or_assign skips it for flagged keys. Every key's
     duplicates share its row, flag and score, so the outcome does not depend on which duplicate goes first: the
     stored set, rows, scores and stats must equal the CPU twin's (placement inside a bucket may differ).
     """
