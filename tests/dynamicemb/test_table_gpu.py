@@ -328,9 +328,11 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
     no multiple of a first-pass block's keys (32): one op per family of the first pass.
 
     find_or_insert runs in 128-thread blocks whose warps meet after the probe; assign and assign_scores (never
-    inserting) skip the probe's candidate free-slot read, accum_or_assign skips it for flagged keys. Every key's
-    duplicates share its row, flag and score, so the outcome does not depend on which duplicate goes first: the
-    stored set, rows, scores and stats must equal the CPU twin's (placement inside a bucket may differ).
+    inserting) skip the probe's candidate free-slot read, accum_or_assign skips it for flagged keys. The CUDA upsert
+    serves every hit of a batch before any of its inserts evicts; the CPU twin goes key by key, so it gets the batch
+    with its hits first (the outputs are put back in batch order). Every key's duplicates share its row, flag and
+    score, so the outcome does not depend on which duplicate goes first: the stored set, rows, scores, stats and
+    per-key outputs must equal the twin's (placement inside a bucket may differ).
     """
     nb, bc, dim = 16, 128, 8
     kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy="lru",
@@ -360,19 +362,22 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
         if n % 32 == 0:
             keys, n = keys[:-1], n - 1
         rows = ((keys % 1009).float() + step).unsqueeze(1).expand(n, dim).contiguous()
+        flags = (keys % 3) != 0  # one flag per key (its duplicates agree)
         kg = keys.cuda()
+        order = torch.argsort((~c.contains(keys)).to(torch.int8), stable=True)  # the twin's batch: hits first
+        back = torch.argsort(order)
+        kc, rc_rows, fc = keys[order], rows[order], flags[order]
         if op == "find_or_insert":
-            rg, rc = g.find_or_insert(kg), c.find_or_insert(keys)
-            torch.testing.assert_close(rg.values.cpu(), rc.values, atol=0, rtol=0)
-            assert torch.equal(rg.found.cpu(), rc.found)
+            rg, rc = g.find_or_insert(kg), c.find_or_insert(kc)
+            torch.testing.assert_close(rg.values.cpu(), rc.values[back], atol=0, rtol=0)
+            assert torch.equal(rg.found.cpu(), rc.found[back])
             stats_g, stats_c = rg.stats, rc.stats
         elif op == "assign":
-            stats_g, stats_c = g.assign(kg, rows.cuda()), c.assign(keys, rows)
+            stats_g, stats_c = g.assign(kg, rows.cuda()), c.assign(kc, rc_rows)
         elif op == "assign_scores":
-            stats_g, stats_c = g.assign_scores(kg), c.assign_scores(keys)
+            stats_g, stats_c = g.assign_scores(kg), c.assign_scores(kc)
         else:
-            flag_of_key = (keys % 3) != 0  # one flag per key (its duplicates agree)
-            stats_g = g.accum_or_assign(kg, rows.cuda(), flag_of_key.cuda())
-            stats_c = c.accum_or_assign(keys, rows, flag_of_key)
+            stats_g = g.accum_or_assign(kg, rows.cuda(), flags.cuda())
+            stats_c = c.accum_or_assign(kc, rc_rows, fc)
         assert_same_items(g, c, stats_g, stats_c, n)
         assert g.size() == nb * bc
