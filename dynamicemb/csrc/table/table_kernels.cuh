@@ -627,7 +627,7 @@ TABLE_HD int main_family(int mode) {
 // (spill-free) find_or_insert's 437.6 -> 391.0 us.
 // Block size (kMainBlock): find_or_insert's blocks are 128 threads (32 keys). The deferred keys are queued at a
 // block barrier, so a block lives as long as its slowest key: 32 keys instead of 64 halve that tail, for twice the
-// queue atomics (H200, load factor 1.0, with the warp meet below: find_or_insert's first pass 329 -> 297 us). The
+// queue atomics (H200, load factor 1.0, with the warp meet below: find_or_insert's first pass 330 -> 291 us). The
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
