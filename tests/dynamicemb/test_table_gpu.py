@@ -12,7 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from table_helpers import MASK64, key_tensor, one_per_bucket, stats_dict, table_items  # noqa: E402
+from table_helpers import MASK64, bucket_of, key_tensor, one_per_bucket, stats_dict, table_items  # noqa: E402
 
 from dynamicemb._load import load_library  # noqa: E402
 from dynamicemb._table import RESERVED_KEYS, ScoredHashTable, TableInitializer  # noqa: E402
@@ -53,6 +53,18 @@ def assert_same(a, b, vtol=0.0):
         torch.testing.assert_close(a.cpu().float(), b.float(), atol=vtol, rtol=vtol)
     else:
         assert torch.equal(a.cpu().view(torch.uint8), b.view(torch.uint8))
+
+
+def assert_same_items(g, c, stats_g, stats_c, n):
+    """Same stats (accounting for all n keys) and the same stored keys with the same rows and scores (placement
+    inside a bucket may differ)."""
+    assert stats_dict(stats_g) == stats_dict(stats_c)
+    assert sum(stats_dict(stats_g).values()) == n
+    ig, ic = table_items(g), table_items(c)
+    assert ig.keys() == ic.keys()
+    for k, (row, score) in ic.items():
+        assert ig[k][1] == score, (k, ig[k][1], score)
+        torch.testing.assert_close(ig[k][0], row, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("key_dtype", [torch.int64, torch.uint64])
@@ -307,10 +319,65 @@ def test_gpu_row_writer_duplicates_on_shared_buckets_match_cpu_twin(policy, op, 
         else:
             stats_g = g.insert_or_assign(keys.cuda(), rows.cuda(), cu(sc))
             stats_c = c.insert_or_assign(keys, rows, sc)
-        assert stats_dict(stats_g) == stats_dict(stats_c)
-        assert sum(stats_dict(stats_g).values()) == n
-        ig, ic = table_items(g), table_items(c)
-        assert ig.keys() == ic.keys()
-        for k, (row, score) in ic.items():
-            assert ig[k][1] == score, (k, ig[k][1], score)
-            torch.testing.assert_close(ig[k][0], row, atol=0, rtol=0)
+        assert_same_items(g, c, stats_g, stats_c, n)
+
+
+@pytest.mark.parametrize("op", ["find_or_insert", "assign", "assign_scores", "accum_or_assign"])
+def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
+    """A full table (every bucket's 128 slots taken), batches of hits and misses with duplicates, sizes that are
+    no multiple of a first-pass block's keys (32): one op per family of the first pass.
+
+    find_or_insert runs in 128-thread blocks whose warps meet after the probe; assign and assign_scores (never
+    inserting) skip the probe's candidate free-slot read, accum_or_assign skips it for flagged keys. The CUDA upsert
+    serves every hit of a batch before any of its inserts evicts; the CPU twin goes key by key, so it gets the batch
+    with its hits first (the outputs are put back in batch order). Every key's duplicates share its row, flag and
+    score, so the outcome does not depend on which duplicate goes first: the stored set, rows, scores, stats and
+    per-key outputs must equal the twin's (placement inside a bucket may differ).
+    """
+    nb, bc, dim = 16, 128, 8
+    kw = dict(capacity=nb * bc, value_dim=dim, bucket_capacity=bc, score_policy="lru",
+              initializer=TableInitializer("constant", value=0.25))
+    g, c = pair(**kw)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"full{op}".encode()))
+    # Fill: exactly bc keys per bucket, in one op (no eviction, so both tables hold the same set).
+    per = {b: [] for b in range(nb)}
+    while min(len(v) for v in per.values()) < bc:
+        for k in torch.randint(1, 1 << 62, (4096,), generator=gen).tolist():
+            b = bucket_of(k, nb)
+            if len(per[b]) < bc and k not in per[b]:
+                per[b].append(k)
+    present = torch.tensor([k for b in range(nb) for k in per[b]], dtype=torch.int64)
+    rows0 = (present % 997).float().unsqueeze(1).expand(-1, dim).contiguous()
+    c.insert_or_assign(present, rows0)
+    g.insert_or_assign(present.cuda(), rows0.cuda())
+    assert g.size() == c.size() == nb * bc
+    for step, n_hit in enumerate([900, 1023, 1537]):
+        hits = present[torch.randperm(present.numel(), generator=gen)[:n_hit]]
+        missing = torch.randint(1 << 62, (1 << 63) - 1, (40,), generator=gen)
+        picked = torch.cat([hits, missing])
+        reps = torch.randint(1, 4, (picked.numel(),), generator=gen)
+        keys = picked.repeat_interleave(reps)
+        keys = keys[torch.randperm(keys.numel(), generator=gen)]
+        n = keys.numel()
+        if n % 32 == 0:
+            keys, n = keys[:-1], n - 1
+        rows = ((keys % 1009).float() + step).unsqueeze(1).expand(n, dim).contiguous()
+        flags = (keys % 3) != 0  # one flag per key (its duplicates agree)
+        kg = keys.cuda()
+        order = torch.argsort((~c.contains(keys)).to(torch.int8), stable=True)  # the twin's batch: hits first
+        back = torch.argsort(order)
+        kc, rc_rows, fc = keys[order], rows[order], flags[order]
+        if op == "find_or_insert":
+            rg, rc = g.find_or_insert(kg), c.find_or_insert(kc)
+            torch.testing.assert_close(rg.values.cpu(), rc.values[back], atol=0, rtol=0)
+            assert torch.equal(rg.found.cpu(), rc.found[back])
+            stats_g, stats_c = rg.stats, rc.stats
+        elif op == "assign":
+            stats_g, stats_c = g.assign(kg, rows.cuda()), c.assign(kc, rc_rows)
+        elif op == "assign_scores":
+            stats_g, stats_c = g.assign_scores(kg), c.assign_scores(kc)
+        else:
+            stats_g = g.accum_or_assign(kg, rows.cuda(), flags.cuda())
+            stats_c = c.accum_or_assign(kc, rc_rows, fc)
+        assert_same_items(g, c, stats_g, stats_c, n)
+        assert g.size() == nb * bc

@@ -171,10 +171,11 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // plain probe). *lock: what the CAS settled (HitLock). Holders never wait: a tile that took its key's slot, or met
 // it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing waits out the
 // slots it read LOCKED (no second load of the others). A key whose digest is the empty digest matches every free
-// slot: loads only.
+// slot: loads only. may_insert false (the caller never claims a free slot for a missing key): the candidate free
+// slot's key word (below) is not read.
 template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
-                                                    const KeyHome& h, FreeMasks& free_mask,
+                                                    const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
                                                     int* lock = nullptr) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
@@ -201,7 +202,7 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
   // progress, maybe a duplicate's) and the key itself stay candidates: the claim's CAS settles them as before.
   int cand_bit = -1;  // 16 r + i of the lane's one candidate
   uint64_t cand_key = kEmptyKey;
-  if (__popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
+  if (may_insert && __popc(free_mask.w[0]) + (kMaxRounds > 2 ? __popc(free_mask.w[1]) : 0) == 1) {
     const uint32_t w0 = free_mask.w[0];
     const int wb = w0 ? __ffs(w0) - 1 : 32 + __ffs(free_mask.w[kMaxRounds > 2 ? 1 : 0]) - 1;
     cand_bit = wb;

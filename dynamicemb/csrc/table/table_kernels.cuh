@@ -621,12 +621,19 @@ TABLE_HD int main_family(int mode) {
          : (mode == kInsertOrAssign || mode == kInsertAndEvict || mode == kAssign) ? kFamilyCopy
                                                                                    : kFamilyOther;
 }
-// Blocks per SM: 6 for the copiers and constant-initializer find_or_insert (40 registers), 5 for the others (48
-// registers). Measured on H200, dim 32, 1M keys at load factor 0.5: 4 -> 5 blocks/SM took find_or_insert's first
-// pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6 (spill-free)
-// find_or_insert's 437.6 -> 391.0 us.
+// Warps per SM: 48 for the copiers and constant-initializer find_or_insert (40 registers), 40 for the others (48
+// registers). Measured on H200, dim 32, 1M keys at load factor 0.5, blocks of 256: 4 -> 5 blocks/SM took
+// find_or_insert's first pass 537 -> 468 us, 5 -> 6 (with spills) insert_or_assign's 521 -> 485 us, 5 -> 6
+// (spill-free) find_or_insert's 437.6 -> 391.0 us.
+// Block size (kMainBlock): find_or_insert's blocks are 128 threads (32 keys). The deferred keys are queued at a
+// block barrier, so a block lives as long as its slowest key: 32 keys instead of 64 halve that tail, for twice the
+// queue atomics (H200, load factor 1.0, with the warp meet below: find_or_insert's first pass 330 -> 291 us). The
+// row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
+template <int F>
+constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
 template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitConst ? 6 : 5)
+__global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFamilyInitConst ? 48 : 40) * 32 /
+                                                       kMainBlock<F>)
     upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
@@ -645,11 +652,14 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
   }
   // The key's load is issued before the barrier, so that its round trip overlaps the clock's (the block's warps
   // would otherwise start their probes one round trip after the block starts).
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kTile;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
+  // The warp's lanes that probe (find_or_insert: the __syncwarp after the probe, below).
+  constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
+  const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
   if (i < p.n) {
@@ -686,8 +696,20 @@ __global__ void __launch_bounds__(kBlock, F == kFamilyCopy || F == kFamilyInitCo
       FreeMasks free_mask;
       // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
       int lock = kHitLockNone;
-      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, &lock)
-                              : probe_concurrent(tile, t, key, h, free_mask);
+      // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
+      // assign_scores never insert; accum_or_assign inserts only keys without the flag).
+      const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
+                              : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
+                                                  : true;
+      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock)
+                              : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+      // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
+      // them apart), so that the hits' row copies and score touches run once per warp instead of once per
+      // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
+      // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
+      // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
+      // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
+      if (kMeet) __syncwarp(probe_lanes);
       hit = slot >= 0;
       const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
       const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
@@ -1058,10 +1080,12 @@ void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
   const int family = main_family(p.mode);
+  constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
+  const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
-    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyCopy)
     upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
