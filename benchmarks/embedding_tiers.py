@@ -227,10 +227,10 @@ def make_module(T, dim, rows_per_table, opt, storage, frac, store=None):
     if store == "uva-py":  # the Python staging over the uva store (op cache_stage off)
         m.device_staging = False
     if storage == "hybrid" and store:  # how the step reaches the host rows (an older module ignores it)
-        m.host_rows_order = store.removesuffix("-sm")
-        if store.endswith("-sm"):  # private layout: slot-major host rows (first fit where the wheel claims so)
+        m.host_rows_order = store.removesuffix("-sm").removesuffix("-bm")
+        if store.endswith(("-sm", "-bm")):  # host-row layout: slot-major (the CUDA default) or private bucket-major
             for t in m.tables:
-                t._set_host_slot_major(True)
+                t._set_host_slot_major(store.endswith("-sm"))
     return m
 
 
@@ -433,7 +433,8 @@ def main():
                     "0.25,0.5: hybrid tables with that share of the rows in HBM, the rest in pinned host memory)")
     ap.add_argument("--hybrid-orders", default="forward", help="host_rows_order of (b)'s hybrid rows: forward (the "
                     "default: the forward reads host rows through HBM scratch in address order), step (forward and "
-                    "backward), off; a -sm suffix (e.g. forward-sm): the tables' host rows slot-major (private)")
+                    "backward), off; a -bm / -sm suffix (e.g. forward-bm): the tables' host rows bucket-major "
+                    "(private) / slot-major (the default)")
     ap.add_argument("--opts", default="sgd,adam", help="optimizers of (b)")
     ap.add_argument("--rounds", type=int, default=0, help="also (b2): (b)'s cases built at once and timed in this "
                     "many interleaved rounds (pipelined and synchronized, ratios paired per round)")

@@ -367,8 +367,13 @@ class BatchedDynamicEmbeddingTables(_KernelStep, _TorchStep, _TierStaging, nn.Mo
         if o.storage == "hybrid":
             from ._hybrid import HybridTable
 
+            # CUDA: slot-major host rows, host slots claimed lowest first (a batch's new host rows fall in a few
+            # runs: fewer host regions per op; private bucket-major: table._set_host_slot_major(False)). The CPU
+            # twin keeps one buffer (the torch path reads one) and claims in probe order: its slots may differ,
+            # but every key's row, score, eviction (by score, digest, key) and output are the CUDA table's.
             return HybridTable(o.max_capacity, self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity,
-                               o.score_policy, initializer=tinit, device=self.device, hbm_rows=self._hbm_rows[i])
+                               o.score_policy, initializer=tinit, device=self.device, hbm_rows=self._hbm_rows[i],
+                               _slot_major=self.device.type == "cuda")
         return ScoredHashTable(
             capacity, self.row_widths[i], o.dtype, self.key_dtype, o.bucket_capacity, o.score_policy,
             max_capacity=o.max_capacity, initializer=tinit, device=self.device, check_keys=False,

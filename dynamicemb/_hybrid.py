@@ -8,7 +8,8 @@ whole buckets were HBM or host). Every kernel reaches a table row through one he
 csrc/table/table_types.h) that picks the buffer and row, so the hybrid table runs the same ops as an all-HBM one.
 On the CPU the twin claims slots in the same order; it keeps one buffer (slot order) for bucket-major host rows,
 and two buffers laid out as the CUDA table's for slot-major ones (``_two_buffers``), whose host slots are claimed
-lowest first (table_types.h ``claim_position``).
+lowest first (table_types.h ``claim_position``). The module's ``storage="hybrid"`` tables are slot-major on CUDA
+(``_batched._make_table``) and keep one buffer on the CPU (the torch path reads one).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class HybridTable(ScoredHashTable):
         hbm_slots: HBM slots per bucket; hbm_rows: ``hbm_slots * num_buckets``.
         values: (hbm_rows, dim) device rows on CUDA ((capacity, dim) on a bucket-major CPU twin).
         values_host: (capacity - hbm_rows, dim) pinned host rows on CUDA, or (B - hbm_slots, num_buckets, dim)
-            slot-major (private ``_slot_major``: also on the CPU twin, not pinned); None on a bucket-major CPU twin.
+            slot-major (``_slot_major``, the module's CUDA default: also on the CPU twin, not pinned); None on a
+            bucket-major CPU twin.
 
     Example:
         >>> t = HybridTable(1 << 20, 64, device="cuda", hbm_rows=1 << 19)   # 64 of each bucket's 128 slots in HBM
@@ -71,7 +73,8 @@ class HybridTable(ScoredHashTable):
         self.hbm_slots = hbm_rows // max(nb, 1)
         self.hbm_rows = self.hbm_slots * nb
         self.values_host = None
-        self._slot_major = bool(_slot_major)  # private: slot-major host rows (split_rows), host slots first fit
+        # slot-major host rows (split_rows), host slots first fit; the module passes True on CUDA
+        self._slot_major = bool(_slot_major)
         super().__init__(capacity, value_dim, value_dtype, key_dtype, bucket_capacity, score_policy,
                          max_capacity=capacity, initializer=initializer, device=device, check_keys=False)
 

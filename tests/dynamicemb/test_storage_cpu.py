@@ -152,6 +152,8 @@ def test_checkpoints_every_mode(mode, tmp_path):
         from dynamicemb._hybrid import HybridTable
 
         assert all(isinstance(t, HybridTable) for t in m2.tables + m3.tables)
+        # the CPU module keeps one buffer (the torch path reads one): slot-major host rows are the CUDA default
+        assert all(t.values_host is None and not t._slot_major for t in m.tables + m2.tables + m3.tables)
     for ids, off, w in data[5:]:
         step(ref, ids, off, w), step(m, ids, off, w)
     m.dump(str(tmp_path / "inc"), score_threshold=clock)

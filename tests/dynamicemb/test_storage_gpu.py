@@ -186,8 +186,9 @@ def test_hybrid_module_rows_and_checkpoints_cuda(tmp_path):
     m2.load(str(tmp_path / "d"))
     m3 = make("hybrid", device="cuda", budget_rows=512)
     m3.load_state_dict(m.state_dict())
-    for x in (m2, m3):
+    for x in (m2, m3):  # a loaded table stays hybrid, with the default slot-major host rows
         assert all(isinstance(t, HybridTable) and t.values_host is not None for t in x.tables)
+        assert all(t.host_run == t.capacity() // t.bucket_capacity for t in x.tables)
         assert_same(ref, x)
     for ids, off, w in data[4:]:
         o = step(ref, ids, off, w)
@@ -303,3 +304,36 @@ def test_hybrid_one_pass_long_duplicate_runs(dtype, dim):
         assert bool((rb.values[k == int(stored[step])] == v[step]).all()), step
         fa, fb = a.find(pool.cuda(), default=-2.0), b.find(pool.cuda(), default=-2.0)
         assert torch.equal(fa.values, fb.values) and torch.equal(fa.found, fb.found), step
+
+
+def test_hybrid_module_layouts_cuda():
+    """A storage="hybrid" module's CUDA tables are slot-major (host slots claimed lowest first) by default; the
+    private bucket-major layout (_set_host_slot_major(False)) and all-HBM train to the same bits; state_dict moves
+    rows between the layouts (each table keeps its own); the CPU module (one buffer) gives every key the same row
+    (to float tolerance: the torch path) and the same stored keys."""
+    opt = Adam(lr=0.01)
+    # 2 HBM slots a bucket: most buckets put rows in host slots
+    ref, sm, bm = (make(s, opt, device="cuda", budget_rows=128) for s in ("hbm", "hybrid", "hybrid"))
+    cpu = make("hybrid", opt, device="cpu", budget_rows=128)
+    assert all(t.host_run == t.capacity() // t.bucket_capacity for t in sm.tables)
+    assert all(t.values_host is None for t in cpu.tables)  # the torch path reads one buffer
+    for t in bm.tables:
+        t._set_host_slot_major(False)
+        assert t.host_run == 0 and t.values_host.dim() == 2
+    for ids, off, w in batches(6, seed=9, device="cuda"):
+        o = step(ref, ids, off, w)
+        assert torch.equal(o, step(sm, ids, off, w)) and torch.equal(o, step(bm, ids, off, w))
+        torch.testing.assert_close(step(cpu, ids.cpu(), off.cpu(), w.cpu()), o.cpu(), atol=1e-5, rtol=1e-5)
+    assert_same(ref, sm), assert_same(ref, bm)
+    assert all(int(t.host_slots(t.find_slots(t.items()[0]).slots).sum()) > 20 for t in sm.tables)
+    for a, c in zip(sm.tables, cpu.tables):
+        ka, va, _ = a.items()
+        kc, vc, _ = c.items()
+        oa, oc = torch.argsort(ka.view(torch.int64)), torch.argsort(kc.view(torch.int64))
+        assert torch.equal(ka[oa].cpu(), kc[oc])
+        torch.testing.assert_close(va[oa].cpu(), vc[oc], atol=1e-5, rtol=1e-5)
+    sd_sm, sd_bm = sm.state_dict(), bm.state_dict()
+    sm.load_state_dict(sd_bm)
+    bm.load_state_dict(sd_sm)
+    assert all(t.host_run != 0 for t in sm.tables) and all(t.host_run == 0 for t in bm.tables)
+    assert_same(ref, sm), assert_same(ref, bm)
