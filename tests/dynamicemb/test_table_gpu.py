@@ -364,13 +364,20 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
         rows = ((keys % 1009).float() + step).unsqueeze(1).expand(n, dim).contiguous()
         flags = (keys % 3) != 0  # one flag per key (its duplicates agree)
         kg = keys.cuda()
-        order = torch.argsort((~c.contains(keys)).to(torch.int8), stable=True)  # the twin's batch: hits first
+        pre = c.contains(keys)  # present before the op
+        order = torch.argsort((~pre).to(torch.int8), stable=True)  # the twin's batch: hits first
         back = torch.argsort(order)
         kc, rc_rows, fc = keys[order], rows[order], flags[order]
         if op == "find_or_insert":
             rg, rc = g.find_or_insert(kg), c.find_or_insert(kc)
             torch.testing.assert_close(rg.values.cpu(), rc.values[back], atol=0, rtol=0)
-            assert torch.equal(rg.found.cpu(), rc.found[back])
+            fg, fcpu = rg.found.cpu(), rc.found[back]
+            assert bool(fg[pre].all()) and bool(fcpu[pre].all())
+            # Which duplicate of a new key reports the insert is not specified (the CUDA op and the key-by-key twin
+            # differ there); each new key reports it at least once, and its stored row is checked below.
+            new = keys[~pre]
+            for f in (fg, fcpu):
+                assert set(new[~f[~pre]].tolist()) == set(new.tolist())
             stats_g, stats_c = rg.stats, rc.stats
         elif op == "assign":
             stats_g, stats_c = g.assign(kg, rows.cuda()), c.assign(kc, rc_rows)
