@@ -185,12 +185,8 @@ class _KernelStep:
         (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
-        # fast path: no table tensor of the process was replaced since (_table.state_epoch), the same table objects
-        # and epochs
-        fast = self.__dict__.get("_meta_fast")
-        tables = self.tables
-        if (self._meta is not None and fast is not None and fast[0] == state_epoch()
-                and all(map(operator.is_, fast[1], tables)) and all(t.epoch == e for t, e in zip(tables, fast[2]))):
+        # fast path: no table tensor or epoch of the process was replaced since, the same table objects
+        if self._meta is not None and self._tables_unchanged("_meta_fast"):
             return self._meta
         key = self._meta_key
         if self._meta is not None and (_capturing() or all(
@@ -198,7 +194,7 @@ class _KernelStep:
                 and getattr(t, "values_host", None) is h
                 for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
             if not _capturing():
-                self.__dict__["_meta_fast"] = (state_epoch(), list(tables), [t.epoch for t in tables])
+                self._mark_tables("_meta_fast")
             return self._meta
         key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
@@ -229,20 +225,28 @@ class _KernelStep:
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
         self.__dict__["_host_flags"] = _host_rows_flags(self.tables)
-        self.__dict__["_meta_fast"] = (state_epoch(), list(self.tables), [t.epoch for t in self.tables])
+        self._mark_tables("_meta_fast")
         return self._meta
+
+    def _mark_tables(self, name: str) -> None:
+        """Records under ``name`` the process's table state epoch and the module's table objects."""
+        self.__dict__[name] = (state_epoch(), list(self.tables))
+
+    def _tables_unchanged(self, name: str) -> bool:
+        """Whether, since ``_mark_tables(name)``, no table of the process replaced a state tensor or its epoch
+        (_table.state_epoch: ``epoch`` is one of the state attributes) and the module holds the same table objects."""
+        seen = self.__dict__.get(name)
+        return seen is not None and seen[0] == state_epoch() and all(map(operator.is_, seen[1], self.tables))
 
     def _step_tables(self) -> torch.Tensor:
         """An eager step's table bookkeeping: _check_groups, then _kernel_meta (returned). Skipped while no table
         of the process replaced a state tensor or its epoch (_table.state_epoch) and the module holds the same
         table objects: one int and a pass of identities per step instead of both methods' checks."""
-        seen = self.__dict__.get("_tables_seen")
-        if (seen is not None and self._meta is not None and seen[0] == state_epoch()
-                and all(map(operator.is_, seen[1], self.tables))):
+        if self._meta is not None and self._tables_unchanged("_tables_seen"):
             return self._meta
         self._check_groups()
         meta = self._kernel_meta()
-        self.__dict__["_tables_seen"] = (state_epoch(), list(self.tables))
+        self._mark_tables("_tables_seen")
         return meta
 
     def _host_step_flags(self) -> tuple:

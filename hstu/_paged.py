@@ -240,38 +240,36 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 
 # hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
 _PAGED_PREWAIT = 1 << 40
-_prewait_state = threading.local()
+_call_state = threading.local()  # this thread's private settings of the paged calls (the two managers below)
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
 # (KVCacheManager._step_plan, a private comparison).
 _STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
 
 
 @contextlib.contextmanager
+def _call_setting(name: str, value):
+    """Sets `_call_state.<name>` for the calls made inside (in this thread); restores the previous value after."""
+    old = getattr(_call_state, name, None)
+    setattr(_call_state, name, value)
+    try:
+        yield
+    finally:
+        setattr(_call_state, name, old)
+
+
 def _prewait_allowed():
     """Calls made inside (in this thread) that run the Hopper paged forward under the pdl option over a plan made
     by an earlier call let its CTAs read their work-list item and the sequence's lengths and page-table base before
     their in-kernel wait (cached_hstu_attention with KVCacheManager._prewait: nothing writes those while a step's
     layers run)."""
-    old = getattr(_prewait_state, "on", False)
-    _prewait_state.on = True
-    try:
-        yield
-    finally:
-        _prewait_state.on = old
+    return _call_setting("prewait", True)
 
 
-@contextlib.contextmanager
 def _step_plan_kind(kind: str):
     """Plans made inside (in this thread) under the pdl option: "block" one block that validates and plans (the
     default), "two" the validation kernel and the planner (cached_hstu_attention with KVCacheManager._step_plan;
     private, for comparisons)."""
-    bits = _STEP_PLAN_BITS[kind]
-    old = getattr(_prewait_state, "plan_bits", 0)
-    _prewait_state.plan_bits = bits
-    try:
-        yield
-    finally:
-        _prewait_state.plan_bits = old
+    return _call_setting("plan_bits", _STEP_PLAN_BITS[kind])
 
 
 def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
@@ -366,14 +364,14 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
 
         def make():
             made.append(True)
-            bits = getattr(_prewait_state, "plan_bits", 0)
+            bits = getattr(_call_state, "plan_bits", None) or 0
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
                               num_targets, target_group_size, window, options | bits)
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))
         if (plan is not None and not made and options & _ops.OPTION_BITS["pdl"]
-                and getattr(_prewait_state, "on", False)):
+                and getattr(_call_state, "prewait", None)):
             op_options = options | _PAGED_PREWAIT  # (the plan was made by an earlier call: complete before this one)
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
