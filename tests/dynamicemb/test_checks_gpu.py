@@ -156,6 +156,21 @@ def test_bad_input_changes_nothing_and_raises_at_next_call(case, pooling, opt):
     assert not all(torch.equal(a[3], b.values) for a, b in zip(snap, m.tables))
 
 
+@pytest.mark.parametrize("flags", [17, 25])
+@pytest.mark.parametrize("case", ["negative_id", "decreasing"])
+def test_bad_input_under_dedup_variants(case, flags):
+    """The dedup's lab variants (op _lookup_lab_dedup: 16 the passes as programmatic dependent launches, whose
+    insert reads the checks' verdict after its block-local dedup; 8 the number pass at 3 blocks per SM with its loads
+    issued first) skip a bad batch and raise at the next call as the default does."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    old = lab(flags)
+    try:
+        test_bad_input_changes_nothing_and_raises_at_next_call(case, "none", "adam")
+        test_bad_input_changes_nothing_and_raises_at_next_call(case, "sum", "sgd")
+    finally:
+        lab(old)
+
+
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input_strict_mode_and_check_errors(case):
     gen = torch.Generator().manual_seed(7)

@@ -365,7 +365,8 @@ def stored(m, t):
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
-    count pass's prefetch of each unique's start group of keys and score sector) gives bitwise equal outputs,
+    count pass's prefetch of each unique's start group of keys and score sector; the number pass at 3 blocks per SM;
+    the passes as programmatic dependent launches) gives bitwise equal outputs,
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
     cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
@@ -382,10 +383,10 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 2, 3, 6, 7]
+    variants = [0, 1, 2, 3, 6, 7, 9, 17, 25, 31]
     try:
         for v in variants:
-            assert lab(v) in range(8)
+            assert lab(v) in range(32)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             m.backward_chunk = 1 << 20  # no segment cut: hot ids' sums do not depend on the pieces' arrival order
             outs = train_random(m, data, 200)
@@ -533,6 +534,19 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
         torch.testing.assert_close(wb, wa, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(sb, sa, atol=1e-5, rtol=1e-5)
     assert float(graphed.step) == float(eager.step)
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+@pytest.mark.parametrize("pooling", ["sum", "none"])
+def test_cuda_graph_train_step_under_dedup_variants(opt, pooling):
+    """The dedup's lab variants 16 (the passes as programmatic dependent launches: captured as programmatic graph
+    edges) and 8 (the number pass at 3 blocks per SM) capture and replay like eager steps."""
+    lab = torch.ops.dynamicemb._lookup_lab_dedup
+    old = lab(25)
+    try:
+        test_cuda_graph_train_step_matches_eager(opt, pooling)
+    finally:
+        lab(old)
 
 
 def test_deepcopy_trains_its_own_tables():

@@ -5,7 +5,7 @@ warp-aggregated histogram) and where the step finds its uniques F (op
 _lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert), and
 optionally /D, the dedup's flags (op _lookup_lab_dedup, lookup_types.h DedupFlags: 1 the insert's probe starts
 with the CAS (default), 2 the count pass's claimers prefetch their keys' start groups for the number pass's find,
-4 and the score sectors); per-kernel profile (torch.profiler:
+4 and the score sectors, 8 the number pass at 3 blocks per SM, 16 the passes as programmatic dependent launches); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
 op runs as "main". Run (GPU):
@@ -115,6 +115,10 @@ def main():
             out = ", CAS first" if d & 1 else ", load + CAS"
             if d & 2:
                 out += ", prefetch keys" + (" + scores" if d & 4 else "")
+            if d & 8:
+                out += ", number 3/SM"
+            if d & 16:
+                out += ", PDL"
             return out
 
         def vname(v):

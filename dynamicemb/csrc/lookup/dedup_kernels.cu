@@ -49,6 +49,21 @@ __device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { r
 
 __device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];" : : "l"(a)); }
 
+// Programmatic dependent launch (lab kDedupPdl, sm90+): a pass launched as a programmatic dependent of the pass
+// before starts while that one drains and waits for it (its writes visible) before it reads or writes anything the
+// pass before touches; each pass lets its dependent launch as soon as all its blocks run. Launched without the
+// attribute, the wait returns at once.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
+#endif
+}
+
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
@@ -63,6 +78,7 @@ __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
 __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kClearBlock;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kClearBlock + threadIdx.x;
+  if (p.flags & kDedupPdl) pdl_launch_dependents();
   if (t0 == 0) *p.count = 0;
   // the step's header (lookup_step): the device checks' verdict, zeroed counters, the step clocks
   if (blockIdx.x == 0 && p.skip_out != nullptr) {  // block-uniform
@@ -184,6 +200,10 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
   __shared__ unsigned long long lkey[kChunk];  // key of local index l = r * kInsertBlock + thread
   __shared__ int32_t ltab[kChunk];           // its table (-1: not inserted); then the leaders' global slots
   for (int k = threadIdx.x; k < kLocalSlots; k += kInsertBlock) lset[k] = kFree;  // (load_bounds syncs)
+  // kDedupPdl: the block's own dedup (ids, bounds, shared memory) runs before the wait for the clear pass; the
+  // skip flag and the set after it
+  const bool pdl = (p.flags & kDedupPdl) != 0;
+  if (pdl) pdl_launch_dependents();
   const int F = p.num_features;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (K * kInsertBlock) + threadIdx.x;
   const uint32_t cap = static_cast<uint32_t>(p.set_capacity);
@@ -204,7 +224,7 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
   };
-  const bool skip = p.skip != nullptr && *p.skip != 0;  // a batch that failed the device checks: no uniques
+  const bool skip = !pdl && p.skip != nullptr && *p.skip != 0;  // a batch that failed the device checks: no uniques
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     todo[r] = live[r] && !skip && !table::is_reserved_key(key[r]);
@@ -241,6 +261,13 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
     }
   }
   __syncthreads();
+  if (pdl) {
+    pdl_wait();
+    if (p.skip != nullptr && *p.skip != 0) {
+#pragma unroll
+      for (int r = 0; r < K; ++r) todo[r] = false;
+    }
+  }
   int32_t lead[K];  // the local index of id r's leader (the lowest of its (table, key) in the block)
   bool todo0[K];
 #pragma unroll
@@ -332,6 +359,10 @@ __global__ void __launch_bounds__(kInsertBlock, 4) dedup_insert_kernel(DedupPara
 __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p) {
   constexpr int K = kPerThread;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  if (p.flags & kDedupPdl) {
+    pdl_launch_dependents();
+    pdl_wait();
+  }
   int32_t x[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -378,15 +409,135 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // write ukeys, utables (their table found again from the bounds) and their own inverse. With find_meta, then the
 // find of the step's hit pass (probe_meta.cuh find_slots): urow = slot, or -2 (training miss: pending, for the
 // insert pass) / -1 (eval miss).
-template <bool kSmem>
-__global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams p) {
+// The number pass's writes and find under kFit: every load of the find (each claimer's table record, the start
+// group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
+// which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
+// (the same slots, urow and scores as find_slots).
+template <int K>
+__device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool (&claimed)[K],
+                                                const int32_t (&idx)[K], const int32_t (&sset)[K],
+                                                const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
+                                                int warp, const unsigned (&ball)[K], unsigned below) {
+  int32_t u[K], t[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    u[r] = claimed[r] ? wbase[r * kInsertWarps + warp] + __popc(ball[r] & below) : 0;
+    t[r] = claimed[r] ? __ldg(p.feature_table + f[r]) : 0;
+  }
+  const bool find = p.find_meta != nullptr && !p.find_later && p.slot_row == nullptr;
+  uint64_t k[K][kGroup];
+  int64_t g[K];
+  uint64_t clk[K];
+  if (find) {
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      g[r] = 0;
+      clk[r] = 0;
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) k[r][j] = 0;
+      if (claimed[r]) {
+        const TableMeta& m = p.find_meta[t[r]];
+        g[r] = group_of(table::home_of(m, key[r]));
+        const uint64_t* keys = reinterpret_cast<const uint64_t*>(m.keys) + g[r];
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) k[r][j] = keys[j];
+        if (p.find_train) clk[r] = static_cast<uint64_t>(*reinterpret_cast<const int64_t*>(m.counters));
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (!claimed[r]) continue;
+    p.ukeys[u[r]] = key[r];
+    p.utables[u[r]] = t[r];
+    p.inverse[idx[r]] = u[r];
+  }
+  if (p.find_meta == nullptr || p.find_later) return;
+  if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (!claimed[r]) continue;
+      const int64_t sl = p.slot_row[sset[r]];
+      p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
+      if (p.find_train && sl < 0) *p.pending = 1;
+    }
+    return;
+  }
+  int64_t slot[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    slot[r] = -1;
+    if (!claimed[r]) continue;
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j)
+      if (k[r][j] == key[r]) slot[r] = g[r] + j;
+  }
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+    if (claimed[r] && slot[r] < 0) {
+      const TableMeta& m = p.find_meta[t[r]];
+      slot[r] = probe_digests(m, key[r], table::home_of(m, key[r]));
+    }
+  if (p.find_train) {
+    uint64_t old[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {  // (LFU / customized: the old scores, all loaded before the first store)
+      old[r] = 0;
+      if (slot[r] >= 0 && p.find_meta[t[r]].policy != table::kPolicyLru)
+        old[r] = reinterpret_cast<const uint64_t*>(p.find_meta[t[r]].scores)[slot[r]];
+    }
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (slot[r] < 0) continue;
+      const TableMeta& m = p.find_meta[t[r]];
+      reinterpret_cast<uint64_t*>(m.scores)[slot[r]] = step_score(m, clk[r], true, old[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (!claimed[r]) continue;
+    p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
+    if (p.find_train && slot[r] < 0) *p.pending = 1;
+  }
+}
+
+// kFit (lab kDedupNumberFit): the kernel fitted to 3 blocks per SM (80 registers, no spills; the plain one takes
+// 64 with the find's key groups spilled), and each thread's loads of the earlier chunks' counts issued 4 at once.
+template <bool kSmem, bool kFit>
+__device__ __forceinline__ void number_pass(const DedupParams& p) {
   constexpr int K = kPerThread;
   __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first kInsertWarps: block sum
   __shared__ int32_t sbound[kSmemFeatures + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
+  if (p.flags & kDedupPdl) {
+    pdl_launch_dependents();
+    pdl_wait();
+  }
+  int32_t idx[K], sset[K];  // sset: a claimer's set slot (its inverse after the count pass)
+  uint64_t key[K];
+  if constexpr (kFit) {  // the ids' loads first, beside the prefix's: one memory latency for all of them
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+      sset[r] = i < p.n ? p.inverse[i] : -1;
+      key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
+    }
+  }
   int before = 0;  // claimers of the earlier chunks
-  for (int64_t c = threadIdx.x; c < blockIdx.x; c += kInsertBlock) before += p.bag[c * kChunk + 1];
+  if constexpr (kFit) {
+    for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * kInsertBlock) {
+      int v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t cj = c + j * kInsertBlock;
+        v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
+      }
+      before += (v[0] + v[1]) + (v[2] + v[3]);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < blockIdx.x; c += kInsertBlock) before += p.bag[c * kChunk + 1];
+  }
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) before += __shfl_xor_sync(0xffffffffu, before, d);
   if (lane == 0) wbase[warp] = before;
@@ -395,13 +546,12 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
 #pragma unroll
   for (int k = 0; k < kInsertWarps; ++k) before += wbase[k];
   load_bounds<kSmem>(p, sbound);
-  int32_t idx[K], sset[K];  // sset: a claimer's set slot (its inverse after the count pass)
   bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
-    sset[r] = i < p.n ? p.inverse[i] : -1;
+    if constexpr (!kFit) sset[r] = i < p.n ? p.inverse[i] : -1;
     claimed[r] = sset[r] >= 0;
   }
   unsigned ball[K];
@@ -432,41 +582,54 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
   int f[K];
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
-  int32_t u[K], t[K];
-  uint64_t key[K];
+  if constexpr (kFit) {
+    number_find_fit<K>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
+  } else {
+    int32_t u[K], t[K];
 #pragma unroll
-  for (int r = 0; r < K; ++r) {
-    u[r] = t[r] = 0;
-    key[r] = 0;
-    if (claimed[r]) {
-      u[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
-      key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
-      t[r] = __ldg(p.feature_table + f[r]);
-      p.ukeys[u[r]] = key[r];
-      p.utables[u[r]] = t[r];
-      p.inverse[idx[r]] = u[r];
+    for (int r = 0; r < K; ++r) {
+      u[r] = t[r] = 0;
+      key[r] = 0;
+      if (claimed[r]) {
+        u[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
+        key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
+        t[r] = __ldg(p.feature_table + f[r]);
+        p.ukeys[u[r]] = key[r];
+        p.utables[u[r]] = t[r];
+        p.inverse[idx[r]] = u[r];
+      }
     }
-  }
-  if (p.find_meta == nullptr || p.find_later) return;
-  if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
+    if (p.find_meta == nullptr || p.find_later) return;
+    if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
+#pragma unroll
+      for (int r = 0; r < K; ++r) {
+        if (!claimed[r]) continue;
+        const int64_t sl = p.slot_row[sset[r]];
+        p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
+        if (p.find_train && sl < 0) *p.pending = 1;
+      }
+      return;
+    }
+    // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
+    int64_t slot[K];
+    find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       if (!claimed[r]) continue;
-      const int64_t sl = p.slot_row[sset[r]];
-      p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
-      if (p.find_train && sl < 0) *p.pending = 1;
+      p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
+      if (p.find_train && slot[r] < 0) *p.pending = 1;  // (a plain store: every writer writes 1)
     }
-    return;
   }
-  // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
-  int64_t slot[K];
-  find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
-#pragma unroll
-  for (int r = 0; r < K; ++r) {
-    if (!claimed[r]) continue;
-    p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
-    if (p.find_train && slot[r] < 0) *p.pending = 1;  // (a plain store: every writer writes 1)
-  }
+}
+
+template <bool kSmem>
+__global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams p) {
+  number_pass<kSmem, false>(p);
+}
+
+template <bool kSmem>
+__global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_fit_kernel(DedupParams p) {
+  number_pass<kSmem, true>(p);
 }
 
 // ---------------------------------------------------------------- find (find_later)
@@ -509,6 +672,7 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
   __shared__ int64_t first_bag;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
   const int64_t last = p.num_bags - 1;
+  if (p.flags & kDedupPdl) pdl_wait();
   int32_t x[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -566,8 +730,46 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
 
 }  // namespace detail
 
-void launch_dedup(const DedupParams& p, void* stream) {
+namespace {
+// Whether the current device runs programmatic dependent launches (sm90+), asked once per process.
+bool pdl_device() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+  }();
+  return ok;
+}
+
+// k<<<grid, block, 0, st>>>(p), as a programmatic dependent of the stream's previous kernel when pdl.
+void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block, cudaStream_t st,
+                 const DedupParams& p, const char* what) {
+  if (!pdl) {
+    k<<<grid, block, 0, st>>>(p);
+  } else {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k, p);
+    if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
+  }
+  check_launch(what);
+}
+}  // namespace
+
+void launch_dedup(const DedupParams& p_in, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+  DedupParams p = p_in;
+  if (!pdl_device()) p.flags &= ~kDedupPdl;
+  const bool pdl = (p.flags & kDedupPdl) != 0;
   if (p.n == 0) {
     cudaError_t e = cudaMemsetAsync(p.count, 0, sizeof(int32_t), st);
     if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: dedup: ") + cudaGetErrorString(e));
@@ -583,22 +785,22 @@ void launch_dedup(const DedupParams& p, void* stream) {
   check_launch("dedup clear");
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
+  const unsigned B = detail::kInsertBlock;
   if (p.slot_row != nullptr && p.find_meta != nullptr) {  // the find by the set slots' first takers
-    if (smem) detail::dedup_insert_kernel<true, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-    else detail::dedup_insert_kernel<false, true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  } else if (smem) {
-    detail::dedup_insert_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+    launch_pass(pdl, smem ? detail::dedup_insert_kernel<true, true> : detail::dedup_insert_kernel<false, true>,
+                insert_grid, B, st, p, "dedup insert");
   } else {
-    detail::dedup_insert_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
+    launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
+                st, p, "dedup insert");
   }
-  check_launch("dedup insert");
-  detail::dedup_count_kernel<<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  check_launch("dedup count");
-  if (smem) detail::dedup_number_kernel<true><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  else detail::dedup_number_kernel<false><<<insert_grid, detail::kInsertBlock, 0, st>>>(p);
-  check_launch("dedup number");
-  detail::dedup_resolve_kernel<<<blocks_for(p.n, detail::kChunk), detail::kResolveBlock, 0, st>>>(p);
-  check_launch("dedup resolve");
+  launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
+  const bool fit = (p.flags & kDedupNumberFit) != 0;
+  launch_pass(pdl,
+              fit ? (smem ? detail::dedup_number_fit_kernel<true> : detail::dedup_number_fit_kernel<false>)
+                  : (smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>),
+              insert_grid, B, st, p, "dedup number");
+  launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
+              "dedup resolve");
 }
 
 namespace {

@@ -153,7 +153,11 @@ enum DedupFlags : int {
   kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
   kDedupPrefetchKeys = 2,    // lab, with find_meta: the count pass's claimers prefetch their keys' start groups
   kDedupPrefetchScores = 4,  // lab, with kDedupPrefetchKeys in training: and the groups' score sectors
-  kDedupFlagsAll = 7,
+  kDedupNumberFit = 8,       // lab: the number pass fitted to 3 blocks per SM (no spills), its chunk prefix's
+                             // loads issued 4 at a time
+  kDedupPdl = 16,            // lab (sm90+): insert, count, number and resolve launched as programmatic dependents
+                             // of the pass before (each starts while the one before drains, then waits for it)
+  kDedupFlagsAll = 31,
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst); sets them when v is in
 // [0, kDedupFlagsAll] (others only read), returns the ones before.
