@@ -78,6 +78,9 @@ def table(path, tbs):
     text = open(path).read()
     # ncu prints its own lines before the CSV: start at the header
     start = text.find('"ID"')
+    if start < 0:
+        print(f"no ncu rows in {path}")
+        return
     rows = list(csv.reader(io.StringIO(text[start:])))
     head, data = rows[0], [r for r in rows[2:] if len(r) == len(rows[0])]
     col = {h: i for i, h in enumerate(head)}
