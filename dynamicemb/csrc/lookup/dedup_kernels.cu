@@ -49,21 +49,6 @@ __device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { r
 
 __device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];" : : "l"(a)); }
 
-// Programmatic dependent launch (lab kDedupPdl, sm90+): a pass launched as a programmatic dependent of the pass
-// before starts while that one drains and waits for it (its writes visible) before it reads or writes anything the
-// pass before touches; each pass lets its dependent launch as soon as all its blocks run. Launched without the
-// attribute, the wait returns at once.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" : : : "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
-#endif
-}
-
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
@@ -79,6 +64,14 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kClearBlock;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kClearBlock + threadIdx.x;
   if (p.flags & kDedupPdl) pdl_launch_dependents();
+  const int64_t q = p.set_capacity >> 2;
+  uint4* s4 = reinterpret_cast<uint4*>(p.set);
+  const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
+  if (p.flags & kStepPdl) {  // the set (no pass before reads it in this step) beside the checks, then the wait
+    for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
+    if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+    pdl_wait();
+  }
   if (t0 == 0) *p.count = 0;
   // the step's header (lookup_step): the device checks' verdict, zeroed counters, the step clocks
   if (blockIdx.x == 0 && p.skip_out != nullptr) {  // block-uniform
@@ -93,11 +86,10 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
     if (p.refused != nullptr) p.refused[t] = 0;
     if (p.clock_meta != nullptr) reinterpret_cast<int64_t*>(p.clock_meta[t].counters)[table::kCounterClock] += 1;
   }
-  const int64_t q = p.set_capacity >> 2;
-  uint4* s4 = reinterpret_cast<uint4*>(p.set);
-  const uint4 free4 = make_uint4(kFree, kFree, kFree, kFree);
-  for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
-  if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+  if (!(p.flags & kStepPdl)) {
+    for (int64_t k = t0; k < q; k += stride) s4[k] = free4;
+    if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
+  }
   for (int64_t k = t0; k < p.zero_bytes / 16; k += stride) static_cast<uint4*>(p.zero)[k] = make_uint4(0, 0, 0, 0);
   if (p.no_bags) return;
   for (int64_t b = t0; b < p.num_bags; b += stride) {
@@ -731,8 +723,15 @@ __global__ void __launch_bounds__(kResolveBlock) dedup_resolve_kernel(DedupParam
 }  // namespace detail
 
 namespace {
-// Whether the current device runs programmatic dependent launches (sm90+), asked once per process.
-bool pdl_device() {
+// k<<<grid, block, 0, st>>>(p), as a programmatic dependent of the stream's previous kernel when pdl.
+void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block, cudaStream_t st,
+                 const DedupParams& p, const char* what) {
+  launch_maybe_pdl(pdl, k, grid, block, st, p);
+  check_launch(what);
+}
+}  // namespace
+
+bool pdl_supported() {
   static const bool ok = [] {
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -742,33 +741,10 @@ bool pdl_device() {
   return ok;
 }
 
-// k<<<grid, block, 0, st>>>(p), as a programmatic dependent of the stream's previous kernel when pdl.
-void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block, cudaStream_t st,
-                 const DedupParams& p, const char* what) {
-  if (!pdl) {
-    k<<<grid, block, 0, st>>>(p);
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, k, p);
-    if (e != cudaSuccess) throw std::runtime_error(std::string("dynamicemb lookup: ") + what + ": " + cudaGetErrorString(e));
-  }
-  check_launch(what);
-}
-}  // namespace
-
 void launch_dedup(const DedupParams& p_in, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   DedupParams p = p_in;
-  if (!pdl_device()) p.flags &= ~kDedupPdl;
+  if (!pdl_supported() || !(p.flags & kDedupPdl)) p.flags &= ~(kDedupPdl | kStepPdl);
   const bool pdl = (p.flags & kDedupPdl) != 0;
   if (p.n == 0) {
     cudaError_t e = cudaMemsetAsync(p.count, 0, sizeof(int32_t), st);
@@ -781,8 +757,8 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
   const unsigned cap_grid = static_cast<unsigned>(persistent_blocks(2048 / detail::kClearBlock));
   if (p.find_meta != nullptr && (p.urow == nullptr || (p.find_train && p.pending == nullptr)))
     throw std::runtime_error("dynamicemb lookup: dedup: the find needs urow (and pending in training)");
-  detail::dedup_clear_kernel<<<clear_grid < cap_grid ? clear_grid : cap_grid, detail::kClearBlock, 0, st>>>(p);
-  check_launch("dedup clear");
+  launch_pass((p.flags & kStepPdl) != 0, detail::dedup_clear_kernel, clear_grid < cap_grid ? clear_grid : cap_grid,
+              detail::kClearBlock, st, p, "dedup clear");
   const unsigned insert_grid = blocks_for(p.n, detail::kInsertBlock * detail::kPerThread);
   const bool smem = p.num_features <= detail::kSmemFeatures;
   const unsigned B = detail::kInsertBlock;

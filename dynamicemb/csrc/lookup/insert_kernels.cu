@@ -67,6 +67,7 @@ __device__ __forceinline__ void fill_new(const Tile& tile, const TableMeta& m, i
 // Pass 2 (train): insert the pending uniques.
 template <int V>
 __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
+  if (p.pdl) pdl_launch_dependents();
   if (*p.pending == 0) return;  // no unique missed in the find (block-uniform)
   __shared__ unsigned long long s_inserted[kSharedTables];
   for (int t = threadIdx.x; t < kSharedTables; t += blockDim.x) s_inserted[t] = 0;
@@ -208,6 +209,10 @@ __global__ void __launch_bounds__(kInsBlock, 1) insert_kernel(InsertParams p) {
 
 // Pass 3 (train): a unique keeps its slot only if the slot holds its key after all inserts; counts refusals.
 __global__ void __launch_bounds__(256) resolve_kernel(InsertParams p) {
+  if (p.pdl) {
+    pdl_launch_dependents();
+    pdl_wait();
+  }
   // no miss: the insert pass changed no slot (every hit keeps its row) and nothing was refused
   if (*p.pending == 0) return;
   __shared__ unsigned long long s_refused[kSharedTables];
@@ -284,7 +289,7 @@ void launch_insert(const InsertParams& p, void* stream) {
   check_launch("insert pass");
   const int64_t need2 = (p.n + 255) / 256;
   const int64_t cap2 = persistent_blocks(4);
-  detail::resolve_kernel<<<static_cast<unsigned>(need2 < cap2 ? need2 : cap2), 256, 0, st>>>(p);
+  launch_maybe_pdl(p.pdl, detail::resolve_kernel, static_cast<unsigned>(need2 < cap2 ? need2 : cap2), 256, st, p);
   check_launch("resolve");
   if (p.n_ids > 0 && p.rowp) detail::row_address_kernel<V><<<agrid, 256, 0, st>>>(p);
   check_launch("row addresses");

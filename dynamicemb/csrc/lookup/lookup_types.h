@@ -157,11 +157,19 @@ enum DedupFlags : int {
                              // loads issued 4 at a time
   kDedupPdl = 16,            // lab (sm90+): insert, count, number and resolve launched as programmatic dependents
                              // of the pass before (each starts while the one before drains, then waits for it)
-  kDedupFlagsAll = 31,
+  kStepPdl = 32,             // lab (sm90+, with kDedupPdl): also the clear pass after the checks (its set fill before
+                             // the wait), the insert pass's resolve and the forward as programmatic dependents
+  kDedupFlagsAll = 63,
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst); sets them when v is in
 // [0, kDedupFlagsAll] (others only read), returns the ones before.
 int dedup_flags_variant(int v);
+// Whether the current device runs programmatic dependent launches (sm90+; asked once per process).
+bool pdl_supported();
+// Lab (op _lookup_lab_seg_apply): the segmented update's fp32 4-wide kernel (K entries in flight, rows evict-first
+// H, blocks per SM): SGD (direct) 0 = 8/1/3 (default), 1 = 8/1/4, 2 = 4/1/4; Adam 0 = 2/1/4 (default), 1 = 4/1/3,
+// 2 = 1/1/4, 3 = 2/0/4. Sets it when v is 0..3, returns the one before.
+int seg_apply_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).
@@ -191,6 +199,7 @@ struct InsertParams {
   int32_t* pending;         // (1) zeroed before the step (train): the find sets it when a unique missed, so
                             // the insert and resolve passes of a step without misses return at once
   bool clock_done;          // the step clocks were advanced already (the dedup's clear pass): no begin_step
+  bool pdl;                 // lab kStepPdl: the insert pass lets its resolve start early, which waits for it
 };
 template <int V>
 void launch_insert(const InsertParams& p, void* stream);
@@ -222,6 +231,7 @@ struct ForwardParams {
   const int32_t* skip;          // (1) or null, kAddrProbe: the device checks' flag (nonzero: no id has a row)
   const uint64_t* uaddr;        // (n) or null, kAddrUnique: row address of each unique (HostStageParams), else
                                 // meta_row of urow
+  bool pdl;                     // lab kStepPdl: launched as a programmatic dependent (waits for the pass before)
 };
 template <int V, int O>
 void launch_forward(const ForwardParams& p, bool vec4, void* stream);

@@ -65,6 +65,7 @@ __device__ __forceinline__ void emit_bag(typename Val<O>::T* out, int c, bool me
 
 template <int V, int O, int N>
 __global__ void __launch_bounds__(kFwdBlock, 1) pooled_kernel(ForwardParams p, RefusalMirror mirror) {
+  if (p.pdl) pdl_wait();
   store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
@@ -188,6 +189,7 @@ __device__ __forceinline__ uint64_t id_row(const ForwardParams& p, int64_t i, bo
 
 template <int V, int O, int N, int ADDR>
 __global__ void __launch_bounds__(kFwdBlock, 1) sequence_kernel(ForwardParams p, RefusalMirror mirror) {
+  if (p.pdl) pdl_wait();
   store_mirror(mirror);
   using T = typename Val<V>::T;
   using OT = typename Val<O>::T;
@@ -276,15 +278,15 @@ void launch_forward_mirrored(const ForwardParams& p, bool vec4, const int64_t* r
   if (seq) {
     auto go = [&](auto addr) {
       constexpr int A = decltype(addr)::value;
-      if (vec4) detail::sequence_kernel<V, O, 4, A><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
-      else detail::sequence_kernel<V, O, 1, A><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
+      if (vec4) launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 4, A>, grid, detail::kFwdBlock, st, p, mirror);
+      else launch_maybe_pdl(p.pdl, detail::sequence_kernel<V, O, 1, A>, grid, detail::kFwdBlock, st, p, mirror);
     };
     if (p.addr == kAddrUnique) go(std::integral_constant<int, kAddrUnique>{});
     else if (p.addr == kAddrProbe) go(std::integral_constant<int, kAddrProbe>{});
     else go(std::integral_constant<int, kAddrRowp>{});
   } else {
-    if (vec4) detail::pooled_kernel<V, O, 4><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
-    else detail::pooled_kernel<V, O, 1><<<grid, detail::kFwdBlock, 0, st>>>(p, mirror);
+    if (vec4) launch_maybe_pdl(p.pdl, detail::pooled_kernel<V, O, 4>, grid, detail::kFwdBlock, st, p, mirror);
+    else launch_maybe_pdl(p.pdl, detail::pooled_kernel<V, O, 1>, grid, detail::kFwdBlock, st, p, mirror);
   }
   check_launch("forward");
 }

@@ -419,17 +419,30 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
 // Variants of the fp32 4-wide kernel, picked by A/B on an H200 (benchmark workload; benchmarks/RESULTS.md): plain
 // SGD adds whole segments with reductions at 3 blocks per SM, Adam and Adagrad take 2 entries at a time at 4 blocks
 // per SM; all read and write rows evict-first. Other value types keep the 2-block kernel, rows loaded past L1.
+std::atomic<int> g_seg_apply{0};  // lab (op _lookup_lab_seg_apply): the fp32 4-wide kernel's variant, 0 default
+
 template <int V, int N, int OPT>
 void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
   const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
+    const int lab = g_seg_apply.load(std::memory_order_relaxed);
     if constexpr (OPT == kSgd) {
-      if (p.direct) seg_apply_kernel<V, N, OPT, 8, 1, 3, 1><<<grid, kSegBlock, 0, st>>>(p);
-      else seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
+      if (p.direct) {
+        if (lab == 1) seg_apply_kernel<V, N, OPT, 8, 1, 4, 1><<<grid, kSegBlock, 0, st>>>(p);
+        else if (lab == 2) seg_apply_kernel<V, N, OPT, 4, 1, 4, 1><<<grid, kSegBlock, 0, st>>>(p);
+        else seg_apply_kernel<V, N, OPT, 8, 1, 3, 1><<<grid, kSegBlock, 0, st>>>(p);
+      } else {
+        seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
+      }
     } else if constexpr (OPT == kRowWiseAdagrad) {
       seg_apply_kernel<V, N, OPT, K, 1, 2><<<grid, kSegBlock, 0, st>>>(p);
+    } else if constexpr (OPT == kAdam) {
+      if (lab == 1) seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
+      else if (lab == 2) seg_apply_kernel<V, N, OPT, 1, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
+      else if (lab == 3) seg_apply_kernel<V, N, OPT, 2, 0, 4><<<grid, kSegBlock, 0, st>>>(p);
+      else seg_apply_kernel<V, N, OPT, 2, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
     } else {
       seg_apply_kernel<V, N, OPT, 2, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
     }
@@ -440,6 +453,12 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 }
 
 }  // namespace detail
+
+int seg_apply_variant(int v) {
+  const int old = detail::g_seg_apply.load();
+  if (v >= 0 && v <= 3) detail::g_seg_apply.store(v);
+  return old;
+}
 
 int segment_sort_bits(int64_t n) {
   int bits = 1;

@@ -54,6 +54,7 @@ struct ValidateParams {
   int32_t* block_bad;       // (kValidateSlots) or null: every block writes its own slot (0 / 1 after a violation)
                             // instead of `bad`, so nothing needs zeroing first; the dedup's clear pass ORs them
                             // into the step's flag (lookup_step: one launch fewer than a memset of the flag)
+  bool pdl;                 // lab (lookup_types.h kStepPdl): lets the next pass (the dedup's clear) start early
 };
 
 // Slots of block_bad: the grid of a launch that writes them has at most this many blocks (grid-stride).

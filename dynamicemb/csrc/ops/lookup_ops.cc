@@ -162,6 +162,11 @@ int64_t lookup_lab_dedup(int64_t variant) {
 // Lab: how a training step writes the refusals' host mirror: 0 the forward kernel's first block (default), 1 a
 // copy after the forward (as before the kernel wrote it); other values only read it. Returns the one before.
 std::atomic<int> g_mirror_copy{0};
+// Lab: the segmented update's kernel variant (seg_apply_variant; 0 the default). Returns the one before.
+int64_t lookup_lab_seg_apply(int64_t variant) {
+  return seg_apply_variant(variant >= 0 && variant <= 3 ? static_cast<int>(variant) : -1);
+}
+
 int64_t lookup_lab_mirror(int64_t variant) {
   const int old = g_mirror_copy.load();
   if (variant == 0 || variant == 1) g_mirror_copy.store(static_cast<int>(variant));
@@ -531,6 +536,10 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   const auto* id_ptr = static_cast<const uint64_t*>(ids.data_ptr());
   const auto* off_ptr = static_cast<const int64_t*>(offsets.data_ptr());
   int check_blocks = 0;
+  // lab kStepPdl (with kDedupPdl): the checks, the clear pass, the insert pass's resolve and the forward as
+  // programmatic dependents (the clear pass's early set fill only behind the checks' kernel)
+  const int dflags = dedup_flags_variant(-1);
+  const bool pdl_step = (dflags & kDedupPdl) && (dflags & kStepPdl) && pdl_supported();
   if (validate) {
     ValidateParams v{};
     v.ids = id_ptr;
@@ -543,6 +552,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     v.psw = pw;
     v.bad = a.skip;
     v.block_bad = header_by_clear ? a.check_flags : nullptr;
+    v.pdl = pdl_step;
     check_blocks = launch_validate(v, stream);
   }
   DedupParams d{};
@@ -579,7 +589,8 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     d.urow = a.urow;
     d.find_train = train;
   }
-  d.flags = dedup_flags_variant(-1);
+  d.flags = dflags;
+  if (!(validate && pdl_step)) d.flags &= ~kStepPdl;
   BackwardParams c{};
   if (a.csr) {  // the CSR needs only the dedup, whose clear pass zeroes its sort's counters
     bind_inputs(c, a, off_ptr, nb, pw, pooling, n);
@@ -621,6 +632,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   ip.rowp = via_unique ? nullptr : a.rowp;
   ip.pending = a.pending;
   ip.clock_done = header_by_clear && train;
+  ip.pdl = pdl_step;
   // the output is allocated after the first launches (the checks, the dedup): a synchronized call's device starts
   // one allocation earlier
   const int64_t rows = pooling == kPoolNone ? n : batch;
@@ -648,6 +660,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
   f.urow = a.urow;
   f.utables = a.utables;
   f.skip = d.skip;
+  f.pdl = pdl_step;
   const bool vec4 = flags & kStepVec4;
   // hybrid tables: the forward reads the `dim` columns of its host rows from HBM scratch rows, copied in host order
   HostStageParams hs{};
@@ -885,6 +898,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
+  m.def("_lookup_lab_seg_apply(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -903,6 +917,7 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
+  m.impl("_lookup_lab_seg_apply", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_apply));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
