@@ -182,19 +182,23 @@ class _KernelStep:
 
     def _kernel_meta(self) -> torch.Tensor:
         """(T * 34,) int64 device tensor of per-table pointers and parameters (lookup_types.h TableMeta); rebuilt
-        (eagerly, with a pinned async copy) when a table's tensors or epoch changed."""
+        (eagerly, with a pinned async copy) when a table's tensors or epoch changed, after re-linking the groups
+        of a table that replaced its rows (_check_groups; not while capturing a CUDA graph)."""
+        # fast path: no table tensor or epoch of the process was replaced since the last check, the same table
+        # objects (one mark for the groups and the metadata)
+        if self._meta is not None and self._tables_unchanged("_tables_seen"):
+            return self._meta
+        if not _capturing():
+            self._check_groups()
         # identity of each table's tensors (held here, so a replaced tensor cannot be confused with a new one at
         # the same address), its hybrid host rows and its epoch: cheaper per step than reading data pointers
-        # fast path: no table tensor or epoch of the process was replaced since, the same table objects
-        if self._meta is not None and self._tables_unchanged("_meta_fast"):
-            return self._meta
         key = self._meta_key
         if self._meta is not None and (_capturing() or all(
                 t.keys is k and t.values is v and t.scores is sc and t.counters is c and t.epoch == e
                 and getattr(t, "values_host", None) is h
                 for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
             if not _capturing():
-                self._mark_tables("_meta_fast")
+                self._mark_tables("_tables_seen")
             return self._meta
         key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
@@ -225,7 +229,7 @@ class _KernelStep:
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
         self.__dict__["_host_flags"] = _host_rows_flags(self.tables)
-        self._mark_tables("_meta_fast")
+        self._mark_tables("_tables_seen")
         return self._meta
 
     def _mark_tables(self, name: str) -> None:
@@ -239,15 +243,10 @@ class _KernelStep:
         return seen is not None and seen[0] == state_epoch() and all(map(operator.is_, seen[1], self.tables))
 
     def _step_tables(self) -> torch.Tensor:
-        """An eager step's table bookkeeping: _check_groups, then _kernel_meta (returned). Skipped while no table
-        of the process replaced a state tensor or its epoch (_table.state_epoch) and the module holds the same
-        table objects: one int and a pass of identities per step instead of both methods' checks."""
-        if self._meta is not None and self._tables_unchanged("_tables_seen"):
-            return self._meta
-        self._check_groups()
-        meta = self._kernel_meta()
-        self._mark_tables("_tables_seen")
-        return meta
+        """An eager step's table bookkeeping: _kernel_meta (which re-links the groups first when a table's state
+        changed). Skipped while no table of the process replaced a state tensor or its epoch
+        (_table.state_epoch) and the module holds the same table objects: one int and a pass of identities."""
+        return self._kernel_meta()
 
     def _host_step_flags(self) -> tuple:
         """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
