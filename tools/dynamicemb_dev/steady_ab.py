@@ -1,0 +1,165 @@
+"""The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia) under lab variants, in one process,
+measured the way a training loop runs it: the host ahead of the device. Per optimizer (one module) and variant
+"D[/A]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply;
+"-" the build's defaults, e.g. main's wheel): steady ms per step (CUDA events around --reps steps queued behind
+5 more, in --rounds interleaved rounds, median), and from one profile of --steps steps issued behind a GPU sleep the
+device span and busy per step and every kernel's device time per step (so the kernels' times are those of
+overlapped, pipelined steps). Run (GPU):
+    python3 -P tools/dynamicemb_dev/steady_ab.py --bench benchmarks --opt sgd,adam --variants -,1,9,49/0 [--label x]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+
+import torch
+
+
+def kernel_times(path, steps):
+    """{kernel name: device ms per step} of a chrome trace (kernels, memsets, memcpys after the GPU sleep)."""
+    with open(path) as f:
+        tr = json.load(f)
+    per = defaultdict(float)
+    for e in tr["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"):
+            n = e["name"]
+            if "sleep" in n.lower() or "spin" in n.lower():
+                continue
+            per[n] += float(e["dur"]) / 1e3 / steps
+    return per
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bench", default="benchmarks")
+    p.add_argument("--opt", default="sgd,adam")
+    p.add_argument("--variants", default="-")
+    p.add_argument("--later-variants", default="", help="variants of the optimizers after the first")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--label", default="")
+    p.add_argument("--json", help="also write the results here")
+    a = p.parse_args()
+    sys.path.insert(0, os.path.abspath(a.bench))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_util import event_ms  # noqa: E402
+    from embedding import gpu_warmup, make_batch  # noqa: E402
+    from embedding_step_profile import short  # noqa: E402
+    from pipelined_gaps import device_ops, gaps_of  # noqa: E402
+    from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+    from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
+    from dynamicemb._optimizers import SGD, Adam  # noqa: E402
+    from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
+
+    ops = torch.ops.dynamicemb
+    dedup = getattr(ops, "_lookup_lab_dedup", None)
+    seg = getattr(ops, "_lookup_lab_seg_apply", None)
+    d0 = dedup(-1) if dedup is not None else None
+    a0 = seg(-1) if seg is not None else None
+
+    def use(v):
+        if dedup is not None:
+            dedup(d0)
+        if seg is not None:
+            seg(a0)
+        if v == "-":
+            return
+        parts = [int(x) for x in v.split("/")]
+        if dedup is None or (len(parts) > 1 and seg is None):
+            raise SystemExit(f"variant {v}: this build has no lab op for it")
+        dedup(parts[0])
+        if len(parts) > 1:
+            seg(parts[1])
+
+    dev = torch.device("cuda")
+    T, D, B = 10, 128, 104_857
+    gen = torch.Generator().manual_seed(0)
+    batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
+    batches = [(i.to(dev), o.to(dev)) for i, o in batches]
+    gpu_warmup(dev, 0.5)
+    out_json = {}
+    for oi, opt_name in enumerate(a.opt.split(",")):
+        vs = a.later_variants if oi > 0 and a.later_variants else a.variants
+        variants = [v for v in vs.split(",") if v]
+        opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+        tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
+        m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
+        it = [0]
+        grads = {}
+
+        def train():
+            it[0] = (it[0] + 1) % len(batches)
+            ids, off = batches[it[0]]
+            out = m(ids, off)
+            g = grads.get(out.shape)
+            if g is None:
+                g = grads[out.shape] = torch.ones_like(out)
+            out.backward(g)
+
+        def steady(n):
+            torch.cuda.synchronize()
+            for _ in range(5):
+                train()
+            return event_ms(lambda: [train() for _ in range(n)]) / n
+
+        res = {v: {"steady": []} for v in variants}
+        for v in variants:  # one host-ahead profile per variant: span, busy, kernels
+            use(v)
+            for _ in range(4):
+                train()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                torch.cuda._sleep(100_000_000)
+                for _ in range(a.steps):
+                    train()
+                torch.cuda.synchronize()
+            path = os.path.join(tempfile.mkdtemp(), "trace.json")
+            prof.export_chrome_trace(path)
+            span, busy, _ = gaps_of(device_ops(path), a.steps)
+            res[v].update(span=span, busy=busy, kernels=kernel_times(path, a.steps))
+        for _ in range(a.rounds):
+            for v in variants:
+                use(v)
+                for _ in range(3):
+                    train()
+                res[v]["steady"].append(steady(a.reps))
+        use("-")
+        tag = f"{a.label} " if a.label else ""
+        print(f"\n### {tag}{opt_name}: steady step (ms; median of {a.rounds} interleaved rounds of {a.reps} steps "
+              f"queued behind 5), device span / busy per step with the host ahead ({a.steps} steps behind a sleep)")
+        print("| variant | steady | rounds | span | busy |")
+        print("|---|---:|---|---:|---:|")
+        for v in variants:
+            r = res[v]
+            print(f"| {v} | {statistics.median(r['steady']):.4f} | {' '.join(f'{x:.4f}' for x in r['steady'])} | "
+                  f"{r['span']:.4f} | {r['busy']:.4f} |")
+        names = []
+        for v in variants:
+            for k in sorted(res[v]["kernels"], key=lambda k: -res[v]["kernels"][k]):
+                if k not in names:
+                    names.append(k)
+        print(f"\n{tag}{opt_name}: kernels with the host ahead (ms per step)")
+        print("| kernel | " + " | ".join(variants) + " |")
+        print("|---|" + "---:|" * len(variants))
+        for k in names:
+            print(f"| {short(k.split('(')[0], 60)} | " + " | ".join(f"{res[v]['kernels'].get(k, 0.0):.4f}"
+                                                               for v in variants) + " |")
+        sys.stdout.flush()
+        out_json[opt_name] = {v: {k: x for k, x in r.items()} for v, r in res.items()}
+        del m
+        torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out_json, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
