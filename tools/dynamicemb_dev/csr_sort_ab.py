@@ -119,6 +119,8 @@ def main():
                 out += ", prefetch keys" + (" + scores" if d & 4 else "")
             if d & 8:
                 out += ", number 3/SM"
+            if d & 64:
+                out += ", number 512 thr"
             if d & 16:
                 out += ", PDL"
             return out

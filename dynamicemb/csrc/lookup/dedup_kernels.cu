@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
 // (the same slots, urow and scores as find_slots).
-template <int K>
+template <int K, int W>
 __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool (&claimed)[K],
                                                 const int32_t (&idx)[K], const int32_t (&sset)[K],
                                                 const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
@@ -413,7 +413,7 @@ __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool
   int32_t u[K], t[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    u[r] = claimed[r] ? wbase[r * kInsertWarps + warp] + __popc(ball[r] & below) : 0;
+    u[r] = claimed[r] ? wbase[r * W + warp] + __popc(ball[r] & below) : 0;
     t[r] = claimed[r] ? __ldg(p.feature_table + f[r]) : 0;
   }
   const bool find = p.find_meta != nullptr && !p.find_later && p.slot_row == nullptr;
@@ -495,10 +495,11 @@ __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool
 
 // kFit (lab kDedupNumberFit): the kernel fitted to 3 blocks per SM (80 registers, no spills; the plain one takes
 // 64 with the find's key groups spilled), and each thread's loads of the earlier chunks' counts issued 4 at once.
-template <bool kSmem, bool kFit>
+template <bool kSmem, bool kFit, int NB = kInsertBlock>
 __device__ __forceinline__ void number_pass(const DedupParams& p) {
-  constexpr int K = kPerThread;
-  __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first kInsertWarps: block sum
+  constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
+  static_assert(K * W == 32 && K * NB == kChunk, "number: a chunk per block, 32 (round, warp) counts");
+  __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first W: block sums
   __shared__ int32_t sbound[kSmemFeatures + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk;
@@ -511,24 +512,24 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   if constexpr (kFit) {  // the ids' loads first, beside the prefix's: one memory latency for all of them
 #pragma unroll
     for (int r = 0; r < K; ++r) {
-      const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+      const int64_t i = c0 + r * NB + threadIdx.x;
       sset[r] = i < p.n ? p.inverse[i] : -1;
       key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
     }
   }
   int before = 0;  // claimers of the earlier chunks
   if constexpr (kFit) {
-    for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * kInsertBlock) {
+    for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
       int v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const int64_t cj = c + j * kInsertBlock;
+        const int64_t cj = c + j * NB;
         v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
       }
       before += (v[0] + v[1]) + (v[2] + v[3]);
     }
   } else {
-    for (int64_t c = threadIdx.x; c < blockIdx.x; c += kInsertBlock) before += p.bag[c * kChunk + 1];
+    for (int64_t c = threadIdx.x; c < blockIdx.x; c += NB) before += p.bag[c * kChunk + 1];
   }
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) before += __shfl_xor_sync(0xffffffffu, before, d);
@@ -536,12 +537,12 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   __syncthreads();
   before = 0;
 #pragma unroll
-  for (int k = 0; k < kInsertWarps; ++k) before += wbase[k];
+  for (int k = 0; k < W; ++k) before += wbase[k];
   load_bounds<kSmem>(p, sbound);
   bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
+    const int64_t i = c0 + r * NB + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
     if constexpr (!kFit) sset[r] = i < p.n ? p.inverse[i] : -1;
     claimed[r] = sset[r] >= 0;
@@ -552,7 +553,7 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   __syncthreads();  // every warp has read the block sums
   if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < K; ++r) wbase[r * kInsertWarps + warp] = __popc(ball[r]);
+    for (int r = 0; r < K; ++r) wbase[r * W + warp] = __popc(ball[r]);
   }
   __syncthreads();
   if (warp == 0) {  // exclusive scan of the 32 (round, warp) counts in id order
@@ -566,7 +567,10 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
     wbase[lane] = before + incl - c;
     if (lane == 31 && blockIdx.x == gridDim.x - 1) *p.count = before + incl;  // all claimers: the unique count
   }
-  if (__syncthreads_or(claimed[0] | claimed[1] | claimed[2] | claimed[3]) == 0) return;
+  bool any_claimed = false;
+#pragma unroll
+  for (int r = 0; r < K; ++r) any_claimed |= claimed[r];
+  if (__syncthreads_or(any_claimed) == 0) return;
   auto bound = [&](int g) {
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
@@ -575,7 +579,7 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
   if constexpr (kFit) {
-    number_find_fit<K>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
+    number_find_fit<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
   } else {
     int32_t u[K], t[K];
 #pragma unroll
@@ -583,7 +587,7 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
       u[r] = t[r] = 0;
       key[r] = 0;
       if (claimed[r]) {
-        u[r] = wbase[r * kInsertWarps + warp] + __popc(ball[r] & below);
+        u[r] = wbase[r * W + warp] + __popc(ball[r] & below);
         key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
         t[r] = __ldg(p.feature_table + f[r]);
         p.ukeys[u[r]] = key[r];
@@ -622,6 +626,13 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams 
 template <bool kSmem>
 __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_fit_kernel(DedupParams p) {
   number_pass<kSmem, true>(p);
+}
+
+// kDedupNumberWide: the fitted pass with 512 threads per chunk (2 ids each), fitted to 3 blocks per SM (40
+// registers, a few spilled): 48 warps per SM against 32, for a pass that waits on memory latency
+template <bool kSmem>
+__global__ void __launch_bounds__(512, 3) dedup_number_wide_kernel(DedupParams p) {
+  number_pass<kSmem, true, 512>(p);
 }
 
 // ---------------------------------------------------------------- find (find_later)
@@ -770,11 +781,16 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
                 st, p, "dedup insert");
   }
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
-  const bool fit = (p.flags & kDedupNumberFit) != 0;
-  launch_pass(pdl,
-              fit ? (smem ? detail::dedup_number_fit_kernel<true> : detail::dedup_number_fit_kernel<false>)
-                  : (smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>),
-              insert_grid, B, st, p, "dedup number");
+  if (p.flags & kDedupNumberWide) {
+    launch_pass(pdl, smem ? detail::dedup_number_wide_kernel<true> : detail::dedup_number_wide_kernel<false>,
+                insert_grid, 512, st, p, "dedup number");
+  } else {
+    const bool fit = (p.flags & kDedupNumberFit) != 0;
+    launch_pass(pdl,
+                fit ? (smem ? detail::dedup_number_fit_kernel<true> : detail::dedup_number_fit_kernel<false>)
+                    : (smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>),
+                insert_grid, B, st, p, "dedup number");
+  }
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }

@@ -159,7 +159,9 @@ enum DedupFlags : int {
                              // of the pass before (each starts while the one before drains, then waits for it)
   kStepPdl = 32,             // lab (sm90+, with kDedupPdl): also the clear pass after the checks (its set fill before
                              // the wait), the insert pass's resolve and the forward as programmatic dependents
-  kDedupFlagsAll = 63,
+  kDedupNumberWide = 64,     // lab: kDedupNumberFit's pass with 512 threads per chunk (2 ids each), 3 blocks per SM
+                             // (40 registers: 75 % occupancy against 50 %)
+  kDedupFlagsAll = 127,
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst); sets them when v is in
 // [0, kDedupFlagsAll] (others only read), returns the ones before.
