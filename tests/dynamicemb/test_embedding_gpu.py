@@ -399,8 +399,8 @@ def test_seg_apply_variants_agree(opt):
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
     count pass's prefetch of each unique's start group of keys and score sector; the number pass at 3 blocks per SM,
-    with 256 or 512 threads; the passes as programmatic dependent launches, with or without the checks, the insert pass and the forward)
-    gives bitwise equal outputs,
+    with 256 or 512 threads; the passes as programmatic dependent launches, with or without the checks, the insert
+    pass and the forward) gives bitwise equal outputs,
     rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
     cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup

@@ -100,6 +100,7 @@ def main():
     p.add_argument("--out")
     p.add_argument("--variants", default="")
     p.add_argument("--compare", nargs=2, help="base.json other.json (base: its first record)")
+    p.add_argument("--cases", default="preset.sgd,preset.adam,random.adam", help="of the three, those to run")
     a = p.parse_args()
     if a.compare:
         base, other = (json.load(open(f)) for f in a.compare)
@@ -132,6 +133,8 @@ def main():
         name = "main" if v is None else f"sort/find_later/insert={v}"
         rec = {}
         for case, opt in (("preset", "sgd"), ("preset", "adam"), ("random", "adam")):
+            if f"{case}.{opt}" not in a.cases.split(","):
+                continue
             if v is not None and v.split("/")[:2] not in (["1", "0"], ["0", "0"]) and case == "preset" and opt == "adam":
                 continue  # the build without variants, cub's sort and the default run every case
             r = run_case(case, opt, dev, mods)

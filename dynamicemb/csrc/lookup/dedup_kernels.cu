@@ -493,8 +493,9 @@ __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool
   }
 }
 
-// kFit (lab kDedupNumberFit): the kernel fitted to 3 blocks per SM (80 registers, no spills; the plain one takes
-// 64 with the find's key groups spilled), and each thread's loads of the earlier chunks' counts issued 4 at once.
+// kFit (kDedupNumberFit, the default): every load first (the ids' inverse and keys beside the earlier chunks'
+// counts, 4 at once; then the find's, number_find_fit), fitted to 3 blocks per SM (80 registers, no spills; the
+// plain pass, lab flags without kDedupNumberFit, takes 64 with the find's key groups spilled).
 template <bool kSmem, bool kFit, int NB = kInsertBlock>
 __device__ __forceinline__ void number_pass(const DedupParams& p) {
   constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
@@ -797,7 +798,7 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
 
 namespace {
 std::atomic<int> g_find_later{0};
-std::atomic<int> g_dedup_flags{kDedupCasFirst};
+std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupNumberFit};
 }
 
 int dedup_flags_variant(int v) {
