@@ -362,6 +362,16 @@ def stored(m, t):
     return keys[slots].cpu(), tab.scores[slots].cpu()
 
 
+def trained_results(m, data, seed):
+    """train_random's outputs, then each of the two tables' stored keys and scores and their rows and state, with no
+    segment cut (hot ids' sums do not depend on the pieces' arrival order)."""
+    m.backward_chunk = 1 << 20
+    outs = train_random(m, data, seed)
+    torch.cuda.synchronize()
+    keys = [stored(m, t) for t in range(2)]
+    return outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
+
+
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 def test_seg_apply_variants_agree(opt):
     """The segmented update's kernel variants (lab op _lookup_lab_seg_apply: entries in flight, row caching, blocks
@@ -382,12 +392,7 @@ def test_seg_apply_variants_agree(opt):
         for v in range(4):
             assert lab(v) in range(4)
             m = make("cuda", SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), "none", dims=(128, 128))
-            m.backward_chunk = 1 << 20  # no segment cut: the sums do not depend on the pieces' arrival order
-            outs = train_random(m, data, 300)
-            torch.cuda.synchronize()
-            keys = [stored(m, t) for t in range(2)]
-            results[v] = outs + [x for t in range(2) for x in keys[t]] + [
-                x for t in range(2) for x in rows(m, t, keys[t][0])]
+            results[v] = trained_results(m, data, 300)
     finally:
         lab(old)
     for v in range(1, 4):
@@ -422,12 +427,7 @@ def test_dedup_insert_variants_agree(pooling):
         for v in variants:
             assert lab(v) in range(128)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
-            m.backward_chunk = 1 << 20  # no segment cut: hot ids' sums do not depend on the pieces' arrival order
-            outs = train_random(m, data, 200)
-            torch.cuda.synchronize()
-            keys = [stored(m, t) for t in range(2)]
-            results[v] = outs + [x for t in range(2) for x in keys[t]] + [
-                x for t in range(2) for x in rows(m, t, keys[t][0])]
+            results[v] = trained_results(m, data, 200)
     finally:
         lab(old)
     for v in variants[1:]:

@@ -47,17 +47,13 @@ def main():
     from embedding import gpu_warmup, make_batch  # noqa: E402
     from embedding_step_profile import profile_kernels  # noqa: E402
 
-    from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
-    from dynamicemb._optimizers import SGD, Adam  # noqa: E402
-    from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from lab_variants import lab_ops, use_variant  # noqa: E402
+    from lab_variants import lab_ops, preset_step, use_variant  # noqa: E402
 
     lab, lab_dedup = lab_ops()
     variants = [v for v in a.variants.split(",") if v] if lab is not None else [None]
     dev = torch.device("cuda")
-    T, D, B = 10, 128, 104_857
+    T, B = 10, 104_857
     gen = torch.Generator().manual_seed(0)
     batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
@@ -68,20 +64,8 @@ def main():
             variants = [v for v in a.later_variants.split(",") if v]
         else:
             variants = first
-        opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
-        tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
-        m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
+        m, train = preset_step(opt_name, batches, dev)
         it = [0]
-        grads = {}
-
-        def train():
-            it[0] = (it[0] + 1) % len(batches)
-            ids, off = batches[it[0]]
-            out = m(ids, off, validate=None)
-            g = grads.get(out.shape)
-            if g is None:
-                g = grads[out.shape] = torch.ones_like(out)
-            out.backward(g)
 
         def evalstep():
             it[0] = (it[0] + 1) % len(batches)

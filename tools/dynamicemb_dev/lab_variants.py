@@ -33,3 +33,28 @@ def use_variant(lab, dedup, v):
         dedup(parts[2])
     if len(parts) > 3:
         torch.ops.dynamicemb._lookup_lab_seg_apply(parts[3])
+
+
+def preset_step(opt_name, batches, dev):
+    """(module, train): a module at NVIDIA's config (10 tables, D128 fp32, 1M slots each, pooling none) under SGD or
+    Adam, and one training step over the next of `batches` with a gradient of ones (made once per shape)."""
+    from dynamicemb._batched import BatchedDynamicEmbeddingTables
+    from dynamicemb._optimizers import SGD, Adam
+    from dynamicemb._options import DynamicEmbTableOptions
+
+    opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
+    tables = [DynamicEmbTableOptions(dim=128, max_capacity=1 << 20, on_refused="zero")] * 10
+    m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
+    it = [0]
+    grads = {}
+
+    def train():
+        it[0] = (it[0] + 1) % len(batches)
+        ids, off = batches[it[0]]
+        out = m(ids, off)
+        g = grads.get(out.shape)
+        if g is None:
+            g = grads[out.shape] = torch.ones_like(out)
+        out.backward(g)
+
+    return m, train

@@ -53,11 +53,8 @@ def main():
     from embedding import gpu_warmup, make_batch  # noqa: E402
     from embedding_step_profile import short  # noqa: E402
     from pipelined_gaps import device_ops, gaps_of  # noqa: E402
+    from lab_variants import preset_step  # noqa: E402
     from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-    from dynamicemb._batched import BatchedDynamicEmbeddingTables  # noqa: E402
-    from dynamicemb._optimizers import SGD, Adam  # noqa: E402
-    from dynamicemb._options import DynamicEmbTableOptions  # noqa: E402
 
     ops = torch.ops.dynamicemb
     dedup = getattr(ops, "_lookup_lab_dedup", None)
@@ -80,7 +77,7 @@ def main():
             seg(parts[1])
 
     dev = torch.device("cuda")
-    T, D, B = 10, 128, 104_857
+    T, B = 10, 104_857
     gen = torch.Generator().manual_seed(0)
     batches = [make_batch(T, B, 1, 1_677_721, 1.05, gen) for _ in range(4)]
     batches = [(i.to(dev), o.to(dev)) for i, o in batches]
@@ -89,20 +86,7 @@ def main():
     for oi, opt_name in enumerate(a.opt.split(",")):
         vs = a.later_variants if oi > 0 and a.later_variants else a.variants
         variants = [v for v in vs.split(",") if v]
-        opt = SGD(lr=0.01) if opt_name == "sgd" else Adam(lr=1e-3)
-        tables = [DynamicEmbTableOptions(dim=D, max_capacity=1 << 20, on_refused="zero")] * T
-        m = BatchedDynamicEmbeddingTables(tables, pooling="none", optimizer=opt, device=dev)
-        it = [0]
-        grads = {}
-
-        def train():
-            it[0] = (it[0] + 1) % len(batches)
-            ids, off = batches[it[0]]
-            out = m(ids, off)
-            g = grads.get(out.shape)
-            if g is None:
-                g = grads[out.shape] = torch.ones_like(out)
-            out.backward(g)
+        m, train = preset_step(opt_name, batches, dev)
 
         def steady(n):
             torch.cuda.synchronize()

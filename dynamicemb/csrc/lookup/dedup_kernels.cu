@@ -401,6 +401,33 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // write ukeys, utables (their table found again from the bounds) and their own inverse. With find_meta, then the
 // find of the step's hit pass (probe_meta.cuh find_slots): urow = slot, or -2 (training miss: pending, for the
 // insert pass) / -1 (eval miss).
+// The numbered claimers' writes (ukeys, utables, their own inverse) and, with the find by the dedup insert
+// (slot_row), their urow. Returns whether the pass's own find is still to run.
+template <int K>
+__device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool (&claimed)[K], const int32_t (&idx)[K],
+                                               const int32_t (&sset)[K], const int32_t (&u)[K], const int32_t (&t)[K],
+                                               const uint64_t (&key)[K]) {
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    if (!claimed[r]) continue;
+    p.ukeys[u[r]] = key[r];
+    p.utables[u[r]] = t[r];
+    p.inverse[idx[r]] = u[r];
+  }
+  if (p.find_meta == nullptr || p.find_later) return false;
+  if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      if (!claimed[r]) continue;
+      const int64_t sl = p.slot_row[sset[r]];
+      p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
+      if (p.find_train && sl < 0) *p.pending = 1;
+    }
+    return false;
+  }
+  return true;
+}
+
 // The number pass's writes and find under kFit: every load of the find (each claimer's table record, the start
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
@@ -437,24 +464,7 @@ __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < K; ++r) {
-    if (!claimed[r]) continue;
-    p.ukeys[u[r]] = key[r];
-    p.utables[u[r]] = t[r];
-    p.inverse[idx[r]] = u[r];
-  }
-  if (p.find_meta == nullptr || p.find_later) return;
-  if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      if (!claimed[r]) continue;
-      const int64_t sl = p.slot_row[sset[r]];
-      p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
-      if (p.find_train && sl < 0) *p.pending = 1;
-    }
-    return;
-  }
+  if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
   int64_t slot[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -591,22 +601,9 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
         u[r] = wbase[r * W + warp] + __popc(ball[r] & below);
         key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
         t[r] = __ldg(p.feature_table + f[r]);
-        p.ukeys[u[r]] = key[r];
-        p.utables[u[r]] = t[r];
-        p.inverse[idx[r]] = u[r];
       }
     }
-    if (p.find_meta == nullptr || p.find_later) return;
-    if (p.slot_row != nullptr) {  // found by the insert: the claimer's set slot holds its table slot
-#pragma unroll
-      for (int r = 0; r < K; ++r) {
-        if (!claimed[r]) continue;
-        const int64_t sl = p.slot_row[sset[r]];
-        p.urow[u[r]] = sl >= 0 ? sl : (p.find_train ? kUrowPending : -1);
-        if (p.find_train && sl < 0) *p.pending = 1;
-      }
-      return;
-    }
+    if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
     // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
     int64_t slot[K];
     find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
