@@ -400,7 +400,9 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // chunks 0 .. c - 1 on, in position order ((round, warp) counts scanned by one warp, then the lane's rank), and
 // write ukeys, utables (their table found again from the bounds) and their own inverse. With find_meta, then the
 // find of the step's hit pass (probe_meta.cuh find_slots): urow = slot, or -2 (training miss: pending, for the
-// insert pass) / -1 (eval miss).
+// insert pass) / -1 (eval miss). The pass's default form is kFit (number_pass); by 512 threads per chunk
+// (kDedupNumberWide) or without kFit's load order (flags without kDedupNumberFit) in the lab.
+
 // The numbered claimers' writes (ukeys, utables, their own inverse) and, with the find by the dedup insert
 // (slot_row), their urow. Returns whether the pass's own find is still to run.
 template <int K>
