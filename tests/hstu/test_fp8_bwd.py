@@ -350,19 +350,25 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, -1):
+    for bad in (3, 5, 33, 512, -1):
         with pytest.raises(RuntimeError, match="diag: expected 0, 64"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     fb.fp8_bwd_cuda(dout, args, False, opts, diag=1)  # a built timing-only variant runs (its values are wrong)
     torch.cuda.synchronize()
 
 
+# The kernel's private variants that compute the same gradients (hstu_bwd_fp8_sm90.h): kFp8BwdLateFence (the proxy
+# fence of tile i's dS8 stores and dQ staging issued an iteration later, with the dS8 arrive and the reduce-adds),
+# kFp8BwdStageFirst (dQ staged before dK is issued, not under it).
+SAME_MATH_VARIANTS = {"late_fence": 64, "stage_first": 256}
+
+
 @pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(SAME_MATH_VARIANTS))
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
-def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
-    """The late-fence variant (private diag 64, kFp8BwdLateFence: the proxy fence of tile i's dS8 stores and dQ
-    staging issued an iteration later, with the dS8 arrive and the reduce-adds) against the default kernel: dk / dv
+def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
+    """A same-math variant of the kernel (SAME_MATH_VARIANTS, the private diag) against the default kernel: dk / dv
     bit-equal (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding)."""
     if not fp8_bwd_kernel_built() or not _has_diag():
         pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
@@ -381,7 +387,7 @@ def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
     poison_allocator(32 * q8.numel())
     base = fb.fp8_bwd_cuda(dout, args, False, opts)
     poison_allocator(32 * q8.numel())
-    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
+    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag=SAME_MATH_VARIANTS[variant])
     torch.cuda.synchronize()
     assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
     a, b = base[0].float(), late[0].float()

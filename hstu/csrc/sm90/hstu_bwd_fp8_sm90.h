@@ -45,11 +45,15 @@ constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 store
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
 constexpr int kFp8BwdLateFence = 64;
+// Not timing-only: dQ of tile i - 2 staged (and its reduce-adds issued) before dK of tile i - 1 is issued, instead of
+// under it (is the staging slow because an RS wgmma of the warpgroup is in flight?).
+constexpr int kFp8BwdStageFirst = 256;
 // The variants built: the one list of diag values the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
                                               kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce>;
+                                              kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
+                                              kFp8BwdStageFirst>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

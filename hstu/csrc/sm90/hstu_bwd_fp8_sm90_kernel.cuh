@@ -204,6 +204,7 @@ __global__ void __launch_bounds__(384, 1)
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
+  constexpr bool kStageFirst = (kDiag & kFp8BwdStageFirst) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -453,6 +454,14 @@ __global__ void __launch_bounds__(384, 1)
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
     dq_issue(acc_dq, i - 2);
+    if constexpr (kStageFirst) {  // dQ staged before dK is issued: no RS wgmma in flight during its stores
+      wgmma_wait<0>();            // dV of tile i and dQ of tile i - 2 done
+      pin_all(pa);
+      pin_all(acc_dv);
+      pin_all(acc_dq);
+      if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));
+      if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
+    }
     const int sb = (i + 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
@@ -462,12 +471,14 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(bq), 64), kk), 1);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
-    pin_all(pa);      // (the RS fragments stay untouched until their wgmmas completed)
-    pin_all(acc_dv);
-    pin_all(acc_dq);
-    if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
+    if constexpr (!kStageFirst) {
+      wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
+      pin_all(pa);      // (the RS fragments stay untouched until their wgmmas completed)
+      pin_all(acc_dv);
+      pin_all(acc_dq);
+      if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
+      if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
+    }
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
