@@ -359,8 +359,9 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
 
 # The kernel's private variants that compute the same gradients (hstu_bwd_fp8_sm90.h): kFp8BwdLateFence (the proxy
 # fence of tile i's dS8 stores and dQ staging issued an iteration later, with the dS8 arrive and the reduce-adds),
-# kFp8BwdStageFirst (dQ staged before dK is issued, not under it).
-SAME_MATH_VARIANTS = {"late_fence": 64, "stage_first": 256}
+# kFp8BwdStageFirst (dQ staged before dK is issued, not under it), kFp8BwdGuessU (dS' divided by u of two tiles
+# before in the dS pass: no quantization multiply unless u grew), kFp8BwdStsmDs8 (dS8 stored by stmatrix.trans).
+SAME_MATH_VARIANTS = {"late_fence": 64, "stage_first": 256, "guess_u": 512, "stsm_ds8": 1024, "guess_u_stsm": 1536}
 
 
 @pytest.mark.sm90

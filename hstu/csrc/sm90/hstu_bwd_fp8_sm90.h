@@ -48,12 +48,19 @@ constexpr int kFp8BwdLateFence = 64;
 // Not timing-only: dQ of tile i - 2 staged (and its reduce-adds issued) before dK of tile i - 1 is issued, instead of
 // under it (is the staging slow because an RS wgmma of the warpgroup is in flight?).
 constexpr int kFp8BwdStageFirst = 256;
+// Not timing-only (bit-equal gradients): dS' computed as dS' / ug with ug = u two tiles earlier folded into dS's
+// factor (a power of two: exact), so the quantization multiplies only when u grew since (rare).
+constexpr int kFp8BwdGuessU = 512;
+// Not timing-only (bit-equal gradients): the dS8 tile stored by two stmatrix.x4.trans per thread (8 byte permutes)
+// instead of 16 16-bit stores (16 byte permutes).
+constexpr int kFp8BwdStsmDs8 = 1024;
 // The variants built: the one list of diag values the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
                                               kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
-                                              kFp8BwdStageFirst>;
+                                              kFp8BwdStageFirst, kFp8BwdGuessU, kFp8BwdStsmDs8,
+                                              kFp8BwdGuessU | kFp8BwdStsmDs8>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

@@ -205,6 +205,8 @@ __global__ void __launch_bounds__(384, 1)
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
   constexpr bool kStageFirst = (kDiag & kFp8BwdStageFirst) != 0;
+  constexpr bool kGuessU = (kDiag & kFp8BwdGuessU) != 0;
+  constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -297,6 +299,7 @@ __global__ void __launch_bounds__(384, 1)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
+  float ug_prev = 1.f;  // kGuessU: the factor the parked dS' of the previous tile is divided by
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
   auto opaque = [](uint32_t x) {
@@ -398,7 +401,9 @@ __global__ void __launch_bounds__(384, 1)
   };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
-  auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a) {
+  // ug_x (kGuessU): the factor acc_x is already divided by (the dS pass folded 1 / ug_x into dS's factor).
+  auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
+                  float ug_x) {
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -422,9 +427,18 @@ __global__ void __launch_bounds__(384, 1)
     }
     dq_scale2 = dq_scale1;
     dq_scale1 = u * ks / qs_prev;
-    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+    if constexpr (kGuessU) {
+      // acc_x = dS' / ug_x (exact: powers of two); ug_x is u two tiles earlier, so it is u unless u grew since.
+      if (u != ug_x) {
+        const float r = u > 0.f ? ug_x / u : 0.f;
 #pragma unroll
-    for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
+        for (int e = 0; e < 32; ++e) acc_x[e] *= r;
+      }
+    } else {
+      const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+#pragma unroll
+      for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
+    }
     uint32_t da[2][4];
     fp8_pack_a64(acc_x, da);
     // dS8 of tile i - 1 as (queries x the block's 128 keys) for dQ (buffer (i + 2) % 3, last read by both
@@ -432,18 +446,41 @@ __global__ void __launch_bounds__(384, 1)
     // j, j + 8 of one query in one 16-bit store at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row
     // (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 =
     // 2 (lane % 4) + odd for every c).
+    if constexpr (kStsmDs8) {
+      // The same bytes by two stmatrix.x4.trans: register c holds the 16-bit words (keys j, j + 8) of queries
+      // 8 c + 2 (lane % 4) and + 1 (one byte permute of two dK fragments), i.e. the 8 x 8 b16 matrix (key pair,
+      // query) of query group c in the ldmatrix fragment layout; stored transposed, its row i is query 8 c + i's
+      // 16-byte chunk (key pairs 0..7 of this warp), at chunk (4 wg + warp) ^ i of that row (128-byte swizzle).
+      const uint32_t buf = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes;
 #pragma unroll
-    for (int odd = 0; odd < 2; ++odd) {
-      const uint32_t ds_thread = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
-                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+      for (int hq = 0; hq < 2; ++hq) {
+        uint32_t r[4];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
-        // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
-        const int bsel = 2 * (c % 2) + odd;
-        const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
-                                          static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
-        st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
+        for (int m = 0; m < 4; ++m) {
+          const int c = 4 * hq + m;
+          const uint32_t s0 = 2 * (c % 2);
+          r[m] = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                             s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
+        }
+        const uint32_t a = buf + (32 * hq + lane) * 128 + (((4 * wg + warp) ^ (lane & 7)) << 4);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t ds_thread = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
+                                   (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
+          // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
+          const int bsel = 2 * (c % 2) + odd;
+          const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                                            static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
+          st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
+        }
       }
     }
     if (!kLateFence || !release_a) {  // (kLateFence: in iteration i + 1, after its GEMMs' issue; the last at once)
@@ -540,7 +577,11 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<1>();
     pin_all(acc_s);
     const float h_scale = 0.5f * p.alpha * qs * ks;
-    const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
+    // kGuessU: dS' / ug (ug = u now, i.e. two tiles before this one: exact, a power of two), so the quantization
+    // needs no multiply unless u grew since (late: ug_x).
+    const float ug = kGuessU && u > 0.f ? u : 1.f;
+    const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
+    const float c_ds = kGuessU ? c_ds0 / ug : c_ds0;
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -616,6 +657,7 @@ __global__ void __launch_bounds__(384, 1)
     // unsigned integers), posted for both warpgroups (slot i % 4: rewritten in tile i + 4, when the other has
     // passed tile i + 2's amax wait, so long after its read of this slot in tile i + 1).
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+    if constexpr (kGuessU) amax *= ug;  // (exact)
     if (lane == 0) st_shared_u32(sRed + 32 * (i & 3) + 4 * (4 * wg + warp), __float_as_uint(amax));
     named_barrier_arrive(bar_amax(wg, i), 256);
     // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
@@ -630,7 +672,8 @@ __global__ void __launch_bounds__(384, 1)
         st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
       }
     }
-    late(i, acc_x, pa, qs, true, s);
+    late(i, acc_x, pa, qs, true, s, ug_prev);
+    ug_prev = ug;
   }
   if (n > 0) {  // the last tile's late part, then its dQ
     if constexpr (kLateFence) late_flush(n);
@@ -640,7 +683,7 @@ __global__ void __launch_bounds__(384, 1)
       ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
     }
     uint32_t pa[2][4] = {};
-    late(n, acc_x, pa, 0.f, false, 0);
+    late(n, acc_x, pa, 0.f, false, 0, ug_prev);
     float acc_dq[32];
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();
