@@ -54,13 +54,20 @@ constexpr int kFp8BwdGuessU = 512;
 // Not timing-only (bit-equal gradients): the dS8 tile stored by two stmatrix.x4.trans per thread (8 byte permutes)
 // instead of 16 16-bit stores (16 byte permutes).
 constexpr int kFp8BwdStsmDs8 = 1024;
+// Not timing-only (the same gradients up to rare double roundings, below): dS' of a tile quantized in its own
+// iteration with ug (kFp8BwdGuessU's guess; a warp whose dS' / ug exceeds 448, or while u = 0: its own factor
+// pow2ceil(amax / 448)) and kept in registers (8 words) until the late part of the next iteration, instead of parked
+// in fp32 in shared memory. Where the tile's u exceeds that factor (rare), the kept bytes are scaled by factor / u:
+// exact unless the result is an e4m3 subnormal (a second rounding, which the emulating reference does not model).
+constexpr int kFp8BwdSpecQ = 2048;
 // The variants built: the one list of diag values the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
                                               kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
                                               kFp8BwdStageFirst, kFp8BwdGuessU, kFp8BwdStsmDs8,
-                                              kFp8BwdGuessU | kFp8BwdStsmDs8>;
+                                              kFp8BwdGuessU | kFp8BwdStsmDs8, kFp8BwdSpecQ,
+                                              kFp8BwdSpecQ | kFp8BwdStsmDs8>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

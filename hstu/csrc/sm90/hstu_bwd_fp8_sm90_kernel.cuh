@@ -123,6 +123,27 @@ __device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&
   }
 }
 
+// fp8_pack_a64's inverse: the 32 values of two k-steps' e4m3 A fragments, back in accumulator order (exact).
+__device__ __forceinline__ void fp8_unpack_a64(const uint32_t (&src)[2][4], float (&acc)[32]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+      uint32_t lo, hi;
+      asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+          : "=r"(lo), "=r"(hi)
+          : "r"(src[ks][q]));
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+      acc[e] = a.x;
+      acc[e + 1] = a.y;
+      acc[e + 4] = b.x;
+      acc[e + 5] = b.y;
+    }
+  }
+}
+
 // The descriptor of k-step kk (32 bytes further along the rows) from k-step 0's: the start address field is
 // address / 16 in bits 0..13, and smem addresses + 96 stay below 2^18, so no carry leaves the field.
 __device__ __forceinline__ uint64_t desc_k32(uint64_t d, int kk) { return d + static_cast<uint64_t>(2 * kk); }
@@ -205,7 +226,8 @@ __global__ void __launch_bounds__(384, 1)
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
   constexpr bool kStageFirst = (kDiag & kFp8BwdStageFirst) != 0;
-  constexpr bool kGuessU = (kDiag & kFp8BwdGuessU) != 0;
+  constexpr bool kSpecQ = (kDiag & kFp8BwdSpecQ) != 0;
+  constexpr bool kGuessU = (kDiag & (kFp8BwdGuessU | kFp8BwdSpecQ)) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
 
   const int tid = threadIdx.x;
@@ -299,7 +321,9 @@ __global__ void __launch_bounds__(384, 1)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
-  float ug_prev = 1.f;  // kGuessU: the factor the parked dS' of the previous tile is divided by
+  // kGuessU: the factor the previous tile's dS' is divided by (kSpecQ: 0 for tile -1, whose zeros need no fix-up)
+  float ug_prev = kSpecQ ? 0.f : 1.f;
+  uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
   auto opaque = [](uint32_t x) {
@@ -402,8 +426,9 @@ __global__ void __launch_bounds__(384, 1)
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
   // ug_x (kGuessU): the factor acc_x is already divided by (the dS pass folded 1 / ug_x into dS's factor).
+  // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
-                  float ug_x) {
+                  float ug_x, const uint32_t(&da_x)[2][4]) {
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -427,20 +452,36 @@ __global__ void __launch_bounds__(384, 1)
     }
     dq_scale2 = dq_scale1;
     dq_scale1 = u * ks / qs_prev;
-    if constexpr (kGuessU) {
+    uint32_t da[2][4];
+    if constexpr (kSpecQ) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) da[k][q] = da_x[k][q];
+      }
+      if (u != ug_x) {  // (warp-uniform, rare) u grew since (ug_x <= u): the kept bytes times ug_x / u, a power
+                        // of two <= 1 (exact where the result is normal in e4m3; a second rounding below)
+        float x[32];
+        fp8_unpack_a64(da, x);
+        const float r = u > 0.f ? ug_x / u : 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) x[e] *= r;
+        fp8_pack_a64(x, da);
+      }
+    } else if constexpr (kGuessU) {
       // acc_x = dS' / ug_x (exact: powers of two); ug_x is u two tiles earlier, so it is u unless u grew since.
       if (u != ug_x) {
         const float r = u > 0.f ? ug_x / u : 0.f;
 #pragma unroll
         for (int e = 0; e < 32; ++e) acc_x[e] *= r;
       }
+      fp8_pack_a64(acc_x, da);
     } else {
       const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
 #pragma unroll
       for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
+      fp8_pack_a64(acc_x, da);
     }
-    uint32_t da[2][4];
-    fp8_pack_a64(acc_x, da);
     // dS8 of tile i - 1 as (queries x the block's 128 keys) for dQ (buffer (i + 2) % 3, last read by both
     // warpgroups' dQ of tile i - 4, done in their iteration i - 2, before the other posted tile i - 1's amax): keys
     // j, j + 8 of one query in one 16-bit store at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row
@@ -657,33 +698,58 @@ __global__ void __launch_bounds__(384, 1)
     // unsigned integers), posted for both warpgroups (slot i % 4: rewritten in tile i + 4, when the other has
     // passed tile i + 2's amax wait, so long after its read of this slot in tile i + 1).
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+    // kSpecQ: dS' of this tile quantized now with ug (kept in registers until the next iteration's late part),
+    // or, where this warp's dS' / ug exceeds 448 or u = 0 (rare), with its own factor ugw = pow2ceil(amax / 448)
+    // (<= the tile's u: rescaled there)
+    float ugw = ug;
+    if constexpr (kSpecQ) {
+      if (u == 0.f || amax > 448.f) {
+        ugw = fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
+        const float r = ugw > 0.f ? ug / ugw : 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
+      }
+    }
     if constexpr (kGuessU) amax *= ug;  // (exact)
     if (lane == 0) st_shared_u32(sRed + 32 * (i & 3) + 4 * (4 * wg + warp), __float_as_uint(amax));
     named_barrier_arrive(bar_amax(wg, i), 256);
     // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
     float acc_x[32];
-    if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
+    if constexpr (kSpecQ) {
+      uint32_t da_new[2][4];
+      fp8_pack_a64(acc_dp, da_new);
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
 #pragma unroll
-      for (int e = 0; e < 32; ++e) acc_x[e] = acc_dp[e];
-    } else {
+      for (int k = 0; k < 2; ++k) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
-        st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+        for (int q = 0; q < 4; ++q) da_keep[k][q] = da_new[k][q];
       }
+    } else {
+      if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_x[e] = acc_dp[e];
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+          st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+        }
+      }
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
     }
-    late(i, acc_x, pa, qs, true, s, ug_prev);
-    ug_prev = ug;
+    ug_prev = ugw;
   }
   if (n > 0) {  // the last tile's late part, then its dQ
     if constexpr (kLateFence) late_flush(n);
     float acc_x[32];
+    if constexpr (!kSpecQ) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+      for (int k = 0; k < 8; ++k) {
+        ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+      }
     }
     uint32_t pa[2][4] = {};
-    late(n, acc_x, pa, 0.f, false, 0, ug_prev);
+    late(n, acc_x, pa, 0.f, false, 0, ug_prev, da_keep);
     float acc_dq[32];
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();

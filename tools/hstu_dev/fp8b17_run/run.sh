@@ -4,13 +4,14 @@
 # Why the FP8 backward loses to the bf16 one (causal H4 D128 B16, block descale). The branch's wheel: its diag 0 is
 # main's kernel (SASS identical), same-math variants (hstu_bwd_fp8_sm90.h): 256 kFp8BwdStageFirst (dQ staged before
 # dK is issued, not under it), 512 kFp8BwdGuessU (no quantization multiply), 1024 kFp8BwdStsmDs8 (dS8 by
-# stmatrix.trans), 1536 both.
-# 1. GPU tests: the variants against the kernel (dk / dv bit-equal, dq one bf16 rounding; block descale, 5 masks),
-#    the diag list
+# stmatrix.trans), 1536 both; 2048 kFp8BwdSpecQ (dS' quantized in its own iteration, kept in registers: no fp32
+# parking; rare second roundings), 3072 with stmatrix dS8.
+# 1. GPU tests: the variants against the kernel (dk / dv bit-equal, dq one bf16 rounding; 2048 / 3072: close;
+#    block descale, 5 masks), the diag list, 2048 / 3072 against the fp64 emulation (2 masks)
 # 2. ncu at S4K: the FP8 kernel and the bf16 kernel (speed of light, workloads, warp states, scheduler, instruction
 #    stats, source counters)
-# 3. split: the op alone, diag 0 / 256 / 512 / 1024 / 1536 / 1 (no dQ staging) / 16 (staged, no reduce-adds), S16K
-#    and S4K
+# 3. split: the op alone, diag 0 / 256 / 512 / 1024 / 1536 / 2048 / 3072 / 1 (no dQ staging) / 16 (staged, no
+#    reduce-adds), S16K and S4K
 # 4. per-kernel breakdown (torch.profiler) of one FP8 backward and one bf16 backward at S4K and S16K
 # 5. ncu at S16K (both kernels, speed of light, compute, warp states), if time is left
 set -u
@@ -26,15 +27,15 @@ GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 export PYTHONPATH=/tmp/site_fp8b17
 echo "== 1. GPU tests ($SECONDS s)"
-(cd $C/tree && timeout 11 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short -rfE \
-    tests/hstu/test_fp8_bwd.py -k "(variant_matches and block) or diag_not_built" > $OUT/tests.log 2>&1)
+(cd $C/tree && timeout 14 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short -rfE \
+    tests/hstu/test_fp8_bwd.py -k "(variant_matches and block) or diag_not_built or (close_variant and block and (causal or context_target))" > $OUT/tests.log 2>&1)
 echo "rc $? ($SECONDS s)"
 echo "== 2. ncu S4K ($SECONDS s)"
 SECS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats --section InstructionStats \
   --section LaunchStats --section SourceCounters"
 if [ "$(left)" -gt 8 ]; then
-  timeout 21 $NCU --clock-control none -k "regex:hstu_bwd_fp8_sm90_kernel|hstu_bwd_sm90_kernel" \
+  timeout 20 $NCU --clock-control none -k "regex:hstu_bwd_fp8_sm90_kernel|hstu_bwd_sm90_kernel" \
       -c 2 $SECS -o $OUT/s4k -f python3 -P $C/prof17.py ncu 4096 > $OUT/ncu_s4k.log 2>&1
   echo "rc $? ($SECONDS s)"
   $NCU --import $OUT/s4k.ncu-rep --print-kernel-base function --page raw --csv --print-metric-instances values \
@@ -43,7 +44,7 @@ if [ "$(left)" -gt 8 ]; then
   echo "exports ($SECONDS s)"
 fi
 echo "== 3. split ($SECONDS s)"
-timeout 9 python3 -P $C/fp8_bwd_split.py --reps 5 --diags 0,256,512,1024,1536,1,16 > $OUT/split.md 2>&1
+timeout 9 python3 -P $C/fp8_bwd_split.py --reps 5 --diags 0,256,512,1024,1536,2048,3072,1,16 > $OUT/split.md 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 4. breakdown ($SECONDS s)"
 timeout 9 python3 -P $C/prof17.py breakdown 4096 16384 > $OUT/breakdown.md 2>&1
