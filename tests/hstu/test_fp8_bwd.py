@@ -367,7 +367,7 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 512, -1):
+    for bad in (3, 5, 33, 256, 512, -1):
         with pytest.raises(RuntimeError, match="diag: expected 0, 64"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     fb.fp8_bwd_cuda(dout, args, False, opts, diag=1)  # a built timing-only variant runs (its values are wrong)
@@ -376,13 +376,14 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
 
 # The kernel's private variants that compute the same gradients (hstu_bwd_fp8_sm90.h): kFp8BwdLateFence (the proxy
 # fence of tile i's dS8 stores and dQ staging issued an iteration later, with the dS8 arrive and the reduce-adds),
-# kFp8BwdStageFirst (dQ staged before dK is issued, not under it), kFp8BwdGuessU (dS' divided by u of two tiles
-# before in the dS pass: no quantization multiply unless u grew), kFp8BwdStsmDs8 (dS8 stored by stmatrix.trans).
-SAME_MATH_VARIANTS = {"late_fence": 64, "stage_first": 256, "guess_u": 512, "stsm_ds8": 1024, "guess_u_stsm": 1536}
+# kFp8BwdStsmDs8 (dS8 stored by stmatrix.trans), kFp8BwdPrefetch (the q / dO factors loaded by the producer with
+# the tile), kFp8BwdMaskFast (the mask bits of partly masked tiles by compares, no contexts / targets / left window).
+SAME_MATH_VARIANTS = {"late_fence": 64, "stsm_ds8": 1024, "prefetch": 4096, "mask_fast": 8192,
+                      "prefetch_mask_stsm": 4096 | 8192 | 1024}
 # kFp8BwdSpecQ (dS' quantized in its own iteration and kept in registers): the same values except where u grew after
 # a tile's quantization and a rescaled byte lands among e4m3's subnormals (a second rounding): dk / dq close, dv
 # bit-equal (dV does not read dS).
-CLOSE_VARIANTS = {"spec_q": 2048, "spec_q_stsm": 3072}
+CLOSE_VARIANTS = {"spec_q": 2048, "spec_q_stsm": 3072, "spec_q_all": 4096 | 8192 | 1024 | 2048}
 
 
 @pytest.mark.sm90

@@ -14,8 +14,8 @@ product path), each without one phase, so that the phase's cost is the differenc
             staging (racy); 144: 128 and 16
   diag 96: 64 and 32 (what the parking costs once the fences are late)
   diag 64: not timing-only: the late-fence variant (the fences of a tile's dS8 stores and dQ staging one iteration
-           later, one for both); 256 / 512 / 1024 / 1536 / 2048 / 3072 likewise (hstu_bwd_fp8_sm90.h:
-           stage-first, guess-u, stmatrix dS8, both, spec-q, spec-q + stmatrix dS8)
+           later, one for both); 1024 / 2048 / 4096 / 8192 and their sums likewise (hstu_bwd_fp8_sm90.h:
+           stmatrix dS8, spec-q, prefetch, mask-fast)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -38,10 +38,10 @@ DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier")
          (8, "no pointwise math"), (15, "none of the four"), (16, "no reduce-adds (staging kept)"),
          (32, "no dS' parking"), (128, "no proxy fences"), (144, "no proxy fences, no reduce-adds"),
          (64, "(late-fence variant)"), (96, "late fence, no dS' parking"),
-         (256, "(stage-first variant: dQ staged before dK's issue)"),
-         (512, "(guess-u variant: no quantization multiply)"), (1024, "(stmatrix dS8 variant)"),
-         (1536, "(guess-u + stmatrix dS8)"), (2048, "(spec-q variant: dS8 kept in registers)"),
-         (3072, "(spec-q + stmatrix dS8)")]
+         (1024, "(stmatrix dS8 variant)"), (2048, "(spec-q variant: dS8 kept in registers)"),
+         (3072, "(spec-q + stmatrix dS8)"), (4096, "(prefetch variant: factors with the tile)"),
+         (8192, "(mask-fast variant)"), (13312, "(prefetch + mask-fast + stmatrix dS8)"),
+         (15360, "(prefetch + mask-fast + stmatrix dS8 + spec-q)")]
 
 
 def run_case(B, S, D, reps, diags):

@@ -45,29 +45,31 @@ constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 store
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
 constexpr int kFp8BwdLateFence = 64;
-// Not timing-only: dQ of tile i - 2 staged (and its reduce-adds issued) before dK of tile i - 1 is issued, instead of
-// under it (is the staging slow because an RS wgmma of the warpgroup is in flight?).
-constexpr int kFp8BwdStageFirst = 256;
-// Not timing-only (bit-equal gradients): dS' computed as dS' / ug with ug = u two tiles earlier folded into dS's
-// factor (a power of two: exact), so the quantization multiplies only when u grew since (rare).
-constexpr int kFp8BwdGuessU = 512;
 // Not timing-only (bit-equal gradients): the dS8 tile stored by two stmatrix.x4.trans per thread (8 byte permutes)
 // instead of 16 16-bit stores (16 byte permutes).
 constexpr int kFp8BwdStsmDs8 = 1024;
 // Not timing-only (the same gradients up to rare double roundings, below): dS' of a tile quantized in its own
-// iteration with ug (kFp8BwdGuessU's guess; a warp whose dS' / ug exceeds 448, or while u = 0: its own factor
-// pow2ceil(amax / 448)) and kept in registers (8 words) until the late part of the next iteration, instead of parked
-// in fp32 in shared memory. Where the tile's u exceeds that factor (rare), the kept bytes are scaled by factor / u:
-// exact unless the result is an e4m3 subnormal (a second rounding, which the emulating reference does not model).
+// iteration with ug = u as it is then (folded into dS's factor: exact; a warp whose dS' / ug exceeds 448, or while
+// u = 0: its own factor pow2ceil(amax / 448)) and kept in registers (8 words) until the late part of the next
+// iteration, instead of parked in fp32 in shared memory. Where the tile's u exceeds that factor (rare), the kept
+// bytes are scaled by factor / u: exact unless the result is an e4m3 subnormal (a second rounding, which the
+// emulating reference does not model).
 constexpr int kFp8BwdSpecQ = 2048;
+// Not timing-only (bit-equal gradients): the producer loads each tile's q / dO descale factors with its stage (two
+// words in shared memory) instead of the consumers' dependent global loads per tile.
+constexpr int kFp8BwdPrefetch = 4096;
+// Not timing-only (bit-equal gradients): the mask bits of partly masked tiles by a few compares per element where
+// the sequence has no contexts, no targets and no left window (causal, none, right windows).
+constexpr int kFp8BwdMaskFast = 8192;
 // The variants built: the one list of diag values the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
                                               kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
                                               kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
-                                              kFp8BwdStageFirst, kFp8BwdGuessU, kFp8BwdStsmDs8,
-                                              kFp8BwdGuessU | kFp8BwdStsmDs8, kFp8BwdSpecQ,
-                                              kFp8BwdSpecQ | kFp8BwdStsmDs8>;
+                                              kFp8BwdStsmDs8, kFp8BwdSpecQ, kFp8BwdSpecQ | kFp8BwdStsmDs8,
+                                              kFp8BwdPrefetch, kFp8BwdMaskFast,
+                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8,
+                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

@@ -88,13 +88,14 @@ struct Fp8BwdTraits {
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
-  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B) and tile map
-  // (16 B), slack to align the base to 1024 bytes
+  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
+  // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
+  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 4,
+                "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
@@ -225,9 +226,10 @@ __global__ void __launch_bounds__(384, 1)
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
-  constexpr bool kStageFirst = (kDiag & kFp8BwdStageFirst) != 0;
   constexpr bool kSpecQ = (kDiag & kFp8BwdSpecQ) != 0;
-  constexpr bool kGuessU = (kDiag & (kFp8BwdGuessU | kFp8BwdSpecQ)) != 0;
+  constexpr bool kGuessU = kSpecQ;  // dS' computed divided by the factor it is expected to be quantized with
+  constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
+  constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
 
   const int tid = threadIdx.x;
@@ -274,7 +276,17 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t ph = (i / S) & 1;
         const int m0 = tile_of(i) * BM;
         const uint32_t sa = stage_a(s);
+        float fq = 0.f, fdo = 0.f;
+        if constexpr (kPrefetch) {  // the tile's q / dO factors, for the consumers (read before the slot's wait)
+          const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+          fq = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
+          fdo = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
+        }
         mbar_wait(bar_empty_a(s), ph ^ 1);
+        if constexpr (kPrefetch) {  // (visible to the consumers through the full barrier's arrive: release)
+          st_shared_u32(bar + 224u + 8u * s, __float_as_uint(fq));
+          st_shared_u32(bar + 228u + 8u * s, __float_as_uint(fdo));
+        }
         mbar_arrive_expect_tx(bar_full_a(s), C::kAStageBytes);
         tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
@@ -321,8 +333,7 @@ __global__ void __launch_bounds__(384, 1)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
-  // kGuessU: the factor the previous tile's dS' is divided by (kSpecQ: 0 for tile -1, whose zeros need no fix-up)
-  float ug_prev = kSpecQ ? 0.f : 1.f;
+  float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
   uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
@@ -425,7 +436,6 @@ __global__ void __launch_bounds__(384, 1)
   };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
-  // ug_x (kGuessU): the factor acc_x is already divided by (the dS pass folded 1 / ug_x into dS's factor).
   // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
   auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
                   float ug_x, const uint32_t(&da_x)[2][4]) {
@@ -468,14 +478,6 @@ __global__ void __launch_bounds__(384, 1)
         for (int e = 0; e < 32; ++e) x[e] *= r;
         fp8_pack_a64(x, da);
       }
-    } else if constexpr (kGuessU) {
-      // acc_x = dS' / ug_x (exact: powers of two); ug_x is u two tiles earlier, so it is u unless u grew since.
-      if (u != ug_x) {
-        const float r = u > 0.f ? ug_x / u : 0.f;
-#pragma unroll
-        for (int e = 0; e < 32; ++e) acc_x[e] *= r;
-      }
-      fp8_pack_a64(acc_x, da);
     } else {
       const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
 #pragma unroll
@@ -532,14 +534,6 @@ __global__ void __launch_bounds__(384, 1)
     // B; tile -1: the zeroed dS8 buffer 2), each its own commit group.
     float acc_dq[32];
     dq_issue(acc_dq, i - 2);
-    if constexpr (kStageFirst) {  // dQ staged before dK is issued: no RS wgmma in flight during its stores
-      wgmma_wait<0>();            // dV of tile i and dQ of tile i - 2 done
-      pin_all(pa);
-      pin_all(acc_dv);
-      pin_all(acc_dq);
-      if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));
-      if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
-    }
     const int sb = (i + 1) % S;  // (tile i - 1's)
     if (i > 0) mbar_wait(bar_full_b(sb), ((i - 1) / S) & 1);
     const uint32_t bq = i > 0 ? stage_b(sb) : sdS + 2 * C::kdSBytes;
@@ -549,14 +543,12 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_m64n128k32_rs_e4m3(acc_dk, da[kk], desc_k32(make_desc_kmajor(opaque(bq), 64), kk), 1);
     }
     wgmma_commit();
-    if constexpr (!kStageFirst) {
-      wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
-      pin_all(pa);      // (the RS fragments stay untouched until their wgmmas completed)
-      pin_all(acc_dv);
-      pin_all(acc_dq);
-      if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
-      if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
-    }
+    wgmma_wait<1>();  // dV of tile i and dQ of tile i - 2 done
+    pin_all(pa);      // (the RS fragments stay untouched until their wgmmas completed)
+    pin_all(acc_dv);
+    pin_all(acc_dq);
+    if (release_a && lane == 0) mbar_arrive(bar_empty_a(s_a));  // this warp is done with tile i's Q, dO, dO^T
+    if (i > 1) dq_stage(acc_dq, i - 2, dq_scale2, !kLateFence || !release_a);
     qs_prev = qs_cur;
     wgmma_wait<0>();  // dK of tile i - 1 done
     pin_all(da);
@@ -587,9 +579,16 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     if constexpr (kLateFence) late_flush(i);
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
-    const int64_t blk_cols_q = p.total_q / 128 + p.batch;
-    const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
-    const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier).
+    float qs, dos;
+    if constexpr (kPrefetch) {
+      qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
+      dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
+    } else {
+      const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+      qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+      dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    }
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
     const int j_w0 = n0 + kr0;
@@ -601,11 +600,26 @@ __global__ void __launch_bounds__(384, 1)
                            sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
     if (!full_tile) {
       ok_bits = 0;
+      // kMaskFast: no contexts, no targets, no left window (causal, none, right windows): allowed(r, j) is r < lk,
+      // j < lk and (wr < 0 or j <= r + wr), so each element takes a few compares instead of allowed()'s rule.
+      if (kMaskFast && sq.mask.ctx == 0 && sq.mask.hist >= sq.mask.lk && sq.mask.wl < 0) {
+        const int lq = sq.lq, off = sq.mask.offset, mlk = sq.mask.lk, wr = sq.mask.wr;
+        const int jmax = min(sq.lk, mlk);                    // keys j < jmax
+        const int qmax = min(lq, mlk - off);                 // queries qi < qmax (r = qi + off < lk)
+        const int dq_min = wr < 0 ? INT_MIN / 2 : -off - wr;  // j <= qi + off + wr: qi - j >= -off - wr
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const int j = jrow + 8 * ((e % 4) / 2);
+          const int qi = qcol + 8 * (e / 4) + (e % 2);
+          if (qi < qmax && j < jmax && qi - j >= dq_min) ok_bits |= 1u << e;
+        }
+      } else {
 #pragma unroll 4
-      for (int e = 0; e < 32; ++e) {
-        const int j = jrow + 8 * ((e % 4) / 2);
-        const int qi = qcol + 8 * (e / 4) + (e % 2);
-        if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+        for (int e = 0; e < 32; ++e) {
+          const int j = jrow + 8 * ((e % 4) / 2);
+          const int qi = qcol + 8 * (e / 4) + (e % 2);
+          if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+        }
       }
     }
     // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
@@ -618,7 +632,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<1>();
     pin_all(acc_s);
     const float h_scale = 0.5f * p.alpha * qs * ks;
-    // kGuessU: dS' / ug (ug = u now, i.e. two tiles before this one: exact, a power of two), so the quantization
+    // kSpecQ: dS' / ug (ug = u now, i.e. two tiles before this one: exact, a power of two), so the quantization
     // needs no multiply unless u grew since (late: ug_x).
     const float ug = kGuessU && u > 0.f ? u : 1.f;
     const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
