@@ -377,13 +377,15 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
 # The kernel's private variants that compute the same gradients (hstu_bwd_fp8_sm90.h): kFp8BwdLateFence (the proxy
 # fence of tile i's dS8 stores and dQ staging issued an iteration later, with the dS8 arrive and the reduce-adds),
 # kFp8BwdStsmDs8 (dS8 stored by stmatrix.trans), kFp8BwdPrefetch (the q / dO factors loaded by the producer with
-# the tile), kFp8BwdMaskFast (the mask bits of partly masked tiles by compares, no contexts / targets / left window).
+# the tile), kFp8BwdMaskFast (the mask bits of partly masked tiles by compares, no contexts / targets / left window),
+# kFp8BwdLpt (the grid ordered key block last: the longest causal CTAs first).
 SAME_MATH_VARIANTS = {"late_fence": 64, "stsm_ds8": 1024, "prefetch": 4096, "mask_fast": 8192,
-                      "prefetch_mask_stsm": 4096 | 8192 | 1024}
+                      "prefetch_mask_stsm": 4096 | 8192 | 1024, "lpt": 16384}
 # kFp8BwdSpecQ (dS' quantized in its own iteration and kept in registers): the same values except where u grew after
 # a tile's quantization and a rescaled byte lands among e4m3's subnormals (a second rounding): dk / dq close, dv
 # bit-equal (dV does not read dS).
-CLOSE_VARIANTS = {"spec_q": 2048, "spec_q_stsm": 3072, "spec_q_all": 4096 | 8192 | 1024 | 2048}
+CLOSE_VARIANTS = {"spec_q": 2048, "spec_q_stsm": 3072, "spec_q_all": 4096 | 8192 | 1024 | 2048,
+                  "spec_q_all_lpt": 4096 | 8192 | 1024 | 2048 | 16384}
 
 
 @pytest.mark.sm90

@@ -15,7 +15,7 @@ product path), each without one phase, so that the phase's cost is the differenc
   diag 96: 64 and 32 (what the parking costs once the fences are late)
   diag 64: not timing-only: the late-fence variant (the fences of a tile's dS8 stores and dQ staging one iteration
            later, one for both); 1024 / 2048 / 4096 / 8192 and their sums likewise (hstu_bwd_fp8_sm90.h:
-           stmatrix dS8, spec-q, prefetch, mask-fast)
+           stmatrix dS8, spec-q, prefetch, mask-fast; 16384 the LPT grid)
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -41,7 +41,8 @@ DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier")
          (1024, "(stmatrix dS8 variant)"), (2048, "(spec-q variant: dS8 kept in registers)"),
          (3072, "(spec-q + stmatrix dS8)"), (4096, "(prefetch variant: factors with the tile)"),
          (8192, "(mask-fast variant)"), (13312, "(prefetch + mask-fast + stmatrix dS8)"),
-         (15360, "(prefetch + mask-fast + stmatrix dS8 + spec-q)")]
+         (15360, "(prefetch + mask-fast + stmatrix dS8 + spec-q)"), (16384, "(LPT grid variant)"),
+         (31744, "(all five: prefetch, mask-fast, stmatrix dS8, spec-q, LPT grid)")]
 
 
 def run_case(B, S, D, reps, diags):

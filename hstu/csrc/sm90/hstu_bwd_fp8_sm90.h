@@ -61,6 +61,9 @@ constexpr int kFp8BwdPrefetch = 4096;
 // Not timing-only (bit-equal gradients): the mask bits of partly masked tiles by a few compares per element where
 // the sequence has no contexts, no targets and no left window (causal, none, right windows).
 constexpr int kFp8BwdMaskFast = 8192;
+// Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
+// block 0) start first (launch fails with more than 65535 key blocks).
+constexpr int kFp8BwdLpt = 16384;
 // The variants built: the one list of diag values the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
@@ -69,7 +72,10 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDi
                                               kFp8BwdStsmDs8, kFp8BwdSpecQ, kFp8BwdSpecQ | kFp8BwdStsmDs8,
                                               kFp8BwdPrefetch, kFp8BwdMaskFast,
                                               kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8,
-                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ>;
+                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ,
+                                              kFp8BwdLpt,
+                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ |
+                                                  kFp8BwdLpt>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

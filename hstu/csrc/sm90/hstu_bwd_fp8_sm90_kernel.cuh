@@ -218,7 +218,11 @@ __global__ void __launch_bounds__(384, 1)
   auto stage_a = [&](int s) { return base + C::kOffA + s * C::kAStageBytes; };  // Q, dO, dO^T
   auto stage_b = [&](int s) { return base + C::kOffB + s * C::kQtBytes; };     // Q^T
 
-  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // kFp8BwdLpt: grid (head, batch, key block), so the CTAs of key block 0 (the most query tiles under causal masks)
+  // start first and the short ones fill the tail
+  constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
+  const int n_block = kLpt ? blockIdx.z : blockIdx.x, h = kLpt ? blockIdx.x : blockIdx.y,
+            b = kLpt ? blockIdx.y : blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
