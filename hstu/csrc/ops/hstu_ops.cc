@@ -535,8 +535,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
-              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant of "
-              "tools/hstu_dev/fp8_bwd_split.py (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
+              "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};

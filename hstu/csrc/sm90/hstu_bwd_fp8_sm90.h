@@ -64,18 +64,19 @@ constexpr int kFp8BwdMaskFast = 8192;
 // Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
 // block 0) start first (launch fails with more than 65535 key blocks).
 constexpr int kFp8BwdLpt = 16384;
-// The variants built: the one list of diag values the launcher instantiates and the op accepts.
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16).
+constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdLpt;
+// The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
+// (1 ... 16, 128) removes a phase from it; a feature bit turns that feature off; kFp8BwdDefault is the kernel before
+// them (session 13's), with its parking (32) and late-fence (64, 96) variants.
+// The diag values built: the one list the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
-                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
-                                              kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
-                                              kFp8BwdStsmDs8, kFp8BwdSpecQ, kFp8BwdSpecQ | kFp8BwdStsmDs8,
-                                              kFp8BwdPrefetch, kFp8BwdMaskFast,
-                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8,
-                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ,
-                                              kFp8BwdLpt,
-                                              kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ |
-                                                  kFp8BwdLpt>;
+                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
+                                              kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce, kFp8BwdStsmDs8, kFp8BwdSpecQ,
+                                              kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
+                                              kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
+                                              kFp8BwdDefault | kFp8BwdLateFence,
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

@@ -1,11 +1,13 @@
 // Hopper (sm_90a) FP8 (e4m3) HSTU backward, third version (issue 36; private: kernel_options(fp8_bwd=True)).
 //
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
-// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
-// a producer warpgroup issuing TMA (K, V, K^T once; per 64-row query tile Q, dO, dO^T into ring A and Q^T into ring
-// B, 2 stages each), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
-// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. Iteration i of a
-// consumer warpgroup:
+// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch), key blocks
+// launched last (kFp8BwdLpt: the longest causal CTAs first), a producer warpgroup issuing TMA (K, V, K^T once; per
+// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each; kFp8BwdPrefetch: the tile's q / dO
+// descale factors with it), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
+// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. kDiag's feature bits
+// (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault) select the variants below. Iteration
+// i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
@@ -29,8 +31,12 @@
 //   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
-// Private variant kFp8BwdLateFence (diag 64): the proxy fences of the dS8 stores and the dQ staging one iteration
-// later, one for both (late_flush); measured against the default in docs/hstu_kernel_notes.md.
+// kFp8BwdSpecQ: no parking; the dS pass of tile i computes dS' / ug with ug = u then (two tiles old), quantizes it
+// at once and keeps the 8 words in registers; the late part of iteration i + 1 rescales them by ug / u only where u
+// grew since (rare). kFp8BwdStsmDs8: the dS8 buffer written by stmatrix.trans. kFp8BwdMaskFast: the mask bits of
+// partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
+// (session 13's kernel only): the proxy fences of the dS8 stores and the dQ staging one iteration later, one for
+// both (late_flush). All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -191,9 +197,9 @@ __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
-// kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
-// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange /
-// no pointwise math at all.
+// kDiag: the variant bits of hstu_bwd_fp8_sm90.h: the features (kFp8BwdDefault's are the default) and the
+// timing-only kFp8BwdDiag* bits (wrong gradients; tools/hstu_dev/fp8_bwd_split.py): no dQ reduce-adds / no tanh
+// (P = S / 2, SiLU' = 1) / no amax exchange / no pointwise math at all / no parking / no proxy fences.
 template <int D, int kDiag>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
