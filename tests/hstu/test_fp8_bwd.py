@@ -297,6 +297,16 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
             out.sum().backward()
 
 
+# The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
+# The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
+# (4096), without the mask's compare path (8192), in the (key block, head, batch) grid (16384).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "no_lpt": 16384}
+# Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
+# default rescales a few subnormal bytes a second time), session 13's kernel (31744) and its late-fence variant
+# (31744 + 64): dv bit-equal (dV does not read dS), dk / dq close.
+CLOSE_VARIANTS = {"no_spec_q": 2048, "session13": 31744, "session13_late_fence": 31744 + 64}
+
+
 @pytest.mark.sm90
 @pytest.mark.parametrize("mode", ["tensor", "head", "batch_head", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
@@ -371,16 +381,6 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     fb.fp8_bwd_cuda(dout, args, False, opts, diag=1)  # a built timing-only variant runs (its values are wrong)
     torch.cuda.synchronize()
-
-
-# The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
-# The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
-# (4096), without the mask's compare path (8192), in the (key block, head, batch) grid (16384).
-SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "no_lpt": 16384}
-# Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
-# default rescales a few subnormal bytes a second time), session 13's kernel (31744) and its late-fence variant
-# (31744 + 64): dv bit-equal (dV does not read dS), dk / dq close.
-CLOSE_VARIANTS = {"no_spec_q": 2048, "session13": 31744, "session13_late_fence": 31744 + 64}
 
 
 @pytest.mark.sm90
