@@ -299,12 +299,13 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 # The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
 # The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
-# (4096), without the mask's compare path (8192), in the (key block, head, batch) grid (16384).
-SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "no_lpt": 16384}
+# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384}
 # Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
-# default rescales a few subnormal bytes a second time), session 13's kernel (31744) and its late-fence variant
-# (31744 + 64): dv bit-equal (dV does not read dS), dk / dq close.
-CLOSE_VARIANTS = {"no_spec_q": 2048, "session13": 31744, "session13_late_fence": 31744 + 64}
+# default rescales a few subnormal bytes a second time), session 13's kernel (15360) and its late-fence variant
+# (15360 + 64): dv bit-equal (dV does not read dS), dk / dq within a bf16 rounding of the element and 2e-3 of the
+# maximum (a changed dS byte moves an fp32 sum by far less, and can flip the bf16 rounding of the result).
+CLOSE_VARIANTS = {"no_spec_q": 2048, "session13": 15360, "session13_late_fence": 15360 + 64}
 
 
 @pytest.mark.sm90
@@ -390,7 +391,7 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
 def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
     """A variant of the kernel (the private diag) against the default kernel: SAME_MATH_VARIANTS dk / dv bit-equal
     (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding); CLOSE_VARIANTS dv bit-equal, dk
-    / dq within 1e-3 of their maximum (the default's second rounding of a few subnormal dS bytes)."""
+    / dq close (CLOSE_VARIANTS' comment)."""
     if not fp8_bwd_kernel_built() or not _has_diag():
         pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
     # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
@@ -414,8 +415,9 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
     assert not torch.isnan(b).any() and not torch.isnan(late[1]).any()
     if variant in CLOSE_VARIANTS:
         assert torch.equal(late[2], base[2]), "dv"
-        for name, x, y in (("dk", base[1], late[1]), ("dq", a, b)):
-            assert max_err(y.float(), x.float()) <= 1e-3 * x.float().abs().max().item() + 1e-6, name
+        for name, x, y in (("dk", base[1].float(), late[1].float()), ("dq", a, b)):
+            far = (y - x).abs() > 2 ** -7 * x.abs() + 2e-3 * x.abs().max().item() + 1e-6
+            assert not far.any(), f"{name}: {int(far.sum())} elements differ beyond a bf16 rounding"
         return
     assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
     bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()

@@ -12,8 +12,8 @@ that the phase's cost is the difference:
   diag 16: dQ staged in shared memory but no bulk reduce-adds (16 - 1: the staging; 0 - 16: the global reduce traffic)
   diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
             staging (racy); 144: 128 and 16
-Correct ones: 1024 / 2048 / 4096 / 8192 / 16384 the default without one feature (stmatrix dS8, spec-q, the factor
-prefetch, the mask compares, the LPT grid); 31744 session 13's kernel (none of them), 31744 + 1 / + 32 (no dS'
+Correct ones: 1024 / 2048 / 4096 / 8192 the default without one feature (stmatrix dS8, spec-q, the factor prefetch,
+the mask compares), 16384 with the LPT grid; 15360 session 13's kernel (none of them), 15360 + 1 / + 32 (no dS'
 parking, timing-only) / + 64 (its late fence) / + 96.
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
@@ -37,9 +37,9 @@ DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier")
          (8, "no pointwise math"), (15, "none of the four"), (16, "no reduce-adds (staging kept)"),
          (128, "no proxy fences"), (144, "no proxy fences, no reduce-adds"), (1024, "(without stmatrix dS8)"),
          (2048, "(without spec-q: fp32 parking)"), (4096, "(without the factor prefetch)"),
-         (8192, "(without the mask compares)"), (16384, "(without the LPT grid)"), (31744, "(session 13's kernel)"),
-         (31745, "session 13's, no dQ add"), (31776, "session 13's, no dS' parking"),
-         (31808, "(session 13's late fence)"), (31840, "session 13's late fence, no dS' parking")]
+         (8192, "(without the mask compares)"), (16384, "(with the LPT grid)"), (15360, "(session 13's kernel)"),
+         (15361, "session 13's, no dQ add"), (15392, "session 13's, no dS' parking"),
+         (15424, "(session 13's late fence)"), (15456, "session 13's late fence, no dS' parking")]
 
 
 def run_case(B, S, D, reps, diags):

@@ -62,13 +62,14 @@ constexpr int kFp8BwdPrefetch = 4096;
 // the sequence has no contexts, no targets and no left window (causal, none, right windows).
 constexpr int kFp8BwdMaskFast = 8192;
 // Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
-// block 0) start first (launch fails with more than 65535 key blocks).
+// block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
-// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16).
-constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdLpt;
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
+// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
+constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
 // The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
-// (1 ... 16, 128) removes a phase from it; a feature bit turns that feature off; kFp8BwdDefault is the kernel before
-// them (session 13's), with its parking (32) and late-fence (64, 96) variants.
+// (1 ... 16, 128) removes a phase from it; a feature bit toggles that feature (kFp8BwdLpt: on); kFp8BwdDefault is
+// the kernel before them (session 13's), with its parking (32) and late-fence (64, 96) variants.
 // The diag values built: the one list the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,

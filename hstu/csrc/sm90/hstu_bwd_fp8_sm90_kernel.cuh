@@ -1,8 +1,8 @@
 // Hopper (sm_90a) FP8 (e4m3) HSTU backward, third version (issue 36; private: kernel_options(fp8_bwd=True)).
 //
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
-// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch), key blocks
-// launched last (kFp8BwdLpt: the longest causal CTAs first), a producer warpgroup issuing TMA (K, V, K^T once; per
+// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid
+// order (kFp8BwdLpt: key blocks last, measured slower), a producer warpgroup issuing TMA (K, V, K^T once; per
 // 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each; kFp8BwdPrefetch: the tile's q / dO
 // descale factors with it), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
 // (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. kDiag's feature bits

@@ -14,17 +14,7 @@
 #    reduce-adds), S16K and S4K
 # 4. per-kernel breakdown (torch.profiler) of one FP8 backward and one bf16 backward at S4K and S16K
 # 5. ncu at S16K (both kernels, speed of light, compute, warp states), if time is left
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_fp8b17}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/fp8b17
-left() { echo $((58 - SECONDS)); }
-rm -rf /tmp/site_fp8b17
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fp8b17 $C/whl/hstu_attn-*.whl 2>&1 \
-    | grep -v WARN | tail -2
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+LIM=58 WITH_MAIN=0 source "$(dirname "$0")/setup.sh"
 export PYTHONPATH=/tmp/site_fp8b17
 echo "== 1. GPU tests ($SECONDS s)"
 (cd $C/tree && timeout 14 python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short -rfE \
@@ -60,12 +50,9 @@ if [ "$(left)" -gt 9 ]; then
 fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) FAILED/ERROR lines"
-grep -E "FAILED|ERROR|passed|failed" $OUT/tests.log | tail -6 | cut -c1-250
-echo "#### split (op alone, ms)"
-grep -E "^\| |rror|Traceback" $OUT/split.md | cut -c1-200
-echo "#### breakdown"
-grep -E "^\| |rror|Traceback" $OUT/breakdown.md | cut -c1-200
+digest_tests $OUT/tests.log
+digest_tables "split (op alone, ms)" $OUT/split.md
+digest_tables "breakdown" $OUT/breakdown.md
 for t in s4k s16k; do
   echo "#### ncu $t (kernels: FP8, bf16)"
   tail -2 $OUT/ncu_$t.log 2>/dev/null | cut -c1-200

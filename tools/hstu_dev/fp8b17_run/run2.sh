@@ -9,18 +9,7 @@
 # 2. split: the op alone, diag 0 / 1024 / 2048 / 3072 / 4096 / 8192 / 13312 / 15360 / 16384 / 31744, S16K, S4K
 # 3. benchmarks/hstu_fp8_bwd.py (the branch's) with the branch's wheel: bf16, dequant, pre-pass, kernel (= main's),
 #    variant 31744; then main16's wheel (S16K, its own script) if time is left
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_fp8b17}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/fp8b17
-left() { echo $((57 - SECONDS)); }
-rm -rf /tmp/site_fp8b17 /tmp/site_fp8b17_main
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fp8b17 $C/whl/hstu_attn-*.whl 2>&1 \
-    | grep -v WARN | tail -2
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_fp8b17_main \
-    $R/.carry/main16/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+LIM=57 WITH_MAIN=1 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
 (cd $C/tree && PYTHONPATH=/tmp/site_fp8b17 timeout 16 python3 -P -m pytest -v -p no:cacheprovider \
     --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8_bwd.py \
@@ -42,11 +31,7 @@ if [ "$(left)" -gt 8 ]; then
 fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests: $(grep -c PASSED $OUT/tests.log) PASSED, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) FAILED/ERROR lines"
-grep -E "FAILED|ERROR|passed|failed|Error" $OUT/tests.log | tail -8 | cut -c1-300
-echo "#### split (op alone, ms)"
-grep -E "^\| |rror|Traceback" $OUT/split.md | cut -c1-200
-echo "#### benchmark (branch wheel: kernel = main's kernel, variant = 31744)"
-grep -E "^\| |rror|Traceback|^- device" $OUT/bench.md | cut -c1-330
-echo "#### benchmark (main16 wheel and script, S16K)"
-grep -E "^\| |rror|Traceback" $OUT/bench_main.md 2>/dev/null | cut -c1-330
+digest_tests $OUT/tests.log
+digest_tables "split (op alone, ms)" $OUT/split.md
+digest_tables "benchmark (branch wheel: kernel = main's kernel, variant = 31744)" $OUT/bench.md
+digest_tables "benchmark (main16 wheel and script, S16K)" $OUT/bench_main.md
