@@ -4,22 +4,22 @@
 # The branch's final wheel: the FP8 backward kernel's new default (kFp8BwdDefault: the factor prefetch, the mask
 # compares, stmatrix dS8, spec-q; diag 15360 = session 13's kernel, main's).
 # 1. GPU tests: tests/hstu/test_fp8_bwd.py (the whole file), test_fp8.py's dequantized-backward selection
-# 2. benchmarks/hstu_fp8_bwd.py --reps 8 (the branch's script and wheel: kernel = the new default, variant = 15360),
-#    then main16's wheel with main's script (--reps 8), the headline comparison
+# 2. benchmarks/hstu_fp8_bwd.py --reps 6 (the branch's script and wheel: kernel = the new default, variant = 15360),
+#    then main16's wheel with main's script (--reps 6), the headline comparison
 LIM=58 WITH_MAIN=1 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-(cd $C/tree && PYTHONPATH=/tmp/site_fp8b17 timeout 24 python3 -P -m pytest -v -p no:cacheprovider \
+(cd $C/tree && PYTHONPATH=/tmp/site_fp8b17 timeout 22 python3 -P -m pytest -v -p no:cacheprovider \
     --import-mode=importlib --tb=short -rfE --durations=8 tests/hstu/test_fp8_bwd.py > $OUT/tests.log 2>&1)
 echo "rc $? ($SECONDS s)"
-(cd $R && PYTHONPATH=/tmp/site_fp8b17 timeout 8 python3 -P -m pytest -q -p no:cacheprovider \
+(cd $R && PYTHONPATH=/tmp/site_fp8b17 timeout 7 python3 -P -m pytest -q -p no:cacheprovider \
     --import-mode=importlib --tb=short -rfE tests/hstu/test_fp8.py -k "dequant_path and 128 and block" \
     > $OUT/tests_fp8.log 2>&1)
 echo "rc $? ($SECONDS s)"
 echo "== 2. benchmark ($SECONDS s)"
-PYTHONPATH=/tmp/site_fp8b17 timeout 12 python3 -P $C/tree/benchmarks/hstu_fp8_bwd.py --reps 8 > $OUT/bench.md 2>&1
+PYTHONPATH=/tmp/site_fp8b17 timeout 13 python3 -P $C/tree/benchmarks/hstu_fp8_bwd.py --reps 6 > $OUT/bench.md 2>&1
 echo "rc $? ($SECONDS s)"
 if [ "$(left)" -gt 6 ]; then
-  PYTHONPATH=/tmp/site_fp8b17_main timeout $(( $(left) - 1 )) python3 -P $R/benchmarks/hstu_fp8_bwd.py --reps 8 \
+  PYTHONPATH=/tmp/site_fp8b17_main timeout $(( $(left) - 1 )) python3 -P $R/benchmarks/hstu_fp8_bwd.py --reps 6 \
       > $OUT/bench_main.md 2>&1
   echo "rc $? ($SECONDS s)"
 fi
