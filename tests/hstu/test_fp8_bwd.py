@@ -1,5 +1,5 @@
 """The FP8 backward (issue 36, hstu/_fp8_bwd.py): its device pre-pass (layout definition on the CPU, the CUDA op
-bit-equal to it), the reference that emulates its rounding points, and the private `kernel_options(fp8_bwd=True)`
+bit-equal to it), the reference that emulates its rounding points, and the `kernel_options(fp8_bwd=...)`
 routing (the Hopper kernel: its accuracy test below runs once `hstu_attn::fp8_bwd_sm90` exists; until then the
 option refuses with NotImplementedError, which is tested).
 
@@ -345,7 +345,7 @@ def _check_against_emulation(mode, mask, diag):
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     grads = (torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts) if diag is None
              else fb.fp8_bwd_cuda(dout, ops_args[:-1], False, opts, diag=diag))
-    base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, 0)  # dequantize + the bf16 backward
+    base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)  # dequantize + bf16 bwd
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens.items()}
     host = [t.cpu() for t in (q8, k8, v8, *scales)]
     gold = fb.hstu_attn_fp8_backward_reference(dout.cpu().double(), *host, mode, alpha=alpha,
@@ -422,3 +422,44 @@ def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
     assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
     bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_backward_default_routing():
+    """kernel_options(fp8_bwd=None), the default: the backward of an FP8 call runs the Hopper FP8 backward where it
+    applies (D = 128, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a host
+    sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab, D = 64,
+    deterministic=True)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+
+    def grads(c, switch, rab=None, deterministic=False):
+        leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        with hstu_attn._ops.kernel_options(**switch):
+            out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", rab=rab,
+                                                  deterministic=deterministic, **lengths_args(c))
+        dout = torch.randn(out.shape, generator=gen, device="cuda").to(out.dtype)
+        poison_allocator(32 * c["q"].numel())
+        return torch.autograd.grad(out, leaves, dout)
+
+    c = make_case(41, [700, 0, 129, 300], 2, 128, "context_target_group", device="cuda")
+    default, forced, dequant = grads(c, {}), grads(c, dict(fp8_bwd=True)), grads(c, dict(fp8_bwd=False))
+    assert torch.equal(default[1], forced[1]) and torch.equal(default[2], forced[2])
+    assert max_err(default[0], forced[0]) <= 1e-2 * forced[0].abs().max().item() + 1e-6
+    assert not torch.equal(default[2], dequant[2])  # (other roundings: the kernel ran, not the dequantized path)
+    for a, b in zip(default, dequant):
+        assert max_err(a, b) <= 0.15 * b.abs().max().item() + 1e-6
+    grads(c, {})  # warm
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        grads(c, {})
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    short = make_case(42, [200, 90], 2, 128, "causal", device="cuda")  # (<= 2 key tiles: dq adds in any order agree)
+    rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
+    for case, kw in ((short, dict(rab=rab)), (short, dict(deterministic=True)),
+                     (make_case(43, [200, 90], 2, 64, "causal", device="cuda"), {})):
+        for a, b in zip(grads(case, {}, **kw), grads(case, dict(fp8_bwd=False), **kw)):
+            assert torch.equal(a, b), kw
