@@ -3,7 +3,8 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--results FILE]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variant DIAG]
+       [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
 """
@@ -47,7 +48,8 @@ def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Opt
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
-def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device) -> str:
+def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
+             variant: int = 64) -> str:
     H = 4
     cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
     q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -64,18 +66,19 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     bf16 = lambda: torch.ops.hstu_attn.bwd(dout, q, k, v, *lens, None, float(S), None, None, False, False)  # noqa
     pre = lambda: _fp8_bwd.fp8_bwd_prepass(dout, q8, k8, cu, cu)  # noqa: E731
     kernel_opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    DEQ = hstu_attn._ops.FP8_BWD_DEQUANT_BIT  # kernel_options(fp8_bwd=False): the dequantized path
     kernel = None
     why = "not built"
     if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
-    # the late-fence variant (private diag 64, kFp8BwdLateFence) through the same path, where this build has it
+    # a private kernel variant (the op's diag: hstu_bwd_fp8_sm90.h) through the same path, where this build has it
     late = None
-    if kernel is not None and "diag" in _fp8_bwd.fp8_bwd_cuda.__code__.co_varnames:
+    if kernel is not None and variant and "diag" in _fp8_bwd.fp8_bwd_cuda.__code__.co_varnames:
         pargs = (q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None, None)
-        late = lambda: _fp8_bwd.fp8_bwd_cuda(dout, pargs, False, kernel_opts, diag=64)  # noqa: E731
+        late = lambda: _fp8_bwd.fp8_bwd_cuda(dout, pargs, False, kernel_opts, diag=variant)  # noqa: E731
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
-    b_ms, d_ms, p_ms, k_ms, lf_ms = interleaved_ms([bf16, fp8(0), pre, kernel, late], reps, warmup, device, flush)
+    b_ms, d_ms, p_ms, k_ms, lf_ms = interleaved_ms([bf16, fp8(DEQ), pre, kernel, late], reps, warmup, device, flush)
     ref = bf16()[:3]
     scale = [max(r.float().abs().max().item(), 1e-30) for r in ref]
 
@@ -88,7 +91,7 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     k_cells = (f"{k_ms:.3f} | {tf(k_ms)} | {b_ms / k_ms:.2f}x | {diff(kernel())}" if kernel is not None
                else f"n/a ({why}) | n/a | n/a | n/a")
     lf_cells = (f"{lf_ms:.3f} | {tf(lf_ms)} | {diff(late())}" if late is not None else "n/a | n/a | n/a")
-    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_ms:.3f} | {tf(d_ms)} | {diff(fp8(0)())} | "
+    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())} | "
             f"{p_ms:.3f} | {k_cells} | {lf_cells} |")
 
 
@@ -98,6 +101,9 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
+    p.add_argument("--variant", type=int, default=15360,
+                   help="the private kernel variant (diag) of the last columns; 0: none (default 15360: session 13's "
+                        "kernel)")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
     args = p.parse_args(argv)
@@ -108,21 +114,23 @@ def main(argv=None) -> int:
              f"- device: {gpu}; torch {torch.__version__}; commit {bench_util.git_commit()}; "
              f"command: `{bench_util.command(argv)}`",
              "- dtypes: bf16 = the bf16 backward on bf16 q/k/v; FP8 = float8_e4m3fn q/k/v + float32 descale factors "
-             "(quantize_fp8), bf16 dout and gradients; dequant = today's FP8 backward (dequantize, bf16 backward); "
+             "(quantize_fp8), bf16 dout and gradients; dequant = kernel_options(fp8_bwd=False) "
+             "(dequantize, bf16 backward; the default where the kernel does not apply); "
              "pre-pass = fp8_bwd_prepass alone (dO per-block e4m3 + Q^T / dO^T / K^T); kernel = "
-             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel); late fence = the same with the "
-             "kernel's private late-fence variant (diag 64: the proxy fences of a tile's dS8 / dQ stores a tile later)",
+             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel); variant = the same with the "
+             f"kernel's private variant diag {args.variant} (hstu_bwd_fp8_sm90.h; 15360: session 13's kernel)",
              f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",
              "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
-             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | late fence ms | "
-             "late fence TFLOP/s | late fence diff |",
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | variant ms | "
+             "variant TFLOP/s | variant diff |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     rows = []
     for B, S, D in cases:
-        rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device))
+        rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device,
+                             args.variant))
         print(rows[-1], flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()

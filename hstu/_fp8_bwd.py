@@ -21,6 +21,7 @@ e4m3 per (head, 128-row block). Rounding points (`hstu_attn_fp8_backward_referen
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 import torch
@@ -249,10 +250,17 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = F
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def fp8_bwd_kernel_built(head_dim: int = 128) -> bool:
-    """This build holds the Hopper FP8 backward's unit of head_dim (compiled for sm_90a)."""
+    """This build holds the Hopper FP8 backward's unit of head_dim (compiled for sm_90a; looked up once per head dim)."""
     return (_ops._has_op("fp8_bwd_sm90")
             and f"\"hstu_bwd_sm90_fp8_hdim{head_dim}\"" in torch.ops.hstu_attn.compiled_kernels())
+
+
+def fp8_bwd_applies(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> bool:
+    """The default routing of an FP8 call's backward (kernel_options(fp8_bwd=None)): the Hopper FP8 backward where
+    nothing refuses it and this build holds its unit, else the dequantized bf16/fp16 backward (host facts only)."""
+    return fp8_bwd_refusal(q8, rab, options, deterministic) is None and fp8_bwd_kernel_built(q8.shape[2])
 
 
 def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0):

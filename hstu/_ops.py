@@ -181,12 +181,15 @@ OPTION_BITS = {
     "bwd_sm80_pair_2stage": 1 << 7,  # cleared: the warp-pair kernel with one Q / dO stage (the sm80 layout)
     "fp8_kernel": 1 << 10,     # cleared: FP8 forward calls dequantize + bf16/fp16 kernels where the FP8 one applies
     "fwd_trace": 1 << 19,      # SET: the paged Hopper forward's CTAs stamp their phases into a buffer (diagnostics)
-    "fp8_bwd": 1 << 20,        # SET: FP8 backward calls on Hopper take the FP8 backward (private, opt-in: issue 36)
+    "fp8_bwd": 1 << 20,        # SET: FP8 backward calls must take the Hopper FP8 backward (NotImplementedError if not)
     "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
     "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
 }
+# bit 56 (above the semantic flags): kernel_options(fp8_bwd=False), FP8 backward calls dequantize and run the
+# bf16/fp16 backward even where the Hopper FP8 backward applies (read by hstu/_fp8.py; hstu_ops.cc accepts it)
+FP8_BWD_DEQUANT_BIT = 1 << 56
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
 # rule, 255 no splits, 254 the one-wave rule, n in 1-253 chunks of at most n KV tiles
@@ -232,7 +235,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    fp8_kernel: bool = True, fwd_split_tiles: Optional[int] = None,
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
-                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
+                   fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: Optional[bool] = None,
                    fp8_fwd_diag: int = 0, fp8_silu: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
@@ -249,10 +252,12 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     the tanh SiLU (bitwise the output of ``fp8_silu=1``; for comparisons); ``fp8_bn192=True``: that kernel at
     D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
     other than "block" (opt-in until
-    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
-    (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
-    (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
-    refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
+    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd``: the
+    backward of FP8 calls. None (the default): on Hopper, where it applies (D = 128, no rab, ``deterministic=False``,
+    ``sm90=True``, a build with its unit), the FP8 backward (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3
+    kernel: on an H200 1.16x / 1.58x the dequantized path at B16 S16K / S4K D128), elsewhere dequantize q/k/v and
+    run the bf16/fp16 backward; True: the FP8 backward or NotImplementedError saying why not; False: always the
+    dequantized path (for comparisons; docs/hstu_attn.md, "The Hopper FP8 backward").
     ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
     in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
     ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
@@ -334,6 +339,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
     if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
+    if not any(fp8_bwd is v for v in (None, True, False)):
+        _err("fp8_bwd", "None, True or False", fp8_bwd)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT))
@@ -342,9 +349,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),
                      ("bwd_sm80_pair_2stage", bwd_sm80_pair_2stage), ("fp8_kernel", fp8_kernel),
                      ("pdl", not pdl), ("fp8_sched", not fp8_sched), ("fp8_early_pack", fp8_early_pack),
-                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace), ("fp8_bwd", not fp8_bwd)):
+                     ("fp8_bn192", not fp8_bn192), ("fwd_trace", not fwd_trace), ("fp8_bwd", fp8_bwd is not True)):
         if not on:  # (bwd_sm80_pair's, pdl's, fp8_sched's, fp8_bn192's, fp8_bwd's bits are set when on: opt-in)
             bits |= OPTION_BITS[name]
+    if fp8_bwd is False:
+        bits |= FP8_BWD_DEQUANT_BIT
     old = _current_options()
     _options_state.bits = bits
     try:

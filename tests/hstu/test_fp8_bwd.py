@@ -1,5 +1,5 @@
 """The FP8 backward (issue 36, hstu/_fp8_bwd.py): its device pre-pass (layout definition on the CPU, the CUDA op
-bit-equal to it), the reference that emulates its rounding points, and the private `kernel_options(fp8_bwd=True)`
+bit-equal to it), the reference that emulates its rounding points, and the `kernel_options(fp8_bwd=...)`
 routing (the Hopper kernel: its accuracy test below runs once `hstu_attn::fp8_bwd_sm90` exists; until then the
 option refuses with NotImplementedError, which is tested).
 
@@ -297,12 +297,38 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
             out.sum().backward()
 
 
+# The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
+# The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
+# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384}
+# Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
+# default rescales a few subnormal bytes a second time), session 13's kernel (15360) and its late-fence variant
+# (15360 + 64): dv bit-equal (dV does not read dS), dk / dq within a bf16 rounding of the element and 2e-3 of the
+# maximum (a changed dS byte moves an fp32 sum by far less, and can flip the bf16 rounding of the result).
+CLOSE_VARIANTS = {"no_spec_q": 2048, "session13": 15360, "session13_late_fence": 15360 + 64}
+
+
 @pytest.mark.sm90
 @pytest.mark.parametrize("mode", ["tensor", "head", "batch_head", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
 def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
     """The Hopper FP8 backward (kernel_options(fp8_bwd=True), D = 128) against its fp64 emulation, 5x the bf16
     emulation's error; and against the dequantized bf16 backward (the default path) within FP8's few percent."""
+    _check_against_emulation(mode, mask, None)
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(CLOSE_VARIANTS))
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_cuda_fp8_bwd_close_variant_matches_emulating_reference(variant, mask):
+    """A CLOSE_VARIANTS kernel variant against the fp64 emulation, by the kernel's own rule (5x the bf16 emulation's
+    error)."""
+    if not _has_diag():
+        pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
+    _check_against_emulation("block", mask, CLOSE_VARIANTS[variant])
+
+
+def _check_against_emulation(mode, mask, diag):
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build yet")
     c = make_case(300 + len(mask) + len(mode), [300, 0, 700, 77, 129], 2, 128, mask, device="cuda")
@@ -317,8 +343,9 @@ def test_cuda_fp8_bwd_kernel_matches_emulating_reference(mode, mask):
                 None, float(lens["max_seqlen_q"]), None, None, False)
     poison_allocator(32 * q8.numel())
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    grads = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts)
-    base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, 0)  # dequantize + the bf16 backward
+    grads = (torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, opts) if diag is None
+             else fb.fp8_bwd_cuda(dout, ops_args[:-1], False, opts, diag=diag))
+    base = torch.ops.hstu_attn.fp8_bwd(dout, *ops_args, hstu_attn._ops.FP8_BWD_DEQUANT_BIT)  # dequantize + bf16 bwd
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens.items()}
     host = [t.cpu() for t in (q8, k8, v8, *scales)]
     gold = fb.hstu_attn_fp8_backward_reference(dout.cpu().double(), *host, mode, alpha=alpha,
@@ -350,20 +377,21 @@ def test_cuda_fp8_bwd_op_refuses_a_diag_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, -1):
-        with pytest.raises(RuntimeError, match="diag: expected 0, 64"):
+    for bad in (3, 5, 33, 256, 512, -1):
+        with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     fb.fp8_bwd_cuda(dout, args, False, opts, diag=1)  # a built timing-only variant runs (its values are wrong)
     torch.cuda.synchronize()
 
 
 @pytest.mark.sm90
+@pytest.mark.parametrize("variant", sorted(SAME_MATH_VARIANTS) + sorted(CLOSE_VARIANTS))
 @pytest.mark.parametrize("mode", ["tensor", "block"])
 @pytest.mark.parametrize("mask", sorted(MASKS))
-def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
-    """The late-fence variant (private diag 64, kFp8BwdLateFence: the proxy fence of tile i's dS8 stores and dQ
-    staging issued an iteration later, with the dS8 arrive and the reduce-adds) against the default kernel: dk / dv
-    bit-equal (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding)."""
+def test_cuda_fp8_bwd_variant_matches_the_kernel(variant, mode, mask):
+    """A variant of the kernel (the private diag) against the default kernel: SAME_MATH_VARIANTS dk / dv bit-equal
+    (the same math), dq up to the order of the fp32 reduce-adds (one bf16 rounding); CLOSE_VARIANTS dv bit-equal, dk
+    / dq close (CLOSE_VARIANTS' comment)."""
     if not fp8_bwd_kernel_built() or not _has_diag():
         pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
     # several key blocks, a sequence of one block, an empty one, delta-q (make_case)
@@ -381,10 +409,57 @@ def test_cuda_fp8_bwd_late_fence_matches_the_kernel(mode, mask):
     poison_allocator(32 * q8.numel())
     base = fb.fp8_bwd_cuda(dout, args, False, opts)
     poison_allocator(32 * q8.numel())
-    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag=64)
+    late = fb.fp8_bwd_cuda(dout, args, False, opts, diag={**SAME_MATH_VARIANTS, **CLOSE_VARIANTS}[variant])
     torch.cuda.synchronize()
-    assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
     a, b = base[0].float(), late[0].float()
-    assert not torch.isnan(b).any()
+    assert not torch.isnan(b).any() and not torch.isnan(late[1]).any()
+    if variant in CLOSE_VARIANTS:
+        assert torch.equal(late[2], base[2]), "dv"
+        for name, x, y in (("dk", base[1].float(), late[1].float()), ("dq", a, b)):
+            far = (y - x).abs() > 2 ** -7 * x.abs() + 2e-3 * x.abs().max().item() + 1e-6
+            assert not far.any(), f"{name}: {int(far.sum())} elements differ beyond a bf16 rounding"
+        return
+    assert torch.equal(late[1], base[1]) and torch.equal(late[2], base[2]), "dk / dv"
     bad = (a - b).abs() > 2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()
     assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_backward_default_routing():
+    """kernel_options(fp8_bwd=None), the default: the backward of an FP8 call runs the Hopper FP8 backward where it
+    applies (D = 128, no rab: dk / dv bit-equal to fp8_bwd=True, dq equal up to its atomics' order) without a host
+    sync, and the dequantized backward (bit-equal to fp8_bwd=False) where it does not (rab, D = 64,
+    deterministic=True)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+
+    def grads(c, switch, rab=None, deterministic=False):
+        leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        with hstu_attn._ops.kernel_options(**switch):
+            out = hstu_attn.hstu_attn_varlen_func(*leaves, fp8_quant_mode="block", rab=rab,
+                                                  deterministic=deterministic, **lengths_args(c))
+        dout = torch.randn(out.shape, generator=gen, device="cuda").to(out.dtype)
+        poison_allocator(32 * c["q"].numel())
+        return torch.autograd.grad(out, leaves, dout)
+
+    c = make_case(41, [700, 0, 129, 300], 2, 128, "context_target_group", device="cuda")
+    default, forced, dequant = grads(c, {}), grads(c, dict(fp8_bwd=True)), grads(c, dict(fp8_bwd=False))
+    assert torch.equal(default[1], forced[1]) and torch.equal(default[2], forced[2])
+    assert max_err(default[0], forced[0]) <= 1e-2 * forced[0].abs().max().item() + 1e-6
+    assert not torch.equal(default[2], dequant[2])  # (other roundings: the kernel ran, not the dequantized path)
+    for a, b in zip(default, dequant):
+        assert max_err(a, b) <= 0.15 * b.abs().max().item() + 1e-6
+    grads(c, {})  # warm
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        grads(c, {})
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    short = make_case(42, [200, 90], 2, 128, "causal", device="cuda")  # (<= 2 key tiles: dq adds in any order agree)
+    rab = torch.randn(2, 2, 200, 200, device="cuda", dtype=torch.bfloat16)
+    for case, kw in ((short, dict(rab=rab)), (short, dict(deterministic=True)),
+                     (make_case(43, [200, 90], 2, 64, "causal", device="cuda"), {})):
+        for a, b in zip(grads(case, {}, **kw), grads(case, dict(fp8_bwd=False), **kw)):
+            assert torch.equal(a, b), kw

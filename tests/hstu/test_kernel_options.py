@@ -81,8 +81,12 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_FWD_DIAG_SHIFT == 2 << 48
         with _ops.kernel_options(fp8_silu=2):  # (for comparisons)
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
-        with _ops.kernel_options(fp8_bwd=True):  # (private, opt-in)
+        with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
+        with _ops.kernel_options(fp8_bwd=False):  # (always the dequantized backward)
+            assert _ops._current_options() == _ops.FP8_BWD_DEQUANT_BIT == 1 << 56
+        with _ops.kernel_options(fp8_bwd=None):  # (the default routing)
+            assert _ops._current_options() == 0
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
@@ -90,6 +94,10 @@ def test_kernel_options_pack_and_restore():
     for bad in (4, -1, True):
         with pytest.raises(ValueError, match="fp8_fwd_diag: expected 0, 1, 2 or 3"):
             with _ops.kernel_options(fp8_fwd_diag=bad):
+                pass
+    for bad in (0, 1, "on"):
+        with pytest.raises(ValueError, match="fp8_bwd: expected None, True or False"):
+            with _ops.kernel_options(fp8_bwd=bad):
                 pass
     for bad in (3, 4, -1, True):
         with pytest.raises(ValueError, match="fp8_silu: expected 0, 1 or 2"):

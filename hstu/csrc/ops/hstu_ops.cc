@@ -164,7 +164,9 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
-  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask;
+  // (bit 56: kernel_options(fp8_bwd=False), read by hstu/_fp8.py; no kernel here reads it)
+  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
+                             (int64_t{1} << 56);
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -535,8 +537,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
-              "diag: expected 0, 64 (the late-fence variant) or a timing-only variant of "
-              "tools/hstu_dev/fp8_bwd_split.py (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
+              "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};

@@ -45,11 +45,39 @@ constexpr int kFp8BwdDiagNoFence = 128;       // no fence.proxy.async (dS8 store
 // fences of tile i's dS8 stores and dQ staging issued one iteration later, one fence for both, with the dS8 arrive
 // and the reduce-adds (the fence's MEMBAR.ALL.CTA then finds the stores long completed).
 constexpr int kFp8BwdLateFence = 64;
-// The variants built: the one list of diag values the launcher instantiates and the op accepts.
+// Not timing-only (bit-equal gradients): the dS8 tile stored by two stmatrix.x4.trans per thread (8 byte permutes)
+// instead of 16 16-bit stores (16 byte permutes).
+constexpr int kFp8BwdStsmDs8 = 1024;
+// Not timing-only (the same gradients up to rare double roundings, below): dS' of a tile quantized in its own
+// iteration with ug = u as it is then (folded into dS's factor: exact; a warp whose dS' / ug exceeds 448, or while
+// u = 0: its own factor pow2ceil(amax / 448)) and kept in registers (8 words) until the late part of the next
+// iteration, instead of parked in fp32 in shared memory. Where the tile's u exceeds that factor (rare), the kept
+// bytes are scaled by factor / u: exact unless the result is an e4m3 subnormal (a second rounding, which the
+// emulating reference does not model).
+constexpr int kFp8BwdSpecQ = 2048;
+// Not timing-only (bit-equal gradients): the producer loads each tile's q / dO descale factors with its stage (two
+// words in shared memory) instead of the consumers' dependent global loads per tile.
+constexpr int kFp8BwdPrefetch = 4096;
+// Not timing-only (bit-equal gradients): the mask bits of partly masked tiles by a few compares per element where
+// the sequence has no contexts, no targets and no left window (causal, none, right windows).
+constexpr int kFp8BwdMaskFast = 8192;
+// Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
+// block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
+constexpr int kFp8BwdLpt = 16384;
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
+// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
+constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
+// The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
+// (1 ... 16, 128) removes a phase from it; a feature bit toggles that feature (kFp8BwdLpt: on); kFp8BwdDefault is
+// the kernel before them (session 13's), with its parking (32) and late-fence (64, 96) variants.
+// The diag values built: the one list the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
-                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoPark,
-                                              kFp8BwdLateFence, kFp8BwdLateFence | kFp8BwdDiagNoPark,
-                                              kFp8BwdDiagNoFence, kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce>;
+                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
+                                              kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce, kFp8BwdStsmDs8, kFp8BwdSpecQ,
+                                              kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
+                                              kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
+                                              kFp8BwdDefault | kFp8BwdLateFence,
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

@@ -1,11 +1,13 @@
 // Hopper (sm_90a) FP8 (e4m3) HSTU backward, third version (issue 36; private: kernel_options(fp8_bwd=True)).
 //
 // Math and rounding points: hstu/_fp8_bwd.py (hstu_attn_fp8_backward_reference emulates them). The bf16 Hopper
-// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid order,
-// a producer warpgroup issuing TMA (K, V, K^T once; per 64-row query tile Q, dO, dO^T into ring A and Q^T into ring
-// B, 2 stages each), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
-// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. Iteration i of a
-// consumer warpgroup:
+// backward's structure (hstu_bwd_sm90_kernel.cuh), simplified: one CTA per (128-key block, head, batch) in grid
+// order (kFp8BwdLpt: key blocks last, measured slower), a producer warpgroup issuing TMA (K, V, K^T once; per
+// 64-row query tile Q, dO, dO^T into ring A and Q^T into ring B, 2 stages each; kFp8BwdPrefetch: the tile's q / dO
+// descale factors with it), two consumer warpgroups of 64 keys each, walking the query tiles their block can see
+// (bwd_work_tiles, ascending). All five GEMMs in wgmma m64nNk32 e4m3 with fp32 accumulators. kDiag's feature bits
+// (hstu_bwd_fp8_sm90.h; the op's diag is their difference from kFp8BwdDefault) select the variants below. Iteration
+// i of a consumer warpgroup (the kernel without kFp8BwdSpecQ):
 //   S^T = K_wg Q^T, dP^T = V_wg dO^T     SS, both operands K-major as stored (D contiguous), m64n64
 //   P^T = SiLU(S), dS'^T = dP^T SiLU'(S) alpha q_s   fp32, masked by select (SeqMask::allowed; none on tiles that
 //                                                    tile_full passes); P^T and SiLU' once S^T is done, under dP^T
@@ -29,8 +31,12 @@
 //   dK += dS8^T Q^T of tile i - 1                    RS, m64n128 (Q^T of ring B, released an iteration later);
 //                                                    acc_dv in units of dO's factor, acc_dk of u: rescaled when
 //                                                    they change (u only grows, by powers of two)
-// Private variant kFp8BwdLateFence (diag 64): the proxy fences of the dS8 stores and the dQ staging one iteration
-// later, one for both (late_flush); measured against the default in docs/hstu_kernel_notes.md.
+// kFp8BwdSpecQ: no parking; the dS pass of tile i computes dS' / ug with ug = u then (two tiles old), quantizes it
+// at once and keeps the 8 words in registers; the late part of iteration i + 1 rescales them by ug / u only where u
+// grew since (rare). kFp8BwdStsmDs8: the dS8 buffer written by stmatrix.trans. kFp8BwdMaskFast: the mask bits of
+// partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
+// (session 13's kernel only): the proxy fences of the dS8 stores and the dQ staging one iteration later, one for
+// both (late_flush). All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -88,13 +94,14 @@ struct Fp8BwdTraits {
   static constexpr int kAmaxSlots = 4;  // amax words of tiles j % 4: 8 consumer warps each
   static constexpr int kOffRed = kOffDq + 8 * kDqWarpBytes;
   static constexpr int kBarOffset = kOffRed + kAmaxSlots * 32;
-  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B) and tile map
-  // (16 B), slack to align the base to 1024 bytes
+  // mbarriers (128 B: K / V / K^T, then full / empty of rings A and B), the parked SeqInfo (64 B), tile map
+  // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64, "mbarriers, parked SeqInfo");
+  static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 4,
+                "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
@@ -119,6 +126,27 @@ __device__ __forceinline__ void fp8_pack_a64(const float (&acc)[32], uint32_t (&
     for (int q = 0; q < 4; ++q) {
       const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
       dst[ks][q] = cvt_e4m3x4(acc[e], acc[e + 1], acc[e + 4], acc[e + 5]);
+    }
+  }
+}
+
+// fp8_pack_a64's inverse: the 32 values of two k-steps' e4m3 A fragments, back in accumulator order (exact).
+__device__ __forceinline__ void fp8_unpack_a64(const uint32_t (&src)[2][4], float (&acc)[32]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+      uint32_t lo, hi;
+      asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+          : "=r"(lo), "=r"(hi)
+          : "r"(src[ks][q]));
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+      acc[e] = a.x;
+      acc[e + 1] = a.y;
+      acc[e + 4] = b.x;
+      acc[e + 5] = b.y;
     }
   }
 }
@@ -169,9 +197,9 @@ __device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
-// kDiag: 0 = the kernel; otherwise a timing-only variant (wrong gradients) for tools/hstu_dev/fp8_bwd_split.py,
-// bits kFp8BwdDiag* (hstu_bwd_fp8_sm90.h): no dQ reduce-adds / no tanh (P = S / 2, SiLU' = 1) / no amax exchange /
-// no pointwise math at all.
+// kDiag: the variant bits of hstu_bwd_fp8_sm90.h: the features (kFp8BwdDefault's are the default) and the
+// timing-only kFp8BwdDiag* bits (wrong gradients; tools/hstu_dev/fp8_bwd_split.py): no dQ reduce-adds / no tanh
+// (P = S / 2, SiLU' = 1) / no amax exchange / no pointwise math at all / no parking / no proxy fences.
 template <int D, int kDiag>
 __global__ void __launch_bounds__(384, 1)
     hstu_bwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -196,7 +224,11 @@ __global__ void __launch_bounds__(384, 1)
   auto stage_a = [&](int s) { return base + C::kOffA + s * C::kAStageBytes; };  // Q, dO, dO^T
   auto stage_b = [&](int s) { return base + C::kOffB + s * C::kQtBytes; };     // Q^T
 
-  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // kFp8BwdLpt: grid (head, batch, key block), so the CTAs of key block 0 (the most query tiles under causal masks)
+  // start first and the short ones fill the tail
+  constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
+  const int n_block = kLpt ? blockIdx.z : blockIdx.x, h = kLpt ? blockIdx.x : blockIdx.y,
+            b = kLpt ? blockIdx.y : blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -204,6 +236,11 @@ __global__ void __launch_bounds__(384, 1)
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
   constexpr bool kLateFence = (kDiag & kFp8BwdLateFence) != 0;
+  constexpr bool kSpecQ = (kDiag & kFp8BwdSpecQ) != 0;
+  constexpr bool kGuessU = kSpecQ;  // dS' computed divided by the factor it is expected to be quantized with
+  constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
+  constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
+  constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -249,7 +286,17 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t ph = (i / S) & 1;
         const int m0 = tile_of(i) * BM;
         const uint32_t sa = stage_a(s);
+        float fq = 0.f, fdo = 0.f;
+        if constexpr (kPrefetch) {  // the tile's q / dO factors, for the consumers (read before the slot's wait)
+          const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+          fq = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
+          fdo = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, si.q_start, m0 / 128);
+        }
         mbar_wait(bar_empty_a(s), ph ^ 1);
+        if constexpr (kPrefetch) {  // (visible to the consumers through the full barrier's arrive: release)
+          st_shared_u32(bar + 224u + 8u * s, __float_as_uint(fq));
+          st_shared_u32(bar + 228u + 8u * s, __float_as_uint(fdo));
+        }
         mbar_arrive_expect_tx(bar_full_a(s), C::kAStageBytes);
         tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
@@ -296,6 +343,8 @@ __global__ void __launch_bounds__(384, 1)
   float do_cur = 0.f;   // dO factor of acc_dv's unit
   float qs_prev = 1.f;  // q's factor of the previous tile (whose dS' is quantized in this one)
   float dq_scale1 = 0.f, dq_scale2 = 0.f;  // u k_s / q_s of the last tile quantized and the one before
+  float ug_prev = 0.f;  // kSpecQ: the factor the previous tile's dS' is divided by (tile -1: zeros, no fix-up)
+  uint32_t da_keep[2][4] = {};  // kSpecQ: the previous tile's e4m3 dS' / ug_prev (tile -1: zeros)
   // Shared-memory addresses computed where used, behind an opaque copy: otherwise the loop's wgmma descriptors are
   // hoisted out of it (or held through the SiLU) and spilled.
   auto opaque = [](uint32_t x) {
@@ -397,7 +446,9 @@ __global__ void __launch_bounds__(384, 1)
   };
   // The late part of iteration i (i = n: after the loop) on acc_x = dS' of tile i - 1: its factor (tile order: u is
   // the running maximum), dS8 into A fragments and the dS8 buffer, dQ of tile i - 2, dK of tile i - 1; the waits.
-  auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a) {
+  // kSpecQ: da_x = e4m3(dS' / ug_x) of tile i - 1, quantized in its own iteration (acc_x unused).
+  auto late = [&](int i, float(&acc_x)[32], uint32_t(&pa)[2][4], float qs_cur, bool release_a, int s_a,
+                  float ug_x, const uint32_t(&da_x)[2][4]) {
     // The factor of tile i - 1, shared by both warpgroups (dQ sums over all 128 keys): the 8 warp maxima posted in
     // tile i - 1 (the other warpgroup's arrive was a tile ago: rarely a wait). u only grows, by powers of two:
     // acc_dk rescaled exactly (dK of tile i - 2 was waited for at the end of the last iteration).
@@ -421,28 +472,68 @@ __global__ void __launch_bounds__(384, 1)
     }
     dq_scale2 = dq_scale1;
     dq_scale1 = u * ks / qs_prev;
-    const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
-#pragma unroll
-    for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
     uint32_t da[2][4];
-    fp8_pack_a64(acc_x, da);
+    if constexpr (kSpecQ) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) da[k][q] = da_x[k][q];
+      }
+      if (u != ug_x) {  // (warp-uniform, rare) u grew since (ug_x <= u): the kept bytes times ug_x / u, a power
+                        // of two <= 1 (exact where the result is normal in e4m3; a second rounding below)
+        float x[32];
+        fp8_unpack_a64(da, x);
+        const float r = u > 0.f ? ug_x / u : 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) x[e] *= r;
+        fp8_pack_a64(x, da);
+      }
+    } else {
+      const float inv_u = u > 0.f ? 1.f / u : 0.f;  // exact: u is a power of two
+#pragma unroll
+      for (int e = 0; e < 32; ++e) acc_x[e] *= inv_u;
+      fp8_pack_a64(acc_x, da);
+    }
     // dS8 of tile i - 1 as (queries x the block's 128 keys) for dQ (buffer (i + 2) % 3, last read by both
     // warpgroups' dQ of tile i - 4, done in their iteration i - 2, before the other posted tile i - 1's amax): keys
     // j, j + 8 of one query in one 16-bit store at byte 64 wg + 16 warp + 2 (lane / 4) of the query's 128-byte row
     // (hstu_fp8_pair_perm), 128-byte swizzle (16-byte chunk XOR row % 8; row 8 c + 2 (lane % 4) + odd: row % 8 =
     // 2 (lane % 4) + odd for every c).
+    if constexpr (kStsmDs8) {
+      // The same bytes by two stmatrix.x4.trans: register c holds the 16-bit words (keys j, j + 8) of queries
+      // 8 c + 2 (lane % 4) and + 1 (one byte permute of two dK fragments), i.e. the 8 x 8 b16 matrix (key pair,
+      // query) of query group c in the ldmatrix fragment layout; stored transposed, its row i is query 8 c + i's
+      // 16-byte chunk (key pairs 0..7 of this warp), at chunk (4 wg + warp) ^ i of that row (128-byte swizzle).
+      const uint32_t buf = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes;
 #pragma unroll
-    for (int odd = 0; odd < 2; ++odd) {
-      const uint32_t ds_thread = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
-                                 (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+      for (int hq = 0; hq < 2; ++hq) {
+        uint32_t r[4];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
-        // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
-        const int bsel = 2 * (c % 2) + odd;
-        const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
-                                          static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
-        st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
+        for (int m = 0; m < 4; ++m) {
+          const int c = 4 * hq + m;
+          const uint32_t s0 = 2 * (c % 2);
+          r[m] = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                             s0 | ((4 + s0) << 4) | ((s0 + 1) << 8) | ((5 + s0) << 12));
+        }
+        const uint32_t a = buf + (32 * hq + lane) * 128 + (((4 * wg + warp) ^ (lane & 7)) << 4);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t ds_thread = opaque(sdS) + ((i + 2) % 3) * C::kdSBytes + (2 * (lane % 4) + odd) * 128 +
+                                   (((4 * wg + warp) ^ (2 * (lane % 4) + odd)) << 4) + 2 * (lane / 4);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          // e4m3 bytes of elements 4 c + odd, 4 c + 2 + odd from da (fp8_pack_a64's order: byte 2 (c % 2) + odd of
+          // registers 2 ((c % 4) / 2) and + 1 of k-step c / 4), by one byte permute: no second conversion.
+          const int bsel = 2 * (c % 2) + odd;
+          const uint32_t pair = __byte_perm(da[c / 4][2 * ((c % 4) / 2)], da[c / 4][2 * ((c % 4) / 2) + 1],
+                                            static_cast<uint32_t>(bsel | ((4 + bsel) << 4)));
+          st_shared_u16(ds_thread + 8 * c * 128, static_cast<uint16_t>(pair));
+        }
       }
     }
     if (!kLateFence || !release_a) {  // (kLateFence: in iteration i + 1, after its GEMMs' issue; the last at once)
@@ -498,9 +589,16 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     if constexpr (kLateFence) late_flush(i);
     // Factors of this tile (loaded under the GEMMs): q's (per CTA except in block mode), dO's (block layout).
-    const int64_t blk_cols_q = p.total_q / 128 + p.batch;
-    const float qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
-    const float dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    // kPrefetch: the producer loaded them with the tile (its stage's two words, after the full barrier).
+    float qs, dos;
+    if constexpr (kPrefetch) {
+      qs = __uint_as_float(ld_shared_u32(bar + 224u + 8u * s));
+      dos = __uint_as_float(ld_shared_u32(bar + 228u + 8u * s));
+    } else {
+      const int64_t blk_cols_q = p.total_q / 128 + p.batch;
+      qs = fp8_descale(f.q_descale, f.descale_mode, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+      dos = fp8_descale(f.do_descale, kFp8Block, b, h, p.heads, blk_cols_q, sq.q_start, m0 / 128);
+    }
     // Mask bits of this thread's 32 elements (bit e: key jrow + 8 ((e % 4) / 2), query qcol + 8 (e / 4) + (e % 2)):
     // all set on tiles every (query, key) of which is allowed, else from SeqMask::allowed.
     const int j_w0 = n0 + kr0;
@@ -512,11 +610,26 @@ __global__ void __launch_bounds__(384, 1)
                            sq.mask.tile_full(m0 + sq.mask.offset, m0 + BM + sq.mask.offset, j_w0, j_w0 + 64);
     if (!full_tile) {
       ok_bits = 0;
+      // kMaskFast: no contexts, no targets, no left window (causal, none, right windows): allowed(r, j) is r < lk,
+      // j < lk and (wr < 0 or j <= r + wr), so each element takes a few compares instead of allowed()'s rule.
+      if (kMaskFast && sq.mask.ctx == 0 && sq.mask.hist >= sq.mask.lk && sq.mask.wl < 0) {
+        const int lq = sq.lq, off = sq.mask.offset, mlk = sq.mask.lk, wr = sq.mask.wr;
+        const int jmax = min(sq.lk, mlk);                    // keys j < jmax
+        const int qmax = min(lq, mlk - off);                 // queries qi < qmax (r = qi + off < lk)
+        const int dq_min = wr < 0 ? INT_MIN / 2 : -off - wr;  // j <= qi + off + wr: qi - j >= -off - wr
+#pragma unroll
+        for (int e = 0; e < 32; ++e) {
+          const int j = jrow + 8 * ((e % 4) / 2);
+          const int qi = qcol + 8 * (e / 4) + (e % 2);
+          if (qi < qmax && j < jmax && qi - j >= dq_min) ok_bits |= 1u << e;
+        }
+      } else {
 #pragma unroll 4
-      for (int e = 0; e < 32; ++e) {
-        const int j = jrow + 8 * ((e % 4) / 2);
-        const int qi = qcol + 8 * (e / 4) + (e % 2);
-        if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+        for (int e = 0; e < 32; ++e) {
+          const int j = jrow + 8 * ((e % 4) / 2);
+          const int qi = qcol + 8 * (e / 4) + (e % 2);
+          if (qi < sq.lq && j < sq.lk && sq.mask.allowed(qi + sq.mask.offset, j)) ok_bits |= 1u << e;
+        }
       }
     }
     // S^T done (dP^T may still run): P^T = SiLU(S) masked by select, packed per k-step of dV into its A fragments,
@@ -529,7 +642,11 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<1>();
     pin_all(acc_s);
     const float h_scale = 0.5f * p.alpha * qs * ks;
-    const float c_ds = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
+    // kSpecQ: dS' / ug (ug = u now, i.e. two tiles before this one: exact, a power of two), so the quantization
+    // needs no multiply unless u grew since (late: ug_x).
+    const float ug = kGuessU && u > 0.f ? u : 1.f;
+    const float c_ds0 = 0.5f * dos * vs * p.inv_scaling * p.alpha * qs;  // dS' = dP^T SiLU'(S) (2 c_ds)
+    const float c_ds = kGuessU ? c_ds0 / ug : c_ds0;
     auto p_part = [&](auto kFull) {
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -605,31 +722,58 @@ __global__ void __launch_bounds__(384, 1)
     // unsigned integers), posted for both warpgroups (slot i % 4: rewritten in tile i + 4, when the other has
     // passed tile i + 2's amax wait, so long after its read of this slot in tile i + 1).
     amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
+    // kSpecQ: dS' of this tile quantized now with ug (kept in registers until the next iteration's late part),
+    // or, where this warp's dS' / ug exceeds 448 or u = 0 (rare), with its own factor ugw = pow2ceil(amax / 448)
+    // (<= the tile's u: rescaled there)
+    float ugw = ug;
+    if constexpr (kSpecQ) {
+      if (u == 0.f || amax > 448.f) {
+        ugw = fp8_pow2_ceil(__fdiv_rn(amax * ug, 448.f));
+        const float r = ugw > 0.f ? ug / ugw : 0.f;
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_dp[e] *= r;
+      }
+    }
+    if constexpr (kGuessU) amax *= ug;  // (exact)
     if (lane == 0) st_shared_u32(sRed + 32 * (i & 3) + 4 * (4 * wg + warp), __float_as_uint(amax));
     named_barrier_arrive(bar_amax(wg, i), 256);
     // dS' of tile i - 1 back from shared memory, tile i's in its place (each thread its own slot).
     float acc_x[32];
-    if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
+    if constexpr (kSpecQ) {
+      uint32_t da_new[2][4];
+      fp8_pack_a64(acc_dp, da_new);
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
 #pragma unroll
-      for (int e = 0; e < 32; ++e) acc_x[e] = acc_dp[e];
-    } else {
+      for (int k = 0; k < 2; ++k) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
-        st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+        for (int q = 0; q < 4; ++q) da_keep[k][q] = da_new[k][q];
       }
+    } else {
+      if constexpr ((kDiag & kFp8BwdDiagNoPark) != 0) {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) acc_x[e] = acc_dp[e];
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+          st_shared_v4_f32(dsf_addr(k), acc_dp[4 * k], acc_dp[4 * k + 1], acc_dp[4 * k + 2], acc_dp[4 * k + 3]);
+        }
+      }
+      late(i, acc_x, pa, qs, true, s, ug_prev, da_keep);
     }
-    late(i, acc_x, pa, qs, true, s);
+    ug_prev = ugw;
   }
   if (n > 0) {  // the last tile's late part, then its dQ
     if constexpr (kLateFence) late_flush(n);
     float acc_x[32];
+    if constexpr (!kSpecQ) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+      for (int k = 0; k < 8; ++k) {
+        ld_shared_v4_f32(dsf_addr(k), acc_x[4 * k], acc_x[4 * k + 1], acc_x[4 * k + 2], acc_x[4 * k + 3]);
+      }
     }
     uint32_t pa[2][4] = {};
-    late(n, acc_x, pa, 0.f, false, 0);
+    late(n, acc_x, pa, 0.f, false, 0, ug_prev, da_keep);
     float acc_dq[32];
     dq_issue(acc_dq, n - 1);
     wgmma_wait<0>();

@@ -1,5 +1,5 @@
 // Host launcher of the Hopper FP8 backward (hstu_bwd_fp8_sm90_kernel.cuh): the seven TMA tensor maps (e4m3 as bytes)
-// and the grid (128-key block, head, batch).
+// and the grid (128-key block, head, batch; kFp8BwdLpt: head, batch, key block).
 #pragma once
 
 #include <cuda.h>
@@ -55,9 +55,12 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = cols_map(&tkt, f.kt, f.k_cols, C::kBlockN)) != cudaSuccess) return err;
   CUtensorMap tdq;  // dq_accum's bulk reduce-adds: boxes of 32 columns x 16 rows (one warp's panel)
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads, p.batch);
+  const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+  if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) && n_blocks > 65535) return cudaErrorInvalidValue;
   auto go = [&](auto diag) {  // one launch for every variant
-    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, decltype(diag)::value>;
+    constexpr int kVariant = decltype(diag)::value ^ kFp8BwdDefault;  // (hstu_bwd_fp8_sm90.h)
+    constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, kVariant>;
+    const dim3 grid = (kVariant & kFp8BwdLpt) ? dim3(p.heads, p.batch, n_blocks) : dim3(n_blocks, p.heads, p.batch);
     cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
     if (e != cudaSuccess) return e;
     kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
