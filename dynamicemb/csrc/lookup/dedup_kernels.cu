@@ -797,7 +797,7 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
 
 namespace {
 std::atomic<int> g_find_later{0};
-std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupNumberFit};
+std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupNumberFit | kDedupPdl | kStepPdl};
 }
 
 int dedup_flags_variant(int v) {

@@ -155,11 +155,11 @@ enum DedupFlags : int {
   kDedupPrefetchScores = 4,  // lab, with kDedupPrefetchKeys in training: and the groups' score sectors
   kDedupNumberFit = 8,       // the number pass with its loads first, fitted to 3 blocks per SM (no spills;
                              // default)
-  kDedupPdl = 16,            // lab (sm90+): insert, count, number and resolve launched as programmatic dependents
-                             // of the pass before (each starts while the one before drains, then waits for it)
-  kStepPdl = 32,             // lab (sm90+, with kDedupPdl): also the clear pass after the checks (its set fill before
-                             // the wait), the insert pass's resolve and the forward as programmatic dependents (the
-                             // candidate default: docs/dynamicemb.md)
+  kDedupPdl = 16,            // sm90+ (default): insert, count, number and resolve launched as programmatic
+                             // dependents of the pass before (each starts while the one before drains, then waits)
+  kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
+                             // before the wait), the insert pass's resolve and the forward as programmatic dependents
+                             // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
   kDedupNumberWide = 64,     // lab: kDedupNumberFit's pass with 512 threads per chunk (2 ids each), 3 blocks per SM
                              // (40 registers: 75 % occupancy against 50 %)
   kDedupFlagsAll = 127,
