@@ -215,9 +215,14 @@ FP8_FWD_DIAG_SHIFT = 48
 # bits 50-51 (hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form on unmasked tiles: 0 the default,
 # 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
 FP8_SILU_SHIFT = 50
+# bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's structural variants (Fp8FwdVar in
+# hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
+FP8_FWD_VAR_SHIFT = 52
+FP8_FWD_VARS = 4
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
-                  | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT))
+                  | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
+                  | (15 << FP8_FWD_VAR_SHIFT))
 _options_state = threading.local()
 
 
@@ -233,7 +238,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
-                   fp8_fwd_diag: int = 0, fp8_silu: int = 0) -> Iterator[None]:
+                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -260,6 +265,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     rounded to e4m3 anyway), the other half by tanh.approx, so that the FMA and MUFU pipes share the SiLU; at
     D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix; a value other
     than the head dim's default runs the grid order.
+    ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's structural variants, 1
+    four K / Vt stages at D = 256 (grid order), 2 persistent CTAs at D = 256, 3 / 4 the SiLU mix with 3 / 5 of
+    every 8 P words in half2 at D = 128 (grid order); elsewhere the default.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -334,9 +342,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
     if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
+    if isinstance(fp8_fwd_var, bool) or not isinstance(fp8_fwd_var, int) or not 0 <= fp8_fwd_var <= FP8_FWD_VARS:
+        _err("fp8_fwd_var", f"an int in [0, {FP8_FWD_VARS}]", fp8_fwd_var)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
-            | (fp8_silu << FP8_SILU_SHIFT))
+            | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -10,9 +10,13 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings).
+difference of two P roundings). `--vars 1,2,...`: instead of the diag / silu variants, the structural variants
+kernel_options(fp8_fwd_var=n) that apply to each case's head dim (1 four K / Vt stages at D = 256, 2 persistent CTAs
+at D = 256, 3 / 4 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128), + `sched` (fp8_sched=True: persistent
+CTAs at D <= 128) and `bn192` at D = 128.
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
+    [--vars 1,2,3,4,sched,bn192]
 """
 import argparse
 import os
@@ -44,6 +48,7 @@ def main():
     ap.add_argument("--default-only", action="store_true")
     ap.add_argument("--split", action="store_true")
     ap.add_argument("--cases", default="B16S16KD128,B16S16KD256,B16S4KD128")
+    ap.add_argument("--vars", default="")
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
@@ -58,7 +63,17 @@ def main():
         lens = (cu, cu, S, S, None, None, 1, -1, 0, 1.0 / D**0.5)
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
-        if not args.default_only:
+        if args.vars:
+            var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
+            names = {1: "var 1 (4 stages)", 2: "var 2 (persistent)", 3: "var 3 (mix 3/8)", 4: "var 4 (mix 5/8)"}
+            for v in args.vars.split(","):
+                if v == "sched" and D <= 128:
+                    variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
+                elif v == "bn192" and D == 128:
+                    variants += [("bn192", bits["fp8_bn192"])]
+                elif v.isdigit() and (D == 256) == (int(v) <= 2):
+                    variants += [(names[int(v)], int(v) << var_shift)]
+        elif not args.default_only:
             shift, silu = hstu_attn._ops.FP8_FWD_DIAG_SHIFT, hstu_attn._ops.FP8_SILU_SHIFT
             variants += [("silu 1 (tanh)", 1 << silu), ("silu 2 (half2 mix)", 2 << silu),
                          ("diag 1 (no MUFU)", 1 << shift)]

@@ -430,6 +430,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
   f.diag = opts.fp8_fwd_diag;
   f.silu = opts.fp8_silu;
+  f.var = opts.fp8_fwd_var;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).

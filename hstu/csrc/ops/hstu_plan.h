@@ -68,6 +68,10 @@ enum HstuOptionBits : int64_t {
   // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
+  // bits 52-55: the Hopper FP8 forward's structural variants (HstuFp8FwdParams::var; Fp8FwdVar in
+  // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
+  kOptFp8FwdVarShift = 52,
+  kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -104,6 +108,7 @@ struct HstuOptions {
   bool fp8_bwd = false;
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
   int fp8_silu = 0;      // HstuFp8FwdParams::silu
+  int fp8_fwd_var = 0;   // HstuFp8FwdParams::var
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -128,6 +133,7 @@ struct HstuOptions {
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
     o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
+    o.fp8_fwd_var = static_cast<int>((bits >> kOptFp8FwdVarShift) & 15);
     return o;
   }
 };
@@ -201,6 +207,10 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
 inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
   FwdPlan plan;
   plan.family = KernelFamily::kSm90;
+  if (o.fp8_fwd_var == 2 && p.head_dim == 256) {  // (Fp8FwdVar kFp8VarPersist256: persistent CTAs at D = 256)
+    plan.tile_counter = true;
+    return plan;
+  }
   if (!o.fp8_sched) return plan;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
   plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;

@@ -48,11 +48,13 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
+// ST: K / Vt stages, 0 the default (kernel_options(fp8_fwd_var=1): 4 at D = 256, where 4 just fit beside Q and the
+// output staging).
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), int ST = 0>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
-  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kStages = ST > 0 ? ST : D == 256 || BN > 128 ? 3 : 4;
   static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
@@ -168,11 +170,22 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
 // adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
 // there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1 };
+// kFp8SiluMix3 / kFp8SiluMix5 (kernel_options(fp8_fwd_var=3 / 4), D = 128): 3 / 5 of every 8 words in half2, spread
+// evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n / 8); n = 4 gives the odd words of kFp8SiluMixed).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluMix5 = 3 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
   return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
 }
-__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) { return silu != kFp8SiluTanh && w % 2 == 1; }
+__host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : silu == kFp8SiluMix5 ? 5 : 0;
+  return (w + 1) * n / 8 > w * n / 8;
+}
+
+// Structural variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...),
+// private; the default form, correct outputs): kFp8VarStages4 4 K / Vt stages at D = 256 (grid order);
+// kFp8VarPersist256 persistent CTAs at D = 256 (two Q buffers, 3 stages; the op gives the tile counter);
+// kFp8VarMix3 / kFp8VarMix5 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128 (grid order).
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarStages4 = 1, kFp8VarPersist256 = 2, kFp8VarMix3 = 3, kFp8VarMix5 = 4 };
 
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
 // unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
@@ -242,7 +255,7 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
 // kSilu: the SiLU form of unmasked tiles (Fp8Silu).
 template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0,
-          int kSilu = fp8_silu_default(D, kEarlyPack)>
+          int kSilu = fp8_silu_default(D, kEarlyPack), int kStages = 0>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
@@ -251,7 +264,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, kStages>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;

@@ -64,6 +64,17 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
   constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
+  if constexpr (D == 256 && kEarlyPack && !kVariant) {  // (kernel_options(fp8_fwd_var=1): 4 stages, grid order)
+    if (f.var == kFp8VarStages4) {
+      using C4 = Fp8FwdTraits<D, 1, 64, 4>;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 64, 0, kSilu, 4>;
+      err = set_max_dynamic_smem<kernel>(C4::kSmem);
+      if (err != cudaSuccess) return err;
+      kernel<<<dim3(m_blocks, p.heads, p.batch), C4::kThreads, C4::kSmem, stream>>>(tq, tk, tvt, tvt, p, f,
+                                                                                      SchedArgs{});
+      return cudaGetLastError();
+    }
+  }
   if constexpr (D == 128 && !kVariant) {
     if (f.bn192 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
@@ -96,7 +107,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
     }
-    if constexpr (D <= 128) {
+    {  // (D = 256: kernel_options(fp8_fwd_var=2) alone gives the tile counter)
       if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
         using CP = Fp8FwdTraits<D, 2>;
         constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
@@ -127,6 +138,10 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
+  if constexpr (D == 128) {
+    if (f.silu == 0 && f.var == sm90::kFp8VarMix3) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix3>(p, f, stream);
+    if (f.silu == 0 && f.var == sm90::kFp8VarMix5) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix5>(p, f, stream);
+  }
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
   if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
