@@ -562,11 +562,13 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
 
 # (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
 # the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
-# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings).
+# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5).
 FWD_VAR_CASES = [(1, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*4\s*>", True),
                  (2, 256, r"2\s*,\s*true\b", True),
                  (3, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*2\s*,\s*0\s*>", False),
-                 (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False)]
+                 (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False),
+                 (5, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*1\s*,\s*16\s*>", True),
+                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True)]
 
 
 @pytest.mark.gpu
@@ -580,7 +582,7 @@ def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"var-{var}-{D}-{mode}")
-    lens = [rng.randint(200, 700) for _ in range(10)] + [0, 1, 129, 383]  # (6 x 2 x 14 CTAs: over one wave)
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]  # (3 x 2 x 24 CTAs: over one wave)
     c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
                   contexts_max=40)
     out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var))

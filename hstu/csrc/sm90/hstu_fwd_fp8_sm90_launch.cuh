@@ -64,15 +64,26 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
   // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
   constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
-  if constexpr (D == 256 && kEarlyPack && !kVariant) {  // (kernel_options(fp8_fwd_var=1): 4 stages, grid order)
-    if (f.var == kFp8VarStages4) {
-      using C4 = Fp8FwdTraits<D, 1, 64, 4>;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 64, 0, kSilu, 4>;
-      err = set_max_dynamic_smem<kernel>(C4::kSmem);
+  // kernel_options(fp8_fwd_var=1 / 5): 4 stages at D = 256, two P sets at D >= 128; grid order.
+  if constexpr (D >= 128 && kEarlyPack && !kVariant) {
+    constexpr int kBN = D == 256 ? 64 : 128;
+    const dim3 grid(m_blocks, p.heads, p.batch);
+    if (f.var == kFp8VarPAlt) {
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, kBN, 0, kSilu, kShapePAlt>;
+      err = set_max_dynamic_smem<kernel>(C::kSmem);
       if (err != cudaSuccess) return err;
-      kernel<<<dim3(m_blocks, p.heads, p.batch), C4::kThreads, C4::kSmem, stream>>>(tq, tk, tvt, tvt, p, f,
-                                                                                      SchedArgs{});
+      kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, SchedArgs{});
       return cudaGetLastError();
+    }
+    if constexpr (D == 256) {
+      if (f.var == kFp8VarStages4) {
+        using C4 = Fp8FwdTraits<D, 1, kBN, 4>;
+        constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, kBN, 0, kSilu, 4>;
+        err = set_max_dynamic_smem<kernel>(C4::kSmem);
+        if (err != cudaSuccess) return err;
+        kernel<<<grid, C4::kThreads, C4::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, SchedArgs{});
+        return cudaGetLastError();
+      }
     }
   }
   if constexpr (D == 128 && !kVariant) {

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # fp8f17 run 1 (issue 36, FP8 forward; ~55 s): 1. GPU tests of the branch's new variants (kernel_options(fp8_fwd_var=
-# 1-4)) and a selection of the default's (emulation rule, tensor mode); 2. fp8_fwd_split.py, the variants interleaved
-# in one process (D256: 4 stages, persistent CTAs; D128: the mix at 3/8 and 5/8 words, fp8_sched, bn192), then main's
-# wheel default-only; 3. ncu of the D256 default / var 1 / var 2 and the D128 default (B4 S8K).
+# 1-5)) and a selection of the default's (emulation rule, tensor mode); 2. fp8_fwd_split.py, the variants interleaved
+# in one process (D256: 4 stages, persistent CTAs, two P sets; D128: two P sets, the mix at 3/8 and 5/8 words,
+# fp8_sched, bn192), then main's wheel default-only; 3. ncu of the D256 default / var 1 / 2 / 5 and the D128 default
+# (B4 S8K).
 source .carry/fp8f17/setup.sh
 echo "== 1. tests ($SECONDS s)"
 gpu_tests 16 tests/hstu/test_fp8.py -k "fwd_var or (matches_emulating_reference and tensor and (128 or 256)) or (silu_forms and tensor) or (bn192 and tensor and causal)"
 echo "== 2. bench ($SECONDS s)"
-bench 14 --reps 5 --warmup-ms 40 --vars 1,2,3,4,sched,bn192 --cases B16S16KD256,B16S16KD128,B16S4KD256,B16S4KD128
+bench 14 --reps 5 --warmup-ms 40 --vars 1,2,5,3,4,sched,bn192 --cases B16S16KD256,B16S16KD128,B16S8KD128,B16S4KD256,B16S4KD128
 bench_main 7 --reps 5 --warmup-ms 40 --cases B16S16KD256,B16S16KD128
 echo "== 3. ncu ($SECONDS s)"
-ncu_profile d256 4 256:0 256:1 256:2 128:0
+ncu_profile d256 5 256:0 256:1 256:2 256:5 128:0
 echo "== end ($SECONDS s)"
