@@ -562,13 +562,14 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
 
 # (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
 # the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
-# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5).
+# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5; 6: with 1).
 FWD_VAR_CASES = [(1, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*4\s*>", True),
                  (2, 256, r"2\s*,\s*true\b", True),
                  (3, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*2\s*,\s*0\s*>", False),
                  (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False),
                  (5, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*1\s*,\s*16\s*>", True),
-                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True)]
+                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True),
+                 (6, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*20\s*>", True)]
 
 
 @pytest.mark.gpu

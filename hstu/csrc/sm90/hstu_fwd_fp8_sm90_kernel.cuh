@@ -185,10 +185,16 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // private; the default form, correct outputs): kFp8VarStages4 4 K / Vt stages at D = 256 (grid order);
 // kFp8VarPersist256 persistent CTAs at D = 256 (two Q buffers, 3 stages; the op gives the tile counter);
 // kFp8VarMix3 / kFp8VarMix5 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128 (grid order); kFp8VarPAlt two P
-// register sets taken in turns (grid order): no copy pn -> pf per tile.
+// register sets taken in turns at D >= 128 (no copy pn -> pf per tile; the grid kernels of 128 keys (D = 256: 64)),
+// alone or with 4 stages at D = 256 (kFp8VarStages4PAlt).
 enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarStages4 = 1, kFp8VarPersist256 = 2, kFp8VarMix3 = 3, kFp8VarMix5 = 4, kFp8VarPAlt = 5
+  kFp8VarNone = 0, kFp8VarStages4 = 1, kFp8VarPersist256 = 2, kFp8VarMix3 = 3, kFp8VarMix5 = 4, kFp8VarPAlt = 5,
+  kFp8VarStages4PAlt = 6
 };
+__host__ __device__ constexpr bool fp8_var_palt(int var) { return var == kFp8VarPAlt || var == kFp8VarStages4PAlt; }
+__host__ __device__ constexpr bool fp8_var_stages4(int var) {
+  return var == kFp8VarStages4 || var == kFp8VarStages4PAlt;
+}
 // The kernel's kShape argument: bits 0-3 the K / Vt stages (0 the default: Fp8FwdTraits's ST), kShapePAlt the two P
 // register sets of kFp8VarPAlt.
 constexpr int kShapePAlt = 16;
@@ -271,7 +277,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   constexpr bool kPAlt = (kShape & kShapePAlt) != 0;
-  static_assert(!kPAlt || (kEarlyPack && kMode == kFp8Grid), "two P sets: packed early, grid order");
+  static_assert(!kPAlt || (kEarlyPack && kMode != kFp8List), "two P sets: packed early, not the work list");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, kShape & 15>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;

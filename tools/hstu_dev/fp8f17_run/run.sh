@@ -8,7 +8,7 @@ source .carry/fp8f17/setup.sh
 echo "== 1. tests ($SECONDS s)"
 gpu_tests 16 tests/hstu/test_fp8.py -k "fwd_var or (matches_emulating_reference and tensor and (128 or 256)) or (silu_forms and tensor) or (bn192 and tensor and causal)"
 echo "== 2. bench ($SECONDS s)"
-bench 14 --reps 5 --warmup-ms 40 --vars 1,2,5,3,4,sched,bn192 --cases B16S16KD256,B16S16KD128,B16S8KD128,B16S4KD256,B16S4KD128
+bench 14 --reps 5 --warmup-ms 40 --vars 1,2,5,6,3,4,sched,bn192 --cases B16S16KD256,B16S16KD128,B16S8KD128,B16S4KD256,B16S4KD128
 bench_main 7 --reps 5 --warmup-ms 40 --cases B16S16KD256,B16S16KD128
 echo "== 3. ncu ($SECONDS s)"
 ncu_profile d256 5 256:0 256:1 256:2 256:5 128:0
