@@ -6,7 +6,9 @@
 # (B4 S8K).
 source .carry/fp8f17/setup.sh
 echo "== 1. tests ($SECONDS s)"
-gpu_tests 16 tests/hstu/test_fp8.py -k "fwd_var or (matches_emulating_reference and tensor and (128 or 256)) or (silu_forms and tensor) or (bn192 and tensor and causal)"
+T=tests/hstu/test_fp8.py
+gpu_tests 17 $T::test_cuda_fp8_fwd_var_variants $T::test_cuda_fp8_kernel_matches_emulating_reference \
+    $T::test_cuda_fp8_silu_forms_match_emulating_reference -k "fwd_var or (tensor and (128 or 256))"
 echo "== 2. bench ($SECONDS s)"
 bench 14 --reps 5 --warmup-ms 40 --vars 1,2,5,6,3,4,sched,bn192 --cases B16S16KD256,B16S16KD128,B16S8KD128,B16S4KD256,B16S4KD128
 bench_main 7 --reps 5 --warmup-ms 40 --cases B16S16KD256,B16S16KD128
