@@ -218,7 +218,7 @@ FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's structural variants (Fp8FwdVar in
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = 6
+FP8_FWD_VARS = 7
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -268,7 +268,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's structural variants, 1
     four K / Vt stages at D = 256 (grid order), 2 persistent CTAs at D = 256, 3 / 4 the SiLU mix with 3 / 5 of
     every 8 P words in half2 at D = 128 (grid order), 5 two P register sets taken in turns at D >= 128 (no copy
-    of P per KV tile; grid order, 128-key tiles (D = 256: 64)), 6 that with 1; elsewhere the default.
+    of P per KV tile; grid order, 128-key tiles (D = 256: 64)), 6 that with 1, 7 the 192-key tiles of
+    ``fp8_bn192=True`` for batches of at least 8,192 keys per sequence on average; elsewhere the default.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

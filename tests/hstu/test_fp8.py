@@ -606,6 +606,32 @@ def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
     assert torch.equal(after, default)
 
 
+@pytest.mark.gpu
+def test_cuda_fp8_fwd_var_wide_long():
+    """kernel_options(fp8_fwd_var=7): the D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their
+    output) for batches of at least 8,192 keys per sequence on average, else the default kernel (bitwise its output);
+    block mode keeps 128-key tiles."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+
+    def run(c, q8s, scales, mode, **switches):
+        poison_allocator(16 * c["q"].numel() * 2)
+        with hstu_attn._ops.kernel_options(**switches):
+            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
+
+    def wide(names):
+        return any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\b", n) for n in names)
+
+    for lens, mode, expect in (([300, 8000, 700], "tensor", False), ([8192, 9000], "tensor", True),
+                               ([8192, 9000], "head", True), ([8192, 9000], "block", False)):
+        c = make_case(len(lens) + sum(lens), lens, 1, 128, "causal", device="cuda")
+        q8s, scales = quantized(c, mode)
+        out, names = run(c, q8s, scales, mode, fp8_fwd_var=7)
+        assert wide(names) == expect, (lens, mode, names)
+        same, _ = run(c, q8s, scales, mode, fp8_bn192=True) if expect else run(c, q8s, scales, mode)
+        assert torch.equal(out, same), (lens, mode)
+
+
 def zipf_lengths(rng, n, top):
     """n jagged lengths, Zipf-like (rank r gets about top / r^1.2, shuffled), one of them `top`, one empty."""
     lens = [max(1, int(top / (r + 1) ** 1.2 * rng.uniform(0.7, 1.3))) for r in range(n - 1)]
