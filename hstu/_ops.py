@@ -185,7 +185,8 @@ OPTION_BITS = {
     "pdl": 1 << 21,            # SET: the paged Hopper forward and the cache append as programmatic dependent launches
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
-    "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (opt-in)
+    "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (at any
+                               # length; the default takes them from 8,192 keys per sequence on average)
 }
 BWD_GRID_SHIFT = 8  # bits 8-9: the Hopper D = 256 backward's grid order (0 auto, 1, 2)
 # bits 11-18: the Hopper forward work list's split of long KV ranges (hstu_plan.h kOptFwdSplitShift): 0 the planner's
@@ -253,8 +254,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast, with
     the tanh SiLU (bitwise the output of ``fp8_silu=1``; for comparisons); ``fp8_bn192=True``: that kernel at
     D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
-    other than "block" (opt-in until
-    measured; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
+    other than "block", at any length (the default takes them for batches of at least 8,192 keys per sequence on
+    average; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd=True``
     (private, opt-in while it is built; issue 36): the backward of FP8 calls on Hopper runs the FP8 backward
     (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3 kernel) instead of dequantizing into the bf16/fp16 backward; it
     refuses with NotImplementedError what it cannot run yet (docs/hstu_attn.md, "The Hopper FP8 backward").
@@ -268,8 +269,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's structural variants, 1
     four K / Vt stages at D = 256 (grid order), 2 persistent CTAs at D = 256, 3 / 4 the SiLU mix with 3 / 5 of
     every 8 P words in half2 at D = 128 (grid order), 5 two P register sets taken in turns at D >= 128 (no copy
-    of P per KV tile; grid order, 128-key tiles (D = 256: 64)), 6 that with 1, 7 the 192-key tiles of
-    ``fp8_bn192=True`` for batches of at least 8,192 keys per sequence on average; elsewhere the default.
+    of P per KV tile; grid order, 128-key tiles (D = 256: 64)), 6 that with 1, 7 the 128-key tiles at D = 128
+    whatever the lengths (the default takes the 192-key tiles of ``fp8_bn192=True`` for batches of at least 8,192
+    keys per sequence on average, in grid order, not in block mode); elsewhere the default.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -186,18 +186,19 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // kFp8VarPersist256 persistent CTAs at D = 256 (two Q buffers, 3 stages; the op gives the tile counter);
 // kFp8VarMix3 / kFp8VarMix5 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128 (grid order); kFp8VarPAlt two P
 // register sets taken in turns at D >= 128 (no copy pn -> pf per tile; the grid kernels of 128 keys (D = 256: 64)),
-// alone or with 4 stages at D = 256 (kFp8VarStages4PAlt); kFp8VarWideLong the 192-key tiles at D = 128 where they
-// apply (as kernel_options(fp8_bn192=True)) for batches of at least kFp8WideMinMeanKeys keys per sequence on
-// average (fp8_wide_tiles).
+// alone or with 4 stages at D = 256 (kFp8VarStages4PAlt); kFp8VarNarrow the 128-key tiles at D = 128 whatever the
+// lengths (the default before fp8_wide_tiles).
 enum Fp8FwdVar : int {
   kFp8VarNone = 0, kFp8VarStages4 = 1, kFp8VarPersist256 = 2, kFp8VarMix3 = 3, kFp8VarMix5 = 4, kFp8VarPAlt = 5,
-  kFp8VarStages4PAlt = 6, kFp8VarWideLong = 7
+  kFp8VarStages4PAlt = 6, kFp8VarNarrow = 7
 };
+// Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
+// kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
+// average (total_k / batch), where they were 2.7-3.1 % faster on an H200 (B16 S8K / S16K causal; at S4K 0.98-1.02x
+// over three sessions, so shorter batches keep 128 keys).
 constexpr int64_t kFp8WideMinMeanKeys = 8192;
-// Whether the D = 128 forward takes 192-key tiles (grid order, not block mode; checked by the launcher): on
-// kernel_options(fp8_bn192=True), or under kFp8VarWideLong for long sequences (total_k / batch keys on average).
 inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
-  return bn192 != 0 || (var == kFp8VarWideLong && total_k >= kFp8WideMinMeanKeys * batch);
+  return bn192 != 0 || (var == kFp8VarNone && total_k >= kFp8WideMinMeanKeys * batch);
 }
 __host__ __device__ constexpr bool fp8_var_palt(int var) { return var == kFp8VarPAlt || var == kFp8VarStages4PAlt; }
 __host__ __device__ constexpr bool fp8_var_stages4(int var) {

@@ -21,6 +21,23 @@ gpu_tests() {
   echo "tests rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
   grep -E "FAILED|ERROR|passed|failed" $OUT/tests.log | tail -8
 }
+# gpu_tests_sharded SECONDS SHARD...: the branch's test files in parallel processes (one per SHARD, a quoted list of
+# pytest arguments), each -v into $OUT/tests_N.log (the device has 16 cores: the CPU references run side by side).
+gpu_tests_sharded() {
+  local secs=$1 n=0
+  shift
+  local pids=()
+  for shard in "$@"; do
+    n=$((n + 1))
+    (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
+        --import-mode=importlib --tb=short -rfE $shard > $OUT/tests_$n.log 2>&1) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait $pid; done
+  echo "tests ($SECONDS s): $(cat $OUT/tests_*.log | grep -c PASSED) passed, $(cat $OUT/tests_*.log | grep -c -E 'FAILED|ERROR') failed lines"
+  for f in $OUT/tests_*.log; do echo "$(basename $f): $(tail -1 $f)"; done
+  grep -h -E "^FAILED|^ERROR" $OUT/tests_*.log | head -8
+}
 # bench SECONDS ARGS...: fp8_fwd_split.py with the branch's wheel (variants interleaved in one process), then
 # main's wheel, default only, in its own process (its clocks differ: compare variants inside one process).
 bench() {
