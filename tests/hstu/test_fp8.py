@@ -560,6 +560,13 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     assert max_err(out, default) <= 0.05 * default.abs().max().item()
 
 
+def run_kernel(c, q8s, scales, mode, alpha, **switches):
+    """The FP8 call's output (poisoned allocations first) under kernel_options(**switches), and its kernels' names."""
+    poison_allocator(16 * c["q"].numel() * 2)
+    with hstu_attn._ops.kernel_options(**switches):
+        return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
+
+
 # (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
 # the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
 # tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5; 6: with 1).
@@ -588,22 +595,15 @@ def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
                   contexts_max=40)
     out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var))
     q8s, scales = quantized(c, mode)
-
-    def run(**switches):
-        poison_allocator(16 * c["q"].numel() * 2)
-        with hstu_attn._ops.kernel_options(**switches):
-            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, D ** -0.5))
-
-    default, _ = run()
-    again, names = run(fp8_fwd_var=var)
+    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5)
+    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var)
     assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{kernel}", n) for n in names), names
     assert torch.equal(again, out)
     if same:
         assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
     else:
         assert max_err(out, default) <= 0.05 * default.abs().max().item()
-    after, _ = run()
-    assert torch.equal(after, default)
+    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5)[0], default)
 
 
 @pytest.mark.gpu
@@ -615,9 +615,7 @@ def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
 
     def run(c, q8s, scales, mode, **switches):
-        poison_allocator(16 * c["q"].numel() * 2)
-        with hstu_attn._ops.kernel_options(**switches):
-            return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
+        return run_kernel(c, q8s, scales, mode, 128 ** -0.5, **switches)
 
     def width(names):
         found = [re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*(\d+)\b", n) for n in names]

@@ -1,26 +1,10 @@
-# fp8f17 run scripts' common setup, sourced by run.sh / run2.sh / run3.sh from the root of main's tree: OUT, the
-# carry folder C (.carry/fp8f17), left() (seconds to LIM, default 57), the branch's wheel in /tmp/site_fp8f17 and
-# main's (.carry/main16) in /tmp/site_fp8f17_main, the GPU's name and clocks.
-set -u
-export PYTHONUNBUFFERED=1
-NAME=fp8f17
-OUT=${OUT:-/tmp/o_$NAME}; mkdir -p "$OUT"
-R=$PWD
-C=$R/.carry/$NAME
-left() { echo $((${LIM:-57} - SECONDS)); }
-rm -rf /tmp/site_$NAME /tmp/site_${NAME}_main
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_$NAME $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-python3 -m pip install -q --no-deps --no-index --no-compile --target /tmp/site_${NAME}_main $R/.carry/main16/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
+# fp8f17 run scripts' common setup, sourced by run.sh / run2.sh / run3.sh from the root of main's tree: bwd15's (OUT,
+# the carry folder C = .carry/fp8f17, left() (seconds to LIM, default 57), the branch's wheel in /tmp/site_fp8f17 and
+# main's (.carry/main16) in /tmp/site_fp8f17_main, gpu_tests), the GPU's name and clocks, and the helpers below.
+NAME=fp8f17 MAIN=main16
+# (strict mode, OUT, R, C, left(), both wheels installed, gpu_tests SECONDS PYTEST_ARGS...)
+source $PWD/tools/hstu_dev/bwd15_run/setup.sh
 echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader) ($SECONDS s)"
-# gpu_tests SECONDS PYTEST_ARGS...: the branch's test files ($C/tree) with the branch's wheel, -v, into $OUT/tests.log
-gpu_tests() {
-  local secs=$1
-  shift
-  (cd $C/tree && PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P -m pytest -v -p no:cacheprovider \
-      --import-mode=importlib --tb=short --maxfail=5 -rfE "$@" > $OUT/tests.log 2>&1)
-  echo "tests rc $? (124: time ran out; $SECONDS s): $(grep -c PASSED $OUT/tests.log) passed, $(grep -c -E 'FAILED|ERROR' $OUT/tests.log) failed lines"
-  grep -E "FAILED|ERROR|passed|failed" $OUT/tests.log | tail -8
-}
 # gpu_tests_sharded SECONDS SHARD...: the branch's test files in parallel processes (one per SHARD, a quoted list of
 # pytest arguments), each -v into $OUT/tests_N.log (the device has 16 cores: the CPU references run side by side).
 gpu_tests_sharded() {
