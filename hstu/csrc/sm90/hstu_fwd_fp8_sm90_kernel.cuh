@@ -22,7 +22,9 @@
 //   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36);
 // - at D <= 128 half of an unmasked tile's scores take a SiLU in half2 arithmetic without the MUFU (kSilu,
 //   silu_h2_e4m3x2), the other half tanh.approx: the MUFU alone would bind there;
-// - kernel_options(fp8_bn192=True): KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode.
+// - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
+//   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
+//   kernel_options(fp8_bn192=True).
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
 // persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
