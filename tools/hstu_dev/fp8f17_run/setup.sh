@@ -6,7 +6,8 @@ NAME=fp8f17 MAIN=main16
 source $PWD/tools/hstu_dev/bwd15_run/setup.sh
 echo "GPU: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader) ($SECONDS s)"
 # gpu_tests_sharded SECONDS SHARD...: the branch's test files in parallel processes (one per SHARD, a quoted list of
-# pytest arguments), each -v into $OUT/tests_N.log (the device has 16 cores: the CPU references run side by side).
+# pytest arguments), each -v into $OUT/tests_N.log. (Run 3: seven shards starved each other, 4 tests passed in 22 s
+# where one process passes ~15 in 9 s: cap each process's CPU threads, or run one process.)
 gpu_tests_sharded() {
   local secs=$1 n=0
   shift
