@@ -13,7 +13,8 @@ sequence), time over the default's, and for the correct variants max |out - defa
 difference of two P roundings). `--vars 1,2,...`: instead of the diag / silu variants, the structural variants
 kernel_options(fp8_fwd_var=n) that apply to each case's head dim (1 four K / Vt stages at D = 256, 2 persistent CTAs
 at D = 256, 3 / 4 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128, 5 two P register sets at D >= 128, 6
-1 with two P sets, 7 the 128-key tiles at any length at D = 128 (the default takes 192 from 8K keys per sequence)), + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
+1 with two P sets, 7 the 128-key tiles at any length at D = 128 (the default takes 192 from 8K keys per sequence)),
++ `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
     [--vars 1,2,3,4,5,6,sched,bn192]

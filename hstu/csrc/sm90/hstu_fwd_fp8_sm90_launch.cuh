@@ -61,9 +61,6 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   err = vt_map(&tvt, C::kBlockN);
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
-  // 192-key tiles (kernel_options(fp8_bn192=True)): D = 128, grid order (no work list / persistent CTAs planned),
-  // one descale factor per CTA (not block mode: its k / v factors change every 128 keys). Its K map's box has 192
-  // rows; Vt: two maps, boxes of 128 keys (128-byte swizzle) and 64 keys (64-byte swizzle).
   constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
   if constexpr (D == 256 && kEarlyPack && !kVariant) {  // (kernel_options(fp8_fwd_var=1 / 6): 4 stages, grid order)
     if (fp8_var_stages4(f.var)) {
@@ -76,6 +73,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       return cudaGetLastError();
     }
   }
+  // 192-key tiles (fp8_wide_tiles: batches of >= 8K keys per sequence on average, or kernel_options(fp8_bn192=True)):
+  // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
+  // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
+  // and 64 keys (64-byte swizzle).
   if constexpr (D == 128 && !kVariant) {
     if (fp8_wide_tiles(f.bn192, f.var, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
@@ -142,8 +143,12 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if constexpr (D == 128) {
-    if (f.silu == 0 && f.var == sm90::kFp8VarMix3) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix3>(p, f, stream);
-    if (f.silu == 0 && f.var == sm90::kFp8VarMix5) return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix5>(p, f, stream);
+    if (f.silu == 0 && f.var == sm90::kFp8VarMix3) {
+      return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix3>(p, f, stream);
+    }
+    if (f.silu == 0 && f.var == sm90::kFp8VarMix5) {
+      return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix5>(p, f, stream);
+    }
   }
   if constexpr (D >= 128) {
     if (silu == sm90::fp8_silu_default(D) && sm90::fp8_var_palt(f.var)) {
