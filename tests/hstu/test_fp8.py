@@ -463,7 +463,7 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
 
     _, names = run(fp8_bn192=True)
     bn = 128 if mode == "block" else 192
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*1\s*>", n)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*1\s*[,>]", n)
                for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)  # (the late order runs the tanh SiLU: other P roundings)
     assert max_err(late, wide) <= 0.05 * wide.abs().max().item(), "fp8_bn192 with fp8_early_pack=False differs"
@@ -501,8 +501,8 @@ def test_cuda_fp8_fwd_diag_variants_run_their_kernels(D):
     bn = 64 if D == 256 else 128
     for diag in (1, 2, 3):
         out, names = run(fp8_fwd_diag=diag, fp8_sched=True, fp8_bn192=True)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*0\s*>",
-                             n) for n in names), names
+        pattern = rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*0\s*[,>]"
+        assert any(re.search(pattern, n) for n in names), names
         if diag == 1:  # (P = h + h h, rounded to e4m3: finite for these inputs; every row written)
             assert not torch.isnan(out).any()
     after, _ = run()
@@ -546,7 +546,7 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     def named(names, form):
         bn = 64 if D == 256 else 128
         return any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*"
-                             rf"{form}\s*>", n) for n in names)
+                             rf"{form}\s*,\s*0\s*>", n) for n in names)
 
     default, names = run()
     assert named(names, fp8_silu_default(D)), names
@@ -558,6 +558,82 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     assert torch.equal(again, out)
     assert not torch.equal(default, out), "the same output as the default form (no unmasked tile?)"
     assert max_err(out, default) <= 0.05 * default.abs().max().item()
+
+
+def run_kernel(c, q8s, scales, mode, alpha, **switches):
+    """The FP8 call's output (poisoned allocations first) under kernel_options(**switches), and its kernels' names."""
+    poison_allocator(16 * c["q"].numel() * 2)
+    with hstu_attn._ops.kernel_options(**switches):
+        return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
+
+
+# (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
+# the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
+# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5; 6: with 1).
+FWD_VAR_CASES = [(1, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*4\s*>", True),
+                 (2, 256, r"2\s*,\s*true\b", True),
+                 (3, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*2\s*,\s*0\s*>", False),
+                 (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False),
+                 (5, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*1\s*,\s*16\s*>", True),
+                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True),
+                 (6, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*20\s*>", True)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("var,D,kernel,same", FWD_VAR_CASES)
+def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
+    """kernel_options(fp8_fwd_var=n) (private, for comparisons): each variant runs its own kernel, meets the error
+    rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; a grid of more than
+    one wave, so that persistent CTAs apply), and gives bitwise the default's output where only the schedule or
+    the pipeline depth changes; the default's output is the same before and after."""
+    if not fp8_kernel_runs(D):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    rng = random.Random(f"var-{var}-{D}-{mode}")
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]  # (3 x 2 x 24 CTAs: over one wave)
+    c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
+                  contexts_max=40)
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var))
+    q8s, scales = quantized(c, mode)
+    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5)
+    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{kernel}", n) for n in names), names
+    assert torch.equal(again, out)
+    if same:
+        assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
+    else:
+        assert max_err(out, default) <= 0.05 * default.abs().max().item()
+    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5)[0], default)
+
+
+@pytest.mark.gpu
+def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
+    """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output) for batches of at least
+    8,192 keys per sequence on average, else 128-key tiles (bitwise kernel_options(fp8_fwd_var=7)'s output: 128 keys
+    whatever the lengths); block mode keeps 128-key tiles; the two tile widths differ only by P roundings."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+
+    def run(c, q8s, scales, mode, **switches):
+        return run_kernel(c, q8s, scales, mode, 128 ** -0.5, **switches)
+
+    def width(names):
+        found = [re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*(\d+)\b", n) for n in names]
+        return sorted({int(m.group(1)) for m in found if m})
+
+    for lens, mode, wide in (([300, 8000, 700], "tensor", False), ([8192, 9000], "tensor", True),
+                             ([8192, 9000], "head", True), ([8192, 9000], "block", False)):
+        c = make_case(len(lens) + sum(lens), lens, 1, 128, "causal", device="cuda")
+        q8s, scales = quantized(c, mode)
+        out, names = run(c, q8s, scales, mode)
+        assert width(names) == [192 if wide else 128], (lens, mode, names)
+        narrow, names = run(c, q8s, scales, mode, fp8_fwd_var=7)
+        assert width(names) == [128], (lens, mode, names)
+        if wide:
+            assert torch.equal(out, run(c, q8s, scales, mode, fp8_bn192=True)[0]), (lens, mode)
+            assert not torch.equal(out, narrow) and max_err(out, narrow) <= 0.05 * narrow.abs().max().item()
+        else:
+            assert torch.equal(out, narrow), (lens, mode)
 
 
 def zipf_lengths(rng, n, top):

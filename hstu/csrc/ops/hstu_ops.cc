@@ -166,7 +166,7 @@ template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
   // (bit 56: kernel_options(fp8_bwd=False), read by hstu/_fp8.py; no kernel here reads it)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             (int64_t{1} << 56);
+                             kOptFp8FwdVarMask | (int64_t{1} << 56);
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -432,6 +432,7 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
   f.diag = opts.fp8_fwd_diag;
   f.silu = opts.fp8_silu;
+  f.var = opts.fp8_fwd_var;
   cudaStream_t s = stream_of(q);
   // After an int32-vector violation the kernels see empty sequences and `out` keeps the validation's NaN. The work
   // list's workspace and the persistent CTAs' tile counter go in front of the validation's words (fwd_with_options).

@@ -49,7 +49,8 @@ enum HstuOptionBits : int64_t {
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast, with the tanh SiLU: bitwise the tanh form's output)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
-                                // order, descale modes other than block; opt-in until measured)
+                                // order, descale modes other than block) at any length (the default: from 8,192 keys
+                                // per sequence on average, fp8_wide_tiles)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
                                 // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),
                                 // 1-3 BwdSm80Candidate<D, n>, 4-7 FA2's warp layout (8 warps 1 / 2 Q/dO stages,
@@ -68,6 +69,10 @@ enum HstuOptionBits : int64_t {
   // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
+  // bits 52-55: the Hopper FP8 forward's structural variants (HstuFp8FwdParams::var; Fp8FwdVar in
+  // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
+  kOptFp8FwdVarShift = 52,
+  kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -104,6 +109,7 @@ struct HstuOptions {
   bool fp8_bwd = false;
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
   int fp8_silu = 0;      // HstuFp8FwdParams::silu
+  int fp8_fwd_var = 0;   // HstuFp8FwdParams::var
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -128,6 +134,7 @@ struct HstuOptions {
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
     o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
+    o.fp8_fwd_var = static_cast<int>((bits >> kOptFp8FwdVarShift) & 15);
     return o;
   }
 };
@@ -201,6 +208,10 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
 inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
   FwdPlan plan;
   plan.family = KernelFamily::kSm90;
+  if (o.fp8_fwd_var == 2 && p.head_dim == 256) {  // (Fp8FwdVar kFp8VarPersist256: persistent CTAs at D = 256)
+    plan.tile_counter = true;
+    return plan;
+  }
   if (!o.fp8_sched) return plan;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
   plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;
