@@ -11,9 +11,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   default       the manager as constructed
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
-  prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
-                base before the in-kernel wait; no_prewait: _prewait = False
-  small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
+  plan_ready    _plan_ready = True: begin_step publishes the key offsets early (a ready word after cu_seqlens_k)
+                and the step plan's block spins on it instead of waiting for begin_step's end
+  split_arrive  _split_arrive = True: the paged forward's split sum with the quick arrival; ready_arrive: both
   two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
                 one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
                 e.g. after two_kernel_plan: the order of the variants' graphs checked)
@@ -36,8 +36,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
         sys.path.insert(0, _d)
 
 VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
-            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True},
+            "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
+            "ready_arrive": {"_plan_ready": True, "_split_arrive": True},
             "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
 
 
