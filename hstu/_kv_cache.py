@@ -275,7 +275,8 @@ class KVCacheManager:
         # fused kernel writes it. (Private: the benchmarks compare both.)
         # Private comparisons (docs/hstu_inference.md): _plan_ready, begin_step publishes the key offsets as soon
         # as they are known and the step plan's block (under pdl) spins on that word instead of waiting for
-        # begin_step's end; _split_arrive, the paged forward's split sum with the quick arrival.
+        # begin_step's end ("pages": the block also exits once the page table is written, without waiting for
+        # begin_step's completion); _split_arrive, the paged forward's split sum with the quick arrival.
         self._plan_ready = False
         self._split_arrive = False
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
@@ -493,7 +494,7 @@ class KVCacheManager:
     def _begin_step_kernel(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
         lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
-        ready = self._plan_ready and self.pdl and not torch.compiler.is_compiling()
+        ready = self._plan_ready if self.pdl and not torch.compiler.is_compiling() else False
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,

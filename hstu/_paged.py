@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -71,7 +71,7 @@ class PagedLayout:
         src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
             only calls the paged forward does not serve gather); None: src_rows is given.
         lengths_ready: cu_seqlens_k is the view of KVCacheManager's fused begin_step whose next int32 is its
-            lengths' ready word (private: KVCacheManager._plan_ready).
+            lengths' ready word (private: KVCacheManager._plan_ready, True or "pages").
     """
 
     src_rows: Optional[torch.Tensor]
@@ -82,7 +82,7 @@ class PagedLayout:
     error_flags: torch.Tensor
     kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
     src_rows_fn: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False, compare=False)
-    lengths_ready: bool = field(default=False, repr=False, compare=False)
+    lengths_ready: Union[bool, str] = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.src_rows is None and self.src_rows_fn is not None:
@@ -251,6 +251,7 @@ _STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
 # hstu_paged_step_plan.h kOptPlanLengthsReady: the plan op's, for a layout whose cu_seqlens_k carries begin_step's
 # ready word (PagedLayout.lengths_ready).
 _PLAN_LENGTHS_READY = 1 << 43
+_PLAN_PAGES_READY = 1 << 44  # (with it: the block exits on the page table's ready value; _plan_ready = "pages")
 
 
 @contextlib.contextmanager
@@ -378,7 +379,7 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
             made.append(True)
             bits = getattr(_call_state, "plan_bits", None) or 0
             if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
-                bits |= _PLAN_LENGTHS_READY
+                bits |= _PLAN_LENGTHS_READY | (_PLAN_PAGES_READY if layout.lengths_ready == "pages" else 0)
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
                               num_targets, target_group_size, window, options | bits)
 

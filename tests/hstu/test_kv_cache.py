@@ -310,7 +310,7 @@ def test_fused_kernel_equals_torch_path(evict):
         # Hopper at the paged forward's head dims)
         a._lazy_gather_plan = trial % 2 == 1
         # (and half of them with the lengths' ready word after cu_seqlens_k, where the cache runs pdl: Hopper)
-        a._plan_ready = trial % 4 >= 2
+        a._plan_ready = (False, False, True, "pages")[trial % 4]
         for it in range(12):
             B = rng.randint(1, min(U, 24))
             users = [rng.randrange(3 * U) for _ in range(B)]

@@ -464,7 +464,7 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["plan_ready", "split_arrive", "both"])
+@pytest.mark.parametrize("variant", ["plan_ready", "plan_pages", "split_arrive", "both"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's private variants: KVCacheManager._plan_ready (begin_step publishes the key offsets early and
     # the step plan's block spins on its ready word instead of waiting for begin_step's end) and ._split_arrive (the
@@ -480,7 +480,7 @@ def test_step_variants_bitwise_plain(variant, graph):
     kw = dict(num_pages=160, page_size=64, max_users=4, max_pages_per_user=70, dtype=torch.bfloat16, device="cuda")
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
-    pre._plan_ready = variant in ("plan_ready", "both")
+    pre._plan_ready = "pages" if variant in ("plan_pages", "both") else variant == "plan_ready"
     pre._split_arrive = variant in ("split_arrive", "both")
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")

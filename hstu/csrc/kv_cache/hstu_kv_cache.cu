@@ -477,6 +477,10 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     }
   }
   __syncthreads();
+  // (the barrier orders every thread's stores of the step's tensors before thread 0's release)
+  if (tid == 0 && p.ready != nullptr) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.ready), "r"(2) : "memory");
+  }
 
   // 10. Table updates: ids, lengths after the append, clock; then the sink slot is reset (except last_used).
   if (tid < B) {
