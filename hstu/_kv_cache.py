@@ -276,7 +276,8 @@ class KVCacheManager:
         # Private comparisons (docs/hstu_inference.md): _plan_ready, begin_step publishes the key offsets as soon
         # as they are known and the step plan's block (under pdl) spins on that word instead of waiting for
         # begin_step's end ("pages": the block also exits once the page table is written, without waiting for
-        # begin_step's completion); _split_arrive, the paged forward's split sum with the quick arrival.
+        # begin_step's completion); _split_arrive, the paged forward's split sum with the quick arrival (True), or
+        # with it and the ranked sum ("ranked").
         self._plan_ready = False
         self._split_arrive = False
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the

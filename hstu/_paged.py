@@ -244,6 +244,7 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 # hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive: set on the paged op's options by _paged_kernel only
 # (KVCacheManager._split_arrive, a private comparison).
 _PAGED_SPLIT_ARRIVE = 1 << 42
+_PAGED_SPLIT_RANKED = 1 << 45  # kOptPagedSplitRanked: also the ranked sum (KVCacheManager._split_arrive = "ranked")
 _call_state = threading.local()  # this thread's private settings of the paged calls (the two managers below)
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
 # (KVCacheManager._step_plan, a private comparison).
@@ -265,10 +266,11 @@ def _call_setting(name: str, value):
         setattr(_call_state, name, old)
 
 
-def _split_arrive_on():
+def _split_arrive_on(kind=True):
     """Calls made inside (in this thread) that run the Hopper paged forward sum its split tiles with the quick
-    arrival (cached_hstu_attention with KVCacheManager._split_arrive; private, for comparisons)."""
-    return _call_setting("split_arrive", True)
+    arrival (True), or with it and the ranked sum ("ranked") (cached_hstu_attention with
+    KVCacheManager._split_arrive; private, for comparisons)."""
+    return _call_setting("split_arrive", kind)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
@@ -385,8 +387,9 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))
-    if getattr(_call_state, "split_arrive", None):
-        op_options = options | _PAGED_SPLIT_ARRIVE
+    arrive = getattr(_call_state, "split_arrive", None)
+    if arrive:
+        op_options = options | _PAGED_SPLIT_ARRIVE | (_PAGED_SPLIT_RANKED if arrive == "ranked" else 0)
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

@@ -464,7 +464,7 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["plan_ready", "plan_pages", "split_arrive", "both"])
+@pytest.mark.parametrize("variant", ["plan_ready", "plan_pages", "split_arrive", "split_ranked", "both"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's private variants: KVCacheManager._plan_ready (begin_step publishes the key offsets early and
     # the step plan's block spins on its ready word instead of waiting for begin_step's end) and ._split_arrive (the
@@ -481,7 +481,7 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
     pre._plan_ready = "pages" if variant in ("plan_pages", "both") else variant == "plan_ready"
-    pre._split_arrive = variant in ("split_arrive", "both")
+    pre._split_arrive = "ranked" if variant in ("split_ranked", "both") else variant == "split_arrive"
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):
@@ -607,18 +607,19 @@ def test_split_together_bitwise_alone(tiles):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("quick", [False, True])
+@pytest.mark.parametrize("quick", [False, True, "ranked"])
 def test_split_decided_alone_bitwise_together(quick):
     # A unit whose chunks were not all running when the first of them finished sums alone (hstu_fwd_sm90_split.cuh:
     # the last to arrive sums every partial). Forced here by raising the started count of every split unit in the
     # plan's counters (no chunk then sees all k started): the same bits as the sum together, the trace's mode word
     # says which path ran (2 together; alone: 1 the summing chunk, 0 the others), and the counters end at zero (the
-    # next launch sums together). quick: the quick arrival (KVCacheManager._split_arrive's path), the same bits.
+    # next launch sums together). quick: the quick arrival (KVCacheManager._split_arrive's path), the same bits;
+    # "ranked": with the ranked sum, whose last chunk to finish in a unit sums nothing (mode 0).
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
 
     def run():
-        with _paged._split_arrive_on() if quick else contextlib.nullcontext():
+        with _paged._split_arrive_on(quick) if quick else contextlib.nullcontext():
             out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
         tr = torch.ops.hstu_attn.paged_fwd_trace(qkv["q"]).cpu()
         work = tr[:, 10] > 0
@@ -629,7 +630,9 @@ def test_split_decided_alone_bitwise_together(quick):
         together, modes = run()
         (_, plan), = layout.kernel_plans.values()
         n, _, tog = plan[:12].view(torch.int32).tolist()
-        assert tog == 1 and set(modes) == {2}, (seed, tog, sorted(set(modes)))
+        # (ranked: one chunk per split unit and head, the last to finish, sums nothing: mode 0)
+        want = {0, 2} if quick == "ranked" else {2}
+        assert tog == 1 and set(modes) == want, (seed, tog, sorted(set(modes)))
         # The list's layout (hstu_sm90_sched_layout): items at byte 16 (two int4 each), counters after capacity x H
         # item slots, one int32 per partial; a split unit's two words per head at its first part and the next (the
         # planner zeroes those; the rest of the region is not initialized).
@@ -647,7 +650,8 @@ def test_split_decided_alone_bitwise_together(quick):
         assert set(modes) <= {0, 1} and modes.count(1) == len(firsts) * H, (seed, firsts, modes)
         assert int(counters[words].abs().sum()) == 0, f"seed {seed}: the counters did not end at zero"
         again, modes = run()
-        assert set(modes) == {2}, (seed, sorted(set(modes)))
+        assert set(modes) == want, (seed, sorted(set(modes)))
+        assert quick != "ranked" or modes.count(0) == len(firsts) * H, (seed, firsts, modes)
     assert torch.isfinite(together).all(), f"seed {seed}"
     assert torch.equal(alone, together), f"seed {seed}: the sum alone after the decision differs from together"
     assert torch.equal(again, together), f"seed {seed}"
