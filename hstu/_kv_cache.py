@@ -273,13 +273,14 @@ class KVCacheManager:
         # head dim 64 / 128 / 256, this build's unit): only a call it does not serve (rab) gathers, so begin_step
         # does not write it (at batch 1 a few thousand rows, on the serving step's critical path). Elsewhere the
         # fused kernel writes it. (Private: the benchmarks compare both.)
-        # Private comparisons (docs/hstu_inference.md): _plan_ready, begin_step publishes the key offsets as soon
-        # as they are known and the step plan's block (under pdl) spins on that word instead of waiting for
-        # begin_step's end ("pages": the block also exits once the page table is written, without waiting for
-        # begin_step's completion); _split_arrive, the paged forward's split sum with the quick arrival (True), or
-        # with it and the ranked sum ("ranked").
-        self._plan_ready = False
-        self._split_arrive = False
+        # The serving step under pdl (private switches for comparisons; docs/hstu_inference.md): _plan_ready, begin_step
+        # publishes the key offsets as soon as they are known and the step plan's block spins on that word instead
+        # of waiting for begin_step's end ("pages", the default: it also exits once begin_step's step tensors are
+        # written, before its table updates; True: it waits for begin_step's completion; False: the plain wait);
+        # _split_arrive, the paged forward's split sum with the quick arrival (True, the default), or with it and
+        # the ranked sum ("ranked"); False: the plain arrival.
+        self._plan_ready = "pages"
+        self._split_arrive = True
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
         # planner (a private comparison; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
         self._step_plan = "block"

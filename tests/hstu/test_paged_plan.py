@@ -464,11 +464,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["plan_ready", "plan_pages", "split_arrive", "split_ranked", "both"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "plan_pages", "split_arrive", "split_ranked", "both"])
 def test_step_variants_bitwise_plain(variant, graph):
-    # The serving step's private variants: KVCacheManager._plan_ready (begin_step publishes the key offsets early and
-    # the step plan's block spins on its ready word instead of waiting for begin_step's end) and ._split_arrive (the
-    # split sum's quick arrival). Against a manager without them (same inputs, plain launches): every layer's output
+    # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
+    # step plan's block spins on its ready word instead of waiting for begin_step's end; "pages": it also exits on
+    # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival; "ranked": and the ranked sum);
+    # "default": as constructed. Against a manager without them (same inputs, plain launches): every layer's output
     # of three steps and the pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends
     # beside the attention on the side stream, each layer's q / k / v written by a kernel right before its call);
     # long cached histories (split units, summed together).
@@ -480,8 +481,11 @@ def test_step_variants_bitwise_plain(variant, graph):
     kw = dict(num_pages=160, page_size=64, max_users=4, max_pages_per_user=70, dtype=torch.bfloat16, device="cuda")
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
-    pre._plan_ready = "pages" if variant in ("plan_pages", "both") else variant == "plan_ready"
-    pre._split_arrive = "ranked" if variant in ("split_ranked", "both") else variant == "split_arrive"
+    plain._plan_ready, plain._split_arrive = False, False
+    settings = {"plan_ready": (True, False), "plan_pages": ("pages", False), "split_arrive": (False, True),
+                "split_ranked": (False, "ranked"), "both": ("pages", "ranked"),
+                "default": (pre._plan_ready, pre._split_arrive)}
+    pre._plan_ready, pre._split_arrive = settings[variant]
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

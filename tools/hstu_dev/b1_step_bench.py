@@ -9,6 +9,7 @@ layers' outputs between them, as the benchmark's "cached step, CUDA graph" row) 
 
 Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
   default       the manager as constructed
+  off           _plan_ready = False, _split_arrive = False (main16's step)
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
   plan_ready    _plan_ready = True: begin_step publishes the key offsets early (a ready word after cu_seqlens_k)
@@ -38,7 +39,7 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
+VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
             "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
             "ready_arrive": {"_plan_ready": True, "_split_arrive": True}, "plan_pages": {"_plan_ready": "pages"},
             "pages_arrive": {"_plan_ready": "pages", "_split_arrive": True},

@@ -155,7 +155,7 @@ __device__ __forceinline__ int atom_or_acq_rel_gpu(int* ptr, int v) {
 // once all are in (the same bits as fwd_split_sum_together). mask: the finished chunks known at the arrival.
 // Passes are uniform over the CTA (every lane of a warp polls together); stores as fwd_split_sum_together's.
 template <typename T, int E, int KB>
-__device__ __forceinline__ void fwd_split_sum_ranked(const float4* base, int64_t part_stride, int k, int e0, int e1,
+__device__ __noinline__ void fwd_split_sum_ranked(const float4* base, int64_t part_stride, int k, int e0, int e1,
                                                      int ctid, T* og, int64_t o_row_stride, int rows, float sc,
                                                      const int* w0, int mask) {
   const int all = (1 << k) - 1;
