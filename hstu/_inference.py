@@ -71,9 +71,8 @@ def cached_hstu_attention(
     # dependent launches (each waits in-kernel for the kernels before it before its first global read).
     # (not while torch.compile traces: the op's options there come from the caller's kernel_options alone)
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
-    # cache._split_arrive: the paged forward's split sum with the quick arrival (private comparison).
-    kind_arrive = getattr(cache, "_split_arrive", False)
-    arrive = _split_arrive_on(kind_arrive) if kind_arrive else contextlib.nullcontext()
+    # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
+    arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
     # cache._step_plan: how the step plan is made under pdl (private comparisons; _paged._step_plan_kind).
     kind = getattr(cache, "_step_plan", "block")
     plan_kind = _step_plan_kind(kind) if pdl and kind != "block" else contextlib.nullcontext()

@@ -66,7 +66,7 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the lengths' ready
-# word after cu_seqlens_k (private comparison: KVCacheManager._plan_ready).
+# word after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl).
 BEGIN_STEP_NO_GATHER_PLAN = 1
 BEGIN_STEP_LENGTHS_READY = 4
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
@@ -273,12 +273,12 @@ class KVCacheManager:
         # head dim 64 / 128 / 256, this build's unit): only a call it does not serve (rab) gathers, so begin_step
         # does not write it (at batch 1 a few thousand rows, on the serving step's critical path). Elsewhere the
         # fused kernel writes it. (Private: the benchmarks compare both.)
-        # The serving step under pdl (private switches for comparisons; docs/hstu_inference.md): _plan_ready, begin_step
-        # publishes the key offsets as soon as they are known and the step plan's block spins on that word instead
-        # of waiting for begin_step's end ("pages", the default: it also exits once begin_step's step tensors are
-        # written, before its table updates; True: it waits for begin_step's completion; False: the plain wait);
-        # _split_arrive, the paged forward's split sum with the quick arrival (True, the default), or with it and
-        # the ranked sum ("ranked"); False: the plain arrival.
+        # The serving step (private switches, the defaults measured faster; docs/hstu_inference.md): _plan_ready,
+        # under pdl begin_step publishes the key offsets as soon as they are known and the step plan's block spins
+        # on that word instead of waiting for begin_step's end ("pages", the default: it also exits once begin_step's
+        # step tensors are written, before its table updates; True: it waits for begin_step's completion; False:
+        # the plain wait); _split_arrive, the paged forward's split sum with the quick arrival (True, the default;
+        # False: the plain arrival).
         self._plan_ready = "pages"
         self._split_arrive = True
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the

@@ -71,7 +71,7 @@ class PagedLayout:
         src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
             only calls the paged forward does not serve gather); None: src_rows is given.
         lengths_ready: cu_seqlens_k is the view of KVCacheManager's fused begin_step whose next int32 is its
-            lengths' ready word (private: KVCacheManager._plan_ready, True or "pages").
+            lengths' ready word (True, or "pages": KVCacheManager._plan_ready; False: none).
     """
 
     src_rows: Optional[torch.Tensor]
@@ -242,15 +242,14 @@ if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel
 _paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
 
 # hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive: set on the paged op's options by _paged_kernel only
-# (KVCacheManager._split_arrive, a private comparison).
+# (KVCacheManager._split_arrive: the serving step's default).
 _PAGED_SPLIT_ARRIVE = 1 << 42
-_PAGED_SPLIT_RANKED = 1 << 45  # kOptPagedSplitRanked: also the ranked sum (KVCacheManager._split_arrive = "ranked")
 _call_state = threading.local()  # this thread's private settings of the paged calls (the two managers below)
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
 # (KVCacheManager._step_plan, a private comparison).
 _STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
 # hstu_paged_step_plan.h kOptPlanLengthsReady: the plan op's, for a layout whose cu_seqlens_k carries begin_step's
-# ready word (PagedLayout.lengths_ready).
+# ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_LENGTHS_READY = 1 << 43
 _PLAN_PAGES_READY = 1 << 44  # (with it: the block exits on the page table's ready value; _plan_ready = "pages")
 
@@ -266,11 +265,10 @@ def _call_setting(name: str, value):
         setattr(_call_state, name, old)
 
 
-def _split_arrive_on(kind=True):
+def _split_arrive_on():
     """Calls made inside (in this thread) that run the Hopper paged forward sum its split tiles with the quick
-    arrival (True), or with it and the ranked sum ("ranked") (cached_hstu_attention with
-    KVCacheManager._split_arrive; private, for comparisons)."""
-    return _call_setting("split_arrive", kind)
+    arrival (cached_hstu_attention with KVCacheManager._split_arrive, on by default)."""
+    return _call_setting("split_arrive", True)
 
 
 def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
@@ -387,9 +385,8 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))
-    arrive = getattr(_call_state, "split_arrive", None)
-    if arrive:
-        op_options = options | _PAGED_SPLIT_ARRIVE | (_PAGED_SPLIT_RANKED if arrive == "ranked" else 0)
+    if getattr(_call_state, "split_arrive", None):
+        op_options = options | _PAGED_SPLIT_ARRIVE
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

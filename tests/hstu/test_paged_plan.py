@@ -464,13 +464,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "plan_pages", "split_arrive", "split_ranked", "both"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "plan_pages", "split_arrive"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end; "pages": it also exits on
-    # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival; "ranked": and the ranked sum);
-    # "default": as constructed. Against a manager without them (same inputs, plain launches): every layer's output
-    # of three steps and the pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends
+    # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed.
+    # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends
     # beside the attention on the side stream, each layer's q / k / v written by a kernel right before its call);
     # long cached histories (split units, summed together).
     if not _hopper_wheel():
@@ -483,7 +482,6 @@ def test_step_variants_bitwise_plain(variant, graph):
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
     plain._plan_ready, plain._split_arrive = False, False
     settings = {"plan_ready": (True, False), "plan_pages": ("pages", False), "split_arrive": (False, True),
-                "split_ranked": (False, "ranked"), "both": ("pages", "ranked"),
                 "default": (pre._plan_ready, pre._split_arrive)}
     pre._plan_ready, pre._split_arrive = settings[variant]
     assert pre.pdl
@@ -611,19 +609,18 @@ def test_split_together_bitwise_alone(tiles):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("quick", [False, True, "ranked"])
+@pytest.mark.parametrize("quick", [False, True])
 def test_split_decided_alone_bitwise_together(quick):
     # A unit whose chunks were not all running when the first of them finished sums alone (hstu_fwd_sm90_split.cuh:
     # the last to arrive sums every partial). Forced here by raising the started count of every split unit in the
     # plan's counters (no chunk then sees all k started): the same bits as the sum together, the trace's mode word
     # says which path ran (2 together; alone: 1 the summing chunk, 0 the others), and the counters end at zero (the
-    # next launch sums together). quick: the quick arrival (KVCacheManager._split_arrive's path), the same bits;
-    # "ranked": with the ranked sum, whose last chunk to finish in a unit sums nothing (mode 0).
+    # next launch sums together). quick: the quick arrival (KVCacheManager._split_arrive's path), the same bits.
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
 
     def run():
-        with _paged._split_arrive_on(quick) if quick else contextlib.nullcontext():
+        with _paged._split_arrive_on() if quick else contextlib.nullcontext():
             out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
         tr = torch.ops.hstu_attn.paged_fwd_trace(qkv["q"]).cpu()
         work = tr[:, 10] > 0
@@ -634,9 +631,7 @@ def test_split_decided_alone_bitwise_together(quick):
         together, modes = run()
         (_, plan), = layout.kernel_plans.values()
         n, _, tog = plan[:12].view(torch.int32).tolist()
-        # (ranked: one chunk per split unit and head, the last to finish, sums nothing: mode 0)
-        want = {0, 2} if quick == "ranked" else {2}
-        assert tog == 1 and set(modes) == want, (seed, tog, sorted(set(modes)))
+        assert tog == 1 and set(modes) == {2}, (seed, tog, sorted(set(modes)))
         # The list's layout (hstu_sm90_sched_layout): items at byte 16 (two int4 each), counters after capacity x H
         # item slots, one int32 per partial; a split unit's two words per head at its first part and the next (the
         # planner zeroes those; the rest of the region is not initialized).
@@ -654,8 +649,7 @@ def test_split_decided_alone_bitwise_together(quick):
         assert set(modes) <= {0, 1} and modes.count(1) == len(firsts) * H, (seed, firsts, modes)
         assert int(counters[words].abs().sum()) == 0, f"seed {seed}: the counters did not end at zero"
         again, modes = run()
-        assert set(modes) == want, (seed, sorted(set(modes)))
-        assert quick != "ranked" or modes.count(0) == len(firsts) * H, (seed, firsts, modes)
+        assert set(modes) == {2}, (seed, sorted(set(modes)))
     assert torch.isfinite(together).all(), f"seed {seed}"
     assert torch.equal(alone, together), f"seed {seed}: the sum alone after the decision differs from together"
     assert torch.equal(again, together), f"seed {seed}"

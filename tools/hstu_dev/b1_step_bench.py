@@ -16,8 +16,7 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
                 and the step plan's block spins on it instead of waiting for begin_step's end
   plan_pages    _plan_ready = "pages": the same, and the block exits once begin_step's page table is written
   split_arrive  _split_arrive = True: the paged forward's split sum with the quick arrival; ready_arrive: both;
-                pages_arrive: plan_pages and split_arrive; split_ranked: _split_arrive = "ranked" (the quick arrival
-                and the ranked sum), pages_ranked: with plan_pages
+                pages_arrive: plan_pages and split_arrive
   two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
                 one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
                 e.g. after two_kernel_plan: the order of the variants' graphs checked)
@@ -43,7 +42,6 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
             "ready_arrive": {"_plan_ready": True, "_split_arrive": True}, "plan_pages": {"_plan_ready": "pages"},
             "pages_arrive": {"_plan_ready": "pages", "_split_arrive": True},
-            "split_ranked": {"_split_arrive": "ranked"}, "pages_ranked": {"_plan_ready": "pages", "_split_arrive": "ranked"},
             "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
 
 

@@ -35,7 +35,7 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
 // kv_cache_begin_step's options: bit 0 = no gather plan (src_rows returned empty; KVCacheManager makes it on demand
 // where the paged forward reads the pages itself); bit 2 = the lengths' ready word (BeginStepParams::ready) in
 // the int32 after cu_seqlens_k's B + 1 (returned as a view of its first B + 1; the step plan's block under
-// kOptPlanLengthsReady spins on it: a private comparison, KVCacheManager._plan_ready).
+// kOptPlanLengthsReady spins on it: KVCacheManager._plan_ready, on by default under pdl).
 constexpr int64_t kBeginStepNoGatherPlan = 1;
 constexpr int64_t kBeginStepLengthsReady = 4;
 constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepLengthsReady;

@@ -681,9 +681,8 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  // (hstu/_paged.py's own bits)
-  const int split_arrive = (options & kOptPagedSplitRanked) != 0 ? 2 : (options & kOptPagedSplitArrive) != 0 ? 1 : 0;
-  options &= ~(kOptPagedSplitArrive | kOptPagedSplitRanked);
+  const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
+  options &= ~kOptPagedSplitArrive;
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
@@ -752,7 +751,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
   pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
-  pk.split_arrive = split_arrive;
+  pk.split_arrive = split_arrive ? 1 : 0;
   if (HstuOptions::from_bits(options).fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());
     const cudaError_t e0 =

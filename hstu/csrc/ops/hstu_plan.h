@@ -78,10 +78,9 @@ enum HstuFlagBits : int64_t {
 };
 
 // Set by hstu/_paged.py itself (never by kernel_options), in the upper half too: the paged Hopper forward's split
-// sum with the quick arrival (Sm90PagedKV::split_arrive = 1), and also the ranked sum (= 2; KVCacheManager.
-// _split_arrive True / "ranked", private comparisons). HstuOptions::from_bits ignores them.
+// sum with the quick arrival (Sm90PagedKV::split_arrive; KVCacheManager._split_arrive, the serving step's default).
+// HstuOptions::from_bits ignores it.
 constexpr int64_t kOptPagedSplitArrive = int64_t{1} << 42;
-constexpr int64_t kOptPagedSplitRanked = int64_t{1} << 45;
 
 struct HstuOptions {
   bool sm90 = true;

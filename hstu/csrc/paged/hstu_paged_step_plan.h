@@ -18,11 +18,11 @@ namespace hstu {
 // Set by hstu/_paged.py itself on the plan op's options (never by kernel_options; KVCacheManager._step_plan = "two",
 // for comparisons): the validation kernel and the planner even where the one block applies.
 constexpr int64_t kOptPlanTwoKernels = int64_t{1} << 41;
-// Set by hstu/_paged.py on the plan op's options (private comparison, KVCacheManager._plan_ready): cu_seqlens_k is
+// Set by hstu/_paged.py on the plan op's options (KVCacheManager._plan_ready, on by default): cu_seqlens_k is
 // begin_step's, with its lengths' ready word in the int32 after its B + 1 (kv_cache_begin_step's option bit 2). The
 // block spins on that word instead of waiting for begin_step's completion (it still waits for it before it exits).
 constexpr int64_t kOptPlanLengthsReady = int64_t{1} << 43;
-// With kOptPlanLengthsReady (private comparison, KVCacheManager._plan_ready = "pages"): the block exits once the
+// With kOptPlanLengthsReady (KVCacheManager._plan_ready = "pages", the default): the block exits once the
 // word says the step's tensors are written (2) instead of waiting for begin_step's completion, so the first layer's
 // attention behind it does not wait for begin_step's table updates (read by the next step's begin_step only, a
 // plain launch behind every kernel of this step).

@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(384, 1)
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace, pk.split_arrive)) {
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace, pk.split_arrive != 0)) {
           return;
         }
       }

@@ -38,8 +38,7 @@ struct Sm90PagedKV {
   // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
   int pdl = 0;
   // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
-  // arrival); 2: also the ranked sum (fwd_split_sum_ranked). Private comparisons (hstu/csrc/ops/hstu_plan.h
-  // kOptPagedSplitArrive, kOptPagedSplitRanked).
+  // arrival; a private comparison, hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive).
   int split_arrive = 0;
   // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read

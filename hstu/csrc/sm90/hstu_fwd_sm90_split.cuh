@@ -141,94 +141,16 @@ __device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64
   }
 }
 
-// Atomic OR with acquire and release semantics at GPU scope; returns the old value.
-__device__ __forceinline__ int atom_or_acq_rel_gpu(int* ptr, int v) {
-  int old;
-  asm volatile("atom.acq_rel.gpu.global.or.b32 %0, [%1], %2;\n" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
-  return old;
-}
-
-// The ranked sum (fwd_split_reduce with quick = 2): the chunk that finished r-th (r < k - 1) sums the r-th (k - 1)-th
-// of the tile's elements [e0, e1) over the k partials, issuing each partial's loads as soon as word 0's finished
-// mask (bits 16 + c, read with an acquire by every lane: one request per warp) shows it stored, so the loads of the
-// chunks that finished first fly while the last ones store; the adds run in chunk order 0, 1, ..., k - 1 from 0.0f
-// once all are in (the same bits as fwd_split_sum_together). mask: the finished chunks known at the arrival.
-// Passes are uniform over the CTA (every lane of a warp polls together); stores as fwd_split_sum_together's.
-template <typename T, int E, int KB>
-__device__ __noinline__ void fwd_split_sum_ranked(const float4* base, int64_t part_stride, int k, int e0, int e1,
-                                                     int ctid, T* og, int64_t o_row_stride, int rows, float sc,
-                                                     const int* w0, int mask) {
-  const int all = (1 << k) - 1;
-  const int passes = (e1 - e0 + 256 * E - 1) / (256 * E);
-  for (int pass = 0; pass < passes; ++pass) {
-    const int i0 = e0 + pass * 256 * E + ctid;
-    int ie[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) ie[e] = min(i0 + e * 256, e1 - 1);
-    float4 v[KB][E];
-    int issued = 0;
-    for (;;) {
-      const int ready = mask & all & ~issued;
-#pragma unroll
-      for (int b = 0; b < KB; ++b) {
-        if ((ready >> b) & 1) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) v[b][e] = __ldcg(base + b * part_stride + ie[e]);
-        }
-      }
-      issued |= ready;
-      if (issued == all) break;
-      int m;
-      do {
-        m = (ld_acquire_gpu(w0) >> 16) & all;
-      } while ((m & ~issued) == 0);
-      mask = m;
-    }
-    float4 sum[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) sum[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int b = 0; b < KB; ++b) {
-      if (b < k) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          sum[e].x += v[b][e].x;
-          sum[e].y += v[b][e].y;
-          sum[e].z += v[b][e].z;
-          sum[e].w += v[b][e].w;
-        }
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int i = i0 + e * 256;
-      if (i >= e1) continue;
-      const int j = i / 256, t = i % 256;
-      const int r = 64 * (t / 128) + 16 * ((t % 128) / 32) + (t % 32) / 4;
-      const int col = 8 * j + 2 * (t % 4);
-      if (r < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * o_row_stride + col) =
-            pack2<T>(sum[e].x * sc, sum[e].y * sc);
-      }
-      if (r + 8 < rows) {
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r + 8) * o_row_stride + col) =
-            pack2<T>(sum[e].z * sc, sum[e].w * sc);
-      }
-    }
-  }
-}
-
 // Called by the 256 consumer threads (ctid) of a work-list CTA after its main loop, acc_o its chunk's (or whole
 // unit's) accumulator in the wgmma layout (thread ctid holds float4 j of rows 64 wg + 16 warp + lane / 4 (+ 8) at
 // columns 8 j + 2 (lane % 4) (+ 1)). Returns true when the CTA goes on to the normal epilogue with acc_o the unit's
 // sum (an unsplit item, or the last chunk summing alone); false when it is done (the tile's outputs stored by the
 // chunks together, or another chunk sums). `flag`: a free shared word. si, m0, h: the tile's sequence, first row
-// and head; sc: the output scale. quick: 1 the together path's quick arrival (below); 2 also the ranked sum
-// (fwd_split_sum_ranked: word 0's high half a mask of the finished chunks, where k <= 9 and D <= 128).
+// and head; sc: the output scale. quick: the together path's quick arrival (below).
 template <typename T, int BM, int D>
 __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const HstuParams& p, int h, int ctid,
                                                  uint32_t flag, const SeqInfo& si, int m0, float (&acc_o)[D / 2],
-                                                 unsigned long long* trace = nullptr, int quick = 0) {
+                                                 unsigned long long* trace = nullptr, bool quick = false) {
   static_assert(BM == 128, "two consumer warpgroups of 64 rows");
   int idx, hh;
   sched_cta_item(sched, p.heads, idx, hh);
@@ -251,7 +173,6 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 11, fwd_now());
   const int k = sp.z;
   const bool together_ok = sched.count[2] != 0;
-  const bool ranked = D <= 128 && quick == 2 && together_ok && k <= 9;
   if (ctid == 0) {
     uint32_t mode;  // 0: done, 1: sum alone (then the epilogue), 2: together
     if (!together_ok) {
@@ -259,25 +180,7 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
       const int old = atom_add_acq_rel_gpu(counter, 1);
       if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
       mode = old == k - 1 ? 1u : 0u;
-    } else if (ranked) {
-      // The quick arrival with a mask: this chunk's bit (16 + chunk) OR-ed into word 0, whose low half counts the
-      // started chunks; the finished ones are the mask's bits. The chunk that finishes last sums nothing (the
-      // others' slices cover the tile) unless the unit sums alone; the others take their slices by finishing rank.
-      int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
-      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
-      int d = ld_relaxed_gpu(w1) & 3;
-      const int v = atom_or_acq_rel_gpu(w0, 1 << (16 + sp.y));
-      const int done = (v >> 16) & 0x7fff;  // chunks finished before this one
-      const int fin = __popc(done);
-      if (fin == 0) {
-        d = (v & 0xffff) == k ? 2 : 1;
-        atomicOr(w1, d);
-      }
-      while (d == 0) d = ld_acquire_gpu(w1) & 3;
-      mode = d == 2 ? (fin == k - 1 ? 0u : 2u | (static_cast<uint32_t>(fin) << 2) |
-                                              (static_cast<uint32_t>(done | (1 << sp.y)) << 8))
-                    : fin == k - 1 ? 1u : 0u;
-    } else if (quick != 0) {
+    } else if (quick) {
       // Quick arrival: the decision word is read with the arrival (relaxed, before it: once set it holds until
       // the last departure, which follows this chunk's own), the first to finish takes its own decision without
       // reading it back, and the last to finish (its arrival acquires every other's release through the counter's
@@ -311,11 +214,10 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
       mode = d == 2 ? 2u : (v >> 16) == k - 1 ? 1u : 0u;
     }
     st_shared_u32(flag, mode);
-    if (trace != nullptr) fwd_trace_put(trace, 12, fwd_now() | (static_cast<uint64_t>(mode & 3u) << 62));
+    if (trace != nullptr) fwd_trace_put(trace, 12, fwd_now() | (static_cast<uint64_t>(mode) << 62));
   }
   named_barrier_sync(6, 256);
-  const uint32_t word = ld_shared_u32(flag);
-  const uint32_t mode = word & 3;
+  const uint32_t mode = ld_shared_u32(flag);
   if (mode == 0) {
     if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
     if (together_ok && ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
@@ -362,28 +264,6 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
   const int rows = si.lq_alloc - m0;
   T* og = static_cast<T*>(p.out) + static_cast<int64_t>(si.q_start + m0) * p.o_row_stride +
           static_cast<int64_t>(h) * p.o_head_stride;
-  if constexpr (D <= 128) {
-    if (ranked) {  // (the finishing rank r < k - 1 takes the r-th of k - 1 slices)
-      const int r = static_cast<int>((word >> 2) & 63);
-      const int f0 = static_cast<int>(static_cast<int64_t>(kPartF4) * r / (k - 1));
-      const int f1 = static_cast<int>(static_cast<int64_t>(kPartF4) * (r + 1) / (k - 1));
-      const int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
-      const int mask = static_cast<int>(word >> 8);
-      if (k <= 2) {
-        fwd_split_sum_ranked<T, 8, 2>(base, part_stride, k, f0, f1, ctid, og, p.o_row_stride, rows, sc, w0, mask);
-      } else if (k <= 5) {
-        fwd_split_sum_ranked<T, 4, 5>(base, part_stride, k, f0, f1, ctid, og, p.o_row_stride, rows, sc, w0, mask);
-      } else {
-        fwd_split_sum_ranked<T, 2, 9>(base, part_stride, k, f0, f1, ctid, og, p.o_row_stride, rows, sc, w0, mask);
-      }
-      if (ctid == 0 && trace != nullptr) {
-        fwd_trace_put(trace, 13, fwd_now());
-        fwd_trace_put(trace, 14, fwd_now());
-      }
-      if (ctid == 0) fwd_split_depart(sched, p.heads, h, sp.w, k);
-      return false;
-    }
-  }
   // Loads in flight per thread: 16 float4 (8 at D = 256); 32 made ptxas spill. k = 9 (the NVIDIA batch-1 rule's
   // 33-tile units): 18, all 9 partials in one batch (in batches of 8 the second re-read the 9th partial 8 times:
   // 32 loads, 2 round trips). The plain loop's 8 (kPerPass 4 over 2 partials) is kept as the floor at k <= 2.
