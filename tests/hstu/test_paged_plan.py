@@ -469,9 +469,10 @@ def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end; "pages": it also exits on
     # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed.
-    # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends
-    # beside the attention on the side stream, each layer's q / k / v written by a kernel right before its call);
-    # long cached histories (split units, summed together).
+    # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
+    # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
+    # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
+    # (split units, summed together).
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     seed = random.randrange(1 << 30)

@@ -38,7 +38,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
+VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False},
+            "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
             "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
             "ready_arrive": {"_plan_ready": True, "_split_arrive": True}, "plan_pages": {"_plan_ready": "pages"},
             "pages_arrive": {"_plan_ready": "pages", "_split_arrive": True},

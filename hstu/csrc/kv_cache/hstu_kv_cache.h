@@ -55,10 +55,10 @@ struct BeginStepParams {
   int32_t* layout_flags;     // (1), always 0: the manager's page tables are valid by construction
   // The lengths' ready word (nullptr: none): 0 from the kernel's start, then 1 (a release at GPU scope) once
   // cu_seqlens_k is written, before the page table and the table updates; 2 once every step tensor (the page
-  // table, the append rows, the gather plan) is written, before the table updates (read by the next step only). The serving step's plan block
-  // (hstu/csrc/paged, kOptPlanLengthsReady) spins on it instead of waiting for this grid's completion, so its
-  // validation and planning run beside the rest of this kernel. The kernel lets its dependents launch only after
-  // the word's reset is visible at GPU scope.
+  // table, the append rows, the gather plan) is written, before the table updates (read by the next step only).
+  // The serving step's plan block (hstu/csrc/paged, kOptPlanLengthsReady) spins on it instead of waiting for this
+  // grid's completion, so its validation and planning run beside the rest of this kernel. The kernel lets its
+  // dependents launch only after the word's reset is visible at GPU scope.
   int32_t* ready = nullptr;
   int batch;
   int64_t max_users, num_pages, max_pages_per_user, page_size, total_q;

@@ -81,7 +81,8 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   auto i32 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Int); };
   Tensor slots = i64(B), num_app = i32(B), page_offsets = i32(B + 1), page_ids = i32(B * M);
   Tensor last_page_lens = i32(B), cached_lens = i32(B), append_rows = i64(total_q);
-  Tensor src_rows = i64(gather_plan ? 2 * (capacity + 1) : 0), dst_new = i64(total_q), cu_k = i32(B + 1 + ready), layout_flags = i32(1);
+  Tensor src_rows = i64(gather_plan ? 2 * (capacity + 1) : 0), dst_new = i64(total_q);
+  Tensor cu_k = i32(B + 1 + (ready ? 1 : 0)), layout_flags = i32(1);
 
   kvcache::BeginStepParams p{};
   p.slot_user = static_cast<int64_t*>(slot_user.data_ptr());
