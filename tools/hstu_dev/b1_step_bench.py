@@ -14,7 +14,7 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   plain         pdl = False (plain launches)
   plan_ready    _plan_ready = True: begin_step publishes the key offsets early (a ready word after cu_seqlens_k)
                 and the step plan's block spins on it instead of waiting for begin_step's end
-  plan_pages    _plan_ready = "pages": the same, and the block exits once begin_step's page table is written
+  plan_pages    _plan_ready = "pages": the same, and the block exits once begin_step's step tensors are written
   split_arrive  _split_arrive = True: the paged forward's split sum with the quick arrival; ready_arrive: both;
                 pages_arrive: plan_pages and split_arrive
   two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
@@ -60,9 +60,6 @@ def main() -> int:
     # time cached_setup's own step (hstu_inference.py's "cached step, CUDA graph" row) instead of the one that copies
     # each layer's output into a kept tensor (those copies are plain kernels between the layers' attentions)
     ap.add_argument("--bench-step", action="store_true")
-    # one profiled replay of the benchmark's step per listed variant: the head of the step (every kernel that starts
-    # before the first attention kernel ends) and the replay's span
-    ap.add_argument("--head-timeline", default="")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_step_bench: no CUDA GPU, skipped")
@@ -159,68 +156,12 @@ def main() -> int:
         print(f"<!-- {args.label} {name}: device error after the timing: {pending_error() or 'none'} -->")
         del runs
         torch.cuda.synchronize()
-    if args.head_timeline:
-        head_timeline(args, hi, capture_graph, dev, dt)
     if args.timeline:
         for name in args.shapes.split(","):
             print()
             print(f"{args.label}: " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
     sys.stdout.flush()
     return 0
-
-
-def head_timeline(args, hi, capture_graph, dev, dt) -> None:
-    """For each variant of --head-timeline: one replay of the benchmark's step under torch.profiler (the last of 3),
-    the kernels that start before the first attention kernel ends (start and duration from the replay's first kernel,
-    us) and the replay's span."""
-    import json
-    import tempfile
-
-    from torch.profiler import ProfilerActivity, profile
-    for name in args.shapes.split(","):
-        sh = hi.SHAPES[name]
-        for var in args.head_timeline.split(","):
-            gen = torch.Generator(device=dev).manual_seed(0)
-            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            cache, bench_step, restore, _ = hi.cached_setup(sh, dev, dt, 64, rnd)
-            attrs = VARIANTS[var]
-            if any(not hasattr(cache, a) for a in attrs):
-                continue
-            for a, val in attrs.items():
-                setattr(cache, a, val)
-            restore()
-            g = capture_graph(bench_step)
-            for _ in range(3):
-                restore()
-                g.replay()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(3):
-                    restore()
-                    torch.cuda.synchronize()
-                    g.replay()
-                    torch.cuda.synchronize()
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                prof.export_chrome_trace(f.name)
-                events = json.load(open(f.name)).get("traceEvents", [])
-            ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
-            groups, cur = [], []
-            for e in ks:  # (replays are separated by the synchronizations and the restore's copies)
-                if cur and float(e["ts"]) - max(float(c["ts"]) + float(c["dur"]) for c in cur) > 50:
-                    groups.append(cur)
-                    cur = []
-                cur.append(e)
-            if cur:
-                groups.append(cur)
-            last = [e for e in groups[-1] if "fwd_sm90" in e["name"] or "begin_step" in e["name"] or
-                    "plan" in e["name"] or "validate" in e["name"] or "append" in e["name"]]
-            t0 = float(last[0]["ts"])
-            span = max(float(e["ts"]) + float(e["dur"]) for e in last) - t0
-            first_attn = next(float(e["ts"]) + float(e["dur"]) for e in last if "fwd_sm90_kernel" in e["name"])
-            head = [f"{e['name'].split('(')[0].replace('void ', '').split('<')[0].replace('hstu::', '')[-28:]} "
-                    f"{float(e['ts']) - t0:.1f}+{float(e['dur']):.1f}" for e in last if float(e["ts"]) < first_attn]
-            print(f"<!-- {args.label} {name} {var} head: " + "; ".join(head) + f"; span {span:.1f} us -->")
-            del g
 
 
 if __name__ == "__main__":

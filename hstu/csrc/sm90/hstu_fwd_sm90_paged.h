@@ -38,7 +38,7 @@ struct Sm90PagedKV {
   // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
   int pdl = 0;
   // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
-  // arrival; a private comparison, hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive).
+  // arrival; hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive, set by KVCacheManager's serving step by default).
   int split_arrive = 0;
   // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
