@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _prewait_allowed, _step_plan_kind, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _split_arrive_on, _step_plan_kind, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -71,13 +71,12 @@ def cached_hstu_attention(
     # dependent launches (each waits in-kernel for the kernels before it before its first global read).
     # (not while torch.compile traces: the op's options there come from the caller's kernel_options alone)
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
-    # cache._prewait: the layers over the step's plan made by an earlier layer read their work-list item and the
-    # sequence's lengths and page-table base before the in-kernel wait (nothing writes those while the step runs).
-    prewait = _prewait_allowed() if pdl and getattr(cache, "_prewait", False) else contextlib.nullcontext()
+    # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
+    arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
     # cache._step_plan: how the step plan is made under pdl (private comparisons; _paged._step_plan_kind).
     kind = getattr(cache, "_step_plan", "block")
     plan_kind = _step_plan_kind(kind) if pdl and kind != "block" else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), prewait, plan_kind:
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, plan_kind:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

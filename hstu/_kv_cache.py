@@ -65,10 +65,10 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
     "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
-# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); a 128-thread block
-# for batches below 128 (private comparison).
+# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the lengths' ready
+# word after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl).
 BEGIN_STEP_NO_GATHER_PLAN = 1
-BEGIN_STEP_SMALL_BLOCK = 2
+BEGIN_STEP_LENGTHS_READY = 4
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
 if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
@@ -273,11 +273,14 @@ class KVCacheManager:
         # head dim 64 / 128 / 256, this build's unit): only a call it does not serve (rab) gathers, so begin_step
         # does not write it (at batch 1 a few thousand rows, on the serving step's critical path). Elsewhere the
         # fused kernel writes it. (Private: the benchmarks compare both.)
-        # cached_hstu_attention's layers after the step's first (over its plan) let the paged forward's CTAs read
-        # their work-list item and the sequence's lengths and page-table base before the in-kernel wait (with pdl;
-        # private, opt-in: no gain measured, docs/hstu_inference.md).
-        self._prewait = False
-        self._small_block = False  # begin_step's block: 128 threads for batches below 128 (private comparison)
+        # The serving step (private switches, the defaults measured faster; docs/hstu_inference.md): _plan_ready,
+        # under pdl begin_step publishes the key offsets as soon as they are known and the step plan's block spins
+        # on that word instead of waiting for begin_step's end ("pages", the default: it also exits once begin_step's
+        # step tensors are written, before its table updates; True: it waits for begin_step's completion; False:
+        # the plain wait); _split_arrive, the paged forward's split sum with the quick arrival (True, the default;
+        # False: the plain arrival).
+        self._plan_ready = "pages"
+        self._split_arrive = True
         # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
         # planner (a private comparison; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
         self._step_plan = "block"
@@ -493,12 +496,13 @@ class KVCacheManager:
     def _begin_step_kernel(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
         lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
+        ready = self._plan_ready if self.pdl and not torch.compiler.is_compiling() else False
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
-            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_SMALL_BLOCK if self._small_block else 0))
+            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size
@@ -508,7 +512,7 @@ class KVCacheManager:
 
         layout = PagedLayout(src_rows=None if lazy else src_rows, dst_new=dst_new, cu_seqlens_k=cu_k,
                              cached_lens=cached_lens, capacity=capacity, error_flags=lflags[0],
-                             src_rows_fn=gather_rows if lazy else None)
+                             src_rows_fn=gather_rows if lazy else None, lengths_ready=ready)
         return CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,

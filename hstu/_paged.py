@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -70,6 +70,8 @@ class PagedLayout:
             `hstu_attn_paged_func`, empty elsewhere.
         src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
             only calls the paged forward does not serve gather); None: src_rows is given.
+        lengths_ready: cu_seqlens_k is the view of KVCacheManager's fused begin_step whose next int32 is its
+            lengths' ready word (True, or "pages": KVCacheManager._plan_ready; False: none).
     """
 
     src_rows: Optional[torch.Tensor]
@@ -80,6 +82,7 @@ class PagedLayout:
     error_flags: torch.Tensor
     kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
     src_rows_fn: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False, compare=False)
+    lengths_ready: Union[bool, str] = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.src_rows is None and self.src_rows_fn is not None:
@@ -238,12 +241,17 @@ if hasattr(torch.ops.hstu_attn, _PAGED_OP) and not torch._C._dispatch_has_kernel
 
 _paged_available = {}  # (device index, half, head dim) -> whether this build's Hopper paged forward runs there
 
-# hstu/csrc/ops/hstu_plan.h kOptPagedPrewait: set on the paged op's options by _paged_kernel only.
-_PAGED_PREWAIT = 1 << 40
+# hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive: set on the paged op's options by _paged_kernel only
+# (KVCacheManager._split_arrive: the serving step's default).
+_PAGED_SPLIT_ARRIVE = 1 << 42
 _call_state = threading.local()  # this thread's private settings of the paged calls (the two managers below)
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
 # (KVCacheManager._step_plan, a private comparison).
 _STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
+# hstu_paged_step_plan.h kOptPlanLengthsReady: the plan op's, for a layout whose cu_seqlens_k carries begin_step's
+# ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
+_PLAN_LENGTHS_READY = 1 << 43
+_PLAN_PAGES_READY = 1 << 44  # (with it: the block exits on the page table's ready value; _plan_ready = "pages")
 
 
 @contextlib.contextmanager
@@ -257,12 +265,17 @@ def _call_setting(name: str, value):
         setattr(_call_state, name, old)
 
 
-def _prewait_allowed():
-    """Calls made inside (in this thread) that run the Hopper paged forward under the pdl option over a plan made
-    by an earlier call let its CTAs read their work-list item and the sequence's lengths and page-table base before
-    their in-kernel wait (cached_hstu_attention with KVCacheManager._prewait: nothing writes those while a step's
-    layers run)."""
-    return _call_setting("prewait", True)
+def _split_arrive_on():
+    """Calls made inside (in this thread) that run the Hopper paged forward sum its split tiles with the quick
+    arrival (cached_hstu_attention with KVCacheManager._split_arrive, on by default)."""
+    return _call_setting("split_arrive", True)
+
+
+def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
+    """Whether cu_k is the layout's cu_seqlens_k with begin_step's lengths' ready word in the int32 after it."""
+    if not layout.lengths_ready or cu_k.data_ptr() != layout.cu_seqlens_k.data_ptr():
+        return False
+    return cu_k.untyped_storage().nbytes() >= (cu_k.storage_offset() + cu_k.numel() + 1) * 4
 
 
 def _step_plan_kind(kind: str):
@@ -365,14 +378,15 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
         def make():
             made.append(True)
             bits = getattr(_call_state, "plan_bits", None) or 0
+            if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
+                bits |= _PLAN_LENGTHS_READY | (_PLAN_PAGES_READY if layout.lengths_ready == "pages" else 0)
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
                               num_targets, target_group_size, window, options | bits)
 
         plan = _kernel_plan(layout, make, q, user_vectors, (max_seqlen_q, max_seqlen_k, target_group_size, window,
                                                              num_contexts is None, num_targets is None))
-        if (plan is not None and not made and options & _ops.OPTION_BITS["pdl"]
-                and getattr(_call_state, "prewait", None)):
-            op_options = options | _PAGED_PREWAIT  # (the plan was made by an earlier call: complete before this one)
+    if getattr(_call_state, "split_arrive", None):
+        op_options = options | _PAGED_SPLIT_ARRIVE
     out = torch.ops.hstu_attn.paged_fwd_sm90(
         q, k_new, v_new, cu_q, cu_k, kv_cache, page_offsets.contiguous(), page_ids.contiguous(),
         layout.cached_lens.contiguous(), layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts, num_targets,

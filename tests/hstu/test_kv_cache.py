@@ -309,7 +309,8 @@ def test_fused_kernel_equals_torch_path(evict):
         # every other trial without the kernel's gather plan (made on demand from the step's page table, as on
         # Hopper at the paged forward's head dims)
         a._lazy_gather_plan = trial % 2 == 1
-        a._small_block = trial % 4 >= 2  # (and half of them in begin_step's 128-thread block: B < 128 here)
+        # (and half of them with the lengths' ready word after cu_seqlens_k, where the cache runs pdl: Hopper)
+        a._plan_ready = (False, False, True, "pages")[trial % 4]
         for it in range(12):
             B = rng.randint(1, min(U, 24))
             users = [rng.randrange(3 * U) for _ in range(B)]

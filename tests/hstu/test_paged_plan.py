@@ -9,6 +9,7 @@ the same chunks), repeat bitwise (the split counters end at zero), and a violati
 turns every layer's output to NaN and raises.
 """
 
+import contextlib
 import random
 
 import pytest
@@ -463,12 +464,15 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-def test_prewait_layers_bitwise_plain(graph):
-    # KVCacheManager._prewait: the layers after a step's first (over the step's plan, under pdl) read their item and
-    # the sequence's lengths and page-table base before the in-kernel wait. Against a manager without it
-    # (same inputs, plain launches): every layer's output of three steps and the pools bitwise equal, eagerly and
-    # with the step captured in a CUDA graph (the appends beside the attention on the side stream, each layer's
-    # q / k / v written by a kernel right before its call); long cached histories (split units).
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "plan_pages", "split_arrive"])
+def test_step_variants_bitwise_plain(variant, graph):
+    # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
+    # step plan's block spins on its ready word instead of waiting for begin_step's end; "pages": it also exits on
+    # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed.
+    # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
+    # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
+    # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
+    # (split units, summed together).
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     seed = random.randrange(1 << 30)
@@ -477,7 +481,10 @@ def test_prewait_layers_bitwise_plain(graph):
     kw = dict(num_pages=160, page_size=64, max_users=4, max_pages_per_user=70, dtype=torch.bfloat16, device="cuda")
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
-    pre._prewait = True
+    plain._plan_ready, plain._split_arrive = False, False
+    settings = {"plan_ready": (True, False), "plan_pages": ("pages", False), "split_arrive": (False, True),
+                "default": (pre._plan_ready, pre._split_arrive)}
+    pre._plan_ready, pre._split_arrive = settings[variant]
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):
@@ -525,7 +532,7 @@ def test_prewait_layers_bitwise_plain(graph):
         for l in range(L):
             a, b = outs["pre"][l], outs["plain"][l]
             assert torch.isfinite(b).all(), f"seed {seed} step {it} layer {l}"
-            assert torch.equal(a, b), f"seed {seed} step {it} layer {l}: the pre-wait reads changed the output"
+            assert torch.equal(a, b), f"seed {seed} step {it} layer {l}: {variant} changed the output"
         assert torch.equal(plain.pool, pre.pool), f"seed {seed} step {it}: the pools differ"
     plain.check()
     pre.check()
@@ -603,17 +610,19 @@ def test_split_together_bitwise_alone(tiles):
 
 
 @pytest.mark.gpu
-def test_split_decided_alone_bitwise_together():
+@pytest.mark.parametrize("quick", [False, True])
+def test_split_decided_alone_bitwise_together(quick):
     # A unit whose chunks were not all running when the first of them finished sums alone (hstu_fwd_sm90_split.cuh:
     # the last to arrive sums every partial). Forced here by raising the started count of every split unit in the
     # plan's counters (no chunk then sees all k started): the same bits as the sum together, the trace's mode word
     # says which path ran (2 together; alone: 1 the summing chunk, 0 the others), and the counters end at zero (the
-    # next launch sums together).
+    # next launch sums together). quick: the quick arrival (KVCacheManager._split_arrive's path), the same bits.
     seed, step, common, gen, total_q, H, D = _hopper_step("b1_long")
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
 
     def run():
-        out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
+        with _paged._split_arrive_on() if quick else contextlib.nullcontext():
+            out = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
         tr = torch.ops.hstu_attn.paged_fwd_trace(qkv["q"]).cpu()
         work = tr[:, 10] > 0
         return out, ((tr[work, 12] >> 62) & 3).tolist()

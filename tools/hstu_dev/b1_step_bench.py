@@ -9,11 +9,14 @@ layers' outputs between them, as the benchmark's "cached step, CUDA graph" row) 
 
 Variants (private attributes of KVCacheManager; a variant the installed wheel lacks is skipped):
   default       the manager as constructed
+  off           _plan_ready = False, _split_arrive = False (main16's step)
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
-  prewait       _prewait = True: the layers after the first read their work-list item, lengths and page-table
-                base before the in-kernel wait; no_prewait: _prewait = False
-  small_block   _small_block = True: begin_step in a 128-thread block (batches below 128); prewait_small: both
+  plan_ready    _plan_ready = True: begin_step publishes the key offsets early (a ready word after cu_seqlens_k)
+                and the step plan's block spins on it instead of waiting for begin_step's end
+  plan_pages    _plan_ready = "pages": the same, and the block exits once begin_step's step tensors are written
+  split_arrive  _split_arrive = True: the paged forward's split sum with the quick arrival; ready_arrive: both;
+                pages_arrive: plan_pages and split_arrive
   two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
                 one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
                 e.g. after two_kernel_plan: the order of the variants' graphs checked)
@@ -35,9 +38,11 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-VARIANTS = {"default": {}, "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "prewait": {"_prewait": True}, "no_prewait": {"_prewait": False},
-            "small_block": {"_small_block": True}, "prewait_small": {"_prewait": True, "_small_block": True},
+VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False},
+            "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
+            "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
+            "ready_arrive": {"_plan_ready": True, "_split_arrive": True}, "plan_pages": {"_plan_ready": "pages"},
+            "pages_arrive": {"_plan_ready": "pages", "_split_arrive": True},
             "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
 
 

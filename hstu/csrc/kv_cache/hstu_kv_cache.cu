@@ -145,12 +145,17 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   __shared__ int32_t s_pids[kFoldRows / 16];  // the page table, for the folded gather plan (B * M <= this)
   __shared__ int64_t s_clock, s_fc, s_before;
   __shared__ uint64_t s_prev;
-  // A kernel launched behind this one with programmatic serialization (the step plan's validation under
+  // A kernel launched behind this one with programmatic serialization (the step plan under
   // kernel_options(pdl=True), the serving step's default) may start now; it waits for this grid to complete
-  // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it.
-  griddep_launch_dependents();
+  // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it. With the ready word, only
+  // after the barrier below, which follows its reset's fence.
+  if (p.ready == nullptr) griddep_launch_dependents();
 
   if (tid == 0) {
+    if (p.ready != nullptr) {
+      *p.ready = 0;
+      __threadfence();
+    }
     s_flags = 0;
     s_clock = *p.clock;
     s_fc = *p.free_count;
@@ -170,6 +175,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (tid <= B) s_cq[tid] = v;
   }
   __syncthreads();
+  if (p.ready != nullptr) griddep_launch_dependents();
 
   // 1. Sort the batch's ids (rank sort, ties by position); a later copy of an id is a duplicate (served empty).
   for (int b = tid; b < B; b += NT) {
@@ -213,12 +219,32 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (found_len == static_cast<int64_t>(kLenMask)) found_len = p.slot_len[s_found[tid]];
   }
 
+  const bool found_t = tid < B && !s_dup[tid] && s_found[tid] != INT_MAX;
+  // The key offsets: each user's cached length (its found slot's, else 0) plus its new tokens; written here, as
+  // soon as they are known, for the step plan's block behind this kernel (the ready word).
+  {
+    const int64_t lk = tid < B ? (found_t ? found_len : 0) + (s_cq[tid + 1] - s_cq[tid]) : 0;
+    int64_t tot_k;
+    const int64_t incl = block_scan<false>(lk, &tot_k, s_buf);
+    if (tid < B) {
+      s_cuk[tid + 1] = incl;
+      p.cu_seqlens_k[tid + 1] = static_cast<int32_t>(incl);
+    }
+    if (tid == 0) {
+      s_cuk[0] = 0;
+      p.cu_seqlens_k[0] = 0;
+    }
+  }
+
   // 3. Slots. Found users keep theirs; the r-th missing user (batch order) takes the r-th free slot (index
   // order), then, with eviction on, the least-recently-used valid slots not held by the batch.
-  const bool found_t = tid < B && !s_dup[tid] && s_found[tid] != INT_MAX;
   const bool missing_t = tid < B && p.create && !s_dup[tid] && !found_t;
   int64_t n_miss;
   const int64_t miss_rank = block_scan<false>(missing_t, &n_miss, s_buf) - missing_t;
+  // (the scan's barriers order every thread's cu_seqlens_k stores before thread 0's release)
+  if (tid == 0 && p.ready != nullptr) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.ready), "r"(1) : "memory");
+  }
   if (found_t) set_bit(s_inbatch, s_found[tid]);
   int64_t n_free_taken = 0;
   if (n_miss > 0) {
@@ -392,24 +418,15 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (p.fold_layout) s_pids[e] = val;
   }
   {
-    const int64_t lk = tid < B ? s_old[tid] + (s_cq[tid + 1] - s_cq[tid]) : 0;
-    int64_t tot_k;
-    const int64_t incl = block_scan<false>(lk, &tot_k, s_buf);
     if (tid < B) {
       const int64_t old = s_old[tid], have = s_have[tid];
-      s_cuk[tid + 1] = incl;
-      p.cu_seqlens_k[tid + 1] = static_cast<int32_t>(incl);
       p.page_offsets[tid] = static_cast<int32_t>(s_po[tid]);
       p.slots[tid] = s_slot[tid];
       p.num_append_out[tid] = static_cast<int32_t>(s_new[tid] - old);
       p.last_page_lens[tid] = static_cast<int32_t>(have > 0 ? old - (have - 1) * ps : 0);
       p.cached_lens[tid] = static_cast<int32_t>(old);
     }
-    if (tid == 0) {
-      s_cuk[0] = 0;
-      p.cu_seqlens_k[0] = 0;
-      p.page_offsets[B] = static_cast<int32_t>(s_po[B]);
-    }
+    if (tid == 0) p.page_offsets[B] = static_cast<int32_t>(s_po[B]);
   }
 
   // 9. Where each new token goes: its K row in the cache (append_rows) and in the gathered buffer (dst_new).
@@ -460,6 +477,10 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     }
   }
   __syncthreads();
+  // (the barrier orders every thread's stores of the step's tensors before thread 0's release)
+  if (tid == 0 && p.ready != nullptr) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.ready), "r"(2) : "memory");
+  }
 
   // 10. Table updates: ids, lengths after the append, clock; then the sink slot is reset (except last_used).
   if (tid < B) {
@@ -536,8 +557,7 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   q.rows_in_smem = begin_step_rows_in_smem(p.batch, p.max_pages_per_user);
   q.fold_layout =
       p.gather_plan && rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
-  const int threads = p.small_block && p.batch < kSmallBlock ? kSmallBlock : kThreads;  // (B + 1 <= threads)
-  detail::begin_step_kernel<<<1, threads, smem, stream>>>(q);
+  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || q.fold_layout || !p.gather_plan) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);

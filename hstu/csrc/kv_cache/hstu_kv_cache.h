@@ -18,7 +18,6 @@ constexpr int64_t kMaxUsers = 65536;     // user-table bitmasks live in shared m
 // bookkeeping kernel itself (a few rows per thread, the page table staged in shared memory) instead of the grid
 // kernel: one launch less per step for small batches (NVIDIA's batch 1: 4,481 rows).
 constexpr int64_t kFoldRows = 8192;
-constexpr int kSmallBlock = 128;
 
 // CACHE_ERROR_BITS of _kv_cache.py.
 constexpr int32_t kPoolFull = 1 << 8;
@@ -54,15 +53,19 @@ struct BeginStepParams {
   int64_t* dst_new;          // (total_q)
   int32_t* cu_seqlens_k;     // (B + 1)
   int32_t* layout_flags;     // (1), always 0: the manager's page tables are valid by construction
+  // The lengths' ready word (nullptr: none): 0 from the kernel's start, then 1 (a release at GPU scope) once
+  // cu_seqlens_k is written, before the page table and the table updates; 2 once every step tensor (the page
+  // table, the append rows, the gather plan) is written, before the table updates (read by the next step only).
+  // The serving step's plan block (hstu/csrc/paged, kOptPlanLengthsReady) spins on it instead of waiting for this
+  // grid's completion, so its validation and planning run beside the rest of this kernel. The kernel lets its
+  // dependents launch only after the word's reset is visible at GPU scope.
+  int32_t* ready = nullptr;
   int batch;
   int64_t max_users, num_pages, max_pages_per_user, page_size, total_q;
   bool create, evict;
   // The gather plan (src_rows) is written at all: false when its reader computes it on demand (KVCacheManager on
   // a Hopper device, where the paged forward reads the pages itself and only a rab call gathers).
   bool gather_plan = true;
-  // A block of kSmallBlock threads instead of kThreads for batches below it (fewer warps per block barrier; the
-  // kernel's loops stride by the block; private comparison, kv_cache_begin_step's option bit 1).
-  bool small_block = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };

@@ -33,11 +33,12 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
 }
 
 // kv_cache_begin_step's options: bit 0 = no gather plan (src_rows returned empty; KVCacheManager makes it on demand
-// where the paged forward reads the pages itself); bit 1 = a block of kvcache::kSmallBlock threads for batches
-// below it (private comparison).
+// where the paged forward reads the pages itself); bit 2 = the lengths' ready word (BeginStepParams::ready) in
+// the int32 after cu_seqlens_k's B + 1 (returned as a view of its first B + 1; the step plan's block under
+// kOptPlanLengthsReady spins on it: KVCacheManager._plan_ready, on by default under pdl).
 constexpr int64_t kBeginStepNoGatherPlan = 1;
-constexpr int64_t kBeginStepSmallBlock = 2;
-constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepSmallBlock;
+constexpr int64_t kBeginStepLengthsReady = 4;
+constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepLengthsReady;
 
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
@@ -74,12 +75,14 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   ACCEL_CHECK((options & ~kBeginStepKnownOptions) == 0, "options: expected bits of ", kBeginStepKnownOptions,
               ", got ", options);
   const bool gather_plan = (options & kBeginStepNoGatherPlan) == 0;
+  const bool ready = (options & kBeginStepLengthsReady) != 0;
   const int64_t capacity = B * M * page_size + total_q;
   auto i64 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Long); };
   auto i32 = [&](int64_t n) { return torch::stable::new_empty(slot_user, {n}, ScalarType::Int); };
   Tensor slots = i64(B), num_app = i32(B), page_offsets = i32(B + 1), page_ids = i32(B * M);
   Tensor last_page_lens = i32(B), cached_lens = i32(B), append_rows = i64(total_q);
-  Tensor src_rows = i64(gather_plan ? 2 * (capacity + 1) : 0), dst_new = i64(total_q), cu_k = i32(B + 1), layout_flags = i32(1);
+  Tensor src_rows = i64(gather_plan ? 2 * (capacity + 1) : 0), dst_new = i64(total_q);
+  Tensor cu_k = i32(B + 1 + (ready ? 1 : 0)), layout_flags = i32(1);
 
   kvcache::BeginStepParams p{};
   p.slot_user = static_cast<int64_t*>(slot_user.data_ptr());
@@ -104,6 +107,7 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.src_rows = static_cast<int64_t*>(src_rows.data_ptr());
   p.dst_new = static_cast<int64_t*>(dst_new.data_ptr());
   p.cu_seqlens_k = static_cast<int32_t*>(cu_k.data_ptr());
+  p.ready = ready ? p.cu_seqlens_k + B + 1 : nullptr;
   p.layout_flags = static_cast<int32_t*>(layout_flags.data_ptr());
   p.batch = static_cast<int>(B);
   p.max_users = U;
@@ -114,12 +118,11 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.create = create;
   p.evict = evict;
   p.gather_plan = gather_plan;
-  p.small_block = (options & kBeginStepSmallBlock) != 0;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(slots, num_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows,
-                         dst_new, cu_k, layout_flags);
+                         dst_new, ready ? torch::stable::narrow(cu_k, 0, 0, B + 1) : cu_k, layout_flags);
 }
 
 // kv_cache_copy_pages: the offload / reload copies of KVCacheManager (hstu_kv_cache.h PageCopyParams). src and dst

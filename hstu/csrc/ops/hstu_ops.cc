@@ -603,8 +603,10 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
                            int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
                            int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bit)
-  options &= ~kOptPlanTwoKernels;
+  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bits)
+  const bool lengths_ready = (options & kOptPlanLengthsReady) != 0;
+  const bool pages_ready = (options & kOptPlanPagesReady) != 0;
+  options &= ~(kOptPlanTwoKernels | kOptPlanLengthsReady | kOptPlanPagesReady);
   HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
@@ -627,7 +629,11 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
     p.fwd_sched = inputs.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = inputs.fwd_sched_bytes = fwd_plan.sched_bytes;
   }
-  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s)
+  // (kOptPlanLengthsReady: the ready word follows cu_seqlens_k's B + 1 int32, begin_step's output; _paged.py
+  // checks its storage)
+  const int32_t* ready =
+      lengths_ready ? static_cast<const int32_t*>(cu_seqlens_k.data_ptr()) + cu_seqlens_k.numel() : nullptr;
+  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s, ready, pages_ready)
                                                                      : cudaErrorNotSupported;
   if (err != cudaErrorNotSupported) {
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));
@@ -677,8 +683,8 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
                       int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha,
                       double scaling_seqlen, int64_t options, std::optional<Tensor> plan) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  const bool prewait = (options & kOptPagedPrewait) != 0;  // (hstu/_paged.py's own bit)
-  options &= ~kOptPagedPrewait;
+  const bool split_arrive = (options & kOptPagedSplitArrive) != 0;  // (hstu/_paged.py's own bit)
+  options &= ~kOptPagedSplitArrive;
   HstuParams p = call_params(options, q, k_new, v_new, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha,
                              std::nullopt, scaling_seqlen, std::nullopt, std::nullopt);
@@ -747,7 +753,7 @@ Tensor paged_fwd_sm90(Tensor q, Tensor k_new, Tensor v_new, Tensor cu_seqlens_q,
   pk.num_pages = static_cast<int>(kv_cache.size(0));
   while ((int64_t{1} << pk.page_shift) < ps) ++pk.page_shift;
   pk.pdl = HstuOptions::from_bits(options).pdl ? 1 : 0;
-  if (pk.pdl != 0 && plan.has_value() && prewait) pk.pdl |= kPagedPrewait;
+  pk.split_arrive = split_arrive ? 1 : 0;
   if (HstuOptions::from_bits(options).fwd_trace) {
     pk.trace = paged_trace_buffer(q.get_device());
     const cudaError_t e0 =

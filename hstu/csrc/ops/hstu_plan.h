@@ -82,11 +82,10 @@ enum HstuFlagBits : int64_t {
   kFlagKnownMask = kFlagMaskGr,
 };
 
-// Set by hstu/_paged.py itself (never by kernel_options), in the upper half too: the paged Hopper forward under
-// kOptPdl over a plan made by an earlier call (cached_hstu_attention's layers after the first, with
-// KVCacheManager._prewait): its CTAs may read the plan and the page table before their griddepcontrol.wait
-// (Sm90PagedKV::pdl | kPagedPrewait). HstuOptions::from_bits ignores it.
-constexpr int64_t kOptPagedPrewait = int64_t{1} << 40;
+// Set by hstu/_paged.py itself (never by kernel_options), in the upper half too: the paged Hopper forward's split
+// sum with the quick arrival (Sm90PagedKV::split_arrive; KVCacheManager._split_arrive, the serving step's default).
+// HstuOptions::from_bits ignores it.
+constexpr int64_t kOptPagedSplitArrive = int64_t{1} << 42;
 
 struct HstuOptions {
   bool sm90 = true;

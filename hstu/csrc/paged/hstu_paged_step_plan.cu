@@ -16,7 +16,7 @@
 namespace hstu {
 
 #ifdef ACCEL_NO_DEVICE_CODE
-cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool) {
   return cudaErrorNotSupported;
 }
 #else
@@ -28,10 +28,17 @@ namespace {
 // sequence's lengths are loaded beside the validation's loads (nothing waits for the sanitized copies); after a
 // violation every sequence counts no units, the list the sanitized copies (all empty) give. The layer's forward
 // behind this grid may start its CTAs at once; they wait for its completion.
+// ready (begin_step's lengths' ready word, or nullptr): thread 0 spins on it (an acquire at GPU scope; the
+// barrier in validate_block passes the order on) instead of the wait, so the block runs beside the rest of
+// begin_step; the wait comes before the block exits, so the forward behind it still sees begin_step complete.
+// Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when begin_step starts. pages_ready: the
+// block exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion
+// carries the order to the kernels behind it) instead of waiting for begin_step's completion.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
-                                const int num_sms, const int split_pct, const int fixed_cap) {
+                                const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready,
+                                const int pages_ready) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
@@ -46,7 +53,17 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     s_part_next = 0;
   }
   for (int i = tid; i < kPlanBuckets; i += kPlanThreads) s_key[i] = 0;
-  griddep_wait();
+  if (ready == nullptr) {
+    griddep_wait();
+  } else {
+    if (tid == 0) {
+      int r = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
+      } while (r == 0);
+    }
+    __syncthreads();
+  }
   SeqInfo si{};
   int nu = 0;
   if (tid < p.batch) {  // (indices inside the vectors; the values count only if valid)
@@ -61,10 +78,20 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // (total <= kPlanThreads: launch_step_plan's bound)
   hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
                                  &s_part_next, pre, total);
+  if (ready == nullptr) return;
+  if (pages_ready == 0) {
+    griddep_wait();
+  } else if (tid == 0) {
+    int r = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
+    } while (r < 2);
+  }
 }
 
 template <int D>
-cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream) {
+cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream,
+                             const int32_t* ready, bool pages_ready) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -83,21 +110,22 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
-                   fwd_split_pct(p), fwd_split_cap(p));
+                   fwd_split_pct(p), fwd_split_cap(p), ready, pages_ready ? 1 : 0);
 }
 
 }  // namespace
 }  // namespace sm90
 
-cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
+                                 const int32_t* ready, bool pages_ready) {
   int* claim = hstu_error_claim_word(stream);
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream);
+      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, pages_ready);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream);
+      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, pages_ready);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream);
+      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, pages_ready);
     default:
       return cudaErrorNotSupported;
   }

@@ -115,25 +115,6 @@ __device__ __forceinline__ void paged_poison_if_invalid(const HstuParams& p, con
   for (int64_t i = cta * blockDim.x + threadIdx.x; i < n; i += ctas * blockDim.x) o[i] = nan;
 }
 
-// sched_cta_work<true>'s reads without its griddepcontrol.wait, for a paged launch with kPagedPrewait: the plan was
-// made before the kernel this grid runs behind, so its list is complete (and unchanged: the counters, which the
-// CTAs write, are read after the wait) before this grid starts.
-__device__ __forceinline__ bool fwd_cta_item_prewait(const SchedArgs& s, int heads, int4& item, int& h, int4& split,
-                                                     int& together) {
-  const int x = static_cast<int>(blockIdx.x);
-  const int4 hdr = *reinterpret_cast<const int4*>(s.count);
-  const int4 by_head = s.items[2 * (x / heads)];
-  const int4 by_head_split = s.items[2 * (x / heads) + 1];
-  const int4 own = s.items[2 * x];
-  const int4 own_split = s.items[2 * x + 1];
-  together = hdr.z;
-  const bool head_first = hdr.y == 0;
-  h = head_first ? x % heads : own_split.w;
-  item = head_first ? by_head : own;
-  split = head_first ? by_head_split : own_split;
-  return head_first ? x / heads < hdr.x : x < hdr.x;
-}
-
 // Both consumer warpgroups overlap the SiLU of tile i with the P V wgmma of tile i-1 and take turns issuing their
 // wgmmas (pingpong, named barriers 4/5), so one's SiLU runs under the other's GEMMs.
 // head_major: grid (m_blocks, H, B) with the query tiles of one (b, h) adjacent, so concurrently running CTAs share
@@ -217,22 +198,12 @@ __global__ void __launch_bounds__(384, 1)
 
   int h = 0, b = 0, m_block = 0, nb_begin = 0, nb_end = 0, gap_end = 0, gap_len = 0;
   int t_lo = 0, t_hi = 0;
-  // Pre-wait reads (pk.pdl & kPagedPrewait; the work list's paged CTAs): the item, the sequence's lengths and the
-  // page-table base are read, and the barriers set up, before griddepcontrol.wait, because the plan and the step's
-  // page table were written before the kernel this grid runs behind. The K / V tiles, Q, the split counters and
-  // every global write stay after the wait (each warpgroup waits before its first). (Issuing the first cached-only
-  // K / V tiles before the wait too made the producer's 40 registers spill.)
-  [[maybe_unused]] const bool prewait = kSched && !Config::kPersistent && !kRab && (pk.pdl & kPagedPrewait) != 0 &&
-                                        pk.pool != nullptr;
   if constexpr (kSched) {  // work list (jagged)
     int4 it;
     int4 split;
     int together;
-    const bool has = prewait ? fwd_cta_item_prewait(sched, p.heads, it, h, split, together)
-                             : sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0,
-                                                    &split, &together);
-    if (!has) {
-      if (prewait) griddep_wait();
+    if (!sched_cta_work<true>(sched, p.heads, it, h, !Config::kPersistent && !kRab && pk.pdl != 0, &split,
+                              &together)) {
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
       paged_poison_if_invalid<T>(p, pk);
       if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 14, fwd_now());
@@ -240,8 +211,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (threadIdx.x == 0 && trace != nullptr) fwd_trace_put(trace, 1, fwd_now());
     // A split unit's chunk counts itself as running (hstu_fwd_sm90_split.cuh; a reduction, nothing waits on it).
-    // Pre-wait: consumer thread 0 does, after its wait.
-    if (threadIdx.x == 0 && !prewait) fwd_split_started(sched, p.heads, h, split, together);
+    if (threadIdx.x == 0) fwd_split_started(sched, p.heads, h, split, together);
     b = it.x;
     m_block = it.y;
     t_lo = it.z;  // this chunk's KV tiles: positions among the query tile's visited ones
@@ -270,7 +240,6 @@ __global__ void __launch_bounds__(384, 1)
   SeqInfo si = seq_info(p, b);
   int m0 = m_block * BM;
   if (!kPersist && m0 >= si.lq_alloc) {
-    if (prewait) griddep_wait();
     if constexpr (!kPersist && !kRab) paged_poison_if_invalid<T>(p, pk);
     return;
   }
@@ -296,10 +265,6 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 128) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<C::kProducerRegs>();
-    if (prewait) {  // (Q and the K / V tiles after the wait)
-      griddep_wait();
-      griddep_launch_dependents();
-    }
     if constexpr (kPagedOk) {
       if (paged && n_tiles > 0) {
         if (tid == 0) {
@@ -449,16 +414,6 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- consumer warpgroups
     setmaxnreg_inc<C::kConsumerRegs>();
     const int ctid = tid - 128;
-    if (prewait) {  // (the chunk counts itself as running after the wait: the counters are the previous grid's)
-      griddep_wait();
-      griddep_launch_dependents();
-      if (ctid == 0) {  // (its split word read again rather than kept live past the warpgroups' split)
-        int4 it, split;
-        int hh, together;
-        fwd_cta_item_prewait(sched, p.heads, it, hh, split, together);
-        fwd_split_started(sched, p.heads, hh, split, together);
-      }
-    }
     if (ctid == 0 && trace != nullptr) fwd_trace_put(trace, 6, fwd_now());
     const int wg = ctid / 128;  // 0 or 1: rows [64 wg, 64 wg + 64) of the tile
     const int wtid = ctid % 128;
@@ -717,7 +672,9 @@ __global__ void __launch_bounds__(384, 1)
       // Split tile (work list): the chunks' fp32 partials summed (hstu_fwd_sm90_split.cuh); false: this CTA is
       // done (the chunks stored the tile together, or another chunk sums).
       if constexpr (kSched) {
-        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace)) return;
+        if (!fwd_split_reduce<T, BM, D>(sched, p, h, ctid, bar + 120u, si, m0, acc_o, trace, pk.split_arrive != 0)) {
+          return;
+        }
       }
 
       // Epilogue: scale, round, stage this warpgroup's 64 rows through its part of the Q buffer (same 128B swizzle),

@@ -36,17 +36,15 @@ struct Sm90PagedKV {
   // 1: launched with programmatic stream serialization (kernel_options(pdl=True)): each CTA starts (and at
   // D <= 128 prefetches its tensor maps, kernel arguments only) while the previous kernel on the stream still runs,
   // waits for it (griddepcontrol.wait) before its first global read, then lets the next kernel launch.
-  // | kPagedPrewait: the work list's CTAs also read their item, the sequence's lengths and page-table base (and set
-  // up their barriers) before the wait (hstu_fwd_sm90_kernel.cuh): only for a plan made by an earlier call
-  // (cached_hstu_attention's layers after the first; kOptPagedPrewait).
   int pdl = 0;
+  // 1: a split unit's chunks that sum together arrive in one round trip where they can (fwd_split_reduce's quick
+  // arrival; hstu/csrc/ops/hstu_plan.h kOptPagedSplitArrive, set by KVCacheManager's serving step by default).
+  int split_arrive = 0;
   // Diagnostics (kernel_options(fwd_trace=True)): the work-list CTAs write %globaltimer at their phases into
   // trace[blockIdx.x * kFwdTraceSlots + slot] (CTAs below kFwdTraceCtas; hstu_fwd_sm90_kernel.cuh fwd_stamp), read
   // back by hstu_attn::paged_fwd_trace. nullptr: nothing is written.
   unsigned long long* trace = nullptr;
 };
-
-constexpr int kPagedPrewait = 2;  // Sm90PagedKV::pdl bit
 
 constexpr int kFwdTraceSlots = 32;
 constexpr int kFwdTraceCtas = 2048;

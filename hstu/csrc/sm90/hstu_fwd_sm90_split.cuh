@@ -40,6 +40,12 @@ __device__ __forceinline__ void fwd_trace_put(unsigned long long* trace, int slo
   if (trace != nullptr && blockIdx.x < kFwdTraceCtas) trace[blockIdx.x * kFwdTraceSlots + slot] = v;
 }
 
+__device__ __forceinline__ int ld_relaxed_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
@@ -140,11 +146,11 @@ __device__ __forceinline__ void fwd_split_sum_together(const float4* base, int64
 // columns 8 j + 2 (lane % 4) (+ 1)). Returns true when the CTA goes on to the normal epilogue with acc_o the unit's
 // sum (an unsplit item, or the last chunk summing alone); false when it is done (the tile's outputs stored by the
 // chunks together, or another chunk sums). `flag`: a free shared word. si, m0, h: the tile's sequence, first row
-// and head; sc: the output scale.
+// and head; sc: the output scale. quick: the together path's quick arrival (below).
 template <typename T, int BM, int D>
 __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const HstuParams& p, int h, int ctid,
                                                  uint32_t flag, const SeqInfo& si, int m0, float (&acc_o)[D / 2],
-                                                 unsigned long long* trace = nullptr) {
+                                                 unsigned long long* trace = nullptr, bool quick = false) {
   static_assert(BM == 128, "two consumer warpgroups of 64 rows");
   int idx, hh;
   sched_cta_item(sched, p.heads, idx, hh);
@@ -174,6 +180,27 @@ __device__ __forceinline__ bool fwd_split_reduce(const SchedArgs& sched, const H
       const int old = atom_add_acq_rel_gpu(counter, 1);
       if (old == k - 1) *counter = 0;  // the last user: back to zero for the next launch over this list
       mode = old == k - 1 ? 1u : 0u;
+    } else if (quick) {
+      // Quick arrival: the decision word is read with the arrival (relaxed, before it: once set it holds until
+      // the last departure, which follows this chunk's own), the first to finish takes its own decision without
+      // reading it back, and the last to finish (its arrival acquires every other's release through the counter's
+      // chain of read-modify-writes) polls nothing: one round trip after the partial's stores where the plain path
+      // takes three. The others poll the finished count without sleeping (every chunk is running).
+      int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
+      int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
+      int d = ld_relaxed_gpu(w1) & 3;
+      const int v = atom_add_acq_rel_gpu(w0, 1 << 16);
+      const int fin = v >> 16;  // chunks finished before this one
+      if (fin == 0) {
+        d = (v & 0xffff) == k ? 2 : 1;  // the first to finish decides
+        atomicOr(w1, d);
+      }
+      while (d == 0) d = ld_acquire_gpu(w1) & 3;  // (the first to finish sets it right away)
+      if (d == 2 && fin < k - 1) {
+        while ((ld_acquire_gpu(w0) >> 16) < k) {
+        }
+      }
+      mode = d == 2 ? 2u : fin == k - 1 ? 1u : 0u;
     } else {
       int* w0 = sched.counters + static_cast<int64_t>(sp.w) * p.heads + h;
       int* w1 = sched.counters + static_cast<int64_t>(sp.w + 1) * p.heads + h;
