@@ -1,0 +1,58 @@
+# fwd17 run scripts' common setup, sourced by run.sh / run2.sh / run3.sh from the root of main's tree: strict mode,
+# OUT, R (the tree), C (the carry folder), main16's wheel in /tmp/site_fwd17_main and (if carried) the branch's in
+# /tmp/site_fwd17, GPU (name and clocks), J (fwd17_jag.py), PT (pytest's command line), NCU.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/o_fwd17}; mkdir -p "$OUT"
+R=$PWD
+C=$R/.carry/fwd17
+PIP="python3 -m pip install -q --no-deps --no-index --no-compile --target"
+rm -rf /tmp/site_fwd17 /tmp/site_fwd17_main
+$PIP /tmp/site_fwd17_main $R/.carry/main16/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
+if ls $C/whl/hstu_attn-*.whl > /dev/null 2>&1; then
+  $PIP /tmp/site_fwd17 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
+fi
+GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
+J=$C/fwd17_jag.py
+PT="python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+digest_tests() {
+  echo "#### tests: $(grep -c PASSED $OUT/tests.log 2>/dev/null) PASSED lines"
+  grep -E "FAILED|ERROR|passed|failed|rror" $OUT/tests.log 2>/dev/null | tail -10 | cut -c1-300
+}
+# run_tests TIMEOUT EXPR FILE...: the branch's test files (the carry's tree) under pytest -k EXPR, into tests.log
+run_tests() {
+  local t=$1 k=$2
+  shift 2
+  (cd $C/tree && PYTHONPATH=/tmp/site_fwd17 timeout $t $PT "$@" -k "$k" >> $OUT/tests.log 2>&1)
+  echo "rc $? (124: time ran out; $SECONDS s)"
+}
+# ncu_digest REP: per kernel, the launch and balance metrics of an ncu report (raw page, csv)
+ncu_digest() {
+  $NCU --import "$1" --page raw --csv > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
+  python3 - "$OUT/ncu_raw.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) < 3:
+    sys.exit(print("no ncu rows"))
+hdr, data = rows[0], rows[2:]
+want = ["Kernel Name", "gpu__time_duration.sum", "launch__grid_size", "launch__registers_per_thread",
+        "launch__occupancy_limit_shared_mem", "sm__cycles_active.avg", "sm__cycles_active.max", "sm__cycles_active.min",
+        "sm__cycles_elapsed.max", "smsp__inst_executed.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
+idx = [hdr.index(w) if w in hdr else None for w in want]
+short = ["kernel", "ns", "grid", "regs", "occ smem", "cyc act avg", "max", "min", "elapsed max", "inst",
+         "warps act %", "hmma %", "SOL %"]
+print("| " + " | ".join(short) + " | act avg / elapsed |")
+print("|" + "---|" * (len(short) + 1))
+for r in data:
+    vals = [(r[i] if i is not None else "-") for i in idx]
+    vals[0] = vals[0][:40]
+    try:
+        bal = f"{float(vals[5].replace(',', '')) / float(vals[8].replace(',', '')):.2f}"
+    except ValueError:
+        bal = "-"
+    print("| " + " | ".join(vals) + f" | {bal} |")
+PY
+}
