@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 
 namespace hstu {
 
@@ -152,13 +153,74 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): recounts the query tile's KV walk (as the kernel's start did) and,
+// when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
+// false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
+// read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
+// The partials and counters are p.fwd_sched and p.fwd_tile_counter.
+template <int MT, int DTILES, int NT, int BM, int BN>
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int b, int m0,
+                                              int split_c, int h, char* smem) {
+  const SeqInfo si = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
+  int nb_begin, nb_end, gap_begin, gap_end;
+  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin, gap_end);
+  const int steps = nb_end > nb_begin ? nb_end - nb_begin - (gap_end - gap_begin) : 0;
+  const int k = (steps + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
+  if (k <= 1) return true;
+  const int ns = static_cast<int>(gridDim.z) / p.heads;
+  const int64_t slot = static_cast<int64_t>(si.q_start / BM + b + m0 / BM) * p.heads + h;
+  constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
+  float* part = static_cast<float*>(p.fwd_sched) + slot * ns * kElems;
+  const int tid = threadIdx.x;
+  {
+    float4* mine = reinterpret_cast<float4*>(part + static_cast<int64_t>(split_c) * kElems) + tid;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < DTILES; ++dt)
+        __stcg(mine + (mt * DTILES + dt) * NT,
+               make_float4(acc_o[mt][dt][0], acc_o[mt][dt][1], acc_o[mt][dt][2], acc_o[mt][dt][3]));
+  }
+  __threadfence();
+  __syncthreads();  // every thread's partial stored and fenced before the count
+  int* flag = reinterpret_cast<int*>(smem);
+  if (tid == 0) *flag = atomicAdd(p.fwd_tile_counter + slot, 1);
+  __syncthreads();
+  const bool last = *flag == k - 1;
+  if (!last) return false;
+  __threadfence();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < DTILES; ++dt) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = 0; c < k; ++c) {
+        const float4 v =
+            __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(c) * kElems) + (mt * DTILES + dt) * NT + tid);
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+      }
+      acc_o[mt][dt][0] = s.x;
+      acc_o[mt][dt][1] = s.y;
+      acc_o[mt][dt][2] = s.z;
+      acc_o[mt][dt][3] = s.w;
+    }
+  return true;
+}
+
 // PAIR 2 (warp pairs): the two warps of a pair share 32 query rows (MT = 2 m16 tiles each); for S = Q K^T each takes
 // half of the sub-tile's keys over all of D, for O += P V half of D's columns over all the keys, so each K / V
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
+// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid z = heads x chunks; block z runs chunk
+// z / heads of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave fp32
+// partials that the last one sums.
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
+__device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
   constexpr int NTILES = BNS / 8 / PAIR;         // n8 tiles of S per m16 tile (the warp's keys of one sub-tile)
@@ -199,7 +261,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  const int h = blockIdx.z;
+  // the block's head (SPLIT: re-derived where used, not kept live) and chunk
+  auto block_head = [&]() -> int {
+    if constexpr (SPLIT) return static_cast<int>(opaque(blockIdx.z)) % p.heads;
+    return static_cast<int>(blockIdx.z);
+  };
+  const int split_c = SPLIT ? static_cast<int>(blockIdx.z) / p.heads : 0;
+  const int h = block_head();
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
 
@@ -216,7 +284,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
     const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-           static_cast<int64_t>(blockIdx.z) * head_stride;
+           static_cast<int64_t>(block_head()) * head_stride;
   };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
@@ -231,6 +299,17 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   int nb_begin, nb_end, gap_begin, gap_end;
   mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
   const int gap_skip = gap_end - gap_begin;
+  if constexpr (SPLIT) {  // this chunk's steps [c chunk, (c + 1) chunk) of the walk down (less the gap)
+    const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
+    const int k = max(1, (steps + p.fwd_split_tiles - 1) / p.fwd_split_tiles);
+    if (split_c >= k) return;
+    if (k > 1) {
+      auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
+      const int first = tile_at(split_c * p.fwd_split_tiles);
+      nb_begin = tile_at(min(steps, (split_c + 1) * p.fwd_split_tiles) - 1);
+      nb_end = first + 1;
+    }
+  }
 
   float acc_o[MT][DTILES][4];
 #pragma unroll
@@ -374,7 +453,7 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
             int rb, rm0;
             block_tile(blockIdx.x, blockIdx.y, rb, rm0);
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
-                           static_cast<int>(blockIdx.z) * p.rab_head_stride;
+                           block_head() * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -493,6 +572,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     }
   }
 
+  if constexpr (SPLIT) {
+    // (the chunk and head re-derived: nothing of the split stays live through the main loop)
+    const int c = static_cast<int>(opaque(blockIdx.z)) / p.heads;
+    if (!fwd_split_sum<MT, DTILES, NT, BM, BN>(acc_o, p, b, m0, c, block_head(), smem)) return;
+  }
+
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
   __syncthreads();
   const uint32_t sQ = sQ0;
@@ -511,7 +596,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
   __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
+  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride +
+          static_cast<int64_t>(SPLIT ? block_head() : h) * p.o_head_stride;
   const int rows_store = min(BM, se.lq_alloc - m0);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
@@ -527,29 +613,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
 }
 
-// The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
-// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps), cached per device.
-inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
-  static int cache[64][3] = {};
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-  if (cache[dev][0] == 0) {
-    int n = 0, m = 0, major = 0, minor = 0;
-    err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (err != cudaSuccess) return err;
-    cache[dev][1] = m;
-    cache[dev][2] = major == 8 && minor != 0;
-    cache[dev][0] = n > 0 ? n : 1;
-  }
-  sms = cache[dev][0];
-  max_smem = cache[dev][1];
-  narrow = cache[dev][2] != 0;
-  return cudaSuccess;
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+}
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
 
 // Whether tile C runs on the current device: its shared memory within the opt-in limit, and over 99 KB not on
@@ -572,10 +642,18 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
 // chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
-template <typename T, int D, typename C>
-cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip, C::kPair>;
+// SPLIT: grid z = heads x ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
+template <typename T, int D, typename C, bool SPLIT = false>
+cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1) {
+  auto kernel = [] {
+    if constexpr (SPLIT) {
+      return hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                   C::kSkip, C::kPair>;
+    } else {
+      return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
+                             C::kPair>;
+    }
+  }();
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
@@ -594,9 +672,32 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   int lg = 0;
   while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
   if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg), p.heads);
+  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
+            static_cast<unsigned>(p.heads * ns));
   kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where its plan splits and the op's
+// workspace (p.fwd_sched, p.fwd_sched_bytes: counters, then partials) holds it; else without.
+template <typename T, int D, typename C>
+cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
+  constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
+  static_assert(kFwdSm80Lpt<C::kWarps, C::kMinBlocks>, "the split runs the longest-first grid");
+  static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
+  int sms = 0, max_smem = 0;
+  bool narrow = false;
+  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  if (err != cudaSuccess) return err;
+  const FwdSm80Split s = fwd_sm80_split_plan(p, t, sms);
+  if (s.chunk == 0 || p.fwd_sched == nullptr || p.fwd_sched_bytes < s.bytes) return launch_hstu_fwd<T, D, C>(p, stream);
+  HstuParams q = p;
+  q.fwd_split_tiles = s.chunk;
+  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
+  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes;
+  err = cudaMemsetAsync(q.fwd_tile_counter, 0, s.slots * p.heads * sizeof(int), stream);
+  if (err != cudaSuccess) return err;
+  return launch_hstu_fwd<T, D, C, true>(q, stream, s.ns);
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.
@@ -626,6 +727,15 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
       return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+  }
+  if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
+    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit) {  // the bf16 default tile with the split
+      using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
+      bool fits = false;
+      const cudaError_t err = fwd_sm80_fits<C>(fits);
+      if (err != cudaSuccess) return err;
+      if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
+    }
   }
   switch (p.fwd_sm80_cfg) {
     case 1:

@@ -7,7 +7,7 @@ Each timing is a loop of N calls between two CUDA events (the GPU stays ahead of
 variants interleaved per round, median of --reps rounds. Prints markdown tables and `fwd17 LABEL | case | variant |
 ms` lines.
 
-Usage: fwd17_jag.py LABEL [--cfgs 0] [--reps 7] [--fa2] [--parts] [--masks] [--short]"""
+Usage: fwd17_jag.py LABEL [--cfgs 0 7 7:8] [--reps 7] [--fa2] [--parts] [--masks] [--short] [--no-d128]"""
 import argparse
 
 import torch
@@ -26,6 +26,11 @@ def zipf_lengths(batch, max_len, seed=0, exponent=1.2):
 
 
 def ours(lens, D, cfg, ctx=0, tgt=0, grp=1, seed=2):
+    """cfg: "c" (kernel_options(fwd_sm80_cfg=c)) or "c:n" (and fwd_split_tiles=n)"""
+    cfg, _, split = str(cfg).partition(":")
+    opts = dict(sm90=False, fwd_sm80_cfg=int(cfg))
+    if split:
+        opts["fwd_split_tiles"] = int(split)
     g = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(sum(lens), H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     cu = torch.tensor([0] + lens, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
@@ -33,7 +38,7 @@ def ours(lens, D, cfg, ctx=0, tgt=0, grp=1, seed=2):
     nc, nt, S = full(ctx), full(tgt), max(lens)
 
     def call():
-        with torch.no_grad(), _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg):
+        with torch.no_grad(), _ops.kernel_options(**opts):
             return hstu_attn.hstu_attn_varlen_func(q, k, v, cu, cu, S, S, window_size=(-1, 0), alpha=D ** -0.5,
                                                    num_contexts=nc, num_targets=nt, target_group_size=grp)
     return call
@@ -95,12 +100,13 @@ def table(title, cases, cfgs, reps, label, n=10, fa2_for=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("label")
-    ap.add_argument("--cfgs", type=int, nargs="+", default=[0])
+    ap.add_argument("--cfgs", nargs="+", default=["0"], help='"c" or "c:n" (fwd_split_tiles=n)')
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--parts", action="store_true", help="the Zipf batch's parts (longest sequence alone, ...)")
     ap.add_argument("--masks", action="store_true", help="contexts / targets vs causal, B16 S4K")
     ap.add_argument("--short", action="store_true", help="B256 S256 D256 (and B64 S1K) against FA2")
     ap.add_argument("--fa2", action="store_true")
+    ap.add_argument("--no-d128", action="store_true")
     a = ap.parse_args()
     print(f"## fwd17 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, FA convention "
           f"per sequence), loops of calls, median of {a.reps} interleaved rounds")
@@ -111,6 +117,8 @@ def main():
     cases = [("zipf D256 ctx3", jag, 256, c3), ("dense B2 S1820 D256 ctx3", [tok // 2] * 2, 256, c3),
              ("dense B32 S114 D256 ctx3", [round(tok / 32)] * 32, 256, c3),
              ("zipf D128 ctx3", jag, 128, c3), ("dense B2 S1820 D128 ctx3", [tok // 2] * 2, 128, c3)]
+    if a.no_d128:
+        cases = cases[:3]
     if a.parts:
         cases += [("zipf D256", jag, 256, {}), ("dense B2 S1820 D256", [tok // 2] * 2, 256, {}),
                   ("zipf longest first D256 ctx3", srt, 256, c3), ("L2065 D256 ctx3", srt[:1], 256, c3),
@@ -121,6 +129,8 @@ def main():
     print("|---|" + "---:|" * len(a.cfgs))
     for j, d in (("zipf D256 ctx3", "dense B2 S1820 D256 ctx3"), ("zipf D256 ctx3", "dense B32 S114 D256 ctx3"),
                  ("zipf D128 ctx3", "dense B2 S1820 D128 ctx3")):
+        if j not in res or d not in res:
+            continue
         fj, fd = flops(jag, 256), flops([tok // 2] * 2 if "B2" in d else [round(tok / 32)] * 32, 256)
         print(f"| {j} / {d} | " + " | ".join(
             f"{100 * (fj / res[j][f'cfg {c}']) / (fd / res[d][f'cfg {c}']):.0f} %" for c in a.cfgs) + " |")

@@ -1,30 +1,38 @@
 #!/bin/bash
-# fwd17 (issue 39, session 16), run 1 (<= 45 s), from the root of main's tree (main d8b2e85 on the device):
+# fwd17 (issue 39, session 16), run 1 (<= 50 s), from the root of main's tree (main d8b2e85 on the device):
 #   OUT=/tmp/o_fwd17 timeout 75 bash .carry/fwd17/run.sh > /tmp/o_fwd17/stdout.txt 2>&1
-# Counts where the portable forward's jagged Zipf batch (D256 ctx3) loses against dense same-token batches, with
-# main16's wheel (kernel_options(sm90=False)):
-# 1. fwd17_jag.py: the Zipf batch, its parts (longest sequence alone, two longest, the rest, sorted longest first,
-#    no contexts), dense same-token batches, D128; B256 S256 / B64 S1K D256 vs FA2; ctx64 vs causal at S4K
-# 2. ncu (one launch each): Zipf D256 ctx3, dense B2 S1820 ctx3, B16 S4K causal, ctx64, B256 S256; FA2 B256 S256:
-#    time, grid, SM active cycles avg / max / min over elapsed (the balance), instructions, tensor pipe
+# The portable forward's jagged Zipf batch (D256 ctx3) against dense same-token batches; the split of long KV ranges
+# (kernel_options(sm90=False, fwd_sm80_cfg=7), hstu_fwd_sm80_split.h) against main16's wheel:
+# 1. GPU tests (the branch's files in .carry/fwd17/tree): test_sm80_forward_gpu.py's split tests (chunks of 1, 2, 3
+#    and the rule vs the fp32 reference, vs the default, bit for bit repeated; the kernel that runs)
+# 2. fwd17_jag.py: main16 cfg 0 (the Zipf batch, its parts, dense same tokens, D128; B256 S256 / B64 S1K vs FA2);
+#    the branch cfg 0 / 7 (rule) / 7 with chunks of 4, 6, 8, 12
+# 3. ncu (main16, one launch each): Zipf D256 ctx3, dense B2 S1820 ctx3, B16 S4K causal, ctx64, B256 S256; FA2 B256
+#    S256: time, grid, SM active cycles avg / max / min over elapsed (the balance), instructions
 source "$(dirname "$0")/setup.sh"
-echo "== 1. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17_main timeout 20 python3 -P $J main16 --cfgs 0 2 6 --reps 7 --parts --short --fa2 \
-    --masks > $OUT/time.log 2>&1
+echo "== 1. GPU tests ($SECONDS s)"
+run_tests 16 "split" tests/hstu/test_sm80_forward_gpu.py
+echo "== 2. time ($SECONDS s)"
+PYTHONPATH=/tmp/site_fwd17_main timeout 9 python3 -P $J main16 --cfgs 0 --reps 7 --parts --short --fa2 \
+    > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-echo "== 2. ncu ($SECONDS s)"
-left=$((56 - SECONDS))
-if [ "$left" -gt 10 ]; then
-  PYTHONPATH=/tmp/site_fwd17_main timeout $((left - 4)) $NCU --clock-control none -k "regex:hstu_fwd_kernel|flash_fwd" \
-      --section SpeedOfLight --section LaunchStats --section Occupancy \
-      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+PYTHONPATH=/tmp/site_fwd17 timeout 9 python3 -P $J fwd17 --cfgs 0 7 7:4 7:6 7:8 7:12 --reps 7 >> $OUT/time.log 2>&1
+echo "rc $? ($SECONDS s)"
+echo "== 3. ncu ($SECONDS s)"
+left=$((58 - SECONDS))
+if [ "$left" -gt 8 ]; then
+  PYTHONPATH=/tmp/site_fwd17_main timeout $((left - 3)) $NCU --clock-control none -k "regex:hstu_fwd_kernel|flash_fwd" \
+      --section SpeedOfLight --section LaunchStats \
+      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
       -o $OUT/prof17 -f python3 -P $C/prof17.py 0 > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
   ncu_digest $OUT/prof17.ncu-rep > $OUT/ncu_digest.md 2>&1
 fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### time (main16 = main d8b2e85's wheel, sm90=False; cfg 0 the default (D256: warp pairs), 2, 6 old tiles)"
+digest_tests
+echo "#### time (main16 = main d8b2e85's wheel, fwd17 = the branch's; sm90=False; cfg 0 the default (D256: warp"
+echo "#### pairs), 7 the split (rule), 7:n chunks of at most n KV tiles)"
 grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
-echo "#### ncu (Zipf D256 ctx3, dense B2 S1820 ctx3, B16 S4K causal, ctx64, B256 S256, FA2 B256 S256)"
+echo "#### ncu (main16: Zipf D256 ctx3, dense B2 S1820 ctx3, B16 S4K causal, ctx64, B256 S256, FA2 B256 S256)"
 tail -2 $OUT/ncu.log | cut -c1-300; cut -c1-400 $OUT/ncu_digest.md 2>/dev/null | head -20
