@@ -79,6 +79,9 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
+// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
+// pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
+// fill less than two waves); the default (0) takes it at D = 64 / 256 where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -153,23 +156,23 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): recounts the query tile's KV walk (as the kernel's start did) and,
-// when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps) and slot (the
+// kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the walk has k > 1
+// chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
 // The partials and counters are p.fwd_sched and p.fwd_tile_counter.
-template <int MT, int DTILES, int NT, int BM, int BN>
-__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int b, int m0,
-                                              int split_c, int h, char* smem) {
-  const SeqInfo si = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  int nb_begin, nb_end, gap_begin, gap_end;
-  si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin, gap_end);
-  const int steps = nb_end > nb_begin ? nb_end - nb_begin - (gap_end - gap_begin) : 0;
+template <int MT, int DTILES, int NT, int BM>
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int split_c, int h,
+                                              char* smem, int words) {
+  __syncthreads();  // (the split's words, written by thread 0 at the start)
+  int steps, tile;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(steps), "=r"(tile) : "r"(smem_u32(smem) + words));
+  if (steps <= p.fwd_split_tiles) return true;
   const int k = (steps + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
-  if (k <= 1) return true;
-  const int ns = static_cast<int>(gridDim.z) / p.heads;
-  const int64_t slot = static_cast<int64_t>(si.q_start / BM + b + m0 / BM) * p.heads + h;
+  const int ns = static_cast<int>(gridDim.y);
+  const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   float* part = static_cast<float*>(p.fwd_sched) + slot * ns * kElems;
   const int tid = threadIdx.x;
@@ -216,9 +219,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
-// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid z = heads x chunks; block z runs chunk
-// z / heads of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave fp32
-// partials that the last one sums.
+// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (n 2^g >= n batch, KV chunks, heads); block
+// y runs chunk y of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave
+// fp32 partials that the last one sums.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
@@ -246,11 +249,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
   // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
   // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
+  // SPLIT: all sequences in one chunk (G >= batch), grid y = the KV chunks.
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
     if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
       const int n_m = (p.max_seqlen_q + BM - 1) / BM;
       const int lg = __clz(n_m) - __clz(static_cast<int>(gridDim.x));
       const int rank = static_cast<int>(bx >> lg);
+      if constexpr (SPLIT) by = 0;  // (one chunk of sequences; y is the KV chunk)
       bt = static_cast<int>((by << lg) + (bx & ((1u << lg) - 1)));
       m0t = (p.num_contexts != nullptr ? (rank == 0 ? 0 : n_m - rank) : n_m - 1 - rank) * BM;
     } else {  // grid (n, batch, heads), each sequence's heaviest (causal) tiles first
@@ -261,13 +266,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  // the block's head (SPLIT: re-derived where used, not kept live) and chunk
-  auto block_head = [&]() -> int {
-    if constexpr (SPLIT) return static_cast<int>(opaque(blockIdx.z)) % p.heads;
-    return static_cast<int>(blockIdx.z);
-  };
-  const int split_c = SPLIT ? static_cast<int>(blockIdx.z) / p.heads : 0;
-  const int h = block_head();
+  // SPLIT: the block's chunk of its query tile's KV walk (re-derived where used, not kept live)
+  auto split_chunk = [&]() -> int { return static_cast<int>(blockIdx.y); };
+  const int h = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
 
@@ -284,7 +285,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
     const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-           static_cast<int64_t>(block_head()) * head_stride;
+           static_cast<int64_t>(blockIdx.z) * head_stride;
   };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
@@ -301,12 +302,16 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   const int gap_skip = gap_end - gap_begin;
   if constexpr (SPLIT) {  // this chunk's steps [c chunk, (c + 1) chunk) of the walk down (less the gap)
     const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
-    const int k = max(1, (steps + p.fwd_split_tiles - 1) / p.fwd_split_tiles);
-    if (split_c >= k) return;
-    if (k > 1) {
+    const int s0 = split_chunk() * p.fwd_split_tiles;
+    if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
+    if (threadIdx.x == 0) {  // the walk's steps and the query tile's slot (total_q / BM + batch: unique), fwd_split_sum
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
+                   "r"(si.q_start / BM + b + m0 / BM));
+    }
+    if (steps > p.fwd_split_tiles) {
       auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
-      const int first = tile_at(split_c * p.fwd_split_tiles);
-      nb_begin = tile_at(min(steps, (split_c + 1) * p.fwd_split_tiles) - 1);
+      const int first = tile_at(s0);
+      nb_begin = tile_at(min(steps, s0 + p.fwd_split_tiles) - 1);
       nb_end = first + 1;
     }
   }
@@ -451,9 +456,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;
-            block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+            if constexpr (SPLIT) {  // (b is live for kv_rows anyway)
+              rb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+              (void)rm0;
+            } else {
+              block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+            }
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
-                           block_head() * p.rab_head_stride;
+                           static_cast<int>(blockIdx.z) * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -573,9 +583,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   if constexpr (SPLIT) {
-    // (the chunk and head re-derived: nothing of the split stays live through the main loop)
-    const int c = static_cast<int>(opaque(blockIdx.z)) / p.heads;
-    if (!fwd_split_sum<MT, DTILES, NT, BM, BN>(acc_o, p, b, m0, c, block_head(), smem)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, split_chunk(), h, smem, Tile::kSmem)) return;
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
@@ -596,8 +604,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
   __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride +
-          static_cast<int64_t>(SPLIT ? block_head() : h) * p.o_head_stride;
+  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
   const int rows_store = min(BM, se.lq_alloc - m0);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
@@ -642,7 +649,7 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
 // chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
-// SPLIT: grid z = heads x ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
+// SPLIT: all sequences in one chunk, grid y = ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
 template <typename T, int D, typename C, bool SPLIT = false>
 cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1) {
   auto kernel = [] {
@@ -658,8 +665,9 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  if (C::kSmem > 48 * 1024) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  constexpr int kSmem = C::kSmem + (SPLIT ? 16 : 0);  // (SPLIT: the chunk count and slot, fwd_split_sum)
+  if (kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
   // G: the power of two at most 2 resident / n (and at most the batch's), at least 1
@@ -668,13 +676,14 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  // (SPLIT: G >= batch, one chunk of sequences: below two waves all blocks are resident anyway)
+  const int64_t want = SPLIT ? p.batch : std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
   int lg = 0;
-  while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
-  if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
-            static_cast<unsigned>(p.heads * ns));
-  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
+  while ((SPLIT ? (int64_t{1} << lg) < want : (int64_t{2} << lg) <= want) && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
+  if ((n_m << lg) > INT32_MAX || (SPLIT && (int64_t{1} << lg) < p.batch)) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(n_m << lg), SPLIT ? ns : static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
+            p.heads);
+  kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -717,6 +726,17 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
+    // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
+    // (fwd_sm80_split_bytes: D = 64 / 256)
+    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
+      using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
+      bool fits = false;
+      const cudaError_t err = fwd_sm80_fits<C>(fits);
+      if (err != cudaSuccess) return err;
+      if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
+    }
+  }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
@@ -727,15 +747,6 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
       return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
-  }
-  if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
-    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit) {  // the bf16 default tile with the split
-      using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
-      bool fits = false;
-      const cudaError_t err = fwd_sm80_fits<C>(fits);
-      if (err != cudaSuccess) return err;
-      if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
-    }
   }
   switch (p.fwd_sm80_cfg) {
     case 1:

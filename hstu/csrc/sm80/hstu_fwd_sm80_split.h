@@ -3,10 +3,10 @@
 // A batch whose query tiles fill less than two waves of blocks (a Zipf batch of a few long and many short sequences,
 // a few dense sequences) runs as long as its heaviest tile: the causal last tile (or, with contexts, tile 0) walks
 // every KV tile of the longest sequence. With the split, each query tile's walk is cut into chunks of at most
-// `chunk` KV tiles, one block per chunk (grid z = heads x ns); a chunk of a split tile stores its fp32 accumulator
-// (a partial) in the workspace and counts itself on the tile's counter; the last of the k chunks to arrive adds the
-// k partials in chunk order 0, 1, ..., k - 1 (its own from registers; deterministic whichever arrives last) and
-// stores the output. Tiles whose walk fits one chunk run as without the split.
+// `chunk` KV tiles, one block per chunk (grid y = ns); a chunk of a split tile stores its fp32
+// accumulator (a partial) in the workspace and counts itself on the tile's counter; the last of the k chunks to
+// arrive adds the k partials in chunk order 0, 1, ..., k - 1 (deterministic whichever arrives last) and stores the
+// output. Tiles whose walk fits one chunk run as without the split.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -59,7 +59,7 @@ constexpr int kFwdSm80SplitMinChunk = 4;
 
 struct FwdSm80Split {
   int chunk = 0;              // KV tiles per chunk; 0: no split
-  int ns = 1;                 // chunks of the longest walk (grid z = heads x ns)
+  int ns = 1;                 // chunks of the longest walk (grid y)
   int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
   int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the launcher; then the partials (256-aligned)
   int64_t bytes = 0;          // counters + slots x heads x ns partials of BM x D fp32
@@ -91,10 +91,15 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   return s;
 }
 
-// Workspace bytes the op puts in front of its scratch for the sm80-class forward (bf16, kernel_options
-// (fwd_sm80_cfg=7)); 0: no split.
+// Workspace bytes the op puts in front of its scratch for the sm80-class forward (bf16: kernel_options
+// (fwd_sm80_cfg=7) at D = 64 / 128 / 256, the default at D = 64 / 256); 0: no split. (D = 128's split tile,
+// candidate 2 at 255 registers, spills 52 B in sm_80 code and 4 B in sm_86 / sm_89 code with the split's bounds:
+// opt-in there.)
 inline int64_t fwd_sm80_split_bytes(const HstuParams& p) {
-  if (p.fwd_sm80_cfg != kFwdSm80CfgSplit || (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)) return 0;
+  const bool split_cfg = p.fwd_sm80_cfg == kFwdSm80CfgSplit && p.head_dim == 128;
+  if (!split_cfg && ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
+                     (p.head_dim != 64 && p.head_dim != 256)))
+    return 0;
   int sms = 0, max_smem = 0;
   bool narrow = false;
   if (fwd_sm80_device(sms, max_smem, narrow) != cudaSuccess) return 0;

@@ -7,7 +7,8 @@ Each timing is a loop of N calls between two CUDA events (the GPU stays ahead of
 variants interleaved per round, median of --reps rounds. Prints markdown tables and `fwd17 LABEL | case | variant |
 ms` lines.
 
-Usage: fwd17_jag.py LABEL [--cfgs 0 7 7:8] [--reps 7] [--fa2] [--parts] [--masks] [--short] [--no-d128]"""
+Usage: fwd17_jag.py LABEL [--cfgs 0 7 7:8] [--reps 7] [--fa2] [--parts] [--masks] [--short] [--no-d128] [--d64]
+       [--long]"""
 import argparse
 
 import torch
@@ -107,6 +108,8 @@ def main():
     ap.add_argument("--short", action="store_true", help="B256 S256 D256 (and B64 S1K) against FA2")
     ap.add_argument("--fa2", action="store_true")
     ap.add_argument("--no-d128", action="store_true")
+    ap.add_argument("--d64", action="store_true", help="the Zipf batch and B2 S1820 at D = 64")
+    ap.add_argument("--long", action="store_true", help="B16 S4K, B4 S4K ctx3, B1 S8K at D = 256")
     a = ap.parse_args()
     print(f"## fwd17 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, FA convention "
           f"per sequence), loops of calls, median of {a.reps} interleaved rounds")
@@ -119,6 +122,11 @@ def main():
              ("zipf D128 ctx3", jag, 128, c3), ("dense B2 S1820 D128 ctx3", [tok // 2] * 2, 128, c3)]
     if a.no_d128:
         cases = cases[:3]
+    if a.d64:
+        cases += [("zipf D64 ctx3", jag, 64, c3), ("dense B2 S1820 D64 ctx3", [tok // 2] * 2, 64, c3)]
+    if a.long:
+        cases += [("B16 S4K D256", [4096] * 16, 256, {}), ("B4 S4K D256 ctx3", [4096] * 4, 256, c3),
+                  ("B1 S8K D256", [8192], 256, {})]
     if a.parts:
         cases += [("zipf D256", jag, 256, {}), ("dense B2 S1820 D256", [tok // 2] * 2, 256, {}),
                   ("zipf longest first D256 ctx3", srt, 256, c3), ("L2065 D256 ctx3", srt[:1], 256, c3),
@@ -128,7 +136,7 @@ def main():
     print("\n| jagged TFLOP/s over dense same tokens | " + " | ".join(f"cfg {c}" for c in a.cfgs) + " |")
     print("|---|" + "---:|" * len(a.cfgs))
     for j, d in (("zipf D256 ctx3", "dense B2 S1820 D256 ctx3"), ("zipf D256 ctx3", "dense B32 S114 D256 ctx3"),
-                 ("zipf D128 ctx3", "dense B2 S1820 D128 ctx3")):
+                 ("zipf D128 ctx3", "dense B2 S1820 D128 ctx3"), ("zipf D64 ctx3", "dense B2 S1820 D64 ctx3")):
         if j not in res or d not in res:
             continue
         fj, fd = flops(jag, 256), flops([tok // 2] * 2 if "B2" in d else [round(tok / 32)] * 32, 256)

@@ -1,0 +1,24 @@
+#!/bin/bash
+# fwd17 (issue 39, session 16), run 2 (<= 50 s), from the root of main's tree (main d8b2e85 on the device):
+#   OUT=/tmp/o_fwd17 timeout 75 bash .carry/fwd17/run2.sh > /tmp/o_fwd17/stdout.txt 2>&1
+# The split of long KV ranges as the bf16 default at D = 64 / 256 (opt-in fwd_sm80_cfg=7 at D = 128):
+# 1. GPU tests (the branch's test files in .carry/fwd17/tree): test_sm80_forward_gpu.py's split tests, the kernel
+#    each cfg and the default run (without the split), the default's long-row rule
+# 2. fwd17_jag.py: main16 cfg 0 against the branch's default (0), without the split (0:0), cfg 7 and chunks, on the
+#    Zipf batch and dense same-token batches at D = 256 / 128 / 64, and shapes the rule does not split
+source "$(dirname "$0")/setup.sh"
+echo "== 1. GPU tests ($SECONDS s)"
+run_tests 22 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
+echo "== 2. time ($SECONDS s)"
+PYTHONPATH=/tmp/site_fwd17_main timeout 8 python3 -P $J main16 --cfgs 0 --reps 7 --d64 --long --short \
+    > $OUT/time.log 2>&1
+echo "rc $? ($SECONDS s)"
+PYTHONPATH=/tmp/site_fwd17 timeout 12 python3 -P $J fwd17 --cfgs 0 0:0 7 0:6 0:8 --reps 7 --d64 --long --short \
+    --fa2 >> $OUT/time.log 2>&1
+echo "rc $? ($SECONDS s)"
+echo
+echo "################ DIGEST ($GPU; done at $SECONDS s)"
+digest_tests
+echo "#### time (main16 = main d8b2e85's wheel, fwd17 = the branch's; sm90=False; cfg 0 the default (split at D 64 /"
+echo "#### 256 where the rule splits), 0:0 without the split, 7 the split at every D, c:n chunks of at most n KV tiles)"
+grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
