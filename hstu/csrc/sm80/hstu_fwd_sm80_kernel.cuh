@@ -167,17 +167,23 @@ template <int MT, int DTILES, int NT, int BM>
 __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int split_c, int h,
                                               char* smem, int words) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
-  int steps, tile;
-  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(steps), "=r"(tile) : "r"(smem_u32(smem) + words));
-  if (steps <= p.fwd_split_tiles) return true;
-  const int k = (steps + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
-  const int ns = static_cast<int>(gridDim.y);
-  const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
+  // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
+  // kept live across the count, where acc_o holds the registers)
+  auto steps = [&]() {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words));
+    return v;
+  };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
-  float* part = static_cast<float*>(p.fwd_sched) + slot * ns * kElems;
-  const int tid = threadIdx.x;
+  auto partial = [&](int c) {
+    int tile;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
+    const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
+    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + (slot * gridDim.y + c) * kElems) + threadIdx.x;
+  };
+  if (steps() <= p.fwd_split_tiles) return true;
   {
-    float4* mine = reinterpret_cast<float4*>(part + static_cast<int64_t>(split_c) * kElems) + tid;
+    float4* mine = partial(split_c);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -188,29 +194,39 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   __threadfence();
   __syncthreads();  // every thread's partial stored and fenced before the count
   int* flag = reinterpret_cast<int*>(smem);
-  if (tid == 0) *flag = atomicAdd(p.fwd_tile_counter + slot, 1);
+  if (threadIdx.x == 0) {
+    int tile;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
+    *flag = atomicAdd(p.fwd_tile_counter + static_cast<int64_t>(tile) * p.heads + h, 1);
+  }
   __syncthreads();
-  const bool last = *flag == k - 1;
-  if (!last) return false;
+  const int k = (steps() + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
+  if (*flag != k - 1) return false;
   __threadfence();
+  // chunk by chunk (0.0f + p0 + p1 + ...: the same order in every element), kG independent 16-byte loads in flight
+  // per group: one L2 latency per group, not one per chunk and element
+  constexpr int kFrags = MT * DTILES, kG = kFrags % 8 == 0 ? 8 : kFrags;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int i = 0; i < kFrags; ++i)
 #pragma unroll
-    for (int dt = 0; dt < DTILES; ++dt) {
-      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int c = 0; c < k; ++c) {
-        const float4 v =
-            __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(c) * kElems) + (mt * DTILES + dt) * NT + tid);
-        s.x += v.x;
-        s.y += v.y;
-        s.z += v.z;
-        s.w += v.w;
+    for (int e = 0; e < 4; ++e) acc_o[i / DTILES][i % DTILES][e] = 0.f;
+  for (int c = 0; c < k; ++c) {
+    const float4* src = partial(c);
+#pragma unroll
+    for (int i0 = 0; i0 < kFrags; i0 += kG) {
+      float4 v[kG];
+#pragma unroll
+      for (int j = 0; j < kG; ++j) v[j] = __ldcg(src + (i0 + j) * NT);
+#pragma unroll
+      for (int j = 0; j < kG; ++j) {
+        float* a = acc_o[(i0 + j) / DTILES][(i0 + j) % DTILES];
+        a[0] += v[j].x;
+        a[1] += v[j].y;
+        a[2] += v[j].z;
+        a[3] += v[j].w;
       }
-      acc_o[mt][dt][0] = s.x;
-      acc_o[mt][dt][1] = s.y;
-      acc_o[mt][dt][2] = s.z;
-      acc_o[mt][dt][3] = s.w;
     }
+  }
   return true;
 }
 

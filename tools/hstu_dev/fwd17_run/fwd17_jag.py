@@ -3,8 +3,9 @@
 benchmarks/hstu_attention.py's jagged row (Zipf(1.2) B32 max 4K, 3,640 tokens: lengths 2065, 794, 152, ... ; D = 256,
 3 contexts, causal) and its parts (the longest sequence alone, the two longest, the batch sorted longest first, without
 contexts), the dense same-token batches, D = 128's pair; B256 S256 D256 against FA2; contexts vs causal at S4K.
-Each timing is a loop of N calls between two CUDA events (the GPU stays ahead of the host at ~0.1 ms per call), the
-variants interleaved per round, median of --reps rounds. Prints markdown tables and `fwd17 LABEL | case | variant |
+Each timing is N calls replayed as one CUDA graph between two CUDA events (no host time: a plain loop of calls took
+~77 us per call on the host, more than the kernels of the small batches), the variants interleaved per round, median
+of --reps rounds. Prints markdown tables and `fwd17 LABEL | case | variant |
 ms` lines.
 
 Usage: fwd17_jag.py LABEL [--cfgs 0 7 7:8] [--reps 7] [--fa2] [--parts] [--masks] [--short] [--no-d128] [--d64]
@@ -55,17 +56,39 @@ def fa2(B, S, D, seed=3):
     return call
 
 
-def timed(calls, reps, n):
-    for fn in calls.values():
+def graphed(fn, n):
+    """a CUDA graph of n calls of fn (after two warm-up calls on a side stream), or None where capture fails"""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
         for _ in range(2):
             fn()
+    torch.cuda.current_stream().wait_stream(side)
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(n):
+                fn()
+        return g
+    except RuntimeError as e:  # (then timed by loops of calls)
+        print(f"(graph capture failed: {str(e)[:100]})")
+        return None
+
+
+def timed(calls, reps, n):
+    """{name: ms per call}: each variant's n calls replayed as one CUDA graph (no host time between the kernels;
+    loops of calls where capture fails), variants interleaved per round, median of reps rounds"""
+    graphs = {k: graphed(fn, n) for k, fn in calls.items()}
     ev = {k: [] for k in calls}
     for _ in range(reps):
         for name, fn in calls.items():
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(n):
-                fn()
+            if graphs[name] is not None:
+                graphs[name].replay()
+            else:
+                for _ in range(n):
+                    fn()
             b.record()
             ev[name].append((a, b))
     torch.cuda.synchronize()
@@ -112,7 +135,7 @@ def main():
     ap.add_argument("--long", action="store_true", help="B16 S4K, B4 S4K ctx3, B1 S8K at D = 256")
     a = ap.parse_args()
     print(f"## fwd17 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, FA convention "
-          f"per sequence), loops of calls, median of {a.reps} interleaved rounds")
+          f"per sequence), CUDA graphs of 10 calls, median of {a.reps} interleaved rounds")
     jag = zipf_lengths(32, 4096)
     tok = sum(jag)
     srt = sorted(jag, reverse=True)

@@ -1,24 +1,40 @@
 #!/bin/bash
 # fwd17 (issue 39, session 16), run 2 (<= 50 s), from the root of main's tree (main d8b2e85 on the device):
 #   OUT=/tmp/o_fwd17 timeout 75 bash .carry/fwd17/run2.sh > /tmp/o_fwd17/stdout.txt 2>&1
-# The split of long KV ranges as the bf16 default at D = 64 / 256 (opt-in fwd_sm80_cfg=7 at D = 128):
+# The split of long KV ranges as the bf16 default at D = 64 / 256 (opt-in fwd_sm80_cfg=7 at D = 128), its partials'
+# sum now chunk by chunk with 8 loads in flight (run 1's sum waited one L2 latency per chunk and element):
 # 1. GPU tests (the branch's test files in .carry/fwd17/tree): test_sm80_forward_gpu.py's split tests, the kernel
 #    each cfg and the default run (without the split), the default's long-row rule
-# 2. fwd17_jag.py: main16 cfg 0 against the branch's default (0), without the split (0:0), cfg 7 and chunks, on the
-#    Zipf batch and dense same-token batches at D = 256 / 128 / 64, and shapes the rule does not split
+# 2. fwd17_jag.py (CUDA graphs of 10 calls: run 1's loops were host-bound at ~77 us per call): main16 cfg 0 against
+#    the branch's default (0: the rule's split), without the split (0:0), chunks of 4 / 6 / 8 / 12 (0:n), cfg 7 (the
+#    split at D = 128 too), on the Zipf batch and dense same-token batches at D = 256 / 128 / 64, shapes the rule does
+#    not split, B256 S256 / B64 S1K vs FA2
+# 3. ncu (branch, one launch each, kernels only): the Zipf batch D256 ctx3 and B2 S1820 with the default's split
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 22 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
+run_tests 20 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
 PYTHONPATH=/tmp/site_fwd17_main timeout 8 python3 -P $J main16 --cfgs 0 --reps 7 --d64 --long --short \
     > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17 timeout 12 python3 -P $J fwd17 --cfgs 0 0:0 7 0:6 0:8 --reps 7 --d64 --long --short \
-    --fa2 >> $OUT/time.log 2>&1
+PYTHONPATH=/tmp/site_fwd17 timeout 13 python3 -P $J fwd17 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long \
+    --short --fa2 >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
+echo "== 3. ncu ($SECONDS s)"
+left=$((57 - SECONDS))
+if [ "$left" -gt 9 ]; then
+  PYTHONPATH=/tmp/site_fwd17 timeout $((left - 2)) $NCU --clock-control none -k "regex:hstu_fwd_" -c 2 \
+      --section SpeedOfLight --section LaunchStats \
+      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+      -o $OUT/prof17b -f python3 -P $C/prof17.py 0 > $OUT/ncu.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  ncu_digest $OUT/prof17b.ncu-rep > $OUT/ncu_digest.md 2>&1
+fi
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests
 echo "#### time (main16 = main d8b2e85's wheel, fwd17 = the branch's; sm90=False; cfg 0 the default (split at D 64 /"
-echo "#### 256 where the rule splits), 0:0 without the split, 7 the split at every D, c:n chunks of at most n KV tiles)"
-grep -E "^##|^\| |rror|Traceback" $OUT/time.log | cut -c1-250
+echo "#### 256 where the rule splits), 0:0 without the split, 0:n chunks of at most n KV tiles, 7 the split at every D)"
+grep -E "^##|^\| |rror|Traceback|capture" $OUT/time.log | cut -c1-250
+echo "#### ncu (branch default: Zipf D256 ctx3, dense B2 S1820 ctx3)"
+tail -2 $OUT/ncu.log | cut -c1-300; cut -c1-400 $OUT/ncu_digest.md 2>/dev/null | head -8
