@@ -19,15 +19,7 @@ echo "rc $? ($SECONDS s)"
 PYTHONPATH=/tmp/site_fwd17 timeout 9 python3 -P $J fwd17 --cfgs 0 7 7:4 7:6 7:8 7:12 --reps 7 >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
-left=$((58 - SECONDS))
-if [ "$left" -gt 8 ]; then
-  PYTHONPATH=/tmp/site_fwd17_main timeout $((left - 3)) $NCU --clock-control none -k "regex:hstu_fwd_kernel|flash_fwd" \
-      --section SpeedOfLight --section LaunchStats \
-      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-      -o $OUT/prof17 -f python3 -P $C/prof17.py 0 > $OUT/ncu.log 2>&1
-  echo "rc $? ($SECONDS s)"
-  ncu_digest $OUT/prof17.ncu-rep > $OUT/ncu_digest.md 2>&1
-fi
+ncu_run /tmp/site_fwd17_main prof17 0
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests

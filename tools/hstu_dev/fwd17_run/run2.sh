@@ -12,24 +12,16 @@
 # 3. ncu (branch, one launch each, kernels only): the Zipf batch D256 ctx3 and B2 S1820 with the default's split
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 20 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
+run_tests 22 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17_main timeout 8 python3 -P $J main16 --cfgs 0 --reps 7 --d64 --long --short \
+PYTHONPATH=/tmp/site_fwd17_main timeout 7 python3 -P $J main16 --cfgs 0 --reps 7 --d64 --long --short \
     > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17 timeout 13 python3 -P $J fwd17 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long \
+PYTHONPATH=/tmp/site_fwd17 timeout 12 python3 -P $J fwd17 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long \
     --short --fa2 >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
 echo "== 3. ncu ($SECONDS s)"
-left=$((57 - SECONDS))
-if [ "$left" -gt 9 ]; then
-  PYTHONPATH=/tmp/site_fwd17 timeout $((left - 2)) $NCU --clock-control none -k "regex:hstu_fwd_" -c 2 \
-      --section SpeedOfLight --section LaunchStats \
-      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-      -o $OUT/prof17b -f python3 -P $C/prof17.py 0 > $OUT/ncu.log 2>&1
-  echo "rc $? ($SECONDS s)"
-  ncu_digest $OUT/prof17b.ncu-rep > $OUT/ncu_digest.md 2>&1
-fi
+NCU_K=hstu_fwd_ NCU_C=2 ncu_run /tmp/site_fwd17 prof17b 0
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests

@@ -2,16 +2,18 @@
 # OUT, R (the tree), C (the carry folder), main16's wheel in /tmp/site_fwd17_main and (if carried) the branch's in
 # /tmp/site_fwd17, GPU (name and clocks), J (fwd17_jag.py), PT (pytest's command line), NCU.
 set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/o_fwd17}; mkdir -p "$OUT"
-R=$PWD
+export PYTHONUNBUFFERED=1 R=$PWD OUT=${OUT:-/tmp/o_fwd17}
+mkdir -p "$OUT"
 C=$R/.carry/fwd17
-PIP="python3 -m pip install -q --no-deps --no-index --no-compile --target"
-rm -rf /tmp/site_fwd17 /tmp/site_fwd17_main
-$PIP /tmp/site_fwd17_main $R/.carry/main16/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-if ls $C/whl/hstu_attn-*.whl > /dev/null 2>&1; then
-  $PIP /tmp/site_fwd17 $C/whl/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
-fi
+# install_wheel SITE WHEEL_DIR: the hstu_attn wheel of WHEEL_DIR (if there) into a fresh SITE
+install_wheel() {
+  rm -rf "$1"
+  if ls $2/hstu_attn-*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --no-index --no-compile --target "$1" $2/hstu_attn-*.whl 2>&1 | grep -v WARN | tail -2
+  fi
+}
+install_wheel /tmp/site_fwd17_main $R/.carry/main16/whl
+install_wheel /tmp/site_fwd17 $C/whl
 GPU=$(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)
 J=$C/fwd17_jag.py
 PT="python3 -P -m pytest -v -p no:cacheprovider --import-mode=importlib --tb=short --maxfail=4 -rfE"
@@ -55,4 +57,18 @@ for r in data:
         bal = "-"
     print("| " + " | ".join(vals) + f" | {bal} |")
 PY
+}
+# ncu_run SITE REPORT ARGS...: one launch each of prof17.py's cases under ncu (kernels matching $NCU_K, at most
+# $NCU_C of them), with the launch and balance metrics; its digest into $OUT/ncu_digest.md. Skipped under 10 s left
+# of the 57 s budget.
+ncu_run() {
+  local site=$1 rep=$2 left=$((57 - SECONDS))
+  shift 2
+  [ "$left" -gt 10 ] || { echo "(ncu skipped: $left s left)"; return; }
+  PYTHONPATH=$site timeout $((left - 2)) $NCU --clock-control none -k "regex:${NCU_K:-hstu_fwd_kernel|flash_fwd}" \
+      -c ${NCU_C:-16} --section SpeedOfLight --section LaunchStats \
+      --metrics sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+      -o $OUT/$rep -f python3 -P $C/prof17.py "$@" > $OUT/ncu.log 2>&1
+  echo "rc $? ($SECONDS s)"
+  ncu_digest $OUT/$rep.ncu-rep > $OUT/ncu_digest.md 2>&1
 }
