@@ -9,7 +9,8 @@
 #    the branch's default (0: the rule's split), without the split (0:0), chunks of 4 / 6 / 8 / 12 (0:n), cfg 7 (the
 #    split at D = 128 too), on the Zipf batch and dense same-token batches at D = 256 / 128 / 64, shapes the rule does
 #    not split, B256 S256 / B64 S1K vs FA2
-# 3. ncu (branch, one launch each, kernels only): the Zipf batch D256 ctx3 and B2 S1820 with the default's split
+# 3. GPU tests of test_kernels_gpu.py that run the sm80-class forward (against the reference, both families, target
+#    gaps, the GR convention, long contexts), with the time left
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 22 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
@@ -20,13 +21,11 @@ echo "rc $? ($SECONDS s)"
 PYTHONPATH=/tmp/site_fwd17 timeout 12 python3 -P $J fwd17 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long \
     --short --fa2 >> $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"
-echo "== 3. ncu ($SECONDS s)"
-NCU_K=hstu_fwd_ NCU_C=2 ncu_run /tmp/site_fwd17 prof17b 0
+echo "== 3. GPU tests, the sm80-class forward in test_kernels_gpu.py (the default's split on its small batches) ($SECONDS s)"
+run_tests $((56 - SECONDS)) "sm80_and_sm90 or both_families or (sm80 and long_contexts)" tests/hstu/test_kernels_gpu.py
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 digest_tests
 echo "#### time (main16 = main d8b2e85's wheel, fwd17 = the branch's; sm90=False; cfg 0 the default (split at D 64 /"
 echo "#### 256 where the rule splits), 0:0 without the split, 0:n chunks of at most n KV tiles, 7 the split at every D)"
 grep -E "^##|^\| |rror|Traceback|capture" $OUT/time.log | cut -c1-250
-echo "#### ncu (branch default: Zipf D256 ctx3, dense B2 S1820 ctx3)"
-tail -2 $OUT/ncu.log | cut -c1-300; cut -c1-400 $OUT/ncu_digest.md 2>/dev/null | head -8
