@@ -12,7 +12,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #include "hstu/csrc/common/hstu_params.h"
@@ -83,10 +82,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
     if (blocks >= 2 * resident) return s;
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + resident - 1) / resident);
   }
-  // (the split's grid: ns in gridDim.y, n_m x the power of two >= batch in gridDim.x)
-  int64_t g = 1;
-  while (g < p.batch) g *= 2;
-  if (chunk >= n_kv || (n_kv + chunk - 1) / chunk > 65535 || n_m * g > INT32_MAX) return s;
+  if (chunk >= n_kv) return s;
   s.chunk = static_cast<int>(chunk);
   s.ns = static_cast<int>((n_kv + chunk - 1) / chunk);
   s.slots = p.total_q / t.bm + p.batch;
