@@ -13,11 +13,8 @@ source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 16 "split" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17_main timeout 9 python3 -P $J main16 --cfgs 0 --reps 7 --parts --short --fa2 \
-    > $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17 timeout 9 python3 -P $J fwd17 --cfgs 0 7 7:4 7:6 7:8 7:12 --reps 7 >> $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
+jag /tmp/site_fwd17_main main16 9 --cfgs 0 --reps 7 --parts --short --fa2
+jag /tmp/site_fwd17 fwd17 9 --cfgs 0 7 7:4 7:6 7:8 7:12 --reps 7
 echo "== 3. ncu ($SECONDS s)"
 ncu_run /tmp/site_fwd17_main prof17 0
 echo

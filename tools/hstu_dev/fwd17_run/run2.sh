@@ -15,12 +15,8 @@ source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
 run_tests 22 "split or candidate_runs_its_kernel or long_rows" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17_main timeout 7 python3 -P $J main16 --cfgs 0 --reps 7 --d64 --long --short \
-    > $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
-PYTHONPATH=/tmp/site_fwd17 timeout 12 python3 -P $J fwd17 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long \
-    --short --fa2 >> $OUT/time.log 2>&1
-echo "rc $? ($SECONDS s)"
+jag /tmp/site_fwd17_main main16 7 --cfgs 0 --reps 7 --d64 --long --short
+jag /tmp/site_fwd17 fwd17 12 --cfgs 0 0:0 0:4 0:6 0:8 0:12 7 --reps 7 --d64 --long --short --fa2
 echo "== 3. GPU tests, the sm80-class forward in test_kernels_gpu.py (the default's split on its small batches) ($SECONDS s)"
 run_tests $((56 - SECONDS)) "sm80_and_sm90 or both_families or (sm80 and long_contexts)" tests/hstu/test_kernels_gpu.py
 echo

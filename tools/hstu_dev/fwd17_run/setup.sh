@@ -72,3 +72,10 @@ ncu_run() {
   echo "rc $? ($SECONDS s)"
   ncu_digest $OUT/$rep.ncu-rep > $OUT/ncu_digest.md 2>&1
 }
+# jag SITE LABEL TIMEOUT ARGS...: fwd17_jag.py LABEL ARGS with SITE's wheel, appended to $OUT/time.log
+jag() {
+  local site=$1 label=$2 t=$3
+  shift 3
+  PYTHONPATH=$site timeout $t python3 -P $J $label "$@" >> $OUT/time.log 2>&1
+  echo "rc $? ($SECONDS s)"
+}
