@@ -206,6 +206,7 @@ BWD_SM80_CFG_LAST = 15  # kBwdSm80LastCfg
 FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
+FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1; D256: 1
 # at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -282,7 +283,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
     (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
-    most n KV tiles.
+    most n KV tiles. The sm80-class forward's split (``fwd_sm80_cfg=7``) reads it too: None its rule (below two
+    waves of query tiles, chunks of the mean work per block slot, at least 4 KV tiles), 0 no split, n chunks of at
+    most n KV tiles ("wave": the rule).
     ``bwd_sm80_cfg``: the sm80-class backward's tiles at D = 128 / 256. 0 (the default): FlashAttention-2's warp
     layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh), 8 warps, two Q / dO
     stages where they fit (5: 160 / 208 KB, Hopper), else one (4: 128 / 144 KB, A100), else the old layouts
@@ -321,7 +324,11 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     else candidate 2 (D = 64: 1) for bf16 calls whose mean query rows per sequence (``q.shape[0] / batch``) reach
     ``FWD_SM80_LONG_ROWS`` = 512 (on an H200: 1.13x the old tiles at B256 S512 D128, 1.19x at B128 S1K, 1.31x at
     S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``)
-    the old tiles whatever the shape, for comparisons.
+    the old tiles whatever the shape, for comparisons; 7 (``FWD_SM80_CFG_SPLIT``) the bf16 default tile (D = 256 1,
+    128 2, 64 1) with the split of long KV ranges (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill
+    less than two waves, each tile's KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), their fp32
+    partials summed in chunk order (deterministic). The default takes the split too at D = 64 / 256 (bf16; at D =
+    128 only 7 does: its tile has no register left for it in sm_80 / sm_86 / sm_89 code).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -345,8 +352,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     if (isinstance(bwd_sm80_cfg, bool) or not isinstance(bwd_sm80_cfg, int)
             or not 0 <= bwd_sm80_cfg <= BWD_SM80_CFG_LAST):
         _err("bwd_sm80_cfg", f"an int in [0, {BWD_SM80_CFG_LAST}]", bwd_sm80_cfg)
-    if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_OLD:
-        _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_OLD}]", fwd_sm80_cfg)
+    if isinstance(fwd_sm80_cfg, bool) or not isinstance(fwd_sm80_cfg, int) or not 0 <= fwd_sm80_cfg <= FWD_SM80_CFG_SPLIT:
+        _err("fwd_sm80_cfg", f"an int in [0, {FWD_SM80_CFG_SPLIT}]", fwd_sm80_cfg)
     if isinstance(fp8_fwd_diag, bool) or fp8_fwd_diag not in (0, 1, 2, 3):
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
     if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):

@@ -131,11 +131,11 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match=rf"bwd_sm80_cfg: expected an int in \[0, {_ops.BWD_SM80_CFG_LAST}\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
-    for cfg in range(1, _ops.FWD_SM80_CFG_OLD + 1):  # (bits 29-31; 6: the old tiles)
+    for cfg in range(1, _ops.FWD_SM80_CFG_SPLIT + 1):  # (bits 29-31; 6: the old tiles, 7: the split)
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
-    for bad in (_ops.FWD_SM80_CFG_OLD + 1, -1, True, 1.0):
+    for bad in (_ops.FWD_SM80_CFG_SPLIT + 1, -1, True, 1.0):
         with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected an int in \[0, \d\], got"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass

@@ -110,7 +110,7 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(13, [200, 64], 2, D, dtype, "causal", 0)
         for cfg in range(_ops.FWD_SM80_CFGS + 1):
-            kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+            kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split: below)
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
                 torch.cuda.synchronize()
@@ -137,7 +137,7 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                                 "causal", 0)
             outs, names = {}, {}
             for cfg in (0, cand, _ops.FWD_SM80_CFG_OLD):
-                kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
+                kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split: below)
                 kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
@@ -154,3 +154,55 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             if runs_cand:  # the error rule on the default's candidate
                 kernel_opts(sm90=False)
                 kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
+    ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
+    ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
+    """fwd_sm80_cfg=7 (the default tile with the split of long KV ranges, hstu_fwd_sm80_split.h): chunks of 1, 2, 3
+    KV tiles and the rule's meet the error rule against the fp32 reference on a batch of one long and many short
+    sequences (tiles split in 2-12 chunks, others not), with windows, targets with groups, contexts (the masked gap),
+    delta-q, seqused and rab; agree with the default's output; and repeat bit for bit (the partials are summed in
+    chunk order whichever chunk arrives last)."""
+    lk = [700, 0, 1, 129, 64, 33, 5, 300]
+    case = kg.make_case(zlib.crc32(repr(("split", D, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
+                        rab_heads, delta_q=delta_q, seqused=seqused)
+    run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],  # noqa: E731
+                                        **kg._varlen_kwargs(case))
+    kernel_opts(sm90=False)
+    want = run()
+    for chunk in (1, 2, 3, None):
+        kernel_opts(sm90=False, fwd_sm80_cfg=_ops.FWD_SM80_CFG_SPLIT, fwd_split_tiles=chunk)
+        kg.check_case(case, 0.5, backward=False)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        got = run()
+        kg.assert_agree(("out",), (got,), (want,), f"split chunks of {chunk} vs the default")
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        assert torch.equal(run(), got), chunk
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
+    """fwd_sm80_cfg=7 runs hstu_fwd_split_kernel on the default's tile where the plan splits (a batch below two
+    waves of query tiles), hstu_fwd_kernel with fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does
+    the default (fwd_sm80_cfg=0) at D = 64 / 256 (at D = 128 the split is opt-in: the default's tile there)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    tile = fwd_tile(D, 2 if D == 128 else 1)
+    split = "hstu_fwd_split_kernel"
+    for cfg, dtype, chunk, kernel in (
+            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split),
+            (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel"),
+            (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel"),
+            (0, torch.bfloat16, None, "hstu_fwd_kernel" if D == 128 else split)):
+        ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+        case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
+        want = f"{kernel}<{ctype}, {tile if dtype == torch.bfloat16 else fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
+        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, dtype, chunk, names, want)

@@ -28,6 +28,7 @@
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 #include "hstu/csrc/ops/hstu_op_params.h"
 #include "hstu/csrc/paged/hstu_paged_step_plan.h"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 #include "hstu/csrc/sm90/hstu_bwd_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
@@ -194,9 +195,15 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   // The work list's workspace and the persistent kernel's tile counter (zeroed by the launcher) live in the call's
   // scratch, in front of the validation's words. Every kernel writes only rows inside the (sanitized) sequences:
   // after a violation (all empty) `out` keeps the validation's NaN.
-  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0), p.out,
-                                      q.size(0) * q.size(1) * q.size(2), s);
+  // The sm80-class forward's split (hstu_fwd_sm80_split.h, bf16): its counters and partials there too.
+  const int64_t split_bytes = plan.family == KernelFamily::kSm80 && !half ? fwd_sm80_split_bytes(p) : 0;
+  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split_bytes,
+                                      p.out, q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);
+  if (split_bytes > 0) {
+    p.fwd_sched = scratch.data_ptr();
+    p.fwd_sched_bytes = split_bytes;
+  }
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {
     err = half ? dispatch_fwd_sm90<__half>(p, k.size(0), s) : dispatch_fwd_sm90<__nv_bfloat16>(p, k.size(0), s);

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/sm80/hstu_fwd_sm80_split.h"
 
 namespace hstu {
 
@@ -78,6 +79,9 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
+// kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
+// pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
+// fill less than two waves); the default (0) takes it at D = 64 / 256 where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -152,13 +156,90 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps) and slot (the
+// kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the walk has k > 1
+// chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
+// false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
+// read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
+// The partials and counters are p.fwd_sched and p.fwd_tile_counter.
+template <int MT, int DTILES, int NT, int BM>
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int split_c, int h,
+                                              char* smem, int words) {
+  __syncthreads();  // (the split's words, written by thread 0 at the start)
+  // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
+  // kept live across the count, where acc_o holds the registers)
+  auto steps = [&]() {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words));
+    return v;
+  };
+  constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
+  auto partial = [&](int c) {
+    int tile;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
+    const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
+    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + (slot * gridDim.y + c) * kElems) + threadIdx.x;
+  };
+  if (steps() <= p.fwd_split_tiles) return true;
+  {
+    float4* mine = partial(split_c);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < DTILES; ++dt)
+        __stcg(mine + (mt * DTILES + dt) * NT,
+               make_float4(acc_o[mt][dt][0], acc_o[mt][dt][1], acc_o[mt][dt][2], acc_o[mt][dt][3]));
+  }
+  __threadfence();
+  __syncthreads();  // every thread's partial stored and fenced before the count
+  int* flag = reinterpret_cast<int*>(smem);
+  if (threadIdx.x == 0) {
+    int tile;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
+    *flag = atomicAdd(p.fwd_tile_counter + static_cast<int64_t>(tile) * p.heads + h, 1);
+  }
+  __syncthreads();
+  const int k = (steps() + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
+  if (*flag != k - 1) return false;
+  __threadfence();
+  // chunk by chunk (0.0f + p0 + p1 + ...: the same order in every element), kG independent 16-byte loads in flight
+  // per group: one L2 latency per group, not one per chunk and element
+  constexpr int kFrags = MT * DTILES, kG = kFrags % 8 == 0 ? 8 : kFrags;
+#pragma unroll
+  for (int i = 0; i < kFrags; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_o[i / DTILES][i % DTILES][e] = 0.f;
+  for (int c = 0; c < k; ++c) {
+    const float4* src = partial(c);
+#pragma unroll
+    for (int i0 = 0; i0 < kFrags; i0 += kG) {
+      float4 v[kG];
+#pragma unroll
+      for (int j = 0; j < kG; ++j) v[j] = __ldcg(src + (i0 + j) * NT);
+#pragma unroll
+      for (int j = 0; j < kG; ++j) {
+        float* a = acc_o[(i0 + j) / DTILES][(i0 + j) % DTILES];
+        a[0] += v[j].x;
+        a[1] += v[j].y;
+        a[2] += v[j].z;
+        a[3] += v[j].w;
+      }
+    }
+  }
+  return true;
+}
+
 // PAIR 2 (warp pairs): the two warps of a pair share 32 query rows (MT = 2 m16 tiles each); for S = Q K^T each takes
 // half of the sub-tile's keys over all of D, for O += P V half of D's columns over all the keys, so each K / V
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
-template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
-__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
+// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (n 2^g >= n batch, KV chunks, heads); block
+// y runs chunk y of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave
+// fp32 partials that the last one sums.
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
+__device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
   constexpr int MT = BM * PAIR / (16 * NWARPS);  // m16 tiles per warp
   constexpr int NTILES = BNS / 8 / PAIR;         // n8 tiles of S per m16 tile (the warp's keys of one sub-tile)
@@ -184,11 +265,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
   // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
   // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
+  // SPLIT: all sequences in one chunk (G >= batch), grid y = the KV chunks.
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
     if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
       const int n_m = (p.max_seqlen_q + BM - 1) / BM;
       const int lg = __clz(n_m) - __clz(static_cast<int>(gridDim.x));
       const int rank = static_cast<int>(bx >> lg);
+      if constexpr (SPLIT) by = 0;  // (one chunk of sequences; y is the KV chunk)
       bt = static_cast<int>((by << lg) + (bx & ((1u << lg) - 1)));
       m0t = (p.num_contexts != nullptr ? (rank == 0 ? 0 : n_m - rank) : n_m - 1 - rank) * BM;
     } else {  // grid (n, batch, heads), each sequence's heaviest (causal) tiles first
@@ -199,6 +282,8 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
+  // SPLIT: the block's chunk of its query tile's KV walk (re-derived where used, not kept live)
+  auto split_chunk = [&]() -> int { return static_cast<int>(blockIdx.y); };
   const int h = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
@@ -231,6 +316,21 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   int nb_begin, nb_end, gap_begin, gap_end;
   mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
   const int gap_skip = gap_end - gap_begin;
+  if constexpr (SPLIT) {  // this chunk's steps [c chunk, (c + 1) chunk) of the walk down (less the gap)
+    const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
+    const int s0 = split_chunk() * p.fwd_split_tiles;
+    if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
+    if (threadIdx.x == 0) {  // the walk's steps and the query tile's slot (total_q / BM + batch: unique), fwd_split_sum
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
+                   "r"(si.q_start / BM + b + m0 / BM));
+    }
+    if (steps > p.fwd_split_tiles) {
+      auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
+      const int first = tile_at(s0);
+      nb_begin = tile_at(min(steps, s0 + p.fwd_split_tiles) - 1);
+      nb_end = first + 1;
+    }
+  }
 
   float acc_o[MT][DTILES][4];
 #pragma unroll
@@ -372,7 +472,12 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
           if (p.rab != nullptr) {
             // (re-derived here, not kept live through the loop)
             int rb, rm0;
-            block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+            if constexpr (SPLIT) {  // (b is live for kv_rows anyway)
+              rb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+              (void)rm0;
+            } else {
+              block_tile(blockIdx.x, blockIdx.y, rb, rm0);
+            }
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
                            static_cast<int>(blockIdx.z) * p.rab_head_stride;
 #pragma unroll
@@ -493,6 +598,10 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
     }
   }
 
+  if constexpr (SPLIT) {
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, split_chunk(), h, smem, Tile::kSmem)) return;
+  }
+
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
   __syncthreads();
   const uint32_t sQ = sQ0;
@@ -527,29 +636,13 @@ __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuP
   }
 }
 
-// The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
-// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps), cached per device.
-inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
-  static int cache[64][3] = {};
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-  if (cache[dev][0] == 0) {
-    int n = 0, m = 0, major = 0, minor = 0;
-    err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (err != cudaSuccess) return err;
-    cache[dev][1] = m;
-    cache[dev][2] = major == 8 && minor != 0;
-    cache[dev][0] = n > 0 ? n : 1;
-  }
-  sms = cache[dev][0];
-  max_smem = cache[dev][1];
-  narrow = cache[dev][2] != 0;
-  return cudaSuccess;
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+}
+template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
+__global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
+  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, true>(p);
 }
 
 // Whether tile C runs on the current device: its shared memory within the opt-in limit, and over 99 KB not on
@@ -572,16 +665,25 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
 // chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
-template <typename T, int D, typename C>
-cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
-  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                C::kSkip, C::kPair>;
+// SPLIT: all sequences in one chunk, grid y = ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
+template <typename T, int D, typename C, bool SPLIT = false>
+cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1) {
+  auto kernel = [] {
+    if constexpr (SPLIT) {
+      return hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                   C::kSkip, C::kPair>;
+    } else {
+      return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
+                             C::kPair>;
+    }
+  }();
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  if (C::kSmem > 48 * 1024) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  constexpr int kSmem = C::kSmem + (SPLIT ? 16 : 0);  // (SPLIT: the chunk count and slot, fwd_split_sum)
+  if (kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
   }
   // G: the power of two at most 2 resident / n (and at most the batch's), at least 1
@@ -590,13 +692,37 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  // (SPLIT: G >= batch, one chunk of sequences: below two waves all blocks are resident anyway)
+  const int64_t want = SPLIT ? p.batch : std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
   int lg = 0;
-  while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
-  if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg), p.heads);
-  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
+  while ((SPLIT ? (int64_t{1} << lg) < want : (int64_t{2} << lg) <= want) && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
+  if ((n_m << lg) > INT32_MAX || (SPLIT && (int64_t{1} << lg) < p.batch)) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(n_m << lg), SPLIT ? ns : static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
+            p.heads);
+  kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where its plan splits and the op's
+// workspace (p.fwd_sched, p.fwd_sched_bytes: counters, then partials) holds it; else without.
+template <typename T, int D, typename C>
+cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
+  constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
+  static_assert(kFwdSm80Lpt<C::kWarps, C::kMinBlocks>, "the split runs the longest-first grid");
+  static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
+  int sms = 0, max_smem = 0;
+  bool narrow = false;
+  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  if (err != cudaSuccess) return err;
+  const FwdSm80Split s = fwd_sm80_split_plan(p, t, sms);
+  if (s.chunk == 0 || p.fwd_sched == nullptr || p.fwd_sched_bytes < s.bytes) return launch_hstu_fwd<T, D, C>(p, stream);
+  HstuParams q = p;
+  q.fwd_split_tiles = s.chunk;
+  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
+  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes;
+  err = cudaMemsetAsync(q.fwd_tile_counter, 0, s.slots * p.heads * sizeof(int), stream);
+  if (err != cudaSuccess) return err;
+  return launch_hstu_fwd<T, D, C, true>(q, stream, s.ns);
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.
@@ -616,6 +742,17 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
+    // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
+    // (fwd_sm80_split_bytes: D = 64 / 256)
+    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
+      using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
+      bool fits = false;
+      const cudaError_t err = fwd_sm80_fits<C>(fits);
+      if (err != cudaSuccess) return err;
+      if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
+    }
+  }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;

@@ -1,0 +1,109 @@
+// The sm80-class forward's split of long KV ranges (host side: the device query, the split's plan and workspace).
+//
+// A batch whose query tiles fill less than two waves of blocks (a Zipf batch of a few long and many short sequences,
+// a few dense sequences) runs as long as its heaviest tile: the causal last tile (or, with contexts, tile 0) walks
+// every KV tile of the longest sequence. With the split, each query tile's walk is cut into chunks of at most
+// `chunk` KV tiles, one block per chunk (grid y = ns); a chunk of a split tile stores its fp32
+// accumulator (a partial) in the workspace and counts itself on the tile's counter; the last of the k chunks to
+// arrive adds the k partials in chunk order 0, 1, ..., k - 1 (deterministic whichever arrives last) and stores the
+// output. Tiles whose walk fits one chunk run as without the split.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hstu/csrc/common/hstu_params.h"
+
+namespace hstu {
+
+// The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
+// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps), cached per device.
+inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
+  static int cache[64][3] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (cache[dev][0] == 0) {
+    int n = 0, m = 0, major = 0, minor = 0;
+    err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return err;
+    cache[dev][1] = m;
+    cache[dev][2] = major == 8 && minor != 0;
+    cache[dev][0] = n > 0 ? n : 1;
+  }
+  sms = cache[dev][0];
+  max_smem = cache[dev][1];
+  narrow = cache[dev][2] != 0;
+  return cudaSuccess;
+}
+
+// kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
+// with the split, for comparisons (kernel_options(fwd_split_tiles=n): chunks of at most n KV tiles; 0: none).
+constexpr int kFwdSm80CfgSplit = 7;
+// The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there).
+struct FwdSm80SplitTile {
+  int bm, bn, minb;
+};
+constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim) {
+  return head_dim == 256 ? FwdSm80SplitTile{64, 64, 2} : head_dim == 128 ? FwdSm80SplitTile{128, 64, 2}
+                                                                            : FwdSm80SplitTile{128, 128, 2};
+}
+// The rule's smallest chunk: a chunk costs one more Q load, prologue and partial (about one KV tile's work).
+constexpr int kFwdSm80SplitMinChunk = 4;
+
+struct FwdSm80Split {
+  int chunk = 0;              // KV tiles per chunk; 0: no split
+  int ns = 1;                 // chunks of the longest walk (grid y)
+  int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
+  int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the launcher; then the partials (256-aligned)
+  int64_t bytes = 0;          // counters + slots x heads x ns partials of BM x D fp32
+};
+
+// The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
+// n > 0 chunks of at most n KV tiles, else the rule: split only when the query tiles fill less than two waves, in
+// chunks of the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal:
+// the mean; shorter sequences make it an over-estimate), at least kFwdSm80SplitMinChunk.
+inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
+  FwdSm80Split s;
+  if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
+    return s;
+  const int64_t n_m = (int64_t{p.max_seqlen_q} + t.bm - 1) / t.bm;
+  const int64_t n_kv = (int64_t{p.max_seqlen_k} + t.bn - 1) / t.bn;
+  const int64_t tiles = std::min<int64_t>(int64_t{p.batch} * n_m, p.total_q / t.bm + p.batch);
+  int64_t chunk = p.fwd_split_tiles;
+  if (chunk <= 0) {
+    const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;
+    if (blocks >= 2 * resident) return s;
+    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + resident - 1) / resident);
+  }
+  if (chunk >= n_kv) return s;
+  s.chunk = static_cast<int>(chunk);
+  s.ns = static_cast<int>((n_kv + chunk - 1) / chunk);
+  s.slots = p.total_q / t.bm + p.batch;
+  s.counter_bytes = (s.slots * p.heads * 4 + 255) / 256 * 256;
+  s.bytes = s.counter_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
+  return s;
+}
+
+// Workspace bytes the op puts in front of its scratch for the sm80-class forward (bf16: kernel_options
+// (fwd_sm80_cfg=7) at D = 64 / 128 / 256, the default at D = 64 / 256); 0: no split. (D = 128's split tile,
+// candidate 2 at 255 registers, spills 52 B in sm_80 code and 4 B in sm_86 / sm_89 code with the split's bounds:
+// opt-in there.)
+inline int64_t fwd_sm80_split_bytes(const HstuParams& p) {
+  const bool split_cfg = p.fwd_sm80_cfg == kFwdSm80CfgSplit && p.head_dim == 128;
+  if (!split_cfg && ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
+                     (p.head_dim != 64 && p.head_dim != 256)))
+    return 0;
+  int sms = 0, max_smem = 0;
+  bool narrow = false;
+  if (fwd_sm80_device(sms, max_smem, narrow) != cudaSuccess) return 0;
+  return fwd_sm80_split_plan(p, fwd_sm80_split_tile(p.head_dim), sms).bytes;
+}
+
+}  // namespace hstu
