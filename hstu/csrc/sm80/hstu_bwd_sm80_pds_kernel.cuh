@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
@@ -102,6 +103,12 @@ constexpr int kPdsLoopFreeStores = 9;
 // keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFree : kPdsDpOnePassUnrolled;
+
+// The grid's order over (batch, key blocks, heads) (the kernels' GRID; launch_hstu_bwd_pds), x fastest: batch
+// first (each head's key blocks 0 of every sequence, the heaviest under a causal mask, then blocks 1, ...), heads
+// first (each sequence's heads' key blocks 0, 1, ... then the next sequence: the SMs walk one or two sequences' Q /
+// dO / dQ rows at once), key blocks first (FA2's: one (batch, head) at a time).
+enum BwdPdsGrid : int { kGridBatchFirst = 0, kGridHeadsFirst = 1, kGridBlocksFirst = 2 };
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -232,7 +239,7 @@ __device__ __forceinline__ float drab_value(float x) {
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX, int GRID>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -317,12 +324,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  // Grid (batch, key blocks, heads) (launch_hstu_bwd_pds): each head's key blocks 0 of every sequence (the heaviest
-  // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
-  // from blockIdx: a run-time choice of the order here made the one-stage and PIPE kernels spill 4-12 B.)
-  const int n_block = blockIdx.y;
-  const int b = blockIdx.x;
-  const int h = blockIdx.z;
+  // The grid in the order GRID (BwdPdsGrid). Each index read straight from blockIdx, which ptxas re-reads where
+  // used: a run-time choice of the order, or indices computed from a chunked grid, stayed live across the tile loop
+  // and made kernels spill 4-160 B.
+  const int n_block = GRID == kGridBlocksFirst ? blockIdx.x : blockIdx.y;
+  const int b = GRID == kGridBatchFirst ? blockIdx.x : GRID == kGridHeadsFirst ? blockIdx.z : blockIdx.y;
+  const int h = GRID == kGridHeadsFirst ? blockIdx.x : blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -855,22 +862,27 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX, int GRID = kGridBatchFirst>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX, GRID>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX, GRID>(p);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
+}
+// The same in another grid order (GRID: kGridHeadsFirst, kGridBlocksFirst; kernel_options(bwd_sm80_grid=2 / 3)).
+template <typename T, int D, int STAGES, int NWARPS, int GRID>
+__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_order_kernel(const HstuParams p) {
+  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false, GRID>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
@@ -888,6 +900,14 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
 }
 
+// The grid order of the default kernels (hstu_bwd_pds_kernel): p.bwd_grid (kernel_options(bwd_sm80_grid=...)) 0 the
+// rule (batch first), 1 + a BwdPdsGrid value that order (bf16; fp16 runs batch first); heads / key blocks first need
+// the batch in gridDim.z / y (at most 65535), else batch first.
+inline int bwd_pds_grid_order(const HstuParams& p) {
+  const int g = p.bwd_grid >= 1 && p.bwd_grid <= 3 ? p.bwd_grid - 1 : kGridBatchFirst;
+  return p.batch <= 65535 ? g : kGridBatchFirst;
+}
+
 // Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
 // per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE = 0>
@@ -903,25 +923,36 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
-    const auto launch = [&](const auto kernel) {
+    const auto launch = [&](const auto kernel, const int order) {
       if (kSmem > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         if (err != cudaSuccess) return err;
       }
-      // (batch, key blocks, heads): the heaviest key blocks first (causal: block 0 walks every query tile); in a
-      // dispatch model of B16 S4K 6 % shorter than (key blocks, batch, heads), whose last sequences' block 0 started
-      // last.
-      dim3 grid(p.batch, (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads);
+      // batch first: the heaviest key blocks first (causal: block 0 walks every query tile); in a dispatch model of
+      // B16 S4K 6 % shorter than key blocks first, whose last sequences' block 0 started last.
+      const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
+      const dim3 grid = order == kGridHeadsFirst  ? dim3(p.heads, nb, p.batch)
+                        : order == kGridBlocksFirst ? dim3(nb, p.batch, p.heads)
+                                                    : dim3(p.batch, nb, p.heads);
       kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       return cudaGetLastError();
     };
     if constexpr (PIPE != 0) {
-      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
+      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>, kGridBatchFirst);
     } else {
       if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
-        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
+        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>, kGridBatchFirst);
       }
-      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);
+      if constexpr (std::is_same<T, __nv_bfloat16>::value && NWARPS == 8) {
+        const int order = bwd_pds_grid_order(p);
+        if (order == kGridHeadsFirst) {
+          return launch(hstu_bwd_pds_order_kernel<T, D, STAGES, NWARPS, kGridHeadsFirst>, order);
+        }
+        if (order == kGridBlocksFirst) {
+          return launch(hstu_bwd_pds_order_kernel<T, D, STAGES, NWARPS, kGridBlocksFirst>, order);
+        }
+      }
+      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>, kGridBatchFirst);
     }
   }
 }
