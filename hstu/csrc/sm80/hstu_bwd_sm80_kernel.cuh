@@ -888,11 +888,18 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
     // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores.
+    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores; at D = 256 (bf16) 10 kPdsLoopFree, 11
+    // kPdsLoopFreeDqFirst.
     case 9:
     case 10:
     case 11:
     case 12:
+      if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (D = 128's default body)
+        if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
+        if (cfg == kBwdPdsD256LoopFreeDqFirstCfg) {
+          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirst>(p, stream);
+        }
+      }
       if constexpr (D == 128) {  // (bf16 and fp16)
         if (cfg == kBwdPdsLoopFreeDpCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDp>(p, stream);
         if (cfg == kBwdPdsLoopFreeStoresCfg) {
