@@ -211,37 +211,32 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
 
 @pytest.mark.parametrize("mask,rab_heads,deterministic", [("causal", 0, False), ("context_target_group", 2, False),
                                                        ("local_context_target", 1, True)])
-@pytest.mark.parametrize("D", [128, 256])
-def test_sm80_backward_grid_orders(D, mask, rab_heads, deterministic, kernel_opts):
-    """The default sm80-class kernels of FA2's layout in each grid order (kernel_options(bwd_sm80_grid=n): 1 batch
-    first, 2 heads first, 3 key blocks first; bf16, fp16 runs batch first), 9 jagged sequences x 2 heads: each meets
-    the error rule against the fp32 reference (bf16 and fp16; with contexts the context kernel runs); dK, dV and
-    per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic; atomic dQ
-    agrees to the summation order."""
+def test_sm80_backward_body_variants(mask, rab_heads, deterministic, kernel_opts):
+    """kernel_options(bwd_sm80_variant=n) at D = 128 (bf16): the default body with scalar dQ reductions (1), dQ and
+    its atomics before dV / dK (2), both (3). Each meets the error rule against the fp32 reference (9 jagged
+    sequences x 2 heads); dK, dV and per-head drab are bitwise the default's (the same sums in the same order), dQ
+    too when deterministic (its own kernel); atomic dQ agrees to the summation order."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
-    for dtype in (torch.bfloat16, torch.float16):
-        case = kg.make_case(zlib.crc32(repr(("grid80", D, mask, rab_heads)).encode()), lens, 2, D, dtype, mask,
-                            rab_heads)
-        q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
-        dout = torch.randn_like(q)
-        grads = {}
-        chunks = (0, 1, 2, 3)
-        for g in chunks:
-            kernel_opts(sm90=False, bwd_sm80_grid=g)
-            kg.check_case(case, 0.5, deterministic=deterministic)
-            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
-            out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
-                                        has_drab=rab is not None, deterministic=deterministic,
-                                        **kg._varlen_kwargs(case))
-            kg.poison_allocator(8 * q.numel() * q.element_size())
-            grads[g] = torch.autograd.grad(out, leaves, dout)
-            assert not any(torch.isnan(t).any() for t in grads[g]), g
-        for g in chunks[1:]:
-            for i, (name, t, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[g], grads[0])):
-                if i == 0 and not deterministic:
-                    kg.assert_agree((name,), [t], [w], f"bwd_sm80_grid={g} vs the default")
-                else:
-                    assert torch.equal(t, w), (dtype, g, name)
+    case = kg.make_case(zlib.crc32(repr(("variant80", mask, rab_heads)).encode()), lens, 2, 128, torch.bfloat16,
+                        mask, rab_heads)
+    q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
+    dout = torch.randn_like(q)
+    grads = {}
+    for variant in (0, 1, 2, 3):
+        kernel_opts(sm90=False, bwd_sm80_variant=variant)
+        kg.check_case(case, 0.5, deterministic=deterministic)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, rab) if t is not None]
+        out = hstu_attn_varlen_func(*leaves[:3], alpha=0.5, rab=None if rab is None else leaves[3],
+                                    has_drab=rab is not None, deterministic=deterministic, **kg._varlen_kwargs(case))
+        kg.poison_allocator(8 * q.numel() * q.element_size())
+        grads[variant] = torch.autograd.grad(out, leaves, dout)
+        assert not any(torch.isnan(t).any() for t in grads[variant]), variant
+    for variant in (1, 2, 3):
+        for i, (name, t, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[variant], grads[0])):
+            if i == 0 and not deterministic:
+                kg.assert_agree((name,), [t], [w], f"bwd_sm80_variant={variant} vs the default")
+            else:
+                assert torch.equal(t, w), (variant, name)
 
 
 @pytest.mark.parametrize("D", [32, 128, 256])

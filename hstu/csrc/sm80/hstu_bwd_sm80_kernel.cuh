@@ -888,17 +888,13 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
     // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores; at D = 256 (bf16) 10 kPdsLoopFree, 11
-    // kPdsLoopFreeDqFirst.
+    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores; at D = 256 (bf16) 10 kPdsLoopFree.
     case 9:
     case 10:
     case 11:
     case 12:
-      if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (D = 128's default body)
+      if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (the default body in the fixed order)
         if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
-        if (cfg == kBwdPdsD256LoopFreeDqFirstCfg) {
-          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirst>(p, stream);
-        }
       }
       if constexpr (D == 128) {  // (bf16 and fp16)
         if (cfg == kBwdPdsLoopFreeDpCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDp>(p, stream);
@@ -923,8 +919,9 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == kBwdPdsDqFirstCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
         return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
-      if constexpr (D == 256) {  // (one dP pass already at D = 256)
+      if constexpr (D == 256) {  // (one dP pass already at D = 256; 13 / 14: the plain body, which reads them)
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
       return cudaErrorNotSupported;
     default:
@@ -938,6 +935,15 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
     if (err != cudaErrorNotSupported) return err;
+  }
+  if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // bwd_sm80_variant (p.bwd_grid; comparisons)
+    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 1) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeScalarRed>(p, stream);
+    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 2) {
+      return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqPhaseFirst>(p, stream);
+    }
+    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 3) {
+      return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqPhaseFirstScalar>(p, stream);
+    }
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
     if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {

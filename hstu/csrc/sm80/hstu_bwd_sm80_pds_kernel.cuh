@@ -22,7 +22,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdint>
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
@@ -99,23 +98,26 @@ constexpr int kPdsLoopFreeDp = 8;
 // with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
 constexpr int kBwdPdsLoopFreeStoresCfg = 12;
 constexpr int kPdsLoopFreeStores = 9;
-// kernel_options(bwd_sm80_cfg=10 / 11) at D = 256 (bf16, opt-in until measured): D = 128's default body there
-// (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2, unpredicated dQ atomics; dP as D = 256's default, one
-// pass fully unrolled beside the SiLU) in the fixed phase order (10), or with the warps 4-7 running dQ first (11,
-// kPdsLoopFreeDqFirst: D = 256's default order).
+// D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
+// unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
+// running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
+// (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
-constexpr int kBwdPdsD256LoopFreeDqFirstCfg = 11;
 constexpr int kPdsLoopFreeDqFirst = 10;
+// kernel_options(bwd_sm80_variant=1 / 2 / 3) at D = 128 (bf16, comparisons): the default body with the dQ atomics as
+// scalar reductions (two a pair of columns, as FA2 and sm_80 code; kPdsLoopFreeScalarRed), with dQ and its atomics
+// before dV / dK (every warp; kPdsLoopFreeDqPhaseFirst: the atomics drain under the dV / dK MMAs instead of meeting
+// the next tile's loads), both (kPdsLoopFreeDqPhaseFirstScalar).
+constexpr int kPdsLoopFreeScalarRed = 11;
+constexpr int kPdsLoopFreeDqPhaseFirst = 12;
+constexpr int kPdsLoopFreeDqPhaseFirstScalar = 13;
 // The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
 // keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFree : kPdsDpOnePassUnrolled;
-
-// The grid's order over (batch, key blocks, heads) (the kernels' GRID; launch_hstu_bwd_pds), x fastest: batch
-// first (each head's key blocks 0 of every sequence, the heaviest under a causal mask, then blocks 1, ...), heads
-// first (each sequence's heads' key blocks 0, 1, ... then the next sequence: the SMs walk one or two sequences' Q /
-// dO / dQ rows at once), key blocks first (FA2's: one (batch, head) at a time).
-enum BwdPdsGrid : int { kGridBatchFirst = 0, kGridHeadsFirst = 1, kGridBlocksFirst = 2 };
+constexpr int kBwdPdsDefaultBody = D == 256 && NWARPS == 8 ? kPdsLoopFreeDqFirst
+                                   : D != 128              ? 0
+                                   : NWARPS == 8           ? kPdsLoopFree
+                                                           : kPdsDpOnePassUnrolled;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -225,14 +227,18 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
-// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate).
+// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate); SCALAR: two scalar ones
+// where the vector form exists (sm_90).
+template <bool SCALAR = false>
 __device__ __forceinline__ void red_add_f2(float* addr, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
-#else
+  if constexpr (!SCALAR) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+    return;
+  }
+#endif
   asm volatile("red.global.add.f32 [%0], %1;\n red.global.add.f32 [%0+4], %2;\n" ::"l"(addr), "f"(x), "f"(y)
                : "memory");
-#endif
 }
 
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
@@ -246,7 +252,7 @@ __device__ __forceinline__ float drab_value(float x) {
 
 // CTX: a call with contexts (num_contexts given; hstu_bwd_pds_ctx_kernel), the only one that can have a context gap
 // to skip: without contexts the kernel is the plain tile walk (no skip bookkeeping in the loop).
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX, int GRID>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   using C = BwdPdsConfig<D, NWARPS>;
   constexpr int BM = C::kBlockM, BN = C::kBlockN;
@@ -258,8 +264,10 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree =
-      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
+  constexpr bool kScalarRed = PIPE == kPdsLoopFreeScalarRed || PIPE == kPdsLoopFreeDqPhaseFirstScalar;
+  constexpr bool kDqPhaseFirst = PIPE == kPdsLoopFreeDqPhaseFirst || PIPE == kPdsLoopFreeDqPhaseFirstScalar;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores ||
+                             PIPE == kPdsLoopFreeDqFirst || kScalarRed || kDqPhaseFirst;
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
@@ -333,12 +341,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  // The grid in the order GRID (BwdPdsGrid). Each index read straight from blockIdx, which ptxas re-reads where
-  // used: a run-time choice of the order, or indices computed from a chunked grid, stayed live across the tile loop
-  // and made kernels spill 4-160 B.
-  const int n_block = GRID == kGridBlocksFirst ? blockIdx.x : blockIdx.y;
-  const int b = GRID == kGridBatchFirst ? blockIdx.x : GRID == kGridHeadsFirst ? blockIdx.z : blockIdx.y;
-  const int h = GRID == kGridHeadsFirst ? blockIdx.x : blockIdx.z;
+  // Grid (batch, key blocks, heads) (launch_hstu_bwd_pds): each head's key blocks 0 of every sequence (the heaviest
+  // under a causal mask: they walk every query tile) go first, then its blocks 1, ... (Each index read straight
+  // from blockIdx: a run-time choice of the order here made the one-stage and PIPE kernels spill 4-12 B.)
+  const int n_block = blockIdx.y;
+  const int b = blockIdx.x;
+  const int h = blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -797,7 +805,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
                   asm("mov.b64 %0, %0;\n" : "+l"(rp));
 #endif
-                  red_add_f2(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
+                  red_add_f2<kScalarRed>(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
                 } else {
                   atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
                                 acc_q[mt][dt][2 * hf + 1], i < si.lq);
@@ -818,7 +826,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
+          if (kDqPhaseFirst || (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2)) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());
@@ -877,27 +885,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 
 // The layouts over 99 KB cannot fit sm86 / sm89's per-block limit: in their code the kernel is a trap (the launcher
 // never picks it on compute capability 8.x other than 8.0), which keeps those builds' register report clean.
-template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX, int GRID = kGridBatchFirst>
+template <typename T, int D, int STAGES, int NWARPS, int PIPE, bool CTX>
 __device__ __forceinline__ void hstu_bwd_pds_entry(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
   using C = BwdPdsConfig<D, NWARPS>;
   if constexpr (bwd_pds_smem_bytes<D, C::kBlockM, C::kBlockN>(STAGES) > 99 * 1024) {
     __trap();
   } else {
-    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX, GRID>(p);
+    hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
   }
 #else
-  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX, GRID>(p);
+  hstu_bwd_pds_body<T, D, STAGES, NWARPS, PIPE, CTX>(p);
 #endif
 }
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
-}
-// The same in another grid order (GRID: kGridHeadsFirst, kGridBlocksFirst; kernel_options(bwd_sm80_grid=2 / 3)).
-template <typename T, int D, int STAGES, int NWARPS, int GRID>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_order_kernel(const HstuParams p) {
-  hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false, GRID>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
 // gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
@@ -915,14 +918,6 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
 }
 
-// The grid order of the default kernels (hstu_bwd_pds_kernel): p.bwd_grid (kernel_options(bwd_sm80_grid=...)) 0 the
-// rule (batch first), 1 + a BwdPdsGrid value that order (bf16; fp16 runs batch first); heads / key blocks first need
-// the batch in gridDim.z / y (at most 65535), else batch first.
-inline int bwd_pds_grid_order(const HstuParams& p) {
-  const int g = p.bwd_grid >= 1 && p.bwd_grid <= 3 ? p.bwd_grid - 1 : kGridBatchFirst;
-  return p.batch <= 65535 ? g : kGridBatchFirst;
-}
-
 // Launches the kernel (PIPE > 0: the pipelined one) where its shared memory fits max_smem (the device's usable
 // per-block opt-in bytes); else cudaErrorNotSupported (the caller runs the default layout).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE = 0>
@@ -938,36 +933,25 @@ cudaError_t launch_hstu_bwd_pds(const HstuParams& p, int max_smem, cudaStream_t 
     static_assert(C::kBlockN >= kBwdSm80MinBlockN, "kBwdSm80MaxSeqlenK assumes key blocks of at least 64 keys");
     if ((p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN > kBwdSm80MaxKeyBlocks) return cudaErrorInvalidConfiguration;
     // (only the kernel launched is instantiated: fp16 has no pipelined one)
-    const auto launch = [&](const auto kernel, const int order) {
+    const auto launch = [&](const auto kernel) {
       if (kSmem > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         if (err != cudaSuccess) return err;
       }
-      // batch first: the heaviest key blocks first (causal: block 0 walks every query tile); in a dispatch model of
-      // B16 S4K 6 % shorter than key blocks first, whose last sequences' block 0 started last.
-      const int nb = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
-      const dim3 grid = order == kGridHeadsFirst  ? dim3(p.heads, nb, p.batch)
-                        : order == kGridBlocksFirst ? dim3(nb, p.batch, p.heads)
-                                                    : dim3(p.batch, nb, p.heads);
+      // (batch, key blocks, heads): the heaviest key blocks first (causal: block 0 walks every query tile); in a
+      // dispatch model of B16 S4K 6 % shorter than (key blocks, batch, heads), whose last sequences' block 0 started
+      // last.
+      dim3 grid(p.batch, (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN, p.heads);
       kernel<<<grid, NWARPS * 32, kSmem, stream>>>(p);
       return cudaGetLastError();
     };
     if constexpr (PIPE != 0) {
-      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>, kGridBatchFirst);
+      return launch(hstu_bwd_pds_pipe_kernel<T, D, STAGES, NWARPS, PIPE>);
     } else {
       if constexpr (kBwdPdsCtxKernel<D, NWARPS, PIPE>) {  // (a host pointer test: no device sync)
-        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>, kGridBatchFirst);
+        if (p.num_contexts != nullptr) return launch(hstu_bwd_pds_ctx_kernel<T, D, STAGES, NWARPS>);
       }
-      if constexpr (std::is_same<T, __nv_bfloat16>::value && kBwdPdsCtxKernel<D, NWARPS, PIPE>) {
-        const int order = bwd_pds_grid_order(p);
-        if (order == kGridHeadsFirst) {
-          return launch(hstu_bwd_pds_order_kernel<T, D, STAGES, NWARPS, kGridHeadsFirst>, order);
-        }
-        if (order == kGridBlocksFirst) {
-          return launch(hstu_bwd_pds_order_kernel<T, D, STAGES, NWARPS, kGridBlocksFirst>, order);
-        }
-      }
-      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>, kGridBatchFirst);
+      return launch(hstu_bwd_pds_kernel<T, D, STAGES, NWARPS>);
     }
   }
 }

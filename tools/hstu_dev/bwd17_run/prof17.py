@@ -1,6 +1,6 @@
 """Backwards of the portable HSTU kernel (kernel_options(sm90=False)) and of FlashAttention-2 for ncu (branch bwd17,
 issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" (S the length; VAR as time17.py's: 0 the
-default, gN bwd_sm80_grid=N (2 heads first), cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
+default, vN bwd_sm80_variant=N, cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
     ncu -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c N ... python3 prof17.py --runs 4096:0 16384:0 16384:g2 16384:fa2
 Prints the (64 x 128 query tile, key block) pairs of each run (8 warps a pair)."""
 import argparse
@@ -27,7 +27,7 @@ for run in a.runs:
     else:
         q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=dt, generator=gen).requires_grad_() for _ in range(3))
         cu = torch.arange(0, B + 1, device=dev, dtype=torch.int32) * S
-        opt = {} if var == "0" else {"bwd_sm80_cfg" if var[0] == "c" else "bwd_sm80_grid": int(var[1:])}
+        opt = {} if var == "0" else {"bwd_sm80_cfg" if var[0] == "c" else "bwd_sm80_variant": int(var[1:])}
         with _ops.kernel_options(sm90=False, **opt):
             out = hstu_attn.hstu_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=S,
                                                   max_seqlen_k=S, window_size=(-1, 0), alpha=D ** -0.5)

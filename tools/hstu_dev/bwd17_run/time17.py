@@ -1,9 +1,9 @@
-"""Portable (sm80-class) backward time under grid-order variants (branch bwd17, issue 39): time80.py's causal shapes
+"""Portable (sm80-class) backward time under kernel variants (branch bwd17, issue 39): time80.py's causal shapes
 (tools/hstu_dev/bwd80_run, imported from the tree this runs in), each variant a kernel_options(sm90=False, ...) set:
-"0" the default, "cN" bwd_sm80_cfg=N, "gN" bwd_sm80_grid=N (the grid order: 1 batch first, 2 heads first, 3 key
-blocks first), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch SDPA flash). CUDA events, median of --reps, the
-variants of a case interleaved. Prints a markdown table (ms (TFLOP/s, FA convention)).
-Usage: time17.py LABEL --vars 0 g2 g3 [--reps N] [--fa2] [--only SUBSTR ...]"""
+"0" the default, "cN" bwd_sm80_cfg=N, "vN" bwd_sm80_variant=N (D = 128: 1 scalar dQ reductions, 2 dQ before dV / dK,
+3 both), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch
+SDPA flash). CUDA events, median of --reps, the variants of a case interleaved. Prints a markdown table (ms (TFLOP/s, FA convention)).
+Usage: time17.py LABEL --vars 0 v1 c13@D256 [--reps N] [--fa2] [--only SUBSTR ...]"""
 import argparse
 import os
 import sys
@@ -21,7 +21,7 @@ def options(var):
     var = var.split("@")[0]
     if var == "0":
         return {}
-    return {"bwd_sm80_cfg": int(var[1:])} if var[0] == "c" else {"bwd_sm80_grid": int(var[1:])}
+    return {"bwd_sm80_cfg": int(var[1:])} if var[0] == "c" else {"bwd_sm80_variant": int(var[1:])}
 
 
 def setup(name, var):
