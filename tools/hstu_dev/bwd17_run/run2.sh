@@ -15,7 +15,7 @@
 NAME=bwd17 MAIN=main16 LIM=50
 source "$(dirname "$0")/setup.sh"  # (strict mode, OUT, R, C, left, wheels, GPU, TF, TK, gpu_tests)
 T17=$C/time17.py
-SH=(--only "B16 S4K D128" S16K S1K D256)
+SH=(--only D256 "B16 S4K D128" S16K S1K)
 echo "== 1. GPU tests ($SECONDS s)"
 gpu_tests 26 $TF::test_sm80_backward_grid_and_phase_order $TK::test_sm80_and_sm90_kernels_agree_with_reference \
     $TF::test_sm80_backward_body_variants \

@@ -3,7 +3,7 @@
 "0" the default, "cN" bwd_sm80_cfg=N, "vN" bwd_sm80_variant=N (D = 128: 1 scalar dQ reductions, 2 dQ before dV / dK,
 3 both), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch
 SDPA flash). CUDA events, median of --reps, the variants of a case interleaved. Prints a markdown table (ms (TFLOP/s, FA convention)).
-Usage: time17.py LABEL --vars 0 v1 c13@D256 [--reps N] [--fa2] [--only SUBSTR ...]"""
+Usage: time17.py LABEL --vars 0 v1 c13@D256 [--reps N] [--fa2] [--only SUBSTR ...] (the cases in the order of --only)"""
 import argparse
 import os
 import sys
@@ -50,8 +50,9 @@ def main():
     print(f"### sm80-class backward, {a.label}: {torch.cuda.get_device_name()}, bf16 causal, ms (median of {a.reps}; "
           "TFLOP/s FA convention)")
     print("| case | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols))
-    for name in time80.CASES:
-        if not name.startswith("causal") or (a.only and not any(o in name for o in a.only)):
+    names = [n for o in a.only for n in time80.CASES if o in n] if a.only else list(time80.CASES)
+    for name in dict.fromkeys(names):  # (in the order of --only)
+        if not name.startswith("causal"):
             continue
         try:
             here = [v for v in a.vars if "@" not in v or v.split("@")[1] in name]
