@@ -817,8 +817,8 @@ template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
 // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
-// kBwdPdsFixedOrderCfg) at D = 256: the default kernel with half of the warps running dQ before dK / dV (D = 256's
-// default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
+// kBwdPdsFixedOrderCfg) at D = 256: the plain body (D = 256's default before kPdsLoopFreeDqFirst) with half of the
+// warps running dQ before dK / dV / every warp in the fixed order (kPdsPlain, which reads the switch); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
 // for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
 // phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ

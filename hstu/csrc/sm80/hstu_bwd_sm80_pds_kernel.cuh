@@ -61,10 +61,10 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
-// Dispatch of phases 2 / 3 in the default kernels (PIPE 0, two Q / dO stages), see hstu_bwd_pds_body: at D = 256
-// half of the warps run phase 3 (dQ) before phase 2 (dK / dV) by default (2.4 % faster on an H200), the fixed order
-// with kernel_options(bwd_sm80_cfg=14); at D = 128 the fixed order by default (dQ-first at par), dQ-first with
-// bwd_sm80_cfg=13.
+// Dispatch of phases 2 / 3 in the plain body (PIPE 0 / kPdsPlain, two Q / dO stages: the context kernels, and at
+// D = 256 kernel_options(bwd_sm80_cfg=13 / 14)), see hstu_bwd_pds_body: at D = 256 half of the warps run phase 3 (dQ)
+// before phase 2 (dK / dV) (2.4 % faster on an H200; D = 256's default body does the same), the fixed order with
+// bwd_sm80_cfg=14; at D = 128 the fixed order (dQ-first at par), dQ-first with bwd_sm80_cfg=13.
 constexpr int kBwdPdsDqFirstCfg = 13;
 constexpr int kBwdPdsFixedOrderCfg = 14;
 template <int D>
@@ -111,8 +111,9 @@ constexpr int kPdsLoopFreeDqFirst = 10;
 constexpr int kPdsLoopFreeScalarRed = 11;
 constexpr int kPdsLoopFreeDqPhaseFirst = 12;
 constexpr int kPdsLoopFreeDqPhaseFirstScalar = 13;
-// The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
-// keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
+// The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
+// warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
+// opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = D == 256 && NWARPS == 8 ? kPdsLoopFreeDqFirst
                                    : D != 128              ? 0
