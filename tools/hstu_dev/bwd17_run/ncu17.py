@@ -7,12 +7,12 @@ import csv
 import re
 import sys
 
-rows = list(csv.reader(open(sys.argv[1])))
+with open(sys.argv[1]) as f:
+    hdr, _units, *body = csv.reader(f)  # header, units, a row per kernel
 pairs = [int(x) for x in sys.argv[sys.argv.index("--pairs") + 1:]] if "--pairs" in sys.argv else []
-hdr = rows[0]
-data = [r for r in rows[2:] if len(r) == len(hdr)]
-name_col = hdr.index("Kernel Name") if "Kernel Name" in hdr else None
-names = [(r[name_col] if name_col is not None else f"k{i}")[:40] for i, r in enumerate(data)]
+data = [r for r in body if len(r) == len(hdr)]
+col = {h: i for i, h in enumerate(hdr)}
+names = [r[col["Kernel Name"]][:40] if "Kernel Name" in col else f"k{i}" for i, r in enumerate(data)]
 pats = [r"^gpu__time_duration\.sum$", r"^sm__throughput\.avg\.pct", r"^dram__bytes_(read|write)\.sum$",
         r"^dram__throughput\.avg\.pct", r"^lts__t_sector.*hit_rate\.pct$", r"^lts__t_sectors_op_(red|read)\.sum$",
         r"^lts__throughput\.avg\.pct", r"^smsp__issue_active\.avg\.pct", r"pipe_tensor.*hmma.*pct",
