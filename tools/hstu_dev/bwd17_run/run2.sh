@@ -1,7 +1,9 @@
 #!/bin/bash
 # bwd17 (issue 39, session 16), run 2 (<= 50 s; the last run), from the root of main's tree:
 #   OUT=/tmp/o_bwd17 timeout 75 bash .carry/bwd17/run2.sh > /tmp/o_bwd17/stdout.txt 2>&1
-# (carry: as run.sh)
+# (carry: this script, tools/hstu_dev/bwd15_run/setup.sh, time17.py, prof17.py, ncu17.py, the wheel in whl/, the
+# branch's tests/conftest.py and tests/hstu/{hstu_kernel_checks,test_sm80_backward_gpu,test_kernels_gpu}.py in tree/;
+# bash tools/hstu_dev/bwd17_run/pack.sh .carry/bwd17. Run 1's script: run.sh of 65b26e4)
 # Run 1: the grid orders changed nothing (heads first: L2 hits 86 -> 96 %, DRAM reads 9.3 -> 2.7 GB at S16K, same
 # time); D = 256 with D = 128's loop-free body and dQ-first warps 4.1 % faster. So now:
 # - D = 256's default body is kPdsLoopFreeDqFirst (bf16 and fp16); bwd_sm80_cfg=13 / 14 at D = 256: main's plain body
