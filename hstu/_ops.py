@@ -215,12 +215,9 @@ FP8_FWD_DIAG_SHIFT = 48
 # bits 50-51 (hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form on unmasked tiles: 0 the default,
 # 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
 FP8_SILU_SHIFT = 50
-# bit 62 (hstu_plan.h kOptBwdSm80Variant): the bwd_sm80_cfg field holds a variant of the sm80-class backward's default
-# body at D = 128 (kernel_options(bwd_sm80_variant=...))
-BWD_SM80_VARIANT_BIT = 1 << 62
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
-                  | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT) | BWD_SM80_VARIANT_BIT)
+                  | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT))
 _options_state = threading.local()
 
 
@@ -236,7 +233,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: bool = False,
-                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, bwd_sm80_variant: int = 0) -> Iterator[None]:
+                   fp8_fwd_diag: int = 0, fp8_silu: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -293,9 +290,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     the S and dQ k-loops unrolled in FlashAttention-2's order (dV, dQ, dK; the default before), for comparisons; 14 at D = 128: the plain body that was the default (two dP halves, rolled loops), for
     comparisons; 15 at D = 128: the plain body with dP in one pass; 15 at D = 256: D = 128's default body at
     D = 256 (whose dP is one pass). 13-15 bf16 and fp16.
-    ``bwd_sm80_variant`` (for comparisons; bf16 at D = 128, elsewhere the default runs): the sm80-class backward's
-    default body with 1 its dQ atomics as scalar reductions (as FA2's), 2 dQ and its atomics before dV / dK, 3
-    both. A nonzero value needs ``bwd_sm80_cfg=0``.
     ``fwd_sm80_cfg``: the sm80-class forward's tiles (issue 39's candidates, bf16; fp16, D = 32 and a head dim
     without the candidate run the default, 0): 1 FA2's warp layout (4 warps x 32 rows; 128 x 64 tiles, D = 64
     128 x 128) with K / V double-buffered at D = 64 / 128, at D = 256 warp pairs (two warps share 32 rows: each
@@ -342,16 +336,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_fwd_diag", "0, 1, 2 or 3", fp8_fwd_diag)
     if isinstance(fp8_silu, bool) or fp8_silu not in (0, 1, 2):
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
-    if (isinstance(bwd_sm80_variant, bool) or not isinstance(bwd_sm80_variant, int)
-            or bwd_sm80_variant not in (0, 1, 2, 3)):
-        _err("bwd_sm80_variant", "0, 1, 2 or 3", bwd_sm80_variant)
-    if bwd_sm80_variant != 0 and bwd_sm80_cfg != 0:
-        _err("bwd_sm80_cfg", "0 with bwd_sm80_variant", bwd_sm80_cfg)
-    if bwd_sm80_variant != 0:  # (the cfg field carries the variant)
-        bwd_sm80_cfg = bwd_sm80_variant
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
-            | (fp8_silu << FP8_SILU_SHIFT) | (BWD_SM80_VARIANT_BIT if bwd_sm80_variant else 0))
+            | (fp8_silu << FP8_SILU_SHIFT))
     for name, on in (("sm90", sm90), ("fwd_work_list", fwd_work_list), ("fwd_persist", fwd_persist),
                      ("bwd_work_list", bwd_work_list), ("dq_self_zero", dq_self_zero),
                      ("dq_conv_behind", dq_conv_behind), ("bwd_sm80_pair", not bwd_sm80_pair),

@@ -41,10 +41,6 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8SiluShift = (\d+),", text).group(1)) == _ops.FP8_SILU_SHIFT
     assert re.search(r"kOptFp8SiluMask = int64_t\{3\} << kOptFp8SiluShift,", text)
     assert re.search(r"\(bits >> kOptFp8SiluShift\) & 3\)", text)
-    # the sm80-class backward's body variants: bit 62, the variant in the bwd_sm80_cfg field
-    assert int(re.search(r"kOptBwdSm80Variant = int64_t\{1\} << (\d+),", text).group(1)) == 62
-    assert _ops.BWD_SM80_VARIANT_BIT == 1 << 62
-    assert re.search(r"o\.bwd_sm80_variant = o\.bwd_sm80_cfg;", text)
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
@@ -117,18 +113,6 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match=rf"bwd_sm80_cfg: expected an int in \[0, {_ops.BWD_SM80_CFG_LAST}\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
-    # bwd_sm80_variant: bit 62 with the variant in the cfg field
-    for variant in (1, 2, 3):
-        with _ops.kernel_options(sm90=False, bwd_sm80_variant=variant):
-            assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | _ops.BWD_SM80_VARIANT_BIT
-                                               | (variant << _ops.BWD_SM80_CFG_SHIFT))
-    for bad in (4, -1, True, 2.0):
-        with pytest.raises(ValueError, match="bwd_sm80_variant: expected 0, 1, 2 or 3"):
-            with _ops.kernel_options(bwd_sm80_variant=bad):
-                pass
-    with pytest.raises(ValueError, match="bwd_sm80_cfg: expected 0 with bwd_sm80_variant, got 5"):
-        with _ops.kernel_options(bwd_sm80_variant=2, bwd_sm80_cfg=5):
-            pass
     for cfg in range(1, _ops.FWD_SM80_CFG_OLD + 1):  # (bits 29-31; 6: the old tiles)
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)

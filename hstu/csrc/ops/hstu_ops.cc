@@ -164,8 +164,7 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
-  constexpr int64_t kKnown =
-      int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask | kOptBwdSm80Variant;
+  constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;

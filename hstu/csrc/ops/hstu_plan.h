@@ -68,10 +68,6 @@ enum HstuOptionBits : int64_t {
   // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
-  // bit 62: the bwd_sm80_cfg field holds a variant of the sm80-class backward's default body at D = 128
-  // (HstuOptions::bwd_sm80_variant, p.bwd_grid: 1-3, kPdsLoopFreeScalarRed... in hstu_bwd_sm80_pds_kernel.cuh; bf16;
-  // private, for comparisons; hstu/_ops.py BWD_SM80_VARIANT_BIT)
-  kOptBwdSm80Variant = int64_t{1} << 62,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -108,7 +104,6 @@ struct HstuOptions {
   bool fp8_bwd = false;
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
   int fp8_silu = 0;      // HstuFp8FwdParams::silu
-  int bwd_sm80_variant = 0;  // HstuParams::bwd_grid of the sm80-class backward: 0 the default body
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -133,10 +128,6 @@ struct HstuOptions {
     o.fp8_bwd = (bits & kOptFp8Bwd) != 0;
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
     o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
-    if (bits & kOptBwdSm80Variant) {  // (the cfg field is the variant)
-      o.bwd_sm80_variant = o.bwd_sm80_cfg;
-      o.bwd_sm80_cfg = 0;
-    }
     return o;
   }
 };
@@ -227,7 +218,7 @@ struct BwdPlan {
   int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
-  int bwd_grid = 0;         // p.bwd_grid (Hopper D = 256; the sm80-class family: bwd_sm80_variant)
+  int bwd_grid = 0;         // p.bwd_grid
   int bwd_sm80_pair = 0;    // p.bwd_sm80_pair
   int bwd_sm80_cfg = 0;     // p.bwd_sm80_cfg
   bool zeroed_workspace() const { return dq_floats > 0 && zero_words == 0 && sched_bytes == 0; }
@@ -239,7 +230,6 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
   BwdPlan plan;
   plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
   plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
-  plan.bwd_grid = o.bwd_sm80_variant;
   if (deterministic) return plan;
   plan.dq_floats = p.total_q * p.heads * p.head_dim;
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;

@@ -936,15 +936,6 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
     if (err != cudaErrorNotSupported) return err;
   }
-  if constexpr (D == 128 && std::is_same<T, __nv_bfloat16>::value) {  // bwd_sm80_variant (p.bwd_grid; comparisons)
-    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 1) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeScalarRed>(p, stream);
-    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 2) {
-      return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqPhaseFirst>(p, stream);
-    }
-    if (p.bwd_sm80_cfg == 0 && p.bwd_grid == 3) {
-      return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqPhaseFirstScalar>(p, stream);
-    }
-  }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
     if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {
       const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);

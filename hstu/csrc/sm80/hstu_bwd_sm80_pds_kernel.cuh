@@ -104,13 +104,6 @@ constexpr int kPdsLoopFreeStores = 9;
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
-// kernel_options(bwd_sm80_variant=1 / 2 / 3) at D = 128 (bf16, comparisons): the default body with the dQ atomics as
-// scalar reductions (two a pair of columns, as FA2 and sm_80 code; kPdsLoopFreeScalarRed), with dQ and its atomics
-// before dV / dK (every warp; kPdsLoopFreeDqPhaseFirst: the atomics drain under the dV / dK MMAs instead of meeting
-// the next tile's loads), both (kPdsLoopFreeDqPhaseFirstScalar).
-constexpr int kPdsLoopFreeScalarRed = 11;
-constexpr int kPdsLoopFreeDqPhaseFirst = 12;
-constexpr int kPdsLoopFreeDqPhaseFirstScalar = 13;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
@@ -228,18 +221,14 @@ __device__ __forceinline__ void plain_k_loop(float (&acc)[MT][N8][4], LoadA&& lo
   }
 }
 
-// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate); SCALAR: two scalar ones
-// where the vector form exists (sm_90).
-template <bool SCALAR = false>
+// *addr += (x, y) by fp32 reductions, unpredicated (atomic_add_f2 without its predicate).
 __device__ __forceinline__ void red_add_f2(float* addr, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (!SCALAR) {
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
-    return;
-  }
-#endif
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
+#else
   asm volatile("red.global.add.f32 [%0], %1;\n red.global.add.f32 [%0+4], %2;\n" ::"l"(addr), "f"(x), "f"(y)
                : "memory");
+#endif
 }
 
 // A masked element's dS is 0 * dP, -0 where dP < 0; drab stores x + 0 (+0 there, the value of the entries no walked
@@ -265,10 +254,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kScalarRed = PIPE == kPdsLoopFreeScalarRed || PIPE == kPdsLoopFreeDqPhaseFirstScalar;
-  constexpr bool kDqPhaseFirst = PIPE == kPdsLoopFreeDqPhaseFirst || PIPE == kPdsLoopFreeDqPhaseFirstScalar;
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores ||
-                             PIPE == kPdsLoopFreeDqFirst || kScalarRed || kDqPhaseFirst;
+  constexpr bool kLoopFree =
+      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
@@ -806,7 +793,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
                   asm("mov.b64 %0, %0;\n" : "+l"(rp));
 #endif
-                  red_add_f2<kScalarRed>(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
+                  red_add_f2(rp + piece * QPW + dt * 8, acc_q[mt][dt][2 * hf], acc_q[mt][dt][2 * hf + 1]);
                 } else {
                   atomic_add_f2(dq_acc + (int64_t)i * dq_row_stride + col, acc_q[mt][dt][2 * hf],
                                 acc_q[mt][dt][2 * hf + 1], i < si.lq);
@@ -827,7 +814,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (kDqPhaseFirst || (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2)) {
+          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());

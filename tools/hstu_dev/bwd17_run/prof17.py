@@ -1,6 +1,6 @@
 """Backwards of the portable HSTU kernel (kernel_options(sm90=False)) and of FlashAttention-2 for ncu (branch bwd17,
 issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" (S the length; VAR as time17.py's: 0 the
-default, vN bwd_sm80_variant=N, cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
+default, vN bwd_sm80_variant=N (993224e only), cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
     ncu -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c N ... python3 prof17.py --runs 4096:0 16384:0 16384:g2 16384:fa2
 Prints the (64 x 128 query tile, key block) pairs of each run (8 warps a pair)."""
 import argparse

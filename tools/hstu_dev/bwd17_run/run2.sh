@@ -9,7 +9,8 @@
 # - D = 256's default body is kPdsLoopFreeDqFirst (bf16 and fp16); bwd_sm80_cfg=13 / 14 at D = 256: main's plain body
 #   with dQ-first warps / the fixed order, 10 the loop-free body in the fixed order.
 # - D = 128 (where ours has lg_throttle 0.39 stalls per instruction, FA2 0.007): kernel_options(bwd_sm80_variant=1)
-#   scalar dQ reductions (FA2's form), 2 dQ and its atomics before dV / dK (every warp), 3 both.
+#   scalar dQ reductions (FA2's form), 2 dQ and its atomics before dV / dK (every warp), 3 both (wheel of 993224e;
+#   slower, removed after this run, with test_sm80_backward_body_variants).
 # 1. GPU tests: D = 256's default (grid / phase order at D = 256: cfg 0 / 10 / 11 / 12 / 13 / 14 / 15 bitwise,
 #    bf16 + fp16; sm80 vs the reference at D = 256, causal and context + targets), the D = 128 variants (causal)
 # 2. time17.py: default, v1 / v2 / v3 (D128), c13 / c10 (D256), FA2; main16's wheel (default, cfg 4 at D256)

@@ -1,7 +1,7 @@
 """Portable (sm80-class) backward time under kernel variants (branch bwd17, issue 39): time80.py's causal shapes
 (tools/hstu_dev/bwd80_run, imported from the tree this runs in), each variant a kernel_options(sm90=False, ...) set:
 "0" the default, "cN" bwd_sm80_cfg=N, "vN" bwd_sm80_variant=N (D = 128: 1 scalar dQ reductions, 2 dQ before dV / dK,
-3 both), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch
+3 both; in run 2's wheel 993224e only), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch
 SDPA flash). CUDA events, median of --reps, the variants of a case interleaved. Prints a markdown table (ms (TFLOP/s, FA convention)).
 Usage: time17.py LABEL --vars 0 v1 c13@D256 [--reps N] [--fa2] [--only SUBSTR ...] (the cases in the order of --only)"""
 import argparse
