@@ -301,8 +301,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too (at D = 128, bf16 and fp16,
     for comparisons: the default body with fewer P / dS store addresses, 1-2 % slower on an H200). 13 / 14 (bf16 and fp16): the
     default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
-    the two warps of a scheduler run different phases (13; D = 256's default: 2.4 % faster on an H200), / with
-    every warp in the fixed order (14 at D = 256). D = 128's default kernel computes dP = dO V^T in one pass over
+    the two warps of a scheduler run different phases (13; 2.4 % faster on an H200), / with every warp in the
+    fixed order (14 at D = 256): at D = 256 the plain body that was the default there; D = 256's default runs D =
+    128's default body with half of the warps running dQ first (10 at D = 256, bf16: that body in the fixed
+    order). D = 128's default kernel computes dP = dO V^T in one pass over
     the warp's keys, unrolls its k-loops (dP's by 4), adds dQ without predicates and runs the phases in the fixed
     order (dV, dK, then dQ; calls with contexts: the plain body); 13 at D = 128: the one-pass body with
     the S and dQ k-loops unrolled in FlashAttention-2's order (dV, dQ, dK; the default before), for comparisons; 14 at D = 128: the plain body that was the default (two dP halves, rolled loops), for

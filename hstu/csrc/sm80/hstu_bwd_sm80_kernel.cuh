@@ -817,8 +817,8 @@ template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
 constexpr int kBwdSm80OldCfg = 8;
 // 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
-// kBwdPdsFixedOrderCfg) at D = 256: the default kernel with half of the warps running dQ before dK / dV (D = 256's
-// default) / every warp in the fixed order (the default kernel runs and reads the switch itself); 15: D = 128's
+// kBwdPdsFixedOrderCfg) at D = 256: the plain body (D = 256's default before kPdsLoopFreeDqFirst) with half of the
+// warps running dQ before dK / dV / every warp in the fixed order (kPdsPlain, which reads the switch); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
 // for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
 // phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ
@@ -888,11 +888,14 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
     // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores.
+    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores; at D = 256 (bf16) 10 kPdsLoopFree.
     case 9:
     case 10:
     case 11:
     case 12:
+      if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (the default body in the fixed order)
+        if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
+      }
       if constexpr (D == 128) {  // (bf16 and fp16)
         if (cfg == kBwdPdsLoopFreeDpCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDp>(p, stream);
         if (cfg == kBwdPdsLoopFreeStoresCfg) {
@@ -916,8 +919,9 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == kBwdPdsDqFirstCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
         return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
-      if constexpr (D == 256) {  // (one dP pass already at D = 256)
+      if constexpr (D == 256) {  // (one dP pass already at D = 256; 13 / 14: the plain body, which reads them)
         if (cfg == kBwdPdsDpOnePassCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsDpOnePassUnrolled>(p, stream);
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsPlain>(p, stream);
       }
       return cudaErrorNotSupported;
     default:

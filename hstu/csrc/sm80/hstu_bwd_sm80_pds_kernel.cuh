@@ -61,10 +61,10 @@ struct BwdPdsConfig<256, 8> {
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 4, kKWN = 2, kQWM = 2, kQPW = 32;
 };
 
-// Dispatch of phases 2 / 3 in the default kernels (PIPE 0, two Q / dO stages), see hstu_bwd_pds_body: at D = 256
-// half of the warps run phase 3 (dQ) before phase 2 (dK / dV) by default (2.4 % faster on an H200), the fixed order
-// with kernel_options(bwd_sm80_cfg=14); at D = 128 the fixed order by default (dQ-first at par), dQ-first with
-// bwd_sm80_cfg=13.
+// Dispatch of phases 2 / 3 in the plain body (PIPE 0 / kPdsPlain, two Q / dO stages: the context kernels, and at
+// D = 256 kernel_options(bwd_sm80_cfg=13 / 14)), see hstu_bwd_pds_body: at D = 256 half of the warps run phase 3 (dQ)
+// before phase 2 (dK / dV) (2.4 % faster on an H200; D = 256's default body does the same), the fixed order with
+// bwd_sm80_cfg=14; at D = 128 the fixed order (dQ-first at par), dQ-first with bwd_sm80_cfg=13.
 constexpr int kBwdPdsDqFirstCfg = 13;
 constexpr int kBwdPdsFixedOrderCfg = 14;
 template <int D>
@@ -98,10 +98,20 @@ constexpr int kPdsLoopFreeDp = 8;
 // with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
 constexpr int kBwdPdsLoopFreeStoresCfg = 12;
 constexpr int kPdsLoopFreeStores = 9;
-// The body of the default kernels of D and NWARPS (D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's opt-in,
-// keeps the FA2-order one-pass body: the loop-free one spilled 12-56 B there in sm_90a code).
+// D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
+// unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
+// running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
+// (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
+constexpr int kBwdPdsD256LoopFreeCfg = 10;
+constexpr int kPdsLoopFreeDqFirst = 10;
+// The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
+// warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
+// opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = D != 128 ? 0 : NWARPS == 8 ? kPdsLoopFree : kPdsDpOnePassUnrolled;
+constexpr int kBwdPdsDefaultBody = D == 256 && NWARPS == 8 ? kPdsLoopFreeDqFirst
+                                   : D != 128              ? 0
+                                   : NWARPS == 8           ? kPdsLoopFree
+                                                           : kPdsDpOnePassUnrolled;
 
 template <int D, int BM, int BN>
 constexpr int bwd_pds_smem_bytes(int stages) {
@@ -244,19 +254,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
+  constexpr bool kLoopFree =
+      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
 #else
   constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
 #endif
-  constexpr bool kFixedOrder = kLoopFree;
-  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kFixedOrder;
+  constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
+  constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
-  constexpr int kDqUnroll = kUnrollSDq ? BN / 16 : 1;
+  // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
+  constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
   constexpr int SM = BM / C::kSWM, SN = BN / (NWARPS / C::kSWM);
   constexpr int SMT = SM / 16, SNT = SN / 8;
@@ -484,7 +496,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
         };
         gemm(acc, sQ, sK, std::integral_constant<int, 0>(), std::integral_constant<bool, kPipeS>(),
-             std::integral_constant<bool, kUnrollSDq>());
+             std::integral_constant<int, kUnrollSDq ? 1 : 0>());
 
         const int rbase = r0 + s_m + lane / 4, jbase = n0 + s_n + (lane % 4) * 2;
         if (p.rab != nullptr) {  // (pointers formed where used: fewer registers live across the loop)
@@ -604,7 +616,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           }
           float acc_dp[SMT][2 * kNpPart][4];
           gemm(acc_dp, sdO, sV, std::integral_constant<int, P0>(), std::false_type(),
-               std::integral_constant<int, kLoopFree ? kDpUnroll : kOverlapDp>());
+               std::integral_constant<int, kLoopFree && !kOverlapDp ? kDpUnroll : kOverlapDp>());
           if constexpr (kOverlapDp) {
             for_each_pair<SMT, 2 * kNpPart>(
                 [&](int mt, int i, int hf) { store_p(mt, 2 * P0 + i, hf, pp[mt][i][hf]); });
@@ -802,9 +814,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          phase_kv(std::integral_constant<int, 1>());
-          phase_kv(std::integral_constant<int, 2>());
-          phase_dq();
+          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
+            phase_dq();
+            phase_kv(std::integral_constant<int, 1>());
+            phase_kv(std::integral_constant<int, 2>());
+          } else {
+            phase_kv(std::integral_constant<int, 1>());
+            phase_kv(std::integral_constant<int, 2>());
+            phase_dq();
+          }
         } else {
           const bool dq_first = !kFixedOrder && warp >= NWARPS / 2 && bwd_pds_dq_first<D>(p.bwd_sm80_cfg);
           if (dq_first) {
