@@ -14,11 +14,14 @@ load("//dynamicemb:table_matrix.bzl", "table_instances")
 TABLE_OP_SRCS = ["csrc/ops/table_ops.cc"]
 
 TABLE_OP_HDRS = [
+    "csrc/table/bucket_upsert.h",
     "csrc/table/table_cpu.h",
     "csrc/table/table_types.h",
 ]
 
 TABLE_KERNEL_HDRS = [
+    "csrc/table/bucket_upsert.cuh",
+    "csrc/table/bucket_upsert.h",
     "csrc/table/hash.cuh",
     "csrc/table/probe.cuh",
     "csrc/table/table_kernels.cuh",

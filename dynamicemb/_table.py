@@ -60,6 +60,7 @@ _POLICIES = {  # name -> (policy family of the kernels, epoch flag)
 }
 _MODE = {"find_or_insert": 0, "insert_or_assign": 1, "insert_and_evict": 2, "assign": 3, "assign_scores": 4,
          "accum_or_assign": 5}
+_MODE_GROUPED = 1 << 8  # csrc/table/bucket_upsert.h kModeGrouped
 _INIT_KINDS = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
 _VALUE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KEY_DTYPES = (torch.int64, torch.uint64)
@@ -140,13 +141,13 @@ class FindResult(NamedTuple):
 
 class FindOrInsertResult(NamedTuple):
     values: torch.Tensor  # (n, dim): stored row, or the initial row for new/refused/illegal keys
-    found: torch.Tensor  # (n,) bool: the key was present before this op
+    found: torch.Tensor  # (n,) bool: the key was stored when this occurrence was served (find_or_insert's docstring)
     stats: torch.Tensor  # (5,) int64, see STAT_NAMES
 
 
 class SlotsResult(NamedTuple):
     slots: torch.Tensor  # (n,) int64 slot index into `values`, -1 when missing/refused/illegal
-    found: torch.Tensor  # (n,) bool: the key was present before this op
+    found: torch.Tensor  # (n,) bool: find_slots: present; find_or_insert_slots: as find_or_insert's `found`
     stats: Optional[torch.Tensor]  # (5,) int64 for find_or_insert_slots, None for find_slots
 
 
@@ -292,6 +293,10 @@ class ScoredHashTable:
         >>> t.find(keys).found.all()
         tensor(True)
     """
+
+    # Private lab option: CUDA find_or_insert / insert_or_assign / insert_and_evict of all-HBM tables with 128-slot
+    # buckets take the bucket-grouped upsert (csrc/table/bucket_upsert.cuh) instead of the two-pass one.
+    _upsert_grouped = False
 
     def __init__(
         self,
@@ -542,9 +547,20 @@ class ScoredHashTable:
         # CUDA upserts run a first pass (hits and inserts into free slots) and an insert pass; the first queues
         # the keys the second handles (evictions, duplicates) here: 2n words of (key, index) pairs, then
         # kPendingExtra = 16 words holding the pending count.
-        pending = self._empty(2 * keys.numel() + 16, dtype=torch.int64) if self.device.type == "cuda" else None
+        n = keys.numel()
+        code = _MODE[mode]
+        if self._upsert_grouped and self.device.type == "cuda" and self.bucket_capacity == 128 and (
+            mode in ("find_or_insert", "insert_or_assign", "insert_and_evict") and self._values_host() is None
+        ):
+            # The private bucket-grouped upsert (csrc/table/bucket_upsert.h): its scratch is (bucket, rank) per
+            # key, the grouped (key, index) pairs and the bucket offsets (>= grouped_scratch_bytes / 8 words).
+            code |= _MODE_GROUPED
+            nb = self.capacity() // self.bucket_capacity
+            pending = self._empty(3 * n + nb // 2 + nb // 4096 + 160, dtype=torch.int64)
+        else:
+            pending = self._empty(2 * n + 16, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
-            *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
+            *self._table_args(), self._policy, code, keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
             self._values_host(), self._claim_hbm_slots(),
         )
@@ -612,8 +628,15 @@ class ScoredHashTable:
         scores[i]). A refused insert (full bucket of higher scores) or a reserved key still returns the
         initial row, with found=False and counted in stats.
 
+        ``found[i]`` is True when keys[i] was present before this op, or when another occurrence of it in this
+        batch inserted it: a key absent before the op is inserted once, by one of its occurrences, which reports
+        found=False and counts as `inserted` (or `evicted`), while its other occurrences report found=True, get the
+        inserted row and count as `assigned`. Which occurrence inserts: the first in batch order on the CPU; on
+        CUDA whichever got there first (not specified). Every occurrence of a refused or reserved key reports
+        found=False.
+
         Args:
-            keys: (n,) key dtype. Duplicates share one slot (the first becomes `inserted`, the rest `assigned`).
+            keys: (n,) key dtype. Duplicates share one slot (see ``found``).
             scores: (n,) int64/uint64; required by the customized policy; LFU increments otherwise.
             initializer: overrides the table's initializer for this call.
 
@@ -637,7 +660,8 @@ class ScoredHashTable:
         """Like ``find_or_insert`` but returns slots instead of copying rows (new rows are initialized in place).
 
         Returns:
-            SlotsResult(slots (n,) int64, -1 where refused/illegal; found (n,) bool: present before; stats (5,)).
+            SlotsResult(slots (n,) int64, -1 where refused/illegal; found (n,) bool as in ``find_or_insert``;
+            stats (5,)).
 
         Example:
             >>> slots, found, stats = table.find_or_insert_slots(ids)

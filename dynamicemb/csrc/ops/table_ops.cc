@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/stable_utils.h"
+#include "dynamicemb/csrc/table/bucket_upsert.h"
 #include "dynamicemb/csrc/table/table_cpu.h"
 #include "dynamicemb/csrc/table/table_types.h"
 
@@ -234,6 +235,9 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
               t.ref.hbm_slots, " for its buffers), got ", hbm_slots);
   if (hbm_slots >= 0) t.ref.hbm_slots = hbm_slots;
   accel::check_dim(keys, "keys", 1);
+  // The private grouped upsert (bucket_upsert.h): a bit of `mode`, honoured by CUDA tables it supports.
+  const bool grouped = (mode & kModeGrouped) != 0;
+  mode &= ~kModeGrouped;
   ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
   UpsertParams p{};
   p.t = t.ref;
@@ -271,12 +275,30 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   p.init.fill = static_cast<float>(init_fill);
   p.init.seed = static_cast<uint64_t>(seed);
   if (t.cuda) {
-    // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass.
+    // Scratch of the two-pass CUDA upsert (table_kernels.cuh): the keys the hit pass leaves to the insert pass; of
+    // the grouped upsert: grouped_scratch_bytes.
+    const bool use_grouped = grouped && grouped_supported(p.mode, bucket_capacity, tvh.has_value());
+    const int64_t scratch_words =
+        use_grouped ? (grouped_scratch_bytes(p.n, t.ref.num_buckets) + 7) / 8 : 2 * p.n + kPendingExtra;
     ACCEL_CHECK(p.n == 0 || pending.has_value(), "pending: the CUDA upsert needs an int64 scratch of ",
-                2 * p.n + kPendingExtra, " elements");
-    p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, 2 * p.n + kPendingExtra));
-    ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % 16 == 0, "pending: expected a 16-byte aligned tensor");
+                scratch_words, " elements");
+    if (use_grouped) {  // at least the grouped upsert's scratch (the caller rounds it up)
+      ACCEL_CHECK(!pending.has_value() || pending->numel() >= scratch_words, "pending: expected at least ",
+                  scratch_words, " elements, got ", pending->numel());
+      p.pending = static_cast<int64_t*>(
+          opt_ptr(pending, "pending", tk, ScalarType::Long, pending.has_value() ? pending->numel() : 0));
+    } else {
+      p.pending = static_cast<int64_t*>(opt_ptr(pending, "pending", tk, ScalarType::Long, scratch_words));
+    }
+    ACCEL_CHECK(reinterpret_cast<uintptr_t>(p.pending) % (use_grouped ? 256 : 16) == 0,
+                "pending: expected a ", use_grouped ? 256 : 16, "-byte aligned tensor");
     torch::stable::accelerator::DeviceGuard guard(t.device);
+    if (use_grouped) {
+      dispatch(t.key_kind, t.value_kind, static_cast<int>(policy), [&](auto K, auto V, auto P) {
+        launch_upsert_grouped<K.value, V.value, P.value>(p, p.pending, stream_of(t));
+      });
+      return;
+    }
     // Hybrid: the first pass leaves its host-row copies (rows written; find_or_insert: rows read) to
     // launch_host_rows, which runs before the insert pass (that one, and accum_or_assign, copy in place).
     const bool defers = (mode == kFindOrInsert && p.values_out) || mode == kInsertOrAssign ||

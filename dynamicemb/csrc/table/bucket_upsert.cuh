@@ -17,22 +17,24 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include "dynamicemb/csrc/table/bucket_upsert.h"
 #include "dynamicemb/csrc/table/table_kernels.cuh"
 
 namespace dynamicemb {
 namespace table {
 
 constexpr int kBucketTile = 16;              // lanes per bucket
-constexpr int kBucketSlots = 128;            // the bucket size this path serves
+constexpr int kBucketSlots = kGroupedBucket;  // the bucket size this path serves
 constexpr int kLaneSlots = kBucketSlots / kBucketTile;  // 8 slots per lane: slots [8 l, 8 l + 8)
 constexpr int kBucketChunk = 32;             // keys of one bucket resolved together
 constexpr int kBucketBlock = 128;
 constexpr int kScanItems = 8;
 constexpr int kScanBlock = 256;
 constexpr int kScanSpan = kScanItems * kScanBlock;  // counts per scan block
+static_assert(kScanSpan == kGroupedScanSpan, "bucket_upsert.h sizes the scan's scratch");
 using BTile = cg::thread_block_tile<kBucketTile, cg::thread_block>;
 
-// Scratch of the grouped upsert (bytes: bucket_upsert_scratch_bytes).
+// Scratch of the grouped upsert (bytes: grouped_scratch_bytes).
 struct BucketScratch {
   uint64_t* packed;    // (n) bucket << 32 | rank inside the bucket; ~0 for reserved keys
   longlong2* entries;  // (n) (key, index), grouped by bucket
@@ -40,7 +42,7 @@ struct BucketScratch {
   uint32_t* partials;  // (num_buckets / kScanSpan + 2)
 };
 inline int64_t bucket_upsert_scratch_bytes(int64_t n, int64_t num_buckets) {
-  return up256(n * 8) + up256(n * 16) + up256((num_buckets + 1) * 4) + up256((num_buckets / kScanSpan + 2) * 4);
+  return grouped_scratch_bytes(n, num_buckets);
 }
 inline BucketScratch bucket_upsert_scratch(void* base, int64_t n, int64_t num_buckets) {
   char* b = static_cast<char*>(base);
@@ -175,7 +177,7 @@ struct BucketSmem {
 template <int K, int V, int P>
 __device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& sub, const UpsertParams& p,
                                                BucketSmem& sm, int64_t bucket, const longlong2* ents, int c,
-                                               uint64_t clock, unsigned* s_stats) {
+                                               uint64_t clock, unsigned* s_stats, uint2 dg2) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
   const TableRef& t = p.t;
@@ -183,8 +185,7 @@ __device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& su
   const int64_t base = bucket * kBucketSlots;
   const int64_t dim = t.dim;
   const bool copier = p.mode != kFindOrInsert;
-  // Digests of the lane's slots.
-  const uint2 dg2 = *reinterpret_cast<const uint2*>(t.digests + base + kLaneSlots * lane);
+  // dg2: the digests of the lane's slots (loaded by the caller, in the round trip of the bucket's offsets).
   // Entries.
   for (int e = lane; e < c; e += kBucketTile) {
     const longlong2 en = ents[e];
@@ -553,20 +554,26 @@ __global__ void __launch_bounds__(kBucketBlock, DYNAMICEMB_BUCKET_MIN_BLOCKS) bu
   const Tile sub = cg::tiled_partition<kTile>(blk);
   const int64_t bucket = (static_cast<int64_t>(blockIdx.x) * kBucketBlock + threadIdx.x) / kBucketTile;
   if (bucket < p.t.num_buckets) {
+    // The lane's digests are loaded with the offsets (one round trip; untouched buckets waste 8 bytes a lane).
+    const uint2* dgp = reinterpret_cast<const uint2*>(p.t.digests + bucket * kBucketSlots) + tile.thread_rank();
+    uint2 dg2 = *dgp;
     const uint32_t o0 = s.offsets[bucket], o1 = s.offsets[bucket + 1];
     BucketSmem& sm = s_b[threadIdx.x / kBucketTile];
     for (uint32_t c0 = o0; c0 < o1; c0 += kBucketChunk) {
       const int c = static_cast<int>(o1 - c0 < kBucketChunk ? o1 - c0 : kBucketChunk);
-      bucket_resolve<K, V, P>(tile, sub, p, sm, bucket, s.entries + c0, c, static_cast<uint64_t>(s_clock), s_stats);
+      if (c0 != o0) dg2 = *dgp;  // the chunk before changed the bucket
+      bucket_resolve<K, V, P>(tile, sub, p, sm, bucket, s.entries + c0, c, static_cast<uint64_t>(s_clock), s_stats,
+                              dg2);
       tile.sync();
     }
   }
   flush_stats(p, s_stats);
 }
 
-// The grouped upsert (after begin_op): count, scan, scatter, the bucket pass. `scratch`: bucket_upsert_scratch_bytes.
+// The grouped upsert: begin_op, count, scan, scatter, the bucket pass. `scratch`: grouped_scratch_bytes.
 template <int K, int V, int P>
-void launch_upsert_grouped(const UpsertParams& p, void* scratch, cudaStream_t st) {
+void launch_upsert_grouped(const UpsertParams& p, void* scratch, void* stream) {
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
   detail::begin_op_kernel<K, V, P><<<1, 32, 0, st>>>(p.t.counters, p.stats, nullptr);
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(st);

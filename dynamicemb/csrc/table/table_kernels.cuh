@@ -1117,8 +1117,13 @@ void launch_rehash(const RehashParams& p, void* stream) {
 }  // namespace table
 }  // namespace dynamicemb
 
+// The bucket-grouped upsert (a private variant of launch_upsert; it uses the helpers above).
+#include "dynamicemb/csrc/table/bucket_upsert.cuh"
+
 #define DYNAMICEMB_TABLE_INSTANTIATE(K, V, P)                                                            \
   template void dynamicemb::table::launch_lookup<K, V, P>(const dynamicemb::table::LookupParams&, void*); \
+  template void dynamicemb::table::launch_upsert_grouped<K, V, P>(const dynamicemb::table::UpsertParams&, void*, \
+                                                                 void*);                                  \
   template void dynamicemb::table::launch_upsert<K, V, P>(const dynamicemb::table::UpsertParams&, void*); \
   template void dynamicemb::table::launch_erase<K, V, P>(const dynamicemb::table::EraseParams&, void*);   \
   template void dynamicemb::table::launch_export<K, V, P>(const dynamicemb::table::ExportParams&, void*); \
