@@ -306,6 +306,7 @@ bool run_case(int mode, int seed, bool many) {
 }
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line per case even when killed
   bool ok = true;
   for (int seed = 1; seed <= 2; ++seed)
     for (int mode = 0; mode < 3; ++mode) {
