@@ -23,9 +23,13 @@
 namespace dynamicemb {
 namespace table {
 
-constexpr int kBucketTile = 16;              // lanes per bucket
+#ifndef DYNAMICEMB_BUCKET_TILE
+#define DYNAMICEMB_BUCKET_TILE 16
+#endif
+constexpr int kBucketTile = DYNAMICEMB_BUCKET_TILE;  // lanes per bucket (16 or 32)
 constexpr int kBucketSlots = kGroupedBucket;  // the bucket size this path serves
-constexpr int kLaneSlots = kBucketSlots / kBucketTile;  // 8 slots per lane: slots [8 l, 8 l + 8)
+constexpr int kLaneSlots = kBucketSlots / kBucketTile;  // slots per lane: slots [kLaneSlots l, kLaneSlots (l + 1))
+static_assert(kLaneSlots == 4 || kLaneSlots == 8, "lane digests are one 4- or 8-byte load");
 constexpr int kBucketChunk = 32;             // keys of one bucket resolved together
 constexpr int kBucketBlock = 128;
 constexpr int kScanItems = 8;
@@ -84,7 +88,9 @@ __global__ void __launch_bounds__(256) bucket_count_kernel(UpsertParams p, Bucke
 }
 
 // Exclusive scan of the counts into offsets, in three kernels: per-block sums, a scan of the sums, the block scans
-// (which also zero the counts: the lock words are zero again after the op).
+// (which also zero the counts: the lock words are zero again after the op). Templates like every kernel here, so
+// that each generated unit owns its instance (no duplicate symbols at link time).
+template <int K, int V, int P>
 __global__ void __launch_bounds__(kScanBlock) bucket_scan_sums_kernel(const uint32_t* counts, int64_t nb,
                                                                       uint32_t* partials) {
   using BS = cub::BlockReduce<uint32_t, kScanBlock>;
@@ -99,6 +105,7 @@ __global__ void __launch_bounds__(kScanBlock) bucket_scan_sums_kernel(const uint
   const uint32_t tot = BS(tmp).Sum(sum);
   if (threadIdx.x == 0) partials[blockIdx.x] = tot;
 }
+template <int K, int V, int P>
 __global__ void __launch_bounds__(1024) bucket_scan_partials_kernel(uint32_t* partials, int64_t np) {
   using BS = cub::BlockScan<uint32_t, 1024>;
   __shared__ typename BS::TempStorage tmp;
@@ -116,6 +123,7 @@ __global__ void __launch_bounds__(1024) bucket_scan_partials_kernel(uint32_t* pa
     __syncthreads();
   }
 }
+template <int K, int V, int P>
 __global__ void __launch_bounds__(kScanBlock) bucket_scan_kernel(uint32_t* counts, int64_t nb,
                                                                  const uint32_t* partials, uint32_t* offsets) {
   using BS = cub::BlockScan<uint32_t, kScanBlock>;
@@ -136,7 +144,7 @@ __global__ void __launch_bounds__(kScanBlock) bucket_scan_kernel(uint32_t* count
     }
 }
 
-template <int K>
+template <int K, int V, int P>
 __global__ void __launch_bounds__(256) bucket_scatter_kernel(UpsertParams p, BucketScratch s) {
   using KT = typename KeyT<K>::T;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
@@ -200,6 +208,7 @@ __device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& su
     sm.new_score[e] = policy_score(P, p.use_epoch, p.epoch, clock, given, given ? p.scores_in[en.y] : 0, false, 0);
   }
   for (int j = lane; j < kBucketSlots; j += kBucketTile) sm.owner[j] = -1;
+  if (lane == 0) sm.n_ev = 0;
   tile.sync();
   // Batch order, the first entry of each key.
   for (int e = lane; e < c; e += kBucketTile) {
@@ -312,8 +321,6 @@ __device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& su
   // The other keys in batch order: a duplicate of a key inserted by this op is a hit on it; otherwise the first free
   // slot in probe order, else the least (score, digest, key) if the new score is higher, else refused.
   if (any_new) {
-    if (lane == 0) sm.n_ev = 0;
-    tile.sync();
     for (int r = 0; r < c; ++r) {
       const int e = sm.order[r];
       if (sm.slot[e] >= 0) continue;
@@ -555,13 +562,17 @@ __global__ void __launch_bounds__(kBucketBlock, DYNAMICEMB_BUCKET_MIN_BLOCKS) bu
   const int64_t bucket = (static_cast<int64_t>(blockIdx.x) * kBucketBlock + threadIdx.x) / kBucketTile;
   if (bucket < p.t.num_buckets) {
     // The lane's digests are loaded with the offsets (one round trip; untouched buckets waste 8 bytes a lane).
-    const uint2* dgp = reinterpret_cast<const uint2*>(p.t.digests + bucket * kBucketSlots) + tile.thread_rank();
-    uint2 dg2 = *dgp;
+    const uint8_t* dgp = p.t.digests + bucket * kBucketSlots + kLaneSlots * tile.thread_rank();
+    const auto load_dg = [&] {
+      return kLaneSlots == 8 ? *reinterpret_cast<const uint2*>(dgp)
+                             : make_uint2(*reinterpret_cast<const uint32_t*>(dgp), 0u);
+    };
+    uint2 dg2 = load_dg();
     const uint32_t o0 = s.offsets[bucket], o1 = s.offsets[bucket + 1];
     BucketSmem& sm = s_b[threadIdx.x / kBucketTile];
     for (uint32_t c0 = o0; c0 < o1; c0 += kBucketChunk) {
       const int c = static_cast<int>(o1 - c0 < kBucketChunk ? o1 - c0 : kBucketChunk);
-      if (c0 != o0) dg2 = *dgp;  // the chunk before changed the bucket
+      if (c0 != o0) dg2 = load_dg();  // the chunk before changed the bucket
       bucket_resolve<K, V, P>(tile, sub, p, sm, bucket, s.entries + c0, c, static_cast<uint64_t>(s_clock), s_stats,
                               dg2);
       tile.sync();
@@ -584,10 +595,10 @@ void launch_upsert_grouped(const UpsertParams& p, void* scratch, void* stream) {
   bucket_count_kernel<K, V, P><<<gk, 256, 0, st>>>(p, s);
   const unsigned np = static_cast<unsigned>((nb + kScanSpan - 1) / kScanSpan);
   uint32_t* counts = reinterpret_cast<uint32_t*>(p.t.locks);
-  bucket_scan_sums_kernel<<<np, kScanBlock, 0, st>>>(counts, nb, s.partials);
-  bucket_scan_partials_kernel<<<1, 1024, 0, st>>>(s.partials, np);
-  bucket_scan_kernel<<<np, kScanBlock, 0, st>>>(counts, nb, s.partials, s.offsets);
-  bucket_scatter_kernel<K><<<gk, 256, 0, st>>>(p, s);
+  bucket_scan_sums_kernel<K, V, P><<<np, kScanBlock, 0, st>>>(counts, nb, s.partials);
+  bucket_scan_partials_kernel<K, V, P><<<1, 1024, 0, st>>>(s.partials, np);
+  bucket_scan_kernel<K, V, P><<<np, kScanBlock, 0, st>>>(counts, nb, s.partials, s.offsets);
+  bucket_scatter_kernel<K, V, P><<<gk, 256, 0, st>>>(p, s);
   check_launch("grouped upsert: sort");
   DYNAMICEMB_TABLE_PHASE_HOOK(st);
   bucket_upsert_kernel<K, V, P>
