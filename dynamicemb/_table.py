@@ -60,7 +60,7 @@ _POLICIES = {  # name -> (policy family of the kernels, epoch flag)
 }
 _MODE = {"find_or_insert": 0, "insert_or_assign": 1, "insert_and_evict": 2, "assign": 3, "assign_scores": 4,
          "accum_or_assign": 5}
-_MODE_GROUPED = 1 << 8  # csrc/table/bucket_upsert.h kModeGrouped
+_MODE_GROUPED, _MODE_GROUPED_WARP = 1 << 8, 1 << 9  # csrc/table/bucket_upsert.h kModeGrouped, kModeGroupedWarp
 _INIT_KINDS = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
 _VALUE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KEY_DTYPES = (torch.int64, torch.uint64)
@@ -295,7 +295,8 @@ class ScoredHashTable:
     """
 
     # Private lab option: CUDA find_or_insert / insert_or_assign / insert_and_evict of all-HBM tables with 128-slot
-    # buckets take the bucket-grouped upsert (csrc/table/bucket_upsert.cuh) instead of the two-pass one.
+    # buckets take the bucket-grouped upsert (csrc/table/bucket_upsert.cuh) instead of the two-pass one: True (16
+    # lanes per bucket) or "warp" (a warp per bucket).
     _upsert_grouped = False
 
     def __init__(
@@ -554,7 +555,7 @@ class ScoredHashTable:
         ):
             # The private bucket-grouped upsert (csrc/table/bucket_upsert.h): its scratch is (bucket, rank) per
             # key, the grouped (key, index) pairs and the bucket offsets (>= grouped_scratch_bytes / 8 words).
-            code |= _MODE_GROUPED
+            code |= _MODE_GROUPED | (_MODE_GROUPED_WARP if self._upsert_grouped == "warp" else 0)
             nb = self.capacity() // self.bucket_capacity
             pending = self._empty(3 * n + nb // 2 + nb // 4096 + 160, dtype=torch.int64)
         else:

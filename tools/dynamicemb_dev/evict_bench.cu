@@ -77,9 +77,10 @@ int main(int argc, char** argv) {
   const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
-  // argv[5] "grouped": the timed ops run the bucket-grouped upsert (bucket_upsert.cuh; its kernels are timed as
+  // argv[5] "grouped" / "grouped32": the timed ops run the bucket-grouped upsert with 16 / 32 lanes per bucket (bucket_upsert.cuh; its kernels are timed as
   // begin / sort (count, scan, scatter) / bucket pass in the begin / first / insert columns).
-  const bool grouped = argc > 5 && !std::strcmp(argv[5], "grouped");
+  const bool grouped = argc > 5 && (!std::strcmp(argv[5], "grouped") || !std::strcmp(argv[5], "grouped32"));
+  const int grouped_lanes = argc > 5 && !std::strcmp(argv[5], "grouped32") ? 32 : 16;
 #ifndef EVICT_BENCH_GROUPED
   if (grouped) {
     std::fprintf(stderr, "this tree has no grouped upsert\n");
@@ -191,7 +192,7 @@ int main(int argc, char** argv) {
       g_ne = 1;
 #ifdef EVICT_BENCH_GROUPED
       if (grouped)
-        launch_upsert_grouped<K, V, P>(p, gscratch, s);
+        launch_upsert_grouped<K, V, P>(p, gscratch, grouped_lanes, s);
       else
 #endif
         launch_upsert<K, V, P>(p, s);

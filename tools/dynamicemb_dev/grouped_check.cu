@@ -32,6 +32,7 @@ using namespace dynamicemb::table;
   } while (0)
 
 constexpr int64_t NB = 64, B = 128, CAP = NB * B, DIM = 8;
+static int g_lanes = 16;  // lanes per bucket of the grouped upsert
 
 struct HostTable {
   std::vector<uint64_t> keys;
@@ -241,7 +242,7 @@ bool run_case(int mode, int seed, bool many) {
   p.init.a = -1.f;
   p.init.b = 1.f;
   p.init.seed = 7;
-  launch_upsert_grouped<kKeyUInt64, kValueFp32, P>(p, scratch, 0);
+  launch_upsert_grouped<kKeyUInt64, kValueFp32, P>(p, scratch, g_lanes, 0);
   CK(cudaDeviceSynchronize());
   HostTable g;
   CK(cudaMemcpy(g.keys.data(), d.keys, CAP * 8, cudaMemcpyDeviceToHost));
@@ -308,12 +309,16 @@ bool run_case(int mode, int seed, bool many) {
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line per case even when killed
   bool ok = true;
-  for (int seed = 1; seed <= 2; ++seed)
-    for (int mode = 0; mode < 3; ++mode) {
-      ok &= run_case<kPolicyLru>(mode, seed, seed == 2);
-      ok &= run_case<kPolicyLfu>(mode, seed, seed == 2);
-      ok &= run_case<kPolicyCustomized>(mode, seed, seed == 2);
-    }
+  for (int lanes : {16, 32}) {
+    g_lanes = lanes;
+    std::printf("lanes per bucket: %d\n", lanes);
+    for (int seed = 1; seed <= 2; ++seed)
+      for (int mode = 0; mode < 3; ++mode) {
+        ok &= run_case<kPolicyLru>(mode, seed, seed == 2);
+        ok &= run_case<kPolicyLfu>(mode, seed, seed == 2);
+        ok &= run_case<kPolicyCustomized>(mode, seed, seed == 2);
+      }
+  }
   std::printf(ok ? "ALL OK\n" : "FAILED\n");
   return ok ? 0 : 1;
 }

@@ -237,7 +237,8 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
   accel::check_dim(keys, "keys", 1);
   // The private grouped upsert (bucket_upsert.h): a bit of `mode`, honoured by CUDA tables it supports.
   const bool grouped = (mode & kModeGrouped) != 0;
-  mode &= ~kModeGrouped;
+  const int grouped_lanes = (mode & kModeGroupedWarp) != 0 ? 32 : 16;
+  mode &= ~(kModeGrouped | kModeGroupedWarp);
   ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
   UpsertParams p{};
   p.t = t.ref;
@@ -295,7 +296,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
     torch::stable::accelerator::DeviceGuard guard(t.device);
     if (use_grouped) {
       dispatch(t.key_kind, t.value_kind, static_cast<int>(policy), [&](auto K, auto V, auto P) {
-        launch_upsert_grouped<K.value, V.value, P.value>(p, p.pending, stream_of(t));
+        launch_upsert_grouped<K.value, V.value, P.value>(p, p.pending, grouped_lanes, stream_of(t));
       });
       return;
     }

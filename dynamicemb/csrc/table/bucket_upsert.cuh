@@ -2,14 +2,15 @@
 // 128-slot buckets; find_or_insert, insert_or_assign, insert_and_evict).
 //
 // The batch's keys are grouped by bucket (a counting sort: per-bucket counts in the table's lock words, which are
-// zero between kernels, an exclusive scan, a scatter of (key, index) pairs), then one tile of kBucketTile lanes owns
+// zero between kernels, an exclusive scan, a scatter of (key, index) pairs), then one tile of 16 or 32 lanes owns
 // each touched bucket: it reads the bucket's digests once (and its scores when a key of the bucket is new), reads
 // the key words the digests point at, and resolves all its keys with no lock and no second pass, because no other
 // tile touches the bucket. Inside a bucket the keys are taken as the CPU twin takes a batch whose hits come first:
 // first every key present before the op (in batch order), then the others in batch order, each inserting into the
 // first free slot of its probe order, else evicting the least (score, digest, key) if its score is higher, else
 // refused; a later duplicate of a key inserted by this op is a hit on it. The bucket's scores and digests live in
-// registers while this runs; rows, keys, scores and digests are written once at the end.
+// registers while this runs; rows, keys, scores and digests are written once at the end. A tile is 16 lanes (two
+// buckets per warp, 8 slots per lane) or a warp (4 slots per lane): bucket_upsert.h kModeGroupedWarp.
 // Batch order inside a bucket holds for buckets that receive at most kBucketChunk keys of one batch; a bucket that
 // receives more takes them in chunks of kBucketChunk (hits first within each chunk), in an unspecified chunk order.
 #pragma once
@@ -23,20 +24,13 @@
 namespace dynamicemb {
 namespace table {
 
-#ifndef DYNAMICEMB_BUCKET_TILE
-#define DYNAMICEMB_BUCKET_TILE 16
-#endif
-constexpr int kBucketTile = DYNAMICEMB_BUCKET_TILE;  // lanes per bucket (16 or 32)
 constexpr int kBucketSlots = kGroupedBucket;  // the bucket size this path serves
-constexpr int kLaneSlots = kBucketSlots / kBucketTile;  // slots per lane: slots [kLaneSlots l, kLaneSlots (l + 1))
-static_assert(kLaneSlots == 4 || kLaneSlots == 8, "lane digests are one 4- or 8-byte load");
 constexpr int kBucketChunk = 32;             // keys of one bucket resolved together
 constexpr int kBucketBlock = 128;
 constexpr int kScanItems = 8;
 constexpr int kScanBlock = 256;
 constexpr int kScanSpan = kScanItems * kScanBlock;  // counts per scan block
 static_assert(kScanSpan == kGroupedScanSpan, "bucket_upsert.h sizes the scan's scratch");
-using BTile = cg::thread_block_tile<kBucketTile, cg::thread_block>;
 
 // Scratch of the grouped upsert (bytes: grouped_scratch_bytes).
 struct BucketScratch {
@@ -182,12 +176,16 @@ struct BucketSmem {
 };
 
 // One bucket of the grouped upsert. Lane l holds the digests and scores of slots [8 l, 8 l + 8) in registers.
-template <int K, int V, int P>
-__device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& sub, const UpsertParams& p,
+template <int K, int V, int P, int G>
+__device__ __forceinline__ void bucket_resolve(const cg::thread_block_tile<G, cg::thread_block>& tile, const Tile& sub,
+                                               const UpsertParams& p,
                                                BucketSmem& sm, int64_t bucket, const longlong2* ents, int c,
                                                uint64_t clock, unsigned* s_stats, uint2 dg2) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
+  constexpr int kBucketTile = G;                          // lanes per bucket (16 or 32)
+  constexpr int kLaneSlots = kBucketSlots / kBucketTile;  // lane l: slots [kLaneSlots l, kLaneSlots (l + 1))
+  static_assert(kLaneSlots == 4 || kLaneSlots == 8, "lane digests are one 4- or 8-byte load");
   const TableRef& t = p.t;
   const int lane = static_cast<int>(tile.thread_rank());
   const int64_t base = bucket * kBucketSlots;
@@ -545,23 +543,26 @@ __device__ __forceinline__ void bucket_resolve(const BTile& tile, const Tile& su
   }
 }
 
-#ifndef DYNAMICEMB_BUCKET_MIN_BLOCKS
-#define DYNAMICEMB_BUCKET_MIN_BLOCKS 1
-#endif
-template <int K, int V, int P>
-__global__ void __launch_bounds__(kBucketBlock, DYNAMICEMB_BUCKET_MIN_BLOCKS) bucket_upsert_kernel(UpsertParams p, BucketScratch s) {
-  __shared__ BucketSmem s_b[kBucketBlock / kBucketTile];
+// The bucket pass: a tile of G lanes per bucket, striding over the buckets (the grid is the blocks that fit at once,
+// so that no block waits at a barrier for its slowest bucket before the next bucket starts: one barrier, at the end).
+template <int K, int V, int P, int G>
+__global__ void __launch_bounds__(kBucketBlock) bucket_upsert_kernel(UpsertParams p, BucketScratch s) {
+  constexpr int kLaneSlots = kBucketSlots / G;
+  __shared__ BucketSmem s_b[kBucketBlock / G];
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned long long s_clock;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   if (threadIdx.x == 0) s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
   __syncthreads();
   const cg::thread_block blk = cg::this_thread_block();
-  const BTile tile = cg::tiled_partition<kBucketTile>(blk);
+  const cg::thread_block_tile<G, cg::thread_block> tile = cg::tiled_partition<G>(blk);
   const Tile sub = cg::tiled_partition<kTile>(blk);
-  const int64_t bucket = (static_cast<int64_t>(blockIdx.x) * kBucketBlock + threadIdx.x) / kBucketTile;
-  if (bucket < p.t.num_buckets) {
-    // The lane's digests are loaded with the offsets (one round trip; untouched buckets waste 8 bytes a lane).
+  const int64_t ntiles = static_cast<int64_t>(gridDim.x) * (kBucketBlock / G);
+  BucketSmem& sm = s_b[threadIdx.x / G];
+#pragma unroll 1
+  for (int64_t bucket = (static_cast<int64_t>(blockIdx.x) * kBucketBlock + threadIdx.x) / G;
+       bucket < p.t.num_buckets; bucket += ntiles) {
+    // The lane's digests are loaded with the offsets (one round trip; an untouched bucket wastes them).
     const uint8_t* dgp = p.t.digests + bucket * kBucketSlots + kLaneSlots * tile.thread_rank();
     const auto load_dg = [&] {
       return kLaneSlots == 8 ? *reinterpret_cast<const uint2*>(dgp)
@@ -569,21 +570,32 @@ __global__ void __launch_bounds__(kBucketBlock, DYNAMICEMB_BUCKET_MIN_BLOCKS) bu
     };
     uint2 dg2 = load_dg();
     const uint32_t o0 = s.offsets[bucket], o1 = s.offsets[bucket + 1];
-    BucketSmem& sm = s_b[threadIdx.x / kBucketTile];
     for (uint32_t c0 = o0; c0 < o1; c0 += kBucketChunk) {
       const int c = static_cast<int>(o1 - c0 < kBucketChunk ? o1 - c0 : kBucketChunk);
       if (c0 != o0) dg2 = load_dg();  // the chunk before changed the bucket
-      bucket_resolve<K, V, P>(tile, sub, p, sm, bucket, s.entries + c0, c, static_cast<uint64_t>(s_clock), s_stats,
-                              dg2);
+      bucket_resolve<K, V, P, G>(tile, sub, p, sm, bucket, s.entries + c0, c, static_cast<uint64_t>(s_clock),
+                                 s_stats, dg2);
       tile.sync();
     }
   }
   flush_stats(p, s_stats);
 }
+template <int K, int V, int P, int G>
+void launch_bucket_pass(const UpsertParams& p, const BucketScratch& s, cudaStream_t st) {
+  static int fit = 0;  // blocks per SM (the kernel's resources are fixed: asked once per process)
+  if (fit <= 0 && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, bucket_upsert_kernel<K, V, P, G>,
+                                                                 kBucketBlock, 0) != cudaSuccess ||
+                   fit <= 0))
+    fit = 4;
+  const int64_t need = (p.t.num_buckets * G + kBucketBlock - 1) / kBucketBlock;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(need, (insert_grid_cap() / 2) * int64_t(fit)));
+  bucket_upsert_kernel<K, V, P, G><<<grid, kBucketBlock, 0, st>>>(p, s);
+}
 
-// The grouped upsert: begin_op, count, scan, scatter, the bucket pass. `scratch`: grouped_scratch_bytes.
+// The grouped upsert: begin_op, count, scan, scatter, the bucket pass (`lanes` per bucket: 16 or 32). `scratch`:
+// grouped_scratch_bytes.
 template <int K, int V, int P>
-void launch_upsert_grouped(const UpsertParams& p, void* scratch, void* stream) {
+void launch_upsert_grouped(const UpsertParams& p, void* scratch, int lanes, void* stream) {
   const cudaStream_t st = static_cast<cudaStream_t>(stream);
   detail::begin_op_kernel<K, V, P><<<1, 32, 0, st>>>(p.t.counters, p.stats, nullptr);
   check_launch("begin_op");
@@ -601,8 +613,10 @@ void launch_upsert_grouped(const UpsertParams& p, void* scratch, void* stream) {
   bucket_scatter_kernel<K, V, P><<<gk, 256, 0, st>>>(p, s);
   check_launch("grouped upsert: sort");
   DYNAMICEMB_TABLE_PHASE_HOOK(st);
-  bucket_upsert_kernel<K, V, P>
-      <<<static_cast<unsigned>((nb * kBucketTile + kBucketBlock - 1) / kBucketBlock), kBucketBlock, 0, st>>>(p, s);
+  if (lanes == 32)
+    launch_bucket_pass<K, V, P, 32>(p, s, st);
+  else
+    launch_bucket_pass<K, V, P, 16>(p, s, st);
   check_launch("grouped upsert: bucket pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(st);
 }

@@ -1123,7 +1123,7 @@ void launch_rehash(const RehashParams& p, void* stream) {
 #define DYNAMICEMB_TABLE_INSTANTIATE(K, V, P)                                                            \
   template void dynamicemb::table::launch_lookup<K, V, P>(const dynamicemb::table::LookupParams&, void*); \
   template void dynamicemb::table::launch_upsert_grouped<K, V, P>(const dynamicemb::table::UpsertParams&, void*, \
-                                                                 void*);                                  \
+                                                                 int, void*);                             \
   template void dynamicemb::table::launch_upsert<K, V, P>(const dynamicemb::table::UpsertParams&, void*); \
   template void dynamicemb::table::launch_erase<K, V, P>(const dynamicemb::table::EraseParams&, void*);   \
   template void dynamicemb::table::launch_export<K, V, P>(const dynamicemb::table::ExportParams&, void*); \
