@@ -241,13 +241,14 @@ def first_occurrence(keys):
     return torch.tensor(out)
 
 
-@pytest.mark.parametrize("device", DEVICES + [pytest.param("cuda-grouped", marks=GPU)])
+@pytest.mark.parametrize("device", DEVICES + [pytest.param("cuda-grouped", marks=GPU),
+                                    pytest.param("cuda-grouped-warp", marks=GPU)])
 def test_find_or_insert_found_of_duplicates(device):
     """find_or_insert's `found`: True for keys present before the op; a key absent before the op reports False on
     the one occurrence that inserted it and True on its other occurrences (the CPU twin and the grouped upsert: the
     first in batch order inserts; the two-pass CUDA upsert: whichever occurrence got there first); a refused key
     reports False on every occurrence. Part-full buckets (LRU) and full ones (customized scores, some refused)."""
-    grouped = device == "cuda-grouped"
+    grouped = {"cuda-grouped": True, "cuda-grouped-warp": "warp"}.get(device, False)
     dev = "cuda" if grouped else device
     gen = torch.Generator().manual_seed(35)
     # Part-full LRU table: inserts claim free slots; several new keys per bucket.

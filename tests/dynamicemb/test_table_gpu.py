@@ -391,7 +391,7 @@ def test_gpu_full_table_first_pass_families_match_cpu_twin(op):
         assert g.size() == nb * bc
 
 
-def _grouped_pair(policy, value_dtype, seed):
+def _grouped_pair(policy, value_dtype, seed, grouped=True):
     """A CPU twin with buckets 0..nb/2-1 full and the others partly filled, and a CUDA table loaded with its state
     that takes the bucket-grouped upsert (private ScoredHashTable._upsert_grouped)."""
     nb, bc, dim = 24, 128, 8
@@ -415,19 +415,20 @@ def _grouped_pair(policy, value_dtype, seed):
                         device="cuda", check_keys=False, initializer=c.initializer)
     g.load_state_dict({k: v.cuda() for k, v in c.state_dict().items()})
     g.set_epoch(3)
-    g._upsert_grouped = True
+    g._upsert_grouped = grouped
     return g, c, gen
 
 
+@pytest.mark.parametrize("lanes", [True, "warp"])  # 16 lanes per bucket, or a warp
 @pytest.mark.parametrize("op", ["find_or_insert", "insert_or_assign", "insert_and_evict"])
 @pytest.mark.parametrize("policy,value_dtype", [("lru", torch.float32), ("lfu", torch.bfloat16),
                                                 ("customized", torch.float32), ("epoch_lfu", torch.float16)])
-def test_gpu_grouped_upsert_matches_cpu_twin(op, policy, value_dtype):
+def test_gpu_grouped_upsert_matches_cpu_twin(op, policy, value_dtype, lanes):
     """The bucket-grouped upsert resolves each bucket's keys as the CPU twin does for the batch with its present keys
     first (in batch order, then the others in batch order): equal slot for slot, per-key outputs in batch order (found:
     the first occurrence of a new key inserts it), stats and the evicted (key, score, row) multiset; with full and
     part-full buckets, duplicates of present and new keys, reserved keys, customized / LFU scores that tie and refuse."""
-    g, c, gen = _grouped_pair(policy, value_dtype, zlib.crc32(f"grouped{op}{policy}".encode()))
+    g, c, gen = _grouped_pair(policy, value_dtype, zlib.crc32(f"grouped{op}{policy}".encode()), lanes)
     vtol = 1e-6 if value_dtype == torch.float32 else 1e-2  # initial rows: float math on both sides
     present = c.keys.view(torch.int64)[c.keys.view(torch.int64) != RESERVED_KEYS[0]]
     for step in range(2):
