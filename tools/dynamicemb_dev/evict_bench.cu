@@ -77,10 +77,16 @@ int main(int argc, char** argv) {
   const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
-  // argv[5] "grouped" / "grouped32": the timed ops run the bucket-grouped upsert with 16 / 32 lanes per bucket (bucket_upsert.cuh; its kernels are timed as
-  // begin / sort (count, scan, scatter) / bucket pass in the begin / first / insert columns).
-  const bool grouped = argc > 5 && (!std::strcmp(argv[5], "grouped") || !std::strcmp(argv[5], "grouped32"));
-  const int grouped_lanes = argc > 5 && !std::strcmp(argv[5], "grouped32") ? 32 : 16;
+  // argv[5]: "grouped" / "grouped32": the timed ops run the bucket-grouped upsert with 16 / 32 lanes per bucket
+  // (bucket_upsert.cuh; its kernels are timed as begin / sort (count, scan, scatter) / bucket pass in the begin /
+  // first / insert columns); "all": main's path, then both grouped ones, on the same table and batches.
+  const char* sel = argc > 5 ? argv[5] : "-";
+  std::vector<int> paths;  // 0: two passes; 16 / 32: grouped with that many lanes per bucket
+  if (!std::strcmp(sel, "grouped")) paths = {16};
+  else if (!std::strcmp(sel, "grouped32")) paths = {32};
+  else if (!std::strcmp(sel, "all")) paths = {0, 16, 32};
+  else paths = {0};
+  const bool grouped = paths.size() > 1 || paths[0] != 0;
 #ifndef EVICT_BENCH_GROUPED
   if (grouped) {
     std::fprintf(stderr, "this tree has no grouped upsert\n");
@@ -163,6 +169,7 @@ int main(int argc, char** argv) {
   const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict"};
   for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   const int nreps = ncu ? 1 : reps + 1;
+  for (const int path : paths)
   for (int op = 0; op < 3; ++op) {
     std::vector<float> tk[8], ttot;
     long long pend = -1, st[kNumStats] = {};
@@ -191,8 +198,8 @@ int main(int argc, char** argv) {
       CK(cudaEventRecord(g_ev[0], s));
       g_ne = 1;
 #ifdef EVICT_BENCH_GROUPED
-      if (grouped)
-        launch_upsert_grouped<K, V, P>(p, gscratch, grouped_lanes, s);
+      if (path != 0)
+        launch_upsert_grouped<K, V, P>(p, gscratch, path, s);
       else
 #endif
         launch_upsert<K, V, P>(p, s);
@@ -219,7 +226,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
+    std::printf("%-9s %-17s total %7.1f us (%.3f billion/s)", path == 0 ? "main" : path == 16 ? "grouped" : "grouped32",
+                names[op], med(ttot), n / med(ttot) / 1e3);
     const char* kn[] = {"begin", "first", "insert"};
     for (int k = 0; k < 3; ++k)
       if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));
