@@ -17,19 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "dynamicemb/csrc/table/bucket_upsert.cuh"
+#include "../../benchmarks/table_timing_harness.cuh"  // CK, the table kernels (the grouped upsert among them)
 #include "dynamicemb/csrc/table/table_cpu.h"
-
-using namespace dynamicemb::table;
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 constexpr int64_t NB = 64, B = 128, CAP = NB * B, DIM = 8;
 static int g_lanes = 16;  // lanes per bucket of the grouped upsert
