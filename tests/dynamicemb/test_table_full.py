@@ -272,7 +272,8 @@ def test_find_or_insert_found_of_duplicates(device):
     if dev == "cpu" or grouped:
         assert torch.equal(found, pre | ~first_occurrence(keys))
     # Full table, customized scores: keys scored above every stored score insert once; keys scored 0 are refused.
-    nb, bc = 8, 32
+    # (128-slot buckets: the grouped upsert serves only those.)
+    nb, bc = 8, 128
     f = full_table(nb, bc, 4, "customized", 36, dev)
     f._upsert_grouped = grouped
     stored = f.keys.view(torch.int64).cpu()
