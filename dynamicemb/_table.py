@@ -140,13 +140,13 @@ class FindResult(NamedTuple):
 
 class FindOrInsertResult(NamedTuple):
     values: torch.Tensor  # (n, dim): stored row, or the initial row for new/refused/illegal keys
-    found: torch.Tensor  # (n,) bool: the key was present before this op
+    found: torch.Tensor  # (n,) bool: the key was stored when this occurrence was served (find_or_insert's docstring)
     stats: torch.Tensor  # (5,) int64, see STAT_NAMES
 
 
 class SlotsResult(NamedTuple):
     slots: torch.Tensor  # (n,) int64 slot index into `values`, -1 when missing/refused/illegal
-    found: torch.Tensor  # (n,) bool: the key was present before this op
+    found: torch.Tensor  # (n,) bool: find_slots: present; find_or_insert_slots: as find_or_insert's `found`
     stats: Optional[torch.Tensor]  # (5,) int64 for find_or_insert_slots, None for find_slots
 
 
@@ -612,8 +612,15 @@ class ScoredHashTable:
         scores[i]). A refused insert (full bucket of higher scores) or a reserved key still returns the
         initial row, with found=False and counted in stats.
 
+        ``found[i]`` is True when keys[i] was present before this op, or when another occurrence of it in this
+        batch inserted it: a key absent before the op is inserted once, by one of its occurrences, which reports
+        found=False and counts as `inserted` (or `evicted`), while its other occurrences report found=True, get the
+        inserted row and count as `assigned`. Which occurrence inserts: the first in batch order on the CPU; on
+        CUDA whichever got there first (not specified). Every occurrence of a refused or reserved key reports
+        found=False.
+
         Args:
-            keys: (n,) key dtype. Duplicates share one slot (the first becomes `inserted`, the rest `assigned`).
+            keys: (n,) key dtype. Duplicates share one slot (see ``found``).
             scores: (n,) int64/uint64; required by the customized policy; LFU increments otherwise.
             initializer: overrides the table's initializer for this call.
 
@@ -637,7 +644,8 @@ class ScoredHashTable:
         """Like ``find_or_insert`` but returns slots instead of copying rows (new rows are initialized in place).
 
         Returns:
-            SlotsResult(slots (n,) int64, -1 where refused/illegal; found (n,) bool: present before; stats (5,)).
+            SlotsResult(slots (n,) int64, -1 where refused/illegal; found (n,) bool as in ``find_or_insert``;
+            stats (5,)).
 
         Example:
             >>> slots, found, stats = table.find_or_insert_slots(ids)

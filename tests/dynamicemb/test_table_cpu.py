@@ -144,6 +144,19 @@ def test_lru_order():
     assert sc[0] > sc[1]
 
 
+def test_present_keys_served_before_evictions():
+    """The CPU twin serves every key present at the op's start before any insert of the batch evicts (as the CUDA
+    upsert does): a new key early in the batch does not evict the oldest key when the batch also hits that key."""
+    t, ks, spare = full_bucket_table("lru")
+    for k in ks:  # one op per key: increasing clock, ks[0] the oldest
+        t.insert_or_assign(torch.tensor([k]), torch.ones(1, 2))
+    r = t.insert_and_evict(torch.tensor([spare[0], ks[0]]), torch.full((2, 2), 2.0))
+    assert int(r.num_evicted) == 1 and r.evicted_keys[0].item() == ks[1]  # ks[0] was touched first
+    assert stats_dict(r.stats) == dict(inserted=0, assigned=1, evicted=1, refused=0, illegal=0)
+    v, found, _ = t.find(torch.tensor([ks[0], spare[0]]))
+    assert found.all() and bool((v == 2.0).all())
+
+
 def test_lfu_order_and_saturation():
     t, ks, spare = full_bucket_table("lfu")
     t.insert_or_assign(torch.tensor(ks), torch.ones(16, 2))

@@ -230,3 +230,63 @@ def test_full_table_hot_missing_keys_find_or_insert(device):
     assert torch.equal(res.values, v)  # every copy read the row that stayed in the table
     for k in hot.tolist():
         assert int(((keys == k) & ~res.found.cpu()).sum()) == 1  # one copy inserted, the others found it
+
+
+def first_occurrence(keys):
+    """(n,) bool: the first occurrence of each key in batch order."""
+    seen, out = set(), []
+    for k in keys.tolist():
+        out.append(k not in seen)
+        seen.add(k)
+    return torch.tensor(out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_find_or_insert_found_of_duplicates(device):
+    """find_or_insert's `found`: True for keys present before the op; a key absent before the op reports False on
+    the one occurrence that inserted it and True on its other occurrences (the CPU twin: the
+    first in batch order inserts; the two-pass CUDA upsert: whichever occurrence got there first); a refused key
+    reports False on every occurrence. Part-full buckets (LRU) and full ones (customized scores, some refused)."""
+    dev = device
+    gen = torch.Generator().manual_seed(35)
+    # Part-full LRU table: inserts claim free slots; several new keys per bucket.
+    t = ScoredHashTable(16 * 128, 4, score_policy="lru", device=dev, check_keys=False)
+    base = torch.randint(1, 1 << 62, (900,), generator=gen)
+    t.insert_or_assign(base.to(dev), torch.rand(900, 4, generator=gen).to(dev))
+    present = base[torch.randint(0, 900, (60,), generator=gen)]  # ~13 keys per bucket
+    new = torch.randint(1 << 62, (1 << 63) - 1, (45,), generator=gen)
+    picked = torch.cat([present, new])
+    keys = picked.repeat_interleave(torch.randint(1, 4, (picked.numel(),), generator=gen))
+    keys = keys[torch.randperm(keys.numel(), generator=gen)]
+    pre = torch.isin(keys, base)
+    res = t.find_or_insert(keys.to(dev))
+    found = res.found.cpu()
+    assert bool(found[pre].all())
+    s = stats_dict(res.stats)
+    assert s["inserted"] == new.unique().numel() and s["refused"] == 0
+    for k in new.tolist():
+        assert int(((keys == k) & ~found).sum()) == 1, k  # one occurrence inserted it
+    if dev == "cpu":
+        assert torch.equal(found, pre | ~first_occurrence(keys))
+    # Full table, customized scores: keys scored above every stored score insert once; keys scored 0 are refused.
+    nb, bc = 8, 128
+    f = full_table(nb, bc, 4, "customized", 36, dev)
+    stored = f.keys.view(torch.int64).cpu()
+    win = torch.randint(1 << 62, (1 << 63) - 1, (12,), generator=gen)
+    lose = torch.randint(1 << 62, (1 << 63) - 1, (5,), generator=gen)
+    hit = stored[torch.randint(0, stored.numel(), (10,), generator=gen)]
+    picked = torch.cat([win, lose, hit])
+    score_of = {int(k): (1000 if i < 12 else 0 if i < 17 else 500) for i, k in enumerate(picked)}
+    keys = picked.repeat_interleave(torch.randint(2, 4, (picked.numel(),), generator=gen))
+    keys = keys[torch.randperm(keys.numel(), generator=gen)]
+    sc = torch.tensor([score_of[int(k)] for k in keys])
+    res = f.find_or_insert(keys.to(dev), sc.to(dev))
+    found = res.found.cpu()
+    s = stats_dict(res.stats)
+    is_win, is_lose, is_hit = torch.isin(keys, win), torch.isin(keys, lose), torch.isin(keys, hit)
+    assert s["refused"] == int(is_lose.sum()) and not bool(found[is_lose].any())
+    assert bool(found[is_hit].all())
+    for k in win.tolist():
+        assert int(((keys == k) & ~found).sum()) == 1, k
+    if dev == "cpu":
+        assert torch.equal(found[is_win], ~first_occurrence(keys)[is_win])

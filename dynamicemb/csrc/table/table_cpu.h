@@ -1,6 +1,7 @@
 // Scored hash table: the CPU twin. Same layout, hash, probe order, scores and eviction choices as the CUDA
-// kernels (table_kernels.cuh); keys of a batch are processed in order, so where the GPU has no contention for a
-// full bucket inside one batch the two agree slot for slot. Rows are placed by ref_row, as on CUDA (a twin with a
+// kernels (table_kernels.cuh); the keys present at an op's start are served first, then the others, each sweep in
+// batch order, so where the GPU has no contention for a full bucket inside one batch the two agree slot for slot
+// (and the bucket-grouped upsert, bucket_upsert.cuh, everywhere). Rows are placed by ref_row, as on CUDA (a twin with a
 // second row buffer keeps its rows where the CUDA table keeps them: table_types.h host_row_of). Used as the test
 // oracle and as the CPU implementation.
 #pragma once
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
@@ -84,7 +86,11 @@ void upsert(const UpsertParams& p, int policy) {
   const int mode = p.mode;
   const auto* keys = static_cast<const uint64_t*>(p.keys);
 
-  for (int64_t i = 0; i < p.n; ++i) {
+  // As the CUDA upsert: every key present at the op's start is served first (in batch order), then the others in
+  // batch order, so that no insert of the batch evicts a key the same batch hits. (Serving the present keys changes
+  // no key's slot, so "present now" in the first sweep is "present at the op's start".)
+  std::vector<char> served(static_cast<size_t>(p.n), 0);
+  const auto serve = [&](int64_t i) {
     const uint64_t key = keys[i];
     const T* row_in = p.values_in ? static_cast<const T*>(p.values_in) + i * dim : nullptr;
     const bool given = p.scores_in != nullptr;
@@ -181,7 +187,16 @@ void upsert(const UpsertParams& p, int policy) {
       p.stats[stat] += 1;
       if (stat == kStatInserted) t.counters[kCounterSize] += 1;
     }
+  };
+  for (int64_t i = 0; i < p.n; ++i) {
+    const uint64_t key = keys[i];
+    if (!is_reserved_key(key) && probe(t, key, home_of(t, key)) >= 0) {
+      serve(i);
+      served[i] = 1;
+    }
   }
+  for (int64_t i = 0; i < p.n; ++i)
+    if (!served[i]) serve(i);
 }
 
 inline void erase(const EraseParams& p) {

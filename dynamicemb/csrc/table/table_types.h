@@ -233,7 +233,8 @@ struct UpsertParams {
   const uint64_t* scores_in;  // (n) or null (Customized: scores; LFU: increments)
   const bool* accum_flags;    // (n) accum_or_assign only
   void* values_out;           // (n, dim) or null (find_or_insert)
-  bool* found_out;            // (n) or null: key was present before this op
+  bool* found_out;            // (n) or null: the key was stored when this occurrence was served (present before
+                              // this op, or inserted by another occurrence in the batch; _table.py find_or_insert)
   int64_t* slots_out;         // (n) or null; -1 when refused/illegal/missing
   int64_t* stats;             // (kNumStats)
   void* evicted_keys;         // (n) or null
