@@ -10,7 +10,11 @@ back), after one warm-up cycle.
    memory first (session 13: the moves did not change, 2.10 ms against 2.09); ``wc``: to write-combined pinned
    memory (unsnooped PCIe accesses); ``capN``: a new module whose stores have N slots per table (fewer 64 KB host
    regions for the same rows); ``slotmajor``: the stores' host rows moved into the slot-major layout (private
-   ``HybridTable._set_host_slot_major``: slot j of every bucket contiguous, table_types.h ``host_row_of``).
+   ``HybridTable._set_host_slot_major``: slot j of every bucket contiguous, table_types.h ``host_row_of``);
+   ``split1`` / ``split2`` / ``ceN`` and lab variants 11-15: branch tier17's split prefetch job (not in main);
+3. ``--pipelined N``: N pipelined steps with prefetch in one profile, with a marker kernel before each: the device
+   ops per stream, each step's period, each stream's busy time and their overlap (``--timeline-at``: also at
+   chosen variants); ``--hbm``: an all-HBM module's step on the same batches first.
 
 Usage: python tools/dynamicemb_dev/cold_step_profile.py [--variants 3,0,1] [--label main] [--warmup 64]
 """
@@ -136,6 +140,107 @@ def wc_stores(m):
     return keep
 
 
+def step_ms(one, pre, n_synced, n_pipelined):
+    """(median ms of n_synced steps each followed by a device sync, mean ms of n_pipelined steps queued back to back
+    with one sync at the end); ``one(pre)`` runs a step (pre: with the next batch's prefetch)."""
+    ts = []
+    for _ in range(n_synced):
+        t0 = time.perf_counter()
+        one(pre)
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    t0 = time.perf_counter()
+    for _ in range(n_pipelined):
+        one(pre)
+    torch.cuda.synchronize()
+    return statistics.median(ts), (time.perf_counter() - t0) * 1e3 / n_pipelined
+
+
+def _union(iv):
+    """Total length of the union of intervals [(start, end)]."""
+    tot, cur_s, cur_e = 0.0, None, None
+    for s0, e0 in sorted(iv):
+        if cur_e is None or s0 > cur_e:
+            if cur_e is not None:
+                tot += cur_e - cur_s
+            cur_s, cur_e = s0, e0
+        else:
+            cur_e = max(cur_e, e0)
+    return tot + (cur_e - cur_s if cur_e is not None else 0.0)
+
+
+def pipelined_timeline(one, n, label):
+    try:
+        _pipelined_timeline(one, n, label)
+    except Exception as e:  # noqa: BLE001  (a lab printout: the measurements after it still run)
+        print(f"[{label}] pipelined timeline failed: {type(e).__name__}: {e}", flush=True)
+
+
+def _pipelined_timeline(one, n, label):
+    """n pipelined steps with prefetch (the host queues them back to back; one sync at the end), each preceded by a
+    marker kernel (torch.cuda._sleep) on the step's stream: every device op of the steps in start order (us from the
+    first marker), then per step the device period (marker to marker) and per stream its busy time, and the time
+    both streams ran kernels at once."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(2):
+        one(True)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(n):
+            torch.cuda._sleep(1)
+            one(True)
+        torch.cuda._sleep(1)
+        torch.cuda.synchronize()
+    path = os.path.join(tempfile.mkdtemp(), "t.json")
+    p.export_chrome_trace(path)
+    ev = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ev.sort(key=lambda e: e["ts"])
+    mark = lambda e: "spin_kernel" in e["name"] or "sleep" in e["name"].lower()  # noqa: E731  (torch.cuda._sleep)
+    marks = [e["ts"] for e in ev if mark(e)]
+    if len(marks) < n + 1:
+        print(f"[{label}] pipelined timeline: {len(marks)} markers found, expected {n + 1}")
+        return
+    t_0 = marks[0]
+    stream = lambda e: e.get("args", {}).get("stream", e.get("tid"))  # noqa: E731
+    first = marks[max(0, n - 2)]
+    print(f"\n### [{label}] {n} pipelined cold steps with prefetch: every device op of the last two (us from the "
+          f"first step's marker)\n")
+    print("| start us | dur us | stream | op |")
+    print("|---:|---:|---:|---|")
+    for e in ev:
+        if first <= e["ts"] <= marks[-1]:
+            print(f"| {e['ts'] - t_0:.0f} | {e.get('dur', 0):.0f} | {stream(e)} | {short(e['name'])} |")
+    print(f"\n[{label}] per step (marker to marker): period us, busy us per stream, both streams busy at once us\n")
+    print("| step | period | " + "busy per stream | both at once | longest idle gap on the marker's stream |")
+    print("|---:|---:|---|---:|---:|")
+    mstream = stream(next(e for e in ev if mark(e)))
+    for k in range(n):
+        s0, s1 = marks[k], marks[k + 1]
+        iv = {}
+        for e in ev:
+            a0, a1 = max(e["ts"], s0), min(e["ts"] + e.get("dur", 0), s1)
+            if a1 > a0 and not mark(e):
+                iv.setdefault(stream(e), []).append((a0, a1))
+        busy = {k2: _union(v) for k2, v in iv.items()}
+        ks = list(iv)
+        both = (sum(busy.values()) - _union([x for v in iv.values() for x in v])) if len(ks) > 1 else 0.0
+        main_iv = sorted(iv.get(mstream, []))
+        gap, last = 0.0, s0
+        for a0, a1 in main_iv:
+            gap, last = max(gap, a0 - last), max(last, a1)
+        gap = max(gap, s1 - last)
+        print(f"| {k} | {s1 - s0:.0f} | " + ", ".join(f"{k2}: {v:.0f}" for k2, v in busy.items())
+              + f" | {both:.0f} | {gap:.0f} |")
+    tot = {}
+    for e in ev:
+        if marks[0] <= e["ts"] < marks[-1] and not mark(e):
+            tot[short(e["name"])] = tot.get(short(e["name"]), 0) + e.get("dur", 0)
+    print(f"\n[{label}] device us per step by op ({n} steps): "
+          + ", ".join(f"{k2} {v / n:.0f}" for k2, v in sorted(tot.items(), key=lambda x: -x[1])))
+    print(f"[{label}] mean period {(marks[-1] - marks[0]) / n / 1e3:.3f} ms per step", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="", help="comma list of _lookup_lab_stage values (empty: the wheel's "
@@ -143,13 +248,26 @@ def main():
                     "then the wheel's default; "
                     "'thp' / 'wc': the stores' rows moved to THP-registered / write-combined host memory, then the "
                     "wheel's default (the variants after it run on that memory too); 'slotmajor': the stores' host "
-                    "rows moved into the slot-major layout, then the wheel's default (the variants after it too)")
+                    "rows moved into the slot-major layout, then the wheel's default (the variants after it too); "
+                    "'split1' / 'split2' / 'nosplit' (a wheel of branch tier17, not main): the module's private "
+                    "split prefetch (1: the victims' copies late on the job's stream, 2: on a stream of their own) or "
+                    "none (the variants after it too); "
+                    "'ceN': every prefetched step also copies N MB device -> host on the copy engine from its job's "
+                    "end (a what-if, with branch tier17's lab variant 14), keeping the current lab variant (the "
+                    "variants after it too)")
     ap.add_argument("--label", default="")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
     ap.add_argument("--frac", type=float, default=0.25)
     ap.add_argument("--steps", type=int, default=6, help="profiled / timed steps per variant")
     ap.add_argument("--no-timeline", action="store_true")
+    ap.add_argument("--timeline-at", default="", help="with --pipelined: a pipelined timeline at each of these "
+                    "entries of --variants (once it is set), and of the default first only if 'default' is listed")
+    ap.add_argument("--hbm", action="store_true", help="first an all-HBM module on the same batches (one warm-up "
+                    "cycle): its step ms synced / pipelined and, with --pipelined, its pipelined timeline")
+    ap.add_argument("--pipelined", type=int, default=0, help="also a timeline of this many pipelined steps with "
+                    "prefetch (no sync between them; a marker kernel on the step's stream before each): the kernels "
+                    "per stream, the device period per step, each stream's busy time, the overlap of the streams")
     ap.add_argument("--ncu", default="", help="after the warm-up, set this comma list of _lookup_lab_stage values "
                     "(or 'wc' first: the stores in write-combined memory) and run one synced step without prefetch "
                     "per value between cudaProfilerStart / Stop, then exit (for ncu --profile-from-start off)")
@@ -190,6 +308,20 @@ def main():
                   f"{len(stores) * (cap // 128) * js[3] * row_b / 65536:,.0f} regions")
         return mm, fn
 
+    if a.hbm:
+        mh = make_module(T, dim, rows, SGD(lr=0.01), "hbm", 1.0, None)
+        fh = train_step_fn(mh, data, grad)
+        for _ in range(max(a.warmup, a.batches)):
+            fh(False)
+        torch.cuda.synchronize()
+        synced, piped = step_ms(fh, False, 2 * a.steps, 4 * a.steps)
+        print(f"[{a.label}] all-HBM step: synced {synced:.2f} ms, pipelined {piped:.2f} ms", flush=True)
+        if a.pipelined:
+            pipelined_timeline(fh, a.pipelined, a.label + " all-HBM")
+        del mh, fh
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
     m, one = build(rows)
     lab = lab_op()
     has_op = lab is not None
@@ -209,7 +341,7 @@ def main():
             torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
         return
-    if not a.no_timeline:
+    if not a.no_timeline:  # (one synced step's timeline; --pipelined: the pipelined steps')
         with profile(activities=[ProfilerActivity.CUDA]) as p:
             for _ in range(3):
                 one(True)
@@ -240,6 +372,9 @@ def main():
             busy[s] = busy.get(s, 0) + e.get("dur", 0)
         print("\nbusy us per stream: " + ", ".join(f"{k}: {v:.0f}" for k, v in busy.items()))
 
+    if a.pipelined and (not a.timeline_at or "default" in a.timeline_at.split(",")):
+        pipelined_timeline(one, a.pipelined, a.label)
+
     variants = [x for x in a.variants.split(",") if x] if has_op else []
     if not variants:
         variants = [str(default)]
@@ -249,7 +384,9 @@ def main():
           "pipelined + prefetch | rows in / out |")
     print("|---" * (len(KERNELS) + 7) + "|")
     keep, mem = None, ""
+    timeline_at = set(filter(None, a.timeline_at.split(",")))
     for v in variants:
+        raw = v
         if v in ("thp", "wc"):  # (from here on every variant runs on THP-registered / write-combined store rows)
             keep, mem = (thp_stores if v == "thp" else wc_stores)(m), v
             if keep is None:
@@ -269,6 +406,33 @@ def main():
             torch.cuda.synchronize()
             print(f"[{a.label}] slotmajor: {len(sts)} stores relaid in {time.perf_counter() - t0:.1f} s", flush=True)
             keep, mem, v = [], v, str(default)
+        elif v in ("split1", "split2", "nosplit"):  # the module's private split prefetch (_cache_stage_split)
+            if not hasattr(torch.ops.dynamicemb, "_cache_stage_split"):
+                print(f"[{a.label}] {v}: this wheel has no op _cache_stage_split")
+                break
+            one(False)  # (takes the pending prefetch's batch)
+            torch.cuda.synchronize()
+            m._prefetch_split = 0 if v == "nosplit" else int(v[-1])
+            keep, mem, v = [], v, str(default)
+        elif v.startswith("ce"):  # what-if (with a split prefetch and lab variant 14, the late copies left out):
+            # every step with prefetch also copies N MB device -> host on the copy engine, on a stream of its own,
+            # from its job's done event: what a write-back as one contiguous copy would cost beside the step
+            nbytes = int(float(v[2:] or 56) * 1e6)
+            src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+            dst = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+            ce = torch.cuda.Stream()
+            from dynamicemb import _prefetch as _pf
+
+            done = _pf._events(m, m._prefetch_stream())[1]
+
+            def one(pre=True, _inner=one, _src=src, _dst=dst, _ce=ce, _done=done):
+                _inner(pre)
+                if pre:
+                    _ce.wait_event(_done)
+                    with torch.cuda.stream(_ce):
+                        _dst.copy_(_src, non_blocking=True)
+
+            keep, mem, v = [src, dst], v, str(int(lab(-1)) if has_op else default)
         elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
             del one, m
             keep = None
@@ -280,6 +444,8 @@ def main():
             lab(int(v))
         if keep is not None:
             v = f"{v} {mem}"
+        if a.pipelined and raw in timeline_at:
+            pipelined_timeline(one, a.pipelined, f"{a.label} {v}")
         for _ in range(3):
             one(False)
         torch.cuda.synchronize()
@@ -295,17 +461,7 @@ def main():
             for _ in range(2):
                 one(pre)
             torch.cuda.synchronize()
-            ts = []
-            for _ in range(2 * a.steps):
-                t0 = time.perf_counter()
-                one(pre)
-                torch.cuda.synchronize()
-                ts.append((time.perf_counter() - t0) * 1e3)
-            t0 = time.perf_counter()
-            for _ in range(2 * a.steps):
-                one(pre)
-            torch.cuda.synchronize()
-            res += [statistics.median(ts), (time.perf_counter() - t0) * 1e3 / (2 * a.steps)]
+            res += list(step_ms(one, pre, 2 * a.steps, 2 * a.steps))
         r1 = rows_moved(m)
         k = 2 * (2 * a.steps + 2 + 2 * a.steps)
         print(f"| {a.label} {v} | " + " | ".join(f"{ms[x]:.3f}" for x in KERNELS) + f" | {sum(ms.values()):.3f} | "
