@@ -333,8 +333,11 @@ def test_cuda_dequant_path_matches_its_emulating_reference(mode, mask, D):
     emul = run_path(cpu, q8c, sc, mode, alpha)
     assert max_err(out.cpu(), emul) <= 0.08 * gold.abs().max().item() + 1e-6
     # Backward through fp8_quant_mode: dq/dk/dv with respect to the dequantized inputs.
+    # (fp8_bwd=False: the dequantized backward, which the default replaces at D = 128 by the Hopper FP8 backward,
+    # tested in test_fp8_bwd.py)
     leaves = [c[n].clone().requires_grad_() for n in ("q", "k", "v")]
-    out2 = hstu_attn_varlen_func(*leaves, alpha=alpha, fp8_quant_mode=mode, **lengths_args(c))
+    with hstu_attn._ops.kernel_options(fp8_bwd=False):
+        out2 = hstu_attn_varlen_func(*leaves, alpha=alpha, fp8_quant_mode=mode, **lengths_args(c))
     dout = torch.randn_like(out2)
     poison_allocator(8 * c["q"].numel() * 2)
     grads = torch.autograd.grad(out2, leaves, dout)
