@@ -186,7 +186,7 @@ class _KernelStep:
         of a table that replaced its rows (_check_groups; not while capturing a CUDA graph)."""
         # fast path: no table tensor or epoch of the process was replaced since the last check, the same table
         # objects (one mark for the groups and the metadata)
-        if self._meta is not None and self._tables_unchanged("_tables_seen"):
+        if self._meta is not None and self._tables_unchanged():
             return self._meta
         if not _capturing():
             self._check_groups()
@@ -198,7 +198,7 @@ class _KernelStep:
                 and getattr(t, "values_host", None) is h
                 for t, (k, v, sc, c, e, h) in zip(self.tables, key))):
             if not _capturing():
-                self._mark_tables("_tables_seen")
+                self._mark_tables()
             return self._meta
         key = [(t.keys, t.values, t.scores, t.counters, t.epoch, getattr(t, "values_host", None)) for t in self.tables]
         buf = bytearray()
@@ -229,24 +229,18 @@ class _KernelStep:
         self._meta = host.to(self.device, non_blocking=True)
         self._meta_key = key
         self.__dict__["_host_flags"] = _host_rows_flags(self.tables)
-        self._mark_tables("_tables_seen")
+        self._mark_tables()
         return self._meta
 
-    def _mark_tables(self, name: str) -> None:
-        """Records under ``name`` the process's table state epoch and the module's table objects."""
-        self.__dict__[name] = (state_epoch(), list(self.tables))
+    def _mark_tables(self) -> None:
+        """Records the process's table state epoch and the module's table objects (_kernel_meta's fast path)."""
+        self.__dict__["_tables_seen"] = (state_epoch(), list(self.tables))
 
-    def _tables_unchanged(self, name: str) -> bool:
-        """Whether, since ``_mark_tables(name)``, no table of the process replaced a state tensor or its epoch
+    def _tables_unchanged(self) -> bool:
+        """Whether, since ``_mark_tables()``, no table of the process replaced a state tensor or its epoch
         (_table.state_epoch: ``epoch`` is one of the state attributes) and the module holds the same table objects."""
-        seen = self.__dict__.get(name)
+        seen = self.__dict__.get("_tables_seen")
         return seen is not None and seen[0] == state_epoch() and all(map(operator.is_, seen[1], self.tables))
-
-    def _step_tables(self) -> torch.Tensor:
-        """An eager step's table bookkeeping: _kernel_meta (which re-links the groups first when a table's state
-        changed). Skipped while no table of the process replaced a state tensor or its epoch
-        (_table.state_epoch) and the module holds the same table objects: one int and a pass of identities."""
-        return self._kernel_meta()
 
     def _host_step_flags(self) -> tuple:
         """(lookup_step, lookup_backward) flags of the hybrid tables' host rows (_host_rows_flags, set with the
@@ -340,7 +334,7 @@ class _KernelStep:
         else:
             if backward:
                 self._before_train_step()
-            meta = self._step_tables()
+            meta = self._kernel_meta()  # (skipped while no table's state changed: one int, a pass of identities)
         pw = None if psw is None else psw.to(torch.float32).contiguous()
         host_flags = self._host_step_flags()
         flags = (_STEP_TRAIN if train else 0) | (_STEP_VEC4 if self._vec4 else 0) | host_flags[0]

@@ -373,10 +373,7 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
     plan = None
     op_options = options
     if shared_layout:
-        made = []
-
         def make():
-            made.append(True)
             bits = getattr(_call_state, "plan_bits", None) or 0
             if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
                 bits |= _PLAN_LENGTHS_READY | (_PLAN_PAGES_READY if layout.lengths_ready == "pages" else 0)
