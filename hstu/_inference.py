@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _split_arrive_on, _step_plan_kind, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _plan_prefetch_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -73,10 +73,9 @@ def cached_hstu_attention(
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
-    # cache._step_plan: how the step plan is made under pdl (private comparisons; _paged._step_plan_kind).
-    kind = getattr(cache, "_step_plan", "block")
-    plan_kind = _step_plan_kind(kind) if pdl and kind != "block" else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, plan_kind:
+    # cache._plan_prefetch (private, off): the step plan's block asks the L2 for its inputs before it spins.
+    prefetch = _plan_prefetch_on() if getattr(cache, "_plan_prefetch", False) else contextlib.nullcontext()
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, prefetch:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

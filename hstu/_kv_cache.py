@@ -65,10 +65,13 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
     "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
-# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the lengths' ready
-# word after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl).
+# kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the ready word
+# after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl); private variants: the compact kernel
+# (KVCacheManager._begin_compact), the early ready word and lookup loads (_begin_early).
 BEGIN_STEP_NO_GATHER_PLAN = 1
 BEGIN_STEP_LENGTHS_READY = 4
+BEGIN_STEP_COMPACT = 8
+BEGIN_STEP_EARLY = 16
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
 if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
@@ -275,15 +278,16 @@ class KVCacheManager:
         # fused kernel writes it. (Private: the benchmarks compare both.)
         # The serving step (private switches, the defaults measured faster; docs/hstu_inference.md): _plan_ready,
         # under pdl begin_step publishes the key offsets as soon as they are known and the step plan's block spins
-        # on that word instead of waiting for begin_step's end ("pages", the default: it also exits once begin_step's
-        # step tensors are written, before its table updates; True: it waits for begin_step's completion; False:
-        # the plain wait); _split_arrive, the paged forward's split sum with the quick arrival (True, the default;
-        # False: the plain arrival).
-        self._plan_ready = "pages"
+        # on that word instead of waiting for begin_step's end, and exits once begin_step's step tensors are written,
+        # before its table updates (True, the default; False: the plain wait); _split_arrive, the paged forward's
+        # split sum with the quick arrival (True, the default; False: the plain arrival). Off, for comparisons:
+        # _begin_compact (begin_step's compact kernel), _begin_early (its lookup loads with the batch's, the ready
+        # word's 2 before the append rows), _plan_prefetch (the plan block's inputs asked of the L2 before it spins).
+        self._plan_ready = True
         self._split_arrive = True
-        # The step plan under pdl: "block" one block that validates and plans; "two" the validation kernel and the
-        # planner (a private comparison; hstu/_paged.py _step_plan_kind, hstu/csrc/paged).
-        self._step_plan = "block"
+        self._begin_compact = False
+        self._begin_early = False
+        self._plan_prefetch = False
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -496,13 +500,14 @@ class KVCacheManager:
     def _begin_step_kernel(self, user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create) -> CacheStep:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
         lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
-        ready = self._plan_ready if self.pdl and not torch.compiler.is_compiling() else False
+        ready = bool(self._plan_ready) and self.pdl and not torch.compiler.is_compiling()
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
-            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0))
+            (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0) |
+            (BEGIN_STEP_COMPACT if self._begin_compact else 0) | (BEGIN_STEP_EARLY if self._begin_early else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size

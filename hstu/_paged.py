@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -71,7 +71,7 @@ class PagedLayout:
         src_rows_fn: with ``src_rows=None``, makes src_rows on its first read (KVCacheManager on Hopper, where
             only calls the paged forward does not serve gather); None: src_rows is given.
         lengths_ready: cu_seqlens_k is the view of KVCacheManager's fused begin_step whose next int32 is its
-            lengths' ready word (True, or "pages": KVCacheManager._plan_ready; False: none).
+            ready word (KVCacheManager._plan_ready).
     """
 
     src_rows: Optional[torch.Tensor]
@@ -82,7 +82,7 @@ class PagedLayout:
     error_flags: torch.Tensor
     kernel_plans: Dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
     src_rows_fn: Optional[Callable[[], torch.Tensor]] = field(default=None, repr=False, compare=False)
-    lengths_ready: Union[bool, str] = field(default=False, repr=False, compare=False)
+    lengths_ready: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.src_rows is None and self.src_rows_fn is not None:
@@ -245,13 +245,11 @@ _paged_available = {}  # (device index, half, head dim) -> whether this build's 
 # (KVCacheManager._split_arrive: the serving step's default).
 _PAGED_SPLIT_ARRIVE = 1 << 42
 _call_state = threading.local()  # this thread's private settings of the paged calls (the two managers below)
-# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanTwoKernels: set on the plan op's options by _paged_kernel only
-# (KVCacheManager._step_plan, a private comparison).
-_STEP_PLAN_BITS = {"block": 0, "two": 1 << 41}
-# hstu_paged_step_plan.h kOptPlanLengthsReady: the plan op's, for a layout whose cu_seqlens_k carries begin_step's
-# ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
-_PLAN_LENGTHS_READY = 1 << 43
-_PLAN_PAGES_READY = 1 << 44  # (with it: the block exits on the page table's ready value; _plan_ready = "pages")
+# hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
+# begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
+_PLAN_READY_WORD = 1 << 43
+# hstu_paged_step_plan.h kOptPlanPrefetch (KVCacheManager._plan_prefetch, private).
+_PLAN_PREFETCH = 1 << 45
 
 
 @contextlib.contextmanager
@@ -278,11 +276,10 @@ def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
     return cu_k.untyped_storage().nbytes() >= (cu_k.storage_offset() + cu_k.numel() + 1) * 4
 
 
-def _step_plan_kind(kind: str):
-    """Plans made inside (in this thread) under the pdl option: "block" one block that validates and plans (the
-    default), "two" the validation kernel and the planner (cached_hstu_attention with KVCacheManager._step_plan;
-    private, for comparisons)."""
-    return _call_setting("plan_bits", _STEP_PLAN_BITS[kind])
+def _plan_prefetch_on():
+    """Step plans made inside (in this thread) over begin_step's ready word ask the L2 for their input vectors
+    before they spin on it (cached_hstu_attention with KVCacheManager._plan_prefetch; private, for comparisons)."""
+    return _call_setting("plan_bits", _PLAN_PREFETCH)
 
 
 def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
@@ -374,9 +371,9 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
     op_options = options
     if shared_layout:
         def make():
-            bits = getattr(_call_state, "plan_bits", None) or 0
+            bits = 0
             if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
-                bits |= _PLAN_LENGTHS_READY | (_PLAN_PAGES_READY if layout.lengths_ready == "pages" else 0)
+                bits = _PLAN_READY_WORD | (getattr(_call_state, "plan_bits", None) or 0)
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
                               num_targets, target_group_size, window, options | bits)
 

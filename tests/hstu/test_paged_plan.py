@@ -191,11 +191,11 @@ def test_one_plan_for_every_layer(shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pdl, kind", [(False, "block"), (True, "block")])
-def test_violation_in_the_plan_poisons_every_layer(pdl, kind):
+@pytest.mark.parametrize("pdl", [False, True])
+def test_violation_in_the_plan_poisons_every_layer(pdl):
     # pdl=True: the serving step's plan, one block that validates and plans (hstu/csrc/paged); False: the
     # validation kernel and the planner.
-    with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind):
+    with hstu_attn._ops.kernel_options(pdl=pdl):
         _violation_in_the_plan_poisons_every_layer()
 
 
@@ -350,14 +350,13 @@ def test_pdl_gives_the_same_bits(shape):
 def test_step_plan_one_block_under_pdl(shape):
     # Under pdl=True a step's plan is one block that validates and plans (hstu_paged_step_plan_kernel) instead of
     # the validation kernel and the planner: the same status word and sanitized vectors (the plan's last bytes,
-    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels. The
-    # same for the private variant "two" (KVCacheManager._step_plan: the two kernels under pdl).
+    # hstu_validate.h's layout) and, over the plan, the same output bits as the plain launches' two kernels.
     seed, step, common, gen, total_q, H, D = _hopper_step(shape)
     qkv = layer_qkv(gen, total_q, H, D, "cuda", torch.bfloat16)
     outs, plans, counts = {}, {}, {}
-    for name, pdl, kind in (("plain", False, "block"), ("two", True, "two"), ("block", True, "block")):
+    for name, pdl in (("plain", False), ("block", True)):
         layout = shared_layout(step, common, total_q)
-        with hstu_attn._ops.kernel_options(pdl=pdl), _paged._step_plan_kind(kind), torch.profiler.profile(
+        with hstu_attn._ops.kernel_options(pdl=pdl), torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             outs[name] = hstu_attn_paged_func(**qkv, **step, **common, check_values=False, layout=layout)
             torch.cuda.synchronize()
@@ -367,7 +366,7 @@ def test_step_plan_one_block_under_pdl(shape):
     # (fused, planners, validations, attention kernels); a shape without a work list: the validation alone
     listed = counts["plain"][1] == 1
     two = (0, int(listed), 1, 1)
-    assert counts["plain"] == two and counts["two"] == two, (seed, counts)
+    assert counts["plain"] == two, (seed, counts)
     assert counts["block"] == ((1, 0, 0, 1) if listed else (0, 0, 1, 1)), (seed, counts)
     B = step["cu_seqlens_q"].numel() - 1
     r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
@@ -386,7 +385,7 @@ def test_step_plan_one_block_under_pdl(shape):
     assert want[:B + 2] == [0] + step["cu_seqlens_q"].tolist(), (seed, want)
     assert want[2 * B + 3:] == sum((g.tolist() for g in given), []), (seed, want)
     assert torch.isfinite(outs["plain"]).all(), f"seed {seed}"
-    for name in ("block", "two"):
+    for name in ("block",):
         assert plans[name].numel() == plans["plain"].numel(), name
         assert written(plans[name]) == want, f"seed {seed} {name}: the validation words differ"
         assert torch.equal(outs[name], outs["plain"]), f"seed {seed} {name}: the output differs from the plain one"
@@ -464,11 +463,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "plan_pages", "split_arrive"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "compact", "early", "prefetch"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
-    # step plan's block spins on its ready word instead of waiting for begin_step's end; "pages": it also exits on
-    # begin_step's step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed.
+    # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
+    # step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed; the private
+    # variants over the default: _begin_compact, _begin_early, _plan_prefetch.
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -482,9 +482,11 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
     plain._plan_ready, plain._split_arrive = False, False
-    settings = {"plan_ready": (True, False), "plan_pages": ("pages", False), "split_arrive": (False, True),
-                "default": (pre._plan_ready, pre._split_arrive)}
-    pre._plan_ready, pre._split_arrive = settings[variant]
+    settings = {"plan_ready": (True, False), "split_arrive": (False, True)}
+    pre._plan_ready, pre._split_arrive = settings.get(variant, (pre._plan_ready, pre._split_arrive))
+    private = {"compact": "_begin_compact", "early": "_begin_early", "prefetch": "_plan_prefetch"}
+    if variant in private:
+        setattr(pre, private[variant], True)
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

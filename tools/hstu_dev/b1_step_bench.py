@@ -12,14 +12,13 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   off           _plan_ready = False, _split_arrive = False (main16's step)
   eager_gather  _lazy_gather_plan = False: begin_step writes the gather plan (src_rows) itself
   plain         pdl = False (plain launches)
-  plan_ready    _plan_ready = True: begin_step publishes the key offsets early (a ready word after cu_seqlens_k)
-                and the step plan's block spins on it instead of waiting for begin_step's end
-  plan_pages    _plan_ready = "pages": the same, and the block exits once begin_step's step tensors are written
-  split_arrive  _split_arrive = True: the paged forward's split sum with the quick arrival; ready_arrive: both;
-                pages_arrive: plan_pages and split_arrive
-  two_kernel_plan  _step_plan = "two": the step plan's validation kernel and planner instead of one block;
-                one_block_plan: _step_plan = "block", the default set explicitly (a second graph of the default,
-                e.g. after two_kernel_plan: the order of the variants' graphs checked)
+  plan_ready    _plan_ready = True alone (begin_step's ready word; the step plan's block spins on it and exits once
+                begin_step's step tensors are written); split_arrive: _split_arrive = True alone (the quick arrival)
+  compact       _begin_compact = True: begin_step's compact kernel (rolled loops, out-of-line scans)
+  early         _begin_early = True: begin_step's lookup loads with the batch's, the ready word's 2 before the
+                append rows
+  prefetch      _plan_prefetch = True: the plan block asks the L2 for its input vectors before it spins
+  compact_early, all (compact + early + prefetch): together
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -40,10 +39,11 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 
 VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False},
             "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "plan_ready": {"_plan_ready": True}, "split_arrive": {"_split_arrive": True},
-            "ready_arrive": {"_plan_ready": True, "_split_arrive": True}, "plan_pages": {"_plan_ready": "pages"},
-            "pages_arrive": {"_plan_ready": "pages", "_split_arrive": True},
-            "two_kernel_plan": {"_step_plan": "two"}, "one_block_plan": {"_step_plan": "block"}}
+            "plan_ready": {"_plan_ready": True, "_split_arrive": False},
+            "split_arrive": {"_plan_ready": False, "_split_arrive": True},
+            "compact": {"_begin_compact": True}, "early": {"_begin_early": True},
+            "prefetch": {"_plan_prefetch": True}, "compact_early": {"_begin_compact": True, "_begin_early": True},
+            "all": {"_begin_compact": True, "_begin_early": True, "_plan_prefetch": True}}
 
 
 def main() -> int:

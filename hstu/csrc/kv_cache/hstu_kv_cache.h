@@ -56,7 +56,7 @@ struct BeginStepParams {
   // The lengths' ready word (nullptr: none): 0 from the kernel's start, then 1 (a release at GPU scope) once
   // cu_seqlens_k is written, before the page table and the table updates; 2 once every step tensor (the page
   // table, the append rows, the gather plan) is written, before the table updates (read by the next step only).
-  // The serving step's plan block (hstu/csrc/paged, kOptPlanLengthsReady) spins on it instead of waiting for this
+  // The serving step's plan block (hstu/csrc/paged, kOptPlanReadyWord) spins on it instead of waiting for this
   // grid's completion, so its validation and planning run beside the rest of this kernel. The kernel lets its
   // dependents launch only after the word's reset is visible at GPU scope.
   int32_t* ready = nullptr;
@@ -66,6 +66,10 @@ struct BeginStepParams {
   // The gather plan (src_rows) is written at all: false when its reader computes it on demand (KVCacheManager on
   // a Hopper device, where the paged forward reads the pages itself and only a rab call gathers).
   bool gather_plan = true;
+  // Private variants (KVCacheManager._begin_compact / _begin_early; kv_cache_begin_step's option bits 3 / 4):
+  // compact, begin_step_kernel<true> (rolled loops, out-of-line scans: about half the code); early, the lookup's
+  // slot loads issued with the batch's and the ready word's 2 published before the append rows (step 9).
+  bool compact = false, early = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };

@@ -35,10 +35,14 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
 // kv_cache_begin_step's options: bit 0 = no gather plan (src_rows returned empty; KVCacheManager makes it on demand
 // where the paged forward reads the pages itself); bit 2 = the lengths' ready word (BeginStepParams::ready) in
 // the int32 after cu_seqlens_k's B + 1 (returned as a view of its first B + 1; the step plan's block under
-// kOptPlanLengthsReady spins on it: KVCacheManager._plan_ready, on by default under pdl).
+// kOptPlanReadyWord spins on it: KVCacheManager._plan_ready, on by default under pdl).
 constexpr int64_t kBeginStepNoGatherPlan = 1;
 constexpr int64_t kBeginStepLengthsReady = 4;
-constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepLengthsReady;
+// Private variants (BeginStepParams::compact / early; KVCacheManager._begin_compact / _begin_early).
+constexpr int64_t kBeginStepCompact = 8;
+constexpr int64_t kBeginStepEarly = 16;
+constexpr int64_t kBeginStepKnownOptions =
+    kBeginStepNoGatherPlan | kBeginStepLengthsReady | kBeginStepCompact | kBeginStepEarly;
 
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
@@ -118,6 +122,8 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.create = create;
   p.evict = evict;
   p.gather_plan = gather_plan;
+  p.compact = (options & kBeginStepCompact) != 0;
+  p.early = (options & kBeginStepEarly) != 0;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));

@@ -610,10 +610,9 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
                            int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
                            int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  const bool two_kernels = (options & kOptPlanTwoKernels) != 0;  // (hstu/_paged.py's own bits)
-  const bool lengths_ready = (options & kOptPlanLengthsReady) != 0;
-  const bool pages_ready = (options & kOptPlanPagesReady) != 0;
-  options &= ~(kOptPlanTwoKernels | kOptPlanLengthsReady | kOptPlanPagesReady);
+  const bool ready_word = (options & kOptPlanReadyWord) != 0;  // (hstu/_paged.py's own bits)
+  const bool prefetch = (options & kOptPlanPrefetch) != 0;
+  options &= ~(kOptPlanReadyWord | kOptPlanPrefetch);
   HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
@@ -636,12 +635,12 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
     p.fwd_sched = inputs.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = inputs.fwd_sched_bytes = fwd_plan.sched_bytes;
   }
-  // (kOptPlanLengthsReady: the ready word follows cu_seqlens_k's B + 1 int32, begin_step's output; _paged.py
-  // checks its storage)
+  // (kOptPlanReadyWord: the ready word follows cu_seqlens_k's B + 1 int32, begin_step's output; _paged.py checks
+  // its storage)
   const int32_t* ready =
-      lengths_ready ? static_cast<const int32_t*>(cu_seqlens_k.data_ptr()) + cu_seqlens_k.numel() : nullptr;
-  cudaError_t err = pdl && !two_kernels && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s, ready, pages_ready)
-                                                                     : cudaErrorNotSupported;
+      ready_word ? static_cast<const int32_t*>(cu_seqlens_k.data_ptr()) + cu_seqlens_k.numel() : nullptr;
+  cudaError_t err = pdl && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s, ready, prefetch)
+                                                    : cudaErrorNotSupported;
   if (err != cudaErrorNotSupported) {
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));
     return scratch;

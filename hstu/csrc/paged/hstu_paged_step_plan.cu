@@ -28,17 +28,16 @@ namespace {
 // sequence's lengths are loaded beside the validation's loads (nothing waits for the sanitized copies); after a
 // violation every sequence counts no units, the list the sanitized copies (all empty) give. The layer's forward
 // behind this grid may start its CTAs at once; they wait for its completion.
-// ready (begin_step's lengths' ready word, or nullptr): thread 0 spins on it (an acquire at GPU scope; the
-// barrier in validate_block passes the order on) instead of the wait, so the block runs beside the rest of
-// begin_step; the wait comes before the block exits, so the forward behind it still sees begin_step complete.
-// Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when begin_step starts. pages_ready: the
-// block exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion
-// carries the order to the kernels behind it) instead of waiting for begin_step's completion.
+// ready (begin_step's ready word, or nullptr): thread 0 spins on it (an acquire at GPU scope; the barrier in
+// validate_block passes the order on) instead of the wait, so the block runs beside the rest of begin_step, and
+// exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion carries the
+// order to the kernels behind it). Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when
+// begin_step starts. prefetch (with ready): those inputs' lines asked of the L2 before the spin.
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
                                 const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready,
-                                const int pages_ready) {
+                                const int prefetch) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
@@ -56,6 +55,15 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   if (ready == nullptr) {
     griddep_wait();
   } else {
+    if (prefetch != 0) {  // (one request per 128-byte line; the vectors exist before begin_step starts)
+      for (int i = 32 * tid; i <= p.batch; i += 32 * kPlanThreads) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.cu_seqlens_q + i));
+        if (p.num_targets != nullptr && i < p.batch) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.num_targets + i));
+        if (p.num_contexts != nullptr && i < p.batch) {
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(p.num_contexts + i));
+        }
+      }
+    }
     if (tid == 0) {
       int r = 0;
       do {
@@ -79,9 +87,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
                                  &s_part_next, pre, total);
   if (ready == nullptr) return;
-  if (pages_ready == 0) {
-    griddep_wait();
-  } else if (tid == 0) {
+  if (tid == 0) {
     int r = 0;
     do {
       asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
@@ -91,7 +97,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 
 template <int D>
 cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream,
-                             const int32_t* ready, bool pages_ready) {
+                             const int32_t* ready, bool prefetch) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -110,22 +116,22 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
   return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
-                   fwd_split_pct(p), fwd_split_cap(p), ready, pages_ready ? 1 : 0);
+                   fwd_split_pct(p), fwd_split_cap(p), ready, prefetch ? 1 : 0);
 }
 
 }  // namespace
 }  // namespace sm90
 
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready, bool pages_ready) {
+                                 const int32_t* ready, bool prefetch) {
   int* claim = hstu_error_claim_word(stream);
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, pages_ready);
+      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, prefetch);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, pages_ready);
+      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, prefetch);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, pages_ready);
+      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, prefetch);
     default:
       return cudaErrorNotSupported;
   }

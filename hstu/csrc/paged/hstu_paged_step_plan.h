@@ -15,26 +15,24 @@
 
 namespace hstu {
 
-// Set by hstu/_paged.py itself on the plan op's options (never by kernel_options; KVCacheManager._step_plan = "two",
-// for comparisons): the validation kernel and the planner even where the one block applies.
-constexpr int64_t kOptPlanTwoKernels = int64_t{1} << 41;
 // Set by hstu/_paged.py on the plan op's options (KVCacheManager._plan_ready, on by default): cu_seqlens_k is
-// begin_step's, with its lengths' ready word in the int32 after its B + 1 (kv_cache_begin_step's option bit 2). The
-// block spins on that word instead of waiting for begin_step's completion (it still waits for it before it exits).
-constexpr int64_t kOptPlanLengthsReady = int64_t{1} << 43;
-// With kOptPlanLengthsReady (KVCacheManager._plan_ready = "pages", the default): the block exits once the
-// word says the step's tensors are written (2) instead of waiting for begin_step's completion, so the first layer's
-// attention behind it does not wait for begin_step's table updates (read by the next step's begin_step only, a
-// plain launch behind every kernel of this step).
-constexpr int64_t kOptPlanPagesReady = int64_t{1} << 44;
+// begin_step's, with its ready word in the int32 after its B + 1 (kv_cache_begin_step's option bit 2). The block
+// spins on that word (1: the key offsets written) instead of waiting for begin_step's completion, and exits once it
+// says 2 (the step's tensors written), so the first layer's attention behind it waits neither for begin_step's
+// table updates (read by the next step's begin_step only, a plain launch behind every kernel of this step) nor for
+// its grid's completion.
+constexpr int64_t kOptPlanReadyWord = int64_t{1} << 43;
+// Private (KVCacheManager._plan_prefetch, for comparisons): with kOptPlanReadyWord, the block asks the L2 for its
+// input vectors other than cu_seqlens_k (cu_seqlens_q, the masks') before it spins.
+constexpr int64_t kOptPlanPrefetch = int64_t{1} << 45;
 
 // v: the validation of p's vectors (the call's inputs: the block plans from them; the forwards read v.scratch's
 // copies); p.fwd_sched / fwd_sched_bytes the work list's workspace.
 // cudaErrorNotSupported (nothing launched) where the one block does not apply: a build without sm_90a, a head dim
 // without the Hopper forward, a batch whose units could exceed one planner block's threads, no work list, the
 // error record's claim word not yet known (a first plan inside a capture); the caller then launches the two kernels.
-// ready: begin_step's lengths' ready word (kOptPlanLengthsReady), or nullptr; pages_ready: kOptPlanPagesReady.
+// ready: begin_step's ready word (kOptPlanReadyWord), or nullptr; prefetch: kOptPlanPrefetch.
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready = nullptr, bool pages_ready = false);
+                                 const int32_t* ready = nullptr, bool prefetch = false);
 
 }  // namespace hstu
