@@ -178,9 +178,18 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it. With the ready word, only
   // after the barrier below, which follows its reset's fence.
   if (p.ready == nullptr) griddep_launch_dependents();
+  // p.early: the reset, its fence and the launch of the dependents by the last thread (one CTA's first
+  // launch_dependents counts for it), beside the batch's loads instead of before thread 0's and every thread's
+  // first barrier.
+  const bool reset_last = p.early && p.ready != nullptr;
+  if (reset_last && tid == NT - 1) {
+    *p.ready = 0;
+    __threadfence();
+    griddep_launch_dependents();
+  }
 
   if (tid == 0) {
-    if (p.ready != nullptr) {
+    if (p.ready != nullptr && !reset_last) {
       *p.ready = 0;
       __threadfence();
     }
@@ -210,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (tid <= B) s_cq[tid] = v;
   }
   __syncthreads();
-  if (p.ready != nullptr) griddep_launch_dependents();
+  if (p.ready != nullptr && !reset_last) griddep_launch_dependents();
 
   // 1. Sort the batch's ids (rank sort, ties by position); a later copy of an id is a duplicate (served empty).
   #pragma unroll kLoopUnroll

@@ -68,7 +68,8 @@ struct BeginStepParams {
   bool gather_plan = true;
   // Private variants (KVCacheManager._begin_compact / _begin_early; kv_cache_begin_step's option bits 3 / 4):
   // compact, begin_step_kernel<true> (rolled loops, out-of-line scans: about half the code); early, the lookup's
-  // slot loads issued with the batch's and the ready word's 2 published before the append rows (step 9).
+  // slot loads issued with the batch's, the ready word's reset and the dependents' launch by the last thread beside
+  // the batch's loads, and the ready word's 2 published before the append rows (step 9).
   bool compact = false, early = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
