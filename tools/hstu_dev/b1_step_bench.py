@@ -19,6 +19,9 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
                 append rows
   prefetch      _plan_prefetch = True: the plan block asks the L2 for its input vectors before it spins
   compact_early, all (compact + early + prefetch): together
+  NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
+                pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
+                tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
 
     python tools/hstu_dev/b1_step_bench.py --label main --shapes nvidia_b1,nvidia_b8 --variants default,eager_gather
 """
@@ -44,6 +47,46 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "compact": {"_begin_compact": True}, "early": {"_begin_early": True},
             "prefetch": {"_plan_prefetch": True}, "compact_early": {"_begin_compact": True, "_begin_early": True},
             "all": {"_begin_compact": True, "_begin_early": True, "_plan_prefetch": True}}
+
+
+def _l2_streaming_graph(fn, pool: torch.Tensor):
+    """fn captured as capture_graph does, every kernel node given an access policy window over `pool` (hit and
+    miss property streaming) before the graph is instantiated."""
+    import ctypes
+
+    rt = ctypes.CDLL("libcudart.so.13")
+
+    class Window(ctypes.Structure):  # cudaAccessPolicyWindow inside the 64-byte cudaLaunchAttributeValue
+        _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                    ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int), ("pad", ctypes.c_char * 36)]
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        fn()
+    graph = ctypes.c_void_p(g.raw_cuda_graph())
+    n = ctypes.c_size_t(0)
+    assert rt.cudaGraphGetNodes(graph, None, ctypes.byref(n)) == 0
+    nodes = (ctypes.c_void_p * n.value)()
+    assert rt.cudaGraphGetNodes(graph, nodes, ctypes.byref(n)) == 0
+    limit = torch.cuda.get_device_properties(0).L2_cache_size if hasattr(torch.cuda.get_device_properties(0),
+                                                                         "L2_cache_size") else 0
+    w = Window(pool.data_ptr(), min(pool.numel() * pool.element_size(), 1 << 27), 1.0, 1, 1)
+    set_n = 0
+    for node in nodes:
+        t = ctypes.c_int(-1)
+        rt.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t))
+        if t.value == 0:  # a kernel node
+            if rt.cudaGraphKernelNodeSetAttribute(ctypes.c_void_p(node), 1, ctypes.byref(w)) == 0:
+                set_n += 1
+    g.instantiate()
+    print(f"<!-- l2s: window {w.num_bytes >> 20} MiB over the pool on {set_n} of {n.value} nodes (L2 {limit >> 20} "
+          f"MiB) -->")
+    return g
 
 
 def main() -> int:
@@ -90,7 +133,8 @@ def main() -> int:
             gen = torch.Generator(device=dev).manual_seed(0)
             rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
             cache, bench_step, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
-            attrs = VARIANTS[var]
+            l2s = var.endswith("+l2s")
+            attrs = VARIANTS[var[:-4] if l2s else var]
             if any(not hasattr(cache, a) for a in attrs):
                 continue
             for a, val in attrs.items():
@@ -109,7 +153,8 @@ def main() -> int:
 
             restore()
             err0 = pending_error()
-            g = capture_graph(bench_step if args.bench_step else step)
+            fn = bench_step if args.bench_step else step
+            g = _l2_streaming_graph(fn, cache.pool) if l2s else capture_graph(fn)
             restore()
             res.fill_(float("nan"))
             for _ in range(3):
