@@ -288,6 +288,9 @@ class KVCacheManager:
         self._begin_compact = False
         self._begin_early = False
         self._plan_prefetch = False
+        # _plan_warm (private, off): the plan block's grid has a second CTA that runs the block's code over made-up
+        # lengths into its own shared memory at once (its code then in the L2 when the block runs it).
+        self._plan_warm = False
         # _l2_streaming (private, off): begin_step sets an L2 access policy window over the pool on the current
         # stream (the K / V lines streaming, evicted first), the last layer's cached_hstu_attention clears it.
         self._l2_streaming = False

@@ -463,12 +463,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "compact", "early", "prefetch"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "compact", "early", "prefetch", "warm"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
     # step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed; the private
-    # variants over the default: _begin_compact, _begin_early, _plan_prefetch.
+    # variants over the default: _begin_compact, _begin_early, _plan_prefetch, _plan_warm.
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -484,7 +484,8 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     settings = {"plan_ready": (True, False), "split_arrive": (False, True)}
     pre._plan_ready, pre._split_arrive = settings.get(variant, (pre._plan_ready, pre._split_arrive))
-    private = {"compact": "_begin_compact", "early": "_begin_early", "prefetch": "_plan_prefetch"}
+    private = {"compact": "_begin_compact", "early": "_begin_early", "prefetch": "_plan_prefetch",
+               "warm": "_plan_warm"}
     if variant in private:
         setattr(pre, private[variant], True)
     assert pre.pdl

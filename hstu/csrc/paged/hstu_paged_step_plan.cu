@@ -16,7 +16,8 @@
 namespace hstu {
 
 #ifdef ACCEL_NO_DEVICE_CODE
-cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool,
+                                 bool) {
   return cudaErrorNotSupported;
 }
 #else
@@ -33,20 +34,50 @@ namespace {
 // exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion carries the
 // order to the kernels behind it). Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when
 // begin_step starts. prefetch (with ready): those inputs' lines asked of the L2 before the spin.
+// warm (with ready; a grid of 2 CTAs): CTA 1 runs the same code at once, without the spin, over made-up key
+// offsets (each sequence min(max_seqlen_k, total_k / B) keys) with every output in its own shared memory (no
+// global store, no error record), so that the code CTA 0 runs after the spin comes from the L2, not from DRAM (in a
+// serving step the layers' K / V stream evicts it between two steps). It exits before CTA 0 (no spin).
+constexpr int kWarmCounters = 2048, kWarmItems = 256, kWarmScratch = 2048;  // (int, item pairs, int)
+constexpr int kWarmSmem = (kPlanThreads + 4 + kWarmScratch + 4 + kWarmCounters) * 4 + 2 * kWarmItems * 16;
+
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
                                 const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready,
-                                const int prefetch) {
+                                const int prefetch, const int warm) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
   __shared__ int s_split, s_part_next;
   __shared__ unsigned long long s_first;
-  extern __shared__ int4 step_plan_smem[];  // kPlanSmem bytes
+  extern __shared__ int4 step_plan_smem[];  // kPlanSmem bytes (+ kWarmSmem with warm)
   SeqInfo* s_seq = reinterpret_cast<SeqInfo*>(step_plan_smem);
   int* s_pre = reinterpret_cast<int*>(s_seq + kPlanThreads);
   const int tid = threadIdx.x;
+  if (blockIdx.x != 0 && (warm == 0 || v.layout.words > kWarmScratch || p.heads * 2 > kWarmCounters / 2)) return;
+  const bool dry = blockIdx.x != 0;  // (the same instructions as CTA 0's below, on CTA 1's own buffers)
+  HstuValidateParams vv = v;
+  HstuParams pp = p;
+  SchedArgs aa = a;
+  if (dry) {
+    int32_t* d_cuk = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(step_plan_smem) + kPlanSmem);
+    int32_t* d_scratch = d_cuk + kPlanThreads + 4;
+    int* d_count = d_scratch + kWarmScratch;
+    int* d_counters = d_count + 4;
+    int4* d_items = reinterpret_cast<int4*>(d_counters + kWarmCounters);
+    const int64_t lk = min(v.max_seqlen_k, v.total_k / max(v.batch, 1));
+    for (int i = tid; i <= p.batch; i += kPlanThreads) d_cuk[i] = static_cast<int32_t>(i * lk);
+    pp.cu_seqlens_k = vv.cu_seqlens_k = d_cuk;
+    vv.scratch = d_scratch;
+    vv.errors = nullptr;
+    vv.fill = nullptr;
+    aa.count = d_count;
+    aa.counters = d_counters;
+    aa.items = d_items;
+    aa.capacity = min(a.capacity, kWarmItems / max(p.heads, 1));
+    aa.max_parts = min(a.max_parts, kWarmCounters - 2 * p.heads);
+  }
   if (tid == 0) {
     s_split = 0;
     s_part_next = 0;
@@ -64,7 +95,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
         }
       }
     }
-    if (tid == 0) {
+    if (tid == 0 && !dry) {
       int r = 0;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
@@ -74,19 +105,19 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   SeqInfo si{};
   int nu = 0;
-  if (tid < p.batch) {  // (indices inside the vectors; the values count only if valid)
-    si = seq_info(p, tid);
-    nu = Units::count(p, si);
+  if (tid < pp.batch) {  // (indices inside the vectors; the values count only if valid)
+    si = seq_info(pp, tid);
+    nu = Units::count(pp, si);
   }
-  validate::validate_block(v, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
+  validate::validate_block(vv, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
   if (s_first != validate::kNoViolation) nu = 0;
-  if (tid < p.batch) s_seq[tid] = si;
+  if (tid < pp.batch) s_seq[tid] = si;
   int total;
   const int pre = plan_block_scan(nu, s_warp, &total);  // (its barriers also publish s_seq)
   // (total <= kPlanThreads: launch_step_plan's bound)
-  hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
+  hstu_sm90_plan_one_pass<Units>(pp, aa, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
                                  &s_part_next, pre, total);
-  if (ready == nullptr) return;
+  if (ready == nullptr || dry) return;
   if (tid == 0) {
     int r = 0;
     do {
@@ -97,7 +128,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 
 template <int D>
 cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream,
-                             const int32_t* ready, bool prefetch) {
+                             const int32_t* ready, bool prefetch, bool warm) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -113,25 +144,26 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
   sa.together_ctas = sm_count();
   constexpr auto kernel = hstu_paged_step_plan_kernel<Units>;
-  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
+  const bool two = warm && ready != nullptr;
+  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem + kWarmSmem);
   if (err != cudaSuccess) return err;
-  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
-                   fwd_split_pct(p), fwd_split_cap(p), ready, prefetch ? 1 : 0);
+  return launch_ex(kernel, dim3(two ? 2 : 1), kPlanThreads, kPlanSmem + (two ? kWarmSmem : 0), stream, true, v, claim,
+                   p, sa, sm_count(), fwd_split_pct(p), fwd_split_cap(p), ready, prefetch ? 1 : 0, two ? 1 : 0);
 }
 
 }  // namespace
 }  // namespace sm90
 
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready, bool prefetch) {
+                                 const int32_t* ready, bool prefetch, bool warm) {
   int* claim = hstu_error_claim_word(stream);
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, prefetch);
+      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, prefetch, warm);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, prefetch);
+      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, prefetch, warm);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, prefetch);
+      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, prefetch, warm);
     default:
       return cudaErrorNotSupported;
   }
