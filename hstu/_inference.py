@@ -93,9 +93,6 @@ def cached_hstu_attention(
             main.wait_stream(side)  # the join: whatever the caller runs next comes after both
         elif append:
             cache.append(step, k, v, layer=layer_idx)
-    if getattr(cache, "_l2_streaming", False) and layer_idx == cache.num_layers - 1 and q.is_cuda and \
-            not torch.compiler.is_compiling():
-        torch.ops.hstu_attn.kv_cache_l2_streaming(cache.pool, False)  # (begin_step's window, cleared)
     return out
 
 

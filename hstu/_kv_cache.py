@@ -291,9 +291,6 @@ class KVCacheManager:
         # _plan_warm (private, off): the plan block's grid has a second CTA that runs the block's code over made-up
         # lengths into its own shared memory at once (its code then in the L2 when the block runs it).
         self._plan_warm = False
-        # _l2_streaming (private, off): begin_step sets an L2 access policy window over the pool on the current
-        # stream (the K / V lines streaming, evicted first), the last layer's cached_hstu_attention clears it.
-        self._l2_streaming = False
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -381,9 +378,6 @@ class KVCacheManager:
         """begin_step on the device tier (arguments checked): the fused kernel, or the torch ops (the reference)."""
         B = user_ids.shape[0]
         if self.use_kernel and B <= KERNEL_MAX_BATCH:
-            if self._l2_streaming and not torch.compiler.is_compiling():
-                # (private: the pool's L2 window on the current stream until the last layer's attention)
-                torch.ops.hstu_attn.kv_cache_l2_streaming(self.pool, True)
             return self._begin_step_kernel(user_ids, cu_seqlens_q, num_append, total_q, max_seqlen_q, create)
         dev, U, P, ps, M = self.device, self.max_users, self.num_pages, self.page_size, self.max_pages_per_user
         uid = user_ids

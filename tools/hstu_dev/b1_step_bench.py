@@ -21,8 +21,6 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   compact_early, all (compact + early + prefetch): together
   warm          _plan_warm = True: a second CTA of the plan block's grid runs the block's code at once (the code in
                 the L2 when the block runs it); warm_early: with early; warm_all: with compact, early, prefetch
-  l2_streaming  _l2_streaming = True: begin_step sets an L2 access policy window (streaming) over the pool on the
-                current stream, the last layer clears it (captured into the graph's kernel nodes, if the runtime does)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -50,8 +48,7 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "compact": {"_begin_compact": True}, "early": {"_begin_early": True},
             "prefetch": {"_plan_prefetch": True}, "compact_early": {"_begin_compact": True, "_begin_early": True},
-            "all": {"_begin_compact": True, "_begin_early": True, "_plan_prefetch": True},
-            "l2_streaming": {"_l2_streaming": True}, "warm": {"_plan_warm": True},
+            "all": {"_begin_compact": True, "_begin_early": True, "_plan_prefetch": True}, "warm": {"_plan_warm": True},
             "warm_all": {"_plan_warm": True, "_begin_compact": True, "_begin_early": True, "_plan_prefetch": True},
             "warm_early": {"_plan_warm": True, "_begin_early": True}}
 

@@ -4,7 +4,6 @@
 // implementation is registered there too.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -233,30 +232,6 @@ void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tens
               " (16-byte aligned rows and strides expected)");
 }
 
-// kv_cache_l2_streaming (private, KVCacheManager._l2_streaming): on, an L2 access policy window over the pool on
-// the caller's current stream (hit and miss property streaming: the K / V lines, read once per step and layer, are
-// evicted first, so that the step's small kernels' code and tables may stay in the L2 between steps); off, none.
-// Kernels launched (or captured) on the stream while it is set carry it.
-void l2_streaming_cuda(Tensor pool, bool on) {
-  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
-  torch::stable::accelerator::DeviceGuard guard(pool.get_device());
-  cudaStreamAttrValue v{};
-  if (on) {
-    int max_bytes = 0;
-    ACCEL_CHECK(cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxAccessPolicyWindowSize, pool.get_device()) ==
-                    cudaSuccess, "hstu_attn::kv_cache_l2_streaming: cudaDeviceGetAttribute failed");
-    v.accessPolicyWindow.base_ptr = pool.data_ptr();
-    v.accessPolicyWindow.num_bytes = static_cast<size_t>(
-        std::min<int64_t>(pool.numel() * static_cast<int64_t>(pool.element_size()), max_bytes));
-    v.accessPolicyWindow.hitRatio = 1.0f;
-    v.accessPolicyWindow.hitProp = cudaAccessPropertyStreaming;
-    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-  }
-  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
-  const cudaError_t err = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_l2_streaming: CUDA error ", cudaGetErrorString(err));
-}
-
 }  // namespace kvcache_op
 }  // namespace hstu
 
@@ -271,12 +246,10 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
   m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "
         "int num_pages, int options=0) -> ()");
-  m.def("kv_cache_l2_streaming(Tensor pool, bool on) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("kv_cache_begin_step", TORCH_BOX(&hstu::kvcache_op::begin_step_cuda));
   m.impl("kv_cache_copy_pages", TORCH_BOX(&hstu::kvcache_op::copy_pages_cuda));
   m.impl("kv_cache_append", TORCH_BOX(&hstu::kvcache_op::append_cuda));
-  m.impl("kv_cache_l2_streaming", TORCH_BOX(&hstu::kvcache_op::l2_streaming_cuda));
 }
