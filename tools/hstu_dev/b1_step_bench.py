@@ -101,6 +101,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--timeline", action="store_true")
+    # the timeline's manager with this variant's attributes (default: as constructed)
+    ap.add_argument("--timeline-variant", default="default")
     # > 0: also each variant with a GPU spin of this many clock cycles before each timed replay (torch.cuda._sleep),
     # so that the host's graph launch overlaps it: the rows "..., launch hidden" are the step's GPU time alone
     ap.add_argument("--hide-launch", type=int, default=0)
@@ -211,9 +213,19 @@ def main() -> int:
         del runs
         torch.cuda.synchronize()
     if args.timeline:
+        attrs = VARIANTS[args.timeline_variant]
+        init = hstu_attn.KVCacheManager.__init__
+
+        def init_variant(self, *a, **kw):  # (timeline_step makes its own manager)
+            init(self, *a, **kw)
+            for k, val in attrs.items():
+                setattr(self, k, val)
+
+        hstu_attn.KVCacheManager.__init__ = init_variant
         for name in args.shapes.split(","):
             print()
-            print(f"{args.label}: " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
+            print(f"{args.label} ({args.timeline_variant}): " + hi.timeline_step(hi.SHAPES[name], dev, dt, 64))
+        hstu_attn.KVCacheManager.__init__ = init
     sys.stdout.flush()
     return 0
 
