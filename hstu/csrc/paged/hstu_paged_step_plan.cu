@@ -39,7 +39,9 @@ namespace {
 // global store, no error record), so that the code CTA 0 runs after the spin comes from the L2, not from DRAM (in a
 // serving step the layers' K / V stream evicts it between two steps). It exits before CTA 0 (no spin).
 constexpr int kWarmCounters = 2048, kWarmItems = 256, kWarmScratch = 2048;  // (int, item pairs, int)
-constexpr int kWarmSmem = (kPlanThreads + 4 + kWarmScratch + 4 + kWarmCounters) * 4 + 2 * kWarmItems * 16;
+constexpr int kWarmBase = (kPlanSmem + 15) / 16 * 16;  // (the items' int4 first, 16-byte aligned)
+constexpr int kWarmSmem = kWarmBase - kPlanSmem + 2 * kWarmItems * 16 +
+                          (kPlanThreads + 4 + kWarmScratch + 4 + kWarmCounters) * 4;
 
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
@@ -61,11 +63,11 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   HstuParams pp = p;
   SchedArgs aa = a;
   if (dry) {
-    int32_t* d_cuk = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(step_plan_smem) + kPlanSmem);
+    int4* d_items = reinterpret_cast<int4*>(reinterpret_cast<char*>(step_plan_smem) + kWarmBase);
+    int32_t* d_cuk = reinterpret_cast<int32_t*>(d_items + 2 * kWarmItems);
     int32_t* d_scratch = d_cuk + kPlanThreads + 4;
     int* d_count = d_scratch + kWarmScratch;
     int* d_counters = d_count + 4;
-    int4* d_items = reinterpret_cast<int4*>(d_counters + kWarmCounters);
     const int64_t lk = min(v.max_seqlen_k, v.total_k / max(v.batch, 1));
     for (int i = tid; i <= p.batch; i += kPlanThreads) d_cuk[i] = static_cast<int32_t>(i * lk);
     pp.cu_seqlens_k = vv.cu_seqlens_k = d_cuk;
