@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _plan_bits_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _plan_warm_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -73,11 +73,10 @@ def cached_hstu_attention(
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
-    # cache._plan_prefetch / _plan_warm (private, off): the step plan's block asks the L2 for its inputs before it
-    # spins / a second CTA runs its code at once.
-    prefetch, warm = getattr(cache, "_plan_prefetch", False), getattr(cache, "_plan_warm", False)
-    bits = _plan_bits_on(prefetch, warm) if prefetch or warm else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, bits:
+    # cache._plan_warm (on by default): the step plan's block over begin_step's ready word gets a second CTA that runs
+    # its code at once.
+    warm = _plan_warm_on() if getattr(cache, "_plan_warm", False) else contextlib.nullcontext()
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, warm:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

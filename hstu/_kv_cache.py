@@ -66,11 +66,10 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the ready word
-# after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl); private variants: the compact kernel
-# (KVCacheManager._begin_compact), the early ready word and lookup loads (_begin_early).
+# after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl); with it, the word's early form
+# (KVCacheManager._begin_early, on by default).
 BEGIN_STEP_NO_GATHER_PLAN = 1
 BEGIN_STEP_LENGTHS_READY = 4
-BEGIN_STEP_COMPACT = 8
 BEGIN_STEP_EARLY = 16
 KERNEL_MAX_BATCH, KERNEL_MAX_USERS = 511, 65536  # hstu/csrc/kv_cache/hstu_kv_cache.h kMaxBatch / kMaxUsers
 _libs = []
@@ -280,17 +279,15 @@ class KVCacheManager:
         # under pdl begin_step publishes the key offsets as soon as they are known and the step plan's block spins
         # on that word instead of waiting for begin_step's end, and exits once begin_step's step tensors are written,
         # before its table updates (True, the default; False: the plain wait); _split_arrive, the paged forward's
-        # split sum with the quick arrival (True, the default; False: the plain arrival). Off, for comparisons:
-        # _begin_compact (begin_step's compact kernel), _begin_early (its lookup loads with the batch's, the ready
-        # word's 2 before the append rows), _plan_prefetch (the plan block's inputs asked of the L2 before it spins).
+        # split sum with the quick arrival (True, the default; False: the plain arrival); with _plan_ready,
+        # _begin_early (begin_step's lookup loads with the batch's, the ready word's reset beside them and its 2
+        # before the append rows) and _plan_warm (the plan block's grid has a second CTA that runs the block's code
+        # at once over made-up lengths into its own shared memory: its code then in the L2 when the block runs it),
+        # both True by default.
         self._plan_ready = True
         self._split_arrive = True
-        self._begin_compact = False
-        self._begin_early = False
-        self._plan_prefetch = False
-        # _plan_warm (private, off): the plan block's grid has a second CTA that runs the block's code over made-up
-        # lengths into its own shared memory at once (its code then in the L2 when the block runs it).
-        self._plan_warm = False
+        self._begin_early = True
+        self._plan_warm = True
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -510,7 +507,7 @@ class KVCacheManager:
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
             (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0) |
-            (BEGIN_STEP_COMPACT if self._begin_compact else 0) | (BEGIN_STEP_EARLY if self._begin_early else 0))
+            (BEGIN_STEP_EARLY if ready and self._begin_early else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size

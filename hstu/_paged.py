@@ -248,8 +248,7 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
-# hstu_paged_step_plan.h kOptPlanPrefetch / kOptPlanWarm (KVCacheManager._plan_prefetch / _plan_warm, private).
-_PLAN_PREFETCH = 1 << 45
+# hstu_paged_step_plan.h kOptPlanWarm (KVCacheManager._plan_warm, on by default), with the ready word.
 _PLAN_WARM = 1 << 46
 
 
@@ -277,11 +276,10 @@ def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
     return cu_k.untyped_storage().nbytes() >= (cu_k.storage_offset() + cu_k.numel() + 1) * 4
 
 
-def _plan_bits_on(prefetch: bool, warm: bool):
-    """Step plans made inside (in this thread) over begin_step's ready word: prefetch, ask the L2 for their input
-    vectors before they spin on it; warm, a second CTA runs the block's code at once (cached_hstu_attention with
-    KVCacheManager._plan_prefetch / _plan_warm; private, for comparisons)."""
-    return _call_setting("plan_bits", (_PLAN_PREFETCH if prefetch else 0) | (_PLAN_WARM if warm else 0))
+def _plan_warm_on():
+    """Step plans made inside (in this thread) over begin_step's ready word get a second CTA that runs the block's
+    code at once (cached_hstu_attention with KVCacheManager._plan_warm, on by default)."""
+    return _call_setting("plan_bits", _PLAN_WARM)
 
 
 def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:

@@ -309,11 +309,10 @@ def test_fused_kernel_equals_torch_path(evict):
         # every other trial without the kernel's gather plan (made on demand from the step's page table, as on
         # Hopper at the paged forward's head dims)
         a._lazy_gather_plan = trial % 2 == 1
-        # (and half of them with the ready word after cu_seqlens_k, where the cache runs pdl: Hopper; its private
-        # variants: the compact kernel, the early ready word and lookup loads, both)
+        # (and half of them with the ready word after cu_seqlens_k, where the cache runs pdl: Hopper; with it, its
+        # early form or not)
         a._plan_ready = trial % 4 >= 2
-        a._begin_compact = trial % 3 == 1 or trial % 5 == 4
-        a._begin_early = trial % 3 == 2 or trial % 5 == 4
+        a._begin_early = trial % 3 != 0
         for it in range(12):
             B = rng.randint(1, min(U, 24))
             users = [rng.randrange(3 * U) for _ in range(B)]

@@ -463,12 +463,13 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "compact", "early", "prefetch", "warm"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "warm"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
-    # step tensors) and ._split_arrive (the split sum's quick arrival); "default": as constructed; the private
-    # variants over the default: _begin_compact, _begin_early, _plan_prefetch, _plan_warm.
+    # step tensors; with it _begin_early, the word's early form, and _plan_warm, the block's warm CTA) and
+    # ._split_arrive (the split sum's quick arrival); "default": as constructed (all on); the others one at a time
+    # (early and warm with the ready word).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -482,12 +483,13 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
     plain._plan_ready, plain._split_arrive = False, False
-    settings = {"plan_ready": (True, False), "split_arrive": (False, True)}
-    pre._plan_ready, pre._split_arrive = settings.get(variant, (pre._plan_ready, pre._split_arrive))
-    private = {"compact": "_begin_compact", "early": "_begin_early", "prefetch": "_plan_prefetch",
-               "warm": "_plan_warm"}
-    if variant in private:
-        setattr(pre, private[variant], True)
+    # (_plan_ready, _split_arrive, _begin_early, _plan_warm)
+    settings = {"plan_ready": (True, False, False, False), "split_arrive": (False, True, False, False),
+                "early": (True, False, True, False), "warm": (True, False, False, True)}
+    if variant != "default":
+        pre._plan_ready, pre._split_arrive, pre._begin_early, pre._plan_warm = settings[variant]
+    else:
+        assert pre._plan_ready and pre._split_arrive and pre._begin_early and pre._plan_warm
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

@@ -14,13 +14,10 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   plain         pdl = False (plain launches)
   plan_ready    _plan_ready = True alone (begin_step's ready word; the step plan's block spins on it and exits once
                 begin_step's step tensors are written); split_arrive: _split_arrive = True alone (the quick arrival)
-  compact       _begin_compact = True: begin_step's compact kernel (rolled loops, out-of-line scans)
-  early         _begin_early = True: begin_step's lookup loads with the batch's, the ready word's 2 before the
-                append rows
-  prefetch      _plan_prefetch = True: the plan block asks the L2 for its input vectors before it spins
-  compact_early, all (compact + early + prefetch): together
-  warm          _plan_warm = True: a second CTA of the plan block's grid runs the block's code at once (the code in
-                the L2 when the block runs it); warm_early: with early; warm_all: with compact, early, prefetch
+  no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
+                first barrier, the 2 after the append rows, the lookup's loads after the sort)
+  no_warm       _plan_warm = False: the plan block's grid without its warm CTA
+  main17        both off (main d901835's step)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -44,13 +41,10 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 
 VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False},
             "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "plan_ready": {"_plan_ready": True, "_split_arrive": False},
+            "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False, "_plan_warm": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
-            "compact": {"_begin_compact": True}, "early": {"_begin_early": True},
-            "prefetch": {"_plan_prefetch": True}, "compact_early": {"_begin_compact": True, "_begin_early": True},
-            "all": {"_begin_compact": True, "_begin_early": True, "_plan_prefetch": True}, "warm": {"_plan_warm": True},
-            "warm_all": {"_plan_warm": True, "_begin_compact": True, "_begin_early": True, "_plan_prefetch": True},
-            "warm_early": {"_plan_warm": True, "_begin_early": True}}
+            "no_early": {"_begin_early": False}, "no_warm": {"_plan_warm": False},
+            "main17": {"_begin_early": False, "_plan_warm": False}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

@@ -16,9 +16,6 @@
 
 #include "hstu/csrc/common/hstu_pdl.cuh"
 
-// "#pragma unroll 0": the compiler's own choice (begin_step_kernel<false>'s loops)
-#pragma nv_diag_suppress 20168
-
 namespace hstu {
 namespace kvcache {
 namespace detail {
@@ -51,28 +48,7 @@ __device__ int64_t block_scan(int64_t v, int64_t* total, int64_t* buf) {
   return res;
 }
 
-// The compact kernel's scans: one out-of-line copy of each (the inlined form is ~1 KB of code per call site).
-struct ScanOut {
-  int64_t incl, total;
-};
-template <bool kMax>
-__device__ __noinline__ ScanOut block_scan_out(int64_t v, int64_t* buf) {
-  ScanOut r;
-  r.incl = block_scan<kMax>(v, &r.total, buf);
-  return r;
-}
-template <bool kCompact, bool kMax>
-__device__ __forceinline__ int64_t scan(int64_t v, int64_t* total, int64_t* buf) {
-  if constexpr (kCompact) {
-    const ScanOut r = block_scan_out<kMax>(v, buf);
-    *total = r.total;
-    return r.incl;
-  } else {
-    return block_scan<kMax>(v, total, buf);
-  }
-}
-
-__device__ __noinline__ uint64_t block_min(uint64_t v, uint64_t* buf) {
+__device__ uint64_t block_min(uint64_t v, uint64_t* buf) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int o = 16; o > 0; o >>= 1) v = min(v, static_cast<uint64_t>(__shfl_xor_sync(~0u, v, o)));
   if (lane == 0) buf[w] = v;
@@ -114,8 +90,8 @@ constexpr uint64_t kLenMask = (uint64_t{1} << kLenBits) - 1;
 __device__ __forceinline__ bool bit(const uint32_t* m, int64_t s) { return (m[s >> 5] >> (s & 31)) & 1u; }
 __device__ __forceinline__ void set_bit(uint32_t* m, int64_t s) { atomicOr(&m[s >> 5], 1u << (s & 31)); }
 
-// Pages a slot holds (entries < P of its row). (Out of line, as next_lru: eviction only, off the steady step's path.)
-__device__ __noinline__ int64_t pages_held(const int64_t* row, int64_t M, int64_t P) {
+// Pages a slot holds (entries < P of its row).
+__device__ int64_t pages_held(const int64_t* row, int64_t M, int64_t P) {
   int64_t n = 0;
   for (int64_t c = 0; c < M; ++c) n += row[c] < P;
   return n;
@@ -123,7 +99,7 @@ __device__ __noinline__ int64_t pages_held(const int64_t* row, int64_t M, int64_
 
 // The next least-recently-used slot after key `prev` among valid slots outside `excl_a` / `excl_b`; key =
 // last_used * (U + 1) + slot, so ties break by slot index. kNone if there is none.
-__device__ __noinline__ uint64_t next_lru(const BeginStepParams& p, const uint32_t* excl_a, const uint32_t* excl_b, uint64_t prev,
+__device__ uint64_t next_lru(const BeginStepParams& p, const uint32_t* excl_a, const uint32_t* excl_b, uint64_t prev,
                              uint64_t* buf) {
   const int64_t U = p.max_users;
   uint64_t best = kNone;
@@ -135,11 +111,7 @@ __device__ __noinline__ uint64_t next_lru(const BeginStepParams& p, const uint32
   return block_min(best, buf);
 }
 
-template <bool kCompact>
 __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p) {
-  // kCompact: the loops rolled (the steady step runs each once or twice at small batches) and the scans out of
-  // line: ~half the code, fetched cold in a serving step (the attention layers stream the K/V through the L2).
-  constexpr int kLoopUnroll = kCompact ? 1 : 0;  // (0: the compiler's choice)
   extern __shared__ __align__(16) unsigned char smem[];
   const int B = p.batch, tid = threadIdx.x, NT = blockDim.x;
   const int64_t U = p.max_users, P = p.num_pages, M = p.max_pages_per_user, ps = p.page_size;
@@ -178,9 +150,9 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // (griddepcontrol.wait) before reading anything. A no-op for plain launches behind it. With the ready word, only
   // after the barrier below, which follows its reset's fence.
   if (p.ready == nullptr) griddep_launch_dependents();
-  // p.early: the reset, its fence and the launch of the dependents by the last thread (one CTA's first
-  // launch_dependents counts for it), beside the batch's loads instead of before thread 0's and every thread's
-  // first barrier.
+  // p.early: the reset, its fence and the launch of the dependents by the last thread (a CTA's first
+  // launch_dependents counts for it), beside the batch's loads instead of before thread 0's and every thread's first
+  // barrier.
   const bool reset_last = p.early && p.ready != nullptr;
   if (reset_last && tid == NT - 1) {
     *p.ready = 0;
@@ -197,7 +169,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     s_clock = *p.clock;
     s_fc = *p.free_count;
   }
-  #pragma unroll kLoopUnroll
   for (int b = tid; b < B; b += NT) {
     s_uid[b] = p.user_ids[b];
     s_found[b] = INT_MAX;
@@ -210,23 +181,20 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   const bool hoist = p.early && tid < U;
   const bool h_valid = hoist ? p.slot_valid[tid] : false;
   const int64_t h_user = hoist ? p.slot_user[tid] : 0, h_len = hoist ? p.slot_len[tid] : 0;
-  #pragma unroll kLoopUnroll
   for (int64_t i = tid; i < words; i += NT) s_inbatch[i] = s_evict[i] = 0u;
   {  // cu_seqlens_q, clamped and cummax-ed (paged_kv_layout's rule); one entry per thread (B + 1 <= NT)
     int64_t v = tid <= B ? min(max(static_cast<int64_t>(p.cu_seqlens_q[tid]), int64_t{0}), p.total_q) : 0;
     int64_t tot;
-    v = scan<kCompact, true>(v, &tot, s_buf);
+    v = block_scan<true>(v, &tot, s_buf);
     if (tid <= B) s_cq[tid] = v;
   }
   __syncthreads();
   if (p.ready != nullptr && !reset_last) griddep_launch_dependents();
 
   // 1. Sort the batch's ids (rank sort, ties by position); a later copy of an id is a duplicate (served empty).
-  #pragma unroll kLoopUnroll
   for (int b = tid; b < B; b += NT) {
     const int64_t u = s_uid[b];
     int rank = 0, dup = 0;
-    #pragma unroll kLoopUnroll
     for (int c = 0; c < B; ++c) {
       const int64_t v = s_uid[c];
       rank += v < u || (v == u && c < b);
@@ -240,7 +208,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   __syncthreads();
 
   // 2. Lookup: each valid slot binary-searches its id among the batch's; the lowest matching slot wins.
-  #pragma unroll kLoopUnroll
   for (int64_t s = tid; s < U; s += NT) {
     const bool first = hoist && s == tid;
     const bool valid = first ? h_valid : p.slot_valid[s];
@@ -254,7 +221,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
       const int mid = (lo + hi) >> 1;
       if (s_sorted[mid] < u) lo = mid + 1; else hi = mid;
     }
-    #pragma unroll kLoopUnroll
     for (int j = lo; j < B && s_sorted[j] == u; ++j) {
       atomicMin(reinterpret_cast<unsigned long long*>(&s_fkey[s_sorted_idx[j]]), static_cast<unsigned long long>(key));
     }
@@ -274,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   {
     const int64_t lk = tid < B ? (found_t ? found_len : 0) + (s_cq[tid + 1] - s_cq[tid]) : 0;
     int64_t tot_k;
-    const int64_t incl = scan<kCompact, false>(lk, &tot_k, s_buf);
+    const int64_t incl = block_scan<false>(lk, &tot_k, s_buf);
     if (tid < B) {
       s_cuk[tid + 1] = incl;
       p.cu_seqlens_k[tid + 1] = static_cast<int32_t>(incl);
@@ -289,7 +255,7 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // order), then, with eviction on, the least-recently-used valid slots not held by the batch.
   const bool missing_t = tid < B && p.create && !s_dup[tid] && !found_t;
   int64_t n_miss;
-  const int64_t miss_rank = scan<kCompact, false>(missing_t, &n_miss, s_buf) - missing_t;
+  const int64_t miss_rank = block_scan<false>(missing_t, &n_miss, s_buf) - missing_t;
   // (the scan's barriers order every thread's cu_seqlens_k stores before thread 0's release)
   if (tid == 0 && p.ready != nullptr) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.ready), "r"(1) : "memory");
@@ -299,18 +265,15 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   if (n_miss > 0) {
     const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
-    #pragma unroll kLoopUnroll
     for (int64_t s = s0; s < s1; ++s) cnt += !p.slot_valid[s];
     int64_t n_free;
-    int64_t r = scan<kCompact, false>(cnt, &n_free, s_buf) - cnt;
-    #pragma unroll kLoopUnroll
+    int64_t r = block_scan<false>(cnt, &n_free, s_buf) - cnt;
     for (int64_t s = s0; s < s1 && r < n_miss; ++s)
       if (!p.slot_valid[s]) s_newslot[r++] = static_cast<int32_t>(s);
     n_free_taken = min(n_free, n_miss);
     __syncthreads();  // s_inbatch (found slots) complete
     if (p.evict) {
       uint64_t prev = kNone;
-      #pragma unroll kLoopUnroll
       for (int64_t r2 = n_free_taken; r2 < n_miss; ++r2) {
         const uint64_t key = next_lru(p, s_inbatch, nullptr, prev, reinterpret_cast<uint64_t*>(s_buf));
         if (key == kNone) break;  // cannot happen: max_users >= B
@@ -362,10 +325,10 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     if (missing_t && slot < U && bit(s_evict, slot)) victim_pages = pages_held(p.slot_pages + slot * M, M, P);
   }
   int64_t total;
-  const int64_t start_t = scan<kCompact, false>(n_alloc_t, &total, s_buf) - n_alloc_t;
+  const int64_t start_t = block_scan<false>(n_alloc_t, &total, s_buf) - n_alloc_t;
   if (tid < B) s_start[tid] = start_t;
   int64_t vp_total;
-  scan<kCompact, false>(victim_pages, &vp_total, s_buf);
+  block_scan<false>(victim_pages, &vp_total, s_buf);
   int64_t avail = s_fc + vp_total;
 
   // 5. Short of pages: evict users outside the batch in LRU order until the free pages cover the need.
@@ -397,16 +360,13 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   {
     const int64_t chunk = (static_cast<int>(U) + NT - 1) / NT, s0 = min(U, tid * chunk), s1 = min(U, s0 + chunk);
     int64_t cnt = 0;
-    #pragma unroll kLoopUnroll
     for (int64_t s = s0; s < s1; ++s)
       if (bit(s_evict, s)) cnt += pages_held(p.slot_pages + s * M, M, P);
     int64_t pushed;
-    int64_t off = scan<kCompact, false>(cnt, &pushed, s_buf) - cnt + s_fc;
-    #pragma unroll kLoopUnroll
+    int64_t off = block_scan<false>(cnt, &pushed, s_buf) - cnt + s_fc;
     for (int64_t s = s0; s < s1; ++s) {
       if (!bit(s_evict, s)) continue;
       int64_t* row = p.slot_pages + s * M;
-      #pragma unroll kLoopUnroll
       for (int64_t c = 0; c < M; ++c) {
         if (row[c] < P) p.free_pages[off++] = row[c];
         row[c] = P;
@@ -422,7 +382,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
 
   // 7. Pop: user b takes stack entries fc - 1 - (start[b] + i), i < n_alloc[b]; past the bottom: the sink page.
   const int64_t fc = s_fc;
-  #pragma unroll kLoopUnroll
   for (int64_t idx = tid; idx < int64_t{B} * M; idx += NT) {
     // (32-bit division where the table fits: U <= 65536 users, B <= 511; the 64-bit one is a subroutine call)
     const int b = small_table ? static_cast<int>(idx) / static_cast<int>(M) : static_cast<int>(idx / M);
@@ -451,14 +410,13 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   {  // page offsets of the cached tokens (compacted)
     const int64_t h = tid < B ? s_have[tid] : 0;
     int64_t tot_pages;
-    const int64_t incl = scan<kCompact, false>(h, &tot_pages, s_buf);
+    const int64_t incl = block_scan<false>(h, &tot_pages, s_buf);
     if (tid < B) s_po[tid] = incl - h;
     if (tid == 0) s_po[B] = tot_pages;
   }
   __syncthreads();
 
   // 8. Outputs: page table, lengths, key offsets.
-  #pragma unroll kLoopUnroll
   for (int64_t e = tid; e < int64_t{B} * M; e += NT) {
     // entry e belongs to the user whose [po[b], po[b] + have[b]) holds it; entries past po[B] are the sink page
     int32_t val = static_cast<int32_t>(P);
@@ -496,7 +454,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   if (tid == 0 && early_two) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.ready), "r"(2) : "memory");
   }
-  #pragma unroll kLoopUnroll
   for (int64_t t = tid; t < p.total_q; t += NT) {
     int lo = 0, hi = B;  // bt = #{b in 1..B : cq[b] <= t}, clamped to B - 1
     while (lo < hi) {
@@ -523,7 +480,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
   // The gather plan (layout_kernel's rows), here when it is small: one launch less per step.
   if (p.fold_layout) {
     const int64_t n_entries = int64_t{B} * M, rows = capacity + 1;
-    #pragma unroll kLoopUnroll
     for (int64_t q = tid; q < rows; q += NT) {
       int lo = 0, hi = B;  // b = #{b in 1..B : cu_k[b] <= q}, clamped to B - 1
       while (lo < hi) {
@@ -557,7 +513,6 @@ __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p)
     p.last_used[slot] = s_clock + 1;
   }
   __syncthreads();
-  #pragma unroll kLoopUnroll
   for (int64_t c = tid; c < M; c += NT) p.slot_pages[U * M + c] = P;
   if (tid == 0) {
     p.slot_valid[U] = false;
@@ -615,22 +570,16 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   }
   const size_t smem = begin_step_smem_bytes(p.batch, p.max_users, p.max_pages_per_user);
   if (smem > 48 * 1024) {
-    for (auto kernel : {detail::begin_step_kernel<false>, detail::begin_step_kernel<true>}) {
-      const cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      if (e != cudaSuccess) return e;
-    }
+    const cudaError_t e = cudaFuncSetAttribute(detail::begin_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
   }
   const int64_t rows = int64_t{p.batch} * p.max_pages_per_user * p.page_size + p.total_q + 1;
   BeginStepParams q = p;
   q.rows_in_smem = begin_step_rows_in_smem(p.batch, p.max_pages_per_user);
   q.fold_layout =
       p.gather_plan && rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
-  if (p.compact) {
-    detail::begin_step_kernel<true><<<1, kThreads, smem, stream>>>(q);
-  } else {
-    detail::begin_step_kernel<false><<<1, kThreads, smem, stream>>>(q);
-  }
+  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || q.fold_layout || !p.gather_plan) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);

@@ -66,11 +66,10 @@ struct BeginStepParams {
   // The gather plan (src_rows) is written at all: false when its reader computes it on demand (KVCacheManager on
   // a Hopper device, where the paged forward reads the pages itself and only a rab call gathers).
   bool gather_plan = true;
-  // Private variants (KVCacheManager._begin_compact / _begin_early; kv_cache_begin_step's option bits 3 / 4):
-  // compact, begin_step_kernel<true> (rolled loops, out-of-line scans: about half the code); early, the lookup's
-  // slot loads issued with the batch's, the ready word's reset and the dependents' launch by the last thread beside
-  // the batch's loads, and the ready word's 2 published before the append rows (step 9).
-  bool compact = false, early = false;
+  // With the ready word (KVCacheManager._begin_early, on by default; kv_cache_begin_step's option bit 4): the
+  // lookup's slot loads issued with the batch's, the word's reset and the dependents' launch by the last thread
+  // beside the batch's loads, and its 2 published before the append rows (step 9). The same values.
+  bool early = false;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };

@@ -38,11 +38,9 @@ void check_vec(const Tensor& t, const char* arg, const Tensor& ref, ScalarType d
 // kOptPlanReadyWord spins on it: KVCacheManager._plan_ready, on by default under pdl).
 constexpr int64_t kBeginStepNoGatherPlan = 1;
 constexpr int64_t kBeginStepLengthsReady = 4;
-// Private variants (BeginStepParams::compact / early; KVCacheManager._begin_compact / _begin_early).
-constexpr int64_t kBeginStepCompact = 8;
+// bit 4 = with bit 2, the ready word's early form (BeginStepParams::early; KVCacheManager._begin_early, on by default).
 constexpr int64_t kBeginStepEarly = 16;
-constexpr int64_t kBeginStepKnownOptions =
-    kBeginStepNoGatherPlan | kBeginStepLengthsReady | kBeginStepCompact | kBeginStepEarly;
+constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepLengthsReady | kBeginStepEarly;
 
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
@@ -122,7 +120,6 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.create = create;
   p.evict = evict;
   p.gather_plan = gather_plan;
-  p.compact = (options & kBeginStepCompact) != 0;
   p.early = (options & kBeginStepEarly) != 0;
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);

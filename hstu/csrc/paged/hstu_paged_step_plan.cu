@@ -16,8 +16,7 @@
 namespace hstu {
 
 #ifdef ACCEL_NO_DEVICE_CODE
-cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool,
-                                 bool) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool) {
   return cudaErrorNotSupported;
 }
 #else
@@ -33,7 +32,7 @@ namespace {
 // validate_block passes the order on) instead of the wait, so the block runs beside the rest of begin_step, and
 // exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion carries the
 // order to the kernels behind it). Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when
-// begin_step starts. prefetch (with ready): those inputs' lines asked of the L2 before the spin.
+// begin_step starts.
 // warm (with ready; a grid of 2 CTAs): CTA 1 runs the same code at once, without the spin, over made-up key
 // offsets (each sequence min(max_seqlen_k, total_k / B) keys) with every output in its own shared memory (no
 // global store, no error record), so that the code CTA 0 runs after the spin comes from the L2, not from DRAM (in a
@@ -47,7 +46,7 @@ template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
                                 const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready,
-                                const int prefetch, const int warm) {
+                                const int warm) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
@@ -88,15 +87,6 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   if (ready == nullptr) {
     griddep_wait();
   } else {
-    if (prefetch != 0) {  // (one request per 128-byte line; the vectors exist before begin_step starts)
-      for (int i = 32 * tid; i <= p.batch; i += 32 * kPlanThreads) {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.cu_seqlens_q + i));
-        if (p.num_targets != nullptr && i < p.batch) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.num_targets + i));
-        if (p.num_contexts != nullptr && i < p.batch) {
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(p.num_contexts + i));
-        }
-      }
-    }
     if (tid == 0 && !dry) {
       int r = 0;
       do {
@@ -130,7 +120,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 
 template <int D>
 cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream,
-                             const int32_t* ready, bool prefetch, bool warm) {
+                             const int32_t* ready, bool warm) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -150,22 +140,22 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem + kWarmSmem);
   if (err != cudaSuccess) return err;
   return launch_ex(kernel, dim3(two ? 2 : 1), kPlanThreads, kPlanSmem + (two ? kWarmSmem : 0), stream, true, v, claim,
-                   p, sa, sm_count(), fwd_split_pct(p), fwd_split_cap(p), ready, prefetch ? 1 : 0, two ? 1 : 0);
+                   p, sa, sm_count(), fwd_split_pct(p), fwd_split_cap(p), ready, two ? 1 : 0);
 }
 
 }  // namespace
 }  // namespace sm90
 
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready, bool prefetch, bool warm) {
+                                 const int32_t* ready, bool warm) {
   int* claim = hstu_error_claim_word(stream);
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, prefetch, warm);
+      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, warm);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, prefetch, warm);
+      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, warm);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, prefetch, warm);
+      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, warm);
     default:
       return cudaErrorNotSupported;
   }

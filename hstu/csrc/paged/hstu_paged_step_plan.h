@@ -22,11 +22,8 @@ namespace hstu {
 // table updates (read by the next step's begin_step only, a plain launch behind every kernel of this step) nor for
 // its grid's completion.
 constexpr int64_t kOptPlanReadyWord = int64_t{1} << 43;
-// Private (KVCacheManager._plan_prefetch, for comparisons): with kOptPlanReadyWord, the block asks the L2 for its
-// input vectors other than cu_seqlens_k (cu_seqlens_q, the masks') before it spins.
-constexpr int64_t kOptPlanPrefetch = int64_t{1} << 45;
-// Private (KVCacheManager._plan_warm, for comparisons): with kOptPlanReadyWord, a second CTA runs the block's code
-// over made-up lengths into its own shared memory at once, so that the block's code is in the L2 when it runs.
+// With kOptPlanReadyWord (KVCacheManager._plan_warm, on by default): a second CTA runs the block's code over made-up
+// lengths into its own shared memory at once, so that the block's code is in the L2 when the block runs it.
 constexpr int64_t kOptPlanWarm = int64_t{1} << 46;
 
 // v: the validation of p's vectors (the call's inputs: the block plans from them; the forwards read v.scratch's
@@ -34,8 +31,8 @@ constexpr int64_t kOptPlanWarm = int64_t{1} << 46;
 // cudaErrorNotSupported (nothing launched) where the one block does not apply: a build without sm_90a, a head dim
 // without the Hopper forward, a batch whose units could exceed one planner block's threads, no work list, the
 // error record's claim word not yet known (a first plan inside a capture); the caller then launches the two kernels.
-// ready: begin_step's ready word (kOptPlanReadyWord), or nullptr; prefetch: kOptPlanPrefetch; warm: kOptPlanWarm.
+// ready: begin_step's ready word (kOptPlanReadyWord), or nullptr; warm: kOptPlanWarm.
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready = nullptr, bool prefetch = false, bool warm = false);
+                                 const int32_t* ready = nullptr, bool warm = false);
 
 }  // namespace hstu
