@@ -18,9 +18,8 @@ namespace hstu {
 // Set by hstu/_paged.py on the plan op's options (KVCacheManager._plan_ready, on by default): cu_seqlens_k is
 // begin_step's, with its ready word in the int32 after its B + 1 (kv_cache_begin_step's option bit 2). The block
 // spins on that word (1: the key offsets written) instead of waiting for begin_step's completion, and exits once it
-// says 2 (the step's tensors written), so the first layer's attention behind it waits neither for begin_step's
-// table updates (read by the next step's begin_step only, a plain launch behind every kernel of this step) nor for
-// its grid's completion.
+// says 2 (the step's tensors written) without a wait of its own for begin_step's table updates (read by the next
+// step's begin_step only, a plain launch behind every kernel of this step).
 constexpr int64_t kOptPlanReadyWord = int64_t{1} << 43;
 // With kOptPlanReadyWord (KVCacheManager._plan_warm, on by default): a second CTA runs the block's code over made-up
 // lengths into its own shared memory at once, so that the block's code is in the L2 when the block runs it.
