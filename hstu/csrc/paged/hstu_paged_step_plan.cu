@@ -62,22 +62,19 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   HstuParams pp = p;
   SchedArgs aa = a;
   if (dry) {
+    // (after kPlanSmem: the items, the made-up key offsets, the sanitized copies, the list's header, its counters)
     int4* d_items = reinterpret_cast<int4*>(reinterpret_cast<char*>(step_plan_smem) + kWarmBase);
     int32_t* d_cuk = reinterpret_cast<int32_t*>(d_items + 2 * kWarmItems);
     int32_t* d_scratch = d_cuk + kPlanThreads + 4;
-    int* d_count = d_scratch + kWarmScratch;
-    int* d_counters = d_count + 4;
     const int64_t lk = min(v.max_seqlen_k, v.total_k / max(v.batch, 1));
     for (int i = tid; i <= p.batch; i += kPlanThreads) d_cuk[i] = static_cast<int32_t>(i * lk);
     pp.cu_seqlens_k = vv.cu_seqlens_k = d_cuk;
     vv.scratch = d_scratch;
-    vv.errors = nullptr;
+    vv.errors = nullptr;  // (no error record, no NaN fill)
     vv.fill = nullptr;
-    aa.count = d_count;
-    aa.counters = d_counters;
-    aa.items = d_items;
-    aa.capacity = min(a.capacity, kWarmItems / max(p.heads, 1));
-    aa.max_parts = min(a.max_parts, kWarmCounters - 2 * p.heads);
+    aa = SchedArgs{d_scratch + kWarmScratch, d_items, d_scratch + kWarmScratch + 4, a.parts,
+                   min(a.capacity, kWarmItems / max(p.heads, 1)), min(a.max_parts, kWarmCounters - 2 * p.heads),
+                   a.lpt_ctas, a.heads_inner, a.zero, a.zero_n4, a.together_ctas};
   }
   if (tid == 0) {
     s_split = 0;
