@@ -164,7 +164,7 @@ int64_t lookup_lab_dedup(int64_t variant) {
 std::atomic<int> g_mirror_copy{0};
 // Lab: the segmented update's kernel variant (seg_apply_variant; 0 the default). Returns the one before.
 int64_t lookup_lab_seg_apply(int64_t variant) {
-  return seg_apply_variant(variant >= 0 && variant <= 3 ? static_cast<int>(variant) : -1);
+  return seg_apply_variant(variant >= 0 && variant <= 63 ? static_cast<int>(variant) : -1);
 }
 
 int64_t lookup_lab_mirror(int64_t variant) {
