@@ -446,11 +446,10 @@ def test_seg_apply_launch_variants_agree(opt):
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
-    count pass's prefetch of each unique's start group of keys and score sector; the number pass at 3 blocks per SM,
-    with 256 or 512 threads; the passes as programmatic dependent launches, with or without the checks, the insert
-    pass and the forward) gives bitwise equal outputs,
-    rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
-    cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
+    passes as programmatic dependent launches, with or without the checks, the insert pass and the forward) gives
+    bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in
+    a step; no segment cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random
+    gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000
@@ -465,10 +464,10 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 2, 3, 6, 7, 9, 17, 25, 49, 57, 63, 65, 113]
+    variants = [0, 1, 16, 17, 48, 49]
     try:
         for v in variants:
-            assert lab(v) in range(128)
+            assert lab(v) in range(64)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             results[v] = trained_results(m, data, 200)
     finally:
@@ -616,11 +615,10 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
 def test_cuda_graph_train_step_under_dedup_variants(opt, pooling):
-    """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches: captured as
-    programmatic graph edges) and 64 (the number pass with 512 threads at 3 blocks per SM) capture and replay like
-    eager steps."""
+    """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches, the default: captured
+    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(121)
+    old = lab(48)
     try:
         test_cuda_graph_train_step_matches_eager(opt, pooling)
     finally:
