@@ -372,84 +372,13 @@ def trained_results(m, data, seed):
     return outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
 
 
-@pytest.mark.parametrize("opt", ["sgd", "adam"])
-def test_seg_apply_variants_agree(opt):
-    """The segmented update's kernel variants (lab op _lookup_lab_seg_apply: entries in flight, row caching, blocks
-    per SM) give bitwise equal outputs, rows and optimizer state over four steps of 128-wide rows: hot ids, new
-    ids, a random gradient."""
-    lab = torch.ops.dynamicemb._lookup_lab_seg_apply
-    gen = torch.Generator().manual_seed(21)
-    F, bags, vocab = 3, 3000, 20000
-    data = []
-    for s in range(4):
-        offsets = torch.arange(F * bags + 1, dtype=torch.int64)
-        u = torch.rand(F * bags, generator=gen)
-        ids = (u ** 3 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(F * bags, generator=gen) < 0.3).long()
-        data.append((ids.cuda(), offsets.cuda()))
-    results = {}
-    old = lab(-1)
-    try:
-        for v in range(4):
-            assert lab(v) in range(4)
-            m = make("cuda", SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), "none", dims=(128, 128))
-            results[v] = trained_results(m, data, 300)
-    finally:
-        lab(old)
-    for v in range(1, 4):
-        for k, (a, b) in enumerate(zip(results[0], results[v])):
-            assert torch.equal(a, b), f"seg_apply variant {v}, result {k} differs from the default"
-
-
-@pytest.mark.parametrize("opt", ["sgd", "adam"])
-def test_seg_apply_launch_variants_agree(opt):
-    """The segmented update's chunks drawn from a ticket counter by the warps of one resident wave, and the update
-    launched as a programmatic dependent (lab op _lookup_lab_seg_apply bits 16 / 32, with the kernel variants they
-    apply to) give the default launch's outputs, rows and state over four steps of ~200K ids in 8-entry chunks
-    (more chunks than resident warps, so warps draw several). An id occurs at most 9 times in a step, so a cut
-    segment has two pieces: Adam's sums are then bitwise repeatable; plain SGD adds the pieces into the row in
-    arrival order (last-bit differences)."""
-    lab = torch.ops.dynamicemb._lookup_lab_seg_apply
-    gen = torch.Generator().manual_seed(31)
-    pool = torch.randint(0, 1 << 40, (60_000,), generator=gen)
-    data = []
-    for _ in range(4):
-        base = torch.cat([pool[torch.randperm(pool.numel(), generator=gen)[:30_000]],
-                          torch.randint(0, 1 << 40, (15_000,), generator=gen)]).unique()
-        ids = base.repeat_interleave(torch.randint(1, 10, (base.numel(),), generator=gen))
-        ids = ids[torch.randperm(ids.numel(), generator=gen)]
-        n = ids.numel() // 3 * 3
-        data.append((ids[:n].cuda(), torch.arange(0, n + 1, dtype=torch.int64).cuda()))
-    variants = [0, 16, 32, 48, 3, 19, 51] if opt == "adam" else [0, 16, 48, 1, 33]
-    results = {}
-    old = lab(-1)
-    try:
-        for v in variants:
-            assert lab(v) in range(64)
-            tables = [DynamicEmbTableOptions(dim=128, max_capacity=1 << 18, on_refused="zero")] * 2
-            m = BatchedDynamicEmbeddingTables(tables, [0, 1, 1], pooling="none",
-                                              optimizer=SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), device="cuda")
-            m.backward_chunk = 8
-            outs = train_random(m, data, 400)
-            torch.cuda.synchronize()
-            keys = [stored(m, t) for t in range(2)]
-            results[v] = outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
-    finally:
-        lab(old)
-    for v in variants[1:]:
-        for k, (a, b) in enumerate(zip(results[0], results[v])):
-            if opt == "adam" or not a.is_floating_point():
-                assert torch.equal(a, b), f"seg_apply variant {v}, result {k} differs from the default"
-            else:
-                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, msg=f"seg_apply variant {v}, result {k}")
-
-
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
-    passes as programmatic dependent launches, with or without the checks, the insert pass and the forward) gives
-    bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in
-    a step; no segment cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random
-    gradient."""
+    passes as programmatic dependent launches, with or without the checks, the insert pass, the forward and the
+    backward's update) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
+    ids (~1,000 occurrences in a step; no segment cut, so the sums are repeatable), new ids in every step (the insert
+    pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000

@@ -6,7 +6,7 @@ _lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CS
 optionally /D, the dedup's flags (op _lookup_lab_dedup, lookup_types.h DedupFlags: 1 the insert's probe starts
 with the CAS (default), 16 the passes as programmatic dependent launches, 32 also the checks / clear / the insert
 pass's resolve / the forward; bits 2, 4, 8, 64 of older builds: removed variants, docs/dynamicemb.md) and /A the
-segmented update's kernel (op _lookup_lab_seg_apply of builds that have it); per-kernel profile (torch.profiler:
+segmented update's kernel (op _lookup_lab_seg_apply of builds before session 17); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
 op runs as "main". Run (GPU):

@@ -163,10 +163,6 @@ enum DedupFlags : int {
 int dedup_flags_variant(int v);
 // Whether the current device runs programmatic dependent launches (sm90+; asked once per process).
 bool pdl_supported();
-// Lab (op _lookup_lab_seg_apply): the segmented update's fp32 4-wide kernel (K entries in flight, rows evict-first
-// H, blocks per SM): SGD (direct) 0 = 8/1/3 (default), 1 = 8/1/4, 2 = 4/1/4; Adam 0 = 2/1/4 (default), 1 = 4/1/3,
-// 2 = 1/1/4, 3 = 2/0/4. Sets it when v is 0..3, returns the one before.
-int seg_apply_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).

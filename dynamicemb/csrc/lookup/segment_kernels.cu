@@ -25,9 +25,9 @@
 // every run). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
 // runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
-// are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
-// with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
-// H200 (benchmarks/RESULTS.md).
+// are read and written evict-first (ld/st.global.cs; Adam's past L1 without the hint: run_segmented) and plain
+// fp32 SGD adds -lr * sum into a whole segment's row with one vector reduction per lane (no row load). The forms
+// (K, blocks per SM, row hint) are chosen per optimizer by A/B on an H200 (benchmarks/RESULTS.md).
 #include <atomic>
 #include <mutex>
 #include <type_traits>
@@ -314,10 +314,14 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 // in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
-template <int V, int N, int OPT, int K, int H, int R>
-__device__ __forceinline__ void seg_apply_chunk(const BackwardParams& p, int64_t w, int64_t total) {
+// Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
+template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
+__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
+  pdl_wait();
   const int lane = threadIdx.x & 31;
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
+  const int64_t total = p.seg_start[p.n];
   const int64_t w0 = w * p.seg_chunk;
   if (w0 >= total) return;
   const int64_t w1 = w0 + p.seg_chunk < total ? w0 + p.seg_chunk : total;
@@ -414,80 +418,28 @@ __device__ __forceinline__ void seg_apply_chunk(const BackwardParams& p, int64_t
   }
 }
 
-// The kernel: warp w takes chunk w (DYN 0), or (DYN 1, a grid of one resident wave) each warp takes the next chunk
-// from a ticket counter (seg_done[n], zero between steps: the warp that draws the last ticket re-zeroes it) until
-// none is left, so no SM slot idles behind a block whose warps finished unevenly. A chunk's work is the same
-// either way (its sums, its cut pieces' gsum row). Waits for the pass before when launched as a programmatic
-// dependent (otherwise the wait returns at once).
-template <int V, int N, int OPT, int K, int H, int MINB, int R = 0, int DYN = 0>
-__global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
-  pdl_wait();
-  const int64_t total = p.seg_start[p.n];
-  if constexpr (DYN == 0) {
-    seg_apply_chunk<V, N, OPT, K, H, R>(p, (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5, total);
-  } else {
-    const int64_t chunks = (total + p.seg_chunk - 1) / p.seg_chunk;
-    const int64_t last = chunks + static_cast<int64_t>(gridDim.x) * (kSegBlock / 32) - 1;
-    int32_t* ticket = p.seg_done + p.n;
-    for (;;) {
-      int64_t w = 0;
-      if ((threadIdx.x & 31) == 0) w = atomicAdd(ticket, 1);
-      w = __shfl_sync(0xffffffffu, w, 0);
-      if (w >= chunks) {
-        if (w == last && (threadIdx.x & 31) == 0) *ticket = 0;
-        return;
-      }
-      seg_apply_chunk<V, N, OPT, K, H, R>(p, w, total);
-    }
-  }
-}
-
-// Variants of the fp32 4-wide kernel, picked by A/B on an H200 (benchmark workload; benchmarks/RESULTS.md): plain
-// SGD adds whole segments with reductions at 3 blocks per SM, Adam and Adagrad take 2 entries at a time at 4 blocks
-// per SM; all read and write rows evict-first. Other value types keep the 2-block kernel, rows loaded past L1.
-std::atomic<int> g_seg_apply{0};  // lab (op _lookup_lab_seg_apply): the fp32 4-wide kernel's variant, 0 default
-// Lab bits or'd with the variant: kSegApplyDyn (SGD 0, Adam 0 / 3: chunks drawn from a ticket counter by the warps
-// of one resident wave), kSegApplyPdl (launched as a programmatic dependent, sm90+).
-enum SegApplyLab : int { kSegApplyDyn = 16, kSegApplyPdl = 32, kSegApplyAll = 63 };
-
-// Launches the kernel KF, or with lab bit kSegApplyDyn its ticketed form KD on one resident wave; with
-// kSegApplyPdl as a programmatic dependent of the stream's previous kernel (sm90+).
-template <void (*KF)(BackwardParams), void (*KD)(BackwardParams)>
-void seg_launch(const BackwardParams& p, int lab, unsigned grid, cudaStream_t st) {
-  const bool pdl = (lab & kSegApplyPdl) && pdl_supported();
-  if ((lab & kSegApplyDyn) && KD != KF) {
-    static const unsigned cap = static_cast<unsigned>(persistent_blocks(resident_per_sm(KD, kSegBlock)));
-    launch_maybe_pdl(pdl, KD, grid < cap ? grid : cap, kSegBlock, st, p);
-  } else {
-    launch_maybe_pdl(pdl, KF, grid, kSegBlock, st, p);
-  }
-}
-
+// The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
+// docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
+// evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
+// row is read and written once, nothing else to keep in L2 with pooling none); Adagrad and row-wise Adagrad as
+// listed. Other value types keep the 2-block kernel, rows past L1. With the step's programmatic launches
+// (kStepPdl, sm90+) the 4-wide kernel is a programmatic dependent of the pass before it.
 template <int V, int N, int OPT>
 void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
   const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
-    const int lab = g_seg_apply.load(std::memory_order_relaxed);
-    const int var = lab & 3;
+    const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
     if constexpr (OPT == kSgd) {
-      if (p.direct) {
-        if (var == 1) seg_launch<seg_apply_kernel<V, N, OPT, 8, 1, 4, 1>, seg_apply_kernel<V, N, OPT, 8, 1, 4, 1>>(p, lab, grid, st);
-        else if (var == 2) seg_launch<seg_apply_kernel<V, N, OPT, 4, 1, 4, 1>, seg_apply_kernel<V, N, OPT, 4, 1, 4, 1>>(p, lab, grid, st);
-        else seg_launch<seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1, 1>>(p, lab, grid, st);
-      } else {
-        seg_launch<seg_apply_kernel<V, N, OPT, 4, 1, 3>, seg_apply_kernel<V, N, OPT, 4, 1, 3>>(p, lab, grid, st);
-      }
+      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
-      seg_launch<seg_apply_kernel<V, N, OPT, K, 1, 2>, seg_apply_kernel<V, N, OPT, K, 1, 2>>(p, lab, grid, st);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (var == 1) seg_launch<seg_apply_kernel<V, N, OPT, 4, 1, 3>, seg_apply_kernel<V, N, OPT, 4, 1, 3>>(p, lab, grid, st);
-      else if (var == 2) seg_launch<seg_apply_kernel<V, N, OPT, 1, 1, 4>, seg_apply_kernel<V, N, OPT, 1, 1, 4>>(p, lab, grid, st);
-      else if (var == 3) seg_launch<seg_apply_kernel<V, N, OPT, 2, 0, 4>, seg_apply_kernel<V, N, OPT, 2, 0, 4, 0, 1>>(p, lab, grid, st);
-      else seg_launch<seg_apply_kernel<V, N, OPT, 2, 1, 4>, seg_apply_kernel<V, N, OPT, 2, 1, 4, 0, 1>>(p, lab, grid, st);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
-      seg_launch<seg_apply_kernel<V, N, OPT, 2, 1, 4>, seg_apply_kernel<V, N, OPT, 2, 1, 4>>(p, lab, grid, st);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
   } else {
     seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p);
@@ -496,12 +448,6 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 }
 
 }  // namespace detail
-
-int seg_apply_variant(int v) {
-  const int old = detail::g_seg_apply.load();
-  if (v >= 0 && v <= detail::kSegApplyAll) detail::g_seg_apply.store(v);
-  return old;
-}
 
 int segment_sort_bits(int64_t n) {
   int bits = 1;
