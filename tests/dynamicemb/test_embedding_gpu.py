@@ -372,42 +372,13 @@ def trained_results(m, data, seed):
     return outs + [x for t in range(2) for x in keys[t]] + [x for t in range(2) for x in rows(m, t, keys[t][0])]
 
 
-@pytest.mark.parametrize("opt", ["sgd", "adam"])
-def test_seg_apply_variants_agree(opt):
-    """The segmented update's kernel variants (lab op _lookup_lab_seg_apply: entries in flight, row caching, blocks
-    per SM) give bitwise equal outputs, rows and optimizer state over four steps of 128-wide rows: hot ids, new
-    ids, a random gradient."""
-    lab = torch.ops.dynamicemb._lookup_lab_seg_apply
-    gen = torch.Generator().manual_seed(21)
-    F, bags, vocab = 3, 3000, 20000
-    data = []
-    for s in range(4):
-        offsets = torch.arange(F * bags + 1, dtype=torch.int64)
-        u = torch.rand(F * bags, generator=gen)
-        ids = (u ** 3 * (vocab // 4)).long() + s * (vocab // 4) * (torch.rand(F * bags, generator=gen) < 0.3).long()
-        data.append((ids.cuda(), offsets.cuda()))
-    results = {}
-    old = lab(-1)
-    try:
-        for v in range(4):
-            assert lab(v) in range(4)
-            m = make("cuda", SGD(lr=0.3) if opt == "sgd" else Adam(lr=0.05), "none", dims=(128, 128))
-            results[v] = trained_results(m, data, 300)
-    finally:
-        lab(old)
-    for v in range(1, 4):
-        for k, (a, b) in enumerate(zip(results[0], results[v])):
-            assert torch.equal(a, b), f"seg_apply variant {v}, result {k} differs from the default"
-
-
 @pytest.mark.parametrize("pooling", ["none", "sum"])
 def test_dedup_insert_variants_agree(pooling):
     """Every dedup variant (lab op _lookup_lab_dedup: the insert's probe with the CAS first or a load first; the
-    count pass's prefetch of each unique's start group of keys and score sector; the number pass at 3 blocks per SM,
-    with 256 or 512 threads; the passes as programmatic dependent launches, with or without the checks, the insert
-    pass and the forward) gives bitwise equal outputs,
-    rows, Adam state, stored keys and scores over four steps: hot ids (~1,000 occurrences in a step; no segment
-    cut, so the sums are repeatable), new ids in every step (the insert pass's misses), a random gradient."""
+    passes as programmatic dependent launches, with or without the checks, the insert pass, the forward and the
+    backward's update) gives bitwise equal outputs, rows, Adam state, stored keys and scores over four steps: hot
+    ids (~1,000 occurrences in a step; no segment cut, so the sums are repeatable), new ids in every step (the insert
+    pass's misses), a random gradient."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
     gen = torch.Generator().manual_seed(12)
     F, bags, vocab = 3, 3000, 20000
@@ -422,10 +393,10 @@ def test_dedup_insert_variants_agree(pooling):
         data.append((ids.cuda(), offsets.cuda()))
     results = {}
     old = lab(-1)
-    variants = [0, 1, 2, 3, 6, 7, 9, 17, 25, 49, 57, 63, 65, 113]
+    variants = [0, 1, 16, 17, 48, 49]
     try:
         for v in variants:
-            assert lab(v) in range(128)
+            assert lab(v) in range(64)
             m = make("cuda", Adam(lr=0.05), pooling, dims=(16, 16))
             results[v] = trained_results(m, data, 200)
     finally:
@@ -573,11 +544,10 @@ def test_cuda_graph_train_step_matches_eager(opt, pooling):
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
 @pytest.mark.parametrize("pooling", ["sum", "none"])
 def test_cuda_graph_train_step_under_dedup_variants(opt, pooling):
-    """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches: captured as
-    programmatic graph edges) and 64 (the number pass with 512 threads at 3 blocks per SM) capture and replay like
-    eager steps."""
+    """The dedup's lab variants 16 + 32 (the step's passes as programmatic dependent launches, the default: captured
+    as programmatic graph edges) capture and replay like eager steps, with the insert's load-first probe."""
     lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(121)
+    old = lab(48)
     try:
         test_cuda_graph_train_step_matches_eager(opt, pooling)
     finally:

@@ -4,10 +4,9 @@ variant, in one process: S/F = the CSR sort S (op _lookup_lab_csr_sort; lookup_t
 warp-aggregated histogram) and where the step finds its uniques F (op
 _lookup_lab_find_later: 0 the dedup's number pass, 1 its own kernel after the CSR fork, 2 the dedup's insert), and
 optionally /D, the dedup's flags (op _lookup_lab_dedup, lookup_types.h DedupFlags: 1 the insert's probe starts
-with the CAS (default), 2 the count pass's claimers prefetch their keys' start groups for the number pass's find,
-4 and the score sectors, 8 the number pass at 3 blocks per SM, 16 the passes as programmatic dependent launches,
-32 also the checks / clear / the insert pass's resolve / the forward) and /A the segmented update's kernel (op
-_lookup_lab_seg_apply, lookup_types.h seg_apply_variant); per-kernel profile (torch.profiler:
+with the CAS (default), 16 the passes as programmatic dependent launches, 32 also the checks / clear / the insert
+pass's resolve / the forward; bits 2, 4, 8, 64 of older builds: removed variants, docs/dynamicemb.md) and /A the
+segmented update's kernel (op _lookup_lab_seg_apply of builds before session 17); per-kernel profile (torch.profiler:
 kernel times, busy = union of kernel intervals, so overlapping streams count once) and step times in interleaved
 rounds (synchronized per step with a fixed gradient of ones; pipelined: the queue kept ahead). A build without the
 op runs as "main". Run (GPU):

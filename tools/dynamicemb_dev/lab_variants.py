@@ -1,7 +1,7 @@
 """The lab variants of a dynamicemb build's training step, for tools/dynamicemb_dev/csr_sort_ab.py and step_same.py:
 a variant "S/F[/D[/A]]" sets the CSR sort S (op _lookup_lab_csr_sort), where the step finds its uniques F
 (_lookup_lab_find_later) and, in builds that have them, the dedup's flags D (_lookup_lab_dedup; without /D the
-build's default stays) and the segmented update's kernel A (_lookup_lab_seg_apply)."""
+build's default stays) and the segmented update's kernel A (_lookup_lab_seg_apply, builds before session 17)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The training step at NVIDIA's config (benchmarks/embedding.py --preset nvidia) under lab variants, in one process,
 measured the way a training loop runs it: the host ahead of the device. Per optimizer (one module) and variant
-"D[/A]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply;
-"-" the build's defaults, e.g. main's wheel): steady ms per step (CUDA events around --reps steps queued behind
-5 more, in --rounds interleaved rounds, median), and from one profile of --steps steps issued behind a GPU sleep the
-device span and busy per step and every kernel's device time per step (so the kernels' times are those of
-overlapped, pipelined steps). Run (GPU):
-    python3 -P tools/dynamicemb_dev/steady_ab.py --bench benchmarks --opt sgd,adam --variants -,1,9,49/0 [--label x]
+"D[/A]" (D: the dedup's flags, op _lookup_lab_dedup; A: the segmented update's kernel, op _lookup_lab_seg_apply of
+builds before session 17; "-" the build's defaults, e.g. main's wheel): steady ms per step (CUDA events around
+--reps steps queued behind 5 more, in --rounds interleaved rounds, median), and from one profile of --steps steps
+issued behind a GPU sleep the device span and busy per step and every kernel's device time per step (so the
+kernels' times are those of overlapped, pipelined steps). Run (GPU):
+    python3 -P tools/dynamicemb_dev/steady_ab.py --bench benchmarks --opt sgd,adam --variants=-,1,17,49 [--label x]
 """
 
 from __future__ import annotations

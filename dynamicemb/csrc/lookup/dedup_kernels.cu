@@ -47,8 +47,6 @@ static_assert(kChunk % kResolveBlock == 0, "resolve: whole rounds of ids");
 // [0, num_bags) with start(b) <= i (0 if none).
 __device__ __forceinline__ int64_t start_of(const DedupParams& p, int64_t b) { return clamp_off(__ldg(p.offsets + b), p.n); }
 
-__device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];" : : "l"(a)); }
-
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
@@ -365,34 +363,14 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 #pragma unroll
   for (int r = 0; r < K; ++r) m[r] = x[r] >= 0 ? p.set[x[r]] : 0u;
   int total = 0;
-  bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * kInsertBlock + threadIdx.x;
     const bool claimer = x[r] >= 0 && static_cast<int64_t>(m[r]) == i;
-    claimed[r] = claimer;
     if (x[r] >= 0 && !claimer) p.inverse[i] = -static_cast<int32_t>(m[r]) - 2;
     total += __syncthreads_count(claimer);
   }
   if (threadIdx.x == 0 && c0 + 1 < p.n) p.bag[c0 + 1] = total;
-  // lab (DedupFlags): each claimer (one per (table, key)) prefetches into L2 what the number pass's find of its
-  // key reads (the start group of keys) and, training, the score sector it writes; nothing waits on them
-  if (p.find_meta != nullptr && (p.flags & kDedupPrefetchKeys) != 0) {
-    const bool scores = p.find_train && (p.flags & kDedupPrefetchScores) != 0;
-    int32_t idx[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) idx[r] = claimed[r] ? static_cast<int32_t>(c0 + r * kInsertBlock + threadIdx.x) : 0;
-    int f[K];
-    features_of<K>(p.num_features, [&](int g) { return feature_bound(p, g); }, idx, claimed, f);
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      if (!claimed[r]) continue;
-      const TableMeta& m = p.find_meta[__ldg(p.feature_table + f[r])];
-      const int64_t g = group_of(table::home_of(m, __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r])));
-      prefetch_l2(reinterpret_cast<const uint64_t*>(m.keys) + g);
-      if (scores) prefetch_l2(reinterpret_cast<const uint64_t*>(m.scores) + g);
-    }
-  }
 }
 
 // ---------------------------------------------------------------- number
@@ -400,8 +378,7 @@ __global__ void __launch_bounds__(kInsertBlock) dedup_count_kernel(DedupParams p
 // chunks 0 .. c - 1 on, in position order ((round, warp) counts scanned by one warp, then the lane's rank), and
 // write ukeys, utables (their table found again from the bounds) and their own inverse. With find_meta, then the
 // find of the step's hit pass (probe_meta.cuh find_slots): urow = slot, or -2 (training miss: pending, for the
-// insert pass) / -1 (eval miss). The pass's default form is kFit (number_pass); by 512 threads per chunk
-// (kDedupNumberWide) or without kFit's load order (flags without kDedupNumberFit) in the lab.
+// insert pass) / -1 (eval miss).
 
 // The numbered claimers' writes (ukeys, utables, their own inverse) and, with the find by the dedup insert
 // (slot_row), their urow. Returns whether the pass's own find is still to run.
@@ -430,12 +407,12 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
   return true;
 }
 
-// The number pass's writes and find under kFit: every load of the find (each claimer's table record, the start
+// The number pass's writes and find: every load of the find (each claimer's table record, the start
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
 // (the same slots, urow and scores as find_slots).
 template <int K, int W>
-__device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool (&claimed)[K],
+__device__ __forceinline__ void number_find(const DedupParams& p, const bool (&claimed)[K],
                                                 const int32_t (&idx)[K], const int32_t (&sset)[K],
                                                 const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
                                                 int warp, const unsigned (&ball)[K], unsigned below) {
@@ -505,11 +482,11 @@ __device__ __forceinline__ void number_find_fit(const DedupParams& p, const bool
   }
 }
 
-// kFit (kDedupNumberFit, the default): every load first (the ids' inverse and keys beside the earlier chunks'
-// counts, 4 at once; then the find's, number_find_fit), fitted to 3 blocks per SM (80 registers, no spills; the
-// plain pass, lab flags without kDedupNumberFit, takes 64 with the find's key groups spilled).
-template <bool kSmem, bool kFit, int NB = kInsertBlock>
-__device__ __forceinline__ void number_pass(const DedupParams& p) {
+// Every load first (the ids' inverse and keys beside the earlier chunks' counts, 4 at once; then the find's,
+// number_find), fitted to 3 blocks per SM (80 registers, no spills).
+template <bool kSmem>
+__global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupParams p) {
+  constexpr int NB = kInsertBlock;
   constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
   static_assert(K * W == 32 && K * NB == kChunk, "number: a chunk per block, 32 (round, warp) counts");
   __shared__ int32_t wbase[32];  // (round, warp) -> first unique of its claimers; first W: block sums
@@ -522,27 +499,21 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   }
   int32_t idx[K], sset[K];  // sset: a claimer's set slot (its inverse after the count pass)
   uint64_t key[K];
-  if constexpr (kFit) {  // the ids' loads first, beside the prefix's: one memory latency for all of them
 #pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t i = c0 + r * NB + threadIdx.x;
-      sset[r] = i < p.n ? p.inverse[i] : -1;
-      key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
-    }
+  for (int r = 0; r < K; ++r) {  // the ids' loads first, beside the prefix's: one memory latency for all of them
+    const int64_t i = c0 + r * NB + threadIdx.x;
+    sset[r] = i < p.n ? p.inverse[i] : -1;
+    key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
   }
   int before = 0;  // claimers of the earlier chunks
-  if constexpr (kFit) {
-    for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
-      int v[4];
+  for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
+    int v[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t cj = c + j * NB;
-        v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
-      }
-      before += (v[0] + v[1]) + (v[2] + v[3]);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t cj = c + j * NB;
+      v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
     }
-  } else {
-    for (int64_t c = threadIdx.x; c < blockIdx.x; c += NB) before += p.bag[c * kChunk + 1];
+    before += (v[0] + v[1]) + (v[2] + v[3]);
   }
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) before += __shfl_xor_sync(0xffffffffu, before, d);
@@ -557,7 +528,6 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * NB + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
-    if constexpr (!kFit) sset[r] = i < p.n ? p.inverse[i] : -1;
     claimed[r] = sset[r] >= 0;
   }
   unsigned ball[K];
@@ -591,48 +561,7 @@ __device__ __forceinline__ void number_pass(const DedupParams& p) {
   int f[K];
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
-  if constexpr (kFit) {
-    number_find_fit<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
-  } else {
-    int32_t u[K], t[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      u[r] = t[r] = 0;
-      key[r] = 0;
-      if (claimed[r]) {
-        u[r] = wbase[r * W + warp] + __popc(ball[r] & below);
-        key[r] = __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + idx[r]);
-        t[r] = __ldg(p.feature_table + f[r]);
-      }
-    }
-    if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
-    // the step's find (lookup_step): each unique's slot in its table, a training hit's new score
-    int64_t slot[K];
-    find_slots<K>(p.find_meta, p.find_train, claimed, key, t, slot);
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      if (!claimed[r]) continue;
-      p.urow[u[r]] = slot[r] >= 0 ? slot[r] : (p.find_train ? kUrowPending : -1);
-      if (p.find_train && slot[r] < 0) *p.pending = 1;  // (a plain store: every writer writes 1)
-    }
-  }
-}
-
-template <bool kSmem>
-__global__ void __launch_bounds__(kInsertBlock) dedup_number_kernel(DedupParams p) {
-  number_pass<kSmem, false>(p);
-}
-
-template <bool kSmem>
-__global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_fit_kernel(DedupParams p) {
-  number_pass<kSmem, true>(p);
-}
-
-// kDedupNumberWide: the fitted pass with 512 threads per chunk (2 ids each), fitted to 3 blocks per SM (40
-// registers, a few spilled): 48 warps per SM against 32, for a pass that waits on memory latency
-template <bool kSmem>
-__global__ void __launch_bounds__(512, 3) dedup_number_wide_kernel(DedupParams p) {
-  number_pass<kSmem, true, 512>(p);
+  number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
 }
 
 // ---------------------------------------------------------------- find (find_later)
@@ -781,23 +710,15 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
                 st, p, "dedup insert");
   }
   launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
-  if (p.flags & kDedupNumberWide) {
-    launch_pass(pdl, smem ? detail::dedup_number_wide_kernel<true> : detail::dedup_number_wide_kernel<false>,
-                insert_grid, 512, st, p, "dedup number");
-  } else {
-    const bool fit = (p.flags & kDedupNumberFit) != 0;
-    launch_pass(pdl,
-                fit ? (smem ? detail::dedup_number_fit_kernel<true> : detail::dedup_number_fit_kernel<false>)
-                    : (smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>),
-                insert_grid, B, st, p, "dedup number");
-  }
+  launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
+              p, "dedup number");
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }
 
 namespace {
 std::atomic<int> g_find_later{0};
-std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupNumberFit | kDedupPdl | kStepPdl};
+std::atomic<int> g_dedup_flags{kDedupCasFirst | kDedupPdl | kStepPdl};
 }
 
 int dedup_flags_variant(int v) {

@@ -151,28 +151,18 @@ struct DedupParams {
 };
 enum DedupFlags : int {
   kDedupCasFirst = 1,        // the insert's global set probe starts with the CAS, no load before it (default)
-  kDedupPrefetchKeys = 2,    // lab, with find_meta: the count pass's claimers prefetch their keys' start groups
-  kDedupPrefetchScores = 4,  // lab, with kDedupPrefetchKeys in training: and the groups' score sectors
-  kDedupNumberFit = 8,       // the number pass with its loads first, fitted to 3 blocks per SM (no spills;
-                             // default)
   kDedupPdl = 16,            // sm90+ (default): insert, count, number and resolve launched as programmatic
                              // dependents of the pass before (each starts while the one before drains, then waits)
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kDedupNumberWide = 64,     // lab: kDedupNumberFit's pass with 512 threads per chunk (2 ids each), 3 blocks per SM
-                             // (40 registers: 75 % occupancy against 50 %)
-  kDedupFlagsAll = 127,
+  kDedupFlagsAll = 63,       // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
-// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupNumberFit); sets them when v
-// is in [0, kDedupFlagsAll] (others only read), returns the ones before.
+// The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
+// when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
 int dedup_flags_variant(int v);
 // Whether the current device runs programmatic dependent launches (sm90+; asked once per process).
 bool pdl_supported();
-// Lab (op _lookup_lab_seg_apply): the segmented update's fp32 4-wide kernel (K entries in flight, rows evict-first
-// H, blocks per SM): SGD (direct) 0 = 8/1/3 (default), 1 = 8/1/4, 2 = 4/1/4; Adam 0 = 2/1/4 (default), 1 = 4/1/3,
-// 2 = 1/1/4, 3 = 2/0/4. Sets it when v is 0..3, returns the one before.
-int seg_apply_variant(int v);
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
 // The find of launch_dedup's number pass as a kernel of its own over the uniques (p.find_later).

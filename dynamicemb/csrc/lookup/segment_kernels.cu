@@ -25,9 +25,9 @@
 // every run). launch_segment_csr (keys, sort, bounds) needs only the dedup's output, so the training forward
 // runs it on a side stream (op lookup_step, fork_segment_csr); launch_segmented_backward runs the apply kernel. The kernel's L2 traffic
 // (bag-gradient gathers and row read-modify-writes, ~5-7 GB per step of the benchmark) bounds it, so fp32 rows
-// are read and written evict-first (ld/st.global.cs) and plain fp32 SGD adds -lr * sum into a whole segment's row
-// with one vector reduction per lane (no row load). Variants (K, blocks per SM) chosen per optimizer by A/B on an
-// H200 (benchmarks/RESULTS.md).
+// are read and written evict-first (ld/st.global.cs; Adam's past L1 without the hint: run_segmented) and plain
+// fp32 SGD adds -lr * sum into a whole segment's row with one vector reduction per lane (no row load). The forms
+// (K, blocks per SM, row hint) are chosen per optimizer by A/B on an H200 (benchmarks/RESULTS.md).
 #include <atomic>
 #include <mutex>
 #include <type_traits>
@@ -314,9 +314,11 @@ __device__ __forceinline__ void cut_piece(const BackwardParams& p, const OptCons
 // in L2 (ld/st.global.cs). MINB: blocks per SM the registers are fitted to. R (plain fp32 SGD, p.direct): a whole
 // segment adds -lr * sum into its row with vector reductions (red.global.add: the row is never read by the SM,
 // one 512-byte L2 transfer instead of a load and a store; one add per row, so still deterministic).
+// Launched as a programmatic dependent of the stream's previous kernel (sm90+), it waits for it first.
 template <int V, int N, int OPT, int K, int H, int MINB, int R = 0>
 __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardParams p) {
   using T = typename Val<V>::T;
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * kSegBlock + threadIdx.x) >> 5;
   const int64_t total = p.seg_start[p.n];
@@ -416,35 +418,28 @@ __global__ void __launch_bounds__(kSegBlock, MINB) seg_apply_kernel(BackwardPara
   }
 }
 
-// Variants of the fp32 4-wide kernel, picked by A/B on an H200 (benchmark workload; benchmarks/RESULTS.md): plain
-// SGD adds whole segments with reductions at 3 blocks per SM, Adam and Adagrad take 2 entries at a time at 4 blocks
-// per SM; all read and write rows evict-first. Other value types keep the 2-block kernel, rows loaded past L1.
-std::atomic<int> g_seg_apply{0};  // lab (op _lookup_lab_seg_apply): the fp32 4-wide kernel's variant, 0 default
-
+// The fp32 4-wide kernel's form per optimizer, picked by A/B on an H200 (NVIDIA's config; benchmarks/RESULTS.md,
+// docs/dynamicemb.md): plain SGD adds whole segments with reductions, 8 entries in flight at 3 blocks per SM, rows
+// evict-first; Adam 2 entries in flight at 4 blocks per SM, rows past L1 (ld.global.cg, no evict-first hint: each
+// row is read and written once, nothing else to keep in L2 with pooling none); Adagrad and row-wise Adagrad as
+// listed. Other value types keep the 2-block kernel, rows past L1. With the step's programmatic launches
+// (kStepPdl, sm90+) the 4-wide kernel is a programmatic dependent of the pass before it.
 template <int V, int N, int OPT>
 void run_segmented(const BackwardParams& p, cudaStream_t st) {
   constexpr int K = (OPT == kSgd || OPT == kRowWiseAdagrad) ? 8 : 4;
   const int64_t warps = (p.n + p.seg_chunk - 1) / p.seg_chunk;
   const unsigned grid = blocks_for(warps, kSegBlock / 32);
   if constexpr (V == kValueFp32 && N == 4) {
-    const int lab = g_seg_apply.load(std::memory_order_relaxed);
+    const bool pdl = pdl_supported() && (dedup_flags_variant(-1) & (kDedupPdl | kStepPdl)) == (kDedupPdl | kStepPdl);
     if constexpr (OPT == kSgd) {
-      if (p.direct) {
-        if (lab == 1) seg_apply_kernel<V, N, OPT, 8, 1, 4, 1><<<grid, kSegBlock, 0, st>>>(p);
-        else if (lab == 2) seg_apply_kernel<V, N, OPT, 4, 1, 4, 1><<<grid, kSegBlock, 0, st>>>(p);
-        else seg_apply_kernel<V, N, OPT, 8, 1, 3, 1><<<grid, kSegBlock, 0, st>>>(p);
-      } else {
-        seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
-      }
+      if (p.direct) launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 8, 1, 3, 1>, grid, kSegBlock, st, p);
+      else launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 4, 1, 3>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kRowWiseAdagrad) {
-      seg_apply_kernel<V, N, OPT, K, 1, 2><<<grid, kSegBlock, 0, st>>>(p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, K, 1, 2>, grid, kSegBlock, st, p);
     } else if constexpr (OPT == kAdam) {
-      if (lab == 1) seg_apply_kernel<V, N, OPT, 4, 1, 3><<<grid, kSegBlock, 0, st>>>(p);
-      else if (lab == 2) seg_apply_kernel<V, N, OPT, 1, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
-      else if (lab == 3) seg_apply_kernel<V, N, OPT, 2, 0, 4><<<grid, kSegBlock, 0, st>>>(p);
-      else seg_apply_kernel<V, N, OPT, 2, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 0, 4>, grid, kSegBlock, st, p);
     } else {
-      seg_apply_kernel<V, N, OPT, 2, 1, 4><<<grid, kSegBlock, 0, st>>>(p);
+      launch_maybe_pdl(pdl, seg_apply_kernel<V, N, OPT, 2, 1, 4>, grid, kSegBlock, st, p);
     }
   } else {
     seg_apply_kernel<V, N, OPT, K, 0, 2><<<grid, kSegBlock, 0, st>>>(p);
@@ -453,12 +448,6 @@ void run_segmented(const BackwardParams& p, cudaStream_t st) {
 }
 
 }  // namespace detail
-
-int seg_apply_variant(int v) {
-  const int old = detail::g_seg_apply.load();
-  if (v >= 0 && v <= 3) detail::g_seg_apply.store(v);
-  return old;
-}
 
 int segment_sort_bits(int64_t n) {
   int bits = 1;

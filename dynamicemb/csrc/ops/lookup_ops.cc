@@ -162,10 +162,6 @@ int64_t lookup_lab_dedup(int64_t variant) {
 // Lab: how a training step writes the refusals' host mirror: 0 the forward kernel's first block (default), 1 a
 // copy after the forward (as before the kernel wrote it); other values only read it. Returns the one before.
 std::atomic<int> g_mirror_copy{0};
-// Lab: the segmented update's kernel variant (seg_apply_variant; 0 the default). Returns the one before.
-int64_t lookup_lab_seg_apply(int64_t variant) {
-  return seg_apply_variant(variant >= 0 && variant <= 3 ? static_cast<int>(variant) : -1);
-}
 
 int64_t lookup_lab_mirror(int64_t variant) {
   const int old = g_mirror_copy.load();
@@ -898,7 +894,6 @@ STABLE_TORCH_LIBRARY_FRAGMENT(dynamicemb, m) {
   m.def("_lookup_lab_find_later(int variant) -> int");
   m.def("_lookup_lab_dedup(int variant) -> int");
   m.def("_lookup_lab_mirror(int variant) -> int");
-  m.def("_lookup_lab_seg_apply(int variant) -> int");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CUDA, m) {
@@ -917,7 +912,6 @@ STABLE_TORCH_LIBRARY_IMPL(dynamicemb, CompositeExplicitAutograd, m) {
   m.impl("_lookup_lab_find_later", TORCH_BOX(&dynamicemb::lookup::lookup_lab_find_later));
   m.impl("_lookup_lab_dedup", TORCH_BOX(&dynamicemb::lookup::lookup_lab_dedup));
   m.impl("_lookup_lab_mirror", TORCH_BOX(&dynamicemb::lookup::lookup_lab_mirror));
-  m.impl("_lookup_lab_seg_apply", TORCH_BOX(&dynamicemb::lookup::lookup_lab_seg_apply));
   m.impl("lookup_step_ws_size", TORCH_BOX(&dynamicemb::lookup::lookup_step_ws_size));
   m.impl("device_error_block", TORCH_BOX(&dynamicemb::lookup::device_error_block));
   m.impl("clear_device_error", TORCH_BOX(&dynamicemb::lookup::clear_device_error));
