@@ -104,6 +104,18 @@ constexpr int kPdsLoopFreeStores = 9;
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
+// kernel_options(sm90=False, bwd_sm80_dq_frag=n) (bf16, D = 128 / 256 without contexts; opt-in until measured): the
+// default bodies adding dQ into a fragment-ordered workspace (DqFrag below) instead of the row-major one, so each
+// reduction's 32 lanes hit contiguous addresses: n = 1 the widest form (red.global.add.v4.f32 on sm_90+: 8
+// instructions of 4 lines a warp and tile at D = 128; sm_80 code has no vector reductions: the scalar form there),
+// n = 2 the scalar form (32 of 1 line; FlashAttention-2's). Row-major: 16 red.v2 of 8 lines each (128 lines).
+constexpr int kPdsLoopFreeFrag = 11;          // D = 128's default body, dQ form 1
+constexpr int kPdsLoopFreeFragScalar = 12;    // D = 128's default body, dQ form 2
+constexpr int kPdsLoopFreeDqFirstFrag = 13;   // D = 256's default body, dQ form 1
+template <int PIPE>
+constexpr int kPdsDqFragForm = PIPE == kPdsLoopFreeFrag || PIPE == kPdsLoopFreeDqFirstFrag ? 1
+                               : PIPE == kPdsLoopFreeFragScalar                             ? 2
+                                                                                            : 0;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
@@ -198,6 +210,32 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
+// The fragment-ordered dQ workspace: per head, the queries of every sequence b from row cu_seqlens_q[b] + 64 b (each
+// sequence padded by one tile, so its last partial tile ends before the next sequence's rows), (H, total_q + 64 B, D)
+// fp32 in all; a 64-query tile's 64 x D floats in the order the dQ warps hold them: warp w's QR x QC block at
+// w QR QC, in it the reductions in the order (piece, mt, dt, hf / e as the width leaves them), each 32 lanes x W
+// floats contiguous. W, the floats per lane and reduction: form 1 4 on sm_90+ (red.v4), 1 on sm_80 (scalar only
+// there); form 2 1. hstu_dq_frag_convert_kernel reads it back in the same order.
+constexpr int kDqFragPad = 64;
+template <int FORM>
+__device__ __forceinline__ constexpr int dq_frag_width() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return FORM == 1 ? 4 : 1;
+#else
+  return 1;
+#endif
+}
+template <int W>
+__device__ __forceinline__ void red_add_w(float* addr, const float* x) {
+  if constexpr (W == 4) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(x[0]), "f"(x[1]), "f"(x[2]),
+                 "f"(x[3])
+                 : "memory");
+  } else {
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr), "f"(x[0]) : "memory");
+  }
+}
+
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
 // N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
 template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
@@ -254,15 +292,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree =
-      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
+  constexpr int kDqFrag = kPdsDqFragForm<PIPE>;
+  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst || PIPE == kPdsLoopFreeDqFirstFrag;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores ||
+                             kDqFirstBody || kDqFrag != 0;
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
 #else
   constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
 #endif
-  constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
+  constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
@@ -777,6 +817,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                   ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
                 });
           }
+          if constexpr (kDqFrag != 0) {
+            // The tile's fragment-ordered block (DqFrag): rows past lq add their zeros to their own slots.
+            constexpr int W = dq_frag_width<kDqFrag>();
+            float* fp = p.dq_accum +
+                        ((int64_t)h * (p.total_q + kDqFragPad * p.batch) + si.q_start + kDqFragPad * b + m0) * D +
+                        warp * (QR * QC) + lane * W;
+#pragma unroll
+            for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+              for (int dt = 0; dt < QPW / 8; ++dt)
+#pragma unroll
+                for (int f = 0; f < 4 / W; ++f)
+                  red_add_w<W>(fp + (((piece * QMT + mt) * (QPW / 8) + dt) * (4 / W) + f) * 32 * W,
+                               &acc_q[mt][dt][f * W]);
+            continue;
+          }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
@@ -814,7 +870,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
+          if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());
