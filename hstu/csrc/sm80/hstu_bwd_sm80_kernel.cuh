@@ -966,9 +966,12 @@ cudaError_t launch_hstu_bwd_dq_frag(const HstuParams& p, cudaStream_t stream) {
   const int form = p.bwd_sm80_cfg / kBwdSm80DqFragFlag;
   if constexpr (std::is_same<T, __nv_bfloat16>::value && (D == 128 || D == 256)) {
     if (p.num_contexts == nullptr && (form == 1 || (form == 2 && D == 128))) {
-      if constexpr (D == 256) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirstFrag>(p, stream);
-      if (form == 2) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFragScalar>(p, stream);
-      return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFrag>(p, stream);
+      if constexpr (D == 256) {
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirstFrag>(p, stream);
+      } else {
+        if (form == 2) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFragScalar>(p, stream);
+        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFrag>(p, stream);
+      }
     }
   }
   return cudaErrorNotSupported;
