@@ -224,14 +224,10 @@ FP8_SILU_SHIFT = 50
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
 FP8_FWD_VAR_SHIFT = 52
 FP8_FWD_VARS = 7
-# bit 61 (hstu_plan.h kOptBwdSm80DqFrag): kernel_options(bwd_sm80_dq_frag=n), the sm80-class backward's
-# fragment-ordered dQ workspace, n - 1 in the bwd_sm80_cfg field (private, for comparisons)
-BWD_SM80_DQ_FRAG_BIT = 1 << 61
-BWD_SM80_DQ_FRAGS = 2
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
-                  | (15 << FP8_FWD_VAR_SHIFT) | BWD_SM80_DQ_FRAG_BIT)
+                  | (15 << FP8_FWD_VAR_SHIFT))
 _options_state = threading.local()
 
 
@@ -247,8 +243,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: Optional[bool] = None,
-                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
-                   bwd_sm80_dq_frag: int = 0) -> Iterator[None]:
+                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -344,9 +339,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     backward runs under the same ones.
     ``fwd_trace=True`` (diagnostics): the paged Hopper forward's work-list CTAs write ``%globaltimer`` at their
     phases into a device buffer that ``paged_fwd_trace()`` returns (hstu/_paged.py; the same output, a little
-    slower). ``bwd_sm80_dq_frag`` (private, with ``bwd_sm80_cfg=0``): the sm80-class backward's dQ added into a
-    fragment-ordered workspace, 1 with its widest reductions (v4 on sm_90+), 2 scalar ones; bf16, D = 128 / 256
-    (2: D = 128), no contexts (elsewhere the call raises).
+    slower).
 
     Example:
         >>> with hstu_attn._ops.kernel_options(sm90=False):
@@ -371,11 +364,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_bwd", "None, True or False", fp8_bwd)
     if isinstance(fp8_fwd_var, bool) or not isinstance(fp8_fwd_var, int) or not 0 <= fp8_fwd_var <= FP8_FWD_VARS:
         _err("fp8_fwd_var", f"an int in [0, {FP8_FWD_VARS}]", fp8_fwd_var)
-    if (isinstance(bwd_sm80_dq_frag, bool) or not isinstance(bwd_sm80_dq_frag, int)
-            or not 0 <= bwd_sm80_dq_frag <= BWD_SM80_DQ_FRAGS or (bwd_sm80_dq_frag and bwd_sm80_cfg)):
-        _err("bwd_sm80_dq_frag", f"an int in [0, {BWD_SM80_DQ_FRAGS}] (with bwd_sm80_cfg=0)", bwd_sm80_dq_frag)
-    if bwd_sm80_dq_frag:
-        bwd_sm80_cfg = bwd_sm80_dq_frag - 1
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))
@@ -389,8 +377,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             bits |= OPTION_BITS[name]
     if fp8_bwd is False:
         bits |= FP8_BWD_DEQUANT_BIT
-    if bwd_sm80_dq_frag:
-        bits |= BWD_SM80_DQ_FRAG_BIT
     old = _current_options()
     _options_state.bits = bits
     try:

@@ -45,8 +45,6 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8FwdVarShift = (\d+),", text).group(1)) == _ops.FP8_FWD_VAR_SHIFT
     assert re.search(r"kOptFp8FwdVarMask = int64_t\{15\} << kOptFp8FwdVarShift,", text)
     assert re.search(r"\(bits >> kOptFp8FwdVarShift\) & 15\)", text)
-    # the sm80-class backward's fragment-ordered dQ workspace: bit 61, its form in the bwd_sm80_cfg field
-    assert re.search(r"kOptBwdSm80DqFrag = int64_t\{1\} << 61,", text) and _ops.BWD_SM80_DQ_FRAG_BIT == 1 << 61
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
@@ -95,12 +93,6 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == _ops.FP8_BWD_DEQUANT_BIT == 1 << 56
         with _ops.kernel_options(fp8_bwd=None):  # (the default routing)
             assert _ops._current_options() == 0
-        with _ops.kernel_options(bwd_sm80_dq_frag=2):  # (private, for comparisons: n - 1 in the cfg field)
-            assert _ops._current_options() == _ops.BWD_SM80_DQ_FRAG_BIT | 1 << _ops.BWD_SM80_CFG_SHIFT
-        for bad in ({"bwd_sm80_dq_frag": 3}, {"bwd_sm80_dq_frag": True}, {"bwd_sm80_dq_frag": 1, "bwd_sm80_cfg": 4}):
-            with pytest.raises(ValueError, match="bwd_sm80_dq_frag"):
-                with _ops.kernel_options(**bad):
-                    pass
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)

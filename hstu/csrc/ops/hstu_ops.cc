@@ -167,7 +167,7 @@ template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
   // (bit 56: kernel_options(fp8_bwd=False), read by hstu/_fp8.py; no kernel here reads it)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             kOptFp8FwdVarMask | (int64_t{1} << 56) | kOptBwdSm80DqFrag;
+                             kOptFp8FwdVarMask | (int64_t{1} << 56);
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -254,10 +254,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_with_options(
 
   // deterministic: dq comes from a query-parallel kernel that writes every row of every sequence once (rows
   // outside cu_seqlens_q stay zero), instead of fp32 atomics into a workspace.
-  // (the fragment-ordered dQ workspace's converter writes the sequences' rows only)
-  const bool dq_zeros = deterministic || HstuOptions::from_bits(options).bwd_sm80_dq_frag > 0;
-  Tensor dq = dq_zeros ? torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)})
-                       : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
+  Tensor dq = deterministic ? torch::stable::new_zeros(q, {q.size(0), q.size(1), q.size(2)})
+                            : torch::stable::new_empty(q, {q.size(0), q.size(1), q.size(2)});
   Tensor dk = torch::stable::new_empty(k, {k.size(0), k.size(1), k.size(2)});
   Tensor dv = torch::stable::new_empty(v, {v.size(0), v.size(1), v.size(2)});
   const bool half = q.scalar_type() == ScalarType::Half;

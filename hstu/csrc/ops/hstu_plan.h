@@ -73,9 +73,6 @@ enum HstuOptionBits : int64_t {
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
-  // bit 61: the sm80-class backward's fragment-ordered dQ workspace (kernel_options(bwd_sm80_dq_frag=n); private,
-  // for comparisons): n - 1 in the bwd_sm80_cfg field (kPdsDqFragForm in hstu_bwd_sm80_pds_kernel.cuh)
-  kOptBwdSm80DqFrag = int64_t{1} << 61,
 };
 
 // Semantic flags, in the upper half of the same int64 `options` (what the call computes, not which kernel computes
@@ -112,7 +109,6 @@ struct HstuOptions {
   int fp8_fwd_diag = 0;  // HstuFp8FwdParams::diag
   int fp8_silu = 0;      // HstuFp8FwdParams::silu
   int fp8_fwd_var = 0;   // HstuFp8FwdParams::var
-  int bwd_sm80_dq_frag = 0;  // 0 the row-major dQ workspace, else the fragment-ordered one's form
 
   static HstuOptions from_bits(int64_t bits) {
     HstuOptions o;
@@ -138,10 +134,6 @@ struct HstuOptions {
     o.fp8_fwd_diag = static_cast<int>((bits >> kOptFp8FwdDiagShift) & 3);
     o.fp8_silu = static_cast<int>((bits >> kOptFp8SiluShift) & 3);
     o.fp8_fwd_var = static_cast<int>((bits >> kOptFp8FwdVarShift) & 15);
-    if (bits & kOptBwdSm80DqFrag) {
-      o.bwd_sm80_dq_frag = 1 + o.bwd_sm80_cfg;
-      o.bwd_sm80_cfg = 0;
-    }
     return o;
   }
 };
@@ -232,7 +224,7 @@ constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
-  int64_t dq_floats = 0;    // fp32 dq workspace (total_q x H x D, or the Hopper D = 256 layout); 0 when deterministic
+  int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
   int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
@@ -249,14 +241,8 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
   plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
   if (deterministic) return plan;
-  plan.dq_floats = p.total_q * p.heads * p.head_dim;
-  if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) {
-    if (o.bwd_sm80_dq_frag > 0) {  // (hstu_bwd_sm80_kernel.cuh kBwdSm80DqFragFlag; padded by kDqFragPad rows)
-      plan.bwd_sm80_cfg = 16 * o.bwd_sm80_dq_frag;
-      plan.dq_floats = (p.total_q + int64_t{64} * p.batch) * p.heads * p.head_dim;
-    }
-    return plan;
-  }
+  plan.dq_floats = bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, p.head_dim);
+  if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;
   plan.family = KernelFamily::kSm90;
   plan.bwd_grid = o.bwd_grid;
   HstuParams q = p;

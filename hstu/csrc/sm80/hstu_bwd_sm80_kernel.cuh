@@ -563,31 +563,48 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
   }
 }
 
-// dq <- the fragment-ordered workspace (DqFrag in hstu_bwd_sm80_pds_kernel.cuh, form FORM): grid (64-query tiles,
-// batch, heads); each thread converts the pairs (c, c + 1) of one dQ lane's fragment element hf in the workspace's
-// order (hf fastest, then the lane, then the reduction), so a warp reads whole sectors (W = 4: 256 contiguous bytes);
-// rows of a tile past cu_seqlens_q skipped.
-template <typename T, int D, int FORM>
-__global__ void hstu_dq_frag_convert_kernel(const HstuParams p) {
+// dq <- the fp32 workspace at D = 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the kernel set
+// its flag (dq_frag_flag), else row-major. Grid (64-query tiles, batch, heads); fragment order: each thread the pair
+// (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the lane, then the
+// m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the rows outside
+// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+template <typename T, int D>
+__global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
   using C = BwdPdsConfig<D, 8>;
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
-  constexpr int QMT = QR / 16, NDT = QPW / 8;
+  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
   const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
+  const bool frag = *dq_frag_flag<D>(p) != 0.f;
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
-  if (rows <= 0) return;
-  constexpr int W = dq_frag_width<FORM>();
-  const float* ws =
-      p.dq_accum + ((int64_t)h * (p.total_q + kDqFragPad * p.batch) + q_start + kDqFragPad * b + m0) * D;
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
-  for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
-    const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: (w, piece, mt, dt)
-    const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % (QC / QPW), w = g / (NDT * QMT * (QC / QPW));
-    const int rr = (w % C::kQWM) * QR + mt * 16 + hf * 8 + lane / 4;
-    if (rr >= rows) continue;
-    const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
-    const int s = w * QR * QC + (((g % (NDT * QMT * (QC / QPW))) * (4 / W) + (hf * 2) / W) * 32 + lane) * W + (hf * 2) % W;
-    *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(ws[s], ws[s + (W > 1 ? 1 : 32)]);
+  if (frag) {
+    const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
+    for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
+      const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: the (warp, piece, mt, dt) reduction
+      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+      const int rr = (w % C::kQWM) * QR + mt * 16 + hf * 8 + lane / 4;
+      if (rr >= rows) continue;
+      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+      const float2 x = *reinterpret_cast<const float2*>(ws + g * 128 + lane * 4 + hf * 2);
+      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
+    }
+  } else {
+    const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
+    for (int i = threadIdx.x; i < rows * (D / 2); i += blockDim.x) {
+      const int rr = i / (D / 2), c = (i % (D / 2)) * 2;
+      const float2 x = *reinterpret_cast<const float2*>(ws + (int64_t)rr * p.heads * D + c);
+      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
+    }
+  }
+  const int64_t lo = p.cu_seqlens_q[0], hi = p.cu_seqlens_q[p.batch];
+  const int64_t per_row = (int64_t)p.heads * (D / 2);
+  const int64_t first = ((int64_t)(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x;
+  const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+  for (int64_t e = first + threadIdx.x; e < (lo + p.total_q - hi) * per_row; e += step) {
+    const int64_t r = e / per_row, row = r < lo ? r : hi + (r - lo);
+    const int hh = static_cast<int>((e % per_row) / (D / 2)), c = static_cast<int>(e % (D / 2)) * 2;
+    *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dq) + row * p.dq_row_stride + hh * p.dq_head_stride + c) = 0u;
   }
 }
 
@@ -957,29 +974,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
   }
 }
 
-// p.bwd_sm80_cfg = kBwdSm80DqFragFlag * n: kernel_options(bwd_sm80_dq_frag=n), the default bodies with the
-// fragment-ordered dQ workspace (kPdsDqFragForm; the op sized and zeroed it). bf16, D = 128 / 256, no contexts, the
-// 8-warp layout fitting; otherwise cudaErrorNotSupported (the op raises: a private comparison switch).
-constexpr int kBwdSm80DqFragFlag = 16;
-template <typename T, int D>
-cudaError_t launch_hstu_bwd_dq_frag(const HstuParams& p, cudaStream_t stream) {
-  const int form = p.bwd_sm80_cfg / kBwdSm80DqFragFlag;
-  if constexpr (std::is_same<T, __nv_bfloat16>::value && (D == 128 || D == 256)) {
-    if (p.num_contexts == nullptr && (form == 1 || (form == 2 && D == 128))) {
-      if constexpr (D == 256) {
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirstFrag>(p, stream);
-      } else {
-        if (form == 2) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFragScalar>(p, stream);
-        return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeFrag>(p, stream);
-      }
-    }
-  }
-  return cudaErrorNotSupported;
-}
-
 template <typename T, int D>
 cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
-  if (p.bwd_sm80_cfg >= kBwdSm80DqFragFlag) return launch_hstu_bwd_dq_frag<T, D>(p, stream);
   if (p.bwd_sm80_cfg >= 1 && p.bwd_sm80_cfg <= kBwdSm80LastCfg && p.bwd_sm80_cfg != kBwdSm80OldCfg) {
     // the call's candidate where it applies and fits
     const cudaError_t err = launch_hstu_bwd_candidate<T, D>(p, p.bwd_sm80_cfg, stream);
@@ -1026,23 +1022,15 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
       err = launch_hstu_bwd_dq<T, D>(p, stream);
       if (err != cudaSuccess) return err;
     }
-  } else if (p.bwd_sm80_cfg >= kBwdSm80DqFragFlag) {
-    if constexpr (D == 128 || D == 256) {
-      if (p.max_seqlen_q > 0) {
-        const dim3 grid((p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad, p.batch, p.heads);
-        if (p.bwd_sm80_cfg / kBwdSm80DqFragFlag == 1) {
-          hstu_dq_frag_convert_kernel<T, D, 1><<<grid, 256, 0, stream>>>(p);
-        } else {
-          hstu_dq_frag_convert_kernel<T, D, 2><<<grid, 256, 0, stream>>>(p);
-        }
-        err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-      }
-    }
   } else if (p.total_q > 0) {
-    const int64_t n = p.total_q * p.heads * D;
-    const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
-    hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
+    if constexpr (D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
+      const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
+      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
+    } else {
+      const int64_t n = p.total_q * p.heads * D;
+      const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
+      hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
+    }
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

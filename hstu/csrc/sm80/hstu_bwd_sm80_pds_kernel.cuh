@@ -104,18 +104,6 @@ constexpr int kPdsLoopFreeStores = 9;
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
-// kernel_options(sm90=False, bwd_sm80_dq_frag=n) (bf16, D = 128 / 256 without contexts; opt-in until measured): the
-// default bodies adding dQ into a fragment-ordered workspace (DqFrag below) instead of the row-major one, so each
-// reduction's 32 lanes hit contiguous addresses: n = 1 the widest form (red.global.add.v4.f32 on sm_90+: 8
-// instructions of 4 lines a warp and tile at D = 128; sm_80 code has no vector reductions: the scalar form there),
-// n = 2 the scalar form (32 of 1 line; FlashAttention-2's). Row-major: 16 red.v2 of 8 lines each (128 lines).
-constexpr int kPdsLoopFreeFrag = 11;          // D = 128's default body, dQ form 1
-constexpr int kPdsLoopFreeFragScalar = 12;    // D = 128's default body, dQ form 2
-constexpr int kPdsLoopFreeDqFirstFrag = 13;   // D = 256's default body, dQ form 1
-template <int PIPE>
-constexpr int kPdsDqFragForm = PIPE == kPdsLoopFreeFrag || PIPE == kPdsLoopFreeDqFirstFrag ? 1
-                               : PIPE == kPdsLoopFreeFragScalar                             ? 2
-                                                                                            : 0;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
@@ -210,30 +198,29 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
-// The fragment-ordered dQ workspace: per head, the queries of every sequence b from row cu_seqlens_q[b] + 64 b (each
-// sequence padded by one tile, so its last partial tile ends before the next sequence's rows), (H, total_q + 64 B, D)
-// fp32 in all; a 64-query tile's 64 x D floats in the order the dQ warps hold them: warp w's QR x QC block at
-// w QR QC, in it the reductions in the order (piece, mt, dt, hf / e as the width leaves them), each 32 lanes x W
-// floats contiguous. W, the floats per lane and reduction: form 1 4 on sm_90+ (red.v4), 1 on sm_80 (scalar only
-// there); form 2 1. hstu_dq_frag_convert_kernel reads it back in the same order.
-constexpr int kDqFragPad = 64;
-template <int FORM>
-__device__ __forceinline__ constexpr int dq_frag_width() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return FORM == 1 ? 4 : 1;
-#else
-  return 1;
-#endif
+// The fragment-ordered dQ workspace (kDqFrag: the 8-warp kernels at D = 256, and at D = 128 those with dP in one
+// pass, in sm_90+ code; hstu_bwd_sm80_limits.h bwd_sm80_dq_floats sizes it): per head, the queries of every sequence
+// b from row cu_seqlens_q[b] + 64 b (each sequence padded by one tile, so its last partial tile ends before the next
+// sequence's rows), (H, total_q + 64 B, D) fp32; a 64-query tile's 64 x D floats in the order the dQ warps hold them:
+// warp w's QR x QC block at w QR QC, in it one red.global.add.v4.f32 per (piece, mt, dt) (a thread's 4 values of that
+// m16n8 accumulator), its 32 lanes' 512 bytes contiguous: 4 L2 lines per instruction, 32 a warp and (64 x 128) tile
+// pair, where the row-major workspace takes 16 red.v2 of 8 rows x 32 bytes (128 lines: the L1's request queue
+// fills, lg_throttle). Those kernels set the flag word behind the workspace (dq_frag_flag), so that
+// hstu_dq_tile_convert_kernel reads the layout that was written; the other kernels (and sm_80 code, which has no
+// vector reductions) add into the row-major layout.
+constexpr int kDqFragPad = static_cast<int>(kBwdSm80DqFragPad);
+__device__ __forceinline__ int64_t dq_frag_head_rows(const HstuParams& p) { return p.total_q + kDqFragPad * p.batch; }
+template <int D>
+__device__ __forceinline__ float* dq_frag_flag(const HstuParams& p) {
+  return p.dq_accum + dq_frag_head_rows(p) * p.heads * D;
 }
-template <int W>
-__device__ __forceinline__ void red_add_w(float* addr, const float* x) {
-  if constexpr (W == 4) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(x[0]), "f"(x[1]), "f"(x[2]),
-                 "f"(x[3])
-                 : "memory");
-  } else {
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr), "f"(x[0]) : "memory");
-  }
+// *addr += x[0..3] by one fp32 vector reduction (sm_90+).
+__device__ __forceinline__ void red_add_f4(float* addr, const float* x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(x[0]), "f"(x[1]), "f"(x[2]),
+               "f"(x[3])
+               : "memory");
+#endif
 }
 
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
@@ -292,21 +279,28 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr int kDqFrag = kPdsDqFragForm<PIPE>;
-  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst || PIPE == kPdsLoopFreeDqFirstFrag;
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores ||
-                             kDqFirstBody || kDqFrag != 0;
+  constexpr bool kLoopFree =
+      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
+
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
 #else
   constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
 #endif
-  constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
+  constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
+  // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 128 the bodies with dP in one
+  // pass (the default's, cfg 10 / 12 / 13 / 15); D = 128's plain and pipelined bodies (the context kernel, cfg 9 /
+  // 14) add row-major (with the fragment order they spilled 4-12 B in sm_90a code).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || (D == 128 && kDpOnePass));
+#else
+  constexpr bool kDqFrag = false;
+#endif
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -375,6 +369,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int n_block = blockIdx.y;
   const int b = blockIdx.x;
   const int h = blockIdx.z;
+  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -817,20 +812,15 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                   ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
                 });
           }
-          if constexpr (kDqFrag != 0) {
-            // The tile's fragment-ordered block (DqFrag): rows past lq add their zeros to their own slots.
-            constexpr int W = dq_frag_width<kDqFrag>();
-            float* fp = p.dq_accum +
-                        ((int64_t)h * (p.total_q + kDqFragPad * p.batch) + si.q_start + kDqFragPad * b + m0) * D +
-                        warp * (QR * QC) + lane * W;
+          if constexpr (kDqFrag) {
+            // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
+            float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
+                        warp * (QR * QC) + lane * 4;
 #pragma unroll
             for (int mt = 0; mt < QMT; ++mt)
 #pragma unroll
               for (int dt = 0; dt < QPW / 8; ++dt)
-#pragma unroll
-                for (int f = 0; f < 4 / W; ++f)
-                  red_add_w<W>(fp + (((piece * QMT + mt) * (QPW / 8) + dt) * (4 / W) + f) * 32 * W,
-                               &acc_q[mt][dt][f * W]);
+                red_add_f4(fp + ((piece * QMT + mt) * (QPW / 8) + dt) * 128, acc_q[mt][dt]);
             continue;
           }
 #pragma unroll
@@ -870,7 +860,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (kDqFirstBody && warp >= NWARPS / 2) {
+          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());
