@@ -1,5 +1,5 @@
 """Digest of prof17's ncu raw CSV (ncu --import R --page raw --csv --print-metric-instances values): one markdown
-table, a column per profiled kernel, of where the backward's time goes as the length grows (branches bwd17, bwd18): L2 hit
+table, a column per profiled kernel, of where the backward's time goes (branches bwd17, bwd18): L2 hit
 rates of reads and of the dQ reductions, DRAM bytes, issue / tensor pipe, achieved occupancy, stall reasons per
 issued instruction, the SMs' active cycles (min / avg / max: the tail), instructions per warp and tile pair.
 Usage: ncu18.py RAW.csv [--pairs N ...] (the pairs of each kernel in order)."""

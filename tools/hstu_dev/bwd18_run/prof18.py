@@ -1,7 +1,7 @@
 """Backwards of the portable HSTU kernel (kernel_options(sm90=False)) and of FlashAttention-2 for ncu (branch bwd18,
-issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" (S the length; VAR as time17.py's: 0 the
-default, fN bwd_sm80_dq_frag=N, cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
-    ncu -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c N ... python3 prof18.py --runs 4096:0 16384:0 4096:f1 4096:f2 4096:fa2
+issue 39): bf16 causal B16 H4 D128, one backward per --runs item "S:VAR" (S the length; VAR as time18.py's: 0 the
+default, fN bwd_sm80_dq_frag=N (3624eed only), cN bwd_sm80_cfg=N, fa2 torch SDPA flash), in that order:
+    ncu -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c N ... python3 prof18.py --runs 4096:0 4096:f1 4096:fa2
 Prints the (64 x 128 query tile, key block) pairs of each run (8 warps a pair)."""
 import argparse
 

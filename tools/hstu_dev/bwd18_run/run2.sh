@@ -19,7 +19,7 @@ echo "== 1. GPU tests ($SECONDS s)"
 gpu_tests 22 $TF::test_sm80_backward_dq_workspace_layouts $TF::test_sm80_backward_grid_and_phase_order \
     $TF::test_sm80_backward_context_kernel $TF::test_sm80_backward_second_round_runs_its_kernel \
     $TK::test_sm80_and_sm90_kernels_agree_with_reference \
-    -k "layouts or phase_order or context_kernel or runs_its_kernel[128 or runs_its_kernel[256 or reference[128 or reference[256"
+    -k "layouts or phase_order or context_kernel or kernel[128 or kernel[256 or reference[128 or reference[256"
 echo "== 2. time18 ($SECONDS s)"
 PYTHONPATH=/tmp/site_$NAME timeout 8 python3 -P $T18 $NAME --vars 0 --fa2 --reps 5 "${SH[@]}" > $OUT/time.log 2>&1
 echo "rc $? ($SECONDS s)"

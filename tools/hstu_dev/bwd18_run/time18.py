@@ -1,9 +1,10 @@
 """Portable (sm80-class) backward time under kernel variants (branch bwd18, issue 39): time80.py's causal shapes
 (tools/hstu_dev/bwd80_run, imported from the tree this runs in), each variant a kernel_options(sm90=False, ...) set:
-"0" the default, "cN" bwd_sm80_cfg=N, "fN" bwd_sm80_dq_frag=N (the fragment-ordered dQ workspace: 1 the widest
-reductions, 2 scalar ones; D = 128 / 256, 2 at D = 128 only), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2 adds FlashAttention-2 (torch
-SDPA flash). CUDA events, median of --reps, the variants of a case interleaved. Prints a markdown table (ms (TFLOP/s, FA convention)).
-Usage: time18.py LABEL --vars 0 f1 f2@D128 [--reps N] [--fa2] [--only SUBSTR ...] (the cases in the order of --only)"""
+"0" the default, "cN" bwd_sm80_cfg=N, "fN" bwd_sm80_dq_frag=N (run 1's wheel 3624eed only: the fragment-ordered
+dQ workspace, 1 red.v4, 2 scalar reds), any of them with "@SUBSTR": only in the cases whose name has SUBSTR; --fa2
+adds FlashAttention-2 (torch SDPA flash). CUDA events, median of --reps, the variants of a case interleaved. Prints
+a markdown table (ms (TFLOP/s, FA convention)).
+Usage: time18.py LABEL --vars 0 c5 [--reps N] [--fa2] [--only SUBSTR ...] (the cases in the order of --only)"""
 import argparse
 import os
 import sys
