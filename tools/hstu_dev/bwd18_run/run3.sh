@@ -18,7 +18,8 @@ B17=$R/tools/hstu_dev/bwd17_run
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ $(left) -gt 7 ]; then
   PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 2 )) $NCU --clock-control none \
-      -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c 2 --section SpeedOfLight --section WarpStateStats --metrics smsp__inst_executed.sum,lts__t_sectors_op_red.sum \
+      -k "regex:hstu_bwd_pds|flash_bwd_dq_dk_dv" -c 2 --section SpeedOfLight --section WarpStateStats \
+      --metrics smsp__inst_executed.sum,lts__t_sectors_op_red.sum \
       -o $OUT/prof18 -f python3 -P $B17/prof17.py --runs 16384:0 16384:fa2 > $OUT/ncu.log 2>&1
   echo "rc $? ($SECONDS s)"
   $NCU --import $OUT/prof18.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
