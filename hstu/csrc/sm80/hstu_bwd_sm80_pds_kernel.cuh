@@ -281,7 +281,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kLoopFree =
       PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
-
   constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
