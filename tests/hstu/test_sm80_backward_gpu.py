@@ -229,3 +229,33 @@ def test_sm80_backward_refuses_too_many_key_blocks(D, kernel_opts):
         else:
             with pytest.raises(RuntimeError, match=rf"max_seqlen_k: expected at most {limit} .*got {max_k}"):
                 torch.autograd.grad(out, leaves, torch.randn_like(out))
+
+
+@pytest.mark.parametrize("mask,rab_heads,delta_q,seqused", [("causal", 0, False, False), ("local_target", 2, True,
+                                                            True), ("context_target", 1, False, True)])
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused, kernel_opts):
+    """At D = 128 / 256 the sm80-class backward's fp32 dQ workspace has room for both layouts (per head, each
+    sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
+    red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
+    layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout.
+    Both meet the error rule against the fp32 reference (jagged sequences of 0-1,100 rows, queries fewer than keys,
+    rows past seqused, bf16 and fp16), and the dq rows outside every sequence (past cu_seqlens_q[-1]) are zeros
+    (dq is uninitialized: poisoned)."""
+    lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
+    for dtype in (torch.bfloat16, torch.float16):
+        case = kg.make_case(zlib.crc32(repr(("dqlayout", D, mask, rab_heads, str(dtype))).encode()), lens, 2, D,
+                            dtype, mask, rab_heads, delta_q=delta_q, seqused=seqused)
+        for cfg in (0, 8):
+            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            kg.check_case(case, 0.5)
+        # 5 rows behind the last sequence: their dq is zeros in both layouts
+        kw = kg._varlen_kwargs(case)
+        extra = [torch.cat([t, torch.randn_like(t[:5])]) for t in (case["q"], case["k"], case["v"])]
+        for cfg in (0, 8):
+            kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
+            leaves = [t.detach().clone().requires_grad_() for t in extra]
+            out = hstu_attn_varlen_func(*leaves, alpha=0.5, **kw)
+            kg.poison_allocator(8 * extra[0].numel() * extra[0].element_size())
+            dq = torch.autograd.grad(out, leaves, torch.randn_like(out))[0]
+            assert torch.isfinite(dq).all() and not dq[-5:].any(), (dtype, cfg)

@@ -224,7 +224,7 @@ constexpr int64_t kBwdSm80MaxSeqlenK = kBwdSm80MaxKeyBlocks * kBwdSm80MinBlockN;
 
 struct BwdPlan {
   KernelFamily family = KernelFamily::kSm80;
-  int64_t dq_floats = 0;    // fp32 dq workspace (total_q x H x D, or the Hopper D = 256 layout); 0 when deterministic
+  int64_t dq_floats = 0;    // fp32 dq workspace (bwd_sm80_dq_floats, or the Hopper layouts); 0 when deterministic
   int64_t zero_words = 0;   // Hopper D = 64 / 128: self-zeroing flags behind the floats (workspace uninitialized)
   int64_t sched_bytes = 0;  // Hopper D = 256: work-list workspace (its planner zeroes the dq workspace)
   int dq_conv_behind = 0;   // p.dq_conv_behind
@@ -241,7 +241,7 @@ inline BwdPlan plan_bwd(const HstuParams& p, int64_t total_k, int device, bool h
   plan.bwd_sm80_pair = !o.bwd_sm80_pair ? 0 : o.bwd_sm80_pair_2stage ? 2 : 1;
   plan.bwd_sm80_cfg = o.bwd_sm80_cfg;
   if (deterministic) return plan;
-  plan.dq_floats = p.total_q * p.heads * p.head_dim;
+  plan.dq_floats = bwd_sm80_dq_floats(p.total_q, p.batch, p.heads, p.head_dim);
   if (!sm90_applies(p, total_k, device, /*fwd=*/false, half, o)) return plan;
   plan.family = KernelFamily::kSm90;
   plan.bwd_grid = o.bwd_grid;

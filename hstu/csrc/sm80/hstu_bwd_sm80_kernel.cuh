@@ -563,6 +563,51 @@ __global__ void hstu_dq_convert_kernel(const HstuParams p) {
   }
 }
 
+// dq <- the fp32 workspace at D = 128 / 256 (bwd_sm80_dq_floats): in the fragment-ordered layout where the kernel set
+// its flag (dq_frag_flag), else row-major. Grid (64-query tiles, batch, heads); fragment order: each thread the pair
+// (c, c + 1) of one lane's accumulator row in the workspace's order (the row half fastest, then the lane, then the
+// m16n8 tile), so a warp reads 256 contiguous bytes; rows of a tile past cu_seqlens_q skipped. Then the rows outside
+// every sequence (before cu_seqlens_q[0], from cu_seqlens_q[batch] on) get zeros (dq is uninitialized).
+template <typename T, int D>
+__global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuParams p) {
+  using C = BwdPdsConfig<D, 8>;
+  constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
+  constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
+  const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
+  const bool frag = *dq_frag_flag<D>(p) != 0.f;
+  const int q_start = p.cu_seqlens_q[b];
+  const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
+  T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
+  if (frag) {
+    const float* ws = p.dq_accum + (h * dq_frag_head_rows(p) + q_start + kDqFragPad * b + m0) * D;
+    for (int i = threadIdx.x; i < kDqFragPad * D / 2; i += blockDim.x) {
+      const int hf = i % 2, lane = (i / 2) % 32, g = i / 64;  // g: the (warp, piece, mt, dt) reduction
+      const int dt = g % NDT, mt = (g / NDT) % QMT, piece = (g / (NDT * QMT)) % NPC, w = g / (NDT * QMT * NPC);
+      const int rr = (w % C::kQWM) * QR + mt * 16 + hf * 8 + lane / 4;
+      if (rr >= rows) continue;
+      const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
+      const float2 x = *reinterpret_cast<const float2*>(ws + g * 128 + lane * 4 + hf * 2);
+      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
+    }
+  } else {
+    const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
+    for (int i = threadIdx.x; i < rows * (D / 2); i += blockDim.x) {
+      const int rr = i / (D / 2), c = (i % (D / 2)) * 2;
+      const float2 x = *reinterpret_cast<const float2*>(ws + (int64_t)rr * p.heads * D + c);
+      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
+    }
+  }
+  const int64_t lo = p.cu_seqlens_q[0], hi = p.cu_seqlens_q[p.batch];
+  const int64_t per_row = (int64_t)p.heads * (D / 2);
+  const int64_t first = ((int64_t)(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x;
+  const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+  for (int64_t e = first + threadIdx.x; e < (lo + p.total_q - hi) * per_row; e += step) {
+    const int64_t r = e / per_row, row = r < lo ? r : hi + (r - lo);
+    const int hh = static_cast<int>((e % per_row) / (D / 2)), c = static_cast<int>(e % (D / 2)) * 2;
+    *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dq) + row * p.dq_row_stride + hh * p.dq_head_stride + c) = 0u;
+  }
+}
+
 template <typename T>
 __global__ void hstu_drab_convert_kernel(const HstuParams p) {
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.drab_numel;
@@ -978,9 +1023,14 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
     }
   } else if (p.total_q > 0) {
-    const int64_t n = p.total_q * p.heads * D;
-    const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
-    hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
+    if constexpr (D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
+      const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
+      hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
+    } else {
+      const int64_t n = p.total_q * p.heads * D;
+      const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
+      hstu_dq_convert_kernel<T, D><<<blocks, 256, 0, stream>>>(p);
+    }
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

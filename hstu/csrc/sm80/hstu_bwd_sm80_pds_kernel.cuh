@@ -198,6 +198,31 @@ __device__ __forceinline__ void pipelined_k_loop(Load&& load, Mma&& mma) {
   }
 }
 
+// The fragment-ordered dQ workspace (kDqFrag: the 8-warp kernels at D = 256, and at D = 128 those with dP in one
+// pass, in sm_90+ code; hstu_bwd_sm80_limits.h bwd_sm80_dq_floats sizes it): per head, the queries of every sequence
+// b from row cu_seqlens_q[b] + 64 b (each sequence padded by one tile, so its last partial tile ends before the next
+// sequence's rows), (H, total_q + 64 B, D) fp32; a 64-query tile's 64 x D floats in the order the dQ warps hold them:
+// warp w's QR x QC block at w QR QC, in it one red.global.add.v4.f32 per (piece, mt, dt) (a thread's 4 values of that
+// m16n8 accumulator), its 32 lanes' 512 bytes contiguous: 4 L2 lines per instruction, 32 a warp and (64 x 128) tile
+// pair, where the row-major workspace takes 16 red.v2 of 8 rows x 32 bytes (128 lines: the L1's request queue
+// fills, lg_throttle). Those kernels set the flag word behind the workspace (dq_frag_flag), so that
+// hstu_dq_tile_convert_kernel reads the layout that was written; the other kernels (and sm_80 code, which has no
+// vector reductions) add into the row-major layout.
+constexpr int kDqFragPad = static_cast<int>(kBwdSm80DqFragPad);
+__device__ __forceinline__ int64_t dq_frag_head_rows(const HstuParams& p) { return p.total_q + kDqFragPad * p.batch; }
+template <int D>
+__device__ __forceinline__ float* dq_frag_flag(const HstuParams& p) {
+  return p.dq_accum + dq_frag_head_rows(p) * p.heads * D;
+}
+// *addr += x[0..3] by one fp32 vector reduction (sm_90+).
+__device__ __forceinline__ void red_add_f4(float* addr, const float* x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(x[0]), "f"(x[1]), "f"(x[2]),
+               "f"(x[3])
+               : "memory");
+#endif
+}
+
 // The plain k-loops of phases 2 / 3: acc[mt][2 np + h] += A(ks, mt) B(ks, np) over KS k-steps, MT m16 row tiles and
 // N8 / 2 n16 column blocks (load_a / load_b fill one ldmatrix.x4 fragment each), the loop rolled unless UNROLL > 1.
 template <typename T, int KS, int UNROLL, int MT, int N8, typename LoadA, typename LoadB>
@@ -267,6 +292,14 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
   constexpr int kPipe = kDpOnePass || PIPE == kPdsPlain ? 0 : PIPE;
+  // The fragment-ordered dQ workspace (dq_frag_flag): 8 warps at D = 256, and at D = 128 the bodies with dP in one
+  // pass (the default's, cfg 10 / 12 / 13 / 15); D = 128's plain and pipelined bodies (the context kernel, cfg 9 /
+  // 14) add row-major (with the fragment order they spilled 4-12 B in sm_90a code).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || (D == 128 && kDpOnePass));
+#else
+  constexpr bool kDqFrag = false;
+#endif
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -335,6 +368,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int n_block = blockIdx.y;
   const int b = blockIdx.x;
   const int h = blockIdx.z;
+  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -776,6 +810,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                 [&](uint32_t(&f)[4], const int ks, const int dp) {
                   ldsm_x4_t(f, sK + L::xadd(tK, ks * 16, piece * QPW + dp * 16));
                 });
+          }
+          if constexpr (kDqFrag) {
+            // The tile's fragment-ordered block: rows past lq add their zeros to their own slots (no predicate).
+            float* fp = p.dq_accum + (h * dq_frag_head_rows(p) + si.q_start + kDqFragPad * b + m0) * D +
+                        warp * (QR * QC) + lane * 4;
+#pragma unroll
+            for (int mt = 0; mt < QMT; ++mt)
+#pragma unroll
+              for (int dt = 0; dt < QPW / 8; ++dt)
+                red_add_f4(fp + ((piece * QMT + mt) * (QPW / 8) + dt) * 128, acc_q[mt][dt]);
+            continue;
           }
 #pragma unroll
           for (int mt = 0; mt < QMT; ++mt)
