@@ -140,13 +140,14 @@ def lab_stage_run(variant, *args, **kwargs):
         op(old)
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
 def test_cold_cache_parity_stage_variants_cuda(variant):
     """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu: 1 sequentially
     consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
     lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the mixed move pass with 7 its loads hinted L2::256B, 8
     by bulk copies; 9 the misses taken in an order spread over every table; 10 the cache's and the store's first
-    scans in the same rounds): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
+    scans in the same rounds; 11 / 13 that with 32 / 16 lanes per id; 12 the finds stopped at the first matching
+    round; 14 one id per warp at a time): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
     m = lab_stage_run(variant, "cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128,
                       frac=0.25, bucket=128, cycle=8)
     moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]

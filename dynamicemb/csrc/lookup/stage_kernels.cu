@@ -130,7 +130,8 @@ struct DeviceStageAtomicsWide : DeviceStageAtomics {
 // step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
 // waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
 // at the L2 while ~30 % of the acquisitions wait).
-template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false>
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false,
+          bool kEarly = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr bool kLate = kLateLeave;
@@ -267,6 +268,10 @@ struct DeviceGroupStage : DeviceStageAtomics {
         if (m && j < best) best = j;
         if (kRoom && j < cap && k[r] == kPendingKey && j < pend) pend = j;
       }
+      if (kEarly) {  // (lab) the rounds cover increasing slots: a match in this one is the lowest
+        const int b = warp_min(best);
+        if (b != kNone) return base + b;
+      }
     }
     best = warp_min(best);
     if (kRoom && best == kNone) best = warp_min(pend);
@@ -375,10 +380,13 @@ constexpr int kStageLanes = 8;
 // divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
 // buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
 // counters bound the pass).
-template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false>
+// kEarly (lab): a find / find_room scan stops after the first round that matched. kOne (lab): one group per warp
+// (the others idle): whether a warp's groups, divergent on their own ids, run side by side or one after another.
+template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false,
+          bool kEarly = false, bool kOne = false>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
   if (p.gate != nullptr && *p.gate == 0) return;
-  constexpr int kGroups = 32 / kLanes;
+  constexpr int kGroups = kOne ? 1 : 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
   const int64_t chunks = (p.n + 31) / 32;
@@ -389,12 +397,13 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
     const int64_t i = base + lane;
     const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
     const int m = __popc(miss);
+    if (group >= kGroups) continue;
     for (int k0 = 0; k0 < m; k0 += kGroups) {
       const int k = k0 + group;
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused, kEarly>>(p, base + __ffs(rest) - 1);
     }
   }
 }
@@ -648,16 +657,18 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
-// 9 the default with kSpread, 10 with kFusedFind.
+// 9 the default with kSpread, 10 with kFusedFind; 11 / 13 kFusedFind with 32 / 16 lanes per id (one-round /
+// two-round scans of a 128-slot bucket), 12 the default with kEarly, 14 with kOne.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false>
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false,
+          bool kEarly = false, bool kOne = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   // (the blocks resident at once, one wave of warps striding over the ids)
-  static const unsigned cap = static_cast<unsigned>(persistent_blocks(
-      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>
+  static const unsigned cap = static_cast<unsigned>(persistent_blocks(resident_per_sm(
+      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne>
       <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
 }
 }  // namespace
@@ -683,6 +694,10 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
       case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
       case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
+      case 11: launch_stage_pass<32, true, false, false, false, true>(p, grid, st); break;
+      case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
+      case 13: launch_stage_pass<16, true, false, false, false, true>(p, grid, st); break;
+      case 14: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
