@@ -140,14 +140,15 @@ def lab_stage_run(variant, *args, **kwargs):
         op(old)
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
 def test_cold_cache_parity_stage_variants_cuda(variant):
     """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu: 1 sequentially
     consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
     lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the mixed move pass with 7 its loads hinted L2::256B, 8
     by bulk copies; 9 the misses taken in an order spread over every table; 10 the cache's and the store's first
     scans in the same rounds; 11 / 13 that with 32 / 16 lanes per id; 12 the finds stopped at the first matching
-    round; 14 one id per warp at a time): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
+    round; 14 one id per warp at a time; 15 the misses listed by cache bucket, a warp owning each bucket, no
+    cache lock): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
     m = lab_stage_run(variant, "cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128,
                       frac=0.25, bucket=128, cycle=8)
     moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
@@ -325,3 +326,37 @@ def test_device_staging_matches_twin_cuda(seed, slot_major):
     twin's host rows follow it), scores, digests, stamps, counters and rows-moved totals after every staging
     (storage_helpers.staging_matches_twin)."""
     assert staging_matches_twin("cuda", seed=seed, slot_major=slot_major) > 0
+
+
+def lab_stage(variant, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the staging's lab variant `variant`, the one before restored after."""
+    op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
+    if op is None:
+        pytest.skip("no op _lookup_lab_stage in this build")
+    old = op(variant)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        op(old)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_owner_staging_matches_twin_cuda(seed):
+    """Lab variant 15 (the bucket owners: no cache lock, store slots claimed by compare-and-swap) against the CPU
+    twin slot by slot, as the default is (test_device_staging_matches_twin_cuda)."""
+    assert lab_stage(15, staging_matches_twin, "cuda", seed=seed) > 0
+
+
+def test_owner_staging_reuses_store_slots_cuda():
+    """Lab variant 15 with a store one slot short of full: victims take the store slots that earlier ids' rows left
+    (pending slots claimed by compare-and-swap, their records settled first); bit-identical to all-HBM."""
+    lab_stage(15, pending_reuse, "cuda")
+
+
+def test_owner_staging_beyond_list_cuda():
+    """Lab variant 15 where bins overflow their 64-entry lists (2048 uniform ids a table and step over 32 cache
+    buckets of 128 slots: ~64 misses a bucket), so the locked pass stages the rest after the owners: bit-identical to
+    all-HBM (Adam, records beyond the stash)."""
+    m = lab_stage_run(15, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=64,
+                      frac=0.25, bucket=128, cycle=4, uniform=True)
+    assert sum(t.rows_moved[0] for t in m.tables) > 1000

@@ -382,10 +382,14 @@ constexpr int kStageLanes = 8;
 // counters bound the pass).
 // kEarly (lab): a find / find_room scan stops after the first round that matched. kOne (lab): one group per warp
 // (the others idle): whether a warp's groups, divergent on their own ids, run side by side or one after another.
+// kRest (lab, variant 15): only the misses the bucket owners left (place[i] == kUnlisted; `rest` counts them).
+constexpr int64_t kUnlisted = -2;
 template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false,
-          bool kEarly = false, bool kOne = false>
-__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
+          bool kEarly = false, bool kOne = false, bool kRest = false>
+__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p,
+                                                                             const int32_t* rest = nullptr) {
   if (p.gate != nullptr && *p.gate == 0) return;
+  if (kRest && *rest == 0) return;
   constexpr int kGroups = kOne ? 1 : 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
@@ -395,7 +399,7 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
   for (int64_t c = warp; c < chunks; c += warps) {
     const int64_t base = 32 * (kSpread ? c * prime % chunks : c);
     const int64_t i = base + lane;
-    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i] && (!kRest || p.place[i] == kUnlisted));
     const int m = __popc(miss);
     if (group >= kGroups) continue;
     for (int k0 = 0; k0 < m; k0 += kGroups) {
@@ -404,6 +408,435 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
       stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused, kEarly>>(p, base + __ffs(rest) - 1);
+    }
+  }
+}
+
+// Lab (variant 15): the staging pass by bucket owners, no cache lock. The locked pass runs ~6.5 misses one after
+// another on each of its ~17K groups, each a chain of ~31-35 dependent round trips (~0.75 ms a cold step); here
+// the misses are first listed by their cache bucket (stage_list_kernel: one thread per id, one atomic each, into
+// kOwnList entries per bin of move_bin's shape: bins_per_table bins per table, one cache bucket per bin when the
+// table has at most that many buckets), then one warp owns a bin (stage_owner_kernel): it reads its bucket once,
+// gives its ids their slots in the order of their positions (free slots in slot order, then the unguarded rows of
+// lowest score, ties lowest slot: stage_one's choice, id by id, as the CPU twin makes it), looks the ids up in their
+// store buckets and finds the victims' store slots a lane each (8-bit digests first: 128 bytes a bucket instead of
+// 1 KB of keys; an empty store slot is claimed by a compare-and-swap of its key, so no store lock either), then
+// writes the records, the pending store slots and the cache slots. A duplicate of an id (the same key listed
+// again) takes nothing. Misses beyond a bin's list, or of tables whose buckets exceed kOwnCap slots, are marked
+// kUnlisted and staged by the locked pass after it (stage_kernel<kRest>), which finds the owners' work done.
+constexpr int kOwnList = 64;
+constexpr int kOwnCap = 128;
+
+struct OwnerScratch {
+  int32_t* cnt;   // (bins) ids listed per bin (zeroed)
+  int32_t* rest;  // (1) misses left to the locked pass (zeroed, after cnt)
+  int32_t* list;  // (bins kOwnList) the ids' positions
+  int64_t bins;
+};
+
+__device__ __forceinline__ bool owner_table_ok(const TableMeta& c, const StageTable& s) {
+  return c.bucket_capacity <= kOwnCap && s.bucket_capacity <= kOwnCap && s.bucket_capacity % 16 == 0 &&
+         s.digests % 16 == 0;
+}
+
+__global__ void __launch_bounds__(kStageBlock) stage_list_kernel(StageParams p, OwnerScratch o) {
+  if (p.gate != nullptr && *p.gate == 0) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride) {
+    if (p.found[i]) continue;
+    int64_t mark = -1;
+    const uint64_t key = p.ids[i];
+    if (!table::is_reserved_key(key)) {
+      const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
+      if (p.table_mask[t]) {
+        const TableMeta& c = p.meta[t];
+        mark = kUnlisted;
+        if (owner_table_ok(c, p.stage[t])) {
+          const int64_t nb = c.num_buckets;
+          const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(key), static_cast<uint64_t>(nb)));
+          const int64_t bin = static_cast<int64_t>(t) * p.bins_per_table + cb * p.bins_per_table / nb;
+          const int pos = atomicAdd(o.cnt + bin, 1);
+          if (pos < kOwnList) {
+            o.list[bin * kOwnList + pos] = static_cast<int32_t>(i);
+            mark = -1;
+          }
+        }
+        if (mark == kUnlisted) atomicAdd(o.rest, 1);
+      }
+    }
+    p.place[i] = mark;
+  }
+}
+
+// The store slot of `key` in the store bucket at `base` (digests first, then the keys that match), or -1.
+__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
+  const uint64_t* sk = reinterpret_cast<const uint64_t*>(s.keys);
+  const unsigned rep = 0x01010101u * dg;
+  uint4 w[kOwnCap / 16];
+#pragma unroll
+  for (int q = 0; q < kOwnCap / 16; ++q)
+    if (16 * q < cap) w[q] = __ldcg(d4 + q);
+#pragma unroll
+  for (int q = 0; q < kOwnCap / 16; ++q) {
+    if (16 * q >= cap) break;
+    const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      unsigned m = __vcmpeq4(part[b], rep);  // 0xff per matching byte
+      while (m != 0) {
+        const int byte = (__ffs(m) - 1) >> 3;
+        m &= ~(0xffu << (8 * byte));
+        const int64_t slot = base + 16 * q + 4 * b + byte;
+        if (__ldcg(reinterpret_cast<const unsigned long long*>(sk + slot)) == key) return slot;
+      }
+    }
+  }
+  return -1;
+}
+
+// A victim's store slot in the store bucket at `base`: the first empty slot (digest candidates, then every key),
+// claimed by a compare-and-swap of its key to `vk`; else the first pending slot, claimed the same way (*pending
+// set: the caller settles its record first). -1 when neither.
+__device__ int64_t owner_claim_room(const StageTable& s, int64_t base, uint64_t vk, bool* pending) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  unsigned long long* sk = reinterpret_cast<unsigned long long*>(s.keys) + base;
+  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
+  const unsigned rep = 0x01010101u * table::empty_digest();
+  *pending = false;
+  uint4 w[kOwnCap / 16];
+#pragma unroll
+  for (int q = 0; q < kOwnCap / 16; ++q)
+    if (16 * q < cap) w[q] = __ldcg(d4 + q);
+#pragma unroll
+  for (int q = 0; q < kOwnCap / 16; ++q) {
+    if (16 * q >= cap) break;
+    const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      unsigned m = __vcmpeq4(part[b], rep);
+      while (m != 0) {
+        const int byte = (__ffs(m) - 1) >> 3;
+        m &= ~(0xffu << (8 * byte));
+        const int j = 16 * q + 4 * b + byte;
+        if (atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey) return base + j;
+      }
+    }
+  }
+  for (int j = 0; j < cap; ++j)  // (an empty slot whose digest is not the empty one: none expected)
+    if (__ldcg(sk + j) == table::kEmptyKey && atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey)
+      return base + j;
+  for (int j = 0; j < cap; ++j)
+    if (__ldcg(sk + j) == kPendingKey && atomicCAS(sk + j, kPendingKey, vk) == kPendingKey) {
+      *pending = true;
+      return base + j;
+    }
+  return -1;
+}
+
+// One thread's staging policy (settle_pending's reads, writes and row copy).
+struct DeviceLaneStage : DeviceStageAtomics {
+  template <class T, class U>
+  __device__ static void st(T* a, U v) {
+    *a = static_cast<T>(v);
+  }
+  __device__ static void copy_rows(void* dst, const void* src, int64_t bytes) { copy_row(dst, src, bytes, 0, 1); }
+};
+
+__device__ void owner_fail(const StageParams& p, int32_t rule, int t, uint64_t key, int64_t bound, int times) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.counts + 3 * t + 2), static_cast<unsigned long long>(times));
+  if (atomicCAS(p.failed, 0, 1) == 0) {
+    p.first_fail[1] = t;
+    p.first_fail[2] = static_cast<int64_t>(key);
+    p.first_fail[3] = bound;
+    __threadfence();
+    *reinterpret_cast<volatile int64_t*>(p.first_fail) = rule;
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T owner_bcast(T v, int src) {
+  return __shfl_sync(0xffffffffu, v, src);
+}
+
+__global__ void __launch_bounds__(kStageBlock) stage_owner_kernel(StageParams p, OwnerScratch o) {
+  if (p.gate != nullptr && *p.gate == 0) return;
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int64_t kNo = 0x7fffffffffffffffll;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
+  for (int64_t bin = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5; bin < o.bins;
+       bin += warps) {
+    const int k = min(__ldcg(o.cnt + bin), kOwnList);
+    if (k == 0) continue;
+    const int t = static_cast<int>(bin / p.bins_per_table);
+    const TableMeta& c = p.meta[t];
+    const StageTable& s = p.stage[t];
+    uint64_t* ck = reinterpret_cast<uint64_t*>(c.keys);
+    uint64_t* cs = reinterpret_cast<uint64_t*>(c.scores);
+    uint8_t* cd = reinterpret_cast<uint8_t*>(c.digests);
+    int64_t* stamps = reinterpret_cast<int64_t*>(s.stamps);
+    uint64_t* sk = reinterpret_cast<uint64_t*>(s.keys);
+    uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
+    uint8_t* sd = reinterpret_cast<uint8_t*>(s.digests);
+    const int ccap = static_cast<int>(c.bucket_capacity), scap = static_cast<int>(s.bucket_capacity);
+    const int64_t row_bytes = c.row_stride * p.value_bytes;
+    // this lane's entries: list positions lane and lane + 32
+    int64_t ei[2], ecb[2], at[2], slot[2];
+    uint64_t ek[2], eh[2], vk[2], vs[2], at_score[2];
+    bool ev[2], dup[2], elig[2], vic[2];
+    int mult[2], rank[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int e = lane + 32 * h;
+      ev[h] = e < k;
+      ei[h] = ev[h] ? o.list[bin * kOwnList + e] : -1;
+      ek[h] = ev[h] ? p.ids[ei[h]] : 0;
+      eh[h] = accel_hash_key(ek[h]);
+      ecb[h] = ev[h] ? static_cast<int64_t>(table::bucket_of_hash(eh[h], static_cast<uint64_t>(c.num_buckets))) : kNo;
+      dup[h] = false;
+      mult[h] = 1;
+      rank[h] = 0;
+      at[h] = -1;
+      slot[h] = -1;
+      vic[h] = false;
+      vk[h] = vs[h] = at_score[h] = 0;
+    }
+    // duplicates: the first position of a key stages it, counting its repeats (their refusals, if it fails)
+    for (int x = 0; x < k; ++x) {
+      const int h2 = x >> 5, src = x & 31;
+      const uint64_t xk = owner_bcast(h2 ? ek[1] : ek[0], src);
+      const int64_t xi = owner_bcast(h2 ? ei[1] : ei[0], src);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (ev[h] && xi != ei[h] && xk == ek[h]) {
+          if (xi < ei[h]) dup[h] = true;
+          else ++mult[h];
+        }
+    }
+    // the stored rows (a lane per id, digests first)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (ev[h] && !dup[h]) {
+        const int64_t sb = static_cast<int64_t>(table::bucket_of_hash(eh[h], static_cast<uint64_t>(s.num_buckets)));
+        at[h] = owner_store_find(s, sb * scap, ek[h], table::digest_of_hash(eh[h]));
+        if (at[h] >= 0) at_score[h] = __ldcg(reinterpret_cast<const unsigned long long*>(ss + at[h]));
+      }
+      elig[h] = ev[h] && !dup[h] && (at[h] >= 0 || p.insert_new);
+    }
+    // ranks: the order of the eligible ids of one bucket by position
+    for (int x = 0; x < k; ++x) {
+      const int h2 = x >> 5, src = x & 31;
+      const int64_t xi = owner_bcast(h2 ? ei[1] : ei[0], src);
+      const int64_t xcb = owner_bcast(h2 ? ecb[1] : ecb[0], src);
+      const bool xe = owner_bcast(static_cast<int>(h2 ? elig[1] : elig[0]), src) != 0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (elig[h] && xe && xcb == ecb[h] && xi < ei[h]) ++rank[h];
+    }
+    // bucket by bucket (one per bin unless the table has more buckets than bins)
+    bool done[2] = {!elig[0], !elig[1]};
+    for (;;) {
+      long long mcb = kNo;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (!done[h] && ecb[h] < mcb) mcb = ecb[h];
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) mcb = min(mcb, __shfl_xor_sync(kAll, mcb, d));
+      if (mcb == kNo) break;
+      const int64_t cb = mcb, base = cb * ccap;
+      int m = 0;  // eligible ids of this bucket
+#pragma unroll
+      for (int h = 0; h < 2; ++h) m += __popc(__ballot_sync(kAll, !done[h] && ecb[h] == cb));
+      // the bucket once: slot j = 32 q + lane
+      unsigned freem[4];
+      bool cand[4];
+      uint64_t bk[4], bs[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 32 * q + lane;
+        const bool in = j < ccap;
+        bk[q] = in ? __ldcg(reinterpret_cast<const unsigned long long*>(ck + base + j)) : 0;
+        bs[q] = in ? __ldcg(reinterpret_cast<const unsigned long long*>(cs + base + j)) : 0;
+        const int64_t st = in ? static_cast<int64_t>(__ldcg(reinterpret_cast<const unsigned long long*>(stamps + base + j))) : 0;
+        freem[q] = __ballot_sync(kAll, in && bk[q] == table::kEmptyKey);
+        cand[q] = in && bk[q] != table::kEmptyKey && !table::is_reserved_key(bk[q]) && bs[q] != ~0ull && st < p.min_live;
+      }
+      for (int r = 0; r < m; ++r) {
+        int64_t got = -1;
+        bool gv = false;
+        uint64_t gk = 0, gs = 0;
+        int q0 = 0;
+        while (q0 < 4 && freem[q0] == 0) ++q0;
+        if (q0 < 4) {
+          const int b = __ffs(freem[q0]) - 1;
+          freem[q0] &= freem[q0] - 1u;
+          got = base + 32 * q0 + b;
+        } else {  // the lowest (score, slot) of the candidates
+          unsigned long long best = ~0ull;
+          int bj = 0x7fffffff;
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            if (cand[q] && (bs[q] < best || (bs[q] == best && 32 * q + lane < bj))) {
+              best = bs[q];
+              bj = 32 * q + lane;
+            }
+#pragma unroll
+          for (int d = 16; d > 0; d >>= 1) {
+            const unsigned long long ob = __shfl_xor_sync(kAll, best, d);
+            const int oj = __shfl_xor_sync(kAll, bj, d);
+            if (ob < best || (ob == best && oj < bj)) {
+              best = ob;
+              bj = oj;
+            }
+          }
+          if (bj != 0x7fffffff) {
+            const int q = bj >> 5, src = bj & 31;
+            unsigned long long kq = bk[0];
+#pragma unroll
+            for (int qq = 1; qq < 4; ++qq)
+              if (qq == q) kq = bk[qq];
+            gk = owner_bcast(kq, src);
+            gs = best;
+            gv = true;
+            got = base + bj;
+            if (lane == src) {
+#pragma unroll
+              for (int qq = 0; qq < 4; ++qq)
+                if (qq == q) cand[qq] = false;
+            }
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (!done[h] && ecb[h] == cb && rank[h] == r) {
+            slot[h] = got;
+            vic[h] = gv;
+            vk[h] = gk;
+            vs[h] = gs;
+          }
+      }
+      // the victims' store slots (a lane each), and the refusals
+      int64_t out[2] = {-1, -1};
+      bool settled[2] = {false, false}, refused[2] = {false, false};
+      int rule[2] = {0, 0};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (done[h] || ecb[h] != cb) continue;
+        if (slot[h] < 0) {
+          refused[h] = true;
+          rule[h] = kRuleCacheFull;
+        } else if (vic[h]) {
+          const uint64_t vh = accel_hash_key(vk[h]);
+          const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(vh, static_cast<uint64_t>(s.num_buckets)));
+          bool pend = false;
+          const int64_t fs = owner_claim_room(s, vb * scap, vk[h], &pend);
+          if (fs < 0) {
+            refused[h] = true;
+            rule[h] = kRuleStoreFull;
+          } else {
+            out[h] = fs;
+            settled[h] = pend;
+          }
+        }
+      }
+      // a victim without room refuses its id and every later id of the bucket (they would pick the same victim)
+      int fr = 0x7fffffff;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (!done[h] && ecb[h] == cb && refused[h] && rule[h] == kRuleStoreFull && rank[h] < fr) fr = rank[h];
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) fr = min(fr, __shfl_xor_sync(kAll, fr, d));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (done[h] || ecb[h] != cb || rank[h] <= fr) continue;
+        rule[h] = kRuleStoreFull;
+        if (!refused[h] && out[h] >= 0)  // its claim undone (a pending slot stays pending: its row not read yet)
+          *reinterpret_cast<volatile unsigned long long*>(sk + out[h]) = settled[h] ? kPendingKey : table::kEmptyKey;
+        refused[h] = true;
+        out[h] = -1;
+      }
+      // a pending slot taken: its record's copies first, then the victim's row there (settle_pending's order)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (done[h] || ecb[h] != cb || refused[h] || !settled[h]) continue;
+        __threadfence();
+        settle_pending<DeviceLaneStage>(p, c, s, out[h], row_bytes);
+        DeviceStageAtomics::copy_row(store_row(s, out[h], row_bytes), cache_row(c, slot[h], row_bytes), row_bytes, 0, 1);
+      }
+      // the records (one claim for the bucket), the stored rows' slots turn pending, the victims' store slots
+      int64_t wrote = 0, moved_in = 0, cache_add = 0, store_add = 0;
+      bool rec[2];
+      unsigned recm[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        rec[h] = !done[h] && ecb[h] == cb && !refused[h] && ((out[h] >= 0 && !settled[h]) || at[h] >= 0);
+        recm[h] = __ballot_sync(kAll, rec[h]);
+      }
+      const int nrec = __popc(recm[0]) + __popc(recm[1]);
+      unsigned long long r0 = 0;
+      if (nrec > 0 && lane == 0)
+        r0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.move_count), static_cast<unsigned long long>(nrec));
+      r0 = owner_bcast(r0, 0);
+      const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (done[h] || ecb[h] != cb) continue;
+        if (refused[h]) {
+          owner_fail(p, rule[h], t, ek[h], rule[h] == kRuleCacheFull ? ccap : scap, mult[h]);
+          continue;
+        }
+        const int64_t o2 = settled[h] ? -1 : out[h];
+        if (vic[h]) {
+          const uint64_t vh = accel_hash_key(vk[h]);
+          ss[out[h]] = vs[h];
+          sd[out[h]] = table::digest_of_hash(vh);
+          ++store_add;
+          ++wrote;
+        } else {
+          ++cache_add;
+        }
+        if (rec[h]) {
+          const int64_t r = static_cast<int64_t>(r0) + (h ? __popc(recm[0]) : 0) + __popc(recm[h] & below);
+          int64_t* rp = p.moves + kMoveWords * r;
+          rp[0] = slot[h];
+          rp[1] = o2;
+          rp[2] = at[h];
+          rp[3] = t;
+          DeviceStageAtomics::count_move(p, t, o2, at[h]);
+          if (at[h] >= 0) {  // the record complete before its slot turns pending
+            sd[at[h]] = table::empty_digest();
+            ss[at[h]] = static_cast<uint64_t>(r);
+            __threadfence();
+            *reinterpret_cast<volatile unsigned long long*>(sk + at[h]) = kPendingKey;
+            --store_add;
+            ++moved_in;
+          }
+        }
+        if (at[h] < 0) p.place[ei[h]] = slot[h];
+        cs[slot[h]] = at[h] >= 0 ? at_score[h] : 0;
+        cd[slot[h]] = table::digest_of_hash(eh[h]);
+        stamps[slot[h]] = p.cur;
+        *reinterpret_cast<volatile unsigned long long*>(ck + slot[h]) = ek[h];
+      }
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) {
+        wrote += __shfl_xor_sync(kAll, wrote, d);
+        moved_in += __shfl_xor_sync(kAll, moved_in, d);
+        cache_add += __shfl_xor_sync(kAll, cache_add, d);
+        store_add += __shfl_xor_sync(kAll, store_add, d);
+      }
+      if (lane == 0) {
+        using ull = unsigned long long;
+        if (cache_add) atomicAdd(reinterpret_cast<ull*>(c.counters) + table::kCounterSize, static_cast<ull>(cache_add));
+        if (store_add) atomicAdd(reinterpret_cast<ull*>(s.counters) + table::kCounterSize, static_cast<ull>(store_add));
+        if (moved_in) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t), static_cast<ull>(moved_in));
+        if (wrote) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t + 1), static_cast<ull>(wrote));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (ecb[h] == cb) done[h] = true;
     }
   }
 }
@@ -658,18 +1091,53 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the default with kSpread, 10 with kFusedFind; 11 / 13 kFusedFind with 32 / 16 lanes per id (one-round /
-// two-round scans of a 128-slot bucket), 12 the default with kEarly, 14 with kOne.
+// two-round scans of a 128-slot bucket), 12 the default with kEarly, 14 with kOne; 15 the bucket owners
+// (stage_owner_kernel) and the locked pass over what they left.
 namespace {
 int g_stage_variant = 0;
 
 template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false,
-          bool kEarly = false, bool kOne = false>
-void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+          bool kEarly = false, bool kOne = false, bool kRest = false>
+void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st, const int32_t* rest = nullptr) {
   // (the blocks resident at once, one wave of warps striding over the ids)
   static const unsigned cap = static_cast<unsigned>(persistent_blocks(resident_per_sm(
-      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne>
-      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne, kRest>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne, kRest>
+      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p, rest);
+}
+
+// Lab (variant 15): the misses listed by cache bucket, the bucket owners, then the locked pass over what they left.
+// Its scratch comes from the stream-ordered pool (lab only; a default would take it from the op's scratch).
+void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+  static bool pool_kept = false;
+  if (!pool_kept) {  // (keep freed blocks in the pool: no unmap / map per step)
+    int dev = 0;
+    cudaMemPool_t pool;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+      uint64_t keep = ~0ull;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    pool_kept = true;
+  }
+  detail::OwnerScratch o{};
+  o.bins = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
+  const size_t head = static_cast<size_t>(o.bins + 1) * 4;
+  void* buf = nullptr;
+  if (p.n >= (int64_t(1) << 31) ||
+      cudaMallocAsync(&buf, head + static_cast<size_t>(o.bins) * detail::kOwnList * 4, st) != cudaSuccess) {
+    (void)cudaGetLastError();
+    launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st);
+    return;
+  }
+  o.cnt = static_cast<int32_t*>(buf);
+  o.rest = o.cnt + o.bins;
+  o.list = o.rest + 1;
+  cudaMemsetAsync(buf, 0, head, st);
+  const unsigned lcap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
+  detail::stage_list_kernel<<<grid < lcap ? grid : lcap, detail::kStageBlock, 0, st>>>(p, o);
+  detail::stage_owner_kernel<<<blocks_for(o.bins * 32, detail::kStageBlock), detail::kStageBlock, 0, st>>>(p, o);
+  launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, false, true>(p, grid, st, o.rest);
+  cudaFreeAsync(buf, st);
 }
 }  // namespace
 
@@ -698,6 +1166,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
       case 13: launch_stage_pass<16, true, false, false, false, true>(p, grid, st); break;
       case 14: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st); break;
+      case 15: launch_owner_pass(p, grid, st); break;
       default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
     }
     check_launch("cache stage");
