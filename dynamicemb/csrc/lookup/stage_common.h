@@ -87,7 +87,14 @@ struct StageParams {
   int64_t* first_fail;        // (4) [rule, table, id, bucket slots] of the first failure
   int value_bytes;            // bytes per value element (2 or 4)
   const int32_t* gate;        // (1) or null: *gate == 0 -> nothing to stage (CacheProbeParams::gate)
+  int32_t* own_cnt;           // (bins + 1) zero on entry, or null: ids listed per bin of the bucket owners, then the
+                              // misses they left to the locked pass (CUDA, stage_owner_kernel; bins: num_tables x
+                              // bins_per_table)
+  int32_t* own_list;          // (bins kOwnList) scratch: the listed ids' positions (CUDA)
 };
+
+// Ids a bin of the bucket owners lists (stage_kernels.cu stage_owner_kernel); the rest go to the locked pass.
+constexpr int kOwnList = 64;
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
 // table | kMoveDone once settle_pending copied its rows].

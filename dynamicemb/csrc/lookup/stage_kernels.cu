@@ -424,7 +424,6 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
 // writes the records, the pending store slots and the cache slots. A duplicate of an id (the same key listed
 // again) takes nothing. Misses beyond a bin's list, or of tables whose buckets exceed kOwnCap slots, are marked
 // kUnlisted and staged by the locked pass after it (stage_kernel<kRest>), which finds the owners' work done.
-constexpr int kOwnList = 64;
 constexpr int kOwnCap = 128;
 
 struct OwnerScratch {
@@ -1106,39 +1105,24 @@ void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st, con
       <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p, rest);
 }
 
-// Lab (variant 15): the misses listed by cache bucket, the bucket owners, then the locked pass over what they left.
-// Its scratch comes from the stream-ordered pool (lab only; a default would take it from the op's scratch).
+// Lab (variant 15): the misses listed by cache bucket, the bucket owners, then the locked pass over what they left
+// (its scratch: StageParams own_cnt / own_list; without it, the locked pass alone).
 void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
-  static bool pool_kept = false;
-  if (!pool_kept) {  // (keep freed blocks in the pool: no unmap / map per step)
-    int dev = 0;
-    cudaMemPool_t pool;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-      uint64_t keep = ~0ull;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-    pool_kept = true;
-  }
-  detail::OwnerScratch o{};
-  o.bins = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
-  const size_t head = static_cast<size_t>(o.bins + 1) * 4;
-  void* buf = nullptr;
-  if (p.n >= (int64_t(1) << 31) ||
-      cudaMallocAsync(&buf, head + static_cast<size_t>(o.bins) * detail::kOwnList * 4, st) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (p.own_cnt == nullptr || p.own_list == nullptr || p.n >= (int64_t(1) << 31)) {
     launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st);
     return;
   }
-  o.cnt = static_cast<int32_t*>(buf);
-  o.rest = o.cnt + o.bins;
-  o.list = o.rest + 1;
-  cudaMemsetAsync(buf, 0, head, st);
+  detail::OwnerScratch o{};
+  o.bins = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
+  o.cnt = p.own_cnt;
+  o.rest = p.own_cnt + o.bins;
+  o.list = p.own_list;
   const unsigned lcap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
   detail::stage_list_kernel<<<grid < lcap ? grid : lcap, detail::kStageBlock, 0, st>>>(p, o);
   detail::stage_owner_kernel<<<blocks_for(o.bins * 32, detail::kStageBlock), detail::kStageBlock, 0, st>>>(p, o);
   launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, false, true>(p, grid, st, o.rest);
-  cudaFreeAsync(buf, st);
 }
+
 }  // namespace
 
 int set_stage_variant(int v) {
