@@ -354,7 +354,7 @@ def test_owner_staging_reuses_store_slots_cuda():
 
 
 def test_owner_staging_beyond_list_cuda():
-    """Lab variant 15 where bins overflow their 64-entry lists (2048 uniform ids a table and step over 32 cache
+    """Lab variant 15 where bins overflow their 32-entry lists (2048 uniform ids a table and step over 32 cache
     buckets of 128 slots: ~64 misses a bucket), so the locked pass stages the rest after the owners: bit-identical to
     all-HBM (Adam, records beyond the stash)."""
     m = lab_stage_run(15, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=64,

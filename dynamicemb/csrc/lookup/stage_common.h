@@ -94,7 +94,7 @@ struct StageParams {
 };
 
 // Ids a bin of the bucket owners lists (stage_kernels.cu stage_owner_kernel); the rest go to the locked pass.
-constexpr int kOwnList = 64;
+constexpr int kOwnList = 32;
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
 // table | kMoveDone once settle_pending copied its rows].

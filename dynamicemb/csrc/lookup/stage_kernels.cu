@@ -413,18 +413,23 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
 }
 
 // Lab (variant 15): the staging pass by bucket owners, no cache lock. The locked pass runs ~6.5 misses one after
-// another on each of its ~17K groups, each a chain of ~31-35 dependent round trips (~0.75 ms a cold step); here
-// the misses are first listed by their cache bucket (stage_list_kernel: one thread per id, one atomic each, into
-// kOwnList entries per bin of move_bin's shape: bins_per_table bins per table, one cache bucket per bin when the
-// table has at most that many buckets), then one warp owns a bin (stage_owner_kernel): it reads its bucket once,
-// gives its ids their slots in the order of their positions (free slots in slot order, then the unguarded rows of
-// lowest score, ties lowest slot: stage_one's choice, id by id, as the CPU twin makes it), looks the ids up in their
-// store buckets and finds the victims' store slots a lane each (8-bit digests first: 128 bytes a bucket instead of
-// 1 KB of keys; an empty store slot is claimed by a compare-and-swap of its key, so no store lock either), then
-// writes the records, the pending store slots and the cache slots. A duplicate of an id (the same key listed
-// again) takes nothing. Misses beyond a bin's list, or of tables whose buckets exceed kOwnCap slots, are marked
-// kUnlisted and staged by the locked pass after it (stage_kernel<kRest>), which finds the owners' work done.
+// another on each of its ~17K groups, each a chain of ~31-35 dependent round trips (~0.75 ms a cold step). Here:
+// 1. stage_list_kernel (a thread per id): a miss looks its key up in its store bucket (8-bit digests first: 64-128
+//    bytes instead of 1 KB of keys) and is appended to its bin's list (bins of move_bin's shape: bins_per_table
+//    per table, one cache bucket per bin when the table has at most that many), its store slot in place[i];
+//    misses beyond a bin's kOwnList entries, or of tables with buckets over kOwnCap slots, are marked kUnlisted;
+// 2. stage_owner_kernel (a warp per bin, a lane per listed id; the bucket's only writer: no cache lock): the ids'
+//    duplicates (the first position stages; a refusal counts the repeats too, as the locked pass does), the
+//    bucket's keys, scores and stamps once (4 slots a lane), the slots in the ids' position order (free slots in
+//    slot order, then the unguarded rows of lowest (score, slot): stage_one's choice id by id, the CPU twin's),
+//    the victims' store slots a lane each (an empty slot claimed by a compare-and-swap of its key: no store lock),
+//    then one record claim, the records, the pending store slots (after a fence) and the cache slots. An id whose
+//    victim finds no empty store slot, and every later one of its bucket, go one at a time (a pending store slot
+//    of an earlier id, settled first as settle_pending does, or a refusal); so do the ids after a full bucket;
+// 3. the locked pass (stage_kernel<kRest>) stages what the owners did not list; it returns at once when nothing.
 constexpr int kOwnCap = 128;
+constexpr int kOwnLanes = 32;  // (kOwnList ids a bin: one a lane)
+static_assert(kOwnList == kOwnLanes, "stage_owner_kernel: one listed id per lane");
 
 struct OwnerScratch {
   int32_t* cnt;   // (bins) ids listed per bin (zeroed)
@@ -438,6 +443,82 @@ __device__ __forceinline__ bool owner_table_ok(const TableMeta& c, const StageTa
          s.digests % 16 == 0;
 }
 
+// The byte positions (bit 8 b + 7) of `word`'s bytes equal to the byte replicated in `rep`.
+__device__ __forceinline__ unsigned owner_bytes_eq(unsigned word, unsigned rep) { return __vcmpeq4(word, rep) & 0x80808080u; }
+
+// The store slot of `key` in the store bucket at `base` (its digests 64 bytes at a time, then the keys whose
+// digest matches), or -1.
+__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
+  const unsigned long long* sk = reinterpret_cast<const unsigned long long*>(s.keys) + base;
+  const unsigned rep = 0x01010101u * dg;
+  for (int h0 = 0; h0 < cap; h0 += 64) {
+    uint4 w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (h0 + 16 * q < cap) w[q] = __ldcg(d4 + h0 / 16 + q);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (h0 + 16 * q >= cap) break;
+      const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        unsigned m = owner_bytes_eq(part[b], rep);
+        while (m != 0) {
+          const int byte = (__ffs(m) - 1) >> 3;
+          m &= m - 1u;
+          const int j = h0 + 16 * q + 4 * b + byte;
+          if (__ldcg(sk + j) == key) return base + j;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+// A victim's store slot in the store bucket at `base`: the first empty slot (the empty digests' slots, then every
+// key), claimed by a compare-and-swap of its key to `vk`; with `pending`, else the first pending slot, claimed the
+// same way (*took_pending set: the caller settles its record first). -1 when none.
+__device__ int64_t owner_claim_room(const StageTable& s, int64_t base, uint64_t vk, bool pending, bool* took_pending) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  unsigned long long* sk = reinterpret_cast<unsigned long long*>(s.keys) + base;
+  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
+  const unsigned rep = 0x01010101u * table::empty_digest();
+  *took_pending = false;
+  for (int h0 = 0; h0 < cap; h0 += 64) {
+    uint4 w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (h0 + 16 * q < cap) w[q] = __ldcg(d4 + h0 / 16 + q);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (h0 + 16 * q >= cap) break;
+      const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        unsigned m = owner_bytes_eq(part[b], rep);
+        while (m != 0) {
+          const int byte = (__ffs(m) - 1) >> 3;
+          m &= m - 1u;
+          const int j = h0 + 16 * q + 4 * b + byte;
+          if (atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey) return base + j;
+        }
+      }
+    }
+  }
+  for (int j = 0; j < cap; ++j)  // (an empty slot whose digest is not the empty one: none expected)
+    if (__ldcg(sk + j) == table::kEmptyKey && atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey)
+      return base + j;
+  if (pending)
+    for (int j = 0; j < cap; ++j)
+      if (__ldcg(sk + j) == kPendingKey && atomicCAS(sk + j, kPendingKey, vk) == kPendingKey) {
+        *took_pending = true;
+        return base + j;
+      }
+  return -1;
+}
+
 __global__ void __launch_bounds__(kStageBlock) stage_list_kernel(StageParams p, OwnerScratch o) {
   if (p.gate != nullptr && *p.gate == 0) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
@@ -449,15 +530,18 @@ __global__ void __launch_bounds__(kStageBlock) stage_list_kernel(StageParams p, 
       const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
       if (p.table_mask[t]) {
         const TableMeta& c = p.meta[t];
+        const StageTable& s = p.stage[t];
         mark = kUnlisted;
-        if (owner_table_ok(c, p.stage[t])) {
+        if (owner_table_ok(c, s)) {
+          const uint64_t h = accel_hash_key(key);
           const int64_t nb = c.num_buckets;
-          const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(key), static_cast<uint64_t>(nb)));
+          const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(nb)));
           const int64_t bin = static_cast<int64_t>(t) * p.bins_per_table + cb * p.bins_per_table / nb;
           const int pos = atomicAdd(o.cnt + bin, 1);
           if (pos < kOwnList) {
             o.list[bin * kOwnList + pos] = static_cast<int32_t>(i);
-            mark = -1;
+            const int64_t sb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets)));
+            mark = owner_store_find(s, sb * s.bucket_capacity, key, table::digest_of_hash(h));  // (its store slot)
           }
         }
         if (mark == kUnlisted) atomicAdd(o.rest, 1);
@@ -467,74 +551,7 @@ __global__ void __launch_bounds__(kStageBlock) stage_list_kernel(StageParams p, 
   }
 }
 
-// The store slot of `key` in the store bucket at `base` (digests first, then the keys that match), or -1.
-__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
-  const int cap = static_cast<int>(s.bucket_capacity);
-  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
-  const uint64_t* sk = reinterpret_cast<const uint64_t*>(s.keys);
-  const unsigned rep = 0x01010101u * dg;
-  uint4 w[kOwnCap / 16];
-#pragma unroll
-  for (int q = 0; q < kOwnCap / 16; ++q)
-    if (16 * q < cap) w[q] = __ldcg(d4 + q);
-#pragma unroll
-  for (int q = 0; q < kOwnCap / 16; ++q) {
-    if (16 * q >= cap) break;
-    const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      unsigned m = __vcmpeq4(part[b], rep);  // 0xff per matching byte
-      while (m != 0) {
-        const int byte = (__ffs(m) - 1) >> 3;
-        m &= ~(0xffu << (8 * byte));
-        const int64_t slot = base + 16 * q + 4 * b + byte;
-        if (__ldcg(reinterpret_cast<const unsigned long long*>(sk + slot)) == key) return slot;
-      }
-    }
-  }
-  return -1;
-}
-
-// A victim's store slot in the store bucket at `base`: the first empty slot (digest candidates, then every key),
-// claimed by a compare-and-swap of its key to `vk`; else the first pending slot, claimed the same way (*pending
-// set: the caller settles its record first). -1 when neither.
-__device__ int64_t owner_claim_room(const StageTable& s, int64_t base, uint64_t vk, bool* pending) {
-  const int cap = static_cast<int>(s.bucket_capacity);
-  unsigned long long* sk = reinterpret_cast<unsigned long long*>(s.keys) + base;
-  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
-  const unsigned rep = 0x01010101u * table::empty_digest();
-  *pending = false;
-  uint4 w[kOwnCap / 16];
-#pragma unroll
-  for (int q = 0; q < kOwnCap / 16; ++q)
-    if (16 * q < cap) w[q] = __ldcg(d4 + q);
-#pragma unroll
-  for (int q = 0; q < kOwnCap / 16; ++q) {
-    if (16 * q >= cap) break;
-    const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      unsigned m = __vcmpeq4(part[b], rep);
-      while (m != 0) {
-        const int byte = (__ffs(m) - 1) >> 3;
-        m &= ~(0xffu << (8 * byte));
-        const int j = 16 * q + 4 * b + byte;
-        if (atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey) return base + j;
-      }
-    }
-  }
-  for (int j = 0; j < cap; ++j)  // (an empty slot whose digest is not the empty one: none expected)
-    if (__ldcg(sk + j) == table::kEmptyKey && atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey)
-      return base + j;
-  for (int j = 0; j < cap; ++j)
-    if (__ldcg(sk + j) == kPendingKey && atomicCAS(sk + j, kPendingKey, vk) == kPendingKey) {
-      *pending = true;
-      return base + j;
-    }
-  return -1;
-}
-
-// One thread's staging policy (settle_pending's reads, writes and row copy).
+// One thread's staging policy (settle_pending's reads, writes and row copies).
 struct DeviceLaneStage : DeviceStageAtomics {
   template <class T, class U>
   __device__ static void st(T* a, U v) {
@@ -554,15 +571,46 @@ __device__ void owner_fail(const StageParams& p, int32_t rule, int t, uint64_t k
   }
 }
 
-template <class T>
-__device__ __forceinline__ T owner_bcast(T v, int src) {
-  return __shfl_sync(0xffffffffu, v, src);
+// An id's staging once its slot (and its victim's store slot `out`, -1 when none or settled) are decided: record r
+// (when r >= 0: [slot, out, at, t]), its stored row's store slot turned pending after the record, the victim's store
+// slot's score and digest (its key was claimed), the cache slot. Returns the cache counter's change.
+__device__ int owner_finish(const StageParams& p, const TableMeta& c, const StageTable& s, int t, int64_t i,
+                            uint64_t key, uint64_t h, int64_t slot, bool vic, uint64_t vk, uint64_t vs, int64_t out,
+                            int64_t vslot, int64_t at, uint64_t at_score, int64_t r) {
+  uint64_t* sk = reinterpret_cast<uint64_t*>(s.keys);
+  uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
+  uint8_t* sd = reinterpret_cast<uint8_t*>(s.digests);
+  if (vic) {
+    ss[vslot] = vs;
+    sd[vslot] = table::digest_of_hash(accel_hash_key(vk));
+  }
+  if (r >= 0) {
+    int64_t* rp = p.moves + kMoveWords * r;
+    rp[0] = slot;
+    rp[1] = out;
+    rp[2] = at;
+    rp[3] = t;
+    DeviceStageAtomics::count_move(p, t, out, at);
+    if (at >= 0) {  // (the record complete before its slot turns pending)
+      sd[at] = table::empty_digest();
+      ss[at] = static_cast<uint64_t>(r);
+      __threadfence();
+      *reinterpret_cast<volatile unsigned long long*>(sk + at) = kPendingKey;
+    }
+  }
+  p.place[i] = at < 0 ? slot : -1;
+  reinterpret_cast<uint64_t*>(c.scores)[slot] = at >= 0 ? at_score : 0;
+  reinterpret_cast<uint8_t*>(c.digests)[slot] = table::digest_of_hash(h);
+  reinterpret_cast<int64_t*>(s.stamps)[slot] = p.cur;
+  *reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<uint64_t*>(c.keys) + slot) = key;
+  return vic ? 0 : 1;
 }
 
 __global__ void __launch_bounds__(kStageBlock) stage_owner_kernel(StageParams p, OwnerScratch o) {
   if (p.gate != nullptr && *p.gate == 0) return;
+  using ull = unsigned long long;
   constexpr unsigned kAll = 0xffffffffu;
-  constexpr int64_t kNo = 0x7fffffffffffffffll;
+  constexpr int kNone = 0x7fffffff;
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
   for (int64_t bin = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5; bin < o.bins;
@@ -572,270 +620,200 @@ __global__ void __launch_bounds__(kStageBlock) stage_owner_kernel(StageParams p,
     const int t = static_cast<int>(bin / p.bins_per_table);
     const TableMeta& c = p.meta[t];
     const StageTable& s = p.stage[t];
-    uint64_t* ck = reinterpret_cast<uint64_t*>(c.keys);
-    uint64_t* cs = reinterpret_cast<uint64_t*>(c.scores);
-    uint8_t* cd = reinterpret_cast<uint8_t*>(c.digests);
-    int64_t* stamps = reinterpret_cast<int64_t*>(s.stamps);
-    uint64_t* sk = reinterpret_cast<uint64_t*>(s.keys);
-    uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
-    uint8_t* sd = reinterpret_cast<uint8_t*>(s.digests);
     const int ccap = static_cast<int>(c.bucket_capacity), scap = static_cast<int>(s.bucket_capacity);
     const int64_t row_bytes = c.row_stride * p.value_bytes;
-    // this lane's entries: list positions lane and lane + 32
-    int64_t ei[2], ecb[2], at[2], slot[2];
-    uint64_t ek[2], eh[2], vk[2], vs[2], at_score[2];
-    bool ev[2], dup[2], elig[2], vic[2];
-    int mult[2], rank[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int e = lane + 32 * h;
-      ev[h] = e < k;
-      ei[h] = ev[h] ? o.list[bin * kOwnList + e] : -1;
-      ek[h] = ev[h] ? p.ids[ei[h]] : 0;
-      eh[h] = accel_hash_key(ek[h]);
-      ecb[h] = ev[h] ? static_cast<int64_t>(table::bucket_of_hash(eh[h], static_cast<uint64_t>(c.num_buckets))) : kNo;
-      dup[h] = false;
-      mult[h] = 1;
-      rank[h] = 0;
-      at[h] = -1;
-      slot[h] = -1;
-      vic[h] = false;
-      vk[h] = vs[h] = at_score[h] = 0;
-    }
-    // duplicates: the first position of a key stages it, counting its repeats (their refusals, if it fails)
+    // this lane's id (list position `lane`)
+    const bool ev = lane < k;
+    const int64_t i = ev ? o.list[bin * kOwnList + lane] : -1;
+    const uint64_t key = ev ? p.ids[i] : 0;
+    const int64_t at = ev ? __ldcg(reinterpret_cast<const ull*>(p.place + i)) : -1;  // (stage_list_kernel's)
+    const uint64_t h = accel_hash_key(key);
+    const int64_t cb = ev ? static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets))) : -1;
+    const uint64_t at_score = at >= 0 ? __ldcg(reinterpret_cast<const ull*>(s.scores) + at) : 0;
+    // duplicates (the first position stages, counting its repeats), then the ranks of the eligible ids (those with
+    // a stored row, or any new id when training) by position within their bucket
+    bool dup = false;
+    int mult = 1;
     for (int x = 0; x < k; ++x) {
-      const int h2 = x >> 5, src = x & 31;
-      const uint64_t xk = owner_bcast(h2 ? ek[1] : ek[0], src);
-      const int64_t xi = owner_bcast(h2 ? ei[1] : ei[0], src);
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (ev[h] && xi != ei[h] && xk == ek[h]) {
-          if (xi < ei[h]) dup[h] = true;
-          else ++mult[h];
-        }
-    }
-    // the stored rows (a lane per id, digests first)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (ev[h] && !dup[h]) {
-        const int64_t sb = static_cast<int64_t>(table::bucket_of_hash(eh[h], static_cast<uint64_t>(s.num_buckets)));
-        at[h] = owner_store_find(s, sb * scap, ek[h], table::digest_of_hash(eh[h]));
-        if (at[h] >= 0) at_score[h] = __ldcg(reinterpret_cast<const unsigned long long*>(ss + at[h]));
+      const uint64_t xk = __shfl_sync(kAll, key, x);
+      const int64_t xi = __shfl_sync(kAll, i, x);
+      if (ev && x != lane && xk == key) {
+        if (xi < i) dup = true;
+        else ++mult;
       }
-      elig[h] = ev[h] && !dup[h] && (at[h] >= 0 || p.insert_new);
     }
-    // ranks: the order of the eligible ids of one bucket by position
+    if (ev && (dup || (at < 0 && !p.insert_new))) p.place[i] = -1;
+    const bool elig = ev && !dup && (at >= 0 || p.insert_new);
+    int rank = 0;
     for (int x = 0; x < k; ++x) {
-      const int h2 = x >> 5, src = x & 31;
-      const int64_t xi = owner_bcast(h2 ? ei[1] : ei[0], src);
-      const int64_t xcb = owner_bcast(h2 ? ecb[1] : ecb[0], src);
-      const bool xe = owner_bcast(static_cast<int>(h2 ? elig[1] : elig[0]), src) != 0;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (elig[h] && xe && xcb == ecb[h] && xi < ei[h]) ++rank[h];
+      const int64_t xi = __shfl_sync(kAll, i, x);
+      const int64_t xcb = __shfl_sync(kAll, cb, x);
+      const bool xe = __shfl_sync(kAll, static_cast<int>(elig), x) != 0;
+      if (elig && xe && xcb == cb && xi < i) ++rank;
     }
-    // bucket by bucket (one per bin unless the table has more buckets than bins)
-    bool done[2] = {!elig[0], !elig[1]};
-    for (;;) {
-      long long mcb = kNo;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (!done[h] && ecb[h] < mcb) mcb = ecb[h];
+    bool pend_todo = elig;  // (this id still to stage)
+    for (;;) {  // bucket by bucket (one per bin unless the table has more buckets than bins)
+      long long mcb = pend_todo ? cb : 0x7fffffffffffffffll;
 #pragma unroll
       for (int d = 16; d > 0; d >>= 1) mcb = min(mcb, __shfl_xor_sync(kAll, mcb, d));
-      if (mcb == kNo) break;
-      const int64_t cb = mcb, base = cb * ccap;
-      int m = 0;  // eligible ids of this bucket
-#pragma unroll
-      for (int h = 0; h < 2; ++h) m += __popc(__ballot_sync(kAll, !done[h] && ecb[h] == cb));
+      if (mcb == 0x7fffffffffffffffll) break;
+      const bool mine = pend_todo && cb == mcb;
+      const int m = __popc(__ballot_sync(kAll, mine));
+      const int64_t base = mcb * ccap;
       // the bucket once: slot j = 32 q + lane
-      unsigned freem[4];
-      bool cand[4];
-      uint64_t bk[4], bs[4];
+      unsigned freem[4], candm = 0;
+      ull bk[4], bs[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 32 * q + lane;
         const bool in = j < ccap;
-        bk[q] = in ? __ldcg(reinterpret_cast<const unsigned long long*>(ck + base + j)) : 0;
-        bs[q] = in ? __ldcg(reinterpret_cast<const unsigned long long*>(cs + base + j)) : 0;
-        const int64_t st = in ? static_cast<int64_t>(__ldcg(reinterpret_cast<const unsigned long long*>(stamps + base + j))) : 0;
+        bk[q] = in ? __ldcg(reinterpret_cast<const ull*>(c.keys) + base + j) : 0;
+        bs[q] = in ? __ldcg(reinterpret_cast<const ull*>(c.scores) + base + j) : 0;
+        const long long st = in ? static_cast<long long>(__ldcg(reinterpret_cast<const ull*>(s.stamps) + base + j)) : 0;
         freem[q] = __ballot_sync(kAll, in && bk[q] == table::kEmptyKey);
-        cand[q] = in && bk[q] != table::kEmptyKey && !table::is_reserved_key(bk[q]) && bs[q] != ~0ull && st < p.min_live;
+        if (in && bk[q] != table::kEmptyKey && !table::is_reserved_key(bk[q]) && bs[q] != ~0ull && st < p.min_live)
+          candm |= 1u << q;
       }
+      // the slots in rank order
+      int64_t slot = -1;
+      bool vic = false;
+      ull vk = 0, vs = 0;
       for (int r = 0; r < m; ++r) {
         int64_t got = -1;
         bool gv = false;
-        uint64_t gk = 0, gs = 0;
+        ull gk = 0, gs = 0;
         int q0 = 0;
         while (q0 < 4 && freem[q0] == 0) ++q0;
         if (q0 < 4) {
-          const int b = __ffs(freem[q0]) - 1;
+          got = base + 32 * q0 + __ffs(freem[q0]) - 1;
           freem[q0] &= freem[q0] - 1u;
-          got = base + 32 * q0 + b;
         } else {  // the lowest (score, slot) of the candidates
-          unsigned long long best = ~0ull;
-          int bj = 0x7fffffff;
+          ull best = ~0ull;
+          int bj = kNone;
 #pragma unroll
           for (int q = 0; q < 4; ++q)
-            if (cand[q] && (bs[q] < best || (bs[q] == best && 32 * q + lane < bj))) {
+            if (((candm >> q) & 1u) && (bs[q] < best || (bs[q] == best && 32 * q + lane < bj))) {
               best = bs[q];
               bj = 32 * q + lane;
             }
 #pragma unroll
           for (int d = 16; d > 0; d >>= 1) {
-            const unsigned long long ob = __shfl_xor_sync(kAll, best, d);
+            const ull ob = __shfl_xor_sync(kAll, best, d);
             const int oj = __shfl_xor_sync(kAll, bj, d);
             if (ob < best || (ob == best && oj < bj)) {
               best = ob;
               bj = oj;
             }
           }
-          if (bj != 0x7fffffff) {
-            const int q = bj >> 5, src = bj & 31;
-            unsigned long long kq = bk[0];
+          if (bj != kNone) {
+            const int q = bj >> 5;
+            ull kq = bk[0];
 #pragma unroll
             for (int qq = 1; qq < 4; ++qq)
               if (qq == q) kq = bk[qq];
-            gk = owner_bcast(kq, src);
+            gk = __shfl_sync(kAll, kq, bj & 31);
             gs = best;
             gv = true;
             got = base + bj;
-            if (lane == src) {
+            if (lane == (bj & 31)) candm &= ~(1u << q);
+          }
+        }
+        if (mine && rank == r) {
+          slot = got;
+          vic = gv;
+          vk = gk;
+          vs = gs;
+        }
+      }
+      // the victims' store slots: empty ones, a lane each
+      int64_t vslot = -1;
+      bool simple = mine && slot >= 0;
+      if (simple && vic) {
+        const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(vk), static_cast<uint64_t>(s.num_buckets)));
+        bool tp = false;
+        vslot = owner_claim_room(s, vb * scap, vk, false, &tp);
+        simple = vslot >= 0;
+      }
+      // the ids before the first that is not simple (no slot, or no empty store slot for its victim): together
+      int first = mine && !simple ? rank : kNone;
 #pragma unroll
-              for (int qq = 0; qq < 4; ++qq)
-                if (qq == q) cand[qq] = false;
+      for (int d = 16; d > 0; d >>= 1) first = min(first, __shfl_xor_sync(kAll, first, d));
+      const bool now = mine && rank < first;
+      const unsigned recm = __ballot_sync(kAll, now && (vic || at >= 0));
+      ull r0 = 0;
+      if (recm != 0 && lane == 0) r0 = atomicAdd(reinterpret_cast<ull*>(p.move_count), static_cast<ull>(__popc(recm)));
+      r0 = __shfl_sync(kAll, r0, 0);
+      int cache_add = 0, store_add = 0, wrote = 0, moved_in = 0;
+      if (now) {
+        const int64_t r = (vic || at >= 0) ? static_cast<int64_t>(r0) + __popc(recm & ((1u << lane) - 1u)) : -1;
+        cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, vslot, vslot, at, at_score, r);
+        store_add += (vic ? 1 : 0) - (at >= 0 ? 1 : 0);
+        wrote += vic ? 1 : 0;
+        moved_in += at >= 0 ? 1 : 0;
+      }
+      // the rest one at a time, in rank order (rare: a pending store slot, or refusals)
+      int fail_rule = 0;
+      for (int r = first; r < m; ++r) {
+        if (mine && rank == r) {
+          if (fail_rule != 0 || slot < 0 || (vic && vslot < 0)) {
+            bool tp = false;
+            if (fail_rule == 0 && slot >= 0) {  // a victim without an empty store slot: a pending one
+              __threadfence();
+              const int64_t vb =
+                  static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(vk), static_cast<uint64_t>(s.num_buckets)));
+              vslot = owner_claim_room(s, vb * scap, vk, true, &tp);
             }
+            if (fail_rule == 0 && slot >= 0 && vslot >= 0) {
+              if (tp) {  // its record's copies first, then the victim's row there
+                __threadfence();
+                settle_pending<DeviceLaneStage>(p, c, s, vslot, row_bytes);
+                DeviceStageAtomics::copy_row(store_row(s, vslot, row_bytes), cache_row(c, slot, row_bytes), row_bytes,
+                                             0, 1);
+              }
+              const int64_t out = tp ? -1 : vslot;
+              const int64_t rr = (out >= 0 || at >= 0)
+                                     ? static_cast<int64_t>(atomicAdd(reinterpret_cast<ull*>(p.move_count), 1ull))
+                                     : -1;
+              cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, out, vslot, at, at_score, rr);
+              store_add += 1 - (at >= 0 ? 1 : 0);
+              ++wrote;
+              moved_in += at >= 0 ? 1 : 0;
+            } else {
+              const int rule = fail_rule != 0 ? fail_rule : (slot < 0 ? kRuleCacheFull : kRuleStoreFull);
+              if (vic && vslot >= 0) *reinterpret_cast<volatile ull*>(reinterpret_cast<ull*>(s.keys) + vslot) = table::kEmptyKey;
+              owner_fail(p, rule, t, key, rule == kRuleCacheFull ? ccap : scap, mult);
+              p.place[i] = -1;
+              fail_rule = rule;
+            }
+          } else {  // (after the first that was not simple: its own empty store slot or a free cache slot)
+            const int64_t rr = (vic || at >= 0)
+                                   ? static_cast<int64_t>(atomicAdd(reinterpret_cast<ull*>(p.move_count), 1ull))
+                                   : -1;
+            cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, vslot, vslot, at, at_score, rr);
+            store_add += (vic ? 1 : 0) - (at >= 0 ? 1 : 0);
+            wrote += vic ? 1 : 0;
+            moved_in += at >= 0 ? 1 : 0;
           }
         }
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (!done[h] && ecb[h] == cb && rank[h] == r) {
-            slot[h] = got;
-            vic[h] = gv;
-            vk[h] = gk;
-            vs[h] = gs;
-          }
-      }
-      // the victims' store slots (a lane each), and the refusals
-      int64_t out[2] = {-1, -1};
-      bool settled[2] = {false, false}, refused[2] = {false, false};
-      int rule[2] = {0, 0};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (done[h] || ecb[h] != cb) continue;
-        if (slot[h] < 0) {
-          refused[h] = true;
-          rule[h] = kRuleCacheFull;
-        } else if (vic[h]) {
-          const uint64_t vh = accel_hash_key(vk[h]);
-          const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(vh, static_cast<uint64_t>(s.num_buckets)));
-          bool pend = false;
-          const int64_t fs = owner_claim_room(s, vb * scap, vk[h], &pend);
-          if (fs < 0) {
-            refused[h] = true;
-            rule[h] = kRuleStoreFull;
-          } else {
-            out[h] = fs;
-            settled[h] = pend;
-          }
-        }
-      }
-      // a victim without room refuses its id and every later id of the bucket (they would pick the same victim)
-      int fr = 0x7fffffff;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (!done[h] && ecb[h] == cb && refused[h] && rule[h] == kRuleStoreFull && rank[h] < fr) fr = rank[h];
-#pragma unroll
-      for (int d = 16; d > 0; d >>= 1) fr = min(fr, __shfl_xor_sync(kAll, fr, d));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (done[h] || ecb[h] != cb || rank[h] <= fr) continue;
-        rule[h] = kRuleStoreFull;
-        if (!refused[h] && out[h] >= 0)  // its claim undone (a pending slot stays pending: its row not read yet)
-          *reinterpret_cast<volatile unsigned long long*>(sk + out[h]) = settled[h] ? kPendingKey : table::kEmptyKey;
-        refused[h] = true;
-        out[h] = -1;
-      }
-      // a pending slot taken: its record's copies first, then the victim's row there (settle_pending's order)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (done[h] || ecb[h] != cb || refused[h] || !settled[h]) continue;
-        __threadfence();
-        settle_pending<DeviceLaneStage>(p, c, s, out[h], row_bytes);
-        DeviceStageAtomics::copy_row(store_row(s, out[h], row_bytes), cache_row(c, slot[h], row_bytes), row_bytes, 0, 1);
-      }
-      // the records (one claim for the bucket), the stored rows' slots turn pending, the victims' store slots
-      int64_t wrote = 0, moved_in = 0, cache_add = 0, store_add = 0;
-      bool rec[2];
-      unsigned recm[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        rec[h] = !done[h] && ecb[h] == cb && !refused[h] && ((out[h] >= 0 && !settled[h]) || at[h] >= 0);
-        recm[h] = __ballot_sync(kAll, rec[h]);
-      }
-      const int nrec = __popc(recm[0]) + __popc(recm[1]);
-      unsigned long long r0 = 0;
-      if (nrec > 0 && lane == 0)
-        r0 = atomicAdd(reinterpret_cast<unsigned long long*>(p.move_count), static_cast<unsigned long long>(nrec));
-      r0 = owner_bcast(r0, 0);
-      const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (done[h] || ecb[h] != cb) continue;
-        if (refused[h]) {
-          owner_fail(p, rule[h], t, ek[h], rule[h] == kRuleCacheFull ? ccap : scap, mult[h]);
-          continue;
-        }
-        const int64_t o2 = settled[h] ? -1 : out[h];
-        if (vic[h]) {
-          const uint64_t vh = accel_hash_key(vk[h]);
-          ss[out[h]] = vs[h];
-          sd[out[h]] = table::digest_of_hash(vh);
-          ++store_add;
-          ++wrote;
-        } else {
-          ++cache_add;
-        }
-        if (rec[h]) {
-          const int64_t r = static_cast<int64_t>(r0) + (h ? __popc(recm[0]) : 0) + __popc(recm[h] & below);
-          int64_t* rp = p.moves + kMoveWords * r;
-          rp[0] = slot[h];
-          rp[1] = o2;
-          rp[2] = at[h];
-          rp[3] = t;
-          DeviceStageAtomics::count_move(p, t, o2, at[h]);
-          if (at[h] >= 0) {  // the record complete before its slot turns pending
-            sd[at[h]] = table::empty_digest();
-            ss[at[h]] = static_cast<uint64_t>(r);
-            __threadfence();
-            *reinterpret_cast<volatile unsigned long long*>(sk + at[h]) = kPendingKey;
-            --store_add;
-            ++moved_in;
-          }
-        }
-        if (at[h] < 0) p.place[ei[h]] = slot[h];
-        cs[slot[h]] = at[h] >= 0 ? at_score[h] : 0;
-        cd[slot[h]] = table::digest_of_hash(eh[h]);
-        stamps[slot[h]] = p.cur;
-        *reinterpret_cast<volatile unsigned long long*>(ck + slot[h]) = ek[h];
+        // (the rank's outcome to every lane: a refusal refuses every later id of the bucket)
+        const unsigned who = __ballot_sync(kAll, mine && rank == r);
+        fail_rule = __shfl_sync(kAll, fail_rule, who != 0 ? __ffs(who) - 1 : 0);
+        __syncwarp();
       }
 #pragma unroll
       for (int d = 16; d > 0; d >>= 1) {
-        wrote += __shfl_xor_sync(kAll, wrote, d);
-        moved_in += __shfl_xor_sync(kAll, moved_in, d);
         cache_add += __shfl_xor_sync(kAll, cache_add, d);
         store_add += __shfl_xor_sync(kAll, store_add, d);
+        wrote += __shfl_xor_sync(kAll, wrote, d);
+        moved_in += __shfl_xor_sync(kAll, moved_in, d);
       }
       if (lane == 0) {
-        using ull = unsigned long long;
-        if (cache_add) atomicAdd(reinterpret_cast<ull*>(c.counters) + table::kCounterSize, static_cast<ull>(cache_add));
-        if (store_add) atomicAdd(reinterpret_cast<ull*>(s.counters) + table::kCounterSize, static_cast<ull>(store_add));
+        if (cache_add) atomicAdd(reinterpret_cast<ull*>(c.counters) + table::kCounterSize, static_cast<ull>(static_cast<int64_t>(cache_add)));
+        if (store_add) atomicAdd(reinterpret_cast<ull*>(s.counters) + table::kCounterSize, static_cast<ull>(static_cast<int64_t>(store_add)));
         if (moved_in) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t), static_cast<ull>(moved_in));
         if (wrote) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t + 1), static_cast<ull>(wrote));
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (ecb[h] == cb) done[h] = true;
+      if (mine) pend_todo = false;
     }
   }
 }
