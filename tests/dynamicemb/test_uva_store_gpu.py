@@ -360,3 +360,10 @@ def test_owner_staging_beyond_list_cuda():
     m = lab_stage_run(15, "cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=64,
                       frac=0.25, bucket=128, cycle=4, uniform=True)
     assert sum(t.rows_moved[0] for t in m.tables) > 1000
+
+
+@pytest.mark.parametrize("kind", ["cache", "store", "prefetch"])
+def test_owner_staging_errors_cuda(kind):
+    """Lab variant 15 where ids cannot be staged (a full cache bucket, a store bucket without room): refused as the
+    locked pass refuses them (test_device_staging_errors_cuda: the step skipped, nothing lost, the error raised)."""
+    lab_stage(15, test_device_staging_errors_cuda, kind)

@@ -606,7 +606,7 @@ __device__ int owner_finish(const StageParams& p, const TableMeta& c, const Stag
   return vic ? 0 : 1;
 }
 
-__global__ void __launch_bounds__(kStageBlock) stage_owner_kernel(StageParams p, OwnerScratch o) {
+__global__ void __launch_bounds__(kStageBlock, 4) stage_owner_kernel(StageParams p, OwnerScratch o) {
   if (p.gate != nullptr && *p.gate == 0) return;
   using ull = unsigned long long;
   constexpr unsigned kAll = 0xffffffffu;
