@@ -1,10 +1,13 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), a group of kStageLanes lanes per missing id for stage_one, the order of the row copies by store
-// address (a one-block scan of the bins' counts, a scatter of the records), the victims' rows of the first records
-// into the HBM stash, one pass of kMoveLanes threads per copy over both directions in store-address order, then the
-// stored rows of the records without a stash row (in one launch with unplace_one, one thread per id), and the report
-// of the first failure. Eight launches per step whatever the number of tables; a step without misses returns from
-// the last seven at once (every thread reads its found flag, or the record count, and exits).
+// twin): the probe (stamping hits); the misses listed by cache bucket, each with its store slot (stage_list_kernel),
+// and a warp per bucket giving them their slots in position order, without a cache lock (stage_owner_kernel); the
+// locked pass (a group of kStageLanes lanes per missing id for stage_one) over the misses the owners did not list;
+// the order of the row copies by store address (a one-block scan of the bins' counts, a scatter of the records),
+// the victims' rows of the first records into the HBM stash, one pass of kMoveLanes threads per copy over both
+// directions in store-address order, then the stored rows of the records without a stash row (in one launch with
+// unplace_one, one thread per id), and the report of the first failure. Ten launches per step whatever the number
+// of tables; a step without misses returns from the last nine at once (every thread reads its found flag, its
+// bin's count, the rest count or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -380,17 +383,16 @@ constexpr int kStageLanes = 8;
 // divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
 // buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
 // counters bound the pass).
-// kEarly (lab): a find / find_room scan stops after the first round that matched. kOne (lab): one group per warp
-// (the others idle): whether a warp's groups, divergent on their own ids, run side by side or one after another.
-// kRest (lab, variant 15): only the misses the bucket owners left (place[i] == kUnlisted; `rest` counts them).
+// kEarly (lab): a find / find_room scan stops after the first round that matched.
+// kRest: only the misses the bucket owners left (place[i] == kUnlisted; `rest` counts them).
 constexpr int64_t kUnlisted = -2;
 template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false,
-          bool kEarly = false, bool kOne = false, bool kRest = false>
+          bool kEarly = false, bool kRest = false>
 __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p,
                                                                              const int32_t* rest = nullptr) {
   if (p.gate != nullptr && *p.gate == 0) return;
   if (kRest && *rest == 0) return;
-  constexpr int kGroups = kOne ? 1 : 32 / kLanes;
+  constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
   const int64_t chunks = (p.n + 31) / 32;
@@ -401,7 +403,6 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
     const int64_t i = base + lane;
     const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i] && (!kRest || p.place[i] == kUnlisted));
     const int m = __popc(miss);
-    if (group >= kGroups) continue;
     for (int k0 = 0; k0 < m; k0 += kGroups) {
       const int k = k0 + group;
       if (k >= m) continue;
@@ -412,8 +413,9 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
   }
 }
 
-// Lab (variant 15): the staging pass by bucket owners, no cache lock. The locked pass runs ~6.5 misses one after
-// another on each of its ~17K groups, each a chain of ~31-35 dependent round trips (~0.75 ms a cold step). Here:
+// The staging pass by bucket owners, no cache lock (the default; docs/dynamicemb_storage_notes.md, "The staging
+// pass's serial chain"). The locked pass alone runs ~6.5 misses one after another on each of its ~17K groups, each
+// a chain of ~31-35 dependent round trips (~0.75 ms a cold step, H200). Here:
 // 1. stage_list_kernel (a thread per id): a miss looks its key up in its store bucket (8-bit digests first: 64-128
 //    bytes instead of 1 KB of keys) and is appended to its bin's list (bins of move_bin's shape: bins_per_table
 //    per table, one cache bucket per bin when the table has at most that many), its store slot in place[i];
@@ -1067,24 +1069,24 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
-// 9 the default with kSpread, 10 with kFusedFind; 11 / 13 kFusedFind with 32 / 16 lanes per id (one-round /
-// two-round scans of a 128-slot bucket), 12 the default with kEarly, 14 with kOne; 15 the bucket owners
-// (stage_owner_kernel) and the locked pass over what they left.
+// 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
+// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
+// (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
 
 template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false,
-          bool kEarly = false, bool kOne = false, bool kRest = false>
+          bool kEarly = false, bool kRest = false>
 void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st, const int32_t* rest = nullptr) {
   // (the blocks resident at once, one wave of warps striding over the ids)
   static const unsigned cap = static_cast<unsigned>(persistent_blocks(resident_per_sm(
-      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne, kRest>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kOne, kRest>
+      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kRest>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kRest>
       <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p, rest);
 }
 
-// Lab (variant 15): the misses listed by cache bucket, the bucket owners, then the locked pass over what they left
-// (its scratch: StageParams own_cnt / own_list; without it, the locked pass alone).
+// The default staging pass: the misses listed by cache bucket, the bucket owners, then the locked pass over what they
+// left (the owners' scratch: StageParams own_cnt / own_list; without it, the locked pass alone).
 void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   if (p.own_cnt == nullptr || p.own_list == nullptr || p.n >= (int64_t(1) << 31)) {
     launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st);
@@ -1098,7 +1100,7 @@ void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   const unsigned lcap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
   detail::stage_list_kernel<<<grid < lcap ? grid : lcap, detail::kStageBlock, 0, st>>>(p, o);
   detail::stage_owner_kernel<<<blocks_for(o.bins * 32, detail::kStageBlock), detail::kStageBlock, 0, st>>>(p, o);
-  launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, false, true>(p, grid, st, o.rest);
+  launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st, o.rest);
 }
 
 }  // namespace
@@ -1124,12 +1126,9 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
       case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
       case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
-      case 11: launch_stage_pass<32, true, false, false, false, true>(p, grid, st); break;
+      case 11: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
       case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
-      case 13: launch_stage_pass<16, true, false, false, false, true>(p, grid, st); break;
-      case 14: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st); break;
-      case 15: launch_owner_pass(p, grid, st); break;
-      default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+      default: launch_owner_pass(p, grid, st); break;
     }
     check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;
