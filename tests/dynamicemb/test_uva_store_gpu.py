@@ -127,17 +127,21 @@ def test_uva_store_slot_major_rows_cuda():
     assert bm.table.host_run == 0 and torch.equal(bm.find(keys).values.cpu(), vals)
 
 
-def lab_stage_run(variant, *args, **kwargs):
-    """ten_percent(*args, **kwargs) with the staging's lab variant `variant` (private op _lookup_lab_stage), the
-    variant before restored after; skips where the build has no such op."""
+def lab_stage(variant, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the staging's lab variant `variant`, the one before restored after."""
     op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
     if op is None:
         pytest.skip("no op _lookup_lab_stage in this build")
     old = op(variant)
     try:
-        return ten_percent(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
         op(old)
+
+
+def lab_stage_run(variant, *args, **kwargs):
+    """ten_percent(*args, **kwargs) with the staging's lab variant `variant` (lab_stage)."""
+    return lab_stage(variant, ten_percent, *args, **kwargs)
 
 
 @pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
@@ -326,18 +330,6 @@ def test_device_staging_matches_twin_cuda(seed, slot_major):
     twin's host rows follow it), scores, digests, stamps, counters and rows-moved totals after every staging
     (storage_helpers.staging_matches_twin)."""
     assert staging_matches_twin("cuda", seed=seed, slot_major=slot_major) > 0
-
-
-def lab_stage(variant, fn, *args, **kwargs):
-    """fn(*args, **kwargs) with the staging's lab variant `variant`, the one before restored after."""
-    op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
-    if op is None:
-        pytest.skip("no op _lookup_lab_stage in this build")
-    old = op(variant)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        op(old)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

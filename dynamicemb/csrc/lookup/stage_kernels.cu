@@ -448,12 +448,12 @@ __device__ __forceinline__ bool owner_table_ok(const TableMeta& c, const StageTa
 // The byte positions (bit 8 b + 7) of `word`'s bytes equal to the byte replicated in `rep`.
 __device__ __forceinline__ unsigned owner_bytes_eq(unsigned word, unsigned rep) { return __vcmpeq4(word, rep) & 0x80808080u; }
 
-// The store slot of `key` in the store bucket at `base` (its digests 64 bytes at a time, then the keys whose
-// digest matches), or -1.
-__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
+// The first slot j (in slot order) of the store bucket at `base` whose digest is `dg` and for which hit(j) holds
+// (the bucket's digests read 64 bytes at a time), or -1.
+template <class Hit>
+__device__ int owner_digest_first(const StageTable& s, int64_t base, uint8_t dg, Hit hit) {
   const int cap = static_cast<int>(s.bucket_capacity);
   const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
-  const unsigned long long* sk = reinterpret_cast<const unsigned long long*>(s.keys) + base;
   const unsigned rep = 0x01010101u * dg;
   for (int h0 = 0; h0 < cap; h0 += 64) {
     uint4 w[4];
@@ -468,15 +468,21 @@ __device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t 
       for (int b = 0; b < 4; ++b) {
         unsigned m = owner_bytes_eq(part[b], rep);
         while (m != 0) {
-          const int byte = (__ffs(m) - 1) >> 3;
+          const int j = h0 + 16 * q + 4 * b + ((__ffs(m) - 1) >> 3);
           m &= m - 1u;
-          const int j = h0 + 16 * q + 4 * b + byte;
-          if (__ldcg(sk + j) == key) return base + j;
+          if (hit(j)) return j;
         }
       }
     }
   }
   return -1;
+}
+
+// The store slot of `key` in the store bucket at `base` (the keys whose digest is `dg`), or -1.
+__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
+  const unsigned long long* sk = reinterpret_cast<const unsigned long long*>(s.keys) + base;
+  const int j = owner_digest_first(s, base, dg, [&](int x) { return __ldcg(sk + x) == key; });
+  return j < 0 ? -1 : base + j;
 }
 
 // A victim's store slot in the store bucket at `base`: the first empty slot (the empty digests' slots, then every
@@ -485,30 +491,11 @@ __device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t 
 __device__ int64_t owner_claim_room(const StageTable& s, int64_t base, uint64_t vk, bool pending, bool* took_pending) {
   const int cap = static_cast<int>(s.bucket_capacity);
   unsigned long long* sk = reinterpret_cast<unsigned long long*>(s.keys) + base;
-  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
-  const unsigned rep = 0x01010101u * table::empty_digest();
   *took_pending = false;
-  for (int h0 = 0; h0 < cap; h0 += 64) {
-    uint4 w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (h0 + 16 * q < cap) w[q] = __ldcg(d4 + h0 / 16 + q);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      if (h0 + 16 * q >= cap) break;
-      const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        unsigned m = owner_bytes_eq(part[b], rep);
-        while (m != 0) {
-          const int byte = (__ffs(m) - 1) >> 3;
-          m &= m - 1u;
-          const int j = h0 + 16 * q + 4 * b + byte;
-          if (atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey) return base + j;
-        }
-      }
-    }
-  }
+  const int e = owner_digest_first(s, base, table::empty_digest(), [&](int x) {
+    return atomicCAS(sk + x, table::kEmptyKey, vk) == table::kEmptyKey;
+  });
+  if (e >= 0) return base + e;
   for (int j = 0; j < cap; ++j)  // (an empty slot whose digest is not the empty one: none expected)
     if (__ldcg(sk + j) == table::kEmptyKey && atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey)
       return base + j;
