@@ -127,26 +127,32 @@ def test_uva_store_slot_major_rows_cuda():
     assert bm.table.host_run == 0 and torch.equal(bm.find(keys).values.cpu(), vals)
 
 
-def lab_stage_run(variant, *args, **kwargs):
-    """ten_percent(*args, **kwargs) with the staging's lab variant `variant` (private op _lookup_lab_stage), the
-    variant before restored after; skips where the build has no such op."""
+def lab_stage(variant, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the staging's lab variant `variant`, the one before restored after."""
     op = getattr(torch.ops.dynamicemb, "_lookup_lab_stage", None)
     if op is None:
         pytest.skip("no op _lookup_lab_stage in this build")
     old = op(variant)
     try:
-        return ten_percent(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
         op(old)
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+def lab_stage_run(variant, *args, **kwargs):
+    """ten_percent(*args, **kwargs) with the staging's lab variant `variant` (lab_stage)."""
+    return lab_stage(variant, ten_percent, *args, **kwargs)
+
+
+@pytest.mark.parametrize("variant", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
 def test_cold_cache_parity_stage_variants_cuda(variant):
-    """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu: 1 sequentially
-    consistent fences, 2 the stored row's store slot turned pending after the cache lock, 3 / 4 that with 16 / 32
-    lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the mixed move pass with 7 its loads hinted L2::256B, 8
-    by bulk copies; 9 the misses taken in an order spread over every table; 10 the cache's and the store's first
-    scans in the same rounds): the cold parity run (SGD) bit-identical to all-HBM, as the default is."""
+    """The staging's lab variants (private op _lookup_lab_stage, csrc/lookup/stage_kernels.cu; each stages with the
+    locked pass alone, no bucket owners: 1 sequentially consistent fences, 2 the stored row's store slot turned
+    pending after the cache lock, 3 / 4 that with 16 / 32 lanes per id, 5 polling locks with backoff, 6 = 2 + 5; the
+    mixed move pass with 7 its loads hinted L2::256B, 8 by bulk copies; 9 the misses taken in an order spread over
+    every table; 10 the cache's and the store's first scans in the same rounds; 11 the locked pass as it is; 12 its
+    finds stopped at the first matching round): the cold parity run (SGD) bit-identical to all-HBM, as the default
+    is."""
     m = lab_stage_run(variant, "cuda", SGD(lr=0.1), False, UVA, T=2, R=1 << 16, n=4096, rounds=2, dim=128,
                       frac=0.25, bucket=128, cycle=8)
     moved = [sum(t.rows_moved[j] for t in m.tables) for j in (0, 1)]
@@ -310,17 +316,46 @@ def test_device_staging_errors_cuda(kind):
 
 def test_device_staging_reuses_store_slots_cuda():
     """The CUDA kernels with a store one slot short of full under a full cache bucket: within one staging each
-    victim after the first takes the store slot an earlier id's row left (settled under the store bucket's lock
-    before the move pass); bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
+    victim after the first takes the store slot an earlier id's row left (claimed by a compare-and-swap, its record
+    settled before the move pass); bit-identical to all-HBM after every step (storage_helpers.pending_reuse)."""
     pending_reuse("cuda")
 
 
 @pytest.mark.parametrize("slot_major", [True, False], ids=["slot_major", "bucket_major"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_device_staging_matches_twin_cuda(seed, slot_major):
-    """The CUDA staging (a warp per missing id, its lanes scanning the buckets together) against the CPU twin,
+    """The CUDA staging (the bucket owners: a warp per cache bucket, no cache lock) against the CPU twin,
     slot by slot, from the same raw state over the same batches (at most one missing id per cache bucket: an
     order-free outcome): the same cache slots, victims, store slots, rows (in the stores' host-row layout: the
     twin's host rows follow it), scores, digests, stamps, counters and rows-moved totals after every staging
     (storage_helpers.staging_matches_twin)."""
     assert staging_matches_twin("cuda", seed=seed, slot_major=slot_major) > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_locked_staging_matches_twin_cuda(seed):
+    """Lab variant 11 (the locked pass alone: a group of lanes per missing id under the bucket locks, the staging
+    before the bucket owners) against the CPU twin slot by slot, as the default is."""
+    assert lab_stage(11, staging_matches_twin, "cuda", seed=seed) > 0
+
+
+def test_locked_staging_reuses_store_slots_cuda():
+    """Lab variant 11 (the locked pass alone) with a store one slot short of full: as the default
+    (test_device_staging_reuses_store_slots_cuda), bit-identical to all-HBM."""
+    lab_stage(11, pending_reuse, "cuda")
+
+
+def test_owner_staging_beyond_list_cuda():
+    """The bucket owners where bins overflow their 32-entry lists (2048 uniform ids a table and step over 32 cache
+    buckets of 128 slots: ~64 misses a bucket), so the locked pass stages the rest after them: bit-identical to
+    all-HBM (Adam, records beyond the stash)."""
+    m = ten_percent("cuda", Adam(lr=0.01), False, UVA, T=2, R=1 << 14, n=2048, rounds=2, dim=64, frac=0.25,
+                    bucket=128, cycle=4, uniform=True)
+    assert sum(t.rows_moved[0] for t in m.tables) > 1000
+
+
+@pytest.mark.parametrize("kind", ["cache", "store", "prefetch"])
+def test_locked_staging_errors_cuda(kind):
+    """Lab variant 11 (the locked pass alone) where ids cannot be staged: as the default
+    (test_device_staging_errors_cuda)."""
+    lab_stage(11, test_device_staging_errors_cuda, kind)

@@ -36,8 +36,8 @@ from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn
 
 from dynamicemb._optimizers import SGD  # noqa: E402
 
-KERNELS = ("probe_kernel", "stage_kernel", "move_scan", "move_scatter", "move_stash", "move_out", "move_bulk",
-           "move_in_unplace")
+KERNELS = ("probe_kernel", "stage_list", "stage_owner", "stage_kernel", "move_scan", "move_scatter", "move_stash",
+           "move_out", "move_bulk", "move_in_unplace")
 
 
 def lab_op():

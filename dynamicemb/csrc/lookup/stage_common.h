@@ -29,6 +29,12 @@
 //            own row there. (Settling a pending slot ahead of the first empty one instead cost the staging pass
 //            1.39 against 0.77 ms on an H200: docs/dynamicemb_storage_notes.md; any empty slot of the bucket is as
 //            good: a bucket's keys are found by a scan of all its slots);
+//            CUDA, by default: the same outcome without the cache lock: the misses listed by cache bucket, a warp
+//            per bucket (its only writer) gives them their slots in position order (free slots, then victims by
+//            (score, slot): what stage_one gives id by id), the victims' empty store slots claimed by a
+//            compare-and-swap of the key; an id whose victim finds no empty slot, and the ids after it, one at a
+//            time (a pending slot, or a refusal); the misses beyond a bucket's list by stage_one under the locks
+//            (stage_kernels.cu stage_owner_kernel);
 //   move     per record: its victim's row cache -> store, and its stored row store -> cache (its pending key
 //            leaves: empty). Every record touches its own cache slot and store slots only (a slot is stamped cur
 //            once taken, so no later id of the launch evicts it; victims are never ids of the step, whose cached
@@ -87,7 +93,14 @@ struct StageParams {
   int64_t* first_fail;        // (4) [rule, table, id, bucket slots] of the first failure
   int value_bytes;            // bytes per value element (2 or 4)
   const int32_t* gate;        // (1) or null: *gate == 0 -> nothing to stage (CacheProbeParams::gate)
+  int32_t* own_cnt;           // (bins + 1) zero on entry, or null: ids listed per bin of the bucket owners, then the
+                              // misses they left to the locked pass (CUDA, stage_owner_kernel; bins: num_tables x
+                              // bins_per_table)
+  int32_t* own_list;          // (bins kOwnList) scratch: the listed ids' positions (CUDA)
 };
+
+// Ids a bin of the bucket owners lists (stage_kernels.cu stage_owner_kernel); the rest go to the locked pass.
+constexpr int kOwnList = 32;
 
 // A move record: [cache slot, store slot the victim's row goes to or -1, store slot the id's row comes from or -1,
 // table | kMoveDone once settle_pending copied its rows].
@@ -487,7 +500,7 @@ inline void stage_host(const StageParams& p) {
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
-constexpr int kStageVariants = 11;
+constexpr int kStageVariants = 13;
 int set_stage_variant(int v);
 
 }  // namespace lookup

@@ -1,10 +1,13 @@
 // Device staging of caching tables over the uva store (stage_common.h has the algorithm, shared with the CPU
-// twin): the probe (stamping hits), a group of kStageLanes lanes per missing id for stage_one, the order of the row copies by store
-// address (a one-block scan of the bins' counts, a scatter of the records), the victims' rows of the first records
-// into the HBM stash, one pass of kMoveLanes threads per copy over both directions in store-address order, then the
-// stored rows of the records without a stash row (in one launch with unplace_one, one thread per id), and the report
-// of the first failure. Eight launches per step whatever the number of tables; a step without misses returns from
-// the last seven at once (every thread reads its found flag, or the record count, and exits).
+// twin): the probe (stamping hits); the misses listed by cache bucket, each with its store slot (stage_list_kernel),
+// and a warp per bucket giving them their slots in position order, without a cache lock (stage_owner_kernel); the
+// locked pass (a group of kStageLanes lanes per missing id for stage_one) over the misses the owners did not list;
+// the order of the row copies by store address (a one-block scan of the bins' counts, a scatter of the records),
+// the victims' rows of the first records into the HBM stash, one pass of kMoveLanes threads per copy over both
+// directions in store-address order, then the stored rows of the records without a stash row (in one launch with
+// unplace_one, one thread per id), and the report of the first failure. Ten launches per step whatever the number
+// of tables; a step without misses returns from the last nine at once (every thread reads its found flag, its
+// bin's count, the rest count or the record count, and exits).
 #include "dynamicemb/csrc/lookup/lookup_common.cuh"
 #include "dynamicemb/csrc/lookup/stage_common.h"
 #include "dynamicemb/csrc/lookup/validate_types.h"
@@ -130,7 +133,8 @@ struct DeviceStageAtomicsWide : DeviceStageAtomics {
 // step). kLate: the stored row's store slot turns pending after the cache lock is released (stage_one). kTtas: a
 // waiter polls the lock with loads and backs off (32 -> 512 ns) instead of a CAS every 64 ns (less atomic traffic
 // at the L2 while ~30 % of the acquisitions wait).
-template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false>
+template <int G, bool kLight = true, bool kLateLeave = false, bool kTtas = false, bool kFusedFind = false,
+          bool kEarly = false>
 struct DeviceGroupStage : DeviceStageAtomics {
   static_assert(G == 8 || G == 16 || G == 32, "DeviceGroupStage: 8, 16 or 32 lanes per id");
   static constexpr bool kLate = kLateLeave;
@@ -267,6 +271,10 @@ struct DeviceGroupStage : DeviceStageAtomics {
         if (m && j < best) best = j;
         if (kRoom && j < cap && k[r] == kPendingKey && j < pend) pend = j;
       }
+      if (kEarly) {  // (lab) the rounds cover increasing slots: a match in this one is the lowest
+        const int b = warp_min(best);
+        if (b != kNone) return base + b;
+      }
     }
     best = warp_min(best);
     if (kRoom && best == kNone) best = warp_min(pend);
@@ -375,9 +383,15 @@ constexpr int kStageLanes = 8;
 // divide the chunk count: a bijection) instead of c: the misses in flight at once spread over every table's cache
 // buckets instead of the ~1.3 tables a sweep of the grid covers (whether the buckets' lock convoys and the tables'
 // counters bound the pass).
-template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false>
-__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p) {
+// kEarly (lab): a find / find_room scan stops after the first round that matched.
+// kRest: only the misses the bucket owners left (place[i] == kUnlisted; `rest` counts them).
+constexpr int64_t kUnlisted = -2;
+template <int kLanes, bool kLight, bool kLate, bool kTtas, bool kSpread = false, bool kFused = false,
+          bool kEarly = false, bool kRest = false>
+__global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(StageParams p,
+                                                                             const int32_t* rest = nullptr) {
   if (p.gate != nullptr && *p.gate == 0) return;
+  if (kRest && *rest == 0) return;
   constexpr int kGroups = 32 / kLanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
@@ -387,14 +401,408 @@ __global__ void __launch_bounds__(kStageBlock, kStageMinBlocks) stage_kernel(Sta
   for (int64_t c = warp; c < chunks; c += warps) {
     const int64_t base = 32 * (kSpread ? c * prime % chunks : c);
     const int64_t i = base + lane;
-    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i]);
+    const unsigned miss = __ballot_sync(0xffffffffu, i < p.n && !p.found[i] && (!kRest || p.place[i] == kUnlisted));
     const int m = __popc(miss);
     for (int k0 = 0; k0 < m; k0 += kGroups) {
       const int k = k0 + group;
       if (k >= m) continue;
       unsigned rest = miss;  // (the k-th set bit)
       for (int j = 0; j < k; ++j) rest &= rest - 1u;
-      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused>>(p, base + __ffs(rest) - 1);
+      stage_one<DeviceGroupStage<kLanes, kLight, kLate, kTtas, kFused, kEarly>>(p, base + __ffs(rest) - 1);
+    }
+  }
+}
+
+// The staging pass by bucket owners, no cache lock (the default; docs/dynamicemb_storage_notes.md, "The staging
+// pass's serial chain"). The locked pass alone runs ~6.5 misses one after another on each of its ~17K groups, each
+// a chain of ~31-35 dependent round trips (~0.75 ms a cold step, H200). Here:
+// 1. stage_list_kernel (a thread per id): a miss looks its key up in its store bucket (8-bit digests first: 64-128
+//    bytes instead of 1 KB of keys) and is appended to its bin's list (bins of move_bin's shape: bins_per_table
+//    per table, one cache bucket per bin when the table has at most that many), its store slot in place[i];
+//    misses beyond a bin's kOwnList entries, or of tables with buckets over kOwnCap slots, are marked kUnlisted;
+// 2. stage_owner_kernel (a warp per bin, a lane per listed id; the bucket's only writer: no cache lock): the ids'
+//    duplicates (the first position stages; a refusal counts the repeats too, as the locked pass does), the
+//    bucket's keys, scores and stamps once (4 slots a lane), the slots in the ids' position order (free slots in
+//    slot order, then the unguarded rows of lowest (score, slot): stage_one's choice id by id, the CPU twin's),
+//    the victims' store slots a lane each (an empty slot claimed by a compare-and-swap of its key: no store lock),
+//    then one record claim, the records, the pending store slots (after a fence) and the cache slots. An id whose
+//    victim finds no empty store slot, and every later one of its bucket, go one at a time (a pending store slot
+//    of an earlier id, settled first as settle_pending does, or a refusal); so do the ids after a full bucket;
+// 3. the locked pass (stage_kernel<kRest>) stages what the owners did not list; it returns at once when nothing.
+constexpr int kOwnCap = 128;
+constexpr int kOwnLanes = 32;  // (kOwnList ids a bin: one a lane)
+static_assert(kOwnList == kOwnLanes, "stage_owner_kernel: one listed id per lane");
+
+struct OwnerScratch {
+  int32_t* cnt;   // (bins) ids listed per bin (zeroed)
+  int32_t* rest;  // (1) misses left to the locked pass (zeroed, after cnt)
+  int32_t* list;  // (bins kOwnList) the ids' positions
+  int64_t bins;
+};
+
+__device__ __forceinline__ bool owner_table_ok(const TableMeta& c, const StageTable& s) {
+  return c.bucket_capacity <= kOwnCap && s.bucket_capacity <= kOwnCap && s.bucket_capacity % 16 == 0 &&
+         s.digests % 16 == 0;
+}
+
+// The byte positions (bit 8 b + 7) of `word`'s bytes equal to the byte replicated in `rep`.
+__device__ __forceinline__ unsigned owner_bytes_eq(unsigned word, unsigned rep) { return __vcmpeq4(word, rep) & 0x80808080u; }
+
+// The first slot j (in slot order) of the store bucket at `base` whose digest is `dg` and for which hit(j) holds
+// (the bucket's digests read 64 bytes at a time), or -1.
+template <class Hit>
+__device__ int owner_digest_first(const StageTable& s, int64_t base, uint8_t dg, Hit hit) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  const uint4* d4 = reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(s.digests) + base);
+  const unsigned rep = 0x01010101u * dg;
+  for (int h0 = 0; h0 < cap; h0 += 64) {
+    uint4 w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (h0 + 16 * q < cap) w[q] = __ldcg(d4 + h0 / 16 + q);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (h0 + 16 * q >= cap) break;
+      const unsigned part[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        unsigned m = owner_bytes_eq(part[b], rep);
+        while (m != 0) {
+          const int j = h0 + 16 * q + 4 * b + ((__ffs(m) - 1) >> 3);
+          m &= m - 1u;
+          if (hit(j)) return j;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+// The store slot of `key` in the store bucket at `base` (the keys whose digest is `dg`), or -1.
+__device__ int64_t owner_store_find(const StageTable& s, int64_t base, uint64_t key, uint8_t dg) {
+  const unsigned long long* sk = reinterpret_cast<const unsigned long long*>(s.keys) + base;
+  const int j = owner_digest_first(s, base, dg, [&](int x) { return __ldcg(sk + x) == key; });
+  return j < 0 ? -1 : base + j;
+}
+
+// A victim's store slot in the store bucket at `base`: the first empty slot (the empty digests' slots, then every
+// key), claimed by a compare-and-swap of its key to `vk`; with `pending`, else the first pending slot, claimed the
+// same way (*took_pending set: the caller settles its record first). -1 when none.
+__device__ int64_t owner_claim_room(const StageTable& s, int64_t base, uint64_t vk, bool pending, bool* took_pending) {
+  const int cap = static_cast<int>(s.bucket_capacity);
+  unsigned long long* sk = reinterpret_cast<unsigned long long*>(s.keys) + base;
+  *took_pending = false;
+  const int e = owner_digest_first(s, base, table::empty_digest(), [&](int x) {
+    return atomicCAS(sk + x, table::kEmptyKey, vk) == table::kEmptyKey;
+  });
+  if (e >= 0) return base + e;
+  for (int j = 0; j < cap; ++j)  // (an empty slot whose digest is not the empty one: none expected)
+    if (__ldcg(sk + j) == table::kEmptyKey && atomicCAS(sk + j, table::kEmptyKey, vk) == table::kEmptyKey)
+      return base + j;
+  if (pending)
+    for (int j = 0; j < cap; ++j)
+      if (__ldcg(sk + j) == kPendingKey && atomicCAS(sk + j, kPendingKey, vk) == kPendingKey) {
+        *took_pending = true;
+        return base + j;
+      }
+  return -1;
+}
+
+__global__ void __launch_bounds__(kStageBlock) stage_list_kernel(StageParams p, OwnerScratch o) {
+  if (p.gate != nullptr && *p.gate == 0) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x; i < p.n; i += stride) {
+    if (p.found[i]) continue;
+    int64_t mark = -1;
+    const uint64_t key = p.ids[i];
+    if (!table::is_reserved_key(key)) {
+      const int t = p.feature_table[stage_feature_of(p.offsets, p.n, p.num_bags, p.batch, p.num_features, i)];
+      if (p.table_mask[t]) {
+        const TableMeta& c = p.meta[t];
+        const StageTable& s = p.stage[t];
+        mark = kUnlisted;
+        if (owner_table_ok(c, s)) {
+          const uint64_t h = accel_hash_key(key);
+          const int64_t nb = c.num_buckets;
+          const int64_t cb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(nb)));
+          const int64_t bin = static_cast<int64_t>(t) * p.bins_per_table + cb * p.bins_per_table / nb;
+          const int pos = atomicAdd(o.cnt + bin, 1);
+          if (pos < kOwnList) {
+            o.list[bin * kOwnList + pos] = static_cast<int32_t>(i);
+            const int64_t sb = static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(s.num_buckets)));
+            mark = owner_store_find(s, sb * s.bucket_capacity, key, table::digest_of_hash(h));  // (its store slot)
+          }
+        }
+        if (mark == kUnlisted) atomicAdd(o.rest, 1);
+      }
+    }
+    p.place[i] = mark;
+  }
+}
+
+// One thread's staging policy (settle_pending's reads, writes and row copies).
+struct DeviceLaneStage : DeviceStageAtomics {
+  template <class T, class U>
+  __device__ static void st(T* a, U v) {
+    *a = static_cast<T>(v);
+  }
+  __device__ static void copy_rows(void* dst, const void* src, int64_t bytes) { copy_row(dst, src, bytes, 0, 1); }
+};
+
+__device__ void owner_fail(const StageParams& p, int32_t rule, int t, uint64_t key, int64_t bound, int times) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.counts + 3 * t + 2), static_cast<unsigned long long>(times));
+  if (atomicCAS(p.failed, 0, 1) == 0) {
+    p.first_fail[1] = t;
+    p.first_fail[2] = static_cast<int64_t>(key);
+    p.first_fail[3] = bound;
+    __threadfence();
+    *reinterpret_cast<volatile int64_t*>(p.first_fail) = rule;
+  }
+}
+
+// An id's staging once its slot (and its victim's store slot `out`, -1 when none or settled) are decided: record r
+// (when r >= 0: [slot, out, at, t]), its stored row's store slot turned pending after the record, the victim's store
+// slot's score and digest (its key was claimed), the cache slot. Returns the cache counter's change.
+__device__ int owner_finish(const StageParams& p, const TableMeta& c, const StageTable& s, int t, int64_t i,
+                            uint64_t key, uint64_t h, int64_t slot, bool vic, uint64_t vk, uint64_t vs, int64_t out,
+                            int64_t vslot, int64_t at, uint64_t at_score, int64_t r) {
+  uint64_t* sk = reinterpret_cast<uint64_t*>(s.keys);
+  uint64_t* ss = reinterpret_cast<uint64_t*>(s.scores);
+  uint8_t* sd = reinterpret_cast<uint8_t*>(s.digests);
+  if (vic) {
+    ss[vslot] = vs;
+    sd[vslot] = table::digest_of_hash(accel_hash_key(vk));
+  }
+  if (r >= 0) {
+    int64_t* rp = p.moves + kMoveWords * r;
+    rp[0] = slot;
+    rp[1] = out;
+    rp[2] = at;
+    rp[3] = t;
+    DeviceStageAtomics::count_move(p, t, out, at);
+    if (at >= 0) {  // (the record complete before its slot turns pending)
+      sd[at] = table::empty_digest();
+      ss[at] = static_cast<uint64_t>(r);
+      __threadfence();
+      *reinterpret_cast<volatile unsigned long long*>(sk + at) = kPendingKey;
+    }
+  }
+  p.place[i] = at < 0 ? slot : -1;
+  reinterpret_cast<uint64_t*>(c.scores)[slot] = at >= 0 ? at_score : 0;
+  reinterpret_cast<uint8_t*>(c.digests)[slot] = table::digest_of_hash(h);
+  reinterpret_cast<int64_t*>(s.stamps)[slot] = p.cur;
+  *reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<uint64_t*>(c.keys) + slot) = key;
+  return vic ? 0 : 1;
+}
+
+__global__ void __launch_bounds__(kStageBlock, 4) stage_owner_kernel(StageParams p, OwnerScratch o) {
+  if (p.gate != nullptr && *p.gate == 0) return;
+  using ull = unsigned long long;
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kNone = 0x7fffffff;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kStageBlock / 32);
+  for (int64_t bin = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) >> 5; bin < o.bins;
+       bin += warps) {
+    const int k = min(__ldcg(o.cnt + bin), kOwnList);
+    if (k == 0) continue;
+    const int t = static_cast<int>(bin / p.bins_per_table);
+    const TableMeta& c = p.meta[t];
+    const StageTable& s = p.stage[t];
+    const int ccap = static_cast<int>(c.bucket_capacity), scap = static_cast<int>(s.bucket_capacity);
+    const int64_t row_bytes = c.row_stride * p.value_bytes;
+    // this lane's id (list position `lane`)
+    const bool ev = lane < k;
+    const int64_t i = ev ? o.list[bin * kOwnList + lane] : -1;
+    const uint64_t key = ev ? p.ids[i] : 0;
+    const int64_t at = ev ? __ldcg(reinterpret_cast<const ull*>(p.place + i)) : -1;  // (stage_list_kernel's)
+    const uint64_t h = accel_hash_key(key);
+    const int64_t cb = ev ? static_cast<int64_t>(table::bucket_of_hash(h, static_cast<uint64_t>(c.num_buckets))) : -1;
+    const uint64_t at_score = at >= 0 ? __ldcg(reinterpret_cast<const ull*>(s.scores) + at) : 0;
+    // duplicates (the first position stages, counting its repeats), then the ranks of the eligible ids (those with
+    // a stored row, or any new id when training) by position within their bucket
+    bool dup = false;
+    int mult = 1;
+    for (int x = 0; x < k; ++x) {
+      const uint64_t xk = __shfl_sync(kAll, key, x);
+      const int64_t xi = __shfl_sync(kAll, i, x);
+      if (ev && x != lane && xk == key) {
+        if (xi < i) dup = true;
+        else ++mult;
+      }
+    }
+    if (ev && (dup || (at < 0 && !p.insert_new))) p.place[i] = -1;
+    const bool elig = ev && !dup && (at >= 0 || p.insert_new);
+    int rank = 0;
+    for (int x = 0; x < k; ++x) {
+      const int64_t xi = __shfl_sync(kAll, i, x);
+      const int64_t xcb = __shfl_sync(kAll, cb, x);
+      const bool xe = __shfl_sync(kAll, static_cast<int>(elig), x) != 0;
+      if (elig && xe && xcb == cb && xi < i) ++rank;
+    }
+    bool pend_todo = elig;  // (this id still to stage)
+    for (;;) {  // bucket by bucket (one per bin unless the table has more buckets than bins)
+      long long mcb = pend_todo ? cb : 0x7fffffffffffffffll;
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) mcb = min(mcb, __shfl_xor_sync(kAll, mcb, d));
+      if (mcb == 0x7fffffffffffffffll) break;
+      const bool mine = pend_todo && cb == mcb;
+      const int m = __popc(__ballot_sync(kAll, mine));
+      const int64_t base = mcb * ccap;
+      // the bucket once: slot j = 32 q + lane
+      unsigned freem[4], candm = 0;
+      ull bk[4], bs[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 32 * q + lane;
+        const bool in = j < ccap;
+        bk[q] = in ? __ldcg(reinterpret_cast<const ull*>(c.keys) + base + j) : 0;
+        bs[q] = in ? __ldcg(reinterpret_cast<const ull*>(c.scores) + base + j) : 0;
+        const long long st = in ? static_cast<long long>(__ldcg(reinterpret_cast<const ull*>(s.stamps) + base + j)) : 0;
+        freem[q] = __ballot_sync(kAll, in && bk[q] == table::kEmptyKey);
+        if (in && bk[q] != table::kEmptyKey && !table::is_reserved_key(bk[q]) && bs[q] != ~0ull && st < p.min_live)
+          candm |= 1u << q;
+      }
+      // the slots in rank order
+      int64_t slot = -1;
+      bool vic = false;
+      ull vk = 0, vs = 0;
+      for (int r = 0; r < m; ++r) {
+        int64_t got = -1;
+        bool gv = false;
+        ull gk = 0, gs = 0;
+        int q0 = 0;
+        while (q0 < 4 && freem[q0] == 0) ++q0;
+        if (q0 < 4) {
+          got = base + 32 * q0 + __ffs(freem[q0]) - 1;
+          freem[q0] &= freem[q0] - 1u;
+        } else {  // the lowest (score, slot) of the candidates
+          ull best = ~0ull;
+          int bj = kNone;
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            if (((candm >> q) & 1u) && (bs[q] < best || (bs[q] == best && 32 * q + lane < bj))) {
+              best = bs[q];
+              bj = 32 * q + lane;
+            }
+#pragma unroll
+          for (int d = 16; d > 0; d >>= 1) {
+            const ull ob = __shfl_xor_sync(kAll, best, d);
+            const int oj = __shfl_xor_sync(kAll, bj, d);
+            if (ob < best || (ob == best && oj < bj)) {
+              best = ob;
+              bj = oj;
+            }
+          }
+          if (bj != kNone) {
+            const int q = bj >> 5;
+            ull kq = bk[0];
+#pragma unroll
+            for (int qq = 1; qq < 4; ++qq)
+              if (qq == q) kq = bk[qq];
+            gk = __shfl_sync(kAll, kq, bj & 31);
+            gs = best;
+            gv = true;
+            got = base + bj;
+            if (lane == (bj & 31)) candm &= ~(1u << q);
+          }
+        }
+        if (mine && rank == r) {
+          slot = got;
+          vic = gv;
+          vk = gk;
+          vs = gs;
+        }
+      }
+      // the victims' store slots: empty ones, a lane each
+      int64_t vslot = -1;
+      bool simple = mine && slot >= 0;
+      if (simple && vic) {
+        const int64_t vb = static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(vk), static_cast<uint64_t>(s.num_buckets)));
+        bool tp = false;
+        vslot = owner_claim_room(s, vb * scap, vk, false, &tp);
+        simple = vslot >= 0;
+      }
+      // the ids before the first that is not simple (no slot, or no empty store slot for its victim): together
+      int first = mine && !simple ? rank : kNone;
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) first = min(first, __shfl_xor_sync(kAll, first, d));
+      const bool now = mine && rank < first;
+      const unsigned recm = __ballot_sync(kAll, now && (vic || at >= 0));
+      ull r0 = 0;
+      if (recm != 0 && lane == 0) r0 = atomicAdd(reinterpret_cast<ull*>(p.move_count), static_cast<ull>(__popc(recm)));
+      r0 = __shfl_sync(kAll, r0, 0);
+      int cache_add = 0, store_add = 0, wrote = 0, moved_in = 0;
+      if (now) {
+        const int64_t r = (vic || at >= 0) ? static_cast<int64_t>(r0) + __popc(recm & ((1u << lane) - 1u)) : -1;
+        cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, vslot, vslot, at, at_score, r);
+        store_add += (vic ? 1 : 0) - (at >= 0 ? 1 : 0);
+        wrote += vic ? 1 : 0;
+        moved_in += at >= 0 ? 1 : 0;
+      }
+      // the rest one at a time, in rank order (rare: a pending store slot, or refusals)
+      int fail_rule = 0;
+      for (int r = first; r < m; ++r) {
+        if (mine && rank == r) {
+          if (fail_rule != 0 || slot < 0 || (vic && vslot < 0)) {
+            bool tp = false;
+            if (fail_rule == 0 && slot >= 0) {  // a victim without an empty store slot: a pending one
+              __threadfence();
+              const int64_t vb =
+                  static_cast<int64_t>(table::bucket_of_hash(accel_hash_key(vk), static_cast<uint64_t>(s.num_buckets)));
+              vslot = owner_claim_room(s, vb * scap, vk, true, &tp);
+            }
+            if (fail_rule == 0 && slot >= 0 && vslot >= 0) {
+              if (tp) {  // its record's copies first, then the victim's row there
+                __threadfence();
+                settle_pending<DeviceLaneStage>(p, c, s, vslot, row_bytes);
+                DeviceStageAtomics::copy_row(store_row(s, vslot, row_bytes), cache_row(c, slot, row_bytes), row_bytes,
+                                             0, 1);
+              }
+              const int64_t out = tp ? -1 : vslot;
+              const int64_t rr = (out >= 0 || at >= 0)
+                                     ? static_cast<int64_t>(atomicAdd(reinterpret_cast<ull*>(p.move_count), 1ull))
+                                     : -1;
+              cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, out, vslot, at, at_score, rr);
+              store_add += 1 - (at >= 0 ? 1 : 0);
+              ++wrote;
+              moved_in += at >= 0 ? 1 : 0;
+            } else {
+              const int rule = fail_rule != 0 ? fail_rule : (slot < 0 ? kRuleCacheFull : kRuleStoreFull);
+              if (vic && vslot >= 0) *reinterpret_cast<volatile ull*>(reinterpret_cast<ull*>(s.keys) + vslot) = table::kEmptyKey;
+              owner_fail(p, rule, t, key, rule == kRuleCacheFull ? ccap : scap, mult);
+              p.place[i] = -1;
+              fail_rule = rule;
+            }
+          } else {  // (after the first that was not simple: its own empty store slot or a free cache slot)
+            const int64_t rr = (vic || at >= 0)
+                                   ? static_cast<int64_t>(atomicAdd(reinterpret_cast<ull*>(p.move_count), 1ull))
+                                   : -1;
+            cache_add += owner_finish(p, c, s, t, i, key, h, slot, vic, vk, vs, vslot, vslot, at, at_score, rr);
+            store_add += (vic ? 1 : 0) - (at >= 0 ? 1 : 0);
+            wrote += vic ? 1 : 0;
+            moved_in += at >= 0 ? 1 : 0;
+          }
+        }
+        // (the rank's outcome to every lane: a refusal refuses every later id of the bucket)
+        const unsigned who = __ballot_sync(kAll, mine && rank == r);
+        fail_rule = __shfl_sync(kAll, fail_rule, who != 0 ? __ffs(who) - 1 : 0);
+        __syncwarp();
+      }
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) {
+        cache_add += __shfl_xor_sync(kAll, cache_add, d);
+        store_add += __shfl_xor_sync(kAll, store_add, d);
+        wrote += __shfl_xor_sync(kAll, wrote, d);
+        moved_in += __shfl_xor_sync(kAll, moved_in, d);
+      }
+      if (lane == 0) {
+        if (cache_add) atomicAdd(reinterpret_cast<ull*>(c.counters) + table::kCounterSize, static_cast<ull>(static_cast<int64_t>(cache_add)));
+        if (store_add) atomicAdd(reinterpret_cast<ull*>(s.counters) + table::kCounterSize, static_cast<ull>(static_cast<int64_t>(store_add)));
+        if (moved_in) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t), static_cast<ull>(moved_in));
+        if (wrote) atomicAdd(reinterpret_cast<ull*>(p.counts + 3 * t + 1), static_cast<ull>(wrote));
+      }
+      if (mine) pend_todo = false;
     }
   }
 }
@@ -648,18 +1056,40 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // kernel by kernel" and "The move pass by the bulk copy engine"): 0 the default (8 lanes per id, light fences), 1
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
-// 9 the default with kSpread, 10 with kFusedFind.
+// 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
+// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
+// (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
 
-template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false>
-void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+template <int kLanes, bool kLight, bool kLate, bool kTtas = false, bool kSpread = false, bool kFused = false,
+          bool kEarly = false, bool kRest = false>
+void launch_stage_pass(const StageParams& p, unsigned grid, cudaStream_t st, const int32_t* rest = nullptr) {
   // (the blocks resident at once, one wave of warps striding over the ids)
-  static const unsigned cap = static_cast<unsigned>(persistent_blocks(
-      resident_per_sm(detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>, detail::kStageBlock)));
-  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused>
-      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p);
+  static const unsigned cap = static_cast<unsigned>(persistent_blocks(resident_per_sm(
+      detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kRest>, detail::kStageBlock)));
+  detail::stage_kernel<kLanes, kLight, kLate, kTtas, kSpread, kFused, kEarly, kRest>
+      <<<grid < cap ? grid : cap, detail::kStageBlock, 0, st>>>(p, rest);
 }
+
+// The default staging pass: the misses listed by cache bucket, the bucket owners, then the locked pass over what they
+// left (the owners' scratch: StageParams own_cnt / own_list; without it, the locked pass alone).
+void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
+  if (p.own_cnt == nullptr || p.own_list == nullptr || p.n >= (int64_t(1) << 31)) {
+    launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st);
+    return;
+  }
+  detail::OwnerScratch o{};
+  o.bins = static_cast<int64_t>(p.num_tables) * p.bins_per_table;
+  o.cnt = p.own_cnt;
+  o.rest = p.own_cnt + o.bins;
+  o.list = p.own_list;
+  const unsigned lcap = static_cast<unsigned>(persistent_blocks(2048 / detail::kStageBlock));
+  detail::stage_list_kernel<<<grid < lcap ? grid : lcap, detail::kStageBlock, 0, st>>>(p, o);
+  detail::stage_owner_kernel<<<blocks_for(o.bins * 32, detail::kStageBlock), detail::kStageBlock, 0, st>>>(p, o);
+  launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st, o.rest);
+}
+
 }  // namespace
 
 int set_stage_variant(int v) {
@@ -683,7 +1113,9 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       case 6: launch_stage_pass<detail::kStageLanes, true, true, true>(p, grid, st); break;
       case 9: launch_stage_pass<detail::kStageLanes, true, false, false, true>(p, grid, st); break;
       case 10: launch_stage_pass<detail::kStageLanes, true, false, false, false, true>(p, grid, st); break;
-      default: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+      case 11: launch_stage_pass<detail::kStageLanes, true, false>(p, grid, st); break;
+      case 12: launch_stage_pass<detail::kStageLanes, true, false, false, false, false, true>(p, grid, st); break;
+      default: launch_owner_pass(p, grid, st); break;
     }
     check_launch("cache stage");
     const unsigned sgrid = grid < cap ? grid : cap;

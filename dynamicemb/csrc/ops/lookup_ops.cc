@@ -505,7 +505,7 @@ std::tuple<Tensor, Tensor> lookup_step(Tensor meta, int64_t value_kind, Tensor i
     namespace sb = stage_bind;
     CacheProbeParams probe = sb::bind_probe(meta, ids, offsets, feature_table, batch, *stage_mask);
     const int64_t head = 1 + sb::info_words(T, probe.num_features, sb::info_tail(T));
-    sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n, true)}, ScalarType::Long);
+    sws = torch::stable::new_empty(ids, {head + sb::scratch_words(n, T, true)}, ScalarType::Long);
     auto* w = static_cast<int64_t*>(sws.data_ptr());
     const StageParams sp = sb::bind_stage(probe, ids, *stage, *stage_totals, stage_cur, stage_min_live, train,
                                           value_kind == kValueFp32 ? 4 : 2, gate, w + head, w + 1,

@@ -21,10 +21,17 @@ constexpr int64_t kMetaWords = sizeof(TableMeta) / 8;
 constexpr int64_t kStageWords = sizeof(StageTable) / 8;
 constexpr int64_t kFailWords = 4;  // the first failure [rule, table, id, bucket slots]
 
+// Bins of the bucket owners (one per cache bucket up to bins_per_table buckets a table).
+inline int64_t owner_bins(int64_t num_tables) {
+  return num_tables * move_bins_per_table(static_cast<int>(num_tables));
+}
+
 // int64 words of info's tail (zeroed with it): the first failure, then the move records' count (1), the move
-// passes' split (3: stashed records, copies, stash pitch), the copies' bins (2 T bins_per_table int32).
+// passes' split (3: stashed records, copies, stash pitch), the copies' bins (2 T bins_per_table int32), the bucket
+// owners' bin counts and their rest count (owner_bins + 1 int32).
 inline int64_t info_tail(int64_t num_tables) {
-  return kFailWords + 4 + (2 * num_tables * move_bins_per_table(static_cast<int>(num_tables)) + 1) / 2;
+  return kFailWords + 4 + (2 * num_tables * move_bins_per_table(static_cast<int>(num_tables)) + 1) / 2 +
+         (owner_bins(num_tables) + 2) / 2;
 }
 
 // The HBM stash of the CUDA move passes (stage_common.h "move"): the victims' rows of the first records, so that one
@@ -50,11 +57,17 @@ inline int64_t info_words(int64_t num_tables, int64_t num_features, int64_t extr
   return num_tables + num_features + 1 + extra;
 }
 
-// int64 words of the probe's and the staging's per-id scratch for n ids: place (n int64), the move records
-// (kMoveWords n int64), their order (2 n int32), found (n bool), then the stash (stash_bytes, CUDA) and a word to
-// align it to 16 bytes.
-inline int64_t scratch_words(int64_t n, bool cuda) {
-  return (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8 + (cuda ? stash_bytes(n, true) / 8 + 1 : 0);
+// int64 words of the owners' lists (CUDA): owner_bins x kOwnList int32.
+inline int64_t owner_list_words(int64_t num_tables, bool cuda) {
+  return cuda ? owner_bins(num_tables) * kOwnList / 2 : 0;
+}
+
+// int64 words of the probe's and the staging's per-id scratch for n ids over T tables: place (n int64), the move
+// records (kMoveWords n int64), their order (2 n int32), found (n bool), then the stash (stash_bytes, CUDA) and a
+// word to align it to 16 bytes, then the bucket owners' lists (CUDA).
+inline int64_t scratch_words(int64_t n, int64_t num_tables, bool cuda) {
+  return (n > 0 ? n : 1) + (kMoveWords + 1) * n + (n + 7) / 8 + (cuda ? stash_bytes(n, true) / 8 + 1 : 0) +
+         owner_list_words(num_tables, cuda);
 }
 
 // Checks the miss check's arguments and binds them; `found` / `info` point to the caller's scratch (info zeroed).
@@ -94,7 +107,7 @@ inline CacheProbeParams bind_probe(const torch::stable::Tensor& meta, const torc
 }
 
 // Checks the staging's own arguments and binds the staging over a bound probe (`probe`, updated: its stamps and
-// gate). Scratch: `scratch` (scratch_words(n, cuda) int64: place, moves, order, found, stash), `info`
+// gate). Scratch: `scratch` (scratch_words(n, T, cuda) int64: place, moves, order, found, stash, lists), `info`
 // (info_words(T, F, info_tail(T)), zeroed), `failed` (1 int32, zeroed).
 inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tensor& ids,
                               const torch::stable::Tensor& stage, const torch::stable::Tensor& totals, int64_t cur,
@@ -153,6 +166,10 @@ inline StageParams bind_stage(CacheProbeParams& probe, const torch::stable::Tens
   p.bins_per_table = move_bins_per_table(static_cast<int>(T));
   p.value_bytes = static_cast<int>(value_bytes);
   p.gate = probe.gate;
+  if (cuda) {
+    p.own_cnt = reinterpret_cast<int32_t*>(p.move_bins + 2 * T * p.bins_per_table);
+    p.own_list = reinterpret_cast<int32_t*>(scratch + scratch_words(n, T, true) - owner_list_words(T, true));
+  }
   return p;
 }
 

@@ -96,7 +96,7 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
   if (ids.is_cuda()) guard.emplace(ids.get_device_index());
   // three allocations (the per-id scratch, info, the flag) and two memsets: no fill kernels of torch's
-  Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n, ids.is_cuda())}, ScalarType::Long);
+  Tensor scratch = torch::stable::new_empty(ids, {sb::scratch_words(n, probe.num_tables, ids.is_cuda())}, ScalarType::Long);
   const int64_t info_n = sb::info_words(probe.num_tables, probe.num_features, sb::info_tail(probe.num_tables));
   Tensor info = torch::stable::new_empty(ids, {info_n}, ScalarType::Long);
   Tensor failed = torch::stable::new_empty(ids, {1}, ScalarType::Int);
