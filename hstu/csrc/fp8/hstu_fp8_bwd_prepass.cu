@@ -154,7 +154,61 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   }
 }
 
+// 8 fp32 -> 8 bf16 / fp16 (round to nearest even, as torch's .to()).
+template <typename T>
+__device__ __forceinline__ uint4 round8(float4 a, float4 b);
+template <>
+__device__ __forceinline__ uint4 round8<__nv_bfloat16>(float4 a, float4 b) {
+  const __nv_bfloat162 r[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                               __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+  return *reinterpret_cast<const uint4*>(r);
+}
+template <>
+__device__ __forceinline__ uint4 round8<__half>(float4 a, float4 b) {
+  const __half2 r[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
+                        __floats2half2_rn(b.z, b.w)};
+  return *reinterpret_cast<const uint4*>(r);
+}
+
+// Grid-stride over groups of 8 elements: dq's groups first, then those of the dk / dv rows outside every sequence.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
+  const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
+  const int64_t n_dq = p.total_q * per_row;
+  const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
+  const int64_t hi = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo), p.total_k);
+  const int64_t n_out = (lo + p.total_k - hi) * per_row;  // groups outside, in dk (then the same in dv)
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum);
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < n_dq + 2 * n_out; g += step) {
+    if (g < n_dq) {
+      reinterpret_cast<uint4*>(p.dq)[g] = round8<T>(__ldcs(acc + 2 * g), __ldcs(acc + 2 * g + 1));
+    } else {
+      const int64_t o = (g - n_dq) % n_out;
+      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+      uint4* dst = reinterpret_cast<uint4*>(g - n_dq < n_out ? p.dk : p.dv);
+      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream) {
+  if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
+  const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
+  if (groups <= 0) return cudaSuccess;
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t want = (groups + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(want < 8 * sms ? want : 8 * sms);
+  if (p.out_half) {
+    fp8_bwd_finish_kernel<__half><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_bwd_finish_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;

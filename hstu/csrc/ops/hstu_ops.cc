@@ -527,43 +527,42 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   return std::make_tuple(do8, do_descale, qt, dot, kt);
 }
 
-// The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it under kernel_options(fp8_bwd=True) on sm_90 devices
-// whose build holds the unit, D = 128, no rab). Takes fp8_bwd_prepass's outputs (do8, do_descale, qt, dot, kt) and
-// fp8_bwd's arguments; the descale factors come checked (fp8_check_scales' copies). Returns (dq_accum float32, dk,
-// dv in out_dtype): the caller rounds dq_accum to out_dtype. The int32 vectors are validated here again (as the
-// forward did: after a violation the kernel sees empty sequences and the gradients stay 0).
+// The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it where it applies: sm_90 devices whose build holds the
+// unit, D = 128, no rab), the whole path in one op (one host call: the host time between launches shows in short
+// calls): the pre-pass (fp8_bwd_prepass), the descale factors' check (fp8_check_scales), the int32 vectors'
+// validation (after a violation the kernel sees empty sequences and the gradients are 0), the kernel, then one pass
+// rounding dq_accum to dq and zeroing the dk / dv rows outside every sequence (the kernel writes all others: no
+// fills). Returns (dq, dk, dv) in out_dtype.
 std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
-    Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, Tensor v,
-    Tensor q_descale, Tensor k_descale, Tensor v_descale, int64_t descale_mode, int64_t out_dtype,
-    Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-    std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets, int64_t target_group_size,
-    int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
-    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options, int64_t diag) {
+    Tensor dout, Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale,
+    int64_t descale_mode, int64_t out_dtype, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+    int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab,
+    double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
+    int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
-                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
-  ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
+  ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
+              accel::shape_str(q));
+  auto [do8, do_descale, qt, dot, kt] = fp8_bwd_prepass(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k);
+  auto [qs, ks, vs] = fp8_check_scales(q_descale, k_descale, v_descale);
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};
-  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, qs, ks, vs);
   f.q_cols = hstu_fp8_vt_cols(p.total_q, B);
   f.k_cols = hstu_fp8_vt_cols(total_k, B);
-  ACCEL_CHECK(do8.scalar_type() == ScalarType::Byte && do8.numel() == p.total_q * H * D && do8.is_contiguous(),
-              "do8: expected fp8_bwd_prepass's (total_q, H, D) uint8 tensor");
-  ACCEL_CHECK(do_descale.scalar_type() == ScalarType::Float && do_descale.numel() == H * (p.total_q / 128 + B),
-              "do_descale: expected fp8_bwd_prepass's (H, total_q / 128 + B) float32 tensor");
-  ACCEL_CHECK(qt.numel() == H * D * f.q_cols && dot.numel() == H * D * f.q_cols && kt.numel() == H * D * f.k_cols,
-              "qt/dot/kt: expected fp8_bwd_prepass's transposed copies");
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
   Tensor dq_accum = torch::stable::new_zeros(q, {p.total_q, H, D}, ScalarType::Float);
-  Tensor dk = torch::stable::new_zeros(q, {total_k, H, D}, odt);
-  Tensor dv = torch::stable::new_zeros(q, {total_k, H, D}, odt);
+  Tensor dq = torch::stable::new_empty(q, {p.total_q, H, D}, odt);
+  Tensor dk = torch::stable::new_empty(q, {total_k, H, D}, odt);
+  Tensor dv = torch::stable::new_empty(q, {total_k, H, D}, odt);
   set_grads(p, dk, dv);
   f.do8 = do8.data_ptr();
   f.do_descale = static_cast<const float*>(do_descale.data_ptr());
@@ -574,10 +573,23 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.diag = static_cast<int>(diag);
   cudaStream_t s = stream_of(q);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  const cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
-  (void)dout;
-  return std::make_tuple(dq_accum, dk, dv);
+  HstuFp8BwdFinishParams fin{};
+  fin.dq_accum = f.dq_accum;
+  fin.dq = dq.data_ptr();
+  fin.dk = dk.data_ptr();
+  fin.dv = dv.data_ptr();
+  fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copy)
+  fin.batch = static_cast<int>(B);
+  fin.heads = static_cast<int>(H);
+  fin.head_dim = static_cast<int>(D);
+  fin.out_half = static_cast<int>(out_dtype);
+  fin.total_q = p.total_q;
+  fin.total_k = total_k;
+  err = hstu_fp8_bwd_finish(fin, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(dq, dk, dv);
 }
 
 // Bytes of a paged forward's plan (paged_fwd_sm90_plan): the work list's workspace (256-aligned), then the
@@ -855,11 +867,10 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
   m.def(
       "fp8_bwd_prepass(Tensor dout, Tensor q, Tensor k, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
       "Tensor? seqused_q, Tensor? seqused_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-  // Private: the Hopper FP8 backward (hstu/_fp8_bwd.py, kernel_options(fp8_bwd=True)): the pre-pass's outputs and
-  // fp8_bwd's arguments -> (dq_accum float32, dk, dv).
+  // Private: the Hopper FP8 backward's whole path (hstu/_fp8_bwd.py): fp8_bwd's arguments -> (dq, dk, dv).
   m.def(
-      "fp8_bwd_sm90(Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, "
-      "Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, int descale_mode, int out_dtype, "
+      "fp8_bwd_sm90(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, "
+      "int descale_mode, int out_dtype, "
       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, "
       "Tensor? num_targets, int target_group_size, int window_left, int window_right, float alpha, Tensor? rab, "
       "float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, int options, int diag=0) -> (Tensor, Tensor, "
