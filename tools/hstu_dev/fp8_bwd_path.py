@@ -52,7 +52,8 @@ def main(argv=None):
         print("fp8_bwd_path: needs a GPU")
         return 0
     dev = torch.device("cuda")
-    print("| case | path | kernels (ms each, launch order) | sum ms | events ms | host ms |\n|---|---|---|---:|---:|---:|")
+    print("| case | path | kernels (ms each, launch order) | sum ms | events ms | host ms |\n"
+          "|---|---|---|---:|---:|---:|")
     for B, S in [(16, 4096)] + ([(16, 16384)] if args.s16k else []):
         H, D = 4, 128
         cu = torch.arange(B + 1, device=dev, dtype=torch.int32) * S

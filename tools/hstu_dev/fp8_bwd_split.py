@@ -1,7 +1,7 @@
-"""Where the Hopper FP8 backward kernel's time goes (issue 36): times `hstu_attn::fp8_bwd_sm90` (the whole path: pre-pass,
-kernel, dq's rounding; the variants differ in the kernel only) and its variants (the op's private `diag`: the variant bits of hstu_bwd_fp8_sm90.h toggled from
-kFp8BwdDefault; never on the product path). Timing-only ones (wrong gradients) drop one phase from the default, so
-that the phase's cost is the difference:
+"""Where the Hopper FP8 backward kernel's time goes (issue 36): times `hstu_attn::fp8_bwd_sm90` (the whole path:
+pre-pass, kernel, dq's rounding; the variants differ in the kernel only) and its variants (the op's private `diag`:
+the variant bits of hstu_bwd_fp8_sm90.h toggled from kFp8BwdDefault; never on the product path). Timing-only ones
+(wrong gradients) drop one phase from the default, so that the phase's cost is the difference:
   diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
   diag 4: each warp's own amax for the dS factor (no exchange of the 8 words; the named barriers stay: they bound

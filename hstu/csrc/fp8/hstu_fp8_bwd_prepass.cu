@@ -27,8 +27,9 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
 // cu_q[b] / 128 + b + m). amax over the block's used rows (NaN propagates, as torch.amax), descale = amax / 448
 // (IEEE division; at least FLT_MIN; 1.0 for a zero, NaN or empty block, as torch.where(amax > 0, ...)), rows
 // x / descale in e4m3, unused rows 0. Block col == do_cols zeroes the rows of no sequence.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+// kMaxVecs: 16-byte vectors per thread, 128 rows x D / 8 / kThreads (the head dims up to kMaxVecs * 16).
+template <typename T, int kMaxVecs>
+__global__ void __launch_bounds__(kThreads, kMaxVecs <= 8 ? 3 : 1) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
@@ -56,12 +57,21 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
   const int64_t r0 = start + 128 * m;
   if (threadIdx.x == 0) nan_seen = 0;
+  // One pass over dO: the block's used rows stay in registers from the amax to the quantization.
+  uint4 raw[kMaxVecs];
   float amax = 0.f;
   bool nan = false;
-  for (int i = threadIdx.x; i < nu * vecs; i += kThreads) {
-    const int r = i / vecs, c = (i % vecs) * 8;
-    const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-    const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kMaxVecs; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    raw[k] = make_uint4(0, 0, 0, 0);
+    if (i < nu * vecs) {
+      raw[k] = *reinterpret_cast<const uint4*>(dout + (r0 + i / vecs) * p.do_row_stride + (i % vecs) * 8);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxVecs; ++k) {
+    const T* x = reinterpret_cast<const T*>(&raw[k]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const float v = fabsf(to_float(x[e]));
@@ -81,12 +91,14 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  for (int i = threadIdx.x; i < n * vecs; i += kThreads) {
+#pragma unroll
+  for (int k = 0; k < kMaxVecs; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i >= n * vecs) break;
     const int r = i / vecs, c = (i % vecs) * 8;
     uint32_t w[2] = {0, 0};
-    if (r < nu) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-      const T* x = reinterpret_cast<const T*>(&raw);
+    if (r < nu) {  // (unused rows: 0)
+      const T* x = reinterpret_cast<const T*>(&raw[k]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
                                               << (8 * (e % 4));
@@ -106,10 +118,14 @@ struct TransposeJob {
   int group;
 };
 
-// Block (x, h, z): columns [64 x, 64 x + 64) of head h of job z (qt, dot, kt).
+// Block (x, h, z): columns [kCols x, kCols x + kCols) of head h of job z (qt, dot, kt): the source rows' D bytes
+// into shared memory (every load issued before the first store; 16-byte chunk c of column col at chunk
+// c ^ (col / 16 % 8), so that the eight 16-column groups a warp reads for one d sit in eight different banks), then
+// per row d of the copy kCols contiguous bytes.
+constexpr int kCols = 128;
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[64][256 + 16];
-  __shared__ int64_t src_row[64];
+  __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
+  __shared__ int64_t src_row[kCols];
   // (selected field by field: an indexed array of the three would live in local memory)
   const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
   TransposeJob j;
@@ -122,31 +138,42 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
   const int h = blockIdx.y, D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
   if (c0 >= j.cols) return;
-  if (threadIdx.x < 64) {
+  if (threadIdx.x < kCols) {
     src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
   }
   __syncthreads();
   const int chunks = D / 16;
   const uint8_t* src = j.src + static_cast<int64_t>(h) * j.head_stride;
-  for (int idx = threadIdx.x; idx < 64 * chunks; idx += kThreads) {
-    const int col = idx / chunks, part = idx % chunks;
-    const int64_t r = src_row[col];
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (r >= 0) x = *reinterpret_cast<const uint4*>(src + r * j.row_stride + part * 16);
-    *reinterpret_cast<uint4*>(&tile[col][part * 16]) = x;
+  constexpr int kLoads = kCols * 16 / kThreads;  // at D = 256
+  uint4 x[kLoads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kThreads;
+    x[k] = make_uint4(0, 0, 0, 0);
+    if (idx < kCols * chunks) {
+      const int64_t r = src_row[idx / chunks];
+      if (r >= 0) x[k] = *reinterpret_cast<const uint4*>(src + r * j.row_stride + (idx % chunks) * 16);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kThreads;
+    const int col = idx / chunks;
+    if (idx < kCols * chunks) *reinterpret_cast<uint4*>(&tile[col][((idx % chunks) ^ ((col >> 4) & 7)) * 16]) = x[k];
   }
   __syncthreads();
   uint8_t* dst = j.dst + static_cast<int64_t>(h) * D * j.cols;
-  for (int idx = threadIdx.x; idx < D * 4; idx += kThreads) {
-    const int d = idx / 4, g = idx % 4;
+  constexpr int kGroups = kCols / 16;  // 16-byte column groups per row of the copy
+  for (int idx = threadIdx.x; idx < D * kGroups; idx += kThreads) {
+    const int d = idx / kGroups, g = idx % kGroups;
     const int64_t c = c0 + 16 * g;
     if (c >= j.cols) continue;
     uint32_t w[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint8_t* t = &tile[16 * g + 4 * q][d];
+      const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
       w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[272]) << 8 |
              static_cast<uint32_t>(t[2 * 272]) << 16 | static_cast<uint32_t>(t[3 * 272]) << 24;
     }
@@ -214,15 +241,18 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  const bool wide = p.head_dim > 128;
   if (p.dout_half) {
-    fp8_quant_do_kernel<__half><<<qgrid, kThreads, 0, stream>>>(p);
+    (wide ? fp8_quant_do_kernel<__half, 16> : fp8_quant_do_kernel<__half, 8>)<<<qgrid, kThreads, 0, stream>>>(p);
   } else {
-    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, 0, stream>>>(p);
+    (wide ? fp8_quant_do_kernel<__nv_bfloat16, 16>
+          : fp8_quant_do_kernel<__nv_bfloat16, 8>)<<<qgrid, kThreads, 0, stream>>>(p);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + 63) / 64), p.heads, 3), kThreads, 0, stream>>>(p);
+  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 3), kThreads, 0, stream>>>(
+      p);
   return cudaGetLastError();
 }
 
