@@ -300,8 +300,9 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 # The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
 # The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
 # (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384), with dQ added by
-# red.global from registers instead of staged bulk reduce-adds (32768).
-SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384, "dq_red": 32768}
+# red.global from registers instead of staged bulk reduce-adds (32768), with dK / dV by 16-byte stores (65536).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384, "dq_red": 32768,
+                      "epi_v4": 65536, "dq_red_epi_v4": 98304}
 # Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
 # default rescales a few subnormal bytes a second time), session 13's kernel (15360) and its late-fence variant
 # (15360 + 64): dv bit-equal (dV does not read dS), dk / dq within a bf16 rounding of the element and 2e-3 of the
