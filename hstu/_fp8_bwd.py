@@ -233,6 +233,12 @@ def hstu_attn_fp8_backward_reference(
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 
+@functools.lru_cache(maxsize=None)
+def _capability(index: Optional[int]) -> Tuple[int, int]:
+    """A CUDA device's compute capability, looked up once (the routing runs on every backward call)."""
+    return torch.cuda.get_device_capability(index)
+
+
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
     """Why ``kernel_options(fp8_bwd=True)`` cannot run the FP8 backward for this call (None: it can). Host facts
     (the unit lookup is cached by torch's op registry; no synchronization)."""
@@ -243,7 +249,7 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = F
     if q8.shape[2] not in FP8_BWD_HEAD_DIMS:
         return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True) (D = 128 is "
                 f"built first), got {q8.shape[2]}")
-    if not q8.is_cuda or torch.cuda.get_device_capability(q8.device) != (9, 0):
+    if not q8.is_cuda or _capability(q8.device.index) != (9, 0):
         return "q: expected a compute capability 9.0 (Hopper) device with kernel_options(fp8_bwd=True)"
     if options & _ops.OPTION_BITS["sm90"]:
         return "kernel_options: expected sm90=True with fp8_bwd=True (the FP8 backward is a Hopper kernel)"

@@ -299,10 +299,9 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 # The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
 # The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
-# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384), with dQ added by
-# red.global from registers instead of staged bulk reduce-adds (32768), with dK / dV by 16-byte stores (65536).
-SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384, "dq_red": 32768,
-                      "epi_v4": 65536, "dq_red_epi_v4": 98304}
+# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384), with dK / dV by
+# 4-byte stores (65536).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384, "epi_scalar": 65536}
 # Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
 # default rescales a few subnormal bytes a second time), session 13's kernel (15360) and its late-fence variant
 # (15360 + 64): dv bit-equal (dV does not read dS), dk / dq within a bf16 rounding of the element and 2e-3 of the
@@ -338,6 +337,29 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
     grads = _check_against_emulation("block", "causal", None, extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
+    """The one-op path checks the descale factors on the device: a NaN q_descale makes every gradient NaN and is
+    recorded without a host sync (raised by check_errors)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(31, [300, 129], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    scales = [t.clone() for t in scales]
+    scales[0][1, 0] = float("nan")
+    dout = (torch.randn(q8.shape, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    hstu_attn.check_errors()
+    grads = torch.ops.hstu_attn.fp8_bwd(
+        dout, q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+        lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]),
+        None, None, False, hstu_attn._ops.OPTION_BITS["fp8_bwd"])
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert torch.isnan(g).all(), name
+    with pytest.raises(hstu_attn.DeviceInputError, match=r"q_descale: expected finite descale factors > 0"):
+        hstu_attn.check_errors()
 
 
 def _check_against_emulation(mode, mask, diag, extra_rows=0):

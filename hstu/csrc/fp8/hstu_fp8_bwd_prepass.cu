@@ -27,9 +27,8 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
 // cu_q[b] / 128 + b + m). amax over the block's used rows (NaN propagates, as torch.amax), descale = amax / 448
 // (IEEE division; at least FLT_MIN; 1.0 for a zero, NaN or empty block, as torch.where(amax > 0, ...)), rows
 // x / descale in e4m3, unused rows 0. Block col == do_cols zeroes the rows of no sequence.
-// kMaxVecs: 16-byte vectors per thread, 128 rows x D / 8 / kThreads (the head dims up to kMaxVecs * 16).
-template <typename T, int kMaxVecs>
-__global__ void __launch_bounds__(kThreads, kMaxVecs <= 8 ? 3 : 1) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
   const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
@@ -57,21 +56,12 @@ __global__ void __launch_bounds__(kThreads, kMaxVecs <= 8 ? 3 : 1) fp8_quant_do_
   const int nu = static_cast<int>(max(int64_t{0}, min(int64_t{128}, used - 128 * m)));  // of them used
   const int64_t r0 = start + 128 * m;
   if (threadIdx.x == 0) nan_seen = 0;
-  // One pass over dO: the block's used rows stay in registers from the amax to the quantization.
-  uint4 raw[kMaxVecs];
   float amax = 0.f;
   bool nan = false;
-#pragma unroll
-  for (int k = 0; k < kMaxVecs; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    raw[k] = make_uint4(0, 0, 0, 0);
-    if (i < nu * vecs) {
-      raw[k] = *reinterpret_cast<const uint4*>(dout + (r0 + i / vecs) * p.do_row_stride + (i % vecs) * 8);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kMaxVecs; ++k) {
-    const T* x = reinterpret_cast<const T*>(&raw[k]);
+  for (int i = threadIdx.x; i < nu * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
+    const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+    const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const float v = fabsf(to_float(x[e]));
@@ -91,14 +81,12 @@ __global__ void __launch_bounds__(kThreads, kMaxVecs <= 8 ? 3 : 1) fp8_quant_do_
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-#pragma unroll
-  for (int k = 0; k < kMaxVecs; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    if (i >= n * vecs) break;
+  for (int i = threadIdx.x; i < n * vecs; i += kThreads) {
     const int r = i / vecs, c = (i % vecs) * 8;
     uint32_t w[2] = {0, 0};
-    if (r < nu) {  // (unused rows: 0)
-      const T* x = reinterpret_cast<const T*>(&raw[k]);
+    if (r < nu) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+      const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
                                               << (8 * (e % 4));
@@ -241,12 +229,10 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
-  const bool wide = p.head_dim > 128;
   if (p.dout_half) {
-    (wide ? fp8_quant_do_kernel<__half, 16> : fp8_quant_do_kernel<__half, 8>)<<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__half><<<qgrid, kThreads, 0, stream>>>(p);
   } else {
-    (wide ? fp8_quant_do_kernel<__nv_bfloat16, 16>
-          : fp8_quant_do_kernel<__nv_bfloat16, 8>)<<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, 0, stream>>>(p);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;

@@ -353,25 +353,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
 // FP8 descale factors checked on the device (hstu_validate.h hstu_check_fp8_scales): copies, all NaN after a
 // violation, which is recorded like the int32 vectors' (no host synchronization). hstu/_fp8.py checks shapes and
 // dtypes first; CPU tensors are checked on the host there.
-std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) {
-  torch::stable::accelerator::DeviceGuard guard(q_descale.get_device());
+// The check's inputs, counts and error record (p.out: the caller's).
+void scale_check_params(const Tensor& q_descale, const Tensor& k_descale, const Tensor& v_descale,
+                        HstuScaleCheckParams& p) {
   const Tensor* in[3] = {&q_descale, &k_descale, &v_descale};
   const char* names[3] = {"q_descale", "k_descale", "v_descale"};
-  HstuScaleCheckParams p{};
-  Tensor outs[3] = {torch::stable::empty_like(q_descale), torch::stable::empty_like(k_descale),
-                    torch::stable::empty_like(v_descale)};
   for (int i = 0; i < 3; ++i) {
     accel::check_dtype(*in[i], names[i], ScalarType::Float);
     accel::check_same_device(*in[i], names[i], q_descale, "q_descale");
     accel::check_contiguous(*in[i], names[i]);
     p.in[i] = static_cast<const float*>(in[i]->data_ptr());
-    p.out[i] = static_cast<float*>(outs[i].data_ptr());
     p.n[i] = in[i]->numel();
   }
-  cudaStream_t s = stream_of(q_descale);
-  p.errors = error_block_for(s);
+  p.errors = error_block_for(stream_of(q_descale));
   p.device = static_cast<int>(q_descale.get_device());
-  const cudaError_t err = hstu_check_fp8_scales(p, s);
+}
+
+std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) {
+  torch::stable::accelerator::DeviceGuard guard(q_descale.get_device());
+  HstuScaleCheckParams p{};
+  scale_check_params(q_descale, k_descale, v_descale, p);
+  Tensor outs[3] = {torch::stable::empty_like(q_descale), torch::stable::empty_like(k_descale),
+                    torch::stable::empty_like(v_descale)};
+  for (int i = 0; i < 3; ++i) p.out[i] = static_cast<float*>(outs[i].data_ptr());
+  const cudaError_t err = hstu_check_fp8_scales(p, stream_of(q_descale));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_check_scales: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(outs[0], outs[1], outs[2]);
 }
@@ -458,11 +463,10 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
 // Q^T, dO^T, K^T the Hopper FP8 backward's GEMMs over rows read (hstu_fp8_bwd_prepass.h). Returns uint8 tensors
 // (do8 (total_q, H, D), qt / dot (H, D, hstu_fp8_vt_cols(total_q, B)), kt (H, D, hstu_fp8_vt_cols(total_k, B)))
 // and do_descale float32 (H, total_q / 128 + B). The int32 vectors must be valid (the forward validated them).
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
-                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
-                                                                   std::optional<Tensor> seqused_q,
-                                                                   std::optional<Tensor> seqused_k) {
-  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+// Checks the pre-pass's inputs and fills every field of p but the five outputs.
+void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, const Tensor& cu_seqlens_q,
+                    const Tensor& cu_seqlens_k, const std::optional<Tensor>& seqused_q,
+                    const std::optional<Tensor>& seqused_k, HstuFp8BwdPrepassParams& p) {
   ACCEL_CHECK(dout.dim() == 3 && q8.dim() == 3 && k8.dim() == 3, "dout/q/k: expected (rows, H, D) tensors");
   ACCEL_CHECK(dout.scalar_type() == ScalarType::BFloat16 || dout.scalar_type() == ScalarType::Half,
               "dout: expected dtype bfloat16 or float16");
@@ -482,7 +486,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
   const int64_t B = cu_seqlens_q.numel() - 1;
   ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
-  HstuFp8BwdPrepassParams p{};
   p.dout = dout.data_ptr();
   p.dout_half = dout.scalar_type() == ScalarType::Half ? 1 : 0;
   p.do_row_stride = dout.stride(0);
@@ -496,16 +499,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   p.do_cols = total_q / 128 + B;
   p.q_cols = hstu_fp8_vt_cols(total_q, B);
   p.k_cols = hstu_fp8_vt_cols(total_k, B);
-  Tensor do8 = torch::stable::new_empty(dout, {total_q, H, D}, ScalarType::Byte);
-  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
-  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
-  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
-  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
-  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
-  p.do_descale = static_cast<float*>(do_descale.data_ptr());
-  p.qt = static_cast<uint8_t*>(qt.data_ptr());
-  p.dot = static_cast<uint8_t*>(dot.data_ptr());
-  p.kt = static_cast<uint8_t*>(kt.data_ptr());
   p.cu_seqlens_q = static_cast<const int*>(cu_seqlens_q.data_ptr());
   p.cu_seqlens_k = static_cast<const int*>(cu_seqlens_k.data_ptr());
   for (const std::optional<Tensor>* u : {&seqused_q, &seqused_k}) {
@@ -522,10 +515,31 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   p.head_dim = static_cast<int>(D);
   p.total_q = total_q;
   p.total_k = total_k;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
+                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                                                                   std::optional<Tensor> seqused_q,
+                                                                   std::optional<Tensor> seqused_k) {
+  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+  HstuFp8BwdPrepassParams p{};
+  prepass_params(dout, q8, k8, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, p);
+  const int64_t H = p.heads, D = p.head_dim;
+  Tensor do8 = torch::stable::new_empty(dout, {p.total_q, H, D}, ScalarType::Byte);
+  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
+  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
+  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
+  p.do_descale = static_cast<float*>(do_descale.data_ptr());
+  p.qt = static_cast<uint8_t*>(qt.data_ptr());
+  p.dot = static_cast<uint8_t*>(dot.data_ptr());
+  p.kt = static_cast<uint8_t*>(kt.data_ptr());
   const cudaError_t err = hstu_fp8_bwd_prepass(p, stream_of(dout));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_prepass: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(do8, do_descale, qt, dot, kt);
 }
+
 
 // The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it where it applies: sm_90 devices whose build holds the
 // unit, D = 128, no rab), the whole path in one op (one host call: the host time between launches shows in short
@@ -546,34 +560,65 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
-  auto [do8, do_descale, qt, dot, kt] = fp8_bwd_prepass(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k);
-  auto [qs, ks, vs] = fp8_check_scales(q_descale, k_descale, v_descale);
+  HstuFp8BwdPrepassParams pre{};
+  prepass_params(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, pre);
+  HstuScaleCheckParams chk{};
+  scale_check_params(q_descale, k_descale, v_descale, chk);
   HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
                              scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};
-  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, qs, ks, vs);
-  f.q_cols = hstu_fp8_vt_cols(p.total_q, B);
-  f.k_cols = hstu_fp8_vt_cols(total_k, B);
+  set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
+  f.q_cols = pre.q_cols;
+  f.k_cols = pre.k_cols;
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
+  // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
+  // time): dq_accum (fp32, zeroed), the pre-pass's outputs, the checked descale copies; 256-byte aligned regions.
+  int64_t bytes = 0;
+  auto region = [&](int64_t n) {
+    const int64_t at = bytes;
+    bytes += (n + 255) / 256 * 256;
+    return at;
+  };
+  const int64_t o_dq = region(4 * p.total_q * H * D), o_do8 = region(p.total_q * H * D);
+  const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
+  const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
+  int64_t o_sc[3];
+  for (int i = 0; i < 3; ++i) o_sc[i] = region(4 * chk.n[i]);
+  Tensor ws = torch::stable::new_empty(q, {bytes}, ScalarType::Byte);
+  uint8_t* w = static_cast<uint8_t*>(ws.data_ptr());
+  pre.do8 = w + o_do8;
+  pre.do_descale = reinterpret_cast<float*>(w + o_dos);
+  pre.qt = w + o_qt;
+  pre.dot = w + o_dot;
+  pre.kt = w + o_kt;
+  for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
+  cudaStream_t s = stream_of(q);
+  cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  err = hstu_check_fp8_scales(chk, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
+  err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  f.q_descale = chk.out[0];
+  f.k_descale = chk.out[1];
+  f.v_descale = chk.out[2];
   const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
-  Tensor dq_accum = torch::stable::new_zeros(q, {p.total_q, H, D}, ScalarType::Float);
   Tensor dq = torch::stable::new_empty(q, {p.total_q, H, D}, odt);
   Tensor dk = torch::stable::new_empty(q, {total_k, H, D}, odt);
   Tensor dv = torch::stable::new_empty(q, {total_k, H, D}, odt);
   set_grads(p, dk, dv);
-  f.do8 = do8.data_ptr();
-  f.do_descale = static_cast<const float*>(do_descale.data_ptr());
-  f.qt = qt.data_ptr();
-  f.dot = dot.data_ptr();
-  f.kt = kt.data_ptr();
-  f.dq_accum = static_cast<float*>(dq_accum.data_ptr());
+  f.do8 = pre.do8;
+  f.do_descale = pre.do_descale;
+  f.qt = pre.qt;
+  f.dot = pre.dot;
+  f.kt = pre.kt;
+  f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = static_cast<int>(diag);
-  cudaStream_t s = stream_of(q);
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
   fin.dq_accum = f.dq_accum;

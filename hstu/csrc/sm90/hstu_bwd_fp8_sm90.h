@@ -64,14 +64,9 @@ constexpr int kFp8BwdMaskFast = 8192;
 // Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
-// Not timing-only (dk / dv bit-equal, dq up to the order of its fp32 adds): dQ of a tile added to f.dq_accum straight
-// from the accumulator registers (16 red.global.add.v2.f32 per thread and tile: rows of 32 contiguous bytes per 4
-// lanes), instead of staged in shared memory (whose port the concurrent SS wgmmas keep busy) and added by bulk tensor
-// reduce-adds after a proxy fence.
-constexpr int kFp8BwdDqRed = 32768;
-// Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its column pairs by two
-// shuffle rounds) instead of 4-byte ones.
-constexpr int kFp8BwdEpiV4 = 65536;
+// Not timing-only (bit-equal gradients): dK / dV stored by 4-byte stores, the epilogue before the 16-byte one (a quad
+// transposes its column pairs by two shuffle rounds; the kernel's own epilogue, with or without the default's bits).
+constexpr int kFp8BwdEpiScalar = 65536;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
@@ -85,8 +80,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDi
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
-                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdDqRed,
-                                              kFp8BwdEpiV4, kFp8BwdDqRed | kFp8BwdEpiV4>;
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiScalar>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

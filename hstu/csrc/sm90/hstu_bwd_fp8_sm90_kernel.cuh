@@ -291,7 +291,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
   constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
-  constexpr bool kDqRed = (kDiag & kFp8BwdDqRed) != 0;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -432,7 +431,7 @@ __global__ void __launch_bounds__(384, 1)
   // The staged panels of tile t to f.dq_accum: the proxy fence (the stores seen by the bulk copies), then lane 0's two
   // reduce-adds. kLateFence: issued an iteration after the stores (with the dS8 arrive, one fence for both).
   auto dq_flush = [&](int t, bool fence) {
-    if constexpr ((kDiag & (kFp8BwdDiagNoDq | kFp8BwdDqRed)) == 0) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
       const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (fence) proxy_fence();
       __syncwarp();
@@ -445,20 +444,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   };
   auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
-    if constexpr (kDqRed) {  // rows m0 + 16 warp + lane / 4 (+ 8), columns 64 wg + 8 j + 2 (lane % 4) (+ 1)
-      const int r = tile_m0(t) + 16 * warp + lane / 4;
-      const int rows = sq.lq_alloc;
-      float* a = f.dq_accum + (static_cast<int64_t>(sq.q_start + r) * p.heads + h) * D + kr0 + 2 * (lane % 4);
-      const int64_t step8 = int64_t{8} * p.heads * D;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          atomic_add_f2(a + half * step8 + 8 * j, acc[4 * j + 2 * half] * scale, acc[4 * j + 2 * half + 1] * scale,
-                        r + 8 * half < rows);
-        }
-      }
-    } else if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
       const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
       __syncwarp();
@@ -844,12 +830,12 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dq);
     dq_stage(acc_dq, n - 1, dq_scale1, true);
   }
-  if constexpr ((kDiag & (kFp8BwdDiagNoDq | kFp8BwdDqRed)) == 0) {
+  if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
   const int j_first = kr0 + n0 + 16 * warp + lane / 4;
-  if constexpr ((kDiag & kFp8BwdEpiV4) != 0) {
+  if constexpr ((kDiag & kFp8BwdEpiScalar) == 0) {
     fp8_bwd_store_rows_v4(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
                           f.out_half, lane);
     fp8_bwd_store_rows_v4(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
