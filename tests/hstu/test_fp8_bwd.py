@@ -340,6 +340,44 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
 
 
 @pytest.mark.sm90
+@pytest.mark.parametrize("mask", ["causal", "context_target_group"])
+def test_cuda_fp8_bwd_self_zeroing_dq_workspace(mask):
+    """More (batch, head) pairs than one zeroing group (16): dq_accum is zeroed by the kernel's CTAs a group ahead
+    (and by the launcher for the first group, by any CTA that finds its chunk untouched) instead of a memset; the
+    private host bit 1 << 20 (kFp8BwdMemsetDq) runs the memset. dk / dv bit-equal, dq within one bf16 rounding (the
+    order of its adds), both on poisoned memory; the self-zeroing run against the fp64 emulation."""
+    if not fp8_bwd_kernel_built() or not _has_diag():
+        pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
+    lens = [600, 5, 130, 0, 257, 64, 300, 1, 129, 511, 77, 200]  # 24 pairs at H = 2; 5 key blocks: groups of 16
+    c = make_case(91 + len(mask), lens, 2, 128, mask, device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    dout = (torch.randn(q8.shape, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens_a = lengths_args(c)
+    args = (q8, k8, v8, *scales, 3, 0, lens_a["cu_seqlens_q"], lens_a["cu_seqlens_k"], lens_a["max_seqlen_q"],
+            lens_a["max_seqlen_k"], lens_a["num_contexts"], lens_a["num_targets"], lens_a["target_group_size"],
+            *lens_a["window_size"], 128 ** -0.5, None, float(lens_a["max_seqlen_q"]), None, None)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
+    poison_allocator(64 * q8.numel())
+    zeroing = fb.fp8_bwd_cuda(dout, args, False, opts)
+    poison_allocator(64 * q8.numel())
+    memset = fb.fp8_bwd_cuda(dout, args, False, opts, diag=1 << 20)
+    torch.cuda.synchronize()
+    assert torch.equal(zeroing[1], memset[1]) and torch.equal(zeroing[2], memset[2]), "dk / dv"
+    a, b = zeroing[0].float(), memset[0].float()
+    assert not torch.isnan(a).any()
+    bad = (a - b).abs() > 2 ** -7 * b.abs() + 1e-5 * b.abs().max().item()
+    assert not bad.any(), f"dq: {int(bad.sum())} elements differ beyond one bf16 rounding"
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in lens_a.items()}
+    host = [t.cpu() for t in (q8, k8, v8, *scales)]
+    gold = fb.hstu_attn_fp8_backward_reference(dout.cpu().double(), *host, "block", alpha=128 ** -0.5,
+                                               compute_dtype=torch.float64, **cpu)
+    low = fb.hstu_attn_fp8_backward_reference(dout.cpu(), *host, "block", alpha=128 ** -0.5,
+                                              compute_dtype=torch.bfloat16, **cpu)
+    for name, g, gg, gl in zip(("dq", "dk", "dv"), zeroing, gold, low):
+        assert_rel(f"{name} (self-zeroing, {mask})", g.cpu(), gg, gl, 5)
+
+
+@pytest.mark.sm90
 def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
     """The one-op path checks the descale factors on the device: a NaN q_descale makes every gradient NaN and is
     recorded without a host sync (raised by check_errors)."""

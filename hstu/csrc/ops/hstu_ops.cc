@@ -555,6 +555,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
+  const bool memset_dq = diag >= 0 && (diag & kFp8BwdMemsetDq) != 0;  // (a host-side bit, stripped here)
+  if (memset_dq) diag &= ~int64_t{kFp8BwdMemsetDq};
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
@@ -575,14 +577,19 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32, zeroed), the pre-pass's outputs, the checked descale copies; 256-byte aligned regions.
+  // time): dq_accum (fp32) and its zero flags, the pre-pass's outputs, the checked descale copies; 256-byte aligned.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
     const int64_t at = bytes;
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  const int64_t o_dq = region(4 * p.total_q * H * D), o_do8 = region(p.total_q * H * D);
+  // dq_accum self-zeroing (the bf16 backward's protocol: zero flags behind the floats) unless memset_dq, the LPT
+  // variant (another grid) or a call too small or uneven for the flags (hstu_bwd_sm90_dq_zero_words says 0).
+  const bool lpt = ((diag ^ kFp8BwdDefault) & kFp8BwdLpt) != 0;
+  const int64_t zero_words = memset_dq || lpt ? 0 : hstu_bwd_sm90_dq_zero_words(p);
+  const int64_t o_dq = region(4 * p.total_q * H * D), o_flags = region(4 * zero_words);
+  const int64_t o_do8 = region(p.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
@@ -600,8 +607,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
-  err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  if (zero_words == 0) {
+    err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
+    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  }
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
   f.v_descale = chk.out[2];
@@ -617,6 +626,9 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = static_cast<int>(diag);
+  p.dq_accum = f.dq_accum;
+  p.dq_zero_flags = zero_words > 0 ? reinterpret_cast<uint32_t*>(w + o_flags) : nullptr;
+  p.dq_conv_behind = 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));

@@ -26,7 +26,8 @@ struct HstuFp8BwdParams {
   int descale_mode;  // Fp8DescaleMode (hstu_fp8_sm90.h)
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
-  float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (bulk tensor reduce-adds)
+  float* dq_accum;   // (total_q, H, D) fp32: dQ is added per tile (bulk tensor reduce-adds); zeroed, or p.dq_zero_flags
+                     // set (hstu_bwd_sm90_dq_zero_words of them behind it: the kernel and its launcher zero it)
   int diag;          // 0; 64 the late-fence variant; else a timing-only variant (kFp8BwdDiag* bits; wrong gradients)
 };
 
@@ -81,6 +82,9 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDi
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiScalar>;
+// Host-side (not a kernel variant; the op strips it before the kernel's diag): dq_accum zeroed by a memset before the
+// kernel instead of the self-zeroing workspace (zero flags behind the floats, the bf16 backward's protocol).
+constexpr int kFp8BwdMemsetDq = 1 << 20;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);
