@@ -342,10 +342,10 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
 @pytest.mark.sm90
 @pytest.mark.parametrize("mask", ["causal", "context_target_group"])
 def test_cuda_fp8_bwd_self_zeroing_dq_workspace(mask):
-    """More (batch, head) pairs than one zeroing group (16): dq_accum is zeroed by the kernel's CTAs a group ahead
-    (and by the launcher for the first group, by any CTA that finds its chunk untouched) instead of a memset; the
-    private host bit 1 << 20 (kFp8BwdMemsetDq) runs the memset. dk / dv bit-equal, dq within one bf16 rounding (the
-    order of its adds), both on poisoned memory; the self-zeroing run against the fp64 emulation."""
+    """The private variant 131072 (kFp8BwdSelfZero) with more (batch, head) pairs than one zeroing group (16):
+    dq_accum is zeroed by the kernel's CTAs a group ahead (and by the launcher for the first group, by any CTA that
+    finds its chunk untouched) instead of a memset. dk / dv bit-equal to the default's, dq within one bf16 rounding
+    (the order of its adds), both on poisoned memory; the self-zeroing run against the fp64 emulation."""
     if not fp8_bwd_kernel_built() or not _has_diag():
         pytest.skip("the Hopper FP8 backward kernel with its diag variants is not in this build")
     lens = [600, 5, 130, 0, 257, 64, 300, 1, 129, 511, 77, 200]  # 24 pairs at H = 2; 5 key blocks: groups of 16
@@ -358,9 +358,9 @@ def test_cuda_fp8_bwd_self_zeroing_dq_workspace(mask):
             *lens_a["window_size"], 128 ** -0.5, None, float(lens_a["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
     poison_allocator(64 * q8.numel())
-    zeroing = fb.fp8_bwd_cuda(dout, args, False, opts)
+    zeroing = fb.fp8_bwd_cuda(dout, args, False, opts, diag=131072)
     poison_allocator(64 * q8.numel())
-    memset = fb.fp8_bwd_cuda(dout, args, False, opts, diag=1 << 20)
+    memset = fb.fp8_bwd_cuda(dout, args, False, opts)
     torch.cuda.synchronize()
     assert torch.equal(zeroing[1], memset[1]) and torch.equal(zeroing[2], memset[2]), "dk / dv"
     a, b = zeroing[0].float(), memset[0].float()

@@ -555,8 +555,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  const bool memset_dq = diag >= 0 && (diag & kFp8BwdMemsetDq) != 0;  // (a host-side bit, stripped here)
-  if (memset_dq) diag &= ~int64_t{kFp8BwdMemsetDq};
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
@@ -584,10 +582,11 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  // dq_accum self-zeroing (the bf16 backward's protocol: zero flags behind the floats) unless memset_dq, the LPT
-  // variant (another grid) or a call too small or uneven for the flags (hstu_bwd_sm90_dq_zero_words says 0).
-  const bool lpt = ((diag ^ kFp8BwdDefault) & kFp8BwdLpt) != 0;
-  const int64_t zero_words = memset_dq || lpt ? 0 : hstu_bwd_sm90_dq_zero_words(p);
+  // dq_accum self-zeroing (kFp8BwdSelfZero kernels: zero flags behind the floats) unless the call is too small or
+  // uneven for the flags (hstu_bwd_sm90_dq_zero_words says 0); else a memset.
+  const int variant = static_cast<int>(diag) ^ kFp8BwdDefault;
+  const bool self_zero = (variant & kFp8BwdSelfZero) != 0 && (variant & kFp8BwdLpt) == 0;
+  const int64_t zero_words = self_zero ? hstu_bwd_sm90_dq_zero_words(p) : 0;
   const int64_t o_dq = region(4 * p.total_q * H * D), o_flags = region(4 * zero_words);
   const int64_t o_do8 = region(p.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);

@@ -65,6 +65,11 @@ constexpr int kFp8BwdMaskFast = 8192;
 // Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
+// Not timing-only (dk / dv bit-equal, dq up to the order of its adds): the self-zeroing dq workspace (the bf16
+// backward's protocol: zero flags behind dq_accum, the launcher zeroes the first group of (batch, head) pairs, producer
+// warp 1 the chunks of the pair a group later, the producer waits for each tile's chunk before releasing the tile)
+// instead of a memset before the kernel. Not with kFp8BwdLpt (another grid).
+constexpr int kFp8BwdSelfZero = 131072;
 // Not timing-only (bit-equal gradients): dK / dV stored by 4-byte stores, the epilogue before the 16-byte one (a quad
 // transposes its column pairs by two shuffle rounds; the kernel's own epilogue, with or without the default's bits).
 constexpr int kFp8BwdEpiScalar = 65536;
@@ -81,10 +86,8 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDi
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
-                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiScalar>;
-// Host-side (not a kernel variant; the op strips it before the kernel's diag): dq_accum zeroed by a memset before the
-// kernel instead of the self-zeroing workspace (zero flags behind the floats, the bf16 backward's protocol).
-constexpr int kFp8BwdMemsetDq = 1 << 20;
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiScalar,
+                                              kFp8BwdSelfZero>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

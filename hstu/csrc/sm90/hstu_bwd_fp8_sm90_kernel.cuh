@@ -99,13 +99,16 @@ struct Fp8BwdTraits {
   // (16 B) and the stages' q / dO factors (at 224, kFp8BwdPrefetch), slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 32;  // (the tile loop with the dq chunk waits: 48 B of spills in 24, 8 in 32)
+  static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static_assert(8 + 32 * kStages <= 128 && sizeof(SeqInfo) <= 64 && kStages <= 4,
                 "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
-  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+  // setmaxnreg moves registers inside the CTA's launch allocation (65536 / 384 rounded down to 8 = 168 per thread):
+  // the consumers' increase must fit what the producers release (32 / 240 hung every CTA on the device)
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
+                "register budget");
 };
 
 // The smallest power of two >= x for x > 0 (exponent arithmetic on the bits, as hstu/_fp8_bwd.py _pow2_ceil); 0 for
@@ -283,15 +286,16 @@ __global__ void __launch_bounds__(384, 1)
   // Self-zeroing dq workspace (p.dq_zero_flags; hstu_bwd_sm90_dq.cuh, the bf16 kernel's protocol over the same
   // (key block, head, batch) grid): producer warp 1 zeroes this CTA's share of the chunks of the pair a group later
   // (also when the CTA has no keys); the producer waits for each tile's chunk before releasing the tile.
+  constexpr bool kSelfZero = (kDiag & kFp8BwdSelfZero) != 0 && !kLpt;
   auto zero_ahead = [&]() {
-    if (p.dq_zero_flags != nullptr && threadIdx.x >= 32 && threadIdx.x < 64) {
+    if (kSelfZero && p.dq_zero_flags != nullptr && threadIdx.x >= 32 && threadIdx.x < 64) {
       bwd_dq_zero_ahead<D, BN, kBwdSm90LptPairs, kBwdSm90LptCtas, false>(p, threadIdx.x - 32);
     }
   };
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) {
-    if constexpr (!kLpt) zero_ahead();
+    zero_ahead();
     return;
   }
   int mb_begin, n_a, gap, n_mt;
@@ -309,7 +313,7 @@ __global__ void __launch_bounds__(384, 1)
     mbar_init(bar, 1);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_a(s), !kLpt && p.dq_zero_flags != nullptr ? 2 : 1);  // (2: the chunk's zero wait)
+      mbar_init(bar_full_a(s), kSelfZero && p.dq_zero_flags != nullptr ? 2 : 1);  // (2: the chunk's zero wait)
       mbar_init(bar_empty_a(s), 8);  // one arrive per consumer warp
       mbar_init(bar_full_b(s), 1);
       mbar_init(bar_empty_b(s), 8);
@@ -344,7 +348,7 @@ __global__ void __launch_bounds__(384, 1)
       // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase; -1: the first group (zeroed by
       // the launcher, nothing to wait for); -2: a zeroed workspace (no second arrival).
       int zbase = -2, zq = -1;  // (zq: the chunk last waited for)
-      if constexpr (!kLpt) {
+      if constexpr (kSelfZero) {
         if (p.dq_zero_flags != nullptr) {
           const int gp = bwd_lpt_group_pairs<BN, kBwdSm90LptPairs, kBwdSm90LptCtas>(p);
           const int pair = b * p.heads + h;
@@ -373,7 +377,7 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + 2 * C::kQBytes, &tm_dot, bar_full_a(s), qt_col0 + m0, 0, h);
-        if (zbase >= -1) {  // tile i's dq chunk is zero (polled while its loads fly) before the consumers see it
+        if (kSelfZero && zbase >= -1) {  // tile i's dq chunk is zero (polled while its loads fly) before release
           const int qb = m0 / 128;
           if (zbase >= 0 && qb != zq && 128 * qb < p.max_seqlen_q) {  // (no flag past max_seqlen_q)
             bwd_dq_zero_wait<D>(p, p.dq_zero_flags + zbase + qb, si.q_start, si.lq_alloc, h, qb);
@@ -385,7 +389,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_arrive_expect_tx(bar_full_b(s), C::kQtBytes);
         tma_load_3d(stage_b(s), &tm_qt, bar_full_b(s), qt_col0 + m0, 0, h);
       }
-    } else if (!kLpt && p.dq_zero_flags != nullptr && tid >= 32 && tid < 64) {
+    } else if (kSelfZero && p.dq_zero_flags != nullptr && tid >= 32 && tid < 64) {
       if (n_mt > 0) mbar_wait(bar, 0);  // (once K, V, K^T have landed: its stores do not compete with them)
       zero_ahead();
     }

@@ -58,7 +58,8 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) && n_blocks > 65535) return cudaErrorInvalidValue;
   if (p.dq_zero_flags != nullptr) {  // self-zeroing workspace: what no CTA zeroes (the first group, the flags)
-    if ((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) return cudaErrorInvalidValue;  // (the grid the protocol assumes)
+    const int variant = f.diag ^ kFp8BwdDefault;  // (the kernels with the protocol, on the grid it assumes)
+    if ((variant & kFp8BwdLpt) || !(variant & kFp8BwdSelfZero)) return cudaErrorInvalidValue;
     const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
     const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, C::kBlockN);
     if (words <= 0 || p.dq_accum != f.dq_accum) return cudaErrorInvalidValue;
