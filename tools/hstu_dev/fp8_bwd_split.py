@@ -13,9 +13,8 @@ the variant bits of hstu_bwd_fp8_sm90.h toggled from kFp8BwdDefault; never on th
   diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
             staging (racy); 144: 128 and 16
 Correct ones: 1024 / 2048 / 4096 / 8192 the default without one feature (stmatrix dS8, spec-q, the factor prefetch,
-the mask compares), 16384 with the LPT grid, 65536 with dK / dV by 4-byte stores; 15360 session 13's kernel (none
-of them; today's epilogue), 15360 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96; 131072
-the default with the self-zeroing dq workspace instead of a memset.
+the mask compares), 16384 with the LPT grid, 65536 with dK / dV by 16-byte stores; 15360 session 13's kernel (none
+of them), 15360 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96.
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -41,7 +40,7 @@ DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier")
          (8192, "(without the mask compares)"), (16384, "(with the LPT grid)"), (15360, "(session 13's kernel)"),
          (15361, "session 13's, no dQ add"), (15392, "session 13's, no dS' parking"),
          (15424, "(session 13's late fence)"), (15456, "session 13's late fence, no dS' parking"),
-         (65536, "(with dK / dV by 4-byte stores)"), (131072, "(with the self-zeroing dq workspace)")]
+         (65536, "(with dK / dV by 16-byte stores)")]
 
 
 def run_case(B, S, D, reps, diags):

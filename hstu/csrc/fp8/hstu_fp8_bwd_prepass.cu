@@ -185,7 +185,7 @@ __device__ __forceinline__ uint4 round8<__half>(float4 a, float4 b) {
   return *reinterpret_cast<const uint4*>(r);
 }
 
-// Grid-stride over groups of 8 elements: dq's, then those of the dk / dv rows outside every sequence.
+// Grid-stride over groups of 8 elements: dq's groups first, then those of the dk / dv rows outside every sequence.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
@@ -195,29 +195,15 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
   const int64_t n_out = (lo + p.total_k - hi) * per_row;  // groups outside, in dk (then the same in dv)
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum);
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  constexpr int kUnroll = 4;  // groups in flight per thread (their loads issued before the first store)
-  for (int64_t g0 = first; g0 < n_dq; g0 += kUnroll * step) {
-    float4 a[kUnroll][2];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t g = g0 + u * step;
-      if (g < n_dq) {
-        a[u][0] = __ldcs(acc + 2 * g);
-        a[u][1] = __ldcs(acc + 2 * g + 1);
-      }
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < n_dq + 2 * n_out; g += step) {
+    if (g < n_dq) {
+      reinterpret_cast<uint4*>(p.dq)[g] = round8<T>(__ldcs(acc + 2 * g), __ldcs(acc + 2 * g + 1));
+    } else {
+      const int64_t o = (g - n_dq) % n_out;
+      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+      uint4* dst = reinterpret_cast<uint4*>(g - n_dq < n_out ? p.dk : p.dv);
+      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t g = g0 + u * step;
-      if (g < n_dq) reinterpret_cast<uint4*>(p.dq)[g] = round8<T>(a[u][0], a[u][1]);
-    }
-  }
-  for (int64_t g = first; g < 2 * n_out; g += step) {
-    const int64_t o = g % n_out;
-    const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
-    uint4* dst = reinterpret_cast<uint4*>(g < n_out ? p.dk : p.dv);
-    dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
   }
 }
 

@@ -575,20 +575,14 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32) and its zero flags, the pre-pass's outputs, the checked descale copies; 256-byte aligned.
+  // time): dq_accum (fp32, zeroed), the pre-pass's outputs, the checked descale copies; 256-byte aligned regions.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
     const int64_t at = bytes;
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  // dq_accum self-zeroing (kFp8BwdSelfZero kernels: zero flags behind the floats) unless the call is too small or
-  // uneven for the flags (hstu_bwd_sm90_dq_zero_words says 0); else a memset.
-  const int variant = static_cast<int>(diag) ^ kFp8BwdDefault;
-  const bool self_zero = (variant & kFp8BwdSelfZero) != 0 && (variant & kFp8BwdLpt) == 0;
-  const int64_t zero_words = self_zero ? hstu_bwd_sm90_dq_zero_words(p) : 0;
-  const int64_t o_dq = region(4 * p.total_q * H * D), o_flags = region(4 * zero_words);
-  const int64_t o_do8 = region(p.total_q * H * D);
+  const int64_t o_dq = region(4 * p.total_q * H * D), o_do8 = region(p.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
@@ -606,10 +600,8 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
-  if (zero_words == 0) {
-    err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
-    ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
-  }
+  err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
   f.v_descale = chk.out[2];
@@ -625,9 +617,6 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = static_cast<int>(diag);
-  p.dq_accum = f.dq_accum;
-  p.dq_zero_flags = zero_words > 0 ? reinterpret_cast<uint32_t*>(w + o_flags) : nullptr;
-  p.dq_conv_behind = 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));

@@ -55,7 +55,6 @@
 #include "hstu/csrc/sm90/hstu_bwd_sm90_dq.cuh"  // tma_reduce_add_3d, bulk_commit, bulk_wait_read0
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
 #include "hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh"  // fp8_descale, make_desc_kmajor, cvt_e4m3x4
-#include "hstu/csrc/sm90/hstu_sm90_launch.h"  // kBwdSm90LptPairs / kBwdSm90LptCtas (the zeroing groups)
 #include "hstu/csrc/sm90/hstu_sm90_utils.cuh"
 #include "hstu/csrc/sm90/wgmma_fp8_sm90.cuh"
 
@@ -106,7 +105,7 @@ struct Fp8BwdTraits {
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
   // setmaxnreg moves registers inside the CTA's launch allocation (65536 / 384 rounded down to 8 = 168 per thread):
-  // the consumers' increase must fit what the producers release (32 / 240 hung every CTA on the device)
+  // the consumers' increase must fit what the producers release
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
                 "register budget");
 };
@@ -283,21 +282,9 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
   const int n_block = kLpt ? blockIdx.z : blockIdx.x, h = kLpt ? blockIdx.x : blockIdx.y,
             b = kLpt ? blockIdx.y : blockIdx.z;
-  // Self-zeroing dq workspace (p.dq_zero_flags; hstu_bwd_sm90_dq.cuh, the bf16 kernel's protocol over the same
-  // (key block, head, batch) grid): producer warp 1 zeroes this CTA's share of the chunks of the pair a group later
-  // (also when the CTA has no keys); the producer waits for each tile's chunk before releasing the tile.
-  constexpr bool kSelfZero = (kDiag & kFp8BwdSelfZero) != 0 && !kLpt;
-  auto zero_ahead = [&]() {
-    if (kSelfZero && p.dq_zero_flags != nullptr && threadIdx.x >= 32 && threadIdx.x < 64) {
-      bwd_dq_zero_ahead<D, BN, kBwdSm90LptPairs, kBwdSm90LptCtas, false>(p, threadIdx.x - 32);
-    }
-  };
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
-  if (n0 >= si.lk_alloc) {
-    zero_ahead();
-    return;
-  }
+  if (n0 >= si.lk_alloc) return;
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, true>(si, n0, mb_begin, n_a, gap, n_mt);
   auto tile_of = [&](int i) { return mb_begin + i + (i >= n_a ? gap : 0); };
@@ -313,7 +300,7 @@ __global__ void __launch_bounds__(384, 1)
     mbar_init(bar, 1);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_full_a(s), kSelfZero && p.dq_zero_flags != nullptr ? 2 : 1);  // (2: the chunk's zero wait)
+      mbar_init(bar_full_a(s), 1);
       mbar_init(bar_empty_a(s), 8);  // one arrive per consumer warp
       mbar_init(bar_full_b(s), 1);
       mbar_init(bar_empty_b(s), 8);
@@ -345,16 +332,6 @@ __global__ void __launch_bounds__(384, 1)
       tma_load_3d(sV, &tm_v, bar, 0, h, si.k_start + n0);
       tma_load_3d(sKt, &tm_kt, bar, static_cast<int>(hstu_fp8_vt_start(si.k_start, b)) + n0, 0, h);
       const int qt_col0 = static_cast<int>(hstu_fp8_vt_start(si.q_start, b));  // 16-byte aligned (TMA)
-      // Self-zeroing workspace: this pair's flags start at p.dq_zero_flags + zbase; -1: the first group (zeroed by
-      // the launcher, nothing to wait for); -2: a zeroed workspace (no second arrival).
-      int zbase = -2, zq = -1;  // (zq: the chunk last waited for)
-      if constexpr (kSelfZero) {
-        if (p.dq_zero_flags != nullptr) {
-          const int gp = bwd_lpt_group_pairs<BN, kBwdSm90LptPairs, kBwdSm90LptCtas>(p);
-          const int pair = b * p.heads + h;
-          zbase = pair >= gp ? (pair - gp) * bwd_dq_chunks(p) : -1;
-        }
-      }
       // Tile i: ring A's slot (freed in tile i - 2), then ring B's (freed at the end of tile i - 1, so ring A's
       // load of tile i + 1 goes out then too: one tile ahead, as with one ring).
       for (int i = 0; i < n_mt; ++i) {
@@ -377,21 +354,10 @@ __global__ void __launch_bounds__(384, 1)
         tma_load_3d(sa, &tm_q, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + C::kQBytes, &tm_do, bar_full_a(s), 0, h, si.q_start + m0);
         tma_load_3d(sa + 2 * C::kQBytes, &tm_dot, bar_full_a(s), qt_col0 + m0, 0, h);
-        if (kSelfZero && zbase >= -1) {  // tile i's dq chunk is zero (polled while its loads fly) before release
-          const int qb = m0 / 128;
-          if (zbase >= 0 && qb != zq && 128 * qb < p.max_seqlen_q) {  // (no flag past max_seqlen_q)
-            bwd_dq_zero_wait<D>(p, p.dq_zero_flags + zbase + qb, si.q_start, si.lq_alloc, h, qb);
-            zq = qb;
-          }
-          mbar_arrive(bar_full_a(s));
-        }
         mbar_wait(bar_empty_b(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_b(s), C::kQtBytes);
         tma_load_3d(stage_b(s), &tm_qt, bar_full_b(s), qt_col0 + m0, 0, h);
       }
-    } else if (kSelfZero && p.dq_zero_flags != nullptr && tid >= 32 && tid < 64) {
-      if (n_mt > 0) mbar_wait(bar, 0);  // (once K, V, K^T have landed: its stores do not compete with them)
-      zero_ahead();
     }
     return;
   }
@@ -872,7 +838,7 @@ __global__ void __launch_bounds__(384, 1)
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
   const int j_first = kr0 + n0 + 16 * warp + lane / 4;
-  if constexpr ((kDiag & kFp8BwdEpiScalar) == 0) {
+  if constexpr ((kDiag & kFp8BwdEpiV4) != 0) {
     fp8_bwd_store_rows_v4(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
                           f.out_half, lane);
     fp8_bwd_store_rows_v4(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,

@@ -57,15 +57,6 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) && n_blocks > 65535) return cudaErrorInvalidValue;
-  if (p.dq_zero_flags != nullptr) {  // self-zeroing workspace: what no CTA zeroes (the first group, the flags)
-    const int variant = f.diag ^ kFp8BwdDefault;  // (the kernels with the protocol, on the grid it assumes)
-    if ((variant & kFp8BwdLpt) || !(variant & kFp8BwdSelfZero)) return cudaErrorInvalidValue;
-    const int64_t words = hstu_bwd_sm90_dq_zero_words(p);
-    const int gp = hstu_bwd_sm90_lpt_pairs(p.max_seqlen_k, C::kBlockN);
-    if (words <= 0 || p.dq_accum != f.dq_accum) return cudaErrorInvalidValue;
-    hstu_dq_zero_first_sm90_kernel<D><<<dim3(32, gp + 2), 256, 0, stream>>>(p, gp, words);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  }
   auto go = [&](auto diag) {  // one launch for every variant
     constexpr int kVariant = decltype(diag)::value ^ kFp8BwdDefault;  // (hstu_bwd_fp8_sm90.h)
     constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, kVariant>;
