@@ -65,7 +65,7 @@ constexpr int kFp8BwdMaskFast = 8192;
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
 // Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its bf16 pairs in two
-// shuffle rounds) instead of 4-byte ones. Correct on the device (session 17), its speed not measured yet.
+// shuffle rounds) instead of 4-byte ones. Correct on the device, its speed not measured yet (hstu_kernel_notes.md).
 constexpr int kFp8BwdEpiV4 = 65536;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
