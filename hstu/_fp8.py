@@ -356,12 +356,14 @@ def _fp8_fwd_cuda(*args):
 
 
 def _fp8_bwd_cuda(dout, *args):
-    from ._fp8_bwd import fp8_bwd_applies, fp8_bwd_cuda
+    from ._fp8_bwd import fp8_bwd_cuda
     deterministic, options = args[-2], args[-1]
     # The Hopper FP8 backward where it applies (kernel_options(fp8_bwd=True): there or an error), else dequantize
-    if options & _ops.OPTION_BITS["fp8_bwd"] or (
-            not options & _ops.FP8_BWD_DEQUANT_BIT and fp8_bwd_applies(args[0], args[18], options, deterministic)):
-        return fp8_bwd_cuda(dout, args[:-2], deterministic, options & ~_ops.FP8_BWD_DEQUANT_BIT)
+    if not options & _ops.FP8_BWD_DEQUANT_BIT:
+        grads = fp8_bwd_cuda(dout, args[:-2], deterministic, options,
+                             forced=bool(options & _ops.OPTION_BITS["fp8_bwd"]))
+        if grads is not None:
+            return grads
     fwd_args, options = _dequantized_args(args[:-2]), options & ~_ops.FP8_BWD_DEQUANT_BIT
     bwd_args = (dout,) + fwd_args + (False, deterministic)
     dq, dk, dv, _ = _ops._BWD_OPTIONS(*bwd_args, options) if options else _ops._BWD(*bwd_args)

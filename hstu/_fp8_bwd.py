@@ -233,6 +233,12 @@ def hstu_attn_fp8_backward_reference(
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
 
 
+@functools.lru_cache(maxsize=None)
+def _capability(index: Optional[int]) -> Tuple[int, int]:
+    """A CUDA device's compute capability, looked up once (the routing runs on every backward call)."""
+    return torch.cuda.get_device_capability(index)
+
+
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
     """Why ``kernel_options(fp8_bwd=True)`` cannot run the FP8 backward for this call (None: it can). Host facts
     (the unit lookup is cached by torch's op registry; no synchronization)."""
@@ -243,7 +249,7 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = F
     if q8.shape[2] not in FP8_BWD_HEAD_DIMS:
         return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True) (D = 128 is "
                 f"built first), got {q8.shape[2]}")
-    if not q8.is_cuda or torch.cuda.get_device_capability(q8.device) != (9, 0):
+    if not q8.is_cuda or _capability(q8.device.index) != (9, 0):
         return "q: expected a compute capability 9.0 (Hopper) device with kernel_options(fp8_bwd=True)"
     if options & _ops.OPTION_BITS["sm90"]:
         return "kernel_options: expected sm90=True with fp8_bwd=True (the FP8 backward is a Hopper kernel)"
@@ -257,32 +263,24 @@ def fp8_bwd_kernel_built(head_dim: int = 128) -> bool:
             and f"\"hstu_bwd_sm90_fp8_hdim{head_dim}\"" in torch.ops.hstu_attn.compiled_kernels())
 
 
-def fp8_bwd_applies(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> bool:
-    """The default routing of an FP8 call's backward (kernel_options(fp8_bwd=None)): the Hopper FP8 backward where
-    nothing refuses it and this build holds its unit, else the dequantized bf16/fp16 backward (host facts only)."""
-    return fp8_bwd_refusal(q8, rab, options, deterministic) is None and fp8_bwd_kernel_built(q8.shape[2])
-
-
-def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0):
-    """hstu_attn::fp8_bwd's CUDA path under ``kernel_options(fp8_bwd=True)``: the pre-pass, then the Hopper FP8
-    backward kernel (`hstu_attn::fp8_bwd_sm90`); NotImplementedError for what it cannot run (the pre-pass runs
-    first when only the kernel is missing, so its cost and errors show in this path). ``diag`` (private, for the
-    tests and benchmarks; the op passes 0): the kernel variant (hstu_bwd_fp8_sm90.h: kFp8BwdLateFence = 64, the
-    proxy fences a tile later; the other values are timing-only, wrong gradients)."""
+def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool = True):
+    """hstu_attn::fp8_bwd's Hopper FP8 backward: `hstu_attn::fp8_bwd_sm90`, the whole path in one op (pre-pass, the
+    descale factors' check, the kernel, dq's rounding). The one place that decides whether it runs (host facts
+    only): where `fp8_bwd_refusal` refuses the call or the build lacks the unit it returns None when not ``forced``
+    (the default routing then takes the dequantized backward) and raises NotImplementedError when ``forced``
+    (``kernel_options(fp8_bwd=True)``). ``diag`` (private, for the tests and benchmarks; the op passes 0): the kernel
+    variant (hstu_bwd_fp8_sm90.h)."""
     q8, k8, rab = args[0], args[1], args[18]
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
+    if why is None and not fp8_bwd_kernel_built(q8.shape[2]):
+        why = ("kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90, unit "
+               "hstu_bwd_sm90_fp8_hdim128), got a build without it (issue 36; docs/hstu_attn.md 'The Hopper FP8 "
+               "backward'); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
     if why is not None:
-        raise NotImplementedError(f"hstu_attn: {why}")
-    cu_q, cu_k, su_q, su_k = args[8], args[9], args[20], args[21]
-    do8, do_s, qt, dot, kt = fp8_bwd_prepass(dout, q8, k8, cu_q, cu_k, su_q, su_k)
-    if not fp8_bwd_kernel_built(q8.shape[2]):
-        raise NotImplementedError(
-            "hstu_attn: kernel_options(fp8_bwd=True): expected the Hopper FP8 backward kernel (hstu_attn::"
-            "fp8_bwd_sm90, unit hstu_bwd_sm90_fp8_hdim128), got a build without it (issue 36; docs/hstu_attn.md "
-            "'The Hopper FP8 backward'); run without fp8_bwd=True for the dequantized bf16/fp16 backward")
-    scales = torch.ops.hstu_attn.fp8_check_scales(*args[3:6])
+        if forced:
+            raise NotImplementedError(f"hstu_attn: {why}")
+        return None
     out_code = 1 if dout.dtype == torch.float16 else 0
     q, k, v = (t.contiguous() for t in args[:3])
-    dq, dk, dv = torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), do8.view(torch.uint8), do_s, qt, dot, kt, q, k,
-                                                  v, *scales, args[6], out_code, *args[8:22], options, diag)
-    return dq.to(dout.dtype), dk, dv
+    return torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), q, k, v, *args[3:7], out_code, *args[8:22], options,
+                                            diag)

@@ -299,8 +299,9 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 # The kernel's private variants (the op's diag: the variant bits toggled from kFp8BwdDefault, hstu_bwd_fp8_sm90.h).
 # The same gradients as the default: without stmatrix dS8 stores (1024), without the producer's factor prefetch
-# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384).
-SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384}
+# (4096), without the mask's compare path (8192), with the (head, batch, key block) grid (16384), with dK / dV by
+# 16-byte stores (65536).
+SAME_MATH_VARIANTS = {"no_stsm": 1024, "no_prefetch": 4096, "no_mask_fast": 8192, "lpt": 16384, "epi_v4": 65536}
 # Close to it: without kFp8BwdSpecQ (2048: dS' parked in fp32 and quantized a tile late, one rounding where the
 # default rescales a few subnormal bytes a second time), session 13's kernel (15360) and its late-fence variant
 # (15360 + 64): dv bit-equal (dV does not read dS), dk / dq within a bf16 rounding of the element and 2e-3 of the
@@ -328,14 +329,55 @@ def test_cuda_fp8_bwd_close_variant_matches_emulating_reference(variant, mask):
     _check_against_emulation("block", mask, CLOSE_VARIANTS[variant])
 
 
-def _check_against_emulation(mode, mask, diag):
+@pytest.mark.sm90
+def test_cuda_fp8_bwd_rows_outside_sequences_are_zero():
+    """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
+    there) come back 0 from the op's finishing pass (dq's rounding), the rest as the fp64 emulation (5x the bf16
+    emulation's error). (Rows before cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
+    grads = _check_against_emulation("block", "causal", None, extra_rows=9)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
+
+
+@pytest.mark.sm90
+def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
+    """The one-op path checks the descale factors on the device: a NaN q_descale makes every gradient NaN and is
+    recorded without a host sync (raised by check_errors)."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(31, [300, 129], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    scales = [t.clone() for t in scales]
+    scales[0][1, 0] = float("nan")
+    dout = (torch.randn(q8.shape, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    hstu_attn.check_errors()
+    grads = torch.ops.hstu_attn.fp8_bwd(
+        dout, q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+        lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]),
+        None, None, False, hstu_attn._ops.OPTION_BITS["fp8_bwd"])
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert torch.isnan(g).all(), name
+    with pytest.raises(hstu_attn.DeviceInputError, match=r"q_descale: expected finite descale factors > 0"):
+        hstu_attn.check_errors()
+
+
+def _check_against_emulation(mode, mask, diag, extra_rows=0):
+    """The FP8 backward (diag: the private variant) against the fp64 emulation and the dequantized path; extra_rows:
+    rows of no sequence behind the sequences (q / k / v random, dout NaN there). Returns the gradients."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build yet")
     c = make_case(300 + len(mask) + len(mode), [300, 0, 700, 77, 129], 2, 128, mask, device="cuda")
+    if extra_rows:
+        gen = torch.Generator(device="cuda").manual_seed(11)
+        for n in ("q", "k", "v"):
+            c[n] = torch.cat([c[n], torch.randn(extra_rows, 2, 128, generator=gen, device="cuda").to(c[n].dtype)])
     alpha = 128 ** -0.5
     (q8, k8, v8), scales = quantized(c, mode)
     gen = torch.Generator(device="cuda").manual_seed(5)
     dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    if extra_rows:
+        dout[dout.shape[0] - extra_rows:] = float("nan")
     lens = lengths_args(c)
     ops_args = (q8, k8, v8, *scales, ["tensor", "head", "batch_head", "block"].index(mode), 0,
                 lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"], lens["max_seqlen_k"],
@@ -355,7 +397,9 @@ def _check_against_emulation(mode, mask, diag):
     for name, g, gg, gl, b in zip(("dq", "dk", "dv"), grads, gold, low, base):
         assert not torch.isnan(g).any(), name
         assert_rel(f"{name} ({mode}, {mask})", g.cpu(), gg, gl, 5)
-        assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name
+        if not extra_rows:  # (the dequantized path reads dout's NaN rows of no sequence)
+            assert max_err(g.cpu(), b.cpu()) <= 0.15 * b.abs().max().item() + 1e-6, name
+    return grads
 
 
 def _has_diag():

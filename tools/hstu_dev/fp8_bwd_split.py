@@ -1,7 +1,7 @@
-"""Where the Hopper FP8 backward kernel's time goes (issue 36): times `hstu_attn::fp8_bwd_sm90` alone (the pre-pass
-run once before) and its variants (the op's private `diag`: the variant bits of hstu_bwd_fp8_sm90.h toggled from
-kFp8BwdDefault; never on the product path). Timing-only ones (wrong gradients) drop one phase from the default, so
-that the phase's cost is the difference:
+"""Where the Hopper FP8 backward kernel's time goes (issue 36): times `hstu_attn::fp8_bwd_sm90` (the whole path:
+pre-pass, kernel, dq's rounding; the variants differ in the kernel only) and its variants (the op's private `diag`:
+the variant bits of hstu_bwd_fp8_sm90.h toggled from kFp8BwdDefault; never on the product path). Timing-only ones
+(wrong gradients) drop one phase from the default, so that the phase's cost is the difference:
   diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
   diag 4: each warp's own amax for the dS factor (no exchange of the 8 words; the named barriers stay: they bound
@@ -13,8 +13,8 @@ that the phase's cost is the difference:
   diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
             staging (racy); 144: 128 and 16
 Correct ones: 1024 / 2048 / 4096 / 8192 the default without one feature (stmatrix dS8, spec-q, the factor prefetch,
-the mask compares), 16384 with the LPT grid; 15360 session 13's kernel (none of them), 15360 + 1 / + 32 (no dS'
-parking, timing-only) / + 64 (its late fence) / + 96.
+the mask compares), 16384 with the LPT grid, 65536 with dK / dV by 16-byte stores; 15360 session 13's kernel (none
+of them), 15360 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96.
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
 Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
@@ -39,7 +39,8 @@ DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier")
          (2048, "(without spec-q: fp32 parking)"), (4096, "(without the factor prefetch)"),
          (8192, "(without the mask compares)"), (16384, "(with the LPT grid)"), (15360, "(session 13's kernel)"),
          (15361, "session 13's, no dQ add"), (15392, "session 13's, no dS' parking"),
-         (15424, "(session 13's late fence)"), (15456, "session 13's late fence, no dS' parking")]
+         (15424, "(session 13's late fence)"), (15456, "session 13's late fence, no dS' parking"),
+         (65536, "(with dK / dV by 16-byte stores)")]
 
 
 def run_case(B, S, D, reps, diags):
@@ -49,16 +50,14 @@ def run_case(B, S, D, reps, diags):
     q, k, v = (torch.randn(B * S, H, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
     dout = (torch.randn(B * S, H, D, device=dev) * 1e-2).to(torch.bfloat16)
     (q8, qs), (k8, ks), (v8, vs) = (_fp8.quantize_fp8(x, cu, "block") for x in (q, k, v))
-    do8, do_s, qt, dot, kt = _fp8_bwd.fp8_bwd_prepass(dout, q8, k8, cu, cu)
-    scales = torch.ops.hstu_attn.fp8_check_scales(qs, ks, vs)
     m = _fp8.DESCALE_MODES.index("block")
     flops = 2.5 * 4 * H * D * S * S / 2 * B
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
 
     def call(diag):
         return lambda: torch.ops.hstu_attn.fp8_bwd_sm90(
-            dout, do8.view(torch.uint8), do_s, qt, dot, kt, q8, k8, v8, *scales, m, 0, cu, cu, S, S, None, None, 1,
-            -1, 0, D ** -0.5, None, float(S), None, None, opts, diag)
+            dout, q8, k8, v8, qs, ks, vs, m, 0, cu, cu, S, S, None, None, 1, -1, 0, D ** -0.5, None, float(S), None,
+            None, opts, diag)
 
     fns = [call(d) for d, _ in diags]
     for f in fns:
@@ -86,8 +85,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or not _fp8_bwd.fp8_bwd_kernel_built(128):
         print("fp8_bwd_split: needs a GPU and a build with the Hopper FP8 backward")
         return 0
-    print(f"## fp8_bwd_sm90 phase split: {torch.cuda.get_device_name()} (op alone, pre-pass excluded; dq_accum "
-          "zeroing and allocation included; ms median, FA TFLOP/s)\n")
+    print(f"## fp8_bwd_sm90 phase split: {torch.cuda.get_device_name()} (the op: pre-pass, kernel and dq rounding; "
+          "allocations included; ms median, FA TFLOP/s)\n")
     print("| case | diag | without | ms | TFLOP/s | vs kernel ms |\n|---|---:|---|---:|---:|---:|")
     cases = ([(16, 4096, 128)] if args.quick else [(16, 16384, 128)] if args.s16k
              else [(16, 16384, 128), (16, 4096, 128)])

@@ -106,10 +106,14 @@ struct TransposeJob {
   int group;
 };
 
-// Block (x, h, z): columns [64 x, 64 x + 64) of head h of job z (qt, dot, kt).
+// Block (x, h, z): columns [kCols x, kCols x + kCols) of head h of job z (qt, dot, kt): the source rows' D bytes
+// into shared memory (every load issued before the first store; 16-byte chunk c of column col at chunk
+// c ^ (col / 16 % 8), so that the eight 16-column groups a warp reads for one d sit in eight different banks), then
+// per row d of the copy kCols contiguous bytes.
+constexpr int kCols = 128;
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
-  __shared__ __align__(16) uint8_t tile[64][256 + 16];
-  __shared__ int64_t src_row[64];
+  __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
+  __shared__ int64_t src_row[kCols];
   // (selected field by field: an indexed array of the three would live in local memory)
   const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
   TransposeJob j;
@@ -122,31 +126,42 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
   const int h = blockIdx.y, D = p.head_dim;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 64;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
   if (c0 >= j.cols) return;
-  if (threadIdx.x < 64) {
+  if (threadIdx.x < kCols) {
     src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
   }
   __syncthreads();
   const int chunks = D / 16;
   const uint8_t* src = j.src + static_cast<int64_t>(h) * j.head_stride;
-  for (int idx = threadIdx.x; idx < 64 * chunks; idx += kThreads) {
-    const int col = idx / chunks, part = idx % chunks;
-    const int64_t r = src_row[col];
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (r >= 0) x = *reinterpret_cast<const uint4*>(src + r * j.row_stride + part * 16);
-    *reinterpret_cast<uint4*>(&tile[col][part * 16]) = x;
+  constexpr int kLoads = kCols * 16 / kThreads;  // at D = 256
+  uint4 x[kLoads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kThreads;
+    x[k] = make_uint4(0, 0, 0, 0);
+    if (idx < kCols * chunks) {
+      const int64_t r = src_row[idx / chunks];
+      if (r >= 0) x[k] = *reinterpret_cast<const uint4*>(src + r * j.row_stride + (idx % chunks) * 16);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int idx = threadIdx.x + k * kThreads;
+    const int col = idx / chunks;
+    if (idx < kCols * chunks) *reinterpret_cast<uint4*>(&tile[col][((idx % chunks) ^ ((col >> 4) & 7)) * 16]) = x[k];
   }
   __syncthreads();
   uint8_t* dst = j.dst + static_cast<int64_t>(h) * D * j.cols;
-  for (int idx = threadIdx.x; idx < D * 4; idx += kThreads) {
-    const int d = idx / 4, g = idx % 4;
+  constexpr int kGroups = kCols / 16;  // 16-byte column groups per row of the copy
+  for (int idx = threadIdx.x; idx < D * kGroups; idx += kThreads) {
+    const int d = idx / kGroups, g = idx % kGroups;
     const int64_t c = c0 + 16 * g;
     if (c >= j.cols) continue;
     uint32_t w[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint8_t* t = &tile[16 * g + 4 * q][d];
+      const uint8_t* t = &tile[16 * g + 4 * q][(((d >> 4) ^ (g & 7)) << 4) | (d & 15)];
       w[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[272]) << 8 |
              static_cast<uint32_t>(t[2 * 272]) << 16 | static_cast<uint32_t>(t[3 * 272]) << 24;
     }
@@ -154,7 +169,61 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   }
 }
 
+// 8 fp32 -> 8 bf16 / fp16 (round to nearest even, as torch's .to()).
+template <typename T>
+__device__ __forceinline__ uint4 round8(float4 a, float4 b);
+template <>
+__device__ __forceinline__ uint4 round8<__nv_bfloat16>(float4 a, float4 b) {
+  const __nv_bfloat162 r[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                               __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+  return *reinterpret_cast<const uint4*>(r);
+}
+template <>
+__device__ __forceinline__ uint4 round8<__half>(float4 a, float4 b) {
+  const __half2 r[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
+                        __floats2half2_rn(b.z, b.w)};
+  return *reinterpret_cast<const uint4*>(r);
+}
+
+// Grid-stride over groups of 8 elements: dq's groups first, then those of the dk / dv rows outside every sequence.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
+  const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
+  const int64_t n_dq = p.total_q * per_row;
+  const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
+  const int64_t hi = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo), p.total_k);
+  const int64_t n_out = (lo + p.total_k - hi) * per_row;  // groups outside, in dk (then the same in dv)
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum);
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < n_dq + 2 * n_out; g += step) {
+    if (g < n_dq) {
+      reinterpret_cast<uint4*>(p.dq)[g] = round8<T>(__ldcs(acc + 2 * g), __ldcs(acc + 2 * g + 1));
+    } else {
+      const int64_t o = (g - n_dq) % n_out;
+      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+      uint4* dst = reinterpret_cast<uint4*>(g - n_dq < n_out ? p.dk : p.dv);
+      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream) {
+  if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
+  const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
+  if (groups <= 0) return cudaSuccess;
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t want = (groups + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(want < 8 * sms ? want : 8 * sms);
+  if (p.out_half) {
+    fp8_bwd_finish_kernel<__half><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    fp8_bwd_finish_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
@@ -168,7 +237,8 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + 63) / 64), p.heads, 3), kThreads, 0, stream>>>(p);
+  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 3), kThreads, 0, stream>>>(
+      p);
   return cudaGetLastError();
 }
 

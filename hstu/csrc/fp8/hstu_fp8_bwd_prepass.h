@@ -53,4 +53,18 @@ struct HstuFp8BwdPrepassParams {
 // Launches the two pre-pass kernels (dO quantization, then the three transposed copies) on `stream`.
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream);
 
+// After the Hopper FP8 backward kernel (one launch): dq = dq_accum rounded to the output dtype (every row), and zeros
+// in the dk / dv rows outside every sequence (before cu_seqlens_k[0], from cu_seqlens_k[batch] on), which no CTA
+// writes; the kernel writes every other row, so dk / dv need no zero fill before it.
+struct HstuFp8BwdFinishParams {
+  const float* dq_accum;  // (total_q, H, D) fp32, contiguous
+  void* dq;               // (total_q, H, D) contiguous, out_half ? float16 : bfloat16
+  void* dk;               // (total_k, H, D) contiguous, likewise
+  void* dv;
+  const int* cu_seqlens_k;  // (batch + 1), the validated copy
+  int batch, heads, head_dim, out_half;
+  int64_t total_q, total_k;
+};
+cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
+
 }  // namespace hstu

@@ -353,25 +353,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
 // FP8 descale factors checked on the device (hstu_validate.h hstu_check_fp8_scales): copies, all NaN after a
 // violation, which is recorded like the int32 vectors' (no host synchronization). hstu/_fp8.py checks shapes and
 // dtypes first; CPU tensors are checked on the host there.
-std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) {
-  torch::stable::accelerator::DeviceGuard guard(q_descale.get_device());
+// The check's inputs, counts and error record (p.out: the caller's).
+void scale_check_params(const Tensor& q_descale, const Tensor& k_descale, const Tensor& v_descale,
+                        HstuScaleCheckParams& p) {
   const Tensor* in[3] = {&q_descale, &k_descale, &v_descale};
   const char* names[3] = {"q_descale", "k_descale", "v_descale"};
-  HstuScaleCheckParams p{};
-  Tensor outs[3] = {torch::stable::empty_like(q_descale), torch::stable::empty_like(k_descale),
-                    torch::stable::empty_like(v_descale)};
   for (int i = 0; i < 3; ++i) {
     accel::check_dtype(*in[i], names[i], ScalarType::Float);
     accel::check_same_device(*in[i], names[i], q_descale, "q_descale");
     accel::check_contiguous(*in[i], names[i]);
     p.in[i] = static_cast<const float*>(in[i]->data_ptr());
-    p.out[i] = static_cast<float*>(outs[i].data_ptr());
     p.n[i] = in[i]->numel();
   }
-  cudaStream_t s = stream_of(q_descale);
-  p.errors = error_block_for(s);
+  p.errors = error_block_for(stream_of(q_descale));
   p.device = static_cast<int>(q_descale.get_device());
-  const cudaError_t err = hstu_check_fp8_scales(p, s);
+}
+
+std::tuple<Tensor, Tensor, Tensor> fp8_check_scales(Tensor q_descale, Tensor k_descale, Tensor v_descale) {
+  torch::stable::accelerator::DeviceGuard guard(q_descale.get_device());
+  HstuScaleCheckParams p{};
+  scale_check_params(q_descale, k_descale, v_descale, p);
+  Tensor outs[3] = {torch::stable::empty_like(q_descale), torch::stable::empty_like(k_descale),
+                    torch::stable::empty_like(v_descale)};
+  for (int i = 0; i < 3; ++i) p.out[i] = static_cast<float*>(outs[i].data_ptr());
+  const cudaError_t err = hstu_check_fp8_scales(p, stream_of(q_descale));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_check_scales: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(outs[0], outs[1], outs[2]);
 }
@@ -458,11 +463,10 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
 // Q^T, dO^T, K^T the Hopper FP8 backward's GEMMs over rows read (hstu_fp8_bwd_prepass.h). Returns uint8 tensors
 // (do8 (total_q, H, D), qt / dot (H, D, hstu_fp8_vt_cols(total_q, B)), kt (H, D, hstu_fp8_vt_cols(total_k, B)))
 // and do_descale float32 (H, total_q / 128 + B). The int32 vectors must be valid (the forward validated them).
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
-                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
-                                                                   std::optional<Tensor> seqused_q,
-                                                                   std::optional<Tensor> seqused_k) {
-  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+// Checks the pre-pass's inputs and fills every field of p but the five outputs.
+void prepass_params(const Tensor& dout, const Tensor& q8, const Tensor& k8, const Tensor& cu_seqlens_q,
+                    const Tensor& cu_seqlens_k, const std::optional<Tensor>& seqused_q,
+                    const std::optional<Tensor>& seqused_k, HstuFp8BwdPrepassParams& p) {
   ACCEL_CHECK(dout.dim() == 3 && q8.dim() == 3 && k8.dim() == 3, "dout/q/k: expected (rows, H, D) tensors");
   ACCEL_CHECK(dout.scalar_type() == ScalarType::BFloat16 || dout.scalar_type() == ScalarType::Half,
               "dout: expected dtype bfloat16 or float16");
@@ -482,7 +486,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   accel::check_dtype(cu_seqlens_k, "cu_seqlens_k", ScalarType::Int);
   const int64_t B = cu_seqlens_q.numel() - 1;
   ACCEL_CHECK(B >= 1 && cu_seqlens_k.numel() == B + 1, "cu_seqlens_q/k: expected B + 1 >= 2 offsets each");
-  HstuFp8BwdPrepassParams p{};
   p.dout = dout.data_ptr();
   p.dout_half = dout.scalar_type() == ScalarType::Half ? 1 : 0;
   p.do_row_stride = dout.stride(0);
@@ -496,16 +499,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   p.do_cols = total_q / 128 + B;
   p.q_cols = hstu_fp8_vt_cols(total_q, B);
   p.k_cols = hstu_fp8_vt_cols(total_k, B);
-  Tensor do8 = torch::stable::new_empty(dout, {total_q, H, D}, ScalarType::Byte);
-  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
-  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
-  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
-  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
-  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
-  p.do_descale = static_cast<float*>(do_descale.data_ptr());
-  p.qt = static_cast<uint8_t*>(qt.data_ptr());
-  p.dot = static_cast<uint8_t*>(dot.data_ptr());
-  p.kt = static_cast<uint8_t*>(kt.data_ptr());
   p.cu_seqlens_q = static_cast<const int*>(cu_seqlens_q.data_ptr());
   p.cu_seqlens_k = static_cast<const int*>(cu_seqlens_k.data_ptr());
   for (const std::optional<Tensor>* u : {&seqused_q, &seqused_k}) {
@@ -522,62 +515,126 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, 
   p.head_dim = static_cast<int>(D);
   p.total_q = total_q;
   p.total_k = total_k;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fp8_bwd_prepass(Tensor dout, Tensor q8, Tensor k8,
+                                                                   Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                                                                   std::optional<Tensor> seqused_q,
+                                                                   std::optional<Tensor> seqused_k) {
+  torch::stable::accelerator::DeviceGuard guard(dout.get_device());
+  HstuFp8BwdPrepassParams p{};
+  prepass_params(dout, q8, k8, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, p);
+  const int64_t H = p.heads, D = p.head_dim;
+  Tensor do8 = torch::stable::new_empty(dout, {p.total_q, H, D}, ScalarType::Byte);
+  Tensor do_descale = torch::stable::new_empty(dout, {H, p.do_cols}, ScalarType::Float);
+  Tensor qt = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor dot = torch::stable::new_empty(dout, {H, D, p.q_cols}, ScalarType::Byte);
+  Tensor kt = torch::stable::new_empty(dout, {H, D, p.k_cols}, ScalarType::Byte);
+  p.do8 = static_cast<uint8_t*>(do8.data_ptr());
+  p.do_descale = static_cast<float*>(do_descale.data_ptr());
+  p.qt = static_cast<uint8_t*>(qt.data_ptr());
+  p.dot = static_cast<uint8_t*>(dot.data_ptr());
+  p.kt = static_cast<uint8_t*>(kt.data_ptr());
   const cudaError_t err = hstu_fp8_bwd_prepass(p, stream_of(dout));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_prepass: CUDA error ", cudaGetErrorString(err));
   return std::make_tuple(do8, do_descale, qt, dot, kt);
 }
 
-// The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it under kernel_options(fp8_bwd=True) on sm_90 devices
-// whose build holds the unit, D = 128, no rab). Takes fp8_bwd_prepass's outputs (do8, do_descale, qt, dot, kt) and
-// fp8_bwd's arguments; the descale factors come checked (fp8_check_scales' copies). Returns (dq_accum float32, dk,
-// dv in out_dtype): the caller rounds dq_accum to out_dtype. The int32 vectors are validated here again (as the
-// forward did: after a violation the kernel sees empty sequences and the gradients stay 0).
+
+// The Hopper FP8 backward (private: hstu/_fp8_bwd.py runs it where it applies: sm_90 devices whose build holds the
+// unit, D = 128, no rab), the whole path in one op (one host call: the host time between launches shows in short
+// calls): the pre-pass (fp8_bwd_prepass), the descale factors' check (fp8_check_scales), the int32 vectors'
+// validation (after a violation the kernel sees empty sequences and the gradients are 0), the kernel, then one pass
+// rounding dq_accum to dq and zeroing the dk / dv rows outside every sequence (the kernel writes all others: no
+// fills). Returns (dq, dk, dv) in out_dtype.
 std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
-    Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, Tensor v,
-    Tensor q_descale, Tensor k_descale, Tensor v_descale, int64_t descale_mode, int64_t out_dtype,
-    Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-    std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets, int64_t target_group_size,
-    int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab, double scaling_seqlen,
-    std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options, int64_t diag) {
+    Tensor dout, Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale,
+    int64_t descale_mode, int64_t out_dtype, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, std::optional<Tensor> num_contexts, std::optional<Tensor> num_targets,
+    int64_t target_group_size, int64_t window_left, int64_t window_right, double alpha, std::optional<Tensor> rab,
+    double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
+    int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
-                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
-  ACCEL_CHECK(p.head_dim == 128, "q: expected head dim 128 for the FP8 backward kernel, got ", p.head_dim);
   ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
+  ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
+              accel::shape_str(q));
+  HstuFp8BwdPrepassParams pre{};
+  prepass_params(dout, q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, pre);
+  HstuScaleCheckParams chk{};
+  scale_check_params(q_descale, k_descale, v_descale, chk);
+  HstuParams p = call_params(options, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             num_contexts, num_targets, target_group_size, window_left, window_right, alpha, rab,
+                             scaling_seqlen, seqused_q, seqused_k, /*fp8=*/true);
   const int64_t H = q.size(1), B = p.batch, total_k = k.size(0), D = p.head_dim;
   HstuFp8BwdParams f{};
   set_fp8_descales(f, p, q, total_k, descale_mode, out_dtype, q_descale, k_descale, v_descale);
-  f.q_cols = hstu_fp8_vt_cols(p.total_q, B);
-  f.k_cols = hstu_fp8_vt_cols(total_k, B);
-  ACCEL_CHECK(do8.scalar_type() == ScalarType::Byte && do8.numel() == p.total_q * H * D && do8.is_contiguous(),
-              "do8: expected fp8_bwd_prepass's (total_q, H, D) uint8 tensor");
-  ACCEL_CHECK(do_descale.scalar_type() == ScalarType::Float && do_descale.numel() == H * (p.total_q / 128 + B),
-              "do_descale: expected fp8_bwd_prepass's (H, total_q / 128 + B) float32 tensor");
-  ACCEL_CHECK(qt.numel() == H * D * f.q_cols && dot.numel() == H * D * f.q_cols && kt.numel() == H * D * f.k_cols,
-              "qt/dot/kt: expected fp8_bwd_prepass's transposed copies");
+  f.q_cols = pre.q_cols;
+  f.k_cols = pre.k_cols;
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
-  const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
-  Tensor dq_accum = torch::stable::new_zeros(q, {p.total_q, H, D}, ScalarType::Float);
-  Tensor dk = torch::stable::new_zeros(q, {total_k, H, D}, odt);
-  Tensor dv = torch::stable::new_zeros(q, {total_k, H, D}, odt);
-  set_grads(p, dk, dv);
-  f.do8 = do8.data_ptr();
-  f.do_descale = static_cast<const float*>(do_descale.data_ptr());
-  f.qt = qt.data_ptr();
-  f.dot = dot.data_ptr();
-  f.kt = kt.data_ptr();
-  f.dq_accum = static_cast<float*>(dq_accum.data_ptr());
-  f.diag = static_cast<int>(diag);
+  // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
+  // time): dq_accum (fp32, zeroed), the pre-pass's outputs, the checked descale copies; 256-byte aligned regions.
+  int64_t bytes = 0;
+  auto region = [&](int64_t n) {
+    const int64_t at = bytes;
+    bytes += (n + 255) / 256 * 256;
+    return at;
+  };
+  const int64_t o_dq = region(4 * p.total_q * H * D), o_do8 = region(p.total_q * H * D);
+  const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
+  const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
+  int64_t o_sc[3];
+  for (int i = 0; i < 3; ++i) o_sc[i] = region(4 * chk.n[i]);
+  Tensor ws = torch::stable::new_empty(q, {bytes}, ScalarType::Byte);
+  uint8_t* w = static_cast<uint8_t*>(ws.data_ptr());
+  pre.do8 = w + o_do8;
+  pre.do_descale = reinterpret_cast<float*>(w + o_dos);
+  pre.qt = w + o_qt;
+  pre.dot = w + o_dot;
+  pre.kt = w + o_kt;
+  for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
   cudaStream_t s = stream_of(q);
-  Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
-  const cudaError_t err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
+  err = hstu_check_fp8_scales(chk, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
+  err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
-  (void)dout;
-  return std::make_tuple(dq_accum, dk, dv);
+  f.q_descale = chk.out[0];
+  f.k_descale = chk.out[1];
+  f.v_descale = chk.out[2];
+  const ScalarType odt = out_dtype == 1 ? ScalarType::Half : ScalarType::BFloat16;
+  Tensor dq = torch::stable::new_empty(q, {p.total_q, H, D}, odt);
+  Tensor dk = torch::stable::new_empty(q, {total_k, H, D}, odt);
+  Tensor dv = torch::stable::new_empty(q, {total_k, H, D}, odt);
+  set_grads(p, dk, dv);
+  f.do8 = pre.do8;
+  f.do_descale = pre.do_descale;
+  f.qt = pre.qt;
+  f.dot = pre.dot;
+  f.kt = pre.kt;
+  f.dq_accum = reinterpret_cast<float*>(w + o_dq);
+  f.diag = static_cast<int>(diag);
+  Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
+  err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  HstuFp8BwdFinishParams fin{};
+  fin.dq_accum = f.dq_accum;
+  fin.dq = dq.data_ptr();
+  fin.dk = dk.data_ptr();
+  fin.dv = dv.data_ptr();
+  fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copy)
+  fin.batch = static_cast<int>(B);
+  fin.heads = static_cast<int>(H);
+  fin.head_dim = static_cast<int>(D);
+  fin.out_half = static_cast<int>(out_dtype);
+  fin.total_q = p.total_q;
+  fin.total_k = total_k;
+  err = hstu_fp8_bwd_finish(fin, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
+  return std::make_tuple(dq, dk, dv);
 }
 
 // Bytes of a paged forward's plan (paged_fwd_sm90_plan): the work list's workspace (256-aligned), then the
@@ -854,11 +911,10 @@ STABLE_TORCH_LIBRARY(hstu_attn, m) {
   m.def(
       "fp8_bwd_prepass(Tensor dout, Tensor q, Tensor k, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
       "Tensor? seqused_q, Tensor? seqused_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-  // Private: the Hopper FP8 backward (hstu/_fp8_bwd.py, kernel_options(fp8_bwd=True)): the pre-pass's outputs and
-  // fp8_bwd's arguments -> (dq_accum float32, dk, dv).
+  // Private: the Hopper FP8 backward's whole path (hstu/_fp8_bwd.py): fp8_bwd's arguments -> (dq, dk, dv).
   m.def(
-      "fp8_bwd_sm90(Tensor dout, Tensor do8, Tensor do_descale, Tensor qt, Tensor dot, Tensor kt, Tensor q, Tensor k, "
-      "Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, int descale_mode, int out_dtype, "
+      "fp8_bwd_sm90(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_descale, Tensor v_descale, "
+      "int descale_mode, int out_dtype, "
       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, Tensor? num_contexts, "
       "Tensor? num_targets, int target_group_size, int window_left, int window_right, float alpha, Tensor? rab, "
       "float scaling_seqlen, Tensor? seqused_q, Tensor? seqused_k, int options, int diag=0) -> (Tensor, Tensor, "

@@ -64,6 +64,9 @@ constexpr int kFp8BwdMaskFast = 8192;
 // Not timing-only (bit-equal gradients): the grid (head, batch, key block), so the longest CTAs of causal masks (key
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
+// Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its bf16 pairs in two
+// shuffle rounds) instead of 4-byte ones. Correct on the device, its speed not measured yet (hstu_kernel_notes.md).
+constexpr int kFp8BwdEpiV4 = 65536;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
@@ -77,7 +80,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDi
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
-                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiV4>;
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);

@@ -104,7 +104,10 @@ struct Fp8BwdTraits {
                 "mbarriers, parked SeqInfo, the stages' q / dO factors (kFp8BwdPrefetch) at 224 + 8 s");
   static_assert(kSmem <= 232448, "shared memory");
   static_assert(kOffDq % 1024 == 0 && kOffdS % 1024 == 0 && kOffB % 1024 == 0, "128B-swizzled tiles");
-  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register budget");
+  // setmaxnreg moves registers inside the CTA's launch allocation (65536 / 384 rounded down to 8 = 168 per thread):
+  // the consumers' increase must fit what the producers release
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
+                "register budget");
 };
 
 // The smallest power of two >= x for x > 0 (exponent arithmetic on the bits, as hstu/_fp8_bwd.py _pow2_ceil); 0 for
@@ -178,6 +181,56 @@ __device__ __forceinline__ void fp8_bwd_store_rows(const float (&acc)[64], float
       } else {
         *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off + 8 * c) =
             __floats2bfloat162_rn(x, y);
+      }
+    }
+  }
+}
+
+// fp8_bwd_store_rows with 16-byte stores: in each quad the four lanes' bf16 / fp16 pairs of four column groups are
+// transposed by two shuffle rounds, so that lane q holds the 8 columns of group 4 k + q of its row (one st.global.v4
+// instead of four 4-byte stores; each warp instruction writes 64 contiguous bytes of 8 rows).
+__device__ __forceinline__ uint32_t fp8_bwd_pack_out(float x, float y, int out_half) {
+  if (out_half) {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ void fp8_bwd_store_rows_v4(const float (&acc)[64], float scale, void* out,
+                                                      int64_t row_stride, int64_t head_stride, int h, int k_start,
+                                                      int j_first, int rows_alloc, int out_half, int lane) {
+  const int q = lane % 4;
+  const bool q0 = (q & 1) != 0, q1 = (q & 2) != 0;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = j_first + 8 * half;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t w[4];  // w[i]: columns 8 (4 k + i) + 2 q, + 1 of row j
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int c = 4 * k + i;
+        w[i] = fp8_bwd_pack_out(acc[4 * c + 2 * half] * scale, acc[4 * c + 2 * half + 1] * scale, out_half);
+      }
+      // round 1 (lanes q, q ^ 1): keep the words i with i % 2 == q % 2, take the partner's
+      const uint32_t ka = q0 ? w[1] : w[0], kb = q0 ? w[3] : w[2];
+      const uint32_t ra = __shfl_xor_sync(0xffffffffu, q0 ? w[0] : w[1], 1);
+      const uint32_t rb = __shfl_xor_sync(0xffffffffu, q0 ? w[2] : w[3], 1);
+      // round 2 (lanes q, q ^ 2): keep word i = q (lanes q, q ^ 1's), take lanes q ^ 2, q ^ 3's word q
+      const uint32_t k1 = q1 ? kb : ka, k2 = q1 ? rb : ra;
+      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, q1 ? ka : kb, 2);
+      const uint32_t r2 = __shfl_xor_sync(0xffffffffu, q1 ? ra : rb, 2);
+      uint32_t o[4];  // o[m]: lane m's word q = columns 8 (4 k + q) + 2 m, + 1
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int x = m ^ q;
+        o[m] = x == 0 ? k1 : x == 1 ? k2 : x == 2 ? r1 : r2;
+      }
+      if (j < rows_alloc) {
+        const int64_t off = static_cast<int64_t>(k_start + j) * row_stride + static_cast<int64_t>(h) * head_stride +
+                            8 * (4 * k + q);
+        *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + off) = make_uint4(o[0], o[1], o[2], o[3]);
       }
     }
   }
@@ -785,10 +838,17 @@ __global__ void __launch_bounds__(384, 1)
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).
   const int j_first = kr0 + n0 + 16 * warp + lane / 4;
-  fp8_bwd_store_rows(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
-                     f.out_half, lane);
-  fp8_bwd_store_rows(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start, j_first,
-                     sq.lk_alloc, f.out_half, lane);
+  if constexpr ((kDiag & kFp8BwdEpiV4) != 0) {
+    fp8_bwd_store_rows_v4(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+                          f.out_half, lane);
+    fp8_bwd_store_rows_v4(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
+                          j_first, sq.lk_alloc, f.out_half, lane);
+  } else {
+    fp8_bwd_store_rows(acc_dk, u, p.dk, p.dk_row_stride, p.dk_head_stride, h, sq.k_start, j_first, sq.lk_alloc,
+                       f.out_half, lane);
+    fp8_bwd_store_rows(acc_dv, do_cur * p.inv_scaling, p.dv, p.dv_row_stride, p.dv_head_stride, h, sq.k_start,
+                       j_first, sq.lk_alloc, f.out_half, lane);
+  }
 }
 
 }  // namespace sm90
