@@ -156,16 +156,16 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps) and slot (the
-// kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the walk has k > 1
-// chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps), slot and the
+// block's chunk (the kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the
+// walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
-// The partials and counters are p.fwd_sched and p.fwd_tile_counter.
+// The work list's header (p.fwd_sched: items, chunks per walk, the partials' byte offset) and p.fwd_tile_counter.
 template <int MT, int DTILES, int NT, int BM>
-__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int split_c, int h,
-                                              char* smem, int words) {
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int h, char* smem,
+                                              int words) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
   // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
   // kept live across the count, where acc_o holds the registers)
@@ -178,11 +178,16 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   auto partial = [&](int c) {
     int tile;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
+    const int4 hd = *static_cast<const int4*>(p.fwd_sched);  // (ns, offset: y, z)
     const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
-    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + (slot * gridDim.y + c) * kElems) + threadIdx.x;
+    return reinterpret_cast<float4*>(reinterpret_cast<float*>(static_cast<char*>(p.fwd_sched) + hd.z) +
+                                     (slot * hd.y + c) * kElems) +
+           threadIdx.x;
   };
   if (steps() <= p.fwd_split_tiles) return true;
   {
+    int split_c;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(split_c) : "r"(smem_u32(smem) + words + 8));
     float4* mine = partial(split_c);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -235,9 +240,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
-// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (n 2^g >= n batch, KV chunks, heads); block
-// y runs chunk y of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave
-// fp32 partials that the last one sums.
+// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
+// (h, y) runs item y of the list (p.fwd_sched: a query tile and a chunk of its KV walk of p.fwd_split_tiles KV
+// tiles) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
@@ -265,13 +270,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
   // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
   // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
-  // SPLIT: all sequences in one chunk (G >= batch), grid y = the KV chunks.
+  // SPLIT: the work list's item blockIdx.y (its query tile and chunk), head blockIdx.x.
+  const int4* list = static_cast<const int4*>(p.fwd_sched);
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
-    if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
+    if constexpr (SPLIT) {
+      const int4 it = list[1 + by];
+      bt = it.x;
+      m0t = it.y;
+    } else if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
       const int n_m = (p.max_seqlen_q + BM - 1) / BM;
       const int lg = __clz(n_m) - __clz(static_cast<int>(gridDim.x));
       const int rank = static_cast<int>(bx >> lg);
-      if constexpr (SPLIT) by = 0;  // (one chunk of sequences; y is the KV chunk)
       bt = static_cast<int>((by << lg) + (bx & ((1u << lg) - 1)));
       m0t = (p.num_contexts != nullptr ? (rank == 0 ? 0 : n_m - rank) : n_m - 1 - rank) * BM;
     } else {  // grid (n, batch, heads), each sequence's heaviest (causal) tiles first
@@ -279,12 +288,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
+  if constexpr (SPLIT) {
+    if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
+  }
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  // SPLIT: the block's chunk of its query tile's KV walk (re-derived where used, not kept live)
-  auto split_chunk = [&]() -> int { return static_cast<int>(blockIdx.y); };
-  const int h = blockIdx.z;
+  // SPLIT: the block's chunk of its query tile's KV walk (re-read where used, not kept live)
+  auto split_chunk = [&]() -> int { return list[1 + blockIdx.y].z; };
+  // the head (re-derived where used)
+  auto head = [&]() -> int { return static_cast<int>(SPLIT ? blockIdx.x : blockIdx.z); };
+  const int h = head();
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
 
@@ -301,7 +315,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
     const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-           static_cast<int64_t>(blockIdx.z) * head_stride;
+           static_cast<int64_t>(head()) * head_stride;
   };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
@@ -320,9 +334,9 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
     const int s0 = split_chunk() * p.fwd_split_tiles;
     if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
-    if (threadIdx.x == 0) {  // the walk's steps and the query tile's slot (total_q / BM + batch: unique), fwd_split_sum
-      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
-                   "r"(si.q_start / BM + b + m0 / BM));
+    if (threadIdx.x == 0) {  // the walk's steps, the query tile's slot (total_q / BM + batch: unique), the chunk
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %3};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
+                   "r"(si.q_start / BM + b + m0 / BM), "r"(split_chunk()));
     }
     if (steps > p.fwd_split_tiles) {
       auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
@@ -479,7 +493,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               block_tile(blockIdx.x, blockIdx.y, rb, rm0);
             }
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
-                           static_cast<int>(blockIdx.z) * p.rab_head_stride;
+                           head() * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -599,7 +613,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   if constexpr (SPLIT) {
-    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, split_chunk(), h, smem, Tile::kSmem)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, head(), smem, Tile::kSmem)) return;
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
@@ -665,25 +679,16 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
 // chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
-// SPLIT: all sequences in one chunk, grid y = ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
-template <typename T, int D, typename C, bool SPLIT = false>
-cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1) {
-  auto kernel = [] {
-    if constexpr (SPLIT) {
-      return hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair>;
-    } else {
-      return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
-                             C::kPair>;
-    }
-  }();
+template <typename T, int D, typename C>
+cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
+  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair>;
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  constexpr int kSmem = C::kSmem + (SPLIT ? 16 : 0);  // (SPLIT: the chunk count and slot, fwd_split_sum)
-  if (kSmem > 48 * 1024) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (C::kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (err != cudaSuccess) return err;
   }
   // G: the power of two at most 2 resident / n (and at most the batch's), at least 1
@@ -692,37 +697,90 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  // (SPLIT: G >= batch, one chunk of sequences: below two waves all blocks are resident anyway)
-  const int64_t want = SPLIT ? p.batch : std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
   int lg = 0;
-  while ((SPLIT ? (int64_t{1} << lg) < want : (int64_t{2} << lg) <= want) && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
-  if ((n_m << lg) > INT32_MAX || (SPLIT && (int64_t{1} << lg) < p.batch)) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(n_m << lg), SPLIT ? ns : static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
-            p.heads);
-  kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
+  while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
+  if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg), p.heads);
+  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
-// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where its plan splits and the op's
-// workspace (p.fwd_sched, p.fwd_sched_bytes: counters, then partials) holds it; else without.
+// The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, then lists every query tile
+// (b, m0) and chunk c of its KV walk (int4 {b, m0, c, 0} behind the header {items, ns, partials' byte offset, 0})
+// in a counting sort by the chunk's KV tiles, heaviest first (256 buckets). A warp per sequence, a lane per query
+// tile: the walk's length as hstu_fwd_block computes it.
+constexpr int kFwdListBuckets = 256;
+template <int BM, int BN>
+__global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int counters, int ns,
+                                                                   int partial_offset) {
+  __shared__ int cursor[kFwdListBuckets];
+  const int chunk = p.fwd_split_tiles;
+  for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
+  for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
+  __syncthreads();
+  int4* list = static_cast<int4*>(p.fwd_sched);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  // pass 0 counts each bucket's chunks, pass 1 places them
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int b = warp; b < p.batch; b += warps) {
+      const SeqInfo si = seq_info(p, b);
+      for (int m0 = lane * BM; m0 < si.lq_alloc; m0 += 32 * BM) {
+        int nb_begin, nb_end, gap_begin, gap_end;
+        si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin,
+                          gap_end);
+        const int steps = nb_end > nb_begin ? nb_end - nb_begin - (gap_end - gap_begin) : 0;
+        const int k = max(1, (steps + chunk - 1) / chunk);
+        for (int c = 0; c < k; ++c) {
+          const int w = min(chunk, steps - c * chunk);
+          const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+          if (pass == 0) {
+            atomicAdd(&cursor[bucket], 1);
+          } else {
+            list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c, 0);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (pass == 0 && threadIdx.x == 0) {  // the buckets' starts (heaviest first), the header
+      int n = 0;
+      for (int i = 0; i < kFwdListBuckets; ++i) {
+        const int c = cursor[i];
+        cursor[i] = n;
+        n += c;
+      }
+      list[0] = make_int4(n, ns, partial_offset, 0);
+    }
+    __syncthreads();
+  }
+}
+
+// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where the op planned it (p.fwd_sched:
+// the workspace, p.fwd_split_tiles: the chunk; fwd_sm80_split_for): the work list's kernel, then C's split kernel
+// on grid (heads, the list's bound); else C without the split.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
-  static_assert(kFwdSm80Lpt<C::kWarps, C::kMinBlocks>, "the split runs the longest-first grid");
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
-  int sms = 0, max_smem = 0;
-  bool narrow = false;
-  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
-  if (err != cudaSuccess) return err;
-  const FwdSm80Split s = fwd_sm80_split_plan(p, t, sms);
-  if (s.chunk == 0 || p.fwd_sched == nullptr || p.fwd_sched_bytes < s.bytes) return launch_hstu_fwd<T, D, C>(p, stream);
+  if (p.fwd_sched == nullptr || p.fwd_split_tiles <= 0) return launch_hstu_fwd<T, D, C>(p, stream);
+  const FwdSm80Split s = fwd_sm80_split_layout(p, t, p.fwd_split_tiles);
+  if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
   HstuParams q = p;
-  q.fwd_split_tiles = s.chunk;
-  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
-  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes;
-  err = cudaMemsetAsync(q.fwd_tile_counter, 0, s.slots * p.heads * sizeof(int), stream);
+  q.fwd_tile_counter = reinterpret_cast<int*>(static_cast<char*>(p.fwd_sched) + s.list_bytes);
+  hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
+      q, static_cast<int>(s.slots * p.heads), s.ns, static_cast<int>(s.list_bytes + s.counter_bytes));
+  cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return launch_hstu_fwd<T, D, C, true>(q, stream, s.ns);
+  auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                      C::kSkip, C::kPair>;
+  constexpr int kSmem = C::kSmem + 16;  // (the walk's steps, the tile's slot and the chunk, fwd_split_sum)
+  if (kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<dim3(p.heads, static_cast<unsigned>(s.items)), C::kWarps * 32, kSmem, stream>>>(q);
+  return cudaGetLastError();
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.
@@ -744,7 +802,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
-    // (fwd_sm80_split_bytes: D = 64 / 256)
+    // (fwd_sm80_split_for: D = 64 / 256)
     if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;
