@@ -156,15 +156,15 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps), slot and the
-// block's chunk (the kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the
-// walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps), its first partial
+// ((slot x heads + h) x ns) and the block's chunk (the kernel's start left them in shared memory at byte `words`,
+// behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
-// The work list's header (p.fwd_sched: items, chunks per walk, the partials' byte offset) and p.fwd_tile_counter.
+// The partials are p.fwd_sched, the tiles' counters p.fwd_tile_counter.
 template <int MT, int DTILES, int NT, int BM>
-__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int h, char* smem,
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
                                               int words) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
   // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
@@ -176,12 +176,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
-    int tile;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
-    const int4 hd = *static_cast<const int4*>(p.fwd_sched);  // (ns, offset: y, z)
-    const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
-    return reinterpret_cast<float4*>(reinterpret_cast<float*>(static_cast<char*>(p.fwd_sched) + hd.z) +
-                                     (slot * hd.y + c) * kElems) +
+    int first;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(first) : "r"(smem_u32(smem) + words + 4));
+    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + static_cast<int64_t>(first + c) * kElems) +
            threadIdx.x;
   };
   if (steps() <= p.fwd_split_tiles) return true;
@@ -201,8 +198,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   int* flag = reinterpret_cast<int*>(smem);
   if (threadIdx.x == 0) {
     int tile;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
-    *flag = atomicAdd(p.fwd_tile_counter + static_cast<int64_t>(tile) * p.heads + h, 1);
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 12));
+    *flag = atomicAdd(p.fwd_tile_counter + tile, 1);
   }
   __syncthreads();
   const int k = (steps() + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
@@ -241,8 +238,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
-// (h, y) runs item y of the list (p.fwd_sched: a query tile and a chunk of its KV walk of p.fwd_split_tiles KV
-// tiles) for head h, a split tile's chunks leave fp32 partials that the last one sums.
+// (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
+// of p.fwd_split_tiles KV tiles) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
@@ -271,7 +268,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
   // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
   // SPLIT: the work list's item blockIdx.y (its query tile and chunk), head blockIdx.x.
-  const int4* list = static_cast<const int4*>(p.fwd_sched);
+  const int4* list = reinterpret_cast<const int4*>(reinterpret_cast<const char*>(p.fwd_tile_counter) +
+                                                   fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
     if constexpr (SPLIT) {
       const int4 it = list[1 + by];
@@ -297,7 +295,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // SPLIT: the block's chunk of its query tile's KV walk (re-read where used, not kept live)
   auto split_chunk = [&]() -> int { return list[1 + blockIdx.y].z; };
   // the head (re-derived where used)
-  auto head = [&]() -> int { return static_cast<int>(SPLIT ? blockIdx.x : blockIdx.z); };
+  auto head_u = [&]() -> uint32_t { return SPLIT ? blockIdx.x : blockIdx.z; };
+  auto head = [&]() -> int { return static_cast<int>(head_u()); };
   const int h = head();
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
@@ -315,7 +314,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
     const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-           static_cast<int64_t>(head()) * head_stride;
+           static_cast<int64_t>(head_u()) * head_stride;
   };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
@@ -334,9 +333,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
     const int s0 = split_chunk() * p.fwd_split_tiles;
     if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
-    if (threadIdx.x == 0) {  // the walk's steps, the query tile's slot (total_q / BM + batch: unique), the chunk
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %3};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
-                   "r"(si.q_start / BM + b + m0 / BM), "r"(split_chunk()));
+    if (threadIdx.x == 0) {  // the walk's steps, its first partial, the chunk, its counter (fwd_split_sum): the
+      // query tile's slot total_q / BM + batch is unique
+      const int ctr = (si.q_start / BM + b + m0 / BM) * p.heads + h;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
+                   "r"(ctr * list[0].y), "r"(split_chunk()), "r"(ctr));
     }
     if (steps > p.fwd_split_tiles) {
       auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
@@ -613,7 +614,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   if constexpr (SPLIT) {
-    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, head(), smem, Tile::kSmem)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem)) return;
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
@@ -707,19 +708,18 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 }
 
 // The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, then lists every query tile
-// (b, m0) and chunk c of its KV walk (int4 {b, m0, c, 0} behind the header {items, ns, partials' byte offset, 0})
+// (b, m0) and chunk c of its KV walk (int4 {b, m0, c, 0} behind the header {items, ns, 0, 0})
 // in a counting sort by the chunk's KV tiles, heaviest first (256 buckets). A warp per sequence, a lane per query
 // tile: the walk's length as hstu_fwd_block computes it.
 constexpr int kFwdListBuckets = 256;
 template <int BM, int BN>
-__global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int counters, int ns,
-                                                                   int partial_offset) {
+__global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
+                                                                  int ns) {
   __shared__ int cursor[kFwdListBuckets];
   const int chunk = p.fwd_split_tiles;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   __syncthreads();
-  int4* list = static_cast<int4*>(p.fwd_sched);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   // pass 0 counts each bucket's chunks, pass 1 places them
   for (int pass = 0; pass < 2; ++pass) {
@@ -750,7 +750,7 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         cursor[i] = n;
         n += c;
       }
-      list[0] = make_int4(n, ns, partial_offset, 0);
+      list[0] = make_int4(n, ns, 0, 0);
     }
     __syncthreads();
   }
@@ -766,10 +766,12 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   if (p.fwd_sched == nullptr || p.fwd_split_tiles <= 0) return launch_hstu_fwd<T, D, C>(p, stream);
   const FwdSm80Split s = fwd_sm80_split_layout(p, t, p.fwd_split_tiles);
   if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
-  HstuParams q = p;
-  q.fwd_tile_counter = reinterpret_cast<int*>(static_cast<char*>(p.fwd_sched) + s.list_bytes);
+  HstuParams q = p;  // workspace: counters | list | partials
+  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
+  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
   hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
-      q, static_cast<int>(s.slots * p.heads), s.ns, static_cast<int>(s.list_bytes + s.counter_bytes));
+      q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
+      static_cast<int>(s.slots * p.heads), s.ns);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,

@@ -64,12 +64,17 @@ struct FwdSm80Split {
   int ns = 1;                 // chunks of the longest walk
   int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
   int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
-  int64_t list_bytes = 0;     // the work list: a 16-byte header, then one int4 per item (256-aligned)
   int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel (256-aligned)
-  int64_t bytes = 0;          // list + counters + slots x heads x ns partials of BM x D fp32
+  int64_t list_bytes = 0;     // the work list: a 16-byte header, then one int4 per item (256-aligned)
+  int64_t bytes = 0;          // counters + list + slots x heads x ns partials of BM x D fp32
 };
 
-// The workspace of chunks of `chunk` KV tiles (host values only): list | counters | partials.
+// The counters' bytes (the work list follows them): one int per query tile slot and head, 256-aligned.
+__host__ __device__ inline int64_t fwd_sm80_split_counter_bytes(int64_t slots, int heads) {
+  return (slots * heads * 4 + 255) / 256 * 256;
+}
+
+// The workspace of chunks of `chunk` KV tiles (host values only): counters | list | partials.
 inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile t, int64_t chunk) {
   FwdSm80Split s;
   const int64_t n_kv = (int64_t{p.max_seqlen_k} + t.bn - 1) / t.bn;
@@ -77,9 +82,9 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
   s.ns = static_cast<int>((n_kv + chunk - 1) / chunk);
   s.slots = p.total_q / t.bm + p.batch;
   s.items = s.slots * s.ns;
+  s.counter_bytes = fwd_sm80_split_counter_bytes(s.slots, p.heads);
   s.list_bytes = ((s.items + 1) * 16 + 255) / 256 * 256;
-  s.counter_bytes = (s.slots * p.heads * 4 + 255) / 256 * 256;
-  s.bytes = s.list_bytes + s.counter_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
+  s.bytes = s.counter_bytes + s.list_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
   return s;
 }
 
