@@ -330,8 +330,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     128 2, 64 1) with the split of long KV ranges (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill
     less than two waves, each tile's KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block
     each from a work list built on the device (heaviest chunk first), their fp32 partials summed in chunk order
-    (deterministic). The default takes the split too at D = 64 / 256 (bf16; at D =
-    128 only 7 does: its tile has no register left for it in sm_80 / sm_86 / sm_89 code).
+    (deterministic). The default takes the split too (bf16).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a

@@ -187,7 +187,7 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
     """fwd_sm80_cfg=7 runs hstu_fwd_split_kernel on the default's tile where the plan splits (a batch below two
     waves of query tiles), hstu_fwd_kernel with fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does
-    the default (fwd_sm80_cfg=0) at D = 64 / 256 (at D = 128 the split is opt-in: the default's tile there)."""
+    the default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
@@ -196,7 +196,7 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split),
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel"),
             (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel"),
-            (0, torch.bfloat16, None, "hstu_fwd_kernel" if D == 128 else split)):
+            (0, torch.bfloat16, None, split)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
         kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk)

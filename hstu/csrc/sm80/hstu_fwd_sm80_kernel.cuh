@@ -81,7 +81,7 @@ constexpr int kFwdSm80Candidates = 5;
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
 // pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
-// fill less than two waves); the default (0) takes it at D = 64 / 256 where the op made room for the plan.
+// fill less than two waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -312,7 +312,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // K / V of the sequence and head re-derived inside the main loop (an opaque batch index: a cached load, not
   // hoisted) rather than two 64-bit pointers kept live through it (the 4-warp D = 128 kernels sit at 255 registers).
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
-    const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bb) : "r"(smem_u32(smem) + Tile::kSmem + 20));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
            static_cast<int64_t>(head_u()) * head_stride;
   };
@@ -333,11 +334,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
     const int s0 = split_chunk() * p.fwd_split_tiles;
     if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
-    if (threadIdx.x == 0) {  // the walk's steps, its first partial, the chunk, its counter (fwd_split_sum): the
-      // query tile's slot total_q / BM + batch is unique
+    if (threadIdx.x == 0) {  // the walk's steps, its first partial, the chunk, its counter (fwd_split_sum; the query
+      // tile's slot total_q / BM + batch is unique), then m0 and b (the epilogue's, kv_rows': not live in the loop)
       const int ctr = (si.q_start / BM + b + m0 / BM) * p.heads + h;
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
                    "r"(ctr * list[0].y), "r"(split_chunk()), "r"(ctr));
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
     if (steps > p.fwd_split_tiles) {
       auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
@@ -635,8 +637,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
   __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
-  const int rows_store = min(BM, se.lq_alloc - m0);
+  int m0e = m0;
+  if constexpr (SPLIT) {  // (from shared memory: not live through the loop)
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(m0e) : "r"(sQ0 + Tile::kSmem + 16));
+  }
+  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0e) * p.o_row_stride + head() * p.o_head_stride;
+  const int rows_store = min(BM, se.lq_alloc - m0e);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
     const int r = idx / kChunks;
@@ -776,7 +782,8 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                       C::kSkip, C::kPair>;
-  constexpr int kSmem = C::kSmem + 16;  // (the walk's steps, the tile's slot and the chunk, fwd_split_sum)
+  // (+ the walk's steps, its first partial, the chunk, its counter (fwd_split_sum), m0 and b: not live in the loop)
+  constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
@@ -804,7 +811,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
-    // (fwd_sm80_split_for: D = 64 / 256)
+    // (fwd_sm80_split_for)
     if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;

@@ -46,7 +46,8 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
-// with the split, for comparisons (kernel_options(fwd_split_tiles=n): chunks of at most n KV tiles; 0: none).
+// with the split where the plan splits, as the default (kernel_options(fwd_split_tiles=n): chunks of at most n KV
+// tiles; 0: none).
 constexpr int kFwdSm80CfgSplit = 7;
 // The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there).
 struct FwdSm80SplitTile {
@@ -110,14 +111,12 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   return s.items <= 65535 ? s : FwdSm80Split{};
 }
 
-// The op's plan of the split for the sm80-class forward (bf16: kernel_options(fwd_sm80_cfg=7) at D = 64 / 128 /
-// 256, the default at D = 64 / 256); bytes 0: no split. The op sets p.fwd_split_tiles to its chunk and p.fwd_sched
-// to the workspace; the launcher reads both (fwd_sm80_split_layout). (D = 128's split tile, candidate 2 at 255
-// registers, spills 52 B in sm_80 code and 4 B in sm_86 / sm_89 code with the split's bounds: opt-in there.)
+// The op's plan of the split for the sm80-class forward (bf16 at D = 64 / 128 / 256: the default and
+// kernel_options(fwd_sm80_cfg=7)); bytes 0: no split. The op sets p.fwd_split_tiles to its chunk and p.fwd_sched to
+// the workspace; the launcher reads both (fwd_sm80_split_layout).
 inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
-  const bool split_cfg = p.fwd_sm80_cfg == kFwdSm80CfgSplit && p.head_dim == 128;
-  if (!split_cfg && ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
-                     (p.head_dim != 64 && p.head_dim != 256)))
+  if ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
+      (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256))
     return {};
   int sms = 0, max_smem = 0;
   bool narrow = false;

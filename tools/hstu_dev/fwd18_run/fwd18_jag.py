@@ -135,6 +135,9 @@ def main():
     ap.add_argument("--no-d128", action="store_true")
     ap.add_argument("--d64", action="store_true", help="the Zipf batch and B2 S1820 at D = 64")
     ap.add_argument("--long", action="store_true", help="B16 S4K, B4 S4K ctx3, B1 S8K at D = 256")
+    ap.add_argument("--edge", action="store_true", help="dense batches near two waves, which the halved rule newly "
+                    "splits (B4 S4K D64, B2 S4K D256) or splits finer (B1 S8K D64 / D256); B16 S4K D256 (no split)")
+    ap.add_argument("--only-edge", action="store_true", help="--edge's cases alone")
     a = ap.parse_args()
     print(f"## fwd18 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, FA convention "
           f"per sequence), CUDA graphs of 10 calls, median of {a.reps} interleaved rounds")
@@ -152,6 +155,10 @@ def main():
     if a.long:
         cases += [("B16 S4K D256", [4096] * 16, 256, {}), ("B4 S4K D256 ctx3", [4096] * 4, 256, c3),
                   ("B1 S8K D256", [8192], 256, {})]
+    if a.edge or a.only_edge:
+        edge = [("B4 S4K D64", [4096] * 4, 64, {}), ("B1 S8K D64", [8192], 64, {}), ("B2 S4K D256", [4096] * 2, 256, {}),
+                ("B1 S8K D256", [8192], 256, {}), ("B16 S4K D256", [4096] * 16, 256, {})]
+        cases = edge if a.only_edge else cases + edge
     if a.parts:
         cases += [("zipf D256", jag, 256, {}), ("dense B2 S1820 D256", [tok // 2] * 2, 256, {}),
                   ("zipf longest first D256 ctx3", srt, 256, c3), ("L2065 D256 ctx3", srt[:1], 256, c3),
