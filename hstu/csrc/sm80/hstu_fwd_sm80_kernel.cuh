@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
@@ -156,9 +157,9 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps), its first partial
-// ((slot x heads + h) x ns) and the block's chunk (the kernel's start left them in shared memory at byte `words`,
-// behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial ((slot x heads + h) x ns),
+// the block's chunk c, the tile's counter and its walk's chunks k (the kernel's start left them in shared memory at
+// byte `words`, behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
@@ -167,25 +168,22 @@ template <int MT, int DTILES, int NT, int BM>
 __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
                                               int words) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
-  // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
-  // kept live across the count, where acc_o holds the registers)
-  auto steps = [&]() {
+  // the words, read again from shared memory where used (asm volatile: not kept live across the count, where acc_o
+  // holds the registers)
+  auto word = [&](int i) {
     int v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words));
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words + 4 * i));
     return v;
   };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
-    int first;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(first) : "r"(smem_u32(smem) + words + 4));
+    const int first = word(0);
     return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + static_cast<int64_t>(first + c) * kElems) +
            threadIdx.x;
   };
-  if (steps() <= p.fwd_split_tiles) return true;
+  if (word(3) <= 1) return true;
   {
-    int split_c;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(split_c) : "r"(smem_u32(smem) + words + 8));
-    float4* mine = partial(split_c);
+    float4* mine = partial(word(1));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -196,13 +194,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   __threadfence();
   __syncthreads();  // every thread's partial stored and fenced before the count
   int* flag = reinterpret_cast<int*>(smem);
-  if (threadIdx.x == 0) {
-    int tile;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 12));
-    *flag = atomicAdd(p.fwd_tile_counter + tile, 1);
-  }
+  if (threadIdx.x == 0) *flag = atomicAdd(p.fwd_tile_counter + word(2), 1);
   __syncthreads();
-  const int k = (steps() + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
+  const int k = word(3);
   if (*flag != k - 1) return false;
   __threadfence();
   // chunk by chunk (0.0f + p0 + p1 + ...: the same order in every element), kG independent 16-byte loads in flight
@@ -239,7 +233,7 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
 // SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
 // (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
-// of p.fwd_split_tiles KV tiles) for head h, a split tile's chunks leave fp32 partials that the last one sums.
+// of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
@@ -292,8 +286,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  // SPLIT: the block's chunk of its query tile's KV walk (re-read where used, not kept live)
-  auto split_chunk = [&]() -> int { return list[1 + blockIdx.y].z; };
+  // SPLIT: the block's item (re-read where used, not kept live)
+  auto split_item = [&]() { return list + 1 + blockIdx.y; };
   // the head (re-derived where used)
   auto head_u = [&]() -> uint32_t { return SPLIT ? blockIdx.x : blockIdx.z; };
   auto head = [&]() -> int { return static_cast<int>(head_u()); };
@@ -330,23 +324,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int nb_begin, nb_end, gap_begin, gap_end;
   mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
   const int gap_skip = gap_end - gap_begin;
-  if constexpr (SPLIT) {  // this chunk's steps [c chunk, (c + 1) chunk) of the walk down (less the gap)
-    const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
-    const int s0 = split_chunk() * p.fwd_split_tiles;
-    if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
-    if (threadIdx.x == 0) {  // the walk's steps, its first partial, the chunk, its counter (fwd_split_sum; the query
-      // tile's slot total_q / BM + batch is unique), then m0 and b (the epilogue's, kv_rows': not live in the loop)
+  if constexpr (SPLIT) {  // the item: chunk c of the k of the walk, its KV tiles [nb_begin, nb_end) (with the gap)
+    const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
+    if (threadIdx.x == 0) {  // its first partial, c, its counter, k (fwd_split_sum; the query tile's slot
+      // total_q / BM + batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
       const int ctr = (si.q_start / BM + b + m0 / BM) * p.heads + h;
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
-                   "r"(ctr * list[0].y), "r"(split_chunk()), "r"(ctr));
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(ctr * list[0].y),
+                   "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
-    if (steps > p.fwd_split_tiles) {
-      auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
-      const int first = tile_at(s0);
-      nb_begin = tile_at(min(steps, s0 + p.fwd_split_tiles) - 1);
-      nb_end = first + 1;
-    }
+    const int tiles = __ldg(&split_item()->w);
+    nb_end = tiles & 0xffff;
+    nb_begin = tiles >> 16;
   }
 
   float acc_o[MT][DTILES][4];
@@ -713,41 +702,63 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, then lists every query tile
-// (b, m0) and chunk c of its KV walk (int4 {b, m0, c, 0} behind the header {items, ns, 0, 0})
-// in a counting sort by the chunk's KV tiles, heaviest first (256 buckets). A warp per sequence, a lane per query
-// tile: the walk's length as hstu_fwd_block computes it.
+// The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, picks the KV tiles per
+// chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
+// max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of
+// the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
+// << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^16: fwd_sm80_split_plan) in a counting
+// sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
+// hstu_fwd_block computes it.
 constexpr int kFwdListBuckets = 256;
 template <int BM, int BN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
-                                                                  int ns) {
+                                                                  int ns, int least, int resident) {
   __shared__ int cursor[kFwdListBuckets];
-  const int chunk = p.fwd_split_tiles;
+  __shared__ unsigned long long work;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
+  if (threadIdx.x == 0) work = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  // pass 0 counts each bucket's chunks, pass 1 places them
-  for (int pass = 0; pass < 2; ++pass) {
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps)
+  auto each_tile = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += warps) {
       const SeqInfo si = seq_info(p, b);
       for (int m0 = lane * BM; m0 < si.lq_alloc; m0 += 32 * BM) {
         int nb_begin, nb_end, gap_begin, gap_end;
         si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin,
                           gap_end);
-        const int steps = nb_end > nb_begin ? nb_end - nb_begin - (gap_end - gap_begin) : 0;
-        const int k = max(1, (steps + chunk - 1) / chunk);
-        for (int c = 0; c < k; ++c) {
-          const int w = min(chunk, steps - c * chunk);
-          const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
-          if (pass == 0) {
-            atomicAdd(&cursor[bucket], 1);
-          } else {
-            list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c, 0);
-          }
-        }
+        const int gap = gap_end - gap_begin;
+        // the KV tile of step s of the walk down (after tile gap_end the next one is gap_begin - 1)
+        auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap > 0 && t < gap_end ? t - gap : t; };
+        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, tile_at);
       }
     }
+  };
+  if (resident > 0) {
+    unsigned long long mine = 0;
+    each_tile([&](int, int, int steps, auto&&) { mine += static_cast<unsigned long long>(max(steps, 1)); });
+    if (mine > 0) atomicAdd(&work, mine);
+    __syncthreads();
+  }
+  const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
+                                                         (work * p.heads + resident - 1) / resident))
+                                 : least;
+  // pass 0 counts each bucket's chunks, pass 1 places them
+  for (int pass = 0; pass < 2; ++pass) {
+    each_tile([&](int b, int m0, int steps, auto&& tile_at) {
+      const int k = max(1, (steps + chunk - 1) / chunk);
+      for (int c = 0; c < k; ++c) {
+        const int w = min(chunk, steps - c * chunk);
+        const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+        if (pass == 0) {
+          atomicAdd(&cursor[bucket], 1);
+        } else {
+          const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
+          list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+        }
+      }
+    });
     __syncthreads();
     if (pass == 0 && threadIdx.x == 0) {  // the buckets' starts (heaviest first), the header
       int n = 0;
@@ -756,33 +767,38 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         cursor[i] = n;
         n += c;
       }
-      list[0] = make_int4(n, ns, 0, 0);
+      list[0] = make_int4(n, ns, chunk, 0);
     }
     __syncthreads();
   }
 }
 
 // Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where the op planned it (p.fwd_sched:
-// the workspace, p.fwd_split_tiles: the chunk; fwd_sm80_split_for): the work list's kernel, then C's split kernel
-// on grid (heads, the list's bound); else C without the split.
+// the workspace, p.fwd_split_tiles: n > 0 chunks of n KV tiles, -n at least n; fwd_sm80_split_for): the work list's
+// kernel, then C's split kernel on grid (heads, the list's bound); else C without the split.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
-  if (p.fwd_sched == nullptr || p.fwd_split_tiles <= 0) return launch_hstu_fwd<T, D, C>(p, stream);
-  const FwdSm80Split s = fwd_sm80_split_layout(p, t, p.fwd_split_tiles);
+  if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
+  const int least = std::abs(p.fwd_split_tiles);
+  const FwdSm80Split s = fwd_sm80_split_layout(p, t, least);
   if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
   HstuParams q = p;  // workspace: counters | list | partials
   q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
   q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
+  int sms = 0, max_smem = 0;
+  bool narrow = false;
+  cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
+  if (err != cudaSuccess) return err;
   hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
       q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-      static_cast<int>(s.slots * p.heads), s.ns);
-  cudaError_t err = cudaGetLastError();
+      static_cast<int>(s.slots * p.heads), s.ns, least, p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks);
+  err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
                                       C::kSkip, C::kPair>;
-  // (+ the walk's steps, its first partial, the chunk, its counter (fwd_split_sum), m0 and b: not live in the loop)
+  // (+ the walk's steps, its first partial, the chunk, its counter, m0, b and the KV tiles per chunk)
   constexpr int kSmem = C::kSmem + 32;
   if (kSmem > 48 * 1024) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);

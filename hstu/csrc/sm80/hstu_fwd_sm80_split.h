@@ -61,8 +61,10 @@ constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim) {
 constexpr int kFwdSm80SplitMinChunk = 4;
 
 struct FwdSm80Split {
-  int chunk = 0;              // KV tiles per chunk; 0: no split
-  int ns = 1;                 // chunks of the longest walk
+  int chunk = 0;              // KV tiles per chunk (the least where not exact); 0: no split
+  bool exact = false;         // kernel_options(fwd_split_tiles=n): chunks of n KV tiles; else the list's kernel
+                              // raises chunk to the mean work per block slot of the real walks
+  int ns = 1;                 // chunks of the longest walk (at most)
   int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
   int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
   int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel (256-aligned)
@@ -91,9 +93,11 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
 
 // The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
 // n > 0 chunks of at most n KV tiles, else the rule: split only when the query tiles fill less than two waves, in
-// chunks of half the mean work per block slot if every query tile walked as far as the longest sequence's (dense
-// causal: the mean; shorter sequences make it an over-estimate), at least kFwdSm80SplitMinChunk. No split where
-// the list's bound exceeds the grid's y limit (forced short chunks on long batches).
+// chunks of the mean work per block slot of the real walks (the list's kernel counts them on the device), at least
+// half the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal: half
+// the mean; shorter sequences make it an over-estimate) and kFwdSm80SplitMinChunk: that least chunk sizes the
+// workspace and the grid. No split where the list's bound exceeds the grid's y limit (forced short chunks on long
+// batches).
 inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
   if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
     return {};
@@ -106,14 +110,16 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
     if (blocks >= 2 * resident) return {};
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
-  if (chunk >= n_kv) return {};
-  const FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk);
+  if (chunk >= n_kv || n_kv >= 65536) return {};  // (the list's items hold walk steps in 16 bits)
+  FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk);
+  s.exact = p.fwd_split_tiles > 0;
   return s.items <= 65535 ? s : FwdSm80Split{};
 }
 
 // The op's plan of the split for the sm80-class forward (bf16 at D = 64 / 128 / 256: the default and
-// kernel_options(fwd_sm80_cfg=7)); bytes 0: no split. The op sets p.fwd_split_tiles to its chunk and p.fwd_sched to
-// the workspace; the launcher reads both (fwd_sm80_split_layout).
+// kernel_options(fwd_sm80_cfg=7)); bytes 0: no split. The op sets p.fwd_sched to the workspace and
+// p.fwd_split_tiles to the chunk, negated where not exact (the least chunk); the launcher reads both
+// (fwd_sm80_split_layout).
 inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
   if ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
       (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256))
