@@ -336,6 +336,8 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int tiles = __ldg(&split_item()->w);
     nb_end = tiles & 0xffff;
     nb_begin = tiles >> 16;
+    // every thread stores nb_begin (the same value): its own reads in the loop need no barrier
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ0 + Tile::kSmem + 24), "r"(nb_begin));
   }
 
   float acc_o[MT][DTILES][4];
@@ -376,6 +378,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // (the diagonal, contexts, windows, targets) read their rows' intervals there and turn them into bits, no division
   // and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
   const uint32_t sRowKeys0 = sQ0 + (BM + STAGES * 2 * BN) * D * 2;
+  // SPLIT: nb_begin from shared memory in the loop (not live through it)
+  auto nb_first = [&]() {
+    int v = nb_begin;
+    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sQ0 + Tile::kSmem + 24));
+    return v;
+  };
   if (nb_end > nb_begin) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
     if (tid < BM) {
@@ -399,13 +407,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
-    for (int nb = nb_end - 1; nb >= nb_begin; nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
+    for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
       if constexpr (STAGES == 2) {
-        if (nb > nb_begin) {
+        if (nb > nb_first()) {
           const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
           const uint32_t ot = opaque(tid);
           const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
@@ -557,7 +565,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V of tile nb landed; every warp is done with K: K of the next tile loads during P V
-          if (nb > nb_begin) {
+          if (nb > nb_first()) {
             const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
             const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
             load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
