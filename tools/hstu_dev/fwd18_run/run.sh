@@ -6,7 +6,7 @@
 # 1. GPU tests (the branch's test file in .carry/fwd18/tree): test_sm80_forward_gpu.py's split tests (chunks of 1, 2,
 #    3 and the rule vs the fp32 reference, vs the default, bit for bit repeated, masks / rab / seqused / delta-q; the
 #    kernel that runs; the list's kernel, and no split past the list's bound)
-# 2. fwd18_jag.py: main17 cfg 0 / 0:6 / 0:12 / 7 against the branch's 0 (list, halved rule), 0:0 (no split), 0:n
+# 2. fwd17_jag.py: main17 cfg 0 / 0:6 / 0:12 / 7 against the branch's 0 (list, halved rule), 0:0 (no split), 0:n
 #    (list, chunks of n), 7 (D = 128 split), on the Zipf batch and dense same-token batches at D = 256 / 128 / 64
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"

@@ -7,7 +7,7 @@
 #    with chunks of 1, 2, 3 and the rule, masks / rab / seqused / delta-q; the kernels that run, now the default at
 #    D = 128 too; the list's bound); test_kernels_gpu.py's sm80-class forward on small batches (split by default at
 #    every D now) against the reference, both families
-# 2. fwd18_jag.py: main17 cfg 0 / 7 against the branch's 0 (list, device chunk), 0:0 (no split), 0:12, on the Zipf
+# 2. fwd17_jag.py: main17 cfg 0 / 7 against the branch's 0 (list, device chunk), 0:0 (no split), 0:12, on the Zipf
 #    batch and dense same-token batches at D = 256 / 128 / 64, and shapes near two waves (--edge)
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
