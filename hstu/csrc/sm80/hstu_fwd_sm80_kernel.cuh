@@ -714,7 +714,7 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
 // max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of
 // the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
-// << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^16: fwd_sm80_split_plan) in a counting
+// << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting
 // sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
 // hstu_fwd_block computes it.
 constexpr int kFwdListBuckets = 256;

@@ -110,7 +110,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
     if (blocks >= 2 * resident) return {};
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
-  if (chunk >= n_kv || n_kv >= 65536) return {};  // (the list's items hold walk steps in 16 bits)
+  if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)
   FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk);
   s.exact = p.fwd_split_tiles > 0;
   return s.items <= 65535 ? s : FwdSm80Split{};
