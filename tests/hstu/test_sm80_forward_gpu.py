@@ -187,7 +187,7 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
     """fwd_sm80_cfg=7 runs hstu_fwd_split_kernel on the default's tile where the plan splits (a batch below two
     waves of query tiles), hstu_fwd_kernel with fwd_split_tiles=0 (no split) and for fp16 (the old tiles); so does
-    the default (fwd_sm80_cfg=0) at D = 64 / 256 (at D = 128 the split is opt-in: the default's tile there)."""
+    the default (fwd_sm80_cfg=0)."""
     if D == 256 and not _pairs_fit():
         pytest.skip("the warp pairs do not fit here")
     tile = fwd_tile(D, 2 if D == 128 else 1)
@@ -196,7 +196,7 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, None, split),
             (_ops.FWD_SM80_CFG_SPLIT, torch.bfloat16, 0, "hstu_fwd_kernel"),
             (_ops.FWD_SM80_CFG_SPLIT, torch.float16, None, "hstu_fwd_kernel"),
-            (0, torch.bfloat16, None, "hstu_fwd_kernel" if D == 128 else split)):
+            (0, torch.bfloat16, None, split)):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(17, [2048, 100], 2, D, dtype, "causal", 0)
         kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=chunk)
@@ -206,3 +206,31 @@ def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
         names = {e.name for e in prof.events() if "hstu_fwd_" in e.name and "_kernel<" in e.name}
         want = f"{kernel}<{ctype}, {tile if dtype == torch.bfloat16 else fwd_tile(D, 0, dtype)}(hstu::HstuParams)"
         assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, dtype, chunk, names, want)
+
+
+def test_sm80_forward_split_list_bound(kernel_opts):
+    """The split's blocks come from the work list that hstu_sm80_fwd_list_kernel builds on the device (it runs with
+    the split kernel); where the list's bound (query tile slots x chunks of the longest walk) passes the grid's y
+    limit of 65,535 (chunks of 1 KV tile on a 16K-row sequence at D = 256: 257 x 256) the call runs without the
+    split, bit for bit the unsplit kernel's output."""
+    if not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    tile = fwd_tile(256, 1)
+    for lens, chunk, split in (([2048, 100], 3, True), ([16384], 1, False)):
+        case = kg.make_case(zlib.crc32(repr(("list", lens)).encode()), lens, 2, 256, torch.bfloat16, "causal", 0)
+        run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))  # noqa: E731
+        kernel_opts(sm90=False, fwd_split_tiles=0)
+        want = run()
+        kernel_opts(sm90=False, fwd_split_tiles=chunk)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = run()
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if "_kernel<" in e.name and ("hstu_fwd_" in e.name or "list" in e.name)}
+        kernels = {"hstu_fwd_split_kernel", "hstu_sm80_fwd_list_kernel"} if split else {"hstu_fwd_kernel"}
+        assert {n.split("<")[0].split("::")[-1].split(" ")[-1] for n in names} == kernels, (lens, names)
+        assert any(n.endswith(f"{tile}(hstu::HstuParams)") for n in names), (lens, names, tile)
+        if split:
+            kg.assert_agree(("out",), (got,), (want,), "split vs unsplit")
+        else:
+            assert torch.equal(got, want), lens

@@ -195,14 +195,16 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
   // The work list's workspace and the persistent kernel's tile counter (zeroed by the launcher) live in the call's
   // scratch, in front of the validation's words. Every kernel writes only rows inside the (sanitized) sequences:
   // after a violation (all empty) `out` keeps the validation's NaN.
-  // The sm80-class forward's split (hstu_fwd_sm80_split.h, bf16): its counters and partials there too.
-  const int64_t split_bytes = plan.family == KernelFamily::kSm80 && !half ? fwd_sm80_split_bytes(p) : 0;
-  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split_bytes,
+  // The sm80-class forward's split (hstu_fwd_sm80_split.h, bf16): planned here once; its counters, work list and
+  // partials there too, its chunk in p.fwd_split_tiles.
+  const FwdSm80Split split = plan.family == KernelFamily::kSm80 && !half ? fwd_sm80_split_for(p) : FwdSm80Split{};
+  Tensor scratch = validate_on_device(p, q, k.size(0), plan.sched_bytes + (plan.tile_counter ? 16 : 0) + split.bytes,
                                       p.out, q.size(0) * q.size(1) * q.size(2), s);
   use_fwd_plan(p, plan, scratch);
-  if (split_bytes > 0) {
+  if (split.bytes > 0) {
     p.fwd_sched = scratch.data_ptr();
-    p.fwd_sched_bytes = split_bytes;
+    p.fwd_sched_bytes = split.bytes;
+    p.fwd_split_tiles = split.exact ? split.chunk : -split.chunk;  // (negated: the least chunk, fwd_sm80_split_for)
   }
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "hstu/csrc/common/hstu_common.cuh"
@@ -81,7 +82,7 @@ constexpr int kFwdSm80Candidates = 5;
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
 // pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
-// fill less than two waves); the default (0) takes it at D = 64 / 256 where the op made room for the plan.
+// fill less than two waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -156,34 +157,33 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's KV walk length (steps) and slot (the
-// kernel's start left them in shared memory at byte `words`, behind the tile's) and, when the walk has k > 1
-// chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial ((slot x heads + h) x ns),
+// the block's chunk c, the tile's counter and its walk's chunks k (the kernel's start left them in shared memory at
+// byte `words`, behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
 // false unless it is the last of the k; the last adds the k partials in chunk order 0 .. k - 1 from 0.0f (its own
 // read back from L2 too: acc_o is dead in between, which keeps the sum's registers) into acc_o and returns true.
-// The partials and counters are p.fwd_sched and p.fwd_tile_counter.
+// The partials are p.fwd_sched, the tiles' counters p.fwd_tile_counter.
 template <int MT, int DTILES, int NT, int BM>
-__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, int split_c, int h,
-                                              char* smem, int words) {
+__device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], const HstuParams& p, char* smem,
+                                              int words) {
   __syncthreads();  // (the split's words, written by thread 0 at the start)
-  // the walk's steps and chunk c's partial of this tile, read again from shared memory where used (asm volatile: not
-  // kept live across the count, where acc_o holds the registers)
-  auto steps = [&]() {
+  // the words, read again from shared memory where used (asm volatile: not kept live across the count, where acc_o
+  // holds the registers)
+  auto word = [&](int i) {
     int v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words));
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(smem) + words + 4 * i));
     return v;
   };
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
-    int tile;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
-    const int64_t slot = static_cast<int64_t>(tile) * p.heads + h;
-    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + (slot * gridDim.y + c) * kElems) + threadIdx.x;
+    const int first = word(0);
+    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + static_cast<int64_t>(first + c) * kElems) +
+           threadIdx.x;
   };
-  if (steps() <= p.fwd_split_tiles) return true;
+  if (word(3) <= 1) return true;
   {
-    float4* mine = partial(split_c);
+    float4* mine = partial(word(1));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -194,13 +194,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   __threadfence();
   __syncthreads();  // every thread's partial stored and fenced before the count
   int* flag = reinterpret_cast<int*>(smem);
-  if (threadIdx.x == 0) {
-    int tile;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(smem_u32(smem) + words + 4));
-    *flag = atomicAdd(p.fwd_tile_counter + static_cast<int64_t>(tile) * p.heads + h, 1);
-  }
+  if (threadIdx.x == 0) *flag = atomicAdd(p.fwd_tile_counter + word(2), 1);
   __syncthreads();
-  const int k = (steps() + p.fwd_split_tiles - 1) / p.fwd_split_tiles;
+  const int k = word(3);
   if (*flag != k - 1) return false;
   __threadfence();
   // chunk by chunk (0.0f + p0 + p1 + ...: the same order in every element), kG independent 16-byte loads in flight
@@ -235,9 +231,9 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
 // fragment a warp loads feeds two m16 tiles (half the ldmatrix bytes per MMA of 16-row warps, which D = 256's
 // registers otherwise force: 32 x 256 fp32 of O per warp do not fit). A warp hands its P (bf16 / fp16 A fragments,
 // 2 KB) to its partner through shared memory, made visible by the barrier that one K/V stage has before P V.
-// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (n 2^g >= n batch, KV chunks, heads); block
-// y runs chunk y of its query tile's KV walk (p.fwd_split_tiles KV tiles per chunk), a split tile's chunks leave
-// fp32 partials that the last one sums.
+// SPLIT (hstu_fwd_sm80_split.h; the kernel hstu_fwd_split_kernel): grid (heads, the work list's bound); block
+// (h, y) runs item y of the list (behind the counters p.fwd_tile_counter: a query tile and a chunk of its KV walk
+// of the list's KV tiles per chunk) for head h, a split tile's chunks leave fp32 partials that the last one sums.
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR, bool SPLIT>
 __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   constexpr int NT = NWARPS * 32;
@@ -265,13 +261,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // x >> g of batch G y + x % G; rank 0 is the heaviest tile (causal: the last; with contexts tile 0, which walks
   // every key tile, then the last ones). gridDim.x = n 2^g, so g = clz(n) - clz(gridDim.x): no division, and every
   // term is cheap to recompute from the grid (the 128-register kernels keep none of it live through the loop).
-  // SPLIT: all sequences in one chunk (G >= batch), grid y = the KV chunks.
+  // SPLIT: the work list's item blockIdx.y (its query tile and chunk), head blockIdx.x.
+  const int4* list = reinterpret_cast<const int4*>(reinterpret_cast<const char*>(p.fwd_tile_counter) +
+                                                   fwd_sm80_split_counter_bytes(p.total_q / BM + p.batch, p.heads));
   auto block_tile = [&](uint32_t bx, uint32_t by, int& bt, int& m0t) {
-    if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
+    if constexpr (SPLIT) {
+      const int4 it = list[1 + by];
+      bt = it.x;
+      m0t = it.y;
+    } else if constexpr (kFwdSm80Lpt<NWARPS, MINB>) {
       const int n_m = (p.max_seqlen_q + BM - 1) / BM;
       const int lg = __clz(n_m) - __clz(static_cast<int>(gridDim.x));
       const int rank = static_cast<int>(bx >> lg);
-      if constexpr (SPLIT) by = 0;  // (one chunk of sequences; y is the KV chunk)
       bt = static_cast<int>((by << lg) + (bx & ((1u << lg) - 1)));
       m0t = (p.num_contexts != nullptr ? (rank == 0 ? 0 : n_m - rank) : n_m - 1 - rank) * BM;
     } else {  // grid (n, batch, heads), each sequence's heaviest (causal) tiles first
@@ -279,12 +280,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       m0t = static_cast<int>(gridDim.x - 1 - bx) * BM;
     }
   };
+  if constexpr (SPLIT) {
+    if (static_cast<int>(blockIdx.y) >= list[0].x) return;  // (the list's bound: empty blocks at the end)
+  }
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  // SPLIT: the block's chunk of its query tile's KV walk (re-derived where used, not kept live)
-  auto split_chunk = [&]() -> int { return static_cast<int>(blockIdx.y); };
-  const int h = blockIdx.z;
+  // SPLIT: the block's item (re-read where used, not kept live)
+  auto split_item = [&]() { return list + 1 + blockIdx.y; };
+  // the head (re-derived where used)
+  auto head_u = [&]() -> uint32_t { return SPLIT ? blockIdx.x : blockIdx.z; };
+  auto head = [&]() -> int { return static_cast<int>(head_u()); };
+  const int h = head();
   const SeqInfo si = seq_info(p, b);
   if (m0 >= si.lq_alloc) return;
 
@@ -299,9 +306,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // K / V of the sequence and head re-derived inside the main loop (an opaque batch index: a cached load, not
   // hoisted) rather than two 64-bit pointers kept live through it (the 4-warp D = 128 kernels sit at 255 registers).
   auto kv_rows = [&](const void* base, int64_t row_stride, int64_t head_stride) {
-    const int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    int bb = static_cast<int>(opaque(static_cast<uint32_t>(b)));
+    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bb) : "r"(smem_u32(smem) + Tile::kSmem + 20));
     return static_cast<const T*>(base) + (int64_t)p.cu_seqlens_k[bb] * row_stride +
-           static_cast<int64_t>(blockIdx.z) * head_stride;
+           static_cast<int64_t>(head_u()) * head_stride;
   };
 
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
@@ -316,20 +324,20 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int nb_begin, nb_end, gap_begin, gap_end;
   mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
   const int gap_skip = gap_end - gap_begin;
-  if constexpr (SPLIT) {  // this chunk's steps [c chunk, (c + 1) chunk) of the walk down (less the gap)
-    const int steps = nb_end > nb_begin ? nb_end - nb_begin - gap_skip : 0;
-    const int s0 = split_chunk() * p.fwd_split_tiles;
-    if (s0 > 0 && s0 >= steps) return;  // (chunk 0 runs an empty walk: its rows' zeros)
-    if (threadIdx.x == 0) {  // the walk's steps and the query tile's slot (total_q / BM + batch: unique), fwd_split_sum
-      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem), "r"(steps),
-                   "r"(si.q_start / BM + b + m0 / BM));
+  if constexpr (SPLIT) {  // the item: chunk c of the k of the walk, its KV tiles [nb_begin, nb_end) (with the gap)
+    const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
+    if (threadIdx.x == 0) {  // its first partial, c, its counter, k (fwd_split_sum; the query tile's slot
+      // total_q / BM + batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
+      const int ctr = (si.q_start / BM + b + m0 / BM) * p.heads + h;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(ctr * list[0].y),
+                   "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
-    if (steps > p.fwd_split_tiles) {
-      auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap_skip > 0 && t < gap_end ? t - gap_skip : t; };
-      const int first = tile_at(s0);
-      nb_begin = tile_at(min(steps, s0 + p.fwd_split_tiles) - 1);
-      nb_end = first + 1;
-    }
+    const int tiles = __ldg(&split_item()->w);
+    nb_end = tiles & 0xffff;
+    nb_begin = tiles >> 16;
+    // every thread stores nb_begin (the same value): its own reads in the loop need no barrier
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ0 + Tile::kSmem + 24), "r"(nb_begin));
   }
 
   float acc_o[MT][DTILES][4];
@@ -370,6 +378,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // (the diagonal, contexts, windows, targets) read their rows' intervals there and turn them into bits, no division
   // and no mask field in the loop (allowed(r, j) per element took two divisions on target tiles).
   const uint32_t sRowKeys0 = sQ0 + (BM + STAGES * 2 * BN) * D * 2;
+  // SPLIT: nb_begin from shared memory in the loop (not live through it)
+  auto nb_first = [&]() {
+    int v = nb_begin;
+    if constexpr (SPLIT) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(sQ0 + Tile::kSmem + 24));
+    return v;
+  };
   if (nb_end > nb_begin) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
     if (tid < BM) {
@@ -393,13 +407,13 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
     int stage = 0;
     constexpr int SK = SKIP == 4 ? 2 : SKIP;  // (SKIP 4: 2 in the tiles with context rows, else no skip)
-    for (int nb = nb_end - 1; nb >= nb_begin; nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
+    for (int nb = nb_end - 1; nb >= nb_first(); nb -= 1 + (nb == gap_end ? gap_skip : 0)) {
       cp_async_wait<0>();
       // STAGES 2: K, V of tile nb landed; every warp is done with the other stage (the tile before).
       // STAGES 1: K of tile nb (and Q) landed; every warp is done with V (the tile before).
       __syncthreads();
       if constexpr (STAGES == 2) {
-        if (nb > nb_begin) {
+        if (nb > nb_first()) {
           const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
           const uint32_t ot = opaque(tid);
           const uint32_t sKn = sKV0 + (stage ^ 1) * 2 * kTileBytes;
@@ -479,7 +493,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
               block_tile(blockIdx.x, blockIdx.y, rb, rm0);
             }
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
-                           static_cast<int>(blockIdx.z) * p.rab_head_stride;
+                           head() * p.rab_head_stride;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -551,7 +565,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         if constexpr (STAGES == 1) {
           cp_async_wait<0>();
           __syncthreads();  // V of tile nb landed; every warp is done with K: K of the next tile loads during P V
-          if (nb > nb_begin) {
+          if (nb > nb_first()) {
             const int nn0 = (nb - 1 - (nb == gap_end ? gap_skip : 0)) * BN;
             const T* kn = kv_rows(p.k, p.k_row_stride, p.k_head_stride) + (int64_t)nn0 * p.k_row_stride;
             load_tile_async<BN, D, NT, true>(sKV0, kn, p.k_row_stride, lk - nn0, opaque(tid));
@@ -599,7 +613,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
 
   if constexpr (SPLIT) {
-    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, split_chunk(), h, smem, Tile::kSmem)) return;
+    if (!fwd_split_sum<MT, DTILES, NT, BM>(acc_o, p, smem, Tile::kSmem)) return;
   }
 
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
@@ -620,8 +634,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
   __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0) * p.o_row_stride + h * p.o_head_stride;
-  const int rows_store = min(BM, se.lq_alloc - m0);
+  int m0e = m0;
+  if constexpr (SPLIT) {  // (from shared memory: not live through the loop)
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(m0e) : "r"(sQ0 + Tile::kSmem + 16));
+  }
+  T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0e) * p.o_row_stride + head() * p.o_head_stride;
+  const int rows_store = min(BM, se.lq_alloc - m0e);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
     const int r = idx / kChunks;
@@ -665,25 +683,16 @@ cudaError_t fwd_sm80_fits(bool& fits) {
 // G n about the blocks resident on the device or up to twice that, the last wave holds the lightest tiles of a
 // chunk (the (b, h) tiles in order, before, left the heavy tiles of the last sequences for the end: 5-10 % of the
 // time at B16 S4K in a dispatch model); G is kept that small so the K / V rows in use stay about what they were.
-// SPLIT: all sequences in one chunk, grid y = ns (hstu_fwd_sm80_split.h; launch_hstu_fwd_split).
-template <typename T, int D, typename C, bool SPLIT = false>
-cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1) {
-  auto kernel = [] {
-    if constexpr (SPLIT) {
-      return hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
-                                   C::kSkip, C::kPair>;
-    } else {
-      return hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages, C::kSkip,
-                             C::kPair>;
-    }
-  }();
+template <typename T, int D, typename C>
+cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
+  auto kernel = hstu_fwd_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                C::kSkip, C::kPair>;
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  constexpr int kSmem = C::kSmem + (SPLIT ? 16 : 0);  // (SPLIT: the chunk count and slot, fwd_split_sum)
-  if (kSmem > 48 * 1024) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (C::kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (err != cudaSuccess) return err;
   }
   // G: the power of two at most 2 resident / n (and at most the batch's), at least 1
@@ -692,37 +701,119 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream, int ns = 1
     kernel<<<dim3(static_cast<unsigned>(n_m), p.batch, p.heads), C::kWarps * 32, C::kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  // (SPLIT: G >= batch, one chunk of sequences: below two waves all blocks are resident anyway)
-  const int64_t want = SPLIT ? p.batch : std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
+  const int64_t want = std::min<int64_t>(p.batch, 2 * static_cast<int64_t>(sms) * C::kMinBlocks / n_m);
   int lg = 0;
-  while ((SPLIT ? (int64_t{1} << lg) < want : (int64_t{2} << lg) <= want) && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
-  if ((n_m << lg) > INT32_MAX || (SPLIT && (int64_t{1} << lg) < p.batch)) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(n_m << lg), SPLIT ? ns : static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg),
-            p.heads);
-  kernel<<<grid, C::kWarps * 32, kSmem, stream>>>(p);
+  while ((int64_t{2} << lg) <= want && (n_m << (lg + 1)) <= INT32_MAX) ++lg;
+  if ((n_m << lg) > INT32_MAX) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(n_m << lg), static_cast<unsigned>((p.batch + (1 << lg) - 1) >> lg), p.heads);
+  kernel<<<grid, C::kWarps * 32, C::kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
-// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where its plan splits and the op's
-// workspace (p.fwd_sched, p.fwd_sched_bytes: counters, then partials) holds it; else without.
+// The split's work list (hstu_fwd_sm80_split.h), one block: zeroes the tiles' counters, picks the KV tiles per
+// chunk (exact: `least`; else the mean work per block slot of the real walks, sum over query tiles and heads of
+// max(walk, 1) over `resident` block slots, at least `least`), then lists every query tile (b, m0) and chunk c of
+// the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
+// << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting
+// sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
+// hstu_fwd_block computes it.
+constexpr int kFwdListBuckets = 256;
+template <int BM, int BN>
+__global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
+                                                                  int ns, int least, int resident) {
+  __shared__ int cursor[kFwdListBuckets];
+  __shared__ unsigned long long work;
+  for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
+  for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
+  if (threadIdx.x == 0) work = 0;
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps)
+  auto each_tile = [&](auto&& f) {
+    for (int b = warp; b < p.batch; b += warps) {
+      const SeqInfo si = seq_info(p, b);
+      for (int m0 = lane * BM; m0 < si.lq_alloc; m0 += 32 * BM) {
+        int nb_begin, nb_end, gap_begin, gap_end;
+        si.mask.key_tiles(m0 + si.mask.offset, max(0, min(BM, si.lq - m0)), BN, nb_begin, nb_end, gap_begin,
+                          gap_end);
+        const int gap = gap_end - gap_begin;
+        // the KV tile of step s of the walk down (after tile gap_end the next one is gap_begin - 1)
+        auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap > 0 && t < gap_end ? t - gap : t; };
+        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, tile_at);
+      }
+    }
+  };
+  if (resident > 0) {
+    unsigned long long mine = 0;
+    each_tile([&](int, int, int steps, auto&&) { mine += static_cast<unsigned long long>(max(steps, 1)); });
+    if (mine > 0) atomicAdd(&work, mine);
+    __syncthreads();
+  }
+  const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
+                                                         (work * p.heads + resident - 1) / resident))
+                                 : least;
+  // pass 0 counts each bucket's chunks, pass 1 places them
+  for (int pass = 0; pass < 2; ++pass) {
+    each_tile([&](int b, int m0, int steps, auto&& tile_at) {
+      const int k = max(1, (steps + chunk - 1) / chunk);
+      for (int c = 0; c < k; ++c) {
+        const int w = min(chunk, steps - c * chunk);
+        const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+        if (pass == 0) {
+          atomicAdd(&cursor[bucket], 1);
+        } else {
+          const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
+          list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+        }
+      }
+    });
+    __syncthreads();
+    if (pass == 0 && threadIdx.x == 0) {  // the buckets' starts (heaviest first), the header
+      int n = 0;
+      for (int i = 0; i < kFwdListBuckets; ++i) {
+        const int c = cursor[i];
+        cursor[i] = n;
+        n += c;
+      }
+      list[0] = make_int4(n, ns, chunk, 0);
+    }
+    __syncthreads();
+  }
+}
+
+// Tile C (the split's, fwd_sm80_split_tile) with the split of long KV ranges where the op planned it (p.fwd_sched:
+// the workspace, p.fwd_split_tiles: n > 0 chunks of n KV tiles, -n at least n; fwd_sm80_split_for): the work list's
+// kernel, then C's split kernel on grid (heads, the list's bound); else C without the split.
 template <typename T, int D, typename C>
 cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   constexpr FwdSm80SplitTile t = fwd_sm80_split_tile(D);
-  static_assert(kFwdSm80Lpt<C::kWarps, C::kMinBlocks>, "the split runs the longest-first grid");
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
+  if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
+  const int least = std::abs(p.fwd_split_tiles);
+  const FwdSm80Split s = fwd_sm80_split_layout(p, t, least);
+  if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
+  HstuParams q = p;  // workspace: counters | list | partials
+  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
+  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
-  const FwdSm80Split s = fwd_sm80_split_plan(p, t, sms);
-  if (s.chunk == 0 || p.fwd_sched == nullptr || p.fwd_sched_bytes < s.bytes) return launch_hstu_fwd<T, D, C>(p, stream);
-  HstuParams q = p;
-  q.fwd_split_tiles = s.chunk;
-  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
-  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes;
-  err = cudaMemsetAsync(q.fwd_tile_counter, 0, s.slots * p.heads * sizeof(int), stream);
+  hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
+      q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
+      static_cast<int>(s.slots * p.heads), s.ns, least, p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks);
+  err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return launch_hstu_fwd<T, D, C, true>(q, stream, s.ns);
+  auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
+                                      C::kSkip, C::kPair>;
+  // (+ the walk's steps, its first partial, the chunk, its counter, m0, b and the KV tiles per chunk)
+  constexpr int kSmem = C::kSmem + 32;
+  if (kSmem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<dim3(p.heads, static_cast<unsigned>(s.items)), C::kWarps * 32, kSmem, stream>>>(q);
+  return cudaGetLastError();
 }
 
 // Candidate CFG of kernel_options(fwd_sm80_cfg=CFG) where it applies (bf16, a head dim that has it), else the default.
@@ -744,7 +835,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
-    // (fwd_sm80_split_bytes: D = 64 / 256)
+    // (fwd_sm80_split_for)
     if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;

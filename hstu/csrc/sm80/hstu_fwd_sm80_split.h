@@ -3,10 +3,12 @@
 // A batch whose query tiles fill less than two waves of blocks (a Zipf batch of a few long and many short sequences,
 // a few dense sequences) runs as long as its heaviest tile: the causal last tile (or, with contexts, tile 0) walks
 // every KV tile of the longest sequence. With the split, each query tile's walk is cut into chunks of at most
-// `chunk` KV tiles, one block per chunk (grid y = ns); a chunk of a split tile stores its fp32
-// accumulator (a partial) in the workspace and counts itself on the tile's counter; the last of the k chunks to
-// arrive adds the k partials in chunk order 0, 1, ..., k - 1 (deterministic whichever arrives last) and stores the
-// output. Tiles whose walk fits one chunk run as without the split.
+// `chunk` KV tiles, one block per chunk; a chunk of a split tile stores its fp32 accumulator (a partial) in the
+// workspace and counts itself on the tile's counter; the last of the k chunks to arrive adds the k partials in chunk
+// order 0, 1, ..., k - 1 (deterministic whichever arrives last) and stores the output. Tiles whose walk fits one
+// chunk run as without the split. The blocks come from a work list that a one-block kernel builds on the device
+// from cu_seqlens and the mask (no host sync): only the real (query tile, chunk) items, heaviest chunk first; the
+// grid (heads, the list's upper bound) has its empty blocks at the end.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,7 +46,8 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 }
 
 // kernel_options(fwd_sm80_cfg=7): the bf16 default tile (D = 256 the warp pairs, 128 candidate 2, 64 candidate 1)
-// with the split, for comparisons (kernel_options(fwd_split_tiles=n): chunks of at most n KV tiles; 0: none).
+// with the split where the plan splits, as the default (kernel_options(fwd_split_tiles=n): chunks of at most n KV
+// tiles; 0: none).
 constexpr int kFwdSm80CfgSplit = 7;
 // The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there).
 struct FwdSm80SplitTile {
@@ -58,52 +61,73 @@ constexpr FwdSm80SplitTile fwd_sm80_split_tile(int head_dim) {
 constexpr int kFwdSm80SplitMinChunk = 4;
 
 struct FwdSm80Split {
-  int chunk = 0;              // KV tiles per chunk; 0: no split
-  int ns = 1;                 // chunks of the longest walk (grid y)
+  int chunk = 0;              // KV tiles per chunk (the least where not exact); 0: no split
+  bool exact = false;         // kernel_options(fwd_split_tiles=n): chunks of n KV tiles; else the list's kernel
+                              // raises chunk to the mean work per block slot of the real walks
+  int ns = 1;                 // chunks of the longest walk (at most)
   int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
-  int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the launcher; then the partials (256-aligned)
-  int64_t bytes = 0;          // counters + slots x heads x ns partials of BM x D fp32
+  int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
+  int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel (256-aligned)
+  int64_t list_bytes = 0;     // the work list: a 16-byte header, then one int4 per item (256-aligned)
+  int64_t bytes = 0;          // counters + list + slots x heads x ns partials of BM x D fp32
 };
+
+// The counters' bytes (the work list follows them): one int per query tile slot and head, 256-aligned.
+__host__ __device__ inline int64_t fwd_sm80_split_counter_bytes(int64_t slots, int heads) {
+  return (slots * heads * 4 + 255) / 256 * 256;
+}
+
+// The workspace of chunks of `chunk` KV tiles (host values only): counters | list | partials.
+inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile t, int64_t chunk) {
+  FwdSm80Split s;
+  const int64_t n_kv = (int64_t{p.max_seqlen_k} + t.bn - 1) / t.bn;
+  s.chunk = static_cast<int>(chunk);
+  s.ns = static_cast<int>((n_kv + chunk - 1) / chunk);
+  s.slots = p.total_q / t.bm + p.batch;
+  s.items = s.slots * s.ns;
+  s.counter_bytes = fwd_sm80_split_counter_bytes(s.slots, p.heads);
+  s.list_bytes = ((s.items + 1) * 16 + 255) / 256 * 256;
+  s.bytes = s.counter_bytes + s.list_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
+  return s;
+}
 
 // The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
 // n > 0 chunks of at most n KV tiles, else the rule: split only when the query tiles fill less than two waves, in
-// chunks of the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal:
-// the mean; shorter sequences make it an over-estimate), at least kFwdSm80SplitMinChunk.
+// chunks of the mean work per block slot of the real walks (the list's kernel counts them on the device), at least
+// half the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal: half
+// the mean; shorter sequences make it an over-estimate) and kFwdSm80SplitMinChunk: that least chunk sizes the
+// workspace and the grid. No split where the list's bound exceeds the grid's y limit (forced short chunks on long
+// batches).
 inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
-  FwdSm80Split s;
   if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
-    return s;
+    return {};
   const int64_t n_m = (int64_t{p.max_seqlen_q} + t.bm - 1) / t.bm;
   const int64_t n_kv = (int64_t{p.max_seqlen_k} + t.bn - 1) / t.bn;
   const int64_t tiles = std::min<int64_t>(int64_t{p.batch} * n_m, p.total_q / t.bm + p.batch);
   int64_t chunk = p.fwd_split_tiles;
   if (chunk <= 0) {
     const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;
-    if (blocks >= 2 * resident) return s;
-    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + resident - 1) / resident);
+    if (blocks >= 2 * resident) return {};
+    chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
-  if (chunk >= n_kv) return s;
-  s.chunk = static_cast<int>(chunk);
-  s.ns = static_cast<int>((n_kv + chunk - 1) / chunk);
-  s.slots = p.total_q / t.bm + p.batch;
-  s.counter_bytes = (s.slots * p.heads * 4 + 255) / 256 * 256;
-  s.bytes = s.counter_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
-  return s;
+  if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)
+  FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk);
+  s.exact = p.fwd_split_tiles > 0;
+  return s.items <= 65535 ? s : FwdSm80Split{};
 }
 
-// Workspace bytes the op puts in front of its scratch for the sm80-class forward (bf16: kernel_options
-// (fwd_sm80_cfg=7) at D = 64 / 128 / 256, the default at D = 64 / 256); 0: no split. (D = 128's split tile,
-// candidate 2 at 255 registers, spills 52 B in sm_80 code and 4 B in sm_86 / sm_89 code with the split's bounds:
-// opt-in there.)
-inline int64_t fwd_sm80_split_bytes(const HstuParams& p) {
-  const bool split_cfg = p.fwd_sm80_cfg == kFwdSm80CfgSplit && p.head_dim == 128;
-  if (!split_cfg && ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
-                     (p.head_dim != 64 && p.head_dim != 256)))
-    return 0;
+// The op's plan of the split for the sm80-class forward (bf16 at D = 64 / 128 / 256: the default and
+// kernel_options(fwd_sm80_cfg=7)); bytes 0: no split. The op sets p.fwd_sched to the workspace and
+// p.fwd_split_tiles to the chunk, negated where not exact (the least chunk); the launcher reads both
+// (fwd_sm80_split_layout).
+inline FwdSm80Split fwd_sm80_split_for(const HstuParams& p) {
+  if ((p.fwd_sm80_cfg != 0 && p.fwd_sm80_cfg != kFwdSm80CfgSplit) ||
+      (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256))
+    return {};
   int sms = 0, max_smem = 0;
   bool narrow = false;
-  if (fwd_sm80_device(sms, max_smem, narrow) != cudaSuccess) return 0;
-  return fwd_sm80_split_plan(p, fwd_sm80_split_tile(p.head_dim), sms).bytes;
+  if (fwd_sm80_device(sms, max_smem, narrow) != cudaSuccess) return {};
+  return fwd_sm80_split_plan(p, fwd_sm80_split_tile(p.head_dim), sms);
 }
 
 }  // namespace hstu

@@ -1,5 +1,5 @@
 """Where the portable (sm80-class) forward's jagged Zipf batch loses against dense batches of the same tokens
-(issue 39, branch fwd17): bf16 H4 forward ms of kernel_options(sm90=False, fwd_sm80_cfg=c) for the listed cfgs on
+(issue 39, branches fwd17, fwd18): bf16 H4 forward ms of kernel_options(sm90=False, fwd_sm80_cfg=c) for the listed cfgs on
 benchmarks/hstu_attention.py's jagged row (Zipf(1.2) B32 max 4K, 3,640 tokens: lengths 2065, 794, 152, ... ; D = 256,
 3 contexts, causal) and its parts (the longest sequence alone, the two longest, the batch sorted longest first, without
 contexts), the dense same-token batches, D = 128's pair; B256 S256 D256 against FA2; contexts vs causal at S4K.
@@ -9,7 +9,7 @@ of --reps rounds. Prints markdown tables and `fwd17 LABEL | case | variant |
 ms` lines.
 
 Usage: fwd17_jag.py LABEL [--cfgs 0 7 7:8] [--reps 7] [--fa2] [--parts] [--masks] [--short] [--no-d128] [--d64]
-       [--long]"""
+       [--long] [--edge | --only-edge]"""
 import argparse
 
 import torch
@@ -135,6 +135,9 @@ def main():
     ap.add_argument("--no-d128", action="store_true")
     ap.add_argument("--d64", action="store_true", help="the Zipf batch and B2 S1820 at D = 64")
     ap.add_argument("--long", action="store_true", help="B16 S4K, B4 S4K ctx3, B1 S8K at D = 256")
+    ap.add_argument("--edge", action="store_true", help="dense batches near two waves, which fwd18's rule newly "
+                    "splits (B4 S4K D64, B2 S4K D256) or splits finer (B1 S8K D64 / D256); B16 S4K D256 (no split)")
+    ap.add_argument("--only-edge", action="store_true", help="--edge's cases alone")
     a = ap.parse_args()
     print(f"## fwd17 {a.label}: {torch.cuda.get_device_name()}, bf16 H4 causal, forward ms (TFLOP/s, FA convention "
           f"per sequence), CUDA graphs of 10 calls, median of {a.reps} interleaved rounds")
@@ -152,6 +155,10 @@ def main():
     if a.long:
         cases += [("B16 S4K D256", [4096] * 16, 256, {}), ("B4 S4K D256 ctx3", [4096] * 4, 256, c3),
                   ("B1 S8K D256", [8192], 256, {})]
+    if a.edge or a.only_edge:
+        edge = [("B4 S4K D64", [4096] * 4, 64, {}), ("B1 S8K D64", [8192], 64, {}), ("B2 S4K D256", [4096] * 2, 256, {}),
+                ("B1 S8K D256", [8192], 256, {}), ("B16 S4K D256", [4096] * 16, 256, {})]
+        cases = edge if a.only_edge else cases + edge
     if a.parts:
         cases += [("zipf D256", jag, 256, {}), ("dense B2 S1820 D256", [tok // 2] * 2, 256, {}),
                   ("zipf longest first D256 ctx3", srt, 256, c3), ("L2065 D256 ctx3", srt[:1], 256, c3),
