@@ -549,7 +549,7 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     def named(names, form):
         bn = 64 if D == 256 else 128
         return any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*"
-                             rf"{form}\s*,\s*0\s*>", n) for n in names)
+                             rf"{form}\s*>", n) for n in names)
 
     default, names = run()
     assert named(names, fp8_silu_default(D)), names
@@ -570,43 +570,43 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
         return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
 
 
-# (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
-# the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
-# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5; 6: with 1).
-FWD_VAR_CASES = [(1, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*4\s*>", True),
-                 (2, 256, r"2\s*,\s*true\b", True),
-                 (3, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*2\s*,\s*0\s*>", False),
-                 (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False),
-                 (5, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*1\s*,\s*16\s*>", True),
-                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True),
-                 (6, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*20\s*>", True)]
+# (kernel_options(fp8_fwd_var=...), D, the Fp8Silu form of the kernel it runs at D = 128 (grid order), whether the
+# output is bitwise the default's): the SiLU mixes with 2 / 3 / 5 / 6 of every 8 P words in half2 (other P
+# roundings); at D = 256 the default.
+FWD_VAR_CASES = [(8, 128, 4, False), (3, 128, 2, False), (4, 128, 3, False), (9, 128, 5, False), (3, 256, 0, True)]
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("mode", ["tensor", "block"])
-@pytest.mark.parametrize("var,D,kernel,same", FWD_VAR_CASES)
-def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
-    """kernel_options(fp8_fwd_var=n) (private, for comparisons): each variant runs its own kernel, meets the error
-    rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; a grid of more than
-    one wave, so that persistent CTAs apply), and gives bitwise the default's output where only the schedule or
-    the pipeline depth changes; the default's output is the same before and after."""
+@pytest.mark.parametrize("var,D,form,same", FWD_VAR_CASES)
+def test_cuda_fp8_fwd_var_variants(var, D, form, same, mode, wide):
+    """kernel_options(fp8_fwd_var=n) (private, for comparisons): each variant runs its own kernel on the default's
+    tile widths (wide: under fp8_bn192=True, 192-key tiles at D = 128 except in block mode), meets the error rule
+    against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence), and gives bitwise the
+    default's output where it runs the default's kernel; the default's output is the same before and after."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"var-{var}-{D}-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]  # (3 x 2 x 24 CTAs: over one wave)
+    if wide and D != 128:
+        pytest.skip("192-key tiles: D = 128 only")
+    rng = random.Random(f"var-{var}-{D}-{mode}-{wide}")
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
     c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
                   contexts_max=40)
-    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var))
+    sw = dict(fp8_bn192=True) if wide else {}
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **sw))
     q8s, scales = quantized(c, mode)
-    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5)
-    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{kernel}", n) for n in names), names
+    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)
+    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **sw)
+    bn = 64 if D == 256 else 192 if wide and mode != "block" else 128
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*{form}\s*>",
+                         n) for n in names), names
     assert torch.equal(again, out)
     if same:
         assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
     else:
         assert max_err(out, default) <= 0.05 * default.abs().max().item()
-    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5)[0], default)
+    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)[0], default)
 
 
 @pytest.mark.gpu
