@@ -41,10 +41,13 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8SiluShift = (\d+),", text).group(1)) == _ops.FP8_SILU_SHIFT
     assert re.search(r"kOptFp8SiluMask = int64_t\{3\} << kOptFp8SiluShift,", text)
     assert re.search(r"\(bits >> kOptFp8SiluShift\) & 3\)", text)
-    # the FP8 forward's structural variants: the four bits above those
+    # the FP8 forward's variants: the four bits above those, the values of Fp8FwdVar
     assert int(re.search(r"kOptFp8FwdVarShift = (\d+),", text).group(1)) == _ops.FP8_FWD_VAR_SHIFT
     assert re.search(r"kOptFp8FwdVarMask = int64_t\{15\} << kOptFp8FwdVarShift,", text)
     assert re.search(r"\(bits >> kOptFp8FwdVarShift\) & 15\)", text)
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
+        enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
+    assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
