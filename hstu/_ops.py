@@ -223,7 +223,7 @@ FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = (0, 3, 4, 7, 8, 9)
+FP8_FWD_VARS = (0, 7, 8)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -268,15 +268,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
     in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
     ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
-    D <= 128 half of each thread's scores by a degree-5 polynomial in half2 arithmetic (no MUFU op; fp16, P is
-    rounded to e4m3 anyway), the other half by tanh.approx, so that the FMA and MUFU pipes share the SiLU; at
-    D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix; a value other
-    than the head dim's default runs the grid order.
+    D <= 128 half of each thread's scores (3 / 8 on 192-key tiles) by a degree-5 polynomial in half2 arithmetic
+    (no MUFU op; fp16, P is rounded to e4m3 anyway), the others by tanh.approx, so that the FMA and MUFU pipes
+    share the SiLU; at D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the
+    half2 mix (the default at D <= 128); a value other than the head dim's default runs the grid order.
     ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's variants at D = 128
-    (grid order; elsewhere the default): 8 / 3 / 4 / 9 the SiLU mix with 2 / 3 / 5 / 6 of every 8 P words in half2
-    (the default: 4) on the default's tile widths, 7 the 128-key tiles whatever the lengths (the default takes the
-    192-key tiles of ``fp8_bn192=True`` for batches of at least 8,192 keys per sequence on average, in grid order,
-    not in block mode).
+    (elsewhere the default): 7 the 128-key tiles whatever the lengths (the default takes the 192-key tiles of
+    ``fp8_bn192=True`` for batches of at least 8,192 keys per sequence on average, in grid order, not in block
+    mode), 8 the 192-key tiles where the default takes them with the 128-key tiles' SiLU mix (half of the P words
+    in half2 instead of 3 / 8).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -10,13 +10,13 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 8,3,...`: instead of the diag / silu variants, the variants
-kernel_options(fp8_fwd_var=n) at D = 128 (8 / 3 / 4 / 9 the SiLU mix with 2 / 3 / 5 / 6 of 8 words in half2 on the
-default's tile widths, 7 the 128-key tiles at any length: the default takes 192 from 8K keys per sequence),
+difference of two P roundings). `--vars 7,8,...`: instead of the diag / silu variants, the variants
+kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 8K keys per
+sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3),
 + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 8,3,4,9,7,sched,bn192]
+    [--vars 7,8,sched,bn192]
 """
 import argparse
 import os
@@ -66,8 +66,7 @@ def main():
         variants = [("default", 0)]
         if args.vars:
             var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-            names = {8: "var 8 (mix 2/8)", 3: "var 3 (mix 3/8)", 4: "var 4 (mix 5/8)", 9: "var 9 (mix 6/8)",
-                     7: "var 7 (128 keys always)"}
+            names = {7: "var 7 (128 keys always)", 8: "var 8 (192 keys: mix 4/8)"}
             applies = {v: D == 128 for v in names}
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:

@@ -20,8 +20,8 @@
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
 //   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36);
-// - at D <= 128 half of an unmasked tile's scores take a SiLU in half2 arithmetic without the MUFU (kSilu,
-//   silu_h2_e4m3x2), the other half tanh.approx: the MUFU alone would bind there;
+// - at D <= 128 half of an unmasked tile's scores (3 / 8 on 192-key tiles) take a SiLU in half2 arithmetic without
+//   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
 //   kernel_options(fp8_bn192=True).
@@ -170,36 +170,23 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
 // adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
 // there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
-// kFp8SiluMix2 / 3 / 5 / 6 (kernel_options(fp8_fwd_var=...), D = 128): 2 / 3 / 5 / 6 of every 8 words in half2,
-// spread evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n / 8); n = 4 gives the odd words of
-// kFp8SiluMixed).
-enum Fp8Silu : int {
-  kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluMix5 = 3, kFp8SiluMix2 = 4, kFp8SiluMix6 = 5
-};
-__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
-  return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
-}
-// Half2 words of every 8 for a form.
-__host__ __device__ constexpr int fp8_silu_h2_per8(int silu) {
-  return silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : silu == kFp8SiluMix5 ? 5 : silu == kFp8SiluMix2 ? 2
-         : silu == kFp8SiluMix6 ? 6 : 0;
+// kFp8SiluMix3: 3 of every 8 words in half2, spread evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n /
+// 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), whose smaller
+// per-tile overheads leave the issue slots fewer spare cycles for the half2 words (H200, B16 causal: 0.95x the time
+// of kFp8SiluMixed there at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
+__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
+  return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  const int n = fp8_silu_h2_per8(silu);
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
 
 // Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
-// correct outputs; D = 128, grid order): kFp8VarMix2 / 3 / 5 / 6 the SiLU mix with 2 / 3 / 5 / 6 of every 8 words
-// in half2 (the default's tile widths); kFp8VarNarrow the 128-key tiles whatever the lengths.
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarMix3 = 3, kFp8VarMix5 = 4, kFp8VarNarrow = 7, kFp8VarMix2 = 8, kFp8VarMix6 = 9
-};
-// The SiLU form of a variant (the default's where it keeps it).
-__host__ __device__ constexpr int fp8_var_silu(int var, int dflt) {
-  return var == kFp8VarMix3 ? kFp8SiluMix3 : var == kFp8VarMix5 ? kFp8SiluMix5 : var == kFp8VarMix2 ? kFp8SiluMix2
-         : var == kFp8VarMix6 ? kFp8SiluMix6 : dflt;
-}
+// correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
+// 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were 2.7-3.1 % faster on an H200 (B16 S8K / S16K causal; at S4K 0.98-1.02x

@@ -28,9 +28,21 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// The 192-key tile kernel with SiLU form kSilu (D = 128, grid order; maps: K with 192-row boxes, Vt's two panels).
+template <bool kEarlyPack, int kSilu>
+cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
+                                const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
+                                cudaStream_t stream) {
+  using CW = Fp8FwdTraits<128, 1, 192>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, 0, kSilu>;
+  const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, SchedArgs{});
+  return cudaGetLastError();
+}
+
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
-// forms for comparisons): grid order only (the mixes of kernel_options(fp8_fwd_var=...) on the default's tile
-// widths).
+// forms for comparisons): grid order only.
 template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
@@ -65,8 +77,9 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (fp8_wide_tiles: batches of >= 8K keys per sequence on average, or kernel_options(fp8_bn192=True)):
   // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
   // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
-  // and 64 keys (64-byte swizzle). The default SiLU form and the mixes of kernel_options(fp8_fwd_var=...).
-  if constexpr (D == 128 && (!kVariant || (kDiag == 0 && kEarlyPack && fp8_silu_h2_per8(kSilu) > 0))) {
+  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys (kernel_options(fp8_fwd_var=8):
+  // the 128-key tiles' form).
+  if constexpr (D == 128 && !kVariant) {
     if (fp8_wide_tiles(f.bn192, f.var, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
@@ -77,12 +90,11 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192, 0, kSilu>;
-      err = set_max_dynamic_smem<kernel>(CW::kSmem);
-      if (err != cudaSuccess) return err;
-      kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tkw, tvt, tvt2, p, f,
-                                                                                      SchedArgs{});
-      return cudaGetLastError();
+      if (kEarlyPack && f.var == kFp8VarWideMixed) {
+        return launch_fwd_fp8_wide<kEarlyPack, kSilu>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      }
+      return launch_fwd_fp8_wide<kEarlyPack, fp8_silu_default(D, kEarlyPack, 192)>(tq, tkw, tvt, tvt2, p, f, m_blocks,
+                                                                                   stream);
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -130,17 +142,6 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
-  if constexpr (D == 128) {  // (kernel_options(fp8_fwd_var=...): the SiLU mixes)
-    if (f.silu == 0) {
-      switch (sm90::fp8_var_silu(f.var, silu)) {
-        case sm90::kFp8SiluMix2: return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix2>(p, f, stream);
-        case sm90::kFp8SiluMix3: return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix3>(p, f, stream);
-        case sm90::kFp8SiluMix5: return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix5>(p, f, stream);
-        case sm90::kFp8SiluMix6: return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix6>(p, f, stream);
-        default: break;
-      }
-    }
-  }
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
   if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);
