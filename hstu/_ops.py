@@ -186,7 +186,7 @@ OPTION_BITS = {
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
     "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (at any
-                               # length; the default takes them from 8,192 keys per sequence on average)
+                               # length; the default takes them from 4,096 keys per sequence on average)
 }
 # bit 56 (above the semantic flags): kernel_options(fp8_bwd=False), FP8 backward calls dequantize and run the
 # bf16/fp16 backward even where the Hopper FP8 backward applies (read by hstu/_fp8.py; hstu_ops.cc accepts it)
@@ -258,7 +258,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast, with
     the tanh SiLU (bitwise the output of ``fp8_silu=1``; for comparisons); ``fp8_bn192=True``: that kernel at
     D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
-    other than "block", at any length (the default takes them for batches of at least 8,192 keys per sequence on
+    other than "block", at any length (the default takes them for batches of at least 4,096 keys per sequence on
     average; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd``: the
     backward of FP8 calls. None (the default): on Hopper, where it applies (D = 128, no rab, ``deterministic=False``,
     ``sm90=True``, a build with its unit), the FP8 backward (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3
@@ -274,7 +274,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     half2 mix (the default at D <= 128); a value other than the head dim's default runs the grid order.
     ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's variants at D = 128
     (elsewhere the default): 7 the 128-key tiles whatever the lengths (the default takes the 192-key tiles of
-    ``fp8_bn192=True`` for batches of at least 8,192 keys per sequence on average, in grid order, not in block
+    ``fp8_bn192=True`` for batches of at least 4,096 keys per sequence on average, in grid order, not in block
     mode), 8 the 192-key tiles where the default takes them with the 128-key tiles' SiLU mix (half of the P words
     in half2 instead of 3 / 8).
     ``fwd_split_tiles``:

@@ -11,7 +11,7 @@ H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushe
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
 difference of two P roundings). `--vars 7,8,...`: instead of the diag / silu variants, the variants
-kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 8K keys per
+kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 4K keys per
 sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3),
 + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
 
@@ -34,7 +34,7 @@ from bench_util import event_ms  # noqa: E402
 
 CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S4KD128": (16, 4096, 128),
          "B16S4KD64": (16, 4096, 64), "B16S4KD256": (16, 4096, 256), "B16S8KD128": (16, 8192, 128),
-         "B16S8KD256": (16, 8192, 256)}
+         "B16S8KD256": (16, 8192, 256), "B16S2KD128": (16, 2048, 128)}
 
 
 def once_ms(fn, flush):

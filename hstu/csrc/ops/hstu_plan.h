@@ -49,7 +49,7 @@ enum HstuOptionBits : int64_t {
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast, with the tanh SiLU: bitwise the tanh form's output)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
-                                // order, descale modes other than block) at any length (the default: from 8,192 keys
+                                // order, descale modes other than block) at any length (the default: from 4,096 keys
                                 // per sequence on average, fp8_wide_tiles)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
                                 // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),

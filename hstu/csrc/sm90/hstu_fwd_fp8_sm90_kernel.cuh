@@ -189,9 +189,9 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
-// average (total_k / batch), where they were 2.7-3.1 % faster on an H200 (B16 S8K / S16K causal; at S4K 0.98-1.02x
-// over three sessions, so shorter batches keep 128 keys).
-constexpr int64_t kFp8WideMinMeanKeys = 8192;
+// average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
+// the 128-key tiles at S4K, 0.93x at S8K / S16K; shorter batches keep 128 keys, unmeasured there).
+constexpr int64_t kFp8WideMinMeanKeys = 4096;
 inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
   return bn192 != 0 || (var != kFp8VarNarrow && total_k >= kFp8WideMinMeanKeys * batch);
 }

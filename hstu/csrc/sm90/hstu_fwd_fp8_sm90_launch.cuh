@@ -74,7 +74,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
-  // 192-key tiles (fp8_wide_tiles: batches of >= 8K keys per sequence on average, or kernel_options(fp8_bn192=True)):
+  // 192-key tiles (fp8_wide_tiles: batches of >= 4K keys per sequence on average, or kernel_options(fp8_bn192=True)):
   // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
   // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
   // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys (kernel_options(fp8_fwd_var=8):
