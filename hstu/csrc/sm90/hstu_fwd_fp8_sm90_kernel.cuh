@@ -171,9 +171,9 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
 // there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
 // kFp8SiluMix3: 3 of every 8 words in half2, spread evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n /
-// 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), whose smaller
-// per-tile overheads leave the issue slots fewer spare cycles for the half2 words (H200, B16 causal: 0.95x the time
-// of kFp8SiluMixed there at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
+// 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
+// half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
+// at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
 enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
