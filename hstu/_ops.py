@@ -186,7 +186,7 @@ OPTION_BITS = {
     "fp8_sched": 1 << 22,      # SET: the Hopper FP8 forward with the work list / persistent CTAs (opt-in; else grid)
     "fp8_early_pack": 1 << 23,  # cleared: the Hopper FP8 forward converts P after the P V wait (bitwise the same)
     "fp8_bn192": 1 << 24,      # SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (at any
-                               # length; the default takes them from 8,192 keys per sequence on average)
+                               # length; the default takes them from 4,096 keys per sequence on average)
 }
 # bit 56 (above the semantic flags): kernel_options(fp8_bwd=False), FP8 backward calls dequantize and run the
 # bf16/fp16 backward even where the Hopper FP8 backward applies (read by hstu/_fp8.py; hstu_ops.cc accepts it)
@@ -220,10 +220,10 @@ FP8_FWD_DIAG_SHIFT = 48
 # bits 50-51 (hstu_plan.h kOptFp8SiluShift): the Hopper FP8 forward's SiLU form on unmasked tiles: 0 the default,
 # 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
 FP8_SILU_SHIFT = 50
-# bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's structural variants (Fp8FwdVar in
-# hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
+# bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
+# hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = 7
+FP8_FWD_VARS = (0, 7, 8)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -258,7 +258,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     False``: that kernel converts P to e4m3 after the P V wgmma's wait, the order before issue 36's fp8fast, with
     the tanh SiLU (bitwise the output of ``fp8_silu=1``; for comparisons); ``fp8_bn192=True``: that kernel at
     D = 128 with KV tiles of 192 keys (FA3's FP8 forward runs 224) where they apply: grid order, descale modes
-    other than "block", at any length (the default takes them for batches of at least 8,192 keys per sequence on
+    other than "block", at any length (the default takes them for batches of at least 4,096 keys per sequence on
     average; the sum over keys runs in another order, so the output differs in the last bits). ``fp8_bwd``: the
     backward of FP8 calls. None (the default): on Hopper, where it applies (D = 128, no rab, ``deterministic=False``,
     ``sm90=True``, a build with its unit), the FP8 backward (`hstu_attn._fp8_bwd.fp8_bwd_prepass`, then the e4m3
@@ -268,16 +268,15 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
     in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
     ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
-    D <= 128 half of each thread's scores by a degree-5 polynomial in half2 arithmetic (no MUFU op; fp16, P is
-    rounded to e4m3 anyway), the other half by tanh.approx, so that the FMA and MUFU pipes share the SiLU; at
-    D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the half2 mix; a value other
-    than the head dim's default runs the grid order.
-    ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's structural variants, 1
-    four K / Vt stages at D = 256 (grid order), 2 persistent CTAs at D = 256, 3 / 4 the SiLU mix with 3 / 5 of
-    every 8 P words in half2 at D = 128 (grid order), 5 two P register sets taken in turns at D >= 128 (no copy
-    of P per KV tile; grid order, 128-key tiles (D = 256: 64)), 6 that with 1, 7 the 128-key tiles at D = 128
-    whatever the lengths (the default takes the 192-key tiles of ``fp8_bn192=True`` for batches of at least 8,192
-    keys per sequence on average, in grid order, not in block mode); elsewhere the default.
+    D <= 128 half of each thread's scores (3 / 8 on 192-key tiles) by a degree-5 polynomial in half2 arithmetic
+    (no MUFU op; fp16, P is rounded to e4m3 anyway), the others by tanh.approx, so that the FMA and MUFU pipes
+    share the SiLU; at D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the
+    half2 mix (the default at D <= 128); a value other than the head dim's default runs the grid order.
+    ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's variants at D = 128
+    (elsewhere the default): 7 the 128-key tiles whatever the lengths (the default takes the 192-key tiles of
+    ``fp8_bn192=True`` for batches of at least 4,096 keys per sequence on average, in grid order, not in block
+    mode), 8 the 192-key tiles where the default takes them with the 128-key tiles' SiLU mix (half of the P words
+    in half2 instead of 3 / 8).
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
@@ -362,8 +361,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
         _err("fp8_silu", "0, 1 or 2", fp8_silu)
     if not any(fp8_bwd is v for v in (None, True, False)):
         _err("fp8_bwd", "None, True or False", fp8_bwd)
-    if isinstance(fp8_fwd_var, bool) or not isinstance(fp8_fwd_var, int) or not 0 <= fp8_fwd_var <= FP8_FWD_VARS:
-        _err("fp8_fwd_var", f"an int in [0, {FP8_FWD_VARS}]", fp8_fwd_var)
+    if isinstance(fp8_fwd_var, bool) or fp8_fwd_var not in FP8_FWD_VARS:
+        _err("fp8_fwd_var", f"one of {FP8_FWD_VARS}", fp8_fwd_var)
     bits = ((bwd_grid << BWD_GRID_SHIFT) | (split << FWD_SPLIT_SHIFT) | (bwd_sm80_cfg << BWD_SM80_CFG_SHIFT)
             | (fwd_sm80_cfg << FWD_SM80_CFG_SHIFT) | (fp8_fwd_diag << FP8_FWD_DIAG_SHIFT)
             | (fp8_silu << FP8_SILU_SHIFT) | (fp8_fwd_var << FP8_FWD_VAR_SHIFT))

@@ -465,9 +465,9 @@ def test_cuda_fp8_kernel_bn192(mode, mask):
             return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, 128 ** -0.5))
 
     _, names = run(fp8_bn192=True)
-    bn = 128 if mode == "block" else 192
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*1\s*[,>]", n)
-               for n in names), names
+    bn, form = (128, 1) if mode == "block" else (192, 2)  # (Fp8Silu: the 192-key tiles' mix has 3 / 8 half2 words)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*{form}\s*>",
+                         n) for n in names), names
     late, _ = run(fp8_bn192=True, fp8_early_pack=False)  # (the late order runs the tanh SiLU: other P roundings)
     assert max_err(late, wide) <= 0.05 * wide.abs().max().item(), "fp8_bn192 with fp8_early_pack=False differs"
     default, _ = run()
@@ -549,7 +549,7 @@ def test_cuda_fp8_silu_forms_match_emulating_reference(silu, mode, mask, D):
     def named(names, form):
         bn = 64 if D == 256 else 128
         return any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*"
-                             rf"{form}\s*,\s*0\s*>", n) for n in names)
+                             rf"{form}\s*>", n) for n in names)
 
     default, names = run()
     assert named(names, fp8_silu_default(D)), names
@@ -570,73 +570,76 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
         return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
 
 
-# (kernel_options(fp8_fwd_var=...), D, the kernel it runs: (mode, template arguments after kEarlyPack), whether
-# the output is bitwise the default's): 4 K / Vt stages and persistent CTAs at D = 256 (the same arithmetic per
-# tile), the SiLU mix with 3 / 5 of 8 P words in half2 at D = 128 (other P roundings), two P sets (5; 6: with 1).
-FWD_VAR_CASES = [(1, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*4\s*>", True),
-                 (2, 256, r"2\s*,\s*true\b", True),
-                 (3, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*2\s*,\s*0\s*>", False),
-                 (4, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*3\s*,\s*0\s*>", False),
-                 (5, 128, r"0\s*,\s*true\s*,\s*128\s*,\s*0\s*,\s*1\s*,\s*16\s*>", True),
-                 (5, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*16\s*>", True),
-                 (6, 256, r"0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*,\s*20\s*>", True)]
-
-
 @pytest.mark.gpu
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("mode", ["tensor", "block"])
-@pytest.mark.parametrize("var,D,kernel,same", FWD_VAR_CASES)
-def test_cuda_fp8_fwd_var_variants(var, D, kernel, same, mode):
-    """kernel_options(fp8_fwd_var=n) (private, for comparisons): each variant runs its own kernel, meets the error
-    rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; a grid of more than
-    one wave, so that persistent CTAs apply), and gives bitwise the default's output where only the schedule or
-    the pipeline depth changes; the default's output is the same before and after."""
+@pytest.mark.parametrize("var,D", [(8, 128), (8, 256)])
+def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
+    """kernel_options(fp8_fwd_var=8) (private, for comparisons): the 192-key tiles (here under fp8_bn192=True; not
+    in block mode) with the 128-key tiles' SiLU mix (Fp8Silu 1, half the P words in half2) instead of the default's
+    3 / 8 (Fp8Silu 2): its own kernel, the error rule against the fp64 emulation (jagged, delta-q, contexts and
+    targets, an empty sequence), other P roundings than the default's; where the default runs 128-key tiles (or
+    at D = 256) the default's kernel, bitwise; the default's output is the same before and after."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"var-{var}-{D}-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]  # (3 x 2 x 24 CTAs: over one wave)
+    if wide and D != 128:
+        pytest.skip("192-key tiles: D = 128 only")
+    bn = 64 if D == 256 else 192 if wide and mode != "block" else 128
+    form, same = (0, True) if D == 256 else (1, bn == 128)
+    rng = random.Random(f"var-{var}-{D}-{mode}-{wide}")
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
     c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
                   contexts_max=40)
-    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var))
+    sw = dict(fp8_bn192=True) if wide else {}
+    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **sw))
     q8s, scales = quantized(c, mode)
-    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5)
-    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*{kernel}", n) for n in names), names
+    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)
+    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **sw)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*{form}\s*>",
+                         n) for n in names), names
     assert torch.equal(again, out)
     if same:
         assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
     else:
         assert max_err(out, default) <= 0.05 * default.abs().max().item()
-    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5)[0], default)
+    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)[0], default)
 
 
 @pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
     """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output) for batches of at least
-    8,192 keys per sequence on average, else 128-key tiles (bitwise kernel_options(fp8_fwd_var=7)'s output: 128 keys
-    whatever the lengths); block mode keeps 128-key tiles; the two tile widths differ only by P roundings."""
+    4,096 keys per sequence on average, else 128-key tiles (bitwise kernel_options(fp8_fwd_var=7)'s output: 128 keys
+    whatever the lengths); block mode keeps 128-key tiles; the two tile widths differ only by P roundings, as do
+    the 192-key tiles' two SiLU mixes (3 / 8 of the P words in half2, the default; 4 / 8 under fp8_fwd_var=8)."""
     if not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
 
     def run(c, q8s, scales, mode, **switches):
         return run_kernel(c, q8s, scales, mode, 128 ** -0.5, **switches)
 
-    def width(names):
-        found = [re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*(\d+)\b", n) for n in names]
-        return sorted({int(m.group(1)) for m in found if m})
+    def width(names, form=None):
+        pattern = r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*(\d+)\s*,\s*0\s*,\s*(\d)\s*>"
+        found = [re.search(pattern, n) for n in names]
+        return sorted({int(m.group(1)) for m in found if m and (form is None or int(m.group(2)) == form)})
 
-    for lens, mode, wide in (([300, 8000, 700], "tensor", False), ([8192, 9000], "tensor", True),
-                             ([8192, 9000], "head", True), ([8192, 9000], "block", False)):
+    for lens, mode, wide in (([300, 8000, 700], "tensor", False), ([4000, 4100], "tensor", False),
+                             ([4096, 4500], "tensor", True), ([4096, 4500], "head", True),
+                             ([4096, 4500], "block", False)):
         c = make_case(len(lens) + sum(lens), lens, 1, 128, "causal", device="cuda")
         q8s, scales = quantized(c, mode)
         out, names = run(c, q8s, scales, mode)
-        assert width(names) == [192 if wide else 128], (lens, mode, names)
+        assert width(names) == width(names, 2 if wide else 1) == [192 if wide else 128], (lens, mode, names)
         narrow, names = run(c, q8s, scales, mode, fp8_fwd_var=7)
         assert width(names) == [128], (lens, mode, names)
+        assert width(names, 1) == [128], (lens, mode, names)
+        mixed, names = run(c, q8s, scales, mode, fp8_fwd_var=8)
+        assert width(names, 1) == [192 if wide else 128], (lens, mode, names)
         if wide:
             assert torch.equal(out, run(c, q8s, scales, mode, fp8_bn192=True)[0]), (lens, mode)
-            assert not torch.equal(out, narrow) and max_err(out, narrow) <= 0.05 * narrow.abs().max().item()
+            for other in (narrow, mixed):
+                assert not torch.equal(out, other) and max_err(out, other) <= 0.05 * other.abs().max().item()
         else:
-            assert torch.equal(out, narrow), (lens, mode)
+            assert torch.equal(out, narrow) and torch.equal(out, mixed), (lens, mode)
 
 
 def zipf_lengths(rng, n, top):

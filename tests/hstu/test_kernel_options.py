@@ -41,10 +41,13 @@ def test_bits_match_the_plan_header():
     assert int(re.search(r"kOptFp8SiluShift = (\d+),", text).group(1)) == _ops.FP8_SILU_SHIFT
     assert re.search(r"kOptFp8SiluMask = int64_t\{3\} << kOptFp8SiluShift,", text)
     assert re.search(r"\(bits >> kOptFp8SiluShift\) & 3\)", text)
-    # the FP8 forward's structural variants: the four bits above those
+    # the FP8 forward's variants: the four bits above those, the values of Fp8FwdVar
     assert int(re.search(r"kOptFp8FwdVarShift = (\d+),", text).group(1)) == _ops.FP8_FWD_VAR_SHIFT
     assert re.search(r"kOptFp8FwdVarMask = int64_t\{15\} << kOptFp8FwdVarShift,", text)
     assert re.search(r"\(bits >> kOptFp8FwdVarShift\) & 15\)", text)
+    with open(os.path.join(ROOT, "hstu", "csrc", "sm90", "hstu_fwd_fp8_sm90_kernel.cuh")) as f:
+        enum = re.search(r"enum Fp8FwdVar : int \{([^}]*)\}", f.read()).group(1)
+    assert tuple(sorted(int(v) for v in re.findall(r"= (\d+)", enum))) == _ops.FP8_FWD_VARS
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
@@ -85,8 +88,8 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 2 << _ops.FP8_FWD_DIAG_SHIFT == 2 << 48
         with _ops.kernel_options(fp8_silu=2):  # (for comparisons)
             assert _ops._current_options() == 2 << _ops.FP8_SILU_SHIFT == 2 << 50
-        with _ops.kernel_options(fp8_fwd_var=3):  # (private, for comparisons)
-            assert _ops._current_options() == 3 << _ops.FP8_FWD_VAR_SHIFT == 3 << 52
+        with _ops.kernel_options(fp8_fwd_var=7):  # (private, for comparisons)
+            assert _ops._current_options() == 7 << _ops.FP8_FWD_VAR_SHIFT == 7 << 52
         with _ops.kernel_options(fp8_bwd=True):  # (the FP8 backward or an error)
             assert _ops._current_options() == _ops.OPTION_BITS["fp8_bwd"] == 1 << 20
         with _ops.kernel_options(fp8_bwd=False):  # (always the dequantized backward)
@@ -109,8 +112,8 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match="fp8_silu: expected 0, 1 or 2"):
             with _ops.kernel_options(fp8_silu=bad):
                 pass
-    for bad in (8, -1, True):
-        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected an int in \[0, 7\]"):
+    for bad in (1, 3, 6, 9, 15, -1, True):
+        with pytest.raises(ValueError, match=r"fp8_fwd_var: expected one of \(0, 7, 8\)"):
             with _ops.kernel_options(fp8_fwd_var=bad):
                 pass
     with pytest.raises(ValueError, match="bwd_grid: expected 0, 1 or 2, got 3"):

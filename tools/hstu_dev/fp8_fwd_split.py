@@ -10,14 +10,13 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 1,2,...`: instead of the diag / silu variants, the structural variants
-kernel_options(fp8_fwd_var=n) that apply to each case's head dim (1 four K / Vt stages at D = 256, 2 persistent CTAs
-at D = 256, 3 / 4 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128, 5 two P register sets at D >= 128, 6
-1 with two P sets, 7 the 128-key tiles at any length at D = 128 (the default takes 192 from 8K keys per sequence)),
+difference of two P roundings). `--vars 7,8,...`: instead of the diag / silu variants, the variants
+kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 4K keys per
+sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3),
 + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 1,2,3,4,5,6,sched,bn192]
+    [--vars 7,8,sched,bn192]
 """
 import argparse
 import os
@@ -35,7 +34,7 @@ from bench_util import event_ms  # noqa: E402
 
 CASES = {"B16S16KD128": (16, 16384, 128), "B16S16KD256": (16, 16384, 256), "B16S4KD128": (16, 4096, 128),
          "B16S4KD64": (16, 4096, 64), "B16S4KD256": (16, 4096, 256), "B16S8KD128": (16, 8192, 128),
-         "B16S8KD256": (16, 8192, 256)}
+         "B16S8KD256": (16, 8192, 256), "B16S2KD128": (16, 2048, 128)}
 
 
 def once_ms(fn, flush):
@@ -67,9 +66,8 @@ def main():
         variants = [("default", 0)]
         if args.vars:
             var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-            names = {1: "var 1 (4 stages)", 2: "var 2 (persistent)", 3: "var 3 (mix 3/8)", 4: "var 4 (mix 5/8)",
-                     5: "var 5 (two P sets)", 6: "var 6 (4 stages, two P sets)", 7: "var 7 (128 keys always)"}
-            applies = {1: D == 256, 2: D == 256, 3: D == 128, 4: D == 128, 5: D >= 128, 6: D == 256, 7: D == 128}
+            names = {7: "var 7 (128 keys always)", 8: "var 8 (192 keys: mix 4/8)"}
+            applies = {v: D == 128 for v in names}
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]

@@ -49,7 +49,7 @@ enum HstuOptionBits : int64_t {
   kOptNoFp8EarlyPack = 1 << 23, // the Hopper FP8 forward converts P to e4m3 after the P V wait (the order before
                                 // issue 36's fp8fast, with the tanh SiLU: bitwise the tanh form's output)
   kOptFp8Bn192 = 1 << 24,       // SET: the Hopper FP8 forward at D = 128 with 192-key tiles where they apply (grid
-                                // order, descale modes other than block) at any length (the default: from 8,192 keys
+                                // order, descale modes other than block) at any length (the default: from 4,096 keys
                                 // per sequence on average, fp8_wide_tiles)
   kOptBwdSm80CfgShift = 25,     // bits 25-28: sm80-class backward D = 128 / 256 tile configuration, 0 the default
                                 // (FA2's warp layout, cfg 5 else 4, where it fits: hstu_bwd_sm80_pds_kernel.cuh),
@@ -69,7 +69,7 @@ enum HstuOptionBits : int64_t {
   // (for comparisons): 1 the tanh form, 2 half of the scores in half2 arithmetic
   kOptFp8SiluShift = 50,
   kOptFp8SiluMask = int64_t{3} << kOptFp8SiluShift,
-  // bits 52-55: the Hopper FP8 forward's structural variants (HstuFp8FwdParams::var; Fp8FwdVar in
+  // bits 52-55: the Hopper FP8 forward's variants (HstuFp8FwdParams::var; Fp8FwdVar in
   // hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default
   kOptFp8FwdVarShift = 52,
   kOptFp8FwdVarMask = int64_t{15} << kOptFp8FwdVarShift,
@@ -207,10 +207,6 @@ inline FwdPlan plan_fwd(const HstuParams& p, int64_t total_k, int device, bool h
 inline FwdPlan plan_fwd_fp8(const HstuParams& p, int64_t total_k, const HstuOptions& o) {
   FwdPlan plan;
   plan.family = KernelFamily::kSm90;
-  if (o.fp8_fwd_var == 2 && p.head_dim == 256) {  // (Fp8FwdVar kFp8VarPersist256: persistent CTAs at D = 256)
-    plan.tile_counter = true;
-    return plan;
-  }
   if (!o.fp8_sched) return plan;
   if (o.fwd_work_list) plan.sched_bytes = hstu_fwd_sm90_sched_layout(p, total_k, /*splits=*/false).bytes;
   plan.tile_counter = p.head_dim <= 128 && plan.sched_bytes == 0 && o.fwd_persist;

@@ -37,7 +37,7 @@ struct HstuFp8FwdParams {
                      // kernel_options(fp8_fwd_diag=...), private)
   int silu;          // 0: the default SiLU form (fp8_silu_default); 1 + an Fp8Silu value: that form, in grid order
                      // (hstu_fwd_fp8_sm90_kernel.cuh; kernel_options(fp8_silu=...), for comparisons)
-  int var;           // 0; else a structural variant for comparisons (Fp8FwdVar in hstu_fwd_fp8_sm90_kernel.cuh;
+  int var;           // 0; else a variant for comparisons (Fp8FwdVar in hstu_fwd_fp8_sm90_kernel.cuh;
                      // kernel_options(fp8_fwd_var=...), private)
 };
 

@@ -20,8 +20,8 @@
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
 //   flight), so the conversions run in the MUFU stream's shadow (kEarlyPack; issue 36);
-// - at D <= 128 half of an unmasked tile's scores take a SiLU in half2 arithmetic without the MUFU (kSilu,
-//   silu_h2_e4m3x2), the other half tanh.approx: the MUFU alone would bind there;
+// - at D <= 128 half of an unmasked tile's scores (3 / 8 on 192-key tiles) take a SiLU in half2 arithmetic without
+//   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
 //   kernel_options(fp8_bn192=True).
@@ -50,13 +50,11 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-// ST: K / Vt stages, 0 the default (kernel_options(fp8_fwd_var=1): 4 at D = 256, where 4 just fit beside Q and the
-// output staging).
-template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), int ST = 0>
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
-  static constexpr int kStages = ST > 0 ? ST : D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
   static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
@@ -172,43 +170,31 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // is faster there on an H200, docs/hstu_attn.md), tanh at D = 256 (the MUFU is half the tensor time: the mix only
 // adds work) and in the late P conversion (kEarlyPack false, the kernel as it was, for comparisons: half2 words
 // there keep pn live across the P V wait beside acc_s, and ptxas serializes the wgmmas, C7511).
-// kFp8SiluMix3 / kFp8SiluMix5 (kernel_options(fp8_fwd_var=3 / 4), D = 128): 3 / 5 of every 8 words in half2, spread
-// evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n / 8); n = 4 gives the odd words of kFp8SiluMixed).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluMix5 = 3 };
-__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true) {
-  return early_pack && D <= 128 ? kFp8SiluMixed : kFp8SiluTanh;
+// kFp8SiluMix3: 3 of every 8 words in half2, spread evenly (word w is half2 where floor((w + 1) n / 8) > floor(w n /
+// 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
+// half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
+// at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
+__host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
+  return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : silu == kFp8SiluMix5 ? 5 : 0;
+  const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
 
-// Structural variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...),
-// private; the default form, correct outputs): kFp8VarStages4 4 K / Vt stages at D = 256 (grid order);
-// kFp8VarPersist256 persistent CTAs at D = 256 (two Q buffers, 3 stages; the op gives the tile counter);
-// kFp8VarMix3 / kFp8VarMix5 the SiLU mix with 3 / 5 of 8 words in half2 at D = 128 (grid order); kFp8VarPAlt two P
-// register sets taken in turns at D >= 128 (no copy pn -> pf per tile; the grid kernels of 128 keys (D = 256: 64)),
-// alone or with 4 stages at D = 256 (kFp8VarStages4PAlt); kFp8VarNarrow the 128-key tiles at D = 128 whatever the
-// lengths (the default before fp8_wide_tiles).
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarStages4 = 1, kFp8VarPersist256 = 2, kFp8VarMix3 = 3, kFp8VarMix5 = 4, kFp8VarPAlt = 5,
-  kFp8VarStages4PAlt = 6, kFp8VarNarrow = 7
-};
+// Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
+// correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
+// 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
-// average (total_k / batch), where they were 2.7-3.1 % faster on an H200 (B16 S8K / S16K causal; at S4K 0.98-1.02x
-// over three sessions, so shorter batches keep 128 keys).
-constexpr int64_t kFp8WideMinMeanKeys = 8192;
+// average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
+// the 128-key tiles at S4K, 0.93x at S8K / S16K; shorter batches keep 128 keys, unmeasured there).
+constexpr int64_t kFp8WideMinMeanKeys = 4096;
 inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
-  return bn192 != 0 || (var == kFp8VarNone && total_k >= kFp8WideMinMeanKeys * batch);
+  return bn192 != 0 || (var != kFp8VarNarrow && total_k >= kFp8WideMinMeanKeys * batch);
 }
-__host__ __device__ constexpr bool fp8_var_palt(int var) { return var == kFp8VarPAlt || var == kFp8VarStages4PAlt; }
-__host__ __device__ constexpr bool fp8_var_stages4(int var) {
-  return var == kFp8VarStages4 || var == kFp8VarStages4PAlt;
-}
-// The kernel's kShape argument: bits 0-3 the K / Vt stages (0 the default: Fp8FwdTraits's ST), kShapePAlt the two P
-// register sets of kFp8VarPAlt.
-constexpr int kShapePAlt = 16;
 
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
 // unmasked tiles; tools/hstu_dev/fp8_fwd_split.py): each bit removes one cost of P, so its time shows in the
@@ -278,7 +264,7 @@ enum Fp8FwdMode : int { kFp8Grid = 0, kFp8List = 1, kFp8Persist = 2 };
 // grid order, D = 128; tm_vt2 maps Vt's second panel, unused otherwise). kDiag: 0, or the kFp8FwdDiag* bits above.
 // kSilu: the SiLU form of unmasked tiles (Fp8Silu).
 template <int D, int kMode, bool kEarlyPack, int kBN = (D == 256 ? 64 : 128), int kDiag = 0,
-          int kSilu = fp8_silu_default(D, kEarlyPack), int kShape = 0>
+          int kSilu = fp8_silu_default(D, kEarlyPack)>
 __global__ void __launch_bounds__(384, 1)
     hstu_fwd_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
@@ -287,9 +273,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  constexpr bool kPAlt = (kShape & kShapePAlt) != 0;
-  static_assert(!kPAlt || (kEarlyPack && kMode != kFp8List), "two P sets: packed early, not the work list");
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, kShape & 15>;
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
@@ -483,11 +467,11 @@ __global__ void __launch_bounds__(384, 1)
         }
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
-      // paths (a mixed kSilu's unmasked tiles: every word straight into pn; kPAlt: pn is the set not in flight).
+      // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
       auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4]) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
-        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, the odd words in half2)
+        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
           if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
@@ -572,11 +556,11 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         pin_all(acc_s);
         release(bar_empty_k(s0));
-        silu_mask(tile(0), k_factor(tile(0)), kPAlt ? pf : pn);
-        if constexpr (!kPAlt) take_p();
+        silu_mask(tile(0), k_factor(tile(0)), pn);
+        take_p();
       }
       // Iteration i: S_i and O += P_{i-1} V_{i-1} issued, P_i computed under them. pin: P_{i-1}'s registers (read by
-      // the P V in flight), pout: P_i's (pn, then copied to pf; kPAlt: the other set, no copy).
+      // the P V in flight), pout: P_i's (pn, then copied to pf).
       auto step = [&](int i, uint32_t(&pin)[BN / 32][4], uint32_t(&pout)[BN / 32][4]) {
         const int nb = tile(i);
         const int s = stage(i);
@@ -598,7 +582,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         pin_all(pin);
         release(bar_empty_v(sp));
-        if constexpr (!kPAlt) take_p();
+        take_p();
       };
       // The last P V (P_{n-1} in pl).
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {
@@ -613,22 +597,8 @@ __global__ void __launch_bounds__(384, 1)
         pin_all(pl);
         release(bar_empty_v(sl));
       };
-      if constexpr (kPAlt) {  // P_i in pf for even i, pn for odd i
-        int i = 1;
-        for (; i + 1 < n_tiles; i += 2) {
-          step(i, pf, pn);
-          step(i + 1, pn, pf);
-        }
-        if (i < n_tiles) {
-          step(i, pf, pn);
-          last_pv(pn);
-        } else {
-          last_pv(pf);
-        }
-      } else {
-        for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
-        last_pv(pf);
-      }
+      for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
+      last_pv(pf);
       pin_all(acc_o);
     }
 

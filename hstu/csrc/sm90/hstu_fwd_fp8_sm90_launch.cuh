@@ -28,10 +28,22 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// The 192-key tile kernel with SiLU form kSilu (D = 128, grid order; maps: K with 192-row boxes, Vt's two panels).
+template <bool kEarlyPack, int kSilu>
+cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
+                                const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
+                                cudaStream_t stream) {
+  using CW = Fp8FwdTraits<128, 1, 192>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, 0, kSilu>;
+  const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, SchedArgs{});
+  return cudaGetLastError();
+}
+
 // kDiag (the timing-only kFp8FwdDiag* variants, with kEarlyPack) and a kSilu other than fp8_silu_default (the SiLU
-// forms for comparisons): grid order only. kPS: 0, or kShapePAlt (the two P sets, kernel_options(fp8_fwd_var=5 / 6))
-// in the 128-key (D = 256: 64) grid kernels (with 192-key tiles or persistent CTAs ptxas spills 80 / 28 bytes).
-template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack), int kPS = 0>
+// forms for comparisons): grid order only.
+template <int D, bool kEarlyPack, int kDiag = 0, int kSilu = fp8_silu_default(D, kEarlyPack)>
 cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   using C = Fp8FwdTraits<D>;
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 || p.total_q <= 0 || f.total_k <= 0) return cudaSuccess;
@@ -62,21 +74,11 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   if (err != cudaSuccess) return err;
   const int m_blocks = (p.max_seqlen_q + C::kBlockM - 1) / C::kBlockM;
   constexpr bool kVariant = kDiag != 0 || kSilu != fp8_silu_default(D, kEarlyPack);
-  if constexpr (D == 256 && kEarlyPack && !kVariant) {  // (kernel_options(fp8_fwd_var=1 / 6): 4 stages, grid order)
-    if (fp8_var_stages4(f.var)) {
-      using C4 = Fp8FwdTraits<D, 1, 64, 4>;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 64, 0, kSilu, kPS | 4>;
-      err = set_max_dynamic_smem<kernel>(C4::kSmem);
-      if (err != cudaSuccess) return err;
-      kernel<<<dim3(m_blocks, p.heads, p.batch), C4::kThreads, C4::kSmem, stream>>>(tq, tk, tvt, tvt, p, f,
-                                                                                      SchedArgs{});
-      return cudaGetLastError();
-    }
-  }
-  // 192-key tiles (fp8_wide_tiles: batches of >= 8K keys per sequence on average, or kernel_options(fp8_bn192=True)):
+  // 192-key tiles (fp8_wide_tiles: batches of >= 4K keys per sequence on average, or kernel_options(fp8_bn192=True)):
   // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
   // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
-  // and 64 keys (64-byte swizzle).
+  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys (kernel_options(fp8_fwd_var=8):
+  // the 128-key tiles' form).
   if constexpr (D == 128 && !kVariant) {
     if (fp8_wide_tiles(f.bn192, f.var, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
@@ -88,12 +90,11 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 192>;  // (kPS: spills 80 B)
-      err = set_max_dynamic_smem<kernel>(CW::kSmem);
-      if (err != cudaSuccess) return err;
-      kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tkw, tvt, tvt2, p, f,
-                                                                                      SchedArgs{});
-      return cudaGetLastError();
+      if (kEarlyPack && f.var == kFp8VarWideMixed) {
+        return launch_fwd_fp8_wide<kEarlyPack, kSilu>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      }
+      return launch_fwd_fp8_wide<kEarlyPack, fp8_silu_default(D, kEarlyPack, 192)>(tq, tkw, tvt, tvt2, p, f, m_blocks,
+                                                                                   stream);
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -102,7 +103,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   int64_t list_ctas = 0;
   const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
   if constexpr (!kVariant) {  // (the timing-only variants and the SiLU forms: grid order)
-    if (sa.items != nullptr) {  // (kPS: the default's work list kernel)
+    if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
       err = set_max_dynamic_smem<kernel>(C::kSmem);
       if (err != cudaSuccess) return err;
@@ -110,7 +111,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       return launch_behind_plan(kernel, list_ctas, C::kThreads, C::kSmem, stream, tq, tk, tvt, tvt, p, f, sa);
     }
-    if constexpr (kPS == 0) {  // (D = 256: kernel_options(fp8_fwd_var=2) alone gives the tile counter; kPS spills)
+    if constexpr (D <= 128) {
       if (fwd_persist_applies(p, int64_t{m_blocks} * p.heads * p.batch)) {
         using CP = Fp8FwdTraits<D, 2>;
         constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Persist, kEarlyPack>;
@@ -123,8 +124,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       }
     }
   }
-  constexpr auto kernel =
-      hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu, kPS>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, (D == 256 ? 64 : 128), kDiag, kSilu>;
   err = set_max_dynamic_smem<kernel>(C::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), C::kThreads, C::kSmem, stream>>>(tq, tk, tvt, tvt, p, f, sa);
@@ -142,19 +142,6 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
-  if constexpr (D == 128) {
-    if (f.silu == 0 && f.var == sm90::kFp8VarMix3) {
-      return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix3>(p, f, stream);
-    }
-    if (f.silu == 0 && f.var == sm90::kFp8VarMix5) {
-      return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMix5>(p, f, stream);
-    }
-  }
-  if constexpr (D >= 128) {
-    if (silu == sm90::fp8_silu_default(D) && sm90::fp8_var_palt(f.var)) {
-      return sm90::launch_fwd_fp8<D, true, 0, sm90::fp8_silu_default(D), sm90::kShapePAlt>(p, f, stream);
-    }
-  }
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
   if (silu == kTanh) return sm90::launch_fwd_fp8<D, true, 0, kTanh>(p, f, stream);
   return sm90::launch_fwd_fp8<D, true, 0, sm90::kFp8SiluMixed>(p, f, stream);

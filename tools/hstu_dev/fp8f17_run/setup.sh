@@ -23,15 +23,8 @@ gpu_tests_sharded() {
   for f in $OUT/tests_*.log; do echo "$(basename $f): $(tail -1 $f)"; done
   grep -h -E "^FAILED|^ERROR" $OUT/tests_*.log | head -8
 }
-# bench SECONDS ARGS...: fp8_fwd_split.py with the branch's wheel (variants interleaved in one process), then
-# main's wheel, default only, in its own process (its clocks differ: compare variants inside one process).
-bench() {
-  local secs=$1
-  shift
-  PYTHONPATH=/tmp/site_$NAME timeout $secs python3 -P $C/fp8_fwd_split.py "$@" > $OUT/bench.log 2>&1
-  echo "bench rc $? ($SECONDS s)"
-  grep -E "^\||rror" $OUT/bench.log
-}
+# bench_main SECONDS ARGS...: main's wheel, default only, in its own process (its clocks differ: compare variants
+# inside one process); bench: tools/hstu_dev/fp8_fwd_run.sh.
 bench_main() {
   local secs=$1
   shift
@@ -39,24 +32,5 @@ bench_main() {
   echo "main's wheel rc $? ($SECONDS s)"
   grep -E "^\| B|rror" $OUT/bench_main.log
 }
-# ncu_profile TAG COUNT PROF_ARGS...: ncu of the first COUNT FP8 forward kernels of prof_fp8.py PROF_ARGS (branch's
-# wheel) within the time left; $OUT/TAG.ncu-rep, ncu_raw.csv, ncu_digest.md (bwd15_run/ncu_digest.py), ncu_details.txt.
-ncu_profile() {
-  local tag=$1 count=$2
-  shift 2
-  local ncu
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-  [ $(left) -gt 8 ] || { echo "ncu skipped: $(left) s left"; return 0; }
-  PYTHONPATH=/tmp/site_$NAME timeout $(( $(left) - 3 )) $ncu --clock-control none -k "regex:hstu_fwd_fp8_sm90_kernel" \
-      -c $count --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
-      --metrics smsp__inst_executed_pipe_xu.sum,sm__inst_executed_pipe_uniform.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum \
-      -o $OUT/$tag -f python3 -P $C/prof_fp8.py "$@" > $OUT/ncu.log 2>&1
-  echo "ncu rc $? ($SECONDS s)"
-  $ncu --import $OUT/$tag.ncu-rep --print-kernel-base mangled --page raw --csv --print-metric-instances values \
-      > $OUT/ncu_raw.csv 2>> $OUT/ncu.log
-  python3 $R/tools/hstu_dev/bwd15_run/ncu_digest.py $OUT/ncu_raw.csv > $OUT/ncu_digest.md 2>&1
-  $ncu --import $OUT/$tag.ncu-rep --page details > $OUT/ncu_details.txt 2>> $OUT/ncu.log
-  grep -E "gpu__time|issue_active.avg.pct|pipe_tensor|pipe_xu|stalled_(wait|short_scoreboard|long_scoreboard|barrier|math_pipe|mio|not_selected|dispatch|branch|sleeping|membar|lg)|wavefronts_mem_shared" \
-      $OUT/ncu_digest.md 2>/dev/null | cut -c1-220
-}
+# ncu_profile TAG COUNT PROF_ARGS...: tools/hstu_dev/fp8_fwd_run.sh ($C/prof_fp8.py).
+source $R/tools/hstu_dev/fp8_fwd_run.sh
