@@ -7,7 +7,7 @@
 // host addresses.
 // Why sorted: UVA accesses of pinned host memory in random row order ran at 30-31 M rows/s (256-byte rows, H200,
 // any thread shape), the same rows sorted by address at 151-169 M rows/s (16 lanes per row best for reads).
-// Why one pass (branch hyb10): a sorted pass over 16 GB of host rows costs ~5 ms whether it touches 0.3M or 0.5M
+// Why one pass: a sorted pass over 16 GB of host rows costs ~5 ms whether it touches 0.3M or 0.5M
 // rows (H200: find 0.3 host rows per key 5.46 ms, all hits 0.5 per key 5.65 ms; a fit of the numbers: the
 // time follows the host regions touched, ~40 M distinct 64 KB regions/s, not the bytes), so find_or_insert's
 // former write pass then read pass paid it twice (10.2 ms at HKV's hit rate 0.6).

@@ -67,12 +67,12 @@ constexpr int kFp8BwdLpt = 16384;
 // Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its bf16 pairs in two
 // shuffle rounds) instead of 4-byte ones. Correct on the device, its speed not measured yet (hstu_kernel_notes.md).
 constexpr int kFp8BwdEpiV4 = 65536;
-// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md, session 16;
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
 // not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
 constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
 // The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
 // (1 ... 16, 128) removes a phase from it; a feature bit toggles that feature (kFp8BwdLpt: on); kFp8BwdDefault is
-// the kernel before them (session 13's), with its parking (32) and late-fence (64, 96) variants.
+// the kernel without them, with its parking (32) and late-fence (64, 96) variants.
 // The diag values built: the one list the launcher instantiates and the op accepts.
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
