@@ -68,17 +68,19 @@ def descale_shape(mode: str, total: int, heads: int, batch: int) -> Tuple[int, .
 
 
 def _row_slots(mode: str, cu_seqlens: torch.Tensor, total: int) -> Optional[torch.Tensor]:
-    """(total,) int64 on the device: the sequence ("batch_head") or block column ("block") of each row; rows past
-    cu_seqlens[-1] (used by no sequence) get one extra slot past the end. None for "tensor" / "head"."""
+    """(total,) int64 on the device: the sequence ("batch_head") or block column ("block") of each row; rows used by
+    no sequence (before cu_seqlens[0] or from cu_seqlens[-1] on) get one extra slot past the end. None for "tensor" /
+    "head"."""
     if mode in ("tensor", "head"):
         return None
     batch = cu_seqlens.shape[0] - 1
     rows = torch.arange(total, device=cu_seqlens.device, dtype=torch.int64)
     cu = cu_seqlens.to(torch.int64)
     seq = torch.searchsorted(cu[1:].contiguous(), rows, right=True)  # b with cu[b] <= row < cu[b + 1]; B past the end
+    seq = torch.where(rows < cu[0], batch, seq)  # rows before the first sequence: the extra slot too
     if mode == "batch_head":
         return seq
-    start = cu[seq]
+    start = cu[seq]  # seq <= B: cu has B + 1 entries
     col = start // BLOCK_ROWS + seq + (rows - start) // BLOCK_ROWS
     return torch.where(seq < batch, col, total // BLOCK_ROWS + batch)
 

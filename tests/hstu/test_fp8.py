@@ -87,6 +87,39 @@ def test_quantize_round_trip_bound(mode, dtype):
         assert (s[1] == 1).all()  # the empty sequence
 
 
+def _check_rows_before_first_sequence(device):
+    """Rows before cu_seqlens[0] belong to no sequence: they take the extra slot (factor 1.0, like rows past the
+    last sequence), and every sequence's factors and codes are those of the same rows without the leading ones."""
+    torch.manual_seed(11)
+    c = make_case(5, [130, 0, 260, 7], 3, 64, "none", device=device)
+    x, cu = c["k"], c["cu_seqlens_k"]
+    for pad in (1, 77, 128, 300):
+        lead = torch.randn(pad, 3, 64, device=device, dtype=x.dtype) * 1e3  # large: would dominate a shared factor
+        xp, cup = torch.cat([lead, x]), cu + pad
+        for mode in ("batch_head", "block"):
+            x8, s = quantize_fp8(x, cu, mode)
+            x8p, sp = quantize_fp8(xp, cup, mode)
+            assert torch.isfinite(sp).all() and (sp > 0).all()
+            rows = _fp8._row_descale(mode, s, cu, x.shape[0], 3)
+            rowsp = _fp8._row_descale(mode, sp, cup, xp.shape[0], 3)
+            n = int(cu[-1])
+            assert torch.equal(rowsp[pad:pad + n], rows[:n]), (mode, pad)
+            assert torch.equal(x8p[pad:pad + n].view(torch.uint8), x8[:n].view(torch.uint8)), (mode, pad)
+            assert (rowsp[:pad] == 1).all(), (mode, pad)  # the extra slot
+            if mode == "block":
+                slots = _fp8._row_slots(mode, cup, xp.shape[0])
+                assert (slots[:pad] == sp.shape[1]).all()
+
+
+def test_quantize_rows_before_first_sequence():
+    _check_rows_before_first_sequence("cpu")
+
+
+@pytest.mark.gpu
+def test_cuda_quantize_rows_before_first_sequence():
+    _check_rows_before_first_sequence("cuda")
+
+
 def test_quantize_on_meta_and_non_finite_input():
     x = torch.randn(20, 2, 32)
     x[3, 1, 4] = float("inf")
