@@ -16,7 +16,7 @@ import torch
 
 from . import _ops
 from ._kv_cache import CacheStep, KVCacheManager
-from ._paged import _plan_warm_on, _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
+from ._paged import _split_arrive_on, hstu_attn_paged_func, paged_kv_layout
 
 __all__ = ["cached_hstu_attention", "PagedHSTUAttention", "CachedHSTUStack"]
 
@@ -73,10 +73,7 @@ def cached_hstu_attention(
     pdl = getattr(cache, "pdl", False) and q.is_cuda and not torch.compiler.is_compiling()
     # cache._split_arrive (on by default): the paged forward's split sum with the quick arrival.
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
-    # cache._plan_warm (on by default): the step plan's block over begin_step's ready word gets a second CTA that runs
-    # its code at once.
-    warm = _plan_warm_on() if getattr(cache, "_plan_warm", False) else contextlib.nullcontext()
-    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive, warm:
+    with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive:
         side = _append_stream(cache, k) if append else None
         if side is not None:
             main = torch.cuda.current_stream(k.device)

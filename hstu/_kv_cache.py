@@ -281,13 +281,10 @@ class KVCacheManager:
         # before its table updates (True, the default; False: the plain wait); _split_arrive, the paged forward's
         # split sum with the quick arrival (True, the default; False: the plain arrival); with _plan_ready,
         # _begin_early (begin_step's lookup loads with the batch's, the ready word's reset beside them and its 2
-        # before the append rows) and _plan_warm (the plan block's grid has a second CTA that runs the block's code
-        # at once over made-up lengths into its own shared memory: its code then in the L2 when the block runs it),
-        # both True by default.
+        # before the append rows), True by default.
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
-        self._plan_warm = True
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None

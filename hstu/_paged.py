@@ -248,8 +248,6 @@ _call_state = threading.local()  # this thread's private settings of the paged c
 # hstu/csrc/paged/hstu_paged_step_plan.h kOptPlanReadyWord: the plan op's, for a layout whose cu_seqlens_k carries
 # begin_step's ready word (PagedLayout.lengths_ready; KVCacheManager._plan_ready, on by default under pdl).
 _PLAN_READY_WORD = 1 << 43
-# hstu_paged_step_plan.h kOptPlanWarm (KVCacheManager._plan_warm, on by default), with the ready word.
-_PLAN_WARM = 1 << 46
 
 
 @contextlib.contextmanager
@@ -274,12 +272,6 @@ def _ready_word_follows(layout: PagedLayout, cu_k: torch.Tensor) -> bool:
     if not layout.lengths_ready or cu_k.data_ptr() != layout.cu_seqlens_k.data_ptr():
         return False
     return cu_k.untyped_storage().nbytes() >= (cu_k.storage_offset() + cu_k.numel() + 1) * 4
-
-
-def _plan_warm_on():
-    """Step plans made inside (in this thread) over begin_step's ready word get a second CTA that runs the block's
-    code at once (cached_hstu_attention with KVCacheManager._plan_warm, on by default)."""
-    return _call_setting("plan_bits", _PLAN_WARM)
 
 
 def _paged_kernel_built(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
@@ -373,7 +365,7 @@ def _paged_kernel(q, k_new, v_new, cu_seqlens_q, kv_cache, page_offsets, page_id
         def make():
             bits = 0
             if options & _ops.OPTION_BITS["pdl"] and _ready_word_follows(layout, cu_k):
-                bits = _PLAN_READY_WORD | (getattr(_call_state, "plan_bits", None) or 0)
+                bits = _PLAN_READY_WORD
             return _make_plan(q, cu_q, cu_k, layout.capacity + 1, max_seqlen_q, max_seqlen_k, num_contexts,
                               num_targets, target_group_size, window, options | bits)
 

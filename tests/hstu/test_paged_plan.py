@@ -463,13 +463,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "warm"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
-    # step tensors; with it _begin_early, the word's early form, and _plan_warm, the block's warm CTA) and
-    # ._split_arrive (the split sum's quick arrival); "default": as constructed (all on); the others one at a time
-    # (early and warm with the ready word).
+    # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
+    # "default": as constructed (all on); the others one at a time (early with the ready word).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -483,13 +482,12 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain = hstu_attn.KVCacheManager(L, H, D, pdl=False, **kw)
     pre = hstu_attn.KVCacheManager(L, H, D, **kw)
     plain._plan_ready, plain._split_arrive = False, False
-    # (_plan_ready, _split_arrive, _begin_early, _plan_warm)
-    settings = {"plan_ready": (True, False, False, False), "split_arrive": (False, True, False, False),
-                "early": (True, False, True, False), "warm": (True, False, False, True)}
+    # (_plan_ready, _split_arrive, _begin_early)
+    settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
     if variant != "default":
-        pre._plan_ready, pre._split_arrive, pre._begin_early, pre._plan_warm = settings[variant]
+        pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:
-        assert pre._plan_ready and pre._split_arrive and pre._begin_early and pre._plan_warm
+        assert pre._plan_ready and pre._split_arrive and pre._begin_early
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):

@@ -16,8 +16,7 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
                 begin_step's step tensors are written); split_arrive: _split_arrive = True alone (the quick arrival)
   no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
                 first barrier, the 2 after the append rows, the lookup's loads after the sort)
-  no_warm       _plan_warm = False: the plan block's grid without its warm CTA
-  main17        both off (main d901835's step)
+  main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -41,10 +40,9 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 
 VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False},
             "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
-            "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False, "_plan_warm": False},
+            "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
-            "no_early": {"_begin_early": False}, "no_warm": {"_plan_warm": False},
-            "main17": {"_begin_early": False, "_plan_warm": False}}
+            "no_early": {"_begin_early": False}, "main17": {"_begin_early": False}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

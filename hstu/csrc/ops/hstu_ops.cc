@@ -670,8 +670,7 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
                            int64_t target_group_size, int64_t window_left, int64_t window_right, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
   const bool ready_word = (options & kOptPlanReadyWord) != 0;  // (hstu/_paged.py's own bits)
-  const bool warm = (options & kOptPlanWarm) != 0;
-  options &= ~(kOptPlanReadyWord | kOptPlanWarm);
+  options &= ~kOptPlanReadyWord;
   HstuParams p = call_params(options, q, q, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, num_contexts,
                              num_targets, target_group_size, window_left, window_right, 1.0, std::nullopt, 1.0,
                              std::nullopt, std::nullopt);
@@ -698,7 +697,7 @@ Tensor paged_fwd_sm90_plan(Tensor q, Tensor cu_seqlens_q, Tensor cu_seqlens_k, i
   // its storage)
   const int32_t* ready =
       ready_word ? static_cast<const int32_t*>(cu_seqlens_k.data_ptr()) + cu_seqlens_k.numel() : nullptr;
-  cudaError_t err = pdl && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s, ready, warm)
+  cudaError_t err = pdl && fwd_plan.sched_bytes > 0 ? hstu_paged_step_plan(v, inputs, s, ready)
                                                     : cudaErrorNotSupported;
   if (err != cudaErrorNotSupported) {
     ACCEL_CHECK(err == cudaSuccess, "hstu_attn::paged_fwd_sm90_plan: CUDA error ", cudaGetErrorString(err));

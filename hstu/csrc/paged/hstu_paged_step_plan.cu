@@ -33,49 +33,19 @@ namespace {
 // exits once the word is 2 (begin_step's step tensors written: an acquire, then the block's completion carries the
 // order to the kernels behind it). Its other inputs (cu_seqlens_q, the masks' vectors) must be complete when
 // begin_step starts.
-// warm (with ready; a grid of 2 CTAs): CTA 1 runs the same code at once, without the spin, over made-up key
-// offsets (each sequence min(max_seqlen_k, total_k / B) keys) with every output in its own shared memory (no
-// global store, no error record), so that the code CTA 0 runs after the spin comes from the L2, not from DRAM (in a
-// serving step the layers' K / V stream evicts it between two steps). It exits before CTA 0 (no spin).
-constexpr int kWarmCounters = 2048, kWarmItems = 256, kWarmScratch = 2048;  // (int, item pairs, int)
-constexpr int kWarmBase = (kPlanSmem + 15) / 16 * 16;  // (the items' int4 first, 16-byte aligned)
-constexpr int kWarmSmem = kWarmBase - kPlanSmem + 2 * kWarmItems * 16 +
-                          (kPlanThreads + 4 + kWarmScratch + 4 + kWarmCounters) * 4;
-
 template <class Units>
 __global__ void __launch_bounds__(kPlanThreads, 1)
     hstu_paged_step_plan_kernel(const HstuValidateParams v, int* claim, const HstuParams p, const SchedArgs a,
-                                const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready,
-                                const int warm) {
+                                const int num_sms, const int split_pct, const int fixed_cap, const int32_t* ready) {
   griddep_launch_dependents();
   __shared__ int s_key[kPlanBuckets];
   __shared__ int s_warp[32];
   __shared__ int s_split, s_part_next;
   __shared__ unsigned long long s_first;
-  extern __shared__ int4 step_plan_smem[];  // kPlanSmem bytes (+ kWarmSmem with warm)
+  extern __shared__ int4 step_plan_smem[];  // kPlanSmem bytes
   SeqInfo* s_seq = reinterpret_cast<SeqInfo*>(step_plan_smem);
   int* s_pre = reinterpret_cast<int*>(s_seq + kPlanThreads);
   const int tid = threadIdx.x;
-  if (blockIdx.x != 0 && (warm == 0 || v.layout.words > kWarmScratch || p.heads * 2 > kWarmCounters / 2)) return;
-  const bool dry = blockIdx.x != 0;  // (the same instructions as CTA 0's below, on CTA 1's own buffers)
-  HstuValidateParams vv = v;
-  HstuParams pp = p;
-  SchedArgs aa = a;
-  if (dry) {
-    // (after kPlanSmem: the items, the made-up key offsets, the sanitized copies, the list's header, its counters)
-    int4* d_items = reinterpret_cast<int4*>(reinterpret_cast<char*>(step_plan_smem) + kWarmBase);
-    int32_t* d_cuk = reinterpret_cast<int32_t*>(d_items + 2 * kWarmItems);
-    int32_t* d_scratch = d_cuk + kPlanThreads + 4;
-    const int64_t lk = min(v.max_seqlen_k, v.total_k / max(v.batch, 1));
-    for (int i = tid; i <= p.batch; i += kPlanThreads) d_cuk[i] = static_cast<int32_t>(i * lk);
-    pp.cu_seqlens_k = vv.cu_seqlens_k = d_cuk;
-    vv.scratch = d_scratch;
-    vv.errors = nullptr;  // (no error record, no NaN fill)
-    vv.fill = nullptr;
-    aa = SchedArgs{d_scratch + kWarmScratch, d_items, d_scratch + kWarmScratch + 4, a.parts,
-                   min(a.capacity, kWarmItems / max(p.heads, 1)), min(a.max_parts, kWarmCounters - 2 * p.heads),
-                   a.lpt_ctas, a.heads_inner, a.zero, a.zero_n4, a.together_ctas};
-  }
   if (tid == 0) {
     s_split = 0;
     s_part_next = 0;
@@ -84,7 +54,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   if (ready == nullptr) {
     griddep_wait();
   } else {
-    if (tid == 0 && !dry) {
+    if (tid == 0) {
       int r = 0;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(ready) : "memory");
@@ -94,19 +64,19 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
   SeqInfo si{};
   int nu = 0;
-  if (tid < pp.batch) {  // (indices inside the vectors; the values count only if valid)
-    si = seq_info(pp, tid);
-    nu = Units::count(pp, si);
+  if (tid < p.batch) {  // (indices inside the vectors; the values count only if valid)
+    si = seq_info(p, tid);
+    nu = Units::count(p, si);
   }
-  validate::validate_block(vv, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
+  validate::validate_block(v, claim, &s_first, tid, kPlanThreads);  // (s_first final after its barrier)
   if (s_first != validate::kNoViolation) nu = 0;
-  if (tid < pp.batch) s_seq[tid] = si;
+  if (tid < p.batch) s_seq[tid] = si;
   int total;
   const int pre = plan_block_scan(nu, s_warp, &total);  // (its barriers also publish s_seq)
   // (total <= kPlanThreads: launch_step_plan's bound)
-  hstu_sm90_plan_one_pass<Units>(pp, aa, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
+  hstu_sm90_plan_one_pass<Units>(p, a, num_sms, split_pct, fixed_cap, s_seq, s_pre, s_key, s_warp, &s_split,
                                  &s_part_next, pre, total);
-  if (ready == nullptr || dry) return;
+  if (ready == nullptr) return;
   if (tid == 0) {
     int r = 0;
     do {
@@ -117,7 +87,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 
 template <int D>
 cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const HstuParams& p, cudaStream_t stream,
-                             const int32_t* ready, bool warm) {
+                             const int32_t* ready) {
   using C = FwdSm90Traits<D, FwdSm90Tile::stages(D)>;
   using Units = FwdPlanUnits<C::kBlockM, C::kBlockN>;
   if (p.rab != nullptr || p.fwd_sched == nullptr || p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0 ||
@@ -133,26 +103,25 @@ cudaError_t launch_step_plan(const HstuValidateParams& v, int* claim, const Hstu
   SchedArgs sa = sched_args(p.fwd_sched, l, sm_count());
   sa.together_ctas = sm_count();
   constexpr auto kernel = hstu_paged_step_plan_kernel<Units>;
-  const bool two = warm && ready != nullptr;
-  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem + kWarmSmem);
+  const cudaError_t err = set_max_dynamic_smem<kernel>(kPlanSmem);
   if (err != cudaSuccess) return err;
-  return launch_ex(kernel, dim3(two ? 2 : 1), kPlanThreads, kPlanSmem + (two ? kWarmSmem : 0), stream, true, v, claim,
-                   p, sa, sm_count(), fwd_split_pct(p), fwd_split_cap(p), ready, two ? 1 : 0);
+  return launch_ex(kernel, dim3(1), kPlanThreads, kPlanSmem, stream, true, v, claim, p, sa, sm_count(),
+                   fwd_split_pct(p), fwd_split_cap(p), ready);
 }
 
 }  // namespace
 }  // namespace sm90
 
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready, bool warm) {
+                                 const int32_t* ready) {
   int* claim = hstu_error_claim_word(stream);
   switch (p.head_dim) {
     case 64:
-      return sm90::launch_step_plan<64>(v, claim, p, stream, ready, warm);
+      return sm90::launch_step_plan<64>(v, claim, p, stream, ready);
     case 128:
-      return sm90::launch_step_plan<128>(v, claim, p, stream, ready, warm);
+      return sm90::launch_step_plan<128>(v, claim, p, stream, ready);
     case 256:
-      return sm90::launch_step_plan<256>(v, claim, p, stream, ready, warm);
+      return sm90::launch_step_plan<256>(v, claim, p, stream, ready);
     default:
       return cudaErrorNotSupported;
   }

@@ -21,17 +21,14 @@ namespace hstu {
 // says 2 (the step's tensors written) without a wait of its own for begin_step's table updates (read by the next
 // step's begin_step only, a plain launch behind every kernel of this step).
 constexpr int64_t kOptPlanReadyWord = int64_t{1} << 43;
-// With kOptPlanReadyWord (KVCacheManager._plan_warm, on by default): a second CTA runs the block's code over made-up
-// lengths into its own shared memory at once, so that the block's code is in the L2 when the block runs it.
-constexpr int64_t kOptPlanWarm = int64_t{1} << 46;
 
 // v: the validation of p's vectors (the call's inputs: the block plans from them; the forwards read v.scratch's
 // copies); p.fwd_sched / fwd_sched_bytes the work list's workspace.
 // cudaErrorNotSupported (nothing launched) where the one block does not apply: a build without sm_90a, a head dim
 // without the Hopper forward, a batch whose units could exceed one planner block's threads, no work list, the
 // error record's claim word not yet known (a first plan inside a capture); the caller then launches the two kernels.
-// ready: begin_step's ready word (kOptPlanReadyWord), or nullptr; warm: kOptPlanWarm.
+// ready: begin_step's ready word (kOptPlanReadyWord), or nullptr.
 cudaError_t hstu_paged_step_plan(const HstuValidateParams& v, const HstuParams& p, cudaStream_t stream,
-                                 const int32_t* ready = nullptr, bool warm = false);
+                                 const int32_t* ready = nullptr);
 
 }  // namespace hstu
