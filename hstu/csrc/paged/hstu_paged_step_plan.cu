@@ -16,7 +16,7 @@
 namespace hstu {
 
 #ifdef ACCEL_NO_DEVICE_CODE
-cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*, bool) {
+cudaError_t hstu_paged_step_plan(const HstuValidateParams&, const HstuParams&, cudaStream_t, const int32_t*) {
   return cudaErrorNotSupported;
 }
 #else
