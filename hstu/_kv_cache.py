@@ -285,6 +285,19 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
+        # _l2_prefetch (private, off until measured): in a captured step under pdl, the cached pages of the step's
+        # users asked of the L2 ahead of the layers that read them (hstu_attn::kv_cache_prefetch): layers
+        # [0, _l2_prefetch_ahead) right after begin_step (the kernel spins on its ready word), layer l + ahead beside
+        # layer l's append; 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; at most
+        # _l2_prefetch_bytes per layer.
+        self._l2_prefetch = 0
+        self._l2_prefetch_ahead = 1
+        self._l2_prefetch_head = True
+        self._l2_prefetch_bytes = 24 << 20
+        self._l2_prefetch_ctas = 16
+        # _append_warps (private): warps per block of the append kernel, one token row each (0: its default, 8);
+        # fewer, larger blocks hold fewer SMs beside a layer's attention.
+        self._append_warps = 0
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -512,6 +525,10 @@ class KVCacheManager:
         def gather_rows():  # the torch path's plan (the same rows as the kernel's)
             return paged_kv_layout(page_offsets, page_ids, last_page_lens, cu_seqlens_q, total_q, P + 1, ps).src_rows
 
+        if ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing():
+            B = user_ids.shape[0]
+            word = cu_k.as_strided((1,), (1,), cu_k.storage_offset() + B + 1)  # (the ready word after cu_k)
+            self._prefetch_pages(page_offsets, page_ids, 0, self._l2_prefetch_ahead, word)
         layout = PagedLayout(src_rows=None if lazy else src_rows, dst_new=dst_new, cu_seqlens_k=cu_k,
                              cached_lens=cached_lens, capacity=capacity, error_flags=lflags[0],
                              src_rows_fn=gather_rows if lazy else None, lengths_ready=ready)
@@ -519,6 +536,16 @@ class KVCacheManager:
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,
                          max_seqlen_k=self.max_pages_per_user * self.page_size + max_seqlen_q)
+
+    def _prefetch_pages(self, page_offsets, page_ids, first_layer: int, layers: int, ready=None) -> None:
+        """hstu_attn::kv_cache_prefetch of the step's pages in layers [first_layer, first_layer + layers) on the
+        current stream (_l2_prefetch; a programmatic launch under pdl)."""
+        if first_layer >= self.num_layers or not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch"):
+            return
+        opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8) | (
+            OPTION_BITS["pdl"] if self.pdl else 0)
+        torch.ops.hstu_attn.kv_cache_prefetch(self.pool, page_offsets, page_ids, ready, first_layer, layers,
+                                              int(self._l2_prefetch_bytes), opts)
 
     def append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None) -> None:
         """Writes the step's appended tokens' K/V into the pages `begin_step` gave them.
@@ -549,7 +576,8 @@ class KVCacheManager:
             k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
             # (kernel_options(pdl=True): a programmatic dependent launch, like the paged forward's)
             torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages,
-                                                _current_options() & OPTION_BITS["pdl"])
+                                                (_current_options() & OPTION_BITS["pdl"]) |
+                                                ((int(self._append_warps) & 63) << 8))
             return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0

@@ -289,6 +289,32 @@ def test_duplicate_is_served_empty_and_keeps_the_pool_whole():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", [1, 2])
+def test_prefetch_pages_writes_nothing_and_stays_in_bounds(mode):
+    # hstu_attn::kv_cache_prefetch (KVCacheManager._l2_prefetch, private) only asks the L2 for pages: the pool and
+    # the table are unchanged, and a table with entries out of range (negative, past the pool, offsets past the
+    # entries) is clamped, never an error or a fault; with a ready word it waits for the word's 2.
+    if not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch") or not torch.cuda.is_available():
+        pytest.skip("the prefetch op needs CUDA and this build's kernel")
+    gen = torch.Generator(device="cuda").manual_seed(random.randrange(1 << 30))
+    L, P, ps = 3, 12, 16
+    pool = torch.randn(L, P + 1, 2, ps, 2, 64, device="cuda", generator=gen).to(torch.bfloat16)
+    before = pool.clone()
+    i32 = dict(dtype=torch.int32, device="cuda")
+    tables = [(torch.tensor([0, 3, 5], **i32), torch.tensor([4, 0, 12, 7, 1, 9], **i32)),
+              (torch.tensor([2, 99, -5], **i32), torch.tensor([-1, 1 << 30, 3, -7], **i32)),
+              (torch.tensor([0, 0], **i32), torch.zeros(1, **i32))]
+    ready = torch.tensor([2], **i32)
+    for po, ids in tables:
+        saved = (po.clone(), ids.clone())
+        for first, layers, word in ((0, 1, None), (1, 5, ready), (2, 1, None)):
+            torch.ops.hstu_attn.kv_cache_prefetch(pool, po, ids, word, first, layers, 1 << 20, mode | (3 << 8))
+        torch.cuda.synchronize()
+        assert torch.equal(po, saved[0]) and torch.equal(ids, saved[1])
+    assert torch.equal(pool, before)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("evict", [True, False])
 def test_fused_kernel_equals_torch_path(evict):
     # Random multi-step serving through both paths: every state tensor and every step tensor equal, exactly.

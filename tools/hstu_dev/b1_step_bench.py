@@ -17,6 +17,11 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
                 first barrier, the 2 after the append rows, the lookup's loads after the sort)
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
+  pf_bulk       _l2_prefetch = 1: the step's pages asked of the L2 a layer ahead (bulk prefetches of 4 KB; layer 0
+                after begin_step's ready word, layer l + 1 beside layer l's append); pf_line: one prefetch per
+                128-byte line; pf_bulk2: two layers ahead; pf_layers: without the head's (layer 0 not asked);
+                pf_bulk64 / pf_bulk4: 64 / 4 CTAs instead of 16; app32: the append kernel in blocks of 32 warps
+                (12 blocks at batch 1 instead of 48); pf_app32: pf_bulk4 and app32
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -42,7 +47,13 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "eager_gather": {"_lazy_gather_plan": False}, "plain": {"pdl": False},
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
-            "no_early": {"_begin_early": False}, "main17": {"_begin_early": False}}
+            "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
+            "pf_bulk": {"_l2_prefetch": 1}, "pf_line": {"_l2_prefetch": 2},
+            "pf_bulk2": {"_l2_prefetch": 1, "_l2_prefetch_ahead": 2},
+            "pf_layers": {"_l2_prefetch": 1, "_l2_prefetch_head": False},
+            "pf_bulk64": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 64},
+            "pf_bulk4": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4}, "app32": {"_append_warps": 32},
+            "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

@@ -117,9 +117,34 @@ struct AppendParams {
   int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
 };
 
+// L2 prefetch of the cached pages of a step's users in some layers (KVCacheManager._l2_prefetch, private): the
+// serving step's layers read their users' K/V pages from DRAM one layer after another; this kernel asks the L2 for
+// the pages of later layers while earlier ones run (a hint: nothing is written, and a page id out of range is
+// clamped, so a stale or wrong table costs only useless fetches). Entries [page_offsets[0], page_offsets[batch])
+// of page_ids, at most max_pages of them, whole pages (K and V: page_bytes contiguous) of layers
+// [first_layer, first_layer + layers), in chunks of chunk_bytes, one chunk per thread and pass.
+struct PrefetchParams {
+  const uint8_t* pool;          // (pool_layers, layer_pages, page_bytes)
+  const int32_t* page_offsets;  // (batch + 1)
+  const int32_t* page_ids;      // (n_entries)
+  // begin_step's ready word (nullptr: none): the kernel spins until it is 2 (the page table written) before it
+  // reads the table; without it the table must have been written by a kernel that completed before this one began.
+  const int32_t* ready;
+  int64_t layer_pages, page_bytes, n_entries, max_pages;
+  int batch, first_layer, layers, pool_layers;
+  int chunk_bytes;  // a multiple of 128 that divides page_bytes
+  int mode;         // 1: cp.async.bulk.prefetch.L2 per chunk (sm_90); 2: prefetch.global.L2 per 128-byte line
+};
+
+// Enqueues the prefetch kernel (`ctas` blocks of kPrefetchThreads) on `stream`; pdl as for launch_append (the
+// kernel lets the next kernel launch first thing and waits for the one before it last, after its prefetches).
+constexpr int kPrefetchThreads = 128;
+cudaError_t launch_prefetch(const PrefetchParams& p, int ctas, cudaStream_t stream, bool pdl);
+
 // pdl: launched with programmatic stream serialization (its CTAs may start while the kernel before it runs; the
 // kernel waits for it first thing). Only on devices that run the kernel's sm_90 code (the caller checks).
-cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl = false);
+// warps: per block, one entry each (0: the default, 8; at most 32).
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl = false, int warps = 0);
 
 }  // namespace kvcache
 }  // namespace hstu

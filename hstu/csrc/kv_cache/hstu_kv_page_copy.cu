@@ -31,9 +31,10 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
   for (; i < n; i += kCopyThreads) d[i] = s[i];
 }
 
-// One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V.
+// One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V; blocks
+// of kAppendWarps warps by default (launch_append's warps).
 constexpr int kAppendWarps = 8;
-__global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams p) {
+__global__ void __launch_bounds__(1024) append_kernel(AppendParams p) {
   // Programmatic dependent launch: the wait (first thing: nothing is read before it) holds a launch with
   // programmatic serialization (launch_append's pdl) until the kernel before it completed, and is a no-op in a plain
   // launch; the signal lets a kernel behind this one
@@ -42,7 +43,7 @@ __global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams 
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
   griddep_wait();
   griddep_launch_dependents();
-  const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
+  const int64_t i = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
   const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
   if (d < 0 || d + p.page_size >= p.sink_row || s < 0 || s >= p.src_rows) return;
@@ -58,9 +59,49 @@ __global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams 
   }
 }
 
+// One 16-byte-aligned chunk asked of the L2 (no data returned to the SM).
+__device__ __forceinline__ void prefetch_chunk(const uint8_t* ptr, int bytes, int mode) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (mode == 1) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"(bytes) : "memory");
+    return;
+  }
+#endif
+  for (int b = 0; b < bytes; b += 128) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr + b));
+}
+
+__global__ void __launch_bounds__(kPrefetchThreads) prefetch_kernel(PrefetchParams p) {
+  // The next kernel may launch now: it waits for its own prerequisites (this grid's included) before its reads.
+  griddep_launch_dependents();
+  if (p.ready != nullptr) {
+    if (threadIdx.x == 0) {
+      int r;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(p.ready) : "memory");
+      } while (r < 2);
+    }
+    __syncthreads();
+  }
+  const int64_t e0 = min(max(int64_t{__ldcg(p.page_offsets)}, int64_t{0}), p.n_entries);
+  const int64_t e1 = min(max(int64_t{__ldcg(p.page_offsets + p.batch)}, e0), p.n_entries);
+  const int64_t pages = min(e1 - e0, p.max_pages);
+  const int64_t per_page = p.page_bytes / p.chunk_bytes;
+  const int64_t work = pages * per_page * p.layers;
+  for (int64_t w = int64_t{blockIdx.x} * kPrefetchThreads + threadIdx.x; w < work;
+       w += int64_t{gridDim.x} * kPrefetchThreads) {
+    const int64_t c = w % per_page, i = (w / per_page) % pages, l = w / (per_page * pages);
+    const int64_t page = min(max(int64_t{__ldcg(p.page_ids + e0 + i)}, int64_t{0}), p.layer_pages - 1);
+    const int64_t layer = min(int64_t{p.first_layer} + l, int64_t{p.pool_layers} - 1);
+    prefetch_chunk(p.pool + (layer * p.layer_pages + page) * p.page_bytes + c * p.chunk_bytes, p.chunk_bytes,
+                   p.mode);
+  }
+  // Complete only after the grids before this one (a kernel behind it that waits for this grid relies on them).
+  griddep_wait();
+}
+
 }  // namespace detail
 
-cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl) {
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl, int warps) {
   if (p.entries <= 0 || p.layers <= 0) return cudaSuccess;
   if (p.layers > 65535 || p.row_bytes % 16 != 0 || p.sink_row > p.layer_rows ||
       reinterpret_cast<uintptr_t>(p.pool) % 16 != 0 || reinterpret_cast<uintptr_t>(p.k) % 16 != 0 ||
@@ -68,10 +109,24 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl) 
       ((p.k_layer_stride | p.k_row_stride | p.v_layer_stride | p.v_row_stride) % 16) != 0) {
     return cudaErrorInvalidValue;
   }
-  const int64_t blocks = (p.entries + detail::kAppendWarps - 1) / detail::kAppendWarps;
+  if (warps <= 0) warps = detail::kAppendWarps;
+  if (warps > 32) return cudaErrorInvalidValue;
+  const int64_t blocks = (p.entries + warps - 1) / warps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
-  return launch_ex(detail::append_kernel, grid, 32 * detail::kAppendWarps, 0, stream, pdl, p);
+  return launch_ex(detail::append_kernel, grid, 32 * warps, 0, stream, pdl, p);
+}
+
+cudaError_t launch_prefetch(const PrefetchParams& p, int ctas, cudaStream_t stream, bool pdl) {
+  if (p.layers <= 0 || p.max_pages <= 0 || p.batch < 0 || ctas <= 0 || p.pool_layers <= 0 || p.layer_pages <= 0) {
+    return cudaSuccess;
+  }
+  if (p.chunk_bytes <= 0 || p.chunk_bytes % 128 != 0 || p.page_bytes % p.chunk_bytes != 0 || ctas > 65535 ||
+      reinterpret_cast<uintptr_t>(p.pool) % 128 != 0 || (p.mode != 1 && p.mode != 2) || p.first_layer < 0) {
+    return cudaErrorInvalidValue;
+  }
+  return launch_ex(detail::prefetch_kernel, dim3(static_cast<unsigned>(ctas)), kPrefetchThreads, 0, stream,
+                   pdl, p);
 }
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {

@@ -1,0 +1,102 @@
+"""Phase stamps of one layer inside the NVIDIA batch-1 cached step (issue 34): hstu_inference.py's own step
+(begin_step, 8 layers, appends beside them) captured as a CUDA graph, with the traced layer's call under
+kernel_options(fwd_trace=True) (its CTAs stamp %globaltimer at their phases; hstu_fwd_sm90_kernel.cuh). The traced
+call zeroes the trace buffer first (a memset node before it), so that layer follows a memset instead of the kernel
+before it: its phases after the item read are the kernel's own chain; its start is not comparable with the plain
+step's. Per KVCacheManager variant (b1_step_bench.py's names) and traced layer: the median / max over the working
+CTAs of each phase from the first item read (us), and the layer's span.
+
+    python tools/hstu_dev/b1_layer_trace.py --variants default,pf_bulk --layers 0,1,7
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmarks"),
+           os.path.join(os.getcwd(), "tools", "hstu_dev"), os.path.dirname(os.path.abspath(__file__))):
+    if os.path.isdir(_d):
+        sys.path.insert(0, _d)
+
+PHASES = [(7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"), (11, "part stored"),
+          (12, "mode known"), (13, "sum done"), (14, "end")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--label", default="?")
+    ap.add_argument("--variants", default="default")
+    ap.add_argument("--layers", default="0,1,7")
+    ap.add_argument("--replays", type=int, default=3)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("b1_layer_trace: no CUDA GPU, skipped")
+        return 0
+    import hstu_inference as hi
+    from b1_step_bench import VARIANTS
+    from bench_util import capture_graph
+
+    import hstu_attn
+    from hstu_attn import _ops
+
+    dev, dt = torch.device("cuda"), torch.bfloat16
+    sh = hi.SHAPES["nvidia_b1"]
+    cols = " | ".join(n for _, n in PHASES)
+    print(f"| wheel | variant | layer | {cols} | span | working CTAs |")
+    print("|---|---|---|" + "---|" * (len(PHASES) + 2))
+    for var in args.variants.split(","):
+        attrs = VARIANTS[var]
+        for traced in (int(x) for x in args.layers.split(",")):
+            gen = torch.Generator(device=dev).manual_seed(0)
+            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
+            cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
+            if any(not hasattr(cache, a) for a in attrs):
+                break
+            for a, val in attrs.items():
+                setattr(cache, a, val)
+            B = sh.batch
+            tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
+            scaling = float(sh.history + sh.candidates)
+
+            def step(cache=cache, traced=traced):
+                s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+                for l in range(sh.layers):
+                    bits = _ops.OPTION_BITS["fwd_trace"] if l == traced else 0
+                    with _ops._more_option_bits(bits):
+                        hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
+                                                        scaling_seqlen=scaling)
+
+            restore()
+            g = capture_graph(step)
+            for _ in range(args.replays):
+                restore()
+                g.replay()
+            torch.cuda.synchronize()
+            tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
+            del g
+            tr[:, 12] &= (1 << 62) - 1
+            work = tr[:, 10] > 0
+            if not bool(work.any()):
+                print(f"| {args.label} | {var} | {traced} | (no stamps) |")
+                continue
+            t0 = int(tr[work, 1].min())
+            cells = []
+            for slot, _ in PHASES:
+                x = tr[work, slot]
+                x = (x[x > 0].double() - t0) / 1e3
+                cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
+            ran = tr[:, 0] > 0
+            span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
+            print(f"| {args.label} | {var} | {traced} | " + " | ".join(cells) + f" | {span:.2f} | {int(work.sum())} |")
+            del cache
+            torch.cuda.synchronize()
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
