@@ -288,12 +288,12 @@ class KVCacheManager:
         # _l2_prefetch (private, off until measured): in a captured step under pdl, the cached pages of the step's
         # users asked of the L2 ahead of the layers that read them (hstu_attn::kv_cache_prefetch): layers
         # [0, _l2_prefetch_ahead) right after begin_step (the kernel spins on its ready word), layer l + ahead beside
-        # layer l's append; 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; at most
-        # _l2_prefetch_bytes per layer.
+        # layer l's append; 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; only for steps whose
+        # pages fit _l2_prefetch_bytes per layer (batch x max_pages_per_user pages).
         self._l2_prefetch = 0
         self._l2_prefetch_ahead = 1
         self._l2_prefetch_head = True
-        self._l2_prefetch_bytes = 24 << 20
+        self._l2_prefetch_bytes = 12 << 20
         self._l2_prefetch_ctas = 16
         # _append_warps (private): warps per block of the append kernel, one token row each (0: its default, 8);
         # fewer, larger blocks hold fewer SMs beside a layer's attention.
@@ -541,6 +541,11 @@ class KVCacheManager:
         """hstu_attn::kv_cache_prefetch of the step's pages in layers [first_layer, first_layer + layers) on the
         current stream (_l2_prefetch; a programmatic launch under pdl)."""
         if first_layer >= self.num_layers or not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch"):
+            return
+        # (a step whose pages may exceed the budget asks for none: what it would ask for a layer ahead would be
+        # evicted by the layers' own reads before it is read)
+        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
+        if (page_offsets.shape[0] - 1) * self.max_pages_per_user * page_bytes > int(self._l2_prefetch_bytes):
             return
         opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8) | (
             OPTION_BITS["pdl"] if self.pdl else 0)

@@ -22,6 +22,8 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
                 128-byte line; pf_bulk2: two layers ahead; pf_layers: without the head's (layer 0 not asked);
                 pf_bulk64 / pf_bulk4: 64 / 4 CTAs instead of 16; app32: the append kernel in blocks of 32 warps
                 (12 blocks at batch 1 instead of 48); pf_app32: pf_bulk4 and app32
+  one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
+                (CachedHSTUStack's form; --bench-step only)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
                 pool (hit and miss property "streaming": the K / V lines evicted first, so that the step's small
                 tables, inputs and code may stay in the L2 across replays); a diagnostic, set through the CUDA runtime
@@ -53,7 +55,7 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "pf_layers": {"_l2_prefetch": 1, "_l2_prefetch_head": False},
             "pf_bulk64": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 64},
             "pf_bulk4": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4}, "app32": {"_append_warps": 32},
-            "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}}
+            "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}, "one_append": {}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):
@@ -141,7 +143,9 @@ def main() -> int:
         for var in args.variants.split(","):
             gen = torch.Generator(device=dev).manual_seed(0)
             rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            cache, bench_step, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
+            one = var == "one_append"  # (every layer's K/V appended by one launch after the last layer)
+            cache, bench_step, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd,
+                                                                                        one_append=one)
             l2s = var.endswith("+l2s")
             attrs = VARIANTS[var[:-4] if l2s else var]
             if any(not hasattr(cache, a) for a in attrs):
