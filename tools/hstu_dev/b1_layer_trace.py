@@ -1,9 +1,9 @@
 """Phase stamps of one layer inside the NVIDIA batch-1 cached step (issue 34): hstu_inference.py's own step
 (begin_step, 8 layers, appends beside them) captured as a CUDA graph, with the traced layer's call under
 kernel_options(fwd_trace=True) (its CTAs stamp %globaltimer at their phases; hstu_fwd_sm90_kernel.cuh). The traced
-call zeroes the trace buffer first (a memset node before it), so that layer follows a memset instead of the kernel
-before it: its phases after the item read are the kernel's own chain; its start is not comparable with the plain
-step's. Per KVCacheManager variant (b1_step_bench.py's names) and traced layer: the median / max over the working
+call zeroes the trace buffer first (a memset node before it; the call shares the step's plan), so that layer follows
+a memset instead of the kernel before it: its phases after the item read are the kernel's own chain; its start is
+not comparable with the plain step's. Per KVCacheManager variant (b1_step_bench.py's names) and traced layer: the median / max over the working
 CTAs of each phase from the first item read (us), and the layer's span.
 
     python tools/hstu_dev/b1_layer_trace.py --variants default,pf_bulk --layers 0,1,7
@@ -43,6 +43,20 @@ def main() -> int:
     import hstu_attn
     from hstu_attn import _ops
 
+    # The traced call takes the step's plan (the plan's key without the trace bit): no plan of its own in the chain.
+    from hstu_attn import _paged
+    plan_of = _paged._kernel_plan
+    trace_bit = _ops.OPTION_BITS["fwd_trace"]
+
+    def shared_plan(*a, **kw):
+        old = _ops._current_options()
+        _ops._options_state.bits = old & ~trace_bit
+        try:
+            return plan_of(*a, **kw)
+        finally:
+            _ops._options_state.bits = old
+
+    _paged._kernel_plan = shared_plan
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     cols = " | ".join(n for _, n in PHASES)
