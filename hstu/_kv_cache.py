@@ -287,12 +287,13 @@ class KVCacheManager:
         self._begin_early = True
         # _l2_prefetch (private, off until measured): in a captured step under pdl, the cached pages of the step's
         # users asked of the L2 ahead of the layers that read them (hstu_attn::kv_cache_prefetch): layers
-        # [0, _l2_prefetch_ahead) right after begin_step (the kernel spins on its ready word), layer l + ahead beside
-        # layer l's append; 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; only for steps whose
+        # [0, _l2_prefetch_ahead) right after begin_step (_l2_prefetch_head; the kernel spins on its ready word),
+        # layer l + ahead beside layer l's append (_l2_prefetch_layers); 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; only for steps whose
         # pages fit _l2_prefetch_bytes per layer (batch x max_pages_per_user pages).
         self._l2_prefetch = 0
         self._l2_prefetch_ahead = 1
         self._l2_prefetch_head = True
+        self._l2_prefetch_layers = True
         self._l2_prefetch_bytes = 12 << 20
         self._l2_prefetch_ctas = 16
         # _append_warps (private): warps per block of the append kernel, one token row each (0: its default, 8);
@@ -525,23 +526,28 @@ class KVCacheManager:
         def gather_rows():  # the torch path's plan (the same rows as the kernel's)
             return paged_kv_layout(page_offsets, page_ids, last_page_lens, cu_seqlens_q, total_q, P + 1, ps).src_rows
 
-        if ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing():
-            B = user_ids.shape[0]
-            word = cu_k.as_strided((1,), (1,), cu_k.storage_offset() + B + 1)  # (the ready word after cu_k)
-            self._prefetch_pages(page_offsets, page_ids, 0, self._l2_prefetch_ahead, word)
         layout = PagedLayout(src_rows=None if lazy else src_rows, dst_new=dst_new, cu_seqlens_k=cu_k,
                              cached_lens=cached_lens, capacity=capacity, error_flags=lflags[0],
                              src_rows_fn=gather_rows if lazy else None, lengths_ready=ready)
-        return CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
+        step = CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,
                          max_seqlen_k=self.max_pages_per_user * self.page_size + max_seqlen_q)
+        if ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing():
+            self._prefetch_pages(step, 0, self._l2_prefetch_ahead)
+        return step
 
-    def _prefetch_pages(self, page_offsets, page_ids, first_layer: int, layers: int, ready=None) -> None:
+    def _prefetch_pages(self, step: CacheStep, first_layer: int, layers: int) -> None:
         """hstu_attn::kv_cache_prefetch of the step's pages in layers [first_layer, first_layer + layers) on the
-        current stream (_l2_prefetch; a programmatic launch under pdl)."""
+        current stream (_l2_prefetch; a programmatic launch under pdl). With begin_step's ready word after the
+        layout's cu_seqlens_k the kernel waits for the word's 2 (the page table written) before it reads the table."""
         if first_layer >= self.num_layers or not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch"):
             return
+        page_offsets, page_ids = step.page_offsets, step.page_ids
+        ready = None
+        if step.layout.lengths_ready:
+            cu_k = step.layout.cu_seqlens_k  # (the word: the int32 after its B + 1)
+            ready = cu_k.as_strided((1,), (1,), cu_k.storage_offset() + cu_k.shape[0])
         # (a step whose pages may exceed the budget asks for none: what it would ask for a layer ahead would be
         # evicted by the layers' own reads before it is read)
         page_bytes = self.pool[0, 0].numel() * self.pool.element_size()

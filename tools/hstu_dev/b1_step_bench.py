@@ -19,7 +19,7 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
   pf_bulk       _l2_prefetch = 1: the step's pages asked of the L2 a layer ahead (bulk prefetches of 4 KB; layer 0
                 after begin_step's ready word, layer l + 1 beside layer l's append); pf_line: one prefetch per
-                128-byte line; pf_bulk2: two layers ahead; pf_layers: without the head's (layer 0 not asked);
+                128-byte line; pf_bulk2: two layers ahead; pf_layers: without the head's (layer 0 not asked); pf_head: the head's alone;
                 pf_bulk64 / pf_bulk4: 64 / 4 CTAs instead of 16; app32: the append kernel in blocks of 32 warps
                 (12 blocks at batch 1 instead of 48); pf_app32: pf_bulk4 and app32
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
@@ -53,6 +53,7 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "pf_bulk": {"_l2_prefetch": 1}, "pf_line": {"_l2_prefetch": 2},
             "pf_bulk2": {"_l2_prefetch": 1, "_l2_prefetch_ahead": 2},
             "pf_layers": {"_l2_prefetch": 1, "_l2_prefetch_head": False},
+            "pf_head": {"_l2_prefetch": 1, "_l2_prefetch_layers": False},
             "pf_bulk64": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 64},
             "pf_bulk4": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4}, "app32": {"_append_warps": 32},
             "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}, "one_append": {}}
