@@ -85,9 +85,13 @@ def cached_hstu_attention(
         )  # (the page table's flags went into cache.error_flags once, in begin_step)
         if side is not None:
             with torch.cuda.stream(side):
-                if getattr(cache, "_l2_prefetch", 0) and cache._l2_prefetch_layers:  # (private: a later layer's
-                    cache._prefetch_pages(step, layer_idx + cache._l2_prefetch_ahead, 1)  # pages asked of the L2)
-                cache.append(step, k, v, layer=layer_idx)
+                pf = getattr(cache, "_l2_prefetch", 0) and cache._l2_prefetch_layers  # (private: a later layer's
+                if pf and not cache._l2_prefetch_fold:                             # pages asked of the L2)
+                    cache._prefetch_pages(step, layer_idx + cache._l2_prefetch_ahead, 1)
+                if pf and cache._l2_prefetch_fold:
+                    cache._append(step, k, v, layer_idx, prefetch_layer=layer_idx + cache._l2_prefetch_ahead)
+                else:
+                    cache.append(step, k, v, layer=layer_idx)
             main.wait_stream(side)  # the join: whatever the caller runs next comes after both
         elif append:
             cache.append(step, k, v, layer=layer_idx)

@@ -120,7 +120,8 @@ def _append_kernel(pool: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool
 if hasattr(torch.ops.hstu_attn, "kv_cache_append") and not torch._C._dispatch_has_kernel_for_dispatch_key(
         "hstu_attn::kv_cache_append", "Meta"):
     @torch.library.register_fake("hstu_attn::kv_cache_append")
-    def _append_fake(pool, k, v, dst, src, page_size, num_pages, options=0):
+    def _append_fake(pool, k, v, dst, src, page_size, num_pages, options=0, pf_pool=None, pf_offsets=None,
+                     pf_ids=None, pf_ready=None, pf_layer=-1, pf_bytes=0, pf_options=0):
         return None
 
 
@@ -294,6 +295,9 @@ class KVCacheManager:
         self._l2_prefetch_ahead = 1
         self._l2_prefetch_head = True
         self._l2_prefetch_layers = True
+        # _l2_prefetch_fold: layer l + ahead's pages asked for by blocks of layer l's append kernel (no launch of
+        # their own; _l2_prefetch_ctas blocks) instead of the prefetch kernel before it.
+        self._l2_prefetch_fold = False
         self._l2_prefetch_bytes = 12 << 20
         self._l2_prefetch_ctas = 16
         # _append_warps (private): warps per block of the append kernel, one token row each (0: its default, 8);
@@ -543,20 +547,24 @@ class KVCacheManager:
         layout's cu_seqlens_k the kernel waits for the word's 2 (the page table written) before it reads the table."""
         if first_layer >= self.num_layers or not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch"):
             return
-        page_offsets, page_ids = step.page_offsets, step.page_ids
+        args = self._prefetch_args(step)
+        if args is not None:
+            opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8) | (
+                OPTION_BITS["pdl"] if self.pdl else 0)
+            torch.ops.hstu_attn.kv_cache_prefetch(self.pool, *args, first_layer, layers,
+                                                  int(self._l2_prefetch_bytes), opts)
+
+    def _prefetch_args(self, step: CacheStep):
+        """(page_offsets, page_ids, ready word or None) of the step's prefetch, or None where the step's pages may
+        exceed the budget: what it would ask for a layer ahead would be evicted by the layers' own reads first."""
+        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
+        if (step.page_offsets.shape[0] - 1) * self.max_pages_per_user * page_bytes > int(self._l2_prefetch_bytes):
+            return None
         ready = None
         if step.layout.lengths_ready:
             cu_k = step.layout.cu_seqlens_k  # (the word: the int32 after its B + 1)
             ready = cu_k.as_strided((1,), (1,), cu_k.storage_offset() + cu_k.shape[0])
-        # (a step whose pages may exceed the budget asks for none: what it would ask for a layer ahead would be
-        # evicted by the layers' own reads before it is read)
-        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
-        if (page_offsets.shape[0] - 1) * self.max_pages_per_user * page_bytes > int(self._l2_prefetch_bytes):
-            return
-        opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8) | (
-            OPTION_BITS["pdl"] if self.pdl else 0)
-        torch.ops.hstu_attn.kv_cache_prefetch(self.pool, page_offsets, page_ids, ready, first_layer, layers,
-                                              int(self._l2_prefetch_bytes), opts)
+        return step.page_offsets, step.page_ids, ready
 
     def append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None) -> None:
         """Writes the step's appended tokens' K/V into the pages `begin_step` gave them.
@@ -568,6 +576,12 @@ class KVCacheManager:
                 skips the others; elsewhere two index_copy_ write the others to the sink page.
             layer: the layer of a 3-d k/v; None for 4-d.
         """
+        self._append(step, k, v, layer)
+
+    def _append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None,
+                prefetch_layer: Optional[int] = None) -> None:
+        """`append`; prefetch_layer (private, KVCacheManager._l2_prefetch_fold): blocks of the append kernel also ask
+        the L2 for that layer's pages of the step."""
         want = (step.append_rows.shape[0], self.num_heads, self.head_dim)
         if layer is None:
             want = (self.num_layers,) + want
@@ -586,9 +600,15 @@ class KVCacheManager:
             pool = self.pool if layer is None else self.pool.narrow(0, layer, 1)
             k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
             # (kernel_options(pdl=True): a programmatic dependent launch, like the paged forward's)
-            torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages,
-                                                (_current_options() & OPTION_BITS["pdl"]) |
-                                                ((int(self._append_warps) & 63) << 8))
+            opts = (_current_options() & OPTION_BITS["pdl"]) | ((int(self._append_warps) & 63) << 8)
+            pf = self._prefetch_args(step) if prefetch_layer is not None and prefetch_layer < self.num_layers \
+                else None
+            if pf is not None:  # (private: blocks of its grid ask the L2 for a later layer's pages)
+                pf_opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8)
+                torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages, opts, self.pool,
+                                                    *pf, prefetch_layer, int(self._l2_prefetch_bytes), pf_opts)
+            else:
+                torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages, opts)
             return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0

@@ -312,6 +312,19 @@ def test_prefetch_pages_writes_nothing_and_stays_in_bounds(mode):
         torch.cuda.synchronize()
         assert torch.equal(po, saved[0]) and torch.equal(ids, saved[1])
     assert torch.equal(pool, before)
+    # kv_cache_append with prefetch blocks in its grid (_l2_prefetch_fold): the same pool as without them.
+    n = 20
+    k, v = (torch.randn(1, n, 2, 64, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(2))
+    dst = torch.randint(0, P * 2 * ps, (n,), device="cuda", generator=gen) // (2 * ps) * (2 * ps) + \
+        torch.arange(n, device="cuda") % ps
+    dst[3] = P * 2 * ps  # (the sink: skipped)
+    a, b = pool.clone(), pool.clone()
+    for warps in (0, 32):
+        torch.ops.hstu_attn.kv_cache_append(a.narrow(0, 1, 1), k, v, dst, None, ps, P, warps << 8)
+        torch.ops.hstu_attn.kv_cache_append(b.narrow(0, 1, 1), k, v, dst, None, ps, P, warps << 8, b, *tables[1],
+                                            ready, 2, 1 << 20, mode | (5 << 8))
+    torch.cuda.synchronize()
+    assert torch.equal(a, b) and not torch.equal(a, pool)
 
 
 @pytest.mark.gpu

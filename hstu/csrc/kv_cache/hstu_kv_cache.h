@@ -103,20 +103,6 @@ struct PageCopyParams {
 // Enqueues the copy kernel on `stream` (no synchronization; CUDA-graph capturable).
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream);
 
-// KVCacheManager.append in one launch for K and V (and for every layer): entry i of layer l copies the row src[i]
-// (i without src) of k[l] and v[l] to rows dst[i] and dst[i] + page_size of layer l's pool viewed as
-// (layer_rows, row_bytes). Entries whose destination is the sink page or out of range (dst[i] < 0 or dst[i] +
-// page_size >= sink_row) and sources out of range are skipped: tokens that are not appended move no bytes.
-struct AppendParams {
-  uint8_t* pool;               // (layers, layer_rows, row_bytes)
-  const uint8_t* k;            // row r of layer l at k + l * k_layer_stride + r * k_row_stride (bytes)
-  const uint8_t* v;
-  const int64_t* dst;          // (entries)
-  const int64_t* src;          // (entries) or nullptr
-  int64_t entries, layers, layer_rows, row_bytes, page_size, sink_row, src_rows;
-  int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
-};
-
 // L2 prefetch of the cached pages of a step's users in some layers (KVCacheManager._l2_prefetch, private): the
 // serving step's layers read their users' K/V pages from DRAM one layer after another; this kernel asks the L2 for
 // the pages of later layers while earlier ones run (a hint: nothing is written, and a page id out of range is
@@ -134,6 +120,24 @@ struct PrefetchParams {
   int batch, first_layer, layers, pool_layers;
   int chunk_bytes;  // a multiple of 128 that divides page_bytes
   int mode;         // 1: cp.async.bulk.prefetch.L2 per chunk (sm_90); 2: prefetch.global.L2 per 128-byte line
+};
+
+// KVCacheManager.append in one launch for K and V (and for every layer): entry i of layer l copies the row src[i]
+// (i without src) of k[l] and v[l] to rows dst[i] and dst[i] + page_size of layer l's pool viewed as
+// (layer_rows, row_bytes). Entries whose destination is the sink page or out of range (dst[i] < 0 or dst[i] +
+// page_size >= sink_row) and sources out of range are skipped: tokens that are not appended move no bytes.
+struct AppendParams {
+  uint8_t* pool;               // (layers, layer_rows, row_bytes)
+  const uint8_t* k;            // row r of layer l at k + l * k_layer_stride + r * k_row_stride (bytes)
+  const uint8_t* v;
+  const int64_t* dst;          // (entries)
+  const int64_t* src;          // (entries) or nullptr
+  int64_t entries, layers, layer_rows, row_bytes, page_size, sink_row, src_rows;
+  int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
+  // Private (KVCacheManager._l2_prefetch_fold): pf_blocks blocks after the append's ask the L2 for pages as the
+  // prefetch kernel does (pf; before their wait for the kernels before them), so no launch of its own.
+  PrefetchParams pf{};
+  int pf_blocks = 0;
 };
 
 // Enqueues the prefetch kernel (`ctas` blocks of kPrefetchThreads) on `stream`; pdl as for launch_append (the

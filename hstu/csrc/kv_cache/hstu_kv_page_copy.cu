@@ -31,6 +31,43 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
   for (; i < n; i += kCopyThreads) d[i] = s[i];
 }
 
+// One 16-byte-aligned chunk asked of the L2 (no data returned to the SM).
+__device__ __forceinline__ void prefetch_chunk(const uint8_t* ptr, int bytes, int mode) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (mode == 1) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"(bytes) : "memory");
+    return;
+  }
+#endif
+  for (int b = 0; b < bytes; b += 128) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr + b));
+}
+
+// The prefetch's work (PrefetchParams) for block `cta` of `ctas` (every thread of the block; the block's threads
+// take one chunk each per pass).
+__device__ __forceinline__ void prefetch_pages(const PrefetchParams& p, int64_t cta, int64_t ctas) {
+  if (p.ready != nullptr) {
+    if (threadIdx.x == 0) {
+      int r;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(p.ready) : "memory");
+      } while (r < 2);
+    }
+    __syncthreads();
+  }
+  const int64_t e0 = min(max(int64_t{__ldcg(p.page_offsets)}, int64_t{0}), p.n_entries);
+  const int64_t e1 = min(max(int64_t{__ldcg(p.page_offsets + p.batch)}, e0), p.n_entries);
+  const int64_t pages = min(e1 - e0, p.max_pages);
+  const int64_t per_page = p.page_bytes / p.chunk_bytes;
+  const int64_t work = pages * per_page * p.layers;
+  for (int64_t w = cta * blockDim.x + threadIdx.x; w < work; w += ctas * blockDim.x) {
+    const int64_t c = w % per_page, i = (w / per_page) % pages, l = w / (per_page * pages);
+    const int64_t page = min(max(int64_t{__ldcg(p.page_ids + e0 + i)}, int64_t{0}), p.layer_pages - 1);
+    const int64_t layer = min(int64_t{p.first_layer} + l, int64_t{p.pool_layers} - 1);
+    prefetch_chunk(p.pool + (layer * p.layer_pages + page) * p.page_bytes + c * p.chunk_bytes, p.chunk_bytes,
+                   p.mode);
+  }
+}
+
 // One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V; blocks
 // of kAppendWarps warps by default (launch_append's warps).
 constexpr int kAppendWarps = 8;
@@ -41,6 +78,13 @@ __global__ void __launch_bounds__(1024) append_kernel(AppendParams p) {
   // that was launched with programmatic serialization (the next layer's paged forward under
   // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
+  const int64_t append_blocks = gridDim.x - p.pf_blocks;
+  if (blockIdx.x >= append_blocks) {  // (a prefetch block: its pages first, then the wait)
+    griddep_launch_dependents();
+    if (blockIdx.y == 0) prefetch_pages(p.pf, blockIdx.x - append_blocks, p.pf_blocks);
+    griddep_wait();
+    return;
+  }
   griddep_wait();
   griddep_launch_dependents();
   const int64_t i = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32, l = blockIdx.y;
@@ -59,42 +103,10 @@ __global__ void __launch_bounds__(1024) append_kernel(AppendParams p) {
   }
 }
 
-// One 16-byte-aligned chunk asked of the L2 (no data returned to the SM).
-__device__ __forceinline__ void prefetch_chunk(const uint8_t* ptr, int bytes, int mode) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (mode == 1) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"(bytes) : "memory");
-    return;
-  }
-#endif
-  for (int b = 0; b < bytes; b += 128) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr + b));
-}
-
 __global__ void __launch_bounds__(kPrefetchThreads) prefetch_kernel(PrefetchParams p) {
   // The next kernel may launch now: it waits for its own prerequisites (this grid's included) before its reads.
   griddep_launch_dependents();
-  if (p.ready != nullptr) {
-    if (threadIdx.x == 0) {
-      int r;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(r) : "l"(p.ready) : "memory");
-      } while (r < 2);
-    }
-    __syncthreads();
-  }
-  const int64_t e0 = min(max(int64_t{__ldcg(p.page_offsets)}, int64_t{0}), p.n_entries);
-  const int64_t e1 = min(max(int64_t{__ldcg(p.page_offsets + p.batch)}, e0), p.n_entries);
-  const int64_t pages = min(e1 - e0, p.max_pages);
-  const int64_t per_page = p.page_bytes / p.chunk_bytes;
-  const int64_t work = pages * per_page * p.layers;
-  for (int64_t w = int64_t{blockIdx.x} * kPrefetchThreads + threadIdx.x; w < work;
-       w += int64_t{gridDim.x} * kPrefetchThreads) {
-    const int64_t c = w % per_page, i = (w / per_page) % pages, l = w / (per_page * pages);
-    const int64_t page = min(max(int64_t{__ldcg(p.page_ids + e0 + i)}, int64_t{0}), p.layer_pages - 1);
-    const int64_t layer = min(int64_t{p.first_layer} + l, int64_t{p.pool_layers} - 1);
-    prefetch_chunk(p.pool + (layer * p.layer_pages + page) * p.page_bytes + c * p.chunk_bytes, p.chunk_bytes,
-                   p.mode);
-  }
+  prefetch_pages(p, blockIdx.x, gridDim.x);
   // Complete only after the grids before this one (a kernel behind it that waits for this grid relies on them).
   griddep_wait();
 }
@@ -111,7 +123,16 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl, 
   }
   if (warps <= 0) warps = detail::kAppendWarps;
   if (warps > 32) return cudaErrorInvalidValue;
-  const int64_t blocks = (p.entries + warps - 1) / warps;
+  int64_t blocks = (p.entries + warps - 1) / warps;
+  if (p.pf_blocks < 0 || p.pf_blocks > 1024) return cudaErrorInvalidValue;
+  if (p.pf_blocks > 0) {
+    if (p.pf.chunk_bytes <= 0 || p.pf.chunk_bytes % 128 != 0 || p.pf.page_bytes % p.pf.chunk_bytes != 0 ||
+        reinterpret_cast<uintptr_t>(p.pf.pool) % 128 != 0 || (p.pf.mode != 1 && p.pf.mode != 2) ||
+        p.pf.first_layer < 0 || p.pf.layer_pages <= 0 || p.pf.pool_layers <= 0) {
+      return cudaErrorInvalidValue;
+    }
+    blocks += p.pf_blocks;
+  }
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
   return launch_ex(detail::append_kernel, grid, 32 * warps, 0, stream, pdl, p);

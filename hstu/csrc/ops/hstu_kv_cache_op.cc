@@ -175,6 +175,61 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_copy_pages: CUDA error ", cudaGetErrorString(err));
 }
 
+// The PrefetchParams of kv_cache_prefetch and of kv_cache_append's prefetch blocks (checks the arguments); false
+// when there is nothing to ask for (no entries, or pages of odd sizes).
+bool prefetch_params(kvcache::PrefetchParams& p, const Tensor& pool, const Tensor& page_offsets,
+                     const Tensor& page_ids, const std::optional<Tensor>& ready, int64_t first_layer, int64_t layers,
+                     int64_t max_bytes, int64_t options) {
+  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
+  accel::check_contiguous(pool, "pool");
+  ACCEL_CHECK(pool.dim() == 6 && pool.size(2) == 2, "pool: expected (layers, pages + 1, 2, page_size, H, D), got ",
+              accel::shape_str(pool));
+  const int64_t B = page_offsets.numel() - 1;
+  ACCEL_CHECK(B >= 0, "page_offsets: expected B + 1 >= 1 elements");
+  check_vec(page_offsets, "page_offsets", pool, ScalarType::Int, B + 1, "pool");
+  check_vec(page_ids, "page_ids", pool, ScalarType::Int, page_ids.numel(), "pool");
+  if (ready.has_value()) check_vec(*ready, "ready", pool, ScalarType::Int, 1, "pool");
+  ACCEL_CHECK(first_layer >= 0 && first_layer < pool.size(0), "first_layer: expected 0 to ", pool.size(0) - 1,
+              ", got ", first_layer);
+  p.pool = static_cast<const uint8_t*>(pool.data_ptr());
+  p.page_offsets = static_cast<const int32_t*>(page_offsets.data_ptr());
+  p.page_ids = static_cast<const int32_t*>(page_ids.data_ptr());
+  p.ready = ready.has_value() ? static_cast<const int32_t*>(ready->data_ptr()) : nullptr;
+  p.pool_layers = static_cast<int>(pool.size(0));
+  p.layer_pages = pool.size(1);
+  p.page_bytes = 2 * pool.size(3) * pool.size(4) * pool.size(5) * static_cast<int64_t>(pool.element_size());
+  p.n_entries = page_ids.numel();
+  p.batch = static_cast<int>(B);
+  p.first_layer = static_cast<int>(first_layer);
+  p.layers = static_cast<int>(std::min<int64_t>(layers, pool.size(0) - first_layer));
+  p.max_pages = p.page_bytes > 0 ? max_bytes / p.page_bytes : 0;
+  int chunk = 4096;
+  while (chunk > 128 && p.page_bytes % chunk != 0) chunk /= 2;
+  if (p.n_entries == 0 || p.page_bytes % chunk != 0 || p.layers <= 0 || p.max_pages <= 0) return false;
+  p.chunk_bytes = chunk;
+  p.mode = static_cast<int>(options & 3);
+  ACCEL_CHECK(p.mode == 1 || p.mode == 2, "options: expected the prefetch mode 1 or 2 in bits 0-1, got ", options);
+  return true;
+}
+
+// kv_cache_prefetch (private: KVCacheManager._l2_prefetch): asks the L2 for the cached pages of a step's users
+// (page_offsets (B + 1), page_ids int32, as CacheStep holds them) in pool layers [first_layer, first_layer + layers),
+// at most max_bytes per layer (hstu_kv_cache.h PrefetchParams). ready: begin_step's ready word (one int32) or None.
+// options: bits 0-1 the mode (1 bulk prefetch per chunk, 2 one prefetch per line), bits 8-15 the CTAs (0: 16),
+// kOptPdl a programmatic dependent launch (compute capability 9.0). Writes nothing.
+void prefetch_cuda(Tensor pool, Tensor page_offsets, Tensor page_ids, std::optional<Tensor> ready,
+                   int64_t first_layer, int64_t layers, int64_t max_bytes, int64_t options) {
+  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
+  torch::stable::accelerator::DeviceGuard guard(pool.get_device());
+  kvcache::PrefetchParams p{};
+  if (!prefetch_params(p, pool, page_offsets, page_ids, ready, first_layer, layers, max_bytes, options)) return;
+  const int ctas = static_cast<int>((options >> 8) & 255);
+  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
+  const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
+  const cudaError_t err = kvcache::launch_prefetch(p, ctas > 0 ? ctas : 16, s, pdl);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_prefetch: CUDA error ", cudaGetErrorString(err));
+}
+
 // kv_cache_append: KVCacheManager.append in one launch (hstu_kv_cache.h AppendParams). pool (layers, pages + 1, 2,
 // page_size, H, D) contiguous (page `num_pages` the sink); k, v (layers, tokens, H, D) with contiguous rows; dst
 // (entries) int64 K rows of a layer's pool viewed as rows of H * D (V at + page_size); src (entries) int64 token rows
@@ -182,7 +237,9 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
 // (kOptPdl: a programmatic dependent launch, on compute capability 9.0 devices, which run its sm_90 code); bits
 // 8-13 (private, KVCacheManager._append_warps): warps per block (0: 8).
 void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tensor> src, int64_t page_size,
-                 int64_t num_pages, int64_t options) {
+                 int64_t num_pages, int64_t options, std::optional<Tensor> pf_pool, std::optional<Tensor> pf_offsets,
+                 std::optional<Tensor> pf_ids, std::optional<Tensor> pf_ready, int64_t pf_layer, int64_t pf_bytes,
+                 int64_t pf_options) {
   ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
   torch::stable::accelerator::DeviceGuard guard(pool.get_device());
   accel::check_contiguous(pool, "pool");
@@ -226,53 +283,18 @@ void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tens
   ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
               ", got ", options);
   const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
+  // (private, KVCacheManager._l2_prefetch_fold) the prefetch's blocks in this grid: pf_options as kv_cache_prefetch's
+  // options (mode, blocks), the pages of pf_pool's layer pf_layer
+  if (pf_pool.has_value() && pf_offsets.has_value() && pf_ids.has_value() && pf_layer >= 0) {
+    accel::check_same_device(*pf_pool, "pf_pool", pool, "pool");
+    if (prefetch_params(p.pf, *pf_pool, *pf_offsets, *pf_ids, pf_ready, pf_layer, 1, pf_bytes, pf_options)) {
+      const int blocks = static_cast<int>((pf_options >> 8) & 255);
+      p.pf_blocks = blocks > 0 ? blocks : 8;
+    }
+  }
   const cudaError_t err = kvcache::launch_append(p, s, pdl, static_cast<int>((options >> 8) & 63));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_append: CUDA error ", cudaGetErrorString(err),
               " (16-byte aligned rows and strides expected)");
-}
-
-// kv_cache_prefetch (private: KVCacheManager._l2_prefetch): asks the L2 for the cached pages of a step's users
-// (page_offsets (B + 1), page_ids int32, as CacheStep holds them) in pool layers [first_layer, first_layer + layers),
-// at most max_bytes per layer (hstu_kv_cache.h PrefetchParams). ready: begin_step's ready word (one int32) or None.
-// options: bits 0-1 the mode (1 bulk prefetch per chunk, 2 one prefetch per line), bits 8-15 the CTAs (0: 16),
-// kOptPdl a programmatic dependent launch (compute capability 9.0). Writes nothing.
-void prefetch_cuda(Tensor pool, Tensor page_offsets, Tensor page_ids, std::optional<Tensor> ready,
-                   int64_t first_layer, int64_t layers, int64_t max_bytes, int64_t options) {
-  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
-  torch::stable::accelerator::DeviceGuard guard(pool.get_device());
-  accel::check_contiguous(pool, "pool");
-  ACCEL_CHECK(pool.dim() == 6 && pool.size(2) == 2, "pool: expected (layers, pages + 1, 2, page_size, H, D), got ",
-              accel::shape_str(pool));
-  const int64_t B = page_offsets.numel() - 1;
-  ACCEL_CHECK(B >= 0, "page_offsets: expected B + 1 >= 1 elements");
-  check_vec(page_offsets, "page_offsets", pool, ScalarType::Int, B + 1, "pool");
-  check_vec(page_ids, "page_ids", pool, ScalarType::Int, page_ids.numel(), "pool");
-  if (ready.has_value()) check_vec(*ready, "ready", pool, ScalarType::Int, 1, "pool");
-  ACCEL_CHECK(first_layer >= 0 && first_layer < pool.size(0), "first_layer: expected 0 to ", pool.size(0) - 1,
-              ", got ", first_layer);
-  kvcache::PrefetchParams p{};
-  p.pool = static_cast<const uint8_t*>(pool.data_ptr());
-  p.page_offsets = static_cast<const int32_t*>(page_offsets.data_ptr());
-  p.page_ids = static_cast<const int32_t*>(page_ids.data_ptr());
-  p.ready = ready.has_value() ? static_cast<const int32_t*>(ready->data_ptr()) : nullptr;
-  p.pool_layers = static_cast<int>(pool.size(0));
-  p.layer_pages = pool.size(1);
-  p.page_bytes = 2 * pool.size(3) * pool.size(4) * pool.size(5) * static_cast<int64_t>(pool.element_size());
-  p.n_entries = page_ids.numel();
-  p.batch = static_cast<int>(B);
-  p.first_layer = static_cast<int>(first_layer);
-  p.layers = static_cast<int>(std::min<int64_t>(layers, pool.size(0) - first_layer));
-  p.max_pages = p.page_bytes > 0 ? max_bytes / p.page_bytes : 0;
-  int chunk = 4096;
-  while (chunk > 128 && p.page_bytes % chunk != 0) chunk /= 2;
-  if (p.n_entries == 0 || p.page_bytes % chunk != 0) return;  // (nothing to ask for, or pages of odd sizes)
-  p.chunk_bytes = chunk;
-  p.mode = static_cast<int>(options & 3);
-  const int ctas = static_cast<int>((options >> 8) & 255);
-  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
-  const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
-  const cudaError_t err = kvcache::launch_prefetch(p, ctas > 0 ? ctas : 16, s, pdl);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_prefetch: CUDA error ", cudaGetErrorString(err));
 }
 
 }  // namespace kvcache_op
@@ -288,7 +310,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
   // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
   m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "
-        "int num_pages, int options=0) -> ()");
+        "int num_pages, int options=0, Tensor? pf_pool=None, Tensor? pf_offsets=None, Tensor? pf_ids=None, "
+        "Tensor? pf_ready=None, int pf_layer=-1, int pf_bytes=0, int pf_options=0) -> ()");
   m.def("kv_cache_prefetch(Tensor pool, Tensor page_offsets, Tensor page_ids, Tensor? ready, int first_layer, "
         "int layers, int max_bytes, int options=0) -> ()");
 }
