@@ -63,7 +63,8 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
     "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
-    "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+    "bool evict, int options=0, Tensor? pf_pool=None, int pf_layers=0, int pf_bytes=0, int pf_options=0) -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the ready word
 # after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl); with it, the word's early form
@@ -80,7 +81,8 @@ if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
 
 
 def _begin_step_fake(slot_user, slot_valid, slot_len, slot_pages, last_used, free_pages, free_count, clock,
-                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict, options=0):
+                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict, options=0,
+                     pf_pool=None, pf_layers=0, pf_bytes=0, pf_options=0):
     # shapes of the CacheStep / PagedLayout tensors (torch.compile, export)
     B, M = user_ids.shape[0], slot_pages.shape[1]
     cap = B * M * page_size + total_q
@@ -288,7 +290,8 @@ class KVCacheManager:
         self._begin_early = True
         # _l2_prefetch (private, off until measured): in a captured step under pdl, the cached pages of the step's
         # users asked of the L2 ahead of the layers that read them (hstu_attn::kv_cache_prefetch): layers
-        # [0, _l2_prefetch_ahead) right after begin_step (_l2_prefetch_head; the kernel spins on its ready word),
+        # [0, _l2_prefetch_ahead) right after begin_step (_l2_prefetch_head; the kernel spins on its ready word;
+        # "begin": CTAs of begin_step's own grid, _l2_prefetch_ctas of them),
         # layer l + ahead beside layer l's append (_l2_prefetch_layers); 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; only for steps whose
         # pages fit _l2_prefetch_bytes per layer (batch x max_pages_per_user pages).
         self._l2_prefetch = 0
@@ -516,13 +519,19 @@ class KVCacheManager:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
         lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
         ready = bool(self._plan_ready) and self.pdl and not torch.compiler.is_compiling()
+        head = ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing() \
+            and self._prefetch_fits(user_ids.shape[0])
+        # (private: _l2_prefetch_head = "begin": CTAs of begin_step's grid ask for the first layers' pages)
+        pf = (self.pool, int(self._l2_prefetch_ahead), int(self._l2_prefetch_bytes),
+              (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8)) \
+            if head and self._l2_prefetch_head == "begin" else ()
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
             (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0) |
-            (BEGIN_STEP_EARLY if ready and self._begin_early else 0))
+            (BEGIN_STEP_EARLY if ready and self._begin_early else 0), *pf)
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size
@@ -537,7 +546,7 @@ class KVCacheManager:
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,
                          max_seqlen_k=self.max_pages_per_user * self.page_size + max_seqlen_q)
-        if ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing():
+        if head and not pf:
             self._prefetch_pages(step, 0, self._l2_prefetch_ahead)
         return step
 
@@ -554,11 +563,15 @@ class KVCacheManager:
             torch.ops.hstu_attn.kv_cache_prefetch(self.pool, *args, first_layer, layers,
                                                   int(self._l2_prefetch_bytes), opts)
 
+    def _prefetch_fits(self, batch: int) -> bool:
+        """Whether a step of `batch` users has at most _l2_prefetch_bytes of pages per layer (its bound)."""
+        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
+        return batch * self.max_pages_per_user * page_bytes <= int(self._l2_prefetch_bytes)
+
     def _prefetch_args(self, step: CacheStep):
         """(page_offsets, page_ids, ready word or None) of the step's prefetch, or None where the step's pages may
         exceed the budget: what it would ask for a layer ahead would be evicted by the layers' own reads first."""
-        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
-        if (step.page_offsets.shape[0] - 1) * self.max_pages_per_user * page_bytes > int(self._l2_prefetch_bytes):
+        if not self._prefetch_fits(step.page_offsets.shape[0] - 1):
             return None
         ready = None
         if step.layout.lengths_ready:

@@ -471,7 +471,7 @@ def test_step_variants_bitwise_plain(variant, graph):
     # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
     # "default": as constructed (all on); the others one at a time (early with the ready word); l2_prefetch(_lines):
     # the defaults plus KVCacheManager._l2_prefetch (the pages of two layers ahead asked of the L2; in the graph);
-    # l2_prefetch_fold: asked by blocks of the append kernel (in blocks of 32 warps).
+    # l2_prefetch_fold: asked by CTAs of begin_step's grid and blocks of the append kernel (in blocks of 32 warps).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -489,7 +489,8 @@ def test_step_variants_bitwise_plain(variant, graph):
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
     if variant.startswith("l2_prefetch"):
         pre._l2_prefetch, pre._l2_prefetch_ahead = (2 if variant.endswith("lines") else 1), 2
-        pre._l2_prefetch_fold, pre._append_warps = variant.endswith("fold"), (32 if variant.endswith("fold") else 0)
+        if variant.endswith("fold"):  # (begin_step's CTAs, the append's blocks)
+            pre._l2_prefetch_head, pre._l2_prefetch_fold, pre._append_warps, pre._l2_prefetch_ctas = "begin", True, 32, 4
     elif variant != "default":
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:

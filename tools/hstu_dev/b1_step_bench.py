@@ -23,7 +23,8 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
                 pf_bulk64 / pf_bulk4: 64 / 4 CTAs instead of 16; app32: the append kernel in blocks of 32 warps
                 (12 blocks at batch 1 instead of 48); pf_app32: pf_bulk4 and app32
   pf_fold       pf_bulk with layer l + 1's pages asked for by 8 extra blocks of layer l's append kernel (no
-                launch of their own); pf_fold32: with app32
+                launch of their own); pf_fold32: with app32; pf_begin: layer 0's pages asked for by 4 CTAs of
+                begin_step's grid instead of the head's kernel; pf_folds: pf_begin and pf_fold32 (4 blocks)
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
@@ -60,7 +61,10 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "pf_bulk4": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4}, "app32": {"_append_warps": 32},
             "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}, "one_append": {},
             "pf_fold": {"_l2_prefetch": 1, "_l2_prefetch_fold": True, "_l2_prefetch_ctas": 8},
-            "pf_fold32": {"_l2_prefetch": 1, "_l2_prefetch_fold": True, "_l2_prefetch_ctas": 8, "_append_warps": 32}}
+            "pf_fold32": {"_l2_prefetch": 1, "_l2_prefetch_fold": True, "_l2_prefetch_ctas": 8, "_append_warps": 32},
+            "pf_begin": {"_l2_prefetch": 1, "_l2_prefetch_head": "begin", "_l2_prefetch_ctas": 4},
+            "pf_folds": {"_l2_prefetch": 1, "_l2_prefetch_head": "begin", "_l2_prefetch_fold": True,
+                         "_l2_prefetch_ctas": 4, "_append_warps": 32}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

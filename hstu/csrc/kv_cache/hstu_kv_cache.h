@@ -26,6 +26,25 @@ constexpr int32_t kUnknownUser = 1 << 10;
 constexpr int32_t kUserTooLong = 1 << 11;
 constexpr int32_t kDuplicateUser = 1 << 12;
 
+// L2 prefetch of the cached pages of a step's users in some layers (KVCacheManager._l2_prefetch, private): the
+// serving step's layers read their users' K/V pages from DRAM one layer after another; this kernel asks the L2 for
+// the pages of later layers while earlier ones run (a hint: nothing is written, and a page id out of range is
+// clamped, so a stale or wrong table costs only useless fetches). Entries [page_offsets[0], page_offsets[batch])
+// of page_ids, at most max_pages of them, whole pages (K and V: page_bytes contiguous) of layers
+// [first_layer, first_layer + layers), in chunks of chunk_bytes, one chunk per thread and pass.
+struct PrefetchParams {
+  const uint8_t* pool;          // (pool_layers, layer_pages, page_bytes)
+  const int32_t* page_offsets;  // (batch + 1)
+  const int32_t* page_ids;      // (n_entries)
+  // begin_step's ready word (nullptr: none): the kernel spins until it is 2 (the page table written) before it
+  // reads the table; without it the table must have been written by a kernel that completed before this one began.
+  const int32_t* ready;
+  int64_t layer_pages, page_bytes, n_entries, max_pages;
+  int batch, first_layer, layers, pool_layers;
+  int chunk_bytes;  // a multiple of 128 that divides page_bytes
+  int mode;         // 1: cp.async.bulk.prefetch.L2 per chunk (sm_90); 2: prefetch.global.L2 per 128-byte line
+};
+
 struct BeginStepParams {
   // Cache state, updated in place (shapes of KVCacheManager: U = max_users, P = num_pages, M = pages per user).
   int64_t* slot_user;   // (U + 1)
@@ -70,6 +89,10 @@ struct BeginStepParams {
   // lookup's slot loads issued with the batch's, the word's reset and the dependents' launch by the last thread
   // beside the batch's loads, and its 2 published before the append rows (step 9). The same values.
   bool early = false;
+  // Private (KVCacheManager._l2_prefetch_head = "begin"): pf_ctas CTAs beside the bookkeeping block ask the L2 for
+  // pages as the prefetch kernel does (pf, its ready word this kernel's), so no launch of their own; needs `ready`.
+  PrefetchParams pf{};
+  int pf_ctas = 0;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };
@@ -102,25 +125,6 @@ struct PageCopyParams {
 
 // Enqueues the copy kernel on `stream` (no synchronization; CUDA-graph capturable).
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream);
-
-// L2 prefetch of the cached pages of a step's users in some layers (KVCacheManager._l2_prefetch, private): the
-// serving step's layers read their users' K/V pages from DRAM one layer after another; this kernel asks the L2 for
-// the pages of later layers while earlier ones run (a hint: nothing is written, and a page id out of range is
-// clamped, so a stale or wrong table costs only useless fetches). Entries [page_offsets[0], page_offsets[batch])
-// of page_ids, at most max_pages of them, whole pages (K and V: page_bytes contiguous) of layers
-// [first_layer, first_layer + layers), in chunks of chunk_bytes, one chunk per thread and pass.
-struct PrefetchParams {
-  const uint8_t* pool;          // (pool_layers, layer_pages, page_bytes)
-  const int32_t* page_offsets;  // (batch + 1)
-  const int32_t* page_ids;      // (n_entries)
-  // begin_step's ready word (nullptr: none): the kernel spins until it is 2 (the page table written) before it
-  // reads the table; without it the table must have been written by a kernel that completed before this one began.
-  const int32_t* ready;
-  int64_t layer_pages, page_bytes, n_entries, max_pages;
-  int batch, first_layer, layers, pool_layers;
-  int chunk_bytes;  // a multiple of 128 that divides page_bytes
-  int mode;         // 1: cp.async.bulk.prefetch.L2 per chunk (sm_90); 2: prefetch.global.L2 per 128-byte line
-};
 
 // KVCacheManager.append in one launch for K and V (and for every layer): entry i of layer l copies the row src[i]
 // (i without src) of k[l] and v[l] to rows dst[i] and dst[i] + page_size of layer l's pool viewed as
