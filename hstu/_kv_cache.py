@@ -63,8 +63,7 @@ KV_CACHE_BEGIN_STEP_SCHEMA = (
     "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
     "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
     "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
-    "bool evict, int options=0, Tensor? pf_pool=None, int pf_layers=0, int pf_bytes=0, int pf_options=0) -> "
-    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+    "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # kv_cache_begin_step's options (hstu_kv_cache_op.cc): no gather plan (src_rows returned empty); the ready word
 # after cu_seqlens_k (KVCacheManager._plan_ready, on by default under pdl); with it, the word's early form
@@ -81,8 +80,7 @@ if not hasattr(torch.ops.hstu_attn, "kv_cache_begin_step"):
 
 
 def _begin_step_fake(slot_user, slot_valid, slot_len, slot_pages, last_used, free_pages, free_count, clock,
-                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict, options=0,
-                     pf_pool=None, pf_layers=0, pf_bytes=0, pf_options=0):
+                     error_flags, user_ids, cu_seqlens_q, num_append, total_q, page_size, create, evict, options=0):
     # shapes of the CacheStep / PagedLayout tensors (torch.compile, export)
     B, M = user_ids.shape[0], slot_pages.shape[1]
     cap = B * M * page_size + total_q
@@ -122,8 +120,7 @@ def _append_kernel(pool: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool
 if hasattr(torch.ops.hstu_attn, "kv_cache_append") and not torch._C._dispatch_has_kernel_for_dispatch_key(
         "hstu_attn::kv_cache_append", "Meta"):
     @torch.library.register_fake("hstu_attn::kv_cache_append")
-    def _append_fake(pool, k, v, dst, src, page_size, num_pages, options=0, pf_pool=None, pf_offsets=None,
-                     pf_ids=None, pf_ready=None, pf_layer=-1, pf_bytes=0, pf_options=0):
+    def _append_fake(pool, k, v, dst, src, page_size, num_pages, options=0):
         return None
 
 
@@ -288,24 +285,16 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
-        # _l2_prefetch (private, off until measured): in a captured step under pdl, the cached pages of the step's
-        # users asked of the L2 ahead of the layers that read them (hstu_attn::kv_cache_prefetch): layers
-        # [0, _l2_prefetch_ahead) right after begin_step (_l2_prefetch_head; the kernel spins on its ready word;
-        # "begin": CTAs of begin_step's own grid, _l2_prefetch_ctas of them),
-        # layer l + ahead beside layer l's append (_l2_prefetch_layers); 1 bulk prefetches per 4 KB, 2 one prefetch per 128-byte line; only for steps whose
-        # pages fit _l2_prefetch_bytes per layer (batch x max_pages_per_user pages).
-        self._l2_prefetch = 0
-        self._l2_prefetch_ahead = 1
-        self._l2_prefetch_head = True
-        self._l2_prefetch_layers = True
-        # _l2_prefetch_fold: layer l + ahead's pages asked for by blocks of layer l's append kernel (no launch of
-        # their own; _l2_prefetch_ctas blocks) instead of the prefetch kernel before it.
-        self._l2_prefetch_fold = False
-        self._l2_prefetch_bytes = 12 << 20
-        self._l2_prefetch_ctas = 16
-        # _append_warps (private): warps per block of the append kernel, one token row each (0: its default, 8);
-        # fewer, larger blocks hold fewer SMs beside a layer's attention.
+        # (private, measured in the serving step: docs/hstu_inference.md) _append_warps: warps per block of the
+        # append kernel, one token row each (0: its default, 8); _append_first: in a captured step the layer's append
+        # is captured before its attention (both behind the layer before; the order the graph holds them in).
         self._append_warps = 0
+        self._append_first = False
+        # _append_after: in a captured step under pdl, layer l >= 1's append is captured after its attention, as
+        # its programmatic dependent launched without its wait (everything the append reads completed before the
+        # attention's own wait returned, which precedes its signal), so its blocks take SMs once the attention's
+        # CTAs are placed instead of at the layer's start; layer 0's append still waits (for begin_step's rows).
+        self._append_after = False
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -519,19 +508,13 @@ class KVCacheManager:
         """begin_step as the fused op: the same state updates and step tensors as the torch path below."""
         lazy = self._lazy_gather_plan and not torch.compiler.is_compiling()  # (traced: the plan, as before)
         ready = bool(self._plan_ready) and self.pdl and not torch.compiler.is_compiling()
-        head = ready and self._l2_prefetch and self._l2_prefetch_head and torch.cuda.is_current_stream_capturing() \
-            and self._prefetch_fits(user_ids.shape[0])
-        # (private: _l2_prefetch_head = "begin": CTAs of begin_step's grid ask for the first layers' pages)
-        pf = (self.pool, int(self._l2_prefetch_ahead), int(self._l2_prefetch_bytes),
-              (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8)) \
-            if head and self._l2_prefetch_head == "begin" else ()
         (slots, n_app, page_offsets, page_ids, last_page_lens, cached_lens, append_rows, src_rows, dst_new, cu_k,
          lflags) = torch.ops.hstu_attn.kv_cache_begin_step(
             self.slot_user, self.slot_valid, self.slot_len, self.slot_pages, self.last_used, self.free_pages,
             self.free_count, self.clock, self.error_flags, user_ids.contiguous(), cu_seqlens_q.contiguous(),
             num_append.contiguous(), total_q, self.page_size, bool(create), self.evict,
             (BEGIN_STEP_NO_GATHER_PLAN if lazy else 0) | (BEGIN_STEP_LENGTHS_READY if ready else 0) |
-            (BEGIN_STEP_EARLY if ready and self._begin_early else 0), *pf)
+            (BEGIN_STEP_EARLY if ready and self._begin_early else 0))
         # (append_rows: the kernel spreads the tokens that are not appended over the sink page, as _spread_sink)
         capacity = user_ids.shape[0] * self.max_pages_per_user * self.page_size + total_q
         P, ps = self.num_pages, self.page_size
@@ -542,42 +525,10 @@ class KVCacheManager:
         layout = PagedLayout(src_rows=None if lazy else src_rows, dst_new=dst_new, cu_seqlens_k=cu_k,
                              cached_lens=cached_lens, capacity=capacity, error_flags=lflags[0],
                              src_rows_fn=gather_rows if lazy else None, lengths_ready=ready)
-        step = CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
+        return CacheStep(slots=slots, cu_seqlens_q=cu_seqlens_q, num_append=n_app, page_offsets=page_offsets,
                          page_ids=page_ids, last_page_lens=last_page_lens, cached_lens=cached_lens,
                          append_rows=append_rows, layout=layout,
                          max_seqlen_k=self.max_pages_per_user * self.page_size + max_seqlen_q)
-        if head and not pf:
-            self._prefetch_pages(step, 0, self._l2_prefetch_ahead)
-        return step
-
-    def _prefetch_pages(self, step: CacheStep, first_layer: int, layers: int) -> None:
-        """hstu_attn::kv_cache_prefetch of the step's pages in layers [first_layer, first_layer + layers) on the
-        current stream (_l2_prefetch; a programmatic launch under pdl). With begin_step's ready word after the
-        layout's cu_seqlens_k the kernel waits for the word's 2 (the page table written) before it reads the table."""
-        if first_layer >= self.num_layers or not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch"):
-            return
-        args = self._prefetch_args(step)
-        if args is not None:
-            opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8) | (
-                OPTION_BITS["pdl"] if self.pdl else 0)
-            torch.ops.hstu_attn.kv_cache_prefetch(self.pool, *args, first_layer, layers,
-                                                  int(self._l2_prefetch_bytes), opts)
-
-    def _prefetch_fits(self, batch: int) -> bool:
-        """Whether a step of `batch` users has at most _l2_prefetch_bytes of pages per layer (its bound)."""
-        page_bytes = self.pool[0, 0].numel() * self.pool.element_size()
-        return batch * self.max_pages_per_user * page_bytes <= int(self._l2_prefetch_bytes)
-
-    def _prefetch_args(self, step: CacheStep):
-        """(page_offsets, page_ids, ready word or None) of the step's prefetch, or None where the step's pages may
-        exceed the budget: what it would ask for a layer ahead would be evicted by the layers' own reads first."""
-        if not self._prefetch_fits(step.page_offsets.shape[0] - 1):
-            return None
-        ready = None
-        if step.layout.lengths_ready:
-            cu_k = step.layout.cu_seqlens_k  # (the word: the int32 after its B + 1)
-            ready = cu_k.as_strided((1,), (1,), cu_k.storage_offset() + cu_k.shape[0])
-        return step.page_offsets, step.page_ids, ready
 
     def append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None) -> None:
         """Writes the step's appended tokens' K/V into the pages `begin_step` gave them.
@@ -592,9 +543,9 @@ class KVCacheManager:
         self._append(step, k, v, layer)
 
     def _append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None,
-                prefetch_layer: Optional[int] = None) -> None:
-        """`append`; prefetch_layer (private, KVCacheManager._l2_prefetch_fold): blocks of the append kernel also ask
-        the L2 for that layer's pages of the step."""
+                no_wait: bool = False) -> None:
+        """`append`; no_wait (private, _append_after): the kernel launched without its wait for the kernels before
+        it (only behind the paged forward under pdl, whose signal follows its own wait)."""
         want = (step.append_rows.shape[0], self.num_heads, self.head_dim)
         if layer is None:
             want = (self.num_layers,) + want
@@ -613,15 +564,9 @@ class KVCacheManager:
             pool = self.pool if layer is None else self.pool.narrow(0, layer, 1)
             k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
             # (kernel_options(pdl=True): a programmatic dependent launch, like the paged forward's)
-            opts = (_current_options() & OPTION_BITS["pdl"]) | ((int(self._append_warps) & 63) << 8)
-            pf = self._prefetch_args(step) if prefetch_layer is not None and prefetch_layer < self.num_layers \
-                else None
-            if pf is not None:  # (private: blocks of its grid ask the L2 for a later layer's pages)
-                pf_opts = (int(self._l2_prefetch) & 3) | ((int(self._l2_prefetch_ctas) & 255) << 8)
-                torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages, opts, self.pool,
-                                                    *pf, prefetch_layer, int(self._l2_prefetch_bytes), pf_opts)
-            else:
-                torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages, opts)
+            torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages,
+                                                (_current_options() & OPTION_BITS["pdl"]) |
+                                                ((int(self._append_warps) & 63) << 8) | (1 << 16 if no_wait else 0))
             return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0

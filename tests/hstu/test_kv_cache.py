@@ -289,45 +289,6 @@ def test_duplicate_is_served_empty_and_keeps_the_pool_whole():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", [1, 2])
-def test_prefetch_pages_writes_nothing_and_stays_in_bounds(mode):
-    # hstu_attn::kv_cache_prefetch (KVCacheManager._l2_prefetch, private) only asks the L2 for pages: the pool and
-    # the table are unchanged, and a table with entries out of range (negative, past the pool, offsets past the
-    # entries) is clamped, never an error or a fault; with a ready word it waits for the word's 2.
-    if not hasattr(torch.ops.hstu_attn, "kv_cache_prefetch") or not torch.cuda.is_available():
-        pytest.skip("the prefetch op needs CUDA and this build's kernel")
-    gen = torch.Generator(device="cuda").manual_seed(random.randrange(1 << 30))
-    L, P, ps = 3, 12, 16
-    pool = torch.randn(L, P + 1, 2, ps, 2, 64, device="cuda", generator=gen).to(torch.bfloat16)
-    before = pool.clone()
-    i32 = dict(dtype=torch.int32, device="cuda")
-    tables = [(torch.tensor([0, 3, 5], **i32), torch.tensor([4, 0, 12, 7, 1, 9], **i32)),
-              (torch.tensor([1, 99, 3], **i32), torch.tensor([-1, 1 << 30, 3, -7], **i32)),
-              (torch.tensor([0, 0], **i32), torch.zeros(1, **i32))]
-    ready = torch.tensor([2], **i32)
-    for po, ids in tables:
-        saved = (po.clone(), ids.clone())
-        for first, layers, word in ((0, 1, None), (1, 5, ready), (2, 1, None)):
-            torch.ops.hstu_attn.kv_cache_prefetch(pool, po, ids, word, first, layers, 1 << 20, mode | (3 << 8))
-        torch.cuda.synchronize()
-        assert torch.equal(po, saved[0]) and torch.equal(ids, saved[1])
-    assert torch.equal(pool, before)
-    # kv_cache_append with prefetch blocks in its grid (_l2_prefetch_fold): the same pool as without them.
-    n = 20
-    k, v = (torch.randn(1, n, 2, 64, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(2))
-    dst = torch.randint(0, P * 2 * ps, (n,), device="cuda", generator=gen) // (2 * ps) * (2 * ps) + \
-        torch.arange(n, device="cuda") % ps
-    dst[3] = P * 2 * ps  # (the sink: skipped)
-    a, b = pool.clone(), pool.clone()
-    for warps in (0, 32):
-        torch.ops.hstu_attn.kv_cache_append(a.narrow(0, 1, 1), k, v, dst, None, ps, P, warps << 8)
-        torch.ops.hstu_attn.kv_cache_append(b.narrow(0, 1, 1), k, v, dst, None, ps, P, warps << 8, b, *tables[1],
-                                            ready, 2, 1 << 20, mode | (5 << 8))
-    torch.cuda.synchronize()
-    assert torch.equal(a, b) and not torch.equal(a, pool)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("evict", [True, False])
 def test_fused_kernel_equals_torch_path(evict):
     # Random multi-step serving through both paths: every state tensor and every step tensor equal, exactly.

@@ -463,15 +463,16 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "l2_prefetch",
-                                     "l2_prefetch_lines", "l2_prefetch_fold"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "append_blocks",
+                                     "append_after"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
     # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
-    # "default": as constructed (all on); the others one at a time (early with the ready word); l2_prefetch(_lines):
-    # the defaults plus KVCacheManager._l2_prefetch (the pages of two layers ahead asked of the L2; in the graph);
-    # l2_prefetch_fold: asked by CTAs of begin_step's grid and blocks of the append kernel (in blocks of 32 warps).
+    # "default": as constructed (all on); the others one at a time (early with the ready word); append_blocks: the
+    # defaults with the append kernel in blocks of 2 warps, captured before the attention (_append_warps / _first);
+    # append_after: the later layers' appends behind their attention without their wait (_append_after; each
+    # layer's k / v written by a kernel right before its call, so a read before that kernel would show).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -487,10 +488,10 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     # (_plan_ready, _split_arrive, _begin_early)
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
-    if variant.startswith("l2_prefetch"):
-        pre._l2_prefetch, pre._l2_prefetch_ahead = (2 if variant.endswith("lines") else 1), 2
-        if variant.endswith("fold"):  # (begin_step's CTAs, the append's blocks)
-            pre._l2_prefetch_head, pre._l2_prefetch_fold, pre._append_warps, pre._l2_prefetch_ctas = "begin", True, 32, 4
+    if variant == "append_blocks":
+        pre._append_warps, pre._append_first = 2, True
+    elif variant == "append_after":
+        pre._append_after = True
     elif variant != "default":
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:

@@ -3,10 +3,13 @@
 kernel_options(fwd_trace=True) (its CTAs stamp %globaltimer at their phases; hstu_fwd_sm90_kernel.cuh). The traced
 call zeroes the trace buffer first (a memset node before it; the call shares the step's plan), so that layer follows
 a memset instead of the kernel before it: its phases after the item read are the kernel's own chain; its start is
-not comparable with the plain step's. Per KVCacheManager variant (b1_step_bench.py's names) and traced layer: the median / max over the working
-CTAs of each phase from the first item read (us), and the layer's span.
+not comparable with the plain step's. Per KVCacheManager variant (b1_step_bench.py's names) and traced layer: the
+median / max over the working CTAs of each phase from the first item read (us), the layer's span, and the split
+CTAs' sum modes (done: another chunk sums alone; alone: this one sums its unit; together: each sums a slice).
 
-    python tools/hstu_dev/b1_layer_trace.py --variants default,pf_bulk --layers 0,1,7
+--layers L,L:F,...: trace layer L; L:F: the step runs layers F.. only (layer F is the first after the head).
+
+    python tools/hstu_dev/b1_layer_trace.py --variants default --layers 0,1,7,1:1
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ def main() -> int:
     ap.add_argument("--variants", default="default")
     ap.add_argument("--layers", default="0,1,7")
     ap.add_argument("--replays", type=int, default=3)
+
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_layer_trace: no CUDA GPU, skipped")
@@ -60,11 +64,13 @@ def main() -> int:
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     cols = " | ".join(n for _, n in PHASES)
-    print(f"| wheel | variant | layer | {cols} | span | working CTAs |")
-    print("|---|---|---|" + "---|" * (len(PHASES) + 2))
+    print(f"| wheel | variant | layer (: the first run) | {cols} | span | working CTAs | split CTAs: done / alone / "
+          f"together |")
+    print("|---|---|---|" + "---|" * (len(PHASES) + 3))
     for var in args.variants.split(","):
         attrs = VARIANTS[var]
-        for traced in (int(x) for x in args.layers.split(",")):
+        for entry in args.layers.split(","):
+            traced, first = (int(x) for x in (entry.split(":") + [0])[:2])
             gen = torch.Generator(device=dev).manual_seed(0)
             rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
             cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
@@ -76,9 +82,9 @@ def main() -> int:
             tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
             scaling = float(sh.history + sh.candidates)
 
-            def step(cache=cache, traced=traced):
+            def step(cache=cache, traced=traced, first=first):
                 s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
-                for l in range(sh.layers):
+                for l in range(first, sh.layers):
                     bits = _ops.OPTION_BITS["fwd_trace"] if l == traced else 0
                     with _ops._more_option_bits(bits):
                         hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
@@ -92,10 +98,13 @@ def main() -> int:
             torch.cuda.synchronize()
             tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
             del g
+            modes = (tr[:, 12] >> 62) & 3  # (the split sum's mode: 1 alone, 2 together)
+            split = tr[:, 11] > 0  # (the CTAs of split units: they stored a partial)
+            n_done, n_alone, n_together = (int(((modes == m) & split).sum()) for m in (0, 1, 2))
             tr[:, 12] &= (1 << 62) - 1
             work = tr[:, 10] > 0
             if not bool(work.any()):
-                print(f"| {args.label} | {var} | {traced} | (no stamps) |")
+                print(f"| {args.label} | {var} | {entry} | (no stamps) |")
                 continue
             t0 = int(tr[work, 1].min())
             cells = []
@@ -105,7 +114,8 @@ def main() -> int:
                 cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
             ran = tr[:, 0] > 0
             span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
-            print(f"| {args.label} | {var} | {traced} | " + " | ".join(cells) + f" | {span:.2f} | {int(work.sum())} |")
+            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {int(work.sum())} | "
+                  f"{n_done} / {n_alone} / {n_together} |")
             del cache
             torch.cuda.synchronize()
     sys.stdout.flush()

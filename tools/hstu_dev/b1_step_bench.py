@@ -17,14 +17,10 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
                 first barrier, the 2 after the append rows, the lookup's loads after the sort)
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
-  pf_bulk       _l2_prefetch = 1: the step's pages asked of the L2 a layer ahead (bulk prefetches of 4 KB; layer 0
-                after begin_step's ready word, layer l + 1 beside layer l's append); pf_line: one prefetch per
-                128-byte line; pf_bulk2: two layers ahead; pf_layers: without the head's (layer 0 not asked); pf_head: the head's alone;
-                pf_bulk64 / pf_bulk4: 64 / 4 CTAs instead of 16; app32: the append kernel in blocks of 32 warps
-                (12 blocks at batch 1 instead of 48); pf_app32: pf_bulk4 and app32
-  pf_fold       pf_bulk with layer l + 1's pages asked for by 8 extra blocks of layer l's append kernel (no
-                launch of their own); pf_fold32: with app32; pf_begin: layer 0's pages asked for by 4 CTAs of
-                begin_step's grid instead of the head's kernel; pf_folds: pf_begin and pf_fold32 (4 blocks)
+  appN          _append_warps = N: the append kernel in blocks of N warps (one token row each; 8 by default:
+                48 blocks at batch 1); app_first: _append_first, each layer's append captured before its attention;
+                app2_first: both; app_after: _append_after, the later layers' appends behind their attention,
+                launched without their wait; app_after2 / app_after32: with blocks of 2 / 32 warps
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
@@ -53,18 +49,11 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
-            "pf_bulk": {"_l2_prefetch": 1}, "pf_line": {"_l2_prefetch": 2},
-            "pf_bulk2": {"_l2_prefetch": 1, "_l2_prefetch_ahead": 2},
-            "pf_layers": {"_l2_prefetch": 1, "_l2_prefetch_head": False},
-            "pf_head": {"_l2_prefetch": 1, "_l2_prefetch_layers": False},
-            "pf_bulk64": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 64},
-            "pf_bulk4": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4}, "app32": {"_append_warps": 32},
-            "pf_app32": {"_l2_prefetch": 1, "_l2_prefetch_ctas": 4, "_append_warps": 32}, "one_append": {},
-            "pf_fold": {"_l2_prefetch": 1, "_l2_prefetch_fold": True, "_l2_prefetch_ctas": 8},
-            "pf_fold32": {"_l2_prefetch": 1, "_l2_prefetch_fold": True, "_l2_prefetch_ctas": 8, "_append_warps": 32},
-            "pf_begin": {"_l2_prefetch": 1, "_l2_prefetch_head": "begin", "_l2_prefetch_ctas": 4},
-            "pf_folds": {"_l2_prefetch": 1, "_l2_prefetch_head": "begin", "_l2_prefetch_fold": True,
-                         "_l2_prefetch_ctas": 4, "_append_warps": 32}}
+            "app1": {"_append_warps": 1}, "app2": {"_append_warps": 2}, "app4": {"_append_warps": 4},
+            "app16": {"_append_warps": 16}, "app32": {"_append_warps": 32}, "app_first": {"_append_first": True},
+            "app2_first": {"_append_warps": 2, "_append_first": True}, "app_after": {"_append_after": True},
+            "app_after2": {"_append_after": True, "_append_warps": 2},
+            "app_after32": {"_append_after": True, "_append_warps": 32}, "one_append": {}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

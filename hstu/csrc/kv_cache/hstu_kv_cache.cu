@@ -10,7 +10,6 @@
 // Semantics: identical to _kv_cache.py's torch path (the reference; tests/hstu/test_kv_cache.py compares every
 // state tensor) for valid cu_seqlens_q (non-decreasing, within [0, total_q]); other values are clamped here.
 #include "hstu/csrc/kv_cache/hstu_kv_cache.h"
-#include "hstu/csrc/kv_cache/hstu_kv_prefetch.cuh"
 
 #include <algorithm>
 #include <climits>
@@ -113,11 +112,6 @@ __device__ uint64_t next_lru(const BeginStepParams& p, const uint32_t* excl_a, c
 }
 
 __global__ void __launch_bounds__(kThreads) begin_step_kernel(BeginStepParams p) {
-  if (blockIdx.x > 0) {  // (the prefetch's CTAs: the layers' pages, once block 0 has written the page table)
-    griddep_launch_dependents();
-    prefetch_pages(p.pf, blockIdx.x - 1, gridDim.x - 1);
-    return;
-  }
   extern __shared__ __align__(16) unsigned char smem[];
   const int B = p.batch, tid = threadIdx.x, NT = blockDim.x;
   const int64_t U = p.max_users, P = p.num_pages, M = p.max_pages_per_user, ps = p.page_size;
@@ -585,12 +579,7 @@ cudaError_t launch_begin_step(const BeginStepParams& p, cudaStream_t stream) {
   q.rows_in_smem = begin_step_rows_in_smem(p.batch, p.max_pages_per_user);
   q.fold_layout =
       p.gather_plan && rows <= kFoldRows && int64_t{p.batch} * p.max_pages_per_user <= kFoldRows / 16;
-  const int pf_ctas = p.ready != nullptr && p.pf.layers > 0 && p.pf.max_pages > 0 ? p.pf_ctas : 0;
-  if (pf_ctas < 0 || pf_ctas > 1024 || (pf_ctas > 0 && (p.pf.chunk_bytes <= 0 || p.pf.chunk_bytes % 128 != 0 ||
-                                                        p.pf.page_bytes % p.pf.chunk_bytes != 0))) {
-    return cudaErrorInvalidValue;
-  }
-  detail::begin_step_kernel<<<1 + pf_ctas, kThreads, smem, stream>>>(q);
+  detail::begin_step_kernel<<<1, kThreads, smem, stream>>>(q);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || q.fold_layout || !p.gather_plan) return e;
   const int64_t blocks = std::min<int64_t>((rows + 255) / 256, 1024);

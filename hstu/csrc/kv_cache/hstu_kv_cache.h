@@ -26,25 +26,6 @@ constexpr int32_t kUnknownUser = 1 << 10;
 constexpr int32_t kUserTooLong = 1 << 11;
 constexpr int32_t kDuplicateUser = 1 << 12;
 
-// L2 prefetch of the cached pages of a step's users in some layers (KVCacheManager._l2_prefetch, private): the
-// serving step's layers read their users' K/V pages from DRAM one layer after another; this kernel asks the L2 for
-// the pages of later layers while earlier ones run (a hint: nothing is written, and a page id out of range is
-// clamped, so a stale or wrong table costs only useless fetches). Entries [page_offsets[0], page_offsets[batch])
-// of page_ids, at most max_pages of them, whole pages (K and V: page_bytes contiguous) of layers
-// [first_layer, first_layer + layers), in chunks of chunk_bytes, one chunk per thread and pass.
-struct PrefetchParams {
-  const uint8_t* pool;          // (pool_layers, layer_pages, page_bytes)
-  const int32_t* page_offsets;  // (batch + 1)
-  const int32_t* page_ids;      // (n_entries)
-  // begin_step's ready word (nullptr: none): the kernel spins until it is 2 (the page table written) before it
-  // reads the table; without it the table must have been written by a kernel that completed before this one began.
-  const int32_t* ready;
-  int64_t layer_pages, page_bytes, n_entries, max_pages;
-  int batch, first_layer, layers, pool_layers;
-  int chunk_bytes;  // a multiple of 128 that divides page_bytes
-  int mode;         // 1: cp.async.bulk.prefetch.L2 per chunk (sm_90); 2: prefetch.global.L2 per 128-byte line
-};
-
 struct BeginStepParams {
   // Cache state, updated in place (shapes of KVCacheManager: U = max_users, P = num_pages, M = pages per user).
   int64_t* slot_user;   // (U + 1)
@@ -89,10 +70,6 @@ struct BeginStepParams {
   // lookup's slot loads issued with the batch's, the word's reset and the dependents' launch by the last thread
   // beside the batch's loads, and its 2 published before the append rows (step 9). The same values.
   bool early = false;
-  // Private (KVCacheManager._l2_prefetch_head = "begin"): pf_ctas CTAs beside the bookkeeping block ask the L2 for
-  // pages as the prefetch kernel does (pf, its ready word this kernel's), so no launch of their own; needs `ready`.
-  PrefetchParams pf{};
-  int pf_ctas = 0;
   bool fold_layout;  // set by launch_begin_step: the gather plan is small (kFoldRows), the first kernel writes it
   bool rows_in_smem;  // set by launch_begin_step: the batch's page-table rows fit in shared memory (kRowsInSmem)
 };
@@ -138,16 +115,11 @@ struct AppendParams {
   const int64_t* src;          // (entries) or nullptr
   int64_t entries, layers, layer_rows, row_bytes, page_size, sink_row, src_rows;
   int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
-  // Private (KVCacheManager._l2_prefetch_fold): pf_blocks blocks after the append's ask the L2 for pages as the
-  // prefetch kernel does (pf; before their wait for the kernels before them), so no launch of its own.
-  PrefetchParams pf{};
-  int pf_blocks = 0;
+  // Private (KVCacheManager._append_after): no wait for the kernels before it. Only for a launch behind a kernel
+  // that lets its dependents launch after its own wait (the paged forward under pdl), and whose prerequisites are
+  // all this kernel reads: they completed before that kernel's wait returned, so before this grid could launch.
+  bool no_wait = false;
 };
-
-// Enqueues the prefetch kernel (`ctas` blocks of kPrefetchThreads) on `stream`; pdl as for launch_append (the
-// kernel lets the next kernel launch first thing and waits for the one before it last, after its prefetches).
-constexpr int kPrefetchThreads = 128;
-cudaError_t launch_prefetch(const PrefetchParams& p, int ctas, cudaStream_t stream, bool pdl);
 
 // pdl: launched with programmatic stream serialization (its CTAs may start while the kernel before it runs; the
 // kernel waits for it first thing). Only on devices that run the kernel's sm_90 code (the caller checks).

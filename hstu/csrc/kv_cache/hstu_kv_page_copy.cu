@@ -4,7 +4,6 @@
 
 #include "hstu/csrc/common/hstu_pdl.cuh"
 #include "hstu/csrc/kv_cache/hstu_kv_cache.h"
-#include "hstu/csrc/kv_cache/hstu_kv_prefetch.cuh"
 
 namespace hstu {
 namespace kvcache {
@@ -35,25 +34,20 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
 // One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V; blocks
 // of kAppendWarps warps by default (launch_append's warps).
 constexpr int kAppendWarps = 8;
-__global__ void __launch_bounds__(1024) append_kernel(AppendParams p) {
+constexpr int kAppendMaxWarps = 32;
+__global__ void __launch_bounds__(32 * kAppendMaxWarps) append_kernel(AppendParams p) {
   // Programmatic dependent launch: the wait (first thing: nothing is read before it) holds a launch with
   // programmatic serialization (launch_append's pdl) until the kernel before it completed, and is a no-op in a plain
   // launch; the signal lets a kernel behind this one
   // that was launched with programmatic serialization (the next layer's paged forward under
   // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
-  const int64_t append_blocks = gridDim.x - p.pf_blocks;
-  if (blockIdx.x >= append_blocks) {  // (a prefetch block: its pages first, then the wait)
-    griddep_launch_dependents();
-    if (blockIdx.y == 0) prefetch_pages(p.pf, blockIdx.x - append_blocks, p.pf_blocks);
-    griddep_wait();
-    return;
-  }
-  griddep_wait();
+  if (!p.no_wait) griddep_wait();
   griddep_launch_dependents();
   const int64_t i = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
-  const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
+  // (L2 loads: data written by other kernels, read once)
+  const int64_t d = __ldcg(p.dst + i), s = p.src != nullptr ? __ldcg(p.src + i) : i;
   if (d < 0 || d + p.page_size >= p.sink_row || s < 0 || s >= p.src_rows) return;
   const uint4* ks = reinterpret_cast<const uint4*>(p.k + l * p.k_layer_stride + s * p.k_row_stride);
   const uint4* vs = reinterpret_cast<const uint4*>(p.v + l * p.v_layer_stride + s * p.v_row_stride);
@@ -61,18 +55,10 @@ __global__ void __launch_bounds__(1024) append_kernel(AppendParams p) {
   uint4* kd = reinterpret_cast<uint4*>(base + d * p.row_bytes);
   uint4* vd = reinterpret_cast<uint4*>(base + (d + p.page_size) * p.row_bytes);
   for (int64_t c = threadIdx.x % 32; c < p.row_bytes / 16; c += 32) {
-    const uint4 a = ks[c], b = vs[c];
+    const uint4 a = __ldcg(ks + c), b = __ldcg(vs + c);
     kd[c] = a;
     vd[c] = b;
   }
-}
-
-__global__ void __launch_bounds__(kPrefetchThreads) prefetch_kernel(PrefetchParams p) {
-  // The next kernel may launch now: it waits for its own prerequisites (this grid's included) before its reads.
-  griddep_launch_dependents();
-  prefetch_pages(p, blockIdx.x, gridDim.x);
-  // Complete only after the grids before this one (a kernel behind it that waits for this grid relies on them).
-  griddep_wait();
 }
 
 }  // namespace detail
@@ -86,32 +72,11 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl, 
     return cudaErrorInvalidValue;
   }
   if (warps <= 0) warps = detail::kAppendWarps;
-  if (warps > 32) return cudaErrorInvalidValue;
-  int64_t blocks = (p.entries + warps - 1) / warps;
-  if (p.pf_blocks < 0 || p.pf_blocks > 1024) return cudaErrorInvalidValue;
-  if (p.pf_blocks > 0) {
-    if (p.pf.chunk_bytes <= 0 || p.pf.chunk_bytes % 128 != 0 || p.pf.page_bytes % p.pf.chunk_bytes != 0 ||
-        reinterpret_cast<uintptr_t>(p.pf.pool) % 128 != 0 || (p.pf.mode != 1 && p.pf.mode != 2) ||
-        p.pf.first_layer < 0 || p.pf.layer_pages <= 0 || p.pf.pool_layers <= 0) {
-      return cudaErrorInvalidValue;
-    }
-    blocks += p.pf_blocks;
-  }
+  if (warps > detail::kAppendMaxWarps) return cudaErrorInvalidValue;
+  const int64_t blocks = (p.entries + warps - 1) / warps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
   return launch_ex(detail::append_kernel, grid, 32 * warps, 0, stream, pdl, p);
-}
-
-cudaError_t launch_prefetch(const PrefetchParams& p, int ctas, cudaStream_t stream, bool pdl) {
-  if (p.layers <= 0 || p.max_pages <= 0 || p.batch < 0 || ctas <= 0 || p.pool_layers <= 0 || p.layer_pages <= 0) {
-    return cudaSuccess;
-  }
-  if (p.chunk_bytes <= 0 || p.chunk_bytes % 128 != 0 || p.page_bytes % p.chunk_bytes != 0 || ctas > 65535 ||
-      reinterpret_cast<uintptr_t>(p.pool) % 128 != 0 || (p.mode != 1 && p.mode != 2) || p.first_layer < 0) {
-    return cudaErrorInvalidValue;
-  }
-  return launch_ex(detail::prefetch_kernel, dim3(static_cast<unsigned>(ctas)), kPrefetchThreads, 0, stream,
-                   pdl, p);
 }
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {

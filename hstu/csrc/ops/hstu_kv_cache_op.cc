@@ -4,7 +4,6 @@
 // implementation is registered there too.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -43,50 +42,12 @@ constexpr int64_t kBeginStepLengthsReady = 4;
 constexpr int64_t kBeginStepEarly = 16;
 constexpr int64_t kBeginStepKnownOptions = kBeginStepNoGatherPlan | kBeginStepLengthsReady | kBeginStepEarly;
 
-// The PrefetchParams of kv_cache_prefetch and of kv_cache_append's prefetch blocks (checks the arguments); false
-// when there is nothing to ask for (no entries, or pages of odd sizes).
-bool prefetch_params(kvcache::PrefetchParams& p, const Tensor& pool, const Tensor& page_offsets,
-                     const Tensor& page_ids, const std::optional<Tensor>& ready, int64_t first_layer, int64_t layers,
-                     int64_t max_bytes, int64_t options) {
-  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
-  accel::check_contiguous(pool, "pool");
-  ACCEL_CHECK(pool.dim() == 6 && pool.size(2) == 2, "pool: expected (layers, pages + 1, 2, page_size, H, D), got ",
-              accel::shape_str(pool));
-  const int64_t B = page_offsets.numel() - 1;
-  ACCEL_CHECK(B >= 0, "page_offsets: expected B + 1 >= 1 elements");
-  check_vec(page_offsets, "page_offsets", pool, ScalarType::Int, B + 1, "pool");
-  check_vec(page_ids, "page_ids", pool, ScalarType::Int, page_ids.numel(), "pool");
-  if (ready.has_value()) check_vec(*ready, "ready", pool, ScalarType::Int, 1, "pool");
-  ACCEL_CHECK(first_layer >= 0 && first_layer < pool.size(0), "first_layer: expected 0 to ", pool.size(0) - 1,
-              ", got ", first_layer);
-  p.pool = static_cast<const uint8_t*>(pool.data_ptr());
-  p.page_offsets = static_cast<const int32_t*>(page_offsets.data_ptr());
-  p.page_ids = static_cast<const int32_t*>(page_ids.data_ptr());
-  p.ready = ready.has_value() ? static_cast<const int32_t*>(ready->data_ptr()) : nullptr;
-  p.pool_layers = static_cast<int>(pool.size(0));
-  p.layer_pages = pool.size(1);
-  p.page_bytes = 2 * pool.size(3) * pool.size(4) * pool.size(5) * static_cast<int64_t>(pool.element_size());
-  p.n_entries = page_ids.numel();
-  p.batch = static_cast<int>(B);
-  p.first_layer = static_cast<int>(first_layer);
-  p.layers = static_cast<int>(std::min<int64_t>(layers, pool.size(0) - first_layer));
-  p.max_pages = p.page_bytes > 0 ? max_bytes / p.page_bytes : 0;
-  int chunk = 4096;
-  while (chunk > 128 && p.page_bytes % chunk != 0) chunk /= 2;
-  if (p.n_entries == 0 || p.page_bytes % chunk != 0 || p.layers <= 0 || p.max_pages <= 0) return false;
-  p.chunk_bytes = chunk;
-  p.mode = static_cast<int>(options & 3);
-  ACCEL_CHECK(p.mode == 1 || p.mode == 2, "options: expected the prefetch mode 1 or 2 in bits 0-1, got ", options);
-  return true;
-}
-
 using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Tensor slot_pages, Tensor last_used,
                         Tensor free_pages, Tensor free_count, Tensor clock, Tensor error_flags, Tensor user_ids,
                         Tensor cu_seqlens_q, Tensor num_append, int64_t total_q, int64_t page_size, bool create,
-                        bool evict, int64_t options, std::optional<Tensor> pf_pool, int64_t pf_layers,
-                        int64_t pf_bytes, int64_t pf_options) {
+                        bool evict, int64_t options) {
   torch::stable::accelerator::DeviceGuard guard(slot_user.get_device());
   ACCEL_CHECK(slot_user.is_cuda(), "slot_user: expected a CUDA tensor, got ", accel::device_name(slot_user));
   const int64_t U = slot_user.numel() - 1;
@@ -160,17 +121,6 @@ Outputs begin_step_cuda(Tensor slot_user, Tensor slot_valid, Tensor slot_len, Te
   p.evict = evict;
   p.gather_plan = gather_plan;
   p.early = (options & kBeginStepEarly) != 0;
-  // (private, KVCacheManager._l2_prefetch_head = "begin") CTAs beside the block ask the L2 for layers [0, pf_layers)
-  // of the step's pages once the ready word says 2 (pf_options as kv_cache_prefetch's options: mode, CTAs)
-  if (pf_pool.has_value() && ready && pf_layers > 0) {
-    accel::check_same_device(*pf_pool, "pf_pool", slot_user, "slot_user");
-    if (prefetch_params(p.pf, *pf_pool, page_offsets, page_ids, std::nullopt, 0, pf_layers, pf_bytes,
-                        pf_options)) {
-      p.pf.ready = p.ready;
-      const int ctas = static_cast<int>((pf_options >> 8) & 255);
-      p.pf_ctas = ctas > 0 ? ctas : 4;
-    }
-  }
   cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(slot_user.get_device())));
   const cudaError_t err = kvcache::launch_begin_step(p, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_begin_step: CUDA error ", cudaGetErrorString(err));
@@ -224,34 +174,15 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_copy_pages: CUDA error ", cudaGetErrorString(err));
 }
 
-// kv_cache_prefetch (private: KVCacheManager._l2_prefetch): asks the L2 for the cached pages of a step's users
-// (page_offsets (B + 1), page_ids int32, as CacheStep holds them) in pool layers [first_layer, first_layer + layers),
-// at most max_bytes per layer (hstu_kv_cache.h PrefetchParams). ready: begin_step's ready word (one int32) or None.
-// options: bits 0-1 the mode (1 bulk prefetch per chunk, 2 one prefetch per line), bits 8-15 the CTAs (0: 16),
-// kOptPdl a programmatic dependent launch (compute capability 9.0). Writes nothing.
-void prefetch_cuda(Tensor pool, Tensor page_offsets, Tensor page_ids, std::optional<Tensor> ready,
-                   int64_t first_layer, int64_t layers, int64_t max_bytes, int64_t options) {
-  ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
-  torch::stable::accelerator::DeviceGuard guard(pool.get_device());
-  kvcache::PrefetchParams p{};
-  if (!prefetch_params(p, pool, page_offsets, page_ids, ready, first_layer, layers, max_bytes, options)) return;
-  const int ctas = static_cast<int>((options >> 8) & 255);
-  cudaStream_t s = static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(pool.get_device())));
-  const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
-  const cudaError_t err = kvcache::launch_prefetch(p, ctas > 0 ? ctas : 16, s, pdl);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_prefetch: CUDA error ", cudaGetErrorString(err));
-}
-
 // kv_cache_append: KVCacheManager.append in one launch (hstu_kv_cache.h AppendParams). pool (layers, pages + 1, 2,
 // page_size, H, D) contiguous (page `num_pages` the sink); k, v (layers, tokens, H, D) with contiguous rows; dst
 // (entries) int64 K rows of a layer's pool viewed as rows of H * D (V at + page_size); src (entries) int64 token rows
 // of k / v, or None: entry i reads token i. Sink and out-of-range entries are skipped. options: kernel_options bits
 // (kOptPdl: a programmatic dependent launch, on compute capability 9.0 devices, which run its sm_90 code); bits
-// 8-13 (private, KVCacheManager._append_warps): warps per block (0: 8).
+// 8-13 (private, KVCacheManager._append_warps): warps per block, one entry each (0: 8; at most 32); bit 16
+// (private, KVCacheManager._append_after): no wait for the kernels before it (AppendParams::no_wait).
 void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tensor> src, int64_t page_size,
-                 int64_t num_pages, int64_t options, std::optional<Tensor> pf_pool, std::optional<Tensor> pf_offsets,
-                 std::optional<Tensor> pf_ids, std::optional<Tensor> pf_ready, int64_t pf_layer, int64_t pf_bytes,
-                 int64_t pf_options) {
+                 int64_t num_pages, int64_t options) {
   ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
   torch::stable::accelerator::DeviceGuard guard(pool.get_device());
   accel::check_contiguous(pool, "pool");
@@ -295,15 +226,7 @@ void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tens
   ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
               ", got ", options);
   const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
-  // (private, KVCacheManager._l2_prefetch_fold) the prefetch's blocks in this grid: pf_options as kv_cache_prefetch's
-  // options (mode, blocks), the pages of pf_pool's layer pf_layer
-  if (pf_pool.has_value() && pf_offsets.has_value() && pf_ids.has_value() && pf_layer >= 0) {
-    accel::check_same_device(*pf_pool, "pf_pool", pool, "pool");
-    if (prefetch_params(p.pf, *pf_pool, *pf_offsets, *pf_ids, pf_ready, pf_layer, 1, pf_bytes, pf_options)) {
-      const int blocks = static_cast<int>((pf_options >> 8) & 255);
-      p.pf_blocks = blocks > 0 ? blocks : 8;
-    }
-  }
+  p.no_wait = pdl && (options & (int64_t{1} << 16)) != 0;
   const cudaError_t err = kvcache::launch_append(p, s, pdl, static_cast<int>((options >> 8) & 63));
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_append: CUDA error ", cudaGetErrorString(err),
               " (16-byte aligned rows and strides expected)");
@@ -318,20 +241,15 @@ STABLE_TORCH_LIBRARY_FRAGMENT(hstu_attn, m) {
       "kv_cache_begin_step(Tensor(a!) slot_user, Tensor(b!) slot_valid, Tensor(c!) slot_len, Tensor(d!) slot_pages, "
       "Tensor(e!) last_used, Tensor(f!) free_pages, Tensor(g!) free_count, Tensor(h!) clock, Tensor(i!) error_flags, "
       "Tensor user_ids, Tensor cu_seqlens_q, Tensor num_append, int total_q, int page_size, bool create, "
-      "bool evict, int options=0, Tensor? pf_pool=None, int pf_layers=0, int pf_bytes=0, int pf_options=0) -> "
-      "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "bool evict, int options=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Keep identical to KV_CACHE_COPY_PAGES_SCHEMA in hstu/_kv_cache.py.
   m.def("kv_cache_copy_pages(Tensor src, Tensor(a!) dst, Tensor src_pages, Tensor dst_pages, Tensor count) -> ()");
   m.def("kv_cache_append(Tensor(a!) pool, Tensor k, Tensor v, Tensor dst, Tensor? src, int page_size, "
-        "int num_pages, int options=0, Tensor? pf_pool=None, Tensor? pf_offsets=None, Tensor? pf_ids=None, "
-        "Tensor? pf_ready=None, int pf_layer=-1, int pf_bytes=0, int pf_options=0) -> ()");
-  m.def("kv_cache_prefetch(Tensor pool, Tensor page_offsets, Tensor page_ids, Tensor? ready, int first_layer, "
-        "int layers, int max_bytes, int options=0) -> ()");
+        "int num_pages, int options=0) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(hstu_attn, CUDA, m) {
   m.impl("kv_cache_begin_step", TORCH_BOX(&hstu::kvcache_op::begin_step_cuda));
   m.impl("kv_cache_copy_pages", TORCH_BOX(&hstu::kvcache_op::copy_pages_cuda));
   m.impl("kv_cache_append", TORCH_BOX(&hstu::kvcache_op::append_cuda));
-  m.impl("kv_cache_prefetch", TORCH_BOX(&hstu::kvcache_op::prefetch_cuda));
 }
