@@ -75,30 +75,17 @@ def cached_hstu_attention(
     arrive = _split_arrive_on() if getattr(cache, "_split_arrive", False) else contextlib.nullcontext()
     with _ops._more_option_bits(_ops.OPTION_BITS["pdl"]) if pdl else contextlib.nullcontext(), arrive:
         side = _append_stream(cache, k) if append else None
-        first = side is not None and getattr(cache, "_append_first", False)  # (private: the append captured first)
-        # (private: the append behind the attention, without its wait; not layer 0's, which waits for begin_step)
-        after = side is not None and pdl and layer_idx > 0 and getattr(cache, "_append_after", False)
-        if side is not None and not after:
+        if side is not None:
             main = torch.cuda.current_stream(k.device)
             side.wait_stream(main)  # the fork, before the attention: the append needs k / v and begin_step's rows
-            if first:
-                with torch.cuda.stream(side):
-                    cache.append(step, k, v, layer=layer_idx)
         out = hstu_attn_paged_func(
             q, k, v, step.cu_seqlens_q, cache.layer_cache(layer_idx), step.page_offsets, step.page_ids,
             step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
             window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
         )  # (the page table's flags went into cache.error_flags once, in begin_step)
-        if after:
-            main = torch.cuda.current_stream(k.device)
-            side.wait_stream(main)  # the fork, behind the attention (its programmatic dependent)
+        if side is not None:
             with torch.cuda.stream(side):
-                cache._append(step, k, v, layer_idx, no_wait=True)
-            main.wait_stream(side)
-        elif side is not None:
-            if not first:
-                with torch.cuda.stream(side):
-                    cache.append(step, k, v, layer=layer_idx)
+                cache.append(step, k, v, layer=layer_idx)
             main.wait_stream(side)  # the join: whatever the caller runs next comes after both
         elif append:
             cache.append(step, k, v, layer=layer_idx)

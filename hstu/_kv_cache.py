@@ -285,16 +285,6 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
-        # (private, measured in the serving step: docs/hstu_inference.md) _append_warps: warps per block of the
-        # append kernel, one token row each (0: its default, 8); _append_first: in a captured step the layer's append
-        # is captured before its attention (both behind the layer before; the order the graph holds them in).
-        self._append_warps = 0
-        self._append_first = False
-        # _append_after: in a captured step under pdl, layer l >= 1's append is captured after its attention, as
-        # its programmatic dependent launched without its wait (everything the append reads completed before the
-        # attention's own wait returned, which precedes its signal), so its blocks take SMs once the attention's
-        # CTAs are placed instead of at the layer's start; layer 0's append still waits (for begin_step's rows).
-        self._append_after = False
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
@@ -540,12 +530,6 @@ class KVCacheManager:
                 skips the others; elsewhere two index_copy_ write the others to the sink page.
             layer: the layer of a 3-d k/v; None for 4-d.
         """
-        self._append(step, k, v, layer)
-
-    def _append(self, step: CacheStep, k: torch.Tensor, v: torch.Tensor, layer: Optional[int] = None,
-                no_wait: bool = False) -> None:
-        """`append`; no_wait (private, _append_after): the kernel launched without its wait for the kernels before
-        it (only behind the paged forward under pdl, whose signal follows its own wait)."""
         want = (step.append_rows.shape[0], self.num_heads, self.head_dim)
         if layer is None:
             want = (self.num_layers,) + want
@@ -565,8 +549,7 @@ class KVCacheManager:
             k4, v4 = (k, v) if layer is None else (k.unsqueeze(0), v.unsqueeze(0))
             # (kernel_options(pdl=True): a programmatic dependent launch, like the paged forward's)
             torch.ops.hstu_attn.kv_cache_append(pool, k4, v4, dst, src, ps, self.num_pages,
-                                                (_current_options() & OPTION_BITS["pdl"]) |
-                                                ((int(self._append_warps) & 63) << 8) | (1 << 16 if no_wait else 0))
+                                                _current_options() & OPTION_BITS["pdl"])
             return
         if step.append_src is not None:  # only the appended tokens (begin_step's max_append)
             dim = 1 if layer is None else 0

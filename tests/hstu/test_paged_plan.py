@@ -463,16 +463,12 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "append_blocks",
-                                     "append_after"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
     # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
-    # "default": as constructed (all on); the others one at a time (early with the ready word); append_blocks: the
-    # defaults with the append kernel in blocks of 2 warps, captured before the attention (_append_warps / _first);
-    # append_after: the later layers' appends behind their attention without their wait (_append_after; each
-    # layer's k / v written by a kernel right before its call, so a read before that kernel would show).
+    # "default": as constructed (all on); the others one at a time (early with the ready word).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
     # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
@@ -488,11 +484,7 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     # (_plan_ready, _split_arrive, _begin_early)
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
-    if variant == "append_blocks":
-        pre._append_warps, pre._append_first = 2, True
-    elif variant == "append_after":
-        pre._append_after = True
-    elif variant != "default":
+    if variant != "default":
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
     else:
         assert pre._plan_ready and pre._split_arrive and pre._begin_early

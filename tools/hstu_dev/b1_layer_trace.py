@@ -8,6 +8,7 @@ median / max over the working CTAs of each phase from the first item read (us), 
 CTAs' sum modes (done: another chunk sums alone; alone: this one sums its unit; together: each sums a slice).
 
 --layers L,L:F,...: trace layer L; L:F: the step runs layers F.. only (layer F is the first after the head).
+--eager-begin: begin_step runs once before the capture; the graph holds the layers alone.
 
     python tools/hstu_dev/b1_layer_trace.py --variants default --layers 0,1,7,1:1
 """
@@ -35,6 +36,9 @@ def main() -> int:
     ap.add_argument("--variants", default="default")
     ap.add_argument("--layers", default="0,1,7")
     ap.add_argument("--replays", type=int, default=3)
+    # begin_step run once before the capture, outside the graph: the graph holds the layers alone (layer F's call
+    # makes the step's plan), so the traced layer runs with no begin_step in the replay before it
+    ap.add_argument("--eager-begin", action="store_true")
 
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -64,8 +68,9 @@ def main() -> int:
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     cols = " | ".join(n for _, n in PHASES)
-    print(f"| wheel | variant | layer (: the first run) | {cols} | span | working CTAs | split CTAs: done / alone / "
-          f"together |")
+    head = " (begin_step before the graph)" if args.eager_begin else ""
+    print(f"| wheel | variant | layer (: the first run){head} | {cols} | span | working CTAs | "
+          f"split CTAs: done / alone / together |")
     print("|---|---|---|" + "---|" * (len(PHASES) + 3))
     for var in args.variants.split(","):
         attrs = VARIANTS[var]
@@ -82,8 +87,10 @@ def main() -> int:
             tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
             scaling = float(sh.history + sh.candidates)
 
-            def step(cache=cache, traced=traced, first=first):
-                s = cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
+            s0 = cache.begin_step(users, cu_q, app, B * sh.new, sh.new) if args.eager_begin else None
+
+            def step(cache=cache, traced=traced, first=first, s0=s0):
+                s = s0 if s0 is not None else cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
                 for l in range(first, sh.layers):
                     bits = _ops.OPTION_BITS["fwd_trace"] if l == traced else 0
                     with _ops._more_option_bits(bits):

@@ -17,10 +17,6 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
                 first barrier, the 2 after the append rows, the lookup's loads after the sort)
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
-  appN          _append_warps = N: the append kernel in blocks of N warps (one token row each; 8 by default:
-                48 blocks at batch 1); app_first: _append_first, each layer's append captured before its attention;
-                app2_first: both; app_after: _append_after, the later layers' appends behind their attention,
-                launched without their wait; app_after2 / app_after32: with blocks of 2 / 32 warps
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
@@ -49,11 +45,7 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
-            "app1": {"_append_warps": 1}, "app2": {"_append_warps": 2}, "app4": {"_append_warps": 4},
-            "app16": {"_append_warps": 16}, "app32": {"_append_warps": 32}, "app_first": {"_append_first": True},
-            "app2_first": {"_append_warps": 2, "_append_first": True}, "app_after": {"_append_after": True},
-            "app_after2": {"_append_after": True, "_append_warps": 2},
-            "app_after32": {"_append_after": True, "_append_warps": 32}, "one_append": {}}
+            "one_append": {}}
 
 
 def _l2_streaming_graph(fn, pool: torch.Tensor):

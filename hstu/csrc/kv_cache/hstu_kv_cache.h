@@ -115,16 +115,11 @@ struct AppendParams {
   const int64_t* src;          // (entries) or nullptr
   int64_t entries, layers, layer_rows, row_bytes, page_size, sink_row, src_rows;
   int64_t k_layer_stride, k_row_stride, v_layer_stride, v_row_stride;  // bytes, multiples of 16
-  // Private (KVCacheManager._append_after): no wait for the kernels before it. Only for a launch behind a kernel
-  // that lets its dependents launch after its own wait (the paged forward under pdl), and whose prerequisites are
-  // all this kernel reads: they completed before that kernel's wait returned, so before this grid could launch.
-  bool no_wait = false;
 };
 
 // pdl: launched with programmatic stream serialization (its CTAs may start while the kernel before it runs; the
 // kernel waits for it first thing). Only on devices that run the kernel's sm_90 code (the caller checks).
-// warps: per block, one entry each (0: the default, 8; at most 32).
-cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl = false, int warps = 0);
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl = false);
 
 }  // namespace kvcache
 }  // namespace hstu

@@ -31,23 +31,20 @@ __global__ void __launch_bounds__(kCopyThreads) page_copy_kernel(PageCopyParams 
   for (; i < n; i += kCopyThreads) d[i] = s[i];
 }
 
-// One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V; blocks
-// of kAppendWarps warps by default (launch_append's warps).
+// One warp per entry and layer (rows of H * D elements are a few hundred bytes): 16-byte copies of K and V.
 constexpr int kAppendWarps = 8;
-constexpr int kAppendMaxWarps = 32;
-__global__ void __launch_bounds__(32 * kAppendMaxWarps) append_kernel(AppendParams p) {
+__global__ void __launch_bounds__(32 * kAppendWarps) append_kernel(AppendParams p) {
   // Programmatic dependent launch: the wait (first thing: nothing is read before it) holds a launch with
   // programmatic serialization (launch_append's pdl) until the kernel before it completed, and is a no-op in a plain
   // launch; the signal lets a kernel behind this one
   // that was launched with programmatic serialization (the next layer's paged forward under
   // kernel_options(pdl=True)) start its CTAs now, on the SMs this small grid leaves free. It waits for this grid
   // before its first read, and nothing before this grid is incomplete then (the signal follows this grid's wait).
-  if (!p.no_wait) griddep_wait();
+  griddep_wait();
   griddep_launch_dependents();
-  const int64_t i = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32, l = blockIdx.y;
+  const int64_t i = int64_t{blockIdx.x} * kAppendWarps + threadIdx.x / 32, l = blockIdx.y;
   if (i >= p.entries) return;
-  // (L2 loads: data written by other kernels, read once)
-  const int64_t d = __ldcg(p.dst + i), s = p.src != nullptr ? __ldcg(p.src + i) : i;
+  const int64_t d = p.dst[i], s = p.src != nullptr ? p.src[i] : i;
   if (d < 0 || d + p.page_size >= p.sink_row || s < 0 || s >= p.src_rows) return;
   const uint4* ks = reinterpret_cast<const uint4*>(p.k + l * p.k_layer_stride + s * p.k_row_stride);
   const uint4* vs = reinterpret_cast<const uint4*>(p.v + l * p.v_layer_stride + s * p.v_row_stride);
@@ -55,7 +52,7 @@ __global__ void __launch_bounds__(32 * kAppendMaxWarps) append_kernel(AppendPara
   uint4* kd = reinterpret_cast<uint4*>(base + d * p.row_bytes);
   uint4* vd = reinterpret_cast<uint4*>(base + (d + p.page_size) * p.row_bytes);
   for (int64_t c = threadIdx.x % 32; c < p.row_bytes / 16; c += 32) {
-    const uint4 a = __ldcg(ks + c), b = __ldcg(vs + c);
+    const uint4 a = ks[c], b = vs[c];
     kd[c] = a;
     vd[c] = b;
   }
@@ -63,7 +60,7 @@ __global__ void __launch_bounds__(32 * kAppendMaxWarps) append_kernel(AppendPara
 
 }  // namespace detail
 
-cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl, int warps) {
+cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl) {
   if (p.entries <= 0 || p.layers <= 0) return cudaSuccess;
   if (p.layers > 65535 || p.row_bytes % 16 != 0 || p.sink_row > p.layer_rows ||
       reinterpret_cast<uintptr_t>(p.pool) % 16 != 0 || reinterpret_cast<uintptr_t>(p.k) % 16 != 0 ||
@@ -71,12 +68,10 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream, bool pdl, 
       ((p.k_layer_stride | p.k_row_stride | p.v_layer_stride | p.v_row_stride) % 16) != 0) {
     return cudaErrorInvalidValue;
   }
-  if (warps <= 0) warps = detail::kAppendWarps;
-  if (warps > detail::kAppendMaxWarps) return cudaErrorInvalidValue;
-  const int64_t blocks = (p.entries + warps - 1) / warps;
+  const int64_t blocks = (p.entries + detail::kAppendWarps - 1) / detail::kAppendWarps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.layers));
-  return launch_ex(detail::append_kernel, grid, 32 * warps, 0, stream, pdl, p);
+  return launch_ex(detail::append_kernel, grid, 32 * detail::kAppendWarps, 0, stream, pdl, p);
 }
 
 cudaError_t launch_page_copy(const PageCopyParams& p, cudaStream_t stream) {

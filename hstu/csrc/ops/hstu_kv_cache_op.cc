@@ -178,9 +178,7 @@ void copy_pages_cuda(Tensor src, Tensor dst, Tensor src_pages, Tensor dst_pages,
 // page_size, H, D) contiguous (page `num_pages` the sink); k, v (layers, tokens, H, D) with contiguous rows; dst
 // (entries) int64 K rows of a layer's pool viewed as rows of H * D (V at + page_size); src (entries) int64 token rows
 // of k / v, or None: entry i reads token i. Sink and out-of-range entries are skipped. options: kernel_options bits
-// (kOptPdl: a programmatic dependent launch, on compute capability 9.0 devices, which run its sm_90 code); bits
-// 8-13 (private, KVCacheManager._append_warps): warps per block, one entry each (0: 8; at most 32); bit 16
-// (private, KVCacheManager._append_after): no wait for the kernels before it (AppendParams::no_wait).
+// (kOptPdl: a programmatic dependent launch, on compute capability 9.0 devices, which run its sm_90 code).
 void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tensor> src, int64_t page_size,
                  int64_t num_pages, int64_t options) {
   ACCEL_CHECK(pool.is_cuda(), "pool: expected a CUDA tensor, got ", accel::device_name(pool));
@@ -226,8 +224,7 @@ void append_cuda(Tensor pool, Tensor k, Tensor v, Tensor dst, std::optional<Tens
   ACCEL_CHECK((options & ~int64_t{kOptKnownMask}) == 0, "options: expected bits of ", int64_t{kOptKnownMask},
               ", got ", options);
   const bool pdl = (options & kOptPdl) != 0 && device_is_sm90(pool.get_device());
-  p.no_wait = pdl && (options & (int64_t{1} << 16)) != 0;
-  const cudaError_t err = kvcache::launch_append(p, s, pdl, static_cast<int>((options >> 8) & 63));
+  const cudaError_t err = kvcache::launch_append(p, s, pdl);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::kv_cache_append: CUDA error ", cudaGetErrorString(err),
               " (16-byte aligned rows and strides expected)");
 }
