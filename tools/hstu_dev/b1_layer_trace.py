@@ -39,13 +39,12 @@ def main() -> int:
     # begin_step run once before the capture, outside the graph: the graph holds the layers alone (layer F's call
     # makes the step's plan), so the traced layer runs with no begin_step in the replay before it
     ap.add_argument("--eager-begin", action="store_true")
-
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("b1_layer_trace: no CUDA GPU, skipped")
         return 0
     import hstu_inference as hi
-    from b1_step_bench import VARIANTS
+    from b1_step_bench import variant_setup
     from bench_util import capture_graph
 
     import hstu_attn
@@ -73,16 +72,12 @@ def main() -> int:
           f"split CTAs: done / alone / together |")
     print("|---|---|---|" + "---|" * (len(PHASES) + 3))
     for var in args.variants.split(","):
-        attrs = VARIANTS[var]
         for entry in args.layers.split(","):
             traced, first = (int(x) for x in (entry.split(":") + [0])[:2])
-            gen = torch.Generator(device=dev).manual_seed(0)
-            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            cache, _, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd)
-            if any(not hasattr(cache, a) for a in attrs):
+            made = variant_setup(hi, sh, var, dev, dt)
+            if made is None:
                 break
-            for a, val in attrs.items():
-                setattr(cache, a, val)
+            cache, _, restore, (users, cu_q, app, q, k, v) = made
             B = sh.batch
             tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
             scaling = float(sh.history + sh.candidates)

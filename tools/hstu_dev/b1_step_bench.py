@@ -48,6 +48,20 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "one_append": {}}
 
 
+def variant_setup(hi, sh, var: str, dev, dt):
+    """hstu_inference.py's cached_setup of shape `sh` on inputs drawn from seed 0, the manager given variant `var`'s
+    attributes (NAME+l2s: NAME's; one_append: cached_setup's form), or None where the installed wheel lacks one."""
+    gen = torch.Generator(device=dev).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
+    made = hi.cached_setup(sh, dev, dt, 64, rnd, one_append=var == "one_append")
+    attrs = VARIANTS[var[:-4] if var.endswith("+l2s") else var]
+    if any(not hasattr(made[0], a) for a in attrs):
+        return None
+    for a, val in attrs.items():
+        setattr(made[0], a, val)
+    return made
+
+
 def _l2_streaming_graph(fn, pool: torch.Tensor):
     """fn captured as capture_graph does, every kernel node given an access policy window over `pool` (hit and
     miss property streaming) before the graph is instantiated."""
@@ -131,17 +145,11 @@ def main() -> int:
         runs = []
         ref = None
         for var in args.variants.split(","):
-            gen = torch.Generator(device=dev).manual_seed(0)
-            rnd = lambda *s: torch.randn(*s, device=dev, dtype=dt, generator=gen)  # noqa: E731
-            one = var == "one_append"  # (every layer's K/V appended by one launch after the last layer)
-            cache, bench_step, restore, (users, cu_q, app, q, k, v) = hi.cached_setup(sh, dev, dt, 64, rnd,
-                                                                                        one_append=one)
-            l2s = var.endswith("+l2s")
-            attrs = VARIANTS[var[:-4] if l2s else var]
-            if any(not hasattr(cache, a) for a in attrs):
+            made = variant_setup(hi, sh, var, dev, dt)
+            if made is None:
                 continue
-            for a, val in attrs.items():
-                setattr(cache, a, val)
+            cache, bench_step, restore, (users, cu_q, app, q, k, v) = made
+            l2s = var.endswith("+l2s")
             B = sh.batch
             tgt = torch.full((B,), sh.candidates, dtype=torch.int32, device=dev)
             res = torch.empty(sh.layers, B * sh.new, sh.heads, sh.dim, device=dev, dtype=dt)
