@@ -17,7 +17,8 @@ the mask compares), 16384 with the LPT grid, 65536 with dK / dV by 16-byte store
 of them), 15360 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96.
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
-Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
+Usage (GPU, sm_90, a dev build: `bazel build //:wheels --config=sm90 --define hstu_dev=1`, which builds the diag
+variants; the product wheel refuses them): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
 """
 
 import argparse

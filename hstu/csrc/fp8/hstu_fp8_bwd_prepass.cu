@@ -36,10 +36,19 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
+  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   if (col == p.do_cols) {  // rows past cu_q[batch]
     for (int64_t r = p.cu_seqlens_q[p.batch] + threadIdx.x / vecs; r < p.total_q; r += kThreads / vecs) {
       if (threadIdx.x < (kThreads / vecs) * vecs) {
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
+      }
+    }
+    if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
+      const int64_t lo = min(int64_t{p.cu_seqlens_q[0]}, p.total_q), hi = p.cu_seqlens_q[p.batch];
+      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
+      for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
+        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
     return;
@@ -92,6 +101,19 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
                                               << (8 * (e % 4));
     }
     *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+  }
+  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
+    if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
+      const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
+      const int per = 4 * D;  // float4 per group and head
+      for (int i = threadIdx.x; i < (n + 15) / 16 * per; i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 16 * D)[i % per] = zero4;
+      }
+    } else {
+      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
+      }
+    }
   }
 }
 
@@ -207,14 +229,92 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
   }
 }
 
+// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
+// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
+// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
+// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
+// dv rows outside every sequence, grid-stride.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
+                                                                        int64_t groups) {
+  constexpr int D = 128, kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
+  __shared__ __align__(16) float tile[16 * kRow];
+  const int64_t x = blockIdx.x;
+  const int h = blockIdx.y, t = threadIdx.x;
+  const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;  // 8-element groups per row
+  if (x >= groups) {
+    if (h != 0) return;
+    const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
+    const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
+    const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
+    const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
+    const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
+    const int64_t step = (static_cast<int64_t>(gridDim.x) - groups) * kThreads;
+    for (int64_t g = (x - groups) * kThreads + t; g < n_q + 2 * n_k; g += step) {
+      uint4* dst;
+      int64_t o, lo, hi;
+      if (g < n_q) {
+        dst = reinterpret_cast<uint4*>(p.dq), o = g, lo = lo_q, hi = hi_q;
+      } else {
+        dst = reinterpret_cast<uint4*>(g - n_q < n_k ? p.dk : p.dv), o = (g - n_q) % n_k, lo = lo_k, hi = hi_k;
+      }
+      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+  int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
+  }
+  const int64_t start = p.cu_seqlens_q[lo];
+  const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
+  const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
+  if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
+    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+    const float4 v = __ldcs(src + i);
+    const int c = 64 * blk + 8 * j + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
+    *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
+  }
+  __syncthreads();
+  const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns
+  if (r < rows) {
+    const float* a = &tile[r * kRow + 8 * c8];
+    reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] =
+        round8<T>(*reinterpret_cast<const float4*>(a), *reinterpret_cast<const float4*>(a + 4));
+  }
+}
+
 }  // namespace
 
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
+  // SMs of the current device, looked up once per device (an attribute query on every call costs host time)
+  static int sm_count[64] = {};
   int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
+    if (sm_count[dev] == 0) cudaDeviceGetAttribute(&sm_count[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (sm_count[dev] > 0) sms = sm_count[dev];
+  }
+  if (p.dq_tiled) {
+    if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
+    const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
+    const unsigned grid_x = static_cast<unsigned>(ng + 2 * sms);
+    if (p.out_half) {
+      fp8_bwd_finish_tiled_kernel<__half><<<dim3(grid_x, p.heads), kThreads, 0, stream>>>(p, ng);
+    } else {
+      fp8_bwd_finish_tiled_kernel<__nv_bfloat16><<<dim3(grid_x, p.heads), kThreads, 0, stream>>>(p, ng);
+    }
+    return cudaGetLastError();
+  }
   const int64_t want = (groups + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < 8 * sms ? want : 8 * sms);
   if (p.out_half) {
