@@ -23,21 +23,40 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The slot (within its group of 32) of row r under hstu_fp8_key_perm (its inverse: key_perm(slot) == r).
+__device__ __forceinline__ int quant_slot_of_row(int r) {
+  // key_perm(s) = hi + 2 t + (i & 1) + 8 (i >> 1) with hi = s & 16, t = (s & 15) >> 2, i = s & 3
+  const int hi = r & 16, lo8 = r & 15;
+  const int i = (lo8 & 1) | ((lo8 >> 3) << 1), t = (lo8 & 7) >> 1;
+  return hi + 4 * t + i;
+}
+
 // Block (col, h): dO's block column col of head h (quantize_fp8's "block" layout: sequence b's block m is column
 // cu_q[b] / 128 + b + m). amax over the block's used rows (NaN propagates, as torch.amax), descale = amax / 448
 // (IEEE division; at least FLT_MIN; 1.0 for a zero, NaN or empty block, as torch.where(amax > 0, ...)), rows
 // x / descale in e4m3, unused rows 0. Block col == do_cols zeroes the rows of no sequence.
+// The same block writes dO^T's columns of its rows (no second read of do8): its 128 rows' e4m3 bytes go to a shared
+// tile by destination slot (slot s of the block's columns holds row (s & ~31) + hstu_fp8_key_perm(s & 31); rows past
+// the sequence 0), then per row d of the copy 16-byte column groups of the block's column range (quant_dot_cols:
+// the last block of a sequence also zeroes the columns up to the next sequence's first; the extra block the columns
+// before sequence 0's).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
+  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
   const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
   const int64_t col = blockIdx.x;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (col == p.do_cols) {  // rows past cu_q[batch]
+  uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
+  if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
+    const int64_t c0 = p.dot_separate ? 0 : min(hstu_fp8_vt_start(p.cu_seqlens_q[0], 0), p.q_cols);
+    for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
+      *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
+    }
     for (int64_t r = p.cu_seqlens_q[p.batch] + threadIdx.x / vecs; r < p.total_q; r += kThreads / vecs) {
       if (threadIdx.x < (kThreads / vecs) * vecs) {
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
@@ -90,18 +109,6 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  for (int i = threadIdx.x; i < n * vecs; i += kThreads) {
-    const int r = i / vecs, c = (i % vecs) * 8;
-    uint32_t w[2] = {0, 0};
-    if (r < nu) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
-      const T* x = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
-                                              << (8 * (e % 4));
-    }
-    *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
-  }
   if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
     if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
       const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
@@ -114,6 +121,48 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
         reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
+  }
+  // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
+  // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
+  const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
+  const bool with_dot = !p.dot_separate;
+  for (int i = threadIdx.x; i < (with_dot ? 128 : n) * vecs; i += kThreads) {
+    const int r = i / vecs, c = (i % vecs) * 8;
+    uint32_t w[2] = {0, 0};
+    if (r < nu) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(dout + (r0 + r) * p.do_row_stride + c);
+      const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
+                                              << (8 * (e % 4));
+    }
+    if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+    if (with_dot) {
+      const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
+      *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
+          make_uint2(w[0], w[1]);
+    }
+  }
+  if (!with_dot) return;
+  // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
+  const int64_t first = hstu_fp8_vt_start(start, lo);
+  const int64_t seq_end = lo + 1 < p.batch ? hstu_fp8_vt_start(p.cu_seqlens_q[lo + 1], lo + 1) : p.q_cols;
+  const int64_t c_begin = first + 128 * m;
+  const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
+  __syncthreads();
+  const int groups = c_end > c_begin ? static_cast<int>((c_end - c_begin) / 16) : 0;
+  for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
+    const int d = idx / groups, g = idx % groups;
+    uint32_t wd[4] = {0, 0, 0, 0};
+    if (g < 8) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
+        wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
+                static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
+      }
+    }
+    *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
   }
 }
 
@@ -136,8 +185,9 @@ constexpr int kCols = 128;
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
   __shared__ int64_t src_row[kCols];
-  // (selected field by field: an indexed array of the three would live in local memory)
-  const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
+  // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks unless
+  // dot_separate)
+  const bool kz = blockIdx.z == (p.dot_separate ? 2 : 1), dz = p.dot_separate && blockIdx.z == 1;
   TransposeJob j;
   j.src = kz ? p.k8 : dz ? p.do8 : p.q8;
   j.row_stride = kz ? p.k_row_stride : dz ? static_cast<int64_t>(p.heads) * p.head_dim : p.q_row_stride;
@@ -329,16 +379,17 @@ cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t 
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  const size_t qsmem = p.dot_separate ? 0 : 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   if (p.dout_half) {
-    fp8_quant_do_kernel<__half><<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
   } else {
-    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, qsmem, stream>>>(p);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 3), kThreads, 0, stream>>>(
-      p);
+  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, p.dot_separate ? 3 : 2),
+                         kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -53,9 +53,11 @@ struct HstuFp8BwdPrepassParams {
   // hstu_fp8_bwd_dq_tiled_floats that hold the sequences' rows (the rest is never read).
   float* dq_zero;
   int dq_tiled;
+  // 1 (the op's private A/B: 0): dO^T written by the quantization's blocks; 0: by the transposes' kernel from do8
+  int dot_separate;
 };
 
-// Launches the two pre-pass kernels (dO quantization, then the three transposed copies) on `stream`.
+// Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream);
 
 // After the Hopper FP8 backward kernel (one launch): dq = dq_accum rounded to the output dtype (every row), and zeros
