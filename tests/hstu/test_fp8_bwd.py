@@ -344,7 +344,7 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 
 
 # The kernel's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kOptFp8BwdVariantShift), the same math as the default: dK / dV by 16-byte stores, dQ by
+# hstu_bwd_fp8_sm90.h kOptFp8BwdFieldShift), the same math as the default: dK / dV by 16-byte stores, dQ by
 # red.global.add.v4 into the fragment-ordered workspace (dq up to the order of its fp32 additions), the 1-D grid in
 # groups of pairs.
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)

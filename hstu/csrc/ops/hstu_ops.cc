@@ -605,10 +605,15 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
   pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
   pre.dq_tiled = dq_tiled ? 1 : 0;
+  pre.dot_separate = fp8_bwd_dot_separate(options) ? 1 : 0;
+  const bool pdl = fp8_bwd_pdl(options);
+  pre.pdl = pdl ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
-  err = hstu_check_fp8_scales(chk, s);
+  // Launch order: the two single-block checks first (plain launches), then the pre-pass and the kernel and the
+  // finishing pass, each of the last three a programmatic dependent launch behind the one before (pdl): the launch
+  // latency and ramp of each overlaps the tail of the one before (hstu_pdl.cuh; the transposes need nothing of the
+  // quantization unless dot_separate, so they start at once)
+  cudaError_t err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
@@ -625,7 +630,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
   f.diag = variant;
+  f.pdl = pdl ? 1 : 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
+  err = hstu_fp8_bwd_prepass(pre, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
@@ -636,6 +644,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copies)
   fin.cu_seqlens_q = p.cu_seqlens_q;
   fin.dq_tiled = dq_tiled ? 1 : 0;
+  fin.pdl = pdl ? 1 : 0;
   fin.batch = static_cast<int>(B);
   fin.heads = static_cast<int>(H);
   fin.head_dim = static_cast<int>(D);

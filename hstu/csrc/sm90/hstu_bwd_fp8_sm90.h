@@ -29,6 +29,7 @@ struct HstuFp8BwdParams {
   float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
                      // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
   int diag;          // the kernel variant (fp8_bwd_variant; Fp8BwdDiagBuilt): 0 the default
+  int pdl;           // 1: a programmatic dependent launch behind the pre-pass (the kernel waits for it first)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -86,21 +87,28 @@ constexpr int kFp8BwdDqRedV4 = 131072;
 // the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the end).
 constexpr int kFp8BwdLptGroups = 262144;
 constexpr int kFp8BwdLptGroupCtas = 256;
-// The op's private variants: option bits 59-60 of hstu_attn::fp8_bwd_sm90's `options` (hstu/_fp8_bwd.py
-// FP8_BWD_VARIANT_BITS, the benchmark), a 2-bit field choosing one feature bit to toggle: 1 kFp8BwdEpiV4, 2
-// kFp8BwdDqRedV4, 3 kFp8BwdLptGroups. Bit 56 is the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel
-// reads it).
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: the kernel's
+// feature bits toggled (kernel), dO^T by the transposes' kernel (dot_separate), plain launches (no_pdl). Bit 56 is
+// the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
-constexpr int kOptFp8BwdVariantShift = 59;
-constexpr int64_t kOptFp8BwdVariantMask = int64_t{3} << kOptFp8BwdVariantShift;
-constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdVariantMask;
-// The kernel variant (the op's diag: its difference from kFp8BwdDefault) that `options` and `diag` select.
-constexpr int fp8_bwd_variant(int64_t options, int diag) {
-  return diag ^ (((options & kOptFp8BwdVariantMask) >> kOptFp8BwdVariantShift) == 1   ? kFp8BwdEpiV4
-                 : ((options & kOptFp8BwdVariantMask) >> kOptFp8BwdVariantShift) == 2 ? kFp8BwdDqRedV4
-                 : ((options & kOptFp8BwdVariantMask) >> kOptFp8BwdVariantShift) == 3 ? kFp8BwdLptGroups
-                                                                                      : 0);
+constexpr int kOptFp8BwdFieldShift = 59;
+constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
+struct Fp8BwdFieldVariant {
+  int kernel;
+  bool dot_separate;
+  bool no_pdl;
+};
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {
+    {0, false, false}, {kFp8BwdEpiV4, false, false}, {kFp8BwdDqRedV4, false, false}, {kFp8BwdLptGroups, false, false}};
+constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
+  return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
+// The kernel variant (the op's diag: its difference from kFp8BwdDefault) that `options` and `diag` select.
+constexpr int fp8_bwd_variant(int64_t options, int diag) { return diag ^ fp8_bwd_field(options).kernel; }
+constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
+constexpr bool fp8_bwd_pdl(int64_t options) { return !fp8_bwd_field(options).no_pdl; }
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
 // default and the variants of the option field above; the timing-only and older feature variants (the phase split,
 // tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).

@@ -265,6 +265,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
   extern __shared__ char smem_raw[];
+  griddep_wait();  // (f.pdl: the pre-pass complete, its writes visible; a no-op in a plain launch)
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base;
   const uint32_t sV = base + C::kOffV;
