@@ -128,6 +128,58 @@ def test_kernel_dq_staging_map_is_the_reduce_boxes_layout():
                     seen.add(a + 4 * t)
     assert len(seen) == 1024
 
+def _quant_slot_of_row(r):
+    """hstu_fp8_bwd_prepass.cu quant_slot_of_row: the slot (within 32) whose fp8_key_perm is r."""
+    lo8 = r & 15
+    return (r & 16) + 4 * ((lo8 & 7) >> 1) + ((lo8 & 1) | ((lo8 >> 3) << 1))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prepass_quant_blocks_write_every_dot_column(seed):
+    """The host mirror of the quantization blocks' dO^T columns (hstu_fp8_bwd_prepass.cu fp8_quant_do_kernel): block
+    (sequence b, 128-row block m) writes columns [first + 128 m, end) (end: the next sequence's first column after
+    b's last block), slot s holding its row (s & ~31) + fp8_key_perm(s & 31) (0 past the used rows, slots >= 128 0),
+    the extra block the columns before sequence 0's; together every column of dO^T gets the byte
+    `fp8_bwd_prepass_reference` puts there (fp8_vt_start / fp8_key_perm), whoever writes it (blocks past a
+    sequence's last one write zeros only)."""
+    assert all(fb.fp8_key_perm(_quant_slot_of_row(r)) == r for r in range(32))
+    rng = random.Random(seed)
+    for _ in range(60):
+        lens = [rng.choice([0, 1, 16, 31, 32, 33, 127, 128, 129, 256, 257, rng.randint(0, 700)])
+                for _ in range(rng.randint(1, 6))]
+        cu = [rng.choice([0, 0, 5, 16])]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        used = [rng.randint(0, n) for n in lens] if rng.random() < 0.5 else lens
+        total, B = cu[-1] + rng.choice([0, 3, 200]), len(lens)
+        q_cols, do_cols = fb.fp8_vt_cols(total, B), total // 128 + B
+
+        def ref(c):  # hstu_fp8_col_src_row
+            b = max([i for i in range(B) if fb.fp8_vt_start(cu[i], i) <= c], default=0)
+            first = fb.fp8_vt_start(cu[b], b)
+            if c < first:
+                return -1
+            row = ((c - first) & ~31) + fb.fp8_key_perm((c - first) & 31)
+            return cu[b] + row if row < min(used[b], lens[b]) else -1
+
+        out = {c: -1 for c in range(fb.fp8_vt_start(cu[0], 0))}  # the extra block
+        for col in range(do_cols):
+            b = max(i for i in range(B) if cu[i] // 128 + i <= col)
+            m = col - (cu[b] // 128 + b)
+            nu = max(0, min(128, min(used[b], lens[b]) - 128 * m))
+            first = fb.fp8_vt_start(cu[b], b)
+            seq_end = fb.fp8_vt_start(cu[b + 1], b + 1) if b + 1 < B else q_cols
+            c_begin = first + 128 * m
+            c_end = seq_end if 128 * (m + 1) >= lens[b] else min(c_begin + 128, seq_end)
+            tile = {(r & ~31) + _quant_slot_of_row(r & 31): (cu[b] + 128 * m + r if r < nu else -1)
+                    for r in range(128)}
+            for c in range(c_begin, c_end):
+                v = tile[c - c_begin] if c - c_begin < 128 else -1
+                assert out.setdefault(c, v) == v, (lens, c)
+        assert sorted(out) == list(range(q_cols)), lens
+        assert all(out[c] == ref(c) for c in range(q_cols)), lens
+
+
 def test_dq_red_workspace_maps_back_to_each_row_once():
     """The dq_red variant's workspace (hstu_fp8_bwd_dq_tiled_floats): the float each thread's red.global.add.v4 adds
     an accumulator element to (rows lane / 4 + 8 (c // 2), columns 64 wg + 8 j + 2 (lane % 4) + c % 2 of the warp's
