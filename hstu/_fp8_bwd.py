@@ -278,5 +278,5 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
         return None
     out_code = 1 if dout.dtype == torch.float16 else 0
     q, k, v = (t.contiguous() for t in args[:3])
-    return torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), q, k, v, *args[3:7], out_code, *args[8:22], options,
-                                            diag)
+    return torch.ops.hstu_attn.fp8_bwd_sm90.default(dout.contiguous(), q, k, v, *args[3:7], out_code, *args[8:22],
+                                                    options, diag)
