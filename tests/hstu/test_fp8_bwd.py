@@ -433,6 +433,44 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
 
 
 @pytest.mark.sm90
+@pytest.mark.parametrize("variant", ["default", "dq_red"])
+def test_cuda_fp8_bwd_graph_capture(variant):
+    """The whole FP8 backward (its programmatic dependent launches: pre-pass, kernel, finishing pass) captured into
+    a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
+    if not fp8_bwd_kernel_built():
+        pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
+    c = make_case(51, [700, 0, 129, 300], 2, 128, "causal", device="cuda")
+    (q8, k8, v8), scales = quantized(c, "block")
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    dout = (torch.randn(q8.shape, generator=gen, device="cuda") * 1e-2).to(torch.bfloat16)
+    lens = lengths_args(c)
+    opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"] | VARIANTS.get(variant, 0)
+
+    def run():
+        return torch.ops.hstu_attn.fp8_bwd(
+            dout, q8, k8, v8, *scales, 3, 0, lens["cu_seqlens_q"], lens["cu_seqlens_k"], lens["max_seqlen_q"],
+            lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None,
+            float(lens["max_seqlen_q"]), None, None, False, opts)
+
+    eager = run()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = run()
+    for t in captured:
+        t.fill_(float("nan"))  # (the replay must write every element)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured[1], eager[1]) and torch.equal(captured[2], eager[2]), "dk / dv"
+    a, b = eager[0].float(), captured[0].float()
+    assert not (a - b).abs().gt(2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()).any(), "dq"
+
+
+@pytest.mark.sm90
 def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
     """The one-op path checks the descale factors on the device: a NaN q_descale makes every gradient NaN and is
     recorded without a host sync (raised by check_errors)."""
