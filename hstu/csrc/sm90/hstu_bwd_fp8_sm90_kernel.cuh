@@ -36,7 +36,9 @@
 // grew since (rare). kFp8BwdStsmDs8: the dS8 buffer written by stmatrix.trans. kFp8BwdMaskFast: the mask bits of
 // partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
 // (the kernel without the features above only): the proxy fences of the dS8 stores and the dQ staging one
-// iteration later, one for both (late_flush). All measured in docs/hstu_kernel_notes.md.
+// iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
+// the fragment-ordered workspace (no staging). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first.
+// All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
