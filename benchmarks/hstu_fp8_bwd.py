@@ -3,7 +3,7 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants epi_v4,dq_red]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants plain_kernel,no_pdl]
        [--no-dequant] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
@@ -72,10 +72,9 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
-    # the kernel's private variants (option bits, hstu_bwd_fp8_sm90.h) through the same path, where this build has them
+    # the path's private variants (an option field, hstu_bwd_fp8_sm90.h kFp8BwdField), where this build has them
     bits = getattr(_fp8_bwd, "FP8_BWD_VARIANT_BITS", {})
-    var_fns = [fp8(kernel_opts | sum(bits[x] for x in name.split("+"))) if kernel is not None and all(
-        x in bits for x in name.split("+")) else None for name in variants]
+    var_fns = [fp8(kernel_opts | bits[name]) if kernel is not None and name in bits else None for name in variants]
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
     times = interleaved_ms([bf16, fp8(DEQ) if dequant else None, pre, kernel] + var_fns, reps, warmup, device, flush)
     b_ms, d_ms, p_ms, k_ms = times[:4]
@@ -102,9 +101,9 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variants", default="epi_v4,dq_red",
-                   help="the private kernel variants of the last columns, comma-separated names of "
-                        "_fp8_bwd.FP8_BWD_VARIANT_BITS ('+' joins bits); '' for none")
+    p.add_argument("--variants", default="plain_kernel",
+                   help="the path's private variants of the last columns, comma-separated names of "
+                        "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time); '' for none")
     p.add_argument("--no-dequant", action="store_true", help="skip the dequantized path's columns")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)

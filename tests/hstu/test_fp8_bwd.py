@@ -181,7 +181,7 @@ def test_prepass_quant_blocks_write_every_dot_column(seed):
 
 
 def test_dq_red_workspace_maps_back_to_each_row_once():
-    """The dq_red variant's workspace (hstu_fp8_bwd_dq_tiled_floats): the float each thread's red.global.add.v4 adds
+    """The kernel's dq workspace (kFp8BwdDqRedV4) (hstu_fp8_bwd_dq_tiled_floats): the float each thread's red.global.add.v4 adds
     an accumulator element to (rows lane / 4 + 8 (c // 2), columns 64 wg + 8 j + 2 (lane % 4) + c % 2 of the warp's
     16-row group (cu[b] + 16 b) // 16 + row0 // 16) is the float the finishing pass reads back for that (row, column)
     (its owner search and float4 order), every used float once, inside the allocation (jagged, an empty sequence,
@@ -395,10 +395,10 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
             out.sum().backward()
 
 
-# The kernel's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
-# hstu_bwd_fp8_sm90.h kOptFp8BwdFieldShift), the same math as the default: dK / dV by 16-byte stores, dQ by
-# red.global.add.v4 into the fragment-ordered workspace (dq up to the order of its fp32 additions), the 1-D grid in
-# groups of pairs.
+# The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
+# hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: the kernel without its newest features (staged dQ,
+# 4-byte dK / dV stores, the (key block, head, batch) grid: dq up to the order of its fp32 additions), dO^T by the
+# transposes' kernel, plain launches.
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -421,11 +421,11 @@ def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "dq_red"])
+@pytest.mark.parametrize("variant", ["default", "plain_kernel"])
 def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
     """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
-    there) come back 0 from the op's finishing pass (dq's rounding; dq_red: the rows put back from the groups, the
-    rows outside zeroed), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before
+    there) come back 0 from the op's finishing pass (dq's rounding; the default: the rows put back from the groups, the
+    rows outside zeroed; plain_kernel: rows converted in place), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before
     cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
     grads = _check_against_emulation("block", "causal", VARIANTS.get(variant, 0), extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
@@ -433,7 +433,7 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "dq_red"])
+@pytest.mark.parametrize("variant", ["default", "no_pdl"])
 def test_cuda_fp8_bwd_graph_capture(variant):
     """The whole FP8 backward (its programmatic dependent launches: pre-pass, kernel, finishing pass) captured into
     a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
@@ -547,13 +547,13 @@ def test_cuda_fp8_bwd_op_refuses_a_variant_not_built():
             lens["max_seqlen_k"], lens["num_contexts"], lens["num_targets"], lens["target_group_size"],
             *lens["window_size"], 128 ** -0.5, None, float(lens["max_seqlen_q"]), None, None)
     opts = hstu_attn._ops.OPTION_BITS["fp8_bwd"]
-    for bad in (3, 5, 33, 256, 512, -1, 1 << 18):
+    for bad in (3, 5, 33, 256, 512, -1, 1 << 20):
         with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):
             fb.fp8_bwd_cuda(dout, args, False, opts, diag=bad)
     for bits in VARIANTS.values():
         fb.fp8_bwd_cuda(dout, args, False, opts | bits)
     with pytest.raises(RuntimeError, match="diag: expected 0 or a built variant"):  # (dev builds: 1 is built)
-        fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["dq_red"], diag=1 << 18)
+        fb.fp8_bwd_cuda(dout, args, False, opts | VARIANTS["plain_kernel"], diag=1 << 20)
     torch.cuda.synchronize()
 
 

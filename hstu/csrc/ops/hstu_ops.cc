@@ -562,7 +562,7 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
   const int variant = fp8_bwd_variant(options, static_cast<int>(diag));
-  const bool dq_tiled = (variant & kFp8BwdDqRedV4) != 0;
+  const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));

@@ -67,11 +67,8 @@ constexpr int kFp8BwdMaskFast = 8192;
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
 // Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its bf16 pairs in two
-// shuffle rounds) instead of 4-byte ones. Correct on the device, its speed not measured yet (hstu_kernel_notes.md).
+// shuffle rounds) instead of 4-byte ones.
 constexpr int kFp8BwdEpiV4 = 65536;
-// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
-// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
-constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
 // The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
 // (1 ... 16, 128) removes a phase from it; a feature bit toggles that feature (kFp8BwdLpt: on); kFp8BwdDefault is
 // the kernel without them, with its parking (32) and late-fence (64, 96) variants.
@@ -87,9 +84,17 @@ constexpr int kFp8BwdDqRedV4 = 131072;
 // the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the end).
 constexpr int kFp8BwdLptGroups = 262144;
 constexpr int kFp8BwdLptGroupCtas = 256;
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
+// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
+constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+// The features the default gained last (measured one by one against the kernel without them): the op's A/B field 1
+// runs the kernel without all three.
+constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
 // The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
 // 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: the kernel's
-// feature bits toggled (kernel), dO^T by the transposes' kernel (dot_separate), plain launches (no_pdl). Bit 56 is
+// feature bits toggled (kernel: 1, the kernel without kFp8BwdNewest), dO^T by the transposes' kernel
+// (dot_separate: 2), plain launches (no_pdl: 3). Bit 56 is
 // the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
 constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
 constexpr int kOptFp8BwdFieldShift = 59;
@@ -101,7 +106,7 @@ struct Fp8BwdFieldVariant {
   bool no_pdl;
 };
 constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {
-    {0, false, false}, {kFp8BwdEpiV4, false, false}, {kFp8BwdDqRedV4, false, false}, {kFp8BwdLptGroups, false, false}};
+    {0, false, false}, {kFp8BwdNewest, false, false}, {0, true, false}, {0, false, true}};
 constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
   return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
 }
@@ -110,10 +115,10 @@ constexpr int fp8_bwd_variant(int64_t options, int diag) { return diag ^ fp8_bwd
 constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
 constexpr bool fp8_bwd_pdl(int64_t options) { return !fp8_bwd_field(options).no_pdl; }
 // The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
-// default and the variants of the option field above; the timing-only and older feature variants (the phase split,
+// default and the kernel of the option field above; the timing-only and older feature variants (the phase split,
 // tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
 #ifdef HSTU_FP8_BWD_DEV_VARIANTS
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
                                               kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
                                               kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce, kFp8BwdStsmDs8, kFp8BwdSpecQ,
@@ -122,7 +127,7 @@ using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdEpiV4, kFp8BwdDqRed
                                               kFp8BwdDefault | kFp8BwdLateFence,
                                               kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
 #else
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups>;
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest>;
 #endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {

@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
   constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
-  constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0;
+  constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
   constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
 
   const int tid = threadIdx.x;
