@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import time
 from typing import List, Optional
 
 import torch
@@ -48,6 +49,18 @@ def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Opt
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
+def host_ms(fn, reps: int) -> float:
+    """Median host time of one fn() call (ms; the GPU idle before each call, nothing synchronized inside it)."""
+    times = []
+    for _ in range(max(reps, 3)):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
              variants: List[str], dequant: bool = True) -> str:
     H = 4
@@ -78,6 +91,7 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
     times = interleaved_ms([bf16, fp8(DEQ) if dequant else None, pre, kernel] + var_fns, reps, warmup, device, flush)
     b_ms, d_ms, p_ms, k_ms = times[:4]
+    host = [host_ms(f, reps) if f is not None and device.type == "cuda" else float("nan") for f in (bf16, kernel)]
     ref = bf16()[:3]
     scale = [max(r.float().abs().max().item(), 1e-30) for r in ref]
 
@@ -92,7 +106,8 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     d_cells = f"{d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())}" if dequant else "n/a | n/a | n/a"
     v_cells = "".join(f" {ms:.3f} | {ms / k_ms:.3f} | {diff(fn())} |" if fn is not None else " n/a | n/a | n/a |"
                       for fn, ms in zip(var_fns, times[4:]))
-    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_cells} | {p_ms:.3f} | {k_cells} |{v_cells}")
+    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_cells} | {p_ms:.3f} | {k_cells} | "
+            f"{host[0]:.3f} / {host[1]:.3f} |{v_cells}")
 
 
 def main(argv=None) -> int:
@@ -122,13 +137,14 @@ def main(argv=None) -> int:
              "kernel_options(fp8_bwd=True) (the whole FP8 path: pre-pass, kernel, dq's rounding); variants = the "
              "same with the kernel's private option bits (hstu_bwd_fp8_sm90.h kOptFp8Bwd*): " + (", ".join(variants)
                                                                                               or "none"),
-             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
+             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events; host ms: the "
+             "call's own host time on an idle GPU, median); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",
              "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
-             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff |"
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | host ms bf16 / kernel |"
              + "".join(f" {v} ms | {v} / kernel | {v} diff |" for v in variants),
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|---:|" * len(variants)]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|---:|" * len(variants)]
     print("\n".join(lines), flush=True)
     rows = []
     for B, S, D in cases:
