@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -359,11 +360,14 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
   // SMs of the current device, looked up once per device (an attribute query on every call costs host time)
-  static int sm_count[64] = {};
+  static std::atomic<int> sm_count[64];  // (zero-initialized: static storage)
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
-    if (sm_count[dev] == 0) cudaDeviceGetAttribute(&sm_count[dev], cudaDevAttrMultiProcessorCount, dev);
-    if (sm_count[dev] > 0) sms = sm_count[dev];
+    int n = sm_count[dev].load(std::memory_order_relaxed);
+    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0) {
+      sm_count[dev].store(n, std::memory_order_relaxed);
+    }
+    if (n > 0) sms = n;
   }
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
