@@ -34,13 +34,15 @@ def bwd_flops(B: int, S: int, D: int, H: int = 4) -> float:
 
 
 def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Optional[torch.Tensor]) -> List[float]:
-    """Median ms of each fn (None: skipped), the fns alternating each rep, L2 flushed before each timed call."""
+    """Median ms of each fn (None: skipped), the fns alternating each rep (rep r starts at fn r mod n: every fn takes
+    every position in turn), L2 flushed before each timed call."""
     for f in fns:
         for _ in range(warmup if f is not None else 0):
             f()
     times = [[] for _ in fns]
-    for _ in range(reps):
-        for i, f in enumerate(fns):
+    for r in range(reps):
+        for i in [(r + k) % len(fns) for k in range(len(fns))]:
+            f = fns[i]
             if f is None:
                 continue
             if flush is not None:
