@@ -20,8 +20,8 @@ from hstu_attn import _fp8_bwd as fb
 from hstu_attn._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, dequantize_fp8, hstu_attn_fp8_reference_backward
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
-                      quantized)
+from fp8_checks import (MASKS, assert_rel, capture_and_replay, lengths_args, make_case, max_err,  # noqa: E402
+                        poison_allocator, quantized)
 import fp8_bwd_sync_model  # noqa: E402
 
 
@@ -452,19 +452,7 @@ def test_cuda_fp8_bwd_graph_capture(variant):
             lens["max_seqlen_k"], None, None, 1, *lens["window_size"], 128 ** -0.5, None,
             float(lens["max_seqlen_q"]), None, None, False, opts)
 
-    eager = run()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = run()
-    for t in captured:
-        t.fill_(float("nan"))  # (the replay must write every element)
-    graph.replay()
-    torch.cuda.synchronize()
+    eager, captured = capture_and_replay(run, fill=float("nan"))  # (the replay must write every element)
     assert torch.equal(captured[1], eager[1]) and torch.equal(captured[2], eager[2]), "dk / dv"
     a, b = eager[0].float(), captured[0].float()
     assert not (a - b).abs().gt(2 ** -7 * a.abs() + 1e-5 * a.abs().max().item()).any(), "dq"
