@@ -398,7 +398,7 @@ def test_cuda_fp8_bwd_option_refuses_what_it_cannot_run():
 # The path's private variants (the option field at bit 59 of the op's `options`, fb.FP8_BWD_VARIANT_BITS,
 # hstu_bwd_fp8_sm90.h kFp8BwdField), the same math as the default: the kernel without its newest features (staged dQ,
 # 4-byte dK / dV stores, the (key block, head, batch) grid: dq up to the order of its fp32 additions), dO^T by the
-# transposes' kernel, plain launches.
+# transposes' kernel, programmatic dependent launches through the path.
 VARIANTS = dict(fb.FP8_BWD_VARIANT_BITS)
 
 
@@ -433,10 +433,10 @@ def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
 
 
 @pytest.mark.sm90
-@pytest.mark.parametrize("variant", ["default", "no_pdl"])
+@pytest.mark.parametrize("variant", ["default", "pdl"])
 def test_cuda_fp8_bwd_graph_capture(variant):
-    """The whole FP8 backward (its programmatic dependent launches: pre-pass, kernel, finishing pass) captured into
-    a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
+    """The whole FP8 backward (pre-pass, kernel, finishing pass; pdl: as programmatic dependent launches) captured
+    into a CUDA graph and replayed: the eager call's dk / dv bit for bit, dq up to the order of its fp32 additions."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build")
     c = make_case(51, [700, 0, 129, 300], 2, 128, "causal", device="cuda")

@@ -609,10 +609,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   const bool pdl = fp8_bwd_pdl(options);
   pre.pdl = pdl ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  // Launch order: the two single-block checks first (plain launches), then the pre-pass and the kernel and the
-  // finishing pass, each of the last three a programmatic dependent launch behind the one before (pdl): the launch
-  // latency and ramp of each overlaps the tail of the one before (hstu_pdl.cuh; the transposes need nothing of the
-  // quantization unless dot_separate, so they start at once)
+  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass; with the
+  // private pdl variant the transposes, the kernel and the finishing pass are programmatic dependent launches
+  // behind the one before (hstu_pdl.cuh: each one's launch and ramp under the tail of the one before; the
+  // transposes need nothing of the quantization unless dot_separate, so they start at once)
   cudaError_t err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
