@@ -181,11 +181,11 @@ def test_prepass_quant_blocks_write_every_dot_column(seed):
 
 
 def test_dq_red_workspace_maps_back_to_each_row_once():
-    """The kernel's dq workspace (kFp8BwdDqRedV4) (hstu_fp8_bwd_dq_tiled_floats): the float each thread's red.global.add.v4 adds
-    an accumulator element to (rows lane / 4 + 8 (c // 2), columns 64 wg + 8 j + 2 (lane % 4) + c % 2 of the warp's
-    16-row group (cu[b] + 16 b) // 16 + row0 // 16) is the float the finishing pass reads back for that (row, column)
-    (its owner search and float4 order), every used float once, inside the allocation (jagged, an empty sequence,
-    a start off 16, the last tiles' warps past their sequence)."""
+    """The kernel's dq workspace (kFp8BwdDqRedV4, hstu_fp8_bwd_dq_tiled_floats): the float each thread's
+    red.global.add.v4 adds an accumulator element to (rows lane / 4 + 8 (c // 2), columns 64 wg + 8 j + 2 (lane % 4)
+    + c % 2 of the warp's 16-row group (cu[b] + 16 b) // 16 + row0 // 16) is the float the finishing pass reads back
+    for that (row, column) (its owner search and float4 order), every used float once, inside the allocation
+    (jagged, an empty sequence, a start off 16, the last tiles' warps past their sequence)."""
     lens = [37, 0, 130, 16, 1, 200]
     cu = [3]
     for n in lens:
@@ -424,9 +424,9 @@ def test_cuda_fp8_bwd_variant_matches_emulating_reference(variant, mask):
 @pytest.mark.parametrize("variant", ["default", "plain_kernel"])
 def test_cuda_fp8_bwd_rows_outside_sequences_are_zero(variant):
     """dk / dv get no zero fill before the kernel: the rows past every sequence (from cu_seqlens[B] on; NaN in dout
-    there) come back 0 from the op's finishing pass (dq's rounding; the default: the rows put back from the groups, the
-    rows outside zeroed; plain_kernel: rows converted in place), the rest as the fp64 emulation (5x the bf16 emulation's error). (Rows before
-    cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
+    there) come back 0 from the op's finishing pass (dq's rounding; the default: the rows put back from the groups,
+    the rows outside zeroed; plain_kernel: rows converted in place), the rest as the fp64 emulation (5x the bf16
+    emulation's error). (Rows before cu_seqlens[0] > 0: quantize_fp8's block mode does not take them.)"""
     grads = _check_against_emulation("block", "causal", VARIANTS.get(variant, 0), extra_rows=9)
     for name, g in zip(("dq", "dk", "dv"), grads):
         assert torch.equal(g[-9:], torch.zeros_like(g[-9:])), name
@@ -482,8 +482,8 @@ def test_cuda_fp8_bwd_bad_scale_recorded_and_nan():
 
 
 def _check_against_emulation(mode, mask, bits=0, extra_rows=0):
-    """The FP8 backward (bits: a private variant's option bits) against the fp64 emulation and the dequantized path; extra_rows:
-    rows of no sequence behind the sequences (q / k / v random, dout NaN there). Returns the gradients."""
+    """The FP8 backward (bits: a private variant's option bits) against the fp64 emulation and the dequantized path;
+    extra_rows: rows of no sequence behind the sequences (q / k / v random, dout NaN there). Returns the gradients."""
     if not fp8_bwd_kernel_built():
         pytest.skip("the Hopper FP8 backward kernel (hstu_attn::fp8_bwd_sm90) is not in this build yet")
     c = make_case(300 + len(mask) + len(mode), [300, 0, 700, 77, 129], 2, 128, mask, device="cuda")

@@ -81,7 +81,8 @@ constexpr int kFp8BwdDqRedV4 = 131072;
 // Not timing-only (bit-equal gradients): a 1-D grid in groups of about kFp8BwdLptGroupCtas CTAs (whole (batch, head)
 // pairs: at most 16, at least 1), inside a group key block 0 of every pair, then block 1, ... (the bf16 kernel's
 // bwd_lpt_decode): the longest CTAs of causal masks start first within a group whose Q / dO tiles stay in L2, and
-// the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the end).
+// the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the
+// end).
 constexpr int kFp8BwdLptGroups = 262144;
 constexpr int kFp8BwdLptGroupCtas = 256;
 // The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
@@ -121,8 +122,10 @@ constexpr bool fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl;
 #ifdef HSTU_FP8_BWD_DEV_VARIANTS
 using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
                                               kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
-                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
-                                              kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce, kFp8BwdStsmDs8, kFp8BwdSpecQ,
+                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDqRedV4 | kFp8BwdDiagNoReduce,
+                                              kFp8BwdDiagNoFence,
+                                              kFp8BwdDqRedV4 | kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
+                                              kFp8BwdStsmDs8, kFp8BwdSpecQ,
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
