@@ -3,8 +3,8 @@
 (`kernel_options(fp8_bwd=True)`, where the build has it), with their TFLOP/s (FA convention) and the FP8 paths'
 distance to the bf16 backward.
 
-Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variant DIAG]
-       [--results FILE]
+Usage: python benchmarks/hstu_fp8_bwd.py [--quick] [--smoke] [--reps N] [--mode block] [--variants plain_kernel,pdl]
+       [--no-dequant] [--results FILE]
 Inputs: randn bf16 q / k / v (std 1) quantized by `quantize_fp8` (the --mode descale), dout randn * 1e-2, causal,
 H 4, alpha 1/sqrt(D), dense batches. Goal (issue 36): FP8 backward >= 700 TFLOP/s at D128 B16 S16K.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import time
 from typing import List, Optional
 
 import torch
@@ -33,13 +34,15 @@ def bwd_flops(B: int, S: int, D: int, H: int = 4) -> float:
 
 
 def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Optional[torch.Tensor]) -> List[float]:
-    """Median ms of each fn (None: skipped), the fns alternating each rep, L2 flushed before each timed call."""
+    """Median ms of each fn (None: skipped), the fns alternating each rep (rep r starts at fn r mod n: every fn takes
+    every position in turn), L2 flushed before each timed call."""
     for f in fns:
         for _ in range(warmup if f is not None else 0):
             f()
     times = [[] for _ in fns]
-    for _ in range(reps):
-        for i, f in enumerate(fns):
+    for r in range(reps):
+        for i in [(r + k) % len(fns) for k in range(len(fns))]:
+            f = fns[i]
             if f is None:
                 continue
             if flush is not None:
@@ -48,8 +51,20 @@ def interleaved_ms(fns, reps: int, warmup: int, device: torch.device, flush: Opt
     return [statistics.median(t) if t else float("nan") for t in times]
 
 
+def host_ms(fn, reps: int) -> float:
+    """Median host time of one fn() call (ms; the GPU idle before each call, nothing synchronized inside it)."""
+    times = []
+    for _ in range(max(reps, 3)):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: torch.device,
-             variant: int = 64) -> str:
+             variants: List[str], dequant: bool = True) -> str:
     H = 4
     cu = torch.arange(B + 1, device=device, dtype=torch.int32) * S
     q, k, v = (torch.randn(B * S, H, D, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -72,13 +87,13 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     if device.type == "cuda" and _fp8_bwd.fp8_bwd_kernel_built(D):
         why = _fp8_bwd.fp8_bwd_refusal(q8, None, kernel_opts)
         kernel = fp8(kernel_opts) if why is None else None
-    # a private kernel variant (the op's diag: hstu_bwd_fp8_sm90.h) through the same path, where this build has it
-    late = None
-    if kernel is not None and variant and "diag" in _fp8_bwd.fp8_bwd_cuda.__code__.co_varnames:
-        pargs = (q8, k8, v8, qs, ks, vs, m, 0, *lens, None, float(S), None, None)
-        late = lambda: _fp8_bwd.fp8_bwd_cuda(dout, pargs, False, kernel_opts, diag=variant)  # noqa: E731
+    # the path's private variants (an option field, hstu_bwd_fp8_sm90.h kFp8BwdField), where this build has them
+    bits = getattr(_fp8_bwd, "FP8_BWD_VARIANT_BITS", {})
+    var_fns = [fp8(kernel_opts | bits[name]) if kernel is not None and name in bits else None for name in variants]
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if device.type == "cuda" else None
-    b_ms, d_ms, p_ms, k_ms, lf_ms = interleaved_ms([bf16, fp8(DEQ), pre, kernel, late], reps, warmup, device, flush)
+    times = interleaved_ms([bf16, fp8(DEQ) if dequant else None, pre, kernel] + var_fns, reps, warmup, device, flush)
+    b_ms, d_ms, p_ms, k_ms = times[:4]
+    host = [host_ms(f, reps) if f is not None and device.type == "cuda" else float("nan") for f in (bf16, kernel)]
     ref = bf16()[:3]
     scale = [max(r.float().abs().max().item(), 1e-30) for r in ref]
 
@@ -90,9 +105,11 @@ def run_case(B: int, S: int, D: int, mode: str, reps: int, warmup: int, device: 
     name = f"B{B} S{S // 1024}K D{D}" if S >= 1024 else f"B{B} S{S} D{D}"
     k_cells = (f"{k_ms:.3f} | {tf(k_ms)} | {b_ms / k_ms:.2f}x | {diff(kernel())}" if kernel is not None
                else f"n/a ({why}) | n/a | n/a | n/a")
-    lf_cells = (f"{lf_ms:.3f} | {tf(lf_ms)} | {diff(late())}" if late is not None else "n/a | n/a | n/a")
-    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())} | "
-            f"{p_ms:.3f} | {k_cells} | {lf_cells} |")
+    d_cells = f"{d_ms:.3f} | {tf(d_ms)} | {diff(fp8(DEQ)())}" if dequant else "n/a | n/a | n/a"
+    v_cells = "".join(f" {ms:.3f} | {ms / k_ms:.3f} | {diff(fn())} |" if fn is not None else " n/a | n/a | n/a |"
+                      for fn, ms in zip(var_fns, times[4:]))
+    return (f"| {name} causal | {mode} | {b_ms:.3f} | {tf(b_ms)} | {d_cells} | {p_ms:.3f} | {k_cells} | "
+            f"{host[0]:.3f} / {host[1]:.3f} |{v_cells}")
 
 
 def main(argv=None) -> int:
@@ -101,13 +118,15 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mode", default="block", choices=_fp8.DESCALE_MODES)
     p.add_argument("--smoke", action="store_true", help="one tiny case (any device)")
-    p.add_argument("--variant", type=int, default=15360,
-                   help="the private kernel variant (diag) of the last columns; 0: none (default 15360: session 13's "
-                        "kernel)")
+    p.add_argument("--variants", default="plain_kernel",
+                   help="the path's private variants of the last columns, comma-separated names of "
+                        "_fp8_bwd.FP8_BWD_VARIANT_BITS (values of one option field: one at a time); '' for none")
+    p.add_argument("--no-dequant", action="store_true", help="skip the dequantized path's columns")
     p.add_argument("--results", help="append the table to this markdown file")
     bench_util.add_device_arg(p)
     args = p.parse_args(argv)
     device = torch.device(args.device)
+    variants = [v for v in args.variants.split(",") if v]
     cases = [(2, 256, 128)] if args.smoke else CASES[:1] if args.quick else CASES
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     lines = [f"## hstu_fp8_bwd: {gpu}", "",
@@ -117,20 +136,22 @@ def main(argv=None) -> int:
              "(quantize_fp8), bf16 dout and gradients; dequant = kernel_options(fp8_bwd=False) "
              "(dequantize, bf16 backward; the default where the kernel does not apply); "
              "pre-pass = fp8_bwd_prepass alone (dO per-block e4m3 + Q^T / dO^T / K^T); kernel = "
-             "kernel_options(fp8_bwd=True) (pre-pass + the Hopper FP8 backward kernel); variant = the same with the "
-             f"kernel's private variant diag {args.variant} (hstu_bwd_fp8_sm90.h; 15360: session 13's kernel)",
-             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events); TFLOP/s = 2.5 * "
+             "kernel_options(fp8_bwd=True) (the whole FP8 path: pre-pass, kernel, dq's rounding); variants = the "
+             "same with the kernel's private option bits (hstu_bwd_fp8_sm90.h kOptFp8Bwd*): " + (", ".join(variants)
+                                                                                              or "none"),
+             f"- units: ms (median of {args.reps}, the paths alternating, L2 flushed, CUDA events; host ms: the "
+             "call's own host time on an idle GPU, median); TFLOP/s = 2.5 * "
              "4 * H * D * S^2 / 2 * B / time (FA convention, causal, H = 4); diff = max |g - g_bf16| / max "
              "|g_bf16| for dq/dk/dv", "",
              "| case | descale | bf16 bwd ms | bf16 TFLOP/s | dequant ms | dequant TFLOP/s | dequant diff "
-             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | variant ms | "
-             "variant TFLOP/s | variant diff |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| pre-pass ms | kernel ms | kernel TFLOP/s | kernel vs bf16 | kernel diff | host ms bf16 / kernel |"
+             + "".join(f" {v} ms | {v} / kernel | {v} diff |" for v in variants),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|---:|" * len(variants)]
     print("\n".join(lines), flush=True)
     rows = []
     for B, S, D in cases:
         rows.append(run_case(B, S, D, args.mode, args.reps if not args.smoke else 2, args.warmup, device,
-                             args.variant))
+                             variants, not args.no_dequant))
         print(rows[-1], flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()

@@ -327,7 +327,26 @@ def _dequantized_args(args):
     return (qd, kd, vd, cu_q, cu_k, max_q, max_k, nc, nt, group, wl, wr, alpha, rab, scaling, su_q, su_k)
 
 
-_FP8_UNITS = {}  # (device index, D) -> the Hopper FP8 forward applies (sm_90 device, unit in this build)
+_CAPABILITY = {}  # CUDA device index -> its compute capability
+_UNITS = {}  # unit name -> this build holds it (compiled for the device's arch)
+
+
+def device_capability(device: torch.device) -> Tuple[int, int]:
+    """A CUDA device's compute capability, looked up once per device (the routing runs on every call)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cap = _CAPABILITY.get(index)
+    if cap is None:
+        cap = _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return cap
+
+
+def unit_built(name: str, op: str) -> bool:
+    """This build registers op `op` and holds the kernel unit `name` (torch.ops.hstu_attn.compiled_kernels();
+    looked up once per unit). The one cache of the FP8 forward's and backward's routing."""
+    ok = _UNITS.get(name)
+    if ok is None:
+        ok = _UNITS[name] = _ops._has_op(op) and f"\"{name}\"" in torch.ops.hstu_attn.compiled_kernels()
+    return ok
 
 
 def _fp8_kernel_applies(q: torch.Tensor, rab, options: int) -> bool:
@@ -335,14 +354,7 @@ def _fp8_kernel_applies(q: torch.Tensor, rab, options: int) -> bool:
     build holds the unit of q's head dim, no rab. Host facts only (no synchronization)."""
     if rab is not None or options & (_ops.OPTION_BITS["fp8_kernel"] | _ops.OPTION_BITS["sm90"]):
         return False
-    key = (q.device.index if q.device.index is not None else torch.cuda.current_device(), q.shape[2])
-    ok = _FP8_UNITS.get(key)
-    if ok is None:
-        name = f"hstu_fwd_sm90_fp8_hdim{q.shape[2]}"
-        ok = (_ops._has_op("fp8_fwd_sm90") and torch.cuda.get_device_capability(key[0]) == (9, 0)
-              and f"\"{name}\"" in torch.ops.hstu_attn.compiled_kernels())
-        _FP8_UNITS[key] = ok
-    return ok
+    return device_capability(q.device) == (9, 0) and unit_built(f"hstu_fwd_sm90_fp8_hdim{q.shape[2]}", "fp8_fwd_sm90")
 
 
 def _fp8_fwd_cuda(*args):

@@ -21,13 +21,13 @@ e4m3 per (head, 128-row block). Rounding points (`hstu_attn_fp8_backward_referen
 
 from __future__ import annotations
 
-import functools
 from typing import Optional, Tuple
 
 import torch
 
 from . import _ops
-from ._fp8 import BLOCK_ROWS, FP8_DTYPE, FP8_MAX, _row_descale, dequantize_fp8, quantize_fp8
+from ._fp8 import (BLOCK_ROWS, FP8_DTYPE, FP8_MAX, _row_descale, dequantize_fp8, device_capability, quantize_fp8,
+                   unit_built)
 from ._reference import _host_list, _sequence_scores, resolve_lengths
 
 __all__ = ["fp8_vt_start", "fp8_vt_cols", "fp8_key_perm", "fp8_pair_perm", "fp8_bwd_prepass",
@@ -230,13 +230,12 @@ def hstu_attn_fp8_backward_reference(
 
 
 # ------------------------------------------------------------------------------------------------ routing
+#: the Hopper FP8 backward's private A/B (the 2-bit field at bit 59 of `options`, hstu_bwd_fp8_sm90.h kFp8BwdField):
+#: the kernel without its newest features (16-byte dK / dV stores, dQ by red.global.add.v4 in fragment order, the
+#: grid in groups of pairs), dO^T by the transposes' kernel instead of the quantization's, programmatic dependent
+#: launches through the path
+FP8_BWD_VARIANT_BITS = {"plain_kernel": 1 << 59, "dot_separate": 2 << 59, "pdl": 3 << 59}
 FP8_BWD_HEAD_DIMS = (128,)  # head dims the Hopper FP8 backward is being built for (D = 128 first)
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(index: Optional[int]) -> Tuple[int, int]:
-    """A CUDA device's compute capability, looked up once (the routing runs on every backward call)."""
-    return torch.cuda.get_device_capability(index)
 
 
 def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = False) -> Optional[str]:
@@ -249,18 +248,16 @@ def fp8_bwd_refusal(q8: torch.Tensor, rab, options: int, deterministic: bool = F
     if q8.shape[2] not in FP8_BWD_HEAD_DIMS:
         return (f"q: expected head dim in {list(FP8_BWD_HEAD_DIMS)} with kernel_options(fp8_bwd=True) (D = 128 is "
                 f"built first), got {q8.shape[2]}")
-    if not q8.is_cuda or _capability(q8.device.index) != (9, 0):
+    if not q8.is_cuda or device_capability(q8.device) != (9, 0):
         return "q: expected a compute capability 9.0 (Hopper) device with kernel_options(fp8_bwd=True)"
     if options & _ops.OPTION_BITS["sm90"]:
         return "kernel_options: expected sm90=True with fp8_bwd=True (the FP8 backward is a Hopper kernel)"
     return None
 
 
-@functools.lru_cache(maxsize=None)
 def fp8_bwd_kernel_built(head_dim: int = 128) -> bool:
-    """This build holds the Hopper FP8 backward's unit of head_dim (compiled for sm_90a; looked up once per head dim)."""
-    return (_ops._has_op("fp8_bwd_sm90")
-            and f"\"hstu_bwd_sm90_fp8_hdim{head_dim}\"" in torch.ops.hstu_attn.compiled_kernels())
+    """This build holds the Hopper FP8 backward's unit of head_dim (compiled for sm_90a; `_fp8.unit_built`'s cache)."""
+    return unit_built(f"hstu_bwd_sm90_fp8_hdim{head_dim}", "fp8_bwd_sm90")
 
 
 def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool = True):
@@ -268,8 +265,8 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
     descale factors' check, the kernel, dq's rounding). The one place that decides whether it runs (host facts
     only): where `fp8_bwd_refusal` refuses the call or the build lacks the unit it returns None when not ``forced``
     (the default routing then takes the dequantized backward) and raises NotImplementedError when ``forced``
-    (``kernel_options(fp8_bwd=True)``). ``diag`` (private, for the tests and benchmarks; the op passes 0): the kernel
-    variant (hstu_bwd_fp8_sm90.h)."""
+    (``kernel_options(fp8_bwd=True)``). ``diag`` (private; the op passes 0): a timing-only kernel variant, built in
+    dev builds only (hstu_bwd_fp8_sm90.h); the product's private variants are the option bits FP8_BWD_VARIANT_BITS."""
     q8, k8, rab = args[0], args[1], args[18]
     why = fp8_bwd_refusal(q8, rab, options, deterministic)
     if why is None and not fp8_bwd_kernel_built(q8.shape[2]):
@@ -282,5 +279,5 @@ def fp8_bwd_cuda(dout, args, deterministic, options, diag: int = 0, forced: bool
         return None
     out_code = 1 if dout.dtype == torch.float16 else 0
     q, k, v = (t.contiguous() for t in args[:3])
-    return torch.ops.hstu_attn.fp8_bwd_sm90(dout.contiguous(), q, k, v, *args[3:7], out_code, *args[8:22], options,
-                                            diag)
+    return torch.ops.hstu_attn.fp8_bwd_sm90.default(dout.contiguous(), q, k, v, *args[3:7], out_code, *args[8:22],
+                                                    options, diag)

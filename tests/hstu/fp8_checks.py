@@ -1,5 +1,5 @@
 """Helpers shared by the FP8 attention tests (test_fp8.py, test_fp8_bwd.py): the masks, the case maker, the
-error-relative rule and the poisoned allocator."""
+error-relative rule, the poisoned allocator and CUDA-graph capture."""
 
 import random
 
@@ -68,3 +68,23 @@ def poison_allocator(nbytes):
     """NaN-filled cached block: the next allocations start out as NaN."""
     if nbytes > 0:
         torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device="cuda")
+
+
+def capture_and_replay(run, fill=None):
+    """(run()'s eager result, the result of run() captured into a CUDA graph and replayed): one warm-up call on a
+    side stream first (as torch.cuda.graph requires); fill: written into the captured outputs before the replay."""
+    eager = run()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = run()
+    if fill is not None:
+        for t in (captured if isinstance(captured, (tuple, list)) else (captured,)):
+            t.fill_(fill)
+    graph.replay()
+    torch.cuda.synchronize()
+    return eager, captured

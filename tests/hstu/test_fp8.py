@@ -21,8 +21,8 @@ from hstu_attn._fp8 import (BLOCK_ROWS, DESCALE_MODES, FP8_DTYPE, dequantize_fp8
 from hstu_attn._reference import hstu_attn_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_checks import (MASKS, assert_rel, lengths_args, make_case, max_err, poison_allocator,  # noqa: E402
-                        quantized)
+from fp8_checks import (MASKS, assert_rel, capture_and_replay, lengths_args, make_case, max_err,  # noqa: E402
+                        poison_allocator, quantized)
 
 def i32(*vals, device="cpu"):
     return torch.tensor(vals, dtype=torch.int32, device=device)
@@ -792,17 +792,7 @@ def test_cuda_graph_capture_of_fp8_call(kernel):
         with fp8_path(kernel):
             return run_path(c, q8s, scales, "block", 0.1)
 
-    eager = run()  # warm-up outside the capture (allocates the error block)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        run()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = run()
-    graph.replay()
-    torch.cuda.synchronize()
+    eager, captured = capture_and_replay(run)  # (the eager call outside the capture allocates the error block)
     torch.testing.assert_close(captured, eager, rtol=0, atol=0)
 
 

@@ -2,22 +2,26 @@
 pre-pass, kernel, dq's rounding; the variants differ in the kernel only) and its variants (the op's private `diag`:
 the variant bits of hstu_bwd_fp8_sm90.h toggled from kFp8BwdDefault; never on the product path). Timing-only ones
 (wrong gradients) drop one phase from the default, so that the phase's cost is the difference:
-  diag 1: no dQ staging / bulk reduce-adds (the dQ GEMM still runs)
+  diag 1: no dQ adds (the default's register reds; the staged kernel's staging and bulk reduce-adds; the dQ GEMM
+          still runs)
   diag 2: no tanh (P = S / 2, SiLU' = 1; the selects, packs and GEMMs stay)
   diag 4: each warp's own amax for the dS factor (no exchange of the 8 words; the named barriers stay: they bound
           the warpgroups' drift)
   diag 7: all three
   diag 8: no pointwise math at all (P8 = e4m3(S^T), dS' = dP^T: no scale, tanh or select)
   diag 15: 7 and 8 (what is left: the GEMMs, TMA loads, dS8 stores, the dS8 barrier)
-  diag 16: dQ staged in shared memory but no bulk reduce-adds (16 - 1: the staging; 0 - 16: the global reduce traffic)
+  diag 16: dQ staged in shared memory but no bulk reduce-adds (16 - 1: the staging; 0 - 16: the global reduce traffic;
+           the staged kernels only: with 131072, the default without its register reds)
   diag 128: no fence.proxy.async (its SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S) after the dS8 stores and the dQ
             staging (racy); 144: 128 and 16
 Correct ones: 1024 / 2048 / 4096 / 8192 the default without one feature (stmatrix dS8, spec-q, the factor prefetch,
-the mask compares), 16384 with the LPT grid, 65536 with dK / dV by 16-byte stores; 15360 session 13's kernel (none
-of them), 15360 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96.
+the mask compares), 16384 with the (head, batch, key block) grid, 65536 / 131072 / 262144 without the 16-byte dK /
+dV stores / the dQ register reds / the grouped grid (458752: without all three); 474112 session 13's kernel (none),
+474112 + 1 / + 32 (no dS' parking, timing-only) / + 64 (its late fence) / + 96.
 Same inputs as benchmarks/hstu_fp8_bwd.py (randn q / k / v quantized per block, dout randn * 1e-2, causal, H 4).
 
-Usage (GPU, sm_90, a build with the unit): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
+Usage (GPU, sm_90, a dev build: `bazel build //:wheels --config=sm90 --define hstu_dev=1`, which builds the diag
+variants; the product wheel refuses them): python tools/hstu_dev/fp8_bwd_split.py [--reps N] [--quick]
 """
 
 import argparse
@@ -34,13 +38,15 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(
 from bench_util import event_ms  # noqa: E402
 
 DIAGS = [(0, "kernel"), (1, "no dQ add"), (2, "no tanh"), (4, "no amax barrier"), (7, "none of the three"),
-         (8, "no pointwise math"), (15, "none of the four"), (16, "no reduce-adds (staging kept)"),
-         (128, "no proxy fences"), (144, "no proxy fences, no reduce-adds"), (1024, "(without stmatrix dS8)"),
-         (2048, "(without spec-q: fp32 parking)"), (4096, "(without the factor prefetch)"),
-         (8192, "(without the mask compares)"), (16384, "(with the LPT grid)"), (15360, "(session 13's kernel)"),
-         (15361, "session 13's, no dQ add"), (15392, "session 13's, no dS' parking"),
-         (15424, "(session 13's late fence)"), (15456, "session 13's late fence, no dS' parking"),
-         (65536, "(with dK / dV by 16-byte stores)")]
+         (8, "no pointwise math"), (15, "none of the four"), (128, "no proxy fences"),
+         (1024, "(without stmatrix dS8)"), (2048, "(without spec-q: fp32 parking)"),
+         (4096, "(without the factor prefetch)"), (8192, "(without the mask compares)"),
+         (16384, "(with the (head, batch, key block) grid)"), (65536, "(without dK / dV by 16-byte stores)"),
+         (131072, "(without the dQ register reds: staged)"), (131072 + 16, "staged, no reduce-adds"),
+         (131072 + 144, "staged, no proxy fences, no reduce-adds"), (262144, "(without the grouped grid)"),
+         (458752, "(without the three: the staged kernel)"), (474112, "(session 13's kernel)"),
+         (474113, "session 13's, no dQ add"), (474144, "session 13's, no dS' parking"),
+         (474176, "(session 13's late fence)"), (474208, "session 13's late fence, no dS' parking")]
 
 
 def run_case(B, S, D, reps, diags):

@@ -3,10 +3,13 @@
 // saturated to +-448, NaN kept), bit-equal to torch's `.clamp(-448, 448).to(torch.float8_e4m3fn)`.
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 
+#include "hstu/csrc/common/hstu_pdl.cuh"  // griddep_wait, griddep_launch_dependents, launch_ex
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -23,23 +26,52 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The slot (within its group of 32) of row r under hstu_fp8_key_perm (its inverse: key_perm(slot) == r).
+__device__ __forceinline__ int quant_slot_of_row(int r) {
+  // key_perm(s) = hi + 2 t + (i & 1) + 8 (i >> 1) with hi = s & 16, t = (s & 15) >> 2, i = s & 3
+  const int hi = r & 16, lo8 = r & 15;
+  const int i = (lo8 & 1) | ((lo8 >> 3) << 1), t = (lo8 & 7) >> 1;
+  return hi + 4 * t + i;
+}
+
 // Block (col, h): dO's block column col of head h (quantize_fp8's "block" layout: sequence b's block m is column
 // cu_q[b] / 128 + b + m). amax over the block's used rows (NaN propagates, as torch.amax), descale = amax / 448
 // (IEEE division; at least FLT_MIN; 1.0 for a zero, NaN or empty block, as torch.where(amax > 0, ...)), rows
 // x / descale in e4m3, unused rows 0. Block col == do_cols zeroes the rows of no sequence.
+// The same block writes dO^T's columns of its rows (no second read of do8): its 128 rows' e4m3 bytes go to a shared
+// tile by destination slot (slot s of the block's columns holds row (s & ~31) + hstu_fp8_key_perm(s & 31); rows past
+// the sequence 0), then per row d of the copy 16-byte column groups of the block's column range (quant_dot_cols:
+// the last block of a sequence also zeroes the columns up to the next sequence's first; the extra block the columns
+// before sequence 0's).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ float red[kThreads / 32];
   __shared__ int nan_seen;
+  extern __shared__ __align__(16) uint8_t qtile[];  // 128 slots x (D + 16) bytes (dO^T's rows of this block)
+  griddep_launch_dependents();  // (p.pdl: the transposes may start; a no-op otherwise)
   const int h = blockIdx.y, D = p.head_dim, vecs = D / 8;
   const int64_t col = blockIdx.x;
   const T* dout = static_cast<const T*>(p.dout) + static_cast<int64_t>(h) * p.do_head_stride;
   uint8_t* do8 = p.do8 + static_cast<int64_t>(h) * D;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
-  if (col == p.do_cols) {  // rows past cu_q[batch]
+  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  uint8_t* dot = p.dot + static_cast<int64_t>(h) * D * p.q_cols;  // this head's dO^T (D rows of q_cols bytes)
+  if (col == p.do_cols) {  // rows past cu_q[batch]; dO^T's columns before sequence 0's first
+    const int64_t c0 = p.dot_separate ? 0 : min(hstu_fp8_vt_start(p.cu_seqlens_q[0], 0), p.q_cols);
+    for (int64_t i = threadIdx.x; i < D * (c0 / 16); i += kThreads) {
+      *reinterpret_cast<uint4*>(dot + (i / (c0 / 16)) * p.q_cols + 16 * (i % (c0 / 16))) = make_uint4(0, 0, 0, 0);
+    }
     for (int64_t r = p.cu_seqlens_q[p.batch] + threadIdx.x / vecs; r < p.total_q; r += kThreads / vecs) {
       if (threadIdx.x < (kThreads / vecs) * vecs) {
         *reinterpret_cast<uint2*>(do8 + r * out_row + (threadIdx.x % vecs) * 8) = make_uint2(0, 0);
+      }
+    }
+    if (p.dq_zero != nullptr && !p.dq_tiled) {  // dq_accum's rows outside every sequence (head h)
+      const int64_t lo = min(int64_t{p.cu_seqlens_q[0]}, p.total_q), hi = p.cu_seqlens_q[p.batch];
+      const int64_t n4 = (lo + p.total_q - hi) * (D / 4);
+      for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+        const int64_t r = i / (D / 4) < lo ? i / (D / 4) : i / (D / 4) - lo + hi;
+        reinterpret_cast<float4*>(p.dq_zero + (r * p.heads + h) * D)[i % (D / 4)] = zero4;
       }
     }
     return;
@@ -81,7 +113,24 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
   const float descale = !nan_seen && amax > 0.f ? fmaxf(__fdiv_rn(amax, 448.f), FLT_MIN) : 1.f;
   if (threadIdx.x == 0 && n > 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = descale;
   if (threadIdx.x == 0 && n == 0) p.do_descale[static_cast<int64_t>(h) * p.do_cols + col] = 1.f;
-  for (int i = threadIdx.x; i < n * vecs; i += kThreads) {
+  if (p.dq_zero != nullptr) {  // the block's rows of the dq workspace (head h)
+    if (p.dq_tiled) {  // its 16-row groups (cu_q + 16 b) / 16 + 8 m + k: 16 D contiguous floats per group and head
+      const int64_t g0 = (static_cast<int64_t>(start) + 16 * lo) / 16 + 8 * m;
+      const int per = 4 * D;  // float4 per group and head
+      for (int i = threadIdx.x; i < (n + 15) / 16 * per; i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((g0 + i / per) * p.heads + h) * 16 * D)[i % per] = zero4;
+      }
+    } else {
+      for (int i = threadIdx.x; i < n * (D / 4); i += kThreads) {
+        reinterpret_cast<float4*>(p.dq_zero + ((r0 + i / (D / 4)) * p.heads + h) * D)[i % (D / 4)] = zero4;
+      }
+    }
+  }
+  // the tile: slot s's D bytes at s (D + 16), 16-byte chunk k at k ^ (s / 16 & swz) (conflict-free reads of one d
+  // across the 16-column groups where D / 16 is a power of two; unswizzled otherwise)
+  const int tile_row = D + 16, swz = (D & (D - 1)) == 0 ? min(D / 16 - 1, 7) : 0;
+  const bool with_dot = !p.dot_separate;
+  for (int i = threadIdx.x; i < (with_dot ? 128 : n) * vecs; i += kThreads) {
     const int r = i / vecs, c = (i % vecs) * 8;
     uint32_t w[2] = {0, 0};
     if (r < nu) {
@@ -91,7 +140,33 @@ __global__ void __launch_bounds__(kThreads) fp8_quant_do_kernel(const HstuFp8Bwd
       for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(to_float(x[e]), descale)))
                                               << (8 * (e % 4));
     }
-    *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+    if (r < n) *reinterpret_cast<uint2*>(do8 + (r0 + r) * out_row + c) = make_uint2(w[0], w[1]);
+    if (with_dot) {
+      const int slot = (r & ~31) + quant_slot_of_row(r & 31);  // (rows past n: zeros, for their columns)
+      *reinterpret_cast<uint2*>(qtile + slot * tile_row + (((c >> 4) ^ ((slot >> 4) & swz)) << 4) + (c & 15)) =
+          make_uint2(w[0], w[1]);
+    }
+  }
+  if (!with_dot) return;
+  // dO^T: columns [c_begin, c_end) of this block (16-byte aligned), slot = column - c_begin (>= 128: zero)
+  const int64_t first = hstu_fp8_vt_start(start, lo);
+  const int64_t seq_end = lo + 1 < p.batch ? hstu_fp8_vt_start(p.cu_seqlens_q[lo + 1], lo + 1) : p.q_cols;
+  const int64_t c_begin = first + 128 * m;
+  const int64_t c_end = 128 * (m + 1) >= len ? seq_end : min(c_begin + 128, seq_end);
+  __syncthreads();
+  const int groups = c_end > c_begin ? static_cast<int>((c_end - c_begin) / 16) : 0;
+  for (int idx = threadIdx.x; idx < D * groups; idx += kThreads) {
+    const int d = idx / groups, g = idx % groups;
+    uint32_t wd[4] = {0, 0, 0, 0};
+    if (g < 8) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* t = qtile + (16 * g + 4 * q) * tile_row + (((d >> 4) ^ (g & swz)) << 4) + (d & 15);
+        wd[q] = static_cast<uint32_t>(t[0]) | static_cast<uint32_t>(t[tile_row]) << 8 |
+                static_cast<uint32_t>(t[2 * tile_row]) << 16 | static_cast<uint32_t>(t[3 * tile_row]) << 24;
+      }
+    }
+    *reinterpret_cast<uint4*>(dot + d * p.q_cols + c_begin + 16 * g) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
   }
 }
 
@@ -114,8 +189,9 @@ constexpr int kCols = 128;
 __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8BwdPrepassParams p) {
   __shared__ __align__(16) uint8_t tile[kCols][256 + 16];
   __shared__ int64_t src_row[kCols];
-  // (selected field by field: an indexed array of the three would live in local memory)
-  const bool kz = blockIdx.z == 2, dz = blockIdx.z == 1;
+  // (selected field by field: an indexed array would live in local memory; dO^T: the quantization's blocks unless
+  // dot_separate)
+  const bool kz = blockIdx.z == (p.dot_separate ? 2 : 1), dz = p.dot_separate && blockIdx.z == 1;
   TransposeJob j;
   j.src = kz ? p.k8 : dz ? p.do8 : p.q8;
   j.row_stride = kz ? p.k_row_stride : dz ? static_cast<int64_t>(p.heads) * p.head_dim : p.q_row_stride;
@@ -125,9 +201,14 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
   j.cu = kz ? p.cu_seqlens_k : p.cu_seqlens_q;
   j.seqused = kz ? p.seqused_k : p.seqused_q;
   j.group = kz ? 16 : 32;
+  griddep_launch_dependents();
+  if (dz) griddep_wait();  // (dO^T reads do8)
   const int h = blockIdx.y, D = p.head_dim;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCols;
-  if (c0 >= j.cols) return;
+  if (c0 >= j.cols) {
+    griddep_wait();
+    return;
+  }
   if (threadIdx.x < kCols) {
     src_row[threadIdx.x] = hstu_fp8_col_src_row(j.cu, j.seqused, p.batch, c0 + threadIdx.x, j.group);
   }
@@ -167,6 +248,7 @@ __global__ void __launch_bounds__(kThreads) fp8_transpose_kernel(const HstuFp8Bw
     }
     *reinterpret_cast<uint4*>(dst + d * j.cols + c) = make_uint4(w[0], w[1], w[2], w[3]);
   }
+  griddep_wait();  // (p.pdl: the quantization complete before this grid is)
 }
 
 // 8 fp32 -> 8 bf16 / fp16 (round to nearest even, as torch's .to()).
@@ -188,6 +270,7 @@ __device__ __forceinline__ uint4 round8<__half>(float4 a, float4 b) {
 // Grid-stride over groups of 8 elements: dq's groups first, then those of the dk / dv rows outside every sequence.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8BwdFinishParams p) {
+  griddep_wait();  // (p.pdl: the backward kernel complete, its writes visible)
   const int64_t per_row = static_cast<int64_t>(p.heads) * p.head_dim / 8;
   const int64_t n_dq = p.total_q * per_row;
   const int64_t lo = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
@@ -207,39 +290,116 @@ __global__ void __launch_bounds__(kThreads) fp8_bwd_finish_kernel(const HstuFp8B
   }
 }
 
+// dq_tiled (D = 128): block (x, h) with x < groups puts group x of head h (16 rows, two blocks of 64 columns in a
+// warp's m64n64 accumulator order: float4 32 j + l holds rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1) back
+// into the rows of the sequence that owns it (the largest b with (cu_q[b] + 16 b) / 16 <= x; rows past its length
+// skipped) through shared memory; blocks x >= groups (head 0's) zero the dq rows outside every sequence and the dk /
+// dv rows outside every sequence, grid-stride.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_bwd_finish_tiled_kernel(const HstuFp8BwdFinishParams p,
+                                                                        int64_t groups) {
+  griddep_wait();  // (p.pdl: the backward kernel complete, its writes visible)
+  constexpr int D = 128, kRow = D + 4;  // (padded rows: the float2 stores of a warp spread over the banks)
+  __shared__ __align__(16) float tile[16 * kRow];
+  const int64_t x = blockIdx.x;
+  const int h = blockIdx.y, t = threadIdx.x;
+  const int64_t per_row = static_cast<int64_t>(p.heads) * D / 8;  // 8-element groups per row
+  if (x >= groups) {
+    if (h != 0) return;
+    const int64_t lo_q = min(max(int64_t{p.cu_seqlens_q[0]}, int64_t{0}), p.total_q);
+    const int64_t hi_q = min(max(int64_t{p.cu_seqlens_q[p.batch]}, lo_q), p.total_q);
+    const int64_t lo_k = min(max(int64_t{p.cu_seqlens_k[0]}, int64_t{0}), p.total_k);
+    const int64_t hi_k = min(max(int64_t{p.cu_seqlens_k[p.batch]}, lo_k), p.total_k);
+    const int64_t n_q = (lo_q + p.total_q - hi_q) * per_row, n_k = (lo_k + p.total_k - hi_k) * per_row;
+    const int64_t step = (static_cast<int64_t>(gridDim.x) - groups) * kThreads;
+    for (int64_t g = (x - groups) * kThreads + t; g < n_q + 2 * n_k; g += step) {
+      uint4* dst;
+      int64_t o, lo, hi;
+      if (g < n_q) {
+        dst = reinterpret_cast<uint4*>(p.dq), o = g, lo = lo_q, hi = hi_q;
+      } else {
+        dst = reinterpret_cast<uint4*>(g - n_q < n_k ? p.dk : p.dv), o = (g - n_q) % n_k, lo = lo_k, hi = hi_k;
+      }
+      const int64_t row = o / per_row < lo ? o / per_row : o / per_row - lo + hi;
+      dst[row * per_row + o % per_row] = make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+  int lo = 0, hi = p.batch;  // the owner: the largest b with (cu_q[b] + 16 b) / 16 <= x (strictly increasing)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if ((static_cast<int64_t>(p.cu_seqlens_q[mid]) + 16 * mid) / 16 <= x) lo = mid; else hi = mid;
+  }
+  const int64_t start = p.cu_seqlens_q[lo];
+  const int64_t first = 16 * (x - (start + 16 * lo) / 16);  // the group's first row in the sequence
+  const int64_t rows = min(int64_t{16}, int64_t{p.cu_seqlens_q[lo + 1]} - start - first);
+  if (first < 0 || rows <= 0) return;  // (x below the first sequence's groups, or padding)
+  const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (x * p.heads + h) * 512;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int i = t + 256 * k;  // float4 index in the group's 2 x 256
+    const int blk = i / 256, j = (i % 256) / 32, l = i % 32;
+    const float4 v = __ldcs(src + i);
+    const int c = 64 * blk + 8 * j + 2 * (l % 4);
+    *reinterpret_cast<float2*>(&tile[(l / 4) * kRow + c]) = make_float2(v.x, v.y);
+    *reinterpret_cast<float2*>(&tile[(l / 4 + 8) * kRow + c]) = make_float2(v.z, v.w);
+  }
+  __syncthreads();
+  const int r = t / 16, c8 = t % 16;  // 16 rows x 16 groups of 8 columns
+  if (r < rows) {
+    const float* a = &tile[r * kRow + 8 * c8];
+    reinterpret_cast<uint4*>(p.dq)[(start + first + r) * per_row + h * (D / 8) + c8] =
+        round8<T>(*reinterpret_cast<const float4*>(a), *reinterpret_cast<const float4*>(a + 4));
+  }
+}
+
 }  // namespace
 
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
+  // SMs of the current device, looked up once per device (an attribute query on every call costs host time)
+  static std::atomic<int> sm_count[64];  // (zero-initialized: static storage)
   int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
+    int n = sm_count[dev].load(std::memory_order_relaxed);
+    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0) {
+      sm_count[dev].store(n, std::memory_order_relaxed);
+    }
+    if (n > 0) sms = n;
+  }
+  if (p.dq_tiled) {
+    if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
+    const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)
+    const unsigned grid_x = static_cast<unsigned>(ng + 2 * sms);
+    return p.out_half ? launch_ex(fp8_bwd_finish_tiled_kernel<__half>, dim3(grid_x, p.heads), kThreads, 0, stream,
+                                  p.pdl != 0, p, ng)
+                      : launch_ex(fp8_bwd_finish_tiled_kernel<__nv_bfloat16>, dim3(grid_x, p.heads), kThreads, 0,
+                                  stream, p.pdl != 0, p, ng);
+  }
   const int64_t want = (groups + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < 8 * sms ? want : 8 * sms);
-  if (p.out_half) {
-    fp8_bwd_finish_kernel<__half><<<blocks, kThreads, 0, stream>>>(p);
-  } else {
-    fp8_bwd_finish_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  return p.out_half ? launch_ex(fp8_bwd_finish_kernel<__half>, dim3(blocks), kThreads, 0, stream, p.pdl != 0, p)
+                    : launch_ex(fp8_bwd_finish_kernel<__nv_bfloat16>, dim3(blocks), kThreads, 0, stream, p.pdl != 0, p);
 }
 
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream) {
   if (p.heads <= 0 || p.head_dim % 16 != 0 || p.head_dim > 256 || p.batch <= 0) return cudaErrorInvalidValue;
   if (p.heads > 65535 || p.do_cols + 1 > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 qgrid(static_cast<unsigned>(p.do_cols + 1), p.heads);
+  const size_t qsmem = p.dot_separate ? 0 : 128 * static_cast<size_t>(p.head_dim + 16);  // dO^T's tile (<= 34.8 KB)
   if (p.dout_half) {
-    fp8_quant_do_kernel<__half><<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__half><<<qgrid, kThreads, qsmem, stream>>>(p);
   } else {
-    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, 0, stream>>>(p);
+    fp8_quant_do_kernel<__nv_bfloat16><<<qgrid, kThreads, qsmem, stream>>>(p);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t cols = p.q_cols > p.k_cols ? p.q_cols : p.k_cols;
-  fp8_transpose_kernel<<<dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, 3), kThreads, 0, stream>>>(
-      p);
-  return cudaGetLastError();
+  return launch_ex(fp8_transpose_kernel,
+                   dim3(static_cast<unsigned>((cols + kCols - 1) / kCols), p.heads, p.dot_separate ? 3 : 2), kThreads,
+                   0, stream, p.pdl != 0, p);
 }
 
 }  // namespace hstu

@@ -48,22 +48,37 @@ struct HstuFp8BwdPrepassParams {
   const int* seqused_k;
   int batch, heads, head_dim;  // head_dim a multiple of 16, at most 256
   int64_t total_q, total_k;
+  // Optional (nullptr: none): the FP8 backward's fp32 dq workspace, zeroed by the quantization's blocks (each its
+  // own rows, no fill pass): (total_q, H, D) with every row, or dq_tiled (D = 128) the fragment-ordered groups of
+  // hstu_fp8_bwd_dq_tiled_floats that hold the sequences' rows (the rest is never read).
+  float* dq_zero;
+  int dq_tiled;
+  // 0 (the default): dO^T written by the quantization's blocks; 1 (the op's private A/B): by the transposes' kernel
+  int dot_separate;
+  // 1: the transposes' kernel as a programmatic dependent launch (hstu_pdl.cuh) behind the quantization, which lets it
+  // start at once (the transposes read no output of it unless dot_separate; each of their blocks waits for it before
+  // it exits, so that a kernel waiting for the transposes has the whole pre-pass complete)
+  int pdl;
 };
 
-// Launches the two pre-pass kernels (dO quantization, then the three transposed copies) on `stream`.
+// Launches the two pre-pass kernels (dO quantization with dO^T, then Q^T and K^T) on `stream`.
 cudaError_t hstu_fp8_bwd_prepass(const HstuFp8BwdPrepassParams& p, cudaStream_t stream);
 
 // After the Hopper FP8 backward kernel (one launch): dq = dq_accum rounded to the output dtype (every row), and zeros
 // in the dk / dv rows outside every sequence (before cu_seqlens_k[0], from cu_seqlens_k[batch] on), which no CTA
-// writes; the kernel writes every other row, so dk / dv need no zero fill before it.
+// writes; the kernel writes every other row, so dk / dv need no zero fill before it. dq_tiled (D = 128): dq_accum
+// in the fragment-ordered 16-row groups of hstu_fp8_bwd_dq_tiled_floats (hstu_bwd_fp8_sm90.h), put back into rows
+// (the dq rows outside every sequence: zeros).
 struct HstuFp8BwdFinishParams {
-  const float* dq_accum;  // (total_q, H, D) fp32, contiguous
+  const float* dq_accum;  // (total_q, H, D) fp32, contiguous; or dq_tiled's groups
   void* dq;               // (total_q, H, D) contiguous, out_half ? float16 : bfloat16
   void* dk;               // (total_k, H, D) contiguous, likewise
   void* dv;
   const int* cu_seqlens_k;  // (batch + 1), the validated copy
-  int batch, heads, head_dim, out_half;
+  const int* cu_seqlens_q;  // (batch + 1), the validated copy (dq_tiled)
+  int batch, heads, head_dim, out_half, dq_tiled;
   int64_t total_q, total_k;
+  int pdl;  // 1: a programmatic dependent launch behind the backward kernel (it waits for it before any read)
 };
 cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t stream);
 

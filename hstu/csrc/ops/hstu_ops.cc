@@ -165,9 +165,9 @@ void use_fwd_plan(HstuParams& p, const FwdPlan& plan, const Tensor& scratch) {
 // make_params' HstuParams for a call of the *_with_options ops: `options` checked, its semantic flags applied.
 template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
-  // (bit 56: kernel_options(fp8_bwd=False), read by hstu/_fp8.py; no kernel here reads it)
+  // (kOptFp8BwdMask: the FP8 backward's routing bit and its private kernel variants, hstu_bwd_fp8_sm90.h)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             kOptFp8FwdVarMask | (int64_t{1} << 56);
+                             kOptFp8FwdVarMask | kOptFp8BwdMask;
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -557,8 +557,12 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX && fp8_bwd_diag_built(static_cast<int>(diag)),
-              "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag);
+  ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX &&
+                  fp8_bwd_diag_built(fp8_bwd_variant(options, static_cast<int>(diag))),
+              "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
+              " with options ", options);
+  const int variant = fp8_bwd_variant(options, static_cast<int>(diag));
+  const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
               accel::shape_str(q));
@@ -577,14 +581,16 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   ACCEL_CHECK(f.q_cols < (int64_t{1} << 31) && f.k_cols < (int64_t{1} << 31),
               "q/k: expected fewer than 2^31 rows (and rows + 48 B columns) for the FP8 backward");
   // One workspace for what the call keeps internal (each allocation costs host time that short calls pay as GPU idle
-  // time): dq_accum (fp32, zeroed), the pre-pass's outputs, the checked descale copies; 256-byte aligned regions.
+  // time): dq_accum (fp32, zeroed by the pre-pass), the pre-pass's outputs, the checked descale copies; 256-byte
+  // aligned regions.
   int64_t bytes = 0;
   auto region = [&](int64_t n) {
     const int64_t at = bytes;
     bytes += (n + 255) / 256 * 256;
     return at;
   };
-  const int64_t o_dq = region(4 * p.total_q * H * D), o_do8 = region(p.total_q * H * D);
+  const int64_t dq_floats = dq_tiled ? hstu_fp8_bwd_dq_tiled_floats(p.total_q, B, H) : p.total_q * H * D;
+  const int64_t o_dq = region(4 * dq_floats), o_do8 = region(p.total_q * H * D);
   const int64_t o_dos = region(4 * H * pre.do_cols), o_qt = region(H * D * pre.q_cols);
   const int64_t o_dot = region(H * D * pre.q_cols), o_kt = region(H * D * pre.k_cols);
   int64_t o_sc[3];
@@ -597,13 +603,18 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   pre.dot = w + o_dot;
   pre.kt = w + o_kt;
   for (int i = 0; i < 3; ++i) chk.out[i] = reinterpret_cast<float*>(w + o_sc[i]);
+  pre.dq_zero = reinterpret_cast<float*>(w + o_dq);  // zeroed by the pre-pass's quantization blocks (no fill)
+  pre.dq_tiled = dq_tiled ? 1 : 0;
+  pre.dot_separate = fp8_bwd_dot_separate(options) ? 1 : 0;
+  const bool pdl = fp8_bwd_pdl(options);
+  pre.pdl = pdl ? 1 : 0;
   cudaStream_t s = stream_of(q);
-  cudaError_t err = hstu_fp8_bwd_prepass(pre, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
-  err = hstu_check_fp8_scales(chk, s);
+  // Launch order: the two single-block checks first, then the pre-pass, the kernel and the finishing pass; with the
+  // private pdl variant the transposes, the kernel and the finishing pass are programmatic dependent launches
+  // behind the one before (hstu_pdl.cuh: each one's launch and ramp under the tail of the one before; the
+  // transposes need nothing of the quantization unless dot_separate, so they start at once)
+  cudaError_t err = hstu_check_fp8_scales(chk, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: scale check: CUDA error ", cudaGetErrorString(err));
-  err = cudaMemsetAsync(w + o_dq, 0, 4 * p.total_q * H * D, s);
-  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   f.q_descale = chk.out[0];
   f.k_descale = chk.out[1];
   f.v_descale = chk.out[2];
@@ -618,8 +629,11 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   f.dot = pre.dot;
   f.kt = pre.kt;
   f.dq_accum = reinterpret_cast<float*>(w + o_dq);
-  f.diag = static_cast<int>(diag);
+  f.diag = variant;
+  f.pdl = pdl ? 1 : 0;
   Tensor scratch = validate_on_device(p, q, total_k, 0, nullptr, 0, s);
+  err = hstu_fp8_bwd_prepass(pre, s);
+  ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: pre-pass: CUDA error ", cudaGetErrorString(err));
   err = run_hstu_bwd_fp8_sm90<128>(p, f, s);
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::fp8_bwd_sm90: CUDA error ", cudaGetErrorString(err));
   HstuFp8BwdFinishParams fin{};
@@ -627,7 +641,10 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
   fin.dq = dq.data_ptr();
   fin.dk = dk.data_ptr();
   fin.dv = dv.data_ptr();
-  fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copy)
+  fin.cu_seqlens_k = p.cu_seqlens_k;  // (the validated copies)
+  fin.cu_seqlens_q = p.cu_seqlens_q;
+  fin.dq_tiled = dq_tiled ? 1 : 0;
+  fin.pdl = pdl ? 1 : 0;
   fin.batch = static_cast<int>(B);
   fin.heads = static_cast<int>(H);
   fin.head_dim = static_cast<int>(D);

@@ -26,8 +26,10 @@ struct HstuFp8BwdParams {
   int descale_mode;  // Fp8DescaleMode (hstu_fp8_sm90.h)
   int out_half;      // 1: dk / dv float16, 0: bfloat16
   int64_t total_k;
-  float* dq_accum;   // (total_q, H, D) fp32, zeroed: dQ is added per tile (bulk tensor reduce-adds)
-  int diag;          // 0; 64 the late-fence variant; else a timing-only variant (kFp8BwdDiag* bits; wrong gradients)
+  float* dq_accum;   // fp32, zeroed: (total_q, H, D) (bulk tensor reduce-adds), or with kFp8BwdDqRedV4 the
+                     // fragment-ordered groups of hstu_fp8_bwd_dq_tiled_floats
+  int diag;          // the kernel variant (fp8_bwd_variant; Fp8BwdDiagBuilt): 0 the default
+  int pdl;           // 1: a programmatic dependent launch behind the pre-pass (the kernel waits for it first)
 };
 
 // Timing-only variants of the kernel (tools/hstu_dev/fp8_bwd_split.py through the private op's `diag` argument,
@@ -65,22 +67,72 @@ constexpr int kFp8BwdMaskFast = 8192;
 // block 0) start first (launch fails with more than 65535 key blocks). Measured slower (not in the default).
 constexpr int kFp8BwdLpt = 16384;
 // Not timing-only (bit-equal gradients): dK / dV stored by 16-byte stores (a quad transposes its bf16 pairs in two
-// shuffle rounds) instead of 4-byte ones. Correct on the device, its speed not measured yet (hstu_kernel_notes.md).
+// shuffle rounds) instead of 4-byte ones.
 constexpr int kFp8BwdEpiV4 = 65536;
-// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
-// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
-constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ;
 // The op's private diag d runs hstu_bwd_fp8_sm90_kernel<D, d ^ kFp8BwdDefault>: d = 0 the default; a timing-only bit
 // (1 ... 16, 128) removes a phase from it; a feature bit toggles that feature (kFp8BwdLpt: on); kFp8BwdDefault is
 // the kernel without them, with its parking (32) and late-fence (64, 96) variants.
-// The diag values built: the one list the launcher instantiates and the op accepts.
-using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
-                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDiagNoReduce, kFp8BwdDiagNoFence,
-                                              kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce, kFp8BwdStsmDs8, kFp8BwdSpecQ,
+// Not timing-only (the same gradients up to the order of dQ's fp32 additions): dQ added to the fp32 workspace from the
+// accumulator registers by red.global.add.v4.f32 in the accumulator's fragment order (16-row groups per warp, each
+// warp instruction 512 contiguous bytes, as the bf16 D = 256 kernel's dq_red_tiled_block): no shared-memory staging,
+// no proxy fence, no wait for the previous reduce's reads; the finishing pass puts the rows back
+// (hstu_fp8_bwd_dq_tiled_floats says the layout).
+constexpr int kFp8BwdDqRedV4 = 131072;
+// Not timing-only (bit-equal gradients): a 1-D grid in groups of about kFp8BwdLptGroupCtas CTAs (whole (batch, head)
+// pairs: at most 16, at least 1), inside a group key block 0 of every pair, then block 1, ... (the bf16 kernel's
+// bwd_lpt_decode): the longest CTAs of causal masks start first within a group whose Q / dO tiles stay in L2, and
+// the last CTAs dispatched are short ones (the plain grid dispatches the last pair's key block 0 a pair before the
+// end).
+constexpr int kFp8BwdLptGroups = 262144;
+constexpr int kFp8BwdLptGroupCtas = 256;
+// The kernel's default: the features above that measured correct and faster (docs/hstu_kernel_notes.md;
+// not kFp8BwdLpt: 1.7x slower at B16 S16K with the others, its concurrent CTAs share no Q / dO tiles in L2).
+constexpr int kFp8BwdDefault = kFp8BwdPrefetch | kFp8BwdMaskFast | kFp8BwdStsmDs8 | kFp8BwdSpecQ | kFp8BwdEpiV4 |
+                               kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+// The features the default gained last (measured one by one against the kernel without them): the op's A/B field 1
+// runs the kernel without all three.
+constexpr int kFp8BwdNewest = kFp8BwdEpiV4 | kFp8BwdDqRedV4 | kFp8BwdLptGroups;
+// The op's private A/B (hstu/_fp8_bwd.py FP8_BWD_VARIANT_BITS, the benchmark, the tests): a 2-bit field at bits
+// 59-60 of hstu_attn::fp8_bwd_sm90's `options`; value v runs the path with kFp8BwdField[v]'s changes: the kernel's
+// feature bits toggled (kernel: 1, the kernel without kFp8BwdNewest), dO^T by the transposes' kernel
+// (dot_separate: 2), programmatic dependent launches through the path (pdl: 3; measured both ways, S4K 1-5 %
+// faster, S16K 1.6-4.7 % slower: not the default, docs/hstu_kernel_notes.md). Bit 56 is
+// the routing's kernel_options(fp8_bwd=False) (hstu/_fp8.py; no kernel reads it).
+constexpr int64_t kOptFp8BwdDequant = int64_t{1} << 56;
+constexpr int kOptFp8BwdFieldShift = 59;
+constexpr int64_t kOptFp8BwdFieldMask = int64_t{3} << kOptFp8BwdFieldShift;
+constexpr int64_t kOptFp8BwdMask = kOptFp8BwdDequant | kOptFp8BwdFieldMask;
+struct Fp8BwdFieldVariant {
+  int kernel;
+  bool dot_separate;
+  bool pdl;
+};
+constexpr Fp8BwdFieldVariant kFp8BwdField[4] = {
+    {0, false, false}, {kFp8BwdNewest, false, false}, {0, true, false}, {0, false, true}};
+constexpr const Fp8BwdFieldVariant& fp8_bwd_field(int64_t options) {
+  return kFp8BwdField[(options & kOptFp8BwdFieldMask) >> kOptFp8BwdFieldShift];
+}
+// The kernel variant (the op's diag: its difference from kFp8BwdDefault) that `options` and `diag` select.
+constexpr int fp8_bwd_variant(int64_t options, int diag) { return diag ^ fp8_bwd_field(options).kernel; }
+constexpr bool fp8_bwd_dot_separate(int64_t options) { return fp8_bwd_field(options).dot_separate; }
+constexpr bool fp8_bwd_pdl(int64_t options) { return fp8_bwd_field(options).pdl; }
+// The diag values built: the one list the launcher instantiates and the op accepts. The product build holds the
+// default and the kernel of the option field above; the timing-only and older feature variants (the phase split,
+// tools/hstu_dev/fp8_bwd_split.py) only in builds with HSTU_FP8_BWD_DEV_VARIANTS (--define hstu_dev=1).
+#ifdef HSTU_FP8_BWD_DEV_VARIANTS
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest, kFp8BwdEpiV4, kFp8BwdDqRedV4, kFp8BwdLptGroups,
+                                              kFp8BwdDiagNoDq, kFp8BwdDiagNoSilu, kFp8BwdDiagNoAmaxBarrier, 7,
+                                              kFp8BwdDiagNoPointwise, 15, kFp8BwdDqRedV4 | kFp8BwdDiagNoReduce,
+                                              kFp8BwdDiagNoFence,
+                                              kFp8BwdDqRedV4 | kFp8BwdDiagNoFence | kFp8BwdDiagNoReduce,
+                                              kFp8BwdStsmDs8, kFp8BwdSpecQ,
                                               kFp8BwdPrefetch, kFp8BwdMaskFast, kFp8BwdLpt, kFp8BwdDefault,
                                               kFp8BwdDefault | kFp8BwdDiagNoDq, kFp8BwdDefault | kFp8BwdDiagNoPark,
                                               kFp8BwdDefault | kFp8BwdLateFence,
-                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark, kFp8BwdEpiV4>;
+                                              kFp8BwdDefault | kFp8BwdLateFence | kFp8BwdDiagNoPark>;
+#else
+using Fp8BwdDiagBuilt = std::integer_sequence<int, 0, kFp8BwdNewest>;
+#endif
 template <int... Ds>
 constexpr bool fp8_bwd_diag_in(int diag, std::integer_sequence<int, Ds...>) {
   return ((diag == Ds) || ...);
@@ -90,6 +142,16 @@ constexpr bool fp8_bwd_diag_built(int diag) { return fp8_bwd_diag_in(diag, Fp8Bw
 // Runs the FP8 backward kernel on `stream`. p: q / k / v pointing at e4m3 data (contiguous (rows, H, D)), p.dk /
 // p.dv in bf16 or fp16 per f.out_half (every row of a sequence written; rows of no sequence left alone), no rab,
 // sanitized int32 vectors. D = 128; cudaErrorNotSupported in builds without sm_90a device code.
+// kFp8BwdDqRedV4's dq workspace (D = 128): 16-row groups, rows 16 k .. 16 k + 15 of sequence b in group
+// (cu_seqlens_q[b] + 16 b) / 16 + k (hstu::sm90::dq_group_index: every sequence's groups its own), each group of head h
+// two blocks of 64 columns in the register order of a warp's part of an m64n64 fp32 accumulator (float4 32 j + l:
+// rows l / 4 and l / 4 + 8, columns 8 j + 2 (l % 4), + 1); floats of total_q / 16 + B + 1 groups, + 3 for the last
+// 64-row tile's warps past its sequence (they add exact zeros).
+constexpr int64_t hstu_fp8_bwd_dq_tiled_groups(int64_t total_q, int64_t batch) { return total_q / 16 + batch + 4; }
+constexpr int64_t hstu_fp8_bwd_dq_tiled_floats(int64_t total_q, int64_t batch, int64_t heads) {
+  return hstu_fp8_bwd_dq_tiled_groups(total_q, batch) * heads * 2048;
+}
+
 template <int D>
 cudaError_t run_hstu_bwd_fp8_sm90(const HstuParams& p, const HstuFp8BwdParams& f, cudaStream_t stream);
 

@@ -36,7 +36,9 @@
 // grew since (rare). kFp8BwdStsmDs8: the dS8 buffer written by stmatrix.trans. kFp8BwdMaskFast: the mask bits of
 // partly masked tiles by compares where the sequence has no contexts, targets or left window. kFp8BwdLateFence
 // (the kernel without the features above only): the proxy fences of the dS8 stores and the dQ staging one
-// iteration later, one for both (late_flush). All measured in docs/hstu_kernel_notes.md.
+// iteration later, one for both (late_flush). kFp8BwdDqRedV4: dQ added from the registers by red.global.add.v4 into
+// the fragment-ordered workspace (no staging). kFp8BwdLptGroups: the 1-D grid of pair groups, key block 0 first.
+// All measured in docs/hstu_kernel_notes.md.
 // dK = acc_dk u, dV = acc_dv do_s / N, rounded once to bf16 / fp16. Rows of no used query / key are 0 in the
 // transposed copies (the pre-pass), and masked P / dS are 0 by select, so garbage rows never reach a result.
 // Not yet: the work list, D = 64 / 256, rab. Predictions and measurements: docs/hstu_kernel_notes.md, "The Hopper
@@ -265,6 +267,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;
   extern __shared__ char smem_raw[];
+  griddep_wait();  // (f.pdl: the pre-pass complete, its writes visible; a no-op in a plain launch)
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sK = base;
   const uint32_t sV = base + C::kOffV;
@@ -279,9 +282,14 @@ __global__ void __launch_bounds__(384, 1)
 
   // kFp8BwdLpt: grid (head, batch, key block), so the CTAs of key block 0 (the most query tiles under causal masks)
   // start first and the short ones fill the tail
+  // kFp8BwdLptGroups: the 1-D grid of groups of (batch, head) pairs, key block 0 of each first (bwd_lpt_decode)
   constexpr bool kLpt = (kDiag & kFp8BwdLpt) != 0;
-  const int n_block = kLpt ? blockIdx.z : blockIdx.x, h = kLpt ? blockIdx.x : blockIdx.y,
-            b = kLpt ? blockIdx.y : blockIdx.z;
+  constexpr bool kLptGroups = (kDiag & kFp8BwdLptGroups) != 0;
+  int lpt_pair = 0, lpt_block = 0;
+  if constexpr (kLptGroups) bwd_lpt_decode<BN, 16, kFp8BwdLptGroupCtas>(p, blockIdx.x, lpt_pair, lpt_block);
+  const int n_block = kLptGroups ? lpt_block : kLpt ? blockIdx.z : blockIdx.x;
+  const int h = kLptGroups ? lpt_pair % p.heads : kLpt ? blockIdx.x : blockIdx.y;
+  const int b = kLptGroups ? lpt_pair / p.heads : kLpt ? blockIdx.y : blockIdx.z;
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -294,6 +302,8 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPrefetch = (kDiag & kFp8BwdPrefetch) != 0;
   constexpr bool kMaskFast = (kDiag & kFp8BwdMaskFast) != 0;
   constexpr bool kStsmDs8 = (kDiag & kFp8BwdStsmDs8) != 0;
+  constexpr bool kDqRed = (kDiag & kFp8BwdDqRedV4) != 0 && (kDiag & kFp8BwdDiagNoDq) == 0;
+  constexpr bool kDqStaged = (kDiag & kFp8BwdDiagNoDq) == 0 && !kDqRed;  // dQ through shared memory + bulk reduces
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -434,7 +444,7 @@ __global__ void __launch_bounds__(384, 1)
   // The staged panels of tile t to f.dq_accum: the proxy fence (the stores seen by the bulk copies), then lane 0's two
   // reduce-adds. kLateFence: issued an iteration after the stores (with the dS8 arrive, one fence for both).
   auto dq_flush = [&](int t, bool fence) {
-    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+    if constexpr (kDqStaged) {
       const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (fence) proxy_fence();
       __syncwarp();
@@ -447,7 +457,17 @@ __global__ void __launch_bounds__(384, 1)
     }
   };
   auto dq_stage = [&](const float(&acc)[32], int t, float scale, bool flush) {
-    if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+    if constexpr (kDqRed) {  // fragment order: this warp's 16 rows are one group, its 64 columns block wg
+      const int64_t g = dq_group_index(sq.q_start, b, tile_m0(t)) + warp;
+      float* a = f.dq_accum + ((g * p.heads + h) * 2 + wg) * 1024 + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a + 128 * j), "f"(acc[4 * j] * scale),
+                     "f"(acc[4 * j + 1] * scale), "f"(acc[4 * j + 2] * scale), "f"(acc[4 * j + 3] * scale)
+                     : "memory");
+      }
+    }
+    if constexpr (kDqStaged) {
       const uint32_t stg = opaque(base + C::kOffDq) + (4 * wg + warp) * C::kDqWarpBytes;
       if (lane == 0) bulk_wait_read0();  // this warp's previous reduce-adds have read the panels
       __syncwarp();
@@ -833,7 +853,7 @@ __global__ void __launch_bounds__(384, 1)
     pin_all(acc_dq);
     dq_stage(acc_dq, n - 1, dq_scale1, true);
   }
-  if constexpr ((kDiag & kFp8BwdDiagNoDq) == 0) {
+  if constexpr (kDqStaged) {
     if (lane == 0) bulk_wait_read0();  // the staged panels are read before the CTA's shared memory goes
   }
   // Epilogue: every key row of the block inside the sequence (0 where no query sees it).

@@ -57,14 +57,19 @@ cudaError_t launch_bwd_fp8(const HstuParams& p, const HstuFp8BwdParams& f, cudaS
   if ((err = make_dq_accum_map(&tdq, f.dq_accum, p.total_q, p.heads, D, 16)) != cudaSuccess) return err;
   const int n_blocks = (p.max_seqlen_k + C::kBlockN - 1) / C::kBlockN;
   if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLpt) && n_blocks > 65535) return cudaErrorInvalidValue;
+  if (((f.diag ^ kFp8BwdDefault) & kFp8BwdLptGroups) && int64_t{n_blocks} * p.heads * p.batch > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
   auto go = [&](auto diag) {  // one launch for every variant
     constexpr int kVariant = decltype(diag)::value ^ kFp8BwdDefault;  // (hstu_bwd_fp8_sm90.h)
     constexpr auto kernel = hstu_bwd_fp8_sm90_kernel<D, kVariant>;
-    const dim3 grid = (kVariant & kFp8BwdLpt) ? dim3(p.heads, p.batch, n_blocks) : dim3(n_blocks, p.heads, p.batch);
+    const dim3 grid = (kVariant & kFp8BwdLptGroups) ? dim3(static_cast<unsigned>(int64_t{n_blocks} * p.heads * p.batch))
+                      : (kVariant & kFp8BwdLpt)     ? dim3(p.heads, p.batch, n_blocks)
+                                                    : dim3(n_blocks, p.heads, p.batch);
     cudaError_t e = set_max_dynamic_smem<kernel>(C::kSmem);
     if (e != cudaSuccess) return e;
-    kernel<<<grid, C::kThreads, C::kSmem, stream>>>(tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p, f);
-    return cudaGetLastError();
+    return launch_ex(kernel, grid, C::kThreads, C::kSmem, stream, f.pdl != 0, tq, tk, tv, tdo, tqt, tdot, tkt, tdq, p,
+                     f);
   };
   return dispatch_diag(go, f.diag, Fp8BwdDiagBuilt{});
 }
