@@ -52,6 +52,21 @@ __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
   return v;
 }
+__device__ __forceinline__ int32_t ld_relaxed(const int32_t* a) {
+  return static_cast<int32_t>(ld_relaxed(reinterpret_cast<const uint32_t*>(a)));
+}
+__device__ __forceinline__ int32_t ld_acquire(const int32_t* a) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed(int32_t* a, int32_t v) {
+  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" : : "l"(a), "r"(v) : "memory");
+}
+
+// kDedupFuse: chunk c's words in bag (every chunk but the last, which is full and so has them; the clear pass sets
+// both to -1): its claimer count, and 1 once its claimers' inverse holds their uniques.
+constexpr int kChunkCountWord = 1, kChunkReadyWord = 2;
 
 // ---------------------------------------------------------------- clear
 // Grid-stride over max(set words / 4, bags): set[...] = FREE (16-byte stores; the set is 16-byte aligned), and
@@ -89,6 +104,12 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
     if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
   }
   for (int64_t k = t0; k < p.zero_bytes / 16; k += stride) static_cast<uint4*>(p.zero)[k] = make_uint4(0, 0, 0, 0);
+  if (p.flags & kDedupFuse) {
+    for (int64_t c = t0; c < (p.n - 1) / kChunk; c += stride) {  // the full chunks before the last
+      p.bag[c * kChunk + kChunkCountWord] = -1;
+      p.bag[c * kChunk + kChunkReadyWord] = -1;
+    }
+  }
   if (p.no_bags) return;
   for (int64_t b = t0; b < p.num_bags; b += stride) {
     const int64_t lo = b == 0 ? 0 : start_of(p, b);
@@ -411,11 +432,12 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
 // (the same slots, urow and scores as find_slots).
-template <int K, int W>
+template <int K, int W, typename AfterWrite>
 __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&claimed)[K],
                                                 const int32_t (&idx)[K], const int32_t (&sset)[K],
                                                 const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
-                                                int warp, const unsigned (&ball)[K], unsigned below) {
+                                                int warp, const unsigned (&ball)[K], unsigned below,
+                                                AfterWrite after_write) {
   int32_t u[K], t[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -443,7 +465,9 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       }
     }
   }
-  if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
+  const bool more = write_claimers<K>(p, claimed, idx, sset, u, t, key);
+  after_write();  // block-uniform
+  if (!more) return;
   int64_t slot[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -484,7 +508,11 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 
 // Every load first (the ids' inverse and keys beside the earlier chunks' counts, 4 at once; then the find's,
 // number_find), fitted to 3 blocks per SM (80 registers, no spills).
-template <bool kSmem>
+// kFuse (kDedupFuse): also the count pass (the claimers from the set, the chunk's count published at once; the
+// earlier chunks' counts read as they arrive) and the repeats' part of the resolve pass (after the chunk's
+// claimers are numbered and its ready word published, each repeat waits for its claimer's chunk's ready word and
+// copies the claimer's unique). A block waits only for lower chunks, which start first and never wait for it.
+template <bool kSmem, bool kFuse>
 __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupParams p) {
   constexpr int NB = kInsertBlock;
   constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
@@ -505,13 +533,35 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     sset[r] = i < p.n ? p.inverse[i] : -1;
     key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
   }
+  int32_t claim[K];  // kFuse: the position of the id's claimer (its set slot's final value)
+  bool claimed[K];
+  if constexpr (kFuse) {
+#pragma unroll
+    for (int r = 0; r < K; ++r) claim[r] = sset[r] >= 0 ? static_cast<int32_t>(p.set[sset[r]]) : -1;
+    int total = 0;
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      claimed[r] = sset[r] >= 0 && static_cast<int64_t>(claim[r]) == c0 + r * NB + threadIdx.x;
+      total += __syncthreads_count(claimed[r]);
+    }
+    if (threadIdx.x == 0 && blockIdx.x + 1 < gridDim.x) st_relaxed(p.bag + c0 + kChunkCountWord, total);
+  } else {
+#pragma unroll
+    for (int r = 0; r < K; ++r) claimed[r] = sset[r] >= 0;  // the count pass left the claimers' set slots only
+  }
   int before = 0;  // claimers of the earlier chunks
   for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
     int v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t cj = c + j * NB;
-      v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
+      if constexpr (kFuse) v[j] = cj < blockIdx.x ? ld_relaxed(p.bag + cj * kChunk + kChunkCountWord) : 0;
+      else v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
+    }
+    if constexpr (kFuse) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        while (v[j] < 0) v[j] = ld_relaxed(p.bag + (c + j * NB) * kChunk + kChunkCountWord);
     }
     before += (v[0] + v[1]) + (v[2] + v[3]);
   }
@@ -523,12 +573,10 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
 #pragma unroll
   for (int k = 0; k < W; ++k) before += wbase[k];
   load_bounds<kSmem>(p, sbound);
-  bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * NB + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
-    claimed[r] = sset[r] >= 0;
   }
   unsigned ball[K];
 #pragma unroll
@@ -553,7 +601,7 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   bool any_claimed = false;
 #pragma unroll
   for (int r = 0; r < K; ++r) any_claimed |= claimed[r];
-  if (__syncthreads_or(any_claimed) == 0) return;
+  if (__syncthreads_or(any_claimed) == 0 && !kFuse) return;
   auto bound = [&](int g) {
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
@@ -561,7 +609,33 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   int f[K];
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
-  number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
+  if constexpr (!kFuse) {
+    number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below, [] {});
+  } else {
+    const bool publish = blockIdx.x + 1 < gridDim.x;
+    number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below, [&] {
+      __syncthreads();  // the block's claimers' inverse written
+      if (threadIdx.x == 0 && publish) {
+        __threadfence();
+        st_relaxed(p.bag + c0 + kChunkReadyWord, 1);
+      }
+    });
+    // the repeats: their claimer's unique, once the claimer's chunk is numbered (its own chunk: the barrier above)
+    int32_t y[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      y[r] = -1;
+      if (sset[r] < 0 || claimed[r]) continue;
+      const int64_t cc = claim[r] / kChunk;
+      if (cc != blockIdx.x)
+        while (ld_acquire(p.bag + cc * kChunk + kChunkReadyWord) != 1) {
+        }
+      y[r] = ld_relaxed(p.inverse + claim[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+      if (y[r] >= 0) p.inverse[c0 + r * NB + threadIdx.x] = y[r];
+  }
 }
 
 // ---------------------------------------------------------------- find (find_later)
@@ -709,9 +783,15 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
-  launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
-  launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
-              p, "dedup number");
+  if (p.flags & kDedupFuse) {  // count, number and the repeats in one pass; the resolve pass only for the bags
+    launch_pass(pdl, smem ? detail::dedup_number_kernel<true, true> : detail::dedup_number_kernel<false, true>,
+                insert_grid, B, st, p, "dedup number");
+    if (p.no_bags) return;
+  } else {
+    launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
+    launch_pass(pdl, smem ? detail::dedup_number_kernel<true, false> : detail::dedup_number_kernel<false, false>,
+                insert_grid, B, st, p, "dedup number");
+  }
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }

@@ -156,7 +156,10 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kDedupFlagsAll = 63,       // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kDedupFuse = 128,          // lab: count, number and the repeats' resolve in one pass (a chunk publishes its claimer
+                             // count at its start and a ready word once its claimers are numbered; later chunks read
+                             // both: no count pass, and no resolve pass for a step without bags)
+  kDedupFlagsAll = 191,      // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
