@@ -533,11 +533,11 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     sset[r] = i < p.n ? p.inverse[i] : -1;
     key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
   }
-  int32_t claim[K];  // kFuse: the position of the id's claimer (its set slot's final value)
   bool claimed[K];
-  if constexpr (kFuse) {
+  if constexpr (kFuse) {  // the claimer: the id at its set slot's final position
+    uint32_t claim[K];
 #pragma unroll
-    for (int r = 0; r < K; ++r) claim[r] = sset[r] >= 0 ? static_cast<int32_t>(p.set[sset[r]]) : -1;
+    for (int r = 0; r < K; ++r) claim[r] = sset[r] >= 0 ? p.set[sset[r]] : 0u;
     int total = 0;
 #pragma unroll
     for (int r = 0; r < K; ++r) {
@@ -620,17 +620,20 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
         st_relaxed(p.bag + c0 + kChunkReadyWord, 1);
       }
     });
-    // the repeats: their claimer's unique, once the claimer's chunk is numbered (its own chunk: the barrier above)
-    int32_t y[K];
+    // the repeats: their claimer's unique, once the claimer's chunk is numbered (its own chunk: the barrier above);
+    // the claimer's position read again from the set (in L2) rather than kept in registers across the find
+    int32_t cm[K], y[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) cm[r] = sset[r] >= 0 && !claimed[r] ? static_cast<int32_t>(p.set[sset[r]]) : -1;
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       y[r] = -1;
-      if (sset[r] < 0 || claimed[r]) continue;
-      const int64_t cc = claim[r] / kChunk;
+      if (cm[r] < 0) continue;
+      const int64_t cc = cm[r] / kChunk;
       if (cc != blockIdx.x)
         while (ld_acquire(p.bag + cc * kChunk + kChunkReadyWord) != 1) {
         }
-      y[r] = ld_relaxed(p.inverse + claim[r]);
+      y[r] = ld_relaxed(p.inverse + cm[r]);
     }
 #pragma unroll
     for (int r = 0; r < K; ++r)
