@@ -156,10 +156,11 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kDedupFuse = 128,          // lab: count, number and the repeats' resolve in one pass (a chunk publishes its claimer
-                             // count at its start and a ready word once its claimers are numbered; later chunks read
-                             // both: no count pass, and no resolve pass for a step without bags)
-  kDedupFlagsAll = 191,      // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kDedupFuseCount = 128,     // lab: the count pass in the number pass (each chunk publishes its claimer count at its
+                             // start; later chunks read the counts as they arrive)
+  kDedupFuseResolve = 256,   // lab: the repeats' part of the resolve pass in the number pass (each chunk publishes a
+                             // ready word once its claimers are numbered; no resolve pass for a step without bags)
+  kDedupFlagsAll = 511,      // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
