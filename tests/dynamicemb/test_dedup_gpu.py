@@ -15,16 +15,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() 
                                                   reason="needs CUDA and dynamicemb/_C.so")]
 
 M64 = (1 << 64) - 1
-
-
-@pytest.fixture(autouse=True, params=[-1, 433], ids=["default", "fused"])
-def dedup_flags(request):
-    """Every test under the build's default dedup flags and under lab flags 433 (op _lookup_lab_dedup: the default
-    49 plus 128 + 256, the count and the repeats' resolve folded into the number pass)."""
-    lab = torch.ops.dynamicemb._lookup_lab_dedup
-    old = lab(request.param)
-    yield
-    lab(old)
 EMPTY = -(1 << 63)  # reserved keys 0x8000000000000000 .. 0x8000000000000002 as int64
 
 

@@ -52,18 +52,6 @@ __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* a) {
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
   return v;
 }
-__device__ __forceinline__ int32_t ld_relaxed(const int32_t* a) {
-  return static_cast<int32_t>(ld_relaxed(reinterpret_cast<const uint32_t*>(a)));
-}
-__device__ __forceinline__ void st_relaxed(int32_t* a, int32_t v) {
-  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" : : "l"(a), "r"(v) : "memory");
-}
-__device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;" : : : "memory"); }
-
-// The fused number pass's words of chunk c in bag (every chunk but the last, which is full and so has them; the
-// clear pass sets them to -1): its claimer count (kDedupFuseCount; the count pass writes it otherwise), and 1 once
-// its claimers' inverse holds their uniques (kDedupFuseResolve).
-constexpr int kChunkCountWord = 1, kChunkReadyWord = 2;
 
 // ---------------------------------------------------------------- clear
 // Grid-stride over max(set words / 4, bags): set[...] = FREE (16-byte stores; the set is 16-byte aligned), and
@@ -101,12 +89,6 @@ __global__ void __launch_bounds__(kClearBlock) dedup_clear_kernel(DedupParams p)
     if (t0 < (p.set_capacity & 3)) p.set[(q << 2) + t0] = kFree;
   }
   for (int64_t k = t0; k < p.zero_bytes / 16; k += stride) static_cast<uint4*>(p.zero)[k] = make_uint4(0, 0, 0, 0);
-  if (p.flags & (kDedupFuseCount | kDedupFuseResolve)) {
-    for (int64_t c = t0; c < (p.n - 1) / kChunk; c += stride) {  // the full chunks before the last
-      p.bag[c * kChunk + kChunkCountWord] = -1;
-      p.bag[c * kChunk + kChunkReadyWord] = -1;
-    }
-  }
   if (p.no_bags) return;
   for (int64_t b = t0; b < p.num_bags; b += stride) {
     const int64_t lo = b == 0 ? 0 : start_of(p, b);
@@ -429,12 +411,11 @@ __device__ __forceinline__ bool write_claimers(const DedupParams& p, const bool 
 // group of keys and, training, its table's step clock) issued before the pass's stores (ukeys, utables, inverse,
 // which the compiler cannot move loads above) and before any compare; then the digest scans and the score writes
 // (the same slots, urow and scores as find_slots).
-template <int K, int W, typename AfterWrite>
+template <int K, int W>
 __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&claimed)[K],
                                                 const int32_t (&idx)[K], const int32_t (&sset)[K],
                                                 const uint64_t (&key)[K], const int (&f)[K], const int32_t* wbase,
-                                                int warp, const unsigned (&ball)[K], unsigned below,
-                                                AfterWrite after_write) {
+                                                int warp, const unsigned (&ball)[K], unsigned below) {
   int32_t u[K], t[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -462,9 +443,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
       }
     }
   }
-  const bool more = write_claimers<K>(p, claimed, idx, sset, u, t, key);
-  after_write();  // block-uniform
-  if (!more) return;
+  if (!write_claimers<K>(p, claimed, idx, sset, u, t, key)) return;
   int64_t slot[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
@@ -505,12 +484,7 @@ __device__ __forceinline__ void number_find(const DedupParams& p, const bool (&c
 
 // Every load first (the ids' inverse and keys beside the earlier chunks' counts, 4 at once; then the find's,
 // number_find), fitted to 3 blocks per SM (80 registers, no spills).
-// kCount (kDedupFuseCount): also the count pass (the claimers from the set, the chunk's count published at once,
-// the earlier chunks' counts read as they arrive). kResolve (kDedupFuseResolve): also the repeats' part of the
-// resolve pass (the chunk's ready word published once its claimers are numbered; after the find each repeat waits
-// for its claimer's chunk's word and copies the claimer's unique). A block waits only for lower chunks, which
-// start first and never wait for it.
-template <bool kSmem, bool kCount, bool kResolve>
+template <bool kSmem>
 __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupParams p) {
   constexpr int NB = kInsertBlock;
   constexpr int K = kChunk / NB, W = NB / 32;  // ids per thread, warps: K * W = 32 (round, warp) counts
@@ -531,41 +505,13 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
     sset[r] = i < p.n ? p.inverse[i] : -1;
     key[r] = i < p.n ? __ldg(reinterpret_cast<const unsigned long long*>(p.ids) + i) : 0;
   }
-  bool claimed[K];
-  if constexpr (kCount) {  // the claimer: the id at its set slot's final position; the others as the count pass
-    uint32_t claim[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) claim[r] = sset[r] >= 0 ? p.set[sset[r]] : 0u;
-    int total = 0;
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      claimed[r] = sset[r] >= 0 && static_cast<int64_t>(claim[r]) == c0 + r * NB + threadIdx.x;
-      total += __syncthreads_count(claimed[r]);
-    }
-    if (threadIdx.x == 0 && blockIdx.x + 1 < gridDim.x) st_relaxed(p.bag + c0 + kChunkCountWord, total);
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      if (sset[r] < 0 || claimed[r]) continue;
-      sset[r] = -static_cast<int32_t>(claim[r]) - 2;  // as the count pass leaves a repeat: -(claimer + 2)
-      if constexpr (!kResolve) p.inverse[c0 + r * NB + threadIdx.x] = sset[r];
-    }
-  } else {
-#pragma unroll
-    for (int r = 0; r < K; ++r) claimed[r] = sset[r] >= 0;  // the count pass left the claimers' set slots only
-  }
   int before = 0;  // claimers of the earlier chunks
   for (int64_t c = threadIdx.x; c < blockIdx.x; c += 4 * NB) {
     int v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t cj = c + j * NB;
-      if constexpr (kCount) v[j] = cj < blockIdx.x ? ld_relaxed(p.bag + cj * kChunk + kChunkCountWord) : 0;
-      else v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
-    }
-    if constexpr (kCount) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        while (v[j] < 0) v[j] = ld_relaxed(p.bag + (c + j * NB) * kChunk + kChunkCountWord);
+      v[j] = cj < blockIdx.x ? p.bag[cj * kChunk + 1] : 0;
     }
     before += (v[0] + v[1]) + (v[2] + v[3]);
   }
@@ -577,10 +523,12 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
 #pragma unroll
   for (int k = 0; k < W; ++k) before += wbase[k];
   load_bounds<kSmem>(p, sbound);
+  bool claimed[K];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
     const int64_t i = c0 + r * NB + threadIdx.x;
     idx[r] = i < p.n ? static_cast<int32_t>(i) : 0;
+    claimed[r] = sset[r] >= 0;
   }
   unsigned ball[K];
 #pragma unroll
@@ -605,7 +553,7 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   bool any_claimed = false;
 #pragma unroll
   for (int r = 0; r < K; ++r) any_claimed |= claimed[r];
-  if (__syncthreads_or(any_claimed) == 0 && !kResolve) return;
+  if (__syncthreads_or(any_claimed) == 0) return;
   auto bound = [&](int g) {
     if constexpr (kSmem) return sbound[g];
     else return feature_bound(p, g);
@@ -613,34 +561,7 @@ __global__ void __launch_bounds__(kInsertBlock, 3) dedup_number_kernel(DedupPara
   int f[K];
   features_of<K>(p.num_features, bound, idx, claimed, f);
   const unsigned below = (1u << lane) - 1u;
-  if constexpr (!kResolve) {
-    number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below, [] {});
-  } else {
-    const bool publish = blockIdx.x + 1 < gridDim.x;
-    number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below, [&] {
-      __syncthreads();  // the block's claimers' inverse written
-      if (threadIdx.x == 0 && publish) {  // release: the block's writes (barrier), the fence, the word
-        __threadfence();
-        st_relaxed(p.bag + c0 + kChunkReadyWord, 1);
-      }
-    });
-    // the repeats (sset = -(claimer + 2)): their claimer's unique, once its chunk is numbered (the block's own
-    // chunk: the barrier above); every word polled first, one acquire fence, then all loads of the uniques at once
-#pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int64_t cc = sset[r] <= -2 ? (-static_cast<int64_t>(sset[r]) - 2) / kChunk : blockIdx.x;
-      if (cc != blockIdx.x)
-        while (ld_relaxed(p.bag + cc * kChunk + kChunkReadyWord) != 1) {
-        }
-    }
-    fence_acq_rel();
-    int32_t y[K];
-#pragma unroll
-    for (int r = 0; r < K; ++r) y[r] = sset[r] <= -2 ? ld_relaxed(p.inverse + (-static_cast<int64_t>(sset[r]) - 2)) : -1;
-#pragma unroll
-    for (int r = 0; r < K; ++r)
-      if (sset[r] <= -2) p.inverse[c0 + r * NB + threadIdx.x] = y[r];
-  }
+  number_find<K, W>(p, claimed, idx, sset, key, f, wbase, warp, ball, below);
 }
 
 // ---------------------------------------------------------------- find (find_later)
@@ -780,17 +701,9 @@ void launch_dedup(const DedupParams& p_in, void* stream) {
     launch_pass(pdl, smem ? detail::dedup_insert_kernel<true> : detail::dedup_insert_kernel<false>, insert_grid, B,
                 st, p, "dedup insert");
   }
-  // the number pass, with the count pass (kDedupFuseCount) and the repeats' resolve (kDedupFuseResolve) folded in
-  const bool fcount = (p.flags & kDedupFuseCount) != 0, fresolve = (p.flags & kDedupFuseResolve) != 0;
-  using NumberKernel = void (*)(DedupParams);
-  const NumberKernel number[2][2][2] = {
-      {{detail::dedup_number_kernel<false, false, false>, detail::dedup_number_kernel<false, false, true>},
-       {detail::dedup_number_kernel<false, true, false>, detail::dedup_number_kernel<false, true, true>}},
-      {{detail::dedup_number_kernel<true, false, false>, detail::dedup_number_kernel<true, false, true>},
-       {detail::dedup_number_kernel<true, true, false>, detail::dedup_number_kernel<true, true, true>}}};
-  if (!fcount) launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
-  launch_pass(pdl, number[smem][fcount][fresolve], insert_grid, B, st, p, "dedup number");
-  if (fresolve && p.no_bags) return;  // (with bags the resolve pass still writes them; the repeats are done)
+  launch_pass(pdl, detail::dedup_count_kernel, insert_grid, B, st, p, "dedup count");
+  launch_pass(pdl, smem ? detail::dedup_number_kernel<true> : detail::dedup_number_kernel<false>, insert_grid, B, st,
+              p, "dedup number");
   launch_pass(pdl, detail::dedup_resolve_kernel, blocks_for(p.n, detail::kChunk), detail::kResolveBlock, st, p,
               "dedup resolve");
 }

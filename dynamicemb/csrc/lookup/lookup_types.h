@@ -156,16 +156,12 @@ enum DedupFlags : int {
   kStepPdl = 32,             // sm90+, with kDedupPdl (default): also the clear pass after the checks (its set fill
                              // before the wait), the insert pass's resolve and the forward as programmatic dependents
                              // (SGD step -3 % with the host ahead: docs/dynamicemb.md)
-  kDedupFuseCount = 128,     // lab: the count pass in the number pass (each chunk publishes its claimer count at its
-                             // start; later chunks read the counts as they arrive)
-  kDedupFuseResolve = 256,   // lab: the repeats' part of the resolve pass in the number pass (each chunk publishes a
-                             // ready word once its claimers are numbered; no resolve pass for a step without bags)
-  kDedupFlagsAll = 511,      // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
+  kDedupFlagsAll = 63,       // (bits 2, 4, 8, 64: former lab variants, removed; docs/dynamicemb.md keeps their history)
 };
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
 int dedup_flags_variant(int v);
-// Whether the current device runs programmatic dependent launches (sm90+; asked once per process).
+// Whether the current device runs programmatic dependent launches (sm90+; asked once per device).
 bool pdl_supported();
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);
