@@ -671,15 +671,7 @@ void launch_pass(bool pdl, void (*k)(DedupParams), unsigned grid, unsigned block
 }
 }  // namespace
 
-bool pdl_supported() {
-  static const bool ok = [] {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    return major >= 9;
-  }();
-  return ok;
-}
+bool pdl_supported() { return cc_major() >= 9; }
 
 void launch_dedup(const DedupParams& p_in, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);

@@ -161,7 +161,7 @@ enum DedupFlags : int {
 // The DedupFlags of later steps' dedup in lookup_step (default kDedupCasFirst | kDedupPdl | kStepPdl); sets them
 // when v is in [0, kDedupFlagsAll] (others only read), returns the ones before.
 int dedup_flags_variant(int v);
-// Whether the current device runs programmatic dependent launches (sm90+; asked once per process).
+// Whether the current device runs programmatic dependent launches (sm90+; asked once per device).
 bool pdl_supported();
 constexpr int64_t kUrowPending = -2;  // urow of a unique the insert pass still has to insert
 void launch_dedup(const DedupParams& p, void* stream);

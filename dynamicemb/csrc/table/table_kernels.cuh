@@ -55,6 +55,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dynamicemb/csrc/common/device_info.h"
 #include "dynamicemb/csrc/table/probe.cuh"
 #include "dynamicemb/csrc/table/table_types.h"
 #include "dynamicemb/csrc/table/value_types.cuh"
@@ -1034,18 +1035,8 @@ __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long
 }  // namespace detail
 
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
-// wave; each loops over groups of pending keys. The SM count is read once per device (no sync).
-inline unsigned insert_grid_cap() {
-  static int sms[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 512;
-  if (sms[dev] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) return 512;
-    sms[dev] = n;
-  }
-  return 2u * static_cast<unsigned>(sms[dev]);
-}
+// wave; each loops over groups of pending keys.
+inline unsigned insert_grid_cap() { return 2u * static_cast<unsigned>(sm_count()); }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
