@@ -1,4 +1,4 @@
-"""The cold caching step (issue 32) kernel by kernel: NVIDIA's config (10 tables x 104,857 ids, D128 fp32, SGD), a
+"""The cold caching step (issue 32) kernel by kernel: NVIDIA's config (10 tables x 104,857 ids, D128 fp32, SGD or `--opt adam`), a
 25 % HBM cache over the uva store, 64 distinct batches cycled (every step stages ~106K rows in and writes as many
 back), after one warm-up cycle.
 
@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn  # noqa: E402
 
-from dynamicemb._optimizers import SGD  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
 
 KERNELS = ("probe_kernel", "stage_list", "stage_owner", "stage_kernel", "move_scan", "move_scatter", "move_stash",
            "move_out", "move_bulk", "move_in_unplace")
@@ -256,6 +256,7 @@ def main():
                     "end (a what-if, with branch tier17's lab variant 14), keeping the current lab variant (the "
                     "variants after it too)")
     ap.add_argument("--label", default="")
+    ap.add_argument("--opt", default="sgd", choices=("sgd", "adam"), help="the tables' optimizer (both modules)")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
     ap.add_argument("--frac", type=float, default=0.25)
@@ -278,13 +279,14 @@ def main():
     from torch.profiler import ProfilerActivity, profile
 
     T, dim, rows, B = 10, 128, 1 << 20, 104857
+    opt = (lambda: SGD(lr=0.01)) if a.opt == "sgd" else (lambda: Adam(lr=0.001))
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
 
     def build(cap):
         """The module with stores of `cap` slots per table (the ids still over `rows`; the cache the same), warmed
         up over one cycle of the batches."""
-        mm = make_module(T, dim, cap, SGD(lr=0.01), "caching", (rows * a.frac + 0.5) / cap, "uva")
+        mm = make_module(T, dim, cap, opt(), "caching", (rows * a.frac + 0.5) / cap, "uva")
         fn = train_step_fn(mm, data, grad)  # fn(prefetch)
         t0 = time.perf_counter()
         for _ in range(a.warmup):
@@ -294,7 +296,7 @@ def main():
         stores = [t.store for t in mm.tables if hasattr(getattr(t, "store", None), "size")]
         if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
             live = sum(int(s.size()) for s in stores)
-            row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
+            row_b = 4 * opt().row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
             print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = "
                   f"{live * row_b / 2**20:,.0f} MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely; "
                   f"{len(stores) * cap * row_b / 65536:,.0f} regions allocated")
@@ -309,7 +311,7 @@ def main():
         return mm, fn
 
     if a.hbm:
-        mh = make_module(T, dim, rows, SGD(lr=0.01), "hbm", 1.0, None)
+        mh = make_module(T, dim, rows, opt(), "hbm", 1.0, None)
         fh = train_step_fn(mh, data, grad)
         for _ in range(max(a.warmup, a.batches)):
             fh(False)

@@ -909,7 +909,8 @@ __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) 
 // groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
 // from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
 // in the stash).
-template <class A = DeviceStageAtomics>
+// kInOnly (lab variants 13 / 14): the victims' rows that sit in the stash are left out (the stored rows still come in).
+template <class A = DeviceStageAtomics, bool kInOnly = false>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
   const int lane = threadIdx.x % kMoveLanes;
@@ -919,9 +920,9 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
-    if ((e & 1) == 0)
-      move_out_one<A>(p, r, lane, kMoveLanes, from);
-    else if (from != nullptr)
+    if ((e & 1) == 0) {
+      if (!kInOnly || from == nullptr) move_out_one<A>(p, r, lane, kMoveLanes, from);
+    } else if (from != nullptr)
       move_in_one<A>(p, r, lane, kMoveLanes);
   }
 }
@@ -1057,7 +1058,11 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
+// 12 with kEarly; what-ifs of a write-back off the move pass (the stores lose the stashed victims' rows: timing only):
+// 13 the mixed pass without the stashed victims' copies and the whole stash copied device -> host by the copy
+// engine on a stream of its own, beside the pass (a log store's write-back; not in a call gated by a prefetch job),
+// 14 the same without the copy (the floor).
+// Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
@@ -1088,6 +1093,46 @@ void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   detail::stage_list_kernel<<<grid < lcap ? grid : lcap, detail::kStageBlock, 0, st>>>(p, o);
   detail::stage_owner_kernel<<<blocks_for(o.bins * 32, detail::kStageBlock), detail::kStageBlock, 0, st>>>(p, o);
   launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st, o.rest);
+}
+
+// Lab 13: the copy engine's stream, a pinned landing buffer of the stash's size, and the events that order the copy
+// after the stash kernel and the next launch's stash kernel after the copy (the buffer a log store would reuse).
+struct LabWriteBack {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t stashed = nullptr, copied = nullptr;
+  void* host = nullptr;
+  int64_t bytes = 0;
+  bool pending = false;
+};
+LabWriteBack g_lab_wb;
+
+void lab_wait_write_back(cudaStream_t st) {
+  if (g_lab_wb.pending) cudaStreamWaitEvent(st, g_lab_wb.copied, 0);
+}
+
+void lab_write_back(const StageParams& p, cudaStream_t st) {
+  LabWriteBack& w = g_lab_wb;
+  if (p.stash == nullptr || p.stash_bytes <= 0) return;
+  if (w.stream == nullptr) {
+    cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&w.stashed, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&w.copied, cudaEventDisableTiming);
+  }
+  if (w.bytes < p.stash_bytes) {
+    if (w.host != nullptr) {
+      cudaStreamSynchronize(w.stream);
+      cudaFreeHost(w.host);
+    }
+    w.host = nullptr;
+    w.bytes = 0;
+    if (cudaHostAlloc(&w.host, static_cast<size_t>(p.stash_bytes), cudaHostAllocDefault) != cudaSuccess) return;
+    w.bytes = p.stash_bytes;
+  }
+  cudaEventRecord(w.stashed, st);
+  cudaStreamWaitEvent(w.stream, w.stashed, 0);
+  cudaMemcpyAsync(w.host, p.stash, static_cast<size_t>(p.stash_bytes), cudaMemcpyDeviceToHost, w.stream);
+  cudaEventRecord(w.copied, w.stream);
+  w.pending = true;
 }
 
 }  // namespace
@@ -1128,9 +1173,15 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
+    const bool lab_wb = g_stage_variant == 13 && p.gate == nullptr;  // (not the step's call gated by a job)
+    if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (g_stage_variant == 7) {
+    if (lab_wb) lab_write_back(p, st);
+    if (g_stage_variant == 13 || g_stage_variant == 14) {
+      detail::move_out_kernel<detail::DeviceStageAtomics, true>
+          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    } else if (g_stage_variant == 7) {
       detail::move_out_kernel<detail::DeviceStageAtomicsWide>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 8) {
