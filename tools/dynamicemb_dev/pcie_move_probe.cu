@@ -72,6 +72,7 @@ struct Env {
   int64_t n = 110000;
   uint8_t* store = nullptr;    // pinned host rows
   uint8_t* landing = nullptr;  // pinned contiguous n rows (a log segment / the host's gather target)
+  uint8_t* landing2 = nullptr;  // pinned contiguous n rows (the victims' landing buffer of the host's scatter)
   uint8_t* dev = nullptr;      // HBM n rows
   uint8_t* dev2 = nullptr;     // HBM n rows (the other direction)
   int64_t* rows = nullptr;     // device: the rows' store indices, ascending
@@ -137,7 +138,8 @@ static void victim(Env& e, cudaStream_t s) {
 }
 
 // The host's gather (landing[r] = store[rows[r]]) or scatter (store[rows[r]] = landing[r]) by T threads.
-static double host_move(Env& e, bool gather, int threads) {
+static double host_move(Env& e, bool gather, int threads, uint8_t* landing = nullptr, int64_t shift = 0) {
+  if (landing == nullptr) landing = e.landing;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> ts;
   const int64_t per = (e.n + threads - 1) / threads;
@@ -145,8 +147,8 @@ static double host_move(Env& e, bool gather, int threads) {
     ts.emplace_back([&, t] {
       const int64_t lo = t * per, hi = std::min(e.n, lo + per);
       for (int64_t r = lo; r < hi; ++r) {
-        uint8_t* h = e.store + e.hrows[r] * kRow;
-        uint8_t* l = e.landing + r * kRow;
+        uint8_t* h = e.store + (e.hrows[r] + shift) % kStoreRows * kRow;
+        uint8_t* l = landing + r * kRow;
         if (gather) std::memcpy(l, h, kRow);
         else std::memcpy(h, l, kRow);
       }
@@ -169,6 +171,8 @@ int main(int argc, char** argv) {
   const size_t bytes = static_cast<size_t>(e.n * kRow);
   CK(cudaHostAlloc(&e.store, static_cast<size_t>(kStoreRows * kRow), cudaHostAllocDefault));
   CK(cudaHostAlloc(&e.landing, bytes, cudaHostAllocDefault));
+  CK(cudaHostAlloc(&e.landing2, bytes, cudaHostAllocDefault));
+  std::memset(e.landing2, 4, bytes);
   std::memset(e.store, 1, static_cast<size_t>(kStoreRows * kRow));
   std::memset(e.landing, 2, bytes);
   CK(cudaMalloc(&e.dev, bytes));
@@ -266,6 +270,42 @@ int main(int argc, char** argv) {
       s.push_back(host_move(e, false, T));
     }
     std::printf("| %d | %.3f | %.1f | %.3f | %.1f |\n", T, median(g), mb / median(g), median(s), mb / median(s));
+  }
+  // The host-side pipeline of a copy-engine step (R3 + W3): T/2 threads gather the next batch's rows while T/2
+  // scatter the last batch's victims, beside both CE copies (the DMA's host-memory traffic included).
+  std::printf("\n| host threads (half gather, half scatter) | host ms | beside CE both ways: host ms | CE ms |\n"
+              "|---:|---:|---:|---:|\n");
+  for (int T : {2, 8, 16}) {
+    std::vector<double> h1, h2, c2;
+    for (int i = 0; i < reps; ++i) {
+      for (int with_ce = 0; with_ce < 2; ++with_ce) {
+        CK(cudaDeviceSynchronize());
+        if (with_ce) {
+          CK(cudaEventRecord(a0, e.lo));
+          CK(cudaStreamWaitEvent(e.lo2, a0, 0));
+          mover(e, "ce_both");
+          CK(cudaEventRecord(b1, e.lo2));
+          CK(cudaStreamWaitEvent(e.lo, b1, 0));
+          CK(cudaEventRecord(a1, e.lo));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        std::thread g([&] { host_move(e, true, T / 2); });
+        std::thread sc([&] { host_move(e, false, T / 2, e.landing2, kStoreRows / 2); });
+        g.join();
+        sc.join();
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        CK(cudaDeviceSynchronize());
+        if (with_ce) {
+          float ce = 0;
+          CK(cudaEventElapsedTime(&ce, a0, a1));
+          h2.push_back(ms);
+          c2.push_back(ce);
+        } else {
+          h1.push_back(ms);
+        }
+      }
+    }
+    std::printf("| %d | %.3f | %.3f | %.3f |\n", T, median(h1), median(h2), median(c2));
   }
   const double base = victim_beside("");
   std::printf("\n| victim: HBM gather (%lld rows of 512 B), high priority, beside | ms | x alone |\n|---|---:|---:|\n",

@@ -909,8 +909,10 @@ __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) 
 // groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
 // from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
 // in the stash).
-// kInOnly (lab variants 13 / 14): the victims' rows that sit in the stash are left out (the stored rows still come in).
-template <class A = DeviceStageAtomics, bool kInOnly = false>
+// Lab modes: kInOnly (variants 13 / 14) leaves out the victims' rows that sit in the stash (the stored rows still
+// come in); kNoStashed (variant 15) leaves out every copy of the records with a stash row (lab_in_scatter_kernel
+// brings their stored rows in).
+template <class A = DeviceStageAtomics, bool kInOnly = false, bool kNoStashed = false>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
   const int lane = threadIdx.x % kMoveLanes;
@@ -920,10 +922,34 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
+    if (kNoStashed && from != nullptr) continue;
     if ((e & 1) == 0) {
       if (!kInOnly || from == nullptr) move_out_one<A>(p, r, lane, kMoveLanes, from);
     } else if (from != nullptr)
       move_in_one<A>(p, r, lane, kMoveLanes);
+  }
+}
+
+// Lab (variant 15, a what-if): the stored rows of the records with a stash row from an HBM landing buffer (row r
+// at r x pitch: where a copy-engine read-in of rows the host gathered would put them) into their cache slots, and
+// their store slots emptied as move_in_one does. The landing buffer's bytes are not the stored rows (timing only).
+__global__ void __launch_bounds__(kStageBlock) lab_in_scatter_kernel(StageParams p, const uint8_t* landing) {
+  const int64_t end = p.move_split[0], pitch = p.move_split[2];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride) {
+    const int64_t* rec = p.moves + kMoveWords * r;
+    const int64_t in = rec[2];
+    if (in < 0 || (rec[3] & kMoveDone)) continue;
+    const int t = static_cast<int>(rec[3]);
+    const StageTable& st = p.stage[t];
+    const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
+    DeviceStageAtomics::copy_row(cache_row(p.meta[t], rec[0], row_bytes), landing + r * pitch, row_bytes, lane,
+                                 kMoveLanes);
+    if (lane == 0) {
+      reinterpret_cast<uint64_t*>(st.scores)[in] = 0;
+      reinterpret_cast<uint64_t*>(st.keys)[in] = table::kEmptyKey;
+    }
   }
 }
 
@@ -1061,7 +1087,9 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // 12 with kEarly; what-ifs of a write-back off the move pass (the stores lose the stashed victims' rows: timing only):
 // 13 the mixed pass without the stashed victims' copies and the whole stash copied device -> host by the copy
 // engine on a stream of its own, beside the pass (a log store's write-back; not in a call gated by a prefetch job),
-// 14 the same without the copy (the floor).
+// 14 the same without the copy (the floor); 15 both directions by the copy engines: 13's write-back, and the stored
+// rows of the stashed records from an HBM landing buffer that a copy-engine H2D copy filled one launch ahead (the
+// device side of a read-in gathered by the host one batch early).
 // Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
@@ -1103,14 +1131,69 @@ struct LabWriteBack {
   void* host = nullptr;
   int64_t bytes = 0;
   bool pending = false;
+  // variant 15's read-in: two HBM landing buffers filled in turn by H2D copies from a pinned source on `in_stream`
+  cudaStream_t in_stream = nullptr;
+  cudaEvent_t landed[2] = {nullptr, nullptr}, read[2] = {nullptr, nullptr};
+  void* in_host = nullptr;
+  uint8_t* landing[2] = {nullptr, nullptr};
+  int next = 0;
+  bool in_pending[2] = {false, false};
 };
 LabWriteBack g_lab_wb;
+
+// The landing buffers' size: the stash's cap (stage_bind.h kStashCapBytes).
+constexpr int64_t kLabLandingBytes = int64_t(64) << 20;
+
+// The copies' size: 7/8 of the stash (58.7 MB at a 64 MiB stash: the cold set's 56.4 MB of rows a direction + 4 %),
+// since the rows' count is known on the device only.
+int64_t lab_copy_bytes(const StageParams& p) { return p.stash_bytes / 8 * 7 / 16 * 16; }
+
+// Variant 15: the landing buffer of this launch (its H2D copy queued by the launch before, or now for the first),
+// waited for on st; returns null when the buffers are missing.
+const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
+  LabWriteBack& w = g_lab_wb;
+  if (w.in_stream == nullptr) {
+    cudaStreamCreateWithFlags(&w.in_stream, cudaStreamNonBlocking);
+    for (int b = 0; b < 2; ++b) {
+      cudaEventCreateWithFlags(&w.landed[b], cudaEventDisableTiming);
+      cudaEventCreateWithFlags(&w.read[b], cudaEventDisableTiming);
+      if (cudaMalloc(&w.landing[b], static_cast<size_t>(kLabLandingBytes)) != cudaSuccess) w.landing[b] = nullptr;
+    }
+    if (cudaHostAlloc(&w.in_host, static_cast<size_t>(kLabLandingBytes), cudaHostAllocDefault) != cudaSuccess)
+      w.in_host = nullptr;
+  }
+  if (w.landing[0] == nullptr || w.landing[1] == nullptr || w.in_host == nullptr || p.stash_bytes > kLabLandingBytes)
+    return nullptr;
+  const int b = w.next;
+  if (!w.in_pending[b]) {
+    cudaMemcpyAsync(w.landing[b], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
+                    w.in_stream);
+    cudaEventRecord(w.landed[b], w.in_stream);
+  }
+  cudaStreamWaitEvent(st, w.landed[b], 0);
+  return w.landing[b];
+}
+
+// Variant 15, after the scatter read landing buffer `next` on st: the next launch's H2D copy into the other one.
+void lab_read_ahead(const StageParams& p, cudaStream_t st) {
+  LabWriteBack& w = g_lab_wb;
+  const int b = w.next;
+  cudaEventRecord(w.read[b], st);
+  w.in_pending[b] = false;
+  const int o = 1 - b;
+  cudaStreamWaitEvent(w.in_stream, w.read[o], 0);
+  cudaMemcpyAsync(w.landing[o], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
+                  w.in_stream);
+  cudaEventRecord(w.landed[o], w.in_stream);
+  w.in_pending[o] = true;
+  w.next = o;
+}
 
 void lab_wait_write_back(cudaStream_t st) {
   if (g_lab_wb.pending) cudaStreamWaitEvent(st, g_lab_wb.copied, 0);
 }
 
-void lab_write_back(const StageParams& p, cudaStream_t st) {
+void lab_write_back(const StageParams& p, cudaStream_t st, int64_t copy_bytes) {
   LabWriteBack& w = g_lab_wb;
   if (p.stash == nullptr || p.stash_bytes <= 0) return;
   if (w.stream == nullptr) {
@@ -1130,7 +1213,7 @@ void lab_write_back(const StageParams& p, cudaStream_t st) {
   }
   cudaEventRecord(w.stashed, st);
   cudaStreamWaitEvent(w.stream, w.stashed, 0);
-  cudaMemcpyAsync(w.host, p.stash, static_cast<size_t>(p.stash_bytes), cudaMemcpyDeviceToHost, w.stream);
+  cudaMemcpyAsync(w.host, p.stash, static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToHost, w.stream);
   cudaEventRecord(w.copied, w.stream);
   w.pending = true;
 }
@@ -1173,12 +1256,19 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
-    const bool lab_wb = g_stage_variant == 13 && p.gate == nullptr;  // (not the step's call gated by a job)
+    // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
+    const bool lab_wb = (g_stage_variant == 13 || g_stage_variant == 15) && p.gate == nullptr;
+    const uint8_t* landed = g_stage_variant == 15 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
     if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (lab_wb) lab_write_back(p, st);
-    if (g_stage_variant == 13 || g_stage_variant == 14) {
+    if (lab_wb) lab_write_back(p, st, g_stage_variant == 15 ? lab_copy_bytes(p) : p.stash_bytes);
+    if (landed != nullptr) {
+      detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
+      lab_read_ahead(p, st);
+      detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
+          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    } else if ((g_stage_variant == 13 || g_stage_variant == 14) && p.gate == nullptr) {
       detail::move_out_kernel<detail::DeviceStageAtomics, true>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 7) {
