@@ -140,6 +140,26 @@ def wc_stores(m):
     return keep
 
 
+class HostLoad:
+    """What a copy-engine step asks of the host (a read-in gathered and a write-back scattered by the host's cores):
+    `pcie_move_probe load N` in a process of its own, N/2 threads gathering 110K random 512-byte rows of a 2 GB
+    buffer and N/2 scattering as many, over and over, while the steps run; ``close`` stops it and returns its line
+    (ms per 110K rows each way)."""
+
+    def __init__(self, binary, threads):
+        import subprocess
+
+        self.proc = subprocess.Popen([binary, "load", str(threads)], stdout=subprocess.PIPE, text=True)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            return self.proc.communicate(timeout=10)[0].strip()
+        except Exception as e:  # noqa: BLE001  (a lab tool: report and go on)
+            self.proc.kill()
+            return f"host load: no report ({e})"
+
+
 def step_ms(one, pre, n_synced, n_pipelined):
     """(median ms of n_synced steps each followed by a device sync, mean ms of n_pipelined steps queued back to back
     with one sync at the end); ``one(pre)`` runs a step (pre: with the next batch's prefetch)."""
@@ -252,10 +272,15 @@ def main():
                     "'split1' / 'split2' / 'nosplit' (a wheel of branch tier17, not main): the module's private "
                     "split prefetch (1: the victims' copies late on the job's stream, 2: on a stream of their own) or "
                     "none (the variants after it too); "
+                    "'hostN': from here on a process of its own (--probe-bin's load mode) gathers and scatters 110K "
+                    "random 512-byte host rows on N threads over and over (what a copy-engine step asks of the "
+                    "host), keeping the current lab variant (the variants after it too); "
                     "'ceN': every prefetched step also copies N MB device -> host on the copy engine from its job's "
                     "end (a what-if, with branch tier17's lab variant 14), keeping the current lab variant (the "
                     "variants after it too)")
     ap.add_argument("--label", default="")
+    ap.add_argument("--probe-bin", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "pcie_move_probe"),
+                    help="the built pcie_move_probe (its 'load' mode) for the 'hostN' entries of --variants")
     ap.add_argument("--opt", default="sgd", choices=("sgd", "adam"), help="the tables' optimizer (both modules)")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
@@ -435,6 +460,13 @@ def main():
                         _dst.copy_(_src, non_blocking=True)
 
             keep, mem, v = [src, dst], v, str(int(lab(-1)) if has_op else default)
+        elif v.startswith("host"):  # what-if: the host gathers and scatters a cold step's rows in the background
+            # on N threads from here on (HostLoad), keeping the current lab variant
+            for x in keep or []:
+                if isinstance(x, HostLoad):
+                    print(f"[{a.label}] {x.close()}", flush=True)
+            keep, mem, v = [HostLoad(a.probe_bin, int(v[4:] or 8))], v, str(int(lab(-1)) if has_op else default)
+            time.sleep(1.0)  # (its 2 GB buffer written first)
         elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
             del one, m
             keep = None
@@ -469,6 +501,10 @@ def main():
         print(f"| {a.label} {v} | " + " | ".join(f"{ms[x]:.3f}" for x in KERNELS) + f" | {sum(ms.values()):.3f} | "
               + " | ".join(f"{x:.2f}" for x in res) + f" | {(r1[0] - r0[0]) / k:,.0f} / {(r1[1] - r0[1]) / k:,.0f} |",
               flush=True)
+
+    for x in keep or []:
+        if isinstance(x, HostLoad):
+            print(f"[{a.label}] {x.close()}", flush=True)
     if has_op:
         lab(default)
 

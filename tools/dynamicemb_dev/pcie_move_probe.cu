@@ -9,10 +9,12 @@
 // 1.3 GB HBM table (the forward's shape) on a high-priority stream, launched right after the mover.
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -o pcie_move_probe tools/dynamicemb_dev/pcie_move_probe.cu -lpthread
 // Run:   ./pcie_move_probe [reps] [rows]   (markdown tables: ms, GB/s; the victim's ms beside each mover)
+//        ./pcie_move_probe load T [rows]   (the host's gather + scatter as a background load until SIGTERM)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -157,7 +159,52 @@ static double host_move(Env& e, bool gather, int threads, uint8_t* landing = nul
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// `load T`: the host's side of a copy-engine step as a background load (no GPU): T/2 threads gather n random rows
+// of a 2 GB buffer into a landing buffer while T/2 scatter n rows of another into other random rows, over and over,
+// until SIGTERM / SIGINT; then one line: iterations, ms per iteration (both directions of one step's rows).
+static volatile std::sig_atomic_t g_stop = 0;
+static void on_stop(int) { g_stop = 1; }
+
+static int host_load(int threads, int64_t n) {
+  std::signal(SIGTERM, on_stop);
+  std::signal(SIGINT, on_stop);
+  constexpr int64_t kLoadRows = int64_t(4) << 20;  // 2 GB
+  std::vector<uint8_t> store(static_cast<size_t>(kLoadRows * kRow), 1), in(n * kRow), out(n * kRow, 2);
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> ri(n), ro(n);
+  for (auto& v : ri) v = static_cast<int64_t>(rng() % kLoadRows);
+  for (auto& v : ro) v = static_cast<int64_t>(rng() % kLoadRows);
+  std::sort(ri.begin(), ri.end());
+  std::sort(ro.begin(), ro.end());
+  const int half = threads / 2 > 0 ? threads / 2 : 1;
+  int64_t iters = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!g_stop) {
+    std::vector<std::thread> ts;
+    const int64_t per = (n + half - 1) / half;
+    for (int t = 0; t < half; ++t) {
+      ts.emplace_back([&, t] {
+        for (int64_t r = t * per; r < std::min(n, (t + 1) * per); ++r)
+          std::memcpy(in.data() + r * kRow, store.data() + ri[r] * kRow, kRow);
+      });
+      ts.emplace_back([&, t] {
+        for (int64_t r = t * per; r < std::min(n, (t + 1) * per); ++r)
+          std::memcpy(store.data() + ro[r] * kRow, out.data() + r * kRow, kRow);
+      });
+    }
+    for (auto& t : ts) t.join();
+    ++iters;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("host load: %d threads, %lld iterations in %.0f ms = %.3f ms per %lld rows gathered + as many "
+              "scattered\n", threads, static_cast<long long>(iters), ms, ms / (iters > 0 ? iters : 1),
+              static_cast<long long>(n));
+  std::fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "load") return host_load(std::atoi(argv[2]), argc > 3 ? std::atoll(argv[3]) : 110000);
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   if (reps <= 0) return std::puts("ok") < 0;  // (the binary starts: nothing measured)
   Env e;
