@@ -953,6 +953,49 @@ __global__ void __launch_bounds__(kStageBlock) lab_in_scatter_kernel(StageParams
   }
 }
 
+// Lab (variants 16 / 17, what-ifs): the read-in by SM loads one launch ahead, at low intensity on a stream of its own.
+// lab_src_kernel lists this launch's stored-row copies of the stashed records in move_order's (store-address) order:
+// src[k] = the stored row or null, dst[k] = r | row bytes << 40, count = move_split[1]; lab_gather_kernel copies
+// them into an HBM landing buffer (row r at r x pitch), which the next launch's lab_in_scatter_kernel reads (rows of
+// the wrong launch: timing only).
+__global__ void __launch_bounds__(kStageBlock) lab_src_kernel(StageParams p, const uint8_t** src, int64_t* dst,
+                                                               int64_t* count) {
+  const int64_t end = p.move_split[1], stashed = p.move_split[0];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
+  if (tid == 0) {
+    count[0] = end;
+    count[1] = p.move_split[2];
+  }
+  for (int64_t k = tid; k < end; k += stride) {
+    const int32_t e = p.move_order[k];
+    const int64_t r = e >> 1;
+    const int64_t* rec = p.moves + kMoveWords * r;
+    const uint8_t* from = nullptr;
+    int64_t row_bytes = 0;
+    if ((e & 1) != 0 && r < stashed && rec[2] >= 0 && (rec[3] & kMoveDone) == 0) {
+      const int t = static_cast<int>(rec[3]);
+      row_bytes = p.meta[t].row_stride * p.value_bytes;
+      from = store_row(p.stage[t], rec[2], row_bytes);
+    }
+    src[k] = from;
+    dst[k] = r | (row_bytes << 40);
+  }
+}
+
+__global__ void __launch_bounds__(kStageBlock) lab_gather_kernel(const uint8_t* const* src, const int64_t* dst,
+                                                                  const int64_t* count, uint8_t* landing) {
+  const int64_t end = count[0], pitch = count[1];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride) {
+    const uint8_t* from = src[k];
+    if (from == nullptr) continue;
+    const int64_t d = dst[k];
+    DeviceStageAtomics::copy_row(landing + (d & ((int64_t(1) << 40) - 1)) * pitch, from, d >> 40, lane, kMoveLanes);
+  }
+}
+
 // Lab (variant 8): the mixed pass by the bulk copy engine (TMA, sm_90): blocks of one warp whose lane 0 runs a
 // ring of kBulkRing row buffers in shared memory, each copy a bulk load (global -> shared, completion on its
 // buffer's mbarrier) issued up to kBulkRing - 2 copies ahead of its bulk store (shared -> global): larger requests
@@ -1089,7 +1132,9 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // engine on a stream of its own, beside the pass (a log store's write-back; not in a call gated by a prefetch job),
 // 14 the same without the copy (the floor); 15 both directions by the copy engines: 13's write-back, and the stored
 // rows of the stashed records from an HBM landing buffer that a copy-engine H2D copy filled one launch ahead (the
-// device side of a read-in gathered by the host one batch early).
+// device side of a read-in gathered by the host one batch early); 16 / 17: 15 with that landing buffer filled by SM
+// loads from the stored rows (lab_gather_kernel, 32 blocks / one block per SM) on a stream of its own one launch
+// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step).
 // Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
@@ -1133,11 +1178,16 @@ struct LabWriteBack {
   bool pending = false;
   // variant 15's read-in: two HBM landing buffers filled in turn by H2D copies from a pinned source on `in_stream`
   cudaStream_t in_stream = nullptr;
-  cudaEvent_t landed[2] = {nullptr, nullptr}, read[2] = {nullptr, nullptr};
+  cudaEvent_t landed[2] = {nullptr, nullptr}, read[2] = {nullptr, nullptr}, listed = nullptr;
   void* in_host = nullptr;
   uint8_t* landing[2] = {nullptr, nullptr};
   int next = 0;
   bool in_pending[2] = {false, false};
+  // variants 16 / 17: the copy lists of the SM read-in (src, dst: `list_cap` entries each, count: 2 words) per buffer
+  const uint8_t** src[2] = {nullptr, nullptr};
+  int64_t* dst[2] = {nullptr, nullptr};
+  int64_t* count[2] = {nullptr, nullptr};
+  int64_t list_cap = 0;
 };
 LabWriteBack g_lab_wb;
 
@@ -1154,6 +1204,7 @@ const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
   LabWriteBack& w = g_lab_wb;
   if (w.in_stream == nullptr) {
     cudaStreamCreateWithFlags(&w.in_stream, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&w.listed, cudaEventDisableTiming);
     for (int b = 0; b < 2; ++b) {
       cudaEventCreateWithFlags(&w.landed[b], cudaEventDisableTiming);
       cudaEventCreateWithFlags(&w.read[b], cudaEventDisableTiming);
@@ -1165,10 +1216,11 @@ const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
   if (w.landing[0] == nullptr || w.landing[1] == nullptr || w.in_host == nullptr || p.stash_bytes > kLabLandingBytes)
     return nullptr;
   const int b = w.next;
-  if (!w.in_pending[b]) {
+  if (!w.in_pending[b]) {  // (the first launch: its read-in queued now)
     cudaMemcpyAsync(w.landing[b], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
                     w.in_stream);
     cudaEventRecord(w.landed[b], w.in_stream);
+    w.in_pending[b] = true;
   }
   cudaStreamWaitEvent(st, w.landed[b], 0);
   return w.landing[b];
@@ -1184,6 +1236,44 @@ void lab_read_ahead(const StageParams& p, cudaStream_t st) {
   cudaStreamWaitEvent(w.in_stream, w.read[o], 0);
   cudaMemcpyAsync(w.landing[o], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
                   w.in_stream);
+  cudaEventRecord(w.landed[o], w.in_stream);
+  w.in_pending[o] = true;
+  w.next = o;
+}
+
+// Variants 16 / 17, after this launch's in-scatter read its landing buffer `next` (lab_landed): this launch's stored
+// rows listed on st, then gathered by `blocks` blocks of SM loads on the read-in stream into the other buffer, which
+// the next launch reads.
+void lab_sm_read_ahead(const StageParams& p, cudaStream_t st, unsigned blocks, unsigned list_grid) {
+  LabWriteBack& w = g_lab_wb;
+  const int b = w.next, o = 1 - b;
+  if (w.list_cap < 2 * p.n) {
+    cudaStreamSynchronize(w.in_stream);
+    for (int i = 0; i < 2; ++i) {
+      cudaFree(const_cast<uint8_t**>(w.src[i]));
+      cudaFree(w.dst[i]);
+      cudaFree(w.count[i]);
+      w.src[i] = nullptr;
+      w.dst[i] = w.count[i] = nullptr;
+      if (cudaMalloc(&w.src[i], 2 * p.n * sizeof(void*)) != cudaSuccess ||
+          cudaMalloc(&w.dst[i], 2 * p.n * sizeof(int64_t)) != cudaSuccess ||
+          cudaMalloc(&w.count[i], 2 * sizeof(int64_t)) != cudaSuccess ||
+          cudaMemset(w.count[i], 0, 2 * sizeof(int64_t)) != cudaSuccess) {
+        w.list_cap = 0;
+        return;
+      }
+    }
+    w.list_cap = 2 * p.n;
+  }
+  cudaEventRecord(w.read[b], st);
+  w.in_pending[b] = false;
+  cudaStreamWaitEvent(st, w.read[o], 0);    // (the launch before has read landing buffer o)
+  cudaStreamWaitEvent(st, w.landed[o], 0);  // (the gather of two launches ago has read list o)
+  detail::lab_src_kernel<<<list_grid, detail::kStageBlock, 0, st>>>(p, w.src[o], w.dst[o], w.count[o]);
+  cudaEventRecord(w.listed, st);
+  cudaStreamWaitEvent(w.in_stream, w.listed, 0);
+  detail::lab_gather_kernel<<<blocks, detail::kStageBlock, 0, w.in_stream>>>(w.src[o], w.dst[o], w.count[o],
+                                                                                w.landing[o]);
   cudaEventRecord(w.landed[o], w.in_stream);
   w.in_pending[o] = true;
   w.next = o;
@@ -1257,15 +1347,18 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
-    const bool lab_wb = (g_stage_variant == 13 || g_stage_variant == 15) && p.gate == nullptr;
-    const uint8_t* landed = g_stage_variant == 15 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
+    const bool lab_wb = (g_stage_variant == 13 || g_stage_variant >= 15) && p.gate == nullptr;
+    const uint8_t* landed = g_stage_variant >= 15 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
     if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
     if (lab_wb) lab_write_back(p, st, g_stage_variant == 15 ? lab_copy_bytes(p) : p.stash_bytes);
     if (landed != nullptr) {
       detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
-      lab_read_ahead(p, st);
+      if (g_stage_variant == 15)
+        lab_read_ahead(p, st);
+      else
+        lab_sm_read_ahead(p, st, g_stage_variant == 16 ? 32u : static_cast<unsigned>(persistent_blocks(1)), sgrid);
       detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if ((g_stage_variant == 13 || g_stage_variant == 14) && p.gate == nullptr) {
