@@ -8,7 +8,8 @@
 // The store: 4 GB of pinned host rows (cudaHostAlloc); the victim: a 1.05M-row gather of D128 fp32 rows from a
 // 1.3 GB HBM table (the forward's shape) on a high-priority stream, launched right after the mover.
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -o pcie_move_probe tools/dynamicemb_dev/pcie_move_probe.cu -lpthread
-// Run:   ./pcie_move_probe [reps] [rows]   (markdown tables: ms, GB/s; the victim's ms beside each mover)
+// Run:   ./pcie_move_probe [reps] [rows] [batch]   (markdown tables: ms, GB/s; the victim's ms beside each mover;
+//        "batch": also cudaMemcpyBatchAsync, ~126 ms a call at 110K rows)
 //        ./pcie_move_probe load T [rows]   (the host's gather + scatter as a background load until SIGTERM)
 #include <cuda_runtime.h>
 
@@ -130,6 +131,8 @@ static void mover(Env& e, const std::string& m) {
     CK(cudaMemcpyAsync(e.dev, e.landing, bytes / 2 * 2, cudaMemcpyHostToDevice, e.lo));
     CK(cudaMemcpyAsync(e.store, e.dev2, bytes, cudaMemcpyDeviceToHost, e.lo2));
   }
+  else if (m == "sm_both_32") { sm_move(e, true, 32, e.lo); sm_move(e, false, 32, e.lo2); }
+  else if (m == "sm_in_32+ce_d2h") { sm_move(e, true, 32, e.lo); CK(cudaMemcpyAsync(e.landing, e.dev2, bytes, cudaMemcpyDeviceToHost, e.lo2)); }
   else if (m == "sm_in+ce_d2h") { sm_move(e, true, 2 * e.sms, e.lo); CK(cudaMemcpyAsync(e.landing, e.dev2, bytes, cudaMemcpyDeviceToHost, e.lo2)); }
   else if (m == "batch_h2d") batch_h2d(e, e.lo);
 }
@@ -296,12 +299,15 @@ int main(int argc, char** argv) {
   std::printf("\n### pcie_move_probe: %lld rows of %lld B (%.1f MB) a direction, %d SMs, median of %d\n\n",
               static_cast<long long>(e.n), static_cast<long long>(kRow), mb, e.sms, reps);
   std::printf("| mover (alone) | ms | GB/s (bytes moved) | host ms of the call |\n|---|---:|---:|---:|\n");
-  const char* movers[] = {"sm_in", "sm_in_1", "sm_in_32", "sm_in_16", "sm_out", "sm_both", "ce_h2d", "ce_d2h",
-                          "ce_both", "sm_in+ce_d2h", "batch_h2d"};
+  const char* movers[] = {"sm_in", "sm_in_1", "sm_in_32", "sm_in_16", "sm_out", "sm_both", "sm_both_32", "ce_h2d",
+                          "ce_d2h", "ce_both", "sm_in+ce_d2h", "sm_in_32+ce_d2h", "batch_h2d"};
+  // (cudaMemcpyBatchAsync of 110K rows takes ~126 ms: only with a third argument "batch")
+  const bool with_batch = argc > 3 && std::string(argv[3]) == "batch";
   for (const char* m : movers) {
+    if (std::string(m) == "batch_h2d" && !with_batch) continue;
     const auto r = alone(m);
     const std::string s = m;
-    const double moved = (s == "sm_both" || s == "ce_both" || s == "sm_in+ce_d2h") ? 2 * mb : mb;
+    const double moved = (s.find("both") != std::string::npos || s.find('+') != std::string::npos) ? 2 * mb : mb;
     if (s == "batch_h2d" && !g_batch_ok) {
       std::printf("| %s | failed | | |\n", m);
       continue;
@@ -359,7 +365,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(kGatherRows));
   std::printf("| (alone) | %.3f | 1.00 |\n", base);
   for (const char* m : movers) {
-    if (std::string(m) == "batch_h2d" && !g_batch_ok) continue;
+    if (std::string(m) == "batch_h2d" && (!g_batch_ok || !with_batch)) continue;
     const double v = victim_beside(m);
     std::printf("| %s | %.3f | %.2f |\n", m, v, v / base);
   }

@@ -1134,7 +1134,10 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // rows of the stashed records from an HBM landing buffer that a copy-engine H2D copy filled one launch ahead (the
 // device side of a read-in gathered by the host one batch early); 16 / 17: 15 with that landing buffer filled by SM
 // loads from the stored rows (lab_gather_kernel, 32 blocks / one block per SM) on a stream of its own one launch
-// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step).
+// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step); 18: 13 with the in-pass in
+// 32 blocks (the link's rate at a fraction of the requests in flight); 19: the default with the mixed pass in 32
+// blocks (the same copies: bit-identical). From 13 on, a prefetch's failed flag reaches its host copy by a one-thread
+// kernel's store (launch_failed_copy), not a copy-engine copy queued behind the write-back's.
 // Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
@@ -1347,12 +1350,14 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
-    const bool lab_wb = (g_stage_variant == 13 || g_stage_variant >= 15) && p.gate == nullptr;
-    const uint8_t* landed = g_stage_variant >= 15 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
+    const bool lab_wb = (g_stage_variant == 13 || (g_stage_variant >= 15 && g_stage_variant <= 18)) &&
+                        p.gate == nullptr;
+    const uint8_t* landed =
+        g_stage_variant >= 15 && g_stage_variant <= 17 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
     if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (lab_wb) lab_write_back(p, st, g_stage_variant == 15 ? lab_copy_bytes(p) : p.stash_bytes);
+    if (lab_wb) lab_write_back(p, st, lab_copy_bytes(p));
     if (landed != nullptr) {
       detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
       if (g_stage_variant == 15)
@@ -1361,9 +1366,11 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
         lab_sm_read_ahead(p, st, g_stage_variant == 16 ? 32u : static_cast<unsigned>(persistent_blocks(1)), sgrid);
       detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if ((g_stage_variant == 13 || g_stage_variant == 14) && p.gate == nullptr) {
-      detail::move_out_kernel<detail::DeviceStageAtomics, true>
-          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
+    } else if ((g_stage_variant == 13 || g_stage_variant == 14 || g_stage_variant == 18) && p.gate == nullptr) {
+      const unsigned g = g_stage_variant == 18 ? 32u : mcap;
+      detail::move_out_kernel<detail::DeviceStageAtomics, true><<<mgrid < g ? mgrid : g, detail::kStageBlock, 0, st>>>(p);
+    } else if (g_stage_variant == 19) {
+      detail::move_out_kernel<<<mgrid < 32u ? mgrid : 32u, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 7) {
       detail::move_out_kernel<detail::DeviceStageAtomicsWide>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
@@ -1379,6 +1386,19 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);
+}
+
+namespace detail {
+__global__ void lab_flag_store_kernel(const int32_t* failed, int32_t* host) {
+  *reinterpret_cast<volatile int32_t*>(host) = *failed;
+}
+}  // namespace detail
+
+int launch_failed_copy(const int32_t* failed, int32_t* host, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (g_stage_variant < 13) return cudaMemcpyAsync(host, failed, sizeof(int32_t), cudaMemcpyDeviceToHost, st);
+  detail::lab_flag_store_kernel<<<1, 1, 0, st>>>(failed, host);
+  return cudaGetLastError();
 }
 
 }  // namespace lookup
