@@ -503,7 +503,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
 int launch_failed_copy(const int32_t* failed, int32_t* host, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
-constexpr int kStageVariants = 20;
+constexpr int kStageVariants = 21;
 int set_stage_variant(int v);
 
 }  // namespace lookup

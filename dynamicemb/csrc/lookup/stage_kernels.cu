@@ -958,6 +958,9 @@ __global__ void __launch_bounds__(kStageBlock) lab_in_scatter_kernel(StageParams
 // src[k] = the stored row or null, dst[k] = r | row bytes << 40, count = move_split[1]; lab_gather_kernel copies
 // them into an HBM landing buffer (row r at r x pitch), which the next launch's lab_in_scatter_kernel reads (rows of
 // the wrong launch: timing only).
+// kOut (variant 20): the victims' copies of the stashed records instead (src[k] = the victim's store row, a
+// destination).
+template <bool kOut = false>
 __global__ void __launch_bounds__(kStageBlock) lab_src_kernel(StageParams p, const uint8_t** src, int64_t* dst,
                                                                int64_t* count) {
   const int64_t end = p.move_split[1], stashed = p.move_split[0];
@@ -973,10 +976,11 @@ __global__ void __launch_bounds__(kStageBlock) lab_src_kernel(StageParams p, con
     const int64_t* rec = p.moves + kMoveWords * r;
     const uint8_t* from = nullptr;
     int64_t row_bytes = 0;
-    if ((e & 1) != 0 && r < stashed && rec[2] >= 0 && (rec[3] & kMoveDone) == 0) {
+    const int64_t slot = kOut ? rec[1] : rec[2];
+    if ((e & 1) == (kOut ? 0 : 1) && r < stashed && slot >= 0 && (rec[3] & kMoveDone) == 0) {
       const int t = static_cast<int>(rec[3]);
       row_bytes = p.meta[t].row_stride * p.value_bytes;
-      from = store_row(p.stage[t], rec[2], row_bytes);
+      from = store_row(p.stage[t], slot, row_bytes);
     }
     src[k] = from;
     dst[k] = r | (row_bytes << 40);
@@ -993,6 +997,20 @@ __global__ void __launch_bounds__(kStageBlock) lab_gather_kernel(const uint8_t* 
     if (from == nullptr) continue;
     const int64_t d = dst[k];
     DeviceStageAtomics::copy_row(landing + (d & ((int64_t(1) << 40) - 1)) * pitch, from, d >> 40, lane, kMoveLanes);
+  }
+}
+
+// Lab (variant 20): the listed victims' rows from the stash (row r at r x pitch) into their store rows.
+__global__ void __launch_bounds__(kStageBlock) lab_scatter_kernel(const uint8_t* const* dst_row, const int64_t* dst,
+                                                                   const int64_t* count, const uint8_t* stash) {
+  const int64_t end = count[0], pitch = count[1];
+  const int lane = threadIdx.x % kMoveLanes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
+  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride) {
+    uint8_t* to = const_cast<uint8_t*>(dst_row[k]);
+    if (to == nullptr) continue;
+    const int64_t d = dst[k];
+    DeviceStageAtomics::copy_row(to, stash + (d & ((int64_t(1) << 40) - 1)) * pitch, d >> 40, lane, kMoveLanes);
   }
 }
 
@@ -1137,7 +1155,9 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step); 18: 13 with the in-pass in
 // 32 blocks (the link's rate at a fraction of the requests in flight); 19: the default with the mixed pass in 32
 // blocks (the same copies: bit-identical). From 13 on, a prefetch's failed flag reaches its host copy by a one-thread
-// kernel's store (launch_failed_copy), not a copy-engine copy queued behind the write-back's.
+// kernel's store (launch_failed_copy), not a copy-engine copy queued behind the write-back's. 20: 16 with the
+// write-back by 32 blocks of SM stores from the stash on the write-back stream (both directions by SM loads / stores
+// at low intensity beside the step, no copy engine).
 // Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
@@ -1187,6 +1207,10 @@ struct LabWriteBack {
   int next = 0;
   bool in_pending[2] = {false, false};
   // variants 16 / 17: the copy lists of the SM read-in (src, dst: `list_cap` entries each, count: 2 words) per buffer
+  const uint8_t** out_row = nullptr;  // variant 20's write-back list (out_cap entries)
+  int64_t* out_dst = nullptr;
+  int64_t* out_count = nullptr;
+  int64_t out_cap = 0;
   const uint8_t** src[2] = {nullptr, nullptr};
   int64_t* dst[2] = {nullptr, nullptr};
   int64_t* count[2] = {nullptr, nullptr};
@@ -1272,7 +1296,7 @@ void lab_sm_read_ahead(const StageParams& p, cudaStream_t st, unsigned blocks, u
   w.in_pending[b] = false;
   cudaStreamWaitEvent(st, w.read[o], 0);    // (the launch before has read landing buffer o)
   cudaStreamWaitEvent(st, w.landed[o], 0);  // (the gather of two launches ago has read list o)
-  detail::lab_src_kernel<<<list_grid, detail::kStageBlock, 0, st>>>(p, w.src[o], w.dst[o], w.count[o]);
+  detail::lab_src_kernel<false><<<list_grid, detail::kStageBlock, 0, st>>>(p, w.src[o], w.dst[o], w.count[o]);
   cudaEventRecord(w.listed, st);
   cudaStreamWaitEvent(w.in_stream, w.listed, 0);
   detail::lab_gather_kernel<<<blocks, detail::kStageBlock, 0, w.in_stream>>>(w.src[o], w.dst[o], w.count[o],
@@ -1280,6 +1304,38 @@ void lab_sm_read_ahead(const StageParams& p, cudaStream_t st, unsigned blocks, u
   cudaEventRecord(w.landed[o], w.in_stream);
   w.in_pending[o] = true;
   w.next = o;
+}
+
+// Variant 20: the stashed victims' rows written to their store rows by `blocks` blocks of SM stores on the
+// write-back stream (from the list lab_src_kernel<true> makes on st after the stash); the next launch's stash kernel
+// waits for them (lab_wait_write_back).
+void lab_sm_write_back(const StageParams& p, cudaStream_t st, unsigned blocks, unsigned list_grid) {
+  LabWriteBack& w = g_lab_wb;
+  if (w.stream == nullptr) {
+    cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&w.stashed, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&w.copied, cudaEventDisableTiming);
+  }
+  if (w.out_cap < 2 * p.n) {
+    cudaDeviceSynchronize();
+    cudaFree(const_cast<uint8_t**>(w.out_row));
+    cudaFree(w.out_dst);
+    cudaFree(w.out_count);
+    w.out_row = nullptr;
+    w.out_dst = w.out_count = nullptr;
+    w.out_cap = 0;
+    if (cudaMalloc(&w.out_row, 2 * p.n * sizeof(void*)) != cudaSuccess ||
+        cudaMalloc(&w.out_dst, 2 * p.n * sizeof(int64_t)) != cudaSuccess ||
+        cudaMalloc(&w.out_count, 2 * sizeof(int64_t)) != cudaSuccess)
+      return;
+    w.out_cap = 2 * p.n;
+  }
+  detail::lab_src_kernel<true><<<list_grid, detail::kStageBlock, 0, st>>>(p, w.out_row, w.out_dst, w.out_count);
+  cudaEventRecord(w.stashed, st);
+  cudaStreamWaitEvent(w.stream, w.stashed, 0);
+  detail::lab_scatter_kernel<<<blocks, detail::kStageBlock, 0, w.stream>>>(w.out_row, w.out_dst, w.out_count, p.stash);
+  cudaEventRecord(w.copied, w.stream);
+  w.pending = true;
 }
 
 void lab_wait_write_back(cudaStream_t st) {
@@ -1350,20 +1406,22 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
     // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
-    const bool lab_wb = (g_stage_variant == 13 || (g_stage_variant >= 15 && g_stage_variant <= 18)) &&
-                        p.gate == nullptr;
-    const uint8_t* landed =
-        g_stage_variant >= 15 && g_stage_variant <= 17 && p.gate == nullptr ? lab_landed(p, st) : nullptr;
+    const int v = p.gate == nullptr ? g_stage_variant : 0;
+    const bool lab_wb = v == 13 || (v >= 15 && v <= 18) || v == 20;
+    const uint8_t* landed = (v >= 15 && v <= 17) || v == 20 ? lab_landed(p, st) : nullptr;
     if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (lab_wb) lab_write_back(p, st, lab_copy_bytes(p));
+    if (v == 20)
+      lab_sm_write_back(p, st, 32u, sgrid);
+    else if (lab_wb)
+      lab_write_back(p, st, lab_copy_bytes(p));
     if (landed != nullptr) {
       detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
       if (g_stage_variant == 15)
         lab_read_ahead(p, st);
       else
-        lab_sm_read_ahead(p, st, g_stage_variant == 16 ? 32u : static_cast<unsigned>(persistent_blocks(1)), sgrid);
+        lab_sm_read_ahead(p, st, g_stage_variant == 17 ? static_cast<unsigned>(persistent_blocks(1)) : 32u, sgrid);
       detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if ((g_stage_variant == 13 || g_stage_variant == 14 || g_stage_variant == 18) && p.gate == nullptr) {
