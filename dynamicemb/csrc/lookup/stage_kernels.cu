@@ -1152,8 +1152,8 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // rows of the stashed records from an HBM landing buffer that a copy-engine H2D copy filled one launch ahead (the
 // device side of a read-in gathered by the host one batch early); 16 / 17: 15 with that landing buffer filled by SM
 // loads from the stored rows (lab_gather_kernel, 32 blocks / one block per SM) on a stream of its own one launch
-// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step); 18: 13 with the in-pass in
-// 32 blocks (the link's rate at a fraction of the requests in flight); 19: the default with the mixed pass in 32
+// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step), 17 in 16 blocks; 18: 15 with
+// the next launch's H2D copy queued at the launch's start, before its D2H write-back; 19: the default with the mixed pass in 32
 // blocks (the same copies: bit-identical). From 13 on, a prefetch's failed flag reaches its host copy by a one-thread
 // kernel's store (launch_failed_copy), not a copy-engine copy queued behind the write-back's. 20: 16 with the
 // write-back by 32 blocks of SM stores from the stash on the write-back stream (both directions by SM loads / stores
@@ -1227,7 +1227,7 @@ int64_t lab_copy_bytes(const StageParams& p) { return p.stash_bytes / 8 * 7 / 16
 
 // Variant 15: the landing buffer of this launch (its H2D copy queued by the launch before, or now for the first),
 // waited for on st; returns null when the buffers are missing.
-const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
+const uint8_t* lab_landed_init(const StageParams& p) {
   LabWriteBack& w = g_lab_wb;
   if (w.in_stream == nullptr) {
     cudaStreamCreateWithFlags(&w.in_stream, cudaStreamNonBlocking);
@@ -1242,6 +1242,12 @@ const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
   }
   if (w.landing[0] == nullptr || w.landing[1] == nullptr || w.in_host == nullptr || p.stash_bytes > kLabLandingBytes)
     return nullptr;
+  return w.landing[0];
+}
+
+const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
+  LabWriteBack& w = g_lab_wb;
+  if (lab_landed_init(p) == nullptr) return nullptr;
   const int b = w.next;
   if (!w.in_pending[b]) {  // (the first launch: its read-in queued now)
     cudaMemcpyAsync(w.landing[b], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
@@ -1338,6 +1344,28 @@ void lab_sm_write_back(const StageParams& p, cudaStream_t st, unsigned blocks, u
   w.pending = true;
 }
 
+// Variant 18: the next launch's H2D copy queued at this launch's start (into the buffer the launch before read),
+// before this launch's D2H write-back; lab_mark_read after the in-scatter.
+void lab_read_ahead_early(const StageParams& p) {
+  LabWriteBack& w = g_lab_wb;
+  if (lab_landed_init(p) == nullptr) return;
+  const int o = 1 - w.next;
+  if (w.in_pending[o]) return;
+  cudaStreamWaitEvent(w.in_stream, w.read[o], 0);
+  cudaMemcpyAsync(w.landing[o], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
+                  w.in_stream);
+  cudaEventRecord(w.landed[o], w.in_stream);
+  w.in_pending[o] = true;
+}
+
+void lab_mark_read(cudaStream_t st) {
+  LabWriteBack& w = g_lab_wb;
+  const int b = w.next;
+  cudaEventRecord(w.read[b], st);
+  w.in_pending[b] = false;
+  w.next = 1 - b;
+}
+
 void lab_wait_write_back(cudaStream_t st) {
   if (g_lab_wb.pending) cudaStreamWaitEvent(st, g_lab_wb.copied, 0);
 }
@@ -1377,6 +1405,7 @@ int set_stage_variant(int v) {
 
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (g_stage_variant == 18 && p.gate == nullptr && p.n > 0) lab_read_ahead_early(p);
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
@@ -1408,7 +1437,7 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
     const int v = p.gate == nullptr ? g_stage_variant : 0;
     const bool lab_wb = v == 13 || (v >= 15 && v <= 18) || v == 20;
-    const uint8_t* landed = (v >= 15 && v <= 17) || v == 20 ? lab_landed(p, st) : nullptr;
+    const uint8_t* landed = (v >= 15 && v <= 18) || v == 20 ? lab_landed(p, st) : nullptr;
     if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
@@ -1420,13 +1449,15 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
       detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
       if (g_stage_variant == 15)
         lab_read_ahead(p, st);
+      else if (g_stage_variant == 18)
+        lab_mark_read(st);
       else
-        lab_sm_read_ahead(p, st, g_stage_variant == 17 ? static_cast<unsigned>(persistent_blocks(1)) : 32u, sgrid);
+        lab_sm_read_ahead(p, st, g_stage_variant == 17 ? 16u : 32u, sgrid);
       detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if ((g_stage_variant == 13 || g_stage_variant == 14 || g_stage_variant == 18) && p.gate == nullptr) {
-      const unsigned g = g_stage_variant == 18 ? 32u : mcap;
-      detail::move_out_kernel<detail::DeviceStageAtomics, true><<<mgrid < g ? mgrid : g, detail::kStageBlock, 0, st>>>(p);
+    } else if ((g_stage_variant == 13 || g_stage_variant == 14) && p.gate == nullptr) {
+      detail::move_out_kernel<detail::DeviceStageAtomics, true>
+          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 19) {
       detail::move_out_kernel<<<mgrid < 32u ? mgrid : 32u, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 7) {
