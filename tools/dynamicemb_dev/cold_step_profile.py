@@ -12,6 +12,8 @@ back), after one warm-up cycle.
    regions for the same rows); ``slotmajor``: the stores' host rows moved into the slot-major layout (private
    ``HybridTable._set_host_slot_major``: slot j of every bucket contiguous, table_types.h ``host_row_of``);
    ``split1`` / ``split2`` / ``ceN`` and lab variants 11-15: branch tier17's split prefetch job (not in main);
+   lab variants 13-20 of branch tier19's commit 3245262: the moves off the step's critical path (timing what-ifs,
+   docs/dynamicemb_storage_notes.md "Every byte by the copy engines");
 3. ``--pipelined N``: N pipelined steps with prefetch in one profile, with a marker kernel before each: the device
    ops per stream, each step's period, each stream's busy time and their overlap (``--timeline-at``: also at
    chosen variants); ``--hbm``: an all-HBM module's step on the same batches first.

@@ -498,12 +498,9 @@ inline void stage_host(const StageParams& p) {
 // both directions, then the stored rows of the records without a stash row), unplace_one over every id, then the
 // report of the first failure into the device error record (when `report`).
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream);
-// The failed flag's copy into the pinned int32 at `host` (a prefetch's), on `stream` (stage_kernels.cu); returns
-// the cudaError_t of the launch (0: success).
-int launch_failed_copy(const int32_t* failed, int32_t* host, void* stream);
 // Lab switch of the CUDA staging's variant (stage_kernels.cu; op _lookup_lab_stage): sets it when 0 <= v <
 // kStageVariants, returns the previous one.
-constexpr int kStageVariants = 21;
+constexpr int kStageVariants = 13;
 int set_stage_variant(int v);
 
 }  // namespace lookup

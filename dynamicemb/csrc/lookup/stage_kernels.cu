@@ -909,10 +909,7 @@ __global__ void __launch_bounds__(kStageBlock) move_stash_kernel(StageParams p) 
 // groups on consecutive positions of move_order): every victim's row out (from its stash row if it has one, else
 // from its cache slot), and the stored rows in of the records with a stash row (their cache slots' victims are
 // in the stash).
-// Lab modes: kInOnly (variants 13 / 14) leaves out the victims' rows that sit in the stash (the stored rows still
-// come in); kNoStashed (variant 15) leaves out every copy of the records with a stash row (lab_in_scatter_kernel
-// brings their stored rows in).
-template <class A = DeviceStageAtomics, bool kInOnly = false, bool kNoStashed = false>
+template <class A = DeviceStageAtomics>
 __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
   const int64_t end = p.move_split[1];
   const int lane = threadIdx.x % kMoveLanes;
@@ -922,95 +919,10 @@ __global__ void __launch_bounds__(kStageBlock) move_out_kernel(StageParams p) {
     const int32_t e = p.move_order[k];
     const int64_t r = e >> 1;
     const uint8_t* from = stash_row(p, r);
-    if (kNoStashed && from != nullptr) continue;
-    if ((e & 1) == 0) {
-      if (!kInOnly || from == nullptr) move_out_one<A>(p, r, lane, kMoveLanes, from);
-    } else if (from != nullptr)
+    if ((e & 1) == 0)
+      move_out_one<A>(p, r, lane, kMoveLanes, from);
+    else if (from != nullptr)
       move_in_one<A>(p, r, lane, kMoveLanes);
-  }
-}
-
-// Lab (variant 15, a what-if): the stored rows of the records with a stash row from an HBM landing buffer (row r
-// at r x pitch: where a copy-engine read-in of rows the host gathered would put them) into their cache slots, and
-// their store slots emptied as move_in_one does. The landing buffer's bytes are not the stored rows (timing only).
-__global__ void __launch_bounds__(kStageBlock) lab_in_scatter_kernel(StageParams p, const uint8_t* landing) {
-  const int64_t end = p.move_split[0], pitch = p.move_split[2];
-  const int lane = threadIdx.x % kMoveLanes;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t r = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; r < end; r += stride) {
-    const int64_t* rec = p.moves + kMoveWords * r;
-    const int64_t in = rec[2];
-    if (in < 0 || (rec[3] & kMoveDone)) continue;
-    const int t = static_cast<int>(rec[3]);
-    const StageTable& st = p.stage[t];
-    const int64_t row_bytes = p.meta[t].row_stride * p.value_bytes;
-    DeviceStageAtomics::copy_row(cache_row(p.meta[t], rec[0], row_bytes), landing + r * pitch, row_bytes, lane,
-                                 kMoveLanes);
-    if (lane == 0) {
-      reinterpret_cast<uint64_t*>(st.scores)[in] = 0;
-      reinterpret_cast<uint64_t*>(st.keys)[in] = table::kEmptyKey;
-    }
-  }
-}
-
-// Lab (variants 16 / 17, what-ifs): the read-in by SM loads one launch ahead, at low intensity on a stream of its own.
-// lab_src_kernel lists this launch's stored-row copies of the stashed records in move_order's (store-address) order:
-// src[k] = the stored row or null, dst[k] = r | row bytes << 40, count = move_split[1]; lab_gather_kernel copies
-// them into an HBM landing buffer (row r at r x pitch), which the next launch's lab_in_scatter_kernel reads (rows of
-// the wrong launch: timing only).
-// kOut (variant 20): the victims' copies of the stashed records instead (src[k] = the victim's store row, a
-// destination).
-template <bool kOut = false>
-__global__ void __launch_bounds__(kStageBlock) lab_src_kernel(StageParams p, const uint8_t** src, int64_t* dst,
-                                                               int64_t* count) {
-  const int64_t end = p.move_split[1], stashed = p.move_split[0];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageBlock;
-  const int64_t tid = static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x;
-  if (tid == 0) {
-    count[0] = end;
-    count[1] = p.move_split[2];
-  }
-  for (int64_t k = tid; k < end; k += stride) {
-    const int32_t e = p.move_order[k];
-    const int64_t r = e >> 1;
-    const int64_t* rec = p.moves + kMoveWords * r;
-    const uint8_t* from = nullptr;
-    int64_t row_bytes = 0;
-    const int64_t slot = kOut ? rec[1] : rec[2];
-    if ((e & 1) == (kOut ? 0 : 1) && r < stashed && slot >= 0 && (rec[3] & kMoveDone) == 0) {
-      const int t = static_cast<int>(rec[3]);
-      row_bytes = p.meta[t].row_stride * p.value_bytes;
-      from = store_row(p.stage[t], slot, row_bytes);
-    }
-    src[k] = from;
-    dst[k] = r | (row_bytes << 40);
-  }
-}
-
-__global__ void __launch_bounds__(kStageBlock) lab_gather_kernel(const uint8_t* const* src, const int64_t* dst,
-                                                                  const int64_t* count, uint8_t* landing) {
-  const int64_t end = count[0], pitch = count[1];
-  const int lane = threadIdx.x % kMoveLanes;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride) {
-    const uint8_t* from = src[k];
-    if (from == nullptr) continue;
-    const int64_t d = dst[k];
-    DeviceStageAtomics::copy_row(landing + (d & ((int64_t(1) << 40) - 1)) * pitch, from, d >> 40, lane, kMoveLanes);
-  }
-}
-
-// Lab (variant 20): the listed victims' rows from the stash (row r at r x pitch) into their store rows.
-__global__ void __launch_bounds__(kStageBlock) lab_scatter_kernel(const uint8_t* const* dst_row, const int64_t* dst,
-                                                                   const int64_t* count, const uint8_t* stash) {
-  const int64_t end = count[0], pitch = count[1];
-  const int lane = threadIdx.x % kMoveLanes;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kStageBlock / kMoveLanes);
-  for (int64_t k = (static_cast<int64_t>(blockIdx.x) * kStageBlock + threadIdx.x) / kMoveLanes; k < end; k += stride) {
-    uint8_t* to = const_cast<uint8_t*>(dst_row[k]);
-    if (to == nullptr) continue;
-    const int64_t d = dst[k];
-    DeviceStageAtomics::copy_row(to, stash + (d & ((int64_t(1) << 40) - 1)) * pitch, d >> 40, lane, kMoveLanes);
   }
 }
 
@@ -1145,20 +1057,7 @@ __global__ void __launch_bounds__(kStageBlock) move_in_unplace_kernel(StageParam
 // sequentially consistent fences, 2 the default with kLate, 3 / 4 kLate with 16 / 32 lanes per id, 5 the default
 // with kTtas, 6 with kLate and kTtas; the mixed move pass: 7 its loads hinted L2::256B, 8 by bulk copies (TMA);
 // 9 the locked pass with kSpread, 10 with kFusedFind, 11 the locked pass alone (the staging before the bucket owners),
-// 12 with kEarly; what-ifs of a write-back off the move pass (the stores lose the stashed victims' rows: timing only):
-// 13 the mixed pass without the stashed victims' copies and the whole stash copied device -> host by the copy
-// engine on a stream of its own, beside the pass (a log store's write-back; not in a call gated by a prefetch job),
-// 14 the same without the copy (the floor); 15 both directions by the copy engines: 13's write-back, and the stored
-// rows of the stashed records from an HBM landing buffer that a copy-engine H2D copy filled one launch ahead (the
-// device side of a read-in gathered by the host one batch early); 16 / 17: 15 with that landing buffer filled by SM
-// loads from the stored rows (lab_gather_kernel, 32 blocks / one block per SM) on a stream of its own one launch
-// ahead (the read-in of a prefetch two batches ahead, at low intensity beside the step), 17 in 16 blocks; 18: 15 with
-// the next launch's H2D copy queued at the launch's start, before its D2H write-back; 19: the default with the mixed pass in 32
-// blocks (the same copies: bit-identical). From 13 on, a prefetch's failed flag reaches its host copy by a one-thread
-// kernel's store (launch_failed_copy), not a copy-engine copy queued behind the write-back's. 20: 16 with the
-// write-back by 32 blocks of SM stores from the stash on the write-back stream (both directions by SM loads / stores
-// at low intensity beside the step, no copy engine).
-// Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
+// 12 with kEarly. Variants 1-12 stage with the locked pass alone; 0, the default, lists the misses by bucket first
 // (stage_list_kernel, stage_owner_kernel) and runs the locked pass only over what the owners did not list.
 namespace {
 int g_stage_variant = 0;
@@ -1191,210 +1090,6 @@ void launch_owner_pass(const StageParams& p, unsigned grid, cudaStream_t st) {
   launch_stage_pass<detail::kStageLanes, true, false, false, false, false, false, true>(p, grid, st, o.rest);
 }
 
-// Lab 13: the copy engine's stream, a pinned landing buffer of the stash's size, and the events that order the copy
-// after the stash kernel and the next launch's stash kernel after the copy (the buffer a log store would reuse).
-struct LabWriteBack {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t stashed = nullptr, copied = nullptr;
-  void* host = nullptr;
-  int64_t bytes = 0;
-  bool pending = false;
-  // variant 15's read-in: two HBM landing buffers filled in turn by H2D copies from a pinned source on `in_stream`
-  cudaStream_t in_stream = nullptr;
-  cudaEvent_t landed[2] = {nullptr, nullptr}, read[2] = {nullptr, nullptr}, listed = nullptr;
-  void* in_host = nullptr;
-  uint8_t* landing[2] = {nullptr, nullptr};
-  int next = 0;
-  bool in_pending[2] = {false, false};
-  // variants 16 / 17: the copy lists of the SM read-in (src, dst: `list_cap` entries each, count: 2 words) per buffer
-  const uint8_t** out_row = nullptr;  // variant 20's write-back list (out_cap entries)
-  int64_t* out_dst = nullptr;
-  int64_t* out_count = nullptr;
-  int64_t out_cap = 0;
-  const uint8_t** src[2] = {nullptr, nullptr};
-  int64_t* dst[2] = {nullptr, nullptr};
-  int64_t* count[2] = {nullptr, nullptr};
-  int64_t list_cap = 0;
-};
-LabWriteBack g_lab_wb;
-
-// The landing buffers' size: the stash's cap (stage_bind.h kStashCapBytes).
-constexpr int64_t kLabLandingBytes = int64_t(64) << 20;
-
-// The copies' size: 7/8 of the stash (58.7 MB at a 64 MiB stash: the cold set's 56.4 MB of rows a direction + 4 %),
-// since the rows' count is known on the device only.
-int64_t lab_copy_bytes(const StageParams& p) { return p.stash_bytes / 8 * 7 / 16 * 16; }
-
-// Variant 15: the landing buffer of this launch (its H2D copy queued by the launch before, or now for the first),
-// waited for on st; returns null when the buffers are missing.
-const uint8_t* lab_landed_init(const StageParams& p) {
-  LabWriteBack& w = g_lab_wb;
-  if (w.in_stream == nullptr) {
-    cudaStreamCreateWithFlags(&w.in_stream, cudaStreamNonBlocking);
-    cudaEventCreateWithFlags(&w.listed, cudaEventDisableTiming);
-    for (int b = 0; b < 2; ++b) {
-      cudaEventCreateWithFlags(&w.landed[b], cudaEventDisableTiming);
-      cudaEventCreateWithFlags(&w.read[b], cudaEventDisableTiming);
-      if (cudaMalloc(&w.landing[b], static_cast<size_t>(kLabLandingBytes)) != cudaSuccess) w.landing[b] = nullptr;
-    }
-    if (cudaHostAlloc(&w.in_host, static_cast<size_t>(kLabLandingBytes), cudaHostAllocDefault) != cudaSuccess)
-      w.in_host = nullptr;
-  }
-  if (w.landing[0] == nullptr || w.landing[1] == nullptr || w.in_host == nullptr || p.stash_bytes > kLabLandingBytes)
-    return nullptr;
-  return w.landing[0];
-}
-
-const uint8_t* lab_landed(const StageParams& p, cudaStream_t st) {
-  LabWriteBack& w = g_lab_wb;
-  if (lab_landed_init(p) == nullptr) return nullptr;
-  const int b = w.next;
-  if (!w.in_pending[b]) {  // (the first launch: its read-in queued now)
-    cudaMemcpyAsync(w.landing[b], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
-                    w.in_stream);
-    cudaEventRecord(w.landed[b], w.in_stream);
-    w.in_pending[b] = true;
-  }
-  cudaStreamWaitEvent(st, w.landed[b], 0);
-  return w.landing[b];
-}
-
-// Variant 15, after the scatter read landing buffer `next` on st: the next launch's H2D copy into the other one.
-void lab_read_ahead(const StageParams& p, cudaStream_t st) {
-  LabWriteBack& w = g_lab_wb;
-  const int b = w.next;
-  cudaEventRecord(w.read[b], st);
-  w.in_pending[b] = false;
-  const int o = 1 - b;
-  cudaStreamWaitEvent(w.in_stream, w.read[o], 0);
-  cudaMemcpyAsync(w.landing[o], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
-                  w.in_stream);
-  cudaEventRecord(w.landed[o], w.in_stream);
-  w.in_pending[o] = true;
-  w.next = o;
-}
-
-// Variants 16 / 17, after this launch's in-scatter read its landing buffer `next` (lab_landed): this launch's stored
-// rows listed on st, then gathered by `blocks` blocks of SM loads on the read-in stream into the other buffer, which
-// the next launch reads.
-void lab_sm_read_ahead(const StageParams& p, cudaStream_t st, unsigned blocks, unsigned list_grid) {
-  LabWriteBack& w = g_lab_wb;
-  const int b = w.next, o = 1 - b;
-  if (w.list_cap < 2 * p.n) {
-    cudaStreamSynchronize(w.in_stream);
-    for (int i = 0; i < 2; ++i) {
-      cudaFree(const_cast<uint8_t**>(w.src[i]));
-      cudaFree(w.dst[i]);
-      cudaFree(w.count[i]);
-      w.src[i] = nullptr;
-      w.dst[i] = w.count[i] = nullptr;
-      if (cudaMalloc(&w.src[i], 2 * p.n * sizeof(void*)) != cudaSuccess ||
-          cudaMalloc(&w.dst[i], 2 * p.n * sizeof(int64_t)) != cudaSuccess ||
-          cudaMalloc(&w.count[i], 2 * sizeof(int64_t)) != cudaSuccess ||
-          cudaMemset(w.count[i], 0, 2 * sizeof(int64_t)) != cudaSuccess) {
-        w.list_cap = 0;
-        return;
-      }
-    }
-    w.list_cap = 2 * p.n;
-  }
-  cudaEventRecord(w.read[b], st);
-  w.in_pending[b] = false;
-  cudaStreamWaitEvent(st, w.read[o], 0);    // (the launch before has read landing buffer o)
-  cudaStreamWaitEvent(st, w.landed[o], 0);  // (the gather of two launches ago has read list o)
-  detail::lab_src_kernel<false><<<list_grid, detail::kStageBlock, 0, st>>>(p, w.src[o], w.dst[o], w.count[o]);
-  cudaEventRecord(w.listed, st);
-  cudaStreamWaitEvent(w.in_stream, w.listed, 0);
-  detail::lab_gather_kernel<<<blocks, detail::kStageBlock, 0, w.in_stream>>>(w.src[o], w.dst[o], w.count[o],
-                                                                                w.landing[o]);
-  cudaEventRecord(w.landed[o], w.in_stream);
-  w.in_pending[o] = true;
-  w.next = o;
-}
-
-// Variant 20: the stashed victims' rows written to their store rows by `blocks` blocks of SM stores on the
-// write-back stream (from the list lab_src_kernel<true> makes on st after the stash); the next launch's stash kernel
-// waits for them (lab_wait_write_back).
-void lab_sm_write_back(const StageParams& p, cudaStream_t st, unsigned blocks, unsigned list_grid) {
-  LabWriteBack& w = g_lab_wb;
-  if (w.stream == nullptr) {
-    cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking);
-    cudaEventCreateWithFlags(&w.stashed, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&w.copied, cudaEventDisableTiming);
-  }
-  if (w.out_cap < 2 * p.n) {
-    cudaDeviceSynchronize();
-    cudaFree(const_cast<uint8_t**>(w.out_row));
-    cudaFree(w.out_dst);
-    cudaFree(w.out_count);
-    w.out_row = nullptr;
-    w.out_dst = w.out_count = nullptr;
-    w.out_cap = 0;
-    if (cudaMalloc(&w.out_row, 2 * p.n * sizeof(void*)) != cudaSuccess ||
-        cudaMalloc(&w.out_dst, 2 * p.n * sizeof(int64_t)) != cudaSuccess ||
-        cudaMalloc(&w.out_count, 2 * sizeof(int64_t)) != cudaSuccess)
-      return;
-    w.out_cap = 2 * p.n;
-  }
-  detail::lab_src_kernel<true><<<list_grid, detail::kStageBlock, 0, st>>>(p, w.out_row, w.out_dst, w.out_count);
-  cudaEventRecord(w.stashed, st);
-  cudaStreamWaitEvent(w.stream, w.stashed, 0);
-  detail::lab_scatter_kernel<<<blocks, detail::kStageBlock, 0, w.stream>>>(w.out_row, w.out_dst, w.out_count, p.stash);
-  cudaEventRecord(w.copied, w.stream);
-  w.pending = true;
-}
-
-// Variant 18: the next launch's H2D copy queued at this launch's start (into the buffer the launch before read),
-// before this launch's D2H write-back; lab_mark_read after the in-scatter.
-void lab_read_ahead_early(const StageParams& p) {
-  LabWriteBack& w = g_lab_wb;
-  if (lab_landed_init(p) == nullptr) return;
-  const int o = 1 - w.next;
-  if (w.in_pending[o]) return;
-  cudaStreamWaitEvent(w.in_stream, w.read[o], 0);
-  cudaMemcpyAsync(w.landing[o], w.in_host, static_cast<size_t>(lab_copy_bytes(p)), cudaMemcpyHostToDevice,
-                  w.in_stream);
-  cudaEventRecord(w.landed[o], w.in_stream);
-  w.in_pending[o] = true;
-}
-
-void lab_mark_read(cudaStream_t st) {
-  LabWriteBack& w = g_lab_wb;
-  const int b = w.next;
-  cudaEventRecord(w.read[b], st);
-  w.in_pending[b] = false;
-  w.next = 1 - b;
-}
-
-void lab_wait_write_back(cudaStream_t st) {
-  if (g_lab_wb.pending) cudaStreamWaitEvent(st, g_lab_wb.copied, 0);
-}
-
-void lab_write_back(const StageParams& p, cudaStream_t st, int64_t copy_bytes) {
-  LabWriteBack& w = g_lab_wb;
-  if (p.stash == nullptr || p.stash_bytes <= 0) return;
-  if (w.stream == nullptr) {
-    cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking);
-    cudaEventCreateWithFlags(&w.stashed, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&w.copied, cudaEventDisableTiming);
-  }
-  if (w.bytes < p.stash_bytes) {
-    if (w.host != nullptr) {
-      cudaStreamSynchronize(w.stream);
-      cudaFreeHost(w.host);
-    }
-    w.host = nullptr;
-    w.bytes = 0;
-    if (cudaHostAlloc(&w.host, static_cast<size_t>(p.stash_bytes), cudaHostAllocDefault) != cudaSuccess) return;
-    w.bytes = p.stash_bytes;
-  }
-  cudaEventRecord(w.stashed, st);
-  cudaStreamWaitEvent(w.stream, w.stashed, 0);
-  cudaMemcpyAsync(w.host, p.stash, static_cast<size_t>(copy_bytes), cudaMemcpyDeviceToHost, w.stream);
-  cudaEventRecord(w.copied, w.stream);
-  w.pending = true;
-}
-
 }  // namespace
 
 int set_stage_variant(int v) {
@@ -1405,7 +1100,6 @@ int set_stage_variant(int v) {
 
 void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, bool report, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (g_stage_variant == 18 && p.gate == nullptr && p.n > 0) lab_read_ahead_early(p);
   launch_cache_probe(probe, stream);
   if (p.n > 0) {
     const unsigned grid = blocks_for(p.n, detail::kStageBlock);
@@ -1434,33 +1128,9 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     // and 4-32 lanes per row, H200), so half of every SM stays free for the step running beside a prefetch's moves.
     const unsigned mgrid = blocks_for(p.n * detail::kMoveLanes, detail::kStageBlock);
     const unsigned mcap = static_cast<unsigned>(persistent_blocks(detail::kMoveBlocksPerSm));
-    // (lab 13 / 15: not in the step's call gated by a prefetch job, which takes the default passes)
-    const int v = p.gate == nullptr ? g_stage_variant : 0;
-    const bool lab_wb = v == 13 || (v >= 15 && v <= 18) || v == 20;
-    const uint8_t* landed = (v >= 15 && v <= 18) || v == 20 ? lab_landed(p, st) : nullptr;
-    if (lab_wb) lab_wait_write_back(st);
     detail::move_stash_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     check_launch("cache move stash");
-    if (v == 20)
-      lab_sm_write_back(p, st, 32u, sgrid);
-    else if (lab_wb)
-      lab_write_back(p, st, lab_copy_bytes(p));
-    if (landed != nullptr) {
-      detail::lab_in_scatter_kernel<<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p, landed);
-      if (g_stage_variant == 15)
-        lab_read_ahead(p, st);
-      else if (g_stage_variant == 18)
-        lab_mark_read(st);
-      else
-        lab_sm_read_ahead(p, st, g_stage_variant == 17 ? 16u : 32u, sgrid);
-      detail::move_out_kernel<detail::DeviceStageAtomics, false, true>
-          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if ((g_stage_variant == 13 || g_stage_variant == 14) && p.gate == nullptr) {
-      detail::move_out_kernel<detail::DeviceStageAtomics, true>
-          <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
-    } else if (g_stage_variant == 19) {
-      detail::move_out_kernel<<<mgrid < 32u ? mgrid : 32u, detail::kStageBlock, 0, st>>>(p);
-    } else if (g_stage_variant == 7) {
+    if (g_stage_variant == 7) {
       detail::move_out_kernel<detail::DeviceStageAtomicsWide>
           <<<mgrid < mcap ? mgrid : mcap, detail::kStageBlock, 0, st>>>(p);
     } else if (g_stage_variant == 8) {
@@ -1475,19 +1145,6 @@ void launch_cache_stage(const CacheProbeParams& probe, const StageParams& p, boo
     check_launch("cache move in, unplace");
   }
   if (report) launch_report_stage(p.first_fail, stream);
-}
-
-namespace detail {
-__global__ void lab_flag_store_kernel(const int32_t* failed, int32_t* host) {
-  *reinterpret_cast<volatile int32_t*>(host) = *failed;
-}
-}  // namespace detail
-
-int launch_failed_copy(const int32_t* failed, int32_t* host, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (g_stage_variant < 13) return cudaMemcpyAsync(host, failed, sizeof(int32_t), cudaMemcpyDeviceToHost, st);
-  detail::lab_flag_store_kernel<<<1, 1, 0, st>>>(failed, host);
-  return cudaGetLastError();
 }
 
 }  // namespace lookup

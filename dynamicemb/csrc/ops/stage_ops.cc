@@ -109,8 +109,8 @@ std::tuple<Tensor, Tensor> cache_stage(Tensor meta, Tensor stage, Tensor totals,
     void* stream = accel::current_cuda_stream(ids.get_device_index());
     launch_cache_stage(probe, p, report, stream);
     if (failed_host != 0) {  // the flag's host copy (a prefetch's: its step skips staging when it reads 0 there)
-      const cudaError_t e = static_cast<cudaError_t>(
-          launch_failed_copy(p.failed, reinterpret_cast<int32_t*>(static_cast<uintptr_t>(failed_host)), stream));
+      const cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(static_cast<uintptr_t>(failed_host)), p.failed,
+                                            sizeof(int32_t), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream));
       ACCEL_CHECK(e == cudaSuccess, "cache_stage: the failed flag's host copy failed: ", cudaGetErrorString(e));
     }
   } else if (p.gate == nullptr || *p.gate != 0) {  // (the CPU twin reads its gate at once)
