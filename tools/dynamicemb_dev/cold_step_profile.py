@@ -1,4 +1,4 @@
-"""The cold caching step (issue 32) kernel by kernel: NVIDIA's config (10 tables x 104,857 ids, D128 fp32, SGD), a
+"""The cold caching step (issue 32) kernel by kernel: NVIDIA's config (10 tables x 104,857 ids, D128 fp32, SGD or `--opt adam`), a
 25 % HBM cache over the uva store, 64 distinct batches cycled (every step stages ~106K rows in and writes as many
 back), after one warm-up cycle.
 
@@ -12,6 +12,8 @@ back), after one warm-up cycle.
    regions for the same rows); ``slotmajor``: the stores' host rows moved into the slot-major layout (private
    ``HybridTable._set_host_slot_major``: slot j of every bucket contiguous, table_types.h ``host_row_of``);
    ``split1`` / ``split2`` / ``ceN`` and lab variants 11-15: branch tier17's split prefetch job (not in main);
+   lab variants 13-20 of branch tier19's commit 3245262: the moves off the step's critical path (timing what-ifs,
+   docs/dynamicemb_storage_notes.md "Every byte by the copy engines");
 3. ``--pipelined N``: N pipelined steps with prefetch in one profile, with a marker kernel before each: the device
    ops per stream, each step's period, each stream's busy time and their overlap (``--timeline-at``: also at
    chosen variants); ``--hbm``: an all-HBM module's step on the same batches first.
@@ -34,7 +36,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 from embedding_tiers import make_module, rows_moved, step_batches, train_step_fn  # noqa: E402
 
-from dynamicemb._optimizers import SGD  # noqa: E402
+from dynamicemb._optimizers import SGD, Adam  # noqa: E402
 
 KERNELS = ("probe_kernel", "stage_list", "stage_owner", "stage_kernel", "move_scan", "move_scatter", "move_stash",
            "move_out", "move_bulk", "move_in_unplace")
@@ -138,6 +140,26 @@ def wc_stores(m):
     keep = move_stores(m, alloc)
     print(f"wc stores: {len(keep or [])} buffers in {time.perf_counter() - t0:.1f} s")
     return keep
+
+
+class HostLoad:
+    """What a copy-engine step asks of the host (a read-in gathered and a write-back scattered by the host's cores):
+    `pcie_move_probe load N` in a process of its own, N/2 threads gathering 110K random 512-byte rows of a 2 GB
+    buffer and N/2 scattering as many, over and over, while the steps run; ``close`` stops it and returns its line
+    (ms per 110K rows each way)."""
+
+    def __init__(self, binary, threads):
+        import subprocess
+
+        self.proc = subprocess.Popen([binary, "load", str(threads)], stdout=subprocess.PIPE, text=True)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            return self.proc.communicate(timeout=10)[0].strip()
+        except Exception as e:  # noqa: BLE001  (a lab tool: report and go on)
+            self.proc.kill()
+            return f"host load: no report ({e})"
 
 
 def step_ms(one, pre, n_synced, n_pipelined):
@@ -252,10 +274,16 @@ def main():
                     "'split1' / 'split2' / 'nosplit' (a wheel of branch tier17, not main): the module's private "
                     "split prefetch (1: the victims' copies late on the job's stream, 2: on a stream of their own) or "
                     "none (the variants after it too); "
+                    "'hostN': from here on a process of its own (--probe-bin's load mode) gathers and scatters 110K "
+                    "random 512-byte host rows on N threads over and over (what a copy-engine step asks of the "
+                    "host), keeping the current lab variant (the variants after it too); "
                     "'ceN': every prefetched step also copies N MB device -> host on the copy engine from its job's "
                     "end (a what-if, with branch tier17's lab variant 14), keeping the current lab variant (the "
                     "variants after it too)")
     ap.add_argument("--label", default="")
+    ap.add_argument("--probe-bin", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "pcie_move_probe"),
+                    help="the built pcie_move_probe (its 'load' mode) for the 'hostN' entries of --variants")
+    ap.add_argument("--opt", default="sgd", choices=("sgd", "adam"), help="the tables' optimizer (both modules)")
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--batches", type=int, default=64)
     ap.add_argument("--frac", type=float, default=0.25)
@@ -278,13 +306,14 @@ def main():
     from torch.profiler import ProfilerActivity, profile
 
     T, dim, rows, B = 10, 128, 1 << 20, 104857
+    opt = (lambda: SGD(lr=0.01)) if a.opt == "sgd" else (lambda: Adam(lr=0.001))
     data = step_batches(T, B, rows, a.batches)
     grad = torch.ones(T * B, dim, device="cuda")
 
     def build(cap):
         """The module with stores of `cap` slots per table (the ids still over `rows`; the cache the same), warmed
         up over one cycle of the batches."""
-        mm = make_module(T, dim, cap, SGD(lr=0.01), "caching", (rows * a.frac + 0.5) / cap, "uva")
+        mm = make_module(T, dim, cap, opt(), "caching", (rows * a.frac + 0.5) / cap, "uva")
         fn = train_step_fn(mm, data, grad)  # fn(prefetch)
         t0 = time.perf_counter()
         for _ in range(a.warmup):
@@ -294,7 +323,7 @@ def main():
         stores = [t.store for t in mm.tables if hasattr(getattr(t, "store", None), "size")]
         if stores:  # the rows the stores hold, and the 64 KB host regions they would fill if packed densely
             live = sum(int(s.size()) for s in stores)
-            row_b = 4 * SGD(lr=0.01).row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
+            row_b = 4 * opt().row_width(dim)  # (fp32 rows: the embedding and the optimizer state)
             print(f"[{a.label}] stores: {live:,} rows ({live / len(stores):,.0f} per table) = "
                   f"{live * row_b / 2**20:,.0f} MB, {live * row_b / 65536:,.0f} regions of 64 KB packed densely; "
                   f"{len(stores) * cap * row_b / 65536:,.0f} regions allocated")
@@ -309,7 +338,7 @@ def main():
         return mm, fn
 
     if a.hbm:
-        mh = make_module(T, dim, rows, SGD(lr=0.01), "hbm", 1.0, None)
+        mh = make_module(T, dim, rows, opt(), "hbm", 1.0, None)
         fh = train_step_fn(mh, data, grad)
         for _ in range(max(a.warmup, a.batches)):
             fh(False)
@@ -433,6 +462,13 @@ def main():
                         _dst.copy_(_src, non_blocking=True)
 
             keep, mem, v = [src, dst], v, str(int(lab(-1)) if has_op else default)
+        elif v.startswith("host"):  # what-if: the host gathers and scatters a cold step's rows in the background
+            # on N threads from here on (HostLoad), keeping the current lab variant
+            for x in keep or []:
+                if isinstance(x, HostLoad):
+                    print(f"[{a.label}] {x.close()}", flush=True)
+            keep, mem, v = [HostLoad(a.probe_bin, int(v[4:] or 8))], v, str(int(lab(-1)) if has_op else default)
+            time.sleep(1.0)  # (its 2 GB buffer written first)
         elif v.startswith("cap"):  # a new module whose stores have this many slots per table (the wheel's default)
             del one, m
             keep = None
@@ -467,6 +503,10 @@ def main():
         print(f"| {a.label} {v} | " + " | ".join(f"{ms[x]:.3f}" for x in KERNELS) + f" | {sum(ms.values()):.3f} | "
               + " | ".join(f"{x:.2f}" for x in res) + f" | {(r1[0] - r0[0]) / k:,.0f} / {(r1[1] - r0[1]) / k:,.0f} |",
               flush=True)
+
+    for x in keep or []:
+        if isinstance(x, HostLoad):
+            print(f"[{a.label}] {x.close()}", flush=True)
     if has_op:
         lab(default)
 
