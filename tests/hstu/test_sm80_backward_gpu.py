@@ -173,8 +173,9 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first). At D = 128 the default kernel has dP in one pass, its k-loops unrolled (dP's by
     4), unpredicated dQ atomics and the phases in the fixed order; at D = 256 the same body with half of the warps
-    running dQ before dK / dV. At D = 128 cfg 10 runs that body with four P / dS store addresses and the dP k-loop
-    fully unrolled (on Hopper), 12 with those store addresses, 13 the one-pass body with the S / dQ k-loops unrolled
+    running dQ before dK / dV. At D = 128 cfg 10 runs that body with the barrier after phase 1 split into named
+    barriers (bitwise the default's), 12 with ds_scale out of dS (applied to dK, dQ and drab afterwards: other
+    roundings, so compared by the error rule only, dQ too when deterministic), 13 the one-pass body with the S / dQ k-loops unrolled
     in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each dP element the
     same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with dQ-first warps /
     in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the default body in
@@ -203,7 +204,7 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
             assert not any(torch.isnan(g).any() for g in grads[cfg]), cfg
         for cfg in cfgs[1:]:
             for i, (name, g, w) in enumerate(zip(("dq", "dk", "dv", "drab"), grads[cfg], grads[0])):
-                if i == 0 and not deterministic:
+                if (i == 0 and not deterministic) or (D == 128 and cfg == 12):
                     kg.assert_agree((name,), [g], [w], f"bwd_sm80_cfg={cfg} vs the default")
                 else:
                     assert torch.equal(g, w), (dtype, cfg, name)

@@ -88,16 +88,19 @@ constexpr int kPdsPlain = 5;
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
 // H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the P / dS
-// store addresses as four base registers plus immediates (12 registers fewer live across the dP GEMM) and its dP
-// k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled): 10 % fewer instructions, but
-// 0.8-1.1 % slower on an H200 (the dP loads bunch up: mio_throttle, short_scoreboard).
-constexpr int kBwdPdsLoopFreeDpCfg = 10;
-constexpr int kPdsLoopFreeDp = 8;
-// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree
-// with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
-constexpr int kBwdPdsLoopFreeStoresCfg = 12;
-constexpr int kPdsLoopFreeStores = 9;
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the
+// barrier between phase 1 and phases 2 / 3 split by what each warp reads: its dV / dK keys' P / dS come from two
+// phase-1 warps (named barriers 1-4, their producers arrive), its dQ rows' dS from four (barriers 5 / 6), instead of
+// every warp waiting for the slowest of eight. The same arithmetic: gradients bitwise the default's.
+constexpr int kBwdPdsNamedBarsCfg = 10;
+constexpr int kPdsNamedBars = 8;
+// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree with
+// the dS factor's constant ds_scale taken out of the pointwise pass: with F' = 2 SiLU'(alpha s) - 1 = t + P (1 - t)
+// (two instructions after P) dS / ds_scale = dP (1 + F') is one FMA after the dP GEMM (one instruction per score
+// element fewer than ds_scale (1 + t) (1 + h (1 - t)) dP); ds_scale is applied to dK in the epilogue, to drab where
+// stored and to dQ by hstu_dq_tile_convert_kernel (the kernel writes it as the layout's flag word).
+constexpr int kBwdPdsSiluOutCfg = 12;
+constexpr int kPdsSiluOut = 9;
 // D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
 // unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
 // running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
@@ -280,13 +283,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kLoopFree =
-      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
-  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
-#else
-  constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
-#endif
+      PIPE == kPdsLoopFree || PIPE == kPdsNamedBars || PIPE == kPdsSiluOut || PIPE == kPdsLoopFreeDqFirst;
+  constexpr bool kNamedBars = PIPE == kPdsNamedBars;
+  constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
   constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
@@ -300,6 +299,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #else
   constexpr bool kDqFrag = false;
 #endif
+  // (kPdsSiluOut needs the fragment-ordered workspace, whose converter applies ds_scale to dQ: in sm_80 code its
+  // kernel is kPdsLoopFree's)
+  constexpr bool kSiluOut = PIPE == kPdsSiluOut && kDqFrag;
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -368,7 +370,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int n_block = blockIdx.y;
   const int b = blockIdx.x;
   const int h = blockIdx.z;
-  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
+  // (every CTA: one store; kSiluOut: ds_scale, dQ's factor, a non-zero word also where ds_scale is +0)
+  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) {
+    const float ds_scale = 0.5f * p.inv_scaling * p.alpha;
+    *dq_frag_flag<D>(p) = !kSiluOut ? 1.f : ds_scale != 0.f ? ds_scale : -0.f;
+  }
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -573,11 +579,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr bool kFmaFactor = true;
 #endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-        // Element (mt, nt, hf)'s P / dS address in the tile: kStoreXadd as (tP ^ lo) + hi (LP::xadd: four distinct
-        // lo, the rows immediates; tP has no bits in rows 8 / 16), else tP ^ swz (one register per store).
-        auto p_off = [&](const int mt, const int nt, const int hf) {
-          return kStoreXadd ? LP::xadd(tP, mt * 16 + hf * 8, nt * 8) : tP ^ LP::swz(mt * 16 + hf * 8, nt * 8);
-        };
+        // Element (mt, nt, hf)'s P / dS address in the tile (one register per store).
+        auto p_off = [&](const int mt, const int nt, const int hf) { return tP ^ LP::swz(mt * 16 + hf * 8, nt * 8); };
         auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
@@ -586,8 +589,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             const bool vis = !decltype(masked)::value || ((keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1});
             const float hh = acc[mt][nt][e] * half_alpha;
             const float t = tanh_approx(hh);
-            pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
-            if constexpr (kFmaFactor) {
+            const float pu = fmaf(hh, t, hh);
+            pv[e2] = vis ? pu : 0.f;
+            if constexpr (kSiluOut) {  // F' = t + P (1 - t); masked: -1 (dS = dP (1 + F') = +0)
+              acc[mt][nt][e] = vis ? fmaf(-pu, t, pu + t) : -1.f;
+            } else if constexpr (kFmaFactor) {
               const float m = fmaf(half_ds_scale, t, half_ds_scale);
               acc[mt][nt][e] = vis ? fmaf(m, fmaf(-hh, t, hh), m) : 0.f;
             } else {
@@ -660,28 +666,32 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #pragma unroll
             for (int i = 0; i < 2 * kNpPart; ++i)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[mt][2 * P0 + i][e] *= acc_dp[mt][i][e];
+              for (int e = 0; e < 4; ++e) {
+                float& a = acc[mt][2 * P0 + i][e];
+                a = kSiluOut ? fmaf(acc_dp[mt][i][e], a, acc_dp[mt][i][e]) : a * acc_dp[mt][i][e];
+              }
         };
         dp_part(std::integral_constant<int, 0>());
         if constexpr (kDpParts > 1) dp_part(std::integral_constant<int, 1>());
         // drab = dS: deterministic shared rab: this head's fp32 slice (summed over heads afterwards); shared rab:
         // fp32 atomics, the sum over heads; per-head rab: drab itself. One loop per kind (one pointer live each).
+        auto ds_of = [&](const float x) { return kSiluOut ? x * half_ds_scale : x; };  // (kSiluOut: dS / ds_scale)
         if (p.drab == nullptr) {
         } else if (p.drab_heads != nullptr) {
           float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(acc[mt][nt][e]);
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(ds_of(acc[mt][nt][e]));
           });
         } else if (p.drab_accum != nullptr) {
           float* d = p.drab_accum + b * p.drab_batch_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
-              atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
+              atomicAdd(d + (int64_t)r * p.drab_row_stride + j, ds_of(acc[mt][nt][e]));
           });
         } else {
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(ds_of(acc[mt][nt][e])));
           });
         }
         for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
@@ -689,7 +699,22 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
-      __syncthreads();  // P, dS complete
+      if constexpr (kNamedBars) {
+        // P / dS of this warp's dV / dK keys (slice w % 4, written by warps 2 (w % 4) and 2 (w % 4) + 1): named
+        // barrier 1 + slice, which its two producers and two consumers (w % 4 == slice) join; a producer that does
+        // not read its own slice only arrives. phase_dq waits for its rows' dS on barrier 5 + w % 2.
+        static_assert(D == 128 && NWARPS == 8 && C::kSWM == 2 && C::kKWN == 4 && C::kQWM == 2, "D = 128's warp grid");
+        const int kp = warp / 2, kc = warp % 4;
+        const int np = kp == 0 || kp == 3 ? 96 : 128, nc = kc == 0 || kc == 3 ? 96 : 128;
+        if (kp == kc) {
+          asm volatile("bar.sync %0, %1;\n" ::"r"(1 + kp), "r"(np) : "memory");
+        } else {
+          asm volatile("bar.arrive %0, %1;\n" ::"r"(1 + kp), "r"(np) : "memory");
+          asm volatile("bar.sync %0, %1;\n" ::"r"(1 + kc), "r"(nc) : "memory");
+        }
+      } else {
+        __syncthreads();  // P, dS complete
+      }
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
@@ -769,6 +794,9 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       };
       // ---- Phase 3: dQ[m0 + q_m .., q_d ..] += dS K, QPW columns per pass, added to the fp32 workspace.
       auto phase_dq = [&] {
+        if constexpr (kNamedBars) {  // this warp's dS rows, from the four warps w' % 2 == w % 2
+          asm volatile("bar.sync %0, 128;\n" ::"r"(5 + warp % 2) : "memory");
+        }
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -908,8 +936,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int row = k_n + mt * 16 + lane / 4 + hf * 8;
         const int col = k_d + dt * 8 + (lane % 4) * 2;
         if (row < rows_store) {
-          *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
-              pack2<T>(acc_dk[mt][dt][2 * hf], acc_dk[mt][dt][2 * hf + 1]);
+          float k0 = acc_dk[mt][dt][2 * hf], k1 = acc_dk[mt][dt][2 * hf + 1];
+          if constexpr (kSiluOut) {  // (ds_scale taken out of dS)
+            k0 *= 0.5f * p.inv_scaling * p.alpha;
+            k1 *= 0.5f * p.inv_scaling * p.alpha;
+          }
+          *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) = pack2<T>(k0, k1);
           *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =
               pack2<T>(acc_dv[mt][dt][2 * hf] * p.inv_scaling, acc_dv[mt][dt][2 * hf + 1] * p.inv_scaling);
         }
