@@ -574,10 +574,7 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
   constexpr int QR = C::kBlockM / C::kQWM, QC = D / (8 / C::kQWM), QPW = C::kQPW;
   constexpr int QMT = QR / 16, NDT = QPW / 8, NPC = QC / QPW;
   const int b = blockIdx.y, h = blockIdx.z, m0 = blockIdx.x * kDqFragPad;
-  // The flag word: 0 row-major; else the fragment order, dQ's factor its value (1, or ds_scale where the kernel took
-  // it out of dS: kPdsSiluOut; -0 there when ds_scale is 0)
-  const float fs = *dq_frag_flag<D>(p);
-  const bool frag = __float_as_uint(fs) != 0u;
+  const bool frag = *dq_frag_flag<D>(p) != 0.f;
   const int q_start = p.cu_seqlens_q[b];
   const int rows = min(kDqFragPad, p.cu_seqlens_q[b + 1] - q_start - m0);
   T* out = static_cast<T*>(p.dq) + (int64_t)(q_start + m0) * p.dq_row_stride + h * p.dq_head_stride;
@@ -590,7 +587,7 @@ __global__ void __launch_bounds__(256) hstu_dq_tile_convert_kernel(const HstuPar
       if (rr >= rows) continue;
       const int c = (w / C::kQWM) * QC + piece * QPW + dt * 8 + (lane % 4) * 2;
       const float2 x = *reinterpret_cast<const float2*>(ws + g * 128 + lane * 4 + hf * 2);
-      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x * fs, x.y * fs);
+      *reinterpret_cast<uint32_t*>(out + (int64_t)rr * p.dq_row_stride + c) = pack2<T>(x.x, x.y);
     }
   } else {
     const float* ws = p.dq_accum + ((int64_t)(q_start + m0) * p.heads + h) * D;
@@ -871,9 +868,9 @@ constexpr int kBwdSm80OldCfg = 8;
 // for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
 // phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ
 // k-loops unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that
-// body at D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsNamedBarsCfg): the default body with the
-// barrier after phase 1 split into named barriers (comparisons); 12 at D = 128 (kBwdPdsSiluOutCfg, comparisons): the
-// default body with ds_scale out of the pointwise pass. bf16 and fp16.
+// body at D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLeanFullCfg): 12's body with the
+// full-tile test from two intervals per key block (comparisons); 12 at D = 128 / 256 (kBwdPdsLeanLoadCfg,
+// comparisons): the default body with the next tile's Q / dO copies in fewer instructions. bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -936,7 +933,8 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
     // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // (bf16 and fp16) 10 is kPdsNamedBars, 12 kPdsSiluOut; at D = 256 (bf16) 10 kPdsLoopFree.
+    // (bf16 and fp16) 10 is kPdsLeanFull; at D = 256 (bf16) 10 kPdsLoopFree; 12 at D = 128 / 256 (bf16 and fp16)
+    // the default body with the lean Q / dO copies (kPdsLeanLoad / kPdsLeanLoadDqFirst).
     case 9:
     case 10:
     case 11:
@@ -944,15 +942,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (the default body in the fixed order)
         if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
       }
+      if constexpr (D == 128 || D == 256) {  // (bf16 and fp16: the default body with the lean Q / dO copies)
+        if (cfg == kBwdPdsLeanLoadCfg) {
+          return launch_hstu_bwd_pds_fitting<T, D, 8, D == 128 ? kPdsLeanLoad : kPdsLeanLoadDqFirst>(p, stream);
+        }
+      }
       if constexpr (D == 128) {  // (bf16 and fp16)
-        if (cfg == kBwdPdsNamedBarsCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsNamedBars>(p, stream);
-        if (cfg == kBwdPdsSiluOutCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsSiluOut>(p, stream);
+        if (cfg == kBwdPdsLeanFullCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLeanFull>(p, stream);
       }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if constexpr (D != 128) {  // (12 at D = 128: kPdsSiluOut above)
+        if constexpr (D != 128 && D != 256) {  // (12 at D = 128 / 256: the lean copies above)
           if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
         }
       }

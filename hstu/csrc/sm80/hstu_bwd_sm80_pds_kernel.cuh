@@ -77,7 +77,7 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
 // 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): D = 128's
-// default body before kPdsLoopFreeDp, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
+// default body before kPdsLoopFree, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
 // 4-warp D = 128 tile's kernels; at D = 256 (one dP pass already) cfg 15 runs it.
 constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
@@ -88,25 +88,24 @@ constexpr int kPdsPlain = 5;
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
 // H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the
-// barrier between phase 1 and phases 2 / 3 split by what each warp reads: its dV / dK keys' P / dS come from two
-// phase-1 warps (named barriers 1-4, their producers arrive), its dQ rows' dS from four (barriers 5 / 6), instead of
-// every warp waiting for the slowest of eight. The same arithmetic: gradients bitwise the default's.
-constexpr int kBwdPdsNamedBarsCfg = 10;
-constexpr int kPdsNamedBars = 8;
-// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree with
-// the dS factor's constant ds_scale taken out of the pointwise pass: with F' = 2 SiLU'(alpha s) - 1 = t + P (1 - t)
-// (two instructions after P) dS / ds_scale = dP (1 + F') is one FMA after the dP GEMM (one instruction per score
-// element fewer than ds_scale (1 + t) (1 + h (1 - t)) dP); ds_scale is applied to dK in the epilogue, to drab where
-// stored and to dQ by hstu_dq_tile_convert_kernel (the kernel writes it as the layout's flag word).
-constexpr int kBwdPdsSiluOutCfg = 12;
-constexpr int kPdsSiluOut = 9;
+// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLeanLoad with the
+// full-tile test of each query tile from two intervals of query positions formed once per key block (kFullMap in
+// hstu_bwd_pds_body; ~30 instructions a tile pair before).
+constexpr int kBwdPdsLeanFullCfg = 10;
+constexpr int kPdsLeanFull = 8;
 // D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
 // unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
 // running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
+// kernel_options(bwd_sm80_cfg=12) at D = 128 / 256 (comparisons; elsewhere 12 is a pipelined candidate): the
+// default body (kPdsLoopFree at D = 128, kPdsLoopFreeDqFirst at D = 256) with the next tile's Q / dO copies in
+// fewer instructions (kLeanLoad in hstu_bwd_pds_body): ~130 a warp and (64 x 128) tile pair at D = 128 before, a
+// tenth of the kernel's instructions.
+constexpr int kBwdPdsLeanLoadCfg = 12;
+constexpr int kPdsLeanLoad = 11;
+constexpr int kPdsLeanLoadDqFirst = 12;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
@@ -282,11 +281,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree =
-      PIPE == kPdsLoopFree || PIPE == kPdsNamedBars || PIPE == kPdsSiluOut || PIPE == kPdsLoopFreeDqFirst;
-  constexpr bool kNamedBars = PIPE == kPdsNamedBars;
+  constexpr bool kFullMap = PIPE == kPdsLeanFull;
+  constexpr bool kLeanLoad = PIPE == kPdsLeanLoad || PIPE == kPdsLeanLoadDqFirst || kFullMap;
+  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst || PIPE == kPdsLeanLoadDqFirst;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody || kLeanLoad;
   constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
-  constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
+  constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
@@ -299,9 +299,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #else
   constexpr bool kDqFrag = false;
 #endif
-  // (kPdsSiluOut needs the fragment-ordered workspace, whose converter applies ds_scale to dQ: in sm_80 code its
-  // kernel is kPdsLoopFree's)
-  constexpr bool kSiluOut = PIPE == kPdsSiluOut && kDqFrag;
   // (D = 256: the dQ k-loop by 2; fully unrolled, four pieces of 32 columns, it spilled 4-8 B in sm_90a code)
   constexpr int kDqUnroll = kUnrollSDq ? (D == 256 ? 2 : BN / 16) : 1;
   // Phase 1 warp tile: SM queries x SN keys.
@@ -370,11 +367,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   const int n_block = blockIdx.y;
   const int b = blockIdx.x;
   const int h = blockIdx.z;
-  // (every CTA: one store; kSiluOut: ds_scale, dQ's factor, a non-zero word also where ds_scale is +0)
-  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) {
-    const float ds_scale = 0.5f * p.inv_scaling * p.alpha;
-    *dq_frag_flag<D>(p) = !kSiluOut ? 1.f : ds_scale != 0.f ? ds_scale : -0.f;
-  }
+  if (kDqFrag && tid == 0 && p.dq_accum != nullptr) *dq_frag_flag<D>(p) = 1.f;  // (every CTA: one store)
   const SeqInfo si = seq_info(p, b);
   const int n0 = n_block * BN;
   if (n0 >= si.lk_alloc) return;
@@ -388,6 +381,33 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) * p.do_row_stride + h * p.do_head_stride;
     load_tile_async<BM, D, NT>(sq, qg, p.q_row_stride, si.lq - m, t);
     load_tile_async<BM, D, NT>(sq + BM * D * 2, dog, p.do_row_stride, si.lq - m, t);
+  };
+  // kLeanLoad: the same copies on a full tile (m + BM <= lq, uniform; else load_q_do) without per-row predicates
+  // and with fewer address instructions: the tile's two base pointers are uniform, each thread's byte offset is
+  // formed once, its ROWS / KR rows are KR rows apart (a uniform step), and in shared memory each is the first
+  // one's offset plus a constant (the swizzle depends on row % 8 only: a thread's chunk lies below the KR-row step).
+  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t) {
+    constexpr int kChunks = D / 8, KR = NT / kChunks;
+    static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
+    if (m + BM > si.lq) {
+      load_q_do(sq, m, t);
+      return;
+    }
+    const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
+    const uint32_t s_t = sq + L::swz(r_t, c_t * 8);
+    const char* qg = reinterpret_cast<const char*>(static_cast<const T*>(p.q) + (int64_t)(si.q_start + m) *
+                                                   p.q_row_stride + h * p.q_head_stride);
+    const char* dog = reinterpret_cast<const char*>(static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) *
+                                                    p.do_row_stride + h * p.do_head_stride);
+    qg += ((int64_t)r_t * p.q_row_stride + c_t * 8) * (int64_t)sizeof(T);
+    dog += ((int64_t)r_t * p.do_row_stride + c_t * 8) * (int64_t)sizeof(T);
+    const int64_t q_step = KR * p.q_row_stride * (int64_t)sizeof(T);
+    const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
+#pragma unroll
+    for (int it = 0; it < BM / KR; ++it) {
+      cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
+      cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
+    }
   };
   const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
   const T* vg = static_cast<const T*>(p.v) + (int64_t)(si.k_start + n0) * p.v_row_stride + h * p.v_head_stride;
@@ -416,6 +436,31 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   __shared__ int4 tile_map;
   if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
   const uint32_t sMap = smem_u32(&tile_map);
+  // kFullMap: the query positions r0 whose tile is full against this key block (SeqMask::tile_full(r0, r0 + BM, n0,
+  // n0 + BN)): r0 <= x, or y <= r0 <= z; parked in shared memory as tile_map (no registers across the loop).
+  __shared__ int4 full_map;
+  if (kFullMap && tid == 0) {
+    int x = INT_MIN, y = 1, z = 0;  // (none)
+    if (n0 + BN <= mk.hist) {
+      const int64_t xl = (int64_t)min(mk.ctx, mk.hist) - BM;  // r0 + BM <= ctx (and <= hist)
+      const int64_t zl = mk.wl >= 0 ? min((int64_t)mk.hist, (int64_t)n0 + 1 + mk.wl) - BM : (int64_t)mk.hist - BM;
+      x = static_cast<int>(xl < INT_MIN ? (int64_t)INT_MIN : xl);
+      y = mk.wr >= 0 ? max(mk.ctx, n0 + BN - 1 - mk.wr) : mk.ctx;  // r0 >= ctx, the right window
+      z = static_cast<int>(zl < INT_MIN ? (int64_t)INT_MIN : zl);   // r0 + BM <= hist, the left window
+    }
+    full_map = make_int4(x, y, z, 0);
+  }
+  const uint32_t sFull = smem_u32(&full_map);
+  auto tile_full_at = [&](const int r0) {
+    if constexpr (!kFullMap) {
+      return mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+    } else {
+      int x, y, z;
+      asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(sFull));
+      asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(z) : "r"(sFull + 8));
+      return r0 <= x || (r0 >= y && r0 <= z);
+    }
+  };
   auto next_tile = [&](const int mb) {  // the tile after mb
     if constexpr (!kSkipGap) return mb + 1;
     int a_end, g;
@@ -467,7 +512,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
-        load_q_do(sQn, mn, ot);
+        if constexpr (kLeanLoad) {
+          load_q_do_lean(sQn, mn, ot);
+        } else {
+          load_q_do(sQn, mn, ot);
+        }
         cp_async_commit();
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
@@ -550,7 +599,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         using Keep = std::conditional_t<(SMT * SNT * 4 > 32), uint64_t, uint32_t>;
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
-        if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
+        if (!tile_full_at(r0)) {
           if constexpr (!kRowMask) {
             keep = 0u;
             for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
@@ -589,11 +638,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
             const bool vis = !decltype(masked)::value || ((keep >> ((mt * SNT + nt) * 4 + e)) & Keep{1});
             const float hh = acc[mt][nt][e] * half_alpha;
             const float t = tanh_approx(hh);
-            const float pu = fmaf(hh, t, hh);
-            pv[e2] = vis ? pu : 0.f;
-            if constexpr (kSiluOut) {  // F' = t + P (1 - t); masked: -1 (dS = dP (1 + F') = +0)
-              acc[mt][nt][e] = vis ? fmaf(-pu, t, pu + t) : -1.f;
-            } else if constexpr (kFmaFactor) {
+            pv[e2] = vis ? fmaf(hh, t, hh) : 0.f;
+            if constexpr (kFmaFactor) {
               const float m = fmaf(half_ds_scale, t, half_ds_scale);
               acc[mt][nt][e] = vis ? fmaf(m, fmaf(-hh, t, hh), m) : 0.f;
             } else {
@@ -666,32 +712,28 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #pragma unroll
             for (int i = 0; i < 2 * kNpPart; ++i)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                float& a = acc[mt][2 * P0 + i][e];
-                a = kSiluOut ? fmaf(acc_dp[mt][i][e], a, acc_dp[mt][i][e]) : a * acc_dp[mt][i][e];
-              }
+              for (int e = 0; e < 4; ++e) acc[mt][2 * P0 + i][e] *= acc_dp[mt][i][e];
         };
         dp_part(std::integral_constant<int, 0>());
         if constexpr (kDpParts > 1) dp_part(std::integral_constant<int, 1>());
         // drab = dS: deterministic shared rab: this head's fp32 slice (summed over heads afterwards); shared rab:
         // fp32 atomics, the sum over heads; per-head rab: drab itself. One loop per kind (one pointer live each).
-        auto ds_of = [&](const float x) { return kSiluOut ? x * half_ds_scale : x; };  // (kSiluOut: dS / ds_scale)
         if (p.drab == nullptr) {
         } else if (p.drab_heads != nullptr) {
           float* d = p.drab_heads + b * p.drab_heads_batch_stride + h * p.drab_heads_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(ds_of(acc[mt][nt][e]));
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = drab_value(acc[mt][nt][e]);
           });
         } else if (p.drab_accum != nullptr) {
           float* d = p.drab_accum + b * p.drab_batch_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
             if (r < mk.lk && j < mk.lk && acc[mt][nt][e] != 0.f)
-              atomicAdd(d + (int64_t)r * p.drab_row_stride + j, ds_of(acc[mt][nt][e]));
+              atomicAdd(d + (int64_t)r * p.drab_row_stride + j, acc[mt][nt][e]);
           });
         } else {
           T* d = static_cast<T*>(p.drab) + b * p.drab_batch_stride + h * p.drab_head_stride;
           for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
-            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(ds_of(acc[mt][nt][e])));
+            if (r < mk.lk && j < mk.lk) d[(int64_t)r * p.drab_row_stride + j] = from_float<T>(drab_value(acc[mt][nt][e]));
           });
         }
         for_each_pair<SMT, SNT>([&](int mt, int nt, int hf) {
@@ -699,22 +741,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
                        "r"(pack2<T>(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1])));
         });
       }
-      if constexpr (kNamedBars) {
-        // P / dS of this warp's dV / dK keys (slice w % 4, written by warps 2 (w % 4) and 2 (w % 4) + 1): named
-        // barrier 1 + slice, which its two producers and two consumers (w % 4 == slice) join; a producer that does
-        // not read its own slice only arrives. phase_dq waits for its rows' dS on barrier 5 + w % 2.
-        static_assert(D == 128 && NWARPS == 8 && C::kSWM == 2 && C::kKWN == 4 && C::kQWM == 2, "D = 128's warp grid");
-        const int kp = warp / 2, kc = warp % 4;
-        const int np = kp == 0 || kp == 3 ? 96 : 128, nc = kc == 0 || kc == 3 ? 96 : 128;
-        if (kp == kc) {
-          asm volatile("bar.sync %0, %1;\n" ::"r"(1 + kp), "r"(np) : "memory");
-        } else {
-          asm volatile("bar.arrive %0, %1;\n" ::"r"(1 + kp), "r"(np) : "memory");
-          asm volatile("bar.sync %0, %1;\n" ::"r"(1 + kc), "r"(nc) : "memory");
-        }
-      } else {
-        __syncthreads();  // P, dS complete
-      }
+      __syncthreads();  // P, dS complete
 
       // ---- Phase 2: dV += P^T dO, dK += dS^T Q over this warp's KR keys x KC columns.
       // parts: 3 dV and dK in one k-loop; 1 dV only, 2 dK only (kFa2Order; the plain loop).
@@ -794,9 +821,6 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
       };
       // ---- Phase 3: dQ[m0 + q_m .., q_d ..] += dS K, QPW columns per pass, added to the fp32 workspace.
       auto phase_dq = [&] {
-        if constexpr (kNamedBars) {  // this warp's dS rows, from the four warps w' % 2 == w % 2
-          asm volatile("bar.sync %0, 128;\n" ::"r"(5 + warp % 2) : "memory");
-        }
         if (!with_dq) return;
         float* dq_acc = p.dq_accum + (int64_t)si.q_start * dq_row_stride + h * D;
         const int ln = static_cast<int>(opaque(static_cast<uint32_t>(lane)));
@@ -887,7 +911,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
+          if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());
@@ -912,7 +936,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
           const int mn = next_tile(mb) * BM;
           const uint32_t ot = opaque(tid);
-          load_q_do(sQ, mn, ot);
+          if constexpr (kLeanLoad) {
+            load_q_do_lean(sQ, mn, ot);
+          } else {
+            load_q_do(sQ, mn, ot);
+          }
           cp_async_commit();
         }
         phase_dq();
@@ -936,12 +964,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int row = k_n + mt * 16 + lane / 4 + hf * 8;
         const int col = k_d + dt * 8 + (lane % 4) * 2;
         if (row < rows_store) {
-          float k0 = acc_dk[mt][dt][2 * hf], k1 = acc_dk[mt][dt][2 * hf + 1];
-          if constexpr (kSiluOut) {  // (ds_scale taken out of dS)
-            k0 *= 0.5f * p.inv_scaling * p.alpha;
-            k1 *= 0.5f * p.inv_scaling * p.alpha;
-          }
-          *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) = pack2<T>(k0, k1);
+          *reinterpret_cast<uint32_t*>(dkg + (int64_t)row * p.dk_row_stride + col) =
+              pack2<T>(acc_dk[mt][dt][2 * hf], acc_dk[mt][dt][2 * hf + 1]);
           *reinterpret_cast<uint32_t*>(dvg + (int64_t)row * p.dv_row_stride + col) =
               pack2<T>(acc_dv[mt][dt][2 * hf] * p.inv_scaling, acc_dv[mt][dt][2 * hf + 1] * p.inv_scaling);
         }
