@@ -88,24 +88,12 @@ constexpr int kPdsPlain = 5;
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
 // H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLeanLoad with the
-// full-tile test of each query tile from two intervals of query positions formed once per key block (kFullMap in
-// hstu_bwd_pds_body; ~30 instructions a tile pair before).
-constexpr int kBwdPdsLeanFullCfg = 10;
-constexpr int kPdsLeanFull = 8;
 // D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
 // unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
 // running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
-// kernel_options(bwd_sm80_cfg=12) at D = 128 / 256 (comparisons; elsewhere 12 is a pipelined candidate): the
-// default body (kPdsLoopFree at D = 128, kPdsLoopFreeDqFirst at D = 256) with the next tile's Q / dO copies in
-// fewer instructions (kLeanLoad in hstu_bwd_pds_body): ~130 a warp and (64 x 128) tile pair at D = 128 before, a
-// tenth of the kernel's instructions.
-constexpr int kBwdPdsLeanLoadCfg = 12;
-constexpr int kPdsLeanLoad = 11;
-constexpr int kPdsLeanLoadDqFirst = 12;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
@@ -173,6 +161,24 @@ __device__ __forceinline__ Keep bwd_pds_keep_bits(const SeqMask& mk, int rbase, 
     keep |= static_cast<Keep>(w[0]) << (mt * SNT * 4);
   }
   return keep;
+}
+
+// The query positions r0 whose BM-row tile is full against the key block [n0, n0 + BN)
+// (SeqMask::tile_full(r0, r0 + BM, n0, n0 + BN)): r0 <= x, or y <= r0 <= z. tile_full solved for r0: either all
+// rows are context rows (r0 + BM <= ctx, within the history), or the rows lie in [ctx, hist - BM] and inside both
+// windows of every key (tests/hstu/test_mask_rows.py, `bwd80` case, checks it against tile_full).
+template <int BM, int BN>
+__device__ __forceinline__ void bwd_pds_full_rows(const SeqMask& mk, const int n0, int& x, int& y, int& z) {
+  x = INT_MIN;
+  y = 1;
+  z = 0;  // (none)
+  if (n0 + BN > mk.hist) return;
+  const int64_t xl = static_cast<int64_t>(min(mk.ctx, mk.hist)) - BM;
+  const int64_t zl = (mk.wl >= 0 ? min(static_cast<int64_t>(mk.hist), static_cast<int64_t>(n0) + 1 + mk.wl)
+                                 : static_cast<int64_t>(mk.hist)) - BM;
+  x = static_cast<int>(max(xl, static_cast<int64_t>(INT_MIN)));
+  y = mk.wr >= 0 ? max(mk.ctx, n0 + BN - 1 - mk.wr) : mk.ctx;
+  z = static_cast<int>(max(zl, static_cast<int64_t>(INT_MIN)));
 }
 
 // ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
@@ -281,10 +287,13 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kFullMap = PIPE == kPdsLeanFull;
-  constexpr bool kLeanLoad = PIPE == kPdsLeanLoad || PIPE == kPdsLeanLoadDqFirst || kFullMap;
-  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst || PIPE == kPdsLeanLoadDqFirst;
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody || kLeanLoad;
+  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody;
+  // The loop-free bodies copy the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took ~130
+  // instructions a warp and tile pair at D = 128, a tenth of the kernel's), and at D = 128 test for full tiles
+  // against two intervals formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full).
+  constexpr bool kLeanLoad = kLoopFree;
+  constexpr bool kFullMap = kLoopFree && D == 128;
   constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
   constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
@@ -436,18 +445,12 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   __shared__ int4 tile_map;
   if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
   const uint32_t sMap = smem_u32(&tile_map);
-  // kFullMap: the query positions r0 whose tile is full against this key block (SeqMask::tile_full(r0, r0 + BM, n0,
-  // n0 + BN)): r0 <= x, or y <= r0 <= z; parked in shared memory as tile_map (no registers across the loop).
+  // kFullMap: the query positions r0 whose tile is full against this key block (bwd_pds_full_rows), parked in shared
+  // memory as tile_map (no registers across the loop).
   __shared__ int4 full_map;
   if (kFullMap && tid == 0) {
-    int x = INT_MIN, y = 1, z = 0;  // (none)
-    if (n0 + BN <= mk.hist) {
-      const int64_t xl = (int64_t)min(mk.ctx, mk.hist) - BM;  // r0 + BM <= ctx (and <= hist)
-      const int64_t zl = mk.wl >= 0 ? min((int64_t)mk.hist, (int64_t)n0 + 1 + mk.wl) - BM : (int64_t)mk.hist - BM;
-      x = static_cast<int>(xl < INT_MIN ? (int64_t)INT_MIN : xl);
-      y = mk.wr >= 0 ? max(mk.ctx, n0 + BN - 1 - mk.wr) : mk.ctx;  // r0 >= ctx, the right window
-      z = static_cast<int>(zl < INT_MIN ? (int64_t)INT_MIN : zl);   // r0 + BM <= hist, the left window
-    }
+    int x, y, z;
+    bwd_pds_full_rows<BM, BN>(mk, n0, x, y, z);
     full_map = make_int4(x, y, z, 0);
   }
   const uint32_t sFull = smem_u32(&full_map);
