@@ -26,25 +26,17 @@ def num(v):
         return 0.0
 
 
-text = open(sys.argv[1], errors="replace").read()
 pairs = [int(x) for x in sys.argv[sys.argv.index("--pairs") + 1:]] if "--pairs" in sys.argv else []
-blocks, cur, names = [], [], []
-for line in text.splitlines():
-    if re.match(r'^"?#?\s*Address', line) and cur:
-        blocks.append(cur)
-        cur = []
-    cur.append(line)
-if cur:
-    blocks.append(cur)
-bi = -1  # the kernel's index (blocks without an "Address" header row are preambles)
-for blk in blocks:
-    rows = list(csv.reader(blk))
-    hi = next((i for i, r in enumerate(rows) if r and "Address" in r[0]), None)
-    if hi is None:
-        continue
-    bi += 1
-    hdr = rows[hi]
-    data = [r for r in rows[hi + 1:] if len(r) == len(hdr)]
+# One kernel per (header row "Address", ...; its SASS rows) group; the rows before a header (the kernel's name) are
+# skipped.
+kernels = []
+with open(sys.argv[1], errors="replace", newline="") as f:
+    for row in csv.reader(f):
+        if row and "Address" in row[0]:
+            kernels.append((row, []))
+        elif kernels and len(row) == len(kernels[-1][0]):
+            kernels[-1][1].append(row)
+for bi, (hdr, data) in enumerate(kernels):
 
     def col(*subs):
         return next((i for i, h in enumerate(hdr) if all(s.lower() in h.lower() for s in subs)), None)
