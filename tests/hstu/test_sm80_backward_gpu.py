@@ -169,8 +169,8 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first). At D = 128 the default kernel has dP in one pass, its k-loops unrolled (dP's by
     4), unpredicated dQ atomics and the phases in the fixed order; at D = 256 the same body with half of the warps
-    running dQ before dK / dV (both bodies copy full Q / dO tiles without per-row predicates; at D = 128 the
-    full-tile test takes two intervals per key block). At D = 128 cfg 13 runs the one-pass body with the S / dQ
+    running dQ before dK / dV (at D = 128 on Hopper the body copies full Q / dO tiles without per-row predicates and
+    tests full tiles against two intervals per key block). At D = 128 cfg 13 runs the one-pass body with the S / dQ
     k-loops unrolled in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each
     dP element the same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with
     dQ-first warps / in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the

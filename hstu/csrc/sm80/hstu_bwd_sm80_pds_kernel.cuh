@@ -289,17 +289,17 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst;
   constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody;
-  // The loop-free bodies copy the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took ~130
-  // instructions a warp and tile pair at D = 128, a tenth of the kernel's), and at D = 128 test for full tiles
-  // against two intervals formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full).
-  // Not in sm_80 code, where the two-stage D = 128 kernel spilled 4 B with them (measured on an H200 only: -0.7 %).
+  // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
+  // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
+  // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
+  // (B16 S4K). Not at D = 256 (correct there, its time not measured) nor in sm_80 code (the two-stage D = 128 kernel
+  // spilled 4 B with them).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kLeanLoad = false;
-  constexpr bool kFullMap = false;
 #else
-  constexpr bool kLeanLoad = kLoopFree;
-  constexpr bool kFullMap = kLoopFree && D == 128;
+  constexpr bool kLeanLoad = kLoopFree && D == 128;
 #endif
+  constexpr bool kFullMap = kLeanLoad;
   constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
   constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
