@@ -295,10 +295,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     not fit the device's shared memory the default runs. 8 (``BWD_SM80_CFG_OLD``): the layouts that were the default
     before (``BwdSm80Config``'s tiles; D = 256 two column chunks), for comparisons. 9-12 (bf16, two Q / dO stages
     where they fit, else one): 9 the default's 8-warp kernel with pipelined dK / dV and dQ k-loops at D = 128 / 256,
-    and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (at D = 128, bf16 and fp16: the default
-    body with its dP k-loop fully unrolled on Hopper, for comparisons; else the default); 11 D = 128's 4-warp
-    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too (at D = 128, bf16 and fp16,
-    for comparisons: the default body with fewer P / dS store addresses, 1-2 % slower on an H200). 13 / 14 (bf16 and fp16): the
+    and at D = 64 FA2's 128 x 128 tile pipelined; 10 D = 64 FA2's tile (the default elsewhere; at D = 256 see
+    below); 11 D = 128's 4-warp
+    tile pipelined as 9 (the default elsewhere); 12 9 with the S k-loop pipelined too (at D = 64; the default at
+    D = 128 / 256). 13 / 14 (bf16 and fp16): the
     default kernels of FA2's layout (two Q / dO stages) with half of the warps running dQ before dK / dV, so that
     the two warps of a scheduler run different phases (13; 2.4 % faster on an H200), / with every warp in the
     fixed order (14 at D = 256): at D = 256 the plain body that was the default there; D = 256's default runs D =

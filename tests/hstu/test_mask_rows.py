@@ -6,7 +6,8 @@ sm80-class 32-key sub-tiles) / 64 / 128 / 192. Hopper backward (hstu_bwd_sm90_ke
 target rows or keys. The sm80-class forward (hstu_fwd_sm80_kernel.cuh): row_keys of each query row once per block
 (its shared-memory table), fwd_key_interval_bits per m16 tile (one or two per warp) over 32- / 64-key sub-tiles, and
 fwd_pair_keep, the AND masks of P's packed pairs. The sm80-class backward (`bwd80`): bwd_pds_keep_bits
-(hstu_bwd_sm80_pds_kernel.cuh, FA2's warp layout: SMT x SNT m16n8 score tiles per warp, 32 / 64-bit keep masks),
+(hstu_bwd_sm80_pds_kernel.cuh, FA2's warp layout: SMT x SNT m16n8 score tiles per warp, 32 / 64-bit keep masks) and
+bwd_pds_full_rows (its full query tiles per key block as two intervals, against SeqMask::tile_full),
 bwd_st_mask_rows (hstu_bwd_sm80_kernel.cuh, the old layouts' S^T fragments, zeroing S and dP) and the deterministic
 dQ kernel's fwd_key_interval_bits over 16 / 32 keys (the `fwd` case's check<16>, <32>). Each must give
 SeqMask::allowed(r, j) for every element of every thread of a tile, for random masks (targets, groups, contexts, left
@@ -173,6 +174,24 @@ long check_pds(const SeqMask& m, std::mt19937& rng, long& bad) {
   }
   return n;
 }
+// The sm80-class FA2-layout backward's full-tile intervals (bwd_pds_full_rows) against SeqMask::tile_full: every
+// query tile position r0 around the sequence, every key block.
+template <int BM, int BN>
+long check_full(const SeqMask& m, long& bad) {
+  long n = 0;
+  for (int n0 = 0; n0 < m.lk + BN; n0 += BN) {
+    int x, y, z;
+    bwd_pds_full_rows<BM, BN>(m, n0, x, y, z);
+    for (int r0 = -BM - 8; r0 < m.lk + 8; ++r0) {
+      ++n;
+      if ((r0 <= x || (y <= r0 && r0 <= z)) != m.tile_full(r0, r0 + BM, n0, n0 + BN) && ++bad <= 5) {
+        printf("full mismatch BM %%d BN %%d lk %%d hist %%d ctx %%d wl %%d wr %%d: r0 %%d n0 %%d\n", BM, BN, m.lk,
+               m.hist, m.ctx, m.wl, m.wr, r0, n0);
+      }
+    }
+  }
+  return n;
+}
 // The old sm80-class layouts' S^T fragments (BM = 8 QT query positions from r0 >= 0, 16 keys per warp from n0):
 // bwd_st_mask_rows zeroes exactly the masked elements of S and dP.
 template <int QT>
@@ -226,7 +245,8 @@ int main(int argc, char** argv) {
            check_fwd80<64, 2>(m, rng, bad);
     } else if (bwd80) {
       n += check_pds<2, 4, uint32_t>(m, rng, bad) + check_pds<1, 4, uint32_t>(m, rng, bad) +
-           check_pds<4, 4, uint64_t>(m, rng, bad) + check_st<8>(m, rng, bad) + check_st<4>(m, rng, bad);
+           check_pds<4, 4, uint64_t>(m, rng, bad) + check_st<8>(m, rng, bad) + check_st<4>(m, rng, bad) +
+           check_full<64, 128>(m, bad) + check_full<64, 64>(m, bad);
     } else {
       n += bwd ? check_bwd<64>(m, rng, bad) + check_bwd<64>(m, rng, bad)
                : check<16>(m, rng, bad) + check<32>(m, rng, bad) + check<64>(m, rng, bad) + check<128>(m, rng, bad) +
@@ -256,7 +276,8 @@ def test_target_mask_bits_match_the_element_rule(tmp_path, kernel):
                       "\n}\n")
     pair_keep = _block(open(FWD80).read(), "__device__ __forceinline__ uint32_t fwd_pair_keep", "\n}\n")
     pds80 = _block(open(PDS80).read(), "template <int SMT, int SNT, typename Keep>\n__device__ __forceinline__ Keep "
-                   "bwd_pds_keep_bits", "\n}\n")
+                   "bwd_pds_keep_bits", "\n}\n") + "\n" + _block(
+        open(PDS80).read(), "template <int BM, int BN>\n__device__ __forceinline__ void bwd_pds_full_rows", "\n}\n")
     st80 = _block(open(BWD80).read(), "template <int QT>\n__device__ __forceinline__ void bwd_st_mask_rows", "\n}\n")
     assert "row_keys" in seqmask and re.search(r"bool allowed\(int r, int j\)", seqmask)
     src = tmp_path / "mask_rows.cpp"

@@ -1,9 +1,8 @@
 """Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
 k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
-11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 is the
-default body with the dP k-loop fully unrolled on Hopper (<..., 8>), 12 the default body with the P / dS store
-addresses as bases plus immediates (<..., 9>) (bf16 and fp16). Each meets the error rule
+11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 and 12, at
+D = 256 12 run the default (bf16 and fp16). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
 default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
@@ -28,9 +27,7 @@ CANDIDATES = (9, 10, 11, 12)
 # (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
 # the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
 _TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
-          (128, 10): (8, 8, 64, 128), (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128),
-          (128, 12): (9, 8, 64, 128), (256, 10): (7, 8, 64, 64), (256, 12): (2, 8, 64, 64)}
-_BOTH_DTYPES = {(128, 10), (128, 12)}
+          (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128), (256, 10): (7, 8, 64, 64)}
 
 
 def _fits(smem):
@@ -42,7 +39,7 @@ def _fits(smem):
 def candidate_kernel(D, cfg, dtype=torch.bfloat16):
     """The end of the name of candidate cfg's kernel at head dim D for dtype on this GPU (two Q / dO stages where
     they fit, else one), or None where it does not apply or fit (the default runs)."""
-    if (D, cfg) not in _TILES or (dtype != torch.bfloat16 and (D, cfg) not in _BOTH_DTYPES):
+    if (D, cfg) not in _TILES or dtype != torch.bfloat16:
         return None
     t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
     pipe, warps, bm, bn = _TILES[(D, cfg)]
@@ -98,8 +95,7 @@ def test_sm80_backward_second_round(D, lens, mask, delta_q, rab_heads, determini
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, bwd_sm80_cfg=9..12) runs the candidate's kernel for bf16 where it applies and its
-    shared memory fits the GPU (fp16 too for 10 / 12 at D = 128); fp16 otherwise, and the head dims without the
-    candidate, run the default's kernel."""
+    shared memory fits the GPU; fp16, and the head dims without the candidate, run the default's kernel."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(17, [200, 64], 2, D, dtype, "causal", 0)
         kernel_opts(sm90=False)
@@ -173,16 +169,15 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
     """The default sm80-class backward of FA2's layout runs on the grid (batch, key blocks, heads) (each head's key
     blocks 0, the heaviest, first). At D = 128 the default kernel has dP in one pass, its k-loops unrolled (dP's by
     4), unpredicated dQ atomics and the phases in the fixed order; at D = 256 the same body with half of the warps
-    running dQ before dK / dV. At D = 128 cfg 10 runs that body with four P / dS store addresses and the dP k-loop
-    fully unrolled (on Hopper), 12 with those store addresses, 13 the one-pass body with the S / dQ k-loops unrolled
-    in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each dP element the
-    same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with dQ-first warps /
-    in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the default body in
-    the fixed order (bf16), 11 the default. Each meets the error rule
-    against the fp32 reference (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16
-    and fp16; with contexts the default runs the context kernel's plain body), and dK,
-    dV and per-head drab (each sum one CTA's, in one order) are bitwise the default's, dQ too when deterministic
-    (its own kernel); atomic dQ agrees to the summation order."""
+    running dQ before dK / dV (at D = 128 on Hopper the body copies full Q / dO tiles without per-row predicates and
+    tests full tiles against two intervals per key block). At D = 128 cfg 13 runs the one-pass body with the S / dQ
+    k-loops unrolled in FA2's order dV, dQ, dK, 14 the plain body (two dP halves), 15 that with dP in one pass (each
+    dP element the same k-loop: the same dS); at D = 256 13 / 14 the plain body (D = 256's default before) with
+    dQ-first warps / in the fixed order, 15 the FA2-order body of D = 128 (the same sums in the same order), 10 the
+    default body in the fixed order (bf16), 11 the default. Each meets the error rule against the fp32 reference
+    (nine jagged sequences of 0-1,100 rows, so key blocks past a sequence's end; bf16 and fp16; with contexts the
+    default runs the context kernel's plain body), and dK, dV and per-head drab (each sum one CTA's, in one order)
+    are bitwise the default's, dQ too when deterministic (its own kernel); atomic dQ agrees to the summation order."""
     lens = [700, 129, 64, 1, 330, 0, 257, 1100, 384]
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(zlib.crc32(repr(("order80", D, mask, rab_heads)).encode()), lens, 2, D, dtype, mask,
@@ -190,7 +185,7 @@ def test_sm80_backward_grid_and_phase_order(D, mask, rab_heads, deterministic, k
         q, k, v, rab = case["q"], case["k"], case["v"], case["rab"]
         dout = torch.randn_like(q)
         grads = {}
-        cfgs = (0, 10, 12, 13, 14, 15) + ((11,) if D == 256 else ())
+        cfgs = (0, 13, 14, 15) + ((10, 11) if D == 256 else ())
         for cfg in cfgs:
             kernel_opts(sm90=False, bwd_sm80_cfg=cfg)
             kg.check_case(case, 0.5, deterministic=deterministic)

@@ -868,9 +868,7 @@ constexpr int kBwdSm80OldCfg = 8;
 // for comparisons (D = 128's default kernel now has dP in one pass, the k-loops unrolled but dP's (by 4) and the
 // phases in the fixed order: kBwdPdsDefaultBody, kPdsLoopFree); 13 at D = 128: the one-pass body with the S / dQ
 // k-loops unrolled in FA2's phase order dV, dQ, dK (the default before, comparisons); 15 at D = 256 (opt-in): that
-// body at D = 256 (whose dP is one pass already); 10 at D = 128 (kBwdPdsLoopFreeDpCfg): the default body with four
-// P / dS store addresses and the dP k-loop fully unrolled (comparisons); 12 at D = 128 (kBwdPdsLoopFreeStoresCfg,
-// comparisons): the default body with those store addresses. bf16 and fp16.
+// body at D = 256 (whose dP is one pass already). bf16 and fp16.
 constexpr int kBwdSm80LastCfg = 15;
 static_assert(kBwdPdsDqFirstCfg == 13 && kBwdPdsFixedOrderCfg == 14 && kBwdPdsDpOnePassCfg == kBwdSm80LastCfg,
               "the switches after the candidates");
@@ -933,7 +931,7 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
     // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
     // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
     // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // (bf16 and fp16) 10 is kPdsLoopFreeDp, 12 kPdsLoopFreeStores; at D = 256 (bf16) 10 kPdsLoopFree.
+    // 10 / 12 are the default; at D = 256 (bf16) 10 is kPdsLoopFree, 12 the default.
     case 9:
     case 10:
     case 11:
@@ -941,17 +939,11 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
       if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (the default body in the fixed order)
         if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
       }
-      if constexpr (D == 128) {  // (bf16 and fp16)
-        if (cfg == kBwdPdsLoopFreeDpCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDp>(p, stream);
-        if (cfg == kBwdPdsLoopFreeStoresCfg) {
-          return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeStores>(p, stream);
-        }
-      }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
         if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if constexpr (D != 128) {  // (12 at D = 128: kPdsLoopFreeStores above)
+        if constexpr (D != 128 && D != 256) {  // (12 at D = 128 / 256: the default)
           if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
         }
       }

@@ -77,7 +77,7 @@ __device__ __forceinline__ bool bwd_pds_dq_first(const int cfg) {
 constexpr int kBwdPdsDpOnePassCfg = 15;
 constexpr int kPdsDpOnePass = 3;
 // 15's kernel with the S and dQ k-loops fully unrolled and FlashAttention-2's phase order (dV, dQ, dK): D = 128's
-// default body before kPdsLoopFreeDp, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
+// default body before kPdsLoopFree, kernel_options(bwd_sm80_cfg=13) at D = 128 (comparisons) and the body of the
 // 4-warp D = 128 tile's kernels; at D = 256 (one dP pass already) cfg 15 runs it.
 constexpr int kPdsDpOnePassUnrolled = 4;
 // kernel_options(bwd_sm80_cfg=14) at D = 128 (comparisons; at D = 256 14 is the fixed phase order): the plain body
@@ -88,16 +88,6 @@ constexpr int kPdsPlain = 5;
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
 // H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
-// kernel_options(bwd_sm80_cfg=10) at D = 128 (comparisons; at D = 64 10 is FA2's tile): kPdsLoopFree with the P / dS
-// store addresses as four base registers plus immediates (12 registers fewer live across the dP GEMM) and its dP
-// k-loop fully unrolled in sm_90a code (by 4 in sm_80 code, where fully it spilled): 10 % fewer instructions, but
-// 0.8-1.1 % slower on an H200 (the dP loads bunch up: mio_throttle, short_scoreboard).
-constexpr int kBwdPdsLoopFreeDpCfg = 10;
-constexpr int kPdsLoopFreeDp = 8;
-// kernel_options(bwd_sm80_cfg=12) at D = 128 (comparisons; elsewhere 12 is a pipelined candidate): kPdsLoopFree
-// with kPdsLoopFreeDp's store addresses, the dP k-loop by 4: 0.9-1.7 % slower than kPdsLoopFree on an H200.
-constexpr int kBwdPdsLoopFreeStoresCfg = 12;
-constexpr int kPdsLoopFreeStores = 9;
 // D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
 // unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
 // running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
@@ -171,6 +161,24 @@ __device__ __forceinline__ Keep bwd_pds_keep_bits(const SeqMask& mk, int rbase, 
     keep |= static_cast<Keep>(w[0]) << (mt * SNT * 4);
   }
   return keep;
+}
+
+// The query positions r0 whose BM-row tile is full against the key block [n0, n0 + BN)
+// (SeqMask::tile_full(r0, r0 + BM, n0, n0 + BN)): r0 <= x, or y <= r0 <= z. tile_full solved for r0: either all
+// rows are context rows (r0 + BM <= ctx, within the history), or the rows lie in [ctx, hist - BM] and inside both
+// windows of every key (tests/hstu/test_mask_rows.py, `bwd80` case, checks it against tile_full).
+template <int BM, int BN>
+__device__ __forceinline__ void bwd_pds_full_rows(const SeqMask& mk, const int n0, int& x, int& y, int& z) {
+  x = INT_MIN;
+  y = 1;
+  z = 0;  // (none)
+  if (n0 + BN > mk.hist) return;
+  const int64_t xl = static_cast<int64_t>(min(mk.ctx, mk.hist)) - BM;
+  const int64_t zl = (mk.wl >= 0 ? min(static_cast<int64_t>(mk.hist), static_cast<int64_t>(n0) + 1 + mk.wl)
+                                 : static_cast<int64_t>(mk.hist)) - BM;
+  x = static_cast<int>(max(xl, static_cast<int64_t>(INT_MIN)));
+  y = mk.wr >= 0 ? max(mk.ctx, n0 + BN - 1 - mk.wr) : mk.ctx;
+  z = static_cast<int>(max(zl, static_cast<int64_t>(INT_MIN)));
 }
 
 // ldmatrix fragments of one k-step: NA A-operand and NB B-operand x4 loads.
@@ -279,15 +287,21 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // and unpredicated dQ atomics (phase_dq). Fully unrolled the dP k-loop spilled 20 B in sm_90a code and 16-20 B in
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
-  constexpr bool kLoopFree =
-      PIPE == kPdsLoopFree || PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores || PIPE == kPdsLoopFreeDqFirst;
-  constexpr bool kStoreXadd = PIPE == kPdsLoopFreeDp || PIPE == kPdsLoopFreeStores;
+  constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody;
+  // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
+  // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
+  // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
+  // (B16 S4K). Not at D = 256 (correct there, its time not measured) nor in sm_80 code (the two-stage D = 128 kernel
+  // spilled 4 B with them).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr int kDpUnroll = kStoreXadd || STAGES == 2 ? 4 : 2;
+  constexpr bool kLeanLoad = false;
 #else
-  constexpr int kDpUnroll = PIPE == kPdsLoopFreeDp ? 1 : kStoreXadd || STAGES == 2 ? 4 : 2;  // (1: fully)
+  constexpr bool kLeanLoad = kLoopFree && D == 128;
 #endif
-  constexpr bool kFixedOrder = kLoopFree && PIPE != kPdsLoopFreeDqFirst;
+  constexpr bool kFullMap = kLeanLoad;
+  constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
+  constexpr bool kFixedOrder = kLoopFree && !kDqFirstBody;
   constexpr bool kUnrollSDq = PIPE == kPdsDpOnePassUnrolled || kLoopFree;
   constexpr bool kDpOnePass = PIPE == kPdsDpOnePass || kUnrollSDq;
   constexpr bool kFa2Order = PIPE == kPdsDpOnePassUnrolled && STAGES == 2;
@@ -383,6 +397,33 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
     load_tile_async<BM, D, NT>(sq, qg, p.q_row_stride, si.lq - m, t);
     load_tile_async<BM, D, NT>(sq + BM * D * 2, dog, p.do_row_stride, si.lq - m, t);
   };
+  // kLeanLoad: the same copies on a full tile (m + BM <= lq, uniform; else load_q_do) without per-row predicates
+  // and with fewer address instructions: the tile's two base pointers are uniform, each thread's byte offset is
+  // formed once, its ROWS / KR rows are KR rows apart (a uniform step), and in shared memory each is the first
+  // one's offset plus a constant (the swizzle depends on row % 8 only: a thread's chunk lies below the KR-row step).
+  auto load_q_do_lean = [&](const uint32_t sq, const int m, const uint32_t t) {
+    constexpr int kChunks = D / 8, KR = NT / kChunks;
+    static_assert(BM % KR == 0 && KR % 8 == 0 && L::swz(KR, 0) == KR * D * 2, "rows KR apart: a constant offset");
+    if (m + BM > si.lq) {
+      load_q_do(sq, m, t);
+      return;
+    }
+    const int r_t = static_cast<int>(t) / kChunks, c_t = static_cast<int>(t) % kChunks;
+    const uint32_t s_t = sq + L::swz(r_t, c_t * 8);
+    const char* qg = reinterpret_cast<const char*>(static_cast<const T*>(p.q) + (int64_t)(si.q_start + m) *
+                                                   p.q_row_stride + h * p.q_head_stride);
+    const char* dog = reinterpret_cast<const char*>(static_cast<const T*>(p.dout) + (int64_t)(si.q_start + m) *
+                                                    p.do_row_stride + h * p.do_head_stride);
+    qg += ((int64_t)r_t * p.q_row_stride + c_t * 8) * (int64_t)sizeof(T);
+    dog += ((int64_t)r_t * p.do_row_stride + c_t * 8) * (int64_t)sizeof(T);
+    const int64_t q_step = KR * p.q_row_stride * (int64_t)sizeof(T);
+    const int64_t do_step = KR * p.do_row_stride * (int64_t)sizeof(T);
+#pragma unroll
+    for (int it = 0; it < BM / KR; ++it) {
+      cp_async_16(s_t + it * KR * D * 2, qg + it * q_step);
+      cp_async_16(s_t + BM * D * 2 + it * KR * D * 2, dog + it * do_step);
+    }
+  };
   const T* kg = static_cast<const T*>(p.k) + (int64_t)(si.k_start + n0) * p.k_row_stride + h * p.k_head_stride;
   const T* vg = static_cast<const T*>(p.v) + (int64_t)(si.k_start + n0) * p.v_row_stride + h * p.v_head_stride;
   const int keys_used = max(0, min(BN, si.lk - n0));
@@ -410,6 +451,25 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   __shared__ int4 tile_map;
   if (kSkipGap && tid == 0) tile_map = make_int4(mb_begin + n_a, gap, mb_begin + n_mt + gap, 0);
   const uint32_t sMap = smem_u32(&tile_map);
+  // kFullMap: the query positions r0 whose tile is full against this key block (bwd_pds_full_rows), parked in shared
+  // memory as tile_map (no registers across the loop).
+  __shared__ int4 full_map;
+  if (kFullMap && tid == 0) {
+    int x, y, z;
+    bwd_pds_full_rows<BM, BN>(mk, n0, x, y, z);
+    full_map = make_int4(x, y, z, 0);
+  }
+  const uint32_t sFull = smem_u32(&full_map);
+  auto tile_full_at = [&](const int r0) {
+    if constexpr (!kFullMap) {
+      return mk.tile_full(r0, r0 + BM, n0, n0 + BN);
+    } else {
+      int x, y, z;
+      asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(sFull));
+      asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(z) : "r"(sFull + 8));
+      return r0 <= x || (r0 >= y && r0 <= z);
+    }
+  };
   auto next_tile = [&](const int mb) {  // the tile after mb
     if constexpr (!kSkipGap) return mb + 1;
     int a_end, g;
@@ -461,7 +521,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         const int mn = next_tile(mb) * BM;
         const uint32_t ot = opaque(tid);
         const uint32_t sQn = sQ0 + (stage ^ 1) * kStageBytes;
-        load_q_do(sQn, mn, ot);
+        if constexpr (kLeanLoad) {
+          load_q_do_lean(sQn, mn, ot);
+        } else {
+          load_q_do(sQn, mn, ot);
+        }
         cp_async_commit();
       }
       const uint32_t sQ = sQ0 + stage * kStageBytes;
@@ -544,7 +608,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         using Keep = std::conditional_t<(SMT * SNT * 4 > 32), uint64_t, uint32_t>;
         static_assert(SMT * SNT * 4 <= 64, "one mask bit per accumulator element");
         Keep keep = ~Keep{0};
-        if (!mk.tile_full(r0, r0 + BM, n0, n0 + BN)) {
+        if (!tile_full_at(r0)) {
           if constexpr (!kRowMask) {
             keep = 0u;
             for_each_score<SMT, SNT>(rbase, jbase, [&](int mt, int nt, int e, int r, int j) {
@@ -573,11 +637,8 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
         constexpr bool kFmaFactor = true;
 #endif
         const uint32_t tP = LP::swz(s_m + ln / 4, s_n + (ln % 4) * 2);
-        // Element (mt, nt, hf)'s P / dS address in the tile: kStoreXadd as (tP ^ lo) + hi (LP::xadd: four distinct
-        // lo, the rows immediates; tP has no bits in rows 8 / 16), else tP ^ swz (one register per store).
-        auto p_off = [&](const int mt, const int nt, const int hf) {
-          return kStoreXadd ? LP::xadd(tP, mt * 16 + hf * 8, nt * 8) : tP ^ LP::swz(mt * 16 + hf * 8, nt * 8);
-        };
+        // Element (mt, nt, hf)'s P / dS address in the tile (one register per store).
+        auto p_off = [&](const int mt, const int nt, const int hf) { return tP ^ LP::swz(mt * 16 + hf * 8, nt * 8); };
         auto silu_pair = [&](const int mt, const int nt, const int hf, auto masked) {
           float pv[2];
 #pragma unroll
@@ -859,7 +920,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           phase_dq();
           phase_kv(std::integral_constant<int, 2>());
         } else if constexpr (kLoopFree) {
-          if (PIPE == kPdsLoopFreeDqFirst && warp >= NWARPS / 2) {
+          if (kDqFirstBody && warp >= NWARPS / 2) {
             phase_dq();
             phase_kv(std::integral_constant<int, 1>());
             phase_kv(std::integral_constant<int, 2>());
@@ -884,7 +945,11 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
           __syncthreads();  // every warp is done with Q and dO: the next tile's load overlaps dQ
           const int mn = next_tile(mb) * BM;
           const uint32_t ot = opaque(tid);
-          load_q_do(sQ, mn, ot);
+          if constexpr (kLeanLoad) {
+            load_q_do_lean(sQ, mn, ot);
+          } else {
+            load_q_do(sQ, mn, ot);
+          }
           cp_async_commit();
         }
         phase_dq();
