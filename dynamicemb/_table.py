@@ -60,8 +60,6 @@ _POLICIES = {  # name -> (policy family of the kernels, epoch flag)
 }
 _MODE = {"find_or_insert": 0, "insert_or_assign": 1, "insert_and_evict": 2, "assign": 3, "assign_scores": 4,
          "accum_or_assign": 5}
-# int64 words of the CUDA upsert's scratch past its 2n entries (kPendingExtra, table_types.h; the op checks it).
-_PENDING_EXTRA = 16 + 64 * 16
 _INIT_KINDS = {"constant": 0, "uniform": 1, "normal": 2, "truncated_normal": 3}
 _VALUE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KEY_DTYPES = (torch.int64, torch.uint64)
@@ -294,10 +292,6 @@ class ScoredHashTable:
         >>> t.find(keys).found.all()
         tensor(True)
     """
-
-    # Private kernel options of CUDA upserts (bits above the mode byte of the op's mode argument: table_kernels.cuh
-    # kUpsertOpt*), for side-by-side measurements; 0 is the product path.
-    _upsert_options = 0
 
     def __init__(
         self,
@@ -547,11 +541,10 @@ class ScoredHashTable:
         init = (initializer or self.initializer).op_args()
         # CUDA upserts run a first pass (hits and inserts into free slots) and an insert pass; the first queues
         # the keys the second handles (evictions, duplicates) here: 2n words of (key, index) pairs, then
-        # kPendingExtra words holding the pending counts (table_types.h).
-        pending = (self._empty(2 * keys.numel() + _PENDING_EXTRA, dtype=torch.int64) if self.device.type == "cuda"
-                   else None)
+        # kPendingExtra = 16 words holding the pending count.
+        pending = self._empty(2 * keys.numel() + 16, dtype=torch.int64) if self.device.type == "cuda" else None
         _ops().table_upsert(
-            *self._table_args(), self._policy, _MODE[mode] | self._upsert_options << 8, keys, values, scores, accum, values_out, found_out,
+            *self._table_args(), self._policy, _MODE[mode], keys, values, scores, accum, values_out, found_out,
             slots_out, stats, evicted[0], evicted[1], evicted[2], self._use_epoch, int(self.epoch), *init, pending,
             self._values_host(), self._claim_hbm_slots(),
         )

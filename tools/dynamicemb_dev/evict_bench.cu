@@ -4,7 +4,7 @@
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
 //        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] \
-//        [ncu|-] [uniform|zipf] [options=0[,options...]]
+//        [ncu|-] [uniform|zipf]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
@@ -16,28 +16,19 @@
 // two trees = the same eviction results. `ncu`: one rep per op inside cudaProfilerStart/Stop (for
 // `ncu --profile-from-start off`). `zipf`: the hits drawn as benchmarks/hash_table.py's Zipf keys (pool index
 // (Zipf(1.05) - 1) mod n, numpy's sampler, so hot keys repeat), the input rows a function of the key (every
-// duplicate writes the same row: the checksums stay order-independent). `options`: the upsert's private kernel
-// options (table_kernels.cuh kUpsertOpt*), each a run of all ops on the same batches; assign (every hit writes its
-// row, misses do nothing) is timed too.
+// duplicate writes the same row: the checksums stay order-independent). assign (every hit writes its row, misses
+// do nothing) is timed after the three inserting ops.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "../../benchmarks/table_timing_harness.cuh"
-
-#ifdef EVICT_BENCH_MAIN_TREE  // built against a tree without the upsert's private options (main 6693e9b)
-constexpr int kUpsertOptionShift = 8;  // (options must be 0 there)
-constexpr int kPendingCountWord = kPendingExtra / 2;
-constexpr int kPendingShards = 0;
-constexpr int kPendingShardStride = 16;
-#endif
 
 // Random keys below 2^62 (stored) from a stream id.
 __global__ void gen_keys(uint64_t* out, int64_t n, uint64_t stream) {
@@ -112,17 +103,6 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
   const bool zipf = argc > 5 && !std::strcmp(argv[5], "zipf");
-  std::vector<int> optlist;
-  {
-    std::string o = argc > 6 ? argv[6] : "0";
-    size_t a = 0;
-    while (a <= o.size()) {
-      const size_t b = o.find(',', a);
-      optlist.push_back(std::atoi(o.substr(a, b == std::string::npos ? std::string::npos : b - a).c_str()));
-      if (b == std::string::npos) break;
-      a = b + 1;
-    }
-  }
   const int64_t dim = 32;
   const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
   cudaStream_t s;
@@ -195,7 +175,7 @@ int main(int argc, char** argv) {
   const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict", "assign"};
   for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   const int nreps = ncu ? 1 : reps + 1;
-  // Zipf batches: the pool index of each position (-1: a new key), the same for every op and option.
+  // Zipf batches: the pool index of each position (-1: a new key), the same for every op.
   std::vector<int64_t*> zidx(nreps, nullptr);
   if (zipf) {
     std::vector<int64_t> h(n);
@@ -210,7 +190,6 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("keys: %s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits");
-  for (int opts : optlist)
   for (int op = 0; op < 4; ++op) {
     std::vector<float> tk[8], ttot;
     long long pend = -1, st[kNumStats] = {};
@@ -226,8 +205,7 @@ int main(int argc, char** argv) {
       UpsertParams p = base;
       p.keys = keys;
       p.n = n;
-      p.mode = (op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign) |
-               opts << kUpsertOptionShift;
+      p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign;
       if (op == 0) {
         p.values_out = vout;
         p.found_out = found;
@@ -255,12 +233,7 @@ int main(int argc, char** argv) {
       }
       if (r == nreps - 1) {  // checks of the last rep
         CK(cudaMemcpy(st, stats, sizeof st, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&pend, pending + 2 * n + kPendingCountWord, 8, cudaMemcpyDeviceToHost));
-        for (int sh = 0; sh < kPendingShards; ++sh) {  // the persistent first pass's queue (kOptWarpQueue)
-          long long c = 0;
-          CK(cudaMemcpy(&c, pending + 2 * n + 16 + kPendingShardStride * sh, 8, cudaMemcpyDeviceToHost));
-          pend += c;
-        }
+        CK(cudaMemcpy(&pend, pending + 2 * n + kPendingExtra / 2, 8, cudaMemcpyDeviceToHost));
         CK(cudaMemset(cnt, 0, 8));
         table_sum<<<1024, 256, 0, s>>>(t, cnt);
         CK(cudaMemcpyAsync(&tsum, cnt, 8, cudaMemcpyDeviceToHost, s));
@@ -273,7 +246,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("opt %d %-17s total %7.1f us (%.3f billion/s)", opts, names[op], med(ttot), n / med(ttot) / 1e3);
+    std::printf("%-17s total %7.1f us (%.3f billion/s)", names[op], med(ttot), n / med(ttot) / 1e3);
     const char* kn[] = {"begin", "first", "insert"};
     for (int k = 0; k < 3; ++k)
       if (!tk[k].empty()) std::printf("  %s %6.1f", kn[k], med(tk[k]));

@@ -234,10 +234,7 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
               t.ref.hbm_slots, " for its buffers), got ", hbm_slots);
   if (hbm_slots >= 0) t.ref.hbm_slots = hbm_slots;
   accel::check_dim(keys, "keys", 1);
-  const int64_t options = mode >> kUpsertOptionShift;  // private kernel options (CUDA only)
-  mode &= (int64_t(1) << kUpsertOptionShift) - 1;
-  ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign && options >= 0 && options < (1 << 16),
-              "mode: unknown upsert mode ", mode);
+  ACCEL_CHECK(mode >= kFindOrInsert && mode <= kAccumOrAssign, "mode: unknown upsert mode ", mode);
   UpsertParams p{};
   p.t = t.ref;
   p.mode = static_cast<int>(mode);
@@ -285,7 +282,6 @@ void table_upsert(Tensor tk, Tensor td, Tensor ts, Tensor tv, Tensor tl, Tensor 
     const bool defers = (mode == kFindOrInsert && p.values_out) || mode == kInsertOrAssign ||
                         mode == kInsertAndEvict || mode == kAssign;
     std::optional<HostRows> h = defers ? host_rows_for(t, keys, p.n, tvh, p.host) : std::nullopt;
-    p.mode = static_cast<int>(mode | options << kUpsertOptionShift);
     auto launch = [&] {
       dispatch(t.key_kind, t.value_kind, static_cast<int>(policy),
                [&](auto K, auto V, auto P) { launch_upsert<K.value, V.value, P.value>(p, stream_of(t)); });

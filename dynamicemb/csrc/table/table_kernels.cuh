@@ -26,7 +26,9 @@
 //     score, then restores the key (release), so rows are never torn and an eviction never overwrites a row
 //     someone is reading. The row copiers' first pass (assign, insert_or_assign) takes that lock inside the probe
 //     (the CAS right after the relaxed load that read the key; never on a slot read LOCKED; probe_concurrent<true>),
-//     and a tile that took it, or met it held by a duplicate, never waits on another slot.
+//     and a tile that took it, or met it held by a duplicate, never waits on another slot. Under LRU a tile that
+//     read its key's slot LOCKED and waited until it saw the key yields too (a duplicate held it meanwhile): only
+//     tiles whose first read saw the key take the lock, so a hot key's waiters add no holds to its slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
 //     rescans the bucket's digests and scores (scan_bucket), and replaces the slot of least (score, digest, key)
 //     (evicts_before; no slot position, so every layout evicts the same key) if the new score is strictly
@@ -207,9 +209,8 @@ __device__ __forceinline__ void init_new_row(const UpsertParams* pp, int64_t slo
 
 // The pending count of an upsert: a word of the pending scratch past its 2n entries, in its own 64-byte span
 // (see kPendingExtra), so its atomics do not contend with the reads of the op clock in the counters line.
-constexpr int kPendingCountWord = 8;  // past the 2n entry words
 __device__ __forceinline__ unsigned long long* pending_count(const UpsertParams& p) {
-  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingCountWord);
+  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2);
 }
 
 
@@ -632,210 +633,17 @@ TABLE_HD int main_family(int mode) {
 // row copiers measured no better with 128 (327 against 322 us) and keep 256; so do the others (not measured).
 template <int F>
 constexpr int kMainBlock = F == kFamilyInit || F == kFamilyInitConst ? 128 : kBlock;
-// Private options of the CUDA upsert: bits of the op's mode argument above kUpsertOptionShift (table_types.h),
-// split off by launch_upsert. Variants measured side by side (docs/dynamicemb_storage_notes.md).
-enum UpsertOption : int {
-  // LRU row copiers' first pass: a hit whose slot the probe waited out (read LOCKED, then the key: a duplicate of
-  // this batch held it while this occurrence was served) yields, as one whose lock CAS met the slot held does,
-  // instead of taking the lock after the wait.
-  kOptYieldWaited = 1,
-  // LRU row copiers' first pass: one probe per key per block; the key's later occurrences in the block take the
-  // first one's outcome (a hit or an insert: they yield as above; deferred: deferred too).
-  kOptBlockDedup = 2,
-  // First pass: persistent warps over groups of kWarpKeys keys, each warp queuing its deferred keys by one atomic
-  // on a sharded counter (no block barrier between a warp's keys and its block's others).
-  kOptWarpQueue = 4,
-};
-
-// Keys per warp (the insert pass's groups; the persistent first pass's groups).
-constexpr int kWarpKeys = 32 / kTile;
-// The persistent first pass's pending queue: group g queues into shard g mod kPendingShards, whose counter is
-// word 2n + 16 + kPendingShardStride s of the pending scratch (its own 128-byte line) and whose entries fill a
-// region of its groups' keys (shard_region); the insert pass reads the shards through the prefix of their counts.
-constexpr int kPendingShards = 64;
-constexpr int kPendingShardStride = 16;
-static_assert(16 + kPendingShards * kPendingShardStride <= kPendingExtra, "pending scratch: shard counters");
-__device__ __forceinline__ unsigned long long* pending_shard(const UpsertParams& p, int s) {
-  return reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + 16 + kPendingShardStride * s);
-}
-// First entry of shard s's region: kWarpKeys per group of the shard, the last group (n - kWarpKeys (G - 1) keys)
-// counted as it is.
-__device__ __forceinline__ int64_t shard_region(int64_t n, int s) {
-  const int64_t G = (n + kWarpKeys - 1) / kWarpKeys, q = G / kPendingShards, r = G % kPendingShards;
-  int64_t start = kWarpKeys * (s * q + (s < r ? s : r));
-  if ((G - 1) % kPendingShards < s) start -= kWarpKeys * G - n;
-  return start;
-}
-
-// One key of the first pass (by its tile): probe, serve a hit, claim a free slot or defer (defer, full), write the
-// key's outputs unless deferred; slot_o / stat_o: its outcome (for duplicates that take it, kOptBlockDedup).
-// s_p, s_clock: the parameters and the op clock in shared memory.
-template <int K, int V, int P, int F>
-__device__ __forceinline__ void first_pass_key(const UpsertParams& p, const UpsertParams* s_p,
-                                               const unsigned long long* s_clock, unsigned* s_stats,
-                                               const Tile& tile, int64_t i, uint64_t key, unsigned probe_lanes,
-                                               int opts, bool& defer, bool& full, int64_t& slot_o, int& stat_o) {
-  using T = typename Val<V>::T;
-  const bool lead = tile.thread_rank() == 0;
-  constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
-  const TableRef& t = p.t;
-  const int64_t dim = t.dim;
-  // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
-  // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
-  const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
-                   : F == kFamilyCopy ? (p.mode == kAssign ? static_cast<int>(kAssign)
-                                                           : static_cast<int>(kInsertOrAssign))
-                                      : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
-                                                                  : static_cast<int>(kAssignScores));
-  // The op clock and the caller's score are read where used (fewer registers live across the probe).
-  const auto clock = [&] { return static_cast<uint64_t>(*s_clock); };
-  int64_t slot = -1;
-  int stat = -1;
-  bool hit = false;
-  // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
-  // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
-  // the key's row, 1 a read into values_out, -1 none).
-  const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s); };
-  int host_rw = -1;
-  if (is_reserved_key(key)) {
-    stat = kStatIllegal;
-  } else {
-    const bool given = p.scores_in != nullptr;
-    const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
-    const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
-    const KeyHome h = home_of(t, key);
-    // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
-    // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
-    if (F == kFamilyCopy && p.values_in)
-      prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
-    FreeMasks free_mask;
-    // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
-    int lock = kHitLockNone;
-    // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
-    // assign_scores never insert; accum_or_assign inserts only keys without the flag).
-    const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
-                            : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
-                                                : true;
-    slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock,
-                                                     P == kPolicyLru && (opts & kOptYieldWaited))
-                            : probe_concurrent(tile, t, key, h, free_mask, may_insert);
-    // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
-    // them apart), so that the hits' row copies and score touches run once per warp instead of once per
-    // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
-    // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
-    // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
-    // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
-    if (kMeet) __syncwarp(probe_lanes);
-    hit = slot >= 0;
-    const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
-    const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
-    const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
-    const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
-    if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
-      prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
-    // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
-    // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
-    // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
-    bool owner = false;
-    if (locking || inserting) {
-      int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
-      while (target >= 0) {
-        uint64_t seen = 0;
-        if (locking && lock != kHitLockNone) {
-          seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
-        } else {
-          if (lead) {
-            seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
-            if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
-          }
-          seen = tile.shfl(seen, 0);
-        }
-        if (locking) {
-          owner = seen == key;
-          // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
-          // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
-          // same); other policies leave the key to the insert pass.
-          if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
-          break;
-        }
-        if (seen == kEmptyKey) {
-          owner = true;
-          slot = target;
-          break;
-        }
-        if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
-        target = next_free_candidate(tile, t, h, free_mask);
-      }
-      // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
-      defer = !owner && stat < 0;
-      full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
-    }
-    if (owner) {
-      // Score and digest first: fewer values stay live across the out-of-line initializer call.
-      if (lead) {
-        const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
-        t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
-        if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
-      }
-      T* row = row_ptr<T>(t, slot);
-      const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
-      if (deferred(slot)) host_rw = 0;
-      if (mode == kFindOrInsert)
-        init_new_row<V, F == kFamilyInitConst>(s_p, slot, i, key, clock(), host_rw < 0);
-      else if (hit && mode == kAccumOrAssign)
-        accum_row<V>(tile, row, row_in, dim);
-      else if (host_rw < 0)
-        copy_row(tile, row, row_in, dim, false);
-      tile.sync();
-      if (lead) publish_key(t.keys, slot, key);
-      stat = hit ? kStatAssigned : kStatInserted;
-    } else if (hit && reads_only) {
-      // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
-      // prefetched into L2 before the inserts' claims above).
-      if (deferred(slot)) host_rw = 1;
-      else if (mode == kFindOrInsert && p.values_out)
-        copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
-      if (lead) touch_score<P>(p, slot, clock(), given, score_in());
-      stat = kStatAssigned;
-    }
-  }
-  if (!defer) {
-    if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
-      if (F == kFamilyInitConst)
-        fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
-      else
-        init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
-    }
-    if (lead) {
-      if (p.slots_out) p.slots_out[i] = slot;
-      if (p.found_out) p.found_out[i] = hit;
-      if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
-    }
-  }
-  if (F != kFamilyOther && lead && p.host.ops)
-    p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
-                                 : host_op_none(p.host.bits, i);
-  slot_o = slot;
-  stat_o = defer ? -2 : stat;
-}
-
 template <int K, int V, int P, int F>
 __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFamilyInitConst ? 48 : 40) * 32 /
                                                        kMainBlock<F>)
-    upsert_main_kernel(UpsertParams p, int opts) {
+    upsert_main_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
+  using T = typename Val<V>::T;
   __shared__ unsigned s_stats[kNumStats];
   __shared__ unsigned s_queued;
   __shared__ unsigned long long s_queue_base;
   __shared__ unsigned long long s_clock;
   __shared__ UpsertParams s_p;  // for the out-of-line initializer
-  // kOptBlockDedup: the block's keys, then each first occurrence's outcome (slot; stat, -2 deferred, -3 deferred
-  // with its bucket full).
-  constexpr bool kDedup = F == kFamilyCopy && P == kPolicyLru;
-  constexpr int kBlockKeys = kMainBlock<F> / kTile;
-  __shared__ unsigned long long s_dkey[kDedup ? kBlockKeys : 1];
-  __shared__ long long s_dslot[kDedup ? kBlockKeys : 1];
-  __shared__ int s_dstat[kDedup ? kBlockKeys : 1];
   if (threadIdx.x == 32) s_p = p;
   if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
   if (threadIdx.x == 0) {
@@ -848,52 +656,154 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
   // would otherwise start their probes one round trip after the block starts).
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / kTile;
   const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
-  const bool dedup = kDedup && (opts & kOptBlockDedup) && p.host.ops == nullptr;
-  const int bt = static_cast<int>(threadIdx.x) / kTile;  // the tile's key in the block
-  if (kDedup && dedup && (threadIdx.x & (kTile - 1)) == 0) s_dkey[bt] = key;
   __syncthreads();
   Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
   const bool lead = tile.thread_rank() == 0;
-  // The warp's lanes that probe (find_or_insert: the __syncwarp after the probe, first_pass_key).
+  // The warp's lanes that probe (find_or_insert: the __syncwarp after the probe, below).
   constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
   const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
   bool defer = false;
   bool full = false;  // deferred: a missing key whose bucket has no free slot left
-  int first = -1;     // kOptBlockDedup: the block's first occurrence of the key, when not this one
-  if (kDedup && dedup && i < p.n && !is_reserved_key(key)) {
-    int f = kBlockKeys;
-    for (int j = static_cast<int>(tile.thread_rank()); j < bt; j += kTile)
-      if (s_dkey[j] == key) {
-        f = j;
-        break;
+  if (i < p.n) {
+    const TableRef& t = p.t;
+    const int64_t dim = t.dim;
+    // The mode as one of the family's own (a compile-time set, so the other families' paths are not compiled
+    // in; insert_and_evict is insert_or_assign here: evictions happen in the insert pass).
+    const int mode = F == kFamilyInit || F == kFamilyInitConst ? static_cast<int>(kFindOrInsert)
+                     : F == kFamilyCopy ? (p.mode == kAssign ? static_cast<int>(kAssign)
+                                                             : static_cast<int>(kInsertOrAssign))
+                                        : (p.mode == kAccumOrAssign ? static_cast<int>(kAccumOrAssign)
+                                                                    : static_cast<int>(kAssignScores));
+    // The op clock and the caller's score are read where used (fewer registers live across the probe).
+    const auto clock = [&] { return static_cast<uint64_t>(s_clock); };
+    int64_t slot = -1;
+    int stat = -1;
+    bool hit = false;
+    // Hybrid tables (p.host.ops set; never for kFamilyOther): a host row this pass would copy is left to
+    // launch_host_rows, which copies the rows in host-slot order before the insert pass (host_rw: 0 a write of
+    // the key's row, 1 a read into values_out, -1 none).
+    const auto deferred = [&](int64_t s) { return F != kFamilyOther && p.host.ops != nullptr && ref_host_slot(t, s); };
+    int host_rw = -1;
+    if (is_reserved_key(key)) {
+      stat = kStatIllegal;
+    } else {
+      const bool given = p.scores_in != nullptr;
+      const auto score_in = [&] { return given ? p.scores_in[i] : uint64_t(0); };
+      const bool flag = p.accum_flags != nullptr && p.accum_flags[i];
+      const KeyHome h = home_of(t, key);
+      // The row copiers' input row starts moving into L2 now (no registers held): the probe and the claim or
+      // lock CAS overlap its DRAM latency, and the copy after them reads L2. (assign's misses waste it.)
+      if (F == kFamilyCopy && p.values_in)
+        prefetch_row_l2(tile, reinterpret_cast<const T*>(p.values_in) + i * dim, dim);
+      FreeMasks free_mask;
+      // The row copiers lock a hit inside the probe (every hit of theirs writes its row): `lock` below.
+      int lock = kHitLockNone;
+      // The candidate free slot's key word is read by the probe only for a key that may be inserted (assign and
+      // assign_scores never insert; accum_or_assign inserts only keys without the flag).
+      const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
+                              : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
+                                                  : true;
+      // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
+      // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
+      slot = F == kFamilyCopy
+                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru)
+                 : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+      // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
+      // them apart), so that the hits' row copies and score touches run once per warp instead of once per
+      // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
+      // tile of the warp holds one yet: claims come after this point); a row copier's probe locks its hit's slot,
+      // which another tile of the warp may be waiting for inside its own probe (a duplicate key), so the copiers
+      // cannot meet here. (accum_or_assign / assign_scores could; not measured.)
+      if (kMeet) __syncwarp(probe_lanes);
+      hit = slot >= 0;
+      const bool reads_only = mode == kFindOrInsert || mode == kAssignScores;
+      const bool skip = mode == kAccumOrAssign && (hit ? !flag : flag);  // present & no flag / missing & flag
+      const bool locking = hit && !reads_only && !skip;                   // row writer of a present key
+      const bool inserting = !hit && !skip && mode != kAssign && mode != kAssignScores;
+      if (hit && mode == kFindOrInsert && p.values_out && !deferred(slot))
+        prefetch_row_l2(tile, row_ptr<T>(t, slot), dim);
+      // One CAS per tile, the same instruction for both kinds: a row writer locks its hit's slot (key ->
+      // LOCKED), an insert claims the first free slot in probe order (EMPTY -> LOCKED), retrying along the probe
+      // order when another key took the slot. `owner`: the tile now holds `slot` LOCKED.
+      bool owner = false;
+      if (locking || inserting) {
+        int64_t target = locking ? slot : next_free_candidate(tile, t, h, free_mask);
+        while (target >= 0) {
+          uint64_t seen = 0;
+          if (locking && lock != kHitLockNone) {
+            seen = lock == kHitLockOwned ? key : kLockedKey;  // the probe's CAS on this slot
+          } else {
+            if (lead) {
+              seen = cas_key(t.keys, target, locking ? key : kEmptyKey, kLockedKey);
+              if (inserting && seen == kLockedKey) seen = wait_unlocked(t.keys, target);
+            }
+            seen = tile.shfl(seen, 0);
+          }
+          if (locking) {
+            owner = seen == key;
+            // A duplicate of this batch holds the slot. LRU row writers yield, as if this write came first and
+            // was overwritten (every writer stores the same score; the insert pass's LRU hit path does the
+            // same); other policies leave the key to the insert pass.
+            if (!owner && P == kPolicyLru && mode != kAccumOrAssign && seen == kLockedKey) stat = kStatAssigned;
+            break;
+          }
+          if (seen == kEmptyKey) {
+            owner = true;
+            slot = target;
+            break;
+          }
+          if (seen == key) break;  // a duplicate of this batch inserted it: the insert pass serves this one
+          target = next_free_candidate(tile, t, h, free_mask);
+        }
+        // Not owned: a full bucket (eviction), a duplicate's insert, or a slot a duplicate holds locked.
+        defer = !owner && stat < 0;
+        full = inserting && target < 0;  // (the insert pass goes straight to the eviction path)
       }
-    f = cg::reduce(tile, f, cg::less<int>());
-    if (f < bt) first = f;
-  }
-  int64_t slot = -1;
-  int stat = -1;
-  if (i < p.n && first < 0)
-    first_pass_key<K, V, P, F>(p, &s_p, &s_clock, s_stats, tile, i, key, probe_lanes, opts, defer, full, slot, stat);
-  if (kDedup && dedup) {
-    if (lead && i < p.n && first < 0) {
-      s_dslot[bt] = slot;
-      s_dstat[bt] = stat == -2 && full ? -3 : stat;
-    }
-    __syncthreads();
-    if (first >= 0) {
-      const int fs = s_dstat[first];
-      if (fs <= -2) {
-        defer = true;
-        full = fs == -3;
-      } else if (lead) {
-        // The first occurrence hit or inserted the key: this one yields (LRU row writers, as in the probe's held
-        // case); or it found it missing (assign): so does this one.
-        const long long fslot = s_dslot[first];
-        if (p.slots_out) p.slots_out[i] = fslot;
-        if (p.found_out) p.found_out[i] = fslot >= 0;
-        if (fslot >= 0) atomicAdd(&s_stats[kStatAssigned], 1u);
+      if (owner) {
+        // Score and digest first: fewer values stay live across the out-of-line initializer call.
+        if (lead) {
+          const uint64_t prev = hit ? __ldcg(reinterpret_cast<const unsigned long long*>(t.scores) + slot) : 0;
+          t.scores[slot] = policy_score(P, p.use_epoch, p.epoch, clock(), given, score_in(), hit, prev);
+          if (!hit) t.digests[slot] = static_cast<uint8_t>(h.d4);
+        }
+        T* row = row_ptr<T>(t, slot);
+        const T* row_in = p.values_in ? reinterpret_cast<const T*>(p.values_in) + i * dim : nullptr;
+        if (deferred(slot)) host_rw = 0;
+        if (mode == kFindOrInsert)
+          init_new_row<V, F == kFamilyInitConst>(&s_p, slot, i, key, clock(), host_rw < 0);
+        else if (hit && mode == kAccumOrAssign)
+          accum_row<V>(tile, row, row_in, dim);
+        else if (host_rw < 0)
+          copy_row(tile, row, row_in, dim, false);
+        tile.sync();
+        if (lead) publish_key(t.keys, slot, key);
+        stat = hit ? kStatAssigned : kStatInserted;
+      } else if (hit && reads_only) {
+        // Nobody writes the rows of present keys in these modes' first pass: copy without a lock (the row was
+        // prefetched into L2 before the inserts' claims above).
+        if (deferred(slot)) host_rw = 1;
+        else if (mode == kFindOrInsert && p.values_out)
+          copy_row(tile, row_ptr<T>(p.values_out, i, dim), row_ptr<T>(t, slot), dim, false);
+        if (lead) touch_score<P>(p, slot, clock(), given, score_in());
+        stat = kStatAssigned;
       }
     }
+    if (!defer) {
+      if (mode == kFindOrInsert && slot < 0 && p.values_out) {  // illegal key: the initial row
+        if (F == kFamilyInitConst)
+          fill_row<V>(tile, row_ptr<T>(p.values_out, i, dim), dim, p.init.value);
+        else
+          init_row<V>(tile, row_ptr<T>(p.values_out, i, dim), nullptr, dim, p.init, clock(), key);
+      }
+      if (lead) {
+        if (p.slots_out) p.slots_out[i] = slot;
+        if (p.found_out) p.found_out[i] = hit;
+        if (stat >= 0) atomicAdd(&s_stats[stat], 1u);
+      }
+    }
+    if (F != kFamilyOther && lead && p.host.ops)
+      p.host.ops[i] = host_rw >= 0 ? host_op(p.host.bits, host_rw == 1, ref_host_row(t, slot), i)
+                                   : host_op_none(p.host.bits, i);
   }
   // Queue the deferred keys: offsets inside the block from shared-memory atomics (one per warp), then ONE global
   // atomic per block. (One global atomic per warp on the shared count serialized at its L2 slice: measured on
@@ -918,58 +828,6 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
   flush_stats(p, s_stats);
 }
 
-// The first pass as persistent warps (kOptWarpQueue): the grid is the blocks that fit at once, each warp takes the
-// groups of kWarpKeys keys g = its index, + the grid's warps, ... and queues a group's deferred keys by one atomic
-// on the group's shard counter (pending_shard; entries in the shard's region). No block barrier until the end.
-template <int K, int V, int P, int F>
-__global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFamilyInitConst ? 48 : 40) * 32 /
-                                                       kMainBlock<F>)
-    upsert_main_persistent_kernel(UpsertParams p, int opts) {
-  using KT = typename KeyT<K>::T;
-  __shared__ unsigned s_stats[kNumStats];
-  __shared__ unsigned long long s_clock;
-  __shared__ UpsertParams s_p;  // for the out-of-line initializer
-  if (threadIdx.x == 32) s_p = p;
-  if (threadIdx.x < kNumStats) s_stats[threadIdx.x] = 0;
-  if (threadIdx.x == 0) s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
-  __syncthreads();
-  Tile tile = cg::tiled_partition<kTile>(cg::this_thread_block());
-  const bool lead = tile.thread_rank() == 0;
-  constexpr bool kMeet = F == kFamilyInit || F == kFamilyInitConst;
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t groups = (p.n + kWarpKeys - 1) / kWarpKeys;
-  const int64_t nwarps = static_cast<int64_t>(gridDim.x) * (kMainBlock<F> / 32);
-#pragma unroll 1
-  for (int64_t g = (static_cast<int64_t>(blockIdx.x) * kMainBlock<F> + threadIdx.x) / 32; g < groups;
-       g += nwarps) {
-    const int64_t i = g * kWarpKeys + lane / kTile;
-    const uint64_t key = i < p.n ? static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]) : 0;
-    const unsigned probe_lanes = kMeet ? __ballot_sync(0xffffffffu, i < p.n && !is_reserved_key(key)) : 0u;
-    bool defer = false, full = false;
-    int64_t slot = -1;
-    int stat = -1;
-    if (i < p.n)
-      first_pass_key<K, V, P, F>(p, &s_p, &s_clock, s_stats, tile, i, key, probe_lanes, opts, defer, full, slot,
-                                 stat);
-    const bool want = defer && lead;
-    const unsigned ballot = __ballot_sync(0xffffffffu, want);
-    if (ballot) {
-      const int sh = static_cast<int>(g % kPendingShards);
-      const int leader = __ffs(ballot) - 1;
-      unsigned long long base = 0;
-      if (lane == leader) base = atomicAdd(pending_shard(p, sh), static_cast<unsigned long long>(__popc(ballot)));
-      base = __shfl_sync(0xffffffffu, base, leader);
-      if (want) {
-        const uint64_t k = static_cast<uint64_t>(reinterpret_cast<const KT*>(p.keys)[i]);
-        reinterpret_cast<longlong2*>(p.pending)[shard_region(p.n, sh) + static_cast<int64_t>(base) +
-                                                __popc(ballot & ((1u << lane) - 1u))] =
-            make_longlong2(static_cast<long long>(k), static_cast<long long>(i | (full ? kPendingFullBucket : 0)));
-      }
-    }
-  }
-  flush_stats(p, s_stats);
-}
-
 // Pass 2 of an upsert: one tile per pending key. Only the device knows the pending count: the grid is capped at
 // the blocks that fit at once (2 per SM: the loop needs 98-128 registers without spills; at 3 blocks/SM, 80
 // registers, it spills), each warp looping over groups of 8 pending keys (blocks past the count exit at once).
@@ -977,34 +835,18 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
 // issue together (tiles left to drift apart serialize their round trips); no block barrier inside the loop (a
 // warp never waits for the block's slowest key). Stats gather in shared memory and are flushed once at the end.
 template <int K, int V, int P>
-__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p, int opts) {
+__global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p) {
   using KT = typename KeyT<K>::T;
   using T = typename Val<V>::T;
+  constexpr int kWarpKeys = 32 / kTile;
   // Written by earlier kernels, read-only here; one read per block (see the hit pass).
   __shared__ long long s_count;
   __shared__ unsigned long long s_clock;
-  // kOptWarpQueue: the shards' counts as an exclusive prefix (pending key j is in the last shard whose prefix is
-  // <= j) and their regions' first entries.
-  __shared__ long long s_pref[kPendingShards + 1];
-  __shared__ long long s_region[kPendingShards];
-  const bool warpq = (opts & kOptWarpQueue) != 0;
   if (threadIdx.x == 0) {
     s_count = static_cast<long long>(__ldg(reinterpret_cast<const unsigned long long*>(pending_count(p))));
     s_clock = static_cast<unsigned long long>(__ldg(p.t.counters + kCounterClock));
   }
-  if (warpq && threadIdx.x < kPendingShards) {
-    s_pref[threadIdx.x + 1] = static_cast<long long>(__ldg(pending_shard(p, threadIdx.x)));
-    s_region[threadIdx.x] = shard_region(p.n, threadIdx.x);
-  }
   __syncthreads();
-  if (warpq) {
-    if (threadIdx.x == 0) {
-      s_pref[0] = 0;
-      for (int s = 1; s <= kPendingShards; ++s) s_pref[s] += s_pref[s - 1];
-      s_count = s_pref[kPendingShards];
-    }
-    __syncthreads();
-  }
   const int64_t count = s_count;
   if (static_cast<int64_t>(blockIdx.x) * (kBlock / kTile) >= count) return;  // the whole block has no key
   __shared__ unsigned s_stats[kNumStats];
@@ -1028,15 +870,7 @@ __global__ void __launch_bounds__(kBlock, 2) upsert_insert_kernel(UpsertParams p
     const int64_t j = g * kWarpKeys + (threadIdx.x & 31) / kTile;
     if (j < count) {
       KeyArgs a;
-      int64_t ej = j;  // the entry of pending key j
-      if (warpq) {
-        int sh = 0;
-#pragma unroll
-        for (int step = kPendingShards / 2; step > 0; step >>= 1)
-          if (s_pref[sh + step] <= j) sh += step;
-        ej = s_region[sh] + (j - s_pref[sh]);
-      }
-      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[ej];  // (key, index): one load, not two
+      const longlong2 e = reinterpret_cast<const longlong2*>(p.pending)[j];  // (key, index): one load, not two
       a.key = static_cast<uint64_t>(e.x);
       a.i = e.y & ~kPendingFullBucket;
       a.score_given = p.scores_in != nullptr;
@@ -1200,53 +1034,29 @@ __global__ void begin_op_kernel(int64_t* counters, int64_t* stats, unsigned long
       pending_count[kInsertGroupWord] = 0;  // insert_group_counter
     }
   }
-  if (pending_count)  // the persistent first pass's shard counters (pending_shard)
-    for (int s = threadIdx.x; s < kPendingShards; s += blockDim.x)
-      pending_count[16 - kPendingCountWord + kPendingShardStride * s] = 0;
   if (threadIdx.x < kNumStats) stats[threadIdx.x] = 0;
 }
 }  // namespace detail
 
 // The insert pass's grid: at most the blocks that fit at once (2 per SM), so that no block waits for a second
 // wave; each loops over groups of pending keys. The SM count is read once per device (no sync).
-// SMs of the current device, read once per device (no sync); 0 if unknown.
-inline int device_sms() {
+inline unsigned insert_grid_cap() {
   static int sms[64] = {};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 512;
   if (sms[dev] == 0) {
     int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) return 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) return 512;
     sms[dev] = n;
   }
-  return sms[dev];
-}
-inline unsigned insert_grid_cap() {
-  const int n = device_sms();
-  return n > 0 ? 2u * static_cast<unsigned>(n) : 512u;
-}
-// The persistent first pass's grid cap: the blocks of its instance that fit at once (read once per device).
-template <int K, int V, int P, int F>
-unsigned first_pass_resident_grid() {
-  static int per_sm[64] = {};
-  int dev = 0;
-  const int n = device_sms();
-  if (n == 0 || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1024u;
-  if (per_sm[dev] == 0) {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, upsert_main_persistent_kernel<K, V, P, F>, kMainBlock<F>,
-                                                      0) != cudaSuccess || b <= 0)
-      b = 1;
-    per_sm[dev] = b;
-  }
-  return static_cast<unsigned>(per_sm[dev] * n);
+  return 2u * static_cast<unsigned>(sms[dev]);
 }
 inline unsigned grid_for_tiles(int64_t n) {
   return static_cast<unsigned>((n * kTile + kBlock - 1) / kBlock);
 }
 
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, int opts, cudaStream_t s);
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s);
 
 template <int K, int V, int P>
 void launch_lookup(const LookupParams& p, void* stream) {
@@ -1255,50 +1065,36 @@ void launch_lookup(const LookupParams& p, void* stream) {
   check_launch("lookup");
 }
 template <int K, int V, int P>
-void launch_upsert(const UpsertParams& p_in, void* stream) {
+void launch_upsert(const UpsertParams& p, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  // The private kernel options ride above the mode (kUpsertOptionShift).
-  UpsertParams p = p_in;
-  const int opts = p.mode >> kUpsertOptionShift;
-  p.mode &= (1 << kUpsertOptionShift) - 1;
   if (p.n > 0 && p.pending == nullptr)
     throw std::runtime_error("dynamicemb table: upsert needs a pending scratch of 2n + kPendingExtra int64");
-  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, opts, s);
+  if (!p.insert_pass_only) launch_upsert_first<K, V, P>(p, s);
   if (p.n == 0 || p.first_pass_only) return;
-  upsert_insert_kernel<K, V, P>
-      <<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p, opts);
+  upsert_insert_kernel<K, V, P><<<std::min<unsigned>(grid_for_tiles(p.n), insert_grid_cap()), kBlock, 0, s>>>(p);
   check_launch("upsert insert pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }
-// The first pass of family F: a block per kMainBlock<F> / kTile keys, or (kOptWarpQueue) the persistent warps.
-template <int K, int V, int P, int F>
-void launch_first_pass(const UpsertParams& p, int opts, cudaStream_t s) {
-  constexpr int kB = kMainBlock<F>;
-  const unsigned grid = static_cast<unsigned>((p.n * kTile + kB - 1) / kB);
-  if (opts & kOptWarpQueue)
-    upsert_main_persistent_kernel<K, V, P, F>
-        <<<std::min(grid, first_pass_resident_grid<K, V, P, F>()), kB, 0, s>>>(p, opts);
-  else
-    upsert_main_kernel<K, V, P, F><<<grid, kB, 0, s>>>(p, opts);
-}
 // begin_op and the first pass of an upsert.
 template <int K, int V, int P>
-void launch_upsert_first(const UpsertParams& p, int opts, cudaStream_t s) {
+void launch_upsert_first(const UpsertParams& p, cudaStream_t s) {
   detail::begin_op_kernel<K, V, P><<<1, 32, 0, s>>>(
       p.t.counters, p.stats,
-      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingCountWord) : nullptr);
+      p.n > 0 ? reinterpret_cast<unsigned long long*>(p.pending + 2 * p.n + kPendingExtra / 2) : nullptr);
   check_launch("begin_op");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
   if (p.n == 0) return;
   const int family = main_family(p.mode);
+  constexpr int kInitBlock = kMainBlock<kFamilyInit>;  // (= kMainBlock<kFamilyInitConst>)
+  const unsigned grid_init = static_cast<unsigned>((p.n * kTile + kInitBlock - 1) / kInitBlock);
   if (family == kFamilyInit && p.init.kind == kInitConstant && p.init.init_cols < 0)
-    launch_first_pass<K, V, P, kFamilyInitConst>(p, opts, s);
+    upsert_main_kernel<K, V, P, kFamilyInitConst><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyInit)
-    launch_first_pass<K, V, P, kFamilyInit>(p, opts, s);
+    upsert_main_kernel<K, V, P, kFamilyInit><<<grid_init, kInitBlock, 0, s>>>(p);
   else if (family == kFamilyCopy)
-    launch_first_pass<K, V, P, kFamilyCopy>(p, opts, s);
+    upsert_main_kernel<K, V, P, kFamilyCopy><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   else
-    launch_first_pass<K, V, P, kFamilyOther>(p, opts, s);
+    upsert_main_kernel<K, V, P, kFamilyOther><<<grid_for_tiles(p.n), kBlock, 0, s>>>(p);
   check_launch("upsert first pass");
   DYNAMICEMB_TABLE_PHASE_HOOK(s);
 }

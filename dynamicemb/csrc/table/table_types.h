@@ -77,18 +77,13 @@ enum UpsertMode : int {
   kAssignScores = 4,    // hit: set score; miss: nothing
   kAccumOrAssign = 5,   // flag set & hit: row += value; flag clear & miss: insert row; otherwise nothing
 };
-// The op's mode argument carries private options of the CUDA upsert's kernels above its low byte
-// (table_kernels.cuh, kUpsertOpt*: variants compared side by side); launch_upsert splits them off, the CPU twin
-// ignores them.
-constexpr int kUpsertOptionShift = 8;
 
 enum StatIndex : int { kStatInserted = 0, kStatAssigned = 1, kStatEvicted = 2, kStatRefused = 3, kStatIllegal = 4 };
 constexpr int kNumStats = 5;
 enum CounterIndex : int { kCounterClock = 0, kCounterSize = 1 };
 // int64 words of the CUDA upsert's pending scratch past its 2n entries; the pending count is word 2n + 8, at
-// least 64 bytes past the last entry, the insert pass's group counter word 2n + 12, and 64 shard counters of the
-// persistent first pass words 2n + 16 + 16 s (table_kernels.cuh, pending_shard).
-constexpr int64_t kPendingExtra = 16 + 64 * 16;
+// least 64 bytes past the last entry, and the insert pass's group counter word 2n + 12.
+constexpr int64_t kPendingExtra = 16;
 constexpr int kNumCounters = 4;
 
 enum InitKind : int { kInitConstant = 0, kInitUniform = 1, kInitNormal = 2, kInitTruncNormal = 3 };
