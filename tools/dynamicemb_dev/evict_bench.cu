@@ -3,7 +3,8 @@
 // on its own, so that two source trees (main's and a branch's) can be timed and profiled side by side:
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I<tree> \
-//        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] [ncu]
+//        tools/dynamicemb_dev/evict_bench.cu -o /tmp/eb && /tmp/eb [capacity_log2=26] [batch_log2=20] [reps=5] \
+//        [ncu|-] [uniform|zipf]
 //
 // Workload (benchmarks/hash_table.py --fill hkv --lambdas 1.0): 2^capacity_log2 slots (buckets of 128) filled by
 // insert_or_assign in batches of 2^batch_log2 random keys, topped up until the size is within 0.001 of the
@@ -13,11 +14,15 @@
 // Prints the insert pass's pending count and an order-independent checksum of the table after the op (the multiset
 // of (bucket, key, score, digest, first row word)) and of the evicted (key, score) pairs: equal checksums between
 // two trees = the same eviction results. `ncu`: one rep per op inside cudaProfilerStart/Stop (for
-// `ncu --profile-from-start off`).
+// `ncu --profile-from-start off`). `zipf`: the hits drawn as benchmarks/hash_table.py's Zipf keys (pool index
+// (Zipf(1.05) - 1) mod n, numpy's sampler, so hot keys repeat), the input rows a function of the key (every
+// duplicate writes the same row: the checksums stay order-independent). assign (every hit writes its row, misses
+// do nothing) is timed after the three inserting ops.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +52,30 @@ __global__ void gen_batch(const uint64_t* pool, uint64_t* keys, int64_t n, uint6
     keys[j] = (1ull << 62) + smix(h) % ((1ull << 62) - 1);
   }
 }
+// Zipf batch: idx[j] >= 0 takes pool[idx[j]], -1 a new key as in gen_batch.
+__global__ void gen_batch_idx(const uint64_t* pool, const int64_t* idx, uint64_t* keys, int64_t n, uint64_t r) {
+  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const uint64_t h = smix((r << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
+  keys[j] = idx[j] >= 0 ? pool[idx[j]] : (1ull << 62) + smix(h) % ((1ull << 62) - 1);
+}
+__global__ void gen_values_of_keys(float* v, const uint64_t* keys, int64_t n, int64_t dim) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n * dim) v[i] = (float)((smix(keys[i / dim] ^ smix(i % dim)) >> 40) * (1.0 / 16777216.0)) - 0.5f;
+}
+// numpy's Zipf sampler (rejection, Devroye), on a 53-bit uniform stream.
+static int64_t zipf_draw(uint64_t& st, double a) {
+  auto u01 = [&] { st = smix(st); return (double)(st >> 11) * (1.0 / 9007199254740992.0); };
+  const double am1 = a - 1.0, b = std::pow(2.0, am1);
+  while (true) {
+    const double U = 1.0 - u01(), V = u01();
+    const double X = std::floor(std::pow(U, -1.0 / am1));
+    if (X > 9.2e18 || X < 1.0) continue;
+    const double T = std::pow(1.0 + 1.0 / X, am1);
+    if (V * X * (T - 1.0) / (b - 1.0) <= T / b) return (int64_t)X;
+  }
+}
+
 __global__ void table_sum(TableRef t, unsigned long long* out) {
   unsigned long long s = 0;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < t.capacity;
@@ -73,6 +102,7 @@ int main(int argc, char** argv) {
   const int n_log2 = argc > 2 ? std::atoi(argv[2]) : 20;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool ncu = argc > 4 && !std::strcmp(argv[4], "ncu");
+  const bool zipf = argc > 5 && !std::strcmp(argv[5], "zipf");
   const int64_t dim = 32;
   const int64_t cap = int64_t(1) << cap_log2, B = 128, n = int64_t(1) << n_log2;
   cudaStream_t s;
@@ -142,20 +172,40 @@ int main(int argc, char** argv) {
   };
   copy_table(snap, t);
 
-  const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict"};
+  const char* names[] = {"find_or_insert", "insert_or_assign", "insert_and_evict", "assign"};
   for (int k = 0; k < 8; ++k) CK(cudaEventCreate(&g_ev[k]));
   const int nreps = ncu ? 1 : reps + 1;
-  for (int op = 0; op < 3; ++op) {
+  // Zipf batches: the pool index of each position (-1: a new key), the same for every op.
+  std::vector<int64_t*> zidx(nreps, nullptr);
+  if (zipf) {
+    std::vector<int64_t> h(n);
+    for (int r = 0; r < nreps; ++r) {
+      uint64_t st = 0x2545f4914f6cdd1dull + r;
+      for (int64_t j = 0; j < n; ++j) {
+        const uint64_t hh = smix(((uint64_t)(r + 1) << 40) ^ (uint64_t)j ^ 0x5bd1e995ull);
+        h[j] = hh % 1000 < 600 ? (zipf_draw(st, 1.05) - 1) % n : -1;
+      }
+      CK(cudaMalloc(&zidx[r], n * 8));
+      CK(cudaMemcpy(zidx[r], h.data(), n * 8, cudaMemcpyHostToDevice));
+    }
+  }
+  std::printf("keys: %s\n", zipf ? "zipf 1.05 hits" : "uniform distinct hits");
+  for (int op = 0; op < 4; ++op) {
     std::vector<float> tk[8], ttot;
     long long pend = -1, st[kNumStats] = {};
     unsigned long long tsum = 0, esum = 0;
     for (int r = 0; r < nreps; ++r) {
       copy_table(t, snap);
-      gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op
+      if (zipf) {
+        gen_batch_idx<<<(n + 255) / 256, 256, 0, s>>>(pool, zidx[r], keys, n, uint64_t(r + 1));
+        gen_values_of_keys<<<(n * dim + 255) / 256, 256, 0, s>>>(vin, keys, n, dim);
+      } else {
+        gen_batch<<<(n + 255) / 256, 256, 0, s>>>(pool, keys, n, uint64_t(r + 1));  // the same batches per op
+      }
       UpsertParams p = base;
       p.keys = keys;
       p.n = n;
-      p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : kInsertAndEvict;
+      p.mode = op == 0 ? kFindOrInsert : op == 1 ? kInsertOrAssign : op == 2 ? kInsertAndEvict : kAssign;
       if (op == 0) {
         p.values_out = vout;
         p.found_out = found;

@@ -172,11 +172,12 @@ enum HitLock : int { kHitLockNone = 0, kHitLockOwned = 1, kHitLockHeld = 2 };
 // it held by a duplicate, returns at once (the key is in one slot only); one whose CAS settled nothing waits out the
 // slots it read LOCKED (no second load of the others). A key whose digest is the empty digest matches every free
 // slot: loads only. may_insert false (the caller never claims a free slot for a missing key): the candidate free
-// slot's key word (below) is not read.
+// slot's key word (below) is not read. yield_waited (kLockHit): a key found only after waiting its slot out (read
+// LOCKED, then the key: a duplicate of this batch held it meanwhile) reports kHitLockHeld, as a CAS that met it held.
 template <bool kLockHit = false>
 __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const TableRef& t, uint64_t key,
                                                     const KeyHome& h, FreeMasks& free_mask, bool may_insert = true,
-                                                    int* lock = nullptr) {
+                                                    int* lock = nullptr, bool yield_waited = false) {
   const int chunks = t.bucket_capacity / 16;
   const uint32_t e4 = 0x01010101u * empty_digest();
   const bool lock_hit = kLockHit && h.d4 != e4;
@@ -278,7 +279,10 @@ __device__ __forceinline__ int64_t probe_concurrent(const Tile& tile, const Tabl
     }
   }
   const uint32_t b = tile.ballot(found >= 0);
-  if (b) return tile.shfl(found, __ffs(b) - 1);
+  if (b) {
+    if (lock_hit && yield_waited) *lock = kHitLockHeld;
+    return tile.shfl(found, __ffs(b) - 1);
+  }
   drop_taken_candidate();
   return -1;
 }

@@ -26,7 +26,9 @@
 //     score, then restores the key (release), so rows are never torn and an eviction never overwrites a row
 //     someone is reading. The row copiers' first pass (assign, insert_or_assign) takes that lock inside the probe
 //     (the CAS right after the relaxed load that read the key; never on a slot read LOCKED; probe_concurrent<true>),
-//     and a tile that took it, or met it held by a duplicate, never waits on another slot.
+//     and a tile that took it, or met it held by a duplicate, never waits on another slot. Under LRU a tile that
+//     read its key's slot LOCKED and waited until it saw the key yields too (a duplicate held it meanwhile): only
+//     tiles whose first read saw the key take the lock, so a hot key's waiters add no holds to its slot.
 //   - eviction (bucket has no free slot) takes the bucket's lock (acquire CAS; released by a release store),
 //     rescans the bucket's digests and scores (scan_bucket), and replaces the slot of least (score, digest, key)
 //     (evicts_before; no slot position, so every layout evicts the same key) if the new score is strictly
@@ -702,8 +704,11 @@ __global__ void __launch_bounds__(kMainBlock<F>, (F == kFamilyCopy || F == kFami
       const bool may_insert = F == kFamilyCopy    ? p.mode != kAssign
                               : F == kFamilyOther ? (mode == kAccumOrAssign && !flag)
                                                   : true;
-      slot = F == kFamilyCopy ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock)
-                              : probe_concurrent(tile, t, key, h, free_mask, may_insert);
+      // LRU: a hit found only after waiting its slot out yields, as one whose lock CAS met the slot held (its write
+      // taken as overwritten by the duplicate that held it); the other policies take the lock after the wait.
+      slot = F == kFamilyCopy
+                 ? probe_concurrent<true>(tile, t, key, h, free_mask, may_insert, &lock, P == kPolicyLru)
+                 : probe_concurrent(tile, t, key, h, free_mask, may_insert);
       // find_or_insert: the warp's tiles meet after the probe (the probe's per-lane loops over digest matches leave
       // them apart), so that the hits' row copies and score touches run once per warp instead of once per
       // straggling group of tiles (H200, load factor 1.0: first pass -8 %). Safe where the probe takes no lock (no
