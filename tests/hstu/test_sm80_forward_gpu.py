@@ -42,9 +42,9 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True, pairs=True):
         elif cfg == 3:  # D = 256: warp pairs, 64 x 32 (69 KB)
             t = (64, 32, 32, 4, 2, 1, 0, 2)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
-            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 4, 1)
+            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
-            t = (64, 64, 64, 4, 2, 1, 4, 2)
+            t = (64, 64, 64, 4, 2, 1, 5, 2)
         elif cfg == 5 and D == 256 and big_smem:  # warp pairs, 128 x 64 (8 warps)
             t = (128, 64, 64, 8, 1, 1, 0, 2)
         elif cfg == 5 and D == 64:  # 128 x 64 in 32-key sub-tiles, two stages, 3 blocks per SM

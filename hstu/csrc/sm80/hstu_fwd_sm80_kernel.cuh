@@ -27,8 +27,9 @@ namespace hstu {
 // work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
 // sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
 // 16-key chunks of a sub-tile; 4 only in tiles with context rows: 2, and each warp's own fully visible sub-tiles
-// take the unmasked path (a warp of context rows on the history). PAIR 2: warp pairs (below, hstu_fwd_kernel), one
-// K/V stage.
+// take the unmasked path (a warp of context rows on the history); 5 (hstu_fwd_kernel): 4 in a copy of the body that
+// only the tiles with context rows run, 0 in the others (no branch in their loop). PAIR 2: warp pairs (below,
+// hstu_fwd_kernel), one K/V stage.
 template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP, int PAIR = 1>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
@@ -45,7 +46,7 @@ struct FwdSm80Tile {
   static constexpr int kSmemP = kSmemRowKeys + BM * 16;
   static constexpr int kSmem = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
-  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP == 4)), "warp pairs: one K/V stage");
+  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -69,11 +70,13 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
 //      registers; 48 KB at D = 128): half the causal diagonal's masked work of a 128-row tile, twice the blocks;
 //      D = 256: warp pairs, 64 x 32 tiles (69 KB: 2 blocks per SM on the A100 too, fits sm86 / sm89);
-//   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 4, the warp skip in tiles with context rows;
+//   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
+//      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
+//      walking the history with the context rows), the default's body elsewhere;
 //   5: D = 256: warp pairs, 128 x 64 tiles of 8 warps, one K/V stage (146 KB, one block per SM: A100, Hopper): half
 //      the K / V bytes from L2; D = 64: 128 x 64 tiles in 32-key sub-tiles, two K/V stages, 3 blocks per SM (12 warps).
 // (Earlier forms: 3-5 at D <= 128 2 / the default's tiles / 1 with the warp skip, 4 2 with the warp skip everywhere,
-// 5 at D = 256 8 warps x 16 rows, measured no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the
+// then SKIP 4 (the skip's branch in every tile's loop), 5 at D = 256 8 warps x 16 rows, measured no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the
 // device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps; elsewhere the default
 // runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (16 B,
 // opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
@@ -114,7 +117,7 @@ struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, 64, 64, 64, 4, 3, 1, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
-struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 4> {
+struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 5> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 // (the candidates of one head dim only)
@@ -127,7 +130,7 @@ struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2>> {};
 template <>
-struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 4, 2>> {};
+struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2>> {};
 template <>
@@ -693,7 +696,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+  if constexpr (SKIP == 5) {  // rank 0 of the longest-first grid is query tile 0 where contexts are given
+    static_assert(kFwdSm80Lpt<NWARPS, MINB>, "the grid's rank 0");
+    const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
+    if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+    } else {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false>(p);
+    }
+  } else {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+  }
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {

@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--seeds", nargs="*", type=int, default=[])
     ap.add_argument("--masks", action="store_true", help="B16 S4K ctx64 against causal at D = 64 / 128")
+    ap.add_argument("--only-masks", action="store_true", help="--masks' cases alone")
+    ap.add_argument("--dims", nargs="+", type=int, default=[256, 128, 64])
     ap.add_argument("--prof", action="store_true", help="each kernel's device time (torch.profiler, mean of 5 "
                     "calls) of the first variant on the seed-0 cases")
     a = ap.parse_args()
@@ -60,14 +62,16 @@ def main():
     jag = zipf_lengths(32, 4096)
     tok = sum(jag)
     cases = []
-    for D in (256, 128, 64):
+    for D in a.dims:
         cases += [(f"zipf D{D} ctx3", "zipf", jag, D, 3), (f"dense B2 S{tok // 2} D{D} ctx3", "dense", [tok // 2] * 2, D, 3)]
     for s in a.seeds:
         z = zipf_lengths(32, 4096, seed=s)
         t = sum(z)
-        for D in (256, 64):
+        for D in [d for d in (256, 64) if d in a.dims]:
             cases += [(f"zipf{s} D{D} ctx3", "zipf", z, D, 3), (f"dense{s} B2 S{t // 2} D{D} ctx3", "dense", [t // 2] * 2, D, 3)]
-    if a.masks:
+    if a.only_masks:
+        cases = []
+    if a.masks or a.only_masks:
         for D in (128, 64):
             cases += [(f"B16 S4K D{D} causal", "", [4096] * 16, D, 0), (f"B16 S4K D{D} ctx64", "", [4096] * 16, D, 64)]
     cols = list(a.cfgs)
@@ -104,7 +108,7 @@ def main():
     if a.prof:
         print(f"\n| kernels of {cols[0]} (us, mean of 5 calls) | kernel: us |")
         print("|---|---|")
-        for name, kind, lens, D, ctx in cases[:6]:
+        for name, kind, lens, D, ctx in [c for c in cases if c[0].startswith(("zipf ", "dense B"))]:
             fn = ours(lens, D, cols[0] if cols[0] != "ceil" else "0", ctx)
             fn()
             torch.cuda.synchronize()
@@ -119,7 +123,7 @@ def main():
                     k = e.key.split("<")[0].split("(")[0].split("::")[-1].split(" ")[-1][:40]
                     per[k] = per.get(k, 0.0) + t / 5
             print(f"| {name} | " + ", ".join(f"{k}: {v:.1f}" for k, v in per.items()) + " |", flush=True)
-    if a.masks:
+    if a.masks or a.only_masks:
         for D in (128, 64):
             c_, x_ = res[f"B16 S4K D{D} causal"][1], res[f"B16 S4K D{D} ctx64"][1]
             print(f"| ctx64 / causal B16 S4K D{D} | " + " | ".join(f"{x_[c] / c_[c]:.3f}x" for c in cols) + " |")

@@ -9,13 +9,14 @@
 #    rounding's chunk, packed), on the Zipf batch (two draws) and dense same-token batches at D = 256 / 128 / 64
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 16 "split" tests/hstu/test_sm80_forward_gpu.py
+run_tests 9 "packs" tests/hstu/test_sm80_forward_gpu.py
+run_tests 7 "split and not packs" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
-jag /tmp/site_main main18 9 --cfgs 0 --reps 7 --seeds 1 --prof
-jag /tmp/site_fwd19 fwd19 14 --cfgs 0 0::np ceil --reps 7 --seeds 1 --prof
+jag /tmp/site_main main18 8 --cfgs 0 --reps 7 --seeds 1 --prof
+jag /tmp/site_fwd19 fwd19 12 --cfgs 0 0::np ceil --reps 7 --seeds 1 --prof
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests (test_sm80_forward_gpu.py -k split)"
+echo "#### tests (test_sm80_forward_gpu.py -k packs; -k 'split and not packs')"
 digest_tests
 echo "#### time (main18 = main 6693e9b's wheel, fwd19 = the branch's; sm90=False; 0 the default (fwd19: windows of"
 echo "#### short sequences, chunk rounded to the nearest), 0::np no windows, ceil: chunks of the old rounding)"
