@@ -207,7 +207,6 @@ FWD_SM80_CFG_SHIFT = 29
 FWD_SM80_CFGS = 5
 FWD_SM80_CFG_OLD = 6  # the default tiles whatever the shape (kFwdSm80CfgOld)
 FWD_SM80_CFG_SPLIT = 7  # the bf16 default tile with the split of long KV ranges (kFwdSm80CfgSplit)
-FWD_SM80_NO_PACK_BIT = 1 << 62  # kernel_options(fwd_sm80_pack=False) (kOptFwdSm80NoPack)
 FWD_SM80_LONG_ROWS = 512  # bf16 mean query rows per sequence from which the default runs candidate 2 (D64: 1; D256: 1
 # at every row count where its 105 KB per block fit, not sm86 / sm89)
 # Semantic flags in the same int64, from bit 32 (hstu_plan.h HstuFlagBits): what the call computes, so the CPU path
@@ -228,7 +227,7 @@ FP8_FWD_VARS = (0, 7, 8)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
-                  | (15 << FP8_FWD_VAR_SHIFT) | FWD_SM80_NO_PACK_BIT)
+                  | (15 << FP8_FWD_VAR_SHIFT))
 _options_state = threading.local()
 
 
@@ -244,8 +243,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
                    bwd_sm80_cfg: int = 0, pdl: bool = False, fp8_sched: bool = False,
                    fp8_early_pack: bool = True, fp8_bn192: bool = False,
                    fwd_sm80_cfg: int = 0, fwd_trace: bool = False, fp8_bwd: Optional[bool] = None,
-                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0,
-                   fwd_sm80_pack: bool = True) -> Iterator[None]:
+                   fp8_fwd_diag: int = 0, fp8_silu: int = 0, fp8_fwd_var: int = 0) -> Iterator[None]:
     """Runs the calls made inside (in this thread) with other CUDA kernel choices, for comparisons.
 
     Every switch defaults to the library's own choice; ``sm90=False`` runs the portable sm80-class kernels on a
@@ -331,8 +329,7 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     128 2, 64 1) with the split of long KV ranges (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill
     less than two waves, each tile's KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block
     each from a work list built on the device (heaviest chunk first), their fp32 partials summed in chunk order
-    (deterministic). The default takes the split too (bf16). ``fwd_sm80_pack=False``: the split's work list keeps
-    each short sequence in its own query tile (by default consecutive sequences of one tile each share one).
+    (deterministic). The default takes the split too (bf16).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a
@@ -379,8 +376,6 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
             bits |= OPTION_BITS[name]
     if fp8_bwd is False:
         bits |= FP8_BWD_DEQUANT_BIT
-    if not fwd_sm80_pack:
-        bits |= FWD_SM80_NO_PACK_BIT
     old = _current_options()
     _options_state.bits = bits
     try:

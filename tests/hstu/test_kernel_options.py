@@ -52,9 +52,6 @@ def test_bits_match_the_plan_header():
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
     assert n == _ops.FWD_SM80_CFGS and n < 8
-    with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_split.h")) as f:
-        assert 1 << int(re.search(r"kOptFwdSm80NoPack = int64_t\{1\} << (\d+);", f.read()).group(1)) == \
-            _ops.FWD_SM80_NO_PACK_BIT
     # The field holds the candidates 1-7, 9-12 and 15, the switches 13 / 14 and the old layouts' value
     # (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg, kBwdSm80LastCfg).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
@@ -101,8 +98,6 @@ def test_kernel_options_pack_and_restore():
             assert _ops._current_options() == 0
         with _ops.kernel_options(fwd_trace=True):  # (diagnostics: set when on)
             assert _ops._current_options() == _ops.OPTION_BITS["fwd_trace"] == 1 << 19
-        with _ops.kernel_options(fwd_sm80_pack=False):  # (private, for comparisons; hstu_fwd_sm80_split.h)
-            assert _ops._current_options() == _ops.FWD_SM80_NO_PACK_BIT == 1 << 62
         assert _ops._current_options() == _ops.OPTION_BITS["sm90"] | (2 << _ops.BWD_GRID_SHIFT)
     assert _ops._current_options() == 0
     for bad in (4, -1, True):

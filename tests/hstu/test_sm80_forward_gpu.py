@@ -4,7 +4,6 @@ reference (outputs poisoned, unused rows exactly zero) and agrees with the defau
 is the candidate's (fp16, D = 32 and a head dim without the candidate run the default)."""
 
 import os
-import random
 import sys
 import zlib
 
@@ -182,33 +181,6 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
         kg.assert_agree(("out",), (got,), (want,), f"split chunks of {chunk} vs the default")
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         assert torch.equal(run(), got), chunk
-
-
-@pytest.mark.parametrize("mask,rab_heads", [("causal", 0), ("context_target_group", 0), ("local_context_target", 0),
-                                             ("none", 0), ("causal", 1)])
-@pytest.mark.parametrize("D", [64, 128, 256])
-def test_sm80_forward_split_packs_short_sequences(D, mask, rab_heads, kernel_opts):
-    """The split's work list packs consecutive short sequences (one query tile each, none of their rows or keys cut
-    by seqused or delta-q) into one query tile (hstu_sm80_fwd_list_kernel's windows; with rab it does not): with one
-    long sequence (the split) and many short ones, empty ones among them, windows of 2 to 30 sequences, contexts,
-    targets with groups and windows, the default meets the error rule against the fp32 reference, agrees with
-    fwd_sm80_pack=False (each sequence its own tile) and with chunks of 1 KV tile, and repeats bit for bit."""
-    seed = zlib.crc32(repr(("pack", D, mask, rab_heads)).encode())
-    r = random.Random(seed)
-    lk = [900] + [r.randint(0, 40) if r.random() < 0.85 else r.randint(41, 130) for _ in range(40)] + [1, 0, 3]
-    case = kg.make_case(seed, lk, 2, D, torch.bfloat16, mask, rab_heads)
-    run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],  # noqa: E731
-                                        **kg._varlen_kwargs(case))
-    kernel_opts(sm90=False)
-    kg.check_case(case, 0.5, backward=False)
-    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-    got = run()
-    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-    assert torch.equal(run(), got)
-    for opts in (dict(fwd_sm80_pack=False), dict(fwd_split_tiles=1)):
-        kernel_opts(sm90=False, **opts)
-        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-        kg.assert_agree(("out",), (run(),), (got,), f"packed vs {opts}")
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])

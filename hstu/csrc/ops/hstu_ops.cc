@@ -167,7 +167,7 @@ template <class... Args>
 HstuParams call_params(int64_t options, const Args&... args) {
   // (bit 56: kernel_options(fp8_bwd=False), read by hstu/_fp8.py; no kernel here reads it)
   constexpr int64_t kKnown = int64_t{kOptKnownMask} | kFlagKnownMask | kOptFp8FwdDiagMask | kOptFp8SiluMask |
-                             kOptFp8FwdVarMask | (int64_t{1} << 56) | kOptFwdSm80NoPack;
+                             kOptFp8FwdVarMask | (int64_t{1} << 56);
   ACCEL_CHECK((options & ~kKnown) == 0, "options: expected bits of ", kKnown, ", got ", options);
   HstuParams p = make_params(args...);
   p.mask_gr = (options & kFlagMaskGr) ? 1 : 0;
@@ -205,7 +205,6 @@ Tensor fwd_with_options(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tenso
     p.fwd_sched = scratch.data_ptr();
     p.fwd_sched_bytes = split.bytes;
     p.fwd_split_tiles = split.exact ? split.chunk : -split.chunk;  // (negated: the least chunk, fwd_sm80_split_for)
-    if (options & kOptFwdSm80NoPack) p.fwd_sm80_cfg |= kFwdSm80NoPack;
   }
   cudaError_t err;
   if (plan.family == KernelFamily::kSm90) {

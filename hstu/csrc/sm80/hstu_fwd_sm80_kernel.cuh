@@ -289,16 +289,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   int b, m0;
   block_tile(blockIdx.x, blockIdx.y, b, m0);
   if (b >= p.batch) return;
-  // SPLIT: an item with m0 = -n packs the n short sequences b .. b + n - 1 (contiguous in Q and K / V alike, no
-  // seqused or delta-q: hstu_sm80_fwd_list_kernel) into one query tile of their rows; each row sees only its own
-  // sequence's keys (the row table below), so the tile runs the masked path on the window's keys like one sequence.
-  int npk = 0;
-  if constexpr (SPLIT) {
-    if (m0 < 0) {
-      npk = -m0;
-      m0 = 0;
-    }
-  }
   // SPLIT: the block's item (re-read where used, not kept live)
   auto split_item = [&]() { return list + 1 + blockIdx.y; };
   // the head (re-derived where used)
@@ -328,20 +318,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   const int r0 = m0 + mk.offset;  // absolute position of the tile's first row
   // Inside the main loop only lk and the range of fully visible sub-tiles stay in registers; the rab path re-derives
   // its pointer, the mask of the sub-tiles that are not full reads the rows' key intervals from shared memory.
-  // (packed: the window's rows and keys, every sub-tile masked)
-  const int lk = npk > 0 ? p.cu_seqlens_q[b + npk] - si.q_start : si.lk;
+  const int lk = si.lk;
   int full_lo, full_hi;
   mk.full_tiles(r0, r0 + BM, BNS, full_lo, full_hi);
-  if (npk > 0) {
-    full_lo = 1;
-    full_hi = 0;
-  }
-  const int rows_used = npk > 0 ? lk : max(0, min(BM, si.lq - m0));
+  const int rows_used = max(0, min(BM, si.lq - m0));
   // Tiles [nb_begin, nb_end) less the masked gap [gap_begin, gap_end), walked down: after tile gap_end the next
   // one is gap_begin - 1 (gap_skip: 0 without a gap).
   int nb_begin, nb_end, gap_begin, gap_end;
   mk.key_tiles(r0, rows_used, BN, nb_begin, nb_end, gap_begin, gap_end);
-  if (npk > 0) gap_begin = gap_end = 0;  // (a window: its one or two KV tiles, from the item)
   const int gap_skip = gap_end - gap_begin;
   if constexpr (SPLIT) {  // the item: chunk c of the k of the walk, its KV tiles [nb_begin, nb_end) (with the gap)
     const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
@@ -351,8 +335,6 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(ctr * list[0].y),
                    "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
-      // the rows the epilogue stores (packed: the window's)
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ0 + Tile::kSmem + 28), "r"(npk > 0 ? lk : si.lq_alloc - m0));
     }
     const int tiles = __ldg(&split_item()->w);
     nb_end = tiles & 0xffff;
@@ -409,25 +391,7 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     static_assert(NT >= BM && BM % 32 == 0, "one row per thread, whole warps");
     if (tid < BM) {
       int hlo, hhi, tlo, thi;
-      if (SPLIT && npk > 0) {  // row tid of the window: its sequence's row keys, moved to the window's keys
-        hlo = hhi = tlo = thi = 0;
-        if (tid < lk) {
-          int lo = b, hi = b + npk - 1;  // the last sequence starting at or before the row
-          while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (p.cu_seqlens_q[mid] - si.q_start <= tid) lo = mid; else hi = mid - 1;
-          }
-          const SeqInfo sj = seq_info(p, lo);
-          const int s = sj.q_start - si.q_start;
-          sj.mask.row_keys(tid - s, hlo, hhi, tlo, thi);
-          hlo = max(hlo, 0) + s;  // (open left: from the sequence's first key)
-          hhi += s;
-          tlo += s;
-          thi += s;
-        }
-      } else {
-        mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
-      }
+      mk.row_keys(r0 + tid, hlo, hhi, tlo, thi);
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sRowKeys0 + tid * 16), "r"(hlo), "r"(hhi),
                    "r"(tlo), "r"(thi));
     }  // (visible after the loop's first barrier)
@@ -436,10 +400,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     load_tile_async<BM, D, NT>(sQ0, qg, p.q_row_stride, rows_used, tid);
     {
       const int n0 = (nb_end - 1) * BN;
-      load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, lk - n0, tid);
+      load_tile_async<BN, D, NT>(sKV0, kg + (int64_t)n0 * p.k_row_stride, p.k_row_stride, si.lk - n0, tid);
       if constexpr (STAGES == 2) {
         load_tile_async<BN, D, NT>(sKV0 + kTileBytes, vg + (int64_t)n0 * p.v_row_stride, p.v_row_stride,
-                                   lk - n0, tid);
+                                   si.lk - n0, tid);
       }
     }
     cp_async_commit();
@@ -673,13 +637,12 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   }
   __syncthreads();
   const SeqInfo se = seq_info(p, static_cast<int>(opaque(static_cast<uint32_t>(b))));
-  int m0e = m0, rows_left = se.lq_alloc - m0;
+  int m0e = m0;
   if constexpr (SPLIT) {  // (from shared memory: not live through the loop)
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(m0e) : "r"(sQ0 + Tile::kSmem + 16));
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(rows_left) : "r"(sQ0 + Tile::kSmem + 28));
   }
   T* og = static_cast<T*>(p.out) + (int64_t)(se.q_start + m0e) * p.o_row_stride + head() * p.o_head_stride;
-  const int rows_store = min(BM, rows_left);
+  const int rows_store = min(BM, se.lq_alloc - m0e);
   constexpr int kChunks = D / 8;
   for (int idx = tid; idx < BM * kChunks; idx += NT) {
     const int r = idx / kChunks;
@@ -766,67 +729,27 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
 // << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting
 // sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
-// hstu_fwd_block computes it.
-// pack: short sequences of the first kFwdPackSeqs, consecutive ones of one query tile each (no seqused, no delta-q:
-// their rows and keys contiguous alike) whose rows fit one query tile together, become one item {b, -n, 1 << 16,
-// KV tiles} (at most kFwdPackWindows of them; never with rab): one block for n sequences, not n mostly empty tiles.
+// hstu_fwd_block computes it. The kernel is one block's latency on the forward's path: the walks are computed twice
+// (the first pass also counts them per length, from which the buckets' counts follow without a pass over the tiles
+// where the walks are at most kFwdListHist KV tiles), the buckets' starts come from a warp scan.
 constexpr int kFwdListBuckets = 256;
-constexpr int kFwdPackSeqs = 4096;
-constexpr int kFwdPackWindows = 256;
+constexpr int kFwdListHist = 1024;
 template <int BM, int BN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
-                                                                  int ns, int least, int resident, bool pack) {
+                                                                  int ns, int least, int resident) {
   __shared__ int cursor[kFwdListBuckets];
+  __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ unsigned long long work;
-  __shared__ uint32_t packed[kFwdPackSeqs / 32];  // the sequences in a window
-  __shared__ int2 windows[kFwdPackWindows];       // {first sequence, n | rows << 16}
-  __shared__ int n_windows;
+  __shared__ int long_walk;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
-  for (int i = threadIdx.x; i < kFwdPackSeqs / 32; i += blockDim.x) packed[i] = 0;
-  if (threadIdx.x == 0) work = 0;
+  for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
+  if (threadIdx.x == 0) work = long_walk = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (warp == 0) {  // the windows: greedy over the batch in order, 32 sequences' lengths at a time
-    int first = 0, n = 0, rows = 0, nw = 0;  // the open window (warp-uniform)
-    auto close = [&]() {
-      if (n >= 2 && nw < kFwdPackWindows) {
-        if (lane == 0) windows[nw] = make_int2(first, n | rows << 16);
-        for (int i = first + lane; i < first + n; i += 32) atomicOr(&packed[i / 32], 1u << (i % 32));
-        ++nw;
-      }
-      n = rows = 0;
-    };
-    const int nb = pack && p.rab == nullptr ? min(p.batch, kFwdPackSeqs) : 0;
-    for (int base = 0; base < nb; base += 32) {
-      int len = -1;  // a packable sequence's rows, else -1
-      if (base + lane < nb) {
-        const SeqInfo si = seq_info(p, base + lane);
-        if (si.lq == si.lq_alloc && si.lk == si.lk_alloc && si.lq == si.lk && si.lq <= BM) len = si.lq;
-      }
-      for (int j = 0; j < 32 && base + j < nb; ++j) {
-        const int l = __shfl_sync(0xffffffffu, len, j);
-        if (l < 0 || rows + l > BM) close();
-        if (l > 0 || (l == 0 && n > 0)) {  // (an empty sequence never opens a window)
-          if (n == 0) first = base + j;
-          ++n;
-          rows += l;
-        }
-      }
-    }
-    close();
-    if (lane == 0) n_windows = nw;
-  }
-  __syncthreads();
-  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps); a window's: f(b, -n, its KV tiles)
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps)
   auto each_tile = [&](auto&& f) {
-    for (int w = threadIdx.x; w < n_windows; w += blockDim.x) {
-      const int2 win = windows[w];
-      const int steps = ((win.y >> 16) + BN - 1) / BN;
-      f(win.x, -(win.y & 0xffff), steps, [&](int s) { return steps - 1 - s; });
-    }
     for (int b = warp; b < p.batch; b += warps) {
-      if (b < kFwdPackSeqs && (packed[b / 32] >> (b % 32) & 1u)) continue;
       const SeqInfo si = seq_info(p, b);
       for (int m0 = lane * BM; m0 < si.lq_alloc; m0 += 32 * BM) {
         int nb_begin, nb_end, gap_begin, gap_end;
@@ -839,40 +762,75 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
       }
     }
   };
-  if (resident > 0) {
+  {
     unsigned long long mine = 0;
-    each_tile([&](int, int, int steps, auto&&) { mine += static_cast<unsigned long long>(max(steps, 1)); });
-    if (mine > 0) atomicAdd(&work, mine);
-    __syncthreads();
-  }
-  // (rounded to the nearest: rounding up made B2 S1820 D = 64's 4.06 tiles per slot chunks of 5, 5 % slower)
-  const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
-                                                         (work * p.heads + resident / 2) / resident))
-                                 : least;
-  // pass 0 counts each bucket's chunks, pass 1 places them
-  for (int pass = 0; pass < 2; ++pass) {
-    each_tile([&](int b, int m0, int steps, auto&& tile_at) {
-      const int k = max(1, (steps + chunk - 1) / chunk);
-      for (int c = 0; c < k; ++c) {
-        const int w = min(chunk, steps - c * chunk);
-        const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
-        if (pass == 0) {
-          atomicAdd(&cursor[bucket], 1);
-        } else {
-          const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
-          list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
-        }
+    int longer = 0;
+    each_tile([&](int, int, int steps, auto&&) {
+      mine += static_cast<unsigned long long>(max(steps, 1));
+      if (steps >= 0 && steps <= kFwdListHist) {
+        atomicAdd(&hist[steps], 1);
+      } else {
+        longer = 1;
       }
     });
+    if (mine > 0) atomicAdd(&work, mine);
+    if (longer) long_walk = 1;
     __syncthreads();
-    if (pass == 0 && threadIdx.x == 0) {  // the buckets' starts (heaviest first), the header
-      int n = 0;
-      for (int i = 0; i < kFwdListBuckets; ++i) {
-        const int c = cursor[i];
-        cursor[i] = n;
-        n += c;
+  }
+  const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
+                                                         (work * p.heads + resident - 1) / resident))
+                                 : least;
+  // the bucket of a chunk of w KV tiles (w = chunk: 0, the heaviest)
+  auto bucket_of = [&](int w) {
+    return kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+  };
+  // pass 0 counts each bucket's chunks (from the walks' lengths, or over the tiles), pass 1 places them
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 0 && !long_walk) {  // a walk of s steps: k - 1 chunks of `chunk`, the last of s - (k - 1) chunk
+      for (int st = threadIdx.x; st <= kFwdListHist; st += blockDim.x) {
+        const int n = hist[st];
+        if (n == 0) continue;
+        const int k = max(1, (st + chunk - 1) / chunk);
+        if (k > 1) atomicAdd(&cursor[bucket_of(chunk)], n * (k - 1));
+        atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
       }
-      list[0] = make_int4(n, ns, chunk, 0);
+    } else {
+      each_tile([&](int b, int m0, int steps, auto&& tile_at) {
+        const int k = max(1, (steps + chunk - 1) / chunk);
+        for (int c = 0; c < k; ++c) {
+          const int w = min(chunk, steps - c * chunk);
+          const int bucket = bucket_of(w);
+          if (pass == 0) {
+            atomicAdd(&cursor[bucket], 1);
+          } else {
+            const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
+            list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+          }
+        }
+      });
+    }
+    __syncthreads();
+    if (pass == 0 && warp == 0) {  // the buckets' starts (heaviest first): kPer per lane, a scan of the lanes' sums
+      constexpr int kPer = kFwdListBuckets / 32;
+      int c[kPer], sum = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        c[i] = cursor[lane * kPer + i];
+        sum += c[i];
+      }
+      int n = sum;  // (inclusive over the lanes)
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, n, o);
+        if (lane >= o) n += v;
+      }
+      if (lane == 31) list[0] = make_int4(n, ns, chunk, 0);  // the header
+      n -= sum;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        cursor[lane * kPer + i] = n;
+        n += c[i];
+      }
     }
     __syncthreads();
   }
@@ -898,8 +856,7 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
       q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-      static_cast<int>(s.slots * p.heads), s.ns, least, p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks,
-      (p.fwd_sm80_cfg & kFwdSm80NoPack) == 0);
+      static_cast<int>(s.slots * p.heads), s.ns, least, p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
@@ -931,11 +888,10 @@ template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
   static_assert(kFwdSm80Candidates == 5, "one case per candidate");
-  const int cfg = p.fwd_sm80_cfg & ~kFwdSm80NoPack;
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
-    if (cfg == kFwdSm80CfgSplit || (cfg == 0 && p.fwd_sched != nullptr)) {
+    if (p.fwd_sm80_cfg == kFwdSm80CfgSplit || (p.fwd_sm80_cfg == 0 && p.fwd_sched != nullptr)) {
       using C = FwdSm80Candidate<D, D == 128 ? 2 : 1>;
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<C>(fits);
@@ -943,7 +899,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (fits) return launch_hstu_fwd_split<T, D, C>(p, stream);
     }
   }
-  if (cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
+  if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
       bool fits = false;
@@ -954,7 +910,7 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
       return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
   }
-  switch (cfg) {
+  switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
     case 2:

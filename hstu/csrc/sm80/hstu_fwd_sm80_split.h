@@ -49,10 +49,6 @@ inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
 // with the split where the plan splits, as the default (kernel_options(fwd_split_tiles=n): chunks of at most n KV
 // tiles; 0: none).
 constexpr int kFwdSm80CfgSplit = 7;
-// HstuParams::fwd_sm80_cfg's flag for kernel_options(fwd_sm80_pack=False) (options bit 62, set by the op where it
-// planned the split): no windows of short sequences in the split's work list (hstu_sm80_fwd_list_kernel).
-constexpr int kFwdSm80NoPack = 8;
-constexpr int64_t kOptFwdSm80NoPack = int64_t{1} << 62;
 // The split's tile per head dim: query rows BM, keys per KV tile BN, blocks per SM (FwdSm80Candidate: checked there).
 struct FwdSm80SplitTile {
   int bm, bn, minb;

@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--masks", action="store_true", help="B16 S4K ctx64 against causal at D = 64 / 128")
     ap.add_argument("--only-masks", action="store_true", help="--masks' cases alone")
     ap.add_argument("--dims", nargs="+", type=int, default=[256, 128, 64])
+    ap.add_argument("--zipf-cfgs", nargs="+", default=None, help="the variants of the Zipf / dense cases (default: "
+                    "--cfgs)")
     ap.add_argument("--prof", action="store_true", help="each kernel's device time (torch.profiler, mean of 5 "
                     "calls) of the first variant on the seed-0 cases")
     a = ap.parse_args()
@@ -80,7 +82,7 @@ def main():
     res = {}
     for name, kind, lens, D, ctx in cases:
         run = {}
-        for c in cols:
+        for c in (a.zipf_cfgs or cols) if kind else cols:
             if c == "ceil":
                 if (kind, D) in CEIL:
                     run[c] = ours(lens, D, f"0:{CEIL[kind, D]}", ctx)
@@ -105,6 +107,10 @@ def main():
         (fj, mj), (fd, md) = res[j], res[d]
         print(f"| {j} / {d} | " + " | ".join(
             f"{100 * (fj / mj[c]) / (fd / md[c]):.0f} %" if c in mj and c in md else "" for c in cols) + " |")
+    if a.masks or a.only_masks:
+        for D in (128, 64):
+            c_, x_ = res[f"B16 S4K D{D} causal"][1], res[f"B16 S4K D{D} ctx64"][1]
+            print(f"| ctx64 / causal B16 S4K D{D} | " + " | ".join(f"{x_[c] / c_[c]:.3f}x" for c in cols) + " |")
     if a.prof:
         print(f"\n| kernels of {cols[0]} (us, mean of 5 calls) | kernel: us |")
         print("|---|---|")
@@ -123,10 +129,6 @@ def main():
                     k = e.key.split("<")[0].split("(")[0].split("::")[-1].split(" ")[-1][:40]
                     per[k] = per.get(k, 0.0) + t / 5
             print(f"| {name} | " + ", ".join(f"{k}: {v:.1f}" for k, v in per.items()) + " |", flush=True)
-    if a.masks or a.only_masks:
-        for D in (128, 64):
-            c_, x_ = res[f"B16 S4K D{D} causal"][1], res[f"B16 S4K D{D} ctx64"][1]
-            print(f"| ctx64 / causal B16 S4K D{D} | " + " | ".join(f"{x_[c] / c_[c]:.3f}x" for c in cols) + " |")
 
 
 if __name__ == "__main__":

@@ -1,26 +1,25 @@
 #!/bin/bash
 # fwd19 (issue 39, session 18), run 2 (<= 40 s), from the root of main's tree (main 6693e9b on the device):
 #   OUT=/tmp/o_fwd19 timeout 60 bash .carry/fwd19/run2.sh > /tmp/o_fwd19/stdout.txt 2>&1
-# The final candidate's wheel: the split's windows of short sequences and the nearest chunk (run 1), and
-# fwd_sm80_cfg=4's new form: the warp skip in a copy of the body that only the tiles with context rows run
-# 1. GPU tests (the branch's files in .carry/fwd19/tree): test_sm80_forward_gpu.py -k "packs or split" (the split
-#    and the windows), -k "candidates and context" (cfg 4's copy on tiles with contexts, against the reference);
-#    test_kernels_gpu.py -k "sm80_and_sm90 or both_families" (the sm80-class forward on small batches, split and
-#    packed by default, against the reference, both families)
-# 2. fwd19_jag.py: main18 against the branch on the Zipf batch / dense same tokens (default), and B16 S4K ctx64 vs
-#    causal at D = 128 / 64 with cfg 0 and 4
+# Run 1: the windows of short sequences and the nearest chunk were slower (removed); the Zipf batch's split kernel
+# runs as long as the dense batch's, the difference is the list's kernel (13-15 us against 9). This wheel:
+# 1. the list's kernel: the buckets' counts from a histogram of the walks' lengths (one pass over the tiles less),
+#    the buckets' starts from a warp scan (was a 256-step loop of one thread);
+# 2. fwd_sm80_cfg=4's new form: the warp skip in a copy of the body that only the tiles with context rows run.
+# Tests (the branch's files in .carry/fwd19/tree): test_sm80_forward_gpu.py -k split (the list: chunks of 1, 2, 3 and
+# the rule against the fp32 reference, masks / rab / seqused / delta-q; the kernels), -k "candidates and context"
+# at D = 64 / 128 (cfg 4's copy on tiles with contexts). Time: fwd19_jag.py, main18 against the branch, cfg 0 (and 4
+# on B16 S4K causal / ctx64).
 source "$(dirname "$0")/setup.sh"
 echo "== 1. GPU tests ($SECONDS s)"
-run_tests 7 "packs or split" tests/hstu/test_sm80_forward_gpu.py
-run_tests 6 "candidates and context and not gr" tests/hstu/test_sm80_forward_gpu.py
-run_tests 8 "sm80_and_sm90 or both_families" tests/hstu/test_kernels_gpu.py
+run_tests 9 "split" tests/hstu/test_sm80_forward_gpu.py
+run_tests 7 "candidates and context and not gr and not 256" tests/hstu/test_sm80_forward_gpu.py
 echo "== 2. time ($SECONDS s)"
-jag /tmp/site_main main18 6 --cfgs 0 4 --reps 7 --masks
-jag /tmp/site_fwd19 fwd19 8 --cfgs 0 4 --reps 7 --masks
+jag /tmp/site_main main18 9 --cfgs 0 4 --zipf-cfgs 0 --reps 5 --dims 256 64 --masks --prof
+jag /tmp/site_fwd19 fwd19 10 --cfgs 0 4 --zipf-cfgs 0 --reps 5 --dims 256 64 --masks --prof
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
-echo "#### tests (test_sm80_forward_gpu.py -k 'packs or split', -k 'candidates and context and not gr';"
-echo "#### test_kernels_gpu.py -k 'sm80_and_sm90 or both_families')"
+echo "#### tests (test_sm80_forward_gpu.py -k split, -k 'candidates and context and not gr and not 256')"
 digest_tests
 echo "#### time (main18 = main 6693e9b's wheel, fwd19 = the branch's; sm90=False; 0 the default, 4 fwd_sm80_cfg=4 (main:"
 echo "#### the warp skip's branch in every tile; fwd19: in a copy of the body for the tiles with context rows))"
