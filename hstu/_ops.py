@@ -284,7 +284,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
     most n KV tiles. The sm80-class forward's split (``fwd_sm80_cfg=7``) reads it too: None its rule (below two
     waves of query tiles, chunks of the mean work per block slot of the real KV walks, counted on the device, at
-    least 4 KV tiles), 0 no split, n chunks of at most n KV tiles ("wave": the rule).
+    least 4 KV tiles), 0 no split, n chunks of at most n KV tiles, "wave" the rule at any number of waves (for
+    comparisons).
     ``bwd_sm80_cfg``: the sm80-class backward's tiles at D = 128 / 256. 0 (the default): FlashAttention-2's warp
     layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh), 8 warps, two Q / dO
     stages where they fit (5: 160 / 208 KB, Hopper), else one (4: 128 / 144 KB, A100), else the old layouts

@@ -183,6 +183,25 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
         assert torch.equal(run(), got), chunk
 
 
+@pytest.mark.parametrize("mask", ["causal", "context_target_group"])
+@pytest.mark.parametrize("D", [64, 256])
+def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
+    """fwd_split_tiles="wave": the split's rule without its bound of two waves of query tiles, on a batch of one long
+    and several shorter sequences over 8 / 16 heads (over two waves of query tiles on an A100- or H100-class GPU):
+    meets the error rule against the fp32 reference and agrees with the unsplit kernel."""
+    lk = [3000, 900, 700, 513, 300, 129, 64, 1, 0, 47]
+    case = kg.make_case(zlib.crc32(repr(("waves", D, mask)).encode()), lk, 16 if D == 64 else 8, D, torch.bfloat16,
+                        mask, 0)
+    def run():
+        return hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **kg._varlen_kwargs(case))
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    want = run()
+    kernel_opts(sm90=False, fwd_split_tiles="wave")
+    kg.check_case(case, 0.5, backward=False)
+    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+    kg.assert_agree(("out",), (run(),), (want,), "the rule at any number of waves vs no split")
+
+
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_split_runs_its_kernel(D, kernel_opts):
     """fwd_sm80_cfg=7 runs hstu_fwd_split_kernel on the default's tile where the plan splits (a batch below two

@@ -92,8 +92,9 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
 }
 
 // The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
-// n > 0 chunks of at most n KV tiles, else the rule: split only when the query tiles fill less than two waves, in
-// chunks of the mean work per block slot of the real walks (the list's kernel counts them on the device), at least
+// n > 0 chunks of at most n KV tiles, -2 the rule without its bound of two waves, else the rule: split only when the
+// query tiles fill less than two waves, in chunks of the mean work per block slot of the real walks (the list's
+// kernel counts them on the device), at least
 // half the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal: half
 // the mean; shorter sequences make it an over-estimate) and kFwdSm80SplitMinChunk: that least chunk sizes the
 // workspace and the grid. No split where the list's bound exceeds the grid's y limit (forced short chunks on long
@@ -107,7 +108,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   int64_t chunk = p.fwd_split_tiles;
   if (chunk <= 0) {
     const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;
-    if (blocks >= 2 * resident) return {};
+    if (blocks >= 2 * resident && p.fwd_split_tiles != -2) return {};  // (-2: "wave", no bound, for comparisons)
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
   if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)

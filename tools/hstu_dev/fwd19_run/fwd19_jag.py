@@ -5,7 +5,7 @@ B2 S1820 batch, at D = 256 / 128 / 64. Variants: "c[:n][:np]": fwd_sm80_cfg=c, f
 n KV tiles; "" the rule), np: fwd_sm80_pack=False (each short sequence its own query tile); "ceil": chunks of the
 mean work per block slot rounded up (the rounding before fwd19: 12 / 15, 7 / 9, 4 / 5 KV tiles at D = 256 / 128 /
 64, Zipf / dense). Timing as fwd17_jag.py (tools/hstu_dev/fwd17_run): CUDA graphs of 10 calls, variants interleaved
-per round, median of --reps rounds. Prints markdown tables and `fwd19 LABEL | case | variant | ms` lines.
+per round, median of --reps rounds. Prints markdown tables and `fwd19 LABEL | case | variant | ms` lines. "c:w:": fwd_split_tiles="wave" (the sm80 rule without its bound of two waves).
 
 Usage: fwd19_jag.py LABEL [--cfgs 0 0::np ceil] [--reps 7] [--seeds 1 2] [--masks]"""
 import argparse
@@ -29,7 +29,7 @@ def ours(lens, D, var, ctx=0, seed=2):
     split, _, pack = rest.partition(":")
     opts = dict(sm90=False, fwd_sm80_cfg=int(cfg))
     if split:
-        opts["fwd_split_tiles"] = int(split)
+        opts["fwd_split_tiles"] = "wave" if split == "w" else int(split)
     if pack == "np":
         opts["fwd_sm80_pack"] = False
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -53,6 +53,8 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[])
     ap.add_argument("--masks", action="store_true", help="B16 S4K ctx64 against causal at D = 64 / 128")
     ap.add_argument("--only-masks", action="store_true", help="--masks' cases alone")
+    ap.add_argument("--edge", action="store_true", help="dense batches of 2-8 waves at D = 256: B4 S4K ctx3, B2 S4K, "
+                    "B16 S4K (variants: --zipf-cfgs)")
     ap.add_argument("--dims", nargs="+", type=int, default=[256, 128, 64])
     ap.add_argument("--zipf-cfgs", nargs="+", default=None, help="the variants of the Zipf / dense cases (default: "
                     "--cfgs)")
@@ -71,6 +73,9 @@ def main():
         t = sum(z)
         for D in [d for d in (256, 64) if d in a.dims]:
             cases += [(f"zipf{s} D{D} ctx3", "zipf", z, D, 3), (f"dense{s} B2 S{t // 2} D{D} ctx3", "dense", [t // 2] * 2, D, 3)]
+    if a.edge:
+        cases += [("B4 S4K D256 ctx3", "edge", [4096] * 4, 256, 3), ("B2 S4K D256", "edge", [4096] * 2, 256, 0),
+                  ("B16 S4K D256", "edge", [4096] * 16, 256, 0)]
     if a.only_masks:
         cases = []
     if a.masks or a.only_masks:
