@@ -19,7 +19,7 @@ from hstu_attn import _ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fwd17_run"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fwd17_jag import H, flops, timed, zipf_lengths  # noqa: E402
+from fwd17_jag import H, flops, print_row, timed, zipf_lengths  # noqa: E402
 
 CEIL = {("zipf", 256): 12, ("dense", 256): 15, ("zipf", 128): 7, ("dense", 128): 9, ("zipf", 64): 4, ("dense", 64): 5}
 
@@ -96,10 +96,7 @@ def main():
         ms = timed(run, a.reps, 10 if sum(lens) < 20000 else 3)
         fl = flops(lens, D)
         res[name] = (fl, ms)
-        print(f"| {name} | {sum(lens)} | " + " | ".join(
-            f"{ms[c]:.4f} ({fl / ms[c] / 1e9:.0f})" if c in ms else "" for c in cols) + " |", flush=True)
-        for c, t in ms.items():
-            print(f"fwd19 {a.label} | {name} | {c} | {t:.5f}", flush=True)
+        print_row(f"fwd19 {a.label}", name, lens, fl, ms, cols)
         del run
         torch.cuda.empty_cache()
     print("\n| Zipf TFLOP/s over dense (same tokens) | " + " | ".join(cols) + " |")
