@@ -85,7 +85,7 @@ constexpr int kFwdSm80Candidates = 5;
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
 // pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
-// fill less than two waves); so does the default (0) where the op made room for the plan.
+// fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -100,6 +100,10 @@ constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
 constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
 constexpr int kFwdSm80PairCfg = 1;
+// The default at D = 64 for long rows with contexts (B16 S4K ctx64 on an H200: 0.455 ms against candidate 1's
+// 0.474, 1.043x its causal time; issue 39's goal 1.05x). At D = 128 candidate 4 stays opt-in: 2.5 % faster there
+// too, but its kernel spills 20 B in sm_80 code.
+constexpr int kFwdSm80CtxCfg = 4;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -907,8 +911,11 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) return launch_hstu_fwd<T, D, Pairs>(p, stream);
     }
-    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
+    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
+      // D = 64 with contexts: candidate 4 (candidate 1's tile, the context tiles' warp skip in a body of their own)
+      if (D == 64 && p.num_contexts != nullptr) return launch_hstu_fwd_candidate<T, D, kFwdSm80CtxCfg>(p, stream);
       return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+    }
   }
   switch (p.fwd_sm80_cfg) {
     case 1:
