@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[])
     ap.add_argument("--masks", action="store_true", help="B16 S4K ctx64 against causal at D = 64 / 128")
     ap.add_argument("--only-masks", action="store_true", help="--masks' cases alone")
+    ap.add_argument("--no-base", action="store_true", help="without the seed-0 Zipf batch and its dense twin")
     ap.add_argument("--edge", action="store_true", help="dense batches of 2-8 waves at D = 256: B4 S4K ctx3, B2 S4K, "
                     "B16 S4K (variants: --zipf-cfgs)")
     ap.add_argument("--dims", nargs="+", type=int, default=[256, 128, 64])
@@ -66,7 +67,7 @@ def main():
     jag = zipf_lengths(32, 4096)
     tok = sum(jag)
     cases = []
-    for D in a.dims:
+    for D in [] if a.no_base else a.dims:
         cases += [(f"zipf D{D} ctx3", "zipf", jag, D, 3), (f"dense B2 S{tok // 2} D{D} ctx3", "dense", [tok // 2] * 2, D, 3)]
     for s in a.seeds:
         z = zipf_lengths(32, 4096, seed=s)
