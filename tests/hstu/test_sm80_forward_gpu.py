@@ -156,26 +156,6 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
                 kg.check_case(case, 0.5, backward=False)
 
 
-@pytest.mark.parametrize("mask", ["context_target_group", "local_context_target"])
-def test_sm80_forward_default_contexts_d64_runs_candidate_4(mask, kernel_opts):
-    """With contexts the default at D = 64 (bf16, long rows, no split) runs candidate 4 (candidate 1's tile, the
-    context tiles' warp skip in a body of their own): that kernel, bitwise candidate 4's output, the error rule."""
-    case = kg.make_case(zlib.crc32(repr(("ctx64", mask)).encode()), [700, 560, 513], 2, 64, torch.bfloat16, mask, 0)
-    outs = {}
-    for cfg in (0, 4):
-        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)
-        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **kg._varlen_kwargs(case))
-            torch.cuda.synchronize()
-        names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
-        want = f"hstu_fwd_kernel<__nv_bfloat16, {fwd_tile(64, 4)}(hstu::HstuParams)"
-        assert len(names) == 1 and next(iter(names)).endswith(want), (cfg, names, want)
-    assert torch.equal(outs[0], outs[4])
-    kernel_opts(sm90=False, fwd_split_tiles=0)
-    kg.check_case(case, 0.5, backward=False)
-
-
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 0, False), ("causal", True, 2, True), ("local_causal", False, 1, False),
     ("context_target_group", True, 0, False), ("local_context_target", False, 2, True), ("none", False, 0, False)])

@@ -72,14 +72,16 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      D = 256: warp pairs, 64 x 32 tiles (69 KB: 2 blocks per SM on the A100 too, fits sm86 / sm89);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
-//      walking the history with the context rows), the default's body elsewhere;
+//      walking the history with the context rows), the default's body elsewhere (B16 S4K ctx64 on an H200: D = 64
+//      0.455 ms against 1's 0.474, 1.043x its causal; D = 128 2.5 % faster than 2; causal as fast);
 //   5: D = 256: warp pairs, 128 x 64 tiles of 8 warps, one K/V stage (146 KB, one block per SM: A100, Hopper): half
 //      the K / V bytes from L2; D = 64: 128 x 64 tiles in 32-key sub-tiles, two K/V stages, 3 blocks per SM (12 warps).
 // (Earlier forms: 3-5 at D <= 128 2 / the default's tiles / 1 with the warp skip, 4 2 with the warp skip everywhere,
-// then SKIP 4 (the skip's branch in every tile's loop), 5 at D = 256 8 warps x 16 rows, measured no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the
-// device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps; elsewhere the default
-// runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (16 B,
-// opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
+// then SKIP 4 (the skip's branch in every tile's loop: causal 4-6 % slower), 5 at D = 256 8 warps x 16 rows, measured
+// no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the device's opt-in shared memory holds them and
+// not on sm86 / sm89 (their code of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in
+// sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (20 B, opt-in), the defaults and the others none
+// (docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
@@ -100,10 +102,6 @@ constexpr int64_t kFwdSm80LongRows = 512;
 template <int D>
 constexpr int kFwdSm80DefaultCfg = D == 64 ? 1 : 2;
 constexpr int kFwdSm80PairCfg = 1;
-// The default at D = 64 for long rows with contexts (B16 S4K ctx64 on an H200: 0.455 ms against candidate 1's
-// 0.474, 1.043x its causal time; issue 39's goal 1.05x). At D = 128 candidate 4 stays opt-in: 2.5 % faster there
-// too, but its kernel spills 20 B in sm_80 code.
-constexpr int kFwdSm80CtxCfg = 4;
 template <int D, int CFG>
 struct FwdSm80Candidate {
   static constexpr bool kExists = false;
@@ -911,11 +909,8 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       if (fits) return launch_hstu_fwd<T, D, Pairs>(p, stream);
     }
-    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch) {
-      // D = 64 with contexts: candidate 4 (candidate 1's tile, the context tiles' warp skip in a body of their own)
-      if (D == 64 && p.num_contexts != nullptr) return launch_hstu_fwd_candidate<T, D, kFwdSm80CtxCfg>(p, stream);
+    if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
       return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
-    }
   }
   switch (p.fwd_sm80_cfg) {
     case 1:
