@@ -282,9 +282,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per
     SM, chunks of at least 4 KV tiles), 0 no split, ``"wave"`` the smallest cap whose list fits the SMs at once
     (every chunk running together; batches of at most 1024 query tiles, else the rule), n in 1..253 chunks of at
-    most n KV tiles. The sm80-class forward's split (``fwd_sm80_cfg=7``) reads it too: None its rule (below two
-    waves of query tiles, chunks of the mean work per block slot of the real KV walks, counted on the device, at
-    least 4 KV tiles), 0 no split, n chunks of at most n KV tiles ("wave": the rule).
+    most n KV tiles. The sm80-class forward's split (``fwd_sm80_cfg=7``) reads it too: None its rule (chunks of the
+    mean work per block slot of the real KV walks, counted on the device, at least 4 KV tiles; none where the query
+    tiles fill about four waves or more), 0 no split, n chunks of at most n KV tiles ("wave": the rule).
     ``bwd_sm80_cfg``: the sm80-class backward's tiles at D = 128 / 256. 0 (the default): FlashAttention-2's warp
     layout with P and dS through shared memory (hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh), 8 warps, two Q / dO
     stages where they fit (5: 160 / 208 KB, Hopper), else one (4: 128 / 144 KB, A100), else the old layouts
@@ -327,9 +327,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     S4K, 1.26x at S16K, 1.10x at D = 256 S4K, 1.34x at D = 64 S8K), else the old tiles; 6 (``FWD_SM80_CFG_OLD``)
     the old tiles whatever the shape, for comparisons; 7 (``FWD_SM80_CFG_SPLIT``) the bf16 default tile (D = 256 1,
     128 2, 64 1) with the split of long KV ranges (hstu/csrc/sm80/hstu_fwd_sm80_split.h): where the query tiles fill
-    less than two waves, each tile's KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one block
-    each from a work list built on the device (heaviest chunk first), their fp32 partials summed in chunk order
-    (deterministic). The default takes the split too (bf16).
+    less than about four waves, each long KV walk in chunks (``fwd_split_tiles``: at most n KV tiles; 0 never), one
+    block each from a work list built on the device (heaviest chunk first), their fp32 partials summed in chunk
+    order (deterministic). The default takes the split too (bf16).
     ``pdl=True``: the paged Hopper forward (``hstu_attn_paged_func``, the cached inference step) and the cache's
     append kernel are launched as programmatic dependent launches, their CTAs starting under the previous kernel and
     waiting for it in-kernel (same results bit for bit; docs/hstu_inference.md); so is the device validation of a

@@ -41,9 +41,9 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True, pairs=True):
         elif cfg == 3:  # D = 256: warp pairs, 64 x 32 (69 KB)
             t = (64, 32, 32, 4, 2, 1, 0, 2)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
-            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 4, 1)
+            t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
-            t = (64, 64, 64, 4, 2, 1, 4, 2)
+            t = (64, 64, 64, 4, 2, 1, 5, 2)
         elif cfg == 5 and D == 256 and big_smem:  # warp pairs, 128 x 64 (8 warps)
             t = (128, 64, 64, 8, 1, 1, 0, 2)
         elif cfg == 5 and D == 64:  # 128 x 64 in 32-key sub-tiles, two stages, 3 blocks per SM
@@ -181,6 +181,25 @@ def test_sm80_forward_split(D, mask, delta_q, rab_heads, seqused, kernel_opts):
         kg.assert_agree(("out",), (got,), (want,), f"split chunks of {chunk} vs the default")
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         assert torch.equal(run(), got), chunk
+
+
+@pytest.mark.parametrize("mask", ["causal", "context_target_group"])
+@pytest.mark.parametrize("D", [64, 256])
+def test_sm80_forward_split_over_two_waves(D, mask, kernel_opts):
+    """The split's rule past two waves of query tiles (the default), on a batch of one long and several shorter
+    sequences over 8 / 16 heads (over two waves of query tiles on an A100- or H100-class GPU): meets the error rule
+    against the fp32 reference and agrees with the unsplit kernel."""
+    lk = [3000, 900, 700, 513, 300, 129, 64, 1, 0, 47]
+    case = kg.make_case(zlib.crc32(repr(("waves", D, mask)).encode()), lk, 16 if D == 64 else 8, D, torch.bfloat16,
+                        mask, 0)
+    def run():
+        return hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, **kg._varlen_kwargs(case))
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    want = run()
+    kernel_opts(sm90=False)
+    kg.check_case(case, 0.5, backward=False)
+    kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+    kg.assert_agree(("out",), (run(),), (want,), "the rule past two waves vs no split")
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])

@@ -27,8 +27,9 @@ namespace hstu {
 // work on keys that every one of its rows has masked (the causal diagonal): 1 Q K^T and the pointwise of whole
 // sub-tiles (P V of the zeros runs: skipping it spills at D = 128's 128-register cap), 2 whole sub-tiles, 3 also
 // 16-key chunks of a sub-tile; 4 only in tiles with context rows: 2, and each warp's own fully visible sub-tiles
-// take the unmasked path (a warp of context rows on the history). PAIR 2: warp pairs (below, hstu_fwd_kernel), one
-// K/V stage.
+// take the unmasked path (a warp of context rows on the history); 5 (hstu_fwd_kernel): 4 in a copy of the body that
+// only the tiles with context rows run, 0 in the others (no branch in their loop). PAIR 2: warp pairs (below,
+// hstu_fwd_kernel), one K/V stage.
 template <int D, int BM, int BN, int BNS, int WARPS, int MINB, int STAGES, int SKIP, int PAIR = 1>
 struct FwdSm80Tile {
   static constexpr int kBlockM = BM;
@@ -45,7 +46,7 @@ struct FwdSm80Tile {
   static constexpr int kSmemP = kSmemRowKeys + BM * 16;
   static constexpr int kSmem = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
-  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP == 4)), "warp pairs: one K/V stage");
+  static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
 
 // The default. D <= 128: 8 warps of one m16 tile (128 rows), 2 blocks (16 warps) per SM at the 128-register cap;
@@ -69,20 +70,24 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
 //      registers; 48 KB at D = 128): half the causal diagonal's masked work of a 128-row tile, twice the blocks;
 //      D = 256: warp pairs, 64 x 32 tiles (69 KB: 2 blocks per SM on the A100 too, fits sm86 / sm89);
-//   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 4, the warp skip in tiles with context rows;
+//   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
+//      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
+//      walking the history with the context rows), the default's body elsewhere (B16 S4K ctx64 on an H200: D = 64
+//      0.455 ms against 1's 0.474, 1.043x its causal; D = 128 2.5 % faster than 2; causal as fast);
 //   5: D = 256: warp pairs, 128 x 64 tiles of 8 warps, one K/V stage (146 KB, one block per SM: A100, Hopper): half
 //      the K / V bytes from L2; D = 64: 128 x 64 tiles in 32-key sub-tiles, two K/V stages, 3 blocks per SM (12 warps).
 // (Earlier forms: 3-5 at D <= 128 2 / the default's tiles / 1 with the warp skip, 4 2 with the warp skip everywhere,
-// 5 at D = 256 8 warps x 16 rows, measured no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the
-// device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps; elsewhere the default
-// runs). ptxas (nvcc 13.0, bf16): no spill in sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (16 B,
-// opt-in), the defaults and the others none (docs/hstu_kernel_notes.md).
+// then SKIP 4 (the skip's branch in every tile's loop: causal 4-6 % slower), 5 at D = 256 8 warps x 16 rows, measured
+// no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the device's opt-in shared memory holds them and
+// not on sm86 / sm89 (their code of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in
+// sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (20 B, opt-in), the defaults and the others none
+// (docs/hstu_kernel_notes.md).
 constexpr int kFwdSm80Candidates = 5;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
 // pairs, 128 candidate 2, 64 candidate 1) with the split of long KV ranges where its plan splits (the query tiles
-// fill less than two waves); so does the default (0) where the op made room for the plan.
+// fill less than about four waves); so does the default (0) where the op made room for the plan.
 // The default (fwd_sm80_cfg=0) for bf16 at D = 256: the warp pairs (candidate kFwdSm80PairCfg) at every row count
 // where they fit (105 KB; not sm86 / sm89). Measured on an H200 (forward ms, issue 39): B16 S4K 1.523 against
 // candidate 2's 1.715 and FA2's 1.848, B64 S1K 0.475 / 0.523, B256 S256 0.216 against the old tiles' 0.238, a
@@ -114,7 +119,7 @@ struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, 64, 64, 64, 4, 3, 1, 0> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 template <int D>
-struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 4> {
+struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 5> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
 // (the candidates of one head dim only)
@@ -127,7 +132,7 @@ struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2,
 template <>
 struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2>> {};
 template <>
-struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 4, 2>> {};
+struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
 template <>
 struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2>> {};
 template <>
@@ -656,7 +661,17 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
 
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_kernel(const HstuParams p) {
-  hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+  if constexpr (SKIP == 5) {  // rank 0 of the longest-first grid is query tile 0 where contexts are given
+    static_assert(kFwdSm80Lpt<NWARPS, MINB>, "the grid's rank 0");
+    const unsigned n_m = static_cast<unsigned>((p.max_seqlen_q + BM - 1) / BM);
+    if (p.num_contexts != nullptr && blockIdx.x < gridDim.x / n_m) {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 4, PAIR, false>(p);
+    } else {
+      hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, 0, PAIR, false>(p);
+    }
+  } else {
+    hstu_fwd_block<T, D, BM, BN, BNS, NWARPS, MINB, STAGES, SKIP, PAIR, false>(p);
+  }
 }
 template <typename T, int D, int BM, int BN, int BNS, int NWARPS, int MINB, int STAGES, int SKIP, int PAIR>
 __global__ void __launch_bounds__(NWARPS * 32, MINB) hstu_fwd_split_kernel(const HstuParams p) {
@@ -716,16 +731,22 @@ cudaError_t launch_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
 // the k of its KV walk, n steps of it over KV tiles [nb_begin, nb_end) (int4 {b, m0, c | k << 16, nb_end | nb_begin
 // << 16} behind the header {items, ns, KV tiles per chunk, 0}; all below 2^15: fwd_sm80_split_plan) in a counting
 // sort by n, heaviest first (256 buckets). A warp per sequence, a lane per query tile: the walk's length as
-// hstu_fwd_block computes it.
+// hstu_fwd_block computes it. The kernel is one block's latency on the forward's path: the walks are computed twice
+// (the first pass also counts them per length, from which the buckets' counts follow without a pass over the tiles
+// where the walks are at most kFwdListHist KV tiles), the buckets' starts come from a warp scan.
 constexpr int kFwdListBuckets = 256;
+constexpr int kFwdListHist = 1024;
 template <int BM, int BN>
 __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuParams p, int4* list, int counters,
                                                                   int ns, int least, int resident) {
   __shared__ int cursor[kFwdListBuckets];
+  __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ unsigned long long work;
+  __shared__ int long_walk;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
-  if (threadIdx.x == 0) work = 0;
+  for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
+  if (threadIdx.x == 0) work = long_walk = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps)
@@ -743,39 +764,75 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
       }
     }
   };
-  if (resident > 0) {
+  {
     unsigned long long mine = 0;
-    each_tile([&](int, int, int steps, auto&&) { mine += static_cast<unsigned long long>(max(steps, 1)); });
+    int longer = 0;
+    each_tile([&](int, int, int steps, auto&&) {
+      mine += static_cast<unsigned long long>(max(steps, 1));
+      if (steps >= 0 && steps <= kFwdListHist) {
+        atomicAdd(&hist[steps], 1);
+      } else {
+        longer = 1;
+      }
+    });
     if (mine > 0) atomicAdd(&work, mine);
+    if (longer) long_walk = 1;
     __syncthreads();
   }
   const int chunk = resident > 0 ? static_cast<int>(max(static_cast<unsigned long long>(least),
                                                          (work * p.heads + resident - 1) / resident))
                                  : least;
-  // pass 0 counts each bucket's chunks, pass 1 places them
+  // the bucket of a chunk of w KV tiles (w = chunk: 0, the heaviest)
+  auto bucket_of = [&](int w) {
+    return kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
+  };
+  // pass 0 counts each bucket's chunks (from the walks' lengths, or over the tiles), pass 1 places them
   for (int pass = 0; pass < 2; ++pass) {
-    each_tile([&](int b, int m0, int steps, auto&& tile_at) {
-      const int k = max(1, (steps + chunk - 1) / chunk);
-      for (int c = 0; c < k; ++c) {
-        const int w = min(chunk, steps - c * chunk);
-        const int bucket = kFwdListBuckets - 1 - static_cast<int>(int64_t{w} * (kFwdListBuckets - 1) / chunk);
-        if (pass == 0) {
-          atomicAdd(&cursor[bucket], 1);
-        } else {
-          const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
-          list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+    if (pass == 0 && !long_walk) {  // a walk of s steps: k - 1 chunks of `chunk`, the last of s - (k - 1) chunk
+      for (int st = threadIdx.x; st <= kFwdListHist; st += blockDim.x) {
+        const int n = hist[st];
+        if (n == 0) continue;
+        const int k = max(1, (st + chunk - 1) / chunk);
+        if (k > 1) atomicAdd(&cursor[bucket_of(chunk)], n * (k - 1));
+        atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
+      }
+    } else {
+      each_tile([&](int b, int m0, int steps, auto&& tile_at) {
+        const int k = max(1, (steps + chunk - 1) / chunk);
+        for (int c = 0; c < k; ++c) {
+          const int w = min(chunk, steps - c * chunk);
+          const int bucket = bucket_of(w);
+          if (pass == 0) {
+            atomicAdd(&cursor[bucket], 1);
+          } else {
+            const int nb_end = tile_at(c * chunk) + 1, nb_begin = tile_at(c * chunk + w - 1);
+            list[1 + atomicAdd(&cursor[bucket], 1)] = make_int4(b, m0, c | k << 16, nb_end | nb_begin << 16);
+          }
         }
-      }
-    });
+      });
+    }
     __syncthreads();
-    if (pass == 0 && threadIdx.x == 0) {  // the buckets' starts (heaviest first), the header
-      int n = 0;
-      for (int i = 0; i < kFwdListBuckets; ++i) {
-        const int c = cursor[i];
-        cursor[i] = n;
-        n += c;
+    if (pass == 0 && warp == 0) {  // the buckets' starts (heaviest first): kPer per lane, a scan of the lanes' sums
+      constexpr int kPer = kFwdListBuckets / 32;
+      int c[kPer], sum = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        c[i] = cursor[lane * kPer + i];
+        sum += c[i];
       }
-      list[0] = make_int4(n, ns, chunk, 0);
+      int n = sum;  // (inclusive over the lanes)
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, n, o);
+        if (lane >= o) n += v;
+      }
+      if (lane == 31) list[0] = make_int4(n, ns, chunk, 0);  // the header
+      n -= sum;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        cursor[lane * kPer + i] = n;
+        n += c[i];
+      }
     }
     __syncthreads();
   }

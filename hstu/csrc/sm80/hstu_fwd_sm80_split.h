@@ -1,7 +1,7 @@
 // The sm80-class forward's split of long KV ranges (host side: the device query, the split's plan and workspace).
 //
-// A batch whose query tiles fill less than two waves of blocks (a Zipf batch of a few long and many short sequences,
-// a few dense sequences) runs as long as its heaviest tile: the causal last tile (or, with contexts, tile 0) walks
+// A batch whose query tiles fill a few waves of blocks (a Zipf batch of a few long and many short sequences, a few
+// dense sequences) runs as long as its heaviest tiles: the causal last tile (or, with contexts, tile 0) walks
 // every KV tile of the longest sequence. With the split, each query tile's walk is cut into chunks of at most
 // `chunk` KV tiles, one block per chunk; a chunk of a split tile stores its fp32 accumulator (a partial) in the
 // workspace and counts itself on the tile's counter; the last of the k chunks to arrive adds the k partials in chunk
@@ -92,11 +92,12 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
 }
 
 // The split of a forward with tiles `t` on a device with `sms` SMs (host values only). p.fwd_split_tiles: -1 never,
-// n > 0 chunks of at most n KV tiles, else the rule: split only when the query tiles fill less than two waves, in
-// chunks of the mean work per block slot of the real walks (the list's kernel counts them on the device), at least
-// half the mean work per block slot if every query tile walked as far as the longest sequence's (dense causal: half
-// the mean; shorter sequences make it an over-estimate) and kFwdSm80SplitMinChunk: that least chunk sizes the
-// workspace and the grid. No split where the list's bound exceeds the grid's y limit (forced short chunks on long
+// n > 0 chunks of at most n KV tiles, else the rule: chunks of the mean work per block slot of the real walks (the
+// list's kernel counts them on the device), at least half the mean work per block slot if every query tile walked
+// as far as the longest sequence's (dense causal: half the mean; shorter sequences make it an over-estimate) and
+// kFwdSm80SplitMinChunk: that least chunk sizes the workspace and the grid, and no split where it reaches the longest
+// walk (from about four waves of query tiles on: balanced batches; below, the device's chunk leaves the tiles of a
+// balanced batch whole). No split where the list's bound exceeds the grid's y limit (forced short chunks on long
 // batches).
 inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t, int sms) {
   if (p.fwd_split_tiles == -1 || p.batch <= 0 || p.heads <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0)
@@ -106,8 +107,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
   const int64_t tiles = std::min<int64_t>(int64_t{p.batch} * n_m, p.total_q / t.bm + p.batch);
   int64_t chunk = p.fwd_split_tiles;
   if (chunk <= 0) {
-    const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;
-    if (blocks >= 2 * resident) return {};
+    const int64_t blocks = tiles * p.heads, resident = int64_t{sms} * t.minb;  // (chunk >= n_kv past ~4 waves)
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
   if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)

@@ -99,6 +99,14 @@ def flops(lens, D):
     return sum(4.0 * H * D * L * L / 2 for L in lens)
 
 
+def print_row(tag, name, lens, fl, ms, cols):
+    """a markdown row of ms (TFLOP/s) per column, then one `TAG | name | column | ms` line per timing"""
+    print(f"| {name} | {sum(lens)} | " + " | ".join(
+        f"{ms[c]:.4f} ({fl / ms[c] / 1e9:.0f})" if c in ms else "" for c in cols) + " |", flush=True)
+    for c, t in ms.items():
+        print(f"{tag} | {name} | {c} | {t:.5f}", flush=True)
+
+
 def table(title, cases, cfgs, reps, label, n=10, fa2_for=None):
     print(f"\n### {title}")
     cols = [f"cfg {c}" for c in cfgs] + (["FA2"] if fa2_for else [])
@@ -112,12 +120,8 @@ def table(title, cases, cfgs, reps, label, n=10, fa2_for=None):
         if fa2_for and name in fa2_for:
             run["FA2"] = fa2(len(lens), lens[0], D)
         ms = timed(run, reps, n)
-        fl = flops(lens, D)
         res[name] = ms
-        print(f"| {name} | {sum(lens)} | " + " | ".join(
-            f"{ms[c]:.4f} ({fl / ms[c] / 1e9:.0f})" if c in ms else "" for c in cols) + " |", flush=True)
-        for c, t in ms.items():
-            print(f"fwd17 {label} | {name} | {c} | {t:.5f}", flush=True)
+        print_row(f"fwd17 {label}", name, lens, flops(lens, D), ms, cols)
         del run
         torch.cuda.empty_cache()
     return res
