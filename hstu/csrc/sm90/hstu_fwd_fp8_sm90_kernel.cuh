@@ -174,11 +174,14 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
 // half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
 // at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
+// kFp8SiluSplit24 + n (kernel_options(fp8_fwd_var=10..13), 192-key tiles): n of every 24 words in half2, spread
+// evenly the same way (24 words per thread on a 192-key tile; kFp8SiluMix3 is n = 9).
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluSplit24 = 16 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
+  if (silu >= kFp8SiluSplit24) return (w + 1) * (silu - kFp8SiluSplit24) / 24 > w * (silu - kFp8SiluSplit24) / 24;
   const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
@@ -186,7 +189,13 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
 // correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
 // 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8 };
+// kFp8VarSplit7 .. kFp8VarSplit11: the 192-key tiles with 7, 8, 10, 11 of every 24 P words in half2 (the default:
+// 9). kFp8VarTrace (timing-only, WRONG outputs in one CTA): the default's 192-key kernel with clock stamps of CTA
+// (0, 0, 0)'s consumer loop written over its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
+enum Fp8FwdVar : int {
+  kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8, kFp8VarNoPingpong = 9, kFp8VarSplit7 = 10,
+  kFp8VarSplit8 = 11, kFp8VarSplit10 = 12, kFp8VarSplit11 = 13, kFp8VarSplitS = 14, kFp8VarTrace = 15
+};
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -202,6 +211,17 @@ inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
 // by XORs of the fp32 bits (two ALU ops per 4 elements) instead of two F2FP.SATFINITE.E4M3.
 constexpr int kFp8FwdDiagNoMufu = 1;
 constexpr int kFp8FwdDiagNoCvt = 2;
+// kFp8FwdDiagTrace: the arithmetic of the default; CTA (0, 0, 0) (grid order: the first sequence's last query tile)
+// writes clock stamps of each consumer warpgroup's loop over its output rows instead of its output (32-bit words
+// 4096 wg + 8 i + j: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V done; i 0 the
+// first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
+constexpr int kFp8FwdDiagTrace = 4;
+// Structural variants of the 192-key kernel (kDiag bits; correct outputs; kernel_options(fp8_fwd_var=14 / 9)):
+// kFp8FwdSplitS, S = Q K^T issued as two wgmma groups of 96 keys, the SiLU of the first half's P words starting
+// while the second half computes (unmasked tiles); kFp8FwdNoPingpong, the consumer warpgroups issue without taking
+// turns (no named barriers between them).
+constexpr int kFp8FwdSplitS = 8;
+constexpr int kFp8FwdNoPingpong = 16;
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
@@ -272,7 +292,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
-  static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
+  constexpr bool kSplitS = (kDiag & kFp8FwdSplitS) != 0;
+  constexpr bool kPingpong = (kDiag & kFp8FwdNoPingpong) == 0;
+  static_assert(!kSplitS || (kBN == 192 && kSilu != kFp8SiluTanh), "S in halves: 192-key tiles, a mixed SiLU");
+  static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -368,6 +391,25 @@ __global__ void __launch_bounds__(384, 1)
   const int wtid = ctid % 128;
   const int warp = wtid / 32;
   const int lane = wtid % 32;
+  // kFp8FwdDiagTrace: CTA (0, 0, 0)'s stamps, one thread per consumer warpgroup, over the CTA's output rows.
+  const bool trace_cta = (kDiag & kFp8FwdDiagTrace) != 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+  auto trace_put = [&](int k, uint32_t v) {
+    if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
+      if (trace_cta && wtid == 0 && k < 4096) {
+        k += 4096 * wg;
+        uint16_t* row = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(si.q_start + m0 + k / 64) * p.o_row_stride +
+                        static_cast<int64_t>(h) * p.o_head_stride;
+        reinterpret_cast<uint32_t*>(row)[k % 64] = v;
+      }
+    }
+  };
+  auto stamp = [&](int i, int j) {
+    if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
+      uint32_t c;
+      asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c));
+      if (8 * i + j < 4088) trace_put(8 * i + j, c);  // (4088: n_tiles)
+    }
+  };
   int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
   for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
     const int qb = q_it % C::kQBufs;
@@ -414,18 +456,28 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
+      // (kSplitS: keys 0-95 into acc_s[0, 48), then keys 96-191 into acc_s[48, 96), two commit groups: the
+      // accumulator layout of m64n192 is that of the two m64n96 side by side.)
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
 #pragma unroll
-        for (int ks = 0; ks < D / 32; ++ks) {
-          const int off = (ks * 32) % RB;  // k offset inside the panel row
-          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-          const uint64_t db =
-              make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
-          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+        for (int half = 0; half < (kSplitS ? 2 : 1); ++half) {
+#pragma unroll
+          for (int ks = 0; ks < D / 32; ++ks) {
+            const int off = (ks * 32) % RB;  // k offset inside the panel row
+            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+            const uint64_t db = make_desc_kmajor(
+                sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + half * (BN / 2) * RB + off, RB);
+            if constexpr (kSplitS) {
+              float(&acc_h)[BN / 4] = *reinterpret_cast<float(*)[BN / 4]>(&acc_s[half * (BN / 4)]);
+              if constexpr (BN == 192) wgmma_m64n96k32_ss_e4m3(acc_h, da, db, ks > 0 ? 1 : 0);
+            } else {
+              wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
+            }
+          }
+          wgmma_commit();
         }
-        wgmma_commit();
       };
       auto issue_pv = [&](int s, const uint32_t(&pp)[BN / 32][4]) {
         wgmma_fence();
@@ -468,10 +520,42 @@ __global__ void __launch_bounds__(384, 1)
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
       // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
+      // The mixed SiLU of an unmasked tile's P words of key steps [ks0, ks1) (constants after inlining).
+      auto silu_words = [&](int ks0, int ks1, float sc, uint32_t(&pn)[BN / 32][4]) {
+        const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
+#pragma unroll
+        for (int ks = 0; ks < BN / 32; ++ks) {
+          if (ks < ks0 || ks >= ks1) continue;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
+            if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
+              pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2, acc_s[e + 5] * sc2);
+            } else {
+              float v[4];
+#pragma unroll
+              for (int u = 0; u < 4; ++u) {
+                const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
+                v[u] = fmaf(x, tanh_fast(x), x);
+              }
+              pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
+            }
+          }
+        }
+      };
+      auto tile_unmasked = [&](int n0) {
+        return D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN);
+      };
       auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4]) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
-        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
+        if constexpr (kSilu != kFp8SiluTanh && kSplitS) {
+          if (tile_unmasked(n0)) {
+            silu_words(0, BN / 32, sc, pn);
+            return;
+          }
+        } else if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
           if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
@@ -539,9 +623,15 @@ __global__ void __launch_bounds__(384, 1)
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.
-      auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
-      auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
-      if (wg == 1) named_barrier_arrive(4, 256);
+      auto pp_sync = [&]() {
+        if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
+      };
+      auto pp_arrive = [&]() {
+        if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
+      };
+      if constexpr (kPingpong) {
+        if (wg == 1) named_barrier_arrive(4, 256);
+      }
       // Block mode's k / v factors (global loads) are loaded an iteration before their use, off the path from S_i's
       // wait to the SiLU and from P_{i-1}'s to the next issue: kf_nx = k factor of tile i + 1, vf_nx = v factor of
       // tile i at the end of iteration i (other modes: the CTA's constants).
@@ -549,14 +639,21 @@ __global__ void __launch_bounds__(384, 1)
       float vf_nx = v_cur;
       {
         const int s0 = stage(0);
+        trace_put(4088, n_tiles);
+        stamp(0, 0);
         mbar_wait(bar_full_k(s0), phase(0));
+        stamp(0, 1);
         pp_sync();
+        stamp(0, 2);
         issue_qk(s0);
         pp_arrive();
+        stamp(0, 3);
         wgmma_wait<0>();
         pin_all(acc_s);
+        stamp(0, 4);
         release(bar_empty_k(s0));
         silu_mask(tile(0), k_factor(tile(0)), pn);
+        stamp(0, 5);
         take_p();
       }
       // Iteration i: S_i and O += P_{i-1} V_{i-1} issued, P_i computed under them. pin: P_{i-1}'s registers (read by
@@ -568,19 +665,46 @@ __global__ void __launch_bounds__(384, 1)
         const float kf = kf_nx, vf_prev = vf_nx;  // tile i's k factor, tile i - 1's v factor
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
+        stamp(i, 0);
         mbar_wait(bar_full_k(s), phase(i));
         mbar_wait(bar_full_v(sp), phase(i - 1));
+        stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
+        stamp(i, 2);
         issue_qk(s);        // S_i, in flight during the P V below
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
-        wgmma_wait<1>();  // S_i done
-        pin_all(acc_s);
-        release(bar_empty_k(s));
-        silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        stamp(i, 3);
+        if constexpr (kSplitS) {  // (groups: S_i's keys 0-95, 96-191, then the P V)
+          wgmma_wait<2>();
+#pragma unroll
+          for (int e = 0; e < BN / 4; ++e) sm90::pin(acc_s[e]);  // (keys 0-95)
+          stamp(i, 4);
+          if (tile_unmasked(nb * BN)) {
+            const float sc = half_alpha_q * kf;
+            silu_words(0, BN / 64, sc, pout);  // under S_i's second half
+            wgmma_wait<1>();
+            pin_all(acc_s);
+            release(bar_empty_k(s));
+            silu_words(BN / 64, BN / 32, sc, pout);
+          } else {
+            wgmma_wait<1>();
+            pin_all(acc_s);
+            release(bar_empty_k(s));
+            silu_mask(nb, kf, pout);
+          }
+        } else {
+          wgmma_wait<1>();  // S_i done
+          pin_all(acc_s);
+          stamp(i, 4);
+          release(bar_empty_k(s));
+          silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        }
+        stamp(i, 5);
         wgmma_wait<0>();
         pin_all(pin);
+        stamp(i, 6);
         release(bar_empty_v(sp));
         take_p();
       };
@@ -588,13 +712,18 @@ __global__ void __launch_bounds__(384, 1)
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {
         const int il = n_tiles - 1;
         const int sl = stage(il);
+        stamp(n_tiles, 0);
         mbar_wait(bar_full_v(sl), phase(il));
+        stamp(n_tiles, 1);
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();
+        stamp(n_tiles, 2);
         issue_pv(sl, pl);
         if (wg == 0) pp_arrive();
+        stamp(n_tiles, 3);
         wgmma_wait<0>();
         pin_all(pl);
+        stamp(n_tiles, 6);
         release(bar_empty_v(sl));
       };
       for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
@@ -622,7 +751,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     named_barrier_sync(2 + wg, 128);
-    const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
+    const int rows_store = trace_cta ? 0 : min(64, si.lq_alloc - m0 - 64 * wg);
     uint16_t* og = static_cast<uint16_t*>(p.out) +
                    static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
                    static_cast<int64_t>(h) * p.o_head_stride;

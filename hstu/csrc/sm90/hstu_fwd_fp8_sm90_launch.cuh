@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
@@ -29,12 +30,12 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
 }
 
 // The 192-key tile kernel with SiLU form kSilu (D = 128, grid order; maps: K with 192-row boxes, Vt's two panels).
-template <bool kEarlyPack, int kSilu>
+template <bool kEarlyPack, int kSilu, int kDiag = 0>
 cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
                                 const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
                                 cudaStream_t stream) {
   using CW = Fp8FwdTraits<128, 1, 192>;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, 0, kSilu>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, SchedArgs{});
@@ -90,11 +91,30 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
-      if (kEarlyPack && f.var == kFp8VarWideMixed) {
-        return launch_fwd_fp8_wide<kEarlyPack, kSilu>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
+      if constexpr (kEarlyPack) {  // (the variants: kernel_options(fp8_fwd_var=...))
+        auto wide = [&](auto silu, auto diag) {
+          return launch_fwd_fp8_wide<kEarlyPack, decltype(silu)::value, decltype(diag)::value>(tq, tkw, tvt, tvt2, p,
+                                                                                                f, m_blocks, stream);
+        };
+        using Z = std::integral_constant<int, 0>;
+        constexpr int kS = kFp8SiluSplit24;
+        switch (f.var) {
+          case kFp8VarWideMixed: return wide(std::integral_constant<int, kFp8SiluMixed>{}, Z{});
+          case kFp8VarSplit7: return wide(std::integral_constant<int, kS + 7>{}, Z{});
+          case kFp8VarSplit8: return wide(std::integral_constant<int, kS + 8>{}, Z{});
+          case kFp8VarSplit10: return wide(std::integral_constant<int, kS + 10>{}, Z{});
+          case kFp8VarSplit11: return wide(std::integral_constant<int, kS + 11>{}, Z{});
+          case kFp8VarNoPingpong:
+            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdNoPingpong>{});
+          case kFp8VarSplitS:
+            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdSplitS>{});
+          case kFp8VarTrace:
+            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdDiagTrace>{});
+          default: break;
+        }
       }
-      return launch_fwd_fp8_wide<kEarlyPack, fp8_silu_default(D, kEarlyPack, 192)>(tq, tkw, tvt, tvt2, p, f, m_blocks,
-                                                                                   stream);
+      return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
