@@ -223,7 +223,7 @@ FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
 # hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = (0, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+FP8_FWD_VARS = (0, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -273,7 +273,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     share the SiLU; at D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the
     half2 mix (the default at D <= 128); a value other than the head dim's default runs the grid order.
     ``fp8_fwd_var`` (private, for comparisons; correct outputs): the Hopper FP8 forward's variants at D = 128
-    (elsewhere the default): 7 the 128-key tiles whatever the lengths (the default takes the 192-key tiles of
+    (elsewhere the default; 6 at D = 256: KV tiles of 96 keys instead of 64, grid order, not in block mode): 7 the
+    128-key tiles whatever the lengths (the default takes the 192-key tiles of
     ``fp8_bn192=True`` for batches of at least 4,096 keys per sequence on average, in grid order, not in block
     mode), 8 the 192-key tiles where the default takes them with the 128-key tiles' SiLU mix (half of the P words
     in half2 instead of 3 / 8), 10 / 11 / 12 / 13 there with 7 / 8 / 10 / 11 of every 24 P words in half2 (the

@@ -606,19 +606,22 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
 # fp8_fwd_var -> the 192-key kernel's (kDiag, kSilu) template arguments (Fp8Silu: 1 half of the words in half2,
 # 2 3 / 8 (the default), 16 + n n of every 24; kDiag 16 no pingpong, 8 S in two halves)
 FP8_VAR_KERNELS = {8: (0, 1), 9: (16, 2), 10: (0, 23), 11: (0, 24), 12: (0, 26), 13: (0, 27), 14: (8, 2)}
+FP8_VAR_D256 = 6  # fp8_fwd_var=6: D = 256 with 96-key tiles (not in block mode)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("var,D,mode,wide", [(8, D, mode, wide) for D in (128, 256) for mode in ("tensor", "block")
-                                             for wide in (False, True)]
-                         + [(v, 128, mode, True) for v in (14, 9, 10, 11, 12, 13) for mode in ("tensor", "head")]
-                         + [(14, 128, "block", True)])
+@pytest.mark.parametrize("var,D,mode,wide", [(8, 128, "tensor", False), (8, 128, "tensor", True),
+                                             (8, 128, "block", True), (8, 256, "tensor", False)]
+                         + [(v, 128, "tensor", True) for v in (14, 9, 10, 11, 12, 13)]
+                         + [(14, 128, "head", True), (14, 128, "block", True)]
+                         + [(FP8_VAR_D256, 256, mode, False) for mode in ("tensor", "head", "block")])
 def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
-    """kernel_options(fp8_fwd_var=8-14) (private, for comparisons): the 192-key tiles (here under fp8_bn192=True;
-    not in block mode) in another form than the default's: 8 the 128-key tiles' SiLU mix (Fp8Silu 1, half the P
-    words in half2, not 3 / 8), 10-13 7, 8, 10, 11 of every 24 words, 9 without pingpong turns, 14 S in two halves:
+    """kernel_options(fp8_fwd_var=6, 8-14) (private, for comparisons): 6 D = 256 with 96-key tiles (not in block
+    mode; the output staged over the K stages); 8-14 the 192-key tiles (here under fp8_bn192=True; not in block mode)
+    in another form than the default's: 8 the 128-key tiles' SiLU mix (Fp8Silu 1, half the P words in half2, not
+    3 / 8), 10-13 7, 8, 10, 11 of every 24 words, 9 without pingpong turns, 14 S in two halves:
     its own kernel, the error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty
-    sequence; for 9 and 14 also causal sequences of 1-2K keys, mostly unmasked tiles), for 9 the default's output
+    sequence; for 6, 9 and 14 also causal sequences of 1-2K keys, mostly unmasked tiles), for 9 the default's output
     bitwise (the same arithmetic in another schedule), for the others other P roundings than the default's (for 14
     the same products summed by two wgmmas of 96 keys); where the default runs 128-key tiles (or at D = 256) the
     default's kernel, bitwise; the default's output is the same before and after."""
@@ -628,7 +631,9 @@ def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
         pytest.skip("192-key tiles: D = 128 only")
     bn = 64 if D == 256 else 192 if wide and mode != "block" else 128
     diag, form = (0, 0) if D == 256 else FP8_VAR_KERNELS[var] if bn == 192 else (0, 1)
-    same = bn == 128 or var == 9
+    if var == FP8_VAR_D256 and mode != "block":
+        bn = 96
+    same = bn in (64, 128) or var == 9
     rng = random.Random(f"var-{var}-{D}-{mode}-{wide}")
     lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
     c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
@@ -646,7 +651,7 @@ def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
     else:
         assert max_err(out, default) <= 0.05 * default.abs().max().item()
     assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)[0], default)
-    if var in (9, 14) and bn == 192:
+    if var in (9, 14, FP8_VAR_D256) and bn in (96, 192):
         c = make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, D, "causal", device="cuda")
         out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **sw))
         q8s, scales = quantized(c, mode)
@@ -655,27 +660,30 @@ def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
 
 
 @pytest.mark.gpu
-def test_cuda_fp8_fwd_trace_variant():
-    """kernel_options(fp8_fwd_var=15) (timing-only): the default's 192-key kernel with clock stamps; every output
+@pytest.mark.parametrize("D", [128, 256])
+def test_cuda_fp8_fwd_trace_variant(D):
+    """kernel_options(fp8_fwd_var=15) (timing-only): the default's kernel with clock stamps (D = 128: its 192-key
+    tiles; D = 256: 64-key tiles, grid order); every output
     row but CTA (0, 0, 0)'s (sequence 0's last query tile, head 0) bitwise the default's, and those rows hold the
     stamps: each warpgroup's KV tile count at word 4088 and a non-decreasing loop (stamps 0-6 of each tile)."""
-    if not fp8_kernel_runs(128):
+    if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    c = make_case(151, [4096, 4096], 2, 128, "causal", device="cuda", delta_q=False)
+    c = make_case(151, [4096, 4096], 2, D, "causal", device="cuda", delta_q=False)
     q8s, scales = quantized(c, "tensor")
-    default, _ = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5)
-    out, names = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, fp8_fwd_var=15)
-    assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*192\s*,\s*4\s*,\s*2\s*>", n)
-               for n in names), names
+    default, _ = run_kernel(c, q8s, scales, "tensor", D ** -0.5)
+    out, names = run_kernel(c, q8s, scales, "tensor", D ** -0.5, fp8_fwd_var=15)
+    bn, form = (192, 2) if D == 128 else (64, 0)
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*4\s*,\s*{form}\s*>",
+                         n) for n in names), names
     m0 = 4096 - 128
     rows = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
     rows[m0:m0 + 128] = True
     assert torch.equal(out[~rows], default[~rows]) and torch.equal(out[:, 1], default[:, 1])
-    words = out[m0:m0 + 128, 0].contiguous().view(torch.int32).reshape(-1).cpu().tolist()
+    words = out[m0:m0 + 128, 0].contiguous().view(torch.int32)[:, :64].reshape(-1).cpu().tolist()
     for wg in range(2):
         w = [x & 0xFFFFFFFF for x in words[4096 * wg:4096 * (wg + 1)]]
         n = w[4088]
-        assert n == 22, n  # (ceil(4096 / 192) tiles for the last query tile)
+        assert n == -(-4096 // bn), n  # (the last query tile's KV tiles)
         seq = [w[8 * i + j] for i in range(1, n) for j in range(7)]
         assert all(0 <= (b - a) & 0xFFFFFFFF < 1 << 24 for a, b in zip(seq, seq[1:])), seq
 

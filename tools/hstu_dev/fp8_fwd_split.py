@@ -15,9 +15,9 @@ kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the
 sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3; 10 / 11 / 12 /
 13 the 192-key tiles with 7 / 8 / 10 / 11 of every 24 words in half2, the default 9; 9 the 192-key tiles without
 the consumer warpgroups' pingpong turns; 14 with S = Q K^T in two halves of 96 keys, the SiLU of the first half
-starting under the second),
-+ `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128. `--trace` (D = 128 cases): after the
-timing, one call of fp8_fwd_var=15 (the default's 192-key kernel with clock stamps of CTA (0, 0, 0), the first
+starting under the second; at D = 256 6, 96-key tiles),
++ `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128. `--trace` (D = 128 / 256 cases): after
+the timing, one call of fp8_fwd_var=15 (the default's 192-key / 64-key kernel with clock stamps of CTA (0, 0, 0), the first
 sequence's last query tile, written over its output rows) and a table of its consumer loop's phases in SM cycles
 per warpgroup (medians over the KV tiles past the first two, which are masked).
 
@@ -75,8 +75,8 @@ def main():
             var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
             names = {7: "var 7 (128 keys always)", 8: "var 8 (192 keys: mix 4/8)", 10: "var 10 (192: 7/24)",
                      11: "var 11 (192: 8/24)", 12: "var 12 (192: 10/24)", 13: "var 13 (192: 11/24)",
-                     9: "var 9 (192: no pingpong)", 14: "var 14 (192: S in halves)"}
-            applies = {v: D == 128 for v in names}
+                     9: "var 9 (192: no pingpong)", 14: "var 14 (192: S in halves)", 6: "var 6 (D256: 96 keys)"}
+            applies = {v: D == (256 if v == 6 else 128) for v in names}
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
@@ -116,8 +116,8 @@ def main():
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
-        if args.trace and D == 128:
-            trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S)
+        if args.trace and D >= 128:
+            trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D)
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
 
@@ -126,12 +126,13 @@ PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait",
           ("P V wait", 5, 6), ("tail (copy P, loop top)", 6, 8), ("period (issue to issue)", 3, 11))
 
 
-def trace(fn, B, S):
-    """fp8_fwd_var=15's stamps (kFp8FwdDiagTrace): CTA (0, 0, 0) = sequence 0's last query tile, head 0."""
+def trace(fn, B, S, D):
+    """fp8_fwd_var=15's stamps (kFp8FwdDiagTrace): CTA (0, 0, 0) = sequence 0's last query tile, head 0 (64 words
+    per output row)."""
     out = fn()
     torch.cuda.synchronize()
     m0 = (S + 127) // 128 * 128 - 128
-    words = out[m0:m0 + 128, 0, :].contiguous().view(torch.int32).reshape(-1).cpu().tolist()
+    words = out[m0:m0 + 128, 0, :].contiguous().view(torch.int32)[:, :64].reshape(-1).cpu().tolist()
     rows = []
     for wg in range(2):
         w = [x & 0xFFFFFFFF for x in words[4096 * wg:4096 * wg + 4096]]
@@ -155,7 +156,7 @@ def trace(fn, B, S):
     w1 = [x & 0xFFFFFFFF for x in words[4096:]]
     n = w0[4088]
     off = statistics.median([(w1[8 * i + 3] - w0[8 * i + 3]) & 0xFFFFFFFF for i in range(2, n - 1)]) if n > 3 else 0
-    print(f"\ntrace B{B} S{S // 1024}K D128 (default 192-key kernel + stamps; CTA (0,0,0), {n} KV tiles; SM cycles, "
+    print(f"\ntrace B{B} S{S // 1024}K D{D} (the default's kernel + stamps; CTA (0,0,0), {n} KV tiles; SM cycles, "
           f"median over tiles 2..{n - 2}; wg 1 issues {off:.0f} cycles after wg 0)")
     print("| wg | " + " | ".join(name for name, _, _ in PHASES) + " | loop total / tiles |")
     print("|---|" + "---:|" * (len(PHASES) + 1))

@@ -55,7 +55,11 @@ struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
   static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
-  static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
+  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
+  static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
+  // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile is read (both
+  // warpgroups' last QK^T done) before either warpgroup's epilogue (grid order: no loads after the last tile).
+  static constexpr bool kOOverK = BN == 96;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -65,27 +69,28 @@ struct Fp8FwdTraits {
   static constexpr int kTileBytes = kBlockN * D;       // one K tile or one Vt tile (D rows of kBlockN keys)
   static constexpr int kOPanelBytes = kBlockM * 128;   // output staging: 64 16-bit columns per panel
   static constexpr int kOBytes = kBlockM * D * 2;
-  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + kOBytes;
+  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + (kOOverK ? 0 : kOBytes);
   // + mbarriers (the persistent Q buffer 1 full / empty at 200-223) + the persistent FwdTile slots (128 bytes each)
   // + slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + (QBUFS > 1 ? 128 * QBUFS : 0) + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = BN > 128 ? 24 : 40;   // (BN 192: grid order only, the plain producer)
-  static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
+  static constexpr int kProducerRegs = BN > 128 || BN == 96 ? 24 : 40;  // (BN 192 / 96: grid order only)
+  static constexpr int kConsumerRegs = BN > 128 || BN == 96 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
-  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
+  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
+  static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
 
-// K-major shared-memory descriptor of a tile written by TMA with a swizzle of row_bytes (128 or 64): 8-row atoms.
+// K-major shared-memory descriptor of a tile written by TMA with a swizzle of row_bytes (128, 64 or 32): 8-row atoms.
 __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_bytes) {
   uint64_t d = 0;
   d |= static_cast<uint64_t>((saddr & 0x3FFFF) >> 4);
   d |= static_cast<uint64_t>(1) << 16;  // LBO: unused for swizzled K-major operands
   d |= static_cast<uint64_t>((8 * row_bytes) >> 4) << 32;
-  d |= static_cast<uint64_t>(row_bytes == 128 ? 1 : 2) << 62;  // SWIZZLE_128B / SWIZZLE_64B
+  d |= static_cast<uint64_t>(row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3) << 62;  // SWIZZLE_128B / 64B / 32B
   return d;
 }
 
@@ -95,6 +100,8 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
     wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
   } else if constexpr (N == 128) {
     wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  } else if constexpr (N == 96) {
+    wgmma_m64n96k32_ss_e4m3(d, da, db, scale_d);
   } else {
     static_assert(N == 192, "QK^T tile width");
     wgmma_m64n192k32_ss_e4m3(d, da, db, scale_d);
@@ -189,11 +196,13 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
 // Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
 // correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
 // 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
+// kFp8VarKeys96: D = 256 with KV tiles of 96 keys (grid order, not block mode; the output staged over the K stages).
 // kFp8VarSplit7 .. kFp8VarSplit11: the 192-key tiles with 7, 8, 10, 11 of every 24 P words in half2 (the default:
-// 9). kFp8VarTrace (timing-only, WRONG outputs in one CTA): the default's 192-key kernel with clock stamps of CTA
-// (0, 0, 0)'s consumer loop written over its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
+// 9). kFp8VarTrace (timing-only, WRONG outputs in one CTA): the default's 192-key kernel (D = 256: its grid kernel)
+// with clock stamps of CTA (0, 0, 0)'s consumer loop written over its output rows (kFp8FwdDiagTrace;
+// tools/hstu_dev/fp8_fwd_split.py --trace).
 enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8, kFp8VarNoPingpong = 9, kFp8VarSplit7 = 10,
+  kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarNarrow = 7, kFp8VarWideMixed = 8, kFp8VarNoPingpong = 9, kFp8VarSplit7 = 10,
   kFp8VarSplit8 = 11, kFp8VarSplit10 = 12, kFp8VarSplit11 = 13, kFp8VarSplitS = 14, kFp8VarTrace = 15
 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
@@ -222,6 +231,73 @@ constexpr int kFp8FwdDiagTrace = 4;
 // turns (no named barriers between them).
 constexpr int kFp8FwdSplitS = 8;
 constexpr int kFp8FwdNoPingpong = 16;
+
+// (fp8_fwd_var=6's copy of fwd_silu_mask for 96-key tiles: its bit mask takes (BN + 63) / 64 words; a private
+// variant, kept apart from the shared header so that the bf16 kernels do not rebuild for it.)
+template <int BN, class Tail = NoSiluTail>
+__device__ __forceinline__ void fwd_silu_mask_96(float (&acc_s)[BN / 2], float sc, const SeqMask& mk, int row_w0,
+                                              int warp, int lane, int n0, bool full_targets,
+                                              const Tail& tail = Tail()) {
+  if (full_targets ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
+                   : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      acc_s[e] = fmaf(x, tanh_fast(x), x);
+    }
+    tail();
+  } else if (mk.hist == mk.lk) {
+    // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
+    const int jj = n0 + 2 * (lane % 4);
+    int lo[2], hi[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
+      lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
+      if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
+      hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
+      if (r < mk.ctx) {
+        lo[half] = 0;
+        hi[half] = mk.lk;
+      }
+      if (r >= mk.lk) hi[half] = lo[half];
+    }
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      const float v = fmaf(x, tanh_fast(x), x);
+      const int half = (e % 4) / 2;
+      const int j = jj + 8 * (e / 4) + (e % 2);
+      acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
+    }
+    tail();
+  } else {
+    // Targets: each row sees two key intervals (SeqMask::row_keys: its history keys, its group's targets), turned
+    // into a bit mask over this thread's elements (the element rule, allowed() per element by a rolled loop, took
+    // ~12 us per tile on H200: two integer divisions per element; the bits keep its register footprint).
+    const int jj = n0 + 2 * (lane % 4);
+    uint32_t bits[(BN + 63) / 64];
+#pragma unroll
+    for (int w = 0; w < (BN + 63) / 64; ++w) bits[w] = 0u;
+    // (rolled at BN = 192: unrolled, the FP8 BN = 192 kernel spilled 4 bytes; rolled everywhere, the bf16 / fp16
+    // persistent D = 128 kernels 32)
+#pragma unroll(BN > 128 ? 1 : 2)
+    for (int half = 0; half < 2; ++half) {
+      int hlo, hhi, tlo, thi;
+      mk.row_keys(row_w0 + 16 * warp + lane / 4 + 8 * half, hlo, hhi, tlo, thi);
+      fwd_key_interval_bits<BN>(bits, jj, half, hlo, hhi);
+      fwd_key_interval_bits<BN>(bits, jj, half, tlo, thi);
+    }
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) {
+      const float x = acc_s[e] * sc;
+      const float v = fmaf(x, tanh_fast(x), x);
+      acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
+    }
+    tail();
+  }
+}
+
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
@@ -290,7 +366,7 @@ __global__ void __launch_bounds__(384, 1)
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
-  static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   constexpr bool kSplitS = (kDiag & kFp8FwdSplitS) != 0;
   constexpr bool kPingpong = (kDiag & kFp8FwdNoPingpong) == 0;
@@ -307,7 +383,7 @@ __global__ void __launch_bounds__(384, 1)
   // Q buffer qb at base + qb * kQBytes, then the K and Vt stages, the output staging, the mbarriers, the slots.
   const uint32_t sK = base + C::kQBufs * C::kQBytes;
   const uint32_t sV = sK + S * C::kTileBytes;
-  const uint32_t sO = sV + S * C::kTileBytes;
+  const uint32_t sO = C::kOOverK ? sK : sV + S * C::kTileBytes;
   const uint32_t bar = base + C::kBarOffset;
   auto bar_q = [&](int qb) { return qb == 0 ? bar : bar + 200u; };
   auto bar_q_empty = [&](int qb) { return bar + 208u + 8u * qb; };  // persistent: one arrive per consumer warp
@@ -348,7 +424,7 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_vt);
-      if constexpr (BN > 128) prefetch_tensormap(&tm_vt2);
+      if constexpr (BN != C::kVtRowBytes) prefetch_tensormap(&tm_vt2);
       auto load_q = [&](int qb) {
         mbar_arrive_expect_tx(bar_q(qb), C::kQBytes);
 #pragma unroll
@@ -370,8 +446,9 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(bar_empty_v(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
         tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col0 + nb * BN, 0, h);
-        if constexpr (BN > 128) {  // panel 1: keys 128 .. BN - 1 of the tile, 64-byte rows
-          tma_load_3d(sV + s * C::kTileBytes + D * 128, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + 128, 0, h);
+        if constexpr (BN != C::kVtRowBytes) {  // panel 1: keys kVtRowBytes .. BN - 1 of the tile
+          constexpr int P0 = C::kVtRowBytes;
+          tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + P0, 0, h);
         }
       };
       if constexpr (!kPersist) {
@@ -483,10 +560,12 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
-          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
+          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows;
+          // BN 96: step 2 in panel 1, 32-byte rows)
+          constexpr int P0 = C::kVtRowBytes;
           const uint32_t vt = sV + s * C::kTileBytes;
-          const uint64_t db = ks * 32 < 128 ? make_desc_kmajor(vt + ks * 32, C::kVtRowBytes)
-                                            : make_desc_kmajor(vt + D * 128 + (ks * 32 - 128), 64);
+          const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
+                                           : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
           wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
         }
         wgmma_commit();
@@ -594,7 +673,11 @@ __global__ void __launch_bounds__(384, 1)
               return;
             }
           }
-          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          if constexpr (BN == 96) {
+            fwd_silu_mask_96<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          } else {
+            fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          }
         } else {
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);
         }
@@ -736,6 +819,8 @@ __global__ void __launch_bounds__(384, 1)
     // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
     // Persistent: the warpgroup's reads of the previous tile's staging are done before it is written again.
     if constexpr (kPersist) named_barrier_sync(2 + wg, 128);
+    // Staging over the K stages: both warpgroups' QK^T done (each waited for its last S before its last P V).
+    if constexpr (C::kOOverK) named_barrier_sync(6, 256);
     const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
     const bool out_half = f.out_half != 0;
 #pragma unroll

@@ -16,7 +16,7 @@
 namespace hstu {
 namespace sm90 {
 
-// 3-D byte tensor map, box (box0 bytes, box1, box2), swizzle of box0 bytes (128 or 64).
+// 3-D byte tensor map, box (box0 bytes, box1, box2), swizzle of box0 bytes (128, 64 or 32).
 inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64_t (&dims)[3],
                                const cuuint64_t (&strides)[2], const cuuint32_t (&box)[3]) {
   TensorMapEncodeTiledFn enc = tensor_map_encoder();
@@ -24,7 +24,9 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   cuuint32_t estr[3] = {1, 1, 1};
   const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(ptr), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                         box[0] == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                         : box[0] == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                        : CU_TENSOR_MAP_SWIZZLE_32B,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -117,6 +119,28 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
+  // kernel_options(fp8_fwd_var=6) at D = 256: KV tiles of 96 keys (grid order, not block mode: a tile would straddle
+  // two 128-key blocks), the output staged over the K stages. K map: 96-row boxes; Vt: boxes of 64 keys (64-byte
+  // swizzle) and 32 keys (32-byte swizzle).
+  if constexpr (D == 256 && !kVariant && kEarlyPack) {
+    if (f.var == kFp8VarKeys96 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+        p.fwd_tile_counter == nullptr) {
+      using CN = Fp8FwdTraits<D, 1, 96>;
+      CUtensorMap tkn, tv0, tv1;
+      err = make_u8_map(&tkn, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
+                        {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
+                        {CN::kRowBytes, 1, CN::kBlockN});
+      if (err == cudaSuccess) err = vt_map(&tv0, 64);
+      if (err == cudaSuccess) err = vt_map(&tv1, 32);
+      if (err != cudaSuccess) return err;
+      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 96, 0, kSilu>;
+      err = set_max_dynamic_smem<kernel>(CN::kSmem);
+      if (err != cudaSuccess) return err;
+      kernel<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p, f,
+                                                                                      SchedArgs{});
+      return cudaGetLastError();
+    }
+  }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
   // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
@@ -160,6 +184,9 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
+  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=15): the default's grid kernel with clock stamps)
+    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
+  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
