@@ -603,67 +603,56 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
         return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
 
 
-# fp8_fwd_var -> the 192-key kernel's (kDiag, kSilu) template arguments (Fp8Silu: 1 half of the words in half2,
-# 2 3 / 8 (the default), 16 + n n of every 24; kDiag 16 no pingpong, 8 S in two halves)
-FP8_VAR_KERNELS = {8: (0, 1), 9: (16, 2), 10: (0, 23), 11: (0, 24), 12: (0, 26), 13: (0, 27), 14: (8, 2)}
-FP8_VAR_D256 = 6  # fp8_fwd_var=6: D = 256 with 96-key tiles (not in block mode)
+# fp8_fwd_var -> (D, mode) -> the kernel's (KV tile width, kDiag) template arguments where the variant applies (tensor /
+# head modes; block mode keeps the default's kernel): 1 the next tile's waits under the S wait (kDiag 8), 6 D = 256
+# with 96-key tiles, 5 both.
+FP8_VAR_KERNELS = {(1, 128): (192, 8), (1, 256): (64, 8), (6, 256): (96, 0), (5, 256): (96, 8)}
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("var,D,mode,wide", [(8, 128, "tensor", False), (8, 128, "tensor", True),
-                                             (8, 128, "block", True), (8, 256, "tensor", False)]
-                         + [(v, 128, "tensor", True) for v in (14, 9, 10, 11, 12, 13)]
-                         + [(14, 128, "head", True), (14, 128, "block", True)]
-                         + [(FP8_VAR_D256, 256, mode, False) for mode in ("tensor", "head", "block")])
-def test_cuda_fp8_fwd_var_variants(var, D, mode, wide):
-    """kernel_options(fp8_fwd_var=6, 8-14) (private, for comparisons): 6 D = 256 with 96-key tiles (not in block
-    mode; the output staged over the K stages); 8-14 the 192-key tiles (here under fp8_bn192=True; not in block mode)
-    in another form than the default's: 8 the 128-key tiles' SiLU mix (Fp8Silu 1, half the P words in half2, not
-    3 / 8), 10-13 7, 8, 10, 11 of every 24 words, 9 without pingpong turns, 14 S in two halves:
-    its own kernel, the error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty
-    sequence; for 6, 9 and 14 also causal sequences of 1-2K keys, mostly unmasked tiles), for 9 the default's output
-    bitwise (the same arithmetic in another schedule), for the others other P roundings than the default's (for 14
-    the same products summed by two wgmmas of 96 keys); where the default runs 128-key tiles (or at D = 256) the
-    default's kernel, bitwise; the default's output is the same before and after."""
+@pytest.mark.parametrize("var,D,mode", [(1, 128, "tensor"), (1, 128, "head"), (1, 128, "block"), (1, 256, "tensor"),
+                                        (1, 256, "block"), (6, 256, "tensor"), (6, 256, "head"), (6, 256, "block"),
+                                        (5, 256, "tensor")])
+def test_cuda_fp8_fwd_var_variants(var, D, mode):
+    """kernel_options(fp8_fwd_var=1 / 5 / 6) (private, for comparisons): 1 the D = 128 192-key kernel (here under
+    fp8_bn192=True) and the D = 256 grid kernel waiting for the next KV tile's mbarriers under the S wait: the same
+    arithmetic, bitwise the default's output; 6 D = 256 with 96-key tiles, 5 with 1's waits too: the error rule
+    against the fp64 emulation, other sums than the default's; in block mode the default's kernel, bitwise. Cases:
+    jagged, delta-q, contexts and targets, an empty sequence; causal sequences of 1-2K keys (mostly unmasked
+    tiles); the default's output is the same before and after."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    if wide and D != 128:
-        pytest.skip("192-key tiles: D = 128 only")
-    bn = 64 if D == 256 else 192 if wide and mode != "block" else 128
-    diag, form = (0, 0) if D == 256 else FP8_VAR_KERNELS[var] if bn == 192 else (0, 1)
-    if var == FP8_VAR_D256 and mode != "block":
-        bn = 96
-    same = bn in (64, 128) or var == 9
-    rng = random.Random(f"var-{var}-{D}-{mode}-{wide}")
+    default_bn = 192 if D == 128 else 64
+    bn, diag = FP8_VAR_KERNELS[var, D] if mode != "block" else (128 if D == 128 else 64, 0)
+    form = 2 if bn == 192 else 0 if D == 256 else 1
+    same = bn in (default_bn, 128) and mode != "block" or mode == "block"
+    rng = random.Random(f"var-{var}-{D}-{mode}")
+    sw = dict(fp8_bn192=True) if D == 128 else {}
     lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    c = make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
-                  contexts_max=40)
-    sw = dict(fp8_bn192=True) if wide else {}
-    out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **sw))
-    q8s, scales = quantized(c, mode)
-    default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)
-    again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **sw)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,\s*{form}\s*>",
-                         n) for n in names), names
-    assert torch.equal(again, out)
-    if same:
-        assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
-    else:
-        assert max_err(out, default) <= 0.05 * default.abs().max().item()
-    assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)[0], default)
-    if var in (9, 14, FP8_VAR_D256) and bn in (96, 192):
-        c = make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, D, "causal", device="cuda")
+    cases = [make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
+                       contexts_max=40),
+             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, D, "causal", device="cuda")]
+    for c in cases:
         out = check_fp8_kernel(c, mode, D ** -0.5, switches=dict(fp8_fwd_var=var, **sw))
         q8s, scales = quantized(c, mode)
         default, _ = run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)
-        assert torch.equal(out, default) if var == 9 else max_err(out, default) <= 0.05 * default.abs().max().item()
+        again, names = run_kernel(c, q8s, scales, mode, D ** -0.5, fp8_fwd_var=var, **sw)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,"
+                             rf"\s*{form}\s*>", n) for n in names), names
+        assert torch.equal(again, out)
+        if same:
+            assert torch.equal(out, default), f"fp8_fwd_var={var}: differs from the default"
+        else:
+            assert max_err(out, default) <= 0.05 * default.abs().max().item()
+        assert torch.equal(run_kernel(c, q8s, scales, mode, D ** -0.5, **sw)[0], default)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("var", [15, 3])
 @pytest.mark.parametrize("D", [128, 256])
-def test_cuda_fp8_fwd_trace_variant(D):
-    """kernel_options(fp8_fwd_var=15) (timing-only): the default's kernel with clock stamps (D = 128: its 192-key
-    tiles; D = 256: 64-key tiles, grid order); every output
+def test_cuda_fp8_fwd_trace_variant(D, var):
+    """kernel_options(fp8_fwd_var=15 / 3) (timing-only): the default's kernel / fp8_fwd_var=1's with clock stamps
+    (D = 128: the 192-key tiles; D = 256: 64-key tiles, grid order); every output
     row but CTA (0, 0, 0)'s (sequence 0's last query tile, head 0) bitwise the default's, and those rows hold the
     stamps: each warpgroup's KV tile count at word 4088 and a non-decreasing loop (stamps 0-6 of each tile)."""
     if not fp8_kernel_runs(D):
@@ -671,10 +660,11 @@ def test_cuda_fp8_fwd_trace_variant(D):
     c = make_case(151, [4096, 4096], 2, D, "causal", device="cuda", delta_q=False)
     q8s, scales = quantized(c, "tensor")
     default, _ = run_kernel(c, q8s, scales, "tensor", D ** -0.5)
-    out, names = run_kernel(c, q8s, scales, "tensor", D ** -0.5, fp8_fwd_var=15)
+    out, names = run_kernel(c, q8s, scales, "tensor", D ** -0.5, fp8_fwd_var=var)
     bn, form = (192, 2) if D == 128 else (64, 0)
-    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*4\s*,\s*{form}\s*>",
-                         n) for n in names), names
+    diag = 4 if var == 15 else 12
+    assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,"
+                         rf"\s*{form}\s*>", n) for n in names), names
     m0 = 4096 - 128
     rows = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
     rows[m0:m0 + 128] = True
@@ -690,10 +680,9 @@ def test_cuda_fp8_fwd_trace_variant(D):
 
 @pytest.mark.gpu
 def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
-    """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output) for batches of at least
-    4,096 keys per sequence on average, else 128-key tiles (bitwise kernel_options(fp8_fwd_var=7)'s output: 128 keys
-    whatever the lengths); block mode keeps 128-key tiles; the two tile widths differ only by P roundings, as do
-    the 192-key tiles' two SiLU mixes (3 / 8 of the P words in half2, the default; 4 / 8 under fp8_fwd_var=8)."""
+    """The D = 128 forward takes the 192-key tiles of fp8_bn192=True (bitwise their output; SiLU form 2, 3 / 8 of
+    the P words in half2) for batches of at least 4,096 keys per sequence on average, else 128-key tiles (form 1,
+    half the words in half2); block mode keeps 128-key tiles; the two tile widths differ only by P roundings."""
     if not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
 
@@ -712,17 +701,12 @@ def test_cuda_fp8_kernel_wide_tiles_for_long_sequences():
         q8s, scales = quantized(c, mode)
         out, names = run(c, q8s, scales, mode)
         assert width(names) == width(names, 2 if wide else 1) == [192 if wide else 128], (lens, mode, names)
-        narrow, names = run(c, q8s, scales, mode, fp8_fwd_var=7)
-        assert width(names) == [128], (lens, mode, names)
-        assert width(names, 1) == [128], (lens, mode, names)
-        mixed, names = run(c, q8s, scales, mode, fp8_fwd_var=8)
-        assert width(names, 1) == [192 if wide else 128], (lens, mode, names)
-        if wide:
-            assert torch.equal(out, run(c, q8s, scales, mode, fp8_bn192=True)[0]), (lens, mode)
-            for other in (narrow, mixed):
-                assert not torch.equal(out, other) and max_err(out, other) <= 0.05 * other.abs().max().item()
+        wide192, names = run(c, q8s, scales, mode, fp8_bn192=True)
+        assert width(names) == [128 if mode == "block" else 192], (lens, mode, names)
+        if wide or mode == "block":
+            assert torch.equal(out, wide192), (lens, mode)
         else:
-            assert torch.equal(out, narrow) and torch.equal(out, mixed), (lens, mode)
+            assert not torch.equal(out, wide192) and max_err(out, wide192) <= 0.05 * wide192.abs().max().item()
 
 
 def zipf_lengths(rng, n, top):

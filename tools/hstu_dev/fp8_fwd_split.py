@@ -10,19 +10,16 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 7,8,...`: instead of the diag / silu variants, the variants
-kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 4K keys per
-sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3; 10 / 11 / 12 /
-13 the 192-key tiles with 7 / 8 / 10 / 11 of every 24 words in half2, the default 9; 9 the 192-key tiles without
-the consumer warpgroups' pingpong turns; 14 with S = Q K^T in two halves of 96 keys, the SiLU of the first half
-starting under the second; at D = 256 6, 96-key tiles),
-+ `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128. `--trace` (D = 128 / 256 cases): after
-the timing, one call of fp8_fwd_var=15 (the default's 192-key / 64-key kernel with clock stamps of CTA (0, 0, 0), the first
+difference of two P roundings). `--vars 1,6,5`: instead of the diag / silu variants, the variants
+kernel_options(fp8_fwd_var=n) (1 the next KV tile's mbarrier waits under the S wait, D = 128 192-key tiles and
+D = 256; 6 D = 256 with 96-key tiles; 5 both), + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at
+D = 128. `--trace` (D = 128 / 256 cases): after the timing, one call each of fp8_fwd_var=15 / 3 (the default's
+kernel / var 1's (D = 128: 192-key tiles) with clock stamps of CTA (0, 0, 0), the first
 sequence's last query tile, written over its output rows) and a table of its consumer loop's phases in SM cycles
 per warpgroup (medians over the KV tiles past the first two, which are masked).
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 7,8,10,11,12,13,sched,bn192] [--trace]
+    [--vars 1,6,5,sched,bn192] [--trace]
 """
 import argparse
 import os
@@ -73,10 +70,8 @@ def main():
         variants = [("default", 0)]
         if args.vars:
             var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-            names = {7: "var 7 (128 keys always)", 8: "var 8 (192 keys: mix 4/8)", 10: "var 10 (192: 7/24)",
-                     11: "var 11 (192: 8/24)", 12: "var 12 (192: 10/24)", 13: "var 13 (192: 11/24)",
-                     9: "var 9 (192: no pingpong)", 14: "var 14 (192: S in halves)", 6: "var 6 (D256: 96 keys)"}
-            applies = {v: D == (256 if v == 6 else 128) for v in names}
+            names = {1: "var 1 (early KV waits)", 6: "var 6 (96-key tiles)", 5: "var 5 (96 keys + early waits)"}
+            applies = {1: D >= 128, 6: D == 256, 5: D == 256}
             for v in args.vars.split(","):
                 if v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
@@ -117,7 +112,8 @@ def main():
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
         if args.trace and D >= 128:
-            trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D)
+            for tv, what in ((15, "the default's kernel"), (3, "var 1's kernel")):
+                trace(call(tv << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, what)
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
 
@@ -126,7 +122,7 @@ PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait",
           ("P V wait", 5, 6), ("tail (copy P, loop top)", 6, 8), ("period (issue to issue)", 3, 11))
 
 
-def trace(fn, B, S, D):
+def trace(fn, B, S, D, what):
     """fp8_fwd_var=15's stamps (kFp8FwdDiagTrace): CTA (0, 0, 0) = sequence 0's last query tile, head 0 (64 words
     per output row)."""
     out = fn()
@@ -156,7 +152,7 @@ def trace(fn, B, S, D):
     w1 = [x & 0xFFFFFFFF for x in words[4096:]]
     n = w0[4088]
     off = statistics.median([(w1[8 * i + 3] - w0[8 * i + 3]) & 0xFFFFFFFF for i in range(2, n - 1)]) if n > 3 else 0
-    print(f"\ntrace B{B} S{S // 1024}K D{D} (the default's kernel + stamps; CTA (0,0,0), {n} KV tiles; SM cycles, "
+    print(f"\ntrace B{B} S{S // 1024}K D{D} ({what} + stamps; CTA (0,0,0), {n} KV tiles; SM cycles, "
           f"median over tiles 2..{n - 2}; wg 1 issues {off:.0f} cycles after wg 0)")
     print("| wg | " + " | ".join(name for name, _, _ in PHASES) + " | loop total / tiles |")
     print("|---|" + "---:|" * (len(PHASES) + 1))

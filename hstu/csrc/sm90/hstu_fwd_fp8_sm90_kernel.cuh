@@ -57,8 +57,8 @@ struct Fp8FwdTraits {
   static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
   // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
   static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
-  // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile is read (both
-  // warpgroups' last QK^T done) before either warpgroup's epilogue (grid order: no loads after the last tile).
+  // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile has been read
+  // (both warpgroups' last QK^T done) before it is written (a barrier of the two; grid order: no loads after the last).
   static constexpr bool kOOverK = BN == 96;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
@@ -181,37 +181,33 @@ __device__ __forceinline__ uint32_t silu_h2_e4m3x4(float h0, float h1, float h2,
 // 8), n = 3; n = 4 gives the odd words of kFp8SiluMixed): the default on the 192-key tiles (bn > 128), where the
 // half2 words' issue and FMA-pipe cost binds before the MUFU (H200, B16 causal: 0.95x the time of kFp8SiluMixed there
 // at S8K / S16K; on 128-key tiles 1.04x, so those keep kFp8SiluMixed).
-// kFp8SiluSplit24 + n (kernel_options(fp8_fwd_var=10..13), 192-key tiles): n of every 24 words in half2, spread
-// evenly the same way (24 words per thread on a 192-key tile; kFp8SiluMix3 is n = 9).
-enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2, kFp8SiluSplit24 = 16 };
+enum Fp8Silu : int { kFp8SiluTanh = 0, kFp8SiluMixed = 1, kFp8SiluMix3 = 2 };
 __host__ __device__ constexpr int fp8_silu_default(int D, bool early_pack = true, int bn = 0) {
   return early_pack && D <= 128 ? (bn > 128 ? kFp8SiluMix3 : kFp8SiluMixed) : kFp8SiluTanh;
 }
 __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
-  if (silu >= kFp8SiluSplit24) return (w + 1) * (silu - kFp8SiluSplit24) / 24 > w * (silu - kFp8SiluSplit24) / 24;
   const int n = silu == kFp8SiluMixed ? 4 : silu == kFp8SiluMix3 ? 3 : 0;
   return (w + 1) * n / 8 > w * n / 8;
 }
 
 // Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
-// correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
-// 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
-// kFp8VarKeys96: D = 256 with KV tiles of 96 keys (grid order, not block mode; the output staged over the K stages).
-// kFp8VarSplit7 .. kFp8VarSplit11: the 192-key tiles with 7, 8, 10, 11 of every 24 P words in half2 (the default:
-// 9). kFp8VarTrace (timing-only, WRONG outputs in one CTA): the default's 192-key kernel (D = 256: its grid kernel)
-// with clock stamps of CTA (0, 0, 0)'s consumer loop written over its output rows (kFp8FwdDiagTrace;
-// tools/hstu_dev/fp8_fwd_split.py --trace).
+// correct outputs): kFp8VarEarlyWait the next KV tile's mbarrier waits under the S wait (kFp8FwdEarlyWait) in the
+// D = 128 192-key kernel and the D = 256 grid kernel; kFp8VarKeys96 D = 256 with KV tiles of 96 keys (grid order,
+// not block mode: a tile would straddle two 128-key blocks; the output staged over the K stages), kFp8VarKeys96Early
+// the same with kFp8FwdEarlyWait. Timing-only (WRONG outputs in one CTA): kFp8VarTrace / kFp8VarTraceEarly the
+// default's kernel / kFp8VarEarlyWait's (D = 128: 192-key tiles, D = 256: the grid kernel) with clock stamps of CTA
+// (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
 enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarNarrow = 7, kFp8VarWideMixed = 8, kFp8VarNoPingpong = 9, kFp8VarSplit7 = 10,
-  kFp8VarSplit8 = 11, kFp8VarSplit10 = 12, kFp8VarSplit11 = 13, kFp8VarSplitS = 14, kFp8VarTrace = 15
+  kFp8VarNone = 0, kFp8VarEarlyWait = 1, kFp8VarTraceEarly = 3, kFp8VarKeys96Early = 5, kFp8VarKeys96 = 6,
+  kFp8VarTrace = 15
 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
 // the 128-key tiles at S4K, 0.93x at S8K / S16K; shorter batches keep 128 keys, unmeasured there).
 constexpr int64_t kFp8WideMinMeanKeys = 4096;
-inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
-  return bn192 != 0 || (var != kFp8VarNarrow && total_k >= kFp8WideMinMeanKeys * batch);
+inline bool fp8_wide_tiles(int bn192, int64_t total_k, int batch) {
+  return bn192 != 0 || total_k >= kFp8WideMinMeanKeys * batch;
 }
 
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
@@ -222,17 +218,15 @@ constexpr int kFp8FwdDiagNoMufu = 1;
 constexpr int kFp8FwdDiagNoCvt = 2;
 // kFp8FwdDiagTrace: the arithmetic of the default; CTA (0, 0, 0) (grid order: the first sequence's last query tile)
 // writes clock stamps of each consumer warpgroup's loop over its output rows instead of its output (32-bit words
-// 4096 wg + 8 i + j: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V done; i 0 the
-// first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
+// 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
+// done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// Structural variants of the 192-key kernel (kDiag bits; correct outputs; kernel_options(fp8_fwd_var=14 / 9)):
-// kFp8FwdSplitS, S = Q K^T issued as two wgmma groups of 96 keys, the SiLU of the first half's P words starting
-// while the second half computes (unmasked tiles); kFp8FwdNoPingpong, the consumer warpgroups issue without taking
-// turns (no named barriers between them).
-constexpr int kFp8FwdSplitS = 8;
-constexpr int kFp8FwdNoPingpong = 16;
+// kFp8FwdEarlyWait (a structural variant, correct outputs, bitwise the default's): each consumer warpgroup waits
+// for KV tile i + 1's K and tile i's Vt right after issuing S_i and P_{i-1} V_{i-1}, under S_i's wgmma wait, instead
+// of at the top of iteration i + 1 (on the loop's path between the P V wait and the next issue).
+constexpr int kFp8FwdEarlyWait = 8;
 
-// (fp8_fwd_var=6's copy of fwd_silu_mask for 96-key tiles: its bit mask takes (BN + 63) / 64 words; a private
+// (kFp8VarKeys96's copy of fwd_silu_mask for 96-key tiles: its bit mask takes (BN + 63) / 64 words; a private
 // variant, kept apart from the shared header so that the bf16 kernels do not rebuild for it.)
 template <int BN, class Tail = NoSiluTail>
 __device__ __forceinline__ void fwd_silu_mask_96(float (&acc_s)[BN / 2], float sc, const SeqMask& mk, int row_w0,
@@ -367,10 +361,8 @@ __global__ void __launch_bounds__(384, 1)
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
+  constexpr bool kEarlyWait = (kDiag & kFp8FwdEarlyWait) != 0;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
-  constexpr bool kSplitS = (kDiag & kFp8FwdSplitS) != 0;
-  constexpr bool kPingpong = (kDiag & kFp8FwdNoPingpong) == 0;
-  static_assert(!kSplitS || (kBN == 192 && kSilu != kFp8SiluTanh), "S in halves: 192-key tiles, a mixed SiLU");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
@@ -472,7 +464,7 @@ __global__ void __launch_bounds__(384, 1)
   const bool trace_cta = (kDiag & kFp8FwdDiagTrace) != 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
   auto trace_put = [&](int k, uint32_t v) {
     if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
-      if (trace_cta && wtid == 0 && k < 4096) {
+      if (trace_cta && wtid == 0) {
         k += 4096 * wg;
         uint16_t* row = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(si.q_start + m0 + k / 64) * p.o_row_stride +
                         static_cast<int64_t>(h) * p.o_head_stride;
@@ -533,28 +525,18 @@ __global__ void __launch_bounds__(384, 1)
       v_cur = v_factor(tile(0));
       auto stage = [&](int i) { return (kv0 + i) % S; };
       auto phase = [&](int i) { return static_cast<uint32_t>(((kv0 + i) / S) & 1); };
-      // (kSplitS: keys 0-95 into acc_s[0, 48), then keys 96-191 into acc_s[48, 96), two commit groups: the
-      // accumulator layout of m64n192 is that of the two m64n96 side by side.)
       auto issue_qk = [&](int s) {
         wgmma_fence();
         const uint32_t q_wg = sQ + wg * 64 * RB;
 #pragma unroll
-        for (int half = 0; half < (kSplitS ? 2 : 1); ++half) {
-#pragma unroll
-          for (int ks = 0; ks < D / 32; ++ks) {
-            const int off = (ks * 32) % RB;  // k offset inside the panel row
-            const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
-            const uint64_t db = make_desc_kmajor(
-                sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + half * (BN / 2) * RB + off, RB);
-            if constexpr (kSplitS) {
-              float(&acc_h)[BN / 4] = *reinterpret_cast<float(*)[BN / 4]>(&acc_s[half * (BN / 4)]);
-              if constexpr (BN == 192) wgmma_m64n96k32_ss_e4m3(acc_h, da, db, ks > 0 ? 1 : 0);
-            } else {
-              wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
-            }
-          }
-          wgmma_commit();
+        for (int ks = 0; ks < D / 32; ++ks) {
+          const int off = (ks * 32) % RB;  // k offset inside the panel row
+          const uint64_t da = make_desc_kmajor(q_wg + (ks * 32 / RB) * C::kQPanelBytes + off, RB);
+          const uint64_t db =
+              make_desc_kmajor(sK + s * C::kTileBytes + (ks * 32 / RB) * C::kKPanelBytes + off, RB);
+          wgmma_ss_e4m3<BN>(acc_s, da, db, ks > 0 ? 1 : 0);
         }
+        wgmma_commit();
       };
       auto issue_pv = [&](int s, const uint32_t(&pp)[BN / 32][4]) {
         wgmma_fence();
@@ -599,42 +581,10 @@ __global__ void __launch_bounds__(384, 1)
       };
       // P = SiLU(alpha q_s k_s S), masked to 0 (fwd_silu_mask); kEarlyPack: packed into pn at the end of each of its
       // paths (a mixed kSilu's unmasked tiles: every word straight into pn).
-      // The mixed SiLU of an unmasked tile's P words of key steps [ks0, ks1) (constants after inlining).
-      auto silu_words = [&](int ks0, int ks1, float sc, uint32_t(&pn)[BN / 32][4]) {
-        const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
-#pragma unroll
-        for (int ks = 0; ks < BN / 32; ++ks) {
-          if (ks < ks0 || ks >= ks1) continue;
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int e = 16 * ks + 8 * (q >> 1) + 2 * (q & 1);
-            if (fp8_silu_h2_word(kSilu, 4 * ks + q)) {  // (unrolled: resolved at compile time)
-              pn[ks][q] = silu_h2_e4m3x4(acc_s[e] * sc2, acc_s[e + 1] * sc2, acc_s[e + 4] * sc2, acc_s[e + 5] * sc2);
-            } else {
-              float v[4];
-#pragma unroll
-              for (int u = 0; u < 4; ++u) {
-                const float x = acc_s[e + (u & 1) + 4 * (u >> 1)] * sc;
-                v[u] = fmaf(x, tanh_fast(x), x);
-              }
-              pn[ks][q] = cvt_e4m3x4(v[0], v[1], v[2], v[3]);
-            }
-          }
-        }
-      };
-      auto tile_unmasked = [&](int n0) {
-        return D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN);
-      };
       auto silu_mask = [&](int nb, float kf, uint32_t(&pn)[BN / 32][4]) {
         const int n0 = nb * BN;
         const float sc = half_alpha_q * kf;
-        if constexpr (kSilu != kFp8SiluTanh && kSplitS) {
-          if (tile_unmasked(n0)) {
-            silu_words(0, BN / 32, sc, pn);
-            return;
-          }
-        } else if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
+        if constexpr (kSilu != kFp8SiluTanh) {  // (fwd_silu_mask's first path, some words in half2)
           if (D <= 128 ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
                        : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
             const float sc2 = sc + sc;  // (sc: the tanh form's h / 2 per unit of S)
@@ -703,18 +653,18 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
+      // kFp8FwdEarlyWait: after issuing S_i (and P_{i-1} V_{i-1}), K_{i+1} and Vt_i are waited for (the producer
+      // loads them without any further consumer step: its stages free as S_{i-2} and P_{i-3} V_{i-3} complete).
+      auto next_waits = [&](int i) {
+        if (i + 1 < n_tiles) mbar_wait(bar_full_k(stage(i + 1)), phase(i + 1));
+        mbar_wait(bar_full_v(stage(i)), phase(i));
+      };
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.
-      auto pp_sync = [&]() {
-        if constexpr (kPingpong) named_barrier_sync(4 + wg, 256);
-      };
-      auto pp_arrive = [&]() {
-        if constexpr (kPingpong) named_barrier_arrive(4 + (wg ^ 1), 256);
-      };
-      if constexpr (kPingpong) {
-        if (wg == 1) named_barrier_arrive(4, 256);
-      }
+      auto pp_sync = [&]() { named_barrier_sync(4 + wg, 256); };
+      auto pp_arrive = [&]() { named_barrier_arrive(4 + (wg ^ 1), 256); };
+      if (wg == 1) named_barrier_arrive(4, 256);
       // Block mode's k / v factors (global loads) are loaded an iteration before their use, off the path from S_i's
       // wait to the SiLU and from P_{i-1}'s to the next issue: kf_nx = k factor of tile i + 1, vf_nx = v factor of
       // tile i at the end of iteration i (other modes: the CTA's constants).
@@ -731,6 +681,7 @@ __global__ void __launch_bounds__(384, 1)
         issue_qk(s0);
         pp_arrive();
         stamp(0, 3);
+        if constexpr (kEarlyWait) next_waits(0);
         wgmma_wait<0>();
         pin_all(acc_s);
         stamp(0, 4);
@@ -749,8 +700,10 @@ __global__ void __launch_bounds__(384, 1)
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
         stamp(i, 0);
-        mbar_wait(bar_full_k(s), phase(i));
-        mbar_wait(bar_full_v(sp), phase(i - 1));
+        if constexpr (!kEarlyWait) {
+          mbar_wait(bar_full_k(s), phase(i));
+          mbar_wait(bar_full_v(sp), phase(i - 1));
+        }
         stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
@@ -759,31 +712,12 @@ __global__ void __launch_bounds__(384, 1)
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
         stamp(i, 3);
-        if constexpr (kSplitS) {  // (groups: S_i's keys 0-95, 96-191, then the P V)
-          wgmma_wait<2>();
-#pragma unroll
-          for (int e = 0; e < BN / 4; ++e) sm90::pin(acc_s[e]);  // (keys 0-95)
-          stamp(i, 4);
-          if (tile_unmasked(nb * BN)) {
-            const float sc = half_alpha_q * kf;
-            silu_words(0, BN / 64, sc, pout);  // under S_i's second half
-            wgmma_wait<1>();
-            pin_all(acc_s);
-            release(bar_empty_k(s));
-            silu_words(BN / 64, BN / 32, sc, pout);
-          } else {
-            wgmma_wait<1>();
-            pin_all(acc_s);
-            release(bar_empty_k(s));
-            silu_mask(nb, kf, pout);
-          }
-        } else {
-          wgmma_wait<1>();  // S_i done
-          pin_all(acc_s);
-          stamp(i, 4);
-          release(bar_empty_k(s));
-          silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
-        }
+        if constexpr (kEarlyWait) next_waits(i);
+        wgmma_wait<1>();  // S_i done
+        pin_all(acc_s);
+        stamp(i, 4);
+        release(bar_empty_k(s));
+        silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
         stamp(i, 5);
         wgmma_wait<0>();
         pin_all(pin);
@@ -796,7 +730,7 @@ __global__ void __launch_bounds__(384, 1)
         const int il = n_tiles - 1;
         const int sl = stage(il);
         stamp(n_tiles, 0);
-        mbar_wait(bar_full_v(sl), phase(il));
+        if constexpr (!kEarlyWait) mbar_wait(bar_full_v(sl), phase(il));
         stamp(n_tiles, 1);
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();

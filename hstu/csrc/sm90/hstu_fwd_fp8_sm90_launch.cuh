@@ -80,10 +80,9 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (fp8_wide_tiles: batches of >= 4K keys per sequence on average, or kernel_options(fp8_bn192=True)):
   // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
   // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
-  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys (kernel_options(fp8_fwd_var=8):
-  // the 128-key tiles' form).
+  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys.
   if constexpr (D == 128 && !kVariant) {
-    if (fp8_wide_tiles(f.bn192, f.var, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+    if (fp8_wide_tiles(f.bn192, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
@@ -94,37 +93,23 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      if constexpr (kEarlyPack) {  // (the variants: kernel_options(fp8_fwd_var=...))
-        auto wide = [&](auto silu, auto diag) {
-          return launch_fwd_fp8_wide<kEarlyPack, decltype(silu)::value, decltype(diag)::value>(tq, tkw, tvt, tvt2, p,
-                                                                                                f, m_blocks, stream);
-        };
-        using Z = std::integral_constant<int, 0>;
-        constexpr int kS = kFp8SiluSplit24;
-        switch (f.var) {
-          case kFp8VarWideMixed: return wide(std::integral_constant<int, kFp8SiluMixed>{}, Z{});
-          case kFp8VarSplit7: return wide(std::integral_constant<int, kS + 7>{}, Z{});
-          case kFp8VarSplit8: return wide(std::integral_constant<int, kS + 8>{}, Z{});
-          case kFp8VarSplit10: return wide(std::integral_constant<int, kS + 10>{}, Z{});
-          case kFp8VarSplit11: return wide(std::integral_constant<int, kS + 11>{}, Z{});
-          case kFp8VarNoPingpong:
-            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdNoPingpong>{});
-          case kFp8VarSplitS:
-            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdSplitS>{});
-          case kFp8VarTrace:
-            return wide(std::integral_constant<int, kWide>{}, std::integral_constant<int, kFp8FwdDiagTrace>{});
-          default: break;
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=...): the variants of this kernel)
+        constexpr int kTrace = kFp8FwdDiagTrace, kEarly = kFp8FwdEarlyWait;
+        if (f.var == kFp8VarEarlyWait) return launch_fwd_fp8_wide<true, kWide, kEarly>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        if (f.var == kFp8VarTrace) return launch_fwd_fp8_wide<true, kWide, kTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        if (f.var == kFp8VarTraceEarly) {
+          return launch_fwd_fp8_wide<true, kWide, kTrace | kEarly>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
       }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
-  // kernel_options(fp8_fwd_var=6) at D = 256: KV tiles of 96 keys (grid order, not block mode: a tile would straddle
-  // two 128-key blocks), the output staged over the K stages. K map: 96-row boxes; Vt: boxes of 64 keys (64-byte
-  // swizzle) and 32 keys (32-byte swizzle).
+  // kernel_options(fp8_fwd_var=6 / 5) at D = 256: KV tiles of 96 keys (grid order, not block mode: a tile would
+  // straddle two 128-key blocks), the output staged over the K stages; 5 with kFp8FwdEarlyWait. K map: 96-row
+  // boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
   if constexpr (D == 256 && !kVariant && kEarlyPack) {
-    if (f.var == kFp8VarKeys96 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
-        p.fwd_tile_counter == nullptr) {
+    if ((f.var == kFp8VarKeys96 || f.var == kFp8VarKeys96Early) && f.descale_mode != kFp8Block &&
+        p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
       using CN = Fp8FwdTraits<D, 1, 96>;
       CUtensorMap tkn, tv0, tv1;
       err = make_u8_map(&tkn, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
@@ -133,11 +118,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err == cudaSuccess) err = vt_map(&tv0, 64);
       if (err == cudaSuccess) err = vt_map(&tv1, 32);
       if (err != cudaSuccess) return err;
-      constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, kEarlyPack, 96, 0, kSilu>;
-      err = set_max_dynamic_smem<kernel>(CN::kSmem);
+      constexpr auto k96 = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, 0, kSilu>;
+      constexpr auto k96e = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, kFp8FwdEarlyWait, kSilu>;
+      const bool early = f.var == kFp8VarKeys96Early;
+      err = early ? set_max_dynamic_smem<k96e>(CN::kSmem) : set_max_dynamic_smem<k96>(CN::kSmem);
       if (err != cudaSuccess) return err;
-      kernel<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p, f,
-                                                                                      SchedArgs{});
+      (early ? k96e : k96)<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p,
+                                                                                              f, SchedArgs{});
       return cudaGetLastError();
     }
   }
@@ -184,8 +171,11 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
-  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=15): the default's grid kernel with clock stamps)
-    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
+  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=1 / 15 / 3): the grid kernel's variants)
+    constexpr int kTrace = sm90::kFp8FwdDiagTrace, kEarly = sm90::kFp8FwdEarlyWait;
+    if (f.var == sm90::kFp8VarEarlyWait) return sm90::launch_fwd_fp8<D, true, kEarly, kTanh>(p, f, stream);
+    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, kTrace, kTanh>(p, f, stream);
+    if (f.var == sm90::kFp8VarTraceEarly) return sm90::launch_fwd_fp8<D, true, kTrace | kEarly, kTanh>(p, f, stream);
   }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
