@@ -221,9 +221,9 @@ FP8_FWD_DIAG_SHIFT = 48
 # 1 the tanh form, 2 half of the scores in half2 arithmetic (the default at D <= 128)
 FP8_SILU_SHIFT = 50
 # bits 52-55 (hstu_plan.h kOptFp8FwdVarShift): the Hopper FP8 forward's variants (Fp8FwdVar in
-# hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private, for comparisons): 0 the default, then the values it knows
+# hstu/csrc/sm90/hstu_fwd_fp8_sm90_kernel.cuh; private): 0 the default, then the values it knows
 FP8_FWD_VAR_SHIFT = 52
-FP8_FWD_VARS = (0, 1, 3, 5, 6, 15)
+FP8_FWD_VARS = (0, 6, 15)
 _KNOWN_OPTIONS = (sum(OPTION_BITS.values()) | (3 << BWD_GRID_SHIFT) | (255 << FWD_SPLIT_SHIFT)
                   | (15 << BWD_SM80_CFG_SHIFT) | (7 << FWD_SM80_CFG_SHIFT) | sum(FLAG_BITS.values())
                   | (3 << FP8_FWD_DIAG_SHIFT) | (3 << FP8_SILU_SHIFT)
@@ -272,12 +272,10 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     (no MUFU op; fp16, P is rounded to e4m3 anyway), the others by tanh.approx, so that the FMA and MUFU pipes
     share the SiLU; at D = 256 tanh.approx for all (the MUFU is not its bound). 1 tanh.approx for all, 2 the
     half2 mix (the default at D <= 128); a value other than the head dim's default runs the grid order.
-    ``fp8_fwd_var`` (private, for comparisons): the Hopper FP8 forward's variants, correct outputs: 1 its D = 128
-    192-key kernel and its D = 256 grid kernel waiting for the next KV tile's mbarriers right after issuing a tile's
-    wgmmas (under the S wait) instead of at the next iteration's top; 6 at D = 256 KV tiles of 96 keys instead of 64
-    (grid order, not in block mode), 5 6 with 1's waits; timing-only (WRONG output rows): 15 / 3 the default's
-    kernel / 1's (D = 128: the 192-key tiles) writing clock stamps of its first CTA's loop over that CTA's output rows
-    (tools/hstu_dev/fp8_fwd_split.py --trace). Elsewhere the default runs.
+    ``fp8_fwd_var`` (private): 6 (for comparisons) the Hopper FP8 forward at D = 256 with the 64-key tiles where the
+    default takes 96 keys (grid order, descale modes other than block); 15 (timing-only: WRONG output rows) its
+    default kernel (D = 128: the 192-key tiles; D = 256: the 96-key tiles) writing clock stamps of its first CTA's
+    loop over that CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace); elsewhere the default runs.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -10,16 +10,15 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 1,6,5`: instead of the diag / silu variants, the variants
-kernel_options(fp8_fwd_var=n) (1 the next KV tile's mbarrier waits under the S wait, D = 128 192-key tiles and
-D = 256; 6 D = 256 with 96-key tiles; 5 both), + `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at
-D = 128. `--trace` (D = 128 / 256 cases): after the timing, one call each of fp8_fwd_var=15 / 3 (the default's
-kernel / var 1's (D = 128: 192-key tiles) with clock stamps of CTA (0, 0, 0), the first
-sequence's last query tile, written over its output rows) and a table of its consumer loop's phases in SM cycles
-per warpgroup (medians over the KV tiles past the first two, which are masked).
+difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
+fp8_fwd_var=6) at D = 256 (the 64-key tiles where the default takes 96), fp8_sched=True (persistent CTAs at
+D <= 128) and the 192-key tiles at any length at D = 128. `--trace` (D = 128 / 256 cases): after the timing,
+one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 96-key tiles, with clock stamps of CTA
+(0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
+phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 1,6,5,sched,bn192] [--trace]
+    [--vars 6,sched,bn192] [--trace]
 """
 import argparse
 import os
@@ -69,16 +68,13 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         if args.vars:
-            var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-            names = {1: "var 1 (early KV waits)", 6: "var 6 (96-key tiles)", 5: "var 5 (96 keys + early waits)"}
-            applies = {1: D >= 128, 6: D == 256, 5: D == 256}
             for v in args.vars.split(","):
-                if v == "sched" and D <= 128:
+                if v == "6" and D == 256:
+                    variants += [("var 6 (64-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
+                elif v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
                 elif v == "bn192" and D == 128:
                     variants += [("bn192", bits["fp8_bn192"])]
-                elif v.isdigit() and applies[int(v)]:
-                    variants += [(names[int(v)], int(v) << var_shift)]
         elif not args.default_only:
             shift, silu = hstu_attn._ops.FP8_FWD_DIAG_SHIFT, hstu_attn._ops.FP8_SILU_SHIFT
             variants += [("silu 1 (tanh)", 1 << silu), ("silu 2 (half2 mix)", 2 << silu),
@@ -112,8 +108,7 @@ def main():
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
         if args.trace and D >= 128:
-            for tv, what in ((15, "the default's kernel"), (3, "var 1's kernel")):
-                trace(call(tv << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, what)
+            trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "the default's kernel")
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
 

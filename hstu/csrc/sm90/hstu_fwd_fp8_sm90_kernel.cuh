@@ -15,7 +15,7 @@
 //   SiLU(S) is O(|S|), inside e4m3's range for any sane input (the reference `hstu_attn_fp8_reference` rounds the
 //   same way); 1 / scaling_seqlen and v_descale are applied in fp32 to the output accumulators;
 // - descale factors: q's is constant per CTA in every mode (a 128-row query tile lies in one 128-row block), k's
-//   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
+//   and v's are constant per KV tile in block mode (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
 //   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
@@ -24,7 +24,9 @@
 //   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
-//   kernel_options(fp8_bn192=True).
+//   kernel_options(fp8_bn192=True); of 96 keys at D = 256 in grid order, not in block mode (the output staged over
+//   the K stages, the next tile's waits under the S wait: kEarlyWait).
+// (A 128-key tile lies in one 128-row block of factors; the 192- / 96-key tiles would not, hence not block mode.)
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
 // persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
@@ -190,17 +192,12 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
   return (w + 1) * n / 8 > w * n / 8;
 }
 
-// Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
-// correct outputs): kFp8VarEarlyWait the next KV tile's mbarrier waits under the S wait (kFp8FwdEarlyWait) in the
-// D = 128 192-key kernel and the D = 256 grid kernel; kFp8VarKeys96 D = 256 with KV tiles of 96 keys (grid order,
-// not block mode: a tile would straddle two 128-key blocks; the output staged over the K stages), kFp8VarKeys96Early
-// the same with kFp8FwdEarlyWait. Timing-only (WRONG outputs in one CTA): kFp8VarTrace / kFp8VarTraceEarly the
-// default's kernel / kFp8VarEarlyWait's (D = 128: 192-key tiles, D = 256: the grid kernel) with clock stamps of CTA
-// (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace; tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int {
-  kFp8VarNone = 0, kFp8VarEarlyWait = 1, kFp8VarTraceEarly = 3, kFp8VarKeys96Early = 5, kFp8VarKeys96 = 6,
-  kFp8VarTrace = 15
-};
+// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarKeys64
+// (for comparisons, correct outputs) D = 256 with the 64-key tiles where the default takes 96 keys; kFp8VarTrace
+// (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its 96-key
+// tiles) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
+// tools/hstu_dev/fp8_fwd_split.py --trace).
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarKeys64 = 6, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -221,76 +218,6 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdEarlyWait (a structural variant, correct outputs, bitwise the default's): each consumer warpgroup waits
-// for KV tile i + 1's K and tile i's Vt right after issuing S_i and P_{i-1} V_{i-1}, under S_i's wgmma wait, instead
-// of at the top of iteration i + 1 (on the loop's path between the P V wait and the next issue).
-constexpr int kFp8FwdEarlyWait = 8;
-
-// (kFp8VarKeys96's copy of fwd_silu_mask for 96-key tiles: its bit mask takes (BN + 63) / 64 words; a private
-// variant, kept apart from the shared header so that the bf16 kernels do not rebuild for it.)
-template <int BN, class Tail = NoSiluTail>
-__device__ __forceinline__ void fwd_silu_mask_96(float (&acc_s)[BN / 2], float sc, const SeqMask& mk, int row_w0,
-                                              int warp, int lane, int n0, bool full_targets,
-                                              const Tail& tail = Tail()) {
-  if (full_targets ? mk.tile_full_targets(row_w0, row_w0 + 64, n0, n0 + BN)
-                   : mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
-#pragma unroll
-    for (int e = 0; e < BN / 2; ++e) {
-      const float x = acc_s[e] * sc;
-      acc_s[e] = fmaf(x, tanh_fast(x), x);
-    }
-    tail();
-  } else if (mk.hist == mk.lk) {
-    // No targets: every row sees one key interval [lo, hi) (window, contexts, keys/rows past the end).
-    const int jj = n0 + 2 * (lane % 4);
-    int lo[2], hi[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = row_w0 + 16 * warp + lane / 4 + 8 * half;
-      lo[half] = mk.wl < 0 ? 0 : r - mk.wl;
-      if (mk.gr && lo[half] < mk.ctx) lo[half] = 0;  // GR: the collapsed contexts are inside the window
-      hi[half] = mk.wr < 0 ? mk.lk : min(mk.lk, r + mk.wr + 1);
-      if (r < mk.ctx) {
-        lo[half] = 0;
-        hi[half] = mk.lk;
-      }
-      if (r >= mk.lk) hi[half] = lo[half];
-    }
-#pragma unroll
-    for (int e = 0; e < BN / 2; ++e) {
-      const float x = acc_s[e] * sc;
-      const float v = fmaf(x, tanh_fast(x), x);
-      const int half = (e % 4) / 2;
-      const int j = jj + 8 * (e / 4) + (e % 2);
-      acc_s[e] = (j >= lo[half] && j < hi[half]) ? v : 0.f;
-    }
-    tail();
-  } else {
-    // Targets: each row sees two key intervals (SeqMask::row_keys: its history keys, its group's targets), turned
-    // into a bit mask over this thread's elements (the element rule, allowed() per element by a rolled loop, took
-    // ~12 us per tile on H200: two integer divisions per element; the bits keep its register footprint).
-    const int jj = n0 + 2 * (lane % 4);
-    uint32_t bits[(BN + 63) / 64];
-#pragma unroll
-    for (int w = 0; w < (BN + 63) / 64; ++w) bits[w] = 0u;
-    // (rolled at BN = 192: unrolled, the FP8 BN = 192 kernel spilled 4 bytes; rolled everywhere, the bf16 / fp16
-    // persistent D = 128 kernels 32)
-#pragma unroll(BN > 128 ? 1 : 2)
-    for (int half = 0; half < 2; ++half) {
-      int hlo, hhi, tlo, thi;
-      mk.row_keys(row_w0 + 16 * warp + lane / 4 + 8 * half, hlo, hhi, tlo, thi);
-      fwd_key_interval_bits<BN>(bits, jj, half, hlo, hhi);
-      fwd_key_interval_bits<BN>(bits, jj, half, tlo, thi);
-    }
-#pragma unroll
-    for (int e = 0; e < BN / 2; ++e) {
-      const float x = acc_s[e] * sc;
-      const float v = fmaf(x, tanh_fast(x), x);
-      acc_s[e] = ((bits[e / 32] >> (e % 32)) & 1u) ? v : 0.f;
-    }
-    tail();
-  }
-}
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -361,7 +288,8 @@ __global__ void __launch_bounds__(384, 1)
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
-  constexpr bool kEarlyWait = (kDiag & kFp8FwdEarlyWait) != 0;
+  // The next KV tile's mbarrier waits right after the issue (next_waits, under the S wait): the 96-key tiles only.
+  constexpr bool kEarlyWait = kBN == 96;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
@@ -466,7 +394,8 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
       if (trace_cta && wtid == 0) {
         k += 4096 * wg;
-        uint16_t* row = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(si.q_start + m0 + k / 64) * p.o_row_stride +
+        uint16_t* row = static_cast<uint16_t*>(p.out) +
+                        static_cast<int64_t>(si.q_start + m0 + k / 64) * p.o_row_stride +
                         static_cast<int64_t>(h) * p.o_head_stride;
         reinterpret_cast<uint32_t*>(row)[k % 64] = v;
       }
@@ -623,8 +552,29 @@ __global__ void __launch_bounds__(384, 1)
               return;
             }
           }
-          if constexpr (BN == 96) {
-            fwd_silu_mask_96<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          if constexpr (BN == 96) {  // (fwd_silu_mask's tiles are multiples of 64 keys)
+            if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+              for (int e = 0; e < BN / 2; ++e) {
+                const float x = acc_s[e] * sc;
+                acc_s[e] = fmaf(x, tanh_fast(x), x);
+              }
+            } else {  // masked: keys [n0, n0 + 64), then [n0 + 64, n0 + 96) as a 64-key tile's first half
+              float lo[32], hi[32];
+#pragma unroll
+              for (int e = 0; e < 32; ++e) {
+                lo[e] = acc_s[e];
+                hi[e] = e < 16 ? acc_s[32 + e] : 0.f;
+              }
+              fwd_silu_mask<64>(lo, sc, mk, row_w0, warp, lane, n0, false);
+              fwd_silu_mask<64>(hi, sc, mk, row_w0, warp, lane, n0 + 64, false);
+#pragma unroll
+              for (int e = 0; e < 32; ++e) {
+                acc_s[e] = lo[e];
+                if (e < 16) acc_s[32 + e] = hi[e];
+              }
+            }
+            pack_into(pn);
           } else {
             fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
           }
@@ -653,8 +603,12 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
-      // kFp8FwdEarlyWait: after issuing S_i (and P_{i-1} V_{i-1}), K_{i+1} and Vt_i are waited for (the producer
-      // loads them without any further consumer step: its stages free as S_{i-2} and P_{i-3} V_{i-3} complete).
+      // kEarlyWait (96-key tiles): after issuing S_i (and P_{i-1} V_{i-1}), K_{i+1} and Vt_i are waited for, under
+      // S_i's wgmma wait, instead of at the top of iteration i + 1 (H200, B16 S16K D256: 0.978x the time with it,
+      // 0.994x without, against the 64-key tiles; on the 192-key tiles at D128 the same move cost 1.094x at S16K,
+      // 1.016x at S8K: Vt_i's load is issued only once both warpgroups' P_{i-3} V_{i-3} completed and can still be
+      // in flight there). The producer loads both without any further consumer step (its stages free as S_{i-2}
+      // and P_{i-3} V_{i-3} complete), so the order cannot deadlock.
       auto next_waits = [&](int i) {
         if (i + 1 < n_tiles) mbar_wait(bar_full_k(stage(i + 1)), phase(i + 1));
         mbar_wait(bar_full_v(stage(i)), phase(i));

@@ -93,23 +93,27 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=...): the variants of this kernel)
-        constexpr int kTrace = kFp8FwdDiagTrace, kEarly = kFp8FwdEarlyWait;
-        if (f.var == kFp8VarEarlyWait) return launch_fwd_fp8_wide<true, kWide, kEarly>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        if (f.var == kFp8VarTrace) return launch_fwd_fp8_wide<true, kWide, kTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        if (f.var == kFp8VarTraceEarly) {
-          return launch_fwd_fp8_wide<true, kWide, kTrace | kEarly>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15))
+        if (f.var == kFp8VarTrace) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
       }
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
-  // kernel_options(fp8_fwd_var=6 / 5) at D = 256: KV tiles of 96 keys (grid order, not block mode: a tile would
-  // straddle two 128-key blocks), the output staged over the K stages; 5 with kFp8FwdEarlyWait. K map: 96-row
-  // boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
+  // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
+  // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
+  // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
+  int64_t list_ctas = 0;
+  const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  // D = 256 in grid order, descale modes other than block: KV tiles of 96 keys (not 64: the per-tile waits, turns
+  // and issues per key drop by a third; H200, B16 S16K causal: 0.978x the time of the 64-key tiles), the output
+  // staged over the K stages. Not in block mode (a tile would straddle two 128-key blocks of k / v factors) nor
+  // the work list (planned in 64-key units); kernel_options(fp8_fwd_var=6): the 64-key tiles (for comparisons).
+  // K map: 96-row boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
   if constexpr (D == 256 && !kVariant && kEarlyPack) {
-    if ((f.var == kFp8VarKeys96 || f.var == kFp8VarKeys96Early) && f.descale_mode != kFp8Block &&
-        p.fwd_sched == nullptr && p.fwd_tile_counter == nullptr) {
+    if (sa.items == nullptr && f.var != kFp8VarKeys64 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+        p.fwd_tile_counter == nullptr) {
       using CN = Fp8FwdTraits<D, 1, 96>;
       CUtensorMap tkn, tv0, tv1;
       err = make_u8_map(&tkn, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
@@ -119,20 +123,15 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err == cudaSuccess) err = vt_map(&tv1, 32);
       if (err != cudaSuccess) return err;
       constexpr auto k96 = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, 0, kSilu>;
-      constexpr auto k96e = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, kFp8FwdEarlyWait, kSilu>;
-      const bool early = f.var == kFp8VarKeys96Early;
-      err = early ? set_max_dynamic_smem<k96e>(CN::kSmem) : set_max_dynamic_smem<k96>(CN::kSmem);
+      constexpr auto k96t = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, kFp8FwdDiagTrace, kSilu>;
+      const bool trace = f.var == kFp8VarTrace;  // (timing-only: kernel_options(fp8_fwd_var=15))
+      err = trace ? set_max_dynamic_smem<k96t>(CN::kSmem) : set_max_dynamic_smem<k96>(CN::kSmem);
       if (err != cudaSuccess) return err;
-      (early ? k96e : k96)<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p,
+      (trace ? k96t : k96)<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p,
                                                                                               f, SchedArgs{});
       return cudaGetLastError();
     }
   }
-  // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
-  // True); the grid by default): the jagged work list where the op gave its workspace (planned without splits), else
-  // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
-  int64_t list_ctas = 0;
-  const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
   if constexpr (!kVariant) {  // (the timing-only variants and the SiLU forms: grid order)
     if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
@@ -171,12 +170,6 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
-  if constexpr (D == 256) {  // (kernel_options(fp8_fwd_var=1 / 15 / 3): the grid kernel's variants)
-    constexpr int kTrace = sm90::kFp8FwdDiagTrace, kEarly = sm90::kFp8FwdEarlyWait;
-    if (f.var == sm90::kFp8VarEarlyWait) return sm90::launch_fwd_fp8<D, true, kEarly, kTanh>(p, f, stream);
-    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, kTrace, kTanh>(p, f, stream);
-    if (f.var == sm90::kFp8VarTraceEarly) return sm90::launch_fwd_fp8<D, true, kTrace | kEarly, kTanh>(p, f, stream);
-  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
