@@ -636,6 +636,30 @@ def test_cuda_fp8_d256_key_tiles(mode):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["tensor", "head", "block"])
+def test_cuda_fp8_fwd_deep_variant(mode):
+    """kernel_options(fp8_fwd_var=1) (private): the D = 128 192-key kernel (here under fp8_bn192=True) with 4 K / Vt
+    stages, the output staged over the K stages and the next tile's waits right after the issue: its own kernel,
+    bitwise the default's output (the same arithmetic; jagged, delta-q, contexts and targets, an empty sequence;
+    causal sequences of 1-2K keys); block mode runs the default's 128-key kernel."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    rng = random.Random(f"deep-{mode}")
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
+    cases = [make_case(rng.randrange(1 << 30), lens, 2, 128, "context_target_group", device="cuda", targets_max=300,
+                       contexts_max=40),
+             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 128, "causal", device="cuda")]
+    bn, diag, form = (128, 0, 1) if mode == "block" else (192, 8, 2)
+    for c in cases:
+        q8s, scales = quantized(c, mode)
+        default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
+        out, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=1)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,"
+                             rf"\s*{form}\s*>", n) for n in names), names
+        assert torch.equal(out, default)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("D", [128, 256])
 def test_cuda_fp8_fwd_trace_variant(D):
     """kernel_options(fp8_fwd_var=15) (timing-only): the default's kernel with clock stamps (D = 128: the 192-key

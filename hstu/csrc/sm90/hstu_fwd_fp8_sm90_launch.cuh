@@ -36,7 +36,7 @@ template <bool kEarlyPack, int kSilu, int kDiag = 0>
 cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
                                 const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
                                 cudaStream_t stream) {
-  using CW = Fp8FwdTraits<128, 1, 192>;
+  using CW = Fp8FwdTraits<128, 1, 192, (kDiag & kFp8FwdDeep) != 0>;
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
   if (err != cudaSuccess) return err;
@@ -93,7 +93,10 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15))
+      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 15): 4 stages + early waits / the stamps)
+        if (f.var == kFp8VarDeep) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDeep>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
