@@ -603,6 +603,15 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
         return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
 
 
+def kernel_variant_cases(rng, D):
+    """Two cases for a kernel variant: jagged lengths with delta-q, contexts and long target groups, an empty
+    sequence; causal sequences of 1-2K keys (mostly unmasked tiles)."""
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
+    return [make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
+                      contexts_max=40),
+            make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, D, "causal", device="cuda")]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["tensor", "head", "block"])
 def test_cuda_fp8_d256_key_tiles(mode):
@@ -613,10 +622,7 @@ def test_cuda_fp8_d256_key_tiles(mode):
     if not fp8_kernel_runs(256):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"d256-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    cases = [make_case(rng.randrange(1 << 30), lens, 2, 256, "context_target_group", device="cuda", targets_max=300,
-                       contexts_max=40),
-             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 256, "causal", device="cuda")]
+    cases = kernel_variant_cases(rng, 256)
     bn = 64 if mode == "block" else 96
     for c in cases:
         out = check_fp8_kernel(c, mode, 256 ** -0.5)
@@ -645,10 +651,7 @@ def test_cuda_fp8_fwd_deep_variant(mode):
     if not fp8_kernel_runs(128):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"deep-{mode}")
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    cases = [make_case(rng.randrange(1 << 30), lens, 2, 128, "context_target_group", device="cuda", targets_max=300,
-                       contexts_max=40),
-             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 128, "causal", device="cuda")]
+    cases = kernel_variant_cases(rng, 128)
     bn, diag, form = (128, 0, 1) if mode == "block" else (192, 8, 2)
     for c in cases:
         q8s, scales = quantized(c, mode)
