@@ -603,70 +603,43 @@ def run_kernel(c, q8s, scales, mode, alpha, **switches):
         return fp8_kernel_names(lambda: run_path(c, q8s, scales, mode, alpha))
 
 
-def kernel_variant_cases(rng, D):
-    """Two cases for a kernel variant: jagged lengths with delta-q, contexts and long target groups, an empty
-    sequence; causal sequences of 1-2K keys (mostly unmasked tiles)."""
-    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
-    return [make_case(rng.randrange(1 << 30), lens, 2, D, "context_target_group", device="cuda", targets_max=300,
-                      contexts_max=40),
-            make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, D, "causal", device="cuda")]
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["tensor", "head", "block"])
 def test_cuda_fp8_d256_key_tiles(mode):
-    """D = 256 runs 96-key tiles in grid order outside block mode (block mode: 64-key tiles, a 96-key tile would
-    straddle two 128-key blocks of k / v factors); kernel_options(fp8_fwd_var=6) the 64-key tiles there (for
-    comparisons). Both meet the error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty
-    sequence; causal sequences of 1-2K keys, mostly unmasked tiles) and differ only by the order of the key sums."""
+    """D = 256 runs 64-key tiles; kernel_options(fp8_fwd_var=6) 96-key tiles in grid order outside block mode (in
+    block mode the default's kernel: a 96-key tile would straddle two 128-key blocks of k / v factors). Both meet the
+    error rule against the fp64 emulation (jagged, delta-q, contexts and targets, an empty sequence; causal sequences
+    of 1-2K keys, mostly unmasked tiles) and differ only by the order of the key sums."""
     if not fp8_kernel_runs(256):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
     rng = random.Random(f"d256-{mode}")
-    cases = kernel_variant_cases(rng, 256)
+    lens = [rng.randint(129, 383) for _ in range(20)] + [0, 1, 129, 383]
+    cases = [make_case(rng.randrange(1 << 30), lens, 2, 256, "context_target_group", device="cuda", targets_max=300,
+                       contexts_max=40),
+             make_case(rng.randrange(1 << 30), [1000, 2100, 1500], 2, 256, "causal", device="cuda")]
     bn = 64 if mode == "block" else 96
     for c in cases:
         out = check_fp8_kernel(c, mode, 256 ** -0.5)
         q8s, scales = quantized(c, mode)
         again, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*0\s*>", n)
-                   for n in names), names
-        assert torch.equal(again, out)
-        k64 = check_fp8_kernel(c, mode, 256 ** -0.5, switches=dict(fp8_fwd_var=6))
-        _, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=6)
         assert any(re.search(r"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*64\s*,\s*0\s*,\s*0\s*>", n)
                    for n in names), names
+        assert torch.equal(again, out)
+        k96 = check_fp8_kernel(c, mode, 256 ** -0.5, switches=dict(fp8_fwd_var=6))
+        _, names = run_kernel(c, q8s, scales, mode, 256 ** -0.5, fp8_fwd_var=6)
+        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*256\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*0\s*,\s*0\s*>", n)
+                   for n in names), names
         if mode == "block":
-            assert torch.equal(k64, out)
+            assert torch.equal(k96, out)
         else:
-            assert max_err(k64, out) <= 0.05 * out.abs().max().item()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["tensor", "head", "block"])
-def test_cuda_fp8_fwd_deep_variant(mode):
-    """kernel_options(fp8_fwd_var=1) (private): the D = 128 192-key kernel (here under fp8_bn192=True) with 4 K / Vt
-    stages, the output staged over the K stages and the next tile's waits right after the issue: its own kernel,
-    bitwise the default's output (the same arithmetic; jagged, delta-q, contexts and targets, an empty sequence;
-    causal sequences of 1-2K keys); block mode runs the default's 128-key kernel."""
-    if not fp8_kernel_runs(128):
-        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
-    rng = random.Random(f"deep-{mode}")
-    cases = kernel_variant_cases(rng, 128)
-    bn, diag, form = (128, 0, 1) if mode == "block" else (192, 8, 2)
-    for c in cases:
-        q8s, scales = quantized(c, mode)
-        default, _ = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True)
-        out, names = run_kernel(c, q8s, scales, mode, 128 ** -0.5, fp8_bn192=True, fp8_fwd_var=1)
-        assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*128\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*{diag}\s*,"
-                             rf"\s*{form}\s*>", n) for n in names), names
-        assert torch.equal(out, default)
+            assert max_err(k96, out) <= 0.05 * out.abs().max().item()
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("D", [128, 256])
 def test_cuda_fp8_fwd_trace_variant(D):
     """kernel_options(fp8_fwd_var=15) (timing-only): the default's kernel with clock stamps (D = 128: the 192-key
-    tiles; D = 256: the 96-key tiles); every output
+    tiles; D = 256: the 64-key grid kernel); every output
     row but CTA (0, 0, 0)'s (sequence 0's last query tile, head 0) bitwise the default's, and those rows hold the
     stamps: each warpgroup's KV tile count at word 4088 and a non-decreasing loop (stamps 0-6 of each tile)."""
     if not fp8_kernel_runs(D):
@@ -675,7 +648,7 @@ def test_cuda_fp8_fwd_trace_variant(D):
     q8s, scales = quantized(c, "tensor")
     default, _ = run_kernel(c, q8s, scales, "tensor", D ** -0.5)
     out, names = run_kernel(c, q8s, scales, "tensor", D ** -0.5, fp8_fwd_var=15)
-    bn, form = (192, 2) if D == 128 else (96, 0)
+    bn, form = (192, 2) if D == 128 else (64, 0)
     assert any(re.search(rf"hstu_fwd_fp8_sm90_kernel<\s*{D}\s*,\s*0\s*,\s*true\s*,\s*{bn}\s*,\s*4\s*,\s*{form}\s*>",
                          n) for n in names), names
     m0 = 4096 - 128

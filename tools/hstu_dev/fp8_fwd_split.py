@@ -10,16 +10,15 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 1,6,sched,bn192`: instead of the diag / silu variants, kernel_options(
-fp8_fwd_var=1) at D = 128 (the 192-key kernel with 4 stages and the next tile's waits under the S wait), 6 at D = 256
-(the 64-key tiles where the default takes 96), fp8_sched=True (persistent CTAs at
+difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
+fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_sched=True (persistent CTAs at
 D <= 128) and the 192-key tiles at any length at D = 128. `--trace` (D = 128 / 256 cases): after the timing,
-one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 96-key tiles, with clock stamps of CTA
+one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key tiles, with clock stamps of CTA
 (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 1,6,sched,bn192] [--trace]
+    [--vars 6,sched,bn192] [--trace]
 """
 import argparse
 import os
@@ -71,9 +70,7 @@ def main():
         if args.vars:
             for v in args.vars.split(","):
                 if v == "6" and D == 256:
-                    variants += [("var 6 (64-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
-                elif v == "1" and D == 128:
-                    variants += [("var 1 (4 stages, early waits)", 1 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
+                    variants += [("var 6 (96-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
                 elif v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
                 elif v == "bn192" and D == 128:

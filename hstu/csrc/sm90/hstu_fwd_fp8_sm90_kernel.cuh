@@ -24,8 +24,8 @@
 //   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
-//   kernel_options(fp8_bn192=True); of 96 keys at D = 256 in grid order, not in block mode (the output staged over
-//   the K stages, the next tile's waits under the S wait: kEarlyWait).
+//   kernel_options(fp8_bn192=True); of 96 keys at D = 256 on kernel_options(fp8_fwd_var=6), grid order, not in
+//   block mode (the output staged over the K stages, the next tile's waits under the S wait: kEarlyWait).
 // (A 128-key tile lies in one 128-row block of factors; the 192- / 96-key tiles would not, hence not block mode.)
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
@@ -52,17 +52,16 @@ namespace sm90 {
 // multiple of 32: Vt's permuted groups); 192 (D = 128, kernel_options(fp8_bn192=True)) cuts the per-tile overheads
 // per key (pingpong barriers, waits, loop top, wgmma issue) by a third, as FA3's FP8 forward's wide tiles (224 keys
 // there); its Vt tile is two panels (128 keys with the 128-byte swizzle, then 64 with the 64-byte one).
-// DEEP (kFp8FwdDeep, BN 192: kernel_options(fp8_fwd_var=1)): 4 K / Vt stages, the output staged over the K stages.
-template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128), bool DEEP = false>
+template <int D, int QBUFS = 1, int BN = (D == 256 ? 64 : 128)>
 struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
-  static constexpr int kStages = DEEP ? 4 : D == 256 || BN > 128 ? 3 : 4;
+  static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
   // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
   static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
   // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile has been read
   // (both warpgroups' last QK^T done) before it is written (a barrier of the two; grid order: no loads after the last).
-  static constexpr bool kOOverK = BN == 96 || DEEP;
+  static constexpr bool kOOverK = BN == 96;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -82,7 +81,6 @@ struct Fp8FwdTraits {
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
   static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
   static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
-  static_assert(!DEEP || (BN == 192 && QBUFS == 1), "4 stages: the 192-key tiles in grid order");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
@@ -194,13 +192,13 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
   return (w + 1) * n / 8 > w * n / 8;
 }
 
-// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarDeep (correct
-// outputs) the D = 128 192-key kernel with kFp8FwdDeep; kFp8VarKeys64 (for comparisons, correct outputs) D = 256 with
-// the 64-key tiles where the default takes 96 keys; kFp8VarTrace
-// (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its 96-key
-// tiles) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
+// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarKeys96
+// (correct outputs) D = 256 with KV tiles of 96 keys in grid order, not in block mode (H200, B16 causal: 0.978x /
+// 0.989x the time of the default's 64-key tiles at S16K in two processes, 1.014x at S4K: not the default);
+// kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its
+// grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
 // tools/hstu_dev/fp8_fwd_split.py --trace).
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarDeep = 1, kFp8VarKeys64 = 6, kFp8VarTrace = 15 };
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
@@ -221,11 +219,6 @@ constexpr int kFp8FwdDiagNoCvt = 2;
 // 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
 // done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
 constexpr int kFp8FwdDiagTrace = 4;
-// kFp8FwdDeep (a structural variant of the 192-key kernel, kernel_options(fp8_fwd_var=1), correct outputs, bitwise
-// the default's): 4 K / Vt stages (208 KB: the output staged over the K stages, as the D = 256 96-key kernel) and
-// the next tile's mbarrier waits under the S wait (kEarlyWait): with 3 stages that move cost 1.094x at S16K (Vt_i's
-// load still in flight right after the issue); one more stage gives its load a tile more.
-constexpr int kFp8FwdDeep = 8;
 
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
@@ -297,10 +290,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kPersist = kMode == kFp8Persist;
   static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
   // The next KV tile's mbarrier waits right after the issue (next_waits, under the S wait): the 96-key tiles only.
-  constexpr bool kEarlyWait = kBN == 96 || (kDiag & kFp8FwdDeep) != 0;
+  constexpr bool kEarlyWait = kBN == 96;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
   static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
-  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN, (kDiag & kFp8FwdDeep) != 0>;
+  using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
   constexpr int S = C::kStages;

@@ -36,7 +36,7 @@ template <bool kEarlyPack, int kSilu, int kDiag = 0>
 cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
                                 const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
                                 cudaStream_t stream) {
-  using CW = Fp8FwdTraits<128, 1, 192, (kDiag & kFp8FwdDeep) != 0>;
+  using CW = Fp8FwdTraits<128, 1, 192>;
   constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
   if (err != cudaSuccess) return err;
@@ -93,10 +93,7 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      if constexpr (kEarlyPack) {  // (kernel_options(fp8_fwd_var=1 / 15): 4 stages + early waits / the stamps)
-        if (f.var == kFp8VarDeep) {
-          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDeep>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
-        }
+      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15))
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
@@ -109,13 +106,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
   const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
-  // D = 256 in grid order, descale modes other than block: KV tiles of 96 keys (not 64: the per-tile waits, turns
-  // and issues per key drop by a third; H200, B16 S16K causal: 0.978x the time of the 64-key tiles), the output
-  // staged over the K stages. Not in block mode (a tile would straddle two 128-key blocks of k / v factors) nor
-  // the work list (planned in 64-key units); kernel_options(fp8_fwd_var=6): the 64-key tiles (for comparisons).
+  // kernel_options(fp8_fwd_var=6) at D = 256 in grid order, descale modes other than block: KV tiles of 96 keys
+  // (not 64: the per-tile waits, turns and issues per key drop by a third), the output staged over the K stages. Not
+  // the default: H200, B16 causal, 0.978x / 0.989x the time of the 64-key tiles at S16K, 1.014x at S4K. Not in block
+  // mode (a tile would straddle two 128-key blocks of k / v factors) nor the work list (planned in 64-key units).
   // K map: 96-row boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
   if constexpr (D == 256 && !kVariant && kEarlyPack) {
-    if (sa.items == nullptr && f.var != kFp8VarKeys64 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+    if (sa.items == nullptr && f.var == kFp8VarKeys96 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
       using CN = Fp8FwdTraits<D, 1, 96>;
       CUtensorMap tkn, tv0, tv1;
@@ -126,12 +123,9 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err == cudaSuccess) err = vt_map(&tv1, 32);
       if (err != cudaSuccess) return err;
       constexpr auto k96 = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, 0, kSilu>;
-      constexpr auto k96t = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, kFp8FwdDiagTrace, kSilu>;
-      const bool trace = f.var == kFp8VarTrace;  // (timing-only: kernel_options(fp8_fwd_var=15))
-      err = trace ? set_max_dynamic_smem<k96t>(CN::kSmem) : set_max_dynamic_smem<k96>(CN::kSmem);
+      err = set_max_dynamic_smem<k96>(CN::kSmem);
       if (err != cudaSuccess) return err;
-      (trace ? k96t : k96)<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p,
-                                                                                              f, SchedArgs{});
+      k96<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p, f, SchedArgs{});
       return cudaGetLastError();
     }
   }
@@ -173,6 +167,9 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
+  if constexpr (D == 256) {  // (timing-only: kernel_options(fp8_fwd_var=15), the grid kernel with clock stamps)
+    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
+  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);
