@@ -10,13 +10,15 @@ scores in half2 arithmetic without the MUFU (the default at D <= 128)), the
 H4 batches, per-tensor descale; the variants interleaved (CUDA events, L2 flushed, median). `--default-only`: the
 default alone (for an older wheel without the switches). Prints a markdown table: ms, TFLOP/s (4 H D L^2 / 2 per
 sequence), time over the default's, and for the correct variants max |out - default| / max |default| (the
-difference of two P roundings). `--vars 7,8,...`: instead of the diag / silu variants, the variants
-kernel_options(fp8_fwd_var=n) at D = 128 (7 the 128-key tiles at any length: the default takes 192 from 4K keys per
-sequence; 8 the 192-key tiles with the 128-key tiles' SiLU mix, 4 of 8 words in half2 instead of 3),
-+ `sched` (fp8_sched=True: persistent CTAs at D <= 128), `bn192` at D = 128.
+difference of two P roundings). `--vars 6,sched,bn192`: instead of the diag / silu variants, kernel_options(
+fp8_fwd_var=6) at D = 256 (96-key tiles instead of the default's 64), fp8_sched=True (persistent CTAs at
+D <= 128) and the 192-key tiles at any length at D = 128. `--trace` (D = 128 / 256 cases): after the timing,
+one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-key tiles, with clock stamps of CTA
+(0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
+phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
 
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
-    [--vars 7,8,sched,bn192]
+    [--vars 6,sched,bn192] [--trace]
 """
 import argparse
 import os
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--split", action="store_true")
     ap.add_argument("--cases", default="B16S16KD128,B16S16KD256,B16S4KD128")
     ap.add_argument("--vars", default="")
+    ap.add_argument("--trace", action="store_true")
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
@@ -65,16 +68,13 @@ def main():
         bits = hstu_attn._ops.OPTION_BITS
         variants = [("default", 0)]
         if args.vars:
-            var_shift = hstu_attn._ops.FP8_FWD_VAR_SHIFT
-            names = {7: "var 7 (128 keys always)", 8: "var 8 (192 keys: mix 4/8)"}
-            applies = {v: D == 128 for v in names}
             for v in args.vars.split(","):
-                if v == "sched" and D <= 128:
+                if v == "6" and D == 256:
+                    variants += [("var 6 (96-key tiles)", 6 << hstu_attn._ops.FP8_FWD_VAR_SHIFT)]
+                elif v == "sched" and D <= 128:
                     variants += [("fp8_sched (persistent)", bits["fp8_sched"])]
                 elif v == "bn192" and D == 128:
                     variants += [("bn192", bits["fp8_bn192"])]
-                elif v.isdigit() and applies[int(v)]:
-                    variants += [(names[int(v)], int(v) << var_shift)]
         elif not args.default_only:
             shift, silu = hstu_attn._ops.FP8_FWD_DIAG_SHIFT, hstu_attn._ops.FP8_SILU_SHIFT
             variants += [("silu 1 (tanh)", 1 << silu), ("silu 2 (half2 mix)", 2 << silu),
@@ -107,8 +107,52 @@ def main():
                 diff = f"{(fn().float() - ref).abs().max().item() / ref.abs().max().item():.2e}"
             print(f"| B{B} S{S // 1024}K D{D} causal | {vname} | {ms:.3f} | {flops / ms / 1e9:.1f} | "
                   f"{ms / med[0]:.3f} | {diff} |", flush=True)
+        if args.trace and D >= 128:
+            trace(call(15 << hstu_attn._ops.FP8_FWD_VAR_SHIFT), B, S, D, "the default's kernel")
         del q8, k8, v8, fns
         torch.cuda.empty_cache()
+
+
+PHASES = (("K / V wait", 0, 1), ("turn wait", 1, 2), ("issue", 2, 3), ("S wait", 3, 4), ("SiLU", 4, 5),
+          ("P V wait", 5, 6), ("tail (copy P, loop top)", 6, 8), ("period (issue to issue)", 3, 11))
+
+
+def trace(fn, B, S, D, what):
+    """fp8_fwd_var=15's stamps (kFp8FwdDiagTrace): CTA (0, 0, 0) = sequence 0's last query tile, head 0 (64 words
+    per output row)."""
+    out = fn()
+    torch.cuda.synchronize()
+    m0 = (S + 127) // 128 * 128 - 128
+    words = out[m0:m0 + 128, 0, :].contiguous().view(torch.int32)[:, :64].reshape(-1).cpu().tolist()
+    rows = []
+    for wg in range(2):
+        w = [x & 0xFFFFFFFF for x in words[4096 * wg:4096 * wg + 4096]]
+        n = w[4088]
+        st = [[w[8 * i + j] for j in range(8)] for i in range(min(n + 1, 511))]
+
+        def d(a, b):
+            return (b - a) & 0xFFFFFFFF
+        vals = {name: [] for name, _, _ in PHASES}
+        for i in range(2, n - 1):
+            for name, a, b in PHASES:
+                if b == 8:
+                    vals[name].append(d(st[i][6], st[i + 1][0]))
+                elif b == 11:
+                    vals[name].append(d(st[i][3], st[i + 1][3]))
+                else:
+                    vals[name].append(d(st[i][a], st[i][b]))
+        total = d(st[0][0], st[n][6])
+        rows.append((wg, n, total, {k: statistics.median(v) if v else 0 for k, v in vals.items()}))
+    w0 = [x & 0xFFFFFFFF for x in words[:4096]]
+    w1 = [x & 0xFFFFFFFF for x in words[4096:]]
+    n = w0[4088]
+    off = statistics.median([(w1[8 * i + 3] - w0[8 * i + 3]) & 0xFFFFFFFF for i in range(2, n - 1)]) if n > 3 else 0
+    print(f"\ntrace B{B} S{S // 1024}K D{D} ({what} + stamps; CTA (0,0,0), {n} KV tiles; SM cycles, "
+          f"median over tiles 2..{n - 2}; wg 1 issues {off:.0f} cycles after wg 0)")
+    print("| wg | " + " | ".join(name for name, _, _ in PHASES) + " | loop total / tiles |")
+    print("|---|" + "---:|" * (len(PHASES) + 1))
+    for wg, n, total, med in rows:
+        print(f"| {wg} | " + " | ".join(f"{med[name]:.0f}" for name, _, _ in PHASES) + f" | {total / max(n, 1):.0f} |")
 
 
 if __name__ == "__main__":

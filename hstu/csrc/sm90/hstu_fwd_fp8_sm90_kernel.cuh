@@ -15,7 +15,7 @@
 //   SiLU(S) is O(|S|), inside e4m3's range for any sane input (the reference `hstu_attn_fp8_reference` rounds the
 //   same way); 1 / scaling_seqlen and v_descale are applied in fp32 to the output accumulators;
 // - descale factors: q's is constant per CTA in every mode (a 128-row query tile lies in one 128-row block), k's
-//   and v's are constant per KV tile (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
+//   and v's are constant per KV tile in block mode (BN = 128 or 64 keys, aligned to the sequence start). S is scaled by
 //   alpha q_s k_s of its tile; O is kept in units of the current tile's v factor and rescaled (v_old / v_new) when
 //   the factor changes (block mode only: other modes have one factor per CTA);
 // - P_i is converted to e4m3 inside the SiLU's code, into registers apart from P_{i-1}'s (still read by the P V in
@@ -24,7 +24,9 @@
 //   the MUFU (kSilu, silu_h2_e4m3x2), the others tanh.approx: the MUFU alone would bind there;
 // - KV tiles of 192 keys at D = 128 in grid order (Fp8FwdTraits), not in block mode: by default for batches of at
 //   least kFp8WideMinMeanKeys keys per sequence on average (fp8_wide_tiles), at any length on
-//   kernel_options(fp8_bn192=True).
+//   kernel_options(fp8_bn192=True); of 96 keys at D = 256 on kernel_options(fp8_fwd_var=6), grid order, not in
+//   block mode (the output staged over the K stages, the next tile's waits under the S wait: kEarlyWait).
+// (A 128-key tile lies in one 128-row block of factors; the 192- / 96-key tiles would not, hence not block mode.)
 // The masked key tiles between the history and a query tile's target group are skipped (fwd_kv_tiles), and the
 // query tiles scheduled in grid order, or on kernel_options(fp8_sched=True) by the bf16 forward's work list /
 // persistent CTAs (Fp8FwdMode). No rab (the op keeps the dequantize + bf16 path for rab).
@@ -55,7 +57,11 @@ struct Fp8FwdTraits {
   static constexpr int kBlockM = 128;                  // 2 consumer warpgroups x 64 rows
   static constexpr int kBlockN = BN;
   static constexpr int kStages = D == 256 || BN > 128 ? 3 : 4;
-  static constexpr int kVtRowBytes = BN < 128 ? BN : 128;  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1)
+  // Vt panel 0: D rows of kVtRowBytes keys (+ panel 1 of BN - kVtRowBytes keys: 64 at BN 192, 32 at BN 96)
+  static constexpr int kVtRowBytes = BN == 96 ? 64 : BN < 128 ? BN : 128;
+  // The output staging over the K stages (BN 96 at D = 256, where both would not fit): every K tile has been read
+  // (both warpgroups' last QK^T done) before it is written (a barrier of the two; grid order: no loads after the last).
+  static constexpr bool kOOverK = BN == 96;
   static constexpr int kQBufs = QBUFS;
   static constexpr int kRowBytes = D < 128 ? D : 128;  // Q / K panel rows (TMA box width and swizzle span)
   static constexpr int kPanels = D / kRowBytes;
@@ -65,27 +71,28 @@ struct Fp8FwdTraits {
   static constexpr int kTileBytes = kBlockN * D;       // one K tile or one Vt tile (D rows of kBlockN keys)
   static constexpr int kOPanelBytes = kBlockM * 128;   // output staging: 64 16-bit columns per panel
   static constexpr int kOBytes = kBlockM * D * 2;
-  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + kOBytes;
+  static constexpr int kBarOffset = kQBufs * kQBytes + 2 * kStages * kTileBytes + (kOOverK ? 0 : kOBytes);
   // + mbarriers (the persistent Q buffer 1 full / empty at 200-223) + the persistent FwdTile slots (128 bytes each)
   // + slack to align the base to 1024 bytes
   static constexpr int kSmem = kBarOffset + 256 + (QBUFS > 1 ? 128 * QBUFS : 0) + 1024;
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = BN > 128 ? 24 : 40;   // (BN 192: grid order only, the plain producer)
-  static constexpr int kConsumerRegs = BN > 128 ? 240 : 232;
+  static constexpr int kProducerRegs = BN > 128 || BN == 96 ? 24 : 40;  // (BN 192 / 96: grid order only)
+  static constexpr int kConsumerRegs = BN > 128 || BN == 96 ? 240 : 232;
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
-  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128), "KV tile");
+  static_assert(BN == 64 || BN == 128 || (BN == 192 && D == 128) || (BN == 96 && D == 256), "KV tile");
+  static_assert(!kOOverK || kOBytes <= kStages * kTileBytes, "output staging over the K stages");
   static_assert(8 + 32 * kStages <= 200, "mbarriers");
   static_assert(QBUFS == 1 || QBUFS == 2, "Q buffers");
   static_assert(kSmem <= 232448, "shared memory opt-in limit");
 };
 
-// K-major shared-memory descriptor of a tile written by TMA with a swizzle of row_bytes (128 or 64): 8-row atoms.
+// K-major shared-memory descriptor of a tile written by TMA with a swizzle of row_bytes (128, 64 or 32): 8-row atoms.
 __device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t saddr, int row_bytes) {
   uint64_t d = 0;
   d |= static_cast<uint64_t>((saddr & 0x3FFFF) >> 4);
   d |= static_cast<uint64_t>(1) << 16;  // LBO: unused for swizzled K-major operands
   d |= static_cast<uint64_t>((8 * row_bytes) >> 4) << 32;
-  d |= static_cast<uint64_t>(row_bytes == 128 ? 1 : 2) << 62;  // SWIZZLE_128B / SWIZZLE_64B
+  d |= static_cast<uint64_t>(row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3) << 62;  // SWIZZLE_128B / 64B / 32B
   return d;
 }
 
@@ -95,6 +102,8 @@ __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t da, ui
     wgmma_m64n64k32_ss_e4m3(d, da, db, scale_d);
   } else if constexpr (N == 128) {
     wgmma_m64n128k32_ss_e4m3(d, da, db, scale_d);
+  } else if constexpr (N == 96) {
+    wgmma_m64n96k32_ss_e4m3(d, da, db, scale_d);
   } else {
     static_assert(N == 192, "QK^T tile width");
     wgmma_m64n192k32_ss_e4m3(d, da, db, scale_d);
@@ -183,17 +192,20 @@ __host__ __device__ constexpr bool fp8_silu_h2_word(int silu, int w) {
   return (w + 1) * n / 8 > w * n / 8;
 }
 
-// Variants of the FP8 forward for comparisons (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private,
-// correct outputs; D = 128, grid order): kFp8VarNarrow the 128-key tiles whatever the lengths; kFp8VarWideMixed the
-// 192-key tiles where the default takes them, with kFp8SiluMixed (the 128-key tiles' form) instead of kFp8SiluMix3.
-enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarNarrow = 7, kFp8VarWideMixed = 8 };
+// Variants of the FP8 forward (HstuFp8FwdParams::var, kernel_options(fp8_fwd_var=...), private): kFp8VarKeys96
+// (correct outputs) D = 256 with KV tiles of 96 keys in grid order, not in block mode (H200, B16 causal: 0.978x /
+// 0.989x the time of the default's 64-key tiles at S16K in two processes, 1.014x at S4K: not the default);
+// kFp8VarTrace (timing-only, WRONG outputs in one CTA) the default's kernel (D = 128: its 192-key tiles; D = 256: its
+// grid kernel) with clock stamps of CTA (0, 0, 0)'s consumer loop over its output rows (kFp8FwdDiagTrace;
+// tools/hstu_dev/fp8_fwd_split.py --trace).
+enum Fp8FwdVar : int { kFp8VarNone = 0, kFp8VarKeys96 = 6, kFp8VarTrace = 15 };
 // Whether the D = 128 forward takes 192-key tiles (grid order, not block mode: checked by the launcher): on
 // kernel_options(fp8_bn192=True), and by default for batches of at least kFp8WideMinMeanKeys keys per sequence on
 // average (total_k / batch), where they were faster on an H200 (B16 causal, with their 3 / 8 mix: 0.97x the time of
 // the 128-key tiles at S4K, 0.93x at S8K / S16K; shorter batches keep 128 keys, unmeasured there).
 constexpr int64_t kFp8WideMinMeanKeys = 4096;
-inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
-  return bn192 != 0 || (var != kFp8VarNarrow && total_k >= kFp8WideMinMeanKeys * batch);
+inline bool fp8_wide_tiles(int bn192, int64_t total_k, int batch) {
+  return bn192 != 0 || total_k >= kFp8WideMinMeanKeys * batch;
 }
 
 // Timing-only variants of the FP8 forward (kernel_options(fp8_fwd_diag=...), private, WRONG outputs; grid order,
@@ -202,6 +214,12 @@ inline bool fp8_wide_tiles(int bn192, int var, int64_t total_k, int batch) {
 // by XORs of the fp32 bits (two ALU ops per 4 elements) instead of two F2FP.SATFINITE.E4M3.
 constexpr int kFp8FwdDiagNoMufu = 1;
 constexpr int kFp8FwdDiagNoCvt = 2;
+// kFp8FwdDiagTrace: the arithmetic of the default; CTA (0, 0, 0) (grid order: the first sequence's last query tile)
+// writes clock stamps of each consumer warpgroup's loop over its output rows instead of its output (32-bit words
+// 4096 wg + 8 i + j, 64 per output row: j 0 loop top, 1 K / V ready, 2 turn, 3 issued, 4 S done, 5 SiLU done, 6 P V
+// done; i 0 the first tile, i = n_tiles the last P V; word 4096 wg + 4088: n_tiles).
+constexpr int kFp8FwdDiagTrace = 4;
+
 
 // The descale factor of sequence b, head h, 128-row block blk of a sequence starting at row `start`.
 __device__ __forceinline__ float fp8_descale(const float* s, int mode, int b, int h, int heads, int64_t block_cols,
@@ -270,9 +288,11 @@ __global__ void __launch_bounds__(384, 1)
                              const __grid_constant__ CUtensorMap tm_vt, const __grid_constant__ CUtensorMap tm_vt2,
                              const HstuParams p, const HstuFp8FwdParams f, const SchedArgs sched) {
   constexpr bool kPersist = kMode == kFp8Persist;
-  static_assert(kBN <= 128 || kMode == kFp8Grid, "192-key tiles: grid order only");
+  static_assert((kBN <= 128 && kBN != 96) || kMode == kFp8Grid, "192- / 96-key tiles: grid order only");
+  // The next KV tile's mbarrier waits right after the issue (next_waits, under the S wait): the 96-key tiles only.
+  constexpr bool kEarlyWait = kBN == 96;
   static_assert(kDiag == 0 || (kMode == kFp8Grid && kEarlyPack), "timing-only variants: grid order");
-  static_assert(kSilu == kFp8SiluTanh || (kDiag == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
+  static_assert(kSilu == kFp8SiluTanh || ((kDiag & 3) == 0 && kEarlyPack), "half2 SiLU words: packed early, no diag");
   using C = Fp8FwdTraits<D, kPersist ? 2 : 1, kBN>;
   constexpr int BM = C::kBlockM;
   constexpr int BN = C::kBlockN;
@@ -284,7 +304,7 @@ __global__ void __launch_bounds__(384, 1)
   // Q buffer qb at base + qb * kQBytes, then the K and Vt stages, the output staging, the mbarriers, the slots.
   const uint32_t sK = base + C::kQBufs * C::kQBytes;
   const uint32_t sV = sK + S * C::kTileBytes;
-  const uint32_t sO = sV + S * C::kTileBytes;
+  const uint32_t sO = C::kOOverK ? sK : sV + S * C::kTileBytes;
   const uint32_t bar = base + C::kBarOffset;
   auto bar_q = [&](int qb) { return qb == 0 ? bar : bar + 200u; };
   auto bar_q_empty = [&](int qb) { return bar + 208u + 8u * qb; };  // persistent: one arrive per consumer warp
@@ -325,7 +345,7 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensormap(&tm_q);
       prefetch_tensormap(&tm_k);
       prefetch_tensormap(&tm_vt);
-      if constexpr (BN > 128) prefetch_tensormap(&tm_vt2);
+      if constexpr (BN != C::kVtRowBytes) prefetch_tensormap(&tm_vt2);
       auto load_q = [&](int qb) {
         mbar_arrive_expect_tx(bar_q(qb), C::kQBytes);
 #pragma unroll
@@ -347,8 +367,9 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(bar_empty_v(s), ph ^ 1);
         mbar_arrive_expect_tx(bar_full_v(s), C::kTileBytes);
         tma_load_3d(sV + s * C::kTileBytes, &tm_vt, bar_full_v(s), vt_col0 + nb * BN, 0, h);
-        if constexpr (BN > 128) {  // panel 1: keys 128 .. BN - 1 of the tile, 64-byte rows
-          tma_load_3d(sV + s * C::kTileBytes + D * 128, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + 128, 0, h);
+        if constexpr (BN != C::kVtRowBytes) {  // panel 1: keys kVtRowBytes .. BN - 1 of the tile
+          constexpr int P0 = C::kVtRowBytes;
+          tma_load_3d(sV + s * C::kTileBytes + D * P0, &tm_vt2, bar_full_v(s), vt_col0 + nb * BN + P0, 0, h);
         }
       };
       if constexpr (!kPersist) {
@@ -368,6 +389,26 @@ __global__ void __launch_bounds__(384, 1)
   const int wtid = ctid % 128;
   const int warp = wtid / 32;
   const int lane = wtid % 32;
+  // kFp8FwdDiagTrace: CTA (0, 0, 0)'s stamps, one thread per consumer warpgroup, over the CTA's output rows.
+  const bool trace_cta = (kDiag & kFp8FwdDiagTrace) != 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+  auto trace_put = [&](int k, uint32_t v) {
+    if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
+      if (trace_cta && wtid == 0) {
+        k += 4096 * wg;
+        uint16_t* row = static_cast<uint16_t*>(p.out) +
+                        static_cast<int64_t>(si.q_start + m0 + k / 64) * p.o_row_stride +
+                        static_cast<int64_t>(h) * p.o_head_stride;
+        reinterpret_cast<uint32_t*>(row)[k % 64] = v;
+      }
+    }
+  };
+  auto stamp = [&](int i, int j) {
+    if constexpr ((kDiag & kFp8FwdDiagTrace) != 0) {
+      uint32_t c;
+      asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c));
+      if (8 * i + j < 4088) trace_put(8 * i + j, c);  // (4088: n_tiles)
+    }
+  };
   int kv0 = 0;  // K / Vt tiles consumed before this tile (persistent)
   for (int q_it = 0;; ++q_it) {  // (persistent: the CTA's q_it-th tile, in Q buffer q_it % 2)
     const int qb = q_it % C::kQBufs;
@@ -431,10 +472,12 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BN / 32; ++ks) {
-          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows)
+          // (k step ks: 32 keys of Vt's panel 0, kVtRowBytes-byte rows; BN 192: steps 4, 5 in panel 1, 64-byte rows;
+          // BN 96: step 2 in panel 1, 32-byte rows)
+          constexpr int P0 = C::kVtRowBytes;
           const uint32_t vt = sV + s * C::kTileBytes;
-          const uint64_t db = ks * 32 < 128 ? make_desc_kmajor(vt + ks * 32, C::kVtRowBytes)
-                                            : make_desc_kmajor(vt + D * 128 + (ks * 32 - 128), 64);
+          const uint64_t db = ks * 32 < P0 ? make_desc_kmajor(vt + ks * 32, P0)
+                                           : make_desc_kmajor(vt + D * P0 + (ks * 32 - P0), BN - P0);
           wgmma_rs_e4m3<D>(acc_o, pp[ks], db);
         }
         wgmma_commit();
@@ -510,7 +553,32 @@ __global__ void __launch_bounds__(384, 1)
               return;
             }
           }
-          fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          if constexpr (BN == 96) {  // (fwd_silu_mask's tiles are multiples of 64 keys)
+            if (mk.tile_full(row_w0, row_w0 + 64, n0, n0 + BN)) {
+#pragma unroll
+              for (int e = 0; e < BN / 2; ++e) {
+                const float x = acc_s[e] * sc;
+                acc_s[e] = fmaf(x, tanh_fast(x), x);
+              }
+            } else {  // masked: keys [n0, n0 + 64), then [n0 + 64, n0 + 96) as a 64-key tile's first half
+              float lo[32], hi[32];
+#pragma unroll
+              for (int e = 0; e < 32; ++e) {
+                lo[e] = acc_s[e];
+                hi[e] = e < 16 ? acc_s[32 + e] : 0.f;
+              }
+              fwd_silu_mask<64>(lo, sc, mk, row_w0, warp, lane, n0, false);
+              fwd_silu_mask<64>(hi, sc, mk, row_w0, warp, lane, n0 + 64, false);
+#pragma unroll
+              for (int e = 0; e < 32; ++e) {
+                acc_s[e] = lo[e];
+                if (e < 16) acc_s[32 + e] = hi[e];
+              }
+            }
+            pack_into(pn);
+          } else {
+            fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128, [&]() { pack_into(pn); });
+          }
         } else {
           fwd_silu_mask<BN>(acc_s, sc, mk, row_w0, warp, lane, n0, D <= 128);
         }
@@ -536,6 +604,16 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       if constexpr (!kPersist) mbar_wait(bar_q(0), 0);
+      // kEarlyWait (96-key tiles): after issuing S_i (and P_{i-1} V_{i-1}), K_{i+1} and Vt_i are waited for, under
+      // S_i's wgmma wait, instead of at the top of iteration i + 1 (H200, B16 S16K D256: 0.978x the time with it,
+      // 0.994x without, against the 64-key tiles; on the 192-key tiles at D128 the same move cost 1.094x at S16K,
+      // 1.016x at S8K: Vt_i's load is issued only once both warpgroups' P_{i-3} V_{i-3} completed and can still be
+      // in flight there). The producer loads both without any further consumer step (its stages free as S_{i-2}
+      // and P_{i-3} V_{i-3} complete), so the order cannot deadlock.
+      auto next_waits = [&](int i) {
+        if (i + 1 < n_tiles) mbar_wait(bar_full_k(stage(i + 1)), phase(i + 1));
+        mbar_wait(bar_full_v(stage(i)), phase(i));
+      };
       // Pingpong turns (as in the bf16 forward): warpgroup wg syncs on barrier 4 + wg before issuing, then arrives
       // on the other's; each issues n_tiles + 1 times, warpgroup 1 opens warpgroup 0's first turn and skips its last
       // arrive.
@@ -549,14 +627,22 @@ __global__ void __launch_bounds__(384, 1)
       float vf_nx = v_cur;
       {
         const int s0 = stage(0);
+        trace_put(4088, n_tiles);
+        stamp(0, 0);
         mbar_wait(bar_full_k(s0), phase(0));
+        stamp(0, 1);
         pp_sync();
+        stamp(0, 2);
         issue_qk(s0);
         pp_arrive();
+        stamp(0, 3);
+        if constexpr (kEarlyWait) next_waits(0);
         wgmma_wait<0>();
         pin_all(acc_s);
+        stamp(0, 4);
         release(bar_empty_k(s0));
         silu_mask(tile(0), k_factor(tile(0)), pn);
+        stamp(0, 5);
         take_p();
       }
       // Iteration i: S_i and O += P_{i-1} V_{i-1} issued, P_i computed under them. pin: P_{i-1}'s registers (read by
@@ -568,19 +654,29 @@ __global__ void __launch_bounds__(384, 1)
         const float kf = kf_nx, vf_prev = vf_nx;  // tile i's k factor, tile i - 1's v factor
         kf_nx = i + 1 < n_tiles ? k_factor(tile(i + 1)) : 0.f;
         vf_nx = v_factor(nb);
-        mbar_wait(bar_full_k(s), phase(i));
-        mbar_wait(bar_full_v(sp), phase(i - 1));
+        stamp(i, 0);
+        if constexpr (!kEarlyWait) {
+          mbar_wait(bar_full_k(s), phase(i));
+          mbar_wait(bar_full_v(sp), phase(i - 1));
+        }
+        stamp(i, 1);
         rescale_o(vf_prev);
         pp_sync();
+        stamp(i, 2);
         issue_qk(s);        // S_i, in flight during the P V below
         issue_pv(sp, pin);  // O += P_{i-1} Vt_{i-1}
         pp_arrive();
+        stamp(i, 3);
+        if constexpr (kEarlyWait) next_waits(i);
         wgmma_wait<1>();  // S_i done
         pin_all(acc_s);
+        stamp(i, 4);
         release(bar_empty_k(s));
         silu_mask(nb, kf, pout);  // overlaps the P V wgmma (and the other warpgroup's GEMMs)
+        stamp(i, 5);
         wgmma_wait<0>();
         pin_all(pin);
+        stamp(i, 6);
         release(bar_empty_v(sp));
         take_p();
       };
@@ -588,13 +684,18 @@ __global__ void __launch_bounds__(384, 1)
       auto last_pv = [&](uint32_t(&pl)[BN / 32][4]) {
         const int il = n_tiles - 1;
         const int sl = stage(il);
-        mbar_wait(bar_full_v(sl), phase(il));
+        stamp(n_tiles, 0);
+        if constexpr (!kEarlyWait) mbar_wait(bar_full_v(sl), phase(il));
+        stamp(n_tiles, 1);
         rescale_o(vf_nx);  // (tile il's v factor)
         pp_sync();
+        stamp(n_tiles, 2);
         issue_pv(sl, pl);
         if (wg == 0) pp_arrive();
+        stamp(n_tiles, 3);
         wgmma_wait<0>();
         pin_all(pl);
+        stamp(n_tiles, 6);
         release(bar_empty_v(sl));
       };
       for (int i = 1; i < n_tiles; ++i) step(i, pf, pn);
@@ -607,6 +708,8 @@ __global__ void __launch_bounds__(384, 1)
     // (A descale violation leaves every checked factor NaN: then every row is NaN, masked or not.)
     // Persistent: the warpgroup's reads of the previous tile's staging are done before it is written again.
     if constexpr (kPersist) named_barrier_sync(2 + wg, 128);
+    // Staging over the K stages: both warpgroups' QK^T done (each waited for its last S before its last P V).
+    if constexpr (C::kOOverK) named_barrier_sync(6, 256);
     const float sc = isnan(qs) ? qs : p.inv_scaling * v_cur;
     const bool out_half = f.out_half != 0;
 #pragma unroll
@@ -622,7 +725,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     named_barrier_sync(2 + wg, 128);
-    const int rows_store = min(64, si.lq_alloc - m0 - 64 * wg);
+    const int rows_store = trace_cta ? 0 : min(64, si.lq_alloc - m0 - 64 * wg);
     uint16_t* og = static_cast<uint16_t*>(p.out) +
                    static_cast<int64_t>(si.q_start + m0 + 64 * wg) * p.o_row_stride +
                    static_cast<int64_t>(h) * p.o_head_stride;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fp8_sm90.h"
@@ -15,7 +16,7 @@
 namespace hstu {
 namespace sm90 {
 
-// 3-D byte tensor map, box (box0 bytes, box1, box2), swizzle of box0 bytes (128 or 64).
+// 3-D byte tensor map, box (box0 bytes, box1, box2), swizzle of box0 bytes (128, 64 or 32).
 inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64_t (&dims)[3],
                                const cuuint64_t (&strides)[2], const cuuint32_t (&box)[3]) {
   TensorMapEncodeTiledFn enc = tensor_map_encoder();
@@ -23,18 +24,20 @@ inline cudaError_t make_u8_map(CUtensorMap* map, const void* ptr, const cuuint64
   cuuint32_t estr[3] = {1, 1, 1};
   const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(ptr), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                         box[0] == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                         : box[0] == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                        : CU_TENSOR_MAP_SWIZZLE_32B,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 // The 192-key tile kernel with SiLU form kSilu (D = 128, grid order; maps: K with 192-row boxes, Vt's two panels).
-template <bool kEarlyPack, int kSilu>
+template <bool kEarlyPack, int kSilu, int kDiag = 0>
 cudaError_t launch_fwd_fp8_wide(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tvt,
                                 const CUtensorMap& tvt2, const HstuParams& p, const HstuFp8FwdParams& f, int m_blocks,
                                 cudaStream_t stream) {
   using CW = Fp8FwdTraits<128, 1, 192>;
-  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, 0, kSilu>;
+  constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<128, kFp8Grid, kEarlyPack, 192, kDiag, kSilu>;
   const cudaError_t err = set_max_dynamic_smem<kernel>(CW::kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(m_blocks, p.heads, p.batch), CW::kThreads, CW::kSmem, stream>>>(tq, tk, tvt, tvt2, p, f, SchedArgs{});
@@ -77,10 +80,9 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // 192-key tiles (fp8_wide_tiles: batches of >= 4K keys per sequence on average, or kernel_options(fp8_bn192=True)):
   // D = 128, grid order (no work list / persistent CTAs planned), one descale factor per CTA (not block mode: its k / v
   // factors change every 128 keys). Its K map's box has 192 rows; Vt: two maps, boxes of 128 keys (128-byte swizzle)
-  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys (kernel_options(fp8_fwd_var=8):
-  // the 128-key tiles' form).
+  // and 64 keys (64-byte swizzle). Their SiLU form: fp8_silu_default's for 192 keys.
   if constexpr (D == 128 && !kVariant) {
-    if (fp8_wide_tiles(f.bn192, f.var, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+    if (fp8_wide_tiles(f.bn192, f.total_k, p.batch) && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
         p.fwd_tile_counter == nullptr) {
       using CW = Fp8FwdTraits<D, 1, 192>;
       CUtensorMap tkw, tvt2;
@@ -90,11 +92,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       if (err != cudaSuccess) return err;
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
-      if (kEarlyPack && f.var == kFp8VarWideMixed) {
-        return launch_fwd_fp8_wide<kEarlyPack, kSilu>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+      constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
+      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15))
+        if (f.var == kFp8VarTrace) {
+          return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
+        }
       }
-      return launch_fwd_fp8_wide<kEarlyPack, fp8_silu_default(D, kEarlyPack, 192)>(tq, tkw, tvt, tvt2, p, f, m_blocks,
-                                                                                   stream);
+      return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
   // The bf16 forward's schedules (launch_fwd), where the op asked for them (plan_fwd_fp8: kernel_options(fp8_sched=
@@ -102,6 +106,29 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
   // persistent CTAs at D <= 128 where the op gave the tile counter and the grid is more than one wave, else the grid.
   int64_t list_ctas = 0;
   const SchedArgs sa = kVariant ? SchedArgs{} : fwd_list_args(p, f.total_k, /*splits=*/false, &list_ctas);
+  // kernel_options(fp8_fwd_var=6) at D = 256 in grid order, descale modes other than block: KV tiles of 96 keys
+  // (not 64: the per-tile waits, turns and issues per key drop by a third), the output staged over the K stages. Not
+  // the default: H200, B16 causal, 0.978x / 0.989x the time of the 64-key tiles at S16K, 1.014x at S4K. Not in block
+  // mode (a tile would straddle two 128-key blocks of k / v factors) nor the work list (planned in 64-key units).
+  // K map: 96-row boxes; Vt: boxes of 64 keys (64-byte swizzle) and 32 keys (32-byte swizzle).
+  if constexpr (D == 256 && !kVariant && kEarlyPack) {
+    if (sa.items == nullptr && f.var == kFp8VarKeys96 && f.descale_mode != kFp8Block && p.fwd_sched == nullptr &&
+        p.fwd_tile_counter == nullptr) {
+      using CN = Fp8FwdTraits<D, 1, 96>;
+      CUtensorMap tkn, tv0, tv1;
+      err = make_u8_map(&tkn, p.k, {D, static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(f.total_k)},
+                        {static_cast<cuuint64_t>(hs_k), static_cast<cuuint64_t>(p.k_row_stride)},
+                        {CN::kRowBytes, 1, CN::kBlockN});
+      if (err == cudaSuccess) err = vt_map(&tv0, 64);
+      if (err == cudaSuccess) err = vt_map(&tv1, 32);
+      if (err != cudaSuccess) return err;
+      constexpr auto k96 = hstu_fwd_fp8_sm90_kernel<D, kFp8Grid, true, 96, 0, kSilu>;
+      err = set_max_dynamic_smem<k96>(CN::kSmem);
+      if (err != cudaSuccess) return err;
+      k96<<<dim3(m_blocks, p.heads, p.batch), CN::kThreads, CN::kSmem, stream>>>(tq, tkn, tv0, tv1, p, f, SchedArgs{});
+      return cudaGetLastError();
+    }
+  }
   if constexpr (!kVariant) {  // (the timing-only variants and the SiLU forms: grid order)
     if (sa.items != nullptr) {
       constexpr auto kernel = hstu_fwd_fp8_sm90_kernel<D, kFp8List, kEarlyPack>;
@@ -140,6 +167,9 @@ cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
+  if constexpr (D == 256) {  // (timing-only: kernel_options(fp8_fwd_var=15), the grid kernel with clock stamps)
+    if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
+  }
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);

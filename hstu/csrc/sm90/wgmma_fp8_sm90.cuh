@@ -19,15 +19,21 @@ namespace sm90 {
   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
-// m64n128k32: 64 fp32 accumulator registers per thread, operands %0 .. %63.
-#define HSTU_WGMMA8_ACC_128                                                        \
-  HSTU_WGMMA8_ACC_64 ","                                                             \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define HSTU_WGMMA8_D_128                                                                                \
+// m64n96k32: 48 fp32 accumulator registers per thread, operands %0 .. %47.
+#define HSTU_WGMMA8_ACC_96                                                        \
+  HSTU_WGMMA8_ACC_64 ","                                                            \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define HSTU_WGMMA8_D_96                                                                                 \
   HSTU_WGMMA8_D_64,                                                                                        \
   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+
+// m64n128k32: 64 fp32 accumulator registers per thread, operands %0 .. %63.
+#define HSTU_WGMMA8_ACC_128                                                       \
+  HSTU_WGMMA8_ACC_96 ","                                                            \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define HSTU_WGMMA8_D_128                                                                                \
+  HSTU_WGMMA8_D_96,                                                                                        \
   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
@@ -86,6 +92,8 @@ __device__ __forceinline__ void wgmma_m64n##N##k32_rs_e4m3(float (&d)[N / 2], co
 
 HSTU_WGMMA8_SS(64, "%34", "%32, %33")
 HSTU_WGMMA8_RS(64, "%37", "{%32, %33, %34, %35}, %36")
+HSTU_WGMMA8_SS(96, "%50", "%48, %49")
+HSTU_WGMMA8_RS(96, "%53", "{%48, %49, %50, %51}, %52")
 HSTU_WGMMA8_SS(128, "%66", "%64, %65")
 HSTU_WGMMA8_RS(128, "%69", "{%64, %65, %66, %67}, %68")
 HSTU_WGMMA8_SS(192, "%98", "%96, %97")
@@ -97,10 +105,12 @@ HSTU_WGMMA8_RS(256, "%133", "{%128, %129, %130, %131}, %132")
 #undef HSTU_WGMMA8_RS
 #undef HSTU_WGMMA8_ASM_HEAD
 #undef HSTU_WGMMA8_ACC_64
+#undef HSTU_WGMMA8_ACC_96
 #undef HSTU_WGMMA8_ACC_128
 #undef HSTU_WGMMA8_ACC_192
 #undef HSTU_WGMMA8_ACC_256
 #undef HSTU_WGMMA8_D_64
+#undef HSTU_WGMMA8_D_96
 #undef HSTU_WGMMA8_D_128
 #undef HSTU_WGMMA8_D_192
 #undef HSTU_WGMMA8_D_256
