@@ -40,8 +40,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
 
 PHASES = [(0, "start"), (7, "Q landed"), (4, "K0 issued"), (8, "K0 landed"), (10, "loop done"), (12, "mode known"),
           (13, "sum done")]
-DEFAULT_ROWS = ("graph:0,graph+noapp0:0,graph+plainapp0:0,graph:1,eager:0,eager+spin:0,graph+spin:0,graph+spin0:0,eager+dbegin:0,off/graph:0,"
-                "plain/graph:0,plain/graph:1,graph+dattn:0,eager+dbegin+spin:0")
+DEFAULT_ROWS = ("graph:0,graph+noapp0:0,graph+plainapp0:0,graph:1,eager:0,eager+spin:0,graph+spin:0,graph+spin0:0,"
+                "eager+dbegin:0,off/graph:0,plain/graph:0,plain/graph:1,graph+dattn:0,eager+dbegin+spin:0")
 
 
 def time_modes(args, hi, sh, dev, dt, layers, variant_setup, capture_graph) -> None:
