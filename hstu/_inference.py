@@ -83,14 +83,8 @@ def cached_hstu_attention(
             step.last_page_lens, max_seqlen_q, step.max_seqlen_k, num_contexts, num_targets, target_group_size,
             window_size, alpha, rab, scaling_seqlen, check_values=False, layout=step.layout,
         )  # (the page table's flags went into cache.error_flags once, in begin_step)
-        # (KVCacheManager._head_append_plain: the step's first append, forked behind begin_step, launched plain)
-        head = pdl and side is not None and getattr(step, "_first_call", False) and \
-            getattr(cache, "_head_append_plain", False)
-        if pdl:
-            step._first_call = False
         if side is not None:
-            with torch.cuda.stream(side), _ops._option_bits_off(_ops.OPTION_BITS["pdl"]) if head else \
-                    contextlib.nullcontext():
+            with torch.cuda.stream(side):
                 cache.append(step, k, v, layer=layer_idx)
             main.wait_stream(side)  # the join: whatever the caller runs next comes after both
         elif append:

@@ -11,7 +11,7 @@ redirected to a sink slot / sink page and a bit is OR-ed into `error_flags`; `ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
@@ -172,8 +172,6 @@ class CacheStep:
     max_seqlen_k: int
     append_src: Optional[torch.Tensor] = None
     append_dst: Optional[torch.Tensor] = None
-    # (cached_hstu_attention: no layer called on this step yet; its first call's append may follow begin_step)
-    _first_call: bool = field(default=True, repr=False, compare=False)
 
 
 class KVCacheManager:
@@ -287,11 +285,6 @@ class KVCacheManager:
         self._plan_ready = True
         self._split_arrive = True
         self._begin_early = True
-        # _head_append_plain: under pdl, the step's first layer's append (forked right behind begin_step in a
-        # captured step) is a plain launch. begin_step lets its dependents launch at its start (the plan block
-        # spins beside it), so as a programmatic launch the append's blocks would sit on SMs for begin_step's
-        # whole run, waiting for its grid, while the first layer's CTAs (an SM each) need those SMs.
-        self._head_append_plain = True
         self._lazy_gather_plan = _paged_kernel_built(dev, dtype, head_dim)
         # (taken now: a stream taken during a graph capture could be the pool's first, created then)
         self._append_stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None

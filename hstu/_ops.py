@@ -396,17 +396,6 @@ def _more_option_bits(bits: int) -> Iterator[None]:
         _options_state.bits = old
 
 
-@contextlib.contextmanager
-def _option_bits_off(bits: int) -> Iterator[None]:
-    """The calls made inside (in this thread) run with `bits` cleared from the current options."""
-    old = _current_options()
-    _options_state.bits = old & ~bits
-    try:
-        yield
-    finally:
-        _options_state.bits = old
-
-
 # ----------------------------------------------------------------------------------------------------
 # Layer 2: autograd
 # ----------------------------------------------------------------------------------------------------

@@ -463,18 +463,16 @@ def test_pdl_behind_the_append_in_a_serving_run():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("graph", [False, True])
-@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early", "head_append_pdl"])
+@pytest.mark.parametrize("variant", ["default", "plan_ready", "split_arrive", "early"])
 def test_step_variants_bitwise_plain(variant, graph):
     # The serving step's switches: KVCacheManager._plan_ready (begin_step publishes the key offsets early and the
     # step plan's block spins on its ready word instead of waiting for begin_step's end, then exits on begin_step's
-    # step tensors; with it _begin_early, the word's early form), ._split_arrive (the split sum's quick arrival)
-    # and ._head_append_plain (the first layer's append, right behind begin_step, a plain launch);
-    # "default": as constructed (all on); the others one at a time (early with the ready word; head_append_pdl:
-    # all on but the first append a programmatic launch).
+    # step tensors; with it _begin_early, the word's early form) and ._split_arrive (the split sum's quick arrival);
+    # "default": as constructed (all on); the others one at a time (early with the ready word).
     # Against a manager without them (same inputs, plain launches): every layer's output of three steps and the
     # pools bitwise equal, eagerly and with the step captured in a CUDA graph (the appends beside the attention on
-    # the side stream; layer 0's q / k / v written before begin_step, so that its append's fork follows begin_step,
-    # each later layer's by a kernel right before its call); long cached histories (split units, summed together).
+    # the side stream, each layer's q / k / v written by a kernel right before its call); long cached histories
+    # (split units, summed together).
     if not _hopper_wheel():
         pytest.skip("the Hopper paged forward (compute capability 9.0 and an sm_90a wheel)")
     seed = random.randrange(1 << 30)
@@ -486,13 +484,10 @@ def test_step_variants_bitwise_plain(variant, graph):
     plain._plan_ready, plain._split_arrive = False, False
     # (_plan_ready, _split_arrive, _begin_early)
     settings = {"plan_ready": (True, False, False), "split_arrive": (False, True, False), "early": (True, False, True)}
-    if variant == "head_append_pdl":
-        pre._head_append_plain = False
-    elif variant != "default":
+    if variant != "default":
         pre._plan_ready, pre._split_arrive, pre._begin_early = settings[variant]
-    if variant in ("default", "head_append_pdl"):
+    else:
         assert pre._plan_ready and pre._split_arrive and pre._begin_early
-        assert pre._head_append_plain == (variant == "default")
     assert pre.pdl
     users = torch.tensor([5, 2], device="cuda")
     for it in range(3):
@@ -509,10 +504,9 @@ def test_step_variants_bitwise_plain(variant, graph):
             res = [torch.empty(tq, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(L)]
 
             def step():
-                first = [base[0, i] * 1.0 for i in range(3)]  # (before begin_step: layer 0's fork follows it)
                 st = cache.begin_step(users, cu, na, tq, mq)
                 for l in range(L):
-                    q, k, v = first if l == 0 else (base[l, i] * 1.0 for i in range(3))  # (right before the call)
+                    q, k, v = (base[l, i] * 1.0 for i in range(3))  # (written right before the call)
                     res[l].copy_(hstu_attn.cached_hstu_attention(cache, st, l, q, k, v, mq, num_targets=nt))
 
             if graph and name == "pre":

@@ -17,7 +17,6 @@ Variants (private attributes of KVCacheManager; a variant the installed wheel la
   no_early      _begin_early = False: begin_step's ready word in its first form (reset by thread 0 before the
                 first barrier, the 2 after the append rows, the lookup's loads after the sort)
   main17        _begin_early = False (main d901835's step; its warm plan CTA, measured no gain, was removed)
-  head_append_pdl  _head_append_plain = False: the first layer's append (behind begin_step) a programmatic launch
   one_append    cached_setup(one_append=True): every layer's K / V appended by one launch after the last layer
                 (CachedHSTUStack's form; --bench-step only)
   NAME+l2s      variant NAME with every kernel node of its graph given an L2 access policy window over the cache's
@@ -46,7 +45,7 @@ VARIANTS = {"default": {}, "off": {"_plan_ready": False, "_split_arrive": False}
             "plan_ready": {"_plan_ready": True, "_split_arrive": False, "_begin_early": False},
             "split_arrive": {"_plan_ready": False, "_split_arrive": True},
             "no_early": {"_begin_early": False}, "main17": {"_begin_early": False},
-            "one_append": {}, "head_append_pdl": {"_head_append_plain": False}}
+            "one_append": {}}
 
 
 def variant_setup(hi, sh, var: str, dev, dt):
