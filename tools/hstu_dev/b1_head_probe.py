@@ -46,7 +46,8 @@ DEFAULT_ROWS = ("graph:0,graph+noapp0:0,graph+plainapp0:0,graph:1,eager:0,eager+
 
 def time_modes(args, hi, sh, dev, dt, layers, variant_setup, capture_graph) -> None:
     """Median / min us of one replay of the plain step (no trace) per mode, the modes' rounds interleaved; each
-    round also with the launch hidden (torch.cuda._sleep(200000) before the replay, as b1_step_bench.py --hide-launch 200000)."""
+    round also with the launch hidden (torch.cuda._sleep(200000) before the replay, as b1_step_bench.py's
+    --hide-launch 200000)."""
     import statistics
     B = sh.batch
     runs = []
