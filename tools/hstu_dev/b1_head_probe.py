@@ -10,6 +10,11 @@ of the trace buffer, times from its first item read) in graphs that change one t
   eager+dbegin     eager, and a second cache's begin_step (same shape, its own tables) before the layers: begin_step's
                    code, traffic, trigger and tail without the data the layers read
   eager+dbegin+spin  the same, then the spin: begin_step's code and writes ~10 us before the layers
+  eager+dtorch / +dnopdl / +dnoready  the second cache's begin_step as torch ops (use_kernel = False), as a plain
+                   launch without the ready word (pdl = False), without the ready word (_plan_ready = False)
+  eager+drestore   the second cache's table copies (its restore) before the layers: small copies, no begin_step
+  eager+touch      one int32 in each of 128 distinct 2 MB pages of a 256 MB buffer (TLB entries, ~no L2 bytes)
+  eager+read8m     8 MB read through the L2 (4 pages)
   graph+dattn      a second cache's layer-0 attention (its step begun before the capture) before begin_step: the
                    attention's code and tables warm right before the head
   graph+noapp0     layer 0 without its append (the pool's rows of layer 0 not written: a probe only)
@@ -38,8 +43,8 @@ for _d in (os.path.join(os.getcwd(), "benchmarks"), os.path.join(ROOT, "benchmar
     if os.path.isdir(_d):
         sys.path.insert(0, _d)
 
-PHASES = [(0, "start"), (7, "Q landed"), (4, "K0 issued"), (8, "K0 landed"), (10, "loop done"), (12, "mode known"),
-          (13, "sum done")]
+PHASES = [(0, "start"), (3, "Q issued"), (7, "Q landed"), (4, "K0 issued"), (8, "K0 landed"), (10, "loop done"),
+          (12, "mode known"), (13, "sum done")]
 DEFAULT_ROWS = ("graph:0,graph+noapp0:0,graph+plainapp0:0,graph:1,eager:0,eager+spin:0,graph+spin:0,graph+spin0:0,"
                 "eager+dbegin:0,off/graph:0,plain/graph:0,plain/graph:1,graph+dattn:0,eager+dbegin+spin:0")
 
@@ -170,6 +175,15 @@ def main() -> int:
             continue
         cache, _, restore, (users, cu_q, app, q, k, v) = made
         dummy = variant_setup(hi, sh, "default", dev, dt) if "+d" in mode else None
+        if dummy is not None:  # (the second cache's begin_step in another form)
+            if "dtorch" in mode:
+                dummy[0].use_kernel = False
+            if "dnopdl" in mode:
+                dummy[0].pdl = False
+            if "dnoready" in mode:
+                dummy[0]._plan_ready = False
+        big = torch.zeros(64 << 20, dtype=torch.int32, device=dev) if "+touch" in mode else None
+        mid = torch.zeros(2 << 20, dtype=torch.int32, device=dev) if "+read8m" in mode else None
         restores = [restore] + ([dummy[2]] if dummy else [])
         eager = mode.startswith("eager")
         s0 = cache.begin_step(users, cu_q, app, B * sh.new, sh.new) if eager else None
@@ -180,7 +194,7 @@ def main() -> int:
 
         extras = mode.split("+")[1:]
 
-        def step(s0=s0, ds=ds, extras=extras, cache=cache, dummy=dummy):
+        def step(s0=s0, ds=ds, extras=extras, cache=cache, dummy=dummy, big=big, mid=mid):
             if "dattn" in extras:
                 dq, dk, dv = dummy[3][3:]
                 hstu_attn.cached_hstu_attention(dummy[0], ds, 0, dq[0], dk[0], dv[0], sh.new, num_targets=tgt,
@@ -191,14 +205,25 @@ def main() -> int:
                     torch.cuda._sleep(args.spin)
                 elif x == "spin0":
                     torch.cuda._sleep(1)
-                elif x == "dbegin":
+                elif x in ("dbegin", "dtorch", "dnopdl", "dnoready"):
                     du, dcq, dapp = dummy[3][:3]
                     dummy[0].begin_step(du, dcq, dapp, B * sh.new, sh.new)
+                elif x == "drestore":
+                    dummy[2]()
+                elif x == "touch":  # one int32 in each of 128 distinct 2 MB pages (the TLB, ~no L2 bytes)
+                    big.view(128, -1)[:, :1].sum()
+                elif x == "read8m":  # 8 MB of 4 pages through the L2
+                    mid.sum()
             layers(cache, s, q, k, v, extras, traced)
 
         for r in restores:
             r()
-        g = capture_graph(step)
+        try:
+            g = capture_graph(step)
+        except Exception as e:  # noqa: BLE001 (a row this wheel or machine cannot capture: reported, skipped)
+            print(f"| {args.label} | {entry} | (capture failed: {type(e).__name__}: {str(e)[:120]}) |")
+            torch.cuda.synchronize()
+            continue
         for _ in range(args.replays):
             for r in restores:
                 r()
