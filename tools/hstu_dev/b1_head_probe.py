@@ -114,6 +114,7 @@ def main() -> int:
         print("b1_head_probe: no CUDA GPU, skipped")
         return 0
     import hstu_inference as hi
+    from b1_layer_trace import trace_cells
     from b1_step_bench import variant_setup
     from bench_util import capture_graph
 
@@ -231,25 +232,13 @@ def main() -> int:
         torch.cuda.synchronize()
         tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
         del g
-        modes = (tr[:, 12] >> 62) & 3
-        split = tr[:, 11] > 0
-        n_done, n_alone, n_together = (int(((modes == m) & split).sum()) for m in (0, 1, 2))
-        tr[:, 12] &= (1 << 62) - 1
-        work = tr[:, 10] > 0
-        if not bool(work.any()):
+        row = trace_cells(tr, PHASES)
+        if row is None:
             print(f"| {args.label} | {entry} | (no stamps) |")
             continue
-        t0 = int(tr[work, 1].min())
-        cells = []
-        for slot, _ in PHASES:
-            x = tr[work, slot]
-            x = (x[x > 0].double() - t0) / 1e3
-            cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
-        ran = tr[:, 0] > 0
-        span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
-        ghz = ((tr[work, 18] - tr[work, 16]).double() / (tr[work, 10] - tr[work, 0]).double()).median()
-        print(f"| {args.label} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {float(ghz):.3f} | "
-              f"{int(work.sum())} | {n_done} / {n_alone} / {n_together} |")
+        cells, span, n_work, (n_done, n_alone, n_together), ghz = row
+        print(f"| {args.label} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {ghz:.3f} | {n_work} | "
+              f"{n_done} / {n_alone} / {n_together} |")
         del cache, dummy
         torch.cuda.synchronize()
     sys.stdout.flush()

@@ -30,6 +30,31 @@ PHASES = [(7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"),
           (12, "mode known"), (13, "sum done"), (14, "end")]
 
 
+def trace_cells(tr: torch.Tensor, phases):
+    """paged_fwd_trace's (CTAs, slots) stamps of one launch: per phase (slot, name) "median / max" us from the
+    first item read over the working CTAs, the span to the last CTA's end (us), the working CTAs, the split CTAs'
+    sum modes (done, alone, together) and the CTAs' median SM clock (clock64 over %globaltimer from the start to
+    the loop's end, GHz); None without stamps."""
+    tr = tr.clone()
+    modes = (tr[:, 12] >> 62) & 3  # (the split sum's mode: 1 alone, 2 together)
+    split = tr[:, 11] > 0  # (the CTAs of split units: they stored a partial)
+    counts = tuple(int(((modes == m) & split).sum()) for m in (0, 1, 2))
+    tr[:, 12] &= (1 << 62) - 1
+    work = tr[:, 10] > 0
+    if not bool(work.any()):
+        return None
+    t0 = int(tr[work, 1].min())
+    cells = []
+    for slot, _ in phases:
+        x = tr[work, slot]
+        x = (x[x > 0].double() - t0) / 1e3
+        cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
+    ran = tr[:, 0] > 0
+    span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
+    ghz = float(((tr[work, 18] - tr[work, 16]).double() / (tr[work, 10] - tr[work, 0]).double()).median())
+    return cells, span, int(work.sum()), counts, ghz
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="?")
@@ -100,23 +125,12 @@ def main() -> int:
             torch.cuda.synchronize()
             tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
             del g
-            modes = (tr[:, 12] >> 62) & 3  # (the split sum's mode: 1 alone, 2 together)
-            split = tr[:, 11] > 0  # (the CTAs of split units: they stored a partial)
-            n_done, n_alone, n_together = (int(((modes == m) & split).sum()) for m in (0, 1, 2))
-            tr[:, 12] &= (1 << 62) - 1
-            work = tr[:, 10] > 0
-            if not bool(work.any()):
+            row = trace_cells(tr, PHASES)
+            if row is None:
                 print(f"| {args.label} | {var} | {entry} | (no stamps) |")
                 continue
-            t0 = int(tr[work, 1].min())
-            cells = []
-            for slot, _ in PHASES:
-                x = tr[work, slot]
-                x = (x[x > 0].double() - t0) / 1e3
-                cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
-            ran = tr[:, 0] > 0
-            span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
-            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {int(work.sum())} | "
+            cells, span, n_work, (n_done, n_alone, n_together), _ = row
+            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {n_work} | "
                   f"{n_done} / {n_alone} / {n_together} |")
             del cache
             torch.cuda.synchronize()
