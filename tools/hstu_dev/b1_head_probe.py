@@ -114,25 +114,14 @@ def main() -> int:
         print("b1_head_probe: no CUDA GPU, skipped")
         return 0
     import hstu_inference as hi
-    from b1_layer_trace import trace_cells
+    from b1_layer_trace import share_step_plan, trace_cells
     from b1_step_bench import variant_setup
     from bench_util import capture_graph
 
     import hstu_attn
-    from hstu_attn import _ops, _paged
+    from hstu_attn import _ops
 
-    plan_of = _paged._kernel_plan
-    trace_bit = _ops.OPTION_BITS["fwd_trace"]
-
-    def shared_plan(*a, **kw):  # (the traced call takes the step's plan: no plan of its own in the chain)
-        old = _ops._current_options()
-        _ops._options_state.bits = old & ~trace_bit
-        try:
-            return plan_of(*a, **kw)
-        finally:
-            _ops._options_state.bits = old
-
-    _paged._kernel_plan = shared_plan
+    trace_bit = share_step_plan()  # (the traced call takes the step's plan: no plan of its own in the chain)
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     B = sh.batch

@@ -30,6 +30,26 @@ PHASES = [(7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"),
           (12, "mode known"), (13, "sum done"), (14, "end")]
 
 
+def share_step_plan() -> int:
+    """Makes a call under kernel_options(fwd_trace=True) take the step's plan (the plan's key without the trace
+    bit), so that the traced layer has no plan of its own in the chain; returns the trace bit."""
+    from hstu_attn import _ops, _paged
+
+    plan_of = _paged._kernel_plan
+    trace_bit = _ops.OPTION_BITS["fwd_trace"]
+
+    def shared_plan(*a, **kw):
+        old = _ops._current_options()
+        _ops._options_state.bits = old & ~trace_bit
+        try:
+            return plan_of(*a, **kw)
+        finally:
+            _ops._options_state.bits = old
+
+    _paged._kernel_plan = shared_plan
+    return trace_bit
+
+
 def trace_cells(tr: torch.Tensor, phases):
     """paged_fwd_trace's (CTAs, slots) stamps of one launch: per phase (slot, name) "median / max" us from the
     first item read over the working CTAs, the span to the last CTA's end (us), the working CTAs, the split CTAs'
@@ -75,20 +95,7 @@ def main() -> int:
     import hstu_attn
     from hstu_attn import _ops
 
-    # The traced call takes the step's plan (the plan's key without the trace bit): no plan of its own in the chain.
-    from hstu_attn import _paged
-    plan_of = _paged._kernel_plan
-    trace_bit = _ops.OPTION_BITS["fwd_trace"]
-
-    def shared_plan(*a, **kw):
-        old = _ops._current_options()
-        _ops._options_state.bits = old & ~trace_bit
-        try:
-            return plan_of(*a, **kw)
-        finally:
-            _ops._options_state.bits = old
-
-    _paged._kernel_plan = shared_plan
+    trace_bit = share_step_plan()
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     cols = " | ".join(n for _, n in PHASES)
@@ -112,7 +119,7 @@ def main() -> int:
             def step(cache=cache, traced=traced, first=first, s0=s0):
                 s = s0 if s0 is not None else cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
                 for l in range(first, sh.layers):
-                    bits = _ops.OPTION_BITS["fwd_trace"] if l == traced else 0
+                    bits = trace_bit if l == traced else 0
                     with _ops._more_option_bits(bits):
                         hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
                                                         scaling_seqlen=scaling)
