@@ -114,7 +114,7 @@ def main() -> int:
         print("b1_head_probe: no CUDA GPU, skipped")
         return 0
     import hstu_inference as hi
-    from b1_layer_trace import share_step_plan, trace_cells
+    from b1_layer_trace import replayed_trace, share_step_plan
     from b1_step_bench import variant_setup
     from bench_util import capture_graph
 
@@ -214,14 +214,8 @@ def main() -> int:
             print(f"| {args.label} | {entry} | (capture failed: {type(e).__name__}: {str(e)[:120]}) |")
             torch.cuda.synchronize()
             continue
-        for _ in range(args.replays):
-            for r in restores:
-                r()
-            g.replay()
-        torch.cuda.synchronize()
-        tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
+        row = replayed_trace(g, restores, args.replays, q[traced], PHASES)
         del g
-        row = trace_cells(tr, PHASES)
         if row is None:
             print(f"| {args.label} | {entry} | (no stamps) |")
             continue

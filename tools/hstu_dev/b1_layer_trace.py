@@ -50,6 +50,17 @@ def share_step_plan() -> int:
     return trace_bit
 
 
+def replayed_trace(g, restores, replays: int, q: torch.Tensor, phases):
+    """`replays` replays of graph g (each after the `restores`), then trace_cells of the traced call's stamps (the
+    last traced launch on q's device)."""
+    for _ in range(replays):
+        for r in restores:
+            r()
+        g.replay()
+    torch.cuda.synchronize()
+    return trace_cells(torch.ops.hstu_attn.paged_fwd_trace(q).cpu(), phases)
+
+
 def trace_cells(tr: torch.Tensor, phases):
     """paged_fwd_trace's (CTAs, slots) stamps of one launch: per phase (slot, name) "median / max" us from the
     first item read over the working CTAs, the span to the last CTA's end (us), the working CTAs, the split CTAs'
@@ -126,13 +137,8 @@ def main() -> int:
 
             restore()
             g = capture_graph(step)
-            for _ in range(args.replays):
-                restore()
-                g.replay()
-            torch.cuda.synchronize()
-            tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
+            row = replayed_trace(g, [restore], args.replays, q[traced], PHASES)
             del g
-            row = trace_cells(tr, PHASES)
             if row is None:
                 print(f"| {args.label} | {var} | {entry} | (no stamps) |")
                 continue
