@@ -30,6 +30,62 @@ PHASES = [(7, "Q landed"), (8, "K0 landed"), (9, "P0 ready"), (10, "loop done"),
           (12, "mode known"), (13, "sum done"), (14, "end")]
 
 
+def share_step_plan() -> int:
+    """Makes a call under kernel_options(fwd_trace=True) take the step's plan (the plan's key without the trace
+    bit), so that the traced layer has no plan of its own in the chain; returns the trace bit."""
+    from hstu_attn import _ops, _paged
+
+    plan_of = _paged._kernel_plan
+    trace_bit = _ops.OPTION_BITS["fwd_trace"]
+
+    def shared_plan(*a, **kw):
+        old = _ops._current_options()
+        _ops._options_state.bits = old & ~trace_bit
+        try:
+            return plan_of(*a, **kw)
+        finally:
+            _ops._options_state.bits = old
+
+    _paged._kernel_plan = shared_plan
+    return trace_bit
+
+
+def replayed_trace(g, restores, replays: int, q: torch.Tensor, phases):
+    """`replays` replays of graph g (each after the `restores`), then trace_cells of the traced call's stamps (the
+    last traced launch on q's device)."""
+    for _ in range(replays):
+        for r in restores:
+            r()
+        g.replay()
+    torch.cuda.synchronize()
+    return trace_cells(torch.ops.hstu_attn.paged_fwd_trace(q).cpu(), phases)
+
+
+def trace_cells(tr: torch.Tensor, phases):
+    """paged_fwd_trace's (CTAs, slots) stamps of one launch: per phase (slot, name) "median / max" us from the
+    first item read over the working CTAs, the span to the last CTA's end (us), the working CTAs, the split CTAs'
+    sum modes (done, alone, together) and the CTAs' median SM clock (clock64 over %globaltimer from the start to
+    the loop's end, GHz); None without stamps."""
+    tr = tr.clone()
+    modes = (tr[:, 12] >> 62) & 3  # (the split sum's mode: 1 alone, 2 together)
+    split = tr[:, 11] > 0  # (the CTAs of split units: they stored a partial)
+    counts = tuple(int(((modes == m) & split).sum()) for m in (0, 1, 2))
+    tr[:, 12] &= (1 << 62) - 1
+    work = tr[:, 10] > 0
+    if not bool(work.any()):
+        return None
+    t0 = int(tr[work, 1].min())
+    cells = []
+    for slot, _ in phases:
+        x = tr[work, slot]
+        x = (x[x > 0].double() - t0) / 1e3
+        cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
+    ran = tr[:, 0] > 0
+    span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
+    ghz = float(((tr[work, 18] - tr[work, 16]).double() / (tr[work, 10] - tr[work, 0]).double()).median())
+    return cells, span, int(work.sum()), counts, ghz
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="?")
@@ -50,20 +106,7 @@ def main() -> int:
     import hstu_attn
     from hstu_attn import _ops
 
-    # The traced call takes the step's plan (the plan's key without the trace bit): no plan of its own in the chain.
-    from hstu_attn import _paged
-    plan_of = _paged._kernel_plan
-    trace_bit = _ops.OPTION_BITS["fwd_trace"]
-
-    def shared_plan(*a, **kw):
-        old = _ops._current_options()
-        _ops._options_state.bits = old & ~trace_bit
-        try:
-            return plan_of(*a, **kw)
-        finally:
-            _ops._options_state.bits = old
-
-    _paged._kernel_plan = shared_plan
+    trace_bit = share_step_plan()
     dev, dt = torch.device("cuda"), torch.bfloat16
     sh = hi.SHAPES["nvidia_b1"]
     cols = " | ".join(n for _, n in PHASES)
@@ -87,36 +130,20 @@ def main() -> int:
             def step(cache=cache, traced=traced, first=first, s0=s0):
                 s = s0 if s0 is not None else cache.begin_step(users, cu_q, app, B * sh.new, sh.new)
                 for l in range(first, sh.layers):
-                    bits = _ops.OPTION_BITS["fwd_trace"] if l == traced else 0
+                    bits = trace_bit if l == traced else 0
                     with _ops._more_option_bits(bits):
                         hstu_attn.cached_hstu_attention(cache, s, l, q[l], k[l], v[l], sh.new, num_targets=tgt,
                                                         scaling_seqlen=scaling)
 
             restore()
             g = capture_graph(step)
-            for _ in range(args.replays):
-                restore()
-                g.replay()
-            torch.cuda.synchronize()
-            tr = torch.ops.hstu_attn.paged_fwd_trace(q[traced]).cpu()
+            row = replayed_trace(g, [restore], args.replays, q[traced], PHASES)
             del g
-            modes = (tr[:, 12] >> 62) & 3  # (the split sum's mode: 1 alone, 2 together)
-            split = tr[:, 11] > 0  # (the CTAs of split units: they stored a partial)
-            n_done, n_alone, n_together = (int(((modes == m) & split).sum()) for m in (0, 1, 2))
-            tr[:, 12] &= (1 << 62) - 1
-            work = tr[:, 10] > 0
-            if not bool(work.any()):
+            if row is None:
                 print(f"| {args.label} | {var} | {entry} | (no stamps) |")
                 continue
-            t0 = int(tr[work, 1].min())
-            cells = []
-            for slot, _ in PHASES:
-                x = tr[work, slot]
-                x = (x[x > 0].double() - t0) / 1e3
-                cells.append(f"{x.median():.2f} / {x.max():.2f}" if len(x) else "-")
-            ran = tr[:, 0] > 0
-            span = float((torch.maximum(tr[ran, 13], tr[ran, 14]).max() - t0).double()) / 1e3
-            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {int(work.sum())} | "
+            cells, span, n_work, (n_done, n_alone, n_together), _ = row
+            print(f"| {args.label} | {var} | {entry} | " + " | ".join(cells) + f" | {span:.2f} | {n_work} | "
                   f"{n_done} / {n_alone} / {n_together} |")
             del cache
             torch.cuda.synchronize()
