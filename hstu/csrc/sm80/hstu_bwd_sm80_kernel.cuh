@@ -940,11 +940,19 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
       }
       if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
-        if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
-        if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if constexpr (D != 128 && D != 256) {  // (12 at D = 128 / 256: the default)
-          if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
+        if constexpr (D == 64) {  // 10: D = 64's FA2-layout kernel (the loop-free body), 12: with dQ-first warps,
+          // 9: 10's body two blocks per SM (128 registers)
+          if (cfg == 9) {
+            int max_smem = 0;
+            const cudaError_t err = bwd_sm80_smem_limit(max_smem, /*cap_sm8x=*/true);
+            if (err != cudaSuccess) return err;
+            return launch_hstu_bwd_pds<T, D, 2, 8, kPdsLoopFree2Blocks>(p, max_smem, stream);
+          }
+          if (cfg == 10) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
+          if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFreeDqFirst>(p, stream);
+        } else {
+          if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
+          if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
         }
       }
       return cudaErrorNotSupported;
@@ -1015,7 +1023,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
     }
   } else if (p.total_q > 0) {
-    if constexpr (D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
+    if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
       hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
     } else {

@@ -48,12 +48,12 @@ struct BwdPdsConfig<128, 4> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
 };
-// D = 64 (candidates only, kernel_options(bwd_sm80_cfg=10 / 9)): FA2's D = 64 tile, 128 x 128 with 8 warps (S / dP
-// 64 x 32 warp tiles: 64 score elements a thread, a 64-bit keep mask; dK / dV 32 keys x 32 columns; dQ 32 x 32).
+// D = 64 (kernel_options(bwd_sm80_cfg=10 / 12), bf16): D = 128's 64 x 128 tile and warp grid (S / dP 32 x 32, dK / dV
+// 32 keys x 32 columns, dQ 32 x 16) with its loop-free body and fragment-ordered dQ; 96 KB at two stages.
 template <>
 struct BwdPdsConfig<64, 8> {
   static constexpr bool kExists = true;
-  static constexpr int kBlockM = 128, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 4, kQPW = 32;
+  static constexpr int kBlockM = 64, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 2, kQPW = 16;
 };
 template <>
 struct BwdPdsConfig<256, 8> {
@@ -94,11 +94,15 @@ constexpr int kPdsLoopFree = 7;
 // (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
+// D = 64, kernel_options(bwd_sm80_cfg=9) (bf16): D = 64's default body (kPdsLoopFree) launched two blocks per SM (128
+// registers a thread: 16 warps per SM instead of 8; 2 x 96 KB of shared memory).
+constexpr int kPdsLoopFree2Blocks = 11;
 // The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
 // warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
 constexpr int kBwdPdsDefaultBody = D == 256 && NWARPS == 8 ? kPdsLoopFreeDqFirst
+                                   : D == 64 && NWARPS == 8 ? kPdsLoopFree
                                    : D != 128              ? 0
                                    : NWARPS == 8           ? kPdsLoopFree
                                                            : kPdsDpOnePassUnrolled;
@@ -288,7 +292,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // sm_80 code; the dV / dK k-loop of both operands unrolled spilled 20 B (sm_90a); dP by 4 in the one-stage
   // kernels spilled 4 B (sm_80, sm_90a).
   constexpr bool kDqFirstBody = PIPE == kPdsLoopFreeDqFirst;
-  constexpr bool kLoopFree = PIPE == kPdsLoopFree || kDqFirstBody;
+  constexpr bool kLoopFree = PIPE == kPdsLoopFree || PIPE == kPdsLoopFree2Blocks || kDqFirstBody;
   // D = 128's loop-free body copies the next Q / dO tile with load_q_do_lean (the predicated copies of load_q_do took
   // ~130 instructions a warp and tile pair, a tenth of the kernel's) and tests for full tiles against two intervals
   // formed once per key block (tile_full_at; ~30 instructions a tile pair in tile_full): -0.5 / -0.7 % on an H200
@@ -297,7 +301,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kLeanLoad = false;
 #else
-  constexpr bool kLeanLoad = kLoopFree && D == 128;
+  constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128);
 #endif
   constexpr bool kFullMap = kLeanLoad;
   constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
@@ -310,7 +314,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // pass (the default's, cfg 10 / 12 / 13 / 15); D = 128's plain and pipelined bodies (the context kernel, cfg 9 /
   // 14) add row-major (with the fragment order they spilled 4-12 B in sm_90a code).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || (D == 128 && kDpOnePass));
+  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || ((D == 64 || D == 128) && kDpOnePass));
 #else
   constexpr bool kDqFrag = false;
 #endif
@@ -685,7 +689,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = D == 128 && kPipe == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = (D == 64 || D == 128) && kPipe == 0 && STAGES == 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -1012,7 +1016,8 @@ constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8 && D != 64;
 // The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
 // 2 S too (bwd_sm80_cfg=12).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE>
-__global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_pipe_kernel(const HstuParams p) {
+__global__ void __launch_bounds__(NWARPS * 32, PIPE == kPdsLoopFree2Blocks ? 2 : 1)
+    hstu_bwd_pds_pipe_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, PIPE, false>(p);
 }
 
