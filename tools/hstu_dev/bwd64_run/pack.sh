@@ -1,11 +1,12 @@
 #!/bin/bash
 # Copies what bwd64's device runs need into the carry folder (run from the worktree root):
-#   bash tools/hstu_dev/bwd64_run/pack.sh /work/main/.carry/bwd64
+#   bash tools/hstu_dev/bwd64_run/pack.sh /work/main/.carry/bwd64 [WHEEL_DIR]   (default: bazel-bin)
 set -eu
 C=$1
+W=${2:-bazel-bin}
 mkdir -p $C/whl $C/tree/tests/hstu
 rm -f $C/whl/*.whl
-cp bazel-bin/hstu_attn-*.whl $C/whl/
+cp $W/hstu_attn-*.whl $C/whl/
 cp tools/hstu_dev/bwd64_run/run*.sh tools/hstu_dev/bwd80_run/time80.py $C/
 cp tools/hstu_dev/bwd15_run/setup.sh $C/
 cp tests/conftest.py $C/tree/tests/
