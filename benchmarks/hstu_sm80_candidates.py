@@ -50,10 +50,10 @@ VARIANTS = {
           ("cfg3 pair 32x32 4w 2st", dict(bwd_sm80_cfg=3)), ("cfg4 FA2 layout 64x64 1st", dict(bwd_sm80_cfg=4)),
           ("cfg5 FA2 layout 64x64 2st", dict(bwd_sm80_cfg=5)),
           ("cfg9 FA2 layout 64x64 pipelined", dict(bwd_sm80_cfg=9))],
-    # (D = 64: the default is the old layout, BwdSm80Config)
-    64: [("default", {}), ("cfg9 FA2 tile 128x128 pipelined", dict(bwd_sm80_cfg=9)),
-         ("cfg10 FA2 tile 128x128", dict(bwd_sm80_cfg=10)),
-         ("cfg12 FA2 tile 128x128 pipelined + S", dict(bwd_sm80_cfg=12))],
+    # (D = 64: the default is FA2's layout on sm_90+, the old layout elsewhere)
+    64: [("old default", dict(bwd_sm80_cfg=8)), ("default", {}), ("cfg4 FA2 layout 64x128 1st", dict(bwd_sm80_cfg=4)),
+         ("cfg5 FA2 layout 64x128 2st", dict(bwd_sm80_cfg=5)),
+         ("cfg10 FA2 layout 64x128 fixed order", dict(bwd_sm80_cfg=10))],
 }
 
 # The forward's: name, kernel_options switches, head dims that have the candidate (the others run the default).

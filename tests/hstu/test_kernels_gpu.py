@@ -593,7 +593,7 @@ def test_sm80_backward_candidate_runs_its_kernel(D, kernel_opts):
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
     ("causal", False, 2, False), ("local_context_target", True, 1, True), ("target_group", True, 0, False)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("D", [128, 256])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_fa2_layout_matches_the_old_default(D, dtype, mask, delta_q, rab_heads, seqused, kernel_opts):
     """FA2's warp layout (the default, bwd_sm80_cfg=0, and its variants 4-7 (bf16), P and dS through shared memory)
     gives the old default kernel's gradients (bwd_sm80_cfg=8) up to fp32 summation order and bf16 / fp16 rounding

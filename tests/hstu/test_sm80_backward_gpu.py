@@ -1,8 +1,9 @@
 """Issue 39's second round of sm80-class backward candidates (kernel_options(sm90=False, bwd_sm80_cfg=9..12), bf16;
 hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh): 9 the default's 8-warp FA2-layout kernel with pipelined dK / dV and dQ
-k-loops (hstu_bwd_pds_pipe_kernel<..., 1>; D = 64: FA2's 128 x 128 tile), 10 D = 64's FA2 tile (hstu_bwd_pds_kernel),
-11 D = 128's 4-warp tile pipelined as 9, 12 9 with the S k-loop pipelined too (<..., 2>); at D = 128 10 and 12, at
-D = 256 12 run the default (bf16 and fp16). Each meets the error rule
+k-loops (hstu_bwd_pds_pipe_kernel<..., 1>), 11 D = 128's 4-warp tile pipelined as 9; at D = 64 / 256 10 the default
+body in the fixed phase order (<..., 7>; D = 64's default on sm_90+: FA2's layout with D = 128's 64 x 128 tile,
+loop-free body, dQ-first warps, fragment-ordered dQ); at D = 64 9 / 12, at D = 128 10 and 12, at D = 256 12 run the
+default (bf16 and fp16). Each meets the error rule
 of test_kernels_gpu.py against the fp32 reference (fresh random inputs, gradients poisoned) and agrees with the
 default's gradients, and the kernel that runs is the candidate's (fp16, and a head dim the candidate lacks, run the
 default). Also the default's two kernels for calls with and without contexts (hstu_bwd_pds_ctx_kernel skips the
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.gpu
 CANDIDATES = (9, 10, 11, 12)
 # (head dim, cfg) -> (pipelining level, 0: hstu_bwd_pds_kernel; warps, BM, BN) of the candidate where it applies (else
 # the default runs); _BOTH_DTYPES: the candidates that fp16 runs too
-_TILES = {(64, 9): (1, 8, 128, 128), (128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (64, 10): (0, 8, 128, 128),
-          (128, 11): (1, 4, 64, 64), (64, 12): (2, 8, 128, 128), (256, 10): (7, 8, 64, 64)}
+_TILES = {(128, 9): (1, 8, 64, 128), (256, 9): (1, 8, 64, 64), (128, 11): (1, 4, 64, 64), (64, 10): (7, 8, 64, 128),
+          (256, 10): (7, 8, 64, 64)}
 
 
 def _fits(smem):
@@ -111,11 +112,12 @@ def test_sm80_backward_second_round_runs_its_kernel(D, kernel_opts):
                 assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
-@pytest.mark.parametrize("D", [128, 256])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_context_kernel(D, kernel_opts):
-    """The sm80-class default backward at D = 128 / 256 (FA2's warp layout) runs hstu_bwd_pds_ctx_kernel for calls
-    with contexts (it skips the query tiles of the context gap) and hstu_bwd_pds_kernel, with the same template
-    arguments, for calls without (the plain tile walk): chosen on the host by num_contexts being given."""
+    """The sm80-class default backward at D = 64 / 128 / 256 (FA2's warp layout; D = 64 on sm_90+) runs
+    hstu_bwd_pds_ctx_kernel for calls with contexts (it skips the query tiles of the context gap) and
+    hstu_bwd_pds_kernel, with the same template arguments, for calls without (the plain tile walk): chosen on the
+    host by num_contexts being given."""
     for dtype in (torch.bfloat16, torch.float16):
         case = kg.make_case(23, [300, 64], 2, D, dtype, "context_target", 0)
         kernel_opts(sm90=False)
@@ -228,9 +230,9 @@ def test_sm80_backward_refuses_too_many_key_blocks(D, kernel_opts):
 
 @pytest.mark.parametrize("mask,rab_heads,delta_q,seqused", [("causal", 0, False, False), ("local_target", 2, True,
                                                             True), ("context_target", 1, False, True)])
-@pytest.mark.parametrize("D", [128, 256])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_backward_dq_workspace_layouts(D, mask, rab_heads, delta_q, seqused, kernel_opts):
-    """At D = 128 / 256 the sm80-class backward's fp32 dQ workspace has room for both layouts (per head, each
+    """At D = 64 / 128 / 256 the sm80-class backward's fp32 dQ workspace has room for both layouts (per head, each
     sequence padded by a 64-row tile): the 8-warp kernels of FA2's layout add dQ in their fragment order with
     red.global.add.v4.f32 on Hopper (the default, with and without contexts) and flag it; the others (the old
     layouts, kernel_options(bwd_sm80_cfg=8)) add row-major; hstu_dq_tile_convert_kernel reads the flagged layout.

@@ -858,10 +858,19 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 // (BwdSm80Config; sm86 / sm89's 99 KB). Measured on an H200 (issue 39, bwd ms, B16 S4K D128 / D256, B128 S1K D128):
 // old 3.671 / 9.653 / 2.480, cfg 5 3.440 / 7.552 / 2.371, cfg 4 3.475 / 7.682 / 2.384. kBwdSm80OldCfg (8) runs the
 // old layouts where this default would apply, for comparisons.
+// D = 64 (bwd64, B16 S8K / S4K on an H200: see docs/hstu_kernel_notes.md) the same layout with D = 128's tile, on
+// compute capability 9.0 and newer only (the A100 / sm86 / sm89 keep the old layout: unmeasured there).
 template <int D>
-constexpr bool kBwdSm80PdsDefault = D == 128 || D == 256;
+constexpr bool kBwdSm80PdsDefault = D == 64 || D == 128 || D == 256;
+inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
+  int dev = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  yes = major >= 9;
+  return err;
+}
 constexpr int kBwdSm80OldCfg = 8;
-// 9-12: issue 39's second round (pipelined k-loops, D = 64's FA2 tile); 13 / 14 (kBwdPdsDqFirstCfg /
+// 9-12: issue 39's second round (pipelined k-loops; D = 64 / 256's fixed order); 13 / 14 (kBwdPdsDqFirstCfg /
 // kBwdPdsFixedOrderCfg) at D = 256: the plain body (D = 256's default before kPdsLoopFreeDqFirst) with half of the
 // warps running dQ before dK / dV / every warp in the fixed order (kPdsPlain, which reads the switch); 15: D = 128's
 // plain body (two dP halves; D = 128's default before) with dP in one pass; at D = 128 14: the plain body itself,
@@ -928,24 +937,20 @@ cudaError_t launch_hstu_bwd_candidate(const HstuParams& p, int cfg, cudaStream_t
         }
       }
       return cudaErrorNotSupported;
-    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 64:
-    // FA2's 128 x 128 tile), 10 D = 64's FA2 tile as the default's kernel, 11 D = 128's 4-warp tile with 9's
-    // pipelining, 12 9 with the S k-loop pipelined too; two Q / dO stages where they fit, else one. At D = 128
-    // 10 / 12 are the default; at D = 256 (bf16) 10 is kPdsLoopFree, 12 the default.
+    // Issue 39's second round (bf16): 9 the default's 8-warp tiles with the dK / dV and dQ k-loops pipelined (D = 128
+    // / 256), 11 D = 128's 4-warp tile with 9's pipelining; two Q / dO stages where they fit, else one. At D = 128
+    // 10 / 12 are the default; at D = 64 / 256 (bf16) 10 is kPdsLoopFree (the default body in the fixed order; D = 64:
+    // on any GPU where it fits), 12 (and 9 at D = 64) the default.
     case 9:
     case 10:
     case 11:
     case 12:
-      if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // (the default body in the fixed order)
+      if constexpr ((D == 64 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {  // (fixed-order default body)
         if (cfg == kBwdPdsD256LoopFreeCfg) return launch_hstu_bwd_pds_fitting<T, D, 8, kPdsLoopFree>(p, stream);
       }
-      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      if constexpr (D != 64 && std::is_same<T, __nv_bfloat16>::value) {
         if (cfg == 9) return launch_hstu_bwd_pds_fitting<T, D, 8, 1>(p, stream);
-        if (cfg == 10 && D == 64) return launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
         if (cfg == 11 && D == 128) return launch_hstu_bwd_pds_fitting<T, D, 4, 1>(p, stream);
-        if constexpr (D != 128 && D != 256) {  // (12 at D = 128 / 256: the default)
-          if (cfg == 12) return launch_hstu_bwd_pds_fitting<T, D, 8, 2>(p, stream);
-        }
       }
       return cudaErrorNotSupported;
     case kBwdPdsDqFirstCfg:     // (D = 256: the default kernel reads 13 and 14)
@@ -974,7 +979,12 @@ cudaError_t launch_hstu_bwd_fitting(const HstuParams& p, cudaStream_t stream) {
     if (err != cudaErrorNotSupported) return err;
   }
   if constexpr (kBwdSm80PdsDefault<D>) {  // the default: cfg 5, else cfg 4 (bf16 and fp16)
-    if (p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0)) {
+    bool applies = p.bwd_sm80_cfg != kBwdSm80OldCfg && (D != 256 || p.bwd_sm80_pair == 0);
+    if (D == 64 && applies) {
+      const cudaError_t err = bwd_sm80_sm90_class(applies);
+      if (err != cudaSuccess) return err;
+    }
+    if (applies) {
       const cudaError_t err = launch_hstu_bwd_pds_fitting<T, D, 8, 0>(p, stream);
       if (err != cudaErrorNotSupported) return err;
     }
@@ -1015,7 +1025,7 @@ cudaError_t run_hstu_bwd(const HstuParams& p, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
     }
   } else if (p.total_q > 0) {
-    if constexpr (D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
+    if constexpr (D == 64 || D == 128 || D == 256) {  // (the workspace of either layout: bwd_sm80_dq_floats)
       const dim3 grid(max(1, (p.max_seqlen_q + kDqFragPad - 1) / kDqFragPad), p.batch, p.heads);
       hstu_dq_tile_convert_kernel<T, D><<<grid, 256, 0, stream>>>(p);
     } else {

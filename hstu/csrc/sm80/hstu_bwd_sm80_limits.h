@@ -13,12 +13,12 @@ namespace hstu {
 constexpr int64_t kBwdSm80MaxKeyBlocks = 65535;
 constexpr int64_t kBwdSm80MinBlockN = 64;
 
-// The fp32 dQ workspace of the sm80-class backward at head dim D: (total_q, H, D) row-major; at D = 128 / 256 it has
-// room for the fragment-ordered layout of the 8-warp kernels (hstu_bwd_sm80_pds_kernel.cuh, DqFrag): per head, each
+// The fp32 dQ workspace of the sm80-class backward at head dim D: (total_q, H, D) row-major; at D = 64 / 128 / 256 it
+// has room for the fragment-ordered layout of the 8-warp kernels (hstu_bwd_sm80_pds_kernel.cuh, DqFrag): per head, each
 // sequence padded by kBwdSm80DqFragPad rows (H, total_q + 64 B, D), and one word behind it (the layout's flag).
 constexpr int64_t kBwdSm80DqFragPad = 64;
 inline int64_t bwd_sm80_dq_floats(int64_t total_q, int64_t batch, int64_t heads, int64_t head_dim) {
-  if (head_dim != 128 && head_dim != 256) return total_q * heads * head_dim;
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) return total_q * heads * head_dim;
   return (total_q + kBwdSm80DqFragPad * batch) * heads * head_dim + 4;
 }
 

@@ -48,12 +48,13 @@ struct BwdPdsConfig<128, 4> {
   static constexpr bool kExists = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kSWM = 2, kKWN = 2, kQWM = 2, kQPW = 32;
 };
-// D = 64 (candidates only, kernel_options(bwd_sm80_cfg=10 / 9)): FA2's D = 64 tile, 128 x 128 with 8 warps (S / dP
-// 64 x 32 warp tiles: 64 score elements a thread, a 64-bit keep mask; dK / dV 32 keys x 32 columns; dQ 32 x 32).
+// D = 64 (the default on sm_90+, bf16 and fp16): D = 128's 64 x 128 tile and warp grid (S / dP 32 x 32, dK / dV 32
+// keys x 32 columns, dQ 32 x 16) with the loop-free body (dQ-first warps, as D = 256) and fragment-ordered dQ; 96 KB
+// at two stages.
 template <>
 struct BwdPdsConfig<64, 8> {
   static constexpr bool kExists = true;
-  static constexpr int kBlockM = 128, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 4, kQPW = 32;
+  static constexpr int kBlockM = 64, kBlockN = 128, kSWM = 2, kKWN = 4, kQWM = 2, kQPW = 16;
 };
 template <>
 struct BwdPdsConfig<256, 8> {
@@ -88,17 +89,18 @@ constexpr int kPdsPlain = 5;
 // base registers plus immediates), the dP k-loop by 4 (fully it spilled), the dQ atomics without predicates. On an
 // H200 3-6 % faster than the FA2-order body (three runs).
 constexpr int kPdsLoopFree = 7;
-// D = 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's by 2,
-// unpredicated dQ atomics; dP as before at D = 256, one pass fully unrolled beside the SiLU) with the warps 4-7
-// running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 256 (bf16): the same in the fixed phase order
-// (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
+// D = 64 / 256's default body (kPdsLoopFreeDqFirst): D = 128's (kPdsLoopFree: the S, dV and dK k-loops unrolled, dQ's
+// by 2 at D = 256, unpredicated dQ atomics; at D = 256 dP as before, one pass fully unrolled beside the SiLU) with the
+// warps 4-7 running dQ first; kernel_options(bwd_sm80_cfg=10) at D = 64 / 256 (bf16): the same in the fixed phase
+// order (kPdsLoopFree). 13 / 14 at D = 256: the plain body with dQ-first warps / in the fixed order (kPdsPlain).
 constexpr int kBwdPdsD256LoopFreeCfg = 10;
 constexpr int kPdsLoopFreeDqFirst = 10;
-// The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 256 (with dQ-first
-// warps there: 4.1 % faster than the plain body on an H200); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
+// The body of the default kernels of D and NWARPS: the loop-free one at D = 128 (8 warps) and D = 64 / 256 (with
+// dQ-first warps there: at D = 256 4.1 % faster than the plain body on an H200, at D = 64 1.3-1.5 % faster than the
+// fixed order); D = 128's 4-warp tile, cfg 6 / 7 and sm86 / sm89's
 // opt-in, keeps the FA2-order one-pass body (the loop-free one spilled 12-56 B there in sm_90a code).
 template <int D, int NWARPS>
-constexpr int kBwdPdsDefaultBody = D == 256 && NWARPS == 8 ? kPdsLoopFreeDqFirst
+constexpr int kBwdPdsDefaultBody = (D == 64 || D == 256) && NWARPS == 8 ? kPdsLoopFreeDqFirst
                                    : D != 128              ? 0
                                    : NWARPS == 8           ? kPdsLoopFree
                                                            : kPdsDpOnePassUnrolled;
@@ -297,7 +299,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kLeanLoad = false;
 #else
-  constexpr bool kLeanLoad = kLoopFree && D == 128;
+  constexpr bool kLeanLoad = kLoopFree && (D == 64 || D == 128);
 #endif
   constexpr bool kFullMap = kLeanLoad;
   constexpr int kDpUnroll = STAGES == 2 ? 4 : 2;
@@ -310,7 +312,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // pass (the default's, cfg 10 / 12 / 13 / 15); D = 128's plain and pipelined bodies (the context kernel, cfg 9 /
   // 14) add row-major (with the fragment order they spilled 4-12 B in sm_90a code).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || (D == 128 && kDpOnePass));
+  constexpr bool kDqFrag = NWARPS == 8 && (D == 256 || ((D == 64 || D == 128) && kDpOnePass));
 #else
   constexpr bool kDqFrag = false;
 #endif
@@ -431,16 +433,16 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
   // key block's work starts at the tile of the context rows; the tiles between those rows and the rows the keys reach
   // without them are fully masked and skipped (bwd_work_tiles' gap; walking them doubled the causal time with 64
   // contexts). Skipped tiles only added zeros: dK / dV keep their order of sums.
-  // Only in the CTX kernels (calls with contexts; kBwdPdsCtxKernel: the 8-warp defaults). (The PIPE candidates and
-  // D = 64's tile walk the gap as before: skipping it made them spill 4-8 B in sm_90a code; so do D = 256's one-stage
+  // Only in the CTX kernels (calls with contexts; kBwdPdsCtxKernel: the 8-warp defaults). (The PIPE candidates walk
+  // the gap as before: skipping it made them spill 4-8 B in sm_90a code; so do D = 256's one-stage
   // kernel in sm_80 code, the A100's default there (12 B), and sm_86 / sm_89 code, whose only kernel of this layout
   // is the opt-in 4-warp D = 128 tile (20 B).)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
-  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64 && !(D == 256 && STAGES == 1);
+  constexpr bool kSkipGap = CTX && kPipe == 0 && !(D == 256 && STAGES == 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   constexpr bool kSkipGap = false;
 #else
-  constexpr bool kSkipGap = CTX && kPipe == 0 && D != 64;
+  constexpr bool kSkipGap = CTX && kPipe == 0;
 #endif
   int mb_begin, n_a, gap, n_mt;
   bwd_work_tiles<BM, BN, kSkipGap>(si, n0, mb_begin, n_a, gap, n_mt);
@@ -685,7 +687,7 @@ __device__ __forceinline__ void hstu_bwd_pds_body(const HstuParams& p) {
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr bool kFullTilePass = false;
 #else
-        constexpr bool kFullTilePass = D == 128 && kPipe == 0 && STAGES == 2;
+        constexpr bool kFullTilePass = (D == 64 || D == 128) && kPipe == 0 && STAGES == 2;
 #endif
         if constexpr (!kOverlapDp) {
           auto silu_pass = [&](auto masked) {
@@ -1001,14 +1003,14 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_kernel(const Hstu
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, kBwdPdsDefaultBody<D, NWARPS>, false>(p);
 }
 // The same for calls with contexts (num_contexts given, chosen on the host): it skips the query tiles of the context
-// gap (bwd_work_tiles). Only the 8-warp D = 128 / 256 defaults have one (kBwdPdsCtxKernel); the others walk the gap.
+// gap (bwd_work_tiles). Only the 8-warp defaults have one (kBwdPdsCtxKernel); the others walk the gap.
 // (The plain body: D = 128's default body with the gap's bookkeeping spilled 12-16 B in sm_90a code.)
 template <typename T, int D, int STAGES, int NWARPS>
 __global__ void __launch_bounds__(NWARPS * 32, 1) hstu_bwd_pds_ctx_kernel(const HstuParams p) {
   hstu_bwd_pds_entry<T, D, STAGES, NWARPS, 0, true>(p);
 }
 template <int D, int NWARPS, int PIPE>
-constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8 && D != 64;
+constexpr bool kBwdPdsCtxKernel = PIPE == 0 && NWARPS == 8;
 // The same with pipelined k-loops (pipelined_k_loop): PIPE 1 dK / dV and dQ (kernel_options(bwd_sm80_cfg=9, 11)),
 // 2 S too (bwd_sm80_cfg=12).
 template <typename T, int D, int STAGES, int NWARPS, int PIPE>
