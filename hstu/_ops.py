@@ -265,8 +265,9 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     kernel: on an H200 1.16x / 1.58x the dequantized path at B16 S16K / S4K D128), elsewhere dequantize q/k/v and
     run the bf16/fp16 backward; True: the FP8 backward or NotImplementedError saying why not; False: always the
     dequantized path (for comparisons; docs/hstu_attn.md, "The Hopper FP8 backward").
-    ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py): the Hopper FP8 forward
-    in grid order with costs of P removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
+    ``fp8_fwd_diag`` (private, timing-only: WRONG outputs; tools/hstu_dev/fp8_fwd_split.py; built only with
+    ``--define hstu_dev=1``, a product build refuses it): the Hopper FP8 forward in grid order with costs of P
+    removed on unmasked tiles, 1 its MUFU (tanh), 2 its e4m3 conversions, 3 both.
     ``fp8_silu`` (for comparisons): the SiLU form of the Hopper FP8 forward's unmasked tiles. 0 the default: at
     D <= 128 half of each thread's scores (3 / 8 on 192-key tiles) by a degree-5 polynomial in half2 arithmetic
     (no MUFU op; fp16, P is rounded to e4m3 anyway), the others by tanh.approx, so that the FMA and MUFU pipes
@@ -276,7 +277,8 @@ def kernel_options(*, sm90: bool = True, fwd_work_list: bool = True, fwd_persist
     order, descale modes other than block; correct outputs, other key-sum order; on an H200 faster at B16 S16K,
     slower at S4K); 15 (timing-only: WRONG output rows) its default kernel (D = 128: the 192-key tiles; D = 256:
     the 64-key grid kernel) writing clock stamps of its first CTA's
-    loop over that CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace); elsewhere the default runs.
+    loop over that CTA's output rows (tools/hstu_dev/fp8_fwd_split.py --trace; dev builds only, like
+    ``fp8_fwd_diag``); elsewhere the default runs.
     ``fwd_split_tiles``:
     how the Hopper forward's work list splits a query tile's long KV range into chunks summed afterwards (few
     queries over long keys, e.g. a cached inference step): None the planner's rule (120 % of the average work per

@@ -5,6 +5,7 @@ The error-relative rule for FP8: "same-dtype PyTorch" is the same emulation comp
 S, SiLU and P·V in bf16, P rounded to FP8): |path - gold| <= 2 * |bf16 emulation - gold| + atol forward, 5x backward.
 """
 
+import json
 import os
 import random
 import re
@@ -391,6 +392,11 @@ def fp8_kernel_runs(D):
         torch.empty(1, 1, D, dtype=FP8_DTYPE, device="cuda"), None, 0)
 
 
+def dev_build():
+    """This build holds the FP8 kernels' timing-only variants (`--define hstu_dev=1`)."""
+    return json.loads(torch.ops.hstu_attn.compiled_kernels())["dev"] is True
+
+
 def fp8_path(kernel, **switches):
     """kernel_options selecting the FP8 kernel (True, the default; skips where it cannot run) or the dequantize
     path (and any other kernel_options switches)."""
@@ -525,6 +531,8 @@ def test_cuda_fp8_fwd_diag_variants_run_their_kernels(D):
     the default kernel's output as it was."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    if not dev_build():
+        pytest.skip("the timing-only variants are built in dev builds only (--define hstu_dev=1)")
     c = make_case(4000 + D, [700, 0, 450, 77, 1030], 2, D, "causal", device="cuda")
     q8s, scales = quantized(c, "tensor")
 
@@ -636,6 +644,23 @@ def test_cuda_fp8_d256_key_tiles(mode):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("switches", [dict(fp8_fwd_diag=1), dict(fp8_fwd_diag=3), dict(fp8_fwd_var=15)])
+def test_cuda_fp8_fwd_product_build_refuses_timing_variants(switches):
+    """A product build (no --define hstu_dev=1) holds no timing-only FP8 forward kernel: the op refuses their
+    switches on the host, naming the dev build, and the default still runs after the refusal."""
+    if not fp8_kernel_runs(128):
+        pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    if dev_build():
+        pytest.skip("a dev build holds the timing-only variants")
+    c = make_case(77, [300, 129], 2, 128, "causal", device="cuda")
+    q8s, scales = quantized(c, "tensor")
+    with pytest.raises(RuntimeError, match=r"expected a dev build \(--define hstu_dev=1\)"):
+        run_kernel(c, q8s, scales, "tensor", 128 ** -0.5, **switches)
+    out, _ = run_kernel(c, q8s, scales, "tensor", 128 ** -0.5)
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("D", [128, 256])
 def test_cuda_fp8_fwd_trace_variant(D):
     """kernel_options(fp8_fwd_var=15) (timing-only): the default's kernel with clock stamps (D = 128: the 192-key
@@ -644,6 +669,8 @@ def test_cuda_fp8_fwd_trace_variant(D):
     stamps: each warpgroup's KV tile count at word 4088 and a non-decreasing loop (stamps 0-6 of each tile)."""
     if not fp8_kernel_runs(D):
         pytest.skip("no Hopper FP8 forward here (needs an sm_90 GPU and a build with its units)")
+    if not dev_build():
+        pytest.skip("the timing-only variants are built in dev builds only (--define hstu_dev=1)")
     c = make_case(151, [4096, 4096], 2, D, "causal", device="cuda", delta_q=False)
     q8s, scales = quantized(c, "tensor")
     default, _ = run_kernel(c, q8s, scales, "tensor", D ** -0.5)

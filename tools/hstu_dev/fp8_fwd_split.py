@@ -17,6 +17,9 @@ one call of fp8_fwd_var=15 (the default's kernel, D = 128 / 256: its 192- / 64-k
 (0, 0, 0), the first sequence's last query tile, written over its output rows) and a table of its consumer loop's
 phases in SM cycles per warpgroup (medians over the KV tiles past the first two, which are masked).
 
+The timing-only variants (fp8_fwd_diag, fp8_fwd_var=15) need a dev build of the wheel:
+    ./bazelw build //:wheels --config=sm90 --define hstu_dev=1
+
 Usage (GPU): python tools/hstu_dev/fp8_fwd_split.py [--reps 10] [--default-only] [--split] [--cases B16S16KD128,...]
     [--vars 6,sched,bn192] [--trace]
 """

@@ -3,13 +3,13 @@
 // saturated to +-448, NaN kept), bit-equal to torch's `.clamp(-448, 448).to(torch.float8_e4m3fn)`.
 #include "hstu/csrc/fp8/hstu_fp8_bwd_prepass.h"
 
+#include "hstu/csrc/common/hstu_device_info.h"
 #include "hstu/csrc/common/hstu_pdl.cuh"  // griddep_wait, griddep_launch_dependents, launch_ex
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -359,16 +359,7 @@ cudaError_t hstu_fp8_bwd_finish(const HstuFp8BwdFinishParams& p, cudaStream_t st
   if (p.heads <= 0 || p.head_dim % 8 != 0 || p.batch <= 0) return cudaErrorInvalidValue;
   const int64_t groups = (p.total_q + p.total_k) * p.heads * (p.head_dim / 8);
   if (groups <= 0) return cudaSuccess;
-  // SMs of the current device, looked up once per device (an attribute query on every call costs host time)
-  static std::atomic<int> sm_count[64];  // (zero-initialized: static storage)
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
-    int n = sm_count[dev].load(std::memory_order_relaxed);
-    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0) {
-      sm_count[dev].store(n, std::memory_order_relaxed);
-    }
-    if (n > 0) sms = n;
-  }
+  const int sms = current_device_sms();
   if (p.dq_tiled) {
     if (p.head_dim != 128 || p.heads > 65535) return cudaErrorInvalidValue;
     const int64_t ng = p.total_q / 16 + p.batch + 1;  // groups that hold rows (hstu_fp8_bwd_dq_tiled_groups - 3)

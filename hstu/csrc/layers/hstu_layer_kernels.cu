@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hstu/csrc/common/hstu_device_info.h"
+
 namespace hstu {
 namespace layers {
 namespace detail {
@@ -251,16 +253,7 @@ __global__ void __launch_bounds__(kEltThreads) silu_split_kernel(SiluSplitParams
   }
 }
 
-int num_sms(int device) {
-  static int cache[64] = {};
-  if (device < 0 || device >= 64) return 132;
-  if (cache[device] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) n = 132;
-    cache[device] = n;
-  }
-  return cache[device];
-}
+int num_sms(int device) { return device_sms(device); }
 
 int current_sms() {
   int dev = 0;

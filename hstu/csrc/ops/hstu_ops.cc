@@ -43,6 +43,13 @@ using ScalarType = torch::headeronly::ScalarType;
 using op_params::check_qkv;
 using op_params::make_params;
 
+// Dev builds (--define hstu_dev=1) hold the FP8 kernels' timing-only variants (wrong or stamped outputs by design).
+#ifdef HSTU_FP8_FWD_DEV_VARIANTS
+constexpr bool kFp8FwdDevBuilt = true;
+#else
+constexpr bool kFp8FwdDevBuilt = false;
+#endif
+
 cudaStream_t stream_of(const Tensor& q) {
   return static_cast<cudaStream_t>(accel::current_cuda_stream(static_cast<int32_t>(q.get_device())));
 }
@@ -442,6 +449,9 @@ Tensor fp8_fwd_sm90(Tensor q, Tensor k, Tensor v, Tensor q_descale, Tensor k_des
   Tensor vt = torch::stable::new_empty(q, {H * p.head_dim * f.vt_cols}, ScalarType::Byte);
   f.vt = vt.data_ptr();
   const HstuOptions opts = HstuOptions::from_bits(options);
+  ACCEL_CHECK(kFp8FwdDevBuilt || (opts.fp8_fwd_diag == 0 && opts.fp8_fwd_var != 15),
+              "kernel_options(fp8_fwd_diag=..., fp8_fwd_var=15): expected a dev build (--define hstu_dev=1) for the "
+              "timing-only variants, got fp8_fwd_diag=", opts.fp8_fwd_diag, ", fp8_fwd_var=", opts.fp8_fwd_var);
   f.late_pack = opts.fp8_early_pack ? 0 : 1;
   f.bn192 = opts.fp8_bn192 ? 1 : 0;
   f.diag = opts.fp8_fwd_diag;
@@ -557,11 +567,11 @@ std::tuple<Tensor, Tensor, Tensor> fp8_bwd_sm90(
     double scaling_seqlen, std::optional<Tensor> seqused_q, std::optional<Tensor> seqused_k, int64_t options,
     int64_t diag) {
   torch::stable::accelerator::DeviceGuard guard(q.get_device());
-  ACCEL_CHECK(diag >= INT_MIN && diag <= INT_MAX &&
-                  fp8_bwd_diag_built(fp8_bwd_variant(options, static_cast<int>(diag))),
+  const bool diag_int = diag >= INT_MIN && diag <= INT_MAX;
+  const int variant = diag_int ? fp8_bwd_variant(options, static_cast<int>(diag)) : 0;
+  ACCEL_CHECK(diag_int && fp8_bwd_diag_built(variant),
               "diag: expected 0 or a built variant (Fp8BwdDiagBuilt in hstu_bwd_fp8_sm90.h), got ", diag,
               " with options ", options);
-  const int variant = fp8_bwd_variant(options, static_cast<int>(diag));
   const bool dq_tiled = ((variant ^ kFp8BwdDefault) & kFp8BwdDqRedV4) != 0;  // (the kernel's features: diag ^ default)
   ACCEL_CHECK(out_dtype == 0 || out_dtype == 1, "out_dtype: expected 0 (bfloat16) or 1 (float16), got ", out_dtype);
   ACCEL_CHECK(q.dim() == 3 && q.size(2) == 128, "q: expected head dim 128 for the FP8 backward kernel, got ",
@@ -874,8 +884,9 @@ void clear_device_error(int64_t device) {
   ACCEL_CHECK(err == cudaSuccess, "hstu_attn::clear_device_error: CUDA error ", cudaGetErrorString(err));
 }
 
-// {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}}; the Hopper
-// units (name contains "_sm90_") register only in builds that target sm_90a.
+// {"instances": [names], "archs": archs of the sm80-class units, "instance_archs": {name: archs}, "dev": a dev
+// build (the timing-only variants built)}; the Hopper units (name contains "_sm90_") register only in builds that
+// target sm_90a.
 std::string compiled_kernels() {
   std::ostringstream names, per;
   std::string archs = "unknown";
@@ -888,7 +899,7 @@ std::string compiled_kernels() {
   }
   std::ostringstream os;
   os << "{\"instances\": [" << names.str() << "], \"archs\": \"" << archs << "\", \"instance_archs\": {"
-     << per.str() << "}}";
+     << per.str() << "}, \"dev\": " << (kFp8FwdDevBuilt ? "true" : "false") << "}";
   return os.str();
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hstu/csrc/common/hstu_launch.h"
+#include "hstu/csrc/common/hstu_device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_limits.h"
 #include "hstu/csrc/sm90/hstu_sm90_launch.h"
@@ -158,17 +159,14 @@ inline bool sm90_unit_compiled(bool fwd, bool half, int head_dim) {
   return c == 1;
 }
 
-// Compute capability 9.0 (the Hopper kernels' sm_90a), cached per device.
+// Compute capability 9.0 (the Hopper kernels' sm_90a).
 inline bool device_is_sm90(int device) {
-  static int8_t cache[64] = {};  // 0 unknown, 1 yes, -1 no
-  if (device < 0 || device >= 64) return false;
-  if (cache[device] == 0) {
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
-    cache[device] = ok && major == 9 && minor == 0 ? 1 : -1;
+  DeviceInfo d;
+  if (device_info(device, d) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
   }
-  return cache[device] == 1;
+  return d.cc_major == 9 && d.cc_minor == 0;
 }
 
 // The Hopper kernels apply: D 64 / 128 / 256, grid limits, a compute capability 9.0 device, the unit compiled.

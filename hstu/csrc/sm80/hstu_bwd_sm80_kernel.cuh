@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "hstu/csrc/common/hstu_common.cuh"
+#include "hstu/csrc/common/hstu_device_info.h"
 #include "hstu/csrc/sm80/hstu_bwd_sm80_pds_kernel.cuh"
 
 namespace hstu {
@@ -843,13 +844,12 @@ cudaError_t launch_hstu_bwd_dq(const HstuParams& p, cudaStream_t stream) {
 // The per-block opt-in shared memory the sm80-class backward may use on the current device. cap_sm8x: a layout that
 // sm86 / sm89's builds trap over 99 KB (hstu_bwd_kernel), so compute capability 8.x other than 8.0 counts as 99 KB.
 inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
-  int dev = 0, major = 0, minor = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (err == cudaSuccess && cap_sm8x && major == 8 && minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
-  return err;
+  DeviceInfo d;
+  const cudaError_t err = current_device_info(d);
+  if (err != cudaSuccess) return err;
+  max_smem = d.max_smem_optin;
+  if (cap_sm8x && d.cc_major == 8 && d.cc_minor != 0 && max_smem > 99 * 1024) max_smem = 99 * 1024;
+  return cudaSuccess;
 }
 
 // The sm80-class backward a call gets by default (p.bwd_sm80_cfg == 0, no warp-pair switch) at D = 128 / 256, bf16
@@ -863,10 +863,9 @@ inline cudaError_t bwd_sm80_smem_limit(int& max_smem, bool cap_sm8x) {
 template <int D>
 constexpr bool kBwdSm80PdsDefault = D == 64 || D == 128 || D == 256;
 inline cudaError_t bwd_sm80_sm90_class(bool& yes) {
-  int dev = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  yes = major >= 9;
+  DeviceInfo d;
+  const cudaError_t err = current_device_info(d);
+  yes = err == cudaSuccess && d.cc_major >= 9;
   return err;
 }
 constexpr int kBwdSm80OldCfg = 8;

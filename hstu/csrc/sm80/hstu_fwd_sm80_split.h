@@ -16,32 +16,20 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "hstu/csrc/common/hstu_device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 
 namespace hstu {
 
 // The current device's SM count, per-block opt-in shared memory and whether it is an sm86 / sm89 (compute
-// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps), cached per device.
+// capability 8.x other than 8.0: 99 KB per block, where the bigger tiles' code traps).
 inline cudaError_t fwd_sm80_device(int& sms, int& max_smem, bool& narrow) {
-  static int cache[64][3] = {};
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  DeviceInfo d;
+  const cudaError_t err = current_device_info(d);
   if (err != cudaSuccess) return err;
-  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-  if (cache[dev][0] == 0) {
-    int n = 0, m = 0, major = 0, minor = 0;
-    err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (err != cudaSuccess) return err;
-    cache[dev][1] = m;
-    cache[dev][2] = major == 8 && minor != 0;
-    cache[dev][0] = n > 0 ? n : 1;
-  }
-  sms = cache[dev][0];
-  max_smem = cache[dev][1];
-  narrow = cache[dev][2] != 0;
+  sms = d.sms;
+  max_smem = d.max_smem_optin;
+  narrow = d.cc_major == 8 && d.cc_minor != 0;
   return cudaSuccess;
 }
 

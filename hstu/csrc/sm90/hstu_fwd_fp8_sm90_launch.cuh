@@ -93,11 +93,13 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
       err = vt_map(&tvt2, 64);
       if (err != cudaSuccess) return err;
       constexpr int kWide = fp8_silu_default(D, kEarlyPack, 192);
-      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15))
+#ifdef HSTU_FP8_FWD_DEV_VARIANTS
+      if constexpr (kEarlyPack) {  // (timing-only: kernel_options(fp8_fwd_var=15); dev builds)
         if (f.var == kFp8VarTrace) {
           return launch_fwd_fp8_wide<true, kWide, kFp8FwdDiagTrace>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
         }
       }
+#endif
       return launch_fwd_fp8_wide<kEarlyPack, kWide>(tq, tkw, tvt, tvt2, p, f, m_blocks, stream);
     }
   }
@@ -163,13 +165,16 @@ cudaError_t launch_fwd_fp8(const HstuParams& p, const HstuFp8FwdParams& f, cudaS
 template <int D>
 cudaError_t run_hstu_fwd_fp8_sm90(const HstuParams& p, const HstuFp8FwdParams& f, cudaStream_t stream) {
   if (f.late_pack) return sm90::launch_fwd_fp8<D, false>(p, f, stream);
-  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt, kTanh = sm90::kFp8SiluTanh;
+  constexpr int kTanh = sm90::kFp8SiluTanh;
+#ifdef HSTU_FP8_FWD_DEV_VARIANTS  // (timing-only variants: fp8_fwd_diag, fp8_fwd_var=15; the op refuses them elsewhere)
+  constexpr int kNoMufu = sm90::kFp8FwdDiagNoMufu, kNoCvt = sm90::kFp8FwdDiagNoCvt;
   if (f.diag == kNoMufu) return sm90::launch_fwd_fp8<D, true, kNoMufu, kTanh>(p, f, stream);
   if (f.diag == kNoCvt) return sm90::launch_fwd_fp8<D, true, kNoCvt, kTanh>(p, f, stream);
   if (f.diag == (kNoMufu | kNoCvt)) return sm90::launch_fwd_fp8<D, true, kNoMufu | kNoCvt, kTanh>(p, f, stream);
-  if constexpr (D == 256) {  // (timing-only: kernel_options(fp8_fwd_var=15), the grid kernel with clock stamps)
+  if constexpr (D == 256) {  // (the grid kernel with clock stamps)
     if (f.var == sm90::kFp8VarTrace) return sm90::launch_fwd_fp8<D, true, sm90::kFp8FwdDiagTrace, kTanh>(p, f, stream);
   }
+#endif
   // f.silu (kernel_options(fp8_silu=...)): 0 the default form, 1 + an Fp8Silu value that form.
   const int silu = f.silu == 0 ? sm90::fp8_silu_default(D) : f.silu - 1;
   if (silu == sm90::fp8_silu_default(D)) return sm90::launch_fwd_fp8<D, true>(p, f, stream);

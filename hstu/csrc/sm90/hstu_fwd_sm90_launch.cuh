@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hstu/csrc/common/hstu_device_info.h"
 #include "hstu/csrc/common/hstu_params.h"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_kernel.cuh"
 #include "hstu/csrc/sm90/hstu_fwd_sm90_paged.h"
@@ -65,16 +66,7 @@ cudaError_t make_qkv_map(CUtensorMap* map, const void* ptr, int64_t rows, int he
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-inline int sm_count() {
-  static int cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (cache[dev] == 0) {
-    int n = 0;
-    cache[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
-  }
-  return cache[dev];
-}
+inline int sm_count() { return current_device_sms(); }
 
 // Split cap of the work list in percent of the average work per SM (hstu_sm90_plan_kernel).
 constexpr int kFwdSplitPct = 120;
