@@ -51,7 +51,7 @@ def test_bits_match_the_plan_header():
     # The forward's candidates: one launcher case each (hstu_fwd_sm80_kernel.cuh kFwdSm80Candidates).
     with open(os.path.join(ROOT, "hstu", "csrc", "sm80", "hstu_fwd_sm80_kernel.cuh")) as f:
         n = int(re.search(r"constexpr int kFwdSm80Candidates = (\d+);", f.read()).group(1))
-    assert n == _ops.FWD_SM80_CFGS and n < 8
+    assert n == max(_ops.FWD_SM80_CFGS) and n < _ops.FWD_SM80_CFG_OLD
     # The field holds the candidates 1-7, 9-12 and 15, the switches 13 / 14 and the old layouts' value
     # (hstu_bwd_sm80_kernel.cuh kBwdSm80OldCfg, kBwdSm80LastCfg).
     assert re.search(r"\(bits >> kOptBwdSm80CfgShift\) & 15\)", text)
@@ -134,12 +134,12 @@ def test_kernel_options_pack_and_restore():
         with pytest.raises(ValueError, match=rf"bwd_sm80_cfg: expected an int in \[0, {_ops.BWD_SM80_CFG_LAST}\], got"):
             with _ops.kernel_options(bwd_sm80_cfg=bad):
                 pass
-    for cfg in range(1, _ops.FWD_SM80_CFG_SPLIT + 1):  # (bits 29-31; 6: the old tiles, 7: the split)
+    for cfg in _ops.FWD_SM80_CFGS + (_ops.FWD_SM80_CFG_OLD, _ops.FWD_SM80_CFG_SPLIT):  # (bits 29-31)
         with _ops.kernel_options(sm90=False, fwd_sm80_cfg=cfg, bwd_sm80_cfg=8):
             assert _ops._current_options() == (_ops.OPTION_BITS["sm90"] | (cfg << _ops.FWD_SM80_CFG_SHIFT)
                                                | (8 << _ops.BWD_SM80_CFG_SHIFT))
-    for bad in (_ops.FWD_SM80_CFG_SPLIT + 1, -1, True, 1.0):
-        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected an int in \[0, \d\], got"):
+    for bad in (_ops.FWD_SM80_CFG_SPLIT + 1, -1, True, 1.0, 3, 5):  # (3, 5: candidates removed)
+        with pytest.raises(ValueError, match=r"fwd_sm80_cfg: expected one of \(0, 1, 2, 4, 6, 7\), got"):
             with _ops.kernel_options(fwd_sm80_cfg=bad):
                 pass
 
@@ -155,7 +155,7 @@ def test_options_do_not_change_the_cpu_path():
         return [out] + list(torch.autograd.grad(out, (q, k, v), dout))
 
     want = run()
-    with _ops.kernel_options(sm90=False, fwd_work_list=False, bwd_grid=1, fwd_sm80_cfg=3):
+    with _ops.kernel_options(sm90=False, fwd_work_list=False, bwd_grid=1, fwd_sm80_cfg=4):
         got = run()
     for w, g in zip(want, got):
         assert torch.equal(w, g)

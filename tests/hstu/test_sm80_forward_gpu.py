@@ -23,10 +23,9 @@ _DEFAULT = {32: (128, 64, 64, 8, 2, 2, 0, 1), 64: (128, 64, 32, 8, 2, 2, 0, 1), 
             256: (64, 32, 32, 4, 1, 2, 0, 1)}
 
 
-def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True, pairs=True):
-    """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (big_smem: the
-    device holds candidate 5's 146 KB per block and is no sm86 / sm89; pairs: the same for the 105 KB of 1 and 4 at
-    D = 256)."""
+def fwd_tile(D, cfg, dtype=torch.bfloat16, pairs=True):
+    """The end of the name of the kernel that kernel_options(fwd_sm80_cfg=cfg) runs at head dim D (pairs: the device
+    holds the 105 KB per block of 1 and 4 at D = 256 and is no sm86 / sm89)."""
     t = _DEFAULT[D]
     if dtype == torch.bfloat16 and D != 32:
         fa2 = (64 if D == 256 else 128, 64, 64, 4, 2, 1)
@@ -36,27 +35,11 @@ def fwd_tile(D, cfg, dtype=torch.bfloat16, big_smem=True, pairs=True):
             t = (64, 64, 64, 4, 2, 1, 0, 2)
         elif cfg == 2:
             t = fa2 + (0, 1)
-        elif cfg == 3 and D != 256:
-            t = (64, 64, 64, 4, 3, 1, 0, 1)
-        elif cfg == 3:  # D = 256: warp pairs, 64 x 32 (69 KB)
-            t = (64, 32, 32, 4, 2, 1, 0, 2)
         elif cfg == 4 and D != 256:  # the default's tile, the context tiles' warp skip
             t = (128, 128 if D == 64 else 64, 64, 4, 2, 2 if D == 64 else 1, 5, 1)
         elif cfg == 4 and pairs:  # D = 256: warp pairs 64 x 64 with the context tiles' warp skip
             t = (64, 64, 64, 4, 2, 1, 5, 2)
-        elif cfg == 5 and D == 256 and big_smem:  # warp pairs, 128 x 64 (8 warps)
-            t = (128, 64, 64, 8, 1, 1, 0, 2)
-        elif cfg == 5 and D == 64:  # 128 x 64 in 32-key sub-tiles, two stages, 3 blocks per SM
-            t = (128, 64, 32, 4, 3, 2, 0, 1)
     return ", ".join(str(x) for x in (D,) + t) + ">"
-
-
-def _big_smem():
-    """candidate 5 runs here: no sm86 / sm89, and its 146 KB per block (Q, K, V tiles, the row table and P's
-    exchange) fit"""
-    major, minor = torch.cuda.get_device_capability()
-    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    return not (major == 8 and minor != 0) and optin >= (128 + 2 * 64) * 256 * 2 + 128 * 16 + 128 * 64 * 2
 
 
 def _pairs_fit():
@@ -73,7 +56,7 @@ def _pairs_fit():
 @pytest.mark.parametrize("lens", ["jagged", "dense"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm80_forward_candidates(D, lens, mask, delta_q, rab_heads, seqused, kernel_opts):
-    """Every candidate forward (1-5) and the default meet the error rule, jagged lengths at the 32 / 64 / 128 tile
+    """Every candidate forward (FWD_SM80_CFGS) and the default meet the error rule, jagged lengths at the 32 / 64 / 128 tile
     edges and dense ones across several tiles, masks that cut tiles on the diagonal (the warp skip), windows,
     targets with groups, contexts, delta-q, seqused, rab; and each agrees with the default's output (the same keys,
     fp32 sums in the same or another tile order)."""
@@ -81,13 +64,13 @@ def test_sm80_forward_candidates(D, lens, mask, delta_q, rab_heads, seqused, ker
     case = kg.make_case(zlib.crc32(repr(("fwd", D, lens, mask, rab_heads)).encode()), lk, 2, D, torch.bfloat16, mask,
                         rab_heads, delta_q=delta_q, seqused=seqused)
     outs = {}
-    for cfg in range(_ops.FWD_SM80_CFGS + 1):
+    for cfg in (0,) + _ops.FWD_SM80_CFGS:
         kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5, backward=False)
         kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
         outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
                                           **kg._varlen_kwargs(case))
-    for cfg in range(1, _ops.FWD_SM80_CFGS + 1):
+    for cfg in _ops.FWD_SM80_CFGS:
         kg.assert_agree(("out",), (outs[cfg],), (outs[0],), f"fwd_sm80_cfg={cfg} vs the default")
 
 
@@ -96,7 +79,7 @@ def test_sm80_forward_candidates(D, lens, mask, delta_q, rab_heads, seqused, ker
 def test_sm80_forward_candidates_gr_convention(mask, D, kernel_opts):
     """The candidates under mask_convention="meta_gr" (the warp skip's key ranges follow the GR window rule)."""
     case = kg._gr_case(mask, D, True, 1 if D == 128 else 0)
-    for cfg in range(1, _ops.FWD_SM80_CFGS + 1):
+    for cfg in _ops.FWD_SM80_CFGS:
         kernel_opts(sm90=False, fwd_sm80_cfg=cfg)
         kg.check_case(case, 0.5, backward=False, mask_convention="meta_gr")
 
@@ -104,12 +87,11 @@ def test_sm80_forward_candidates_gr_convention(mask, D, kernel_opts):
 @pytest.mark.parametrize("D", [32, 64, 128, 256])
 def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
     """kernel_options(sm90=False, fwd_sm80_cfg=n) runs the candidate's hstu_fwd_kernel for bf16 where the head dim
-    has it, else (fp16, D = 32, 5 at D = 128, 1 / 5 at D = 256 where their 105 / 146 KB per block do not fit)
-    the default one (at these short rows the old tiles; for bf16 at D = 256 the warp pairs where they fit)."""
+    has it, else (fp16, D = 32, 1 / 4 at D = 256 where their 105 KB per block do not fit) the default one (at these short rows the old tiles; for bf16 at D = 256 the warp pairs where they fit)."""
     for dtype in (torch.bfloat16, torch.float16):
         ctype = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
         case = kg.make_case(13, [200, 64], 2, D, dtype, "causal", 0)
-        for cfg in range(_ops.FWD_SM80_CFGS + 1):
+        for cfg in (0,) + _ops.FWD_SM80_CFGS:
             kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split: below)
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))
@@ -117,7 +99,7 @@ def test_sm80_forward_candidate_runs_its_kernel(D, kernel_opts):
             names = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
             # (the default at D = 256 for bf16: the warp pairs wherever they fit, at these short rows too)
             shown = 1 if cfg == 0 and D == 256 and dtype == torch.bfloat16 and _pairs_fit() else cfg
-            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, shown, dtype, _big_smem(), _pairs_fit())}(hstu::HstuParams)"
+            want = f"hstu_fwd_kernel<{ctype}, {fwd_tile(D, shown, dtype, _pairs_fit())}(hstu::HstuParams)"
             assert len(names) == 1 and next(iter(names)).endswith(want), (dtype, cfg, names, want)
 
 
@@ -154,6 +136,33 @@ def test_sm80_forward_default_long_rows_runs_candidate_2(D, kernel_opts):
             if runs_cand:  # the error rule on the default's candidate
                 kernel_opts(sm90=False)
                 kg.check_case(case, 0.5, backward=False)
+
+
+@pytest.mark.parametrize("mask,rab_heads", [("context", 0), ("local_context_target", 1), ("target_group", 0)])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm80_forward_default_contexts_run_candidate_4(D, mask, rab_heads, kernel_opts):
+    """For bf16 calls with contexts the default runs candidate 4 (its tile with the warp skip in the query tiles
+    with context rows) where it would run 1 / 2 (long rows; at D = 256 the pairs where they fit), unsplit: it meets
+    the error rule and agrees with that tile without the skip (fwd_sm80_cfg=1 / 2); targets alone run 1 / 2."""
+    pairs = _pairs_fit()
+    base = 2 if D == 128 or (D == 256 and not pairs) else 1
+    shown = 4 if "context" in mask and (D != 256 or pairs) else base
+    lens = [_ops.FWD_SM80_LONG_ROWS + 300, 700, 600, 520]
+    case = kg.make_case(zlib.crc32(repr(("ctx4", D, mask)).encode()), lens, 2, D, torch.bfloat16, mask, rab_heads)
+    outs, names = {}, {}
+    for cfg in (0, base):
+        kernel_opts(sm90=False, fwd_sm80_cfg=cfg, fwd_split_tiles=0)  # (the tiles; the split runs its own)
+        kg.poison_allocator(4 * case["q"].numel() * case["q"].element_size())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            outs[cfg] = hstu_attn_varlen_func(case["q"], case["k"], case["v"], alpha=0.5, rab=case["rab"],
+                                              **kg._varlen_kwargs(case))
+            torch.cuda.synchronize()
+        names[cfg] = {e.name for e in prof.events() if "hstu_fwd_kernel<" in e.name}
+    want = f"hstu_fwd_kernel<__nv_bfloat16, {fwd_tile(D, shown, pairs=pairs)}(hstu::HstuParams)"
+    assert len(names[0]) == 1 and next(iter(names[0])).endswith(want), (names[0], want)
+    kg.assert_agree(("out",), (outs[0],), (outs[base],), f"the default vs fwd_sm80_cfg={base}")
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    kg.check_case(case, 0.5, backward=False)
 
 
 @pytest.mark.parametrize("mask,delta_q,rab_heads,seqused", [
@@ -253,3 +262,40 @@ def test_sm80_forward_split_list_bound(kernel_opts):
             kg.assert_agree(("out",), (got,), (want,), "split vs unsplit")
         else:
             assert torch.equal(got, want), lens
+
+
+@pytest.mark.parametrize("D", [128, 256])
+def test_sm80_forward_split_workspace_bound(D, kernel_opts):
+    """The rule's split of a dense batch of about three waves of query tiles (chunks of about two thirds of the walk:
+    two chunks for most tiles) keeps its fp32 partials within 2 x the device's block slots (fwd_sm80_split_partials),
+    not one per query tile slot, head and chunk of the longest walk: the call's peak device memory over its inputs
+    stays under the output, the partials' bound and 4 MiB (counters, list, validation); the output agrees with the
+    unsplit kernel's and repeats bit for bit (the partials' places differ from call to call, their sum order not)."""
+    if D == 256 and not _pairs_fit():
+        pytest.skip("the warp pairs do not fit here")
+    bm = 64 if D == 256 else 128
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    heads = 4
+    S = max(1024, (3 * 2 * sms * bm // (2 * heads)) // bm * bm)  # two sequences: ~3 waves of 2 blocks per SM
+    case = kg.make_case(zlib.crc32(repr(("ws", D)).encode()), [S, S], heads, D, torch.bfloat16, "causal", 0)
+    run = lambda: hstu_attn_varlen_func(case["q"], case["k"], case["v"], **kg._varlen_kwargs(case))  # noqa: E731
+    kernel_opts(sm90=False, fwd_split_tiles=0)
+    want = run()
+    kernel_opts(sm90=False)
+    got = run()
+    torch.cuda.synchronize()
+    del got
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = run()
+        torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    assert any("hstu_fwd_split_kernel" in e.name for e in prof.events()), "the rule did not split"
+    partials = 2 * (2 * sms) * bm * D * 4
+    old = (2 * S // bm + 2) * heads * 2 * bm * D * 4  # (one per slot, head and chunk of the longest walk: 2)
+    assert old > partials + (4 << 20)
+    assert extra <= got.numel() * got.element_size() + partials + (4 << 20), (extra, partials, old)
+    kg.assert_agree(("out",), (got,), (want,), "split vs unsplit")
+    assert torch.equal(run(), got)

@@ -44,7 +44,9 @@ struct FwdSm80Tile {
   // PAIR 2: each warp's P (its rows x its half of the sub-tile's keys, bf16 / fp16) for its partner
   static constexpr int kSmemRowKeys = (BM + STAGES * 2 * BN) * D * 2;
   static constexpr int kSmemP = kSmemRowKeys + BM * 16;
-  static constexpr int kSmem = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
+  // SKIP 4 / 5: each warp's key bound and fully visible sub-tiles (4 ints per warp), read in the loop, not kept live
+  static constexpr int kSmemWarp = kSmemP + (PAIR > 1 ? BM * BNS * 2 : 0);
+  static constexpr int kSmem = kSmemWarp + (SKIP >= 4 ? WARPS * 16 : 0);
   static_assert(STAGES == 2 || (STAGES == 1 && BNS == BN), "one K/V stage computes whole KV tiles");
   static_assert(PAIR == 1 || (PAIR == 2 && STAGES == 1 && (SKIP == 0 || SKIP >= 4)), "warp pairs: one K/V stage");
 };
@@ -67,22 +69,15 @@ struct FwdSm80Config : FwdSm80Tile<D, D <= 128 ? 128 : 64, D <= 128 ? 64 : 32, (
 //      (PAIR 2, hstu_fwd_kernel), 64 x 64 tiles, one K/V stage (105 KB: 2 blocks per SM on Hopper, 1 on the A100);
 //   2: FA2's tiles and order, one K/V stage: D = 64 / 128 4 warps x 32 rows, 128 x 64 (64 / 32 KB), D = 256 64 x 64,
 //      4 warps x 16 rows (96 KB);
-//   3: short rows, D = 64 / 128: 64 x 64 tiles of 4 warps x 16 rows, one K/V stage, 3 blocks per SM (170
-//      registers; 48 KB at D = 128): half the causal diagonal's masked work of a 128-row tile, twice the blocks;
-//      D = 256: warp pairs, 64 x 32 tiles (69 KB: 2 blocks per SM on the A100 too, fits sm86 / sm89);
 //   4: the default's tile (D = 64: 1, D = 128: 2, D = 256: 1) with SKIP 5: the warp skip in a copy of the body for
 //      the tiles with context rows (query tile 0: its warps of non-context rows stop at their diagonal instead of
-//      walking the history with the context rows), the default's body elsewhere (B16 S4K ctx64 on an H200: D = 64
-//      0.455 ms against 1's 0.474, 1.043x its causal; D = 128 2.5 % faster than 2; causal as fast);
-//   5: D = 256: warp pairs, 128 x 64 tiles of 8 warps, one K/V stage (146 KB, one block per SM: A100, Hopper): half
-//      the K / V bytes from L2; D = 64: 128 x 64 tiles in 32-key sub-tiles, two K/V stages, 3 blocks per SM (12 warps).
-// (Earlier forms: 3-5 at D <= 128 2 / the default's tiles / 1 with the warp skip, 4 2 with the warp skip everywhere,
-// then SKIP 4 (the skip's branch in every tile's loop: causal 4-6 % slower), 5 at D = 256 8 warps x 16 rows, measured
-// no faster.) 1 and 4 at D = 256 (105 KB) and 5 at D = 256 run where the device's opt-in shared memory holds them and
-// not on sm86 / sm89 (their code of it traps; elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in
-// sm_90a, sm_86 and sm_89 code; in sm_80 code 4 at D = 128 (20 B, opt-in), the defaults and the others none
-// (docs/hstu_kernel_notes.md).
-constexpr int kFwdSm80Candidates = 5;
+//      walking the history with the context rows), the default's body elsewhere; the default for calls with
+//      contexts where the default runs 1 / 2 (B16 S4K ctx64 on an H200: D = 64 0.455 ms against 1's 0.474, 1.043x
+//      its causal; D = 128 2.5 % faster than 2; causal as fast).
+// (3 and 5, other tile shapes, measured slower and were removed; docs/hstu_kernel_notes.md.) 1 and 4 at D = 256
+// (105 KB) run where the device's opt-in shared memory holds them and not on sm86 / sm89 (their code of it traps;
+// elsewhere the default runs). ptxas (nvcc 13.0, bf16): no spill in sm_80, sm_86, sm_89 and sm_90a code.
+constexpr int kFwdSm80Candidates = 4;
 // kernel_options(fwd_sm80_cfg=6): the default tiles (FwdSm80Config) whatever the shape, for comparisons.
 constexpr int kFwdSm80CfgOld = 6;
 // kernel_options(fwd_sm80_cfg=7) (kFwdSm80CfgSplit, hstu_fwd_sm80_split.h): the bf16 default tile (D = 256 the warp
@@ -115,10 +110,6 @@ struct FwdSm80Candidate<D, 2> : FwdSm80Tile<D, D == 256 ? 64 : 128, 64, 64, 4, 2
   static constexpr bool kExists = D == 64 || D == 128 || D == 256;
 };
 template <int D>
-struct FwdSm80Candidate<D, 3> : FwdSm80Tile<D, 64, 64, 64, 4, 3, 1, 0> {
-  static constexpr bool kExists = D == 64 || D == 128;
-};
-template <int D>
 struct FwdSm80Candidate<D, 4> : FwdSm80Tile<D, 128, D == 64 ? 128 : 64, 64, 4, 2, D == 64 ? 2 : 1, 5> {
   static constexpr bool kExists = D == 64 || D == 128;
 };
@@ -130,13 +121,7 @@ struct FwdSm80Only : Tile {
 template <>
 struct FwdSm80Candidate<256, 1> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 0, 2>> {};
 template <>
-struct FwdSm80Candidate<256, 3> : FwdSm80Only<FwdSm80Tile<256, 64, 32, 32, 4, 2, 1, 0, 2>> {};
-template <>
 struct FwdSm80Candidate<256, 4> : FwdSm80Only<FwdSm80Tile<256, 64, 64, 64, 4, 2, 1, 5, 2>> {};
-template <>
-struct FwdSm80Candidate<256, 5> : FwdSm80Only<FwdSm80Tile<256, 128, 64, 64, 8, 1, 1, 0, 2>> {};
-template <>
-struct FwdSm80Candidate<64, 5> : FwdSm80Only<FwdSm80Tile<64, 128, 64, 32, 4, 3, 2, 0>> {};
 
 // The grid order longest first over chunks of sequences (launch_hstu_fwd) in kernels with more than 128 registers per
 // thread: at 128 (the 8-warp tiles, 2 blocks per SM) the block's tile recomputed from the grid spilled 68-84 B
@@ -162,7 +147,8 @@ __device__ __forceinline__ uint32_t fwd_pair_keep(uint32_t bits, int ks, int q) 
 #endif
 }
 
-// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial ((slot x heads + h) x ns),
+// SPLIT's end of a chunk (hstu_fwd_sm80_split.h): reads the query tile's first partial (the list's base for the
+// tile x heads + h; chunk c's is c x heads further),
 // the block's chunk c, the tile's counter and its walk's chunks k (the kernel's start left them in shared memory at
 // byte `words`, behind the tile's) and, when the walk has k > 1 chunks, stores the chunk's accumulator as an fp32 partial (fragment order: float4 i * NT +
 // tid for i = mt * DTILES + dt, a warp's stores contiguous), counts the chunk on the tile's counter and returns
@@ -183,7 +169,8 @@ __device__ __forceinline__ bool fwd_split_sum(float (&acc_o)[MT][DTILES][4], con
   constexpr int kElems = MT * DTILES * 4 * NT;  // one chunk's partial (BM x D)
   auto partial = [&](int c) {
     const int first = word(0);
-    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) + static_cast<int64_t>(first + c) * kElems) +
+    return reinterpret_cast<float4*>(static_cast<float*>(p.fwd_sched) +
+                                     static_cast<int64_t>(first + c * p.heads) * kElems) +
            threadIdx.x;
   };
   if (word(3) <= 1) return true;
@@ -333,8 +320,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
     const int ck = __ldg(&split_item()->z);  // (c | k << 16; w: nb_end | nb_begin << 16)
     if (threadIdx.x == 0) {  // its first partial, c, its counter, k (fwd_split_sum; the query tile's slot
       // total_q / BM + batch is unique), m0 and b (the epilogue's, kv_rows': not live in the loop)
-      const int ctr = (si.q_start / BM + b + m0 / BM) * p.heads + h;
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(ctr * list[0].y),
+      const int slot = si.q_start / BM + b + m0 / BM;
+      const int ctr = slot * p.heads + h;
+      // (the list's base of the tile's partials, behind the counters; set where the walk has k > 1 chunks)
+      const int base = (ck >> 16) > 1 ? p.fwd_tile_counter[(p.total_q / BM + p.batch) * p.heads + slot] : 0;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmem), "r"(base * p.heads + h),
                    "r"(ck & 0xffff), "r"(ctr), "r"(ck >> 16));
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(sQ0 + Tile::kSmem + 16), "r"(m0), "r"(b));
     }
@@ -375,8 +365,20 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         wfull_hi = full_hi;
         warp_kend = INT_MAX / 2;
       }
+      // every lane stores the warp's words (the same values): its own reads in the loop need no barrier
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sQ0 + Tile::kSmemWarp + warp * 16),
+                   "r"(warp_kend), "r"(wfull_lo), "r"(wfull_hi), "r"(wr0));
     }
   }
+  // SKIP 4: the sub-tile at n0 fully visible to the warp's rows; the warp's keys of it from n0 (BNS: all)
+  auto warp_full_lim = [&](int n0, bool& wfull, int& wlim) {
+    int kend, lo, hi, unused;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(kend), "=r"(lo), "=r"(hi), "=r"(unused)
+                 : "r"(sQ0 + Tile::kSmemWarp + warp * 16));
+    wfull = n0 >= lo && n0 <= hi;
+    wlim = wfull ? BNS : min(BNS, kend - n0);
+  };
 
   // Each row's keys as two intervals (SeqMask::row_keys: its history keys, its target group's keys; the group-size
   // divisions once per row and block), behind Q and K / V in shared memory: the sub-tiles that are not fully visible
@@ -442,10 +444,11 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         const uint32_t sK = sKV0 + stage * 2 * kTileBytes + sub * BNS * D * 2;
         const uint32_t sV = sK + kTileBytes;
         const int kw0 = n0 + wh * (BNS / PAIR);  // the warp's first key of S
-        const bool full = SKIP == 4 ? n0 >= wfull_lo && n0 <= wfull_hi : n0 >= full_lo && n0 <= full_hi;
         // SK: this warp's rows see none of the sub-tile's keys from n0 + lim on (lim <= 0: none of them); work: the
         // warp's keys of S (PAIR 2: its half) start below lim.
-        const int lim = SK > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
+        bool full = n0 >= full_lo && n0 <= full_hi;
+        int lim = SK > 0 && !full ? min(BNS, warp_kend - n0) : BNS;
+        if constexpr (SKIP == 4) warp_full_lim(n0, full, lim);
         const bool work = SK == 0 || wh * (BNS / PAIR) < lim;
         if (SK == 2 && STAGES == 2 && !work) continue;  // warp-uniform: nothing to compute here
         // Per-thread parts of the ldmatrix addresses, recomputed from an opaque lane id each sub-tile so they are
@@ -499,13 +502,16 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             }
             const T* rab = static_cast<const T*>(p.rab) + rb * p.rab_batch_stride +
                            head() * p.rab_head_stride;
+            int rw0 = r0 + warp_row0;  // the warp's first row (SKIP 4: from shared memory, not live in the loop)
+            if constexpr (SKIP == 4)
+              asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(rw0) : "r"(sQ0 + Tile::kSmemWarp + warp * 16 + 12));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
               for (int nt = 0; nt < NTILES; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                  const int r = r0 + warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                  const int r = rw0 + mt * 16 + lane / 4 + (e / 2) * 8;
                   const int j = kw0 + nt * 8 + (lane % 4) * 2 + (e & 1);
                   if (r < lk && j < lk) acc_s[mt][nt][e] += to_float(rab[(int64_t)r * p.rab_row_stride + j]);
                 }
@@ -528,6 +534,10 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
             for (int q = 0; q < 4; ++q)
               pk[mt][ks][q] = pack2<T>(acc_s[mt][2 * ks + q / 2][2 * (q % 2)],
                                        acc_s[mt][2 * ks + q / 2][2 * (q % 2) + 1]);
+        if constexpr (SKIP == 4) {  // (re-read: not live through S)
+          int mlim;
+          warp_full_lim(n0, full, mlim);
+        }
         if (work && !full) {
           // Keys jw + 8 nt + odd of rows warp_row0 + lane / 4 + 16 mt + 8 hf (an opaque lane: not hoisted); per
           // m16 tile its two rows' intervals as bits (bit 4 nt + 2 hf + odd), then the pairs' AND masks.
@@ -585,7 +595,14 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
           const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
           for (int ks = 0; ks < KSW; ++ks) {
-            if ((SK == 3 || (SK == 2 && STAGES == 1)) && hh * (BNS / PAIR) + ks * 16 >= lim) continue;  // uniform
+            if constexpr (SK == 3 || (SK == 2 && STAGES == 1)) {
+              int plim = lim;
+              if constexpr (SKIP == 4) {  // (re-read: not live through S and P)
+                bool pfull;
+                warp_full_lim(n0, pfull, plim);
+              }
+              if (hh * (BNS / PAIR) + ks * 16 >= plim) continue;  // warp-uniform
+            }
             uint32_t a[MT][4];
             if (j == 0) {
 #pragma unroll
@@ -624,13 +641,15 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
   // Epilogue: scale, round, stage through smem (the Q buffer), store 16-byte rows. Rows past seqused are zeros.
   __syncthreads();
   const uint32_t sQ = sQ0;
+  // (SKIP 4: the warp's first row re-derived here, not kept live through the loop)
+  const int erow0 = SKIP == 4 ? (static_cast<int>(opaque(static_cast<uint32_t>(warp))) / PAIR) * MT * 16 : warp_row0;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int dt = 0; dt < DTILES; ++dt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int row = warp_row0 + mt * 16 + lane / 4 + half * 8;
+        const int row = erow0 + mt * 16 + lane / 4 + half * 8;
         const uint32_t v = pack2<T>(acc_o[mt][dt][2 * half] * p.inv_scaling, acc_o[mt][dt][2 * half + 1] * p.inv_scaling);
         const uint32_t addr = sQ + L::offset(row, wh * DTILES + dt) + (lane % 4) * 4;
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
@@ -742,14 +761,14 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
   __shared__ int cursor[kFwdListBuckets];
   __shared__ int hist[kFwdListHist + 1];  // query tiles per walk length
   __shared__ unsigned long long work;
-  __shared__ int long_walk;
+  __shared__ int long_walk, partials;
   for (int i = threadIdx.x; i < counters; i += blockDim.x) p.fwd_tile_counter[i] = 0;
   for (int i = threadIdx.x; i < kFwdListBuckets; i += blockDim.x) cursor[i] = 0;
   for (int i = threadIdx.x; i <= kFwdListHist; i += blockDim.x) hist[i] = 0;
-  if (threadIdx.x == 0) work = long_walk = 0;
+  if (threadIdx.x == 0) work = long_walk = partials = 0;
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps)
+  // each query tile's walk (KV tiles, less the target gap): f(b, m0, steps, tile_at, slot)
   auto each_tile = [&](auto&& f) {
     for (int b = warp; b < p.batch; b += warps) {
       const SeqInfo si = seq_info(p, b);
@@ -760,14 +779,14 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         const int gap = gap_end - gap_begin;
         // the KV tile of step s of the walk down (after tile gap_end the next one is gap_begin - 1)
         auto tile_at = [&](int s) { const int t = nb_end - 1 - s; return gap > 0 && t < gap_end ? t - gap : t; };
-        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, tile_at);
+        f(b, m0, nb_end > nb_begin ? nb_end - nb_begin - gap : 0, tile_at, si.q_start / BM + b + m0 / BM);
       }
     }
   };
   {
     unsigned long long mine = 0;
     int longer = 0;
-    each_tile([&](int, int, int steps, auto&&) {
+    each_tile([&](int, int, int steps, auto&&, int) {
       mine += static_cast<unsigned long long>(max(steps, 1));
       if (steps >= 0 && steps <= kFwdListHist) {
         atomicAdd(&hist[steps], 1);
@@ -797,8 +816,10 @@ __global__ void __launch_bounds__(1024) hstu_sm80_fwd_list_kernel(const HstuPara
         atomicAdd(&cursor[bucket_of(st - (k - 1) * chunk)], n);
       }
     } else {
-      each_tile([&](int b, int m0, int steps, auto&& tile_at) {
+      each_tile([&](int b, int m0, int steps, auto&& tile_at, int slot) {
         const int k = max(1, (steps + chunk - 1) / chunk);
+        // a split tile's k partials per head: consecutive from its base (fwd_sm80_split_partials bounds them)
+        if (pass == 1 && k > 1) p.fwd_tile_counter[counters + slot] = atomicAdd(&partials, k);
         for (int c = 0; c < k; ++c) {
           const int w = min(chunk, steps - c * chunk);
           const int bucket = bucket_of(w);
@@ -847,18 +868,19 @@ cudaError_t launch_hstu_fwd_split(const HstuParams& p, cudaStream_t stream) {
   static_assert(t.bm == C::kBlockM && t.bn == C::kBlockN && t.minb == C::kMinBlocks, "the plan's tile");
   if (p.fwd_sched == nullptr || p.fwd_split_tiles == 0) return launch_hstu_fwd<T, D, C>(p, stream);
   const int least = std::abs(p.fwd_split_tiles);
-  const FwdSm80Split s = fwd_sm80_split_layout(p, t, least);
-  if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
-  HstuParams q = p;  // workspace: counters | list | partials
-  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
-  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
   int sms = 0, max_smem = 0;
   bool narrow = false;
   cudaError_t err = fwd_sm80_device(sms, max_smem, narrow);
   if (err != cudaSuccess) return err;
+  const int resident = p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks;  // (0: exact chunks)
+  const FwdSm80Split s = fwd_sm80_split_layout(p, t, least, resident);
+  if (p.fwd_sched_bytes < s.bytes || s.items > 65535) return cudaErrorInvalidValue;
+  HstuParams q = p;  // workspace: counters and the split tiles' first partials | list | partials
+  q.fwd_tile_counter = static_cast<int*>(p.fwd_sched);
+  q.fwd_sched = static_cast<char*>(p.fwd_sched) + s.counter_bytes + s.list_bytes;
   hstu_sm80_fwd_list_kernel<C::kBlockM, C::kBlockN><<<1, 1024, 0, stream>>>(
       q, reinterpret_cast<int4*>(static_cast<char*>(p.fwd_sched) + s.counter_bytes),
-      static_cast<int>(s.slots * p.heads), s.ns, least, p.fwd_split_tiles > 0 ? 0 : sms * C::kMinBlocks);
+      static_cast<int>(s.slots * p.heads), s.ns, least, resident);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   auto kernel = hstu_fwd_split_kernel<T, D, C::kBlockM, C::kBlockN, C::kSubN, C::kWarps, C::kMinBlocks, C::kStages,
@@ -889,7 +911,7 @@ cudaError_t launch_hstu_fwd_candidate(const HstuParams& p, cudaStream_t stream) 
 template <typename T, int D>
 cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
   if (p.max_seqlen_q <= 0 || p.batch <= 0 || p.heads <= 0) return cudaSuccess;
-  static_assert(kFwdSm80Candidates == 5, "one case per candidate");
+  static_assert(kFwdSm80Candidates == 4, "one case per candidate");
   if constexpr ((D == 64 || D == 128 || D == 256) && std::is_same<T, __nv_bfloat16>::value) {
     // the bf16 default tile with the split: cfg 7, and the default where the op made room for the split's plan
     // (fwd_sm80_split_for)
@@ -902,27 +924,27 @@ cudaError_t run_hstu_fwd(const HstuParams& p, cudaStream_t stream) {
     }
   }
   if (p.fwd_sm80_cfg == 0 && std::is_same<T, __nv_bfloat16>::value) {
+    // calls with contexts: candidate 4, the same tile with the warp skip in query tile 0 (fwd_sm80_cfg=1 / 2: the
+    // tile without it, for comparisons)
+    const bool ctx = p.num_contexts != nullptr;
     if constexpr (D == 256 && std::is_same<T, __nv_bfloat16>::value) {  // the pairs at every row count where they fit
       using Pairs = FwdSm80Candidate<256, kFwdSm80PairCfg>;
       bool fits = false;
       const cudaError_t err = fwd_sm80_fits<Pairs>(fits);
       if (err != cudaSuccess) return err;
-      if (fits) return launch_hstu_fwd<T, D, Pairs>(p, stream);
+      if (fits) return ctx ? launch_hstu_fwd_candidate<T, D, 4>(p, stream) : launch_hstu_fwd<T, D, Pairs>(p, stream);
     }
     if (FwdSm80Candidate<D, 2>::kExists && p.total_q >= kFwdSm80LongRows * p.batch)
-      return launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
+      return ctx && D != 256 ? launch_hstu_fwd_candidate<T, D, 4>(p, stream)  // (D = 256: the pairs do not fit)
+                             : launch_hstu_fwd_candidate<T, D, kFwdSm80DefaultCfg<D>>(p, stream);
   }
   switch (p.fwd_sm80_cfg) {
     case 1:
       return launch_hstu_fwd_candidate<T, D, 1>(p, stream);
     case 2:
       return launch_hstu_fwd_candidate<T, D, 2>(p, stream);
-    case 3:
-      return launch_hstu_fwd_candidate<T, D, 3>(p, stream);
     case 4:
       return launch_hstu_fwd_candidate<T, D, 4>(p, stream);
-    case 5:
-      return launch_hstu_fwd_candidate<T, D, 5>(p, stream);
     default:  // 0 below kFwdSm80LongRows, kFwdSm80CfgOld
       return launch_hstu_fwd<T, D, FwdSm80Config<D>>(p, stream);
   }

@@ -55,18 +55,33 @@ struct FwdSm80Split {
   int ns = 1;                 // chunks of the longest walk (at most)
   int64_t slots = 0;          // query tile slots: total_q / BM + batch (q_start / BM + b + m0 / BM is unique)
   int64_t items = 0;          // the work list's upper bound: slots x ns (grid y)
-  int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel (256-aligned)
+  int64_t counter_bytes = 0;  // one int per (slot, head), zeroed by the list's kernel, then each split tile's first
+                              // partial per slot (256-aligned)
   int64_t list_bytes = 0;     // the work list: a 16-byte header, then one int4 per item (256-aligned)
-  int64_t bytes = 0;          // counters + list + slots x heads x ns partials of BM x D fp32
+  int64_t partials = 0;       // BM x D fp32 partials: slots x heads x ns for exact chunks, at most 2 x resident
+                              // for the rule's (fwd_sm80_split_partials)
+  int64_t bytes = 0;          // counters + list + partials
 };
 
-// The counters' bytes (the work list follows them): one int per query tile slot and head, 256-aligned.
+// The counters' and the split tiles' first partials' bytes (the work list follows them): one int per query tile
+// slot and head, then one per slot, 256-aligned.
 __host__ __device__ inline int64_t fwd_sm80_split_counter_bytes(int64_t slots, int heads) {
-  return (slots * heads * 4 + 255) / 256 * 256;
+  return (slots * (heads + 1) * 4 + 255) / 256 * 256;
 }
 
-// The workspace of chunks of `chunk` KV tiles (host values only): counters | list | partials.
-inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile t, int64_t chunk) {
+// The partials of a split (host values): the list's kernel gives each split query tile k consecutive partials per
+// head (its k chunks). With exact chunks (resident 0) at most slots x heads x ns. With the rule's (resident block
+// slots): the device's chunk is at least the real walks' work W (KV tiles, all query tiles) x heads / resident, and
+// a split tile's k = ceil(steps / chunk) < 2 steps / chunk (steps > chunk), so the split tiles' chunks over the heads
+// number below 2 W heads / chunk <= 2 resident, however long or many the sequences.
+inline int64_t fwd_sm80_split_partials(int64_t slots, int heads, int64_t ns, int64_t resident) {
+  const int64_t all = slots * heads * ns;
+  return resident > 0 ? std::min<int64_t>(all, 2 * resident) : all;
+}
+
+// The workspace of chunks of `chunk` KV tiles (host values only; resident: the rule's block slots, 0 for exact
+// chunks): counters and first partials | list | partials.
+inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile t, int64_t chunk, int64_t resident) {
   FwdSm80Split s;
   const int64_t n_kv = (int64_t{p.max_seqlen_k} + t.bn - 1) / t.bn;
   s.chunk = static_cast<int>(chunk);
@@ -75,7 +90,8 @@ inline FwdSm80Split fwd_sm80_split_layout(const HstuParams& p, FwdSm80SplitTile 
   s.items = s.slots * s.ns;
   s.counter_bytes = fwd_sm80_split_counter_bytes(s.slots, p.heads);
   s.list_bytes = ((s.items + 1) * 16 + 255) / 256 * 256;
-  s.bytes = s.counter_bytes + s.list_bytes + s.slots * p.heads * s.ns * t.bm * p.head_dim * 4;
+  s.partials = fwd_sm80_split_partials(s.slots, p.heads, s.ns, resident);
+  s.bytes = s.counter_bytes + s.list_bytes + s.partials * t.bm * p.head_dim * 4;
   return s;
 }
 
@@ -99,7 +115,7 @@ inline FwdSm80Split fwd_sm80_split_plan(const HstuParams& p, FwdSm80SplitTile t,
     chunk = std::max<int64_t>(kFwdSm80SplitMinChunk, (blocks * (n_kv + 1) / 2 + 2 * resident - 1) / (2 * resident));
   }
   if (chunk >= n_kv || n_kv >= 32768) return {};  // (the list's items hold KV tile indices in 15 bits)
-  FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk);
+  FwdSm80Split s = fwd_sm80_split_layout(p, t, chunk, p.fwd_split_tiles > 0 ? 0 : int64_t{sms} * t.minb);
   s.exact = p.fwd_split_tiles > 0;
   return s.items <= 65535 ? s : FwdSm80Split{};
 }
