@@ -29,6 +29,25 @@ def main():
     a = ap.parse_args()
     print(f"## fwd20 {a.label}: {torch.cuda.get_device_name()}, bf16 H4, forward ms (TFLOP/s, FA convention per "
           f"sequence), CUDA graphs, median of {a.reps} interleaved rounds")
+    # the split's workspace: peak device memory of one default forward over its inputs and output
+    lens, D = [6144] * 2, 256
+    fn = ours(lens, D, "0", 0)
+    out = fn()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out2 = fn()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    split = any("hstu_fwd_split_kernel" in e.name for e in prof.events())
+    print(f"| split workspace B2 S6144 H4 D256 (split: {split}) | peak over inputs: {extra / 2**20:.1f} MiB, output "
+          f"{out.numel() * out.element_size() / 2**20:.1f} MiB |")
+    print(f"fwd20 {a.label} | workspace B2 S6144 D256 | peak MiB | {extra / 2**20:.2f}")
+    del out, out2
     cols = ["default", "base", "FA2"]
     print("| case | tokens | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))
@@ -64,25 +83,6 @@ def main():
     for D in (256, 64):
         (fj, mj), (fd, md) = res[f"zipf D{D} ctx3"], res[f"dense B2 S{tok // 2} D{D} ctx3"]
         print(f"| Zipf / dense TFLOP/s D{D} | {100 * (fj / mj['default']) / (fd / md['default']):.0f} % | |")
-    # the split's workspace: peak device memory of one default forward over its inputs and output
-    lens, D = [6144] * 2, 256
-    fn = ours(lens, D, "0", 0)
-    out = fn()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out2 = fn()
-    torch.cuda.synchronize()
-    extra = torch.cuda.max_memory_allocated() - base
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    split = any("hstu_fwd_split_kernel" in e.name for e in prof.events())
-    print(f"\n| split workspace B2 S6144 H4 D256 (split: {split}) | peak over inputs: {extra / 2**20:.1f} MiB, output "
-          f"{out.numel() * out.element_size() / 2**20:.1f} MiB |")
-    print(f"fwd20 {a.label} | workspace B2 S6144 D256 | peak MiB | {extra / 2**20:.2f}")
-    del out, out2
 
 
 if __name__ == "__main__":
