@@ -589,20 +589,18 @@ __device__ __forceinline__ void hstu_fwd_block(const HstuParams& p) {
         }
 
         // O += P V (PAIR 2: the warp's own keys, then its partner's P from shared memory; the warp's columns)
+        int plim = lim;
+        if constexpr (SKIP == 4 && (SK == 3 || (SK == 2 && STAGES == 1))) {  // (re-read: not live through S and P)
+          bool pfull;
+          warp_full_lim(n0, pfull, plim);
+        }
 #pragma unroll
         for (int j = 0; j < PAIR; ++j) {
           const int hh = wh ^ j;  // the half of the keys
           const uint32_t sVh = sV + hh * (BNS / PAIR) * D * 2 + wh * (D / PAIR) * 2;
 #pragma unroll
           for (int ks = 0; ks < KSW; ++ks) {
-            if constexpr (SK == 3 || (SK == 2 && STAGES == 1)) {
-              int plim = lim;
-              if constexpr (SKIP == 4) {  // (re-read: not live through S and P)
-                bool pfull;
-                warp_full_lim(n0, pfull, plim);
-              }
-              if (hh * (BNS / PAIR) + ks * 16 >= plim) continue;  // warp-uniform
-            }
+            if ((SK == 3 || (SK == 2 && STAGES == 1)) && hh * (BNS / PAIR) + ks * 16 >= plim) continue;  // uniform
             uint32_t a[MT][4];
             if (j == 0) {
 #pragma unroll
