@@ -25,7 +25,11 @@ def main():
     ap.add_argument("label")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--base", action="store_true", help="also the default's tile forced (fwd_sm80_cfg 1 / 2)")
-    ap.add_argument("--fa2", action="store_true", help="FA2 (torch's flash SDPA) on B256 S256 D256 and B16 S4K")
+    ap.add_argument("--fa2", action="store_true", help="FA2 (torch's flash SDPA) on B16 S4K, and B256 S256 D256")
+    ap.add_argument("--exact", action="store_true", help="the workspace with exact chunks too")
+    ap.add_argument("--dims", nargs="*", type=int, default=[128, 64, 256], help="head dims of B16 S4K")
+    ap.add_argument("--ctx", action="store_true", help="B16 S4K with 64 contexts too")
+    ap.add_argument("--zipf", nargs="*", type=int, default=[64, 256], help="head dims of the Zipf / dense pair")
     a = ap.parse_args()
     print(f"## fwd20 {a.label}: {torch.cuda.get_device_name()}, bf16 H4, forward ms (TFLOP/s, FA convention per "
           f"sequence), CUDA graphs, median of {a.reps} interleaved rounds")
@@ -40,14 +44,22 @@ def main():
     out2 = fn()
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    split = any("hstu_fwd_split_kernel" in e.name for e in prof.events())
-    print(f"| split workspace B2 S6144 H4 D256 (split: {split}) | peak over inputs: {extra / 2**20:.1f} MiB, output "
-          f"{out.numel() * out.element_size() / 2**20:.1f} MiB |")
+    print(f"| split workspace B2 S6144 H4 D256 | peak over inputs: {extra / 2**20:.1f} MiB, output "
+          f"{out.numel() * out.element_size() / 2**20:.1f} MiB |", flush=True)
     print(f"fwd20 {a.label} | workspace B2 S6144 D256 | peak MiB | {extra / 2**20:.2f}")
     del out, out2
+    if a.exact:  # chunks of the rule's least (94 KV tiles: 2 per walk) forced: the bound of exact chunks
+        fn = ours(lens, D, "0:94", 0)
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        extra = torch.cuda.max_memory_allocated() - base
+        print(f"| the same, fwd_split_tiles=94 (exact chunks: slots x heads x 2 partials) | peak over inputs: "
+              f"{extra / 2**20:.1f} MiB |", flush=True)
     cols = ["default", "base", "FA2"]
     print("| case | tokens | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))
@@ -55,11 +67,12 @@ def main():
     jag = zipf_lengths(32, 4096)
     tok = sum(jag)
     cases = []
-    for D in (64, 128, 256):
-        cases += [(f"B16 S4K D{D} causal", [4096] * 16, D, 0), (f"B16 S4K D{D} ctx64", [4096] * 16, D, 64)]
-    for D in (256, 64):
+    for D in a.dims:
+        cases += [(f"B16 S4K D{D} causal", [4096] * 16, D, 0)] + ([(f"B16 S4K D{D} ctx64", [4096] * 16, D, 64)] if a.ctx else [])
+    for D in a.zipf:
         cases += [(f"zipf D{D} ctx3", jag, D, 3), (f"dense B2 S{tok // 2} D{D} ctx3", [tok // 2] * 2, D, 3)]
-    cases += [("B256 S256 D256", [256] * 256, 256, 0)]
+    if a.fa2:
+        cases += [("B256 S256 D256", [256] * 256, 256, 0)]
     for name, lens, D, ctx in cases:
         run = {"default": ours(lens, D, "0", ctx)}
         if a.base and name.startswith("B16"):
@@ -74,13 +87,15 @@ def main():
         torch.cuda.empty_cache()
     print("\n| ratio | " + " | ".join(cols[:2]) + " |")
     print("|---|---:|---:|")
-    for D in (64, 128, 256):
+    for D in (128, 64, 256):
+        if f"B16 S4K D{D} ctx64" not in res:
+            continue
         c_, x_ = res[f"B16 S4K D{D} causal"][1], res[f"B16 S4K D{D} ctx64"][1]
         print(f"| ctx64 / causal B16 S4K D{D} (each column's own causal) | " +
               " | ".join(f"{x_[c] / c_[c]:.3f}x" if c in x_ and c in c_ else "" for c in cols[:2]) + " |")
         if "base" in c_:
             print(f"| ctx64 default / base's causal D{D} | {x_['default'] / c_['base']:.3f}x | |")
-    for D in (256, 64):
+    for D in [d for d in a.zipf if f"dense B2 S{tok // 2} D{d} ctx3" in res]:
         (fj, mj), (fd, md) = res[f"zipf D{D} ctx3"], res[f"dense B2 S{tok // 2} D{D} ctx3"]
         print(f"| Zipf / dense TFLOP/s D{D} | {100 * (fj / mj['default']) / (fd / md['default']):.0f} % | |")
 
