@@ -26,6 +26,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--base", action="store_true", help="also the default's tile forced (fwd_sm80_cfg 1 / 2)")
     ap.add_argument("--fa2", action="store_true", help="FA2 (torch's flash SDPA) on B16 S4K, and B256 S256 D256")
+    ap.add_argument("--ws", action="store_true", help="the split's workspace (peak memory) first")
     ap.add_argument("--exact", action="store_true", help="the workspace with exact chunks too")
     ap.add_argument("--dims", nargs="*", type=int, default=[128, 64, 256], help="head dims of B16 S4K")
     ap.add_argument("--ctx", action="store_true", help="B16 S4K with 64 contexts too")
@@ -35,31 +36,27 @@ def main():
           f"sequence), CUDA graphs, median of {a.reps} interleaved rounds")
     # the split's workspace: peak device memory of one default forward over its inputs and output
     lens, D = [6144] * 2, 256
-    fn = ours(lens, D, "0", 0)
-    out = fn()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out2 = fn()
-    torch.cuda.synchronize()
-    extra = torch.cuda.max_memory_allocated() - base
-    print(f"| split workspace B2 S6144 H4 D256 | peak over inputs: {extra / 2**20:.1f} MiB, output "
-          f"{out.numel() * out.element_size() / 2**20:.1f} MiB |", flush=True)
-    print(f"fwd20 {a.label} | workspace B2 S6144 D256 | peak MiB | {extra / 2**20:.2f}")
-    del out, out2
-    if a.exact:  # chunks of the rule's least (94 KV tiles: 2 per walk) forced: the bound of exact chunks
-        fn = ours(lens, D, "0:94", 0)
-        fn()
+
+    def peak(var):
+        fn = ours(lens, D, var, 0)
+        out = fn()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-        base = torch.cuda.memory_allocated()
+        before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         fn()
         torch.cuda.synchronize()
-        extra = torch.cuda.max_memory_allocated() - base
+        return (torch.cuda.max_memory_allocated() - before) / 2**20, out.numel() * out.element_size() / 2**20
+
+    if a.ws:
+        extra, out_mib = peak("0")
+        print(f"| split workspace B2 S6144 H4 D256 | peak over inputs: {extra:.1f} MiB, output {out_mib:.1f} MiB |",
+              flush=True)
+        print(f"fwd20 {a.label} | workspace B2 S6144 D256 | peak MiB | {extra:.2f}")
+    if a.exact:  # chunks of the rule's least (94 KV tiles: 2 per walk) forced: the bound of exact chunks
+        extra, _ = peak("0:94")
         print(f"| the same, fwd_split_tiles=94 (exact chunks: slots x heads x 2 partials) | peak over inputs: "
-              f"{extra / 2**20:.1f} MiB |", flush=True)
+              f"{extra:.1f} MiB |", flush=True)
     cols = ["default", "base", "FA2"]
     print("| case | tokens | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))

@@ -16,8 +16,8 @@ run_tests 19 "not (candidates and not context)" -v $T::test_sm80_forward_default
   $T::test_sm80_forward_split_workspace_bound $T::test_sm80_forward_split $T::test_sm80_forward_candidates \
   tests/hstu/test_kernels_gpu.py::test_sm80_and_sm90_kernels_agree_with_reference
 echo "== 2. time ($SECONDS s)"
-jag /tmp/site_main main19 8 --reps 5 --dims 128 --zipf 64 256
-jag /tmp/site_fwd20 fwd20 $((39 - SECONDS)) --reps 5 --base --ctx --exact --dims 128 64 256 --zipf 64 256
+jag /tmp/site_main main19 8 --reps 5 --ws --dims 128 --zipf 64 256
+jag /tmp/site_fwd20 fwd20 $((39 - SECONDS)) --reps 5 --ws --base --ctx --exact --dims 128 64 256 --zipf 64 256
 echo
 echo "################ DIGEST ($GPU; done at $SECONDS s)"
 echo "#### tests (one pytest -v: default_contexts, split_workspace_bound, split, candidates with contexts;"
