@@ -19,9 +19,12 @@
 # CUDA_LIB_INCLUDE (cuSPARSE / cuBLAS / cuSOLVER headers, which ATen's CUDA headers include; default: the CUDA
 # library wheels' nvidia/cu*/include beside TORCH_DIR). python3 must be the Python that will load the module (its
 # headers and extension suffix are used). The .so must be built against the torch version that will load it.
+# On a host without a GPU (the module then carried to the GPU machine): CUDA_CC=90 TORCH_DIR=<a pip-installed torch of
+# the GPU machine's version, for the same Python>; e.g. a venv with `pip install torch==X --no-deps` and
+# `cuda-toolkit[cublas,cusolver,cusparse,cudart]` of its CUDA version for CUDA_LIB_INCLUDE.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    sed -n '2,21p' "$0"
+    sed -n '2,24p' "$0"
     exit 2
 fi
 checkout=$(cd "$1" && pwd)
@@ -33,7 +36,8 @@ cutlass=${CUTLASS_INCLUDE_DIR:-$checkout/third_party/cutlass/include}
 [ -f "$cutlass/cute/tensor.hpp" ] || { echo "CUTLASS_INCLUDE_DIR: no cute/tensor.hpp in $cutlass (init the" \
     "checkout's third_party/cutlass submodule or set CUTLASS_INCLUDE_DIR)" >&2; exit 2; }
 nvcc=${NVCC:-nvcc}
-cuda_home=$(dirname "$(dirname "$(command -v "$nvcc")")")
+# (nvcc resolved through links: /usr/local/bin/nvcc -> the toolkit's bin/nvcc gives the toolkit's folder)
+cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v "$nvcc")")")")
 torch_dir=${TORCH_DIR:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
 cc=${CUDA_CC:-$(python3 -c 'import torch; a, b = torch.cuda.get_device_capability(0); print(10 * a + b)')}
 jobs=${JOBS:-2}
